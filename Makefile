@@ -1,0 +1,109 @@
+# gridnode build. Everything is found by wildcard, so adding a source file, a unit
+# test (tests/unit/test_*.c), a benchmark (bench/*.c, bench/*.sh) or a fuzz target
+# (fuzz/fuzz_*.c) needs no change here.
+#
+#   make            build/gridnode (-Wall -Wextra -Werror)
+#   make test       unit + system tests, plain and ASan/UBSan builds
+#   make demo       install what is missing, build, run a local grid demo
+#   make bench      benchmarks, one JSON line each
+#   make fuzz       bounded libFuzzer run of the wire decoder
+#   make format-check
+
+BUILD   ?= build
+PKGS    := libzmq msgpack lmdb inih jansson zlib
+DEP_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+DEP_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
+CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
+WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-missing-field-initializers
+SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+CFLAGS  ?= -O2 -g
+XCFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(DEP_CFLAGS) -I. -MMD -MP
+PYTEST  := /usr/bin/python3 -m pytest
+
+LIB_SRC := $(sort $(wildcard lib/*.c wire/*.c store/*.c roles/*/*.c cmd/*.c))
+LIB_SRC := $(filter-out cmd/main.c,$(LIB_SRC))
+UNIT    := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
+BENCHES := $(patsubst bench/%.c,%,$(wildcard bench/*.c))
+
+OBJ      := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC))
+ASAN_OBJ := $(patsubst %.c,$(BUILD)/asan/obj/%.o,$(LIB_SRC))
+
+all: $(BUILD)/gridnode
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(XCFLAGS) -c -o $@ $<
+$(BUILD)/asan/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(XCFLAGS) $(SAN) -c -o $@ $<
+
+$(BUILD)/libgridnode.a: $(OBJ)
+	rm -f $@; ar rcs $@ $^
+$(BUILD)/asan/libgridnode.a: $(ASAN_OBJ)
+	rm -f $@; ar rcs $@ $^
+
+$(BUILD)/gridnode: $(BUILD)/obj/cmd/main.o $(BUILD)/libgridnode.a
+	$(CC) $(XCFLAGS) -o $@ $^ $(DEP_LIBS)
+$(BUILD)/asan/gridnode: $(BUILD)/asan/obj/cmd/main.o $(BUILD)/asan/libgridnode.a
+	$(CC) $(XCFLAGS) $(SAN) -o $@ $^ $(DEP_LIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(BUILD)/libgridnode.a
+	@mkdir -p $(dir $@)
+	$(CC) $(XCFLAGS) -o $@ $^ $(DEP_LIBS) $(CMOCKA_LIBS)
+$(BUILD)/asan/tests/%: $(BUILD)/asan/obj/tests/unit/%.o $(BUILD)/asan/libgridnode.a
+	@mkdir -p $(dir $@)
+	$(CC) $(XCFLAGS) $(SAN) -o $@ $^ $(DEP_LIBS) $(CMOCKA_LIBS)
+
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/libgridnode.a
+	@mkdir -p $(dir $@)
+	$(CC) $(XCFLAGS) -o $@ $^ $(DEP_LIBS)
+
+$(BUILD)/fuzz/%: fuzz/%.c $(LIB_SRC)
+	@mkdir -p $(dir $@)
+	clang -std=c11 -D_GNU_SOURCE $(WARN) -O1 -g $(DEP_CFLAGS) -I. \
+	    -fsanitize=fuzzer,address,undefined -o $@ $^ $(DEP_LIBS)
+
+unit: $(addprefix $(BUILD)/tests/,$(UNIT)) $(addprefix $(BUILD)/asan/tests/,$(UNIT))
+	@set -e; for t in $(UNIT); do \
+	    echo "== $$t"; $(BUILD)/tests/$$t 2>&1; \
+	    echo "== $$t (asan)"; $(BUILD)/asan/tests/$$t 2>&1; done
+
+system: $(BUILD)/gridnode $(BUILD)/asan/gridnode
+	GRIDNODE_BIN=$(abspath $(BUILD)/gridnode) $(PYTEST) -q -p no:cacheprovider tests/system
+	GRIDNODE_BIN=$(abspath $(BUILD)/asan/gridnode) GRIDNODE_ASAN=1 \
+	    $(PYTEST) -q -p no:cacheprovider -m "not slow" tests/system
+
+check: all unit system
+
+# The README's test command: installs missing packages first (pkg-config must see
+# them when make parses this file, hence the second make).
+test:
+	bash scripts/deps.sh
+	$(MAKE) check
+
+deps:
+	bash scripts/deps.sh
+
+demo: deps
+	$(MAKE) all
+	bash scripts/demo.sh
+
+bench: all $(addprefix $(BUILD)/bench/,$(BENCHES))
+	@BUILD=$(BUILD) bash bench/run.sh
+
+fuzz: $(BUILD)/fuzz/fuzz_wire
+	@mkdir -p $(BUILD)/fuzz/corpus
+	$(BUILD)/fuzz/fuzz_wire -max_total_time=$${FUZZ_SECONDS:-30} -rss_limit_mb=1024 \
+	    $(BUILD)/fuzz/corpus fuzz/seeds
+
+format:
+	clang-format -i $(LIB_SRC) cmd/main.c $(wildcard */*.h roles/*/*.h tests/unit/*.c bench/*.c fuzz/*.c)
+format-check:
+	clang-format --dry-run --Werror $(LIB_SRC) cmd/main.c $(wildcard */*.h roles/*/*.h tests/unit/*.c bench/*.c fuzz/*.c)
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+.PHONY: all unit system check test deps demo bench fuzz format format-check clean
+.SECONDARY:

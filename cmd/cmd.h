@@ -1,0 +1,18 @@
+/*
+ * cmd.h - every subcommand of the gridnode binary. Each is cmd/<name>.c exporting
+ * cmd_<name>(argc, argv) with argv[0] the subcommand name; it returns the process
+ * exit status (0 success, 1 failure, 2 usage error).
+ */
+#ifndef GRIDNODE_CMD_H
+#define GRIDNODE_CMD_H
+
+int cmd_cluster(int argc, char **argv);
+int cmd_client(int argc, char **argv);
+int cmd_submit(int argc, char **argv);
+int cmd_jobs(int argc, char **argv);
+int cmd_job(int argc, char **argv);
+int cmd_cancel(int argc, char **argv);
+int cmd_nodes(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
+
+#endif

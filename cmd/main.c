@@ -1,0 +1,50 @@
+/*
+ * main.c - the gridnode binary: one executable, a role or a tool per subcommand.
+ * The table below is the whole command set; `gridnode help` prints it.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd/cmd.h"
+
+struct command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+};
+
+static const struct command commands[] = {
+    {"cluster", cmd_cluster, "run the cluster manager / task server role"},
+    {"client", cmd_client, "run the execution host (volunteer client) role"},
+    {"submit", cmd_submit, "submit a job (a bag of tasks) to a cluster manager"},
+    {"jobs", cmd_jobs, "list the jobs of a cluster manager"},
+    {"job", cmd_job, "show one job: status and per-task results"},
+    {"cancel", cmd_cancel, "cancel a job"},
+    {"nodes", cmd_nodes, "list the nodes known to a cluster manager"},
+    {"dump", cmd_dump, "print a role's stored state (works while it runs)"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: gridnode COMMAND [ARGS...]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].help);
+    fprintf(out, "\n`gridnode COMMAND --help` describes a command.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "gridnode: unknown command '%s'; run 'gridnode help' for the list\n", argv[1]);
+    return 2;
+}
