@@ -1,0 +1,263 @@
+/* config.c - INI + --set configuration over a key table (see config.h). */
+#include "lib/config.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct load_ctx {
+    const struct config_key *keys;
+    void *cfg;
+    unsigned char *seen;
+    char *err;
+    size_t errlen;
+    const char *where;
+    int failed;
+};
+
+static const struct config_key *find_key(const struct config_key *keys, const char *section,
+                                         const char *name, int *index)
+{
+    for (int i = 0; keys[i].name; i++)
+        if (!strcmp(keys[i].section, section) && !strcmp(keys[i].name, name)) {
+            *index = i;
+            return &keys[i];
+        }
+    return NULL;
+}
+
+static int enum_index(const char *choices, const char *value)
+{
+    size_t vl = strlen(value);
+    int i = 0;
+    for (const char *p = choices; *p; i++) {
+        const char *bar = strchr(p, '|');
+        size_t n = bar ? (size_t)(bar - p) : strlen(p);
+        if (n == vl && !strncmp(p, value, n))
+            return i;
+        if (!bar)
+            break;
+        p = bar + 1;
+    }
+    return -1;
+}
+
+/* Parses value for key k into cfg; 0, or -1 with why in err. */
+static int set_value(const struct config_key *k, void *cfg, const char *value, char *err,
+                     size_t el)
+{
+    char *base = (char *)cfg + k->offset, *end;
+    switch (k->type) {
+    case CONFIG_STR:
+        if (strlen(value) >= CONFIG_STR_MAX) {
+            snprintf(err, el, "value longer than %d bytes", CONFIG_STR_MAX - 1);
+            return -1;
+        }
+        strcpy(base, value);
+        return 0;
+    case CONFIG_BOOL:
+        if (!strcmp(value, "true") || !strcmp(value, "yes") || !strcmp(value, "1"))
+            *(int *)base = 1;
+        else if (!strcmp(value, "false") || !strcmp(value, "no") || !strcmp(value, "0"))
+            *(int *)base = 0;
+        else {
+            snprintf(err, el, "'%s' is not a boolean (true/false)", value);
+            return -1;
+        }
+        return 0;
+    case CONFIG_ENUM: {
+        int i = enum_index(k->choices, value);
+        if (i < 0) {
+            snprintf(err, el, "'%s' is not one of %s", value, k->choices);
+            return -1;
+        }
+        *(int *)base = i;
+        return 0;
+    }
+    case CONFIG_INT:
+    case CONFIG_DOUBLE: {
+        errno = 0;
+        double d = k->type == CONFIG_INT ? (double)strtol(value, &end, 10) : strtod(value, &end);
+        if (errno || end == value || *end || !isfinite(d)) {
+            snprintf(err, el, "'%s' is not %s", value,
+                     k->type == CONFIG_INT ? "an integer" : "a number");
+            return -1;
+        }
+        if (k->min != k->max && (d < k->min || d > k->max)) {
+            snprintf(err, el, "%s is out of range [%g, %g]", value, k->min, k->max);
+            return -1;
+        }
+        if (k->type == CONFIG_INT)
+            *(long *)base = (long)d;
+        else
+            *(double *)base = d;
+        return 0;
+    }
+    }
+    return -1;
+}
+
+static int on_ini(void *user, const char *section, const char *name, const char *value)
+{
+    struct load_ctx *c = user;
+    int idx;
+    char why[200];
+    if (c->failed)
+        return 1;
+    const struct config_key *k = find_key(c->keys, section, name, &idx);
+    if (!k) {
+        snprintf(c->err, c->errlen, "%s: unknown key [%s] %s", c->where, section, name);
+        c->failed = 1;
+        return 0;
+    }
+    if (c->seen[idx]) {
+        snprintf(c->err, c->errlen, "%s: key [%s] %s given twice", c->where, section, name);
+        c->failed = 1;
+        return 0;
+    }
+    c->seen[idx] = 1;
+    if (set_value(k, c->cfg, value, why, sizeof why) < 0) {
+        snprintf(c->err, c->errlen, "%s: [%s] %s: %s", c->where, section, name, why);
+        c->failed = 1;
+        return 0;
+    }
+    return 1;
+}
+
+int config_load(const struct config_key *keys, void *cfg, const char *file, char *const *sets,
+                int nsets, char *err, size_t el)
+{
+    int n = 0;
+    char why[200];
+    while (keys[n].name)
+        n++;
+    for (int i = 0; i < n; i++)
+        if (set_value(&keys[i], cfg, keys[i].dflt, why, sizeof why) < 0) {
+            snprintf(err, el, "internal: bad default for %s.%s: %s", keys[i].section,
+                     keys[i].name, why);
+            return -1;
+        }
+    unsigned char *seen = calloc((size_t)n + 1, 1);
+    if (!seen) {
+        snprintf(err, el, "out of memory");
+        return -1;
+    }
+    struct load_ctx c = {keys, cfg, seen, err, el, file, 0};
+    int rc = 0;
+    if (file) {
+        int line = ini_parse(file, on_ini, &c);
+        if (line < 0) {
+            snprintf(err, el, "%s: cannot open: %s", file, strerror(errno));
+            rc = -1;
+        } else if (c.failed) {
+            rc = -1;
+        } else if (line > 0) {
+            snprintf(err, el, "%s:%d: syntax error (expected 'key = value' or '[section]')",
+                     file, line);
+            rc = -1;
+        }
+    }
+    memset(seen, 0, (size_t)n); /* a --set may override a key from the file */
+    for (int i = 0; rc == 0 && i < nsets; i++) {
+        char buf[512], *eq, *dot;
+        snprintf(buf, sizeof buf, "%s", sets[i]);
+        eq = strchr(buf, '=');
+        dot = eq ? memchr(buf, '.', (size_t)(eq - buf)) : NULL;
+        if (!eq || !dot) {
+            snprintf(err, el, "--set %s: expected section.key=value", sets[i]);
+            rc = -1;
+            break;
+        }
+        *eq = *dot = '\0';
+        c.where = "--set";
+        if (!on_ini(&c, buf, dot + 1, eq + 1))
+            rc = -1;
+    }
+    free(seen);
+    return rc;
+}
+
+void config_print(const struct config_key *keys, const void *cfg, FILE *out)
+{
+    const char *section = NULL;
+    for (const struct config_key *k = keys; k->name; k++) {
+        const char *base = (const char *)cfg + k->offset;
+        if (!section || strcmp(section, k->section)) {
+            fprintf(out, "%s[%s]\n", section ? "\n" : "", k->section);
+            section = k->section;
+        }
+        fprintf(out, "; %s (default: %s)\n%s = ", k->help, k->dflt, k->name);
+        switch (k->type) {
+        case CONFIG_STR: fprintf(out, "%s\n", base); break;
+        case CONFIG_INT: fprintf(out, "%ld\n", *(const long *)base); break;
+        case CONFIG_DOUBLE: fprintf(out, "%g\n", *(const double *)base); break;
+        case CONFIG_BOOL: fprintf(out, "%s\n", *(const int *)base ? "true" : "false"); break;
+        case CONFIG_ENUM: {
+            int idx = *(const int *)base, i = 0;
+            const char *p = k->choices;
+            while (i < idx && (p = strchr(p, '|')))
+                p++, i++;
+            fprintf(out, "%.*s\n", (int)(p ? strcspn(p, "|") : 1), p ? p : "?");
+            break;
+        }
+        }
+    }
+}
+
+int role_args_parse(int argc, char **argv, struct role_args *ra)
+{
+    memset(ra, 0, sizeof *ra);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            ra->help = 1;
+        } else if (!strcmp(a, "--check-config")) {
+            ra->check = 1;
+        } else if ((!strcmp(a, "-c") || !strcmp(a, "--config")) && i + 1 < argc) {
+            ra->config = argv[++i];
+        } else if (!strcmp(a, "--set") && i + 1 < argc) {
+            if (ra->nsets == CONFIG_MAX_SETS) {
+                fprintf(stderr, "too many --set options (at most %d)\n", CONFIG_MAX_SETS);
+                return -1;
+            }
+            ra->sets[ra->nsets++] = argv[++i];
+        } else if (!strncmp(a, "--set=", 6) && ra->nsets < CONFIG_MAX_SETS) {
+            ra->sets[ra->nsets++] = (char *)a + 6;
+        } else {
+            ra->extra = a;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int role_configure(const char *role, const char *usage, const struct config_key *keys,
+                   void *cfg, int argc, char **argv)
+{
+    struct role_args ra;
+    char err[600];
+    if (role_args_parse(argc, argv, &ra) < 0) {
+        fprintf(stderr, "gridnode %s: unexpected argument '%s'\n%s", role,
+                ra.extra ? ra.extra : "", usage);
+        return 2;
+    }
+    if (ra.help) {
+        fputs(usage, stdout);
+        printf("\nconfiguration keys (section.key = default):\n");
+        for (const struct config_key *k = keys; k->name; k++)
+            printf("  %s.%-20s %-24s %s\n", k->section, k->name, k->dflt, k->help);
+        return 0;
+    }
+    if (config_load(keys, cfg, ra.config, ra.sets, ra.nsets, err, sizeof err) < 0) {
+        fprintf(stderr, "gridnode %s: configuration error: %s\n", role, err);
+        return 1;
+    }
+    if (ra.check) {
+        config_print(keys, cfg, stdout);
+        return 0;
+    }
+    return -1;
+}

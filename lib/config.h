@@ -1,0 +1,57 @@
+/*
+ * config.h - role configuration: INI files (inih) described by a key table, overridden
+ * by `--set section.key=value` flags. The table is the single description of every key
+ * (type, default, range, one-line help); --check-config prints the effective values.
+ */
+#ifndef GRIDNODE_CONFIG_H
+#define GRIDNODE_CONFIG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define CONFIG_STR_MAX 256
+#define CONFIG_MAX_SETS 64
+
+enum config_type { CONFIG_STR, CONFIG_INT, CONFIG_DOUBLE, CONFIG_BOOL, CONFIG_ENUM };
+
+struct config_key {
+    const char *section, *name;
+    enum config_type type;
+    const char *dflt;   /* default, as it would be written in the file */
+    size_t offset;      /* into the role's config struct: char[CONFIG_STR_MAX], long, double, int */
+    double min, max;    /* numeric range (ignored when min == max) */
+    const char *choices; /* CONFIG_ENUM: "full|meta|none"; stored as int index */
+    const char *help;
+};
+
+/*
+ * Fills cfg from defaults, then file (if not NULL), then each "section.key=value" of
+ * sets. Returns 0, or -1 with a message naming the file, line and key in err.
+ */
+int config_load(const struct config_key *keys, void *cfg, const char *file, char *const *sets,
+                int nsets, char *err, size_t errlen);
+
+/* Prints the effective configuration as an INI file with each key's help. */
+void config_print(const struct config_key *keys, const void *cfg, FILE *out);
+
+/* The parsed command line shared by every role. */
+struct role_args {
+    const char *config;
+    char *sets[CONFIG_MAX_SETS];
+    int nsets;
+    int check;
+    int help;
+    const char *extra; /* first unrecognised argument, for the error */
+};
+
+/* Parses -c FILE, --set k=v, --check-config, --help; 0 or -1 (message printed). */
+int role_args_parse(int argc, char **argv, struct role_args *ra);
+
+/*
+ * The common role start: parses arguments, prints help or the configuration, loads
+ * keys into cfg. Returns -1 to continue starting the role, otherwise the exit status.
+ */
+int role_configure(const char *role, const char *usage, const struct config_key *keys,
+                   void *cfg, int argc, char **argv);
+
+#endif

@@ -1,0 +1,205 @@
+/*
+ * msgs.c - the descriptor of every message type: its fields, their types and caps.
+ * wire_decode() validates every frame against this table before any handler runs.
+ * docs/wire.md describes the same table for people; keep them in step.
+ */
+#include "wire/wire.h"
+
+#include <stddef.h>
+
+#define SID_MAX 64
+#define NAME_MAX_ 256
+#define MAX_BATCH 1024 /* tasks or results in one message */
+
+/* one task as handed to a node */
+static const struct wire_field task_fields[] = {
+    {"job", WF_UINT, true},
+    {"idx", WF_UINT, true, UINT32_MAX},
+    {"issue", WF_UINT, true, UINT32_MAX},
+    {"argv", WF_ARRAY, true, 256, WF_STR},
+    {"shell", WF_BOOL, false},
+    {"stdin", WF_BIN, false},
+    {"limit_s", WF_UINT, true},
+    {"complexity", WF_FLOAT, false},
+    {NULL},
+};
+
+/* one result as reported by a node */
+static const struct wire_field result_fields[] = {
+    {"job", WF_UINT, true},
+    {"idx", WF_UINT, true, UINT32_MAX},
+    {"issue", WF_UINT, true, UINT32_MAX},
+    {"exit", WF_INT, true},
+    {"signal", WF_UINT, false, 255},
+    {"timeout", WF_BOOL, false},
+    {"error", WF_STR, false, 1024},
+    {"cpu_s", WF_FLOAT, false},
+    {"wall_s", WF_FLOAT, false},
+    {"stdout", WF_BIN, false},
+    {"stderr", WF_BIN, false},
+    {"out_trunc", WF_BOOL, false},
+    {"err_trunc", WF_BOOL, false},
+    {NULL},
+};
+
+/* a task a node says it is running */
+static const struct wire_field running_fields[] = {
+    {"job", WF_UINT, true},
+    {"idx", WF_UINT, true, UINT32_MAX},
+    {"issue", WF_UINT, true, UINT32_MAX},
+    {NULL},
+};
+
+static const struct wire_field f_error[] = {
+    {"code", WF_UINT, true},
+    {"msg", WF_STR, true},
+    {NULL},
+};
+
+static const struct wire_field f_none[] = {{NULL}};
+
+static const struct wire_field f_hello[] = {
+    {"sid", WF_STR, false, SID_MAX},
+    {"client", WF_STR, true, NAME_MAX_},
+    {"node", WF_STR, true, NAME_MAX_},
+    {"cluster", WF_STR, false, NAME_MAX_},
+    {"os", WF_STR, false, NAME_MAX_},
+    {"mhz", WF_UINT, false, 1000000},
+    {"cores", WF_UINT, true, 1u << 20},
+    {"mem_mb", WF_UINT, false},
+    {"slots", WF_UINT, false, 1u << 20},
+    {NULL},
+};
+
+static const struct wire_field f_welcome[] = {
+    {"sid", WF_STR, true, SID_MAX},
+    {"hb_s", WF_UINT, true},
+    {"resumed", WF_BOOL, true},
+    {NULL},
+};
+
+static const struct wire_field f_task_get[] = {
+    {"sid", WF_STR, true, SID_MAX},
+    {"want", WF_UINT, true, MAX_BATCH},
+    {NULL},
+};
+
+static const struct wire_field f_tasks[] = {
+    {"tasks", WF_ARRAY, true, MAX_BATCH, WF_MAP, task_fields},
+    {"more", WF_BOOL, true},
+    {"wait_s", WF_UINT, true},
+    {"acked", WF_UINT, false},
+    {NULL},
+};
+
+static const struct wire_field f_result[] = {
+    {"sid", WF_STR, true, SID_MAX},
+    {"results", WF_ARRAY, true, MAX_BATCH, WF_MAP, result_fields},
+    {"want", WF_UINT, true, MAX_BATCH},
+    {NULL},
+};
+
+static const struct wire_field f_leave[] = {
+    {"sid", WF_STR, true, SID_MAX},
+    {"results", WF_ARRAY, false, MAX_BATCH, WF_MAP, result_fields},
+    {NULL},
+};
+
+static const struct wire_field f_status[] = {
+    {"sid", WF_STR, true, SID_MAX},
+    {"running", WF_ARRAY, true, MAX_BATCH, WF_MAP, running_fields},
+    {NULL},
+};
+
+static const struct wire_field f_status_ack[] = {
+    {"cancel", WF_ARRAY, true, MAX_BATCH, WF_MAP, running_fields},
+    {NULL},
+};
+
+static const struct wire_field f_submit[] = {
+    {"argv", WF_ARRAY, true, 256, WF_STR},
+    {"ntasks", WF_UINT, true, 10000000},
+    {"name", WF_STR, false, NAME_MAX_},
+    {"user", WF_STR, false, NAME_MAX_},
+    {"shell", WF_BOOL, false},
+    {"complexity", WF_FLOAT, false},
+    {"limit_s", WF_UINT, false, 366u * 86400},
+    {"stdin", WF_ARRAY, false, 100000, WF_BIN},
+    {NULL},
+};
+
+static const struct wire_field f_submitted[] = {
+    {"job", WF_UINT, true},
+    {NULL},
+};
+
+static const struct wire_field f_jobs[] = {
+    {"jobs", WF_ARRAY, true, UINT32_MAX, WF_MAP},
+    {NULL},
+};
+
+static const struct wire_field f_job_get[] = {
+    {"job", WF_UINT, true},
+    {"tasks", WF_BOOL, false},
+    {"output", WF_BOOL, false},
+    {"from", WF_UINT, false, UINT32_MAX},
+    {"count", WF_UINT, false, 100000},
+    {NULL},
+};
+
+static const struct wire_field f_job[] = {
+    {"job", WF_MAP, true},
+    {"tasks", WF_ARRAY, false, UINT32_MAX, WF_MAP},
+    {NULL},
+};
+
+static const struct wire_field f_cancel[] = {
+    {"job", WF_UINT, true},
+    {NULL},
+};
+
+static const struct wire_field f_nodes[] = {
+    {"nodes", WF_ARRAY, true, UINT32_MAX, WF_MAP},
+    {NULL},
+};
+
+const struct wire_desc wire_descs[] = {
+    {WT_ERROR, "ERROR", "any", false, f_error},
+    {WT_OK, "OK", "any", false, f_none},
+    {WT_HELLO, "HELLO", "node", true, f_hello},
+    {WT_WELCOME, "WELCOME", "cluster", false, f_welcome},
+    {WT_TASK_GET, "TASK_GET", "node", true, f_task_get},
+    {WT_TASKS, "TASKS", "cluster", false, f_tasks},
+    {WT_RESULT, "RESULT", "node", true, f_result},
+    {WT_LEAVE, "LEAVE", "node", true, f_leave},
+    {WT_STATUS, "STATUS", "node", true, f_status},
+    {WT_STATUS_ACK, "STATUS_ACK", "cluster", false, f_status_ack},
+    {WT_SUBMIT, "SUBMIT", "user", true, f_submit},
+    {WT_SUBMITTED, "SUBMITTED", "cluster", false, f_submitted},
+    {WT_JOB_LIST, "JOB_LIST", "user", true, f_none},
+    {WT_JOBS, "JOBS", "cluster", false, f_jobs},
+    {WT_JOB_GET, "JOB_GET", "user", true, f_job_get},
+    {WT_JOB, "JOB", "cluster", false, f_job},
+    {WT_CANCEL, "CANCEL", "user", true, f_cancel},
+    {WT_NODE_LIST, "NODE_LIST", "user", true, f_none},
+    {WT_NODES, "NODES", "cluster", false, f_nodes},
+    {0, NULL, NULL, false, NULL},
+};
+
+const struct wire_desc *wire_desc_find(uint32_t type)
+{
+    for (const struct wire_desc *d = wire_descs; d->name; d++)
+        if (d->type == type)
+            return d;
+    return NULL;
+}
+
+const char *wire_err_name(int code)
+{
+    static const char *names[] = {NULL,        "MALFORMED", "VERSION", "TYPE",
+                                  "FIELD",     "NOT_FOUND", "SESSION", "INVALID",
+                                  "STORAGE",   "STATE"};
+    if (code > 0 && (size_t)code < sizeof names / sizeof names[0])
+        return names[code];
+    return "UNKNOWN";
+}

@@ -1,0 +1,460 @@
+/*
+ * wire.c - the message codec: the declared-count pre-pass, envelope and descriptor
+ * validation, field readers and writers. The descriptors themselves are in msgs.c.
+ */
+#include "wire/wire.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Default caps when a descriptor says max = 0. */
+#define WIRE_DEFAULT_STR (64u << 10)
+#define WIRE_DEFAULT_BIN (16u << 20)
+#define WIRE_DEFAULT_ARRAY 4096u
+
+static uint64_t rd_be(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+/*
+ * The pre-pass of DEPENDENCIES.md: walk the object headers keeping a count of objects
+ * still to read; each needs at least one byte, so a declared count larger than the
+ * bytes left is a lie and is rejected before msgpack-c allocates for it.
+ */
+int wire_precheck(const uint8_t *p, size_t len)
+{
+    size_t pos = 0;
+    uint64_t pending = 1;
+    while (pending > 0) {
+        if (pos >= len)
+            return -1;
+        uint8_t b = p[pos++];
+        pending--;
+        uint64_t children = 0, skip = 0;
+        int lenbytes = 0, extra = 0, mult = 0; /* mult: 0 bytes, 1 array, 2 map */
+        if (b <= 0x7f || b >= 0xe0)
+            ;
+        else if (b <= 0x8f)
+            children = 2u * (b & 0x0f);
+        else if (b <= 0x9f)
+            children = b & 0x0f;
+        else if (b <= 0xbf)
+            skip = b & 0x1f;
+        else {
+            switch (b) {
+            case 0xc0: case 0xc2: case 0xc3: break;
+            case 0xc1: return -1;
+            case 0xc4: case 0xd9: lenbytes = 1; break;
+            case 0xc5: case 0xda: lenbytes = 2; break;
+            case 0xc6: case 0xdb: lenbytes = 4; break;
+            case 0xc7: lenbytes = 1; extra = 1; break;
+            case 0xc8: lenbytes = 2; extra = 1; break;
+            case 0xc9: lenbytes = 4; extra = 1; break;
+            case 0xca: case 0xce: case 0xd2: skip = 4; break;
+            case 0xcb: case 0xcf: case 0xd3: skip = 8; break;
+            case 0xcc: case 0xd0: skip = 1; break;
+            case 0xcd: case 0xd1: skip = 2; break;
+            case 0xd4: skip = 2; break;
+            case 0xd5: skip = 3; break;
+            case 0xd6: skip = 5; break;
+            case 0xd7: skip = 9; break;
+            case 0xd8: skip = 17; break;
+            case 0xdc: lenbytes = 2; mult = 1; break;
+            case 0xdd: lenbytes = 4; mult = 1; break;
+            case 0xde: lenbytes = 2; mult = 2; break;
+            case 0xdf: lenbytes = 4; mult = 2; break;
+            default: return -1;
+            }
+            if (lenbytes) {
+                if ((size_t)lenbytes > len - pos)
+                    return -1;
+                uint64_t n = rd_be(p + pos, lenbytes);
+                pos += (size_t)lenbytes;
+                if (mult)
+                    children = n * (uint64_t)mult;
+                else
+                    skip = n + (uint64_t)extra;
+            }
+        }
+        if (skip > len - pos)
+            return -1;
+        pos += (size_t)skip;
+        pending += children;
+        if (pending > len - pos)
+            return -1;
+    }
+    return pos == len ? 0 : -1;
+}
+
+static int seterr(struct wire_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int seterr(struct wire_error *err, int code, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        err->code = code;
+        va_start(ap, fmt);
+        vsnprintf(err->text, sizeof err->text, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static const char *ftype_name(enum wire_ftype t)
+{
+    static const char *names[] = {"uint", "int", "float", "bool", "str", "bin", "array", "map"};
+    return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "?";
+}
+
+static int key_is(const msgpack_object *k, const char *key)
+{
+    size_t n = strlen(key);
+    return k->type == MSGPACK_OBJECT_STR && k->via.str.size == n &&
+           memcmp(k->via.str.ptr, key, n) == 0;
+}
+
+const msgpack_object *wire_get(const msgpack_object *map, const char *key)
+{
+    if (!map || map->type != MSGPACK_OBJECT_MAP)
+        return NULL;
+    for (uint32_t i = 0; i < map->via.map.size; i++)
+        if (key_is(&map->via.map.ptr[i].key, key))
+            return &map->via.map.ptr[i].val;
+    return NULL;
+}
+
+/* Checks one value against a type; `what` names it in the error text. */
+static int check_value(const msgpack_object *o, enum wire_ftype t, uint64_t max,
+                       enum wire_ftype elem, const struct wire_field *elem_fields,
+                       const char *what, struct wire_error *err)
+{
+    switch (t) {
+    case WF_UINT:
+        if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+            goto badtype;
+        if (max && o->via.u64 > max)
+            return seterr(err, WE_FIELD, "field '%s' is %llu, above its maximum %llu", what,
+                          (unsigned long long)o->via.u64, (unsigned long long)max);
+        return 0;
+    case WF_INT:
+        if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+            return 0;
+        if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= INT64_MAX)
+            return 0;
+        goto badtype;
+    case WF_FLOAT:
+        if (o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64 ||
+            o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ||
+            o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+            return 0;
+        goto badtype;
+    case WF_BOOL:
+        if (o->type != MSGPACK_OBJECT_BOOLEAN)
+            goto badtype;
+        return 0;
+    case WF_STR:
+    case WF_BIN: {
+        if (o->type != (t == WF_STR ? MSGPACK_OBJECT_STR : MSGPACK_OBJECT_BIN))
+            goto badtype;
+        uint64_t cap = max ? max : (t == WF_STR ? WIRE_DEFAULT_STR : WIRE_DEFAULT_BIN);
+        uint32_t size = t == WF_STR ? o->via.str.size : o->via.bin.size;
+        if (size > cap)
+            return seterr(err, WE_FIELD, "field '%s' has %u bytes, more than %llu", what, size,
+                          (unsigned long long)cap);
+        return 0;
+    }
+    case WF_ARRAY: {
+        if (o->type != MSGPACK_OBJECT_ARRAY)
+            goto badtype;
+        uint64_t cap = max ? max : WIRE_DEFAULT_ARRAY;
+        if (o->via.array.size > cap)
+            return seterr(err, WE_FIELD, "field '%s' has %u elements, more than %llu", what,
+                          o->via.array.size, (unsigned long long)cap);
+        for (uint32_t i = 0; i < o->via.array.size; i++)
+            if (check_value(&o->via.array.ptr[i], elem, 0, elem, elem_fields, what, err) < 0)
+                return -1;
+        return 0;
+    }
+    case WF_MAP:
+        if (o->type != MSGPACK_OBJECT_MAP)
+            goto badtype;
+        if (max && o->via.map.size > max)
+            return seterr(err, WE_FIELD, "field '%s' has %u entries, more than %llu", what,
+                          o->via.map.size, (unsigned long long)max);
+        return elem_fields ? wire_check_map(o, elem_fields, err) : 0;
+    }
+badtype:
+    return seterr(err, WE_FIELD, "field '%s' must be of type %s", what, ftype_name(t));
+}
+
+int wire_check_map(const msgpack_object *map, const struct wire_field *fields,
+                   struct wire_error *err)
+{
+    if (map->type != MSGPACK_OBJECT_MAP)
+        return seterr(err, WE_FIELD, "expected a map");
+    for (uint32_t i = 0; i < map->via.map.size; i++)
+        if (map->via.map.ptr[i].key.type != MSGPACK_OBJECT_STR)
+            return seterr(err, WE_FIELD, "map keys must be strings");
+    for (const struct wire_field *f = fields; f->key; f++) {
+        const msgpack_object *v = wire_get(map, f->key);
+        if (!v || v->type == MSGPACK_OBJECT_NIL) {
+            if (f->required)
+                return seterr(err, WE_FIELD, "field '%s' (%s) is required", f->key,
+                              ftype_name(f->type));
+            continue;
+        }
+        if (check_value(v, f->type, f->max, f->elem, f->elem_fields, f->key, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+void wire_msg_free(struct wire_msg *m)
+{
+    if (m->inited)
+        msgpack_unpacked_destroy(&m->up);
+    m->inited = false;
+    m->root = NULL;
+}
+
+int wire_decode(const void *buf, size_t len, bool want_request, struct wire_msg *m,
+                struct wire_error *err)
+{
+    memset(m, 0, sizeof *m);
+    if (err)
+        memset(err, 0, sizeof *err);
+    if (len == 0 || wire_precheck(buf, len) < 0)
+        return seterr(err, WE_MALFORMED, "not one well-formed msgpack object (%zu bytes)", len);
+    msgpack_unpacked_init(&m->up);
+    m->inited = true;
+    size_t off = 0;
+    int rc = msgpack_unpack_next(&m->up, buf, len, &off);
+    if (rc != MSGPACK_UNPACK_SUCCESS || off != len) {
+        wire_msg_free(m);
+        return seterr(err, WE_MALFORMED, "msgpack decoding failed (too deep or malformed)");
+    }
+    m->root = &m->up.data;
+    if (m->root->type != MSGPACK_OBJECT_MAP)
+        goto fail_map;
+    const msgpack_object *id = wire_get(m->root, "id");
+    if (id && id->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        m->id = id->via.u64;
+        if (err)
+            err->id = m->id;
+    }
+    const msgpack_object *v = wire_get(m->root, "v");
+    if (!v || v->type != MSGPACK_OBJECT_POSITIVE_INTEGER || v->via.u64 != WIRE_VERSION) {
+        seterr(err, WE_VERSION, "protocol version \"v\" must be %d", WIRE_VERSION);
+        goto fail;
+    }
+    if (!id || id->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        seterr(err, WE_FIELD, "request id \"id\" (uint) is required");
+        goto fail;
+    }
+    const msgpack_object *t = wire_get(m->root, "t");
+    if (!t || t->type != MSGPACK_OBJECT_POSITIVE_INTEGER || t->via.u64 > UINT32_MAX ||
+        !(m->desc = wire_desc_find((uint32_t)t->via.u64))) {
+        seterr(err, WE_TYPE, "message type \"t\" missing or unknown");
+        goto fail;
+    }
+    m->type = (uint32_t)t->via.u64;
+    if (want_request && !m->desc->request) {
+        seterr(err, WE_TYPE, "%s is not a request", m->desc->name);
+        goto fail;
+    }
+    if (wire_check_map(m->root, m->desc->fields, err) < 0) {
+        if (err) {
+            char tmp[sizeof err->text];
+            memcpy(tmp, err->text, sizeof tmp);
+            int n = snprintf(err->text, sizeof err->text, "%s: ", m->desc->name);
+            if (n > 0 && (size_t)n < sizeof err->text)
+                memcpy(err->text + n, tmp, sizeof err->text - (size_t)n - 1);
+            err->text[sizeof err->text - 1] = '\0';
+        }
+        goto fail;
+    }
+    return 0;
+fail_map:
+    seterr(err, WE_MALFORMED, "a message must be a msgpack map");
+fail:
+    wire_msg_free(m);
+    return -1;
+}
+
+/* ---- readers ---- */
+
+uint64_t wire_get_u64(const msgpack_object *map, const char *key, uint64_t dflt)
+{
+    const msgpack_object *o = wire_get(map, key);
+    return o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? o->via.u64 : dflt;
+}
+
+int64_t wire_get_i64(const msgpack_object *map, const char *key, int64_t dflt)
+{
+    const msgpack_object *o = wire_get(map, key);
+    if (o && o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+        return o->via.i64;
+    if (o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= INT64_MAX)
+        return (int64_t)o->via.u64;
+    return dflt;
+}
+
+double wire_get_f64(const msgpack_object *map, const char *key, double dflt)
+{
+    const msgpack_object *o = wire_get(map, key);
+    if (!o)
+        return dflt;
+    switch (o->type) {
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64: return o->via.f64;
+    case MSGPACK_OBJECT_POSITIVE_INTEGER: return (double)o->via.u64;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER: return (double)o->via.i64;
+    default: return dflt;
+    }
+}
+
+bool wire_get_bool(const msgpack_object *map, const char *key, bool dflt)
+{
+    const msgpack_object *o = wire_get(map, key);
+    return o && o->type == MSGPACK_OBJECT_BOOLEAN ? o->via.boolean : dflt;
+}
+
+const char *wire_get_str(const msgpack_object *map, const char *key, size_t *len)
+{
+    const msgpack_object *o = wire_get(map, key);
+    if (!o || o->type != MSGPACK_OBJECT_STR) {
+        *len = 0;
+        return NULL;
+    }
+    *len = o->via.str.size;
+    return o->via.str.ptr;
+}
+
+const void *wire_get_bin(const msgpack_object *map, const char *key, size_t *len)
+{
+    const msgpack_object *o = wire_get(map, key);
+    if (!o || o->type != MSGPACK_OBJECT_BIN) {
+        *len = 0;
+        return NULL;
+    }
+    *len = o->via.bin.size;
+    return o->via.bin.ptr;
+}
+
+void wire_get_strbuf(const msgpack_object *map, const char *key, char *buf, size_t cap)
+{
+    size_t n;
+    const char *s = wire_get_str(map, key, &n);
+    if (cap == 0)
+        return;
+    if (n >= cap)
+        n = cap - 1;
+    if (s)
+        memcpy(buf, s, n);
+    buf[s ? n : 0] = '\0';
+}
+
+char *wire_get_strdup(const msgpack_object *map, const char *key)
+{
+    size_t n;
+    const char *s = wire_get_str(map, key, &n);
+    return s ? strndup(s, n) : NULL;
+}
+
+/* ---- writers ---- */
+
+void wire_buf_init(struct wire_buf *wb)
+{
+    msgpack_sbuffer_init(&wb->sb);
+    msgpack_packer_init(&wb->pk, &wb->sb, msgpack_sbuffer_write);
+}
+
+void wire_buf_reset(struct wire_buf *wb) { msgpack_sbuffer_clear(&wb->sb); }
+
+void wire_buf_free(struct wire_buf *wb)
+{
+    msgpack_sbuffer_destroy(&wb->sb);
+    memset(wb, 0, sizeof *wb);
+}
+
+void wire_pack_str(struct wire_buf *wb, const char *s) { wire_pack_strn(wb, s, strlen(s)); }
+void wire_pack_strn(struct wire_buf *wb, const char *s, size_t n)
+{
+    msgpack_pack_str_with_body(&wb->pk, s, n);
+}
+void wire_pack_bin(struct wire_buf *wb, const void *p, size_t n)
+{
+    msgpack_pack_bin_with_body(&wb->pk, p, n);
+}
+void wire_pack_map(struct wire_buf *wb, uint32_t n) { msgpack_pack_map(&wb->pk, n); }
+void wire_pack_array(struct wire_buf *wb, uint32_t n) { msgpack_pack_array(&wb->pk, n); }
+void wire_pack_u64(struct wire_buf *wb, uint64_t v) { msgpack_pack_uint64(&wb->pk, v); }
+void wire_pack_object(struct wire_buf *wb, const msgpack_object *o)
+{
+    msgpack_pack_object(&wb->pk, *o);
+}
+
+void wire_put_key(struct wire_buf *wb, const char *key) { wire_pack_str(wb, key); }
+void wire_put_u64(struct wire_buf *wb, const char *key, uint64_t v)
+{
+    wire_put_key(wb, key);
+    msgpack_pack_uint64(&wb->pk, v);
+}
+void wire_put_i64(struct wire_buf *wb, const char *key, int64_t v)
+{
+    wire_put_key(wb, key);
+    msgpack_pack_int64(&wb->pk, v);
+}
+void wire_put_f64(struct wire_buf *wb, const char *key, double v)
+{
+    wire_put_key(wb, key);
+    msgpack_pack_double(&wb->pk, v);
+}
+void wire_put_bool(struct wire_buf *wb, const char *key, bool v)
+{
+    wire_put_key(wb, key);
+    if (v)
+        msgpack_pack_true(&wb->pk);
+    else
+        msgpack_pack_false(&wb->pk);
+}
+void wire_put_str(struct wire_buf *wb, const char *key, const char *s)
+{
+    wire_put_strn(wb, key, s, strlen(s));
+}
+void wire_put_strn(struct wire_buf *wb, const char *key, const char *s, size_t n)
+{
+    wire_put_key(wb, key);
+    wire_pack_strn(wb, s, n);
+}
+void wire_put_bin(struct wire_buf *wb, const char *key, const void *p, size_t n)
+{
+    wire_put_key(wb, key);
+    wire_pack_bin(wb, p, n);
+}
+
+void wire_begin(struct wire_buf *wb, uint32_t type, uint64_t id, uint32_t nfields)
+{
+    wire_pack_map(wb, nfields + 3);
+    wire_put_u64(wb, "v", WIRE_VERSION);
+    wire_put_u64(wb, "t", type);
+    wire_put_u64(wb, "id", id);
+}
+
+void wire_error_msg(struct wire_buf *wb, uint64_t id, int code, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    wire_begin(wb, WT_ERROR, id, 2);
+    wire_put_u64(wb, "code", (uint64_t)code);
+    wire_put_str(wb, "msg", text);
+}

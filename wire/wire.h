@@ -1,0 +1,196 @@
+/*
+ * wire.h - gridnode's messages: one enum of types, one descriptor table, the codec.
+ *
+ * Every message is one ZeroMQ frame holding one msgpack map. Three keys are in every
+ * message: "v" (protocol version, WIRE_VERSION), "t" (type, enum wire_type) and "id"
+ * (request id chosen by the requester, echoed in the reply). The other keys are the
+ * typed fields listed in the type's descriptor (wire/msgs.c). docs/wire.md is the
+ * normative description; change it together with this file and bump WIRE_VERSION on
+ * any incompatible change.
+ */
+#ifndef GRIDNODE_WIRE_H
+#define GRIDNODE_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <msgpack.h>
+
+#define WIRE_VERSION 1
+/* Largest frame a role accepts (ZMQ_MAXMSGSIZE); larger ones drop the connection. */
+#define WIRE_MAX_FRAME (64u << 20)
+
+/* Message types, grouped by who sends them. Values are never reused. */
+enum wire_type {
+    /* replies shared by every request */
+    WT_ERROR = 1, /* any request failed: code + text */
+    WT_OK = 2,    /* request done, nothing to return */
+    /* node (client role) -> cluster: the X-Com pull protocol */
+    WT_HELLO = 10,      /* identify; reply WELCOME */
+    WT_WELCOME = 11,    /* session id issued or confirmed */
+    WT_TASK_GET = 12,   /* give task(s); reply TASKS */
+    WT_TASKS = 13,      /* zero or more tasks ("no tasks" when empty) */
+    WT_RESULT = 14,     /* take result(s) and give next (want > 0); reply TASKS */
+    WT_LEAVE = 15,      /* take result(s), if any, I am leaving; reply OK */
+    WT_STATUS = 16,     /* heartbeat while computing; reply STATUS_ACK */
+    WT_STATUS_ACK = 17, /* heartbeat answer: tasks to abandon */
+    /* user tools -> cluster */
+    WT_SUBMIT = 30,    /* new job; reply SUBMITTED */
+    WT_SUBMITTED = 31, /* the job id */
+    WT_JOB_LIST = 32,  /* reply JOBS */
+    WT_JOBS = 33,
+    WT_JOB_GET = 34, /* one job with its tasks; reply JOB */
+    WT_JOB = 35,
+    WT_CANCEL = 36,    /* reply OK */
+    WT_NODE_LIST = 37, /* reply NODES */
+    WT_NODES = 38,
+};
+
+/* Error codes carried by WT_ERROR ("code"). Values are never reused. */
+enum wire_err {
+    WE_MALFORMED = 1,  /* not one well-formed msgpack map, or trailing bytes */
+    WE_VERSION = 2,    /* "v" missing or not WIRE_VERSION */
+    WE_TYPE = 3,       /* "t" missing, unknown, or not a request */
+    WE_FIELD = 4,      /* a field missing, of the wrong type or too large */
+    WE_NOT_FOUND = 5,  /* unknown job or other object */
+    WE_SESSION = 6,    /* unknown session id: send HELLO again */
+    WE_INVALID = 7,    /* well-formed but not acceptable (reason in text) */
+    WE_STORAGE = 8,    /* the state could not be made durable; nothing changed; retry */
+    WE_STATE = 9,      /* not possible in the object's current state */
+};
+
+/* Field types of a descriptor. */
+enum wire_ftype {
+    WF_UINT,  /* non-negative integer */
+    WF_INT,   /* any integer in int64 range */
+    WF_FLOAT, /* float32/float64, or an integer */
+    WF_BOOL,
+    WF_STR, /* UTF-8 text (not validated); max = bytes */
+    WF_BIN, /* bytes; max = bytes */
+    WF_ARRAY, /* max = elements; elem / elem_fields describe the elements */
+    WF_MAP,   /* max = entries; elem_fields describe it when set */
+};
+
+struct wire_field {
+    const char *key;
+    enum wire_ftype type;
+    bool required;
+    uint64_t max; /* 0: the type's default cap (see wire.c) */
+    enum wire_ftype elem;                   /* WF_ARRAY element type */
+    const struct wire_field *elem_fields;   /* fields of map elements or of a WF_MAP */
+};
+
+struct wire_desc {
+    uint32_t type;
+    const char *name;   /* as written in docs/wire.md */
+    const char *sender; /* "node", "user", "cluster" (documentation) */
+    bool request;       /* a role accepts it as a request */
+    const struct wire_field *fields; /* terminated by {NULL} */
+};
+
+/* The descriptor for a type, or NULL if unknown. */
+const struct wire_desc *wire_desc_find(uint32_t type);
+/* All descriptors, terminated by an entry with name NULL. */
+extern const struct wire_desc wire_descs[];
+const char *wire_err_name(int code);
+
+/* ---- decoding ---- */
+
+/*
+ * A decoded message. root points into `up` (and through it into the input buffer):
+ * the input bytes must stay alive and unchanged until wire_msg_free().
+ */
+struct wire_msg {
+    msgpack_unpacked up;
+    const msgpack_object *root; /* the whole map */
+    const struct wire_desc *desc;
+    uint32_t type;
+    uint64_t id;
+    bool inited;
+};
+
+/* Why a decode failed: code (enum wire_err), text, and the request id if it was read. */
+struct wire_error {
+    int code;
+    uint64_t id;
+    char text[200];
+};
+
+/*
+ * Checks that buf[0..len) is exactly one msgpack object whose declared counts and
+ * lengths fit in the bytes present (msgpack-c allocates for declared counts before
+ * reading them). Returns 0 if acceptable, -1 if not. Never reads past len.
+ */
+int wire_precheck(const uint8_t *buf, size_t len);
+
+/*
+ * Decodes and validates one frame: precheck, unpack, envelope ("v", "t", "id"), then
+ * every field against the type's descriptor (nested arrays and maps included). Unknown
+ * keys are ignored. On success returns 0 and fills m (free with wire_msg_free). On
+ * failure returns -1, fills err (err->id is the request id when it could be read, else 0)
+ * and leaves m freed. want_request: accept only types with desc->request set.
+ */
+int wire_decode(const void *buf, size_t len, bool want_request, struct wire_msg *m,
+                struct wire_error *err);
+void wire_msg_free(struct wire_msg *m);
+
+/* Checks one map against a field list (used by wire_decode, and for stored records). */
+int wire_check_map(const msgpack_object *map, const struct wire_field *fields,
+                   struct wire_error *err);
+
+/* ---- reading fields (after validation, types are known to match) ---- */
+
+/* The value of key in map, or NULL when absent (or map is not a map). */
+const msgpack_object *wire_get(const msgpack_object *map, const char *key);
+uint64_t wire_get_u64(const msgpack_object *map, const char *key, uint64_t dflt);
+int64_t wire_get_i64(const msgpack_object *map, const char *key, int64_t dflt);
+double wire_get_f64(const msgpack_object *map, const char *key, double dflt);
+bool wire_get_bool(const msgpack_object *map, const char *key, bool dflt);
+/* Text or bytes: pointer into the message (not NUL-terminated) and its size; NULL if absent. */
+const char *wire_get_str(const msgpack_object *map, const char *key, size_t *len);
+const void *wire_get_bin(const msgpack_object *map, const char *key, size_t *len);
+/* Copies text into a NUL-terminated buffer of size cap (truncating); "" if absent. */
+void wire_get_strbuf(const msgpack_object *map, const char *key, char *buf, size_t cap);
+/* malloc'd NUL-terminated copy of a text field (NULL if absent or out of memory). */
+char *wire_get_strdup(const msgpack_object *map, const char *key);
+
+/* ---- encoding ---- */
+
+struct wire_buf {
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+};
+
+void wire_buf_init(struct wire_buf *wb);
+void wire_buf_reset(struct wire_buf *wb);
+void wire_buf_free(struct wire_buf *wb);
+
+/* Starts a message: a map of nfields + 3 entries with v, t and id already written. */
+void wire_begin(struct wire_buf *wb, uint32_t type, uint64_t id, uint32_t nfields);
+/* Writes one error reply (a whole message). */
+void wire_error_msg(struct wire_buf *wb, uint64_t id, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* key + value pairs */
+void wire_put_u64(struct wire_buf *wb, const char *key, uint64_t v);
+void wire_put_i64(struct wire_buf *wb, const char *key, int64_t v);
+void wire_put_f64(struct wire_buf *wb, const char *key, double v);
+void wire_put_bool(struct wire_buf *wb, const char *key, bool v);
+void wire_put_str(struct wire_buf *wb, const char *key, const char *s);
+void wire_put_strn(struct wire_buf *wb, const char *key, const char *s, size_t n);
+void wire_put_bin(struct wire_buf *wb, const char *key, const void *p, size_t n);
+/* key only; follow with exactly one value (wire_pack_*). */
+void wire_put_key(struct wire_buf *wb, const char *key);
+
+/* bare values, for arrays and nested maps */
+void wire_pack_map(struct wire_buf *wb, uint32_t n);
+void wire_pack_array(struct wire_buf *wb, uint32_t n);
+void wire_pack_u64(struct wire_buf *wb, uint64_t v);
+void wire_pack_str(struct wire_buf *wb, const char *s);
+void wire_pack_strn(struct wire_buf *wb, const char *s, size_t n);
+void wire_pack_bin(struct wire_buf *wb, const void *p, size_t n);
+/* Copies a decoded object as it is. */
+void wire_pack_object(struct wire_buf *wb, const msgpack_object *o);
+
+#endif
