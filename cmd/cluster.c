@@ -1,4 +1,5 @@
-/* cluster.c - temporary until the command lands in this session. */
-#include <stdio.h>
+/* cluster.c - `gridnode cluster`: the cluster manager / task server role. */
 #include "cmd/cmd.h"
-int cmd_cluster(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "gridnode cluster: not built yet\n"); return 1; }
+#include "roles/cluster/cluster.h"
+
+int cmd_cluster(int argc, char **argv) { return cluster_main(argc, argv); }

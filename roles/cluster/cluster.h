@@ -1,0 +1,160 @@
+/*
+ * cluster.h - the cluster manager / task server role (X-Com task server).
+ *
+ * State lives in memory and is written through to the role's store in the same loop
+ * turn; a reply is sent only after the turn's commit (see cluster.c). Jobs are bags of
+ * numbered tasks produced by an application (app.h); nodes pull tasks, return results,
+ * and send heartbeats (handlers.c). Re-issue and node estimates are in tasks.c.
+ */
+#ifndef GRIDNODE_CLUSTER_H
+#define GRIDNODE_CLUSTER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lib/config.h"
+#include "wire/wire.h"
+
+struct store;
+struct loop;
+
+struct cluster_cfg {
+    char listen[CONFIG_STR_MAX];
+    char state_dir[CONFIG_STR_MAX];
+    char log_level[CONFIG_STR_MAX];
+    double k_wait, k_wait_dead;
+    long hb_s;
+    long idle_wait_s;
+    double default_estimate_s;
+    double min_wait_s;
+    long input_unit_kb;
+    long default_limit_s;
+    long max_attempts;
+    int heartbeat_extends;
+    long stats_interval_s;
+    int sync;
+    long map_mb;
+};
+
+enum task_state { TS_NEW = 0, TS_ISSUED = 1, TS_DONE = 2 };
+enum job_state { JS_QUEUED = 0, JS_RUNNING, JS_DONE, JS_CANCELLED };
+
+/* One task in memory: 24 bytes; its result lives only in the store. */
+struct task {
+    uint8_t state;  /* enum task_state */
+    uint8_t ok;     /* done and succeeded */
+    uint16_t errors; /* results that could not run the task (node-side errors) */
+    uint32_t issues; /* how many times it was handed out */
+    uint32_t node;   /* index of the node holding the latest issue */
+    uint32_t input_kb; /* size of its input, for the estimate */
+    int64_t expiry_ms; /* wall clock: re-issue after this (while issued) */
+};
+
+struct job {
+    uint64_t id;
+    char *name, *user;
+    char **argv;
+    uint32_t argc;
+    bool shell, has_stdin, issuable, dirty;
+    double complexity;
+    uint32_t limit_s;
+    uint32_t ntasks, next_new; /* next_new: first index never issued */
+    uint32_t ndone, nfailed, ndups;
+    enum job_state state;
+    int64_t submitted_ms, finished_ms;
+    struct task *tasks; /* [0, next_new) allocated */
+    uint32_t cap;
+};
+
+struct node {
+    char sid[33];
+    char name[64], cluster[64], client[64], os[64], ip[64];
+    uint32_t mhz, cores, slots;
+    uint64_t mem_mb;
+    bool active, dirty;
+    int64_t first_ms, last_ms;
+    double spu;        /* measured seconds per work unit (EWMA), 0 = none yet */
+    uint64_t results;  /* valid results returned */
+    uint32_t inflight; /* tasks currently issued to it */
+    uint64_t cur_job;  /* current portion and when it started */
+    uint32_t cur_idx;
+    int64_t cur_since_ms, cur_est_ms;
+};
+
+/* A re-issue candidate: (expiry, task); stale entries are skipped when popped. */
+struct heap_ent {
+    int64_t expiry_ms;
+    uint64_t job;
+    uint32_t idx, issue;
+};
+
+struct cluster {
+    struct cluster_cfg cfg;
+    struct store *store;
+    int t_jobs, t_tasks, t_results, t_dups, t_stdin, t_nodes, t_meta;
+    struct loop *loop;
+    void *zctx, *sock;
+    struct job **jobs; /* sorted by id */
+    uint32_t njobs, capjobs, open_from; /* open_from: first job that may still yield */
+    uint64_t next_job;
+    struct node *nodes;
+    uint32_t nnodes, capnodes;
+    uint32_t *node_hash; /* open addressing: node index + 1, 0 = empty */
+    uint32_t hash_cap;
+    struct heap_ent *heap;
+    uint32_t nheap, capheap;
+    double global_spu; /* across all nodes, for nodes without measurements */
+    bool meta_dirty;
+    bool turn_failed; /* a handler could not buffer its writes: undo the turn */
+    /* this turn's replies, sent after the commit */
+    struct pending_reply *replies;
+    uint32_t nreplies, capreplies;
+    struct wire_buf wb; /* scratch for building one reply */
+    uint64_t turn_changes;
+};
+
+/* cluster.c */
+int cluster_main(int argc, char **argv);
+extern const struct config_key cluster_keys[];
+
+/* state.c: loading and saving records */
+int cluster_load(struct cluster *c);
+void cluster_free_state(struct cluster *c);
+int cluster_save_dirty(struct cluster *c);
+void cluster_mark_job(struct cluster *c, struct job *j);
+void cluster_mark_node(struct cluster *c, struct node *n);
+struct job *cluster_job_find(struct cluster *c, uint64_t id);
+int cluster_job_add(struct cluster *c, struct job *j);
+void cluster_job_free(struct job *j);
+struct node *cluster_node_find(struct cluster *c, const char *sid, size_t len);
+/* cluster_node_new returns a zeroed slot; set its sid, then cluster_node_register(). */
+struct node *cluster_node_new(struct cluster *c);
+int cluster_node_register(struct cluster *c);
+int job_grow_tasks(struct job *j, uint32_t need);
+int cluster_task_save(struct cluster *c, struct job *j, uint32_t idx);
+const char *job_state_name(enum job_state s);
+const char *task_state_name(const struct task *t);
+
+/* tasks.c: issue, re-issue, estimates, results */
+int tasks_issue(struct cluster *c, struct node *n, uint32_t want, struct wire_buf *wb,
+                uint32_t *nissued);
+int tasks_result(struct cluster *c, struct node *n, const msgpack_object *res);
+void tasks_extend(struct cluster *c, struct node *n, uint64_t job, uint32_t idx, uint32_t issue);
+void tasks_release_node(struct cluster *c, struct node *n);
+void heap_push(struct cluster *c, struct heap_ent e);
+double tasks_work(const struct job *j, size_t input_bytes, long input_unit_kb);
+int64_t tasks_wait_ms(const struct cluster *c, const struct node *n, double work);
+void nodes_check_active(struct cluster *c);
+
+/* stats.c */
+int stats_write(struct cluster *c);
+
+/* handlers.c */
+struct request {
+    const struct wire_msg *msg;
+    const char *peer; /* Peer-Address of the connection, or "" */
+    struct wire_buf *reply;
+};
+void handlers_dispatch(struct cluster *c, struct request *r);
+
+#endif

@@ -1,0 +1,493 @@
+/*
+ * handlers.c - the cluster's request handlers, one per message type, dispatched from
+ * a table after wire_decode() validated the message against its descriptor. Each
+ * handler writes exactly one reply into r->reply; cluster.c sends it after the turn's
+ * commit.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "lib/log.h"
+#include "lib/loop.h"
+#include "roles/cluster/cluster.h"
+#include "store/store.h"
+
+#define CLIENT_NAME_MAX 63
+
+static void reply_error(struct request *r, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void reply_error(struct request *r, int code, const char *fmt, ...)
+{
+    char text[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    wire_buf_reset(r->reply);
+    wire_error_msg(r->reply, r->msg->id, code, "%s", text);
+}
+
+/* A write could not be buffered: the turn is undone and everyone told to retry. */
+static void reply_storage(struct cluster *c, struct request *r)
+{
+    c->turn_failed = true;
+    reply_error(r, WE_STORAGE, "the cluster could not save state (out of memory or disk); "
+                               "nothing was changed, retry later");
+}
+
+/* The node of the request's session id, with its last access updated; NULL + reply. */
+static struct node *session(struct cluster *c, struct request *r)
+{
+    size_t len;
+    const char *sid = wire_get_str(r->msg->root, "sid", &len);
+    struct node *n = cluster_node_find(c, sid, len);
+    if (!n) {
+        reply_error(r, WE_SESSION, "unknown session id '%.*s': send HELLO to get a new one",
+                    (int)(len > 64 ? 64 : len), sid ? sid : "");
+        return NULL;
+    }
+    n->last_ms = wall_now_ms();
+    if (!n->active)
+        log_info("node %s (%s) active again", n->name, n->sid);
+    n->active = true;
+    if (r->peer[0])
+        snprintf(n->ip, sizeof n->ip, "%s", r->peer);
+    cluster_mark_node(c, n);
+    return n;
+}
+
+static bool work_remains(const struct cluster *c)
+{
+    for (uint32_t i = c->open_from; i < c->njobs; i++)
+        if (c->jobs[i]->state == JS_QUEUED || c->jobs[i]->state == JS_RUNNING)
+            return true;
+    return c->nheap > 0;
+}
+
+static void h_hello(struct cluster *c, struct request *r)
+{
+    const msgpack_object *m = r->msg->root;
+    size_t len;
+    const char *sid = wire_get_str(m, "sid", &len);
+    struct node *n = cluster_node_find(c, sid, len);
+    bool resumed = n != NULL;
+    if (!n) {
+        uint8_t raw[16];
+        if (!(n = cluster_node_new(c)) || getrandom(raw, sizeof raw, 0) != sizeof raw) {
+            reply_error(r, WE_STORAGE, "cannot create a session (out of memory or entropy)");
+            return;
+        }
+        for (int i = 0; i < 16; i++)
+            snprintf(n->sid + 2 * i, 3, "%02x", raw[i]);
+        n->first_ms = wall_now_ms();
+        if (cluster_node_register(c) < 0) {
+            reply_storage(c, r);
+            return;
+        }
+        n = &c->nodes[c->nnodes - 1];
+    }
+    wire_get_strbuf(m, "node", n->name, sizeof n->name);
+    wire_get_strbuf(m, "client", n->client, sizeof n->client);
+    wire_get_strbuf(m, "cluster", n->cluster, sizeof n->cluster);
+    wire_get_strbuf(m, "os", n->os, sizeof n->os);
+    n->mhz = (uint32_t)wire_get_u64(m, "mhz", 0);
+    n->cores = (uint32_t)wire_get_u64(m, "cores", 1);
+    n->slots = (uint32_t)wire_get_u64(m, "slots", n->cores);
+    n->mem_mb = wire_get_u64(m, "mem_mb", 0);
+    n->active = true;
+    n->last_ms = wall_now_ms();
+    if (r->peer[0])
+        snprintf(n->ip, sizeof n->ip, "%s", r->peer);
+    cluster_mark_node(c, n);
+    log_info("node %s %s: session %s from %s", n->name, resumed ? "resumed" : "joined", n->sid,
+             n->ip);
+    wire_begin(r->reply, WT_WELCOME, r->msg->id, 3);
+    wire_put_str(r->reply, "sid", n->sid);
+    wire_put_u64(r->reply, "hb_s", (uint64_t)c->cfg.hb_s);
+    wire_put_bool(r->reply, "resumed", resumed);
+}
+
+/* Writes a TASKS reply with up to want tasks for n; acked < 0 leaves "acked" out. */
+static void reply_tasks(struct cluster *c, struct request *r, struct node *n, uint32_t want,
+                        int64_t acked)
+{
+    uint32_t count = 0;
+    wire_begin(r->reply, WT_TASKS, r->msg->id, acked >= 0 ? 4 : 3);
+    if (tasks_issue(c, n, want, r->reply, &count) < 0 && count == 0) {
+        reply_storage(c, r);
+        return;
+    }
+    wire_put_bool(r->reply, "more", count > 0 || work_remains(c));
+    wire_put_u64(r->reply, "wait_s", count ? 0 : (uint64_t)c->cfg.idle_wait_s);
+    if (acked >= 0)
+        wire_put_u64(r->reply, "acked", (uint64_t)acked);
+}
+
+static void h_task_get(struct cluster *c, struct request *r)
+{
+    struct node *n = session(c, r);
+    if (n)
+        reply_tasks(c, r, n, (uint32_t)wire_get_u64(r->msg->root, "want", 1), -1);
+}
+
+/* Accepts every result of the message's "results"; -1 if the store failed. */
+static int take_results(struct cluster *c, struct node *n, const msgpack_object *m,
+                        uint32_t *count)
+{
+    const msgpack_object *res = wire_get(m, "results");
+    *count = 0;
+    if (!res)
+        return 0;
+    for (uint32_t i = 0; i < res->via.array.size; i++) {
+        if (tasks_result(c, n, &res->via.array.ptr[i]) < 0)
+            return -1;
+        (*count)++;
+    }
+    return 0;
+}
+
+static void h_result(struct cluster *c, struct request *r)
+{
+    struct node *n = session(c, r);
+    uint32_t acked;
+    if (!n)
+        return;
+    if (take_results(c, n, r->msg->root, &acked) < 0) {
+        reply_storage(c, r);
+        return;
+    }
+    reply_tasks(c, r, n, (uint32_t)wire_get_u64(r->msg->root, "want", 0), acked);
+}
+
+static void h_leave(struct cluster *c, struct request *r)
+{
+    struct node *n = session(c, r);
+    uint32_t acked;
+    if (!n)
+        return;
+    if (take_results(c, n, r->msg->root, &acked) < 0) {
+        reply_storage(c, r);
+        return;
+    }
+    tasks_release_node(c, n);
+    n->active = false;
+    log_info("node %s (%s) left with %u result(s)", n->name, n->sid, acked);
+    wire_begin(r->reply, WT_OK, r->msg->id, 0);
+}
+
+static void h_status(struct cluster *c, struct request *r)
+{
+    struct node *n = session(c, r);
+    if (!n)
+        return;
+    const msgpack_object *run = wire_get(r->msg->root, "running");
+    uint32_t ncancel = 0;
+    uint8_t *cancel = calloc(run->via.array.size + 1, 1);
+    if (!cancel) {
+        reply_storage(c, r);
+        return;
+    }
+    for (uint32_t i = 0; i < run->via.array.size; i++) {
+        const msgpack_object *t = &run->via.array.ptr[i];
+        uint64_t jid = wire_get_u64(t, "job", 0);
+        uint32_t idx = (uint32_t)wire_get_u64(t, "idx", 0);
+        struct job *j = cluster_job_find(c, jid);
+        if (!j || j->state == JS_CANCELLED || idx >= j->next_new ||
+            j->tasks[idx].state == TS_DONE) {
+            cancel[i] = 1;
+            ncancel++;
+            continue;
+        }
+        tasks_extend(c, n, jid, idx, (uint32_t)wire_get_u64(t, "issue", 0));
+    }
+    wire_begin(r->reply, WT_STATUS_ACK, r->msg->id, 1);
+    wire_put_key(r->reply, "cancel");
+    wire_pack_array(r->reply, ncancel);
+    for (uint32_t i = 0; i < run->via.array.size; i++)
+        if (cancel[i])
+            wire_pack_object(r->reply, &run->via.array.ptr[i]);
+    free(cancel);
+}
+
+/* Checks a SUBMIT beyond its descriptor; NULL if fine, else the reason. */
+static const char *submit_invalid(const struct cluster *c, const msgpack_object *m)
+{
+    const msgpack_object *argv = wire_get(m, "argv"), *in = wire_get(m, "stdin");
+    uint64_t ntasks = wire_get_u64(m, "ntasks", 0);
+    double cx = wire_get_f64(m, "complexity", 1);
+    (void)c;
+    if (argv->via.array.size == 0 || argv->via.array.ptr[0].via.str.size == 0)
+        return "argv must name a program (a non-empty first element)";
+    for (uint32_t i = 0; i < argv->via.array.size; i++)
+        if (memchr(argv->via.array.ptr[i].via.str.ptr, 0, argv->via.array.ptr[i].via.str.size))
+            return "argv elements must not contain NUL bytes";
+    if (ntasks == 0)
+        return "ntasks must be at least 1";
+    if (in && in->via.array.size != ntasks)
+        return "stdin, when given, must have exactly one element per task";
+    if (!(cx > 0) || !isfinite(cx))
+        return "complexity must be a positive number";
+    return NULL;
+}
+
+static void h_submit(struct cluster *c, struct request *r)
+{
+    const msgpack_object *m = r->msg->root, *argv = wire_get(m, "argv");
+    const msgpack_object *in = wire_get(m, "stdin");
+    const char *why = submit_invalid(c, m);
+    if (why) {
+        reply_error(r, WE_INVALID, "SUBMIT refused: %s", why);
+        return;
+    }
+    struct job *j = calloc(1, sizeof *j);
+    if (!j || !(j->argv = calloc(argv->via.array.size + 1, sizeof *j->argv)))
+        goto oom;
+    j->id = c->next_job;
+    j->argc = argv->via.array.size;
+    for (uint32_t i = 0; i < j->argc; i++)
+        if (!(j->argv[i] = strndup(argv->via.array.ptr[i].via.str.ptr,
+                                   argv->via.array.ptr[i].via.str.size)))
+            goto oom;
+    j->name = wire_get_strdup(m, "name");
+    j->user = wire_get_strdup(m, "user");
+    if (!j->name)
+        j->name = strdup("");
+    if (!j->user)
+        j->user = strdup("");
+    j->ntasks = (uint32_t)wire_get_u64(m, "ntasks", 1);
+    j->shell = wire_get_bool(m, "shell", false);
+    j->complexity = wire_get_f64(m, "complexity", 1);
+    j->limit_s = (uint32_t)wire_get_u64(m, "limit_s", (uint64_t)c->cfg.default_limit_s);
+    j->has_stdin = in != NULL;
+    j->submitted_ms = wall_now_ms();
+    j->state = JS_QUEUED;
+    if (!j->name || !j->user)
+        goto oom;
+    for (uint32_t i = 0; in && i < in->via.array.size; i++) {
+        uint8_t key[12];
+        store_key_u64_u32(key, j->id, i);
+        if (store_put(c->store, c->t_stdin, key, sizeof key, in->via.array.ptr[i].via.bin.ptr,
+                      in->via.array.ptr[i].via.bin.size) < 0)
+            goto oom;
+    }
+    if (cluster_job_add(c, j) < 0)
+        goto oom;
+    c->next_job++;
+    c->meta_dirty = true;
+    cluster_mark_job(c, j);
+    log_info("job %llu submitted: %u tasks of '%s'", (unsigned long long)j->id, j->ntasks,
+             j->argv[0]);
+    wire_begin(r->reply, WT_SUBMITTED, r->msg->id, 1);
+    wire_put_u64(r->reply, "job", j->id);
+    return;
+oom:
+    cluster_job_free(j);
+    reply_storage(c, r); /* stdin may be half-buffered: the whole turn is undone */
+}
+
+/* One job summary map. */
+static void pack_job(const struct job *j, struct wire_buf *wb)
+{
+    wire_pack_map(wb, 15);
+    wire_put_u64(wb, "job", j->id);
+    wire_put_str(wb, "name", j->name);
+    wire_put_str(wb, "user", j->user);
+    wire_put_str(wb, "state", job_state_name(j->state));
+    wire_put_u64(wb, "ntasks", j->ntasks);
+    wire_put_u64(wb, "issued", j->next_new);
+    wire_put_u64(wb, "running", j->state == JS_RUNNING ? j->next_new - j->ndone : 0);
+    wire_put_u64(wb, "done", j->ndone);
+    wire_put_u64(wb, "failed", j->nfailed);
+    wire_put_u64(wb, "dups", j->ndups);
+    wire_put_i64(wb, "submitted", j->submitted_ms);
+    wire_put_i64(wb, "finished", j->finished_ms);
+    wire_put_key(wb, "argv");
+    wire_pack_array(wb, j->argc);
+    for (uint32_t i = 0; i < j->argc; i++)
+        wire_pack_str(wb, j->argv[i]);
+    wire_put_bool(wb, "shell", j->shell);
+    wire_put_u64(wb, "limit_s", j->limit_s);
+}
+
+static void h_job_list(struct cluster *c, struct request *r)
+{
+    wire_begin(r->reply, WT_JOBS, r->msg->id, 1);
+    wire_put_key(r->reply, "jobs");
+    wire_pack_array(r->reply, c->njobs);
+    for (uint32_t i = 0; i < c->njobs; i++)
+        pack_job(c->jobs[i], r->reply);
+}
+
+struct task_walk {
+    struct cluster *c;
+    const struct job *j;
+    struct wire_buf *wb;
+    uint32_t next, end;
+    bool output;
+};
+
+/* Writes task maps for indices [w->next, upto) that have no stored result here. */
+static void walk_plain(struct task_walk *w, uint32_t upto)
+{
+    for (; w->next < upto; w->next++) {
+        const struct task *t = w->next < w->j->next_new ? &w->j->tasks[w->next] : NULL;
+        wire_pack_map(w->wb, 3);
+        wire_put_u64(w->wb, "idx", w->next);
+        wire_put_str(w->wb, "state", t ? task_state_name(t) : "pending");
+        wire_put_u64(w->wb, "issues", t ? t->issues : 0);
+    }
+}
+
+/* Stored result keys left out of a JOB task map: the job id, and output unless asked. */
+static bool skip_key(const msgpack_object *k, bool output)
+{
+    if (k->type != MSGPACK_OBJECT_STR)
+        return true;
+    size_t n = k->via.str.size;
+    const char *p = k->via.str.ptr;
+    if (n == 3 && !memcmp(p, "job", 3))
+        return true;
+    return !output && n == 6 && (!memcmp(p, "stdout", 6) || !memcmp(p, "stderr", 6));
+}
+
+static int walk_result(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    struct task_walk *w = arg;
+    if (klen != 12 || store_key_get_u64(key) != w->j->id)
+        return 1;
+    uint32_t idx = store_key_get_u32((const uint8_t *)key + 8);
+    if (idx >= w->end)
+        return 1;
+    walk_plain(w, idx);
+    msgpack_unpacked up;
+    size_t off = 0;
+    msgpack_unpacked_init(&up);
+    if (wire_precheck(val, vlen) < 0 || msgpack_unpack_next(&up, val, vlen, &off) != 2 ||
+        up.data.type != MSGPACK_OBJECT_MAP) {
+        msgpack_unpacked_destroy(&up);
+        return 0; /* left for walk_plain */
+    }
+    const msgpack_object *m = &up.data;
+    const struct task *t = idx < w->j->next_new ? &w->j->tasks[idx] : NULL;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < m->via.map.size; i++)
+        n += !skip_key(&m->via.map.ptr[i].key, w->output);
+    wire_pack_map(w->wb, n + 2);
+    wire_put_str(w->wb, "state", t ? task_state_name(t) : "done");
+    wire_put_u64(w->wb, "issues", t ? t->issues : 0);
+    for (uint32_t i = 0; i < m->via.map.size; i++)
+        if (!skip_key(&m->via.map.ptr[i].key, w->output)) {
+            wire_pack_object(w->wb, &m->via.map.ptr[i].key);
+            wire_pack_object(w->wb, &m->via.map.ptr[i].val);
+        }
+    w->next = idx + 1;
+    msgpack_unpacked_destroy(&up);
+    return 0;
+}
+
+static void h_job_get(struct cluster *c, struct request *r)
+{
+    const msgpack_object *m = r->msg->root;
+    uint64_t id = wire_get_u64(m, "job", 0);
+    struct job *j = cluster_job_find(c, id);
+    if (!j) {
+        reply_error(r, WE_NOT_FOUND, "no job %llu (gridnode jobs lists them)",
+                    (unsigned long long)id);
+        return;
+    }
+    bool tasks = wire_get_bool(m, "tasks", false);
+    wire_begin(r->reply, WT_JOB, r->msg->id, tasks ? 2 : 1);
+    wire_put_key(r->reply, "job");
+    pack_job(j, r->reply);
+    if (!tasks)
+        return;
+    uint64_t from = wire_get_u64(m, "from", 0), count = wire_get_u64(m, "count", 1000);
+    if (from > j->ntasks)
+        from = j->ntasks;
+    if (count > j->ntasks - from)
+        count = j->ntasks - from;
+    struct task_walk w = {c, j, r->reply, (uint32_t)from, (uint32_t)(from + count),
+                          wire_get_bool(m, "output", false)};
+    uint8_t key[12];
+    store_key_u64_u32(key, j->id, (uint32_t)from);
+    wire_put_key(r->reply, "tasks");
+    wire_pack_array(r->reply, (uint32_t)count);
+    store_iter(c->store, c->t_results, key, sizeof key, walk_result, &w);
+    walk_plain(&w, w.end);
+}
+
+static void h_cancel(struct cluster *c, struct request *r)
+{
+    uint64_t id = wire_get_u64(r->msg->root, "job", 0);
+    struct job *j = cluster_job_find(c, id);
+    if (!j) {
+        reply_error(r, WE_NOT_FOUND, "no job %llu", (unsigned long long)id);
+        return;
+    }
+    if (j->state == JS_DONE || j->state == JS_CANCELLED) {
+        reply_error(r, WE_STATE, "job %llu is already %s", (unsigned long long)id,
+                    job_state_name(j->state));
+        return;
+    }
+    for (uint32_t i = 0; i < j->next_new; i++)
+        if (j->tasks[i].state == TS_ISSUED && j->tasks[i].node < c->nnodes &&
+            c->nodes[j->tasks[i].node].inflight > 0)
+            c->nodes[j->tasks[i].node].inflight--;
+    j->state = JS_CANCELLED;
+    j->finished_ms = wall_now_ms();
+    cluster_mark_job(c, j);
+    log_info("job %llu cancelled", (unsigned long long)id);
+    wire_begin(r->reply, WT_OK, r->msg->id, 0);
+}
+
+static void h_node_list(struct cluster *c, struct request *r)
+{
+    struct wire_buf *wb = r->reply;
+    wire_begin(wb, WT_NODES, r->msg->id, 1);
+    wire_put_key(wb, "nodes");
+    wire_pack_array(wb, c->nnodes);
+    for (uint32_t i = 0; i < c->nnodes; i++) {
+        const struct node *n = &c->nodes[i];
+        wire_pack_map(wb, 17);
+        wire_put_str(wb, "sid", n->sid);
+        wire_put_str(wb, "node", n->name);
+        wire_put_str(wb, "cluster", n->cluster);
+        wire_put_str(wb, "client", n->client);
+        wire_put_str(wb, "os", n->os);
+        wire_put_str(wb, "ip", n->ip);
+        wire_put_u64(wb, "mhz", n->mhz);
+        wire_put_u64(wb, "cores", n->cores);
+        wire_put_u64(wb, "slots", n->slots);
+        wire_put_u64(wb, "mem_mb", n->mem_mb);
+        wire_put_bool(wb, "active", n->active);
+        wire_put_i64(wb, "last", n->last_ms);
+        wire_put_f64(wb, "spu", n->spu);
+        wire_put_u64(wb, "results", n->results);
+        wire_put_u64(wb, "running", n->inflight);
+        wire_put_u64(wb, "cur_job", n->inflight ? n->cur_job : 0);
+        wire_put_i64(wb, "cur_since", n->inflight ? n->cur_since_ms : 0);
+    }
+}
+
+static const struct {
+    uint32_t type;
+    void (*fn)(struct cluster *c, struct request *r);
+} handlers[] = {
+    {WT_HELLO, h_hello},       {WT_TASK_GET, h_task_get}, {WT_RESULT, h_result},
+    {WT_LEAVE, h_leave},       {WT_STATUS, h_status},     {WT_SUBMIT, h_submit},
+    {WT_JOB_LIST, h_job_list}, {WT_JOB_GET, h_job_get},   {WT_CANCEL, h_cancel},
+    {WT_NODE_LIST, h_node_list},
+};
+
+void handlers_dispatch(struct cluster *c, struct request *r)
+{
+    for (size_t i = 0; i < sizeof handlers / sizeof handlers[0]; i++)
+        if (handlers[i].type == r->msg->type) {
+            handlers[i].fn(c, r);
+            return;
+        }
+    reply_error(r, WE_TYPE, "%s is not handled by the cluster role", r->msg->desc->name);
+}

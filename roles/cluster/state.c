@@ -1,0 +1,460 @@
+/*
+ * state.c - the cluster's records: jobs, tasks, nodes and meta, as msgpack values in
+ * the store; loading them all at start-up and writing changed ones each turn.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/log.h"
+#include "lib/loop.h"
+#include "roles/cluster/cluster.h"
+#include "store/store.h"
+
+const char *job_state_name(enum job_state s)
+{
+    static const char *names[] = {"queued", "running", "done", "cancelled"};
+    return (unsigned)s < 4 ? names[s] : "?";
+}
+
+static int job_state_parse(const char *s, size_t n)
+{
+    for (int i = 0; i < 4; i++)
+        if (strlen(job_state_name(i)) == n && !memcmp(job_state_name(i), s, n))
+            return i;
+    return -1;
+}
+
+const char *task_state_name(const struct task *t)
+{
+    if (t->state == TS_DONE)
+        return t->ok ? "ok" : "failed";
+    return t->state == TS_ISSUED ? "issued" : "pending";
+}
+
+void cluster_job_free(struct job *j)
+{
+    if (!j)
+        return;
+    for (uint32_t i = 0; i < j->argc; i++)
+        free(j->argv[i]);
+    free(j->argv);
+    free(j->name);
+    free(j->user);
+    free(j->tasks);
+    free(j);
+}
+
+void cluster_mark_job(struct cluster *c, struct job *j)
+{
+    (void)c;
+    j->dirty = true;
+}
+
+void cluster_mark_node(struct cluster *c, struct node *n)
+{
+    (void)c;
+    n->dirty = true;
+}
+
+struct job *cluster_job_find(struct cluster *c, uint64_t id)
+{
+    uint32_t lo = 0, hi = c->njobs;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (c->jobs[mid]->id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < c->njobs && c->jobs[lo]->id == id ? c->jobs[lo] : NULL;
+}
+
+/* Adds a job (ids only grow, so appending keeps the array sorted). */
+int cluster_job_add(struct cluster *c, struct job *j)
+{
+    if (c->njobs == c->capjobs) {
+        uint32_t cap = c->capjobs ? c->capjobs * 2 : 16;
+        struct job **n = realloc(c->jobs, cap * sizeof *n);
+        if (!n)
+            return -1;
+        c->jobs = n;
+        c->capjobs = cap;
+    }
+    c->jobs[c->njobs++] = j;
+    return 0;
+}
+
+static uint32_t sid_hash(const char *s, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)s[i]) * 16777619u;
+    return h;
+}
+
+static int hash_insert(struct cluster *c, uint32_t ix)
+{
+    if ((c->nnodes + 1) * 2 > c->hash_cap) {
+        uint32_t cap = c->hash_cap ? c->hash_cap * 2 : 256;
+        uint32_t *h = calloc(cap, sizeof *h);
+        if (!h)
+            return -1;
+        free(c->node_hash);
+        c->node_hash = h;
+        c->hash_cap = cap;
+        for (uint32_t i = 0; i < c->nnodes; i++)
+            if (i != ix)
+                hash_insert(c, i);
+    }
+    const char *sid = c->nodes[ix].sid;
+    uint32_t p = sid_hash(sid, strlen(sid)) & (c->hash_cap - 1);
+    while (c->node_hash[p])
+        p = (p + 1) & (c->hash_cap - 1);
+    c->node_hash[p] = ix + 1;
+    return 0;
+}
+
+struct node *cluster_node_find(struct cluster *c, const char *sid, size_t len)
+{
+    if (!c->hash_cap || !sid)
+        return NULL;
+    uint32_t p = sid_hash(sid, len) & (c->hash_cap - 1);
+    while (c->node_hash[p]) {
+        struct node *n = &c->nodes[c->node_hash[p] - 1];
+        if (strlen(n->sid) == len && !memcmp(n->sid, sid, len))
+            return n;
+        p = (p + 1) & (c->hash_cap - 1);
+    }
+    return NULL;
+}
+
+/* Appends a zeroed node; the caller sets its sid and then calls hash insert via find. */
+struct node *cluster_node_new(struct cluster *c)
+{
+    if (c->nnodes == c->capnodes) {
+        uint32_t cap = c->capnodes ? c->capnodes * 2 : 64;
+        struct node *n = realloc(c->nodes, cap * sizeof *n);
+        if (!n)
+            return NULL;
+        c->nodes = n;
+        c->capnodes = cap;
+    }
+    struct node *n = &c->nodes[c->nnodes];
+    memset(n, 0, sizeof *n);
+    return n;
+}
+
+/* Registers the node most recently returned by cluster_node_new (its sid set). */
+static int node_commit_new(struct cluster *c)
+{
+    c->nnodes++;
+    if (hash_insert(c, c->nnodes - 1) < 0) {
+        c->nnodes--;
+        return -1;
+    }
+    return 0;
+}
+
+int cluster_node_register(struct cluster *c) { return node_commit_new(c); }
+
+/* ---- encoding ---- */
+
+static void job_encode(const struct job *j, struct wire_buf *wb)
+{
+    wire_pack_map(wb, 16);
+    wire_put_u64(wb, "id", j->id);
+    wire_put_str(wb, "name", j->name ? j->name : "");
+    wire_put_str(wb, "user", j->user ? j->user : "");
+    wire_put_key(wb, "argv");
+    wire_pack_array(wb, j->argc);
+    for (uint32_t i = 0; i < j->argc; i++)
+        wire_pack_str(wb, j->argv[i]);
+    wire_put_bool(wb, "shell", j->shell);
+    wire_put_bool(wb, "has_stdin", j->has_stdin);
+    wire_put_f64(wb, "complexity", j->complexity);
+    wire_put_u64(wb, "limit_s", j->limit_s);
+    wire_put_u64(wb, "ntasks", j->ntasks);
+    wire_put_u64(wb, "next_new", j->next_new);
+    wire_put_u64(wb, "ndone", j->ndone);
+    wire_put_u64(wb, "nfailed", j->nfailed);
+    wire_put_u64(wb, "ndups", j->ndups);
+    wire_put_str(wb, "state", job_state_name(j->state));
+    wire_put_i64(wb, "submitted", j->submitted_ms);
+    wire_put_i64(wb, "finished", j->finished_ms);
+}
+
+static void node_encode(const struct node *n, struct wire_buf *wb)
+{
+    wire_pack_map(wb, 15);
+    wire_put_str(wb, "sid", n->sid);
+    wire_put_str(wb, "node", n->name);
+    wire_put_str(wb, "cluster", n->cluster);
+    wire_put_str(wb, "client", n->client);
+    wire_put_str(wb, "os", n->os);
+    wire_put_str(wb, "ip", n->ip);
+    wire_put_u64(wb, "mhz", n->mhz);
+    wire_put_u64(wb, "cores", n->cores);
+    wire_put_u64(wb, "slots", n->slots);
+    wire_put_u64(wb, "mem_mb", n->mem_mb);
+    wire_put_bool(wb, "active", n->active);
+    wire_put_i64(wb, "first", n->first_ms);
+    wire_put_i64(wb, "last", n->last_ms);
+    wire_put_f64(wb, "spu", n->spu);
+    wire_put_u64(wb, "results", n->results);
+}
+
+static int put_record(struct cluster *c, int table, const void *key, size_t klen,
+                      struct wire_buf *wb)
+{
+    int rc = store_put(c->store, table, key, klen, wb->sb.data, wb->sb.size);
+    wire_buf_reset(wb);
+    return rc;
+}
+
+int cluster_task_save(struct cluster *c, struct job *j, uint32_t idx)
+{
+    struct wire_buf wb;
+    uint8_t key[12];
+    const struct task *t = &j->tasks[idx];
+    wire_buf_init(&wb);
+    wire_pack_map(&wb, 6);
+    wire_put_u64(&wb, "state", t->state);
+    wire_put_bool(&wb, "ok", t->ok);
+    wire_put_u64(&wb, "issues", t->issues);
+    wire_put_u64(&wb, "errors", t->errors);
+    wire_put_str(&wb, "node", t->node < c->nnodes ? c->nodes[t->node].sid : "");
+    wire_put_i64(&wb, "expiry", t->expiry_ms);
+    store_key_u64_u32(key, j->id, idx);
+    int rc = put_record(c, c->t_tasks, key, sizeof key, &wb);
+    wire_buf_free(&wb);
+    return rc;
+}
+
+int cluster_save_dirty(struct cluster *c)
+{
+    struct wire_buf wb;
+    uint8_t key[8];
+    int rc = 0;
+    wire_buf_init(&wb);
+    for (uint32_t i = 0; i < c->njobs; i++) {
+        struct job *j = c->jobs[i];
+        if (!j->dirty)
+            continue;
+        job_encode(j, &wb);
+        store_key_u64(key, j->id);
+        rc |= put_record(c, c->t_jobs, key, 8, &wb);
+        j->dirty = false;
+    }
+    for (uint32_t i = 0; i < c->nnodes; i++) {
+        struct node *n = &c->nodes[i];
+        if (!n->dirty)
+            continue;
+        node_encode(n, &wb);
+        rc |= put_record(c, c->t_nodes, n->sid, strlen(n->sid), &wb);
+        n->dirty = false;
+    }
+    if (c->meta_dirty) {
+        wire_pack_u64(&wb, c->next_job);
+        rc |= put_record(c, c->t_meta, "next_job", 8, &wb);
+        c->meta_dirty = false;
+    }
+    wire_buf_free(&wb);
+    return rc;
+}
+
+/* ---- loading ---- */
+
+static int unpack(msgpack_unpacked *up, const void *val, size_t vlen)
+{
+    size_t off = 0;
+    msgpack_unpacked_init(up);
+    if (wire_precheck(val, vlen) < 0 ||
+        msgpack_unpack_next(up, val, vlen, &off) != MSGPACK_UNPACK_SUCCESS ||
+        up->data.type != MSGPACK_OBJECT_MAP) {
+        msgpack_unpacked_destroy(up);
+        return -1;
+    }
+    return 0;
+}
+
+static int grow_tasks(struct job *j, uint32_t need)
+{
+    if (need <= j->cap)
+        return 0;
+    uint32_t cap = j->cap ? j->cap : 64;
+    while (cap < need)
+        cap = cap > UINT32_MAX / 2 ? need : cap * 2;
+    struct task *t = realloc(j->tasks, (size_t)cap * sizeof *t);
+    if (!t)
+        return -1;
+    memset(t + j->cap, 0, (size_t)(cap - j->cap) * sizeof *t);
+    j->tasks = t;
+    j->cap = cap;
+    return 0;
+}
+
+int job_grow_tasks(struct job *j, uint32_t need) { return grow_tasks(j, need); }
+
+static int load_job(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    struct cluster *c = arg;
+    msgpack_unpacked up;
+    (void)key;
+    if (klen != 8 || unpack(&up, val, vlen) < 0) {
+        log_warnx("jobs: skipping an unreadable record");
+        return 0;
+    }
+    const msgpack_object *m = &up.data, *argv = wire_get(m, "argv");
+    struct job *j = calloc(1, sizeof *j);
+    size_t sn;
+    const char *st = wire_get_str(m, "state", &sn);
+    if (!j || !argv || argv->type != MSGPACK_OBJECT_ARRAY || !st)
+        goto bad;
+    j->id = wire_get_u64(m, "id", 0);
+    j->name = wire_get_strdup(m, "name");
+    j->user = wire_get_strdup(m, "user");
+    j->argc = argv->via.array.size;
+    j->argv = calloc(j->argc + 1, sizeof *j->argv);
+    for (uint32_t i = 0; j->argv && i < j->argc; i++) {
+        const msgpack_object *a = &argv->via.array.ptr[i];
+        if (a->type != MSGPACK_OBJECT_STR)
+            goto bad;
+        j->argv[i] = strndup(a->via.str.ptr, a->via.str.size);
+    }
+    j->shell = wire_get_bool(m, "shell", false);
+    j->has_stdin = wire_get_bool(m, "has_stdin", false);
+    j->complexity = wire_get_f64(m, "complexity", 1);
+    j->limit_s = (uint32_t)wire_get_u64(m, "limit_s", 3600);
+    j->ntasks = (uint32_t)wire_get_u64(m, "ntasks", 0);
+    j->next_new = (uint32_t)wire_get_u64(m, "next_new", 0);
+    j->ndone = (uint32_t)wire_get_u64(m, "ndone", 0);
+    j->nfailed = (uint32_t)wire_get_u64(m, "nfailed", 0);
+    j->ndups = (uint32_t)wire_get_u64(m, "ndups", 0);
+    int s = job_state_parse(st, sn);
+    j->state = s < 0 ? JS_QUEUED : (enum job_state)s;
+    j->submitted_ms = wire_get_i64(m, "submitted", 0);
+    j->finished_ms = wire_get_i64(m, "finished", 0);
+    j->issuable = true;
+    if (!j->argv || !j->name || !j->user || j->next_new > j->ntasks ||
+        grow_tasks(j, j->next_new) < 0 || cluster_job_add(c, j) < 0)
+        goto bad;
+    msgpack_unpacked_destroy(&up);
+    return 0;
+bad:
+    log_warnx("jobs: skipping a malformed job record");
+    cluster_job_free(j);
+    msgpack_unpacked_destroy(&up);
+    return 0;
+}
+
+static int load_node(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    struct cluster *c = arg;
+    msgpack_unpacked up;
+    if (klen == 0 || klen >= sizeof c->nodes[0].sid || unpack(&up, val, vlen) < 0)
+        return 0;
+    const msgpack_object *m = &up.data;
+    struct node *n = cluster_node_new(c);
+    if (n) {
+        memcpy(n->sid, key, klen);
+        n->sid[klen] = '\0';
+        wire_get_strbuf(m, "node", n->name, sizeof n->name);
+        wire_get_strbuf(m, "cluster", n->cluster, sizeof n->cluster);
+        wire_get_strbuf(m, "client", n->client, sizeof n->client);
+        wire_get_strbuf(m, "os", n->os, sizeof n->os);
+        wire_get_strbuf(m, "ip", n->ip, sizeof n->ip);
+        n->mhz = (uint32_t)wire_get_u64(m, "mhz", 0);
+        n->cores = (uint32_t)wire_get_u64(m, "cores", 0);
+        n->slots = (uint32_t)wire_get_u64(m, "slots", 0);
+        n->mem_mb = wire_get_u64(m, "mem_mb", 0);
+        n->active = wire_get_bool(m, "active", false);
+        n->first_ms = wire_get_i64(m, "first", 0);
+        n->last_ms = wire_get_i64(m, "last", 0);
+        n->spu = wire_get_f64(m, "spu", 0);
+        n->results = wire_get_u64(m, "results", 0);
+        node_commit_new(c);
+    }
+    msgpack_unpacked_destroy(&up);
+    return 0;
+}
+
+static int load_task(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    struct cluster *c = arg;
+    msgpack_unpacked up;
+    if (klen != 12 || unpack(&up, val, vlen) < 0)
+        return 0;
+    struct job *j = cluster_job_find(c, store_key_get_u64(key));
+    uint32_t idx = store_key_get_u32((const uint8_t *)key + 8);
+    if (j && idx < j->next_new) {
+        const msgpack_object *m = &up.data;
+        struct task *t = &j->tasks[idx];
+        size_t sl;
+        const char *sid = wire_get_str(m, "node", &sl);
+        struct node *n = cluster_node_find(c, sid, sl);
+        t->state = (uint8_t)wire_get_u64(m, "state", TS_NEW);
+        t->ok = wire_get_bool(m, "ok", false);
+        t->issues = (uint32_t)wire_get_u64(m, "issues", 0);
+        t->errors = (uint16_t)wire_get_u64(m, "errors", 0);
+        t->expiry_ms = wire_get_i64(m, "expiry", 0);
+        t->node = n ? (uint32_t)(n - c->nodes) : UINT32_MAX;
+        if (t->state == TS_ISSUED && j->state == JS_RUNNING) {
+            /* give live nodes one heartbeat period to report after our restart */
+            int64_t grace = wall_now_ms() + c->cfg.hb_s * 1000 * 2;
+            if (t->expiry_ms < grace)
+                t->expiry_ms = grace;
+            heap_push(c, (struct heap_ent){t->expiry_ms, j->id, idx, t->issues});
+            if (n)
+                n->inflight++;
+        }
+    }
+    msgpack_unpacked_destroy(&up);
+    return 0;
+}
+
+static int load_meta(struct cluster *c)
+{
+    void *val;
+    size_t vlen;
+    c->next_job = 1;
+    int rc = store_get(c->store, c->t_meta, "next_job", 8, &val, &vlen);
+    if (rc == 0) {
+        msgpack_unpacked up;
+        size_t off = 0;
+        msgpack_unpacked_init(&up);
+        if (msgpack_unpack_next(&up, val, vlen, &off) == MSGPACK_UNPACK_SUCCESS &&
+            up.data.type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+            c->next_job = up.data.via.u64;
+        msgpack_unpacked_destroy(&up);
+        free(val);
+    }
+    return rc < 0 ? -1 : 0;
+}
+
+int cluster_load(struct cluster *c)
+{
+    if (load_meta(c) < 0 || store_iter(c->store, c->t_nodes, NULL, 0, load_node, c) < 0 ||
+        store_iter(c->store, c->t_jobs, NULL, 0, load_job, c) < 0 ||
+        store_iter(c->store, c->t_tasks, NULL, 0, load_task, c) < 0)
+        return -1;
+    for (uint32_t i = 0; i < c->njobs; i++)
+        if (c->jobs[i]->id >= c->next_job)
+            c->next_job = c->jobs[i]->id + 1;
+    c->open_from = 0;
+    return 0;
+}
+
+void cluster_free_state(struct cluster *c)
+{
+    for (uint32_t i = 0; i < c->njobs; i++)
+        cluster_job_free(c->jobs[i]);
+    free(c->jobs);
+    free(c->nodes);
+    free(c->node_hash);
+    free(c->heap);
+    c->jobs = NULL;
+    c->nodes = NULL;
+    c->node_hash = NULL;
+    c->heap = NULL;
+    c->njobs = c->capjobs = c->nnodes = c->capnodes = c->hash_cap = c->nheap = c->capheap = 0;
+}

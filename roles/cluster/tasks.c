@@ -1,0 +1,399 @@
+/*
+ * tasks.c - handing out tasks (X3, X4), accepting results, node estimates (X5).
+ *
+ * Issued tasks sit in a min-heap by expiry time. Before asking the application for a
+ * new portion, an expired issued task is re-issued (X4). Heap entries are never removed
+ * in place: a popped entry is used only if it still matches its task (same issue
+ * number and expiry), so extending or finishing a task costs nothing here.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/log.h"
+#include "lib/loop.h"
+#include "roles/cluster/app.h"
+#include "roles/cluster/cluster.h"
+#include "store/store.h"
+
+#define EWMA_ALPHA 0.3
+
+/* ---- heap ---- */
+
+static void heap_swap(struct heap_ent *a, struct heap_ent *b)
+{
+    struct heap_ent t = *a;
+    *a = *b;
+    *b = t;
+}
+
+static void sift_down(struct heap_ent *h, uint32_t n, uint32_t i)
+{
+    for (;;) {
+        uint32_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && h[l].expiry_ms < h[m].expiry_ms)
+            m = l;
+        if (r < n && h[r].expiry_ms < h[m].expiry_ms)
+            m = r;
+        if (m == i)
+            return;
+        heap_swap(&h[i], &h[m]);
+        i = m;
+    }
+}
+
+void heap_push(struct cluster *c, struct heap_ent e)
+{
+    if (c->nheap == c->capheap) {
+        uint32_t cap = c->capheap ? c->capheap * 2 : 1024;
+        struct heap_ent *h = realloc(c->heap, cap * sizeof *h);
+        if (!h) {
+            log_warnx("out of memory for the re-issue heap; task %llu.%u waits for restart",
+                      (unsigned long long)e.job, e.idx);
+            return;
+        }
+        c->heap = h;
+        c->capheap = cap;
+    }
+    uint32_t i = c->nheap++;
+    c->heap[i] = e;
+    while (i > 0 && c->heap[(i - 1) / 2].expiry_ms > c->heap[i].expiry_ms) {
+        heap_swap(&c->heap[i], &c->heap[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+}
+
+static struct heap_ent heap_pop(struct cluster *c)
+{
+    struct heap_ent top = c->heap[0];
+    c->heap[0] = c->heap[--c->nheap];
+    sift_down(c->heap, c->nheap, 0);
+    return top;
+}
+
+/* The task a heap entry stands for, if the entry is still current; else NULL. */
+static struct task *heap_task(struct cluster *c, const struct heap_ent *e, struct job **jp)
+{
+    struct job *j = cluster_job_find(c, e->job);
+    if (!j || j->state != JS_RUNNING || e->idx >= j->next_new)
+        return NULL;
+    struct task *t = &j->tasks[e->idx];
+    if (t->state != TS_ISSUED || t->issues != e->issue || t->expiry_ms != e->expiry_ms)
+        return NULL;
+    *jp = j;
+    return t;
+}
+
+/* ---- estimates ---- */
+
+double tasks_work(const struct job *j, size_t input_bytes, long input_unit_kb)
+{
+    double unit = (double)(input_unit_kb > 0 ? input_unit_kb : 1024) * 1024.0;
+    return (j->complexity > 0 ? j->complexity : 1.0) * (1.0 + (double)input_bytes / unit);
+}
+
+/* How long to wait for a result of `work` units from node n before re-issuing (X4). */
+int64_t tasks_wait_ms(const struct cluster *c, const struct node *n, double work)
+{
+    double spu = n && n->spu > 0 ? n->spu : c->global_spu > 0 ? c->global_spu
+                                                              : c->cfg.default_estimate_s;
+    double wait = work * spu * c->cfg.k_wait;
+    if (wait < c->cfg.min_wait_s)
+        wait = c->cfg.min_wait_s;
+    return (int64_t)(wait * 1000.0);
+}
+
+/* ---- issuing ---- */
+
+static void unhold(struct cluster *c, struct task *t)
+{
+    if (t->state == TS_ISSUED && t->node < c->nnodes && c->nodes[t->node].inflight > 0)
+        c->nodes[t->node].inflight--;
+}
+
+/* Pops the first expired task not held by n; stale entries are dropped. */
+static int take_expired(struct cluster *c, struct node *n, int64_t now, struct job **jp,
+                        uint32_t *idx, struct heap_ent *stash, uint32_t *nstash, uint32_t max)
+{
+    while (c->nheap > 0 && c->heap[0].expiry_ms <= now) {
+        struct heap_ent e = heap_pop(c);
+        struct task *t = heap_task(c, &e, jp);
+        if (!t)
+            continue;
+        if (t->node == (uint32_t)(n - c->nodes)) {
+            if (*nstash < max)
+                stash[(*nstash)++] = e;
+            continue;
+        }
+        *idx = e.idx;
+        return 0;
+    }
+    return -1;
+}
+
+/* The next never-issued portion, in job order (X3). */
+static int take_new(struct cluster *c, struct job **jp, uint32_t *idx)
+{
+    for (uint32_t i = c->open_from; i < c->njobs; i++) {
+        struct job *j = c->jobs[i];
+        bool closed = j->state == JS_DONE || j->state == JS_CANCELLED || j->next_new >= j->ntasks;
+        if (closed && i == c->open_from) {
+            c->open_from++;
+            continue;
+        }
+        if (closed || !j->issuable)
+            continue;
+        if (app_template.next(c, j, idx) == 0) {
+            if (job_grow_tasks(j, *idx + 1) < 0)
+                return -1;
+            j->next_new = *idx + 1;
+            *jp = j;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Marks task idx of j issued to n and writes it, as one task map, into tb. */
+static int issue_one(struct cluster *c, struct node *n, struct job *j, uint32_t idx,
+                     int64_t now, struct wire_buf *tb)
+{
+    struct task *t = &j->tasks[idx];
+    size_t inbytes = 0;
+    wire_pack_map(tb, 8);
+    wire_put_u64(tb, "job", j->id);
+    wire_put_u64(tb, "idx", idx);
+    wire_put_u64(tb, "issue", t->issues + 1);
+    wire_put_u64(tb, "limit_s", j->limit_s);
+    wire_put_f64(tb, "complexity", j->complexity);
+    if (app_template.encode(c, j, idx, tb, &inbytes) < 0)
+        return -1;
+    unhold(c, t);
+    double work = tasks_work(j, inbytes, c->cfg.input_unit_kb);
+    int64_t wait = tasks_wait_ms(c, n, work);
+    int64_t cap = ((int64_t)j->limit_s + c->cfg.hb_s) * 1000 * 2;
+    if (wait > cap)
+        wait = cap;
+    t->state = TS_ISSUED;
+    t->issues++;
+    t->node = (uint32_t)(n - c->nodes);
+    t->input_kb = (uint32_t)(inbytes / 1024);
+    t->expiry_ms = now + wait;
+    heap_push(c, (struct heap_ent){t->expiry_ms, j->id, idx, t->issues});
+    n->inflight++;
+    n->cur_job = j->id;
+    n->cur_idx = idx;
+    n->cur_since_ms = now;
+    n->cur_est_ms = (int64_t)(work * (n->spu > 0 ? n->spu : c->cfg.default_estimate_s) * 1000);
+    if (j->state == JS_QUEUED)
+        j->state = JS_RUNNING;
+    cluster_mark_job(c, j);
+    cluster_mark_node(c, n);
+    return cluster_task_save(c, j, idx);
+}
+
+/*
+ * Hands up to `want` tasks to node n: expired ones first, then new portions. Writes the
+ * key "tasks" and an array of task maps into wb; *nissued gets the count. Returns 0,
+ * or -1 if the store failed (tasks already written stay issued).
+ */
+int tasks_issue(struct cluster *c, struct node *n, uint32_t want, struct wire_buf *wb,
+                uint32_t *nissued)
+{
+    struct wire_buf tb;
+    struct heap_ent stash[64];
+    uint32_t nstash = 0, count = 0;
+    int64_t now = wall_now_ms();
+    int rc = 0;
+    wire_buf_init(&tb);
+    while (count < want) {
+        struct job *j = NULL;
+        uint32_t idx;
+        if (take_expired(c, n, now, &j, &idx, stash, &nstash, 64) < 0 &&
+            take_new(c, &j, &idx) < 0)
+            break;
+        size_t mark = tb.sb.size;
+        if (issue_one(c, n, j, idx, now, &tb) < 0) {
+            tb.sb.size = mark;
+            rc = -1;
+            break;
+        }
+        count++;
+    }
+    for (uint32_t i = 0; i < nstash; i++)
+        heap_push(c, stash[i]);
+    wire_put_key(wb, "tasks");
+    wire_pack_array(wb, count);
+    msgpack_sbuffer_write(&wb->sb, tb.sb.data, tb.sb.size);
+    wire_buf_free(&tb);
+    *nissued = count;
+    return rc;
+}
+
+/* ---- results ---- */
+
+/* Writes the result record (winner, or duplicate when dup_seq > 0). */
+static int save_result(struct cluster *c, struct node *n, const msgpack_object *res,
+                       uint64_t job, uint32_t idx, uint32_t dup_seq)
+{
+    struct wire_buf wb;
+    uint8_t key[16];
+    wire_buf_init(&wb);
+    uint32_t keep = 0;
+    for (uint32_t i = 0; i < res->via.map.size; i++)
+        if (res->via.map.ptr[i].key.type == MSGPACK_OBJECT_STR)
+            keep++;
+    wire_pack_map(&wb, keep + 2);
+    for (uint32_t i = 0; i < res->via.map.size; i++)
+        if (res->via.map.ptr[i].key.type == MSGPACK_OBJECT_STR) {
+            wire_pack_object(&wb, &res->via.map.ptr[i].key);
+            wire_pack_object(&wb, &res->via.map.ptr[i].val);
+        }
+    wire_put_str(&wb, "node", n->sid);
+    wire_put_i64(&wb, "received", wall_now_ms());
+    store_key_u64_u32(key, job, idx);
+    int rc;
+    if (dup_seq) {
+        for (int i = 15, s = (int)dup_seq; i >= 12; i--, s >>= 8)
+            key[i] = (uint8_t)s;
+        rc = store_put(c->store, c->t_dups, key, 16, wb.sb.data, wb.sb.size);
+    } else {
+        rc = store_put(c->store, c->t_results, key, 12, wb.sb.data, wb.sb.size);
+    }
+    wire_buf_free(&wb);
+    return rc;
+}
+
+static void learn_speed(struct cluster *c, struct node *n, const struct job *j,
+                        const struct task *t, double wall_s)
+{
+    double work = tasks_work(j, (size_t)t->input_kb * 1024, c->cfg.input_unit_kb);
+    if (!(wall_s > 0) || !isfinite(wall_s) || work <= 0)
+        return;
+    double spu = wall_s / work;
+    n->spu = n->spu > 0 ? (1 - EWMA_ALPHA) * n->spu + EWMA_ALPHA * spu : spu;
+    c->global_spu = c->global_spu > 0 ? (1 - EWMA_ALPHA) * c->global_spu + EWMA_ALPHA * spu : spu;
+}
+
+/*
+ * Accepts one result map (validated by the descriptor) from node n. The first valid
+ * result of a task wins; later ones are stored as duplicates; a repeat of the winning
+ * delivery (same node, same issue) is ignored. A result saying the task could not run
+ * on the node ("error") makes the task re-issuable at once, until max_attempts such
+ * results, when it becomes final. Returns 0, or -1 if the store refused the write.
+ */
+int tasks_result(struct cluster *c, struct node *n, const msgpack_object *res)
+{
+    uint64_t jid = wire_get_u64(res, "job", 0);
+    uint32_t idx = (uint32_t)wire_get_u64(res, "idx", 0);
+    uint32_t issue = (uint32_t)wire_get_u64(res, "issue", 0);
+    struct job *j = cluster_job_find(c, jid);
+    if (!j || idx >= j->next_new)
+        return 0; /* not ours (or forgotten): acknowledge so the node drops it */
+    struct task *t = &j->tasks[idx];
+    uint32_t me = (uint32_t)(n - c->nodes);
+    if (t->state == TS_DONE) {
+        if (t->node == me && t->issues == issue)
+            return 0;
+        j->ndups++;
+        cluster_mark_job(c, j);
+        return save_result(c, n, res, jid, idx, j->ndups);
+    }
+    size_t elen;
+    bool node_error = wire_get_str(res, "error", &elen) != NULL;
+    if (node_error && (long)t->errors + 1 < c->cfg.max_attempts) {
+        t->errors++;
+        j->ndups++;
+        if (t->state == TS_ISSUED && t->node == me && t->issues == issue) {
+            t->expiry_ms = wall_now_ms();
+            heap_push(c, (struct heap_ent){t->expiry_ms, jid, idx, t->issues});
+        }
+        cluster_mark_job(c, j);
+        if (cluster_task_save(c, j, idx) < 0)
+            return -1;
+        return save_result(c, n, res, jid, idx, j->ndups);
+    }
+    bool ok = !node_error && wire_get_i64(res, "exit", -1) == 0 &&
+              wire_get_u64(res, "signal", 0) == 0 && !wire_get_bool(res, "timeout", false);
+    unhold(c, t);
+    t->state = TS_DONE;
+    t->ok = ok;
+    t->node = me;
+    t->issues = issue > t->issues ? issue : t->issues;
+    j->ndone++;
+    if (!ok)
+        j->nfailed++;
+    n->results++;
+    if (ok)
+        learn_speed(c, n, j, t, wire_get_f64(res, "wall_s", 0));
+    if (j->ndone == j->ntasks && j->state == JS_RUNNING) {
+        j->state = JS_DONE;
+        j->finished_ms = wall_now_ms();
+        log_info("job %llu done: %u tasks, %u failed, %u duplicates", (unsigned long long)j->id,
+                 j->ntasks, j->nfailed, j->ndups);
+    }
+    cluster_mark_job(c, j);
+    cluster_mark_node(c, n);
+    if (cluster_task_save(c, j, idx) < 0)
+        return -1;
+    return save_result(c, n, res, jid, idx, 0);
+}
+
+/* A heartbeat says n still runs (job, idx, issue): push its re-issue time out. */
+void tasks_extend(struct cluster *c, struct node *n, uint64_t jid, uint32_t idx, uint32_t issue)
+{
+    struct job *j = cluster_job_find(c, jid);
+    if (!c->cfg.heartbeat_extends || !j || j->state != JS_RUNNING || idx >= j->next_new)
+        return;
+    struct task *t = &j->tasks[idx];
+    if (t->state != TS_ISSUED || t->issues != issue || t->node != (uint32_t)(n - c->nodes))
+        return;
+    int64_t until = wall_now_ms() + (int64_t)((double)c->cfg.hb_s * 1000.0 * c->cfg.k_wait);
+    if (until > t->expiry_ms) {
+        t->expiry_ms = until;
+        heap_push(c, (struct heap_ent){until, jid, idx, issue});
+    }
+}
+
+/* The node left: every task it holds may be re-issued now. */
+void tasks_release_node(struct cluster *c, struct node *n)
+{
+    int64_t now = wall_now_ms();
+    uint32_t count = 0, me = (uint32_t)(n - c->nodes);
+    struct heap_ent *held = malloc((c->nheap + 1) * sizeof *held);
+    if (!held)
+        return; /* the tasks still expire on their own */
+    for (uint32_t i = 0; i < c->nheap; i++) {
+        struct job *j;
+        struct task *t = heap_task(c, &c->heap[i], &j);
+        if (t && t->node == me)
+            held[count++] = c->heap[i];
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        struct job *j;
+        struct task *t = heap_task(c, &held[i], &j);
+        if (!t)
+            continue;
+        t->expiry_ms = now;
+        heap_push(c, (struct heap_ent){now, j->id, held[i].idx, t->issues});
+    }
+    free(held);
+    n->inflight = 0;
+}
+
+/* X5: a node silent for K_wait_dead times its expected time is marked inactive. */
+void nodes_check_active(struct cluster *c)
+{
+    int64_t now = wall_now_ms();
+    for (uint32_t i = 0; i < c->nnodes; i++) {
+        struct node *n = &c->nodes[i];
+        /* the longest a live node stays silent: one heartbeat or idle-poll period */
+        int64_t expect = (c->cfg.hb_s > c->cfg.idle_wait_s ? c->cfg.hb_s : c->cfg.idle_wait_s) * 1000;
+        if (n->active && now - n->last_ms > (int64_t)((double)expect * c->cfg.k_wait_dead)) {
+            n->active = false;
+            cluster_mark_node(c, n);
+            log_info("node %s (%s) inactive: silent for %.1f s", n->name, n->sid,
+                     (double)(now - n->last_ms) / 1000.0);
+        }
+    }
+}
