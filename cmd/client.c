@@ -3,12 +3,10 @@
 #include <string.h>
 
 #include "cmd/cmd.h"
+#include "roles/client/client.h"
 
 int cmd_client(int argc, char **argv)
 {
     /* --emulate hands over to the emulator */
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "gridnode client: not built yet\n");
-    return 1;
+    return client_main(argc, argv);
 }

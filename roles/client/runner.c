@@ -1,0 +1,226 @@
+/* runner.c - child processes for tasks (see runner.h). */
+#include "roles/client/runner.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/loop.h"
+
+int runner_sigchld_fd(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+        return -1;
+    return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+static int write_file(const char *path, const void *p, size_t n)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    const char *c = p;
+    while (n > 0) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            close(fd);
+            return -1;
+        }
+        c += w;
+        n -= (size_t)w;
+    }
+    return close(fd);
+}
+
+/* In the child: never returns. Reports exec failure as errno on errfd. */
+static void child(char *const *argv, bool shell, const char *workdir, const char *stdin_path,
+                  int outfd, int errfd_out, int errpipe)
+{
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    setpgid(0, 0);
+    int in = open(stdin_path, O_RDONLY);
+    if (chdir(workdir) < 0 || in < 0 || dup2(in, 0) < 0 || dup2(outfd, 1) < 0 ||
+        dup2(errfd_out, 2) < 0)
+        goto fail;
+    if (shell) {
+        int n = 0;
+        while (argv[n])
+            n++;
+        char **sh = calloc((size_t)n + 4, sizeof *sh);
+        if (!sh)
+            goto fail;
+        sh[0] = "/bin/sh";
+        sh[1] = "-c";
+        for (int i = 0; i < n; i++)
+            sh[i + 2] = argv[i];
+        if (n == 1)
+            sh[3] = NULL;
+        execv("/bin/sh", sh);
+    } else {
+        execvp(argv[0], argv);
+    }
+fail:;
+    int e = errno;
+    if (write(errpipe, &e, sizeof e) < 0)
+        _exit(127);
+    _exit(127);
+}
+
+static int nftw_rm(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+static void cap_init(struct capture *c, size_t max)
+{
+    memset(c, 0, sizeof *c);
+    c->cap = max;
+    c->fd = -1;
+}
+
+int runner_start(struct run *r, char *const *argv, bool shell, const void *in, size_t inlen,
+                 const char *workdir, size_t max_output)
+{
+    int out[2] = {-1, -1}, err[2] = {-1, -1}, ep[2] = {-1, -1};
+    char stdin_path[600];
+    memset(r, 0, sizeof *r);
+    r->pid = -1;
+    cap_init(&r->out, max_output);
+    cap_init(&r->err, max_output);
+    snprintf(r->workdir, sizeof r->workdir, "%s", workdir);
+    snprintf(stdin_path, sizeof stdin_path, "%s/.stdin", workdir);
+    r->start_ms = loop_now_ms();
+    nftw(workdir, nftw_rm, 16, FTW_DEPTH | FTW_PHYS);
+    if (mkdir(workdir, 0700) < 0 || write_file(stdin_path, in, inlen) < 0) {
+        snprintf(r->error, sizeof r->error, "cannot prepare working directory %s: %s", workdir,
+                 strerror(errno));
+        return -1;
+    }
+    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0)
+        goto syserr;
+    r->pid = fork();
+    if (r->pid < 0)
+        goto syserr;
+    if (r->pid == 0)
+        child(argv, shell, workdir, stdin_path, out[1], err[1], ep[1]);
+    setpgid(r->pid, r->pid); /* also here, so signals work before the child ran */
+    close(out[1]);
+    close(err[1]);
+    close(ep[1]);
+    int e = 0;
+    ssize_t n;
+    while ((n = read(ep[0], &e, sizeof e)) < 0 && errno == EINTR)
+        ;
+    close(ep[0]);
+    r->out.fd = out[0];
+    r->err.fd = err[0];
+    fcntl(out[0], F_SETFL, O_NONBLOCK);
+    fcntl(err[0], F_SETFL, O_NONBLOCK);
+    if (n == (ssize_t)sizeof e) {
+        snprintf(r->error, sizeof r->error, "cannot run '%s': %s", argv[0], strerror(e));
+        return -1; /* the child exits 127; the caller still reaps it */
+    }
+    return 0;
+syserr:
+    snprintf(r->error, sizeof r->error, "cannot start a process: %s", strerror(errno));
+    for (int i = 0; i < 2; i++) {
+        if (out[i] >= 0) close(out[i]);
+        if (err[i] >= 0) close(err[i]);
+        if (ep[i] >= 0) close(ep[i]);
+    }
+    r->pid = -1;
+    return -1;
+}
+
+static void cap_read(struct capture *c)
+{
+    char tmp[16384];
+    for (;;) {
+        ssize_t n = read(c->fd, tmp, sizeof tmp);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return;
+        if (n <= 0) {
+            close(c->fd);
+            c->fd = -1;
+            return;
+        }
+        size_t keep = c->len < c->cap ? c->cap - c->len : 0;
+        if (keep > (size_t)n)
+            keep = (size_t)n;
+        if (keep) {
+            char *b = realloc(c->buf, c->len + keep);
+            if (!b)
+                keep = 0;
+            else
+                c->buf = b;
+            memcpy(c->buf + c->len, tmp, keep);
+            c->len += keep;
+        }
+        if (keep < (size_t)n)
+            c->trunc = true;
+    }
+}
+
+void runner_read(struct run *r, int fd)
+{
+    if (fd >= 0 && fd == r->out.fd)
+        cap_read(&r->out);
+    else if (fd >= 0 && fd == r->err.fd)
+        cap_read(&r->err);
+}
+
+void runner_reaped(struct run *r, int status, const struct rusage *ru)
+{
+    r->reaped = true;
+    r->status = status;
+    r->ru = *ru;
+    r->end_ms = loop_now_ms();
+}
+
+bool runner_finished(const struct run *r)
+{
+    return (r->reaped || r->pid < 0) && r->out.fd < 0 && r->err.fd < 0;
+}
+
+void runner_signal(struct run *r, int sig)
+{
+    if (r->pid > 0 && !r->reaped)
+        kill(-r->pid, sig);
+}
+
+void runner_cleanup(struct run *r)
+{
+    if (r->out.fd >= 0)
+        close(r->out.fd);
+    if (r->err.fd >= 0)
+        close(r->err.fd);
+    free(r->out.buf);
+    free(r->err.buf);
+    r->out.fd = r->err.fd = -1;
+    r->out.buf = r->err.buf = NULL;
+    if (r->workdir[0])
+        nftw(r->workdir, nftw_rm, 16, FTW_DEPTH | FTW_PHYS);
+}

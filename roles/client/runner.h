@@ -1,0 +1,57 @@
+/*
+ * runner.h - running one task as a real child process: its own process group and
+ * working directory, standard input from a file, standard output and error captured
+ * up to a bound (the rest is read and dropped, and the truncation is marked), a
+ * wall-clock limit, exit status and CPU time from wait4().
+ */
+#ifndef GRIDNODE_RUNNER_H
+#define GRIDNODE_RUNNER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+struct capture {
+    char *buf;
+    size_t len, cap; /* cap: the bound */
+    bool trunc;
+    int fd; /* -1 once closed */
+};
+
+struct run {
+    pid_t pid;
+    struct capture out, err;
+    int64_t start_ms, end_ms;
+    bool reaped, timed_out;
+    int status;
+    struct rusage ru;
+    char error[256]; /* set when the task could not be started */
+    char workdir[512];
+};
+
+/*
+ * Starts argv (or, with shell, argv[0] as a /bin/sh -c script with the rest as $0..)
+ * in a fresh directory workdir (created; removed by runner_cleanup), standard input
+ * from in[0..inlen). Returns 0 when the process runs; -1 with r->error set when it
+ * could not be started (no such program, fork failed, ...): that is a node-side error.
+ */
+int runner_start(struct run *r, char *const *argv, bool shell, const void *in, size_t inlen,
+                 const char *workdir, size_t max_output);
+
+/* Reads what is available on fd (one of r's pipes); closes it at end of file. */
+void runner_read(struct run *r, int fd);
+/* Records a reaped child's status. */
+void runner_reaped(struct run *r, int status, const struct rusage *ru);
+/* True once the process was reaped and both pipes reached end of file. */
+bool runner_finished(const struct run *r);
+/* Signals the whole process group. */
+void runner_signal(struct run *r, int sig);
+/* Frees buffers, closes pipes, removes the working directory. */
+void runner_cleanup(struct run *r);
+
+/* Blocks SIGCHLD and returns a signalfd for it (call before creating threads). */
+int runner_sigchld_fd(void);
+
+#endif
