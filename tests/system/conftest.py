@@ -1,0 +1,564 @@
+"""Shared fixtures for gridnode's system tests (pytest, run with /usr/bin/python3).
+
+What is here, for every test file in tests/system/:
+
+* the ``slow`` marker (tests marked slow run only against the plain binary);
+* ``GRIDNODE_BIN`` (default ``<repo>/build/gridnode``) as ``gridnode_bin``;
+* ``GRIDNODE_ASAN=1`` scales every timeout by 3 (``SCALE``, ``scaled()``);
+* ``workdir``: a fresh directory per test;
+* ``procs``: a registry that kills every process it started, by PID, when the test
+  ends, whatever the outcome (SIGTERM, then SIGKILL after a bounded wait);
+* ``cluster_factory`` / ``cluster``: a ``Cluster`` on a free loopback port, with
+  ``kill(sig)``, ``restart()`` on the same state dir (and port) and ``rpc()``;
+* ``client_factory``: N ``gridnode client`` processes with arbitrary --set pairs;
+* ``Rpc``: a tiny DEALER client (linger 0, bounded polls) speaking docs/wire.md;
+* ``wait_until``: bounded polling.
+
+zmq and msgpack are imported lazily, so test files that only run the binary work
+with any Python that has pytest.
+
+A sanitizer report (ASan/UBSan/LSan) in a process's stderr fails the test at
+teardown, naming the log file.
+"""
+
+import atexit
+import itertools
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+GRIDNODE_BIN = os.environ.get("GRIDNODE_BIN", str(REPO / "build" / "gridnode"))
+ASAN = os.environ.get("GRIDNODE_ASAN", "") not in ("", "0")
+SCALE = 3.0 if ASAN else 1.0
+
+# Message type numbers and error codes of docs/wire.md (protocol version 1).
+WIRE_VERSION = 1
+TYPES = {
+    "ERROR": 1, "OK": 2,
+    "HELLO": 10, "WELCOME": 11, "TASK_GET": 12, "TASKS": 13, "RESULT": 14,
+    "LEAVE": 15, "STATUS": 16, "STATUS_ACK": 17,
+    "SUBMIT": 30, "SUBMITTED": 31, "JOB_LIST": 32, "JOBS": 33, "JOB_GET": 34,
+    "JOB": 35, "CANCEL": 36, "NODE_LIST": 37, "NODES": 38,
+}
+TYPE_NAMES = {v: k for k, v in TYPES.items()}
+ERRORS = {
+    "MALFORMED": 1, "VERSION": 2, "TYPE": 3, "FIELD": 4, "NOT_FOUND": 5,
+    "SESSION": 6, "INVALID": 7, "STORAGE": 8, "STATE": 9,
+}
+ERROR_NAMES = {v: k for k, v in ERRORS.items()}
+
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                   "AddressSanitizer:DEADLYSIGNAL", "ERROR: UndefinedBehaviorSanitizer")
+
+# Every PID started in this session, killed at exit as a last resort.
+_ALL_PIDS = set()
+
+
+def scaled(seconds):
+    """A timeout, scaled for the slower ASan build."""
+    return seconds * SCALE
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "slow: long test; `make check` runs it only against the plain binary")
+
+
+def _kill_all_at_exit():
+    for pid in list(_ALL_PIDS):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+atexit.register(_kill_all_at_exit)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _kill_all_at_exit()
+
+
+def wait_until(pred, timeout, interval=0.05, msg="condition"):
+    """Calls pred() until it returns a true value, which is returned; fails the test
+    after `timeout` seconds (already scaled by the caller if it should be)."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        last = pred()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %.1f s waiting for %s (last: %r)"
+                                 % (timeout, msg, last))
+        time.sleep(interval)
+
+
+# ---------------------------------------------------------------------------
+# processes
+
+
+class Proc:
+    """One started process: stdout is a pipe (read with readline_timeout), stderr goes
+    to a log file. Registered with a ProcRegistry that kills it at teardown."""
+
+    def __init__(self, registry, args, log_path, env=None, cwd=None):
+        self.args = [str(a) for a in args]
+        self.log_path = Path(log_path)
+        self.registry = registry
+        full_env = dict(os.environ)
+        if env:
+            full_env.update({k: str(v) for k, v in env.items()})
+        self._log = open(self.log_path, "ab")
+        self.popen = subprocess.Popen(self.args, stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.PIPE, stderr=self._log,
+                                      env=full_env, cwd=cwd)
+        self.pid = self.popen.pid
+        _ALL_PIDS.add(self.pid)
+        registry.add(self)
+        self._buf = b""
+        self._drain = None
+
+    def readline_timeout(self, timeout):
+        """One line of stdout (str, without the newline) within timeout seconds, or
+        None on timeout or end of file. Must not be called after drain_stdout()."""
+        deadline = time.monotonic() + timeout
+        fd = self.popen.stdout.fileno()
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            r, _, _ = select.select([fd], [], [], left)
+            if not r:
+                return None
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                return None
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return line.decode(errors="replace")
+
+    def drain_stdout(self, path=None):
+        """From now on copies stdout to `path` (or discards it) in a thread, so the
+        process never blocks on a full pipe."""
+        out = open(path, "ab") if path else None
+        if out and self._buf:
+            out.write(self._buf)
+        self._buf = b""
+        stream = self.popen.stdout
+
+        def run():
+            try:
+                for chunk in iter(lambda: stream.read1(4096), b""):
+                    if out:
+                        out.write(chunk)
+                        out.flush()
+            except (OSError, ValueError):
+                pass
+            finally:
+                if out:
+                    out.close()
+
+        self._drain = threading.Thread(target=run, daemon=True)
+        self._drain.start()
+
+    def alive(self):
+        return self.popen.poll() is None
+
+    def send_signal(self, sig):
+        if self.alive():
+            try:
+                os.kill(self.pid, sig)
+            except OSError:
+                pass
+
+    def wait(self, timeout):
+        """Exit status, or None if still running after timeout seconds."""
+        try:
+            return self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self, sig=signal.SIGTERM, timeout=None):
+        """Sends sig, waits (bounded), then SIGKILL. Returns the exit status."""
+        timeout = scaled(10) if timeout is None else timeout
+        if self.alive():
+            self.send_signal(sig)
+            rc = self.wait(timeout)
+            if rc is not None:
+                return self._reap()
+            self.send_signal(signal.SIGKILL)
+        self.wait(scaled(10))
+        return self._reap()
+
+    def _reap(self):
+        rc = self.popen.poll()
+        if rc is not None:
+            _ALL_PIDS.discard(self.pid)
+            for f in (self.popen.stdout,):
+                try:
+                    f.close()
+                except Exception:
+                    pass
+            try:
+                self._log.close()
+            except Exception:
+                pass
+        return rc
+
+    def log(self):
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def sanitizer_report(self):
+        text = self.log()
+        for mark in SANITIZER_MARKS:
+            if mark in text:
+                return text
+        return None
+
+
+class ProcRegistry:
+    """Every process a test started; teardown() stops all of them by PID."""
+
+    def __init__(self):
+        self.procs = []
+        self.logs_checked = set()
+
+    def add(self, p):
+        self.procs.append(p)
+
+    def teardown(self):
+        # Stop in reverse order (clients before the cluster), SIGTERM first so that
+        # sanitizer builds get to report leaks, SIGKILL after a bounded wait.
+        for p in reversed(self.procs):
+            try:
+                p.stop(signal.SIGTERM, timeout=scaled(5))
+            except Exception:
+                try:
+                    os.kill(p.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        reports = []
+        for p in self.procs:
+            if p.log_path in self.logs_checked:
+                continue
+            self.logs_checked.add(p.log_path)
+            if p.sanitizer_report():
+                reports.append(str(p.log_path))
+        return reports
+
+
+@pytest.fixture(scope="session")
+def gridnode_bin():
+    path = Path(GRIDNODE_BIN)
+    if not path.is_file() or not os.access(path, os.X_OK):
+        pytest.fail("gridnode binary %s not found: build it (make) or set GRIDNODE_BIN" % path)
+    return str(path)
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    """A fresh directory for this test (pytest keeps the last few runs' ones)."""
+    return tmp_path
+
+
+@pytest.fixture
+def procs():
+    reg = ProcRegistry()
+    try:
+        yield reg
+    finally:
+        reports = reg.teardown()
+    if reports:
+        pytest.fail("sanitizer report in " + ", ".join(reports), pytrace=False)
+
+
+# ---------------------------------------------------------------------------
+# the wire client
+
+_ctx = None
+
+
+def _zmq():
+    global _ctx
+    import zmq
+    if _ctx is None:
+        _ctx = zmq.Context()
+    return zmq, _ctx
+
+
+class RpcTimeout(AssertionError):
+    pass
+
+
+class Rpc:
+    """A DEALER connected to a gridnode endpoint. call() sends one request and
+    returns the reply (dict) with the same id; replies with other ids are dropped."""
+
+    _open = []
+
+    def __init__(self, endpoint, timeout=None, socket_type=None):
+        zmq, ctx = _zmq()
+        self.zmq = zmq
+        self.endpoint = endpoint
+        self.timeout = scaled(10) if timeout is None else timeout
+        self.sock = ctx.socket(zmq.DEALER if socket_type is None else socket_type)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.connect(endpoint)
+        self.ids = itertools.count(1)
+        Rpc._open.append(self)
+
+    def close(self):
+        if self.sock is not None:
+            self.sock.close(0)
+            self.sock = None
+
+    @staticmethod
+    def close_all():
+        for r in Rpc._open:
+            r.close()
+        Rpc._open.clear()
+
+    def message(self, t, fields):
+        import msgpack
+        t = TYPES[t] if isinstance(t, str) else t
+        m = {"v": WIRE_VERSION, "t": t, "id": next(self.ids)}
+        m.update(fields)
+        return m, msgpack.packb(m, use_bin_type=True)
+
+    def send_frames(self, frames):
+        self.sock.send_multipart(frames)
+
+    def recv_raw(self, timeout=None):
+        """The next reply's frames, or raises RpcTimeout."""
+        timeout = self.timeout if timeout is None else timeout
+        if not self.sock.poll(int(timeout * 1000)):
+            raise RpcTimeout("no reply from %s within %.1f s" % (self.endpoint, timeout))
+        return self.sock.recv_multipart()
+
+    @staticmethod
+    def decode(data):
+        import msgpack
+        return msgpack.unpackb(data, raw=False, strict_map_key=False)
+
+    def call(self, t, timeout=None, **fields):
+        """Sends request t (name or number) with fields; returns the reply map."""
+        m, data = self.message(t, fields)
+        self.sock.send(data)
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RpcTimeout("no reply to %s id %d from %s" % (
+                    TYPE_NAMES.get(m["t"], m["t"]), m["id"], self.endpoint))
+            frames = self.recv_raw(left)
+            reply = self.decode(frames[-1])
+            if isinstance(reply, dict) and reply.get("id") == m["id"]:
+                return reply
+
+    def ok(self, t, expect=None, **fields):
+        """call() that fails the test on an ERROR reply (or a reply type other than
+        expect, a name)."""
+        r = self.call(t, **fields)
+        if r.get("t") == TYPES["ERROR"]:
+            raise AssertionError("%s failed: %s %s" % (
+                t, ERROR_NAMES.get(r.get("code"), r.get("code")), r.get("msg")))
+        if expect is not None:
+            assert r.get("t") == TYPES[expect], r
+        return r
+
+    def err(self, t, code, **fields):
+        """call() that expects an ERROR with the given code (a name); returns it."""
+        r = self.call(t, **fields)
+        assert r.get("t") == TYPES["ERROR"], "expected %s error, got %r" % (code, r)
+        assert r.get("code") == ERRORS[code], "expected %s, got %s: %s" % (
+            code, ERROR_NAMES.get(r.get("code")), r.get("msg"))
+        return r
+
+
+@pytest.fixture(autouse=True)
+def _close_rpc_sockets():
+    yield
+    Rpc.close_all()
+
+
+# ---------------------------------------------------------------------------
+# the cluster
+
+
+class Cluster:
+    """A `gridnode cluster` process on its own state dir. start() picks a free port
+    (tcp://127.0.0.1:*) the first time; restart() reuses the same port, so nodes
+    connected to it reconnect by themselves."""
+
+    def __init__(self, registry, binary, state_dir, sets=None, env=None, name="cluster"):
+        self.registry = registry
+        self.binary = binary
+        self.state_dir = Path(state_dir)
+        self.sets = dict(sets or {})
+        self.env = dict(env or {})
+        self.name = name
+        self.proc = None
+        self.endpoint = None
+        self._rpc = None
+        self.starts = 0
+
+    def args(self, listen):
+        a = [self.binary, "cluster", "--set", "cluster.state_dir=%s" % self.state_dir,
+             "--set", "cluster.listen=%s" % listen]
+        for k, v in self.sets.items():
+            if k in ("cluster.state_dir", "cluster.listen"):
+                continue
+            a += ["--set", "%s=%s" % (k, _ini(v))]
+        return a
+
+    def start(self, timeout=None, listen=None, env=None):
+        """Starts the process and waits for its "listening on" line. Returns the
+        endpoint. Raises (with the log) if it exits or says nothing in time."""
+        timeout = scaled(15) if timeout is None else timeout
+        listen = listen or self.sets.get("cluster.listen") or "tcp://127.0.0.1:*"
+        e = dict(self.env)
+        e.update(env or {})
+        self.starts += 1
+        log = self.state_dir.parent / ("%s.%d.log" % (self.name, self.starts))
+        self.proc = Proc(self.registry, self.args(listen), log, env=e)
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self.proc.readline_timeout(max(0.0, deadline - time.monotonic()))
+            if line is None:
+                rc = self.proc.stop(signal.SIGKILL, timeout=scaled(5))
+                raise AssertionError("cluster did not start (exit %s); log %s:\n%s" % (
+                    rc, log, self.proc.log()[-3000:]))
+            if "listening on" in line:
+                self.endpoint = line.split("listening on", 1)[1].strip()
+                break
+        self.proc.drain_stdout(self.state_dir.parent / ("%s.%d.out" % (self.name, self.starts)))
+        if self._rpc:
+            self._rpc.close()
+            self._rpc = None
+        return self.endpoint
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc else None
+
+    def alive(self):
+        return self.proc is not None and self.proc.alive()
+
+    def kill(self, sig=signal.SIGKILL, timeout=None):
+        """Sends sig and waits for the exit (bounded). Returns the exit status."""
+        return self.proc.stop(sig, timeout=scaled(10) if timeout is None else timeout)
+
+    def restart(self, sig=signal.SIGKILL, same_port=True, timeout=None, env=None):
+        """Stops the cluster with sig (if running) and starts it again on the same
+        state dir, by default on the same port (retried while the port is busy)."""
+        if self.alive():
+            self.kill(sig)
+        if not same_port or not self.endpoint:
+            return self.start(timeout=timeout, env=env)
+        old = self.endpoint
+        deadline = time.monotonic() + scaled(20)
+        while True:
+            try:
+                return self.start(timeout=timeout, listen=old, env=env)
+            except AssertionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def rpc(self, t, **fields):
+        """One request on the cluster's shared client; returns the reply map."""
+        return self.client().call(t, **fields)
+
+    def client(self):
+        """The shared Rpc client for the current endpoint."""
+        if self._rpc is None or self._rpc.sock is None:
+            self._rpc = Rpc(self.endpoint)
+        return self._rpc
+
+    def connect(self, **kw):
+        """A new, separate Rpc client (its own DEALER and identity)."""
+        return Rpc(self.endpoint, **kw)
+
+    def log(self):
+        return self.proc.log() if self.proc else ""
+
+
+def _ini(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+@pytest.fixture
+def cluster_factory(procs, gridnode_bin, workdir):
+    """make(sets=None, env=None, start=True, name="cluster") -> Cluster. Each cluster
+    gets its own state dir workdir/<name>; logs are workdir/<name>.<n>.log."""
+    made = []
+
+    def make(sets=None, env=None, start=True, name=None):
+        name = name or ("cluster" if not made else "cluster%d" % (len(made) + 1))
+        c = Cluster(procs, gridnode_bin, workdir / name, sets=sets, env=env, name=name)
+        made.append(c)
+        if start:
+            c.start()
+        return c
+
+    return make
+
+
+@pytest.fixture
+def cluster(cluster_factory):
+    """A started cluster with default settings (store.sync=none for speed)."""
+    return cluster_factory({"store.sync": "none"})
+
+
+# ---------------------------------------------------------------------------
+# clients
+
+
+class Client(Proc):
+    """A `gridnode client` process."""
+
+    def __init__(self, registry, binary, name, state_dir, server, sets, env, log):
+        self.name = name
+        self.state_dir = Path(state_dir)
+        args = [binary, "client", "--set", "client.server=%s" % server,
+                "--set", "client.state_dir=%s" % state_dir, "--set", "client.name=%s" % name]
+        for k, v in (sets or {}).items():
+            args += ["--set", "%s=%s" % (k, _ini(v))]
+        super().__init__(registry, args, log, env=env)
+        self.drain_stdout(self.log_path.with_suffix(".out"))
+
+
+@pytest.fixture
+def client_factory(procs, gridnode_bin, workdir):
+    """start(server, n=1, sets=None, env=None, prefix="node") -> [Client]: starts n
+    `gridnode client` processes named prefix1..prefixN, each with its own state dir
+    workdir/<name> and log workdir/<name>.log. `server` is a Cluster or an endpoint;
+    sets is a dict of extra --set pairs (any keys `gridnode client --help` lists),
+    or a function of the index returning one."""
+    counter = itertools.count(1)
+
+    def start(server, n=1, sets=None, env=None, prefix="node"):
+        endpoint = server.endpoint if isinstance(server, Cluster) else str(server)
+        out = []
+        for _ in range(n):
+            i = next(counter)
+            name = "%s%d" % (prefix, i)
+            s = sets(i) if callable(sets) else sets
+            out.append(Client(procs, gridnode_bin, name, workdir / name, endpoint, s, env,
+                              workdir / ("%s.log" % name)))
+        return out
+
+    return start
