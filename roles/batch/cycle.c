@@ -1,0 +1,485 @@
+/*
+ * cycle.c - one Maui scheduling cycle (seed 003 section 3.2, MISSION B3), in the
+ * seed's order:
+ *   1. refresh: expire admin reservations, note overruns, charge fairshare;
+ *   2. drop the job reservations that went stale, start the jobs whose
+ *      reservation time has come;
+ *   3. select eligible jobs (holds, size, throttles MAXJOB / MAXPROC);
+ *   4. order them by priority;
+ *   5. start them in order while they fit; a blocked job gets a job reservation at
+ *      its earliest start, until RESERVATIONDEPTH reservations exist (1 = EASY,
+ *      unlimited = conservative); BACKFILLPOLICY NONE stops at the first one;
+ *   6. backfill the rest (FIRSTFIT or BESTFIT, B4) without delaying a reservation;
+ *   7. optionally, estimate every pending job's start (B6).
+ *
+ * Job reservations are rebuilt only when something invalidated them (a job ended
+ * before its walltime, a hold, a reservation or node change): otherwise the ones
+ * of the longest unchanged prefix of the priority order are kept, which is exactly
+ * what a rebuild would produce, and only the rest is planned again.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "roles/batch/internal.h"
+
+const char *bs_cycle_reason(enum batch_reason r, uint8_t kind)
+{
+    static const char *const thr[BATCH_CRED_KINDS] = {
+        "throttled: user limit (MAXJOB/MAXPROC)", "throttled: group limit (MAXJOB/MAXPROC)",
+        "throttled: account limit (MAXJOB/MAXPROC)", "throttled: class limit (MAXJOB/MAXPROC)",
+        "throttled: qos limit (MAXJOB/MAXPROC)"};
+    switch (r) {
+    case R_NONE: return "";
+    case R_HOLD: return "held";
+    case R_NEVER: return "larger than every compatible set of nodes";
+    case R_THROTTLE: return kind < BATCH_CRED_KINDS ? thr[kind] : "throttled";
+    case R_RESOURCES: return "waiting for resources";
+    case R_RESERVED: return "waiting for resources; has a job reservation";
+    case R_BLOCKED: return "behind a blocked job (no backfill)";
+    case R_NOFIT: return "no room in any pool it may use (nodes down or reserved)";
+    case R_WAITRESV: return "waiting for its admin reservation";
+    }
+    return "";
+}
+
+/* Whether starting j now would break a MAXJOB/MAXPROC limit of its credentials. */
+static bool throttled(struct batch_engine *e, struct bjob *j)
+{
+    for (int k = 0; k < BATCH_CRED_KINDS; k++) {
+        const struct cred *c = &e->creds[k].v[j->cred[k]];
+        if ((c->maxjob >= 0 && c->run_jobs + 1 > c->maxjob) ||
+            (c->maxproc >= 0 && c->run_procs + j->procs > c->maxproc)) {
+            j->throttle_kind = (uint8_t)k;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Step 1. 0 or -1 (ENOMEM). */
+static int refresh(struct batch_engine *e, int64_t now)
+{
+    e->now = now;
+    for (int32_t r = 0; r < e->nresv; r++)
+        if (e->resv[r].live && e->resv[r].end <= now) {
+            e->resv[r].live = false;
+            e->groups_dirty = true;
+        }
+    for (int32_t i = 0; i < e->nrunning; i++) {
+        struct bjob *j = &e->jobs[e->running[i]];
+        if (j->end_est <= now) { /* overrun: the plan assumed it had ended */
+            j->end_est = now + BATCH_OVERRUN_GRACE;
+            e->groups_dirty = true;
+        }
+    }
+    if (e->groups_dirty) {
+        if (bs_engine_regroup(e) < 0)
+            return -1;
+    } else {
+        bs_plan_trim(e, now);
+    }
+    if (e->cfg.fspolicy != BATCH_FS_NONE) {
+        for (int32_t i = 0; i < e->nrunning; i++)
+            bs_engine_charge(e, &e->jobs[e->running[i]], now);
+        e->fs_stamp = now;
+    }
+    return 0;
+}
+
+/* Step 2: starts the jobs whose reservation begins now. Stale entries (their time
+ * passed without a cycle, or the job cannot take them) invalidate the plan. */
+static int start_due(struct batch_engine *e, struct batch_cycle_stats *st)
+{
+    int32_t w = 0;
+    bool stale = false;
+    for (int32_t i = 0; i < e->nplan; i++) {
+        struct plan_ent pe = e->plan[i];
+        struct bjob *j = &e->jobs[pe.job];
+        if (pe.start < e->now)
+            stale = true;
+        if (pe.start != e->now || stale) {
+            e->plan[w++] = pe;
+            continue;
+        }
+        bool can = !j->hold && !throttled(e, j);
+        if (can && bs_plan_start(e, pe.job, pe.pool, e->pcnt + pe.off, true) == 0) {
+            st->started++;
+            continue;
+        }
+        if (can && errno == ENOMEM)
+            return -1;
+        e->plan[w++] = pe; /* held, throttled or not placeable: plan again */
+        stale = true;
+    }
+    e->nplan = w;
+    if (stale && bs_plan_copy_base(e) < 0)
+        return -1;
+    if (stale)
+        st->replanned = true;
+    return 0;
+}
+
+/* Queue order: priority, then submission, then id. */
+static int job_cmp(const void *pa, const void *pb, void *arg)
+{
+    const struct batch_engine *e = arg;
+    const struct bjob *a = &e->jobs[*(const int32_t *)pa], *b = &e->jobs[*(const int32_t *)pb];
+    if (a->prio != b->prio)
+        return a->prio > b->prio ? -1 : 1;
+    if (a->submit != b->submit)
+        return a->submit < b->submit ? -1 : 1;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* Steps 3-4: keeps only pending jobs in the queue, computes their priorities and
+ * sorts them (insertion sort when last cycle's order is nearly kept). */
+static void order(struct batch_engine *e, int64_t now)
+{
+    int32_t w = 0, descents = 0;
+    for (int32_t i = 0; i < e->nqueue; i++) {
+        int32_t s = e->queue[i];
+        struct bjob *j = &e->jobs[s];
+        if (!j->live || j->state != BATCH_JOB_PENDING)
+            continue;
+        bs_engine_fit_refresh(e, j);
+        j->prio = bs_prio_compute(e, j, now, NULL);
+        j->reason = j->hold ? R_HOLD : j->never ? R_NEVER : R_RESOURCES;
+        e->queue[w++] = s;
+        if (w > 1 && job_cmp(&e->queue[w - 2], &e->queue[w - 1], e) > 0)
+            descents++;
+    }
+    e->nqueue = w;
+    if (descents > 8) {
+        qsort_r(e->queue, (size_t)w, sizeof *e->queue, job_cmp, e);
+        return;
+    }
+    for (int32_t i = 1; i < w && descents > 0; i++) {
+        int32_t s = e->queue[i], k = i;
+        for (; k > 0 && job_cmp(&e->queue[k - 1], &s, e) > 0; k--)
+            e->queue[k] = e->queue[k - 1];
+        e->queue[k] = s;
+    }
+}
+
+static bool candidate(const struct bjob *j)
+{
+    return j->state == BATCH_JOB_PENDING && !j->hold && !j->never;
+}
+
+/* Keeps the job reservations of the longest prefix of the order that matches the
+ * plan and drops the others; returns the queue position where planning resumes. */
+static int32_t keep_prefix(struct batch_engine *e)
+{
+    int32_t qi = 0, k = 0;
+    for (; qi < e->nqueue; qi++) {
+        int32_t s = e->queue[qi];
+        if (!candidate(&e->jobs[s]))
+            continue;
+        if (k < e->nplan && e->plan[k].job == s) {
+            e->jobs[s].reason = e->plan[k].pool ? R_WAITRESV : R_RESERVED;
+            k++;
+            continue;
+        }
+        break;
+    }
+    for (int32_t i = e->nplan - 1; i >= k; i--)
+        bs_plan_unreserve(e, i);
+    e->nplan = k;
+    return qi;
+}
+
+/* Starts job slot s now in pool `pool`; 0 or -1. */
+static int start_now(struct batch_engine *e, int32_t s, int32_t pool)
+{
+    if (bs_plan_pool_find(e, pool, &e->jobs[s], e->now, e->now, false, e->scr_cnt) != e->now) {
+        errno = EAGAIN;
+        return -1;
+    }
+    return bs_plan_start(e, s, pool, e->scr_cnt, false);
+}
+
+/* Step 5 from queue position qi: start in order, reserve blocked jobs up to the
+ * depth. Returns the position where backfill takes over (nqueue: nothing left),
+ * -1 on ENOMEM; *fcfs_stop is set when BACKFILLPOLICY NONE stopped the queue. */
+static int32_t phase_order(struct batch_engine *e, int32_t qi, struct batch_cycle_stats *st,
+                           bool *fcfs_stop)
+{
+    const struct batch_config *c = &e->cfg;
+    if (c->backfill == BATCH_BF_NONE && e->nplan > 0) { /* the top job is blocked */
+        *fcfs_stop = true;
+        return qi;
+    }
+    for (; qi < e->nqueue; qi++) {
+        int32_t s = e->queue[qi], pool;
+        struct bjob *j = &e->jobs[s];
+        if (!candidate(j))
+            continue;
+        if (throttled(e, j)) {
+            j->reason = R_THROTTLE;
+            continue;
+        }
+        if (c->backfill != BATCH_BF_NONE && c->reservation_depth != BATCH_UNLIMITED &&
+            e->nplan >= c->reservation_depth)
+            return qi;
+        int64_t t = bs_plan_earliest(e, j, e->now, BATCH_NEVER, false, &pool);
+        if (t == BATCH_NEVER) {
+            j->reason = R_NOFIT;
+            continue;
+        }
+        if (t == e->now) {
+            if (start_now(e, s, pool) < 0)
+                return errno == ENOMEM ? -1 : qi;
+            st->started++;
+            continue;
+        }
+        if (bs_plan_reserve(e, s, pool, t) < 0)
+            return -1;
+        j->reason = pool ? R_WAITRESV : R_RESERVED;
+        if (c->backfill == BATCH_BF_NONE) {
+            *fcfs_stop = true;
+            return qi + 1;
+        }
+    }
+    return qi;
+}
+
+/* FIRSTFIT backfill: every remaining job, in priority order, that fits now
+ * without touching a reservation starts. */
+static int backfill_first(struct batch_engine *e, int32_t qi, struct batch_cycle_stats *st)
+{
+    int32_t free_now = bs_plan_free_now(e);
+    for (; qi < e->nqueue && free_now > 0; qi++) {
+        int32_t s = e->queue[qi], pool;
+        struct bjob *j = &e->jobs[s];
+        if (!candidate(j) || j->reserved != BATCH_NEVER)
+            continue;
+        if (e->npools == 1 && j->gen_gi >= 0 &&
+            bs_profile_at(&e->pools[0].plan[j->gen_gi], e->now) < j->gen_need)
+            continue; /* cannot fit now: skip the search */
+        if (throttled(e, j)) {
+            j->reason = R_THROTTLE;
+            continue;
+        }
+        if (bs_plan_earliest(e, j, e->now, e->now, false, &pool) != e->now)
+            continue;
+        if (start_now(e, s, pool) < 0) {
+            if (errno == ENOMEM)
+                return -1;
+            continue;
+        }
+        st->backfilled++;
+        free_now = bs_plan_free_now(e);
+    }
+    return 0;
+}
+
+/* BESTFIT windows (B4): the times after now at which the general pool's free
+ * nodes drop. Window k is what stays free until drop k; the widest is window 0. */
+static int collect_drops(struct batch_engine *e)
+{
+    const struct bpool *p = &e->pools[0];
+    e->ndrops = 0;
+    for (int32_t k = 0; k < p->ng; k++) {
+        int32_t n = bs_profile_steps(&p->plan[k]);
+        int32_t *v = malloc(((size_t)n + 1) * sizeof *v);
+        if (!v || VEC_RESERVE(e->drops, e->capdrops, e->ndrops + n) < 0) {
+            free(v);
+            return -1;
+        }
+        int64_t *t = e->drops + e->ndrops;
+        n = bs_profile_steps_from(&p->plan[k], e->now, t, v, n);
+        for (int32_t i = 1; i < n; i++)
+            if (v[i] < v[i - 1])
+                e->drops[e->ndrops++] = t[i];
+        free(v);
+    }
+    return 0;
+}
+
+/* Index of the widest window job j fits in time: drops strictly inside its run. */
+static int32_t window_of(const struct batch_engine *e, const struct bjob *j)
+{
+    int64_t end = e->now + j->walltime;
+    int32_t n = 0;
+    for (int32_t i = 0; i < e->ndrops; i++)
+        n += e->drops[i] < end;
+    return n;
+}
+
+/* BESTFIT backfill: repeatedly take the widest window some job fits, and start the
+ * job that fills it best (most processors; priority order breaks ties). */
+static int backfill_best(struct batch_engine *e, int32_t qi0, struct batch_cycle_stats *st)
+{
+    while (bs_plan_free_now(e) > 0) {
+        if (collect_drops(e) < 0)
+            return -1;
+        int32_t best = -1, bestwin = 0, bestpool = 0;
+        for (int32_t qi = qi0; qi < e->nqueue; qi++) {
+            int32_t s = e->queue[qi], pool;
+            struct bjob *j = &e->jobs[s];
+            if (!candidate(j) || j->reserved != BATCH_NEVER)
+                continue;
+            if (throttled(e, j)) {
+                j->reason = R_THROTTLE;
+                continue;
+            }
+            if (bs_plan_earliest(e, j, e->now, e->now, false, &pool) != e->now)
+                continue;
+            int32_t win = window_of(e, j);
+            if (best < 0 || win < bestwin || (win == bestwin && j->procs > e->jobs[best].procs)) {
+                best = s;
+                bestwin = win;
+                bestpool = pool;
+            }
+        }
+        if (best < 0)
+            return 0;
+        if (start_now(e, best, bestpool) < 0)
+            return errno == ENOMEM ? -1 : 0;
+        st->backfilled++;
+    }
+    return 0;
+}
+
+/* Step 7: plans every pending job without a reservation, in priority order, on a
+ * copy of the plan; with BACKFILLPOLICY NONE no job may start before one ahead. */
+static int estimate_all(struct batch_engine *e)
+{
+    if (bs_plan_copy_est(e) < 0)
+        return -1;
+    bool fcfs = e->cfg.backfill == BATCH_BF_NONE;
+    int64_t floor = e->now;
+    for (int32_t qi = 0; qi < e->nqueue; qi++) {
+        int32_t s = e->queue[qi], pool;
+        struct bjob *j = &e->jobs[s];
+        if (j->state != BATCH_JOB_PENDING)
+            continue;
+        if (!candidate(j)) {
+            j->estimate = BATCH_NEVER;
+            continue;
+        }
+        if (j->reserved != BATCH_NEVER) {
+            j->estimate = j->reserved;
+        } else {
+            j->estimate = bs_plan_earliest(e, j, fcfs ? floor : e->now, BATCH_NEVER, true, &pool);
+            if (j->estimate != BATCH_NEVER && bs_plan_est_reserve(e, s, pool, j->estimate) < 0 &&
+                errno == ENOMEM)
+                return -1;
+        }
+        if (j->estimate != BATCH_NEVER && j->estimate > floor)
+            floor = j->estimate;
+    }
+    e->est_valid = true;
+    return 0;
+}
+
+/* Drops started jobs from the queue; counts what is left. */
+static void queue_compact(struct batch_engine *e, struct batch_cycle_stats *st)
+{
+    int32_t w = 0;
+    st->pending = st->eligible = 0;
+    for (int32_t i = 0; i < e->nqueue; i++) {
+        const struct bjob *j = &e->jobs[e->queue[i]];
+        if (!j->live || j->state != BATCH_JOB_PENDING)
+            continue;
+        e->queue[w++] = e->queue[i];
+        st->eligible += candidate(j) && j->reason != R_THROTTLE;
+    }
+    e->nqueue = st->pending = w;
+}
+
+/* Rewrites the node counts of the kept reservations contiguously when the array
+ * holds mostly counts of dropped ones. */
+static void pcnt_compact(struct batch_engine *e)
+{
+    int32_t live = 0;
+    for (int32_t i = 0; i < e->nplan; i++)
+        live += e->pools[e->plan[i].pool].ng;
+    if (e->npcnt < 1024 || e->npcnt < 4 * live)
+        return;
+    int32_t w = 0;
+    for (int32_t i = 0; i < e->nplan; i++) {
+        int32_t ng = e->pools[e->plan[i].pool].ng;
+        memmove(e->pcnt + w, e->pcnt + e->plan[i].off, (size_t)ng * sizeof *e->pcnt);
+        e->plan[i].off = w;
+        w += ng;
+    }
+    e->npcnt = w;
+}
+
+int batch_cycle(struct batch_engine *e, int64_t now, struct batch_cycle_stats *st)
+{
+    struct batch_cycle_stats dummy;
+    if (!st)
+        st = &dummy;
+    memset(st, 0, sizeof *st);
+    e->nstarted = 0;
+    if (now < e->now)
+        now = e->now;
+    if (refresh(e, now) < 0)
+        return -1;
+    if (!e->plan_valid) {
+        if (bs_plan_copy_base(e) < 0)
+            return -1;
+        st->replanned = true;
+    }
+    e->plan_valid = true;
+    if (start_due(e, st) < 0)
+        goto fail;
+    if (!e->cfg.estimates && bs_plan_free_now(e) == 0) {
+        st->idle = true; /* nothing can start: the order would change nothing now */
+        if (e->nstarted > 0)
+            queue_compact(e, st);
+        st->pending = e->nqueue;
+        st->reserved = e->nplan;
+        return 0;
+    }
+    order(e, now);
+    bool fcfs_stop = false;
+    int32_t qi = phase_order(e, keep_prefix(e), st, &fcfs_stop);
+    if (qi < 0)
+        goto fail;
+    for (int32_t i = qi; fcfs_stop && i < e->nqueue; i++)
+        if (candidate(&e->jobs[e->queue[i]]))
+            e->jobs[e->queue[i]].reason = R_BLOCKED;
+    if (!fcfs_stop && e->cfg.backfill == BATCH_BF_FIRSTFIT && backfill_first(e, qi, st) < 0)
+        goto fail;
+    if (!fcfs_stop && e->cfg.backfill == BATCH_BF_BESTFIT && backfill_best(e, qi, st) < 0)
+        goto fail;
+    if (e->cfg.estimates && estimate_all(e) < 0)
+        goto fail;
+    queue_compact(e, st);
+    pcnt_compact(e);
+    st->reserved = e->nplan;
+    return 0;
+fail:
+    e->plan_valid = false;
+    queue_compact(e, st);
+    errno = ENOMEM;
+    return -1;
+}
+
+size_t batch_cycle_started(const struct batch_engine *e, const uint64_t **ids)
+{
+    *ids = e->started;
+    return (size_t)e->nstarted;
+}
+
+int64_t batch_next_wakeup(const struct batch_engine *e)
+{
+    int64_t t = BATCH_NEVER;
+    for (int32_t i = 0; i < e->nplan; i++)
+        if (e->plan[i].start > e->now && e->plan[i].start < t)
+            t = e->plan[i].start;
+    for (int32_t r = 0; r < e->nresv; r++) {
+        const struct bresv *v = &e->resv[r];
+        if (!v->live)
+            continue;
+        if (v->start > e->now && v->start < t)
+            t = v->start;
+        if (v->end > e->now && v->end < t)
+            t = v->end;
+    }
+    return t;
+}

@@ -1,0 +1,705 @@
+/*
+ * engine.c - the engine's state: creation, nodes and their grouping into pools,
+ * job submission and completion. The scheduling cycle is in cycle.c, the planner
+ * (searching profiles, reserving, starting) in plan.c.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "roles/batch/internal.h"
+
+struct batch_engine *batch_engine_new(const struct batch_config *cfg)
+{
+    if (cfg->fsinterval <= 0 || cfg->fsdepth <= 0 || cfg->fsdepth > 1000 ||
+        !(cfg->fsdecay > 0 && cfg->fsdecay <= 1) || cfg->reservation_depth < BATCH_UNLIMITED) {
+        errno = EINVAL;
+        return NULL;
+    }
+    struct batch_engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (batch_config_copy(&e->cfg, cfg) < 0 ||
+        (cfg->fspolicy != BATCH_FS_NONE && bs_fs_ring_init(&e->fs_total, cfg->fsdepth) < 0)) {
+        batch_engine_destroy(&e);
+        errno = ENOMEM;
+        return NULL;
+    }
+    e->now = INT64_MIN;
+    e->fs_stamp = -1;
+    e->groups_dirty = true;
+    bs_prio_weights(e);
+    return e;
+}
+
+/* Frees the groups and pools (not the nodes). */
+static void groups_free(struct batch_engine *e)
+{
+    for (int32_t g = 0; g < e->ngroups; g++) {
+        free(e->groups[g].resv);
+        free(e->groups[g].nodes);
+        free(e->groups[g].busy);
+    }
+    free(e->groups);
+    e->groups = NULL;
+    e->ngroups = 0;
+    for (int32_t p = 0; p < e->npools; p++) {
+        struct bpool *pl = &e->pools[p];
+        for (int32_t k = 0; k < pl->ng; k++) {
+            bs_profile_free(&pl->base[k]);
+            bs_profile_free(&pl->plan[k]);
+            bs_profile_free(&pl->est[k]);
+        }
+        free(pl->gid);
+        free(pl->base);
+        free(pl->plan);
+        free(pl->est);
+    }
+    free(e->pools);
+    e->pools = NULL;
+    e->npools = 0;
+}
+
+void batch_engine_destroy(struct batch_engine **ep)
+{
+    struct batch_engine *e = ep ? *ep : NULL;
+    if (!e)
+        return;
+    int saved = errno;
+    groups_free(e);
+    for (int32_t i = 0; i < e->nnodes; i++)
+        free(e->nodes[i].name);
+    free(e->nodes);
+    bs_strmap_free(&e->nodemap);
+    for (int32_t i = 0; i < e->nresv; i++) {
+        for (int k = 0; k < BATCH_CRED_KINDS; k++)
+            free(e->resv[i].acl[k]);
+        free(e->resv[i].jobs);
+        free(e->resv[i].nodes);
+    }
+    free(e->resv);
+    for (int32_t i = 0; i < e->njobs; i++)
+        free(e->jobs[i].nodes);
+    free(e->jobs);
+    free(e->freeslots);
+    bs_idmap_free(&e->jobmap);
+    free(e->queue);
+    free(e->running);
+    free(e->plan);
+    free(e->pcnt);
+    free(e->started);
+    free(e->scr_cnt);
+    free(e->scr_k);
+    free(e->scr_kpn);
+    free(e->drops);
+    bs_cred_free_all(e);
+    bs_fs_ring_free(&e->fs_total);
+    batch_config_clear(&e->cfg);
+    free(e);
+    *ep = NULL;
+    errno = saved;
+}
+
+/* Makes the scratch arrays hold n entries; 0 / -1 ENOMEM. */
+int bs_engine_scratch(struct batch_engine *e, int32_t n)
+{
+    if (n <= e->capscr)
+        return 0;
+    int32_t *a = realloc(e->scr_cnt, (size_t)n * sizeof *a);
+    if (a)
+        e->scr_cnt = a;
+    int32_t *b = realloc(e->scr_k, (size_t)n * sizeof *b);
+    if (b)
+        e->scr_k = b;
+    int32_t *c = realloc(e->scr_kpn, (size_t)n * sizeof *c);
+    if (c)
+        e->scr_kpn = c;
+    if (!a || !b || !c) {
+        errno = ENOMEM;
+        return -1;
+    }
+    e->capscr = n;
+    return 0;
+}
+
+/* ---- nodes ---- */
+
+static bool name_ok(const char *s)
+{
+    return memchr(s, '\0', BATCH_NAME_MAX) != NULL;
+}
+
+int32_t batch_node_add(struct batch_engine *e, const struct batch_node_spec *n)
+{
+    if (!name_ok(n->name) || !name_ok(n->class_) || !n->name[0] || n->cap.procs < 1 ||
+        n->cap.mem < 0 || n->cap.disk < 0 || n->cap.swap < 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (bs_strmap_get(&e->nodemap, n->name) >= 0) {
+        errno = EEXIST;
+        return -1;
+    }
+    int32_t cls = n->class_[0] ? bs_cred_intern(e, BATCH_CRED_CLASS, n->class_) : -1;
+    if ((n->class_[0] && cls < 0) || VEC_RESERVE(e->nodes, e->capnodes, e->nnodes + 1) < 0)
+        return -1;
+    struct bnode *nd = &e->nodes[e->nnodes];
+    memset(nd, 0, sizeof *nd);
+    if (!(nd->name = strdup(n->name)) || bs_strmap_put(&e->nodemap, n->name, e->nnodes) < 0) {
+        free(nd->name);
+        errno = ENOMEM;
+        return -1;
+    }
+    nd->cap = n->cap;
+    nd->cls = cls;
+    nd->up = true;
+    nd->job = -1;
+    nd->group = -1;
+    e->groups_dirty = true;
+    return e->nnodes++;
+}
+
+int batch_node_set_up(struct batch_engine *e, int32_t node, bool up)
+{
+    if (node < 0 || node >= e->nnodes) {
+        errno = ENOENT;
+        return -1;
+    }
+    if (e->nodes[node].up != up) {
+        e->nodes[node].up = up;
+        e->groups_dirty = true;
+    }
+    return 0;
+}
+
+int32_t batch_node_count(const struct batch_engine *e)
+{
+    return e->nnodes;
+}
+
+int32_t batch_node_find(const struct batch_engine *e, const char *name)
+{
+    return bs_strmap_get(&e->nodemap, name);
+}
+
+const char *batch_node_name(const struct batch_engine *e, int32_t node)
+{
+    return node >= 0 && node < e->nnodes ? e->nodes[node].name : NULL;
+}
+
+/* How many tasks of shape `task` one node of capacity `cap` holds. */
+int32_t bs_engine_kpn(const struct batch_res *cap, const struct batch_res *task)
+{
+    int64_t k = cap->procs / task->procs;
+    if (task->mem > 0 && cap->mem / task->mem < k)
+        k = cap->mem / task->mem;
+    if (task->disk > 0 && cap->disk / task->disk < k)
+        k = cap->disk / task->disk;
+    if (task->swap > 0 && cap->swap / task->swap < k)
+        k = cap->swap / task->swap;
+    return k > INT32_MAX ? INT32_MAX : (int32_t)k;
+}
+
+/* Whether job j may use nodes of group g (class and shape). */
+bool bs_engine_group_ok(const struct batch_engine *e, const struct bgroup *g, const struct bjob *j)
+{
+    (void)e;
+    return (g->cls < 0 || g->cls == j->cred[BATCH_CRED_CLASS]) &&
+           bs_engine_kpn(&g->cap, &j->per_task) > 0;
+}
+
+/* ---- grouping ---- */
+
+struct nodekey { /* per node: the reservation slots covering it */
+    int32_t off, n;
+};
+struct regroup_ctx {
+    const struct batch_engine *e;
+    const struct nodekey *key;
+    const int32_t *rl;
+};
+
+static int cmp_i64(int64_t a, int64_t b)
+{
+    return a < b ? -1 : a > b;
+}
+
+/* Orders nodes by (class, capacity, reservation set): equal keys form a group. */
+static int node_cmp(const void *pa, const void *pb, void *arg)
+{
+    const struct regroup_ctx *c = arg;
+    int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
+    const struct bnode *x = &c->e->nodes[a], *y = &c->e->nodes[b];
+    int r;
+    if ((r = cmp_i64(x->cls, y->cls)) || (r = cmp_i64(x->cap.procs, y->cap.procs)) ||
+        (r = cmp_i64(x->cap.mem, y->cap.mem)) || (r = cmp_i64(x->cap.disk, y->cap.disk)) ||
+        (r = cmp_i64(x->cap.swap, y->cap.swap)) || (r = cmp_i64(c->key[a].n, c->key[b].n)))
+        return r;
+    for (int32_t i = 0; i < c->key[a].n; i++)
+        if ((r = cmp_i64(c->rl[c->key[a].off + i], c->rl[c->key[b].off + i])))
+            return r;
+    return 0;
+}
+
+/* Per node, the live reservations holding it: key[] and the flat list rl[]. */
+static int node_keys(struct batch_engine *e, struct nodekey *key, int32_t **rlp)
+{
+    int32_t total = 0;
+    for (int32_t r = 0; r < e->nresv; r++)
+        if (e->resv[r].live)
+            total += e->resv[r].nnodes;
+    int32_t *rl = malloc(((size_t)total + 1) * sizeof *rl);
+    if (!rl)
+        return -1;
+    for (int32_t i = 0; i < e->nnodes; i++)
+        key[i].n = 0;
+    for (int32_t r = 0; r < e->nresv; r++)
+        if (e->resv[r].live)
+            for (int32_t i = 0; i < e->resv[r].nnodes; i++)
+                key[e->resv[r].nodes[i]].n++;
+    for (int32_t i = 0, off = 0; i < e->nnodes; i++) {
+        key[i].off = off;
+        off += key[i].n;
+        key[i].n = 0;
+    }
+    for (int32_t r = 0; r < e->nresv; r++) /* ascending r: lists come out sorted */
+        if (e->resv[r].live)
+            for (int32_t i = 0; i < e->resv[r].nnodes; i++) {
+                struct nodekey *k = &key[e->resv[r].nodes[i]];
+                rl[k->off + k->n++] = r;
+            }
+    *rlp = rl;
+    return 0;
+}
+
+/* Builds group g from the sorted node indices ord[from, to). */
+static int group_make(struct batch_engine *e, struct bgroup *g, const int32_t *ord, int32_t from,
+                      int32_t to, const struct nodekey *key, const int32_t *rl)
+{
+    const struct bnode *first = &e->nodes[ord[from]];
+    const struct nodekey *k = &key[ord[from]];
+    g->cls = first->cls;
+    g->cap = first->cap;
+    g->nnodes = to - from;
+    g->nresv = k->n;
+    g->nodes = malloc((size_t)g->nnodes * sizeof *g->nodes);
+    g->busy = calloc(((size_t)g->nnodes + 63) / 64, sizeof *g->busy);
+    g->resv = malloc(((size_t)k->n + 1) * sizeof *g->resv);
+    if (!g->nodes || !g->busy || !g->resv)
+        return -1;
+    memcpy(g->resv, rl + k->off, (size_t)k->n * sizeof *g->resv);
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        struct bnode *nd = &e->nodes[ord[from + i]];
+        g->nodes[i] = ord[from + i];
+        nd->group = (int32_t)(g - e->groups);
+        nd->gpos = i;
+        if (nd->job >= 0)
+            g->busy[i / 64] |= 1ULL << (i % 64);
+    }
+    return 0;
+}
+
+/* Allocates pool p over the groups listed in gid[0..ng) (copied). */
+static int pool_make(struct bpool *p, int32_t resv, const int32_t *gid, int32_t ng)
+{
+    p->resv = resv;
+    p->ng = ng;
+    p->gid = malloc(((size_t)ng + 1) * sizeof *p->gid);
+    p->base = calloc((size_t)ng + 1, sizeof *p->base);
+    p->plan = calloc((size_t)ng + 1, sizeof *p->plan);
+    p->est = calloc((size_t)ng + 1, sizeof *p->est);
+    if (!p->gid || !p->base || !p->plan || !p->est)
+        return -1;
+    memcpy(p->gid, gid, (size_t)ng * sizeof *gid);
+    return 0;
+}
+
+/* Builds pools: 0 = general (every group), then one per live reservation. */
+static int pools_make(struct batch_engine *e)
+{
+    int32_t npools = 1;
+    for (int32_t r = 0; r < e->nresv; r++)
+        npools += e->resv[r].live;
+    int32_t *gid = malloc(((size_t)e->ngroups + 1) * sizeof *gid);
+    e->pools = calloc((size_t)npools, sizeof *e->pools);
+    if (!gid || !e->pools) {
+        free(gid);
+        return -1;
+    }
+    int rc = 0;
+    for (int32_t g = 0; g < e->ngroups; g++)
+        gid[g] = g;
+    if (pool_make(&e->pools[e->npools++], -1, gid, e->ngroups) < 0)
+        rc = -1;
+    e->pools[0].start = INT64_MIN;
+    e->pools[0].end = BATCH_NEVER;
+    for (int32_t r = 0; r < e->nresv && rc == 0; r++) {
+        e->resv[r].pool = -1;
+        if (!e->resv[r].live)
+            continue;
+        int32_t ng = 0;
+        for (int32_t g = 0; g < e->ngroups; g++)
+            for (int32_t i = 0; i < e->groups[g].nresv; i++)
+                if (e->groups[g].resv[i] == r)
+                    gid[ng++] = g;
+        struct bpool *p = &e->pools[e->npools];
+        if (pool_make(p, r, gid, ng) < 0)
+            rc = -1;
+        p->start = e->resv[r].start;
+        p->end = e->resv[r].end;
+        e->resv[r].pool = e->npools++;
+    }
+    free(gid);
+    return rc;
+}
+
+int bs_engine_regroup(struct batch_engine *e)
+{
+    groups_free(e);
+    struct nodekey *key = calloc((size_t)e->nnodes + 1, sizeof *key);
+    int32_t *ord = malloc(((size_t)e->nnodes + 1) * sizeof *ord), *rl = NULL, nup = 0;
+    int rc = -1;
+    if (!key || !ord || node_keys(e, key, &rl) < 0)
+        goto out;
+    for (int32_t i = 0; i < e->nnodes; i++) {
+        e->nodes[i].group = -1;
+        if (e->nodes[i].up)
+            ord[nup++] = i;
+    }
+    struct regroup_ctx ctx = {e, key, rl};
+    qsort_r(ord, (size_t)nup, sizeof *ord, node_cmp, &ctx);
+    if (!(e->groups = calloc((size_t)nup + 1, sizeof *e->groups)))
+        goto out;
+    for (int32_t i = 0; i < nup;) {
+        int32_t j = i + 1;
+        while (j < nup && node_cmp(&ord[i], &ord[j], &ctx) == 0)
+            j++;
+        if (group_make(e, &e->groups[e->ngroups++], ord, i, j, key, rl) < 0)
+            goto out;
+        i = j;
+    }
+    if (pools_make(e) < 0)
+        goto out;
+    e->gepoch++;
+    e->groups_dirty = false;
+    if (bs_engine_rebuild_base(e) < 0 || bs_plan_copy_base(e) < 0 || bs_plan_copy_est(e) < 0)
+        goto out;
+    rc = 0;
+out:
+    if (rc < 0) {
+        groups_free(e);
+        e->groups_dirty = true;
+        errno = ENOMEM;
+    }
+    free(key);
+    free(ord);
+    free(rl);
+    return rc;
+}
+
+/* Position of group g in pool p, or -1. */
+static int32_t pool_pos(const struct bpool *p, int32_t g)
+{
+    if (p->resv < 0)
+        return g;
+    for (int32_t k = 0; k < p->ng; k++)
+        if (p->gid[k] == g)
+            return k;
+    return -1;
+}
+
+/* Subtracts running job j from its pool's base profiles over [now, end_est). */
+static int base_add_job(struct batch_engine *e, struct bjob *j)
+{
+    struct bpool *p = &e->pools[j->resv >= 0 ? e->resv[j->resv].pool : 0];
+    int32_t *cnt = e->scr_cnt;
+    memset(cnt, 0, (size_t)p->ng * sizeof *cnt);
+    for (int32_t i = 0; i < j->nnodes; i++) {
+        int32_t g = e->nodes[j->nodes[i]].group, k = g >= 0 ? pool_pos(p, g) : -1;
+        if (k >= 0)
+            cnt[k]++;
+    }
+    for (int32_t k = 0; k < p->ng; k++)
+        if (cnt[k] && bs_profile_add(&p->base[k], e->now, j->end_est, -cnt[k]) < 0)
+            return -1;
+    return 0;
+}
+
+int bs_engine_rebuild_base(struct batch_engine *e)
+{
+    if (bs_engine_scratch(e, e->ngroups + 1) < 0)
+        return -1;
+    int64_t now = e->now == INT64_MIN ? 0 : e->now;
+    for (int32_t pi = 0; pi < e->npools; pi++) {
+        struct bpool *p = &e->pools[pi];
+        for (int32_t k = 0; k < p->ng; k++) {
+            const struct bgroup *g = &e->groups[p->gid[k]];
+            int32_t n = g->nnodes;
+            if (bs_profile_reset(&p->base[k], now, p->resv < 0 ? n : 0) < 0)
+                return -1;
+            if (p->resv >= 0 && bs_profile_add(&p->base[k], p->start, p->end, n) < 0)
+                return -1;
+            for (int32_t i = 0; p->resv < 0 && i < g->nresv; i++) {
+                const struct bresv *r = &e->resv[g->resv[i]];
+                if (bs_profile_add(&p->base[k], r->start, r->end, -n) < 0)
+                    return -1;
+            }
+        }
+    }
+    for (int32_t i = 0; i < e->nrunning; i++) {
+        struct bjob *j = &e->jobs[e->running[i]];
+        if (j->resv >= 0 && !e->resv[j->resv].live)
+            j->resv = -1;
+        if (base_add_job(e, j) < 0)
+            return -1;
+    }
+    bs_plan_clear(e);
+    e->est_valid = false;
+    return 0;
+}
+
+/* ---- jobs ---- */
+
+struct bjob *bs_engine_job(const struct batch_engine *e, uint64_t id)
+{
+    int32_t s = bs_idmap_get(&e->jobmap, id);
+    return s >= 0 ? &e->jobs[s] : NULL;
+}
+
+/* Recomputes j's fit data for the current groups: whether it can ever run, the
+ * fewest nodes it needs, and its only compatible group in the general pool. */
+void bs_engine_fit_refresh(struct batch_engine *e, struct bjob *j)
+{
+    if (j->fit_epoch == e->gepoch)
+        return;
+    int64_t tasks = 0;
+    int32_t ncompat = 0, best = 0;
+    j->gen_gi = -1;
+    for (int32_t g = 0; g < e->ngroups; g++) {
+        const struct bgroup *gr = &e->groups[g];
+        if (!bs_engine_group_ok(e, gr, j))
+            continue;
+        int32_t k = bs_engine_kpn(&gr->cap, &j->per_task);
+        tasks += (int64_t)k * gr->nnodes;
+        if (k > best)
+            best = k;
+        j->gen_gi = g;
+        j->gen_need = (int32_t)((j->tasks + (int64_t)k - 1) / k);
+        ncompat++;
+    }
+    if (ncompat != 1)
+        j->gen_gi = -1;
+    j->never = tasks < j->tasks;
+    j->nodes_min = best ? (int32_t)((j->tasks + (int64_t)best - 1) / best) : j->tasks;
+    j->fit_epoch = e->gepoch;
+}
+
+/* Whether reservation r's ACL admits job j (any listed value matches, seed 3.1). */
+bool bs_engine_admits(const struct batch_engine *e, const struct bresv *r, const struct bjob *j)
+{
+    (void)e;
+    for (int k = 0; k < BATCH_CRED_KINDS; k++)
+        for (int32_t i = 0; i < r->nacl[k]; i++)
+            if (r->acl[k][i] == j->cred[k])
+                return true;
+    for (int32_t i = 0; i < r->njobs; i++)
+        if (r->jobs[i] == j->id)
+            return true;
+    return false;
+}
+
+void bs_engine_charge(struct batch_engine *e, struct bjob *j, int64_t upto)
+{
+    if (e->cfg.fspolicy == BATCH_FS_NONE || upto <= j->charged)
+        return;
+    bs_fs_charge(e, j, j->charged, upto);
+    j->charged = upto;
+}
+
+/* Validates s and fills j (credentials interned); 0 or -1 with errno. */
+static int job_fill(struct batch_engine *e, struct bjob *j, const struct batch_job_spec *s)
+{
+    const char *names[BATCH_CRED_KINDS] = {s->user, s->group, s->account, s->class_, s->qos};
+    int64_t procs = (int64_t)s->tasks * s->per_task.procs;
+    if (s->tasks < 1 || s->per_task.procs < 1 || procs > INT32_MAX || s->per_task.mem < 0 ||
+        s->per_task.disk < 0 || s->per_task.swap < 0 || s->walltime < 1) {
+        errno = EINVAL;
+        return -1;
+    }
+    memset(j, 0, sizeof *j);
+    for (int k = 0; k < BATCH_CRED_KINDS; k++)
+        if (!name_ok(names[k]) || (j->cred[k] = bs_cred_intern(e, k, names[k])) < 0)
+            return -1;
+    j->id = s->id;
+    j->hold = s->hold;
+    j->early_start = s->early_start;
+    j->tasks = s->tasks;
+    j->per_task = s->per_task;
+    j->procs = (int32_t)procs;
+    j->walltime = s->walltime;
+    j->submit = s->submit;
+    j->upriority = s->upriority;
+    j->state = BATCH_JOB_PENDING;
+    j->resv = -1;
+    j->estimate = j->reserved = BATCH_NEVER;
+    j->fit_epoch = -1;
+    j->live = true;
+    return 0;
+}
+
+int batch_job_submit(struct batch_engine *e, const struct batch_job_spec *s)
+{
+    if (bs_idmap_get(&e->jobmap, s->id) >= 0) {
+        errno = EEXIST;
+        return -1;
+    }
+    int32_t slot = e->nfree > 0 ? e->freeslots[e->nfree - 1] : e->njobs;
+    if ((slot == e->njobs && VEC_RESERVE(e->jobs, e->capjobs, e->njobs + 1) < 0) ||
+        VEC_RESERVE(e->queue, e->capqueue, e->nqueue + 1) < 0 ||
+        VEC_RESERVE(e->running, e->caprunning, e->live_jobs + 1) < 0)
+        return -1;
+    struct bjob tmp;
+    if (job_fill(e, &tmp, s) < 0 || bs_idmap_put(&e->jobmap, s->id, slot) < 0)
+        return -1;
+    if (slot == e->njobs)
+        e->njobs++;
+    else
+        e->nfree--;
+    e->jobs[slot] = tmp;
+    e->queue[e->nqueue++] = slot;
+    e->live_jobs++;
+    e->est_valid = false;
+    return 0;
+}
+
+/* Frees job slot s (not in the queue or running list any more). */
+static void job_drop(struct batch_engine *e, int32_t s)
+{
+    struct bjob *j = &e->jobs[s];
+    bs_idmap_del(&e->jobmap, j->id);
+    free(j->nodes);
+    j->nodes = NULL;
+    j->live = false;
+    e->live_jobs--;
+    if (VEC_RESERVE(e->freeslots, e->capfree, e->nfree + 1) == 0)
+        e->freeslots[e->nfree++] = s; /* else the slot is simply not reused */
+}
+
+/* Releases the nodes of running job j at `when` and returns them to the base
+ * profile of its pool over [when, end_est). */
+static void job_release(struct batch_engine *e, struct bjob *j, int64_t when)
+{
+    struct bpool *p = &e->pools[j->resv >= 0 && e->resv[j->resv].pool >= 0
+                                    ? e->resv[j->resv].pool : 0];
+    int32_t *cnt = e->scr_cnt;
+    bool counts = !e->groups_dirty && bs_engine_scratch(e, p->ng + 1) == 0;
+    if (counts)
+        memset(cnt, 0, (size_t)p->ng * sizeof *cnt);
+    for (int32_t i = 0; i < j->nnodes; i++) {
+        struct bnode *nd = &e->nodes[j->nodes[i]];
+        nd->job = -1;
+        if (nd->group < 0 || e->groups_dirty)
+            continue;
+        e->groups[nd->group].busy[nd->gpos / 64] &= ~(1ULL << (nd->gpos % 64));
+        int32_t k = counts ? pool_pos(p, nd->group) : -1;
+        if (k >= 0)
+            cnt[k]++;
+    }
+    for (int32_t k = 0; counts && k < p->ng; k++)
+        if (cnt[k] && bs_profile_add(&p->base[k], when, j->end_est, cnt[k]) < 0)
+            e->groups_dirty = true; /* rebuild everything at the next cycle */
+    if (!counts)
+        e->groups_dirty = true;
+}
+
+int batch_job_finish(struct batch_engine *e, uint64_t id, int64_t when)
+{
+    int32_t s = bs_idmap_get(&e->jobmap, id);
+    if (s < 0) {
+        errno = ENOENT;
+        return -1;
+    }
+    struct bjob *j = &e->jobs[s];
+    if (j->state == BATCH_JOB_PENDING) {
+        if (j->reserved != BATCH_NEVER)
+            e->plan_valid = false;
+        for (int32_t i = 0; i < e->nqueue; i++)
+            if (e->queue[i] == s) {
+                memmove(e->queue + i, e->queue + i + 1, (size_t)(e->nqueue - i - 1) * sizeof *e->queue);
+                e->nqueue--;
+                break;
+            }
+        job_drop(e, s);
+        e->est_valid = false;
+        return 0;
+    }
+    if (when < j->start)
+        when = j->start;
+    bs_engine_charge(e, j, when);
+    job_release(e, j, when);
+    if (when < j->end_est)
+        e->plan_valid = e->est_valid = false;
+    for (int k = 0; k < BATCH_CRED_KINDS; k++) {
+        struct cred *c = &e->creds[k].v[j->cred[k]];
+        c->run_jobs--;
+        c->run_procs -= j->procs;
+    }
+    if (j->resv >= 0)
+        e->resv[j->resv].running--;
+    for (int32_t i = 0; i < e->nrunning; i++)
+        if (e->running[i] == s) {
+            e->running[i] = e->running[--e->nrunning];
+            break;
+        }
+    job_drop(e, s);
+    return 0;
+}
+
+int batch_job_hold(struct batch_engine *e, uint64_t id, bool hold)
+{
+    struct bjob *j = bs_engine_job(e, id);
+    if (!j) {
+        errno = ENOENT;
+        return -1;
+    }
+    if (j->state != BATCH_JOB_PENDING) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (j->hold != hold && j->reserved != BATCH_NEVER)
+        e->plan_valid = false;
+    j->hold = hold;
+    e->est_valid = false;
+    return 0;
+}
+
+int batch_job_info(const struct batch_engine *e, uint64_t id, struct batch_job_info *out)
+{
+    const struct bjob *j = bs_engine_job(e, id);
+    if (!j) {
+        errno = ENOENT;
+        return -1;
+    }
+    memset(out, 0, sizeof *out);
+    out->id = j->id;
+    out->state = j->state;
+    out->submit = j->submit;
+    out->start = j->state == BATCH_JOB_RUNNING ? j->start : BATCH_NEVER;
+    out->end_est = j->state == BATCH_JOB_RUNNING ? j->end_est : BATCH_NEVER;
+    out->estimate = j->state == BATCH_JOB_RUNNING ? j->start : j->estimate;
+    out->reserved = j->state == BATCH_JOB_PENDING ? j->reserved : BATCH_NEVER;
+    out->priority = j->prio;
+    out->procs = j->procs;
+    out->nnodes = j->state == BATCH_JOB_RUNNING ? j->nnodes : 0;
+    out->nodes = out->nnodes ? j->nodes : NULL;
+    out->resv = j->resv >= 0 ? e->resv[j->resv].name : NULL;
+    out->reason = j->state == BATCH_JOB_PENDING ? bs_cycle_reason(j->reason, j->throttle_kind) : "";
+    return 0;
+}
+
+size_t batch_job_count(const struct batch_engine *e)
+{
+    return (size_t)e->live_jobs;
+}

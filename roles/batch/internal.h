@@ -1,0 +1,261 @@
+/*
+ * internal.h - the engine's private structures, shared by the files of roles/batch/
+ * that implement batch.h. Nothing outside roles/batch/ includes this.
+ *
+ * Terms. A *group* is a set of up nodes with the same class, capacity and set of
+ * admin reservations: its nodes are interchangeable, so "how many are free" is all
+ * the planner needs. A *pool* is where a job may run: the general pool (all groups,
+ * minus reserved capacity) or one admin reservation (its groups, during its time).
+ * Each pool keeps one profile per group twice: `base` (running jobs and admin
+ * reservations) and `plan` (base plus the job reservations of pending jobs).
+ */
+#ifndef GRIDNODE_BATCH_INTERNAL_H
+#define GRIDNODE_BATCH_INTERNAL_H
+
+#include "roles/batch/batch.h"
+#include "roles/batch/profile.h"
+
+/* A running job that outlives its walltime is assumed to end this long after the
+ * cycle that notices it (the resource manager should be killing it). */
+#define BATCH_OVERRUN_GRACE 60
+
+/* ---- maps (maps.c) ---- */
+struct strmap { /* string -> int32, open addressing; keys are copied */
+    char **keys;
+    int32_t *vals;
+    uint32_t cap, n;
+};
+int32_t bs_strmap_get(const struct strmap *m, const char *k); /* -1 if missing */
+int bs_strmap_put(struct strmap *m, const char *k, int32_t v); /* 0 / -1 ENOMEM */
+void bs_strmap_free(struct strmap *m);
+
+struct idmap { /* uint64 -> int32, open addressing, backward-shift deletion */
+    uint64_t *keys;
+    int32_t *vals; /* -1 = empty slot */
+    uint32_t cap, n;
+};
+int32_t bs_idmap_get(const struct idmap *m, uint64_t k);
+int bs_idmap_put(struct idmap *m, uint64_t k, int32_t v);
+void bs_idmap_del(struct idmap *m, uint64_t k);
+void bs_idmap_free(struct idmap *m);
+
+/* Grows *arr (of *cap elements of size sz) to hold at least n; 0 / -1 ENOMEM. */
+int bs_vec_reserve(void **arr, int32_t *cap, int32_t n, size_t sz);
+#define VEC_RESERVE(a, cap, n) bs_vec_reserve((void **)&(a), &(cap), (n), sizeof *(a))
+
+/* ---- fairshare (fairshare.c) ---- */
+struct fs_ring { /* w[i] = usage of window (win - i) */
+    double *w;
+    int64_t win;
+};
+int bs_fs_ring_init(struct fs_ring *r, int32_t depth);
+void bs_fs_ring_free(struct fs_ring *r);
+/* Adds amount to absolute window `window` (>= r->win - depth + 1). */
+void bs_fs_ring_add(struct fs_ring *r, int32_t depth, int64_t window, double amount);
+/* Sum of decay^age x usage over the kept windows, seen from window `now_win`. */
+double bs_fs_ring_decayed(const struct fs_ring *r, int32_t depth, int64_t now_win, double decay);
+
+/* ---- credentials (cred.c) ---- */
+struct cred {
+    char *name;
+    double priority, fstarget; /* fstarget NAN: none */
+    int32_t maxjob;            /* -1: no limit */
+    int64_t maxproc;
+    int32_t run_jobs;
+    int64_t run_procs;
+    struct fs_ring fs;
+    double fs_pct;      /* usage percent, valid when fs_stamp == engine's */
+    int64_t fs_stamp;
+};
+struct credtab {
+    struct cred *v;
+    int32_t n, cap;
+    struct strmap map;
+};
+
+/* ---- nodes, groups, pools, reservations, jobs ---- */
+struct bnode {
+    char *name;
+    struct batch_res cap;
+    int32_t cls;   /* class cred id, -1: any */
+    bool up;
+    int32_t job;   /* running job slot, -1 */
+    int32_t group; /* -1 when down */
+    int32_t gpos;  /* index in its group's node list */
+};
+
+struct bgroup {
+    int32_t cls;
+    struct batch_res cap;
+    int32_t *resv; /* reservation slots covering these nodes, ascending */
+    int32_t nresv;
+    int32_t *nodes;
+    int32_t nnodes;
+    uint64_t *busy; /* bit per position in nodes[]: running a job */
+};
+
+struct bpool {
+    int32_t resv;  /* reservation slot; -1: the general pool */
+    int64_t start, end;
+    int32_t ng;
+    int32_t *gid;  /* groups */
+    struct profile *base, *plan, *est; /* ng each */
+};
+
+struct bresv {
+    bool live;
+    char name[BATCH_NAME_MAX];
+    int64_t start, end;
+    int32_t *acl[BATCH_CRED_KINDS]; /* cred ids */
+    int32_t nacl[BATCH_CRED_KINDS];
+    uint64_t *jobs;
+    int32_t njobs;
+    int32_t *nodes;
+    int32_t nnodes;
+    int32_t tasks;
+    struct batch_res per_task;
+    int32_t pool;    /* pool index while it lasts, -1 otherwise */
+    int32_t running; /* jobs running inside it */
+};
+
+enum batch_reason {
+    R_NONE,
+    R_HOLD,
+    R_NEVER,
+    R_THROTTLE,
+    R_RESOURCES,
+    R_RESERVED,
+    R_BLOCKED,
+    R_NOFIT,
+    R_WAITRESV
+};
+
+struct bjob {
+    uint64_t id;
+    bool live;
+    bool hold, early_start;
+    enum batch_job_state state;
+    int32_t cred[BATCH_CRED_KINDS];
+    int32_t tasks;
+    struct batch_res per_task;
+    int32_t procs, nodes_min;
+    int64_t walltime, submit;
+    double upriority, prio;
+    int64_t start, end_est, charged;
+    int32_t *nodes;
+    int32_t nnodes;
+    int32_t resv; /* running inside this reservation slot, -1 */
+    int64_t estimate, reserved;
+    enum batch_reason reason;
+    uint8_t throttle_kind; /* which credential throttled it */
+    int32_t fit_epoch;     /* groups epoch of the cached fit data */
+    bool never;            /* larger than all compatible nodes */
+    int32_t gen_gi, gen_need; /* general pool: the only compatible group, or -1 */
+};
+
+struct plan_ent {
+    int32_t job, pool;
+    int64_t start, end;
+    int32_t off; /* node counts per pool group at pcnt[off .. off + ng) */
+};
+
+struct batch_engine {
+    struct batch_config cfg;
+    double weff[BATCH_NFACTORS];
+    int32_t active[BATCH_NFACTORS]; /* factors with a non-zero weight */
+    int32_t nactive;
+    struct credtab creds[BATCH_CRED_KINDS];
+    struct fs_ring fs_total;
+    int64_t fs_stamp;
+
+    struct bnode *nodes;
+    int32_t nnodes, capnodes;
+    struct strmap nodemap;
+
+    struct bgroup *groups;
+    int32_t ngroups;
+    int32_t gepoch;
+    bool groups_dirty;
+
+    struct bpool *pools;
+    int32_t npools;
+
+    struct bresv *resv;
+    int32_t nresv, capresv;
+    int64_t resv_seq;
+
+    struct bjob *jobs;
+    int32_t njobs, capjobs;
+    int32_t *freeslots;
+    int32_t nfree, capfree;
+    struct idmap jobmap;
+    int32_t live_jobs;
+
+    int32_t *queue; /* pending job slots, in last cycle's priority order */
+    int32_t nqueue, capqueue;
+    int32_t *running;
+    int32_t nrunning, caprunning;
+
+    struct plan_ent *plan; /* job reservations, in priority order */
+    int32_t nplan, capplan;
+    int32_t *pcnt;
+    int32_t npcnt, cappcnt;
+    bool plan_valid;
+    bool est_valid;
+
+    int64_t now;
+    uint64_t *started;
+    int32_t nstarted, capstarted;
+
+    /* scratch */
+    int32_t *scr_cnt; /* node counts per group of a pool */
+    int32_t *scr_k;   /* compatible group positions */
+    int32_t *scr_kpn;
+    int32_t capscr;
+    int64_t *drops; /* bestfit: profile drop times */
+    int32_t ndrops, capdrops;
+};
+
+/* cred.c */
+int32_t bs_cred_intern(struct batch_engine *e, enum batch_cred_kind k, const char *name);
+int32_t bs_cred_lookup(const struct batch_engine *e, enum batch_cred_kind k, const char *name);
+void bs_cred_free_all(struct batch_engine *e);
+
+/* engine.c */
+int32_t bs_engine_kpn(const struct batch_res *cap, const struct batch_res *task);
+bool bs_engine_group_ok(const struct batch_engine *e, const struct bgroup *g, const struct bjob *j);
+int bs_engine_regroup(struct batch_engine *e);
+int bs_engine_rebuild_base(struct batch_engine *e);
+struct bjob *bs_engine_job(const struct batch_engine *e, uint64_t id);
+void bs_engine_fit_refresh(struct batch_engine *e, struct bjob *j);
+bool bs_engine_admits(const struct batch_engine *e, const struct bresv *r, const struct bjob *j);
+int bs_engine_scratch(struct batch_engine *e, int32_t n);
+void bs_engine_charge(struct batch_engine *e, struct bjob *j, int64_t upto);
+
+/* plan.c */
+int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjob *j, int64_t t0,
+                       int64_t tmax, bool est, int32_t *cnt);
+int64_t bs_plan_earliest(struct batch_engine *e, const struct bjob *j, int64_t t0, int64_t tmax,
+                      bool est, int32_t *pool_out);
+int bs_plan_reserve(struct batch_engine *e, int32_t slot, int32_t pool, int64_t start);
+int bs_plan_est_reserve(struct batch_engine *e, int32_t slot, int32_t pool, int64_t start);
+void bs_plan_unreserve(struct batch_engine *e, int32_t idx);
+int bs_plan_start(struct batch_engine *e, int32_t slot, int32_t pool, const int32_t *cnt,
+               bool from_plan);
+int bs_plan_copy_base(struct batch_engine *e);
+void bs_plan_clear(struct batch_engine *e);
+int bs_plan_copy_est(struct batch_engine *e);
+void bs_plan_trim(struct batch_engine *e, int64_t now);
+int32_t bs_plan_free_now(const struct batch_engine *e);
+
+/* priority.c */
+void bs_prio_weights(struct batch_engine *e);
+double bs_prio_compute(struct batch_engine *e, const struct bjob *j, int64_t now,
+                    struct batch_prio *out);
+void bs_fs_charge(struct batch_engine *e, const struct bjob *j, int64_t t0, int64_t t1);
+double bs_fs_percent(struct batch_engine *e, struct cred *c, int64_t now);
+
+/* cycle.c */
+const char *bs_cycle_reason(enum batch_reason r, uint8_t kind);
+
+#endif

@@ -1,0 +1,392 @@
+/*
+ * profile.c - availability profile (see profile.h): a blocked, sorted array of
+ * (time, free) steps with per-block min/max and a lazy addend.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "roles/batch/profile.h"
+
+/* Recomputes b's min and max (without its lazy addend). */
+static void blk_fix(struct profile_block *b)
+{
+    int32_t mn = b->v[0], mx = b->v[0];
+    for (int32_t i = 1; i < b->n; i++) {
+        if (b->v[i] < mn)
+            mn = b->v[i];
+        if (b->v[i] > mx)
+            mx = b->v[i];
+    }
+    b->min = mn;
+    b->max = mx;
+}
+
+/* A block from the spare list or the heap; NULL on ENOMEM. */
+static struct profile_block *blk_get(struct profile *p)
+{
+    if (p->nspare > 0)
+        return p->spare[--p->nspare];
+    return malloc(sizeof(struct profile_block));
+}
+
+/* Returns b to the spare list (freeing it if the list cannot grow). */
+static void blk_put(struct profile *p, struct profile_block *b)
+{
+    if (p->nspare == p->capspare) {
+        int32_t nc = p->capspare ? p->capspare * 2 : 8;
+        void *ns = realloc(p->spare, (size_t)nc * sizeof *p->spare);
+        if (!ns) {
+            free(b);
+            return;
+        }
+        p->spare = ns;
+        p->capspare = nc;
+    }
+    p->spare[p->nspare++] = b;
+}
+
+/* Makes room for at least n block pointers; 0 or -1 (ENOMEM). */
+static int blk_reserve(struct profile *p, int32_t n)
+{
+    if (n <= p->capblk)
+        return 0;
+    int32_t nc = p->capblk ? p->capblk : 4;
+    while (nc < n)
+        nc *= 2;
+    void *nb = realloc(p->blk, (size_t)nc * sizeof *p->blk);
+    if (!nb) {
+        errno = ENOMEM;
+        return -1;
+    }
+    p->blk = nb;
+    p->capblk = nc;
+    return 0;
+}
+
+int bs_profile_reset(struct profile *p, int64_t origin, int32_t value)
+{
+    while (p->nblk > 1)
+        blk_put(p, p->blk[--p->nblk]);
+    if (p->nblk == 0) {
+        struct profile_block *b;
+        if (blk_reserve(p, 1) < 0 || !(b = blk_get(p))) {
+            errno = ENOMEM;
+            return -1;
+        }
+        p->blk[p->nblk++] = b;
+    }
+    struct profile_block *b = p->blk[0];
+    b->n = 1;
+    b->lazy = 0;
+    b->t[0] = origin;
+    b->v[0] = value;
+    b->min = b->max = value;
+    return 0;
+}
+
+void bs_profile_free(struct profile *p)
+{
+    for (int32_t i = 0; i < p->nblk; i++)
+        free(p->blk[i]);
+    for (int32_t i = 0; i < p->nspare; i++)
+        free(p->spare[i]);
+    free(p->blk);
+    free(p->spare);
+    memset(p, 0, sizeof *p);
+}
+
+int bs_profile_copy(struct profile *dst, const struct profile *src)
+{
+    if (blk_reserve(dst, src->nblk) < 0)
+        return -1;
+    while (dst->nblk > src->nblk)
+        blk_put(dst, dst->blk[--dst->nblk]);
+    while (dst->nblk < src->nblk) {
+        struct profile_block *b = blk_get(dst);
+        if (!b) {
+            errno = ENOMEM;
+            return -1;
+        }
+        dst->blk[dst->nblk++] = b;
+    }
+    for (int32_t k = 0; k < src->nblk; k++) {
+        const struct profile_block *s = src->blk[k];
+        struct profile_block *d = dst->blk[k];
+        d->n = s->n;
+        d->lazy = s->lazy;
+        d->min = s->min;
+        d->max = s->max;
+        memcpy(d->t, s->t, (size_t)s->n * sizeof s->t[0]);
+        memcpy(d->v, s->v, (size_t)s->n * sizeof s->v[0]);
+    }
+    return 0;
+}
+
+/* Finds the step holding time t: the last step whose start is <= t, or step
+ * (0,0) when t precedes the origin. */
+static void locate(const struct profile *p, int64_t t, int32_t *bi, int32_t *si)
+{
+    int32_t lo = 0, hi = p->nblk - 1;
+    while (lo < hi) {
+        int32_t mid = (lo + hi + 1) / 2;
+        if (p->blk[mid]->t[0] <= t)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    const struct profile_block *b = p->blk[lo];
+    int32_t l = 0, h = b->n - 1;
+    while (l < h) {
+        int32_t mid = (l + h + 1) / 2;
+        if (b->t[mid] <= t)
+            l = mid;
+        else
+            h = mid - 1;
+    }
+    *bi = lo;
+    *si = l;
+}
+
+/* Start time of the step after (bi, si), or PROFILE_INF after the last one. */
+static int64_t next_time(const struct profile *p, int32_t bi, int32_t si)
+{
+    const struct profile_block *b = p->blk[bi];
+    if (si + 1 < b->n)
+        return b->t[si + 1];
+    if (bi + 1 < p->nblk)
+        return p->blk[bi + 1]->t[0];
+    return PROFILE_INF;
+}
+
+/* Splits block bi in two halves; 0 or -1 (ENOMEM, nothing changed). */
+static int blk_split(struct profile *p, int32_t bi)
+{
+    if (blk_reserve(p, p->nblk + 1) < 0)
+        return -1;
+    struct profile_block *nb = blk_get(p);
+    if (!nb) {
+        errno = ENOMEM;
+        return -1;
+    }
+    struct profile_block *b = p->blk[bi];
+    int32_t keep = b->n / 2;
+    nb->n = b->n - keep;
+    nb->lazy = b->lazy;
+    memcpy(nb->t, b->t + keep, (size_t)nb->n * sizeof b->t[0]);
+    memcpy(nb->v, b->v + keep, (size_t)nb->n * sizeof b->v[0]);
+    b->n = keep;
+    blk_fix(b);
+    blk_fix(nb);
+    memmove(p->blk + bi + 2, p->blk + bi + 1, (size_t)(p->nblk - bi - 1) * sizeof *p->blk);
+    p->blk[bi + 1] = nb;
+    p->nblk++;
+    return 0;
+}
+
+/* Makes t a breakpoint (no-op if it is one or precedes the origin). 0 or -1. */
+static int split_at(struct profile *p, int64_t t)
+{
+    int32_t bi, si;
+    locate(p, t, &bi, &si);
+    struct profile_block *b = p->blk[bi];
+    if (b->t[si] >= t)
+        return 0;
+    if (b->n == PROFILE_BLOCK) {
+        if (blk_split(p, bi) < 0)
+            return -1;
+        if (si >= p->blk[bi]->n) {
+            si -= p->blk[bi]->n;
+            bi++;
+        }
+        b = p->blk[bi];
+    }
+    int32_t at = si + 1;
+    memmove(b->t + at + 1, b->t + at, (size_t)(b->n - at) * sizeof b->t[0]);
+    memmove(b->v + at + 1, b->v + at, (size_t)(b->n - at) * sizeof b->v[0]);
+    b->t[at] = t;
+    b->v[at] = b->v[si];
+    b->n++;
+    return 0;
+}
+
+/* Adds delta to steps [from, to) of block b and refreshes its min/max. */
+static void blk_add(struct profile_block *b, int32_t from, int32_t to, int32_t delta)
+{
+    if (from == 0 && to == b->n) {
+        b->lazy += delta;
+        return;
+    }
+    for (int32_t i = from; i < to; i++)
+        b->v[i] += delta;
+    blk_fix(b);
+}
+
+int bs_profile_add(struct profile *p, int64_t t0, int64_t t1, int32_t delta)
+{
+    int64_t origin = p->blk[0]->t[0];
+    if (t0 < origin)
+        t0 = origin;
+    if (t1 <= t0 || delta == 0)
+        return 0;
+    if (split_at(p, t0) < 0 || (t1 != PROFILE_INF && split_at(p, t1) < 0))
+        return -1; /* an extra breakpoint may remain; values are unchanged */
+    int32_t b0, i0, b1, i1;
+    locate(p, t0, &b0, &i0);
+    if (t1 == PROFILE_INF) {
+        b1 = p->nblk - 1;
+        i1 = p->blk[b1]->n;
+    } else {
+        locate(p, t1, &b1, &i1);
+    }
+    if (b0 == b1) {
+        blk_add(p->blk[b0], i0, i1, delta);
+        return 0;
+    }
+    blk_add(p->blk[b0], i0, p->blk[b0]->n, delta);
+    for (int32_t k = b0 + 1; k < b1; k++)
+        p->blk[k]->lazy += delta;
+    if (i1 > 0)
+        blk_add(p->blk[b1], 0, i1, delta);
+    return 0;
+}
+
+void bs_profile_trim(struct profile *p, int64_t now)
+{
+    int32_t bi, si;
+    locate(p, now, &bi, &si);
+    if (bi > 0) {
+        for (int32_t k = 0; k < bi; k++)
+            blk_put(p, p->blk[k]);
+        memmove(p->blk, p->blk + bi, (size_t)(p->nblk - bi) * sizeof *p->blk);
+        p->nblk -= bi;
+    }
+    struct profile_block *b = p->blk[0];
+    if (si > 0) {
+        memmove(b->t, b->t + si, (size_t)(b->n - si) * sizeof b->t[0]);
+        memmove(b->v, b->v + si, (size_t)(b->n - si) * sizeof b->v[0]);
+        b->n -= si;
+        blk_fix(b);
+    }
+    if (b->t[0] < now)
+        b->t[0] = now;
+}
+
+int32_t bs_profile_at(const struct profile *p, int64_t t)
+{
+    int32_t bi, si;
+    locate(p, t, &bi, &si);
+    return p->blk[bi]->v[si] + p->blk[bi]->lazy;
+}
+
+int32_t bs_profile_min(const struct profile *p, int64_t t0, int64_t t1)
+{
+    int32_t bi, si;
+    locate(p, t0, &bi, &si);
+    const struct profile_block *b = p->blk[bi];
+    int32_t m = b->v[si] + b->lazy;
+    for (si++;;) {
+        for (; si < b->n && b->t[si] < t1; si++)
+            if (b->v[si] + b->lazy < m)
+                m = b->v[si] + b->lazy;
+        if (si < b->n || ++bi == p->nblk)
+            return m;
+        b = p->blk[bi];
+        si = 0;
+        if (b->t[0] >= t1)
+            return m;
+        if (b->t[b->n - 1] < t1) { /* the whole block is inside the range */
+            if (b->min + b->lazy < m)
+                m = b->min + b->lazy;
+            si = b->n;
+        }
+    }
+}
+
+int64_t bs_profile_find(const struct profile *p, int64_t t0, int64_t tmax, int64_t len,
+                     int32_t need)
+{
+    int64_t origin = p->blk[0]->t[0];
+    if (t0 < origin)
+        t0 = origin;
+    if (t0 > tmax)
+        return PROFILE_INF;
+    int32_t bi, si;
+    locate(p, t0, &bi, &si);
+    int64_t cand = -1; /* -1: looking for a step with enough free */
+    for (;;) {
+        const struct profile_block *b = p->blk[bi];
+        if (cand < 0) {
+            if (si == 0 && b->max + b->lazy < need) {
+                if (++bi == p->nblk)
+                    return PROFILE_INF;
+                continue;
+            }
+            if (b->v[si] + b->lazy >= need) {
+                cand = b->t[si] > t0 ? b->t[si] : t0;
+                if (cand > tmax)
+                    return PROFILE_INF;
+            }
+        } else if (b->v[si] + b->lazy < need) {
+            cand = -1;
+        } else if (si == 0 && b->min + b->lazy >= need) {
+            si = b->n - 1; /* every step of the block fits: test its end */
+        }
+        if (cand >= 0) {
+            int64_t nt = next_time(p, bi, si);
+            if (nt == PROFILE_INF || nt - cand >= len)
+                return cand;
+        }
+        if (++si == b->n) {
+            si = 0;
+            if (++bi == p->nblk)
+                return PROFILE_INF;
+        }
+    }
+}
+
+int64_t bs_profile_next(const struct profile *p, int64_t t)
+{
+    int32_t bi, si;
+    locate(p, t, &bi, &si);
+    if (p->blk[bi]->t[si] > t) /* t precedes the origin */
+        return p->blk[bi]->t[si];
+    return next_time(p, bi, si);
+}
+
+int64_t bs_profile_origin(const struct profile *p)
+{
+    return p->blk[0]->t[0];
+}
+
+int32_t bs_profile_steps(const struct profile *p)
+{
+    int32_t n = 0;
+    for (int32_t k = 0; k < p->nblk; k++)
+        n += p->blk[k]->n;
+    return n;
+}
+
+void bs_profile_step(const struct profile *p, int32_t i, int64_t *t, int32_t *v)
+{
+    int32_t k = 0;
+    while (k < p->nblk - 1 && i >= p->blk[k]->n)
+        i -= p->blk[k++]->n;
+    *t = p->blk[k]->t[i];
+    *v = p->blk[k]->v[i] + p->blk[k]->lazy;
+}
+
+int32_t bs_profile_steps_from(const struct profile *p, int64_t from, int64_t *t, int32_t *v,
+                           int32_t max)
+{
+    int32_t bi, si, n = 0;
+    locate(p, from, &bi, &si);
+    for (; bi < p->nblk && n < max; bi++, si = 0) {
+        const struct profile_block *b = p->blk[bi];
+        for (; si < b->n && n < max; si++, n++) {
+            t[n] = b->t[si] < from ? from : b->t[si];
+            v[n] = b->v[si] + b->lazy;
+        }
+    }
+    return n;
+}
