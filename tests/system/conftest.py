@@ -349,7 +349,8 @@ class Rpc:
     @staticmethod
     def decode(data):
         import msgpack
-        return msgpack.unpackb(data, raw=False, strict_map_key=False)
+        return msgpack.unpackb(data, raw=False, strict_map_key=False,
+                               unicode_errors="surrogateescape")
 
     def call(self, t, timeout=None, **fields):
         """Sends request t (name or number) with fields; returns the reply map."""
