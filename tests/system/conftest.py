@@ -531,27 +531,32 @@ def cluster(cluster_factory):
 class Client(Proc):
     """A `gridnode client` process."""
 
-    def __init__(self, registry, binary, name, state_dir, server, sets, env, log):
+    def __init__(self, registry, binary, name, state_dir, server, sets, env, log, extra=()):
         self.name = name
         self.state_dir = Path(state_dir)
+        self.server = server
         args = [binary, "client", "--set", "client.server=%s" % server,
                 "--set", "client.state_dir=%s" % state_dir, "--set", "client.name=%s" % name]
-        for k, v in (sets or {}).items():
+        pairs = (sets or {}).items() if isinstance(sets, dict) else (sets or ())
+        for k, v in pairs:
             args += ["--set", "%s=%s" % (k, _ini(v))]
+        args += [str(a) for a in extra]
         super().__init__(registry, args, log, env=env)
         self.drain_stdout(self.log_path.with_suffix(".out"))
 
 
 @pytest.fixture
 def client_factory(procs, gridnode_bin, workdir):
-    """start(server, n=1, sets=None, env=None, prefix="node") -> [Client]: starts n
-    `gridnode client` processes named prefix1..prefixN, each with its own state dir
-    workdir/<name> and log workdir/<name>.log. `server` is a Cluster or an endpoint;
-    sets is a dict of extra --set pairs (any keys `gridnode client --help` lists),
-    or a function of the index returning one."""
+    """start(server, n=1, sets=None, env=None, prefix="node", args=()) -> [Client]:
+    starts n `gridnode client` processes named prefix1..prefixN (numbering goes on
+    across calls), each with its own state dir workdir/<name> and log
+    workdir/<name>.log (stdout in workdir/<name>.out). `server` is a Cluster or an
+    endpoint. sets: extra --set pairs (any keys `gridnode client --help` lists) as a
+    dict, a list of (key, value) pairs (for repeated keys), or a function of the
+    client's number returning either. args: more command-line arguments."""
     counter = itertools.count(1)
 
-    def start(server, n=1, sets=None, env=None, prefix="node"):
+    def start(server, n=1, sets=None, env=None, prefix="node", args=()):
         endpoint = server.endpoint if isinstance(server, Cluster) else str(server)
         out = []
         for _ in range(n):
@@ -559,7 +564,7 @@ def client_factory(procs, gridnode_bin, workdir):
             name = "%s%d" % (prefix, i)
             s = sets(i) if callable(sets) else sets
             out.append(Client(procs, gridnode_bin, name, workdir / name, endpoint, s, env,
-                              workdir / ("%s.log" % name)))
+                              workdir / ("%s.log" % name), extra=args))
         return out
 
     return start
