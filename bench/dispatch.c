@@ -352,8 +352,8 @@ static void report(struct bench *b)
     double rate = secs > 0 ? (double)b->results / secs : 0;
     fprintf(stderr, "dispatch: %ld results by %d clients in %.2f s (%ld round trips timed)\n",
             b->results, b->o.clients, secs, b->nlat);
-    printf("{\"bench\":\"dispatch\",\"tasks_per_s\":%.0f,\"p50_us\":%u,\"p99_us\":%u}\n", rate,
-           p50, p99);
+    printf("{\"bench\":\"dispatch\",\"tasks_per_s\":%.0f,\"p50_us\":%u,\"p99_us\":%u}\n", rate, p50,
+           p99);
     fflush(stdout);
 }
 

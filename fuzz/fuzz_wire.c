@@ -100,8 +100,8 @@ static void check_decode(const uint8_t *data, size_t size, bool want_request, in
     struct wire_msg m;
     struct wire_error e;
     if (wire_decode(data, size, want_request, &m, &e) < 0) {
-        if (e.code < WE_MALFORMED || e.code > WE_STATE || strnlen(e.text, sizeof e.text) ==
-                                                             sizeof e.text)
+        if (e.code < WE_MALFORMED || e.code > WE_STATE ||
+            strnlen(e.text, sizeof e.text) == sizeof e.text)
             die("bad wire_error", data, size);
         if (pre < 0 && (e.code != WE_MALFORMED || e.id != 0))
             die("refused by precheck but not MALFORMED", data, size);

@@ -27,9 +27,12 @@
 
 /* The cluster's tables, as cluster.c opens them. */
 static const struct store_table cluster_tables[] = {
-    {"jobs", STORE_KEY_U64},         {"tasks", STORE_KEY_U64_U32},
-    {"results", STORE_KEY_U64_U32},  {"dups", STORE_KEY_U64_U32_U32},
-    {"stdin", STORE_KEY_U64_U32},    {"nodes", STORE_KEY_STR},
+    {"jobs", STORE_KEY_U64},
+    {"tasks", STORE_KEY_U64_U32},
+    {"results", STORE_KEY_U64_U32},
+    {"dups", STORE_KEY_U64_U32_U32},
+    {"stdin", STORE_KEY_U64_U32},
+    {"nodes", STORE_KEY_STR},
     {NULL},
 };
 
@@ -177,8 +180,8 @@ static uint32_t issue(struct cluster *c, uint32_t ni, uint32_t want, struct tk *
         k->issue = (uint32_t)wire_get_u64(t, "issue", 0);
         k->argc = argv->via.array.size;
         for (uint32_t a = 0; a < k->argc && a < 3; a++)
-            snprintf(k->argv[a], sizeof k->argv[a], "%.*s", (int)argv->via.array.ptr[a].via.str.size,
-                     argv->via.array.ptr[a].via.str.ptr);
+            snprintf(k->argv[a], sizeof k->argv[a], "%.*s",
+                     (int)argv->via.array.ptr[a].via.str.size, argv->via.array.ptr[a].via.str.ptr);
         const void *in = wire_get_bin(t, "stdin", &k->stdin_len);
         if (in && k->stdin_len < sizeof k->stdin_data)
             memcpy(k->stdin_data, in, k->stdin_len);
@@ -227,7 +230,10 @@ static void short_waits(struct cluster *c)
     c->cfg.min_wait_s = 0;
 }
 
-static void let_expire(void) { usleep(30 * 1000); }
+static void let_expire(void)
+{
+    usleep(30 * 1000);
+}
 
 /* ---- pure functions ---- */
 
@@ -473,11 +479,11 @@ static void test_extend(void **state)
     short_waits(c);
     assert_int_equal(issue(c, a, 3, t), 3);
     int64_t before = j->tasks[0].expiry_ms;
-    tasks_extend(c, &c->nodes[a], j->id, 0, 1);             /* right node and issue */
-    tasks_extend(c, &c->nodes[b], j->id, 1, 1);             /* not b's task */
-    tasks_extend(c, &c->nodes[a], j->id, 2, 7);             /* not the current issue */
-    tasks_extend(c, &c->nodes[a], j->id + 1, 0, 1);         /* no such job */
-    tasks_extend(c, &c->nodes[a], j->id, 99, 1);            /* no such task */
+    tasks_extend(c, &c->nodes[a], j->id, 0, 1);     /* right node and issue */
+    tasks_extend(c, &c->nodes[b], j->id, 1, 1);     /* not b's task */
+    tasks_extend(c, &c->nodes[a], j->id, 2, 7);     /* not the current issue */
+    tasks_extend(c, &c->nodes[a], j->id + 1, 0, 1); /* no such job */
+    tasks_extend(c, &c->nodes[a], j->id, 99, 1);    /* no such task */
     int64_t want = wall_now_ms() + (int64_t)(c->cfg.hb_s * 1000 * c->cfg.k_wait);
     assert_true(j->tasks[0].expiry_ms > before);
     assert_true(j->tasks[0].expiry_ms >= want - 1000 && j->tasks[0].expiry_ms <= want);

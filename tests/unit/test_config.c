@@ -126,18 +126,19 @@ static void test_defaults(void **state)
 static void test_file(void **state)
 {
     struct fixture *f = *state;
-    int rc = load(f, "; a comment\n"
-                     "# another\n"
-                     "[main]\n"
-                     "name = hello world\n"
-                     "count=42\n"
-                     "ratio = 0.25\n"
-                     "flag = yes\n"
-                     "\n"
-                     "[store]\n"
-                     "mode = none\n"
-                     "path = /var/x ; inline comment\n"
-                     "big = -123456789\n",
+    int rc = load(f,
+                  "; a comment\n"
+                  "# another\n"
+                  "[main]\n"
+                  "name = hello world\n"
+                  "count=42\n"
+                  "ratio = 0.25\n"
+                  "flag = yes\n"
+                  "\n"
+                  "[store]\n"
+                  "mode = none\n"
+                  "path = /var/x ; inline comment\n"
+                  "big = -123456789\n",
                   0);
     if (rc)
         fail_msg("%s", f->err);
@@ -286,8 +287,8 @@ static void test_missing_file(void **state)
 {
     struct fixture *f = *state;
     memset(&f->cfg, 0, sizeof f->cfg);
-    int rc = config_load(keys, &f->cfg, "/nonexistent/gridnode.ini", NULL, 0, f->err,
-                         sizeof f->err);
+    int rc =
+        config_load(keys, &f->cfg, "/nonexistent/gridnode.ini", NULL, 0, f->err, sizeof f->err);
     expect_error(f, rc, "/nonexistent/gridnode.ini: cannot open");
     assert_non_null(strstr(f->err, "No such file"));
 }
@@ -369,16 +370,15 @@ static void test_print_reparses(void **state)
     struct tcfg back;
     char text[4096];
     for (int variant = 0; variant < 3; variant++) {
-        int rc = variant == 0   ? load(f, NULL, 0)
-                 : variant == 1 ? load(f, NULL, 6, "main.name=with spaces inside",
-                                       "main.count=99", "main.ratio=0.125", "main.flag=yes",
-                                       "store.mode=none", "store.big=-42")
-                                : load(f, NULL, 3, "store.path=/a/b;c#d", "store.any=1e-300",
-                                       "main.name=");
+        int rc = variant == 0 ? load(f, NULL, 0)
+                 : variant == 1
+                     ? load(f, NULL, 6, "main.name=with spaces inside", "main.count=99",
+                            "main.ratio=0.125", "main.flag=yes", "store.mode=none", "store.big=-42")
+                     : load(f, NULL, 3, "store.path=/a/b;c#d", "store.any=1e-300", "main.name=");
         assert_int_equal(rc, 0);
         if (print_reparse(f, &back, text, sizeof text) < 0)
-            fail_msg("variant %d: printed configuration does not parse: %s\n%s", variant,
-                     f->err, text);
+            fail_msg("variant %d: printed configuration does not parse: %s\n%s", variant, f->err,
+                     text);
         expect_same(&f->cfg, &back);
     }
     assert_non_null(strstr(text, "[main]\n; a name (default: default-name)\nname = \n"));

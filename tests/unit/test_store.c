@@ -441,7 +441,8 @@ static void test_reopen_small_map(void **state)
     f->s = open_role(f, "test", MIB, false);
     if (!f->s && strstr(f->err, "MDB_MAP_FULL")) {
         printf("test_store: KNOWN BUG: reopening a store whose data exceeds map_size fails "
-               "(%s)\n", f->err);
+               "(%s)\n",
+               f->err);
         skip();
     }
     if (!f->s)
@@ -562,8 +563,7 @@ static void test_readonly_beside_writer(void **state)
     }
     if (ok) {
         assert_string_equal(store_role(f->s), "writer");
-        assert_int_equal(store_table_keyfmt(f->s, store_table(f->s, "pairs")),
-                         STORE_KEY_U64_U32);
+        assert_int_equal(store_table_keyfmt(f->s, store_table(f->s, "pairs")), STORE_KEY_U64_U32);
         assert_int_equal(store_table_keyfmt(f->s, store_table(f->s, "items")), STORE_KEY_U64);
         assert_int_equal(get_u64(f->s, store_table(f->s, "items"), 1, "hello"), 0);
         uint8_t key[8] = {0};

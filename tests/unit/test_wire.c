@@ -30,26 +30,41 @@ struct mut {
     const char *key;
     bool omit;
     void (*pack)(struct wire_buf *wb, const struct mut *m); /* replacement value */
-    uint64_t n;                                               /* argument of pack */
-    const struct wire_field *f;                               /* the field replaced */
+    uint64_t n;                                             /* argument of pack */
+    const struct wire_field *f;                             /* the field replaced */
 };
 
 static void pack_map_fields(struct wire_buf *wb, const struct wire_field *fields,
                             bool required_only, const struct mut *mu);
 
-static uint64_t valid_uint(uint64_t max) { return max && max < 7 ? max : 7; }
+static uint64_t valid_uint(uint64_t max)
+{
+    return max && max < 7 ? max : 7;
+}
 
 /* Packs one valid value of type t (no key). */
 static void pack_valid(struct wire_buf *wb, enum wire_ftype t, uint64_t max, enum wire_ftype elem,
                        const struct wire_field *ef, bool required_only, const struct mut *mu)
 {
     switch (t) {
-    case WF_UINT: wire_pack_u64(wb, valid_uint(max)); break;
-    case WF_INT: msgpack_pack_int64(&wb->pk, -7); break;
-    case WF_FLOAT: msgpack_pack_double(&wb->pk, 2.5); break;
-    case WF_BOOL: msgpack_pack_true(&wb->pk); break;
-    case WF_STR: wire_pack_strn(wb, "hello", max && max < 5 ? max : 5); break;
-    case WF_BIN: wire_pack_bin(wb, "\0\1\2", 3); break;
+    case WF_UINT:
+        wire_pack_u64(wb, valid_uint(max));
+        break;
+    case WF_INT:
+        msgpack_pack_int64(&wb->pk, -7);
+        break;
+    case WF_FLOAT:
+        msgpack_pack_double(&wb->pk, 2.5);
+        break;
+    case WF_BOOL:
+        msgpack_pack_true(&wb->pk);
+        break;
+    case WF_STR:
+        wire_pack_strn(wb, "hello", max && max < 5 ? max : 5);
+        break;
+    case WF_BIN:
+        wire_pack_bin(wb, "\0\1\2", 3);
+        break;
     case WF_ARRAY:
         wire_pack_array(wb, 2);
         for (int i = 0; i < 2; i++)
@@ -334,17 +349,38 @@ enum kind { K_POS, K_NEG, K_BIGU, K_F64, K_F32, K_BOOL, K_STR, K_BIN, K_ARR, K_M
 static void pack_kind(struct wire_buf *wb, const struct mut *m)
 {
     switch ((enum kind)m->n) {
-    case K_POS: wire_pack_u64(wb, 3); break;
-    case K_NEG: msgpack_pack_int64(&wb->pk, -3); break;
-    case K_BIGU: wire_pack_u64(wb, UINT64_MAX); break;
-    case K_F64: msgpack_pack_double(&wb->pk, 0.5); break;
-    case K_F32: msgpack_pack_float(&wb->pk, 0.5f); break;
-    case K_BOOL: msgpack_pack_false(&wb->pk); break;
-    case K_STR: wire_pack_str(wb, "x"); break;
-    case K_BIN: wire_pack_bin(wb, "x", 1); break;
-    case K_ARR: wire_pack_array(wb, 0); break;
-    case K_MAP: wire_pack_map(wb, 0); break;
-    case K_NKINDS: break;
+    case K_POS:
+        wire_pack_u64(wb, 3);
+        break;
+    case K_NEG:
+        msgpack_pack_int64(&wb->pk, -3);
+        break;
+    case K_BIGU:
+        wire_pack_u64(wb, UINT64_MAX);
+        break;
+    case K_F64:
+        msgpack_pack_double(&wb->pk, 0.5);
+        break;
+    case K_F32:
+        msgpack_pack_float(&wb->pk, 0.5f);
+        break;
+    case K_BOOL:
+        msgpack_pack_false(&wb->pk);
+        break;
+    case K_STR:
+        wire_pack_str(wb, "x");
+        break;
+    case K_BIN:
+        wire_pack_bin(wb, "x", 1);
+        break;
+    case K_ARR:
+        wire_pack_array(wb, 0);
+        break;
+    case K_MAP:
+        wire_pack_map(wb, 0);
+        break;
+    case K_NKINDS:
+        break;
     }
 }
 
@@ -360,14 +396,22 @@ static bool has_required(const struct wire_field *fields)
 static bool kind_ok(const struct wire_field *f, enum kind k)
 {
     switch (f->type) {
-    case WF_UINT: return k == K_POS || (k == K_BIGU && f->max == 0);
-    case WF_INT: return k == K_POS || k == K_NEG;
-    case WF_FLOAT: return k <= K_F32;
-    case WF_BOOL: return k == K_BOOL;
-    case WF_STR: return k == K_STR;
-    case WF_BIN: return k == K_BIN;
-    case WF_ARRAY: return k == K_ARR;
-    case WF_MAP: return k == K_MAP && !has_required(f->elem_fields);
+    case WF_UINT:
+        return k == K_POS || (k == K_BIGU && f->max == 0);
+    case WF_INT:
+        return k == K_POS || k == K_NEG;
+    case WF_FLOAT:
+        return k <= K_F32;
+    case WF_BOOL:
+        return k == K_BOOL;
+    case WF_STR:
+        return k == K_STR;
+    case WF_BIN:
+        return k == K_BIN;
+    case WF_ARRAY:
+        return k == K_ARR;
+    case WF_MAP:
+        return k == K_MAP && !has_required(f->elem_fields);
     }
     return false;
 }
@@ -406,7 +450,9 @@ static void pack_sized(struct wire_buf *wb, const struct mut *m)
 {
     const struct wire_field *f = m->f;
     switch (f->type) {
-    case WF_UINT: wire_pack_u64(wb, m->n); break;
+    case WF_UINT:
+        wire_pack_u64(wb, m->n);
+        break;
     case WF_STR:
     case WF_BIN: {
         char *s = malloc(m->n + 1);
@@ -433,19 +479,26 @@ static void pack_sized(struct wire_buf *wb, const struct mut *m)
             wire_pack_u64(wb, i);
         }
         break;
-    default: break;
+    default:
+        break;
     }
 }
 
 static uint64_t field_cap(const struct wire_field *f)
 {
     switch (f->type) {
-    case WF_UINT: return f->max;
-    case WF_STR: return f->max ? f->max : DEFAULT_STR_CAP;
-    case WF_BIN: return f->max ? f->max : DEFAULT_BIN_CAP;
-    case WF_ARRAY: return f->max ? f->max : DEFAULT_ARRAY_CAP;
-    case WF_MAP: return f->elem_fields ? 0 : f->max;
-    default: return 0;
+    case WF_UINT:
+        return f->max;
+    case WF_STR:
+        return f->max ? f->max : DEFAULT_STR_CAP;
+    case WF_BIN:
+        return f->max ? f->max : DEFAULT_BIN_CAP;
+    case WF_ARRAY:
+        return f->max ? f->max : DEFAULT_ARRAY_CAP;
+    case WF_MAP:
+        return f->elem_fields ? 0 : f->max;
+    default:
+        return 0;
     }
 }
 
@@ -523,8 +576,10 @@ static void pack_results(struct wire_buf *wb, const struct mut *m)
     wire_pack_array(wb, 2);
     pack_valid(wb, WF_MAP, 0, WF_MAP, rf, true, NULL);
     switch (m->n) {
-    case 0: wire_pack_u64(wb, 5); break; /* not a map */
-    case 1: /* a non-string key */
+    case 0:
+        wire_pack_u64(wb, 5);
+        break; /* not a map */
+    case 1:    /* a non-string key */
         wire_pack_map(wb, 1);
         wire_pack_u64(wb, 1);
         wire_pack_u64(wb, 2);
@@ -578,10 +633,18 @@ struct env {
 static void pack_env_val(struct wire_buf *wb, int kind, uint64_t val)
 {
     switch (kind) {
-    case 1: wire_pack_u64(wb, val); break;
-    case 2: wire_pack_str(wb, "1"); break;
-    case 3: msgpack_pack_int64(&wb->pk, -1); break;
-    case 4: msgpack_pack_double(&wb->pk, (double)val); break;
+    case 1:
+        wire_pack_u64(wb, val);
+        break;
+    case 2:
+        wire_pack_str(wb, "1");
+        break;
+    case 3:
+        msgpack_pack_int64(&wb->pk, -1);
+        break;
+    case 4:
+        msgpack_pack_double(&wb->pk, (double)val);
+        break;
     }
 }
 
@@ -648,8 +711,7 @@ static void test_envelope(void **state)
             continue;
         }
         if (rc == 0 || e.code != cases[i].code)
-            fail_msg("case %zu: rc %d code %d (%s), want %d", i, rc, e.code, e.text,
-                     cases[i].code);
+            fail_msg("case %zu: rc %d code %d (%s), want %d", i, rc, e.code, e.text, cases[i].code);
         assert_int_equal(e.id, cases[i].id);
         assert_true(strlen(e.text) > 0);
     }
@@ -849,19 +911,34 @@ static uint64_t rnd(void)
     rng_state ^= rng_state >> 27;
     return rng_state * 2685821657736338717ull;
 }
-static uint32_t rndn(uint32_t n) { return (uint32_t)(rnd() % n); }
+static uint32_t rndn(uint32_t n)
+{
+    return (uint32_t)(rnd() % n);
+}
 
 /* Packs a random object; depth may go past msgpack-c's 32 on purpose. */
 static void pack_random(msgpack_packer *pk, int depth)
 {
     uint32_t k = rndn(depth > 40 ? 9 : 12);
     switch (k) {
-    case 0: msgpack_pack_nil(pk); break;
-    case 1: msgpack_pack_true(pk); break;
-    case 2: msgpack_pack_uint64(pk, rnd() >> rndn(64)); break;
-    case 3: msgpack_pack_int64(pk, -(int64_t)(rnd() >> (rndn(63) + 1)) - 1); break;
-    case 4: msgpack_pack_double(pk, 1.5); break;
-    case 5: msgpack_pack_float(pk, 2.5f); break;
+    case 0:
+        msgpack_pack_nil(pk);
+        break;
+    case 1:
+        msgpack_pack_true(pk);
+        break;
+    case 2:
+        msgpack_pack_uint64(pk, rnd() >> rndn(64));
+        break;
+    case 3:
+        msgpack_pack_int64(pk, -(int64_t)(rnd() >> (rndn(63) + 1)) - 1);
+        break;
+    case 4:
+        msgpack_pack_double(pk, 1.5);
+        break;
+    case 5:
+        msgpack_pack_float(pk, 2.5f);
+        break;
     case 6:
     case 7: {
         char s[300];
@@ -957,8 +1034,7 @@ static uint64_t test_seed(void)
     uint64_t seed = s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL) ^ (uint64_t)clock();
     if (seed == 0)
         seed = 1;
-    printf("test_wire: random seed %llu (set GRIDNODE_SEED to repeat)\n",
-           (unsigned long long)seed);
+    printf("test_wire: random seed %llu (set GRIDNODE_SEED to repeat)\n", (unsigned long long)seed);
     return seed;
 }
 
@@ -988,10 +1064,18 @@ static void test_precheck_differential(void **state)
             n = sb.size < sizeof buf - 8 ? sb.size : sizeof buf - 8;
             memcpy(buf, sb.data, n);
             switch (rndn(6)) {
-            case 0: n = n ? rndn((uint32_t)n) : 0; break;        /* truncate */
-            case 1: if (n) buf[rndn((uint32_t)n)] = (uint8_t)rnd(); break; /* flip */
-            case 2: buf[n++] = (uint8_t)rnd(); break;            /* append */
-            default: break;                                      /* intact */
+            case 0:
+                n = n ? rndn((uint32_t)n) : 0;
+                break; /* truncate */
+            case 1:
+                if (n)
+                    buf[rndn((uint32_t)n)] = (uint8_t)rnd();
+                break; /* flip */
+            case 2:
+                buf[n++] = (uint8_t)rnd();
+                break; /* append */
+            default:
+                break; /* intact */
             }
         }
         uint8_t *p = malloc(n ? n : 1); /* exact size: ASan catches over-reads */
