@@ -1,4 +1,188 @@
-/* job.c - temporary until the command lands in this session. */
+/* job.c - `gridnode job ID`: one job's status and its tasks' results. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd/cli.h"
 #include "cmd/cmd.h"
-int cmd_job(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "gridnode job: not built yet\n"); return 1; }
+
+static const char usage[] =
+    "usage: gridnode job [options] JOB\n"
+    "\n"
+    "Shows a job's status and a table of its tasks (state, exit status, times, node).\n"
+    "  --output            also print each finished task's stdout and stderr\n"
+    "  --summary           only the job's status line\n"
+    "  --from I            first task shown (default 0)\n"
+    "  --count N           tasks shown (default 1000)\n"
+    "  --wait              poll until the job is done or cancelled, with progress on\n"
+    "                      stderr; exit status 0 only if every task succeeded\n";
+
+/* Requests JOB_GET; 0 with r filled, else the exit status. */
+static int fetch(struct cli *c, uint64_t job, bool tasks, bool output, uint64_t from,
+                 uint64_t count, struct cli_reply *r)
+{
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    wire_begin(&wb, WT_JOB_GET, 1, tasks ? 5 : 1);
+    wire_put_u64(&wb, "job", job);
+    if (tasks) {
+        wire_put_bool(&wb, "tasks", true);
+        wire_put_bool(&wb, "output", output);
+        wire_put_u64(&wb, "from", from);
+        wire_put_u64(&wb, "count", count);
+    }
+    int rc = cli_call(c, &wb, 1, r);
+    wire_buf_free(&wb);
+    return rc == 0 ? 0 : 1;
+}
+
+static void print_summary(const msgpack_object *j)
+{
+    char state[16], name[64], t1[32], t2[32];
+    wire_get_strbuf(j, "state", state, sizeof state);
+    wire_get_strbuf(j, "name", name, sizeof name);
+    printf("job %llu%s%s: %s, %llu tasks: %llu done (%llu failed), %llu running, %llu "
+           "duplicates\nsubmitted %s, finished %s\n",
+           (unsigned long long)wire_get_u64(j, "job", 0), name[0] ? " " : "", name, state,
+           (unsigned long long)wire_get_u64(j, "ntasks", 0),
+           (unsigned long long)wire_get_u64(j, "done", 0),
+           (unsigned long long)wire_get_u64(j, "failed", 0),
+           (unsigned long long)wire_get_u64(j, "running", 0),
+           (unsigned long long)wire_get_u64(j, "dups", 0),
+           cli_time(wire_get_i64(j, "submitted", 0), t1, sizeof t1),
+           cli_time(wire_get_i64(j, "finished", 0), t2, sizeof t2));
+}
+
+static void print_bytes(const char *label, const msgpack_object *t, const char *key,
+                        const char *trunc)
+{
+    size_t n;
+    const void *p = wire_get_bin(t, key, &n);
+    if (!p || n == 0)
+        return;
+    printf("  %s:\n", label);
+    fwrite(p, 1, n, stdout);
+    if (((const char *)p)[n - 1] != '\n')
+        putchar('\n');
+    if (wire_get_bool(t, trunc, false))
+        printf("  [%s truncated by the client]\n", label);
+}
+
+static void print_tasks(const msgpack_object *tasks, bool output)
+{
+    printf("\n%6s  %-8s %6s %5s %4s %8s %8s  %s\n", "TASK", "STATE", "ISSUES", "EXIT", "SIG",
+           "CPU_S", "WALL_S", "NODE / NOTE");
+    for (uint32_t i = 0; i < tasks->via.array.size; i++) {
+        const msgpack_object *t = &tasks->via.array.ptr[i];
+        char state[12], node[40], err[120];
+        wire_get_strbuf(t, "state", state, sizeof state);
+        wire_get_strbuf(t, "node", node, sizeof node);
+        wire_get_strbuf(t, "error", err, sizeof err);
+        bool has = wire_get(t, "exit") != NULL;
+        char ex[16] = "-", sg[8] = "-", cpu[16] = "-", wall[16] = "-";
+        if (has) {
+            snprintf(ex, sizeof ex, "%lld", (long long)wire_get_i64(t, "exit", -1));
+            snprintf(sg, sizeof sg, "%llu", (unsigned long long)wire_get_u64(t, "signal", 0));
+            snprintf(cpu, sizeof cpu, "%.2f", wire_get_f64(t, "cpu_s", 0));
+            snprintf(wall, sizeof wall, "%.2f", wire_get_f64(t, "wall_s", 0));
+        }
+        printf("%6llu  %-8s %6llu %5s %4s %8s %8s  %s%s%s\n",
+               (unsigned long long)wire_get_u64(t, "idx", 0), state,
+               (unsigned long long)wire_get_u64(t, "issues", 0), ex, sg, cpu, wall,
+               node[0] ? node : "", wire_get_bool(t, "timeout", false) ? " (timed out)" : "",
+               err[0] ? err : "");
+        if (output) {
+            print_bytes("stdout", t, "stdout", "out_trunc");
+            print_bytes("stderr", t, "stderr", "err_trunc");
+        }
+    }
+}
+
+int cmd_job_wait(struct cli *c, uint64_t job)
+{
+    bool tty = isatty(2);
+    for (;;) {
+        struct cli_reply r;
+        if (fetch(c, job, false, false, 0, 0, &r) != 0)
+            return 1;
+        const msgpack_object *j = wire_get(r.msg.root, "job");
+        char state[16];
+        wire_get_strbuf(j, "state", state, sizeof state);
+        uint64_t n = wire_get_u64(j, "ntasks", 0), done = wire_get_u64(j, "done", 0);
+        uint64_t failed = wire_get_u64(j, "failed", 0), run = wire_get_u64(j, "running", 0);
+        int width = 30, fill = n ? (int)(done * (uint64_t)width / n) : width;
+        fprintf(stderr, "%sjob %llu [%.*s%*s] %llu/%llu done, %llu failed, %llu running%s",
+                tty ? "\r" : "", (unsigned long long)job, fill,
+                "##############################", width - fill, "", (unsigned long long)done,
+                (unsigned long long)n, (unsigned long long)failed, (unsigned long long)run,
+                tty ? "   " : "\n");
+        cli_reply_free(&r);
+        if (!strcmp(state, "done") || !strcmp(state, "cancelled")) {
+            fprintf(stderr, "%sjob %llu %s\n", tty ? "\n" : "", (unsigned long long)job, state);
+            return !strcmp(state, "done") && failed == 0 ? 0 : 1;
+        }
+        usleep(tty ? 250000 : 1000000);
+    }
+}
+
+int cmd_job(int argc, char **argv)
+{
+    struct cli c;
+    struct cli_reply r;
+    bool output = false, wait = false, summary = false;
+    uint64_t job = 0, from = 0, count = 1000;
+    const char *id = NULL;
+    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("%s%s", usage, cli_common_help());
+        return 0;
+    }
+    if (cli_common(&c, "gridnode job", &argc, argv) < 0)
+        return 2;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--output"))
+            output = true;
+        else if (!strcmp(argv[i], "--wait"))
+            wait = true;
+        else if (!strcmp(argv[i], "--summary"))
+            summary = true;
+        else if (!strcmp(argv[i], "--from") && i + 1 < argc) {
+            if (cli_u64(&c, "--from", argv[++i], &from) < 0)
+                return 2;
+        } else if (!strcmp(argv[i], "--count") && i + 1 < argc) {
+            if (cli_u64(&c, "--count", argv[++i], &count) < 0)
+                return 2;
+        } else if (!id && argv[i][0] != '-')
+            id = argv[i];
+        else {
+            fprintf(stderr, "%s: unexpected argument '%s'\n%s", c.prog, argv[i], usage);
+            return 2;
+        }
+    }
+    if (!id) {
+        fprintf(stderr, "%s: give a job id (gridnode jobs lists them)\n%s", c.prog, usage);
+        return 2;
+    }
+    if (cli_u64(&c, "JOB", id, &job) < 0)
+        return 2;
+    if (count > 100000)
+        count = 100000;
+    if (wait && cmd_job_wait(&c, job) != 0 && summary)
+        return 1;
+    if (fetch(&c, job, !summary, output, from, count, &r) != 0)
+        return 1;
+    const msgpack_object *j = wire_get(r.msg.root, "job"), *tasks = wire_get(r.msg.root, "tasks");
+    if (c.json) {
+        cli_print_json(r.msg.root);
+    } else {
+        print_summary(j);
+        if (tasks)
+            print_tasks(tasks, output);
+    }
+    int rc = wait && (wire_get_u64(j, "failed", 0) > 0 ||
+                      wire_get_u64(j, "done", 0) < wire_get_u64(j, "ntasks", 0))
+                 ? 1
+                 : 0;
+    cli_reply_free(&r);
+    return rc;
+}

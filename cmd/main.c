@@ -22,6 +22,7 @@ static const struct command commands[] = {
     {"cancel", cmd_cancel, "cancel a job"},
     {"nodes", cmd_nodes, "list the nodes known to a cluster manager"},
     {"dump", cmd_dump, "print a role's stored state (works while it runs)"},
+    {"batch", cmd_batch, "batch scheduler (Maui-like); --simulate replays a workload trace"},
 };
 
 static void usage(FILE *out)

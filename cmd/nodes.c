@@ -1,4 +1,68 @@
-/* nodes.c - temporary until the command lands in this session. */
+/* nodes.c - `gridnode nodes`: the node table of a cluster manager (X2). */
 #include <stdio.h>
+#include <string.h>
+
+#include "cmd/cli.h"
 #include "cmd/cmd.h"
-int cmd_nodes(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "gridnode nodes: not built yet\n"); return 1; }
+#include "lib/loop.h"
+
+static const char usage[] =
+    "usage: gridnode nodes [options]\n\nLists the nodes known to the cluster manager: "
+    "activity, slots, tasks running,\nresults returned, measured seconds per work unit, last "
+    "contact.\n";
+
+int cmd_nodes(int argc, char **argv)
+{
+    struct cli c;
+    struct wire_buf wb;
+    struct cli_reply r;
+    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("%s%s", usage, cli_common_help());
+        return 0;
+    }
+    if (cli_common(&c, "gridnode nodes", &argc, argv) < 0)
+        return 2;
+    if (argc > 1) {
+        fprintf(stderr, "%s: unexpected argument '%s'\n%s", c.prog, argv[1], usage);
+        return 2;
+    }
+    wire_buf_init(&wb);
+    wire_begin(&wb, WT_NODE_LIST, 1, 0);
+    int rc = cli_call(&c, &wb, 1, &r);
+    wire_buf_free(&wb);
+    if (rc != 0)
+        return 1;
+    const msgpack_object *nodes = wire_get(r.msg.root, "nodes");
+    if (c.json) {
+        cli_print_json(nodes);
+    } else {
+        int64_t now = wall_now_ms();
+        printf("%-14s %-10s %-16s %-6s %5s %5s %7s %8s %8s  %s\n", "NODE", "CLUSTER", "IP",
+               "ACTIVE", "SLOTS", "MHZ", "RUNNING", "RESULTS", "S/UNIT", "LAST SEEN");
+        for (uint32_t i = 0; i < nodes->via.array.size; i++) {
+            const msgpack_object *n = &nodes->via.array.ptr[i];
+            char name[15], cl[11], ip[17];
+            wire_get_strbuf(n, "node", name, sizeof name);
+            wire_get_strbuf(n, "cluster", cl, sizeof cl);
+            wire_get_strbuf(n, "ip", ip, sizeof ip);
+            double spu = wire_get_f64(n, "spu", 0);
+            char spus[16];
+            if (spu > 0)
+                snprintf(spus, sizeof spus, "%.3f", spu);
+            else
+                snprintf(spus, sizeof spus, "-");
+            printf("%-14s %-10s %-16s %-6s %5llu %5llu %7llu %8llu %8s  %.0f s ago\n", name,
+                   cl[0] ? cl : "-", ip[0] ? ip : "-",
+                   wire_get_bool(n, "active", false) ? "yes" : "no",
+                   (unsigned long long)wire_get_u64(n, "slots", 0),
+                   (unsigned long long)wire_get_u64(n, "mhz", 0),
+                   (unsigned long long)wire_get_u64(n, "running", 0),
+                   (unsigned long long)wire_get_u64(n, "results", 0), spus,
+                   (double)(now - wire_get_i64(n, "last", now)) / 1000.0);
+        }
+        if (nodes->via.array.size == 0)
+            printf("(no nodes yet; start one with gridnode client)\n");
+    }
+    cli_reply_free(&r);
+    return 0;
+}

@@ -1,4 +1,185 @@
-/* submit.c - temporary until the command lands in this session. */
+/* submit.c - `gridnode submit`: send a job (a bag of N tasks) to a cluster manager. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/cli.h"
 #include "cmd/cmd.h"
-int cmd_submit(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "gridnode submit: not built yet\n"); return 1; }
+#include "roles/cluster/app.h"
+
+static const char usage[] =
+    "usage: gridnode submit [options] [--] PROGRAM [ARGS...]\n"
+    "\n"
+    "Submits a job of N tasks. In PROGRAM and ARGS, {i} becomes the task index\n"
+    "(0..N-1), {n} the task count and {job} the job id. Prints the job id.\n"
+    "  -n, --tasks N          number of tasks (default 1)\n"
+    "  --name NAME            job name\n"
+    "  --user USER            owner (default $USER)\n"
+    "  --shell                run PROGRAM as a /bin/sh -c script (ARGS become $0, $1..)\n"
+    "  --complexity X         relative work per task, for re-issue estimates (default 1)\n"
+    "  --limit SECONDS        wall-clock limit per task (default: the cluster's)\n"
+    "  --stdin PATTERN        task i reads the file PATTERN with {i} expanded\n"
+    "  --wait                 wait for the job to end (like `gridnode job ID --wait`)\n";
+
+struct submit_opts {
+    uint64_t ntasks, limit;
+    double complexity;
+    const char *name, *user, *stdin_pattern;
+    bool shell, wait, has_limit;
+    char **argv;
+    int argc;
+};
+
+static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->ntasks = 1;
+    o->complexity = 1;
+    o->user = getenv("USER");
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
+        } else if ((!strcmp(a, "-n") || !strcmp(a, "--tasks")) && v) {
+            if (cli_u64(c, "--tasks", argv[++i], &o->ntasks) < 0)
+                return -1;
+        } else if (!strcmp(a, "--name") && v) {
+            o->name = argv[++i];
+        } else if (!strcmp(a, "--user") && v) {
+            o->user = argv[++i];
+        } else if (!strcmp(a, "--stdin") && v) {
+            o->stdin_pattern = argv[++i];
+        } else if (!strcmp(a, "--limit") && v) {
+            if (cli_u64(c, "--limit", argv[++i], &o->limit) < 0)
+                return -1;
+            o->has_limit = true;
+        } else if (!strcmp(a, "--complexity") && v) {
+            char *end;
+            o->complexity = strtod(argv[++i], &end);
+            if (*end || !(o->complexity > 0)) {
+                fprintf(stderr, "%s: --complexity must be a positive number\n", c->prog);
+                return -1;
+            }
+        } else if (!strcmp(a, "--shell")) {
+            o->shell = true;
+        } else if (!strcmp(a, "--wait")) {
+            o->wait = true;
+        } else {
+            fprintf(stderr, "%s: unknown option '%s'\n%s", c->prog, a, usage);
+            return -1;
+        }
+    }
+    o->argv = argv + i;
+    o->argc = argc - i;
+    if (o->argc == 0) {
+        fprintf(stderr, "%s: no program given\n%s", c->prog, usage);
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads the whole file into *buf; 0 or -1 with errno. */
+static int read_file(const char *path, char **buf, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    size_t cap = 4096, n = 0;
+    char *b = malloc(cap);
+    if (!f || !b) {
+        if (f)
+            fclose(f);
+        free(b);
+        return -1;
+    }
+    size_t r;
+    while ((r = fread(b + n, 1, cap - n, f)) > 0) {
+        n += r;
+        if (n == cap) {
+            char *nb = realloc(b, cap *= 2);
+            if (!nb) {
+                free(b);
+                fclose(f);
+                return -1;
+            }
+            b = nb;
+        }
+    }
+    fclose(f);
+    *buf = b;
+    *len = n;
+    return 0;
+}
+
+/* Appends one stdin per task to wb; -1 (printed) when a file cannot be read. */
+static int pack_stdin(struct cli *c, const struct submit_opts *o, struct wire_buf *wb)
+{
+    wire_put_key(wb, "stdin");
+    wire_pack_array(wb, (uint32_t)o->ntasks);
+    for (uint64_t i = 0; i < o->ntasks; i++) {
+        char *path = app_expand(o->stdin_pattern, 0, (uint32_t)i, (uint32_t)o->ntasks), *buf;
+        size_t len;
+        if (!path || read_file(path, &buf, &len) < 0) {
+            fprintf(stderr, "%s: cannot read stdin of task %llu from '%s': %s\n", c->prog,
+                    (unsigned long long)i, path ? path : o->stdin_pattern, strerror(errno));
+            free(path);
+            return -1;
+        }
+        wire_pack_bin(wb, buf, len);
+        free(buf);
+        free(path);
+    }
+    return 0;
+}
+
+int cmd_submit(int argc, char **argv)
+{
+    struct cli c;
+    struct submit_opts o;
+    struct wire_buf wb;
+    struct cli_reply r;
+    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("%s%s", usage, cli_common_help());
+        return 0;
+    }
+    if (cli_common(&c, "gridnode submit", &argc, argv) < 0 || parse(&c, argc, argv, &o) < 0)
+        return 2;
+    if (o.ntasks == 0 || o.ntasks > 10000000 || (o.stdin_pattern && o.ntasks > 100000)) {
+        fprintf(stderr, "%s: --tasks must be 1..10000000 (1..100000 with --stdin)\n", c.prog);
+        return 2;
+    }
+    wire_buf_init(&wb);
+    uint32_t nf = 4 + (o.name != NULL) + (o.user != NULL) + o.has_limit + (o.stdin_pattern != NULL);
+    wire_begin(&wb, WT_SUBMIT, 1, nf);
+    wire_put_key(&wb, "argv");
+    wire_pack_array(&wb, (uint32_t)o.argc);
+    for (int i = 0; i < o.argc; i++)
+        wire_pack_str(&wb, o.argv[i]);
+    wire_put_u64(&wb, "ntasks", o.ntasks);
+    wire_put_bool(&wb, "shell", o.shell);
+    wire_put_f64(&wb, "complexity", o.complexity);
+    if (o.name)
+        wire_put_str(&wb, "name", o.name);
+    if (o.user)
+        wire_put_str(&wb, "user", o.user);
+    if (o.has_limit)
+        wire_put_u64(&wb, "limit_s", o.limit);
+    if (o.stdin_pattern && pack_stdin(&c, &o, &wb) < 0) {
+        wire_buf_free(&wb);
+        return 1;
+    }
+    int rc = cli_call(&c, &wb, 1, &r);
+    wire_buf_free(&wb);
+    if (rc != 0)
+        return 1;
+    uint64_t job = wire_get_u64(r.msg.root, "job", 0);
+    if (c.json)
+        cli_print_json(r.msg.root);
+    else
+        printf("submitted job %llu (%llu task%s)\n", (unsigned long long)job,
+               (unsigned long long)o.ntasks, o.ntasks == 1 ? "" : "s");
+    cli_reply_free(&r);
+    fflush(stdout);
+    return o.wait ? cmd_job_wait(&c, job) : 0;
+}

@@ -293,23 +293,29 @@ static void check_finished(struct client *c, struct ctask *t)
         finish(c, t);
 }
 
+/* Reads one of t's pipes; unregisters it from the loop once it reached end of file. */
+static void read_pipe(struct client *c, struct ctask *t, int fd)
+{
+    if (fd < 0)
+        return;
+    runner_read(&t->run, fd);
+    if (fd != t->run.out.fd && fd != t->run.err.fd)
+        loop_remove_fd(c->loop, fd);
+}
+
 static void on_out(struct loop *l, void *arg)
 {
     struct ctask *t = arg;
-    int fd = t->run.out.fd;
-    runner_read(&t->run, fd);
-    if (t->run.out.fd < 0)
-        loop_remove_fd(l, fd);
+    (void)l;
+    read_pipe(t->c, t, t->run.out.fd);
     check_finished(t->c, t);
 }
 
 static void on_err(struct loop *l, void *arg)
 {
     struct ctask *t = arg;
-    int fd = t->run.err.fd;
-    runner_read(&t->run, fd);
-    if (t->run.err.fd < 0)
-        loop_remove_fd(l, fd);
+    (void)l;
+    read_pipe(t->c, t, t->run.err.fd);
     check_finished(t->c, t);
 }
 
@@ -366,7 +372,8 @@ static void on_sigchld(struct loop *l, void *arg)
             struct ctask *t = c->tasks[i];
             if (t->running && t->run.pid == pid) {
                 runner_reaped(&t->run, status, &ru);
-                runner_read(&t->run, t->run.out.fd);
+                read_pipe(c, t, t->run.out.fd);
+                read_pipe(c, t, t->run.err.fd);
                 check_finished(c, t);
                 break;
             }

@@ -1,0 +1,443 @@
+/*
+ * batch.c - `gridnode batch`: the batch scheduler role. The live role (talking to
+ * cluster managers over ZeroMQ) is not built yet; what exists is the policy engine
+ * (roles/batch/) and its trace simulator, `gridnode batch --simulate TRACE`, which
+ * replays a Standard Workload Format trace through exactly that engine.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmd/cmd.h"
+#include "roles/batch/conffile.h"
+#include "roles/batch/sim.h"
+#include "roles/batch/simout.h"
+
+static const char usage_text[] =
+    "usage: gridnode batch --simulate TRACE.swf[.gz] [options]\n"
+    "       gridnode batch --check-config [-c FILE] [--set SECTION.KEY=VALUE]...\n"
+    "\n"
+    "The live batch scheduler role is not available yet; --simulate replays a\n"
+    "Standard Workload Format trace (plain or gzip) through the scheduling engine.\n"
+    "\n"
+    "configuration:\n"
+    "  -c, --config FILE       scheduler settings (see configs/batch.ini)\n"
+    "  --set SECTION.KEY=VAL   override one key, e.g. priority.xfactorweight=10 or\n"
+    "                          user:alice.maxjob=4 (repeatable; after -c)\n"
+    "  --check-config          print the effective configuration and exit\n"
+    "simulation:\n"
+    "  --simulate TRACE        the workload to replay\n"
+    "  --procs N               machine size (default: the trace's MaxProcs, else MaxNodes)\n"
+    "  --node-procs K          processors per node (default 1: the processor-pool model;\n"
+    "                          a node runs one job at a time)\n"
+    "  --policy P              fcfs | easy | conservative (sets RESERVATIONDEPTH and\n"
+    "                          BACKFILLPOLICY; default: from the config, Maui's EASY)\n"
+    "  --depth N               RESERVATIONDEPTH: N or 'unlimited' (after --policy)\n"
+    "  --backfill B            BACKFILLPOLICY: none | firstfit | bestfit\n"
+    "  --estimate E            walltimes: requested (default) or actual run times\n"
+    "  --start K               skip the first K usable jobs of the trace\n"
+    "  --count N               simulate N usable jobs (default: all)\n"
+    "  --estimates             estimate every pending job's start every cycle and\n"
+    "                          report the error of each job's first estimate\n"
+    "output:\n"
+    "  --json                  the figures as one JSON object on stdout\n"
+    "  --jobs-out FILE.csv     per job: id,submit,start,end,procs,wait,bsld\n"
+    "  --gantt FILE.svg        draw the schedule (processors x time)\n"
+    "  --gantt-range A:B       its time range, seconds after the first submission\n"
+    "                          (default 0:172800, two days)\n"
+    "  --diagnose-at T         print diagnose -p (priority factors of every pending job)\n"
+    "                          at the first cycle T seconds after the first submission\n"
+    "  -q, --quiet             no progress on stderr\n"
+    "  -h, --help              this text\n"
+    "\n"
+    "Records without run time or processor count, with a negative submit time, or wider\n"
+    "than the machine are skipped; a job running longer than its walltime is killed at\n"
+    "the walltime. See docs/batch.md.\n";
+
+struct opts {
+    const char *trace, *config, *jobs_out, *gantt;
+    const char **sets;
+    int nsets;
+    bool check, json, quiet, estimates, have_gantt_range;
+    int64_t procs, diag_at, g_from, g_to;
+    long long node_procs, start, count;
+    const char *policy, *depth, *backfill, *estimate;
+};
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "gridnode batch: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nrun 'gridnode batch --help' for the options\n");
+    return 2;
+}
+
+static int parse_ll(const char *s, long long lo, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || errno || v < lo)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* The value of option argv[*i] (--opt VALUE or --opt=VALUE), or NULL. */
+static const char *opt_value(int argc, char **argv, int *i, const char *name)
+{
+    size_t n = strlen(name);
+    if (strncmp(argv[*i], name, n) != 0)
+        return NULL;
+    if (argv[*i][n] == '=')
+        return argv[*i] + n + 1;
+    if (argv[*i][n] != '\0' || *i + 1 >= argc)
+        return NULL;
+    return argv[++*i];
+}
+
+static int parse_range(const char *v, struct opts *o)
+{
+    long long a, b;
+    const char *colon = strchr(v, ':');
+    char first[32];
+    if (!colon || (size_t)(colon - v) >= sizeof first)
+        return -1;
+    snprintf(first, sizeof first, "%.*s", (int)(colon - v), v);
+    if (parse_ll(first, 0, &a) < 0 || parse_ll(colon + 1, 0, &b) < 0 || b <= a)
+        return -1;
+    o->g_from = a;
+    o->g_to = b;
+    o->have_gantt_range = true;
+    return 0;
+}
+
+static const char *const value_opts[] = {
+    "--simulate", "--config", "--set", "--procs", "--node-procs", "--policy", "--depth",
+    "--backfill", "--estimate", "--start", "--count", "--jobs-out", "--gantt", "--gantt-range",
+    "--diagnose-at", "-c"};
+
+/* Applies one option taking a value; 0, or the exit status of a usage error. */
+static int value_opt(struct opts *o, const char *name, const char *v)
+{
+    long long n;
+    if (!strcmp(name, "--simulate"))
+        o->trace = v;
+    else if (!strcmp(name, "--config") || !strcmp(name, "-c"))
+        o->config = v;
+    else if (!strcmp(name, "--set"))
+        o->sets[o->nsets++] = v;
+    else if (!strcmp(name, "--procs")) {
+        if (parse_ll(v, 1, &n) < 0 || n > INT32_MAX)
+            return usage_error("--procs wants a positive count, not '%s'", v);
+        o->procs = n;
+    } else if (!strcmp(name, "--node-procs")) {
+        if (parse_ll(v, 1, &o->node_procs) < 0 || o->node_procs > 1 << 20)
+            return usage_error("--node-procs wants a positive count, not '%s'", v);
+    } else if (!strcmp(name, "--policy"))
+        o->policy = v;
+    else if (!strcmp(name, "--depth"))
+        o->depth = v;
+    else if (!strcmp(name, "--backfill"))
+        o->backfill = v;
+    else if (!strcmp(name, "--estimate"))
+        o->estimate = v;
+    else if (!strcmp(name, "--start")) {
+        if (parse_ll(v, 0, &o->start) < 0)
+            return usage_error("--start wants a count, not '%s'", v);
+    } else if (!strcmp(name, "--count")) {
+        if (parse_ll(v, 1, &o->count) < 0)
+            return usage_error("--count wants a positive count, not '%s'", v);
+    } else if (!strcmp(name, "--jobs-out"))
+        o->jobs_out = v;
+    else if (!strcmp(name, "--gantt"))
+        o->gantt = v;
+    else if (!strcmp(name, "--gantt-range")) {
+        if (parse_range(v, o) < 0)
+            return usage_error("--gantt-range wants FROM:TO seconds with FROM < TO, not '%s'", v);
+    } else if (!strcmp(name, "--diagnose-at")) {
+        if (parse_ll(v, 0, &n) < 0)
+            return usage_error("--diagnose-at wants seconds, not '%s'", v);
+        o->diag_at = n;
+    }
+    return 0;
+}
+
+/* Parses argv into o; 0, -1 for --help (already printed), or an exit status. */
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(usage_text, stdout);
+            return -1;
+        }
+        if (!strcmp(a, "--check-config"))
+            o->check = true;
+        else if (!strcmp(a, "--json"))
+            o->json = true;
+        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
+            o->quiet = true;
+        else if (!strcmp(a, "--estimates"))
+            o->estimates = true;
+        else {
+            size_t k = 0;
+            for (; k < sizeof value_opts / sizeof value_opts[0]; k++)
+                if ((v = opt_value(argc, argv, &i, value_opts[k])))
+                    break;
+            if (!v)
+                return usage_error("unknown option or missing value: '%s'", a);
+            int rc = value_opt(o, value_opts[k], v);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/* Builds the effective configuration: defaults, -c FILE, --set, then the policy
+ * flags. 0 or an exit status. */
+static int make_config(const struct opts *o, struct batch_config *c)
+{
+    char err[512];
+    batch_config_defaults(c);
+    if (o->config && batch_conf_load(c, o->config, err, sizeof err) < 0) {
+        fprintf(stderr, "gridnode batch: %s\n", err);
+        return 1;
+    }
+    for (int i = 0; i < o->nsets; i++)
+        if (batch_conf_set(c, o->sets[i], err, sizeof err) < 0) {
+            fprintf(stderr, "gridnode batch: %s\n", err);
+            return 2;
+        }
+    if (o->policy) {
+        if (!strcmp(o->policy, "fcfs")) {
+            c->backfill = BATCH_BF_NONE;
+            c->reservation_depth = 1;
+        } else if (!strcmp(o->policy, "easy")) {
+            c->backfill = c->backfill == BATCH_BF_NONE ? BATCH_BF_FIRSTFIT : c->backfill;
+            c->reservation_depth = 1;
+        } else if (!strcmp(o->policy, "conservative")) {
+            c->backfill = c->backfill == BATCH_BF_NONE ? BATCH_BF_FIRSTFIT : c->backfill;
+            c->reservation_depth = BATCH_UNLIMITED;
+        } else {
+            return usage_error("--policy wants fcfs, easy or conservative, not '%s'", o->policy);
+        }
+    }
+    char set[128];
+    if (o->depth) {
+        snprintf(set, sizeof set, "scheduler.reservationdepth=%s", o->depth);
+        if (batch_conf_set(c, set, err, sizeof err) < 0)
+            return usage_error("--depth wants a count or 'unlimited', not '%s'", o->depth);
+    }
+    if (o->backfill) {
+        snprintf(set, sizeof set, "scheduler.backfillpolicy=%s", o->backfill);
+        if (batch_conf_set(c, set, err, sizeof err) < 0)
+            return usage_error("--backfill wants none, firstfit or bestfit, not '%s'", o->backfill);
+    }
+    if (o->estimates)
+        c->estimates = true;
+    return 0;
+}
+
+static const char *policy_name(const struct batch_config *c, char *buf, size_t len)
+{
+    static const char *const bf[] = {"none", "firstfit", "bestfit"};
+    if (c->backfill == BATCH_BF_NONE)
+        return "fcfs";
+    if (c->reservation_depth == BATCH_UNLIMITED)
+        snprintf(buf, len, "conservative (%s)", bf[c->backfill]);
+    else if (c->reservation_depth == 1)
+        snprintf(buf, len, "easy (%s)", bf[c->backfill]);
+    else
+        snprintf(buf, len, "depth %d (%s)", c->reservation_depth, bf[c->backfill]);
+    return buf;
+}
+
+struct progress {
+    double t0, last;
+    bool quiet;
+};
+
+static double wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void on_progress(void *arg, size_t done, size_t total, int64_t simtime)
+{
+    struct progress *p = arg;
+    double now = wall();
+    if (p->quiet || now - p->last < 1.0)
+        return;
+    p->last = now;
+    fprintf(stderr, "gridnode batch: %zu/%zu jobs done, simulated time %" PRId64 " s, %.1f s\n",
+            done, total, simtime, now - p->t0);
+}
+
+static void on_diag(void *arg, struct batch_engine *e, int64_t now)
+{
+    (void)arg;
+    simout_diagnose(stdout, e, now);
+}
+
+static void print_text(const struct opts *o, const struct batch_config *c, const struct sim_input *in,
+                       const struct sim_result *r, int64_t procs, const struct swf_trace *t)
+{
+    char pb[64];
+    printf("trace         %s (%zu records)\n", o->trace, t->njobs);
+    printf("machine       %" PRId64 " processors, %" PRId64 " nodes of %lld\n", procs,
+           (int64_t)(procs / o->node_procs), o->node_procs);
+    printf("policy        %s, RESERVATIONDEPTH %s, walltimes %s\n", policy_name(c, pb, sizeof pb),
+           c->reservation_depth == BATCH_UNLIMITED ? "unlimited"
+                                                   : (snprintf(pb, sizeof pb, "%d",
+                                                               c->reservation_depth), pb),
+           o->estimate ? o->estimate : "requested");
+    printf("skipped       %zu no processors, %zu no run time, %zu wider than the machine, "
+           "%zu bad submit time\n",
+           in->skip_no_procs, in->skip_no_run, in->skip_too_wide, in->skip_bad_submit);
+    printf("adjusted      %zu killed at their walltime, %zu without a requested time\n",
+           in->truncated, in->no_request);
+    printf("jobs          %zu\n", r->jobs);
+    printf("utilization   %.4f\n", r->utilization);
+    printf("wait          mean %.1f s, median %.1f s, max %.0f s\n", r->mean_wait, r->median_wait,
+           r->max_wait);
+    printf("slowdown      mean bounded (10 s) %.3f\n", r->mean_bsld);
+    if (r->est_mae >= 0)
+        printf("estimates     mean |first estimate - start| %.1f s\n", r->est_mae);
+    printf("cycles        %zu (%zu idle, %zu replans)\n", r->cycles, r->idle_cycles, r->replans);
+    printf("speed         %.3f s simulated wall time, %.0f jobs/s\n", r->sim_wall_s, r->jobs_per_s);
+}
+
+static int print_json(const struct opts *o, const struct batch_config *c,
+                      const struct sim_input *in, const struct sim_result *r, int64_t procs,
+                      double read_s)
+{
+    char pb[64];
+    json_t *j = json_pack(
+        "{s:s, s:s, s:o, s:I, s:I, s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:I,"
+        " s:{s:I, s:I, s:I, s:I}, s:I, s:I}",
+        "trace", o->trace, "policy", policy_name(c, pb, sizeof pb), "reservation_depth",
+        c->reservation_depth == BATCH_UNLIMITED ? json_string("unlimited")
+                                                : json_integer(c->reservation_depth),
+        "procs", (json_int_t)procs, "node_procs", (json_int_t)o->node_procs, "estimate",
+        o->estimate ? o->estimate : "requested", "jobs", (json_int_t)r->jobs, "utilization",
+        r->utilization, "mean_wait_s", r->mean_wait, "median_wait_s", r->median_wait,
+        "max_wait_s", r->max_wait, "mean_bsld", r->mean_bsld, "sim_wall_s", r->sim_wall_s,
+        "read_s", read_s, "jobs_per_s", r->jobs_per_s, "cycles", (json_int_t)r->cycles,
+        "replans", (json_int_t)r->replans, "makespan_s",
+        (json_int_t)(r->last_end - r->first_submit), "skipped", "no_procs",
+        (json_int_t)in->skip_no_procs, "no_run_time", (json_int_t)in->skip_no_run,
+        "too_wide", (json_int_t)in->skip_too_wide, "bad_submit", (json_int_t)in->skip_bad_submit,
+        "killed_at_walltime", (json_int_t)in->truncated, "no_request",
+        (json_int_t)in->no_request);
+    if (!j)
+        return -1;
+    if (r->est_mae >= 0)
+        json_object_set_new(j, "estimate_mae_s", json_real(r->est_mae));
+    char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(10));
+    json_decref(j);
+    if (!s)
+        return -1;
+    printf("%s\n", s);
+    free(s);
+    return 0;
+}
+
+/* Loads the trace and runs the simulation described by o. Returns the exit status. */
+static int simulate(struct opts *o, const struct batch_config *c)
+{
+    char err[512];
+    struct swf_trace t;
+    struct sim_input in;
+    struct sim_result r;
+    struct progress pr = {wall(), wall(), o->quiet};
+    memset(&in, 0, sizeof in);
+    memset(&r, 0, sizeof r);
+    double t0 = wall();
+    if (swf_read(o->trace, &t, err, sizeof err) < 0) {
+        fprintf(stderr, "gridnode batch: %s\n", err);
+        return 1;
+    }
+    double read_s = wall() - t0;
+    int64_t procs = o->procs ? o->procs : t.max_procs > 0 ? t.max_procs : t.max_nodes;
+    int rc = 1;
+    if (procs <= 0) {
+        fprintf(stderr, "gridnode batch: %s has no MaxProcs or MaxNodes header; give --procs N\n",
+                o->trace);
+        goto out;
+    }
+    struct sim_opts so = {
+        .procs = procs, .node_procs = (int32_t)o->node_procs,
+        .estimate = o->estimate && !strcmp(o->estimate, "actual") ? SIM_EST_ACTUAL
+                                                                  : SIM_EST_REQUESTED,
+        .start = (size_t)o->start, .count = (size_t)o->count, .cfg = c,
+        .queue_names = (const char *const *)t.queue_name, .record_nodes = o->gantt != NULL,
+        .progress = on_progress, .arg = &pr, .diag_at = o->diag_at,
+        .diag = o->diag_at >= 0 ? on_diag : NULL};
+    if (sim_prepare(&t, &so, &in, err, sizeof err) < 0 ||
+        (so.diag_at >= 0 && (so.diag_at += in.jobs[0].submit, 0)) ||
+        sim_run(&in, &so, &r, err, sizeof err) < 0) {
+        fprintf(stderr, "gridnode batch: %s\n", err);
+        goto out;
+    }
+    if (o->jobs_out && simout_csv(o->jobs_out, &in, err, sizeof err) < 0) {
+        fprintf(stderr, "gridnode batch: %s\n", err);
+        goto out;
+    }
+    int64_t g0 = r.first_submit + (o->have_gantt_range ? o->g_from : 0);
+    int64_t g1 = r.first_submit + (o->have_gantt_range ? o->g_to : 172800);
+    if (o->gantt && simout_gantt(o->gantt, &in, &r, procs, (int32_t)o->node_procs, g0, g1, err,
+                                 sizeof err) < 0) {
+        fprintf(stderr, "gridnode batch: %s\n", err);
+        goto out;
+    }
+    if (o->json ? print_json(o, c, &in, &r, procs, read_s) < 0 : (print_text(o, c, &in, &r, procs, &t), 0)) {
+        fprintf(stderr, "gridnode batch: out of memory\n");
+        goto out;
+    }
+    rc = fflush(stdout) == 0 ? 0 : 1;
+out:
+    sim_input_free(&in);
+    sim_result_free(&r);
+    swf_free(&t);
+    return rc;
+}
+
+int cmd_batch(int argc, char **argv)
+{
+    struct opts o = {.node_procs = 1, .diag_at = -1};
+    struct batch_config c;
+    if (!(o.sets = calloc((size_t)argc + 1, sizeof *o.sets))) {
+        fprintf(stderr, "gridnode batch: out of memory\n");
+        return 1;
+    }
+    int rc = parse_args(argc, argv, &o);
+    batch_config_defaults(&c);
+    if (rc < 0) {
+        rc = 0; /* --help */
+    } else if (rc == 0 && (rc = make_config(&o, &c)) == 0) {
+        if (o.estimate && strcmp(o.estimate, "requested") && strcmp(o.estimate, "actual"))
+            rc = usage_error("--estimate wants requested or actual, not '%s'", o.estimate);
+        else if (o.check)
+            batch_conf_print(&c, stdout);
+        else if (!o.trace) {
+            fprintf(stderr, "gridnode batch: the live batch scheduler role is not available yet; "
+                            "use 'gridnode batch --simulate TRACE' to replay a workload trace "
+                            "(see --help)\n");
+            rc = 2;
+        } else {
+            rc = simulate(&o, &c);
+        }
+    }
+    batch_config_clear(&c);
+    free(o.sets);
+    return rc;
+}

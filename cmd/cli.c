@@ -1,0 +1,154 @@
+/* cli.c - shared parts of the user tools (see cli.h). */
+#include "cmd/cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lib/mpjson.h"
+
+int cli_common(struct cli *c, const char *prog, int *argc, char **argv)
+{
+    int out = 1;
+    c->prog = prog;
+    c->timeout_ms = 10000;
+    c->json = false;
+    c->endpoint = getenv("GRIDNODE_CLUSTER");
+    if (!c->endpoint || !*c->endpoint)
+        c->endpoint = "tcp://127.0.0.1:7300";
+    for (int i = 1; i < *argc; i++) {
+        const char *a = argv[i];
+        if ((!strcmp(a, "-e") || !strcmp(a, "--endpoint")) && i + 1 < *argc) {
+            c->endpoint = argv[++i];
+        } else if (!strcmp(a, "--timeout") && i + 1 < *argc) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end || v <= 0) {
+                fprintf(stderr, "%s: --timeout wants milliseconds, not '%s'\n", prog, argv[i]);
+                return -1;
+            }
+            c->timeout_ms = (int)v;
+        } else if (!strcmp(a, "--json")) {
+            c->json = true;
+        } else if (!strcmp(a, "--")) {
+            while (i < *argc)
+                argv[out++] = argv[i++];
+            break;
+        } else {
+            argv[out++] = argv[i];
+        }
+    }
+    *argc = out;
+    argv[out] = NULL;
+    return 0;
+}
+
+const char *cli_common_help(void)
+{
+    return "  -e, --endpoint EP   cluster manager endpoint (default $GRIDNODE_CLUSTER, else\n"
+           "                      tcp://127.0.0.1:7300)\n"
+           "  --timeout MS        give up waiting for the reply after MS ms (default 10000)\n"
+           "  --json              machine-readable output\n";
+}
+
+int cli_call(const struct cli *c, struct wire_buf *wb, uint64_t id, struct cli_reply *r)
+{
+    void *ctx = zmq_ctx_new(), *s = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
+    int zero = 0, rc = -1;
+    int64_t maxmsg = WIRE_MAX_FRAME;
+    zmq_msg_init(&r->frame);
+    memset(&r->msg, 0, sizeof r->msg);
+    if (!s)
+        goto out;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    if (zmq_connect(s, c->endpoint) < 0) {
+        fprintf(stderr, "%s: bad endpoint '%s': %s\n", c->prog, c->endpoint, zmq_strerror(errno));
+        goto out;
+    }
+    if (zmq_send(s, wb->sb.data, wb->sb.size, 0) < 0)
+        goto unreachable;
+    zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
+    while (zmq_poll(&it, 1, c->timeout_ms) > 0) {
+        struct wire_error err;
+        if (zmq_msg_recv(&r->frame, s, 0) < 0)
+            break;
+        if (wire_decode(zmq_msg_data(&r->frame), zmq_msg_size(&r->frame), false, &r->msg, &err) <
+            0) {
+            fprintf(stderr, "%s: unreadable reply from %s: %s\n", c->prog, c->endpoint, err.text);
+            goto out;
+        }
+        if (r->msg.id != id) {
+            wire_msg_free(&r->msg);
+            continue;
+        }
+        if (r->msg.type == WT_ERROR) {
+            size_t n;
+            const char *t = wire_get_str(r->msg.root, "msg", &n);
+            fprintf(stderr, "%s: %s: %.*s\n", c->prog,
+                    wire_err_name((int)wire_get_u64(r->msg.root, "code", 0)), (int)n, t ? t : "");
+            wire_msg_free(&r->msg);
+            rc = 1;
+            goto out;
+        }
+        rc = 0;
+        goto out;
+    }
+unreachable:
+    fprintf(stderr,
+            "%s: no answer from the cluster manager at %s within %d ms\n"
+            "  is it running? (scripts/grid status; or pass -e ENDPOINT / set GRIDNODE_CLUSTER)\n",
+            c->prog, c->endpoint, c->timeout_ms);
+out:
+    if (s)
+        zmq_close(s);
+    if (ctx)
+        zmq_ctx_term(ctx);
+    if (rc != 0)
+        zmq_msg_close(&r->frame);
+    return rc;
+}
+
+void cli_reply_free(struct cli_reply *r)
+{
+    wire_msg_free(&r->msg);
+    zmq_msg_close(&r->frame);
+}
+
+void cli_print_json(const msgpack_object *o)
+{
+    json_t *j = mpjson(o);
+    if (j) {
+        json_dumpf(j, stdout, JSON_COMPACT | JSON_REAL_PRECISION(6));
+        json_decref(j);
+    }
+    putchar('\n');
+}
+
+const char *cli_time(int64_t ms, char *buf, size_t n)
+{
+    if (ms <= 0) {
+        snprintf(buf, n, "-");
+        return buf;
+    }
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    localtime_r(&t, &tm);
+    strftime(buf, n, "%Y-%m-%d %H:%M:%S", &tm);
+    return buf;
+}
+
+int cli_u64(const struct cli *c, const char *what, const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-') {
+        fprintf(stderr, "%s: %s must be a non-negative integer, not '%s'\n", c->prog, what, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}

@@ -1,0 +1,54 @@
+/*
+ * cli.h - what the user tools (submit, jobs, job, cancel, nodes) share: the common
+ * options, one request/reply exchange with a cluster manager, and table output.
+ */
+#ifndef GRIDNODE_CLI_H
+#define GRIDNODE_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <zmq.h>
+
+#include "wire/wire.h"
+
+struct cli {
+    const char *endpoint; /* -e, else $GRIDNODE_CLUSTER, else tcp://127.0.0.1:7300 */
+    int timeout_ms;       /* --timeout */
+    bool json;            /* --json */
+    const char *prog;     /* "gridnode jobs" */
+};
+
+/*
+ * Takes -e/--endpoint, --timeout, --json out of argv (compacting it). Returns 0, or -1
+ * after printing an error.
+ */
+int cli_common(struct cli *c, const char *prog, int *argc, char **argv);
+const char *cli_common_help(void);
+
+/* A reply: the message and the frame it points into. Free with cli_reply_free. */
+struct cli_reply {
+    zmq_msg_t frame;
+    struct wire_msg msg;
+};
+
+/*
+ * Sends the request in wb and waits for its reply. Returns 0 with the reply decoded;
+ * 1 when the reply is an ERROR (printed to stderr); -1 when no reply came (printed).
+ * On 0 the caller frees r with cli_reply_free.
+ */
+int cli_call(const struct cli *c, struct wire_buf *wb, uint64_t id, struct cli_reply *r);
+void cli_reply_free(struct cli_reply *r);
+
+/* Prints the msgpack object as one line of JSON. */
+void cli_print_json(const msgpack_object *o);
+
+/* Formats milliseconds since the epoch as local "YYYY-mm-dd HH:MM:SS" ("-" if 0). */
+const char *cli_time(int64_t ms, char *buf, size_t n);
+
+/* Parses a positive integer argument; -1 with an error printed. */
+int cli_u64(const struct cli *c, const char *what, const char *s, uint64_t *out);
+
+/* Polls a job until it is done or cancelled, with progress on stderr; exit status. */
+int cmd_job_wait(struct cli *c, uint64_t job);
+
+#endif
