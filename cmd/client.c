@@ -4,9 +4,11 @@
 
 #include "cmd/cmd.h"
 #include "roles/client/client.h"
+#include "roles/client/emulate.h"
 
 int cmd_client(int argc, char **argv)
 {
     /* --emulate hands over to the emulator */
+    for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--emulate")) return emulate_main(argc, argv);
     return client_main(argc, argv);
 }
