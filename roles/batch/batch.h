@@ -152,15 +152,19 @@ int batch_job_finish(struct batch_engine *e, uint64_t id, int64_t when);
 /* Sets or clears a hold on a pending job. 0 or -1 (ENOENT, EINVAL if running). */
 int batch_job_hold(struct batch_engine *e, uint64_t id, bool hold);
 int batch_job_info(const struct batch_engine *e, uint64_t id, struct batch_job_info *out);
-/* Jobs known to the engine (pending + running), and the i-th one's id. */
+/* Jobs known to the engine (pending + running). */
 size_t batch_job_count(const struct batch_engine *e);
+/* Ids of the pending jobs in the last cycle's priority order (jobs queued since
+ * come last), then, unless pending_only, the running ones. Writes up to max,
+ * returns how many there are. */
+size_t batch_job_ids(const struct batch_engine *e, bool pending_only, uint64_t *ids, size_t max);
 
 /* ---- the scheduling cycle ---- */
 struct batch_cycle_stats {
     int32_t started;    /* in priority order, incl. reservations whose time came */
     int32_t backfilled; /* started by backfill */
     int32_t reserved;   /* job reservations held after the cycle */
-    int32_t pending, eligible;
+    int32_t pending;
     bool replanned; /* job reservations were rebuilt from scratch */
     bool idle;      /* nothing could start: ordering and planning were skipped */
 };

@@ -43,9 +43,11 @@ int32_t bs_cred_intern(struct batch_engine *e, enum batch_cred_kind k, const cha
         errno = EINVAL;
         return -1;
     }
+    if (t->last < t->n && strcmp(t->v[t->last].name, name) == 0)
+        return t->last; /* consecutive jobs mostly share credentials */
     int32_t id = bs_strmap_get(&t->map, name);
     if (id >= 0)
-        return id;
+        return t->last = id;
     if (VEC_RESERVE(t->v, t->cap, t->n + 1) < 0)
         return -1;
     struct cred *c = &t->v[t->n];
@@ -72,7 +74,7 @@ int32_t bs_cred_intern(struct batch_engine *e, enum batch_cred_kind k, const cha
         bs_fs_ring_free(&c->fs);
         return -1;
     }
-    return t->n++;
+    return t->last = t->n++;
 }
 
 void bs_cred_free_all(struct batch_engine *e)

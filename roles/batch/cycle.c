@@ -43,9 +43,31 @@ const char *bs_cycle_reason(enum batch_reason r, uint8_t kind)
     return "";
 }
 
+static void set_reason(const struct batch_engine *e, struct bjob *j, enum batch_reason r)
+{
+    j->reason = r;
+    j->reason_cycle = e->cycle_no;
+}
+
+/* The reason a pending job did not start at the last cycle. */
+enum batch_reason bs_cycle_job_reason(const struct batch_engine *e, const struct bjob *j)
+{
+    if (j->reserved != BATCH_NEVER)
+        return j->reason_cycle == e->cycle_no && j->reason == R_WAITRESV ? R_WAITRESV : R_RESERVED;
+    if (j->hold)
+        return R_HOLD;
+    if (j->never)
+        return R_NEVER;
+    if (j->reason_cycle == e->cycle_no)
+        return j->reason;
+    return R_RESOURCES;
+}
+
 /* Whether starting j now would break a MAXJOB/MAXPROC limit of its credentials. */
 static bool throttled(struct batch_engine *e, struct bjob *j)
 {
+    if (!e->any_throttle)
+        return false;
     for (int k = 0; k < BATCH_CRED_KINDS; k++) {
         const struct cred *c = &e->creds[k].v[j->cred[k]];
         if ((c->maxjob >= 0 && c->run_jobs + 1 > c->maxjob) ||
@@ -66,11 +88,16 @@ static int refresh(struct batch_engine *e, int64_t now)
             e->resv[r].live = false;
             e->groups_dirty = true;
         }
-    for (int32_t i = 0; i < e->nrunning; i++) {
-        struct bjob *j = &e->jobs[e->running[i]];
-        if (j->end_est <= now) { /* overrun: the plan assumed it had ended */
-            j->end_est = now + BATCH_OVERRUN_GRACE;
-            e->groups_dirty = true;
+    if (now >= e->min_end) { /* some job may have outlived its walltime */
+        e->min_end = BATCH_NEVER;
+        for (int32_t i = 0; i < e->nrunning; i++) {
+            struct bjob *j = &e->jobs[e->running[i]];
+            if (j->end_est <= now) { /* overrun: the plan assumed it had ended */
+                j->end_est = now + BATCH_OVERRUN_GRACE;
+                e->groups_dirty = true;
+            }
+            if (j->end_est < e->min_end)
+                e->min_end = j->end_est;
         }
     }
     if (e->groups_dirty) {
@@ -132,10 +159,51 @@ static int job_cmp(const void *pa, const void *pb, void *arg)
     return a->id < b->id ? -1 : a->id > b->id;
 }
 
-/* Steps 3-4: keeps only pending jobs in the queue, computes their priorities and
- * sorts them (insertion sort when last cycle's order is nearly kept). */
-static void order(struct batch_engine *e, int64_t now)
+/* Sorts queue[from, to) (insertion sort when nearly in order, else qsort). */
+static void sort_range(struct batch_engine *e, int32_t from, int32_t to, int32_t descents)
 {
+    int32_t *q = e->queue + from, n = to - from;
+    if (descents > 8) {
+        qsort_r(q, (size_t)n, sizeof *q, job_cmp, e);
+        return;
+    }
+    for (int32_t i = 1; i < n && descents > 0; i++) {
+        int32_t s = q[i], k = i;
+        for (; k > 0 && job_cmp(&q[k - 1], &s, e) > 0; k--)
+            q[k] = q[k - 1];
+        q[k] = s;
+    }
+}
+
+/* Static priorities: the sorted prefix keeps its order, so only the jobs queued
+ * since the last cycle are keyed, sorted and merged in. */
+static int order_new(struct batch_engine *e)
+{
+    int32_t from = e->nsorted, n = e->nqueue, descents = 0;
+    for (int32_t i = from; i < n; i++) {
+        struct bjob *j = &e->jobs[e->queue[i]];
+        bs_engine_fit_refresh(e, j);
+        j->prio = bs_prio_key(e, j);
+        descents += i > from && job_cmp(&e->queue[i - 1], &e->queue[i], e) > 0;
+    }
+    sort_range(e, from, n, descents);
+    if (from == 0 || from == n || job_cmp(&e->queue[from - 1], &e->queue[from], e) <= 0)
+        return 0;
+    int32_t *tmp = malloc((size_t)(n - from) * sizeof *tmp);
+    if (!tmp)
+        return -1;
+    memcpy(tmp, e->queue + from, (size_t)(n - from) * sizeof *tmp);
+    for (int32_t a = from - 1, b = n - from - 1, w = n - 1; b >= 0; w--) /* merge from the back */
+        e->queue[w] = (a >= 0 && job_cmp(&e->queue[a], &tmp[b], e) > 0) ? e->queue[a--] : tmp[b--];
+    free(tmp);
+    return 0;
+}
+
+/* Steps 3-4: drops jobs that left the queue, computes priorities and sorts. */
+static int order(struct batch_engine *e, int64_t now)
+{
+    if (e->static_prio && e->order_epoch == e->gepoch)
+        return order_new(e);
     int32_t w = 0, descents = 0;
     for (int32_t i = 0; i < e->nqueue; i++) {
         int32_t s = e->queue[i];
@@ -143,23 +211,14 @@ static void order(struct batch_engine *e, int64_t now)
         if (!j->live || j->state != BATCH_JOB_PENDING)
             continue;
         bs_engine_fit_refresh(e, j);
-        j->prio = bs_prio_compute(e, j, now, NULL);
-        j->reason = j->hold ? R_HOLD : j->never ? R_NEVER : R_RESOURCES;
+        j->prio = e->static_prio ? bs_prio_key(e, j) : bs_prio_compute(e, j, now, NULL);
         e->queue[w++] = s;
-        if (w > 1 && job_cmp(&e->queue[w - 2], &e->queue[w - 1], e) > 0)
-            descents++;
+        descents += w > 1 && job_cmp(&e->queue[w - 2], &e->queue[w - 1], e) > 0;
     }
     e->nqueue = w;
-    if (descents > 8) {
-        qsort_r(e->queue, (size_t)w, sizeof *e->queue, job_cmp, e);
-        return;
-    }
-    for (int32_t i = 1; i < w && descents > 0; i++) {
-        int32_t s = e->queue[i], k = i;
-        for (; k > 0 && job_cmp(&e->queue[k - 1], &s, e) > 0; k--)
-            e->queue[k] = e->queue[k - 1];
-        e->queue[k] = s;
-    }
+    sort_range(e, 0, w, descents);
+    e->order_epoch = e->gepoch;
+    return 0;
 }
 
 static bool candidate(const struct bjob *j)
@@ -177,7 +236,7 @@ static int32_t keep_prefix(struct batch_engine *e)
         if (!candidate(&e->jobs[s]))
             continue;
         if (k < e->nplan && e->plan[k].job == s) {
-            e->jobs[s].reason = e->plan[k].pool ? R_WAITRESV : R_RESERVED;
+            set_reason(e, &e->jobs[s], e->plan[k].pool ? R_WAITRESV : R_RESERVED);
             k++;
             continue;
         }
@@ -189,14 +248,10 @@ static int32_t keep_prefix(struct batch_engine *e)
     return qi;
 }
 
-/* Starts job slot s now in pool `pool`; 0 or -1. */
-static int start_now(struct batch_engine *e, int32_t s, int32_t pool)
+/* Starts job slot s now in pool `pool` on cnt nodes per group; 0 or -1. */
+static int start_now(struct batch_engine *e, int32_t s, int32_t pool, const int32_t *cnt)
 {
-    if (bs_plan_pool_find(e, pool, &e->jobs[s], e->now, e->now, false, e->scr_cnt) != e->now) {
-        errno = EAGAIN;
-        return -1;
-    }
-    return bs_plan_start(e, s, pool, e->scr_cnt, false);
+    return bs_plan_start(e, s, pool, cnt, false);
 }
 
 /* Step 5 from queue position qi: start in order, reserve blocked jobs up to the
@@ -216,26 +271,26 @@ static int32_t phase_order(struct batch_engine *e, int32_t qi, struct batch_cycl
         if (!candidate(j))
             continue;
         if (throttled(e, j)) {
-            j->reason = R_THROTTLE;
+            set_reason(e, j, R_THROTTLE);
             continue;
         }
         if (c->backfill != BATCH_BF_NONE && c->reservation_depth != BATCH_UNLIMITED &&
             e->nplan >= c->reservation_depth)
             return qi;
-        int64_t t = bs_plan_earliest(e, j, e->now, BATCH_NEVER, false, &pool);
+        int64_t t = bs_plan_earliest(e, j, e->now, BATCH_NEVER, false, &pool, e->scr_cnt);
         if (t == BATCH_NEVER) {
-            j->reason = R_NOFIT;
+            set_reason(e, j, R_NOFIT);
             continue;
         }
         if (t == e->now) {
-            if (start_now(e, s, pool) < 0)
+            if (start_now(e, s, pool, e->scr_cnt) < 0)
                 return errno == ENOMEM ? -1 : qi;
             st->started++;
             continue;
         }
-        if (bs_plan_reserve(e, s, pool, t) < 0)
+        if (bs_plan_reserve(e, s, pool, t, e->scr_cnt) < 0)
             return -1;
-        j->reason = pool ? R_WAITRESV : R_RESERVED;
+        set_reason(e, j, pool ? R_WAITRESV : R_RESERVED);
         if (c->backfill == BATCH_BF_NONE) {
             *fcfs_stop = true;
             return qi + 1;
@@ -257,13 +312,13 @@ static int backfill_first(struct batch_engine *e, int32_t qi, struct batch_cycle
         if (e->npools == 1 && j->gen_gi >= 0 &&
             bs_profile_at(&e->pools[0].plan[j->gen_gi], e->now) < j->gen_need)
             continue; /* cannot fit now: skip the search */
+        if (bs_plan_earliest(e, j, e->now, e->now, false, &pool, e->scr_cnt) != e->now)
+            continue;
         if (throttled(e, j)) {
-            j->reason = R_THROTTLE;
+            set_reason(e, j, R_THROTTLE);
             continue;
         }
-        if (bs_plan_earliest(e, j, e->now, e->now, false, &pool) != e->now)
-            continue;
-        if (start_now(e, s, pool) < 0) {
+        if (start_now(e, s, pool, e->scr_cnt) < 0) {
             if (errno == ENOMEM)
                 return -1;
             continue;
@@ -321,10 +376,10 @@ static int backfill_best(struct batch_engine *e, int32_t qi0, struct batch_cycle
             if (!candidate(j) || j->reserved != BATCH_NEVER)
                 continue;
             if (throttled(e, j)) {
-                j->reason = R_THROTTLE;
+                set_reason(e, j, R_THROTTLE);
                 continue;
             }
-            if (bs_plan_earliest(e, j, e->now, e->now, false, &pool) != e->now)
+            if (bs_plan_earliest(e, j, e->now, e->now, false, &pool, NULL) != e->now)
                 continue;
             int32_t win = window_of(e, j);
             if (best < 0 || win < bestwin || (win == bestwin && j->procs > e->jobs[best].procs)) {
@@ -335,7 +390,9 @@ static int backfill_best(struct batch_engine *e, int32_t qi0, struct batch_cycle
         }
         if (best < 0)
             return 0;
-        if (start_now(e, best, bestpool) < 0)
+        if (bs_plan_earliest(e, &e->jobs[best], e->now, e->now, false, &bestpool, e->scr_cnt) !=
+                e->now ||
+            start_now(e, best, bestpool, e->scr_cnt) < 0)
             return errno == ENOMEM ? -1 : 0;
         st->backfilled++;
     }
@@ -362,8 +419,10 @@ static int estimate_all(struct batch_engine *e)
         if (j->reserved != BATCH_NEVER) {
             j->estimate = j->reserved;
         } else {
-            j->estimate = bs_plan_earliest(e, j, fcfs ? floor : e->now, BATCH_NEVER, true, &pool);
-            if (j->estimate != BATCH_NEVER && bs_plan_est_reserve(e, s, pool, j->estimate) < 0 &&
+            j->estimate = bs_plan_earliest(e, j, fcfs ? floor : e->now, BATCH_NEVER, true, &pool,
+                                           e->scr_cnt);
+            if (j->estimate != BATCH_NEVER &&
+                bs_plan_est_reserve(e, s, pool, j->estimate, e->scr_cnt) < 0 &&
                 errno == ENOMEM)
                 return -1;
         }
@@ -374,19 +433,20 @@ static int estimate_all(struct batch_engine *e)
     return 0;
 }
 
-/* Drops started jobs from the queue; counts what is left. */
-static void queue_compact(struct batch_engine *e, struct batch_cycle_stats *st)
+/* Drops started jobs from the queue. */
+static void queue_compact(struct batch_engine *e)
 {
-    int32_t w = 0;
-    st->pending = st->eligible = 0;
+    int32_t w = 0, sorted = 0;
     for (int32_t i = 0; i < e->nqueue; i++) {
         const struct bjob *j = &e->jobs[e->queue[i]];
         if (!j->live || j->state != BATCH_JOB_PENDING)
             continue;
         e->queue[w++] = e->queue[i];
-        st->eligible += candidate(j) && j->reason != R_THROTTLE;
+        if (i + 1 == e->nsorted)
+            sorted = w;
     }
-    e->nqueue = st->pending = w;
+    e->nsorted = e->nsorted ? sorted : 0;
+    e->nqueue = w;
 }
 
 /* Rewrites the node counts of the kept reservations contiguously when the array
@@ -415,6 +475,7 @@ int batch_cycle(struct batch_engine *e, int64_t now, struct batch_cycle_stats *s
         st = &dummy;
     memset(st, 0, sizeof *st);
     e->nstarted = 0;
+    e->cycle_no++;
     if (now < e->now)
         now = e->now;
     if (refresh(e, now) < 0)
@@ -430,32 +491,36 @@ int batch_cycle(struct batch_engine *e, int64_t now, struct batch_cycle_stats *s
     if (!e->cfg.estimates && bs_plan_free_now(e) == 0) {
         st->idle = true; /* nothing can start: the order would change nothing now */
         if (e->nstarted > 0)
-            queue_compact(e, st);
+            queue_compact(e);
         st->pending = e->nqueue;
         st->reserved = e->nplan;
         return 0;
     }
-    order(e, now);
+    if (order(e, now) < 0)
+        goto fail;
+    e->nsorted = e->nqueue;
     bool fcfs_stop = false;
     int32_t qi = phase_order(e, keep_prefix(e), st, &fcfs_stop);
     if (qi < 0)
         goto fail;
     for (int32_t i = qi; fcfs_stop && i < e->nqueue; i++)
         if (candidate(&e->jobs[e->queue[i]]))
-            e->jobs[e->queue[i]].reason = R_BLOCKED;
+            set_reason(e, &e->jobs[e->queue[i]], R_BLOCKED);
     if (!fcfs_stop && e->cfg.backfill == BATCH_BF_FIRSTFIT && backfill_first(e, qi, st) < 0)
         goto fail;
     if (!fcfs_stop && e->cfg.backfill == BATCH_BF_BESTFIT && backfill_best(e, qi, st) < 0)
         goto fail;
     if (e->cfg.estimates && estimate_all(e) < 0)
         goto fail;
-    queue_compact(e, st);
+    if (e->nstarted > 0)
+        queue_compact(e);
     pcnt_compact(e);
+    st->pending = e->nqueue;
     st->reserved = e->nplan;
     return 0;
 fail:
     e->plan_valid = false;
-    queue_compact(e, st);
+    queue_compact(e);
     errno = ENOMEM;
     return -1;
 }

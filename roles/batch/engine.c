@@ -28,9 +28,12 @@ struct batch_engine *batch_engine_new(const struct batch_config *cfg)
         return NULL;
     }
     e->now = INT64_MIN;
+    e->min_end = BATCH_NEVER;
     e->fs_stamp = -1;
     e->groups_dirty = true;
     bs_prio_weights(e);
+    for (size_t i = 0; i < cfg->ncreds; i++)
+        e->any_throttle |= cfg->creds[i].maxjob >= 0 || cfg->creds[i].maxproc >= 0;
     return e;
 }
 
@@ -93,6 +96,7 @@ void batch_engine_destroy(struct batch_engine **ep)
     free(e->scr_cnt);
     free(e->scr_k);
     free(e->scr_kpn);
+    free(e->scr_cnt2);
     free(e->drops);
     bs_cred_free_all(e);
     bs_fs_ring_free(&e->fs_total);
@@ -116,7 +120,10 @@ int bs_engine_scratch(struct batch_engine *e, int32_t n)
     int32_t *c = realloc(e->scr_kpn, (size_t)n * sizeof *c);
     if (c)
         e->scr_kpn = c;
-    if (!a || !b || !c) {
+    int32_t *d = realloc(e->scr_cnt2, (size_t)n * sizeof *d);
+    if (d)
+        e->scr_cnt2 = d;
+    if (!a || !b || !c || !d) {
         errno = ENOMEM;
         return -1;
     }
@@ -629,6 +636,7 @@ int batch_job_finish(struct batch_engine *e, uint64_t id, int64_t when)
             if (e->queue[i] == s) {
                 memmove(e->queue + i, e->queue + i + 1, (size_t)(e->nqueue - i - 1) * sizeof *e->queue);
                 e->nqueue--;
+                e->nsorted -= i < e->nsorted;
                 break;
             }
         job_drop(e, s);
@@ -648,11 +656,9 @@ int batch_job_finish(struct batch_engine *e, uint64_t id, int64_t when)
     }
     if (j->resv >= 0)
         e->resv[j->resv].running--;
-    for (int32_t i = 0; i < e->nrunning; i++)
-        if (e->running[i] == s) {
-            e->running[i] = e->running[--e->nrunning];
-            break;
-        }
+    int32_t last = e->running[--e->nrunning];
+    e->running[j->run_idx] = last;
+    e->jobs[last].run_idx = j->run_idx;
     job_drop(e, s);
     return 0;
 }
@@ -690,16 +696,37 @@ int batch_job_info(const struct batch_engine *e, uint64_t id, struct batch_job_i
     out->end_est = j->state == BATCH_JOB_RUNNING ? j->end_est : BATCH_NEVER;
     out->estimate = j->state == BATCH_JOB_RUNNING ? j->start : j->estimate;
     out->reserved = j->state == BATCH_JOB_PENDING ? j->reserved : BATCH_NEVER;
-    out->priority = j->prio;
+    out->priority = j->state == BATCH_JOB_PENDING ? bs_prio_at(e, j, e->now) : j->prio;
     out->procs = j->procs;
     out->nnodes = j->state == BATCH_JOB_RUNNING ? j->nnodes : 0;
     out->nodes = out->nnodes ? j->nodes : NULL;
     out->resv = j->resv >= 0 ? e->resv[j->resv].name : NULL;
-    out->reason = j->state == BATCH_JOB_PENDING ? bs_cycle_reason(j->reason, j->throttle_kind) : "";
+    out->reason = j->state == BATCH_JOB_PENDING
+                      ? bs_cycle_reason(bs_cycle_job_reason(e, j), j->throttle_kind)
+                      : "";
     return 0;
 }
 
 size_t batch_job_count(const struct batch_engine *e)
 {
     return (size_t)e->live_jobs;
+}
+
+size_t batch_job_ids(const struct batch_engine *e, bool pending_only, uint64_t *ids, size_t max)
+{
+    size_t n = 0;
+    for (int32_t i = 0; i < e->nqueue; i++) {
+        const struct bjob *j = &e->jobs[e->queue[i]];
+        if (!j->live || j->state != BATCH_JOB_PENDING)
+            continue;
+        if (n < max)
+            ids[n] = j->id;
+        n++;
+    }
+    for (int32_t i = 0; !pending_only && i < e->nrunning; i++) {
+        if (n < max)
+            ids[n] = e->jobs[e->running[i]].id;
+        n++;
+    }
+    return n;
 }

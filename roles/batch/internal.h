@@ -70,6 +70,7 @@ struct cred {
 struct credtab {
     struct cred *v;
     int32_t n, cap;
+    int32_t last; /* the id last interned or found (valid if < n) */
     struct strmap map;
 };
 
@@ -145,8 +146,10 @@ struct bjob {
     int32_t *nodes;
     int32_t nnodes;
     int32_t resv; /* running inside this reservation slot, -1 */
+    int32_t run_idx; /* position in the running list */
     int64_t estimate, reserved;
-    enum batch_reason reason;
+    enum batch_reason reason; /* valid in cycle reason_cycle */
+    int64_t reason_cycle;
     uint8_t throttle_kind; /* which credential throttled it */
     int32_t fit_epoch;     /* groups epoch of the cached fit data */
     bool never;            /* larger than all compatible nodes */
@@ -164,6 +167,13 @@ struct batch_engine {
     double weff[BATCH_NFACTORS];
     int32_t active[BATCH_NFACTORS]; /* factors with a non-zero weight */
     int32_t nactive;
+    /* No XFACTOR or fairshare weight: priorities all grow at the same rate, so the
+     * queue order never changes and j->prio holds the time-invariant key
+     * priority - QUEUETIME weight x submit / 60 (see priority.c). */
+    bool static_prio;
+    int32_t nsorted;     /* queue[0, nsorted) is in order; later entries are new */
+    int32_t order_epoch; /* groups epoch of the last full ordering pass */
+    int64_t cycle_no;
     struct credtab creds[BATCH_CRED_KINDS];
     struct fs_ring fs_total;
     int64_t fs_stamp;
@@ -195,6 +205,7 @@ struct batch_engine {
     int32_t nqueue, capqueue;
     int32_t *running;
     int32_t nrunning, caprunning;
+    int64_t min_end; /* no running job's walltime ends before this (overrun check) */
 
     struct plan_ent *plan; /* job reservations, in priority order */
     int32_t nplan, capplan;
@@ -202,6 +213,7 @@ struct batch_engine {
     int32_t npcnt, cappcnt;
     bool plan_valid;
     bool est_valid;
+    bool any_throttle; /* some credential has MAXJOB or MAXPROC */
 
     int64_t now;
     uint64_t *started;
@@ -209,6 +221,7 @@ struct batch_engine {
 
     /* scratch */
     int32_t *scr_cnt; /* node counts per group of a pool */
+    int32_t *scr_cnt2;
     int32_t *scr_k;   /* compatible group positions */
     int32_t *scr_kpn;
     int32_t capscr;
@@ -236,9 +249,11 @@ void bs_engine_charge(struct batch_engine *e, struct bjob *j, int64_t upto);
 int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjob *j, int64_t t0,
                        int64_t tmax, bool est, int32_t *cnt);
 int64_t bs_plan_earliest(struct batch_engine *e, const struct bjob *j, int64_t t0, int64_t tmax,
-                      bool est, int32_t *pool_out);
-int bs_plan_reserve(struct batch_engine *e, int32_t slot, int32_t pool, int64_t start);
-int bs_plan_est_reserve(struct batch_engine *e, int32_t slot, int32_t pool, int64_t start);
+                      bool est, int32_t *pool_out, int32_t *cnt_out);
+int bs_plan_reserve(struct batch_engine *e, int32_t slot, int32_t pool, int64_t start,
+                    const int32_t *cnt);
+int bs_plan_est_reserve(struct batch_engine *e, int32_t slot, int32_t pool, int64_t start,
+                        const int32_t *cnt);
 void bs_plan_unreserve(struct batch_engine *e, int32_t idx);
 int bs_plan_start(struct batch_engine *e, int32_t slot, int32_t pool, const int32_t *cnt,
                bool from_plan);
@@ -252,10 +267,13 @@ int32_t bs_plan_free_now(const struct batch_engine *e);
 void bs_prio_weights(struct batch_engine *e);
 double bs_prio_compute(struct batch_engine *e, const struct bjob *j, int64_t now,
                     struct batch_prio *out);
+double bs_prio_key(struct batch_engine *e, const struct bjob *j);
+double bs_prio_at(const struct batch_engine *e, const struct bjob *j, int64_t now);
 void bs_fs_charge(struct batch_engine *e, const struct bjob *j, int64_t t0, int64_t t1);
 double bs_fs_percent(struct batch_engine *e, struct cred *c, int64_t now);
 
 /* cycle.c */
 const char *bs_cycle_reason(enum batch_reason r, uint8_t kind);
+enum batch_reason bs_cycle_job_reason(const struct batch_engine *e, const struct bjob *j);
 
 #endif

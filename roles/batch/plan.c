@@ -121,21 +121,23 @@ static bool job_bound(const struct batch_engine *e, const struct bjob *j)
 }
 
 int64_t bs_plan_earliest(struct batch_engine *e, const struct bjob *j, int64_t t0, int64_t tmax,
-                      bool est, int32_t *pool_out)
+                         bool est, int32_t *pool_out, int32_t *cnt_out)
 {
     int64_t best = BATCH_NEVER;
     int32_t bestpool = -1;
     bool general = e->npools == 1 || j->early_start || !job_bound(e, j);
-    if (general && (best = bs_plan_pool_find(e, 0, j, t0, tmax, est, NULL)) != BATCH_NEVER)
+    if (general && (best = bs_plan_pool_find(e, 0, j, t0, tmax, est, cnt_out)) != BATCH_NEVER)
         bestpool = 0;
     for (int32_t pi = 1; pi < e->npools && best > t0; pi++) {
         if (!bs_engine_admits(e, &e->resv[e->pools[pi].resv], j))
             continue;
         int64_t lim = best == BATCH_NEVER ? tmax : best - 1;
-        int64_t t = bs_plan_pool_find(e, pi, j, t0, lim < tmax ? lim : tmax, est, NULL);
+        int64_t t = bs_plan_pool_find(e, pi, j, t0, lim < tmax ? lim : tmax, est, e->scr_cnt2);
         if (t < best) {
             best = t;
             bestpool = pi;
+            if (cnt_out)
+                memcpy(cnt_out, e->scr_cnt2, (size_t)e->pools[pi].ng * sizeof *cnt_out);
         }
     }
     if (pool_out)
@@ -156,19 +158,16 @@ static int pool_apply(struct batch_engine *e, int32_t pi, bool est, const int32_
 }
 
 /* Holds job slot's nodes in pool `pool` from `start` in the plan (a job
- * reservation). 0, or -1 (ENOMEM; EAGAIN if it does not fit there). */
-int bs_plan_reserve(struct batch_engine *e, int32_t slot, int32_t pool, int64_t start)
+ * reservation); cnt are the node counts a search found there. 0 or -1 (ENOMEM). */
+int bs_plan_reserve(struct batch_engine *e, int32_t slot, int32_t pool, int64_t start,
+                    const int32_t *cnt)
 {
     struct bjob *j = &e->jobs[slot];
     int32_t ng = e->pools[pool].ng;
     if (VEC_RESERVE(e->plan, e->capplan, e->nplan + 1) < 0 ||
         VEC_RESERVE(e->pcnt, e->cappcnt, e->npcnt + ng + 1) < 0)
         return -1;
-    int32_t *cnt = e->pcnt + e->npcnt;
-    if (bs_plan_pool_find(e, pool, j, start, start, false, cnt) != start) {
-        errno = EAGAIN;
-        return -1;
-    }
+    memcpy(e->pcnt + e->npcnt, cnt, (size_t)ng * sizeof *cnt);
     int64_t end = add_sat(start, j->walltime);
     if (pool_apply(e, pool, false, cnt, -1, start, end) < 0)
         return -1;
@@ -178,16 +177,11 @@ int bs_plan_reserve(struct batch_engine *e, int32_t slot, int32_t pool, int64_t 
     return 0;
 }
 
-/* Estimate pass: holds the job's nodes in the est profiles from start. */
-int bs_plan_est_reserve(struct batch_engine *e, int32_t slot, int32_t pool, int64_t start)
+/* Estimate pass: holds the job's nodes (counts cnt) in the est profiles. */
+int bs_plan_est_reserve(struct batch_engine *e, int32_t slot, int32_t pool, int64_t start,
+                        const int32_t *cnt)
 {
-    struct bjob *j = &e->jobs[slot];
-    int32_t *cnt = e->scr_cnt;
-    if (bs_plan_pool_find(e, pool, j, start, start, true, cnt) != start) {
-        errno = EAGAIN;
-        return -1;
-    }
-    return pool_apply(e, pool, true, cnt, -1, start, add_sat(start, j->walltime));
+    return pool_apply(e, pool, true, cnt, -1, start, add_sat(start, e->jobs[slot].walltime));
 }
 
 void bs_plan_unreserve(struct batch_engine *e, int32_t idx)
@@ -331,10 +325,13 @@ int bs_plan_start(struct batch_engine *e, int32_t slot, int32_t pool, const int3
     j->start = j->charged = now;
     j->end_est = end;
     j->estimate = now;
+    if (end < e->min_end)
+        e->min_end = end;
     j->reserved = BATCH_NEVER;
     j->resv = p->resv;
     if (p->resv >= 0)
         e->resv[p->resv].running++;
+    j->run_idx = e->nrunning;
     e->running[e->nrunning++] = slot; /* room reserved at submit */
     e->started[e->nstarted++] = j->id;
     return 0;

@@ -53,6 +53,8 @@ void bs_prio_weights(struct batch_engine *e)
     for (int f = 0; f < BATCH_NFACTORS; f++)
         if (x[f] != 0)
             e->active[e->nactive++] = f;
+    e->static_prio = x[BATCH_F_XFACTOR] == 0 && x[BATCH_F_FSUSER] == 0 &&
+                     x[BATCH_F_FSGROUP] == 0 && x[BATCH_F_FSACCOUNT] == 0;
 }
 
 /* Fairshare factor: target - usage percent, or 0 without a target. */
@@ -131,4 +133,23 @@ int batch_priority_explain(struct batch_engine *e, uint64_t id, int64_t now,
     memset(out, 0, sizeof *out);
     bs_prio_compute(e, j, now, out);
     return 0;
+}
+
+/* Static mode: the time-invariant ordering key of j (its priority at time 0 if it
+ * had been queued then); priority(now) = key + QUEUETIME weight x now / 60. */
+double bs_prio_key(struct batch_engine *e, const struct bjob *j)
+{
+    double total = -e->weff[BATCH_F_QUEUETIME] * (double)j->submit / 60.0;
+    for (int32_t i = 0; i < e->nactive; i++)
+        if (e->active[i] != BATCH_F_QUEUETIME)
+            total += e->weff[e->active[i]] * factor(e, j, e->active[i], j->submit);
+    return total;
+}
+
+/* The priority of pending job j as of time now (after its last ordering). */
+double bs_prio_at(const struct batch_engine *e, const struct bjob *j, int64_t now)
+{
+    if (!e->static_prio)
+        return j->prio;
+    return j->prio + e->weff[BATCH_F_QUEUETIME] * (double)(now > j->submit ? now : j->submit) / 60.0;
 }

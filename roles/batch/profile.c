@@ -127,6 +127,11 @@ int bs_profile_copy(struct profile *dst, const struct profile *src)
  * (0,0) when t precedes the origin. */
 static void locate(const struct profile *p, int64_t t, int32_t *bi, int32_t *si)
 {
+    const struct profile_block *b0 = p->blk[0];
+    if (b0->n > 1 ? t < b0->t[1] : (p->nblk == 1 || t < p->blk[1]->t[0])) {
+        *bi = *si = 0; /* the first step: every query at "now" lands here */
+        return;
+    }
     int32_t lo = 0, hi = p->nblk - 1;
     while (lo < hi) {
         int32_t mid = (lo + hi + 1) / 2;
@@ -136,7 +141,7 @@ static void locate(const struct profile *p, int64_t t, int32_t *bi, int32_t *si)
             hi = mid - 1;
     }
     const struct profile_block *b = p->blk[lo];
-    int32_t l = 0, h = b->n - 1;
+    int32_t l = lo == 0 ? 1 : 0, h = b->n - 1;
     while (l < h) {
         int32_t mid = (l + h + 1) / 2;
         if (b->t[mid] <= t)
@@ -184,28 +189,28 @@ static int blk_split(struct profile *p, int32_t bi)
     return 0;
 }
 
-/* Makes t a breakpoint (no-op if it is one or precedes the origin). 0 or -1. */
-static int split_at(struct profile *p, int64_t t)
+/* Makes t a breakpoint (no-op if it is one or precedes the origin) and returns
+ * the position of the step starting at t in *bi, *si. 0 or -1. */
+static int split_at(struct profile *p, int64_t t, int32_t *bi, int32_t *si)
 {
-    int32_t bi, si;
-    locate(p, t, &bi, &si);
-    struct profile_block *b = p->blk[bi];
-    if (b->t[si] >= t)
+    locate(p, t, bi, si);
+    struct profile_block *b = p->blk[*bi];
+    if (b->t[*si] >= t)
         return 0;
     if (b->n == PROFILE_BLOCK) {
-        if (blk_split(p, bi) < 0)
+        if (blk_split(p, *bi) < 0)
             return -1;
-        if (si >= p->blk[bi]->n) {
-            si -= p->blk[bi]->n;
-            bi++;
+        if (*si >= p->blk[*bi]->n) {
+            *si -= p->blk[*bi]->n;
+            ++*bi;
         }
-        b = p->blk[bi];
+        b = p->blk[*bi];
     }
-    int32_t at = si + 1;
+    int32_t at = ++*si;
     memmove(b->t + at + 1, b->t + at, (size_t)(b->n - at) * sizeof b->t[0]);
     memmove(b->v + at + 1, b->v + at, (size_t)(b->n - at) * sizeof b->v[0]);
     b->t[at] = t;
-    b->v[at] = b->v[si];
+    b->v[at] = b->v[at - 1];
     b->n++;
     return 0;
 }
@@ -222,6 +227,47 @@ static void blk_add(struct profile_block *b, int32_t from, int32_t to, int32_t d
     blk_fix(b);
 }
 
+/* Removes the breakpoint at t if the steps on both sides hold the same value. */
+static void merge_at(struct profile *p, int64_t t)
+{
+    int32_t bi, si;
+    locate(p, t, &bi, &si);
+    struct profile_block *b = p->blk[bi];
+    if (b->t[si] != t || (bi == 0 && si == 0))
+        return;
+    const struct profile_block *pb = si > 0 ? b : p->blk[bi - 1];
+    if (pb->v[si > 0 ? si - 1 : pb->n - 1] + pb->lazy != b->v[si] + b->lazy)
+        return;
+    memmove(b->t + si, b->t + si + 1, (size_t)(b->n - si - 1) * sizeof b->t[0]);
+    memmove(b->v + si, b->v + si + 1, (size_t)(b->n - si - 1) * sizeof b->v[0]);
+    if (--b->n > 0) {
+        blk_fix(b);
+        return;
+    }
+    blk_put(p, b);
+    memmove(p->blk + bi, p->blk + bi + 1, (size_t)(p->nblk - bi - 1) * sizeof *p->blk);
+    p->nblk--;
+}
+
+/* Adds delta to the steps from (bi, si) on that start before t1. */
+static void add_from(struct profile *p, int32_t bi, int32_t si, int64_t t1, int32_t delta)
+{
+    for (;;) {
+        struct profile_block *b = p->blk[bi];
+        if (t1 != PROFILE_INF && b->t[b->n - 1] >= t1) { /* the range ends in this block */
+            int32_t e = si;
+            while (b->t[e] < t1)
+                e++;
+            blk_add(b, si, e, delta);
+            return;
+        }
+        blk_add(b, si, b->n, delta);
+        if (++bi == p->nblk || (t1 != PROFILE_INF && p->blk[bi]->t[0] >= t1))
+            return;
+        si = 0;
+    }
+}
+
 int bs_profile_add(struct profile *p, int64_t t0, int64_t t1, int32_t delta)
 {
     int64_t origin = p->blk[0]->t[0];
@@ -229,25 +275,17 @@ int bs_profile_add(struct profile *p, int64_t t0, int64_t t1, int32_t delta)
         t0 = origin;
     if (t1 <= t0 || delta == 0)
         return 0;
-    if (split_at(p, t0) < 0 || (t1 != PROFILE_INF && split_at(p, t1) < 0))
+    int32_t bi, si;
+    /* split the end first: splitting t0 afterwards cannot move anything after t0 */
+    if ((t1 != PROFILE_INF && split_at(p, t1, &bi, &si) < 0) || split_at(p, t0, &bi, &si) < 0)
         return -1; /* an extra breakpoint may remain; values are unchanged */
-    int32_t b0, i0, b1, i1;
-    locate(p, t0, &b0, &i0);
-    if (t1 == PROFILE_INF) {
-        b1 = p->nblk - 1;
-        i1 = p->blk[b1]->n;
-    } else {
-        locate(p, t1, &b1, &i1);
+    add_from(p, bi, si, t1, delta);
+    if (delta > 0) { /* giving back (a job ended early, a reservation dropped): the
+                      * breakpoints it made may be redundant now */
+        if (t1 != PROFILE_INF)
+            merge_at(p, t1);
+        merge_at(p, t0);
     }
-    if (b0 == b1) {
-        blk_add(p->blk[b0], i0, i1, delta);
-        return 0;
-    }
-    blk_add(p->blk[b0], i0, p->blk[b0]->n, delta);
-    for (int32_t k = b0 + 1; k < b1; k++)
-        p->blk[k]->lazy += delta;
-    if (i1 > 0)
-        blk_add(p->blk[b1], 0, i1, delta);
     return 0;
 }
 
@@ -304,7 +342,7 @@ int32_t bs_profile_min(const struct profile *p, int64_t t0, int64_t t1)
 }
 
 int64_t bs_profile_find(const struct profile *p, int64_t t0, int64_t tmax, int64_t len,
-                     int32_t need)
+                        int32_t need)
 {
     int64_t origin = p->blk[0]->t[0];
     if (t0 < origin)
@@ -313,34 +351,53 @@ int64_t bs_profile_find(const struct profile *p, int64_t t0, int64_t tmax, int64
         return PROFILE_INF;
     int32_t bi, si;
     locate(p, t0, &bi, &si);
-    int64_t cand = -1; /* -1: looking for a step with enough free */
     for (;;) {
-        const struct profile_block *b = p->blk[bi];
-        if (cand < 0) {
-            if (si == 0 && b->max + b->lazy < need) {
-                if (++bi == p->nblk)
-                    return PROFILE_INF;
-                continue;
+        /* seek: the first step from (bi, si) on with at least `need` free */
+        const struct profile_block *b;
+        for (;;) {
+            b = p->blk[bi];
+            int32_t th = need - b->lazy;
+            if (b->max >= th) {
+                while (si < b->n && b->v[si] < th)
+                    si++;
+                if (si < b->n)
+                    break;
             }
-            if (b->v[si] + b->lazy >= need) {
-                cand = b->t[si] > t0 ? b->t[si] : t0;
-                if (cand > tmax)
-                    return PROFILE_INF;
-            }
-        } else if (b->v[si] + b->lazy < need) {
-            cand = -1;
-        } else if (si == 0 && b->min + b->lazy >= need) {
-            si = b->n - 1; /* every step of the block fits: test its end */
-        }
-        if (cand >= 0) {
-            int64_t nt = next_time(p, bi, si);
-            if (nt == PROFILE_INF || nt - cand >= len)
-                return cand;
-        }
-        if (++si == b->n) {
-            si = 0;
             if (++bi == p->nblk)
                 return PROFILE_INF;
+            si = 0;
+        }
+        int64_t cand = b->t[si] > t0 ? b->t[si] : t0;
+        if (cand > tmax)
+            return PROFILE_INF;
+        int64_t end = cand > INT64_MAX - len ? INT64_MAX : cand + len;
+        /* extend: every step starting before `end` must keep `need` free */
+        for (si++;;) {
+            if (si == b->n) {
+                if (++bi == p->nblk)
+                    return cand; /* the last step lasts for ever */
+                b = p->blk[bi];
+                si = 0;
+                if (b->t[0] >= end)
+                    return cand;
+                if (b->min + b->lazy >= need) {
+                    si = b->n; /* the whole block fits */
+                    continue;
+                }
+            }
+            int32_t th = need - b->lazy;
+            while (si < b->n && b->t[si] < end && b->v[si] >= th)
+                si++;
+            if (si == b->n)
+                continue;
+            if (b->t[si] >= end)
+                return cand;
+            break; /* step si breaks the window: seek again after it */
+        }
+        if (++si == b->n) {
+            if (++bi == p->nblk)
+                return PROFILE_INF;
+            si = 0;
         }
     }
 }

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define PROFILE_INF INT64_MAX
-#define PROFILE_BLOCK 64
+#define PROFILE_BLOCK 32
 
 struct profile_block {
     int32_t n;        /* steps in use */

@@ -1,0 +1,345 @@
+/*
+ * conffile.c - batch.ini parsing with inih (see conffile.h). inih keeps parsing
+ * after an error and its Debian build cannot pass line numbers to the handler, so
+ * the handler records the first problem and ini_parse's return value (the first
+ * failing line) places it. Keys and fixed section names are case-insensitive,
+ * credential names are not.
+ */
+#include <errno.h>
+#include <ini.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "roles/batch/conffile.h"
+
+struct ctx {
+    struct batch_config *c;
+    char msg[256];
+    char **seen; /* "section\nkey" of every key set, to refuse duplicates */
+    size_t nseen;
+};
+
+__attribute__((format(printf, 2, 3))) static int bad(struct ctx *x, const char *fmt, ...)
+{
+    if (!x->msg[0]) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(x->msg, sizeof x->msg, fmt, ap);
+        va_end(ap);
+    }
+    return 0;
+}
+
+static int num(const char *v, double *out)
+{
+    char *end;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (end == v || *end || errno || !isfinite(d))
+        return -1;
+    *out = d;
+    return 0;
+}
+
+static int integer(const char *v, long long lo, long long hi, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (end == v || *end || errno || n < lo || n > hi)
+        return -1;
+    *out = n;
+    return 0;
+}
+
+/* Seconds, or Maui's [[DD:]HH:]MM:SS. */
+static int duration(const char *v, long long *out)
+{
+    long long parts[4], n = 0;
+    const char *p = v;
+    for (;;) {
+        char *end;
+        errno = 0;
+        long long x = strtoll(p, &end, 10);
+        if (end == p || errno || x < 0 || n == 4)
+            return -1;
+        parts[n++] = x;
+        if (*end == '\0')
+            break;
+        if (*end != ':')
+            return -1;
+        p = end + 1;
+    }
+    static const long long mult[4] = {1, 60, 3600, 86400};
+    long long s = 0;
+    for (long long i = 0; i < n; i++)
+        s += parts[n - 1 - i] * mult[i];
+    *out = s;
+    return 0;
+}
+
+struct wkey {
+    const char *name;
+    size_t off;
+};
+#define W(n, f) {n, offsetof(struct batch_weights, f)}
+static const struct wkey weights[] = {
+    W("servweight", serv),   W("queuetimeweight", queuetime), W("xfactorweight", xfactor),
+    W("fsweight", fs),       W("fsuserweight", fsuser),       W("fsgroupweight", fsgroup),
+    W("fsaccountweight", fsaccount), W("credweight", cred),   W("userweight", user),
+    W("groupweight", group), W("accountweight", account),     W("qosweight", qos),
+    W("classweight", class_), W("resweight", res),            W("procweight", proc),
+    W("memweight", mem),     W("diskweight", disk),           W("swapweight", swap),
+    W("nodeweight", node),   W("psweight", ps),               W("uprioweight", uprio),
+};
+#undef W
+
+static int set_scheduler(struct ctx *x, const char *k, const char *v)
+{
+    struct batch_config *c = x->c;
+    long long n;
+    if (strcasecmp(k, "reservationdepth") == 0) {
+        if (strcasecmp(v, "unlimited") == 0)
+            c->reservation_depth = BATCH_UNLIMITED;
+        else if (integer(v, 0, 1000000, &n) == 0)
+            c->reservation_depth = (int32_t)n;
+        else
+            return bad(x, "reservationdepth must be a count or 'unlimited', not '%s'", v);
+    } else if (strcasecmp(k, "backfillpolicy") == 0) {
+        if (strcasecmp(v, "none") == 0)
+            c->backfill = BATCH_BF_NONE;
+        else if (strcasecmp(v, "firstfit") == 0)
+            c->backfill = BATCH_BF_FIRSTFIT;
+        else if (strcasecmp(v, "bestfit") == 0)
+            c->backfill = BATCH_BF_BESTFIT;
+        else
+            return bad(x, "backfillpolicy must be none, firstfit or bestfit, not '%s'", v);
+    } else if (strcasecmp(k, "estimates") == 0) {
+        if (!strcasecmp(v, "yes") || !strcasecmp(v, "true") || !strcmp(v, "1") ||
+            !strcasecmp(v, "on"))
+            c->estimates = true;
+        else if (!strcasecmp(v, "no") || !strcasecmp(v, "false") || !strcmp(v, "0") ||
+                 !strcasecmp(v, "off"))
+            c->estimates = false;
+        else
+            return bad(x, "estimates must be yes or no, not '%s'", v);
+    } else {
+        return bad(x, "unknown key '%s' in [scheduler]", k);
+    }
+    return 1;
+}
+
+static int set_priority(struct ctx *x, const char *k, const char *v)
+{
+    for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++) {
+        if (strcasecmp(k, weights[i].name))
+            continue;
+        double d;
+        if (num(v, &d) < 0)
+            return bad(x, "%s must be a number, not '%s'", k, v);
+        *(double *)((char *)&x->c->w + weights[i].off) = d;
+        return 1;
+    }
+    return bad(x, "unknown key '%s' in [priority]", k);
+}
+
+static int set_fairshare(struct ctx *x, const char *k, const char *v)
+{
+    struct batch_config *c = x->c;
+    long long n;
+    double d;
+    if (strcasecmp(k, "fspolicy") == 0) {
+        if (strcasecmp(v, "none") == 0)
+            c->fspolicy = BATCH_FS_NONE;
+        else if (strcasecmp(v, "dedicatedps") == 0)
+            c->fspolicy = BATCH_FS_DEDICATEDPS;
+        else
+            return bad(x, "fspolicy must be none or dedicatedps, not '%s'", v);
+    } else if (strcasecmp(k, "fsinterval") == 0) {
+        if (duration(v, &n) < 0 || n < 1)
+            return bad(x, "fsinterval must be a positive duration ([[DD:]HH:]MM:SS), not '%s'", v);
+        c->fsinterval = n;
+    } else if (strcasecmp(k, "fsdepth") == 0) {
+        if (integer(v, 1, 1000, &n) < 0)
+            return bad(x, "fsdepth must be 1..1000, not '%s'", v);
+        c->fsdepth = (int32_t)n;
+    } else if (strcasecmp(k, "fsdecay") == 0) {
+        if (num(v, &d) < 0 || !(d > 0 && d <= 1))
+            return bad(x, "fsdecay must be in (0, 1], not '%s'", v);
+        c->fsdecay = d;
+    } else {
+        return bad(x, "unknown key '%s' in [fairshare]", k);
+    }
+    return 1;
+}
+
+static int set_cred(struct ctx *x, enum batch_cred_kind kind, const char *name, const char *k,
+                    const char *v)
+{
+    struct batch_cred_cfg *cc = batch_config_cred(x->c, kind, name);
+    long long n;
+    double d;
+    if (!cc)
+        return bad(x, "bad %s name '%s'", batch_cred_kind_name(kind), name);
+    if (strcasecmp(k, "priority") == 0) {
+        if (num(v, &d) < 0)
+            return bad(x, "priority must be a number, not '%s'", v);
+        cc->priority = d;
+    } else if (strcasecmp(k, "fstarget") == 0) {
+        if (num(v, &d) < 0 || d < 0 || d > 100)
+            return bad(x, "fstarget must be a percentage 0..100, not '%s'", v);
+        cc->fstarget = d;
+    } else if (strcasecmp(k, "maxjob") == 0) {
+        if (integer(v, -1, INT32_MAX, &n) < 0)
+            return bad(x, "maxjob must be a count (-1: no limit), not '%s'", v);
+        cc->maxjob = (int32_t)n;
+    } else if (strcasecmp(k, "maxproc") == 0) {
+        if (integer(v, -1, INT64_MAX, &n) < 0)
+            return bad(x, "maxproc must be a count (-1: no limit), not '%s'", v);
+        cc->maxproc = n;
+    } else {
+        return bad(x, "unknown key '%s' in [%s %s]", k, batch_cred_kind_name(kind), name);
+    }
+    return 1;
+}
+
+/* Records section/key; false if it was already set. */
+static bool first_time(struct ctx *x, const char *section, const char *key)
+{
+    size_t n = strlen(section) + strlen(key) + 2;
+    char *s = malloc(n);
+    if (!s)
+        return true;
+    snprintf(s, n, "%s\n%s", section, key);
+    for (char *p = s; *p; p++)
+        *p = (char)(*p >= 'A' && *p <= 'Z' ? *p + 32 : *p);
+    for (size_t i = 0; i < x->nseen; i++)
+        if (strcmp(x->seen[i], s) == 0) {
+            free(s);
+            return false;
+        }
+    char **ns = realloc(x->seen, (x->nseen + 1) * sizeof *ns);
+    if (!ns) {
+        free(s);
+        return true;
+    }
+    x->seen = ns;
+    x->seen[x->nseen++] = s;
+    return true;
+}
+
+static int handler(void *user, const char *section, const char *key, const char *value)
+{
+    struct ctx *x = user;
+    if (!first_time(x, section, key))
+        return bad(x, "duplicate key '%s' in [%s]", key, section);
+    if (!strcasecmp(section, "scheduler"))
+        return set_scheduler(x, key, value);
+    if (!strcasecmp(section, "priority"))
+        return set_priority(x, key, value);
+    if (!strcasecmp(section, "fairshare"))
+        return set_fairshare(x, key, value);
+    for (int k = 0; k < BATCH_CRED_KINDS; k++) {
+        const char *kn = batch_cred_kind_name(k);
+        size_t l = strlen(kn);
+        if (strncasecmp(section, kn, l) == 0 && (section[l] == ' ' || section[l] == ':') &&
+            section[l + 1])
+            return set_cred(x, k, section + l + 1, key, value);
+    }
+    return bad(x, "unknown section [%s]", section);
+}
+
+static void ctx_free(struct ctx *x)
+{
+    for (size_t i = 0; i < x->nseen; i++)
+        free(x->seen[i]);
+    free(x->seen);
+}
+
+/* Turns inih's result and the handler's message into one error. */
+static int finish(struct ctx *x, int rc, const char *name, char *err, size_t errlen)
+{
+    ctx_free(x);
+    if (rc == 0 && !x->msg[0])
+        return 0;
+    if (rc == -1)
+        snprintf(err, errlen, "%s: cannot open: %s", name, strerror(errno ? errno : ENOENT));
+    else if (rc == -2)
+        snprintf(err, errlen, "%s: out of memory", name);
+    else if (x->msg[0])
+        snprintf(err, errlen, "%s:%d: %s", name, rc, x->msg);
+    else
+        snprintf(err, errlen, "%s:%d: syntax error (expected [section] or key = value)", name, rc);
+    return -1;
+}
+
+int batch_conf_load(struct batch_config *c, const char *path, char *err, size_t errlen)
+{
+    struct ctx x = {.c = c};
+    errno = 0;
+    int rc = ini_parse(path, handler, &x);
+    return finish(&x, rc, path, err, errlen);
+}
+
+int batch_conf_load_string(struct batch_config *c, const char *s, const char *name, char *err,
+                           size_t errlen)
+{
+    struct ctx x = {.c = c};
+    int rc = ini_parse_string(s, handler, &x);
+    return finish(&x, rc, name, err, errlen);
+}
+
+int batch_conf_set(struct batch_config *c, const char *a, char *err, size_t errlen)
+{
+    const char *eq = strchr(a, '=');
+    const char *dot = eq ? memrchr(a, '.', (size_t)(eq - a)) : NULL;
+    if (!eq || !dot || dot == a || dot + 1 == eq) {
+        snprintf(err, errlen, "--set wants SECTION.KEY=VALUE, not '%s'", a);
+        return -1;
+    }
+    char section[160], key[64];
+    if ((size_t)(dot - a) >= sizeof section || (size_t)(eq - dot - 1) >= sizeof key) {
+        snprintf(err, errlen, "--set '%s': name too long", a);
+        return -1;
+    }
+    snprintf(section, sizeof section, "%.*s", (int)(dot - a), a);
+    snprintf(key, sizeof key, "%.*s", (int)(eq - dot - 1), dot + 1);
+    struct ctx x = {.c = c};
+    handler(&x, section, key, eq + 1);
+    ctx_free(&x);
+    if (x.msg[0]) {
+        snprintf(err, errlen, "--set %s: %s", a, x.msg);
+        return -1;
+    }
+    return 0;
+}
+
+void batch_conf_print(const struct batch_config *c, FILE *out)
+{
+    static const char *const bf[] = {"none", "firstfit", "bestfit"};
+    fprintf(out, "[scheduler]\n");
+    if (c->reservation_depth == BATCH_UNLIMITED)
+        fprintf(out, "reservationdepth = unlimited\n");
+    else
+        fprintf(out, "reservationdepth = %d\n", c->reservation_depth);
+    fprintf(out, "backfillpolicy = %s\nestimates = %s\n\n[priority]\n", bf[c->backfill],
+            c->estimates ? "yes" : "no");
+    for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++)
+        fprintf(out, "%s = %g\n", weights[i].name,
+                *(const double *)((const char *)&c->w + weights[i].off));
+    fprintf(out, "\n[fairshare]\nfspolicy = %s\nfsinterval = %lld\nfsdepth = %d\nfsdecay = %g\n",
+            c->fspolicy == BATCH_FS_NONE ? "none" : "dedicatedps", (long long)c->fsinterval,
+            c->fsdepth, c->fsdecay);
+    for (size_t i = 0; i < c->ncreds; i++) {
+        const struct batch_cred_cfg *cc = &c->creds[i];
+        fprintf(out, "\n[%s %s]\npriority = %g\n", batch_cred_kind_name(cc->kind), cc->name,
+                cc->priority);
+        if (!isnan(cc->fstarget))
+            fprintf(out, "fstarget = %g\n", cc->fstarget);
+        fprintf(out, "maxjob = %d\nmaxproc = %lld\n", cc->maxjob, (long long)cc->maxproc);
+    }
+}

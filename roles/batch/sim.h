@@ -1,0 +1,88 @@
+/*
+ * sim.h - trace-driven simulation of the batch engine (MISSION B1: "a simulation
+ * mode to try a configuration before using it"). The simulator owns a simulated
+ * clock and a machine of identical nodes, feeds the engine exactly what the live
+ * role would (submissions, completions) and calls batch_cycle() at every event
+ * time. No I/O here: the trace comes in as a struct swf_trace, results go out as
+ * numbers; cmd/batch.c prints them.
+ *
+ * Trace records and how they are treated:
+ *  - size: allocated processors (field 5), else requested (field 8); a record with
+ *    neither is skipped, as is one wider than the machine;
+ *  - run time (field 4) -1 (the job never ran: cancelled while queued) is skipped;
+ *  - a negative submit time is skipped;
+ *  - walltime: --estimate requested uses the requested time (field 9), or the run
+ *    time when the request is missing; --estimate actual uses the run time;
+ *  - a job whose run time exceeds its walltime is killed at the walltime, as the
+ *    resource manager enforces the limit: its simulated run time is the walltime.
+ */
+#ifndef GRIDNODE_BATCH_SIM_H
+#define GRIDNODE_BATCH_SIM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "roles/batch/batch.h"
+#include "roles/batch/swf.h"
+
+enum sim_estimate { SIM_EST_REQUESTED, SIM_EST_ACTUAL };
+
+struct sim_job {
+    int64_t id; /* SWF job number */
+    int64_t submit, run, walltime;
+    int32_t procs;
+    int32_t user, group, queue;
+    int64_t start, end; /* results; start = -1 if it never started */
+    int64_t first_estimate; /* with estimates on: the estimate of its first cycle */
+};
+
+struct sim_input {
+    struct sim_job *jobs;
+    size_t njobs;
+    /* records skipped, by reason, and jobs adjusted */
+    size_t skip_no_procs, skip_no_run, skip_too_wide, skip_bad_submit;
+    size_t no_request, truncated, before_window;
+};
+
+struct sim_opts {
+    int64_t procs;      /* machine size */
+    int32_t node_procs; /* processors per node (1: the processor-pool model) */
+    enum sim_estimate estimate;
+    size_t start, count; /* job window over the kept jobs; count 0 = all */
+    const struct batch_config *cfg;
+    const char *const *queue_names; /* SWF_MAX_QUEUES entries or NULL */
+    bool record_nodes;              /* keep each job's nodes (for the Gantt chart) */
+    /* called every few thousand events; may be NULL */
+    void (*progress)(void *arg, size_t done, size_t total, int64_t simtime);
+    void *arg;
+    int64_t diag_at; /* call diag once, at the first cycle at or after this time */
+    void (*diag)(void *arg, struct batch_engine *e, int64_t now);
+};
+
+struct sim_result {
+    size_t jobs;
+    double utilization, mean_wait, median_wait, max_wait, mean_bsld;
+    double sim_wall_s, jobs_per_s;
+    int64_t first_submit, last_end;
+    size_t cycles, idle_cycles, replans;
+    double est_mae; /* mean |first estimate - start| (estimates on), else -1 */
+    /* with record_nodes: job i ran on nodes run_node[k] .. run_node[k] + run_len[k] - 1
+     * for k in [run_off[i], run_off[i] + run_cnt[i]) */
+    size_t *run_off, nruns;
+    int32_t *run_cnt, *run_node, *run_len;
+};
+
+/* Selects and converts the trace's jobs (rules above) into in (zeroed by the
+ * caller), sorted by submit time, windowed by o->start / o->count. 0 or -1 with a
+ * message in err. */
+int sim_prepare(const struct swf_trace *t, const struct sim_opts *o, struct sim_input *in,
+                char *err, size_t errlen);
+/* Runs the simulation; fills in->jobs[].start/end and r (zeroed by the caller).
+ * 0, or -1 with a message in err. */
+int sim_run(struct sim_input *in, const struct sim_opts *o, struct sim_result *r, char *err,
+            size_t errlen);
+void sim_input_free(struct sim_input *in);
+void sim_result_free(struct sim_result *r);
+
+#endif
