@@ -56,6 +56,8 @@ const struct emu_key emulate_keys[] = {
      "report a result at the latest this long after it finished"},
     {SK_CLIENT, "deadline_slack", KT_NUM, CF(deadline_slack), 0, 0.95, 0, "0.85",
      "deadline fetch: fraction of a task's latency kept free for reporting"},
+    {SK_CLIENT, "deadline_reserve_max", KT_TIME, CF(deadline_reserve_max), 0, BIG, 0, "12h",
+     "deadline fetch: at most this much of a task's latency is kept free"},
     {SK_CLIENT, "avail_half_life", KT_TIME, CF(avail_half_life), 0, BIG, 1, "10d",
      "averaging half-life of the host's on-fraction estimate"},
 

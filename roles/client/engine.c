@@ -75,6 +75,7 @@ void engine_config_defaults(struct engine_config *c)
     c->report_cushion = 86400;
     c->report_max_delay = 86400;
     c->deadline_slack = 0.85;
+    c->deadline_reserve_max = 12 * 3600;
     c->avail_half_life = 10 * 86400;
 }
 
@@ -100,6 +101,8 @@ const char *engine_config_check(const struct engine_config *c)
         return "report_cushion and report_max_delay must be >= 0";
     if (!(c->deadline_slack >= 0 && c->deadline_slack < 1))
         return "deadline_slack must be in [0, 1)";
+    if (!(c->deadline_reserve_max >= 0))
+        return "deadline_reserve_max must be >= 0";
     return NULL;
 }
 

@@ -65,8 +65,9 @@ struct engine_config {
     int master_fetch_period;   /* 10: re-read the master list every N consecutive failures */
     double report_cushion;     /* 86400: report a result once its deadline is this close */
     double report_max_delay;   /* 86400: ... or once it has waited this long */
-    double deadline_slack;     /* 0.85: deadline mode plans to finish a task within
-                                  (1 - slack) of its latency, the rest is for reporting */
+    double deadline_slack;     /* 0.85: deadline mode keeps this fraction of a task's
+                                  latency for reporting (server outages, host off) ... */
+    double deadline_reserve_max; /* 43200: ... but never more than this */
     double avail_half_life;    /* 864000: averaging of the host's on-fraction */
 };
 
@@ -243,6 +244,7 @@ struct engine {
     int session_reason;
     double last_fetch_check;
     int get_work[ENGINE_MAX_PTYPES]; /* debt2004: get-work session open for this type */
+    double starved[ENGINE_MAX_PTYPES]; /* deadline mode: instances the top project lacks */
     struct engine_action act;        /* the action last returned by engine_poll */
 
     /* scratch memory for the simulations and the scheduler, grown as needed */
@@ -315,14 +317,18 @@ void engine_rsc_backoff(struct engine *e, double now, int project, int ptype);
 int engine_rr_simulate(struct engine *e, double now);
 /* The time after its issue by which the engine plans to have finished a task of this
  * latency (deadline - issue) and estimated run time: all of it in boinc mode; in
- * deadline mode (1 - deadline_slack) of it, but at least 1.5 times the run time when
- * the latency allows, the rest being kept for reporting through outages and off periods. */
+ * deadline mode the latency less a reserve for reporting through server outages and
+ * off periods, min(deadline_slack * latency, deadline_reserve_max), but at least 1.5
+ * times the run time when the latency allows. */
 double engine_plan_window(const struct engine *e, double latency, double est);
 /* The deadline used for planning: issue + engine_plan_window. */
 double engine_task_plan_deadline(const struct engine *e, const struct engine_task *t);
 /* The most instance-seconds of new work of type t, with this latency and run time, that
- * a fluid EDF schedule of the queued work could still finish within its plan window. */
-double engine_room(struct engine *e, double now, int ptype, double latency, double est);
+ * a fluid EDF schedule of the queued work could still finish within its plan window.
+ * If delay is not NULL it receives when such work would start under that schedule:
+ * the queued work due before it, spread over the instances. */
+double engine_room(struct engine *e, double now, int ptype, double latency, double est,
+                   double *delay);
 
 /* ---- task scheduling (engine_sched.c) ---- */
 

@@ -53,7 +53,7 @@ static int deadline_room_ok(struct engine *e, double now, int p, int t)
     if (e->cfg.fetch != ENGINE_FETCH_DEADLINE || r->latency <= 0)
         return 1;
     double job = r->job_work > 0 ? r->job_work : 1;
-    return engine_room(e, now, t, r->latency, job) >= job;
+    return engine_room(e, now, t, r->latency, job, NULL) >= job;
 }
 
 /* Whether project p may be asked for work of type t now. */
@@ -91,12 +91,20 @@ static void request_for(struct engine *e, double now, int p, int t, struct engin
     double secs = e->cfg.policy == ENGINE_POLICY_DEBT2004 ? (max_buf - queue_est(e, t)) * ninst
                                                           : rr->shortfall;
     double inst = rr->idle_now;
+    if (e->starved[t] > 0) { /* one task per instance the project lacks */
+        const struct engine_rsc *rs = &e->projects[p].rsc[t];
+        inst = fmax(inst, e->starved[t]);
+        secs = fmax(secs, e->starved[t] * (rs->job_work > 0 ? rs->job_work : 1));
+    }
+    /* the delay the server checks deadlines with: BOINC sends the EDF busy time of the
+       deadline-miss tasks (seed 002); deadline mode the start an EDF schedule would give
+       this project's next task (below), or the saturated time if its latency is unknown */
     r->delay = e->cfg.fetch == ENGINE_FETCH_BOINC ? rr->busy : fmax(rr->saturated, rr->busy);
     if (e->cfg.fetch == ENGINE_FETCH_DEADLINE && secs > 0) {
         const struct engine_rsc *rs = &e->projects[p].rsc[t];
         if (rs->latency > 0) {
             double job = rs->job_work > 0 ? rs->job_work : 1;
-            double room = engine_room(e, now, t, rs->latency, job);
+            double room = engine_room(e, now, t, rs->latency, job, &r->delay);
             if (room < job) {
                 secs = inst = 0;
             } else {
@@ -206,13 +214,39 @@ static int build_rpc(struct engine *e, double now, int p, int reason, unsigned w
     return 0;
 }
 
+/* Deadline mode: the instances of type t the top fetchable project p lacks to use its
+ * share of them (BOINC 6's "project starved" criterion). A full buffer of long-deadline
+ * work must not lock out a project whose deadlines only allow a short queue. */
+static double starved_instances(struct engine *e, double now, int t, const double *prio)
+{
+    int p = top_project(e, now, t, prio);
+    if (p < 0)
+        return 0;
+    double total = 0, used = 0;
+    for (int q = 0; q < e->nprojects; q++)
+        if (q == p || e->projects[q].rsc[t].latency > 0)
+            total += e->projects[q].share;
+    for (size_t i = 0; i < e->ntasks; i++) {
+        const struct engine_task *k = &e->tasks[i];
+        if (k->project == p && k->ptype == t && engine_task_live(k))
+            used += k->usage;
+    }
+    double want = e->ptypes[t].ninstances * e->projects[p].share / total - used;
+    return want >= 1 - ENGINE_EPS ? floor(want + ENGINE_EPS) : 0;
+}
+
 /* Work fetch: the types needing work and the project to ask; -1 if none. */
 static int choose_fetch(struct engine *e, double now, const double *prio, unsigned *want)
 {
     unsigned need = 0;
-    for (int t = 0; t < e->nptypes; t++)
+    for (int t = 0; t < e->nptypes; t++) {
+        e->starved[t] = 0;
         if (type_needs_work(e, t))
             need |= 1u << t;
+        else if (e->cfg.fetch == ENGINE_FETCH_DEADLINE && e->ptypes[t].ninstances > 0 &&
+                 (e->starved[t] = starved_instances(e, now, t, prio)) > 0)
+            need |= 1u << t;
+    }
     *want = 0;
     if (!need)
         return -1;
@@ -330,6 +364,7 @@ void engine_poll(struct engine *e, double now, struct engine_action *act)
     unsigned char *due = np <= 64 ? due_stack : malloc(np);
     if (pr && due)
         poll_once(e, now, act, pr, pr + np, due);
+    memset(e->starved, 0, sizeof e->starved); /* only for the request just built */
     if (pr != stack)
         free(pr);
     if (due != due_stack)

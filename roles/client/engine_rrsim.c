@@ -58,7 +58,7 @@ double engine_plan_window(const struct engine *e, double latency, double est)
         latency = 0;
     if (e->cfg.fetch == ENGINE_FETCH_BOINC)
         return latency;
-    double w = (1 - e->cfg.deadline_slack) * latency;
+    double w = latency - fmin(e->cfg.deadline_slack * latency, e->cfg.deadline_reserve_max);
     double floor_w = fmin(latency, 1.5 * est);
     return w > floor_w ? w : floor_w;
 }
@@ -333,8 +333,11 @@ int engine_rr_simulate(struct engine *e, double now)
     return 0;
 }
 
-double engine_room(struct engine *e, double now, int ptype, double latency, double est)
+double engine_room(struct engine *e, double now, int ptype, double latency, double est,
+                   double *delay)
 {
+    if (delay)
+        *delay = 0;
     if (ptype < 0 || ptype >= e->nptypes || e->ptypes[ptype].ninstances <= 0)
         return 0;
     size_t n_it = e->ntasks ? e->ntasks : 1;
@@ -349,6 +352,8 @@ double engine_room(struct engine *e, double now, int ptype, double latency, doub
     size_t i = 0;
     for (; i < m && it[i].deadline <= due; i++)
         cum += it[i].rem * it[i].usage;
+    if (delay)
+        *delay = cum / ninst;
     room = ninst * (due - now) - cum;
     for (; i < m; i++) {
         cum += it[i].rem * it[i].usage;
