@@ -767,11 +767,12 @@ def test_result_for_unknown_task_is_acked_and_dropped(cluster):
     assert (j["done"], j["dups"], j["issued"]) == (0, 0, 0)
 
 
-def test_tasks_reply_fields(cluster):
-    u = cluster.connect()
+def test_tasks_reply_fields(cluster_factory):
+    c = cluster_factory({"store.sync": "none", "tasks.idle_wait_s": 4})
+    u = c.connect()
     sid = hello(u, "n")
     r = u.ok("TASK_GET", expect="TASKS", sid=sid, want=1)
-    assert r["tasks"] == [] and r["more"] is False and r["wait_s"] == 5 and "acked" not in r
+    assert r["tasks"] == [] and r["more"] is False and r["wait_s"] == 4 and "acked" not in r
     job = submit(u, 2, argv=["/bin/echo", "{job}-{i}-{n}"], complexity=2.5, limit_s=77)
     r = u.ok("TASK_GET", sid=sid, want=0)
     assert r["tasks"] == [] and r["more"] is True
