@@ -113,7 +113,8 @@ static int parse_args(int argc, char **argv, struct emu_cli *c)
                 continue;
             }
             if (!v) {
-                fprintf(stderr, "gridnode client: %s needs a value\n", valued[k]);
+                fprintf(stderr, "gridnode client: %s needs %s\n", valued[k],
+                        k == 0 ? "a scenario file (see --emulate --help)" : "a value");
                 return 2;
             }
         }

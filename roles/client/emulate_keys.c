@@ -54,6 +54,8 @@ const struct emu_key emulate_keys[] = {
      "report a result once its deadline is this close"},
     {SK_CLIENT, "report_max_delay", KT_TIME, CF(report_max_delay), 0, BIG, 0, "1d",
      "report a result at the latest this long after it finished"},
+    {SK_CLIENT, "report_batch", KT_NUM, CF(report_batch), 0, 1, 0, "0.25",
+     "deadline fetch: share of a result's reporting reserve it may wait for another RPC"},
     {SK_CLIENT, "deadline_slack", KT_NUM, CF(deadline_slack), 0, 0.95, 0, "0.85",
      "deadline fetch: fraction of a task's latency kept free for reporting"},
     {SK_CLIENT, "deadline_reserve_max", KT_TIME, CF(deadline_reserve_max), 0, BIG, 0, "12h",

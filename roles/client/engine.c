@@ -74,6 +74,7 @@ void engine_config_defaults(struct engine_config *c)
     c->master_fetch_period = 10;
     c->report_cushion = 86400;
     c->report_max_delay = 86400;
+    c->report_batch = 0.25;
     c->deadline_slack = 0.85;
     c->deadline_reserve_max = 12 * 3600;
     c->avail_half_life = 10 * 86400;
@@ -99,6 +100,8 @@ const char *engine_config_check(const struct engine_config *c)
         return "master_fetch_period must be >= 1";
     if (!(c->report_cushion >= 0) || !(c->report_max_delay >= 0))
         return "report_cushion and report_max_delay must be >= 0";
+    if (!(c->report_batch >= 0 && c->report_batch <= 1))
+        return "report_batch must be in [0, 1]";
     if (!(c->deadline_slack >= 0 && c->deadline_slack < 1))
         return "deadline_slack must be in [0, 1)";
     if (!(c->deadline_reserve_max >= 0))

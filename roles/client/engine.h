@@ -65,6 +65,9 @@ struct engine_config {
     int master_fetch_period;   /* 10: re-read the master list every N consecutive failures */
     double report_cushion;     /* 86400: report a result once its deadline is this close */
     double report_max_delay;   /* 86400: ... or once it has waited this long */
+    double report_batch;       /* 0.25: deadline mode may spend this fraction of a
+                                  result's reporting reserve waiting for another RPC
+                                  to its project, so that reports share RPCs */
     double deadline_slack;     /* 0.85: deadline mode keeps this fraction of a task's
                                   latency for reporting (server outages, host off) ... */
     double deadline_reserve_max; /* 43200: ... but never more than this */

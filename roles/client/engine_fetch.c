@@ -6,8 +6,9 @@
  * each scheduler endpoint once; if all fail, nrpc_failures grows and min_rpc_time moves
  * by a randomised exponential backoff; every master_fetch_period consecutive failures
  * the master list is re-read, and endpoints new in it reset the failures and backoff.
- * Completed results are reported when their deadline is near (report_cushion) or when
- * they have waited report_max_delay; any RPC to a project that is the top fetchable
+ * Completed results are reported when their deadline is near (report_cushion; deadline
+ * mode: or when less than (1 - report_batch) of their reporting reserve is left) or when
+ * they have waited report_max_delay, and with any RPC to their project; any RPC to a project that is the top fetchable
  * one for a processor type also asks for that type's shortfall (piggy-back).
  *
  * Work fetch: rec policy - a type needs work when its saturated time is below min_buf;
@@ -286,8 +287,12 @@ static void reports_due(struct engine *e, double now, unsigned char *due)
         const struct engine_task *t = &e->tasks[i];
         if (engine_task_live(t))
             continue;
-        double at = fmin(t->deadline - e->cfg.report_cushion, t->completed + e->cfg.report_max_delay);
-        if (now >= at || t->deadline - now < e->cfg.report_cushion)
+        double cushion = e->cfg.report_cushion;
+        if (e->cfg.fetch == ENGINE_FETCH_DEADLINE) /* keep most of the reserve for outages */
+            cushion = fmin(cushion, (1 - e->cfg.report_batch) *
+                                        (t->deadline - engine_task_plan_deadline(e, t)));
+        double at = fmin(t->deadline - cushion, t->completed + e->cfg.report_max_delay);
+        if (now >= at)
             due[t->project] = 1;
         else if (at < next)
             next = at;
@@ -451,7 +456,8 @@ int engine_rpc_done(struct engine *e, double now, const struct engine_action *ac
 
     /* act->report indexes e->tasks as it was at engine_poll: remove from the top */
     size_t *rep = (size_t *)act->report;
-    qsort(rep, act->nreport, sizeof *rep, size_desc);
+    if (act->nreport > 0)
+        qsort(rep, act->nreport, sizeof *rep, size_desc);
     for (size_t k = 0; k < act->nreport; k++)
         if (rep[k] < e->ntasks && e->tasks[rep[k]].project == p &&
             !engine_task_live(&e->tasks[rep[k]]))

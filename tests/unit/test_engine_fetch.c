@@ -1,0 +1,335 @@
+/*
+ * test_engine_fetch.c - the engine's RPC policy and work fetch (roles/client/
+ * engine_fetch.c): who is asked for how much, per-(project, type) backoff set on an
+ * empty reply and cleared by a task, one try per scheduler endpoint per session, the
+ * exponential RPC backoff, the master list re-read every 10 failures (new endpoints
+ * reset failures and backoff), reports with piggy-backed requests, the server's
+ * request delay, the debt2004 water marks and the deadline mode's caps and probes.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "roles/client/engine.h"
+
+static uint64_t next_id = 1;
+
+static void boinc_small(struct engine_config *c)
+{
+    c->fetch = ENGINE_FETCH_BOINC;
+    c->min_buf = 100;
+    c->additional_buf = 200;
+    c->time_slice = 60;
+}
+
+static struct engine *mk(int ncpus, void (*tweak)(struct engine_config *))
+{
+    struct engine_config c;
+    engine_config_defaults(&c);
+    if (tweak)
+        tweak(&c);
+    struct engine *e = engine_new(&c, ncpus, 1, 7);
+    assert_non_null(e);
+    engine_tick(e, 0, 1);
+    return e;
+}
+
+static int project(struct engine *e, const char *name, double share, int nendpoints)
+{
+    char urls[3][64];
+    const char *eps[3];
+    for (int k = 0; k < nendpoints; k++) {
+        snprintf(urls[k], sizeof urls[k], "%s/sched%d", name, k);
+        eps[k] = urls[k];
+    }
+    char master[64];
+    snprintf(master, sizeof master, "%s/master", name);
+    int p = engine_project_add(e, name, share, eps, nendpoints, master);
+    assert_true(p >= 0);
+    return p;
+}
+
+/* A successful reply with n tasks of est seconds due deadline seconds after now. */
+static int reply_ok(struct engine *e, double now, const struct engine_action *a, int n,
+                    double est, double deadline)
+{
+    struct engine_new_task t[16];
+    assert_true(n <= 16);
+    for (int k = 0; k < n; k++) {
+        t[k] = (struct engine_new_task){next_id, next_id, 0, 1, est, now + deadline};
+        next_id++;
+    }
+    struct engine_reply r = {1, t, (size_t)n, 0};
+    return engine_rpc_done(e, now, a, &r);
+}
+
+static void reply_fail(struct engine *e, double now, const struct engine_action *a)
+{
+    struct engine_reply r = {0};
+    assert_int_equal(engine_rpc_done(e, now, a, &r), 0);
+}
+
+static void test_fetch_asks_top_project_for_shortfall(void **state)
+{
+    (void)state;
+    struct engine *e = mk(2, boinc_small);
+    int a = project(e, "a", 100, 1), b = project(e, "b", 300, 1);
+    e->projects[a].rec = 100; /* a has had its share: b is the top project */
+    struct engine_action act;
+    engine_poll(e, 0, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_RPC);
+    assert_int_equal(act.reason, ENGINE_WHY_FETCH);
+    assert_int_equal(act.project, b);
+    assert_string_equal(act.url, "b/sched0");
+    /* empty queue: all of max_buf = 300 s on 2 instances is missing, both are idle */
+    assert_true(fabs(act.req[0].secs - 600) < 1e-9);
+    assert_true(fabs(act.req[0].instances - 2) < 1e-9);
+    assert_int_equal(reply_ok(e, 0, &act, 2, 200, 10000), 0);
+    assert_int_equal(e->ntasks, 2);
+    /* work fetch is considered once per poll period */
+    engine_poll(e, 1, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_NONE);
+    engine_destroy(&e);
+}
+
+static void test_rsc_backoff_on_empty_reply(void **state)
+{
+    (void)state;
+    struct engine *e = mk(1, boinc_small);
+    int a = project(e, "a", 100, 1), b = project(e, "b", 100, 1);
+    e->projects[a].rec = 10;
+    struct engine_action act;
+    engine_poll(e, 0, &act);
+    assert_int_equal(act.project, b);
+    assert_int_equal(reply_ok(e, 0, &act, 0, 0, 0), 0); /* b has no CPU work */
+    assert_true(e->projects[b].rsc[0].backoff_interval == 600);
+    assert_true(e->projects[b].rsc[0].backoff_until == 600);
+    assert_int_equal(e->projects[b].nrpc_failures, 0); /* not an RPC failure */
+    /* nothing came: the next project is tried right away */
+    engine_poll(e, 0, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_RPC);
+    assert_int_equal(act.project, a);
+    assert_int_equal(reply_ok(e, 0, &act, 1, 50, 10000), 0);
+    assert_true(e->projects[a].rsc[0].backoff_interval == 0);
+    engine_destroy(&e);
+}
+
+static void test_session_tries_each_endpoint_once(void **state)
+{
+    (void)state;
+    struct engine *e = mk(1, boinc_small);
+    int p = project(e, "a", 100, 2);
+    struct engine_action act;
+    engine_poll(e, 0, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_RPC);
+    assert_int_equal(act.endpoint, 0);
+    reply_fail(e, 0, &act);
+    assert_int_equal(e->projects[p].nrpc_failures, 0); /* the session goes on */
+    engine_poll(e, 0, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_RPC);
+    assert_int_equal(act.reason, ENGINE_WHY_RETRY);
+    assert_int_equal(act.endpoint, 1);
+    assert_string_equal(act.url, "a/sched1");
+    assert_true(act.req[0].secs > 0); /* still a work request */
+    reply_fail(e, 0, &act);
+    /* every endpoint failed once: back off 60 * 2^1 * U[0.5, 1] */
+    assert_int_equal(e->projects[p].nrpc_failures, 1);
+    double t = e->projects[p].min_rpc_time;
+    assert_true(t >= 60 - 1e-9 && t <= 120 + 1e-9);
+    engine_poll(e, 1, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_NONE);
+    engine_poll(e, t, &act); /* the next session starts with the first endpoint */
+    assert_int_equal(act.kind, ENGINE_ACT_RPC);
+    assert_int_equal(act.endpoint, 0);
+    engine_destroy(&e);
+}
+
+static void test_master_fetch_every_10_failures(void **state)
+{
+    (void)state;
+    struct engine *e = mk(1, boinc_small);
+    int p = project(e, "a", 100, 1);
+    struct engine_action act;
+    double now = 0, last_gap = 0;
+    for (int n = 1; n <= 10; n++) {
+        engine_poll(e, now, &act);
+        assert_int_equal(act.kind, ENGINE_ACT_RPC);
+        reply_fail(e, now, &act);
+        assert_int_equal(e->projects[p].nrpc_failures, n);
+        double gap = e->projects[p].min_rpc_time - now;
+        double bound = fmin(60 * ldexp(1, n), 14400);
+        assert_true(gap >= 0.5 * bound - 1e-9 && gap <= bound + 1e-9);
+        if (n < 8) /* below the cap the intervals never shrink */
+            assert_true(gap >= last_gap - 1e-9);
+        last_gap = gap;
+        now = e->projects[p].min_rpc_time;
+    }
+    /* the 10th failure schedules a master list re-read, right away */
+    assert_true(e->projects[p].master_pending);
+    engine_poll(e, now - last_gap, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_MASTER);
+    assert_string_equal(act.url, "a/master");
+    /* same list: nothing reset */
+    const char *same[] = {"a/sched0"};
+    engine_master_done(e, now - last_gap, p, 1, same, 1);
+    assert_false(e->projects[p].master_pending);
+    assert_int_equal(e->projects[p].nrpc_failures, 10);
+    /* a new endpoint resets the failures and the backoff */
+    e->projects[p].master_pending = 1;
+    e->projects[p].master_time = 0;
+    engine_poll(e, now - last_gap, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_MASTER);
+    const char *moved[] = {"a/v2/sched0", "a/v2/sched1"};
+    engine_master_done(e, now - last_gap, p, 1, moved, 2);
+    assert_int_equal(e->projects[p].nrpc_failures, 0);
+    assert_true(e->projects[p].min_rpc_time == 0);
+    assert_int_equal(e->projects[p].nendpoints, 2);
+    engine_poll(e, now - last_gap + 1, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_RPC);
+    assert_string_equal(act.url, "a/v2/sched0");
+    engine_destroy(&e);
+}
+
+static void test_report_near_deadline_with_piggyback(void **state)
+{
+    (void)state;
+    struct engine *e = mk(1, boinc_small);
+    int p = project(e, "a", 100, 1);
+    struct engine_action act;
+    engine_poll(e, 0, &act);
+    assert_int_equal(reply_ok(e, 0, &act, 1, 50, 5000), 0);
+    assert_non_null(engine_schedule(e, 0));
+    engine_tick(e, 50, 1);
+    engine_task_done(e, 50, 0);
+    engine_poll(e, 50, &act);
+    /* deadline 5000 is within the 1-day cushion: report now, asking for work too since
+       the CPU is idle and a is the top project */
+    assert_int_equal(act.kind, ENGINE_ACT_RPC);
+    assert_int_equal(act.reason, ENGINE_WHY_REPORT);
+    assert_int_equal(act.project, p);
+    assert_int_equal(act.nreport, 1);
+    assert_true(act.fetch && act.req[0].secs > 0);
+    struct engine_new_task t = {next_id++, 0, 0, 1, 40, 9000};
+    struct engine_reply r = {1, &t, 1, 300};
+    assert_int_equal(engine_rpc_done(e, 50, &act, &r), 0);
+    assert_int_equal(e->ntasks, 1); /* the result went, the new task came */
+    assert_true(e->tasks[0].est_duration == 40);
+    assert_true(e->projects[p].min_rpc_time == 350); /* the server's request delay */
+    assert_int_equal(e->nfinished, 0);
+    engine_destroy(&e);
+}
+
+static void debt_small(struct engine_config *c)
+{
+    boinc_small(c);
+    c->policy = ENGINE_POLICY_DEBT2004;
+}
+
+/* 2004: a get-work session opens below the low water mark (min_buf 100 s per instance)
+ * and goes on until the high water mark (max_buf 300 s) is reached. */
+static void test_debt2004_water_marks(void **state)
+{
+    (void)state;
+    struct engine *e = mk(1, debt_small);
+    project(e, "a", 100, 1);
+    struct engine_action act;
+    engine_poll(e, 0, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_RPC);
+    assert_true(fabs(act.req[0].secs - 300) < 1e-9);
+    assert_int_equal(reply_ok(e, 0, &act, 3, 50, 1e6), 0); /* 150 s queued */
+    engine_poll(e, 60, &act); /* above the low mark, but the session is open */
+    assert_int_equal(act.kind, ENGINE_ACT_RPC);
+    assert_true(fabs(act.req[0].secs - 150) < 1e-9);
+    assert_int_equal(reply_ok(e, 60, &act, 4, 50, 1e6), 0); /* 350 s queued */
+    engine_poll(e, 120, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_NONE); /* closed at the high mark */
+    for (size_t i = 0; i < 3; i++)                /* 200 s left: above the low mark */
+        e->tasks[i].state = ENGINE_TASK_ABORTED;
+    e->nfinished = 0; /* keep them out of reporting for this check */
+    e->rr_dirty = 1;
+    engine_poll(e, 180, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_NONE);
+    engine_destroy(&e);
+}
+
+static void deadline_small(struct engine_config *c)
+{
+    c->min_buf = 100;
+    c->additional_buf = 10000;
+}
+
+static void test_deadline_mode_caps_request(void **state)
+{
+    (void)state;
+    struct engine *e = mk(1, deadline_small);
+    int p = project(e, "a", 100, 1);
+    /* a's tasks: 100 s, due 1000 s after issue; plan to finish within 150 s */
+    e->projects[p].rsc[0].latency = 1000;
+    e->projects[p].rsc[0].job_work = 100;
+    struct engine_action act;
+    engine_poll(e, 0, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_RPC);
+    /* room 150 s; the server overshoots by up to one task: ask for 150 - 100 */
+    assert_true(fabs(act.req[0].secs - 50) < 1e-9);
+    assert_true(fabs(act.req[0].instances - 1) < 1e-9);
+    assert_int_equal(reply_ok(e, 0, &act, 1, 100, 1000), 0);
+    engine_poll(e, 60, &act); /* no room for another: not fetchable */
+    assert_int_equal(act.kind, ENGINE_ACT_NONE);
+    engine_destroy(&e);
+}
+
+/* Deadline mode: a finished result due soon is retried inside the backoff (probes)
+ * without making the backoff itself grow. */
+static void test_deadline_probes(void **state)
+{
+    (void)state;
+    struct engine *e = mk(1, deadline_small);
+    int p = project(e, "a", 100, 1);
+    struct engine_action act;
+    engine_poll(e, 0, &act);
+    assert_int_equal(reply_ok(e, 0, &act, 1, 50, 3000), 0);
+    assert_non_null(engine_schedule(e, 0));
+    engine_tick(e, 50, 1);
+    engine_task_done(e, 50, 0);
+    double now = 50;
+    int probes = 0;
+    for (int k = 0; k < 8 && now < 3000; k++) {
+        engine_poll(e, now, &act);
+        assert_int_equal(act.kind, ENGINE_ACT_RPC);
+        assert_int_equal(act.nreport, 1);
+        int n = e->projects[p].nrpc_failures;
+        int probe = now < e->projects[p].backoff_until - 1e-9;
+        reply_fail(e, now, &act);
+        /* a probe leaves the exponential backoff as it was; a regular try extends it */
+        assert_int_equal(e->projects[p].nrpc_failures, probe ? n : n + 1);
+        probes += probe;
+        double next = e->projects[p].min_rpc_time;
+        /* never later than halfway to the deadline, never sooner than 60 s */
+        assert_true(next - now >= 60 - 1e-9);
+        assert_true(next - now <= fmax(60, (3000 - now) / 2) + 1e-9);
+        now = next;
+    }
+    assert_true(probes >= 2);
+    engine_destroy(&e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fetch_asks_top_project_for_shortfall),
+        cmocka_unit_test(test_rsc_backoff_on_empty_reply),
+        cmocka_unit_test(test_session_tries_each_endpoint_once),
+        cmocka_unit_test(test_master_fetch_every_10_failures),
+        cmocka_unit_test(test_report_near_deadline_with_piggyback),
+        cmocka_unit_test(test_debt2004_water_marks),
+        cmocka_unit_test(test_deadline_mode_caps_request),
+        cmocka_unit_test(test_deadline_probes),
+    };
+    return cmocka_run_group_tests_name("engine_fetch", tests, NULL, NULL);
+}
