@@ -166,7 +166,7 @@ struct batch_cycle_stats {
     int32_t reserved;   /* job reservations held after the cycle */
     int32_t pending;
     bool replanned; /* job reservations were rebuilt from scratch */
-    bool idle;      /* nothing could start: ordering and planning were skipped */
+    bool idle;      /* nothing could start now: planning was skipped */
 };
 
 /* Runs one cycle at time `now` (non-decreasing across calls): refresh, drop stale

@@ -486,19 +486,17 @@ int batch_cycle(struct batch_engine *e, int64_t now, struct batch_cycle_stats *s
         st->replanned = true;
     }
     e->plan_valid = true;
-    if (start_due(e, st) < 0)
+    if (start_due(e, st) < 0 || order(e, now) < 0)
         goto fail;
+    e->nsorted = e->nqueue;
     if (!e->cfg.estimates && bs_plan_free_now(e) == 0) {
-        st->idle = true; /* nothing can start: the order would change nothing now */
+        st->idle = true; /* nothing can start: planning would change nothing now */
         if (e->nstarted > 0)
             queue_compact(e);
         st->pending = e->nqueue;
         st->reserved = e->nplan;
         return 0;
     }
-    if (order(e, now) < 0)
-        goto fail;
-    e->nsorted = e->nqueue;
     bool fcfs_stop = false;
     int32_t qi = phase_order(e, keep_prefix(e), st, &fcfs_stop);
     if (qi < 0)

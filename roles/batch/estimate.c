@@ -17,9 +17,11 @@ static int cmp64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Feasibility can only change where a window edge crosses a breakpoint: collects
- * now, every breakpoint b and b - walltime of pool pi's profiles (sorted, unique,
- * inside the pool's time). Returns the count or -1 (ENOMEM); *out is malloc'd. */
+/* Feasibility can only change where a window edge crosses a breakpoint b: at
+ * t = b (the window leaves the step before b) and t = b - walltime + 1 (it reaches
+ * the step at b). Collects now and those times for pool pi's profiles (sorted,
+ * unique, inside the pool's time); returns the count or -1 (ENOMEM); *out is
+ * malloc'd. */
 static int32_t candidates(struct batch_engine *e, int32_t pi, const struct bjob *j, bool est,
                           int64_t now, int64_t **out)
 {
@@ -45,7 +47,8 @@ static int32_t candidates(struct batch_engine *e, int32_t pi, const struct bjob 
     for (int32_t k = 0; k < p->ng; k++) {
         int32_t m = bs_profile_steps_from(&pr[k], lo, t, v, (int32_t)total);
         for (int32_t i = 0; i < m; i++) {
-            int64_t a[2] = {t[i], t[i] - j->walltime};
+            /* a start at b - walltime + 1 is the first whose window reaches b */
+            int64_t a[2] = {t[i], t[i] - j->walltime + 1};
             for (int x = 0; x < 2; x++)
                 if (a[x] >= lo && a[x] <= hi)
                     c[n++] = a[x];
@@ -145,7 +148,8 @@ size_t batch_estimate(struct batch_engine *e, const struct batch_request *r, int
             return 0;
         }
     }
-    qsort(w, (size_t)nw, sizeof *w, win_cmp);
+    if (nw > 1)
+        qsort(w, (size_t)nw, sizeof *w, win_cmp);
     for (int32_t i = 0; i < nw; i++) { /* union of the pools' ranges */
         if (n > 0 && (w[n - 1].to == BATCH_NEVER || w[n - 1].to + 1 >= w[i].from)) {
             if (w[n - 1].to != BATCH_NEVER && (w[i].to == BATCH_NEVER || w[i].to > w[n - 1].to))

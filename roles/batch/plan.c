@@ -28,8 +28,14 @@ static int32_t compat_groups(struct batch_engine *e, const struct bpool *p, cons
         const struct bgroup *g = &e->groups[p->gid[k]];
         if (!bs_engine_group_ok(e, g, j))
             continue;
+        /* most tasks per node first; among equals, nodes of the job's own class
+         * before unclassed ones (which every class may use) */
         int32_t kpn = bs_engine_kpn(&g->cap, &j->per_task), i = nk++;
-        for (; i > 0 && e->scr_kpn[i - 1] < kpn; i--) {
+        bool own = g->cls >= 0;
+        for (; i > 0 && (e->scr_kpn[i - 1] < kpn ||
+                         (e->scr_kpn[i - 1] == kpn && own &&
+                          e->groups[p->gid[e->scr_k[i - 1]]].cls < 0));
+             i--) {
             e->scr_kpn[i] = e->scr_kpn[i - 1];
             e->scr_k[i] = e->scr_k[i - 1];
         }
