@@ -96,9 +96,9 @@ static int split_policies(struct emu_cli *c, const char *list)
 /* Parses argv; 0, or 2 after printing a usage error. */
 static int parse_args(int argc, char **argv, struct emu_cli *c)
 {
-    static const char *const valued[] = {"--emulate", "--duration", "--seed", "--policy",
-                                         "--compare", "--timeline", "--timeline-window",
-                                         "--rpc-log", "--set"};
+    static const char *const valued[] = {"--emulate",         "--duration", "--seed",
+                                         "--policy",          "--compare",  "--timeline",
+                                         "--timeline-window", "--rpc-log",  "--set"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         int k = -1;
@@ -119,9 +119,15 @@ static int parse_args(int argc, char **argv, struct emu_cli *c)
             }
         }
         switch (k) {
-        case 0: c->scenario = v; break;
-        case 1: c->duration = v; break;
-        case 2: c->seed = v; break;
+        case 0:
+            c->scenario = v;
+            break;
+        case 1:
+            c->duration = v;
+            break;
+        case 2:
+            c->seed = v;
+            break;
         case 3:
         case 4:
             c->npolicies = 0;
@@ -130,9 +136,15 @@ static int parse_args(int argc, char **argv, struct emu_cli *c)
                 return 2;
             }
             break;
-        case 5: c->timeline = v; break;
-        case 6: c->window = v; break;
-        case 7: c->rpc_log = v; break;
+        case 5:
+            c->timeline = v;
+            break;
+        case 6:
+            c->window = v;
+            break;
+        case 7:
+            c->rpc_log = v;
+            break;
         case 8:
             if (c->nsets == MAX_SETS) {
                 fprintf(stderr, "gridnode client: more than %d --set\n", MAX_SETS);
@@ -148,8 +160,7 @@ static int parse_args(int argc, char **argv, struct emu_cli *c)
             else if (!strcmp(a, "--help") || !strcmp(a, "-h"))
                 c->help = 1;
             else {
-                fprintf(stderr, "gridnode client --emulate: unknown option '%s' (see --help)\n",
-                        a);
+                fprintf(stderr, "gridnode client --emulate: unknown option '%s' (see --help)\n", a);
                 return 2;
             }
         }
@@ -239,18 +250,18 @@ static int print_json(const struct emu_scenario *sc, const struct emu_result *r)
     return 0;
 }
 
-#define ROW(label, fmt, expr)                                                                 \
-    do {                                                                                      \
-        printf("%-26s", label);                                                               \
-        for (int i = 0; i < n; i++)                                                           \
-            printf(" %14" fmt, expr);                                                         \
-        printf("\n");                                                                         \
+#define ROW(label, fmt, expr)                                                                      \
+    do {                                                                                           \
+        printf("%-26s", label);                                                                    \
+        for (int i = 0; i < n; i++)                                                                \
+            printf(" %14" fmt, expr);                                                              \
+        printf("\n");                                                                              \
     } while (0)
 
 static void print_table(const struct emu_scenario *sc, const struct emu_result *r, int n)
 {
-    printf("scenario %s, seed %llu, %.4g days simulated\n", sc->path,
-           (unsigned long long)sc->seed, sc->duration / 86400);
+    printf("scenario %s, seed %llu, %.4g days simulated\n", sc->path, (unsigned long long)sc->seed,
+           sc->duration / 86400);
     ROW("policy", "s", r[i].policy);
     ROW("idle_fraction", ".4f", r[i].idle_fraction);
     ROW("wasted_fraction", ".4f", r[i].wasted_fraction);
@@ -287,8 +298,7 @@ static int load(const struct emu_cli *c, struct emu_scenario *sc)
         char kv[128];
         snprintf(kv, sizeof kv, "emulation.duration=%s", c->duration);
         if (emulate_scenario_set(sc, kv, err, sizeof err)) {
-            snprintf(err, sizeof err, "--duration %s: not a positive time (e.g. 30d)",
-                     c->duration);
+            snprintf(err, sizeof err, "--duration %s: not a positive time (e.g. 30d)", c->duration);
             goto bad;
         }
     }
@@ -376,8 +386,10 @@ int emulate_main(int argc, char **argv)
     engine_config_defaults(&probe);
     for (int i = 0; i < c.npolicies; i++)
         if (policy_apply(c.policies[i], &probe)) {
-            fprintf(stderr, "gridnode client --emulate: unknown policy '%s' (rec, debt2004, "
-                            "rec/boinc, debt2004/boinc, boinc)\n", c.policies[i]);
+            fprintf(stderr,
+                    "gridnode client --emulate: unknown policy '%s' (rec, debt2004, "
+                    "rec/boinc, debt2004/boinc, boinc)\n",
+                    c.policies[i]);
             return 2;
         }
     int n = c.npolicies ? c.npolicies : 1;
@@ -399,8 +411,10 @@ int emulate_main(int argc, char **argv)
     rc = 2;
     double from, to;
     if (parse_window(c.window, sc->duration, &from, &to)) {
-        fprintf(stderr, "gridnode client --emulate: --timeline-window %s: expected START:END "
-                        "within the run\n", c.window);
+        fprintf(stderr,
+                "gridnode client --emulate: --timeline-window %s: expected START:END "
+                "within the run\n",
+                c.window);
         goto out;
     }
     for (int i = 0; i < n; i++) {

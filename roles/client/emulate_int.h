@@ -37,10 +37,10 @@ struct emu_gpu {
 struct emu_app {
     char name[EMU_NAME_MAX];
     char project_name[EMU_NAME_MAX];
-    char type[EMU_NAME_MAX]; /* "cpu" or a [gpu NAME] */
-    int project, ptype;      /* resolved by emulate_scenario_check */
-    double usage;            /* instances per job */
-    int dist;                /* enum emu_dist */
+    char type[EMU_NAME_MAX];             /* "cpu" or a [gpu NAME] */
+    int project, ptype;                  /* resolved by emulate_scenario_check */
+    double usage;                        /* instances per job */
+    int dist;                            /* enum emu_dist */
     double size_mean, size_sd, size_est; /* FLOPs (toy units: seconds at 1 FLOPS) */
     double deadline;                     /* latency bound: deadline = issue + this */
     double checkpoint;                   /* run seconds between checkpoints; 0 never */
@@ -55,10 +55,10 @@ struct emu_project {
     double up_frac, up_mean; /* random server availability */
     struct emu_windows outages, no_work;
     double rpc_failure_rate;
-    int schedulers;      /* scheduler endpoints */
-    double moved_at;     /* the endpoints change at this time (<0: never) */
+    int schedulers;  /* scheduler endpoints */
+    double moved_at; /* the endpoints change at this time (<0: never) */
     double request_delay;
-    int deadline_check;  /* the server refuses jobs that cannot meet their deadline */
+    int deadline_check; /* the server refuses jobs that cannot meet their deadline */
     int max_jobs_per_rpc;
     int line;
     uint64_t seen;
@@ -93,8 +93,7 @@ void emulate_scenario_init(struct emu_scenario *sc);
 int emulate_scenario_load(struct emu_scenario *sc, const char *path, char *err, size_t errlen);
 /* Applies one "section.key=value" (e.g. "client.policy=debt2004",
  * "project P1.share=50"), as if it were in the file. 0 or -1 with a message. */
-int emulate_scenario_set(struct emu_scenario *sc, const char *assignment, char *err,
-                         size_t errlen);
+int emulate_scenario_set(struct emu_scenario *sc, const char *assignment, char *err, size_t errlen);
 /* Checks cross-references and required keys, resolves names to indices. 0 or -1. */
 int emulate_scenario_check(struct emu_scenario *sc, char *err, size_t errlen);
 /* Prints the effective scenario as an INI file. */
@@ -147,8 +146,8 @@ struct emu_options {
 
 /* Runs sc (already checked) with its engine configuration. 0, or -1 on ENOMEM with a
  * message in err. */
-int emulate_run(const struct emu_scenario *sc, const struct emu_options *o,
-                struct emu_result *res, char *err, size_t errlen);
+int emulate_run(const struct emu_scenario *sc, const struct emu_options *o, struct emu_result *res,
+                char *err, size_t errlen);
 
 /* ---- emulate_svg.c ---- */
 

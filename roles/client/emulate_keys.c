@@ -138,11 +138,26 @@ int emulate_parse_time(const char *s, double *out)
         s = end;
         double mul = 1;
         switch (*s) {
-        case 's': mul = 1; s++; break;
-        case 'm': mul = 60; s++; break;
-        case 'h': mul = 3600; s++; break;
-        case 'd': mul = 86400; s++; break;
-        case 'w': mul = 7 * 86400; s++; break;
+        case 's':
+            mul = 1;
+            s++;
+            break;
+        case 'm':
+            mul = 60;
+            s++;
+            break;
+        case 'h':
+            mul = 3600;
+            s++;
+            break;
+        case 'd':
+            mul = 86400;
+            s++;
+            break;
+        case 'w':
+            mul = 7 * 86400;
+            s++;
+            break;
         default:
             if (*s && !isspace((unsigned char)*s))
                 return -1;
@@ -367,20 +382,36 @@ static void value_print(const struct emu_key *k, const void *base, FILE *out)
         }
         /* fall through */
     case KT_TIME:
-    case KT_NUM: fprintf(out, "%.10g", *(const double *)field); break;
-    case KT_INT: fprintf(out, "%d", *(const int *)field); break;
-    case KT_SEED: fprintf(out, "%llu", (unsigned long long)*(const uint64_t *)field); break;
-    case KT_BOOL: fputs(*(const int *)field ? "yes" : "no", out); break;
-    case KT_POLICY: fputs(engine_policy_name(*(const enum engine_policy *)field), out); break;
-    case KT_FETCH: fputs(engine_fetch_name(*(const enum engine_fetch *)field), out); break;
-    case KT_DIST: fputs(dist_names[*(const int *)field & 3], out); break;
+    case KT_NUM:
+        fprintf(out, "%.10g", *(const double *)field);
+        break;
+    case KT_INT:
+        fprintf(out, "%d", *(const int *)field);
+        break;
+    case KT_SEED:
+        fprintf(out, "%llu", (unsigned long long)*(const uint64_t *)field);
+        break;
+    case KT_BOOL:
+        fputs(*(const int *)field ? "yes" : "no", out);
+        break;
+    case KT_POLICY:
+        fputs(engine_policy_name(*(const enum engine_policy *)field), out);
+        break;
+    case KT_FETCH:
+        fputs(engine_fetch_name(*(const enum engine_fetch *)field), out);
+        break;
+    case KT_DIST:
+        fputs(dist_names[*(const int *)field & 3], out);
+        break;
     case KT_WINDOWS: {
         const struct emu_windows *w = (const struct emu_windows *)field;
         for (int i = 0; i < w->n; i++)
             fprintf(out, "%s%.10g-%.10g", i ? ", " : "", w->start[i], w->end[i]);
         break;
     }
-    case KT_NAME: fputs(field, out); break;
+    case KT_NAME:
+        fputs(field, out);
+        break;
     }
 }
 
@@ -394,4 +425,3 @@ void emulate_section_print(int sec, const void *base, FILE *out)
         fputc('\n', out);
     }
 }
-

@@ -11,9 +11,9 @@
 
 enum emu_sec_kind { SK_EMULATION, SK_CLIENT, SK_HOST, SK_GPU, SK_PROJECT, SK_APP };
 enum emu_key_type {
-    KT_TIME,    /* seconds, with an optional unit: s m h d w */
-    KT_NEVER,   /* a time, or "never" (-1) */
-    KT_NUM,     /* a real number */
+    KT_TIME,  /* seconds, with an optional unit: s m h d w */
+    KT_NEVER, /* a time, or "never" (-1) */
+    KT_NUM,   /* a real number */
     KT_INT,
     KT_BOOL,    /* yes/no/true/false/1/0 */
     KT_SEED,    /* unsigned 64-bit */

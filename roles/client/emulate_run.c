@@ -159,11 +159,14 @@ static double sample_size(struct engine_rng *g, const struct emu_app *a)
         x = a->size_mean + a->size_sd * sqrt(-2 * log(u1)) * cos(2 * M_PI * u2);
         break;
     }
-    case EMU_DIST_EXP: x = exp_sample(g, a->size_mean); break;
+    case EMU_DIST_EXP:
+        x = exp_sample(g, a->size_mean);
+        break;
     case EMU_DIST_UNIFORM:
         x = a->size_mean + a->size_sd * sqrt(3) * (2 * engine_rng_uniform(g) - 1);
         break;
-    default: break;
+    default:
+        break;
     }
     return x > 0.01 * a->size_mean ? x : 0.01 * a->size_mean;
 }
@@ -218,8 +221,8 @@ static void tl_rows_init(struct run *r)
             n = EMU_TL_MAX_ROWS - row;
         r->type_rows[t] = n;
         for (int k = 0; tl && k < n; k++)
-            snprintf(tl->row_names[row + k], sizeof tl->row_names[0], "%s %d",
-                     r->e->ptypes[t].name, k);
+            snprintf(tl->row_names[row + k], sizeof tl->row_names[0], "%s %d", r->e->ptypes[t].name,
+                     k);
         row += n;
     }
     if (tl)
@@ -354,8 +357,8 @@ static long server_jobs(struct run *r, const struct engine_action *a)
             }
             double dur = sample_size(&r->jobs_rng[p], ap) / (flops * ap->usage);
             long j = job_new(r, dur, k);
-            struct engine_new_task nt = {r->next_id++, (uint64_t)j, t, ap->usage, est,
-                                         r->t + ap->deadline};
+            struct engine_new_task nt = {r->next_id++, (uint64_t)j, t,
+                                         ap->usage,    est,         r->t + ap->deadline};
             if (j < 0 || new_push(r, n, &nt))
                 return -1;
             n++;
@@ -658,8 +661,8 @@ nomem:
     return -1;
 }
 
-int emulate_run(const struct emu_scenario *sc, const struct emu_options *o,
-                struct emu_result *res, char *err, size_t errlen)
+int emulate_run(const struct emu_scenario *sc, const struct emu_options *o, struct emu_result *res,
+                char *err, size_t errlen)
 {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);

@@ -64,16 +64,23 @@ static void *section_target(struct emu_scenario *sc, int kind, const char *name,
                             uint64_t **seen, char *msg, size_t n)
 {
     switch (kind) {
-    case SK_EMULATION: *seen = &sc->seen_emulation; return sc;
-    case SK_CLIENT: *seen = &sc->seen_client; return &sc->cfg;
-    case SK_HOST: *seen = &sc->seen_host; return sc;
+    case SK_EMULATION:
+        *seen = &sc->seen_emulation;
+        return sc;
+    case SK_CLIENT:
+        *seen = &sc->seen_client;
+        return &sc->cfg;
+    case SK_HOST:
+        *seen = &sc->seen_host;
+        return sc;
     case SK_GPU:
         for (int i = 0; i < sc->ngpus; i++)
             if (!strcmp(sc->gpus[i].name, name))
                 return *seen = &sc->gpus[i].seen, &sc->gpus[i];
         if (sc->ngpus == EMU_MAX_GPUS || !strcmp(name, "cpu")) {
-            snprintf(msg, n, sc->ngpus == EMU_MAX_GPUS ? "more than %d GPU types"
-                                                       : "a GPU type cannot be called cpu",
+            snprintf(msg, n,
+                     sc->ngpus == EMU_MAX_GPUS ? "more than %d GPU types"
+                                               : "a GPU type cannot be called cpu",
                      EMU_MAX_GPUS);
             return NULL;
         }
@@ -148,8 +155,10 @@ static int section_parse(const char *section, int *kind, char *name, char *msg, 
     while (isspace((unsigned char)*rest))
         rest++;
     if (parse_choice(k, emulate_sec_names, 6, kind)) {
-        snprintf(msg, n, "unknown section [%s] (emulation, client, host, gpu NAME, project NAME, "
-                         "app NAME)", section);
+        snprintf(msg, n,
+                 "unknown section [%s] (emulation, client, host, gpu NAME, project NAME, "
+                 "app NAME)",
+                 section);
         return -1;
     }
     int named = *kind == SK_GPU || *kind == SK_PROJECT || *kind == SK_APP;
@@ -166,8 +175,8 @@ static int section_parse(const char *section, int *kind, char *name, char *msg, 
 }
 
 /* Applies key=value in section (kind, name); dup: reject keys already given. */
-static int set_key(struct emu_scenario *sc, const char *section, const char *key,
-                   const char *value, int line, int dup, char *msg, size_t n)
+static int set_key(struct emu_scenario *sc, const char *section, const char *key, const char *value,
+                   int line, int dup, char *msg, size_t n)
 {
     int kind;
     char name[EMU_NAME_MAX];
@@ -349,8 +358,7 @@ int emulate_scenario_load(struct emu_scenario *sc, const char *path, char *err, 
     return ferr || rc < 0 || msg ? -1 : 0;
 }
 
-int emulate_scenario_set(struct emu_scenario *sc, const char *assignment, char *err,
-                         size_t errlen)
+int emulate_scenario_set(struct emu_scenario *sc, const char *assignment, char *err, size_t errlen)
 {
     char buf[1024];
     if (strlen(assignment) >= sizeof buf) {
@@ -413,8 +421,8 @@ static int check_app(struct emu_scenario *sc, struct emu_app *a, char *err, size
             ninst = sc->gpus[g].count;
         }
     if (a->ptype < 0) {
-        snprintf(err, n, "%s:%d: [app %s]: type '%s' is neither cpu nor a [gpu NAME]", f,
-                 a->line, a->name, a->type);
+        snprintf(err, n, "%s:%d: [app %s]: type '%s' is neither cpu nor a [gpu NAME]", f, a->line,
+                 a->name, a->type);
         return -1;
     }
     if (!given(a->seen, SK_APP, "size_mean") || !given(a->seen, SK_APP, "deadline")) {
@@ -462,8 +470,9 @@ int emulate_scenario_check(struct emu_scenario *sc, char *err, size_t n)
         for (int a = 0; a < sc->napps; a++)
             apps += sc->apps[a].project == p;
         if (!apps) {
-            snprintf(err, n, "%s:%d: [project %s] has no application: give size_mean and "
-                             "deadline, or add an [app NAME] with project = %s",
+            snprintf(err, n,
+                     "%s:%d: [project %s] has no application: give size_mean and "
+                     "deadline, or add an [app NAME] with project = %s",
                      f, sc->projects[p].line, sc->projects[p].name, sc->projects[p].name);
             return -1;
         }
@@ -499,17 +508,21 @@ void emulate_scenario_print(const struct emu_scenario *sc, FILE *out)
 
 void emulate_scenario_help(FILE *out)
 {
-    static const char *const titles[] = {
-        "[emulation]", "[client]  (the engine's configuration)", "[host]",
-        "[gpu NAME]  (one per GPU type)", "[project NAME]  (also takes the [app] keys below, "
-                                          "defining one app named after the project)",
-        "[app NAME]  (more applications of a project)"};
+    static const char *const titles[] = {"[emulation]",
+                                         "[client]  (the engine's configuration)",
+                                         "[host]",
+                                         "[gpu NAME]  (one per GPU type)",
+                                         "[project NAME]  (also takes the [app] keys below, "
+                                         "defining one app named after the project)",
+                                         "[app NAME]  (more applications of a project)"};
     for (int s = SK_EMULATION; s <= SK_APP; s++) {
         fprintf(out, "\n%s\n", titles[s]);
         for (size_t i = 0; i < emulate_nkeys; i++)
             if (emulate_keys[i].sec == s)
                 fprintf(out, "  %-19s %-10s %s\n", emulate_keys[i].name,
-                        emulate_keys[i].dflt ? (*emulate_keys[i].dflt ? emulate_keys[i].dflt : "(none)") : "(required)",
+                        emulate_keys[i].dflt
+                            ? (*emulate_keys[i].dflt ? emulate_keys[i].dflt : "(none)")
+                            : "(required)",
                         emulate_keys[i].help);
     }
 }

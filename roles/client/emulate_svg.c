@@ -47,8 +47,8 @@ static const char *const palette[] = {
 /* A tick step giving about 10 ticks over span seconds. */
 static double tick_step(double span)
 {
-    static const double steps[] = {1, 5, 10, 30, 60, 300, 600, 1800, 3600, 7200, 21600,
-                                   43200, 86400, 172800, 604800, 2592000};
+    static const double steps[] = {1,    5,    10,    30,    60,    300,    600,    1800,
+                                   3600, 7200, 21600, 43200, 86400, 172800, 604800, 2592000};
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
         if (span / steps[i] <= 12)
             return steps[i];
@@ -76,15 +76,16 @@ static void panel(FILE *f, const struct emu_scenario *sc, const struct emu_timel
     fprintf(f, "<text x=\"4\" y=\"%.0f\" font-weight=\"bold\">%s</text>\n", y0 + 14, title);
     double top = y0 + 22;
     for (int row = 0; row < tl->nrows; row++)
-        fprintf(f, "<text x=\"4\" y=\"%.0f\" font-size=\"10\">%s</text>\n",
-                top + row * ROW_H + 10, tl->row_names[row]);
+        fprintf(f, "<text x=\"4\" y=\"%.0f\" font-size=\"10\">%s</text>\n", top + row * ROW_H + 10,
+                tl->row_names[row]);
     fprintf(f, "<rect x=\"%d\" y=\"%.0f\" width=\"%d\" height=\"%d\" fill=\"#f4f4f4\"/>\n", LEFT,
             top, WIDTH, tl->nrows * ROW_H);
     for (size_t i = 0; i < tl->nseg; i++) {
         const struct emu_segment *s = &tl->seg[i];
         const char *color = s->project < 0 ? "#b0b0b0" : palette[s->project % NPALETTE];
-        fprintf(f, "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" height=\"%d\" fill=\"%s\">"
-                   "<title>%s %.0f-%.0f s</title></rect>\n",
+        fprintf(f,
+                "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" height=\"%d\" fill=\"%s\">"
+                "<title>%s %.0f-%.0f s</title></rect>\n",
                 LEFT + (s->t0 - tl->from) * scale, top + s->row * ROW_H + 1,
                 fmax((s->t1 - s->t0) * scale, 0.3), ROW_H - 2, color,
                 s->project < 0 ? "host off" : sc->projects[s->project].name, s->t0, s->t1);
@@ -93,8 +94,10 @@ static void panel(FILE *f, const struct emu_scenario *sc, const struct emu_timel
     for (double t = ceil(tl->from / step) * step; t <= tl->to + 1e-9; t += step) {
         char buf[32];
         fmt_time(t, buf, sizeof buf);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" font-size=\"10\" text-anchor=\"middle\">%s"
-                   "</text>\n", LEFT + (t - tl->from) * scale, axis, buf);
+        fprintf(f,
+                "<text x=\"%.1f\" y=\"%.0f\" font-size=\"10\" text-anchor=\"middle\">%s"
+                "</text>\n",
+                LEFT + (t - tl->from) * scale, axis, buf);
     }
 }
 
@@ -107,8 +110,10 @@ int emulate_svg_write(const char *path, const struct emu_scenario *sc,
     double height = 30;
     for (int i = 0; i < n; i++)
         height += tls[i]->nrows * ROW_H + 50;
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%.0f\" "
-               "font-family=\"sans-serif\" font-size=\"12\">\n", LEFT + WIDTH + 10, height);
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%.0f\" "
+            "font-family=\"sans-serif\" font-size=\"12\">\n",
+            LEFT + WIDTH + 10, height);
     double y = 0;
     for (int i = 0; i < n; i++) {
         panel(f, sc, tls[i], titles[i], y);
@@ -116,13 +121,15 @@ int emulate_svg_write(const char *path, const struct emu_scenario *sc,
     }
     double x = 4;
     for (int p = 0; p < sc->nprojects; p++) {
-        fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"10\" height=\"10\" fill=\"%s\"/>"
-                   "<text x=\"%.0f\" y=\"%.0f\" font-size=\"10\">%s</text>\n",
+        fprintf(f,
+                "<rect x=\"%.0f\" y=\"%.0f\" width=\"10\" height=\"10\" fill=\"%s\"/>"
+                "<text x=\"%.0f\" y=\"%.0f\" font-size=\"10\">%s</text>\n",
                 x, y + 2, palette[p % NPALETTE], x + 13, y + 11, sc->projects[p].name);
         x += 20 + 7 * (double)strlen(sc->projects[p].name);
     }
-    fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"10\" height=\"10\" fill=\"#b0b0b0\"/>"
-               "<text x=\"%.0f\" y=\"%.0f\" font-size=\"10\">host off</text>\n</svg>\n",
+    fprintf(f,
+            "<rect x=\"%.0f\" y=\"%.0f\" width=\"10\" height=\"10\" fill=\"#b0b0b0\"/>"
+            "<text x=\"%.0f\" y=\"%.0f\" font-size=\"10\">host off</text>\n</svg>\n",
             x, y + 2, x + 13, y + 11);
     int bad = ferror(f);
     if (fclose(f) || bad) {

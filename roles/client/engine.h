@@ -26,8 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ENGINE_MAX_PTYPES 8     /* CPU + up to 7 GPU types */
-#define ENGINE_MAX_ENDPOINTS 8  /* scheduler endpoints per project */
+#define ENGINE_MAX_PTYPES 8    /* CPU + up to 7 GPU types */
+#define ENGINE_MAX_ENDPOINTS 8 /* scheduler endpoints per project */
 #define ENGINE_NAME_MAX 64
 #define ENGINE_URL_MAX 256
 
@@ -50,28 +50,28 @@ enum engine_fetch {
 };
 
 struct engine_config {
-    enum engine_policy policy; /* rec */
-    enum engine_fetch fetch;   /* deadline */
-    double min_buf;            /* 8640 (0.1 day): fetch when saturated time < min_buf */
-    double additional_buf;     /* 43200 (0.5 day): max_buf = min_buf + additional_buf */
-    double time_slice;         /* 3600: WRR time slice */
-    double poll_period;        /* 60: work fetch is considered at most this often */
-    double rec_half_life;      /* 864000 (10 days) */
-    double debt_decay;         /* 604800: exp_avg_cpu decays by e per week (2004) */
-    double rpc_backoff_min;    /* 60: failed RPC n: min(min*2^n, max) x U[0.5, 1] */
-    double rpc_backoff_max;    /* 14400 (4 h) */
-    double rsc_backoff_min;    /* 600: first per-(project, type) work-fetch backoff */
-    double rsc_backoff_max;    /* 86400: its cap */
-    int master_fetch_period;   /* 10: re-read the master list every N consecutive failures */
-    double report_cushion;     /* 86400: report a result once its deadline is this close */
-    double report_max_delay;   /* 86400: ... or once it has waited this long */
-    double report_batch;       /* 0.25: deadline mode may spend this fraction of a
-                                  result's reporting reserve waiting for another RPC
-                                  to its project, so that reports share RPCs */
-    double deadline_slack;     /* 0.85: deadline mode keeps this fraction of a task's
-                                  latency for reporting (server outages, host off) ... */
+    enum engine_policy policy;   /* rec */
+    enum engine_fetch fetch;     /* deadline */
+    double min_buf;              /* 8640 (0.1 day): fetch when saturated time < min_buf */
+    double additional_buf;       /* 43200 (0.5 day): max_buf = min_buf + additional_buf */
+    double time_slice;           /* 3600: WRR time slice */
+    double poll_period;          /* 60: work fetch is considered at most this often */
+    double rec_half_life;        /* 864000 (10 days) */
+    double debt_decay;           /* 604800: exp_avg_cpu decays by e per week (2004) */
+    double rpc_backoff_min;      /* 60: failed RPC n: min(min*2^n, max) x U[0.5, 1] */
+    double rpc_backoff_max;      /* 14400 (4 h) */
+    double rsc_backoff_min;      /* 600: first per-(project, type) work-fetch backoff */
+    double rsc_backoff_max;      /* 86400: its cap */
+    int master_fetch_period;     /* 10: re-read the master list every N consecutive failures */
+    double report_cushion;       /* 86400: report a result once its deadline is this close */
+    double report_max_delay;     /* 86400: ... or once it has waited this long */
+    double report_batch;         /* 0.25: deadline mode may spend this fraction of a
+                                    result's reporting reserve waiting for another RPC
+                                    to its project, so that reports share RPCs */
+    double deadline_slack;       /* 0.85: deadline mode keeps this fraction of a task's
+                                    latency for reporting (server outages, host off) ... */
     double deadline_reserve_max; /* 43200: ... but never more than this */
-    double avail_half_life;    /* 864000: averaging of the host's on-fraction */
+    double avail_half_life;      /* 864000: averaging of the host's on-fraction */
 };
 
 /* Fills c with BOINC's defaults (above). */
@@ -112,9 +112,9 @@ struct engine_project {
     double backoff_until;        /* end of the exponential backoff (min_rpc_time may be
                                     earlier for deadline probes, see engine_fetch.c) */
     int nrpc_failures;
-    int master_pending;          /* re-read the master list before the next RPC */
-    double master_time;          /* earliest time for that re-read */
-    int rpc_requested;           /* the server asked to be contacted */
+    int master_pending; /* re-read the master list before the next RPC */
+    double master_time; /* earliest time for that re-read */
+    int rpc_requested;  /* the server asked to be contacted */
     int suspended, no_new_work;
     struct engine_rsc rsc[ENGINE_MAX_PTYPES];
     /* counters, for reports */
@@ -124,8 +124,8 @@ struct engine_project {
 enum engine_task_state {
     ENGINE_TASK_QUEUED = 0, /* never started, or preempted (restarts from its checkpoint) */
     ENGINE_TASK_RUNNING,
-    ENGINE_TASK_DONE,       /* finished, waiting to be reported */
-    ENGINE_TASK_ABORTED,    /* deadline passed before it started (deadline mode) */
+    ENGINE_TASK_DONE,    /* finished, waiting to be reported */
+    ENGINE_TASK_ABORTED, /* deadline passed before it started (deadline mode) */
 };
 
 struct engine_task {
@@ -186,13 +186,13 @@ struct engine_request {
 };
 
 struct engine_action {
-    int kind;    /* enum engine_act_kind */
-    int reason;  /* enum engine_act_reason */
+    int kind;   /* enum engine_act_kind */
+    int reason; /* enum engine_act_reason */
     int project;
     int endpoint;    /* RPC: index into the project's endpoints */
     const char *url; /* endpoint or master URL */
     struct engine_request req[ENGINE_MAX_PTYPES];
-    int fetch; /* 1 if any req[] asks for work */
+    int fetch;            /* 1 if any req[] asks for work */
     const size_t *report; /* indices into e->tasks of results to report */
     size_t nreport;
 };
@@ -223,7 +223,7 @@ struct engine {
     uint64_t next_seq;
     size_t *running; /* indices of the RUNNING tasks (any order), capacity tasks_cap */
     size_t nrunning;
-    size_t nfinished; /* DONE or ABORTED tasks waiting to be reported */
+    size_t nfinished;           /* DONE or ABORTED tasks waiting to be reported */
     unsigned long finished_gen; /* changes whenever the finished set does */
     unsigned long report_gen;   /* finished_gen when report_at was computed */
     double report_at;           /* no finished task is due for reporting before */
@@ -237,7 +237,7 @@ struct engine {
     double rr_time;
 
     int sched_dirty;
-    int preempt_ready; /* a preempt_wanted task checkpointed */
+    int preempt_ready;   /* a preempt_wanted task checkpointed */
     double next_resched; /* engine_schedule has something to do by then at the latest */
     struct engine_sched sched;
 
@@ -246,9 +246,9 @@ struct engine {
     int session_endpoint;
     int session_reason;
     double last_fetch_check;
-    int get_work[ENGINE_MAX_PTYPES]; /* debt2004: get-work session open for this type */
+    int get_work[ENGINE_MAX_PTYPES];   /* debt2004: get-work session open for this type */
     double starved[ENGINE_MAX_PTYPES]; /* deadline mode: instances the top project lacks */
-    struct engine_action act;        /* the action last returned by engine_poll */
+    struct engine_action act;          /* the action last returned by engine_poll */
 
     /* scratch memory for the simulations and the scheduler, grown as needed */
     void *work;
@@ -338,8 +338,9 @@ double engine_room(struct engine *e, double now, int ptype, double latency, doub
 /* Decides what runs now (seed 002: per GPU type then CPU, deadline-miss tasks by
  * earliest deadline, then the others by project priority charging a copy of REC per
  * pick; running tasks keep their time slice and are preempted only right after a
- * checkpoint, so that no work is lost; until then they run on with preempt_wanted set). Applies it to the task states and returns the changes, valid until the
- * next engine call; changed == 0 when nothing had to be recomputed. NULL on ENOMEM. */
+ * checkpoint, so that no work is lost; until then they run on with preempt_wanted set). Applies it
+ * to the task states and returns the changes, valid until the next engine call; changed == 0 when
+ * nothing had to be recomputed. NULL on ENOMEM. */
 const struct engine_sched *engine_schedule(struct engine *e, double now);
 
 /* ---- RPC policy and work fetch (engine_fetch.c) ---- */

@@ -8,8 +8,8 @@
  * the master list is re-read, and endpoints new in it reset the failures and backoff.
  * Completed results are reported when their deadline is near (report_cushion; deadline
  * mode: or when less than (1 - report_batch) of their reporting reserve is left) or when
- * they have waited report_max_delay, and with any RPC to their project; any RPC to a project that is the top fetchable
- * one for a processor type also asks for that type's shortfall (piggy-back).
+ * they have waited report_max_delay, and with any RPC to their project; any RPC to a project that
+ * is the top fetchable one for a processor type also asks for that type's shortfall (piggy-back).
  *
  * Work fetch: rec policy - a type needs work when its saturated time is below min_buf;
  * the fetchable project with the highest priority (REC adjusted by its queued work) is
@@ -43,8 +43,7 @@ static void queued_credit(const struct engine *e, double *extra)
 static int project_contactable(const struct engine *e, double now, int p)
 {
     const struct engine_project *pr = &e->projects[p];
-    return !pr->suspended && now >= pr->min_rpc_time && !pr->master_pending &&
-           pr->nendpoints > 0;
+    return !pr->suspended && now >= pr->min_rpc_time && !pr->master_pending && pr->nendpoints > 0;
 }
 
 /* Deadline mode: 1 if the project's next task of type t can still meet its deadline. */
@@ -61,8 +60,8 @@ static int deadline_room_ok(struct engine *e, double now, int p, int t)
 static int fetchable(struct engine *e, double now, int p, int t)
 {
     const struct engine_project *pr = &e->projects[p];
-    return project_contactable(e, now, p) && !pr->no_new_work &&
-           now >= pr->rsc[t].backoff_until && deadline_room_ok(e, now, p, t);
+    return project_contactable(e, now, p) && !pr->no_new_work && now >= pr->rsc[t].backoff_until &&
+           deadline_room_ok(e, now, p, t);
 }
 
 /* The fetchable project with the highest priority for type t, or -1. */
@@ -197,8 +196,7 @@ static int build_rpc(struct engine *e, double now, int p, int reason, unsigned w
                topping the queue up past the high water mark, seed 000) */
             int ask = want ? (want >> t) & 1
                            : top_project(e, now, t, prio) == p &&
-                                 (e->cfg.policy == ENGINE_POLICY_DEBT2004 ||
-                                  type_needs_work(e, t));
+                                 (e->cfg.policy == ENGINE_POLICY_DEBT2004 || type_needs_work(e, t));
             if (ask)
                 request_for(e, now, p, t, &act->req[t]);
             if (act->req[t].secs > 0 || act->req[t].instances > 0)

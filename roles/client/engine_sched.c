@@ -100,25 +100,38 @@ static void pick(struct pick *k, size_t i)
 
 enum { ALL, MISS_ONLY, PROTECTED_ONLY };
 
+static void cand_set(struct cand *c, const struct engine_task *t, size_t i)
+{
+    c->key = t->deadline;
+    c->seq = t->seq;
+    c->idx = i;
+    c->project = t->project;
+    c->pref = t->state == ENGINE_TASK_RUNNING ? 0 : t->elapsed > 0 ? 1 : 2;
+}
+
+/* The unchosen live tasks of ptype (-1: any) that are candidates for a stage. */
 static int cand_fill(struct pick *k, int ptype, int which)
 {
     struct engine *e = k->e;
     int m = 0;
+    if (which == PROTECTED_ONLY) { /* only running tasks qualify */
+        for (size_t r = 0; r < e->nrunning; r++) {
+            size_t i = e->running[r];
+            struct engine_task *t = &e->tasks[i];
+            if (!k->chosen[i] && (ptype < 0 || t->ptype == ptype) && slice_protected(e, k->now, t))
+                cand_set(&k->c[m++], t, i);
+        }
+        return m;
+    }
+    if (which == MISS_ONLY && ptype >= 0 && e->rr[ptype].nmiss == 0)
+        return 0;
     for (size_t i = 0; i < e->ntasks; i++) {
         struct engine_task *t = &e->tasks[i];
         if (k->chosen[i] || !engine_task_live(t) || (ptype >= 0 && t->ptype != ptype))
             continue;
         if (which == MISS_ONLY && !t->deadline_miss)
             continue;
-        if (which == PROTECTED_ONLY &&
-            (t->state != ENGINE_TASK_RUNNING || !slice_protected(e, k->now, t)))
-            continue;
-        struct cand *c = &k->c[m++];
-        c->key = t->deadline;
-        c->seq = t->seq;
-        c->idx = i;
-        c->project = t->project;
-        c->pref = t->state == ENGINE_TASK_RUNNING ? 0 : t->elapsed > 0 ? 1 : 2;
+        cand_set(&k->c[m++], t, i);
     }
     return m;
 }
@@ -126,8 +139,7 @@ static int cand_fill(struct pick *k, int ptype, int which)
 /* Candidates c[0..m) grouped by project (counting sort into out), each group in
  * preference order (running, started, new; then arrival); start[p]..start[p+1] is
  * project p's group. */
-static void group_by_project(const struct cand *c, int m, int np, struct cand *out,
-                             size_t *start)
+static void group_by_project(const struct cand *c, int m, int np, struct cand *out, size_t *start)
 {
     for (int p = 0; p <= np; p++)
         start[p] = 0;
