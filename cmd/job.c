@@ -169,7 +169,7 @@ int cmd_job(int argc, char **argv)
         count = 100000;
     if (wait && cmd_job_wait(&c, job) != 0 && summary)
         return 1;
-    if (fetch(&c, job, !summary, output, from, count, &r) != 0)
+    if (fetch(&c, job, !summary, output || c.json, from, count, &r) != 0)
         return 1;
     const msgpack_object *j = wire_get(r.msg.root, "job"), *tasks = wire_get(r.msg.root, "tasks");
     if (c.json) {

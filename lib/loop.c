@@ -110,6 +110,13 @@ void loop_remove_fd(struct loop *l, int fd)
             l->items[i].removed = 1;
 }
 
+void loop_remove_socket(struct loop *l, void *sock)
+{
+    for (int i = 0; i < l->nitems; i++)
+        if (l->items[i].sock == sock)
+            l->items[i].removed = 1;
+}
+
 int loop_timer(struct loop *l, int64_t ms, int repeat, loop_fn fn, void *arg)
 {
     if (l->ntimers >= LOOP_MAX_TIMERS) {

@@ -21,8 +21,9 @@ void loop_destroy(struct loop **lp);
 /* Watches a ZeroMQ socket (readable) or a file descriptor (readable). 0 or -1. */
 int loop_add_socket(struct loop *l, void *sock, loop_fn fn, void *arg);
 int loop_add_fd(struct loop *l, int fd, loop_fn fn, void *arg);
-/* Stops watching a descriptor (safe from inside a handler). */
+/* Stops watching a descriptor or socket (safe from inside a handler). */
 void loop_remove_fd(struct loop *l, int fd);
+void loop_remove_socket(struct loop *l, void *sock);
 
 /*
  * Calls fn after ms milliseconds, then every ms milliseconds if repeat is nonzero.

@@ -26,6 +26,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "lib/fsutil.h"
 #include "lib/log.h"
 #include "lib/loop.h"
 #include "roles/client/runner.h"
@@ -57,7 +58,7 @@ struct client {
     void *zctx, *sock;
     int sigfd;
     char sid[65];
-    bool welcomed, waiting, leaving;
+    bool welcomed, waiting, left;
     uint32_t hb_s, slots;
     struct ctask **tasks;
     uint32_t ntasks, captasks;
@@ -382,15 +383,23 @@ static void on_sigchld(struct loop *l, void *arg)
 
 /* ---- talking to the server ---- */
 
+static void on_socket(struct loop *l, void *arg);
+
+/* (Re)creates the DEALER socket, dropping anything queued on the old one. */
 static int open_socket(struct client *c)
 {
     int zero = 0, one = 1;
     int64_t maxmsg = WIRE_MAX_FRAME;
-    if (c->sock)
+    if (c->sock) {
+        if (c->loop)
+            loop_remove_socket(c->loop, c->sock);
         zmq_close(c->sock);
+    }
     c->sock = zmq_socket(c->zctx, ZMQ_DEALER);
     if (!c->sock)
         return -1;
+    if (c->loop)
+        loop_add_socket(c->loop, c->sock, on_socket, c);
     zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(c->sock, ZMQ_IMMEDIATE, &one, sizeof one);
     zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
@@ -470,8 +479,11 @@ static void send_hello(struct client *c)
     send_request(c, WT_HELLO);
 }
 
-/* RESULT (or LEAVE) with up to MAX_REPORT finished results; TASK_GET when none. */
-static void send_results(struct client *c, uint32_t type, uint32_t want)
+/*
+ * Builds RESULT (or LEAVE) with up to MAX_REPORT finished results into c->wb, or
+ * TASK_GET when a RESULT would carry none. Returns the type built.
+ */
+static uint32_t build_results(struct client *c, uint32_t type, uint32_t want)
 {
     uint32_t n = 0;
     for (uint32_t i = 0; i < c->ntasks && n < MAX_REPORT; i++)
@@ -495,7 +507,12 @@ static void send_results(struct client *c, uint32_t type, uint32_t want)
     }
     if (type != WT_LEAVE)
         wire_put_u64(&c->wb, "want", want);
-    send_request(c, type);
+    return type;
+}
+
+static void send_results(struct client *c, uint32_t type, uint32_t want)
+{
+    send_request(c, build_results(c, type, want));
 }
 
 static void send_status(struct client *c)
@@ -643,7 +660,7 @@ static void on_reply(struct client *c, const struct wire_msg *msg)
     case WT_STATUS_ACK: on_status_ack(c, msg->root); break;
     case WT_OK:
         if (c->req_type == WT_LEAVE)
-            forget_acked(c);
+            c->left = true;
         break;
     default: log_warnx("unexpected %s reply ignored", msg->desc->name);
     }
@@ -718,8 +735,7 @@ static int client_open(struct client *c)
 {
     char err[512], work[CONFIG_STR_MAX + 8];
     snprintf(work, sizeof work, "%s/work", c->cfg.state_dir);
-    if ((mkdir(c->cfg.state_dir, 0755) < 0 && errno != EEXIST) ||
-        (mkdir(work, 0755) < 0 && errno != EEXIST)) {
+    if (fs_mkdir_p(work) < 0) {
         log_warn("cannot create %s", work);
         return -1;
     }
@@ -751,7 +767,12 @@ static int client_open(struct client *c)
     return 0;
 }
 
-/* Stops running tasks and says goodbye with the finished results (bounded wait). */
+/*
+ * Stops running tasks and says goodbye with the finished results, waiting at most
+ * min(timeout_ms, 3 s) for the server's OK. Only an OK lets the client forget its
+ * tasks (the server then re-issues the unfinished ones); otherwise they stay in the
+ * store, to be reported or rerun at the next start.
+ */
 static void client_leave(struct client *c)
 {
     for (uint32_t i = 0; i < c->ntasks; i++)
@@ -759,20 +780,30 @@ static void client_leave(struct client *c)
             runner_signal(&c->tasks[i]->run, SIGKILL);
     if (!c->welcomed)
         return;
-    open_socket(c);
-    send_results(c, WT_LEAVE, 0);
-    zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
     int64_t until = loop_now_ms() + (c->cfg.timeout_ms < 3000 ? c->cfg.timeout_ms : 3000);
-    while (c->waiting && loop_now_ms() < until) {
-        if (zmq_poll(&it, 1, (long)(until - loop_now_ms())) > 0)
+    clear_in_flight(c);
+    build_results(c, WT_LEAVE, 0);
+    c->waiting = false;
+    c->left = false;
+    while (!c->left && loop_now_ms() < until) {
+        if (!c->waiting) {
+            if (zmq_send(c->sock, c->wb.sb.data, c->wb.sb.size, ZMQ_DONTWAIT) < 0) {
+                zmq_poll(NULL, 0, 50); /* not connected yet: try again shortly */
+                continue;
+            }
+            c->waiting = true;
+            c->req_type = WT_LEAVE;
+        }
+        zmq_pollitem_t it = {c->sock, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, 100) > 0)
             on_socket(c->loop, c);
     }
-    if (c->waiting) {
-        log_warnx("the server did not acknowledge LEAVE; results are kept for the next start");
+    if (!c->left) {
+        log_warnx("the server did not acknowledge LEAVE; tasks are kept for the next start");
         return;
     }
-    for (uint32_t i = 0; i < c->ntasks;)
-        drop_task(c, i); /* the server released the rest: it re-issues them */
+    while (c->ntasks > 0)
+        drop_task(c, 0);
     commit(c);
     log_info("left the server");
 }
@@ -809,7 +840,6 @@ int client_main(int argc, char **argv)
     if (client_open(&c) < 0 || !(c.loop = loop_new()) || !(c.zctx = zmq_ctx_new()) ||
         open_socket(&c) < 0)
         goto out;
-    loop_add_socket(c.loop, c.sock, on_socket, &c);
     loop_add_fd(c.loop, c.sigfd, on_sigchld, &c);
     loop_before_sleep(c.loop, before_sleep, &c);
     loop_timer(c.loop, 100, 1, on_tick, &c);

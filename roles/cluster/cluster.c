@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <zmq.h>
 
+#include "lib/fsutil.h"
 #include "lib/log.h"
 #include "lib/loop.h"
 #include "roles/cluster/cluster.h"
@@ -47,7 +48,7 @@ const struct config_key cluster_keys[] = {
      "mark a node inactive after its expected silence x k_wait_dead (> k_wait) (X5)"},
     {"tasks", "heartbeat_s", CONFIG_INT, "10", OFF(hb_s), 1, 86400, NULL,
      "interval at which computing nodes send STATUS heartbeats"},
-    {"tasks", "idle_wait_s", CONFIG_INT, "5", OFF(idle_wait_s), 1, 86400, NULL,
+    {"tasks", "idle_wait_s", CONFIG_INT, "2", OFF(idle_wait_s), 1, 86400, NULL,
      "delay a node is told to wait before asking again when there are no tasks"},
     {"tasks", "default_estimate_s", CONFIG_DOUBLE, "60", OFF(default_estimate_s), 0.001, 1e7,
      NULL, "estimated seconds per work unit before any node has reported a result"},
@@ -284,24 +285,10 @@ static int open_socket(struct cluster *c)
     return 0;
 }
 
-static int mkdir_p(const char *dir)
-{
-    char buf[CONFIG_STR_MAX];
-    snprintf(buf, sizeof buf, "%s", dir);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    return mkdir(buf, 0755) < 0 && errno != EEXIST ? -1 : 0;
-}
-
 static int cluster_open(struct cluster *c)
 {
     char err[512];
-    if (mkdir_p(c->cfg.state_dir) < 0) {
+    if (fs_mkdir_p(c->cfg.state_dir) < 0) {
         log_warn("cannot create state_dir %s", c->cfg.state_dir);
         return -1;
     }

@@ -305,6 +305,8 @@ int tasks_result(struct cluster *c, struct node *n, const msgpack_object *res)
         t->errors++;
         j->ndups++;
         if (t->state == TS_ISSUED && t->node == me && t->issues == issue) {
+            unhold(c, t);
+            t->node = UINT32_MAX; /* anyone may take it now, this node included */
             t->expiry_ms = wall_now_ms();
             heap_push(c, (struct heap_ent){t->expiry_ms, jid, idx, t->issues});
         }
