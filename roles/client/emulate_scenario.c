@@ -519,7 +519,7 @@ void emulate_scenario_help(FILE *out)
         fprintf(out, "\n%s\n", titles[s]);
         for (size_t i = 0; i < emulate_nkeys; i++)
             if (emulate_keys[i].sec == s)
-                fprintf(out, "  %-19s %-10s %s\n", emulate_keys[i].name,
+                fprintf(out, "  %-21s %-10s %s\n", emulate_keys[i].name,
                         emulate_keys[i].dflt
                             ? (*emulate_keys[i].dflt ? emulate_keys[i].dflt : "(none)")
                             : "(required)",
