@@ -21,7 +21,8 @@
 #define BIG 1e15
 
 const struct emu_key emulate_keys[] = {
-    {SK_EMULATION, "duration", KT_TIME, SC(duration), 0, BIG, 1, "30d", "simulated time to run"},
+    {SK_EMULATION, "duration", KT_TIME, SC(duration), 0, 100 * 365 * 86400.0, 1, "30d",
+     "simulated time to run (at most 100 years)"},
     {SK_EMULATION, "seed", KT_SEED, SC(seed), 0, 0, 0, "1",
      "random seed of the simulated world and the engine (also --seed)"},
 

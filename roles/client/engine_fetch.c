@@ -203,7 +203,7 @@ static int build_rpc(struct engine *e, double now, int p, int reason, unsigned w
                 act->fetch = 1;
         }
     }
-    if (e->session_project != p) {
+    if (e->session_project != p || e->session_endpoint >= e->projects[p].nendpoints) {
         e->session_project = p;
         e->session_endpoint = 0;
         e->session_reason = reason;
