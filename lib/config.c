@@ -12,9 +12,7 @@ struct load_ctx {
     const struct config_key *keys;
     void *cfg;
     unsigned char *seen;
-    char *err;
-    size_t errlen;
-    const char *where;
+    char why[400]; /* the first error, without its location */
     int failed;
 };
 
@@ -52,8 +50,8 @@ static int set_value(const struct config_key *k, void *cfg, const char *value, c
     char *base = (char *)cfg + k->offset, *end;
     switch (k->type) {
     case CONFIG_STR:
-        if (strlen(value) >= CONFIG_STR_MAX) {
-            snprintf(err, el, "value longer than %d bytes", CONFIG_STR_MAX - 1);
+        if (strlen(value) > CONFIG_VALUE_MAX) { /* so that printed files read back */
+            snprintf(err, el, "value longer than %d bytes", CONFIG_VALUE_MAX);
             return -1;
         }
         strcpy(base, value);
@@ -77,23 +75,33 @@ static int set_value(const struct config_key *k, void *cfg, const char *value, c
         *(int *)base = i;
         return 0;
     }
-    case CONFIG_INT:
+    case CONFIG_INT: {
+        errno = 0;
+        long v = strtol(value, &end, 10);
+        if (errno || end == value || *end) {
+            snprintf(err, el, "'%s' is not an integer%s", value,
+                     errno == ERANGE ? " in range" : "");
+            return -1;
+        }
+        if (k->min != k->max && ((double)v < k->min || (double)v > k->max)) {
+            snprintf(err, el, "%s is out of range [%.0f, %.0f]", value, k->min, k->max);
+            return -1;
+        }
+        *(long *)base = v;
+        return 0;
+    }
     case CONFIG_DOUBLE: {
         errno = 0;
-        double d = k->type == CONFIG_INT ? (double)strtol(value, &end, 10) : strtod(value, &end);
+        double d = strtod(value, &end);
         if (errno || end == value || *end || !isfinite(d)) {
-            snprintf(err, el, "'%s' is not %s", value,
-                     k->type == CONFIG_INT ? "an integer" : "a number");
+            snprintf(err, el, "'%s' is not a number", value);
             return -1;
         }
         if (k->min != k->max && (d < k->min || d > k->max)) {
             snprintf(err, el, "%s is out of range [%g, %g]", value, k->min, k->max);
             return -1;
         }
-        if (k->type == CONFIG_INT)
-            *(long *)base = (long)d;
-        else
-            *(double *)base = d;
+        *(double *)base = d;
         return 0;
     }
     }
@@ -104,27 +112,20 @@ static int on_ini(void *user, const char *section, const char *name, const char 
 {
     struct load_ctx *c = user;
     int idx;
-    char why[200];
+    char why[300];
     if (c->failed)
         return 1;
     const struct config_key *k = find_key(c->keys, section, name, &idx);
-    if (!k) {
-        snprintf(c->err, c->errlen, "%s: unknown key [%s] %s", c->where, section, name);
-        c->failed = 1;
-        return 0;
-    }
-    if (c->seen[idx]) {
-        snprintf(c->err, c->errlen, "%s: key [%s] %s given twice", c->where, section, name);
-        c->failed = 1;
-        return 0;
-    }
-    c->seen[idx] = 1;
-    if (set_value(k, c->cfg, value, why, sizeof why) < 0) {
-        snprintf(c->err, c->errlen, "%s: [%s] %s: %s", c->where, section, name, why);
-        c->failed = 1;
-        return 0;
-    }
-    return 1;
+    if (!k)
+        snprintf(c->why, sizeof c->why, "unknown key [%s] %s", section, name);
+    else if (c->seen[idx])
+        snprintf(c->why, sizeof c->why, "key [%s] %s given twice", section, name);
+    else if (set_value(k, c->cfg, value, why, sizeof why) < 0)
+        snprintf(c->why, sizeof c->why, "[%s] %s: %s", section, name, why);
+    else
+        return c->seen[idx] = 1;
+    c->failed = 1;
+    return 0;
 }
 
 int config_load(const struct config_key *keys, void *cfg, const char *file, char *const *sets,
@@ -140,27 +141,25 @@ int config_load(const struct config_key *keys, void *cfg, const char *file, char
                      keys[i].name, why);
             return -1;
         }
-    unsigned char *seen = calloc((size_t)n + 1, 1);
-    if (!seen) {
+    struct load_ctx c = {keys, cfg, calloc((size_t)n + 1, 1), "", 0};
+    if (!c.seen) {
         snprintf(err, el, "out of memory");
         return -1;
     }
-    struct load_ctx c = {keys, cfg, seen, err, el, file, 0};
     int rc = 0;
     if (file) {
+        /* ini_parse returns the line of the first error: the handler's or a syntax error */
         int line = ini_parse(file, on_ini, &c);
         if (line < 0) {
             snprintf(err, el, "%s: cannot open: %s", file, strerror(errno));
             rc = -1;
-        } else if (c.failed) {
-            rc = -1;
         } else if (line > 0) {
-            snprintf(err, el, "%s:%d: syntax error (expected 'key = value' or '[section]')",
-                     file, line);
+            snprintf(err, el, "%s:%d: %s", file, line,
+                     c.failed ? c.why : "syntax error (expected 'key = value' or '[section]')");
             rc = -1;
         }
     }
-    memset(seen, 0, (size_t)n); /* a --set may override a key from the file */
+    memset(c.seen, 0, (size_t)n); /* a --set may override a key from the file */
     for (int i = 0; rc == 0 && i < nsets; i++) {
         char buf[512], *eq, *dot;
         snprintf(buf, sizeof buf, "%s", sets[i]);
@@ -172,11 +171,12 @@ int config_load(const struct config_key *keys, void *cfg, const char *file, char
             break;
         }
         *eq = *dot = '\0';
-        c.where = "--set";
-        if (!on_ini(&c, buf, dot + 1, eq + 1))
+        if (!on_ini(&c, buf, dot + 1, eq + 1)) {
+            snprintf(err, el, "--set %s: %s", sets[i], c.why);
             rc = -1;
+        }
     }
-    free(seen);
+    free(c.seen);
     return rc;
 }
 
@@ -193,7 +193,16 @@ void config_print(const struct config_key *keys, const void *cfg, FILE *out)
         switch (k->type) {
         case CONFIG_STR: fprintf(out, "%s\n", base); break;
         case CONFIG_INT: fprintf(out, "%ld\n", *(const long *)base); break;
-        case CONFIG_DOUBLE: fprintf(out, "%g\n", *(const double *)base); break;
+        case CONFIG_DOUBLE: {
+            /* the shortest form that reads back as the same number */
+            double d = *(const double *)base;
+            char b[40];
+            snprintf(b, sizeof b, "%.15g", d);
+            if (strtod(b, NULL) != d)
+                snprintf(b, sizeof b, "%.17g", d);
+            fprintf(out, "%s\n", b);
+            break;
+        }
         case CONFIG_BOOL: fprintf(out, "%s\n", *(const int *)base ? "true" : "false"); break;
         case CONFIG_ENUM: {
             int idx = *(const int *)base, i = 0;

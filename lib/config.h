@@ -10,6 +10,8 @@
 #include <stdio.h>
 
 #define CONFIG_STR_MAX 256
+/* Longest string value: 'key = value' must fit inih's 200-byte line. */
+#define CONFIG_VALUE_MAX 160
 #define CONFIG_MAX_SETS 64
 
 enum config_type { CONFIG_STR, CONFIG_INT, CONFIG_DOUBLE, CONFIG_BOOL, CONFIG_ENUM };

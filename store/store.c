@@ -225,6 +225,14 @@ static int open_tables_ro(struct store *s, char *err, size_t el)
         return -1;
     }
     meta_get_packed(txn, s->dbi[meta], "role", NULL, s->role, sizeof s->role);
+    uint64_t schema = 0;
+    if (meta_get_packed(txn, s->dbi[meta], "schema", &schema, NULL, 0) == 0 &&
+        schema > STORE_SCHEMA) {
+        snprintf(err, el, "state was written by a newer gridnode (schema %llu, this one reads "
+                 "up to %d); use a newer binary", (unsigned long long)schema, STORE_SCHEMA);
+        mdb_txn_abort(txn);
+        return -1;
+    }
     for (int i = 0; i < s->ntables; i++) {
         char key[128];
         uint64_t kf = STORE_KEY_STR;
@@ -265,8 +273,20 @@ struct store *store_open(const char *dir, const struct store_opts *o, char *err,
         goto fail;
     }
     MDB_envinfo info;
+    MDB_stat est;
     if (mdb_env_info(s->env, &info) == 0 && info.me_mapsize > s->map_size)
         s->map_size = info.me_mapsize;
+    /* LMDB reopens a grown environment with a map just as big as its data: leave room
+     * for the next commits (the map is address space; the file grows as used) */
+    if (!o->readonly && mdb_env_stat(s->env, &est) == 0) {
+        size_t used = (info.me_last_pgno + 1) * (size_t)est.ms_psize;
+        while (used * 2 > s->map_size)
+            s->map_size *= 2;
+        if (mdb_env_set_mapsize(s->env, s->map_size) != 0) {
+            snprintf(err, el, "cannot size the map of %s to %zu bytes", dir, s->map_size);
+            goto fail;
+        }
+    }
     if ((o->readonly ? open_tables_ro(s, err, el) : open_tables_rw(s, o, err, el)) < 0)
         goto fail;
     return s;

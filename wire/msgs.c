@@ -25,7 +25,7 @@ static const struct wire_field task_fields[] = {
 };
 
 /* one result as reported by a node */
-static const struct wire_field result_fields[] = {
+const struct wire_field wire_result_fields[] = {
     {"job", WF_UINT, true},
     {"idx", WF_UINT, true, UINT32_MAX},
     {"issue", WF_UINT, true, UINT32_MAX},
@@ -94,14 +94,14 @@ static const struct wire_field f_tasks[] = {
 
 static const struct wire_field f_result[] = {
     {"sid", WF_STR, true, SID_MAX},
-    {"results", WF_ARRAY, true, MAX_BATCH, WF_MAP, result_fields},
+    {"results", WF_ARRAY, true, MAX_BATCH, WF_MAP, wire_result_fields},
     {"want", WF_UINT, true, MAX_BATCH},
     {NULL},
 };
 
 static const struct wire_field f_leave[] = {
     {"sid", WF_STR, true, SID_MAX},
-    {"results", WF_ARRAY, false, MAX_BATCH, WF_MAP, result_fields},
+    {"results", WF_ARRAY, false, MAX_BATCH, WF_MAP, wire_result_fields},
     {NULL},
 };
 
@@ -150,6 +150,7 @@ static const struct wire_field f_job_get[] = {
 static const struct wire_field f_job[] = {
     {"job", WF_MAP, true},
     {"tasks", WF_ARRAY, false, UINT32_MAX, WF_MAP},
+    {"next", WF_UINT, false},
     {NULL},
 };
 

@@ -13,6 +13,8 @@
 #define WIRE_DEFAULT_STR (64u << 10)
 #define WIRE_DEFAULT_BIN (16u << 20)
 #define WIRE_DEFAULT_ARRAY 4096u
+/* Entries in any validated map: keeps the duplicate-key check cheap. */
+#define WIRE_MAX_MAP 256u
 
 static uint64_t rd_be(const uint8_t *p, int n)
 {
@@ -129,6 +131,30 @@ const msgpack_object *wire_get(const msgpack_object *map, const char *key)
     return NULL;
 }
 
+/* True if p[0..n) is well-formed UTF-8 (no overlongs, surrogates or values > U+10FFFF). */
+static bool utf8_valid(const unsigned char *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        unsigned char b = p[i];
+        if (b < 0x80) {
+            i++;
+            continue;
+        }
+        size_t len = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc2 ? 2 : 0;
+        if (len == 0 || b > 0xf4 || i + len > n)
+            return false;
+        for (size_t k = 1; k < len; k++)
+            if ((p[i + k] & 0xc0) != 0x80)
+                return false;
+        if ((b == 0xe0 && p[i + 1] < 0xa0) || (b == 0xed && p[i + 1] > 0x9f) ||
+            (b == 0xf0 && p[i + 1] < 0x90) || (b == 0xf4 && p[i + 1] > 0x8f))
+            return false;
+        i += len;
+    }
+    return true;
+}
+
 /* Checks one value against a type; `what` names it in the error text. */
 static int check_value(const msgpack_object *o, enum wire_ftype t, uint64_t max,
                        enum wire_ftype elem, const struct wire_field *elem_fields,
@@ -167,6 +193,8 @@ static int check_value(const msgpack_object *o, enum wire_ftype t, uint64_t max,
         if (size > cap)
             return seterr(err, WE_FIELD, "field '%s' has %u bytes, more than %llu", what, size,
                           (unsigned long long)cap);
+        if (t == WF_STR && !utf8_valid((const unsigned char *)o->via.str.ptr, size))
+            return seterr(err, WE_FIELD, "field '%s' is not valid UTF-8", what);
         return 0;
     }
     case WF_ARRAY: {
@@ -198,9 +226,22 @@ int wire_check_map(const msgpack_object *map, const struct wire_field *fields,
 {
     if (map->type != MSGPACK_OBJECT_MAP)
         return seterr(err, WE_FIELD, "expected a map");
-    for (uint32_t i = 0; i < map->via.map.size; i++)
-        if (map->via.map.ptr[i].key.type != MSGPACK_OBJECT_STR)
+    if (map->via.map.size > WIRE_MAX_MAP)
+        return seterr(err, WE_FIELD, "a map has %u entries, more than %u", map->via.map.size,
+                      WIRE_MAX_MAP);
+    for (uint32_t i = 0; i < map->via.map.size; i++) {
+        const msgpack_object *k = &map->via.map.ptr[i].key;
+        if (k->type != MSGPACK_OBJECT_STR)
             return seterr(err, WE_FIELD, "map keys must be strings");
+        /* readers differ on which duplicate wins (msgpack-c: first, Python: last) */
+        for (uint32_t j = 0; j < i; j++) {
+            const msgpack_object *o = &map->via.map.ptr[j].key;
+            if (o->via.str.size == k->via.str.size &&
+                !memcmp(o->via.str.ptr, k->via.str.ptr, k->via.str.size))
+                return seterr(err, WE_FIELD, "key '%.*s' appears twice in a map",
+                              (int)(k->via.str.size > 64 ? 64 : k->via.str.size), k->via.str.ptr);
+        }
+    }
     for (const struct wire_field *f = fields; f->key; f++) {
         const msgpack_object *v = wire_get(map, f->key);
         if (!v || v->type == MSGPACK_OBJECT_NIL) {

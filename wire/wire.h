@@ -93,6 +93,8 @@ struct wire_desc {
 const struct wire_desc *wire_desc_find(uint32_t type);
 /* All descriptors, terminated by an entry with name NULL. */
 extern const struct wire_desc wire_descs[];
+/* The fields of one result map (RESULT, LEAVE); the cluster stores only these. */
+extern const struct wire_field wire_result_fields[];
 const char *wire_err_name(int code);
 
 /* ---- decoding ---- */

@@ -217,6 +217,14 @@ static int add_task(struct client *c, struct ctask *t)
     return 0;
 }
 
+static struct ctask *find_task(struct client *c, uint64_t job, uint32_t idx)
+{
+    for (uint32_t i = 0; i < c->ntasks; i++)
+        if (c->tasks[i]->job == job && c->tasks[i]->idx == idx)
+            return c->tasks[i];
+    return NULL;
+}
+
 static void drop_task(struct client *c, uint32_t i)
 {
     uint8_t key[12];
@@ -599,7 +607,14 @@ static void on_tasks(struct client *c, const msgpack_object *m)
         forget_acked(c);
     uint32_t first_new = c->ntasks;
     for (uint32_t i = 0; i < tasks->via.array.size; i++) {
-        struct ctask *t = task_from_map(c, &tasks->via.array.ptr[i]);
+        const msgpack_object *tm = &tasks->via.array.ptr[i];
+        if (find_task(c, wire_get_u64(tm, "job", 0), (uint32_t)wire_get_u64(tm, "idx", 0))) {
+            log_debug("already have task %llu.%llu; keeping the copy we run",
+                      (unsigned long long)wire_get_u64(tm, "job", 0),
+                      (unsigned long long)wire_get_u64(tm, "idx", 0));
+            continue;
+        }
+        struct ctask *t = task_from_map(c, tm);
         if (!t || add_task(c, t) < 0) {
             log_warnx("out of memory: dropping a task (the server will re-issue it)");
             task_free(t);

@@ -39,7 +39,7 @@ struct cluster_cfg {
 enum task_state { TS_NEW = 0, TS_ISSUED = 1, TS_DONE = 2 };
 enum job_state { JS_QUEUED = 0, JS_RUNNING, JS_DONE, JS_CANCELLED };
 
-/* One task in memory: 24 bytes; its result lives only in the store. */
+/* One task in memory: 32 bytes; its result lives only in the store. */
 struct task {
     uint8_t state;  /* enum task_state */
     uint8_t ok;     /* done and succeeded */
@@ -47,6 +47,7 @@ struct task {
     uint32_t issues; /* how many times it was handed out */
     uint32_t node;   /* index of the node holding the latest issue */
     uint32_t input_kb; /* size of its input, for the estimate */
+    uint32_t won;      /* issue number of the final result (done tasks) */
     int64_t expiry_ms; /* wall clock: re-issue after this (while issued) */
 };
 

@@ -64,7 +64,7 @@ static bool work_remains(const struct cluster *c)
     for (uint32_t i = c->open_from; i < c->njobs; i++)
         if (c->jobs[i]->state == JS_QUEUED || c->jobs[i]->state == JS_RUNNING)
             return true;
-    return c->nheap > 0;
+    return false;
 }
 
 static void h_hello(struct cluster *c, struct request *r)
@@ -116,8 +116,8 @@ static void reply_tasks(struct cluster *c, struct request *r, struct node *n, ui
 {
     uint32_t count = 0;
     wire_begin(r->reply, WT_TASKS, r->msg->id, acked >= 0 ? 4 : 3);
-    if (tasks_issue(c, n, want, r->reply, &count) < 0 && count == 0) {
-        reply_storage(c, r);
+    if (tasks_issue(c, n, want, r->reply, &count) < 0) {
+        reply_storage(c, r); /* undoes the turn: nothing half-issued survives */
         return;
     }
     wire_put_bool(r->reply, "more", count > 0 || work_remains(c));
@@ -221,15 +221,21 @@ static const char *submit_invalid(const struct cluster *c, const msgpack_object 
     (void)c;
     if (argv->via.array.size == 0 || argv->via.array.ptr[0].via.str.size == 0)
         return "argv must name a program (a non-empty first element)";
-    for (uint32_t i = 0; i < argv->via.array.size; i++)
-        if (memchr(argv->via.array.ptr[i].via.str.ptr, 0, argv->via.array.ptr[i].via.str.size))
+    for (uint32_t i = 0; i < argv->via.array.size; i++) {
+        const msgpack_object *a = &argv->via.array.ptr[i];
+        if (memchr(a->via.str.ptr, 0, a->via.str.size))
             return "argv elements must not contain NUL bytes";
+        if (a->via.str.size > 16384) /* expanded, it must still fit a task's 64 KiB cap */
+            return "an argv element is longer than 16384 bytes";
+    }
     if (ntasks == 0)
         return "ntasks must be at least 1";
     if (in && in->via.array.size != ntasks)
         return "stdin, when given, must have exactly one element per task";
     if (!(cx > 0) || !isfinite(cx))
         return "complexity must be a positive number";
+    if (wire_get(m, "limit_s") && wire_get_u64(m, "limit_s", 0) == 0)
+        return "limit_s must be at least 1 second";
     return NULL;
 }
 
@@ -321,18 +327,21 @@ static void h_job_list(struct cluster *c, struct request *r)
         pack_job(c->jobs[i], r->reply);
 }
 
+/* Stop adding tasks to one JOB reply beyond this many bytes (frames: 64 MiB). */
+#define JOB_REPLY_MAX (32u << 20)
+
 struct task_walk {
     struct cluster *c;
     const struct job *j;
-    struct wire_buf *wb;
-    uint32_t next, end;
+    struct wire_buf *wb; /* the task maps only */
+    uint32_t next, end, count;
     bool output;
 };
 
 /* Writes task maps for indices [w->next, upto) that have no stored result here. */
 static void walk_plain(struct task_walk *w, uint32_t upto)
 {
-    for (; w->next < upto; w->next++) {
+    for (; w->next < upto && w->wb->sb.size <= JOB_REPLY_MAX; w->next++, w->count++) {
         const struct task *t = w->next < w->j->next_new ? &w->j->tasks[w->next] : NULL;
         wire_pack_map(w->wb, 3);
         wire_put_u64(w->wb, "idx", w->next);
@@ -362,6 +371,8 @@ static int walk_result(void *arg, const void *key, size_t klen, const void *val,
     if (idx >= w->end)
         return 1;
     walk_plain(w, idx);
+    if (w->next < idx || w->wb->sb.size > JOB_REPLY_MAX)
+        return 1; /* the reply is full */
     msgpack_unpacked up;
     size_t off = 0;
     msgpack_unpacked_init(&up);
@@ -384,6 +395,7 @@ static int walk_result(void *arg, const void *key, size_t klen, const void *val,
             wire_pack_object(w->wb, &m->via.map.ptr[i].val);
         }
     w->next = idx + 1;
+    w->count++;
     msgpack_unpacked_destroy(&up);
     return 0;
 }
@@ -399,24 +411,35 @@ static void h_job_get(struct cluster *c, struct request *r)
         return;
     }
     bool tasks = wire_get_bool(m, "tasks", false);
-    wire_begin(r->reply, WT_JOB, r->msg->id, tasks ? 2 : 1);
-    wire_put_key(r->reply, "job");
-    pack_job(j, r->reply);
-    if (!tasks)
+    if (!tasks) {
+        wire_begin(r->reply, WT_JOB, r->msg->id, 1);
+        wire_put_key(r->reply, "job");
+        pack_job(j, r->reply);
         return;
+    }
     uint64_t from = wire_get_u64(m, "from", 0), count = wire_get_u64(m, "count", 1000);
     if (from > j->ntasks)
         from = j->ntasks;
     if (count > j->ntasks - from)
         count = j->ntasks - from;
-    struct task_walk w = {c, j, r->reply, (uint32_t)from, (uint32_t)(from + count),
+    struct wire_buf tb;
+    wire_buf_init(&tb);
+    struct task_walk w = {c, j, &tb, (uint32_t)from, (uint32_t)(from + count), 0,
                           wire_get_bool(m, "output", false)};
     uint8_t key[12];
     store_key_u64_u32(key, j->id, (uint32_t)from);
-    wire_put_key(r->reply, "tasks");
-    wire_pack_array(r->reply, (uint32_t)count);
     store_iter(c->store, c->t_results, key, sizeof key, walk_result, &w);
     walk_plain(&w, w.end);
+    bool cut = w.next < w.end; /* too big for one reply: the rest from "next" on */
+    wire_begin(r->reply, WT_JOB, r->msg->id, cut ? 3 : 2);
+    wire_put_key(r->reply, "job");
+    pack_job(j, r->reply);
+    wire_put_key(r->reply, "tasks");
+    wire_pack_array(r->reply, w.count);
+    msgpack_sbuffer_write(&r->reply->sb, tb.sb.data, tb.sb.size);
+    if (cut)
+        wire_put_u64(r->reply, "next", w.next);
+    wire_buf_free(&tb);
 }
 
 static void h_cancel(struct cluster *c, struct request *r)
@@ -432,10 +455,14 @@ static void h_cancel(struct cluster *c, struct request *r)
                     job_state_name(j->state));
         return;
     }
-    for (uint32_t i = 0; i < j->next_new; i++)
-        if (j->tasks[i].state == TS_ISSUED && j->tasks[i].node < c->nnodes &&
-            c->nodes[j->tasks[i].node].inflight > 0)
-            c->nodes[j->tasks[i].node].inflight--;
+    for (uint32_t i = 0; i < j->next_new; i++) {
+        struct task *t = &j->tasks[i];
+        if (t->state == TS_ISSUED && t->node < c->nnodes) {
+            if (c->nodes[t->node].inflight > 0)
+                c->nodes[t->node].inflight--;
+            t->node = UINT32_MAX; /* no longer counted against the node */
+        }
+    }
     j->state = JS_CANCELLED;
     j->finished_ms = wall_now_ms();
     cluster_mark_job(c, j);

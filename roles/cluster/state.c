@@ -217,8 +217,9 @@ int cluster_task_save(struct cluster *c, struct job *j, uint32_t idx)
     uint8_t key[12];
     const struct task *t = &j->tasks[idx];
     wire_buf_init(&wb);
-    wire_pack_map(&wb, 6);
+    wire_pack_map(&wb, 7);
     wire_put_u64(&wb, "state", t->state);
+    wire_put_u64(&wb, "won", t->won);
     wire_put_bool(&wb, "ok", t->ok);
     wire_put_u64(&wb, "issues", t->issues);
     wire_put_u64(&wb, "errors", t->errors);
@@ -396,6 +397,7 @@ static int load_task(void *arg, const void *key, size_t klen, const void *val, s
         t->ok = wire_get_bool(m, "ok", false);
         t->issues = (uint32_t)wire_get_u64(m, "issues", 0);
         t->errors = (uint16_t)wire_get_u64(m, "errors", 0);
+        t->won = (uint32_t)wire_get_u64(m, "won", 0);
         t->expiry_ms = wire_get_i64(m, "expiry", 0);
         t->node = n ? (uint32_t)(n - c->nodes) : UINT32_MAX;
         if (t->state == TS_ISSUED && j->state == JS_RUNNING) {

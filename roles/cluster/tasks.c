@@ -17,6 +17,8 @@
 #include "store/store.h"
 
 #define EWMA_ALPHA 0.3
+/* Stop adding tasks to one TASKS reply beyond this many bytes (frames: 64 MiB). */
+#define TASKS_REPLY_MAX (32u << 20)
 
 /* ---- heap ---- */
 
@@ -111,22 +113,19 @@ static void unhold(struct cluster *c, struct task *t)
         c->nodes[t->node].inflight--;
 }
 
-/* Pops the first expired task not held by n; stale entries are dropped. */
-static int take_expired(struct cluster *c, struct node *n, int64_t now, struct job **jp,
-                        uint32_t *idx, struct heap_ent *stash, uint32_t *nstash, uint32_t max)
+/*
+ * Pops the first expired task that is still current; stale entries are dropped. An
+ * expired task goes to whoever asks first, its holder included: a node still running
+ * a task names it in its heartbeats, which keeps it from expiring.
+ */
+static int take_expired(struct cluster *c, int64_t now, struct job **jp, uint32_t *idx)
 {
     while (c->nheap > 0 && c->heap[0].expiry_ms <= now) {
         struct heap_ent e = heap_pop(c);
-        struct task *t = heap_task(c, &e, jp);
-        if (!t)
-            continue;
-        if (t->node == (uint32_t)(n - c->nodes)) {
-            if (*nstash < max)
-                stash[(*nstash)++] = e;
-            continue;
+        if (heap_task(c, &e, jp)) {
+            *idx = e.idx;
+            return 0;
         }
-        *idx = e.idx;
-        return 0;
     }
     return -1;
 }
@@ -201,16 +200,16 @@ int tasks_issue(struct cluster *c, struct node *n, uint32_t want, struct wire_bu
                 uint32_t *nissued)
 {
     struct wire_buf tb;
-    struct heap_ent stash[64];
-    uint32_t nstash = 0, count = 0;
+    uint32_t count = 0;
     int64_t now = wall_now_ms();
     int rc = 0;
     wire_buf_init(&tb);
     while (count < want) {
         struct job *j = NULL;
         uint32_t idx;
-        if (take_expired(c, n, now, &j, &idx, stash, &nstash, 64) < 0 &&
-            take_new(c, &j, &idx) < 0)
+        if (tb.sb.size > TASKS_REPLY_MAX) /* leave room in the frame for the rest */
+            break;
+        if (take_expired(c, now, &j, &idx) < 0 && take_new(c, &j, &idx) < 0)
             break;
         size_t mark = tb.sb.size;
         if (issue_one(c, n, j, idx, now, &tb) < 0) {
@@ -220,8 +219,6 @@ int tasks_issue(struct cluster *c, struct node *n, uint32_t want, struct wire_bu
         }
         count++;
     }
-    for (uint32_t i = 0; i < nstash; i++)
-        heap_push(c, stash[i]);
     wire_put_key(wb, "tasks");
     wire_pack_array(wb, count);
     msgpack_sbuffer_write(&wb->sb, tb.sb.data, tb.sb.size);
@@ -240,15 +237,16 @@ static int save_result(struct cluster *c, struct node *n, const msgpack_object *
     uint8_t key[16];
     wire_buf_init(&wb);
     uint32_t keep = 0;
-    for (uint32_t i = 0; i < res->via.map.size; i++)
-        if (res->via.map.ptr[i].key.type == MSGPACK_OBJECT_STR)
-            keep++;
+    for (const struct wire_field *f = wire_result_fields; f->key; f++)
+        keep += wire_get(res, f->key) != NULL;
     wire_pack_map(&wb, keep + 2);
-    for (uint32_t i = 0; i < res->via.map.size; i++)
-        if (res->via.map.ptr[i].key.type == MSGPACK_OBJECT_STR) {
-            wire_pack_object(&wb, &res->via.map.ptr[i].key);
-            wire_pack_object(&wb, &res->via.map.ptr[i].val);
+    for (const struct wire_field *f = wire_result_fields; f->key; f++) {
+        const msgpack_object *v = wire_get(res, f->key);
+        if (v) { /* only the documented fields: a node cannot add or shadow keys */
+            wire_put_key(&wb, f->key);
+            wire_pack_object(&wb, v);
         }
+    }
     wire_put_str(&wb, "node", n->sid);
     wire_put_i64(&wb, "received", wall_now_ms());
     store_key_u64_u32(key, job, idx);
@@ -293,8 +291,8 @@ int tasks_result(struct cluster *c, struct node *n, const msgpack_object *res)
     struct task *t = &j->tasks[idx];
     uint32_t me = (uint32_t)(n - c->nodes);
     if (t->state == TS_DONE) {
-        if (t->node == me && t->issues == issue)
-            return 0;
+        if (t->node == me && t->won == issue)
+            return 0; /* a resend of the winning delivery */
         j->ndups++;
         cluster_mark_job(c, j);
         return save_result(c, n, res, jid, idx, j->ndups);
@@ -321,7 +319,7 @@ int tasks_result(struct cluster *c, struct node *n, const msgpack_object *res)
     t->state = TS_DONE;
     t->ok = ok;
     t->node = me;
-    t->issues = issue > t->issues ? issue : t->issues;
+    t->won = issue;
     j->ndone++;
     if (!ok)
         j->nfailed++;
@@ -377,6 +375,7 @@ void tasks_release_node(struct cluster *c, struct node *n)
         if (!t)
             continue;
         t->expiry_ms = now;
+        t->node = UINT32_MAX;
         heap_push(c, (struct heap_ent){now, j->id, held[i].idx, t->issues});
     }
     free(held);

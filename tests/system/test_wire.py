@@ -602,9 +602,6 @@ def test_reissue_first_result_wins(cluster_factory, order):
         assert job_get(u, job)["job"]["dups"] == 1
 
 
-@pytest.mark.xfail(reason="BUG tasks.c tasks_result: a resent winning result from an older "
-                   "issue is counted as a duplicate (t->issues was raised to the newest issue)",
-                   strict=False)
 def test_resent_late_winner_is_not_a_duplicate(cluster_factory):
     c = cluster_factory(REISSUE)
     u, job, a, b, ta, tb = _reissued(c)
@@ -614,8 +611,6 @@ def test_resent_late_winner_is_not_a_duplicate(cluster_factory):
     assert job_get(u, job)["job"]["dups"] == 0
 
 
-@pytest.mark.xfail(reason="BUG tasks.c take_expired: more than 64 expired tasks held by the "
-                   "asking node are popped and dropped from the re-issue heap", strict=False)
 def test_many_expired_tasks_all_reissued(cluster_factory):
     c = cluster_factory(dict(REISSUE, **{"tasks.min_wait_s": 0.3}))
     u = c.connect()
@@ -632,8 +627,6 @@ def test_many_expired_tasks_all_reissued(cluster_factory):
     assert len(got) == 100, "only %d of 100 expired tasks re-issued (job %d)" % (len(got), job)
 
 
-@pytest.mark.xfail(reason="BUG tasks.c save_result: unknown keys of a result map are stored "
-                   "verbatim and shadow state/node in JOB_GET task maps", strict=False)
 def test_result_extra_keys_cannot_spoof_state(cluster):
     u = cluster.connect()
     job = submit(u, 1)
@@ -644,9 +637,6 @@ def test_result_extra_keys_cannot_spoof_state(cluster):
     assert task["state"] == "failed" and task["node"] == sid
 
 
-@pytest.mark.xfail(reason="BUG handlers.c h_cancel + tasks.c unhold: a result for a cancelled "
-                   "job's task decrements the node's in-flight count a second time",
-                   strict=False)
 def test_cancel_then_result_keeps_running_count(cluster):
     u = cluster.connect()
     j1 = submit(u, 1)
@@ -906,9 +896,6 @@ def test_fault_commit_on_hello(cluster_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="BUG tasks.c tasks_issue: a TASKS reply is not kept under the 64 MiB "
-                   "frame limit nodes apply, so its tasks are issued but never received",
-                   strict=False)
 def test_tasks_reply_fits_in_a_frame(cluster):
     u = cluster.connect()
     for _ in range(2):

@@ -427,7 +427,7 @@ static void test_map_growth_one_turn(void **state)
 /*
  * Reopening with a map smaller than the data: LMDB sizes the map to exactly the pages
  * in use, so the first write (store_open's metadata) has no room unless freed pages
- * happen to exist. KNOWN BUG (store.c open_tables_rw has no grow-and-retry): the test
+ * happen to exist. Fixed (store_open leaves room after reopening); the test
  * skips while the open fails that way and checks everything once it is fixed.
  */
 static void test_reopen_small_map(void **state)
@@ -440,10 +440,10 @@ static void test_reopen_small_map(void **state)
     store_close(&f->s);
     f->s = open_role(f, "test", MIB, false);
     if (!f->s && strstr(f->err, "MDB_MAP_FULL")) {
-        printf("test_store: KNOWN BUG: reopening a store whose data exceeds map_size fails "
+        printf("test_store: REGRESSION: reopening a store whose data exceeds map_size fails "
                "(%s)\n",
                f->err);
-        skip();
+        fail();
     }
     if (!f->s)
         fail_msg("reopen: %s", f->err);

@@ -1202,6 +1202,47 @@ static void test_error_msg(void **state)
 }
 
 /* The error text names the message and the field even for long keys or values. */
+/* A key given twice is refused, at the top level and inside a nested map: msgpack-c
+ * and Python's msgpack disagree on which copy wins. Maps over 256 entries too. */
+static void test_duplicate_keys_and_big_maps(void **state)
+{
+    struct wire_buf wb;
+    struct wire_msg m;
+    struct wire_error e;
+    (void)state;
+    wire_buf_init(&wb);
+    wire_begin(&wb, WT_TASK_GET, 7, 3);
+    wire_put_str(&wb, "sid", "abc");
+    wire_put_u64(&wb, "want", 1);
+    wire_put_u64(&wb, "want", 1000);
+    assert_int_equal(decode(&wb, true, &m, &e), -1);
+    assert_int_equal(e.code, WE_FIELD);
+    assert_non_null(strstr(e.text, "'want' appears twice"));
+    assert_int_equal(e.id, 7);
+    wire_buf_reset(&wb);
+    wire_begin(&wb, WT_STATUS, 8, 2);
+    wire_put_str(&wb, "sid", "abc");
+    wire_put_key(&wb, "running");
+    wire_pack_array(&wb, 1);
+    wire_pack_map(&wb, 4);
+    wire_put_u64(&wb, "job", 1);
+    wire_put_u64(&wb, "idx", 2);
+    wire_put_u64(&wb, "issue", 3);
+    wire_put_u64(&wb, "idx", 9);
+    assert_int_equal(decode(&wb, true, &m, &e), -1);
+    assert_non_null(strstr(e.text, "'idx' appears twice"));
+    wire_buf_reset(&wb);
+    wire_begin(&wb, WT_JOB_LIST, 9, 300);
+    for (int i = 0; i < 300; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "x%d", i);
+        wire_put_u64(&wb, k, 1);
+    }
+    assert_int_equal(decode(&wb, true, &m, &e), -1);
+    assert_non_null(strstr(e.text, "more than 256"));
+    wire_buf_free(&wb);
+}
+
 static void test_error_text_bounded(void **state)
 {
     (void)state;
@@ -1238,6 +1279,7 @@ int main(void)
         cmocka_unit_test(test_readers),
         cmocka_unit_test(test_error_msg),
         cmocka_unit_test(test_error_text_bounded),
+        cmocka_unit_test(test_duplicate_keys_and_big_maps),
     };
     return cmocka_run_group_tests_name("wire", tests, NULL, NULL);
 }
