@@ -277,7 +277,11 @@ static int32_t phase_order(struct batch_engine *e, int32_t qi, struct batch_cycl
         if (c->backfill != BATCH_BF_NONE && c->reservation_depth != BATCH_UNLIMITED &&
             e->nplan >= c->reservation_depth)
             return qi;
-        int64_t t = bs_plan_earliest(e, j, e->now, BATCH_NEVER, false, &pool, e->scr_cnt);
+        int64_t lb = bs_bound_get(e, j), t = BATCH_NEVER;
+        if (lb != BATCH_NEVER)
+            t = bs_plan_earliest(e, j, lb > e->now ? lb : e->now, BATCH_NEVER, false, &pool,
+                                 e->scr_cnt);
+        bs_bound_put(e, j, t);
         if (t == BATCH_NEVER) {
             set_reason(e, j, R_NOFIT);
             continue;
@@ -312,8 +316,12 @@ static int backfill_first(struct batch_engine *e, int32_t qi, struct batch_cycle
         if (e->npools == 1 && j->gen_gi >= 0 &&
             bs_profile_at(&e->pools[0].plan[j->gen_gi], e->now) < j->gen_need)
             continue; /* cannot fit now: skip the search */
-        if (bs_plan_earliest(e, j, e->now, e->now, false, &pool, e->scr_cnt) != e->now)
+        if (bs_bound_get(e, j) > e->now)
+            continue; /* a job it dominates could not start now */
+        if (bs_plan_earliest(e, j, e->now, e->now, false, &pool, e->scr_cnt) != e->now) {
+            bs_bound_put(e, j, e->now + 1);
             continue;
+        }
         if (throttled(e, j)) {
             set_reason(e, j, R_THROTTLE);
             continue;
@@ -405,6 +413,7 @@ static int estimate_all(struct batch_engine *e)
 {
     if (bs_plan_copy_est(e) < 0)
         return -1;
+    bs_bound_reset(e, e->nqueue); /* the est profiles start again from the plan */
     bool fcfs = e->cfg.backfill == BATCH_BF_NONE;
     int64_t floor = e->now;
     for (int32_t qi = 0; qi < e->nqueue; qi++) {
@@ -419,8 +428,11 @@ static int estimate_all(struct batch_engine *e)
         if (j->reserved != BATCH_NEVER) {
             j->estimate = j->reserved;
         } else {
-            j->estimate = bs_plan_earliest(e, j, fcfs ? floor : e->now, BATCH_NEVER, true, &pool,
-                                           e->scr_cnt);
+            int64_t lb = bs_bound_get(e, j), t0 = fcfs ? floor : e->now;
+            j->estimate = lb == BATCH_NEVER ? BATCH_NEVER
+                                            : bs_plan_earliest(e, j, lb > t0 ? lb : t0,
+                                                               BATCH_NEVER, true, &pool, e->scr_cnt);
+            bs_bound_put(e, j, j->estimate);
             if (j->estimate != BATCH_NEVER &&
                 bs_plan_est_reserve(e, s, pool, j->estimate, e->scr_cnt) < 0 &&
                 errno == ENOMEM)
@@ -498,7 +510,9 @@ int batch_cycle(struct batch_engine *e, int64_t now, struct batch_cycle_stats *s
         return 0;
     }
     bool fcfs_stop = false;
-    int32_t qi = phase_order(e, keep_prefix(e), st, &fcfs_stop);
+    int32_t qi = keep_prefix(e);
+    bs_bound_reset(e, e->nqueue - qi);
+    qi = phase_order(e, qi, st, &fcfs_stop);
     if (qi < 0)
         goto fail;
     for (int32_t i = qi; fcfs_stop && i < e->nqueue; i++)

@@ -29,6 +29,7 @@ struct batch_engine *batch_engine_new(const struct batch_config *cfg)
     }
     e->now = INT64_MIN;
     e->min_end = BATCH_NEVER;
+    e->bnd.group = -1;
     e->fs_stamp = -1;
     e->groups_dirty = true;
     bs_prio_weights(e);
@@ -98,6 +99,7 @@ void batch_engine_destroy(struct batch_engine **ep)
     free(e->scr_kpn);
     free(e->scr_cnt2);
     free(e->drops);
+    bs_bound_free(e);
     bs_cred_free_all(e);
     bs_fs_ring_free(&e->fs_total);
     batch_config_clear(&e->cfg);

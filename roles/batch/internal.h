@@ -156,6 +156,24 @@ struct bjob {
     int32_t gen_gi, gen_need; /* general pool: the only compatible group, or -1 */
 };
 
+/* bound.c: dominance bounds (see there) */
+struct bfront_ent {
+    int64_t len, start;
+};
+struct bfront {
+    struct bfront_ent *e;
+    int32_t n, cap;
+    int64_t epoch;
+};
+struct bbounds {
+    struct bfront *exact; /* by node count */
+    int32_t nexact;
+    struct bfront band[32]; /* by power-of-two band of node counts */
+    int32_t group, gepoch;
+    int64_t epoch;
+    bool on; /* only worth it for long queues */
+};
+
 struct plan_ent {
     int32_t job, pool;
     int64_t start, end;
@@ -225,6 +243,7 @@ struct batch_engine {
     int32_t *scr_k;   /* compatible group positions */
     int32_t *scr_kpn;
     int32_t capscr;
+    struct bbounds bnd;
     int64_t *drops; /* bestfit: profile drop times */
     int32_t ndrops, capdrops;
 };
@@ -262,6 +281,12 @@ void bs_plan_clear(struct batch_engine *e);
 int bs_plan_copy_est(struct batch_engine *e);
 void bs_plan_trim(struct batch_engine *e, int64_t now);
 int32_t bs_plan_free_now(const struct batch_engine *e);
+
+/* bound.c */
+void bs_bound_reset(struct batch_engine *e, int32_t jobs);
+int64_t bs_bound_get(struct batch_engine *e, const struct bjob *j);
+void bs_bound_put(struct batch_engine *e, const struct bjob *j, int64_t start);
+void bs_bound_free(struct batch_engine *e);
 
 /* priority.c */
 void bs_prio_weights(struct batch_engine *e);
