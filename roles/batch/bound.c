@@ -60,13 +60,10 @@ static int band(int32_t need)
     return 31 - __builtin_clz((unsigned)need);
 }
 
-/* Below this many jobs to place, bounds cost more than the searches they save. */
-#define BOUND_MIN_JOBS 256
-
 void bs_bound_reset(struct batch_engine *e, int32_t jobs)
 {
     e->bnd.epoch++;
-    e->bnd.on = jobs >= BOUND_MIN_JOBS;
+    e->bnd.on = jobs >= e->bound_min_jobs;
 }
 
 int64_t bs_bound_get(struct batch_engine *e, const struct bjob *j)

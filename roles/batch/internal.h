@@ -244,6 +244,7 @@ struct batch_engine {
     int32_t *scr_kpn;
     int32_t capscr;
     struct bbounds bnd;
+    int32_t bound_min_jobs; /* use bounds when placing at least this many (tests: 0) */
     int64_t *drops; /* bestfit: profile drop times */
     int32_t ndrops, capdrops;
 };

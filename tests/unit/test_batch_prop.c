@@ -22,11 +22,12 @@
 #include <time.h>
 
 #include "roles/batch/batch.h"
+#include "roles/batch/internal.h" /* to force the dominance bounds on or off */
 
 enum policy { P_FCFS, P_EASY, P_CONS };
 static const char *const pname[] = {"fcfs", "easy", "conservative"};
 
-#define MAXJ 400
+#define MAXJ 500
 #define NEVER INT64_MAX
 
 struct wjob {
@@ -238,7 +239,8 @@ static void check_nodes(struct batch_engine *e, const struct workload *w, const 
     }
 }
 
-static void drive(const struct workload *w, enum policy pol, bool estimates, struct result *r)
+static void drive(const struct workload *w, enum policy pol, bool estimates, int32_t bound_min,
+                  struct result *r)
 {
     struct batch_config c;
     batch_config_defaults(&c);
@@ -247,6 +249,7 @@ static void drive(const struct workload *w, enum policy pol, bool estimates, str
     c.estimates = estimates;
     struct batch_engine *e = batch_engine_new(&c);
     assert_non_null(e);
+    e->bound_min_jobs = bound_min;
     for (int32_t k = 0; k < w->procs / w->node_procs; k++) {
         struct batch_node_spec ns = {.cap = {w->node_procs, 0, 0, 0}};
         snprintf(ns.name, sizeof ns.name, "n%d", k);
@@ -330,7 +333,8 @@ static void compare(const struct workload *w, enum policy pol, bool exact)
     static struct result r;
     int64_t ref[MAXJ];
     reference(w, pol, ref);
-    drive(w, pol, exact && pol == P_CONS, &r);
+    /* with dominance bounds always on, half of the time */
+    drive(w, pol, exact && pol == P_CONS, rnd(2) ? 0 : 256, &r);
     for (int i = 0; i < w->n; i++) {
         if (r.start[i] != ref[i])
             fail_msg("seed %u (BATCH_TEST_SEED), %s, %s estimates, %d procs in nodes of %d: job %d (submit %lld, "
@@ -366,6 +370,32 @@ static void test_random_workloads(void **state)
     }
 }
 
+/* Long queues (bursts of thousands of jobs): the plans with and without
+ * dominance bounds must be the same. */
+static void test_bounds_long_queue(void **state)
+{
+    (void)state;
+    static struct workload w;
+    static struct result a, b;
+    for (int round = 0; round < 3; round++) {
+        generate(&w, MAXJ, 16, round == 2 ? 4 : 1, round == 1);
+        for (int i = 0; i < w.n; i++)
+            w.j[i].submit = i / 125; /* four bursts */
+        for (int pol = P_EASY; pol <= P_CONS; pol++) {
+            drive(&w, pol, true, 0, &a);
+            drive(&w, pol, true, 1 << 30, &b);
+            for (int i = 0; i < w.n; i++)
+                if (a.start[i] != b.start[i] || a.first_est[i] != b.first_est[i])
+                    fail_msg("seed %u (BATCH_TEST_SEED), %s: job %d with bounds starts %lld "
+                             "(estimate %lld), without %lld (estimate %lld)",
+                             seed0, pname[pol], i + 1, (long long)a.start[i],
+                             (long long)a.first_est[i], (long long)b.start[i],
+                             (long long)b.first_est[i]);
+            check_capacity(&w, a.start);
+        }
+    }
+}
+
 int main(void)
 {
     const char *s = getenv("BATCH_TEST_SEED");
@@ -373,6 +403,7 @@ int main(void)
     printf("test_batch_prop: seed %u (set BATCH_TEST_SEED to repeat)\n", seed);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_workloads),
+        cmocka_unit_test(test_bounds_long_queue),
     };
     return cmocka_run_group_tests_name("batch_prop", tests, NULL, NULL);
 }
