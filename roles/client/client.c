@@ -289,11 +289,11 @@ static void finish(struct client *c, struct ctask *t)
     t->running = false;
     loop_timer_cancel(c->loop, t->limit_timer);
     loop_timer_cancel(c->loop, t->kill_timer);
-    runner_cleanup(&t->run);
+    task_save(c, t);
+    commit(c); /* the result is durable before we say so, or send it */
     log_info("task %llu.%u finished: %s", (unsigned long long)t->job, t->idx,
              err ? r->error : r->timed_out ? "wall-clock limit" : "ran");
-    task_save(c, t);
-    commit(c);
+    runner_cleanup(&t->run);
 }
 
 static void check_finished(struct client *c, struct ctask *t)
