@@ -111,6 +111,27 @@ out:
     return rc;
 }
 
+int cli_simple(struct cli *c, const char *prog, const char *usage, uint32_t type, int argc,
+               char **argv, struct cli_reply *r)
+{
+    struct wire_buf wb;
+    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("%s%s", usage, cli_common_help());
+        return 0;
+    }
+    if (cli_common(c, prog, &argc, argv) < 0)
+        return 2;
+    if (argc > 1) {
+        fprintf(stderr, "%s: unexpected argument '%s'\n%s", prog, argv[1], usage);
+        return 2;
+    }
+    wire_buf_init(&wb);
+    wire_begin(&wb, type, 1, 0);
+    int rc = cli_call(c, &wb, 1, r);
+    wire_buf_free(&wb);
+    return rc == 0 ? -1 : 1;
+}
+
 void cli_reply_free(struct cli_reply *r)
 {
     wire_msg_free(&r->msg);

@@ -39,6 +39,14 @@ struct cli_reply {
 int cli_call(const struct cli *c, struct wire_buf *wb, uint64_t id, struct cli_reply *r);
 void cli_reply_free(struct cli_reply *r);
 
+/*
+ * The whole of a tool whose request has no fields (jobs, nodes): --help, the common
+ * options, no other arguments, one exchange. Returns -1 with the reply in r (free it
+ * with cli_reply_free), or else the exit status to return.
+ */
+int cli_simple(struct cli *c, const char *prog, const char *usage, uint32_t type, int argc,
+               char **argv, struct cli_reply *r);
+
 /* Prints the msgpack object as one line of JSON. */
 void cli_print_json(const msgpack_object *o);
 

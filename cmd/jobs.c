@@ -11,24 +11,10 @@ static const char usage[] = "usage: gridnode jobs [options]\n\nLists every job o
 int cmd_jobs(int argc, char **argv)
 {
     struct cli c;
-    struct wire_buf wb;
     struct cli_reply r;
-    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("%s%s", usage, cli_common_help());
-        return 0;
-    }
-    if (cli_common(&c, "gridnode jobs", &argc, argv) < 0)
-        return 2;
-    if (argc > 1) {
-        fprintf(stderr, "%s: unexpected argument '%s'\n%s", c.prog, argv[1], usage);
-        return 2;
-    }
-    wire_buf_init(&wb);
-    wire_begin(&wb, WT_JOB_LIST, 1, 0);
-    int rc = cli_call(&c, &wb, 1, &r);
-    wire_buf_free(&wb);
-    if (rc != 0)
-        return 1;
+    int rc = cli_simple(&c, "gridnode jobs", usage, WT_JOB_LIST, argc, argv, &r);
+    if (rc >= 0)
+        return rc;
     const msgpack_object *jobs = wire_get(r.msg.root, "jobs");
     if (c.json) {
         cli_print_json(jobs);

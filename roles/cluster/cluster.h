@@ -133,6 +133,8 @@ struct node *cluster_node_new(struct cluster *c);
 int cluster_node_register(struct cluster *c);
 int job_grow_tasks(struct job *j, uint32_t need);
 int cluster_task_save(struct cluster *c, struct job *j, uint32_t idx);
+/* One node as a map: the stored record, plus running/cur_job/cur_since when live. */
+void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live);
 const char *job_state_name(enum job_state s);
 const char *task_state_name(const struct task *t);
 

@@ -476,27 +476,8 @@ static void h_node_list(struct cluster *c, struct request *r)
     wire_begin(wb, WT_NODES, r->msg->id, 1);
     wire_put_key(wb, "nodes");
     wire_pack_array(wb, c->nnodes);
-    for (uint32_t i = 0; i < c->nnodes; i++) {
-        const struct node *n = &c->nodes[i];
-        wire_pack_map(wb, 17);
-        wire_put_str(wb, "sid", n->sid);
-        wire_put_str(wb, "node", n->name);
-        wire_put_str(wb, "cluster", n->cluster);
-        wire_put_str(wb, "client", n->client);
-        wire_put_str(wb, "os", n->os);
-        wire_put_str(wb, "ip", n->ip);
-        wire_put_u64(wb, "mhz", n->mhz);
-        wire_put_u64(wb, "cores", n->cores);
-        wire_put_u64(wb, "slots", n->slots);
-        wire_put_u64(wb, "mem_mb", n->mem_mb);
-        wire_put_bool(wb, "active", n->active);
-        wire_put_i64(wb, "last", n->last_ms);
-        wire_put_f64(wb, "spu", n->spu);
-        wire_put_u64(wb, "results", n->results);
-        wire_put_u64(wb, "running", n->inflight);
-        wire_put_u64(wb, "cur_job", n->inflight ? n->cur_job : 0);
-        wire_put_i64(wb, "cur_since", n->inflight ? n->cur_since_ms : 0);
-    }
+    for (uint32_t i = 0; i < c->nnodes; i++)
+        cluster_node_pack(&c->nodes[i], wb, true);
 }
 
 static const struct {

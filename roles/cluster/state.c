@@ -183,9 +183,9 @@ static void job_encode(const struct job *j, struct wire_buf *wb)
     wire_put_i64(wb, "finished", j->finished_ms);
 }
 
-static void node_encode(const struct node *n, struct wire_buf *wb)
+void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live)
 {
-    wire_pack_map(wb, 15);
+    wire_pack_map(wb, live ? 18 : 15);
     wire_put_str(wb, "sid", n->sid);
     wire_put_str(wb, "node", n->name);
     wire_put_str(wb, "cluster", n->cluster);
@@ -201,6 +201,11 @@ static void node_encode(const struct node *n, struct wire_buf *wb)
     wire_put_i64(wb, "last", n->last_ms);
     wire_put_f64(wb, "spu", n->spu);
     wire_put_u64(wb, "results", n->results);
+    if (live) {
+        wire_put_u64(wb, "running", n->inflight);
+        wire_put_u64(wb, "cur_job", n->inflight ? n->cur_job : 0);
+        wire_put_i64(wb, "cur_since", n->inflight ? n->cur_since_ms : 0);
+    }
 }
 
 static int put_record(struct cluster *c, int table, const void *key, size_t klen,
@@ -250,7 +255,7 @@ int cluster_save_dirty(struct cluster *c)
         struct node *n = &c->nodes[i];
         if (!n->dirty)
             continue;
-        node_encode(n, &wb);
+        cluster_node_pack(n, &wb, false);
         rc |= put_record(c, c->t_nodes, n->sid, strlen(n->sid), &wb);
         n->dirty = false;
     }
