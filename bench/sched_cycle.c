@@ -42,8 +42,10 @@ static void shape(struct batch_job_spec *s, uint64_t id, int64_t submit)
     snprintf(s->user, sizeof s->user, "u%u", rnd(200));
     snprintf(s->group, sizeof s->group, "g%u", rnd(20));
     uint32_t k = rnd(10);
-    int32_t nodes = k < 4 ? 1 : k < 7 ? 1 + (int32_t)rnd(8) : k < 9 ? 8 + (int32_t)rnd(24)
-                                                                     : 32 + (int32_t)rnd(33);
+    int32_t nodes = k < 4   ? 1
+                    : k < 7 ? 1 + (int32_t)rnd(8)
+                    : k < 9 ? 8 + (int32_t)rnd(24)
+                            : 32 + (int32_t)rnd(33);
     if (rnd(3) == 0) { /* packed: 1-proc tasks with some memory */
         s->tasks = nodes * 32 - (int32_t)rnd(16);
         s->per_task = (struct batch_res){1, 2000, 0, 0};
@@ -143,8 +145,8 @@ int main(int argc, char **argv)
     struct batch_cycle_stats st;
     for (int32_t r = 0; r < runs; r++) {
         ms[r] = run(nodes, jobs, depth, seed, &st);
-        fprintf(stderr, "sched_cycle: run %d/%d: %.2f ms (%d started, %d reserved)\n", r + 1,
-                runs, ms[r], st.started + st.backfilled, st.reserved);
+        fprintf(stderr, "sched_cycle: run %d/%d: %.2f ms (%d started, %d reserved)\n", r + 1, runs,
+                ms[r], st.started + st.backfilled, st.reserved);
     }
     qsort(ms, (size_t)runs, sizeof ms[0], cmp_d);
     printf("{\"bench\":\"sched_cycle\",\"ms\":%.3f,\"median_ms\":%.3f,\"pending\":%d,"

@@ -118,9 +118,9 @@ static int parse_range(const char *v, struct opts *o)
 }
 
 static const char *const value_opts[] = {
-    "--simulate", "--config", "--set", "--procs", "--node-procs", "--policy", "--depth",
-    "--backfill", "--estimate", "--start", "--count", "--jobs-out", "--gantt", "--gantt-range",
-    "--diagnose-at", "-c"};
+    "--simulate", "--config",      "--set",         "--procs", "--node-procs", "--policy",
+    "--depth",    "--backfill",    "--estimate",    "--start", "--count",      "--jobs-out",
+    "--gantt",    "--gantt-range", "--diagnose-at", "-c"};
 
 /* Applies one option taking a value; 0, or the exit status of a usage error. */
 static int value_opt(struct opts *o, const char *name, const char *v)
@@ -262,6 +262,7 @@ static const char *policy_name(const struct batch_config *c, char *buf, size_t l
 struct progress {
     double t0, last;
     bool quiet;
+    const struct sim_input *in; /* to print trace job numbers */
 };
 
 static double wall(void)
@@ -284,22 +285,22 @@ static void on_progress(void *arg, size_t done, size_t total, int64_t simtime)
 
 static void on_diag(void *arg, struct batch_engine *e, int64_t now)
 {
-    (void)arg;
-    simout_diagnose(stdout, e, now);
+    const struct progress *p = arg;
+    simout_diagnose(stdout, e, now, p->in);
 }
 
-static void print_text(const struct opts *o, const struct batch_config *c, const struct sim_input *in,
-                       const struct sim_result *r, int64_t procs, const struct swf_trace *t)
+static void print_text(const struct opts *o, const struct batch_config *c,
+                       const struct sim_input *in, const struct sim_result *r, int64_t procs,
+                       const struct swf_trace *t)
 {
-    char pb[64];
+    char pb[64], depth[32] = "unlimited";
+    if (c->reservation_depth != BATCH_UNLIMITED)
+        snprintf(depth, sizeof depth, "%d", c->reservation_depth);
     printf("trace         %s (%zu records)\n", o->trace, t->njobs);
     printf("machine       %" PRId64 " processors, %" PRId64 " nodes of %lld\n", procs,
            (int64_t)(procs / o->node_procs), o->node_procs);
     printf("policy        %s, RESERVATIONDEPTH %s, walltimes %s\n", policy_name(c, pb, sizeof pb),
-           c->reservation_depth == BATCH_UNLIMITED ? "unlimited"
-                                                   : (snprintf(pb, sizeof pb, "%d",
-                                                               c->reservation_depth), pb),
-           o->estimate ? o->estimate : "requested");
+           depth, o->estimate ? o->estimate : "requested");
     printf("skipped       %zu no processors, %zu no run time, %zu wider than the machine, "
            "%zu bad submit time\n",
            in->skip_no_procs, in->skip_no_run, in->skip_too_wide, in->skip_bad_submit);
@@ -329,15 +330,14 @@ static int print_json(const struct opts *o, const struct batch_config *c,
                                                 : json_integer(c->reservation_depth),
         "procs", (json_int_t)procs, "node_procs", (json_int_t)o->node_procs, "estimate",
         o->estimate ? o->estimate : "requested", "jobs", (json_int_t)r->jobs, "utilization",
-        r->utilization, "mean_wait_s", r->mean_wait, "median_wait_s", r->median_wait,
-        "max_wait_s", r->max_wait, "mean_bsld", r->mean_bsld, "sim_wall_s", r->sim_wall_s,
-        "read_s", read_s, "jobs_per_s", r->jobs_per_s, "cycles", (json_int_t)r->cycles,
-        "replans", (json_int_t)r->replans, "makespan_s",
-        (json_int_t)(r->last_end - r->first_submit), "skipped", "no_procs",
-        (json_int_t)in->skip_no_procs, "no_run_time", (json_int_t)in->skip_no_run,
-        "too_wide", (json_int_t)in->skip_too_wide, "bad_submit", (json_int_t)in->skip_bad_submit,
-        "killed_at_walltime", (json_int_t)in->truncated, "no_request",
-        (json_int_t)in->no_request);
+        r->utilization, "mean_wait_s", r->mean_wait, "median_wait_s", r->median_wait, "max_wait_s",
+        r->max_wait, "mean_bsld", r->mean_bsld, "sim_wall_s", r->sim_wall_s, "read_s", read_s,
+        "jobs_per_s", r->jobs_per_s, "cycles", (json_int_t)r->cycles, "replans",
+        (json_int_t)r->replans, "makespan_s", (json_int_t)(r->last_end - r->first_submit),
+        "skipped", "no_procs", (json_int_t)in->skip_no_procs, "no_run_time",
+        (json_int_t)in->skip_no_run, "too_wide", (json_int_t)in->skip_too_wide, "bad_submit",
+        (json_int_t)in->skip_bad_submit, "killed_at_walltime", (json_int_t)in->truncated,
+        "no_request", (json_int_t)in->no_request);
     if (!j)
         return -1;
     if (r->est_mae >= 0)
@@ -358,7 +358,7 @@ static int simulate(struct opts *o, const struct batch_config *c)
     struct swf_trace t;
     struct sim_input in;
     struct sim_result r;
-    struct progress pr = {wall(), wall(), o->quiet};
+    struct progress pr = {wall(), wall(), o->quiet, NULL};
     memset(&in, 0, sizeof in);
     memset(&r, 0, sizeof r);
     double t0 = wall();
@@ -374,14 +374,21 @@ static int simulate(struct opts *o, const struct batch_config *c)
                 o->trace);
         goto out;
     }
-    struct sim_opts so = {
-        .procs = procs, .node_procs = (int32_t)o->node_procs,
-        .estimate = o->estimate && !strcmp(o->estimate, "actual") ? SIM_EST_ACTUAL
-                                                                  : SIM_EST_REQUESTED,
-        .start = (size_t)o->start, .count = (size_t)o->count, .cfg = c,
-        .queue_names = (const char *const *)t.queue_name, .record_nodes = o->gantt != NULL,
-        .progress = on_progress, .arg = &pr, .diag_at = o->diag_at,
-        .diag = o->diag_at >= 0 ? on_diag : NULL};
+    struct sim_opts so = {.procs = procs,
+                          .node_procs = (int32_t)o->node_procs,
+                          .estimate = o->estimate && !strcmp(o->estimate, "actual")
+                                          ? SIM_EST_ACTUAL
+                                          : SIM_EST_REQUESTED,
+                          .start = (size_t)o->start,
+                          .count = (size_t)o->count,
+                          .cfg = c,
+                          .queue_names = (const char *const *)t.queue_name,
+                          .record_nodes = o->gantt != NULL,
+                          .progress = on_progress,
+                          .arg = &pr,
+                          .diag_at = o->diag_at,
+                          .diag = o->diag_at >= 0 ? on_diag : NULL};
+    pr.in = &in;
     if (sim_prepare(&t, &so, &in, err, sizeof err) < 0 ||
         (so.diag_at >= 0 && (so.diag_at += in.jobs[0].submit, 0)) ||
         sim_run(&in, &so, &r, err, sizeof err) < 0) {
@@ -399,7 +406,8 @@ static int simulate(struct opts *o, const struct batch_config *c)
         fprintf(stderr, "gridnode batch: %s\n", err);
         goto out;
     }
-    if (o->json ? print_json(o, c, &in, &r, procs, read_s) < 0 : (print_text(o, c, &in, &r, procs, &t), 0)) {
+    if (o->json ? print_json(o, c, &in, &r, procs, read_s) < 0
+                : (print_text(o, c, &in, &r, procs, &t), 0)) {
         fprintf(stderr, "gridnode batch: out of memory\n");
         goto out;
     }

@@ -73,10 +73,10 @@ struct batch_config {
     enum batch_backfill backfill;
     struct batch_weights w;
     enum batch_fspolicy fspolicy;
-    int64_t fsinterval; /* seconds per fairshare window */
-    int32_t fsdepth;    /* windows kept */
-    double fsdecay;     /* weight of a window = fsdecay^age */
-    bool estimates;     /* estimated start of every pending job, every cycle */
+    int64_t fsinterval;           /* seconds per fairshare window */
+    int32_t fsdepth;              /* windows kept */
+    double fsdecay;               /* weight of a window = fsdecay^age */
+    bool estimates;               /* estimated start of every pending job, every cycle */
     struct batch_cred_cfg *creds; /* owned; batch_config_clear frees */
     size_t ncreds, capcreds;
 };
@@ -133,11 +133,11 @@ struct batch_job_info {
     uint64_t id;
     enum batch_job_state state;
     int64_t submit, start, end_est; /* start/end_est: running jobs */
-    int64_t estimate;   /* pending: estimated start (BATCH_NEVER unknown/never) */
-    int64_t reserved;   /* pending: start of its job reservation, or BATCH_NEVER */
-    double priority;    /* at the last cycle */
-    int32_t procs;      /* tasks x procs per task */
-    int32_t nnodes;     /* running: nodes held */
+    int64_t estimate;               /* pending: estimated start (BATCH_NEVER unknown/never) */
+    int64_t reserved;               /* pending: start of its job reservation, or BATCH_NEVER */
+    double priority;                /* at the last cycle */
+    int32_t procs;                  /* tasks x procs per task */
+    int32_t nnodes;                 /* running: nodes held */
     const int32_t *nodes;
     const char *resv;   /* running inside this admin reservation, or NULL */
     const char *reason; /* pending: why it did not start at the last cycle */
@@ -214,8 +214,8 @@ int batch_priority_explain(struct batch_engine *e, uint64_t id, int64_t now,
                            struct batch_prio *out);
 /* Decayed fairshare usage of a credential as a percent of all usage at `now`
  * (0 when nothing was used); -1 (ENOENT) if the credential is unknown. */
-double batch_fairshare_usage(struct batch_engine *e, enum batch_cred_kind kind,
-                             const char *name, int64_t now);
+double batch_fairshare_usage(struct batch_engine *e, enum batch_cred_kind kind, const char *name,
+                             int64_t now);
 
 /* ---- administrative reservations (setres / showres / releaseres) ---- */
 /* Who may use a reservation: a job matching any listed value (seed 3.1). An ACL
@@ -229,10 +229,10 @@ struct batch_acl {
 struct batch_resv_req {
     const char *name; /* NULL or "": generated ("res.N") */
     struct batch_acl acl;
-    int32_t tasks;                  /* tasks x per_task, on any suitable nodes, or */
-    struct batch_res per_task;      /* ... */
-    const char *partition;          /* node class to take them from; NULL = any */
-    const char *const *nodes;       /* ... these named nodes (tasks == 0) */
+    int32_t tasks;             /* tasks x per_task, on any suitable nodes, or */
+    struct batch_res per_task; /* ... */
+    const char *partition;     /* node class to take them from; NULL = any */
+    const char *const *nodes;  /* ... these named nodes (tasks == 0) */
     size_t nnodes;
     int64_t start, end, duration; /* end or duration (the other 0) */
 };

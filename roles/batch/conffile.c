@@ -86,15 +86,22 @@ struct wkey {
     const char *name;
     size_t off;
 };
-#define W(n, f) {n, offsetof(struct batch_weights, f)}
+#define W(n, f)                                                                                    \
+    {                                                                                              \
+        n, offsetof(struct batch_weights, f)                                                       \
+    }
 static const struct wkey weights[] = {
-    W("servweight", serv),   W("queuetimeweight", queuetime), W("xfactorweight", xfactor),
-    W("fsweight", fs),       W("fsuserweight", fsuser),       W("fsgroupweight", fsgroup),
-    W("fsaccountweight", fsaccount), W("credweight", cred),   W("userweight", user),
-    W("groupweight", group), W("accountweight", account),     W("qosweight", qos),
-    W("classweight", class_), W("resweight", res),            W("procweight", proc),
-    W("memweight", mem),     W("diskweight", disk),           W("swapweight", swap),
-    W("nodeweight", node),   W("psweight", ps),               W("uprioweight", uprio),
+    W("servweight", serv),           W("queuetimeweight", queuetime),
+    W("xfactorweight", xfactor),     W("fsweight", fs),
+    W("fsuserweight", fsuser),       W("fsgroupweight", fsgroup),
+    W("fsaccountweight", fsaccount), W("credweight", cred),
+    W("userweight", user),           W("groupweight", group),
+    W("accountweight", account),     W("qosweight", qos),
+    W("classweight", class_),        W("resweight", res),
+    W("procweight", proc),           W("memweight", mem),
+    W("diskweight", disk),           W("swapweight", swap),
+    W("nodeweight", node),           W("psweight", ps),
+    W("uprioweight", uprio),
 };
 #undef W
 

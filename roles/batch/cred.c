@@ -12,8 +12,8 @@
 #include "roles/batch/internal.h"
 
 /* The config entry for (k, name), else its DEFAULT entry, else NULL. */
-static const struct batch_cred_cfg *cred_cfg(const struct batch_config *c,
-                                             enum batch_cred_kind k, const char *name)
+static const struct batch_cred_cfg *cred_cfg(const struct batch_config *c, enum batch_cred_kind k,
+                                             const char *name)
 {
     const struct batch_cred_cfg *def = NULL;
     for (size_t i = 0; i < c->ncreds; i++) {

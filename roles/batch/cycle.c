@@ -30,15 +30,24 @@ const char *bs_cycle_reason(enum batch_reason r, uint8_t kind)
         "throttled: account limit (MAXJOB/MAXPROC)", "throttled: class limit (MAXJOB/MAXPROC)",
         "throttled: qos limit (MAXJOB/MAXPROC)"};
     switch (r) {
-    case R_NONE: return "";
-    case R_HOLD: return "held";
-    case R_NEVER: return "larger than every compatible set of nodes";
-    case R_THROTTLE: return kind < BATCH_CRED_KINDS ? thr[kind] : "throttled";
-    case R_RESOURCES: return "waiting for resources";
-    case R_RESERVED: return "waiting for resources; has a job reservation";
-    case R_BLOCKED: return "behind a blocked job (no backfill)";
-    case R_NOFIT: return "no room in any pool it may use (nodes down or reserved)";
-    case R_WAITRESV: return "waiting for its admin reservation";
+    case R_NONE:
+        return "";
+    case R_HOLD:
+        return "held";
+    case R_NEVER:
+        return "larger than every compatible set of nodes";
+    case R_THROTTLE:
+        return kind < BATCH_CRED_KINDS ? thr[kind] : "throttled";
+    case R_RESOURCES:
+        return "waiting for resources";
+    case R_RESERVED:
+        return "waiting for resources; has a job reservation";
+    case R_BLOCKED:
+        return "behind a blocked job (no backfill)";
+    case R_NOFIT:
+        return "no room in any pool it may use (nodes down or reserved)";
+    case R_WAITRESV:
+        return "waiting for its admin reservation";
     }
     return "";
 }
@@ -430,12 +439,11 @@ static int estimate_all(struct batch_engine *e)
         } else {
             int64_t lb = bs_bound_get(e, j), t0 = fcfs ? floor : e->now;
             j->estimate = lb == BATCH_NEVER ? BATCH_NEVER
-                                            : bs_plan_earliest(e, j, lb > t0 ? lb : t0,
-                                                               BATCH_NEVER, true, &pool, e->scr_cnt);
+                                            : bs_plan_earliest(e, j, lb > t0 ? lb : t0, BATCH_NEVER,
+                                                               true, &pool, e->scr_cnt);
             bs_bound_put(e, j, j->estimate);
             if (j->estimate != BATCH_NEVER &&
-                bs_plan_est_reserve(e, s, pool, j->estimate, e->scr_cnt) < 0 &&
-                errno == ENOMEM)
+                bs_plan_est_reserve(e, s, pool, j->estimate, e->scr_cnt) < 0 && errno == ENOMEM)
                 return -1;
         }
         if (j->estimate != BATCH_NEVER && j->estimate > floor)

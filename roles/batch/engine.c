@@ -601,8 +601,8 @@ static void job_drop(struct batch_engine *e, int32_t s)
  * profile of its pool over [when, end_est). */
 static void job_release(struct batch_engine *e, struct bjob *j, int64_t when)
 {
-    struct bpool *p = &e->pools[j->resv >= 0 && e->resv[j->resv].pool >= 0
-                                    ? e->resv[j->resv].pool : 0];
+    struct bpool *p =
+        &e->pools[j->resv >= 0 && e->resv[j->resv].pool >= 0 ? e->resv[j->resv].pool : 0];
     int32_t *cnt = e->scr_cnt;
     bool counts = !e->groups_dirty && bs_engine_scratch(e, p->ng + 1) == 0;
     if (counts)
@@ -637,7 +637,8 @@ int batch_job_finish(struct batch_engine *e, uint64_t id, int64_t when)
             e->plan_valid = false;
         for (int32_t i = 0; i < e->nqueue; i++)
             if (e->queue[i] == s) {
-                memmove(e->queue + i, e->queue + i + 1, (size_t)(e->nqueue - i - 1) * sizeof *e->queue);
+                memmove(e->queue + i, e->queue + i + 1,
+                        (size_t)(e->nqueue - i - 1) * sizeof *e->queue);
                 e->nqueue--;
                 e->nsorted -= i < e->nsorted;
                 break;

@@ -25,7 +25,7 @@ struct strmap { /* string -> int32, open addressing; keys are copied */
     int32_t *vals;
     uint32_t cap, n;
 };
-int32_t bs_strmap_get(const struct strmap *m, const char *k); /* -1 if missing */
+int32_t bs_strmap_get(const struct strmap *m, const char *k);  /* -1 if missing */
 int bs_strmap_put(struct strmap *m, const char *k, int32_t v); /* 0 / -1 ENOMEM */
 void bs_strmap_free(struct strmap *m);
 
@@ -64,7 +64,7 @@ struct cred {
     int32_t run_jobs;
     int64_t run_procs;
     struct fs_ring fs;
-    double fs_pct;      /* usage percent, valid when fs_stamp == engine's */
+    double fs_pct; /* usage percent, valid when fs_stamp == engine's */
     int64_t fs_stamp;
 };
 struct credtab {
@@ -78,7 +78,7 @@ struct credtab {
 struct bnode {
     char *name;
     struct batch_res cap;
-    int32_t cls;   /* class cred id, -1: any */
+    int32_t cls; /* class cred id, -1: any */
     bool up;
     int32_t job;   /* running job slot, -1 */
     int32_t group; /* -1 when down */
@@ -96,10 +96,10 @@ struct bgroup {
 };
 
 struct bpool {
-    int32_t resv;  /* reservation slot; -1: the general pool */
+    int32_t resv; /* reservation slot; -1: the general pool */
     int64_t start, end;
     int32_t ng;
-    int32_t *gid;  /* groups */
+    int32_t *gid;                      /* groups */
     struct profile *base, *plan, *est; /* ng each */
 };
 
@@ -145,14 +145,14 @@ struct bjob {
     int64_t start, end_est, charged;
     int32_t *nodes;
     int32_t nnodes;
-    int32_t resv; /* running inside this reservation slot, -1 */
+    int32_t resv;    /* running inside this reservation slot, -1 */
     int32_t run_idx; /* position in the running list */
     int64_t estimate, reserved;
     enum batch_reason reason; /* valid in cycle reason_cycle */
     int64_t reason_cycle;
-    uint8_t throttle_kind; /* which credential throttled it */
-    int32_t fit_epoch;     /* groups epoch of the cached fit data */
-    bool never;            /* larger than all compatible nodes */
+    uint8_t throttle_kind;    /* which credential throttled it */
+    int32_t fit_epoch;        /* groups epoch of the cached fit data */
+    bool never;               /* larger than all compatible nodes */
     int32_t gen_gi, gen_need; /* general pool: the only compatible group, or -1 */
 };
 
@@ -240,12 +240,12 @@ struct batch_engine {
     /* scratch */
     int32_t *scr_cnt; /* node counts per group of a pool */
     int32_t *scr_cnt2;
-    int32_t *scr_k;   /* compatible group positions */
+    int32_t *scr_k; /* compatible group positions */
     int32_t *scr_kpn;
     int32_t capscr;
     struct bbounds bnd;
     int32_t bound_min_jobs; /* use bounds when placing at least this many (tests: 0) */
-    int64_t *drops; /* bestfit: profile drop times */
+    int64_t *drops;         /* bestfit: profile drop times */
     int32_t ndrops, capdrops;
 };
 
@@ -267,16 +267,16 @@ void bs_engine_charge(struct batch_engine *e, struct bjob *j, int64_t upto);
 
 /* plan.c */
 int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjob *j, int64_t t0,
-                       int64_t tmax, bool est, int32_t *cnt);
+                          int64_t tmax, bool est, int32_t *cnt);
 int64_t bs_plan_earliest(struct batch_engine *e, const struct bjob *j, int64_t t0, int64_t tmax,
-                      bool est, int32_t *pool_out, int32_t *cnt_out);
+                         bool est, int32_t *pool_out, int32_t *cnt_out);
 int bs_plan_reserve(struct batch_engine *e, int32_t slot, int32_t pool, int64_t start,
                     const int32_t *cnt);
 int bs_plan_est_reserve(struct batch_engine *e, int32_t slot, int32_t pool, int64_t start,
                         const int32_t *cnt);
 void bs_plan_unreserve(struct batch_engine *e, int32_t idx);
 int bs_plan_start(struct batch_engine *e, int32_t slot, int32_t pool, const int32_t *cnt,
-               bool from_plan);
+                  bool from_plan);
 int bs_plan_copy_base(struct batch_engine *e);
 void bs_plan_clear(struct batch_engine *e);
 int bs_plan_copy_est(struct batch_engine *e);
@@ -292,7 +292,7 @@ void bs_bound_free(struct batch_engine *e);
 /* priority.c */
 void bs_prio_weights(struct batch_engine *e);
 double bs_prio_compute(struct batch_engine *e, const struct bjob *j, int64_t now,
-                    struct batch_prio *out);
+                       struct batch_prio *out);
 double bs_prio_key(struct batch_engine *e, const struct bjob *j);
 double bs_prio_at(const struct batch_engine *e, const struct bjob *j, int64_t now);
 void bs_fs_charge(struct batch_engine *e, const struct bjob *j, int64_t t0, int64_t t1);

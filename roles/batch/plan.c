@@ -32,9 +32,8 @@ static int32_t compat_groups(struct batch_engine *e, const struct bpool *p, cons
          * before unclassed ones (which every class may use) */
         int32_t kpn = bs_engine_kpn(&g->cap, &j->per_task), i = nk++;
         bool own = g->cls >= 0;
-        for (; i > 0 && (e->scr_kpn[i - 1] < kpn ||
-                         (e->scr_kpn[i - 1] == kpn && own &&
-                          e->groups[p->gid[e->scr_k[i - 1]]].cls < 0));
+        for (; i > 0 && (e->scr_kpn[i - 1] < kpn || (e->scr_kpn[i - 1] == kpn && own &&
+                                                     e->groups[p->gid[e->scr_k[i - 1]]].cls < 0));
              i--) {
             e->scr_kpn[i] = e->scr_kpn[i - 1];
             e->scr_k[i] = e->scr_k[i - 1];
@@ -82,7 +81,7 @@ static int64_t multi_find(struct batch_engine *e, const struct profile *pr, int3
 }
 
 int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjob *j, int64_t t0,
-                       int64_t tmax, bool est, int32_t *cnt)
+                          int64_t tmax, bool est, int32_t *cnt)
 {
     const struct bpool *p = &e->pools[pool];
     const struct profile *pr = est ? p->est : p->plan;
@@ -152,8 +151,8 @@ int64_t bs_plan_earliest(struct batch_engine *e, const struct bjob *j, int64_t t
 }
 
 /* Adds sign x cnt over [t0, t1) to the plan (or est) profiles of pool pi. */
-static int pool_apply(struct batch_engine *e, int32_t pi, bool est, const int32_t *cnt, int32_t sign,
-                      int64_t t0, int64_t t1)
+static int pool_apply(struct batch_engine *e, int32_t pi, bool est, const int32_t *cnt,
+                      int32_t sign, int64_t t0, int64_t t1)
 {
     struct bpool *p = &e->pools[pi];
     struct profile *pr = est ? p->est : p->plan;
@@ -304,13 +303,12 @@ static int take_nodes(struct batch_engine *e, struct bjob *j, const struct bpool
 }
 
 int bs_plan_start(struct batch_engine *e, int32_t slot, int32_t pool, const int32_t *cnt,
-               bool from_plan)
+                  bool from_plan)
 {
     struct bjob *j = &e->jobs[slot];
     struct bpool *p = &e->pools[pool];
     int64_t now = e->now, end = add_sat(now, j->walltime);
-    if (VEC_RESERVE(e->started, e->capstarted, e->nstarted + 1) < 0 ||
-        take_nodes(e, j, p, cnt) < 0)
+    if (VEC_RESERVE(e->started, e->capstarted, e->nstarted + 1) < 0 || take_nodes(e, j, p, cnt) < 0)
         return -1;
     for (int32_t k = 0; k < p->ng; k++) {
         if (!cnt[k])

@@ -53,8 +53,8 @@ void bs_prio_weights(struct batch_engine *e)
     for (int f = 0; f < BATCH_NFACTORS; f++)
         if (x[f] != 0)
             e->active[e->nactive++] = f;
-    e->static_prio = x[BATCH_F_XFACTOR] == 0 && x[BATCH_F_FSUSER] == 0 &&
-                     x[BATCH_F_FSGROUP] == 0 && x[BATCH_F_FSACCOUNT] == 0;
+    e->static_prio = x[BATCH_F_XFACTOR] == 0 && x[BATCH_F_FSUSER] == 0 && x[BATCH_F_FSGROUP] == 0 &&
+                     x[BATCH_F_FSACCOUNT] == 0;
 }
 
 /* Fairshare factor: target - usage percent, or 0 without a target. */
@@ -72,11 +72,16 @@ static double factor(struct batch_engine *e, const struct bjob *j, int f, int64_
 {
     double queued = now > j->submit ? (double)(now - j->submit) : 0;
     switch (f) {
-    case BATCH_F_QUEUETIME: return queued / 60.0;
-    case BATCH_F_XFACTOR: return (queued + (double)j->walltime) / (double)j->walltime;
-    case BATCH_F_FSUSER: return fs_delta(e, j, BATCH_CRED_USER, now);
-    case BATCH_F_FSGROUP: return fs_delta(e, j, BATCH_CRED_GROUP, now);
-    case BATCH_F_FSACCOUNT: return fs_delta(e, j, BATCH_CRED_ACCOUNT, now);
+    case BATCH_F_QUEUETIME:
+        return queued / 60.0;
+    case BATCH_F_XFACTOR:
+        return (queued + (double)j->walltime) / (double)j->walltime;
+    case BATCH_F_FSUSER:
+        return fs_delta(e, j, BATCH_CRED_USER, now);
+    case BATCH_F_FSGROUP:
+        return fs_delta(e, j, BATCH_CRED_GROUP, now);
+    case BATCH_F_FSACCOUNT:
+        return fs_delta(e, j, BATCH_CRED_ACCOUNT, now);
     case BATCH_F_USER:
     case BATCH_F_GROUP:
     case BATCH_F_ACCOUNT:
@@ -88,20 +93,28 @@ static double factor(struct batch_engine *e, const struct bjob *j, int f, int64_
         enum batch_cred_kind k = kind[f - BATCH_F_USER];
         return e->creds[k].v[j->cred[k]].priority;
     }
-    case BATCH_F_PROCS: return j->procs;
-    case BATCH_F_MEM: return (double)j->tasks * (double)j->per_task.mem;
-    case BATCH_F_DISK: return (double)j->tasks * (double)j->per_task.disk;
-    case BATCH_F_SWAP: return (double)j->tasks * (double)j->per_task.swap;
-    case BATCH_F_NODES: return j->nodes_min;
-    case BATCH_F_PS: return (double)j->procs * (double)j->walltime;
-    case BATCH_F_UPRIO: return j->upriority;
-    default: return 0;
+    case BATCH_F_PROCS:
+        return j->procs;
+    case BATCH_F_MEM:
+        return (double)j->tasks * (double)j->per_task.mem;
+    case BATCH_F_DISK:
+        return (double)j->tasks * (double)j->per_task.disk;
+    case BATCH_F_SWAP:
+        return (double)j->tasks * (double)j->per_task.swap;
+    case BATCH_F_NODES:
+        return j->nodes_min;
+    case BATCH_F_PS:
+        return (double)j->procs * (double)j->walltime;
+    case BATCH_F_UPRIO:
+        return j->upriority;
+    default:
+        return 0;
     }
 }
 
 /* The priority of j at now; with out, also every factor, weight and contribution. */
 double bs_prio_compute(struct batch_engine *e, const struct bjob *j, int64_t now,
-                    struct batch_prio *out)
+                       struct batch_prio *out)
 {
     double total = 0;
     if (!out) {
@@ -119,8 +132,7 @@ double bs_prio_compute(struct batch_engine *e, const struct bjob *j, int64_t now
     return total;
 }
 
-int batch_priority_explain(struct batch_engine *e, uint64_t id, int64_t now,
-                           struct batch_prio *out)
+int batch_priority_explain(struct batch_engine *e, uint64_t id, int64_t now, struct batch_prio *out)
 {
     struct bjob *j = bs_engine_job(e, id);
     if (!j) {
@@ -151,5 +163,6 @@ double bs_prio_at(const struct batch_engine *e, const struct bjob *j, int64_t no
 {
     if (!e->static_prio)
         return j->prio;
-    return j->prio + e->weff[BATCH_F_QUEUETIME] * (double)(now > j->submit ? now : j->submit) / 60.0;
+    return j->prio +
+           e->weff[BATCH_F_QUEUETIME] * (double)(now > j->submit ? now : j->submit) / 60.0;
 }

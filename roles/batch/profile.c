@@ -434,7 +434,7 @@ void bs_profile_step(const struct profile *p, int32_t i, int64_t *t, int32_t *v)
 }
 
 int32_t bs_profile_steps_from(const struct profile *p, int64_t from, int64_t *t, int32_t *v,
-                           int32_t max)
+                              int32_t max)
 {
     int32_t bi, si, n = 0;
     locate(p, from, &bi, &si);

@@ -56,7 +56,7 @@ int32_t bs_profile_min(const struct profile *p, int64_t t0, int64_t t1);
 /* Earliest t in [t0, tmax] with at least `need` free over all of [t, t+len);
  * PROFILE_INF if there is none. len >= 1. */
 int64_t bs_profile_find(const struct profile *p, int64_t t0, int64_t tmax, int64_t len,
-                     int32_t need);
+                        int32_t need);
 /* The first breakpoint strictly after t, or PROFILE_INF. */
 int64_t bs_profile_next(const struct profile *p, int64_t t);
 /* The origin (time of the first step). */
@@ -67,7 +67,7 @@ int32_t bs_profile_steps(const struct profile *p);
 /* Copies the steps from the one holding `from` on: up to max (time, value) pairs
  * (the first time is clipped to `from`); returns how many were written. */
 int32_t bs_profile_steps_from(const struct profile *p, int64_t from, int64_t *t, int32_t *v,
-                           int32_t max);
+                              int32_t max);
 
 /* Step iteration: bs_profile_step(p, i, &t, &v) for i in [0, bs_profile_steps(p)) gives
  * the i-th step; O(blocks) per call, meant for tests and diagnostics. */

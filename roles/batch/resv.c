@@ -103,7 +103,8 @@ static int pick_tasks(struct batch_engine *e, const struct batch_resv_req *q, in
     char buf[256];
     int32_t cls = -1, n = 0;
     int64_t tasks = 0;
-    if (q->partition && q->partition[0] && (cls = bs_cred_lookup(e, BATCH_CRED_CLASS, q->partition)) < 0) {
+    if (q->partition && q->partition[0] &&
+        (cls = bs_cred_lookup(e, BATCH_CRED_CLASS, q->partition)) < 0) {
         errno = EINVAL;
         return fail(why, len, "no node has class '%s'", q->partition);
     }

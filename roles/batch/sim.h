@@ -33,7 +33,7 @@ struct sim_job {
     int64_t submit, run, walltime;
     int32_t procs;
     int32_t user, group, queue;
-    int64_t start, end; /* results; start = -1 if it never started */
+    int64_t start, end;     /* results; start = -1 if it never started */
     int64_t first_estimate; /* with estimates on: the estimate of its first cycle */
 };
 

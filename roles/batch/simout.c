@@ -65,8 +65,9 @@ static void gantt_axes(FILE *f, double W, double H, double L, double T, int64_t 
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%lld</text>\n", L - 4, y + 4,
                 (long long)(procs * k / 4));
     }
-    fprintf(f, "<text x=\"12\" y=\"%.1f\" transform=\"rotate(-90 12 %.1f)\" "
-               "text-anchor=\"middle\">processors</text>\n</g>\n",
+    fprintf(f,
+            "<text x=\"12\" y=\"%.1f\" transform=\"rotate(-90 12 %.1f)\" "
+            "text-anchor=\"middle\">processors</text>\n</g>\n",
             (H + T) / 2, (H + T) / 2);
 }
 
@@ -115,7 +116,7 @@ int simout_gantt(const char *path, const struct sim_input *in, const struct sim_
     return closed(f, path, err, errlen);
 }
 
-void simout_diagnose(FILE *out, struct batch_engine *e, int64_t now)
+void simout_diagnose(FILE *out, struct batch_engine *e, int64_t now, const struct sim_input *in)
 {
     size_t n = batch_job_ids(e, true, NULL, 0);
     uint64_t *ids = malloc((n + 1) * sizeof *ids);
@@ -135,7 +136,9 @@ void simout_diagnose(FILE *out, struct batch_engine *e, int64_t now)
     for (size_t i = 0; i < n; i++) {
         if (batch_priority_explain(e, ids[i], now, &p) < 0)
             continue;
-        fprintf(out, "%-10" PRIu64 " %12.2f", ids[i], p.total);
+        uint64_t shown =
+            in && ids[i] >= 1 && ids[i] <= in->njobs ? (uint64_t)in->jobs[ids[i] - 1].id : ids[i];
+        fprintf(out, "%-10" PRIu64 " %12.2f", shown, p.total);
         for (int f = 0; f < BATCH_NFACTORS; f++)
             fprintf(out, " %10.2f", p.value[f]);
         fprintf(out, "\n");

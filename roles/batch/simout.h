@@ -16,7 +16,8 @@ int simout_csv(const char *path, const struct sim_input *in, char *err, size_t e
 int simout_gantt(const char *path, const struct sim_input *in, const struct sim_result *r,
                  int64_t procs, int32_t node_procs, int64_t from, int64_t to, char *err,
                  size_t errlen);
-/* Prints diagnose -p for every pending job of e at now. */
-void simout_diagnose(FILE *out, struct batch_engine *e, int64_t now);
+/* Prints diagnose -p for every pending job of e at now; with in, engine job ids
+ * (positions in in->jobs, from 1) are shown as the trace's job numbers. */
+void simout_diagnose(FILE *out, struct batch_engine *e, int64_t now, const struct sim_input *in);
 
 #endif

@@ -223,13 +223,13 @@ int swf_read(const char *path, struct swf_trace *t, char *err, size_t errlen)
         if (n < 0) {
             int zerr;
             const char *msg = gzerror(gz, &zerr);
-            fail(err, errlen, "%s: read error: %s", path,
-                 zerr == Z_ERRNO ? strerror(errno) : msg);
+            fail(err, errlen, "%s: read error: %s", path, zerr == Z_ERRNO ? strerror(errno) : msg);
             goto out;
         }
         have += (size_t)n;
         size_t start = 0;
-        for (char *nl; (nl = memchr(buf + start, '\n', have - start)); start = (size_t)(nl - buf) + 1) {
+        for (char *nl; (nl = memchr(buf + start, '\n', have - start));
+             start = (size_t)(nl - buf) + 1) {
             size_t len = (size_t)(nl - (buf + start));
             if (memchr(buf + start, '\0', len)) {
                 fail(err, errlen, "%s:%zu: NUL byte in the line (not a text file?)", path,

@@ -28,7 +28,7 @@ struct swf_job {
 struct swf_trace {
     struct swf_job *jobs;
     size_t njobs, cap;
-    int64_t max_procs, max_nodes; /* -1 when the header does not say */
+    int64_t max_procs, max_nodes;     /* -1 when the header does not say */
     char *queue_name[SWF_MAX_QUEUES]; /* from "; Queue: N name" lines, or NULL */
     size_t lines;
 };

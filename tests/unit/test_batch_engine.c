@@ -53,8 +53,12 @@ struct js { /* a job in one line */
 
 static void submit(struct batch_engine *e, struct js j)
 {
-    struct batch_job_spec s = {.id = j.id, .tasks = j.tasks, .per_task = {j.procs, j.mem, 0, 0},
-                               .walltime = j.wall, .submit = j.submit, .early_start = j.early};
+    struct batch_job_spec s = {.id = j.id,
+                               .tasks = j.tasks,
+                               .per_task = {j.procs, j.mem, 0, 0},
+                               .walltime = j.wall,
+                               .submit = j.submit,
+                               .early_start = j.early};
     snprintf(s.user, sizeof s.user, "%s", j.user ? j.user : "u");
     snprintf(s.class_, sizeof s.class_, "%s", j.cls ? j.cls : "");
     assert_int_equal(batch_job_submit(e, &s), 0);
@@ -194,7 +198,8 @@ static void test_priority(void **state)
     struct batch_prio p;
     assert_int_equal(batch_priority_explain(e, 3, 600, &p), 0);
     assert_true(p.value[BATCH_F_QUEUETIME] > 8.99 && p.value[BATCH_F_QUEUETIME] < 9.01);
-    assert_true(p.value[BATCH_F_XFACTOR] > 9.99 && p.value[BATCH_F_XFACTOR] < 10.01); /* (540+60)/60 */
+    assert_true(p.value[BATCH_F_XFACTOR] > 9.99 &&
+                p.value[BATCH_F_XFACTOR] < 10.01); /* (540+60)/60 */
     assert_true(p.weight[BATCH_F_XFACTOR] == 100 && p.weight[BATCH_F_QUEUETIME] == 1);
     assert_true(p.total > 1008.99 && p.total < 1009.01);
     assert_int_equal(batch_priority_explain(e, 4, 600, &p), 0);
@@ -219,8 +224,13 @@ static int resv(struct batch_engine *e, const char *name, const char *const *use
                 const uint64_t *jobs, size_t nj, const char *const *nn, size_t nnodes,
                 int32_t tasks, int32_t procs, int64_t start, int64_t end, char *why)
 {
-    struct batch_resv_req r = {.name = name, .tasks = tasks, .per_task = {procs, 0, 0, 0},
-                               .nodes = nn, .nnodes = nnodes, .start = start, .end = end};
+    struct batch_resv_req r = {.name = name,
+                               .tasks = tasks,
+                               .per_task = {procs, 0, 0, 0},
+                               .nodes = nn,
+                               .nnodes = nnodes,
+                               .start = start,
+                               .end = end};
     r.acl.names[BATCH_CRED_USER] = users;
     r.acl.n[BATCH_CRED_USER] = nu;
     r.acl.jobs = jobs;
@@ -456,10 +466,10 @@ static void test_bad_calls(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_resources),     cmocka_unit_test(test_classes_and_down),
+        cmocka_unit_test(test_resources),         cmocka_unit_test(test_classes_and_down),
         cmocka_unit_test(test_hold_and_throttle), cmocka_unit_test(test_priority),
-        cmocka_unit_test(test_resv_acl),      cmocka_unit_test(test_resv_refusals),
-        cmocka_unit_test(test_early_start),   cmocka_unit_test(test_estimate),
+        cmocka_unit_test(test_resv_acl),          cmocka_unit_test(test_resv_refusals),
+        cmocka_unit_test(test_early_start),       cmocka_unit_test(test_estimate),
         cmocka_unit_test(test_bad_calls),
     };
     return cmocka_run_group_tests_name("batch_engine", tests, NULL, NULL);

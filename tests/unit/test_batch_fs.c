@@ -21,8 +21,8 @@
 static void job(struct batch_engine *e, uint64_t id, const char *user, int32_t tasks, int64_t wall,
                 int64_t submit)
 {
-    struct batch_job_spec s = {.id = id, .tasks = tasks, .per_task = {1, 0, 0, 0},
-                               .walltime = wall, .submit = submit};
+    struct batch_job_spec s = {
+        .id = id, .tasks = tasks, .per_task = {1, 0, 0, 0}, .walltime = wall, .submit = submit};
     snprintf(s.user, sizeof s.user, "%s", user);
     assert_int_equal(batch_job_submit(e, &s), 0);
 }

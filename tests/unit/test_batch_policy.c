@@ -57,8 +57,12 @@ static void simulate(struct run *out, const struct tj *jobs, int n, int64_t proc
         c.backfill = BATCH_BF_BESTFIT;
     char *text = swf_text(jobs, n, NULL);
     assert_int_equal(swf_parse(text, strlen(text), "case", &t, err, sizeof err), 0);
-    struct sim_opts o = {.procs = procs, .node_procs = node_procs, .estimate = est, .cfg = &c,
-                         .record_nodes = true, .diag_at = -1};
+    struct sim_opts o = {.procs = procs,
+                         .node_procs = node_procs,
+                         .estimate = est,
+                         .cfg = &c,
+                         .record_nodes = true,
+                         .diag_at = -1};
     memset(out, 0, sizeof *out);
     assert_int_equal(sim_prepare(&t, &o, &out->in, err, sizeof err), 0);
     if (sim_run(&out->in, &o, &out->r, err, sizeof err) != 0)
@@ -151,8 +155,8 @@ static void test_bestfit(void **state)
     /* job 1 holds 4 of 8 until 100; job 2 (8 procs) is reserved at 100; jobs 3 (1
      * proc) and 4 (3 procs) both fit now and end before 100; job 5 (4 procs, 10 s)
      * fits too: FIRSTFIT starts 3 then 4 (5 no longer fits); BESTFIT starts 5. */
-    const struct tj jobs[] = {{0, 100, 4, 100}, {1, 10, 8, 10}, {2, 10, 1, 10}, {2, 10, 3, 10},
-                              {2, 10, 4, 10}};
+    const struct tj jobs[] = {
+        {0, 100, 4, 100}, {1, 10, 8, 10}, {2, 10, 1, 10}, {2, 10, 3, 10}, {2, 10, 4, 10}};
     const int64_t ff[] = {0, 100, 2, 2, 12}, bf[] = {0, 100, 12, 12, 2};
     expect_starts(jobs, 5, 8, 1, "easy", SIM_EST_REQUESTED, ff);
     expect_starts(jobs, 5, 8, 1, "bestfit", SIM_EST_REQUESTED, bf);
@@ -260,10 +264,14 @@ static void test_malformed(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_case_a),     cmocka_unit_test(test_case_b),
-        cmocka_unit_test(test_inexact_estimates), cmocka_unit_test(test_nodes),
-        cmocka_unit_test(test_bestfit),    cmocka_unit_test(test_figures),
-        cmocka_unit_test(test_records),    cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_case_a),
+        cmocka_unit_test(test_case_b),
+        cmocka_unit_test(test_inexact_estimates),
+        cmocka_unit_test(test_nodes),
+        cmocka_unit_test(test_bestfit),
+        cmocka_unit_test(test_figures),
+        cmocka_unit_test(test_records),
+        cmocka_unit_test(test_malformed),
     };
     return cmocka_run_group_tests_name("batch_policy", tests, NULL, NULL);
 }

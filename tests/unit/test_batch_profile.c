@@ -90,8 +90,9 @@ static void test_random_ops(void **state)
             int64_t got = bs_profile_find(&p, q, tmax, len, need);
             if (want != got)
                 fail_msg("seed %u round %d op %d: find(t0=%lld tmax=%lld len=%lld need=%d) = "
-                         "%lld, model %lld", seed, round, op, (long long)q, (long long)tmax,
-                         (long long)len, need, (long long)got, (long long)want);
+                         "%lld, model %lld",
+                         seed, round, op, (long long)q, (long long)tmax, (long long)len, need,
+                         (long long)got, (long long)want);
         }
         /* breakpoints are strictly increasing and adjacent steps differ or were kept */
         int64_t prev = INT64_MIN;

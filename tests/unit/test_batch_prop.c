@@ -232,8 +232,8 @@ static void check_nodes(struct batch_engine *e, const struct workload *w, const 
         assert_int_equal(info.nnodes, (w->j[i].procs + w->node_procs - 1) / w->node_procs);
         for (int32_t k = 0; k < info.nnodes; k++) {
             if (holder[info.nodes[k]] >= 0)
-                fail_msg("seed %u (BATCH_TEST_SEED): node %d held by jobs %d and %d", seed0, info.nodes[k],
-                         holder[info.nodes[k]] + 1, i + 1);
+                fail_msg("seed %u (BATCH_TEST_SEED): node %d held by jobs %d and %d", seed0,
+                         info.nodes[k], holder[info.nodes[k]] + 1, i + 1);
             holder[info.nodes[k]] = i;
         }
     }
@@ -274,8 +274,10 @@ static void drive(const struct workload *w, enum policy pol, bool estimates, int
             }
         int first_new = next;
         for (; next < w->n && w->j[next].submit == t; next++, pending++) {
-            struct batch_job_spec s = {.id = (uint64_t)next + 1, .tasks = w->j[next].procs,
-                                       .per_task = {1, 0, 0, 0}, .walltime = w->j[next].wall,
+            struct batch_job_spec s = {.id = (uint64_t)next + 1,
+                                       .tasks = w->j[next].procs,
+                                       .per_task = {1, 0, 0, 0},
+                                       .walltime = w->j[next].wall,
                                        .submit = t};
             snprintf(s.user, sizeof s.user, "u%d", next % 5);
             assert_int_equal(batch_job_submit(e, &s), 0);
@@ -324,7 +326,8 @@ static void check_capacity(const struct workload *w, const int64_t *start)
                 used += (w->j[k].procs + w->node_procs - 1) / w->node_procs * w->node_procs;
         }
         if (used > w->procs)
-            fail_msg("seed %u (BATCH_TEST_SEED): %d processors in use at %lld", seed0, used, (long long)start[i]);
+            fail_msg("seed %u (BATCH_TEST_SEED): %d processors in use at %lld", seed0, used,
+                     (long long)start[i]);
     }
 }
 
@@ -337,20 +340,23 @@ static void compare(const struct workload *w, enum policy pol, bool exact)
     drive(w, pol, exact && pol == P_CONS, rnd(2) ? 0 : 256, &r);
     for (int i = 0; i < w->n; i++) {
         if (r.start[i] != ref[i])
-            fail_msg("seed %u (BATCH_TEST_SEED), %s, %s estimates, %d procs in nodes of %d: job %d (submit %lld, "
+            fail_msg("seed %u (BATCH_TEST_SEED), %s, %s estimates, %d procs in nodes of %d: job %d "
+                     "(submit %lld, "
                      "%d procs, run %lld, wall %lld) starts at %lld, reference %lld",
                      seed0, pname[pol], exact ? "exact" : "inexact", w->procs, w->node_procs, i + 1,
                      (long long)w->j[i].submit, w->j[i].procs, (long long)w->j[i].run,
                      (long long)w->j[i].wall, (long long)r.start[i], (long long)ref[i]);
         assert_true(r.start[i] >= w->j[i].submit);
         if (exact && pol != P_FCFS && r.first_resv[i] >= 0 && r.start[i] > r.first_resv[i])
-            fail_msg("seed %u (BATCH_TEST_SEED), %s: job %d reserved at %lld started later, at %lld", seed0,
-                     pname[pol], i + 1, (long long)r.first_resv[i], (long long)r.start[i]);
+            fail_msg(
+                "seed %u (BATCH_TEST_SEED), %s: job %d reserved at %lld started later, at %lld",
+                seed0, pname[pol], i + 1, (long long)r.first_resv[i], (long long)r.start[i]);
         if (exact && pol == P_CONS && r.first_est[i] != r.start[i])
-            fail_msg("seed %u (BATCH_TEST_SEED): conservative job %d estimated %lld, started %lld", seed0, i + 1,
-                     (long long)r.first_est[i], (long long)r.start[i]);
+            fail_msg("seed %u (BATCH_TEST_SEED): conservative job %d estimated %lld, started %lld",
+                     seed0, i + 1, (long long)r.first_est[i], (long long)r.start[i]);
         if (pol == P_FCFS && i > 0 && r.start[i] < r.start[i - 1])
-            fail_msg("seed %u (BATCH_TEST_SEED): fcfs job %d started before job %d", seed0, i + 1, i);
+            fail_msg("seed %u (BATCH_TEST_SEED): fcfs job %d started before job %d", seed0, i + 1,
+                     i);
     }
     check_capacity(w, r.start);
 }
