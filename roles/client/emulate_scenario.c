@@ -512,8 +512,8 @@ void emulate_scenario_help(FILE *out)
                                          "[client]  (the engine's configuration)",
                                          "[host]",
                                          "[gpu NAME]  (one per GPU type)",
-                                         "[project NAME]  (also takes the [app] keys below, "
-                                         "defining one app named after the project)",
+                                         ("[project NAME]  (also takes the [app] keys below, "
+                                          "defining one app named after the project)"),
                                          "[app NAME]  (more applications of a project)"};
     for (int s = SK_EMULATION; s <= SK_APP; s++) {
         fprintf(out, "\n%s\n", titles[s]);
