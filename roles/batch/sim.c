@@ -82,6 +82,9 @@ int sim_prepare(const struct swf_trace *t, const struct sim_opts *o, struct sim_
     if (o->procs < 1 || o->node_procs < 1 || o->procs % o->node_procs)
         return fail(err, errlen, "machine of %lld processors cannot be split into nodes of %d",
                     (long long)o->procs, o->node_procs);
+    if (o->procs / o->node_procs > SIM_MAX_NODES)
+        return fail(err, errlen, "%lld nodes of %d processors: at most %d nodes are simulated",
+                    (long long)(o->procs / o->node_procs), o->node_procs, SIM_MAX_NODES);
     if (!(in->jobs = malloc((t->njobs + 1) * sizeof *in->jobs)))
         return fail(err, errlen, "out of memory");
     size_t kept = 0, limit = o->count ? o->count : SIZE_MAX;

@@ -28,6 +28,8 @@
 
 enum sim_estimate { SIM_EST_REQUESTED, SIM_EST_ACTUAL };
 
+#define SIM_MAX_NODES (1 << 20)
+
 struct sim_job {
     int64_t id; /* SWF job number */
     int64_t submit, run, walltime;

@@ -178,12 +178,25 @@ def test_sp2_first_10000(policy, tmp_path):
     assert sum(j["wait"] for j in jobs) / len(jobs) == pytest.approx(d["mean_wait_s"])
 
 
+# The whole trace (59,715 records, 54,044 usable jobs).
+SP2_ALL = {
+    "fcfs": (0.7595818686, 1536541.854, 976406.0, 5481706.0, 13900.35325),
+    "easy": (0.8245091357, 20572.49687, 1228.0, 459740.0, 88.53151694),
+    "conservative": (0.8242315728, 24337.85473, 2630.0, 434256.0, 101.967493),
+}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("policy", ["fcfs", "easy", "conservative"])
 def test_sp2_whole_trace(policy, tmp_path):
     out = tmp_path / "jobs.csv"
     d = sim_json("--simulate", SP2, "--policy", policy, "--jobs-out", out)
     assert d["jobs"] == 54044
+    assert d["skipped"]["no_run_time"] == 5671 and d["killed_at_walltime"] == 4134
+    got = (d["utilization"], d["mean_wait_s"], d["median_wait_s"], d["max_wait_s"],
+           d["mean_bsld"])
+    for w, g in zip(SP2_ALL[policy], got):
+        assert g == pytest.approx(w, rel=1e-6), (policy, got)
     check_schedule(read_jobs(out), 128)
 
 
