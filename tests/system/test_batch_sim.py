@@ -332,3 +332,21 @@ def test_set_and_window():
     assert w["jobs"] == 1000
     bf = sim_json("--simulate", SP2, "--count", 3000, "--backfill", "bestfit")
     assert bf["jobs"] == 3000 and bf["policy"] == "easy (bestfit)"
+
+
+def test_config_with_fairshare_and_throttles(tmp_path):
+    """A full batch.ini on a real trace: fairshare, xfactor, class priority, throttles."""
+    c = tmp_path / "fs.ini"
+    c.write_text("[scheduler]\nreservationdepth = 4\n[priority]\nxfactorweight = 10\n"
+                 "fsuserweight = 50\nclassweight = 1\n[fairshare]\nfspolicy = dedicatedps\n"
+                 "fsinterval = 6:00:00\nfsdepth = 4\nfsdecay = 0.7\n[user DEFAULT]\n"
+                 "fstarget = 5\nmaxjob = 8\n[class q2]\npriority = 500\n")
+    out = tmp_path / "jobs.csv"
+    d = sim_json("--simulate", SP2, "--count", 3000, "-c", c, "--jobs-out", out)
+    base = sim_json("--simulate", SP2, "--count", 3000)
+    assert d["jobs"] == 3000 and d["policy"] == "depth 4 (firstfit)"
+    assert d["mean_wait_s"] != base["mean_wait_s"]
+    check_schedule(read_jobs(out), 128)
+    p = run("--simulate", SP2, "--count", 3000, "-c", c, "--diagnose-at", 200000, "--quiet")
+    assert p.returncode == 0 and "fsuser" in p.stdout
+
