@@ -316,14 +316,15 @@ static int32_t phase_order(struct batch_engine *e, int32_t qi, struct batch_cycl
  * without touching a reservation starts. */
 static int backfill_first(struct batch_engine *e, int32_t qi, struct batch_cycle_stats *st)
 {
-    int32_t free_now = bs_plan_free_now(e);
+    int32_t free_now = bs_plan_free_now(e), *fnow = e->scr_free; /* free now, per group */
+    for (int32_t k = 0; e->npools == 1 && k < e->pools[0].ng; k++)
+        fnow[k] = bs_profile_at(&e->pools[0].plan[k], e->now);
     for (; qi < e->nqueue && free_now > 0; qi++) {
         int32_t s = e->queue[qi], pool;
         struct bjob *j = &e->jobs[s];
         if (!candidate(j) || j->reserved != BATCH_NEVER)
             continue;
-        if (e->npools == 1 && j->gen_gi >= 0 &&
-            bs_profile_at(&e->pools[0].plan[j->gen_gi], e->now) < j->gen_need)
+        if (e->npools == 1 && j->gen_gi >= 0 && fnow[j->gen_gi] < j->gen_need)
             continue; /* cannot fit now: skip the search */
         if (bs_bound_get(e, j) > e->now)
             continue; /* a job it dominates could not start now */
@@ -342,6 +343,8 @@ static int backfill_first(struct batch_engine *e, int32_t qi, struct batch_cycle
         }
         st->backfilled++;
         free_now = bs_plan_free_now(e);
+        for (int32_t k = 0; e->npools == 1 && k < e->pools[0].ng; k++)
+            fnow[k] = bs_profile_at(&e->pools[0].plan[k], e->now);
     }
     return 0;
 }

@@ -99,6 +99,7 @@ void batch_engine_destroy(struct batch_engine **ep)
     free(e->scr_k);
     free(e->scr_kpn);
     free(e->scr_cnt2);
+    free(e->scr_free);
     free(e->drops);
     bs_bound_free(e);
     bs_cred_free_all(e);
@@ -126,7 +127,10 @@ int bs_engine_scratch(struct batch_engine *e, int32_t n)
     int32_t *d = realloc(e->scr_cnt2, (size_t)n * sizeof *d);
     if (d)
         e->scr_cnt2 = d;
-    if (!a || !b || !c || !d) {
+    int32_t *f = realloc(e->scr_free, (size_t)n * sizeof *f);
+    if (f)
+        e->scr_free = f;
+    if (!a || !b || !c || !d || !f) {
         errno = ENOMEM;
         return -1;
     }

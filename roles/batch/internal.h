@@ -240,7 +240,8 @@ struct batch_engine {
     /* scratch */
     int32_t *scr_cnt; /* node counts per group of a pool */
     int32_t *scr_cnt2;
-    int32_t *scr_k; /* compatible group positions */
+    int32_t *scr_free; /* backfill: free nodes now per group */
+    int32_t *scr_k;    /* compatible group positions */
     int32_t *scr_kpn;
     int32_t capscr;
     struct bbounds bnd;
