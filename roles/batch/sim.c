@@ -111,7 +111,11 @@ int sim_prepare(const struct swf_trace *t, const struct sim_opts *o, struct sim_
         return fail(err, errlen, "no job to simulate (the trace has %zu records; --start %zu)",
                     t->njobs, o->start);
     }
-    qsort(in->jobs, in->njobs, sizeof *in->jobs, job_cmp);
+    bool sorted = true; /* traces usually are: skip the sort then */
+    for (size_t i = 1; i < in->njobs && sorted; i++)
+        sorted = in->jobs[i - 1].submit <= in->jobs[i].submit;
+    if (!sorted)
+        qsort(in->jobs, in->njobs, sizeof *in->jobs, job_cmp);
     for (size_t i = 0; i < in->njobs; i++)
         in->jobs[i].end = -1;
     return 0;
