@@ -56,6 +56,12 @@ const char *cli_time(int64_t ms, char *buf, size_t n);
 /* Parses a positive integer argument; -1 with an error printed. */
 int cli_u64(const struct cli *c, const char *what, const char *s, uint64_t *out);
 
+/* Parallel jobs (pjob.c): is this job map one, and printing it. */
+bool cli_is_pjob(const msgpack_object *j);
+void cli_pjob_header(void);
+void cli_pjob_row(const msgpack_object *j);
+void cli_pjob_print(const msgpack_object *j);
+
 /* Polls a job until it is done or cancelled, with progress on stderr; exit status. */
 int cmd_job_wait(struct cli *c, uint64_t job);
 

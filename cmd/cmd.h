@@ -15,5 +15,6 @@ int cmd_cancel(int argc, char **argv);
 int cmd_nodes(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_batch(int argc, char **argv);
+int cmd_console(int argc, char **argv);
 
 #endif

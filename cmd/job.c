@@ -109,6 +109,17 @@ int cmd_job_wait(struct cli *c, uint64_t job)
         const msgpack_object *j = wire_get(r.msg.root, "job");
         char state[16];
         wire_get_strbuf(j, "state", state, sizeof state);
+        if (cli_is_pjob(j)) {
+            bool end = !strcmp(state, "done") || !strcmp(state, "failed") ||
+                       !strcmp(state, "killed") || !strcmp(state, "cancelled");
+            if (end || !tty)
+                fprintf(stderr, "job %llu %s\n", (unsigned long long)job, state);
+            cli_reply_free(&r);
+            if (end)
+                return !strcmp(state, "done") ? 0 : 1;
+            usleep(tty ? 250000 : 1000000);
+            continue;
+        }
         uint64_t n = wire_get_u64(j, "ntasks", 0), done = wire_get_u64(j, "done", 0);
         uint64_t failed = wire_get_u64(j, "failed", 0), run = wire_get_u64(j, "running", 0);
         int width = 30, fill = n ? (int)(done * (uint64_t)width / n) : width;
@@ -174,6 +185,10 @@ int cmd_job(int argc, char **argv)
     const msgpack_object *j = wire_get(r.msg.root, "job"), *tasks = wire_get(r.msg.root, "tasks");
     if (c.json) {
         cli_print_json(r.msg.root);
+    } else if (cli_is_pjob(j)) {
+        cli_pjob_print(j);
+        cli_reply_free(&r);
+        return 0;
     } else {
         print_summary(j);
         if (tasks)

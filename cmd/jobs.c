@@ -21,8 +21,13 @@ int cmd_jobs(int argc, char **argv)
     } else {
         printf("%6s  %-16s %-10s %-9s %8s %8s %8s %8s %5s  %s\n", "JOB", "NAME", "USER",
                "STATE", "TASKS", "DONE", "FAILED", "RUNNING", "DUPS", "SUBMITTED");
+        uint32_t npar = 0;
         for (uint32_t i = 0; i < jobs->via.array.size; i++) {
             const msgpack_object *j = &jobs->via.array.ptr[i];
+            if (cli_is_pjob(j)) {
+                npar++;
+                continue;
+            }
             char name[17], user[11], state[10], t[32];
             wire_get_strbuf(j, "name", name, sizeof name);
             wire_get_strbuf(j, "user", user, sizeof user);
@@ -38,6 +43,13 @@ int cmd_jobs(int argc, char **argv)
         }
         if (jobs->via.array.size == 0)
             printf("(no jobs; submit one with gridnode submit)\n");
+        if (npar) {
+            printf("\nparallel jobs:\n");
+            cli_pjob_header();
+            for (uint32_t i = 0; i < jobs->via.array.size; i++)
+                if (cli_is_pjob(&jobs->via.array.ptr[i]))
+                    cli_pjob_row(&jobs->via.array.ptr[i]);
+        }
     }
     cli_reply_free(&r);
     return 0;

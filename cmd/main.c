@@ -21,6 +21,7 @@ static const struct command commands[] = {
     {"job", cmd_job, "show one job: status and per-task results"},
     {"cancel", cmd_cancel, "cancel a job"},
     {"nodes", cmd_nodes, "list the nodes known to a cluster manager"},
+    {"console", cmd_console, "cluster manager console: limits, queues, hosts, parallel jobs"},
     {"dump", cmd_dump, "print a role's stored state (works while it runs)"},
     {"batch", cmd_batch, "batch scheduler (Maui-like); --simulate replays a workload trace"},
 };

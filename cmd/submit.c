@@ -20,10 +20,25 @@ static const char usage[] =
     "  --complexity X         relative work per task, for re-issue estimates (default 1)\n"
     "  --limit SECONDS        wall-clock limit per task (default: the cluster's)\n"
     "  --stdin PATTERN        task i reads the file PATTERN with {i} expanded\n"
-    "  --wait                 wait for the job to end (like `gridnode job ID --wait`)\n";
+    "  --wait                 wait for the job to end (like `gridnode job ID --wait`)\n"
+    "\n"
+    "A parallel job (SCore-D side: N processes started together on hosts the cluster\n"
+    "manager chooses; each gets GRIDNODE_RANK, GRIDNODE_SIZE, GRIDNODE_HOSTS, GRIDNODE_PPN,\n"
+    "GRIDNODE_JOB and GRIDNODE_NODE in its environment):\n"
+    "  -p, --procs N          number of processes (makes the job parallel)\n"
+    "  --ppn N                processes per host (default 1)\n"
+    "  --queue Q              priority queue, 0 highest (default: the cluster's)\n"
+    "  --mem MIB, --disk MIB  explicit per-host limits (used when smaller than the queue's)\n"
+    "  --cpu SECONDS          maximum CPU time, summed over all processes\n"
+    "  --group GROUP          Unix group (queues with a group accept only its members)\n"
+    "  --wait-resources       wait when no cluster can take it now, instead of a refusal\n"
+    "  --coc                  a cluster of clusters is acceptable\n"
+    "  (--limit is the job's wall-clock limit; time stopped by gang scheduling does not count)\n";
 
 struct submit_opts {
-    uint64_t ntasks, limit;
+    uint64_t ntasks, limit, procs, ppn, queue, mem, disk, cpu;
+    bool has_queue, wait_res, coc;
+    const char *group;
     double complexity;
     const char *name, *user, *stdin_pattern;
     bool shell, wait, has_limit;
@@ -63,6 +78,35 @@ static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
                 fprintf(stderr, "%s: --complexity must be a positive number\n", c->prog);
                 return -1;
             }
+        } else if ((!strcmp(a, "-p") || !strcmp(a, "--procs")) && v) {
+            if (cli_u64(c, "--procs", argv[++i], &o->procs) < 0)
+                return -1;
+        } else if (!strcmp(a, "--ppn") && v) {
+            if (cli_u64(c, "--ppn", argv[++i], &o->ppn) < 0)
+                return -1;
+        } else if (!strcmp(a, "--queue") && v) {
+            char *end;
+            o->queue = strtoull(argv[++i], &end, 10);
+            o->has_queue = true;
+            if (*end || !*argv[i] || o->queue > 255) {
+                fprintf(stderr, "%s: --queue must be a queue number\n", c->prog);
+                return -1;
+            }
+        } else if (!strcmp(a, "--mem") && v) {
+            if (cli_u64(c, "--mem", argv[++i], &o->mem) < 0)
+                return -1;
+        } else if (!strcmp(a, "--disk") && v) {
+            if (cli_u64(c, "--disk", argv[++i], &o->disk) < 0)
+                return -1;
+        } else if (!strcmp(a, "--cpu") && v) {
+            if (cli_u64(c, "--cpu", argv[++i], &o->cpu) < 0)
+                return -1;
+        } else if (!strcmp(a, "--group") && v) {
+            o->group = argv[++i];
+        } else if (!strcmp(a, "--wait-resources")) {
+            o->wait_res = true;
+        } else if (!strcmp(a, "--coc")) {
+            o->coc = true;
         } else if (!strcmp(a, "--shell")) {
             o->shell = true;
         } else if (!strcmp(a, "--wait")) {
@@ -133,6 +177,62 @@ static int pack_stdin(struct cli *c, const struct submit_opts *o, struct wire_bu
     return 0;
 }
 
+/* The PSUBMIT of a parallel job; the exit status. */
+static int submit_parallel(struct cli *c, const struct submit_opts *o)
+{
+    struct wire_buf wb;
+    struct cli_reply r;
+    wire_buf_init(&wb);
+    uint32_t nf = 6 + (o->name != NULL) + (o->user != NULL) + (o->group != NULL) +
+                  o->has_queue + (o->mem > 0) + (o->disk > 0) + (o->cpu > 0) + o->has_limit;
+    wire_begin(&wb, WT_PSUBMIT, 1, nf);
+    wire_put_key(&wb, "argv");
+    wire_pack_array(&wb, (uint32_t)o->argc);
+    for (int i = 0; i < o->argc; i++)
+        wire_pack_str(&wb, o->argv[i]);
+    wire_put_u64(&wb, "procs", o->procs);
+    wire_put_u64(&wb, "ppn", o->ppn ? o->ppn : 1);
+    wire_put_bool(&wb, "shell", o->shell);
+    wire_put_bool(&wb, "wait", o->wait_res);
+    wire_put_bool(&wb, "coc", o->coc);
+    if (o->name)
+        wire_put_str(&wb, "name", o->name);
+    if (o->user)
+        wire_put_str(&wb, "user", o->user);
+    if (o->group)
+        wire_put_str(&wb, "group", o->group);
+    if (o->has_queue)
+        wire_put_u64(&wb, "queue", o->queue);
+    if (o->mem)
+        wire_put_u64(&wb, "mem_mb", o->mem);
+    if (o->disk)
+        wire_put_u64(&wb, "disk_mb", o->disk);
+    if (o->cpu)
+        wire_put_u64(&wb, "cpu_s", o->cpu);
+    if (o->has_limit)
+        wire_put_u64(&wb, "limit_s", o->limit);
+    int rc = cli_call(c, &wb, 1, &r);
+    wire_buf_free(&wb);
+    if (rc != 0)
+        return 1;
+    uint64_t job = wire_get_u64(r.msg.root, "job", 0);
+    char state[16], cl[64], reason[300];
+    wire_get_strbuf(r.msg.root, "state", state, sizeof state);
+    wire_get_strbuf(r.msg.root, "cluster", cl, sizeof cl);
+    wire_get_strbuf(r.msg.root, "reason", reason, sizeof reason);
+    if (c->json)
+        cli_print_json(r.msg.root);
+    else if (!strcmp(state, "waiting"))
+        printf("submitted parallel job %llu (%llu processes): waiting: %s\n",
+               (unsigned long long)job, (unsigned long long)o->procs, reason);
+    else
+        printf("submitted parallel job %llu (%llu processes) to cluster %s\n",
+               (unsigned long long)job, (unsigned long long)o->procs, cl);
+    cli_reply_free(&r);
+    fflush(stdout);
+    return o->wait ? cmd_job_wait(c, job) : 0;
+}
+
 int cmd_submit(int argc, char **argv)
 {
     struct cli c;
@@ -145,6 +245,8 @@ int cmd_submit(int argc, char **argv)
     }
     if (cli_common(&c, "gridnode submit", &argc, argv) < 0 || parse(&c, argc, argv, &o) < 0)
         return 2;
+    if (o.procs)
+        return submit_parallel(&c, &o);
     if (o.ntasks == 0 || o.ntasks > 10000000 || (o.stdin_pattern && o.ntasks > 100000)) {
         fprintf(stderr, "%s: --tasks must be 1..10000000 (1..100000 with --stdin)\n", c.prog);
         return 2;

@@ -68,6 +68,10 @@ static const struct wire_field f_hello[] = {
     {"cores", WF_UINT, true, 1u << 20},
     {"mem_mb", WF_UINT, false},
     {"slots", WF_UINT, false, 1u << 20},
+    {"arch", WF_STR, false, NAME_MAX_},
+    {"model", WF_STR, false, NAME_MAX_},
+    {"disk_mb", WF_UINT, false},
+    {"procs", WF_BOOL, false},
     {NULL},
 };
 
@@ -130,6 +134,82 @@ static const struct wire_field f_submit[] = {
 
 static const struct wire_field f_submitted[] = {
     {"job", WF_UINT, true},
+    {"state", WF_STR, false, NAME_MAX_},
+    {"cluster", WF_STR, false, NAME_MAX_},
+    {"reason", WF_STR, false, 1024},
+    {NULL},
+};
+
+/* one parallel process as a node reports it (PSYNC) */
+static const struct wire_field pstat_fields[] = {
+    {"job", WF_UINT, true},
+    {"rank", WF_UINT, true, 4095},
+    {"state", WF_STR, true, 8},
+    {"cpu_s", WF_FLOAT, false},
+    {"rss_kb", WF_UINT, false},
+    {"disk_kb", WF_UINT, false},
+    {"exit", WF_INT, false},
+    {"signal", WF_UINT, false, 255},
+    {"error", WF_STR, false, 1024},
+    {NULL},
+};
+
+/* what a node should do with one parallel process (PSYNC_ACK) */
+static const struct wire_field pcmd_fields[] = {
+    {"job", WF_UINT, true},
+    {"rank", WF_UINT, true, 4095},
+    {"want", WF_STR, true, 8},
+    {"argv", WF_ARRAY, false, 256, WF_STR},
+    {"shell", WF_BOOL, false},
+    {"env", WF_ARRAY, false, 64, WF_STR},
+    {NULL},
+};
+
+static const struct wire_field f_psync[] = {
+    {"sid", WF_STR, true, SID_MAX},
+    {"procs", WF_ARRAY, true, MAX_BATCH, WF_MAP, pstat_fields},
+    {"disk_mb", WF_UINT, false},
+    {NULL},
+};
+
+static const struct wire_field f_psync_ack[] = {
+    {"procs", WF_ARRAY, true, 65536, WF_MAP, pcmd_fields},
+    {"sync_ms", WF_UINT, true},
+    {"watchfs", WF_ARRAY, true, 64, WF_STR},
+    {NULL},
+};
+
+static const struct wire_field f_psubmit[] = {
+    {"argv", WF_ARRAY, true, 256, WF_STR},
+    {"procs", WF_UINT, true, 4096},
+    {"ppn", WF_UINT, false, 4096},
+    {"name", WF_STR, false, NAME_MAX_},
+    {"user", WF_STR, false, NAME_MAX_},
+    {"group", WF_STR, false, NAME_MAX_},
+    {"shell", WF_BOOL, false},
+    {"queue", WF_UINT, false, 255},
+    {"mem_mb", WF_UINT, false, 1ull << 40},
+    {"disk_mb", WF_UINT, false, 1ull << 40},
+    {"cpu_s", WF_UINT, false, 366ull * 86400 * 4096},
+    {"limit_s", WF_UINT, false, 366u * 86400},
+    {"wait", WF_BOOL, false},
+    {"coc", WF_BOOL, false},
+    {NULL},
+};
+
+static const struct wire_field f_console[] = {
+    {"cmd", WF_STR, true, 16384},
+    {NULL},
+};
+
+static const struct wire_field f_console_out[] = {
+    {"out", WF_STR, true},
+    {NULL},
+};
+
+static const struct wire_field f_sd_state[] = {
+    {"clusters", WF_ARRAY, true, UINT32_MAX, WF_MAP},
+    {"queues", WF_ARRAY, true, 256, WF_MAP},
     {NULL},
 };
 
@@ -184,6 +264,13 @@ const struct wire_desc wire_descs[] = {
     {WT_CANCEL, "CANCEL", "user", true, f_cancel},
     {WT_NODE_LIST, "NODE_LIST", "user", true, f_none},
     {WT_NODES, "NODES", "cluster", false, f_nodes},
+    {WT_PSYNC, "PSYNC", "node", true, f_psync},
+    {WT_PSYNC_ACK, "PSYNC_ACK", "cluster", false, f_psync_ack},
+    {WT_PSUBMIT, "PSUBMIT", "user", true, f_psubmit},
+    {WT_CONSOLE, "CONSOLE", "user", true, f_console},
+    {WT_CONSOLE_OUT, "CONSOLE_OUT", "cluster", false, f_console_out},
+    {WT_SD_INFO, "SD_INFO", "user", true, f_none},
+    {WT_SD_STATE, "SD_STATE", "cluster", false, f_sd_state},
     {0, NULL, NULL, false, NULL},
 };
 
@@ -199,7 +286,7 @@ const char *wire_err_name(int code)
 {
     static const char *names[] = {NULL,        "MALFORMED", "VERSION", "TYPE",
                                   "FIELD",     "NOT_FOUND", "SESSION", "INVALID",
-                                  "STORAGE",   "STATE"};
+                                  "STORAGE",   "STATE",     "REFUSED"};
     if (code > 0 && (size_t)code < sizeof names / sizeof names[0])
         return names[code];
     return "UNKNOWN";

@@ -35,6 +35,8 @@ enum wire_type {
     WT_LEAVE = 15,      /* take result(s), if any, I am leaving; reply OK */
     WT_STATUS = 16,     /* heartbeat while computing; reply STATUS_ACK */
     WT_STATUS_ACK = 17, /* heartbeat answer: tasks to abandon */
+    WT_PSYNC = 18,      /* parallel processes: measurements in; reply PSYNC_ACK */
+    WT_PSYNC_ACK = 19,  /* what each of the node's parallel processes should do */
     /* user tools -> cluster */
     WT_SUBMIT = 30,    /* new job; reply SUBMITTED */
     WT_SUBMITTED = 31, /* the job id */
@@ -45,6 +47,12 @@ enum wire_type {
     WT_CANCEL = 36,    /* reply OK */
     WT_NODE_LIST = 37, /* reply NODES */
     WT_NODES = 38,
+    /* user tools -> cluster: SCore-D resource management */
+    WT_PSUBMIT = 39,     /* parallel job; reply SUBMITTED */
+    WT_CONSOLE = 40,     /* console commands; reply CONSOLE_OUT */
+    WT_CONSOLE_OUT = 41,
+    WT_SD_INFO = 42,     /* clusters and queues; reply SD_STATE */
+    WT_SD_STATE = 43,
 };
 
 /* Error codes carried by WT_ERROR ("code"). Values are never reused. */
@@ -58,6 +66,7 @@ enum wire_err {
     WE_INVALID = 7,    /* well-formed but not acceptable (reason in text) */
     WE_STORAGE = 8,    /* the state could not be made durable; nothing changed; retry */
     WE_STATE = 9,      /* not possible in the object's current state */
+    WE_REFUSED = 10,   /* admission refused: the text names the missing resource */
 };
 
 /* Field types of a descriptor. */

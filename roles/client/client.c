@@ -29,6 +29,7 @@
 #include "lib/fsutil.h"
 #include "lib/log.h"
 #include "lib/loop.h"
+#include "roles/client/pprocs.h"
 #include "roles/client/runner.h"
 #include "store/store.h"
 #include "wire/wire.h"
@@ -67,6 +68,9 @@ struct client {
     int64_t req_sent_ms, next_try_ms, next_fetch_ms, last_status_ms;
     uint32_t nfail;
     struct wire_buf wb;
+    struct pprocs pp; /* parallel processes of the cluster's SCore-D side */
+    int64_t next_psync_ms;
+    uint32_t psync_ms;
 };
 
 #define OFF(f) offsetof(struct client_cfg, f)
@@ -81,6 +85,12 @@ const struct config_key client_keys[] = {
      "cluster name reported to the server, for statistics"},
     {"client", "code", CONFIG_STR, "gridnode-client/1", OFF(code), 0, 0, NULL,
      "client code reported to the server (statistics group nodes by it)"},
+    {"client", "arch", CONFIG_STR, "", OFF(arch), 0, 0, NULL,
+     "architecture reported to the server (empty: uname's machine); hosts of one type form a cluster"},
+    {"client", "model", CONFIG_STR, "", OFF(model), 0, 0, NULL,
+     "CPU model reported to the server (empty: /proc/cpuinfo's model name)"},
+    {"client", "parallel", CONFIG_BOOL, "true", OFF(parallel), 0, 0, NULL,
+     "run the processes of parallel jobs the server assigns to this host (PSYNC)"},
     {"client", "slots", CONFIG_INT, "0", OFF(slots), 0, 4096, NULL,
      "tasks run at once (0: the number of online cores)"},
     {"client", "log_level", CONFIG_STR, "info", OFF(log_level), 0, 0, NULL,
@@ -377,7 +387,7 @@ static void on_sigchld(struct loop *l, void *arg)
     struct rusage ru;
     pid_t pid;
     while ((pid = wait4(-1, &status, WNOHANG, &ru)) > 0)
-        for (uint32_t i = 0; i < c->ntasks; i++) {
+        for (uint32_t i = 0; !pprocs_reaped(&c->pp, pid, status, &ru) && i < c->ntasks; i++) {
             struct ctask *t = c->tasks[i];
             if (t->running && t->run.pid == pid) {
                 runner_reaped(&t->run, status, &ru);
@@ -460,20 +470,24 @@ static void send_hello(struct client *c)
     char os[200] = "", host[256] = "";
     long mhz = 0;
     FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[256];
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "cpu MHz", 7) && strchr(line, ':')) {
+    char line[256], model[128] = "";
+    while (f && fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "cpu MHz", 7) && strchr(line, ':') && !mhz)
             mhz = strtol(strchr(line, ':') + 1, NULL, 10);
-            break;
+        if (!strncmp(line, "model name", 10) && strchr(line, ':') && !model[0]) {
+            snprintf(model, sizeof model, "%s", strchr(line, ':') + 2);
+            model[strcspn(model, "\n")] = '\0';
         }
+    }
     if (f)
         fclose(f);
+    memset(&u, 0, sizeof u);
     if (uname(&u) == 0)
         snprintf(os, sizeof os, "%s %s %s", u.sysname, u.release, u.machine);
     gethostname(host, sizeof host - 1);
     uint64_t mem = sysinfo(&si) == 0 ? (uint64_t)si.totalram * si.mem_unit >> 20 : 0;
     wire_buf_reset(&c->wb);
-    wire_begin(&c->wb, WT_HELLO, c->req_id = ++c->next_id, c->sid[0] ? 9 : 8);
+    wire_begin(&c->wb, WT_HELLO, c->req_id = ++c->next_id, c->sid[0] ? 13 : 12);
     if (c->sid[0])
         wire_put_str(&c->wb, "sid", c->sid);
     wire_put_str(&c->wb, "client", c->cfg.code);
@@ -484,6 +498,10 @@ static void send_hello(struct client *c)
     wire_put_u64(&c->wb, "cores", (uint64_t)sysconf(_SC_NPROCESSORS_ONLN));
     wire_put_u64(&c->wb, "mem_mb", mem);
     wire_put_u64(&c->wb, "slots", c->slots);
+    wire_put_str(&c->wb, "arch", c->cfg.arch[0] ? c->cfg.arch : u.machine);
+    wire_put_str(&c->wb, "model", c->cfg.model[0] ? c->cfg.model : model);
+    wire_put_u64(&c->wb, "disk_mb", pprocs_free_disk_mb(&c->pp));
+    wire_put_bool(&c->wb, "procs", c->cfg.parallel != 0);
     send_request(c, WT_HELLO);
 }
 
@@ -544,6 +562,16 @@ static void send_status(struct client *c)
     send_request(c, WT_STATUS);
 }
 
+static void send_psync(struct client *c)
+{
+    wire_buf_reset(&c->wb);
+    wire_begin(&c->wb, WT_PSYNC, c->req_id = ++c->next_id, 3);
+    wire_put_str(&c->wb, "sid", c->sid);
+    pprocs_pack(&c->pp, &c->wb);
+    c->next_psync_ms = loop_now_ms() + c->psync_ms;
+    send_request(c, WT_PSYNC);
+}
+
 /* Chooses and sends the next request, if any is due. */
 static void pump(struct client *c)
 {
@@ -561,6 +589,10 @@ static void pump(struct client *c)
         return;
     if (!c->welcomed) {
         send_hello(c);
+        return;
+    }
+    if (c->cfg.parallel && now >= c->next_psync_ms) {
+        send_psync(c);
         return;
     }
     uint32_t running = count_running(c), finished = c->ntasks - running;
@@ -673,6 +705,13 @@ static void on_reply(struct client *c, const struct wire_msg *msg)
     case WT_WELCOME: on_welcome(c, msg->root); break;
     case WT_TASKS: on_tasks(c, msg->root); break;
     case WT_STATUS_ACK: on_status_ack(c, msg->root); break;
+    case WT_PSYNC_ACK:
+        pprocs_apply(&c->pp, msg->root);
+        c->psync_ms = (uint32_t)wire_get_u64(msg->root, "sync_ms", 1000);
+        if (c->psync_ms < 10)
+            c->psync_ms = 10;
+        c->next_psync_ms = loop_now_ms() + c->psync_ms;
+        break;
     case WT_OK:
         if (c->req_type == WT_LEAVE)
             c->left = true;
@@ -790,6 +829,7 @@ static int client_open(struct client *c)
  */
 static void client_leave(struct client *c)
 {
+    pprocs_shutdown(&c->pp);
     for (uint32_t i = 0; i < c->ntasks; i++)
         if (c->tasks[i]->running)
             runner_signal(&c->tasks[i]->run, SIGKILL);
@@ -846,6 +886,9 @@ int client_main(int argc, char **argv)
     c.slots = c.cfg.slots > 0 ? (uint32_t)c.cfg.slots : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
     c.next_id = (uint64_t)wall_now_ms() << 8;
     c.hb_s = 10;
+    c.psync_ms = 1000;
+    snprintf(c.pp.state_dir, sizeof c.pp.state_dir, "%s", c.cfg.state_dir);
+    snprintf(c.pp.workroot, sizeof c.pp.workroot, "%s/work", c.cfg.state_dir);
     wire_buf_init(&c.wb);
     rc = 1;
     if ((c.sigfd = runner_sigchld_fd()) < 0) {
@@ -865,6 +908,7 @@ int client_main(int argc, char **argv)
     rc = loop_run(c.loop) < 0 ? 1 : 0;
     client_leave(&c);
 out:
+    pprocs_shutdown(&c.pp);
     for (uint32_t i = 0; i < c.ntasks; i++)
         task_free(c.tasks[i]);
     free(c.tasks);

@@ -16,6 +16,8 @@ struct client_cfg {
     char name[CONFIG_STR_MAX];
     char cluster[CONFIG_STR_MAX];
     char code[CONFIG_STR_MAX];
+    char arch[CONFIG_STR_MAX], model[CONFIG_STR_MAX];
+    int parallel;
     char log_level[CONFIG_STR_MAX];
     long slots;
     long timeout_ms;

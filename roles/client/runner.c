@@ -224,3 +224,88 @@ void runner_cleanup(struct run *r)
     if (r->workdir[0])
         nftw(r->workdir, nftw_rm, 16, FTW_DEPTH | FTW_PHYS);
 }
+
+/* In the child of runner_spawn: never returns. */
+static void pchild(char *const *argv, bool shell, char *const *env, const char *workdir,
+                   int errpipe)
+{
+    sigset_t none;
+    char path[600];
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    setpgid(0, 0);
+    int in = open("/dev/null", O_RDONLY);
+    snprintf(path, sizeof path, "%s/stdout", workdir);
+    int out = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    snprintf(path, sizeof path, "%s/stderr", workdir);
+    int err = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (chdir(workdir) < 0 || in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 ||
+        dup2(out, 1) < 0 || dup2(err, 2) < 0)
+        goto fail;
+    for (int i = 0; env && env[i]; i++)
+        putenv(env[i]);
+    if (shell) {
+        int n = 0;
+        while (argv[n])
+            n++;
+        char **sh = calloc((size_t)n + 4, sizeof *sh);
+        if (!sh)
+            goto fail;
+        sh[0] = "/bin/sh";
+        sh[1] = "-c";
+        for (int i = 0; i < n; i++)
+            sh[i + 2] = argv[i];
+        execv("/bin/sh", sh);
+    } else {
+        execvp(argv[0], argv);
+    }
+fail:;
+    int e = errno;
+    if (write(errpipe, &e, sizeof e) < 0)
+        _exit(127);
+    _exit(127);
+}
+
+int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
+                 const char *workdir)
+{
+    int ep[2] = {-1, -1};
+    memset(r, 0, sizeof *r);
+    r->pid = -1;
+    cap_init(&r->out, 0);
+    cap_init(&r->err, 0);
+    snprintf(r->workdir, sizeof r->workdir, "%s", workdir);
+    r->start_ms = loop_now_ms();
+    nftw(workdir, nftw_rm, 16, FTW_DEPTH | FTW_PHYS);
+    if (mkdir(workdir, 0700) < 0) {
+        snprintf(r->error, sizeof r->error, "cannot prepare working directory %s: %s", workdir,
+                 strerror(errno));
+        return -1;
+    }
+    if (pipe2(ep, O_CLOEXEC) < 0 || (r->pid = fork()) < 0) {
+        snprintf(r->error, sizeof r->error, "cannot start a process: %s", strerror(errno));
+        if (ep[0] >= 0) {
+            close(ep[0]);
+            close(ep[1]);
+        }
+        r->pid = -1;
+        return -1;
+    }
+    if (r->pid == 0)
+        pchild(argv, shell, env, workdir, ep[1]);
+    setpgid(r->pid, r->pid);
+    close(ep[1]);
+    int e = 0;
+    ssize_t n;
+    while ((n = read(ep[0], &e, sizeof e)) < 0 && errno == EINTR)
+        ;
+    close(ep[0]);
+    if (n == (ssize_t)sizeof e) {
+        snprintf(r->error, sizeof r->error, "cannot run '%s': %s", argv[0], strerror(e));
+        return -1; /* the child exits 127; the caller still reaps it */
+    }
+    return 0;
+}

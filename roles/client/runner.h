@@ -54,4 +54,13 @@ void runner_cleanup(struct run *r);
 /* Blocks SIGCHLD and returns a signalfd for it (call before creating threads). */
 int runner_sigchld_fd(void);
 
+/*
+ * Starts a parallel process: like runner_start, but with env ("K=V" strings, NULL-
+ * terminated) added to its environment, standard input from /dev/null and standard
+ * output and error written to the files "stdout" and "stderr" of workdir (kept until
+ * runner_cleanup). Returns 0, or -1 with r->error set (a node-side error).
+ */
+int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
+                 const char *workdir);
+
 #endif

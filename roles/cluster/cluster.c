@@ -20,6 +20,7 @@
 #include "lib/log.h"
 #include "lib/loop.h"
 #include "roles/cluster/cluster.h"
+#include "roles/cluster/scored_int.h"
 #include "store/store.h"
 
 #define TURN_MAX 1024
@@ -68,12 +69,25 @@ const struct config_key cluster_keys[] = {
      "full: fsync every commit; meta: skip the meta-page sync; none: no fsync"},
     {"store", "map_mb", CONFIG_INT, "64", OFF(map_mb), 1, 1L << 20, NULL,
      "initial LMDB map size in MiB (grows when full)"},
+    {"queues", "count", CONFIG_INT, "3", OFF(sd_queues), 1, SD_MAXQ, NULL,
+     "priority queues of parallel jobs; queue 0 is the highest (K4)"},
+    {"queues", "default", CONFIG_INT, "1", OFF(sd_default_queue), 0, SD_MAXQ - 1, NULL,
+     "queue of a parallel job that names none"},
+    {"queues", "quantum_ms", CONFIG_INT, "1000", OFF(sd_quantum_ms), 50, 3600000, NULL,
+     "gang time slice: jobs sharing hosts take turns this often (K6)"},
+    {"queues", "sync_ms", CONFIG_INT, "500", OFF(sd_sync_ms), 20, 60000, NULL,
+     "how often nodes report their parallel processes and fetch commands (PSYNC)"},
+    {"queues", "hosts", CONFIG_STR, "", OFF(sd_hosts), 0, 0, NULL,
+     "hosts file ([host] sections: cluster, speed, watchfs); empty: none (K1)"},
+    {"queues", "rc", CONFIG_STR, "", OFF(sd_rc), 0, 0, NULL,
+     "startup file of console commands, applied once to a new state (K9)"},
     {NULL},
 };
 
 static const struct store_table cluster_tables[] = {
     {"jobs", STORE_KEY_U64},     {"tasks", STORE_KEY_U64_U32}, {"results", STORE_KEY_U64_U32},
     {"dups", STORE_KEY_U64_U32_U32}, {"stdin", STORE_KEY_U64_U32}, {"nodes", STORE_KEY_STR},
+    {"pjobs", STORE_KEY_U64}, {"scored", STORE_KEY_STR},
     {NULL},
 };
 
@@ -228,13 +242,17 @@ static void before_sleep(struct loop *l, void *arg)
     (void)l;
     if (c->turn_failed) {
         undo_turn(c);
-    } else if (cluster_save_dirty(c) < 0 || store_commit(c->store) < 0) {
-        log_warn("commit failed");
-        undo_turn(c);
     } else {
+        if (c->sd->resched) /* submissions, ends, console changes: fill freed hosts now */
+            scored_schedule(c, false);
+        if (cluster_save_dirty(c) < 0 || scored_save_dirty(c) < 0 || store_commit(c->store) < 0) {
+            log_warn("commit failed");
+            undo_turn(c);
+        }
+    }
+    if (!c->turn_failed)
         for (uint32_t i = c->njobs; i > 0 && !c->jobs[i - 1]->issuable; i--)
             c->jobs[i - 1]->issuable = true;
-    }
     send_replies(c);
 }
 
@@ -242,6 +260,12 @@ static void on_check(struct loop *l, void *arg)
 {
     (void)l;
     nodes_check_active(arg);
+}
+
+static void on_quantum(struct loop *l, void *arg)
+{
+    (void)l;
+    scored_schedule(arg, true);
 }
 
 static void on_stats(struct loop *l, void *arg)
@@ -305,6 +329,8 @@ static int cluster_open(struct cluster *c)
     c->t_dups = store_table(c->store, "dups");
     c->t_stdin = store_table(c->store, "stdin");
     c->t_nodes = store_table(c->store, "nodes");
+    if (scored_open(c) < 0)
+        return -1;
     const char *fault = getenv("GRIDNODE_FAULT_COMMIT");
     if (fault)
         store_fault_commit(c->store, atoi(fault));
@@ -312,6 +338,8 @@ static int cluster_open(struct cluster *c)
         log_warnx("cannot load the state from %s", c->cfg.state_dir);
         return -1;
     }
+    if (scored_startup(c) < 0)
+        return -1;
     log_info("state loaded: %u jobs, %u nodes, %u tasks in flight", c->njobs, c->nnodes,
              c->nheap);
     return 0;
@@ -323,6 +351,7 @@ static void cluster_close(struct cluster *c)
         store_commit(c->store);
     store_close(&c->store);
     cluster_free_state(c);
+    scored_close(c);
     for (uint32_t i = 0; i < c->nreplies; i++)
         free(c->replies[i].data);
     free(c->replies);
@@ -351,12 +380,15 @@ int cluster_main(int argc, char **argv)
     loop_signals();
     wire_buf_init(&c.wb);
     rc = 1;
+    if (!(c.sd = calloc(1, sizeof *c.sd)))
+        goto out;
     if (cluster_open(&c) < 0 || !(c.loop = loop_new()) || open_socket(&c) < 0)
         goto out;
     loop_add_socket(c.loop, c.sock, on_socket, &c);
     loop_before_sleep(c.loop, before_sleep, &c);
     loop_timer(c.loop, 1000, 1, on_check, &c);
     loop_timer(c.loop, c.cfg.stats_interval_s * 1000, 1, on_stats, &c);
+    loop_timer(c.loop, c.cfg.sd_quantum_ms, 1, on_quantum, &c);
     stats_write(&c);
     rc = loop_run(c.loop) < 0 ? 1 : 0;
     stats_write(&c);

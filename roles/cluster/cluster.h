@@ -34,6 +34,10 @@ struct cluster_cfg {
     long stats_interval_s;
     int sync;
     long map_mb;
+    /* SCore-D resource management (scored*.c) */
+    long sd_queues, sd_default_queue, sd_quantum_ms, sd_sync_ms;
+    char sd_hosts[CONFIG_STR_MAX];
+    char sd_rc[CONFIG_STR_MAX];
 };
 
 enum task_state { TS_NEW = 0, TS_ISSUED = 1, TS_DONE = 2 };
@@ -73,6 +77,10 @@ struct node {
     uint32_t mhz, cores, slots;
     uint64_t mem_mb;
     bool active, dirty;
+    /* host information for parallel jobs (HELLO, PSYNC) */
+    char arch[32], model[64];
+    uint64_t disk_mb; /* free disk of its state directory plus watchfs directories */
+    bool procs;       /* it runs parallel processes (PSYNC) */
     int64_t first_ms, last_ms;
     double spu;        /* measured seconds per work unit (EWMA), 0 = none yet */
     uint64_t results;  /* valid results returned */
@@ -93,6 +101,7 @@ struct cluster {
     struct cluster_cfg cfg;
     struct store *store;
     int t_jobs, t_tasks, t_results, t_dups, t_stdin, t_nodes, t_meta;
+    struct scored *sd; /* parallel jobs, queues, limits (scored_int.h) */
     struct loop *loop;
     void *zctx, *sock;
     struct job **jobs; /* sorted by id */

@@ -13,6 +13,7 @@
 #include "lib/log.h"
 #include "lib/loop.h"
 #include "roles/cluster/cluster.h"
+#include "roles/cluster/scored_int.h"
 #include "store/store.h"
 
 #define CLIENT_NAME_MAX 63
@@ -97,6 +98,10 @@ static void h_hello(struct cluster *c, struct request *r)
     n->cores = (uint32_t)wire_get_u64(m, "cores", 1);
     n->slots = (uint32_t)wire_get_u64(m, "slots", n->cores);
     n->mem_mb = wire_get_u64(m, "mem_mb", 0);
+    wire_get_strbuf(m, "arch", n->arch, sizeof n->arch);
+    wire_get_strbuf(m, "model", n->model, sizeof n->model);
+    n->disk_mb = wire_get_u64(m, "disk_mb", 0);
+    n->procs = wire_get_bool(m, "procs", false);
     n->active = true;
     n->last_ms = wall_now_ms();
     if (r->peer[0])
@@ -173,6 +178,7 @@ static void h_leave(struct cluster *c, struct request *r)
         return;
     }
     tasks_release_node(c, n);
+    scored_node_left(c, n, "left");
     n->active = false;
     log_info("node %s (%s) left with %u result(s)", n->name, n->sid, acked);
     wire_begin(r->reply, WT_OK, r->msg->id, 0);
@@ -318,13 +324,19 @@ static void pack_job(const struct job *j, struct wire_buf *wb)
     wire_put_u64(wb, "limit_s", j->limit_s);
 }
 
+/* Bag jobs and parallel jobs share one id space: both lists, merged by id. */
 static void h_job_list(struct cluster *c, struct request *r)
 {
+    uint32_t i = 0, k = 0, np = c->sd ? c->sd->njobs : 0;
     wire_begin(r->reply, WT_JOBS, r->msg->id, 1);
     wire_put_key(r->reply, "jobs");
-    wire_pack_array(r->reply, c->njobs);
-    for (uint32_t i = 0; i < c->njobs; i++)
-        pack_job(c->jobs[i], r->reply);
+    wire_pack_array(r->reply, c->njobs + np);
+    while (i < c->njobs || k < np) {
+        if (k >= np || (i < c->njobs && c->jobs[i]->id < c->sd->jobs[k]->id))
+            pack_job(c->jobs[i++], r->reply);
+        else
+            scored_pack_job(c, c->sd->jobs[k++], r->reply, false);
+    }
 }
 
 /* Stop adding tasks to one JOB reply beyond this many bytes (frames: 64 MiB). */
@@ -405,6 +417,13 @@ static void h_job_get(struct cluster *c, struct request *r)
     const msgpack_object *m = r->msg->root;
     uint64_t id = wire_get_u64(m, "job", 0);
     struct job *j = cluster_job_find(c, id);
+    struct pjob *pj = j || !c->sd ? NULL : scored_job_find(c, id);
+    if (pj) {
+        wire_begin(r->reply, WT_JOB, r->msg->id, 1);
+        wire_put_key(r->reply, "job");
+        scored_pack_job(c, pj, r->reply, true);
+        return;
+    }
     if (!j) {
         reply_error(r, WE_NOT_FOUND, "no job %llu (gridnode jobs lists them)",
                     (unsigned long long)id);
@@ -446,6 +465,17 @@ static void h_cancel(struct cluster *c, struct request *r)
 {
     uint64_t id = wire_get_u64(r->msg->root, "job", 0);
     struct job *j = cluster_job_find(c, id);
+    struct pjob *pj = j || !c->sd ? NULL : scored_job_find(c, id);
+    if (pj) {
+        if (PJ_TERMINAL(pj->state)) {
+            reply_error(r, WE_STATE, "job %llu is already %s", (unsigned long long)id,
+                        pj_state_name(pj->state));
+            return;
+        }
+        scored_cancel(c, pj);
+        wire_begin(r->reply, WT_OK, r->msg->id, 0);
+        return;
+    }
     if (!j) {
         reply_error(r, WE_NOT_FOUND, "no job %llu", (unsigned long long)id);
         return;
@@ -487,7 +517,8 @@ static const struct {
     {WT_HELLO, h_hello},       {WT_TASK_GET, h_task_get}, {WT_RESULT, h_result},
     {WT_LEAVE, h_leave},       {WT_STATUS, h_status},     {WT_SUBMIT, h_submit},
     {WT_JOB_LIST, h_job_list}, {WT_JOB_GET, h_job_get},   {WT_CANCEL, h_cancel},
-    {WT_NODE_LIST, h_node_list},
+    {WT_NODE_LIST, h_node_list}, {WT_PSYNC, h_psync},       {WT_PSUBMIT, h_psubmit},
+    {WT_CONSOLE, h_console},   {WT_SD_INFO, h_sd_info},
 };
 
 void handlers_dispatch(struct cluster *c, struct request *r)

@@ -8,6 +8,7 @@
 #include "lib/log.h"
 #include "lib/loop.h"
 #include "roles/cluster/cluster.h"
+#include "roles/cluster/scored_int.h"
 #include "store/store.h"
 
 const char *job_state_name(enum job_state s)
@@ -185,7 +186,7 @@ static void job_encode(const struct job *j, struct wire_buf *wb)
 
 void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live)
 {
-    wire_pack_map(wb, live ? 18 : 15);
+    wire_pack_map(wb, live ? 22 : 19);
     wire_put_str(wb, "sid", n->sid);
     wire_put_str(wb, "node", n->name);
     wire_put_str(wb, "cluster", n->cluster);
@@ -201,6 +202,10 @@ void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live)
     wire_put_i64(wb, "last", n->last_ms);
     wire_put_f64(wb, "spu", n->spu);
     wire_put_u64(wb, "results", n->results);
+    wire_put_str(wb, "arch", n->arch);
+    wire_put_str(wb, "model", n->model);
+    wire_put_u64(wb, "disk_mb", n->disk_mb);
+    wire_put_bool(wb, "procs", n->procs);
     if (live) {
         wire_put_u64(wb, "running", n->inflight);
         wire_put_u64(wb, "cur_job", n->inflight ? n->cur_job : 0);
@@ -378,6 +383,10 @@ static int load_node(void *arg, const void *key, size_t klen, const void *val, s
         n->last_ms = wire_get_i64(m, "last", 0);
         n->spu = wire_get_f64(m, "spu", 0);
         n->results = wire_get_u64(m, "results", 0);
+        wire_get_strbuf(m, "arch", n->arch, sizeof n->arch);
+        wire_get_strbuf(m, "model", n->model, sizeof n->model);
+        n->disk_mb = wire_get_u64(m, "disk_mb", 0);
+        n->procs = wire_get_bool(m, "procs", false);
         node_commit_new(c);
     }
     msgpack_unpacked_destroy(&up);
@@ -448,7 +457,7 @@ int cluster_load(struct cluster *c)
         if (c->jobs[i]->id >= c->next_job)
             c->next_job = c->jobs[i]->id + 1;
     c->open_from = 0;
-    return 0;
+    return scored_load(c) < 0 ? -1 : 0;
 }
 
 void cluster_free_state(struct cluster *c)
@@ -459,6 +468,7 @@ void cluster_free_state(struct cluster *c)
     free(c->nodes);
     free(c->node_hash);
     free(c->heap);
+    scored_free_state(c);
     c->jobs = NULL;
     c->nodes = NULL;
     c->node_hash = NULL;

@@ -9,7 +9,35 @@
 
 #include "lib/log.h"
 #include "lib/loop.h"
+#include "lib/mpjson.h"
 #include "roles/cluster/cluster.h"
+#include "roles/cluster/scored_int.h"
+
+/* key: the SCore-D side (clusters, queues, parallel jobs) packed, then as JSON. */
+static void stats_scored(struct cluster *c, json_t *root)
+{
+    struct wire_buf wb;
+    msgpack_unpacked up;
+    size_t off = 0;
+    if (!c->sd)
+        return;
+    wire_buf_init(&wb);
+    wire_pack_array(&wb, 3);
+    scored_pack_clusters(c, &wb);
+    scored_pack_queues(c, &wb);
+    wire_pack_array(&wb, c->sd->njobs);
+    for (uint32_t i = 0; i < c->sd->njobs; i++)
+        scored_pack_job(c, c->sd->jobs[i], &wb, false);
+    msgpack_unpacked_init(&up);
+    if (msgpack_unpack_next(&up, wb.sb.data, wb.sb.size, &off) == MSGPACK_UNPACK_SUCCESS &&
+        up.data.type == MSGPACK_OBJECT_ARRAY && up.data.via.array.size == 3) {
+        json_object_set_new(root, "clusters", mpjson(&up.data.via.array.ptr[0]));
+        json_object_set_new(root, "queues", mpjson(&up.data.via.array.ptr[1]));
+        json_object_set_new(root, "parallel_jobs", mpjson(&up.data.via.array.ptr[2]));
+    }
+    msgpack_unpacked_destroy(&up);
+    wire_buf_free(&wb);
+}
 
 static json_t *stats_build(struct cluster *c, int64_t now)
 {
@@ -58,6 +86,7 @@ static json_t *stats_build(struct cluster *c, int64_t now)
     json_object_set_new(root, "tasks_in_flight", json_integer(c->nheap));
     json_object_set_new(root, "jobs", jobs);
     json_object_set_new(root, "nodes", nodes);
+    stats_scored(c, root);
     return root;
 }
 
@@ -122,6 +151,28 @@ static void stats_html(FILE *f, json_t *st)
                 json_integer_value(json_object_get(v, "results")),
                 json_integer_value(json_object_get(v, "running")));
     }
+    fprintf(f, "</table><h2>Clusters (parallel jobs)</h2><table><tr><th>cluster</th>"
+               "<th>speed</th><th>cores</th><th>load</th><th>jobs</th><th>mem MiB held/limit"
+               "</th></tr>\n");
+    json_array_foreach(json_object_get(st, "clusters"), i, v) {
+        fprintf(f, "<tr><td>");
+        html_escape(f, json_string_value(json_object_get(v, "name")));
+        fprintf(f, "</td><td>%.2f</td><td>%lld</td><td>%.2f</td><td>%lld</td><td>%lld/%lld</td>"
+                   "</tr>\n", json_number_value(json_object_get(v, "speed")),
+                json_integer_value(json_object_get(v, "cores")),
+                json_number_value(json_object_get(v, "load")),
+                json_integer_value(json_object_get(v, "jobs")),
+                json_integer_value(json_object_get(v, "held_mem")),
+                json_integer_value(json_object_get(v, "mem_mb")));
+    }
+    fprintf(f, "</table><h2>Queues</h2><table><tr><th>queue</th><th>state</th><th>mode</th>"
+               "<th>jobs</th></tr>\n");
+    json_array_foreach(json_object_get(st, "queues"), i, v)
+        fprintf(f, "<tr><td>%lld</td><td>%s</td><td>%s</td><td>%lld</td></tr>\n",
+                json_integer_value(json_object_get(v, "queue")),
+                json_string_value(json_object_get(v, "state")),
+                json_string_value(json_object_get(v, "mode")),
+                json_integer_value(json_object_get(v, "jobs")));
     fprintf(f, "</table></body></html>\n");
 }
 

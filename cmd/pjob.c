@@ -1,0 +1,74 @@
+/* pjob.c - how the user tools print parallel jobs (SCore-D side of the cluster). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd/cli.h"
+
+bool cli_is_pjob(const msgpack_object *j)
+{
+    size_t n;
+    const char *k = wire_get_str(j, "kind", &n);
+    return k && n == 8 && !memcmp(k, "parallel", 8);
+}
+
+void cli_pjob_header(void)
+{
+    printf("%6s  %-16s %-10s %-9s %5s %5s %-10s %8s  %s\n", "JOB", "NAME", "USER", "STATE",
+           "QUEUE", "PROCS", "CLUSTER", "CPU_S", "HOSTS / REASON");
+}
+
+void cli_pjob_row(const msgpack_object *j)
+{
+    char name[17], user[11], state[10], cl[11], reason[200], hosts[200] = "";
+    const msgpack_object *h = wire_get(j, "hosts");
+    wire_get_strbuf(j, "name", name, sizeof name);
+    wire_get_strbuf(j, "user", user, sizeof user);
+    wire_get_strbuf(j, "state", state, sizeof state);
+    wire_get_strbuf(j, "cluster", cl, sizeof cl);
+    wire_get_strbuf(j, "reason", reason, sizeof reason);
+    for (uint32_t i = 0, len = 0; h && i < h->via.array.size && len < sizeof hosts - 1; i++)
+        len += (uint32_t)snprintf(hosts + len, sizeof hosts - len, "%s%.*s", i ? "," : "",
+                                  (int)h->via.array.ptr[i].via.str.size,
+                                  h->via.array.ptr[i].via.str.ptr);
+    printf("%6llu  %-16s %-10s %-9s %5llu %5llu %-10s %8.1f  %s%s%s\n",
+           (unsigned long long)wire_get_u64(j, "job", 0), name[0] ? name : "-",
+           user[0] ? user : "-", state, (unsigned long long)wire_get_u64(j, "queue", 0),
+           (unsigned long long)wire_get_u64(j, "procs", 0), cl[0] ? cl : "-",
+           wire_get_f64(j, "cpu_s", 0), hosts[0] ? hosts : "-", reason[0] ? " / " : "", reason);
+}
+
+void cli_pjob_print(const msgpack_object *j)
+{
+    char t1[32], t2[32], t3[32];
+    const msgpack_object *ranks = wire_get(j, "ranks");
+    cli_pjob_header();
+    cli_pjob_row(j);
+    printf("\nsubmitted %s, started %s, finished %s; ran %.1f s (stopped time not counted)\n"
+           "limits: memory %llu MiB, disk %llu MiB per host (0 = none), CPU %llu s, wall clock "
+           "%llu s (0 = none); queue at submission %llu, demoted %llu time(s)\n",
+           cli_time(wire_get_i64(j, "submitted", 0), t1, sizeof t1),
+           cli_time(wire_get_i64(j, "started", 0), t2, sizeof t2),
+           cli_time(wire_get_i64(j, "finished", 0), t3, sizeof t3), wire_get_f64(j, "run_s", 0),
+           (unsigned long long)wire_get_u64(j, "mem_lim", 0),
+           (unsigned long long)wire_get_u64(j, "disk_lim", 0),
+           (unsigned long long)wire_get_u64(j, "max_cpu_s", 0),
+           (unsigned long long)wire_get_u64(j, "limit_s", 0),
+           (unsigned long long)wire_get_u64(j, "queue0", 0),
+           (unsigned long long)wire_get_u64(j, "demotions", 0));
+    if (!ranks)
+        return;
+    printf("\n%5s  %-14s %-8s %5s %4s %8s %9s %9s  %s\n", "RANK", "HOST", "STATE", "EXIT", "SIG",
+           "CPU_S", "RSS_KB", "DISK_KB", "ERROR");
+    for (uint32_t i = 0; i < ranks->via.array.size; i++) {
+        const msgpack_object *r = &ranks->via.array.ptr[i];
+        char host[15], st[9], err[120];
+        wire_get_strbuf(r, "host", host, sizeof host);
+        wire_get_strbuf(r, "state", st, sizeof st);
+        wire_get_strbuf(r, "error", err, sizeof err);
+        printf("%5llu  %-14s %-8s %5lld %4llu %8.1f %9llu %9llu  %s\n",
+               (unsigned long long)wire_get_u64(r, "rank", 0), host, st,
+               (long long)wire_get_i64(r, "exit", 0), (unsigned long long)wire_get_u64(r, "signal", 0),
+               wire_get_f64(r, "cpu_s", 0), (unsigned long long)wire_get_u64(r, "rss_kb", 0),
+               (unsigned long long)wire_get_u64(r, "disk_kb", 0), err);
+    }
+}

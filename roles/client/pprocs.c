@@ -1,0 +1,287 @@
+/* pprocs.c - parallel processes of a node (see pprocs.h). */
+#include "roles/client/pprocs.h"
+
+#include <dirent.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/log.h"
+
+/* ---- measuring ---- */
+
+/*
+ * Sums over every process of group pgid: user + system CPU time, including that of
+ * reaped children (cutime, cstime), and resident memory, read from /proc/PID/stat.
+ */
+static void measure_group(pid_t pgid, double *cpu_s, uint64_t *rss_kb)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    long tck = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+    double ticks = 0;
+    uint64_t pages = 0;
+    while (d && (e = readdir(d))) {
+        char path[300], buf[1024];
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        char *p = strrchr(buf, ')');
+        int pgrp;
+        unsigned long ut, st;
+        long cut, cst, rss;
+        /* after ")": state ppid pgrp session tty tpgid flags minflt cminflt majflt
+         * cmajflt utime stime cutime cstime priority nice threads itreal start vsize rss */
+        if (!p || sscanf(p + 2, "%*c %*d %d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %ld %ld "
+                                "%*d %*d %*d %*d %*u %*u %ld", &pgrp, &ut, &st, &cut, &cst,
+                         &rss) != 6 || pgrp != pgid)
+            continue;
+        ticks += (double)ut + (double)st + (double)cut + (double)cst;
+        pages += rss > 0 ? (uint64_t)rss : 0;
+    }
+    if (d)
+        closedir(d);
+    *cpu_s = tck > 0 ? ticks / (double)tck : 0;
+    *rss_kb = pages * (uint64_t)page / 1024;
+}
+
+static uint64_t du_kb;
+static int du_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)path, (void)flag, (void)ftw;
+    du_kb += (uint64_t)st->st_blocks * 512 / 1024;
+    return 0;
+}
+
+/* Disk used by a directory tree, in KiB (allocated blocks). */
+static uint64_t dir_usage_kb(const char *dir)
+{
+    du_kb = 0;
+    nftw(dir, du_one, 16, FTW_PHYS);
+    return du_kb;
+}
+
+uint64_t pprocs_free_disk_mb(const struct pprocs *pp)
+{
+    dev_t seen[9];
+    uint32_t nseen = 0;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i <= pp->nwatch; i++) {
+        const char *dir = i == 0 ? pp->state_dir : pp->watchfs[i - 1];
+        struct stat st;
+        struct statvfs vfs;
+        if (stat(dir, &st) < 0 || statvfs(dir, &vfs) < 0)
+            continue;
+        bool dup = false;
+        for (uint32_t k = 0; k < nseen; k++)
+            dup |= seen[k] == st.st_dev;
+        if (dup)
+            continue;
+        seen[nseen++] = st.st_dev;
+        total += (uint64_t)vfs.f_bavail * vfs.f_frsize >> 20;
+    }
+    return total;
+}
+
+/* ---- the table ---- */
+
+static struct pproc *find(struct pprocs *pp, uint64_t job, uint32_t rank)
+{
+    for (uint32_t i = 0; i < pp->n; i++)
+        if (pp->p[i]->job == job && pp->p[i]->rank == rank)
+            return pp->p[i];
+    return NULL;
+}
+
+static void kill_proc(struct pproc *p)
+{
+    if (p->exited || p->run.pid <= 0)
+        return;
+    kill(-p->run.pid, SIGCONT); /* a stopped group must run to die cleanly */
+    kill(-p->run.pid, SIGKILL);
+    p->stopped = false;
+}
+
+static void forget(struct pprocs *pp, uint32_t i)
+{
+    struct pproc *p = pp->p[i];
+    kill_proc(p);
+    runner_cleanup(&p->run);
+    free(p);
+    pp->p[i] = pp->p[--pp->n];
+}
+
+static int add(struct pprocs *pp, struct pproc *p)
+{
+    if (pp->n == pp->cap) {
+        uint32_t cap = pp->cap ? pp->cap * 2 : 8;
+        struct pproc **n = realloc(pp->p, cap * sizeof *n);
+        if (!n)
+            return -1;
+        pp->p = n;
+        pp->cap = cap;
+    }
+    pp->p[pp->n++] = p;
+    return 0;
+}
+
+/* Copies a msgpack array of str into a NULL-terminated malloc'd vector. */
+static char **strv(const msgpack_object *a)
+{
+    uint32_t n = a && a->type == MSGPACK_OBJECT_ARRAY ? a->via.array.size : 0;
+    char **v = calloc(n + 1, sizeof *v);
+    for (uint32_t i = 0; v && i < n; i++)
+        if (a->via.array.ptr[i].type != MSGPACK_OBJECT_STR ||
+            !(v[i] = strndup(a->via.array.ptr[i].via.str.ptr, a->via.array.ptr[i].via.str.size)))
+            return v; /* truncated vector: still NULL-terminated */
+    return v;
+}
+
+static void strv_free(char **v)
+{
+    for (uint32_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
+static void start(struct pprocs *pp, const msgpack_object *cmd, uint64_t job, uint32_t rank)
+{
+    const msgpack_object *argv = wire_get(cmd, "argv");
+    if (!argv || argv->via.array.size == 0)
+        return; /* no spec: the cluster sends one when we do not hold the process */
+    struct pproc *p = calloc(1, sizeof *p);
+    char **av = strv(argv), **env = strv(wire_get(cmd, "env")), wd[700];
+    if (!p || !av || !env || add(pp, p) < 0) {
+        free(p);
+        strv_free(av);
+        strv_free(env);
+        return;
+    }
+    p->job = job;
+    p->rank = rank;
+    snprintf(wd, sizeof wd, "%s/p%llu.%u", pp->workroot, (unsigned long long)job, rank);
+    if (runner_spawn(&p->run, av, wire_get_bool(cmd, "shell", false), env, wd) < 0) {
+        log_warnx("parallel job %llu process %u: %s", (unsigned long long)job, rank, p->run.error);
+        if (p->run.pid < 0)
+            p->exited = true; /* nothing to reap */
+    } else {
+        log_info("parallel job %llu process %u started: pid %d", (unsigned long long)job, rank,
+                 (int)p->run.pid);
+    }
+    strv_free(av);
+    strv_free(env);
+}
+
+void pprocs_apply(struct pprocs *pp, const msgpack_object *ack)
+{
+    const msgpack_object *cmds = wire_get(ack, "procs"), *wf = wire_get(ack, "watchfs");
+    bool *listed = calloc(pp->n + 1, 1);
+    uint32_t before = pp->n;
+    pp->nwatch = 0;
+    for (uint32_t i = 0; wf && i < wf->via.array.size && i < 8; i++)
+        snprintf(pp->watchfs[pp->nwatch++], sizeof pp->watchfs[0], "%.*s",
+                 (int)wf->via.array.ptr[i].via.str.size, wf->via.array.ptr[i].via.str.ptr);
+    for (uint32_t i = 0; cmds && i < cmds->via.array.size; i++) {
+        const msgpack_object *m = &cmds->via.array.ptr[i];
+        uint64_t job = wire_get_u64(m, "job", 0);
+        uint32_t rank = (uint32_t)wire_get_u64(m, "rank", 0);
+        size_t wl;
+        const char *w = wire_get_str(m, "want", &wl);
+        struct pproc *p = find(pp, job, rank);
+        for (uint32_t k = 0; p && listed && k < before; k++)
+            if (pp->p[k] == p)
+                listed[k] = true;
+        if (!w)
+            continue;
+        if (wl == 3 && !memcmp(w, "run", 3)) {
+            if (!p)
+                start(pp, m, job, rank);
+            else if (p->stopped && !p->exited) {
+                kill(-p->run.pid, SIGCONT);
+                p->stopped = false;
+            }
+        } else if (wl == 4 && !memcmp(w, "stop", 4)) {
+            if (p && !p->stopped && !p->exited) {
+                kill(-p->run.pid, SIGSTOP);
+                p->stopped = true;
+            }
+        } else if (p) {
+            kill_proc(p);
+        }
+    }
+    /* not listed: the cluster has recorded its exit, or no longer wants it */
+    for (uint32_t k = before; k > 0; k--)
+        if (listed && !listed[k - 1])
+            forget(pp, k - 1);
+    free(listed);
+}
+
+void pprocs_pack(struct pprocs *pp, struct wire_buf *wb)
+{
+    wire_put_key(wb, "procs");
+    wire_pack_array(wb, pp->n);
+    for (uint32_t i = 0; i < pp->n; i++) {
+        struct pproc *p = pp->p[i];
+        if (!p->exited && p->run.pid > 0)
+            measure_group(p->run.pid, &p->cpu_s, &p->rss_kb);
+        if (!p->exited)
+            p->disk_kb = dir_usage_kb(p->run.workdir);
+        bool err = p->run.error[0] != '\0';
+        wire_pack_map(wb, p->exited ? (err ? 9 : 8) : 6);
+        wire_put_u64(wb, "job", p->job);
+        wire_put_u64(wb, "rank", p->rank);
+        wire_put_str(wb, "state", p->exited ? "exit" : p->stopped ? "stop" : "run");
+        wire_put_f64(wb, "cpu_s", p->cpu_s);
+        wire_put_u64(wb, "rss_kb", p->exited ? 0 : p->rss_kb);
+        wire_put_u64(wb, "disk_kb", p->disk_kb);
+        if (p->exited) {
+            int st = p->run.status;
+            wire_put_i64(wb, "exit", !err && WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+            wire_put_u64(wb, "signal", !err && WIFSIGNALED(st) ? (uint64_t)WTERMSIG(st) : 0);
+            if (err)
+                wire_put_str(wb, "error", p->run.error);
+        }
+    }
+    wire_put_u64(wb, "disk_mb", pprocs_free_disk_mb(pp));
+}
+
+bool pprocs_reaped(struct pprocs *pp, pid_t pid, int status, const struct rusage *ru)
+{
+    for (uint32_t i = 0; i < pp->n; i++) {
+        struct pproc *p = pp->p[i];
+        if (p->run.pid != pid || p->exited)
+            continue;
+        runner_reaped(&p->run, status, ru);
+        double cpu = (double)ru->ru_utime.tv_sec + ru->ru_utime.tv_usec / 1e6 +
+                     (double)ru->ru_stime.tv_sec + ru->ru_stime.tv_usec / 1e6;
+        if (cpu > p->cpu_s)
+            p->cpu_s = cpu;
+        p->exited = true;
+        p->stopped = false;
+        log_info("parallel job %llu process %u ended (status 0x%x)", (unsigned long long)p->job,
+                 p->rank, status);
+        return true;
+    }
+    return false;
+}
+
+void pprocs_shutdown(struct pprocs *pp)
+{
+    while (pp->n > 0)
+        forget(pp, pp->n - 1);
+    free(pp->p);
+    pp->p = NULL;
+    pp->cap = 0;
+}

@@ -1,0 +1,835 @@
+/*
+ * scored.c - SCore-D resource management, the I/O side: the hosts file, the startup
+ * file, parallel job submission and admission (PSUBMIT), the per-node process protocol
+ * (PSYNC: measurements in, desired process states out), the time-slicing tick, limit
+ * enforcement, and the console (CONSOLE, SD_INFO). Decisions are made by the pure
+ * functions of scored.h; this file gathers their inputs and applies their outputs.
+ */
+#include <grp.h>
+#include <ini.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/log.h"
+#include "lib/loop.h"
+#include "roles/cluster/scored_int.h"
+#include "store/store.h"
+
+/* ---- hosts file ---- */
+
+int scored_hostline(void *user, const char *section, const char *name, const char *value)
+{
+    struct scored *sd = user;
+    struct sd_hostent *h = NULL;
+    for (uint32_t i = 0; i < sd->nhf; i++)
+        if (!strcmp(sd->hf[i].name, section))
+            h = &sd->hf[i];
+    if (!h) {
+        struct sd_hostent *n = realloc(sd->hf, (sd->nhf + 1) * sizeof *n);
+        if (!n || strlen(section) >= SD_NAME)
+            return 0;
+        sd->hf = n;
+        h = &sd->hf[sd->nhf++];
+        memset(h, 0, sizeof *h);
+        snprintf(h->name, sizeof h->name, "%s", section);
+        h->speed = 0;
+    }
+    if (!strcmp(name, "cluster") && strlen(value) < SD_NAME) {
+        snprintf(h->cluster, sizeof h->cluster, "%s", value);
+    } else if (!strcmp(name, "speed")) {
+        char *end;
+        h->speed = strtod(value, &end);
+        return *end == '\0' && h->speed > 0 && h->speed < 1e9;
+    } else if (!strcmp(name, "watchfs") && strlen(value) < sizeof h->watchfs) {
+        snprintf(h->watchfs, sizeof h->watchfs, "%s", value);
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+const struct sd_hostent *scored_hostent(const struct cluster *c, const char *name)
+{
+    for (uint32_t i = 0; c->sd && i < c->sd->nhf; i++)
+        if (!strcmp(c->sd->hf[i].name, name))
+            return &c->sd->hf[i];
+    return NULL;
+}
+
+void scored_node_class(const struct cluster *c, const struct node *n, char *name, size_t len,
+                       double *speed)
+{
+    const struct sd_hostent *h = scored_hostent(c, n->name);
+    if (h && h->cluster[0])
+        snprintf(name, len, "%s", h->cluster);
+    else if (n->cluster[0])
+        snprintf(name, len, "%s", n->cluster);
+    else
+        snprintf(name, len, "%s/%s", n->arch[0] ? n->arch : "?", n->model[0] ? n->model : "?");
+    *speed = h && h->speed > 0 ? h->speed : 1.0;
+}
+
+/* ---- building the policy's view ---- */
+
+struct view {
+    struct sd_cluster *cl;
+    uint32_t ncl;
+    struct sd_cluster coc;
+    uint32_t *host_cores, *host_procs; /* by node index */
+    uint32_t *hostbuf;
+};
+
+static void view_free(struct view *v)
+{
+    free(v->cl);
+    free(v->host_cores);
+    free(v->host_procs);
+    free(v->hostbuf);
+    memset(v, 0, sizeof *v);
+}
+
+static bool is_host(const struct node *n) { return n->active && n->procs; }
+
+static bool admitted(const struct pjob *j)
+{
+    return j->state == PJ_QUEUED || j->state == PJ_RUNNING || j->state == PJ_STOPPED;
+}
+
+static int cluster_index(const struct view *v, const char *name)
+{
+    for (uint32_t i = 0; i < v->ncl; i++)
+        if (!strcmp(v->cl[i].name, name))
+            return (int)i;
+    return -1;
+}
+
+static void cluster_limits(const struct cluster *c, struct sd_cluster *k, uint64_t mem,
+                           uint64_t disk)
+{
+    const struct sd_limit *l = sd_limit_find(&c->sd->set, k->name);
+    k->mem_mb = l && l->mem_mb >= 0 ? (uint64_t)l->mem_mb : mem;
+    k->disk_mb = l && l->disk_mb >= 0 ? (uint64_t)l->disk_mb : disk;
+    k->max_jobs = l && l->jobs > 0 ? (uint64_t)l->jobs : 0;
+}
+
+/* Charges an admitted job to the clusters and hosts it uses. */
+static void view_charge(struct view *v, const struct cluster *c, const struct pjob *j)
+{
+    bool *seen = calloc(v->ncl + 1, 1);
+    for (uint32_t h = 0; h < j->nhosts; h++) {
+        uint32_t n = j->hosts[h];
+        if (n >= c->nnodes)
+            continue;
+        v->host_procs[n] += j->rq.ppn;
+        char name[SD_NAME];
+        double sp;
+        scored_node_class(c, &c->nodes[n], name, sizeof name, &sp);
+        int k = cluster_index(v, name);
+        if (k < 0)
+            continue;
+        v->cl[k].procs += j->rq.ppn;
+        if (seen && !seen[k]) {
+            seen[k] = true;
+            v->cl[k].held_mem += j->mem_lim;
+            v->cl[k].held_disk += j->disk_lim;
+            v->cl[k].njobs++;
+        }
+    }
+    free(seen);
+}
+
+/*
+ * Groups the active hosts into clusters (by name from scored_node_class), with default
+ * limits from the hosts (smallest memory, smallest free disk), console limits on top,
+ * and the load and held limits of the admitted jobs. Returns 0 or -1 (out of memory).
+ */
+static int view_build(struct cluster *c, struct view *v)
+{
+    memset(v, 0, sizeof *v);
+    v->cl = calloc(c->nnodes + 1, sizeof *v->cl);
+    v->host_cores = calloc(c->nnodes + 1, sizeof *v->host_cores);
+    v->host_procs = calloc(c->nnodes + 1, sizeof *v->host_procs);
+    v->hostbuf = calloc(2 * (size_t)c->nnodes + 1, sizeof *v->hostbuf);
+    uint64_t *mem = calloc(c->nnodes + 1, sizeof *mem), *disk = calloc(c->nnodes + 1, 8);
+    if (!v->cl || !v->host_cores || !v->host_procs || !v->hostbuf || !mem || !disk) {
+        free(mem);
+        free(disk);
+        view_free(v);
+        return -1;
+    }
+    uint32_t used = 0;
+    for (uint32_t pass = 0; pass < 2; pass++)
+        for (uint32_t i = 0; i < c->nnodes; i++) {
+            const struct node *n = &c->nodes[i];
+            char name[SD_NAME];
+            double sp;
+            if (!is_host(n))
+                continue;
+            scored_node_class(c, n, name, sizeof name, &sp);
+            int k = cluster_index(v, name);
+            if (pass == 0) {
+                v->host_cores[i] = n->slots ? n->slots : n->cores;
+                if (k < 0) {
+                    k = (int)v->ncl++;
+                    snprintf(v->cl[k].name, SD_NAME, "%s", name);
+                    v->cl[k].speed = sp;
+                    mem[k] = n->mem_mb;
+                    disk[k] = n->disk_mb;
+                }
+                struct sd_cluster *K = &v->cl[k];
+                K->nhosts++;
+                K->cores += v->host_cores[i];
+                K->speed = sp < K->speed ? sp : K->speed;
+                mem[k] = n->mem_mb < mem[k] ? n->mem_mb : mem[k];
+                disk[k] = n->disk_mb < disk[k] ? n->disk_mb : disk[k];
+            } else {
+                if (!v->cl[k].hosts) {
+                    v->cl[k].hosts = v->hostbuf + used;
+                    used += v->cl[k].nhosts;
+                    v->cl[k].nhosts = 0;
+                }
+                v->cl[k].hosts[v->cl[k].nhosts++] = i;
+            }
+        }
+    /* the cluster of clusters: every host, the slowest speed, the smallest limits */
+    struct sd_cluster *o = &v->coc;
+    snprintf(o->name, sizeof o->name, "%s", SD_COC);
+    o->hosts = v->hostbuf + used;
+    o->speed = 1e18;
+    for (uint32_t k = 0; k < v->ncl; k++) {
+        cluster_limits(c, &v->cl[k], mem[k], disk[k]);
+        for (uint32_t h = 0; h < v->cl[k].nhosts; h++)
+            o->hosts[o->nhosts++] = v->cl[k].hosts[h];
+        o->cores += v->cl[k].cores;
+        o->speed = v->cl[k].speed < o->speed ? v->cl[k].speed : o->speed;
+        o->mem_mb = k == 0 || v->cl[k].mem_mb < o->mem_mb ? v->cl[k].mem_mb : o->mem_mb;
+        o->disk_mb = k == 0 || v->cl[k].disk_mb < o->disk_mb ? v->cl[k].disk_mb : o->disk_mb;
+    }
+    free(mem);
+    free(disk);
+    for (uint32_t i = 0; i < c->sd->njobs; i++)
+        if (admitted(c->sd->jobs[i]))
+            view_charge(v, c, c->sd->jobs[i]);
+    for (uint32_t k = 0; k < v->ncl; k++) {
+        o->procs += v->cl[k].procs;
+        o->held_mem = v->cl[k].held_mem > o->held_mem ? v->cl[k].held_mem : o->held_mem;
+        o->held_disk = v->cl[k].held_disk > o->held_disk ? v->cl[k].held_disk : o->held_disk;
+    }
+    return 0;
+}
+
+/* ---- admission ---- */
+
+/*
+ * Tries to give job j a cluster and hosts now. Returns 0 (j is queued), or -1 with the
+ * reason in why (never set when waiting cannot help).
+ */
+static int admit(struct cluster *c, struct pjob *j, char *why, size_t n, bool *never)
+{
+    struct view v;
+    struct sd_admission a;
+    *never = false;
+    if (view_build(c, &v) < 0) {
+        snprintf(why, n, "out of memory");
+        return -1;
+    }
+    int rc = sd_admit(v.cl, v.ncl, &v.coc, &c->sd->set.q[j->queue], &j->rq, v.host_cores, &a);
+    if (rc < 0) {
+        snprintf(why, n, "%s", a.why);
+        *never = a.never;
+        view_free(&v);
+        return -1;
+    }
+    const struct sd_cluster *k = a.cluster == (int)v.ncl ? &v.coc : &v.cl[a.cluster];
+    uint32_t need = sd_hosts_needed(&j->rq);
+    uint32_t *hosts = calloc(need + 1, sizeof *hosts);
+    if (!hosts || sd_pick_hosts(k, need, j->rq.ppn, v.host_cores, v.host_procs, hosts) < 0 ||
+        (!j->ranks && !(j->ranks = calloc(j->rq.nprocs, sizeof *j->ranks)))) {
+        free(hosts);
+        snprintf(why, n, "hosts: cannot place the job on cluster %s", k->name);
+        view_free(&v);
+        return -1;
+    }
+    free(j->hosts);
+    j->hosts = hosts;
+    j->nhosts = need;
+    for (uint32_t r = 0; r < j->rq.nprocs; r++)
+        j->ranks[r].host = r / j->rq.ppn;
+    snprintf(j->cluster, sizeof j->cluster, "%s", k->name);
+    j->mem_lim = a.mem_lim;
+    j->disk_lim = a.disk_lim;
+    const struct sd_queue *q = &c->sd->set.q[j->queue];
+    j->max_cpu_s = q->max_cpu_s;
+    if (j->req_cpu_s && (!j->max_cpu_s || j->req_cpu_s < j->max_cpu_s))
+        j->max_cpu_s = j->req_cpu_s;
+    j->state = PJ_QUEUED;
+    j->reason[0] = '\0';
+    view_free(&v);
+    log_info("parallel job %llu admitted to cluster %s (%u host(s), queue %u)",
+             (unsigned long long)j->id, j->cluster, need, j->queue);
+    return 0;
+}
+
+/* Is user a member of the Unix group? (K5; the identity is the one the tool sent.) */
+static bool group_member(const char *user, const char *group)
+{
+    struct group *g = getgrnam(group);
+    struct passwd *pw = getpwnam(user);
+    if (!g || !pw)
+        return false;
+    int ng = 256;
+    gid_t groups[256];
+    if (getgrouplist(user, pw->pw_gid, groups, &ng) < 0)
+        return false;
+    for (int i = 0; i < ng; i++)
+        if (groups[i] == g->gr_gid)
+            return true;
+    return false;
+}
+
+/* ---- ending jobs ---- */
+
+static void job_end(struct cluster *c, struct pjob *j, enum pj_state st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void job_end(struct cluster *c, struct pjob *j, enum pj_state st, const char *fmt, ...)
+{
+    int64_t now = wall_now_ms();
+    va_list ap;
+    if (PJ_TERMINAL(j->state))
+        return;
+    if (j->state == PJ_RUNNING)
+        j->run_ms += now - j->slice_ms;
+    va_start(ap, fmt);
+    vsnprintf(j->reason, sizeof j->reason, fmt, ap);
+    va_end(ap);
+    j->state = st;
+    j->finished_ms = now;
+    j->dirty = true;
+    c->sd->resched = true;
+    log_info("parallel job %llu %s%s%s", (unsigned long long)j->id, pj_state_name(st),
+             j->reason[0] ? ": " : "", j->reason);
+}
+
+void scored_cancel(struct cluster *c, struct pjob *j)
+{
+    job_end(c, j, PJ_CANCELLED, "cancelled by the user");
+}
+
+void scored_node_left(struct cluster *c, struct node *n, const char *why)
+{
+    uint32_t me = (uint32_t)(n - c->nodes);
+    for (uint32_t i = 0; c->sd && i < c->sd->njobs; i++) {
+        struct pjob *j = c->sd->jobs[i];
+        if (!admitted(j))
+            continue;
+        for (uint32_t h = 0; h < j->nhosts; h++)
+            if (j->hosts[h] == me) {
+                job_end(c, j, PJ_FAILED, "host %s %s", n->name, why);
+                break;
+            }
+    }
+}
+
+/* ---- the slot decision and the checks of each tick ---- */
+
+static void check_limits(struct cluster *c, struct pjob *j, int64_t now)
+{
+    int64_t run = j->run_ms + (j->state == PJ_RUNNING ? now - j->slice_ms : 0);
+    if (j->limit_s && run > (int64_t)j->limit_s * 1000) {
+        job_end(c, j, PJ_KILLED, "wall clock: ran %.1f s (time stopped not counted), "
+                "over its limit of %llu s", (double)run / 1000.0, (unsigned long long)j->limit_s);
+        return;
+    }
+    const struct sd_queue *q = &c->sd->set.q[j->queue];
+    switch (sd_cpu_check(j->cpu_s, j->res_base, j->max_cpu_s, q->residence_s, j->queue,
+                         c->sd->set.nq)) {
+    case SD_CPU_KILL:
+        job_end(c, j, PJ_KILLED, "CPU time: %.1f s over the maximum of %llu s", j->cpu_s,
+                (unsigned long long)j->max_cpu_s);
+        break;
+    case SD_CPU_DEMOTE:
+        j->queue++;
+        j->demotions++;
+        snprintf(j->reason, sizeof j->reason, "moved to queue %u after %.1f s CPU time in "
+                 "queue %u (residence %llu s)", j->queue, j->cpu_s - j->res_base, j->queue - 1,
+                 (unsigned long long)q->residence_s);
+        j->res_base = j->cpu_s;
+        j->dirty = true;
+        c->sd->resched = true;
+        log_info("parallel job %llu: %s", (unsigned long long)j->id, j->reason);
+        break;
+    case SD_CPU_OK:
+        break;
+    }
+}
+
+static bool hosts_up(const struct cluster *c, const struct pjob *j)
+{
+    for (uint32_t h = 0; h < j->nhosts; h++)
+        if (j->hosts[h] >= c->nnodes || !c->nodes[j->hosts[h]].active)
+            return false;
+    return true;
+}
+
+/* Waiting jobs whose queue is not disabled try admission again, oldest first. */
+static void retry_waiting(struct cluster *c)
+{
+    for (uint32_t i = 0; i < c->sd->njobs; i++) {
+        struct pjob *j = c->sd->jobs[i];
+        char why[256];
+        bool never;
+        if (j->state != PJ_WAITING)
+            continue;
+        if (admit(c, j, why, sizeof why, &never) == 0) {
+            j->dirty = true;
+        } else if (strcmp(why, j->reason)) {
+            snprintf(j->reason, sizeof j->reason, "%s", why);
+            j->dirty = true;
+        }
+    }
+}
+
+static void apply_slot(struct cluster *c, struct pjob *j, bool run, int64_t now)
+{
+    if (run && j->state != PJ_RUNNING) {
+        j->state = PJ_RUNNING;
+        j->slice_ms = now;
+        j->last_ran_ms = now;
+        if (!j->started_ms)
+            j->started_ms = now;
+        j->dirty = true;
+    } else if (!run && j->state == PJ_RUNNING) {
+        j->state = PJ_STOPPED;
+        j->run_ms += now - j->slice_ms;
+        j->last_ran_ms = now;
+        j->dirty = true;
+    }
+    (void)c;
+}
+
+void scored_schedule(struct cluster *c, bool rotate)
+{
+    struct scored *sd = c->sd;
+    int64_t now = wall_now_ms();
+    sd->resched = false;
+    for (uint32_t i = 0; i < sd->njobs; i++) {
+        struct pjob *j = sd->jobs[i];
+        if (admitted(j) && j->started_ms && !hosts_up(c, j))
+            job_end(c, j, PJ_FAILED, "a host of the job became inactive");
+        else if (admitted(j))
+            check_limits(c, j, now);
+    }
+    retry_waiting(c);
+    struct sd_slot_job *s = calloc(sd->njobs + 1, sizeof *s);
+    struct pjob **map = calloc(sd->njobs + 1, sizeof *map);
+    uint32_t n = 0;
+    if (!s || !map)
+        goto out;
+    for (uint32_t i = 0; i < sd->njobs; i++) {
+        struct pjob *j = sd->jobs[i];
+        if (!admitted(j))
+            continue;
+        const struct sd_queue *q = &sd->set.q[j->queue];
+        s[n] = (struct sd_slot_job){j->id, j->queue, q->state == SDQ_ACTIVATED && hosts_up(c, j),
+                                    j->state == PJ_RUNNING, j->started_ms != 0, q->mode,
+                                    j->last_ran_ms, j->nhosts, j->hosts, false};
+        map[n++] = j;
+    }
+    sd_schedule(s, n, c->nnodes, rotate);
+    for (uint32_t i = 0; i < n; i++)
+        apply_slot(c, map[i], s[i].run, now);
+out:
+    free(s);
+    free(map);
+}
+
+/* ---- PSUBMIT ---- */
+
+static void reply_err(struct request *r, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void reply_err(struct request *r, int code, const char *fmt, ...)
+{
+    char text[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    wire_buf_reset(r->reply);
+    wire_error_msg(r->reply, r->msg->id, code, "%s", text);
+}
+
+static struct pjob *job_from_msg(struct cluster *c, const msgpack_object *m)
+{
+    const msgpack_object *argv = wire_get(m, "argv");
+    struct pjob *j = calloc(1, sizeof *j);
+    if (!j || !(j->argv = calloc(argv->via.array.size + 1, sizeof *j->argv)))
+        goto fail;
+    j->argc = argv->via.array.size;
+    for (uint32_t i = 0; i < j->argc; i++)
+        if (!(j->argv[i] = strndup(argv->via.array.ptr[i].via.str.ptr,
+                                   argv->via.array.ptr[i].via.str.size)))
+            goto fail;
+    j->name = wire_get_strdup(m, "name");
+    j->user = wire_get_strdup(m, "user");
+    j->group = wire_get_strdup(m, "group");
+    if (!j->name && !(j->name = strdup("")))
+        goto fail;
+    if (!j->user && !(j->user = strdup("")))
+        goto fail;
+    if (!j->group && !(j->group = strdup("")))
+        goto fail;
+    j->shell = wire_get_bool(m, "shell", false);
+    j->wait = wire_get_bool(m, "wait", false);
+    j->rq.nprocs = (uint32_t)wire_get_u64(m, "procs", 1);
+    j->rq.ppn = (uint32_t)wire_get_u64(m, "ppn", 1);
+    j->rq.mem_mb = wire_get_u64(m, "mem_mb", 0);
+    j->rq.disk_mb = wire_get_u64(m, "disk_mb", 0);
+    j->rq.coc = wire_get_bool(m, "coc", false);
+    j->req_cpu_s = wire_get_u64(m, "cpu_s", 0);
+    j->limit_s = wire_get_u64(m, "limit_s", 0);
+    j->queue = j->queue0 = j->rq.queue =
+        (uint32_t)wire_get_u64(m, "queue", (uint64_t)c->cfg.sd_default_queue);
+    j->submitted_ms = wall_now_ms();
+    j->id = c->next_job;
+    return j;
+fail:
+    scored_job_free(j);
+    return NULL;
+}
+
+static const char *psubmit_invalid(const struct cluster *c, const msgpack_object *m)
+{
+    const msgpack_object *argv = wire_get(m, "argv");
+    if (argv->via.array.size == 0 || argv->via.array.ptr[0].via.str.size == 0)
+        return "argv must name a program (a non-empty first element)";
+    for (uint32_t i = 0; i < argv->via.array.size; i++)
+        if (memchr(argv->via.array.ptr[i].via.str.ptr, 0, argv->via.array.ptr[i].via.str.size))
+            return "argv elements must not contain NUL bytes";
+    if (wire_get_u64(m, "procs", 1) == 0 || wire_get_u64(m, "ppn", 1) == 0)
+        return "procs and ppn must be at least 1";
+    if (wire_get_u64(m, "queue", (uint64_t)c->cfg.sd_default_queue) >= c->sd->set.nq)
+        return "no such queue";
+    return NULL;
+}
+
+void h_psubmit(struct cluster *c, struct request *r)
+{
+    const msgpack_object *m = r->msg->root;
+    const char *bad = psubmit_invalid(c, m);
+    char why[256];
+    bool never;
+    if (bad) {
+        reply_err(r, WE_INVALID, "PSUBMIT refused: %s (queues are 0..%u)", bad,
+                  c->sd->set.nq - 1);
+        return;
+    }
+    struct pjob *j = job_from_msg(c, m);
+    if (!j) {
+        c->turn_failed = true;
+        reply_err(r, WE_STORAGE, "out of memory; nothing was changed, retry later");
+        return;
+    }
+    const struct sd_queue *q = &c->sd->set.q[j->queue];
+    if (q->state == SDQ_DISABLED) {
+        reply_err(r, WE_REFUSED, "queue %u is disabled", j->queue);
+        goto refused;
+    }
+    if (q->group[0] && !group_member(j->user, q->group)) {
+        reply_err(r, WE_REFUSED, "queue %u accepts only members of group %s; user '%s' is not "
+                  "one on this host", j->queue, q->group, j->user);
+        goto refused;
+    }
+    if (admit(c, j, why, sizeof why, &never) < 0) {
+        if (!j->wait) {
+            reply_err(r, WE_REFUSED, "no cluster can take the job: %s", why);
+            goto refused;
+        }
+        j->state = PJ_WAITING;
+        snprintf(j->reason, sizeof j->reason, "%s", why);
+    }
+    if (scored_job_add(c, j) < 0) {
+        c->turn_failed = true;
+        reply_err(r, WE_STORAGE, "out of memory; nothing was changed, retry later");
+        goto refused;
+    }
+    c->next_job++;
+    c->meta_dirty = true;
+    j->dirty = true;
+    c->sd->resched = true;
+    wire_begin(r->reply, WT_SUBMITTED, r->msg->id, 4);
+    wire_put_u64(r->reply, "job", j->id);
+    wire_put_str(r->reply, "state", pj_state_name(j->state));
+    wire_put_str(r->reply, "cluster", j->cluster);
+    wire_put_str(r->reply, "reason", j->reason);
+    return;
+refused:
+    log_info("parallel job refused (user '%s', queue %u)", j->user, j->queue);
+    scored_job_free(j);
+}
+
+/* ---- PSYNC ---- */
+
+/* The rank of job j a node's entry names, if that node is its host; else NULL. */
+static struct prank *entry_rank(struct cluster *c, uint32_t me, const msgpack_object *e,
+                                struct pjob **jp)
+{
+    struct pjob *j = scored_job_find(c, wire_get_u64(e, "job", 0));
+    uint64_t rank = wire_get_u64(e, "rank", 0);
+    if (!j || !j->ranks || rank >= j->rq.nprocs)
+        return NULL;
+    struct prank *p = &j->ranks[rank];
+    if (p->host >= j->nhosts || j->hosts[p->host] != me)
+        return NULL;
+    *jp = j;
+    return p;
+}
+
+/* Takes one reported process: measurements, and its exit. */
+static void take_entry(struct cluster *c, struct pjob *j, struct prank *p, const msgpack_object *e)
+{
+    size_t sl;
+    const char *st = wire_get_str(e, "state", &sl);
+    double cpu = wire_get_f64(e, "cpu_s", 0);
+    p->held = true;
+    if (p->st == PR_EXITED)
+        return;
+    if (cpu > p->cpu_s) {
+        j->cpu_s += cpu - p->cpu_s;
+        p->cpu_s = cpu;
+    }
+    p->rss_kb = wire_get_u64(e, "rss_kb", 0);
+    p->disk_kb = wire_get_u64(e, "disk_kb", 0);
+    if (p->st == PR_NEW) {
+        p->st = PR_STARTED;
+        j->dirty = true;
+    }
+    if (st && sl == 4 && !memcmp(st, "exit", 4)) {
+        p->st = PR_EXITED;
+        p->exit = (int32_t)wire_get_i64(e, "exit", -1);
+        p->sig = (uint8_t)wire_get_u64(e, "signal", 0);
+        if (wire_get_str(e, "error", &sl) && !p->error)
+            p->error = wire_get_strdup(e, "error");
+        j->dirty = true;
+    }
+    (void)c;
+}
+
+/* After a node's report: job completion, lost processes, memory and disk per host. */
+static void after_report(struct cluster *c, struct pjob *j, uint32_t me, const char *host)
+{
+    uint64_t rss = 0, disk = 0;
+    uint32_t exited = 0;
+    for (uint32_t r = 0; r < j->rq.nprocs; r++) {
+        struct prank *p = &j->ranks[r];
+        exited += p->st == PR_EXITED;
+        if (j->hosts[p->host] != me)
+            continue;
+        if (p->st == PR_STARTED && !p->held) {
+            if (PJ_TERMINAL(j->state)) {
+                p->st = PR_EXITED; /* gone with the job */
+                p->exit = -1;
+                exited++;
+                j->dirty = true;
+            } else {
+                job_end(c, j, PJ_FAILED, "process %u was lost on host %s (client restarted?)",
+                        r, host);
+            }
+            continue;
+        }
+        if (p->st == PR_EXITED && (p->exit != 0 || p->sig || p->error))
+            job_end(c, j, PJ_FAILED, "process %u on host %s %s %d%s%s", r, host,
+                    p->error ? "could not start:" : p->sig ? "was killed by signal" : "exited with",
+                    p->error ? 0 : p->sig ? p->sig : p->exit, p->error ? " " : "",
+                    p->error ? p->error : "");
+        if (p->st == PR_STARTED) {
+            rss += p->rss_kb;
+            disk += p->disk_kb;
+        }
+    }
+    if (exited == j->rq.nprocs && !PJ_TERMINAL(j->state))
+        job_end(c, j, PJ_DONE, "%s", "");
+    if (j->mem_lim && rss > j->mem_lim * 1024)
+        job_end(c, j, PJ_KILLED, "memory: %.1f MiB on host %s, over the job's limit of %llu MiB",
+                (double)rss / 1024.0, host, (unsigned long long)j->mem_lim);
+    if (j->disk_lim && disk > j->disk_lim * 1024)
+        job_end(c, j, PJ_KILLED, "disk: %.1f MiB on host %s, over the job's limit of %llu MiB",
+                (double)disk / 1024.0, host, (unsigned long long)j->disk_lim);
+    if (!PJ_TERMINAL(j->state))
+        check_limits(c, j, wall_now_ms());
+}
+
+/* What the node should do with rank r of j; NULL: nothing to say (not started, not held). */
+static const char *want(const struct pjob *j, const struct prank *p)
+{
+    if (p->st == PR_EXITED)
+        return NULL;
+    if (PJ_TERMINAL(j->state))
+        return p->held || p->st == PR_STARTED ? "kill" : NULL;
+    if (j->state == PJ_RUNNING)
+        return "run";
+    return p->held ? "stop" : NULL;
+}
+
+static void pack_cmd(struct cluster *c, struct wire_buf *wb, const struct pjob *j, uint32_t r,
+                     const char *w, uint32_t me)
+{
+    const struct prank *p = &j->ranks[r];
+    bool spec = !p->held && !strcmp(w, "run");
+    wire_pack_map(wb, spec ? 6 : 3);
+    wire_put_u64(wb, "job", j->id);
+    wire_put_u64(wb, "rank", r);
+    wire_put_str(wb, "want", w);
+    if (!spec)
+        return;
+    wire_put_key(wb, "argv");
+    wire_pack_array(wb, j->argc);
+    for (uint32_t i = 0; i < j->argc; i++)
+        wire_pack_str(wb, j->argv[i]);
+    wire_put_bool(wb, "shell", j->shell);
+    char buf[4096];
+    size_t len = 0;
+    for (uint32_t h = 0; h < j->nhosts && len < sizeof buf; h++)
+        len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", h ? "," : "",
+                                j->hosts[h] < c->nnodes ? c->nodes[j->hosts[h]].name : "?");
+    char e[6][4200];
+    snprintf(e[0], sizeof e[0], "GRIDNODE_JOB=%llu", (unsigned long long)j->id);
+    snprintf(e[1], sizeof e[1], "GRIDNODE_RANK=%u", r);
+    snprintf(e[2], sizeof e[2], "GRIDNODE_SIZE=%u", j->rq.nprocs);
+    snprintf(e[3], sizeof e[3], "GRIDNODE_PPN=%u", j->rq.ppn);
+    snprintf(e[4], sizeof e[4], "GRIDNODE_HOSTS=%s", buf);
+    snprintf(e[5], sizeof e[5], "GRIDNODE_NODE=%s", me < c->nnodes ? c->nodes[me].name : "");
+    wire_put_key(wb, "env");
+    wire_pack_array(wb, 6);
+    for (int i = 0; i < 6; i++)
+        wire_pack_str(wb, e[i]);
+}
+
+/* Writes the PSYNC_ACK commands for node me: every rank it should run, stop or kill. */
+static void pack_cmds(struct cluster *c, struct wire_buf *wb, uint32_t me)
+{
+    uint32_t count = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            wire_put_key(wb, "procs");
+            wire_pack_array(wb, count);
+        }
+        for (uint32_t i = 0; i < c->sd->njobs; i++) {
+            const struct pjob *j = c->sd->jobs[i];
+            if (j->state == PJ_WAITING || !j->ranks)
+                continue;
+            for (uint32_t r = 0; r < j->rq.nprocs; r++) {
+                const struct prank *p = &j->ranks[r];
+                const char *w = j->hosts[p->host] == me ? want(j, p) : NULL;
+                if (!w)
+                    continue;
+                if (pass == 0)
+                    count++;
+                else
+                    pack_cmd(c, wb, j, r, w, me);
+            }
+        }
+    }
+}
+
+static struct node *psync_session(struct cluster *c, struct request *r)
+{
+    size_t len;
+    const char *sid = wire_get_str(r->msg->root, "sid", &len);
+    struct node *n = cluster_node_find(c, sid, len);
+    if (!n) {
+        reply_err(r, WE_SESSION, "unknown session id: send HELLO to get a new one");
+        return NULL;
+    }
+    n->last_ms = wall_now_ms();
+    n->active = true;
+    if (!n->procs) {
+        n->procs = true;
+        cluster_mark_node(c, n);
+    }
+    return n;
+}
+
+void h_psync(struct cluster *c, struct request *r)
+{
+    struct node *n = psync_session(c, r);
+    if (!n)
+        return;
+    uint32_t me = (uint32_t)(n - c->nodes);
+    const msgpack_object *m = r->msg->root, *procs = wire_get(m, "procs");
+    if (wire_get(m, "disk_mb") && wire_get_u64(m, "disk_mb", 0) != n->disk_mb) {
+        n->disk_mb = wire_get_u64(m, "disk_mb", 0);
+        cluster_mark_node(c, n);
+    }
+    for (uint32_t i = 0; i < c->sd->njobs; i++) {
+        struct pjob *j = c->sd->jobs[i];
+        for (uint32_t k = 0; j->ranks && k < j->rq.nprocs; k++)
+            if (j->hosts[j->ranks[k].host] == me)
+                j->ranks[k].held = false;
+    }
+    for (uint32_t i = 0; procs && i < procs->via.array.size; i++) {
+        struct pjob *j;
+        struct prank *p = entry_rank(c, me, &procs->via.array.ptr[i], &j);
+        if (p)
+            take_entry(c, j, p, &procs->via.array.ptr[i]);
+    }
+    for (uint32_t i = 0; i < c->sd->njobs; i++) {
+        struct pjob *j = c->sd->jobs[i];
+        bool mine = false;
+        for (uint32_t h = 0; j->ranks && h < j->nhosts; h++)
+            mine |= j->hosts[h] == me;
+        if (mine && j->state != PJ_WAITING)
+            after_report(c, j, me, n->name);
+    }
+    if (c->sd->resched)
+        scored_schedule(c, false);
+    const struct sd_hostent *he = scored_hostent(c, n->name);
+    wire_begin(r->reply, WT_PSYNC_ACK, r->msg->id, 3);
+    pack_cmds(c, r->reply, me);
+    wire_put_u64(r->reply, "sync_ms", (uint64_t)c->cfg.sd_sync_ms);
+    wire_put_key(r->reply, "watchfs");
+    char wf[CONFIG_VALUE_MAX + 1], *save = NULL;
+    uint32_t nw = 0;
+    snprintf(wf, sizeof wf, "%s", he ? he->watchfs : "");
+    for (char *t = strtok_r(wf, " ,", &save); t; t = strtok_r(NULL, " ,", &save))
+        nw++;
+    wire_pack_array(r->reply, nw);
+    snprintf(wf, sizeof wf, "%s", he ? he->watchfs : "");
+    for (char *t = strtok_r(wf, " ,", &save); t; t = strtok_r(NULL, " ,", &save))
+        wire_pack_str(r->reply, t);
+}
+
+/* ---- SD_INFO: the clusters as maps ---- */
+
+void scored_pack_clusters(struct cluster *c, struct wire_buf *wb)
+{
+    struct view v;
+    if (view_build(c, &v) < 0) {
+        wire_pack_array(wb, 0);
+        return;
+    }
+    wire_pack_array(wb, v.ncl);
+    for (uint32_t k = 0; k < v.ncl; k++) {
+        const struct sd_cluster *K = &v.cl[k];
+        double load = K->cores ? (double)K->procs / (double)K->cores : 0;
+        wire_pack_map(wb, 13);
+        wire_put_str(wb, "name", K->name);
+        wire_put_f64(wb, "speed", K->speed);
+        wire_put_key(wb, "hosts");
+        wire_pack_array(wb, K->nhosts);
+        for (uint32_t h = 0; h < K->nhosts; h++)
+            wire_pack_str(wb, c->nodes[K->hosts[h]].name);
+        wire_put_u64(wb, "cores", K->cores);
+        wire_put_u64(wb, "procs", K->procs);
+        wire_put_f64(wb, "load", load);
+        wire_put_f64(wb, "rel_load", load / (K->speed > 0 ? K->speed : 1));
+        wire_put_u64(wb, "mem_mb", K->mem_mb);
+        wire_put_u64(wb, "disk_mb", K->disk_mb);
+        wire_put_u64(wb, "max_jobs", K->max_jobs);
+        wire_put_u64(wb, "jobs", K->njobs);
+        wire_put_u64(wb, "held_mem", K->held_mem);
+        wire_put_u64(wb, "held_disk", K->held_disk);
+    }
+    view_free(&v);
+}

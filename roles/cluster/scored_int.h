@@ -1,0 +1,108 @@
+/*
+ * scored_int.h - the I/O side of SCore-D resource management inside the cluster role:
+ * parallel jobs in memory, the hosts file, and the functions cluster.c, handlers.c,
+ * state.c and stats.c call. The pure policy is in scored.h.
+ */
+#ifndef GRIDNODE_SCORED_INT_H
+#define GRIDNODE_SCORED_INT_H
+
+#include "roles/cluster/cluster.h"
+#include "roles/cluster/scored.h"
+
+enum pj_state {
+    PJ_WAITING = 0, /* not admitted yet: waits for resources (asked to wait) */
+    PJ_QUEUED,      /* admitted to a cluster, in its queue, never scheduled */
+    PJ_RUNNING,     /* scheduled now: its processes run */
+    PJ_STOPPED,     /* descheduled (gang slice, preempted, queue deactivated) */
+    PJ_DONE,        /* every process exited 0 */
+    PJ_FAILED,      /* a process failed, could not start or was lost */
+    PJ_KILLED,      /* killed by a limit (CPU time, memory, disk, wall clock) */
+    PJ_CANCELLED,
+};
+#define PJ_TERMINAL(s) ((s) >= PJ_DONE)
+
+enum pr_state { PR_NEW = 0, PR_STARTED, PR_EXITED };
+
+/* One process (rank) of a parallel job. */
+struct prank {
+    uint32_t host; /* index into the job's hosts */
+    uint8_t st;    /* enum pr_state */
+    bool held;     /* the node named it in the PSYNC being handled */
+    uint8_t sig;
+    int32_t exit;
+    double cpu_s;
+    uint64_t rss_kb, disk_kb;
+    char *error; /* could not start (node-side), or NULL */
+};
+
+struct pjob {
+    uint64_t id;
+    char *name, *user, *group;
+    char **argv;
+    uint32_t argc;
+    bool shell, wait, dirty;
+    struct sd_request rq;
+    uint64_t req_cpu_s, limit_s;
+    uint32_t queue, queue0, demotions;
+    enum pj_state state;
+    char reason[256];
+    char cluster[SD_NAME];
+    uint32_t nhosts;
+    uint32_t *hosts; /* node indices (UINT32_MAX: a session no longer known) */
+    uint64_t mem_lim, disk_lim, max_cpu_s;
+    double cpu_s, res_base;
+    int64_t run_ms, slice_ms, last_ran_ms;
+    int64_t submitted_ms, started_ms, finished_ms;
+    struct prank *ranks; /* rq.nprocs */
+};
+
+/* One host of the hosts file (the role of scorehosts.db). */
+struct sd_hostent {
+    char name[SD_NAME], cluster[SD_NAME];
+    double speed;
+    char watchfs[CONFIG_VALUE_MAX + 1];
+};
+
+struct scored {
+    struct sd_settings set;
+    bool set_dirty, resched, rc_applied;
+    struct pjob **jobs; /* by id */
+    uint32_t njobs, cap;
+    struct sd_hostent *hf;
+    uint32_t nhf;
+    int t_pjobs, t_scored;
+};
+
+/* scored.c */
+int scored_open(struct cluster *c);  /* hosts file, settings, jobs, startup file */
+void scored_close(struct cluster *c);
+int scored_startup(struct cluster *c); /* the startup file, once per state directory */
+/* One line of the hosts file (an inih handler; user is the struct scored). */
+int scored_hostline(void *user, const char *section, const char *name, const char *value);
+void scored_schedule(struct cluster *c, bool rotate);
+void scored_cancel(struct cluster *c, struct pjob *j);
+void scored_node_left(struct cluster *c, struct node *n, const char *why);
+void h_psubmit(struct cluster *c, struct request *r);
+void h_psync(struct cluster *c, struct request *r);
+void h_console(struct cluster *c, struct request *r);
+void h_sd_info(struct cluster *c, struct request *r);
+const struct sd_hostent *scored_hostent(const struct cluster *c, const char *name);
+/* The cluster name and speed of a node (hosts file, HELLO, or arch/model). */
+void scored_node_class(const struct cluster *c, const struct node *n, char *name, size_t len,
+                       double *speed);
+void scored_pack_clusters(struct cluster *c, struct wire_buf *wb);
+void scored_pack_queues(const struct cluster *c, struct wire_buf *wb);
+
+/* scored_store.c */
+struct pjob *scored_job_find(struct cluster *c, uint64_t id);
+int scored_job_add(struct cluster *c, struct pjob *j);
+void scored_job_free(struct pjob *j);
+int scored_load(struct cluster *c);
+void scored_free_state(struct cluster *c);
+int scored_save_dirty(struct cluster *c);
+const char *pj_state_name(enum pj_state s);
+/* A job summary map (JOBS, JOB); with ranks, the per-process table too. */
+void scored_pack_job(const struct cluster *c, const struct pjob *j, struct wire_buf *wb,
+                     bool ranks);
+
+#endif
