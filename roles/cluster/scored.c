@@ -1,9 +1,10 @@
 /*
- * scored.c - SCore-D resource management, the I/O side: the hosts file, the startup
- * file, parallel job submission and admission (PSUBMIT), the per-node process protocol
- * (PSYNC: measurements in, desired process states out), the time-slicing tick, limit
- * enforcement, and the console (CONSOLE, SD_INFO). Decisions are made by the pure
- * functions of scored.h; this file gathers their inputs and applies their outputs.
+ * scored.c - SCore-D resource management, the I/O side: the hosts file, the policy's
+ * view of the clusters, parallel job submission and admission (PSUBMIT), ending jobs,
+ * the time-slicing tick, limit enforcement, and the clusters of SD_INFO. Decisions are
+ * made by the pure functions of scored.h; this file gathers their inputs and applies
+ * their outputs. The node protocol (PSYNC) is in scored_psync.c, start-up and the
+ * console in scored_admin.c.
  */
 #include <grp.h>
 #include <ini.h>
@@ -291,9 +292,8 @@ static bool group_member(const char *user, const char *group)
 
 /* ---- ending jobs ---- */
 
-static void job_end(struct cluster *c, struct pjob *j, enum pj_state st, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void job_end(struct cluster *c, struct pjob *j, enum pj_state st, const char *fmt, ...)
+/* Ends j in state st with the reason fmt (a no-op when j has ended); marks a reschedule. */
+void scored_job_end(struct cluster *c, struct pjob *j, enum pj_state st, const char *fmt, ...)
 {
     int64_t now = wall_now_ms();
     va_list ap;
@@ -314,7 +314,7 @@ static void job_end(struct cluster *c, struct pjob *j, enum pj_state st, const c
 
 void scored_cancel(struct cluster *c, struct pjob *j)
 {
-    job_end(c, j, PJ_CANCELLED, "cancelled by the user");
+    scored_job_end(c, j, PJ_CANCELLED, "cancelled by the user");
 }
 
 void scored_node_left(struct cluster *c, struct node *n, const char *why)
@@ -326,7 +326,7 @@ void scored_node_left(struct cluster *c, struct node *n, const char *why)
             continue;
         for (uint32_t h = 0; h < j->nhosts; h++)
             if (j->hosts[h] == me) {
-                job_end(c, j, PJ_FAILED, "host %s %s", n->name, why);
+                scored_job_end(c, j, PJ_FAILED, "host %s %s", n->name, why);
                 break;
             }
     }
@@ -334,11 +334,12 @@ void scored_node_left(struct cluster *c, struct node *n, const char *why)
 
 /* ---- the slot decision and the checks of each tick ---- */
 
-static void check_limits(struct cluster *c, struct pjob *j, int64_t now)
+/* Wall clock, CPU time and residence of an admitted job: kill or demote. */
+void scored_check_limits(struct cluster *c, struct pjob *j, int64_t now)
 {
     int64_t run = j->run_ms + (j->state == PJ_RUNNING ? now - j->slice_ms : 0);
     if (j->limit_s && run > (int64_t)j->limit_s * 1000) {
-        job_end(c, j, PJ_KILLED, "wall clock: ran %.1f s (time stopped not counted), "
+        scored_job_end(c, j, PJ_KILLED, "wall clock: ran %.1f s (time stopped not counted), "
                 "over its limit of %llu s", (double)run / 1000.0, (unsigned long long)j->limit_s);
         return;
     }
@@ -346,7 +347,7 @@ static void check_limits(struct cluster *c, struct pjob *j, int64_t now)
     switch (sd_cpu_check(j->cpu_s, j->res_base, j->max_cpu_s, q->residence_s, j->queue,
                          c->sd->set.nq)) {
     case SD_CPU_KILL:
-        job_end(c, j, PJ_KILLED, "CPU time: %.1f s over the maximum of %llu s", j->cpu_s,
+        scored_job_end(c, j, PJ_KILLED, "CPU time: %.1f s over the maximum of %llu s", j->cpu_s,
                 (unsigned long long)j->max_cpu_s);
         break;
     case SD_CPU_DEMOTE:
@@ -417,9 +418,9 @@ void scored_schedule(struct cluster *c, bool rotate)
     for (uint32_t i = 0; i < sd->njobs; i++) {
         struct pjob *j = sd->jobs[i];
         if (admitted(j) && j->started_ms && !hosts_up(c, j))
-            job_end(c, j, PJ_FAILED, "a host of the job became inactive");
+            scored_job_end(c, j, PJ_FAILED, "a host of the job became inactive");
         else if (admitted(j))
-            check_limits(c, j, now);
+            scored_check_limits(c, j, now);
     }
     retry_waiting(c);
     struct sd_slot_job *s = calloc(sd->njobs + 1, sizeof *s);
@@ -447,9 +448,8 @@ out:
 
 /* ---- PSUBMIT ---- */
 
-static void reply_err(struct request *r, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void reply_err(struct request *r, int code, const char *fmt, ...)
+/* Replaces r's reply with an ERROR of code and the formatted text. */
+void scored_reply_err(struct request *r, int code, const char *fmt, ...)
 {
     char text[400];
     va_list ap;
@@ -521,29 +521,29 @@ void h_psubmit(struct cluster *c, struct request *r)
     char why[256];
     bool never;
     if (bad) {
-        reply_err(r, WE_INVALID, "PSUBMIT refused: %s (queues are 0..%u)", bad,
+        scored_reply_err(r, WE_INVALID, "PSUBMIT refused: %s (queues are 0..%u)", bad,
                   c->sd->set.nq - 1);
         return;
     }
     struct pjob *j = job_from_msg(c, m);
     if (!j) {
         c->turn_failed = true;
-        reply_err(r, WE_STORAGE, "out of memory; nothing was changed, retry later");
+        scored_reply_err(r, WE_STORAGE, "out of memory; nothing was changed, retry later");
         return;
     }
     const struct sd_queue *q = &c->sd->set.q[j->queue];
     if (q->state == SDQ_DISABLED) {
-        reply_err(r, WE_REFUSED, "queue %u is disabled", j->queue);
+        scored_reply_err(r, WE_REFUSED, "queue %u is disabled", j->queue);
         goto refused;
     }
     if (q->group[0] && !group_member(j->user, q->group)) {
-        reply_err(r, WE_REFUSED, "queue %u accepts only members of group %s; user '%s' is not "
+        scored_reply_err(r, WE_REFUSED, "queue %u accepts only members of group %s; user '%s' is not "
                   "one on this host", j->queue, q->group, j->user);
         goto refused;
     }
     if (admit(c, j, why, sizeof why, &never) < 0) {
         if (!j->wait) {
-            reply_err(r, WE_REFUSED, "no cluster can take the job: %s", why);
+            scored_reply_err(r, WE_REFUSED, "no cluster can take the job: %s", why);
             goto refused;
         }
         j->state = PJ_WAITING;
@@ -551,7 +551,7 @@ void h_psubmit(struct cluster *c, struct request *r)
     }
     if (scored_job_add(c, j) < 0) {
         c->turn_failed = true;
-        reply_err(r, WE_STORAGE, "out of memory; nothing was changed, retry later");
+        scored_reply_err(r, WE_STORAGE, "out of memory; nothing was changed, retry later");
         goto refused;
     }
     c->next_job++;
@@ -567,237 +567,6 @@ void h_psubmit(struct cluster *c, struct request *r)
 refused:
     log_info("parallel job refused (user '%s', queue %u)", j->user, j->queue);
     scored_job_free(j);
-}
-
-/* ---- PSYNC ---- */
-
-/* The rank of job j a node's entry names, if that node is its host; else NULL. */
-static struct prank *entry_rank(struct cluster *c, uint32_t me, const msgpack_object *e,
-                                struct pjob **jp)
-{
-    struct pjob *j = scored_job_find(c, wire_get_u64(e, "job", 0));
-    uint64_t rank = wire_get_u64(e, "rank", 0);
-    if (!j || !j->ranks || rank >= j->rq.nprocs)
-        return NULL;
-    struct prank *p = &j->ranks[rank];
-    if (p->host >= j->nhosts || j->hosts[p->host] != me)
-        return NULL;
-    *jp = j;
-    return p;
-}
-
-/* Takes one reported process: measurements, and its exit. */
-static void take_entry(struct cluster *c, struct pjob *j, struct prank *p, const msgpack_object *e)
-{
-    size_t sl;
-    const char *st = wire_get_str(e, "state", &sl);
-    double cpu = wire_get_f64(e, "cpu_s", 0);
-    p->held = true;
-    if (p->st == PR_EXITED)
-        return;
-    if (cpu > p->cpu_s) {
-        j->cpu_s += cpu - p->cpu_s;
-        p->cpu_s = cpu;
-    }
-    p->rss_kb = wire_get_u64(e, "rss_kb", 0);
-    p->disk_kb = wire_get_u64(e, "disk_kb", 0);
-    if (p->st == PR_NEW) {
-        p->st = PR_STARTED;
-        j->dirty = true;
-    }
-    if (st && sl == 4 && !memcmp(st, "exit", 4)) {
-        p->st = PR_EXITED;
-        p->exit = (int32_t)wire_get_i64(e, "exit", -1);
-        p->sig = (uint8_t)wire_get_u64(e, "signal", 0);
-        if (wire_get_str(e, "error", &sl) && !p->error)
-            p->error = wire_get_strdup(e, "error");
-        j->dirty = true;
-    }
-    (void)c;
-}
-
-/* After a node's report: job completion, lost processes, memory and disk per host. */
-static void after_report(struct cluster *c, struct pjob *j, uint32_t me, const char *host)
-{
-    uint64_t rss = 0, disk = 0;
-    uint32_t exited = 0;
-    for (uint32_t r = 0; r < j->rq.nprocs; r++) {
-        struct prank *p = &j->ranks[r];
-        exited += p->st == PR_EXITED;
-        if (j->hosts[p->host] != me)
-            continue;
-        if (p->st == PR_STARTED && !p->held) {
-            if (PJ_TERMINAL(j->state)) {
-                p->st = PR_EXITED; /* gone with the job */
-                p->exit = -1;
-                exited++;
-                j->dirty = true;
-            } else {
-                job_end(c, j, PJ_FAILED, "process %u was lost on host %s (client restarted?)",
-                        r, host);
-            }
-            continue;
-        }
-        if (p->st == PR_EXITED && (p->exit != 0 || p->sig || p->error))
-            job_end(c, j, PJ_FAILED, "process %u on host %s %s %d%s%s", r, host,
-                    p->error ? "could not start:" : p->sig ? "was killed by signal" : "exited with",
-                    p->error ? 0 : p->sig ? p->sig : p->exit, p->error ? " " : "",
-                    p->error ? p->error : "");
-        if (p->st == PR_STARTED) {
-            rss += p->rss_kb;
-            disk += p->disk_kb;
-        }
-    }
-    if (exited == j->rq.nprocs && !PJ_TERMINAL(j->state))
-        job_end(c, j, PJ_DONE, "%s", "");
-    if (j->mem_lim && rss > j->mem_lim * 1024)
-        job_end(c, j, PJ_KILLED, "memory: %.1f MiB on host %s, over the job's limit of %llu MiB",
-                (double)rss / 1024.0, host, (unsigned long long)j->mem_lim);
-    if (j->disk_lim && disk > j->disk_lim * 1024)
-        job_end(c, j, PJ_KILLED, "disk: %.1f MiB on host %s, over the job's limit of %llu MiB",
-                (double)disk / 1024.0, host, (unsigned long long)j->disk_lim);
-    if (!PJ_TERMINAL(j->state))
-        check_limits(c, j, wall_now_ms());
-}
-
-/* What the node should do with rank r of j; NULL: nothing to say (not started, not held). */
-static const char *want(const struct pjob *j, const struct prank *p)
-{
-    if (p->st == PR_EXITED)
-        return NULL;
-    if (PJ_TERMINAL(j->state))
-        return p->held || p->st == PR_STARTED ? "kill" : NULL;
-    if (j->state == PJ_RUNNING)
-        return "run";
-    return p->held ? "stop" : NULL;
-}
-
-static void pack_cmd(struct cluster *c, struct wire_buf *wb, const struct pjob *j, uint32_t r,
-                     const char *w, uint32_t me)
-{
-    const struct prank *p = &j->ranks[r];
-    bool spec = !p->held && !strcmp(w, "run");
-    wire_pack_map(wb, spec ? 6 : 3);
-    wire_put_u64(wb, "job", j->id);
-    wire_put_u64(wb, "rank", r);
-    wire_put_str(wb, "want", w);
-    if (!spec)
-        return;
-    wire_put_key(wb, "argv");
-    wire_pack_array(wb, j->argc);
-    for (uint32_t i = 0; i < j->argc; i++)
-        wire_pack_str(wb, j->argv[i]);
-    wire_put_bool(wb, "shell", j->shell);
-    char buf[4096];
-    size_t len = 0;
-    for (uint32_t h = 0; h < j->nhosts && len < sizeof buf; h++)
-        len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", h ? "," : "",
-                                j->hosts[h] < c->nnodes ? c->nodes[j->hosts[h]].name : "?");
-    char e[6][4200];
-    snprintf(e[0], sizeof e[0], "GRIDNODE_JOB=%llu", (unsigned long long)j->id);
-    snprintf(e[1], sizeof e[1], "GRIDNODE_RANK=%u", r);
-    snprintf(e[2], sizeof e[2], "GRIDNODE_SIZE=%u", j->rq.nprocs);
-    snprintf(e[3], sizeof e[3], "GRIDNODE_PPN=%u", j->rq.ppn);
-    snprintf(e[4], sizeof e[4], "GRIDNODE_HOSTS=%s", buf);
-    snprintf(e[5], sizeof e[5], "GRIDNODE_NODE=%s", me < c->nnodes ? c->nodes[me].name : "");
-    wire_put_key(wb, "env");
-    wire_pack_array(wb, 6);
-    for (int i = 0; i < 6; i++)
-        wire_pack_str(wb, e[i]);
-}
-
-/* Writes the PSYNC_ACK commands for node me: every rank it should run, stop or kill. */
-static void pack_cmds(struct cluster *c, struct wire_buf *wb, uint32_t me)
-{
-    uint32_t count = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1) {
-            wire_put_key(wb, "procs");
-            wire_pack_array(wb, count);
-        }
-        for (uint32_t i = 0; i < c->sd->njobs; i++) {
-            const struct pjob *j = c->sd->jobs[i];
-            if (j->state == PJ_WAITING || !j->ranks)
-                continue;
-            for (uint32_t r = 0; r < j->rq.nprocs; r++) {
-                const struct prank *p = &j->ranks[r];
-                const char *w = j->hosts[p->host] == me ? want(j, p) : NULL;
-                if (!w)
-                    continue;
-                if (pass == 0)
-                    count++;
-                else
-                    pack_cmd(c, wb, j, r, w, me);
-            }
-        }
-    }
-}
-
-static struct node *psync_session(struct cluster *c, struct request *r)
-{
-    size_t len;
-    const char *sid = wire_get_str(r->msg->root, "sid", &len);
-    struct node *n = cluster_node_find(c, sid, len);
-    if (!n) {
-        reply_err(r, WE_SESSION, "unknown session id: send HELLO to get a new one");
-        return NULL;
-    }
-    n->last_ms = wall_now_ms();
-    n->active = true;
-    if (!n->procs) {
-        n->procs = true;
-        cluster_mark_node(c, n);
-    }
-    return n;
-}
-
-void h_psync(struct cluster *c, struct request *r)
-{
-    struct node *n = psync_session(c, r);
-    if (!n)
-        return;
-    uint32_t me = (uint32_t)(n - c->nodes);
-    const msgpack_object *m = r->msg->root, *procs = wire_get(m, "procs");
-    if (wire_get(m, "disk_mb") && wire_get_u64(m, "disk_mb", 0) != n->disk_mb) {
-        n->disk_mb = wire_get_u64(m, "disk_mb", 0);
-        cluster_mark_node(c, n);
-    }
-    for (uint32_t i = 0; i < c->sd->njobs; i++) {
-        struct pjob *j = c->sd->jobs[i];
-        for (uint32_t k = 0; j->ranks && k < j->rq.nprocs; k++)
-            if (j->hosts[j->ranks[k].host] == me)
-                j->ranks[k].held = false;
-    }
-    for (uint32_t i = 0; procs && i < procs->via.array.size; i++) {
-        struct pjob *j;
-        struct prank *p = entry_rank(c, me, &procs->via.array.ptr[i], &j);
-        if (p)
-            take_entry(c, j, p, &procs->via.array.ptr[i]);
-    }
-    for (uint32_t i = 0; i < c->sd->njobs; i++) {
-        struct pjob *j = c->sd->jobs[i];
-        bool mine = false;
-        for (uint32_t h = 0; j->ranks && h < j->nhosts; h++)
-            mine |= j->hosts[h] == me;
-        if (mine && j->state != PJ_WAITING)
-            after_report(c, j, me, n->name);
-    }
-    if (c->sd->resched)
-        scored_schedule(c, false);
-    const struct sd_hostent *he = scored_hostent(c, n->name);
-    wire_begin(r->reply, WT_PSYNC_ACK, r->msg->id, 3);
-    pack_cmds(c, r->reply, me);
-    wire_put_u64(r->reply, "sync_ms", (uint64_t)c->cfg.sd_sync_ms);
-    wire_put_key(r->reply, "watchfs");
-    char wf[CONFIG_VALUE_MAX + 1], *save = NULL;
-    uint32_t nw = 0;
-    snprintf(wf, sizeof wf, "%s", he ? he->watchfs : "");
-    for (char *t = strtok_r(wf, " ,", &save); t; t = strtok_r(NULL, " ,", &save))
-        nw++;
-    wire_pack_array(r->reply, nw);
-    snprintf(wf, sizeof wf, "%s", he ? he->watchfs : "");
-    for (char *t = strtok_r(wf, " ,", &save); t; t = strtok_r(NULL, " ,", &save))
-        wire_pack_str(r->reply, t);
 }
 
 /* ---- SD_INFO: the clusters as maps ---- */

@@ -83,6 +83,16 @@ void scored_schedule(struct cluster *c, bool rotate);
 void scored_cancel(struct cluster *c, struct pjob *j);
 void scored_node_left(struct cluster *c, struct node *n, const char *why);
 void h_psubmit(struct cluster *c, struct request *r);
+/* Ends j in state st (no-op once ended), with the reason; the decision runs again. */
+void scored_job_end(struct cluster *c, struct pjob *j, enum pj_state st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Wall clock, CPU time and residence of an admitted job: kill or demote (K7). */
+void scored_check_limits(struct cluster *c, struct pjob *j, int64_t now);
+/* Replaces r's reply with an ERROR of code and the formatted text. */
+void scored_reply_err(struct request *r, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* scored_psync.c */
 void h_psync(struct cluster *c, struct request *r);
 void h_console(struct cluster *c, struct request *r);
 void h_sd_info(struct cluster *c, struct request *r);
