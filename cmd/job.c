@@ -10,11 +10,12 @@
 static const char usage[] =
     "usage: gridnode job [options] JOB\n"
     "\n"
-    "Shows a job's status and a table of its tasks (state, exit status, times, node).\n"
-    "  --output            also print each finished task's stdout and stderr\n"
+    "Shows a job's status and a table of its tasks (state, exit status, times, node);\n"
+    "for a parallel job, its limits and a table of its processes (ranks).\n"
+    "  --output            also print each finished task's (or rank's) stdout and stderr\n"
     "  --summary           only the job's status line\n"
-    "  --from I            first task shown (default 0)\n"
-    "  --count N           tasks shown (default 1000)\n"
+    "  --from I            first task (or rank, for --output) shown (default 0)\n"
+    "  --count N           tasks (or ranks, for --output) shown (default 1000)\n"
     "  --wait              poll until the job is done or cancelled, with progress on\n"
     "                      stderr; exit status 0 only if every task succeeded\n";
 
@@ -97,6 +98,48 @@ static void print_tasks(const msgpack_object *tasks, bool output)
             print_bytes("stderr", t, "stderr", "err_trunc");
         }
     }
+}
+
+/* Prints the stdout and stderr of the ranks of reply r that carry them. */
+static void print_rank_output(const msgpack_object *ranks)
+{
+    for (uint32_t i = 0; ranks && i < ranks->via.array.size; i++) {
+        const msgpack_object *p = &ranks->via.array.ptr[i];
+        char host[64];
+        if (!wire_get(p, "stdout") && !wire_get(p, "stderr"))
+            continue;
+        wire_get_strbuf(p, "host", host, sizeof host);
+        printf("\nrank %llu (host %s):\n", (unsigned long long)wire_get_u64(p, "rank", 0),
+               host[0] ? host : "-");
+        print_bytes("stdout", p, "stdout", "out_trunc");
+        print_bytes("stderr", p, "stderr", "err_trunc");
+    }
+}
+
+/*
+ * A parallel job: the summary and the rank table; with output, the ranks' stdout and
+ * stderr, fetching further pages while the cluster cut the reply short ("next").
+ */
+static int print_pjob(struct cli *c, uint64_t job, struct cli_reply *r, bool output,
+                      uint64_t from, uint64_t count)
+{
+    const msgpack_object *j = wire_get(r->msg.root, "job");
+    cli_pjob_print(j);
+    if (!output)
+        return 0;
+    print_rank_output(wire_get(j, "ranks"));
+    uint64_t end = from + count;
+    while (wire_get(r->msg.root, "next")) {
+        uint64_t next = wire_get_u64(r->msg.root, "next", end);
+        if (next <= from || next >= end)
+            break;
+        from = next;
+        cli_reply_free(r);
+        if (fetch(c, job, true, true, from, end - from, r) != 0)
+            return 1;
+        print_rank_output(wire_get(wire_get(r->msg.root, "job"), "ranks"));
+    }
+    return 0;
 }
 
 int cmd_job_wait(struct cli *c, uint64_t job)
@@ -186,9 +229,9 @@ int cmd_job(int argc, char **argv)
     if (c.json) {
         cli_print_json(r.msg.root);
     } else if (cli_is_pjob(j)) {
-        cli_pjob_print(j);
+        int prc = print_pjob(&c, job, &r, output, from, count);
         cli_reply_free(&r);
-        return 0;
+        return prc;
     } else {
         print_summary(j);
         if (tasks)

@@ -151,6 +151,10 @@ static const struct wire_field pstat_fields[] = {
     {"exit", WF_INT, false},
     {"signal", WF_UINT, false, 255},
     {"error", WF_STR, false, 1024},
+    {"stdout", WF_BIN, false},
+    {"stderr", WF_BIN, false},
+    {"out_trunc", WF_BOOL, false},
+    {"err_trunc", WF_BOOL, false},
     {NULL},
 };
 

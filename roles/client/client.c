@@ -889,6 +889,7 @@ int client_main(int argc, char **argv)
     c.psync_ms = 1000;
     snprintf(c.pp.state_dir, sizeof c.pp.state_dir, "%s", c.cfg.state_dir);
     snprintf(c.pp.workroot, sizeof c.pp.workroot, "%s/work", c.cfg.state_dir);
+    c.pp.max_output = (size_t)c.cfg.max_output_kb * 1024;
     wire_buf_init(&c.wb);
     rc = 1;
     if ((c.sigfd = runner_sigchld_fd()) < 0) {

@@ -230,6 +230,7 @@ void pprocs_apply(struct pprocs *pp, const msgpack_object *ack)
 
 void pprocs_pack(struct pprocs *pp, struct wire_buf *wb)
 {
+    size_t sent = 0; /* output bytes in this message so far */
     wire_put_key(wb, "procs");
     wire_pack_array(wb, pp->n);
     for (uint32_t i = 0; i < pp->n; i++) {
@@ -239,17 +240,24 @@ void pprocs_pack(struct pprocs *pp, struct wire_buf *wb)
         if (!p->exited)
             p->disk_kb = dir_usage_kb(p->run.workdir);
         bool err = p->run.error[0] != '\0';
-        wire_pack_map(wb, p->exited ? (err ? 9 : 8) : 6);
+        size_t out = p->run.out.len + p->run.err.len;
+        bool ex = p->exited && (sent == 0 || sent + out <= PPROCS_OUTPUT_MAX);
+        sent += ex ? out : 0;
+        wire_pack_map(wb, ex ? (err ? 13 : 12) : 6);
         wire_put_u64(wb, "job", p->job);
         wire_put_u64(wb, "rank", p->rank);
-        wire_put_str(wb, "state", p->exited ? "exit" : p->stopped ? "stop" : "run");
+        wire_put_str(wb, "state", ex ? "exit" : p->stopped ? "stop" : "run");
         wire_put_f64(wb, "cpu_s", p->cpu_s);
         wire_put_u64(wb, "rss_kb", p->exited ? 0 : p->rss_kb);
         wire_put_u64(wb, "disk_kb", p->disk_kb);
-        if (p->exited) {
+        if (ex) {
             int st = p->run.status;
             wire_put_i64(wb, "exit", !err && WIFEXITED(st) ? WEXITSTATUS(st) : -1);
             wire_put_u64(wb, "signal", !err && WIFSIGNALED(st) ? (uint64_t)WTERMSIG(st) : 0);
+            wire_put_bin(wb, "stdout", p->run.out.buf ? p->run.out.buf : "", p->run.out.len);
+            wire_put_bin(wb, "stderr", p->run.err.buf ? p->run.err.buf : "", p->run.err.len);
+            wire_put_bool(wb, "out_trunc", p->run.out.trunc);
+            wire_put_bool(wb, "err_trunc", p->run.err.trunc);
             if (err)
                 wire_put_str(wb, "error", p->run.error);
         }
@@ -270,6 +278,10 @@ bool pprocs_reaped(struct pprocs *pp, pid_t pid, int status, const struct rusage
             p->cpu_s = cpu;
         p->exited = true;
         p->stopped = false;
+        /* its output travels with the exit report; the files go when it is forgotten */
+        if (runner_collect(&p->run, pp->max_output) < 0)
+            log_warnx("parallel job %llu process %u: out of memory reading its output",
+                      (unsigned long long)p->job, p->rank);
         log_info("parallel job %llu process %u ended (status 0x%x)", (unsigned long long)p->job,
                  p->rank, status);
         return true;

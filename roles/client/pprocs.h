@@ -16,6 +16,9 @@
 #include "roles/client/runner.h"
 #include "wire/wire.h"
 
+/* Output bytes one PSYNC carries at most (beyond the first exited process's). */
+#define PPROCS_OUTPUT_MAX (24u << 20)
+
 struct pproc {
     uint64_t job;
     uint32_t rank;
@@ -32,9 +35,14 @@ struct pprocs {
     char state_dir[256];
     char watchfs[8][256];
     uint32_t nwatch;
+    size_t max_output; /* stdout and stderr sent per process, each (run.max_output_kb) */
 };
 
-/* Writes the PSYNC fields "procs" (measured now) and "disk_mb" into wb. */
+/*
+ * Writes the PSYNC fields "procs" (measured now) and "disk_mb" into wb. An exited
+ * process carries its stdout and stderr; when they would push the message past
+ * PPROCS_OUTPUT_MAX, its exit waits for the next PSYNC (reported as still running).
+ */
 void pprocs_pack(struct pprocs *pp, struct wire_buf *wb);
 /* Applies a PSYNC_ACK: start, continue, stop, kill; forgets what it no longer lists. */
 void pprocs_apply(struct pprocs *pp, const msgpack_object *ack);

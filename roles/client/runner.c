@@ -309,3 +309,57 @@ int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
     }
     return 0;
 }
+
+/* Reads the first c->cap bytes of workdir/name into c; trunc when the file is longer. */
+static int cap_file(struct capture *c, const char *workdir, const char *name)
+{
+    char path[600], tmp[16384];
+    int rc = 0;
+    snprintf(path, sizeof path, "%s/%s", workdir, name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return 0;
+    for (;;) {
+        ssize_t n = read(fd, tmp, sizeof tmp);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        size_t keep = c->len < c->cap ? c->cap - c->len : 0;
+        if (keep > (size_t)n)
+            keep = (size_t)n;
+        if (keep) {
+            char *b = realloc(c->buf, c->len + keep);
+            if (!b) {
+                c->trunc = true;
+                rc = -1;
+                break;
+            }
+            c->buf = b;
+            memcpy(c->buf + c->len, tmp, keep);
+            c->len += keep;
+        }
+        if (keep < (size_t)n) {
+            c->trunc = true; /* the rest is not needed: stop reading */
+            break;
+        }
+    }
+    close(fd);
+    return rc;
+}
+
+int runner_collect(struct run *r, size_t max)
+{
+    struct capture *c[2] = {&r->out, &r->err};
+    const char *name[2] = {"stdout", "stderr"};
+    int rc = 0;
+    for (int i = 0; i < 2; i++) {
+        if (c[i]->fd >= 0)
+            close(c[i]->fd);
+        free(c[i]->buf);
+        cap_init(c[i], max);
+        if (r->workdir[0])
+            rc |= cap_file(c[i], r->workdir, name[i]);
+    }
+    return rc;
+}

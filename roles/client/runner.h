@@ -63,4 +63,13 @@ int runner_sigchld_fd(void);
 int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
                  const char *workdir);
 
+/*
+ * After a runner_spawn process exited: reads the first max bytes of the files "stdout"
+ * and "stderr" of its working directory into r->out and r->err (replacing what they
+ * held), setting trunc when a file is longer; a missing or unreadable file reads as
+ * empty. The buffers are freed by runner_cleanup. Returns 0, or -1 when memory ran out
+ * (what was read so far is kept, marked truncated).
+ */
+int runner_collect(struct run *r, size_t max);
+
 #endif

@@ -87,7 +87,7 @@ const struct config_key cluster_keys[] = {
 static const struct store_table cluster_tables[] = {
     {"jobs", STORE_KEY_U64},     {"tasks", STORE_KEY_U64_U32}, {"results", STORE_KEY_U64_U32},
     {"dups", STORE_KEY_U64_U32_U32}, {"stdin", STORE_KEY_U64_U32}, {"nodes", STORE_KEY_STR},
-    {"pjobs", STORE_KEY_U64}, {"scored", STORE_KEY_STR},
+    {"pjobs", STORE_KEY_U64}, {"scored", STORE_KEY_STR}, {"poutput", STORE_KEY_U64_U32},
     {NULL},
 };
 

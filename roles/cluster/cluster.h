@@ -18,6 +18,9 @@
 struct store;
 struct loop;
 
+/* A JOB reply stops adding outputs once it passes this size (the frame cap is 64 MiB). */
+#define CLUSTER_REPLY_MAX (32u << 20)
+
 struct cluster_cfg {
     char listen[CONFIG_STR_MAX];
     char state_dir[CONFIG_STR_MAX];

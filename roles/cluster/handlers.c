@@ -340,7 +340,7 @@ static void h_job_list(struct cluster *c, struct request *r)
 }
 
 /* Stop adding tasks to one JOB reply beyond this many bytes (frames: 64 MiB). */
-#define JOB_REPLY_MAX (32u << 20)
+#define JOB_REPLY_MAX CLUSTER_REPLY_MAX
 
 struct task_walk {
     struct cluster *c;
@@ -412,6 +412,31 @@ static int walk_result(void *arg, const void *key, size_t klen, const void *val,
     return 0;
 }
 
+/* JOB for a parallel job: with output, the ranks of [from, from + count) carry theirs. */
+static void pjob_get(struct cluster *c, const struct pjob *pj, struct request *r)
+{
+    const msgpack_object *m = r->msg->root;
+    if (!wire_get_bool(m, "output", false)) {
+        wire_begin(r->reply, WT_JOB, r->msg->id, 1);
+        wire_put_key(r->reply, "job");
+        scored_pack_job(c, pj, r->reply, true);
+        return;
+    }
+    uint64_t from = wire_get_u64(m, "from", 0), count = wire_get_u64(m, "count", 1000);
+    uint64_t to = from + count < pj->rq.nprocs ? from + count : pj->rq.nprocs;
+    struct pj_output po = {(uint32_t)(from < to ? from : to), (uint32_t)to, 0};
+    struct wire_buf jb;
+    wire_buf_init(&jb);
+    scored_pack_job_output(c, pj, &jb, &po);
+    bool cut = po.next < po.to; /* too big for one reply: the rest from "next" on */
+    wire_begin(r->reply, WT_JOB, r->msg->id, cut ? 2 : 1);
+    wire_put_key(r->reply, "job");
+    msgpack_sbuffer_write(&r->reply->sb, jb.sb.data, jb.sb.size);
+    if (cut)
+        wire_put_u64(r->reply, "next", po.next);
+    wire_buf_free(&jb);
+}
+
 static void h_job_get(struct cluster *c, struct request *r)
 {
     const msgpack_object *m = r->msg->root;
@@ -419,9 +444,7 @@ static void h_job_get(struct cluster *c, struct request *r)
     struct job *j = cluster_job_find(c, id);
     struct pjob *pj = j || !c->sd ? NULL : scored_job_find(c, id);
     if (pj) {
-        wire_begin(r->reply, WT_JOB, r->msg->id, 1);
-        wire_put_key(r->reply, "job");
-        scored_pack_job(c, pj, r->reply, true);
+        pjob_get(c, pj, r);
         return;
     }
     if (!j) {

@@ -247,6 +247,7 @@ int scored_open(struct cluster *c)
     struct scored *sd = c->sd;
     sd->t_pjobs = store_table(c->store, "pjobs");
     sd->t_scored = store_table(c->store, "scored");
+    sd->t_poutput = store_table(c->store, "poutput");
     if (c->cfg.sd_default_queue >= c->cfg.sd_queues) {
         log_warnx("queues.default must be below queues.count (%ld)", c->cfg.sd_queues);
         return -1;

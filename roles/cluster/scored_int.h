@@ -70,7 +70,7 @@ struct scored {
     uint32_t njobs, cap;
     struct sd_hostent *hf;
     uint32_t nhf;
-    int t_pjobs, t_scored;
+    int t_pjobs, t_scored, t_poutput;
 };
 
 /* scored.c */
@@ -114,5 +114,30 @@ const char *pj_state_name(enum pj_state s);
 /* A job summary map (JOBS, JOB); with ranks, the per-process table too. */
 void scored_pack_job(const struct cluster *c, const struct pjob *j, struct wire_buf *wb,
                      bool ranks);
+
+/* Which ranks' stdout and stderr a JOB reply carries (JOB_GET output, from, count). */
+struct pj_output {
+    uint32_t from, to; /* the window: ranks [from, to) */
+    uint32_t next;     /* out: the first rank of the window left out because the reply
+                        * passed CLUSTER_REPLY_MAX (ask again from there), or to */
+};
+/* scored_pack_job with ranks, each rank of out's window carrying its stored output. */
+void scored_pack_job_output(const struct cluster *c, const struct pjob *j, struct wire_buf *wb,
+                            struct pj_output *out);
+/* One element of JOB "ranks": a map of 9 keys plus extra keys the caller packs next. */
+void scored_pack_rank(const struct cluster *c, const struct pjob *j, uint32_t r,
+                      struct wire_buf *wb, uint32_t extra);
+
+/* scored_output.c: the "poutput" table, (job, rank) -> the process's stdout and stderr */
+/*
+ * Stores the output carried by PSYNC entry e (its exit report) for rank of j, in the
+ * turn's commit; nothing when it carries none. Returns 0, or -1 (out of memory: the
+ * turn must fail).
+ */
+int scored_output_put(struct cluster *c, const struct pjob *j, uint32_t rank,
+                      const msgpack_object *e);
+/* Packs the nprocs rank maps of j, with stored outputs for out's window (see above). */
+void scored_output_pack_ranks(const struct cluster *c, const struct pjob *j,
+                              struct wire_buf *wb, struct pj_output *out);
 
 #endif

@@ -27,7 +27,10 @@ static struct prank *entry_rank(struct cluster *c, uint32_t me, const msgpack_ob
     return p;
 }
 
-/* Takes one reported process: measurements, and its exit. */
+/*
+ * Takes one reported process: measurements, and its exit with its output (stored in this
+ * turn; a repeated exit report changes nothing). Out of memory fails the turn.
+ */
 static void take_entry(struct cluster *c, struct pjob *j, struct prank *p, const msgpack_object *e)
 {
     size_t sl;
@@ -52,9 +55,10 @@ static void take_entry(struct cluster *c, struct pjob *j, struct prank *p, const
         p->sig = (uint8_t)wire_get_u64(e, "signal", 0);
         if (wire_get_str(e, "error", &sl) && !p->error)
             p->error = wire_get_strdup(e, "error");
+        if (scored_output_put(c, j, (uint32_t)(p - j->ranks), e) < 0)
+            c->turn_failed = true;
         j->dirty = true;
     }
-    (void)c;
 }
 
 /* After a node's report: job completion, lost processes, memory and disk per host. */

@@ -151,8 +151,25 @@ static const char *rank_state(const struct prank *p)
     return p->st == PR_NEW ? "new" : p->st == PR_STARTED ? "started" : "exited";
 }
 
-void scored_pack_job(const struct cluster *c, const struct pjob *j, struct wire_buf *wb,
-                     bool ranks)
+void scored_pack_rank(const struct cluster *c, const struct pjob *j, uint32_t r,
+                      struct wire_buf *wb, uint32_t extra)
+{
+    const struct prank *p = &j->ranks[r];
+    wire_pack_map(wb, 9 + extra);
+    wire_put_u64(wb, "rank", r);
+    wire_put_str(wb, "host", p->host < j->nhosts ? host_name(c, j->hosts[p->host]) : "");
+    wire_put_str(wb, "state", rank_state(p));
+    wire_put_i64(wb, "exit", p->exit);
+    wire_put_u64(wb, "signal", p->sig);
+    wire_put_f64(wb, "cpu_s", p->cpu_s);
+    wire_put_u64(wb, "rss_kb", p->rss_kb);
+    wire_put_u64(wb, "disk_kb", p->disk_kb);
+    wire_put_str(wb, "error", p->error ? p->error : "");
+}
+
+/* The summary map; with ranks, the per-process table too, with outputs when out is set. */
+static void pack_job(const struct cluster *c, const struct pjob *j, struct wire_buf *wb,
+                     bool ranks, struct pj_output *out)
 {
     int64_t run = j->run_ms + (j->state == PJ_RUNNING ? wall_now_ms() - j->slice_ms : 0);
     wire_pack_map(wb, ranks ? 27 : 26);
@@ -192,19 +209,22 @@ void scored_pack_job(const struct cluster *c, const struct pjob *j, struct wire_
         return;
     wire_put_key(wb, "ranks");
     wire_pack_array(wb, j->ranks ? j->rq.nprocs : 0);
-    for (uint32_t i = 0; j->ranks && i < j->rq.nprocs; i++) {
-        const struct prank *p = &j->ranks[i];
-        wire_pack_map(wb, 9);
-        wire_put_u64(wb, "rank", i);
-        wire_put_str(wb, "host", p->host < j->nhosts ? host_name(c, j->hosts[p->host]) : "");
-        wire_put_str(wb, "state", rank_state(p));
-        wire_put_i64(wb, "exit", p->exit);
-        wire_put_u64(wb, "signal", p->sig);
-        wire_put_f64(wb, "cpu_s", p->cpu_s);
-        wire_put_u64(wb, "rss_kb", p->rss_kb);
-        wire_put_u64(wb, "disk_kb", p->disk_kb);
-        wire_put_str(wb, "error", p->error ? p->error : "");
-    }
+    if (j->ranks && out)
+        scored_output_pack_ranks(c, j, wb, out);
+    for (uint32_t i = 0; j->ranks && !out && i < j->rq.nprocs; i++)
+        scored_pack_rank(c, j, i, wb, 0);
+}
+
+void scored_pack_job(const struct cluster *c, const struct pjob *j, struct wire_buf *wb,
+                     bool ranks)
+{
+    pack_job(c, j, wb, ranks, NULL);
+}
+
+void scored_pack_job_output(const struct cluster *c, const struct pjob *j, struct wire_buf *wb,
+                            struct pj_output *out)
+{
+    pack_job(c, j, wb, true, out);
 }
 
 static void settings_encode(const struct sd_settings *s, struct wire_buf *wb)

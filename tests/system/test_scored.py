@@ -4,6 +4,7 @@ from /proc. Every wait is bounded; no test asserts on speed.
 """
 
 import grp
+import json
 import os
 import pwd
 import signal
@@ -25,7 +26,8 @@ SD = {
 }
 CLIENT = {"rpc.timeout_ms": 2000, "rpc.backoff_min_s": 0.2, "rpc.backoff_max_s": 1,
           "client.slots": 2}
-T = dict(TYPES, PSUBMIT=39, CONSOLE=40, CONSOLE_OUT=41, SD_INFO=42, SD_STATE=43, PSYNC=18)
+T = dict(TYPES, PSUBMIT=39, CONSOLE=40, CONSOLE_OUT=41, SD_INFO=42, SD_STATE=43, PSYNC=18,
+         PSYNC_ACK=19)
 REFUSED = 10
 
 
@@ -334,3 +336,58 @@ def test_tools_console_submit_jobs_stats(cluster_factory, client_factory, workdi
         json.loads((cl.state_dir / "stats.json").read_text())), scaled(10), msg="stats")
     assert st["clusters"][0]["name"] == "c" and len(st["queues"]) == 3
     assert st["parallel_jobs"][0]["state"] == "done"
+
+
+def test_rank_output_collected_truncated_and_durable(cluster_factory, client_factory, workdir,
+                                                     gridnode_bin):
+    cl = grid(cluster_factory, client_factory, workdir, [])
+    for name in ("a", "b"):
+        client_factory(cl, 1, prefix=name, sets=dict(CLIENT, **{"client.cluster": "c",
+                                                                "run.max_output_kb": 1}))
+    wait_hosts(cl, 2)
+    script = ("echo rank $GRIDNODE_RANK on $GRIDNODE_NODE; echo err$GRIDNODE_RANK >&2; "
+              "if [ $GRIDNODE_RANK = 1 ]; then head -c 3000 /dev/zero | tr '\\0' x; fi")
+    jid = psubmit(cl, script, procs=2, ppn=1)["job"]
+    hosts = wait_state(cl, jid, "done")["hosts"]  # rank r runs on hosts[r] (ppn 1)
+    assert sorted(hosts) == ["a1", "b2"]
+
+    def check():
+        ranks = call(cl, "JOB_GET", job=jid, tasks=True, output=True)["job"]["ranks"]
+        r0, r1 = ranks
+        assert r0["stdout"] == ("rank 0 on %s\n" % hosts[0]).encode() and r0["stderr"] == b"err0\n"
+        assert r0["out_trunc"] is False and r0["err_trunc"] is False
+        first = ("rank 1 on %s\n" % hosts[1]).encode()
+        assert r1["stdout"] == first + b"x" * (1024 - len(first)) and r1["out_trunc"] is True
+        assert r1["stderr"] == b"err1\n"
+        assert "stdout" not in job(cl, jid)["ranks"][0]  # only when asked
+        t = subprocess.run([gridnode_bin, "job", "-e", cl.endpoint, str(jid), "--output"],
+                           capture_output=True, text=True, timeout=scaled(30),
+                           stdin=subprocess.DEVNULL)
+        assert t.returncode == 0, t.stderr
+        for r in range(2):
+            assert "rank %d (host %s):" % (r, hosts[r]) in t.stdout, t.stdout
+            assert "rank %d on %s" % (r, hosts[r]) in t.stdout and "err%d" % r in t.stdout
+        assert t.stdout.count("[stdout truncated by the client]") == 1, t.stdout
+        t = subprocess.run([gridnode_bin, "job", "-e", cl.endpoint, str(jid), "--json"],
+                           capture_output=True, text=True, timeout=scaled(30),
+                           stdin=subprocess.DEVNULL)
+        assert t.returncode == 0 and "rank 0 on %s" % hosts[0] in t.stdout, t.stdout
+        assert json.loads(t.stdout)["job"]["ranks"][1]["out_trunc"] is True
+    check()
+    # the exit is recorded once: a repeated exit report (here a forged one) changes nothing
+    sid = [n["sid"] for n in call(cl, "NODE_LIST")["nodes"] if n["node"] == hosts[0]][0]
+    r = call(cl, "PSYNC", sid=sid, procs=[{"job": jid, "rank": 0, "state": "exit", "exit": 0,
+                                           "stdout": b"forged", "stderr": b""}])
+    assert r["t"] == T["PSYNC_ACK"], r
+    # stored in the cluster's LMDB before the reply: survives kill -9
+    cl.restart(signal.SIGKILL)
+    check()
+    d = subprocess.run([gridnode_bin, "dump", str(cl.state_dir), "--json"], capture_output=True,
+                       text=True, timeout=scaled(30), stdin=subprocess.DEVNULL)
+    assert d.returncode == 0, d.stderr
+    recs = [json.loads(x) for x in d.stdout.splitlines()]
+    assert len([x for x in recs if x["table"] == "poutput"]) == 2
+    # the nodes forgot the processes once the cluster had recorded their exits
+    for name in ("a1", "b2"):
+        wd = workdir / name / "work"
+        wait_until(lambda: not list(wd.glob("p%d.*" % jid)), scaled(10), msg="%s forgot" % name)

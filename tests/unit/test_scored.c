@@ -2,7 +2,8 @@
  * test_scored.c - the pure SCore-D policy of the cluster manager: limit arithmetic (K8),
  * admission and cluster choice by load relative to speed (K2, K3), host choice, the
  * gang / exclusive / space-sharing slot decision (K6), CPU time checks (K7) and the
- * console language (K9).
+ * console language (K9); and, on the node side, how a parallel process's output is
+ * collected from its working directory for the exit report (bounded, truncation marked).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,8 +11,13 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "roles/client/runner.h"
 #include "roles/cluster/scored.h"
 
 static void test_limits(void **state)
@@ -210,6 +216,54 @@ static void test_console(void **state)
     assert_non_null(strstr(out, "disabled"));
 }
 
+static void put_file(const char *dir, const char *name, char c, size_t n)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (size_t i = 0; i < n; i++)
+        fputc(c, f);
+    fclose(f);
+}
+
+/* runner_collect: the first max bytes of each file, trunc only when a file is longer. */
+static void test_rank_output_collect(void **state)
+{
+    (void)state;
+    struct run r;
+    char dir[] = "/tmp/gridnode-test-scored-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    memset(&r, 0, sizeof r);
+    r.out.fd = r.err.fd = -1;
+    snprintf(r.workdir, sizeof r.workdir, "%s", dir);
+    put_file(dir, "stdout", 'x', 3000);
+    put_file(dir, "stderr", 'e', 1024);
+    assert_int_equal(runner_collect(&r, 1024), 0);
+    assert_int_equal(r.out.len, 1024);
+    assert_true(r.out.trunc);
+    assert_int_equal(r.out.buf[1023], 'x');
+    assert_int_equal(r.err.len, 1024); /* exactly the bound: complete */
+    assert_false(r.err.trunc);
+    /* collecting again replaces; a missing file reads as empty */
+    char path[600];
+    snprintf(path, sizeof path, "%s/stderr", dir);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(runner_collect(&r, 100000), 0);
+    assert_int_equal(r.out.len, 3000);
+    assert_false(r.out.trunc);
+    assert_int_equal(r.err.len, 0);
+    assert_false(r.err.trunc);
+    /* a bound of 0 keeps nothing and marks any output */
+    assert_int_equal(runner_collect(&r, 0), 0);
+    assert_int_equal(r.out.len, 0);
+    assert_true(r.out.trunc);
+    assert_false(r.err.trunc);
+    runner_cleanup(&r); /* frees and removes the directory */
+    struct stat st;
+    assert_int_equal(stat(dir, &st), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -221,6 +275,7 @@ int main(void)
         cmocka_unit_test(test_schedule_exclusive_priority_space),
         cmocka_unit_test(test_cpu_checks),
         cmocka_unit_test(test_console),
+        cmocka_unit_test(test_rank_output_collect),
     };
     return cmocka_run_group_tests_name("scored", tests, NULL, NULL);
 }
