@@ -189,7 +189,8 @@ void config_print(const struct config_key *keys, const void *cfg, FILE *out)
             fprintf(out, "%s[%s]\n", section ? "\n" : "", k->section);
             section = k->section;
         }
-        fprintf(out, "; %s (default: %s)\n%s = ", k->help, k->dflt, k->name);
+        fprintf(out, "; %s (default: %s)\n%s =%s", k->help, k->dflt, k->name,
+                k->type == CONFIG_STR && !*base ? "" : " ");
         switch (k->type) {
         case CONFIG_STR: fprintf(out, "%s\n", base); break;
         case CONFIG_INT: fprintf(out, "%ld\n", *(const long *)base); break;

@@ -102,7 +102,7 @@ const struct config_key client_keys[] = {
     {"rpc", "backoff_max_s", CONFIG_DOUBLE, "60", OFF(backoff_max_s), 0.01, 86400, NULL,
      "longest retry delay"},
     {"run", "max_output_kb", CONFIG_INT, "64", OFF(max_output_kb), 0, 16384, NULL,
-     "stdout and stderr kept per task, each; the rest is dropped and marked truncated"},
+     "stdout and stderr kept per task or parallel rank, each; the rest is dropped, marked truncated"},
     {"run", "kill_grace_s", CONFIG_DOUBLE, "2", OFF(kill_grace_s), 0, 3600, NULL,
      "after the wall-clock limit: SIGTERM, then SIGKILL this much later"},
     {"store", "sync", CONFIG_ENUM, "full", OFF(sync), 0, 0, "full|meta|none",

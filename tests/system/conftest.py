@@ -46,11 +46,13 @@ TYPES = {
     "LEAVE": 15, "STATUS": 16, "STATUS_ACK": 17,
     "SUBMIT": 30, "SUBMITTED": 31, "JOB_LIST": 32, "JOBS": 33, "JOB_GET": 34,
     "JOB": 35, "CANCEL": 36, "NODE_LIST": 37, "NODES": 38,
+    "PSYNC": 18, "PSYNC_ACK": 19, "PSUBMIT": 39, "CONSOLE": 40, "CONSOLE_OUT": 41,
+    "SD_INFO": 42, "SD_STATE": 43,
 }
 TYPE_NAMES = {v: k for k, v in TYPES.items()}
 ERRORS = {
     "MALFORMED": 1, "VERSION": 2, "TYPE": 3, "FIELD": 4, "NOT_FOUND": 5,
-    "SESSION": 6, "INVALID": 7, "STORAGE": 8, "STATE": 9,
+    "SESSION": 6, "INVALID": 7, "STORAGE": 8, "STATE": 9, "REFUSED": 10,
 }
 ERROR_NAMES = {v: k for k, v in ERRORS.items()}
 

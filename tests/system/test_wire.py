@@ -24,7 +24,8 @@ from pynode import PyNode
 
 ERR = TYPES["ERROR"]
 REPLY_TYPES = {TYPES[n] for n in ("ERROR", "OK", "WELCOME", "TASKS", "STATUS_ACK",
-                                  "SUBMITTED", "JOBS", "JOB", "NODES")}
+                                  "SUBMITTED", "JOBS", "JOB", "NODES", "PSYNC_ACK",
+                                  "CONSOLE_OUT", "SD_STATE")}
 
 
 def pack(obj):
@@ -912,3 +913,15 @@ def test_tasks_reply_fits_in_a_frame(cluster):
     finally:
         node.close()
     assert 0 < len(r["tasks"]) < 8
+
+
+def test_conftest_type_table_matches_wire_h():
+    """The tests' TYPES/ERRORS tables must list every type and code of wire/wire.h."""
+    import re
+    from conftest import ERRORS, REPO
+    header = (REPO / "wire" / "wire.h").read_text()
+    types = {m.group(1): int(m.group(2)) for m in re.finditer(r"\bWT_(\w+) = (\d+)", header)}
+    errors = {m.group(1): int(m.group(2)) for m in re.finditer(r"\bWE_(\w+) = (\d+)", header)}
+    assert types and errors
+    assert types == TYPES
+    assert errors == ERRORS

@@ -381,7 +381,7 @@ static void test_print_reparses(void **state)
                      text);
         expect_same(&f->cfg, &back);
     }
-    assert_non_null(strstr(text, "[main]\n; a name (default: default-name)\nname = \n"));
+    assert_non_null(strstr(text, "[main]\n; a name (default: default-name)\nname =\n"));
     assert_non_null(strstr(text, "\n[store]\n"));
     assert_non_null(strstr(text, "mode = meta\n"));
 }
