@@ -70,13 +70,29 @@ static void print_bytes(const char *label, const msgpack_object *t, const char *
         printf("  [%s truncated by the client]\n", label);
 }
 
-static void print_tasks(const msgpack_object *tasks, bool output)
+/* The node name of a session id from a NODES reply, or the id itself. */
+static const char *node_name(const struct cli_reply *nodes, const char *sid, char *buf,
+                             size_t n)
+{
+    const msgpack_object *arr = nodes ? wire_get(nodes->msg.root, "nodes") : NULL;
+    size_t sl;
+    for (uint32_t i = 0; arr && i < arr->via.array.size; i++) {
+        const char *s = wire_get_str(&arr->via.array.ptr[i], "sid", &sl);
+        if (s && sl == strlen(sid) && !memcmp(s, sid, sl)) {
+            wire_get_strbuf(&arr->via.array.ptr[i], "node", buf, n);
+            return buf;
+        }
+    }
+    return sid;
+}
+
+static void print_tasks(const msgpack_object *tasks, bool output, const struct cli_reply *nodes)
 {
     printf("\n%6s  %-8s %6s %5s %4s %8s %8s  %s\n", "TASK", "STATE", "ISSUES", "EXIT", "SIG",
            "CPU_S", "WALL_S", "NODE / NOTE");
     for (uint32_t i = 0; i < tasks->via.array.size; i++) {
         const msgpack_object *t = &tasks->via.array.ptr[i];
-        char state[12], node[40], err[120];
+        char state[12], node[40], name[64], err[120];
         wire_get_strbuf(t, "state", state, sizeof state);
         wire_get_strbuf(t, "node", node, sizeof node);
         wire_get_strbuf(t, "error", err, sizeof err);
@@ -91,7 +107,8 @@ static void print_tasks(const msgpack_object *tasks, bool output)
         printf("%6llu  %-8s %6llu %5s %4s %8s %8s  %s%s%s\n",
                (unsigned long long)wire_get_u64(t, "idx", 0), state,
                (unsigned long long)wire_get_u64(t, "issues", 0), ex, sg, cpu, wall,
-               node[0] ? node : "", wire_get_bool(t, "timeout", false) ? " (timed out)" : "",
+               node_name(nodes, node, name, sizeof name),
+               wire_get_bool(t, "timeout", false) ? " (timed out)" : "",
                err[0] ? err : "");
         if (output) {
             print_bytes("stdout", t, "stdout", "out_trunc");
@@ -233,9 +250,17 @@ int cmd_job(int argc, char **argv)
         cli_reply_free(&r);
         return prc;
     } else {
+        struct cli_reply nodes;
+        struct wire_buf wb;
         print_summary(j);
+        wire_buf_init(&wb);
+        wire_begin(&wb, WT_NODE_LIST, 2, 0);
+        bool named = tasks && cli_call(&c, &wb, 2, &nodes) == 0; /* names are a nicety */
+        wire_buf_free(&wb);
         if (tasks)
-            print_tasks(tasks, output);
+            print_tasks(tasks, output, named ? &nodes : NULL);
+        if (named)
+            cli_reply_free(&nodes);
     }
     int rc = wait && (wire_get_u64(j, "failed", 0) > 0 ||
                       wire_get_u64(j, "done", 0) < wire_get_u64(j, "ntasks", 0))

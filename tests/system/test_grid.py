@@ -254,6 +254,7 @@ def test_user_tools(cluster_factory, client_factory, gridnode_bin, workdir):
     assert [t["stdout"] for t in j["tasks"]] == ["LINE 0\n", "LINE 1\n", "LINE 2\n"]
     r = run_cli(gridnode_bin, "job", jid, "-e", cl.endpoint, "--output")
     assert r.returncode == 0 and "LINE 2" in r.stdout and "TASK" in r.stdout
+    assert re.search(r"^\s+\d+\s+ok\s.*\snode[12]$", r.stdout, re.M), r.stdout  # names, not ids
     r = run_cli(gridnode_bin, "jobs", "-e", cl.endpoint)
     assert r.returncode == 0 and "cat" in r.stdout and "done" in r.stdout
     r = run_cli(gridnode_bin, "jobs", "-e", cl.endpoint, "--json")
