@@ -17,7 +17,7 @@ CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-missing-field-initializers
 SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 CFLAGS  ?= -O2 -g
-XCFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(DEP_CFLAGS) -I. -MMD -MP
+XCFLAGS := -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) $(DEP_CFLAGS) -I. -MMD -MP
 PYTEST  := /usr/bin/python3 -m pytest
 
 LIB_SRC := $(sort $(wildcard lib/*.c wire/*.c store/*.c roles/*/*.c cmd/*.c))

@@ -351,30 +351,64 @@ static int print_json(const struct opts *o, const struct batch_config *c,
     return 0;
 }
 
-/* Loads the trace and runs the simulation described by o. Returns the exit status. */
+/* The machine size: --procs, else the header's MaxProcs, else MaxNodes (<= 0: none). */
+static int64_t machine_procs(const struct opts *o, const struct swf_trace *h)
+{
+    return o->procs ? o->procs : h->max_procs > 0 ? h->max_procs : h->max_nodes;
+}
+
+static int stream_next(void *arg, const struct swf_job **recs, size_t *n, char *err, size_t len)
+{
+    return swf_stream_next(arg, recs, n, err, len);
+}
+
+/* Simulates the whole trace t (records and final header) the classic way: sorted
+ * job list first, then the run. 0 or -1 with a message in err. */
+static int simulate_read(const struct opts *o, struct swf_stream *s, struct swf_trace *t,
+                         struct sim_opts *so, struct sim_input *in, struct sim_result *r, char *err,
+                         size_t errlen)
+{
+    so->procs = machine_procs(o, t);
+    so->queue_names = (const char *const *)t->queue_name;
+    if (so->procs <= 0) {
+        snprintf(err, errlen, "%s has no MaxProcs or MaxNodes header; give --procs N", o->trace);
+        return -1;
+    }
+    if (swf_stream_records(s, t, err, errlen) < 0 || sim_prepare(t, so, in, err, errlen) < 0)
+        return -1;
+    if (so->diag_at >= 0)
+        so->diag_at += in->jobs[0].submit;
+    return sim_run(in, so, r, err, errlen);
+}
+
+/* Loads the trace and runs the simulation described by o. Returns the exit status.
+ *
+ * The trace is read by a thread of its own (swf_stream) while the simulation runs
+ * on the records read so far (sim_stream), with the header as it stood at the
+ * first record. The result is kept if the final header is the same, which is the
+ * case for every trace with its header on top; otherwise, and with --diagnose-at
+ * (which prints during the run, and a run may have to be done again), the whole
+ * trace is read first and then simulated (simulate_read). Either way a reading
+ * error is reported before a simulation error, as the trace comes first. */
 static int simulate(struct opts *o, const struct batch_config *c)
 {
-    char err[512];
+    char err[512], serr[512] = "";
+    struct swf_stream *s = NULL;
+    const struct swf_trace *head = NULL;
     struct swf_trace t;
     struct sim_input in;
     struct sim_result r;
-    struct progress pr = {wall(), wall(), o->quiet, NULL};
+    struct progress pr = {wall(), wall(), o->quiet, &in};
+    int rc = 1;
+    memset(&t, 0, sizeof t);
     memset(&in, 0, sizeof in);
     memset(&r, 0, sizeof r);
-    double t0 = wall();
-    if (swf_read(o->trace, &t, err, sizeof err) < 0) {
+    if (swf_stream_open(o->trace, &s, err, sizeof err) < 0 ||
+        !(head = swf_stream_header(s, err, sizeof err))) {
         fprintf(stderr, "gridnode batch: %s\n", err);
-        return 1;
-    }
-    double read_s = wall() - t0;
-    int64_t procs = o->procs ? o->procs : t.max_procs > 0 ? t.max_procs : t.max_nodes;
-    int rc = 1;
-    if (procs <= 0) {
-        fprintf(stderr, "gridnode batch: %s has no MaxProcs or MaxNodes header; give --procs N\n",
-                o->trace);
         goto out;
     }
-    struct sim_opts so = {.procs = procs,
+    struct sim_opts so = {.procs = machine_procs(o, head),
                           .node_procs = (int32_t)o->node_procs,
                           .estimate = o->estimate && !strcmp(o->estimate, "actual")
                                           ? SIM_EST_ACTUAL
@@ -382,19 +416,29 @@ static int simulate(struct opts *o, const struct batch_config *c)
                           .start = (size_t)o->start,
                           .count = (size_t)o->count,
                           .cfg = c,
-                          .queue_names = (const char *const *)t.queue_name,
+                          .queue_names = (const char *const *)head->queue_name,
                           .record_nodes = o->gantt != NULL,
                           .progress = on_progress,
                           .arg = &pr,
                           .diag_at = o->diag_at,
                           .diag = o->diag_at >= 0 ? on_diag : NULL};
-    pr.in = &in;
-    if (sim_prepare(&t, &so, &in, err, sizeof err) < 0 ||
-        (so.diag_at >= 0 && (so.diag_at += in.jobs[0].submit, 0)) ||
-        sim_run(&in, &so, &r, err, sizeof err) < 0) {
+    struct sim_source src = {stream_next, s};
+    bool streamed = so.procs > 0 && so.diag == NULL;
+    int sim_rc = streamed ? sim_stream(&in, &so, &src, &r, serr, sizeof serr) : 0;
+    if (swf_stream_finish(s, &t, err, sizeof err) < 0) {
         fprintf(stderr, "gridnode batch: %s\n", err);
         goto out;
     }
+    if (streamed && !swf_same_header(head, &t)) { /* a header line below the first job */
+        streamed = false;
+        sim_input_free(&in);
+        sim_result_free(&r);
+    }
+    if (streamed ? sim_rc < 0 : simulate_read(o, s, &t, &so, &in, &r, serr, sizeof serr) < 0) {
+        fprintf(stderr, "gridnode batch: %s\n", serr);
+        goto out;
+    }
+    int64_t procs = so.procs;
     if (o->jobs_out && simout_csv(o->jobs_out, &in, err, sizeof err) < 0) {
         fprintf(stderr, "gridnode batch: %s\n", err);
         goto out;
@@ -406,7 +450,7 @@ static int simulate(struct opts *o, const struct batch_config *c)
         fprintf(stderr, "gridnode batch: %s\n", err);
         goto out;
     }
-    if (o->json ? print_json(o, c, &in, &r, procs, read_s) < 0
+    if (o->json ? print_json(o, c, &in, &r, procs, t.read_s) < 0
                 : (print_text(o, c, &in, &r, procs, &t), 0)) {
         fprintf(stderr, "gridnode batch: out of memory\n");
         goto out;
@@ -415,6 +459,7 @@ static int simulate(struct opts *o, const struct batch_config *c)
 out:
     sim_input_free(&in);
     sim_result_free(&r);
+    swf_stream_close(&s);
     swf_free(&t);
     return rc;
 }

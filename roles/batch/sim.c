@@ -76,8 +76,8 @@ static int job_cmp(const void *a, const void *b)
     return x->end < y->end ? -1 : x->end > y->end; /* end holds the file order here */
 }
 
-int sim_prepare(const struct swf_trace *t, const struct sim_opts *o, struct sim_input *in,
-                char *err, size_t errlen)
+/* Checks that the machine can be built. 0, or -1 with a message in err. */
+static int check_machine(const struct sim_opts *o, char *err, size_t errlen)
 {
     if (o->procs < 1 || o->node_procs < 1 || o->procs % o->node_procs)
         return fail(err, errlen, "machine of %lld processors cannot be split into nodes of %d",
@@ -85,40 +85,153 @@ int sim_prepare(const struct swf_trace *t, const struct sim_opts *o, struct sim_
     if (o->procs / o->node_procs > SIM_MAX_NODES)
         return fail(err, errlen, "%lld nodes of %d processors: at most %d nodes are simulated",
                     (long long)(o->procs / o->node_procs), o->node_procs, SIM_MAX_NODES);
-    if (!(in->jobs = malloc((t->njobs + 1) * sizeof *in->jobs)))
-        return fail(err, errlen, "out of memory");
-    size_t kept = 0, limit = o->count ? o->count : SIZE_MAX;
-    for (size_t i = 0; i < t->njobs && in->njobs < limit; i++) {
-        struct sim_job *j = &in->jobs[in->njobs];
-        size_t *why = convert(&t->jobs[i], o, in, j);
-        if (kept < o->start) { /* before the window: not counted either way */
-            kept += why == NULL;
-            in->before_window += why == NULL;
-            continue;
-        }
-        if (why) {
-            (*why)++;
-            continue;
-        }
-        kept++;
-        in->no_request += t->jobs[i].req_time <= 0;
-        in->truncated += t->jobs[i].run > j->walltime;
-        j->end = (int64_t)in->njobs; /* file order, for a stable sort */
-        in->njobs++;
+    return 0;
+}
+
+static int no_jobs(size_t records, const struct sim_opts *o, char *err, size_t errlen)
+{
+    return fail(err, errlen, "no job to simulate (the trace has %zu records; --start %zu)", records,
+                o->start);
+}
+
+/* Takes record rec, the next in file order: converts it into in->jobs[in->njobs]
+ * (room for which the caller made) if it is usable and inside the job window, else
+ * counts why it was left out. *kept counts the usable records so far. */
+static void admit(const struct swf_job *rec, const struct sim_opts *o, struct sim_input *in,
+                  size_t *kept)
+{
+    struct sim_job *j = &in->jobs[in->njobs];
+    size_t *why = convert(rec, o, in, j);
+    if (*kept < o->start) { /* before the window: not counted either way */
+        *kept += why == NULL;
+        in->before_window += why == NULL;
+        return;
     }
-    if (in->njobs == 0) {
-        sim_input_free(in);
-        return fail(err, errlen, "no job to simulate (the trace has %zu records; --start %zu)",
-                    t->njobs, o->start);
+    if (why) {
+        (*why)++;
+        return;
     }
+    ++*kept;
+    in->no_request += rec->req_time <= 0;
+    in->truncated += rec->run > j->walltime;
+    in->njobs++;
+}
+
+/* Whether the window is full: no more jobs are taken from the trace. */
+static bool window_full(const struct sim_input *in, const struct sim_opts *o)
+{
+    return o->count && in->njobs >= o->count;
+}
+
+/* Sorts in->jobs by submit time (file order among equal ones) unless they already
+ * are. The jobs must not have run yet. */
+static void sort_jobs(struct sim_input *in)
+{
     bool sorted = true; /* traces usually are: skip the sort then */
     for (size_t i = 1; i < in->njobs && sorted; i++)
         sorted = in->jobs[i - 1].submit <= in->jobs[i].submit;
-    if (!sorted)
-        qsort(in->jobs, in->njobs, sizeof *in->jobs, job_cmp);
+    if (sorted)
+        return;
+    for (size_t i = 0; i < in->njobs; i++)
+        in->jobs[i].end = (int64_t)i; /* file order, for a stable sort */
+    qsort(in->jobs, in->njobs, sizeof *in->jobs, job_cmp);
     for (size_t i = 0; i < in->njobs; i++)
         in->jobs[i].end = -1;
+}
+
+int sim_prepare(const struct swf_trace *t, const struct sim_opts *o, struct sim_input *in,
+                char *err, size_t errlen)
+{
+    if (check_machine(o, err, errlen) < 0)
+        return -1;
+    if (!(in->jobs = malloc((t->njobs + 1) * sizeof *in->jobs)))
+        return fail(err, errlen, "out of memory");
+    size_t kept = 0;
+    for (size_t i = 0; i < t->njobs && !window_full(in, o); i++)
+        admit(&t->jobs[i], o, in, &kept);
+    if (in->njobs == 0) {
+        sim_input_free(in);
+        return no_jobs(t->njobs, o, err, errlen);
+    }
+    sort_jobs(in);
     return 0;
+}
+
+/* ---- the feed: the jobs of a run, taken from the source as the clock needs them ---- */
+
+struct feed {
+    struct sim_input *in;
+    const struct sim_opts *o;
+    const struct sim_source *src; /* NULL: in->jobs holds every job */
+    struct sim_result *r;         /* with record_nodes, run_off / run_cnt grow with the jobs */
+    size_t cap;                   /* of in->jobs (and r->run_off, r->run_cnt) */
+    size_t kept, records;         /* usable records seen, records seen */
+    const struct swf_job *recs;   /* the source's current block */
+    size_t nrecs, next;
+    bool ended;    /* the source has no more jobs for us */
+    bool unsorted; /* a job was submitted before the one ahead of it in the file */
+};
+
+/* Makes room for cap jobs in in->jobs and, with record_nodes, in the node runs. */
+static int feed_reserve(struct feed *f, size_t cap)
+{
+    struct sim_result *r = f->r;
+    void *p = realloc(f->in->jobs, cap * sizeof *f->in->jobs);
+    if (!p)
+        return -1;
+    f->in->jobs = p;
+    if (f->o->record_nodes) {
+        if (!(p = realloc(r->run_off, cap * sizeof *r->run_off)))
+            return -1;
+        r->run_off = p;
+        if (!(p = realloc(r->run_cnt, cap * sizeof *r->run_cnt)))
+            return -1;
+        r->run_cnt = p;
+        memset(r->run_off + f->cap, 0, (cap - f->cap) * sizeof *r->run_off);
+        memset(r->run_cnt + f->cap, 0, (cap - f->cap) * sizeof *r->run_cnt);
+    }
+    f->cap = cap;
+    return 0;
+}
+
+/* Takes the source's next record. 1, 0 at its end, -1 with a message in err. */
+static int feed_record(struct feed *f, char *err, size_t errlen)
+{
+    if (f->next == f->nrecs) {
+        if (f->src->next(f->src->arg, &f->recs, &f->nrecs, err, errlen) < 0)
+            return -1;
+        f->next = 0;
+        if (f->nrecs == 0)
+            return 0;
+    }
+    if (f->in->njobs == f->cap && feed_reserve(f, f->cap ? 2 * f->cap : 4096) < 0)
+        return fail(err, errlen, "out of memory");
+    f->records++;
+    admit(&f->recs[f->next++], f->o, f->in, &f->kept);
+    return 1;
+}
+
+/* Makes job i available if the trace has it: 1 if in->jobs[i] exists, 0 if there
+ * are no more jobs, -1 with a message in err (f->unsorted set, and no message, when
+ * the trace turned out not to be in submit order). */
+static inline int feed_has(struct feed *f, size_t i, char *err, size_t errlen)
+{
+    struct sim_input *in = f->in;
+    while (i >= in->njobs) {
+        if (!f->src || f->ended)
+            return 0;
+        size_t n = in->njobs;
+        int rc = window_full(in, f->o) ? 0 : feed_record(f, err, errlen);
+        if (rc <= 0) {
+            f->ended = rc == 0;
+            return rc;
+        }
+        if (in->njobs > n && n > 0 && in->jobs[n].submit < in->jobs[n - 1].submit) {
+            f->unsorted = true;
+            return -1;
+        }
+    }
+    return 1;
 }
 
 /* ---- a binary min-heap of (end time, job index) ---- */
@@ -128,15 +241,24 @@ struct ev {
 };
 struct heap {
     struct ev *v;
-    size_t n;
+    size_t n, cap;
 };
 
-static void heap_push(struct heap *h, struct ev x)
+static int heap_push(struct heap *h, struct ev x)
 {
+    if (h->n == h->cap) {
+        size_t nc = h->cap ? 2 * h->cap : 1024;
+        void *p = realloc(h->v, nc * sizeof *h->v);
+        if (!p)
+            return -1;
+        h->v = p;
+        h->cap = nc;
+    }
     size_t i = h->n++;
     for (; i > 0 && h->v[(i - 1) / 2].t > x.t; i = (i - 1) / 2)
         h->v[i] = h->v[(i - 1) / 2];
     h->v[i] = x;
+    return 0;
 }
 
 static struct ev heap_pop(struct heap *h)
@@ -340,7 +462,8 @@ static int collect_started(struct batch_engine *e, struct sim_input *in, const s
         struct sim_job *j = &in->jobs[idx];
         j->start = t;
         j->end = t + j->run;
-        heap_push(h, (struct ev){j->end, idx});
+        if (heap_push(h, (struct ev){j->end, idx}) < 0)
+            return -1;
         if (o->record_nodes && record_nodes(e, idx, r, cap) < 0)
             return -1;
     }
@@ -360,37 +483,38 @@ static void first_estimates(struct batch_engine *e, struct sim_input *in, size_t
     }
 }
 
-int sim_run(struct sim_input *in, const struct sim_opts *o, struct sim_result *r, char *err,
-            size_t errlen)
+/* Runs the simulation over the jobs of f, from an empty machine: fills their
+ * start and end and the figures in r. 0, or -1 with a message in err (f->unsorted
+ * set, and no message, when the source turned out not to be in submit order). */
+static int run_loop(struct feed *f, struct sim_result *r, char *err, size_t errlen)
 {
-    double t0 = now_s();
-    struct heap h = {malloc((in->njobs + 1) * sizeof *h.v), 0};
+    const struct sim_opts *o = f->o;
+    struct sim_input *in = f->in;
+    struct heap h = {NULL, 0, 0};
     size_t cap = 0, i = 0, done = 0, pending = 0, loops = 0;
-    int rc = -1;
+    int rc = -1, more;
     bool diag_done = o->diag == NULL;
     struct batch_engine *e = machine(o, err, errlen);
-    if (o->record_nodes && (!(r->run_off = calloc(in->njobs + 1, sizeof *r->run_off)) ||
-                            !(r->run_cnt = calloc(in->njobs + 1, sizeof *r->run_cnt)))) {
-        fail(err, errlen, "out of memory");
+    if (!e || (more = feed_has(f, 0, err, errlen)) < 0)
+        goto out;
+    if (more == 0) {
+        no_jobs(f->src ? f->records : 0, o, err, errlen);
         goto out;
     }
-    if (!e)
-        goto out;
-    if (!h.v) {
-        fail(err, errlen, "out of memory");
-        goto out;
-    }
-    while (i < in->njobs || h.n) {
-        int64_t t = i < in->njobs ? in->jobs[i].submit : INT64_MAX;
+    while (more > 0 || h.n) {
+        int64_t t = more > 0 ? in->jobs[i].submit : INT64_MAX;
         if (h.n && h.v[0].t < t)
             t = h.v[0].t;
         for (; h.n && h.v[0].t == t; done++)
             if (batch_job_finish(e, heap_pop(&h).job + 1, t) < 0)
                 goto engine_err;
         size_t from = i;
-        for (; i < in->njobs && in->jobs[i].submit == t; i++, pending++)
+        for (; more > 0 && in->jobs[i].submit == t; pending++) {
             if (submit(e, &in->jobs[i], i, o) < 0)
                 goto engine_err;
+            if ((more = feed_has(f, ++i, err, errlen)) < 0)
+                goto out;
+        }
         if (pending > 0) {
             struct batch_cycle_stats st;
             if (batch_cycle(e, t, &st) < 0)
@@ -408,7 +532,7 @@ int sim_run(struct sim_input *in, const struct sim_opts *o, struct sim_result *r
                 diag_done = true;
             }
         }
-        if (pending > 0 && h.n == 0 && i == in->njobs) {
+        if (pending > 0 && h.n == 0 && more == 0) {
             fail(err, errlen, "%zu jobs can never start on this machine", pending);
             goto out;
         }
@@ -417,8 +541,6 @@ int sim_run(struct sim_input *in, const struct sim_opts *o, struct sim_result *r
     }
     if (summarize(in, o, r) < 0)
         goto nomem;
-    r->sim_wall_s = now_s() - t0;
-    r->jobs_per_s = r->sim_wall_s > 0 ? (double)in->njobs / r->sim_wall_s : 0;
     rc = 0;
     goto out;
 engine_err:
@@ -430,4 +552,62 @@ out:
     batch_engine_destroy(&e);
     free(h.v);
     return rc;
+}
+
+int sim_run(struct sim_input *in, const struct sim_opts *o, struct sim_result *r, char *err,
+            size_t errlen)
+{
+    double t0 = now_s();
+    struct feed f = {.in = in, .o = o, .r = r};
+    if (feed_reserve(&f, in->njobs + 1) < 0)
+        return fail(err, errlen, "out of memory");
+    if (run_loop(&f, r, err, errlen) < 0)
+        return -1;
+    r->sim_wall_s = now_s() - t0;
+    r->jobs_per_s = r->sim_wall_s > 0 ? (double)in->njobs / r->sim_wall_s : 0;
+    return 0;
+}
+
+/* After a streamed run found the trace out of submit order: takes the rest of the
+ * source, sorts the jobs and forgets the run's results. 0 or -1 (err). */
+static int feed_rewind(struct feed *f, struct sim_result *r, char *err, size_t errlen)
+{
+    int rc;
+    while (!window_full(f->in, f->o) && (rc = feed_record(f, err, errlen)) != 0)
+        if (rc < 0)
+            return -1;
+    f->src = NULL;
+    for (size_t i = 0; i < f->in->njobs; i++) {
+        struct sim_job *j = &f->in->jobs[i];
+        j->start = j->end = j->first_estimate = -1;
+    }
+    sort_jobs(f->in);
+    size_t *off = r->run_off;
+    int32_t *cnt = r->run_cnt;
+    r->run_off = NULL;
+    r->run_cnt = NULL;
+    sim_result_free(r); /* the figures and node runs; the per-job arrays are kept */
+    r->run_off = off;
+    r->run_cnt = cnt;
+    return 0;
+}
+
+int sim_stream(struct sim_input *in, const struct sim_opts *o, const struct sim_source *src,
+               struct sim_result *r, char *err, size_t errlen)
+{
+    double t0 = now_s();
+    struct feed f = {.in = in, .o = o, .src = src, .r = r};
+    if (check_machine(o, err, errlen) < 0)
+        return -1;
+    int rc = run_loop(&f, r, err, errlen);
+    if (rc < 0 && f.unsorted) {
+        if (feed_rewind(&f, r, err, errlen) < 0)
+            return -1;
+        rc = run_loop(&f, r, err, errlen);
+    }
+    if (rc < 0)
+        return -1;
+    r->sim_wall_s = now_s() - t0;
+    r->jobs_per_s = r->sim_wall_s > 0 ? (double)in->njobs / r->sim_wall_s : 0;
+    return 0;
 }

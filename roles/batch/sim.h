@@ -3,8 +3,9 @@
  * mode to try a configuration before using it"). The simulator owns a simulated
  * clock and a machine of identical nodes, feeds the engine exactly what the live
  * role would (submissions, completions) and calls batch_cycle() at every event
- * time. No I/O here: the trace comes in as a struct swf_trace, results go out as
- * numbers; cmd/batch.c prints them.
+ * time. No I/O here: the trace comes in as a struct swf_trace (sim_prepare) or as
+ * blocks of records from a source (sim_stream, which overlaps the reading), results
+ * go out as numbers; cmd/batch.c prints them.
  *
  * Trace records and how they are treated:
  *  - size: allocated processors (field 5), else requested (field 8); a record with
@@ -84,6 +85,23 @@ int sim_prepare(const struct swf_trace *t, const struct sim_opts *o, struct sim_
  * 0, or -1 with a message in err. */
 int sim_run(struct sim_input *in, const struct sim_opts *o, struct sim_result *r, char *err,
             size_t errlen);
+
+/* Where sim_stream takes the trace's records from: next() hands over the next
+ * records in file order (*n = 0 at the end), which stay valid for the whole run;
+ * 0, or -1 with a message in err. swf_stream_next fits. */
+struct sim_source {
+    int (*next)(void *arg, const struct swf_job **recs, size_t *n, char *err, size_t errlen);
+    void *arg;
+};
+/* sim_prepare and sim_run in one, taking the records from src only as the simulated
+ * clock reaches their submit time, so that the simulation overlaps the reading of
+ * the trace. A trace is normally in submit order; if a record turns out to be
+ * submitted before the one ahead of it, the rest of src is taken, the jobs are
+ * sorted and the simulation starts again: the results are those of sim_prepare and
+ * sim_run either way. Fills in (zeroed by the caller) and r. 0, or -1 with a
+ * message in err; src may still hold records then (and after a --count window). */
+int sim_stream(struct sim_input *in, const struct sim_opts *o, const struct sim_source *src,
+               struct sim_result *r, char *err, size_t errlen);
 void sim_input_free(struct sim_input *in);
 void sim_result_free(struct sim_result *r);
 

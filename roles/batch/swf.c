@@ -2,19 +2,25 @@
  * swf.c - Standard Workload Format reader (see swf.h). The file is read through
  * zlib in large chunks and parsed with a small number scanner: a whole trace of
  * 250,000 jobs takes well under 0.1 s, which matters when the simulator replays it.
+ * swf_stream_* do the same in a thread of their own and hand the records over in
+ * blocks, so that reading overlaps the simulation.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <zlib.h>
 
 #include "roles/batch/swf.h"
 
 #define SWF_FIELDS 18
 #define SWF_MAX_LINE 4096
+#define SWF_CHUNK (1 << 18) /* bytes inflated and parsed at a time (a block of ~3,000 jobs) */
 
 __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t len, const char *fmt, ...)
 {
@@ -177,6 +183,13 @@ static int parse_line(struct swf_trace *t, const char *s, size_t n, const char *
     return 0;
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static void trace_init(struct swf_trace *t)
 {
     memset(t, 0, sizeof *t);
@@ -204,22 +217,23 @@ int swf_parse(const char *text, size_t len, const char *name, struct swf_trace *
     return 0;
 }
 
-int swf_read(const char *path, struct swf_trace *t, char *err, size_t errlen)
+/* Called after each chunk of the file is parsed (t holds what was parsed since
+ * the last call); nonzero stops the reading. */
+typedef int (*chunk_fn)(void *arg, struct swf_trace *t);
+
+/* Reads the open file gz into t in chunks of SWF_CHUNK bytes, parsing every
+ * complete line, and calls chunk (if not NULL) after each. 0, or -1 with a message
+ * in err (also when chunk asked to stop). t keeps what was parsed either way. */
+static int read_chunks(gzFile gz, const char *path, struct swf_trace *t, chunk_fn chunk, void *arg,
+                       char *err, size_t errlen)
 {
-    trace_init(t);
-    gzFile gz = gzopen(path, "rb");
-    if (!gz)
-        return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno ? errno : ENOENT));
-    gzbuffer(gz, 1 << 17);
-    size_t cap = 1 << 20, have = 0;
+    size_t cap = SWF_CHUNK + SWF_MAX_LINE + 1, have = 0;
     char *buf = malloc(cap);
     int rc = -1;
-    if (!buf) {
-        fail(err, errlen, "out of memory");
-        goto out;
-    }
+    if (!buf)
+        return fail(err, errlen, "out of memory");
     for (;;) {
-        int n = gzread(gz, buf + have, (unsigned)(cap - have));
+        int n = gzread(gz, buf + have, SWF_CHUNK);
         if (n < 0) {
             int zerr;
             const char *msg = gzerror(gz, &zerr);
@@ -251,12 +265,264 @@ int swf_read(const char *path, struct swf_trace *t, char *err, size_t errlen)
                  SWF_MAX_LINE);
             goto out;
         }
+        if (chunk && chunk(arg, t) != 0) {
+            fail(err, errlen, "%s: reading stopped", path);
+            goto out;
+        }
     }
     rc = 0;
 out:
     free(buf);
+    return rc;
+}
+
+static gzFile open_trace(const char *path, char *err, size_t errlen)
+{
+    gzFile gz = gzopen(path, "rb");
+    if (!gz)
+        fail(err, errlen, "%s: cannot open: %s", path, strerror(errno ? errno : ENOENT));
+    else
+        gzbuffer(gz, 1 << 17);
+    return gz;
+}
+
+int swf_read(const char *path, struct swf_trace *t, char *err, size_t errlen)
+{
+    double t0 = now_s();
+    trace_init(t);
+    gzFile gz = open_trace(path, err, errlen);
+    if (!gz)
+        return -1;
+    int rc = read_chunks(gz, path, t, NULL, NULL, err, errlen);
     gzclose(gz);
     if (rc < 0)
         swf_free(t);
+    else
+        t->read_s = now_s() - t0;
     return rc;
+}
+
+/* ---- the stream: a reader thread handing parsed records over in blocks ---- */
+
+struct swf_block {
+    struct swf_job *jobs;
+    size_t n;
+};
+
+struct swf_stream {
+    char *path;
+    gzFile gz;
+    pthread_t thread;
+    bool started, finished;
+    double t0;
+    struct swf_trace cur; /* the reader's: header so far, records since the last block */
+    size_t lines_done;    /* cur.lines when the reader ended */
+    pthread_mutex_t mu;   /* guards everything below */
+    pthread_cond_t cv;    /* a block, the header, or the end */
+    struct swf_block *blocks;
+    size_t nblocks, cap, njobs;
+    bool have_head, done, stop, oom;
+    int rc;
+    double read_s;
+    char err[512];
+    struct swf_trace head; /* the header as of the first block (no jobs) */
+    size_t next;           /* the consumer's next block */
+};
+
+bool swf_same_header(const struct swf_trace *a, const struct swf_trace *b)
+{
+    if (a->max_procs != b->max_procs || a->max_nodes != b->max_nodes)
+        return false;
+    for (int i = 0; i < SWF_MAX_QUEUES; i++) {
+        const char *x = a->queue_name[i], *y = b->queue_name[i];
+        if ((x == NULL) != (y == NULL) || (x && strcmp(x, y) != 0))
+            return false;
+    }
+    return true;
+}
+
+/* Copies the header fields of from into to; the queue names are shared, not copied
+ * (the reader never changes a name once set). */
+static void head_copy(struct swf_trace *to, const struct swf_trace *from)
+{
+    to->max_procs = from->max_procs;
+    to->max_nodes = from->max_nodes;
+    memcpy(to->queue_name, from->queue_name, sizeof to->queue_name);
+}
+
+/* chunk_fn of the reader thread: moves the records parsed since the last call into
+ * a new block; the first block (or the end) also publishes the header. */
+static int publish(void *arg, struct swf_trace *t)
+{
+    struct swf_stream *s = arg;
+    int rc = 0;
+    pthread_mutex_lock(&s->mu);
+    if (t->njobs > 0 && s->nblocks == s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 256;
+        void *p = realloc(s->blocks, nc * sizeof *s->blocks);
+        if (!p) {
+            s->oom = true;
+            rc = -1;
+            goto out;
+        }
+        s->blocks = p;
+        s->cap = nc;
+    }
+    if (t->njobs > 0) {
+        s->blocks[s->nblocks++] = (struct swf_block){t->jobs, t->njobs};
+        s->njobs += t->njobs;
+        t->jobs = NULL;
+        t->njobs = t->cap = 0;
+        if (!s->have_head)
+            head_copy(&s->head, t);
+        s->have_head = true;
+        pthread_cond_broadcast(&s->cv);
+    }
+    rc = s->stop ? -1 : 0;
+out:
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+/* The reader thread: the whole file through read_chunks, then the end. */
+static void *reader_main(void *arg)
+{
+    struct swf_stream *s = arg;
+    char err[512] = "";
+    int rc = read_chunks(s->gz, s->path, &s->cur, publish, s, err, sizeof err);
+    if (rc == 0 && publish(s, &s->cur) < 0)
+        rc = fail(err, sizeof err, "%s: reading stopped", s->path);
+    pthread_mutex_lock(&s->mu);
+    if (s->oom)
+        fail(err, sizeof err, "out of memory");
+    if (!s->have_head)
+        head_copy(&s->head, &s->cur);
+    s->have_head = s->done = true;
+    s->rc = rc;
+    s->read_s = now_s() - s->t0;
+    if (rc < 0)
+        memcpy(s->err, err, sizeof err);
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+int swf_stream_open(const char *path, struct swf_stream **out, char *err, size_t errlen)
+{
+    struct swf_stream *s = calloc(1, sizeof *s);
+    *out = NULL;
+    if (!s || !(s->path = strdup(path))) {
+        free(s);
+        return fail(err, errlen, "out of memory");
+    }
+    s->t0 = now_s();
+    trace_init(&s->cur);
+    trace_init(&s->head);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    *out = s;
+    if (!(s->gz = open_trace(path, err, errlen))) {
+        swf_stream_close(out);
+        return -1;
+    }
+    int e = pthread_create(&s->thread, NULL, reader_main, s);
+    if (e) {
+        swf_stream_close(out);
+        return fail(err, errlen, "%s: cannot start the reader thread: %s", path, strerror(e));
+    }
+    s->started = true;
+    return 0;
+}
+
+const struct swf_trace *swf_stream_header(struct swf_stream *s, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&s->mu);
+    while (!s->have_head)
+        pthread_cond_wait(&s->cv, &s->mu);
+    int rc = s->nblocks == 0 && s->done && s->rc < 0 ? fail(err, errlen, "%s", s->err) : 0;
+    pthread_mutex_unlock(&s->mu);
+    return rc < 0 ? NULL : &s->head;
+}
+
+int swf_stream_next(struct swf_stream *s, const struct swf_job **jobs, size_t *n, char *err,
+                    size_t errlen)
+{
+    int rc = 0;
+    pthread_mutex_lock(&s->mu);
+    while (s->next == s->nblocks && !s->done)
+        pthread_cond_wait(&s->cv, &s->mu);
+    *jobs = NULL;
+    *n = 0;
+    if (s->next < s->nblocks) {
+        *jobs = s->blocks[s->next].jobs;
+        *n = s->blocks[s->next++].n;
+    } else if (s->rc < 0) {
+        rc = fail(err, errlen, "%s", s->err);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+/* Waits for the reader thread to end; returns its status (s->err says why). */
+static int stream_join(struct swf_stream *s)
+{
+    if (s->started) {
+        pthread_join(s->thread, NULL);
+        s->started = false;
+    }
+    return s->rc;
+}
+
+int swf_stream_finish(struct swf_stream *s, struct swf_trace *t, char *err, size_t errlen)
+{
+    trace_init(t);
+    if (stream_join(s) < 0)
+        return fail(err, errlen, "%s", s->err);
+    t->max_procs = s->cur.max_procs;
+    t->max_nodes = s->cur.max_nodes;
+    for (int i = 0; i < SWF_MAX_QUEUES; i++)
+        if (s->cur.queue_name[i] && !(t->queue_name[i] = strdup(s->cur.queue_name[i]))) {
+            swf_free(t);
+            return fail(err, errlen, "out of memory");
+        }
+    t->njobs = s->njobs;
+    t->lines = s->cur.lines;
+    t->read_s = s->read_s;
+    s->finished = true;
+    return 0;
+}
+
+int swf_stream_records(struct swf_stream *s, struct swf_trace *t, char *err, size_t errlen)
+{
+    if (!s->finished || t->jobs)
+        return fail(err, errlen, "swf_stream_records: call swf_stream_finish first, once");
+    if (!(t->jobs = malloc((s->njobs + 1) * sizeof *t->jobs)))
+        return fail(err, errlen, "out of memory");
+    size_t k = 0;
+    for (size_t b = 0; b < s->nblocks; k += s->blocks[b++].n)
+        memcpy(t->jobs + k, s->blocks[b].jobs, s->blocks[b].n * sizeof *t->jobs);
+    t->cap = s->njobs + 1;
+    return 0;
+}
+
+void swf_stream_close(struct swf_stream **sp)
+{
+    struct swf_stream *s = *sp;
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->stop = true;
+    pthread_mutex_unlock(&s->mu);
+    stream_join(s);
+    if (s->gz)
+        gzclose(s->gz);
+    for (size_t b = 0; b < s->nblocks; b++)
+        free(s->blocks[b].jobs);
+    free(s->blocks);
+    swf_free(&s->cur);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s->path);
+    free(s);
+    *sp = NULL;
 }

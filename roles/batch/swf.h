@@ -12,6 +12,7 @@
 #ifndef GRIDNODE_BATCH_SWF_H
 #define GRIDNODE_BATCH_SWF_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,6 +32,7 @@ struct swf_trace {
     int64_t max_procs, max_nodes;     /* -1 when the header does not say */
     char *queue_name[SWF_MAX_QUEUES]; /* from "; Queue: N name" lines, or NULL */
     size_t lines;
+    double read_s; /* wall time the reading took (swf_read, swf_stream_finish) */
 };
 
 /* Reads the whole trace at path into t (zeroed by the caller). 0, or -1 with a
@@ -40,5 +42,40 @@ int swf_read(const char *path, struct swf_trace *t, char *err, size_t errlen);
 int swf_parse(const char *text, size_t len, const char *name, struct swf_trace *t, char *err,
               size_t errlen);
 void swf_free(struct swf_trace *t);
+
+/*
+ * A stream reads a trace in a thread of its own and hands the parsed records over
+ * in blocks of a few thousand, in file order, so that a consumer (the simulator)
+ * works on the first records while the rest are still being inflated and parsed.
+ * The records handed over stay valid until swf_stream_close. One consumer thread.
+ */
+struct swf_stream;
+
+/* Opens path and starts the reader thread. 0, or -1 with a message in err (the
+ * file cannot be opened, no thread) and *s NULL. */
+int swf_stream_open(const char *path, struct swf_stream **s, char *err, size_t errlen);
+/* Waits for the first block of records (or the end of the file) and returns the
+ * header as read so far: max_procs, max_nodes and queue_name (no records). Header
+ * lines further down the file are not in it; swf_stream_finish gives the final
+ * header, to compare with swf_same_header. Valid until swf_stream_close. NULL with
+ * the reading error in err if the file failed before any record. */
+const struct swf_trace *swf_stream_header(struct swf_stream *s, char *err, size_t errlen);
+/* The next block of records: waits until one is parsed; *jobs points to *n records.
+ * *n is 0 at the end of the file. 0, or -1 with the reading error (as swf_read
+ * reports it: file, line, problem) once the records before it were handed over. */
+int swf_stream_next(struct swf_stream *s, const struct swf_job **jobs, size_t *n, char *err,
+                    size_t errlen);
+/* Waits for the end of the file and fills t (zeroed by the caller; swf_free it) with
+ * the final header, the record and line counts and read_s, but no records (t->jobs
+ * NULL). 0, or -1 with the reading error in err. */
+int swf_stream_finish(struct swf_stream *s, struct swf_trace *t, char *err, size_t errlen);
+/* After swf_stream_finish: copies every record into t->jobs, as swf_read would
+ * have. 0 or -1 (out of memory). */
+int swf_stream_records(struct swf_stream *s, struct swf_trace *t, char *err, size_t errlen);
+/* Stops the reader if it is still running and frees the stream; NULL-safe, sets *s
+ * to NULL. */
+void swf_stream_close(struct swf_stream **s);
+/* Whether a and b have the same MaxProcs, MaxNodes and queue names. */
+bool swf_same_header(const struct swf_trace *a, const struct swf_trace *b);
 
 #endif

@@ -324,6 +324,40 @@ def test_plain_trace_and_nodes():
     assert n["node_procs"] == 4 and n["mean_wait_s"] >= one["mean_wait_s"]
 
 
+def test_trace_order_and_late_header(tmp_path):
+    """The trace is simulated while it is read; a trace out of submit order, or
+    with a header line below its first job, gives what the same trace sorted, or
+    with that line on top, gives (the run is done again on the whole trace)."""
+    seed = int(os.environ.get("BATCH_TEST_SEED", random.randrange(1 << 30)))
+    print(f"seed {seed} (set BATCH_TEST_SEED to repeat)")
+    rnd = random.Random(seed)
+    recs = []
+    for i in range(3000):  # over 256 KB: several blocks
+        p = rnd.choice([1, 2, 4, 8, 16])
+        run_s = rnd.randrange(1, 4000)
+        submit = i * 30 + (rnd.randrange(-600, 0) if i % 97 == 50 else 0)
+        recs.append(f"{i + 1} {max(submit, 0)} -1 {run_s} {p} -1 -1 {p} {run_s + 600} -1 1 "
+                    f"{i % 7} 1 -1 {i % 3} -1 -1 -1" + " " * 40)
+
+    def figures(name, head, body, tail=""):
+        trace = tmp_path / name
+        trace.write_text(head + "\n".join(body) + "\n" + tail)
+        out = tmp_path / (name + ".csv")
+        d = sim_json("--simulate", trace, "--jobs-out", out)
+        del d["trace"], d["sim_wall_s"], d["read_s"], d["jobs_per_s"]
+        return d, sorted(map(tuple, (j.values() for j in read_jobs(out))))
+
+    by_submit = sorted(recs, key=lambda r: int(r.split()[1]))
+    assert by_submit != recs
+    want = figures("sorted.swf", "; MaxProcs: 32\n", by_submit)
+    assert figures("unsorted.swf", "; MaxProcs: 32\n", recs) == want
+    late = figures("late.swf", "; MaxProcs: 16\n", by_submit, "; MaxProcs: 32\n")
+    assert late == want
+    assert figures("bottom.swf", "", by_submit, "; MaxProcs: 32\n") == want
+    d = sim_json("--simulate", tmp_path / "unsorted.swf", "--start", 1000, "--count", 500)
+    assert d["jobs"] == 500
+
+
 def test_set_and_window():
     base = sim_json("--simulate", SP2, "--count", 3000)
     x = sim_json("--simulate", SP2, "--count", 3000, "--set", "priority.xfactorweight=100")
