@@ -186,10 +186,7 @@ static int submit_parallel(struct cli *c, const struct submit_opts *o)
     uint32_t nf = 6 + (o->name != NULL) + (o->user != NULL) + (o->group != NULL) +
                   o->has_queue + (o->mem > 0) + (o->disk > 0) + (o->cpu > 0) + o->has_limit;
     wire_begin(&wb, WT_PSUBMIT, 1, nf);
-    wire_put_key(&wb, "argv");
-    wire_pack_array(&wb, (uint32_t)o->argc);
-    for (int i = 0; i < o->argc; i++)
-        wire_pack_str(&wb, o->argv[i]);
+    wire_put_strv(&wb, "argv", o->argv, (uint32_t)o->argc);
     wire_put_u64(&wb, "procs", o->procs);
     wire_put_u64(&wb, "ppn", o->ppn ? o->ppn : 1);
     wire_put_bool(&wb, "shell", o->shell);
@@ -254,10 +251,7 @@ int cmd_submit(int argc, char **argv)
     wire_buf_init(&wb);
     uint32_t nf = 4 + (o.name != NULL) + (o.user != NULL) + o.has_limit + (o.stdin_pattern != NULL);
     wire_begin(&wb, WT_SUBMIT, 1, nf);
-    wire_put_key(&wb, "argv");
-    wire_pack_array(&wb, (uint32_t)o.argc);
-    for (int i = 0; i < o.argc; i++)
-        wire_pack_str(&wb, o.argv[i]);
+    wire_put_strv(&wb, "argv", o.argv, (uint32_t)o.argc);
     wire_put_u64(&wb, "ntasks", o.ntasks);
     wire_put_bool(&wb, "shell", o.shell);
     wire_put_f64(&wb, "complexity", o.complexity);

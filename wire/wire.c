@@ -480,6 +480,14 @@ void wire_put_bin(struct wire_buf *wb, const char *key, const void *p, size_t n)
     wire_pack_bin(wb, p, n);
 }
 
+void wire_put_strv(struct wire_buf *wb, const char *key, char *const *v, uint32_t n)
+{
+    wire_put_key(wb, key);
+    wire_pack_array(wb, n);
+    for (uint32_t i = 0; i < n; i++)
+        wire_pack_str(wb, v[i]);
+}
+
 void wire_begin(struct wire_buf *wb, uint32_t type, uint64_t id, uint32_t nfields)
 {
     wire_pack_map(wb, nfields + 3);

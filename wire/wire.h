@@ -191,6 +191,8 @@ void wire_put_bool(struct wire_buf *wb, const char *key, bool v);
 void wire_put_str(struct wire_buf *wb, const char *key, const char *s);
 void wire_put_strn(struct wire_buf *wb, const char *key, const char *s, size_t n);
 void wire_put_bin(struct wire_buf *wb, const char *key, const void *p, size_t n);
+/* key + an array of the n strings of v (an argv). */
+void wire_put_strv(struct wire_buf *wb, const char *key, char *const *v, uint32_t n);
 /* key only; follow with exactly one value (wire_pack_*). */
 void wire_put_key(struct wire_buf *wb, const char *key);
 

@@ -145,10 +145,7 @@ static int task_save(struct client *c, struct ctask *t)
     wire_put_u64(&wb, "issue", t->issue);
     wire_put_u64(&wb, "limit_s", t->limit_s);
     wire_put_bool(&wb, "shell", t->shell);
-    wire_put_key(&wb, "argv");
-    wire_pack_array(&wb, t->argc);
-    for (uint32_t i = 0; i < t->argc; i++)
-        wire_pack_str(&wb, t->argv[i]);
+    wire_put_strv(&wb, "argv", t->argv, (uint32_t)t->argc);
     wire_put_bin(&wb, "stdin", t->in ? t->in : "", t->inlen);
     if (t->done)
         wire_put_bin(&wb, "result", t->result, t->rlen);

@@ -193,6 +193,9 @@ void pprocs_apply(struct pprocs *pp, const msgpack_object *ack)
     for (uint32_t i = 0; wf && i < wf->via.array.size && i < 8; i++)
         snprintf(pp->watchfs[pp->nwatch++], sizeof pp->watchfs[0], "%.*s",
                  (int)wf->via.array.ptr[i].via.str.size, wf->via.array.ptr[i].via.str.ptr);
+    /* two passes: every stop and kill before any run, so that at a gang switch the
+     * outgoing job is stopped on this host before the incoming one continues */
+    for (int pass = 0; pass < 2; pass++)
     for (uint32_t i = 0; cmds && i < cmds->via.array.size; i++) {
         const msgpack_object *m = &cmds->via.array.ptr[i];
         uint64_t job = wire_get_u64(m, "job", 0);
@@ -200,12 +203,13 @@ void pprocs_apply(struct pprocs *pp, const msgpack_object *ack)
         size_t wl;
         const char *w = wire_get_str(m, "want", &wl);
         struct pproc *p = find(pp, job, rank);
-        for (uint32_t k = 0; p && listed && k < before; k++)
+        for (uint32_t k = 0; pass == 0 && p && listed && k < before; k++)
             if (pp->p[k] == p)
                 listed[k] = true;
-        if (!w)
+        bool run = w && wl == 3 && !memcmp(w, "run", 3);
+        if (!w || run != (pass == 1))
             continue;
-        if (wl == 3 && !memcmp(w, "run", 3)) {
+        if (run) {
             if (!p)
                 start(pp, m, job, rank);
             else if (p->stopped && !p->exited) {

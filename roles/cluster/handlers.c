@@ -316,10 +316,7 @@ static void pack_job(const struct job *j, struct wire_buf *wb)
     wire_put_u64(wb, "dups", j->ndups);
     wire_put_i64(wb, "submitted", j->submitted_ms);
     wire_put_i64(wb, "finished", j->finished_ms);
-    wire_put_key(wb, "argv");
-    wire_pack_array(wb, j->argc);
-    for (uint32_t i = 0; i < j->argc; i++)
-        wire_pack_str(wb, j->argv[i]);
+    wire_put_strv(wb, "argv", j->argv, (uint32_t)j->argc);
     wire_put_bool(wb, "shell", j->shell);
     wire_put_u64(wb, "limit_s", j->limit_s);
 }

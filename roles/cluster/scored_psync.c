@@ -128,10 +128,7 @@ static void pack_cmd(struct cluster *c, struct wire_buf *wb, const struct pjob *
     wire_put_str(wb, "want", w);
     if (!spec)
         return;
-    wire_put_key(wb, "argv");
-    wire_pack_array(wb, j->argc);
-    for (uint32_t i = 0; i < j->argc; i++)
-        wire_pack_str(wb, j->argv[i]);
+    wire_put_strv(wb, "argv", j->argv, (uint32_t)j->argc);
     wire_put_bool(wb, "shell", j->shell);
     char buf[4096];
     size_t len = 0;

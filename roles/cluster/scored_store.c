@@ -99,10 +99,7 @@ static void job_encode(const struct cluster *c, const struct pjob *j, struct wir
     wire_put_str(wb, "name", j->name);
     wire_put_str(wb, "user", j->user);
     wire_put_str(wb, "group", j->group);
-    wire_put_key(wb, "argv");
-    wire_pack_array(wb, j->argc);
-    for (uint32_t i = 0; i < j->argc; i++)
-        wire_pack_str(wb, j->argv[i]);
+    wire_put_strv(wb, "argv", j->argv, (uint32_t)j->argc);
     wire_put_bool(wb, "shell", j->shell);
     wire_put_bool(wb, "wait", j->wait);
     wire_put_u64(wb, "procs", j->rq.nprocs);
@@ -199,10 +196,7 @@ static void pack_job(const struct cluster *c, const struct pjob *j, struct wire_
     wire_put_i64(wb, "submitted", j->submitted_ms);
     wire_put_i64(wb, "started", j->started_ms);
     wire_put_i64(wb, "finished", j->finished_ms);
-    wire_put_key(wb, "argv");
-    wire_pack_array(wb, j->argc);
-    for (uint32_t i = 0; i < j->argc; i++)
-        wire_pack_str(wb, j->argv[i]);
+    wire_put_strv(wb, "argv", j->argv, (uint32_t)j->argc);
     wire_put_bool(wb, "shell", j->shell);
     wire_put_bool(wb, "wait", j->wait);
     if (!ranks)

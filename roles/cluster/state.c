@@ -166,10 +166,7 @@ static void job_encode(const struct job *j, struct wire_buf *wb)
     wire_put_u64(wb, "id", j->id);
     wire_put_str(wb, "name", j->name ? j->name : "");
     wire_put_str(wb, "user", j->user ? j->user : "");
-    wire_put_key(wb, "argv");
-    wire_pack_array(wb, j->argc);
-    for (uint32_t i = 0; i < j->argc; i++)
-        wire_pack_str(wb, j->argv[i]);
+    wire_put_strv(wb, "argv", j->argv, (uint32_t)j->argc);
     wire_put_bool(wb, "shell", j->shell);
     wire_put_bool(wb, "has_stdin", j->has_stdin);
     wire_put_f64(wb, "complexity", j->complexity);

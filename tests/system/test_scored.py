@@ -241,10 +241,14 @@ def test_gang_time_slicing_all_or_nothing(cluster_factory, client_factory, workd
     end = time.monotonic() + scaled(6)
     while time.monotonic() < end:
         now = time.monotonic()
+        # /proc cannot be read atomically: a sample counts only when two reads in a row
+        # agree, so a switch landing between reading j1 and j2 is not taken for overlap
+        snap = [proc_state(p) for p in p1 + p2]
+        if snap != [proc_state(p) for p in p1 + p2]:
+            continue
+        assert None not in snap, snap
         both_running = True
-        for jid, pids in ((j1, p1), (j2, p2)):
-            st = [proc_state(p) for p in pids]
-            assert None not in st, st
+        for jid, pids, st in ((j1, p1, snap[:2]), (j2, p2, snap[2:])):
             run = [s != "T" for s in st]
             kind = "run" if all(run) else "stop" if not any(run) else "mixed"
             seen[jid].add(kind)
