@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/log.h"
@@ -44,9 +45,12 @@ static void measure_group(pid_t pgid, double *cpu_s, uint64_t *rss_kb)
         long cut, cst, rss;
         /* after ")": state ppid pgrp session tty tpgid flags minflt cminflt majflt
          * cmajflt utime stime cutime cstime priority nice threads itreal start vsize rss */
-        if (!p || sscanf(p + 2, "%*c %*d %d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %ld %ld "
-                                "%*d %*d %*d %*d %*u %*u %ld", &pgrp, &ut, &st, &cut, &cst,
-                         &rss) != 6 || pgrp != pgid)
+        if (!p ||
+            sscanf(p + 2,
+                   "%*c %*d %d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %ld %ld "
+                   "%*d %*d %*d %*d %*u %*u %ld",
+                   &pgrp, &ut, &st, &cut, &cst, &rss) != 6 ||
+            pgrp != pgid)
             continue;
         ticks += (double)ut + (double)st + (double)cut + (double)cst;
         pages += rss > 0 ? (uint64_t)rss : 0;
@@ -184,6 +188,43 @@ static void start(struct pprocs *pp, const msgpack_object *cmd, uint64_t job, ui
     strv_free(env);
 }
 
+/* The state letter of /proc/PID/stat ('R', 'S', 'T', ...), or 0 if it is gone. */
+static char proc_state(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')'); /* the command name may hold spaces and ')' */
+    return rp && rp[1] == ' ' ? rp[2] : 0;
+}
+
+/*
+ * SIGSTOP takes effect only when the target next runs, which on a busy host can be
+ * milliseconds later. Waits (at most STOP_WAIT_MS in all) until every group leader
+ * stopped in this reply is really stopped, so that a job continued next never runs
+ * beside the one it replaces.
+ */
+#define STOP_WAIT_MS 200
+static void wait_stopped(struct pprocs *pp)
+{
+    struct timespec ts = {0, 1000000};
+    for (int waited = 0; waited < STOP_WAIT_MS; waited++) {
+        bool all = true;
+        for (uint32_t i = 0; i < pp->n && all; i++) {
+            struct pproc *p = pp->p[i];
+            char st = p->stopped && !p->exited ? proc_state(p->run.pid) : 'T';
+            all = st == 'T' || st == 't' || st == 'Z' || st == 'X' || st == 0;
+        }
+        if (all)
+            return;
+        nanosleep(&ts, NULL);
+    }
+}
+
 void pprocs_apply(struct pprocs *pp, const msgpack_object *ack)
 {
     const msgpack_object *cmds = wire_get(ack, "procs"), *wf = wire_get(ack, "watchfs");
@@ -195,34 +236,39 @@ void pprocs_apply(struct pprocs *pp, const msgpack_object *ack)
                  (int)wf->via.array.ptr[i].via.str.size, wf->via.array.ptr[i].via.str.ptr);
     /* two passes: every stop and kill before any run, so that at a gang switch the
      * outgoing job is stopped on this host before the incoming one continues */
-    for (int pass = 0; pass < 2; pass++)
-    for (uint32_t i = 0; cmds && i < cmds->via.array.size; i++) {
-        const msgpack_object *m = &cmds->via.array.ptr[i];
-        uint64_t job = wire_get_u64(m, "job", 0);
-        uint32_t rank = (uint32_t)wire_get_u64(m, "rank", 0);
-        size_t wl;
-        const char *w = wire_get_str(m, "want", &wl);
-        struct pproc *p = find(pp, job, rank);
-        for (uint32_t k = 0; pass == 0 && p && listed && k < before; k++)
-            if (pp->p[k] == p)
-                listed[k] = true;
-        bool run = w && wl == 3 && !memcmp(w, "run", 3);
-        if (!w || run != (pass == 1))
-            continue;
-        if (run) {
-            if (!p)
-                start(pp, m, job, rank);
-            else if (p->stopped && !p->exited) {
-                kill(-p->run.pid, SIGCONT);
-                p->stopped = false;
+    bool stopped_some = false;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1 && stopped_some)
+            wait_stopped(pp);
+        for (uint32_t i = 0; cmds && i < cmds->via.array.size; i++) {
+            const msgpack_object *m = &cmds->via.array.ptr[i];
+            uint64_t job = wire_get_u64(m, "job", 0);
+            uint32_t rank = (uint32_t)wire_get_u64(m, "rank", 0);
+            size_t wl;
+            const char *w = wire_get_str(m, "want", &wl);
+            struct pproc *p = find(pp, job, rank);
+            for (uint32_t k = 0; pass == 0 && p && listed && k < before; k++)
+                if (pp->p[k] == p)
+                    listed[k] = true;
+            bool run = w && wl == 3 && !memcmp(w, "run", 3);
+            if (!w || run != (pass == 1))
+                continue;
+            if (run) {
+                if (!p)
+                    start(pp, m, job, rank);
+                else if (p->stopped && !p->exited) {
+                    kill(-p->run.pid, SIGCONT);
+                    p->stopped = false;
+                }
+            } else if (wl == 4 && !memcmp(w, "stop", 4)) {
+                if (p && !p->stopped && !p->exited) {
+                    kill(-p->run.pid, SIGSTOP);
+                    p->stopped = true;
+                    stopped_some = true;
+                }
+            } else if (p) {
+                kill_proc(p);
             }
-        } else if (wl == 4 && !memcmp(w, "stop", 4)) {
-            if (p && !p->stopped && !p->exited) {
-                kill(-p->run.pid, SIGSTOP);
-                p->stopped = true;
-            }
-        } else if (p) {
-            kill_proc(p);
         }
     }
     /* not listed: the cluster has recorded its exit, or no longer wants it */
