@@ -45,9 +45,15 @@ static int write_file(const char *path, const void *p, size_t n)
     return close(fd);
 }
 
-/* In the child: never returns. Reports exec failure as errno on errfd. */
-static void child(char *const *argv, bool shell, const char *workdir, const char *stdin_path,
-                  int outfd, int errfd_out, int errpipe)
+/*
+ * In a forked child: never returns. Resets the signal state, makes its own process
+ * group, moves to workdir, takes in/out/err as descriptors 0/1/2 (-1: the open failed),
+ * adds env ("NAME=value", may be NULL) and executes argv (or, with shell, argv[0] as a
+ * /bin/sh -c script with the rest as $0, $1, ...). An exec failure is reported as errno
+ * on errpipe (close-on-exec, so a successful exec closes it silently).
+ */
+static void child_exec(char *const *argv, bool shell, char *const *env, const char *workdir,
+                       int in, int out, int err, int errpipe)
 {
     sigset_t none;
     sigemptyset(&none);
@@ -56,23 +62,22 @@ static void child(char *const *argv, bool shell, const char *workdir, const char
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     setpgid(0, 0);
-    int in = open(stdin_path, O_RDONLY);
-    if (chdir(workdir) < 0 || in < 0 || dup2(in, 0) < 0 || dup2(outfd, 1) < 0 ||
-        dup2(errfd_out, 2) < 0)
+    if (chdir(workdir) < 0 || in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 ||
+        dup2(out, 1) < 0 || dup2(err, 2) < 0)
         goto fail;
+    for (int i = 0; env && env[i]; i++)
+        putenv(env[i]);
     if (shell) {
         int n = 0;
         while (argv[n])
             n++;
-        char **sh = calloc((size_t)n + 4, sizeof *sh);
+        char **sh = calloc((size_t)n + 3, sizeof *sh);
         if (!sh)
             goto fail;
         sh[0] = "/bin/sh";
         sh[1] = "-c";
         for (int i = 0; i < n; i++)
             sh[i + 2] = argv[i];
-        if (n == 1)
-            sh[3] = NULL;
         execv("/bin/sh", sh);
     } else {
         execvp(argv[0], argv);
@@ -123,7 +128,8 @@ int runner_start(struct run *r, char *const *argv, bool shell, const void *in, s
     if (r->pid < 0)
         goto syserr;
     if (r->pid == 0)
-        child(argv, shell, workdir, stdin_path, out[1], err[1], ep[1]);
+        child_exec(argv, shell, NULL, workdir, open(stdin_path, O_RDONLY), out[1], err[1],
+                   ep[1]);
     setpgid(r->pid, r->pid); /* also here, so signals work before the child ran */
     close(out[1]);
     close(err[1]);
@@ -225,48 +231,16 @@ void runner_cleanup(struct run *r)
         nftw(r->workdir, nftw_rm, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-/* In the child of runner_spawn: never returns. */
+/* In the child of runner_spawn: no stdin, stdout and stderr into files of workdir. */
 static void pchild(char *const *argv, bool shell, char *const *env, const char *workdir,
                    int errpipe)
 {
-    sigset_t none;
-    char path[600];
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_DFL);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    setpgid(0, 0);
-    int in = open("/dev/null", O_RDONLY);
-    snprintf(path, sizeof path, "%s/stdout", workdir);
-    int out = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    snprintf(path, sizeof path, "%s/stderr", workdir);
-    int err = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (chdir(workdir) < 0 || in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 ||
-        dup2(out, 1) < 0 || dup2(err, 2) < 0)
-        goto fail;
-    for (int i = 0; env && env[i]; i++)
-        putenv(env[i]);
-    if (shell) {
-        int n = 0;
-        while (argv[n])
-            n++;
-        char **sh = calloc((size_t)n + 4, sizeof *sh);
-        if (!sh)
-            goto fail;
-        sh[0] = "/bin/sh";
-        sh[1] = "-c";
-        for (int i = 0; i < n; i++)
-            sh[i + 2] = argv[i];
-        execv("/bin/sh", sh);
-    } else {
-        execvp(argv[0], argv);
-    }
-fail:;
-    int e = errno;
-    if (write(errpipe, &e, sizeof e) < 0)
-        _exit(127);
-    _exit(127);
+    char out[600], err[600];
+    snprintf(out, sizeof out, "%s/stdout", workdir);
+    snprintf(err, sizeof err, "%s/stderr", workdir);
+    child_exec(argv, shell, env, workdir, open("/dev/null", O_RDONLY),
+               open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600),
+               open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600), errpipe);
 }
 
 int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
