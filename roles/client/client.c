@@ -26,6 +26,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "lib/daemon.h"
 #include "lib/fsutil.h"
 #include "lib/log.h"
 #include "lib/loop.h"
@@ -731,7 +732,15 @@ static void on_socket(struct loop *l, void *arg)
         }
         struct wire_msg msg;
         struct wire_error err;
-        if (wire_decode(zmq_msg_data(&m), zmq_msg_size(&m), false, &msg, &err) < 0) {
+        int more = 0;
+        size_t sz = sizeof more;
+        if (zmq_getsockopt(c->sock, ZMQ_RCVMORE, &more, &sz) == 0 && more) {
+            /* a reply is one frame: drop the whole multi-frame message, unread */
+            while (zmq_getsockopt(c->sock, ZMQ_RCVMORE, &more, &sz) == 0 && more &&
+                   zmq_msg_recv(&m, c->sock, ZMQ_DONTWAIT) >= 0)
+                ;
+            log_warnx("multi-frame reply from the server ignored (a reply is one frame)");
+        } else if (wire_decode(zmq_msg_data(&m), zmq_msg_size(&m), false, &msg, &err) < 0) {
             log_warnx("bad reply from the server ignored: %s", err.text);
         } else {
             if (c->waiting && msg.id == c->req_id)
@@ -788,6 +797,11 @@ static int client_open(struct client *c)
     snprintf(work, sizeof work, "%s/work", c->cfg.state_dir);
     if (fs_mkdir_p(work) < 0) {
         log_warn("cannot create %s", work);
+        return -1;
+    }
+    /* held until the process ends (the kernel releases it, kill -9 included) */
+    if (daemon_lock_state_dir(c->cfg.state_dir, err, sizeof err) < 0) {
+        fprintf(stderr, "gridnode client: %s\n", err);
         return -1;
     }
     struct store_opts so = {"client", client_tables, (enum store_sync)c->cfg.sync,

@@ -1,12 +1,13 @@
 /*
- * cluster.c - the cluster role's start-up and loop: configuration, the ROUTER socket,
- * reading requests, the group commit and the replies.
+ * cluster.c - the cluster role's start-up and loop: configuration, the state, and the
+ * callbacks it gives the shared request/reply skeleton (lib/daemon.h).
  *
- * One loop turn reads up to TURN_MAX requests, lets their handlers change the state in
- * memory and buffer the matching store writes, then (before sleeping) writes the changed
- * records, commits them in one transaction and only then sends the replies. If the
- * commit fails, every reply of the turn becomes a STORAGE error and the in-memory state
- * is reloaded from the store, so what was acknowledged and what is stored never differ.
+ * One loop turn reads up to DAEMON_TURN_MAX requests, lets their handlers change the
+ * state in memory and buffer the matching store writes, then (before sleeping) writes
+ * the changed records, commits them in one transaction and only then sends the
+ * replies. If the commit fails, every reply of the turn becomes a STORAGE error and the
+ * in-memory state is reloaded from the store, so what was acknowledged and what is
+ * stored never differ.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -14,26 +15,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zmq.h>
 
+#include "lib/daemon.h"
 #include "lib/fsutil.h"
 #include "lib/log.h"
 #include "lib/loop.h"
 #include "roles/cluster/cluster.h"
 #include "roles/cluster/scored_int.h"
 #include "store/store.h"
-
-#define TURN_MAX 1024
-#define RID_MAX 256
-
-struct pending_reply {
-    uint8_t rid[RID_MAX];
-    size_t rlen;
-    bool delim; /* the peer is a REQ socket: echo the empty delimiter frame */
-    uint64_t req_id;
-    void *data;
-    size_t len;
-};
 
 #define OFF(f) offsetof(struct cluster_cfg, f)
 const struct config_key cluster_keys[] = {
@@ -81,6 +72,8 @@ const struct config_key cluster_keys[] = {
      "hosts file ([host] sections: cluster, speed, watchfs); empty: none (K1)"},
     {"queues", "rc", CONFIG_STR, "", OFF(sd_rc), 0, 0, NULL,
      "startup file of console commands, applied once to a new state (K9)"},
+    {"limits", "peer_queue", CONFIG_INT, "1000", OFF(peer_queue), 1, 1000000, NULL,
+     "replies (and requests) queued per peer; replies beyond it are dropped and logged"},
     {NULL},
 };
 
@@ -101,159 +94,47 @@ static const char usage[] =
     "  --set S.K=V         override one key (repeatable)\n"
     "  --check-config      print the effective configuration and exit\n";
 
-static int queue_reply(struct cluster *c, const zmq_msg_t *rid, bool delim, uint64_t req_id)
+/* daemon callback: one validated request -> the handler table (handlers.c). */
+static void on_request(void *arg, const struct wire_msg *msg, const char *peer,
+                       struct wire_buf *reply)
 {
-    if (c->nreplies == c->capreplies) {
-        uint32_t cap = c->capreplies ? c->capreplies * 2 : 256;
-        struct pending_reply *n = realloc(c->replies, cap * sizeof *n);
-        if (!n)
-            return -1;
-        c->replies = n;
-        c->capreplies = cap;
-    }
-    struct pending_reply *p = &c->replies[c->nreplies];
-    p->rlen = zmq_msg_size((zmq_msg_t *)rid);
-    if (p->rlen > RID_MAX || !(p->data = malloc(c->wb.sb.size)))
-        return -1;
-    memcpy(p->rid, zmq_msg_data((zmq_msg_t *)rid), p->rlen);
-    memcpy(p->data, c->wb.sb.data, c->wb.sb.size);
-    p->len = c->wb.sb.size;
-    p->delim = delim;
-    p->req_id = req_id;
-    c->nreplies++;
-    return 0;
+    struct request r = {msg, peer, reply};
+    handlers_dispatch(arg, &r);
 }
 
-static void drain_more(void *sock)
+/* Jobs held back during the turn may be handed out again once it is committed. */
+static void release_issuable(struct cluster *c)
 {
-    int more = 1;
-    size_t sz = sizeof more;
-    while (zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &sz) == 0 && more) {
-        zmq_msg_t m;
-        zmq_msg_init(&m);
-        zmq_msg_recv(&m, sock, ZMQ_DONTWAIT);
-        zmq_msg_close(&m);
-    }
+    for (uint32_t i = c->njobs; i > 0 && !c->jobs[i - 1]->issuable; i--)
+        c->jobs[i - 1]->issuable = true;
 }
 
-static bool rcvmore(void *sock)
-{
-    int more = 0;
-    size_t sz = sizeof more;
-    return zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &sz) == 0 && more;
-}
-
-/* Reads one request (routing id, optional empty delimiter, body) and handles it. */
-static int read_one(struct cluster *c)
-{
-    zmq_msg_t rid, body;
-    bool delim = false;
-    zmq_msg_init(&rid);
-    if (zmq_msg_recv(&rid, c->sock, ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close(&rid);
-        return -1;
-    }
-    zmq_msg_init(&body);
-    int ok = rcvmore(c->sock) && zmq_msg_recv(&body, c->sock, ZMQ_DONTWAIT) >= 0;
-    if (ok && zmq_msg_size(&body) == 0 && rcvmore(c->sock)) {
-        delim = true;
-        zmq_msg_close(&body);
-        zmq_msg_init(&body);
-        ok = zmq_msg_recv(&body, c->sock, ZMQ_DONTWAIT) >= 0;
-    }
-    bool extra = ok && rcvmore(c->sock);
-    drain_more(c->sock);
-    struct wire_msg msg;
-    struct wire_error err;
-    wire_buf_reset(&c->wb);
-    if (!ok) {
-        wire_error_msg(&c->wb, 0, WE_MALFORMED, "a request is one frame after the routing id");
-    } else if (extra) {
-        wire_error_msg(&c->wb, 0, WE_MALFORMED, "a request must be exactly one frame");
-    } else if (wire_decode(zmq_msg_data(&body), zmq_msg_size(&body), true, &msg, &err) < 0) {
-        log_debug("bad request: %s", err.text);
-        wire_error_msg(&c->wb, err.id, err.code, "%s", err.text);
-    } else {
-        const char *peer = zmq_msg_gets(&body, "Peer-Address");
-        struct request r = {&msg, peer ? peer : "", &c->wb};
-        handlers_dispatch(c, &r);
-        err.id = msg.id;
-        wire_msg_free(&msg);
-    }
-    if (queue_reply(c, &rid, delim, ok && !extra ? err.id : 0) < 0)
-        log_warnx("out of memory queueing a reply; the peer will retry");
-    zmq_msg_close(&body);
-    zmq_msg_close(&rid);
-    return 0;
-}
-
-static void on_socket(struct loop *l, void *arg)
+/* daemon callback, before the turn's replies are sent: schedule, write, commit. */
+static int on_commit(void *arg)
 {
     struct cluster *c = arg;
-    (void)l;
-    for (int i = 0; i < TURN_MAX; i++)
-        if (read_one(c) < 0)
-            break;
-}
-
-static void send_replies(struct cluster *c)
-{
-    for (uint32_t i = 0; i < c->nreplies; i++) {
-        struct pending_reply *p = &c->replies[i];
-        int rc = zmq_send(c->sock, p->rid, p->rlen, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-        if (rc >= 0 && p->delim)
-            rc = zmq_send(c->sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-        if (rc >= 0)
-            rc = zmq_send(c->sock, p->data, p->len, ZMQ_DONTWAIT);
-        if (rc < 0)
-            log_debug("reply dropped: %s (the peer retries)", zmq_strerror(errno));
-        free(p->data);
+    if (c->turn_failed) /* a handler could not buffer its writes */
+        return -1;
+    if (c->sd->resched) /* submissions, ends, console changes: fill freed hosts now */
+        scored_schedule(c, false);
+    if (cluster_save_dirty(c) < 0 || scored_save_dirty(c) < 0 || store_commit(c->store) < 0) {
+        log_warn("commit failed");
+        return -1;
     }
-    c->nreplies = 0;
+    release_issuable(c);
+    return 0;
 }
 
-/* The turn's writes failed: answer STORAGE to everyone and reload what is stored. */
-static void undo_turn(struct cluster *c)
+/* daemon callback after a failed commit: forget the turn, reload what is stored. */
+static void on_reload(void *arg)
 {
+    struct cluster *c = arg;
     store_discard(c->store);
-    for (uint32_t i = 0; i < c->nreplies; i++) {
-        struct pending_reply *p = &c->replies[i];
-        wire_buf_reset(&c->wb);
-        wire_error_msg(&c->wb, p->req_id, WE_STORAGE,
-                       "the cluster could not save state (disk full or I/O error); nothing "
-                       "was changed, retry later");
-        void *d = malloc(c->wb.sb.size);
-        if (d) {
-            memcpy(d, c->wb.sb.data, c->wb.sb.size);
-            free(p->data);
-            p->data = d;
-            p->len = c->wb.sb.size;
-        }
-    }
     cluster_free_state(c);
     if (cluster_load(c) < 0)
         fatalx("cannot reload the state after a failed commit; restart the cluster");
     c->turn_failed = false;
-}
-
-static void before_sleep(struct loop *l, void *arg)
-{
-    struct cluster *c = arg;
-    (void)l;
-    if (c->turn_failed) {
-        undo_turn(c);
-    } else {
-        if (c->sd->resched) /* submissions, ends, console changes: fill freed hosts now */
-            scored_schedule(c, false);
-        if (cluster_save_dirty(c) < 0 || scored_save_dirty(c) < 0 || store_commit(c->store) < 0) {
-            log_warn("commit failed");
-            undo_turn(c);
-        }
-    }
-    if (!c->turn_failed)
-        for (uint32_t i = c->njobs; i > 0 && !c->jobs[i - 1]->issuable; i--)
-            c->jobs[i - 1]->issuable = true;
-    send_replies(c);
+    release_issuable(c);
 }
 
 static void on_check(struct loop *l, void *arg)
@@ -275,45 +156,15 @@ static void on_stats(struct loop *l, void *arg)
         log_warn("cannot write the statistics files");
 }
 
-/* Creates the socket and binds it; writes the bound endpoint to state_dir/endpoint. */
-static int open_socket(struct cluster *c)
-{
-    int zero = 0, one = 1, hwm = 100000;
-    int64_t maxmsg = WIRE_MAX_FRAME;
-    char ep[256];
-    size_t eplen = sizeof ep;
-    c->zctx = zmq_ctx_new();
-    c->sock = c->zctx ? zmq_socket(c->zctx, ZMQ_ROUTER) : NULL;
-    if (!c->sock)
-        return -1;
-    zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_setsockopt(c->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
-    zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-    zmq_setsockopt(c->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
-    zmq_setsockopt(c->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    if (zmq_bind(c->sock, c->cfg.listen) < 0) {
-        log_warnx("cannot listen on %s: %s", c->cfg.listen, zmq_strerror(errno));
-        return -1;
-    }
-    zmq_getsockopt(c->sock, ZMQ_LAST_ENDPOINT, ep, &eplen);
-    char path[CONFIG_STR_MAX + 16];
-    snprintf(path, sizeof path, "%s/endpoint", c->cfg.state_dir);
-    FILE *f = fopen(path, "w");
-    if (f) {
-        fprintf(f, "%s\n", ep);
-        fclose(f);
-    }
-    log_info("listening on %s", ep);
-    printf("gridnode cluster: listening on %s\n", ep);
-    fflush(stdout);
-    return 0;
-}
-
 static int cluster_open(struct cluster *c)
 {
     char err[512];
     if (fs_mkdir_p(c->cfg.state_dir) < 0) {
         log_warn("cannot create state_dir %s", c->cfg.state_dir);
+        return -1;
+    }
+    if ((c->lockfd = daemon_lock_state_dir(c->cfg.state_dir, err, sizeof err)) < 0) {
+        fprintf(stderr, "gridnode cluster: %s\n", err);
         return -1;
     }
     struct store_opts so = {"cluster", cluster_tables, (enum store_sync)c->cfg.sync,
@@ -352,15 +203,10 @@ static void cluster_close(struct cluster *c)
     store_close(&c->store);
     cluster_free_state(c);
     scored_close(c);
-    for (uint32_t i = 0; i < c->nreplies; i++)
-        free(c->replies[i].data);
-    free(c->replies);
-    if (c->sock)
-        zmq_close(c->sock);
-    if (c->zctx)
-        zmq_ctx_term(c->zctx);
+    daemon_destroy(&c->daemon);
     loop_destroy(&c->loop);
-    wire_buf_free(&c->wb);
+    if (c->lockfd >= 0)
+        close(c->lockfd); /* last: the state is closed */
 }
 
 int cluster_main(int argc, char **argv)
@@ -378,14 +224,15 @@ int cluster_main(int argc, char **argv)
     }
     log_init("cluster", (enum log_level)lvl);
     loop_signals();
-    wire_buf_init(&c.wb);
+    c.lockfd = -1;
     rc = 1;
     if (!(c.sd = calloc(1, sizeof *c.sd)))
         goto out;
-    if (cluster_open(&c) < 0 || !(c.loop = loop_new()) || open_socket(&c) < 0)
+    struct daemon_opts dop = {"cluster", c.cfg.listen, c.cfg.state_dir, c.cfg.peer_queue};
+    struct daemon_ops ops = {on_request, on_commit, on_reload, &c};
+    if (cluster_open(&c) < 0 || !(c.loop = loop_new()) ||
+        !(c.daemon = daemon_new(c.loop, &dop, &ops)))
         goto out;
-    loop_add_socket(c.loop, c.sock, on_socket, &c);
-    loop_before_sleep(c.loop, before_sleep, &c);
     loop_timer(c.loop, 1000, 1, on_check, &c);
     loop_timer(c.loop, c.cfg.stats_interval_s * 1000, 1, on_stats, &c);
     loop_timer(c.loop, c.cfg.sd_quantum_ms, 1, on_quantum, &c);

@@ -17,6 +17,7 @@
 
 struct store;
 struct loop;
+struct daemon;
 
 /* A JOB reply stops adding outputs once it passes this size (the frame cap is 64 MiB). */
 #define CLUSTER_REPLY_MAX (32u << 20)
@@ -37,6 +38,7 @@ struct cluster_cfg {
     long stats_interval_s;
     int sync;
     long map_mb;
+    long peer_queue; /* limits.peer_queue (lib/daemon.h) */
     /* SCore-D resource management (scored*.c) */
     long sd_queues, sd_default_queue, sd_quantum_ms, sd_sync_ms;
     char sd_hosts[CONFIG_STR_MAX];
@@ -106,7 +108,8 @@ struct cluster {
     int t_jobs, t_tasks, t_results, t_dups, t_stdin, t_nodes, t_meta;
     struct scored *sd; /* parallel jobs, queues, limits (scored_int.h) */
     struct loop *loop;
-    void *zctx, *sock;
+    struct daemon *daemon; /* ROUTER, reading, group commit, replies (lib/daemon.h) */
+    int lockfd;            /* exclusive lock on state_dir/lock */
     struct job **jobs; /* sorted by id */
     uint32_t njobs, capjobs, open_from; /* open_from: first job that may still yield */
     uint64_t next_job;
@@ -119,10 +122,6 @@ struct cluster {
     double global_spu; /* across all nodes, for nodes without measurements */
     bool meta_dirty;
     bool turn_failed; /* a handler could not buffer its writes: undo the turn */
-    /* this turn's replies, sent after the commit */
-    struct pending_reply *replies;
-    uint32_t nreplies, capreplies;
-    struct wire_buf wb; /* scratch for building one reply */
     uint64_t turn_changes;
 };
 
