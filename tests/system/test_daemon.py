@@ -1,0 +1,190 @@
+"""System tests of the shared daemon skeleton (lib/daemon.c) and the state-directory
+lock, against real processes on loopback (issue #8 items 1, 4 and 13).
+
+* a peer that sends many requests and never reads its replies: the cluster's memory
+  stays bounded (limits.peer_queue), other peers are still served, the log says
+  replies were dropped;
+* a multi-frame request is refused with MALFORMED and its frames are freed;
+* two processes on one state directory: the second cluster / client exits non-zero
+  naming the directory and the holder's PID, the first keeps working, `gridnode dump`
+  still reads the state, and after kill -9 of the holder a restart succeeds.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import ERRORS, TYPES, scaled, wait_until
+
+
+def rss_kb(pid, field="VmRSS"):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError("no %s for pid %d" % (field, pid))
+
+
+def run(binary, *args, timeout=30):
+    return subprocess.run([binary] + [str(a) for a in args], capture_output=True, text=True,
+                          timeout=scaled(timeout), stdin=subprocess.DEVNULL)
+
+
+def raw_dealer(endpoint, **opts):
+    import zmq
+    from conftest import _zmq
+    _, ctx = _zmq()
+    s = ctx.socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    for k, v in opts.items():
+        s.setsockopt(getattr(zmq, k), v)
+    s.connect(endpoint)
+    return s
+
+
+# ---------------------------------------------------------------------------
+# item 1: replies to a peer that never reads are bounded
+
+
+def test_unread_replies_are_bounded_and_logged(cluster_factory):
+    import msgpack
+    cl = cluster_factory({"store.sync": "none", "limits.peer_queue": 200})
+    rpc = cl.client()
+    # a job whose JOB reply is a few KB (one line per task)
+    job = rpc.ok("SUBMIT", expect="SUBMITTED", argv=["/bin/echo", "{i}"], ntasks=300)["job"]
+    size = len(msgpack.packb(rpc.ok("JOB_GET", expect="JOB", job=job, tasks=True)))
+    assert size > 3000, size
+    base = rss_kb(cl.pid)
+    # The flooding peer: it never reads and keeps little in its own buffers.
+    s = raw_dealer(cl.endpoint, SNDHWM=0, RCVHWM=1, RCVBUF=4096)
+    try:
+        sent, deadline = 0, time.monotonic() + scaled(120)
+        while sent < 40000 and time.monotonic() < deadline:
+            s.send(msgpack.packb({"v": 1, "t": TYPES["JOB_GET"], "id": sent + 1, "job": job,
+                                 "tasks": True}))
+            sent += 1
+        assert sent == 40000
+        # another peer is still served while the flood is processed
+        other = cl.connect()
+        assert other.ok("NODE_LIST", expect="NODES") is not None
+        wait_until(lambda: "replies dropped" in cl.log(), scaled(60), msg="drop report")
+        # let the cluster work through the whole flood, then check its peak memory
+        wait_until(lambda: other.call("NODE_LIST")["t"] == TYPES["NODES"] and
+                   rss_kb(cl.pid) > 0 and _quiet(cl), scaled(120), interval=1,
+                   msg="flood processed")
+        peak = rss_kb(cl.pid, "VmHWM")
+        # 40,000 unread replies of >3 KB would be >120 MB; 200 queued ones are <1 MB.
+        assert peak - base < 60 * 1024, (base, peak, size)
+        m = re.search(r"replies dropped: (\d+) to (\S+)", cl.log())
+        assert m and int(m.group(1)) > 0 and m.group(2) == "127.0.0.1", cl.log()[-2000:]
+        assert "limits.peer_queue = 200" in cl.log()
+        assert other.ok("JOB_GET", expect="JOB", job=job)["job"]["job"] == job
+    finally:
+        s.close(0)
+    assert cl.alive()
+
+
+def _quiet(cl):
+    """True once the cluster's CPU time stops growing for a second (flood processed)."""
+    def cpu():
+        with open("/proc/%d/stat" % cl.pid) as f:
+            parts = f.read().rsplit(")", 1)[1].split()
+        return int(parts[11]) + int(parts[12])
+    a = cpu()
+    time.sleep(1)
+    return cpu() - a <= 2
+
+
+# ---------------------------------------------------------------------------
+# item 4: multi-frame requests
+
+
+def test_multiframe_request_refused_and_freed(cluster):
+    import msgpack
+    base = rss_kb(cluster.pid)
+    s = raw_dealer(cluster.endpoint)
+    try:
+        big = b"\0" * (16 << 20)
+        body = msgpack.packb({"v": 1, "t": TYPES["NODE_LIST"], "id": 7})
+        s.send_multipart([body, big, big, big], copy=False)
+        assert s.poll(int(scaled(30) * 1000)), "no reply to a multi-frame request"
+        frames = s.recv_multipart()
+        r = msgpack.unpackb(frames[-1], raw=False)
+        assert len(frames) == 1 and r["t"] == TYPES["ERROR"], r
+        assert r["code"] == ERRORS["MALFORMED"] and r["id"] == 0 and "one frame" in r["msg"]
+        # the 48 MiB were released (large frames are separate mappings)
+        wait_until(lambda: rss_kb(cluster.pid) - base < 24 * 1024, scaled(20),
+                   msg="multi-frame request freed")
+        # the same connection is still served
+        s.send(body)
+        assert s.poll(int(scaled(10) * 1000))
+        assert msgpack.unpackb(s.recv(), raw=False)["t"] == TYPES["NODES"]
+    finally:
+        s.close(0)
+
+
+# ---------------------------------------------------------------------------
+# item 13: one process per state directory
+
+
+LOCKED = re.compile(r"state directory (\S+) is in use by another gridnode process "
+                    r"\(pid (\d+)\); stop it first")
+
+
+def test_second_cluster_on_same_state_dir_refused(cluster_factory, gridnode_bin):
+    cl = cluster_factory({"store.sync": "none"})
+    job = cl.client().ok("SUBMIT", expect="SUBMITTED", argv=["/bin/true"], ntasks=2)["job"]
+    endpoint_before = (cl.state_dir / "endpoint").read_text()
+    r = run(gridnode_bin, "cluster", "--set", "cluster.state_dir=%s" % cl.state_dir,
+            "--set", "cluster.listen=tcp://127.0.0.1:*")
+    assert r.returncode != 0
+    m = LOCKED.search(r.stderr)
+    assert m, r.stderr
+    assert m.group(1) == str(cl.state_dir) and int(m.group(2)) == cl.pid
+    assert "listening" not in r.stdout
+    # the first one keeps working, its endpoint file untouched
+    assert (cl.state_dir / "endpoint").read_text() == endpoint_before
+    assert cl.client().ok("JOB_GET", expect="JOB", job=job)["job"]["job"] == job
+    assert (cl.state_dir / "lock").read_text().strip() == str(cl.pid)
+    # read-only access still works while the cluster runs
+    d = run(gridnode_bin, "dump", cl.state_dir, "--json")
+    assert d.returncode == 0, d.stderr
+    # kill -9: the kernel drops the lock, a restart on the same state works
+    cl.kill(signal.SIGKILL)
+    cl.restart()
+    assert cl.client().ok("JOB_GET", expect="JOB", job=job)["job"]["job"] == job
+    assert (cl.state_dir / "lock").read_text().strip() == str(cl.pid)
+
+
+def test_second_client_on_same_state_dir_refused(cluster, client_factory, gridnode_bin,
+                                                 procs, workdir):
+    from conftest import Client
+    (node,) = client_factory(cluster)
+    lock = node.state_dir / "lock"
+    wait_until(lambda: lock.exists() and lock.read_text().strip() == str(node.pid),
+               scaled(15), msg="client lock")
+    r = run(gridnode_bin, "client", "--set", "client.server=%s" % cluster.endpoint,
+            "--set", "client.state_dir=%s" % node.state_dir, "--set", "client.name=dup")
+    assert r.returncode != 0
+    m = LOCKED.search(r.stderr)
+    assert m and m.group(1) == str(node.state_dir) and int(m.group(2)) == node.pid, r.stderr
+    assert node.alive()
+    job = cluster.rpc("SUBMIT", argv=["/bin/echo", "{i}"], ntasks=3)["job"]
+    wait_until(lambda: cluster.rpc("JOB_GET", job=job)["job"]["state"] == "done", scaled(30),
+               msg="job done by the first client")
+    names = {n.get("node") for n in cluster.rpc("NODE_LIST")["nodes"]}
+    assert names == {"node1"}, names
+    # kill -9 of the holder: a new client on the same state starts and takes the lock
+    node.stop(signal.SIGKILL)
+    again = Client(procs, gridnode_bin, "node1", node.state_dir, cluster.endpoint, None, None,
+                   workdir / "node1.again.log")
+    wait_until(lambda: lock.read_text().strip() == str(again.pid), scaled(15),
+               msg="restarted client holds the lock")
+    job2 = cluster.rpc("SUBMIT", argv=["/bin/echo", "{i}"], ntasks=2)["job"]
+    wait_until(lambda: cluster.rpc("JOB_GET", job=job2)["job"]["state"] == "done", scaled(30),
+               msg="job done by the restarted client")
+    assert again.alive()
