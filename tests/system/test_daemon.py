@@ -188,3 +188,71 @@ def test_second_client_on_same_state_dir_refused(cluster, client_factory, gridno
     wait_until(lambda: cluster.rpc("JOB_GET", job=job2)["job"]["state"] == "done", scaled(30),
                msg="job done by the restarted client")
     assert again.alive()
+
+
+# ---------------------------------------------------------------------------
+# scripts/grid up after a crash
+
+
+def _free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_grid_up_after_crash_starts_no_duplicates(gridnode_bin, workdir):
+    from conftest import REPO
+    grid = str(REPO / "scripts" / "grid")
+    d = workdir / "g"
+    env = dict(os.environ, GRIDNODE_BIN=gridnode_bin)
+    seen = set()
+
+    def sh(*args):
+        r = subprocess.run([grid] + list(args) + ["--dir", str(d)], capture_output=True,
+                           text=True, timeout=scaled(60), env=env, stdin=subprocess.DEVNULL)
+        for f in (d / "pids").glob("*.pid"):
+            seen.add(int(f.read_text()))
+        return r
+
+    def pid(name):
+        return int((d / "pids" / ("%s.pid" % name)).read_text())
+
+    try:
+        r = sh("up", "--clients", "2", "--port", str(_free_port()))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "started 3, kept 0" in r.stdout
+        nodes = {n: pid(n) for n in ("node1", "node2")}
+        seen.update(nodes.values())
+        wait_until(lambda: all((d / n / "lock").exists() and
+                               (d / n / "lock").read_text().strip() == str(p)
+                               for n, p in nodes.items()), scaled(15), msg="client locks")
+        # the cluster crashes; `up` restarts it and keeps the running clients
+        old = pid("cluster")
+        os.kill(old, signal.SIGKILL)
+        wait_until(lambda: not os.path.exists("/proc/%d/cmdline" % old) or
+                   open("/proc/%d/stat" % old).read().split(")")[1].split()[0] == "Z",
+                   scaled(10), msg="cluster gone")
+        r = sh("up", "--clients", "2")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "started 1, kept 2" in r.stdout, r.stdout
+        assert {n: pid(n) for n in nodes} == nodes
+        # a lost PID file: the duplicate client refuses the locked state and is reported
+        (d / "pids" / "node1.pid").unlink()
+        r = sh("up", "--clients", "2")
+        assert r.returncode != 0
+        assert "node1 exited at once" in r.stderr and "in use by another gridnode process" \
+            in r.stderr and "(pid %d)" % nodes["node1"] in r.stderr, r.stderr
+        assert os.path.exists("/proc/%d" % nodes["node1"])
+        assert (d / "node1" / "lock").read_text().strip() == str(nodes["node1"])
+    finally:
+        sh("down")
+        for p in seen:  # whatever `down` left, only if it is still a gridnode process
+            try:
+                with open("/proc/%d/cmdline" % p, "rb") as f:
+                    if b"gridnode" in f.read():
+                        os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
