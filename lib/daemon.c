@@ -314,8 +314,7 @@ static int open_socket(struct daemon *d)
     return 0;
 }
 
-struct daemon *daemon_new(struct loop *l, const struct daemon_opts *o,
-                          const struct daemon_ops *ops)
+struct daemon *daemon_new(struct loop *l, const struct daemon_opts *o, const struct daemon_ops *ops)
 {
     struct daemon *d = calloc(1, sizeof *d);
     if (!d)
@@ -359,11 +358,20 @@ void daemon_destroy(struct daemon **dp)
     errno = saved;
 }
 
-void *daemon_zctx(struct daemon *d) { return d->zctx; }
+void *daemon_zctx(struct daemon *d)
+{
+    return d->zctx;
+}
 
-const char *daemon_endpoint(const struct daemon *d) { return d->endpoint; }
+const char *daemon_endpoint(const struct daemon *d)
+{
+    return d->endpoint;
+}
 
-uint64_t daemon_dropped(const struct daemon *d) { return d->dropped_total; }
+uint64_t daemon_dropped(const struct daemon *d)
+{
+    return d->dropped_total;
+}
 
 /* Reads the PID recorded in an existing lock file; 0 if none. */
 static long lock_file_pid(int fd)

@@ -52,10 +52,10 @@
 struct loop;
 struct daemon;
 
-#define DAEMON_TURN_MAX 1024            /* requests read per turn */
-#define DAEMON_TURN_BYTES (64u << 20)   /* stop reading a turn once replies hold this */
-#define DAEMON_PEER_QUEUE_DEFAULT 1000  /* replies (and requests) queued per peer */
-#define DAEMON_DROP_LOG_MS 10000        /* at most one drop report per this period */
+#define DAEMON_TURN_MAX 1024           /* requests read per turn */
+#define DAEMON_TURN_BYTES (64u << 20)  /* stop reading a turn once replies hold this */
+#define DAEMON_PEER_QUEUE_DEFAULT 1000 /* replies (and requests) queued per peer */
+#define DAEMON_DROP_LOG_MS 10000       /* at most one drop report per this period */
 
 struct daemon_ops {
     /*

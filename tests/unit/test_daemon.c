@@ -26,8 +26,7 @@ struct role {
     int fail_commit;
 };
 
-static void dispatch(void *arg, const struct wire_msg *m, const char *peer,
-                     struct wire_buf *reply)
+static void dispatch(void *arg, const struct wire_msg *m, const char *peer, struct wire_buf *reply)
 {
     struct role *r = arg;
     (void)peer;
@@ -42,7 +41,10 @@ static int commit(void *arg)
     return r->fail_commit ? -1 : 0;
 }
 
-static void reload(void *arg) { ((struct role *)arg)->reloads++; }
+static void reload(void *arg)
+{
+    ((struct role *)arg)->reloads++;
+}
 
 static void stop(struct loop *l, void *arg)
 {
