@@ -108,9 +108,10 @@ struct cluster {
     int t_jobs, t_tasks, t_results, t_dups, t_stdin, t_nodes, t_meta;
     struct scored *sd; /* parallel jobs, queues, limits (scored_int.h) */
     struct loop *loop;
-    /* ROUTER, reading, group commit, replies (lib/daemon.h) */
+    /* ROUTER, reading, group commit, replies (lib/daemon.h); the state_dir lock */
     struct daemon *daemon;
-    int lockfd; /* exclusive lock on state_dir/lock */
+    int lockfd;
+
     struct job **jobs; /* sorted by id */
     uint32_t njobs, capjobs, open_from; /* open_from: first job that may still yield */
     uint64_t next_job;
