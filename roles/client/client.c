@@ -73,6 +73,7 @@ struct client {
     char sick[300];
     int64_t next_health_ms;
     uint32_t nhealth, poll_s;
+    bool held; /* the server said why it gives this node no tasks */
     struct wire_buf wb;
     struct pprocs pp; /* parallel processes of the cluster's SCore-D side */
     int64_t next_psync_ms;
@@ -815,6 +816,11 @@ static void on_tasks(struct client *c, const msgpack_object *m)
     commit(c);
     for (uint32_t i = first_new; i < c->ntasks; i++)
         start_task(c, c->tasks[i]);
+    size_t rn;
+    const char *reason = wire_get_str(m, "reason", &rn);
+    if (reason && !c->held)
+        log_warnx("the server holds back tasks from this node: %.*s", (int)rn, reason);
+    c->held = reason != NULL;
     if (tasks->via.array.size == 0)
         c->next_fetch_ms = loop_now_ms() + (int64_t)wire_get_u64(m, "wait_s", 5) * 1000;
     else
