@@ -264,7 +264,8 @@ static struct ctask *task_from_map(struct client *c, const msgpack_object *m)
     t->job = wire_get_u64(m, "job", 0);
     t->idx = (uint32_t)wire_get_u64(m, "idx", 0);
     t->issue = (uint32_t)wire_get_u64(m, "issue", 0);
-    t->limit_s = (uint32_t)wire_get_u64(m, "limit_s", 3600);
+    uint64_t lim = wire_get_u64(m, "limit_s", 3600);
+    t->limit_s = lim > UINT32_MAX ? UINT32_MAX : (uint32_t)lim; /* not a wrapped 0 */
     t->shell = wire_get_bool(m, "shell", false);
     t->argc = argv && argv->type == MSGPACK_OBJECT_ARRAY ? argv->via.array.size : 0;
     if (!(t->argv = calloc(t->argc + 1, sizeof *t->argv)))
