@@ -362,7 +362,8 @@ static void finish(struct client *c, struct ctask *t)
     wire_put_u64(&wb, "job", t->job);
     wire_put_u64(&wb, "idx", t->idx);
     wire_put_u64(&wb, "issue", t->issue);
-    wire_put_i64(&wb, "exit", !err && !bad && r->reaped && WIFEXITED(r->status) ? WEXITSTATUS(r->status) : -1);
+    wire_put_i64(&wb, "exit",
+                 !err && !bad && r->reaped && WIFEXITED(r->status) ? WEXITSTATUS(r->status) : -1);
     wire_put_u64(&wb, "signal", !err && r->reaped && WIFSIGNALED(r->status) ? (uint64_t)WTERMSIG(r->status) : 0);
     wire_put_bool(&wb, "timeout", r->timed_out);
     wire_put_f64(&wb, "cpu_s", cpu);
@@ -389,7 +390,10 @@ static void finish(struct client *c, struct ctask *t)
     task_save(c, t);
     commit(c); /* the result is durable before we say so, or send it */
     log_info("task %llu.%u finished: %s", (unsigned long long)t->job, t->idx,
-             bad ? t->bad : err ? r->error : r->timed_out ? "wall-clock limit" : "ran");
+             bad            ? t->bad
+             : err          ? r->error
+             : r->timed_out ? "wall-clock limit"
+                            : "ran");
     runner_cleanup(&t->run);
 }
 
@@ -766,8 +770,8 @@ static void apply_cancel(struct client *c, const msgpack_object *cancel)
             struct ctask *t = c->tasks[i];
             if (t->job != job || t->idx != idx || t->abandon)
                 continue;
-            log_info("task %llu.%u abandoned at the server's request",
-                     (unsigned long long)job, t->idx);
+            log_info("task %llu.%u abandoned at the server's request", (unsigned long long)job,
+                     t->idx);
             if (!t->running) { /* finished (or never started): nothing to stop */
                 drop_task(c, i);
                 break;
@@ -780,8 +784,8 @@ static void apply_cancel(struct client *c, const msgpack_object *cancel)
             t->limit_timer = 0;
             runner_signal(&t->run, SIGTERM);
             loop_timer_cancel(c->loop, t->kill_timer);
-            t->kill_timer = loop_timer(c->loop, (int64_t)(c->cfg.kill_grace_s * 1000), 0,
-                                       on_kill, t);
+            t->kill_timer =
+                loop_timer(c->loop, (int64_t)(c->cfg.kill_grace_s * 1000), 0, on_kill, t);
             check_finished(c, t); /* an already exited process goes at once */
             break;
         }

@@ -113,8 +113,8 @@ static void h_hello(struct cluster *c, struct request *r)
     wire_put_str(r->reply, "sid", n->sid);
     wire_put_u64(r->reply, "hb_s", (uint64_t)c->cfg.hb_s);
     wire_put_bool(r->reply, "resumed", resumed);
-    wire_put_u64(r->reply, "poll_s", (uint64_t)(c->cfg.node_poll_s < c->cfg.hb_s ? c->cfg.node_poll_s
-                                                                                : c->cfg.hb_s));
+    wire_put_u64(r->reply, "poll_s",
+                 (uint64_t)(c->cfg.node_poll_s < c->cfg.hb_s ? c->cfg.node_poll_s : c->cfg.hb_s));
 }
 
 /* Writes a TASKS reply with up to want tasks for n; acked < 0 leaves "acked" out. */
@@ -133,7 +133,9 @@ static void reply_tasks(struct cluster *c, struct request *r, struct node *n, ui
     qwait = count ? 0 : tasks_quota_wait_s(c, n); /* the quota may have run out now */
     wire_put_bool(r->reply, "more", count > 0 || work_remains(c));
     wire_put_u64(r->reply, "wait_s",
-                 count ? 0 : qwait > c->cfg.idle_wait_s ? (uint64_t)qwait : (uint64_t)c->cfg.idle_wait_s);
+                 count                        ? 0
+                 : qwait > c->cfg.idle_wait_s ? (uint64_t)qwait
+                                              : (uint64_t)c->cfg.idle_wait_s);
     if (acked >= 0)
         wire_put_u64(r->reply, "acked", (uint64_t)acked);
     if (qwait > 0 && want > 0) {
