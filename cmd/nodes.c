@@ -9,7 +9,8 @@
 static const char usage[] =
     "usage: gridnode nodes [options]\n\nLists the nodes known to the cluster manager: "
     "activity, slots, tasks running,\nresults returned, measured seconds per work unit, last "
-    "contact.\n";
+    "contact.\nQUOTA is tasks used/allowed today for a node held back after node-side "
+    "errors\n(tasks.node_daily_quota; '-' when not limited).\n";
 
 int cmd_nodes(int argc, char **argv)
 {
@@ -23,8 +24,8 @@ int cmd_nodes(int argc, char **argv)
         cli_print_json(nodes);
     } else {
         int64_t now = wall_now_ms();
-        printf("%-14s %-10s %-16s %-6s %5s %5s %7s %8s %8s  %s\n", "NODE", "CLUSTER", "IP",
-               "ACTIVE", "SLOTS", "MHZ", "RUNNING", "RESULTS", "S/UNIT", "LAST SEEN");
+        printf("%-14s %-10s %-16s %-6s %5s %5s %7s %8s %8s %11s  %s\n", "NODE", "CLUSTER", "IP",
+               "ACTIVE", "SLOTS", "MHZ", "RUNNING", "RESULTS", "S/UNIT", "QUOTA", "LAST SEEN");
         for (uint32_t i = 0; i < nodes->via.array.size; i++) {
             const msgpack_object *n = &nodes->via.array.ptr[i];
             char name[15], cl[11], ip[17];
@@ -37,13 +38,18 @@ int cmd_nodes(int argc, char **argv)
                 snprintf(spus, sizeof spus, "%.3f", spu);
             else
                 snprintf(spus, sizeof spus, "-");
-            printf("%-14s %-10s %-16s %-6s %5llu %5llu %7llu %8llu %8s  %.0f s ago\n", name,
+            char quota[24] = "-";
+            if (wire_get_u64(n, "quota", 0) > 0)
+                snprintf(quota, sizeof quota, "%llu/%llu",
+                         (unsigned long long)wire_get_u64(n, "quota_used", 0),
+                         (unsigned long long)wire_get_u64(n, "quota", 0));
+            printf("%-14s %-10s %-16s %-6s %5llu %5llu %7llu %8llu %8s %11s  %.0f s ago\n", name,
                    cl[0] ? cl : "-", ip[0] ? ip : "-",
                    wire_get_bool(n, "active", false) ? "yes" : "no",
                    (unsigned long long)wire_get_u64(n, "slots", 0),
                    (unsigned long long)wire_get_u64(n, "mhz", 0),
                    (unsigned long long)wire_get_u64(n, "running", 0),
-                   (unsigned long long)wire_get_u64(n, "results", 0), spus,
+                   (unsigned long long)wire_get_u64(n, "results", 0), spus, quota,
                    (double)(now - wire_get_i64(n, "last", now)) / 1000.0);
         }
         if (nodes->via.array.size == 0)

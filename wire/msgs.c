@@ -79,6 +79,7 @@ static const struct wire_field f_welcome[] = {
     {"sid", WF_STR, true, SID_MAX},
     {"hb_s", WF_UINT, true},
     {"resumed", WF_BOOL, true},
+    {"poll_s", WF_UINT, false},
     {NULL},
 };
 
@@ -93,6 +94,8 @@ static const struct wire_field f_tasks[] = {
     {"more", WF_BOOL, true},
     {"wait_s", WF_UINT, true},
     {"acked", WF_UINT, false},
+    {"reason", WF_STR, false},
+    {"cancel", WF_ARRAY, false, MAX_BATCH, WF_MAP, running_fields},
     {NULL},
 };
 

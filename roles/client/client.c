@@ -41,6 +41,8 @@ struct ctask {
     uint64_t job;
     uint32_t idx, issue, limit_s;
     bool shell, running, done, in_flight;
+    bool abandon;  /* cancelled by the server: stop it, report nothing */
+    char bad[160]; /* the task itself cannot run anywhere (e.g. empty argv): why */
     char **argv;
     uint32_t argc;
     void *in;
@@ -68,6 +70,11 @@ struct client {
     uint32_t req_type;
     int64_t req_sent_ms, next_try_ms, next_fetch_ms, last_status_ms;
     uint32_t nfail;
+    /* node health: set when this host cannot run tasks (not a task's own failure) */
+    char sick[300];
+    int64_t next_health_ms;
+    uint32_t nhealth, poll_s;
+    bool held; /* the server said why it gives this node no tasks */
     struct wire_buf wb;
     struct pprocs pp; /* parallel processes of the cluster's SCore-D side */
     int64_t next_psync_ms;
@@ -156,10 +163,75 @@ static int task_save(struct client *c, struct ctask *t)
     return rc;
 }
 
+static void node_sick(struct client *c, const char *why);
+
 static void commit(struct client *c)
 {
-    if (store_commit(c->store) < 0)
+    if (store_commit(c->store) < 0) {
+        char why[CONFIG_STR_MAX + 64];
         log_warn("cannot save the client state in %s", c->cfg.state_dir);
+        snprintf(why, sizeof why, "cannot write its state in %s: %s", c->cfg.state_dir,
+                 strerror(errno));
+        node_sick(c, why);
+    }
+}
+
+/* ---- node health ---- */
+
+#define HEALTH_FIRST_S 5
+#define HEALTH_MAX_S 300
+
+/*
+ * This host cannot run tasks (its working directory or store is unusable, it cannot
+ * fork): stop asking for work, say why once, and re-check with a doubling backoff
+ * (HEALTH_FIRST_S .. HEALTH_MAX_S). A task's own failure (nonzero exit, a program
+ * that does not exist) never makes a node sick.
+ */
+static void node_sick(struct client *c, const char *why)
+{
+    if (c->sick[0])
+        return;
+    snprintf(c->sick, sizeof c->sick, "%.250s", why);
+    c->nhealth = 0;
+    c->next_health_ms = loop_now_ms() + HEALTH_FIRST_S * 1000;
+    log_warnx("this node stops taking tasks: %s; it checks again in %d s (tasks it holds are "
+              "handed back as node-side errors)",
+              why, HEALTH_FIRST_S);
+}
+
+/* Probes the working directory: create it, write, read back and remove a file. */
+static int health_probe(struct client *c, char *why, size_t len)
+{
+    char work[CONFIG_STR_MAX + 8], probe[CONFIG_STR_MAX + 32];
+    snprintf(work, sizeof work, "%s/work", c->cfg.state_dir);
+    snprintf(probe, sizeof probe, "%s/.health", work);
+    FILE *f = NULL;
+    if (fs_mkdir_p(work) < 0 || !(f = fopen(probe, "w")) || fputs("ok\n", f) < 0 ||
+        fflush(f) != 0) {
+        snprintf(why, len, "cannot write in %s: %s", work, strerror(errno));
+        if (f)
+            fclose(f);
+        return -1;
+    }
+    fclose(f);
+    unlink(probe);
+    return 0;
+}
+
+static void health_check(struct client *c)
+{
+    char why[CONFIG_STR_MAX + 64];
+    if (health_probe(c, why, sizeof why) == 0) {
+        log_info("node healthy again (was: %s): taking tasks", c->sick);
+        c->sick[0] = '\0';
+        return;
+    }
+    c->nhealth++;
+    int64_t d = (int64_t)HEALTH_FIRST_S << (c->nhealth < 8 ? c->nhealth : 8);
+    if (d > HEALTH_MAX_S)
+        d = HEALTH_MAX_S;
+    c->next_health_ms = loop_now_ms() + d * 1000;
+    log_debug("still unhealthy (%s); next check in %lld s", why, (long long)d);
 }
 
 static void task_free(struct ctask *t)
@@ -175,36 +247,51 @@ static void task_free(struct ctask *t)
     free(t);
 }
 
-/* Builds a task from a map with job, idx, issue, limit_s, shell, argv, stdin. */
+/*
+ * Builds a task from a map with job, idx, issue, limit_s, shell, argv, stdin. A task
+ * that cannot run anywhere (no argv, a non-string or NUL-holding element) is still
+ * built, with t->bad saying why, so that it is reported as a failed result rather
+ * than dropped and handed out again. NULL only when memory ran out.
+ */
 static struct ctask *task_from_map(struct client *c, const msgpack_object *m)
 {
     const msgpack_object *argv = wire_get(m, "argv");
     struct ctask *t = calloc(1, sizeof *t);
-    if (!t || !argv || argv->type != MSGPACK_OBJECT_ARRAY || argv->via.array.size == 0)
-        goto fail;
+    if (!t)
+        return NULL;
+    t->run.out.fd = t->run.err.fd = -1; /* before any exit: task_free closes them */
+    t->run.pid = -1;
     t->c = c;
     t->job = wire_get_u64(m, "job", 0);
     t->idx = (uint32_t)wire_get_u64(m, "idx", 0);
     t->issue = (uint32_t)wire_get_u64(m, "issue", 0);
-    t->limit_s = (uint32_t)wire_get_u64(m, "limit_s", 3600);
+    uint64_t lim = wire_get_u64(m, "limit_s", 3600);
+    t->limit_s = lim > UINT32_MAX ? UINT32_MAX : (uint32_t)lim; /* not a wrapped 0 */
     t->shell = wire_get_bool(m, "shell", false);
-    t->argc = argv->via.array.size;
+    t->argc = argv && argv->type == MSGPACK_OBJECT_ARRAY ? argv->via.array.size : 0;
     if (!(t->argv = calloc(t->argc + 1, sizeof *t->argv)))
         goto fail;
+    if (t->argc == 0)
+        snprintf(t->bad, sizeof t->bad, "invalid task: argv is empty");
     for (uint32_t i = 0; i < t->argc; i++) {
         const msgpack_object *a = &argv->via.array.ptr[i];
-        if (a->type != MSGPACK_OBJECT_STR || !(t->argv[i] = strndup(a->via.str.ptr, a->via.str.size)))
+        if (a->type != MSGPACK_OBJECT_STR || memchr(a->via.str.ptr, 0, a->via.str.size)) {
+            snprintf(t->bad, sizeof t->bad, "invalid task: argv[%u] is not a string", i);
+            t->argc = i; /* the elements after it are not ours to free */
+            break;
+        }
+        if (!(t->argv[i] = strndup(a->via.str.ptr, a->via.str.size)))
             goto fail;
     }
+    if (!t->bad[0] && t->argv[0][0] == '\0')
+        snprintf(t->bad, sizeof t->bad, "invalid task: argv[0] is empty");
     size_t n;
     const void *in = wire_get_bin(m, "stdin", &n);
     if (in && n && !(t->in = malloc(n)))
         goto fail;
     if (in && n)
         memcpy(t->in, in, n);
-    t->inlen = n;
-    t->run.out.fd = t->run.err.fd = -1;
-    t->run.pid = -1;
+    t->inlen = in ? n : 0;
     return t;
 fail:
     task_free(t);
@@ -267,7 +354,7 @@ static void finish(struct client *c, struct ctask *t)
 {
     struct run *r = &t->run;
     struct wire_buf wb;
-    bool err = r->error[0] != '\0';
+    bool err = r->error[0] != '\0', bad = t->bad[0] != '\0';
     int64_t wall = (r->end_ms ? r->end_ms : loop_now_ms()) - r->start_ms;
     double cpu = (double)r->ru.ru_utime.tv_sec + r->ru.ru_utime.tv_usec / 1e6 +
                  (double)r->ru.ru_stime.tv_sec + r->ru.ru_stime.tv_usec / 1e6;
@@ -276,13 +363,17 @@ static void finish(struct client *c, struct ctask *t)
     wire_put_u64(&wb, "job", t->job);
     wire_put_u64(&wb, "idx", t->idx);
     wire_put_u64(&wb, "issue", t->issue);
-    wire_put_i64(&wb, "exit", !err && r->reaped && WIFEXITED(r->status) ? WEXITSTATUS(r->status) : -1);
+    wire_put_i64(&wb, "exit",
+                 !err && !bad && r->reaped && WIFEXITED(r->status) ? WEXITSTATUS(r->status) : -1);
     wire_put_u64(&wb, "signal", !err && r->reaped && WIFSIGNALED(r->status) ? (uint64_t)WTERMSIG(r->status) : 0);
     wire_put_bool(&wb, "timeout", r->timed_out);
     wire_put_f64(&wb, "cpu_s", cpu);
     wire_put_f64(&wb, "wall_s", (double)wall / 1000.0);
     wire_put_bin(&wb, "stdout", r->out.buf ? r->out.buf : "", r->out.len);
-    wire_put_bin(&wb, "stderr", r->err.buf ? r->err.buf : "", r->err.len);
+    if (bad) /* the task's own fault: a final failed result that says why */
+        wire_put_bin(&wb, "stderr", t->bad, strlen(t->bad));
+    else
+        wire_put_bin(&wb, "stderr", r->err.buf ? r->err.buf : "", r->err.len);
     wire_put_bool(&wb, "out_trunc", r->out.trunc);
     wire_put_bool(&wb, "err_trunc", r->err.trunc);
     if (err)
@@ -300,14 +391,28 @@ static void finish(struct client *c, struct ctask *t)
     task_save(c, t);
     commit(c); /* the result is durable before we say so, or send it */
     log_info("task %llu.%u finished: %s", (unsigned long long)t->job, t->idx,
-             err ? r->error : r->timed_out ? "wall-clock limit" : "ran");
+             bad            ? t->bad
+             : err          ? r->error
+             : r->timed_out ? "wall-clock limit"
+                            : "ran");
     runner_cleanup(&t->run);
 }
 
 static void check_finished(struct client *c, struct ctask *t)
 {
-    if (t->running && runner_finished(&t->run))
+    if (!t->running || !runner_finished(&t->run))
+        return;
+    if (!t->abandon) {
         finish(c, t);
+        return;
+    }
+    for (uint32_t i = 0; i < c->ntasks; i++)
+        if (c->tasks[i] == t) {
+            log_info("task %llu.%u stopped (cancelled by the server)", (unsigned long long)t->job,
+                     t->idx);
+            drop_task(c, i);
+            return;
+        }
 }
 
 /* Reads one of t's pipes; unregisters it from the loop once it reached end of file. */
@@ -361,9 +466,23 @@ static void start_task(struct client *c, struct ctask *t)
     snprintf(wd, sizeof wd, "%s/work/%llu.%u", c->cfg.state_dir, (unsigned long long)t->job,
              t->idx);
     t->running = true;
+    if (t->bad[0]) {
+        log_warnx("task %llu.%u from the server: %s", (unsigned long long)t->job, t->idx, t->bad);
+        t->run.start_ms = loop_now_ms();
+        finish(c, t);
+        return;
+    }
+    if (c->sick[0]) { /* hand it back at once: a healthy node should run it */
+        t->run.start_ms = loop_now_ms();
+        snprintf(t->run.error, sizeof t->run.error, "node unhealthy: %.200s", c->sick);
+        finish(c, t);
+        return;
+    }
     if (runner_start(&t->run, t->argv, t->shell, t->in, t->inlen, wd,
                      (size_t)c->cfg.max_output_kb * 1024) < 0) {
         log_warnx("task %llu.%u: %s", (unsigned long long)t->job, t->idx, t->run.error);
+        if (t->run.host_fault)
+            node_sick(c, t->run.error);
         t->run.reaped = false;
         finish(c, t);
         return;
@@ -593,13 +712,17 @@ static void pump(struct client *c)
         send_psync(c);
         return;
     }
+    if (c->sick[0] && now >= c->next_health_ms)
+        health_check(c);
     uint32_t running = count_running(c), finished = c->ntasks - running;
-    uint32_t want = running < c->slots ? c->slots - running : 0;
+    uint32_t want = running < c->slots && !c->sick[0] ? c->slots - running : 0;
     if (finished > 0 || (want > 0 && now >= c->next_fetch_ms)) {
         send_results(c, WT_RESULT, now >= c->next_fetch_ms ? want : 0);
         return;
     }
-    if (running > 0 && now - c->last_status_ms >= (int64_t)c->hb_s * 1000)
+    /* while computing, check in every poll_s (<= hb_s) so that a cancel arrives soon */
+    uint32_t every = c->poll_s && c->poll_s < c->hb_s ? c->poll_s : c->hb_s;
+    if (running > 0 && now - c->last_status_ms >= (int64_t)every * 1000)
         send_status(c);
 }
 
@@ -611,6 +734,7 @@ static void on_welcome(struct client *c, const msgpack_object *m)
     c->hb_s = (uint32_t)wire_get_u64(m, "hb_s", 10);
     if (c->hb_s == 0)
         c->hb_s = 1;
+    c->poll_s = (uint32_t)wire_get_u64(m, "poll_s", 0); /* absent: an older cluster */
     c->welcomed = true;
     wire_buf_reset(&c->wb);
     wire_pack_str(&c->wb, c->sid);
@@ -630,11 +754,52 @@ static void forget_acked(struct client *c)
             i++;
 }
 
+/*
+ * The server's "cancel" list (STATUS_ACK, TASKS): stop those tasks now (SIGTERM to the
+ * process group, SIGKILL kill_grace_s later) and forget them without a result; a
+ * finished result not yet reported is dropped too.
+ */
+static void apply_cancel(struct client *c, const msgpack_object *cancel)
+{
+    if (!cancel || cancel->type != MSGPACK_OBJECT_ARRAY)
+        return;
+    for (uint32_t k = 0; k < cancel->via.array.size; k++) {
+        const msgpack_object *e = &cancel->via.array.ptr[k];
+        uint64_t job = wire_get_u64(e, "job", 0);
+        uint64_t idx = wire_get_u64(e, "idx", UINT64_MAX);
+        for (uint32_t i = 0; i < c->ntasks; i++) {
+            struct ctask *t = c->tasks[i];
+            if (t->job != job || t->idx != idx || t->abandon)
+                continue;
+            log_info("task %llu.%u abandoned at the server's request", (unsigned long long)job,
+                     t->idx);
+            if (!t->running) { /* finished (or never started): nothing to stop */
+                drop_task(c, i);
+                break;
+            }
+            uint8_t key[12];
+            task_key(key, t);
+            store_del(c->store, c->t_tasks, key, sizeof key); /* not rerun after a restart */
+            t->abandon = true;
+            loop_timer_cancel(c->loop, t->limit_timer);
+            t->limit_timer = 0;
+            runner_signal(&t->run, SIGTERM);
+            loop_timer_cancel(c->loop, t->kill_timer);
+            t->kill_timer =
+                loop_timer(c->loop, (int64_t)(c->cfg.kill_grace_s * 1000), 0, on_kill, t);
+            check_finished(c, t); /* an already exited process goes at once */
+            break;
+        }
+    }
+    commit(c);
+}
+
 static void on_tasks(struct client *c, const msgpack_object *m)
 {
     const msgpack_object *tasks = wire_get(m, "tasks");
     if (c->req_type == WT_RESULT)
         forget_acked(c);
+    apply_cancel(c, wire_get(m, "cancel"));
     uint32_t first_new = c->ntasks;
     for (uint32_t i = 0; i < tasks->via.array.size; i++) {
         const msgpack_object *tm = &tasks->via.array.ptr[i];
@@ -646,7 +811,9 @@ static void on_tasks(struct client *c, const msgpack_object *m)
         }
         struct ctask *t = task_from_map(c, tm);
         if (!t || add_task(c, t) < 0) {
-            log_warnx("out of memory: dropping a task (the server will re-issue it)");
+            log_warn("cannot hold task %llu.%llu (the server will re-issue it)",
+                     (unsigned long long)wire_get_u64(tm, "job", 0),
+                     (unsigned long long)wire_get_u64(tm, "idx", 0));
             task_free(t);
             continue;
         }
@@ -655,6 +822,11 @@ static void on_tasks(struct client *c, const msgpack_object *m)
     commit(c);
     for (uint32_t i = first_new; i < c->ntasks; i++)
         start_task(c, c->tasks[i]);
+    size_t rn;
+    const char *reason = wire_get_str(m, "reason", &rn);
+    if (reason && !c->held)
+        log_warnx("the server holds back tasks from this node: %.*s", (int)rn, reason);
+    c->held = reason != NULL;
     if (tasks->via.array.size == 0)
         c->next_fetch_ms = loop_now_ms() + (int64_t)wire_get_u64(m, "wait_s", 5) * 1000;
     else
@@ -663,20 +835,7 @@ static void on_tasks(struct client *c, const msgpack_object *m)
 
 static void on_status_ack(struct client *c, const msgpack_object *m)
 {
-    const msgpack_object *cancel = wire_get(m, "cancel");
-    for (uint32_t k = 0; k < cancel->via.array.size; k++) {
-        const msgpack_object *e = &cancel->via.array.ptr[k];
-        uint64_t job = wire_get_u64(e, "job", 0);
-        uint32_t idx = (uint32_t)wire_get_u64(e, "idx", 0);
-        for (uint32_t i = 0; i < c->ntasks; i++)
-            if (c->tasks[i]->job == job && c->tasks[i]->idx == idx && !c->tasks[i]->done) {
-                log_info("task %llu.%u abandoned at the server's request",
-                         (unsigned long long)job, idx);
-                drop_task(c, i);
-                break;
-            }
-    }
-    commit(c);
+    apply_cancel(c, wire_get(m, "cancel"));
 }
 
 static void on_reply(struct client *c, const struct wire_msg *msg)

@@ -49,9 +49,12 @@ static int write_file(const char *path, const void *p, size_t n)
  * In a forked child: never returns. Resets the signal state, makes its own process
  * group, moves to workdir, takes in/out/err as descriptors 0/1/2 (-1: the open failed),
  * adds env ("NAME=value", may be NULL) and executes argv (or, with shell, argv[0] as a
- * /bin/sh -c script with the rest as $0, $1, ...). An exec failure is reported as errno
- * on errpipe (close-on-exec, so a successful exec closes it silently).
+ * /bin/sh -c script with the rest as $0, $1, ...). A failure is reported on errpipe
+ * (close-on-exec, so a successful exec closes it silently) as two ints: the stage
+ * (CHILD_SETUP: this host could not set the process up; CHILD_EXEC: the program could
+ * not be executed) and errno.
  */
+enum { CHILD_SETUP = 0, CHILD_EXEC = 1 };
 static void child_exec(char *const *argv, bool shell, char *const *env, const char *workdir,
                        int in, int out, int err, int errpipe)
 {
@@ -61,6 +64,7 @@ static void child_exec(char *const *argv, bool shell, char *const *env, const ch
     signal(SIGPIPE, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    int stage = CHILD_SETUP;
     setpgid(0, 0);
     if (chdir(workdir) < 0 || in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 ||
         dup2(out, 1) < 0 || dup2(err, 2) < 0)
@@ -78,15 +82,40 @@ static void child_exec(char *const *argv, bool shell, char *const *env, const ch
         sh[1] = "-c";
         for (int i = 0; i < n; i++)
             sh[i + 2] = argv[i];
+        stage = CHILD_EXEC;
         execv("/bin/sh", sh);
     } else {
+        stage = CHILD_EXEC;
         execvp(argv[0], argv);
     }
 fail:;
-    int e = errno;
-    if (write(errpipe, &e, sizeof e) < 0)
+    int e[2] = {stage, errno};
+    if (write(errpipe, e, sizeof e) < 0)
         _exit(127);
     _exit(127);
+}
+
+/*
+ * Reads the child's report from the error pipe (and closes it): 0 when it executed
+ * its program, else 1 with r->error (and r->host_fault for a set-up failure) set.
+ */
+static ssize_t child_status(struct run *r, int fd, const char *prog)
+{
+    int e[2] = {0, 0};
+    ssize_t n;
+    while ((n = read(fd, e, sizeof e)) < 0 && errno == EINTR)
+        ;
+    close(fd);
+    if (n != (ssize_t)sizeof e)
+        return 0;
+    if (e[0] == CHILD_EXEC) {
+        snprintf(r->error, sizeof r->error, "cannot run '%s': %s", prog, strerror(e[1]));
+    } else {
+        snprintf(r->error, sizeof r->error, "cannot set up the task's process in %.180s: %s",
+                 r->workdir, strerror(e[1]));
+        r->host_fault = true;
+    }
+    return 1;
 }
 
 static int nftw_rm(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -120,6 +149,7 @@ int runner_start(struct run *r, char *const *argv, bool shell, const void *in, s
     if (mkdir(workdir, 0700) < 0 || write_file(stdin_path, in, inlen) < 0) {
         snprintf(r->error, sizeof r->error, "cannot prepare working directory %s: %s", workdir,
                  strerror(errno));
+        r->host_fault = true;
         return -1;
     }
     if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0)
@@ -134,22 +164,15 @@ int runner_start(struct run *r, char *const *argv, bool shell, const void *in, s
     close(out[1]);
     close(err[1]);
     close(ep[1]);
-    int e = 0;
-    ssize_t n;
-    while ((n = read(ep[0], &e, sizeof e)) < 0 && errno == EINTR)
-        ;
-    close(ep[0]);
+    ssize_t n = child_status(r, ep[0], argv[0]);
     r->out.fd = out[0];
     r->err.fd = err[0];
     fcntl(out[0], F_SETFL, O_NONBLOCK);
     fcntl(err[0], F_SETFL, O_NONBLOCK);
-    if (n == (ssize_t)sizeof e) {
-        snprintf(r->error, sizeof r->error, "cannot run '%s': %s", argv[0], strerror(e));
-        return -1; /* the child exits 127; the caller still reaps it */
-    }
-    return 0;
+    return n > 0 ? -1 : 0; /* on -1 the child exits 127; the caller still reaps it */
 syserr:
     snprintf(r->error, sizeof r->error, "cannot start a process: %s", strerror(errno));
+    r->host_fault = true;
     for (int i = 0; i < 2; i++) {
         if (out[i] >= 0) close(out[i]);
         if (err[i] >= 0) close(err[i]);
@@ -257,10 +280,12 @@ int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
     if (mkdir(workdir, 0700) < 0) {
         snprintf(r->error, sizeof r->error, "cannot prepare working directory %s: %s", workdir,
                  strerror(errno));
+        r->host_fault = true;
         return -1;
     }
     if (pipe2(ep, O_CLOEXEC) < 0 || (r->pid = fork()) < 0) {
         snprintf(r->error, sizeof r->error, "cannot start a process: %s", strerror(errno));
+        r->host_fault = true;
         if (ep[0] >= 0) {
             close(ep[0]);
             close(ep[1]);
@@ -272,16 +297,8 @@ int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
         pchild(argv, shell, env, workdir, ep[1]);
     setpgid(r->pid, r->pid);
     close(ep[1]);
-    int e = 0;
-    ssize_t n;
-    while ((n = read(ep[0], &e, sizeof e)) < 0 && errno == EINTR)
-        ;
-    close(ep[0]);
-    if (n == (ssize_t)sizeof e) {
-        snprintf(r->error, sizeof r->error, "cannot run '%s': %s", argv[0], strerror(e));
-        return -1; /* the child exits 127; the caller still reaps it */
-    }
-    return 0;
+    ssize_t n = child_status(r, ep[0], argv[0]);
+    return n > 0 ? -1 : 0; /* on -1 the child exits 127; the caller still reaps it */
 }
 
 /* Reads the first c->cap bytes of workdir/name into c; trunc when the file is longer. */

@@ -28,6 +28,8 @@ struct run {
     int status;
     struct rusage ru;
     char error[256]; /* set when the task could not be started */
+    bool host_fault; /* with error: this host is at fault (working directory, pipes,
+                        fork), not the task (a program that cannot be executed) */
     char workdir[512];
 };
 

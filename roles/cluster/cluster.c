@@ -52,6 +52,11 @@ const struct config_key cluster_keys[] = {
      NULL, "wall-clock limit of a task when the job gives none"},
     {"tasks", "max_attempts", CONFIG_INT, "3", OFF(max_attempts), 1, 1000, NULL,
      "results saying a task could not run before that failure is final"},
+    {"tasks", "node_daily_quota", CONFIG_INT, "1000", OFF(node_daily_quota), 1, 100000000, NULL,
+     "tasks a day for a node after a node-side error: halved on each, doubled on each valid "
+     "result; a node at the full quota is not limited (BOINC's host daily quota)"},
+    {"tasks", "node_poll_s", CONFIG_INT, "2", OFF(node_poll_s), 1, 86400, NULL,
+     "a node running tasks checks in this often (at most heartbeat_s), so a cancel reaches it"},
     {"tasks", "heartbeat_extends", CONFIG_BOOL, "true", OFF(heartbeat_extends), 0, 0, NULL,
      "a heartbeat naming a running task postpones its re-issue (false: pure X-Com)"},
     {"stats", "interval_s", CONFIG_INT, "10", OFF(stats_interval_s), 1, 86400, NULL,

@@ -34,6 +34,8 @@ struct cluster_cfg {
     long input_unit_kb;
     long default_limit_s;
     long max_attempts;
+    long node_daily_quota; /* tasks per day of a node after node-side errors (BOINC-like) */
+    long node_poll_s;      /* a computing node checks in this often (cancels arrive) */
     int heartbeat_extends;
     long stats_interval_s;
     int sync;
@@ -48,7 +50,7 @@ struct cluster_cfg {
 enum task_state { TS_NEW = 0, TS_ISSUED = 1, TS_DONE = 2 };
 enum job_state { JS_QUEUED = 0, JS_RUNNING, JS_DONE, JS_CANCELLED };
 
-/* One task in memory: 32 bytes; its result lives only in the store. */
+/* One task in memory: 40 bytes; its result lives only in the store. */
 struct task {
     uint8_t state;  /* enum task_state */
     uint8_t ok;     /* done and succeeded */
@@ -57,6 +59,7 @@ struct task {
     uint32_t node;   /* index of the node holding the latest issue */
     uint32_t input_kb; /* size of its input, for the estimate */
     uint32_t won;      /* issue number of the final result (done tasks) */
+    uint32_t avoid;    /* 1 + node whose node-side error made it re-issuable; 0: none */
     int64_t expiry_ms; /* wall clock: re-issue after this (while issued) */
 };
 
@@ -93,6 +96,19 @@ struct node {
     uint64_t cur_job;  /* current portion and when it started */
     uint32_t cur_idx;
     int64_t cur_since_ms, cur_est_ms;
+    /* daily quota (tasks.node_daily_quota): 0 = not limited; after a node-side error
+       half the configured one, halved on each more, doubled on each valid result (back
+       to 0 at the full value); qused counts tasks issued in the day from qday_ms */
+    uint32_t quota, qused;
+    int64_t qday_ms;
+    /* tasks of cancelled jobs this node holds, sent in its next TASKS or STATUS_ACK */
+    struct cancel_ent *cancels;
+    uint32_t ncancels, capcancels;
+};
+
+struct cancel_ent {
+    uint64_t job;
+    uint32_t idx, issue;
 };
 
 /* A re-issue candidate: (expiry, task); stale entries are skipped when popped. */
@@ -155,6 +171,13 @@ const char *task_state_name(const struct task *t);
 int tasks_issue(struct cluster *c, struct node *n, uint32_t want, struct wire_buf *wb,
                 uint32_t *nissued);
 int tasks_result(struct cluster *c, struct node *n, const msgpack_object *res);
+/* Seconds until node n may get tasks again under its daily quota (0: now). */
+int64_t tasks_quota_wait_s(struct cluster *c, struct node *n);
+/* Remembers that n holds (job, idx, issue) of a cancelled job (sent in its next reply). */
+void tasks_cancel_note(struct cluster *c, struct node *n, uint64_t job, uint32_t idx,
+                       uint32_t issue);
+/* Writes n's pending cancels as the key "cancel" and an array, then forgets them. */
+void tasks_cancel_put(struct node *n, struct wire_buf *wb);
 void tasks_extend(struct cluster *c, struct node *n, uint64_t job, uint32_t idx, uint32_t issue);
 void tasks_release_node(struct cluster *c, struct node *n);
 void heap_push(struct cluster *c, struct heap_ent e);

@@ -109,10 +109,12 @@ static void h_hello(struct cluster *c, struct request *r)
     cluster_mark_node(c, n);
     log_info("node %s %s: session %s from %s", n->name, resumed ? "resumed" : "joined", n->sid,
              n->ip);
-    wire_begin(r->reply, WT_WELCOME, r->msg->id, 3);
+    wire_begin(r->reply, WT_WELCOME, r->msg->id, 4);
     wire_put_str(r->reply, "sid", n->sid);
     wire_put_u64(r->reply, "hb_s", (uint64_t)c->cfg.hb_s);
     wire_put_bool(r->reply, "resumed", resumed);
+    wire_put_u64(r->reply, "poll_s",
+                 (uint64_t)(c->cfg.node_poll_s < c->cfg.hb_s ? c->cfg.node_poll_s : c->cfg.hb_s));
 }
 
 /* Writes a TASKS reply with up to want tasks for n; acked < 0 leaves "acked" out. */
@@ -120,15 +122,31 @@ static void reply_tasks(struct cluster *c, struct request *r, struct node *n, ui
                         int64_t acked)
 {
     uint32_t count = 0;
-    wire_begin(r->reply, WT_TASKS, r->msg->id, acked >= 0 ? 4 : 3);
+    int64_t qwait = tasks_quota_wait_s(c, n);
+    bool cancels = n->ncancels > 0;
+    wire_begin(r->reply, WT_TASKS, r->msg->id,
+               3 + (acked >= 0) + (qwait > 0 && want > 0) + cancels);
     if (tasks_issue(c, n, want, r->reply, &count) < 0) {
         reply_storage(c, r); /* undoes the turn: nothing half-issued survives */
         return;
     }
+    qwait = count ? 0 : tasks_quota_wait_s(c, n); /* the quota may have run out now */
     wire_put_bool(r->reply, "more", count > 0 || work_remains(c));
-    wire_put_u64(r->reply, "wait_s", count ? 0 : (uint64_t)c->cfg.idle_wait_s);
+    wire_put_u64(r->reply, "wait_s",
+                 count                        ? 0
+                 : qwait > c->cfg.idle_wait_s ? (uint64_t)qwait
+                                              : (uint64_t)c->cfg.idle_wait_s);
     if (acked >= 0)
         wire_put_u64(r->reply, "acked", (uint64_t)acked);
+    if (qwait > 0 && want > 0) {
+        char why[160];
+        snprintf(why, sizeof why,
+                 "daily quota of %u task(s) used after node-side errors; next tasks in %lld s",
+                 n->quota, (long long)qwait);
+        wire_put_str(r->reply, "reason", why);
+    }
+    if (cancels)
+        tasks_cancel_put(n, r->reply);
 }
 
 static void h_task_get(struct cluster *c, struct request *r)
@@ -209,6 +227,7 @@ static void h_status(struct cluster *c, struct request *r)
         }
         tasks_extend(c, n, jid, idx, (uint32_t)wire_get_u64(t, "issue", 0));
     }
+    n->ncancels = 0; /* this reply names every running task that is to stop */
     wire_begin(r->reply, WT_STATUS_ACK, r->msg->id, 1);
     wire_put_key(r->reply, "cancel");
     wire_pack_array(r->reply, ncancel);
@@ -354,7 +373,8 @@ static void walk_plain(struct task_walk *w, uint32_t upto)
         const struct task *t = w->next < w->j->next_new ? &w->j->tasks[w->next] : NULL;
         wire_pack_map(w->wb, 3);
         wire_put_u64(w->wb, "idx", w->next);
-        wire_put_str(w->wb, "state", t ? task_state_name(t) : "pending");
+        bool gone = w->j->state == JS_CANCELLED && (!t || t->state != TS_DONE);
+        wire_put_str(w->wb, "state", gone ? "cancelled" : t ? task_state_name(t) : "pending");
         wire_put_u64(w->wb, "issues", t ? t->issues : 0);
     }
 }
@@ -508,6 +528,7 @@ static void h_cancel(struct cluster *c, struct request *r)
     for (uint32_t i = 0; i < j->next_new; i++) {
         struct task *t = &j->tasks[i];
         if (t->state == TS_ISSUED && t->node < c->nnodes) {
+            tasks_cancel_note(c, &c->nodes[t->node], j->id, i, t->issues);
             if (c->nodes[t->node].inflight > 0)
                 c->nodes[t->node].inflight--;
             t->node = UINT32_MAX; /* no longer counted against the node */

@@ -183,7 +183,7 @@ static void job_encode(const struct job *j, struct wire_buf *wb)
 
 void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live)
 {
-    wire_pack_map(wb, live ? 22 : 19);
+    wire_pack_map(wb, live ? 25 : 22);
     wire_put_str(wb, "sid", n->sid);
     wire_put_str(wb, "node", n->name);
     wire_put_str(wb, "cluster", n->cluster);
@@ -203,6 +203,9 @@ void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live)
     wire_put_str(wb, "model", n->model);
     wire_put_u64(wb, "disk_mb", n->disk_mb);
     wire_put_bool(wb, "procs", n->procs);
+    wire_put_u64(wb, "quota", n->quota);
+    wire_put_u64(wb, "quota_used", n->qused);
+    wire_put_i64(wb, "quota_day", n->qday_ms);
     if (live) {
         wire_put_u64(wb, "running", n->inflight);
         wire_put_u64(wb, "cur_job", n->inflight ? n->cur_job : 0);
@@ -384,6 +387,9 @@ static int load_node(void *arg, const void *key, size_t klen, const void *val, s
         wire_get_strbuf(m, "model", n->model, sizeof n->model);
         n->disk_mb = wire_get_u64(m, "disk_mb", 0);
         n->procs = wire_get_bool(m, "procs", false);
+        n->quota = (uint32_t)wire_get_u64(m, "quota", 0); /* 0: full (set at first use) */
+        n->qused = (uint32_t)wire_get_u64(m, "quota_used", 0);
+        n->qday_ms = wire_get_i64(m, "quota_day", 0);
         node_commit_new(c);
     }
     msgpack_unpacked_destroy(&up);
@@ -462,6 +468,8 @@ void cluster_free_state(struct cluster *c)
     for (uint32_t i = 0; i < c->njobs; i++)
         cluster_job_free(c->jobs[i]);
     free(c->jobs);
+    for (uint32_t i = 0; i < c->nnodes; i++)
+        free(c->nodes[i].cancels);
     free(c->nodes);
     free(c->node_hash);
     free(c->heap);

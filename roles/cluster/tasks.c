@@ -113,21 +113,138 @@ static void unhold(struct cluster *c, struct task *t)
         c->nodes[t->node].inflight--;
 }
 
+/* True if an active node other than n could take tasks (it asked recently). */
+static bool other_node_active(const struct cluster *c, const struct node *n)
+{
+    for (uint32_t i = 0; i < c->nnodes; i++)
+        if (&c->nodes[i] != n && c->nodes[i].active)
+            return true;
+    return false;
+}
+
 /*
  * Pops the first expired task that is still current; stale entries are dropped. An
  * expired task goes to whoever asks first, its holder included: a node still running
- * a task names it in its heartbeats, which keeps it from expiring.
+ * a task names it in its heartbeats, which keeps it from expiring. A task that node n
+ * itself failed with a node-side error is left for another node while another node is
+ * active (the skipped entries go back on the heap); with no other node, n gets it.
  */
-static int take_expired(struct cluster *c, int64_t now, struct job **jp, uint32_t *idx)
+static int take_expired(struct cluster *c, struct node *n, int64_t now, struct job **jp,
+                        uint32_t *idx)
 {
+    struct heap_ent skipped[64];
+    uint32_t nskip = 0, me = (uint32_t)(n - c->nodes) + 1;
+    int rc = -1, others = -1;
     while (c->nheap > 0 && c->heap[0].expiry_ms <= now) {
         struct heap_ent e = heap_pop(c);
-        if (heap_task(c, &e, jp)) {
-            *idx = e.idx;
-            return 0;
+        struct task *t = heap_task(c, &e, jp);
+        if (!t)
+            continue;
+        if (t->avoid == me && nskip < 64) {
+            if (others < 0)
+                others = other_node_active(c, n);
+            if (others) {
+                skipped[nskip++] = e;
+                continue;
+            }
         }
+        *idx = e.idx;
+        rc = 0;
+        break;
     }
-    return -1;
+    for (uint32_t i = 0; i < nskip; i++)
+        heap_push(c, skipped[i]);
+    return rc;
+}
+
+/* ---- daily quota (BOINC's host daily quota, our own rules) ---- */
+
+#define QUOTA_DAY_MS (86400 * 1000LL)
+
+static uint32_t quota_full(const struct cluster *c)
+{
+    return (uint32_t)c->cfg.node_daily_quota;
+}
+
+/* n->quota 0: not limited. Starts a new day of counting when the current one is over. */
+static void quota_roll(struct cluster *c, struct node *n, int64_t now)
+{
+    if (n->quota >= quota_full(c))
+        n->quota = 0; /* the configured quota was lowered */
+    if (n->quota && now - n->qday_ms >= QUOTA_DAY_MS) {
+        n->qday_ms = now;
+        n->qused = 0;
+        cluster_mark_node(c, n);
+    }
+}
+
+int64_t tasks_quota_wait_s(struct cluster *c, struct node *n)
+{
+    int64_t now = wall_now_ms();
+    quota_roll(c, n, now);
+    if (!n->quota || n->qused < n->quota)
+        return 0;
+    int64_t left = (n->qday_ms + QUOTA_DAY_MS - now + 999) / 1000;
+    return left > 0 ? left : 1;
+}
+
+/* A node-side error from n: halve its quota; the first one starts the day's count. */
+static void quota_error(struct cluster *c, struct node *n)
+{
+    quota_roll(c, n, wall_now_ms());
+    if (!n->quota) {
+        n->quota = quota_full(c);
+        n->qday_ms = wall_now_ms();
+        n->qused = 0;
+    }
+    n->quota = n->quota > 1 ? n->quota / 2 : 1;
+    cluster_mark_node(c, n);
+    if (n->qused >= n->quota)
+        log_warnx("node %s (%s) used its daily quota of %u task(s) after node-side errors: "
+                  "it gets no tasks until the day is over or its results are valid again",
+                  n->name, n->sid, n->quota);
+}
+
+/* A valid result (ok, or the task's own failure) from n: double its quota back. */
+static void quota_valid(struct cluster *c, struct node *n)
+{
+    quota_roll(c, n, wall_now_ms());
+    if (!n->quota)
+        return;
+    n->quota = n->quota >= quota_full(c) / 2 ? 0 : n->quota * 2;
+    cluster_mark_node(c, n);
+}
+
+/* ---- cancels ---- */
+
+void tasks_cancel_note(struct cluster *c, struct node *n, uint64_t job, uint32_t idx,
+                       uint32_t issue)
+{
+    (void)c;
+    if (n->ncancels == n->capcancels) {
+        uint32_t cap = n->capcancels ? n->capcancels * 2 : 16;
+        struct cancel_ent *e = cap <= 65536 ? realloc(n->cancels, cap * sizeof *e) : NULL;
+        if (!e)
+            return; /* the node still learns from its next STATUS */
+        n->cancels = e;
+        n->capcancels = cap;
+    }
+    n->cancels[n->ncancels++] = (struct cancel_ent){job, idx, issue};
+}
+
+void tasks_cancel_put(struct node *n, struct wire_buf *wb)
+{
+    uint32_t k = n->ncancels < 1024 ? n->ncancels : 1024; /* MAX_BATCH of the descriptor */
+    wire_put_key(wb, "cancel");
+    wire_pack_array(wb, k);
+    for (uint32_t i = 0; i < k; i++) {
+        wire_pack_map(wb, 3);
+        wire_put_u64(wb, "job", n->cancels[i].job);
+        wire_put_u64(wb, "idx", n->cancels[i].idx);
+        wire_put_u64(wb, "issue", n->cancels[i].issue);
+    }
+    memmove(n->cancels, n->cancels + k, (n->ncancels - k) * sizeof *n->cancels);
+    n->ncancels -= k;
 }
 
 /* The next never-issued portion, in job order (X3). */
@@ -204,12 +321,16 @@ int tasks_issue(struct cluster *c, struct node *n, uint32_t want, struct wire_bu
     int64_t now = wall_now_ms();
     int rc = 0;
     wire_buf_init(&tb);
+    if (tasks_quota_wait_s(c, n) > 0)
+        want = 0;
     while (count < want) {
         struct job *j = NULL;
         uint32_t idx;
         if (tb.sb.size > TASKS_REPLY_MAX) /* leave room in the frame for the rest */
             break;
-        if (take_expired(c, now, &j, &idx) < 0 && take_new(c, &j, &idx) < 0)
+        if (n->quota && n->qused >= n->quota)
+            break;
+        if (take_expired(c, n, now, &j, &idx) < 0 && take_new(c, &j, &idx) < 0)
             break;
         size_t mark = tb.sb.size;
         if (issue_one(c, n, j, idx, now, &tb) < 0) {
@@ -218,6 +339,8 @@ int tasks_issue(struct cluster *c, struct node *n, uint32_t want, struct wire_bu
             break;
         }
         count++;
+        if (n->quota)
+            n->qused++;
     }
     wire_put_key(wb, "tasks");
     wire_pack_array(wb, count);
@@ -290,6 +413,14 @@ int tasks_result(struct cluster *c, struct node *n, const msgpack_object *res)
         return 0; /* not ours (or forgotten): acknowledge so the node drops it */
     struct task *t = &j->tasks[idx];
     uint32_t me = (uint32_t)(n - c->nodes);
+    size_t elen;
+    bool node_error = wire_get_str(res, "error", &elen) != NULL;
+    if (node_error)
+        quota_error(c, n); /* whatever the task: this node could not run it */
+    else
+        quota_valid(c, n);
+    if (j->state == JS_CANCELLED && t->state != TS_DONE)
+        return 0; /* cancelled before it finished: acknowledged and dropped, never "ok" */
     if (t->state == TS_DONE) {
         if (t->node == me && t->won == issue)
             return 0; /* a resend of the winning delivery */
@@ -297,14 +428,13 @@ int tasks_result(struct cluster *c, struct node *n, const msgpack_object *res)
         cluster_mark_job(c, j);
         return save_result(c, n, res, jid, idx, j->ndups);
     }
-    size_t elen;
-    bool node_error = wire_get_str(res, "error", &elen) != NULL;
     if (node_error && (long)t->errors + 1 < c->cfg.max_attempts) {
         t->errors++;
         j->ndups++;
+        t->avoid = me + 1; /* preferably another node next (take_expired) */
         if (t->state == TS_ISSUED && t->node == me && t->issues == issue) {
             unhold(c, t);
-            t->node = UINT32_MAX; /* anyone may take it now, this node included */
+            t->node = UINT32_MAX; /* anyone may take it now, this node last */
             t->expiry_ms = wall_now_ms();
             heap_push(c, (struct heap_ent){t->expiry_ms, jid, idx, t->issues});
         }
