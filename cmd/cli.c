@@ -160,8 +160,8 @@ int cli_list(const struct cli *c, uint32_t type, struct cli_pages *p)
         if (!next)
             return 0;
         if (next->via.u64 <= from) {
-            fprintf(stderr, "%s: the cluster manager's list did not advance (next %llu)\n",
-                    c->prog, (unsigned long long)next->via.u64);
+            fprintf(stderr, "%s: the cluster manager's list did not advance (next %llu)\n", c->prog,
+                    (unsigned long long)next->via.u64);
             cli_pages_free(p);
             return 1;
         }

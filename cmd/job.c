@@ -79,8 +79,7 @@ static void print_bytes(const char *label, const msgpack_object *t, const char *
 }
 
 /* The node name of a session id from the NODES pages, or the id itself. */
-static const char *node_name(const struct cli_pages *nodes, const char *sid, char *buf,
-                             size_t n)
+static const char *node_name(const struct cli_pages *nodes, const char *sid, char *buf, size_t n)
 {
     size_t sl;
     for (uint32_t k = 0; nodes && k < nodes->n; k++) {
@@ -225,8 +224,8 @@ int cmd_job_wait(struct cli *c, uint64_t job)
  * reply short ("next"): printed as a table, or, with json, gathered into the first
  * reply's shape (one "tasks" array, no "next"). r holds the first page; freed here.
  */
-static int print_bag(struct cli *c, uint64_t job, struct cli_reply *r, bool output,
-                     uint64_t from, uint64_t count, const struct cli_pages *nodes)
+static int print_bag(struct cli *c, uint64_t job, struct cli_reply *r, bool output, uint64_t from,
+                     uint64_t count, const struct cli_pages *nodes)
 {
     json_t *all = c->json ? mpjson(r->msg.root) : NULL;
     json_t *tasks = all ? json_object_get(all, "tasks") : NULL;
@@ -235,8 +234,8 @@ static int print_bag(struct cli *c, uint64_t job, struct cli_reply *r, bool outp
     if (all)
         json_object_del(all, "next");
     else
-        printf("\n%6s  %-8s %6s %5s %4s %8s %8s  %s\n", "TASK", "STATE", "ISSUES", "EXIT",
-               "SIG", "CPU_S", "WALL_S", "NODE / NOTE");
+        printf("\n%6s  %-8s %6s %5s %4s %8s %8s  %s\n", "TASK", "STATE", "ISSUES", "EXIT", "SIG",
+               "CPU_S", "WALL_S", "NODE / NOTE");
     for (bool first = true;; first = false) {
         const msgpack_object *t = wire_get(r->msg.root, "tasks");
         if (!all && t)

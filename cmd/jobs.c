@@ -5,9 +5,10 @@
 #include "cmd/cli.h"
 #include "cmd/cmd.h"
 
-static const char usage[] = "usage: gridnode jobs [options]\n\nLists every job of the cluster "
-                            "manager with its progress (a job whose tasks all ended is \"done\",\nor \"failed\" when "
-                            "any task failed). Long lists are fetched page by page.\n";
+static const char usage[] =
+    "usage: gridnode jobs [options]\n\nLists every job of the cluster "
+    "manager with its progress (a job whose tasks all ended is \"done\",\nor \"failed\" when "
+    "any task failed). Long lists are fetched page by page.\n";
 
 static void print_row(const msgpack_object *j)
 {

@@ -164,8 +164,7 @@ const char *job_state_shown(const struct job *j);
  * says beforehand whether it will cut (the row then also carries "argv_trunc": true).
  */
 bool cluster_argv_cut(char *const *v, uint32_t n, size_t max);
-void cluster_put_argv(struct wire_buf *wb, const char *key, char *const *v, uint32_t n,
-                      size_t max);
+void cluster_put_argv(struct wire_buf *wb, const char *key, char *const *v, uint32_t n, size_t max);
 const char *task_state_name(const struct task *t);
 
 /* tasks.c: issue, re-issue, estimates, results */

@@ -46,8 +46,7 @@ bool cluster_argv_cut(char *const *v, uint32_t n, size_t max)
     return false;
 }
 
-void cluster_put_argv(struct wire_buf *wb, const char *key, char *const *v, uint32_t n,
-                      size_t max)
+void cluster_put_argv(struct wire_buf *wb, const char *key, char *const *v, uint32_t n, size_t max)
 {
     uint32_t k = 0;
     for (size_t used = 0; k < n && used < max; k++) /* elements that start within max */
