@@ -138,25 +138,27 @@ int cli_list(const struct cli *c, uint32_t type, struct cli_pages *p)
     p->r = NULL;
     p->n = 0;
     for (;;) {
-        struct cli_reply *grown = realloc(p->r, (p->n + 1) * sizeof *p->r);
-        if (!grown) {
+        struct cli_reply **grown = realloc(p->r, (p->n + 1) * sizeof *p->r);
+        if (grown)
+            p->r = grown;
+        if (!grown || !(p->r[p->n] = malloc(sizeof **p->r))) {
             fprintf(stderr, "%s: out of memory\n", c->prog);
             cli_pages_free(p);
             return 1;
         }
-        p->r = grown;
         struct wire_buf wb;
         wire_buf_init(&wb);
         wire_begin(&wb, type, p->n + 1, from ? 1 : 0);
         if (from)
             wire_put_u64(&wb, "from", from);
-        int rc = cli_call(c, &wb, p->n + 1, &p->r[p->n]);
+        int rc = cli_call(c, &wb, p->n + 1, p->r[p->n]);
         wire_buf_free(&wb);
         if (rc != 0) {
+            free(p->r[p->n]); /* cli_call freed its contents */
             cli_pages_free(p);
             return 1;
         }
-        const msgpack_object *next = wire_get(p->r[p->n++].msg.root, "next");
+        const msgpack_object *next = wire_get(p->r[p->n++]->msg.root, "next");
         if (!next)
             return 0;
         if (next->via.u64 <= from) {
@@ -171,8 +173,10 @@ int cli_list(const struct cli *c, uint32_t type, struct cli_pages *p)
 
 void cli_pages_free(struct cli_pages *p)
 {
-    for (uint32_t i = 0; i < p->n; i++)
-        cli_reply_free(&p->r[i]);
+    for (uint32_t i = 0; i < p->n; i++) {
+        cli_reply_free(p->r[i]);
+        free(p->r[i]);
+    }
     free(p->r);
     p->r = NULL;
     p->n = 0;
@@ -198,7 +202,7 @@ void cli_print_json_pages(const struct cli_pages *p, const char *key)
 {
     json_t *all = json_array();
     for (uint32_t i = 0; all && i < p->n; i++) {
-        json_t *part = mpjson(wire_get(p->r[i].msg.root, key));
+        json_t *part = mpjson(wire_get(p->r[i]->msg.root, key));
         if (part)
             json_array_extend(all, part);
         json_decref(part);

@@ -53,7 +53,7 @@ int cli_simple(struct cli *c, const char *prog, const char *usage, uint32_t type
  * in p (free with cli_pages_free), else the exit status (1) after printing the error.
  */
 struct cli_pages {
-    struct cli_reply *r;
+    struct cli_reply **r; /* each reply on its own: a decoded message must not move */
     uint32_t n;
 };
 int cli_list(const struct cli *c, uint32_t type, struct cli_pages *p);

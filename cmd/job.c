@@ -83,7 +83,7 @@ static const char *node_name(const struct cli_pages *nodes, const char *sid, cha
 {
     size_t sl;
     for (uint32_t k = 0; nodes && k < nodes->n; k++) {
-        const msgpack_object *arr = wire_get(nodes->r[k].msg.root, "nodes");
+        const msgpack_object *arr = wire_get(nodes->r[k]->msg.root, "nodes");
         for (uint32_t i = 0; arr && i < arr->via.array.size; i++) {
             const char *s = wire_get_str(&arr->via.array.ptr[i], "sid", &sl);
             if (s && sl == strlen(sid) && !memcmp(s, sid, sl)) {

@@ -33,7 +33,7 @@ static void print_table(const struct cli_pages *p)
     printf("%6s  %-16s %-10s %-9s %8s %8s %8s %8s %5s  %s\n", "JOB", "NAME", "USER", "STATE",
            "TASKS", "DONE", "FAILED", "RUNNING", "DUPS", "SUBMITTED");
     for (uint32_t k = 0; k < p->n; k++) {
-        const msgpack_object *jobs = wire_get(p->r[k].msg.root, "jobs");
+        const msgpack_object *jobs = wire_get(p->r[k]->msg.root, "jobs");
         for (uint32_t i = 0; i < jobs->via.array.size; i++, nall++)
             if (cli_is_pjob(&jobs->via.array.ptr[i]))
                 npar++;
@@ -47,7 +47,7 @@ static void print_table(const struct cli_pages *p)
     printf("\nparallel jobs:\n");
     cli_pjob_header();
     for (uint32_t k = 0; k < p->n; k++) {
-        const msgpack_object *jobs = wire_get(p->r[k].msg.root, "jobs");
+        const msgpack_object *jobs = wire_get(p->r[k]->msg.root, "jobs");
         for (uint32_t i = 0; i < jobs->via.array.size; i++)
             if (cli_is_pjob(&jobs->via.array.ptr[i]))
                 cli_pjob_row(&jobs->via.array.ptr[i]);

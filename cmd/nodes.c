@@ -46,7 +46,7 @@ int cmd_nodes(int argc, char **argv)
         printf("%-14s %-10s %-16s %-6s %5s %5s %7s %8s %8s  %s\n", "NODE", "CLUSTER", "IP",
                "ACTIVE", "SLOTS", "MHZ", "RUNNING", "RESULTS", "S/UNIT", "LAST SEEN");
         for (uint32_t k = 0; k < p.n; k++) {
-            const msgpack_object *nodes = wire_get(p.r[k].msg.root, "nodes");
+            const msgpack_object *nodes = wire_get(p.r[k]->msg.root, "nodes");
             for (uint32_t i = 0; i < nodes->via.array.size; i++, total++)
                 print_row(&nodes->via.array.ptr[i], now);
         }
