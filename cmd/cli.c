@@ -132,6 +132,87 @@ int cli_simple(struct cli *c, const char *prog, const char *usage, uint32_t type
     return rc == 0 ? -1 : 1;
 }
 
+int cli_list(const struct cli *c, uint32_t type, struct cli_pages *p)
+{
+    uint64_t from = 0;
+    p->r = NULL;
+    p->n = 0;
+    for (;;) {
+        struct cli_reply **grown = realloc(p->r, (p->n + 1) * sizeof *p->r);
+        if (grown)
+            p->r = grown;
+        if (!grown || !(p->r[p->n] = malloc(sizeof **p->r))) {
+            fprintf(stderr, "%s: out of memory\n", c->prog);
+            cli_pages_free(p);
+            return 1;
+        }
+        struct wire_buf wb;
+        wire_buf_init(&wb);
+        wire_begin(&wb, type, p->n + 1, from ? 1 : 0);
+        if (from)
+            wire_put_u64(&wb, "from", from);
+        int rc = cli_call(c, &wb, p->n + 1, p->r[p->n]);
+        wire_buf_free(&wb);
+        if (rc != 0) {
+            free(p->r[p->n]); /* cli_call freed its contents */
+            cli_pages_free(p);
+            return 1;
+        }
+        const msgpack_object *next = wire_get(p->r[p->n++]->msg.root, "next");
+        if (!next)
+            return 0;
+        if (next->via.u64 <= from) {
+            fprintf(stderr, "%s: the cluster manager's list did not advance (next %llu)\n", c->prog,
+                    (unsigned long long)next->via.u64);
+            cli_pages_free(p);
+            return 1;
+        }
+        from = next->via.u64;
+    }
+}
+
+void cli_pages_free(struct cli_pages *p)
+{
+    for (uint32_t i = 0; i < p->n; i++) {
+        cli_reply_free(p->r[i]);
+        free(p->r[i]);
+    }
+    free(p->r);
+    p->r = NULL;
+    p->n = 0;
+}
+
+int cli_simple_list(struct cli *c, const char *prog, const char *usage, uint32_t type, int argc,
+                    char **argv, struct cli_pages *p)
+{
+    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("%s%s", usage, cli_common_help());
+        return 0;
+    }
+    if (cli_common(c, prog, &argc, argv) < 0)
+        return 2;
+    if (argc > 1) {
+        fprintf(stderr, "%s: unexpected argument '%s'\n%s", prog, argv[1], usage);
+        return 2;
+    }
+    return cli_list(c, type, p) == 0 ? -1 : 1;
+}
+
+void cli_print_json_pages(const struct cli_pages *p, const char *key)
+{
+    json_t *all = json_array();
+    for (uint32_t i = 0; all && i < p->n; i++) {
+        json_t *part = mpjson(wire_get(p->r[i]->msg.root, key));
+        if (part)
+            json_array_extend(all, part);
+        json_decref(part);
+    }
+    if (all)
+        json_dumpf(all, stdout, JSON_COMPACT | JSON_REAL_PRECISION(6));
+    json_decref(all);
+    putchar('\n');
+}
+
 void cli_reply_free(struct cli_reply *r)
 {
     wire_msg_free(&r->msg);

@@ -47,6 +47,33 @@ void cli_reply_free(struct cli_reply *r);
 int cli_simple(struct cli *c, const char *prog, const char *usage, uint32_t type, int argc,
                char **argv, struct cli_reply *r);
 
+/*
+ * Every page of a list (JOB_LIST, NODE_LIST): requests from 0 on, following each reply's
+ * "next" (which must move forward) until a reply has none. Returns 0 with the replies
+ * in p (free with cli_pages_free), else the exit status (1) after printing the error.
+ */
+struct cli_pages {
+    struct cli_reply **r; /* each reply on its own: a decoded message must not move */
+    uint32_t n;
+};
+int cli_list(const struct cli *c, uint32_t type, struct cli_pages *p);
+void cli_pages_free(struct cli_pages *p);
+
+/*
+ * cli_simple's argument handling for a list tool (jobs, nodes), then cli_list. Returns
+ * -1 with the pages in p, or else the exit status to return.
+ */
+int cli_simple_list(struct cli *c, const char *prog, const char *usage, uint32_t type, int argc,
+                    char **argv, struct cli_pages *p);
+
+/* The JSON of the array key of every page, one array (the shape of an unpaged list). */
+void cli_print_json_pages(const struct cli_pages *p, const char *key);
+
+/* Exit statuses of --wait (job, submit): the job did not succeed. */
+#define CLI_EXIT_FAILED 3    /* a task failed, or the parallel job failed */
+#define CLI_EXIT_KILLED 4    /* the parallel job was killed (a limit) */
+#define CLI_EXIT_CANCELLED 5 /* cancelled */
+
 /* Prints the msgpack object as one line of JSON. */
 void cli_print_json(const msgpack_object *o);
 

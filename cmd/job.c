@@ -6,6 +6,7 @@
 
 #include "cmd/cli.h"
 #include "cmd/cmd.h"
+#include "lib/mpjson.h"
 
 static const char usage[] =
     "usage: gridnode job [options] JOB\n"
@@ -16,8 +17,15 @@ static const char usage[] =
     "  --summary           only the job's status line\n"
     "  --from I            first task (or rank, for --output) shown (default 0)\n"
     "  --count N           tasks (or ranks, for --output) shown (default 1000)\n"
-    "  --wait              poll until the job is done or cancelled, with progress on\n"
-    "                      stderr; exit status 0 only if every task succeeded\n";
+    "  --wait              poll until the job ends, with progress on stderr. Exit status:\n"
+    "                      0 done (every task or process succeeded), 3 failed (a task\n"
+    "                      failed, or the parallel job failed), 4 killed (a parallel job\n"
+    "                      over a limit), 5 cancelled; 1 the cluster manager could not\n"
+    "                      be asked, 2 bad arguments\n"
+    "\n"
+    "Job states: queued, running, done (every task succeeded), failed (every task ended,\n"
+    "some failed), cancelled; parallel jobs also waiting, stopped, killed.\n"
+    "Long task lists and outputs are fetched page by page (--json prints them as one).\n";
 
 /* Requests JOB_GET; 0 with r filled, else the exit status. */
 static int fetch(struct cli *c, uint64_t job, bool tasks, bool output, uint64_t from,
@@ -70,26 +78,25 @@ static void print_bytes(const char *label, const msgpack_object *t, const char *
         printf("  [%s truncated by the client]\n", label);
 }
 
-/* The node name of a session id from a NODES reply, or the id itself. */
-static const char *node_name(const struct cli_reply *nodes, const char *sid, char *buf,
-                             size_t n)
+/* The node name of a session id from the NODES pages, or the id itself. */
+static const char *node_name(const struct cli_pages *nodes, const char *sid, char *buf, size_t n)
 {
-    const msgpack_object *arr = nodes ? wire_get(nodes->msg.root, "nodes") : NULL;
     size_t sl;
-    for (uint32_t i = 0; arr && i < arr->via.array.size; i++) {
-        const char *s = wire_get_str(&arr->via.array.ptr[i], "sid", &sl);
-        if (s && sl == strlen(sid) && !memcmp(s, sid, sl)) {
-            wire_get_strbuf(&arr->via.array.ptr[i], "node", buf, n);
-            return buf;
+    for (uint32_t k = 0; nodes && k < nodes->n; k++) {
+        const msgpack_object *arr = wire_get(nodes->r[k]->msg.root, "nodes");
+        for (uint32_t i = 0; arr && i < arr->via.array.size; i++) {
+            const char *s = wire_get_str(&arr->via.array.ptr[i], "sid", &sl);
+            if (s && sl == strlen(sid) && !memcmp(s, sid, sl)) {
+                wire_get_strbuf(&arr->via.array.ptr[i], "node", buf, n);
+                return buf;
+            }
         }
     }
     return sid;
 }
 
-static void print_tasks(const msgpack_object *tasks, bool output, const struct cli_reply *nodes)
+static void print_tasks(const msgpack_object *tasks, bool output, const struct cli_pages *nodes)
 {
-    printf("\n%6s  %-8s %6s %5s %4s %8s %8s  %s\n", "TASK", "STATE", "ISSUES", "EXIT", "SIG",
-           "CPU_S", "WALL_S", "NODE / NOTE");
     for (uint32_t i = 0; i < tasks->via.array.size; i++) {
         const msgpack_object *t = &tasks->via.array.ptr[i];
         char state[12], node[40], name[64], err[120];
@@ -159,6 +166,20 @@ static int print_pjob(struct cli *c, uint64_t job, struct cli_reply *r, bool out
     return 0;
 }
 
+/* The --wait exit status of an ended job's state, or -1 while it has not ended. */
+static int end_status(const char *state, uint64_t failed)
+{
+    if (!strcmp(state, "done"))
+        return failed ? CLI_EXIT_FAILED : 0; /* a cluster before "failed" was shown */
+    if (!strcmp(state, "failed"))
+        return CLI_EXIT_FAILED;
+    if (!strcmp(state, "killed"))
+        return CLI_EXIT_KILLED;
+    if (!strcmp(state, "cancelled"))
+        return CLI_EXIT_CANCELLED;
+    return -1;
+}
+
 int cmd_job_wait(struct cli *c, uint64_t job)
 {
     bool tty = isatty(2);
@@ -169,19 +190,19 @@ int cmd_job_wait(struct cli *c, uint64_t job)
         const msgpack_object *j = wire_get(r.msg.root, "job");
         char state[16];
         wire_get_strbuf(j, "state", state, sizeof state);
+        uint64_t failed = wire_get_u64(j, "failed", 0);
+        int end = end_status(state, failed);
         if (cli_is_pjob(j)) {
-            bool end = !strcmp(state, "done") || !strcmp(state, "failed") ||
-                       !strcmp(state, "killed") || !strcmp(state, "cancelled");
-            if (end || !tty)
+            if (end >= 0 || !tty)
                 fprintf(stderr, "job %llu %s\n", (unsigned long long)job, state);
             cli_reply_free(&r);
-            if (end)
-                return !strcmp(state, "done") ? 0 : 1;
+            if (end >= 0)
+                return end;
             usleep(tty ? 250000 : 1000000);
             continue;
         }
         uint64_t n = wire_get_u64(j, "ntasks", 0), done = wire_get_u64(j, "done", 0);
-        uint64_t failed = wire_get_u64(j, "failed", 0), run = wire_get_u64(j, "running", 0);
+        uint64_t run = wire_get_u64(j, "running", 0);
         int width = 30, fill = n ? (int)(done * (uint64_t)width / n) : width;
         fprintf(stderr, "%sjob %llu [%.*s%*s] %llu/%llu done, %llu failed, %llu running%s",
                 tty ? "\r" : "", (unsigned long long)job, fill,
@@ -189,12 +210,60 @@ int cmd_job_wait(struct cli *c, uint64_t job)
                 (unsigned long long)n, (unsigned long long)failed, (unsigned long long)run,
                 tty ? "   " : "\n");
         cli_reply_free(&r);
-        if (!strcmp(state, "done") || !strcmp(state, "cancelled")) {
-            fprintf(stderr, "%sjob %llu %s\n", tty ? "\n" : "", (unsigned long long)job, state);
-            return !strcmp(state, "done") && failed == 0 ? 0 : 1;
+        if (end >= 0) {
+            fprintf(stderr, "%sjob %llu %s\n", tty ? "\n" : "", (unsigned long long)job,
+                    end == CLI_EXIT_FAILED ? "failed" : state);
+            return end;
         }
         usleep(tty ? 250000 : 1000000);
     }
+}
+
+/*
+ * A bag job's tasks from `from` for `count`, page after page while the cluster cut a
+ * reply short ("next"): printed as a table, or, with json, gathered into the first
+ * reply's shape (one "tasks" array, no "next"). r holds the first page; freed here.
+ */
+static int print_bag(struct cli *c, uint64_t job, struct cli_reply *r, bool output, uint64_t from,
+                     uint64_t count, const struct cli_pages *nodes)
+{
+    json_t *all = c->json ? mpjson(r->msg.root) : NULL;
+    json_t *tasks = all ? json_object_get(all, "tasks") : NULL;
+    uint64_t end = from + count;
+    int rc = 0;
+    if (all)
+        json_object_del(all, "next");
+    else
+        printf("\n%6s  %-8s %6s %5s %4s %8s %8s  %s\n", "TASK", "STATE", "ISSUES", "EXIT", "SIG",
+               "CPU_S", "WALL_S", "NODE / NOTE");
+    for (bool first = true;; first = false) {
+        const msgpack_object *t = wire_get(r->msg.root, "tasks");
+        if (!all && t)
+            print_tasks(t, output, nodes);
+        if (all && t && !first) {
+            json_t *more = mpjson(t);
+            if (more && tasks)
+                json_array_extend(tasks, more);
+            json_decref(more);
+        }
+        const msgpack_object *next = wire_get(r->msg.root, "next");
+        if (!next || next->via.u64 <= from || next->via.u64 >= end)
+            break;
+        from = next->via.u64;
+        cli_reply_free(r);
+        if (fetch(c, job, true, output || c->json, from, end - from, r) != 0) {
+            rc = 1;
+            goto out;
+        }
+    }
+    cli_reply_free(r);
+out:
+    if (all && rc == 0) {
+        json_dumpf(all, stdout, JSON_COMPACT | JSON_REAL_PRECISION(6));
+        putchar('\n');
+    }
+    json_decref(all);
+    return rc;
 }
 
 int cmd_job(int argc, char **argv)
@@ -238,34 +307,32 @@ int cmd_job(int argc, char **argv)
         return 2;
     if (count > 100000)
         count = 100000;
-    if (wait && cmd_job_wait(&c, job) != 0 && summary)
+    int wrc = wait ? cmd_job_wait(&c, job) : 0; /* the exit status, after printing */
+    if (wrc == 1)
         return 1;
     if (fetch(&c, job, !summary, output || c.json, from, count, &r) != 0)
         return 1;
     const msgpack_object *j = wire_get(r.msg.root, "job"), *tasks = wire_get(r.msg.root, "tasks");
-    if (c.json) {
-        cli_print_json(r.msg.root);
-    } else if (cli_is_pjob(j)) {
+    if (cli_is_pjob(j) && !c.json) {
         int prc = print_pjob(&c, job, &r, output, from, count);
         cli_reply_free(&r);
-        return prc;
-    } else {
-        struct cli_reply nodes;
-        struct wire_buf wb;
-        print_summary(j);
-        wire_buf_init(&wb);
-        wire_begin(&wb, WT_NODE_LIST, 2, 0);
-        bool named = tasks && cli_call(&c, &wb, 2, &nodes) == 0; /* names are a nicety */
-        wire_buf_free(&wb);
-        if (tasks)
-            print_tasks(tasks, output, named ? &nodes : NULL);
-        if (named)
-            cli_reply_free(&nodes);
+        return prc ? prc : wrc;
     }
-    int rc = wait && (wire_get_u64(j, "failed", 0) > 0 ||
-                      wire_get_u64(j, "done", 0) < wire_get_u64(j, "ntasks", 0))
-                 ? 1
-                 : 0;
-    cli_reply_free(&r);
-    return rc;
+    if (!tasks) {
+        if (c.json)
+            cli_print_json(r.msg.root);
+        else
+            print_summary(j);
+        cli_reply_free(&r);
+        return wrc;
+    }
+    struct cli_pages nodes = {NULL, 0};
+    if (!c.json) {
+        print_summary(j);
+        if (cli_list(&c, WT_NODE_LIST, &nodes) != 0) /* names are a nicety */
+            nodes.n = 0;
+    }
+    int prc = print_bag(&c, job, &r, output, from, count, &nodes);
+    cli_pages_free(&nodes);
+    return prc ? prc : wrc;
 }

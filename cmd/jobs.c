@@ -5,52 +5,66 @@
 #include "cmd/cli.h"
 #include "cmd/cmd.h"
 
-static const char usage[] = "usage: gridnode jobs [options]\n\nLists every job of the cluster "
-                            "manager with its progress.\n";
+static const char usage[] =
+    "usage: gridnode jobs [options]\n\nLists every job of the cluster "
+    "manager with its progress (a job whose tasks all ended is \"done\",\nor \"failed\" when "
+    "any task failed). Long lists are fetched page by page.\n";
+
+static void print_row(const msgpack_object *j)
+{
+    char name[17], user[11], state[10], t[32];
+    wire_get_strbuf(j, "name", name, sizeof name);
+    wire_get_strbuf(j, "user", user, sizeof user);
+    wire_get_strbuf(j, "state", state, sizeof state);
+    printf("%6llu  %-16s %-10s %-9s %8llu %8llu %8llu %8llu %5llu  %s\n",
+           (unsigned long long)wire_get_u64(j, "job", 0), name[0] ? name : "-",
+           user[0] ? user : "-", state, (unsigned long long)wire_get_u64(j, "ntasks", 0),
+           (unsigned long long)wire_get_u64(j, "done", 0),
+           (unsigned long long)wire_get_u64(j, "failed", 0),
+           (unsigned long long)wire_get_u64(j, "running", 0),
+           (unsigned long long)wire_get_u64(j, "dups", 0),
+           cli_time(wire_get_i64(j, "submitted", 0), t, sizeof t));
+}
+
+/* The table: bag jobs of every page, then the parallel jobs of every page. */
+static void print_table(const struct cli_pages *p)
+{
+    uint32_t npar = 0, nall = 0;
+    printf("%6s  %-16s %-10s %-9s %8s %8s %8s %8s %5s  %s\n", "JOB", "NAME", "USER", "STATE",
+           "TASKS", "DONE", "FAILED", "RUNNING", "DUPS", "SUBMITTED");
+    for (uint32_t k = 0; k < p->n; k++) {
+        const msgpack_object *jobs = wire_get(p->r[k]->msg.root, "jobs");
+        for (uint32_t i = 0; i < jobs->via.array.size; i++, nall++)
+            if (cli_is_pjob(&jobs->via.array.ptr[i]))
+                npar++;
+            else
+                print_row(&jobs->via.array.ptr[i]);
+    }
+    if (nall == 0)
+        printf("(no jobs; submit one with gridnode submit)\n");
+    if (!npar)
+        return;
+    printf("\nparallel jobs:\n");
+    cli_pjob_header();
+    for (uint32_t k = 0; k < p->n; k++) {
+        const msgpack_object *jobs = wire_get(p->r[k]->msg.root, "jobs");
+        for (uint32_t i = 0; i < jobs->via.array.size; i++)
+            if (cli_is_pjob(&jobs->via.array.ptr[i]))
+                cli_pjob_row(&jobs->via.array.ptr[i]);
+    }
+}
 
 int cmd_jobs(int argc, char **argv)
 {
     struct cli c;
-    struct cli_reply r;
-    int rc = cli_simple(&c, "gridnode jobs", usage, WT_JOB_LIST, argc, argv, &r);
+    struct cli_pages p;
+    int rc = cli_simple_list(&c, "gridnode jobs", usage, WT_JOB_LIST, argc, argv, &p);
     if (rc >= 0)
         return rc;
-    const msgpack_object *jobs = wire_get(r.msg.root, "jobs");
-    if (c.json) {
-        cli_print_json(jobs);
-    } else {
-        printf("%6s  %-16s %-10s %-9s %8s %8s %8s %8s %5s  %s\n", "JOB", "NAME", "USER",
-               "STATE", "TASKS", "DONE", "FAILED", "RUNNING", "DUPS", "SUBMITTED");
-        uint32_t npar = 0;
-        for (uint32_t i = 0; i < jobs->via.array.size; i++) {
-            const msgpack_object *j = &jobs->via.array.ptr[i];
-            if (cli_is_pjob(j)) {
-                npar++;
-                continue;
-            }
-            char name[17], user[11], state[10], t[32];
-            wire_get_strbuf(j, "name", name, sizeof name);
-            wire_get_strbuf(j, "user", user, sizeof user);
-            wire_get_strbuf(j, "state", state, sizeof state);
-            printf("%6llu  %-16s %-10s %-9s %8llu %8llu %8llu %8llu %5llu  %s\n",
-                   (unsigned long long)wire_get_u64(j, "job", 0), name[0] ? name : "-",
-                   user[0] ? user : "-", state, (unsigned long long)wire_get_u64(j, "ntasks", 0),
-                   (unsigned long long)wire_get_u64(j, "done", 0),
-                   (unsigned long long)wire_get_u64(j, "failed", 0),
-                   (unsigned long long)wire_get_u64(j, "running", 0),
-                   (unsigned long long)wire_get_u64(j, "dups", 0),
-                   cli_time(wire_get_i64(j, "submitted", 0), t, sizeof t));
-        }
-        if (jobs->via.array.size == 0)
-            printf("(no jobs; submit one with gridnode submit)\n");
-        if (npar) {
-            printf("\nparallel jobs:\n");
-            cli_pjob_header();
-            for (uint32_t i = 0; i < jobs->via.array.size; i++)
-                if (cli_is_pjob(&jobs->via.array.ptr[i]))
-                    cli_pjob_row(&jobs->via.array.ptr[i]);
-        }
-    }
-    cli_reply_free(&r);
+    if (c.json)
+        cli_print_json_pages(&p, "jobs");
+    else
+        print_table(&p);
+    cli_pages_free(&p);
     return 0;
 }

@@ -220,8 +220,16 @@ static const struct wire_field f_sd_state[] = {
     {NULL},
 };
 
+/* JOB_LIST, NODE_LIST: one page of a list (docs/wire.md 6.2) */
+static const struct wire_field f_list[] = {
+    {"from", WF_UINT, false},
+    {"count", WF_UINT, false, 100000},
+    {NULL},
+};
+
 static const struct wire_field f_jobs[] = {
     {"jobs", WF_ARRAY, true, UINT32_MAX, WF_MAP},
+    {"next", WF_UINT, false},
     {NULL},
 };
 
@@ -248,6 +256,7 @@ static const struct wire_field f_cancel[] = {
 
 static const struct wire_field f_nodes[] = {
     {"nodes", WF_ARRAY, true, UINT32_MAX, WF_MAP},
+    {"next", WF_UINT, false},
     {NULL},
 };
 
@@ -264,12 +273,12 @@ const struct wire_desc wire_descs[] = {
     {WT_STATUS_ACK, "STATUS_ACK", "cluster", false, f_status_ack},
     {WT_SUBMIT, "SUBMIT", "user", true, f_submit},
     {WT_SUBMITTED, "SUBMITTED", "cluster", false, f_submitted},
-    {WT_JOB_LIST, "JOB_LIST", "user", true, f_none},
+    {WT_JOB_LIST, "JOB_LIST", "user", true, f_list},
     {WT_JOBS, "JOBS", "cluster", false, f_jobs},
     {WT_JOB_GET, "JOB_GET", "user", true, f_job_get},
     {WT_JOB, "JOB", "cluster", false, f_job},
     {WT_CANCEL, "CANCEL", "user", true, f_cancel},
-    {WT_NODE_LIST, "NODE_LIST", "user", true, f_none},
+    {WT_NODE_LIST, "NODE_LIST", "user", true, f_list},
     {WT_NODES, "NODES", "cluster", false, f_nodes},
     {WT_PSYNC, "PSYNC", "node", true, f_psync},
     {WT_PSYNC_ACK, "PSYNC_ACK", "cluster", false, f_psync_ack},

@@ -21,6 +21,14 @@ struct daemon;
 
 /* A JOB reply stops adding outputs once it passes this size (the frame cap is 64 MiB). */
 #define CLUSTER_REPLY_MAX (32u << 20)
+/*
+ * A list reply (JOBS, NODES) stops adding rows once it passes this size, or at the
+ * request's count, whichever comes first; it then says where to go on ("next"). One row
+ * is always added, and a row is bounded (argv cut to CLUSTER_ROW_ARGV_MAX bytes).
+ */
+#define CLUSTER_LIST_MAX (1u << 20)
+#define CLUSTER_LIST_COUNT 1000u /* default rows per page */
+#define CLUSTER_ROW_ARGV_MAX 4096u
 
 struct cluster_cfg {
     char listen[CONFIG_STR_MAX];
@@ -165,6 +173,15 @@ int cluster_task_save(struct cluster *c, struct job *j, uint32_t idx);
 /* One node as a map: the stored record, plus running/cur_job/cur_since when live. */
 void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live);
 const char *job_state_name(enum job_state s);
+/* As users see it: "failed" for a done job with failed tasks. */
+const char *job_state_shown(const struct job *j);
+/*
+ * key + argv for a list row: at most max bytes of text in all, the element that crosses
+ * the limit cut at a UTF-8 character boundary, later ones left out. cluster_argv_cut()
+ * says beforehand whether it will cut (the row then also carries "argv_trunc": true).
+ */
+bool cluster_argv_cut(char *const *v, uint32_t n, size_t max);
+void cluster_put_argv(struct wire_buf *wb, const char *key, char *const *v, uint32_t n, size_t max);
 const char *task_state_name(const struct task *t);
 
 /* tasks.c: issue, re-issue, estimates, results */

@@ -319,14 +319,15 @@ oom:
     reply_storage(c, r); /* stdin may be half-buffered: the whole turn is undone */
 }
 
-/* One job summary map. */
-static void pack_job(const struct job *j, struct wire_buf *wb)
+/* One job summary map; as a list row (JOBS), argv is cut to CLUSTER_ROW_ARGV_MAX bytes. */
+static void pack_job(const struct job *j, struct wire_buf *wb, bool row)
 {
-    wire_pack_map(wb, 15);
+    bool cut = row && cluster_argv_cut(j->argv, j->argc, CLUSTER_ROW_ARGV_MAX);
+    wire_pack_map(wb, cut ? 16 : 15);
     wire_put_u64(wb, "job", j->id);
     wire_put_str(wb, "name", j->name);
     wire_put_str(wb, "user", j->user);
-    wire_put_str(wb, "state", job_state_name(j->state));
+    wire_put_str(wb, "state", job_state_shown(j));
     wire_put_u64(wb, "ntasks", j->ntasks);
     wire_put_u64(wb, "issued", j->next_new);
     wire_put_u64(wb, "running", j->state == JS_RUNNING ? j->next_new - j->ndone : 0);
@@ -335,24 +336,66 @@ static void pack_job(const struct job *j, struct wire_buf *wb)
     wire_put_u64(wb, "dups", j->ndups);
     wire_put_i64(wb, "submitted", j->submitted_ms);
     wire_put_i64(wb, "finished", j->finished_ms);
-    wire_put_strv(wb, "argv", j->argv, (uint32_t)j->argc);
+    if (cut) {
+        cluster_put_argv(wb, "argv", j->argv, j->argc, CLUSTER_ROW_ARGV_MAX);
+        wire_put_bool(wb, "argv_trunc", true);
+    } else {
+        wire_put_strv(wb, "argv", j->argv, (uint32_t)j->argc);
+    }
     wire_put_bool(wb, "shell", j->shell);
     wire_put_u64(wb, "limit_s", j->limit_s);
 }
 
-/* Bag jobs and parallel jobs share one id space: both lists, merged by id. */
+/* The page size a list request asks for ("count"; default CLUSTER_LIST_COUNT). */
+static uint32_t list_count(const struct request *r)
+{
+    uint64_t n = wire_get_u64(r->msg->root, "count", CLUSTER_LIST_COUNT);
+    return n == 0 ? 1 : (uint32_t)n;
+}
+
+/* Finishes a list reply: key + the rows built in rows, then "next" when cut short. */
+static void list_reply(struct request *r, uint32_t type, const char *key, struct wire_buf *rows,
+                       uint32_t n, bool more, uint64_t next)
+{
+    wire_begin(r->reply, type, r->msg->id, more ? 2 : 1);
+    wire_put_key(r->reply, key);
+    wire_pack_array(r->reply, n);
+    msgpack_sbuffer_write(&r->reply->sb, rows->sb.data, rows->sb.size);
+    if (more)
+        wire_put_u64(r->reply, "next", next);
+}
+
+/*
+ * Bag jobs and parallel jobs share one id space: both lists, merged by id, from the job
+ * id "from" on; a page ends at "count" rows or CLUSTER_LIST_MAX bytes ("next": the id of
+ * the first job left out).
+ */
 static void h_job_list(struct cluster *c, struct request *r)
 {
-    uint32_t i = 0, k = 0, np = c->sd ? c->sd->njobs : 0;
-    wire_begin(r->reply, WT_JOBS, r->msg->id, 1);
-    wire_put_key(r->reply, "jobs");
-    wire_pack_array(r->reply, c->njobs + np);
+    uint64_t from = wire_get_u64(r->msg->root, "from", 0);
+    uint32_t i = 0, k = 0, np = c->sd ? c->sd->njobs : 0, count = list_count(r), n = 0;
+    while (i < c->njobs && c->jobs[i]->id < from) /* ids ascend: a short skip in practice */
+        i++;
+    while (k < np && c->sd->jobs[k]->id < from)
+        k++;
+    struct wire_buf rows;
+    wire_buf_init(&rows);
+    uint64_t next = 0;
     while (i < c->njobs || k < np) {
-        if (k >= np || (i < c->njobs && c->jobs[i]->id < c->sd->jobs[k]->id))
-            pack_job(c->jobs[i++], r->reply);
+        bool bag = k >= np || (i < c->njobs && c->jobs[i]->id < c->sd->jobs[k]->id);
+        uint64_t id = bag ? c->jobs[i]->id : c->sd->jobs[k]->id;
+        if (n >= count || (n > 0 && rows.sb.size > CLUSTER_LIST_MAX)) {
+            next = id;
+            break;
+        }
+        if (bag)
+            pack_job(c->jobs[i++], &rows, true);
         else
-            scored_pack_job(c, c->sd->jobs[k++], r->reply, false);
+            scored_pack_job(c, c->sd->jobs[k++], &rows, false);
+        n++;
     }
+    list_reply(r, WT_JOBS, "jobs", &rows, n, next != 0, next);
+    wire_buf_free(&rows);
 }
 
 /* Stop adding tasks to one JOB reply beyond this many bytes (frames: 64 MiB). */
@@ -473,7 +516,7 @@ static void h_job_get(struct cluster *c, struct request *r)
     if (!tasks) {
         wire_begin(r->reply, WT_JOB, r->msg->id, 1);
         wire_put_key(r->reply, "job");
-        pack_job(j, r->reply);
+        pack_job(j, r->reply, false);
         return;
     }
     uint64_t from = wire_get_u64(m, "from", 0), count = wire_get_u64(m, "count", 1000);
@@ -492,7 +535,7 @@ static void h_job_get(struct cluster *c, struct request *r)
     bool cut = w.next < w.end; /* too big for one reply: the rest from "next" on */
     wire_begin(r->reply, WT_JOB, r->msg->id, cut ? 3 : 2);
     wire_put_key(r->reply, "job");
-    pack_job(j, r->reply);
+    pack_job(j, r->reply, false);
     wire_put_key(r->reply, "tasks");
     wire_pack_array(r->reply, w.count);
     msgpack_sbuffer_write(&r->reply->sb, tb.sb.data, tb.sb.size);
@@ -522,7 +565,7 @@ static void h_cancel(struct cluster *c, struct request *r)
     }
     if (j->state == JS_DONE || j->state == JS_CANCELLED) {
         reply_error(r, WE_STATE, "job %llu is already %s", (unsigned long long)id,
-                    job_state_name(j->state));
+                    job_state_shown(j));
         return;
     }
     for (uint32_t i = 0; i < j->next_new; i++) {
@@ -541,14 +584,21 @@ static void h_cancel(struct cluster *c, struct request *r)
     wire_begin(r->reply, WT_OK, r->msg->id, 0);
 }
 
+/*
+ * The node table from position "from" on (positions shift when sessions are forgotten:
+ * a page may then repeat or skip a node); a page ends at "count" rows or
+ * CLUSTER_LIST_MAX bytes ("next": the position of the first node left out).
+ */
 static void h_node_list(struct cluster *c, struct request *r)
 {
-    struct wire_buf *wb = r->reply;
-    wire_begin(wb, WT_NODES, r->msg->id, 1);
-    wire_put_key(wb, "nodes");
-    wire_pack_array(wb, c->nnodes);
-    for (uint32_t i = 0; i < c->nnodes; i++)
-        cluster_node_pack(&c->nodes[i], wb, true);
+    uint64_t from = wire_get_u64(r->msg->root, "from", 0);
+    uint32_t count = list_count(r), n = 0, i = from < c->nnodes ? (uint32_t)from : c->nnodes;
+    struct wire_buf rows;
+    wire_buf_init(&rows);
+    for (; i < c->nnodes && n < count && (n == 0 || rows.sb.size <= CLUSTER_LIST_MAX); i++, n++)
+        cluster_node_pack(&c->nodes[i], &rows, true);
+    list_reply(r, WT_NODES, "nodes", &rows, n, i < c->nnodes, i);
+    wire_buf_free(&rows);
 }
 
 static const struct {

@@ -169,7 +169,8 @@ static void pack_job(const struct cluster *c, const struct pjob *j, struct wire_
                      bool ranks, struct pj_output *out)
 {
     int64_t run = j->run_ms + (j->state == PJ_RUNNING ? wall_now_ms() - j->slice_ms : 0);
-    wire_pack_map(wb, ranks ? 27 : 26);
+    bool cut = !ranks && cluster_argv_cut(j->argv, (uint32_t)j->argc, CLUSTER_ROW_ARGV_MAX);
+    wire_pack_map(wb, ranks ? 27 : cut ? 27 : 26);
     wire_put_u64(wb, "job", j->id);
     wire_put_str(wb, "kind", "parallel");
     wire_put_str(wb, "name", j->name);
@@ -196,7 +197,12 @@ static void pack_job(const struct cluster *c, const struct pjob *j, struct wire_
     wire_put_i64(wb, "submitted", j->submitted_ms);
     wire_put_i64(wb, "started", j->started_ms);
     wire_put_i64(wb, "finished", j->finished_ms);
-    wire_put_strv(wb, "argv", j->argv, (uint32_t)j->argc);
+    if (cut) { /* a list row (JOBS): bounded, see CLUSTER_ROW_ARGV_MAX */
+        cluster_put_argv(wb, "argv", j->argv, (uint32_t)j->argc, CLUSTER_ROW_ARGV_MAX);
+        wire_put_bool(wb, "argv_trunc", true);
+    } else {
+        wire_put_strv(wb, "argv", j->argv, (uint32_t)j->argc);
+    }
     wire_put_bool(wb, "shell", j->shell);
     wire_put_bool(wb, "wait", j->wait);
     if (!ranks)

@@ -25,6 +25,47 @@ static int job_state_parse(const char *s, size_t n)
     return -1;
 }
 
+/*
+ * The state users see: a job whose every task has its final result is "done" only when
+ * every task succeeded, else "failed" (like Slurm, a job with failed tasks is not
+ * COMPLETED). Stored records keep job_state_name(), so "failed" is never parsed back.
+ */
+const char *job_state_shown(const struct job *j)
+{
+    if (j->state == JS_DONE && j->nfailed > 0)
+        return "failed";
+    return job_state_name(j->state);
+}
+
+bool cluster_argv_cut(char *const *v, uint32_t n, size_t max)
+{
+    size_t total = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if ((total += strlen(v[i])) > max)
+            return true;
+    return false;
+}
+
+void cluster_put_argv(struct wire_buf *wb, const char *key, char *const *v, uint32_t n, size_t max)
+{
+    uint32_t k = 0;
+    for (size_t used = 0; k < n && used < max; k++) /* elements that start within max */
+        used += strlen(v[k]);
+    wire_put_key(wb, key);
+    wire_pack_array(wb, k);
+    size_t left = max;
+    for (uint32_t i = 0; i < k; i++) {
+        size_t len = strlen(v[i]);
+        if (len > left) {
+            len = left;
+            while (len > 0 && ((unsigned char)v[i][len] & 0xc0) == 0x80)
+                len--; /* do not split a UTF-8 sequence */
+        }
+        wire_pack_strn(wb, v[i], len);
+        left = len < left ? left - len : 0;
+    }
+}
+
 const char *task_state_name(const struct task *t)
 {
     if (t->state == TS_DONE)

@@ -70,12 +70,12 @@ static json_t *stats_build(struct cluster *c, int64_t now)
     for (uint32_t i = 0; i < c->njobs; i++) {
         const struct job *j = c->jobs[i];
         json_array_append_new(
-            jobs, json_pack("{s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f}", "job",
-                            (json_int_t)j->id, "name", j->name, "state", job_state_name(j->state),
-                            "ntasks", (json_int_t)j->ntasks, "issued", (json_int_t)j->next_new,
-                            "done", (json_int_t)j->ndone, "failed", (json_int_t)j->nfailed,
-                            "dups", (json_int_t)j->ndups, "progress",
-                            j->ntasks ? (double)j->ndone / j->ntasks : 1.0));
+            jobs,
+            json_pack("{s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f}", "job", (json_int_t)j->id,
+                      "name", j->name, "state", job_state_shown(j), "ntasks", (json_int_t)j->ntasks,
+                      "issued", (json_int_t)j->next_new, "done", (json_int_t)j->ndone, "failed",
+                      (json_int_t)j->nfailed, "dups", (json_int_t)j->ndups, "progress",
+                      j->ntasks ? (double)j->ndone / j->ntasks : 1.0));
     }
     json_object_set_new(root, "time_ms", json_integer(now));
     json_object_set_new(root, "active_nodes", json_integer(active));

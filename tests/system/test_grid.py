@@ -44,7 +44,7 @@ def job(cl, jid, tasks=True, output=True, count=100000):
 
 
 def wait_done(cl, jid, timeout):
-    return wait_until(lambda: job(cl, jid, tasks=False)["job"]["state"] in ("done", "cancelled"),
+    return wait_until(lambda: job(cl, jid, tasks=False)["job"]["state"] in ("done", "failed", "cancelled"),
                       scaled(timeout), interval=0.2, msg="job %d to end" % jid)
 
 

@@ -130,7 +130,7 @@ def test_pynode_stdin_shell_and_failures(cluster):
     t = job_get(u, cat, tasks=True, output=True)["tasks"]
     assert [x["stdout"] for x in t] == [b"zero\n", b"one\n"]
     info = job_get(u, sh, tasks=True, output=True)
-    assert info["job"]["state"] == "done" and info["job"]["failed"] == 1
+    assert info["job"]["state"] == "failed" and info["job"]["failed"] == 1
     assert info["tasks"][0]["stdout"] == b"a-b\n" and info["tasks"][0]["exit"] == 3
     assert info["tasks"][0]["state"] == "failed"
 
@@ -532,7 +532,7 @@ def test_acknowledged_results_survive_sigkill(cluster_factory):
     assert [t["idx"] for t in r["tasks"]] == [3] and r["tasks"][0]["issue"] == 1
     u.ok("RESULT", sid=sid, want=0, results=[result_of(r["tasks"][0])])
     j = job_get(u, job)["job"]
-    assert (j["state"], j["done"], j["failed"], j["dups"]) == ("done", 4, 1, 0)
+    assert (j["state"], j["done"], j["failed"], j["dups"]) == ("failed", 4, 1, 0)
 
 
 def test_sigkill_during_pipelined_submits(cluster_factory):
@@ -726,7 +726,7 @@ def test_node_side_error_retries_then_fails(cluster_factory):
     u.ok("RESULT", sid=holder, want=0, results=[result_of(t, exit=-1, error="final")])
     info = job_get(u, job, tasks=True)
     j, task = info["job"], info["tasks"][0]
-    assert (j["state"], j["done"], j["failed"], j["dups"]) == ("done", 1, 1, 2)
+    assert (j["state"], j["done"], j["failed"], j["dups"]) == ("failed", 1, 1, 2)
     assert task["state"] == "failed" and task["error"] == "final" and task["issue"] == 3
     assert u.ok("TASK_GET", sid=other, want=1)["tasks"] == []
 
@@ -741,7 +741,7 @@ def test_program_failure_and_timeout_are_final(cluster_factory):
         result_of(ts[0], exit=3), result_of(ts[1], exit=-1, signal=9),
         result_of(ts[2], exit=-1, signal=9, timeout=True)])
     info = job_get(u, job, tasks=True)
-    assert info["job"]["state"] == "done" and info["job"]["failed"] == 3
+    assert info["job"]["state"] == "failed" and info["job"]["failed"] == 3
     assert [t["state"] for t in info["tasks"]] == ["failed"] * 3
     assert u.ok("TASK_GET", sid=b, want=3)["tasks"] == []
 
