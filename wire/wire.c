@@ -3,6 +3,7 @@
  * validation, field readers and writers. The descriptors themselves are in msgs.c.
  */
 #include "wire/wire.h"
+#include "wire/bound.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -272,6 +273,9 @@ int wire_decode(const void *buf, size_t len, bool want_request, struct wire_msg 
         memset(err, 0, sizeof *err);
     if (len == 0 || wire_precheck(buf, len) < 0)
         return seterr(err, WE_MALFORMED, "not one well-formed msgpack object (%zu bytes)", len);
+    /* envelope and descriptor caps from the headers alone, before anything is built */
+    if (wire_bound(buf, len, want_request, err) < 0)
+        return -1;
     msgpack_unpacked_init(&m->up);
     m->inited = true;
     size_t off = 0;
