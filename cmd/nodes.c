@@ -28,9 +28,9 @@ int cmd_nodes(int argc, char **argv)
         for (uint32_t i = 0; i < nodes->via.array.size; i++) {
             const msgpack_object *n = &nodes->via.array.ptr[i];
             char name[15], cl[11], ip[17];
-            wire_get_strbuf(n, "node", name, sizeof name);
-            wire_get_strbuf(n, "cluster", cl, sizeof cl);
-            wire_get_strbuf(n, "ip", ip, sizeof ip);
+            cli_text(n, "node", name, sizeof name);
+            cli_text(n, "cluster", cl, sizeof cl);
+            cli_text(n, "ip", ip, sizeof ip);
             double spu = wire_get_f64(n, "spu", 0);
             char spus[16];
             if (spu > 0)

@@ -16,6 +16,7 @@
  * Full type checks still happen afterwards on the built objects (wire_check_map).
  */
 #include "wire/bound.h"
+#include "lib/text.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -67,6 +68,7 @@ static int fail(struct walk *w, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(w->err->text + n, sizeof w->err->text - (size_t)n, fmt, ap);
     va_end(ap);
+    text_fix(w->err->text); /* a quoted key may be cut inside a character or invalid */
     return -1;
 }
 
