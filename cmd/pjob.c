@@ -30,9 +30,9 @@ void cli_pjob_row(const msgpack_object *j)
     for (uint32_t i = 0, len = 0; h && i < h->via.array.size && len < sizeof hosts - 2; i++) {
         if (i)
             hosts[len++] = ',';
-        len += (uint32_t)text_escape(hosts + len, sizeof hosts - len,
-                                     h->via.array.ptr[i].via.str.ptr,
-                                     h->via.array.ptr[i].via.str.size);
+        len +=
+            (uint32_t)text_escape(hosts + len, sizeof hosts - len, h->via.array.ptr[i].via.str.ptr,
+                                  h->via.array.ptr[i].via.str.size);
     }
     printf("%6llu  %-16s %-10s %-9s %5llu %5llu %-10s %8.1f  %s%s%s\n",
            (unsigned long long)wire_get_u64(j, "job", 0), name[0] ? name : "-",

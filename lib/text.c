@@ -103,11 +103,20 @@ size_t text_escape(char *dst, size_t cap, const char *s, size_t n)
             k = 1;
         } else if (k == 1 && (p[i] < 0x20 || p[i] == 0x7f || p[i] == '\\')) {
             switch (p[i]) {
-            case '\\': out = "\\\\"; break;
-            case '\n': out = "\\n"; break;
-            case '\t': out = "\\t"; break;
-            case '\r': out = "\\r"; break;
-            default: snprintf(esc, sizeof esc, "\\x%02x", p[i]);
+            case '\\':
+                out = "\\\\";
+                break;
+            case '\n':
+                out = "\\n";
+                break;
+            case '\t':
+                out = "\\t";
+                break;
+            case '\r':
+                out = "\\r";
+                break;
+            default:
+                snprintf(esc, sizeof esc, "\\x%02x", p[i]);
             }
         } else if (k == 2 && p[i] == 0xc2 && p[i + 1] < 0xa0) {
             snprintf(esc, sizeof esc, "\\u%04x", p[i + 1]); /* C1 control */

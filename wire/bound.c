@@ -32,8 +32,8 @@ enum hclass { H_NIL, H_SCALAR, H_STR, H_BIN, H_EXT, H_ARRAY, H_MAP };
 
 struct hdr {
     enum hclass cls;
-    bool pos_int;   /* a non-negative integer: value in u */
-    uint64_t u;     /* integer value, or count of an array / map */
+    bool pos_int;        /* a non-negative integer: value in u */
+    uint64_t u;          /* integer value, or count of an array / map */
     const uint8_t *body; /* str/bin bytes */
     uint64_t size;       /* str/bin size */
 };
@@ -55,7 +55,8 @@ static uint64_t rd_be(const uint8_t *p, int n)
     return v;
 }
 
-static int fail(struct walk *w, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(struct walk *w, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int fail(struct walk *w, int code, const char *fmt, ...)
 {
     if (!w->err)
@@ -106,22 +107,45 @@ static int rd_hdr(struct walk *w, struct hdr *h)
     }
     h->cls = H_SCALAR;
     switch (b) {
-    case 0xc0: h->cls = H_NIL; return 0;
-    case 0xc2: case 0xc3: return 0;
-    case 0xc4: case 0xc5: case 0xc6:
+    case 0xc0:
+        h->cls = H_NIL;
+        return 0;
+    case 0xc2:
+    case 0xc3:
+        return 0;
+    case 0xc4:
+    case 0xc5:
+    case 0xc6:
         h->cls = H_BIN, lb = 1 << (b - 0xc4);
         break;
-    case 0xd9: case 0xda: case 0xdb:
+    case 0xd9:
+    case 0xda:
+    case 0xdb:
         h->cls = H_STR, lb = 1 << (b - 0xd9);
         break;
-    case 0xc7: case 0xc8: case 0xc9:
+    case 0xc7:
+    case 0xc8:
+    case 0xc9:
         h->cls = H_EXT, lb = 1 << (b - 0xc7);
         break;
-    case 0xca: case 0xd2: skip = 4; break;
-    case 0xcb: case 0xd3: skip = 8; break;
-    case 0xd0: skip = 1; break;
-    case 0xd1: skip = 2; break;
-    case 0xcc: case 0xcd: case 0xce: case 0xcf: {
+    case 0xca:
+    case 0xd2:
+        skip = 4;
+        break;
+    case 0xcb:
+    case 0xd3:
+        skip = 8;
+        break;
+    case 0xd0:
+        skip = 1;
+        break;
+    case 0xd1:
+        skip = 2;
+        break;
+    case 0xcc:
+    case 0xcd:
+    case 0xce:
+    case 0xcf: {
         int n = 1 << (b - 0xcc);
         if ((size_t)n > left)
             goto bad;
@@ -129,10 +153,17 @@ static int rd_hdr(struct walk *w, struct hdr *h)
         w->pos += (size_t)n;
         return 0;
     }
-    case 0xd4: case 0xd5: case 0xd6: case 0xd7: case 0xd8:
+    case 0xd4:
+    case 0xd5:
+    case 0xd6:
+    case 0xd7:
+    case 0xd8:
         h->cls = H_EXT, skip = 1 + (1u << (b - 0xd4));
         break;
-    case 0xdc: case 0xdd: case 0xde: case 0xdf: {
+    case 0xdc:
+    case 0xdd:
+    case 0xde:
+    case 0xdf: {
         int n = b & 1 ? 4 : 2;
         if ((size_t)n > left)
             goto bad;
@@ -140,7 +171,8 @@ static int rd_hdr(struct walk *w, struct hdr *h)
         w->pos += (size_t)n;
         return 0;
     }
-    default: goto bad;
+    default:
+        goto bad;
     }
     if (lb) {
         if ((size_t)lb > left)
@@ -208,8 +240,8 @@ static int skip_rest(struct walk *w, const struct hdr *h, bool unknown, const ch
 static int walk_map(struct walk *w, uint64_t n, const struct wire_field *fields);
 static int walk_array(struct walk *w, uint64_t n, uint64_t max, enum wire_ftype elem,
                       const struct wire_field *elem_fields, const char *what);
-static int walk_fmap(struct walk *w, uint64_t n, uint64_t max,
-                     const struct wire_field *elem_fields, const char *what);
+static int walk_fmap(struct walk *w, uint64_t n, uint64_t max, const struct wire_field *elem_fields,
+                     const char *what);
 
 static const char *ftype_name(enum wire_ftype t)
 {
@@ -219,8 +251,7 @@ static const char *ftype_name(enum wire_ftype t)
 
 /* Walks one value expected to be of type t (header already read into h). */
 static int walk_value(struct walk *w, const struct hdr *h, enum wire_ftype t, uint64_t max,
-                      enum wire_ftype elem, const struct wire_field *elem_fields,
-                      const char *what)
+                      enum wire_ftype elem, const struct wire_field *elem_fields, const char *what)
 {
     bool container = h->cls == H_ARRAY || h->cls == H_MAP;
     bool want_array = t == WF_ARRAY, want_map = t == WF_MAP;
@@ -256,8 +287,8 @@ static int walk_array(struct walk *w, uint64_t n, uint64_t max, enum wire_ftype 
 }
 
 /* The n entries of a map field (header already read). */
-static int walk_fmap(struct walk *w, uint64_t n, uint64_t max,
-                     const struct wire_field *elem_fields, const char *what)
+static int walk_fmap(struct walk *w, uint64_t n, uint64_t max, const struct wire_field *elem_fields,
+                     const char *what)
 {
     if (max && n > max)
         return fail(w, WE_FIELD, "field '%s' has %llu entries, more than %llu", what,
@@ -311,7 +342,10 @@ static int walk_map(struct walk *w, uint64_t n, const struct wire_field *fields)
 }
 
 static const struct wire_field envelope_fields[] = {
-    {"v", WF_UINT, true}, {"t", WF_UINT, true}, {"id", WF_UINT, true}, {NULL},
+    {"v", WF_UINT, true},
+    {"t", WF_UINT, true},
+    {"id", WF_UINT, true},
+    {NULL},
 };
 
 /* Reads the envelope keys of the root map (first occurrence wins, as in wire_get). */
