@@ -308,8 +308,11 @@ static const struct wire_field *find_field(const struct wire_field *fields, cons
 {
     if (k->cls != H_STR)
         return NULL;
-    for (const struct wire_field *f = fields; f->key; f++)
-        if (strlen(f->key) == k->size && memcmp(f->key, k->body, k->size) == 0)
+    if (k->size == 0)
+        return NULL;
+    for (const struct wire_field *f = fields; f->key; f++) /* first byte first: cheap */
+        if (f->key[0] == (char)k->body[0] && strnlen(f->key, k->size + 1) == k->size &&
+            memcmp(f->key, k->body, k->size) == 0)
             return f;
     return NULL;
 }
