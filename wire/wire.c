@@ -236,6 +236,9 @@ int wire_check_map(const msgpack_object *map, const struct wire_field *fields,
         const msgpack_object *k = &map->via.map.ptr[i].key;
         if (k->type != MSGPACK_OBJECT_STR)
             return seterr(err, WE_FIELD, "map keys must be strings");
+        /* a key echoed or quoted must not change when made valid (and collide) */
+        if (!utf8_valid((const unsigned char *)k->via.str.ptr, k->via.str.size))
+            return seterr(err, WE_FIELD, "map keys must be valid UTF-8");
         /* readers differ on which duplicate wins (msgpack-c: first, Python: last) */
         for (uint32_t j = 0; j < i; j++) {
             const msgpack_object *o = &map->via.map.ptr[j].key;

@@ -180,6 +180,17 @@ static void test_wire_paths(void **state)
     assert_int_equal(wb.sb.size, 6);
     assert_memory_equal(wb.sb.data + 4, "??", 2);
     msgpack_unpacked_destroy(&up);
+    /* keys must be valid UTF-8: made valid, "k\xff" and "k?" would collide in an echo */
+    wire_buf_reset(&wb);
+    wire_begin(&wb, WT_JOB_LIST, 3, 1);
+    wire_pack_strn(&wb, "k", 1);
+    wb.sb.data[wb.sb.size - 2] = (char)0xa2; /* make it a 2-byte key */
+    wb.sb.size--;
+    msgpack_sbuffer_write(&wb.sb, "k\xff", 2);
+    msgpack_pack_nil(&wb.pk);
+    assert_int_equal(wire_decode(wb.sb.data, wb.sb.size, true, &m, &e), -1);
+    assert_int_equal(e.code, WE_FIELD);
+    assert_string_equal(e.text, "JOB_LIST: map keys must be valid UTF-8");
     wire_buf_free(&wb);
 }
 
