@@ -58,8 +58,8 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/libgridnode.a
 	@mkdir -p $(dir $@)
 	$(CC) $(XCFLAGS) -o $@ $^ $(DEP_LIBS)
 
-# Fuzz targets link only the code they exercise (the wire codec).
-$(BUILD)/fuzz/%: fuzz/%.c $(wildcard wire/*.c)
+# Fuzz targets link only the code they exercise (the wire codec and its text helpers).
+$(BUILD)/fuzz/%: fuzz/%.c $(wildcard wire/*.c) lib/text.c
 	@mkdir -p $(dir $@)
 	clang -std=c11 -D_GNU_SOURCE $(WARN) -O1 -g $(DEP_CFLAGS) -I. \
 	    -fsanitize=fuzzer,address,undefined -o $@ $^ $(DEP_LIBS)

@@ -1,5 +1,6 @@
 /* cli.c - shared parts of the user tools (see cli.h). */
 #include "cmd/cli.h"
+#include "lib/text.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -87,8 +88,10 @@ int cli_call(const struct cli *c, struct wire_buf *wb, uint64_t id, struct cli_r
         if (r->msg.type == WT_ERROR) {
             size_t n;
             const char *t = wire_get_str(r->msg.root, "msg", &n);
-            fprintf(stderr, "%s: %s: %.*s\n", c->prog,
-                    wire_err_name((int)wire_get_u64(r->msg.root, "code", 0)), (int)n, t ? t : "");
+            char text[1024];
+            text_escape(text, sizeof text, t ? t : "", n);
+            fprintf(stderr, "%s: %s: %s\n", c->prog,
+                    wire_err_name((int)wire_get_u64(r->msg.root, "code", 0)), text);
             wire_msg_free(&r->msg);
             rc = 1;
             goto out;
@@ -253,4 +256,11 @@ int cli_u64(const struct cli *c, const char *what, const char *s, uint64_t *out)
     }
     *out = v;
     return 0;
+}
+
+void cli_text(const msgpack_object *map, const char *key, char *buf, size_t cap)
+{
+    size_t n;
+    const char *s = wire_get_str(map, key, &n);
+    text_escape(buf, cap, s ? s : "", n);
 }

@@ -74,6 +74,14 @@ void cli_print_json_pages(const struct cli_pages *p, const char *key);
 #define CLI_EXIT_KILLED 4    /* the parallel job was killed (a limit) */
 #define CLI_EXIT_CANCELLED 5 /* cancelled */
 
+/*
+ * A str field of a reply for a table cell or a message line: escaped (control
+ * characters, newlines, invalid UTF-8 shown as \n, \x1b and the like, see
+ * lib/text.h) and cut to cap - 1 bytes on an escape or character boundary; "" if
+ * absent. --json output does not use this: it stays exact.
+ */
+void cli_text(const msgpack_object *map, const char *key, char *buf, size_t cap);
+
 /* Prints the msgpack object as one line of JSON. */
 void cli_print_json(const msgpack_object *o);
 

@@ -49,8 +49,8 @@ static int fetch(struct cli *c, uint64_t job, bool tasks, bool output, uint64_t 
 static void print_summary(const msgpack_object *j)
 {
     char state[16], name[64], t1[32], t2[32];
-    wire_get_strbuf(j, "state", state, sizeof state);
-    wire_get_strbuf(j, "name", name, sizeof name);
+    cli_text(j, "state", state, sizeof state);
+    cli_text(j, "name", name, sizeof name);
     printf("job %llu%s%s: %s, %llu tasks: %llu done (%llu failed), %llu running, %llu "
            "duplicates\nsubmitted %s, finished %s\n",
            (unsigned long long)wire_get_u64(j, "job", 0), name[0] ? " " : "", name, state,
@@ -87,7 +87,7 @@ static const char *node_name(const struct cli_pages *nodes, const char *sid, cha
         for (uint32_t i = 0; arr && i < arr->via.array.size; i++) {
             const char *s = wire_get_str(&arr->via.array.ptr[i], "sid", &sl);
             if (s && sl == strlen(sid) && !memcmp(s, sid, sl)) {
-                wire_get_strbuf(&arr->via.array.ptr[i], "node", buf, n);
+                cli_text(&arr->via.array.ptr[i], "node", buf, n);
                 return buf;
             }
         }
@@ -100,9 +100,9 @@ static void print_tasks(const msgpack_object *tasks, bool output, const struct c
     for (uint32_t i = 0; i < tasks->via.array.size; i++) {
         const msgpack_object *t = &tasks->via.array.ptr[i];
         char state[12], node[40], name[64], err[120];
-        wire_get_strbuf(t, "state", state, sizeof state);
-        wire_get_strbuf(t, "node", node, sizeof node);
-        wire_get_strbuf(t, "error", err, sizeof err);
+        cli_text(t, "state", state, sizeof state);
+        cli_text(t, "node", node, sizeof node);
+        cli_text(t, "error", err, sizeof err);
         bool has = wire_get(t, "exit") != NULL;
         char ex[16] = "-", sg[8] = "-", cpu[16] = "-", wall[16] = "-";
         if (has) {
@@ -132,7 +132,7 @@ static void print_rank_output(const msgpack_object *ranks)
         char host[64];
         if (!wire_get(p, "stdout") && !wire_get(p, "stderr"))
             continue;
-        wire_get_strbuf(p, "host", host, sizeof host);
+        cli_text(p, "host", host, sizeof host);
         printf("\nrank %llu (host %s):\n", (unsigned long long)wire_get_u64(p, "rank", 0),
                host[0] ? host : "-");
         print_bytes("stdout", p, "stdout", "out_trunc");
@@ -189,7 +189,7 @@ int cmd_job_wait(struct cli *c, uint64_t job)
             return 1;
         const msgpack_object *j = wire_get(r.msg.root, "job");
         char state[16];
-        wire_get_strbuf(j, "state", state, sizeof state);
+        cli_text(j, "state", state, sizeof state);
         uint64_t failed = wire_get_u64(j, "failed", 0);
         int end = end_status(state, failed);
         if (cli_is_pjob(j)) {

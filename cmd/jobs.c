@@ -13,9 +13,9 @@ static const char usage[] =
 static void print_row(const msgpack_object *j)
 {
     char name[17], user[11], state[10], t[32];
-    wire_get_strbuf(j, "name", name, sizeof name);
-    wire_get_strbuf(j, "user", user, sizeof user);
-    wire_get_strbuf(j, "state", state, sizeof state);
+    cli_text(j, "name", name, sizeof name);
+    cli_text(j, "user", user, sizeof user);
+    cli_text(j, "state", state, sizeof state);
     printf("%6llu  %-16s %-10s %-9s %8llu %8llu %8llu %8llu %5llu  %s\n",
            (unsigned long long)wire_get_u64(j, "job", 0), name[0] ? name : "-",
            user[0] ? user : "-", state, (unsigned long long)wire_get_u64(j, "ntasks", 0),

@@ -15,9 +15,9 @@ static const char usage[] =
 static void print_row(const msgpack_object *n, int64_t now)
 {
     char name[15], cl[11], ip[17], spus[16];
-    wire_get_strbuf(n, "node", name, sizeof name);
-    wire_get_strbuf(n, "cluster", cl, sizeof cl);
-    wire_get_strbuf(n, "ip", ip, sizeof ip);
+    cli_text(n, "node", name, sizeof name);
+    cli_text(n, "cluster", cl, sizeof cl);
+    cli_text(n, "ip", ip, sizeof ip);
     double spu = wire_get_f64(n, "spu", 0);
     if (spu > 0)
         snprintf(spus, sizeof spus, "%.3f", spu);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cmd/cli.h"
+#include "lib/text.h"
 
 bool cli_is_pjob(const msgpack_object *j)
 {
@@ -21,15 +22,18 @@ void cli_pjob_row(const msgpack_object *j)
 {
     char name[17], user[11], state[10], cl[11], reason[200], hosts[200] = "";
     const msgpack_object *h = wire_get(j, "hosts");
-    wire_get_strbuf(j, "name", name, sizeof name);
-    wire_get_strbuf(j, "user", user, sizeof user);
-    wire_get_strbuf(j, "state", state, sizeof state);
-    wire_get_strbuf(j, "cluster", cl, sizeof cl);
-    wire_get_strbuf(j, "reason", reason, sizeof reason);
-    for (uint32_t i = 0, len = 0; h && i < h->via.array.size && len < sizeof hosts - 1; i++)
-        len += (uint32_t)snprintf(hosts + len, sizeof hosts - len, "%s%.*s", i ? "," : "",
-                                  (int)h->via.array.ptr[i].via.str.size,
-                                  h->via.array.ptr[i].via.str.ptr);
+    cli_text(j, "name", name, sizeof name);
+    cli_text(j, "user", user, sizeof user);
+    cli_text(j, "state", state, sizeof state);
+    cli_text(j, "cluster", cl, sizeof cl);
+    cli_text(j, "reason", reason, sizeof reason);
+    for (uint32_t i = 0, len = 0; h && i < h->via.array.size && len < sizeof hosts - 2; i++) {
+        if (i)
+            hosts[len++] = ',';
+        len +=
+            (uint32_t)text_escape(hosts + len, sizeof hosts - len, h->via.array.ptr[i].via.str.ptr,
+                                  h->via.array.ptr[i].via.str.size);
+    }
     printf("%6llu  %-16s %-10s %-9s %5llu %5llu %-10s %8.1f  %s%s%s\n",
            (unsigned long long)wire_get_u64(j, "job", 0), name[0] ? name : "-",
            user[0] ? user : "-", state, (unsigned long long)wire_get_u64(j, "queue", 0),
@@ -62,9 +66,9 @@ void cli_pjob_print(const msgpack_object *j)
     for (uint32_t i = 0; i < ranks->via.array.size; i++) {
         const msgpack_object *r = &ranks->via.array.ptr[i];
         char host[15], st[9], err[120];
-        wire_get_strbuf(r, "host", host, sizeof host);
-        wire_get_strbuf(r, "state", st, sizeof st);
-        wire_get_strbuf(r, "error", err, sizeof err);
+        cli_text(r, "host", host, sizeof host);
+        cli_text(r, "state", st, sizeof st);
+        cli_text(r, "error", err, sizeof err);
         printf("%5llu  %-14s %-8s %5lld %4llu %8.1f %9llu %9llu  %s\n",
                (unsigned long long)wire_get_u64(r, "rank", 0), host, st,
                (long long)wire_get_i64(r, "exit", 0), (unsigned long long)wire_get_u64(r, "signal", 0),

@@ -214,9 +214,9 @@ static int submit_parallel(struct cli *c, const struct submit_opts *o)
         return 1;
     uint64_t job = wire_get_u64(r.msg.root, "job", 0);
     char state[16], cl[64], reason[300];
-    wire_get_strbuf(r.msg.root, "state", state, sizeof state);
-    wire_get_strbuf(r.msg.root, "cluster", cl, sizeof cl);
-    wire_get_strbuf(r.msg.root, "reason", reason, sizeof reason);
+    cli_text(r.msg.root, "state", state, sizeof state);
+    cli_text(r.msg.root, "cluster", cl, sizeof cl);
+    cli_text(r.msg.root, "reason", reason, sizeof reason);
     if (c->json)
         cli_print_json(r.msg.root);
     else if (!strcmp(state, "waiting"))

@@ -1,5 +1,6 @@
 /* log.c - role-tagged logging to stderr (see log.h). */
 #include "lib/log.h"
+#include "lib/text.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -33,13 +34,15 @@ static void log_vline(enum log_level lvl, const char *tag, int err, const char *
 {
     if (lvl > log_max)
         return;
-    char msg[1024], stamp[32];
+    char raw[1024], msg[1024], stamp[32];
     struct timeval tv;
     struct tm tm;
     gettimeofday(&tv, NULL);
     localtime_r(&tv.tv_sec, &tm);
     strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    /* one line each, whatever names from peers it quotes (newlines, ESC, bad UTF-8) */
+    text_escape(msg, sizeof msg, raw, strlen(raw));
     if (err)
         fprintf(stderr, "%s.%03ld %s[%ld] %s: %s: %s\n", stamp, (long)tv.tv_usec / 1000, log_role,
                 (long)getpid(), tag, msg, strerror(err));

@@ -3,6 +3,8 @@
  * validation, field readers and writers. The descriptors themselves are in msgs.c.
  */
 #include "wire/wire.h"
+#include "wire/bound.h"
+#include "lib/text.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -104,6 +106,7 @@ static int seterr(struct wire_error *err, int code, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(err->text, sizeof err->text, fmt, ap);
         va_end(ap);
+        text_fix(err->text); /* quoted peer bytes, or a cut inside a character */
     }
     return -1;
 }
@@ -233,6 +236,9 @@ int wire_check_map(const msgpack_object *map, const struct wire_field *fields,
         const msgpack_object *k = &map->via.map.ptr[i].key;
         if (k->type != MSGPACK_OBJECT_STR)
             return seterr(err, WE_FIELD, "map keys must be strings");
+        /* a key echoed or quoted must not change when made valid (and collide) */
+        if (!utf8_valid((const unsigned char *)k->via.str.ptr, k->via.str.size))
+            return seterr(err, WE_FIELD, "map keys must be valid UTF-8");
         /* readers differ on which duplicate wins (msgpack-c: first, Python: last) */
         for (uint32_t j = 0; j < i; j++) {
             const msgpack_object *o = &map->via.map.ptr[j].key;
@@ -272,6 +278,9 @@ int wire_decode(const void *buf, size_t len, bool want_request, struct wire_msg 
         memset(err, 0, sizeof *err);
     if (len == 0 || wire_precheck(buf, len) < 0)
         return seterr(err, WE_MALFORMED, "not one well-formed msgpack object (%zu bytes)", len);
+    /* envelope and descriptor caps from the headers alone, before anything is built */
+    if (wire_bound(buf, len, want_request, err) < 0)
+        return -1;
     msgpack_unpacked_init(&m->up);
     m->inited = true;
     size_t off = 0;
@@ -317,6 +326,7 @@ int wire_decode(const void *buf, size_t len, bool want_request, struct wire_msg 
             if (n > 0 && (size_t)n < sizeof err->text)
                 memcpy(err->text + n, tmp, sizeof err->text - (size_t)n - 1);
             err->text[sizeof err->text - 1] = '\0';
+            text_fix(err->text);
         }
         goto fail;
     }
@@ -392,13 +402,7 @@ void wire_get_strbuf(const msgpack_object *map, const char *key, char *buf, size
 {
     size_t n;
     const char *s = wire_get_str(map, key, &n);
-    if (cap == 0)
-        return;
-    if (n >= cap)
-        n = cap - 1;
-    if (s)
-        memcpy(buf, s, n);
-    buf[s ? n : 0] = '\0';
+    text_copy(buf, cap, s ? s : "", n); /* cut on a character boundary */
 }
 
 char *wire_get_strdup(const msgpack_object *map, const char *key)
@@ -425,9 +429,22 @@ void wire_buf_free(struct wire_buf *wb)
 }
 
 void wire_pack_str(struct wire_buf *wb, const char *s) { wire_pack_strn(wb, s, strlen(s)); }
+/* Every str gridnode writes is well-formed UTF-8: bytes that are not (a name cut
+   inside a character, peer bytes quoted in a message) become '?'. */
 void wire_pack_strn(struct wire_buf *wb, const char *s, size_t n)
 {
-    msgpack_pack_str_with_body(&wb->pk, s, n);
+    if (text_utf8_valid(s, n)) {
+        msgpack_pack_str_with_body(&wb->pk, s, n);
+        return;
+    }
+    char *fixed = malloc(n + 1);
+    if (!fixed) { /* keep the frame well-formed: an empty str */
+        msgpack_pack_str_with_body(&wb->pk, "", 0);
+        return;
+    }
+    size_t m = text_copy(fixed, n + 1, s, n);
+    msgpack_pack_str_with_body(&wb->pk, fixed, m);
+    free(fixed);
 }
 void wire_pack_bin(struct wire_buf *wb, const void *p, size_t n)
 {
@@ -436,9 +453,30 @@ void wire_pack_bin(struct wire_buf *wb, const void *p, size_t n)
 void wire_pack_map(struct wire_buf *wb, uint32_t n) { msgpack_pack_map(&wb->pk, n); }
 void wire_pack_array(struct wire_buf *wb, uint32_t n) { msgpack_pack_array(&wb->pk, n); }
 void wire_pack_u64(struct wire_buf *wb, uint64_t v) { msgpack_pack_uint64(&wb->pk, v); }
+/* Copies o as it is, except that str values and keys go through wire_pack_strn (an
+   echo of a peer's unvalidated unknown keys stays valid UTF-8). Depth is bounded by
+   msgpack-c's 32 levels. */
 void wire_pack_object(struct wire_buf *wb, const msgpack_object *o)
 {
-    msgpack_pack_object(&wb->pk, *o);
+    switch (o->type) {
+    case MSGPACK_OBJECT_STR:
+        wire_pack_strn(wb, o->via.str.ptr, o->via.str.size);
+        return;
+    case MSGPACK_OBJECT_ARRAY:
+        msgpack_pack_array(&wb->pk, o->via.array.size);
+        for (uint32_t i = 0; i < o->via.array.size; i++)
+            wire_pack_object(wb, &o->via.array.ptr[i]);
+        return;
+    case MSGPACK_OBJECT_MAP:
+        msgpack_pack_map(&wb->pk, o->via.map.size);
+        for (uint32_t i = 0; i < o->via.map.size; i++) {
+            wire_pack_object(wb, &o->via.map.ptr[i].key);
+            wire_pack_object(wb, &o->via.map.ptr[i].val);
+        }
+        return;
+    default:
+        msgpack_pack_object(&wb->pk, *o);
+    }
 }
 
 void wire_put_key(struct wire_buf *wb, const char *key) { wire_pack_str(wb, key); }
@@ -503,6 +541,7 @@ void wire_error_msg(struct wire_buf *wb, uint64_t id, int code, const char *fmt,
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
+    text_fix(text); /* cut inside a character, or quoted peer bytes */
     wire_begin(wb, WT_ERROR, id, 2);
     wire_put_u64(wb, "code", (uint64_t)code);
     wire_put_str(wb, "msg", text);

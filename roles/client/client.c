@@ -977,7 +977,8 @@ static int client_open(struct client *c)
         msgpack_unpacked up;
         size_t off = 0;
         msgpack_unpacked_init(&up);
-        if (msgpack_unpack_next(&up, sid, n, &off) == MSGPACK_UNPACK_SUCCESS &&
+        if (wire_precheck((const uint8_t *)sid, n) == 0 && /* a damaged record: no huge alloc */
+            msgpack_unpack_next(&up, sid, n, &off) == MSGPACK_UNPACK_SUCCESS &&
             up.data.type == MSGPACK_OBJECT_STR && up.data.via.str.size < sizeof c->sid)
             memcpy(c->sid, up.data.via.str.ptr, up.data.via.str.size);
         msgpack_unpacked_destroy(&up);

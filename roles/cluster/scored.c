@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "lib/log.h"
+#include "lib/text.h"
 #include "lib/loop.h"
 #include "roles/cluster/scored_int.h"
 #include "store/store.h"
@@ -69,6 +70,7 @@ void scored_node_class(const struct cluster *c, const struct node *n, char *name
         snprintf(name, len, "%s", n->cluster);
     else
         snprintf(name, len, "%s/%s", n->arch[0] ? n->arch : "?", n->model[0] ? n->model : "?");
+    text_fix(name); /* peer-given names: never cut inside a character */
     *speed = h && h->speed > 0 ? h->speed : 1.0;
 }
 
@@ -304,6 +306,7 @@ void scored_job_end(struct cluster *c, struct pjob *j, enum pj_state st, const c
     va_start(ap, fmt);
     vsnprintf(j->reason, sizeof j->reason, fmt, ap);
     va_end(ap);
+    text_fix(j->reason); /* it may quote peer-given names */
     j->state = st;
     j->finished_ms = now;
     j->dirty = true;

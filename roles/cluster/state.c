@@ -482,7 +482,8 @@ static int load_meta(struct cluster *c)
         msgpack_unpacked up;
         size_t off = 0;
         msgpack_unpacked_init(&up);
-        if (msgpack_unpack_next(&up, val, vlen, &off) == MSGPACK_UNPACK_SUCCESS &&
+        if (wire_precheck(val, vlen) == 0 && /* a damaged record: no huge alloc */
+            msgpack_unpack_next(&up, val, vlen, &off) == MSGPACK_UNPACK_SUCCESS &&
             up.data.type == MSGPACK_OBJECT_POSITIVE_INTEGER)
             c->next_job = up.data.via.u64;
         msgpack_unpacked_destroy(&up);
