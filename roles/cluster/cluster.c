@@ -91,6 +91,8 @@ static const struct store_table cluster_tables[] = {
     {NULL},
 };
 
+const struct store_table *const cluster_store_tables = cluster_tables;
+
 static const char usage[] =
     "usage: gridnode cluster [-c FILE] [--set section.key=value]... [--check-config]\n"
     "\n"
@@ -342,6 +344,9 @@ static int cluster_open(struct cluster *c)
         return -1;
     log_info("state loaded: %u jobs, %u nodes, %u tasks in flight", c->njobs, c->nnodes,
              c->nheap);
+    if (c->load_skipped)
+        log_warnx("%u stored record(s) could not be loaded (see the warnings above); they are "
+                  "kept in %s for inspection (gridnode dump)", c->load_skipped, c->cfg.state_dir);
     return 0;
 }
 

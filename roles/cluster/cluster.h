@@ -16,6 +16,7 @@
 #include "wire/wire.h"
 
 struct store;
+struct store_table;
 struct loop;
 
 /* A JOB reply stops adding outputs once it passes this size (the frame cap is 64 MiB). */
@@ -124,11 +125,14 @@ struct cluster {
     uint32_t nreplies, capreplies;
     struct wire_buf wb; /* scratch for building one reply */
     uint64_t turn_changes;
+    uint32_t load_skipped; /* records cluster_load could not load (each logged with its key) */
 };
 
 /* cluster.c */
 int cluster_main(int argc, char **argv);
 extern const struct config_key cluster_keys[];
+/* The store's tables, terminated by {NULL} (for tests that open a cluster's state). */
+extern const struct store_table *const cluster_store_tables;
 
 /* state.c: loading and saving records */
 int cluster_load(struct cluster *c);

@@ -307,9 +307,10 @@ static int load_job(void *arg, const void *key, size_t klen, const void *val, si
 {
     struct cluster *c = arg;
     msgpack_unpacked up;
-    (void)key;
+    unsigned long long kid = klen == 8 ? (unsigned long long)store_key_get_u64(key) : 0;
     if (klen != 8 || unpack(&up, val, vlen) < 0) {
-        log_warnx("jobs: skipping an unreadable record");
+        log_warnx("jobs: skipping an unreadable record (key %llu)", kid);
+        c->load_skipped++;
         return 0;
     }
     const msgpack_object *m = &up.data, *argv = wire_get(m, "argv");
@@ -349,7 +350,8 @@ static int load_job(void *arg, const void *key, size_t klen, const void *val, si
     msgpack_unpacked_destroy(&up);
     return 0;
 bad:
-    log_warnx("jobs: skipping a malformed job record");
+    log_warnx("jobs: skipping a malformed job record (key %llu)", kid);
+    c->load_skipped++;
     cluster_job_free(j);
     msgpack_unpacked_destroy(&up);
     return 0;
@@ -359,11 +361,18 @@ static int load_node(void *arg, const void *key, size_t klen, const void *val, s
 {
     struct cluster *c = arg;
     msgpack_unpacked up;
-    if (klen == 0 || klen >= sizeof c->nodes[0].sid || unpack(&up, val, vlen) < 0)
+    if (klen == 0 || klen >= sizeof c->nodes[0].sid || unpack(&up, val, vlen) < 0) {
+        log_warnx("nodes: skipping an unreadable record (key '%.*s')", (int)(klen > 64 ? 64 : klen),
+                  (const char *)key);
+        c->load_skipped++;
         return 0;
+    }
     const msgpack_object *m = &up.data;
     struct node *n = cluster_node_new(c);
-    if (n) {
+    if (!n) {
+        log_warnx("nodes: out of memory loading node '%.*s'", (int)klen, (const char *)key);
+        c->load_skipped++;
+    } else {
         memcpy(n->sid, key, klen);
         n->sid[klen] = '\0';
         wire_get_strbuf(m, "node", n->name, sizeof n->name);
@@ -394,11 +403,19 @@ static int load_task(void *arg, const void *key, size_t klen, const void *val, s
 {
     struct cluster *c = arg;
     msgpack_unpacked up;
-    if (klen != 12 || unpack(&up, val, vlen) < 0)
+    if (klen != 12 || unpack(&up, val, vlen) < 0) {
+        log_warnx("tasks: skipping an unreadable record (%zu-byte key)", klen);
+        c->load_skipped++;
         return 0;
+    }
     struct job *j = cluster_job_find(c, store_key_get_u64(key));
     uint32_t idx = store_key_get_u32((const uint8_t *)key + 8);
-    if (j && idx < j->next_new) {
+    if (!j || idx >= j->next_new) {
+        log_warnx("tasks: skipping task %u of job %llu: %s", idx,
+                  (unsigned long long)store_key_get_u64(key),
+                  j ? "beyond the tasks the job issued" : "no such job loaded");
+        c->load_skipped++;
+    } else {
         const msgpack_object *m = &up.data;
         struct task *t = &j->tasks[idx];
         size_t sl;
