@@ -129,6 +129,7 @@ static const struct wire_field f_submit[] = {
     {"complexity", WF_FLOAT, false},
     {"limit_s", WF_UINT, false, 366u * 86400},
     {"stdin", WF_ARRAY, false, 100000, WF_BIN},
+    {"key", WF_STR, false, 128}, /* request key: a retry returns the first job */
     {NULL},
 };
 
@@ -137,6 +138,7 @@ static const struct wire_field f_submitted[] = {
     {"state", WF_STR, false, NAME_MAX_},
     {"cluster", WF_STR, false, NAME_MAX_},
     {"reason", WF_STR, false, 1024},
+    {"repeat", WF_BOOL, false}, /* the key named a job submitted before */
     {NULL},
 };
 
@@ -198,6 +200,7 @@ static const struct wire_field f_psubmit[] = {
     {"limit_s", WF_UINT, false, 366u * 86400},
     {"wait", WF_BOOL, false},
     {"coc", WF_BOOL, false},
+    {"key", WF_STR, false, 128}, /* request key: a retry returns the first job */
     {NULL},
 };
 

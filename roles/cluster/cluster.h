@@ -71,6 +71,7 @@ struct job {
     uint32_t ndone, nfailed, ndups;
     enum job_state state;
     int64_t submitted_ms, finished_ms;
+    char *key; /* the submission's request key (subkey.c), or NULL */
     struct task *tasks; /* [0, next_new) allocated */
     uint32_t cap;
 };
@@ -164,6 +165,11 @@ void heap_push(struct cluster *c, struct heap_ent e);
 double tasks_work(const struct job *j, size_t input_bytes, long input_unit_kb);
 int64_t tasks_wait_ms(const struct cluster *c, const struct node *n, double work);
 void nodes_check_active(struct cluster *c);
+
+/* subkey.c: idempotent submission by request key */
+#define SUBKEY_MAX 128 /* bytes of a request key */
+const char *subkey_invalid(const msgpack_object *m); /* why m's "key" is unacceptable */
+struct job *subkey_find_job(struct cluster *c, const msgpack_object *m); /* same key+user */
 
 /* stats.c */
 int stats_write(struct cluster *c);

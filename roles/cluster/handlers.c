@@ -250,11 +250,22 @@ static void h_submit(struct cluster *c, struct request *r)
     const msgpack_object *m = r->msg->root, *argv = wire_get(m, "argv");
     const msgpack_object *in = wire_get(m, "stdin");
     const char *why = submit_invalid(c, m);
+    if (!why)
+        why = subkey_invalid(m);
     if (why) {
         reply_error(r, WE_INVALID, "SUBMIT refused: %s", why);
         return;
     }
-    struct job *j = calloc(1, sizeof *j);
+    struct job *j = subkey_find_job(c, m);
+    if (j) { /* a retry of a submission that was stored: the same job again */
+        log_info("job %llu: SUBMIT repeated with the same key, not stored again",
+                 (unsigned long long)j->id);
+        wire_begin(r->reply, WT_SUBMITTED, r->msg->id, 2);
+        wire_put_u64(r->reply, "job", j->id);
+        wire_put_bool(r->reply, "repeat", true);
+        return;
+    }
+    j = calloc(1, sizeof *j);
     if (!j || !(j->argv = calloc(argv->via.array.size + 1, sizeof *j->argv)))
         goto oom;
     j->id = c->next_job;
@@ -269,6 +280,8 @@ static void h_submit(struct cluster *c, struct request *r)
         j->name = strdup("");
     if (!j->user)
         j->user = strdup("");
+    if (wire_get(m, "key") && !(j->key = wire_get_strdup(m, "key")))
+        goto oom;
     j->ntasks = (uint32_t)wire_get_u64(m, "ntasks", 1);
     j->shell = wire_get_bool(m, "shell", false);
     j->complexity = wire_get_f64(m, "complexity", 1);

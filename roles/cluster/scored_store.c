@@ -39,6 +39,7 @@ void scored_job_free(struct pjob *j)
     free(j->name);
     free(j->user);
     free(j->group);
+    free(j->key);
     free(j->hosts);
     free(j->ranks);
     free(j);
@@ -94,7 +95,9 @@ static const char *host_name(const struct cluster *c, uint32_t h)
 
 static void job_encode(const struct cluster *c, const struct pjob *j, struct wire_buf *wb)
 {
-    wire_pack_map(wb, 32);
+    wire_pack_map(wb, 32 + (j->key != NULL));
+    if (j->key)
+        wire_put_str(wb, "key", j->key);
     wire_put_u64(wb, "id", j->id);
     wire_put_str(wb, "name", j->name);
     wire_put_str(wb, "user", j->user);
@@ -349,6 +352,7 @@ static int load_job(void *arg, const void *key, size_t klen, const void *val, si
     j->name = wire_get_strdup(m, "name");
     j->user = wire_get_strdup(m, "user");
     j->group = wire_get_strdup(m, "group");
+    j->key = wire_get_strdup(m, "key");
     j->argc = argv->via.array.size;
     if (!(j->argv = calloc(j->argc + 1, sizeof *j->argv)))
         goto bad;

@@ -41,6 +41,7 @@ void cluster_job_free(struct job *j)
     free(j->argv);
     free(j->name);
     free(j->user);
+    free(j->key);
     free(j->tasks);
     free(j);
 }
@@ -162,7 +163,7 @@ int cluster_node_register(struct cluster *c) { return node_commit_new(c); }
 
 static void job_encode(const struct job *j, struct wire_buf *wb)
 {
-    wire_pack_map(wb, 16);
+    wire_pack_map(wb, 16 + (j->key != NULL));
     wire_put_u64(wb, "id", j->id);
     wire_put_str(wb, "name", j->name ? j->name : "");
     wire_put_str(wb, "user", j->user ? j->user : "");
@@ -179,6 +180,8 @@ static void job_encode(const struct job *j, struct wire_buf *wb)
     wire_put_str(wb, "state", job_state_name(j->state));
     wire_put_i64(wb, "submitted", j->submitted_ms);
     wire_put_i64(wb, "finished", j->finished_ms);
+    if (j->key)
+        wire_put_str(wb, "key", j->key);
 }
 
 void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live)
@@ -322,6 +325,7 @@ static int load_job(void *arg, const void *key, size_t klen, const void *val, si
     j->id = wire_get_u64(m, "id", 0);
     j->name = wire_get_strdup(m, "name");
     j->user = wire_get_strdup(m, "user");
+    j->key = wire_get_strdup(m, "key");
     j->argc = argv->via.array.size;
     j->argv = calloc(j->argc + 1, sizeof *j->argv);
     for (uint32_t i = 0; j->argv && i < j->argc; i++) {
@@ -463,6 +467,7 @@ static int load_meta(struct cluster *c)
 
 int cluster_load(struct cluster *c)
 {
+    c->load_skipped = 0;
     if (load_meta(c) < 0 || store_iter(c->store, c->t_nodes, NULL, 0, load_node, c) < 0 ||
         store_iter(c->store, c->t_jobs, NULL, 0, load_job, c) < 0 ||
         store_iter(c->store, c->t_tasks, NULL, 0, load_task, c) < 0)

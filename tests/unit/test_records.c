@@ -119,6 +119,7 @@ static struct job *add_job(struct cluster *c, enum job_state st, uint32_t ntasks
     j->submitted_ms = 111;
     j->finished_ms = st >= JS_DONE ? 222 : 0;
     j->issuable = true;
+    j->key = st == JS_DONE ? strdup("request-key-1") : NULL;
     assert_int_equal(job_grow_tasks(j, next_new), 0);
     assert_int_equal(cluster_job_add(c, j), 0);
     j->dirty = true;
@@ -145,6 +146,7 @@ static struct pjob *add_pjob(struct cluster *c, enum pj_state st, bool placed)
     j->queue0 = 0;
     j->demotions = 1;
     j->state = st;
+    j->key = st == PJ_QUEUED ? strdup("request-key-2") : NULL;
     snprintf(j->reason, sizeof j->reason, "reason of %s", pj_state_name(st));
     j->submitted_ms = 10;
     if (placed) {
@@ -277,6 +279,9 @@ static void check_pjob(const struct pjob *a, const struct pjob *b)
         same_str(a->argv[i], b->argv[i]);
     assert_int_equal(a->shell, b->shell);
     assert_int_equal(a->wait, b->wait);
+    assert_int_equal(a->key == NULL, b->key == NULL);
+    if (a->key)
+        assert_string_equal(a->key, b->key);
     assert_memory_equal(&a->rq, &b->rq, sizeof a->rq);
     assert_int_equal(a->req_cpu_s, b->req_cpu_s);
     assert_int_equal(a->limit_s, b->limit_s);
@@ -323,6 +328,9 @@ static void check_job(const struct cluster *c1, const struct job *a, const struc
         same_str(a->argv[i], b->argv[i]);
     assert_int_equal(a->shell, b->shell);
     assert_int_equal(a->has_stdin, b->has_stdin);
+    assert_int_equal(a->key == NULL, b->key == NULL);
+    if (a->key)
+        assert_string_equal(a->key, b->key);
     assert_true(a->complexity == b->complexity);
     assert_int_equal(a->limit_s, b->limit_s);
     assert_int_equal(a->ntasks, b->ntasks);
