@@ -72,6 +72,7 @@ static const struct wire_field f_hello[] = {
     {"model", WF_STR, false, NAME_MAX_},
     {"disk_mb", WF_UINT, false},
     {"procs", WF_BOOL, false},
+    {"inc", WF_STR, false, SID_MAX}, /* the cluster state the node's tasks came from */
     {NULL},
 };
 
@@ -79,6 +80,7 @@ static const struct wire_field f_welcome[] = {
     {"sid", WF_STR, true, SID_MAX},
     {"hb_s", WF_UINT, true},
     {"resumed", WF_BOOL, true},
+    {"inc", WF_STR, false, SID_MAX}, /* the incarnation of the cluster's state */
     {NULL},
 };
 
@@ -93,6 +95,7 @@ static const struct wire_field f_tasks[] = {
     {"more", WF_BOOL, true},
     {"wait_s", WF_UINT, true},
     {"acked", WF_UINT, false},
+    {"stale", WF_UINT, false}, /* of the acked results, those of another incarnation */
     {NULL},
 };
 
@@ -100,12 +103,14 @@ static const struct wire_field f_result[] = {
     {"sid", WF_STR, true, SID_MAX},
     {"results", WF_ARRAY, true, MAX_BATCH, WF_MAP, wire_result_fields},
     {"want", WF_UINT, true, MAX_BATCH},
+    {"inc", WF_STR, false, SID_MAX}, /* the incarnation the results' tasks came from */
     {NULL},
 };
 
 static const struct wire_field f_leave[] = {
     {"sid", WF_STR, true, SID_MAX},
     {"results", WF_ARRAY, false, MAX_BATCH, WF_MAP, wire_result_fields},
+    {"inc", WF_STR, false, SID_MAX},
     {NULL},
 };
 

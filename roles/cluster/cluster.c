@@ -340,6 +340,10 @@ static int cluster_open(struct cluster *c)
         log_warnx("cannot load the state from %s", c->cfg.state_dir);
         return -1;
     }
+    if (store_commit(c->store) < 0) { /* a new state's incarnation */
+        log_warn("cannot save the state's incarnation");
+        return -1;
+    }
     if (scored_startup(c) < 0)
         return -1;
     log_info("state loaded: %u jobs, %u nodes, %u tasks in flight", c->njobs, c->nnodes,

@@ -112,6 +112,8 @@ struct cluster {
     struct job **jobs; /* sorted by id */
     uint32_t njobs, capjobs, open_from; /* open_from: first job that may still yield */
     uint64_t next_job;
+    char incarnation[33]; /* random id of this state, made with it (meta "incarnation") */
+    uint64_t stale_results; /* results of another incarnation dropped since start */
     struct node *nodes;
     uint32_t nnodes, capnodes;
     uint32_t *node_hash; /* open addressing: node index + 1, 0 = empty */

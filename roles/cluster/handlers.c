@@ -109,18 +109,22 @@ static void h_hello(struct cluster *c, struct request *r)
     cluster_mark_node(c, n);
     log_info("node %s %s: session %s from %s", n->name, resumed ? "resumed" : "joined", n->sid,
              n->ip);
-    wire_begin(r->reply, WT_WELCOME, r->msg->id, 3);
+    wire_begin(r->reply, WT_WELCOME, r->msg->id, 4);
     wire_put_str(r->reply, "sid", n->sid);
     wire_put_u64(r->reply, "hb_s", (uint64_t)c->cfg.hb_s);
     wire_put_bool(r->reply, "resumed", resumed);
+    wire_put_str(r->reply, "inc", c->incarnation);
 }
 
-/* Writes a TASKS reply with up to want tasks for n; acked < 0 leaves "acked" out. */
+/*
+ * Writes a TASKS reply with up to want tasks for n; acked < 0 leaves "acked" out; stale
+ * > 0 adds "stale" (results of another incarnation, acknowledged and dropped).
+ */
 static void reply_tasks(struct cluster *c, struct request *r, struct node *n, uint32_t want,
-                        int64_t acked)
+                        int64_t acked, uint32_t stale)
 {
     uint32_t count = 0;
-    wire_begin(r->reply, WT_TASKS, r->msg->id, acked >= 0 ? 4 : 3);
+    wire_begin(r->reply, WT_TASKS, r->msg->id, (acked >= 0 ? 4 : 3) + (stale > 0));
     if (tasks_issue(c, n, want, r->reply, &count) < 0) {
         reply_storage(c, r); /* undoes the turn: nothing half-issued survives */
         return;
@@ -129,23 +133,41 @@ static void reply_tasks(struct cluster *c, struct request *r, struct node *n, ui
     wire_put_u64(r->reply, "wait_s", count ? 0 : (uint64_t)c->cfg.idle_wait_s);
     if (acked >= 0)
         wire_put_u64(r->reply, "acked", (uint64_t)acked);
+    if (stale > 0)
+        wire_put_u64(r->reply, "stale", stale);
 }
 
 static void h_task_get(struct cluster *c, struct request *r)
 {
     struct node *n = session(c, r);
     if (n)
-        reply_tasks(c, r, n, (uint32_t)wire_get_u64(r->msg->root, "want", 1), -1);
+        reply_tasks(c, r, n, (uint32_t)wire_get_u64(r->msg->root, "want", 1), -1, 0);
 }
 
-/* Accepts every result of the message's "results"; -1 if the store failed. */
+/*
+ * Accepts every result of the message's "results"; -1 if the store failed. Results sent
+ * with the incarnation "inc" of another state (the state directory was reset since the
+ * node got the tasks) are acknowledged but dropped, with a log line: job ids restart
+ * with a new state, so storing them would attach old output to new jobs. *stale counts
+ * them. A message without "inc" (an older node) is taken as it is.
+ */
 static int take_results(struct cluster *c, struct node *n, const msgpack_object *m,
-                        uint32_t *count)
+                        uint32_t *count, uint32_t *stale)
 {
     const msgpack_object *res = wire_get(m, "results");
-    *count = 0;
+    size_t il;
+    const char *inc = wire_get_str(m, "inc", &il);
+    *count = *stale = 0;
     if (!res)
         return 0;
+    if (inc && !(il == strlen(c->incarnation) && !memcmp(inc, c->incarnation, il))) {
+        *count = *stale = res->via.array.size;
+        c->stale_results += *stale;
+        log_warnx("node %s (%s): dropped %u result(s) of tasks from another cluster state "
+                  "(incarnation %.*s, this state is %s)", n->name, n->sid, *stale,
+                  (int)(il > 64 ? 64 : il), inc, c->incarnation);
+        return 0;
+    }
     for (uint32_t i = 0; i < res->via.array.size; i++) {
         if (tasks_result(c, n, &res->via.array.ptr[i]) < 0)
             return -1;
@@ -157,23 +179,23 @@ static int take_results(struct cluster *c, struct node *n, const msgpack_object 
 static void h_result(struct cluster *c, struct request *r)
 {
     struct node *n = session(c, r);
-    uint32_t acked;
+    uint32_t acked, stale;
     if (!n)
         return;
-    if (take_results(c, n, r->msg->root, &acked) < 0) {
+    if (take_results(c, n, r->msg->root, &acked, &stale) < 0) {
         reply_storage(c, r);
         return;
     }
-    reply_tasks(c, r, n, (uint32_t)wire_get_u64(r->msg->root, "want", 0), acked);
+    reply_tasks(c, r, n, (uint32_t)wire_get_u64(r->msg->root, "want", 0), acked, stale);
 }
 
 static void h_leave(struct cluster *c, struct request *r)
 {
     struct node *n = session(c, r);
-    uint32_t acked;
+    uint32_t acked, stale;
     if (!n)
         return;
-    if (take_results(c, n, r->msg->root, &acked) < 0) {
+    if (take_results(c, n, r->msg->root, &acked, &stale) < 0) {
         reply_storage(c, r);
         return;
     }

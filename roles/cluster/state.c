@@ -4,6 +4,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "lib/log.h"
 #include "lib/loop.h"
@@ -446,10 +447,59 @@ static int load_task(void *arg, const void *key, size_t klen, const void *val, s
     return 0;
 }
 
+/*
+ * The state's incarnation (issue #8 item 8): a random id made when the state is created
+ * and kept in meta, so that results of tasks handed out by an earlier state (before the
+ * state directory was reset) are told apart from those of today's jobs with the same ids.
+ * Written at once (the caller commits before serving).
+ */
+static int load_incarnation(struct cluster *c)
+{
+    void *val;
+    size_t vlen;
+    msgpack_unpacked up;
+    size_t off = 0;
+    c->incarnation[0] = '\0';
+    int rc = store_get(c->store, c->t_meta, "incarnation", 11, &val, &vlen);
+    if (rc < 0)
+        return -1;
+    if (rc == 0) {
+        msgpack_unpacked_init(&up);
+        if (wire_precheck(val, vlen) == 0 &&
+            msgpack_unpack_next(&up, val, vlen, &off) == MSGPACK_UNPACK_SUCCESS &&
+            up.data.type == MSGPACK_OBJECT_STR && up.data.via.str.size > 0 &&
+            up.data.via.str.size < sizeof c->incarnation) {
+            memcpy(c->incarnation, up.data.via.str.ptr, up.data.via.str.size);
+            c->incarnation[up.data.via.str.size] = '\0';
+        }
+        msgpack_unpacked_destroy(&up);
+        free(val);
+        if (c->incarnation[0])
+            return 0;
+        log_warnx("meta: unreadable incarnation record; making a new incarnation");
+    }
+    uint8_t raw[16];
+    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
+        log_warn("cannot make the state's incarnation id");
+        return -1;
+    }
+    for (int i = 0; i < 16; i++)
+        snprintf(c->incarnation + 2 * i, 3, "%02x", raw[i]);
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    wire_pack_str(&wb, c->incarnation);
+    rc = store_put(c->store, c->t_meta, "incarnation", 11, wb.sb.data, wb.sb.size);
+    wire_buf_free(&wb);
+    log_info("new state: incarnation %s", c->incarnation);
+    return rc;
+}
+
 static int load_meta(struct cluster *c)
 {
     void *val;
     size_t vlen;
+    if (load_incarnation(c) < 0)
+        return -1;
     c->next_job = 1;
     int rc = store_get(c->store, c->t_meta, "next_job", 8, &val, &vlen);
     if (rc == 0) {

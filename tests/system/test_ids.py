@@ -3,6 +3,7 @@ cluster managers, clients and user tools on loopback, kill -9 and restarts, wipe
 directories. Every wait is bounded and scaled; no test asserts on speed.
 """
 
+import shutil
 import signal
 import subprocess
 import threading
@@ -159,3 +160,69 @@ def test_submit_tool_reply_lost_retry_returns_the_stored_job(cluster_factory, gr
         thread.join(timeout=10)
     assert r.returncode == 0, r.stderr
     assert len(jobs(cl)) == 2 and "submitted parallel job" in r.stdout, r.stdout
+
+
+FAST = {"store.sync": "full", "tasks.heartbeat_s": 1, "tasks.idle_wait_s": 1,
+        "tasks.k_wait": 500, "tasks.k_wait_dead": 600, "tasks.min_wait_s": 300}
+CLIENT = {"rpc.timeout_ms": 1000, "rpc.backoff_min_s": 0.2, "rpc.backoff_max_s": 1,
+          "client.slots": 1}
+
+
+def _job(cl, jid):
+    r = cl.client().ok("JOB_GET", "JOB", job=jid, tasks=True, output=True)
+    for t in r.get("tasks", []):
+        for k in ("stdout", "stderr"):
+            if isinstance(t.get(k), bytes):
+                t[k] = t[k].decode()
+    return r
+
+
+def test_results_of_a_reset_state_are_not_stored_for_new_jobs(cluster_factory, client_factory,
+                                                              workdir):
+    """Issue #8 item 8: a node holds a finished, unreported result of job 1 when the
+    cluster's state directory is wiped; the new state's job 1 must not get it."""
+    cl = cluster_factory(FAST)
+    inc1 = cl.client().ok("HELLO", "WELCOME", client="t", node="probe", cores=1)["inc"]
+    (a,) = client_factory(cl, 1, sets=CLIENT, prefix="a")
+    flag = workdir / "started"
+    jid = cl.client().ok("SUBMIT", "SUBMITTED", argv=["touch %s; sleep 1.5; echo OLD" % flag],
+                         ntasks=1, shell=True)["job"]
+    assert jid == 1
+    wait_until(lambda: flag.exists(), scaled(20), msg="the old task to start")
+    cl.kill(signal.SIGKILL)  # the node cannot report its result
+    wait_until(lambda: "task 1.0 finished" in a.log(), scaled(20), msg="the old task to end")
+    shutil.rmtree(cl.state_dir)  # a new state: job ids start at 1 again
+    cl.restart()
+    inc2 = cl.client().ok("HELLO", "WELCOME", client="t", node="probe", cores=1)["inc"]
+    assert inc2 and inc2 != inc1
+    new = cl.client().ok("SUBMIT", "SUBMITTED", argv=["echo NEW"], ntasks=1, shell=True)["job"]
+    assert new == 1
+    t = wait_until(lambda: (lambda ts: ts[0] if ts and ts[0]["state"] in ("ok", "failed")
+                            else None)(_job(cl, 1)["tasks"]), scaled(40), msg="new job 1 done")
+    assert t["stdout"] == "NEW\n", t
+    wait_until(lambda: "forgot 1 task(s)" in a.log() or "dropped 1 result(s)" in cl.log(),
+               scaled(10), msg="the old result to be dropped")
+    assert "OLD" not in str(_job(cl, 1))
+
+
+def test_cluster_drops_results_of_another_incarnation(cluster):
+    """The cluster side alone: RESULT with a foreign "inc" is acknowledged, counted as
+    stale and not stored; with its own "inc" (or none) it is stored."""
+    rpc = cluster.client()
+    w = rpc.ok("HELLO", "WELCOME", client="t", node="n1", cores=1)
+    sid, inc = w["sid"], w["inc"]
+    assert len(inc) == 32
+    jid = rpc.ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=1)["job"]
+    ts = rpc.ok("TASK_GET", "TASKS", sid=sid, want=1)["tasks"]
+    assert len(ts) == 1
+    res = {"job": jid, "idx": 0, "issue": ts[0]["issue"], "exit": 0, "stdout": b"x"}
+    r = rpc.ok("RESULT", "TASKS", sid=sid, results=[res], want=0, inc="0" * 32)
+    assert r["acked"] == 1 and r["stale"] == 1
+    assert _job(cluster, jid)["tasks"][0]["state"] == "issued"
+    assert "dropped 1 result(s)" in cluster.log()
+    r = rpc.ok("RESULT", "TASKS", sid=sid, results=[res], want=0, inc=inc)
+    assert r["acked"] == 1 and "stale" not in r
+    assert _job(cluster, jid)["tasks"][0]["state"] == "ok"
+    # the incarnation survives a restart
+    cluster.restart()
+    assert cluster.client().ok("HELLO", "WELCOME", client="t", node="n1", cores=1)["inc"] == inc
