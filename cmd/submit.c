@@ -222,9 +222,10 @@ static int call_retrying(struct cli *c, const struct submit_opts *o, struct wire
         int rc = cli_call(c, wb, 1, r);
         if (rc >= 0 || a > o->retries)
             return rc;
-        fprintf(stderr, "%s: sending again (retry %llu of %llu) with the same request key %s; "
-                "the cluster manager keeps one job per key\n", c->prog, (unsigned long long)a,
-                (unsigned long long)o->retries, o->key);
+        fprintf(stderr,
+                "%s: sending again (retry %llu of %llu) with the same request key %s; "
+                "the cluster manager keeps one job per key\n",
+                c->prog, (unsigned long long)a, (unsigned long long)o->retries, o->key);
     }
 }
 
@@ -234,8 +235,8 @@ static int submit_parallel(struct cli *c, const struct submit_opts *o)
     struct wire_buf wb;
     struct cli_reply r;
     wire_buf_init(&wb);
-    uint32_t nf = 7 + (o->name != NULL) + (o->user != NULL) + (o->group != NULL) +
-                  o->has_queue + (o->mem > 0) + (o->disk > 0) + (o->cpu > 0) + o->has_limit;
+    uint32_t nf = 7 + (o->name != NULL) + (o->user != NULL) + (o->group != NULL) + o->has_queue +
+                  (o->mem > 0) + (o->disk > 0) + (o->cpu > 0) + o->has_limit;
     wire_begin(&wb, WT_PSUBMIT, 1, nf);
     wire_put_strv(&wb, "argv", o->argv, (uint32_t)o->argc);
     wire_put_u64(&wb, "procs", o->procs);

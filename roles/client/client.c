@@ -519,8 +519,8 @@ static uint32_t build_results(struct client *c, uint32_t type, uint32_t want)
         type = WT_TASK_GET;
     wire_buf_reset(&c->wb);
     bool inc = type != WT_TASK_GET && c->inc[0];
-    wire_begin(&c->wb, type, c->req_id = ++c->next_id,
-               (type == WT_LEAVE ? 2 : type == WT_TASK_GET ? 2 : 3) + inc);
+    uint32_t nf = type == WT_RESULT ? 3 : 2;
+    wire_begin(&c->wb, type, c->req_id = ++c->next_id, nf + inc);
     wire_put_str(&c->wb, "sid", c->sid);
     if (inc) /* the cluster drops results of another state's tasks (job ids restart) */
         wire_put_str(&c->wb, "inc", c->inc);
@@ -623,7 +623,8 @@ static void meta_get_str(struct client *c, const char *key, char *buf, size_t ca
     msgpack_unpacked up;
     size_t off = 0;
     msgpack_unpacked_init(&up);
-    if (wire_precheck(val, n) == 0 && msgpack_unpack_next(&up, val, n, &off) == MSGPACK_UNPACK_SUCCESS &&
+    if (wire_precheck(val, n) == 0 &&
+        msgpack_unpack_next(&up, val, n, &off) == MSGPACK_UNPACK_SUCCESS &&
         up.data.type == MSGPACK_OBJECT_STR && up.data.via.str.size < cap) {
         memcpy(buf, up.data.via.str.ptr, up.data.via.str.size);
         buf[up.data.via.str.size] = '\0';
@@ -643,7 +644,8 @@ static void forget_incarnation(struct client *c, const char *inc, size_t il)
     while (c->ntasks > 0)
         drop_task(c, c->ntasks - 1);
     log_warnx("the cluster's state changed (incarnation %s -> %.*s): forgot %u task(s) and "
-              "result(s) of the old state", c->inc, (int)il, inc, n);
+              "result(s) of the old state",
+              c->inc, (int)il, inc, n);
 }
 
 static void on_welcome(struct client *c, const msgpack_object *m)

@@ -350,7 +350,8 @@ static int cluster_open(struct cluster *c)
              c->nheap);
     if (c->load_skipped)
         log_warnx("%u stored record(s) could not be loaded (see the warnings above); they are "
-                  "kept in %s for inspection (gridnode dump)", c->load_skipped, c->cfg.state_dir);
+                  "kept in %s for inspection (gridnode dump)",
+                  c->load_skipped, c->cfg.state_dir);
     return 0;
 }
 

@@ -71,7 +71,8 @@ struct job {
     uint32_t ndone, nfailed, ndups;
     enum job_state state;
     int64_t submitted_ms, finished_ms;
-    char *key; /* the submission's request key (subkey.c), or NULL */
+    /* the submission's request key (subkey.c), or NULL */
+    char *key;
     struct task *tasks; /* [0, next_new) allocated */
     uint32_t cap;
 };
@@ -112,8 +113,10 @@ struct cluster {
     struct job **jobs; /* sorted by id */
     uint32_t njobs, capjobs, open_from; /* open_from: first job that may still yield */
     uint64_t next_job;
-    char incarnation[33]; /* random id of this state, made with it (meta "incarnation") */
-    uint64_t stale_results; /* results of another incarnation dropped since start */
+    /* random id of this state, made with it (meta "incarnation"); results of another
+     * incarnation dropped since start */
+    char incarnation[33];
+    uint64_t stale_results;
     struct node *nodes;
     uint32_t nnodes, capnodes;
     uint32_t *node_hash; /* open addressing: node index + 1, 0 = empty */
@@ -169,7 +172,6 @@ int64_t tasks_wait_ms(const struct cluster *c, const struct node *n, double work
 void nodes_check_active(struct cluster *c);
 
 /* subkey.c: idempotent submission by request key */
-#define SUBKEY_MAX 128 /* bytes of a request key */
 const char *subkey_invalid(const msgpack_object *m); /* why m's "key" is unacceptable */
 struct job *subkey_find_job(struct cluster *c, const msgpack_object *m); /* same key+user */
 

@@ -151,8 +151,8 @@ static void h_task_get(struct cluster *c, struct request *r)
  * with a new state, so storing them would attach old output to new jobs. *stale counts
  * them. A message without "inc" (an older node) is taken as it is.
  */
-static int take_results(struct cluster *c, struct node *n, const msgpack_object *m,
-                        uint32_t *count, uint32_t *stale)
+static int take_results(struct cluster *c, struct node *n, const msgpack_object *m, uint32_t *count,
+                        uint32_t *stale)
 {
     const msgpack_object *res = wire_get(m, "results");
     size_t il;
@@ -164,8 +164,8 @@ static int take_results(struct cluster *c, struct node *n, const msgpack_object 
         *count = *stale = res->via.array.size;
         c->stale_results += *stale;
         log_warnx("node %s (%s): dropped %u result(s) of tasks from another cluster state "
-                  "(incarnation %.*s, this state is %s)", n->name, n->sid, *stale,
-                  (int)(il > 64 ? 64 : il), inc, c->incarnation);
+                  "(incarnation %.*s, this state is %s)",
+                  n->name, n->sid, *stale, (int)(il > 64 ? 64 : il), inc, c->incarnation);
         return 0;
     }
     for (uint32_t i = 0; i < res->via.array.size; i++) {

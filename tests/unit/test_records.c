@@ -99,8 +99,7 @@ static char **argv2(const char *a, const char *b)
 }
 
 /* A bag-of-tasks job in state st with ntasks tasks, next_new of them issued at least once. */
-static struct job *add_job(struct cluster *c, enum job_state st, uint32_t ntasks,
-                           uint32_t next_new)
+static struct job *add_job(struct cluster *c, enum job_state st, uint32_t ntasks, uint32_t next_new)
 {
     struct job *j = calloc(1, sizeof *j);
     assert_non_null(j);
@@ -182,8 +181,7 @@ static struct pjob *add_pjob(struct cluster *c, enum pj_state st, bool placed)
 }
 
 /* A result map with every field of wire_result_fields, as a node sends it. */
-static void result_map(struct wire_buf *wb, uint64_t job, uint32_t idx, uint32_t issue,
-                       bool error)
+static void result_map(struct wire_buf *wb, uint64_t job, uint32_t idx, uint32_t issue, bool error)
 {
     wire_pack_map(wb, error ? 13 : 12);
     wire_put_u64(wb, "job", job);
@@ -202,8 +200,8 @@ static void result_map(struct wire_buf *wb, uint64_t job, uint32_t idx, uint32_t
         wire_put_str(wb, "error", "cannot exec");
 }
 
-static void deliver(struct cluster *c, struct node *n, uint64_t job, uint32_t idx,
-                    uint32_t issue, bool error)
+static void deliver(struct cluster *c, struct node *n, uint64_t job, uint32_t idx, uint32_t issue,
+                    bool error)
 {
     struct wire_buf wb;
     msgpack_unpacked up;
@@ -219,8 +217,7 @@ static void deliver(struct cluster *c, struct node *n, uint64_t job, uint32_t id
 }
 
 /* Checks one stored result record: every field of the node's map plus node/received. */
-static void check_result(struct cluster *c, int table, const uint8_t *key, size_t klen,
-                         bool error)
+static void check_result(struct cluster *c, int table, const uint8_t *key, size_t klen, bool error)
 {
     void *val;
     size_t vlen, n;
@@ -386,6 +383,8 @@ static void test_every_record_round_trips(void **state)
     static struct cluster c1, c2;
     (void)state;
     cl_open(&c1);
+    assert_int_equal(cluster_load(&c1), 0); /* a new state: makes its incarnation */
+    assert_int_equal(strlen(c1.incarnation), 32);
     struct node *n0 = add_node(&c1, "aaaa0000", "alpha");
     add_node(&c1, "bbbb1111", "beta");
     /* jobs in every state; tasks new, issued (to a node, to none), ok, failed, errored */
@@ -402,10 +401,10 @@ static void test_every_record_round_trips(void **state)
         t->expiry_ms = 5000 + i;
     }
     n0 = &c1.nodes[0];
-    deliver(&c1, n0, jr->id, 0, 1, false);  /* task 0: failed (signal, timeout) */
-    deliver(&c1, n0, jr->id, 0, 1, false);  /* a resend of the winner: ignored */
+    deliver(&c1, n0, jr->id, 0, 1, false);           /* task 0: failed (signal, timeout) */
+    deliver(&c1, n0, jr->id, 0, 1, false);           /* a resend of the winner: ignored */
     deliver(&c1, &c1.nodes[1], jr->id, 0, 7, false); /* a duplicate from elsewhere */
-    deliver(&c1, n0, jr->id, 1, 2, true);   /* task 1: node-side error, re-issuable */
+    deliver(&c1, n0, jr->id, 1, 2, true);            /* task 1: node-side error, re-issuable */
     jd->tasks[0] = (struct task){TS_DONE, 1, 0, 1, 1, 0, 1, 0};
     jd->ndone = 1;
     jc->tasks[0] = (struct task){TS_DONE, 0, 2, 3, 0, 0, 3, 0};
@@ -417,18 +416,17 @@ static void test_every_record_round_trips(void **state)
     add_pjob(&c1, PJ_FAILED, false);    /* failed while waiting (host gone) */
     add_pjob(&c1, PJ_QUEUED, true);
     add_pjob(&c1, PJ_RUNNING, true);
-    add_pjob(&c1, PJ_STOPPED, true);    /* suspended */
+    add_pjob(&c1, PJ_STOPPED, true); /* suspended */
     add_pjob(&c1, PJ_DONE, true);
     add_pjob(&c1, PJ_FAILED, true);
     add_pjob(&c1, PJ_KILLED, true);
-    add_pjob(&c1, PJ_CANCELLED, true);  /* cancelled while running */
+    add_pjob(&c1, PJ_CANCELLED, true); /* cancelled while running */
     /* scored settings and the startup-file mark */
     sd_settings_default(&c1.sd->set, 4);
     char msg[256];
     assert_int_equal(sd_console_line(&c1.sd->set, "queue 2 mode exclusive", msg, sizeof msg),
                      SDC_CHANGED);
-    assert_int_equal(sd_console_line(&c1.sd->set, "queue 1 mem 60", msg, sizeof msg),
-                     SDC_CHANGED);
+    assert_int_equal(sd_console_line(&c1.sd->set, "queue 1 mem 60", msg, sizeof msg), SDC_CHANGED);
     assert_int_equal(sd_console_line(&c1.sd->set, "limit c1 mem 1000", msg, sizeof msg),
                      SDC_CHANGED);
     c1.sd->rc_applied = true;
@@ -439,6 +437,7 @@ static void test_every_record_round_trips(void **state)
     assert_int_equal(cluster_load(&c2), 0);
     assert_int_equal(c2.load_skipped, 0);
     assert_int_equal(c2.next_job, c1.next_job);
+    assert_string_equal(c2.incarnation, c1.incarnation);
     assert_int_equal(c2.nnodes, c1.nnodes);
     for (uint32_t i = 0; i < c1.nnodes; i++)
         check_node(&c1.nodes[i], &c2.nodes[i]);
