@@ -1,6 +1,9 @@
 /* submit.c - `gridnode submit`: send a job (a bag of N tasks) to a cluster manager. */
 #include <errno.h>
 #include <stdio.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +24,11 @@ static const char usage[] =
     "  --limit SECONDS        wall-clock limit per task (default: the cluster's)\n"
     "  --stdin PATTERN        task i reads the file PATTERN with {i} expanded\n"
     "  --wait                 wait for the job to end (like `gridnode job ID --wait`)\n"
+    "  --key KEY              request key (1..128 bytes; default: a random one per run).\n"
+    "                         The cluster manager keeps one job per key and user: the\n"
+    "                         same key sent again returns the first job, never a second\n"
+    "  --retries N            when no answer comes within --timeout, send the same request\n"
+    "                         (same key) again, up to N times (default 3)\n"
     "\n"
     "A parallel job (SCore-D side: N processes started together on hosts the cluster\n"
     "manager chooses; each gets GRIDNODE_RANK, GRIDNODE_SIZE, GRIDNODE_HOSTS, GRIDNODE_PPN,\n"
@@ -28,7 +36,8 @@ static const char usage[] =
     "  -p, --procs N          number of processes (makes the job parallel)\n"
     "  --ppn N                processes per host (default 1)\n"
     "  --queue Q              priority queue, 0 highest (default: the cluster's)\n"
-    "  --mem MIB, --disk MIB  explicit per-host limits (used when smaller than the queue's)\n"
+    "  --mem MIB, --disk MIB  per-host memory / disk limits, always enforced (capped by\n"
+    "                         the queue's share of the cluster limit when one is set)\n"
     "  --cpu SECONDS          maximum CPU time, summed over all processes\n"
     "  --group GROUP          Unix group (queues with a group accept only its members)\n"
     "  --wait-resources       wait when no cluster can take it now, instead of a refusal\n"
@@ -38,7 +47,9 @@ static const char usage[] =
 struct submit_opts {
     uint64_t ntasks, limit, procs, ppn, queue, mem, disk, cpu;
     bool has_queue, wait_res, coc;
-    const char *group;
+    const char *group, *key;
+    uint64_t retries;
+    char keybuf[40];
     double complexity;
     const char *name, *user, *stdin_pattern;
     bool shell, wait, has_limit;
@@ -52,6 +63,7 @@ static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
     o->ntasks = 1;
     o->complexity = 1;
     o->user = getenv("USER");
+    o->retries = 3;
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -101,6 +113,15 @@ static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
         } else if (!strcmp(a, "--cpu") && v) {
             if (cli_u64(c, "--cpu", argv[++i], &o->cpu) < 0)
                 return -1;
+        } else if (!strcmp(a, "--key") && v) {
+            o->key = argv[++i];
+            if (!*o->key || strlen(o->key) > 128) {
+                fprintf(stderr, "%s: --key must be 1..128 bytes\n", c->prog);
+                return -1;
+            }
+        } else if (!strcmp(a, "--retries") && v) {
+            if (cli_u64(c, "--retries", argv[++i], &o->retries) < 0)
+                return -1;
         } else if (!strcmp(a, "--group") && v) {
             o->group = argv[++i];
         } else if (!strcmp(a, "--wait-resources")) {
@@ -118,6 +139,17 @@ static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
     }
     o->argv = argv + i;
     o->argc = argc - i;
+    if (!o->key) { /* a random key per invocation: retries of this run return one job */
+        uint8_t rnd[16];
+        if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+            uint64_t x = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)clock();
+            for (size_t k = 0; k < sizeof rnd; k++, x = x * 6364136223846793005ull + 1)
+                rnd[k] = (uint8_t)(x >> 56);
+        }
+        for (size_t k = 0; k < sizeof rnd; k++)
+            snprintf(o->keybuf + 2 * k, 3, "%02x", rnd[k]);
+        o->key = o->keybuf;
+    }
     if (o->argc == 0) {
         fprintf(stderr, "%s: no program given\n%s", c->prog, usage);
         return -1;
@@ -177,14 +209,34 @@ static int pack_stdin(struct cli *c, const struct submit_opts *o, struct wire_bu
     return 0;
 }
 
+/*
+ * Sends the request in wb (it carries o->key) and waits for the reply; with no answer,
+ * sends the same request again (a new connection), up to o->retries times. The key makes
+ * this safe: a request that was stored but whose reply was lost returns the same job.
+ * Returns as cli_call.
+ */
+static int call_retrying(struct cli *c, const struct submit_opts *o, struct wire_buf *wb,
+                         struct cli_reply *r)
+{
+    for (uint64_t a = 1;; a++) {
+        int rc = cli_call(c, wb, 1, r);
+        if (rc >= 0 || a > o->retries)
+            return rc;
+        fprintf(stderr,
+                "%s: sending again (retry %llu of %llu) with the same request key %s; "
+                "the cluster manager keeps one job per key\n",
+                c->prog, (unsigned long long)a, (unsigned long long)o->retries, o->key);
+    }
+}
+
 /* The PSUBMIT of a parallel job; the exit status. */
 static int submit_parallel(struct cli *c, const struct submit_opts *o)
 {
     struct wire_buf wb;
     struct cli_reply r;
     wire_buf_init(&wb);
-    uint32_t nf = 6 + (o->name != NULL) + (o->user != NULL) + (o->group != NULL) +
-                  o->has_queue + (o->mem > 0) + (o->disk > 0) + (o->cpu > 0) + o->has_limit;
+    uint32_t nf = 7 + (o->name != NULL) + (o->user != NULL) + (o->group != NULL) + o->has_queue +
+                  (o->mem > 0) + (o->disk > 0) + (o->cpu > 0) + o->has_limit;
     wire_begin(&wb, WT_PSUBMIT, 1, nf);
     wire_put_strv(&wb, "argv", o->argv, (uint32_t)o->argc);
     wire_put_u64(&wb, "procs", o->procs);
@@ -192,6 +244,7 @@ static int submit_parallel(struct cli *c, const struct submit_opts *o)
     wire_put_bool(&wb, "shell", o->shell);
     wire_put_bool(&wb, "wait", o->wait_res);
     wire_put_bool(&wb, "coc", o->coc);
+    wire_put_str(&wb, "key", o->key);
     if (o->name)
         wire_put_str(&wb, "name", o->name);
     if (o->user)
@@ -208,7 +261,7 @@ static int submit_parallel(struct cli *c, const struct submit_opts *o)
         wire_put_u64(&wb, "cpu_s", o->cpu);
     if (o->has_limit)
         wire_put_u64(&wb, "limit_s", o->limit);
-    int rc = cli_call(c, &wb, 1, &r);
+    int rc = call_retrying(c, o, &wb, &r);
     wire_buf_free(&wb);
     if (rc != 0)
         return 1;
@@ -249,12 +302,13 @@ int cmd_submit(int argc, char **argv)
         return 2;
     }
     wire_buf_init(&wb);
-    uint32_t nf = 4 + (o.name != NULL) + (o.user != NULL) + o.has_limit + (o.stdin_pattern != NULL);
+    uint32_t nf = 5 + (o.name != NULL) + (o.user != NULL) + o.has_limit + (o.stdin_pattern != NULL);
     wire_begin(&wb, WT_SUBMIT, 1, nf);
     wire_put_strv(&wb, "argv", o.argv, (uint32_t)o.argc);
     wire_put_u64(&wb, "ntasks", o.ntasks);
     wire_put_bool(&wb, "shell", o.shell);
     wire_put_f64(&wb, "complexity", o.complexity);
+    wire_put_str(&wb, "key", o.key);
     if (o.name)
         wire_put_str(&wb, "name", o.name);
     if (o.user)
@@ -265,7 +319,7 @@ int cmd_submit(int argc, char **argv)
         wire_buf_free(&wb);
         return 1;
     }
-    int rc = cli_call(&c, &wb, 1, &r);
+    int rc = call_retrying(&c, &o, &wb, &r);
     wire_buf_free(&wb);
     if (rc != 0)
         return 1;

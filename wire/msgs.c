@@ -72,6 +72,7 @@ static const struct wire_field f_hello[] = {
     {"model", WF_STR, false, NAME_MAX_},
     {"disk_mb", WF_UINT, false},
     {"procs", WF_BOOL, false},
+    {"inc", WF_STR, false, SID_MAX}, /* the cluster state the node's tasks came from */
     {NULL},
 };
 
@@ -80,6 +81,7 @@ static const struct wire_field f_welcome[] = {
     {"hb_s", WF_UINT, true},
     {"resumed", WF_BOOL, true},
     {"poll_s", WF_UINT, false},
+    {"inc", WF_STR, false, SID_MAX}, /* the incarnation of the cluster's state */
     {NULL},
 };
 
@@ -96,6 +98,7 @@ static const struct wire_field f_tasks[] = {
     {"acked", WF_UINT, false},
     {"reason", WF_STR, false},
     {"cancel", WF_ARRAY, false, MAX_BATCH, WF_MAP, running_fields},
+    {"stale", WF_UINT, false}, /* of the acked results, those of another incarnation */
     {NULL},
 };
 
@@ -103,12 +106,14 @@ static const struct wire_field f_result[] = {
     {"sid", WF_STR, true, SID_MAX},
     {"results", WF_ARRAY, true, MAX_BATCH, WF_MAP, wire_result_fields},
     {"want", WF_UINT, true, MAX_BATCH},
+    {"inc", WF_STR, false, SID_MAX}, /* the incarnation the results' tasks came from */
     {NULL},
 };
 
 static const struct wire_field f_leave[] = {
     {"sid", WF_STR, true, SID_MAX},
     {"results", WF_ARRAY, false, MAX_BATCH, WF_MAP, wire_result_fields},
+    {"inc", WF_STR, false, SID_MAX},
     {NULL},
 };
 
@@ -132,6 +137,7 @@ static const struct wire_field f_submit[] = {
     {"complexity", WF_FLOAT, false},
     {"limit_s", WF_UINT, false, 366u * 86400},
     {"stdin", WF_ARRAY, false, 100000, WF_BIN},
+    {"key", WF_STR, false, 128}, /* request key: a retry returns the first job */
     {NULL},
 };
 
@@ -140,6 +146,7 @@ static const struct wire_field f_submitted[] = {
     {"state", WF_STR, false, NAME_MAX_},
     {"cluster", WF_STR, false, NAME_MAX_},
     {"reason", WF_STR, false, 1024},
+    {"repeat", WF_BOOL, false}, /* the key named a job submitted before */
     {NULL},
 };
 
@@ -201,6 +208,7 @@ static const struct wire_field f_psubmit[] = {
     {"limit_s", WF_UINT, false, 366u * 86400},
     {"wait", WF_BOOL, false},
     {"coc", WF_BOOL, false},
+    {"key", WF_STR, false, 128}, /* request key: a retry returns the first job */
     {NULL},
 };
 

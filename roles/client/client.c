@@ -62,6 +62,7 @@ struct client {
     void *zctx, *sock;
     int sigfd;
     char sid[65];
+    char inc[65]; /* the cluster state's incarnation our tasks came from ("": none yet) */
     bool welcomed, waiting, left;
     uint32_t hb_s, slots;
     struct ctask **tasks;
@@ -604,9 +605,12 @@ static void send_hello(struct client *c)
     gethostname(host, sizeof host - 1);
     uint64_t mem = sysinfo(&si) == 0 ? (uint64_t)si.totalram * si.mem_unit >> 20 : 0;
     wire_buf_reset(&c->wb);
-    wire_begin(&c->wb, WT_HELLO, c->req_id = ++c->next_id, c->sid[0] ? 13 : 12);
+    wire_begin(&c->wb, WT_HELLO, c->req_id = ++c->next_id,
+               (c->sid[0] ? 13 : 12) + (c->inc[0] != 0));
     if (c->sid[0])
         wire_put_str(&c->wb, "sid", c->sid);
+    if (c->inc[0])
+        wire_put_str(&c->wb, "inc", c->inc);
     wire_put_str(&c->wb, "client", c->cfg.code);
     wire_put_str(&c->wb, "node", c->cfg.name[0] ? c->cfg.name : host);
     wire_put_str(&c->wb, "cluster", c->cfg.cluster);
@@ -634,8 +638,12 @@ static uint32_t build_results(struct client *c, uint32_t type, uint32_t want)
     if (n == 0 && type == WT_RESULT)
         type = WT_TASK_GET;
     wire_buf_reset(&c->wb);
-    wire_begin(&c->wb, type, c->req_id = ++c->next_id, type == WT_LEAVE ? 2 : type == WT_TASK_GET ? 2 : 3);
+    bool inc = type != WT_TASK_GET && c->inc[0];
+    uint32_t nf = type == WT_RESULT ? 3 : 2;
+    wire_begin(&c->wb, type, c->req_id = ++c->next_id, nf + inc);
     wire_put_str(&c->wb, "sid", c->sid);
+    if (inc) /* the cluster drops results of another state's tasks (job ids restart) */
+        wire_put_str(&c->wb, "inc", c->inc);
     if (type != WT_TASK_GET) {
         wire_put_key(&c->wb, "results");
         wire_pack_array(&c->wb, n);
@@ -728,8 +736,55 @@ static void pump(struct client *c)
 
 /* ---- replies ---- */
 
+/* Reads a text record of the meta table into buf ("" when absent or unreadable). */
+static void meta_get_str(struct client *c, const char *key, char *buf, size_t cap)
+{
+    void *val;
+    size_t n;
+    buf[0] = '\0';
+    if (store_get(c->store, c->t_meta, key, strlen(key), &val, &n) != 0)
+        return;
+    msgpack_unpacked up;
+    size_t off = 0;
+    msgpack_unpacked_init(&up);
+    if (wire_precheck(val, n) == 0 &&
+        msgpack_unpack_next(&up, val, n, &off) == MSGPACK_UNPACK_SUCCESS &&
+        up.data.type == MSGPACK_OBJECT_STR && up.data.via.str.size < cap) {
+        memcpy(buf, up.data.via.str.ptr, up.data.via.str.size);
+        buf[up.data.via.str.size] = '\0';
+    }
+    msgpack_unpacked_destroy(&up);
+    free(val);
+}
+
+/*
+ * The cluster's state was replaced (its state directory was reset): the tasks we hold,
+ * running or finished, belong to jobs that no longer exist there, and their ids may now
+ * name other jobs. Forget them all (running ones are killed).
+ */
+static void forget_incarnation(struct client *c, const char *inc, size_t il)
+{
+    uint32_t n = c->ntasks;
+    while (c->ntasks > 0)
+        drop_task(c, c->ntasks - 1);
+    log_warnx("the cluster's state changed (incarnation %s -> %.*s): forgot %u task(s) and "
+              "result(s) of the old state",
+              c->inc, (int)il, inc, n);
+}
+
 static void on_welcome(struct client *c, const msgpack_object *m)
 {
+    size_t il;
+    const char *inc = wire_get_str(m, "inc", &il);
+    if (inc && il > 0 && il < sizeof c->inc) {
+        if (c->inc[0] && (strlen(c->inc) != il || memcmp(c->inc, inc, il)))
+            forget_incarnation(c, inc, il);
+        memcpy(c->inc, inc, il);
+        c->inc[il] = '\0';
+        wire_buf_reset(&c->wb);
+        wire_pack_str(&c->wb, c->inc);
+        store_put(c->store, c->t_meta, "inc", 3, c->wb.sb.data, c->wb.sb.size);
+    }
     wire_get_strbuf(m, "sid", c->sid, sizeof c->sid);
     c->hb_s = (uint32_t)wire_get_u64(m, "hb_s", 10);
     if (c->hb_s == 0)
@@ -984,6 +1039,7 @@ static int client_open(struct client *c)
         msgpack_unpacked_destroy(&up);
         free(sid);
     }
+    meta_get_str(c, "inc", c->inc, sizeof c->inc);
     if (store_iter(c->store, c->t_tasks, NULL, 0, load_task, c) < 0)
         return -1;
     uint32_t rerun = count_running(c);

@@ -89,6 +89,8 @@ static const struct store_table cluster_tables[] = {
     {NULL},
 };
 
+const struct store_table *const cluster_store_tables = cluster_tables;
+
 static const char usage[] =
     "usage: gridnode cluster [-c FILE] [--set section.key=value]... [--check-config]\n"
     "\n"
@@ -187,17 +189,25 @@ static int cluster_open(struct cluster *c)
     c->t_nodes = store_table(c->store, "nodes");
     if (scored_open(c) < 0)
         return -1;
-    const char *fault = getenv("GRIDNODE_FAULT_COMMIT");
-    if (fault)
-        store_fault_commit(c->store, atoi(fault));
     if (cluster_load(c) < 0) {
         log_warnx("cannot load the state from %s", c->cfg.state_dir);
         return -1;
     }
+    if (store_commit(c->store) < 0) { /* a new state's incarnation */
+        log_warn("cannot save the state's incarnation");
+        return -1;
+    }
+    const char *fault = getenv("GRIDNODE_FAULT_COMMIT"); /* counts commits after loading */
+    if (fault)
+        store_fault_commit(c->store, atoi(fault));
     if (scored_startup(c) < 0)
         return -1;
     log_info("state loaded: %u jobs, %u nodes, %u tasks in flight", c->njobs, c->nnodes,
              c->nheap);
+    if (c->load_skipped)
+        log_warnx("%u stored record(s) could not be loaded (see the warnings above); they are "
+                  "kept in %s for inspection (gridnode dump)",
+                  c->load_skipped, c->cfg.state_dir);
     return 0;
 }
 

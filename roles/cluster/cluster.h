@@ -16,6 +16,7 @@
 #include "wire/wire.h"
 
 struct store;
+struct store_table;
 struct loop;
 struct daemon;
 
@@ -83,6 +84,8 @@ struct job {
     uint32_t ndone, nfailed, ndups;
     enum job_state state;
     int64_t submitted_ms, finished_ms;
+    /* the submission's request key (subkey.c), or NULL */
+    char *key;
     struct task *tasks; /* [0, next_new) allocated */
     uint32_t cap;
 };
@@ -139,6 +142,10 @@ struct cluster {
     struct job **jobs; /* sorted by id */
     uint32_t njobs, capjobs, open_from; /* open_from: first job that may still yield */
     uint64_t next_job;
+    /* random id of this state, made with it (meta "incarnation"); results of another
+     * incarnation dropped since start */
+    char incarnation[33];
+    uint64_t stale_results;
     struct node *nodes;
     uint32_t nnodes, capnodes;
     uint32_t *node_hash; /* open addressing: node index + 1, 0 = empty */
@@ -149,11 +156,14 @@ struct cluster {
     bool meta_dirty;
     bool turn_failed; /* a handler could not buffer its writes: undo the turn */
     uint64_t turn_changes;
+    uint32_t load_skipped; /* records cluster_load could not load (each logged with its key) */
 };
 
 /* cluster.c */
 int cluster_main(int argc, char **argv);
 extern const struct config_key cluster_keys[];
+/* The store's tables, terminated by {NULL} (for tests that open a cluster's state). */
+extern const struct store_table *const cluster_store_tables;
 
 /* state.c: loading and saving records */
 int cluster_load(struct cluster *c);
@@ -201,6 +211,10 @@ void heap_push(struct cluster *c, struct heap_ent e);
 double tasks_work(const struct job *j, size_t input_bytes, long input_unit_kb);
 int64_t tasks_wait_ms(const struct cluster *c, const struct node *n, double work);
 void nodes_check_active(struct cluster *c);
+
+/* subkey.c: idempotent submission by request key */
+const char *subkey_invalid(const msgpack_object *m); /* why m's "key" is unacceptable */
+struct job *subkey_find_job(struct cluster *c, const msgpack_object *m); /* same key+user */
 
 /* stats.c */
 int stats_write(struct cluster *c);

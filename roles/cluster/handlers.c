@@ -109,23 +109,27 @@ static void h_hello(struct cluster *c, struct request *r)
     cluster_mark_node(c, n);
     log_info("node %s %s: session %s from %s", n->name, resumed ? "resumed" : "joined", n->sid,
              n->ip);
-    wire_begin(r->reply, WT_WELCOME, r->msg->id, 4);
+    wire_begin(r->reply, WT_WELCOME, r->msg->id, 5);
     wire_put_str(r->reply, "sid", n->sid);
     wire_put_u64(r->reply, "hb_s", (uint64_t)c->cfg.hb_s);
     wire_put_bool(r->reply, "resumed", resumed);
     wire_put_u64(r->reply, "poll_s",
                  (uint64_t)(c->cfg.node_poll_s < c->cfg.hb_s ? c->cfg.node_poll_s : c->cfg.hb_s));
+    wire_put_str(r->reply, "inc", c->incarnation);
 }
 
-/* Writes a TASKS reply with up to want tasks for n; acked < 0 leaves "acked" out. */
+/*
+ * Writes a TASKS reply with up to want tasks for n; acked < 0 leaves "acked" out; stale
+ * > 0 adds "stale" (results of another incarnation, acknowledged and dropped).
+ */
 static void reply_tasks(struct cluster *c, struct request *r, struct node *n, uint32_t want,
-                        int64_t acked)
+                        int64_t acked, uint32_t stale)
 {
     uint32_t count = 0;
     int64_t qwait = tasks_quota_wait_s(c, n);
     bool cancels = n->ncancels > 0;
     wire_begin(r->reply, WT_TASKS, r->msg->id,
-               3 + (acked >= 0) + (qwait > 0 && want > 0) + cancels);
+               3 + (acked >= 0) + (qwait > 0 && want > 0) + cancels + (stale > 0));
     if (tasks_issue(c, n, want, r->reply, &count) < 0) {
         reply_storage(c, r); /* undoes the turn: nothing half-issued survives */
         return;
@@ -147,23 +151,41 @@ static void reply_tasks(struct cluster *c, struct request *r, struct node *n, ui
     }
     if (cancels)
         tasks_cancel_put(n, r->reply);
+    if (stale > 0)
+        wire_put_u64(r->reply, "stale", stale);
 }
 
 static void h_task_get(struct cluster *c, struct request *r)
 {
     struct node *n = session(c, r);
     if (n)
-        reply_tasks(c, r, n, (uint32_t)wire_get_u64(r->msg->root, "want", 1), -1);
+        reply_tasks(c, r, n, (uint32_t)wire_get_u64(r->msg->root, "want", 1), -1, 0);
 }
 
-/* Accepts every result of the message's "results"; -1 if the store failed. */
-static int take_results(struct cluster *c, struct node *n, const msgpack_object *m,
-                        uint32_t *count)
+/*
+ * Accepts every result of the message's "results"; -1 if the store failed. Results sent
+ * with the incarnation "inc" of another state (the state directory was reset since the
+ * node got the tasks) are acknowledged but dropped, with a log line: job ids restart
+ * with a new state, so storing them would attach old output to new jobs. *stale counts
+ * them. A message without "inc" (an older node) is taken as it is.
+ */
+static int take_results(struct cluster *c, struct node *n, const msgpack_object *m, uint32_t *count,
+                        uint32_t *stale)
 {
     const msgpack_object *res = wire_get(m, "results");
-    *count = 0;
+    size_t il;
+    const char *inc = wire_get_str(m, "inc", &il);
+    *count = *stale = 0;
     if (!res)
         return 0;
+    if (inc && !(il == strlen(c->incarnation) && !memcmp(inc, c->incarnation, il))) {
+        *count = *stale = res->via.array.size;
+        c->stale_results += *stale;
+        log_warnx("node %s (%s): dropped %u result(s) of tasks from another cluster state "
+                  "(incarnation %.*s, this state is %s)",
+                  n->name, n->sid, *stale, (int)(il > 64 ? 64 : il), inc, c->incarnation);
+        return 0;
+    }
     for (uint32_t i = 0; i < res->via.array.size; i++) {
         if (tasks_result(c, n, &res->via.array.ptr[i]) < 0)
             return -1;
@@ -175,23 +197,23 @@ static int take_results(struct cluster *c, struct node *n, const msgpack_object 
 static void h_result(struct cluster *c, struct request *r)
 {
     struct node *n = session(c, r);
-    uint32_t acked;
+    uint32_t acked, stale;
     if (!n)
         return;
-    if (take_results(c, n, r->msg->root, &acked) < 0) {
+    if (take_results(c, n, r->msg->root, &acked, &stale) < 0) {
         reply_storage(c, r);
         return;
     }
-    reply_tasks(c, r, n, (uint32_t)wire_get_u64(r->msg->root, "want", 0), acked);
+    reply_tasks(c, r, n, (uint32_t)wire_get_u64(r->msg->root, "want", 0), acked, stale);
 }
 
 static void h_leave(struct cluster *c, struct request *r)
 {
     struct node *n = session(c, r);
-    uint32_t acked;
+    uint32_t acked, stale;
     if (!n)
         return;
-    if (take_results(c, n, r->msg->root, &acked) < 0) {
+    if (take_results(c, n, r->msg->root, &acked, &stale) < 0) {
         reply_storage(c, r);
         return;
     }
@@ -269,11 +291,22 @@ static void h_submit(struct cluster *c, struct request *r)
     const msgpack_object *m = r->msg->root, *argv = wire_get(m, "argv");
     const msgpack_object *in = wire_get(m, "stdin");
     const char *why = submit_invalid(c, m);
+    if (!why)
+        why = subkey_invalid(m);
     if (why) {
         reply_error(r, WE_INVALID, "SUBMIT refused: %s", why);
         return;
     }
-    struct job *j = calloc(1, sizeof *j);
+    struct job *j = subkey_find_job(c, m);
+    if (j) { /* a retry of a submission that was stored: the same job again */
+        log_info("job %llu: SUBMIT repeated with the same key, not stored again",
+                 (unsigned long long)j->id);
+        wire_begin(r->reply, WT_SUBMITTED, r->msg->id, 2);
+        wire_put_u64(r->reply, "job", j->id);
+        wire_put_bool(r->reply, "repeat", true);
+        return;
+    }
+    j = calloc(1, sizeof *j);
     if (!j || !(j->argv = calloc(argv->via.array.size + 1, sizeof *j->argv)))
         goto oom;
     j->id = c->next_job;
@@ -288,6 +321,8 @@ static void h_submit(struct cluster *c, struct request *r)
         j->name = strdup("");
     if (!j->user)
         j->user = strdup("");
+    if (wire_get(m, "key") && !(j->key = wire_get_strdup(m, "key")))
+        goto oom;
     j->ntasks = (uint32_t)wire_get_u64(m, "ntasks", 1);
     j->shell = wire_get_bool(m, "shell", false);
     j->complexity = wire_get_f64(m, "complexity", 1);

@@ -477,6 +477,8 @@ static struct pjob *job_from_msg(struct cluster *c, const msgpack_object *m)
     j->name = wire_get_strdup(m, "name");
     j->user = wire_get_strdup(m, "user");
     j->group = wire_get_strdup(m, "group");
+    if (wire_get(m, "key") && !(j->key = wire_get_strdup(m, "key")))
+        goto fail;
     if (!j->name && !(j->name = strdup("")))
         goto fail;
     if (!j->user && !(j->user = strdup("")))
@@ -523,12 +525,26 @@ void h_psubmit(struct cluster *c, struct request *r)
     const char *bad = psubmit_invalid(c, m);
     char why[256];
     bool never;
+    if (!bad)
+        bad = subkey_invalid(m);
     if (bad) {
         scored_reply_err(r, WE_INVALID, "PSUBMIT refused: %s (queues are 0..%u)", bad,
                   c->sd->set.nq - 1);
         return;
     }
-    struct pjob *j = job_from_msg(c, m);
+    struct pjob *j = subkey_find_pjob(c, m);
+    if (j) { /* a retry of a submission that was stored: the same job again */
+        log_info("parallel job %llu: PSUBMIT repeated with the same key, not stored again",
+                 (unsigned long long)j->id);
+        wire_begin(r->reply, WT_SUBMITTED, r->msg->id, 5);
+        wire_put_u64(r->reply, "job", j->id);
+        wire_put_str(r->reply, "state", pj_state_name(j->state));
+        wire_put_str(r->reply, "cluster", j->cluster);
+        wire_put_str(r->reply, "reason", j->reason);
+        wire_put_bool(r->reply, "repeat", true);
+        return;
+    }
+    j = job_from_msg(c, m);
     if (!j) {
         c->turn_failed = true;
         scored_reply_err(r, WE_STORAGE, "out of memory; nothing was changed, retry later");

@@ -38,6 +38,7 @@ struct prank {
 struct pjob {
     uint64_t id;
     char *name, *user, *group;
+    char *key; /* the submission's request key (subkey.c), or NULL */
     char **argv;
     uint32_t argc;
     bool shell, wait, dirty;
@@ -102,6 +103,9 @@ void scored_node_class(const struct cluster *c, const struct node *n, char *name
                        double *speed);
 void scored_pack_clusters(struct cluster *c, struct wire_buf *wb);
 void scored_pack_queues(const struct cluster *c, struct wire_buf *wb);
+
+/* subkey.c: the parallel job submitted with m's key by m's user, or NULL */
+struct pjob *subkey_find_pjob(struct cluster *c, const msgpack_object *m);
 
 /* scored_store.c */
 struct pjob *scored_job_find(struct cluster *c, uint64_t id);

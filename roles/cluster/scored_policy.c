@@ -11,8 +11,13 @@
 
 uint64_t sd_job_limit(uint64_t cluster_lim, uint32_t pct, uint64_t user)
 {
+    /*
+     * K8: the queue's share of the cluster limit applies only when both are set. An
+     * explicit user limit applies on its own (issue #8 item 14): it is enforced even when
+     * no queue percentage is configured, capped by the queue's share when there is one.
+     */
     if (cluster_lim == 0 || pct == 0)
-        return 0; /* K8: limits apply only when both cluster and queue limits are set */
+        return user;
     uint64_t l = cluster_lim * pct / 100;
     if (l == 0)
         l = 1;
@@ -49,9 +54,14 @@ static int fits(const struct sd_cluster *k, const struct sd_queue *q, const stru
     }
     uint64_t ml = sd_job_limit(k->mem_mb, q->mem_pct, rq->mem_mb);
     uint64_t dl = sd_job_limit(k->disk_mb, q->disk_pct, rq->disk_mb);
-    if (ml && ml > k->mem_mb) {
+    if (ml && k->mem_mb && ml > k->mem_mb) {
         snprintf(why, n, "memory: the job's limit %llu MiB exceeds cluster %s's %llu MiB",
                  (unsigned long long)ml, k->name, (unsigned long long)k->mem_mb);
+        return 2;
+    }
+    if (dl && k->disk_mb && dl > k->disk_mb) {
+        snprintf(why, n, "disk: the job's limit %llu MiB exceeds cluster %s's %llu MiB",
+                 (unsigned long long)dl, k->name, (unsigned long long)k->disk_mb);
         return 2;
     }
     if (k->max_jobs && k->njobs >= k->max_jobs) {
@@ -59,13 +69,13 @@ static int fits(const struct sd_cluster *k, const struct sd_queue *q, const stru
                  (unsigned long long)k->njobs);
         return 1;
     }
-    if (ml && k->held_mem + ml > k->mem_mb) {
+    if (ml && k->mem_mb && k->held_mem + ml > k->mem_mb) {
         snprintf(why, n, "memory: cluster %s has %llu of %llu MiB held by admitted jobs, the "
                  "job's limit is %llu MiB", k->name, (unsigned long long)k->held_mem,
                  (unsigned long long)k->mem_mb, (unsigned long long)ml);
         return 1;
     }
-    if (dl && k->held_disk + dl > k->disk_mb) {
+    if (dl && k->disk_mb && k->held_disk + dl > k->disk_mb) {
         snprintf(why, n, "disk: cluster %s has %llu of %llu MiB held by admitted jobs, the "
                  "job's limit is %llu MiB", k->name, (unsigned long long)k->held_disk,
                  (unsigned long long)k->disk_mb, (unsigned long long)dl);

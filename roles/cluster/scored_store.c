@@ -39,6 +39,7 @@ void scored_job_free(struct pjob *j)
     free(j->name);
     free(j->user);
     free(j->group);
+    free(j->key);
     free(j->hosts);
     free(j->ranks);
     free(j);
@@ -94,7 +95,9 @@ static const char *host_name(const struct cluster *c, uint32_t h)
 
 static void job_encode(const struct cluster *c, const struct pjob *j, struct wire_buf *wb)
 {
-    wire_pack_map(wb, 32);
+    wire_pack_map(wb, 32 + (j->key != NULL));
+    if (j->key)
+        wire_put_str(wb, "key", j->key);
     wire_put_u64(wb, "id", j->id);
     wire_put_str(wb, "name", j->name);
     wire_put_str(wb, "user", j->user);
@@ -338,9 +341,10 @@ static int load_job(void *arg, const void *key, size_t klen, const void *val, si
 {
     struct cluster *c = arg;
     msgpack_unpacked up;
-    (void)key;
+    unsigned long long kid = klen == 8 ? (unsigned long long)store_key_get_u64(key) : 0;
     if (klen != 8 || unpack(&up, val, vlen) < 0 || up.data.type != MSGPACK_OBJECT_MAP) {
-        log_warnx("pjobs: skipping an unreadable record");
+        log_warnx("pjobs: skipping an unreadable record (key %llu)", kid);
+        c->load_skipped++;
         return 0;
     }
     const msgpack_object *m = &up.data, *argv = wire_get(m, "argv");
@@ -354,6 +358,7 @@ static int load_job(void *arg, const void *key, size_t klen, const void *val, si
     j->name = wire_get_strdup(m, "name");
     j->user = wire_get_strdup(m, "user");
     j->group = wire_get_strdup(m, "group");
+    j->key = wire_get_strdup(m, "key");
     j->argc = argv->via.array.size;
     if (!(j->argv = calloc(j->argc + 1, sizeof *j->argv)))
         goto bad;
@@ -392,8 +397,19 @@ static int load_job(void *arg, const void *key, size_t klen, const void *val, si
         !(j->ranks = calloc(j->rq.nprocs, sizeof *j->ranks)) ||
         load_hosts(c, j, wire_get(m, "hosts")) < 0)
         goto bad;
-    if (j->state != PJ_WAITING && load_ranks(j, wire_get(m, "ranks")) < 0)
+    /*
+     * A job never placed on hosts (waiting, or cancelled / failed while waiting) has no
+     * process table: it is stored as an empty "ranks" array and loads without one, as
+     * it was in memory (admit() makes the table). Any other job must have all its ranks.
+     */
+    const msgpack_object *rk = wire_get(m, "ranks");
+    if (j->nhosts == 0 && rk && rk->type == MSGPACK_OBJECT_ARRAY && rk->via.array.size == 0 &&
+        (j->state == PJ_WAITING || PJ_TERMINAL(j->state))) {
+        free(j->ranks);
+        j->ranks = NULL;
+    } else if (load_ranks(j, rk) < 0) {
         goto bad;
+    }
     if (scored_job_add(c, j) < 0)
         goto bad;
     if (j->id >= c->next_job)
@@ -401,7 +417,8 @@ static int load_job(void *arg, const void *key, size_t klen, const void *val, si
     msgpack_unpacked_destroy(&up);
     return 0;
 bad:
-    log_warnx("pjobs: skipping a malformed job record");
+    log_warnx("pjobs: skipping a malformed job record (key %llu)", kid);
+    c->load_skipped++;
     scored_job_free(j);
     msgpack_unpacked_destroy(&up);
     return 0;

@@ -4,6 +4,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "lib/log.h"
 #include "lib/loop.h"
@@ -82,6 +83,7 @@ void cluster_job_free(struct job *j)
     free(j->argv);
     free(j->name);
     free(j->user);
+    free(j->key);
     free(j->tasks);
     free(j);
 }
@@ -203,7 +205,7 @@ int cluster_node_register(struct cluster *c) { return node_commit_new(c); }
 
 static void job_encode(const struct job *j, struct wire_buf *wb)
 {
-    wire_pack_map(wb, 16);
+    wire_pack_map(wb, 16 + (j->key != NULL));
     wire_put_u64(wb, "id", j->id);
     wire_put_str(wb, "name", j->name ? j->name : "");
     wire_put_str(wb, "user", j->user ? j->user : "");
@@ -220,6 +222,8 @@ static void job_encode(const struct job *j, struct wire_buf *wb)
     wire_put_str(wb, "state", job_state_name(j->state));
     wire_put_i64(wb, "submitted", j->submitted_ms);
     wire_put_i64(wb, "finished", j->finished_ms);
+    if (j->key)
+        wire_put_str(wb, "key", j->key);
 }
 
 void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live)
@@ -351,9 +355,10 @@ static int load_job(void *arg, const void *key, size_t klen, const void *val, si
 {
     struct cluster *c = arg;
     msgpack_unpacked up;
-    (void)key;
+    unsigned long long kid = klen == 8 ? (unsigned long long)store_key_get_u64(key) : 0;
     if (klen != 8 || unpack(&up, val, vlen) < 0) {
-        log_warnx("jobs: skipping an unreadable record");
+        log_warnx("jobs: skipping an unreadable record (key %llu)", kid);
+        c->load_skipped++;
         return 0;
     }
     const msgpack_object *m = &up.data, *argv = wire_get(m, "argv");
@@ -365,6 +370,7 @@ static int load_job(void *arg, const void *key, size_t klen, const void *val, si
     j->id = wire_get_u64(m, "id", 0);
     j->name = wire_get_strdup(m, "name");
     j->user = wire_get_strdup(m, "user");
+    j->key = wire_get_strdup(m, "key");
     j->argc = argv->via.array.size;
     j->argv = calloc(j->argc + 1, sizeof *j->argv);
     for (uint32_t i = 0; j->argv && i < j->argc; i++) {
@@ -393,7 +399,8 @@ static int load_job(void *arg, const void *key, size_t klen, const void *val, si
     msgpack_unpacked_destroy(&up);
     return 0;
 bad:
-    log_warnx("jobs: skipping a malformed job record");
+    log_warnx("jobs: skipping a malformed job record (key %llu)", kid);
+    c->load_skipped++;
     cluster_job_free(j);
     msgpack_unpacked_destroy(&up);
     return 0;
@@ -403,11 +410,18 @@ static int load_node(void *arg, const void *key, size_t klen, const void *val, s
 {
     struct cluster *c = arg;
     msgpack_unpacked up;
-    if (klen == 0 || klen >= sizeof c->nodes[0].sid || unpack(&up, val, vlen) < 0)
+    if (klen == 0 || klen >= sizeof c->nodes[0].sid || unpack(&up, val, vlen) < 0) {
+        log_warnx("nodes: skipping an unreadable record (key '%.*s')", (int)(klen > 64 ? 64 : klen),
+                  (const char *)key);
+        c->load_skipped++;
         return 0;
+    }
     const msgpack_object *m = &up.data;
     struct node *n = cluster_node_new(c);
-    if (n) {
+    if (!n) {
+        log_warnx("nodes: out of memory loading node '%.*s'", (int)klen, (const char *)key);
+        c->load_skipped++;
+    } else {
         memcpy(n->sid, key, klen);
         n->sid[klen] = '\0';
         wire_get_strbuf(m, "node", n->name, sizeof n->name);
@@ -441,11 +455,19 @@ static int load_task(void *arg, const void *key, size_t klen, const void *val, s
 {
     struct cluster *c = arg;
     msgpack_unpacked up;
-    if (klen != 12 || unpack(&up, val, vlen) < 0)
+    if (klen != 12 || unpack(&up, val, vlen) < 0) {
+        log_warnx("tasks: skipping an unreadable record (%zu-byte key)", klen);
+        c->load_skipped++;
         return 0;
+    }
     struct job *j = cluster_job_find(c, store_key_get_u64(key));
     uint32_t idx = store_key_get_u32((const uint8_t *)key + 8);
-    if (j && idx < j->next_new) {
+    if (!j || idx >= j->next_new) {
+        log_warnx("tasks: skipping task %u of job %llu: %s", idx,
+                  (unsigned long long)store_key_get_u64(key),
+                  j ? "beyond the tasks the job issued" : "no such job loaded");
+        c->load_skipped++;
+    } else {
         const msgpack_object *m = &up.data;
         struct task *t = &j->tasks[idx];
         size_t sl;
@@ -472,10 +494,59 @@ static int load_task(void *arg, const void *key, size_t klen, const void *val, s
     return 0;
 }
 
+/*
+ * The state's incarnation (issue #8 item 8): a random id made when the state is created
+ * and kept in meta, so that results of tasks handed out by an earlier state (before the
+ * state directory was reset) are told apart from those of today's jobs with the same ids.
+ * Written at once (the caller commits before serving).
+ */
+static int load_incarnation(struct cluster *c)
+{
+    void *val;
+    size_t vlen;
+    msgpack_unpacked up;
+    size_t off = 0;
+    c->incarnation[0] = '\0';
+    int rc = store_get(c->store, c->t_meta, "incarnation", 11, &val, &vlen);
+    if (rc < 0)
+        return -1;
+    if (rc == 0) {
+        msgpack_unpacked_init(&up);
+        if (wire_precheck(val, vlen) == 0 &&
+            msgpack_unpack_next(&up, val, vlen, &off) == MSGPACK_UNPACK_SUCCESS &&
+            up.data.type == MSGPACK_OBJECT_STR && up.data.via.str.size > 0 &&
+            up.data.via.str.size < sizeof c->incarnation) {
+            memcpy(c->incarnation, up.data.via.str.ptr, up.data.via.str.size);
+            c->incarnation[up.data.via.str.size] = '\0';
+        }
+        msgpack_unpacked_destroy(&up);
+        free(val);
+        if (c->incarnation[0])
+            return 0;
+        log_warnx("meta: unreadable incarnation record; making a new incarnation");
+    }
+    uint8_t raw[16];
+    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
+        log_warn("cannot make the state's incarnation id");
+        return -1;
+    }
+    for (int i = 0; i < 16; i++)
+        snprintf(c->incarnation + 2 * i, 3, "%02x", raw[i]);
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    wire_pack_str(&wb, c->incarnation);
+    rc = store_put(c->store, c->t_meta, "incarnation", 11, wb.sb.data, wb.sb.size);
+    wire_buf_free(&wb);
+    log_info("new state: incarnation %s", c->incarnation);
+    return rc;
+}
+
 static int load_meta(struct cluster *c)
 {
     void *val;
     size_t vlen;
+    if (load_incarnation(c) < 0)
+        return -1;
     c->next_job = 1;
     int rc = store_get(c->store, c->t_meta, "next_job", 8, &val, &vlen);
     if (rc == 0) {
@@ -494,6 +565,7 @@ static int load_meta(struct cluster *c)
 
 int cluster_load(struct cluster *c)
 {
+    c->load_skipped = 0;
     if (load_meta(c) < 0 || store_iter(c->store, c->t_nodes, NULL, 0, load_node, c) < 0 ||
         store_iter(c->store, c->t_jobs, NULL, 0, load_job, c) < 0 ||
         store_iter(c->store, c->t_tasks, NULL, 0, load_task, c) < 0)

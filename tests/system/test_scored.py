@@ -312,6 +312,22 @@ def test_memory_hog_killed(cluster_factory, client_factory, workdir):
     wait_until(lambda: job(cl, jid)["ranks"][0]["state"] == "exited", scaled(10), msg="exit")
 
 
+def test_user_memory_limit_enforced_without_queue_percentage(cluster_factory, client_factory,
+                                                              workdir):
+    """Issue #8 item 14: --mem alone (no queue %, no console limit) is enforced."""
+    cl = grid(cluster_factory, client_factory, workdir, [("a", "c")])
+    hog = "python3 -c \"import time; b = b'x' * (300 << 20); time.sleep(60)\""
+    jid = psubmit(cl, hog, procs=1, mem_mb=64)["job"]
+    assert job(cl, jid)["mem_lim"] == 64
+    j = wait_state(cl, jid, "killed", timeout=30)
+    assert "memory" in j["reason"] and "64 MiB" in j["reason"], j["reason"]
+    wait_until(lambda: job(cl, jid)["ranks"][0]["state"] == "exited", scaled(10), msg="exit")
+    # a small job under its limit is not touched
+    ok = psubmit(cl, "sleep 0.5", procs=1, mem_mb=64, disk_mb=64)["job"]
+    assert job(cl, ok)["disk_lim"] == 64
+    assert wait_state(cl, ok, ("done", "failed", "killed"))["state"] == "done"
+
+
 def test_tools_console_submit_jobs_stats(cluster_factory, client_factory, workdir, gridnode_bin):
     cl = grid(cluster_factory, client_factory, workdir, [("a", "c")],
               sets={"stats.interval_s": 1})

@@ -24,7 +24,11 @@ static void test_limits(void **state)
 {
     (void)state;
     assert_int_equal(sd_job_limit(1000, 0, 0), 0);   /* queue unset: no limit */
-    assert_int_equal(sd_job_limit(0, 50, 100), 0);   /* cluster unset: no limit */
+    assert_int_equal(sd_job_limit(0, 50, 0), 0);     /* cluster unset: no limit */
+    /* an explicit user limit applies on its own (issue #8 item 14) */
+    assert_int_equal(sd_job_limit(0, 50, 100), 100);
+    assert_int_equal(sd_job_limit(1000, 0, 100), 100);
+    assert_int_equal(sd_job_limit(0, 0, 100), 100);
     assert_int_equal(sd_job_limit(1000, 50, 0), 500);
     assert_int_equal(sd_job_limit(1000, 50, 200), 200); /* the user's, smaller */
     assert_int_equal(sd_job_limit(1000, 50, 900), 500); /* the user's, larger: ignored */
@@ -95,6 +99,20 @@ static void test_admit_refusals(void **state)
     rq.mem_mb = 400; /* an explicit smaller limit fits */
     assert_int_equal(sd_admit(cl, 2, NULL, &q, &rq, cores, &a), 0);
     assert_int_equal(a.mem_lim, 400);
+    /* an explicit limit without any queue percentage or cluster limit is kept */
+    struct sd_queue q0 = {SDQ_ACTIVATED, SDQ_GANG, 0, 0, 0, 0, ""};
+    struct sd_cluster bare[1];
+    mk(&bare[0], "z", 1, hs0, 2, 0);
+    rq.disk_mb = 70;
+    assert_int_equal(sd_admit(bare, 1, NULL, &q0, &rq, cores, &a), 0);
+    assert_int_equal(a.mem_lim, 400);
+    assert_int_equal(a.disk_lim, 70);
+    /* a user limit larger than the cluster's: never */
+    bare[0].disk_mb = 50;
+    assert_int_equal(sd_admit(bare, 1, NULL, &q0, &rq, cores, &a), -1);
+    assert_true(a.never);
+    assert_non_null(strstr(a.why, "disk"));
+    rq.disk_mb = 0;
     /* job count */
     cl[0].max_jobs = cl[1].max_jobs = 1;
     cl[0].njobs = cl[1].njobs = 1;
