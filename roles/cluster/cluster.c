@@ -81,6 +81,13 @@ const struct config_key cluster_keys[] = {
      "hosts file ([host] sections: cluster, speed, watchfs); empty: none (K1)"},
     {"queues", "rc", CONFIG_STR, "", OFF(sd_rc), 0, 0, NULL,
      "startup file of console commands, applied once to a new state (K9)"},
+    {"nodes", "forget_after_s", CONFIG_INT, "86400", OFF(forget_after_s), 0, 1L << 40, NULL,
+     "forget an inactive session holding no work this long after its last request (0: "
+     "never)"},
+    {"nodes", "max_sessions_per_address", CONFIG_INT, "10000", OFF(max_sessions_per_address),
+     0, 1L << 31, NULL,
+     "sessions per peer address; a new one over it replaces the oldest idle one, or is "
+     "refused (0: no cap)"},
     {NULL},
 };
 
@@ -260,6 +267,7 @@ static void on_check(struct loop *l, void *arg)
 {
     (void)l;
     nodes_check_active(arg);
+    sessions_sweep(arg);
 }
 
 static void on_quantum(struct loop *l, void *arg)

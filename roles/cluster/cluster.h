@@ -49,6 +49,8 @@ struct cluster_cfg {
     long sd_queues, sd_default_queue, sd_quantum_ms, sd_sync_ms;
     char sd_hosts[CONFIG_STR_MAX];
     char sd_rc[CONFIG_STR_MAX];
+    /* sessions.c */
+    long forget_after_s, max_sessions_per_address;
 };
 
 enum task_state { TS_NEW = 0, TS_ISSUED = 1, TS_DONE = 2 };
@@ -99,6 +101,15 @@ struct node {
     uint64_t cur_job;  /* current portion and when it started */
     uint32_t cur_idx;
     int64_t cur_since_ms, cur_est_ms;
+    /* sessions.c: forgotten (until the next compaction), its address, its place there */
+    bool gone;
+    uint32_t addr, aprev, anext;
+};
+
+/* The sessions created from one peer address, oldest first (sessions.c). */
+struct addr_ent {
+    char ip[64];
+    uint32_t count, head, tail;
 };
 
 /* A re-issue candidate: (expiry, task); stale entries are skipped when popped. */
@@ -122,6 +133,10 @@ struct cluster {
     uint32_t nnodes, capnodes;
     uint32_t *node_hash; /* open addressing: node index + 1, 0 = empty */
     uint32_t hash_cap;
+    struct addr_ent *addrs; /* dense; addr_hash: index + 1, 0 = empty */
+    uint32_t naddrs, capaddrs, *addr_hash, addr_hash_cap;
+    uint32_t ngone;     /* forgotten sessions still in nodes[] (until compaction) */
+    int64_t compact_ms; /* last compaction */
     struct heap_ent *heap;
     uint32_t nheap, capheap;
     double global_spu; /* across all nodes, for nodes without measurements */
@@ -177,6 +192,16 @@ void heap_push(struct cluster *c, struct heap_ent e);
 double tasks_work(const struct job *j, size_t input_bytes, long input_unit_kb);
 int64_t tasks_wait_ms(const struct cluster *c, const struct node *n, double work);
 void nodes_check_active(struct cluster *c);
+
+/* state.c: rebuilds the session-id hash from nodes[] (skipping forgotten ones) */
+int cluster_node_rehash(struct cluster *c);
+
+/* sessions.c: forgetting idle sessions, the per-address cap (see the file comment) */
+int sessions_index(struct cluster *c);
+void sessions_free(struct cluster *c);
+int sessions_admit(struct cluster *c, const char *peer, char *why, size_t whylen);
+int sessions_attach(struct cluster *c, uint32_t idx);
+void sessions_sweep(struct cluster *c);
 
 /* stats.c */
 int stats_write(struct cluster *c);
