@@ -88,6 +88,8 @@ const struct config_key cluster_keys[] = {
      0, 1L << 31, NULL,
      "sessions per peer address; a new one over it replaces the oldest idle one, or is "
      "refused (0: no cap)"},
+    {"jobs", "retention_s", CONFIG_INT, "604800", OFF(retention_s), 0, 1L << 40, NULL,
+     "purge finished jobs this long after they ended (0: keep them until gridnode purge)"},
     {NULL},
 };
 
@@ -247,6 +249,8 @@ static void before_sleep(struct loop *l, void *arg)
 {
     struct cluster *c = arg;
     (void)l;
+    if (!c->turn_failed && c->npurgeq)
+        purge_step(c); /* a bounded batch of purged jobs' records */
     if (c->turn_failed) {
         undo_turn(c);
     } else {
@@ -266,8 +270,14 @@ static void before_sleep(struct loop *l, void *arg)
 static void on_check(struct loop *l, void *arg)
 {
     (void)l;
-    nodes_check_active(arg);
-    sessions_sweep(arg);
+    struct cluster *c = arg;
+    nodes_check_active(c);
+    sessions_sweep(c);
+    long every = c->cfg.retention_s < 10 ? c->cfg.retention_s : 10; /* seconds */
+    if (every > 0 && ++c->retention_ticks >= every) {
+        c->retention_ticks = 0;
+        purge_retention(c);
+    }
 }
 
 static void on_quantum(struct loop *l, void *arg)

@@ -51,6 +51,7 @@ struct cluster_cfg {
     char sd_rc[CONFIG_STR_MAX];
     /* sessions.c */
     long forget_after_s, max_sessions_per_address;
+    long retention_s; /* purge.c */
 };
 
 enum task_state { TS_NEW = 0, TS_ISSUED = 1, TS_DONE = 2 };
@@ -137,6 +138,8 @@ struct cluster {
     uint32_t naddrs, capaddrs, *addr_hash, addr_hash_cap;
     uint32_t ngone;     /* forgotten sessions still in nodes[] (until compaction) */
     int64_t compact_ms; /* last compaction */
+    uint64_t *purgeq;   /* purged jobs whose per-task records are still being deleted */
+    uint32_t npurgeq, cappurgeq, retention_ticks;
     struct heap_ent *heap;
     uint32_t nheap, capheap;
     double global_spu; /* across all nodes, for nodes without measurements */
@@ -202,6 +205,14 @@ void sessions_free(struct cluster *c);
 int sessions_admit(struct cluster *c, const char *peer, char *why, size_t whylen);
 int sessions_attach(struct cluster *c, uint32_t idx);
 void sessions_sweep(struct cluster *c);
+
+/* purge.c: purging finished jobs (see the file comment) */
+int purge_load(struct cluster *c);
+void purge_free(struct cluster *c);
+void purge_step(struct cluster *c);
+void purge_retention(struct cluster *c);
+int purge_request(struct cluster *c, const msgpack_object *m, struct wire_buf *reply,
+                  uint64_t req_id, char *err, size_t errlen, int *code);
 
 /* stats.c */
 int stats_write(struct cluster *c);

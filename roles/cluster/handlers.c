@@ -589,6 +589,14 @@ static void h_node_list(struct cluster *c, struct request *r)
     wire_buf_free(&rows);
 }
 
+static void h_purge(struct cluster *c, struct request *r)
+{
+    char err[300];
+    int code = 0;
+    if (purge_request(c, r->msg->root, r->reply, r->msg->id, err, sizeof err, &code) < 0)
+        reply_error(r, code, "%s", err);
+}
+
 static const struct {
     uint32_t type;
     void (*fn)(struct cluster *c, struct request *r);
@@ -597,7 +605,7 @@ static const struct {
     {WT_LEAVE, h_leave},       {WT_STATUS, h_status},     {WT_SUBMIT, h_submit},
     {WT_JOB_LIST, h_job_list}, {WT_JOB_GET, h_job_get},   {WT_CANCEL, h_cancel},
     {WT_NODE_LIST, h_node_list}, {WT_PSYNC, h_psync},       {WT_PSUBMIT, h_psubmit},
-    {WT_CONSOLE, h_console},   {WT_SD_INFO, h_sd_info},
+    {WT_CONSOLE, h_console},   {WT_SD_INFO, h_sd_info},   {WT_PURGE, h_purge},
 };
 
 void handlers_dispatch(struct cluster *c, struct request *r)

@@ -518,7 +518,7 @@ int cluster_load(struct cluster *c)
         if (c->jobs[i]->id >= c->next_job)
             c->next_job = c->jobs[i]->id + 1;
     c->open_from = 0;
-    return scored_load(c) < 0 || sessions_index(c) < 0 ? -1 : 0;
+    return scored_load(c) < 0 || sessions_index(c) < 0 || purge_load(c) < 0 ? -1 : 0;
 }
 
 void cluster_free_state(struct cluster *c)
@@ -530,6 +530,7 @@ void cluster_free_state(struct cluster *c)
     free(c->node_hash);
     free(c->heap);
     sessions_free(c);
+    purge_free(c);
     scored_free_state(c);
     c->jobs = NULL;
     c->nodes = NULL;

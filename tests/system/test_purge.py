@@ -157,3 +157,109 @@ def test_rss_falls_after_forgetting_100k_sessions(cluster_factory):
     # LMDB page caches (about a third of the growth when measured)
     wait_until(lambda: rss_kb(cl.pid) < base + (peak - base) * 0.7, scaled(60),
                msg="RSS back down (base %d kB, peak %d kB)" % (base, peak))
+
+
+# ---------------------------------------------------------------------------
+# purging finished jobs
+
+def dump_job_ids(gridnode_bin, state_dir):
+    """{table: set of job ids} of every record keyed by a job id, from `gridnode dump`."""
+    import json
+    r = run_cli(gridnode_bin, "dump", state_dir, "--json")
+    assert r.returncode == 0, r.stderr
+    out = {}
+    for line in r.stdout.splitlines():
+        rec = json.loads(line)
+        k = rec["key"]  # a job id, or "job.idx[.n]" for per-task records
+        if rec["table"] in ("meta", "nodes", "scored"):
+            continue
+        out.setdefault(rec["table"], set()).add(int(str(k).split(".")[0]))
+    return out
+
+
+def has_job(tables, jid):
+    return sorted(t for t, ids in tables.items() if jid in ids)
+
+
+def job_state(cl, jid):
+    return cl.client().ok("JOB_GET", "JOB", job=jid)["job"]["state"]
+
+
+def test_purge_removes_finished_jobs_for_good(cluster_factory, client_factory, gridnode_bin):
+    cl = cluster_factory(dict(FAST, **{"jobs.retention_s": 0}))
+    client_factory(cl, n=1, sets=CLIENT)
+    u = cl.client()
+    a = u.ok("SUBMIT", "SUBMITTED", argv=["cat"], ntasks=3, name="a",
+             stdin=[b"in%d" % i for i in range(3)])["job"]
+    b = u.ok("SUBMIT", "SUBMITTED", argv=["/bin/echo", "{i}"], ntasks=3, name="b")["job"]
+    wait_until(lambda: job_state(cl, a) == "done" and job_state(cl, b) == "done",
+               scaled(60), msg="jobs done")
+    run = u.ok("SUBMIT", "SUBMITTED", argv=["sleep", "60"], ntasks=1, name="r")["job"]
+    wait_until(lambda: job_state(cl, run) == "running", scaled(30), msg="job running")
+    tables = dump_job_ids(gridnode_bin, cl.state_dir)
+    assert has_job(tables, a) == ["jobs", "results", "stdin", "tasks"], tables
+    # a running job is refused, naming it, and nothing of the request is purged
+    p = run_cli(gridnode_bin, "purge", "-e", cl.endpoint, a, run)
+    assert p.returncode == 1 and "job %d is running" % run in p.stderr, p.stderr
+    assert job_state(cl, a) == "done"
+    u.err("PURGE", "NOT_FOUND", jobs=[10 ** 9])
+    # purge one job: the table says what went, the job is gone at once
+    p = run_cli(gridnode_bin, "purge", "-e", cl.endpoint, a)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split("\n")[0].split() == ["JOB", "STATE", "ENDED", "NAME"]
+    assert p.stdout.split("\n")[1].split()[:2] == [str(a), "done"], p.stdout
+    u.err("JOB_GET", "NOT_FOUND", job=a)
+    assert a not in [j["job"] for j in u.ok("JOB_LIST", "JOBS")["jobs"]]
+    wait_until(lambda: not has_job(dump_job_ids(gridnode_bin, cl.state_dir), a), scaled(30),
+               msg="every record of the purged job deleted")
+    # nothing comes back after kill -9 and restart; the others are intact
+    cl.restart(signal.SIGKILL)
+    u = cl.client()
+    u.err("JOB_GET", "NOT_FOUND", job=a)
+    tables = dump_job_ids(gridnode_bin, cl.state_dir)
+    assert not has_job(tables, a) and "results" in has_job(tables, b), tables
+    # --older-than 0 purges every finished job, never the running one (--json)
+    p = run_cli(gridnode_bin, "purge", "-e", cl.endpoint, "--older-than", "0", "--json")
+    import json
+    assert p.returncode == 0 and [j["job"] for j in json.loads(p.stdout)] == [b], p.stdout
+    assert job_state(cl, run) == "running"
+    p = run_cli(gridnode_bin, "purge", "-e", cl.endpoint, "--older-than", "1d")
+    assert p.returncode == 0 and "0 job(s) purged" in p.stderr
+    p = run_cli(gridnode_bin, "purge", "-e", cl.endpoint)
+    assert p.returncode == 2 and "--older-than" in p.stderr
+    u.ok("CANCEL", "OK", job=run)
+    assert [j["job"] for j in u.ok("PURGE", "PURGED", jobs=[run])["jobs"]] == [run]
+    wait_until(lambda: not has_job(dump_job_ids(gridnode_bin, cl.state_dir), run),
+               scaled(30), msg="cancelled job's records deleted")
+
+
+def test_retention_purges_finished_jobs(cluster_factory, gridnode_bin):
+    cl = cluster_factory(dict(FAST, **{"jobs.retention_s": 2}))
+    u = cl.client()
+    old = u.ok("SUBMIT", "SUBMITTED", argv=["x"], ntasks=2, stdin=[b"1", b"2"])["job"]
+    u.ok("CANCEL", "OK", job=old)
+    keep = u.ok("SUBMIT", "SUBMITTED", argv=["x"], ntasks=2)["job"]  # queued: never purged
+    wait_until(lambda: u.call("JOB_GET", job=old)["t"] == TYPES["ERROR"], scaled(30),
+               msg="retention purged the job")
+    wait_until(lambda: not has_job(dump_job_ids(gridnode_bin, cl.state_dir), old),
+               scaled(30), msg="its records deleted")
+    assert job_state(cl, keep) == "queued"
+    assert "retention" in cl.log()
+
+
+def test_store_stays_bounded_under_submit_purge_cycles(cluster_factory):
+    cl = cluster_factory(dict(FAST, **{"jobs.retention_s": 0}))
+    u = cl.connect(timeout=scaled(60))
+    data = cl.state_dir / "data.mdb"
+    blob = b"x" * 4000
+    sizes = []
+    for cycle in range(16):
+        jid = u.ok("SUBMIT", "SUBMITTED", argv=["cat"], ntasks=500,
+                   stdin=[blob] * 500)["job"]  # about 2 MB of records
+        u.ok("CANCEL", "OK", job=jid)
+        u.ok("PURGE", "PURGED", jobs=[jid])
+        wait_until(lambda: u.call("JOB_GET", job=jid)["t"] == TYPES["ERROR"], scaled(30))
+        time.sleep(0.3)  # the records go in the next turns
+        sizes.append(os.path.getsize(data))
+    # LMDB reuses the freed pages: the file stops growing after the first cycles
+    assert sizes[-1] <= sizes[3] * 1.5 + (1 << 20), sizes
