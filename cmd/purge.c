@@ -63,8 +63,8 @@ static void print_rows(const struct cli *c, const msgpack_object *jobs, bool *fi
         } else {
             wire_get_strbuf(j, "name", name, sizeof name);
             wire_get_strbuf(j, "state", state, sizeof state);
-            printf("%-8llu %-10s %-19s %s\n", (unsigned long long)wire_get_u64(j, "job", 0),
-                   state, cli_time(wire_get_i64(j, "finished", 0), when, sizeof when), name);
+            printf("%-8llu %-10s %-19s %s\n", (unsigned long long)wire_get_u64(j, "job", 0), state,
+                   cli_time(wire_get_i64(j, "finished", 0), when, sizeof when), name);
         }
         *first = false;
     }
@@ -87,8 +87,10 @@ int cmd_purge(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--older-than") && i + 1 < argc) {
             if ((older = parse_duration(argv[++i])) < 0) {
-                fprintf(stderr, "%s: --older-than: '%s' is not a duration (e.g. 3600, 90m, "
-                        "12h, 7d)\n", c.prog, argv[i]);
+                fprintf(stderr,
+                        "%s: --older-than: '%s' is not a duration (e.g. 3600, 90m, "
+                        "12h, 7d)\n",
+                        c.prog, argv[i]);
                 free(ids);
                 return 2;
             }
@@ -102,8 +104,10 @@ int cmd_purge(int argc, char **argv)
         }
     }
     if (nids == 0 && older < 0) {
-        fprintf(stderr, "%s: name the jobs to purge, or give --older-than DURATION "
-                "(--older-than 0: every finished job)\n", c.prog);
+        fprintf(stderr,
+                "%s: name the jobs to purge, or give --older-than DURATION "
+                "(--older-than 0: every finished job)\n",
+                c.prog);
         free(ids);
         return 2;
     }

@@ -605,7 +605,8 @@ static const struct {
     {WT_LEAVE, h_leave},       {WT_STATUS, h_status},     {WT_SUBMIT, h_submit},
     {WT_JOB_LIST, h_job_list}, {WT_JOB_GET, h_job_get},   {WT_CANCEL, h_cancel},
     {WT_NODE_LIST, h_node_list}, {WT_PSYNC, h_psync},       {WT_PSUBMIT, h_psubmit},
-    {WT_CONSOLE, h_console},   {WT_SD_INFO, h_sd_info},   {WT_PURGE, h_purge},
+    {WT_CONSOLE, h_console},   {WT_SD_INFO, h_sd_info},
+    {WT_PURGE, h_purge},
 };
 
 void handlers_dispatch(struct cluster *c, struct request *r)

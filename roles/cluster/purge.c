@@ -97,7 +97,10 @@ static bool job_lookup(struct cluster *c, uint64_t id, bool *fin, int64_t *at, c
     return false;
 }
 
-/* Removes one finished job from memory and its record; queues its per-task records. */
+/*
+ * Deletes one finished job's record and queues its per-task records; the job stays in
+ * memory until drop_purged() (one pass over the job arrays for the whole batch).
+ */
 static int purge_one(struct cluster *c, uint64_t id, struct wire_buf *rows)
 {
     uint8_t key[8];
@@ -111,38 +114,74 @@ static int purge_one(struct cluster *c, uint64_t id, struct wire_buf *rows)
     int ml = mark_key(mk, sizeof mk, id);
     if (store_put(c->store, c->t_meta, mk, (size_t)ml, "", 0) < 0 || queue_push(c, id) < 0)
         return -1;
+    struct job *j = cluster_job_find(c, id);
+    struct pjob *p = j ? NULL : scored_job_find(c, id);
     if (rows) {
         wire_pack_map(rows, 4);
         wire_put_u64(rows, "job", id);
         wire_put_str(rows, "state", st);
         wire_put_i64(rows, "finished", at);
+        wire_put_str(rows, "name", j ? (j->name ? j->name : "") : (p->name ? p->name : ""));
     }
-    struct job *j = cluster_job_find(c, id);
-    if (j) {
-        if (rows)
-            wire_put_str(rows, "name", j->name ? j->name : "");
-        uint32_t i = 0;
-        while (c->jobs[i] != j) /* found above, so it is there; ids ascend */
-            i++;
-        memmove(&c->jobs[i], &c->jobs[i + 1], (c->njobs - i - 1) * sizeof *c->jobs);
-        c->njobs--;
-        if (c->open_from > i)
-            c->open_from--;
-        cluster_job_free(j);
-        return store_del(c->store, c->t_jobs, key, 8);
+    if (j)
+        j->dirty = false;
+    else
+        p->dirty = false;
+    return store_del(c->store, j ? c->t_jobs : c->sd->t_pjobs, key, 8);
+}
+
+static bool in_sorted(const uint64_t *ids, uint32_t n, uint64_t id)
+{
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (ids[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    struct pjob *p = scored_job_find(c, id);
-    if (rows)
-        wire_put_str(rows, "name", p->name ? p->name : "");
-    for (uint32_t i = 0; i < c->sd->njobs; i++)
-        if (c->sd->jobs[i] == p) {
-            memmove(&c->sd->jobs[i], &c->sd->jobs[i + 1],
-                    (c->sd->njobs - i - 1) * sizeof *c->sd->jobs);
-            c->sd->njobs--;
-            break;
+    return lo < n && ids[lo] == id;
+}
+
+/* Frees the jobs whose ids are in ids (sorted) and closes the gaps: O(jobs x log n). */
+static void drop_purged(struct cluster *c, const uint64_t *ids, uint32_t n)
+{
+    uint32_t k = 0, open = c->open_from;
+    for (uint32_t i = 0; i < c->njobs; i++) {
+        if (in_sorted(ids, n, c->jobs[i]->id)) {
+            cluster_job_free(c->jobs[i]);
+            open -= i < c->open_from;
+        } else {
+            c->jobs[k++] = c->jobs[i];
         }
-    scored_job_free(p);
-    return store_del(c->store, c->sd->t_pjobs, key, 8);
+    }
+    c->njobs = k;
+    c->open_from = open;
+    k = 0;
+    for (uint32_t i = 0; i < c->sd->njobs; i++) {
+        if (in_sorted(ids, n, c->sd->jobs[i]->id))
+            scored_job_free(c->sd->jobs[i]);
+        else
+            c->sd->jobs[k++] = c->sd->jobs[i];
+    }
+    c->sd->njobs = k;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sorts ids and drops repeats; returns the new count. */
+static uint32_t sort_unique(uint64_t *ids, uint32_t n)
+{
+    uint32_t k = 0;
+    qsort(ids, n, sizeof *ids, cmp_u64);
+    for (uint32_t i = 0; i < n; i++)
+        if (k == 0 || ids[i] != ids[k - 1])
+            ids[k++] = ids[i];
+    return k;
 }
 
 struct sweep {
@@ -201,8 +240,7 @@ static uint32_t select_old(struct cluster *c, int64_t cutoff, uint64_t *out, uin
 {
     uint32_t n = 0, a = 0, b = 0;
     while (n < max && (a < c->njobs || b < c->sd->njobs)) {
-        bool take_a = b >= c->sd->njobs ||
-                      (a < c->njobs && c->jobs[a]->id < c->sd->jobs[b]->id);
+        bool take_a = b >= c->sd->njobs || (a < c->njobs && c->jobs[a]->id < c->sd->jobs[b]->id);
         uint64_t id = take_a ? c->jobs[a++]->id : c->sd->jobs[b++]->id;
         bool fin;
         int64_t at;
@@ -220,13 +258,15 @@ void purge_retention(struct cluster *c)
     uint64_t *ids = malloc(PURGE_REQ_JOBS * sizeof *ids);
     if (!ids)
         return;
-    uint32_t n = select_old(c, wall_now_ms() - (int64_t)c->cfg.retention_s * 1000, ids,
-                            PURGE_REQ_JOBS);
+    uint32_t n =
+        select_old(c, wall_now_ms() - (int64_t)c->cfg.retention_s * 1000, ids, PURGE_REQ_JOBS);
     for (uint32_t i = 0; i < n; i++)
         if (purge_one(c, ids[i], NULL) < 0) {
-            c->turn_failed = true;
-            break;
+            c->turn_failed = true; /* the turn is undone: the state is reloaded */
+            free(ids);
+            return;
         }
+    drop_purged(c, ids, n);
     if (n)
         log_info("retention: %u finished job(s) older than %ld s purged", n, c->cfg.retention_s);
     free(ids);
@@ -258,15 +298,19 @@ int purge_request(struct cluster *c, const msgpack_object *m, struct wire_buf *r
             const char *st;
             if (!job_lookup(c, id, &fin, &at, &st)) {
                 *code = WE_NOT_FOUND;
-                snprintf(err, errlen, "no job %" PRIu64 " (already purged, or never "
-                         "submitted); nothing was purged", id);
+                snprintf(err, errlen,
+                         "no job %" PRIu64 " (already purged, or never "
+                         "submitted); nothing was purged",
+                         id);
                 free(ids);
                 return -1;
             }
             if (!fin) {
                 *code = WE_STATE;
-                snprintf(err, errlen, "job %" PRIu64 " is %s: only finished jobs can be "
-                         "purged (cancel it first); nothing was purged", id, st);
+                snprintf(err, errlen,
+                         "job %" PRIu64 " is %s: only finished jobs can be "
+                         "purged (cancel it first); nothing was purged",
+                         id, st);
                 free(ids);
                 return -1;
             }
@@ -276,6 +320,7 @@ int purge_request(struct cluster *c, const msgpack_object *m, struct wire_buf *r
     } else {
         n = select_old(c, cutoff, ids, cap);
     }
+    n = sort_unique(ids, n);
     struct wire_buf rows;
     wire_buf_init(&rows);
     uint32_t done = 0;
@@ -291,6 +336,7 @@ int purge_request(struct cluster *c, const msgpack_object *m, struct wire_buf *r
         }
         done += rows.sb.size != before;
     }
+    drop_purged(c, ids, n);
     wire_begin(reply, WT_PURGED, req_id, 2);
     wire_put_key(reply, "jobs");
     wire_pack_array(reply, done);

@@ -40,8 +40,8 @@
 #include "store/store.h"
 
 #define NONE UINT32_MAX
-#define ADMIT_LOOK 64            /* sessions a HELLO over the cap looks at */
-#define COMPACT_EVERY_MS 10000   /* compact at least this often while slots are gone */
+#define ADMIT_LOOK 64          /* sessions a HELLO over the cap looks at */
+#define COMPACT_EVERY_MS 10000 /* compact at least this often while slots are gone */
 /*
  * Sessions one sweep (1 s) forgets at most: bounds the turn's work and its write
  * transaction (LMDB keeps the dirty pages of its largest transaction cached for reuse).

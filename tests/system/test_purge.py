@@ -263,3 +263,24 @@ def test_store_stays_bounded_under_submit_purge_cycles(cluster_factory):
         sizes.append(os.path.getsize(data))
     # LMDB reuses the freed pages: the file stops growing after the first cycles
     assert sizes[-1] <= sizes[3] * 1.5 + (1 << 20), sizes
+
+
+def test_purge_parallel_jobs(cluster_factory, client_factory, workdir, gridnode_bin):
+    from test_scored import grid, psubmit, wait_state
+    cl = grid(cluster_factory, client_factory, workdir, [("a", "c")],
+              sets={"jobs.retention_s": 0})
+    done = psubmit(cl, "echo out-$GRIDNODE_RANK")["job"]
+    wait_state(cl, done, ("done",))
+    run = psubmit(cl, "sleep 60")["job"]
+    wait_state(cl, run, ("running",))
+    assert "pjobs" in has_job(dump_job_ids(gridnode_bin, cl.state_dir), done)
+    r = cl.client().err("PURGE", "STATE", jobs=[run])
+    assert "job %d is running" % run in r["msg"], r
+    r = cl.client().ok("PURGE", "PURGED", older_than_s=0)
+    assert [(j["job"], j["state"]) for j in r["jobs"]] == [(done, "done")], r
+    cl.client().err("JOB_GET", "NOT_FOUND", job=done)
+    wait_until(lambda: not has_job(dump_job_ids(gridnode_bin, cl.state_dir), done),
+               scaled(30), msg="parallel job's records deleted")
+    cl.restart(signal.SIGKILL)
+    cl.client().err("JOB_GET", "NOT_FOUND", job=done)
+    assert cl.client().ok("JOB_GET", "JOB", job=run)["job"]["kind"] == "parallel"
