@@ -63,6 +63,7 @@ void sessions_free(struct cluster *c)
     c->addrs = NULL;
     c->addr_hash = NULL;
     c->naddrs = c->capaddrs = c->addr_hash_cap = 0;
+    c->ngone = 0; /* callers (load, compaction) have no gone slot left */
 }
 
 static int addr_rehash(struct cluster *c, uint32_t cap)
