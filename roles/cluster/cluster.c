@@ -84,8 +84,8 @@ const struct config_key cluster_keys[] = {
     {"nodes", "forget_after_s", CONFIG_INT, "86400", OFF(forget_after_s), 0, 1L << 40, NULL,
      "forget an inactive session holding no work this long after its last request (0: "
      "never)"},
-    {"nodes", "max_sessions_per_address", CONFIG_INT, "10000", OFF(max_sessions_per_address),
-     0, 1L << 31, NULL,
+    {"nodes", "max_sessions_per_address", CONFIG_INT, "10000", OFF(max_sessions_per_address), 0,
+     1L << 31, NULL,
      "sessions per peer address; a new one over it replaces the oldest idle one, or is "
      "refused (0: no cap)"},
     {"jobs", "retention_s", CONFIG_INT, "604800", OFF(retention_s), 0, 1L << 40, NULL,
