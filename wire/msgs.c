@@ -262,6 +262,18 @@ static const struct wire_field f_cancel[] = {
     {NULL},
 };
 
+static const struct wire_field f_purge[] = {
+    {"jobs", WF_ARRAY, false, 100000, WF_UINT},
+    {"older_than_s", WF_UINT, false},
+    {NULL},
+};
+
+static const struct wire_field f_purged[] = {
+    {"jobs", WF_ARRAY, true, UINT32_MAX, WF_MAP},
+    {"more", WF_BOOL, false},
+    {NULL},
+};
+
 static const struct wire_field f_nodes[] = {
     {"nodes", WF_ARRAY, true, UINT32_MAX, WF_MAP},
     {"next", WF_UINT, false},
@@ -295,6 +307,8 @@ const struct wire_desc wire_descs[] = {
     {WT_CONSOLE_OUT, "CONSOLE_OUT", "cluster", false, f_console_out},
     {WT_SD_INFO, "SD_INFO", "user", true, f_none},
     {WT_SD_STATE, "SD_STATE", "cluster", false, f_sd_state},
+    {WT_PURGE, "PURGE", "user", true, f_purge},
+    {WT_PURGED, "PURGED", "cluster", false, f_purged},
     {0, NULL, NULL, false, NULL},
 };
 

@@ -53,6 +53,9 @@ enum wire_type {
     WT_CONSOLE_OUT = 41,
     WT_SD_INFO = 42,     /* clusters and queues; reply SD_STATE */
     WT_SD_STATE = 43,
+    /* user tools -> cluster: purging finished jobs */
+    WT_PURGE = 54,  /* reply PURGED */
+    WT_PURGED = 55, /* the jobs purged */
 };
 
 /* Error codes carried by WT_ERROR ("code"). Values are never reused. */

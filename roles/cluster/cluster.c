@@ -79,6 +79,15 @@ const struct config_key cluster_keys[] = {
      "startup file of console commands, applied once to a new state (K9)"},
     {"limits", "peer_queue", CONFIG_INT, "1000", OFF(peer_queue), 1, 1000000, NULL,
      "replies (and requests) queued per peer; replies beyond it are dropped and logged"},
+    {"nodes", "forget_after_s", CONFIG_INT, "86400", OFF(forget_after_s), 0, 1L << 40, NULL,
+     "forget an inactive session holding no work this long after its last request (0: "
+     "never)"},
+    {"nodes", "max_sessions_per_address", CONFIG_INT, "10000", OFF(max_sessions_per_address), 0,
+     1L << 31, NULL,
+     "sessions per peer address; a new one over it replaces the oldest idle one, or is "
+     "refused (0: no cap)"},
+    {"jobs", "retention_s", CONFIG_INT, "604800", OFF(retention_s), 0, 1L << 40, NULL,
+     "purge finished jobs this long after they ended (0: keep them until gridnode purge)"},
     {NULL},
 };
 
@@ -122,6 +131,10 @@ static int on_commit(void *arg)
     struct cluster *c = arg;
     if (c->turn_failed) /* a handler could not buffer its writes */
         return -1;
+    if (c->npurgeq)
+        purge_step(c); /* a bounded batch of purged jobs' records */
+    if (c->turn_failed)
+        return -1;
     if (c->sd->resched) /* submissions, ends, console changes: fill freed hosts now */
         scored_schedule(c, false);
     if (cluster_save_dirty(c) < 0 || scored_save_dirty(c) < 0 || store_commit(c->store) < 0) {
@@ -147,7 +160,14 @@ static void on_reload(void *arg)
 static void on_check(struct loop *l, void *arg)
 {
     (void)l;
-    nodes_check_active(arg);
+    struct cluster *c = arg;
+    nodes_check_active(c);
+    sessions_sweep(c);
+    long every = c->cfg.retention_s < 10 ? c->cfg.retention_s : 10; /* seconds */
+    if (every > 0 && ++c->retention_ticks >= every) {
+        c->retention_ticks = 0;
+        purge_retention(c);
+    }
 }
 
 static void on_quantum(struct loop *l, void *arg)

@@ -54,6 +54,9 @@ struct cluster_cfg {
     long sd_queues, sd_default_queue, sd_quantum_ms, sd_sync_ms;
     char sd_hosts[CONFIG_STR_MAX];
     char sd_rc[CONFIG_STR_MAX];
+    /* sessions.c */
+    long forget_after_s, max_sessions_per_address;
+    long retention_s; /* purge.c */
 };
 
 enum task_state { TS_NEW = 0, TS_ISSUED = 1, TS_DONE = 2 };
@@ -115,6 +118,15 @@ struct node {
     /* tasks of cancelled jobs this node holds, sent in its next TASKS or STATUS_ACK */
     struct cancel_ent *cancels;
     uint32_t ncancels, capcancels;
+    /* sessions.c: forgotten (until the next compaction), its address, its place there */
+    bool gone;
+    uint32_t addr, aprev, anext;
+};
+
+/* The sessions created from one peer address, oldest first (sessions.c). */
+struct addr_ent {
+    char ip[64];
+    uint32_t count, head, tail;
 };
 
 struct cancel_ent {
@@ -150,6 +162,12 @@ struct cluster {
     uint32_t nnodes, capnodes;
     uint32_t *node_hash; /* open addressing: node index + 1, 0 = empty */
     uint32_t hash_cap;
+    struct addr_ent *addrs; /* dense; addr_hash: index + 1, 0 = empty */
+    uint32_t naddrs, capaddrs, *addr_hash, addr_hash_cap;
+    uint32_t ngone;     /* forgotten sessions still in nodes[] (until compaction) */
+    int64_t compact_ms; /* last compaction */
+    uint64_t *purgeq;   /* purged jobs whose per-task records are still being deleted */
+    uint32_t npurgeq, cappurgeq, retention_ticks;
     struct heap_ent *heap;
     uint32_t nheap, capheap;
     double global_spu; /* across all nodes, for nodes without measurements */
@@ -215,6 +233,24 @@ void nodes_check_active(struct cluster *c);
 /* subkey.c: idempotent submission by request key */
 const char *subkey_invalid(const msgpack_object *m); /* why m's "key" is unacceptable */
 struct job *subkey_find_job(struct cluster *c, const msgpack_object *m); /* same key+user */
+
+/* state.c: rebuilds the session-id hash from nodes[] (skipping forgotten ones) */
+int cluster_node_rehash(struct cluster *c);
+
+/* sessions.c: forgetting idle sessions, the per-address cap (see the file comment) */
+int sessions_index(struct cluster *c);
+void sessions_free(struct cluster *c);
+int sessions_admit(struct cluster *c, const char *peer, char *why, size_t whylen);
+int sessions_attach(struct cluster *c, uint32_t idx);
+void sessions_sweep(struct cluster *c);
+
+/* purge.c: purging finished jobs (see the file comment) */
+int purge_load(struct cluster *c);
+void purge_free(struct cluster *c);
+void purge_step(struct cluster *c);
+void purge_retention(struct cluster *c);
+int purge_request(struct cluster *c, const msgpack_object *m, struct wire_buf *reply,
+                  uint64_t req_id, char *err, size_t errlen, int *code);
 
 /* stats.c */
 int stats_write(struct cluster *c);

@@ -77,6 +77,11 @@ static void h_hello(struct cluster *c, struct request *r)
     bool resumed = n != NULL;
     if (!n) {
         uint8_t raw[16];
+        char why[300];
+        if (sessions_admit(c, r->peer, why, sizeof why) < 0) {
+            reply_error(r, WE_REFUSED, "%s", why);
+            return;
+        }
         if (!(n = cluster_node_new(c)) || getrandom(raw, sizeof raw, 0) != sizeof raw) {
             reply_error(r, WE_STORAGE, "cannot create a session (out of memory or entropy)");
             return;
@@ -84,7 +89,8 @@ static void h_hello(struct cluster *c, struct request *r)
         for (int i = 0; i < 16; i++)
             snprintf(n->sid + 2 * i, 3, "%02x", raw[i]);
         n->first_ms = wall_now_ms();
-        if (cluster_node_register(c) < 0) {
+        snprintf(n->ip, sizeof n->ip, "%s", r->peer);
+        if (cluster_node_register(c) < 0 || sessions_attach(c, c->nnodes - 1) < 0) {
             reply_storage(c, r);
             return;
         }
@@ -630,10 +636,21 @@ static void h_node_list(struct cluster *c, struct request *r)
     uint32_t count = list_count(r), n = 0, i = from < c->nnodes ? (uint32_t)from : c->nnodes;
     struct wire_buf rows;
     wire_buf_init(&rows);
-    for (; i < c->nnodes && n < count && (n == 0 || rows.sb.size <= CLUSTER_LIST_MAX); i++, n++)
-        cluster_node_pack(&c->nodes[i], &rows, true);
+    for (; i < c->nnodes && n < count && (n == 0 || rows.sb.size <= CLUSTER_LIST_MAX); i++)
+        if (!c->nodes[i].gone) { /* forgotten, until the next compaction */
+            cluster_node_pack(&c->nodes[i], &rows, true);
+            n++;
+        }
     list_reply(r, WT_NODES, "nodes", &rows, n, i < c->nnodes, i);
     wire_buf_free(&rows);
+}
+
+static void h_purge(struct cluster *c, struct request *r)
+{
+    char err[300];
+    int code = 0;
+    if (purge_request(c, r->msg->root, r->reply, r->msg->id, err, sizeof err, &code) < 0)
+        reply_error(r, code, "%s", err);
 }
 
 static const struct {
@@ -645,6 +662,7 @@ static const struct {
     {WT_JOB_LIST, h_job_list}, {WT_JOB_GET, h_job_get},   {WT_CANCEL, h_cancel},
     {WT_NODE_LIST, h_node_list}, {WT_PSYNC, h_psync},       {WT_PSUBMIT, h_psubmit},
     {WT_CONSOLE, h_console},   {WT_SD_INFO, h_sd_info},
+    {WT_PURGE, h_purge},
 };
 
 void handlers_dispatch(struct cluster *c, struct request *r)

@@ -158,6 +158,29 @@ static int hash_insert(struct cluster *c, uint32_t ix)
     return 0;
 }
 
+/* A table sized for nnodes (so it shrinks after a compaction) with every live node. */
+int cluster_node_rehash(struct cluster *c)
+{
+    uint32_t cap = 256;
+    while (cap < (c->nnodes + 1) * 2)
+        cap *= 2;
+    uint32_t *h = calloc(cap, sizeof *h);
+    if (!h)
+        return -1;
+    free(c->node_hash);
+    c->node_hash = h;
+    c->hash_cap = cap;
+    for (uint32_t i = 0; i < c->nnodes; i++) {
+        if (c->nodes[i].gone)
+            continue;
+        uint32_t p = sid_hash(c->nodes[i].sid, strlen(c->nodes[i].sid)) & (cap - 1);
+        while (h[p])
+            p = (p + 1) & (cap - 1);
+        h[p] = i + 1;
+    }
+    return 0;
+}
+
 struct node *cluster_node_find(struct cluster *c, const char *sid, size_t len)
 {
     if (!c->hash_cap || !sid)
@@ -165,7 +188,7 @@ struct node *cluster_node_find(struct cluster *c, const char *sid, size_t len)
     uint32_t p = sid_hash(sid, len) & (c->hash_cap - 1);
     while (c->node_hash[p]) {
         struct node *n = &c->nodes[c->node_hash[p] - 1];
-        if (strlen(n->sid) == len && !memcmp(n->sid, sid, len))
+        if (!n->gone && strlen(n->sid) == len && !memcmp(n->sid, sid, len))
             return n;
         p = (p + 1) & (c->hash_cap - 1);
     }
@@ -574,7 +597,7 @@ int cluster_load(struct cluster *c)
         if (c->jobs[i]->id >= c->next_job)
             c->next_job = c->jobs[i]->id + 1;
     c->open_from = 0;
-    return scored_load(c) < 0 ? -1 : 0;
+    return scored_load(c) < 0 || sessions_index(c) < 0 || purge_load(c) < 0 ? -1 : 0;
 }
 
 void cluster_free_state(struct cluster *c)
@@ -587,6 +610,8 @@ void cluster_free_state(struct cluster *c)
     free(c->nodes);
     free(c->node_hash);
     free(c->heap);
+    sessions_free(c);
+    purge_free(c);
     scored_free_state(c);
     c->jobs = NULL;
     c->nodes = NULL;

@@ -47,6 +47,8 @@ static json_t *stats_build(struct cluster *c, int64_t now)
     double wups = 0;
     for (uint32_t i = 0; i < c->nnodes; i++) {
         const struct node *n = &c->nodes[i];
+        if (n->gone)
+            continue;
         bool in_exchange = n->active && now - n->last_ms <= c->cfg.hb_s * 1000;
         if (n->active) {
             active++;

@@ -47,7 +47,7 @@ TYPES = {
     "SUBMIT": 30, "SUBMITTED": 31, "JOB_LIST": 32, "JOBS": 33, "JOB_GET": 34,
     "JOB": 35, "CANCEL": 36, "NODE_LIST": 37, "NODES": 38,
     "PSYNC": 18, "PSYNC_ACK": 19, "PSUBMIT": 39, "CONSOLE": 40, "CONSOLE_OUT": 41,
-    "SD_INFO": 42, "SD_STATE": 43,
+    "SD_INFO": 42, "SD_STATE": 43, "PURGE": 54, "PURGED": 55,
 }
 TYPE_NAMES = {v: k for k, v in TYPES.items()}
 ERRORS = {

@@ -288,7 +288,7 @@ def test_unreachable_cluster_is_reported(gridnode_bin):
     assert r.returncode == 1 and "no answer" in r.stderr and "scripts/grid status" in r.stderr
 
 
-@pytest.mark.parametrize("cmd", ["cluster", "client", "submit", "jobs", "job", "cancel",
+@pytest.mark.parametrize("cmd", ["cluster", "client", "submit", "jobs", "job", "cancel", "purge",
                                  "nodes", "dump"])
 def test_help_on_every_command(gridnode_bin, cmd):
     r = run_cli(gridnode_bin, cmd, "--help")
