@@ -97,8 +97,8 @@ static int take_reply(const struct cli *c, const void *data, size_t len, uint64_
 static void print_unreachable(const struct cli *c, const char *why)
 {
     if (why)
-        fprintf(stderr, "%s: no answer from the cluster manager at %s: %s\n", c->prog,
-                c->endpoint, why);
+        fprintf(stderr, "%s: no answer from the cluster manager at %s: %s\n", c->prog, c->endpoint,
+                why);
     else
         fprintf(stderr, "%s: no answer from the cluster manager at %s within %d ms\n", c->prog,
                 c->endpoint, c->timeout_ms);

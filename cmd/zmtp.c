@@ -213,9 +213,9 @@ static int read_frame(struct zmtp *z, unsigned *flags, const unsigned char **bod
 static int handshake(struct zmtp *z)
 {
     unsigned char g[64] = {0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f, 3, 0, 'N', 'U', 'L', 'L'};
-    static const unsigned char ready[] = {FLAG_CMD, 28, 5, 'R', 'E', 'A', 'D', 'Y', 11, 'S',
-                                          'o', 'c', 'k', 'e', 't', '-', 'T', 'y', 'p', 'e',
-                                          0, 0, 0, 6, 'D', 'E', 'A', 'L', 'E', 'R'};
+    static const unsigned char ready[] = {FLAG_CMD, 28,  5,   'R', 'E', 'A', 'D', 'Y', 11,  'S',
+                                          'o',      'c', 'k', 'e', 't', '-', 'T', 'y', 'p', 'e',
+                                          0,        0,   0,   6,   'D', 'E', 'A', 'L', 'E', 'R'};
     if (send_all(z, g, sizeof g) < 0 || fill(z, 64) < 0)
         return -1;
     const unsigned char *p = z->buf + z->off;

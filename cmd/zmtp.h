@@ -13,11 +13,11 @@
 
 struct zmtp {
     int fd;
-    int64_t deadline_ms;     /* CLOCK_MONOTONIC, for every wait */
-    size_t max_msg;          /* a larger incoming message is refused (ZMQ_MAXMSGSIZE) */
-    unsigned char *buf;      /* received bytes not yet consumed */
+    int64_t deadline_ms; /* CLOCK_MONOTONIC, for every wait */
+    size_t max_msg;      /* a larger incoming message is refused (ZMQ_MAXMSGSIZE) */
+    unsigned char *buf;  /* received bytes not yet consumed */
     size_t have, off, cap;
-    char err[160];           /* why the last call failed */
+    char err[160]; /* why the last call failed */
 };
 
 /* Whether endpoint is a plain tcp://HOST:PORT this module can connect to. */
