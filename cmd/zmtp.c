@@ -303,6 +303,16 @@ int zmtp_recv(struct zmtp *z, const unsigned char **data, size_t *len)
             return -1;
         if (!(f & FLAG_CMD))
             return 0;
+        /* A heartbeat PING (ZMTP 3.1: name, 2-byte TTL, up to 16 bytes of context)
+         * gets its PONG, so a peer with heartbeats on keeps the connection. */
+        if (*len >= 7 && (*data)[0] == 4 && memcmp(*data + 1, "PING", 4) == 0) {
+            size_t ctx = *len - 7 > 16 ? 16 : *len - 7;
+            unsigned char pong[2 + 5 + 16] = {FLAG_CMD, (unsigned char)(5 + ctx), 4, 'P', 'O', 'N',
+                                              'G'};
+            memcpy(pong + 7, *data + 7, ctx);
+            if (send_all(z, pong, 7 + ctx) < 0)
+                return -1;
+        }
     }
 }
 

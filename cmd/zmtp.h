@@ -33,7 +33,7 @@ int zmtp_open(struct zmtp *z, const char *endpoint, int timeout_ms, size_t max_m
 /* Sends one single-frame message. 0 or -1 (z->err). */
 int zmtp_send(struct zmtp *z, const void *data, size_t len);
 /*
- * Receives the next message frame (commands such as PING are skipped): *data points
+ * Receives the next message frame (commands are skipped; a PING gets its PONG): *data points
  * into z's buffer, valid until the next call. 0, or -1 with z->err (timeout, closed
  * connection, oversized or malformed frame).
  */

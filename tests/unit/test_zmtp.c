@@ -29,6 +29,7 @@ struct server {
     void *ctx, *sock;
     char endpoint[64];
     int answers;
+    int delay_ms; /* before each answer */
     pthread_t th;
 };
 
@@ -45,6 +46,8 @@ static void *serve(void *arg)
         unsigned char *in = zmq_msg_data(&body), *out = malloc(n ? n : 1);
         for (size_t i = 0; i < n; i++)
             out[i] = in[n - 1 - i];
+        if (s->delay_ms)
+            usleep((useconds_t)s->delay_ms * 1000);
         zmq_send(s->sock, zmq_msg_data(&id), zmq_msg_size(&id), ZMQ_SNDMORE);
         zmq_send(s->sock, out, n, 0);
         free(out);
@@ -54,18 +57,30 @@ static void *serve(void *arg)
     return NULL;
 }
 
-static void server_start(struct server *s, int answers)
+/* heartbeat_ms > 0: the ROUTER pings every heartbeat_ms and drops a peer silent for
+ * 3 intervals. */
+static void server_start_hb(struct server *s, int answers, int heartbeat_ms)
 {
-    int zero = 0;
+    int zero = 0, timeout = 3 * heartbeat_ms;
     size_t len = sizeof s->endpoint;
     s->answers = answers;
     s->ctx = zmq_ctx_new();
     s->sock = zmq_socket(s->ctx, ZMQ_ROUTER);
     assert_non_null(s->sock);
     zmq_setsockopt(s->sock, ZMQ_LINGER, &zero, sizeof zero);
+    if (heartbeat_ms > 0) {
+        zmq_setsockopt(s->sock, ZMQ_HEARTBEAT_IVL, &heartbeat_ms, sizeof heartbeat_ms);
+        zmq_setsockopt(s->sock, ZMQ_HEARTBEAT_TIMEOUT, &timeout, sizeof timeout);
+    }
     assert_int_equal(zmq_bind(s->sock, "tcp://127.0.0.1:*"), 0);
     assert_int_equal(zmq_getsockopt(s->sock, ZMQ_LAST_ENDPOINT, s->endpoint, &len), 0);
     assert_int_equal(pthread_create(&s->th, NULL, serve, s), 0);
+}
+
+static void server_start(struct server *s, int answers)
+{
+    s->delay_ms = 0;
+    server_start_hb(s, answers, 0);
 }
 
 static void server_stop(struct server *s)
@@ -77,7 +92,8 @@ static void server_stop(struct server *s)
 
 static void roundtrip(struct zmtp *z, size_t n)
 {
-    unsigned char *msg = malloc(n);
+    unsigned char *msg = calloc(1, n ? n : 1);
+    assert_non_null(msg);
     for (size_t i = 0; i < n; i++)
         msg[i] = (unsigned char)(i * 7 + 3);
     assert_int_equal(zmtp_send(z, msg, n), 0);
@@ -101,6 +117,21 @@ static void test_roundtrips(void **state)
     assert_int_equal(zmtp_open(&z, s.endpoint, 10000, 64u << 20), 0);
     for (size_t i = 0; i < nsizes; i++)
         roundtrip(&z, sizes[i]);
+    zmtp_close(&z);
+    server_stop(&s);
+}
+
+/* A peer with heartbeats on that answers slowly: the client answers its PINGs
+ * (PONG), so the connection stays up until the answer. */
+static void test_heartbeat_peer_slow_answer(void **state)
+{
+    (void)state;
+    struct server s;
+    struct zmtp z;
+    s.delay_ms = 1000;
+    server_start_hb(&s, 1, 50);
+    assert_int_equal(zmtp_open(&z, s.endpoint, 20000, 1024), 0);
+    roundtrip(&z, 10);
     zmtp_close(&z);
     server_stop(&s);
 }
@@ -226,6 +257,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrips),
+        cmocka_unit_test(test_heartbeat_peer_slow_answer),
         cmocka_unit_test(test_refused_until_deadline),
         cmocka_unit_test(test_silent_peer_times_out),
         cmocka_unit_test(test_oversized_reply),
