@@ -12,7 +12,13 @@
 BUILD   ?= build
 PKGS    := libzmq msgpack lmdb inih jansson zlib
 DEP_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-DEP_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
+# Link flags (process start-up is most of a user tool's run time, see docs/perf.md):
+# libzmq is not linked but loaded on first use (lib/zmqdl.c); the small libraries
+# are linked statically (their .a files come with the -dev packages), so a tool
+# maps only libc, libm and the binary itself.
+STATIC_PKGS := msgpack lmdb inih jansson zlib
+DEP_LIBS   := -Wl,-O1,--as-needed -Wl,-Bstatic $(shell pkg-config --libs $(STATIC_PKGS) \
+              2>/dev/null) -Wl,-Bdynamic -ldl -lm
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-missing-field-initializers
 SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer

@@ -5,8 +5,11 @@
 # wall-clock time, best of 3 runs; wall_s is the simulation (engine + event loop, which
 # takes the records as a reader thread parses them), best of 3; read_s is that reader
 # thread's time (inflating and parsing the gzip trace, overlapped with the simulation,
-# so total_s is about wall_s plus process start-up). One JSON line:
-#   {"bench":"sim_sdsc_blue","wall_s":...,"total_s":...,"read_s":...,"jobs":...,"runs":[...]}
+# so total_s is about wall_s plus process start-up). zcat_s is the physical floor,
+# `zcat` of the same trace to /dev/null in the same run (best of 3), and ratio is
+# wall_s / zcat_s (issue #9 target: at most 2). One JSON line:
+#   {"bench":"sim_sdsc_blue","wall_s":...,"total_s":...,"read_s":...,"zcat_s":...,
+#    "ratio":...,"total_ratio":...,"jobs":...,"runs":[...]}
 set -eu
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"

@@ -8,6 +8,9 @@
 #include <string.h>
 #include <time.h>
 
+#include <zmq.h>
+
+#include "cmd/zmtp.h"
 #include "lib/mpjson.h"
 
 int cli_common(struct cli *c, const char *prog, int *argc, char **argv)
@@ -54,64 +57,118 @@ const char *cli_common_help(void)
            "  --json              machine-readable output\n";
 }
 
-int cli_call(const struct cli *c, struct wire_buf *wb, uint64_t id, struct cli_reply *r)
+/* A reply frame (data, len) received for request id: copies it into r and decodes
+ * it. 0 with r set; 1 when it is an ERROR (printed); 2 when it answers another
+ * request (skip it); -1 when it is unreadable (printed). */
+static int take_reply(const struct cli *c, const void *data, size_t len, uint64_t id,
+                      struct cli_reply *r)
+{
+    struct wire_error err;
+    int rc = 0;
+    if (!(r->frame = malloc(len ? len : 1))) {
+        fprintf(stderr, "%s: out of memory\n", c->prog);
+        return -1;
+    }
+    memcpy(r->frame, data, len);
+    r->len = len;
+    if (wire_decode(r->frame, len, false, &r->msg, &err) < 0) {
+        fprintf(stderr, "%s: unreadable reply from %s: %s\n", c->prog, c->endpoint, err.text);
+        rc = -1;
+    } else if (r->msg.id != id) {
+        rc = 2;
+    } else if (r->msg.type == WT_ERROR) {
+        size_t n;
+        const char *t = wire_get_str(r->msg.root, "msg", &n);
+        char text[1024];
+        text_escape(text, sizeof text, t ? t : "", n);
+        fprintf(stderr, "%s: %s: %s\n", c->prog,
+                wire_err_name((int)wire_get_u64(r->msg.root, "code", 0)), text);
+        rc = 1;
+    }
+    if (rc != 0) {
+        if (rc != -1)
+            wire_msg_free(&r->msg);
+        free(r->frame);
+        r->frame = NULL;
+    }
+    return rc;
+}
+
+static void print_unreachable(const struct cli *c, const char *why)
+{
+    if (why)
+        fprintf(stderr, "%s: no answer from the cluster manager at %s: %s\n", c->prog, c->endpoint,
+                why);
+    else
+        fprintf(stderr, "%s: no answer from the cluster manager at %s within %d ms\n", c->prog,
+                c->endpoint, c->timeout_ms);
+    fprintf(stderr, "  is it running? (scripts/grid status; or pass -e ENDPOINT / set "
+                    "GRIDNODE_CLUSTER)\n");
+}
+
+/* cli_call over the tool's own ZMTP client (cmd/zmtp.c): no libzmq to load. */
+static int call_zmtp(const struct cli *c, struct wire_buf *wb, uint64_t id, struct cli_reply *r)
+{
+    struct zmtp z;
+    int rc = 2;
+    if (zmtp_open(&z, c->endpoint, c->timeout_ms, WIRE_MAX_FRAME) == 0 &&
+        zmtp_send(&z, wb->sb.data, wb->sb.size) == 0) {
+        const unsigned char *d;
+        size_t n;
+        while (rc == 2 && zmtp_recv(&z, &d, &n) == 0)
+            rc = take_reply(c, d, n, id, r);
+    }
+    if (rc == 2) {
+        bool timeout = strstr(z.err, "timed out") || strstr(z.err, "Connection timed out");
+        print_unreachable(c, timeout ? NULL : z.err);
+        rc = -1;
+    }
+    zmtp_close(&z);
+    return rc;
+}
+
+/* cli_call through libzmq (loaded on this first use), for endpoints other than
+ * tcp://HOST:PORT (ipc://, a source address, ...). */
+static int call_zmq(const struct cli *c, struct wire_buf *wb, uint64_t id, struct cli_reply *r)
 {
     void *ctx = zmq_ctx_new(), *s = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
-    int zero = 0, rc = -1;
+    int zero = 0, rc = 2;
     int64_t maxmsg = WIRE_MAX_FRAME;
-    zmq_msg_init(&r->frame);
-    memset(&r->msg, 0, sizeof r->msg);
+    zmq_msg_t frame;
+    zmq_msg_init(&frame);
     if (!s)
         goto out;
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     if (zmq_connect(s, c->endpoint) < 0) {
         fprintf(stderr, "%s: bad endpoint '%s': %s\n", c->prog, c->endpoint, zmq_strerror(errno));
+        rc = -1;
         goto out;
     }
     if (zmq_send(s, wb->sb.data, wb->sb.size, 0) < 0)
-        goto unreachable;
-    zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
-    while (zmq_poll(&it, 1, c->timeout_ms) > 0) {
-        struct wire_error err;
-        if (zmq_msg_recv(&r->frame, s, 0) < 0)
-            break;
-        if (wire_decode(zmq_msg_data(&r->frame), zmq_msg_size(&r->frame), false, &r->msg, &err) <
-            0) {
-            fprintf(stderr, "%s: unreadable reply from %s: %s\n", c->prog, c->endpoint, err.text);
-            goto out;
-        }
-        if (r->msg.id != id) {
-            wire_msg_free(&r->msg);
-            continue;
-        }
-        if (r->msg.type == WT_ERROR) {
-            size_t n;
-            const char *t = wire_get_str(r->msg.root, "msg", &n);
-            char text[1024];
-            text_escape(text, sizeof text, t ? t : "", n);
-            fprintf(stderr, "%s: %s: %s\n", c->prog,
-                    wire_err_name((int)wire_get_u64(r->msg.root, "code", 0)), text);
-            wire_msg_free(&r->msg);
-            rc = 1;
-            goto out;
-        }
-        rc = 0;
         goto out;
-    }
-unreachable:
-    fprintf(stderr,
-            "%s: no answer from the cluster manager at %s within %d ms\n"
-            "  is it running? (scripts/grid status; or pass -e ENDPOINT / set GRIDNODE_CLUSTER)\n",
-            c->prog, c->endpoint, c->timeout_ms);
+    zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
+    while (rc == 2 && zmq_poll(&it, 1, c->timeout_ms) > 0 && zmq_msg_recv(&frame, s, 0) >= 0)
+        rc = take_reply(c, zmq_msg_data(&frame), zmq_msg_size(&frame), id, r);
 out:
+    if (rc == 2) {
+        print_unreachable(c, NULL);
+        rc = -1;
+    }
+    zmq_msg_close(&frame);
     if (s)
         zmq_close(s);
     if (ctx)
         zmq_ctx_term(ctx);
-    if (rc != 0)
-        zmq_msg_close(&r->frame);
     return rc;
+}
+
+int cli_call(const struct cli *c, struct wire_buf *wb, uint64_t id, struct cli_reply *r)
+{
+    r->frame = NULL;
+    r->len = 0;
+    memset(&r->msg, 0, sizeof r->msg);
+    return zmtp_supported(c->endpoint) ? call_zmtp(c, wb, id, r) : call_zmq(c, wb, id, r);
 }
 
 int cli_simple(struct cli *c, const char *prog, const char *usage, uint32_t type, int argc,
@@ -219,7 +276,8 @@ void cli_print_json_pages(const struct cli_pages *p, const char *key)
 void cli_reply_free(struct cli_reply *r)
 {
     wire_msg_free(&r->msg);
-    zmq_msg_close(&r->frame);
+    free(r->frame);
+    r->frame = NULL;
 }
 
 void cli_print_json(const msgpack_object *o)

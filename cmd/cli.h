@@ -6,8 +6,8 @@
 #define GRIDNODE_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
-#include <zmq.h>
 
 #include "wire/wire.h"
 
@@ -27,7 +27,8 @@ const char *cli_common_help(void);
 
 /* A reply: the message and the frame it points into. Free with cli_reply_free. */
 struct cli_reply {
-    zmq_msg_t frame;
+    unsigned char *frame; /* malloc'd copy of the reply's bytes */
+    size_t len;
     struct wire_msg msg;
 };
 

@@ -1,0 +1,43 @@
+/*
+ * zmtp.h - a minimal ZMTP 3.0 DEALER over TCP for the user tools: one connection,
+ * NULL security, single-frame messages. It lets a tool (submit, jobs, ...) talk to a
+ * role's ROUTER without loading libzmq, whose loading is most of a short tool's run
+ * time (see lib/zmqdl.c). Anything it does not handle (ipc://, a source address,
+ * ...) is left to libzmq by the caller.
+ */
+#ifndef GRIDNODE_ZMTP_H
+#define GRIDNODE_ZMTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct zmtp {
+    int fd;
+    int64_t deadline_ms; /* CLOCK_MONOTONIC, for every wait */
+    size_t max_msg;      /* a larger incoming message is refused (ZMQ_MAXMSGSIZE) */
+    unsigned char *buf;  /* received bytes not yet consumed */
+    size_t have, off, cap;
+    char err[160]; /* why the last call failed */
+};
+
+/* Whether endpoint is a plain tcp://HOST:PORT this module can connect to. */
+int zmtp_supported(const char *endpoint);
+
+/*
+ * Connects to endpoint and completes the ZMTP handshake before the deadline
+ * (timeout_ms from now); a refused or failed connection is retried every 100 ms
+ * like libzmq's reconnection. 0, or -1 with z->err set (z needs zmtp_close either
+ * way).
+ */
+int zmtp_open(struct zmtp *z, const char *endpoint, int timeout_ms, size_t max_msg);
+/* Sends one single-frame message. 0 or -1 (z->err). */
+int zmtp_send(struct zmtp *z, const void *data, size_t len);
+/*
+ * Receives the next message frame (commands are skipped; a PING gets its PONG): *data points
+ * into z's buffer, valid until the next call. 0, or -1 with z->err (timeout, closed
+ * connection, oversized or malformed frame).
+ */
+int zmtp_recv(struct zmtp *z, const unsigned char **data, size_t *len);
+void zmtp_close(struct zmtp *z);
+
+#endif

@@ -1,0 +1,87 @@
+"""System tests of how the user tools reach a role: over tcp:// they speak ZMTP
+themselves (cmd/zmtp.c) and never load libzmq (the start-up cost that made a tool
+call take 5-20 ms); other endpoints (ipc://) go through libzmq, loaded on first use
+(lib/zmqdl.c). Either way the tools behave the same, and an unreachable endpoint
+gives the same clear error within --timeout."""
+
+import json
+import os
+import subprocess
+import time
+
+from conftest import scaled
+
+
+def run_cli(gridnode_bin, *args, env=None, timeout=60):
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run([gridnode_bin] + [str(a) for a in args], capture_output=True,
+                          text=True, timeout=scaled(timeout), stdin=subprocess.DEVNULL, env=e)
+
+
+def loaded_libs(gridnode_bin, *args):
+    """The shared objects the dynamic loader loaded while the tool ran (LD_DEBUG)."""
+    p = run_cli(gridnode_bin, *args, env={"LD_DEBUG": "libs"})
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p, [l for l in p.stderr.splitlines() if "calling init:" in l]
+
+
+def test_tools_over_tcp_do_not_load_libzmq(cluster, gridnode_bin):
+    p, libs = loaded_libs(gridnode_bin, "submit", "-e", cluster.endpoint, "--json", "--", "true")
+    assert libs and not [l for l in libs if "libzmq" in l], libs
+    job = json.loads(p.stdout)["job"]
+    p, libs = loaded_libs(gridnode_bin, "jobs", "-e", cluster.endpoint, "--json")
+    assert not [l for l in libs if "libzmq" in l], libs
+    assert [j["job"] for j in json.loads(p.stdout)] == [job]
+    # the role itself did load it (lazily) and serves
+    maps = open("/proc/%d/maps" % cluster.pid).read()
+    assert "libzmq" in maps
+
+
+def test_tools_over_ipc_use_libzmq(cluster_factory, gridnode_bin, workdir):
+    cl = cluster_factory(start=False)
+    ep = cl.start(listen="ipc://%s/cluster.sock" % workdir)
+    assert ep.startswith("ipc://")
+    p, libs = loaded_libs(gridnode_bin, "submit", "-e", ep, "--json", "-n", "3", "--", "true")
+    assert [l for l in libs if "libzmq" in l], libs
+    job = json.loads(p.stdout)["job"]
+    p = run_cli(gridnode_bin, "job", "-e", ep, job)
+    assert p.returncode == 0 and ("job %d:" % job) in p.stdout, p.stderr
+    p = run_cli(gridnode_bin, "jobs", "-e", ep)
+    assert p.returncode == 0 and "queued" in p.stdout, p.stderr
+
+
+def test_unreachable_tcp_endpoint_is_a_clear_error_within_timeout(gridnode_bin, workdir):
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    t0 = time.monotonic()
+    p = run_cli(gridnode_bin, "jobs", "-e", "tcp://127.0.0.1:%d" % port, "--timeout", 400)
+    took = time.monotonic() - t0
+    assert p.returncode == 1
+    assert "no answer from the cluster manager at tcp://127.0.0.1:%d" % port in p.stderr
+    assert "Connection refused" in p.stderr and "is it running?" in p.stderr
+    assert 0.3 <= took < scaled(30)
+
+
+def test_cluster_started_late_is_reached_within_timeout(cluster_factory, gridnode_bin):
+    """Like libzmq's reconnection: a tool started before its cluster manager still
+    gets its answer once the manager listens, within --timeout."""
+    cl = cluster_factory()
+    ep = cl.endpoint
+    cl.kill()
+    proc = subprocess.Popen([gridnode_bin, "jobs", "-e", ep, "--timeout", str(int(scaled(20000)))],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        cl.restart()  # same port
+        out, err = proc.communicate(timeout=scaled(30))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "JOB" in out
