@@ -15,6 +15,7 @@
 
 #include "cmd/cmd.h"
 #include "roles/batch/conffile.h"
+#include "roles/batch/live.h"
 #include "roles/batch/sim.h"
 #include "roles/batch/simout.h"
 
@@ -482,10 +483,7 @@ int cmd_batch(int argc, char **argv)
         else if (o.check)
             batch_conf_print(&c, stdout);
         else if (!o.trace) {
-            fprintf(stderr, "gridnode batch: the live batch scheduler role is not available yet; "
-                            "use 'gridnode batch --simulate TRACE' to replay a workload trace "
-                            "(see --help)\n");
-            rc = 2;
+            rc = live_main(argc, argv, &c);
         } else {
             rc = simulate(&o, &c);
         }
