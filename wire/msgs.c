@@ -216,6 +216,7 @@ static const struct wire_field f_psubmit[] = {
     {"early", WF_BOOL, false},
     {"hold", WF_BOOL, false},
     {"key", WF_STR, false, 128}, /* request key: a retry returns the first job */
+    {"hosts", WF_ARRAY, false, 4096, WF_STR}, /* explicit placement: rank i on hosts[i] */
     {NULL},
 };
 
