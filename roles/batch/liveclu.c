@@ -231,7 +231,8 @@ static void host_update(struct live *L, struct lclu *c, const msgpack_object *m,
     if (!name[0] || !wire_get_bool(m, "procs", false))
         return;
     bool active = wire_get_bool(m, "active", false);
-    struct lhost *h = host_get(L, c, name, wire_get_u64(m, "cores", 0),
+    uint64_t cores = wire_get_u64(m, "slots", 0); /* the cores it offers, else all */
+    struct lhost *h = host_get(L, c, name, cores ? cores : wire_get_u64(m, "cores", 0),
                                wire_get_u64(m, "mem_mb", 0), wire_get_u64(m, "disk_mb", 0));
     if (!h)
         return;

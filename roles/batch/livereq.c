@@ -416,12 +416,35 @@ static void h_cancel(struct req *r)
     wire_begin(r->reply, WT_OK, r->m->id, 0);
 }
 
+/* NODE_LIST: the hosts of every cluster as the batch role sees them (one page). */
+static void h_node_list(struct req *r)
+{
+    struct live *L = r->L;
+    uint32_t n = 0;
+    for (int i = 0; i < L->ncl; i++)
+        n += L->cl[i].nhosts;
+    wire_begin(r->reply, WT_NODES, r->m->id, 1);
+    wire_put_key(r->reply, "nodes");
+    wire_pack_array(r->reply, n);
+    for (int i = 0; i < L->ncl; i++)
+        for (uint32_t k = 0; k < L->cl[i].nhosts; k++) {
+            const struct lhost *h = &L->cl[i].hosts[k];
+            wire_pack_map(r->reply, 6);
+            wire_put_str(r->reply, "sid", h->sid);
+            wire_put_str(r->reply, "node", h->name);
+            wire_put_str(r->reply, "cluster", L->cl[i].name);
+            wire_put_u64(r->reply, "cores", (uint64_t)h->nslots);
+            wire_put_bool(r->reply, "active", h->up);
+            wire_put_bool(r->reply, "procs", true);
+        }
+}
+
 static const struct {
     uint32_t type;
     void (*fn)(struct req *r);
 } handlers[] = {
     {WT_SUBMIT, h_submit},     {WT_PSUBMIT, h_psubmit}, {WT_JOB_LIST, h_job_list},
-    {WT_JOB_GET, h_job_get},   {WT_CANCEL, h_cancel},
+    {WT_JOB_GET, h_job_get},   {WT_CANCEL, h_cancel},   {WT_NODE_LIST, h_node_list},
 };
 
 void live_dispatch(struct live *L, const struct wire_msg *m, const char *peer,
