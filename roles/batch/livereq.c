@@ -255,7 +255,7 @@ void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb)
         const char *st = el->state == EL_PENDING ? "queued" : live_elem_state_name(el->state);
         if (j->cancelled && el->state < EL_DONE)
             st = "cancelled";
-        wire_pack_map(wb, 24);
+        wire_pack_map(wb, 22);
         wire_put_str(wb, "kind", "parallel");
         wire_put_u64(wb, "procs", j->procs);
         wire_put_u64(wb, "ppn", j->ppn);
