@@ -13,8 +13,8 @@
  * with the same class, capacity and reservations are interchangeable, so the plan is
  * one availability profile of free nodes per such group (profile.h), which is exact.
  *
- * Times are in config.unit_per_s units (seconds by default; int64); memory, disk and swap are MB. Every function that can
- * fail returns 0 / -1 with errno (or a count / pointer) and changes nothing then.
+ * Times are in config.unit_per_s units (seconds by default; int64); memory, disk
+ * and swap are MB. Every function that can fail returns 0 / -1 with errno (or a count / pointer) and changes nothing then.
  * Strings passed in are copied; pointers handed out stay valid until the next call
  * that changes the engine, unless said otherwise.
  */

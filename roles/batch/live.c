@@ -211,8 +211,8 @@ static int live_open(struct live *L)
         fprintf(stderr, "gridnode batch: %s\n", err);
         return -1;
     }
-    struct store_opts so = {"batch", live_tables, (enum store_sync)c->sync,
-                            (size_t)c->map_mb << 20, false};
+    struct store_opts so = {"batch", live_tables, (enum store_sync)c->sync, (size_t)c->map_mb << 20,
+                            false};
     if (!(L->store = store_open(c->state_dir, &so, err, sizeof err))) {
         log_warnx("%s", err);
         return -1;

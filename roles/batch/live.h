@@ -28,13 +28,13 @@ struct daemon;
 struct store;
 
 #define LIVE_ELEM_BITS 24
-#define LIVE_MAX_TASKS 10000000u   /* SUBMIT ntasks cap (wire) fits 24 bits */
-#define LIVE_FEED_WINDOW 256       /* pending elements of one array inside the engine */
+#define LIVE_MAX_TASKS 10000000u /* SUBMIT ntasks cap (wire) fits 24 bits */
+#define LIVE_FEED_WINDOW 256     /* pending elements of one array inside the engine */
 #define LIVE_DEFAULT_WALLTIME_S 3600
 #define LIVE_MAX_CLUSTERS 64
-#define LIVE_REQ_TIMEOUT_MS 5000   /* a cluster silent this long past a deadline is down */
-#define LIVE_EVENTS_WAIT_MS 1000   /* long-poll of EVENTS */
-#define LIVE_LIST_MAX (1u << 20)   /* JOBS page bytes, as the cluster */
+#define LIVE_REQ_TIMEOUT_MS 5000 /* a cluster silent this long past a deadline is down */
+#define LIVE_EVENTS_WAIT_MS 1000 /* long-poll of EVENTS */
+#define LIVE_LIST_MAX (1u << 20) /* JOBS page bytes, as the cluster */
 
 enum el_state {
     EL_PENDING = 0,
@@ -52,12 +52,12 @@ struct lelem {
     uint64_t cjob;      /* the cluster's job id, 0 unknown */
     int32_t exit;
     uint8_t state, signal;
-    int8_t cl;           /* cluster index, -1 */
-    bool in_engine : 1;  /* known to the engine (pending or running there) */
+    int8_t cl;            /* cluster index, -1 */
+    bool in_engine : 1;   /* known to the engine (pending or running there) */
     bool want_cancel : 1; /* cancel once the cluster's job id is known */
-    bool dirty : 1;      /* record to write at the commit */
-    char *reason;        /* why pending / how it ended, or NULL */
-    char *hosts;         /* comma-separated host per rank while starting/running/ended */
+    bool dirty : 1;       /* record to write at the commit */
+    char *reason;         /* why pending / how it ended, or NULL */
+    char *hosts;          /* comma-separated host per rank while starting/running/ended */
 };
 
 struct ljob {
@@ -68,7 +68,7 @@ struct ljob {
     int64_t mem_mb, disk_mb, limit_s;
     int64_t submitted, finished; /* wall ms */
     char *name, *user, *group, *account, *class_, *qos, *key, *resv;
-    uint32_t nfed;               /* elements 0..nfed-1 were given to the engine */
+    uint32_t nfed; /* elements 0..nfed-1 were given to the engine */
     uint32_t nended, nfailed, nrun, nstarted;
     bool cancelled;
     struct lelem *el;
@@ -93,9 +93,9 @@ struct lclu {
     char name[BATCH_NAME_MAX];
     char ep[256];
     void *sock;
-    int st;           /* enum in liveclu.c */
-    bool events_ok;   /* the cluster has EVENTS (else: polling fallback) */
-    bool synced;      /* its hosts are in the engine and its jobs reconciled */
+    int st;         /* enum in liveclu.c */
+    bool events_ok; /* the cluster has EVENTS (else: polling fallback) */
+    bool synced;    /* its hosts are in the engine and its jobs reconciled */
     char epoch[80];
     uint64_t next;    /* next event seq */
     int64_t retry_at; /* monotonic ms of the next resync attempt when down */

@@ -145,8 +145,7 @@ static struct lhost *host_get(struct live *L, struct lclu *c, const char *name, 
     for (uint32_t i = 0; i < c->nhosts; i++)
         if (!strcmp(c->hosts[i].name, name))
             return &c->hosts[i];
-    if (!cores || cores > 4096 || strlen(name) >= BATCH_NAME_MAX - 8 ||
-        c->nhosts == c->caphosts) {
+    if (!cores || cores > 4096 || strlen(name) >= BATCH_NAME_MAX - 8 || c->nhosts == c->caphosts) {
         uint32_t nc = c->caphosts ? c->caphosts * 2 : 16;
         void *p = (!cores || cores > 4096 || strlen(name) >= BATCH_NAME_MAX - 8)
                       ? NULL
@@ -446,8 +445,8 @@ void live_clu_cancel(struct live *L, struct ljob *j, uint32_t e)
     struct lelem *el = &j->el[e];
     if (el->cl < 0 || el->cl >= L->ncl || !el->cjob)
         return;
-    send_simple(L, &L->cl[el->cl], RK_CANCEL, live_eid(j->id, e), WT_CANCEL, "job", el->cjob,
-                NULL, 0, 0);
+    send_simple(L, &L->cl[el->cl], RK_CANCEL, live_eid(j->id, e), WT_CANCEL, "job", el->cjob, NULL,
+                0, 0);
 }
 
 /* ---- synchronisation ---- */
@@ -491,8 +490,8 @@ static void reconcile(struct live *L, struct lclu *c)
                               (unsigned long long)j->id, e, el->hosts);
             }
             if (el->state == EL_RUNNING && el->cjob)
-                send_simple(L, c, RK_JOBGET, live_eid(j->id, e), WT_JOB_GET, "job", el->cjob,
-                            NULL, 0, 0);
+                send_simple(L, c, RK_JOBGET, live_eid(j->id, e), WT_JOB_GET, "job", el->cjob, NULL,
+                            0, 0);
             else
                 live_clu_start(L, j, e);
         }
@@ -671,8 +670,8 @@ static void on_reply(struct live *L, struct lclu *c, const struct lreq *q, const
             break;
         if (err && code == WE_NOT_FOUND) {
             char why[300];
-            snprintf(why, sizeof why, "cluster %s no longer knows its job %llu: requeued",
-                     c->name, (unsigned long long)el->cjob);
+            snprintf(why, sizeof why, "cluster %s no longer knows its job %llu: requeued", c->name,
+                     (unsigned long long)el->cjob);
             requeue(L, j, eidx(q->arg), why);
         } else if (!err) {
             elem_update(L, j, eidx(q->arg), wire_get(m->root, "job"));

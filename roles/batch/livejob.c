@@ -386,8 +386,8 @@ char **live_job_argv(struct live *L, uint64_t id, uint32_t *argc)
             uint32_t i = 0;
             for (; i < a->via.array.size; i++) {
                 const msgpack_object *s = &a->via.array.ptr[i];
-                if (s->type != MSGPACK_OBJECT_STR || !(out[i] = strndup(s->via.str.ptr,
-                                                                        s->via.str.size)))
+                if (s->type != MSGPACK_OBJECT_STR ||
+                    !(out[i] = strndup(s->via.str.ptr, s->via.str.size)))
                     break;
             }
             if (i < a->via.array.size) {

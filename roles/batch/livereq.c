@@ -166,8 +166,8 @@ static void new_job(struct req *r, bool parallel)
         why = "procs and ppn must be at least 1";
     else if (j->limit_s < 1)
         why = "limit_s (the walltime) must be at least 1 second";
-    else if (!name_ok(j->user) || !name_ok(j->group) || !name_ok(j->account) ||
-             !name_ok(j->qos) || !name_ok(j->class_))
+    else if (!name_ok(j->user) || !name_ok(j->group) || !name_ok(j->account) || !name_ok(j->qos) ||
+             !name_ok(j->class_))
         why = "user, group, account, qos and class must be shorter than 64 bytes, without "
               "control characters";
     else if ((wire_get(m, "key") && !key) || (key && memchr(key, '\0', 1) == key))
@@ -365,8 +365,7 @@ static void h_job_get(struct req *r)
         wire_put_str(r->reply, "state", st == EL_DONE ? "ok" : live_elem_state_name(st));
         wire_put_u64(r->reply, "issues", st != EL_PENDING);
         wire_put_str(r->reply, "node", el->hosts ? el->hosts : "");
-        wire_put_str(r->reply, "cluster",
-                     el->cl >= 0 && el->cl < L->ncl ? L->cl[el->cl].name : "");
+        wire_put_str(r->reply, "cluster", el->cl >= 0 && el->cl < L->ncl ? L->cl[el->cl].name : "");
         wire_put_u64(r->reply, "cjob", el->cjob);
         wire_put_str(r->reply, "reason", el->reason ? el->reason : "");
         wire_put_i64(r->reply, "started", el->start);
@@ -443,8 +442,8 @@ static const struct {
     uint32_t type;
     void (*fn)(struct req *r);
 } handlers[] = {
-    {WT_SUBMIT, h_submit},     {WT_PSUBMIT, h_psubmit}, {WT_JOB_LIST, h_job_list},
-    {WT_JOB_GET, h_job_get},   {WT_CANCEL, h_cancel},   {WT_NODE_LIST, h_node_list},
+    {WT_SUBMIT, h_submit},   {WT_PSUBMIT, h_psubmit}, {WT_JOB_LIST, h_job_list},
+    {WT_JOB_GET, h_job_get}, {WT_CANCEL, h_cancel},   {WT_NODE_LIST, h_node_list},
 };
 
 void live_dispatch(struct live *L, const struct wire_msg *m, const char *peer,
@@ -456,7 +455,8 @@ void live_dispatch(struct live *L, const struct wire_msg *m, const char *peer,
             handlers[i].fn(&r);
             return;
         }
-    fail(&r, WE_TYPE, "%s is not handled by the batch role (it takes SUBMIT, PSUBMIT, JOB_LIST, "
-                      "JOB_GET and CANCEL)",
+    fail(&r, WE_TYPE,
+         "%s is not handled by the batch role (it takes SUBMIT, PSUBMIT, JOB_LIST, "
+         "JOB_GET and CANCEL)",
          m->desc->name);
 }

@@ -152,7 +152,8 @@ int batch_priority_explain(struct batch_engine *e, uint64_t id, int64_t now, str
  * had been queued then); priority(now) = key + QUEUETIME weight x minutes(now). */
 double bs_prio_key(struct batch_engine *e, const struct bjob *j)
 {
-    double total = -e->weff[BATCH_F_QUEUETIME] * (double)j->submit / (60.0 * (double)e->cfg.unit_per_s);
+    double total =
+        -e->weff[BATCH_F_QUEUETIME] * (double)j->submit / (60.0 * (double)e->cfg.unit_per_s);
     for (int32_t i = 0; i < e->nactive; i++)
         if (e->active[i] != BATCH_F_QUEUETIME)
             total += e->weff[e->active[i]] * factor(e, j, e->active[i], j->submit);
@@ -164,7 +165,6 @@ double bs_prio_at(const struct batch_engine *e, const struct bjob *j, int64_t no
 {
     if (!e->static_prio)
         return j->prio;
-    return j->prio +
-           e->weff[BATCH_F_QUEUETIME] * (double)(now > j->submit ? now : j->submit) /
-               (60.0 * (double)e->cfg.unit_per_s);
+    return j->prio + e->weff[BATCH_F_QUEUETIME] * (double)(now > j->submit ? now : j->submit) /
+                         (60.0 * (double)e->cfg.unit_per_s);
 }
