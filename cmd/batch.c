@@ -15,6 +15,7 @@
 
 #include "cmd/cmd.h"
 #include "roles/batch/conffile.h"
+#include "roles/batch/live.h"
 #include "roles/batch/sim.h"
 #include "roles/batch/simout.h"
 
@@ -22,7 +23,11 @@ static const char usage_text[] =
     "usage: gridnode batch --simulate TRACE.swf[.gz] [options]\n"
     "       gridnode batch --check-config [-c FILE] [--set SECTION.KEY=VALUE]...\n"
     "\n"
-    "The live batch scheduler role is not available yet; --simulate replays a\n"
+    "       gridnode batch -c FILE [--set SECTION.KEY=VALUE]...   (the live role)\n"
+    "\n"
+    "Without --simulate it runs the live role: schedules jobs submitted to batch.listen\n"
+    "(gridnode submit/jobs/job/cancel -e ENDPOINT) onto the cluster managers in\n"
+    "batch.clusters. --simulate replays a\n"
     "Standard Workload Format trace (plain or gzip) through the scheduling engine.\n"
     "\n"
     "configuration:\n"
@@ -482,10 +487,7 @@ int cmd_batch(int argc, char **argv)
         else if (o.check)
             batch_conf_print(&c, stdout);
         else if (!o.trace) {
-            fprintf(stderr, "gridnode batch: the live batch scheduler role is not available yet; "
-                            "use 'gridnode batch --simulate TRACE' to replay a workload trace "
-                            "(see --help)\n");
-            rc = 2;
+            rc = live_main(argc, argv, &c);
         } else {
             rc = simulate(&o, &c);
         }

@@ -30,6 +30,26 @@ struct pending_reply {
     size_t len;
 };
 
+/* A request held open by the role (daemon_hold). */
+struct held {
+    uint64_t handle, req_id;
+    uint32_t kind;
+    uint8_t rid[RID_MAX];
+    size_t rlen;
+    bool delim;
+    char peer[48];
+    int64_t deadline_ms; /* loop_now_ms() time */
+};
+
+/* The request being dispatched (for daemon_hold). */
+struct current {
+    zmq_msg_t *rid;
+    bool delim;
+    const char *peer;
+    uint64_t req_id;
+    uint64_t held; /* set by daemon_hold: no reply now */
+};
+
 struct drop_peer {
     uint8_t rid[RID_MAX];
     size_t rlen;
@@ -52,10 +72,28 @@ struct daemon {
     uint32_t ndrops;
     uint64_t drops_other, dropped_total;
     int64_t last_report_ms;
+    /* held requests (daemon_hold) and the one-shot timer at the earliest deadline */
+    struct held *held;
+    uint32_t nheld, capheld;
+    uint64_t next_handle;
+    struct current *cur;
+    struct wire_buf hb; /* scratch for expiry replies */
+    int held_timer;
+    int64_t timer_at;
 };
+
+static int queue_raw(struct daemon *d, const void *rid, size_t rlen, bool delim,
+                     uint64_t req_id, const char *peer, const struct wire_buf *wb);
 
 static int queue_reply(struct daemon *d, zmq_msg_t *rid, bool delim, uint64_t req_id,
                        const char *peer)
+{
+    return queue_raw(d, zmq_msg_data(rid), zmq_msg_size(rid), delim, req_id, peer, &d->wb);
+}
+
+/* Queues the message in wb as the reply to routing id rid, sent after the commit. */
+static int queue_raw(struct daemon *d, const void *rid, size_t rlen, bool delim,
+                     uint64_t req_id, const char *peer, const struct wire_buf *wb)
 {
     if (d->nreplies == d->capreplies) {
         uint32_t cap = d->capreplies ? d->capreplies * 2 : 256;
@@ -66,12 +104,12 @@ static int queue_reply(struct daemon *d, zmq_msg_t *rid, bool delim, uint64_t re
         d->capreplies = cap;
     }
     struct pending_reply *p = &d->replies[d->nreplies];
-    p->rlen = zmq_msg_size(rid);
-    if (p->rlen > RID_MAX || !(p->data = malloc(d->wb.sb.size ? d->wb.sb.size : 1)))
+    p->rlen = rlen;
+    if (p->rlen > RID_MAX || !(p->data = malloc(wb->sb.size ? wb->sb.size : 1)))
         return -1;
-    memcpy(p->rid, zmq_msg_data(rid), p->rlen);
-    memcpy(p->data, d->wb.sb.data, d->wb.sb.size);
-    p->len = d->wb.sb.size;
+    memcpy(p->rid, rid, p->rlen);
+    memcpy(p->data, wb->sb.data, wb->sb.size);
+    p->len = wb->sb.size;
     p->delim = delim;
     p->req_id = req_id;
     snprintf(p->peer, sizeof p->peer, "%s", peer);
@@ -111,6 +149,7 @@ static uint64_t handle_body(struct daemon *d, zmq_msg_t *body, const char *peer)
         wire_error_msg(&d->wb, err.id, err.code, "%s", err.text);
         return err.id;
     }
+    d->cur->req_id = msg.id;
     d->ops.dispatch(d->ops.arg, &msg, peer, &d->wb);
     uint64_t id = msg.id;
     wire_msg_free(&msg);
@@ -151,7 +190,15 @@ static int read_one(struct daemon *d)
                   *peer ? peer : "a peer");
         wire_error_msg(&d->wb, 0, WE_MALFORMED, "a request must be exactly one frame");
     } else {
+        struct current cur = {&rid, delim, peer, 0, 0};
+        d->cur = &cur;
         id = handle_body(d, &body, peer);
+        d->cur = NULL;
+        if (cur.held) { /* answered in a later turn (daemon_reply_held, or expiry) */
+            zmq_msg_close(&body);
+            zmq_msg_close(&rid);
+            return 0;
+        }
     }
     if (queue_reply(d, &rid, delim, id, peer) < 0)
         log_warnx("out of memory queueing a reply; the peer will retry");
@@ -262,6 +309,113 @@ static void undo_turn(struct daemon *d)
     d->ops.reload(d->ops.arg);
 }
 
+/* ---- held requests ---- */
+
+static void held_arm(struct daemon *d);
+
+/* Answers held[i] through the role's expire callback and removes it. */
+static void held_expire(struct daemon *d, uint32_t i)
+{
+    struct held h = d->held[i];
+    d->held[i] = d->held[--d->nheld];
+    wire_buf_reset(&d->hb);
+    d->ops.expire(d->ops.arg, h.handle, h.kind, h.req_id, &d->hb);
+    if (queue_raw(d, h.rid, h.rlen, h.delim, h.req_id, h.peer, &d->hb) < 0)
+        log_warnx("out of memory queueing a reply; the peer will retry");
+}
+
+/* Expires every held request whose deadline has passed. */
+static void held_due(struct daemon *d)
+{
+    int64_t now = loop_now_ms();
+    for (uint32_t i = 0; i < d->nheld;)
+        if (d->held[i].deadline_ms <= now)
+            held_expire(d, i);
+        else
+            i++;
+}
+
+static void on_held_timer(struct loop *l, void *arg)
+{
+    struct daemon *d = arg;
+    (void)l;
+    d->held_timer = 0;
+    d->timer_at = 0;
+    held_due(d);
+    held_arm(d);
+}
+
+/* Arms the one-shot timer at the earliest deadline (if earlier than the armed one). */
+static void held_arm(struct daemon *d)
+{
+    int64_t first = 0;
+    for (uint32_t i = 0; i < d->nheld; i++)
+        if (!first || d->held[i].deadline_ms < first)
+            first = d->held[i].deadline_ms;
+    if (!first || (d->held_timer > 0 && d->timer_at <= first))
+        return;
+    if (d->held_timer > 0)
+        loop_timer_cancel(d->loop, d->held_timer);
+    int64_t ms = first - loop_now_ms();
+    d->held_timer = loop_timer(d->loop, ms > 0 ? ms : 0, 0, on_held_timer, d);
+    d->timer_at = d->held_timer > 0 ? first : 0;
+}
+
+uint64_t daemon_hold(struct daemon *d, uint32_t kind, int64_t wait_ms)
+{
+    struct current *cur = d->cur;
+    if (!cur || cur->held || !d->ops.expire)
+        return 0;
+    size_t rlen = zmq_msg_size(cur->rid);
+    const void *rid = zmq_msg_data(cur->rid);
+    for (uint32_t i = 0; i < d->nheld; i++) /* one per peer and kind: answer the old one */
+        if (d->held[i].kind == kind && d->held[i].rlen == rlen &&
+            !memcmp(d->held[i].rid, rid, rlen)) {
+            held_expire(d, i);
+            break;
+        }
+    if (d->nheld >= DAEMON_HELD_MAX || rlen > RID_MAX)
+        return 0;
+    if (d->nheld == d->capheld) {
+        uint32_t cap = d->capheld ? d->capheld * 2 : 64;
+        struct held *n = realloc(d->held, cap * sizeof *n);
+        if (!n)
+            return 0;
+        d->held = n;
+        d->capheld = cap;
+    }
+    struct held *h = &d->held[d->nheld++];
+    h->handle = ++d->next_handle;
+    h->req_id = cur->req_id;
+    h->kind = kind;
+    memcpy(h->rid, rid, rlen);
+    h->rlen = rlen;
+    h->delim = cur->delim;
+    snprintf(h->peer, sizeof h->peer, "%s", cur->peer);
+    h->deadline_ms = loop_now_ms() + (wait_ms > 0 ? wait_ms : 0);
+    cur->held = h->handle;
+    held_arm(d);
+    return h->handle;
+}
+
+int daemon_reply_held(struct daemon *d, uint64_t handle, const struct wire_buf *reply)
+{
+    for (uint32_t i = 0; i < d->nheld; i++)
+        if (d->held[i].handle == handle) {
+            struct held h = d->held[i];
+            d->held[i] = d->held[--d->nheld];
+            if (queue_raw(d, h.rid, h.rlen, h.delim, h.req_id, h.peer, reply) < 0)
+                log_warnx("out of memory queueing a reply; the peer will retry");
+            return 0;
+        }
+    return -1;
+}
+
+uint32_t daemon_held_count(const struct daemon *d)
+{
+    return d->nheld;
+}
+
 static void before_sleep(struct loop *l, void *arg)
 {
     struct daemon *d = arg;
@@ -326,6 +480,7 @@ struct daemon *daemon_new(struct loop *l, const struct daemon_opts *o, const str
     d->loop = l;
     d->last_report_ms = loop_now_ms() - DAEMON_DROP_LOG_MS;
     wire_buf_init(&d->wb);
+    wire_buf_init(&d->hb);
     if (open_socket(d) < 0 || loop_add_socket(l, d->sock, on_socket, d) < 0 ||
         loop_timer(l, DAEMON_DROP_LOG_MS, 1, on_drop_timer, d) < 0) {
         daemon_destroy(&d);
@@ -345,6 +500,9 @@ void daemon_destroy(struct daemon **dp)
     for (uint32_t i = 0; i < d->nreplies; i++)
         free(d->replies[i].data);
     free(d->replies);
+    free(d->held);
+    if (d->held_timer > 0 && d->loop)
+        loop_timer_cancel(d->loop, d->held_timer);
     if (d->sock) {
         if (d->loop)
             loop_remove_socket(d->loop, d->sock);
@@ -353,6 +511,7 @@ void daemon_destroy(struct daemon **dp)
     if (d->zctx)
         zmq_ctx_term(d->zctx);
     wire_buf_free(&d->wb);
+    wire_buf_free(&d->hb);
     free(d);
     *dp = NULL;
     errno = saved;

@@ -40,6 +40,15 @@
  *
  * The daemon takes the loop's before-sleep hook: work a role wants done before every
  * commit (e.g. scheduling) goes at the start of its commit callback.
+ *
+ * Held (deferred) replies, for long-polls: a dispatch callback may, instead of writing
+ * its reply, call daemon_hold() to keep the request open and answer it in a later turn
+ * with daemon_reply_held() (e.g. "tell me when something changes, or after wait_ms").
+ * A held reply goes out like any other: after the commit of the turn that writes it.
+ * Bounds: at most one held request per peer and kind (holding a second answers the
+ * first at once through ops.expire), at most DAEMON_HELD_MAX in all (daemon_hold then
+ * refuses and the role answers at once), and a deadline after which ops.expire builds
+ * the role's timeout reply. The daemon wakes the loop itself at the earliest deadline.
  */
 #ifndef GRIDNODE_DAEMON_H
 #define GRIDNODE_DAEMON_H
@@ -56,6 +65,7 @@ struct daemon;
 #define DAEMON_TURN_BYTES (64u << 20)  /* stop reading a turn once replies hold this */
 #define DAEMON_PEER_QUEUE_DEFAULT 1000 /* replies (and requests) queued per peer */
 #define DAEMON_DROP_LOG_MS 10000       /* at most one drop report per this period */
+#define DAEMON_HELD_MAX 4096           /* held requests at most, all peers together */
 
 struct daemon_ops {
     /*
@@ -70,6 +80,15 @@ struct daemon_ops {
     /* After a failed commit: drop the turn's writes and reload the state from the store. */
     void (*reload)(void *arg);
     void *arg;
+    /*
+     * Optional (needed only by roles that hold requests): writes into reply (already
+     * reset) the answer to the held request `handle` of `kind` and request id req_id
+     * that is answered without the role asking: its deadline passed, or its peer held
+     * another request of the same kind. The role forgets the handle; the daemon sends
+     * the reply after the turn's commit.
+     */
+    void (*expire)(void *arg, uint64_t handle, uint32_t kind, uint64_t req_id,
+                   struct wire_buf *reply);
 };
 
 struct daemon_opts {
@@ -98,6 +117,26 @@ void *daemon_zctx(struct daemon *d);
 const char *daemon_endpoint(const struct daemon *d);
 /* Replies dropped so far because a peer was over its queue bound (for stats/tests). */
 uint64_t daemon_dropped(const struct daemon *d);
+
+/*
+ * Only from inside ops.dispatch: keeps the request being dispatched open instead of
+ * answering it now (whatever dispatch writes into its reply buffer is then ignored).
+ * kind groups requests (a role uses e.g. the message type): a peer holds at most one
+ * of each kind, so a second one answers the first at once via ops.expire. After
+ * wait_ms (>= 0) ops.expire answers it. Returns a handle (> 0), or 0 when it cannot
+ * hold it (DAEMON_HELD_MAX reached, out of memory, no ops.expire, not in dispatch):
+ * the role must then write its reply now, as usual.
+ */
+uint64_t daemon_hold(struct daemon *d, uint32_t kind, int64_t wait_ms);
+/*
+ * Answers held request `handle` with the message in reply (the role writes the request
+ * id it saved). The reply is queued with the turn's replies and sent after the turn's
+ * commit, so call it from a handler, a timer or the commit callback. Returns 0, or -1
+ * when the handle is not held (already answered or expired).
+ */
+int daemon_reply_held(struct daemon *d, uint64_t handle, const struct wire_buf *reply);
+/* Requests held now (for stats and tests). */
+uint32_t daemon_held_count(const struct daemon *d);
 
 /*
  * Takes an exclusive lock on state_dir/lock (created) for the life of the process and

@@ -208,7 +208,15 @@ static const struct wire_field f_psubmit[] = {
     {"limit_s", WF_UINT, false, 366u * 86400},
     {"wait", WF_BOOL, false},
     {"coc", WF_BOOL, false},
+    /* batch role (docs/wire.md 6.11) */
+    {"account", WF_STR, false, NAME_MAX_},
+    {"qos", WF_STR, false, NAME_MAX_},
+    {"class", WF_STR, false, NAME_MAX_},
+    {"resv", WF_STR, false, NAME_MAX_},
+    {"early", WF_BOOL, false},
+    {"hold", WF_BOOL, false},
     {"key", WF_STR, false, 128}, /* request key: a retry returns the first job */
+    {"hosts", WF_ARRAY, false, 4096, WF_STR}, /* explicit placement: rank i on hosts[i] */
     {NULL},
 };
 

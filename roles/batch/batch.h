@@ -13,8 +13,8 @@
  * with the same class, capacity and reservations are interchangeable, so the plan is
  * one availability profile of free nodes per such group (profile.h), which is exact.
  *
- * Times are seconds (int64); memory, disk and swap are MB. Every function that can
- * fail returns 0 / -1 with errno (or a count / pointer) and changes nothing then.
+ * Times are in config.unit_per_s units (seconds by default; int64); memory, disk
+ * and swap are MB. Every function that can fail returns 0 / -1 with errno (or a count / pointer) and changes nothing then.
  * Strings passed in are copied; pointers handed out stay valid until the next call
  * that changes the engine, unless said otherwise.
  */
@@ -68,6 +68,21 @@ struct batch_cred_cfg {
     int64_t maxproc; /* running processors */
 };
 
+/* Settings of the live driver ([batch], [store], [limits] in batch.ini; the engine
+ * ignores them, --simulate checks them). Defaults in batch_config_defaults. */
+#define BATCH_LIVE_STR 1024
+struct batch_live_cfg {
+    char listen[256];
+    char state_dir[256];
+    char clusters[BATCH_LIVE_STR]; /* "ep,ep" or "name=ep,..." */
+    char admins[BATCH_LIVE_STR];   /* user names allowed to run admin commands */
+    char log_level[16];
+    int64_t max_interval_s; /* a cycle at least this often */
+    int sync;               /* enum store_sync: 0 full, 1 meta, 2 none */
+    int64_t map_mb;
+    int64_t peer_queue;
+};
+
 struct batch_config {
     int32_t reservation_depth; /* BATCH_UNLIMITED = conservative backfill */
     enum batch_backfill backfill;
@@ -77,6 +92,13 @@ struct batch_config {
     int32_t fsdepth;              /* windows kept */
     double fsdecay;               /* weight of a window = fsdecay^age */
     bool estimates;               /* estimated start of every pending job, every cycle */
+    /* Engine time units per second: 1 = seconds (SWF replay), 1000 = milliseconds (the
+     * live role, time-scaled replays). Every time passed in or out (submit, now,
+     * walltime, estimates) is in these units; only the conversions to minutes
+     * (QUEUETIME), seconds (PS) and the fairshare window (fsinterval, which stays in
+     * seconds) use it, so priorities mean the same in both drivers. */
+    int64_t unit_per_s;
+    struct batch_live_cfg live;
     struct batch_cred_cfg *creds; /* owned; batch_config_clear frees */
     size_t ncreds, capcreds;
 };
@@ -146,6 +168,12 @@ struct batch_job_info {
 /* Queues a job. 0, or -1: EEXIST (id in use), EINVAL (bad size or walltime),
  * ENOMEM. A job larger than every compatible node set stays pending with a reason. */
 int batch_job_submit(struct batch_engine *e, const struct batch_job_spec *s);
+/* Takes in a job that already runs on nodes[0..n) since `start` (the live role after a
+ * restart: what its cluster managers report running). Its nodes are busy from now on;
+ * one task per listed node entry. 0, or -1: EEXIST, EINVAL (bad spec, a node unknown,
+ * down, listed twice or busy), ENOMEM. */
+int batch_job_adopt(struct batch_engine *e, const struct batch_job_spec *s, const int32_t *nodes,
+                    int32_t n, int64_t start);
 /* A running job ended at `when` (<= the time of the next cycle), or a pending job is
  * withdrawn. Its nodes are freed and fairshare charged. 0 or -1 (ENOENT). */
 int batch_job_finish(struct batch_engine *e, uint64_t id, int64_t when);

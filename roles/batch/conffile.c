@@ -215,6 +215,66 @@ static int set_cred(struct ctx *x, enum batch_cred_kind kind, const char *name, 
 }
 
 /* Records section/key; false if it was already set. */
+/* Copies a text value into a live setting of size cap; 0 or a recorded error. */
+static int live_str(struct ctx *x, const char *k, const char *v, char *dst, size_t cap)
+{
+    if (strlen(v) >= cap)
+        return bad(x, "%s is longer than %zu bytes", k, cap - 1);
+    strcpy(dst, v);
+    return 1;
+}
+
+/* [batch], [store], [limits]: the live driver's keys (struct batch_live_cfg). */
+static int set_live(struct ctx *x, const char *sec, const char *k, const char *v)
+{
+    struct batch_live_cfg *l = &x->c->live;
+    long long n;
+    if (!strcasecmp(sec, "batch")) {
+        if (!strcasecmp(k, "listen"))
+            return live_str(x, k, v, l->listen, sizeof l->listen);
+        if (!strcasecmp(k, "state_dir"))
+            return v[0] ? live_str(x, k, v, l->state_dir, sizeof l->state_dir)
+                        : bad(x, "state_dir must not be empty");
+        if (!strcasecmp(k, "clusters"))
+            return live_str(x, k, v, l->clusters, sizeof l->clusters);
+        if (!strcasecmp(k, "admins"))
+            return live_str(x, k, v, l->admins, sizeof l->admins);
+        if (!strcasecmp(k, "log_level")) {
+            if (strcmp(v, "error") && strcmp(v, "warn") && strcmp(v, "info") && strcmp(v, "debug"))
+                return bad(x, "log_level must be error, warn, info or debug, not '%s'", v);
+            return live_str(x, k, v, l->log_level, sizeof l->log_level);
+        }
+        if (!strcasecmp(k, "max_interval_s")) {
+            if (integer(v, 1, 86400, &n) < 0)
+                return bad(x, "max_interval_s must be 1 to 86400 seconds, not '%s'", v);
+            l->max_interval_s = n;
+            return 1;
+        }
+    } else if (!strcasecmp(sec, "store")) {
+        if (!strcasecmp(k, "sync")) {
+            static const char *const m[] = {"full", "meta", "none"};
+            for (int i = 0; i < 3; i++)
+                if (!strcmp(v, m[i])) {
+                    l->sync = i;
+                    return 1;
+                }
+            return bad(x, "store.sync must be full, meta or none, not '%s'", v);
+        }
+        if (!strcasecmp(k, "map_mb")) {
+            if (integer(v, 1, 1LL << 20, &n) < 0)
+                return bad(x, "store.map_mb must be 1 to 1048576, not '%s'", v);
+            l->map_mb = n;
+            return 1;
+        }
+    } else if (!strcasecmp(k, "peer_queue")) {
+        if (integer(v, 1, 1000000, &n) < 0)
+            return bad(x, "limits.peer_queue must be 1 to 1000000, not '%s'", v);
+        l->peer_queue = n;
+        return 1;
+    }
+    return bad(x, "unknown key '%s' in [%s]", k, sec);
+}
+
 static bool first_time(struct ctx *x, const char *section, const char *key)
 {
     size_t n = strlen(section) + strlen(key) + 2;
@@ -250,6 +310,9 @@ static int handler(void *user, const char *section, const char *key, const char 
         return set_priority(x, key, value);
     if (!strcasecmp(section, "fairshare"))
         return set_fairshare(x, key, value);
+    if (!strcasecmp(section, "batch") || !strcasecmp(section, "store") ||
+        !strcasecmp(section, "limits"))
+        return set_live(x, section, key, value);
     for (int k = 0; k < BATCH_CRED_KINDS; k++) {
         const char *kn = batch_cred_kind_name(k);
         size_t l = strlen(kn);
@@ -341,6 +404,14 @@ void batch_conf_print(const struct batch_config *c, FILE *out)
     fprintf(out, "\n[fairshare]\nfspolicy = %s\nfsinterval = %lld\nfsdepth = %d\nfsdecay = %g\n",
             c->fspolicy == BATCH_FS_NONE ? "none" : "dedicatedps", (long long)c->fsinterval,
             c->fsdepth, c->fsdecay);
+    static const char *const sy[] = {"full", "meta", "none"};
+    const struct batch_live_cfg *l = &c->live;
+    fprintf(out,
+            "\n[batch]\nlisten = %s\nstate_dir = %s\nclusters = %s\nadmins = %s\n"
+            "max_interval_s = %lld\nlog_level = %s\n\n[store]\nsync = %s\nmap_mb = %lld\n\n"
+            "[limits]\npeer_queue = %lld\n",
+            l->listen, l->state_dir, l->clusters, l->admins, (long long)l->max_interval_s,
+            l->log_level, sy[l->sync], (long long)l->map_mb, (long long)l->peer_queue);
     for (size_t i = 0; i < c->ncreds; i++) {
         const struct batch_cred_cfg *cc = &c->creds[i];
         fprintf(out, "\n[%s %s]\npriority = %g\n", batch_cred_kind_name(cc->kind), cc->name,

@@ -25,6 +25,14 @@ void batch_config_defaults(struct batch_config *c)
     c->fsdepth = 8;
     c->fsdecay = 1.0;
     c->estimates = false;
+    c->unit_per_s = 1;
+    strcpy(c->live.listen, "tcp://127.0.0.1:7400");
+    strcpy(c->live.state_dir, "run/batch");
+    strcpy(c->live.log_level, "info");
+    c->live.max_interval_s = 30;
+    c->live.sync = 0;
+    c->live.map_mb = 64;
+    c->live.peer_queue = 1000;
 }
 
 void batch_config_clear(struct batch_config *c)

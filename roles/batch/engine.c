@@ -12,7 +12,9 @@
 struct batch_engine *batch_engine_new(const struct batch_config *cfg)
 {
     if (cfg->fsinterval <= 0 || cfg->fsdepth <= 0 || cfg->fsdepth > 1000 ||
-        !(cfg->fsdecay > 0 && cfg->fsdecay <= 1) || cfg->reservation_depth < BATCH_UNLIMITED) {
+        !(cfg->fsdecay > 0 && cfg->fsdecay <= 1) || cfg->reservation_depth < BATCH_UNLIMITED ||
+        cfg->unit_per_s < 1 || cfg->unit_per_s > 1000000 ||
+        cfg->fsinterval > INT64_MAX / cfg->unit_per_s) {
         errno = EINVAL;
         return NULL;
     }
@@ -585,6 +587,61 @@ int batch_job_submit(struct batch_engine *e, const struct batch_job_spec *s)
     e->queue[e->nqueue++] = slot;
     e->live_jobs++;
     e->est_valid = false;
+    return 0;
+}
+
+int batch_job_adopt(struct batch_engine *e, const struct batch_job_spec *s, const int32_t *nodes,
+                    int32_t n, int64_t start)
+{
+    if (n < 1 || n != s->tasks) {
+        errno = EINVAL;
+        return -1;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        if (nodes[i] < 0 || nodes[i] >= e->nnodes || e->nodes[nodes[i]].job >= 0 ||
+            !e->nodes[nodes[i]].up) {
+            errno = EINVAL;
+            return -1;
+        }
+        for (int32_t k = 0; k < i; k++)
+            if (nodes[k] == nodes[i]) {
+                errno = EINVAL;
+                return -1;
+            }
+    }
+    int32_t *copy = malloc((size_t)n * sizeof *copy);
+    if (!copy) {
+        errno = ENOMEM;
+        return -1;
+    }
+    if (batch_job_submit(e, s) < 0) {
+        free(copy);
+        return -1;
+    }
+    int32_t slot = bs_idmap_get(&e->jobmap, s->id);
+    struct bjob *j = &e->jobs[slot];
+    e->nqueue--; /* batch_job_submit appended it last */
+    memcpy(copy, nodes, (size_t)n * sizeof *copy);
+    j->nodes = copy;
+    j->nnodes = n;
+    for (int32_t i = 0; i < n; i++)
+        e->nodes[nodes[i]].job = slot;
+    for (int k = 0; k < BATCH_CRED_KINDS; k++) {
+        struct cred *c = &e->creds[k].v[j->cred[k]];
+        c->run_jobs++;
+        c->run_procs += j->procs;
+    }
+    j->state = BATCH_JOB_RUNNING;
+    j->start = j->charged = start;
+    j->end_est = start > BATCH_NEVER - j->walltime ? BATCH_NEVER : start + j->walltime;
+    j->estimate = start;
+    j->reserved = BATCH_NEVER;
+    if (j->end_est < e->min_end)
+        e->min_end = j->end_est;
+    j->run_idx = e->nrunning;
+    e->running[e->nrunning++] = slot; /* room reserved at submit */
+    e->groups_dirty = true; /* busy bits and base profiles are rebuilt at the next cycle */
+    e->plan_valid = e->est_valid = false;
     return 0;
 }
 

@@ -78,12 +78,13 @@ void bs_fs_charge(struct batch_engine *e, const struct bjob *j, int64_t t0, int6
     const struct batch_config *c = &e->cfg;
     if (c->fspolicy == BATCH_FS_NONE || t1 <= t0)
         return;
-    int64_t first = floordiv(t1 - 1, c->fsinterval) - c->fsdepth + 1;
-    if (floordiv(t0, c->fsinterval) < first)
-        t0 = first * c->fsinterval;
+    int64_t iv = c->fsinterval * c->unit_per_s; /* the window in engine time units */
+    int64_t first = floordiv(t1 - 1, iv) - c->fsdepth + 1;
+    if (floordiv(t0, iv) < first)
+        t0 = first * iv;
     while (t0 < t1) {
-        int64_t w = floordiv(t0, c->fsinterval);
-        int64_t wend = (w + 1) * c->fsinterval;
+        int64_t w = floordiv(t0, iv);
+        int64_t wend = (w + 1) * iv;
         double amount = (double)j->procs * (double)((t1 < wend ? t1 : wend) - t0);
         for (int k = BATCH_CRED_USER; k <= BATCH_CRED_ACCOUNT; k++)
             bs_fs_ring_add(&e->creds[k].v[j->cred[k]].fs, c->fsdepth, w, amount);
@@ -100,7 +101,7 @@ double bs_fs_percent(struct batch_engine *e, struct cred *c, int64_t now)
         return 0;
     if (c->fs_stamp == now && e->fs_stamp == now)
         return c->fs_pct;
-    int64_t w = floordiv(now, cf->fsinterval);
+    int64_t w = floordiv(now, cf->fsinterval * cf->unit_per_s);
     double tot = bs_fs_ring_decayed(&e->fs_total, cf->fsdepth, w, cf->fsdecay);
     double use = bs_fs_ring_decayed(&c->fs, cf->fsdepth, w, cf->fsdecay);
     c->fs_pct = tot > 0 ? 100.0 * use / tot : 0;

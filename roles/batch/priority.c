@@ -71,9 +71,10 @@ static double fs_delta(struct batch_engine *e, const struct bjob *j, enum batch_
 static double factor(struct batch_engine *e, const struct bjob *j, int f, int64_t now)
 {
     double queued = now > j->submit ? (double)(now - j->submit) : 0;
+    double per_s = (double)e->cfg.unit_per_s;
     switch (f) {
     case BATCH_F_QUEUETIME:
-        return queued / 60.0;
+        return queued / (60.0 * per_s);
     case BATCH_F_XFACTOR:
         return (queued + (double)j->walltime) / (double)j->walltime;
     case BATCH_F_FSUSER:
@@ -104,7 +105,7 @@ static double factor(struct batch_engine *e, const struct bjob *j, int f, int64_
     case BATCH_F_NODES:
         return j->nodes_min;
     case BATCH_F_PS:
-        return (double)j->procs * (double)j->walltime;
+        return (double)j->procs * (double)j->walltime / per_s;
     case BATCH_F_UPRIO:
         return j->upriority;
     default:
@@ -148,10 +149,11 @@ int batch_priority_explain(struct batch_engine *e, uint64_t id, int64_t now, str
 }
 
 /* Static mode: the time-invariant ordering key of j (its priority at time 0 if it
- * had been queued then); priority(now) = key + QUEUETIME weight x now / 60. */
+ * had been queued then); priority(now) = key + QUEUETIME weight x minutes(now). */
 double bs_prio_key(struct batch_engine *e, const struct bjob *j)
 {
-    double total = -e->weff[BATCH_F_QUEUETIME] * (double)j->submit / 60.0;
+    double total =
+        -e->weff[BATCH_F_QUEUETIME] * (double)j->submit / (60.0 * (double)e->cfg.unit_per_s);
     for (int32_t i = 0; i < e->nactive; i++)
         if (e->active[i] != BATCH_F_QUEUETIME)
             total += e->weff[e->active[i]] * factor(e, j, e->active[i], j->submit);
@@ -163,6 +165,6 @@ double bs_prio_at(const struct batch_engine *e, const struct bjob *j, int64_t no
 {
     if (!e->static_prio)
         return j->prio;
-    return j->prio +
-           e->weff[BATCH_F_QUEUETIME] * (double)(now > j->submit ? now : j->submit) / 60.0;
+    return j->prio + e->weff[BATCH_F_QUEUETIME] * (double)(now > j->submit ? now : j->submit) /
+                         (60.0 * (double)e->cfg.unit_per_s);
 }

@@ -121,18 +121,23 @@ static void cluster_limits(const struct cluster *c, struct sd_cluster *k, uint64
 static void view_charge(struct view *v, const struct cluster *c, const struct pjob *j)
 {
     bool *seen = calloc(v->ncl + 1, 1);
+    /* a placed job (PSUBMIT hosts) may put a different number of ranks on each host */
+    uint32_t *per = j->placed && j->ranks ? calloc(j->nhosts + 1, sizeof *per) : NULL;
+    for (uint32_t r = 0; per && r < j->rq.nprocs; r++)
+        if (j->ranks[r].host < j->nhosts)
+            per[j->ranks[r].host]++;
     for (uint32_t h = 0; h < j->nhosts; h++) {
-        uint32_t n = j->hosts[h];
+        uint32_t n = j->hosts[h], np = per ? per[h] : j->rq.ppn;
         if (n >= c->nnodes)
             continue;
-        v->host_procs[n] += j->rq.ppn;
+        v->host_procs[n] += np;
         char name[SD_NAME];
         double sp;
         scored_node_class(c, &c->nodes[n], name, sizeof name, &sp);
         int k = cluster_index(v, name);
         if (k < 0)
             continue;
-        v->cl[k].procs += j->rq.ppn;
+        v->cl[k].procs += np;
         if (seen && !seen[k]) {
             seen[k] = true;
             v->cl[k].held_mem += j->mem_lim;
@@ -140,6 +145,7 @@ static void view_charge(struct view *v, const struct cluster *c, const struct pj
             v->cl[k].njobs++;
         }
     }
+    free(per);
     free(seen);
 }
 
@@ -275,6 +281,133 @@ static int admit(struct cluster *c, struct pjob *j, char *why, size_t n, bool *n
     return 0;
 }
 
+/* Memory and disk limits held by the admitted jobs on node n (MiB). */
+static void node_held(const struct cluster *c, uint32_t n, uint64_t *mem, uint64_t *disk)
+{
+    *mem = *disk = 0;
+    for (uint32_t i = c->sd->live_from; i < c->sd->njobs; i++) {
+        const struct pjob *j = c->sd->jobs[i];
+        if (!admitted(j))
+            continue;
+        for (uint32_t h = 0; h < j->nhosts; h++)
+            if (j->hosts[h] == n) {
+                *mem += j->mem_lim;
+                *disk += j->disk_lim;
+                break;
+            }
+    }
+}
+
+/* The active, procs-capable session named name; else why not in why. */
+static int placed_node(const struct cluster *c, const msgpack_object *o, char *why, size_t n)
+{
+    int other = -1;
+    for (uint32_t i = 0; i < c->nnodes; i++) {
+        const struct node *nd = &c->nodes[i];
+        if (strlen(nd->name) != o->via.str.size || memcmp(nd->name, o->via.str.ptr, o->via.str.size))
+            continue;
+        if (is_host(nd))
+            return (int)i;
+        other = (int)i;
+    }
+    if (other < 0)
+        snprintf(why, n, "host %.*s: unknown (no node of that name has joined)",
+                 (int)(o->via.str.size > 200 ? 200 : o->via.str.size), o->via.str.ptr);
+    else
+        snprintf(why, n, "host %s: %s", c->nodes[other].name,
+                 c->nodes[other].active ? "does not run parallel processes" : "inactive");
+    text_fix(why);
+    return -1;
+}
+
+/* Checks that placed job j fits on its hosts now: cores, memory, disk. */
+static int placed_fits(struct cluster *c, struct pjob *j, const uint32_t *cnt, char *why, size_t n)
+{
+    struct view v;
+    if (view_build(c, &v) < 0) {
+        snprintf(why, n, "out of memory");
+        return -1;
+    }
+    int rc = 0;
+    for (uint32_t h = 0; h < j->nhosts && rc == 0; h++) {
+        uint32_t x = j->hosts[h];
+        const struct node *nd = &c->nodes[x];
+        uint32_t fr = v.host_cores[x] > v.host_procs[x] ? v.host_cores[x] - v.host_procs[x] : 0;
+        uint64_t mem, disk;
+        node_held(c, x, &mem, &disk);
+        if (cnt[h] > fr) {
+            snprintf(why, n, "host %s: %u free core(s) of %u, the job needs %u", nd->name, fr,
+                     v.host_cores[x], cnt[h]);
+            rc = -1;
+        } else if (j->rq.mem_mb && nd->mem_mb && (mem > nd->mem_mb || nd->mem_mb - mem < j->rq.mem_mb)) {
+            snprintf(why, n, "host %s: %llu MiB of memory free of %llu, the job needs %llu", nd->name,
+                     (unsigned long long)(mem > nd->mem_mb ? 0 : nd->mem_mb - mem),
+                     (unsigned long long)nd->mem_mb, (unsigned long long)j->rq.mem_mb);
+            rc = -1;
+        } else if (j->rq.disk_mb && (disk > nd->disk_mb || nd->disk_mb - disk < j->rq.disk_mb)) {
+            snprintf(why, n, "host %s: %llu MiB of disk free of %llu, the job needs %llu", nd->name,
+                     (unsigned long long)(disk > nd->disk_mb ? 0 : nd->disk_mb - disk),
+                     (unsigned long long)nd->disk_mb, (unsigned long long)j->rq.disk_mb);
+            rc = -1;
+        }
+    }
+    view_free(&v);
+    return rc;
+}
+
+/*
+ * PSUBMIT with "hosts": rank i on the session named hl[i]. Admission is immediate and
+ * final; an admitted job runs at once (no waiting, no time slicing). Returns 0, or -1
+ * with the host and the missing resource in why.
+ */
+static int admit_placed(struct cluster *c, struct pjob *j, const msgpack_object *hl, char *why,
+                        size_t n)
+{
+    uint32_t np = j->rq.nprocs, nh = 0, ppn = 0;
+    uint32_t *hosts = calloc(np + 1, sizeof *hosts), *cnt = calloc(np + 1, sizeof *cnt);
+    int rc = -1;
+    if (!hosts || !cnt || (!j->ranks && !(j->ranks = calloc(np, sizeof *j->ranks)))) {
+        snprintf(why, n, "out of memory");
+        goto out;
+    }
+    for (uint32_t r = 0; r < np; r++) {
+        int x = placed_node(c, &hl->via.array.ptr[r], why, n);
+        uint32_t k = 0;
+        if (x < 0)
+            goto out;
+        while (k < nh && hosts[k] != (uint32_t)x)
+            k++;
+        if (k == nh)
+            hosts[nh++] = (uint32_t)x;
+        j->ranks[r].host = k;
+        ppn = ++cnt[k] > ppn ? cnt[k] : ppn;
+    }
+    free(j->hosts);
+    j->hosts = hosts;
+    j->nhosts = nh;
+    hosts = NULL;
+    j->rq.ppn = ppn;
+    j->mem_lim = j->rq.mem_mb;
+    j->disk_lim = j->rq.disk_mb;
+    if (placed_fits(c, j, cnt, why, n) < 0)
+        goto out;
+    double sp;
+    scored_node_class(c, &c->nodes[j->hosts[0]], j->cluster, sizeof j->cluster, &sp);
+    const struct sd_queue *q = &c->sd->set.q[j->queue];
+    j->max_cpu_s = q->max_cpu_s;
+    if (j->req_cpu_s && (!j->max_cpu_s || j->req_cpu_s < j->max_cpu_s))
+        j->max_cpu_s = j->req_cpu_s;
+    j->placed = true;
+    j->state = PJ_RUNNING;
+    j->started_ms = j->slice_ms = j->last_ran_ms = wall_now_ms();
+    j->reason[0] = '\0';
+    rc = 0;
+out:
+    free(hosts);
+    free(cnt);
+    return rc;
+}
+
 /* Is user a member of the Unix group? (K5; the identity is the one the tool sent.) */
 static bool group_member(const char *user, const char *group)
 {
@@ -342,8 +475,8 @@ void scored_check_limits(struct cluster *c, struct pjob *j, int64_t now)
 {
     int64_t run = j->run_ms + (j->state == PJ_RUNNING ? now - j->slice_ms : 0);
     if (j->limit_s && run > (int64_t)j->limit_s * 1000) {
-        scored_job_end(c, j, PJ_KILLED, "wall clock: ran %.1f s (time stopped not counted), "
-                "over its limit of %llu s", (double)run / 1000.0, (unsigned long long)j->limit_s);
+        scored_job_end(c, j, PJ_KILLED, "wall-clock limit: ran %.1f s (time stopped not "
+                "counted), over its limit of %llu s", (double)run / 1000.0, (unsigned long long)j->limit_s);
         return;
     }
     const struct sd_queue *q = &c->sd->set.q[j->queue];
@@ -435,6 +568,10 @@ void scored_schedule(struct cluster *c, bool rotate)
         struct pjob *j = sd->jobs[i];
         if (!admitted(j))
             continue;
+        if (j->placed) { /* placed by the batch role: runs until it ends, never sliced */
+            apply_slot(c, j, true, now);
+            continue;
+        }
         const struct sd_queue *q = &sd->set.q[j->queue];
         s[n] = (struct sd_slot_job){j->id, j->queue, q->state == SDQ_ACTIVATED && hosts_up(c, j),
                                     j->state == PJ_RUNNING, j->started_ms != 0, q->mode,
@@ -516,6 +653,12 @@ static const char *psubmit_invalid(const struct cluster *c, const msgpack_object
         return "procs and ppn must be at least 1";
     if (wire_get_u64(m, "queue", (uint64_t)c->cfg.sd_default_queue) >= c->sd->set.nq)
         return "no such queue";
+    const msgpack_object *hl = wire_get(m, "hosts");
+    if (hl && hl->via.array.size != wire_get_u64(m, "procs", 1))
+        return "hosts must name exactly one host per process (as many names as procs)";
+    for (uint32_t i = 0; hl && i < hl->via.array.size; i++)
+        if (hl->via.array.ptr[i].via.str.size == 0 || hl->via.array.ptr[i].via.str.size >= 64)
+            return "a name in hosts is empty or longer than 63 bytes";
     return NULL;
 }
 
@@ -560,7 +703,11 @@ void h_psubmit(struct cluster *c, struct request *r)
                   "one on this host", j->queue, q->group, j->user);
         goto refused;
     }
-    if (admit(c, j, why, sizeof why, &never) < 0) {
+    const msgpack_object *hl = wire_get(m, "hosts");
+    if (hl && admit_placed(c, j, hl, why, sizeof why) < 0) {
+        scored_reply_err(r, WE_REFUSED, "cannot place the job on the hosts named: %s", why);
+        goto refused;
+    } else if (!hl && admit(c, j, why, sizeof why, &never) < 0) {
         if (!j->wait) {
             scored_reply_err(r, WE_REFUSED, "no cluster can take the job: %s", why);
             goto refused;

@@ -42,6 +42,8 @@ struct pjob {
     char **argv;
     uint32_t argc;
     bool shell, wait, dirty;
+    bool placed;     /* PSUBMIT named its hosts: never waits, never time-sliced */
+    uint8_t ev_state; /* 1 + the state last published as an event (events.c); 0: none */
     struct sd_request rq;
     uint64_t req_cpu_s, limit_s;
     uint32_t queue, queue0, demotions;
@@ -69,6 +71,9 @@ struct scored {
     bool set_dirty, resched, rc_applied;
     struct pjob **jobs; /* by id */
     uint32_t njobs, cap;
+    /* jobs[0..live_from) are settled: ended, no process left on any node, saved; the
+     * per-turn and per-PSYNC loops start here (scored_settle) */
+    uint32_t live_from;
     struct sd_hostent *hf;
     uint32_t nhf;
     int t_pjobs, t_scored, t_poutput;

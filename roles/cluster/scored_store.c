@@ -95,7 +95,7 @@ static const char *host_name(const struct cluster *c, uint32_t h)
 
 static void job_encode(const struct cluster *c, const struct pjob *j, struct wire_buf *wb)
 {
-    wire_pack_map(wb, 32 + (j->key != NULL));
+    wire_pack_map(wb, 33 + (j->key != NULL));
     if (j->key)
         wire_put_str(wb, "key", j->key);
     wire_put_u64(wb, "id", j->id);
@@ -105,6 +105,7 @@ static void job_encode(const struct cluster *c, const struct pjob *j, struct wir
     wire_put_strv(wb, "argv", j->argv, (uint32_t)j->argc);
     wire_put_bool(wb, "shell", j->shell);
     wire_put_bool(wb, "wait", j->wait);
+    wire_put_bool(wb, "placed", j->placed);
     wire_put_u64(wb, "procs", j->rq.nprocs);
     wire_put_u64(wb, "ppn", j->rq.ppn);
     wire_put_u64(wb, "mem_mb", j->rq.mem_mb);
@@ -369,6 +370,7 @@ static int load_job(void *arg, const void *key, size_t klen, const void *val, si
     }
     j->shell = wire_get_bool(m, "shell", false);
     j->wait = wire_get_bool(m, "wait", false);
+    j->placed = wire_get_bool(m, "placed", false);
     j->rq.nprocs = (uint32_t)wire_get_u64(m, "procs", 1);
     j->rq.ppn = (uint32_t)wire_get_u64(m, "ppn", 1);
     j->rq.mem_mb = wire_get_u64(m, "mem_mb", 0);

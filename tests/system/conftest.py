@@ -570,3 +570,48 @@ def client_factory(procs, gridnode_bin, workdir):
         return out
 
     return start
+
+
+# ---------------------------------------------------------------------------
+# the live batch role (issue 9)
+
+
+class Batch(Cluster):
+    """A `gridnode batch` live role on its own state dir, scheduling onto the cluster
+    managers in `clusters` (Cluster objects or endpoints). start/kill/restart/rpc as
+    for Cluster."""
+
+    def __init__(self, registry, binary, state_dir, clusters, sets=None, env=None,
+                 name="batch"):
+        super().__init__(registry, binary, state_dir, sets=sets, env=env, name=name)
+        self.clusters = clusters
+
+    def args(self, listen):
+        eps = ",".join(c.endpoint if isinstance(c, Cluster) else str(c)
+                       for c in self.clusters)
+        a = [self.binary, "batch", "--set", "batch.state_dir=%s" % self.state_dir,
+             "--set", "batch.listen=%s" % listen, "--set", "batch.clusters=%s" % eps]
+        for k, v in self.sets.items():
+            if k in ("batch.state_dir", "batch.listen", "batch.clusters"):
+                continue
+            a += ["--set", "%s=%s" % (k, _ini(v))]
+        return a
+
+    def start(self, timeout=None, listen=None, env=None):
+        listen = listen or self.sets.get("batch.listen") or "tcp://127.0.0.1:*"
+        return super().start(timeout=timeout, listen=listen, env=env)
+
+
+@pytest.fixture
+def batch_factory(procs, gridnode_bin, workdir):
+    """make(clusters, sets=None, env=None, start=True, name="batch") -> Batch; state
+    dir workdir/<name>, logs workdir/<name>.<n>.log."""
+
+    def make(clusters, sets=None, env=None, start=True, name="batch"):
+        b = Batch(procs, gridnode_bin, workdir / name, clusters,
+                  sets=dict({"store.sync": "none"}, **(sets or {})), env=env, name=name)
+        if start:
+            b.start()
+        return b
+
+    return make

@@ -66,10 +66,10 @@ def check_schedule(jobs, procs):
 
 # ---- the live role is not there yet; usage -----------------------------------------
 
-def test_live_role_not_available():
+def test_live_role_without_clusters_says_what_to_set():
     p = run()
-    assert p.returncode == 2
-    assert "not available yet" in p.stderr and "--simulate" in p.stderr
+    assert p.returncode == 1
+    assert "batch.clusters" in p.stderr
 
 
 def test_help_documents_every_option():

@@ -2,7 +2,9 @@
  * test_daemon.c - the shared request/reply skeleton (lib/daemon.c) over inproc:
  * dispatch and replies after the commit, a failed commit turning the turn's replies
  * into STORAGE errors and reloading, bad and multi-frame requests refused before
- * dispatch, the per-peer reply bound, and the state-directory lock across processes.
+ * dispatch, the per-peer reply bound, the state-directory lock across processes, and
+ * held (deferred) replies: sent after a later commit, expired at their deadline, one
+ * per peer and kind, bounded in number.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,17 +23,44 @@
 #include "lib/loop.h"
 #include "wire/wire.h"
 
+struct daemon *g_daemon; /* for dispatch to hold requests */
+
 struct role {
     int dispatched, commits, reloads;
     int fail_commit;
+    /* holding: hold every request for hold_ms, kind = id % kinds (0: do not hold) */
+    int64_t hold_ms;
+    uint64_t kinds;
+    uint64_t last_handle;
+    int expired;
 };
+
+#define EXPIRED_CODE 99
 
 static void dispatch(void *arg, const struct wire_msg *m, const char *peer, struct wire_buf *reply)
 {
     struct role *r = arg;
     (void)peer;
     r->dispatched++;
+    if (r->kinds) {
+        uint64_t h = daemon_hold(g_daemon, (uint32_t)(m->id % r->kinds), r->hold_ms);
+        if (h) {
+            r->last_handle = h;
+            wire_begin(reply, WT_OK, m->id, 0); /* ignored: held */
+            return;
+        }
+    }
     wire_begin(reply, WT_OK, m->id, 0);
+}
+
+static void expire(void *arg, uint64_t handle, uint32_t kind, uint64_t req_id,
+                   struct wire_buf *reply)
+{
+    struct role *r = arg;
+    (void)handle;
+    (void)kind;
+    r->expired++;
+    wire_error_msg(reply, req_id, EXPIRED_CODE, "expired");
 }
 
 static int commit(void *arg)
@@ -68,9 +97,10 @@ static void setup_fx(struct fixture *f, long peer_queue, int peer_rcvhwm)
     f->l = loop_new();
     assert_non_null(f->l);
     struct daemon_opts o = {"test", "inproc://daemon", f->dir, peer_queue};
-    struct daemon_ops ops = {dispatch, commit, reload, &f->role};
+    struct daemon_ops ops = {dispatch, commit, reload, &f->role, expire};
     f->d = daemon_new(f->l, &o, &ops);
     assert_non_null(f->d);
+    g_daemon = f->d;
     assert_string_equal(daemon_endpoint(f->d), "inproc://daemon");
     f->peer = zmq_socket(daemon_zctx(f->d), ZMQ_DEALER);
     int zero = 0;
@@ -109,11 +139,18 @@ static void run_ms(struct fixture *f, int ms)
     assert_int_equal(loop_run(f->l), 0);
 }
 
+static int recv_reply_ms(void *s, uint64_t *id, uint64_t *code, long ms);
+
 /* The next reply's type and code (0 when not an ERROR); -1 when none within 1 s. */
 static int recv_reply(void *s, uint64_t *id, uint64_t *code)
 {
+    return recv_reply_ms(s, id, code, 1000);
+}
+
+static int recv_reply_ms(void *s, uint64_t *id, uint64_t *code, long ms)
+{
     zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
-    if (zmq_poll(&it, 1, 1000) <= 0)
+    if (zmq_poll(&it, 1, ms) <= 0)
         return -1;
     zmq_msg_t m;
     zmq_msg_init(&m);
@@ -248,6 +285,114 @@ static void test_state_dir_lock(void **state)
     rmdir(dir);
 }
 
+/* A held request is answered only by daemon_reply_held, and only after a commit. */
+static struct fixture *g_fx;
+static int g_commits_at_reply, g_seen_early;
+
+static void reply_later(struct loop *l, void *arg)
+{
+    struct fixture *f = g_fx;
+    uint64_t id, code;
+    (void)l;
+    (void)arg;
+    assert_int_equal(daemon_held_count(f->d), 1);
+    g_seen_early += recv_reply_ms(f->peer, &id, &code, 0) != -1; /* still held */
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    wire_begin(&wb, WT_OK, 7, 0);
+    g_commits_at_reply = f->role.commits;
+    assert_int_equal(daemon_reply_held(f->d, f->role.last_handle, &wb), 0);
+    assert_int_equal(daemon_reply_held(f->d, f->role.last_handle, &wb), -1); /* answered */
+    assert_int_equal(daemon_held_count(f->d), 0);
+    g_seen_early += recv_reply_ms(f->peer, &id, &code, 0) != -1; /* waits for the commit */
+    wire_buf_free(&wb);
+}
+
+static void test_held_reply_after_commit(void **state)
+{
+    (void)state;
+    struct fixture f;
+    setup_fx(&f, 0, 1000);
+    g_fx = &f;
+    g_seen_early = 0;
+    f.role.kinds = 1;
+    f.role.hold_ms = 60000;
+    send_req(f.peer, 7, 0);
+    loop_timer(f.l, 150, 0, reply_later, NULL);
+    run_ms(&f, 300);
+    uint64_t id, code;
+    assert_int_equal(f.role.dispatched, 1);
+    assert_int_equal(g_seen_early, 0);
+    assert_true(f.role.commits > g_commits_at_reply);
+    assert_int_equal(recv_reply(f.peer, &id, &code), WT_OK);
+    assert_int_equal(id, 7);
+    assert_int_equal(f.role.expired, 0);
+    teardown_fx(&f);
+}
+
+/* At its deadline a held request gets the role's expiry reply, without a new request. */
+static void test_held_deadline(void **state)
+{
+    (void)state;
+    struct fixture f;
+    setup_fx(&f, 0, 1000);
+    f.role.kinds = 1;
+    f.role.hold_ms = 100;
+    send_req(f.peer, 9, 0);
+    run_ms(&f, 500);
+    uint64_t id, code;
+    assert_int_equal(recv_reply(f.peer, &id, &code), WT_ERROR);
+    assert_int_equal(id, 9);
+    assert_int_equal(code, EXPIRED_CODE);
+    assert_int_equal(f.role.expired, 1);
+    assert_int_equal(daemon_held_count(f.d), 0);
+    teardown_fx(&f);
+}
+
+/* One held request per peer and kind: a second one answers the first at once. */
+static void test_held_one_per_peer_and_kind(void **state)
+{
+    (void)state;
+    struct fixture f;
+    setup_fx(&f, 0, 1000);
+    f.role.kinds = 2;
+    f.role.hold_ms = 60000;
+    send_req(f.peer, 2, 0); /* kind 0 */
+    send_req(f.peer, 3, 0); /* kind 1 */
+    send_req(f.peer, 4, 0); /* kind 0 again: 2 is answered */
+    run_ms(&f, 100);
+    uint64_t id, code;
+    assert_int_equal(recv_reply(f.peer, &id, &code), WT_ERROR);
+    assert_int_equal(id, 2);
+    assert_int_equal(code, EXPIRED_CODE);
+    assert_int_equal(recv_reply_ms(f.peer, &id, &code, 50), -1);
+    assert_int_equal(daemon_held_count(f.d), 2);
+    teardown_fx(&f); /* held requests are freed (ASan checks) */
+}
+
+/* At most DAEMON_HELD_MAX held in all: beyond, the role answers at once. */
+static void test_held_bounded(void **state)
+{
+    (void)state;
+    struct fixture f;
+    uint32_t extra = 10, n = DAEMON_HELD_MAX + extra;
+    setup_fx(&f, 100000, 100000);
+    f.role.kinds = 1u << 30; /* a kind per request */
+    f.role.hold_ms = 60000;
+    for (uint64_t i = 1; i <= n; i++)
+        send_req(f.peer, i, 0);
+    run_ms(&f, 1000); /* several turns of DAEMON_TURN_MAX requests */
+    assert_int_equal(f.role.dispatched, n);
+    assert_int_equal(daemon_held_count(f.d), DAEMON_HELD_MAX);
+    uint64_t id, code;
+    for (uint32_t i = 0; i < extra; i++) {
+        assert_int_equal(recv_reply(f.peer, &id, &code), WT_OK);
+        assert_true(id > DAEMON_HELD_MAX);
+    }
+    assert_int_equal(recv_reply_ms(f.peer, &id, &code, 50), -1);
+    teardown_fx(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -256,6 +401,10 @@ int main(void)
         cmocka_unit_test(test_bad_and_multiframe_refused),
         cmocka_unit_test(test_peer_queue_bound),
         cmocka_unit_test(test_state_dir_lock),
+        cmocka_unit_test(test_held_reply_after_commit),
+        cmocka_unit_test(test_held_deadline),
+        cmocka_unit_test(test_held_one_per_peer_and_kind),
+        cmocka_unit_test(test_held_bounded),
     };
     return cmocka_run_group_tests_name("daemon", tests, NULL, NULL);
 }

@@ -1,0 +1,206 @@
+/*
+ * live.h - the live batch role (`gridnode batch -c FILE`): the engine (batch.h) driven
+ * by real requests and by the cluster managers it schedules onto.
+ *
+ *   live.c      start-up, the daemon callbacks, the cycle and the group commit
+ *   livejob.c   jobs and their elements in memory and in the store (records)
+ *   livereq.c   the user vocabulary: SUBMIT, PSUBMIT, JOB_LIST, JOB_GET, CANCEL
+ *   liveclu.c   one DEALER per cluster manager: resynchronisation, the EVENTS feed,
+ *               starts (PSUBMIT with hosts), cancels, reconciliation after restarts
+ *
+ * Time: the engine runs in milliseconds of the wall clock (config unit_per_s = 1000),
+ * kept non-decreasing. Job ids are the role's own; a job is either a task array
+ * (SUBMIT, ntasks elements of one process each) or a parallel job (PSUBMIT, one
+ * element of procs processes). Element e of job J is engine job (J << 24) | e and is
+ * started on a cluster with the key "batch:<incarnation>:<J>.<e>".
+ */
+#ifndef GRIDNODE_BATCH_LIVE_H
+#define GRIDNODE_BATCH_LIVE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "roles/batch/batch.h"
+#include "wire/wire.h"
+
+struct loop;
+struct daemon;
+struct store;
+
+#define LIVE_ELEM_BITS 24
+#define LIVE_MAX_TASKS 10000000u /* SUBMIT ntasks cap (wire) fits 24 bits */
+#define LIVE_FEED_WINDOW 256     /* pending elements of one array inside the engine */
+#define LIVE_DEFAULT_WALLTIME_S 3600
+#define LIVE_MAX_CLUSTERS 64
+#define LIVE_REQ_TIMEOUT_MS 5000 /* a cluster silent this long past a deadline is down */
+#define LIVE_EVENTS_WAIT_MS 1000 /* long-poll of EVENTS */
+#define LIVE_LIST_MAX (1u << 20) /* JOBS page bytes, as the cluster */
+
+enum el_state {
+    EL_PENDING = 0,
+    EL_STARTING, /* the start is decided and stored; PSUBMIT sent or to be (re)sent */
+    EL_RUNNING,  /* the cluster accepted it */
+    EL_DONE,
+    EL_FAILED,
+    EL_KILLED,
+    EL_CANCELLED,
+};
+
+/* One element: a task of an array, or the whole parallel job. */
+struct lelem {
+    int64_t start, end; /* wall ms; 0 unknown */
+    uint64_t cjob;      /* the cluster's job id, 0 unknown */
+    int32_t exit;
+    uint8_t state, signal;
+    int8_t cl;            /* cluster index, -1 */
+    bool in_engine : 1;   /* known to the engine (pending or running there) */
+    bool want_cancel : 1; /* cancel once the cluster's job id is known */
+    bool dirty : 1;       /* record to write at the commit */
+    char *reason;         /* why pending / how it ended, or NULL */
+    char *hosts;          /* comma-separated host per rank while starting/running/ended */
+};
+
+struct ljob {
+    uint64_t id;
+    bool parallel, shell, hold, early, dirty, edirty;
+    uint8_t queue;
+    uint32_t ntasks, procs, ppn;
+    int64_t mem_mb, disk_mb, limit_s;
+    int64_t submitted, finished; /* wall ms */
+    char *name, *user, *group, *account, *class_, *qos, *key, *resv;
+    uint32_t nfed; /* elements 0..nfed-1 were given to the engine */
+    uint32_t nended, nfailed, nrun, nstarted;
+    bool cancelled;
+    struct lelem *el;
+};
+
+struct lhost {
+    char name[BATCH_NAME_MAX];
+    char sid[80];
+    int32_t slot0, nslots; /* engine nodes slot0 .. slot0+nslots-1 (one per core) */
+    bool up, seen, seen_up;
+};
+
+struct lreq {
+    uint64_t rid;
+    int kind; /* enum in liveclu.c */
+    uint64_t arg;
+    int64_t deadline; /* monotonic ms */
+};
+
+struct lclu {
+    int idx;
+    char name[BATCH_NAME_MAX];
+    char ep[256];
+    void *sock;
+    int st;         /* enum in liveclu.c */
+    bool events_ok; /* the cluster has EVENTS (else: polling fallback) */
+    bool synced;    /* its hosts are in the engine and its jobs reconciled */
+    char epoch[80];
+    uint64_t next;    /* next event seq */
+    int64_t retry_at; /* monotonic ms of the next resync attempt when down */
+    int64_t poll_at;  /* polling fallback: next poll */
+    struct lhost *hosts;
+    uint32_t nhosts, caphosts;
+    struct lreq *req;
+    uint32_t nreq, capreq;
+    uint32_t reconciling; /* outstanding JOB_GET / PSUBMIT of a resync */
+};
+
+/* A message to a cluster, sent after the turn's commit. */
+struct lout {
+    int cl;
+    void *data;
+    size_t len;
+};
+
+struct live {
+    struct batch_config cfg;
+    struct batch_engine *eng;
+    struct loop *loop;
+    struct daemon *daemon;
+    struct store *store;
+    int lockfd;
+    int t_meta, t_jobs, t_elems;
+    char inc[40];
+    uint64_t next_id;
+    bool meta_dirty, turn_failed;
+    /* jobs by increasing id */
+    struct ljob **jobs;
+    uint32_t njobs, capjobs;
+    /* engine node index -> (cluster, host) */
+    int16_t *slot_cl;
+    int32_t *slot_host;
+    int32_t nslots, capslots;
+    struct lclu cl[LIVE_MAX_CLUSTERS];
+    int ncl;
+    int default_cl;
+    /* the cycle */
+    bool want_cycle;
+    int64_t last_cycle;  /* monotonic ms */
+    int64_t engine_now;  /* last time given to the engine (wall ms) */
+    int64_t next_wakeup; /* wall ms of the engine's next boundary */
+    uint64_t req_seq;
+    struct lout *out;
+    uint32_t nout, capout;
+    uint64_t cycles, starts, refusals;
+};
+
+/* live.c */
+int64_t live_now(struct live *L); /* wall ms, non-decreasing */
+void live_want_cycle(struct live *L);
+int live_main(int argc, char **argv, struct batch_config *cfg);
+
+/* livejob.c */
+uint64_t live_eid(uint64_t job, uint32_t e);
+struct ljob *live_job_find(struct live *L, uint64_t id);
+struct lelem *live_elem_find(struct live *L, uint64_t eid, struct ljob **jp);
+int live_job_add(struct live *L, struct ljob *j); /* takes ownership; 0/-1 */
+void live_job_free(struct ljob *j);
+void live_jobs_free(struct live *L);
+const char *live_elem_state_name(int st);
+/* Elem state change bookkeeping (counters, finished time, dirty marks). */
+void live_elem_set(struct live *L, struct ljob *j, uint32_t e, int st);
+void live_elem_reason(struct lelem *el, const char *why);
+/* Engine spec of element e of j. */
+void live_elem_spec(const struct live *L, const struct ljob *j, uint32_t e,
+                    struct batch_job_spec *s);
+/* Gives more pending elements of j to the engine (up to the window). */
+void live_job_feed(struct live *L, struct ljob *j);
+/* Writes the dirty job and element records into the store buffer; 0/-1. */
+int live_save_dirty(struct live *L);
+/* Loads jobs and elements from the store; 0/-1. */
+int live_load(struct live *L);
+/* Record codecs (also for unit tests): encode into wb, decode from bytes. */
+void live_job_encode(const struct ljob *j, const char *const *argv, uint32_t argc,
+                     struct wire_buf *wb);
+struct ljob *live_job_decode(const void *p, size_t n);
+void live_elem_encode(const struct lelem *el, struct wire_buf *wb);
+int live_elem_decode(const void *p, size_t n, struct lelem *el);
+/* The stored argv of job id (malloc'd vector of malloc'd strings); NULL if none. */
+char **live_job_argv(struct live *L, uint64_t id, uint32_t *argc);
+void live_argv_free(char **v, uint32_t n);
+
+/* livereq.c */
+void live_dispatch(struct live *L, const struct wire_msg *m, const char *peer,
+                   struct wire_buf *reply);
+void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb);
+
+/* liveclu.c */
+int live_clusters_open(struct live *L, char *err, size_t errlen);
+void live_clusters_close(struct live *L);
+/* Queues the start of element e of j on its cluster (PSUBMIT with hosts). */
+void live_clu_start(struct live *L, struct ljob *j, uint32_t e);
+/* Queues a CANCEL of the element's cluster job. */
+void live_clu_cancel(struct live *L, struct ljob *j, uint32_t e);
+/* Sends the queued messages (after the commit); drops them after a failed one. */
+void live_out_flush(struct live *L, bool send);
+/* Periodic: deadlines, resync of down clusters, polling fallback. */
+void live_clu_tick(struct live *L);
+/* Engine node of a host, free, for adoption; -1 if none. */
+int32_t live_host_free_slot(struct live *L, int cl, const char *host, const int32_t *taken,
+                            int32_t ntaken);
+/* Host name and cluster of an engine node. */
+const char *live_slot_host(const struct live *L, int32_t slot, int *cl);
+
+#endif
