@@ -288,6 +288,122 @@ static const struct wire_field f_nodes[] = {
     {NULL},
 };
 
+/* ---- batch role: Maui's commands and the site interface (docs/wire.md 6.12) ---- */
+static const struct wire_field f_showq[] = {
+    {"user", WF_STR, false, NAME_MAX_}, /* only this user's jobs */
+    {"all", WF_BOOL, false},            /* also the ended jobs still kept */
+    {NULL},
+};
+
+static const struct wire_field f_rows[] = {
+    {"jobs", WF_ARRAY, false, UINT32_MAX, WF_MAP},
+    {"resvs", WF_ARRAY, false, UINT32_MAX, WF_MAP},
+    {"creds", WF_ARRAY, false, UINT32_MAX, WF_MAP},
+    {"now", WF_INT, false},
+    {NULL},
+};
+
+static const struct wire_field f_checkjob[] = {
+    {"job", WF_UINT, true},
+    {NULL},
+};
+
+static const struct wire_field f_jobcheck[] = {
+    {"job", WF_MAP, true},
+    {NULL},
+};
+
+/* a resource request: ESTIMATE, RESV_SET, RESERVE */
+static const struct wire_field f_estimate[] = {
+    {"job", WF_UINT, false},
+    {"procs", WF_UINT, false, 1u << 20},
+    {"mem_mb", WF_UINT, false, 1ull << 40},
+    {"disk_mb", WF_UINT, false, 1ull << 40},
+    {"walltime_s", WF_UINT, false, 366u * 86400},
+    {"user", WF_STR, false, NAME_MAX_},
+    {"group", WF_STR, false, NAME_MAX_},
+    {"account", WF_STR, false, NAME_MAX_},
+    {"class", WF_STR, false, NAME_MAX_},
+    {"qos", WF_STR, false, NAME_MAX_},
+    {"max", WF_UINT, false, 100},
+    {NULL},
+};
+
+static const struct wire_field f_starts[] = {
+    {"earliest", WF_INT, true}, /* ms since the epoch; -1 never */
+    {"starts", WF_ARRAY, true, 100, WF_MAP},
+    {"now", WF_INT, true},
+    {"job", WF_UINT, false},
+    {"state", WF_STR, false, NAME_MAX_},
+    {"reason", WF_STR, false, 1024},
+    {NULL},
+};
+
+static const struct wire_field f_diagnose[] = {
+    {"what", WF_STR, true, 16}, /* "priority" or "fairshare" */
+    {"job", WF_UINT, false},
+    {NULL},
+};
+
+#define ACL_MAX 256
+static const struct wire_field f_resv_set[] = {
+    {"user", WF_STR, false, NAME_MAX_}, /* the requester */
+    {"name", WF_STR, false, 63},
+    {"users", WF_ARRAY, false, ACL_MAX, WF_STR},
+    {"groups", WF_ARRAY, false, ACL_MAX, WF_STR},
+    {"accounts", WF_ARRAY, false, ACL_MAX, WF_STR},
+    {"classes", WF_ARRAY, false, ACL_MAX, WF_STR},
+    {"qoss", WF_ARRAY, false, ACL_MAX, WF_STR},
+    {"tasks", WF_UINT, false, 1u << 20},
+    {"procs", WF_UINT, false, 4096}, /* per task */
+    {"mem_mb", WF_UINT, false, 1ull << 40},
+    {"disk_mb", WF_UINT, false, 1ull << 40},
+    {"hosts", WF_ARRAY, false, 4096, WF_STR},
+    {"class", WF_STR, false, NAME_MAX_}, /* partition: the cluster to take them from */
+    {"start", WF_INT, false},            /* ms since the epoch; absent or 0: now */
+    {"end", WF_INT, false},
+    {"duration_s", WF_UINT, false, 3660u * 86400},
+    {NULL},
+};
+
+static const struct wire_field f_resv[] = {
+    {"resv", WF_MAP, true},
+    {NULL},
+};
+
+static const struct wire_field f_resv_list[] = {
+    {"name", WF_STR, false, 63},
+    {"host", WF_STR, false, NAME_MAX_},
+    {NULL},
+};
+
+static const struct wire_field f_resv_release[] = {
+    {"user", WF_STR, false, NAME_MAX_},
+    {"name", WF_STR, true, 63},
+    {NULL},
+};
+
+static const struct wire_field f_reserve[] = {
+    {"user", WF_STR, false, NAME_MAX_},
+    {"users", WF_ARRAY, false, ACL_MAX, WF_STR},
+    {"groups", WF_ARRAY, false, ACL_MAX, WF_STR},
+    {"accounts", WF_ARRAY, false, ACL_MAX, WF_STR},
+    {"classes", WF_ARRAY, false, ACL_MAX, WF_STR},
+    {"qoss", WF_ARRAY, false, ACL_MAX, WF_STR},
+    {"procs", WF_UINT, true, 1u << 20},
+    {"mem_mb", WF_UINT, false, 1ull << 40},
+    {"disk_mb", WF_UINT, false, 1ull << 40},
+    {"class", WF_STR, false, NAME_MAX_},
+    {"start", WF_INT, false},
+    {"duration_s", WF_UINT, true, 3660u * 86400},
+    {NULL},
+};
+
+static const struct wire_field f_site[] = {
+    {"site", WF_MAP, true},
+    {NULL},
+};
+
 const struct wire_desc wire_descs[] = {
     {WT_ERROR, "ERROR", "any", false, f_error},
     {WT_OK, "OK", "any", false, f_none},
@@ -317,6 +433,22 @@ const struct wire_desc wire_descs[] = {
     {WT_SD_STATE, "SD_STATE", "cluster", false, f_sd_state},
     {WT_PURGE, "PURGE", "user", true, f_purge},
     {WT_PURGED, "PURGED", "cluster", false, f_purged},
+    {WT_SHOWQ, "SHOWQ", "user", true, f_showq},
+    {WT_QUEUE, "QUEUE", "batch", false, f_rows},
+    {WT_CHECKJOB, "CHECKJOB", "user", true, f_checkjob},
+    {WT_JOBCHECK, "JOBCHECK", "batch", false, f_jobcheck},
+    {WT_ESTIMATE, "ESTIMATE", "user", true, f_estimate},
+    {WT_STARTS, "STARTS", "batch", false, f_starts},
+    {WT_DIAGNOSE, "DIAGNOSE", "user", true, f_diagnose},
+    {WT_DIAG, "DIAG", "batch", false, f_rows},
+    {WT_RESV_SET, "RESV_SET", "user", true, f_resv_set},
+    {WT_RESV, "RESV", "batch", false, f_resv},
+    {WT_RESV_LIST, "RESV_LIST", "user", true, f_resv_list},
+    {WT_RESVS, "RESVS", "batch", false, f_rows},
+    {WT_RESV_RELEASE, "RESV_RELEASE", "user", true, f_resv_release},
+    {WT_RESERVE, "RESERVE", "user", true, f_reserve},
+    {WT_SITE_INFO, "SITE_INFO", "user", true, f_none},
+    {WT_SITE, "SITE", "batch", false, f_site},
     {0, NULL, NULL, false, NULL},
 };
 
@@ -332,8 +464,9 @@ const char *wire_err_name(int code)
 {
     static const char *names[] = {NULL,        "MALFORMED", "VERSION", "TYPE",
                                   "FIELD",     "NOT_FOUND", "SESSION", "INVALID",
-                                  "STORAGE",   "STATE",     "REFUSED"};
-    if (code > 0 && (size_t)code < sizeof names / sizeof names[0])
+                                  "STORAGE",   "STATE",     "REFUSED",
+                                  [WE_DENIED] = "DENIED"};
+    if (code > 0 && (size_t)code < sizeof names / sizeof names[0] && names[code])
         return names[code];
     return "UNKNOWN";
 }

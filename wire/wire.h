@@ -56,6 +56,24 @@ enum wire_type {
     /* user tools -> cluster: purging finished jobs */
     WT_PURGE = 54,  /* reply PURGED */
     WT_PURGED = 55, /* the jobs purged */
+
+    /* batch role: Maui's commands and the site interface (docs/wire.md 6.12) */
+    WT_SHOWQ = 80,        /* the queue: active / eligible / blocked; reply QUEUE */
+    WT_QUEUE = 81,
+    WT_CHECKJOB = 82,     /* one job as the scheduler sees it; reply JOBCHECK */
+    WT_JOBCHECK = 83,
+    WT_ESTIMATE = 84,     /* start estimate of a job or a request (showstart); reply STARTS */
+    WT_STARTS = 85,
+    WT_DIAGNOSE = 86,     /* priority factors / fairshare; reply DIAG */
+    WT_DIAG = 87,
+    WT_RESV_SET = 88,     /* admin reservation (setres); reply RESV */
+    WT_RESV = 89,
+    WT_RESV_LIST = 90,    /* reservations (showres); reply RESVS */
+    WT_RESVS = 91,
+    WT_RESV_RELEASE = 92, /* releaseres; reply OK */
+    WT_RESERVE = 93,      /* site interface: reservation for one job; reply RESV */
+    WT_SITE_INFO = 94,    /* site summary; reply SITE */
+    WT_SITE = 95,
 };
 
 /* Error codes carried by WT_ERROR ("code"). Values are never reused. */
@@ -70,6 +88,7 @@ enum wire_err {
     WE_STORAGE = 8,    /* the state could not be made durable; nothing changed; retry */
     WE_STATE = 9,      /* not possible in the object's current state */
     WE_REFUSED = 10,   /* admission refused: the text names the missing resource */
+    WE_DENIED = 17,    /* the requester may not do this (batch.admins); not security yet */
 };
 
 /* Field types of a descriptor. */

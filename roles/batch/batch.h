@@ -263,6 +263,8 @@ struct batch_resv_req {
     const char *const *nodes;  /* ... these named nodes (tasks == 0) */
     size_t nnodes;
     int64_t start, end, duration; /* end or duration (the other 0) */
+    bool restore; /* re-creating a stored reservation (live role restart): the named
+                   * nodes are taken as they are (down or busy) and start is kept */
 };
 /* Creates a reservation; it never shares nodes with another one at the same time,
  * so two reservations bound to different jobs cannot collide (B5). Returns 0 and

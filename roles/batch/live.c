@@ -27,6 +27,7 @@
 static const struct store_table live_tables[] = {
     {"jobs", STORE_KEY_U64},
     {"elems", STORE_KEY_U64_U32},
+    {"resv", STORE_KEY_STR},
     {NULL},
 };
 
@@ -53,6 +54,7 @@ static void on_request(void *arg, const struct wire_msg *m, const char *peer,
 static void run_cycle(struct live *L)
 {
     int64_t now = live_now(L);
+    livecmd_apply(L);
     for (uint32_t i = 0; i < L->njobs; i++)
         if (L->jobs[i]->nfed < L->jobs[i]->ntasks)
             live_job_feed(L, L->jobs[i]);
@@ -193,7 +195,7 @@ static int load_all(struct live *L)
         return -1;
     }
     L->nslots = 0;
-    if (load_meta(L) < 0 || live_load(L) < 0)
+    if (load_meta(L) < 0 || live_load(L) < 0 || livecmd_load(L) < 0)
         return -1;
     L->want_cycle = true;
     return 0;
@@ -220,6 +222,7 @@ static int live_open(struct live *L)
     L->t_meta = store_table(L->store, "meta");
     L->t_jobs = store_table(L->store, "jobs");
     L->t_elems = store_table(L->store, "elems");
+    L->t_resv = store_table(L->store, "resv");
     if (load_all(L) < 0 || store_commit(L->store) < 0) {
         log_warnx("cannot load the state from %s", c->state_dir);
         return -1;
@@ -273,6 +276,7 @@ out:
         store_commit(L.store);
     store_close(&L.store);
     live_jobs_free(&L);
+    livecmd_free(&L);
     batch_engine_destroy(&L.eng);
     daemon_destroy(&L.daemon);
     loop_destroy(&L.loop);

@@ -107,6 +107,19 @@ struct lclu {
     uint32_t reconciling; /* outstanding JOB_GET / PSUBMIT of a resync */
 };
 
+/* An administrative or site reservation as stored (livecmd.c). */
+struct lresv {
+    char name[BATCH_NAME_MAX], owner[BATCH_NAME_MAX];
+    int64_t start, end; /* wall ms */
+    int32_t tasks, procs;
+    int64_t mem_mb, disk_mb;
+    char *nodes;                  /* comma-separated engine node names it holds */
+    char *acl[BATCH_CRED_KINDS];  /* comma-separated names, or NULL */
+    uint64_t job;                 /* the batch job bound to it, 0 */
+    bool site;                    /* RESERVE: held for exactly one job */
+    bool in_engine;
+};
+
 /* A message to a cluster, sent after the turn's commit. */
 struct lout {
     int cl;
@@ -144,6 +157,10 @@ struct live {
     struct lout *out;
     uint32_t nout, capout;
     uint64_t cycles, starts, refusals;
+    /* reservations (livecmd.c) */
+    int t_resv;
+    struct lresv *resv;
+    uint32_t nresv, capresv;
 };
 
 /* live.c */
@@ -185,6 +202,20 @@ void live_argv_free(char **v, uint32_t n);
 void live_dispatch(struct live *L, const struct wire_msg *m, const char *peer,
                    struct wire_buf *reply);
 void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb);
+
+/* livecmd.c: Maui's commands and the site interface (types 80-95) */
+bool livecmd_handles(uint32_t type);
+void livecmd_dispatch(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
+/* SUBMIT/PSUBMIT `resv`: NULL if job j (not yet numbered) may run in it, else why. */
+const char *livecmd_resv_check(struct live *L, const struct ljob *j);
+/* After j got its id: binds a site reservation to it (stored); 0/-1. */
+int livecmd_resv_bind(struct live *L, struct ljob *j);
+/* Reads the stored reservations (at start and after a failed commit); 0/-1. */
+int livecmd_load(struct live *L);
+void livecmd_free(struct live *L);
+/* Before each cycle: re-creates stored reservations once their nodes are known,
+ * forgets the ended ones. */
+void livecmd_apply(struct live *L);
 
 /* liveclu.c */
 int live_clusters_open(struct live *L, char *err, size_t errlen);

@@ -180,7 +180,7 @@ static void new_job(struct req *r, bool parallel)
             why = "no such class: a class is one of the cluster names in batch.clusters";
     }
     if (!why && j->resv)
-        why = "reservations are not available yet in this batch role";
+        why = livecmd_resv_check(L, j);
     if (why || !(j->el = calloc(j->ntasks, sizeof *j->el))) {
         fail(r, why ? WE_INVALID : WE_STORAGE, "%s", why ? why : "out of memory");
         live_job_free(j);
@@ -216,6 +216,8 @@ static void new_job(struct req *r, bool parallel)
     }
     L->next_id++;
     L->meta_dirty = true;
+    if (j->resv && livecmd_resv_bind(L, j) < 0)
+        L->turn_failed = true; /* the binding could not be stored: undo the turn */
     live_job_feed(L, j);
     live_want_cycle(L);
     submitted(r, j, false);
@@ -450,6 +452,10 @@ void live_dispatch(struct live *L, const struct wire_msg *m, const char *peer,
                    struct wire_buf *reply)
 {
     struct req r = {L, m, peer, reply};
+    if (livecmd_handles(m->type)) {
+        livecmd_dispatch(L, m, reply);
+        return;
+    }
     for (size_t i = 0; i < sizeof handlers / sizeof handlers[0]; i++)
         if (handlers[i].type == m->type) {
             handlers[i].fn(&r);

@@ -86,7 +86,7 @@ static int pick_named(struct batch_engine *e, const struct batch_resv_req *q, in
                 errno = EINVAL;
                 return fail(why, len, "node %s is listed twice", q->nodes[i]);
             }
-        if (node_busy(e, n, s, t, buf, sizeof buf)) {
+        if (!q->restore && node_busy(e, n, s, t, buf, sizeof buf)) {
             errno = EBUSY;
             return fail(why, len, "%s", buf);
         }
@@ -162,7 +162,7 @@ static int resv_check(struct batch_engine *e, const struct batch_resv_req *q, in
                       int64_t *s, int64_t *t, char *name, char *why, size_t len)
 {
     errno = EINVAL;
-    *s = q->start > now ? q->start : now;
+    *s = q->start > now || (q->restore && q->start > 0) ? q->start : now;
     if (q->end > 0 && q->duration > 0 && q->end != q->start + q->duration)
         return fail(why, len, "end and duration disagree");
     if (q->duration < 0 || q->end < 0)
