@@ -17,5 +17,14 @@ int cmd_nodes(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_batch(int argc, char **argv);
 int cmd_console(int argc, char **argv);
+/* maui.c: the batch role's commands */
+int cmd_showq(int argc, char **argv);
+int cmd_checkjob(int argc, char **argv);
+int cmd_showstart(int argc, char **argv);
+int cmd_diagnose(int argc, char **argv);
+int cmd_canceljob(int argc, char **argv);
+int cmd_setres(int argc, char **argv);
+int cmd_showres(int argc, char **argv);
+int cmd_releaseres(int argc, char **argv);
 
 #endif

@@ -25,13 +25,21 @@ static const struct command commands[] = {
     {"console", cmd_console, "cluster manager console: limits, queues, hosts, parallel jobs"},
     {"dump", cmd_dump, "print a role's stored state (works while it runs)"},
     {"batch", cmd_batch, "batch scheduler (Maui-like); --simulate replays a workload trace"},
+    {"showq", cmd_showq, "batch queue: active, eligible and blocked jobs"},
+    {"checkjob", cmd_checkjob, "one batch job: priority, reservation, why it waits"},
+    {"showstart", cmd_showstart, "estimated start of a batch job or of PROCS@DURATION"},
+    {"diagnose", cmd_diagnose, "batch priorities factor by factor (-p), fairshare (-f)"},
+    {"canceljob", cmd_canceljob, "cancel batch jobs"},
+    {"setres", cmd_setres, "set an administrative reservation (admins)"},
+    {"showres", cmd_showres, "list reservations (-n: by host)"},
+    {"releaseres", cmd_releaseres, "release reservations (admins)"},
 };
 
 static void usage(FILE *out)
 {
     fprintf(out, "usage: gridnode COMMAND [ARGS...]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].help);
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].help);
     fprintf(out, "\n`gridnode COMMAND --help` describes a command.\n");
 }
 
