@@ -48,11 +48,15 @@ TYPES = {
     "JOB": 35, "CANCEL": 36, "NODE_LIST": 37, "NODES": 38,
     "PSYNC": 18, "PSYNC_ACK": 19, "PSUBMIT": 39, "CONSOLE": 40, "CONSOLE_OUT": 41,
     "SD_INFO": 42, "SD_STATE": 43, "PURGE": 54, "PURGED": 55,
+    "SHOWQ": 80, "QUEUE": 81, "CHECKJOB": 82, "JOBCHECK": 83, "ESTIMATE": 84, "STARTS": 85,
+    "DIAGNOSE": 86, "DIAG": 87, "RESV_SET": 88, "RESV": 89, "RESV_LIST": 90, "RESVS": 91,
+    "RESV_RELEASE": 92, "RESERVE": 93, "SITE_INFO": 94, "SITE": 95,
 }
 TYPE_NAMES = {v: k for k, v in TYPES.items()}
 ERRORS = {
     "MALFORMED": 1, "VERSION": 2, "TYPE": 3, "FIELD": 4, "NOT_FOUND": 5,
     "SESSION": 6, "INVALID": 7, "STORAGE": 8, "STATE": 9, "REFUSED": 10,
+    "DENIED": 17,
 }
 ERROR_NAMES = {v: k for k, v in ERRORS.items()}
 
