@@ -289,7 +289,8 @@ def test_unreachable_cluster_is_reported(gridnode_bin):
 
 
 @pytest.mark.parametrize("cmd", ["cluster", "client", "submit", "jobs", "job", "cancel", "purge",
-                                 "nodes", "dump"])
+                                 "nodes", "dump", "showq", "checkjob", "showstart", "diagnose",
+                                 "canceljob", "setres", "showres", "releaseres"])
 def test_help_on_every_command(gridnode_bin, cmd):
     r = run_cli(gridnode_bin, cmd, "--help")
     assert r.returncode == 0 and r.stdout.startswith("usage: gridnode " + cmd)
