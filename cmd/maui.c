@@ -153,11 +153,11 @@ static void showq_part(const msgpack_object *jobs, const char *which, int64_t no
         if (!n++) {
             printf("%s jobs:\n", which);
             if (!strcmp(which, "active"))
-                printf("%8s %-10s %-10s %6s %6s %10s %10s  %s\n", "JOB", "USER", "CLASS",
-                       "PROCS", "TASKS", "WALLTIME", "REMAINING", "STARTED");
+                printf("%8s %-10s %-10s %6s %6s %10s %10s  %s\n", "JOB", "USER", "CLASS", "PROCS",
+                       "TASKS", "WALLTIME", "REMAINING", "STARTED");
             else
-                printf("%8s %-10s %-10s %6s %6s %10s %10s  %s\n", "JOB", "USER", "CLASS",
-                       "PROCS", "TASKS", "WALLTIME", "PRIORITY", "REASON");
+                printf("%8s %-10s %-10s %6s %6s %10s %10s  %s\n", "JOB", "USER", "CLASS", "PROCS",
+                       "TASKS", "WALLTIME", "PRIORITY", "REASON");
         }
         char user[11], cls[11], reason[80], b1[32], b2[32], t[32];
         cli_text(j, "user", user, sizeof user);
@@ -259,8 +259,8 @@ int cmd_checkjob(int argc, char **argv)
         cli_reply_free(&r);
         return 0;
     }
-    static const char *const strs[] = {"queue_state", "state", "name", "user", "group",
-                                       "account", "class", "qos", "kind", "resv", "cluster"};
+    static const char *const strs[] = {"queue_state", "state", "name", "user", "group",  "account",
+                                       "class",       "qos",   "kind", "resv", "cluster"};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
         char v[128];
         cli_text(j, strs[i], v, sizeof v);
@@ -581,7 +581,8 @@ int cmd_setres(int argc, char **argv)
         } else if ((!strcmp(a, "-s") || !strcmp(a, "--end")) && v) {
             int64_t t = parse_when(v);
             if (t < 0) {
-                fprintf(stderr, "%s: %s wants now, +DURATION or seconds since the epoch, not '%s'\n",
+                fprintf(stderr,
+                        "%s: %s wants now, +DURATION or seconds since the epoch, not '%s'\n",
                         c.prog, a, v);
                 return 2;
             }
@@ -735,7 +736,8 @@ int cmd_showres(int argc, char **argv)
             cli_text(v, "name", nm, sizeof nm);
             for (uint32_t k = 0; h && k < h->via.array.size; k++) {
                 const msgpack_object *o = &h->via.array.ptr[k];
-                if (arg && (strlen(arg) != o->via.str.size || memcmp(arg, o->via.str.ptr, o->via.str.size)))
+                if (arg && (strlen(arg) != o->via.str.size ||
+                            memcmp(arg, o->via.str.ptr, o->via.str.size)))
                     continue;
                 printf("%-20.*s %-20s %-19s  %s\n", (int)o->via.str.size, o->via.str.ptr, nm,
                        cli_time(wire_get_i64(v, "start", 0), b, sizeof b),
@@ -800,11 +802,12 @@ int cmd_releaseres(int argc, char **argv)
         if (c.json) {
             printf("{\"name\":\"");
             for (const char *q = argv[i]; *q; q++)
-                printf((unsigned char)*q < 0x20 ? "\\u%04x" : *q == '"' || *q == '\\' ? "\\%c" : "%c",
+                printf((unsigned char)*q < 0x20  ? "\\u%04x"
+                       : *q == '"' || *q == '\\' ? "\\%c"
+                                                 : "%c",
                        *q);
             printf("\",\"released\":true}\n");
-        }
-        else
+        } else
             printf("reservation %s released\n", argv[i]);
         cli_reply_free(&r);
     }

@@ -113,10 +113,10 @@ struct lresv {
     int64_t start, end; /* wall ms */
     int32_t tasks, procs;
     int64_t mem_mb, disk_mb;
-    char *nodes;                  /* comma-separated engine node names it holds */
-    char *acl[BATCH_CRED_KINDS];  /* comma-separated names, or NULL */
-    uint64_t job;                 /* the batch job bound to it, 0 */
-    bool site;                    /* RESERVE: held for exactly one job */
+    char *nodes;                 /* comma-separated engine node names it holds */
+    char *acl[BATCH_CRED_KINDS]; /* comma-separated names, or NULL */
+    uint64_t job;                /* the batch job bound to it, 0 */
+    bool site;                   /* RESERVE: held for exactly one job */
     bool in_engine;
 };
 

@@ -31,9 +31,9 @@
 #include "store/store.h"
 
 #define EST_MAX_DEFAULT 5
-#define ACL_KEYS                                                                              \
-    {                                                                                         \
-        "users", "groups", "accounts", "classes", "qoss"                                      \
+#define ACL_KEYS                                                                                   \
+    {                                                                                              \
+        "users", "groups", "accounts", "classes", "qoss"                                           \
     }
 
 static const char *const acl_keys[BATCH_CRED_KINDS] = ACL_KEYS;
@@ -143,8 +143,7 @@ static int load_one(void *arg, const void *key, size_t klen, const void *val, si
     struct live *L = arg;
     struct lresv v;
     if (resv_decode(val, vlen, &v) < 0) {
-        log_warnx("reservation record '%.*s' is unreadable; skipped", (int)klen,
-                  (const char *)key);
+        log_warnx("reservation record '%.*s' is unreadable; skipped", (int)klen, (const char *)key);
         return 0;
     }
     if (L->nresv == L->capresv) {
@@ -683,8 +682,7 @@ static void h_estimate(struct live *L, const struct wire_msg *m, struct wire_buf
     q.per_task.procs = 1;
     q.per_task.mem = (int64_t)wire_get_u64(o, "mem_mb", 0);
     q.per_task.disk = (int64_t)wire_get_u64(o, "disk_mb", 0);
-    static const char *const keys[BATCH_CRED_KINDS] = {"user", "group", "account", "class",
-                                                       "qos"};
+    static const char *const keys[BATCH_CRED_KINDS] = {"user", "group", "account", "class", "qos"};
     for (int k = 0; k < BATCH_CRED_KINDS; k++) {
         wire_get_strbuf(o, keys[k], cred[k], sizeof cred[k]);
         q.cred[k] = cred[k][0] ? cred[k] : NULL;
@@ -726,7 +724,8 @@ static void diag_priority(struct live *L, const struct wire_msg *m, struct wire_
         uint64_t job = ids[i] >> LIVE_ELEM_BITS;
         struct batch_prio p;
         /* one row per job: its first pending element stands for the rest */
-        if ((only && job != only) || job == last || batch_priority_explain(L->eng, ids[i], now, &p) < 0)
+        if ((only && job != only) || job == last ||
+            batch_priority_explain(L->eng, ids[i], now, &p) < 0)
             continue;
         last = job;
         wire_pack_map(&rows, 4);
@@ -1008,11 +1007,13 @@ static void resv_new(struct live *L, const struct wire_msg *m, struct wire_buf *
     char cls[BATCH_NAME_MAX];
     wire_get_strbuf(o, "class", cls, sizeof cls);
     if (bad)
-        snprintf(why, sizeof why, "ACL names must be 1 to 63 bytes, without commas or control "
-                                  "characters");
+        snprintf(why, sizeof why,
+                 "ACL names must be 1 to 63 bytes, without commas or control "
+                 "characters");
     else if (v.name[0] && (strpbrk(v.name, " ,\t\r\n") || v.name[0] == '-'))
-        snprintf(why, sizeof why, "a reservation name has no spaces or commas and does not "
-                                  "start with '-'");
+        snprintf(why, sizeof why,
+                 "a reservation name has no spaces or commas and does not "
+                 "start with '-'");
     else if (v.name[0] && resv_find(L, v.name))
         snprintf(why, sizeof why, "reservation %s exists: release it first or pick another name",
                  v.name);
@@ -1023,8 +1024,9 @@ static void resv_new(struct live *L, const struct wire_msg *m, struct wire_buf *
     else if ((end ? end : v.start + dur * 1000) <= v.start)
         snprintf(why, sizeof why, "the reservation would end before it starts");
     else if (hosts && hosts->via.array.size && v.tasks)
-        snprintf(why, sizeof why, "give either tasks (with procs, mem_mb, disk_mb per task) or "
-                                  "host names, not both");
+        snprintf(why, sizeof why,
+                 "give either tasks (with procs, mem_mb, disk_mb per task) or "
+                 "host names, not both");
     else if (!(hosts && hosts->via.array.size) && (v.tasks < 1 || v.procs < 1))
         snprintf(why, sizeof why, "give host names, or tasks and procs per task (at least 1)");
     else if (cls[0] && !class_cluster(L, cls))
@@ -1208,10 +1210,14 @@ static const struct {
     uint32_t type;
     void (*fn)(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
 } handlers[] = {
-    {WT_SHOWQ, h_showq},         {WT_CHECKJOB, h_checkjob},
-    {WT_ESTIMATE, h_estimate},   {WT_DIAGNOSE, h_diagnose},
-    {WT_RESV_SET, h_resv_set},   {WT_RESV_LIST, h_resv_list},
-    {WT_RESV_RELEASE, h_resv_release}, {WT_RESERVE, h_reserve},
+    {WT_SHOWQ, h_showq},
+    {WT_CHECKJOB, h_checkjob},
+    {WT_ESTIMATE, h_estimate},
+    {WT_DIAGNOSE, h_diagnose},
+    {WT_RESV_SET, h_resv_set},
+    {WT_RESV_LIST, h_resv_list},
+    {WT_RESV_RELEASE, h_resv_release},
+    {WT_RESERVE, h_reserve},
     {WT_SITE_INFO, h_site_info},
 };
 
