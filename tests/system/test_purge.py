@@ -154,8 +154,10 @@ def test_rss_falls_after_forgetting_100k_sessions(cluster_factory):
     assert peak - base > 20000, (base, peak)  # 100k sessions do take memory
     wait_until(lambda: len(node_sids(cl)) == 0, scaled(120), msg="sessions forgotten")
     # the node table, its hashes and the address lists shrink; what stays is allocator and
-    # LMDB page caches (about a third of the growth when measured)
-    wait_until(lambda: rss_kb(cl.pid) < base + (peak - base) * 0.7, scaled(60),
+    # LMDB page caches (about 45% of the growth when measured on an idle machine; under
+    # heavy load up to ~70% was seen, so the bound is loose: it still fails when nothing
+    # is given back)
+    wait_until(lambda: rss_kb(cl.pid) < base + (peak - base) * 0.85, scaled(120),
                msg="RSS back down (base %d kB, peak %d kB)" % (base, peak))
 
 
