@@ -53,6 +53,9 @@ enum wire_type {
     WT_CONSOLE_OUT = 41,
     WT_SD_INFO = 42,     /* clusters and queues; reply SD_STATE */
     WT_SD_STATE = 43,
+    /* batch role (or any driver) -> cluster: the change feed (issue 9) */
+    WT_EVENTS = 60,     /* events from a sequence number on; reply EVENT_LIST */
+    WT_EVENT_LIST = 61,
 };
 
 /* Error codes carried by WT_ERROR ("code"). Values are never reused. */

@@ -645,6 +645,7 @@ static const struct {
     {WT_JOB_LIST, h_job_list}, {WT_JOB_GET, h_job_get},   {WT_CANCEL, h_cancel},
     {WT_NODE_LIST, h_node_list}, {WT_PSYNC, h_psync},       {WT_PSUBMIT, h_psubmit},
     {WT_CONSOLE, h_console},   {WT_SD_INFO, h_sd_info},
+    {WT_EVENTS, h_events},
 };
 
 void handlers_dispatch(struct cluster *c, struct request *r)
