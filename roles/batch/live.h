@@ -110,8 +110,9 @@ struct lclu {
 /* A message to a cluster, sent after the turn's commit. */
 struct lout {
     int cl;
-    void *data;
+    void *data; /* NULL: a start of element eid to build after the commit */
     size_t len;
+    uint64_t eid;
 };
 
 struct live {
