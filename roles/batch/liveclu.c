@@ -161,15 +161,57 @@ const char *live_slot_host(const struct live *L, int32_t slot, int *cl)
     return L->cl[*cl].hosts[L->slot_host[slot]].name;
 }
 
+/* The engine's view of a host: up when its cluster says so and it is not blocked. */
+static void host_engine_sync(struct live *L, struct lhost *h)
+{
+    bool up = h->up && !h->blocked_until;
+    for (int32_t k = 0; k < h->nslots; k++)
+        batch_node_set_up(L->eng, h->slot0 + k, up);
+    live_want_cycle(L);
+}
+
 static void host_set_up(struct live *L, struct lclu *c, struct lhost *h, bool up)
 {
     if (h->up == up)
         return;
     h->up = up;
-    for (int32_t k = 0; k < h->nslots; k++)
-        batch_node_set_up(L->eng, h->slot0 + k, up);
-    live_want_cycle(L);
+    host_engine_sync(L, h);
     log_info("cluster %s: host %s %s", c->name, h->name, up ? "up" : "down");
+}
+
+/*
+ * A start refused by the cluster (its admission is the final check: e.g. cores taken
+ * by a job submitted to the cluster directly, behind the batch role's back): the
+ * hosts of the refused placement take no new work for LIVE_REFUSED_BLOCK_MS, so the
+ * job is placed elsewhere or retried a second later, never in a tight loop.
+ */
+static void hosts_block(struct live *L, struct lclu *c, const char *hosts)
+{
+    for (uint32_t i = 0; hosts && i < c->nhosts; i++) {
+        struct lhost *h = &c->hosts[i];
+        size_t nl = strlen(h->name);
+        bool named = false;
+        for (const char *p = hosts; *p && !named;) {
+            size_t l = strcspn(p, ",");
+            named = l == nl && !memcmp(p, h->name, l);
+            p += l + (p[l] == ',');
+        }
+        if (!named)
+            continue;
+        h->blocked_until = loop_now_ms() + LIVE_REFUSED_BLOCK_MS;
+        host_engine_sync(L, h);
+    }
+}
+
+static void hosts_unblock(struct live *L, struct lclu *c, int64_t now)
+{
+    for (uint32_t i = 0; i < c->nhosts; i++) {
+        struct lhost *h = &c->hosts[i];
+        if (h->blocked_until && now >= h->blocked_until) {
+            h->blocked_until = 0;
+            host_engine_sync(L, h);
+        }
+    }
 }
 
 /* The host named name of cluster c, created (with its engine nodes, down) if new. */
@@ -697,6 +739,7 @@ static void on_reply(struct live *L, struct lclu *c, const struct lreq *q, const
             snprintf(why, sizeof why, "start refused by cluster %s: %s", c->name, msg);
             log_info("job %llu.%u: %s", (unsigned long long)j->id, eidx(q->arg), why);
             L->refusals++;
+            hosts_block(L, c, el->hosts);
             requeue(L, j, eidx(q->arg), why);
         } else {
             char why[600];
@@ -769,6 +812,7 @@ void live_clu_tick(struct live *L)
     int64_t now = loop_now_ms();
     for (int i = 0; i < L->ncl; i++) {
         struct lclu *c = &L->cl[i];
+        hosts_unblock(L, c, now);
         if (c->st == CL_DOWN) {
             if (now >= c->retry_at && (c->sock || sock_open(L, c) == 0))
                 sync_start(L, c);
