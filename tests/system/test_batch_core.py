@@ -197,3 +197,36 @@ def test_no_polling_storm_toward_an_idle_cluster(batch_factory):
         assert b.alive()
     finally:
         fc.close()
+
+
+def test_fairshare_history_survives_kill9_and_orders_the_queue(
+        cluster_factory, client_factory, batch_factory):
+    fs = {"fairshare.fspolicy": "dedicatedps", "priority.fsuserweight": 100,
+          "user:DEFAULT.fstarget": 50}
+    cl, b = grid(cluster_factory, client_factory, batch_factory, nodes=1, slots=1, bsets=fs)
+    heavy = psub(b, "sleep 2", 1, 30, user="alice")
+    assert wait_state(b, heavy, ("done",))["job"]["state"] == "done"
+    b.kill()
+    b.restart()
+    wait_until(lambda: active_hosts(b) == 1, scaled(20), msg="the batch role sees the host")
+    blocker = psub(b, "sleep 2", 1, 30, user="carol")
+    wait_state(b, blocker, ("running",))
+    first = psub(b, "true", 1, 30, user="alice")   # submitted first, heavy past usage
+    second = psub(b, "true", 1, 30, user="bob")    # no usage: goes first
+    a = wait_state(b, first, ("done",), timeout=40)["job"]
+    bo = wait_state(b, second, ("done",), timeout=40)["job"]
+    assert bo["started"] < a["started"], (bo["started"], a["started"])
+
+
+def test_throttle_maxjob_per_user_honoured_live(cluster_factory, client_factory,
+                                                batch_factory):
+    cl, b = grid(cluster_factory, client_factory, batch_factory, nodes=1, slots=4,
+                 bsets={"user:alice.maxjob": 1})
+    a1 = psub(b, "sleep 2", 1, 30, user="alice")
+    a2 = psub(b, "sleep 2", 1, 30, user="alice")
+    bob = psub(b, "sleep 2", 1, 30, user="bob")
+    wait_state(b, a1, ("running",))
+    wait_state(b, bob, ("running",))
+    assert state(b, a2) == "queued"       # free cores, but alice is at MAXJOB 1
+    j2 = wait_state(b, a2, ("running", "done"), timeout=40)["job"]
+    assert j2["started"] >= get(b, a1)["job"]["finished"] - 100
