@@ -132,8 +132,7 @@ int batch_fairshare_charge(struct batch_engine *e, const char *user, const char 
     memset(&j, 0, sizeof j);
     const char *names[3] = {user, group, account};
     for (int k = BATCH_CRED_USER; k <= BATCH_CRED_ACCOUNT; k++)
-        if ((j.cred[k] = bs_cred_intern(e, (enum batch_cred_kind)k, names[k] ? names[k] : "")) <
-            0)
+        if ((j.cred[k] = bs_cred_intern(e, (enum batch_cred_kind)k, names[k] ? names[k] : "")) < 0)
             return -1;
     j.procs = procs;
     bs_fs_charge(e, &j, t0, t1);

@@ -32,10 +32,10 @@ struct store;
 #define LIVE_FEED_WINDOW 256     /* pending elements of one array inside the engine */
 #define LIVE_DEFAULT_WALLTIME_S 3600
 #define LIVE_MAX_CLUSTERS 64
-#define LIVE_REQ_TIMEOUT_MS 5000 /* a cluster silent this long past a deadline is down */
-#define LIVE_EVENTS_WAIT_MS 1000 /* long-poll of EVENTS */
+#define LIVE_REQ_TIMEOUT_MS 5000   /* a cluster silent this long past a deadline is down */
+#define LIVE_EVENTS_WAIT_MS 1000   /* long-poll of EVENTS */
 #define LIVE_REFUSED_BLOCK_MS 1000 /* a host that refused a start takes no work this long */
-#define LIVE_LIST_MAX (1u << 20) /* JOBS page bytes, as the cluster */
+#define LIVE_LIST_MAX (1u << 20)   /* JOBS page bytes, as the cluster */
 
 enum el_state {
     EL_PENDING = 0,

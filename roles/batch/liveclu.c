@@ -108,8 +108,8 @@ void live_out_flush(struct live *L, bool send)
             struct lelem *el = live_elem_find(L, L->out[i].eid, &j);
             d = NULL;
             if (el && el->state == EL_STARTING && el->cl == c->idx &&
-                build_start(L, j, (uint32_t)(L->out[i].eid & ((1u << LIVE_ELEM_BITS) - 1)),
-                            &wb) == 0) {
+                build_start(L, j, (uint32_t)(L->out[i].eid & ((1u << LIVE_ELEM_BITS) - 1)), &wb) ==
+                    0) {
                 d = wb.sb.data;
                 len = wb.sb.size;
             }

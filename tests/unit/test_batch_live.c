@@ -264,10 +264,14 @@ static void records_round_trip_through_the_store(void **state)
      * elements take every state (pending ones are never written) */
     struct ljob *jobs[3] = {mkjob(1, true, 1, true), mkjob(2, true, 1, false),
                             mkjob(3, false, EL_CANCELLED + 2, true)};
-    jobs[0]->el[0] = (struct lelem){.state = EL_RUNNING, .cl = 2, .cjob = 77, .start = 5,
-                                    .hosts = sd("a,a,b,b,c,c"), .reason = NULL};
-    jobs[1]->el[0] = (struct lelem){.state = EL_STARTING, .cl = 0, .want_cancel = true,
-                                    .hosts = sd("h1"), .start = 9};
+    jobs[0]->el[0] = (struct lelem){.state = EL_RUNNING,
+                                    .cl = 2,
+                                    .cjob = 77,
+                                    .start = 5,
+                                    .hosts = sd("a,a,b,b,c,c"),
+                                    .reason = NULL};
+    jobs[1]->el[0] = (struct lelem){
+        .state = EL_STARTING, .cl = 0, .want_cancel = true, .hosts = sd("h1"), .start = 9};
     for (uint32_t e = 1; e < jobs[2]->ntasks; e++) {
         struct lelem *el = &jobs[2]->el[e];
         el->state = (uint8_t)(e - 1 < EL_STARTING ? EL_STARTING : e - 1);
