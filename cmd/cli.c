@@ -171,10 +171,10 @@ int cli_call(const struct cli *c, struct wire_buf *wb, uint64_t id, struct cli_r
     return zmtp_supported(c->endpoint) ? call_zmtp(c, wb, id, r) : call_zmq(c, wb, id, r);
 }
 
-int cli_simple(struct cli *c, const char *prog, const char *usage, uint32_t type, int argc,
-               char **argv, struct cli_reply *r)
+/* The arguments of a tool that takes only the common options: -1 to go on, else the exit
+ * status (0 after --help, 2 after a usage error). */
+static int simple_args(struct cli *c, const char *prog, const char *usage, int argc, char **argv)
 {
-    struct wire_buf wb;
     if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         printf("%s%s", usage, cli_common_help());
         return 0;
@@ -185,9 +185,19 @@ int cli_simple(struct cli *c, const char *prog, const char *usage, uint32_t type
         fprintf(stderr, "%s: unexpected argument '%s'\n%s", prog, argv[1], usage);
         return 2;
     }
+    return -1;
+}
+
+int cli_simple(struct cli *c, const char *prog, const char *usage, uint32_t type, int argc,
+               char **argv, struct cli_reply *r)
+{
+    int rc = simple_args(c, prog, usage, argc, argv);
+    if (rc >= 0)
+        return rc;
+    struct wire_buf wb;
     wire_buf_init(&wb);
     wire_begin(&wb, type, 1, 0);
-    int rc = cli_call(c, &wb, 1, r);
+    rc = cli_call(c, &wb, 1, r);
     wire_buf_free(&wb);
     return rc == 0 ? -1 : 1;
 }
@@ -245,16 +255,9 @@ void cli_pages_free(struct cli_pages *p)
 int cli_simple_list(struct cli *c, const char *prog, const char *usage, uint32_t type, int argc,
                     char **argv, struct cli_pages *p)
 {
-    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("%s%s", usage, cli_common_help());
-        return 0;
-    }
-    if (cli_common(c, prog, &argc, argv) < 0)
-        return 2;
-    if (argc > 1) {
-        fprintf(stderr, "%s: unexpected argument '%s'\n%s", prog, argv[1], usage);
-        return 2;
-    }
+    int rc = simple_args(c, prog, usage, argc, argv);
+    if (rc >= 0)
+        return rc;
     return cli_list(c, type, p) == 0 ? -1 : 1;
 }
 
