@@ -132,6 +132,7 @@ static int on_commit(void *arg)
     }
     release_issuable(c);
     feed_after_commit(c); /* events of what is now durable; answers held requests */
+    scored_settle(c);
     return 0;
 }
 

@@ -218,7 +218,7 @@ static int view_build(struct cluster *c, struct view *v)
     }
     free(mem);
     free(disk);
-    for (uint32_t i = 0; i < c->sd->njobs; i++)
+    for (uint32_t i = c->sd->live_from; i < c->sd->njobs; i++)
         if (admitted(c->sd->jobs[i]))
             view_charge(v, c, c->sd->jobs[i]);
     for (uint32_t k = 0; k < v->ncl; k++) {
@@ -456,7 +456,7 @@ void scored_cancel(struct cluster *c, struct pjob *j)
 void scored_node_left(struct cluster *c, struct node *n, const char *why)
 {
     uint32_t me = (uint32_t)(n - c->nodes);
-    for (uint32_t i = 0; c->sd && i < c->sd->njobs; i++) {
+    for (uint32_t i = c->sd ? c->sd->live_from : 0; c->sd && i < c->sd->njobs; i++) {
         struct pjob *j = c->sd->jobs[i];
         if (!admitted(j))
             continue;
@@ -513,7 +513,7 @@ static bool hosts_up(const struct cluster *c, const struct pjob *j)
 /* Waiting jobs whose queue is not disabled try admission again, oldest first. */
 static void retry_waiting(struct cluster *c)
 {
-    for (uint32_t i = 0; i < c->sd->njobs; i++) {
+    for (uint32_t i = c->sd->live_from; i < c->sd->njobs; i++) {
         struct pjob *j = c->sd->jobs[i];
         char why[256];
         bool never;
@@ -551,7 +551,7 @@ void scored_schedule(struct cluster *c, bool rotate)
     struct scored *sd = c->sd;
     int64_t now = wall_now_ms();
     sd->resched = false;
-    for (uint32_t i = 0; i < sd->njobs; i++) {
+    for (uint32_t i = sd->live_from; i < sd->njobs; i++) {
         struct pjob *j = sd->jobs[i];
         if (admitted(j) && j->started_ms && !hosts_up(c, j))
             scored_job_end(c, j, PJ_FAILED, "a host of the job became inactive");
@@ -559,12 +559,12 @@ void scored_schedule(struct cluster *c, bool rotate)
             scored_check_limits(c, j, now);
     }
     retry_waiting(c);
-    struct sd_slot_job *s = calloc(sd->njobs + 1, sizeof *s);
-    struct pjob **map = calloc(sd->njobs + 1, sizeof *map);
+    struct sd_slot_job *s = calloc(sd->njobs - sd->live_from + 1, sizeof *s);
+    struct pjob **map = calloc(sd->njobs - sd->live_from + 1, sizeof *map);
     uint32_t n = 0;
     if (!s || !map)
         goto out;
-    for (uint32_t i = 0; i < sd->njobs; i++) {
+    for (uint32_t i = sd->live_from; i < sd->njobs; i++) {
         struct pjob *j = sd->jobs[i];
         if (!admitted(j))
             continue;
@@ -584,6 +584,45 @@ void scored_schedule(struct cluster *c, bool rotate)
 out:
     free(s);
     free(map);
+}
+
+/* ---- settled jobs ---- */
+
+/*
+ * A job is settled when it has ended, its end is saved and published, and no process
+ * of it is left on any node (none started and not seen exiting, none named by a node's
+ * last PSYNC): no per-turn or per-PSYNC work concerns it any more.
+ */
+static bool settled(const struct pjob *j)
+{
+    if (!PJ_TERMINAL(j->state) || j->dirty || j->ev_state != (uint8_t)(j->state + 1))
+        return false;
+    for (uint32_t r = 0; j->ranks && r < j->rq.nprocs; r++)
+        if (j->ranks[r].st == PR_STARTED || j->ranks[r].held)
+            return false;
+    return true;
+}
+
+void scored_settle(struct cluster *c)
+{
+    struct scored *sd = c->sd;
+    while (sd->live_from < sd->njobs && settled(sd->jobs[sd->live_from]))
+        sd->live_from++;
+}
+
+void scored_unsettle(struct cluster *c, const struct pjob *j)
+{
+    struct scored *sd = c->sd;
+    uint32_t lo = 0, hi = sd->live_from;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (sd->jobs[mid]->id < j->id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < sd->live_from && sd->jobs[lo] == j)
+        sd->live_from = lo;
 }
 
 /* ---- PSUBMIT ---- */

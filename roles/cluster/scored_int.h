@@ -91,6 +91,10 @@ void scored_schedule(struct cluster *c, bool rotate);
 void scored_cancel(struct cluster *c, struct pjob *j);
 void scored_node_left(struct cluster *c, struct node *n, const char *why);
 void h_psubmit(struct cluster *c, struct request *r);
+/* After each commit: skips the settled jobs at the front (sd->live_from). */
+void scored_settle(struct cluster *c);
+/* j (settled) concerns a node again (it reported one of its processes): back in view. */
+void scored_unsettle(struct cluster *c, const struct pjob *j);
 /* Ends j in state st (no-op once ended), with the reason; the decision runs again. */
 void scored_job_end(struct cluster *c, struct pjob *j, enum pj_state st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

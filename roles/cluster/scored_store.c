@@ -265,7 +265,7 @@ int scored_save_dirty(struct cluster *c)
     uint8_t key[8];
     int rc = 0;
     wire_buf_init(&wb);
-    for (uint32_t i = 0; i < sd->njobs; i++) {
+    for (uint32_t i = sd->live_from; i < sd->njobs; i++) {
         struct pjob *j = sd->jobs[i];
         if (!j->dirty)
             continue;
@@ -492,4 +492,5 @@ void scored_free_state(struct cluster *c)
     free(sd->jobs);
     sd->jobs = NULL;
     sd->njobs = sd->cap = 0;
+    sd->live_from = 0;
 }
