@@ -76,6 +76,8 @@ struct scored {
      * per-turn and per-PSYNC loops start here (scored_settle) */
     uint32_t live_from;
     struct feed *feed; /* events and held requests (feed.c) */
+    struct pjob **khash; /* (user, key) -> newest job with it (subkey.c) */
+    uint32_t kcap, kn;
     struct sd_hostent *hf;
     uint32_t nhf;
     int t_pjobs, t_scored, t_poutput;
@@ -135,6 +137,9 @@ void feed_expire(void *arg, uint64_t handle, uint32_t kind, uint64_t req_id,
 
 /* subkey.c: the parallel job submitted with m's key by m's user, or NULL */
 struct pjob *subkey_find_pjob(struct cluster *c, const msgpack_object *m);
+/* Adds j (if it has a key) to the key index: 0, or -1 out of memory. */
+int subkey_index_pjob(struct cluster *c, struct pjob *j);
+void subkey_clear_pjobs(struct scored *sd);
 
 /* scored_store.c */
 struct pjob *scored_job_find(struct cluster *c, uint64_t id);

@@ -71,6 +71,8 @@ int scored_job_add(struct cluster *c, struct pjob *j)
         sd->jobs = n;
         sd->cap = cap;
     }
+    if (subkey_index_pjob(c, j) < 0) /* nothing changed yet but the capacity */
+        return -1;
     uint32_t i = sd->njobs;
     while (i > 0 && sd->jobs[i - 1]->id > j->id) {
         sd->jobs[i] = sd->jobs[i - 1];
@@ -493,4 +495,5 @@ void scored_free_state(struct cluster *c)
     sd->jobs = NULL;
     sd->njobs = sd->cap = 0;
     sd->live_from = 0;
+    subkey_clear_pjobs(sd);
 }

@@ -231,3 +231,48 @@ def test_psync_long_poll_start_and_exit_latency(cluster_factory, client_factory,
                   1000 * sorted(starts)[2], 1000 * max(starts),
                   1000 * sorted(exits)[2], 1000 * max(exits)))
     assert max(starts) < 5 and max(exits) < 5  # far below the 10 s sync interval
+
+
+def test_many_placed_jobs_keys_and_settled_jobs(cluster_factory, client_factory, workdir):
+    """1,100 keyed `true` jobs through one 16-slot host (past the key table's first
+    size, and most jobs settled): every one ends once, old keys still name their jobs,
+    also after kill -9, and a job placed afterwards still runs."""
+    cl = cluster_factory(dict(SD, **{"store.sync": "none"}))
+    client_factory(cl, 1, prefix="m", sets=dict(CLIENT, **{"client.slots": 16}))
+    rpc = cl.connect()
+    follow(rpc, lambda e: e["kind"] == "host" and e["node"] == "m1" and e["procs"])
+    n, slots, running, sent, ended = 1100, 16, 0, 0, {}
+    jobs = {}
+    nxt = events(rpc)["next"]
+    deadline = time.monotonic() + scaled(120)
+    while len(ended) < n:
+        assert time.monotonic() < deadline, "only %d of %d ended" % (len(ended), n)
+        while running < slots and sent < n:
+            r = placed(cl, ["m1"], "true", key="k%d" % sent, user="ann")
+            assert r["t"] == T["SUBMITTED"], r
+            jobs[r["job"]] = sent
+            sent += 1
+            running += 1
+        r = events(rpc, **{"from": nxt, "wait_ms": 2000})
+        assert not r["reset"]
+        nxt = r["next"]
+        for e in r["events"]:
+            if e["kind"] == "job" and e["state"] not in ("running", "queued", "waiting"):
+                assert e["state"] == "done" and e["job"] not in ended, e
+                ended[e["job"]] = e
+                running -= 1
+    by_key = {v: k for k, v in jobs.items()}
+    for i in (0, 1, 555, 1099):
+        again = placed(cl, ["m1"], "true", key="k%d" % i, user="ann")
+        assert again["job"] == by_key[i] and again["repeat"] and again["state"] == "done"
+    other = placed(cl, ["m1"], "true", key="k0", user="bob")  # keys are per user
+    assert other["t"] == T["SUBMITTED"] and other["job"] not in jobs
+    wait_state(cl, other["job"], "done")
+    cl.restart(signal.SIGKILL)
+    again = placed(cl, ["m1"], "true", key="k7", user="ann")
+    assert again["job"] == by_key[7] and again["repeat"]
+    wait_until(lambda: any(e["kind"] == "host" and e["node"] == "m1" and e["active"]
+                           for e in events(cl.connect())["events"]), scaled(20), msg="m1 back")
+    last = wait_until(lambda: (lambda r: r if r["t"] == T["SUBMITTED"] else None)(
+        placed(cl, ["m1"], "sleep 0.1", key="last", user="ann")), scaled(20), msg="placed")
+    wait_state(cl, last["job"], "done")
