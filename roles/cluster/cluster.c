@@ -152,6 +152,7 @@ static void on_reload(void *arg)
 static void on_check(struct loop *l, void *arg)
 {
     (void)l;
+    feed_keepalive(arg); /* a held PSYNC long-poll is contact */
     nodes_check_active(arg);
 }
 

@@ -451,6 +451,19 @@ void feed_after_commit(struct cluster *c)
     }
 }
 
+void feed_keepalive(struct cluster *c)
+{
+    struct feed *f = c->sd ? c->sd->feed : NULL;
+    int64_t now = wall_now_ms();
+    for (uint32_t i = 0; f && i < f->nw; i++) {
+        struct node *n = f->w[i].kind == WT_PSYNC
+                             ? cluster_node_find(c, f->w[i].sid, strlen(f->w[i].sid))
+                             : NULL;
+        if (n)
+            n->last_ms = now;
+    }
+}
+
 void feed_discard(struct cluster *c)
 {
     if (c->sd && c->sd->feed)

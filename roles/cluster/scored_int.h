@@ -128,6 +128,8 @@ void feed_job_changed(struct cluster *c, struct pjob *j);
 /* After a successful commit: publish the turn's events, answer held requests. */
 void feed_after_commit(struct cluster *c);
 void feed_discard(struct cluster *c); /* after a failed commit */
+/* A node whose PSYNC is held is in contact (not silent) while it is held. */
+void feed_keepalive(struct cluster *c);
 void h_events(struct cluster *c, struct request *r);
 /* Remembers PSYNC request req_id of node n held as handle; -1 when full. */
 int feed_psync_hold(struct cluster *c, uint64_t handle, uint64_t req_id, const struct node *n);

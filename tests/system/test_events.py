@@ -276,3 +276,31 @@ def test_many_placed_jobs_keys_and_settled_jobs(cluster_factory, client_factory,
     last = wait_until(lambda: (lambda r: r if r["t"] == T["SUBMITTED"] else None)(
         placed(cl, ["m1"], "sleep 0.1", key="last", user="ann")), scaled(20), msg="placed")
     wait_state(cl, last["job"], "done")
+
+
+def test_held_psync_wakes_on_placement_and_keeps_the_node_alive(cluster_factory):
+    """A node speaking the wire directly: its PSYNC with wait_ms is held (longer than
+    the silence that makes a node inactive, yet the node stays active) and answered as
+    soon as a job is placed on it, with the command to start the process."""
+    cl = cluster_factory(dict(SD, **{"tasks.k_wait": 1.5, "tasks.k_wait_dead": 2}))
+    node = cl.connect()
+    w = node.call(T["HELLO"], client="raw", node="r1", cores=2, slots=2, procs=True)
+    sid = w["sid"]
+    first = node.call(T["PSYNC"], sid=sid, procs=[])  # without wait_ms: at once
+    assert first["t"] == T["PSYNC_ACK"] and first["procs"] == []
+    m, data = node.message(T["PSYNC"], {"sid": sid, "procs": [], "wait_ms": 30000})
+    node.sock.send(data)
+    time.sleep(5)  # more than k_wait_dead x 1 s of silence
+    assert not node.sock.poll(0), "answered although nothing changed"
+    rows = cl.connect().call(T["NODE_LIST"])["nodes"]
+    assert [n for n in rows if n["node"] == "r1"][0]["active"], rows
+    j = placed(cl, ["r1", "r1"], "true")
+    assert j["t"] == T["SUBMITTED"], j
+    ack = Rpc_decode(node.recv_raw(scaled(10)))
+    assert ack["id"] == m["id"] and ack["t"] == T["PSYNC_ACK"], ack
+    assert sorted((p["job"], p["rank"], p["want"]) for p in ack["procs"]) == [
+        (j["job"], 0, "run"), (j["job"], 1, "run")]
+    assert all(p["argv"] == ["true"] for p in ack["procs"])
+    # a hostile wait_ms is refused with a clear error
+    r = node.call(T["PSYNC"], sid=sid, procs=[], wait_ms=10 ** 6)
+    assert r["t"] == T["ERROR"] and r["code"] == FIELD and "wait_ms" in r["msg"], r
