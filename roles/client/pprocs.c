@@ -47,11 +47,10 @@ static void measure_groups(struct pprocs *pp)
         long cut, cst, rss;
         /* after ")": state ppid pgrp session tty tpgid flags minflt cminflt majflt
          * cmajflt utime stime cutime cstime priority nice threads itreal start vsize rss */
-        if (!p ||
-            sscanf(p + 2,
-                   "%*c %*d %d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %ld %ld "
-                   "%*d %*d %*d %*d %*u %*u %ld",
-                   &pgrp, &ut, &st, &cut, &cst, &rss) != 6)
+        if (!p || sscanf(p + 2,
+                         "%*c %*d %d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %ld %ld "
+                         "%*d %*d %*d %*d %*u %*u %ld",
+                         &pgrp, &ut, &st, &cut, &cst, &rss) != 6)
             continue;
         for (uint32_t i = 0; i < pp->n; i++)
             if (!pp->p[i]->exited && pp->p[i]->run.pid == pgrp) {

@@ -304,7 +304,8 @@ static int placed_node(const struct cluster *c, const msgpack_object *o, char *w
     int other = -1;
     for (uint32_t i = 0; i < c->nnodes; i++) {
         const struct node *nd = &c->nodes[i];
-        if (strlen(nd->name) != o->via.str.size || memcmp(nd->name, o->via.str.ptr, o->via.str.size))
+        if (strlen(nd->name) != o->via.str.size ||
+            memcmp(nd->name, o->via.str.ptr, o->via.str.size))
             continue;
         if (is_host(nd))
             return (int)i;
@@ -339,9 +340,10 @@ static int placed_fits(struct cluster *c, struct pjob *j, const uint32_t *cnt, c
             snprintf(why, n, "host %s: %u free core(s) of %u, the job needs %u", nd->name, fr,
                      v.host_cores[x], cnt[h]);
             rc = -1;
-        } else if (j->rq.mem_mb && nd->mem_mb && (mem > nd->mem_mb || nd->mem_mb - mem < j->rq.mem_mb)) {
-            snprintf(why, n, "host %s: %llu MiB of memory free of %llu, the job needs %llu", nd->name,
-                     (unsigned long long)(mem > nd->mem_mb ? 0 : nd->mem_mb - mem),
+        } else if (j->rq.mem_mb && nd->mem_mb &&
+                   (mem > nd->mem_mb || nd->mem_mb - mem < j->rq.mem_mb)) {
+            snprintf(why, n, "host %s: %llu MiB of memory free of %llu, the job needs %llu",
+                     nd->name, (unsigned long long)(mem > nd->mem_mb ? 0 : nd->mem_mb - mem),
                      (unsigned long long)nd->mem_mb, (unsigned long long)j->rq.mem_mb);
             rc = -1;
         } else if (j->rq.disk_mb && (disk > nd->disk_mb || nd->disk_mb - disk < j->rq.disk_mb)) {
@@ -475,8 +477,10 @@ void scored_check_limits(struct cluster *c, struct pjob *j, int64_t now)
 {
     int64_t run = j->run_ms + (j->state == PJ_RUNNING ? now - j->slice_ms : 0);
     if (j->limit_s && run > (int64_t)j->limit_s * 1000) {
-        scored_job_end(c, j, PJ_KILLED, "wall-clock limit: ran %.1f s (time stopped not "
-                "counted), over its limit of %llu s", (double)run / 1000.0, (unsigned long long)j->limit_s);
+        scored_job_end(c, j, PJ_KILLED,
+                       "wall-clock limit: ran %.1f s (time stopped not "
+                       "counted), over its limit of %llu s",
+                       (double)run / 1000.0, (unsigned long long)j->limit_s);
         return;
     }
     const struct sd_queue *q = &c->sd->set.q[j->queue];

@@ -43,7 +43,7 @@ struct pjob {
     char **argv;
     uint32_t argc;
     bool shell, wait, dirty;
-    bool placed;     /* PSUBMIT named its hosts: never waits, never time-sliced */
+    bool placed;      /* PSUBMIT named its hosts: never waits, never time-sliced */
     uint8_t ev_state; /* 1 + the state last published as an event (events.c); 0: none */
     struct sd_request rq;
     uint64_t req_cpu_s, limit_s;
@@ -75,7 +75,7 @@ struct scored {
     /* jobs[0..live_from) are settled: ended, no process left on any node, saved; the
      * per-turn and per-PSYNC loops start here (scored_settle) */
     uint32_t live_from;
-    struct feed *feed; /* events and held requests (feed.c) */
+    struct feed *feed;   /* events and held requests (feed.c) */
     struct pjob **khash; /* (user, key) -> newest job with it (subkey.c) */
     uint32_t kcap, kn;
     struct sd_hostent *hf;

@@ -291,4 +291,3 @@ void scored_psync_ack(struct cluster *c, struct wire_buf *wb, uint64_t id, uint3
     for (char *t = strtok_r(wf, " ,", &save); t; t = strtok_r(NULL, " ,", &save))
         wire_pack_str(r->reply, t);
 }
-

@@ -59,8 +59,7 @@ static uint64_t key_hash(const char *u, size_t un, const char *k, size_t kn)
 }
 
 /* The slot of (u, k) in the table: its job, or the empty slot where it would go. */
-static uint32_t slot_of(const struct scored *sd, const char *u, size_t un, const char *k,
-                        size_t kn)
+static uint32_t slot_of(const struct scored *sd, const char *u, size_t un, const char *k, size_t kn)
 {
     uint32_t mask = sd->kcap - 1, i = (uint32_t)key_hash(u, un, k, kn) & mask;
     while (sd->khash[i] && !(same(sd->khash[i]->key, k, kn) && same(sd->khash[i]->user, u, un)))
