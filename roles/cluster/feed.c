@@ -269,14 +269,14 @@ static void host_events(struct cluster *c, struct feed *f)
     }
     for (uint32_t i = 0; i < c->nnodes; i++) {
         const struct node *nd = &c->nodes[i];
-        struct hsnap *s = &f->hs[i],
-                     now = {"",         nd->active, nd->procs, nd->slots ? nd->slots : nd->cores,
-                            nd->mem_mb, nd->disk_mb};
+        struct hsnap *s = &f->hs[i];
+        uint32_t cores = nd->slots ? nd->slots : nd->cores;
+        if (s->active == nd->active && s->procs == nd->procs && s->cores == cores &&
+            s->mem_mb == nd->mem_mb && !disk_moved(s->disk_mb, nd->disk_mb) &&
+            !strcmp(s->sid, nd->sid))
+            continue; /* the common case, cheap: this runs after every commit */
+        struct hsnap now = {"", nd->active, nd->procs, cores, nd->mem_mb, nd->disk_mb};
         snprintf(now.sid, sizeof now.sid, "%s", nd->sid);
-        if (!strcmp(s->sid, now.sid) && s->active == now.active && s->procs == now.procs &&
-            s->cores == now.cores && s->mem_mb == now.mem_mb &&
-            !disk_moved(s->disk_mb, now.disk_mb))
-            continue;
         *s = now;
         char cname[SD_NAME];
         double sp;
