@@ -281,21 +281,28 @@ static int admit(struct cluster *c, struct pjob *j, char *why, size_t n, bool *n
     return 0;
 }
 
-/* Memory and disk limits held by the admitted jobs on node n (MiB). */
-static void node_held(const struct cluster *c, uint32_t n, uint64_t *mem, uint64_t *disk)
+/*
+ * Memory and disk limits held by the admitted jobs, per node index (MiB): one pass
+ * over the live jobs, so checking every host of a wide job stays linear.
+ */
+static int nodes_held(const struct cluster *c, uint64_t **mem, uint64_t **disk)
 {
-    *mem = *disk = 0;
+    *mem = calloc(c->nnodes + 1, sizeof **mem);
+    *disk = calloc(c->nnodes + 1, sizeof **disk);
+    if (!*mem || !*disk) {
+        free(*mem);
+        free(*disk);
+        return -1;
+    }
     for (uint32_t i = c->sd->live_from; i < c->sd->njobs; i++) {
         const struct pjob *j = c->sd->jobs[i];
-        if (!admitted(j))
-            continue;
-        for (uint32_t h = 0; h < j->nhosts; h++)
-            if (j->hosts[h] == n) {
-                *mem += j->mem_lim;
-                *disk += j->disk_lim;
-                break;
+        for (uint32_t h = 0; admitted(j) && h < j->nhosts; h++)
+            if (j->hosts[h] < c->nnodes) {
+                (*mem)[j->hosts[h]] += j->mem_lim;
+                (*disk)[j->hosts[h]] += j->disk_lim;
             }
     }
+    return 0;
 }
 
 /* The active, procs-capable session named name; else why not in why. */
@@ -325,7 +332,14 @@ static int placed_node(const struct cluster *c, const msgpack_object *o, char *w
 static int placed_fits(struct cluster *c, struct pjob *j, const uint32_t *cnt, char *why, size_t n)
 {
     struct view v;
+    uint64_t *hmem, *hdisk;
+    if (nodes_held(c, &hmem, &hdisk) < 0) {
+        snprintf(why, n, "out of memory");
+        return -1;
+    }
     if (view_build(c, &v) < 0) {
+        free(hmem);
+        free(hdisk);
         snprintf(why, n, "out of memory");
         return -1;
     }
@@ -334,8 +348,7 @@ static int placed_fits(struct cluster *c, struct pjob *j, const uint32_t *cnt, c
         uint32_t x = j->hosts[h];
         const struct node *nd = &c->nodes[x];
         uint32_t fr = v.host_cores[x] > v.host_procs[x] ? v.host_cores[x] - v.host_procs[x] : 0;
-        uint64_t mem, disk;
-        node_held(c, x, &mem, &disk);
+        uint64_t mem = hmem[x], disk = hdisk[x];
         if (cnt[h] > fr) {
             snprintf(why, n, "host %s: %u free core(s) of %u, the job needs %u", nd->name, fr,
                      v.host_cores[x], cnt[h]);
@@ -354,6 +367,8 @@ static int placed_fits(struct cluster *c, struct pjob *j, const uint32_t *cnt, c
         }
     }
     view_free(&v);
+    free(hmem);
+    free(hdisk);
     return rc;
 }
 

@@ -54,11 +54,18 @@ def test_placement_refused_names_host_and_resource(cluster_factory, client_facto
     assert many["code"] == REFUSED and "host p2: 2 free core(s) of 2, the job needs 3" in many["msg"]
     mem = placed(cl, ["p2"], mem_mb=1 << 39)
     assert mem["code"] == REFUSED and "host p2" in mem["msg"] and "memory" in mem["msg"], mem
+    # memory held by a job admitted on the host counts against the next one
+    mem = [n for n in call(cl, "NODE_LIST")["nodes"] if n["node"] == "p2"][0]["mem_mb"]
+    first = placed(cl, ["p2"], mem_mb=mem * 6 // 10)
+    assert first["t"] == T["SUBMITTED"], first
+    second = placed(cl, ["p2"], mem_mb=mem * 6 // 10)
+    assert second["code"] == REFUSED and "host p2" in second["msg"] and "memory free" in second["msg"]
+    assert call(cl, "CANCEL", job=first["job"])["t"] == T["OK"]
     bad = call(cl, "PSUBMIT", argv=["true"], procs=2, hosts=["p2"])
     assert bad["t"] == T["ERROR"] and bad["code"] == INVALID and "one host per process" in bad["msg"]
     # nothing was stored for the refusals: only the first job exists
     jobs = call(cl, "JOB_LIST")["jobs"]
-    assert len([j for j in jobs if "procs" in j]) == 1, jobs
+    assert len([j for j in jobs if "procs" in j]) == 2, jobs
 
 
 def test_placed_job_over_its_walltime_is_killed(cluster_factory, client_factory, workdir):
