@@ -18,17 +18,19 @@
 /* ---- measuring ---- */
 
 /*
- * Sums over every process of group pgid: user + system CPU time, including that of
- * reaped children (cutime, cstime), and resident memory, read from /proc/PID/stat.
+ * For every live process of pp (its own process group): the sum over the group's
+ * processes of user + system CPU time, including that of reaped children (cutime,
+ * cstime), and of resident memory, read from /proc/PID/stat in ONE pass over /proc
+ * for all of them (a pass per process made each PSYNC cost processes x /proc entries).
  */
-static void measure_group(pid_t pgid, double *cpu_s, uint64_t *rss_kb)
+static void measure_groups(struct pprocs *pp)
 {
     DIR *d = opendir("/proc");
     struct dirent *e;
     long tck = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
-    double ticks = 0;
-    uint64_t pages = 0;
-    while (d && (e = readdir(d))) {
+    double *ticks = calloc(pp->n + 1, sizeof *ticks);
+    uint64_t *pages = calloc(pp->n + 1, sizeof *pages);
+    while (d && ticks && pages && (e = readdir(d))) {
         char path[300], buf[1024];
         if (e->d_name[0] < '0' || e->d_name[0] > '9')
             continue;
@@ -45,20 +47,29 @@ static void measure_group(pid_t pgid, double *cpu_s, uint64_t *rss_kb)
         long cut, cst, rss;
         /* after ")": state ppid pgrp session tty tpgid flags minflt cminflt majflt
          * cmajflt utime stime cutime cstime priority nice threads itreal start vsize rss */
-        if (!p ||
-            sscanf(p + 2,
-                   "%*c %*d %d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %ld %ld "
-                   "%*d %*d %*d %*d %*u %*u %ld",
-                   &pgrp, &ut, &st, &cut, &cst, &rss) != 6 ||
-            pgrp != pgid)
+        if (!p || sscanf(p + 2,
+                         "%*c %*d %d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %ld %ld "
+                         "%*d %*d %*d %*d %*u %*u %ld",
+                         &pgrp, &ut, &st, &cut, &cst, &rss) != 6)
             continue;
-        ticks += (double)ut + (double)st + (double)cut + (double)cst;
-        pages += rss > 0 ? (uint64_t)rss : 0;
+        for (uint32_t i = 0; i < pp->n; i++)
+            if (!pp->p[i]->exited && pp->p[i]->run.pid == pgrp) {
+                ticks[i] += (double)ut + (double)st + (double)cut + (double)cst;
+                pages[i] += rss > 0 ? (uint64_t)rss : 0;
+                break;
+            }
     }
     if (d)
         closedir(d);
-    *cpu_s = tck > 0 ? ticks / (double)tck : 0;
-    *rss_kb = pages * (uint64_t)page / 1024;
+    for (uint32_t i = 0; ticks && pages && i < pp->n; i++) {
+        struct pproc *q = pp->p[i];
+        if (q->exited || q->run.pid <= 0)
+            continue;
+        q->cpu_s = tck > 0 ? ticks[i] / (double)tck : 0;
+        q->rss_kb = pages[i] * (uint64_t)page / 1024;
+    }
+    free(ticks);
+    free(pages);
 }
 
 static uint64_t du_kb;
@@ -285,13 +296,21 @@ void pprocs_apply(struct pprocs *pp, const msgpack_object *ack)
 void pprocs_pack(struct pprocs *pp, struct wire_buf *wb)
 {
     size_t sent = 0; /* output bytes in this message so far */
+    /* PSYNCs go at every exit (long-poll): measure at most every PPROCS_MEASURE_MS and
+     * report the last figures in between */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    bool measure = now - pp->measured_ms >= PPROCS_MEASURE_MS;
+    if (measure) {
+        pp->measured_ms = now;
+        measure_groups(pp);
+    }
     wire_put_key(wb, "procs");
     wire_pack_array(wb, pp->n);
     for (uint32_t i = 0; i < pp->n; i++) {
         struct pproc *p = pp->p[i];
-        if (!p->exited && p->run.pid > 0)
-            measure_group(p->run.pid, &p->cpu_s, &p->rss_kb);
-        if (!p->exited)
+        if (!p->exited && measure)
             p->disk_kb = dir_usage_kb(p->run.workdir);
         bool err = p->run.error[0] != '\0';
         size_t out = p->run.out.len + p->run.err.len;
