@@ -42,12 +42,23 @@ static const char usage[] =
     "  --group GROUP          Unix group (queues with a group accept only its members)\n"
     "  --wait-resources       wait when no cluster can take it now, instead of a refusal\n"
     "  --coc                  a cluster of clusters is acceptable\n"
-    "  (--limit is the job's wall-clock limit; time stopped by gang scheduling does not count)\n";
+    "  (--limit is the job's wall-clock limit; time stopped by gang scheduling does not count)\n"
+    "\n"
+    "Scheduling with a batch role (gridnode batch; the cluster manager ignores these):\n"
+    "  -A, --account NAME     account charged (fairshare, limits, reservation ACLs)\n"
+    "  --qos NAME             quality of service\n"
+    "  --class NAME           class = partition: one of the batch role's clusters\n"
+    "  --resv NAME            run inside this reservation (setres, or RESERVE of a site)\n"
+    "  --early                may start before / away from its reservation (Maui B5)\n"
+    "  --hold                 stays pending until released\n"
+    "  (--limit is the walltime: the job is ended when it passes it)\n";
 
 struct submit_opts {
     uint64_t ntasks, limit, procs, ppn, queue, mem, disk, cpu;
     bool has_queue, wait_res, coc;
     const char *group, *key;
+    const char *account, *qos, *class_, *resv; /* batch role only */
+    bool early, hold;
     uint64_t retries;
     char keybuf[40];
     double complexity;
@@ -124,6 +135,18 @@ static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
                 return -1;
         } else if (!strcmp(a, "--group") && v) {
             o->group = argv[++i];
+        } else if ((!strcmp(a, "-A") || !strcmp(a, "--account")) && v) {
+            o->account = argv[++i];
+        } else if (!strcmp(a, "--qos") && v) {
+            o->qos = argv[++i];
+        } else if (!strcmp(a, "--class") && v) {
+            o->class_ = argv[++i];
+        } else if (!strcmp(a, "--resv") && v) {
+            o->resv = argv[++i];
+        } else if (!strcmp(a, "--early")) {
+            o->early = true;
+        } else if (!strcmp(a, "--hold")) {
+            o->hold = true;
         } else if (!strcmp(a, "--wait-resources")) {
             o->wait_res = true;
         } else if (!strcmp(a, "--coc")) {
@@ -229,6 +252,27 @@ static int call_retrying(struct cli *c, const struct submit_opts *o, struct wire
     }
 }
 
+/* How many of the batch role's scheduling fields put_sched() writes. */
+static uint32_t sched_fields(const struct submit_opts *o)
+{
+    return (o->account != NULL) + (o->qos != NULL) + (o->class_ != NULL) + (o->resv != NULL) +
+           o->early + o->hold;
+}
+
+/* The batch role's scheduling fields (SUBMIT and PSUBMIT alike). */
+static void put_sched(struct wire_buf *wb, const struct submit_opts *o)
+{
+    const char *keys[] = {"account", "qos", "class", "resv"};
+    const char *vals[] = {o->account, o->qos, o->class_, o->resv};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        if (vals[k])
+            wire_put_str(wb, keys[k], vals[k]);
+    if (o->early)
+        wire_put_bool(wb, "early", true);
+    if (o->hold)
+        wire_put_bool(wb, "hold", true);
+}
+
 /* The PSUBMIT of a parallel job; the exit status. */
 static int submit_parallel(struct cli *c, const struct submit_opts *o)
 {
@@ -236,8 +280,9 @@ static int submit_parallel(struct cli *c, const struct submit_opts *o)
     struct cli_reply r;
     wire_buf_init(&wb);
     uint32_t nf = 7 + (o->name != NULL) + (o->user != NULL) + (o->group != NULL) + o->has_queue +
-                  (o->mem > 0) + (o->disk > 0) + (o->cpu > 0) + o->has_limit;
+                  (o->mem > 0) + (o->disk > 0) + (o->cpu > 0) + o->has_limit + sched_fields(o);
     wire_begin(&wb, WT_PSUBMIT, 1, nf);
+    put_sched(&wb, o);
     wire_put_strv(&wb, "argv", o->argv, (uint32_t)o->argc);
     wire_put_u64(&wb, "procs", o->procs);
     wire_put_u64(&wb, "ppn", o->ppn ? o->ppn : 1);
@@ -302,8 +347,10 @@ int cmd_submit(int argc, char **argv)
         return 2;
     }
     wire_buf_init(&wb);
-    uint32_t nf = 5 + (o.name != NULL) + (o.user != NULL) + o.has_limit + (o.stdin_pattern != NULL);
+    uint32_t nf = 5 + (o.name != NULL) + (o.user != NULL) + o.has_limit +
+                  (o.stdin_pattern != NULL) + sched_fields(&o);
     wire_begin(&wb, WT_SUBMIT, 1, nf);
+    put_sched(&wb, &o);
     wire_put_strv(&wb, "argv", o.argv, (uint32_t)o.argc);
     wire_put_u64(&wb, "ntasks", o.ntasks);
     wire_put_bool(&wb, "shell", o.shell);

@@ -138,6 +138,13 @@ static const struct wire_field f_submit[] = {
     {"limit_s", WF_UINT, false, 366u * 86400},
     {"stdin", WF_ARRAY, false, 100000, WF_BIN},
     {"key", WF_STR, false, 128}, /* request key: a retry returns the first job */
+    /* read by the batch role only (docs/wire.md 6.11) */
+    {"account", WF_STR, false, NAME_MAX_},
+    {"qos", WF_STR, false, NAME_MAX_},
+    {"class", WF_STR, false, NAME_MAX_},
+    {"resv", WF_STR, false, NAME_MAX_},
+    {"early", WF_BOOL, false},
+    {"hold", WF_BOOL, false},
     {NULL},
 };
 

@@ -237,4 +237,8 @@ int32_t live_host_free_slot(struct live *L, int cl, const char *host, const int3
 /* Host name and cluster of an engine node. */
 const char *live_slot_host(const struct live *L, int32_t slot, int *cl);
 
+/* livereq.c: false if cls names one of the clusters (classes); else true with the reason
+ * (naming the known classes) in why. */
+bool live_class_unknown(const struct live *L, const char *cls, char *why, size_t len);
+
 #endif

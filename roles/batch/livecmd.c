@@ -304,14 +304,6 @@ static bool is_admin(struct live *L, const msgpack_object *m)
     return in_list(L->cfg.live.admins, user);
 }
 
-static struct lclu *class_cluster(struct live *L, const char *cls)
-{
-    for (int i = 0; i < L->ncl; i++)
-        if (!strcmp(L->cl[i].name, cls))
-            return &L->cl[i];
-    return NULL;
-}
-
 /* Host name of an engine node ("" unknown). */
 static const char *node_host(struct live *L, int32_t n)
 {
@@ -689,9 +681,10 @@ static void h_estimate(struct live *L, const struct wire_msg *m, struct wire_buf
     }
     if (!q.cred[BATCH_CRED_CLASS] && L->default_cl >= 0)
         q.cred[BATCH_CRED_CLASS] = L->cl[L->default_cl].name;
-    if (!class_cluster(L, q.cred[BATCH_CRED_CLASS] ? q.cred[BATCH_CRED_CLASS] : "")) {
-        fail(reply, m->id, WE_INVALID,
-             "no such class: a class is one of the cluster names in batch.clusters");
+    char cwhy[BATCH_NAME_MAX + 300];
+    if (live_class_unknown(L, q.cred[BATCH_CRED_CLASS] ? q.cred[BATCH_CRED_CLASS] : "", cwhy,
+                           sizeof cwhy)) {
+        fail(reply, m->id, WE_INVALID, "%s", cwhy);
         return;
     }
     size_t n = batch_estimate(L->eng, &q, (int64_t)wall * 1000, now, w, max);
@@ -1029,9 +1022,8 @@ static void resv_new(struct live *L, const struct wire_msg *m, struct wire_buf *
                  "host names, not both");
     else if (!(hosts && hosts->via.array.size) && (v.tasks < 1 || v.procs < 1))
         snprintf(why, sizeof why, "give host names, or tasks and procs per task (at least 1)");
-    else if (cls[0] && !class_cluster(L, cls))
-        snprintf(why, sizeof why,
-                 "no such class: a class is one of the cluster names in batch.clusters");
+    else if (cls[0])
+        live_class_unknown(L, cls, why, sizeof why);
     if (why[0]) {
         fail(reply, m->id, WE_INVALID, "%s", why);
         resv_clear(&v);

@@ -59,6 +59,19 @@ static char *dup_field(const msgpack_object *m, const char *k)
     return s && l ? strndup(s, l) : NULL;
 }
 
+bool live_class_unknown(const struct live *L, const char *cls, char *why, size_t len)
+{
+    for (int i = 0; i < L->ncl; i++)
+        if (!strcmp(L->cl[i].name, cls))
+            return false;
+    int n = snprintf(why, len, "no such class '%.*s': a class is one of the clusters in "
+                     "batch.clusters:", BATCH_NAME_MAX, cls);
+    for (int i = 0; i < L->ncl && n > 0 && (size_t)n < len; i++)
+        n += snprintf(why + n, len - (size_t)n, "%s %s", i ? "," : "", L->cl[i].name);
+    text_fix(why);
+    return true;
+}
+
 /* A credential name: shorter than the engine's limit, printable. */
 static bool name_ok(const char *s)
 {
@@ -172,13 +185,9 @@ static void new_job(struct req *r, bool parallel)
               "control characters";
     else if ((wire_get(m, "key") && !key) || (key && memchr(key, '\0', 1) == key))
         why = "key must not be empty";
-    if (!why && j->class_) {
-        bool known = false;
-        for (int i = 0; i < L->ncl; i++)
-            known |= !strcmp(L->cl[i].name, j->class_);
-        if (!known)
-            why = "no such class: a class is one of the cluster names in batch.clusters";
-    }
+    char cwhy[BATCH_NAME_MAX + 300];
+    if (!why && j->class_ && live_class_unknown(L, j->class_, cwhy, sizeof cwhy))
+        why = cwhy;
     if (!why && j->resv)
         why = livecmd_resv_check(L, j);
     if (why || !(j->el = calloc(j->ntasks, sizeof *j->el))) {

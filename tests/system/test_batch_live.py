@@ -118,3 +118,27 @@ def test_walltime_kill_is_reported(cluster_factory, client_factory, batch_factor
     jid = b.rpc(T["PSUBMIT"], argv=["sleep 60"], shell=True, procs=1, limit_s=1)["job"]
     j = wait_state(b, jid, ("killed", "failed", "done"), timeout=40)["job"]
     assert j["state"] == "killed" and "wall-clock" in j["reason"], j
+
+
+def test_submit_tool_scheduling_options(cluster_factory, client_factory, batch_factory,
+                                        gridnode_bin):
+    """`gridnode submit` carries --account/--qos/--class/--hold to the batch role."""
+    cl, b = grid(cluster_factory, client_factory, batch_factory)
+
+    def submit(*args):
+        return subprocess.run([gridnode_bin, "submit", "-e", b.endpoint, *args],
+                              capture_output=True, text=True, timeout=scaled(20))
+
+    r = submit("-n", "2", "-A", "physics", "--qos", "high", "--hold", "--", "true")
+    assert r.returncode == 0, r.stderr
+    jid = int(r.stdout.split()[2])
+    j = job(b, jid)["job"]
+    assert (j["account"], j["qos"]) == ("physics", "high")
+    assert j["state"] == "queued" and j["done"] == 0      # held: never started
+    r = submit("-p", "1", "-A", "chem", "--", "true")
+    assert r.returncode == 0, r.stderr
+    pj = int(r.stdout.split()[3])
+    wait_state(b, pj, ("done",))
+    # a class that is not one of the batch role's clusters is refused, naming it
+    r = submit("--class", "nosuch", "--", "true")
+    assert r.returncode == 1 and "nosuch" in r.stderr, r.stderr
