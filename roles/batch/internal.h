@@ -132,28 +132,33 @@ enum batch_reason {
 };
 
 struct bjob {
-    uint64_t id;
+    /* The fields every cycle's queue scans read (candidate(), backfill's quick
+     * checks, queue_compact) come first, so that a scan touches one cache line
+     * per job. */
     bool live;
     bool hold, early_start;
+    bool never;               /* larger than all compatible nodes */
     enum batch_job_state state;
+    int32_t fit_epoch;        /* groups epoch of the cached fit data */
+    int32_t gen_gi, gen_need; /* general pool: the only compatible group, or -1 */
+    int32_t procs, nodes_min;
+    int64_t estimate, reserved;
+    int64_t walltime, submit;
+    double prio;
+    uint64_t id;
+    /* the rest */
     int32_t cred[BATCH_CRED_KINDS];
     int32_t tasks;
     struct batch_res per_task;
-    int32_t procs, nodes_min;
-    int64_t walltime, submit;
-    double upriority, prio;
+    double upriority;
     int64_t start, end_est, charged;
     int32_t *nodes;
     int32_t nnodes;
     int32_t resv;    /* running inside this reservation slot, -1 */
     int32_t run_idx; /* position in the running list */
-    int64_t estimate, reserved;
     enum batch_reason reason; /* valid in cycle reason_cycle */
     int64_t reason_cycle;
-    uint8_t throttle_kind;    /* which credential throttled it */
-    int32_t fit_epoch;        /* groups epoch of the cached fit data */
-    bool never;               /* larger than all compatible nodes */
-    int32_t gen_gi, gen_need; /* general pool: the only compatible group, or -1 */
+    uint8_t throttle_kind; /* which credential throttled it */
 };
 
 /* bound.c: dominance bounds (see there) */
