@@ -87,8 +87,10 @@ void batch_engine_destroy(struct batch_engine **ep)
         free(e->resv[i].nodes);
     }
     free(e->resv);
-    for (int32_t i = 0; i < e->njobs; i++)
+    for (int32_t i = 0; i < e->njobs; i++) {
         free(e->jobs[i].nodes);
+        free(e->jobs[i].runs);
+    }
     free(e->jobs);
     free(e->freeslots);
     bs_idmap_free(&e->jobmap);
@@ -311,8 +313,6 @@ static int group_make(struct batch_engine *e, struct bgroup *g, const int32_t *o
         g->nodes[i] = ord[from + i];
         nd->group = (int32_t)(g - e->groups);
         nd->gpos = i;
-        if (nd->job >= 0)
-            g->busy[i / 64] |= 1ULL << (i % 64);
     }
     return 0;
 }
@@ -398,6 +398,9 @@ int bs_engine_regroup(struct batch_engine *e)
     }
     if (pools_make(e) < 0)
         goto out;
+    for (int32_t i = 0; i < e->nrunning; i++) /* busy bits from the running jobs */
+        if (bs_engine_job_runs(e, &e->jobs[e->running[i]]) < 0)
+            goto out;
     e->gepoch++;
     e->groups_dirty = false;
     if (bs_engine_rebuild_base(e) < 0 || bs_plan_copy_base(e) < 0 || bs_plan_copy_est(e) < 0)
@@ -482,6 +485,45 @@ struct bjob *bs_engine_job(const struct batch_engine *e, uint64_t id)
 {
     int32_t s = bs_idmap_get(&e->jobmap, id);
     return s >= 0 ? &e->jobs[s] : NULL;
+}
+
+/* The slot of the job running on node n, or -1. A job's end does not visit its
+ * nodes, so nodes[n].job may name a slot that ended or was reused: it counts only
+ * while that slot runs a job holding n. O(nodes of that job); for admin paths. */
+int32_t bs_engine_node_job(const struct batch_engine *e, int32_t n)
+{
+    int32_t s = e->nodes[n].job;
+    if (s < 0 || s >= e->njobs || !e->jobs[s].live || e->jobs[s].state != BATCH_JOB_RUNNING)
+        return -1;
+    for (int32_t i = 0; i < e->jobs[s].nnodes; i++)
+        if (e->jobs[s].nodes[i] == n)
+            return s;
+    return -1;
+}
+
+/* Sets the busy bits of running job j's grouped nodes in the current groups and
+ * records them in j->runs (one entry per bitmap word it holds, consecutive nodes of
+ * a word merged). 0 or -1 (ENOMEM). */
+int bs_engine_job_runs(struct batch_engine *e, struct bjob *j)
+{
+    struct bjob_run *r = realloc(j->runs, ((size_t)j->nnodes + 1) * sizeof *r);
+    if (!r)
+        return -1;
+    j->runs = r;
+    j->nruns = 0;
+    for (int32_t i = 0; i < j->nnodes; i++) {
+        const struct bnode *nd = &e->nodes[j->nodes[i]];
+        if (nd->group < 0)
+            continue;
+        int32_t w = nd->gpos / 64;
+        uint64_t bit = 1ULL << (nd->gpos % 64);
+        e->groups[nd->group].busy[w] |= bit;
+        if (j->nruns > 0 && r[j->nruns - 1].group == nd->group && r[j->nruns - 1].word == w)
+            r[j->nruns - 1].mask |= bit;
+        else
+            r[j->nruns++] = (struct bjob_run){nd->group, w, bit};
+    }
+    return 0;
 }
 
 /* Recomputes j's fit data for the current groups: whether it can ever run, the
@@ -598,7 +640,7 @@ int batch_job_adopt(struct batch_engine *e, const struct batch_job_spec *s, cons
         return -1;
     }
     for (int32_t i = 0; i < n; i++) {
-        if (nodes[i] < 0 || nodes[i] >= e->nnodes || e->nodes[nodes[i]].job >= 0 ||
+        if (nodes[i] < 0 || nodes[i] >= e->nnodes || bs_engine_node_job(e, nodes[i]) >= 0 ||
             !e->nodes[nodes[i]].up) {
             errno = EINVAL;
             return -1;
@@ -652,6 +694,9 @@ static void job_drop(struct batch_engine *e, int32_t s)
     bs_idmap_del(&e->jobmap, j->id);
     free(j->nodes);
     j->nodes = NULL;
+    free(j->runs);
+    j->runs = NULL;
+    j->nruns = 0;
     j->live = false;
     e->live_jobs--;
     if (VEC_RESERVE(e->freeslots, e->capfree, e->nfree + 1) == 0)
@@ -668,15 +713,14 @@ static void job_release(struct batch_engine *e, struct bjob *j, int64_t when)
     bool counts = !e->groups_dirty && bs_engine_scratch(e, p->ng + 1) == 0;
     if (counts)
         memset(cnt, 0, (size_t)p->ng * sizeof *cnt);
-    for (int32_t i = 0; i < j->nnodes; i++) {
-        struct bnode *nd = &e->nodes[j->nodes[i]];
-        nd->job = -1;
-        if (nd->group < 0 || e->groups_dirty)
-            continue;
-        e->groups[nd->group].busy[nd->gpos / 64] &= ~(1ULL << (nd->gpos % 64));
-        int32_t k = counts ? pool_pos(p, nd->group) : -1;
+    /* nodes[].job is left as it is (see bs_engine_node_job); with dirty groups the
+     * busy bits are rebuilt from the running jobs at the next cycle */
+    for (int32_t i = 0; !e->groups_dirty && i < j->nruns; i++) {
+        const struct bjob_run *r = &j->runs[i];
+        e->groups[r->group].busy[r->word] &= ~r->mask;
+        int32_t k = counts ? pool_pos(p, r->group) : -1;
         if (k >= 0)
-            cnt[k]++;
+            cnt[k] += __builtin_popcountll(r->mask);
     }
     for (int32_t k = 0; counts && k < p->ng; k++)
         if (cnt[k] && bs_profile_add(&p->base[k], when, j->end_est, cnt[k]) < 0)

@@ -80,7 +80,8 @@ struct bnode {
     struct batch_res cap;
     int32_t cls; /* class cred id, -1: any */
     bool up;
-    int32_t job;   /* running job slot, -1 */
+    int32_t job;   /* running job slot when it started, -1; stale once the job
+                    * ends: read it only through bs_engine_node_job() */
     int32_t group; /* -1 when down */
     int32_t gpos;  /* index in its group's node list */
 };
@@ -131,6 +132,13 @@ enum batch_reason {
     R_WAITRESV
 };
 
+/* Nodes a running job holds in one word of a group's busy bitmap: releasing them
+ * is a mask per word instead of a visit per node. */
+struct bjob_run {
+    int32_t group, word;
+    uint64_t mask;
+};
+
 struct bjob {
     /* The fields every cycle's queue scans read (candidate(), backfill's quick
      * checks, queue_compact) come first, so that a scan touches one cache line
@@ -154,6 +162,8 @@ struct bjob {
     int64_t start, end_est, charged;
     int32_t *nodes;
     int32_t nnodes;
+    struct bjob_run *runs; /* running: its busy bits (rebuilt by regrouping) */
+    int32_t nruns;
     int32_t resv;    /* running inside this reservation slot, -1 */
     int32_t run_idx; /* position in the running list */
     enum batch_reason reason; /* valid in cycle reason_cycle */
@@ -266,6 +276,8 @@ bool bs_engine_group_ok(const struct batch_engine *e, const struct bgroup *g, co
 int bs_engine_regroup(struct batch_engine *e);
 int bs_engine_rebuild_base(struct batch_engine *e);
 struct bjob *bs_engine_job(const struct batch_engine *e, uint64_t id);
+int32_t bs_engine_node_job(const struct batch_engine *e, int32_t node);
+int bs_engine_job_runs(struct batch_engine *e, struct bjob *j);
 void bs_engine_fit_refresh(struct batch_engine *e, struct bjob *j);
 bool bs_engine_admits(const struct batch_engine *e, const struct bresv *r, const struct bjob *j);
 int bs_engine_scratch(struct batch_engine *e, int32_t n);

@@ -48,9 +48,10 @@ static const char *node_busy(const struct batch_engine *e, int32_t n, int64_t s,
         snprintf(buf, len, "node %s is down", nd->name);
         return buf;
     }
-    if (nd->job >= 0 && e->jobs[nd->job].end_est > s) {
+    int32_t js = bs_engine_node_job(e, n);
+    if (js >= 0 && e->jobs[js].end_est > s) {
         snprintf(buf, len, "node %s runs job %" PRIu64 " until %" PRId64, nd->name,
-                 e->jobs[nd->job].id, e->jobs[nd->job].end_est);
+                 e->jobs[js].id, e->jobs[js].end_est);
         return buf;
     }
     for (int32_t r = 0; r < e->nresv; r++) {
