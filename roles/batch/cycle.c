@@ -456,20 +456,26 @@ static int estimate_all(struct batch_engine *e)
     return 0;
 }
 
-/* Drops started jobs from the queue. */
+/* Drops started jobs from the queue. The only entries that are not pending are
+ * the e->nstarted jobs this cycle started (a pending job that ends leaves the queue
+ * at once), so the scan stops at the last of them and moves the rest in one go. */
 static void queue_compact(struct batch_engine *e)
 {
-    int32_t w = 0, sorted = 0;
-    for (int32_t i = 0; i < e->nqueue; i++) {
+    int32_t w = 0, i = 0, sorted = 0, left = e->nstarted;
+    for (; i < e->nqueue && left > 0; i++) {
         const struct bjob *j = &e->jobs[e->queue[i]];
         if (!j->live || j->state != BATCH_JOB_PENDING)
-            continue;
-        e->queue[w++] = e->queue[i];
+            left--;
+        else
+            e->queue[w++] = e->queue[i];
         if (i + 1 == e->nsorted)
             sorted = w;
     }
+    if (i < e->nsorted) /* the sorted prefix ends in the untouched tail */
+        sorted = e->nsorted - (i - w);
+    memmove(e->queue + w, e->queue + i, (size_t)(e->nqueue - i) * sizeof *e->queue);
     e->nsorted = e->nsorted ? sorted : 0;
-    e->nqueue = w;
+    e->nqueue = w + (e->nqueue - i);
 }
 
 /* Rewrites the node counts of the kept reservations contiguously when the array

@@ -587,9 +587,15 @@ static int job_fill(struct batch_engine *e, struct bjob *j, const struct batch_j
         return -1;
     }
     memset(j, 0, sizeof *j);
-    for (int k = 0; k < BATCH_CRED_KINDS; k++)
+    for (int k = 0; k < BATCH_CRED_KINDS; k++) {
+        const struct credtab *t = &e->creds[k];
+        if (names[k] && t->last < t->n && strcmp(t->v[t->last].name, names[k]) == 0) {
+            j->cred[k] = t->last; /* same as the last job's (interned, so valid) */
+            continue;
+        }
         if (!name_ok(names[k]) || (j->cred[k] = bs_cred_intern(e, k, names[k])) < 0)
             return -1;
+    }
     j->id = s->id;
     j->hold = s->hold;
     j->early_start = s->early_start;

@@ -140,17 +140,14 @@ static void locate(const struct profile *p, int64_t t, int32_t *bi, int32_t *si)
         else
             hi = mid - 1;
     }
+    /* here b->t[0] <= t: the step is the last of those starting at or before t,
+     * counted without branches (a block is short; a binary search mispredicts) */
     const struct profile_block *b = p->blk[lo];
-    int32_t l = lo == 0 ? 1 : 0, h = b->n - 1;
-    while (l < h) {
-        int32_t mid = (l + h + 1) / 2;
-        if (b->t[mid] <= t)
-            l = mid;
-        else
-            h = mid - 1;
-    }
+    int32_t c = 0;
+    for (int32_t i = 1; i < b->n; i++)
+        c += b->t[i] <= t;
     *bi = lo;
-    *si = l;
+    *si = c;
 }
 
 /* Start time of the step after (bi, si), or PROFILE_INF after the last one. */
