@@ -312,10 +312,35 @@ static int32_t phase_order(struct batch_engine *e, int32_t qi, struct batch_cycl
     return qi;
 }
 
+/* Whether the backfill memo (internal.h) may skip the jobs it covers now. */
+static bool memo_usable(const struct batch_engine *e)
+{
+    return e->bf_memo && e->now < e->bf_next && e->npools == 1 && !e->any_throttle;
+}
+
+/* Records the memo after a complete FIRSTFIT pass: no job queued so far that is
+ * left without a reservation can start now. A job that could not start at t
+ * cannot start at a later t' either while the plan only loses capacity and has no
+ * breakpoint in (t, t']: the plan is constant on [t, t'], so the window
+ * [t', t' + walltime) holds no more than [t, t + walltime) did. */
+static void memo_record(struct batch_engine *e)
+{
+    e->bf_memo = e->npools == 1 && !e->any_throttle;
+    e->bf_seq = e->submit_seq;
+    e->bf_next = PROFILE_INF;
+    for (int32_t k = 0; e->bf_memo && k < e->pools[0].ng; k++) {
+        int64_t t = bs_profile_next(&e->pools[0].plan[k], e->now);
+        if (t < e->bf_next)
+            e->bf_next = t;
+    }
+}
+
 /* FIRSTFIT backfill: every remaining job, in priority order, that fits now
- * without touching a reservation starts. */
+ * without touching a reservation starts. Jobs the memo covers are known not to
+ * fit and are skipped (cycles between two job ends mostly only add jobs). */
 static int backfill_first(struct batch_engine *e, int32_t qi, struct batch_cycle_stats *st)
 {
+    int64_t old = memo_usable(e) ? e->bf_seq : 0; /* jobs with seq <= old cannot fit */
     int32_t free_now = bs_plan_free_now(e), *fnow = e->scr_free; /* free now, per group */
     for (int32_t k = 0; e->npools == 1 && k < e->pools[0].ng; k++)
         fnow[k] = bs_profile_at(&e->pools[0].plan[k], e->now);
@@ -326,6 +351,8 @@ static int backfill_first(struct batch_engine *e, int32_t qi, struct batch_cycle
             continue;
         if (e->npools == 1 && j->gen_gi >= 0 && fnow[j->gen_gi] < j->gen_need)
             continue; /* cannot fit now: skip the search */
+        if (j->seq <= old)
+            continue;
         if (bs_bound_get(e, j) > e->now)
             continue; /* a job it dominates could not start now */
         if (bs_plan_earliest(e, j, e->now, e->now, false, &pool, e->scr_cnt) != e->now) {
@@ -346,6 +373,7 @@ static int backfill_first(struct batch_engine *e, int32_t qi, struct batch_cycle
         for (int32_t k = 0; e->npools == 1 && k < e->pools[0].ng; k++)
             fnow[k] = bs_profile_at(&e->pools[0].plan[k], e->now);
     }
+    memo_record(e);
     return 0;
 }
 
@@ -549,6 +577,7 @@ int batch_cycle(struct batch_engine *e, int64_t now, struct batch_cycle_stats *s
     return 0;
 fail:
     e->plan_valid = false;
+    bs_engine_memo_clear(e);
     queue_compact(e);
     errno = ENOMEM;
     return -1;

@@ -176,6 +176,7 @@ int32_t batch_node_add(struct batch_engine *e, const struct batch_node_spec *n)
     nd->job = -1;
     nd->group = -1;
     e->groups_dirty = true;
+    bs_engine_memo_clear(e);
     return e->nnodes++;
 }
 
@@ -188,6 +189,7 @@ int batch_node_set_up(struct batch_engine *e, int32_t node, bool up)
     if (e->nodes[node].up != up) {
         e->nodes[node].up = up;
         e->groups_dirty = true;
+        bs_engine_memo_clear(e);
     }
     return 0;
 }
@@ -373,6 +375,7 @@ static int pools_make(struct batch_engine *e)
 
 int bs_engine_regroup(struct batch_engine *e)
 {
+    bs_engine_memo_clear(e);
     groups_free(e);
     struct nodekey *key = calloc((size_t)e->nnodes + 1, sizeof *key);
     int32_t *ord = malloc(((size_t)e->nnodes + 1) * sizeof *ord), *rl = NULL, nup = 0;
@@ -609,6 +612,7 @@ static int job_fill(struct batch_engine *e, struct bjob *j, const struct batch_j
     j->resv = -1;
     j->estimate = j->reserved = BATCH_NEVER;
     j->fit_epoch = -1;
+    j->seq = ++e->submit_seq;
     j->live = true;
     return 0;
 }
@@ -689,6 +693,7 @@ int batch_job_adopt(struct batch_engine *e, const struct batch_job_spec *s, cons
     j->run_idx = e->nrunning;
     e->running[e->nrunning++] = slot; /* room reserved at submit */
     e->groups_dirty = true; /* busy bits and base profiles are rebuilt at the next cycle */
+    bs_engine_memo_clear(e);
     e->plan_valid = e->est_valid = false;
     return 0;
 }
@@ -743,6 +748,7 @@ int batch_job_finish(struct batch_engine *e, uint64_t id, int64_t when)
         return -1;
     }
     struct bjob *j = &e->jobs[s];
+    bs_engine_memo_clear(e);
     if (j->state == BATCH_JOB_PENDING) {
         if (j->reserved != BATCH_NEVER)
             e->plan_valid = false;
@@ -791,6 +797,8 @@ int batch_job_hold(struct batch_engine *e, uint64_t id, bool hold)
     }
     if (j->hold != hold && j->reserved != BATCH_NEVER)
         e->plan_valid = false;
+    if (j->hold != hold)
+        bs_engine_memo_clear(e);
     j->hold = hold;
     e->est_valid = false;
     return 0;

@@ -154,6 +154,7 @@ struct bjob {
     int64_t walltime, submit;
     double prio;
     uint64_t id;
+    int64_t seq; /* submission order (batch_engine.submit_seq) */
     /* the rest */
     int32_t cred[BATCH_CRED_KINDS];
     int32_t tasks;
@@ -249,6 +250,15 @@ struct batch_engine {
     bool any_throttle; /* some credential has MAXJOB or MAXPROC */
 
     int64_t now;
+    /* Backfill memo (cycle.c, backfill_first). When bf_memo is set, every pending
+     * job without a reservation and with seq <= bf_seq could not start at the
+     * last full backfill, and since then the general pool's plan has only lost
+     * capacity and had no breakpoint before bf_next: such a job cannot start
+     * before bf_next either. Anything that may give capacity back, change who is
+     * a candidate or change the pools clears it (bs_engine_memo_clear). */
+    bool bf_memo;
+    int64_t bf_seq, bf_next;
+    int64_t submit_seq;
     uint64_t *started;
     int32_t nstarted, capstarted;
 
@@ -278,6 +288,10 @@ int bs_engine_rebuild_base(struct batch_engine *e);
 struct bjob *bs_engine_job(const struct batch_engine *e, uint64_t id);
 int32_t bs_engine_node_job(const struct batch_engine *e, int32_t node);
 int bs_engine_job_runs(struct batch_engine *e, struct bjob *j);
+static inline void bs_engine_memo_clear(struct batch_engine *e)
+{
+    e->bf_memo = false;
+}
 void bs_engine_fit_refresh(struct batch_engine *e, struct bjob *j);
 bool bs_engine_admits(const struct batch_engine *e, const struct bresv *r, const struct bjob *j);
 int bs_engine_scratch(struct batch_engine *e, int32_t n);

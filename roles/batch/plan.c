@@ -192,6 +192,7 @@ int bs_plan_est_reserve(struct batch_engine *e, int32_t slot, int32_t pool, int6
 void bs_plan_unreserve(struct batch_engine *e, int32_t idx)
 {
     struct plan_ent *pe = &e->plan[idx];
+    bs_engine_memo_clear(e);
     /* Adding back what was taken cannot need a new breakpoint: no ENOMEM. */
     (void)pool_apply(e, pe->pool, false, e->pcnt + pe->off, +1, pe->start, pe->end);
     e->jobs[pe->job].reserved = BATCH_NEVER;
@@ -199,6 +200,7 @@ void bs_plan_unreserve(struct batch_engine *e, int32_t idx)
 
 void bs_plan_clear(struct batch_engine *e)
 {
+    bs_engine_memo_clear(e);
     for (int32_t i = 0; i < e->nplan; i++)
         e->jobs[e->plan[i].job].reserved = BATCH_NEVER;
     e->nplan = 0;

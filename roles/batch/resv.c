@@ -232,6 +232,7 @@ int batch_resv_create(struct batch_engine *e, const struct batch_resv_req *q, in
     e->nresv++;
     if (bs_engine_regroup(e) < 0) { /* retried at the next cycle */
         e->groups_dirty = true;
+        bs_engine_memo_clear(e);
     }
     if (name_out && name_len)
         snprintf(name_out, name_len, "%s", name);
@@ -247,6 +248,7 @@ int batch_resv_release(struct batch_engine *e, const char *name)
     }
     e->resv[r].live = false;
     e->groups_dirty = true;
+    bs_engine_memo_clear(e);
     return 0;
 }
 
