@@ -79,6 +79,7 @@ void batch_engine_destroy(struct batch_engine **ep)
     for (int32_t i = 0; i < e->nnodes; i++)
         free(e->nodes[i].name);
     free(e->nodes);
+    free(e->node_job);
     bs_strmap_free(&e->nodemap);
     for (int32_t i = 0; i < e->nresv; i++) {
         for (int k = 0; k < BATCH_CRED_KINDS; k++)
@@ -161,7 +162,8 @@ int32_t batch_node_add(struct batch_engine *e, const struct batch_node_spec *n)
         return -1;
     }
     int32_t cls = n->class_[0] ? bs_cred_intern(e, BATCH_CRED_CLASS, n->class_) : -1;
-    if ((n->class_[0] && cls < 0) || VEC_RESERVE(e->nodes, e->capnodes, e->nnodes + 1) < 0)
+    if ((n->class_[0] && cls < 0) || VEC_RESERVE(e->nodes, e->capnodes, e->nnodes + 1) < 0 ||
+        VEC_RESERVE(e->node_job, e->capnodejob, e->nnodes + 1) < 0)
         return -1;
     struct bnode *nd = &e->nodes[e->nnodes];
     memset(nd, 0, sizeof *nd);
@@ -173,7 +175,7 @@ int32_t batch_node_add(struct batch_engine *e, const struct batch_node_spec *n)
     nd->cap = n->cap;
     nd->cls = cls;
     nd->up = true;
-    nd->job = -1;
+    e->node_job[e->nnodes] = -1;
     nd->group = -1;
     e->groups_dirty = true;
     bs_engine_memo_clear(e);
@@ -491,11 +493,11 @@ struct bjob *bs_engine_job(const struct batch_engine *e, uint64_t id)
 }
 
 /* The slot of the job running on node n, or -1. A job's end does not visit its
- * nodes, so nodes[n].job may name a slot that ended or was reused: it counts only
+ * nodes, so node_job[n] may name a slot that ended or was reused: it counts only
  * while that slot runs a job holding n. O(nodes of that job); for admin paths. */
 int32_t bs_engine_node_job(const struct batch_engine *e, int32_t n)
 {
-    int32_t s = e->nodes[n].job;
+    int32_t s = e->node_job[n];
     if (s < 0 || s >= e->njobs || !e->jobs[s].live || e->jobs[s].state != BATCH_JOB_RUNNING)
         return -1;
     for (int32_t i = 0; i < e->jobs[s].nnodes; i++)
@@ -677,7 +679,7 @@ int batch_job_adopt(struct batch_engine *e, const struct batch_job_spec *s, cons
     j->nodes = copy;
     j->nnodes = n;
     for (int32_t i = 0; i < n; i++)
-        e->nodes[nodes[i]].job = slot;
+        e->node_job[nodes[i]] = slot;
     for (int k = 0; k < BATCH_CRED_KINDS; k++) {
         struct cred *c = &e->creds[k].v[j->cred[k]];
         c->run_jobs++;
@@ -724,7 +726,7 @@ static void job_release(struct batch_engine *e, struct bjob *j, int64_t when)
     bool counts = !e->groups_dirty && bs_engine_scratch(e, p->ng + 1) == 0;
     if (counts)
         memset(cnt, 0, (size_t)p->ng * sizeof *cnt);
-    /* nodes[].job is left as it is (see bs_engine_node_job); with dirty groups the
+    /* node_job[] is left as it is (see bs_engine_node_job); with dirty groups the
      * busy bits are rebuilt from the running jobs at the next cycle */
     for (int32_t i = 0; !e->groups_dirty && i < j->nruns; i++) {
         const struct bjob_run *r = &j->runs[i];

@@ -80,8 +80,6 @@ struct bnode {
     struct batch_res cap;
     int32_t cls; /* class cred id, -1: any */
     bool up;
-    int32_t job;   /* running job slot when it started, -1; stale once the job
-                    * ends: read it only through bs_engine_node_job() */
     int32_t group; /* -1 when down */
     int32_t gpos;  /* index in its group's node list */
 };
@@ -214,6 +212,12 @@ struct batch_engine {
 
     struct bnode *nodes;
     int32_t nnodes, capnodes;
+    /* per node: the slot of the job that last started on it, -1; stale once that
+     * job ends (an end does not visit its nodes): read it only through
+     * bs_engine_node_job(). Apart from struct bnode so that a start's writes
+     * stay within a few cache lines. */
+    int32_t *node_job;
+    int32_t capnodejob;
     struct strmap nodemap;
 
     struct bgroup *groups;

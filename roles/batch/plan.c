@@ -257,20 +257,20 @@ static int32_t group_take(struct batch_engine *e, int32_t gi, int32_t n, int32_t
     struct bgroup *g = &e->groups[gi];
     int32_t got = 0, words = (g->nnodes + 63) / 64;
     for (int32_t w = 0; w < words && got < n; w++) {
-        uint64_t avail = ~g->busy[w], took = 0;
+        uint64_t took = ~g->busy[w];
         if (w == words - 1 && g->nnodes % 64)
-            avail &= (1ULL << (g->nnodes % 64)) - 1;
-        while (avail && got < n) {
-            int b = __builtin_ctzll(avail);
-            avail &= avail - 1;
-            took |= 1ULL << b;
-            int32_t id = g->nodes[w * 64 + b];
-            e->nodes[id].job = slot;
+            took &= (1ULL << (g->nnodes % 64)) - 1;
+        if (!took)
+            continue;
+        for (int32_t c = __builtin_popcountll(took); c > n - got; c--)
+            took &= ~(1ULL << (63 - __builtin_clzll(took))); /* keep the lowest */
+        g->busy[w] |= took;
+        runs[(*nruns)++] = (struct bjob_run){gi, w, took};
+        const int32_t *gn = g->nodes + (size_t)w * 64;
+        for (uint64_t m = took; m; m &= m - 1) {
+            int32_t id = gn[__builtin_ctzll(m)];
+            e->node_job[id] = slot;
             out[got++] = id;
-        }
-        if (took) {
-            g->busy[w] |= took;
-            runs[(*nruns)++] = (struct bjob_run){gi, w, took};
         }
     }
     return got;
@@ -298,7 +298,7 @@ static int take_nodes(struct batch_engine *e, int32_t slot, const struct bpool *
     for (int32_t k = 0; k < p->ng; k++) {
         int32_t n = cnt[k] ? group_take(e, p->gid[k], cnt[k], slot, nodes + got, runs, &nruns) : 0;
         got += n;
-        if (n < cnt[k]) { /* give the bits back (nodes[].job is only a hint) */
+        if (n < cnt[k]) { /* give the bits back (node_job[] is only a hint) */
             for (int32_t i = 0; i < nruns; i++)
                 e->groups[runs[i].group].busy[runs[i].word] &= ~runs[i].mask;
             free(nodes);
