@@ -132,22 +132,23 @@ static void locate(const struct profile *p, int64_t t, int32_t *bi, int32_t *si)
         *bi = *si = 0; /* the first step: every query at "now" lands here */
         return;
     }
-    int32_t lo = 0, hi = p->nblk - 1;
-    while (lo < hi) {
-        int32_t mid = (lo + hi + 1) / 2;
-        if (p->blk[mid]->t[0] <= t)
-            lo = mid;
-        else
-            hi = mid - 1;
+    /* branch-free binary searches (conditional moves: the comparisons are
+     * unpredictable): the last block, then the last step, starting at or before t */
+    struct profile_block *const *bb = p->blk;
+    for (int32_t len = p->nblk; len > 1;) {
+        int32_t half = len / 2;
+        bb = bb[half]->t[0] <= t ? bb + half : bb;
+        len -= half;
     }
-    /* here b->t[0] <= t: the step is the last of those starting at or before t,
-     * counted without branches (a block is short; a binary search mispredicts) */
-    const struct profile_block *b = p->blk[lo];
-    int32_t c = 0;
-    for (int32_t i = 1; i < b->n; i++)
-        c += b->t[i] <= t;
-    *bi = lo;
-    *si = c;
+    const struct profile_block *b = *bb;
+    const int64_t *tt = b->t; /* here tt[0] <= t (or block 0, whose step 1 <= t) */
+    for (int32_t len = b->n; len > 1;) {
+        int32_t half = len / 2;
+        tt = tt[half] <= t ? tt + half : tt;
+        len -= half;
+    }
+    *bi = (int32_t)(bb - p->blk);
+    *si = (int32_t)(tt - b->t);
 }
 
 /* Start time of the step after (bi, si), or PROFILE_INF after the last one. */
