@@ -96,6 +96,7 @@ void batch_engine_destroy(struct batch_engine **ep)
     free(e->freeslots);
     bs_idmap_free(&e->jobmap);
     free(e->queue);
+    free(e->fresh);
     free(e->running);
     free(e->plan);
     free(e->pcnt);
@@ -639,6 +640,12 @@ int batch_job_submit(struct batch_engine *e, const struct batch_job_spec *s)
         e->nfree--;
     e->jobs[slot] = tmp;
     e->queue[e->nqueue++] = slot;
+    if (e->bf_memo && e->nfresh >= 0) { /* see backfill_fresh() in cycle.c */
+        if (e->nfresh < 4096 && VEC_RESERVE(e->fresh, e->capfresh, e->nfresh + 1) == 0)
+            e->fresh[e->nfresh++] = slot;
+        else
+            e->nfresh = -1;
+    }
     e->live_jobs++;
     e->est_valid = false;
     return 0;

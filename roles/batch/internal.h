@@ -262,6 +262,9 @@ struct batch_engine {
      * a candidate or change the pools clears it (bs_engine_memo_clear). */
     bool bf_memo;
     int64_t bf_seq, bf_next;
+    int32_t *fresh; /* with bf_memo: the slots of the jobs queued since (a slot may
+                     * repeat or have ended); nfresh -1: too many, walk the queue */
+    int32_t nfresh, capfresh;
     int64_t submit_seq;
     uint64_t *started;
     int32_t nstarted, capstarted;
@@ -295,6 +298,7 @@ int bs_engine_job_runs(struct batch_engine *e, struct bjob *j);
 static inline void bs_engine_memo_clear(struct batch_engine *e)
 {
     e->bf_memo = false;
+    e->nfresh = 0;
 }
 void bs_engine_fit_refresh(struct batch_engine *e, struct bjob *j);
 bool bs_engine_admits(const struct batch_engine *e, const struct bresv *r, const struct bjob *j);
