@@ -395,7 +395,7 @@ static int backfill_fresh(struct batch_engine *e, int64_t old, int32_t *free_now
             f[k] = f[k - 1];
         f[k] = s;
     }
-    for (int32_t i = 0; i < n && *free_now > 0; i++)
+    for (int32_t i = 0; *free_now > 0 && i < n; i++)
         if ((i == 0 || f[i] != f[i - 1]) && backfill_try(e, f[i], old, free_now, fnow, st) < 0)
             return -1;
     return 0;

@@ -143,7 +143,7 @@ struct bjob {
      * per job. */
     bool live;
     bool hold, early_start;
-    bool never;               /* larger than all compatible nodes */
+    bool never; /* larger than all compatible nodes */
     enum batch_job_state state;
     int32_t fit_epoch;        /* groups epoch of the cached fit data */
     int32_t gen_gi, gen_need; /* general pool: the only compatible group, or -1 */
@@ -163,8 +163,8 @@ struct bjob {
     int32_t nnodes;
     struct bjob_run *runs; /* running: its busy bits (rebuilt by regrouping) */
     int32_t nruns;
-    int32_t resv;    /* running inside this reservation slot, -1 */
-    int32_t run_idx; /* position in the running list */
+    int32_t resv;             /* running inside this reservation slot, -1 */
+    int32_t run_idx;          /* position in the running list */
     enum batch_reason reason; /* valid in cycle reason_cycle */
     int64_t reason_cycle;
     uint8_t throttle_kind; /* which credential throttled it */

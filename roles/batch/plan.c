@@ -251,8 +251,8 @@ int32_t bs_plan_free_now(const struct batch_engine *e)
 /* Marks n free nodes of group gi busy for job slot, appends their indices to out
  * and the bitmap words it took to runs (*nruns). Returns how many it found (< n
  * only if the profiles and the nodes disagree). */
-static int32_t group_take(struct batch_engine *e, int32_t gi, int32_t n, int32_t slot,
-                          int32_t *out, struct bjob_run *runs, int32_t *nruns)
+static int32_t group_take(struct batch_engine *e, int32_t gi, int32_t n, int32_t slot, int32_t *out,
+                          struct bjob_run *runs, int32_t *nruns)
 {
     struct bgroup *g = &e->groups[gi];
     int32_t got = 0, words = (g->nnodes + 63) / 64;

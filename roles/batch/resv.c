@@ -50,8 +50,8 @@ static const char *node_busy(const struct batch_engine *e, int32_t n, int64_t s,
     }
     int32_t js = bs_engine_node_job(e, n);
     if (js >= 0 && e->jobs[js].end_est > s) {
-        snprintf(buf, len, "node %s runs job %" PRIu64 " until %" PRId64, nd->name,
-                 e->jobs[js].id, e->jobs[js].end_est);
+        snprintf(buf, len, "node %s runs job %" PRIu64 " until %" PRId64, nd->name, e->jobs[js].id,
+                 e->jobs[js].end_est);
         return buf;
     }
     for (int32_t r = 0; r < e->nresv; r++) {
