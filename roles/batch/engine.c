@@ -379,6 +379,7 @@ static int pools_make(struct batch_engine *e)
 int bs_engine_regroup(struct batch_engine *e)
 {
     bs_engine_memo_clear(e);
+    bs_engine_fill_all(e); /* the lazy node lists refer to the old groups */
     groups_free(e);
     struct nodekey *key = calloc((size_t)e->nnodes + 1, sizeof *key);
     int32_t *ord = malloc(((size_t)e->nnodes + 1) * sizeof *ord), *rl = NULL, nup = 0;
@@ -496,8 +497,9 @@ struct bjob *bs_engine_job(const struct batch_engine *e, uint64_t id)
 /* The slot of the job running on node n, or -1. A job's end does not visit its
  * nodes, so node_job[n] may name a slot that ended or was reused: it counts only
  * while that slot runs a job holding n. O(nodes of that job); for admin paths. */
-int32_t bs_engine_node_job(const struct batch_engine *e, int32_t n)
+int32_t bs_engine_node_job(struct batch_engine *e, int32_t n)
 {
+    bs_engine_fill_all(e);
     int32_t s = e->node_job[n];
     if (s < 0 || s >= e->njobs || !e->jobs[s].live || e->jobs[s].state != BATCH_JOB_RUNNING)
         return -1;
@@ -505,6 +507,36 @@ int32_t bs_engine_node_job(const struct batch_engine *e, int32_t n)
         if (e->jobs[s].nodes[i] == n)
             return s;
     return -1;
+}
+
+/* Writes out the node list of job slot (running, started by bs_plan_start) from
+ * its bitmap words, and the node -> job hints: in the order the start took them
+ * (groups in pool order, positions ascending). The groups must be those of the
+ * start (bs_engine_regroup fills every list before it changes them). */
+void bs_engine_fill_nodes(struct batch_engine *e, int32_t slot)
+{
+    struct bjob *j = &e->jobs[slot];
+    if (!j->nodes_lazy)
+        return;
+    int32_t k = 0;
+    for (int32_t i = 0; i < j->nruns; i++) {
+        const struct bjob_run *r = &j->runs[i];
+        const int32_t *gn = e->groups[r->group].nodes + (size_t)r->word * 64;
+        for (uint64_t m = r->mask; m && k < j->nnodes; m &= m - 1) {
+            int32_t id = gn[__builtin_ctzll(m)];
+            e->node_job[id] = slot;
+            j->nodes[k++] = id;
+        }
+    }
+    j->nodes_lazy = false;
+    e->nlazy--;
+}
+
+/* Fills every lazy node list (O(1) when there is none). */
+void bs_engine_fill_all(struct batch_engine *e)
+{
+    for (int32_t i = 0; e->nlazy > 0 && i < e->nrunning; i++)
+        bs_engine_fill_nodes(e, e->running[i]);
 }
 
 /* Sets the busy bits of running job j's grouped nodes in the current groups and
@@ -712,6 +744,10 @@ static void job_drop(struct batch_engine *e, int32_t s)
 {
     struct bjob *j = &e->jobs[s];
     bs_idmap_del(&e->jobmap, j->id);
+    if (j->nodes_lazy) {
+        j->nodes_lazy = false;
+        e->nlazy--;
+    }
     free(j->nodes);
     j->nodes = NULL;
     free(j->runs);
@@ -820,6 +856,8 @@ int batch_job_info(const struct batch_engine *e, uint64_t id, struct batch_job_i
         errno = ENOENT;
         return -1;
     }
+    if (j->nodes_lazy) /* logically const: writes out what the job already holds */
+        bs_engine_fill_nodes((struct batch_engine *)e, (int32_t)(j - e->jobs));
     memset(out, 0, sizeof *out);
     out->id = j->id;
     out->state = j->state;

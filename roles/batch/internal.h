@@ -163,6 +163,8 @@ struct bjob {
     int32_t nnodes;
     struct bjob_run *runs; /* running: its busy bits (rebuilt by regrouping) */
     int32_t nruns;
+    bool nodes_lazy;          /* nodes[] not written yet: runs[] says which (see
+                               * bs_engine_fill_nodes) */
     int32_t resv;             /* running inside this reservation slot, -1 */
     int32_t run_idx;          /* position in the running list */
     enum batch_reason reason; /* valid in cycle reason_cycle */
@@ -218,6 +220,7 @@ struct batch_engine {
      * stay within a few cache lines. */
     int32_t *node_job;
     int32_t capnodejob;
+    int32_t nlazy; /* running jobs with nodes_lazy */
     struct strmap nodemap;
 
     struct bgroup *groups;
@@ -293,8 +296,10 @@ bool bs_engine_group_ok(const struct batch_engine *e, const struct bgroup *g, co
 int bs_engine_regroup(struct batch_engine *e);
 int bs_engine_rebuild_base(struct batch_engine *e);
 struct bjob *bs_engine_job(const struct batch_engine *e, uint64_t id);
-int32_t bs_engine_node_job(const struct batch_engine *e, int32_t node);
+int32_t bs_engine_node_job(struct batch_engine *e, int32_t node);
 int bs_engine_job_runs(struct batch_engine *e, struct bjob *j);
+void bs_engine_fill_nodes(struct batch_engine *e, int32_t slot);
+void bs_engine_fill_all(struct batch_engine *e);
 static inline void bs_engine_memo_clear(struct batch_engine *e)
 {
     e->bf_memo = false;

@@ -248,11 +248,12 @@ int32_t bs_plan_free_now(const struct batch_engine *e)
     return n;
 }
 
-/* Marks n free nodes of group gi busy for job slot, appends their indices to out
- * and the bitmap words it took to runs (*nruns). Returns how many it found (< n
- * only if the profiles and the nodes disagree). */
-static int32_t group_take(struct batch_engine *e, int32_t gi, int32_t n, int32_t slot, int32_t *out,
-                          struct bjob_run *runs, int32_t *nruns)
+/* Marks n free nodes of group gi busy and appends the bitmap words it took to runs
+ * (*nruns); which nodes they are is written out later, when asked for
+ * (bs_engine_fill_nodes). Returns how many it found (< n only if the profiles and
+ * the nodes disagree). */
+static int32_t group_take(struct batch_engine *e, int32_t gi, int32_t n, struct bjob_run *runs,
+                          int32_t *nruns)
 {
     struct bgroup *g = &e->groups[gi];
     int32_t got = 0, words = (g->nnodes + 63) / 64;
@@ -266,12 +267,7 @@ static int32_t group_take(struct batch_engine *e, int32_t gi, int32_t n, int32_t
             took &= ~(1ULL << (63 - __builtin_clzll(took))); /* keep the lowest */
         g->busy[w] |= took;
         runs[(*nruns)++] = (struct bjob_run){gi, w, took};
-        const int32_t *gn = g->nodes + (size_t)w * 64;
-        for (uint64_t m = took; m; m &= m - 1) {
-            int32_t id = gn[__builtin_ctzll(m)];
-            e->node_job[id] = slot;
-            out[got++] = id;
-        }
+        got += __builtin_popcountll(took);
     }
     return got;
 }
@@ -296,9 +292,9 @@ static int take_nodes(struct batch_engine *e, int32_t slot, const struct bpool *
         return -1;
     }
     for (int32_t k = 0; k < p->ng; k++) {
-        int32_t n = cnt[k] ? group_take(e, p->gid[k], cnt[k], slot, nodes + got, runs, &nruns) : 0;
+        int32_t n = cnt[k] ? group_take(e, p->gid[k], cnt[k], runs, &nruns) : 0;
         got += n;
-        if (n < cnt[k]) { /* give the bits back (node_job[] is only a hint) */
+        if (n < cnt[k]) { /* give the bits back */
             for (int32_t i = 0; i < nruns; i++)
                 e->groups[runs[i].group].busy[runs[i].word] &= ~runs[i].mask;
             free(nodes);
@@ -313,6 +309,8 @@ static int take_nodes(struct batch_engine *e, int32_t slot, const struct bpool *
     j->nnodes = got;
     j->runs = runs;
     j->nruns = nruns;
+    j->nodes_lazy = true;
+    e->nlazy++;
     return 0;
 }
 

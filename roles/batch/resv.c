@@ -40,8 +40,8 @@ static int32_t resv_by_name(const struct batch_engine *e, const char *name)
 }
 
 /* Why node n cannot be held over [s, t): NULL if it can; the text goes in buf. */
-static const char *node_busy(const struct batch_engine *e, int32_t n, int64_t s, int64_t t,
-                             char *buf, size_t len)
+static const char *node_busy(struct batch_engine *e, int32_t n, int64_t s, int64_t t, char *buf,
+                             size_t len)
 {
     const struct bnode *nd = &e->nodes[n];
     if (!nd->up) {

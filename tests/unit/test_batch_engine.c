@@ -550,6 +550,41 @@ static void test_backfill_memo(void **state)
     batch_engine_destroy(&e);
 }
 
+/* A start records only its nodes' bitmap words; the node list is written when it is
+ * asked for. It must come out right after the groups changed (a busy node went
+ * down), and a reservation must see nodes whose list was never asked for. */
+static void test_lazy_nodes(void **state)
+{
+    (void)state;
+    struct batch_config c;
+    batch_config_defaults(&c);
+    struct batch_engine *e = eng(&c);
+    nodes(e, 4, 1, 0, NULL, "n");
+    submit(e, (struct js){1, "u", 2, 1, 0, 100, 0});
+    submit(e, (struct js){2, "u", 1, 1, 0, 100, 0});
+    cycle(e, 0); /* no batch_job_info yet: both lists are still unwritten */
+    char why[256];
+    const char *all[4] = {"n0", "n1", "n2", "n3"};
+    assert_int_equal(resv(e, "R", NULL, 0, NULL, 0, all, 4, 0, 0, 10, 20, why), -1);
+    assert_non_null(strstr(why, "runs job"));
+    assert_int_equal(batch_node_set_up(e, 0, false), 0); /* n0 (job 1's) fails */
+    cycle(e, 1); /* regroups: n0 leaves the group, positions shift */
+    struct batch_job_info a = info(e, 1), b = info(e, 2);
+    assert_int_equal(a.nnodes, 2);
+    assert_int_equal(b.nnodes, 1);
+    assert_int_equal(a.nodes[0], 0);
+    assert_int_equal(a.nodes[1], 1);
+    assert_int_equal(b.nodes[0], 2);
+    /* n3 is the only free up node: a 1-node job starts there, a 2-node one waits */
+    submit(e, (struct js){3, "u", 2, 1, 0, 10, 1});
+    submit(e, (struct js){4, "u", 1, 1, 0, 10, 1});
+    cycle(e, 2);
+    assert_false(running(e, 3));
+    assert_true(running(e, 4));
+    assert_int_equal(info(e, 4).nodes[0], 3);
+    batch_engine_destroy(&e);
+}
+
 /* A node's record of its job is only a hint once the job ended: a reservation or
  * an adopted job may take the node, a running job's node stays refused. */
 static void test_node_after_job(void **state)
@@ -589,7 +624,7 @@ int main(void)
         cmocka_unit_test(test_resv_acl),          cmocka_unit_test(test_resv_refusals),
         cmocka_unit_test(test_early_start),       cmocka_unit_test(test_estimate),
         cmocka_unit_test(test_bad_calls),         cmocka_unit_test(test_backfill_memo),
-        cmocka_unit_test(test_node_after_job),
+        cmocka_unit_test(test_node_after_job),    cmocka_unit_test(test_lazy_nodes),
     };
     return cmocka_run_group_tests_name("batch_engine", tests, NULL, NULL);
 }
