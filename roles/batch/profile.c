@@ -213,16 +213,30 @@ static int split_at(struct profile *p, int64_t t, int32_t *bi, int32_t *si)
     return 0;
 }
 
-/* Adds delta to steps [from, to) of block b and refreshes its min/max. */
+/* Adds delta to steps [from, to) of block b and updates its min (kept exact) and
+ * max (kept an upper bound: only a search's skip test reads it) from those steps;
+ * the block is rescanned only when raising steps may have raised its minimum. */
 static void blk_add(struct profile_block *b, int32_t from, int32_t to, int32_t delta)
 {
     if (from == 0 && to == b->n) {
         b->lazy += delta;
         return;
     }
-    for (int32_t i = from; i < to; i++)
-        b->v[i] += delta;
-    blk_fix(b);
+    int32_t old_mn = INT32_MAX, mn = INT32_MAX, mx = INT32_MIN;
+    for (int32_t i = from; i < to; i++) {
+        int32_t o = b->v[i], v = o + delta;
+        b->v[i] = v;
+        old_mn = o < old_mn ? o : old_mn;
+        mn = v < mn ? v : mn;
+        mx = v > mx ? v : mx;
+    }
+    if (delta < 0) { /* the max stays a bound */
+        b->min = mn < b->min ? mn : b->min;
+        return;
+    }
+    b->max = mx > b->max ? mx : b->max;
+    if (old_mn == b->min) /* a minimum step went up: another may hold it */
+        blk_fix(b);
 }
 
 /* Removes the breakpoint at t if the steps on both sides hold the same value. */
