@@ -312,40 +312,111 @@ static int32_t phase_order(struct batch_engine *e, int32_t qi, struct batch_cycl
     return qi;
 }
 
+/* Whether the backfill memo (internal.h) may skip the jobs it covers now. */
+static bool memo_usable(const struct batch_engine *e)
+{
+    return e->bf_memo && e->now < e->bf_next && e->npools == 1 && !e->any_throttle;
+}
+
+/* Records the memo after a complete FIRSTFIT pass: no job queued so far that is
+ * left without a reservation can start now. A job that could not start at t
+ * cannot start at a later t' either while the plan only loses capacity and has no
+ * breakpoint in (t, t']: the plan is constant on [t, t'], so the window
+ * [t', t' + walltime) holds no more than [t, t + walltime) did. */
+static void memo_record(struct batch_engine *e)
+{
+    e->bf_memo = e->npools == 1 && !e->any_throttle;
+    e->nfresh = 0;
+    e->bf_seq = e->submit_seq;
+    e->bf_next = PROFILE_INF;
+    for (int32_t k = 0; e->bf_memo && k < e->pools[0].ng; k++) {
+        int64_t t = bs_profile_next(&e->pools[0].plan[k], e->now);
+        if (t < e->bf_next)
+            e->bf_next = t;
+    }
+}
+
 /* FIRSTFIT backfill: every remaining job, in priority order, that fits now
- * without touching a reservation starts. */
+ * without touching a reservation starts. Jobs the memo covers are known not to
+ * fit and are skipped (cycles between two job ends mostly only add jobs). */
+/* One FIRSTFIT step: starts job slot s if it fits now; *free_now and fnow[] (free
+ * nodes now, per general-pool group) follow. 0, or -1 on ENOMEM. */
+static inline bool backfill_skip(const struct batch_engine *e, const struct bjob *j,
+                                 const int32_t *fnow)
+{
+    return !candidate(j) || j->reserved != BATCH_NEVER ||
+           (e->npools == 1 && j->gen_gi >= 0 && fnow[j->gen_gi] < j->gen_need);
+}
+
+static int backfill_try(struct batch_engine *e, int32_t s, int64_t old, int32_t *free_now,
+                        int32_t *fnow, struct batch_cycle_stats *st)
+{
+    int32_t pool;
+    struct bjob *j = &e->jobs[s];
+    if (backfill_skip(e, j, fnow))
+        return 0; /* not a candidate, or cannot fit now: no search */
+    if (j->seq <= old)
+        return 0; /* the memo knows it cannot fit */
+    if (bs_bound_get(e, j) > e->now)
+        return 0; /* a job it dominates could not start now */
+    if (bs_plan_earliest(e, j, e->now, e->now, false, &pool, e->scr_cnt) != e->now) {
+        bs_bound_put(e, j, e->now + 1);
+        return 0;
+    }
+    if (throttled(e, j)) {
+        set_reason(e, j, R_THROTTLE);
+        return 0;
+    }
+    if (start_now(e, s, pool, e->scr_cnt) < 0)
+        return errno == ENOMEM ? -1 : 0;
+    st->backfilled++;
+    *free_now = bs_plan_free_now(e);
+    for (int32_t k = 0; e->npools == 1 && k < e->pools[0].ng; k++)
+        fnow[k] = bs_profile_at(&e->pools[0].plan[k], e->now);
+    return 0;
+}
+
+/* Memo in use: only the jobs queued since it (e->fresh) can start, so they are
+ * tried alone, in queue order (the queue is sorted by job_cmp), instead of
+ * walking the whole queue. A fresh job ahead of qi is a candidate without
+ * reservation only if it fits nowhere (R_NOFIT), so trying it changes nothing. */
+static int backfill_fresh(struct batch_engine *e, int64_t old, int32_t *free_now, int32_t *fnow,
+                          struct batch_cycle_stats *st)
+{
+    int32_t *f = e->fresh, n = 0;
+    for (int32_t i = 0; i < e->nfresh; i++) { /* the live ones, once each */
+        const struct bjob *j = &e->jobs[f[i]];
+        if (j->live && j->state == BATCH_JOB_PENDING && j->seq > old)
+            f[n++] = f[i];
+    }
+    for (int32_t i = 1; i < n; i++) { /* few: insertion sort */
+        int32_t s = f[i], k = i;
+        for (; k > 0 && job_cmp(&f[k - 1], &s, e) > 0; k--)
+            f[k] = f[k - 1];
+        f[k] = s;
+    }
+    for (int32_t i = 0; *free_now > 0 && i < n; i++)
+        if ((i == 0 || f[i] != f[i - 1]) && backfill_try(e, f[i], old, free_now, fnow, st) < 0)
+            return -1;
+    return 0;
+}
+
 static int backfill_first(struct batch_engine *e, int32_t qi, struct batch_cycle_stats *st)
 {
+    int64_t old = memo_usable(e) ? e->bf_seq : 0; /* jobs with seq <= old cannot fit */
     int32_t free_now = bs_plan_free_now(e), *fnow = e->scr_free; /* free now, per group */
     for (int32_t k = 0; e->npools == 1 && k < e->pools[0].ng; k++)
         fnow[k] = bs_profile_at(&e->pools[0].plan[k], e->now);
-    for (; qi < e->nqueue && free_now > 0; qi++) {
-        int32_t s = e->queue[qi], pool;
-        struct bjob *j = &e->jobs[s];
-        if (!candidate(j) || j->reserved != BATCH_NEVER)
-            continue;
-        if (e->npools == 1 && j->gen_gi >= 0 && fnow[j->gen_gi] < j->gen_need)
-            continue; /* cannot fit now: skip the search */
-        if (bs_bound_get(e, j) > e->now)
-            continue; /* a job it dominates could not start now */
-        if (bs_plan_earliest(e, j, e->now, e->now, false, &pool, e->scr_cnt) != e->now) {
-            bs_bound_put(e, j, e->now + 1);
-            continue;
-        }
-        if (throttled(e, j)) {
-            set_reason(e, j, R_THROTTLE);
-            continue;
-        }
-        if (start_now(e, s, pool, e->scr_cnt) < 0) {
-            if (errno == ENOMEM)
+    if (old > 0 && e->nfresh >= 0) {
+        if (backfill_fresh(e, old, &free_now, fnow, st) < 0)
+            return -1;
+    } else {
+        for (; qi < e->nqueue && free_now > 0; qi++)
+            if (!backfill_skip(e, &e->jobs[e->queue[qi]], fnow) &&
+                backfill_try(e, e->queue[qi], old, &free_now, fnow, st) < 0)
                 return -1;
-            continue;
-        }
-        st->backfilled++;
-        free_now = bs_plan_free_now(e);
-        for (int32_t k = 0; e->npools == 1 && k < e->pools[0].ng; k++)
-            fnow[k] = bs_profile_at(&e->pools[0].plan[k], e->now);
     }
+    memo_record(e);
     return 0;
 }
 
@@ -456,20 +527,26 @@ static int estimate_all(struct batch_engine *e)
     return 0;
 }
 
-/* Drops started jobs from the queue. */
+/* Drops started jobs from the queue. The only entries that are not pending are
+ * the e->nstarted jobs this cycle started (a pending job that ends leaves the queue
+ * at once), so the scan stops at the last of them and moves the rest in one go. */
 static void queue_compact(struct batch_engine *e)
 {
-    int32_t w = 0, sorted = 0;
-    for (int32_t i = 0; i < e->nqueue; i++) {
+    int32_t w = 0, i = 0, sorted = 0, left = e->nstarted;
+    for (; i < e->nqueue && left > 0; i++) {
         const struct bjob *j = &e->jobs[e->queue[i]];
         if (!j->live || j->state != BATCH_JOB_PENDING)
-            continue;
-        e->queue[w++] = e->queue[i];
+            left--;
+        else
+            e->queue[w++] = e->queue[i];
         if (i + 1 == e->nsorted)
             sorted = w;
     }
+    if (i < e->nsorted) /* the sorted prefix ends in the untouched tail */
+        sorted = e->nsorted - (i - w);
+    memmove(e->queue + w, e->queue + i, (size_t)(e->nqueue - i) * sizeof *e->queue);
     e->nsorted = e->nsorted ? sorted : 0;
-    e->nqueue = w;
+    e->nqueue = w + (e->nqueue - i);
 }
 
 /* Rewrites the node counts of the kept reservations contiguously when the array
@@ -543,6 +620,7 @@ int batch_cycle(struct batch_engine *e, int64_t now, struct batch_cycle_stats *s
     return 0;
 fail:
     e->plan_valid = false;
+    bs_engine_memo_clear(e);
     queue_compact(e);
     errno = ENOMEM;
     return -1;

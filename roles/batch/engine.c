@@ -79,6 +79,7 @@ void batch_engine_destroy(struct batch_engine **ep)
     for (int32_t i = 0; i < e->nnodes; i++)
         free(e->nodes[i].name);
     free(e->nodes);
+    free(e->node_job);
     bs_strmap_free(&e->nodemap);
     for (int32_t i = 0; i < e->nresv; i++) {
         for (int k = 0; k < BATCH_CRED_KINDS; k++)
@@ -87,12 +88,15 @@ void batch_engine_destroy(struct batch_engine **ep)
         free(e->resv[i].nodes);
     }
     free(e->resv);
-    for (int32_t i = 0; i < e->njobs; i++)
+    for (int32_t i = 0; i < e->njobs; i++) {
         free(e->jobs[i].nodes);
+        free(e->jobs[i].runs);
+    }
     free(e->jobs);
     free(e->freeslots);
     bs_idmap_free(&e->jobmap);
     free(e->queue);
+    free(e->fresh);
     free(e->running);
     free(e->plan);
     free(e->pcnt);
@@ -159,7 +163,8 @@ int32_t batch_node_add(struct batch_engine *e, const struct batch_node_spec *n)
         return -1;
     }
     int32_t cls = n->class_[0] ? bs_cred_intern(e, BATCH_CRED_CLASS, n->class_) : -1;
-    if ((n->class_[0] && cls < 0) || VEC_RESERVE(e->nodes, e->capnodes, e->nnodes + 1) < 0)
+    if ((n->class_[0] && cls < 0) || VEC_RESERVE(e->nodes, e->capnodes, e->nnodes + 1) < 0 ||
+        VEC_RESERVE(e->node_job, e->capnodejob, e->nnodes + 1) < 0)
         return -1;
     struct bnode *nd = &e->nodes[e->nnodes];
     memset(nd, 0, sizeof *nd);
@@ -171,9 +176,10 @@ int32_t batch_node_add(struct batch_engine *e, const struct batch_node_spec *n)
     nd->cap = n->cap;
     nd->cls = cls;
     nd->up = true;
-    nd->job = -1;
+    e->node_job[e->nnodes] = -1;
     nd->group = -1;
     e->groups_dirty = true;
+    bs_engine_memo_clear(e);
     return e->nnodes++;
 }
 
@@ -186,6 +192,7 @@ int batch_node_set_up(struct batch_engine *e, int32_t node, bool up)
     if (e->nodes[node].up != up) {
         e->nodes[node].up = up;
         e->groups_dirty = true;
+        bs_engine_memo_clear(e);
     }
     return 0;
 }
@@ -311,8 +318,6 @@ static int group_make(struct batch_engine *e, struct bgroup *g, const int32_t *o
         g->nodes[i] = ord[from + i];
         nd->group = (int32_t)(g - e->groups);
         nd->gpos = i;
-        if (nd->job >= 0)
-            g->busy[i / 64] |= 1ULL << (i % 64);
     }
     return 0;
 }
@@ -373,6 +378,8 @@ static int pools_make(struct batch_engine *e)
 
 int bs_engine_regroup(struct batch_engine *e)
 {
+    bs_engine_memo_clear(e);
+    bs_engine_fill_all(e); /* the lazy node lists refer to the old groups */
     groups_free(e);
     struct nodekey *key = calloc((size_t)e->nnodes + 1, sizeof *key);
     int32_t *ord = malloc(((size_t)e->nnodes + 1) * sizeof *ord), *rl = NULL, nup = 0;
@@ -398,6 +405,9 @@ int bs_engine_regroup(struct batch_engine *e)
     }
     if (pools_make(e) < 0)
         goto out;
+    for (int32_t i = 0; i < e->nrunning; i++) /* busy bits from the running jobs */
+        if (bs_engine_job_runs(e, &e->jobs[e->running[i]]) < 0)
+            goto out;
     e->gepoch++;
     e->groups_dirty = false;
     if (bs_engine_rebuild_base(e) < 0 || bs_plan_copy_base(e) < 0 || bs_plan_copy_est(e) < 0)
@@ -484,6 +494,76 @@ struct bjob *bs_engine_job(const struct batch_engine *e, uint64_t id)
     return s >= 0 ? &e->jobs[s] : NULL;
 }
 
+/* The slot of the job running on node n, or -1. A job's end does not visit its
+ * nodes, so node_job[n] may name a slot that ended or was reused: it counts only
+ * while that slot runs a job holding n. O(nodes of that job); for admin paths. */
+int32_t bs_engine_node_job(struct batch_engine *e, int32_t n)
+{
+    bs_engine_fill_all(e);
+    int32_t s = e->node_job[n];
+    if (s < 0 || s >= e->njobs || !e->jobs[s].live || e->jobs[s].state != BATCH_JOB_RUNNING)
+        return -1;
+    for (int32_t i = 0; i < e->jobs[s].nnodes; i++)
+        if (e->jobs[s].nodes[i] == n)
+            return s;
+    return -1;
+}
+
+/* Writes out the node list of job slot (running, started by bs_plan_start) from
+ * its bitmap words, and the node -> job hints: in the order the start took them
+ * (groups in pool order, positions ascending). The groups must be those of the
+ * start (bs_engine_regroup fills every list before it changes them). */
+void bs_engine_fill_nodes(struct batch_engine *e, int32_t slot)
+{
+    struct bjob *j = &e->jobs[slot];
+    if (!j->nodes_lazy)
+        return;
+    int32_t k = 0;
+    for (int32_t i = 0; i < j->nruns; i++) {
+        const struct bjob_run *r = &j->runs[i];
+        const int32_t *gn = e->groups[r->group].nodes + (size_t)r->word * 64;
+        for (uint64_t m = r->mask; m && k < j->nnodes; m &= m - 1) {
+            int32_t id = gn[__builtin_ctzll(m)];
+            e->node_job[id] = slot;
+            j->nodes[k++] = id;
+        }
+    }
+    j->nodes_lazy = false;
+    e->nlazy--;
+}
+
+/* Fills every lazy node list (O(1) when there is none). */
+void bs_engine_fill_all(struct batch_engine *e)
+{
+    for (int32_t i = 0; e->nlazy > 0 && i < e->nrunning; i++)
+        bs_engine_fill_nodes(e, e->running[i]);
+}
+
+/* Sets the busy bits of running job j's grouped nodes in the current groups and
+ * records them in j->runs (one entry per bitmap word it holds, consecutive nodes of
+ * a word merged). 0 or -1 (ENOMEM). */
+int bs_engine_job_runs(struct batch_engine *e, struct bjob *j)
+{
+    struct bjob_run *r = realloc(j->runs, ((size_t)j->nnodes + 1) * sizeof *r);
+    if (!r)
+        return -1;
+    j->runs = r;
+    j->nruns = 0;
+    for (int32_t i = 0; i < j->nnodes; i++) {
+        const struct bnode *nd = &e->nodes[j->nodes[i]];
+        if (nd->group < 0)
+            continue;
+        int32_t w = nd->gpos / 64;
+        uint64_t bit = 1ULL << (nd->gpos % 64);
+        e->groups[nd->group].busy[w] |= bit;
+        if (j->nruns > 0 && r[j->nruns - 1].group == nd->group && r[j->nruns - 1].word == w)
+            r[j->nruns - 1].mask |= bit;
+        else
+            r[j->nruns++] = (struct bjob_run){nd->group, w, bit};
+    }
+    return 0;
+}
+
 /* Recomputes j's fit data for the current groups: whether it can ever run, the
  * fewest nodes it needs, and its only compatible group in the general pool. */
 void bs_engine_fit_refresh(struct batch_engine *e, struct bjob *j)
@@ -545,9 +625,15 @@ static int job_fill(struct batch_engine *e, struct bjob *j, const struct batch_j
         return -1;
     }
     memset(j, 0, sizeof *j);
-    for (int k = 0; k < BATCH_CRED_KINDS; k++)
+    for (int k = 0; k < BATCH_CRED_KINDS; k++) {
+        const struct credtab *t = &e->creds[k];
+        if (names[k] && t->last < t->n && strcmp(t->v[t->last].name, names[k]) == 0) {
+            j->cred[k] = t->last; /* same as the last job's (interned, so valid) */
+            continue;
+        }
         if (!name_ok(names[k]) || (j->cred[k] = bs_cred_intern(e, k, names[k])) < 0)
             return -1;
+    }
     j->id = s->id;
     j->hold = s->hold;
     j->early_start = s->early_start;
@@ -561,6 +647,7 @@ static int job_fill(struct batch_engine *e, struct bjob *j, const struct batch_j
     j->resv = -1;
     j->estimate = j->reserved = BATCH_NEVER;
     j->fit_epoch = -1;
+    j->seq = ++e->submit_seq;
     j->live = true;
     return 0;
 }
@@ -585,6 +672,12 @@ int batch_job_submit(struct batch_engine *e, const struct batch_job_spec *s)
         e->nfree--;
     e->jobs[slot] = tmp;
     e->queue[e->nqueue++] = slot;
+    if (e->bf_memo && e->nfresh >= 0) { /* see backfill_fresh() in cycle.c */
+        if (e->nfresh < 4096 && VEC_RESERVE(e->fresh, e->capfresh, e->nfresh + 1) == 0)
+            e->fresh[e->nfresh++] = slot;
+        else
+            e->nfresh = -1;
+    }
     e->live_jobs++;
     e->est_valid = false;
     return 0;
@@ -598,7 +691,7 @@ int batch_job_adopt(struct batch_engine *e, const struct batch_job_spec *s, cons
         return -1;
     }
     for (int32_t i = 0; i < n; i++) {
-        if (nodes[i] < 0 || nodes[i] >= e->nnodes || e->nodes[nodes[i]].job >= 0 ||
+        if (nodes[i] < 0 || nodes[i] >= e->nnodes || bs_engine_node_job(e, nodes[i]) >= 0 ||
             !e->nodes[nodes[i]].up) {
             errno = EINVAL;
             return -1;
@@ -625,7 +718,7 @@ int batch_job_adopt(struct batch_engine *e, const struct batch_job_spec *s, cons
     j->nodes = copy;
     j->nnodes = n;
     for (int32_t i = 0; i < n; i++)
-        e->nodes[nodes[i]].job = slot;
+        e->node_job[nodes[i]] = slot;
     for (int k = 0; k < BATCH_CRED_KINDS; k++) {
         struct cred *c = &e->creds[k].v[j->cred[k]];
         c->run_jobs++;
@@ -641,6 +734,7 @@ int batch_job_adopt(struct batch_engine *e, const struct batch_job_spec *s, cons
     j->run_idx = e->nrunning;
     e->running[e->nrunning++] = slot; /* room reserved at submit */
     e->groups_dirty = true; /* busy bits and base profiles are rebuilt at the next cycle */
+    bs_engine_memo_clear(e);
     e->plan_valid = e->est_valid = false;
     return 0;
 }
@@ -650,8 +744,15 @@ static void job_drop(struct batch_engine *e, int32_t s)
 {
     struct bjob *j = &e->jobs[s];
     bs_idmap_del(&e->jobmap, j->id);
+    if (j->nodes_lazy) {
+        j->nodes_lazy = false;
+        e->nlazy--;
+    }
     free(j->nodes);
     j->nodes = NULL;
+    free(j->runs);
+    j->runs = NULL;
+    j->nruns = 0;
     j->live = false;
     e->live_jobs--;
     if (VEC_RESERVE(e->freeslots, e->capfree, e->nfree + 1) == 0)
@@ -668,15 +769,14 @@ static void job_release(struct batch_engine *e, struct bjob *j, int64_t when)
     bool counts = !e->groups_dirty && bs_engine_scratch(e, p->ng + 1) == 0;
     if (counts)
         memset(cnt, 0, (size_t)p->ng * sizeof *cnt);
-    for (int32_t i = 0; i < j->nnodes; i++) {
-        struct bnode *nd = &e->nodes[j->nodes[i]];
-        nd->job = -1;
-        if (nd->group < 0 || e->groups_dirty)
-            continue;
-        e->groups[nd->group].busy[nd->gpos / 64] &= ~(1ULL << (nd->gpos % 64));
-        int32_t k = counts ? pool_pos(p, nd->group) : -1;
+    /* node_job[] is left as it is (see bs_engine_node_job); with dirty groups the
+     * busy bits are rebuilt from the running jobs at the next cycle */
+    for (int32_t i = 0; !e->groups_dirty && i < j->nruns; i++) {
+        const struct bjob_run *r = &j->runs[i];
+        e->groups[r->group].busy[r->word] &= ~r->mask;
+        int32_t k = counts ? pool_pos(p, r->group) : -1;
         if (k >= 0)
-            cnt[k]++;
+            cnt[k] += __builtin_popcountll(r->mask);
     }
     for (int32_t k = 0; counts && k < p->ng; k++)
         if (cnt[k] && bs_profile_add(&p->base[k], when, j->end_est, cnt[k]) < 0)
@@ -693,6 +793,7 @@ int batch_job_finish(struct batch_engine *e, uint64_t id, int64_t when)
         return -1;
     }
     struct bjob *j = &e->jobs[s];
+    bs_engine_memo_clear(e);
     if (j->state == BATCH_JOB_PENDING) {
         if (j->reserved != BATCH_NEVER)
             e->plan_valid = false;
@@ -741,6 +842,8 @@ int batch_job_hold(struct batch_engine *e, uint64_t id, bool hold)
     }
     if (j->hold != hold && j->reserved != BATCH_NEVER)
         e->plan_valid = false;
+    if (j->hold != hold)
+        bs_engine_memo_clear(e);
     j->hold = hold;
     e->est_valid = false;
     return 0;
@@ -753,6 +856,8 @@ int batch_job_info(const struct batch_engine *e, uint64_t id, struct batch_job_i
         errno = ENOENT;
         return -1;
     }
+    if (j->nodes_lazy) /* logically const: writes out what the job already holds */
+        bs_engine_fill_nodes((struct batch_engine *)e, (int32_t)(j - e->jobs));
     memset(out, 0, sizeof *out);
     out->id = j->id;
     out->state = j->state;

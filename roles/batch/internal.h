@@ -80,7 +80,6 @@ struct bnode {
     struct batch_res cap;
     int32_t cls; /* class cred id, -1: any */
     bool up;
-    int32_t job;   /* running job slot, -1 */
     int32_t group; /* -1 when down */
     int32_t gpos;  /* index in its group's node list */
 };
@@ -131,29 +130,46 @@ enum batch_reason {
     R_WAITRESV
 };
 
+/* Nodes a running job holds in one word of a group's busy bitmap: releasing them
+ * is a mask per word instead of a visit per node. */
+struct bjob_run {
+    int32_t group, word;
+    uint64_t mask;
+};
+
 struct bjob {
-    uint64_t id;
+    /* The fields every cycle's queue scans read (candidate(), backfill's quick
+     * checks, queue_compact) come first, so that a scan touches one cache line
+     * per job. */
     bool live;
     bool hold, early_start;
+    bool never; /* larger than all compatible nodes */
     enum batch_job_state state;
+    int32_t fit_epoch;        /* groups epoch of the cached fit data */
+    int32_t gen_gi, gen_need; /* general pool: the only compatible group, or -1 */
+    int32_t procs, nodes_min;
+    int64_t estimate, reserved;
+    int64_t walltime, submit;
+    double prio;
+    uint64_t id;
+    int64_t seq; /* submission order (batch_engine.submit_seq) */
+    /* the rest */
     int32_t cred[BATCH_CRED_KINDS];
     int32_t tasks;
     struct batch_res per_task;
-    int32_t procs, nodes_min;
-    int64_t walltime, submit;
-    double upriority, prio;
+    double upriority;
     int64_t start, end_est, charged;
     int32_t *nodes;
     int32_t nnodes;
-    int32_t resv;    /* running inside this reservation slot, -1 */
-    int32_t run_idx; /* position in the running list */
-    int64_t estimate, reserved;
+    struct bjob_run *runs; /* running: its busy bits (rebuilt by regrouping) */
+    int32_t nruns;
+    bool nodes_lazy;          /* nodes[] not written yet: runs[] says which (see
+                               * bs_engine_fill_nodes) */
+    int32_t resv;             /* running inside this reservation slot, -1 */
+    int32_t run_idx;          /* position in the running list */
     enum batch_reason reason; /* valid in cycle reason_cycle */
     int64_t reason_cycle;
-    uint8_t throttle_kind;    /* which credential throttled it */
-    int32_t fit_epoch;        /* groups epoch of the cached fit data */
-    bool never;               /* larger than all compatible nodes */
-    int32_t gen_gi, gen_need; /* general pool: the only compatible group, or -1 */
+    uint8_t throttle_kind; /* which credential throttled it */
 };
 
 /* bound.c: dominance bounds (see there) */
@@ -198,6 +214,13 @@ struct batch_engine {
 
     struct bnode *nodes;
     int32_t nnodes, capnodes;
+    /* per node: the slot of the job that last started on it, -1; stale once that
+     * job ends (an end does not visit its nodes): read it only through
+     * bs_engine_node_job(). Apart from struct bnode so that a start's writes
+     * stay within a few cache lines. */
+    int32_t *node_job;
+    int32_t capnodejob;
+    int32_t nlazy; /* running jobs with nodes_lazy */
     struct strmap nodemap;
 
     struct bgroup *groups;
@@ -234,6 +257,18 @@ struct batch_engine {
     bool any_throttle; /* some credential has MAXJOB or MAXPROC */
 
     int64_t now;
+    /* Backfill memo (cycle.c, backfill_first). When bf_memo is set, every pending
+     * job without a reservation and with seq <= bf_seq could not start at the
+     * last full backfill, and since then the general pool's plan has only lost
+     * capacity and had no breakpoint before bf_next: such a job cannot start
+     * before bf_next either. Anything that may give capacity back, change who is
+     * a candidate or change the pools clears it (bs_engine_memo_clear). */
+    bool bf_memo;
+    int64_t bf_seq, bf_next;
+    int32_t *fresh; /* with bf_memo: the slots of the jobs queued since (a slot may
+                     * repeat or have ended); nfresh -1: too many, walk the queue */
+    int32_t nfresh, capfresh;
+    int64_t submit_seq;
     uint64_t *started;
     int32_t nstarted, capstarted;
 
@@ -261,6 +296,15 @@ bool bs_engine_group_ok(const struct batch_engine *e, const struct bgroup *g, co
 int bs_engine_regroup(struct batch_engine *e);
 int bs_engine_rebuild_base(struct batch_engine *e);
 struct bjob *bs_engine_job(const struct batch_engine *e, uint64_t id);
+int32_t bs_engine_node_job(struct batch_engine *e, int32_t node);
+int bs_engine_job_runs(struct batch_engine *e, struct bjob *j);
+void bs_engine_fill_nodes(struct batch_engine *e, int32_t slot);
+void bs_engine_fill_all(struct batch_engine *e);
+static inline void bs_engine_memo_clear(struct batch_engine *e)
+{
+    e->bf_memo = false;
+    e->nfresh = 0;
+}
 void bs_engine_fit_refresh(struct batch_engine *e, struct bjob *j);
 bool bs_engine_admits(const struct batch_engine *e, const struct bresv *r, const struct bjob *j);
 int bs_engine_scratch(struct batch_engine *e, int32_t n);

@@ -192,6 +192,7 @@ int bs_plan_est_reserve(struct batch_engine *e, int32_t slot, int32_t pool, int6
 void bs_plan_unreserve(struct batch_engine *e, int32_t idx)
 {
     struct plan_ent *pe = &e->plan[idx];
+    bs_engine_memo_clear(e);
     /* Adding back what was taken cannot need a new breakpoint: no ENOMEM. */
     (void)pool_apply(e, pe->pool, false, e->pcnt + pe->off, +1, pe->start, pe->end);
     e->jobs[pe->job].reserved = BATCH_NEVER;
@@ -199,6 +200,7 @@ void bs_plan_unreserve(struct batch_engine *e, int32_t idx)
 
 void bs_plan_clear(struct batch_engine *e)
 {
+    bs_engine_memo_clear(e);
     for (int32_t i = 0; i < e->nplan; i++)
         e->jobs[e->plan[i].job].reserved = BATCH_NEVER;
     e->nplan = 0;
@@ -246,59 +248,69 @@ int32_t bs_plan_free_now(const struct batch_engine *e)
     return n;
 }
 
-/* Marks n free nodes of group g busy and appends their indices to out. Returns
- * how many it found (< n only if the profiles and the nodes disagree). */
-static int32_t group_take(struct bgroup *g, int32_t n, int32_t *out)
+/* Marks n free nodes of group gi busy and appends the bitmap words it took to runs
+ * (*nruns); which nodes they are is written out later, when asked for
+ * (bs_engine_fill_nodes). Returns how many it found (< n only if the profiles and
+ * the nodes disagree). */
+static int32_t group_take(struct batch_engine *e, int32_t gi, int32_t n, struct bjob_run *runs,
+                          int32_t *nruns)
 {
+    struct bgroup *g = &e->groups[gi];
     int32_t got = 0, words = (g->nnodes + 63) / 64;
     for (int32_t w = 0; w < words && got < n; w++) {
-        uint64_t avail = ~g->busy[w];
+        uint64_t took = ~g->busy[w];
         if (w == words - 1 && g->nnodes % 64)
-            avail &= (1ULL << (g->nnodes % 64)) - 1;
-        while (avail && got < n) {
-            int b = __builtin_ctzll(avail);
-            avail &= avail - 1;
-            g->busy[w] |= 1ULL << b;
-            out[got++] = g->nodes[w * 64 + b];
-        }
+            took &= (1ULL << (g->nnodes % 64)) - 1;
+        if (!took)
+            continue;
+        for (int32_t c = __builtin_popcountll(took); c > n - got; c--)
+            took &= ~(1ULL << (63 - __builtin_clzll(took))); /* keep the lowest */
+        g->busy[w] |= took;
+        runs[(*nruns)++] = (struct bjob_run){gi, w, took};
+        got += __builtin_popcountll(took);
     }
     return got;
 }
 
-/* Gives back nodes taken by group_take (on failure). */
-static void group_untake(struct batch_engine *e, const int32_t *nodes, int32_t n)
-{
-    for (int32_t i = 0; i < n; i++) {
-        const struct bnode *nd = &e->nodes[nodes[i]];
-        e->groups[nd->group].busy[nd->gpos / 64] &= ~(1ULL << (nd->gpos % 64));
-    }
-}
-
 /* Takes the nodes of job slot's start now; 0 or -1 (ENOMEM, EAGAIN). */
-static int take_nodes(struct batch_engine *e, struct bjob *j, const struct bpool *p,
+static int take_nodes(struct batch_engine *e, int32_t slot, const struct bpool *p,
                       const int32_t *cnt)
 {
-    int64_t total = 0;
-    for (int32_t k = 0; k < p->ng; k++)
+    struct bjob *j = &e->jobs[slot];
+    int64_t total = 0, maxruns = 0;
+    for (int32_t k = 0; k < p->ng; k++) {
+        int64_t words = (e->groups[p->gid[k]].nnodes + 63) / 64;
         total += cnt[k];
-    int32_t *nodes = malloc(((size_t)total + 1) * sizeof *nodes), got = 0;
-    if (!nodes) {
+        maxruns += cnt[k] < words ? cnt[k] : words;
+    }
+    int32_t *nodes = malloc(((size_t)total + 1) * sizeof *nodes), got = 0, nruns = 0;
+    struct bjob_run *runs = malloc(((size_t)maxruns + 1) * sizeof *runs);
+    if (!nodes || !runs) {
+        free(nodes);
+        free(runs);
         errno = ENOMEM;
         return -1;
     }
     for (int32_t k = 0; k < p->ng; k++) {
-        int32_t n = cnt[k] ? group_take(&e->groups[p->gid[k]], cnt[k], nodes + got) : 0;
+        int32_t n = cnt[k] ? group_take(e, p->gid[k], cnt[k], runs, &nruns) : 0;
         got += n;
-        if (n < cnt[k]) {
-            group_untake(e, nodes, got);
+        if (n < cnt[k]) { /* give the bits back */
+            for (int32_t i = 0; i < nruns; i++)
+                e->groups[runs[i].group].busy[runs[i].word] &= ~runs[i].mask;
             free(nodes);
+            free(runs);
             errno = EAGAIN;
             return -1;
         }
     }
     free(j->nodes);
+    free(j->runs);
     j->nodes = nodes;
     j->nnodes = got;
+    j->runs = runs;
+    j->nruns = nruns;
+    j->nodes_lazy = true;
+    e->nlazy++;
     return 0;
 }
 
@@ -308,7 +320,8 @@ int bs_plan_start(struct batch_engine *e, int32_t slot, int32_t pool, const int3
     struct bjob *j = &e->jobs[slot];
     struct bpool *p = &e->pools[pool];
     int64_t now = e->now, end = add_sat(now, j->walltime);
-    if (VEC_RESERVE(e->started, e->capstarted, e->nstarted + 1) < 0 || take_nodes(e, j, p, cnt) < 0)
+    if (VEC_RESERVE(e->started, e->capstarted, e->nstarted + 1) < 0 ||
+        take_nodes(e, slot, p, cnt) < 0)
         return -1;
     for (int32_t k = 0; k < p->ng; k++) {
         if (!cnt[k])
@@ -318,8 +331,6 @@ int bs_plan_start(struct batch_engine *e, int32_t slot, int32_t pool, const int3
             (!from_plan && bs_profile_add(&p->plan[k], now, end, -cnt[k]) < 0))
             e->groups_dirty = true;
     }
-    for (int32_t i = 0; i < j->nnodes; i++)
-        e->nodes[j->nodes[i]].job = slot;
     for (int k = 0; k < BATCH_CRED_KINDS; k++) {
         struct cred *c = &e->creds[k].v[j->cred[k]];
         c->run_jobs++;

@@ -132,25 +132,23 @@ static void locate(const struct profile *p, int64_t t, int32_t *bi, int32_t *si)
         *bi = *si = 0; /* the first step: every query at "now" lands here */
         return;
     }
-    int32_t lo = 0, hi = p->nblk - 1;
-    while (lo < hi) {
-        int32_t mid = (lo + hi + 1) / 2;
-        if (p->blk[mid]->t[0] <= t)
-            lo = mid;
-        else
-            hi = mid - 1;
+    /* branch-free binary searches (conditional moves: the comparisons are
+     * unpredictable): the last block, then the last step, starting at or before t */
+    struct profile_block *const *bb = p->blk;
+    for (int32_t len = p->nblk; len > 1;) {
+        int32_t half = len / 2;
+        bb = bb[half]->t[0] <= t ? bb + half : bb;
+        len -= half;
     }
-    const struct profile_block *b = p->blk[lo];
-    int32_t l = lo == 0 ? 1 : 0, h = b->n - 1;
-    while (l < h) {
-        int32_t mid = (l + h + 1) / 2;
-        if (b->t[mid] <= t)
-            l = mid;
-        else
-            h = mid - 1;
+    const struct profile_block *b = *bb;
+    const int64_t *tt = b->t; /* here tt[0] <= t (or block 0, whose step 1 <= t) */
+    for (int32_t len = b->n; len > 1;) {
+        int32_t half = len / 2;
+        tt = tt[half] <= t ? tt + half : tt;
+        len -= half;
     }
-    *bi = lo;
-    *si = l;
+    *bi = (int32_t)(bb - p->blk);
+    *si = (int32_t)(tt - b->t);
 }
 
 /* Start time of the step after (bi, si), or PROFILE_INF after the last one. */
@@ -215,16 +213,30 @@ static int split_at(struct profile *p, int64_t t, int32_t *bi, int32_t *si)
     return 0;
 }
 
-/* Adds delta to steps [from, to) of block b and refreshes its min/max. */
+/* Adds delta to steps [from, to) of block b and updates its min (kept exact) and
+ * max (kept an upper bound: only a search's skip test reads it) from those steps;
+ * the block is rescanned only when raising steps may have raised its minimum. */
 static void blk_add(struct profile_block *b, int32_t from, int32_t to, int32_t delta)
 {
     if (from == 0 && to == b->n) {
         b->lazy += delta;
         return;
     }
-    for (int32_t i = from; i < to; i++)
-        b->v[i] += delta;
-    blk_fix(b);
+    int32_t old_mn = INT32_MAX, mn = INT32_MAX, mx = INT32_MIN;
+    for (int32_t i = from; i < to; i++) {
+        int32_t o = b->v[i], v = o + delta;
+        b->v[i] = v;
+        old_mn = o < old_mn ? o : old_mn;
+        mn = v < mn ? v : mn;
+        mx = v > mx ? v : mx;
+    }
+    if (delta < 0) { /* the max stays a bound */
+        b->min = mn < b->min ? mn : b->min;
+        return;
+    }
+    b->max = mx > b->max ? mx : b->max;
+    if (old_mn == b->min) /* a minimum step went up: another may hold it */
+        blk_fix(b);
 }
 
 /* Removes the breakpoint at t if the steps on both sides hold the same value. */

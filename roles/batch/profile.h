@@ -22,7 +22,7 @@
 struct profile_block {
     int32_t n;        /* steps in use */
     int32_t lazy;     /* added to every v[] of the block */
-    int32_t min, max; /* of v[0..n), without lazy */
+    int32_t min, max; /* of v[0..n), without lazy; max may exceed it (a bound) */
     int64_t t[PROFILE_BLOCK];
     int32_t v[PROFILE_BLOCK];
 };

@@ -40,17 +40,18 @@ static int32_t resv_by_name(const struct batch_engine *e, const char *name)
 }
 
 /* Why node n cannot be held over [s, t): NULL if it can; the text goes in buf. */
-static const char *node_busy(const struct batch_engine *e, int32_t n, int64_t s, int64_t t,
-                             char *buf, size_t len)
+static const char *node_busy(struct batch_engine *e, int32_t n, int64_t s, int64_t t, char *buf,
+                             size_t len)
 {
     const struct bnode *nd = &e->nodes[n];
     if (!nd->up) {
         snprintf(buf, len, "node %s is down", nd->name);
         return buf;
     }
-    if (nd->job >= 0 && e->jobs[nd->job].end_est > s) {
-        snprintf(buf, len, "node %s runs job %" PRIu64 " until %" PRId64, nd->name,
-                 e->jobs[nd->job].id, e->jobs[nd->job].end_est);
+    int32_t js = bs_engine_node_job(e, n);
+    if (js >= 0 && e->jobs[js].end_est > s) {
+        snprintf(buf, len, "node %s runs job %" PRIu64 " until %" PRId64, nd->name, e->jobs[js].id,
+                 e->jobs[js].end_est);
         return buf;
     }
     for (int32_t r = 0; r < e->nresv; r++) {
@@ -231,6 +232,7 @@ int batch_resv_create(struct batch_engine *e, const struct batch_resv_req *q, in
     e->nresv++;
     if (bs_engine_regroup(e) < 0) { /* retried at the next cycle */
         e->groups_dirty = true;
+        bs_engine_memo_clear(e);
     }
     if (name_out && name_len)
         snprintf(name_out, name_len, "%s", name);
@@ -246,6 +248,7 @@ int batch_resv_release(struct batch_engine *e, const char *name)
     }
     e->resv[r].live = false;
     e->groups_dirty = true;
+    bs_engine_memo_clear(e);
     return 0;
 }
 

@@ -463,6 +463,166 @@ static void test_bad_calls(void **state)
     batch_engine_destroy(&e); /* NULL-safe */
 }
 
+/* The backfill memo (cycle.c): jobs that could not start at the last cycle are
+ * skipped while nothing gave capacity back; a hold released, a node brought up, a
+ * job ending early, a reservation released or a reservation's start coming must
+ * each make them candidates again. Default config: EASY, FIRSTFIT. */
+static void test_backfill_memo(void **state)
+{
+    (void)state;
+    struct batch_config c;
+    batch_config_defaults(&c); /* no estimates: the cycles are the plain ones */
+    struct batch_engine *e = eng(&c);
+    nodes(e, 4, 1, 0, NULL, "n");
+    submit(e, (struct js){1, "u", 3, 1, 0, 100, 0});
+    submit(e, (struct js){2, "u", 2, 1, 0, 10, 0});
+    submit(e, (struct js){3, "u", 1, 1, 0, 10, 0});
+    assert_int_equal(batch_job_hold(e, 3, true), 0);
+    cycle(e, 0); /* 1 runs on 3 nodes; 2 needs 2 of the 1 free (reserved at 100);
+                  * 3, behind it, would backfill but is held */
+    assert_true(running(e, 1));
+    assert_false(running(e, 2));
+    assert_false(running(e, 3));
+    assert_int_equal(info(e, 2).reserved, 100);
+    submit(e, (struct js){4, "u", 2, 1, 0, 10, 1});
+    cycle(e, 1); /* only job 4 is new, and it does not fit either */
+    assert_false(running(e, 2));
+    assert_false(running(e, 4));
+    assert_int_equal(batch_job_hold(e, 3, false), 0);
+    cycle(e, 2); /* released: backfills the free node although it is an old job */
+    assert_true(running(e, 3));
+    assert_int_equal(info(e, 3).start, 2);
+    /* job 1 ends early: 3 free nodes; 2 (2 nodes) starts, then 4 waits for 1 node */
+    assert_int_equal(batch_job_finish(e, 1, 5), 0);
+    cycle(e, 5);
+    assert_true(running(e, 2));
+    assert_false(running(e, 4));
+    /* a node that comes back up is room for an old job */
+    assert_int_equal(batch_job_finish(e, 3, 12), 0);
+    int32_t down = 0; /* a node job 2 does not use */
+    while (down == info(e, 2).nodes[0] || down == info(e, 2).nodes[1])
+        down++;
+    assert_int_equal(batch_node_set_up(e, down, false), 0);
+    cycle(e, 12); /* free: one up node; 4 needs 2 */
+    assert_false(running(e, 4));
+    assert_int_equal(batch_node_set_up(e, down, true), 0);
+    cycle(e, 13);
+    assert_true(running(e, 4));
+    assert_int_equal(info(e, 4).start, 13);
+    batch_engine_destroy(&e);
+
+    /* an admin reservation released gives its nodes back to old jobs */
+    e = eng(&c);
+    nodes(e, 2, 1, 0, NULL, "n");
+    char why[256];
+    const char *all[2] = {"n0", "n1"};
+    const char *users[1] = {"nobody"};
+    assert_int_equal(resv(e, "R", users, 1, NULL, 0, all, 2, 0, 0, 0, 1000, why), 0);
+    submit(e, (struct js){1, "u", 1, 1, 0, 10, 0});
+    cycle(e, 0);
+    submit(e, (struct js){2, "u", 1, 1, 0, 10, 1});
+    cycle(e, 1);
+    assert_false(running(e, 1));
+    assert_int_equal(batch_resv_release(e, "R"), 0);
+    cycle(e, 2);
+    assert_true(running(e, 1));
+    assert_true(running(e, 2));
+    batch_engine_destroy(&e);
+
+    /* a job reservation's time comes: the job starts on its nodes and the job
+     * behind it runs when they free again */
+    e = eng(&c);
+    nodes(e, 2, 1, 0, NULL, "n");
+    submit(e, (struct js){1, "u", 1, 1, 0, 50, 0});
+    cycle(e, 0); /* 1 runs until 50 */
+    submit(e, (struct js){2, "u", 2, 1, 0, 20, 1});
+    submit(e, (struct js){3, "u", 1, 1, 0, 60, 1});
+    cycle(e, 1); /* 2 reserved at 50..70; 3 (60 s) does not fit before 50 */
+    assert_int_equal(info(e, 2).reserved, 50);
+    assert_false(running(e, 3));
+    assert_int_equal(batch_job_finish(e, 1, 50), 0);
+    cycle(e, 50); /* 2 starts at its reservation; 3 still waits (no node) */
+    assert_true(running(e, 2));
+    assert_false(running(e, 3));
+    assert_int_equal(batch_job_finish(e, 2, 70), 0);
+    cycle(e, 70);
+    assert_true(running(e, 3));
+    batch_engine_destroy(&e);
+}
+
+/* A start records only its nodes' bitmap words; the node list is written when it is
+ * asked for. It must come out right after the groups changed (a busy node went
+ * down), and a reservation must see nodes whose list was never asked for. */
+static void test_lazy_nodes(void **state)
+{
+    (void)state;
+    struct batch_config c;
+    batch_config_defaults(&c);
+    struct batch_engine *e = eng(&c);
+    nodes(e, 4, 1, 0, NULL, "n");
+    submit(e, (struct js){1, "u", 2, 1, 0, 100, 0});
+    submit(e, (struct js){2, "u", 1, 1, 0, 100, 0});
+    cycle(e, 0); /* no batch_job_info yet: both lists are still unwritten */
+    assert_int_equal(batch_node_set_up(e, 0, false), 0); /* n0 (job 1's) fails */
+    cycle(e, 1); /* regroups: n0 leaves the group, positions shift */
+    struct batch_job_info a = info(e, 1), b = info(e, 2);
+    assert_int_equal(a.nnodes, 2);
+    assert_int_equal(b.nnodes, 1);
+    assert_int_equal(a.nodes[0], 0);
+    assert_int_equal(a.nodes[1], 1);
+    assert_int_equal(b.nodes[0], 2);
+    /* n3 is the only free up node: a 1-node job starts there, a 2-node one waits */
+    submit(e, (struct js){3, "u", 2, 1, 0, 10, 1});
+    submit(e, (struct js){4, "u", 1, 1, 0, 10, 1});
+    cycle(e, 2);
+    assert_false(running(e, 3));
+    assert_true(running(e, 4));
+    assert_int_equal(info(e, 4).nodes[0], 3);
+    batch_engine_destroy(&e);
+
+    /* a reservation over nodes whose lists were never asked for */
+    e = eng(&c);
+    nodes(e, 2, 1, 0, NULL, "n");
+    submit(e, (struct js){1, "u", 1, 1, 0, 100, 0});
+    cycle(e, 0);
+    char why[256];
+    const char *all[2] = {"n0", "n1"};
+    assert_int_equal(resv(e, "R", NULL, 0, NULL, 0, all, 2, 0, 0, 10, 20, why), -1);
+    assert_non_null(strstr(why, "runs job 1"));
+    batch_engine_destroy(&e);
+}
+
+/* A node's record of its job is only a hint once the job ended: a reservation or
+ * an adopted job may take the node, a running job's node stays refused. */
+static void test_node_after_job(void **state)
+{
+    (void)state;
+    struct batch_engine *e = eng(NULL);
+    nodes(e, 2, 1, 0, NULL, "n");
+    submit(e, (struct js){1, "u", 2, 1, 0, 100, 0});
+    cycle(e, 0);
+    assert_true(running(e, 1));
+    char why[256];
+    const char *n0[1] = {"n0"};
+    assert_int_equal(resv(e, "R", NULL, 0, NULL, 0, n0, 1, 0, 0, 10, 20, why), -1);
+    assert_non_null(strstr(why, "runs job 1"));
+    assert_int_equal(batch_job_finish(e, 1, 5), 0);
+    assert_int_equal(resv(e, "R", NULL, 0, NULL, 0, n0, 1, 0, 0, 10, 20, why), 0);
+    /* slot reused by a job on other nodes: n0 is still free for adoption */
+    struct batch_job_spec s = {.id = 7, .tasks = 1, .per_task = {1, 0, 0, 0}, .walltime = 50};
+    int32_t nn[1] = {1};
+    assert_int_equal(batch_job_adopt(e, &s, nn, 1, 0), 0);
+    s.id = 8;
+    assert_int_equal(batch_job_adopt(e, &s, nn, 1, 0), -1); /* n1 busy with 7 */
+    assert_int_equal(errno, EINVAL);
+    nn[0] = 0;
+    assert_int_equal(batch_job_adopt(e, &s, nn, 1, 0), 0);
+    cycle(e, 6);
+    assert_true(running(e, 7));
+    assert_true(running(e, 8));
+    batch_engine_destroy(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -470,7 +630,8 @@ int main(void)
         cmocka_unit_test(test_hold_and_throttle), cmocka_unit_test(test_priority),
         cmocka_unit_test(test_resv_acl),          cmocka_unit_test(test_resv_refusals),
         cmocka_unit_test(test_early_start),       cmocka_unit_test(test_estimate),
-        cmocka_unit_test(test_bad_calls),
+        cmocka_unit_test(test_bad_calls),         cmocka_unit_test(test_backfill_memo),
+        cmocka_unit_test(test_node_after_job),    cmocka_unit_test(test_lazy_nodes),
     };
     return cmocka_run_group_tests_name("batch_engine", tests, NULL, NULL);
 }
