@@ -183,6 +183,26 @@ static const struct wire_field f_psync[] = {
     {"sid", WF_STR, true, SID_MAX},
     {"procs", WF_ARRAY, true, MAX_BATCH, WF_MAP, pstat_fields},
     {"disk_mb", WF_UINT, false},
+    {"wait_ms", WF_UINT, false, 30000}, /* long-poll: hold the reply while nothing changes */
+    {NULL},
+};
+
+/* EVENTS -> EVENT_LIST: the cluster's change feed (docs/wire.md 6.9) */
+static const struct wire_field f_events[] = {
+    {"from", WF_UINT, false},
+    {"epoch", WF_STR, false, 64},
+    {"wait_ms", WF_UINT, false, 30000},
+    {"max", WF_UINT, false, 10000},
+    {NULL},
+};
+
+static const struct wire_field f_event_list[] = {
+    {"epoch", WF_STR, true, 64},
+    {"inc", WF_STR, true, 64},
+    {"first", WF_UINT, true},
+    {"next", WF_UINT, true},
+    {"reset", WF_BOOL, true},
+    {"events", WF_ARRAY, true, 10000, WF_MAP},
     {NULL},
 };
 
@@ -317,6 +337,8 @@ const struct wire_desc wire_descs[] = {
     {WT_SD_STATE, "SD_STATE", "cluster", false, f_sd_state},
     {WT_PURGE, "PURGE", "user", true, f_purge},
     {WT_PURGED, "PURGED", "cluster", false, f_purged},
+    {WT_EVENTS, "EVENTS", "batch", true, f_events},
+    {WT_EVENT_LIST, "EVENT_LIST", "cluster", false, f_event_list},
     {0, NULL, NULL, false, NULL},
 };
 

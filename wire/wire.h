@@ -56,6 +56,9 @@ enum wire_type {
     /* user tools -> cluster: purging finished jobs */
     WT_PURGE = 54,  /* reply PURGED */
     WT_PURGED = 55, /* the jobs purged */
+    /* batch role (or any driver) -> cluster: the change feed (issue 9) */
+    WT_EVENTS = 60,     /* events from a sequence number on; reply EVENT_LIST */
+    WT_EVENT_LIST = 61,
 };
 
 /* Error codes carried by WT_ERROR ("code"). Values are never reused. */

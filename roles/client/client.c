@@ -80,6 +80,10 @@ struct client {
     struct pprocs pp; /* parallel processes of the cluster's SCore-D side */
     int64_t next_psync_ms;
     uint32_t psync_ms;
+    /* PSYNC is a long-poll (wait_ms) with its own request in flight, beside the others */
+    bool psync_waiting, psync_now, psync_urgent; /* urgent: sent for psync_now */
+    uint64_t psync_id;
+    int64_t psync_sent_ms, psync_wait_ms; /* the wait_ms the PSYNC in flight carries */
 };
 
 #define OFF(f) offsetof(struct client_cfg, f)
@@ -504,8 +508,12 @@ static void on_sigchld(struct loop *l, void *arg)
     int status;
     struct rusage ru;
     pid_t pid;
-    while ((pid = wait4(-1, &status, WNOHANG, &ru)) > 0)
-        for (uint32_t i = 0; !pprocs_reaped(&c->pp, pid, status, &ru) && i < c->ntasks; i++) {
+    while ((pid = wait4(-1, &status, WNOHANG, &ru)) > 0) {
+        if (pprocs_reaped(&c->pp, pid, status, &ru)) {
+            c->psync_now = true; /* report the exit at once (PSYNC long-poll) */
+            continue;
+        }
+        for (uint32_t i = 0; i < c->ntasks; i++) {
             struct ctask *t = c->tasks[i];
             if (t->running && t->run.pid == pid) {
                 runner_reaped(&t->run, status, &ru);
@@ -515,6 +523,7 @@ static void on_sigchld(struct loop *l, void *arg)
                 break;
             }
         }
+    }
 }
 
 /* ---- talking to the server ---- */
@@ -561,6 +570,7 @@ static void failed(struct client *c, const char *why)
     d *= 0.5 + 0.5 * ((double)random() / RAND_MAX);
     c->nfail++;
     c->waiting = false;
+    c->psync_waiting = false; /* the socket is rebuilt: its reply cannot come */
     clear_in_flight(c);
     c->next_try_ms = loop_now_ms() + (int64_t)(d * 1000);
     log_warnx("%s; retry %u in %.1f s", why, c->nfail, d);
@@ -687,20 +697,96 @@ static void send_status(struct client *c)
     send_request(c, WT_STATUS);
 }
 
+/*
+ * PSYNC travels beside the other requests (its own id): it is a long-poll the cluster
+ * holds up to wait_ms = the sync interval while nothing changes for this node. A new
+ * one goes at once when a process exits or the last reply changed processes; the
+ * cluster then answers the held one first (its reply is ignored here: stale id).
+ */
 static void send_psync(struct client *c)
 {
     wire_buf_reset(&c->wb);
-    wire_begin(&c->wb, WT_PSYNC, c->req_id = ++c->next_id, 3);
+    wire_begin(&c->wb, WT_PSYNC, c->psync_id = ++c->next_id, 4);
     wire_put_str(&c->wb, "sid", c->sid);
     pprocs_pack(&c->pp, &c->wb);
-    c->next_psync_ms = loop_now_ms() + c->psync_ms;
-    send_request(c, WT_PSYNC);
+    wire_put_u64(&c->wb, "wait_ms", c->psync_ms);
+    c->psync_wait_ms = c->psync_ms;
+    c->psync_sent_ms = loop_now_ms();
+    c->next_psync_ms = c->psync_sent_ms + c->psync_ms;
+    c->psync_urgent = c->psync_now;
+    c->psync_now = false;
+    if (zmq_send(c->sock, c->wb.sb.data, c->wb.sb.size, ZMQ_DONTWAIT) < 0) {
+        char why[300];
+        snprintf(why, sizeof why, "server %s unreachable (%s)", c->cfg.server,
+                 zmq_strerror(errno));
+        c->psync_waiting = false;
+        failed(c, why);
+        return;
+    }
+    c->psync_waiting = true;
+}
+
+static void on_psync_ack(struct client *c, const struct wire_msg *msg)
+{
+    uint32_t changes = c->pp.changes;
+    c->psync_waiting = false;
+    if (msg->type == WT_ERROR) {
+        uint64_t code = wire_get_u64(msg->root, "code", 0);
+        if (code == WE_SESSION) {
+            log_info("server forgot this session (PSYNC); saying HELLO again");
+            c->welcomed = false;
+        } else {
+            size_t n;
+            const char *text = wire_get_str(msg->root, "msg", &n);
+            log_warnx("PSYNC refused: %s: %.*s", wire_err_name((int)code), (int)n, text ? text : "");
+        }
+        return;
+    }
+    if (msg->type != WT_PSYNC_ACK) {
+        log_warnx("unexpected %s reply to PSYNC ignored", msg->desc->name);
+        return;
+    }
+    pprocs_apply(&c->pp, msg->root);
+    c->psync_ms = (uint32_t)wire_get_u64(msg->root, "sync_ms", 1000);
+    if (c->psync_ms < 10)
+        c->psync_ms = 10;
+    /*
+     * Keep a long-poll in flight: the next PSYNC goes at once after a reply that was held
+     * (it came late), that answered a report sent at once (an exit), or that changed
+     * processes (report them). A quick reply to a routine PSYNC that changed nothing (a
+     * cluster that does not hold) is followed after the sync interval, as without
+     * long-polls, so such a cluster is not flooded.
+     */
+    int64_t now = loop_now_ms();
+    bool quick = !c->psync_urgent && now - c->psync_sent_ms < c->psync_wait_ms / 2;
+    c->next_psync_ms = quick ? c->psync_sent_ms + c->psync_ms : now;
+    if (c->pp.changes != changes)
+        c->psync_now = true;
+}
+
+/* The PSYNC long-poll: sends one when due; fails the exchange when it is overdue. */
+static void pump_psync(struct client *c, int64_t now)
+{
+    if (!c->cfg.parallel || !c->welcomed)
+        return;
+    if (c->psync_waiting &&
+        now - c->psync_sent_ms >= c->cfg.timeout_ms + (int64_t)c->psync_ms) {
+        char why[300];
+        snprintf(why, sizeof why, "server %s did not answer PSYNC within %lld ms", c->cfg.server,
+                 (long long)(c->cfg.timeout_ms + c->psync_ms));
+        c->psync_waiting = false;
+        failed(c, why);
+        return;
+    }
+    if (now >= c->next_try_ms && (c->psync_now || (!c->psync_waiting && now >= c->next_psync_ms)))
+        send_psync(c);
 }
 
 /* Chooses and sends the next request, if any is due. */
 static void pump(struct client *c)
 {
     int64_t now = loop_now_ms();
+    pump_psync(c, now);
     if (c->waiting) {
         if (now - c->req_sent_ms >= c->cfg.timeout_ms) {
             char why[300];
@@ -714,10 +800,6 @@ static void pump(struct client *c)
         return;
     if (!c->welcomed) {
         send_hello(c);
-        return;
-    }
-    if (c->cfg.parallel && now >= c->next_psync_ms) {
-        send_psync(c);
         return;
     }
     if (c->sick[0] && now >= c->next_health_ms)
@@ -917,13 +999,6 @@ static void on_reply(struct client *c, const struct wire_msg *msg)
     case WT_WELCOME: on_welcome(c, msg->root); break;
     case WT_TASKS: on_tasks(c, msg->root); break;
     case WT_STATUS_ACK: on_status_ack(c, msg->root); break;
-    case WT_PSYNC_ACK:
-        pprocs_apply(&c->pp, msg->root);
-        c->psync_ms = (uint32_t)wire_get_u64(msg->root, "sync_ms", 1000);
-        if (c->psync_ms < 10)
-            c->psync_ms = 10;
-        c->next_psync_ms = loop_now_ms() + c->psync_ms;
-        break;
     case WT_OK:
         if (c->req_type == WT_LEAVE)
             c->left = true;
@@ -957,7 +1032,9 @@ static void on_socket(struct loop *l, void *arg)
         } else if (wire_decode(zmq_msg_data(&m), zmq_msg_size(&m), false, &msg, &err) < 0) {
             log_warnx("bad reply from the server ignored: %s", err.text);
         } else {
-            if (c->waiting && msg.id == c->req_id)
+            if (c->psync_waiting && msg.id == c->psync_id)
+                on_psync_ack(c, &msg);
+            else if (c->waiting && msg.id == c->req_id)
                 on_reply(c, &msg);
             else
                 log_debug("stale reply %llu ignored", (unsigned long long)msg.id);

@@ -254,19 +254,23 @@ void pprocs_apply(struct pprocs *pp, const msgpack_object *ack)
             if (!w || run != (pass == 1))
                 continue;
             if (run) {
-                if (!p)
+                if (!p) {
                     start(pp, m, job, rank);
-                else if (p->stopped && !p->exited) {
+                    pp->changes++;
+                } else if (p->stopped && !p->exited) {
                     kill(-p->run.pid, SIGCONT);
                     p->stopped = false;
+                    pp->changes++;
                 }
             } else if (wl == 4 && !memcmp(w, "stop", 4)) {
                 if (p && !p->stopped && !p->exited) {
                     kill(-p->run.pid, SIGSTOP);
                     p->stopped = true;
                     stopped_some = true;
+                    pp->changes++;
                 }
             } else if (p) {
+                pp->changes += !p->exited;
                 kill_proc(p);
             }
         }

@@ -36,6 +36,7 @@ struct pprocs {
     char watchfs[8][256];
     uint32_t nwatch;
     size_t max_output; /* stdout and stderr sent per process, each (run.max_output_kb) */
+    uint32_t changes;  /* processes started (or failed to), continued, stopped, killed */
 };
 
 /*

@@ -88,6 +88,8 @@ const struct config_key cluster_keys[] = {
      "refused (0: no cap)"},
     {"jobs", "retention_s", CONFIG_INT, "604800", OFF(retention_s), 0, 1L << 40, NULL,
      "purge finished jobs this long after they ended (0: keep them until gridnode purge)"},
+    {"events", "keep", CONFIG_INT, "100000", OFF(ev_keep), 16, 10000000, NULL,
+     "job and host events kept in memory for EVENTS (at most 64 MiB; older ones dropped)"},
     {NULL},
 };
 
@@ -142,6 +144,7 @@ static int on_commit(void *arg)
         return -1;
     }
     release_issuable(c);
+    feed_after_commit(c); /* events of what is now durable; answers held requests */
     return 0;
 }
 
@@ -150,6 +153,7 @@ static void on_reload(void *arg)
 {
     struct cluster *c = arg;
     store_discard(c->store);
+    feed_discard(c);
     cluster_free_state(c);
     if (cluster_load(c) < 0)
         fatalx("cannot reload the state after a failed commit; restart the cluster");
@@ -207,7 +211,7 @@ static int cluster_open(struct cluster *c)
     c->t_dups = store_table(c->store, "dups");
     c->t_stdin = store_table(c->store, "stdin");
     c->t_nodes = store_table(c->store, "nodes");
-    if (scored_open(c) < 0)
+    if (scored_open(c) < 0 || feed_open(c) < 0)
         return -1;
     if (cluster_load(c) < 0) {
         log_warnx("cannot load the state from %s", c->cfg.state_dir);
@@ -237,6 +241,7 @@ static void cluster_close(struct cluster *c)
         store_commit(c->store);
     store_close(&c->store);
     cluster_free_state(c);
+    feed_close(c);
     scored_close(c);
     daemon_destroy(&c->daemon);
     loop_destroy(&c->loop);
@@ -264,7 +269,7 @@ int cluster_main(int argc, char **argv)
     if (!(c.sd = calloc(1, sizeof *c.sd)))
         goto out;
     struct daemon_opts dop = {"cluster", c.cfg.listen, c.cfg.state_dir, c.cfg.peer_queue};
-    struct daemon_ops ops = {on_request, on_commit, on_reload, &c};
+    struct daemon_ops ops = {on_request, on_commit, on_reload, &c, feed_expire};
     if (cluster_open(&c) < 0 || !(c.loop = loop_new()) ||
         !(c.daemon = daemon_new(c.loop, &dop, &ops)))
         goto out;

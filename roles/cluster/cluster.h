@@ -50,6 +50,7 @@ struct cluster_cfg {
     int sync;
     long map_mb;
     long peer_queue; /* limits.peer_queue (lib/daemon.h) */
+    long ev_keep;    /* events.keep (feed.c) */
     /* SCore-D resource management (scored*.c) */
     long sd_queues, sd_default_queue, sd_quantum_ms, sd_sync_ms;
     char sd_hosts[CONFIG_STR_MAX];

@@ -663,6 +663,7 @@ static const struct {
     {WT_NODE_LIST, h_node_list}, {WT_PSYNC, h_psync},       {WT_PSUBMIT, h_psubmit},
     {WT_CONSOLE, h_console},   {WT_SD_INFO, h_sd_info},
     {WT_PURGE, h_purge},
+    {WT_EVENTS, h_events},
 };
 
 void handlers_dispatch(struct cluster *c, struct request *r)

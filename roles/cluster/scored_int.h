@@ -28,6 +28,7 @@ struct prank {
     uint32_t host; /* index into the job's hosts */
     uint8_t st;    /* enum pr_state */
     bool held;     /* the node named it in the PSYNC being handled */
+    uint8_t rep;   /* what it reported then: 'r'un, 's'top, 'e'xit */
     uint8_t sig;
     int32_t exit;
     double cpu_s;
@@ -74,6 +75,7 @@ struct scored {
     /* jobs[0..live_from) are settled: ended, no process left on any node, saved; the
      * per-turn and per-PSYNC loops start here (scored_settle) */
     uint32_t live_from;
+    struct feed *feed; /* events and held requests (feed.c) */
     struct sd_hostent *hf;
     uint32_t nhf;
     int t_pjobs, t_scored, t_poutput;
@@ -108,6 +110,24 @@ void scored_node_class(const struct cluster *c, const struct node *n, char *name
                        double *speed);
 void scored_pack_clusters(struct cluster *c, struct wire_buf *wb);
 void scored_pack_queues(const struct cluster *c, struct wire_buf *wb);
+
+/* Writes the whole PSYNC_ACK (request id id) for node index me into wb. */
+void scored_psync_ack(struct cluster *c, struct wire_buf *wb, uint64_t id, uint32_t me);
+
+/* feed.c: the change feed (EVENTS) and held requests (long-polls) */
+int feed_open(struct cluster *c);
+void feed_close(struct cluster *c);
+/* scored_save_dirty: j is being saved; an event follows the commit if its state changed */
+void feed_job_changed(struct cluster *c, struct pjob *j);
+/* After a successful commit: publish the turn's events, answer held requests. */
+void feed_after_commit(struct cluster *c);
+void feed_discard(struct cluster *c); /* after a failed commit */
+void h_events(struct cluster *c, struct request *r);
+/* Remembers PSYNC request req_id of node n held as handle; -1 when full. */
+int feed_psync_hold(struct cluster *c, uint64_t handle, uint64_t req_id, const struct node *n);
+/* daemon_ops.expire: the answer to a held EVENTS or PSYNC. */
+void feed_expire(void *arg, uint64_t handle, uint32_t kind, uint64_t req_id,
+                 struct wire_buf *reply);
 
 /* subkey.c: the parallel job submitted with m's key by m's user, or NULL */
 struct pjob *subkey_find_pjob(struct cluster *c, const msgpack_object *m);

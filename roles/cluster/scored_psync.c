@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/daemon.h"
 #include "lib/log.h"
 #include "lib/loop.h"
 #include "roles/cluster/scored_int.h"
@@ -37,6 +38,7 @@ static void take_entry(struct cluster *c, struct pjob *j, struct prank *p, const
     const char *st = wire_get_str(e, "state", &sl);
     double cpu = wire_get_f64(e, "cpu_s", 0);
     p->held = true;
+    p->rep = st && sl > 0 ? (uint8_t)st[0] : 0;
     if (p->st == PR_EXITED)
         return;
     if (cpu > p->cpu_s) {
@@ -148,16 +150,27 @@ static void pack_cmd(struct cluster *c, struct wire_buf *wb, const struct pjob *
         wire_pack_str(wb, e[i]);
 }
 
-/* Writes the PSYNC_ACK commands for node me: every rank it should run, stop or kill. */
-static void pack_cmds(struct cluster *c, struct wire_buf *wb, uint32_t me)
+/* Would the node act on w for p (not already in that state as it reported)? */
+static bool is_action(const struct prank *p, const char *w)
 {
-    uint32_t count = 0;
-    for (int pass = 0; pass < 2; pass++) {
+    if (!p->held)
+        return true;
+    return !((w[0] == 'r' && p->rep == 'r') || (w[0] == 's' && p->rep == 's'));
+}
+
+/*
+ * Writes the PSYNC_ACK commands for node me: every rank it should run, stop or kill
+ * (wb NULL: only counts). Returns how many of them the node would act on.
+ */
+static uint32_t pack_cmds(struct cluster *c, struct wire_buf *wb, uint32_t me)
+{
+    uint32_t count = 0, actions = 0;
+    for (int pass = 0; pass < (wb ? 2 : 1); pass++) {
         if (pass == 1) {
             wire_put_key(wb, "procs");
             wire_pack_array(wb, count);
         }
-        for (uint32_t i = 0; i < c->sd->njobs; i++) {
+        for (uint32_t i = c->sd->live_from; i < c->sd->njobs; i++) {
             const struct pjob *j = c->sd->jobs[i];
             if (j->state == PJ_WAITING || !j->ranks)
                 continue;
@@ -166,13 +179,16 @@ static void pack_cmds(struct cluster *c, struct wire_buf *wb, uint32_t me)
                 const char *w = j->hosts[p->host] == me ? want(j, p) : NULL;
                 if (!w)
                     continue;
-                if (pass == 0)
+                if (pass == 0) {
                     count++;
-                else
+                    actions += is_action(p, w);
+                } else {
                     pack_cmd(c, wb, j, r, w, me);
+                }
             }
         }
     }
+    return actions;
 }
 
 static struct node *psync_session(struct cluster *c, struct request *r)
@@ -226,8 +242,40 @@ void h_psync(struct cluster *c, struct request *r)
     }
     if (c->sd->resched)
         scored_schedule(c, false);
+    /*
+     * Long-poll (wait_ms): when the answer would change nothing on the node (each
+     * process already in the state wanted, nothing to start, stop or kill, no exit to
+     * acknowledge), hold it until a job of this node changes (feed.c) or wait_ms passes.
+     */
+    uint64_t wait = wire_get_u64(m, "wait_ms", 0);
+    bool exits = false;
+    for (uint32_t i = 0; procs && i < procs->via.array.size; i++) {
+        size_t sl;
+        const char *st = wire_get_str(&procs->via.array.ptr[i], "state", &sl);
+        exits |= st && sl == 4 && !memcmp(st, "exit", 4);
+    }
+    if (wait && !exits && pack_cmds(c, NULL, me) == 0) {
+        uint64_t h = daemon_hold(c->daemon, WT_PSYNC, (int64_t)wait);
+        if (h && feed_psync_hold(c, h, r->msg->id, n) == 0)
+            return;
+        if (h) { /* cannot remember it: answer at once */
+            struct wire_buf wb;
+            wire_buf_init(&wb);
+            scored_psync_ack(c, &wb, r->msg->id, me);
+            daemon_reply_held(c->daemon, h, &wb);
+            wire_buf_free(&wb);
+            return;
+        }
+    }
+    scored_psync_ack(c, r->reply, r->msg->id, me);
+}
+
+void scored_psync_ack(struct cluster *c, struct wire_buf *wb, uint64_t id, uint32_t me)
+{
+    const struct node *n = &c->nodes[me];
     const struct sd_hostent *he = scored_hostent(c, n->name);
-    wire_begin(r->reply, WT_PSYNC_ACK, r->msg->id, 3);
+    struct request rr = {NULL, "", wb}, *r = &rr;
+    wire_begin(r->reply, WT_PSYNC_ACK, id, 3);
     pack_cmds(c, r->reply, me);
     wire_put_u64(r->reply, "sync_ms", (uint64_t)c->cfg.sd_sync_ms);
     wire_put_key(r->reply, "watchfs");

@@ -269,6 +269,7 @@ int scored_save_dirty(struct cluster *c)
         struct pjob *j = sd->jobs[i];
         if (!j->dirty)
             continue;
+        feed_job_changed(c, j);
         job_encode(c, j, &wb);
         store_key_u64(key, j->id);
         rc |= store_put(c->store, sd->t_pjobs, key, 8, wb.sb.data, wb.sb.size);
@@ -382,6 +383,7 @@ static int load_job(void *arg, const void *key, size_t klen, const void *val, si
     j->queue0 = (uint32_t)wire_get_u64(m, "queue0", 0);
     j->demotions = (uint32_t)wire_get_u64(m, "demotions", 0);
     j->state = (enum pj_state)s;
+    j->ev_state = (uint8_t)(s + 1); /* loaded: published (a new epoch resets drivers) */
     wire_get_strbuf(m, "reason", j->reason, sizeof j->reason);
     wire_get_strbuf(m, "cluster", j->cluster, sizeof j->cluster);
     j->mem_lim = wire_get_u64(m, "mem_lim", 0);

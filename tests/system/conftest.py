@@ -48,6 +48,7 @@ TYPES = {
     "JOB": 35, "CANCEL": 36, "NODE_LIST": 37, "NODES": 38,
     "PSYNC": 18, "PSYNC_ACK": 19, "PSUBMIT": 39, "CONSOLE": 40, "CONSOLE_OUT": 41,
     "SD_INFO": 42, "SD_STATE": 43, "PURGE": 54, "PURGED": 55,
+    "EVENTS": 60, "EVENT_LIST": 61,  # issue 9, cluster side (h-cluster)
 }
 TYPE_NAMES = {v: k for k, v in TYPES.items()}
 ERRORS = {
