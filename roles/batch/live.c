@@ -49,34 +49,6 @@ static void on_request(void *arg, const struct wire_msg *m, const char *peer,
     live_dispatch(arg, m, peer, reply);
 }
 
-/* Remembers element eid, started but not sent: its job's argv is committed with
- * this turn, so send_unsent() sends it after the commit. Out of memory: the
- * element stays "starting" and the next resynchronisation sends it. */
-static void defer_start(struct live *L, uint64_t eid)
-{
-    if (L->nunsent == L->capunsent) {
-        uint32_t nc = L->capunsent ? 2 * L->capunsent : 64;
-        void *p = realloc(L->unsent, nc * sizeof *L->unsent);
-        if (!p)
-            return;
-        L->unsent = p;
-        L->capunsent = nc;
-    }
-    L->unsent[L->nunsent++] = eid;
-}
-
-/* After a successful commit: the starts deferred by this turn's cycle. */
-static void send_unsent(struct live *L)
-{
-    for (uint32_t i = 0; i < L->nunsent; i++) {
-        struct ljob *j;
-        struct lelem *el = live_elem_find(L, L->unsent[i], &j);
-        if (el && el->state == EL_STARTING)
-            live_clu_start(L, j, (uint32_t)(L->unsent[i] & ((1u << LIVE_ELEM_BITS) - 1)));
-    }
-    L->nunsent = 0;
-}
-
 /* The cycle: the engine decides, the started elements become "starting". */
 static void run_cycle(struct live *L)
 {
@@ -121,8 +93,7 @@ static void run_cycle(struct live *L)
         el->cjob = 0;
         live_elem_reason(el, NULL);
         live_elem_set(L, j, (uint32_t)(ids[i] & ((1u << LIVE_ELEM_BITS) - 1)), EL_STARTING);
-        if (!live_clu_start(L, j, (uint32_t)(ids[i] & ((1u << LIVE_ELEM_BITS) - 1))))
-            defer_start(L, ids[i]);
+        live_clu_start(L, j, (uint32_t)(ids[i] & ((1u << LIVE_ELEM_BITS) - 1)));
         L->starts++;
     }
     if (n)
@@ -147,11 +118,9 @@ static int on_commit(void *arg)
     }
     if (live_save_dirty(L) < 0 || store_commit(L->store) < 0) {
         log_warn("commit failed");
-        L->nunsent = 0;
         live_out_flush(L, false);
         return -1;
     }
-    send_unsent(L);
     live_out_flush(L, true);
     return 0;
 }
@@ -309,7 +278,6 @@ out:
     loop_destroy(&L.loop);
     free(L.slot_cl);
     free(L.slot_host);
-    free(L.unsent);
     batch_config_clear(&L.cfg);
     if (L.lockfd >= 0)
         close(L.lockfd);

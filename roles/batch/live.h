@@ -143,10 +143,6 @@ struct live {
     uint64_t req_seq;
     struct lout *out;
     uint32_t nout, capout;
-    /* started this turn but not sent yet: a job submitted in the same turn has its
-     * argv only in the store's buffer until the commit (ids of elements) */
-    uint64_t *unsent;
-    uint32_t nunsent, capunsent;
     uint64_t cycles, starts, refusals;
 };
 
@@ -194,7 +190,7 @@ void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb)
 int live_clusters_open(struct live *L, char *err, size_t errlen);
 void live_clusters_close(struct live *L);
 /* Queues the start of element e of j on its cluster (PSUBMIT with hosts). */
-int live_clu_start(struct live *L, struct ljob *j, uint32_t e); /* 1 queued, 0 not (yet) */
+void live_clu_start(struct live *L, struct ljob *j, uint32_t e);
 /* Queues a CANCEL of the element's cluster job. */
 void live_clu_cancel(struct live *L, struct ljob *j, uint32_t e);
 /* Sends the queued messages (after the commit); drops them after a failed one. */

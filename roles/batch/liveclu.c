@@ -378,16 +378,16 @@ static char *expand(const char *s, const struct ljob *j, uint32_t e)
     return o;
 }
 
-int live_clu_start(struct live *L, struct ljob *j, uint32_t e)
+void live_clu_start(struct live *L, struct ljob *j, uint32_t e)
 {
     struct lelem *el = &j->el[e];
     if (el->cl < 0 || el->cl >= L->ncl || !el->hosts)
-        return 0;
+        return;
     struct lclu *c = &L->cl[el->cl];
     uint32_t argc = 0;
     char **argv = live_job_argv(L, j->id, &argc);
     if (!argv)
-        return 0; /* not committed yet: the caller sends it after the commit */
+        return; /* not committed yet: it is, by the time this is sent (see below) */
     char *hosts = strdup(el->hosts);
     const char *hv[4096];
     uint32_t nh = 0;
@@ -438,7 +438,6 @@ int live_clu_start(struct live *L, struct ljob *j, uint32_t e)
     wire_buf_free(&wb);
     free(hosts);
     live_argv_free(argv, argc);
-    return 1;
 }
 
 void live_clu_cancel(struct live *L, struct ljob *j, uint32_t e)
