@@ -242,6 +242,11 @@ int batch_priority_explain(struct batch_engine *e, uint64_t id, int64_t now,
                            struct batch_prio *out);
 /* Decayed fairshare usage of a credential as a percent of all usage at `now`
  * (0 when nothing was used); -1 (ENOENT) if the credential is unknown. */
+/* Charges past usage (procs x [t0, t1)) to a user, group and account, as a job that
+ * ran then would have been: the live role replays its stored history at start-up so
+ * fairshare survives restarts. 0 or -1 (ENOMEM). */
+int batch_fairshare_charge(struct batch_engine *e, const char *user, const char *group,
+                           const char *account, int32_t procs, int64_t t0, int64_t t1);
 double batch_fairshare_usage(struct batch_engine *e, enum batch_cred_kind kind, const char *name,
                              int64_t now);
 

@@ -124,3 +124,18 @@ double batch_fairshare_usage(struct batch_engine *e, enum batch_cred_kind kind, 
     e->creds[kind].v[id].fs_stamp = -1;
     return pct;
 }
+
+int batch_fairshare_charge(struct batch_engine *e, const char *user, const char *group,
+                           const char *account, int32_t procs, int64_t t0, int64_t t1)
+{
+    struct bjob j;
+    memset(&j, 0, sizeof j);
+    const char *names[3] = {user, group, account};
+    for (int k = BATCH_CRED_USER; k <= BATCH_CRED_ACCOUNT; k++)
+        if ((j.cred[k] = bs_cred_intern(e, (enum batch_cred_kind)k, names[k] ? names[k] : "")) < 0)
+            return -1;
+    j.procs = procs;
+    bs_fs_charge(e, &j, t0, t1);
+    e->fs_stamp = -1;
+    return 0;
+}

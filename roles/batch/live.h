@@ -32,9 +32,10 @@ struct store;
 #define LIVE_FEED_WINDOW 256     /* pending elements of one array inside the engine */
 #define LIVE_DEFAULT_WALLTIME_S 3600
 #define LIVE_MAX_CLUSTERS 64
-#define LIVE_REQ_TIMEOUT_MS 5000 /* a cluster silent this long past a deadline is down */
-#define LIVE_EVENTS_WAIT_MS 1000 /* long-poll of EVENTS */
-#define LIVE_LIST_MAX (1u << 20) /* JOBS page bytes, as the cluster */
+#define LIVE_REQ_TIMEOUT_MS 5000   /* a cluster silent this long past a deadline is down */
+#define LIVE_EVENTS_WAIT_MS 1000   /* long-poll of EVENTS */
+#define LIVE_REFUSED_BLOCK_MS 1000 /* a host that refused a start takes no work this long */
+#define LIVE_LIST_MAX (1u << 20)   /* JOBS page bytes, as the cluster */
 
 enum el_state {
     EL_PENDING = 0,
@@ -78,6 +79,7 @@ struct lhost {
     char name[BATCH_NAME_MAX];
     char sid[80];
     int32_t slot0, nslots; /* engine nodes slot0 .. slot0+nslots-1 (one per core) */
+    int64_t blocked_until; /* monotonic ms: no new work after a refused start, or 0 */
     bool up, seen, seen_up;
 };
 
@@ -110,8 +112,9 @@ struct lclu {
 /* A message to a cluster, sent after the turn's commit. */
 struct lout {
     int cl;
-    void *data;
+    void *data; /* NULL: a start of element eid to build after the commit */
     size_t len;
+    uint64_t eid;
 };
 
 struct live {

@@ -53,7 +53,21 @@ static void queue_out(struct live *L, int cl, struct wire_buf *wb)
     if (!d)
         return;
     memcpy(d, wb->sb.data, wb->sb.size);
-    L->out[L->nout++] = (struct lout){cl, d, wb->sb.size};
+    L->out[L->nout++] = (struct lout){cl, d, wb->sb.size, 0};
+}
+
+/* Queues the start of element eid to be built after the commit (see live_out_flush). */
+static void queue_start_later(struct live *L, int cl, uint64_t eid)
+{
+    if (L->nout == L->capout) {
+        uint32_t nc = L->capout ? L->capout * 2 : 64;
+        void *p = realloc(L->out, nc * sizeof *L->out);
+        if (!p)
+            return; /* the element stays "starting": the next resync sends it */
+        L->out = p;
+        L->capout = nc;
+    }
+    L->out[L->nout++] = (struct lout){cl, NULL, 0, eid};
 }
 
 /* Starts a request to cluster c: records it and begins the message (nfields). */
@@ -77,14 +91,34 @@ static uint64_t req_begin(struct live *L, struct lclu *c, int kind, uint64_t arg
     return rid;
 }
 
+static int build_start(struct live *L, struct ljob *j, uint32_t e, struct wire_buf *wb);
+
 void live_out_flush(struct live *L, bool send)
 {
+    struct wire_buf wb;
+    wire_buf_init(&wb);
     for (uint32_t i = 0; i < L->nout; i++) {
         struct lclu *c = &L->cl[L->out[i].cl];
-        if (send && c->sock && zmq_send(c->sock, L->out[i].data, L->out[i].len, ZMQ_DONTWAIT) < 0)
+        const void *d = L->out[i].data;
+        size_t len = L->out[i].len;
+        if (!d && send) {
+            /* a start decided in the turn that stored its job: the record (argv) is
+             * readable now that the turn is committed */
+            struct ljob *j;
+            struct lelem *el = live_elem_find(L, L->out[i].eid, &j);
+            d = NULL;
+            if (el && el->state == EL_STARTING && el->cl == c->idx &&
+                build_start(L, j, (uint32_t)(L->out[i].eid & ((1u << LIVE_ELEM_BITS) - 1)), &wb) ==
+                    0) {
+                d = wb.sb.data;
+                len = wb.sb.size;
+            }
+        }
+        if (send && d && c->sock && zmq_send(c->sock, d, len, ZMQ_DONTWAIT) < 0)
             log_debug("cannot send to cluster %s: %s", c->name, zmq_strerror(errno));
         free(L->out[i].data);
     }
+    wire_buf_free(&wb);
     L->nout = 0;
 }
 
@@ -127,15 +161,57 @@ const char *live_slot_host(const struct live *L, int32_t slot, int *cl)
     return L->cl[*cl].hosts[L->slot_host[slot]].name;
 }
 
+/* The engine's view of a host: up when its cluster says so and it is not blocked. */
+static void host_engine_sync(struct live *L, struct lhost *h)
+{
+    bool up = h->up && !h->blocked_until;
+    for (int32_t k = 0; k < h->nslots; k++)
+        batch_node_set_up(L->eng, h->slot0 + k, up);
+    live_want_cycle(L);
+}
+
 static void host_set_up(struct live *L, struct lclu *c, struct lhost *h, bool up)
 {
     if (h->up == up)
         return;
     h->up = up;
-    for (int32_t k = 0; k < h->nslots; k++)
-        batch_node_set_up(L->eng, h->slot0 + k, up);
-    live_want_cycle(L);
+    host_engine_sync(L, h);
     log_info("cluster %s: host %s %s", c->name, h->name, up ? "up" : "down");
+}
+
+/*
+ * A start refused by the cluster (its admission is the final check: e.g. cores taken
+ * by a job submitted to the cluster directly, behind the batch role's back): the
+ * hosts of the refused placement take no new work for LIVE_REFUSED_BLOCK_MS, so the
+ * job is placed elsewhere or retried a second later, never in a tight loop.
+ */
+static void hosts_block(struct live *L, struct lclu *c, const char *hosts)
+{
+    for (uint32_t i = 0; hosts && i < c->nhosts; i++) {
+        struct lhost *h = &c->hosts[i];
+        size_t nl = strlen(h->name);
+        bool named = false;
+        for (const char *p = hosts; *p && !named;) {
+            size_t l = strcspn(p, ",");
+            named = l == nl && !memcmp(p, h->name, l);
+            p += l + (p[l] == ',');
+        }
+        if (!named)
+            continue;
+        h->blocked_until = loop_now_ms() + LIVE_REFUSED_BLOCK_MS;
+        host_engine_sync(L, h);
+    }
+}
+
+static void hosts_unblock(struct live *L, struct lclu *c, int64_t now)
+{
+    for (uint32_t i = 0; i < c->nhosts; i++) {
+        struct lhost *h = &c->hosts[i];
+        if (h->blocked_until && now >= h->blocked_until) {
+            h->blocked_until = 0;
+            host_engine_sync(L, h);
+        }
+    }
 }
 
 /* The host named name of cluster c, created (with its engine nodes, down) if new. */
@@ -378,16 +454,16 @@ static char *expand(const char *s, const struct ljob *j, uint32_t e)
     return o;
 }
 
-void live_clu_start(struct live *L, struct ljob *j, uint32_t e)
+/* Builds the PSUBMIT starting element e of j into wb (and records the request); -1
+ * when the job's record is not committed yet. */
+static int build_start(struct live *L, struct ljob *j, uint32_t e, struct wire_buf *wb)
 {
     struct lelem *el = &j->el[e];
-    if (el->cl < 0 || el->cl >= L->ncl || !el->hosts)
-        return;
     struct lclu *c = &L->cl[el->cl];
     uint32_t argc = 0;
     char **argv = live_job_argv(L, j->id, &argc);
     if (!argv)
-        return; /* not committed yet: it is, by the time this is sent (see below) */
+        return -1;
     char *hosts = strdup(el->hosts);
     const char *hv[4096];
     uint32_t nh = 0;
@@ -402,42 +478,53 @@ void live_clu_start(struct live *L, struct ljob *j, uint32_t e)
         if (k > per_host)
             per_host = k;
     }
-    struct wire_buf wb;
-    wire_buf_init(&wb);
     uint32_t nf = 9 + (j->mem_mb > 0) + (j->disk_mb > 0);
-    req_begin(L, c, RK_PSUBMIT, live_eid(j->id, e), WT_PSUBMIT, nf, 0, &wb);
-    wire_put_key(&wb, "argv");
-    wire_pack_array(&wb, argc);
+    req_begin(L, c, RK_PSUBMIT, live_eid(j->id, e), WT_PSUBMIT, nf, 0, wb);
+    wire_put_key(wb, "argv");
+    wire_pack_array(wb, argc);
     for (uint32_t i = 0; i < argc; i++) {
         char *x = expand(argv[i], j, e);
-        wire_pack_str(&wb, x ? x : argv[i]);
+        wire_pack_str(wb, x ? x : argv[i]);
         free(x);
     }
-    wire_put_u64(&wb, "procs", nh);
-    wire_put_key(&wb, "hosts");
-    wire_pack_array(&wb, nh);
+    wire_put_u64(wb, "procs", nh);
+    wire_put_key(wb, "hosts");
+    wire_pack_array(wb, nh);
     for (uint32_t i = 0; i < nh; i++)
-        wire_pack_str(&wb, hv[i]);
+        wire_pack_str(wb, hv[i]);
     char name[300], key[128];
     if (j->parallel)
         snprintf(name, sizeof name, "%s", j->name ? j->name : "");
     else
         snprintf(name, sizeof name, "%s[%u]", j->name ? j->name : "", e);
-    wire_put_str(&wb, "name", name);
-    wire_put_str(&wb, "user", j->user ? j->user : "");
-    wire_put_str(&wb, "group", j->group ? j->group : "");
-    wire_put_bool(&wb, "shell", j->shell);
-    wire_put_u64(&wb, "limit_s", (uint64_t)j->limit_s);
+    wire_put_str(wb, "name", name);
+    wire_put_str(wb, "user", j->user ? j->user : "");
+    wire_put_str(wb, "group", j->group ? j->group : "");
+    wire_put_bool(wb, "shell", j->shell);
+    wire_put_u64(wb, "limit_s", (uint64_t)j->limit_s);
     snprintf(key, sizeof key, "batch:%s:%llu.%u", L->inc, (unsigned long long)j->id, e);
-    wire_put_str(&wb, "key", key);
+    wire_put_str(wb, "key", key);
     if (j->mem_mb > 0)
-        wire_put_u64(&wb, "mem_mb", (uint64_t)j->mem_mb * per_host);
+        wire_put_u64(wb, "mem_mb", (uint64_t)j->mem_mb * per_host);
     if (j->disk_mb > 0)
-        wire_put_u64(&wb, "disk_mb", (uint64_t)j->disk_mb * per_host);
-    queue_out(L, c->idx, &wb);
-    wire_buf_free(&wb);
+        wire_put_u64(wb, "disk_mb", (uint64_t)j->disk_mb * per_host);
     free(hosts);
     live_argv_free(argv, argc);
+    return 0;
+}
+
+void live_clu_start(struct live *L, struct ljob *j, uint32_t e)
+{
+    struct lelem *el = &j->el[e];
+    if (el->cl < 0 || el->cl >= L->ncl || !el->hosts)
+        return;
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    if (build_start(L, j, e, &wb) == 0)
+        queue_out(L, el->cl, &wb);
+    else /* stored in this turn: built once the commit made it readable */
+        queue_start_later(L, el->cl, live_eid(j->id, e));
+    wire_buf_free(&wb);
 }
 
 void live_clu_cancel(struct live *L, struct ljob *j, uint32_t e)
@@ -652,6 +739,7 @@ static void on_reply(struct live *L, struct lclu *c, const struct lreq *q, const
             snprintf(why, sizeof why, "start refused by cluster %s: %s", c->name, msg);
             log_info("job %llu.%u: %s", (unsigned long long)j->id, eidx(q->arg), why);
             L->refusals++;
+            hosts_block(L, c, el->hosts);
             requeue(L, j, eidx(q->arg), why);
         } else {
             char why[600];
@@ -724,6 +812,7 @@ void live_clu_tick(struct live *L)
     int64_t now = loop_now_ms();
     for (int i = 0; i < L->ncl; i++) {
         struct lclu *c = &L->cl[i];
+        hosts_unblock(L, c, now);
         if (c->st == CL_DOWN) {
             if (now >= c->retry_at && (c->sock || sock_open(L, c) == 0))
                 sync_start(L, c);

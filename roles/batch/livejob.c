@@ -519,5 +519,19 @@ int live_load(struct live *L)
                 j->nfailed++;
             }
     }
+    /* Fairshare history is the stored history: every ended element that ran charges
+     * its processor-time again, so usage (and the order it gives) survives restarts
+     * and kill -9 without a record of its own. */
+    for (uint32_t i = 0; L->eng && i < L->njobs; i++) {
+        struct ljob *j = L->jobs[i];
+        for (uint32_t e = 0; e < j->ntasks; e++) {
+            const struct lelem *el = &j->el[e];
+            if (el->state >= EL_DONE && el->start > 0 && el->end > el->start &&
+                batch_fairshare_charge(L->eng, j->user, j->group, j->account,
+                                       (int32_t)(j->parallel ? j->procs : 1), el->start,
+                                       el->end) < 0)
+                return -1;
+        }
+    }
     return 0;
 }

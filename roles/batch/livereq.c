@@ -255,7 +255,18 @@ void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb)
         const char *st = el->state == EL_PENDING ? "queued" : live_elem_state_name(el->state);
         if (j->cancelled && el->state < EL_DONE)
             st = "cancelled";
-        wire_pack_map(wb, 22);
+        /* pending: the engine's estimated start (scheduler.estimates, or its job
+         * reservation), ms since the epoch; 0 unknown */
+        struct batch_job_info bi;
+        int64_t est = 0;
+        if (el->state == EL_PENDING && el->in_engine &&
+            batch_job_info(L->eng, live_eid(j->id, 0), &bi) == 0) {
+            est = bi.reserved != BATCH_NEVER ? bi.reserved : bi.estimate;
+            if (est == BATCH_NEVER || est < 0)
+                est = 0;
+        }
+        wire_pack_map(wb, 23);
+        wire_put_i64(wb, "estimate", est);
         wire_put_str(wb, "kind", "parallel");
         wire_put_u64(wb, "procs", j->procs);
         wire_put_u64(wb, "ppn", j->ppn);

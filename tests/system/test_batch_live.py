@@ -18,7 +18,7 @@ CLIENT = {"rpc.timeout_ms": 2000, "rpc.backoff_min_s": 0.2, "rpc.backoff_max_s":
 def grid(cluster_factory, client_factory, batch_factory, nodes=1, slots=2, bsets=None):
     cl = cluster_factory(SD)
     client_factory(cl, nodes, sets=dict(CLIENT, **{"client.slots": slots}))
-    b = batch_factory([cl], sets=bsets)
+    b = batch_factory([cl], sets=dict({"batch.log_level": "debug"}, **(bsets or {})))
     wait_until(lambda: sum(1 for n in b.rpc(T["NODE_LIST"])["nodes"] if n["active"]) == nodes,
                scaled(20), msg="the batch role sees the hosts")
     return cl, b
