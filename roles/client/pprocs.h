@@ -37,6 +37,7 @@ struct pprocs {
     uint32_t nwatch;
     size_t max_output; /* stdout and stderr sent per process, each (run.max_output_kb) */
     uint32_t changes;  /* processes started (or failed to), continued, stopped, killed */
+    int64_t measured;  /* loop_now_ms of the last measurement (pprocs_pack) */
 };
 
 /*

@@ -242,6 +242,9 @@ void runner_signal(struct run *r, int sig)
 
 void runner_cleanup(struct run *r)
 {
+    if (r->spawn_wait)
+        close(r->spawn_fd);
+    r->spawn_wait = false;
     if (r->out.fd >= 0)
         close(r->out.fd);
     if (r->err.fd >= 0)
@@ -297,8 +300,19 @@ int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
         pchild(argv, shell, env, workdir, ep[1]);
     setpgid(r->pid, r->pid);
     close(ep[1]);
-    ssize_t n = child_status(r, ep[0], argv[0]);
-    return n > 0 ? -1 : 0; /* on -1 the child exits 127; the caller still reaps it */
+    r->spawn_fd = ep[0]; /* read once the child is reaped: no wait for its exec here */
+    r->spawn_wait = true;
+    snprintf(r->prog, sizeof r->prog, "%s", argv[0]);
+    return 0;
+}
+
+bool runner_spawned(struct run *r)
+{
+    if (!r->spawn_wait)
+        return false;
+    r->spawn_wait = false;
+    /* the child is gone: its end of the pipe is closed, so this read does not block */
+    return child_status(r, r->spawn_fd, r->prog) > 0;
 }
 
 /* Reads the first c->cap bytes of workdir/name into c; trunc when the file is longer. */
