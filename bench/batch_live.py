@@ -205,22 +205,22 @@ def rss(pid, key):
 
 def slurm(n):
     """Slurm's end-to-end figure for n jobs from ../shared/tools/slurm-local (ht
-    profile: its high-throughput tuning), or (None, why). Bounded: 300 s to install and
-    start, 300 s for the workload (its loop and array phases)."""
+    profile: its high-throughput tuning), or (None, why). Bounded: 180 s to install and
+    start, 180 s for the workload (its loop and array phases)."""
     tools = os.environ.get("SLURM_LOCAL_TOOLS", "../shared/tools/slurm-local")
     if os.geteuid() != 0 or not os.path.isdir(tools):
         return None, "slurm-local needs root and %s" % tools
     env = dict(os.environ, SLURM_LOCAL_PROFILE="ht", SLURM_LOCAL_SMOKE="0",
                SLURM_LOCAL_DIR=os.environ.get("SLURM_LOCAL_DIR", "/tmp/slurm-local-bench"),
                SLURM_LOCAL_CTLD_PORT="6917", SLURM_LOCAL_SLURMD_PORT="6918",
-               SLURM_LOCAL_TIMEOUT="240")
+               SLURM_LOCAL_TIMEOUT="150")
     try:
-        up = subprocess.run(["bash", os.path.join(tools, "up.sh")], env=env, timeout=300,
+        up = subprocess.run(["bash", os.path.join(tools, "up.sh")], env=env, timeout=180,
                             capture_output=True, text=True)
         if up.returncode != 0:
             return None, "slurm-local up.sh failed: " + up.stderr.strip()[-300:]
         tp = subprocess.run(["bash", os.path.join(tools, "throughput.sh"), str(n)], env=env,
-                            timeout=300, capture_output=True, text=True)
+                            timeout=180, capture_output=True, text=True)
         for line in tp.stdout.splitlines():
             if line.startswith("loop_complete:") and "=" in line:
                 return float(line.split("=", 1)[1].split()[0]), "loop_complete, profile ht"

@@ -127,9 +127,10 @@ static int parse_range(const char *v, struct opts *o)
 }
 
 static const char *const value_opts[] = {
-    "--simulate", "--config",      "--set",         "--procs", "--node-procs", "--policy",
-    "--depth",    "--backfill",    "--estimate",    "--start", "--count",      "--jobs-out",
-    "--gantt",    "--gantt-range", "--diagnose-at", "--time-scale", "-c"};
+    "--simulate",   "--config",   "--set",      "--procs",       "--node-procs",
+    "--policy",     "--depth",    "--backfill", "--estimate",    "--start",
+    "--count",      "--jobs-out", "--gantt",    "--gantt-range", "--diagnose-at",
+    "--time-scale", "-c"};
 
 /* Applies one option taking a value; 0, or the exit status of a usage error. */
 static int value_opt(struct opts *o, const char *name, const char *v)
@@ -348,11 +349,10 @@ static int print_json(const struct opts *o, const struct batch_config *c,
         r->max_wait, "mean_bsld", r->mean_bsld, "sim_wall_s", r->sim_wall_s, "read_s", read_s,
         "jobs_per_s", r->jobs_per_s, "cycles", (json_int_t)r->cycles, "replans",
         (json_int_t)r->replans, "makespan_s",
-        (json_int_t)((r->last_end - r->first_submit) / (o->time_scale ? 1000 : 1)),
-        "skipped", "no_procs", (json_int_t)in->skip_no_procs, "no_run_time",
-        (json_int_t)in->skip_no_run, "too_wide", (json_int_t)in->skip_too_wide, "bad_submit",
-        (json_int_t)in->skip_bad_submit, "killed_at_walltime", (json_int_t)in->truncated,
-        "no_request", (json_int_t)in->no_request);
+        (json_int_t)((r->last_end - r->first_submit) / (o->time_scale ? 1000 : 1)), "skipped",
+        "no_procs", (json_int_t)in->skip_no_procs, "no_run_time", (json_int_t)in->skip_no_run,
+        "too_wide", (json_int_t)in->skip_too_wide, "bad_submit", (json_int_t)in->skip_bad_submit,
+        "killed_at_walltime", (json_int_t)in->truncated, "no_request", (json_int_t)in->no_request);
     if (!j)
         return -1;
     if (r->est_mae >= 0)

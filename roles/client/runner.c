@@ -55,8 +55,8 @@ static int write_file(const char *path, const void *p, size_t n)
  * not be executed) and errno.
  */
 enum { CHILD_SETUP = 0, CHILD_EXEC = 1 };
-static void child_exec(char *const *argv, bool shell, char *const *env, const char *workdir,
-                       int in, int out, int err, int errpipe)
+static void child_exec(char *const *argv, bool shell, char *const *env, const char *workdir, int in,
+                       int out, int err, int errpipe)
 {
     sigset_t none;
     sigemptyset(&none);
@@ -66,8 +66,8 @@ static void child_exec(char *const *argv, bool shell, char *const *env, const ch
     signal(SIGTERM, SIG_DFL);
     int stage = CHILD_SETUP;
     setpgid(0, 0);
-    if (chdir(workdir) < 0 || in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 ||
-        dup2(out, 1) < 0 || dup2(err, 2) < 0)
+    if (chdir(workdir) < 0 || in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 ||
+        dup2(err, 2) < 0)
         goto fail;
     for (int i = 0; env && env[i]; i++)
         putenv(env[i]);
@@ -158,8 +158,7 @@ int runner_start(struct run *r, char *const *argv, bool shell, const void *in, s
     if (r->pid < 0)
         goto syserr;
     if (r->pid == 0)
-        child_exec(argv, shell, NULL, workdir, open(stdin_path, O_RDONLY), out[1], err[1],
-                   ep[1]);
+        child_exec(argv, shell, NULL, workdir, open(stdin_path, O_RDONLY), out[1], err[1], ep[1]);
     setpgid(r->pid, r->pid); /* also here, so signals work before the child ran */
     close(out[1]);
     close(err[1]);
@@ -174,9 +173,12 @@ syserr:
     snprintf(r->error, sizeof r->error, "cannot start a process: %s", strerror(errno));
     r->host_fault = true;
     for (int i = 0; i < 2; i++) {
-        if (out[i] >= 0) close(out[i]);
-        if (err[i] >= 0) close(err[i]);
-        if (ep[i] >= 0) close(ep[i]);
+        if (out[i] >= 0)
+            close(out[i]);
+        if (err[i] >= 0)
+            close(err[i]);
+        if (ep[i] >= 0)
+            close(ep[i]);
     }
     r->pid = -1;
     return -1;
