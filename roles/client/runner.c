@@ -272,7 +272,7 @@ static void pchild(char *const *argv, bool shell, char *const *env, const char *
 }
 
 int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
-                 const char *workdir)
+                 const char *workdir, bool prepared)
 {
     int ep[2] = {-1, -1};
     memset(r, 0, sizeof *r);
@@ -281,8 +281,9 @@ int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
     cap_init(&r->err, 0);
     snprintf(r->workdir, sizeof r->workdir, "%s", workdir);
     r->start_ms = loop_now_ms();
-    nftw(workdir, nftw_rm, 16, FTW_DEPTH | FTW_PHYS);
-    if (mkdir(workdir, 0700) < 0) {
+    if (!prepared)
+        nftw(workdir, nftw_rm, 16, FTW_DEPTH | FTW_PHYS);
+    if (!prepared && mkdir(workdir, 0700) < 0) {
         snprintf(r->error, sizeof r->error, "cannot prepare working directory %s: %s", workdir,
                  strerror(errno));
         r->host_fault = true;

@@ -67,10 +67,12 @@ int runner_sigchld_fd(void);
  * runner_cleanup). Returns 0, or -1 with r->error set (a node-side error: no process).
  * It does not wait for the child to execute its program (that wait cost a node about
  * 3 ms per process): a program that cannot be executed exits with status 127 and
- * runner_spawned, called once the child was reaped, sets r->error then.
+ * runner_spawned, called once the child was reaped, sets r->error then. prepared:
+ * workdir exists and holds nothing but (possibly) the stdout and stderr files, which
+ * the process truncates (a reused directory); else it is made afresh.
  */
 int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
-                 const char *workdir);
+                 const char *workdir, bool prepared);
 /* After a runner_spawn child was reaped: sets r->error (and host_fault) if it could
  * not set itself up or execute its program. Returns true if so. */
 bool runner_spawned(struct run *r);

@@ -54,3 +54,42 @@ def test_many_short_processes_all_reported(cluster_factory, client_factory):
     for jid in ids:
         j = ended(cl, jid, timeout=120)
         assert j["state"] == "done", j
+
+
+def inodes_of(d):
+    out = set()
+    for e in (d.iterdir() if d.is_dir() else ()):
+        try:
+            out.add(e.stat().st_ino)
+        except OSError:  # renamed by the node meanwhile
+            pass
+    return out
+
+
+def test_reused_working_directory_is_clean(cluster_factory, client_factory, workdir):
+    """A finished process's directory is reused for the next one (spare directories):
+    the next process sees only its own empty output files, gets only its own output,
+    and a symlink the first one left as its stdout is not followed (the file it pointed
+    to is not truncated)."""
+    cl = grid(cluster_factory, client_factory)
+    target = workdir / "precious"
+    target.write_text("keep me\n")
+    a = cl.rpc(T["PSUBMIT"], shell=True, procs=1, argv=[
+        "echo secretA; echo secretA >&2; echo x > leftover; mkdir -p d/e; touch d/e/f; "
+        "rm stdout; ln -s %s stdout" % target])["job"]
+    assert ended(cl, a)["state"] == "done"
+    spare = workdir / "node1" / "work" / "spare"
+    wait_until(lambda: inodes_of(spare), scaled(20), interval=0.1,
+               msg="the first directory kept as a spare")
+    inodes = inodes_of(spare)
+    b = cl.rpc(T["PSUBMIT"], shell=True, procs=1, argv=["ls -A; pwd"])["job"]
+    assert ended(cl, b)["state"] == "done"
+    r = cl.rpc(T["JOB_GET"], job=b, tasks=True, output=True)["job"]["ranks"][0]
+    listing = r["stdout"].decode().split()
+    assert len(listing) == 3 and listing[:2] == ["stderr", "stdout"] \
+        and listing[2].endswith("/p%d.0" % b), listing
+    assert b"secretA" not in r["stdout"] + r["stderr"]
+    assert target.read_text() == "keep me\n"
+    # b ran in a's directory: kept as a spare again after b, with the same inode
+    wait_until(lambda: inodes_of(spare) & inodes, scaled(20),
+               interval=0.1, msg="the directory reused and kept again")
