@@ -82,8 +82,8 @@ struct daemon {
     int64_t timer_at;
 };
 
-static int queue_raw(struct daemon *d, const void *rid, size_t rlen, bool delim,
-                     uint64_t req_id, const char *peer, const struct wire_buf *wb);
+static int queue_raw(struct daemon *d, const void *rid, size_t rlen, bool delim, uint64_t req_id,
+                     const char *peer, const struct wire_buf *wb);
 
 static int queue_reply(struct daemon *d, zmq_msg_t *rid, bool delim, uint64_t req_id,
                        const char *peer)
@@ -92,8 +92,8 @@ static int queue_reply(struct daemon *d, zmq_msg_t *rid, bool delim, uint64_t re
 }
 
 /* Queues the message in wb as the reply to routing id rid, sent after the commit. */
-static int queue_raw(struct daemon *d, const void *rid, size_t rlen, bool delim,
-                     uint64_t req_id, const char *peer, const struct wire_buf *wb)
+static int queue_raw(struct daemon *d, const void *rid, size_t rlen, bool delim, uint64_t req_id,
+                     const char *peer, const struct wire_buf *wb)
 {
     if (d->nreplies == d->capreplies) {
         uint32_t cap = d->capreplies ? d->capreplies * 2 : 256;

@@ -717,8 +717,7 @@ static void send_psync(struct client *c)
     c->psync_now = false;
     if (zmq_send(c->sock, c->wb.sb.data, c->wb.sb.size, ZMQ_DONTWAIT) < 0) {
         char why[300];
-        snprintf(why, sizeof why, "server %s unreachable (%s)", c->cfg.server,
-                 zmq_strerror(errno));
+        snprintf(why, sizeof why, "server %s unreachable (%s)", c->cfg.server, zmq_strerror(errno));
         c->psync_waiting = false;
         failed(c, why);
         return;
@@ -738,7 +737,8 @@ static void on_psync_ack(struct client *c, const struct wire_msg *msg)
         } else {
             size_t n;
             const char *text = wire_get_str(msg->root, "msg", &n);
-            log_warnx("PSYNC refused: %s: %.*s", wire_err_name((int)code), (int)n, text ? text : "");
+            log_warnx("PSYNC refused: %s: %.*s", wire_err_name((int)code), (int)n,
+                      text ? text : "");
         }
         return;
     }
@@ -769,8 +769,7 @@ static void pump_psync(struct client *c, int64_t now)
 {
     if (!c->cfg.parallel || !c->welcomed)
         return;
-    if (c->psync_waiting &&
-        now - c->psync_sent_ms >= c->cfg.timeout_ms + (int64_t)c->psync_ms) {
+    if (c->psync_waiting && now - c->psync_sent_ms >= c->cfg.timeout_ms + (int64_t)c->psync_ms) {
         char why[300];
         snprintf(why, sizeof why, "server %s did not answer PSYNC within %lld ms", c->cfg.server,
                  (long long)(c->cfg.timeout_ms + c->psync_ms));

@@ -15,51 +15,23 @@
 #include <unistd.h>
 
 #include "lib/log.h"
-#include "lib/loop.h"
-
-#define PPROCS_MEASURE_MS 1000 /* CPU, memory and disk of running processes: this often */
 
 /* ---- measuring ---- */
 
-struct pgsum {
-    pid_t pgid;
-    struct pproc *p;
-    double ticks;
-    uint64_t pages;
-};
-
-static int pgsum_cmp(const void *a, const void *b)
-{
-    pid_t x = ((const struct pgsum *)a)->pgid, y = ((const struct pgsum *)b)->pgid;
-    return (x > y) - (x < y);
-}
-
 /*
- * Measures every running process group (a process is the leader of its own group)
- * in ONE pass over /proc: for each, the sum over its processes of user + system CPU
- * time, including that of reaped children (cutime, cstime), and resident memory,
- * read from /proc/PID/stat. One pass, not one per process: with P processes and Q
- * on the host that is Q reads instead of P x Q (64 processes on a host with 200
- * made every PSYNC read 12,800 files, most of a node's CPU at 100 jobs/s).
+ * For every live process of pp (its own process group): the sum over the group's
+ * processes of user + system CPU time, including that of reaped children (cutime,
+ * cstime), and of resident memory, read from /proc/PID/stat in ONE pass over /proc
+ * for all of them (a pass per process made each PSYNC cost processes x /proc entries).
  */
-static void measure_all(struct pprocs *pp)
+static void measure_groups(struct pprocs *pp)
 {
-    struct pgsum *g = calloc(pp->n ? pp->n : 1, sizeof *g);
-    uint32_t ng = 0;
-    if (!g)
-        return; /* the last figures stay */
-    for (uint32_t i = 0; i < pp->n; i++)
-        if (!pp->p[i]->exited && pp->p[i]->run.pid > 0)
-            g[ng++] = (struct pgsum){pp->p[i]->run.pid, pp->p[i], 0, 0};
-    if (ng == 0) {
-        free(g);
-        return;
-    }
-    qsort(g, ng, sizeof *g, pgsum_cmp);
     DIR *d = opendir("/proc");
     struct dirent *e;
     long tck = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
-    while (d && (e = readdir(d))) {
+    double *ticks = calloc(pp->n + 1, sizeof *ticks);
+    uint64_t *pages = calloc(pp->n + 1, sizeof *pages);
+    while (d && ticks && pages && (e = readdir(d))) {
         char path[300], buf[1024];
         if (e->d_name[0] < '0' || e->d_name[0] > '9')
             continue;
@@ -81,20 +53,24 @@ static void measure_all(struct pprocs *pp)
                          "%*d %*d %*d %*d %*u %*u %ld",
                          &pgrp, &ut, &st, &cut, &cst, &rss) != 6)
             continue;
-        struct pgsum key = {.pgid = pgrp};
-        struct pgsum *s = bsearch(&key, g, ng, sizeof *g, pgsum_cmp);
-        if (!s)
-            continue;
-        s->ticks += (double)ut + (double)st + (double)cut + (double)cst;
-        s->pages += rss > 0 ? (uint64_t)rss : 0;
+        for (uint32_t i = 0; i < pp->n; i++)
+            if (!pp->p[i]->exited && pp->p[i]->run.pid == pgrp) {
+                ticks[i] += (double)ut + (double)st + (double)cut + (double)cst;
+                pages[i] += rss > 0 ? (uint64_t)rss : 0;
+                break;
+            }
     }
     if (d)
         closedir(d);
-    for (uint32_t i = 0; i < ng; i++) {
-        g[i].p->cpu_s = tck > 0 ? g[i].ticks / (double)tck : 0;
-        g[i].p->rss_kb = g[i].pages * (uint64_t)page / 1024;
+    for (uint32_t i = 0; ticks && pages && i < pp->n; i++) {
+        struct pproc *q = pp->p[i];
+        if (q->exited || q->run.pid <= 0)
+            continue;
+        q->cpu_s = tck > 0 ? ticks[i] / (double)tck : 0;
+        q->rss_kb = pages[i] * (uint64_t)page / 1024;
     }
-    free(g);
+    free(ticks);
+    free(pages);
 }
 
 static uint64_t du_kb;
@@ -420,14 +396,15 @@ void pprocs_apply(struct pprocs *pp, const msgpack_object *ack)
 void pprocs_pack(struct pprocs *pp, struct wire_buf *wb)
 {
     size_t sent = 0; /* output bytes in this message so far */
-    /* PSYNCs go out at every exit (many a second under load): measure at most every
-     * PPROCS_MEASURE_MS and send the last figures in between (limits are enforced
-     * on figures at most that old, as with Slurm's accounting gather interval) */
-    int64_t now = loop_now_ms();
-    bool measure = now - pp->measured >= PPROCS_MEASURE_MS || now < pp->measured;
+    /* PSYNCs go at every exit (long-poll): measure at most every PPROCS_MEASURE_MS and
+     * report the last figures in between */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    bool measure = now - pp->measured_ms >= PPROCS_MEASURE_MS;
     if (measure) {
-        measure_all(pp);
-        pp->measured = now;
+        pp->measured_ms = now;
+        measure_groups(pp);
     }
     wire_put_key(wb, "procs");
     wire_pack_array(wb, pp->n);

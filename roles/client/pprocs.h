@@ -18,6 +18,8 @@
 
 /* Output bytes one PSYNC carries at most (beyond the first exited process's). */
 #define PPROCS_OUTPUT_MAX (24u << 20)
+/* CPU, memory and disk of live processes are measured at most this often. */
+#define PPROCS_MEASURE_MS 200
 
 struct pproc {
     uint64_t job;
@@ -37,9 +39,9 @@ struct pprocs {
     char state_dir[256];
     char watchfs[8][256];
     uint32_t nwatch;
-    size_t max_output; /* stdout and stderr sent per process, each (run.max_output_kb) */
-    uint32_t changes;  /* processes started (or failed to), continued, stopped, killed */
-    int64_t measured;  /* loop_now_ms of the last measurement (pprocs_pack) */
+    size_t max_output;   /* stdout and stderr sent per process, each (run.max_output_kb) */
+    uint32_t changes;    /* processes started (or failed to), continued, stopped, killed */
+    int64_t measured_ms; /* monotonic time of the last measurement (pprocs_pack) */
     /* spare working directories (workroot/spare/s<seq>), reused instead of created */
     uint32_t spare[PPROCS_SPARE_MAX], nspare, spare_seq;
     bool spare_ready;

@@ -145,6 +145,7 @@ static int on_commit(void *arg)
     }
     release_issuable(c);
     feed_after_commit(c); /* events of what is now durable; answers held requests */
+    scored_settle(c);
     return 0;
 }
 
@@ -165,6 +166,7 @@ static void on_check(struct loop *l, void *arg)
 {
     (void)l;
     struct cluster *c = arg;
+    feed_keepalive(c); /* a held PSYNC long-poll is contact */
     nodes_check_active(c);
     sessions_sweep(c);
     long every = c->cfg.retention_s < 10 ? c->cfg.retention_s : 10; /* seconds */

@@ -183,8 +183,8 @@ static void job_exit(const struct pjob *j, int64_t *code, uint64_t *sig)
 static void pack_job_event(struct cluster *c, struct feed *f, const struct pjob *j)
 {
     bool ended = PJ_TERMINAL(j->state);
-    uint32_t nf = 4 + (j->key != NULL) + (j->nhosts > 0) + (ended ? 3 : 0) +
-                  (j->started_ms != 0) + (j->finished_ms != 0);
+    uint32_t nf = 4 + (j->key != NULL) + (j->nhosts > 0) + (ended ? 3 : 0) + (j->started_ms != 0) +
+                  (j->finished_ms != 0);
     wire_buf_reset(&f->wb);
     wire_pack_map(&f->wb, nf);
     wire_put_u64(&f->wb, "seq", f->next_seq);
@@ -269,12 +269,14 @@ static void host_events(struct cluster *c, struct feed *f)
     }
     for (uint32_t i = 0; i < c->nnodes; i++) {
         const struct node *nd = &c->nodes[i];
-        struct hsnap *s = &f->hs[i], now = {"", nd->active, nd->procs, nd->slots ? nd->slots : nd->cores,
-                                             nd->mem_mb, nd->disk_mb};
+        struct hsnap *s = &f->hs[i];
+        uint32_t cores = nd->slots ? nd->slots : nd->cores;
+        if (s->active == nd->active && s->procs == nd->procs && s->cores == cores &&
+            s->mem_mb == nd->mem_mb && !disk_moved(s->disk_mb, nd->disk_mb) &&
+            !strcmp(s->sid, nd->sid))
+            continue; /* the common case, cheap: this runs after every commit */
+        struct hsnap now = {"", nd->active, nd->procs, cores, nd->mem_mb, nd->disk_mb};
         snprintf(now.sid, sizeof now.sid, "%s", nd->sid);
-        if (!strcmp(s->sid, now.sid) && s->active == now.active && s->procs == now.procs &&
-            s->cores == now.cores && s->mem_mb == now.mem_mb && !disk_moved(s->disk_mb, now.disk_mb))
-            continue;
         *s = now;
         char cname[SD_NAME];
         double sp;
@@ -397,7 +399,8 @@ static void answer(struct cluster *c, struct feed *f, const struct waiter *w, st
     }
     struct node *n = cluster_node_find(c, w->sid, strlen(w->sid));
     if (!n)
-        wire_error_msg(wb, w->req_id, WE_SESSION, "unknown session id: send HELLO to get a new one");
+        wire_error_msg(wb, w->req_id, WE_SESSION,
+                       "unknown session id: send HELLO to get a new one");
     else
         scored_psync_ack(c, wb, w->req_id, (uint32_t)(n - c->nodes));
 }
@@ -448,6 +451,19 @@ void feed_after_commit(struct cluster *c)
         wire_buf_reset(&f->wb);
         answer(c, f, &copy, &f->wb);
         daemon_reply_held(c->daemon, copy.handle, &f->wb);
+    }
+}
+
+void feed_keepalive(struct cluster *c)
+{
+    struct feed *f = c->sd ? c->sd->feed : NULL;
+    int64_t now = wall_now_ms();
+    for (uint32_t i = 0; f && i < f->nw; i++) {
+        struct node *n = f->w[i].kind == WT_PSYNC
+                             ? cluster_node_find(c, f->w[i].sid, strlen(f->w[i].sid))
+                             : NULL;
+        if (n)
+            n->last_ms = now;
     }
 }
 

@@ -218,7 +218,7 @@ static int view_build(struct cluster *c, struct view *v)
     }
     free(mem);
     free(disk);
-    for (uint32_t i = 0; i < c->sd->njobs; i++)
+    for (uint32_t i = c->sd->live_from; i < c->sd->njobs; i++)
         if (admitted(c->sd->jobs[i]))
             view_charge(v, c, c->sd->jobs[i]);
     for (uint32_t k = 0; k < v->ncl; k++) {
@@ -281,21 +281,28 @@ static int admit(struct cluster *c, struct pjob *j, char *why, size_t n, bool *n
     return 0;
 }
 
-/* Memory and disk limits held by the admitted jobs on node n (MiB). */
-static void node_held(const struct cluster *c, uint32_t n, uint64_t *mem, uint64_t *disk)
+/*
+ * Memory and disk limits held by the admitted jobs, per node index (MiB): one pass
+ * over the live jobs, so checking every host of a wide job stays linear.
+ */
+static int nodes_held(const struct cluster *c, uint64_t **mem, uint64_t **disk)
 {
-    *mem = *disk = 0;
+    *mem = calloc(c->nnodes + 1, sizeof **mem);
+    *disk = calloc(c->nnodes + 1, sizeof **disk);
+    if (!*mem || !*disk) {
+        free(*mem);
+        free(*disk);
+        return -1;
+    }
     for (uint32_t i = c->sd->live_from; i < c->sd->njobs; i++) {
         const struct pjob *j = c->sd->jobs[i];
-        if (!admitted(j))
-            continue;
-        for (uint32_t h = 0; h < j->nhosts; h++)
-            if (j->hosts[h] == n) {
-                *mem += j->mem_lim;
-                *disk += j->disk_lim;
-                break;
+        for (uint32_t h = 0; admitted(j) && h < j->nhosts; h++)
+            if (j->hosts[h] < c->nnodes) {
+                (*mem)[j->hosts[h]] += j->mem_lim;
+                (*disk)[j->hosts[h]] += j->disk_lim;
             }
     }
+    return 0;
 }
 
 /* The active, procs-capable session named name; else why not in why. */
@@ -304,7 +311,8 @@ static int placed_node(const struct cluster *c, const msgpack_object *o, char *w
     int other = -1;
     for (uint32_t i = 0; i < c->nnodes; i++) {
         const struct node *nd = &c->nodes[i];
-        if (strlen(nd->name) != o->via.str.size || memcmp(nd->name, o->via.str.ptr, o->via.str.size))
+        if (strlen(nd->name) != o->via.str.size ||
+            memcmp(nd->name, o->via.str.ptr, o->via.str.size))
             continue;
         if (is_host(nd))
             return (int)i;
@@ -324,7 +332,14 @@ static int placed_node(const struct cluster *c, const msgpack_object *o, char *w
 static int placed_fits(struct cluster *c, struct pjob *j, const uint32_t *cnt, char *why, size_t n)
 {
     struct view v;
+    uint64_t *hmem, *hdisk;
+    if (nodes_held(c, &hmem, &hdisk) < 0) {
+        snprintf(why, n, "out of memory");
+        return -1;
+    }
     if (view_build(c, &v) < 0) {
+        free(hmem);
+        free(hdisk);
         snprintf(why, n, "out of memory");
         return -1;
     }
@@ -333,15 +348,15 @@ static int placed_fits(struct cluster *c, struct pjob *j, const uint32_t *cnt, c
         uint32_t x = j->hosts[h];
         const struct node *nd = &c->nodes[x];
         uint32_t fr = v.host_cores[x] > v.host_procs[x] ? v.host_cores[x] - v.host_procs[x] : 0;
-        uint64_t mem, disk;
-        node_held(c, x, &mem, &disk);
+        uint64_t mem = hmem[x], disk = hdisk[x];
         if (cnt[h] > fr) {
             snprintf(why, n, "host %s: %u free core(s) of %u, the job needs %u", nd->name, fr,
                      v.host_cores[x], cnt[h]);
             rc = -1;
-        } else if (j->rq.mem_mb && nd->mem_mb && (mem > nd->mem_mb || nd->mem_mb - mem < j->rq.mem_mb)) {
-            snprintf(why, n, "host %s: %llu MiB of memory free of %llu, the job needs %llu", nd->name,
-                     (unsigned long long)(mem > nd->mem_mb ? 0 : nd->mem_mb - mem),
+        } else if (j->rq.mem_mb && nd->mem_mb &&
+                   (mem > nd->mem_mb || nd->mem_mb - mem < j->rq.mem_mb)) {
+            snprintf(why, n, "host %s: %llu MiB of memory free of %llu, the job needs %llu",
+                     nd->name, (unsigned long long)(mem > nd->mem_mb ? 0 : nd->mem_mb - mem),
                      (unsigned long long)nd->mem_mb, (unsigned long long)j->rq.mem_mb);
             rc = -1;
         } else if (j->rq.disk_mb && (disk > nd->disk_mb || nd->disk_mb - disk < j->rq.disk_mb)) {
@@ -352,6 +367,8 @@ static int placed_fits(struct cluster *c, struct pjob *j, const uint32_t *cnt, c
         }
     }
     view_free(&v);
+    free(hmem);
+    free(hdisk);
     return rc;
 }
 
@@ -456,7 +473,7 @@ void scored_cancel(struct cluster *c, struct pjob *j)
 void scored_node_left(struct cluster *c, struct node *n, const char *why)
 {
     uint32_t me = (uint32_t)(n - c->nodes);
-    for (uint32_t i = 0; c->sd && i < c->sd->njobs; i++) {
+    for (uint32_t i = c->sd ? c->sd->live_from : 0; c->sd && i < c->sd->njobs; i++) {
         struct pjob *j = c->sd->jobs[i];
         if (!admitted(j))
             continue;
@@ -475,8 +492,10 @@ void scored_check_limits(struct cluster *c, struct pjob *j, int64_t now)
 {
     int64_t run = j->run_ms + (j->state == PJ_RUNNING ? now - j->slice_ms : 0);
     if (j->limit_s && run > (int64_t)j->limit_s * 1000) {
-        scored_job_end(c, j, PJ_KILLED, "wall-clock limit: ran %.1f s (time stopped not "
-                "counted), over its limit of %llu s", (double)run / 1000.0, (unsigned long long)j->limit_s);
+        scored_job_end(c, j, PJ_KILLED,
+                       "wall-clock limit: ran %.1f s (time stopped not "
+                       "counted), over its limit of %llu s",
+                       (double)run / 1000.0, (unsigned long long)j->limit_s);
         return;
     }
     const struct sd_queue *q = &c->sd->set.q[j->queue];
@@ -513,7 +532,7 @@ static bool hosts_up(const struct cluster *c, const struct pjob *j)
 /* Waiting jobs whose queue is not disabled try admission again, oldest first. */
 static void retry_waiting(struct cluster *c)
 {
-    for (uint32_t i = 0; i < c->sd->njobs; i++) {
+    for (uint32_t i = c->sd->live_from; i < c->sd->njobs; i++) {
         struct pjob *j = c->sd->jobs[i];
         char why[256];
         bool never;
@@ -551,7 +570,7 @@ void scored_schedule(struct cluster *c, bool rotate)
     struct scored *sd = c->sd;
     int64_t now = wall_now_ms();
     sd->resched = false;
-    for (uint32_t i = 0; i < sd->njobs; i++) {
+    for (uint32_t i = sd->live_from; i < sd->njobs; i++) {
         struct pjob *j = sd->jobs[i];
         if (admitted(j) && j->started_ms && !hosts_up(c, j))
             scored_job_end(c, j, PJ_FAILED, "a host of the job became inactive");
@@ -559,12 +578,12 @@ void scored_schedule(struct cluster *c, bool rotate)
             scored_check_limits(c, j, now);
     }
     retry_waiting(c);
-    struct sd_slot_job *s = calloc(sd->njobs + 1, sizeof *s);
-    struct pjob **map = calloc(sd->njobs + 1, sizeof *map);
+    struct sd_slot_job *s = calloc(sd->njobs - sd->live_from + 1, sizeof *s);
+    struct pjob **map = calloc(sd->njobs - sd->live_from + 1, sizeof *map);
     uint32_t n = 0;
     if (!s || !map)
         goto out;
-    for (uint32_t i = 0; i < sd->njobs; i++) {
+    for (uint32_t i = sd->live_from; i < sd->njobs; i++) {
         struct pjob *j = sd->jobs[i];
         if (!admitted(j))
             continue;
@@ -584,6 +603,45 @@ void scored_schedule(struct cluster *c, bool rotate)
 out:
     free(s);
     free(map);
+}
+
+/* ---- settled jobs ---- */
+
+/*
+ * A job is settled when it has ended, its end is saved and published, and no process
+ * of it is left on any node (none started and not seen exiting, none named by a node's
+ * last PSYNC): no per-turn or per-PSYNC work concerns it any more.
+ */
+static bool settled(const struct pjob *j)
+{
+    if (!PJ_TERMINAL(j->state) || j->dirty || j->ev_state != (uint8_t)(j->state + 1))
+        return false;
+    for (uint32_t r = 0; j->ranks && r < j->rq.nprocs; r++)
+        if (j->ranks[r].st == PR_STARTED || j->ranks[r].held)
+            return false;
+    return true;
+}
+
+void scored_settle(struct cluster *c)
+{
+    struct scored *sd = c->sd;
+    while (sd->live_from < sd->njobs && settled(sd->jobs[sd->live_from]))
+        sd->live_from++;
+}
+
+void scored_unsettle(struct cluster *c, const struct pjob *j)
+{
+    struct scored *sd = c->sd;
+    uint32_t lo = 0, hi = sd->live_from;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (sd->jobs[mid]->id < j->id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < sd->live_from && sd->jobs[lo] == j)
+        sd->live_from = lo;
 }
 
 /* ---- PSUBMIT ---- */

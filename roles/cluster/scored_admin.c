@@ -191,7 +191,7 @@ void scored_pack_queues(const struct cluster *c, struct wire_buf *wb)
     for (uint32_t i = 0; i < s->nq; i++) {
         const struct sd_queue *q = &s->q[i];
         uint32_t njobs = 0;
-        for (uint32_t k = 0; k < c->sd->njobs; k++)
+        for (uint32_t k = c->sd->live_from; k < c->sd->njobs; k++)
             njobs += c->sd->jobs[k]->queue == i && !PJ_TERMINAL(c->sd->jobs[k]->state);
         wire_pack_map(wb, 9);
         wire_put_u64(wb, "queue", i);

@@ -43,7 +43,7 @@ struct pjob {
     char **argv;
     uint32_t argc;
     bool shell, wait, dirty;
-    bool placed;     /* PSUBMIT named its hosts: never waits, never time-sliced */
+    bool placed;      /* PSUBMIT named its hosts: never waits, never time-sliced */
     uint8_t ev_state; /* 1 + the state last published as an event (events.c); 0: none */
     struct sd_request rq;
     uint64_t req_cpu_s, limit_s;
@@ -75,7 +75,9 @@ struct scored {
     /* jobs[0..live_from) are settled: ended, no process left on any node, saved; the
      * per-turn and per-PSYNC loops start here (scored_settle) */
     uint32_t live_from;
-    struct feed *feed; /* events and held requests (feed.c) */
+    struct feed *feed;   /* events and held requests (feed.c) */
+    struct pjob **khash; /* (user, key) -> newest job with it (subkey.c) */
+    uint32_t kcap, kn;
     struct sd_hostent *hf;
     uint32_t nhf;
     int t_pjobs, t_scored, t_poutput;
@@ -91,6 +93,10 @@ void scored_schedule(struct cluster *c, bool rotate);
 void scored_cancel(struct cluster *c, struct pjob *j);
 void scored_node_left(struct cluster *c, struct node *n, const char *why);
 void h_psubmit(struct cluster *c, struct request *r);
+/* After each commit: skips the settled jobs at the front (sd->live_from). */
+void scored_settle(struct cluster *c);
+/* j (settled) concerns a node again (it reported one of its processes): back in view. */
+void scored_unsettle(struct cluster *c, const struct pjob *j);
 /* Ends j in state st (no-op once ended), with the reason; the decision runs again. */
 void scored_job_end(struct cluster *c, struct pjob *j, enum pj_state st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -122,6 +128,8 @@ void feed_job_changed(struct cluster *c, struct pjob *j);
 /* After a successful commit: publish the turn's events, answer held requests. */
 void feed_after_commit(struct cluster *c);
 void feed_discard(struct cluster *c); /* after a failed commit */
+/* A node whose PSYNC is held is in contact (not silent) while it is held. */
+void feed_keepalive(struct cluster *c);
 void h_events(struct cluster *c, struct request *r);
 /* Remembers PSYNC request req_id of node n held as handle; -1 when full. */
 int feed_psync_hold(struct cluster *c, uint64_t handle, uint64_t req_id, const struct node *n);
@@ -131,6 +139,9 @@ void feed_expire(void *arg, uint64_t handle, uint32_t kind, uint64_t req_id,
 
 /* subkey.c: the parallel job submitted with m's key by m's user, or NULL */
 struct pjob *subkey_find_pjob(struct cluster *c, const msgpack_object *m);
+/* Adds j (if it has a key) to the key index: 0, or -1 out of memory. */
+int subkey_index_pjob(struct cluster *c, struct pjob *j);
+void subkey_clear_pjobs(struct scored *sd);
 
 /* scored_store.c */
 struct pjob *scored_job_find(struct cluster *c, uint64_t id);

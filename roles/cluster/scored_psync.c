@@ -220,7 +220,7 @@ void h_psync(struct cluster *c, struct request *r)
         n->disk_mb = wire_get_u64(m, "disk_mb", 0);
         cluster_mark_node(c, n);
     }
-    for (uint32_t i = 0; i < c->sd->njobs; i++) {
+    for (uint32_t i = c->sd->live_from; i < c->sd->njobs; i++) {
         struct pjob *j = c->sd->jobs[i];
         for (uint32_t k = 0; j->ranks && k < j->rq.nprocs; k++)
             if (j->hosts[j->ranks[k].host] == me)
@@ -229,10 +229,12 @@ void h_psync(struct cluster *c, struct request *r)
     for (uint32_t i = 0; procs && i < procs->via.array.size; i++) {
         struct pjob *j;
         struct prank *p = entry_rank(c, me, &procs->via.array.ptr[i], &j);
-        if (p)
+        if (p) {
+            scored_unsettle(c, j);
             take_entry(c, j, p, &procs->via.array.ptr[i]);
+        }
     }
-    for (uint32_t i = 0; i < c->sd->njobs; i++) {
+    for (uint32_t i = c->sd->live_from; i < c->sd->njobs; i++) {
         struct pjob *j = c->sd->jobs[i];
         bool mine = false;
         for (uint32_t h = 0; j->ranks && h < j->nhosts; h++)
@@ -289,4 +291,3 @@ void scored_psync_ack(struct cluster *c, struct wire_buf *wb, uint64_t id, uint3
     for (char *t = strtok_r(wf, " ,", &save); t; t = strtok_r(NULL, " ,", &save))
         wire_pack_str(r->reply, t);
 }
-

@@ -71,6 +71,8 @@ int scored_job_add(struct cluster *c, struct pjob *j)
         sd->jobs = n;
         sd->cap = cap;
     }
+    if (subkey_index_pjob(c, j) < 0) /* nothing changed yet but the capacity */
+        return -1;
     uint32_t i = sd->njobs;
     while (i > 0 && sd->jobs[i - 1]->id > j->id) {
         sd->jobs[i] = sd->jobs[i - 1];
@@ -265,7 +267,7 @@ int scored_save_dirty(struct cluster *c)
     uint8_t key[8];
     int rc = 0;
     wire_buf_init(&wb);
-    for (uint32_t i = 0; i < sd->njobs; i++) {
+    for (uint32_t i = sd->live_from; i < sd->njobs; i++) {
         struct pjob *j = sd->jobs[i];
         if (!j->dirty)
             continue;
@@ -492,4 +494,6 @@ void scored_free_state(struct cluster *c)
     free(sd->jobs);
     sd->jobs = NULL;
     sd->njobs = sd->cap = 0;
+    sd->live_from = 0;
+    subkey_clear_pjobs(sd);
 }

@@ -54,11 +54,18 @@ def test_placement_refused_names_host_and_resource(cluster_factory, client_facto
     assert many["code"] == REFUSED and "host p2: 2 free core(s) of 2, the job needs 3" in many["msg"]
     mem = placed(cl, ["p2"], mem_mb=1 << 39)
     assert mem["code"] == REFUSED and "host p2" in mem["msg"] and "memory" in mem["msg"], mem
+    # memory held by a job admitted on the host counts against the next one
+    mem = [n for n in call(cl, "NODE_LIST")["nodes"] if n["node"] == "p2"][0]["mem_mb"]
+    first = placed(cl, ["p2"], mem_mb=mem * 6 // 10)
+    assert first["t"] == T["SUBMITTED"], first
+    second = placed(cl, ["p2"], mem_mb=mem * 6 // 10)
+    assert second["code"] == REFUSED and "host p2" in second["msg"] and "memory free" in second["msg"]
+    assert call(cl, "CANCEL", job=first["job"])["t"] == T["OK"]
     bad = call(cl, "PSUBMIT", argv=["true"], procs=2, hosts=["p2"])
     assert bad["t"] == T["ERROR"] and bad["code"] == INVALID and "one host per process" in bad["msg"]
     # nothing was stored for the refusals: only the first job exists
     jobs = call(cl, "JOB_LIST")["jobs"]
-    assert len([j for j in jobs if "procs" in j]) == 1, jobs
+    assert len([j for j in jobs if "procs" in j]) == 2, jobs
 
 
 def test_placed_job_over_its_walltime_is_killed(cluster_factory, client_factory, workdir):
@@ -231,3 +238,76 @@ def test_psync_long_poll_start_and_exit_latency(cluster_factory, client_factory,
                   1000 * sorted(starts)[2], 1000 * max(starts),
                   1000 * sorted(exits)[2], 1000 * max(exits)))
     assert max(starts) < 5 and max(exits) < 5  # far below the 10 s sync interval
+
+
+def test_many_placed_jobs_keys_and_settled_jobs(cluster_factory, client_factory, workdir):
+    """1,100 keyed `true` jobs through one 16-slot host (past the key table's first
+    size, and most jobs settled): every one ends once, old keys still name their jobs,
+    also after kill -9, and a job placed afterwards still runs."""
+    cl = cluster_factory(dict(SD, **{"store.sync": "none"}))
+    client_factory(cl, 1, prefix="m", sets=dict(CLIENT, **{"client.slots": 16}))
+    rpc = cl.connect()
+    follow(rpc, lambda e: e["kind"] == "host" and e["node"] == "m1" and e["procs"])
+    n, slots, running, sent, ended = 1100, 16, 0, 0, {}
+    jobs = {}
+    nxt = events(rpc)["next"]
+    deadline = time.monotonic() + scaled(120)
+    while len(ended) < n:
+        assert time.monotonic() < deadline, "only %d of %d ended" % (len(ended), n)
+        while running < slots and sent < n:
+            r = placed(cl, ["m1"], "true", key="k%d" % sent, user="ann")
+            assert r["t"] == T["SUBMITTED"], r
+            jobs[r["job"]] = sent
+            sent += 1
+            running += 1
+        r = events(rpc, **{"from": nxt, "wait_ms": 2000})
+        assert not r["reset"]
+        nxt = r["next"]
+        for e in r["events"]:
+            if e["kind"] == "job" and e["state"] not in ("running", "queued", "waiting"):
+                assert e["state"] == "done" and e["job"] not in ended, e
+                ended[e["job"]] = e
+                running -= 1
+    by_key = {v: k for k, v in jobs.items()}
+    for i in (0, 1, 555, 1099):
+        again = placed(cl, ["m1"], "true", key="k%d" % i, user="ann")
+        assert again["job"] == by_key[i] and again["repeat"] and again["state"] == "done"
+    other = placed(cl, ["m1"], "true", key="k0", user="bob")  # keys are per user
+    assert other["t"] == T["SUBMITTED"] and other["job"] not in jobs
+    wait_state(cl, other["job"], "done")
+    cl.restart(signal.SIGKILL)
+    again = placed(cl, ["m1"], "true", key="k7", user="ann")
+    assert again["job"] == by_key[7] and again["repeat"]
+    wait_until(lambda: any(e["kind"] == "host" and e["node"] == "m1" and e["active"]
+                           for e in events(cl.connect())["events"]), scaled(20), msg="m1 back")
+    last = wait_until(lambda: (lambda r: r if r["t"] == T["SUBMITTED"] else None)(
+        placed(cl, ["m1"], "sleep 0.1", key="last", user="ann")), scaled(20), msg="placed")
+    wait_state(cl, last["job"], "done")
+
+
+def test_held_psync_wakes_on_placement_and_keeps_the_node_alive(cluster_factory):
+    """A node speaking the wire directly: its PSYNC with wait_ms is held (longer than
+    the silence that makes a node inactive, yet the node stays active) and answered as
+    soon as a job is placed on it, with the command to start the process."""
+    cl = cluster_factory(dict(SD, **{"tasks.k_wait": 1.5, "tasks.k_wait_dead": 2}))
+    node = cl.connect()
+    w = node.call(T["HELLO"], client="raw", node="r1", cores=2, slots=2, procs=True)
+    sid = w["sid"]
+    first = node.call(T["PSYNC"], sid=sid, procs=[])  # without wait_ms: at once
+    assert first["t"] == T["PSYNC_ACK"] and first["procs"] == []
+    m, data = node.message(T["PSYNC"], {"sid": sid, "procs": [], "wait_ms": 30000})
+    node.sock.send(data)
+    time.sleep(5)  # more than k_wait_dead x 1 s of silence
+    assert not node.sock.poll(0), "answered although nothing changed"
+    rows = cl.connect().call(T["NODE_LIST"])["nodes"]
+    assert [n for n in rows if n["node"] == "r1"][0]["active"], rows
+    j = placed(cl, ["r1", "r1"], "true")
+    assert j["t"] == T["SUBMITTED"], j
+    ack = Rpc_decode(node.recv_raw(scaled(10)))
+    assert ack["id"] == m["id"] and ack["t"] == T["PSYNC_ACK"], ack
+    assert sorted((p["job"], p["rank"], p["want"]) for p in ack["procs"]) == [
+        (j["job"], 0, "run"), (j["job"], 1, "run")]
+    assert all(p["argv"] == ["true"] for p in ack["procs"])
+    # a hostile wait_ms is refused with a clear error
+    r = node.call(T["PSYNC"], sid=sid, procs=[], wait_ms=10 ** 6)
+    assert r["t"] == T["ERROR"] and r["code"] == FIELD and "wait_ms" in r["msg"], r
