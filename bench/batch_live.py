@@ -291,7 +291,8 @@ def main():
     finally:
         P.stop()
     if mode == "e2e" and os.environ.get("SLURM") != "1":
-        out["slurm_note"] = "not run (needs root and ../shared/tools/slurm-local)"
+        out["slurm_note"] = ("not run (BATCH_E2E_SLURM=0, not root, or no "
+                             "../shared/tools/slurm-local)")
     if mode == "e2e" and os.environ.get("SLURM") == "1":
         ns = int(os.environ.get("SLURM_JOBS", "2000"))
         log("e2e: %d jobs through Slurm (slurm-local, ht profile)" % ns)
