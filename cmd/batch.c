@@ -47,6 +47,10 @@ static const char usage_text[] =
     "  --estimate E            walltimes: requested (default) or actual run times\n"
     "  --start K               skip the first K usable jobs of the trace\n"
     "  --count N               simulate N usable jobs (default: all)\n"
+    "  --time-scale K          divide every time of the trace by K and schedule in\n"
+    "                          milliseconds, as the live role does (times in --jobs-out\n"
+    "                          are then milliseconds; e.g. K 1000 for a trace written\n"
+    "                          in milliseconds)\n"
     "  --estimates             estimate every pending job's start every cycle and\n"
     "                          report the error of each job's first estimate\n"
     "output:\n"
@@ -70,7 +74,7 @@ struct opts {
     int nsets;
     bool check, json, quiet, estimates, have_gantt_range;
     int64_t procs, diag_at, g_from, g_to;
-    long long node_procs, start, count;
+    long long node_procs, start, count, time_scale;
     const char *policy, *depth, *backfill, *estimate;
 };
 
@@ -123,9 +127,10 @@ static int parse_range(const char *v, struct opts *o)
 }
 
 static const char *const value_opts[] = {
-    "--simulate", "--config",      "--set",         "--procs", "--node-procs", "--policy",
-    "--depth",    "--backfill",    "--estimate",    "--start", "--count",      "--jobs-out",
-    "--gantt",    "--gantt-range", "--diagnose-at", "-c"};
+    "--simulate",   "--config",   "--set",      "--procs",       "--node-procs",
+    "--policy",     "--depth",    "--backfill", "--estimate",    "--start",
+    "--count",      "--jobs-out", "--gantt",    "--gantt-range", "--diagnose-at",
+    "--time-scale", "-c"};
 
 /* Applies one option taking a value; 0, or the exit status of a usage error. */
 static int value_opt(struct opts *o, const char *name, const char *v)
@@ -158,6 +163,9 @@ static int value_opt(struct opts *o, const char *name, const char *v)
     } else if (!strcmp(name, "--count")) {
         if (parse_ll(v, 1, &o->count) < 0)
             return usage_error("--count wants a positive count, not '%s'", v);
+    } else if (!strcmp(name, "--time-scale")) {
+        if (parse_ll(v, 1, &o->time_scale) < 0 || o->time_scale > 1000000000)
+            return usage_error("--time-scale wants a positive divisor, not '%s'", v);
     } else if (!strcmp(name, "--jobs-out"))
         o->jobs_out = v;
     else if (!strcmp(name, "--gantt"))
@@ -247,6 +255,8 @@ static int make_config(const struct opts *o, struct batch_config *c)
     }
     if (o->estimates)
         c->estimates = true;
+    if (o->time_scale)
+        c->unit_per_s = 1000; /* milliseconds, as the live role */
     return 0;
 }
 
@@ -338,15 +348,17 @@ static int print_json(const struct opts *o, const struct batch_config *c,
         r->utilization, "mean_wait_s", r->mean_wait, "median_wait_s", r->median_wait, "max_wait_s",
         r->max_wait, "mean_bsld", r->mean_bsld, "sim_wall_s", r->sim_wall_s, "read_s", read_s,
         "jobs_per_s", r->jobs_per_s, "cycles", (json_int_t)r->cycles, "replans",
-        (json_int_t)r->replans, "makespan_s", (json_int_t)(r->last_end - r->first_submit),
-        "skipped", "no_procs", (json_int_t)in->skip_no_procs, "no_run_time",
-        (json_int_t)in->skip_no_run, "too_wide", (json_int_t)in->skip_too_wide, "bad_submit",
-        (json_int_t)in->skip_bad_submit, "killed_at_walltime", (json_int_t)in->truncated,
-        "no_request", (json_int_t)in->no_request);
+        (json_int_t)r->replans, "makespan_s",
+        (json_int_t)((r->last_end - r->first_submit) / (o->time_scale ? 1000 : 1)), "skipped",
+        "no_procs", (json_int_t)in->skip_no_procs, "no_run_time", (json_int_t)in->skip_no_run,
+        "too_wide", (json_int_t)in->skip_too_wide, "bad_submit", (json_int_t)in->skip_bad_submit,
+        "killed_at_walltime", (json_int_t)in->truncated, "no_request", (json_int_t)in->no_request);
     if (!j)
         return -1;
     if (r->est_mae >= 0)
         json_object_set_new(j, "estimate_mae_s", json_real(r->est_mae));
+    if (o->time_scale)
+        json_object_set_new(j, "time_scale", json_integer(o->time_scale));
     char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(10));
     json_decref(j);
     if (!s)
@@ -415,6 +427,7 @@ static int simulate(struct opts *o, const struct batch_config *c)
     }
     struct sim_opts so = {.procs = machine_procs(o, head),
                           .node_procs = (int32_t)o->node_procs,
+                          .time_scale = o->time_scale,
                           .estimate = o->estimate && !strcmp(o->estimate, "actual")
                                           ? SIM_EST_ACTUAL
                                           : SIM_EST_REQUESTED,
@@ -425,7 +438,7 @@ static int simulate(struct opts *o, const struct batch_config *c)
                           .record_nodes = o->gantt != NULL,
                           .progress = on_progress,
                           .arg = &pr,
-                          .diag_at = o->diag_at,
+                          .diag_at = o->diag_at * (o->time_scale ? 1000 : 1),
                           .diag = o->diag_at >= 0 ? on_diag : NULL};
     struct sim_source src = {stream_next, s};
     bool streamed = so.procs > 0 && so.diag == NULL;
@@ -448,8 +461,9 @@ static int simulate(struct opts *o, const struct batch_config *c)
         fprintf(stderr, "gridnode batch: %s\n", err);
         goto out;
     }
-    int64_t g0 = r.first_submit + (o->have_gantt_range ? o->g_from : 0);
-    int64_t g1 = r.first_submit + (o->have_gantt_range ? o->g_to : 172800);
+    int64_t unit = o->time_scale ? 1000 : 1; /* engine units per second */
+    int64_t g0 = r.first_submit + (o->have_gantt_range ? o->g_from : 0) * unit;
+    int64_t g1 = r.first_submit + (o->have_gantt_range ? o->g_to : 172800) * unit;
     if (o->gantt && simout_gantt(o->gantt, &in, &r, procs, (int32_t)o->node_procs, g0, g1, err,
                                  sizeof err) < 0) {
         fprintf(stderr, "gridnode batch: %s\n", err);
@@ -486,6 +500,8 @@ int cmd_batch(int argc, char **argv)
             rc = usage_error("--estimate wants requested or actual, not '%s'", o.estimate);
         else if (o.check)
             batch_conf_print(&c, stdout);
+        else if (!o.trace && o.time_scale)
+            rc = usage_error("%s only applies to --simulate", "--time-scale");
         else if (!o.trace) {
             rc = live_main(argc, argv, &c);
         } else {

@@ -38,6 +38,14 @@ void sim_result_free(struct sim_result *r)
     memset(r, 0, sizeof *r);
 }
 
+/* A trace time in engine units: seconds, or ms of the time-scaled trace (sim.h). */
+static int64_t scale_time(const struct sim_opts *o, int64_t t)
+{
+    if (o->time_scale <= 0)
+        return t;
+    return (int64_t)((long double)t * 1000 / (long double)o->time_scale + 0.5L);
+}
+
 /* Converts record s into job j; returns 0 when kept, else the counter to bump. */
 static size_t *convert(const struct swf_job *s, const struct sim_opts *o, struct sim_input *in,
                        struct sim_job *j)
@@ -53,16 +61,17 @@ static size_t *convert(const struct swf_job *s, const struct sim_opts *o, struct
         return &in->skip_too_wide;
     memset(j, 0, sizeof *j);
     j->id = s->id;
-    j->submit = s->submit;
+    j->submit = scale_time(o, s->submit);
     j->procs = procs;
     j->user = s->user;
     j->group = s->group;
     j->queue = s->queue;
-    int64_t req = s->req_time > 0 ? s->req_time : s->run;
-    j->walltime = o->estimate == SIM_EST_ACTUAL ? s->run : req;
+    int64_t run = scale_time(o, s->run);
+    int64_t req = s->req_time > 0 ? scale_time(o, s->req_time) : run;
+    j->walltime = o->estimate == SIM_EST_ACTUAL ? run : req;
     if (j->walltime < 1)
         j->walltime = 1;
-    j->run = s->run > j->walltime ? j->walltime : s->run;
+    j->run = run > j->walltime ? j->walltime : run;
     j->start = j->end = -1;
     j->first_estimate = -1;
     return NULL;
@@ -389,13 +398,14 @@ static double kth(double *w, size_t n, size_t k)
 static int summarize(const struct sim_input *in, const struct sim_opts *o, struct sim_result *r)
 {
     double *w = malloc(in->njobs * sizeof *w), work = 0, bsld = 0, err = 0;
+    double unit = o->time_scale > 0 ? 1000 : 1; /* engine units per second */
     if (!w)
         return -1;
     r->first_submit = in->jobs[0].submit;
     r->last_end = r->first_submit;
     for (size_t i = 0; i < in->njobs; i++) {
         const struct sim_job *j = &in->jobs[i];
-        double wait = (double)(j->start - j->submit), run = (double)j->run;
+        double wait = (double)(j->start - j->submit) / unit, run = (double)j->run / unit;
         double sd = (wait + run) / (run > 10 ? run : 10);
         w[i] = wait;
         bsld += sd > 1 ? sd : 1;
@@ -403,7 +413,7 @@ static int summarize(const struct sim_input *in, const struct sim_opts *o, struc
         if (j->end > r->last_end)
             r->last_end = j->end;
         if (j->first_estimate >= 0)
-            err += (double)llabs(j->first_estimate - j->start);
+            err += (double)llabs(j->first_estimate - j->start) / unit;
         r->mean_wait += wait;
         if (wait > r->max_wait)
             r->max_wait = wait;
@@ -414,7 +424,7 @@ static int summarize(const struct sim_input *in, const struct sim_opts *o, struc
         r->median_wait = (r->median_wait + kth(w, n, n / 2 - 1)) / 2;
     r->mean_wait /= (double)n;
     r->mean_bsld = bsld / (double)n;
-    double span = (double)(r->last_end - r->first_submit);
+    double span = (double)(r->last_end - r->first_submit) / unit;
     r->utilization = span > 0 ? work / ((double)o->procs * span) : 0;
     r->est_mae = o->cfg->estimates ? err / (double)n : -1;
     r->jobs = n;

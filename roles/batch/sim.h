@@ -15,7 +15,12 @@
  *  - walltime: --estimate requested uses the requested time (field 9), or the run
  *    time when the request is missing; --estimate actual uses the run time;
  *  - a job whose run time exceeds its walltime is killed at the walltime, as the
- *    resource manager enforces the limit: its simulated run time is the walltime.
+ *    resource manager enforces the limit: its simulated run time is the walltime;
+ *  - with a time scale K (sim_opts.time_scale), every time of the trace (submit, run,
+ *    requested time) is divided by K and the engine counts milliseconds, as in the
+ *    live role (config unit_per_s 1000, which the caller sets): a time t becomes
+ *    t * 1000 / K ms (at least 1 ms for run and walltime). Results (sim_job times,
+ *    CSV) are then in milliseconds; sim_result's figures stay in seconds.
  */
 #ifndef GRIDNODE_BATCH_SIM_H
 #define GRIDNODE_BATCH_SIM_H
@@ -51,6 +56,7 @@ struct sim_input {
 struct sim_opts {
     int64_t procs;      /* machine size */
     int32_t node_procs; /* processors per node (1: the processor-pool model) */
+    int64_t time_scale; /* K > 0: trace times / K, in ms (cfg->unit_per_s 1000); 0: seconds */
     enum sim_estimate estimate;
     size_t start, count; /* job window over the kept jobs; count 0 = all */
     const struct batch_config *cfg;

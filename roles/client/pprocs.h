@@ -30,6 +30,8 @@ struct pproc {
     uint64_t rss_kb, disk_kb;
 };
 
+#define PPROCS_SPARE_MAX 128
+
 struct pprocs {
     struct pproc **p;
     uint32_t n, cap;
@@ -37,9 +39,12 @@ struct pprocs {
     char state_dir[256];
     char watchfs[8][256];
     uint32_t nwatch;
-    size_t max_output; /* stdout and stderr sent per process, each (run.max_output_kb) */
-    uint32_t changes;  /* processes started (or failed to), continued, stopped, killed */
+    size_t max_output;   /* stdout and stderr sent per process, each (run.max_output_kb) */
+    uint32_t changes;    /* processes started (or failed to), continued, stopped, killed */
     int64_t measured_ms; /* monotonic time of the last measurement (pprocs_pack) */
+    /* spare working directories (workroot/spare/s<seq>), reused instead of created */
+    uint32_t spare[PPROCS_SPARE_MAX], nspare, spare_seq;
+    bool spare_ready;
 };
 
 /*

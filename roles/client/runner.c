@@ -55,8 +55,8 @@ static int write_file(const char *path, const void *p, size_t n)
  * not be executed) and errno.
  */
 enum { CHILD_SETUP = 0, CHILD_EXEC = 1 };
-static void child_exec(char *const *argv, bool shell, char *const *env, const char *workdir,
-                       int in, int out, int err, int errpipe)
+static void child_exec(char *const *argv, bool shell, char *const *env, const char *workdir, int in,
+                       int out, int err, int errpipe)
 {
     sigset_t none;
     sigemptyset(&none);
@@ -66,8 +66,8 @@ static void child_exec(char *const *argv, bool shell, char *const *env, const ch
     signal(SIGTERM, SIG_DFL);
     int stage = CHILD_SETUP;
     setpgid(0, 0);
-    if (chdir(workdir) < 0 || in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 ||
-        dup2(out, 1) < 0 || dup2(err, 2) < 0)
+    if (chdir(workdir) < 0 || in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 ||
+        dup2(err, 2) < 0)
         goto fail;
     for (int i = 0; env && env[i]; i++)
         putenv(env[i]);
@@ -158,8 +158,7 @@ int runner_start(struct run *r, char *const *argv, bool shell, const void *in, s
     if (r->pid < 0)
         goto syserr;
     if (r->pid == 0)
-        child_exec(argv, shell, NULL, workdir, open(stdin_path, O_RDONLY), out[1], err[1],
-                   ep[1]);
+        child_exec(argv, shell, NULL, workdir, open(stdin_path, O_RDONLY), out[1], err[1], ep[1]);
     setpgid(r->pid, r->pid); /* also here, so signals work before the child ran */
     close(out[1]);
     close(err[1]);
@@ -174,9 +173,12 @@ syserr:
     snprintf(r->error, sizeof r->error, "cannot start a process: %s", strerror(errno));
     r->host_fault = true;
     for (int i = 0; i < 2; i++) {
-        if (out[i] >= 0) close(out[i]);
-        if (err[i] >= 0) close(err[i]);
-        if (ep[i] >= 0) close(ep[i]);
+        if (out[i] >= 0)
+            close(out[i]);
+        if (err[i] >= 0)
+            close(err[i]);
+        if (ep[i] >= 0)
+            close(ep[i]);
     }
     r->pid = -1;
     return -1;
@@ -242,6 +244,9 @@ void runner_signal(struct run *r, int sig)
 
 void runner_cleanup(struct run *r)
 {
+    if (r->spawn_wait)
+        close(r->spawn_fd);
+    r->spawn_wait = false;
     if (r->out.fd >= 0)
         close(r->out.fd);
     if (r->err.fd >= 0)
@@ -267,7 +272,7 @@ static void pchild(char *const *argv, bool shell, char *const *env, const char *
 }
 
 int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
-                 const char *workdir)
+                 const char *workdir, bool prepared)
 {
     int ep[2] = {-1, -1};
     memset(r, 0, sizeof *r);
@@ -276,8 +281,9 @@ int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
     cap_init(&r->err, 0);
     snprintf(r->workdir, sizeof r->workdir, "%s", workdir);
     r->start_ms = loop_now_ms();
-    nftw(workdir, nftw_rm, 16, FTW_DEPTH | FTW_PHYS);
-    if (mkdir(workdir, 0700) < 0) {
+    if (!prepared)
+        nftw(workdir, nftw_rm, 16, FTW_DEPTH | FTW_PHYS);
+    if (!prepared && mkdir(workdir, 0700) < 0) {
         snprintf(r->error, sizeof r->error, "cannot prepare working directory %s: %s", workdir,
                  strerror(errno));
         r->host_fault = true;
@@ -297,8 +303,19 @@ int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
         pchild(argv, shell, env, workdir, ep[1]);
     setpgid(r->pid, r->pid);
     close(ep[1]);
-    ssize_t n = child_status(r, ep[0], argv[0]);
-    return n > 0 ? -1 : 0; /* on -1 the child exits 127; the caller still reaps it */
+    r->spawn_fd = ep[0]; /* read once the child is reaped: no wait for its exec here */
+    r->spawn_wait = true;
+    snprintf(r->prog, sizeof r->prog, "%s", argv[0]);
+    return 0;
+}
+
+bool runner_spawned(struct run *r)
+{
+    if (!r->spawn_wait)
+        return false;
+    r->spawn_wait = false;
+    /* the child is gone: its end of the pipe is closed, so this read does not block */
+    return child_status(r, r->spawn_fd, r->prog) > 0;
 }
 
 /* Reads the first c->cap bytes of workdir/name into c; trunc when the file is longer. */

@@ -31,6 +31,10 @@ struct run {
     bool host_fault; /* with error: this host is at fault (working directory, pipes,
                         fork), not the task (a program that cannot be executed) */
     char workdir[512];
+    /* runner_spawn: the child's error pipe, read once it exited (runner_spawned) */
+    bool spawn_wait;
+    int spawn_fd;
+    char prog[128];
 };
 
 /*
@@ -60,10 +64,18 @@ int runner_sigchld_fd(void);
  * Starts a parallel process: like runner_start, but with env ("K=V" strings, NULL-
  * terminated) added to its environment, standard input from /dev/null and standard
  * output and error written to the files "stdout" and "stderr" of workdir (kept until
- * runner_cleanup). Returns 0, or -1 with r->error set (a node-side error).
+ * runner_cleanup). Returns 0, or -1 with r->error set (a node-side error: no process).
+ * It does not wait for the child to execute its program (that wait cost a node about
+ * 3 ms per process): a program that cannot be executed exits with status 127 and
+ * runner_spawned, called once the child was reaped, sets r->error then. prepared:
+ * workdir exists and holds nothing but (possibly) the stdout and stderr files, which
+ * the process truncates (a reused directory); else it is made afresh.
  */
 int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
-                 const char *workdir);
+                 const char *workdir, bool prepared);
+/* After a runner_spawn child was reaped: sets r->error (and host_fault) if it could
+ * not set itself up or execute its program. Returns true if so. */
+bool runner_spawned(struct run *r);
 
 /*
  * After a runner_spawn process exited: reads the first max bytes of the files "stdout"
