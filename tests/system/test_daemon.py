@@ -263,3 +263,49 @@ def test_grid_up_after_crash_starts_no_duplicates(gridnode_bin, workdir):
                         os.kill(p, signal.SIGKILL)
             except OSError:
                 pass
+
+
+def test_grid_up_with_batch_runs_jobs_through_the_scheduler(gridnode_bin, workdir):
+    """`scripts/grid up --batch`: a batch role drives the cluster; jobs submitted to it run
+    on the grid's clients; `status` shows its queue; `down` stops it with the rest."""
+    from conftest import REPO
+    grid = str(REPO / "scripts" / "grid")
+    d = workdir / "gb"
+    env = dict(os.environ, GRIDNODE_BIN=gridnode_bin)
+    bport = _free_port()
+    pids = set()
+
+    def sh(*args):
+        r = subprocess.run([grid] + list(args) + ["--dir", str(d)], capture_output=True,
+                           text=True, timeout=scaled(60), env=env, stdin=subprocess.DEVNULL)
+        for f in (d / "pids").glob("*.pid"):
+            pids.add(int(f.read_text()))
+        return r
+
+    try:
+        r = sh("up", "--clients", "2", "--port", str(_free_port()), "--batch-port", str(bport))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "started 4, kept 0" in r.stdout and "batch scheduler on" in r.stdout, r.stdout
+        ep = "tcp://127.0.0.1:%d" % bport
+        r = subprocess.run([gridnode_bin, "submit", "-e", ep, "-n", "3", "--wait",
+                            "--timeout", str(int(scaled(10) * 1000)), "--", "true"],
+                           capture_output=True, text=True, timeout=scaled(120))
+        assert r.returncode == 0, r.stdout + r.stderr
+        r = sh("status")
+        assert r.returncode == 0 and "batch: running" in r.stdout, r.stdout + r.stderr
+        assert "active jobs" in r.stdout, r.stdout
+        r = sh("down")
+        assert r.returncode == 0
+        for p in pids:
+            wait_until(lambda: not os.path.exists("/proc/%d/cmdline" % p) or
+                       open("/proc/%d/stat" % p).read().split(")")[1].split()[0] == "Z",
+                       scaled(15), msg="pid %d stopped" % p)
+    finally:
+        sh("down")
+        for p in pids:
+            try:
+                with open("/proc/%d/cmdline" % p, "rb") as f:
+                    if b"gridnode" in f.read():
+                        os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
