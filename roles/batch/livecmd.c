@@ -12,7 +12,8 @@
  * Admin commands (RESV_SET, RESV_RELEASE) are allowed to the user names listed in
  * batch.admins. The name is the one the request carries: this is NOT security until
  * requests are authenticated (a later issue binds names to keys); it keeps honest
- * users from changing the schedule by mistake. An empty batch.admins allows nobody.
+ * users from changing the schedule by mistake. An empty batch.admins means root and the
+ * user the role runs as.
  *
  * A site reservation (RESERVE, for a metascheduler) starts unbound; the first job
  * submitted into it (SUBMIT/PSUBMIT `resv`) binds it: from then on it is held for
@@ -20,10 +21,12 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lib/log.h"
 #include "lib/text.h"
@@ -297,11 +300,20 @@ void livecmd_apply(struct live *L)
 
 /* ---- helpers ---- */
 
+/*
+ * The requester is an administrator: listed in batch.admins or, when that is empty, root
+ * or the user the batch role runs as (Maui's default primary administrator).
+ */
 static bool is_admin(struct live *L, const msgpack_object *m)
 {
     char user[BATCH_NAME_MAX];
     wire_get_strbuf(m, "user", user, sizeof user);
-    return in_list(L->cfg.live.admins, user);
+    if (L->cfg.live.admins[0])
+        return in_list(L->cfg.live.admins, user);
+    if (!user[0])
+        return false;
+    struct passwd *pw = getpwuid(geteuid());
+    return !strcmp(user, "root") || (pw && !strcmp(user, pw->pw_name));
 }
 
 /* Host name of an engine node ("" unknown). */

@@ -201,3 +201,18 @@ def test_diagnose_and_bad_requests(cluster_factory, client_factory, batch_factor
                            timeout=scaled(10))
         assert r.returncode == 0 and "usage: gridnode " + c in r.stdout
     assert b.alive()
+
+
+def test_default_admins_are_root_and_the_role_user(cluster_factory, client_factory,
+                                                    batch_factory):
+    """An empty batch.admins: root and the user the batch role runs as are administrators
+    (Maui's default primary admin), anyone else is DENIED."""
+    import pwd
+    import os
+    cl, b = grid(cluster_factory, client_factory, batch_factory, bsets={"batch.admins": ""})
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    e = b.client().err(T["RESV_SET"], "DENIED", user="mallory", hosts=["node1"], duration_s=60)
+    assert "mallory" in e["msg"]
+    r = b.rpc(T["RESV_SET"], user=me, hosts=["node1"], duration_s=60)
+    assert r["resv"]["hosts"] == ["node1"], r
+    b.client().ok(T["RESV_RELEASE"], user="root", name=r["resv"]["name"])
