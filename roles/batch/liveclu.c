@@ -386,6 +386,16 @@ static void elem_update(struct live *L, struct ljob *j, uint32_t e, const msgpac
             live_clu_cancel(L, j, e);
     }
     int s = cluster_state(st);
+    int64_t started = wire_get_i64(m, "started", 0);
+    if (started > 0 && started != el->start) {
+        /* the cluster's start, not the cycle's decision, is when the walltime runs
+         * out: the engine's end estimate and every plan after it follow it */
+        el->start = started;
+        el->dirty = j->edirty = true;
+        if (el->in_engine && s == EL_RUNNING &&
+            batch_job_started_at(L->eng, live_eid(j->id, e), started) == 0)
+            live_want_cycle(L);
+    }
     if (s == EL_RUNNING) {
         if (el->state != EL_RUNNING)
             live_elem_set(L, j, e, EL_RUNNING);
