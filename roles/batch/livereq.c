@@ -454,7 +454,7 @@ static void h_node_list(struct req *r)
             wire_put_str(r->reply, "sid", h->sid);
             wire_put_str(r->reply, "node", h->name);
             wire_put_str(r->reply, "cluster", L->cl[i].name);
-            wire_put_u64(r->reply, "cores", (uint64_t)h->nslots);
+            wire_put_u64(r->reply, "cores", (uint64_t)h->ncores);
             wire_put_bool(r->reply, "active", h->up);
             wire_put_bool(r->reply, "procs", true);
         }
