@@ -66,6 +66,10 @@ struct batch_cred_cfg {
     double fstarget; /* percent of the decayed usage */
     int32_t maxjob;  /* running jobs */
     int64_t maxproc; /* running processors */
+    /* [class NAME] only (Maui's CLASSCFG DEFAULT.WCLIMIT / MAX.WCLIMIT), seconds, 0 =
+     * not set: the walltime of a job that gives none, and the most a job may ask for.
+     * The drivers apply them (batch_config_class_walltime); the engine ignores them. */
+    int64_t defwalltime, maxwalltime;
 };
 
 /* Settings of the live driver ([batch], [store], [limits] in batch.ini; the engine
@@ -113,6 +117,9 @@ int batch_config_copy(struct batch_config *dst, const struct batch_config *src);
 struct batch_cred_cfg *batch_config_cred(struct batch_config *c, enum batch_cred_kind kind,
                                          const char *name);
 const char *batch_cred_kind_name(enum batch_cred_kind k);
+/* Class cls's default (max false) or maximum (max true) walltime in seconds: its own
+ * [class cls] setting, else [class DEFAULT]'s, else 0 (none). */
+int64_t batch_config_class_walltime(const struct batch_config *c, const char *cls, bool max);
 
 struct batch_engine;
 

@@ -38,6 +38,21 @@ void sim_result_free(struct sim_result *r)
     memset(r, 0, sizeof *r);
 }
 
+static void cred_name(char *out, char prefix, int64_t n);
+
+/* The walltime of a record without a requested time: its class's defaultwalltime
+ * (batch.ini [class NAME] / [class DEFAULT]) when set, else its run time. */
+static int64_t default_walltime(const struct swf_job *s, const struct sim_opts *o)
+{
+    char cls[BATCH_NAME_MAX];
+    if (s->queue >= 0 && s->queue < SWF_MAX_QUEUES && o->queue_names && o->queue_names[s->queue])
+        snprintf(cls, sizeof cls, "%s", o->queue_names[s->queue]);
+    else
+        cred_name(cls, 'q', s->queue);
+    int64_t d = o->cfg ? batch_config_class_walltime(o->cfg, cls, false) : 0;
+    return d > 0 ? d : s->run;
+}
+
 /* Converts record s into job j; returns 0 when kept, else the counter to bump. */
 static size_t *convert(const struct swf_job *s, const struct sim_opts *o, struct sim_input *in,
                        struct sim_job *j)
@@ -58,7 +73,7 @@ static size_t *convert(const struct swf_job *s, const struct sim_opts *o, struct
     j->user = s->user;
     j->group = s->group;
     j->queue = s->queue;
-    int64_t req = s->req_time > 0 ? s->req_time : s->run;
+    int64_t req = s->req_time > 0 ? s->req_time : default_walltime(s, o);
     j->walltime = o->estimate == SIM_EST_ACTUAL ? s->run : req;
     if (j->walltime < 1)
         j->walltime = 1;
