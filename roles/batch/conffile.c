@@ -214,8 +214,10 @@ static int set_cred(struct ctx *x, enum batch_cred_kind kind, const char *name, 
             return bad(x, "%s is a class setting: put it in [class %s] or [class DEFAULT]", k,
                        name);
         if (duration(v, &n) < 0 || n < 1 || n > 366LL * 86400)
-            return bad(x, "%s must be a duration of 1 s to 366 days ([[DD:]HH:]MM:SS or "
-                          "seconds), not '%s'", k, v);
+            return bad(x,
+                       "%s must be a duration of 1 s to 366 days ([[DD:]HH:]MM:SS or "
+                       "seconds), not '%s'",
+                       k, v);
         *(max ? &cc->maxwalltime : &cc->defwalltime) = n;
     } else {
         return bad(x, "unknown key '%s' in [%s %s]", k, batch_cred_kind_name(kind), name);

@@ -49,9 +49,8 @@ static void base_move_end(struct batch_engine *e, struct bjob *j, int64_t old_en
     for (int32_t k = 0; k < p->ng; k++) {
         if (!cnt[k])
             continue;
-        int rc = j->end_est > old_end
-                     ? bs_profile_add(&p->base[k], old_end, j->end_est, -cnt[k])
-                     : bs_profile_add(&p->base[k], j->end_est, old_end, cnt[k]);
+        int rc = j->end_est > old_end ? bs_profile_add(&p->base[k], old_end, j->end_est, -cnt[k])
+                                      : bs_profile_add(&p->base[k], j->end_est, old_end, cnt[k]);
         if (rc < 0) {
             e->groups_dirty = true;
             return;

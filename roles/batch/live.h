@@ -84,7 +84,7 @@ struct lhost {
     int32_t slot0, nslots, nbase, ncores;
     int32_t *xslot;
     uint64_t mem_mb, disk_mb; /* as last reported */
-    int64_t blocked_until; /* monotonic ms: no new work after a refused start, or 0 */
+    int64_t blocked_until;    /* monotonic ms: no new work after a refused start, or 0 */
     bool up, seen, seen_up;
 };
 

@@ -286,8 +286,8 @@ static void host_resize(struct live *L, struct lclu *c, struct lhost *h, uint64_
             return; /* the next report tries again */
         h->xslot = x;
         while (h->nslots < (int32_t)cores) {
-            int32_t idx = core_add(L, c, (uint32_t)(h - c->hosts), h->name, (uint64_t)h->nslots,
-                                   &cap);
+            int32_t idx =
+                core_add(L, c, (uint32_t)(h - c->hosts), h->name, (uint64_t)h->nslots, &cap);
             if (idx < 0)
                 break;
             h->xslot[h->nslots - h->nbase] = idx;
