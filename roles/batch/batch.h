@@ -66,6 +66,10 @@ struct batch_cred_cfg {
     double fstarget; /* percent of the decayed usage */
     int32_t maxjob;  /* running jobs */
     int64_t maxproc; /* running processors */
+    /* [class NAME] only (Maui's CLASSCFG DEFAULT.WCLIMIT / MAX.WCLIMIT), seconds, 0 =
+     * not set: the walltime of a job that gives none, and the most a job may ask for.
+     * The drivers apply them (batch_config_class_walltime); the engine ignores them. */
+    int64_t defwalltime, maxwalltime;
 };
 
 /* Settings of the live driver ([batch], [store], [limits] in batch.ini; the engine
@@ -113,6 +117,9 @@ int batch_config_copy(struct batch_config *dst, const struct batch_config *src);
 struct batch_cred_cfg *batch_config_cred(struct batch_config *c, enum batch_cred_kind kind,
                                          const char *name);
 const char *batch_cred_kind_name(enum batch_cred_kind k);
+/* Class cls's default (max false) or maximum (max true) walltime in seconds: its own
+ * [class cls] setting, else [class DEFAULT]'s, else 0 (none). */
+int64_t batch_config_class_walltime(const struct batch_config *c, const char *cls, bool max);
 
 struct batch_engine;
 
@@ -131,6 +138,10 @@ struct batch_node_spec {
 int32_t batch_node_add(struct batch_engine *e, const struct batch_node_spec *n);
 /* Marks a node up or down; a down node takes no new work. 0 or -1 (ENOENT). */
 int batch_node_set_up(struct batch_engine *e, int32_t node, bool up);
+/* Changes a node's capacity (the resource manager reports new figures). Safe while a
+ * job runs there: the job keeps the node; the new capacity counts for new work. 0 or -1
+ * (ENOENT, EINVAL bad capacity). */
+int batch_node_set_cap(struct batch_engine *e, int32_t node, const struct batch_res *cap);
 int32_t batch_node_count(const struct batch_engine *e);
 int32_t batch_node_find(const struct batch_engine *e, const char *name);
 const char *batch_node_name(const struct batch_engine *e, int32_t node);
@@ -177,6 +188,10 @@ int batch_job_adopt(struct batch_engine *e, const struct batch_job_spec *s, cons
 /* A running job ended at `when` (<= the time of the next cycle), or a pending job is
  * withdrawn. Its nodes are freed and fairshare charged. 0 or -1 (ENOENT). */
 int batch_job_finish(struct batch_engine *e, uint64_t id, int64_t when);
+/* Running job `id` actually started at `when` (the resource manager's report; the
+ * cycle that started it assumed its own time): its start, expected end and every plan
+ * made after it follow. 0 or -1 (ENOENT, EINVAL if not running). */
+int batch_job_started_at(struct batch_engine *e, uint64_t id, int64_t when);
 /* Sets or clears a hold on a pending job. 0 or -1 (ENOENT, EINVAL if running). */
 int batch_job_hold(struct batch_engine *e, uint64_t id, bool hold);
 int batch_job_info(const struct batch_engine *e, uint64_t id, struct batch_job_info *out);

@@ -208,6 +208,17 @@ static int set_cred(struct ctx *x, enum batch_cred_kind kind, const char *name, 
         if (integer(v, -1, INT64_MAX, &n) < 0)
             return bad(x, "maxproc must be a count (-1: no limit), not '%s'", v);
         cc->maxproc = n;
+    } else if (strcasecmp(k, "defaultwalltime") == 0 || strcasecmp(k, "maxwalltime") == 0) {
+        bool max = strcasecmp(k, "maxwalltime") == 0;
+        if (kind != BATCH_CRED_CLASS)
+            return bad(x, "%s is a class setting: put it in [class %s] or [class DEFAULT]", k,
+                       name);
+        if (duration(v, &n) < 0 || n < 1 || n > 366LL * 86400)
+            return bad(x,
+                       "%s must be a duration of 1 s to 366 days ([[DD:]HH:]MM:SS or "
+                       "seconds), not '%s'",
+                       k, v);
+        *(max ? &cc->maxwalltime : &cc->defwalltime) = n;
     } else {
         return bad(x, "unknown key '%s' in [%s %s]", k, batch_cred_kind_name(kind), name);
     }
@@ -419,5 +430,9 @@ void batch_conf_print(const struct batch_config *c, FILE *out)
         if (!isnan(cc->fstarget))
             fprintf(out, "fstarget = %g\n", cc->fstarget);
         fprintf(out, "maxjob = %d\nmaxproc = %lld\n", cc->maxjob, (long long)cc->maxproc);
+        if (cc->defwalltime)
+            fprintf(out, "defaultwalltime = %lld\n", (long long)cc->defwalltime);
+        if (cc->maxwalltime)
+            fprintf(out, "maxwalltime = %lld\n", (long long)cc->maxwalltime);
     }
 }

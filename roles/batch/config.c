@@ -88,6 +88,22 @@ struct batch_cred_cfg *batch_config_cred(struct batch_config *c, enum batch_cred
     return e;
 }
 
+int64_t batch_config_class_walltime(const struct batch_config *c, const char *cls, bool max)
+{
+    int64_t def = 0;
+    for (size_t i = 0; i < c->ncreds; i++) {
+        const struct batch_cred_cfg *cc = &c->creds[i];
+        if (cc->kind != BATCH_CRED_CLASS)
+            continue;
+        int64_t v = max ? cc->maxwalltime : cc->defwalltime;
+        if (cls && !strcmp(cc->name, cls) && v > 0)
+            return v;
+        if (!strcmp(cc->name, "DEFAULT"))
+            def = v;
+    }
+    return def;
+}
+
 const char *batch_cred_kind_name(enum batch_cred_kind k)
 {
     static const char *const n[BATCH_CRED_KINDS] = {"user", "group", "account", "class", "qos"};

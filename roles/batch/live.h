@@ -78,8 +78,13 @@ struct ljob {
 struct lhost {
     char name[BATCH_NAME_MAX];
     char sid[80];
-    int32_t slot0, nslots; /* engine nodes slot0 .. slot0+nslots-1 (one per core) */
-    int64_t blocked_until; /* monotonic ms: no new work after a refused start, or 0 */
+    /* engine nodes, one per core: slot0 .. slot0+nbase-1, then xslot[0 .. nslots-nbase)
+     * for cores the host gained later (live_host_slot); those from ncores on are kept
+     * down (the host offers fewer cores now) */
+    int32_t slot0, nslots, nbase, ncores;
+    int32_t *xslot;
+    uint64_t mem_mb, disk_mb; /* as last reported */
+    int64_t blocked_until;    /* monotonic ms: no new work after a refused start, or 0 */
     bool up, seen, seen_up;
 };
 
@@ -221,6 +226,11 @@ void livecmd_free(struct live *L);
 void livecmd_apply(struct live *L);
 
 /* liveclu.c */
+/* Engine node of core k (< nslots) of host h. */
+static inline int32_t live_host_slot(const struct lhost *h, int32_t k)
+{
+    return k < h->nbase ? h->slot0 + k : h->xslot[k - h->nbase];
+}
 int live_clusters_open(struct live *L, char *err, size_t errlen);
 void live_clusters_close(struct live *L);
 /* Queues the start of element e of j on its cluster (PSUBMIT with hosts). */

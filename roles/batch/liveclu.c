@@ -166,7 +166,7 @@ static void host_engine_sync(struct live *L, struct lhost *h)
 {
     bool up = h->up && !h->blocked_until;
     for (int32_t k = 0; k < h->nslots; k++)
-        batch_node_set_up(L->eng, h->slot0 + k, up);
+        batch_node_set_up(L->eng, live_host_slot(h, k), up && k < h->ncores);
     live_want_cycle(L);
 }
 
@@ -214,6 +214,97 @@ static void hosts_unblock(struct live *L, struct lclu *c, int64_t now)
     }
 }
 
+/* Room for n more engine nodes in the slot -> host maps; 0/-1. */
+static int slots_reserve(struct live *L, int32_t n)
+{
+    int32_t need = L->nslots + n;
+    if (need <= L->capslots)
+        return 0;
+    int32_t nc = need * 2;
+    int16_t *a = realloc(L->slot_cl, (size_t)nc * sizeof *a);
+    if (a)
+        L->slot_cl = a;
+    int32_t *b = realloc(L->slot_host, (size_t)nc * sizeof *b);
+    if (b)
+        L->slot_host = b;
+    if (!a || !b)
+        return -1;
+    L->capslots = nc;
+    return 0;
+}
+
+/* Adds engine node "host/k" (down) of host number hi of cluster c; its index or -1. */
+static int32_t core_add(struct live *L, struct lclu *c, uint32_t hi, const char *name, uint64_t k,
+                        const struct batch_res *cap)
+{
+    struct batch_node_spec ns;
+    memset(&ns, 0, sizeof ns);
+    /* unique across clusters: the cluster's name in front when it is not the first */
+    char nm[3 * BATCH_NAME_MAX];
+    snprintf(nm, sizeof nm, "%s%s%s/%llu", c->idx ? c->name : "", c->idx ? ":" : "", name,
+             (unsigned long long)k);
+    text_copy(ns.name, sizeof ns.name, nm, strlen(nm));
+    snprintf(ns.class_, sizeof ns.class_, "%s", c->name);
+    ns.cap = *cap;
+    if (slots_reserve(L, 1) < 0)
+        return -1;
+    int32_t idx = batch_node_add(L->eng, &ns);
+    if (idx < 0) {
+        log_warn("cannot add node %s to the scheduler", ns.name);
+        return -1;
+    }
+    batch_node_set_up(L->eng, idx, false);
+    L->slot_cl[idx] = (int16_t)c->idx;
+    L->slot_host[idx] = (int32_t)hi;
+    L->nslots = idx + 1;
+    return idx;
+}
+
+/* One core's share of a host's memory and disk. */
+static struct batch_res core_cap(uint64_t cores, uint64_t mem, uint64_t disk)
+{
+    return (struct batch_res){1, (int64_t)(mem / cores), (int64_t)(disk / cores), 0};
+}
+
+/*
+ * Host h now offers `cores` cores, mem and disk (a client restarted with more slots,
+ * memory added): cores it never had become new engine nodes, cores it no longer
+ * offers stay down (a job running there keeps them until it ends), and every core's
+ * share of memory and disk is updated (batch_node_set_cap: safe while jobs run).
+ */
+static void host_resize(struct live *L, struct lclu *c, struct lhost *h, uint64_t cores,
+                        uint64_t mem, uint64_t disk)
+{
+    if (!cores || cores > 4096 ||
+        ((int32_t)cores == h->ncores && mem == h->mem_mb && disk == h->disk_mb))
+        return;
+    struct batch_res cap = core_cap(cores, mem, disk);
+    if ((int32_t)cores > h->nslots) {
+        int32_t more = (int32_t)cores - h->nslots;
+        int32_t *x = realloc(h->xslot, (size_t)(h->nslots - h->nbase + more) * sizeof *x);
+        if (!x)
+            return; /* the next report tries again */
+        h->xslot = x;
+        while (h->nslots < (int32_t)cores) {
+            int32_t idx =
+                core_add(L, c, (uint32_t)(h - c->hosts), h->name, (uint64_t)h->nslots, &cap);
+            if (idx < 0)
+                break;
+            h->xslot[h->nslots - h->nbase] = idx;
+            h->nslots++;
+        }
+    }
+    log_info("cluster %s: host %s now offers %llu cores (was %d), %llu MB memory, %llu MB disk",
+             c->name, h->name, (unsigned long long)cores, h->ncores, (unsigned long long)mem,
+             (unsigned long long)disk);
+    h->ncores = (int32_t)cores < h->nslots ? (int32_t)cores : h->nslots;
+    h->mem_mb = mem;
+    h->disk_mb = disk;
+    for (int32_t k = 0; k < h->nslots; k++)
+        batch_node_set_cap(L->eng, live_host_slot(h, k), &cap);
+    host_engine_sync(L, h);
+}
+
 /* The host named name of cluster c, created (with its engine nodes, down) if new. */
 static struct lhost *host_get(struct live *L, struct lclu *c, const char *name, uint64_t cores,
                               uint64_t mem, uint64_t disk)
@@ -221,56 +312,29 @@ static struct lhost *host_get(struct live *L, struct lclu *c, const char *name, 
     for (uint32_t i = 0; i < c->nhosts; i++)
         if (!strcmp(c->hosts[i].name, name))
             return &c->hosts[i];
-    if (!cores || cores > 4096 || strlen(name) >= BATCH_NAME_MAX - 8 || c->nhosts == c->caphosts) {
+    if (!cores || cores > 4096 || strlen(name) >= BATCH_NAME_MAX - 8)
+        return NULL;
+    if (c->nhosts == c->caphosts) {
         uint32_t nc = c->caphosts ? c->caphosts * 2 : 16;
-        void *p = (!cores || cores > 4096 || strlen(name) >= BATCH_NAME_MAX - 8)
-                      ? NULL
-                      : realloc(c->hosts, nc * sizeof *c->hosts);
+        void *p = realloc(c->hosts, nc * sizeof *c->hosts);
         if (!p)
             return NULL;
         c->hosts = p;
         c->caphosts = nc;
     }
-    int32_t need = L->nslots + (int32_t)cores;
-    if (need > L->capslots) {
-        int32_t nc = need * 2;
-        int16_t *a = realloc(L->slot_cl, (size_t)nc * sizeof *a);
-        if (a)
-            L->slot_cl = a;
-        int32_t *b = realloc(L->slot_host, (size_t)nc * sizeof *b);
-        if (b)
-            L->slot_host = b;
-        if (!a || !b)
-            return NULL;
-        L->capslots = nc;
-    }
+    if (slots_reserve(L, (int32_t)cores) < 0)
+        return NULL;
     struct lhost *h = &c->hosts[c->nhosts];
     memset(h, 0, sizeof *h);
     snprintf(h->name, sizeof h->name, "%s", name);
     h->slot0 = L->nslots;
-    for (uint64_t k = 0; k < cores; k++) {
-        struct batch_node_spec ns;
-        memset(&ns, 0, sizeof ns);
-        /* unique across clusters: the cluster's name in front when it is not the first */
-        char nm[3 * BATCH_NAME_MAX];
-        snprintf(nm, sizeof nm, "%s%s%s/%llu", c->idx ? c->name : "", c->idx ? ":" : "", name,
-                 (unsigned long long)k);
-        text_copy(ns.name, sizeof ns.name, nm, strlen(nm));
-        snprintf(ns.class_, sizeof ns.class_, "%s", c->name);
-        ns.cap.procs = 1;
-        ns.cap.mem = (int64_t)(mem / cores);
-        ns.cap.disk = (int64_t)(disk / cores);
-        int32_t idx = batch_node_add(L->eng, &ns);
-        if (idx < 0) {
-            log_warn("cannot add node %s to the scheduler", ns.name);
+    struct batch_res cap = core_cap(cores, mem, disk);
+    for (uint64_t k = 0; k < cores; k++)
+        if (core_add(L, c, c->nhosts, name, k, &cap) < 0)
             return NULL;
-        }
-        batch_node_set_up(L->eng, idx, false);
-        L->slot_cl[idx] = (int16_t)c->idx;
-        L->slot_host[idx] = (int32_t)c->nhosts;
-        L->nslots = idx + 1;
-    }
-    h->nslots = (int32_t)cores;
+    h->nslots = h->nbase = h->ncores = (int32_t)cores;
+    h->mem_mb = mem;
+    h->disk_mb = disk;
     c->nhosts++;
     return h;
 }
@@ -283,8 +347,8 @@ int32_t live_host_free_slot(struct live *L, int cl, const char *host, const int3
         struct lhost *h = &c->hosts[i];
         if (strcmp(h->name, host))
             continue;
-        for (int32_t k = 0; k < h->nslots; k++) {
-            int32_t s = h->slot0 + k;
+        for (int32_t k = 0; k < h->ncores; k++) {
+            int32_t s = live_host_slot(h, k);
             bool used = false;
             for (int32_t t = 0; t < ntaken && !used; t++)
                 used = taken[t] == s;
@@ -307,10 +371,14 @@ static void host_update(struct live *L, struct lclu *c, const msgpack_object *m,
         return;
     bool active = wire_get_bool(m, "active", false);
     uint64_t cores = wire_get_u64(m, "slots", 0); /* the cores it offers, else all */
-    struct lhost *h = host_get(L, c, name, cores ? cores : wire_get_u64(m, "cores", 0),
-                               wire_get_u64(m, "mem_mb", 0), wire_get_u64(m, "disk_mb", 0));
+    if (!cores)
+        cores = wire_get_u64(m, "cores", 0);
+    uint64_t mem = wire_get_u64(m, "mem_mb", 0), disk = wire_get_u64(m, "disk_mb", 0);
+    struct lhost *h = host_get(L, c, name, cores, mem, disk);
     if (!h)
         return;
+    if (active) /* an inactive session's row is stale: not the host's size now */
+        host_resize(L, c, h, cores, mem, disk);
     if (sync) { /* during a resync: up if any of its sessions is active */
         h->seen = true;
         if (active) {
@@ -386,6 +454,16 @@ static void elem_update(struct live *L, struct ljob *j, uint32_t e, const msgpac
             live_clu_cancel(L, j, e);
     }
     int s = cluster_state(st);
+    int64_t started = wire_get_i64(m, "started", 0);
+    if (started > 0 && started != el->start) {
+        /* the cluster's start, not the cycle's decision, is when the walltime runs
+         * out: the engine's end estimate and every plan after it follow it */
+        el->start = started;
+        el->dirty = j->edirty = true;
+        if (el->in_engine && s == EL_RUNNING &&
+            batch_job_started_at(L->eng, live_eid(j->id, e), started) == 0)
+            live_want_cycle(L);
+    }
     if (s == EL_RUNNING) {
         if (el->state != EL_RUNNING)
             live_elem_set(L, j, e, EL_RUNNING);
@@ -899,6 +977,8 @@ void live_clusters_close(struct live *L)
                 loop_remove_socket(L->loop, c->sock);
             zmq_close(c->sock);
         }
+        for (uint32_t h = 0; h < c->nhosts; h++)
+            free(c->hosts[h].xslot);
         free(c->hosts);
         free(c->req);
         memset(c, 0, sizeof *c);

@@ -935,8 +935,8 @@ static char *nodes_of_hosts(struct live *L, const msgpack_object *a, char *why, 
                     memcmp(lh->name, o->via.str.ptr, o->via.str.size))
                     continue;
                 found = true;
-                for (int32_t k = 0; k < lh->nslots; k++) {
-                    const char *nn = batch_node_name(L->eng, lh->slot0 + k);
+                for (int32_t k = 0; k < lh->ncores; k++) {
+                    const char *nn = batch_node_name(L->eng, live_host_slot(lh, k));
                     size_t need = len + strlen(nn) + 2;
                     if (need > cap) {
                         cap = need * 2;
@@ -1174,11 +1174,11 @@ static void h_site_info(struct live *L, const struct wire_msg *m, struct wire_bu
         for (uint32_t h = 0; h < L->cl[c].nhosts; h++) {
             const struct lhost *lh = &L->cl[c].hosts[h];
             hosts++;
-            cores += (uint64_t)lh->nslots;
-            cc += (uint64_t)lh->nslots;
+            cores += (uint64_t)lh->ncores;
+            cc += (uint64_t)lh->ncores;
             if (lh->up) {
                 up++;
-                cores_up += (uint64_t)lh->nslots;
+                cores_up += (uint64_t)lh->ncores;
             }
         }
         if (cc > largest)
@@ -1196,7 +1196,7 @@ static void h_site_info(struct live *L, const struct wire_msg *m, struct wire_bu
     }
     wire_begin(reply, WT_SITE, m->id, 1);
     wire_put_key(reply, "site");
-    wire_pack_map(reply, 11);
+    wire_pack_map(reply, 12);
     wire_put_u64(reply, "clusters", (uint64_t)L->ncl);
     wire_put_u64(reply, "hosts", hosts);
     wire_put_u64(reply, "hosts_up", up);
@@ -1207,6 +1207,7 @@ static void h_site_info(struct live *L, const struct wire_msg *m, struct wire_bu
     wire_put_u64(reply, "queued", queued);
     wire_put_u64(reply, "running", running);
     wire_put_u64(reply, "reservations", L->nresv);
+    wire_put_u64(reply, "cycles", L->cycles); /* scheduling cycles run since start */
     wire_put_i64(reply, "now", live_now(L));
 }
 

@@ -59,6 +59,33 @@ static char *dup_field(const msgpack_object *m, const char *k)
     return s && l ? strndup(s, l) : NULL;
 }
 
+/*
+ * The class walltimes ([class NAME] defaultwalltime / maxwalltime, Maui's
+ * DEFAULT.WCLIMIT / MAX.WCLIMIT): a job without limit_s gets its class's default
+ * (else LIVE_DEFAULT_WALLTIME_S, already set); a job asking for more than its class's
+ * maximum is refused naming both. The class is the job's, else the default cluster's.
+ * NULL, or why (in buf).
+ */
+static const char *class_walltime(const struct live *L, struct ljob *j, bool unset, char *buf,
+                                  size_t len)
+{
+    const char *cls = j->class_ && *j->class_ ? j->class_ : L->cl[L->default_cl].name;
+    int64_t def = batch_config_class_walltime(&L->cfg, cls, false);
+    int64_t max = batch_config_class_walltime(&L->cfg, cls, true);
+    if (unset && def > 0)
+        j->limit_s = def;
+    if (unset && max > 0 && j->limit_s > max)
+        j->limit_s = max; /* no default set: the class's maximum, not more */
+    if (max > 0 && j->limit_s > max) {
+        snprintf(buf, len,
+                 "limit_s %lld s is over the maximum walltime of class %s (%lld s): ask for "
+                 "less or use another class",
+                 (long long)j->limit_s, cls, (long long)max);
+        return buf;
+    }
+    return NULL;
+}
+
 bool live_class_unknown(const struct live *L, const char *cls, char *why, size_t len)
 {
     for (int i = 0; i < L->ncl; i++)
@@ -188,6 +215,8 @@ static void new_job(struct req *r, bool parallel)
     char cwhy[BATCH_NAME_MAX + 300];
     if (!why && j->class_ && live_class_unknown(L, j->class_, cwhy, sizeof cwhy))
         why = cwhy;
+    if (!why)
+        why = class_walltime(L, j, !wire_get(m, "limit_s"), cwhy, sizeof cwhy);
     if (!why && j->resv)
         why = livecmd_resv_check(L, j);
     if (why || !(j->el = calloc(j->ntasks, sizeof *j->el))) {
@@ -454,7 +483,7 @@ static void h_node_list(struct req *r)
             wire_put_str(r->reply, "sid", h->sid);
             wire_put_str(r->reply, "node", h->name);
             wire_put_str(r->reply, "cluster", L->cl[i].name);
-            wire_put_u64(r->reply, "cores", (uint64_t)h->nslots);
+            wire_put_u64(r->reply, "cores", (uint64_t)h->ncores);
             wire_put_bool(r->reply, "active", h->up);
             wire_put_bool(r->reply, "procs", true);
         }

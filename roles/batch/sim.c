@@ -46,6 +46,24 @@ static int64_t scale_time(const struct sim_opts *o, int64_t t)
     return (int64_t)((long double)t * 1000 / (long double)o->time_scale + 0.5L);
 }
 
+static void cred_name(char *out, char prefix, int64_t n);
+
+/* The walltime (engine units) of a record without a requested time: its class's
+ * defaultwalltime (batch.ini [class NAME] / [class DEFAULT], seconds; ms when the trace
+ * is time-scaled, as in the live role) when set, else its run time `run`. */
+static int64_t default_walltime(const struct swf_job *s, const struct sim_opts *o, int64_t run)
+{
+    char cls[BATCH_NAME_MAX];
+    if (s->queue >= 0 && s->queue < SWF_MAX_QUEUES && o->queue_names && o->queue_names[s->queue])
+        snprintf(cls, sizeof cls, "%s", o->queue_names[s->queue]);
+    else
+        cred_name(cls, 'q', s->queue);
+    int64_t d = o->cfg ? batch_config_class_walltime(o->cfg, cls, false) : 0;
+    if (d <= 0)
+        return run;
+    return o->time_scale > 0 ? d * 1000 : d;
+}
+
 /* Converts record s into job j; returns 0 when kept, else the counter to bump. */
 static size_t *convert(const struct swf_job *s, const struct sim_opts *o, struct sim_input *in,
                        struct sim_job *j)
@@ -67,7 +85,7 @@ static size_t *convert(const struct swf_job *s, const struct sim_opts *o, struct
     j->group = s->group;
     j->queue = s->queue;
     int64_t run = scale_time(o, s->run);
-    int64_t req = s->req_time > 0 ? scale_time(o, s->req_time) : run;
+    int64_t req = s->req_time > 0 ? scale_time(o, s->req_time) : default_walltime(s, o, run);
     j->walltime = o->estimate == SIM_EST_ACTUAL ? run : req;
     if (j->walltime < 1)
         j->walltime = 1;
