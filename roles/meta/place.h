@@ -1,0 +1,79 @@
+/*
+ * place.h - the metascheduler's placement policy, pure C without I/O (MISSION M2, M3).
+ *
+ * The live role (gridnode meta) and its simulator (gridnode meta --simulate) both call
+ * these functions: one policy, two drivers. The caller knows each site's resources (the
+ * information service, M2) and, for the estimate-based policies, each eligible site's
+ * earliest start for the job (ESTIMATE replies, or the simulated site's engine); these
+ * functions decide which sites may hold a job and in which order to try them.
+ *
+ * Times are milliseconds (int64); memory and disk are MB.
+ */
+#ifndef GRIDNODE_META_PLACE_H
+#define GRIDNODE_META_PLACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define META_NEVER INT64_MAX
+
+enum meta_policy {
+    META_EARLIEST_COMPLETION, /* default: estimated start + walltime / speed, earliest first */
+    META_EARLIEST_START,      /* estimated start, earliest first */
+    META_LEAST_QUEUED,        /* least queued work per processor (no estimates needed) */
+    META_ROUND_ROBIN,         /* eligible sites in turn (no estimates needed) */
+    META_RANDOM,              /* a random eligible site (no estimates needed) */
+    META_SLURM_M,             /* Slurm's sbatch -M: earliest start at submit; the caller makes
+                               * no reservation and never re-evaluates */
+    META_NPOLICIES
+};
+
+/* What the information service knows of one site. */
+struct meta_site {
+    bool up;             /* answering, and taking jobs */
+    double speed;        /* relative speed (1 = reference); a job's run time is walltime / speed */
+    int32_t total_procs; /* processors of the whole site */
+    int32_t max_procs;   /* the widest job it can ever run (its largest partition) */
+    int64_t max_mem;     /* per process, MB; 0 = no limit known */
+    int64_t max_disk;    /* per process, MB; 0 = no limit known */
+    int64_t queued_work; /* processor-ms of work queued or running there */
+};
+
+/* A job's resource request. */
+struct meta_request {
+    int32_t procs;
+    int64_t mem, disk; /* per process, MB */
+    int64_t walltime;  /* ms, at speed 1 */
+};
+
+/* Parses a policy name ("estimate", "earliest_start", "least_queued", "round_robin",
+ * "random", "slurm_m"); -1 if unknown. */
+int meta_policy_parse(const char *name);
+const char *meta_policy_name(enum meta_policy p);
+/* Whether the policy needs the sites' start estimates. */
+bool meta_policy_uses_estimates(enum meta_policy p);
+
+/* Whether site s can ever hold request r (M2): up, wide enough, memory and disk. When
+ * it cannot, why (if not NULL) gets the reason. */
+bool meta_site_can_hold(const struct meta_site *s, const struct meta_request *r, char *why,
+                        size_t whylen);
+
+/*
+ * Orders the candidate sites for request r under policy p, best first. cand[0..n) are
+ * site indices into sites[] (sites the caller found eligible); start[i] is cand[i]'s
+ * estimated start (ms since the epoch, META_NEVER if it gave none or cannot) and is read
+ * only by the estimate-based policies. Writes the order into out[0..n) (site indices)
+ * and returns how many sites are worth trying (those with an estimate, for the estimate
+ * policies; all n otherwise). *state carries round-robin position and the random
+ * generator between calls (start it at any value, e.g. a seed). Ties go to the lower
+ * site index, so results are reproducible.
+ */
+size_t meta_rank(enum meta_policy p, const struct meta_site *sites, const int *cand,
+                 const int64_t *start, size_t n, const struct meta_request *r, uint64_t *state,
+                 int *out);
+
+/* The estimated completion (ms) of r starting at `start` on site s: start + walltime / speed. */
+int64_t meta_completion(const struct meta_site *s, const struct meta_request *r, int64_t start);
+
+#endif

@@ -1,0 +1,122 @@
+/* test_meta_place.c - the metascheduler's placement policy (roles/meta/place.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "roles/meta/place.h"
+
+static const struct meta_site sites[4] = {
+    {true, 1.0, 128, 128, 0, 0, 1000},  /* 0: reference speed */
+    {true, 2.0, 64, 64, 512, 0, 64000}, /* 1: twice as fast, narrower, 512 MB */
+    {false, 1.0, 256, 256, 0, 0, 0},    /* 2: down */
+    {true, 0.5, 512, 256, 0, 100, 0},   /* 3: slow, widest job 256, 100 MB disk */
+};
+
+static void test_can_hold(void **st)
+{
+    (void)st;
+    char why[160];
+    struct meta_request r = {100, 256, 50, 3600000};
+    assert_true(meta_site_can_hold(&sites[0], &r, why, sizeof why));
+    assert_false(meta_site_can_hold(&sites[1], &r, why, sizeof why));
+    assert_non_null(strstr(why, "widest job it can run has 64"));
+    assert_false(meta_site_can_hold(&sites[2], &r, why, sizeof why));
+    assert_string_equal(why, "the site is down");
+    r.procs = 8;
+    r.mem = 1024;
+    assert_false(meta_site_can_hold(&sites[1], &r, why, sizeof why));
+    assert_non_null(strstr(why, "memory"));
+    r.mem = 0;
+    r.disk = 200;
+    assert_false(meta_site_can_hold(&sites[3], &r, why, sizeof why));
+    assert_non_null(strstr(why, "disk"));
+}
+
+static void test_estimate_policies(void **st)
+{
+    (void)st;
+    struct meta_request r = {8, 0, 0, 3600000}; /* an hour at speed 1 */
+    int cand[3] = {0, 1, 3};
+    /* site 0 starts now, site 1 in 20 min (but runs the hour in 30 min), site 3 never */
+    int64_t start[3] = {1000000, 1000000 + 1200000, META_NEVER};
+    int out[3];
+    uint64_t state = 0;
+    /* earliest completion: site 1 ends at +50 min, site 0 at +60 min; site 3 left out */
+    assert_int_equal(meta_rank(META_EARLIEST_COMPLETION, sites, cand, start, 3, &r, &state, out),
+                     2);
+    assert_int_equal(out[0], 1);
+    assert_int_equal(out[1], 0);
+    assert_int_equal(meta_completion(&sites[1], &r, start[1]), 1000000 + 1200000 + 1800000);
+    /* earliest start (and Slurm's -M): site 0 first */
+    assert_int_equal(meta_rank(META_EARLIEST_START, sites, cand, start, 3, &r, &state, out), 2);
+    assert_int_equal(out[0], 0);
+    assert_int_equal(meta_rank(META_SLURM_M, sites, cand, start, 3, &r, &state, out), 2);
+    assert_int_equal(out[0], 0);
+    /* ties go to the lower site index */
+    int64_t same[3] = {5, 5, 5};
+    assert_int_equal(meta_rank(META_EARLIEST_START, sites, cand, same, 3, &r, &state, out), 3);
+    assert_int_equal(out[0], 0);
+    assert_int_equal(out[1], 1);
+    assert_int_equal(out[2], 3);
+}
+
+static void test_queue_and_rotation(void **st)
+{
+    (void)st;
+    struct meta_request r = {1, 0, 0, 60000};
+    int cand[3] = {3, 0, 1};
+    int out[3];
+    uint64_t state = 0;
+    /* least queued work per processor: 3 (0/512), 0 (1000/128), 1 (64000/64) */
+    assert_int_equal(meta_rank(META_LEAST_QUEUED, sites, cand, NULL, 3, &r, &state, out), 3);
+    assert_int_equal(out[0], 3);
+    assert_int_equal(out[1], 0);
+    assert_int_equal(out[2], 1);
+    /* round robin: 0, 1, 3, 0, ... each time a rotation of all candidates */
+    int firsts[4];
+    for (int k = 0; k < 4; k++) {
+        assert_int_equal(meta_rank(META_ROUND_ROBIN, sites, cand, NULL, 3, &r, &state, out), 3);
+        firsts[k] = out[0];
+        assert_true(out[0] != out[1] && out[1] != out[2] && out[0] != out[2]);
+    }
+    assert_int_equal(firsts[0], 0);
+    assert_int_equal(firsts[1], 1);
+    assert_int_equal(firsts[2], 3);
+    assert_int_equal(firsts[3], 0);
+    /* random: reproducible from the seed, every candidate reached */
+    uint64_t a = 42, b = 42;
+    int seen[4] = {0};
+    for (int k = 0; k < 200; k++) {
+        int o2[3];
+        meta_rank(META_RANDOM, sites, cand, NULL, 3, &r, &a, out);
+        meta_rank(META_RANDOM, sites, cand, NULL, 3, &r, &b, o2);
+        assert_memory_equal(out, o2, sizeof out);
+        seen[out[0]]++;
+    }
+    assert_true(seen[0] > 20 && seen[1] > 20 && seen[3] > 20);
+}
+
+static void test_names(void **st)
+{
+    (void)st;
+    for (int p = 0; p < META_NPOLICIES; p++)
+        assert_int_equal(meta_policy_parse(meta_policy_name(p)), p);
+    assert_int_equal(meta_policy_parse("fastest"), -1);
+    assert_true(meta_policy_uses_estimates(META_EARLIEST_COMPLETION));
+    assert_false(meta_policy_uses_estimates(META_ROUND_ROBIN));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_can_hold),
+        cmocka_unit_test(test_estimate_policies),
+        cmocka_unit_test(test_queue_and_rotation),
+        cmocka_unit_test(test_names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
