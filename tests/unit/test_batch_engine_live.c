@@ -153,12 +153,28 @@ static void test_set_cap(void **state)
     batch_engine_destroy(&e);
 }
 
+/* A job that outlives its walltime is assumed to end the grace (60 s) after the cycle
+ * that notices it, in the engine's units: 60,000 ms in the live role, not 60 ms. */
+static void test_overrun_grace_in_engine_units(void **state)
+{
+    (void)state;
+    struct batch_engine *e = eng();
+    node(e, "n1", 1, 0);
+    submit(e, 1, 1, 0, 1000, 0);
+    cycle(e, 0);
+    assert_int_equal(info(e, 1).state, BATCH_JOB_RUNNING);
+    cycle(e, 1500); /* past its 1 s walltime, not reported ended */
+    assert_int_equal(info(e, 1).end_est, 1500 + 60 * 1000);
+    batch_engine_destroy(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_started_at),
         cmocka_unit_test(test_started_at_late_report),
         cmocka_unit_test(test_set_cap),
+        cmocka_unit_test(test_overrun_grace_in_engine_units),
     };
     return cmocka_run_group_tests_name("batch_engine_live", tests, NULL, NULL);
 }
