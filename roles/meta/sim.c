@@ -516,6 +516,7 @@ int msim_run(const struct msim_scenario *s, const struct msim_workload *w, int k
     if (w->in.njobs == 0)
         return fail(err, len, "no job to simulate");
     struct run x = {.s = s, .w = w, .kind = kind, .r = r, .rank_state = s->seed};
+    memset(r, 0, sizeof *r);
     r->kind = kind;
     r->jobs = calloc(w->in.njobs, sizeof *r->jobs);
     x.resv = calloc(w->in.njobs, sizeof *x.resv);

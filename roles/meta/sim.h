@@ -103,8 +103,8 @@ int msim_workload(const struct msim_scenario *s, const struct swf_trace *t,
                   struct msim_workload *w, char *err, size_t len);
 void msim_workload_free(struct msim_workload *w);
 
-/* Runs one kind (a policy or MSIM_POOLED) over w; fills r (zeroed by the caller). 0 or -1
- * with err. */
+/* Runs one kind (a policy or MSIM_POOLED) over w; fills r (its old contents are dropped
+ * without freeing). 0 or -1 with err. */
 int msim_run(const struct msim_scenario *s, const struct msim_workload *w, int kind,
              struct msim_result *r, char *err, size_t len);
 void msim_result_free(struct msim_result *r);
