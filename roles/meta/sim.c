@@ -111,6 +111,7 @@ struct run {
     size_t *placed, nplaced, capplaced; /* grid jobs placed and not started, oldest first */
     uint64_t rank_state;
     int64_t now;
+    size_t pending; /* queued at some site, not started */
 };
 
 static int64_t at_speed(int64_t t, double speed)
@@ -135,6 +136,7 @@ static int submit(struct run *x, size_t idx, int32_t site)
     if (batch_job_submit(x->e[site], &s) < 0)
         return -1;
     x->r->jobs[idx].site = site;
+    x->pending++;
     x->pend_work[site] += (int64_t)j->procs * s.walltime;
     x->dirty[site] = true;
     return 0;
@@ -305,6 +307,7 @@ static int reevaluate(struct run *x)
             /* now queued at s: withdraw at the old site */
             const struct sim_job *j = &x->w->in.jobs[idx];
             batch_job_finish(x->e[old], idx + 1, x->now);
+            x->pending--;
             x->pend_work[old] -= (int64_t)j->procs * at_speed(j->walltime, x->speed[old]);
             if (oldresv[0])
                 batch_resv_release(x->e[old], oldresv);
@@ -337,6 +340,7 @@ static int cycles(struct run *x)
             struct msim_job *mj = &x->r->jobs[idx];
             int64_t wall = at_speed(j->walltime, x->speed[s]);
             mj->start = x->now;
+            x->pending--;
             mj->run = at_speed(j->run, x->speed[s]);
             if (mj->run > wall)
                 mj->run = wall;
@@ -447,14 +451,14 @@ static int loop(struct run *x, char *err, size_t len)
     if (!arrivals)
         return fail(err, len, "out of memory");
     int rc = -1;
-    while (i < n || x->h.n) {
+    while (i < n || x->h.n || x->pending) {
         int64_t t = i < n ? w->in.jobs[i].submit : BATCH_NEVER;
         if (x->h.n && x->h.v[0].t < t)
             t = x->h.v[0].t;
         for (size_t s = 0; s < x->nengines; s++)
             t = x->wake[s] < t ? x->wake[s] : t;
         if (t == BATCH_NEVER) {
-            fail(err, len, "jobs can never start (the sites are too small)");
+            fail(err, len, "%zu jobs can never start (the sites are too small)", x->pending);
             goto out;
         }
         x->now = t;
