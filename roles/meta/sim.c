@@ -106,8 +106,8 @@ struct run {
     int64_t pend_work[MSIM_MAX_SITES], run_end[MSIM_MAX_SITES], run_procs[MSIM_MAX_SITES];
     struct heap h;
     struct msim_result *r;
-    char (*resv)[BATCH_NAME_MAX]; /* per job: its reservation at its site, "" none */
-    int64_t *resv_start;          /* per job: that reservation's start */
+    char (*resv)[BATCH_NAME_MAX];       /* per job: its reservation at its site, "" none */
+    int64_t *resv_start;                /* per job: that reservation's start */
     size_t *placed, nplaced, capplaced; /* grid jobs placed and not started, oldest first */
     uint64_t rank_state;
     int64_t now;
@@ -152,8 +152,7 @@ static int64_t estimate(struct run *x, size_t idx, int32_t site)
     q.per_task.procs = 1;
     q.job = idx + 1;
     struct batch_window win;
-    if (batch_estimate(x->e[site], &q, at_speed(j->walltime, x->speed[site]), x->now, &win, 1) ==
-        0)
+    if (batch_estimate(x->e[site], &q, at_speed(j->walltime, x->speed[site]), x->now, &win, 1) == 0)
         return BATCH_NEVER;
     return win.from;
 }
@@ -281,7 +280,8 @@ static int reevaluate(struct run *x)
         bool by_completion = x->kind == META_EARLIEST_COMPLETION;
         int64_t cur_key = by_completion ? meta_completion(&x->info[old], &rq, cur) : cur;
         for (size_t s = 0; s < x->nengines; s++) {
-            if ((int32_t)s == old || !x->changed[s] || !meta_site_can_hold(&x->info[s], &rq, NULL, 0))
+            if ((int32_t)s == old || !x->changed[s] ||
+                !meta_site_can_hold(&x->info[s], &rq, NULL, 0))
                 continue;
             int64_t t = estimate(x, idx, (int32_t)s);
             if (t == BATCH_NEVER)
@@ -394,7 +394,8 @@ static int build(struct run *x, char *err, size_t len)
                 return fail(err, len, "site %s: adding node %s: %s", site->name, n.name,
                             strerror(errno));
         }
-        x->info[i] = (struct meta_site){.up = true, .speed = x->speed[i],
+        x->info[i] = (struct meta_site){.up = true,
+                                        .speed = x->speed[i],
                                         .total_procs = nodes * n.cap.procs,
                                         .max_procs = nodes * n.cap.procs};
         x->wake[i] = BATCH_NEVER;

@@ -99,8 +99,8 @@ int msim_scenario_load_string(struct msim_scenario *s, const char *text, const c
                               char *err, size_t len);
 
 /* Converts and splits trace t under s into w (zeroed by the caller). 0 or -1 (err). */
-int msim_workload(const struct msim_scenario *s, const struct swf_trace *t,
-                  struct msim_workload *w, char *err, size_t len);
+int msim_workload(const struct msim_scenario *s, const struct swf_trace *t, struct msim_workload *w,
+                  char *err, size_t len);
 void msim_workload_free(struct msim_workload *w);
 
 /* Runs one kind (a policy or MSIM_POOLED) over w; fills r (its old contents are dropped

@@ -214,8 +214,7 @@ static int load_sites(const struct opts *o, const struct swf_trace *t, struct ms
         if (o->procs && whole(o->procs, 1, 1 << 30, &p) < 0)
             return usage_error("--procs '%s': a whole number >= 1", o->procs);
         if (p < 1) {
-            fprintf(stderr, "gridnode meta: %s has no MaxProcs header: give --procs P\n",
-                    o->trace);
+            fprintf(stderr, "gridnode meta: %s has no MaxProcs header: give --procs P\n", o->trace);
             return 1;
         }
         if (msim_scenario_split(s, (size_t)n, p, err, sizeof err) < 0) {

@@ -256,8 +256,8 @@ static double unit_hash(int64_t id, uint64_t seed)
     return (double)(z >> 11) / 9007199254740992.0;
 }
 
-int msim_workload(const struct msim_scenario *s, const struct swf_trace *t,
-                  struct msim_workload *w, char *err, size_t len)
+int msim_workload(const struct msim_scenario *s, const struct swf_trace *t, struct msim_workload *w,
+                  char *err, size_t len)
 {
     if (s->nsites == 0)
         return fail(err, len, "no sites: give --sites N or a scenario with [site NAME] sections");
@@ -266,8 +266,8 @@ int msim_workload(const struct msim_scenario *s, const struct swf_trace *t,
         int64_t p = (int64_t)s->sites[i].nodes * s->sites[i].node_procs;
         widest = p > widest ? p : widest;
     }
-    struct sim_opts o = {.procs = widest, .node_procs = 1, .estimate = s->estimate,
-                         .count = s->count};
+    struct sim_opts o = {
+        .procs = widest, .node_procs = 1, .estimate = s->estimate, .count = s->count};
     if (sim_prepare(t, &o, &w->in, err, len) < 0)
         return -1;
     w->refused = w->in.skip_too_wide;

@@ -35,15 +35,16 @@ void msimout_table(FILE *out, const struct msim_scenario *s, const struct msim_w
     for (size_t i = 0; i < s->nsites; i++)
         fprintf(out, " %s(%d procs, speed %g)", text_esc(s->sites[i].name),
                 s->sites[i].nodes * s->sites[i].node_procs, s->sites[i].speed);
-    fprintf(out, "\njobs      %zu (%zu at the grid spool, %zu local); %zu refused: wider than "
-                 "every site\n\n",
+    fprintf(out,
+            "\njobs      %zu (%zu at the grid spool, %zu local); %zu refused: wider than "
+            "every site\n\n",
             w->in.njobs, w->ngrid, w->in.njobs - w->ngrid, w->refused);
     fprintf(out, "%-15s %12s %10s %14s %10s %6s %8s  %s\n", "POLICY", "MEAN_WAIT_S", "MEAN_BSLD",
             "MEAN_TURNARND_S", "GRID_BSLD", "MOVED", "WALL_S", "UTILIZATION");
     for (size_t k = 0; k < nr; k++) {
         fprintf(out, "%-15s %12.0f %10.2f %14.0f %10.2f %6zu %8.2f ", msim_kind_name(r[k].kind),
-                r[k].mean_wait, r[k].mean_bsld, r[k].mean_turnaround, r[k].grid_bsld,
-                r[k].moved, r[k].wall_s);
+                r[k].mean_wait, r[k].mean_bsld, r[k].mean_turnaround, r[k].grid_bsld, r[k].moved,
+                r[k].wall_s);
         for (size_t i = 0; i < nutil(s, &r[k]); i++)
             fprintf(out, " %.3f", r[k].util[i]);
         fputc('\n', out);
@@ -66,13 +67,13 @@ int msimout_json(FILE *out, const struct msim_scenario *s, const struct msim_wor
             json_object_set_new(u, r[k].kind == MSIM_POOLED ? "pooled" : s->sites[i].name,
                                 json_real(r[k].util[i]));
         json_array_append_new(
-            runs, json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:o*,s:I,s:I,s:I,s:f}", "policy",
-                            msim_kind_name(r[k].kind), "mean_wait_s", r[k].mean_wait, "mean_bsld",
-                            r[k].mean_bsld, "mean_turnaround_s", r[k].mean_turnaround,
-                            "grid_mean_wait_s", r[k].grid_wait, "grid_mean_bsld", r[k].grid_bsld,
-                            "utilization", u, "moved", (json_int_t)r[k].moved,
-                            "reservations_failed", (json_int_t)r[k].resv_failed, "cycles",
-                            (json_int_t)r[k].cycles, "wall_s", r[k].wall_s));
+            runs,
+            json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:o*,s:I,s:I,s:I,s:f}", "policy",
+                      msim_kind_name(r[k].kind), "mean_wait_s", r[k].mean_wait, "mean_bsld",
+                      r[k].mean_bsld, "mean_turnaround_s", r[k].mean_turnaround, "grid_mean_wait_s",
+                      r[k].grid_wait, "grid_mean_bsld", r[k].grid_bsld, "utilization", u, "moved",
+                      (json_int_t)r[k].moved, "reservations_failed", (json_int_t)r[k].resv_failed,
+                      "cycles", (json_int_t)r[k].cycles, "wall_s", r[k].wall_s));
     }
     json_object_set_new(j, "trace", json_string(trace));
     json_object_set_new(j, "sites", sites);
@@ -114,8 +115,8 @@ int msimout_csv(const char *path, const struct msim_scenario *s, const struct ms
             fprintf(f,
                     "%s,%" PRId64 ",%d,%s,%" PRId64 ",%" PRId64 ",%" PRId64 ",%d,%" PRId64
                     ",%" PRId64 ",%.4f,%u\n",
-                    msim_kind_name(r[k].kind), j->id, w->grid[i] ? 1 : 0, site, j->submit,
-                    m->start, m->end, j->procs, m->run, m->start - j->submit,
+                    msim_kind_name(r[k].kind), j->id, w->grid[i] ? 1 : 0, site, j->submit, m->start,
+                    m->end, j->procs, m->run, m->start - j->submit,
                     msim_bsld(m->start - j->submit, m->run), (unsigned)m->moves);
         }
     return closed(f, path, err, len);
@@ -134,10 +135,10 @@ static void panel(FILE *f, double x0, double y0, double w, double h, const char 
     double bw = w / (double)(nr ? nr : 1);
     for (size_t k = 0; k < nr; k++) {
         double bh = max > 0 ? (h - 30) * v[k] / max : 0, x = x0 + bw * (double)k;
-        const char *fill = r[k].kind == MSIM_POOLED        ? "#999"
-                           : r[k].kind == META_SLURM_M      ? "#c97"
+        const char *fill = r[k].kind == MSIM_POOLED                ? "#999"
+                           : r[k].kind == META_SLURM_M             ? "#c97"
                            : r[k].kind == META_EARLIEST_COMPLETION ? "#3a7"
-                                                                    : "#58b";
+                                                                   : "#58b";
         fprintf(f,
                 "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>"
                 "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.*f</text>"

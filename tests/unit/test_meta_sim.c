@@ -143,8 +143,8 @@ static void test_reevaluation_moves(void **st)
     struct fixture f;
     char err[300];
     setup(&f, 4, 3);
-    job(&f, 0, 0, 4, 3000, 3000, 0);  /* site 0 busy until 3000 */
-    job(&f, 1, 0, 4, 200, 10000, 1);  /* site 1 "until 10000", ends at 200 */
+    job(&f, 0, 0, 4, 3000, 3000, 0); /* site 0 busy until 3000 */
+    job(&f, 1, 0, 4, 200, 10000, 1); /* site 1 "until 10000", ends at 200 */
     job(&f, 2, 10, 4, 100, 100, -1); /* grid: site 0 looks earlier at 10 */
     struct msim_result r = {0};
     assert_int_equal(msim_run(&f.s, &f.w, META_EARLIEST_COMPLETION, &r, err, sizeof err), 0);
@@ -189,10 +189,9 @@ static void test_workload_split(void **st)
     memset(&t, 0, sizeof t);
     memset(&w, 0, sizeof w);
     for (int i = 1; i <= 1000; i++)
-        len += (size_t)snprintf(text + len, 200,
-                                "%d %d -1 100 %d -1 -1 %d 200 -1 1 %d 1 -1 1 -1 -1 -1\n", i, i * 10,
-                                i % 10 == 0 ? 64 : (i % 7) + 1, i % 10 == 0 ? 64 : (i % 7) + 1,
-                                i % 5);
+        len += (size_t)snprintf(
+            text + len, 200, "%d %d -1 100 %d -1 -1 %d 200 -1 1 %d 1 -1 1 -1 -1 -1\n", i, i * 10,
+            i % 10 == 0 ? 64 : (i % 7) + 1, i % 10 == 0 ? 64 : (i % 7) + 1, i % 5);
     assert_int_equal(swf_parse(text, len, "t.swf", &t, err, sizeof err), 0);
     msim_scenario_defaults(&s);
     assert_int_equal(msim_scenario_split(&s, 4, 128, err, sizeof err), 0);
@@ -218,10 +217,8 @@ static void test_workload_split(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bsld),
-        cmocka_unit_test(test_scenario_file),
-        cmocka_unit_test(test_busy_and_idle),
-        cmocka_unit_test(test_reevaluation_moves),
+        cmocka_unit_test(test_bsld),           cmocka_unit_test(test_scenario_file),
+        cmocka_unit_test(test_busy_and_idle),  cmocka_unit_test(test_reevaluation_moves),
         cmocka_unit_test(test_workload_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
