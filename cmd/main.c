@@ -25,6 +25,7 @@ static const struct command commands[] = {
     {"console", cmd_console, "cluster manager console: limits, queues, hosts, parallel jobs"},
     {"dump", cmd_dump, "print a role's stored state (works while it runs)"},
     {"batch", cmd_batch, "batch scheduler (Maui-like); --simulate replays a workload trace"},
+    {"meta", cmd_meta, "metascheduler; --simulate compares grid placement policies on a trace"},
     {"showq", cmd_showq, "batch queue: active, eligible and blocked jobs"},
     {"checkjob", cmd_checkjob, "one batch job: priority, reservation, why it waits"},
     {"showstart", cmd_showstart, "estimated start of a batch job or of PROCS@DURATION"},
