@@ -178,11 +178,10 @@ static void test_estimate_vs_reference(void **state)
                 same = got[i].from == want[i].from && got[i].to == want[i].to;
             if (!same) {
                 for (size_t i = 0; i < ng || i < nw; i++)
-                    print_message("  %zu: got [%lld,%lld] want [%lld,%lld]\n", i,
-                                  i < ng ? (long long)got[i].from : -1,
-                                  i < ng ? (long long)got[i].to : -1,
-                                  i < nw ? (long long)want[i].from : -1,
-                                  i < nw ? (long long)want[i].to : -1);
+                    print_message(
+                        "  %zu: got [%lld,%lld] want [%lld,%lld]\n", i,
+                        i < ng ? (long long)got[i].from : -1, i < ng ? (long long)got[i].to : -1,
+                        i < nw ? (long long)want[i].from : -1, i < nw ? (long long)want[i].to : -1);
                 fail_msg("seed %u round %d request %d (tasks %d x %d procs, wall %lld, now "
                          "%lld): %zu ranges, reference %zu",
                          seed0, round, q, rq.tasks, rq.per_task.procs, (long long)wall,
