@@ -368,6 +368,8 @@ int64_t bs_profile_find(const struct profile *p, int64_t t0, int64_t tmax, int64
         const struct profile_block *b;
         for (;;) {
             b = p->blk[bi];
+            if (b->t[si] > tmax) /* every later start is past tmax: stop seeking */
+                return PROFILE_INF;
             int32_t th = need - b->lazy;
             if (b->max >= th) {
                 while (si < b->n && b->v[si] < th)
