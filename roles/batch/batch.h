@@ -102,6 +102,13 @@ struct batch_config {
      * (QUEUETIME), seconds (PS) and the fairshare window (fsinterval, which stays in
      * seconds) use it, so priorities mean the same in both drivers. */
     int64_t unit_per_s;
+    /* A running job that outlives its walltime is assumed to end this long (engine units)
+     * after the cycle that notices it; every later cycle that still sees it running
+     * extends it again. Default 60 (a minute of an SWF replay, where jobs never
+     * overrun); the live role uses 1 s: its cluster managers kill a job at its walltime
+     * and report the end within milliseconds, so the grace only keeps the plan off the
+     * busy hosts until then, without opening a window backfill could fill. */
+    int64_t overrun_grace;
     struct batch_live_cfg live;
     struct batch_cred_cfg *creds; /* owned; batch_config_clear frees */
     size_t ncreds, capcreds;

@@ -26,6 +26,7 @@ void batch_config_defaults(struct batch_config *c)
     c->fsdecay = 1.0;
     c->estimates = false;
     c->unit_per_s = 1;
+    c->overrun_grace = 60; /* a minute of a replay in seconds (batch.h) */
     strcpy(c->live.listen, "tcp://127.0.0.1:7400");
     strcpy(c->live.state_dir, "run/batch");
     strcpy(c->live.log_level, "info");

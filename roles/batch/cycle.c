@@ -102,7 +102,7 @@ static int refresh(struct batch_engine *e, int64_t now)
         for (int32_t i = 0; i < e->nrunning; i++) {
             struct bjob *j = &e->jobs[e->running[i]];
             if (j->end_est <= now) { /* overrun: the plan assumed it had ended */
-                j->end_est = now + BATCH_OVERRUN_GRACE * e->cfg.unit_per_s;
+                j->end_est = now + e->cfg.overrun_grace;
                 e->groups_dirty = true;
             }
             if (j->end_est < e->min_end)

@@ -13,7 +13,7 @@ struct batch_engine *batch_engine_new(const struct batch_config *cfg)
 {
     if (cfg->fsinterval <= 0 || cfg->fsdepth <= 0 || cfg->fsdepth > 1000 ||
         !(cfg->fsdecay > 0 && cfg->fsdecay <= 1) || cfg->reservation_depth < BATCH_UNLIMITED ||
-        cfg->unit_per_s < 1 || cfg->unit_per_s > 1000000 ||
+        cfg->unit_per_s < 1 || cfg->unit_per_s > 1000000 || cfg->overrun_grace < 1 ||
         cfg->fsinterval > INT64_MAX / cfg->unit_per_s) {
         errno = EINVAL;
         return NULL;

@@ -78,7 +78,7 @@ int batch_job_started_at(struct batch_engine *e, uint64_t id, int64_t when)
     j->estimate = when;
     int64_t end = when > BATCH_NEVER - j->walltime ? BATCH_NEVER : when + j->walltime;
     /* an end already past: overrun, as refresh() in cycle.c treats it */
-    j->end_est = end > e->now ? end : e->now + BATCH_OVERRUN_GRACE * e->cfg.unit_per_s;
+    j->end_est = end > e->now ? end : e->now + e->cfg.overrun_grace;
     if (j->end_est < e->min_end)
         e->min_end = j->end_est;
     base_move_end(e, j, old_end);

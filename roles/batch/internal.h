@@ -15,10 +15,6 @@
 #include "roles/batch/batch.h"
 #include "roles/batch/profile.h"
 
-/* A running job that outlives its walltime is assumed to end this many seconds (times
- * the engine's unit_per_s) after the cycle that notices it (the resource manager should
- * be killing it). */
-#define BATCH_OVERRUN_GRACE 60
 
 /* ---- maps (maps.c) ---- */
 struct strmap { /* string -> int32, open addressing; keys are copied */

@@ -188,6 +188,7 @@ static int load_all(struct live *L)
     if (batch_config_copy(&ec, &L->cfg) < 0)
         return -1;
     ec.unit_per_s = 1000;
+    ec.overrun_grace = 1000;
     L->eng = batch_engine_new(&ec);
     batch_config_clear(&ec);
     if (!L->eng) {

@@ -153,18 +153,27 @@ static void test_set_cap(void **state)
     batch_engine_destroy(&e);
 }
 
-/* A job that outlives its walltime is assumed to end the grace (60 s) after the cycle
- * that notices it, in the engine's units: 60,000 ms in the live role, not 60 ms. */
+/* A job that outlives its walltime is assumed to end overrun_grace after the cycle that
+ * notices it (the live role sets 1 s = 1000 ms; the default is 60 units), and every later
+ * cycle that still sees it running extends it again. */
 static void test_overrun_grace_in_engine_units(void **state)
 {
     (void)state;
-    struct batch_engine *e = eng();
+    struct batch_config c;
+    batch_config_defaults(&c);
+    assert_int_equal(c.overrun_grace, 60);
+    c.unit_per_s = 1000;
+    c.overrun_grace = 1000;
+    struct batch_engine *e = batch_engine_new(&c);
+    assert_non_null(e);
     node(e, "n1", 1, 0);
     submit(e, 1, 1, 0, 1000, 0);
     cycle(e, 0);
     assert_int_equal(info(e, 1).state, BATCH_JOB_RUNNING);
     cycle(e, 1500); /* past its 1 s walltime, not reported ended */
-    assert_int_equal(info(e, 1).end_est, 1500 + 60 * 1000);
+    assert_int_equal(info(e, 1).end_est, 2500);
+    cycle(e, 2600); /* still running: extended again */
+    assert_int_equal(info(e, 1).end_est, 3600);
     batch_engine_destroy(&e);
 }
 
