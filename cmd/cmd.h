@@ -16,6 +16,7 @@ int cmd_purge(int argc, char **argv);
 int cmd_nodes(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_batch(int argc, char **argv);
+int cmd_meta(int argc, char **argv);
 int cmd_console(int argc, char **argv);
 /* maui.c: the batch role's commands */
 int cmd_showq(int argc, char **argv);
