@@ -310,10 +310,13 @@ static void decide(struct meta *M, struct mjob *j)
 static void ask_estimates(struct meta *M, struct mjob *j, bool move)
 {
     j->asked = 0;
-    for (int i = 0; i < M->nsites; i++) {
+    for (int i = 0; i < M->nsites; i++)
         j->start_est[i] = META_NEVER;
+    if (move) /* its own site: the start the site plans for it (JOB_GET `estimate`) */
+        j->start_est[j->site] = j->est_start > 0 ? j->est_start : META_NEVER;
+    for (int i = 0; i < M->nsites; i++) {
         if (site_ok(&M->site[i], &j->rq) && !(j->tried & (1ull << i)) &&
-            (move || !(j->tried & (1ull << i)))) {
+            !(move && i == j->site)) {
             j->asked |= 1ull << i;
             send_estimate(M, &M->site[i], j);
         }
@@ -741,9 +744,6 @@ static void reeval(struct meta *M, int64_t now)
         /* its own site's current estimate for the job */
         j->tried = 0;
         ask_estimates(M, j, true);
-        j->start_est[j->site] = j->est_start > 0 ? j->est_start : META_NEVER;
-        if (j->phase == PH_MV_EST && !j->asked)
-            decide(M, j);
     }
 }
 

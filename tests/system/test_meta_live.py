@@ -117,3 +117,45 @@ def test_cancel_reaches_the_site(cluster_factory, client_factory, batch_factory,
     wait_until(lambda: a.rpc(T["JOB_GET"], job=j["site_job"])["job"]["state"] in
                ("cancelled", "killed"), scaled(20), msg="cancelled at the site")
     m.client().err(T["CANCEL"], "STATE", job=jid)
+
+
+def test_failover_when_a_site_is_down_or_refuses(cluster_factory, client_factory,
+                                                 batch_factory, meta_factory):
+    good = site(cluster_factory, client_factory, batch_factory, "good", slots=2)
+    small = site(cluster_factory, client_factory, batch_factory, "small", slots=1)
+    # "dead": an endpoint nobody answers on; it is never known, so submits are spooled
+    m = meta_factory({"dead": "tcp://127.0.0.1:9", "small": small, "good": good},
+                     sets={"meta.estimate_timeout_ms": 500})
+    jid = m.rpc(T["PSUBMIT"], argv=["true"], shell=True, procs=2, limit_s=20)["job"]
+    j = wait_gstate(m, jid, ("done",), timeout=60)
+    assert j["site"] == "good"          # small cannot hold 2 procs, dead never answers
+    # a site that refuses the submission (unknown class there): the next one takes it
+    part = good.clusters[0].endpoint.split("://")[1].replace(":", "_")  # good's partition
+    jid = m.rpc(T["PSUBMIT"], argv=["true"], shell=True, procs=1, limit_s=20,
+                **{"class": part})["job"]
+    j = wait_gstate(m, jid, ("done",), timeout=60)
+    assert j["site"] == "good", j
+    assert m.alive()
+
+
+def test_reevaluation_moves_a_waiting_job(cluster_factory, client_factory, batch_factory,
+                                          meta_factory):
+    a = site(cluster_factory, client_factory, batch_factory, "a", slots=1)
+    b = site(cluster_factory, client_factory, batch_factory, "b", slots=1)
+    # both sites busy: a for 120 s, b for 300 s: the job goes to a, to start in ~120 s
+    a.rpc(T["PSUBMIT"], argv=["sleep 120"], shell=True, procs=1, limit_s=120)
+    lb = b.rpc(T["PSUBMIT"], argv=["sleep 300"], shell=True, procs=1, limit_s=300)["job"]
+    m = meta_factory({"a": a, "b": b}, sets={"meta.reeval_s": 1, "meta.move_margin_s": 30})
+    wait_until(lambda: all(s["known"] for s in m.rpc(T["SITE_INFO"])["sites"]), scaled(20),
+               msg="sites known")
+    jid = m.rpc(T["PSUBMIT"], argv=["sleep 1"], shell=True, procs=1, limit_s=30)["job"]
+    j = wait_gstate(m, jid, ("placed",), timeout=40)
+    assert j["site"] == "a", j
+    old = j["site_job"]
+    # b frees up: b now starts it ~120 s earlier (> the 30 s margin): it moves
+    b.client().ok(T["CANCEL"], job=lb)
+    j = wait_gstate(m, jid, ("done",), timeout=90)
+    assert j["site"] == "b" and "moved" in j["reason"], j
+    # never two live copies: the copy at a is cancelled, its reservation released
+    assert a.rpc(T["JOB_GET"], job=old)["job"]["state"] == "cancelled"
+    wait_until(lambda: not resvs(a), scaled(30), msg="old reservation released")
