@@ -39,8 +39,8 @@ static const struct config_key meta_keys[] = {
      "estimate | earliest_start | least_queued | round_robin | random | slurm_m"},
     {"meta", "user", CONFIG_STR, "meta", OFF(user), 0, 0, NULL,
      "the name the spool owns its site reservations under (RESERVE user)"},
-    {"meta", "estimate_timeout_ms", CONFIG_INT, "1000", OFF(estimate_timeout_ms), 10, 600000,
-     NULL, "a site that has not answered ESTIMATE by then is left out of this placement"},
+    {"meta", "estimate_timeout_ms", CONFIG_INT, "1000", OFF(estimate_timeout_ms), 10, 600000, NULL,
+     "a site that has not answered ESTIMATE by then is left out of this placement"},
     {"meta", "move_margin_s", CONFIG_INT, "60", OFF(move_margin_s), 0, 1L << 30, NULL,
      "re-evaluation moves a waiting job when another site starts it earlier by more"},
     {"meta", "reeval_s", CONFIG_INT, "10", OFF(reeval_s), 0, 86400, NULL,
@@ -74,8 +74,8 @@ static const struct store_table meta_tables[] = {
     {NULL},
 };
 
-static const char *const state_names[] = {"queued", "placing", "placed",  "running",
-                                          "done",   "failed",  "killed",  "cancelled"};
+static const char *const state_names[] = {"queued", "placing", "placed", "running",
+                                          "done",   "failed",  "killed", "cancelled"};
 
 const char *meta_state_name(int st)
 {

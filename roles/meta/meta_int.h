@@ -83,13 +83,13 @@ struct mjob {
     uint8_t *req; /* the user's request as received (msgpack), resent to the site */
     size_t reqlen;
     /* placement under way (memory only) */
-    int phase;          /* 0 idle, 1 estimating, 2 reserving, 3 submitting */
-    uint64_t tried;     /* sites tried in this round (bits) */
+    int phase;      /* 0 idle, 1 estimating, 2 reserving, 3 submitting */
+    uint64_t tried; /* sites tried in this round (bits) */
     int64_t start_est[META_MAX_SITES];
-    uint64_t asked;     /* sites asked for an estimate, answers pending (bits) */
+    uint64_t asked; /* sites asked for an estimate, answers pending (bits) */
     int64_t phase_deadline;
-    int64_t est_start;  /* the chosen site's estimated start */
-    int64_t retry_at;   /* loop ms of the next placement round */
+    int64_t est_start; /* the chosen site's estimated start */
+    int64_t retry_at;  /* loop ms of the next placement round */
     bool polling, reeval;
 };
 
@@ -115,7 +115,7 @@ struct meta {
         int site;
         void *data;
         size_t len;
-    } *out;
+    } * out;
     uint32_t nout, capout;
 };
 

@@ -278,15 +278,16 @@ static void decide(struct meta *M, struct mjob *j)
         j->mv_sjob = 0;
         j->phase = PH_MV_RESERVE;
         j->dirty = true;
-        log_info("job %" PRIu64 ": site %s offers a start %llds earlier than %s: moving",
-                 j->id, M->site[s].name, (long long)((cur - j->start_est[s]) / 1000),
+        log_info("job %" PRIu64 ": site %s offers a start %llds earlier than %s: moving", j->id,
+                 M->site[s].name, (long long)((cur - j->start_est[s]) / 1000),
                  M->site[j->site].name);
         send_reserve(M, &M->site[s], j, j->mv_resv, j->start_est[s]);
         return;
     }
     if (k == 0) {
-        round_over(M, j, n ? "no site offered a start estimate; trying again"
-                           : "waiting for a site that can hold it to be up");
+        round_over(M, j,
+                   n ? "no site offered a start estimate; trying again"
+                     : "waiting for a site that can hold it to be up");
         return;
     }
     int s = order[0];
@@ -315,8 +316,7 @@ static void ask_estimates(struct meta *M, struct mjob *j, bool move)
     if (move) /* its own site: the start the site plans for it (JOB_GET `estimate`) */
         j->start_est[j->site] = j->est_start > 0 ? j->est_start : META_NEVER;
     for (int i = 0; i < M->nsites; i++) {
-        if (site_ok(&M->site[i], &j->rq) && !(j->tried & (1ull << i)) &&
-            !(move && i == j->site)) {
+        if (site_ok(&M->site[i], &j->rq) && !(j->tried & (1ull << i)) && !(move && i == j->site)) {
             j->asked |= 1ull << i;
             send_estimate(M, &M->site[i], j);
         }
@@ -473,8 +473,7 @@ static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
             send_release(M, &M->site[j->site], j->resv);
     }
     if (ns != j->state)
-        meta_job_set(M, j, (enum mj_state)ns,
-                     ns == MJ_CANCELLED ? "cancelled at the site" : NULL);
+        meta_job_set(M, j, (enum mj_state)ns, ns == MJ_CANCELLED ? "cancelled at the site" : NULL);
 }
 
 static void on_sweep(struct meta *M, struct msite *s, const msgpack_object *resvs)
@@ -514,8 +513,8 @@ static void site_up(struct meta *M, struct msite *s, const msgpack_object *info)
     s->info.total_procs = (int32_t)wire_get_u64(info, "cores", 0);
     s->info.max_procs = (int32_t)wire_get_u64(info, "largest_procs", 0);
     s->cores_free = (int64_t)wire_get_u64(info, "cores_free", 0);
-    s->info.queued_work = (int64_t)(wire_get_u64(info, "queued", 0) + wire_get_u64(info, "running", 0)) *
-                          3600000;
+    s->info.queued_work =
+        (int64_t)(wire_get_u64(info, "queued", 0) + wire_get_u64(info, "running", 0)) * 3600000;
     if (!was) {
         log_info("site %s up: %d cores, largest job %d", s->name, s->info.total_procs,
                  s->info.max_procs);
@@ -558,7 +557,8 @@ static void site_down(struct meta *M, struct msite *s, const char *why)
     free(q);
 }
 
-static void on_reply(struct meta *M, struct msite *s, const struct mreq *q, const struct wire_msg *m)
+static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
+                     const struct wire_msg *m)
 {
     bool err = m->type == WT_ERROR;
     uint64_t code = err ? wire_get_u64(m->root, "code", 0) : 0;
@@ -739,7 +739,8 @@ static void reeval(struct meta *M, int64_t now)
     next = now + M->cfg.reeval_s * 1000;
     for (uint32_t i = 0; i < M->njobs && M->inflight < META_INFLIGHT_MAX; i++) {
         struct mjob *j = M->jobs[i];
-        if (j->state != MJ_PLACED || j->phase != PH_IDLE || j->site < 0 || !M->site[j->site].info.up)
+        if (j->state != MJ_PLACED || j->phase != PH_IDLE || j->site < 0 ||
+            !M->site[j->site].info.up)
             continue;
         /* its own site's current estimate for the job */
         j->tried = 0;
@@ -852,8 +853,9 @@ int meta_sites_parse(struct meta *M, char *err, size_t errlen)
         M->nsites++;
     }
     if (!M->nsites) {
-        snprintf(err, errlen, "meta.sites is empty: name at least one batch site, e.g. --set "
-                              "meta.sites=a=tcp://127.0.0.1:7400");
+        snprintf(err, errlen,
+                 "meta.sites is empty: name at least one batch site, e.g. --set "
+                 "meta.sites=a=tcp://127.0.0.1:7400");
         return -1;
     }
     snprintf(list, sizeof list, "%s", M->cfg.speeds);
@@ -867,7 +869,8 @@ int meta_sites_parse(struct meta *M, char *err, size_t errlen)
         while (eq && k < M->nsites && strcmp(M->site[k].name, t))
             k++;
         if (!eq || k == M->nsites || !end || *end || !(v > 0 && v < 1e6)) {
-            snprintf(err, errlen, "meta.speeds: '%s' is not SITE=SPEED for a site of meta.sites", t);
+            snprintf(err, errlen, "meta.speeds: '%s' is not SITE=SPEED for a site of meta.sites",
+                     t);
             return -1;
         }
         M->site[k].info.speed = v;
@@ -890,7 +893,8 @@ int meta_sites_open(struct meta *M)
         /* nothing queued for a site that is not connected: a stale RESERVE must not
          * arrive minutes later */
         zmq_setsockopt(s->sock, ZMQ_IMMEDIATE, &one, sizeof one);
-        if (zmq_connect(s->sock, s->ep) < 0 || loop_add_socket(M->loop, s->sock, on_readable, s) < 0) {
+        if (zmq_connect(s->sock, s->ep) < 0 ||
+            loop_add_socket(M->loop, s->sock, on_readable, s) < 0) {
             zmq_close(s->sock);
             s->sock = NULL;
             return -1;
