@@ -34,6 +34,7 @@ static const struct command commands[] = {
     {"setres", cmd_setres, "set an administrative reservation (admins)"},
     {"showres", cmd_showres, "list reservations (-n: by host)"},
     {"releaseres", cmd_releaseres, "release reservations (admins)"},
+    {"meta", cmd_meta, "metascheduler: a grid spool placing jobs on batch sites"},
 };
 
 static void usage(FILE *out)

@@ -55,7 +55,7 @@ static int usage_error(const char *fmt, const char *arg)
 {
     fprintf(stderr, "gridnode meta: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nrun 'gridnode meta --help' for the options\n");
+    fprintf(stderr, "\nrun 'gridnode meta --simulate --help' for the options\n");
     return 2;
 }
 
@@ -81,6 +81,11 @@ static const struct {
 /* 0, 1 (--help printed) or 2 (usage error printed). */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
+    for (int i = 1; i < argc; i++) /* --help anywhere, even where a value is expected */
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage_text, stdout);
+            return 1;
+        }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {

@@ -620,3 +620,47 @@ def batch_factory(procs, gridnode_bin, workdir):
         return b
 
     return make
+
+
+# ---------------------------------------------------------------------------
+# the metascheduler (issue 10)
+
+
+class Meta(Cluster):
+    """A `gridnode meta` spool on its own state dir, placing onto the batch sites in
+    `sites` (a dict name -> Batch or endpoint). start/kill/restart/rpc as for Cluster."""
+
+    def __init__(self, registry, binary, state_dir, sites, sets=None, env=None, name="meta"):
+        super().__init__(registry, binary, state_dir, sets=sets, env=env, name=name)
+        self.sites = sites
+
+    def args(self, listen):
+        eps = ",".join("%s=%s" % (n, s.endpoint if isinstance(s, Cluster) else s)
+                       for n, s in self.sites.items())
+        a = [self.binary, "meta", "--set", "meta.state_dir=%s" % self.state_dir,
+             "--set", "meta.listen=%s" % listen, "--set", "meta.sites=%s" % eps]
+        for k, v in self.sets.items():
+            if k in ("meta.state_dir", "meta.listen", "meta.sites"):
+                continue
+            a += ["--set", "%s=%s" % (k, _ini(v))]
+        return a
+
+    def start(self, timeout=None, listen=None, env=None):
+        listen = listen or self.sets.get("meta.listen") or "tcp://127.0.0.1:*"
+        return super().start(timeout=timeout, listen=listen, env=env)
+
+
+@pytest.fixture
+def meta_factory(procs, gridnode_bin, workdir):
+    """make(sites, sets=None, env=None, start=True, name="meta") -> Meta; sites is a dict
+    name -> Batch (or endpoint); state dir workdir/<name>, logs workdir/<name>.<n>.log."""
+
+    def make(sites, sets=None, env=None, start=True, name="meta"):
+        m = Meta(procs, gridnode_bin, workdir / name, sites,
+                 sets=dict({"store.sync": "none", "meta.log_level": "debug"}, **(sets or {})),
+                 env=env, name=name)
+        if start:
+            m.start()
+        return m
+
+    return make

@@ -191,7 +191,7 @@ def test_bad_options_exit_2(tmp_path, args, want):
     args = [str(trace) if a == "x.swf" else a for a in args]
     p = run(*args)
     assert p.returncode == 2, p.stderr
-    assert want in p.stderr and "gridnode meta --help" in p.stderr
+    assert want in p.stderr and "gridnode meta --simulate --help" in p.stderr
 
 
 def test_bad_files_exit_1(tmp_path):

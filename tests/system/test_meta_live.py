@@ -1,0 +1,161 @@
+"""System tests of the live metascheduler (issue 10): `gridnode meta` placing jobs on
+real batch roles over real cluster managers and clients on loopback. Every wait is
+bounded and generous; no test asserts on speed."""
+
+import json
+import signal
+import subprocess
+
+from conftest import TYPES, scaled, wait_until
+
+T = dict(TYPES, PSUBMIT=39, NODE_LIST=37, ESTIMATE=84, RESV_LIST=90, SITE_INFO=94)
+SD = {"store.sync": "none", "queues.sync_ms": 100, "tasks.heartbeat_s": 1,
+      "tasks.idle_wait_s": 1}
+CLIENT = {"rpc.timeout_ms": 2000, "rpc.backoff_min_s": 0.2, "rpc.backoff_max_s": 1}
+
+
+def site(cluster_factory, client_factory, batch_factory, name, nodes=1, slots=2):
+    cl = cluster_factory(SD, name="cl_" + name)
+    client_factory(cl, nodes, sets=dict(CLIENT, **{"client.slots": slots}), prefix=name + "n")
+    b = batch_factory([cl], name="b_" + name)
+    wait_until(lambda: sum(1 for n in b.rpc(T["NODE_LIST"])["nodes"] if n["active"]) == nodes,
+               scaled(20), msg="site %s sees its hosts" % name)
+    return b
+
+
+def mjob(m, jid):
+    return m.rpc(T["JOB_GET"], job=jid)["job"]
+
+
+def wait_gstate(m, jid, states, timeout=30):
+    wait_until(lambda: mjob(m, jid)["gstate"] in states, scaled(timeout),
+               msg="job %d in %s" % (jid, states))
+    return mjob(m, jid)
+
+
+def resvs(b):
+    return [r for r in b.rpc(T["RESV_LIST"])["resvs"] if r.get("owner") == "meta"]
+
+
+def test_placed_at_the_idle_site_in_a_reservation_and_followed(
+        cluster_factory, client_factory, batch_factory, meta_factory, workdir, gridnode_bin):
+    busy = site(cluster_factory, client_factory, batch_factory, "busy")
+    idle = site(cluster_factory, client_factory, batch_factory, "idle")
+    # the busy site is full for a minute
+    busy.rpc(T["PSUBMIT"], argv=["sleep 60"], shell=True, procs=2, limit_s=120)
+    m = meta_factory({"busy": busy, "idle": idle})
+    out = workdir / "ran"
+    r = subprocess.run([gridnode_bin, "submit", "-e", m.endpoint, "--", "sh", "-c",
+                        "echo here > %s" % out], capture_output=True, text=True,
+                       timeout=scaled(20))
+    assert r.returncode == 0, r.stderr
+    jid = int(r.stdout.split()[2])
+    j = wait_gstate(m, jid, ("done", "failed"), timeout=60)
+    assert j["gstate"] == "done" and j["site"] == "idle" and j["site_job"] > 0, j
+    assert j["resv"].startswith("m") and out.read_text().strip() == "here"
+    # the site ran it as its own job, bound to the spool's reservation
+    sj = idle.rpc(T["JOB_GET"], job=j["site_job"])["job"]
+    assert sj["state"] == "done"
+    r = subprocess.run([gridnode_bin, "jobs", "-e", m.endpoint, "--json"], capture_output=True,
+                       text=True, timeout=scaled(20))
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    rows = rows["jobs"] if isinstance(rows, dict) else rows
+    assert rows[0]["site"] == "idle"
+    # the reservation that served it is released
+    wait_until(lambda: not resvs(idle), scaled(20), msg="reservation released")
+
+
+def test_bad_requests_answered_clearly(cluster_factory, client_factory, batch_factory,
+                                       meta_factory):
+    a = site(cluster_factory, client_factory, batch_factory, "a", slots=2)
+    m = meta_factory({"a": a})
+    wait_until(lambda: m.rpc(T["SITE_INFO"])["sites"][0]["known"], scaled(20),
+               msg="site known")
+    e = m.client().err(T["PSUBMIT"], "INVALID", argv=["true"], procs=64, limit_s=10)
+    assert "site a" in e["msg"] and "64" in e["msg"], e
+    e = m.client().err(T["SUBMIT"], "INVALID", argv=["true"], ntasks=3)
+    assert "one job" in e["msg"]
+    m.client().err(T["JOB_GET"], "NOT_FOUND", job=999)
+    m.client().err(T["NODE_LIST"], "TYPE")
+    assert m.alive()
+
+
+def test_kill9_mid_placement_loses_nothing_and_leaves_no_stray(
+        cluster_factory, client_factory, batch_factory, meta_factory):
+    a = site(cluster_factory, client_factory, batch_factory, "a", slots=2)
+    b = site(cluster_factory, client_factory, batch_factory, "b", slots=2)
+    m = meta_factory({"a": a, "b": b}, sets={"store.sync": "full"})
+    wait_until(lambda: all(s["known"] for s in m.rpc(T["SITE_INFO"])["sites"]), scaled(20),
+               msg="sites known")
+    ids = [m.rpc(T["PSUBMIT"], argv=["sleep 1"], shell=True, procs=1, limit_s=30)["job"]
+           for _ in range(8)]
+    m.kill(signal.SIGKILL)
+    m.restart()
+    for jid in ids:
+        wait_gstate(m, jid, ("done",), timeout=90)
+    # each ran exactly once, at one site
+    seen = {}
+    for name, s in (("a", a), ("b", b)):
+        for row in s.rpc(T["JOB_LIST"])["jobs"]:
+            if row["state"] != "cancelled":
+                seen.setdefault(row["name"] or row["job"], []).append(name)
+    ran = sum(1 for s in (a, b) for row in s.rpc(T["JOB_LIST"])["jobs"]
+              if row["state"] == "done")
+    assert ran == len(ids), seen
+    wait_until(lambda: not resvs(a) and not resvs(b), scaled(40),
+               msg="no reservation of the spool left")
+
+
+def test_cancel_reaches_the_site(cluster_factory, client_factory, batch_factory, meta_factory):
+    a = site(cluster_factory, client_factory, batch_factory, "a", slots=1)
+    m = meta_factory({"a": a})
+    jid = m.rpc(T["PSUBMIT"], argv=["sleep 60"], shell=True, procs=1, limit_s=120)["job"]
+    j = wait_gstate(m, jid, ("running",), timeout=40)
+    m.client().ok(T["CANCEL"], job=jid)
+    assert mjob(m, jid)["gstate"] == "cancelled"
+    wait_until(lambda: a.rpc(T["JOB_GET"], job=j["site_job"])["job"]["state"] in
+               ("cancelled", "killed"), scaled(20), msg="cancelled at the site")
+    m.client().err(T["CANCEL"], "STATE", job=jid)
+
+
+def test_failover_when_a_site_is_down_or_refuses(cluster_factory, client_factory,
+                                                 batch_factory, meta_factory):
+    good = site(cluster_factory, client_factory, batch_factory, "good", slots=2)
+    small = site(cluster_factory, client_factory, batch_factory, "small", slots=1)
+    # "dead": an endpoint nobody answers on; it is never known, so submits are spooled
+    m = meta_factory({"dead": "tcp://127.0.0.1:9", "small": small, "good": good},
+                     sets={"meta.estimate_timeout_ms": 500})
+    jid = m.rpc(T["PSUBMIT"], argv=["true"], shell=True, procs=2, limit_s=20)["job"]
+    j = wait_gstate(m, jid, ("done",), timeout=60)
+    assert j["site"] == "good"          # small cannot hold 2 procs, dead never answers
+    # a site that refuses the submission (unknown class there): the next one takes it
+    part = good.clusters[0].endpoint.split("://")[1].replace(":", "_")  # good's partition
+    jid = m.rpc(T["PSUBMIT"], argv=["true"], shell=True, procs=1, limit_s=20,
+                **{"class": part})["job"]
+    j = wait_gstate(m, jid, ("done",), timeout=60)
+    assert j["site"] == "good", j
+    assert m.alive()
+
+
+def test_reevaluation_moves_a_waiting_job(cluster_factory, client_factory, batch_factory,
+                                          meta_factory):
+    a = site(cluster_factory, client_factory, batch_factory, "a", slots=1)
+    b = site(cluster_factory, client_factory, batch_factory, "b", slots=1)
+    # both sites busy: a for 120 s, b for 300 s: the job goes to a, to start in ~120 s
+    a.rpc(T["PSUBMIT"], argv=["sleep 120"], shell=True, procs=1, limit_s=120)
+    lb = b.rpc(T["PSUBMIT"], argv=["sleep 300"], shell=True, procs=1, limit_s=300)["job"]
+    m = meta_factory({"a": a, "b": b}, sets={"meta.reeval_s": 1, "meta.move_margin_s": 30})
+    wait_until(lambda: all(s["known"] for s in m.rpc(T["SITE_INFO"])["sites"]), scaled(20),
+               msg="sites known")
+    jid = m.rpc(T["PSUBMIT"], argv=["sleep 1"], shell=True, procs=1, limit_s=30)["job"]
+    j = wait_gstate(m, jid, ("placed",), timeout=40)
+    assert j["site"] == "a", j
+    old = j["site_job"]
+    # b frees up: b now starts it ~120 s earlier (> the 30 s margin): it moves
+    b.client().ok(T["CANCEL"], job=lb)
+    j = wait_gstate(m, jid, ("done",), timeout=90)
+    assert j["site"] == "b" and "moved" in j["reason"], j
+    # never two live copies: the copy at a is cancelled, its reservation released
+    assert a.rpc(T["JOB_GET"], job=old)["job"]["state"] == "cancelled"
+    wait_until(lambda: not resvs(a), scaled(30), msg="old reservation released")
