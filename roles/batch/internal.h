@@ -271,6 +271,7 @@ struct batch_engine {
     int64_t submit_seq;
     uint64_t *started;
     int32_t nstarted, capstarted;
+    int32_t compact_from; /* cycle.c: no job this cycle started sits in queue[0, it) */
 
     /* scratch */
     int32_t *scr_cnt; /* node counts per group of a pool */

@@ -253,7 +253,9 @@ static void merge_at(struct profile *p, int64_t t)
     memmove(b->t + si, b->t + si + 1, (size_t)(b->n - si - 1) * sizeof b->t[0]);
     memmove(b->v + si, b->v + si + 1, (size_t)(b->n - si - 1) * sizeof b->v[0]);
     if (--b->n > 0) {
-        blk_fix(b);
+        if (si == 0) /* v[0] left the block: its min may rise (with si > 0 the value
+                      * removed is still in v[si - 1], so min and max hold) */
+            blk_fix(b);
         return;
     }
     blk_put(p, b);
