@@ -776,7 +776,7 @@ static void job_release(struct batch_engine *e, struct bjob *j, int64_t when)
         e->groups[r->group].busy[r->word] &= ~r->mask;
         int32_t k = counts ? pool_pos(p, r->group) : -1;
         if (k >= 0)
-            cnt[k] += __builtin_popcountll(r->mask);
+            cnt[k] += bs_pop64(r->mask);
     }
     for (int32_t k = 0; counts && k < p->ng; k++)
         if (cnt[k] && bs_profile_add(&p->base[k], when, j->end_est, cnt[k]) < 0)

@@ -301,6 +301,15 @@ int32_t bs_engine_node_job(struct batch_engine *e, int32_t node);
 int bs_engine_job_runs(struct batch_engine *e, struct bjob *j);
 void bs_engine_fill_nodes(struct batch_engine *e, int32_t slot);
 void bs_engine_fill_all(struct batch_engine *e);
+/* Set bits of x, inline (without -mpopcnt, __builtin_popcountll is a libgcc call). */
+static inline int32_t bs_pop64(uint64_t x)
+{
+    x = x - ((x >> 1) & 0x5555555555555555ULL);
+    x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+    return (int32_t)((x * 0x0101010101010101ULL) >> 56);
+}
+
 static inline void bs_engine_memo_clear(struct batch_engine *e)
 {
     e->bf_memo = false;

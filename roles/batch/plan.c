@@ -93,8 +93,8 @@ int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjo
     }
     if (t0 > tmax)
         return BATCH_NEVER;
-    if (cnt)
-        memset(cnt, 0, (size_t)p->ng * sizeof *cnt);
+    for (int32_t k = 0; cnt && k < p->ng; k++) /* mostly one group: no memset call */
+        cnt[k] = 0;
     if (pool == 0 && j->gen_gi >= 0 && j->fit_epoch == e->gepoch) { /* the common case */
         int64_t t = bs_profile_find(&pr[j->gen_gi], t0, tmax, j->walltime, j->gen_need);
         if (cnt && t != PROFILE_INF)
@@ -263,11 +263,19 @@ static int32_t group_take(struct batch_engine *e, int32_t gi, int32_t n, struct 
             took &= (1ULL << (g->nnodes % 64)) - 1;
         if (!took)
             continue;
-        for (int32_t c = __builtin_popcountll(took); c > n - got; c--)
-            took &= ~(1ULL << (63 - __builtin_clzll(took))); /* keep the lowest */
+        int32_t c = bs_pop64(took), k = n - got;
+        if (c > k && k < c - k) { /* keep the lowest k: collect them */
+            uint64_t m = 0;
+            for (int32_t i = 0; i < k; i++, took &= took - 1)
+                m |= took & -took;
+            took = m;
+        } else {
+            for (; c > k; c--) /* keep the lowest k: drop the highest */
+                took &= ~(1ULL << (63 - __builtin_clzll(took)));
+        }
         g->busy[w] |= took;
         runs[(*nruns)++] = (struct bjob_run){gi, w, took};
-        got += __builtin_popcountll(took);
+        got += c < k ? c : k;
     }
     return got;
 }

@@ -239,13 +239,11 @@ static void blk_add(struct profile_block *b, int32_t from, int32_t to, int32_t d
         blk_fix(b);
 }
 
-/* Removes the breakpoint at t if the steps on both sides hold the same value. */
-static void merge_at(struct profile *p, int64_t t)
+/* Removes the step at (bi, si) if the step before it holds the same value. */
+static void merge_pos(struct profile *p, int32_t bi, int32_t si)
 {
-    int32_t bi, si;
-    locate(p, t, &bi, &si);
     struct profile_block *b = p->blk[bi];
-    if (b->t[si] != t || (bi == 0 && si == 0))
+    if (bi == 0 && si == 0)
         return;
     const struct profile_block *pb = si > 0 ? b : p->blk[bi - 1];
     if (pb->v[si > 0 ? si - 1 : pb->n - 1] + pb->lazy != b->v[si] + b->lazy)
@@ -263,8 +261,10 @@ static void merge_at(struct profile *p, int64_t t)
     p->nblk--;
 }
 
-/* Adds delta to the steps from (bi, si) on that start before t1. */
-static void add_from(struct profile *p, int32_t bi, int32_t si, int64_t t1, int32_t delta)
+/* Adds delta to the steps from (bi, si) on that start before t1; *ebi, *esi
+ * receive the position of the first step at or after t1 (*ebi = nblk: none). */
+static void add_from(struct profile *p, int32_t bi, int32_t si, int64_t t1, int32_t delta,
+                     int32_t *ebi, int32_t *esi)
 {
     for (;;) {
         struct profile_block *b = p->blk[bi];
@@ -273,11 +273,16 @@ static void add_from(struct profile *p, int32_t bi, int32_t si, int64_t t1, int3
             while (b->t[e] < t1)
                 e++;
             blk_add(b, si, e, delta);
+            *ebi = bi;
+            *esi = e;
             return;
         }
         blk_add(b, si, b->n, delta);
-        if (++bi == p->nblk || (t1 != PROFILE_INF && p->blk[bi]->t[0] >= t1))
+        *esi = 0;
+        if (++bi == p->nblk || (t1 != PROFILE_INF && p->blk[bi]->t[0] >= t1)) {
+            *ebi = bi;
             return;
+        }
         si = 0;
     }
 }
@@ -289,16 +294,19 @@ int bs_profile_add(struct profile *p, int64_t t0, int64_t t1, int32_t delta)
         t0 = origin;
     if (t1 <= t0 || delta == 0)
         return 0;
-    int32_t bi, si;
+    int32_t bi, si, ebi, esi;
     /* split the end first: splitting t0 afterwards cannot move anything after t0 */
     if ((t1 != PROFILE_INF && split_at(p, t1, &bi, &si) < 0) || split_at(p, t0, &bi, &si) < 0)
         return -1; /* an extra breakpoint may remain; values are unchanged */
-    add_from(p, bi, si, t1, delta);
+    add_from(p, bi, si, t1, delta, &ebi, &esi);
     if (delta > 0) { /* giving back (a job ended early, a reservation dropped): the
-                      * breakpoints it made may be redundant now */
-        if (t1 != PROFILE_INF)
-            merge_at(p, t1);
-        merge_at(p, t0);
+                      * breakpoints it made may be redundant now. The step at t1
+                      * goes first: removing it cannot move the one at t0 (earlier,
+                      * in the same or an earlier block, which keeps a step). */
+        if (t1 != PROFILE_INF && ebi < p->nblk)
+            merge_pos(p, ebi, esi);
+        if (p->blk[bi]->t[si] == t0)
+            merge_pos(p, bi, si);
     }
     return 0;
 }
@@ -365,6 +373,8 @@ int64_t bs_profile_find(const struct profile *p, int64_t t0, int64_t tmax, int64
         return PROFILE_INF;
     int32_t bi, si;
     locate(p, t0, &bi, &si);
+    if (p->blk[bi]->v[si] + p->blk[bi]->lazy < need && next_time(p, bi, si) > tmax)
+        return PROFILE_INF; /* too few at t0 and no other start to try (a "now" query) */
     for (;;) {
         /* seek: the first step from (bi, si) on with at least `need` free */
         const struct profile_block *b;
