@@ -433,10 +433,20 @@ static int backfill_first(struct batch_engine *e, int32_t qi, struct batch_cycle
         if (backfill_fresh(e, old, &free_now, fnow, st) < 0)
             return -1;
     } else {
-        for (; qi < e->nqueue && free_now > 0; qi++)
-            if (!backfill_skip(e, &e->jobs[e->queue[qi]], fnow) &&
-                backfill_try(e, e->queue[qi], qi, old, &free_now, fnow, st) < 0)
+        /* one group: e->slot_need tells the jobs wider than the free nodes, which
+         * backfill_skip would pass over, without reading them */
+        bool one = e->npools == 1 && e->pools[0].ng == 1 && e->capneed >= e->njobs;
+        const int32_t *need = e->slot_need, *q = e->queue;
+        for (; qi < e->nqueue && free_now > 0; qi++) {
+            for (int32_t f0 = fnow[0], n = e->nqueue; one && qi < n && need[q[qi]] > f0;)
+                qi++; /* every slot < njobs <= capneed: no bound check */
+            if (qi == e->nqueue)
+                break;
+            int32_t s = q[qi];
+            if (!backfill_skip(e, &e->jobs[s], fnow) &&
+                backfill_try(e, s, qi, old, &free_now, fnow, st) < 0)
                 return -1;
+        }
     }
     memo_record(e);
     return 0;

@@ -237,6 +237,12 @@ struct batch_engine {
 
     struct bjob *jobs;
     int32_t njobs, capjobs;
+    /* slot -> gen_need of its job if its gen_gi is 0, else 0: written only by
+     * bs_engine_fit_refresh, cleared by job_drop, so it mirrors what backfill_skip
+     * (cycle.c) reads and the FIRSTFIT walk can pass over jobs wider than the free
+     * nodes without touching them. Slots from capneed on read as 0 (unknown). */
+    int32_t *slot_need;
+    int32_t capneed;
     int32_t *freeslots;
     int32_t nfree, capfree;
     struct idmap jobmap;
