@@ -373,8 +373,6 @@ int64_t bs_profile_find(const struct profile *p, int64_t t0, int64_t tmax, int64
         return PROFILE_INF;
     int32_t bi, si;
     locate(p, t0, &bi, &si);
-    if (p->blk[bi]->v[si] + p->blk[bi]->lazy < need && next_time(p, bi, si) > tmax)
-        return PROFILE_INF; /* too few at t0 and no other start to try (a "now" query) */
     for (;;) {
         /* seek: the first step from (bi, si) on with at least `need` free */
         const struct profile_block *b;
