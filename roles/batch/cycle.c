@@ -113,7 +113,7 @@ static int refresh(struct batch_engine *e, int64_t now)
         if (bs_engine_regroup(e) < 0)
             return -1;
     } else {
-        bs_plan_trim(e, now);
+        bs_plan_trim(e, now, e->plan_valid); /* an invalid plan is copied from base next */
     }
     if (e->cfg.fspolicy != BATCH_FS_NONE) {
         for (int32_t i = 0; i < e->nrunning; i++)
@@ -370,6 +370,20 @@ static inline bool backfill_skip(const struct batch_engine *e, const struct bjob
            (e->npools == 1 && j->gen_gi >= 0 && fnow[j->gen_gi] < j->gen_need);
 }
 
+/* Fills fnow[] (free nodes now per general-pool group, with one pool) and returns
+ * the free nodes now, as bs_plan_free_now. */
+static int32_t free_now_fill(const struct batch_engine *e, int32_t *fnow)
+{
+    if (e->npools != 1)
+        return bs_plan_free_now(e);
+    int32_t n = 0;
+    for (int32_t k = 0; k < e->pools[0].ng; k++) {
+        fnow[k] = bs_profile_at(&e->pools[0].plan[k], e->now);
+        n += fnow[k] > 0 ? fnow[k] : 0;
+    }
+    return n;
+}
+
 static int backfill_try(struct batch_engine *e, int32_t s, int32_t qi, int64_t old,
                         int32_t *free_now, int32_t *fnow, struct batch_cycle_stats *st)
 {
@@ -392,9 +406,7 @@ static int backfill_try(struct batch_engine *e, int32_t s, int32_t qi, int64_t o
     if (start_now(e, s, qi < 0 ? queue_pos(e, s) : qi, pool, e->scr_cnt) < 0)
         return errno == ENOMEM ? -1 : 0;
     st->backfilled++;
-    *free_now = bs_plan_free_now(e);
-    for (int32_t k = 0; e->npools == 1 && k < e->pools[0].ng; k++)
-        fnow[k] = bs_profile_at(&e->pools[0].plan[k], e->now);
+    *free_now = free_now_fill(e, fnow);
     return 0;
 }
 
@@ -426,9 +438,7 @@ static int backfill_fresh(struct batch_engine *e, int64_t old, int32_t *free_now
 static int backfill_first(struct batch_engine *e, int32_t qi, struct batch_cycle_stats *st)
 {
     int64_t old = memo_usable(e) ? e->bf_seq : 0; /* jobs with seq <= old cannot fit */
-    int32_t free_now = bs_plan_free_now(e), *fnow = e->scr_free; /* free now, per group */
-    for (int32_t k = 0; e->npools == 1 && k < e->pools[0].ng; k++)
-        fnow[k] = bs_profile_at(&e->pools[0].plan[k], e->now);
+    int32_t *fnow = e->scr_free, free_now = free_now_fill(e, fnow); /* free now, per group */
     if (old > 0 && e->nfresh >= 0) {
         if (backfill_fresh(e, old, &free_now, fnow, st) < 0)
             return -1;

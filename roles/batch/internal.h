@@ -341,7 +341,7 @@ int bs_plan_start(struct batch_engine *e, int32_t slot, int32_t pool, const int3
 int bs_plan_copy_base(struct batch_engine *e);
 void bs_plan_clear(struct batch_engine *e);
 int bs_plan_copy_est(struct batch_engine *e);
-void bs_plan_trim(struct batch_engine *e, int64_t now);
+void bs_plan_trim(struct batch_engine *e, int64_t now, bool plan);
 int32_t bs_plan_free_now(const struct batch_engine *e);
 
 /* bound.c */

@@ -227,12 +227,13 @@ int bs_plan_copy_est(struct batch_engine *e)
     return 0;
 }
 
-void bs_plan_trim(struct batch_engine *e, int64_t now)
+void bs_plan_trim(struct batch_engine *e, int64_t now, bool plan)
 {
     for (int32_t pi = 0; pi < e->npools; pi++)
         for (int32_t k = 0; k < e->pools[pi].ng; k++) {
             bs_profile_trim(&e->pools[pi].base[k], now);
-            bs_profile_trim(&e->pools[pi].plan[k], now);
+            if (plan)
+                bs_profile_trim(&e->pools[pi].plan[k], now);
         }
 }
 
