@@ -395,7 +395,12 @@ static int backfill_try(struct batch_engine *e, int32_t s, int32_t qi, int64_t o
         return 0; /* the memo knows it cannot fit */
     if (bs_bound_get(e, j) > e->now)
         return 0; /* a job it dominates could not start now */
-    if (bs_plan_earliest(e, j, e->now, e->now, false, &pool, e->scr_cnt) != e->now) {
+    int fits = bs_plan_fits_now(e, j, e->scr_cnt);
+    if (fits < 0)
+        fits = bs_plan_earliest(e, j, e->now, e->now, false, &pool, e->scr_cnt) == e->now;
+    else
+        pool = 0;
+    if (!fits) {
         bs_bound_put(e, j, e->now + 1);
         return 0;
     }

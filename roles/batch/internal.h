@@ -342,6 +342,10 @@ int bs_plan_copy_base(struct batch_engine *e);
 void bs_plan_clear(struct batch_engine *e);
 int bs_plan_copy_est(struct batch_engine *e);
 void bs_plan_trim(struct batch_engine *e, int64_t now, bool plan);
+/* Backfill's question "does job j start now?" for the common case (one pool, j's
+ * only compatible group known): 1 (cnt filled, pool 0), 0 (no), or -1 (another
+ * case: ask bs_plan_earliest). */
+int bs_plan_fits_now(struct batch_engine *e, const struct bjob *j, int32_t *cnt);
 int32_t bs_plan_free_now(const struct batch_engine *e);
 
 /* bound.c */

@@ -114,6 +114,20 @@ int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjo
     return multi_find(e, pr, nk, j, t0, tmax, cnt);
 }
 
+int bs_plan_fits_now(struct batch_engine *e, const struct bjob *j, int32_t *cnt)
+{
+    const struct bpool *p = &e->pools[0];
+    if (e->npools != 1 || p->resv >= 0 || j->gen_gi < 0 || j->fit_epoch != e->gepoch)
+        return -1;
+    /* bs_plan_earliest(e, j, now, now, false, ...) reduced to what it does here */
+    if (bs_profile_find(&p->plan[j->gen_gi], e->now, e->now, j->walltime, j->gen_need) != e->now)
+        return 0;
+    for (int32_t k = 0; k < p->ng; k++)
+        cnt[k] = 0;
+    cnt[j->gen_gi] = j->gen_need;
+    return 1;
+}
+
 /* Whether some live reservation names job j in its ACL job list. */
 static bool job_bound(const struct batch_engine *e, const struct bjob *j)
 {
