@@ -152,6 +152,16 @@ static bool name_ok(const char *s)
     return memchr(s, '\0', BATCH_NAME_MAX) != NULL;
 }
 
+/* strcmp(a, b) == 0 inline: credential names are short, a call costs more. */
+static inline bool name_eq(const char *a, const char *b)
+{
+    while (*a && *a == *b) {
+        a++;
+        b++;
+    }
+    return *a == *b;
+}
+
 int32_t batch_node_add(struct batch_engine *e, const struct batch_node_spec *n)
 {
     if (!name_ok(n->name) || !name_ok(n->class_) || !n->name[0] || n->cap.procs < 1 ||
@@ -648,7 +658,7 @@ static int job_fill(struct batch_engine *e, struct bjob *j, const struct batch_j
     memset(j, 0, sizeof *j);
     for (int k = 0; k < BATCH_CRED_KINDS; k++) {
         const struct credtab *t = &e->creds[k];
-        if (names[k] && t->last < t->n && strcmp(t->v[t->last].name, names[k]) == 0) {
+        if (names[k] && t->last < t->n && name_eq(t->v[t->last].name, names[k])) {
             j->cred[k] = t->last; /* same as the last job's (interned, so valid) */
             continue;
         }
