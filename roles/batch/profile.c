@@ -287,6 +287,46 @@ static void add_from(struct profile *p, int32_t bi, int32_t si, int64_t t1, int3
     }
 }
 
+/* bs_profile_add on a profile of one block with room for two more steps (the
+ * common case: a few dozen running jobs): the same steps and values as the
+ * general path (split at t1 and t0, add, merge at t1 and t0), in one pass. */
+static void add_one_block(struct profile_block *b, int64_t t0, int64_t t1, int32_t delta)
+{
+    int32_t n = b->n, i = 0, j;
+    while (i < n && b->t[i] < t0) /* i > 0 unless t0 is the origin (t[0] <= t0) */
+        i++;
+    if (i == n || b->t[i] != t0) { /* new step at t0, holding the value before it */
+        memmove(b->t + i + 1, b->t + i, (size_t)(n - i) * sizeof b->t[0]);
+        memmove(b->v + i + 1, b->v + i, (size_t)(n - i) * sizeof b->v[0]);
+        b->t[i] = t0;
+        b->v[i] = b->v[i - 1];
+        n++;
+    }
+    for (j = i + 1; j < n && b->t[j] < t1;)
+        j++;
+    if (t1 != PROFILE_INF && (j == n || b->t[j] != t1)) { /* new step at t1 */
+        memmove(b->t + j + 1, b->t + j, (size_t)(n - j) * sizeof b->t[0]);
+        memmove(b->v + j + 1, b->v + j, (size_t)(n - j) * sizeof b->v[0]);
+        b->t[j] = t1;
+        b->v[j] = b->v[j - 1];
+        n++;
+    }
+    b->n = n;
+    blk_add(b, i, j, delta);
+    if (delta > 0) { /* as merge_pos: in one block a merge keeps min and max */
+        if (j < b->n && b->v[j] == b->v[j - 1]) {
+            memmove(b->t + j, b->t + j + 1, (size_t)(b->n - j - 1) * sizeof b->t[0]);
+            memmove(b->v + j, b->v + j + 1, (size_t)(b->n - j - 1) * sizeof b->v[0]);
+            b->n--;
+        }
+        if (i > 0 && b->v[i] == b->v[i - 1]) {
+            memmove(b->t + i, b->t + i + 1, (size_t)(b->n - i - 1) * sizeof b->t[0]);
+            memmove(b->v + i, b->v + i + 1, (size_t)(b->n - i - 1) * sizeof b->v[0]);
+            b->n--;
+        }
+    }
+}
+
 int bs_profile_add(struct profile *p, int64_t t0, int64_t t1, int32_t delta)
 {
     int64_t origin = p->blk[0]->t[0];
@@ -294,6 +334,10 @@ int bs_profile_add(struct profile *p, int64_t t0, int64_t t1, int32_t delta)
         t0 = origin;
     if (t1 <= t0 || delta == 0)
         return 0;
+    if (p->nblk == 1 && p->blk[0]->n <= PROFILE_BLOCK - 2) {
+        add_one_block(p->blk[0], t0, t1, delta);
+        return 0;
+    }
     int32_t bi, si, ebi, esi;
     /* split the end first: splitting t0 afterwards cannot move anything after t0 */
     if ((t1 != PROFILE_INF && split_at(p, t1, &bi, &si) < 0) || split_at(p, t0, &bi, &si) < 0)
