@@ -41,6 +41,7 @@ void bs_idmap_free(struct idmap *m);
 
 /* Grows *arr (of *cap elements of size sz) to hold at least n; 0 / -1 ENOMEM. */
 int bs_vec_reserve(void **arr, int32_t *cap, int32_t n, size_t sz);
+/* The capacity test inline (no call when there is room); evaluates cap and n twice. */
 #define VEC_RESERVE(a, cap, n)                                                                     \
     ((n) <= (cap) ? 0 : bs_vec_reserve((void **)&(a), &(cap), (n), sizeof *(a)))
 
