@@ -113,7 +113,7 @@ static int refresh(struct batch_engine *e, int64_t now)
         if (bs_engine_regroup(e) < 0)
             return -1;
     } else {
-        bs_plan_trim(e, now);
+        bs_plan_trim(e, now, e->plan_valid); /* an invalid plan is copied from base next */
     }
     if (e->cfg.fspolicy != BATCH_FS_NONE) {
         for (int32_t i = 0; i < e->nrunning; i++)
@@ -140,6 +140,7 @@ static int start_due(struct batch_engine *e, struct batch_cycle_stats *st)
         }
         bool can = !j->hold && !throttled(e, j);
         if (can && bs_plan_start(e, pe.job, pe.pool, e->pcnt + pe.off, true) == 0) {
+            e->compact_from = 0; /* before order(): its queue position is not known */
             st->started++;
             continue;
         }
@@ -257,10 +258,31 @@ static int32_t keep_prefix(struct batch_engine *e)
     return qi;
 }
 
-/* Starts job slot s now in pool `pool` on cnt nodes per group; 0 or -1. */
-static int start_now(struct batch_engine *e, int32_t s, int32_t pool, const int32_t *cnt)
+/* Starts job slot s, at queue position qi, now in pool `pool` on cnt nodes per
+ * group; 0 or -1. */
+static int start_now(struct batch_engine *e, int32_t s, int32_t qi, int32_t pool,
+                     const int32_t *cnt)
 {
-    return bs_plan_start(e, s, pool, cnt, false);
+    if (bs_plan_start(e, s, pool, cnt, false) < 0)
+        return -1;
+    if (qi < e->compact_from)
+        e->compact_from = qi;
+    return 0;
+}
+
+/* The queue position of job slot s: a binary search by job_cmp (the queue is
+ * sorted from order() to queue_compact()); 0 if it is not found there. */
+static int32_t queue_pos(struct batch_engine *e, int32_t s)
+{
+    int32_t lo = 0, hi = e->nqueue;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (job_cmp(&e->queue[mid], &s, e) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < e->nqueue && e->queue[lo] == s ? lo : 0;
 }
 
 /* Step 5 from queue position qi: start in order, reserve blocked jobs up to the
@@ -296,7 +318,7 @@ static int32_t phase_order(struct batch_engine *e, int32_t qi, struct batch_cycl
             continue;
         }
         if (t == e->now) {
-            if (start_now(e, s, pool, e->scr_cnt) < 0)
+            if (start_now(e, s, qi, pool, e->scr_cnt) < 0)
                 return errno == ENOMEM ? -1 : qi;
             st->started++;
             continue;
@@ -348,8 +370,22 @@ static inline bool backfill_skip(const struct batch_engine *e, const struct bjob
            (e->npools == 1 && j->gen_gi >= 0 && fnow[j->gen_gi] < j->gen_need);
 }
 
-static int backfill_try(struct batch_engine *e, int32_t s, int64_t old, int32_t *free_now,
-                        int32_t *fnow, struct batch_cycle_stats *st)
+/* Fills fnow[] (free nodes now per general-pool group, with one pool) and returns
+ * the free nodes now, as bs_plan_free_now. */
+static int32_t free_now_fill(const struct batch_engine *e, int32_t *fnow)
+{
+    if (e->npools != 1)
+        return bs_plan_free_now(e);
+    int32_t n = 0;
+    for (int32_t k = 0; k < e->pools[0].ng; k++) {
+        fnow[k] = bs_profile_at(&e->pools[0].plan[k], e->now);
+        n += fnow[k] > 0 ? fnow[k] : 0;
+    }
+    return n;
+}
+
+static int backfill_try(struct batch_engine *e, int32_t s, int32_t qi, int64_t old,
+                        int32_t *free_now, int32_t *fnow, struct batch_cycle_stats *st)
 {
     int32_t pool;
     struct bjob *j = &e->jobs[s];
@@ -359,7 +395,12 @@ static int backfill_try(struct batch_engine *e, int32_t s, int64_t old, int32_t 
         return 0; /* the memo knows it cannot fit */
     if (bs_bound_get(e, j) > e->now)
         return 0; /* a job it dominates could not start now */
-    if (bs_plan_earliest(e, j, e->now, e->now, false, &pool, e->scr_cnt) != e->now) {
+    int fits = bs_plan_fits_now(e, j, e->scr_cnt);
+    if (fits < 0)
+        fits = bs_plan_earliest(e, j, e->now, e->now, false, &pool, e->scr_cnt) == e->now;
+    else
+        pool = 0;
+    if (!fits) {
         bs_bound_put(e, j, e->now + 1);
         return 0;
     }
@@ -367,12 +408,10 @@ static int backfill_try(struct batch_engine *e, int32_t s, int64_t old, int32_t 
         set_reason(e, j, R_THROTTLE);
         return 0;
     }
-    if (start_now(e, s, pool, e->scr_cnt) < 0)
+    if (start_now(e, s, qi < 0 ? queue_pos(e, s) : qi, pool, e->scr_cnt) < 0)
         return errno == ENOMEM ? -1 : 0;
     st->backfilled++;
-    *free_now = bs_plan_free_now(e);
-    for (int32_t k = 0; e->npools == 1 && k < e->pools[0].ng; k++)
-        fnow[k] = bs_profile_at(&e->pools[0].plan[k], e->now);
+    *free_now = free_now_fill(e, fnow);
     return 0;
 }
 
@@ -396,7 +435,7 @@ static int backfill_fresh(struct batch_engine *e, int64_t old, int32_t *free_now
         f[k] = s;
     }
     for (int32_t i = 0; *free_now > 0 && i < n; i++)
-        if ((i == 0 || f[i] != f[i - 1]) && backfill_try(e, f[i], old, free_now, fnow, st) < 0)
+        if ((i == 0 || f[i] != f[i - 1]) && backfill_try(e, f[i], -1, old, free_now, fnow, st) < 0)
             return -1;
     return 0;
 }
@@ -404,17 +443,25 @@ static int backfill_fresh(struct batch_engine *e, int64_t old, int32_t *free_now
 static int backfill_first(struct batch_engine *e, int32_t qi, struct batch_cycle_stats *st)
 {
     int64_t old = memo_usable(e) ? e->bf_seq : 0; /* jobs with seq <= old cannot fit */
-    int32_t free_now = bs_plan_free_now(e), *fnow = e->scr_free; /* free now, per group */
-    for (int32_t k = 0; e->npools == 1 && k < e->pools[0].ng; k++)
-        fnow[k] = bs_profile_at(&e->pools[0].plan[k], e->now);
+    int32_t *fnow = e->scr_free, free_now = free_now_fill(e, fnow); /* free now, per group */
     if (old > 0 && e->nfresh >= 0) {
         if (backfill_fresh(e, old, &free_now, fnow, st) < 0)
             return -1;
     } else {
-        for (; qi < e->nqueue && free_now > 0; qi++)
-            if (!backfill_skip(e, &e->jobs[e->queue[qi]], fnow) &&
-                backfill_try(e, e->queue[qi], old, &free_now, fnow, st) < 0)
+        /* one group: e->slot_need tells the jobs wider than the free nodes, which
+         * backfill_skip would pass over, without reading them */
+        bool one = e->npools == 1 && e->pools[0].ng == 1 && e->capneed >= e->njobs;
+        const int32_t *need = e->slot_need, *q = e->queue;
+        for (; qi < e->nqueue && free_now > 0; qi++) {
+            for (int32_t f0 = fnow[0], n = e->nqueue; one && qi < n && need[q[qi]] > f0;)
+                qi++; /* every slot < njobs <= capneed: no bound check */
+            if (qi == e->nqueue)
+                break;
+            int32_t s = q[qi];
+            if (!backfill_skip(e, &e->jobs[s], fnow) &&
+                backfill_try(e, s, qi, old, &free_now, fnow, st) < 0)
                 return -1;
+        }
     }
     memo_record(e);
     return 0;
@@ -483,7 +530,7 @@ static int backfill_best(struct batch_engine *e, int32_t qi0, struct batch_cycle
             return 0;
         if (bs_plan_earliest(e, &e->jobs[best], e->now, e->now, false, &bestpool, e->scr_cnt) !=
                 e->now ||
-            start_now(e, best, bestpool, e->scr_cnt) < 0)
+            start_now(e, best, queue_pos(e, best), bestpool, e->scr_cnt) < 0)
             return errno == ENOMEM ? -1 : 0;
         st->backfilled++;
     }
@@ -529,10 +576,13 @@ static int estimate_all(struct batch_engine *e)
 
 /* Drops started jobs from the queue. The only entries that are not pending are
  * the e->nstarted jobs this cycle started (a pending job that ends leaves the queue
- * at once), so the scan stops at the last of them and moves the rest in one go. */
+ * at once), none before e->compact_from, so the scan runs from there to the last
+ * of them and moves the rest in one go. */
 static void queue_compact(struct batch_engine *e)
 {
-    int32_t w = 0, i = 0, sorted = 0, left = e->nstarted;
+    int32_t from = e->compact_from < e->nqueue ? e->compact_from : e->nqueue;
+    int32_t w = from, i = from, sorted = e->nsorted <= from ? e->nsorted : 0;
+    int32_t left = e->nstarted;
     for (; i < e->nqueue && left > 0; i++) {
         const struct bjob *j = &e->jobs[e->queue[i]];
         if (!j->live || j->state != BATCH_JOB_PENDING)
@@ -575,6 +625,7 @@ int batch_cycle(struct batch_engine *e, int64_t now, struct batch_cycle_stats *s
         st = &dummy;
     memset(st, 0, sizeof *st);
     e->nstarted = 0;
+    e->compact_from = INT32_MAX;
     e->cycle_no++;
     if (now < e->now)
         now = e->now;
@@ -621,6 +672,7 @@ int batch_cycle(struct batch_engine *e, int64_t now, struct batch_cycle_stats *s
 fail:
     e->plan_valid = false;
     bs_engine_memo_clear(e);
+    e->compact_from = 0;
     queue_compact(e);
     errno = ENOMEM;
     return -1;

@@ -93,6 +93,7 @@ void batch_engine_destroy(struct batch_engine **ep)
         free(e->jobs[i].runs);
     }
     free(e->jobs);
+    free(e->slot_need);
     free(e->freeslots);
     bs_idmap_free(&e->jobmap);
     free(e->queue);
@@ -149,6 +150,16 @@ int bs_engine_scratch(struct batch_engine *e, int32_t n)
 static bool name_ok(const char *s)
 {
     return memchr(s, '\0', BATCH_NAME_MAX) != NULL;
+}
+
+/* strcmp(a, b) == 0 inline: credential names are short, a call costs more. */
+static inline bool name_eq(const char *a, const char *b)
+{
+    while (*a && *a == *b) {
+        a++;
+        b++;
+    }
+    return *a == *b;
 }
 
 int32_t batch_node_add(struct batch_engine *e, const struct batch_node_spec *n)
@@ -566,6 +577,25 @@ int bs_engine_job_runs(struct batch_engine *e, struct bjob *j)
 
 /* Recomputes j's fit data for the current groups: whether it can ever run, the
  * fewest nodes it needs, and its only compatible group in the general pool. */
+/* Records job j's need in e->slot_need (internal.h) when j is a job slot; a slot
+ * the array cannot hold (no memory) stays unknown. */
+static void slot_need_set(struct batch_engine *e, const struct bjob *j)
+{
+    if (j < e->jobs || j >= e->jobs + e->njobs)
+        return;
+    int32_t s = (int32_t)(j - e->jobs);
+    if (s >= e->capneed) {
+        int32_t nc = e->capjobs > s ? e->capjobs : s + 1;
+        int32_t *a = realloc(e->slot_need, (size_t)nc * sizeof *a);
+        if (!a)
+            return;
+        memset(a + e->capneed, 0, (size_t)(nc - e->capneed) * sizeof *a);
+        e->slot_need = a;
+        e->capneed = nc;
+    }
+    e->slot_need[s] = j->gen_gi == 0 ? j->gen_need : 0;
+}
+
 void bs_engine_fit_refresh(struct batch_engine *e, struct bjob *j)
 {
     if (j->fit_epoch == e->gepoch)
@@ -590,6 +620,7 @@ void bs_engine_fit_refresh(struct batch_engine *e, struct bjob *j)
     j->never = tasks < j->tasks;
     j->nodes_min = best ? (int32_t)((j->tasks + (int64_t)best - 1) / best) : j->tasks;
     j->fit_epoch = e->gepoch;
+    slot_need_set(e, j);
 }
 
 /* Whether reservation r's ACL admits job j (any listed value matches, seed 3.1). */
@@ -627,7 +658,7 @@ static int job_fill(struct batch_engine *e, struct bjob *j, const struct batch_j
     memset(j, 0, sizeof *j);
     for (int k = 0; k < BATCH_CRED_KINDS; k++) {
         const struct credtab *t = &e->creds[k];
-        if (names[k] && t->last < t->n && strcmp(t->v[t->last].name, names[k]) == 0) {
+        if (names[k] && t->last < t->n && name_eq(t->v[t->last].name, names[k])) {
             j->cred[k] = t->last; /* same as the last job's (interned, so valid) */
             continue;
         }
@@ -754,6 +785,8 @@ static void job_drop(struct batch_engine *e, int32_t s)
     j->runs = NULL;
     j->nruns = 0;
     j->live = false;
+    if (s < e->capneed)
+        e->slot_need[s] = 0; /* the next job in this slot is unknown until refreshed */
     e->live_jobs--;
     if (VEC_RESERVE(e->freeslots, e->capfree, e->nfree + 1) == 0)
         e->freeslots[e->nfree++] = s; /* else the slot is simply not reused */
@@ -776,7 +809,7 @@ static void job_release(struct batch_engine *e, struct bjob *j, int64_t when)
         e->groups[r->group].busy[r->word] &= ~r->mask;
         int32_t k = counts ? pool_pos(p, r->group) : -1;
         if (k >= 0)
-            cnt[k] += __builtin_popcountll(r->mask);
+            cnt[k] += bs_pop64(r->mask);
     }
     for (int32_t k = 0; counts && k < p->ng; k++)
         if (cnt[k] && bs_profile_add(&p->base[k], when, j->end_est, cnt[k]) < 0)

@@ -38,7 +38,9 @@ void bs_idmap_free(struct idmap *m);
 
 /* Grows *arr (of *cap elements of size sz) to hold at least n; 0 / -1 ENOMEM. */
 int bs_vec_reserve(void **arr, int32_t *cap, int32_t n, size_t sz);
-#define VEC_RESERVE(a, cap, n) bs_vec_reserve((void **)&(a), &(cap), (n), sizeof *(a))
+/* The capacity test inline (no call when there is room); evaluates cap and n twice. */
+#define VEC_RESERVE(a, cap, n)                                                                     \
+    ((n) <= (cap) ? 0 : bs_vec_reserve((void **)&(a), &(cap), (n), sizeof *(a)))
 
 /* ---- fairshare (fairshare.c) ---- */
 struct fs_ring { /* w[i] = usage of window (win - i) */
@@ -234,6 +236,12 @@ struct batch_engine {
 
     struct bjob *jobs;
     int32_t njobs, capjobs;
+    /* slot -> gen_need of its job if its gen_gi is 0, else 0: written only by
+     * bs_engine_fit_refresh, cleared by job_drop, so it mirrors what backfill_skip
+     * (cycle.c) reads and the FIRSTFIT walk can pass over jobs wider than the free
+     * nodes without touching them. Slots from capneed on read as 0 (unknown). */
+    int32_t *slot_need;
+    int32_t capneed;
     int32_t *freeslots;
     int32_t nfree, capfree;
     struct idmap jobmap;
@@ -268,6 +276,7 @@ struct batch_engine {
     int64_t submit_seq;
     uint64_t *started;
     int32_t nstarted, capstarted;
+    int32_t compact_from; /* cycle.c: no job this cycle started sits in queue[0, it) */
 
     /* scratch */
     int32_t *scr_cnt; /* node counts per group of a pool */
@@ -297,6 +306,15 @@ int32_t bs_engine_node_job(struct batch_engine *e, int32_t node);
 int bs_engine_job_runs(struct batch_engine *e, struct bjob *j);
 void bs_engine_fill_nodes(struct batch_engine *e, int32_t slot);
 void bs_engine_fill_all(struct batch_engine *e);
+/* Set bits of x, inline (without -mpopcnt, __builtin_popcountll is a libgcc call). */
+static inline int32_t bs_pop64(uint64_t x)
+{
+    x = x - ((x >> 1) & 0x5555555555555555ULL);
+    x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+    return (int32_t)((x * 0x0101010101010101ULL) >> 56);
+}
+
 static inline void bs_engine_memo_clear(struct batch_engine *e)
 {
     e->bf_memo = false;
@@ -322,7 +340,11 @@ int bs_plan_start(struct batch_engine *e, int32_t slot, int32_t pool, const int3
 int bs_plan_copy_base(struct batch_engine *e);
 void bs_plan_clear(struct batch_engine *e);
 int bs_plan_copy_est(struct batch_engine *e);
-void bs_plan_trim(struct batch_engine *e, int64_t now);
+void bs_plan_trim(struct batch_engine *e, int64_t now, bool plan);
+/* Backfill's question "does job j start now?" for the common case (one pool, j's
+ * only compatible group known): 1 (cnt filled, pool 0), 0 (no), or -1 (another
+ * case: ask bs_plan_earliest). */
+int bs_plan_fits_now(struct batch_engine *e, const struct bjob *j, int32_t *cnt);
 int32_t bs_plan_free_now(const struct batch_engine *e);
 
 /* bound.c */

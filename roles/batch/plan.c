@@ -93,8 +93,8 @@ int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjo
     }
     if (t0 > tmax)
         return BATCH_NEVER;
-    if (cnt)
-        memset(cnt, 0, (size_t)p->ng * sizeof *cnt);
+    for (int32_t k = 0; cnt && k < p->ng; k++) /* mostly one group: no memset call */
+        cnt[k] = 0;
     if (pool == 0 && j->gen_gi >= 0 && j->fit_epoch == e->gepoch) { /* the common case */
         int64_t t = bs_profile_find(&pr[j->gen_gi], t0, tmax, j->walltime, j->gen_need);
         if (cnt && t != PROFILE_INF)
@@ -112,6 +112,20 @@ int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjo
         return t;
     }
     return multi_find(e, pr, nk, j, t0, tmax, cnt);
+}
+
+int bs_plan_fits_now(struct batch_engine *e, const struct bjob *j, int32_t *cnt)
+{
+    const struct bpool *p = &e->pools[0];
+    if (e->npools != 1 || p->resv >= 0 || j->gen_gi < 0 || j->fit_epoch != e->gepoch)
+        return -1;
+    /* bs_plan_earliest(e, j, now, now, false, ...) reduced to what it does here */
+    if (bs_profile_find(&p->plan[j->gen_gi], e->now, e->now, j->walltime, j->gen_need) != e->now)
+        return 0;
+    for (int32_t k = 0; k < p->ng; k++)
+        cnt[k] = 0;
+    cnt[j->gen_gi] = j->gen_need;
+    return 1;
 }
 
 /* Whether some live reservation names job j in its ACL job list. */
@@ -227,12 +241,13 @@ int bs_plan_copy_est(struct batch_engine *e)
     return 0;
 }
 
-void bs_plan_trim(struct batch_engine *e, int64_t now)
+void bs_plan_trim(struct batch_engine *e, int64_t now, bool plan)
 {
     for (int32_t pi = 0; pi < e->npools; pi++)
         for (int32_t k = 0; k < e->pools[pi].ng; k++) {
             bs_profile_trim(&e->pools[pi].base[k], now);
-            bs_profile_trim(&e->pools[pi].plan[k], now);
+            if (plan)
+                bs_profile_trim(&e->pools[pi].plan[k], now);
         }
 }
 
@@ -263,11 +278,19 @@ static int32_t group_take(struct batch_engine *e, int32_t gi, int32_t n, struct 
             took &= (1ULL << (g->nnodes % 64)) - 1;
         if (!took)
             continue;
-        for (int32_t c = __builtin_popcountll(took); c > n - got; c--)
-            took &= ~(1ULL << (63 - __builtin_clzll(took))); /* keep the lowest */
+        int32_t c = bs_pop64(took), k = n - got;
+        if (c > k && k < c - k) { /* keep the lowest k: collect them */
+            uint64_t m = 0;
+            for (int32_t i = 0; i < k; i++, took &= took - 1)
+                m |= took & -took;
+            took = m;
+        } else {
+            for (; c > k; c--) /* keep the lowest k: drop the highest */
+                took &= ~(1ULL << (63 - __builtin_clzll(took)));
+        }
         g->busy[w] |= took;
         runs[(*nruns)++] = (struct bjob_run){gi, w, took};
-        got += __builtin_popcountll(took);
+        got += c < k ? c : k;
     }
     return got;
 }

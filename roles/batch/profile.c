@@ -239,13 +239,11 @@ static void blk_add(struct profile_block *b, int32_t from, int32_t to, int32_t d
         blk_fix(b);
 }
 
-/* Removes the breakpoint at t if the steps on both sides hold the same value. */
-static void merge_at(struct profile *p, int64_t t)
+/* Removes the step at (bi, si) if the step before it holds the same value. */
+static void merge_pos(struct profile *p, int32_t bi, int32_t si)
 {
-    int32_t bi, si;
-    locate(p, t, &bi, &si);
     struct profile_block *b = p->blk[bi];
-    if (b->t[si] != t || (bi == 0 && si == 0))
+    if (bi == 0 && si == 0)
         return;
     const struct profile_block *pb = si > 0 ? b : p->blk[bi - 1];
     if (pb->v[si > 0 ? si - 1 : pb->n - 1] + pb->lazy != b->v[si] + b->lazy)
@@ -253,7 +251,9 @@ static void merge_at(struct profile *p, int64_t t)
     memmove(b->t + si, b->t + si + 1, (size_t)(b->n - si - 1) * sizeof b->t[0]);
     memmove(b->v + si, b->v + si + 1, (size_t)(b->n - si - 1) * sizeof b->v[0]);
     if (--b->n > 0) {
-        blk_fix(b);
+        if (si == 0) /* v[0] left the block: its min may rise (with si > 0 the value
+                      * removed is still in v[si - 1], so min and max hold) */
+            blk_fix(b);
         return;
     }
     blk_put(p, b);
@@ -261,8 +261,10 @@ static void merge_at(struct profile *p, int64_t t)
     p->nblk--;
 }
 
-/* Adds delta to the steps from (bi, si) on that start before t1. */
-static void add_from(struct profile *p, int32_t bi, int32_t si, int64_t t1, int32_t delta)
+/* Adds delta to the steps from (bi, si) on that start before t1; *ebi, *esi
+ * receive the position of the first step at or after t1 (*ebi = nblk: none). */
+static void add_from(struct profile *p, int32_t bi, int32_t si, int64_t t1, int32_t delta,
+                     int32_t *ebi, int32_t *esi)
 {
     for (;;) {
         struct profile_block *b = p->blk[bi];
@@ -271,12 +273,57 @@ static void add_from(struct profile *p, int32_t bi, int32_t si, int64_t t1, int3
             while (b->t[e] < t1)
                 e++;
             blk_add(b, si, e, delta);
+            *ebi = bi;
+            *esi = e;
             return;
         }
         blk_add(b, si, b->n, delta);
-        if (++bi == p->nblk || (t1 != PROFILE_INF && p->blk[bi]->t[0] >= t1))
+        *esi = 0;
+        if (++bi == p->nblk || (t1 != PROFILE_INF && p->blk[bi]->t[0] >= t1)) {
+            *ebi = bi;
             return;
+        }
         si = 0;
+    }
+}
+
+/* bs_profile_add on a profile of one block with room for two more steps (the
+ * common case: a few dozen running jobs): the same steps and values as the
+ * general path (split at t1 and t0, add, merge at t1 and t0), in one pass. */
+static void add_one_block(struct profile_block *b, int64_t t0, int64_t t1, int32_t delta)
+{
+    int32_t n = b->n, i = 0, j;
+    while (i < n && b->t[i] < t0) /* i > 0 unless t0 is the origin (t[0] <= t0) */
+        i++;
+    if (i == n || b->t[i] != t0) { /* new step at t0, holding the value before it */
+        memmove(b->t + i + 1, b->t + i, (size_t)(n - i) * sizeof b->t[0]);
+        memmove(b->v + i + 1, b->v + i, (size_t)(n - i) * sizeof b->v[0]);
+        b->t[i] = t0;
+        b->v[i] = b->v[i - 1];
+        n++;
+    }
+    for (j = i + 1; j < n && b->t[j] < t1;)
+        j++;
+    if (t1 != PROFILE_INF && (j == n || b->t[j] != t1)) { /* new step at t1 */
+        memmove(b->t + j + 1, b->t + j, (size_t)(n - j) * sizeof b->t[0]);
+        memmove(b->v + j + 1, b->v + j, (size_t)(n - j) * sizeof b->v[0]);
+        b->t[j] = t1;
+        b->v[j] = b->v[j - 1];
+        n++;
+    }
+    b->n = n;
+    blk_add(b, i, j, delta);
+    if (delta > 0) { /* as merge_pos: in one block a merge keeps min and max */
+        if (j < b->n && b->v[j] == b->v[j - 1]) {
+            memmove(b->t + j, b->t + j + 1, (size_t)(b->n - j - 1) * sizeof b->t[0]);
+            memmove(b->v + j, b->v + j + 1, (size_t)(b->n - j - 1) * sizeof b->v[0]);
+            b->n--;
+        }
+        if (i > 0 && b->v[i] == b->v[i - 1]) {
+            memmove(b->t + i, b->t + i + 1, (size_t)(b->n - i - 1) * sizeof b->t[0]);
+            memmove(b->v + i, b->v + i + 1, (size_t)(b->n - i - 1) * sizeof b->v[0]);
+            b->n--;
+        }
     }
 }
 
@@ -287,16 +334,23 @@ int bs_profile_add(struct profile *p, int64_t t0, int64_t t1, int32_t delta)
         t0 = origin;
     if (t1 <= t0 || delta == 0)
         return 0;
-    int32_t bi, si;
+    if (p->nblk == 1 && p->blk[0]->n <= PROFILE_BLOCK - 2) {
+        add_one_block(p->blk[0], t0, t1, delta);
+        return 0;
+    }
+    int32_t bi, si, ebi, esi;
     /* split the end first: splitting t0 afterwards cannot move anything after t0 */
     if ((t1 != PROFILE_INF && split_at(p, t1, &bi, &si) < 0) || split_at(p, t0, &bi, &si) < 0)
         return -1; /* an extra breakpoint may remain; values are unchanged */
-    add_from(p, bi, si, t1, delta);
+    add_from(p, bi, si, t1, delta, &ebi, &esi);
     if (delta > 0) { /* giving back (a job ended early, a reservation dropped): the
-                      * breakpoints it made may be redundant now */
-        if (t1 != PROFILE_INF)
-            merge_at(p, t1);
-        merge_at(p, t0);
+                      * breakpoints it made may be redundant now. The step at t1
+                      * goes first: removing it cannot move the one at t0 (earlier,
+                      * in the same or an earlier block, which keeps a step). */
+        if (t1 != PROFILE_INF && ebi < p->nblk)
+            merge_pos(p, ebi, esi);
+        if (p->blk[bi]->t[si] == t0)
+            merge_pos(p, bi, si);
     }
     return 0;
 }

@@ -326,26 +326,42 @@ static void cred_name(char *out, char prefix, int64_t n)
     *out = '\0';
 }
 
-static int submit(struct batch_engine *e, const struct sim_job *j, size_t idx,
-                  const struct sim_opts *o)
-{
+/* The spec of the last job submitted, whose names the next job mostly shares. */
+struct last_spec {
     struct batch_job_spec s;
-    s.id = idx + 1;
-    cred_name(s.user, 'u', j->user);
-    cred_name(s.group, 'g', j->group);
-    s.account[0] = s.qos[0] = '\0';
-    if (j->queue >= 0 && j->queue < SWF_MAX_QUEUES && o->queue_names && o->queue_names[j->queue])
-        strcpy(s.class_, o->queue_names[j->queue]); /* swf.c keeps names under 60 bytes */
-    else
-        cred_name(s.class_, 'q', j->queue);
-    s.tasks = j->procs;
-    s.per_task = (struct batch_res){1, 0, 0, 0};
-    s.walltime = j->walltime;
-    s.submit = j->submit;
-    s.hold = false;
-    s.early_start = true;
-    s.upriority = 0;
-    return batch_job_submit(e, &s);
+    int64_t user, group, queue; /* the numbers its names were written from */
+    bool valid;
+};
+
+static int submit(struct batch_engine *e, const struct sim_job *j, size_t idx,
+                  const struct sim_opts *o, struct last_spec *ls)
+{
+    struct batch_job_spec *s = &ls->s; /* names: only those that change are written */
+    s->id = idx + 1;
+    if (!ls->valid || j->user != ls->user)
+        cred_name(s->user, 'u', j->user);
+    if (!ls->valid || j->group != ls->group)
+        cred_name(s->group, 'g', j->group);
+    s->account[0] = s->qos[0] = '\0';
+    if (!ls->valid || j->queue != ls->queue) {
+        if (j->queue >= 0 && j->queue < SWF_MAX_QUEUES && o->queue_names &&
+            o->queue_names[j->queue])
+            strcpy(s->class_, o->queue_names[j->queue]); /* swf.c keeps names under 60 bytes */
+        else
+            cred_name(s->class_, 'q', j->queue);
+    }
+    ls->user = j->user;
+    ls->group = j->group;
+    ls->queue = j->queue;
+    ls->valid = true;
+    s->tasks = j->procs;
+    s->per_task = (struct batch_res){1, 0, 0, 0};
+    s->walltime = j->walltime;
+    s->submit = j->submit;
+    s->hold = false;
+    s->early_start = true;
+    s->upriority = 0;
+    return batch_job_submit(e, s);
 }
 
 /* Appends job idx's node list as runs of consecutive nodes. */
@@ -519,6 +535,7 @@ static int run_loop(struct feed *f, struct sim_result *r, char *err, size_t errl
     const struct sim_opts *o = f->o;
     struct sim_input *in = f->in;
     struct heap h = {NULL, 0, 0};
+    struct last_spec ls = {.valid = false};
     size_t cap = 0, i = 0, done = 0, pending = 0, loops = 0;
     int rc = -1, more;
     bool diag_done = o->diag == NULL;
@@ -538,7 +555,7 @@ static int run_loop(struct feed *f, struct sim_result *r, char *err, size_t errl
                 goto engine_err;
         size_t from = i;
         for (; more > 0 && in->jobs[i].submit == t; pending++) {
-            if (submit(e, &in->jobs[i], i, o) < 0)
+            if (submit(e, &in->jobs[i], i, o, &ls) < 0)
                 goto engine_err;
             if ((more = feed_has(f, ++i, err, errlen)) < 0)
                 goto out;

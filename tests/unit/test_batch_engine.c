@@ -550,6 +550,60 @@ static void test_backfill_memo(void **state)
     batch_engine_destroy(&e);
 }
 
+/* The FIRSTFIT walk after a replan passes over jobs wider than the free nodes by a
+ * slot -> need table, and the queue is compacted from the first position a job
+ * started at: a job in a reused slot (of a cancelled wide job) must still be
+ * backfilled, a job started behind waiting ones must leave the queue without
+ * disturbing them, and a start takes the lowest free nodes of a bitmap word
+ * whether it needs few of them or most. */
+static void test_walk_and_slots(void **state)
+{
+    (void)state;
+    struct batch_config c;
+    batch_config_defaults(&c);
+    struct batch_engine *e = eng(&c);
+    nodes(e, 8, 1, 0, NULL, "n");
+    submit(e, (struct js){1, "u", 2, 1, 0, 100, 0}); /* 2 of 8 free: n0 n1 */
+    submit(e, (struct js){2, "u", 5, 1, 0, 200, 0}); /* 5 of 6 free: n2..n6 */
+    submit(e, (struct js){3, "u", 4, 1, 0, 10, 0});  /* head: reserved at 200 */
+    submit(e, (struct js){4, "u", 3, 1, 0, 10, 0});  /* wider than the free node */
+    submit(e, (struct js){5, "u", 1, 1, 0, 50, 0});  /* backfills n7 */
+    cycle(e, 0);
+    struct batch_job_info i1 = info(e, 1), i2 = info(e, 2);
+    assert_int_equal(i1.nnodes, 2);
+    assert_int_equal(i1.nodes[0], 0);
+    assert_int_equal(i1.nodes[1], 1);
+    assert_int_equal(i2.nnodes, 5);
+    for (int k = 0; k < 5; k++)
+        assert_int_equal(i2.nodes[k], 2 + k);
+    assert_true(running(e, 5));
+    assert_int_equal(info(e, 5).nodes[0], 7);
+    assert_int_equal(info(e, 3).reserved, 200);
+    assert_false(running(e, 4));
+    assert_int_equal(batch_job_finish(e, 4, 1), 0); /* cancelled: its slot is free */
+    submit(e, (struct js){6, "u", 1, 1, 0, 20, 1}); /* takes that slot */
+    cycle(e, 1);                                    /* nothing free */
+    assert_false(running(e, 6));
+    assert_int_equal(batch_job_finish(e, 5, 10), 0); /* early: replan, full walk */
+    cycle(e, 10);
+    assert_true(running(e, 6));
+    assert_int_equal(info(e, 6).start, 10);
+    assert_int_equal(info(e, 6).nodes[0], 7);
+    assert_int_equal(info(e, 3).reserved, 200);
+    assert_int_equal(batch_job_finish(e, 6, 30), 0);
+    assert_int_equal(batch_job_finish(e, 1, 100), 0);
+    cycle(e, 100);
+    assert_false(running(e, 3)); /* 3 free of 4 until 200 */
+    assert_int_equal(batch_job_finish(e, 2, 200), 0);
+    cycle(e, 200);
+    assert_true(running(e, 3));
+    struct batch_job_info i3 = info(e, 3);
+    assert_int_equal(i3.nnodes, 4);
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(i3.nodes[k], k);
+    batch_engine_destroy(&e);
+}
+
 /* A start records only its nodes' bitmap words; the node list is written when it is
  * asked for. It must come out right after the groups changed (a busy node went
  * down), and a reservation must see nodes whose list was never asked for. */
@@ -632,6 +686,7 @@ int main(void)
         cmocka_unit_test(test_early_start),       cmocka_unit_test(test_estimate),
         cmocka_unit_test(test_bad_calls),         cmocka_unit_test(test_backfill_memo),
         cmocka_unit_test(test_node_after_job),    cmocka_unit_test(test_lazy_nodes),
+        cmocka_unit_test(test_walk_and_slots),
     };
     return cmocka_run_group_tests_name("batch_engine", tests, NULL, NULL);
 }

@@ -73,6 +73,11 @@ static void test_random_ops(void **state)
                     bs_profile_trim(&p, origin);
                 }
                 break;
+            case 1: /* open-ended: [a, for ever) */
+                assert_int_equal(bs_profile_add(&p, a, PROFILE_INF, d), 0);
+                for (int64_t t = a; t < H; t++)
+                    m[t] += d;
+                break;
             default:
                 if (a < b) {
                     assert_int_equal(bs_profile_add(&p, a, b, d), 0);
