@@ -426,6 +426,10 @@ const char *livecmd_resv_check(struct live *L, const struct ljob *j)
     if (!ok)
         return "the reservation's access list does not admit this job (user, group, account, "
                "class or qos)";
+    int64_t from = v->start > live_now(L) ? v->start : live_now(L);
+    if (v->site && !j->early && from + j->limit_s * 1000 > v->end)
+        return "the job's walltime does not fit in what is left of that reservation: "
+               "reserve at least the walltime from now (or submit with early, B5)";
     return NULL;
 }
 

@@ -194,7 +194,10 @@ static void send_reserve(struct meta *M, struct msite *s, struct mjob *j, const 
     wire_put_u64(&wb, "mem_mb", (uint64_t)j->rq.mem);
     wire_put_u64(&wb, "disk_mb", (uint64_t)j->rq.disk);
     wire_put_i64(&wb, "start", start > 0 && start != META_NEVER ? start : 0);
-    wire_put_u64(&wb, "duration_s", (uint64_t)(j->rq.walltime / 1000));
+    /* the walltime plus a margin: the job is submitted into the reservation a moment
+     * after it starts (at once when the site gave no estimate), and must still fit in it
+     * with its whole walltime; the spool releases it when the job ends */
+    wire_put_u64(&wb, "duration_s", (uint64_t)((j->rq.walltime + 999) / 1000) + META_RESV_SLACK_S);
     wire_put_key(&wb, "users"); /* only this job's user may use it (and the spool releases it) */
     wire_pack_array(&wb, 1);
     wire_pack_str(&wb, job_user(M, j));

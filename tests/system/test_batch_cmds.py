@@ -219,3 +219,20 @@ def test_default_admins_are_root_and_the_role_user(cluster_factory, client_facto
     r = b.rpc(T["RESV_SET"], user=me, hosts=["node1"], duration_s=60)
     assert r["resv"]["hosts"] == ["node1"], r
     b.client().ok(T["RESV_RELEASE"], user="root", name=r["resv"]["name"])
+
+
+def test_site_reservation_too_short_for_the_job_is_refused(cluster_factory, client_factory,
+                                                           batch_factory):
+    """A job whose walltime no longer fits in what is left of a site reservation is refused
+    at submit (it could never start there) instead of waiting for ever."""
+    cl, b = grid(cluster_factory, client_factory, batch_factory, nodes=2, slots=1)
+    now = int(time.time() * 1000)
+    v = b.rpc(T["RESERVE"], user="meta", procs=1, start=now, duration_s=5)["resv"]
+    e = b.client().err(T["PSUBMIT"], "INVALID", argv=["true"], procs=1, limit_s=10,
+                       user="meta", resv=v["name"])
+    assert "walltime does not fit" in e["msg"]
+    # with the early flag it may start elsewhere: accepted; one that fits: accepted and runs
+    v2 = b.rpc(T["RESERVE"], user="meta", procs=1, start=now, duration_s=60)["resv"]
+    j = b.rpc(T["PSUBMIT"], argv=["true"], shell=True, procs=1, limit_s=10, user="meta",
+              resv=v2["name"])["job"]
+    wait_until(lambda: jstate(b, j)["state"] == "done", scaled(30), msg="the job ran")
