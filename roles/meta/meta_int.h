@@ -20,7 +20,7 @@
 #define META_POLL_MS 1000        /* JOB_GET of the jobs placed at a site */
 #define META_SWEEP_MS 15000      /* RESV_LIST at each site: stray reservations */
 #define META_INFLIGHT_MAX 256    /* placements under way at once */
-#define META_RESV_SLACK_S 60     /* a site reservation lasts the walltime plus this */
+#define META_RESV_SLACK_S 5      /* a site reservation lasts the walltime plus this */
 
 struct meta_cfg {
     char listen[CONFIG_STR_MAX], state_dir[CONFIG_STR_MAX], sites[CONFIG_STR_MAX];
