@@ -161,8 +161,10 @@ def test_live_equals_simulated(cluster_factory, client_factory, batch_factory, w
     for a, c in zip(order, order[1:]):
         if sim[c] - sim[a] > TOLERANCE_S * 1000:
             assert live[a][1] <= live[c][1], (a, c, report)
-    # jobs the simulator starts at the same instant (one cycle) have no order between
-    # them: live, their `started` is when each one's node ran it, in any order
+    # jobs the simulator starts within TIE_MS of each other (one cycle, or cycles a few
+    # ms apart) have no order between them: live, `started` is when each one's node ran
+    # it, which varies by milliseconds to tens of ms on a busy machine
+    TIE_MS = 50
     inversions = sum(1 for a, c in zip(order, order[1:])
-                     if sim[a] < sim[c] and live[a][1] > live[c][1])
+                     if sim[c] - sim[a] > TIE_MS and live[a][1] > live[c][1])
     assert inversions == 0, "%d start order differences; %s" % (inversions, report)
