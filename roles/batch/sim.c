@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "lib/evheap.h"
 #include "roles/batch/sim.h"
 
 __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t len, const char *fmt, ...)
@@ -259,53 +260,6 @@ static inline int feed_has(struct feed *f, size_t i, char *err, size_t errlen)
         }
     }
     return 1;
-}
-
-/* ---- a binary min-heap of (end time, job index) ---- */
-struct ev {
-    int64_t t;
-    size_t job;
-};
-struct heap {
-    struct ev *v;
-    size_t n, cap;
-};
-
-static int heap_push(struct heap *h, struct ev x)
-{
-    if (h->n == h->cap) {
-        size_t nc = h->cap ? 2 * h->cap : 1024;
-        void *p = realloc(h->v, nc * sizeof *h->v);
-        if (!p)
-            return -1;
-        h->v = p;
-        h->cap = nc;
-    }
-    size_t i = h->n++;
-    for (; i > 0 && h->v[(i - 1) / 2].t > x.t; i = (i - 1) / 2)
-        h->v[i] = h->v[(i - 1) / 2];
-    h->v[i] = x;
-    return 0;
-}
-
-static struct ev heap_pop(struct heap *h)
-{
-    struct ev top = h->v[0], x = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n)
-            break;
-        if (c + 1 < h->n && h->v[c + 1].t < h->v[c].t)
-            c++;
-        if (h->v[c].t >= x.t)
-            break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n)
-        h->v[i] = x;
-    return top;
 }
 
 /* Writes prefix + decimal n into out (no snprintf: this runs per job). */
