@@ -7,9 +7,12 @@
 #   make demo       install what is missing, build, run a local grid demo
 #   make bench      benchmarks, one JSON line each
 #   make fuzz       bounded libFuzzer run of the wire decoder
+#   make install    binary, man pages, example configs and docs under $(DESTDIR)$(PREFIX)
+#   make man        man pages (build/man) generated from the --help texts
 #   make format-check
 
 BUILD   ?= build
+PREFIX  ?= /usr/local
 PKGS    := libzmq msgpack lmdb inih jansson zlib
 DEP_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 # Link flags (process start-up is most of a user tool's run time, see docs/perf.md):
@@ -108,9 +111,31 @@ format:
 format-check:
 	clang-format --dry-run --Werror $(LIB_SRC) cmd/main.c $(wildcard */*.h roles/*/*.h tests/unit/*.c bench/*.c fuzz/*.c)
 
+# Man pages come from the binary's own help texts (scripts/mkman.sh), so they are
+# regenerated whenever the binary changes.
+$(BUILD)/man/gridnode.1: $(BUILD)/gridnode scripts/mkman.sh
+	rm -rf $(BUILD)/man
+	bash scripts/mkman.sh $(BUILD)/gridnode $(BUILD)/man
+man: $(BUILD)/man/gridnode.1
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: the binary, its man pages, the example
+# configurations and the documentation; `make uninstall` removes exactly those.
+DOCDIR = $(DESTDIR)$(PREFIX)/share/doc/gridnode
+install: all man
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DOCDIR)/examples
+	install -m 0755 $(BUILD)/gridnode $(DESTDIR)$(PREFIX)/bin/gridnode
+	install -m 0644 $(BUILD)/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 configs/*.ini $(DOCDIR)/examples/
+	install -m 0644 README.md docs/*.md $(DOCDIR)/
+	@echo "installed gridnode in $(DESTDIR)$(PREFIX) (try: man gridnode, gridnode help)"
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/gridnode $(DESTDIR)$(PREFIX)/share/man/man1/gridnode.1 \
+	    $(DESTDIR)$(PREFIX)/share/man/man1/gridnode-*.1
+	rm -rf $(DOCDIR)
+
 clean:
 	rm -rf $(BUILD)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
-.PHONY: all unit system check test deps demo bench fuzz format format-check clean
+.PHONY: all unit system check test deps demo bench fuzz format format-check clean man install uninstall
 .SECONDARY:

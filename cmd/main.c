@@ -25,7 +25,7 @@ static const struct command commands[] = {
     {"console", cmd_console, "cluster manager console: limits, queues, hosts, parallel jobs"},
     {"dump", cmd_dump, "print a role's stored state (works while it runs)"},
     {"batch", cmd_batch, "batch scheduler (Maui-like); --simulate replays a workload trace"},
-    {"meta", cmd_meta, "metascheduler; --simulate compares grid placement policies on a trace"},
+    {"meta", cmd_meta, "metascheduler: a grid spool placing jobs on batch sites (--simulate: compare policies)"},
     {"showq", cmd_showq, "batch queue: active, eligible and blocked jobs"},
     {"checkjob", cmd_checkjob, "one batch job: priority, reservation, why it waits"},
     {"showstart", cmd_showstart, "estimated start of a batch job or of PROCS@DURATION"},
@@ -34,7 +34,6 @@ static const struct command commands[] = {
     {"setres", cmd_setres, "set an administrative reservation (admins)"},
     {"showres", cmd_showres, "list reservations (-n: by host)"},
     {"releaseres", cmd_releaseres, "release reservations (admins)"},
-    {"meta", cmd_meta, "metascheduler: a grid spool placing jobs on batch sites"},
 };
 
 static void usage(FILE *out)
