@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <zmq.h>
@@ -18,6 +19,7 @@ int cli_common(struct cli *c, const char *prog, int *argc, char **argv)
     int out = 1;
     c->prog = prog;
     c->timeout_ms = 10000;
+    c->connect_ms = 1000;
     c->json = false;
     c->endpoint = getenv("GRIDNODE_CLUSTER");
     if (!c->endpoint || !*c->endpoint)
@@ -34,6 +36,15 @@ int cli_common(struct cli *c, const char *prog, int *argc, char **argv)
                 return -1;
             }
             c->timeout_ms = (int)v;
+        } else if (!strcmp(a, "--connect-timeout") && i + 1 < *argc) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end || v < 0 || v > 86400000) {
+                fprintf(stderr, "%s: --connect-timeout wants milliseconds, not '%s'\n", prog,
+                        argv[i]);
+                return -1;
+            }
+            c->connect_ms = (int)v;
         } else if (!strcmp(a, "--json")) {
             c->json = true;
         } else if (!strcmp(a, "--")) {
@@ -54,6 +65,8 @@ const char *cli_common_help(void)
     return "  -e, --endpoint EP   cluster manager endpoint (default $GRIDNODE_CLUSTER, else\n"
            "                      tcp://127.0.0.1:7300)\n"
            "  --timeout MS        give up waiting for the reply after MS ms (default 10000)\n"
+           "  --connect-timeout MS  retry a refused connection for MS ms (default 1000;\n"
+           "                      raise it to wait for a role that is still starting)\n"
            "  --json              machine-readable output\n";
 }
 
@@ -97,13 +110,15 @@ static int take_reply(const struct cli *c, const void *data, size_t len, uint64_
 static void print_unreachable(const struct cli *c, const char *why)
 {
     if (why)
-        fprintf(stderr, "%s: no answer from the cluster manager at %s: %s\n", c->prog, c->endpoint,
-                why);
+        fprintf(stderr, "%s: cannot reach %s: %s\n", c->prog, c->endpoint, why);
     else
-        fprintf(stderr, "%s: no answer from the cluster manager at %s within %d ms\n", c->prog,
-                c->endpoint, c->timeout_ms);
-    fprintf(stderr, "  is it running? (scripts/grid status; or pass -e ENDPOINT / set "
-                    "GRIDNODE_CLUSTER)\n");
+        fprintf(stderr, "%s: no answer from %s within %d ms\n", c->prog, c->endpoint,
+                c->timeout_ms);
+    if (why && strstr(why, "resolve"))
+        fprintf(stderr, "  check the host name in the endpoint (-e ENDPOINT or GRIDNODE_CLUSTER)\n");
+    else
+        fprintf(stderr, "  is the role running and listening there? (scripts/grid status; or pass "
+                        "-e ENDPOINT / set GRIDNODE_CLUSTER)\n");
 }
 
 /* cli_call over the tool's own ZMTP client (cmd/zmtp.c): no libzmq to load. */
@@ -111,7 +126,7 @@ static int call_zmtp(const struct cli *c, struct wire_buf *wb, uint64_t id, stru
 {
     struct zmtp z;
     int rc = 2;
-    if (zmtp_open(&z, c->endpoint, c->timeout_ms, WIRE_MAX_FRAME) == 0 &&
+    if (zmtp_open(&z, c->endpoint, c->timeout_ms, c->connect_ms, WIRE_MAX_FRAME) == 0 &&
         zmtp_send(&z, wb->sb.data, wb->sb.size) == 0) {
         const unsigned char *d;
         size_t n;
@@ -140,6 +155,16 @@ static int call_zmq(const struct cli *c, struct wire_buf *wb, uint64_t id, struc
         goto out;
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    /* An ipc:// endpoint whose socket file is missing can never answer: say so at once
+     * instead of waiting out the timeout. */
+    struct stat st;
+    if (!strncmp(c->endpoint, "ipc://", 6) && stat(c->endpoint + 6, &st) != 0) {
+        char why[320];
+        snprintf(why, sizeof why, "%s: %s", c->endpoint + 6, strerror(errno));
+        print_unreachable(c, why);
+        rc = -1;
+        goto out;
+    }
     if (zmq_connect(s, c->endpoint) < 0) {
         fprintf(stderr, "%s: bad endpoint '%s': %s\n", c->prog, c->endpoint, zmq_strerror(errno));
         rc = -1;

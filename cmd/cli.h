@@ -14,6 +14,7 @@
 struct cli {
     const char *endpoint; /* -e, else $GRIDNODE_CLUSTER, else tcp://127.0.0.1:7300 */
     int timeout_ms;       /* --timeout */
+    int connect_ms;       /* --connect-timeout: how long a refused connection is retried */
     bool json;            /* --json */
     const char *prog;     /* "gridnode jobs" */
 };

@@ -210,6 +210,10 @@ int cmd_job_wait(struct cli *c, uint64_t job)
                 (unsigned long long)n, (unsigned long long)failed, (unsigned long long)run,
                 tty ? "   " : "\n");
         cli_reply_free(&r);
+        /* Once the job was seen, a role restarting under a long wait is waited for
+         * (up to the reply timeout per poll), not reported as unreachable. */
+        if (c->connect_ms < c->timeout_ms)
+            c->connect_ms = c->timeout_ms;
         if (end >= 0) {
             fprintf(stderr, "%sjob %llu %s\n", tty ? "\n" : "", (unsigned long long)job,
                     end == CLI_EXIT_FAILED ? "failed" : state);

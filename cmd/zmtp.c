@@ -244,7 +244,8 @@ static int handshake(struct zmtp *z)
     return 0;
 }
 
-int zmtp_open(struct zmtp *z, const char *endpoint, int timeout_ms, size_t max_msg)
+int zmtp_open(struct zmtp *z, const char *endpoint, int timeout_ms, int connect_ms,
+              size_t max_msg)
 {
     char host[256], port[16];
     memset(z, 0, sizeof *z);
@@ -258,15 +259,17 @@ int zmtp_open(struct zmtp *z, const char *endpoint, int timeout_ms, size_t max_m
     if (g != 0)
         return fail(z, "cannot resolve %s: %s", host, gai_strerror(g));
     int rc = -1;
+    int64_t give_up_ms = now_ms() + (connect_ms < timeout_ms ? connect_ms : timeout_ms);
     for (;;) {
         for (const struct addrinfo *a = ai; a && rc < 0; a = a->ai_next)
             if (try_connect(z, a) == 0)
                 rc = 0;
             else
                 fail(z, "cannot connect: %s", strerror(errno));
-        if (rc == 0 || left_ms(z) == 0)
+        int64_t now = now_ms();
+        if (rc == 0 || left_ms(z) == 0 || now >= give_up_ms)
             break;
-        int nap = left_ms(z) < RECONNECT_MS ? left_ms(z) : RECONNECT_MS;
+        int nap = give_up_ms - now < RECONNECT_MS ? (int)(give_up_ms - now) : RECONNECT_MS;
         poll(NULL, 0, nap);
     }
     freeaddrinfo(ai);

@@ -26,10 +26,12 @@ int zmtp_supported(const char *endpoint);
 /*
  * Connects to endpoint and completes the ZMTP handshake before the deadline
  * (timeout_ms from now); a refused or failed connection is retried every 100 ms
- * like libzmq's reconnection. 0, or -1 with z->err set (z needs zmtp_close either
- * way).
+ * like libzmq's reconnection, for at most connect_ms (a role being restarted is
+ * reached; one that is not running is reported at once, not after the whole
+ * timeout). 0, or -1 with z->err set (z needs zmtp_close either way).
  */
-int zmtp_open(struct zmtp *z, const char *endpoint, int timeout_ms, size_t max_msg);
+int zmtp_open(struct zmtp *z, const char *endpoint, int timeout_ms, int connect_ms,
+              size_t max_msg);
 /* Sends one single-frame message. 0 or -1 (z->err). */
 int zmtp_send(struct zmtp *z, const void *data, size_t len);
 /*

@@ -61,9 +61,31 @@ def test_unreachable_tcp_endpoint_is_a_clear_error_within_timeout(gridnode_bin, 
     p = run_cli(gridnode_bin, "jobs", "-e", "tcp://127.0.0.1:%d" % port, "--timeout", 400)
     took = time.monotonic() - t0
     assert p.returncode == 1
-    assert "no answer from the cluster manager at tcp://127.0.0.1:%d" % port in p.stderr
-    assert "Connection refused" in p.stderr and "is it running?" in p.stderr
+    assert "cannot reach tcp://127.0.0.1:%d" % port in p.stderr
+    assert "Connection refused" in p.stderr and "is the role running" in p.stderr
     assert 0.3 <= took < scaled(30)
+
+
+def test_refused_connection_fails_fast_whatever_the_reply_timeout(gridnode_bin):
+    """Issue #15: a role that is not running is reported after the connect window
+    (--connect-timeout, default 1 s), not after the 10 s reply timeout; an
+    unresolvable host at once; each with its real cause."""
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    t0 = time.monotonic()
+    p = run_cli(gridnode_bin, "jobs", "-e", "tcp://127.0.0.1:%d" % port, "--timeout", 60000)
+    assert p.returncode == 1 and "Connection refused" in p.stderr, p.stderr
+    assert time.monotonic() - t0 < scaled(20)
+    p = run_cli(gridnode_bin, "jobs", "-e", "tcp://no-such-host.invalid:7300", "--timeout", 60000)
+    assert p.returncode == 1 and "cannot resolve no-such-host.invalid" in p.stderr, p.stderr
+    assert "host name" in p.stderr
+    p = run_cli(gridnode_bin, "jobs", "-e", "ipc:///nonexistent-dir/x.sock", "--timeout", 60000)
+    assert p.returncode == 1 and "No such file or directory" in p.stderr, p.stderr
+    p = run_cli(gridnode_bin, "jobs", "--connect-timeout", "soon")
+    assert p.returncode != 0 and "--connect-timeout wants milliseconds" in p.stderr
 
 
 def test_cluster_started_late_is_reached_within_timeout(cluster_factory, gridnode_bin):
@@ -72,7 +94,8 @@ def test_cluster_started_late_is_reached_within_timeout(cluster_factory, gridnod
     cl = cluster_factory()
     ep = cl.endpoint
     cl.kill()
-    proc = subprocess.Popen([gridnode_bin, "jobs", "-e", ep, "--timeout", str(int(scaled(20000)))],
+    proc = subprocess.Popen([gridnode_bin, "jobs", "-e", ep, "--timeout", str(int(scaled(20000))),
+                             "--connect-timeout", str(int(scaled(20000)))],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             stdin=subprocess.DEVNULL)
     try:

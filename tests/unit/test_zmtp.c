@@ -114,7 +114,7 @@ static void test_roundtrips(void **state)
     static const size_t sizes[] = {0, 1, 255, 256, 4096, 4097, 70000, 3u << 20};
     size_t nsizes = sizeof sizes / sizeof sizes[0];
     server_start(&s, (int)nsizes);
-    assert_int_equal(zmtp_open(&z, s.endpoint, 10000, 64u << 20), 0);
+    assert_int_equal(zmtp_open(&z, s.endpoint, 10000, 10000, 64u << 20), 0);
     for (size_t i = 0; i < nsizes; i++)
         roundtrip(&z, sizes[i]);
     zmtp_close(&z);
@@ -130,7 +130,7 @@ static void test_heartbeat_peer_slow_answer(void **state)
     struct zmtp z;
     s.delay_ms = 1000;
     server_start_hb(&s, 1, 50);
-    assert_int_equal(zmtp_open(&z, s.endpoint, 20000, 1024), 0);
+    assert_int_equal(zmtp_open(&z, s.endpoint, 20000, 20000, 1024), 0);
     roundtrip(&z, 10);
     zmtp_close(&z);
     server_stop(&s);
@@ -162,7 +162,7 @@ static void test_refused_until_deadline(void **state)
     struct zmtp z;
     snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", free_port());
     double t0 = now_s();
-    assert_int_equal(zmtp_open(&z, ep, 300, 1024), -1);
+    assert_int_equal(zmtp_open(&z, ep, 300, 300, 1024), -1);
     double took = now_s() - t0;
     assert_true(took >= 0.25); /* retried, like libzmq's reconnection */
     assert_true(took < 30);
@@ -176,7 +176,7 @@ static void test_silent_peer_times_out(void **state)
     struct server s;
     struct zmtp z;
     server_start(&s, 0); /* handshakes, never answers */
-    assert_int_equal(zmtp_open(&z, s.endpoint, 300, 1024), 0);
+    assert_int_equal(zmtp_open(&z, s.endpoint, 300, 300, 1024), 0);
     assert_int_equal(zmtp_send(&z, "x", 1), 0);
     const unsigned char *d;
     size_t n;
@@ -193,7 +193,7 @@ static void test_oversized_reply(void **state)
     struct zmtp z;
     char big[2000] = {0};
     server_start(&s, 1);
-    assert_int_equal(zmtp_open(&z, s.endpoint, 10000, 1000), 0);
+    assert_int_equal(zmtp_open(&z, s.endpoint, 10000, 10000, 1000), 0);
     assert_int_equal(zmtp_send(&z, big, sizeof big), 0);
     const unsigned char *d;
     size_t n;
@@ -231,7 +231,7 @@ static void test_not_zmtp(void **state)
     char ep[64];
     struct zmtp z;
     snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", ntohs(a.sin_port));
-    assert_int_equal(zmtp_open(&z, ep, 5000, 1024), -1);
+    assert_int_equal(zmtp_open(&z, ep, 5000, 5000, 1024), -1);
     assert_true(strstr(z.err, "ZMTP") || strstr(z.err, "closed"));
     zmtp_close(&z);
     pthread_join(th, NULL);
