@@ -498,8 +498,15 @@ int cmd_batch(int argc, char **argv)
     } else if (rc == 0 && (rc = make_config(&o, &c)) == 0) {
         if (o.estimate && strcmp(o.estimate, "requested") && strcmp(o.estimate, "actual"))
             rc = usage_error("--estimate wants requested or actual, not '%s'", o.estimate);
-        else if (o.check)
-            batch_conf_print(&c, stdout);
+        else if (o.check) {
+            char err[512];
+            if (!o.trace && live_check_config(&c, err, sizeof err) < 0) {
+                fprintf(stderr, "gridnode batch: configuration error: %s\n", err);
+                rc = 1;
+            } else {
+                batch_conf_print(&c, stdout);
+            }
+        }
         else if (!o.trace && o.time_scale)
             rc = usage_error("%s only applies to --simulate", "--time-scale");
         else if (!o.trace) {

@@ -244,8 +244,63 @@ int role_args_parse(int argc, char **argv, struct role_args *ra)
     return 0;
 }
 
+int config_check_endpoint(const char *key, const char *value, int bind, char *err,
+                          size_t errlen)
+{
+    const char *why = NULL;
+    if (!strncmp(value, "tcp://", 6)) {
+        const char *hp = value + 6, *colon = strrchr(hp, ':');
+        char *end;
+        if (!colon || colon == hp)
+            why = "a tcp endpoint is tcp://HOST:PORT";
+        else if (!strcmp(colon + 1, "*")) {
+            if (!bind)
+                why = "a port '*' can only be bound, not connected to";
+        } else {
+            long port = strtol(colon + 1, &end, 10);
+            if (*end || colon[1] == '\0' || port < 1 || port > 65535)
+                why = "the port must be a number from 1 to 65535";
+        }
+    } else if (!strncmp(value, "ipc://", 6)) {
+        if (!value[6])
+            why = "an ipc endpoint is ipc://PATH";
+    } else if (!strncmp(value, "inproc://", 9)) {
+        if (!value[9])
+            why = "an inproc endpoint is inproc://NAME";
+    } else {
+        why = "expected tcp://HOST:PORT or ipc://PATH";
+    }
+    if (!why)
+        return 0;
+    snprintf(err, errlen, "%s = '%s' is not an endpoint: %s", key, value, why);
+    return -1;
+}
+
+int config_check_log_level(const char *key, const char *value, char *err, size_t errlen)
+{
+    static const char *const names[] = {"error", "warn", "info", "debug"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(value, names[i]))
+            return 0;
+    snprintf(err, errlen, "%s must be error, warn, info or debug, not '%s'", key, value);
+    return -1;
+}
+
+int config_check_file(const char *key, const char *path, char *err, size_t errlen)
+{
+    FILE *f;
+    if (!*path)
+        return 0;
+    if (!(f = fopen(path, "r"))) {
+        snprintf(err, errlen, "%s: cannot read '%s': %s", key, path, strerror(errno));
+        return -1;
+    }
+    fclose(f);
+    return 0;
+}
+
 int role_configure(const char *role, const char *usage, const struct config_key *keys,
-                   void *cfg, int argc, char **argv)
+                   void *cfg, int argc, char **argv, config_check_fn check)
 {
     struct role_args ra;
     char err[600];
@@ -261,7 +316,8 @@ int role_configure(const char *role, const char *usage, const struct config_key 
             printf("  %s.%-20s %-24s %s\n", k->section, k->name, k->dflt, k->help);
         return 0;
     }
-    if (config_load(keys, cfg, ra.config, ra.sets, ra.nsets, err, sizeof err) < 0) {
+    if (config_load(keys, cfg, ra.config, ra.sets, ra.nsets, err, sizeof err) < 0 ||
+        (check && check(cfg, err, sizeof err) < 0)) {
         fprintf(stderr, "gridnode %s: configuration error: %s\n", role, err);
         return 1;
     }

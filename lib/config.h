@@ -50,10 +50,27 @@ struct role_args {
 int role_args_parse(int argc, char **argv, struct role_args *ra);
 
 /*
- * The common role start: parses arguments, prints help or the configuration, loads
- * keys into cfg. Returns -1 to continue starting the role, otherwise the exit status.
+ * A role's checks of a loaded configuration beyond each key's type and range (keys
+ * that depend on each other, files that must exist, endpoints): every check start-up
+ * makes, so that --check-config accepts exactly what the role would start with.
+ * 0, or -1 with err naming the key and what is wrong.
+ */
+typedef int (*config_check_fn)(const void *cfg, char *err, size_t errlen);
+
+/*
+ * The common role start: parses arguments, prints help, loads keys into cfg, runs
+ * check (if not NULL), prints the configuration for --check-config. Returns -1 to
+ * continue starting the role, otherwise the exit status (1 for a configuration error,
+ * in --check-config and at start-up alike).
  */
 int role_configure(const char *role, const char *usage, const struct config_key *keys,
-                   void *cfg, int argc, char **argv);
+                   void *cfg, int argc, char **argv, config_check_fn check);
+
+/* Checks shared by the roles' config_check_fn: 0, or -1 with err naming key. */
+int config_check_endpoint(const char *key, const char *value, int bind, char *err,
+                          size_t errlen);
+int config_check_log_level(const char *key, const char *value, char *err, size_t errlen);
+/* A file named by key exists and can be read (an empty value is allowed: unset). */
+int config_check_file(const char *key, const char *path, char *err, size_t errlen);
 
 #endif

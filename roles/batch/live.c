@@ -17,6 +17,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "lib/config.h"
 #include "lib/daemon.h"
 #include "lib/fsutil.h"
 #include "lib/log.h"
@@ -235,6 +236,27 @@ static int live_open(struct live *L)
     return 0;
 }
 
+int live_check_config(const struct batch_config *cfg, char *err, size_t errlen)
+{
+    const struct batch_live_cfg *l = &cfg->live;
+    if (config_check_log_level("batch.log_level", l->log_level, err, errlen) < 0 ||
+        config_check_endpoint("batch.listen", l->listen, 1, err, errlen) < 0)
+        return -1;
+    if (!l->clusters[0]) {
+        snprintf(err, errlen, "batch.clusters is empty: name at least one cluster manager "
+                              "endpoint (e.g. --set batch.clusters=tcp://127.0.0.1:7300)");
+        return -1;
+    }
+    char list[BATCH_LIVE_STR];
+    snprintf(list, sizeof list, "%s", l->clusters);
+    for (char *save = NULL, *t = strtok_r(list, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+        char *eq = strchr(t, '=');
+        if (config_check_endpoint("batch.clusters", eq ? eq + 1 : t, 0, err, errlen) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 int live_main(int argc, char **argv, struct batch_config *cfg)
 {
     (void)argc;
@@ -246,9 +268,8 @@ int live_main(int argc, char **argv, struct batch_config *cfg)
     L.default_cl = -1;
     if (batch_config_copy(&L.cfg, cfg) < 0)
         return 1;
-    if (!L.cfg.live.clusters[0]) {
-        fprintf(stderr, "gridnode batch: batch.clusters is empty: name at least one cluster "
-                        "manager endpoint (e.g. --set batch.clusters=tcp://127.0.0.1:7300)\n");
+    if (live_check_config(&L.cfg, err, sizeof err) < 0) {
+        fprintf(stderr, "gridnode batch: configuration error: %s\n", err);
         batch_config_clear(&L.cfg);
         return 1;
     }

@@ -175,6 +175,9 @@ struct live {
 int64_t live_now(struct live *L); /* wall ms, non-decreasing */
 void live_want_cycle(struct live *L);
 int live_main(int argc, char **argv, struct batch_config *cfg);
+/* The live role's configuration checks beyond each key's own (endpoints, a cluster
+ * to drive): run by --check-config and at start-up alike. 0, or -1 with err. */
+int live_check_config(const struct batch_config *cfg, char *err, size_t errlen);
 
 /* livejob.c */
 uint64_t live_eid(uint64_t job, uint32_t e);

@@ -1166,24 +1166,29 @@ static void client_leave(struct client *c)
     log_info("left the server");
 }
 
+/* Every configuration check start-up makes (role_configure runs it for --check-config
+ * and before starting alike). */
+static int client_check(const void *p, char *err, size_t errlen)
+{
+    const struct client_cfg *cfg = p;
+    if (config_check_log_level("client.log_level", cfg->log_level, err, errlen) < 0 ||
+        config_check_endpoint("client.server", cfg->server, 0, err, errlen) < 0)
+        return -1;
+    if (cfg->backoff_max_s < cfg->backoff_min_s) {
+        snprintf(err, errlen, "rpc.backoff_max_s (%g) must be at least rpc.backoff_min_s (%g)",
+                 cfg->backoff_max_s, cfg->backoff_min_s);
+        return -1;
+    }
+    return 0;
+}
+
 int client_main(int argc, char **argv)
 {
     static struct client c;
-    int rc = role_configure("client", usage, client_keys, &c.cfg, argc, argv);
+    int rc = role_configure("client", usage, client_keys, &c.cfg, argc, argv, client_check);
     if (rc >= 0)
         return rc;
-    int lvl = log_level_parse(c.cfg.log_level);
-    if (lvl < 0) {
-        fprintf(stderr, "gridnode client: configuration error: client.log_level must be "
-                        "error, warn, info or debug\n");
-        return 1;
-    }
-    log_init("client", (enum log_level)lvl);
-    if (c.cfg.backoff_max_s < c.cfg.backoff_min_s) {
-        fprintf(stderr, "gridnode client: configuration error: rpc.backoff_max_s must be at "
-                        "least rpc.backoff_min_s\n");
-        return 1;
-    }
+    log_init("client", (enum log_level)log_level_parse(c.cfg.log_level));
     loop_signals();
     srandom((unsigned)(getpid() ^ wall_now_ms()));
     c.slots = c.cfg.slots > 0 ? (uint32_t)c.cfg.slots : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);

@@ -251,20 +251,30 @@ static void cluster_close(struct cluster *c)
         close(c->lockfd); /* last: the state is closed */
 }
 
+/* Every configuration check start-up makes (role_configure runs it for --check-config
+ * and before starting alike). */
+static int cluster_check(const void *p, char *err, size_t errlen)
+{
+    const struct cluster_cfg *cfg = p;
+    if (config_check_log_level("cluster.log_level", cfg->log_level, err, errlen) < 0 ||
+        config_check_endpoint("cluster.listen", cfg->listen, 1, err, errlen) < 0 ||
+        config_check_file("queues.rc", cfg->sd_rc, err, errlen) < 0)
+        return -1;
+    if (cfg->k_wait_dead <= cfg->k_wait) {
+        snprintf(err, errlen, "tasks.k_wait_dead (%g) must be greater than tasks.k_wait (%g)",
+                 (double)cfg->k_wait_dead, (double)cfg->k_wait);
+        return -1;
+    }
+    return scored_check_config(cfg, err, errlen);
+}
+
 int cluster_main(int argc, char **argv)
 {
     static struct cluster c;
-    int rc = role_configure("cluster", usage, cluster_keys, &c.cfg, argc, argv);
+    int rc = role_configure("cluster", usage, cluster_keys, &c.cfg, argc, argv, cluster_check);
     if (rc >= 0)
         return rc;
-    int lvl = log_level_parse(c.cfg.log_level);
-    if (lvl < 0 || c.cfg.k_wait_dead <= c.cfg.k_wait) {
-        fprintf(stderr, "gridnode cluster: configuration error: %s\n",
-                lvl < 0 ? "cluster.log_level must be error, warn, info or debug"
-                        : "tasks.k_wait_dead must be greater than tasks.k_wait");
-        return 1;
-    }
-    log_init("cluster", (enum log_level)lvl);
+    log_init("cluster", (enum log_level)log_level_parse(c.cfg.log_level));
     loop_signals();
     c.lockfd = -1;
     rc = 1;

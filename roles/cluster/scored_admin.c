@@ -4,6 +4,7 @@
  * CONSOLE request (commands applied atomically and committed before the reply) and
  * SD_INFO (clusters and queues as maps, also used by the statistics page).
  */
+#include <errno.h>
 #include <ini.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -242,22 +243,54 @@ static int run_rc(struct cluster *c, const char *path)
     return 0;
 }
 
+/* Reads the hosts file path into sd (hf, nhf); 0, or -1 with err saying whether the
+ * file cannot be read or which line is wrong. */
+static int read_hosts(struct scored *sd, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "queues.hosts: cannot read the hosts file '%s': %s", path,
+                 strerror(errno));
+        return -1;
+    }
+    int line = ini_parse_file(f, scored_hostline, sd);
+    fclose(f);
+    if (line != 0) {
+        snprintf(err, errlen, "%s:%d: bad hosts file line (sections are host names; keys cluster, "
+                 "speed, watchfs)", path, line);
+        return -1;
+    }
+    return 0;
+}
+
+int scored_check_config(const struct cluster_cfg *cfg, char *err, size_t errlen)
+{
+    if (cfg->sd_default_queue >= cfg->sd_queues) {
+        snprintf(err, errlen, "queues.default (%ld) must be below queues.count (%ld)",
+                 cfg->sd_default_queue, cfg->sd_queues);
+        return -1;
+    }
+    if (cfg->sd_hosts[0]) {
+        struct scored scratch = {0};
+        int rc = read_hosts(&scratch, cfg->sd_hosts, err, errlen);
+        free(scratch.hf);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
 int scored_open(struct cluster *c)
 {
     struct scored *sd = c->sd;
+    char err[512];
     sd->t_pjobs = store_table(c->store, "pjobs");
     sd->t_scored = store_table(c->store, "scored");
     sd->t_poutput = store_table(c->store, "poutput");
-    if (c->cfg.sd_default_queue >= c->cfg.sd_queues) {
-        log_warnx("queues.default must be below queues.count (%ld)", c->cfg.sd_queues);
-        return -1;
-    }
     if (!c->cfg.sd_hosts[0])
         return 0;
-    int line = ini_parse(c->cfg.sd_hosts, scored_hostline, sd);
-    if (line != 0) {
-        log_warnx("%s:%d: bad hosts file line (sections are host names; keys cluster, speed, "
-                  "watchfs)", c->cfg.sd_hosts, line);
+    if (read_hosts(sd, c->cfg.sd_hosts, err, sizeof err) < 0) {
+        log_warnx("%s", err);
         return -1;
     }
     log_info("hosts file %s: %u host(s)", c->cfg.sd_hosts, sd->nhf);

@@ -84,6 +84,9 @@ struct scored {
 };
 
 /* scored.c */
+/* The configuration checks of the SCore-D side (queues.default, the hosts file):
+ * 0, or -1 with err. Run by --check-config and at start-up alike. */
+int scored_check_config(const struct cluster_cfg *cfg, char *err, size_t errlen);
 int scored_open(struct cluster *c);  /* hosts file, settings, jobs, startup file */
 void scored_close(struct cluster *c);
 int scored_startup(struct cluster *c); /* the startup file, once per state directory */

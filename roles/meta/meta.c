@@ -628,21 +628,38 @@ static int meta_open(struct meta *M)
     return 0;
 }
 
+/* Every configuration check start-up makes (role_configure runs it for --check-config
+ * and before starting alike); the site list is parsed into a scratch role. */
+static int meta_check(const void *p, char *err, size_t errlen)
+{
+    const struct meta_cfg *cfg = p;
+    if (config_check_log_level("meta.log_level", cfg->log_level, err, errlen) < 0 ||
+        config_check_endpoint("meta.listen", cfg->listen, 1, err, errlen) < 0)
+        return -1;
+    if (meta_policy_parse(cfg->policy) < 0) {
+        snprintf(err, errlen, "meta.policy must be estimate, earliest_start, least_queued, "
+                              "round_robin, random or slurm_m, not '%s'", cfg->policy);
+        return -1;
+    }
+    struct meta *scratch = calloc(1, sizeof *scratch);
+    if (!scratch) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    scratch->cfg = *cfg;
+    int rc = meta_sites_parse(scratch, err, errlen);
+    free(scratch);
+    return rc;
+}
+
 int meta_main(int argc, char **argv)
 {
     static struct meta M;
-    int rc = role_configure("meta", usage, meta_keys, &M.cfg, argc, argv);
+    int rc = role_configure("meta", usage, meta_keys, &M.cfg, argc, argv, meta_check);
     if (rc >= 0)
         return rc;
     char err[512];
     int lvl = log_level_parse(M.cfg.log_level), pol = meta_policy_parse(M.cfg.policy);
-    if (lvl < 0 || pol < 0) {
-        fprintf(stderr, "gridnode meta: configuration error: %s\n",
-                lvl < 0 ? "meta.log_level must be error, warn, info or debug"
-                        : "meta.policy must be estimate, earliest_start, least_queued, "
-                          "round_robin, random or slurm_m");
-        return 1;
-    }
     M.policy = (enum meta_policy)pol;
     M.lockfd = -1;
     if (meta_sites_parse(&M, err, sizeof err) < 0) {

@@ -467,7 +467,7 @@ static int configure_quiet(struct fixture *f, int argc, char **argv, char *out, 
     assert_true(so >= 0 && se >= 0 && fd >= 0);
     dup2(fd, 1);
     dup2(fd, 2);
-    int rc = role_configure("test", "usage: test\n", keys, &f->cfg, argc, argv);
+    int rc = role_configure("test", "usage: test\n", keys, &f->cfg, argc, argv, NULL);
     fflush(stdout);
     fflush(stderr);
     dup2(so, 1);
@@ -505,6 +505,70 @@ static void test_role_configure(void **state)
     assert_non_null(strstr(out, "unexpected argument 'junk'"));
 }
 
+static void test_checks(void **state)
+{
+    (void)state;
+    char err[256];
+    assert_int_equal(config_check_endpoint("a.listen", "tcp://127.0.0.1:7300", 1, err, sizeof err), 0);
+    assert_int_equal(config_check_endpoint("a.listen", "tcp://*:7300", 1, err, sizeof err), 0);
+    assert_int_equal(config_check_endpoint("a.listen", "tcp://[::1]:7300", 1, err, sizeof err), 0);
+    assert_int_equal(config_check_endpoint("a.listen", "tcp://127.0.0.1:*", 1, err, sizeof err), 0);
+    assert_int_equal(config_check_endpoint("a.server", "tcp://127.0.0.1:*", 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, "can only be bound"));
+    assert_int_equal(config_check_endpoint("a.listen", "ipc:///tmp/x.sock", 1, err, sizeof err), 0);
+    assert_int_equal(config_check_endpoint("a.listen", "ipc://", 1, err, sizeof err), -1);
+    assert_int_equal(config_check_endpoint("a.listen", "tcp://host", 1, err, sizeof err), -1);
+    assert_int_equal(config_check_endpoint("a.listen", "tcp://host:0", 1, err, sizeof err), -1);
+    assert_int_equal(config_check_endpoint("a.listen", "tcp://host:65536", 1, err, sizeof err), -1);
+    assert_int_equal(config_check_endpoint("a.listen", "tcp://host:", 1, err, sizeof err), -1);
+    assert_int_equal(config_check_endpoint("a.listen", "host:7300", 1, err, sizeof err), -1);
+    assert_non_null(strstr(err, "a.listen = 'host:7300' is not an endpoint"));
+    assert_int_equal(config_check_log_level("a.log_level", "debug", err, sizeof err), 0);
+    assert_int_equal(config_check_log_level("a.log_level", "Debug", err, sizeof err), -1);
+    assert_non_null(strstr(err, "a.log_level must be"));
+    assert_int_equal(config_check_file("a.f", "", err, sizeof err), 0);
+    assert_int_equal(config_check_file("a.f", "/nonexistent/file", err, sizeof err), -1);
+    assert_non_null(strstr(err, "No such file"));
+}
+
+static int fail_check(const void *cfg, char *err, size_t errlen)
+{
+    (void)cfg;
+    snprintf(err, errlen, "main.count is unlucky");
+    return -1;
+}
+
+static void test_role_configure_runs_check(void **state)
+{
+    struct fixture *f = *state;
+    char path[128], out[4096];
+    snprintf(path, sizeof path, "%s/printed.ini", f->dir);
+    char *check[] = {"test", "--check-config"};
+    fflush(stdout);
+    fflush(stderr);
+    int so = dup(1), se = dup(2), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    int rc1 = role_configure("test", "usage: test\n", keys, &f->cfg, 2, check, fail_check);
+    char *run[] = {"test"};
+    int rc2 = role_configure("test", "usage: test\n", keys, &f->cfg, 1, run, fail_check);
+    fflush(stdout);
+    fflush(stderr);
+    dup2(so, 1);
+    dup2(se, 2);
+    close(so);
+    close(se);
+    close(fd);
+    assert_int_equal(rc1, 1); /* --check-config fails as start-up does */
+    assert_int_equal(rc2, 1);
+    FILE *fp = fopen(path, "r");
+    assert_non_null(fp);
+    size_t n = fread(out, 1, sizeof out - 1, fp);
+    out[n] = '\0';
+    fclose(fp);
+    assert_non_null(strstr(out, "gridnode test: configuration error: main.count is unlucky"));
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -526,6 +590,8 @@ int main(void)
         T(test_print_reparses_exactly),
         T(test_role_args),
         T(test_role_configure),
+        T(test_checks),
+        T(test_role_configure_runs_check),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }
