@@ -42,7 +42,7 @@ int client_main(int argc, char **argv);
 int vcl_main(struct client_cfg *cfg, const char *file);
 /* True when the configuration or the state directory names projects (live.c). */
 int vcl_wanted(const struct client_cfg *cfg, const char *file);
-/* `gridnode client status|attach|detach` (live_cmd.c). */
+/* `gridnode client status|attach|detach` (cmd/clientctl.c). */
 int vcl_cmd(int argc, char **argv);
 
 #endif

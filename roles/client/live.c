@@ -267,6 +267,7 @@ static void task_finish(struct live *l, struct ltask *t)
     runner_cleanup(r);
     release_gpus(l, t);
     t->state = LT_DONE;
+    l->proj[t->project].run_s += wall;
     if (!bad && !err && wall > 0) { /* the project's own run-time estimate */
         struct lproj *lp = &l->proj[t->project];
         lp->est_avg = lp->est_avg > 0 ? 0.8 * lp->est_avg + 0.2 * wall : wall;

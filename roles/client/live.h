@@ -45,6 +45,7 @@ struct lproj {
     struct lsock *status_sock;
     double est_avg; /* observed run time of its tasks (moving average); 0 = none yet */
     unsigned long tasks_got, results_sent;
+    double run_s; /* run time of its tasks finished since this client started */
 };
 
 struct ltask {

@@ -536,8 +536,9 @@ static void state_reply(struct live *l, uint64_t id, struct wire_buf *w)
         const struct engine_project *q = &e->projects[p];
         const struct lproj *lp = &l->proj[p];
         double cpu_s = 0;
-        wire_pack_map(w, 17);
+        wire_pack_map(w, 18);
         wire_put_str(w, "name", q->name);
+        wire_put_f64(w, "run_s", lp->run_s);
         wire_put_f64(w, "share", q->share);
         wire_put_f64(w, "rec", q->rec);
         wire_put_f64(w, "priority", prio[p]);
