@@ -71,10 +71,10 @@ static void print_state(const msgpack_object *root)
         fmt_dur(num(p, "backoff_s"), a, sizeof a);
         fmt_dur(num(p, "next_rpc_s"), b, sizeof b);
         printf("%-15s %6g %10.3g %9.3f %5.0f %8s %9s %6u  %s\n", name, num(p, "share"),
-               num(p, "rec"), num(p, "priority"), num(p, "failures"), a, b, n,
-               txt[0] ? txt : "-");
+               num(p, "rec"), num(p, "priority"), num(p, "failures"), a, b, n, txt[0] ? txt : "-");
     }
-    printf("\nPROJECT          JOB.IDX      STATE      TYPE    ELAPSED  REMAINING  DEADLINE  MISS\n");
+    printf(
+        "\nPROJECT          JOB.IDX      STATE      TYPE    ELAPSED  REMAINING  DEADLINE  MISS\n");
     double now = (double)time(NULL);
     for (uint32_t i = 0; ts && i < ts->via.array.size; i++) {
         const msgpack_object *t = &ts->via.array.ptr[i];
@@ -110,8 +110,9 @@ static int endpoint_from_dir(const char *dir, char *buf, size_t n)
     snprintf(path, sizeof path, "%s/endpoint", dir);
     FILE *f = fopen(path, "r");
     if (!f || !fgets(buf, (int)n, f)) {
-        fprintf(stderr, "gridnode client: cannot read %s (is a multi-project client running "
-                        "with that state directory?)\n",
+        fprintf(stderr,
+                "gridnode client: cannot read %s (is a multi-project client running "
+                "with that state directory?)\n",
                 path);
         if (f)
             fclose(f);

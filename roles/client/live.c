@@ -162,8 +162,11 @@ int vcl_task_adopt(struct live *l, struct ltask *t)
         l->captasks = cap;
     }
     int pt = engine_ptype_find(l->e, t->ptype);
-    struct engine_new_task nt = {t->id, (uint64_t)(uintptr_t)t, pt < 0 ? 0 : pt,
-                                 pt > 0 ? (double)t->gpus : 1.0, task_estimate(l, t),
+    struct engine_new_task nt = {t->id,
+                                 (uint64_t)(uintptr_t)t,
+                                 pt < 0 ? 0 : pt,
+                                 pt > 0 ? (double)t->gpus : 1.0,
+                                 task_estimate(l, t),
                                  t->deadline};
     double now = vcl_now();
     long i = engine_task_add(l->e, now, t->project, &nt);
@@ -368,7 +371,7 @@ static int take_gpus(struct live *l, struct ltask *t, int pt)
 
 static const char *const gpu_env[] = {"CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL",
                                       "ROCR_VISIBLE_DEVICES", "GRIDNODE_GPU",
-                                      "GRIDNODE_GPU_TYPE", NULL};
+                                      "GRIDNODE_GPU_TYPE",    NULL};
 
 /*
  * Starts t's process. A GPU task gets its instances in its environment, the way BOINC
@@ -425,7 +428,8 @@ static void task_start(struct live *l, struct ltask *t)
     }
     loop_add_fd(l->loop, t->run.out.fd, on_out, t);
     loop_add_fd(l->loop, t->run.err.fd, on_err, t);
-    t->limit_timer = loop_timer(l->loop, t->limit_left_ms > 0 ? t->limit_left_ms : 1, 0, on_limit, t);
+    t->limit_timer =
+        loop_timer(l->loop, t->limit_left_ms > 0 ? t->limit_left_ms : 1, 0, on_limit, t);
     log_debug("task %llu.%u of %s started: pid %d%s%s", (unsigned long long)t->job, t->idx,
               l->e->projects[t->project].name, (int)t->run.pid, t->ngpu ? ", GPU " : "", list);
 }
@@ -780,9 +784,8 @@ static void send_rpc_stage(struct live *l)
     }
     /* a socket made moments ago may still be connecting; an old one is up or down */
     int64_t now = loop_now_ms();
-    l->rpc.send_until_ms = s && now - s->created_ms < CONNECT_GRACE_MS
-                               ? s->created_ms + CONNECT_GRACE_MS
-                               : now;
+    l->rpc.send_until_ms =
+        s && now - s->created_ms < CONNECT_GRACE_MS ? s->created_ms + CONNECT_GRACE_MS : now;
     l->rpc.sent_ms = now;
     send_now(l);
 }
@@ -821,8 +824,8 @@ static void start_action(struct live *l, const struct engine_action *a)
         struct lproj *lp = &l->proj[p];
         r->stage = lp->welcomed && !strcmp(lp->session_url, r->url) ? 1 : 0;
         log_debug("project %s: RPC to %s (%s%s, %zu result(s))", l->e->projects[p].name, r->url,
-                  a->fetch ? "work fetch" : "report", a->reason == ENGINE_WHY_RETRY ? ", retry" : "",
-                  a->nreport);
+                  a->fetch ? "work fetch" : "report",
+                  a->reason == ENGINE_WHY_RETRY ? ", retry" : "", a->nreport);
     }
     send_rpc_stage(l);
 }
@@ -854,11 +857,12 @@ static void rpc_fail(struct live *l, const char *why)
         log_warnx("project %s: scheduler %s: %s (%d consecutive failure(s); next try in %.0f s)",
                   q->name, r->url, why, q->nrpc_failures,
                   fmax(0, q->min_rpc_time > q->backoff_until ? q->min_rpc_time - now
-                                                              : q->backoff_until - now));
+                                                             : q->backoff_until - now));
         if (r->sock) { /* the reply may still come: a fresh socket drops it */
             struct lproj *lp = &l->proj[p];
             for (int k = 0; k < lp->nsocks; k++)
-                if (lp->socks[k] == r->sock && loop_now_ms() - r->sock->created_ms > CONNECT_GRACE_MS &&
+                if (lp->socks[k] == r->sock &&
+                    loop_now_ms() - r->sock->created_ms > CONNECT_GRACE_MS &&
                     strstr(why, "did not answer")) {
                     vcl_sock_close(l, &lp->socks[k]);
                     lp->socks[k] = vcl_sock_open(l, p, q->endpoints[k]);
@@ -970,9 +974,12 @@ static void on_tasks(struct live *l, int p, const msgpack_object *m)
         t->id = ++l->next_id;
         t->received = now;
         int pt = engine_ptype_find(l->e, t->ptype);
-        l->nt[nnew++] = (struct engine_new_task){t->id, (uint64_t)(uintptr_t)t, pt < 0 ? 0 : pt,
+        l->nt[nnew++] = (struct engine_new_task){t->id,
+                                                 (uint64_t)(uintptr_t)t,
+                                                 pt < 0 ? 0 : pt,
                                                  pt > 0 ? (double)t->gpus : 1.0,
-                                                 task_estimate(l, t), t->deadline};
+                                                 task_estimate(l, t),
+                                                 t->deadline};
         vcl_task_save(l, t);
         if (l->ntasks == l->captasks) {
             size_t cap = l->captasks ? l->captasks * 2 : 64;

@@ -138,7 +138,7 @@ int vcl_task_adopt(struct live *l, struct ltask *t);
 void vcl_task_free(struct ltask *t);
 struct ltask *vcl_task_from_map(struct live *l, int project, const msgpack_object *m);
 int vcl_project_add(struct live *l, const char *name, double share, const char *const *eps,
-                     int neps, const char *master);
+                    int neps, const char *master);
 int vcl_project_sockets(struct live *l, int p);
 int vcl_project_detach(struct live *l, int p);
 int vcl_engine_rebuild(struct live *l, double now);

@@ -151,7 +151,7 @@ void vcl_project_delete(struct live *l, const char *name)
 
 /* Adds a project to the engine and the driver; its index, or -1 (errno). */
 int vcl_project_add(struct live *l, const char *name, double share, const char *const *eps,
-                     int neps, const char *master)
+                    int neps, const char *master)
 {
     if (l->e->nprojects >= LIVE_MAX_PROJECTS) {
         errno = ENOSPC;
@@ -597,8 +597,8 @@ static void state_reply(struct live *l, uint64_t id, struct wire_buf *w)
     for (int t = 0; t < e->nptypes; t++) {
         int busy = 0;
         for (size_t k = 0; k < e->nrunning; k++)
-            busy += e->tasks[e->running[k]].ptype == t ? (int)ceil(e->tasks[e->running[k]].usage)
-                                                       : 0;
+            busy +=
+                e->tasks[e->running[k]].ptype == t ? (int)ceil(e->tasks[e->running[k]].usage) : 0;
         wire_pack_map(w, 7);
         wire_put_str(w, "type", e->ptypes[t].name);
         wire_put_u64(w, "instances", (uint64_t)e->ptypes[t].ninstances);
@@ -687,8 +687,12 @@ void vcl_control(void *arg, const struct wire_msg *m, const char *peer, struct w
     struct live *l = arg;
     (void)peer;
     switch (m->type) {
-    case WT_CLIENT_STATUS: state_reply(l, m->id, w); break;
-    case WT_ATTACH: do_attach(l, m, w); break;
+    case WT_CLIENT_STATUS:
+        state_reply(l, m->id, w);
+        break;
+    case WT_ATTACH:
+        do_attach(l, m, w);
+        break;
     case WT_DETACH: {
         char name[ENGINE_NAME_MAX];
         wire_get_strbuf(m->root, "project", name, sizeof name);
@@ -706,8 +710,9 @@ void vcl_control(void *arg, const struct wire_msg *m, const char *peer, struct w
         break;
     }
     default:
-        wire_error_msg(w, m->id, WE_TYPE, "a client's control socket takes CLIENT_STATUS, ATTACH "
-                                          "and DETACH");
+        wire_error_msg(w, m->id, WE_TYPE,
+                       "a client's control socket takes CLIENT_STATUS, ATTACH "
+                       "and DETACH");
     }
 }
 

@@ -73,6 +73,7 @@ def run_s(st):
     return {p["name"]: p["run_s"] for p in st["projects"]}
 
 
+@pytest.mark.slow
 def test_shares_3_2_1(procs, gridnode_bin, workdir, cluster_factory):
     """Three clusters with shares 3:2:1, a 2-slot client, tasks of 0.5 s: after a warm-up
     of 20 s, the CPU time of each project over the next 40 s is within 10 % (relative)
