@@ -2,6 +2,7 @@
 #include "lib/config.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <ini.h>
 #include <math.h>
 #include <stdio.h>
@@ -108,6 +109,25 @@ static int set_value(const struct config_key *k, void *cfg, const char *value, c
     return -1;
 }
 
+/*
+ * A named section "[kind NAME]" (e.g. "[project seti]") is read by the role itself; the
+ * table lists its keys under the section "kind *" so that a misspelt key is still an
+ * error. True when section is such a section and name one of its keys.
+ */
+static bool named_key(const struct config_key *keys, const char *section, const char *name)
+{
+    const char *sp = strchr(section, ' ');
+    if (!sp || sp == section || !sp[1])
+        return false;
+    for (int i = 0; keys[i].name; i++) {
+        size_t kl = strlen(keys[i].section);
+        if (kl == (size_t)(sp - section) + 2 && !strncmp(keys[i].section, section, kl - 1) &&
+            keys[i].section[kl - 1] == '*' && !strcmp(keys[i].name, name))
+            return true;
+    }
+    return false;
+}
+
 static int on_ini(void *user, const char *section, const char *name, const char *value)
 {
     struct load_ctx *c = user;
@@ -115,6 +135,8 @@ static int on_ini(void *user, const char *section, const char *name, const char 
     char why[300];
     if (c->failed)
         return 1;
+    if (named_key(c->keys, section, name))
+        return 1; /* the role parses named sections itself */
     const struct config_key *k = find_key(c->keys, section, name, &idx);
     if (!k)
         snprintf(c->why, sizeof c->why, "unknown key [%s] %s", section, name);
@@ -136,7 +158,8 @@ int config_load(const struct config_key *keys, void *cfg, const char *file, char
     while (keys[n].name)
         n++;
     for (int i = 0; i < n; i++)
-        if (set_value(&keys[i], cfg, keys[i].dflt, why, sizeof why) < 0) {
+        if (!strstr(keys[i].section, " *") && /* named sections: the role's */
+            set_value(&keys[i], cfg, keys[i].dflt, why, sizeof why) < 0) {
             snprintf(err, el, "internal: bad default for %s.%s: %s", keys[i].section,
                      keys[i].name, why);
             return -1;
@@ -185,6 +208,15 @@ void config_print(const struct config_key *keys, const void *cfg, FILE *out)
     const char *section = NULL;
     for (const struct config_key *k = keys; k->name; k++) {
         const char *base = (const char *)cfg + k->offset;
+        size_t sl = strlen(k->section);
+        if (sl > 2 && !strcmp(k->section + sl - 2, " *")) { /* a named section's key */
+            if (!section || strcmp(section, k->section))
+                fprintf(out, "%s; [%.*s NAME] (any number of them)\n", section ? "\n" : "",
+                        (int)sl - 2, k->section);
+            section = k->section;
+            fprintf(out, "; %s = ... : %s (default: %s)\n", k->name, k->help, k->dflt);
+            continue;
+        }
         if (!section || strcmp(section, k->section)) {
             fprintf(out, "%s[%s]\n", section ? "\n" : "", k->section);
             section = k->section;

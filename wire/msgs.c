@@ -431,6 +431,34 @@ static const struct wire_field f_site[] = {
     {NULL},
 };
 
+/* issue #11: master list, client control (docs/wire.md 6.14) */
+static const struct wire_field f_master[] = {
+    {"project", WF_STR, false, NAME_MAX_},
+    {"endpoints", WF_ARRAY, true, 64, WF_STR},
+    {NULL},
+};
+
+static const struct wire_field f_client_state[] = {
+    {"projects", WF_ARRAY, true, 4096, WF_MAP},
+    {"tasks", WF_ARRAY, true, 1u << 20, WF_MAP},
+    {"ptypes", WF_ARRAY, true, 64, WF_MAP},
+    {"policy", WF_STR, false, NAME_MAX_},
+    {NULL},
+};
+
+static const struct wire_field f_attach[] = {
+    {"project", WF_STR, true, 63},
+    {"share", WF_FLOAT, false},
+    {"endpoints", WF_ARRAY, false, 8, WF_STR},
+    {"master", WF_STR, false, 255},
+    {NULL},
+};
+
+static const struct wire_field f_detach[] = {
+    {"project", WF_STR, true, 63},
+    {NULL},
+};
+
 const struct wire_desc wire_descs[] = {
     {WT_ERROR, "ERROR", "any", false, f_error},
     {WT_OK, "OK", "any", false, f_none},
@@ -478,6 +506,12 @@ const struct wire_desc wire_descs[] = {
     {WT_RESERVE, "RESERVE", "user", true, f_reserve},
     {WT_SITE_INFO, "SITE_INFO", "user", true, f_none},
     {WT_SITE, "SITE", "batch", false, f_site},
+    {WT_MASTER_GET, "MASTER_GET", "node", true, f_none},
+    {WT_MASTER, "MASTER", "cluster", false, f_master},
+    {WT_CLIENT_STATUS, "CLIENT_STATUS", "user", true, f_none},
+    {WT_CLIENT_STATE, "CLIENT_STATE", "node", false, f_client_state},
+    {WT_ATTACH, "ATTACH", "user", true, f_attach},
+    {WT_DETACH, "DETACH", "user", true, f_detach},
     {0, NULL, NULL, false, NULL},
 };
 

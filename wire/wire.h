@@ -77,6 +77,13 @@ enum wire_type {
     WT_RESERVE = 93,      /* site interface: reservation for one job; reply RESV */
     WT_SITE_INFO = 94,    /* site summary; reply SITE */
     WT_SITE = 95,
+    /* issue #11: the multi-project volunteer client (docs/wire.md 6.14) */
+    WT_MASTER_GET = 100,    /* a project's scheduler endpoints; reply MASTER */
+    WT_MASTER = 101,        /* {project, endpoints} */
+    WT_CLIENT_STATUS = 102, /* to a client's control socket; reply CLIENT_STATE */
+    WT_CLIENT_STATE = 103,  /* projects, tasks, processor types */
+    WT_ATTACH = 104,        /* attach a project (or change its share/endpoints); reply OK */
+    WT_DETACH = 105,        /* detach a project; reply OK */
 };
 
 /* Error codes carried by WT_ERROR ("code"). Values are never reused. */

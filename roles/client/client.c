@@ -122,6 +122,52 @@ const struct config_key client_keys[] = {
      "full: fsync every commit; meta: skip the meta-page sync; none: no fsync"},
     {"store", "map_mb", CONFIG_INT, "64", OFF(map_mb), 1, 1L << 20, NULL,
      "initial LMDB map size in MiB (grows when full)"},
+    /* the multi-project client (docs/client-scheduling.md, "The live client") */
+    {"client", "control", CONFIG_STR, "tcp://127.0.0.1:*", OFF(control), 0, 0, NULL,
+     "multi-project client: control endpoint for gridnode client status/attach/detach "
+     "(written to state_dir/endpoint)"},
+    {"client", "cpu_gflops", CONFIG_DOUBLE, "1", OFF(cpu_gflops), 1e-6, 1e9, NULL,
+     "peak GFLOPS of one CPU slot (credit and REC)"},
+    {"sched", "policy", CONFIG_ENUM, "rec", OFF(policy), 0, 0, "rec|debt2004",
+     "project priority: rec (SP = -REC/share) or debt2004 (share / exp_avg_cpu)"},
+    {"sched", "fetch", CONFIG_ENUM, "deadline", OFF(fetch), 0, 0, "deadline|boinc",
+     "deadline: fetch only what can meet its deadline; boinc: BOINC-faithful buffer fill"},
+    {"sched", "min_buf", CONFIG_DOUBLE, "8640", OFF(min_buf), 0, 1e9, NULL,
+     "seconds: fetch work when a processor type stays saturated less than this"},
+    {"sched", "additional_buf", CONFIG_DOUBLE, "43200", OFF(additional_buf), 0, 1e9, NULL,
+     "seconds of work wanted beyond min_buf"},
+    {"sched", "time_slice", CONFIG_DOUBLE, "3600", OFF(time_slice), 0.01, 1e9, NULL,
+     "round-robin time slice: a task runs this long before another project's may take its slot"},
+    {"sched", "poll_s", CONFIG_DOUBLE, "60", OFF(poll_s), 0.01, 1e9, NULL,
+     "work fetch is considered at most this often"},
+    {"sched", "tick_s", CONFIG_DOUBLE, "1", OFF(tick_s), 0.01, 60, NULL,
+     "how often the engine accounts time and decides what runs (events also trigger it)"},
+    {"sched", "rpc_backoff_min", CONFIG_DOUBLE, "60", OFF(rpc_backoff_min), 0.01, 1e9, NULL,
+     "after n failed RPCs to a project wait min(min * 2^n, max) * U[0.5, 1]"},
+    {"sched", "rpc_backoff_max", CONFIG_DOUBLE, "14400", OFF(rpc_backoff_max), 0.01, 1e9, NULL,
+     "cap of the RPC backoff"},
+    {"sched", "rsc_backoff_min", CONFIG_DOUBLE, "600", OFF(rsc_backoff_min), 0.01, 1e9, NULL,
+     "first per-(project, processor type) backoff after a request for that type got nothing"},
+    {"sched", "rsc_backoff_max", CONFIG_DOUBLE, "86400", OFF(rsc_backoff_max), 0.01, 1e9, NULL,
+     "cap of that backoff (it doubles each time)"},
+    {"sched", "master_fetch_period", CONFIG_INT, "10", OFF(master_fetch_period), 1, 1000, NULL,
+     "re-read a project's master list every this many consecutive RPC failures"},
+    {"sched", "report_cushion", CONFIG_DOUBLE, "86400", OFF(report_cushion), 0, 1e9, NULL,
+     "report a result once its deadline is this close"},
+    {"sched", "report_max_delay", CONFIG_DOUBLE, "86400", OFF(report_max_delay), 0, 1e9, NULL,
+     "report a result at the latest this long after it finished"},
+    {"sched", "default_deadline_s", CONFIG_DOUBLE, "86400", OFF(default_deadline_s), 1, 1e9,
+     NULL, "report deadline of a task whose server gave none (seconds after it arrived)"},
+    {"sched", "default_est_s", CONFIG_DOUBLE, "60", OFF(default_est_s), 0.001, 1e9, NULL,
+     "run-time estimate of a task whose server gave none, until the project's own tasks "
+     "have been timed"},
+    {"project *", "share", CONFIG_STR, "100", 0, 0, 0, NULL, "resource share"},
+    {"project *", "endpoints", CONFIG_STR, "", 0, 0, 0, NULL,
+     "scheduler endpoints (cluster managers), comma-separated, tried in order"},
+    {"project *", "master", CONFIG_STR, "", 0, 0, 0, NULL,
+     "master endpoint answering MASTER_GET with the current scheduler endpoints"},
+    {"gpu *", "count", CONFIG_STR, "1", 0, 0, 0, NULL, "instances of this GPU type (the NAME)"},
+    {"gpu *", "gflops", CONFIG_STR, "1", 0, 0, 0, NULL, "peak GFLOPS of one instance"},
     {NULL},
 };
 
@@ -1172,7 +1218,8 @@ static int client_check(const void *p, char *err, size_t errlen)
 {
     const struct client_cfg *cfg = p;
     if (config_check_log_level("client.log_level", cfg->log_level, err, errlen) < 0 ||
-        config_check_endpoint("client.server", cfg->server, 0, err, errlen) < 0)
+        (cfg->server[0] && /* empty: the projects of the multi-project client */
+         config_check_endpoint("client.server", cfg->server, 0, err, errlen) < 0))
         return -1;
     if (cfg->backoff_max_s < cfg->backoff_min_s) {
         snprintf(err, errlen, "rpc.backoff_max_s (%g) must be at least rpc.backoff_min_s (%g)",
@@ -1188,8 +1235,14 @@ int client_main(int argc, char **argv)
     int rc = role_configure("client", usage, client_keys, &c.cfg, argc, argv, client_check);
     if (rc >= 0)
         return rc;
+    const char *file = NULL;
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config"))
+            file = argv[i + 1];
     log_init("client", (enum log_level)log_level_parse(c.cfg.log_level));
     loop_signals();
+    if (vcl_wanted(&c.cfg, file)) /* projects: the multi-project client (live.c) */
+        return vcl_main(&c.cfg, file);
     srandom((unsigned)(getpid() ^ wall_now_ms()));
     c.slots = c.cfg.slots > 0 ? (uint32_t)c.cfg.slots : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);
     c.next_id = (uint64_t)wall_now_ms() << 8;

@@ -26,9 +26,23 @@ struct client_cfg {
     double kill_grace_s;
     int sync;
     long map_mb;
+    /* multi-project (live engine) client, roles/client/live.c */
+    char control[CONFIG_STR_MAX];
+    double cpu_gflops;
+    int policy, fetch; /* enum engine_policy, enum engine_fetch */
+    double min_buf, additional_buf, time_slice, poll_s, tick_s;
+    double rpc_backoff_min, rpc_backoff_max, rsc_backoff_min, rsc_backoff_max;
+    long master_fetch_period;
+    double report_cushion, report_max_delay, default_deadline_s, default_est_s;
 };
 
 extern const struct config_key client_keys[];
 int client_main(int argc, char **argv);
+/* The multi-project client (live.c): config file (may be NULL) for [project]/[gpu]. */
+int vcl_main(struct client_cfg *cfg, const char *file);
+/* True when the configuration or the state directory names projects (live.c). */
+int vcl_wanted(const struct client_cfg *cfg, const char *file);
+/* `gridnode client status|attach|detach` (cmd/clientctl.c). */
+int vcl_cmd(int argc, char **argv);
 
 #endif

@@ -1,0 +1,1337 @@
+/*
+ * live.c - the multi-project volunteer client driven by the engine (live.h).
+ *
+ * Every tick (sched.tick_s, and after every event that changes the task set) the driver
+ * does what the emulator does in simulated time: engine_tick (time, REC), a checkpoint
+ * of every running task at its current run time (a stopped process loses nothing, so
+ * any instant is a checkpoint), engine_schedule (start, resume with SIGCONT, or suspend
+ * with SIGSTOP of the task's process group), and engine_poll for the next scheduler RPC
+ * or master fetch, which it carries out on the project's sockets without blocking.
+ *
+ * Each scheduler endpoint of each project has its own DEALER, connected at start and
+ * kept (ZeroMQ reconnects in the background; ZMQ_IMMEDIATE makes a send to an endpoint
+ * that is down fail at once), so a project that is down costs no waiting: its RPC fails
+ * at once, the engine backs it off and goes on with the others. A server that accepts
+ * the connection but does not answer costs rpc.timeout_ms once per try.
+ */
+#include "roles/client/live.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/sysinfo.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "lib/daemon.h"
+#include "lib/fsutil.h"
+#include "lib/log.h"
+#include "lib/loop.h"
+#include "store/store.h"
+
+#define MAX_RESULTS 1024 /* MAX_BATCH of the wire */
+#define CONNECT_GRACE_MS 1500
+
+static void kick(struct live *l);
+
+double vcl_now(void)
+{
+    return (double)wall_now_ms() / 1000.0;
+}
+
+struct ltask *vcl_task_of(const struct live *l, size_t i)
+{
+    return (struct ltask *)(uintptr_t)l->e->tasks[i].user;
+}
+
+long vcl_engine_index(const struct live *l, const struct ltask *t)
+{
+    return engine_task_find(l->e, t->id);
+}
+
+/* ---- tasks ---- */
+
+void vcl_task_free(struct ltask *t)
+{
+    if (!t)
+        return;
+    runner_cleanup(&t->run);
+    for (uint32_t i = 0; i < t->argc; i++)
+        free(t->argv[i]);
+    free(t->argv);
+    free(t->in);
+    free(t->result);
+    free(t);
+}
+
+/*
+ * A task from a server's map (or a stored record): job, idx, issue, limit_s, shell,
+ * argv, stdin, and the issue #11 fields ptype, gpus, deadline, est_s. A task that cannot
+ * run here gets t->bad (it is reported as failed, not dropped). NULL: out of memory.
+ */
+struct ltask *vcl_task_from_map(struct live *l, int project, const msgpack_object *m)
+{
+    const msgpack_object *argv = wire_get(m, "argv");
+    struct ltask *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->run.out.fd = t->run.err.fd = -1;
+    t->run.pid = -1;
+    t->l = l;
+    t->project = project;
+    t->job = wire_get_u64(m, "job", 0);
+    t->idx = (uint32_t)wire_get_u64(m, "idx", 0);
+    t->issue = (uint32_t)wire_get_u64(m, "issue", 0);
+    uint64_t lim = wire_get_u64(m, "limit_s", 3600);
+    t->limit_s = lim > UINT32_MAX ? UINT32_MAX : (uint32_t)lim;
+    t->shell = wire_get_bool(m, "shell", false);
+    t->argc = argv && argv->type == MSGPACK_OBJECT_ARRAY ? argv->via.array.size : 0;
+    if (!(t->argv = calloc(t->argc + 1, sizeof *t->argv)))
+        goto fail;
+    if (t->argc == 0)
+        snprintf(t->bad, sizeof t->bad, "invalid task: argv is empty");
+    for (uint32_t i = 0; i < t->argc; i++) {
+        const msgpack_object *a = &argv->via.array.ptr[i];
+        if (a->type != MSGPACK_OBJECT_STR || memchr(a->via.str.ptr, 0, a->via.str.size)) {
+            snprintf(t->bad, sizeof t->bad, "invalid task: argv[%u] is not a string", i);
+            t->argc = i;
+            break;
+        }
+        if (!(t->argv[i] = strndup(a->via.str.ptr, a->via.str.size)))
+            goto fail;
+    }
+    if (!t->bad[0] && t->argv[0][0] == '\0')
+        snprintf(t->bad, sizeof t->bad, "invalid task: argv[0] is empty");
+    size_t n;
+    const void *in = wire_get_bin(m, "stdin", &n);
+    if (in && n && !(t->in = malloc(n)))
+        goto fail;
+    if (in && n)
+        memcpy(t->in, in, n);
+    t->inlen = in ? n : 0;
+    wire_get_strbuf(m, "ptype", t->ptype, sizeof t->ptype);
+    if (!t->ptype[0])
+        snprintf(t->ptype, sizeof t->ptype, "cpu");
+    uint64_t g = wire_get_u64(m, "gpus", 0);
+    t->gpus = g > LIVE_MAX_GPU ? LIVE_MAX_GPU + 1 : (uint32_t)g;
+    if (t->gpus > 0 && !strcmp(t->ptype, "cpu"))
+        snprintf(t->ptype, sizeof t->ptype, "%s", l->e->nptypes > 1 ? l->e->ptypes[1].name : "gpu");
+    double now = vcl_now();
+    t->received = wire_get_f64(m, "received", now);
+    double dl = wire_get_f64(m, "deadline", 0);
+    t->deadline = isfinite(dl) && dl > 0 ? dl : now + l->cfg->default_deadline_s;
+    double est = wire_get_f64(m, "est_s", 0);
+    t->est_s = isfinite(est) && est > 0 && est < 1e9 ? est : 0;
+    int pt = engine_ptype_find(l->e, t->ptype);
+    if (!t->bad[0] && pt < 0)
+        snprintf(t->bad, sizeof t->bad, "this host has no processor of type '%.60s'", t->ptype);
+    else if (!t->bad[0] && pt > 0 && (t->gpus == 0 || (int)t->gpus > l->e->ptypes[pt].ninstances))
+        snprintf(t->bad, sizeof t->bad, "needs %u '%.60s' GPU(s); this host has %d", t->gpus,
+                 t->ptype, l->e->ptypes[pt].ninstances);
+    t->limit_left_ms = (int64_t)t->limit_s * 1000;
+    return t;
+fail:
+    vcl_task_free(t);
+    return NULL;
+}
+
+static double task_estimate(const struct live *l, const struct ltask *t)
+{
+    if (t->est_s > 0)
+        return t->est_s;
+    const struct lproj *lp = &l->proj[t->project];
+    return lp->est_avg > 0 ? lp->est_avg : l->cfg->default_est_s;
+}
+
+/* Adds t to the driver's list and to the engine (QUEUED, or DONE with a result). */
+int vcl_task_adopt(struct live *l, struct ltask *t)
+{
+    if (l->ntasks == l->captasks) {
+        size_t cap = l->captasks ? l->captasks * 2 : 64;
+        struct ltask **n = realloc(l->tasks, cap * sizeof *n);
+        if (!n)
+            return -1;
+        l->tasks = n;
+        l->captasks = cap;
+    }
+    int pt = engine_ptype_find(l->e, t->ptype);
+    struct engine_new_task nt = {t->id,
+                                 (uint64_t)(uintptr_t)t,
+                                 pt < 0 ? 0 : pt,
+                                 pt > 0 ? (double)t->gpus : 1.0,
+                                 task_estimate(l, t),
+                                 t->deadline};
+    double now = vcl_now();
+    long i = engine_task_add(l->e, now, t->project, &nt);
+    if (i < 0)
+        return -1;
+    l->e->tasks[i].received = t->received;
+    if (t->bad[0] && !t->result) {
+        /* nothing to run: its failure is its result (built at the first tick) */
+    }
+    if (t->result) {
+        t->state = LT_DONE;
+        engine_task_done(l->e, now, (size_t)i);
+    }
+    l->tasks[l->ntasks++] = t;
+    return 0;
+}
+
+/* Removes t from the list (not from the engine or the store) and frees it. */
+static void task_drop(struct live *l, struct ltask *t)
+{
+    for (size_t i = 0; i < l->ntasks; i++)
+        if (l->tasks[i] == t) {
+            l->tasks[i] = l->tasks[--l->ntasks];
+            break;
+        }
+    if (t->run.pid > 0 && !t->run.reaped) {
+        runner_signal(&t->run, SIGKILL);
+        runner_signal(&t->run, SIGCONT);
+    }
+    if (t->run.out.fd >= 0)
+        loop_remove_fd(l->loop, t->run.out.fd);
+    if (t->run.err.fd >= 0)
+        loop_remove_fd(l->loop, t->run.err.fd);
+    loop_timer_cancel(l->loop, t->limit_timer);
+    loop_timer_cancel(l->loop, t->kill_timer);
+    int pt = engine_ptype_find(l->e, t->ptype);
+    for (int k = 0; k < t->ngpu && pt > 0; k++)
+        l->gpu_busy[pt][t->gpu[k]] = 0;
+    vcl_task_free(t);
+}
+
+/* ---- running ---- */
+
+static int64_t task_run_ms(const struct ltask *t, int64_t now)
+{
+    return t->run_ms + (t->episode_ms ? now - t->episode_ms : 0);
+}
+
+static void release_gpus(struct live *l, struct ltask *t)
+{
+    int pt = engine_ptype_find(l->e, t->ptype);
+    for (int k = 0; k < t->ngpu && pt > 0; k++)
+        l->gpu_busy[pt][t->gpu[k]] = 0;
+    t->ngpu = 0;
+}
+
+/* The process ended (or never started): build the result, hand it to the engine. */
+static void task_finish(struct live *l, struct ltask *t)
+{
+    struct run *r = &t->run;
+    struct wire_buf wb;
+    int64_t now = loop_now_ms();
+    bool err = r->error[0] != '\0', bad = t->bad[0] != '\0';
+    double wall = (double)task_run_ms(t, now) / 1000.0;
+    double cpu = (double)r->ru.ru_utime.tv_sec + r->ru.ru_utime.tv_usec / 1e6 +
+                 (double)r->ru.ru_stime.tv_sec + r->ru.ru_stime.tv_usec / 1e6;
+    t->run_ms = task_run_ms(t, now);
+    t->episode_ms = 0;
+    loop_timer_cancel(l->loop, t->limit_timer);
+    loop_timer_cancel(l->loop, t->kill_timer);
+    t->limit_timer = t->kill_timer = 0;
+    wire_buf_init(&wb);
+    wire_pack_map(&wb, err || bad ? 13 : 12);
+    wire_put_u64(&wb, "job", t->job);
+    wire_put_u64(&wb, "idx", t->idx);
+    wire_put_u64(&wb, "issue", t->issue);
+    wire_put_i64(&wb, "exit",
+                 !err && !bad && r->reaped && WIFEXITED(r->status) ? WEXITSTATUS(r->status) : -1);
+    wire_put_u64(&wb, "signal",
+                 !err && r->reaped && WIFSIGNALED(r->status) ? (uint64_t)WTERMSIG(r->status) : 0);
+    wire_put_bool(&wb, "timeout", r->timed_out);
+    if (err || bad)
+        wire_put_str(&wb, "error", bad ? t->bad : r->error);
+    wire_put_f64(&wb, "cpu_s", cpu);
+    wire_put_f64(&wb, "wall_s", wall);
+    wire_put_bin(&wb, "stdout", r->out.buf ? r->out.buf : "", r->out.len);
+    wire_put_bin(&wb, "stderr", r->err.buf ? r->err.buf : "", r->err.len);
+    wire_put_bool(&wb, "out_trunc", r->out.trunc);
+    wire_put_bool(&wb, "err_trunc", r->err.trunc);
+    free(t->result);
+    t->result = malloc(wb.sb.size);
+    if (t->result) {
+        memcpy(t->result, wb.sb.data, wb.sb.size);
+        t->rlen = wb.sb.size;
+    }
+    wire_buf_free(&wb);
+    if (r->out.fd >= 0)
+        loop_remove_fd(l->loop, r->out.fd);
+    if (r->err.fd >= 0)
+        loop_remove_fd(l->loop, r->err.fd);
+    runner_cleanup(r);
+    release_gpus(l, t);
+    t->state = LT_DONE;
+    l->proj[t->project].run_s += wall;
+    if (!bad && !err && wall > 0) { /* the project's own run-time estimate */
+        struct lproj *lp = &l->proj[t->project];
+        lp->est_avg = lp->est_avg > 0 ? 0.8 * lp->est_avg + 0.2 * wall : wall;
+    }
+    long i = vcl_engine_index(l, t);
+    if (i >= 0) {
+        l->e->tasks[i].elapsed = wall;
+        engine_task_done(l->e, vcl_now(), (size_t)i);
+    }
+    vcl_task_save(l, t);
+    vcl_commit(l);
+    log_debug("task %llu.%u of %s finished after %.2f s", (unsigned long long)t->job, t->idx,
+              l->e->projects[t->project].name, wall);
+    kick(l);
+}
+
+static void check_finished(struct live *l, struct ltask *t)
+{
+    if ((t->state != LT_RUNNING && t->state != LT_STOPPED) || !runner_finished(&t->run))
+        return;
+    if (t->abandon) {
+        long i = vcl_engine_index(l, t);
+        if (i >= 0)
+            engine_task_remove(l->e, (size_t)i);
+        log_info("task %llu.%u stopped (cancelled by the server)", (unsigned long long)t->job,
+                 t->idx);
+        task_drop(l, t);
+        kick(l);
+        return;
+    }
+    task_finish(l, t);
+}
+
+static void read_pipe(struct live *l, struct ltask *t, int fd)
+{
+    if (fd < 0)
+        return;
+    runner_read(&t->run, fd);
+    if (fd != t->run.out.fd && fd != t->run.err.fd)
+        loop_remove_fd(l->loop, fd);
+}
+
+static void on_out(struct loop *lp, void *arg)
+{
+    struct ltask *t = arg;
+    (void)lp;
+    read_pipe(t->l, t, t->run.out.fd);
+    check_finished(t->l, t);
+}
+
+static void on_err(struct loop *lp, void *arg)
+{
+    struct ltask *t = arg;
+    (void)lp;
+    read_pipe(t->l, t, t->run.err.fd);
+    check_finished(t->l, t);
+}
+
+static void on_kill(struct loop *lp, void *arg)
+{
+    struct ltask *t = arg;
+    (void)lp;
+    t->kill_timer = 0;
+    runner_signal(&t->run, SIGKILL);
+    runner_signal(&t->run, SIGCONT);
+}
+
+/* The wall-clock limit counts running time only: the timer is armed while it runs. */
+static void on_limit(struct loop *lp, void *arg)
+{
+    struct ltask *t = arg;
+    t->limit_timer = 0;
+    t->limit_left_ms = 0;
+    t->run.timed_out = true;
+    log_info("task %llu.%u over its %u s limit: stopping it", (unsigned long long)t->job, t->idx,
+             t->limit_s);
+    runner_signal(&t->run, SIGTERM);
+    runner_signal(&t->run, SIGCONT);
+    t->kill_timer = loop_timer(lp, (int64_t)(t->l->cfg->kill_grace_s * 1000), 0, on_kill, t);
+}
+
+/* Takes free instances of the task's GPU type; 0, or -1 if too few are free. */
+static int take_gpus(struct live *l, struct ltask *t, int pt)
+{
+    int need = (int)t->gpus, n = l->e->ptypes[pt].ninstances;
+    t->ngpu = 0;
+    for (int k = 0; k < n && t->ngpu < need; k++)
+        if (!l->gpu_busy[pt][k])
+            t->gpu[t->ngpu++] = k;
+    if (t->ngpu < need) {
+        t->ngpu = 0;
+        return -1;
+    }
+    for (int k = 0; k < t->ngpu; k++)
+        l->gpu_busy[pt][t->gpu[k]] = 1;
+    return 0;
+}
+
+static const char *const gpu_env[] = {"CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL",
+                                      "ROCR_VISIBLE_DEVICES", "GRIDNODE_GPU",
+                                      "GRIDNODE_GPU_TYPE",    NULL};
+
+/*
+ * Starts t's process. A GPU task gets its instances in its environment, the way BOINC
+ * passes the device to an application: CUDA_VISIBLE_DEVICES (NVIDIA), GPU_DEVICE_ORDINAL
+ * and ROCR_VISIBLE_DEVICES (AMD), GRIDNODE_GPU (the list, any vendor) and
+ * GRIDNODE_GPU_TYPE. A CPU task sees none of them. The environment is set around the
+ * fork only (one thread).
+ */
+static void task_start(struct live *l, struct ltask *t)
+{
+    char wd[CONFIG_STR_MAX + 64], list[LIVE_MAX_GPU * 4] = "";
+    char *saved[8] = {0};
+    int64_t now = loop_now_ms();
+    snprintf(wd, sizeof wd, "%s/work/%llu", l->cfg->state_dir, (unsigned long long)t->id);
+    t->state = LT_RUNNING;
+    t->episode_ms = now;
+    if (t->bad[0]) {
+        log_warnx("task %llu.%u: %s", (unsigned long long)t->job, t->idx, t->bad);
+        task_finish(l, t);
+        return;
+    }
+    int pt = engine_ptype_find(l->e, t->ptype);
+    if (pt > 0 && take_gpus(l, t, pt) < 0) { /* cannot happen: the engine counts instances */
+        log_warnx("task %llu.%u: no free '%s' GPU; it waits", (unsigned long long)t->job, t->idx,
+                  t->ptype);
+        t->state = LT_QUEUED;
+        t->episode_ms = 0;
+        return;
+    }
+    for (int k = 0; k < t->ngpu; k++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", k ? "," : "", t->gpu[k]);
+    for (int k = 0; gpu_env[k]; k++) {
+        const char *v = getenv(gpu_env[k]);
+        saved[k] = v ? strdup(v) : NULL;
+        if (t->ngpu == 0)
+            unsetenv(gpu_env[k]);
+        else
+            setenv(gpu_env[k], k == 4 ? t->ptype : list, 1);
+    }
+    int rc = runner_start(&t->run, t->argv, t->shell, t->in, t->inlen, wd,
+                          (size_t)l->cfg->max_output_kb * 1024);
+    for (int k = 0; gpu_env[k]; k++) {
+        if (saved[k])
+            setenv(gpu_env[k], saved[k], 1);
+        else
+            unsetenv(gpu_env[k]);
+        free(saved[k]);
+    }
+    if (rc < 0) {
+        log_warnx("task %llu.%u: %s", (unsigned long long)t->job, t->idx, t->run.error);
+        t->run.reaped = false;
+        task_finish(l, t);
+        return;
+    }
+    loop_add_fd(l->loop, t->run.out.fd, on_out, t);
+    loop_add_fd(l->loop, t->run.err.fd, on_err, t);
+    t->limit_timer =
+        loop_timer(l->loop, t->limit_left_ms > 0 ? t->limit_left_ms : 1, 0, on_limit, t);
+    log_debug("task %llu.%u of %s started: pid %d%s%s", (unsigned long long)t->job, t->idx,
+              l->e->projects[t->project].name, (int)t->run.pid, t->ngpu ? ", GPU " : "", list);
+}
+
+/* Suspends a running task: SIGSTOP to its process group; run time and limit kept. */
+static void task_suspend(struct live *l, struct ltask *t)
+{
+    int64_t now = loop_now_ms();
+    if (t->state != LT_RUNNING)
+        return;
+    runner_signal(&t->run, SIGSTOP);
+    t->run_ms = task_run_ms(t, now);
+    t->limit_left_ms -= now - t->episode_ms;
+    t->episode_ms = 0;
+    loop_timer_cancel(l->loop, t->limit_timer);
+    t->limit_timer = 0;
+    t->state = LT_STOPPED;
+    log_debug("task %llu.%u of %s suspended after %.1f s", (unsigned long long)t->job, t->idx,
+              l->e->projects[t->project].name, (double)t->run_ms / 1000);
+}
+
+static void task_resume(struct live *l, struct ltask *t)
+{
+    t->state = LT_RUNNING;
+    t->episode_ms = loop_now_ms();
+    runner_signal(&t->run, SIGCONT);
+    t->limit_timer =
+        loop_timer(l->loop, t->limit_left_ms > 0 ? t->limit_left_ms : 1, 0, on_limit, t);
+    log_debug("task %llu.%u of %s resumed", (unsigned long long)t->job, t->idx,
+              l->e->projects[t->project].name);
+}
+
+static void on_sigchld(struct loop *lp, void *arg)
+{
+    struct live *l = arg;
+    struct signalfd_siginfo si;
+    (void)lp;
+    while (read(l->sigfd, &si, sizeof si) == (ssize_t)sizeof si)
+        ;
+    int status;
+    struct rusage ru;
+    pid_t pid;
+    while ((pid = wait4(-1, &status, WNOHANG | WUNTRACED | WCONTINUED, &ru)) > 0) {
+        if (WIFSTOPPED(status) || WIFCONTINUED(status))
+            continue;
+        for (size_t i = 0; i < l->ntasks; i++) {
+            struct ltask *t = l->tasks[i];
+            if ((t->state == LT_RUNNING || t->state == LT_STOPPED) && t->run.pid == pid) {
+                runner_reaped(&t->run, status, &ru);
+                read_pipe(l, t, t->run.out.fd);
+                read_pipe(l, t, t->run.err.fd);
+                check_finished(l, t);
+                break;
+            }
+        }
+    }
+}
+
+/* ---- the engine's decisions ---- */
+
+static void apply_schedule(struct live *l, const struct engine_sched *s)
+{
+    /* suspend first: the instances they free are the ones the starts take */
+    for (size_t k = 0; k < s->npreempt; k++) {
+        struct ltask *t = vcl_task_of(l, s->preempt[k]);
+        if (t && t->state == LT_RUNNING)
+            task_suspend(l, t);
+    }
+    size_t nstart = s->nstart;
+    size_t *start = nstart ? malloc(nstart * sizeof *start) : NULL;
+    if (nstart && !start)
+        return;
+    memcpy(start, s->start, nstart * sizeof *start); /* task_start may call the engine */
+    uint64_t *ids = nstart ? malloc(nstart * sizeof *ids) : NULL;
+    for (size_t k = 0; ids && k < nstart; k++)
+        ids[k] = l->e->tasks[start[k]].id;
+    for (size_t k = 0; ids && k < nstart; k++) {
+        long i = engine_task_find(l->e, ids[k]);
+        if (i < 0)
+            continue;
+        struct ltask *t = vcl_task_of(l, (size_t)i);
+        if (t->state == LT_STOPPED)
+            task_resume(l, t);
+        else if (t->state == LT_QUEUED)
+            task_start(l, t);
+    }
+    free(ids);
+    free(start);
+}
+
+static void send_rpc_stage(struct live *l);
+static void rpc_fail(struct live *l, const char *why);
+static void start_action(struct live *l, const struct engine_action *a);
+
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* One pass: time, checkpoints, schedule, next RPC. */
+static void step(struct live *l)
+{
+    double c0 = cpu_now();
+    double now = vcl_now();
+    struct engine *e = l->e;
+    engine_tick(e, now, 1);
+    for (size_t k = 0; k < e->nrunning; k++) {
+        struct engine_task *et = &e->tasks[e->running[k]];
+        engine_task_checkpoint(e, e->running[k], et->elapsed);
+    }
+    const struct engine_sched *s = engine_schedule(e, now);
+    l->engine_calls++;
+    l->sched_cpu_s += cpu_now() - c0;
+    if (s && s->changed)
+        apply_schedule(l, s);
+    c0 = cpu_now();
+    if (!l->rpc.active) {
+        struct engine_action act;
+        engine_poll(l->e, vcl_now(), &act);
+        if (act.kind != ENGINE_ACT_NONE)
+            start_action(l, &act);
+    }
+    l->sched_cpu_s += cpu_now() - c0;
+}
+
+static bool kicked;
+
+static void kick(struct live *l)
+{
+    (void)l;
+    kicked = true;
+}
+
+/* ---- sockets ---- */
+
+static void on_lsock(struct loop *lp, void *arg);
+
+struct lsock *vcl_sock_open(struct live *l, int p, const char *url)
+{
+    struct lsock *s = calloc(1, sizeof *s);
+    int zero = 0, one = 1, ivl = 200, ivlmax = 2000;
+    int64_t maxmsg = WIRE_MAX_FRAME;
+    if (!s)
+        return NULL;
+    s->l = l;
+    s->project = p;
+    snprintf(s->url, sizeof s->url, "%s", url);
+    s->created_ms = loop_now_ms();
+    if (!(s->sock = zmq_socket(l->zctx, ZMQ_DEALER))) {
+        free(s);
+        return NULL;
+    }
+    zmq_setsockopt(s->sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(s->sock, ZMQ_IMMEDIATE, &one, sizeof one);
+    zmq_setsockopt(s->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    zmq_setsockopt(s->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
+    zmq_setsockopt(s->sock, ZMQ_RECONNECT_IVL_MAX, &ivlmax, sizeof ivlmax);
+    if (zmq_connect(s->sock, url) < 0) {
+        log_warnx("project %s: cannot connect to %s: %s", l->e->projects[p].name, url,
+                  zmq_strerror(errno));
+        zmq_close(s->sock);
+        free(s);
+        return NULL;
+    }
+    loop_add_socket(l->loop, s->sock, on_lsock, s);
+    return s;
+}
+
+void vcl_sock_close(struct live *l, struct lsock **sp)
+{
+    struct lsock *s = *sp;
+    if (!s)
+        return;
+    if (l->rpc.sock == s)
+        l->rpc.sock = NULL;
+    if (l->rpc.master == s)
+        l->rpc.master = NULL;
+    for (int p = 0; p < l->e->nprojects; p++)
+        if (l->proj[p].status_sock == s) {
+            l->proj[p].status_sock = NULL;
+            l->proj[p].status_id = 0;
+        }
+    loop_remove_socket(l->loop, s->sock);
+    zmq_close(s->sock);
+    free(s);
+    *sp = NULL;
+}
+
+/* (Re)creates one DEALER per scheduler endpoint of project p, keeping unchanged ones. */
+int vcl_project_sockets(struct live *l, int p)
+{
+    struct lproj *lp = &l->proj[p];
+    const struct engine_project *q = &l->e->projects[p];
+    struct lsock *keep[ENGINE_MAX_ENDPOINTS] = {0};
+    for (int k = 0; k < q->nendpoints; k++)
+        for (int j = 0; j < lp->nsocks; j++)
+            if (lp->socks[j] && !strcmp(lp->socks[j]->url, q->endpoints[k])) {
+                keep[k] = lp->socks[j];
+                lp->socks[j] = NULL;
+                break;
+            }
+    for (int j = 0; j < lp->nsocks; j++)
+        vcl_sock_close(l, &lp->socks[j]);
+    for (int k = 0; k < q->nendpoints; k++)
+        lp->socks[k] = keep[k] ? keep[k] : vcl_sock_open(l, p, q->endpoints[k]);
+    lp->nsocks = q->nendpoints;
+    return 0;
+}
+
+static struct lsock *project_sock(struct live *l, int p, const char *url)
+{
+    struct lproj *lp = &l->proj[p];
+    for (int k = 0; k < lp->nsocks; k++)
+        if (lp->socks[k] && !strcmp(lp->socks[k]->url, url))
+            return lp->socks[k];
+    return NULL;
+}
+
+/* ---- RPC: HELLO, RESULT/TASK_GET, MASTER_GET ---- */
+
+static void build_hello(struct live *l, int p)
+{
+    struct lproj *lp = &l->proj[p];
+    struct utsname u;
+    struct sysinfo si;
+    char os[200] = "";
+    memset(&u, 0, sizeof u);
+    if (uname(&u) == 0)
+        snprintf(os, sizeof os, "%s %s %s", u.sysname, u.release, u.machine);
+    uint64_t mem = sysinfo(&si) == 0 ? (uint64_t)si.totalram * si.mem_unit >> 20 : 0;
+    bool sid = lp->sid[0] && !strcmp(lp->session_url, l->rpc.url);
+    wire_buf_reset(&l->wb);
+    wire_begin(&l->wb, WT_HELLO, l->rpc.id = ++l->next_req, 11 + sid + (lp->inc[0] != 0));
+    if (sid)
+        wire_put_str(&l->wb, "sid", lp->sid);
+    if (lp->inc[0])
+        wire_put_str(&l->wb, "inc", lp->inc);
+    wire_put_str(&l->wb, "client", l->cfg->code);
+    wire_put_str(&l->wb, "node", l->cfg->name[0] ? l->cfg->name : l->host);
+    wire_put_str(&l->wb, "cluster", l->cfg->cluster);
+    wire_put_str(&l->wb, "os", os);
+    wire_put_u64(&l->wb, "cores", (uint64_t)sysconf(_SC_NPROCESSORS_ONLN));
+    wire_put_u64(&l->wb, "mem_mb", mem);
+    wire_put_u64(&l->wb, "slots", (uint64_t)l->slots);
+    wire_put_str(&l->wb, "arch", l->cfg->arch[0] ? l->cfg->arch : u.machine);
+    wire_put_bool(&l->wb, "procs", false);
+    wire_put_f64(&l->wb, "cpu_gflops", l->cfg->cpu_gflops);
+    wire_put_key(&l->wb, "gpus");
+    wire_pack_array(&l->wb, (uint32_t)(l->e->nptypes - 1));
+    for (int t = 1; t < l->e->nptypes; t++) {
+        wire_pack_map(&l->wb, 3);
+        wire_put_str(&l->wb, "type", l->e->ptypes[t].name);
+        wire_put_u64(&l->wb, "count", (uint64_t)l->e->ptypes[t].ninstances);
+        wire_put_f64(&l->wb, "gflops", l->e->ptypes[t].flops / 1e9);
+    }
+}
+
+/*
+ * RESULT (the results the engine chose to report, and the request) or TASK_GET when
+ * there is nothing to report. The request: `req` in seconds per processor type (the
+ * engine's shortfall), and `want`, a task count for clusters that do not read `req`:
+ * per type the larger of the idle instances and the seconds over the project's
+ * estimated task length.
+ */
+static void build_result(struct live *l)
+{
+    const struct engine_action *a = &l->rpc.act;
+    struct lproj *lp = &l->proj[a->project];
+    uint32_t nrep = 0, nreq = 0;
+    double want = 0;
+    for (size_t k = 0; k < l->rpc.nreport; k++) {
+        long i = engine_task_find(l->e, l->rpc.report_ids[k]);
+        nrep += i >= 0 && vcl_task_of(l, (size_t)i)->result != NULL && nrep < MAX_RESULTS;
+    }
+    double est = lp->est_avg > 0 ? lp->est_avg : l->cfg->default_est_s;
+    for (int t = 0; t < l->e->nptypes; t++)
+        if (a->req[t].secs > 0 || a->req[t].instances > 0) {
+            nreq++;
+            double n = ceil(a->req[t].secs / est);
+            want += fmax(n, ceil(a->req[t].instances));
+        }
+    if (want > MAX_RESULTS)
+        want = MAX_RESULTS;
+    if (a->fetch && want < 1)
+        want = 1;
+    uint32_t type = nrep ? WT_RESULT : WT_TASK_GET;
+    bool inc = type == WT_RESULT && lp->inc[0];
+    wire_buf_reset(&l->wb);
+    wire_begin(&l->wb, type, l->rpc.id = ++l->next_req, 2 + (nreq > 0) + inc + (nrep > 0));
+    wire_put_str(&l->wb, "sid", lp->sid);
+    if (inc)
+        wire_put_str(&l->wb, "inc", lp->inc);
+    if (nrep) {
+        wire_put_key(&l->wb, "results");
+        wire_pack_array(&l->wb, nrep);
+        uint32_t n = 0;
+        for (size_t k = 0; k < l->rpc.nreport && n < nrep; k++) {
+            long i = engine_task_find(l->e, l->rpc.report_ids[k]);
+            struct ltask *t = i >= 0 ? vcl_task_of(l, (size_t)i) : NULL;
+            if (t && t->result) {
+                msgpack_sbuffer_write(&l->wb.sb, t->result, t->rlen);
+                n++;
+            }
+        }
+    }
+    wire_put_u64(&l->wb, "want", a->fetch ? (uint64_t)want : 0);
+    if (nreq) {
+        wire_put_key(&l->wb, "req");
+        wire_pack_map(&l->wb, nreq);
+        for (int t = 0; t < l->e->nptypes; t++)
+            if (a->req[t].secs > 0 || a->req[t].instances > 0) {
+                wire_pack_str(&l->wb, l->e->ptypes[t].name);
+                msgpack_pack_double(&l->wb.pk, fmax(a->req[t].secs, a->req[t].instances * est));
+            }
+    }
+}
+
+static void send_now(struct live *l)
+{
+    struct lsock *s = l->rpc.stage == 2 ? l->rpc.master : l->rpc.sock;
+    if (!s) {
+        rpc_fail(l, "no socket for the endpoint");
+        return;
+    }
+    if (zmq_send(s->sock, l->wb.sb.data, l->wb.sb.size, ZMQ_DONTWAIT) < 0) {
+        if (errno == EAGAIN && loop_now_ms() < l->rpc.send_until_ms) {
+            l->rpc.unsent = true; /* a socket still connecting: try again next tick */
+            return;
+        }
+        char why[300];
+        snprintf(why, sizeof why, "%s unreachable (%s)", s->url,
+                 errno == EAGAIN ? "not connected" : zmq_strerror(errno));
+        rpc_fail(l, why);
+        return;
+    }
+    l->rpc.unsent = false;
+    l->rpc.sent_ms = loop_now_ms();
+}
+
+static void send_rpc_stage(struct live *l)
+{
+    struct lsock *s = l->rpc.stage == 2 ? l->rpc.master : l->rpc.sock;
+    if (l->rpc.stage == 0)
+        build_hello(l, l->rpc.act.project);
+    else if (l->rpc.stage == 1)
+        build_result(l);
+    else {
+        wire_buf_reset(&l->wb);
+        wire_begin(&l->wb, WT_MASTER_GET, l->rpc.id = ++l->next_req, 0);
+    }
+    /* a socket made moments ago may still be connecting; an old one is up or down */
+    int64_t now = loop_now_ms();
+    l->rpc.send_until_ms =
+        s && now - s->created_ms < CONNECT_GRACE_MS ? s->created_ms + CONNECT_GRACE_MS : now;
+    l->rpc.sent_ms = now;
+    send_now(l);
+}
+
+static void start_action(struct live *l, const struct engine_action *a)
+{
+    struct lrpc *r = &l->rpc;
+    r->act = *a;
+    snprintf(r->url, sizeof r->url, "%s", a->url ? a->url : "");
+    r->act.url = r->url;
+    if (a->nreport > r->report_cap) {
+        uint64_t *ids = realloc(r->report_ids, a->nreport * sizeof *ids);
+        size_t *idx = realloc(r->report_idx, a->nreport * sizeof *idx);
+        if (ids)
+            r->report_ids = ids;
+        if (idx)
+            r->report_idx = idx;
+        if (!ids || !idx)
+            return; /* the engine asks again */
+        r->report_cap = a->nreport;
+    }
+    r->nreport = a->nreport;
+    for (size_t k = 0; k < a->nreport; k++)
+        r->report_ids[k] = l->e->tasks[a->report[k]].id;
+    r->act.report = NULL;
+    r->active = true;
+    r->rehello = false;
+    r->unsent = false;
+    int p = a->project;
+    if (a->kind == ENGINE_ACT_MASTER) {
+        r->stage = 2;
+        r->master = vcl_sock_open(l, p, r->url);
+        log_info("project %s: reading the master list at %s", l->e->projects[p].name, r->url);
+    } else {
+        r->sock = project_sock(l, p, r->url);
+        struct lproj *lp = &l->proj[p];
+        r->stage = lp->welcomed && !strcmp(lp->session_url, r->url) ? 1 : 0;
+        log_debug("project %s: RPC to %s (%s%s, %zu result(s))", l->e->projects[p].name, r->url,
+                  a->fetch ? "work fetch" : "report",
+                  a->reason == ENGINE_WHY_RETRY ? ", retry" : "", a->nreport);
+    }
+    send_rpc_stage(l);
+}
+
+static void rpc_end(struct live *l)
+{
+    if (l->rpc.master)
+        vcl_sock_close(l, &l->rpc.master);
+    l->rpc.active = false;
+    l->rpc.sock = NULL;
+    kick(l);
+}
+
+/* The action failed: the engine tries the next endpoint or backs the project off. */
+static void rpc_fail(struct live *l, const char *why)
+{
+    struct lrpc *r = &l->rpc;
+    int p = r->act.project;
+    double now = vcl_now();
+    if (r->stage == 2) {
+        log_warnx("project %s: master list %s: %s", l->e->projects[p].name, r->url, why);
+        engine_master_done(l->e, now, p, 0, NULL, 0);
+    } else {
+        struct engine_reply rep = {0};
+        r->act.report = r->report_idx;
+        r->act.nreport = 0;
+        engine_rpc_done(l->e, now, &r->act, &rep);
+        const struct engine_project *q = &l->e->projects[p];
+        log_warnx("project %s: scheduler %s: %s (%d consecutive failure(s); next try in %.0f s)",
+                  q->name, r->url, why, q->nrpc_failures,
+                  fmax(0, q->min_rpc_time > q->backoff_until ? q->min_rpc_time - now
+                                                             : q->backoff_until - now));
+        if (r->sock) { /* the reply may still come: a fresh socket drops it */
+            struct lproj *lp = &l->proj[p];
+            for (int k = 0; k < lp->nsocks; k++)
+                if (lp->socks[k] == r->sock &&
+                    loop_now_ms() - r->sock->created_ms > CONNECT_GRACE_MS &&
+                    strstr(why, "did not answer")) {
+                    vcl_sock_close(l, &lp->socks[k]);
+                    lp->socks[k] = vcl_sock_open(l, p, q->endpoints[k]);
+                }
+        }
+    }
+    vcl_project_save(l, p);
+    vcl_commit(l);
+    rpc_end(l);
+}
+
+/* The server's "cancel" list: stop those tasks and forget them without a result. */
+static void apply_cancel(struct live *l, int p, const msgpack_object *cancel)
+{
+    if (!cancel || cancel->type != MSGPACK_OBJECT_ARRAY)
+        return;
+    for (uint32_t k = 0; k < cancel->via.array.size; k++) {
+        const msgpack_object *c = &cancel->via.array.ptr[k];
+        uint64_t job = wire_get_u64(c, "job", 0), idx = wire_get_u64(c, "idx", UINT64_MAX);
+        for (size_t i = 0; i < l->ntasks; i++) {
+            struct ltask *t = l->tasks[i];
+            if (t->project != p || t->job != job || t->idx != idx || t->abandon)
+                continue;
+            log_info("task %llu.%u of %s abandoned at the server's request",
+                     (unsigned long long)job, t->idx, l->e->projects[p].name);
+            vcl_task_forget(l, t);
+            if (t->state == LT_RUNNING || t->state == LT_STOPPED) {
+                t->abandon = true;
+                loop_timer_cancel(l->loop, t->limit_timer);
+                t->limit_timer = 0;
+                runner_signal(&t->run, SIGKILL);
+                runner_signal(&t->run, SIGCONT);
+                check_finished(l, t);
+            } else {
+                long ei = vcl_engine_index(l, t);
+                if (ei >= 0)
+                    engine_task_remove(l->e, (size_t)ei);
+                task_drop(l, t);
+            }
+            break;
+        }
+    }
+}
+
+static void on_welcome(struct live *l, int p, const msgpack_object *m)
+{
+    struct lproj *lp = &l->proj[p];
+    size_t il;
+    const char *inc = wire_get_str(m, "inc", &il);
+    if (inc && il > 0 && il < sizeof lp->inc) {
+        memcpy(lp->inc, inc, il);
+        lp->inc[il] = '\0';
+    }
+    wire_get_strbuf(m, "sid", lp->sid, sizeof lp->sid);
+    snprintf(lp->session_url, sizeof lp->session_url, "%s", l->rpc.url);
+    lp->hb_s = (uint32_t)wire_get_u64(m, "hb_s", 10);
+    lp->poll_s = (uint32_t)wire_get_u64(m, "poll_s", 0);
+    if (lp->hb_s == 0)
+        lp->hb_s = 1;
+    lp->welcomed = true;
+    lp->last_status_ms = loop_now_ms();
+    vcl_project_save(l, p);
+    log_info("project %s: session %s with %s", l->e->projects[p].name, lp->sid, l->rpc.url);
+}
+
+/* TASKS answering our RESULT/TASK_GET: reported results forgotten, new tasks kept. */
+static void on_tasks(struct live *l, int p, const msgpack_object *m)
+{
+    struct lrpc *r = &l->rpc;
+    struct lproj *lp = &l->proj[p];
+    double now = vcl_now();
+    const msgpack_object *tasks = wire_get(m, "tasks");
+    uint32_t n = tasks && tasks->type == MSGPACK_OBJECT_ARRAY ? tasks->via.array.size : 0;
+    /* the results sent are acknowledged: the engine removes them, so do we */
+    struct ltask **gone = calloc(r->nreport + 1, sizeof *gone);
+    size_t ngone = 0, nidx = 0;
+    for (size_t k = 0; k < r->nreport; k++) {
+        long i = engine_task_find(l->e, r->report_ids[k]);
+        if (i < 0)
+            continue;
+        r->report_idx[nidx++] = (size_t)i;
+        if (gone)
+            gone[ngone++] = vcl_task_of(l, (size_t)i);
+    }
+    if (l->ntcap < n + 1) {
+        struct engine_new_task *nt = realloc(l->nt, (n + 1) * sizeof *nt);
+        if (nt) {
+            l->nt = nt;
+            l->ntcap = n + 1;
+        }
+    }
+    size_t nnew = 0;
+    for (uint32_t k = 0; k < n && k < l->ntcap; k++) {
+        const msgpack_object *tm = &tasks->via.array.ptr[k];
+        uint64_t job = wire_get_u64(tm, "job", 0);
+        uint32_t idx = (uint32_t)wire_get_u64(tm, "idx", 0);
+        bool dup = false;
+        for (size_t i = 0; i < l->ntasks && !dup; i++)
+            dup = l->tasks[i]->project == p && l->tasks[i]->job == job && l->tasks[i]->idx == idx &&
+                  l->tasks[i]->result == NULL;
+        if (dup)
+            continue;
+        struct ltask *t = vcl_task_from_map(l, p, tm);
+        if (!t) {
+            log_warn("cannot hold task %llu.%u (the server will re-issue it)",
+                     (unsigned long long)job, idx);
+            continue;
+        }
+        t->id = ++l->next_id;
+        t->received = now;
+        int pt = engine_ptype_find(l->e, t->ptype);
+        l->nt[nnew++] = (struct engine_new_task){t->id,
+                                                 (uint64_t)(uintptr_t)t,
+                                                 pt < 0 ? 0 : pt,
+                                                 pt > 0 ? (double)t->gpus : 1.0,
+                                                 task_estimate(l, t),
+                                                 t->deadline};
+        vcl_task_save(l, t);
+        if (l->ntasks == l->captasks) {
+            size_t cap = l->captasks ? l->captasks * 2 : 64;
+            struct ltask **nl = realloc(l->tasks, cap * sizeof *nl);
+            if (!nl) {
+                vcl_task_forget(l, t);
+                vcl_task_free(t);
+                nnew--;
+                continue;
+            }
+            l->tasks = nl;
+            l->captasks = cap;
+        }
+        l->tasks[l->ntasks++] = t;
+    }
+    struct engine_reply rep = {1, l->nt, nnew, 0};
+    r->act.report = r->report_idx;
+    r->act.nreport = nidx;
+    if (engine_rpc_done(l->e, now, &r->act, &rep) < 0)
+        log_warn("project %s: not every new task could be taken", l->e->projects[p].name);
+    for (size_t k = 0; k < ngone; k++) {
+        vcl_task_forget(l, gone[k]);
+        task_drop(l, gone[k]);
+    }
+    lp->results_sent += ngone;
+    lp->tasks_got += nnew;
+    free(gone);
+    /* tasks the engine could not take (out of memory) are dropped: the server re-issues */
+    for (size_t i = 0; i < l->ntasks;) {
+        struct ltask *t = l->tasks[i];
+        if (t->project == p && t->state == LT_QUEUED && vcl_engine_index(l, t) < 0) {
+            vcl_task_forget(l, t);
+            task_drop(l, t);
+        } else
+            i++;
+    }
+    apply_cancel(l, p, wire_get(m, "cancel"));
+    vcl_project_save(l, p);
+    vcl_commit(l);
+    log_debug("project %s: %zu result(s) reported, %zu task(s) received", l->e->projects[p].name,
+              ngone, nnew);
+    rpc_end(l);
+}
+
+static void on_master(struct live *l, int p, const msgpack_object *m)
+{
+    const msgpack_object *eps = wire_get(m, "endpoints");
+    const char *list[ENGINE_MAX_ENDPOINTS];
+    char buf[ENGINE_MAX_ENDPOINTS][ENGINE_URL_MAX];
+    int n = 0;
+    for (uint32_t k = 0; eps && k < eps->via.array.size && n < ENGINE_MAX_ENDPOINTS; k++) {
+        const msgpack_object *s = &eps->via.array.ptr[k];
+        if (s->type != MSGPACK_OBJECT_STR || s->via.str.size == 0 ||
+            s->via.str.size >= ENGINE_URL_MAX || memchr(s->via.str.ptr, 0, s->via.str.size))
+            continue;
+        memcpy(buf[n], s->via.str.ptr, s->via.str.size);
+        buf[n][s->via.str.size] = '\0';
+        list[n] = buf[n];
+        n++;
+    }
+    if (n == 0) {
+        rpc_fail(l, "the master list names no usable endpoint");
+        return;
+    }
+    engine_master_done(l->e, vcl_now(), p, 1, list, n);
+    vcl_project_sockets(l, p);
+    log_info("project %s: master list read: %d scheduler endpoint(s), first %s",
+             l->e->projects[p].name, n, list[0]);
+    vcl_project_save(l, p);
+    vcl_commit(l);
+    rpc_end(l);
+}
+
+static void on_rpc_reply(struct live *l, const struct wire_msg *msg)
+{
+    struct lrpc *r = &l->rpc;
+    int p = r->act.project;
+    if (msg->type == WT_ERROR) {
+        uint64_t code = wire_get_u64(msg->root, "code", 0);
+        size_t n;
+        const char *text = wire_get_str(msg->root, "msg", &n);
+        char why[600];
+        if (code == WE_SESSION && r->stage == 1 && !r->rehello) {
+            l->proj[p].welcomed = false;
+            r->rehello = true;
+            r->stage = 0;
+            send_rpc_stage(l);
+            return;
+        }
+        snprintf(why, sizeof why, "error %s: %.*s", wire_err_name((int)code), (int)n,
+                 text ? text : "");
+        rpc_fail(l, why);
+        return;
+    }
+    if (r->stage == 0 && msg->type == WT_WELCOME) {
+        on_welcome(l, p, msg->root);
+        r->stage = 1;
+        send_rpc_stage(l);
+    } else if (r->stage == 1 && msg->type == WT_TASKS) {
+        on_tasks(l, p, msg->root);
+    } else if (r->stage == 2 && msg->type == WT_MASTER) {
+        on_master(l, p, msg->root);
+    } else {
+        char why[100];
+        snprintf(why, sizeof why, "unexpected %s reply", msg->desc->name);
+        rpc_fail(l, why);
+    }
+}
+
+static void on_status_reply(struct live *l, int p, const struct wire_msg *msg)
+{
+    struct lproj *lp = &l->proj[p];
+    lp->status_id = 0;
+    lp->status_sock = NULL;
+    if (msg->type == WT_ERROR) {
+        if (wire_get_u64(msg->root, "code", 0) == WE_SESSION)
+            lp->welcomed = false; /* the next RPC says HELLO first */
+        return;
+    }
+    if (msg->type == WT_STATUS_ACK) {
+        apply_cancel(l, p, wire_get(msg->root, "cancel"));
+        vcl_commit(l);
+    }
+}
+
+static void on_lsock(struct loop *lp, void *arg)
+{
+    struct lsock *s = arg;
+    struct live *l = s->l;
+    (void)lp;
+    for (;;) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, s->sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&m);
+            break;
+        }
+        int more = 0;
+        size_t sz = sizeof more;
+        struct wire_msg msg;
+        struct wire_error err;
+        if (zmq_getsockopt(s->sock, ZMQ_RCVMORE, &more, &sz) == 0 && more) {
+            while (zmq_getsockopt(s->sock, ZMQ_RCVMORE, &more, &sz) == 0 && more &&
+                   zmq_msg_recv(&m, s->sock, ZMQ_DONTWAIT) >= 0)
+                ;
+            log_warnx("multi-frame reply from %s ignored", s->url);
+        } else if (wire_decode(zmq_msg_data(&m), zmq_msg_size(&m), false, &msg, &err) < 0) {
+            log_warnx("bad reply from %s ignored: %s", s->url, err.text);
+        } else {
+            int p = s->project;
+            bool ours = l->rpc.active && (l->rpc.sock == s || l->rpc.master == s) &&
+                        msg.id == l->rpc.id && !l->rpc.unsent;
+            if (ours) { /* it may close this very socket (a master fetch's): stop here */
+                on_rpc_reply(l, &msg);
+                wire_msg_free(&msg);
+                zmq_msg_close(&m);
+                return;
+            }
+            if (p < l->e->nprojects && l->proj[p].status_id == msg.id && msg.id)
+                on_status_reply(l, p, &msg);
+            else
+                log_debug("stale reply %llu from %s ignored", (unsigned long long)msg.id, s->url);
+            wire_msg_free(&msg);
+        }
+        zmq_msg_close(&m);
+    }
+}
+
+/*
+ * Heartbeats: a project's cluster re-issues a task it hears nothing about (X4), so
+ * every poll_s (at most hb_s) each project with unfinished tasks gets STATUS naming
+ * them, queued and suspended ones included; its answer may cancel some.
+ */
+static void heartbeats(struct live *l)
+{
+    int64_t now = loop_now_ms();
+    for (int p = 0; p < l->e->nprojects; p++) {
+        struct lproj *lp = &l->proj[p];
+        if (!lp->welcomed)
+            continue;
+        if (lp->status_id && now - lp->status_sent_ms > l->cfg->timeout_ms) {
+            lp->status_id = 0; /* unanswered: the next one goes */
+            lp->status_sock = NULL;
+        }
+        uint32_t every = lp->poll_s && lp->poll_s < lp->hb_s ? lp->poll_s : lp->hb_s;
+        if (lp->status_id || now - lp->last_status_ms < (int64_t)every * 1000)
+            continue;
+        uint32_t n = 0;
+        for (size_t i = 0; i < l->ntasks; i++)
+            n += l->tasks[i]->project == p && l->tasks[i]->state != LT_DONE;
+        if (n == 0)
+            continue;
+        struct lsock *s = project_sock(l, p, lp->session_url);
+        if (!s)
+            continue;
+        wire_buf_reset(&l->wb);
+        wire_begin(&l->wb, WT_STATUS, lp->status_id = ++l->next_req, 2);
+        wire_put_str(&l->wb, "sid", lp->sid);
+        wire_put_key(&l->wb, "running");
+        wire_pack_array(&l->wb, n);
+        for (size_t i = 0; i < l->ntasks; i++) {
+            const struct ltask *t = l->tasks[i];
+            if (t->project != p || t->state == LT_DONE)
+                continue;
+            wire_pack_map(&l->wb, 3);
+            wire_put_u64(&l->wb, "job", t->job);
+            wire_put_u64(&l->wb, "idx", t->idx);
+            wire_put_u64(&l->wb, "issue", t->issue);
+        }
+        lp->last_status_ms = lp->status_sent_ms = now;
+        if (zmq_send(s->sock, l->wb.sb.data, l->wb.sb.size, ZMQ_DONTWAIT) < 0) {
+            lp->status_id = 0;
+            continue;
+        }
+        lp->status_sock = s;
+    }
+}
+
+/* ---- the loop ---- */
+
+static void on_tick(struct loop *lp, void *arg)
+{
+    struct live *l = arg;
+    (void)lp;
+    kicked = true;
+    (void)l;
+}
+
+static void pump(struct live *l)
+{
+    int64_t now = loop_now_ms();
+    struct lrpc *r = &l->rpc;
+    if (r->active && r->unsent)
+        send_now(l);
+    if (r->active && !r->unsent && now - r->sent_ms >= l->cfg->timeout_ms) {
+        char why[100];
+        snprintf(why, sizeof why, "did not answer within %ld ms", l->cfg->timeout_ms);
+        rpc_fail(l, why);
+    }
+    for (int k = 0; k < 4 && kicked; k++) { /* a decision may lead to another */
+        kicked = false;
+        step(l);
+    }
+    heartbeats(l);
+    if (now - l->last_save_ms >= 10000) { /* REC and backoffs, at most 10 s old */
+        l->last_save_ms = now;
+        for (int p = 0; p < l->e->nprojects; p++)
+            vcl_project_save(l, p);
+        vcl_commit(l);
+    }
+}
+
+/* The daemon owns the before-sleep hook: the driver's pass runs before its commit. */
+static int on_commit(void *arg)
+{
+    struct live *l = arg;
+    pump(l);
+    return store_commit(l->store);
+}
+
+static void on_reload(void *arg)
+{
+    struct live *l = arg;
+    store_discard(l->store);
+}
+
+static void on_fast(struct loop *lp, void *arg)
+{
+    (void)lp;
+    (void)arg; /* wakes the loop so that pump() sees unsent requests and timeouts */
+}
+
+int vcl_main(struct client_cfg *cfg, const char *file)
+{
+    static struct live l;
+    int rc = 1;
+    l.cfg = cfg;
+    l.file = file;
+    l.slots = cfg->slots > 0 ? (int)cfg->slots : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    gethostname(l.host, sizeof l.host - 1);
+    wire_buf_init(&l.wb);
+    engine_config_defaults(&l.ecfg);
+    l.ecfg.policy = (enum engine_policy)cfg->policy;
+    l.ecfg.fetch = (enum engine_fetch)cfg->fetch;
+    l.ecfg.min_buf = cfg->min_buf;
+    l.ecfg.additional_buf = cfg->additional_buf;
+    l.ecfg.time_slice = cfg->time_slice;
+    l.ecfg.poll_period = cfg->poll_s;
+    l.ecfg.rpc_backoff_min = cfg->rpc_backoff_min;
+    l.ecfg.rpc_backoff_max = cfg->rpc_backoff_max;
+    l.ecfg.rsc_backoff_min = cfg->rsc_backoff_min;
+    l.ecfg.rsc_backoff_max = cfg->rsc_backoff_max;
+    l.ecfg.master_fetch_period = (int)cfg->master_fetch_period;
+    l.ecfg.report_cushion = cfg->report_cushion;
+    l.ecfg.report_max_delay = cfg->report_max_delay;
+    const char *bad = engine_config_check(&l.ecfg);
+    if (bad) {
+        fprintf(stderr, "gridnode client: configuration error: %s\n", bad);
+        return 1;
+    }
+    if ((l.sigfd = runner_sigchld_fd()) < 0) {
+        log_warn("cannot watch child processes");
+        return 1;
+    }
+    if (!(l.loop = loop_new()))
+        return 1;
+    if (vcl_store_open(&l) < 0)
+        goto out;
+    struct daemon_opts o = {"client", cfg->control, cfg->state_dir, 0};
+    struct daemon_ops ops = {vcl_control, on_commit, on_reload, &l, NULL};
+    if (!(l.d = daemon_new(l.loop, &o, &ops)))
+        goto out;
+    l.zctx = daemon_zctx(l.d);
+    if (vcl_load(&l, vcl_now()) < 0)
+        goto out;
+    loop_add_fd(l.loop, l.sigfd, on_sigchld, &l);
+    loop_timer(l.loop, (int64_t)(cfg->tick_s * 1000), 1, on_tick, &l);
+    loop_timer(l.loop, 50, 1, on_fast, &l);
+    kicked = true;
+    log_info("volunteer client: %d project(s), %d CPU slot(s), %d GPU type(s), policy %s/%s",
+             l.e->nprojects, l.slots, l.e->nptypes - 1, engine_policy_name(l.ecfg.policy),
+             engine_fetch_name(l.ecfg.fetch));
+    rc = loop_run(l.loop) < 0 ? 1 : 0;
+    /* leaving: running processes are killed; their tasks rerun at the next start */
+    for (size_t i = 0; i < l.ntasks; i++) {
+        struct ltask *t = l.tasks[i];
+        if ((t->state == LT_RUNNING || t->state == LT_STOPPED) && t->run.pid > 0 &&
+            !t->run.reaped) {
+            runner_signal(&t->run, SIGKILL);
+            runner_signal(&t->run, SIGCONT);
+        }
+    }
+    for (int p = 0; l.e && p < l.e->nprojects; p++)
+        vcl_project_save(&l, p);
+    vcl_commit(&l);
+    log_info("client stopped; %zu task(s) kept for the next start", l.ntasks);
+out:
+    for (size_t i = 0; i < l.ntasks; i++)
+        vcl_task_free(l.tasks[i]);
+    free(l.tasks);
+    if (l.rpc.master)
+        vcl_sock_close(&l, &l.rpc.master);
+    for (int p = 0; l.e && p < l.e->nprojects; p++)
+        for (int k = 0; k < l.proj[p].nsocks; k++)
+            vcl_sock_close(&l, &l.proj[p].socks[k]);
+    daemon_destroy(&l.d);
+    store_close(&l.store);
+    engine_destroy(&l.e);
+    loop_destroy(&l.loop);
+    wire_buf_free(&l.wb);
+    free(l.nt);
+    free(l.rpc.report_ids);
+    free(l.rpc.report_idx);
+    return rc;
+}
