@@ -427,7 +427,8 @@ static const struct wire_field f_reserve[] = {
 };
 
 static const struct wire_field f_site[] = {
-    {"site", WF_MAP, true},
+    {"site", WF_MAP, false},   /* a batch site's SITE (6.12) */
+    {"sites", WF_ARRAY, false, UINT32_MAX, WF_MAP}, /* the grid spool's SITE (6.13) */
     {NULL},
 };
 
