@@ -104,3 +104,42 @@ def test_showres_and_diagnose_fairshare_follow_pages(cluster_factory, client_fac
     assert npages >= 4 and users == ["fs%02d" % k for k in range(30)]
     js = json.loads(tool(gridnode_bin, b.endpoint, "diagnose", "-f", "--json"))
     assert sorted(r["name"] for r in js if r["kind"] == "user") == users
+
+
+def test_console_output_and_sd_state_are_paged(cluster_factory, client_factory, gridnode_bin):
+    cl = cluster_factory(SD)
+    for k, name in enumerate(("alpha", "beta", "gamma")):
+        client_factory(cl, 1, sets=dict(CLIENT, **{"client.slots": 1, "client.cluster": name}),
+                       prefix=name)
+    wait_until(lambda: len(cl.rpc(T["SD_INFO"])["clusters"]) == 3, scaled(20),
+               msg="three clusters of active hosts")
+    rows, npages = pages(cl.rpc, "SD_INFO", "clusters", count=1)
+    assert npages == 3 and sorted(r["name"] for r in rows) == ["alpha", "beta", "gamma"]
+    assert all(len(cl.rpc(T["SD_INFO"], **{"from": k, "count": 1})["queues"]) ==
+               len(cl.rpc(T["SD_INFO"])["queues"]) for k in range(3))
+    # parallel jobs waiting for 64 processes: each a console `jobs` line of ~230 bytes
+    user = "u" * 200
+    c = cl.connect()
+    ids = [c.call(T["PSUBMIT"], argv=["true"], procs=64, wait=True, user=user)["job"]
+           for _ in range(700)]
+    first = cl.rpc(T["CONSOLE"], cmd="jobs")
+    assert "next" in first and len(first["out"]) <= 60000
+    outs, npages = pages(cl.rpc, "CONSOLE", "out", cmd="jobs")
+    text = "".join(outs)
+    assert npages >= 3
+    lines = text.splitlines()
+    assert lines[0].split()[:2] == ["JOB", "USER"]
+    assert [int(x.split()[0]) for x in lines[1:]] == ids
+    # the tool prints every page; a change is applied once (the first page)
+    out = subprocess.run([gridnode_bin, "console", "-e", cl.endpoint, "disable 1; jobs"],
+                         capture_output=True, text=True, timeout=scaled(30))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("ok: ") == 1, out.stdout[:500]
+    q1 = [q for q in cl.rpc(T["SD_INFO"])["queues"] if q["queue"] == 1][0]
+    assert q1["state"] == "disabled"
+    assert [int(x.split()[0]) for x in out.stdout.splitlines() if x.split() and
+            x.split()[0].isdigit()] == ids
+    js = json.loads(subprocess.run([gridnode_bin, "console", "-e", cl.endpoint, "--json", "jobs"],
+                                   capture_output=True, text=True, timeout=scaled(30)).stdout)
+    assert js["out"] == text
+    assert cl.alive()
