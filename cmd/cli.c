@@ -263,8 +263,8 @@ int cli_list_fields(const struct cli *c, uint32_t type, uint32_t nfields, cli_fi
         if (!next)
             return 0;
         if (next->via.u64 <= from) {
-            fprintf(stderr, "%s: the list from %s did not advance (next %llu)\n", c->prog, c->endpoint,
-                    (unsigned long long)next->via.u64);
+            fprintf(stderr, "%s: the list from %s did not advance (next %llu)\n", c->prog,
+                    c->endpoint, (unsigned long long)next->via.u64);
             cli_pages_free(p);
             return 1;
         }

@@ -284,7 +284,8 @@ static void print_grid(struct cli *c, const msgpack_object *j)
            (unsigned long long)wire_get_u64(j, "job", 0), name[0] ? name : "-", st,
            (unsigned long long)wire_get_u64(j, "procs", 0),
            (unsigned long long)wire_get_u64(j, "attempts", 0));
-    printf("submitted %s, started %s, finished %s", cli_time(wire_get_i64(j, "submitted", 0), t1, sizeof t1),
+    printf("submitted %s, started %s, finished %s",
+           cli_time(wire_get_i64(j, "submitted", 0), t1, sizeof t1),
            cli_time(wire_get_i64(j, "started", 0), t2, sizeof t2),
            cli_time(wire_get_i64(j, "finished", 0), t3, sizeof t3));
     if (wire_get_u64(j, "done", 0) && strcmp(st, "cancelled"))

@@ -372,8 +372,9 @@ static const struct wire_field f_starts[] = {
     {NULL},
 };
 
+/* DIAGNOSE: "what" is "priority" or "fairshare" */
 static const struct wire_field f_diagnose[] = {
-    {"what", WF_STR, true, 16}, /* "priority" or "fairshare" */
+    {"what", WF_STR, true, 16},
     {"job", WF_UINT, false},
     {"from", WF_UINT, false},
     {"count", WF_UINT, false, 100000},
@@ -437,7 +438,7 @@ static const struct wire_field f_reserve[] = {
 };
 
 static const struct wire_field f_site[] = {
-    {"site", WF_MAP, false},   /* a batch site's SITE (6.12) */
+    {"site", WF_MAP, false},                        /* a batch site's SITE (6.12) */
     {"sites", WF_ARRAY, false, UINT32_MAX, WF_MAP}, /* the grid spool's SITE (6.13) */
     {NULL},
 };
