@@ -229,6 +229,35 @@ int cli_simple(struct cli *c, const char *prog, const char *usage, uint32_t type
 
 int cli_list(const struct cli *c, uint32_t type, struct cli_pages *p)
 {
+    return cli_list_fields(c, type, 0, NULL, NULL, p);
+}
+
+int cli_pages_merge(const struct cli *c, const struct cli_pages *p, const char *key,
+                    msgpack_object *out)
+{
+    uint32_t total = 0;
+    for (uint32_t i = 0; i < p->n; i++) {
+        const msgpack_object *a = wire_get(p->r[i]->msg.root, key);
+        total += a && a->type == MSGPACK_OBJECT_ARRAY ? a->via.array.size : 0;
+    }
+    memset(out, 0, sizeof *out);
+    out->type = MSGPACK_OBJECT_ARRAY;
+    out->via.array.ptr = malloc((total ? total : 1) * sizeof *out->via.array.ptr);
+    if (!out->via.array.ptr) {
+        fprintf(stderr, "%s: out of memory\n", c->prog);
+        return -1;
+    }
+    for (uint32_t i = 0; i < p->n; i++) {
+        const msgpack_object *a = wire_get(p->r[i]->msg.root, key);
+        for (uint32_t k = 0; a && a->type == MSGPACK_OBJECT_ARRAY && k < a->via.array.size; k++)
+            out->via.array.ptr[out->via.array.size++] = a->via.array.ptr[k];
+    }
+    return 0;
+}
+
+int cli_list_fields(const struct cli *c, uint32_t type, uint32_t nfields, cli_fill_fn *fill,
+                    const void *arg, struct cli_pages *p)
+{
     uint64_t from = 0;
     p->r = NULL;
     p->n = 0;
@@ -243,7 +272,9 @@ int cli_list(const struct cli *c, uint32_t type, struct cli_pages *p)
         }
         struct wire_buf wb;
         wire_buf_init(&wb);
-        wire_begin(&wb, type, p->n + 1, from ? 1 : 0);
+        wire_begin(&wb, type, p->n + 1, (fill ? nfields : 0) + (from ? 1 : 0));
+        if (fill)
+            fill(&wb, arg);
         if (from)
             wire_put_u64(&wb, "from", from);
         int rc = cli_call(c, &wb, p->n + 1, p->r[p->n]);
@@ -257,8 +288,8 @@ int cli_list(const struct cli *c, uint32_t type, struct cli_pages *p)
         if (!next)
             return 0;
         if (next->via.u64 <= from) {
-            fprintf(stderr, "%s: the cluster manager's list did not advance (next %llu)\n", c->prog,
-                    (unsigned long long)next->via.u64);
+            fprintf(stderr, "%s: the list from %s did not advance (next %llu)\n", c->prog,
+                    c->endpoint, (unsigned long long)next->via.u64);
             cli_pages_free(p);
             return 1;
         }

@@ -62,6 +62,23 @@ int cli_list(const struct cli *c, uint32_t type, struct cli_pages *p);
 void cli_pages_free(struct cli_pages *p);
 
 /*
+ * cli_list of a request with fields (SHOWQ, DIAGNOSE, RESV_LIST, CONSOLE, SD_INFO):
+ * fill (when set) writes nfields key/value pairs into each page's request, before
+ * "from". Same result as cli_list.
+ */
+typedef void cli_fill_fn(struct wire_buf *wb, const void *arg);
+int cli_list_fields(const struct cli *c, uint32_t type, uint32_t nfields, cli_fill_fn *fill,
+                    const void *arg, struct cli_pages *p);
+
+/*
+ * The array under key of every page as one array object (shallow: its elements point
+ * into the pages, so it is valid while p is). 0, or -1 (out of memory, printed). Free
+ * out->via.array.ptr with free().
+ */
+int cli_pages_merge(const struct cli *c, const struct cli_pages *p, const char *key,
+                    msgpack_object *out);
+
+/*
  * cli_simple's argument handling for a list tool (jobs, nodes), then cli_list. Returns
  * -1 with the pages in p, or else the exit status to return.
  */

@@ -4,7 +4,9 @@
  * from standard input). Each exchange is one CONSOLE request; its changes are durable
  * before the answer arrives.
  */
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -19,27 +21,48 @@ static const char usage[] =
     "several commands separated by ';'), runs it and exits; without, reads commands\n"
     "from standard input, one per line. `help` lists the commands.\n";
 
-/* One CONSOLE exchange; prints the output. 0 ok, 1 refused or no answer. */
-static int run(struct cli *c, const char *cmd, uint64_t id)
+static void console_fill(struct wire_buf *wb, const void *arg)
 {
-    struct wire_buf wb;
-    struct cli_reply r;
-    wire_buf_init(&wb);
-    wire_begin(&wb, WT_CONSOLE, id, 1);
-    wire_put_str(&wb, "cmd", cmd);
-    int rc = cli_call(c, &wb, id, &r);
-    wire_buf_free(&wb);
-    if (rc != 0)
+    wire_put_str(wb, "cmd", arg);
+}
+
+/* One CONSOLE request, every page of its output (a long `jobs` or `hosts` listing comes
+ * in pages, docs/wire.md 6.7); prints the output (--json: one {"out": ...} object).
+ * 0 ok, 1 refused or no answer. */
+static int run(struct cli *c, const char *cmd)
+{
+    struct cli_pages p;
+    if (cli_list_fields(c, WT_CONSOLE, 1, console_fill, cmd, &p) != 0)
         return 1;
     if (c->json) {
-        cli_print_json(r.msg.root);
+        size_t total = 0, len = 0, n;
+        for (uint32_t i = 0; i < p.n; i++)
+            if (wire_get_str(p.r[i]->msg.root, "out", &n))
+                total += n;
+        char *all = malloc(total + 1);
+        for (uint32_t i = 0; all && i < p.n; i++) {
+            const char *o = wire_get_str(p.r[i]->msg.root, "out", &n);
+            if (o) {
+                memcpy(all + len, o, n);
+                len += n;
+            }
+        }
+        json_t *j = all ? json_pack("{s:s%}", "out", all, len) : NULL;
+        if (j)
+            json_dumpf(j, stdout, JSON_COMPACT);
+        putchar('\n');
+        json_decref(j);
+        free(all);
     } else {
-        size_t n;
-        const char *out = wire_get_str(r.msg.root, "out", &n);
-        fwrite(out, 1, n, stdout);
+        for (uint32_t i = 0; i < p.n; i++) {
+            size_t n;
+            const char *out = wire_get_str(p.r[i]->msg.root, "out", &n);
+            if (out)
+                fwrite(out, 1, n, stdout);
+        }
         fflush(stdout);
     }
-    cli_reply_free(&r);
+    cli_pages_free(&p);
     return 0;
 }
 
@@ -58,11 +81,10 @@ int cmd_console(int argc, char **argv)
         for (int i = 1; i < argc && len < sizeof cmd - 1; i++)
             len += (size_t)snprintf(cmd + len, sizeof cmd - len, "%s%s", i > 1 ? " " : "",
                                     argv[i]);
-        return run(&c, cmd, 1);
+        return run(&c, cmd);
     }
     bool tty = isatty(0);
     int rc = 0;
-    uint64_t id = 1;
     for (;;) {
         if (tty) {
             fputs("console> ", stdout);
@@ -75,7 +97,7 @@ int cmd_console(int argc, char **argv)
             break;
         if (cmd[strspn(cmd, " \t")] == '\0')
             continue;
-        rc |= run(&c, cmd, id++);
+        rc |= run(&c, cmd);
     }
     return rc;
 }

@@ -270,6 +270,59 @@ out:
     return rc;
 }
 
+/*
+ * A job of the grid spool (gridnode meta: its row carries "gstate"): where it went and
+ * how it ended. The spool keeps no outputs (the site's cluster manager does): the
+ * lines name the site's endpoint (from SITE_INFO, a nicety) and the command that shows
+ * the site's job, whose tasks name the cluster job holding the output.
+ */
+static void print_grid(struct cli *c, const msgpack_object *j)
+{
+    char name[64], st[16], site[64], resv[80], reason[256], t1[32], t2[32], t3[32], ep[128] = "";
+    cli_text(j, "name", name, sizeof name);
+    cli_text(j, "gstate", st, sizeof st);
+    cli_text(j, "site", site, sizeof site);
+    cli_text(j, "resv", resv, sizeof resv);
+    cli_text(j, "reason", reason, sizeof reason);
+    printf("job %llu %s: %s (grid spool), %llu procs, %llu placement(s)\n",
+           (unsigned long long)wire_get_u64(j, "job", 0), name[0] ? name : "-", st,
+           (unsigned long long)wire_get_u64(j, "procs", 0),
+           (unsigned long long)wire_get_u64(j, "attempts", 0));
+    printf("submitted %s, started %s, finished %s",
+           cli_time(wire_get_i64(j, "submitted", 0), t1, sizeof t1),
+           cli_time(wire_get_i64(j, "started", 0), t2, sizeof t2),
+           cli_time(wire_get_i64(j, "finished", 0), t3, sizeof t3));
+    if (wire_get_u64(j, "done", 0) && strcmp(st, "cancelled"))
+        printf(", exit %lld", (long long)wire_get_i64(j, "exit", 0));
+    printf("\n%s\n", reason);
+    if (!site[0])
+        return;
+    struct wire_buf wb;
+    struct cli_reply r;
+    wire_buf_init(&wb);
+    wire_begin(&wb, WT_SITE_INFO, 2, 0);
+    int timeout = c->timeout_ms;
+    c->timeout_ms = timeout < 2000 ? timeout : 2000;
+    if (cli_call(c, &wb, 2, &r) == 0) {
+        const msgpack_object *sites = wire_get(r.msg.root, "sites");
+        for (uint32_t i = 0; sites && sites->via.array.size > i; i++) {
+            char n[64];
+            cli_text(&sites->via.array.ptr[i], "name", n, sizeof n);
+            if (!strcmp(n, site))
+                cli_text(&sites->via.array.ptr[i], "endpoint", ep, sizeof ep);
+        }
+        cli_reply_free(&r);
+    }
+    c->timeout_ms = timeout;
+    wire_buf_free(&wb);
+    printf("site %s%s%s%s, its job %llu%s%s\n", site, ep[0] ? " (" : "", ep, ep[0] ? ")" : "",
+           (unsigned long long)wire_get_u64(j, "site_job", 0), resv[0] ? ", reservation " : "",
+           resv);
+    if (ep[0])
+        printf("the site's view and the output's cluster job: gridnode job %llu -e %s --json\n",
+               (unsigned long long)wire_get_u64(j, "site_job", 0), ep);
+}
+
 int cmd_job(int argc, char **argv)
 {
     struct cli c;
@@ -317,6 +370,11 @@ int cmd_job(int argc, char **argv)
     if (fetch(&c, job, !summary, output || c.json, from, count, &r) != 0)
         return 1;
     const msgpack_object *j = wire_get(r.msg.root, "job"), *tasks = wire_get(r.msg.root, "tasks");
+    if (wire_get(j, "gstate") && !c.json) {
+        print_grid(&c, j);
+        cli_reply_free(&r);
+        return wrc;
+    }
     if (cli_is_pjob(j) && !c.json) {
         int prc = print_pjob(&c, job, &r, output, from, count);
         cli_reply_free(&r);

@@ -180,11 +180,23 @@ static void showq_part(const msgpack_object *jobs, const char *which, int64_t no
     printf("\n");
 }
 
+struct showq_args {
+    const char *user;
+    bool all;
+};
+
+static void showq_fill(struct wire_buf *wb, const void *arg)
+{
+    const struct showq_args *a = arg;
+    if (a->user)
+        wire_put_str(wb, "user", a->user);
+    if (a->all)
+        wire_put_bool(wb, "all", true);
+}
+
 int cmd_showq(int argc, char **argv)
 {
     struct cli c;
-    struct wire_buf wb;
-    struct cli_reply r;
     if (want_help(argc, argv, showq_usage))
         return 0;
     if (common(&c, "gridnode showq", &argc, argv) < 0)
@@ -201,27 +213,29 @@ int cmd_showq(int argc, char **argv)
             return 2;
         }
     }
-    wire_buf_init(&wb);
-    wire_begin(&wb, WT_SHOWQ, 1, (user != NULL) + all);
-    if (user)
-        wire_put_str(&wb, "user", user);
-    if (all)
-        wire_put_bool(&wb, "all", true);
-    if (call(&c, &wb, &r))
+    /* every page (a long queue comes in 1 MiB pages, docs/wire.md 6.12) */
+    struct showq_args a = {user, all};
+    struct cli_pages p;
+    msgpack_object jobs;
+    if (cli_list_fields(&c, WT_SHOWQ, (user != NULL) + all, showq_fill, &a, &p) != 0)
         return 1;
-    const msgpack_object *jobs = wire_get(r.msg.root, "jobs");
-    if (c.json) {
-        cli_print_json(jobs);
-    } else {
-        int64_t now = wire_get_i64(r.msg.root, "now", 0);
-        showq_part(jobs, "active", now);
-        showq_part(jobs, "eligible", now);
-        showq_part(jobs, "blocked", now);
-        if (all)
-            showq_part(jobs, "ended", now);
-        printf("%u jobs\n", jobs->via.array.size);
+    if (cli_pages_merge(&c, &p, "jobs", &jobs) < 0) {
+        cli_pages_free(&p);
+        return 1;
     }
-    cli_reply_free(&r);
+    if (c.json) {
+        cli_print_json(&jobs);
+    } else {
+        int64_t now = wire_get_i64(p.r[0]->msg.root, "now", 0);
+        showq_part(&jobs, "active", now);
+        showq_part(&jobs, "eligible", now);
+        showq_part(&jobs, "blocked", now);
+        if (all)
+            showq_part(&jobs, "ended", now);
+        printf("%u jobs\n", jobs.via.array.size);
+    }
+    free(jobs.via.array.ptr);
+    cli_pages_free(&p);
     return 0;
 }
 
@@ -405,11 +419,22 @@ static const char diagnose_usage[] =
     "contribution; only factors with a weight are shown). -f: fairshare, the decayed\n"
     "usage of each user, group and account against its target (-1: no target).\n";
 
+struct diag_args {
+    char mode;
+    uint64_t job;
+};
+
+static void diag_fill(struct wire_buf *wb, const void *arg)
+{
+    const struct diag_args *a = arg;
+    wire_put_str(wb, "what", a->mode == 'p' ? "priority" : "fairshare");
+    if (a->job)
+        wire_put_u64(wb, "job", a->job);
+}
+
 int cmd_diagnose(int argc, char **argv)
 {
     struct cli c;
-    struct wire_buf wb;
-    struct cli_reply r;
     if (want_help(argc, argv, diagnose_usage))
         return 0;
     if (common(&c, "gridnode diagnose", &argc, argv) < 0)
@@ -433,14 +458,16 @@ int cmd_diagnose(int argc, char **argv)
         fprintf(stderr, "%s: give -p (priority) or -f (fairshare)\n%s", c.prog, diagnose_usage);
         return 2;
     }
-    wire_buf_init(&wb);
-    wire_begin(&wb, WT_DIAGNOSE, 1, 1 + (job != 0));
-    wire_put_str(&wb, "what", mode == 'p' ? "priority" : "fairshare");
-    if (job)
-        wire_put_u64(&wb, "job", job);
-    if (call(&c, &wb, &r))
+    struct diag_args a = {mode, job};
+    struct cli_pages p;
+    msgpack_object all;
+    const msgpack_object *rows = &all;
+    if (cli_list_fields(&c, WT_DIAGNOSE, 1 + (job != 0), diag_fill, &a, &p) != 0)
         return 1;
-    const msgpack_object *rows = wire_get(r.msg.root, mode == 'p' ? "jobs" : "creds");
+    if (cli_pages_merge(&c, &p, mode == 'p' ? "jobs" : "creds", &all) < 0) {
+        cli_pages_free(&p);
+        return 1;
+    }
     if (c.json) {
         cli_print_json(rows);
     } else if (mode == 'f') {
@@ -476,7 +503,8 @@ int cmd_diagnose(int argc, char **argv)
         if (!rows->via.array.size)
             printf("(no pending jobs)\n");
     }
-    cli_reply_free(&r);
+    free(all.via.array.ptr);
+    cli_pages_free(&p);
     return 0;
 }
 
@@ -693,11 +721,21 @@ static void acl_text(const msgpack_object *v, char *buf, size_t cap)
         buf[cap - 1] = '\0';
 }
 
+struct resv_args {
+    bool by_host;
+    const char *arg;
+};
+
+static void resv_fill(struct wire_buf *wb, const void *arg)
+{
+    const struct resv_args *a = arg;
+    if (a->arg)
+        wire_put_str(wb, a->by_host ? "host" : "name", a->arg);
+}
+
 int cmd_showres(int argc, char **argv)
 {
     struct cli c;
-    struct wire_buf wb;
-    struct cli_reply r;
     if (want_help(argc, argv, showres_usage))
         return 0;
     if (common(&c, "gridnode showres", &argc, argv) < 0)
@@ -714,16 +752,20 @@ int cmd_showres(int argc, char **argv)
             return 2;
         }
     }
-    wire_buf_init(&wb);
-    wire_begin(&wb, WT_RESV_LIST, 1, arg != NULL);
-    if (arg)
-        wire_put_str(&wb, by_host ? "host" : "name", arg);
-    if (call(&c, &wb, &r))
+    struct resv_args a = {by_host, arg};
+    struct cli_pages p;
+    msgpack_object all;
+    const msgpack_object *rs = &all;
+    if (cli_list_fields(&c, WT_RESV_LIST, arg != NULL, resv_fill, &a, &p) != 0)
         return 1;
-    const msgpack_object *rs = wire_get(r.msg.root, "resvs");
+    if (cli_pages_merge(&c, &p, "resvs", &all) < 0) {
+        cli_pages_free(&p);
+        return 1;
+    }
     if (c.json) {
         cli_print_json(rs);
-        cli_reply_free(&r);
+        free(all.via.array.ptr);
+        cli_pages_free(&p);
         return 0;
     }
     char b[32], b2[32], nm[33], acl[128];
@@ -767,7 +809,8 @@ int cmd_showres(int argc, char **argv)
         if (!rs->via.array.size)
             printf("(no reservations)\n");
     }
-    cli_reply_free(&r);
+    free(all.via.array.ptr);
+    cli_pages_free(&p);
     return 0;
 }
 

@@ -1,31 +1,81 @@
 #!/usr/bin/env bash
-# scripts/demo.sh - the README's demo: a local grid (one cluster manager, four
-# clients) counts primes in 200 ranges as 200 real tasks, shows progress, the results
-# and the per-node statistics, then stops the grid. Run through `make demo`.
+# scripts/demo.sh - the README's demo: the whole hierarchy on loopback (scripts/grid up
+# --meta: a metascheduler over two batch sites, each driving a cluster manager with two
+# clients). Ten prime-counting jobs are submitted at the top; the demo shows where the
+# spool placed each one, the sites' queues, the cluster managers' jobs, and the results
+# coming back up: state and exit at the spool, the output read through the site's job
+# and its cluster job. Then it stops the grid. Run through `make demo`.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 bin=$top/build/gridnode
 dir=${DEMO_DIR:-$top/run/demo}
-port=${DEMO_PORT:-7300}
-export GRIDNODE_CLUSTER=tcp://127.0.0.1:$port
+port=${DEMO_PORT:-7300} bport=${DEMO_BATCH_PORT:-7400} mport=${DEMO_META_PORT:-7500}
+njobs=${DEMO_JOBS:-10}
+meta=tcp://127.0.0.1:$mport
 rm -rf "$dir"
 trap '"$top/scripts/grid" down --dir "$dir" >/dev/null' EXIT
-echo "== starting a local grid: 1 cluster manager + 4 clients on 127.0.0.1:$port"
-"$top/scripts/grid" up --dir "$dir" --port "$port" --clients 4 --slots 2
-sleep 1
+echo "== starting the hierarchy on 127.0.0.1: meta :$mport -> batch sites :$bport,:$((bport + 1))" \
+    "-> cluster managers :$port,:$((port + 1)) -> 2 clients x 2 slots each"
+"$top/scripts/grid" up --meta --dir "$dir" --sites 2 --clients 2 --slots 2 --port "$port" \
+    --batch-port "$bport" --meta-port "$mport"
+# the sites schedule once their cluster managers reported their hosts
+for s in 0 1; do
+    for _ in $(seq 100); do
+        [ "$("$bin" nodes -e "tcp://127.0.0.1:$((bport + s))" --json 2>/dev/null |
+            grep -o '"active":true' | wc -l)" -ge 2 ] && break
+        sleep 0.1
+    done
+done
+sleep 2.5 # the spool's next SITE_INFO round (every 2 s) sees the sites' hosts
+
 echo
-echo "== submitting 200 tasks: task i counts the primes up to (i+1)*2000"
-job=$("$bin" submit --json -n 200 --name primes --shell -- \
-    'n=$(( ({i} + 1) * 2000 )); c=$(seq 2 $n | factor | awk "NF == 2" | wc -l); echo "primes <= $n: $c"' \
-    | sed 's/.*"job":\([0-9]*\).*/\1/')
-echo "job $job submitted"
-"$bin" job "$job" --wait --summary
+echo "== submitting $njobs jobs to the grid spool (gridnode submit -e $meta):"
+echo "   job k counts the primes up to k*30000 (seq | factor), then sleeps 3 s"
+ids=""
+for k in $(seq "$njobs"); do
+    out=$("$bin" submit -e "$meta" --name "primes$k" --limit 120 --shell -- \
+        "n=\$(( $k * 30000 )); c=\$(seq 2 \$n | factor | awk 'NF == 2' | wc -l); sleep 3; echo \"primes <= \$n: \$c (on \$GRIDNODE_NODE)\"")
+    ids="$ids ${out#submitted job }"
+    ids=${ids%% (*}
+done
+sleep 2
 echo
-echo "== results (first and last tasks)"
-"$bin" job "$job" --output --count 3 | sed -n '3,$p'
-"$bin" job "$job" --output --from 197 --count 3 | sed -n '4,$p'
+echo "== the grid spool: where each job went (gridnode jobs -e $meta)"
+"$bin" jobs -e "$meta"
+for s in 1 2; do
+    echo
+    echo "== site$s, the batch role's queue (gridnode showq -e tcp://127.0.0.1:$((bport + s - 1)))"
+    "$bin" showq -e "tcp://127.0.0.1:$((bport + s - 1))" | grep -v '^$'
+    echo
+    echo "== site$s, its cluster manager's jobs (gridnode jobs -e tcp://127.0.0.1:$((port + s - 1)))"
+    "$bin" jobs -e "tcp://127.0.0.1:$((port + s - 1))" | sed -n '/parallel jobs/,$p' | tail -n +2
+done
+
 echo
-echo "== per-node statistics (X-Com node table; also $dir/cluster/stats.html)"
-"$bin" nodes
+echo "== waiting for every job at the spool (gridnode job ID -e $meta --wait)"
+for id in $ids; do "$bin" job "$id" -e "$meta" --wait >/dev/null 2>&1 || true; done
+"$bin" jobs -e "$meta"
+
+echo
+echo "== results back at the top: each job's output, read down its path"
+echo "   (spool job -> site job -> cluster job: gridnode job ID -e EP --json at each level)"
+for id in $ids; do
+    "$bin" job "$id" -e "$meta" --json | /usr/bin/python3 -c '
+import json, subprocess, sys
+bin, bport, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+j = json.load(sys.stdin)["job"]
+def get(jid, ep):
+    r = subprocess.run([bin, "job", str(jid), "-e", ep, "--json"], capture_output=True, text=True)
+    return json.loads(r.stdout) if r.returncode == 0 else {}
+line = "spool job %d %-9s %s exit %s" % (j["job"], j["name"], j["gstate"], j["exit"])
+if j["site"]:
+    s = int(j["site"][4:])
+    t = (get(j["site_job"], "tcp://127.0.0.1:%d" % (bport + s - 1)).get("tasks") or [{}])[0]
+    c = get(t.get("cjob", 0), "tcp://127.0.0.1:%d" % (port + s - 1)) if t.get("cjob") else {}
+    ranks = c.get("job", {}).get("ranks") or [{}]
+    line += " | %s job %d | cluster job %s | %s" % (j["site"], j["site_job"], t.get("cjob", "-"),
+                                                  (ranks[0].get("stdout") or "").strip())
+print(line)' "$bin" "$bport" "$port"
+done
 echo
 echo "== stopping the grid"

@@ -249,17 +249,20 @@ static const struct wire_field f_psubmit[] = {
 
 static const struct wire_field f_console[] = {
     {"cmd", WF_STR, true, 16384},
+    {"from", WF_UINT, false}, /* the first output line wanted (6.7 paging) */
     {NULL},
 };
 
 static const struct wire_field f_console_out[] = {
     {"out", WF_STR, true},
+    {"next", WF_UINT, false},
     {NULL},
 };
 
 static const struct wire_field f_sd_state[] = {
     {"clusters", WF_ARRAY, true, UINT32_MAX, WF_MAP},
     {"queues", WF_ARRAY, true, 256, WF_MAP},
+    {"next", WF_UINT, false},
     {NULL},
 };
 
@@ -319,6 +322,8 @@ static const struct wire_field f_nodes[] = {
 static const struct wire_field f_showq[] = {
     {"user", WF_STR, false, NAME_MAX_}, /* only this user's jobs */
     {"all", WF_BOOL, false},            /* also the ended jobs still kept */
+    {"from", WF_UINT, false},           /* paging, as JOB_LIST (6.2) */
+    {"count", WF_UINT, false, 100000},
     {NULL},
 };
 
@@ -327,6 +332,7 @@ static const struct wire_field f_rows[] = {
     {"resvs", WF_ARRAY, false, UINT32_MAX, WF_MAP},
     {"creds", WF_ARRAY, false, UINT32_MAX, WF_MAP},
     {"now", WF_INT, false},
+    {"next", WF_UINT, false},
     {NULL},
 };
 
@@ -366,9 +372,12 @@ static const struct wire_field f_starts[] = {
     {NULL},
 };
 
+/* DIAGNOSE: "what" is "priority" or "fairshare" */
 static const struct wire_field f_diagnose[] = {
-    {"what", WF_STR, true, 16}, /* "priority" or "fairshare" */
+    {"what", WF_STR, true, 16},
     {"job", WF_UINT, false},
+    {"from", WF_UINT, false},
+    {"count", WF_UINT, false, 100000},
     {NULL},
 };
 
@@ -401,6 +410,8 @@ static const struct wire_field f_resv[] = {
 static const struct wire_field f_resv_list[] = {
     {"name", WF_STR, false, 63},
     {"host", WF_STR, false, NAME_MAX_},
+    {"from", WF_UINT, false},
+    {"count", WF_UINT, false, 100000},
     {NULL},
 };
 
@@ -427,7 +438,8 @@ static const struct wire_field f_reserve[] = {
 };
 
 static const struct wire_field f_site[] = {
-    {"site", WF_MAP, true},
+    {"site", WF_MAP, false},                        /* a batch site's SITE (6.12) */
+    {"sites", WF_ARRAY, false, UINT32_MAX, WF_MAP}, /* the grid spool's SITE (6.13) */
     {NULL},
 };
 
@@ -484,7 +496,7 @@ const struct wire_desc wire_descs[] = {
     {WT_PSUBMIT, "PSUBMIT", "user", true, f_psubmit},
     {WT_CONSOLE, "CONSOLE", "user", true, f_console},
     {WT_CONSOLE_OUT, "CONSOLE_OUT", "cluster", false, f_console_out},
-    {WT_SD_INFO, "SD_INFO", "user", true, f_none},
+    {WT_SD_INFO, "SD_INFO", "user", true, f_list},
     {WT_SD_STATE, "SD_STATE", "cluster", false, f_sd_state},
     {WT_PURGE, "PURGE", "user", true, f_purge},
     {WT_PURGED, "PURGED", "cluster", false, f_purged},

@@ -555,6 +555,42 @@ static void job_row(struct live *L, const struct ljob *j, struct wire_buf *wb, b
     put_time(wb, "estimate", est);
 }
 
+/*
+ * Paging of the list replies (QUEUE, DIAG, RESVS; docs/wire.md 6.2 and 6.12): the
+ * request's "from" (a cursor) and "count" (rows, default 100,000); a page also ends
+ * once its rows pass LIVE_LIST_MAX bytes, and always holds a row when one is left.
+ * page_full says whether the row about to be added starts the next page.
+ */
+struct page {
+    uint64_t from, count;
+    uint32_t n; /* rows in this page */
+};
+
+static void page_init(struct page *pg, const struct wire_msg *m)
+{
+    pg->from = wire_get_u64(m->root, "from", 0);
+    pg->count = wire_get_u64(m->root, "count", 100000);
+    if (pg->count == 0)
+        pg->count = 1;
+    pg->n = 0;
+}
+
+static bool page_full(const struct page *pg, const struct wire_buf *rows)
+{
+    return pg->n >= pg->count || (pg->n > 0 && rows->sb.size >= LIVE_LIST_MAX);
+}
+
+/* The rows array under key, then "next" when the page was cut (cut: the cursor). */
+static void page_finish(struct wire_buf *reply, const char *key, const struct page *pg,
+                        const struct wire_buf *rows, bool more, uint64_t next)
+{
+    wire_put_key(reply, key);
+    wire_pack_array(reply, pg->n);
+    msgpack_sbuffer_write(&reply->sb, rows->sb.data, rows->sb.size);
+    if (more)
+        wire_put_u64(reply, "next", next);
+}
+
 static void h_showq(struct live *L, const struct wire_msg *m, struct wire_buf *reply)
 {
     char user[BATCH_NAME_MAX];
@@ -562,21 +598,32 @@ static void h_showq(struct live *L, const struct wire_msg *m, struct wire_buf *r
     bool all = wire_get_bool(m->root, "all", false);
     struct wire_buf rows;
     wire_buf_init(&rows);
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < L->njobs && rows.sb.size < LIVE_LIST_MAX; i++) {
+    struct page pg;
+    page_init(&pg, m);
+    /* the cursor is a job id, as in JOB_LIST: the first job with an id >= from */
+    uint32_t lo = 0, hi = L->njobs, i;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (L->jobs[mid]->id < pg.from)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    bool more = false;
+    for (i = lo; i < L->njobs; i++) {
         const struct ljob *j = L->jobs[i];
         if (user[0] && strcmp(user, j->user ? j->user : ""))
             continue;
         if (!all && (j->nended == j->ntasks || (j->cancelled && j->nstarted == j->nended)))
             continue;
+        if ((more = page_full(&pg, &rows)))
+            break;
         job_row(L, j, &rows, false);
-        n++;
+        pg.n++;
     }
-    wire_begin(reply, WT_QUEUE, m->id, 2);
+    wire_begin(reply, WT_QUEUE, m->id, 2 + more);
     wire_put_i64(reply, "now", live_now(L));
-    wire_put_key(reply, "jobs");
-    wire_pack_array(reply, n);
-    msgpack_sbuffer_write(&reply->sb, rows.sb.data, rows.sb.size);
+    page_finish(reply, "jobs", &pg, &rows, more, more ? L->jobs[i]->id : 0);
     wire_buf_free(&rows);
 }
 
@@ -727,9 +774,11 @@ static void diag_priority(struct live *L, const struct wire_msg *m, struct wire_
     int64_t now = live_now(L);
     struct wire_buf rows;
     wire_buf_init(&rows);
-    uint32_t nr = 0;
-    uint64_t last = 0;
-    for (size_t i = 0; i < n && rows.sb.size < LIVE_LIST_MAX; i++) {
+    struct page pg;
+    page_init(&pg, m);
+    uint64_t last = 0, row = 0; /* the cursor: a row's position in priority order */
+    bool more = false;
+    for (size_t i = 0; i < n; i++) {
         uint64_t job = ids[i] >> LIVE_ELEM_BITS;
         struct batch_prio p;
         /* one row per job: its first pending element stands for the rest */
@@ -737,6 +786,12 @@ static void diag_priority(struct live *L, const struct wire_msg *m, struct wire_
             batch_priority_explain(L->eng, ids[i], now, &p) < 0)
             continue;
         last = job;
+        if (row++ < pg.from)
+            continue;
+        if ((more = page_full(&pg, &rows))) {
+            row--;
+            break;
+        }
         wire_pack_map(&rows, 4);
         wire_put_u64(&rows, "job", job);
         wire_put_u64(&rows, "elem", ids[i] & ((1u << LIVE_ELEM_BITS) - 1));
@@ -755,14 +810,12 @@ static void diag_priority(struct live *L, const struct wire_msg *m, struct wire_
             wire_put_f64(&rows, "weight", p.weight[f]);
             wire_put_f64(&rows, "contrib", p.contrib[f]);
         }
-        nr++;
+        pg.n++;
     }
     free(ids);
-    wire_begin(reply, WT_DIAG, m->id, 2);
+    wire_begin(reply, WT_DIAG, m->id, 2 + more);
     wire_put_i64(reply, "now", now);
-    wire_put_key(reply, "jobs");
-    wire_pack_array(reply, nr);
-    msgpack_sbuffer_write(&reply->sb, rows.sb.data, rows.sb.size);
+    page_finish(reply, "jobs", &pg, &rows, more, row);
     wire_buf_free(&rows);
 }
 
@@ -771,9 +824,12 @@ static void diag_fairshare(struct live *L, const struct wire_msg *m, struct wire
     int64_t now = live_now(L);
     struct wire_buf rows;
     wire_buf_init(&rows);
-    uint32_t nr = 0;
+    struct page pg;
+    page_init(&pg, m);
+    uint64_t row = 0; /* the cursor: a row's position (users, then groups, accounts) */
+    bool more = false;
     static const int kinds[] = {BATCH_CRED_USER, BATCH_CRED_GROUP, BATCH_CRED_ACCOUNT};
-    for (size_t ki = 0; ki < 3; ki++) {
+    for (size_t ki = 0; ki < 3 && !more; ki++) {
         int k = kinds[ki];
         /* credentials seen in jobs (distinct, in first-seen order) and configured ones */
         char **seen = NULL;
@@ -816,7 +872,14 @@ static void diag_fairshare(struct live *L, const struct wire_msg *m, struct wire
             }
             seen[ns++] = (char *)nm;
         }
-        for (size_t s = 0; s < ns && rows.sb.size < LIVE_LIST_MAX; s++) {
+        for (size_t s = 0; s < ns; s++) {
+            if (row < pg.from) {
+                row++;
+                continue;
+            }
+            if ((more = page_full(&pg, &rows)))
+                break;
+            row++;
             double u = batch_fairshare_usage(L->eng, (enum batch_cred_kind)k, seen[s], now);
             double target = -1;
             for (size_t c = 0; c < L->cfg.ncreds; c++)
@@ -828,15 +891,13 @@ static void diag_fairshare(struct live *L, const struct wire_msg *m, struct wire
             wire_put_str(&rows, "name", seen[s]);
             wire_put_f64(&rows, "usage_pct", u < 0 ? 0 : u);
             wire_put_f64(&rows, "target_pct", target);
-            nr++;
+            pg.n++;
         }
         free(seen);
     }
-    wire_begin(reply, WT_DIAG, m->id, 2);
+    wire_begin(reply, WT_DIAG, m->id, 2 + more);
     wire_put_i64(reply, "now", now);
-    wire_put_key(reply, "creds");
-    wire_pack_array(reply, nr);
-    msgpack_sbuffer_write(&reply->sb, rows.sb.data, rows.sb.size);
+    page_finish(reply, "creds", &pg, &rows, more, row);
     wire_buf_free(&rows);
 }
 
@@ -898,21 +959,24 @@ static void h_resv_list(struct live *L, const struct wire_msg *m, struct wire_bu
     }
     struct wire_buf rows;
     wire_buf_init(&rows);
-    uint32_t n = 0;
+    struct page pg;
+    page_init(&pg, m);
     int64_t now = live_now(L);
-    for (uint32_t i = 0; i < L->nresv; i++) {
+    bool more = false;
+    uint32_t i; /* the cursor: a position in the reservation table, as NODE_LIST's */
+    for (i = pg.from < L->nresv ? (uint32_t)pg.from : L->nresv; i < L->nresv; i++) {
         const struct lresv *v = &L->resv[i];
         if (v->end <= now || (name[0] && strcmp(name, v->name)) ||
             (host[0] && !resv_on_host(L, v, host)))
             continue;
+        if ((more = page_full(&pg, &rows)))
+            break;
         resv_row(L, v, &rows);
-        n++;
+        pg.n++;
     }
-    wire_begin(reply, WT_RESVS, m->id, 2);
+    wire_begin(reply, WT_RESVS, m->id, 2 + more);
     wire_put_i64(reply, "now", now);
-    wire_put_key(reply, "resvs");
-    wire_pack_array(reply, n);
-    msgpack_sbuffer_write(&reply->sb, rows.sb.data, rows.sb.size);
+    page_finish(reply, "resvs", &pg, &rows, more, i);
     wire_buf_free(&rows);
 }
 

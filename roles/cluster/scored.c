@@ -797,13 +797,28 @@ refused:
 
 void scored_pack_clusters(struct cluster *c, struct wire_buf *wb)
 {
+    uint64_t next;
+    scored_pack_clusters_page(c, wb, 0, UINT64_MAX, SIZE_MAX, &next);
+}
+
+void scored_pack_clusters_page(struct cluster *c, struct wire_buf *out, uint64_t from,
+                               uint64_t count, size_t max_bytes, uint64_t *next)
+{
     struct view v;
+    *next = 0;
     if (view_build(c, &v) < 0) {
-        wire_pack_array(wb, 0);
+        wire_pack_array(out, 0);
         return;
     }
-    wire_pack_array(wb, v.ncl);
-    for (uint32_t k = 0; k < v.ncl; k++) {
+    struct wire_buf page, *wb = &page;
+    uint32_t n = 0, k;
+    wire_buf_init(&page);
+    for (k = from < v.ncl ? (uint32_t)from : v.ncl; k < v.ncl; k++) {
+        if (n >= count || (n > 0 && page.sb.size >= max_bytes)) {
+            *next = k;
+            break;
+        }
+        n++;
         const struct sd_cluster *K = &v.cl[k];
         double load = K->cores ? (double)K->procs / (double)K->cores : 0;
         wire_pack_map(wb, 13);
@@ -824,5 +839,8 @@ void scored_pack_clusters(struct cluster *c, struct wire_buf *wb)
         wire_put_u64(wb, "held_mem", K->held_mem);
         wire_put_u64(wb, "held_disk", K->held_disk);
     }
+    wire_pack_array(out, n);
+    msgpack_sbuffer_write(&out->sb, page.sb.data, page.sb.size);
+    wire_buf_free(&page);
     view_free(&v);
 }

@@ -12,6 +12,7 @@
 
 #include "lib/log.h"
 #include "lib/loop.h"
+#include "lib/text.h"
 #include "roles/cluster/scored_int.h"
 #include "store/store.h"
 
@@ -21,6 +22,12 @@ struct out {
     char *buf;
     size_t len, cap;
 };
+
+/* The whole output of one CONSOLE request is built up to CONSOLE_TEXT_MAX bytes; a
+ * CONSOLE_OUT carries whole lines from "from" on, at most CONSOLE_PAGE_MAX bytes (the
+ * reply's text stays under the 64 KiB str cap), and "next" when lines are left. */
+#define CONSOLE_TEXT_MAX (64u << 20)
+#define CONSOLE_PAGE_MAX 60000u
 
 static void outf(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void outf(struct out *o, const char *fmt, ...)
@@ -37,7 +44,7 @@ static void outf(struct out *o, const char *fmt, ...)
             return;
         }
         size_t cap = (o->cap + (size_t)n + 1) * 2;
-        if (cap > 60000) /* the reply's text stays under the 64 KiB str cap */
+        if (cap > CONSOLE_TEXT_MAX) /* bounded; a reply carries one page of it */
             return;
         char *b = realloc(o->buf, cap);
         if (!b)
@@ -113,7 +120,8 @@ static void show_jobs(struct cluster *c, struct out *o)
  * all or nothing. Returns 0 with the output in o and *changed set, or -1 with the
  * error in o (the settings untouched).
  */
-static int console_run(struct cluster *c, const char *text, struct out *o, bool *changed)
+static int console_run(struct cluster *c, const char *text, struct out *o, bool *changed,
+                       bool apply)
 {
     struct sd_settings t = c->sd->set;
     char *copy = strdup(text), *save = NULL, msg[300];
@@ -146,16 +154,54 @@ static int console_run(struct cluster *c, const char *text, struct out *o, bool 
         case SDC_HELP: outf(o, "%s", sd_console_help); break;
         }
     }
-    if (*changed)
+    if (*changed && apply)
         c->sd->set = t;
 out:
     free(copy);
     return rc;
 }
 
+/*
+ * Lines [from, ...) of the output o as one page: whole lines up to CONSOLE_PAGE_MAX
+ * bytes (at least one line, cut on a character boundary if it alone is longer). Sets
+ * *next to the first line left out, or 0 when none is.
+ */
+static void console_page(struct wire_buf *wb, const struct out *o, uint64_t from, uint64_t *next)
+{
+    const char *p = o->buf ? o->buf : "", *end = p + o->len;
+    uint64_t line = 0;
+    while (line < from && p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        p = nl ? nl + 1 : end;
+        line++;
+    }
+    const char *q = p;
+    *next = 0;
+    while (q < end) {
+        const char *nl = memchr(q, '\n', (size_t)(end - q));
+        const char *e = nl ? nl + 1 : end;
+        if ((size_t)(e - p) > CONSOLE_PAGE_MAX && q > p) {
+            *next = line;
+            break;
+        }
+        q = e;
+        line++;
+    }
+    char *cut = NULL;
+    size_t n = (size_t)(q - p);
+    if (n > CONSOLE_PAGE_MAX && (cut = malloc(CONSOLE_PAGE_MAX + 1)))
+        n = text_copy(cut, CONSOLE_PAGE_MAX + 1, p, n);
+    wire_put_key(wb, "out");
+    wire_pack_strn(wb, cut ? cut : p, n);
+    free(cut);
+}
+
 void h_console(struct cluster *c, struct request *r)
 {
     char *text = wire_get_strdup(r->msg->root, "cmd");
+    /* a later page runs the commands again on a copy, for their output only: the
+     * first page (from 0) applied and committed them */
+    uint64_t from = wire_get_u64(r->msg->root, "from", 0);
     struct out o = {NULL, 0, 0};
     bool changed;
     outf(&o, "%s", "");
@@ -167,17 +213,24 @@ void h_console(struct cluster *c, struct request *r)
         wire_error_msg(r->reply, r->msg->id, WE_STORAGE, "out of memory; retry later");
         return;
     }
-    if (console_run(c, text, &o, &changed) < 0) {
+    if (console_run(c, text, &o, &changed, from == 0) < 0) {
         wire_buf_reset(r->reply);
         wire_error_msg(r->reply, r->msg->id, WE_INVALID, "%.*s", 480, o.buf ? o.buf : "");
     } else {
-        if (changed) {
+        if (changed && from == 0) {
             c->sd->set_dirty = true;
             c->sd->resched = true;
             log_info("console: %s", text);
         }
-        wire_begin(r->reply, WT_CONSOLE_OUT, r->msg->id, 1);
-        wire_put_str(r->reply, "out", o.buf ? o.buf : "");
+        struct wire_buf page;
+        uint64_t next;
+        wire_buf_init(&page);
+        console_page(&page, &o, from, &next);
+        wire_begin(r->reply, WT_CONSOLE_OUT, r->msg->id, 1 + (next != 0));
+        msgpack_sbuffer_write(&r->reply->sb, page.sb.data, page.sb.size);
+        if (next)
+            wire_put_u64(r->reply, "next", next);
+        wire_buf_free(&page);
     }
     free(o.buf);
     free(text);
@@ -207,13 +260,24 @@ void scored_pack_queues(const struct cluster *c, struct wire_buf *wb)
     }
 }
 
+/* SD_STATE is paged by clusters (docs/wire.md 6.8): "from" a cluster's position, a page
+ * ends after "count" clusters or once it passes CLUSTER_LIST_MAX bytes; every page
+ * carries all the queues. */
 void h_sd_info(struct cluster *c, struct request *r)
 {
-    wire_begin(r->reply, WT_SD_STATE, r->msg->id, 2);
+    uint64_t from = wire_get_u64(r->msg->root, "from", 0);
+    uint64_t count = wire_get_u64(r->msg->root, "count", 100000), next = 0;
+    struct wire_buf rows;
+    wire_buf_init(&rows);
+    scored_pack_clusters_page(c, &rows, from, count ? count : 1, CLUSTER_LIST_MAX, &next);
+    wire_begin(r->reply, WT_SD_STATE, r->msg->id, 2 + (next != 0));
     wire_put_key(r->reply, "clusters");
-    scored_pack_clusters(c, r->reply);
+    msgpack_sbuffer_write(&r->reply->sb, rows.sb.data, rows.sb.size);
     wire_put_key(r->reply, "queues");
     scored_pack_queues(c, r->reply);
+    if (next)
+        wire_put_u64(r->reply, "next", next);
+    wire_buf_free(&rows);
 }
 
 /* ---- start-up ---- */

@@ -118,6 +118,11 @@ const struct sd_hostent *scored_hostent(const struct cluster *c, const char *nam
 void scored_node_class(const struct cluster *c, const struct node *n, char *name, size_t len,
                        double *speed);
 void scored_pack_clusters(struct cluster *c, struct wire_buf *wb);
+/* One page of the clusters array: from position `from`, at most `count` clusters, ending
+ * once the page passes max_bytes (at least one cluster); *next = the position of the
+ * first cluster left out, 0 when none is. */
+void scored_pack_clusters_page(struct cluster *c, struct wire_buf *wb, uint64_t from,
+                               uint64_t count, size_t max_bytes, uint64_t *next);
 void scored_pack_queues(const struct cluster *c, struct wire_buf *wb);
 
 /* Writes the whole PSYNC_ACK (request id id) for node index me into wb. */

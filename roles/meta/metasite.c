@@ -668,6 +668,9 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
     case RK_RESVLIST:
         if (!err)
             on_sweep(M, s, wire_get(m->root, "resvs"));
+        if (!err && wire_get(m->root, "next")) /* a long list comes in pages (6.12) */
+            send_simple(M, s, RK_RESVLIST, 0, WT_RESV_LIST, "from",
+                        wire_get_u64(m->root, "next", 0));
         break;
     default:
         break;

@@ -10,6 +10,7 @@ lock, against real processes on loopback (issue #8 items 1, 4 and 13).
   still reads the state, and after kill -9 of the holder a restart succeeds.
 """
 
+import json
 import os
 import re
 import signal
@@ -210,6 +211,33 @@ def _free_port():
     return port
 
 
+def _free_runs(n, length):
+    """n base ports, each the first of `length` consecutive free ports, all distinct."""
+    import socket
+    held, bases = [], []
+    try:
+        while len(bases) < n:
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+            run = [s]
+            try:
+                for k in range(1, length):
+                    t = socket.socket()
+                    run.append(t)
+                    t.bind(("127.0.0.1", base + k))
+            except OSError:
+                for t in run:
+                    t.close()
+                continue
+            held += run
+            bases.append(base)
+        return bases
+    finally:
+        for s in held:
+            s.close()
+
+
 def test_grid_up_after_crash_starts_no_duplicates(gridnode_bin, workdir):
     from conftest import REPO
     grid = str(REPO / "scripts" / "grid")
@@ -294,6 +322,94 @@ def test_grid_up_with_batch_runs_jobs_through_the_scheduler(gridnode_bin, workdi
         r = sh("status")
         assert r.returncode == 0 and "batch: running" in r.stdout, r.stdout + r.stderr
         assert "active jobs" in r.stdout, r.stdout
+        r = sh("down")
+        assert r.returncode == 0
+        for p in pids:
+            wait_until(lambda: not os.path.exists("/proc/%d/cmdline" % p) or
+                       open("/proc/%d/stat" % p).read().split(")")[1].split()[0] == "Z",
+                       scaled(15), msg="pid %d stopped" % p)
+    finally:
+        sh("down")
+        for p in pids:
+            try:
+                with open("/proc/%d/cmdline" % p, "rb") as f:
+                    if b"gridnode" in f.read():
+                        os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def test_grid_up_meta_runs_a_job_through_every_level(gridnode_bin, workdir):
+    """`scripts/grid up --meta`: a meta role over two batch sites, each with its cluster
+    manager and a client; a job submitted at the top runs on a client of one site and
+    its result is seen at every level; `status` covers every role; `down` leaves no
+    process behind."""
+    from conftest import REPO
+    grid = str(REPO / "scripts" / "grid")
+    d = workdir / "gm"
+    env = dict(os.environ, GRIDNODE_BIN=gridnode_bin)
+    ports = _free_runs(3, 2)  # cluster ports, batch ports (P, P+1 each), the meta port
+    pids = set()
+
+    def sh(*args):
+        r = subprocess.run([grid] + list(args) + ["--dir", str(d)], capture_output=True,
+                           text=True, timeout=scaled(60), env=env, stdin=subprocess.DEVNULL)
+        for f in (d / "pids").glob("*.pid"):
+            pids.add(int(f.read_text()))
+        return r
+
+    def tool(*args):
+        r = subprocess.run([gridnode_bin] + [str(a) for a in args], capture_output=True,
+                           text=True, timeout=scaled(30), stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stdout
+
+    try:
+        r = sh("up", "--meta", "--sites", "2", "--clients", "1", "--slots", "1",
+               "--port", str(ports[0]), "--batch-port", str(ports[1]),
+               "--meta-port", str(ports[2]))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "started 7, kept 0" in r.stdout, r.stdout
+        meta = "tcp://127.0.0.1:%d" % ports[2]
+        out = workdir / "ran-here"
+        r = tool("submit", "-e", meta, "--name", "top", "--limit", "60", "--shell", "--",
+                 "echo grid-result; echo x > %s" % out)
+        jid = int(r.split()[2])
+
+        def row():
+            return json.loads(tool("jobs", "-e", meta, "--json"))[0]
+        wait_until(lambda: row()["gstate"] == "done", scaled(60), interval=0.3,
+                   msg="job done at the spool")
+        j = row()
+        assert j["job"] == jid and j["site"] in ("site1", "site2") and j["exit"] == 0, j
+        assert out.read_text() == "x\n"
+        # down the path: the site's job names the cluster job holding the output
+        s = int(j["site"][4:])
+        sj = json.loads(tool("job", j["site_job"], "-e", "tcp://127.0.0.1:%d" % (ports[1] + s - 1),
+                             "--json"))
+        cj = json.loads(tool("job", sj["tasks"][0]["cjob"], "-e",
+                             "tcp://127.0.0.1:%d" % (ports[0] + s - 1), "--json"))
+        assert cj["job"]["ranks"][0]["stdout"] == "grid-result\n"
+        assert cj["job"]["hosts"] == ["s%d-node1" % s]
+        # the tools' tables at the top show the site
+        assert re.search(r"^\s+%d\s+top\s.*\sdone\s+%s\s" % (jid, j["site"]),
+                         tool("jobs", "-e", meta), re.M)
+        assert "site %s (tcp://127.0.0.1:%d)" % (j["site"], ports[1] + s - 1) in \
+            tool("job", jid, "-e", meta)
+        r = sh("status")
+        assert r.returncode == 0, r.stdout + r.stderr
+        for n in ("meta", "site1-batch", "site2-batch", "site1-cluster", "site2-cluster",
+                  "site1-node1", "site2-node1"):
+            assert "  %s: running" % n in r.stdout, r.stdout
+        assert "site2 batch queue" in r.stdout and "grid spool" in r.stdout
+        # `up` again keeps everything; after a crash it restarts only what died
+        victim = int((d / "pids" / "site2-batch.pid").read_text())
+        os.kill(victim, signal.SIGKILL)
+        wait_until(lambda: not os.path.exists("/proc/%d/cmdline" % victim) or
+                   open("/proc/%d/stat" % victim).read().split(")")[1].split()[0] == "Z",
+                   scaled(10), msg="batch gone")
+        r = sh("up")  # the DIR remembers the shape (grid.env)
+        assert r.returncode == 0 and "started 1, kept 6" in r.stdout, r.stdout + r.stderr
         r = sh("down")
         assert r.returncode == 0
         for p in pids:
