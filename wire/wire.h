@@ -77,6 +77,9 @@ enum wire_type {
     WT_RESERVE = 93,      /* site interface: reservation for one job; reply RESV */
     WT_SITE_INFO = 94,    /* site summary; reply SITE */
     WT_SITE = 95,
+    /* client -> cluster: the project's master endpoint list (issue 11, docs/wire.md 6.14) */
+    WT_MASTER_GET = 100, /* reply MASTER (NOT_FOUND without a [project] section) */
+    WT_MASTER = 101,
 };
 
 /* Error codes carried by WT_ERROR ("code"). Values are never reused. */

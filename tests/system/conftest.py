@@ -52,6 +52,7 @@ TYPES = {
     "SHOWQ": 80, "QUEUE": 81, "CHECKJOB": 82, "JOBCHECK": 83, "ESTIMATE": 84, "STARTS": 85,
     "DIAGNOSE": 86, "DIAG": 87, "RESV_SET": 88, "RESV": 89, "RESV_LIST": 90, "RESVS": 91,
     "RESV_RELEASE": 92, "RESERVE": 93, "SITE_INFO": 94, "SITE": 95,
+    "MASTER_GET": 100, "MASTER": 101,  # issue 11, cluster side (h-projsrv)
 }
 TYPE_NAMES = {v: k for k, v in TYPES.items()}
 ERRORS = {
