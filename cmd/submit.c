@@ -380,8 +380,8 @@ int cmd_submit(int argc, char **argv)
         return 2;
     }
     uint32_t nf = 5 + (o.name != NULL) + (o.user != NULL) + o.has_limit +
-                  (o.stdin_pattern != NULL) + sched_fields(&o) + (o.deadline > 0) +
-                  (o.gpus > 0) + (o.gpu_type != NULL);
+                  (o.stdin_pattern != NULL) + sched_fields(&o) + (o.deadline > 0) + (o.gpus > 0) +
+                  (o.gpu_type != NULL);
     wire_begin(&wb, WT_SUBMIT, 1, nf);
     put_sched(&wb, &o);
     wire_put_strv(&wb, "argv", o.argv, (uint32_t)o.argc);

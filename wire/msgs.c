@@ -22,10 +22,10 @@ static const struct wire_field task_fields[] = {
     {"limit_s", WF_UINT, true},
     {"complexity", WF_FLOAT, false},
     /* issue 11 (work request in seconds per processor type) */
-    {"ptype", WF_STR, false, 32},    /* "cpu" or the GPU type it runs on */
-    {"gpus", WF_UINT, false, 64},    /* GPU instances it needs */
-    {"deadline", WF_UINT, false},    /* report deadline, unix seconds */
-    {"est_s", WF_FLOAT, false},      /* estimated run time on this host */
+    {"ptype", WF_STR, false, 32}, /* "cpu" or the GPU type it runs on */
+    {"gpus", WF_UINT, false, 64}, /* GPU instances it needs */
+    {"deadline", WF_UINT, false}, /* report deadline, unix seconds */
+    {"est_s", WF_FLOAT, false},   /* estimated run time on this host */
     {NULL},
 };
 

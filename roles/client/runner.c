@@ -279,7 +279,8 @@ static int spawn_task(struct run *r, char *const *argv, bool shell, int in, int 
         !(rc = posix_spawn_file_actions_adddup2(&fa, err, 2)) &&
         !(rc = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
                                                  POSIX_SPAWN_SETSIGDEF)) &&
-        !(rc = posix_spawnattr_setpgroup(&at, 0)) && !(rc = posix_spawnattr_setsigmask(&at, &none)) &&
+        !(rc = posix_spawnattr_setpgroup(&at, 0)) &&
+        !(rc = posix_spawnattr_setsigmask(&at, &none)) &&
         !(rc = posix_spawnattr_setsigdefault(&at, &dfl))) {
         if (shell) {
             int n = 0;

@@ -59,8 +59,8 @@ struct cluster_cfg {
     long forget_after_s, max_sessions_per_address;
     long retention_s; /* purge.c */
     /* issue 11: report deadlines and work requests in seconds per processor type */
-    long deadline_s;    /* tasks.deadline_s: a job's report deadline when it gives none */
-    double unit_gflop;  /* tasks.unit_gflop: GFLOP in one work unit (est_s from gflops) */
+    long deadline_s;   /* tasks.deadline_s: a job's report deadline when it gives none */
+    double unit_gflop; /* tasks.unit_gflop: GFLOP in one work unit (est_s from gflops) */
     /* [project]: the master endpoint list (MASTER_GET, master.c) */
     char project_name[CONFIG_STR_MAX];
     char project_endpoints[CONFIG_STR_MAX];
@@ -93,10 +93,10 @@ struct job {
     bool shell, has_stdin, issuable, dirty;
     double complexity;
     uint32_t limit_s;
-    uint32_t deadline_s; /* report deadline after issue (issue 11) */
-    uint32_t nlate;      /* results received after their deadline */
-    uint16_t gpus;       /* GPU instances per task; 0: a CPU task */
-    char gpu_type[32];   /* "" : any GPU type */
+    uint32_t deadline_s;       /* report deadline after issue (issue 11) */
+    uint32_t nlate;            /* results received after their deadline */
+    uint16_t gpus;             /* GPU instances per task; 0: a CPU task */
+    char gpu_type[32];         /* "" : any GPU type */
     uint32_t ntasks, next_new; /* next_new: first index never issued */
     uint32_t ndone, nfailed, ndups;
     enum job_state state;
@@ -258,8 +258,8 @@ struct task_req {
 int tasks_issue_req(struct cluster *c, struct node *n, struct task_req *rq, struct wire_buf *wb,
                     uint32_t *nissued);
 /* Estimated run time of one task of j on n (seconds), for processor slot (0 CPU, 1+g). */
-double tasks_est_s(const struct cluster *c, const struct node *n, const struct job *j,
-                   double work, int slot);
+double tasks_est_s(const struct cluster *c, const struct node *n, const struct job *j, double work,
+                   int slot);
 int tasks_result(struct cluster *c, struct node *n, const msgpack_object *res);
 /* Seconds until node n may get tasks again under its daily quota (0: now). */
 int64_t tasks_quota_wait_s(struct cluster *c, struct node *n);

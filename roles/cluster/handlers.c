@@ -175,8 +175,9 @@ static void reply_tasks(struct cluster *c, struct request *r, struct node *n, ui
     struct task_req rq;
     const msgpack_object *req = wire_get(r->msg->root, "req");
     if (req && req_parse(req, want, &rq) < 0) {
-        reply_error(r, WE_FIELD, "req must map processor type names (1-31 bytes: \"cpu\" "
-                                 "or a GPU type) to seconds, numbers from 0 to 1e9");
+        reply_error(r, WE_FIELD,
+                    "req must map processor type names (1-31 bytes: \"cpu\" "
+                    "or a GPU type) to seconds, numbers from 0 to 1e9");
         return;
     }
     if (req)
@@ -745,7 +746,7 @@ static const struct {
     {WT_CONSOLE, h_console},   {WT_SD_INFO, h_sd_info},
     {WT_PURGE, h_purge},
     {WT_EVENTS, h_events},
-    {WT_MASTER_GET, h_master_get},
+    {WT_MASTER_GET, h_master_get}, /* issue 11 */
 };
 
 void handlers_dispatch(struct cluster *c, struct request *r)

@@ -20,9 +20,9 @@
 #include "lib/log.h"
 #include "roles/cluster/cluster.h"
 
-#define MASTER_MAX 64          /* the MASTER descriptor's cap */
-#define MASTER_EP_MAX 255      /* bytes of one endpoint */
-#define MASTER_FILE_MAX 65536  /* bytes of the endpoints file read */
+#define MASTER_MAX 64         /* the MASTER descriptor's cap */
+#define MASTER_EP_MAX 255     /* bytes of one endpoint */
+#define MASTER_FILE_MAX 65536 /* bytes of the endpoints file read */
 
 struct eplist {
     char ep[MASTER_MAX][MASTER_EP_MAX + 1];
@@ -99,20 +99,20 @@ void master_reply(struct cluster *c, const struct wire_msg *msg, struct wire_buf
         if (eplist_file(l, cfg->project_endpoints_file) < 0)
             log_warn("project.endpoints_file %s", cfg->project_endpoints_file);
         else if (l->n == 0)
-            log_warnx("project.endpoints_file %s lists no endpoint",
-                      cfg->project_endpoints_file);
+            log_warnx("project.endpoints_file %s lists no endpoint", cfg->project_endpoints_file);
     }
     if (l->n == 0)
         eplist_parse(l, cfg->project_endpoints, strlen(cfg->project_endpoints));
     if (l->skipped)
         log_warnx("project endpoints: %u entr%s skipped (more than %d, or longer than %d "
-                  "bytes)", l->skipped, l->skipped == 1 ? "y" : "ies", MASTER_MAX,
-                  MASTER_EP_MAX);
+                  "bytes)",
+                  l->skipped, l->skipped == 1 ? "y" : "ies", MASTER_MAX, MASTER_EP_MAX);
     if (l->n == 0) {
         wire_error_msg(reply, msg->id, WE_STATE,
                        "project %s has no scheduler endpoint to give: project.endpoints is "
                        "empty and project.endpoints_file '%s' is unreadable or empty (see the "
-                       "cluster's log)", cfg->project_name, cfg->project_endpoints_file);
+                       "cluster's log)",
+                       cfg->project_name, cfg->project_endpoints_file);
         goto out;
     }
     wire_begin(reply, WT_MASTER, msg->id, 2);

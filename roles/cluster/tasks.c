@@ -333,8 +333,8 @@ static double cpu_spu(const struct cluster *c, const struct node *n)
     return n->spu > 0 ? n->spu : c->global_spu > 0 ? c->global_spu : c->cfg.default_estimate_s;
 }
 
-double tasks_est_s(const struct cluster *c, const struct node *n, const struct job *j,
-                   double work, int slot)
+double tasks_est_s(const struct cluster *c, const struct node *n, const struct job *j, double work,
+                   int slot)
 {
     if (slot > 0 && slot <= n->ngpu && n->gpu[slot - 1].gflops > 0)
         return work * c->cfg.unit_gflop /
@@ -353,8 +353,8 @@ static int issue_one(struct cluster *c, struct node *n, struct job *j, uint32_t 
 {
     struct task *t = &j->tasks[idx];
     size_t inbytes = 0;
-    uint32_t dl = (uint32_t)(now / 1000) + (j->deadline_s ? j->deadline_s
-                                                          : (uint32_t)c->cfg.deadline_s);
+    uint32_t dl =
+        (uint32_t)(now / 1000) + (j->deadline_s ? j->deadline_s : (uint32_t)c->cfg.deadline_s);
     wire_pack_map(tb, 11 + (j->gpus > 0));
     wire_put_u64(tb, "job", j->id);
     wire_put_u64(tb, "idx", idx);
@@ -478,8 +478,8 @@ int tasks_issue_req(struct cluster *c, struct node *n, struct task_req *rq, stru
  * Writes the result record (winner, or duplicate when dup_seq > 0); a late one (after
  * its issue's report deadline) carries "late": true.
  */
-static int save_result(struct cluster *c, struct node *n, const msgpack_object *res,
-                       uint64_t job, uint32_t idx, uint32_t dup_seq, bool late)
+static int save_result(struct cluster *c, struct node *n, const msgpack_object *res, uint64_t job,
+                       uint32_t idx, uint32_t dup_seq, bool late)
 {
     struct wire_buf wb;
     uint8_t key[16];
