@@ -77,7 +77,7 @@ enum wire_type {
     WT_RESERVE = 93,      /* site interface: reservation for one job; reply RESV */
     WT_SITE_INFO = 94,    /* site summary; reply SITE */
     WT_SITE = 95,
-    /* issue #11: the multi-project volunteer client (docs/wire.md 6.14) */
+    /* issue #11: the master list (docs/wire.md 6.14) and the multi-project client (6.15) */
     WT_MASTER_GET = 100,    /* a project's scheduler endpoints; reply MASTER */
     WT_MASTER = 101,        /* {project, endpoints} */
     WT_CLIENT_STATUS = 102, /* to a client's control socket; reply CLIENT_STATE */

@@ -10,7 +10,7 @@
  * processes have no checkpoints), and nothing acknowledged is reported again.
  *
  * Control (a ROUTER through lib/daemon.c, client.control): CLIENT_STATUS, ATTACH,
- * DETACH (docs/wire.md 6.14). A detach stops and forgets the project's tasks (their
+ * DETACH (docs/wire.md 6.15). A detach stops and forgets the project's tasks (their
  * results are not reported, as boinccmd --project_detach) and rebuilds the engine.
  */
 #include "roles/client/live.h"
