@@ -200,8 +200,14 @@ class NetLab:
         self.names = []
 
 
-def tcp_established(pid, port):
-    """Established TCP connections of process pid's namespace on local port `port`."""
+def _ip4(hexaddr):
+    b = bytes.fromhex(hexaddr)
+    return ".".join(str(x) for x in reversed(b))
+
+
+def tcp_established(pid, port, peers=None):
+    """Established TCP connections of process pid's namespace on local port `port`
+    (only those from the addresses in `peers`, when given)."""
     n = 0
     for f in ("tcp", "tcp6"):
         try:
@@ -211,7 +217,8 @@ def tcp_established(pid, port):
         for ln in lines:
             parts = ln.split()
             if int(parts[1].split(":")[1], 16) == port and parts[3] == "01":
-                n += 1
+                remote = parts[2].split(":")[0]
+                n += peers is None or (len(remote) == 8 and _ip4(remote) in peers)
     return n
 
 
