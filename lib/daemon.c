@@ -452,8 +452,7 @@ static int open_socket(struct daemon *d)
     /* clients vanish behind partitions and NATs without a FIN: without this their
      * connections (and descriptors) stayed for ever (issue 16) */
     if (netopts_liveness(d->sock, d->o.peer_timeout_ms) < 0)
-        log_warnx("cannot enable heartbeats on the %s socket: %s", d->o.role,
-                  zmq_strerror(errno));
+        log_warnx("cannot enable heartbeats on the %s socket: %s", d->o.role, zmq_strerror(errno));
     if (zmq_bind(d->sock, d->o.listen) < 0) {
         log_warnx("cannot listen on %s: %s", d->o.listen, zmq_strerror(errno));
         return -1;

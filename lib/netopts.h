@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#define NETOPTS_PEER_TIMEOUT_MS 30000 /* a serving role drops a silent peer after this */
+#define NETOPTS_PEER_TIMEOUT_MS 30000   /* a serving role drops a silent peer after this */
 #define NETOPTS_CONNECT_TIMEOUT_MS 2500 /* one TCP connect attempt at most (SYN back-off) */
 #define NETOPTS_RECONNECT_MS 1000       /* between connect attempts: this to twice this */
 

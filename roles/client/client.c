@@ -9,9 +9,9 @@
  * backoff. The socket is kept: libzmq's heartbeats tell a dead link (the connection is
  * dropped and re-made, each connect attempt bounded) from a slow server, a request that
  * cannot be sent because the socket is still connecting is not a failure, and a
- * (re)connection after a lost link ends the backoff wait early (see "Transport" below). Every received task is committed
- * to the client's store before it starts, and its result before it is sent; a record
- * is deleted only when the server acknowledged the result.
+ * (re)connection after a lost link ends the backoff wait early (see "Transport" below).
+ * Every received task is committed to the client's store before it starts, and its
+ * result before it is sent; a record is deleted only when the server acknowledged it.
  */
 #include "roles/client/client.h"
 
@@ -565,8 +565,8 @@ static int open_socket(struct client *c)
     snprintf(name, sizeof name, "client-%p", c->sock);
     c->link_down = true;
     if (!(c->mon = netopts_monitor(c->zctx, c->sock, name)))
-        log_warnx("cannot watch the connection to %s (%s): heal detection waits for the "
-                  "backoff", c->cfg.server, zmq_strerror(errno));
+        log_warnx("cannot watch the connection to %s (%s): heal detection waits for backoff",
+                  c->cfg.server, zmq_strerror(errno));
     else if (c->loop)
         loop_add_socket(c->loop, c->mon, on_monitor, c);
     if (zmq_connect(c->sock, c->cfg.server) < 0) {
@@ -662,8 +662,7 @@ static void send_request(struct client *c, uint32_t type)
             not_connected(c);
             return;
         }
-        snprintf(why, sizeof why, "server %s unreachable (%s)", c->cfg.server,
-                 zmq_strerror(errno));
+        snprintf(why, sizeof why, "server %s unreachable (%s)", c->cfg.server, zmq_strerror(errno));
         failed(c, why);
         return;
     }

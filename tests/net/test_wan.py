@@ -134,3 +134,22 @@ def test_loss_without_needless_reissues(netlab):
     print("re-issues at 30%% loss: %d of %d tasks; %s" % (extra, len(j["tasks"]),
                                                         g.lab.link("stats")))
     assert extra <= 4, j["tasks"]
+
+
+def test_flapping_link(netlab):
+    """A client whose link goes down and up every second or two, with some loss and
+    reordering: every task ends exactly once, the client never restarts, and once the
+    link is steady it is served as usual."""
+    g = Grid(netlab, 2)
+    g.lab.link("set 3 both delay=30 jitter=20 reorder=0.05 dup=0.02 loss=0.05")
+    g.lab.link("flap 3 1500 1000")
+    jid = g.submit("sleep 0.3; echo f{i}", 40)
+    time.sleep(12)
+    g.lab.link("up 3")
+    g.wait_done(jid, 120)
+    g.check_exactly_once(jid, lambda i: "f%d\n" % i)
+    jid2 = g.submit("echo g{i}", 6)
+    g.wait_done(jid2, 30)
+    g.check_exactly_once(jid2, lambda i: "g%d\n" % i)
+    for c in g.clients:
+        assert c.alive(), c.log()[-2000:]
