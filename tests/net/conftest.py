@@ -19,6 +19,7 @@ The system tests' conftest is loaded under another module name and its fixtures
 (``procs``, ``workdir``, ``gridnode_bin``) are re-exported here.
 """
 
+import atexit
 import importlib.util
 import json
 import os
@@ -54,6 +55,20 @@ if not os.path.exists(LINKEMU):
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "slow: long test; `make check` runs it only against the plain binary")
+
+
+# namespaces made by this process, deleted at exit as a last resort (a test that was
+# interrupted before its fixture's teardown)
+_NAMESPACES = set()
+
+
+def _delete_namespaces():
+    for nm in list(_NAMESPACES):
+        subprocess.run(["ip", "netns", "del", nm], capture_output=True, timeout=10)
+        _NAMESPACES.discard(nm)
+
+
+atexit.register(_delete_namespaces)
 
 
 def _run(*args, check=True, timeout=10):
@@ -93,6 +108,7 @@ class NetLab:
                 name = "gnt%dx%d" % (os.getpid(), i)
                 _run("ip", "netns", "add", name)
                 self.names.append(name)
+                _NAMESPACES.add(name)
             self.emulog = open(self.workdir / "linkemu.log", "ab")
             self.emu = subprocess.Popen(
                 [LINKEMU, "--seed", str(self.seed)] +
@@ -197,6 +213,7 @@ class NetLab:
             self.emulog.close()
         for nm in self.names:
             _run("ip", "netns", "del", nm, check=False)
+            _NAMESPACES.discard(nm)
         self.names = []
 
 
