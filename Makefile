@@ -3,7 +3,8 @@
 # (fuzz/fuzz_*.c) needs no change here.
 #
 #   make            build/gridnode (-Wall -Wextra -Werror)
-#   make test       unit + system tests, plain and ASan/UBSan builds
+#   make test       unit + system tests, plain and ASan/UBSan builds, and tests/net
+#   make net        tests/net only (network namespaces: needs root)
 #   make demo       install what is missing, build, run a local grid demo
 #   make bench      benchmarks, one JSON line each
 #   make fuzz       bounded libFuzzer run of the wire decoder
@@ -67,6 +68,11 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/libgridnode.a
 	@mkdir -p $(dir $@)
 	$(CC) $(XCFLAGS) -o $@ $^ $(DEP_LIBS)
 
+# The user-space link emulator of tests/net (standalone: no library code).
+$(BUILD)/net/linkemu: tests/net/linkemu.c
+	@mkdir -p $(dir $@)
+	$(CC) $(XCFLAGS) -o $@ $<
+
 # Fuzz targets link only the code they exercise (the wire codec and its text helpers).
 $(BUILD)/fuzz/%: fuzz/%.c $(wildcard wire/*.c) lib/text.c
 	@mkdir -p $(dir $@)
@@ -83,7 +89,12 @@ system: $(BUILD)/gridnode $(BUILD)/asan/gridnode
 	GRIDNODE_BIN=$(abspath $(BUILD)/asan/gridnode) GRIDNODE_ASAN=1 \
 	    $(PYTEST) -q -p no:cacheprovider -m "not slow" tests/system
 
-check: all unit system
+# tests/net: the grid across network namespaces joined by emulated links (root only;
+# skipped with the reason otherwise). Plain binary only: they are about timing.
+net: $(BUILD)/gridnode $(BUILD)/net/linkemu
+	GRIDNODE_BIN=$(abspath $(BUILD)/gridnode) $(PYTEST) -q -p no:cacheprovider -rs tests/net
+
+check: all unit system net
 
 # The README's test command: installs missing packages first (pkg-config must see
 # them when make parses this file, hence the second make).
@@ -137,5 +148,5 @@ clean:
 	rm -rf $(BUILD)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
-.PHONY: all unit system check test deps demo bench fuzz format format-check clean man install uninstall
+.PHONY: all unit system net check test deps demo bench fuzz format format-check clean man install uninstall
 .SECONDARY:

@@ -16,6 +16,7 @@
 
 #include "lib/log.h"
 #include "lib/loop.h"
+#include "lib/netopts.h"
 
 #define RID_MAX 256
 #define DROP_PEERS 8 /* peers named in one drop report; the rest are summed */
@@ -448,6 +449,10 @@ static int open_socket(struct daemon *d)
     zmq_setsockopt(d->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     zmq_setsockopt(d->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt(d->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    /* clients vanish behind partitions and NATs without a FIN: without this their
+     * connections (and descriptors) stayed for ever (issue 16) */
+    if (netopts_liveness(d->sock, d->o.peer_timeout_ms) < 0)
+        log_warnx("cannot enable heartbeats on the %s socket: %s", d->o.role, zmq_strerror(errno));
     if (zmq_bind(d->sock, d->o.listen) < 0) {
         log_warnx("cannot listen on %s: %s", d->o.listen, zmq_strerror(errno));
         return -1;

@@ -96,6 +96,9 @@ struct daemon_opts {
     const char *listen;    /* endpoint to bind, e.g. tcp://127.0.0.1:* */
     const char *state_dir; /* the bound endpoint is written to state_dir/endpoint */
     long peer_queue;       /* per-peer bound; <= 0 means DAEMON_PEER_QUEUE_DEFAULT */
+    /* a peer silent this long (ZMTP heartbeats, TCP keepalive) is disconnected and its
+     * descriptor released; <= 0 means NETOPTS_PEER_TIMEOUT_MS (lib/netopts.h) */
+    long peer_timeout_ms;
 };
 
 /*

@@ -21,6 +21,7 @@
 #include "lib/daemon.h"
 #include "lib/log.h"
 #include "lib/loop.h"
+#include "lib/netopts.h"
 #include "lib/text.h"
 #include "roles/batch/live.h"
 
@@ -712,6 +713,8 @@ static int sock_open(struct live *L, struct lclu *c)
         return -1;
     zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    netopts_liveness(c->sock, NETOPTS_PEER_TIMEOUT_MS); /* a cluster across a WAN link */
+    netopts_connecting(c->sock);
     if (zmq_connect(c->sock, c->ep) < 0 || loop_add_socket(L->loop, c->sock, on_readable, c) < 0) {
         zmq_close(c->sock);
         c->sock = NULL;

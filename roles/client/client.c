@@ -4,10 +4,14 @@
  * At most one request is outstanding at a time. pump() decides the next one: HELLO
  * until a session exists; RESULT (finished results plus a request for as many tasks as
  * there are free slots) or TASK_GET; STATUS every heartbeat period while computing.
- * A request unanswered within timeout_ms counts as a failure: the socket is rebuilt and
- * the next try waits a randomized exponential backoff. Every received task is committed
- * to the client's store before it starts, and its result before it is sent; a record
- * is deleted only when the server acknowledged the result.
+ * A request unanswered within its timeout (timeout_ms, raised for long or varying
+ * measured round trips) counts as a failure: the next try waits a randomized exponential
+ * backoff. The socket is kept: libzmq's heartbeats tell a dead link (the connection is
+ * dropped and re-made, each connect attempt bounded) from a slow server, a request that
+ * cannot be sent because the socket is still connecting is not a failure, and a
+ * (re)connection after a lost link ends the backoff wait early (see "Transport" below).
+ * Every received task is committed to the client's store before it starts, and its
+ * result before it is sent; a record is deleted only when the server acknowledged it.
  */
 #include "roles/client/client.h"
 
@@ -30,6 +34,7 @@
 #include "lib/fsutil.h"
 #include "lib/log.h"
 #include "lib/loop.h"
+#include "lib/netopts.h"
 #include "roles/client/pprocs.h"
 #include "roles/client/runner.h"
 #include "store/store.h"
@@ -85,6 +90,12 @@ struct client {
     uint64_t psync_id;
     int64_t psync_sent_ms, psync_wait_ms; /* the wait_ms the PSYNC in flight carries */
     bool unsaved; /* finished results written but not committed (save_pending) */
+    /* transport (issue 16): connection events, link state, measured round trips */
+    void *mon;      /* monitor of sock (lib/netopts.h) */
+    bool link_down; /* not connected (never yet, or the connection was lost) */
+    bool link_said; /* "waiting for the connection" was logged */
+    bool link_lost; /* an established connection was lost since the last "up" */
+    struct netopts_rtt rtt;
 };
 
 #define OFF(f) offsetof(struct client_cfg, f)
@@ -111,6 +122,9 @@ const struct config_key client_keys[] = {
      "error, warn, info or debug"},
     {"rpc", "timeout_ms", CONFIG_INT, "5000", OFF(timeout_ms), 10, 3600000, NULL,
      "a request unanswered this long counts as a failed exchange"},
+    {"rpc", "link_timeout_s", CONFIG_INT, "10", OFF(link_timeout_s), 1, 6553, NULL,
+     "the connection to the server is dropped and re-made after this long without traffic "
+     "(transport heartbeats every third of it)"},
     {"rpc", "backoff_min_s", CONFIG_DOUBLE, "1", OFF(backoff_min_s), 0.01, 86400, NULL,
      "first retry delay after a failure (doubles per failure, times U[0.5,1])"},
     {"rpc", "backoff_max_s", CONFIG_DOUBLE, "60", OFF(backoff_max_s), 0.01, 86400, NULL,
@@ -591,16 +605,13 @@ static void on_sigchld(struct loop *l, void *arg)
 
 static void on_socket(struct loop *l, void *arg);
 
-/* (Re)creates the DEALER socket, dropping anything queued on the old one. */
+static void on_monitor(struct loop *l, void *arg);
+
+/* Creates the DEALER socket (kept for the client's life) and its connection monitor. */
 static int open_socket(struct client *c)
 {
     int zero = 0, one = 1;
     int64_t maxmsg = WIRE_MAX_FRAME;
-    if (c->sock) {
-        if (c->loop)
-            loop_remove_socket(c->loop, c->sock);
-        zmq_close(c->sock);
-    }
     c->sock = zmq_socket(c->zctx, ZMQ_DEALER);
     if (!c->sock)
         return -1;
@@ -609,6 +620,16 @@ static int open_socket(struct client *c)
     zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(c->sock, ZMQ_IMMEDIATE, &one, sizeof one);
     zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    netopts_liveness(c->sock, c->cfg.link_timeout_s * 1000);
+    netopts_connecting(c->sock);
+    char name[40];
+    snprintf(name, sizeof name, "client-%p", c->sock);
+    c->link_down = true;
+    if (!(c->mon = netopts_monitor(c->zctx, c->sock, name)))
+        log_warnx("cannot watch the connection to %s (%s): heal detection waits for backoff",
+                  c->cfg.server, zmq_strerror(errno));
+    else if (c->loop)
+        loop_add_socket(c->loop, c->mon, on_monitor, c);
     if (zmq_connect(c->sock, c->cfg.server) < 0) {
         log_warnx("cannot connect to %s: %s", c->cfg.server, zmq_strerror(errno));
         return -1;
@@ -635,15 +656,74 @@ static void failed(struct client *c, const char *why)
     clear_in_flight(c);
     c->next_try_ms = loop_now_ms() + (int64_t)(d * 1000);
     log_warnx("%s; retry %u in %.1f s", why, c->nfail, d);
-    open_socket(c);
+}
+
+/* ---- transport ---- */
+
+/*
+ * A send found no connection (EAGAIN: ZMQ_IMMEDIATE queues nothing while the socket is
+ * still connecting). Not a failed round: libzmq keeps trying to connect (each attempt
+ * bounded by NETOPTS_CONNECT_TIMEOUT_MS) and the "up" event brings the next try forward;
+ * until then look again every 250 ms.
+ */
+static void not_connected(struct client *c)
+{
+    if (!c->link_said)
+        log_info("waiting for the connection to %s", c->cfg.server);
+    c->link_said = true;
+    c->link_down = true;
+    int64_t again = loop_now_ms() + 250;
+    if (c->next_try_ms < again)
+        c->next_try_ms = again;
+}
+
+/*
+ * Connection events. Lost: a request in flight cannot be answered any more (DEALER
+ * replies follow the connection), so it ends now, as a failure only if the connection
+ * had been up when it was sent. Up after a loss: the link healed or the server is back,
+ * so a long backoff wait is cut to a random 0-2 s (spread, so that thousands of hosts
+ * reconnecting to a restarted server do not send at once). A server that answers with
+ * errors or not at all while connected keeps its exponential backoff.
+ */
+static void on_monitor(struct loop *l, void *arg)
+{
+    struct client *c = arg;
+    (void)l;
+    int ev;
+    while ((ev = netopts_monitor_read(c->mon)) >= 0) {
+        int64_t now = loop_now_ms();
+        if (ev == NETOPTS_EV_DOWN) {
+            log_warnx("connection to %s lost", c->cfg.server);
+            c->link_down = c->link_lost = true;
+            if (c->waiting || c->psync_waiting)
+                failed(c, "the request in flight was lost with the connection");
+        } else if (ev == NETOPTS_EV_UP) {
+            if (c->link_down && c->link_said)
+                log_info("connected to %s", c->cfg.server);
+            int64_t at = c->link_lost ? now + random() % 2001 : now;
+            if (c->link_down && c->next_try_ms > at)
+                c->next_try_ms = at;
+            c->link_down = c->link_said = c->link_lost = false;
+        }
+    }
+}
+
+/* The current request's timeout: timeout_ms, longer when measured round trips are. */
+static int64_t request_timeout(const struct client *c)
+{
+    return netopts_rtt_timeout(&c->rtt, c->cfg.timeout_ms);
 }
 
 static void send_request(struct client *c, uint32_t type)
 {
     if (zmq_send(c->sock, c->wb.sb.data, c->wb.sb.size, ZMQ_DONTWAIT) < 0) {
         char why[300];
-        snprintf(why, sizeof why, "server %s unreachable (%s)", c->cfg.server,
-                 zmq_strerror(errno));
+        if (errno == EAGAIN) {
+            clear_in_flight(c);
+            not_connected(c);
+            return;
+        }
+        snprintf(why, sizeof why, "server %s unreachable (%s)", c->cfg.server, zmq_strerror(errno));
         failed(c, why);
         return;
     }
@@ -778,8 +858,13 @@ static void send_psync(struct client *c)
     c->psync_now = false;
     if (zmq_send(c->sock, c->wb.sb.data, c->wb.sb.size, ZMQ_DONTWAIT) < 0) {
         char why[300];
-        snprintf(why, sizeof why, "server %s unreachable (%s)", c->cfg.server, zmq_strerror(errno));
         c->psync_waiting = false;
+        if (errno == EAGAIN) {
+            c->psync_now = c->psync_urgent; /* keep an exit report urgent */
+            not_connected(c);
+            return;
+        }
+        snprintf(why, sizeof why, "server %s unreachable (%s)", c->cfg.server, zmq_strerror(errno));
         failed(c, why);
         return;
     }
@@ -830,10 +915,10 @@ static void pump_psync(struct client *c, int64_t now)
 {
     if (!c->cfg.parallel || !c->welcomed)
         return;
-    if (c->psync_waiting && now - c->psync_sent_ms >= c->cfg.timeout_ms + (int64_t)c->psync_ms) {
+    if (c->psync_waiting && now - c->psync_sent_ms >= request_timeout(c) + (int64_t)c->psync_ms) {
         char why[300];
         snprintf(why, sizeof why, "server %s did not answer PSYNC within %lld ms", c->cfg.server,
-                 (long long)(c->cfg.timeout_ms + c->psync_ms));
+                 (long long)(request_timeout(c) + c->psync_ms));
         c->psync_waiting = false;
         failed(c, why);
         return;
@@ -849,10 +934,10 @@ static void pump(struct client *c)
     save_pending(c);
     pump_psync(c, now);
     if (c->waiting) {
-        if (now - c->req_sent_ms >= c->cfg.timeout_ms) {
+        if (now - c->req_sent_ms >= request_timeout(c)) {
             char why[300];
-            snprintf(why, sizeof why, "server %s did not answer within %ld ms", c->cfg.server,
-                     c->cfg.timeout_ms);
+            snprintf(why, sizeof why, "server %s did not answer within %lld ms", c->cfg.server,
+                     (long long)request_timeout(c));
             failed(c, why);
         }
         return;
@@ -992,6 +1077,24 @@ static void apply_cancel(struct client *c, const msgpack_object *cancel)
     commit(c);
 }
 
+/*
+ * The server handed us a task we already hold (it expired while we were cut off and was
+ * re-issued to us): keep the copy we run, under the new issue number, so that our
+ * heartbeats name the issue the server waits for and protect it from another re-issue
+ * (issue 16, item 3). A finished result keeps the issue it was packed with: the server
+ * takes the first result of a task whatever its issue.
+ */
+static void adopt_issue(struct client *c, struct ctask *t, uint32_t issue)
+{
+    if (issue == 0 || issue == t->issue)
+        return;
+    log_info("task %llu.%u was re-issued to us (issue %u -> %u): keeping the copy we run",
+             (unsigned long long)t->job, t->idx, t->issue, issue);
+    t->issue = issue;
+    if (!t->abandon && task_save(c, t) < 0)
+        log_warn("cannot save task %llu.%u", (unsigned long long)t->job, t->idx);
+}
+
 static void on_tasks(struct client *c, const msgpack_object *m)
 {
     const msgpack_object *tasks = wire_get(m, "tasks");
@@ -1001,10 +1104,10 @@ static void on_tasks(struct client *c, const msgpack_object *m)
     uint32_t first_new = c->ntasks;
     for (uint32_t i = 0; i < tasks->via.array.size; i++) {
         const msgpack_object *tm = &tasks->via.array.ptr[i];
-        if (find_task(c, wire_get_u64(tm, "job", 0), (uint32_t)wire_get_u64(tm, "idx", 0))) {
-            log_debug("already have task %llu.%llu; keeping the copy we run",
-                      (unsigned long long)wire_get_u64(tm, "job", 0),
-                      (unsigned long long)wire_get_u64(tm, "idx", 0));
+        struct ctask *have =
+            find_task(c, wire_get_u64(tm, "job", 0), (uint32_t)wire_get_u64(tm, "idx", 0));
+        if (have) {
+            adopt_issue(c, have, (uint32_t)wire_get_u64(tm, "issue", 0));
             continue;
         }
         struct ctask *t = task_from_map(c, tm);
@@ -1039,6 +1142,7 @@ static void on_status_ack(struct client *c, const msgpack_object *m)
 static void on_reply(struct client *c, const struct wire_msg *msg)
 {
     c->waiting = false;
+    netopts_rtt_sample(&c->rtt, loop_now_ms() - c->req_sent_ms);
     if (msg->type == WT_ERROR) {
         uint64_t code = wire_get_u64(msg->root, "code", 0);
         size_t n;
@@ -1292,6 +1396,8 @@ out:
         task_free(c.tasks[i]);
     free(c.tasks);
     store_close(&c.store);
+    if (c.mon)
+        zmq_close(c.mon);
     if (c.sock)
         zmq_close(c.sock);
     if (c.zctx)

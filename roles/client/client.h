@@ -21,6 +21,7 @@ struct client_cfg {
     char log_level[CONFIG_STR_MAX];
     long slots;
     long timeout_ms;
+    long link_timeout_s; /* rpc.link_timeout_s: transport heartbeats (lib/netopts.h) */
     double backoff_min_s, backoff_max_s;
     long max_output_kb;
     double kill_grace_s;

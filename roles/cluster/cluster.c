@@ -92,6 +92,8 @@ const struct config_key cluster_keys[] = {
      "startup file of console commands, applied once to a new state (K9)"},
     {"limits", "peer_queue", CONFIG_INT, "1000", OFF(peer_queue), 1, 1000000, NULL,
      "replies (and requests) queued per peer; replies beyond it are dropped and logged"},
+    {"limits", "peer_timeout_s", CONFIG_INT, "30", OFF(peer_timeout_s), 1, 6553, NULL,
+     "a connection silent this long (heartbeats unanswered) is closed and its descriptor freed"},
     {"nodes", "forget_after_s", CONFIG_INT, "86400", OFF(forget_after_s), 0, 1L << 40, NULL,
      "forget an inactive session holding no work this long after its last request (0: "
      "never)"},
@@ -293,7 +295,8 @@ int cluster_main(int argc, char **argv)
     rc = 1;
     if (!(c.sd = calloc(1, sizeof *c.sd)))
         goto out;
-    struct daemon_opts dop = {"cluster", c.cfg.listen, c.cfg.state_dir, c.cfg.peer_queue};
+    struct daemon_opts dop = {"cluster", c.cfg.listen, c.cfg.state_dir, c.cfg.peer_queue,
+                              c.cfg.peer_timeout_s * 1000};
     struct daemon_ops ops = {on_request, on_commit, on_reload, &c, feed_expire};
     if (cluster_open(&c) < 0 || !(c.loop = loop_new()) ||
         !(c.daemon = daemon_new(c.loop, &dop, &ops)))

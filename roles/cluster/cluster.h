@@ -50,6 +50,7 @@ struct cluster_cfg {
     int sync;
     long map_mb;
     long peer_queue; /* limits.peer_queue (lib/daemon.h) */
+    long peer_timeout_s; /* limits.peer_timeout_s (lib/netopts.h) */
     long ev_keep;    /* events.keep (feed.c) */
     /* SCore-D resource management (scored*.c) */
     long sd_queues, sd_default_queue, sd_quantum_ms, sd_sync_ms;
@@ -218,6 +219,12 @@ struct job *cluster_job_find(struct cluster *c, uint64_t id);
 int cluster_job_add(struct cluster *c, struct job *j);
 void cluster_job_free(struct job *j);
 struct node *cluster_node_find(struct cluster *c, const char *sid, size_t len);
+/*
+ * A request of node n's session arrived from Peer-Address peer: the one place that
+ * records activity (last contact, "active again" log, address, node record), used by
+ * every request path (handlers.c, scored_psync.c).
+ */
+void cluster_node_seen(struct cluster *c, struct node *n, const char *peer);
 /* cluster_node_new returns a zeroed slot; set its sid, then cluster_node_register(). */
 struct node *cluster_node_new(struct cluster *c);
 int cluster_node_register(struct cluster *c);

@@ -50,14 +50,19 @@ static struct node *session(struct cluster *c, struct request *r)
                     (int)(len > 64 ? 64 : len), sid ? sid : "");
         return NULL;
     }
+    cluster_node_seen(c, n, r->peer);
+    return n;
+}
+
+void cluster_node_seen(struct cluster *c, struct node *n, const char *peer)
+{
     n->last_ms = wall_now_ms();
     if (!n->active)
         log_info("node %s (%s) active again", n->name, n->sid);
     n->active = true;
-    if (r->peer[0])
-        snprintf(n->ip, sizeof n->ip, "%s", r->peer);
+    if (peer && peer[0])
+        snprintf(n->ip, sizeof n->ip, "%s", peer);
     cluster_mark_node(c, n);
-    return n;
 }
 
 static bool work_remains(const struct cluster *c)

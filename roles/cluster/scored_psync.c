@@ -200,12 +200,8 @@ static struct node *psync_session(struct cluster *c, struct request *r)
         scored_reply_err(r, WE_SESSION, "unknown session id: send HELLO to get a new one");
         return NULL;
     }
-    n->last_ms = wall_now_ms();
-    n->active = true;
-    if (!n->procs) {
-        n->procs = true;
-        cluster_mark_node(c, n);
-    }
+    n->procs = true;
+    cluster_node_seen(c, n, r->peer); /* like every other request (issue 16, item 5) */
     return n;
 }
 

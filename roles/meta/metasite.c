@@ -30,6 +30,7 @@
 #include "lib/daemon.h"
 #include "lib/log.h"
 #include "lib/loop.h"
+#include "lib/netopts.h"
 #include "lib/text.h"
 #include "roles/meta/meta_int.h"
 
@@ -899,6 +900,8 @@ int meta_sites_open(struct meta *M)
         /* nothing queued for a site that is not connected: a stale RESERVE must not
          * arrive minutes later */
         zmq_setsockopt(s->sock, ZMQ_IMMEDIATE, &one, sizeof one);
+        netopts_liveness(s->sock, NETOPTS_PEER_TIMEOUT_MS); /* sites across WAN links */
+        netopts_connecting(s->sock);
         if (zmq_connect(s->sock, s->ep) < 0 ||
             loop_add_socket(M->loop, s->sock, on_readable, s) < 0) {
             zmq_close(s->sock);

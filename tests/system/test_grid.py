@@ -173,12 +173,28 @@ def test_finished_result_kept_while_server_down(cluster_factory, client_factory,
 
 
 def test_client_backs_off_then_connects(cluster_factory, client_factory):
+    """No server: the client waits for the connection without counting failures (issue
+    16: a send on a still-connecting socket is no failed round). A server that accepts
+    but never answers (overloaded): randomized exponential backoff, capped. Then a real
+    cluster on that port serves the client."""
+    import zmq
     cl = cluster_factory(FAST, start=False)
     port = _free_port()
     ep = "tcp://127.0.0.1:%d" % port
     (a,) = client_factory(ep, 1, sets=dict(CLIENT, **{"rpc.timeout_ms": 300}))
-    wait_until(lambda: len(re.findall(r"retry \d+ in", a.log())) >= 4, scaled(30),
-               msg="four retries")
+    wait_until(lambda: "waiting for the connection" in a.log(), scaled(10), msg="waiting")
+    time.sleep(1)
+    assert "retry" not in a.log()
+    ctx = zmq.Context()
+    mute = ctx.socket(zmq.ROUTER)
+    mute.linger = 0
+    mute.bind(ep)
+    try:
+        wait_until(lambda: len(re.findall(r"retry \d+ in", a.log())) >= 4, scaled(30),
+                   msg="four retries")
+    finally:
+        mute.close()
+        ctx.term()
     delays = [float(x) for x in re.findall(r"retry \d+ in ([0-9.]+) s", a.log())]
     assert max(delays) <= 1.0 + 1e-9  # capped at backoff_max_s
     assert max(delays[2:]) >= 0.4     # grew beyond the first delay's range

@@ -1,0 +1,69 @@
+"""The wan benchmark (see bench/wan.sh): argv = gridnode binary, delays in ms."""
+
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = str(Path(sys.argv[1]).resolve())
+os.environ["GRIDNODE_BIN"] = BIN
+spec = importlib.util.spec_from_file_location("gridnode_netconf", REPO / "tests/net/conftest.py")
+net = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(net)
+sysconf = net.sysconf
+LIMIT_S = float(os.environ.get("WAN_LIMIT_S", "300"))
+
+
+def run(delay_ms, workdir):
+    reg = sysconf.ProcRegistry()
+    lab = net.NetLab(reg, BIN, workdir, 6, seed=1)
+    try:
+        cl = lab.cluster(1, {"store.sync": "none"})
+        ep = cl.endpoint
+        lab.link("set 0 both delay=%d" % delay_ms)  # every link: 2 x delay between namespaces
+        lab.link("set 1 both delay=0")             # ... except at the cluster: delay each way
+        for i in range(4):
+            lab.client(i + 2, cl, "wan%d" % (i + 1), {"client.slots": 2})
+        net.wait_until(lambda: len(json.loads(lab.tool(6, "nodes", "-e", ep, "--json").stdout))
+                       == 4, 60, interval=0.5, msg="4 clients")
+        t0 = time.monotonic()
+        jobs = [lab.tool(6, "submit", "-e", ep, "-n", 24, "--shell", "--", "sleep 5"),
+                lab.tool(6, "submit", "-e", ep, "-n", 500, "--shell", "--", "sleep 0.1")]
+        ids = [int(r.stdout.split()[2]) for r in jobs]
+
+        def done():
+            js = [json.loads(lab.tool(6, "job", "-e", ep, str(j), "--summary", "--json").stdout)
+                  for j in ids]
+            return all(j["job"]["state"] in ("done", "failed") for j in js) and js
+
+        js = net.wait_until(done, LIMIT_S, interval=0.5, msg="the workload")
+        wall = time.monotonic() - t0
+        issued = 0
+        for j in ids:
+            full = json.loads(lab.tool(6, "job", "-e", ep, str(j), "--json").stdout)
+            issued += sum(t["issues"] for t in full["tasks"]) - len(full["tasks"])
+        return {"bench": "wan", "delay_ms": delay_ms, "wall_s": round(wall, 1),
+                "tasks": sum(j["job"]["ntasks"] for j in js), "reissued": issued}
+    finally:
+        for p in reversed(reg.procs):
+            p.stop(timeout=5)
+        lab.close()
+
+
+def main():
+    why = net._unavailable()
+    if why:
+        print(json.dumps({"bench": "wan", "skipped": why}, separators=(",", ":")))
+        return 0
+    for d in [int(x) for x in sys.argv[2:]]:
+        with tempfile.TemporaryDirectory(prefix="gridnode-bench-wan.") as tmp:
+            print(json.dumps(run(d, tmp), separators=(",", ":")), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

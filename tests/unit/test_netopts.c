@@ -1,0 +1,123 @@
+/*
+ * test_netopts.c - transport settings (lib/netopts.c): the options are accepted by this
+ * libzmq, the monitor reports "up" when a connection is made and "down" when the peer
+ * goes away (over real TCP on loopback), a connect to nothing reports retries, not
+ * "up"; the round-trip estimator raises the request timeout above its floor only for
+ * long or varying round trips, and caps it.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "lib/netopts.h"
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits (bounded) for event want on mon; returns 1 if seen. */
+static int wait_event(void *mon, int want, int64_t limit_ms)
+{
+    int64_t end = now_ms() + limit_ms;
+    while (now_ms() < end) {
+        zmq_pollitem_t it = {mon, 0, ZMQ_POLLIN, 0};
+        zmq_poll(&it, 1, 100);
+        int ev;
+        while ((ev = netopts_monitor_read(mon)) >= 0)
+            if (ev == want)
+                return 1;
+    }
+    return 0;
+}
+
+static void test_monitor_up_and_down(void **state)
+{
+    (void)state;
+    void *ctx = zmq_ctx_new();
+    void *srv = zmq_socket(ctx, ZMQ_ROUTER), *cli = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    char ep[256];
+    size_t eplen = sizeof ep;
+    zmq_setsockopt(srv, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(cli, ZMQ_LINGER, &zero, sizeof zero);
+    assert_int_equal(netopts_liveness(srv, 1000), 0);
+    assert_int_equal(netopts_liveness(cli, 1000), 0);
+    assert_int_equal(netopts_connecting(cli), 0);
+    assert_int_equal(zmq_bind(srv, "tcp://127.0.0.1:*"), 0);
+    zmq_getsockopt(srv, ZMQ_LAST_ENDPOINT, ep, &eplen);
+    void *mon = netopts_monitor(ctx, cli, "t1");
+    assert_non_null(mon);
+    assert_int_equal(zmq_connect(cli, ep), 0);
+    assert_true(wait_event(mon, NETOPTS_EV_UP, 10000));
+    zmq_close(srv); /* the peer goes away: the connection is lost */
+    assert_true(wait_event(mon, NETOPTS_EV_DOWN, 10000));
+    zmq_close(mon);
+    zmq_close(cli);
+    zmq_ctx_term(ctx);
+}
+
+static void test_monitor_retry_without_server(void **state)
+{
+    (void)state;
+    void *ctx = zmq_ctx_new();
+    void *srv = zmq_socket(ctx, ZMQ_ROUTER), *cli = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0, one = 1;
+    char ep[256];
+    size_t eplen = sizeof ep;
+    zmq_setsockopt(srv, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(cli, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(cli, ZMQ_IMMEDIATE, &one, sizeof one);
+    assert_int_equal(zmq_bind(srv, "tcp://127.0.0.1:*"), 0);
+    zmq_getsockopt(srv, ZMQ_LAST_ENDPOINT, ep, &eplen);
+    zmq_close(srv); /* a port nobody listens on (any more) */
+    netopts_connecting(cli);
+    void *mon = netopts_monitor(ctx, cli, "t2");
+    assert_non_null(mon);
+    assert_int_equal(zmq_connect(cli, ep), 0);
+    assert_true(wait_event(mon, NETOPTS_EV_RETRY, 10000));
+    /* nothing is queued while not connected: the caller sees EAGAIN, not a failure */
+    assert_int_equal(zmq_send(cli, "x", 1, ZMQ_DONTWAIT), -1);
+    zmq_close(mon);
+    zmq_close(cli);
+    zmq_ctx_term(ctx);
+}
+
+static void test_rtt_timeout(void **state)
+{
+    (void)state;
+    struct netopts_rtt r;
+    memset(&r, 0, sizeof r);
+    assert_int_equal(netopts_rtt_timeout(&r, 5000), 5000); /* no samples: the floor */
+    for (int i = 0; i < 20; i++)
+        netopts_rtt_sample(&r, 10);
+    assert_int_equal(netopts_rtt_timeout(&r, 5000), 5000); /* short trips keep the floor */
+    memset(&r, 0, sizeof r);
+    for (int i = 0; i < 20; i++)
+        netopts_rtt_sample(&r, 1000 + (i % 2) * 2000); /* 1 s and 3 s alternating */
+    int64_t t = netopts_rtt_timeout(&r, 5000);
+    assert_true(t > 8000 && t <= 120000);
+    for (int i = 0; i < 50; i++)
+        netopts_rtt_sample(&r, 100000);
+    assert_int_equal(netopts_rtt_timeout(&r, 5000), 120000);   /* capped */
+    assert_int_equal(netopts_rtt_timeout(&r, 200000), 200000); /* a floor above the cap */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_monitor_up_and_down),
+        cmocka_unit_test(test_monitor_retry_without_server),
+        cmocka_unit_test(test_rtt_timeout),
+    };
+    return cmocka_run_group_tests_name("netopts", tests, NULL, NULL);
+}
