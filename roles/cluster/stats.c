@@ -44,6 +44,23 @@ static void stats_scored(struct cluster *c, json_t *root)
     wire_buf_free(&wb);
 }
 
+static void task_counts(const struct cluster *c, double out[4]);
+
+/* The endpoint actually bound (tcp://...:* resolved), from state_dir/endpoint. */
+static json_t *bound_endpoint(const struct cluster *c)
+{
+    char path[CONFIG_STR_MAX + 16], ep[CONFIG_STR_MAX] = "";
+    snprintf(path, sizeof path, "%s/endpoint", c->cfg.state_dir);
+    FILE *f = strchr(c->cfg.listen, '*') ? fopen(path, "r") : NULL;
+    if (f) {
+        if (!fgets(ep, sizeof ep, f))
+            ep[0] = '\0';
+        fclose(f);
+        ep[strcspn(ep, "\r\n")] = '\0';
+    }
+    return json_string(ep[0] ? ep : c->cfg.listen);
+}
+
 static json_t *stats_build(struct cluster *c, int64_t now)
 {
     json_t *root = json_object(), *nodes = json_array(), *jobs = json_array();
@@ -86,13 +103,19 @@ static json_t *stats_build(struct cluster *c, int64_t now)
     }
     json_object_set_new(root, "time_ms", json_integer(now));
     json_object_set_new(root, "interval_s", json_integer(c->cfg.stats_interval_s));
-    json_object_set_new(root, "listen", json_string(c->cfg.listen));
+    json_object_set_new(root, "listen", bound_endpoint(c));
     json_object_set_new(root, "active_nodes", json_integer(active));
     json_object_set_new(root, "nodes_in_exchange", json_integer(exchange));
     json_object_set_new(root, "power",
                         json_pack("{s:I, s:I, s:f}", "mhz_total", (json_int_t)mhz, "slots",
                                   (json_int_t)cores, "work_units_per_s", wups));
-    json_object_set_new(root, "tasks_in_flight", json_integer(c->nheap));
+    double tn[4];
+    task_counts(c, tn);
+    json_object_set_new(root, "tasks_in_flight", json_integer((json_int_t)tn[1]));
+    json_object_set_new(root, "tasks", json_pack("{s:I, s:I, s:I, s:I}", "waiting",
+                                                 (json_int_t)tn[0], "running", (json_int_t)tn[1],
+                                                 "done", (json_int_t)tn[2], "failed",
+                                                 (json_int_t)tn[3]));
     json_object_set_new(root, "jobs", jobs);
     json_object_set_new(root, "nodes", nodes);
     stats_scored(c, root);

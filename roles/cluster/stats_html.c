@@ -71,7 +71,8 @@ static const char css[] =
     "td,th{padding:3px 10px;text-align:right;border-bottom:1px solid #eaeef2;"
     "white-space:nowrap}th{background:#e9edf1;position:sticky;top:0}"
     "td.l,th.l{text-align:left}tr:hover td{background:#f6f8fa}"
-    ".none{color:#57606a;font-style:italic}details{margin-top:8px}"
+    ".why{display:inline-block;max-width:480px;overflow:hidden;text-overflow:ellipsis;"
+    "vertical-align:bottom}.none{color:#57606a;font-style:italic}details{margin-top:8px}"
     "summary{cursor:pointer;color:#0b5cad}footer{color:#57606a;padding:0 24px 24px}"
     ".bar{display:inline-block;width:80px;height:8px;background:#e1e4e8;border-radius:4px;"
     "vertical-align:middle;margin-right:6px}.bar i{display:block;height:8px;"
@@ -171,8 +172,13 @@ static void pjob_row(FILE *f, json_t *v)
         fputs(i ? " " : "", f);
         esc(f, json_string_value(h));
     }
-    if (!json_array_size(hosts))
+    if (!json_array_size(hosts)) {
+        fprintf(f, "<span class=\"why\" title=\"");
         esc(f, str(v, "reason"));
+        fprintf(f, "\">");
+        esc(f, str(v, "reason"));
+        fprintf(f, "</span>");
+    }
     fprintf(f, "</td></tr>\n");
 }
 
