@@ -19,17 +19,18 @@
 
 #include "lib/httpstats.h"
 
-#define HTTP_CONN_MAX 64     /* connections at once, all clients */
-#define HTTP_PER_IP_MAX 16   /* connections at once from one address */
-#define HTTP_TIMEOUT_S 10    /* an idle connection is closed after this */
-#define HTTP_CONN_MEM 32768  /* per-connection memory (request headers) */
+#define HTTP_CONN_MAX 64    /* connections at once, all clients */
+#define HTTP_PER_IP_MAX 16  /* connections at once from one address */
+#define HTTP_TIMEOUT_S 10   /* an idle connection is closed after this */
+#define HTTP_CONN_MEM 32768 /* per-connection memory (request headers) */
 
 /* The libmicrohttpd functions used, resolved by dlsym (none is linked). */
 static struct {
     struct MHD_Daemon *(*start_daemon)(unsigned int, uint16_t, MHD_AcceptPolicyCallback, void *,
                                        MHD_AccessHandlerCallback, void *, ...);
     void (*stop_daemon)(struct MHD_Daemon *);
-    struct MHD_Response *(*create_response_from_buffer)(size_t, void *, enum MHD_ResponseMemoryMode);
+    struct MHD_Response *(*create_response_from_buffer)(size_t, void *,
+                                                        enum MHD_ResponseMemoryMode);
     enum MHD_Result (*add_response_header)(struct MHD_Response *, const char *, const char *);
     enum MHD_Result (*queue_response)(struct MHD_Connection *, unsigned int, struct MHD_Response *);
     void (*destroy_response)(struct MHD_Response *);
@@ -44,7 +45,8 @@ static void mhd_load(void)
     if (!lib) {
         snprintf(mhd_error, sizeof mhd_error,
                  "cannot load libmicrohttpd (install the libmicrohttpd12 package, or leave "
-                 "stats.http empty): %s", dlerror());
+                 "stats.http empty): %s",
+                 dlerror());
         return;
     }
     struct {
@@ -135,8 +137,10 @@ static int listen_on(const char *addr, char *url, size_t urllen, char *err, size
     if (parse_addr("stats.http", addr, host, sizeof host, &port, err, errlen) < 0)
         return -1;
     snprintf(portstr, sizeof portstr, "%ld", port);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *res, *ai;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
+                    *res, *ai;
     int rc = getaddrinfo(host, portstr, &hints, &res), fd = -1, one = 1;
     if (rc != 0) {
         snprintf(err, errlen, "stats.http: cannot resolve '%s': %s", host, gai_strerror(rc));
@@ -156,8 +160,10 @@ static int listen_on(const char *addr, char *url, size_t urllen, char *err, size
     }
     freeaddrinfo(res);
     if (fd < 0) {
-        snprintf(err, errlen, "stats.http: cannot listen on %s: %s (another process on that "
-                 "port? pick another one, or 0 for a free one)", addr, strerror(errno));
+        snprintf(err, errlen,
+                 "stats.http: cannot listen on %s: %s (another process on that "
+                 "port? pick another one, or 0 for a free one)",
+                 addr, strerror(errno));
         return -1;
     }
     struct sockaddr_storage ss;
@@ -165,8 +171,8 @@ static int listen_on(const char *addr, char *url, size_t urllen, char *err, size
     if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0 &&
         getnameinfo((struct sockaddr *)&ss, sl, nhost, sizeof nhost, nport, sizeof nport,
                     NI_NUMERICHOST | NI_NUMERICSERV) == 0)
-        snprintf(url, urllen, ss.ss_family == AF_INET6 ? "http://[%s]:%s/" : "http://%s:%s/",
-                 nhost, nport);
+        snprintf(url, urllen, ss.ss_family == AF_INET6 ? "http://[%s]:%s/" : "http://%s:%s/", nhost,
+                 nport);
     else
         snprintf(url, urllen, "http://%s/", addr);
     return fd;
@@ -174,8 +180,8 @@ static int listen_on(const char *addr, char *url, size_t urllen, char *err, size
 
 static enum MHD_Result answer_text(struct MHD_Connection *conn, unsigned status, const char *text)
 {
-    struct MHD_Response *r = mhd.create_response_from_buffer(strlen(text), (void *)text,
-                                                             MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *r =
+        mhd.create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
     if (!r)
         return MHD_NO;
     mhd.add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
@@ -200,22 +206,22 @@ static enum MHD_Result on_http(void *cls, struct MHD_Connection *conn, const cha
         *upload_size = 0;
     (void)con_cls;
     int doc = !strcmp(url, "/") || !strcmp(url, "/index.html") ? HTTPSTATS_HTML
-              : !strcmp(url, "/stats.json")                     ? HTTPSTATS_JSON
-              : !strcmp(url, "/metrics")                        ? HTTPSTATS_METRICS
-                                                                : -1;
+              : !strcmp(url, "/stats.json")                    ? HTTPSTATS_JSON
+              : !strcmp(url, "/metrics")                       ? HTTPSTATS_METRICS
+                                                               : -1;
     if (doc < 0)
         return answer_text(conn, 404,
                            "not found: this server has / (the page), /stats.json and /metrics\n");
     pthread_mutex_lock(&h->mu);
-    struct MHD_Response *r =
-        h->doc[doc] ? mhd.create_response_from_buffer(h->len[doc], h->doc[doc],
-                                                      MHD_RESPMEM_MUST_COPY)
-                    : NULL;
+    struct MHD_Response *r = h->doc[doc] ? mhd.create_response_from_buffer(h->len[doc], h->doc[doc],
+                                                                           MHD_RESPMEM_MUST_COPY)
+                                         : NULL;
     bool have = h->doc[doc] != NULL;
     pthread_mutex_unlock(&h->mu);
     if (!have)
-        return answer_text(conn, 503, "not ready: the role has not published its statistics "
-                                      "yet; try again in a moment\n");
+        return answer_text(conn, 503,
+                           "not ready: the role has not published its statistics "
+                           "yet; try again in a moment\n");
     if (!r)
         return MHD_NO;
     mhd.add_response_header(r, "Content-Type", doc_type[doc]);

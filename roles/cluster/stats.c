@@ -81,15 +81,15 @@ static json_t *stats_build(struct cluster *c, int64_t now)
         }
         exchange += in_exchange;
         json_array_append_new(
-            nodes, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:b, s:b, s:f, "
-                             "s:I, s:I, s:I, s:I}",
-                             "sid", n->sid, "node", n->name, "cluster", n->cluster, "client",
-                             n->client, "os", n->os, "ip", n->ip, "mhz", (json_int_t)n->mhz,
-                             "cores", (json_int_t)n->cores, "mem_mb", (json_int_t)n->mem_mb,
-                             "active", n->active, "in_exchange", in_exchange, "spu", n->spu,
-                             "results", (json_int_t)n->results, "running",
-                             (json_int_t)n->inflight, "last_ms", (json_int_t)n->last_ms,
-                             "portion_since_ms", (json_int_t)(n->inflight ? n->cur_since_ms : 0)));
+            nodes,
+            json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:b, s:b, s:f, "
+                      "s:I, s:I, s:I, s:I}",
+                      "sid", n->sid, "node", n->name, "cluster", n->cluster, "client", n->client,
+                      "os", n->os, "ip", n->ip, "mhz", (json_int_t)n->mhz, "cores",
+                      (json_int_t)n->cores, "mem_mb", (json_int_t)n->mem_mb, "active", n->active,
+                      "in_exchange", in_exchange, "spu", n->spu, "results", (json_int_t)n->results,
+                      "running", (json_int_t)n->inflight, "last_ms", (json_int_t)n->last_ms,
+                      "portion_since_ms", (json_int_t)(n->inflight ? n->cur_since_ms : 0)));
     }
     for (uint32_t i = 0; i < c->njobs; i++) {
         const struct job *j = c->jobs[i];
@@ -112,10 +112,10 @@ static json_t *stats_build(struct cluster *c, int64_t now)
     double tn[4];
     task_counts(c, tn);
     json_object_set_new(root, "tasks_in_flight", json_integer((json_int_t)tn[1]));
-    json_object_set_new(root, "tasks", json_pack("{s:I, s:I, s:I, s:I}", "waiting",
-                                                 (json_int_t)tn[0], "running", (json_int_t)tn[1],
-                                                 "done", (json_int_t)tn[2], "failed",
-                                                 (json_int_t)tn[3]));
+    json_object_set_new(root, "tasks",
+                        json_pack("{s:I, s:I, s:I, s:I}", "waiting", (json_int_t)tn[0], "running",
+                                  (json_int_t)tn[1], "done", (json_int_t)tn[2], "failed",
+                                  (json_int_t)tn[3]));
     json_object_set_new(root, "jobs", jobs);
     json_object_set_new(root, "nodes", nodes);
     stats_scored(c, root);
@@ -192,7 +192,8 @@ static void stats_metrics(FILE *f, struct cluster *c, json_t *st)
     task_counts(c, tn);
     metric(f, "stats_generated_seconds", "gauge", "Unix time these statistics were built.",
            (double)json_integer_value(json_object_get(st, "time_ms")) / 1000.0);
-    family(f, "jobs", "gauge", "Jobs (task bags) in memory by state (failed: done with failed tasks).");
+    family(f, "jobs", "gauge",
+           "Jobs (task bags) in memory by state (failed: done with failed tasks).");
     for (int k = 0; k < 5; k++)
         sample(f, "jobs", "state", js[k], jn[k]);
     family(f, "tasks", "gauge", "Tasks of the jobs in memory by state.");
@@ -215,10 +216,12 @@ static void stats_metrics(FILE *f, struct cluster *c, json_t *st)
     for (uint32_t k = 0; k < c->nnodes; k++)
         total += !c->nodes[k].gone;
     double active = (double)json_integer_value(json_object_get(st, "active_nodes"));
-    family(f, "nodes", "gauge", "Known node sessions by state (inactive: silent past k_wait_dead).");
+    family(f, "nodes", "gauge",
+           "Known node sessions by state (inactive: silent past k_wait_dead).");
     sample(f, "nodes", "state", "active", active);
     sample(f, "nodes", "state", "inactive", total - active);
-    metric(f, "nodes_in_exchange", "gauge", "Nodes that made a request within the last heartbeat period.",
+    metric(f, "nodes_in_exchange", "gauge",
+           "Nodes that made a request within the last heartbeat period.",
            (double)json_integer_value(json_object_get(st, "nodes_in_exchange")));
     metric(f, "power_mhz", "gauge", "Sum of MHz x cores of the active nodes.",
            (double)json_integer_value(json_object_get(p, "mhz_total")));
@@ -226,21 +229,25 @@ static void stats_metrics(FILE *f, struct cluster *c, json_t *st)
            (double)json_integer_value(json_object_get(p, "slots")));
     metric(f, "work_units_per_second", "gauge", "Measured throughput of the active nodes.",
            json_number_value(json_object_get(p, "work_units_per_s")));
-    metric(f, "reissue_heap", "gauge", "Entries of the re-issue heap (tasks in flight, with stale entries).",
-           c->nheap);
+    metric(f, "reissue_heap", "gauge",
+           "Entries of the re-issue heap (tasks in flight, with stale entries).", c->nheap);
     metric(f, "held_requests", "gauge", "Requests held open (long polls) now.",
            c->daemon ? daemon_held_count(c->daemon) : 0);
     metric(f, "tasks_issued_total", "counter", "Tasks handed out to nodes since the role started.",
            (double)c->n_issued);
-    metric(f, "tasks_reissued_total", "counter", "Hand-outs of a task that had been handed out before (re-issues) since start.",
+    metric(f, "tasks_reissued_total", "counter",
+           "Hand-outs of a task that had been handed out before (re-issues) since start.",
            (double)c->n_reissued);
-    metric(f, "results_accepted_total", "counter", "Results that completed a task (first valid result) since start.",
-           (double)c->n_results);
-    metric(f, "results_duplicate_total", "counter", "Later results of done tasks and node-side errors stored as duplicates since start.",
+    metric(f, "results_accepted_total", "counter",
+           "Results that completed a task (first valid result) since start.", (double)c->n_results);
+    metric(f, "results_duplicate_total", "counter",
+           "Later results of done tasks and node-side errors stored as duplicates since start.",
            (double)c->n_dups);
-    metric(f, "results_stale_total", "counter", "Results of another incarnation of the state dropped since start.",
+    metric(f, "results_stale_total", "counter",
+           "Results of another incarnation of the state dropped since start.",
            (double)c->stale_results);
-    metric(f, "replies_dropped_total", "counter", "Replies dropped because a peer was over limits.peer_queue since start.",
+    metric(f, "replies_dropped_total", "counter",
+           "Replies dropped because a peer was over limits.peer_queue since start.",
            c->daemon ? (double)daemon_dropped(c->daemon) : 0);
     family(f, "node_results_total", "counter", "Valid results returned by each node session.");
     for (uint32_t k = 0; k < c->nnodes; k++)
@@ -311,7 +318,8 @@ int stats_write(struct cluster *c)
     for (int d = 0; c->http && d < HTTPSTATS_NDOCS; d++)
         if (httpstats_publish(c->http, (enum httpstats_doc)d, doc[d], len[d]) < 0)
             goto out;
-    if (write_atomic(c->cfg.state_dir, "stats.json", doc[HTTPSTATS_JSON], len[HTTPSTATS_JSON]) < 0 ||
+    if (write_atomic(c->cfg.state_dir, "stats.json", doc[HTTPSTATS_JSON], len[HTTPSTATS_JSON]) <
+            0 ||
         write_atomic(c->cfg.state_dir, "stats.html", doc[HTTPSTATS_HTML], len[HTTPSTATS_HTML]) < 0)
         goto out;
     rc = 0;

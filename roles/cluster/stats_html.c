@@ -28,12 +28,23 @@ static void esc(FILE *f, const char *s)
 {
     for (; s && *s; s++)
         switch (*s) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&#39;", f); break;
-        default: fputc(*s, f);
+        case '<':
+            fputs("&lt;", f);
+            break;
+        case '>':
+            fputs("&gt;", f);
+            break;
+        case '&':
+            fputs("&amp;", f);
+            break;
+        case '"':
+            fputs("&quot;", f);
+            break;
+        case '\'':
+            fputs("&#39;", f);
+            break;
+        default:
+            fputc(*s, f);
         }
 }
 
@@ -105,15 +116,16 @@ static void head(FILE *f, json_t *st)
     struct tm tm;
     if (gmtime_r(&t, &tm))
         strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
-    fprintf(f, "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-               "<meta name=\"viewport\" content=\"width=device-width\">"
-               "<noscript><meta http-equiv=\"refresh\" content=\"%lld\"></noscript>"
-               "<title>gridnode cluster</title><style>%s</style></head>\n"
-               "<body data-generated=\"%lld\" data-interval=\"%lld\">\n"
-               "<div id=\"stale\" class=\"stale\" hidden></div>\n"
-               "<header><h1>gridnode cluster</h1><span class=\"live\" id=\"live\">live</span>"
-               "<span class=\"gen\">generated <time id=\"gen\" datetime=\"%s\">%s</time> "
-               "<span id=\"ago\"></span> &middot; regenerated every %lld s &middot; ",
+    fprintf(f,
+            "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width\">"
+            "<noscript><meta http-equiv=\"refresh\" content=\"%lld\"></noscript>"
+            "<title>gridnode cluster</title><style>%s</style></head>\n"
+            "<body data-generated=\"%lld\" data-interval=\"%lld\">\n"
+            "<div id=\"stale\" class=\"stale\" hidden></div>\n"
+            "<header><h1>gridnode cluster</h1><span class=\"live\" id=\"live\">live</span>"
+            "<span class=\"gen\">generated <time id=\"gen\" datetime=\"%s\">%s</time> "
+            "<span id=\"ago\"></span> &middot; regenerated every %lld s &middot; ",
             iv, css, gen, iv, when, when, iv);
     esc(f, str(st, "listen"));
     fprintf(f, "</span></header>\n<main>\n");
@@ -142,9 +154,10 @@ static void job_row(FILE *f, json_t *v)
     double prog = json_number_value(json_object_get(v, "progress"));
     fprintf(f, "<tr><td>%lld</td><td class=\"l\">", num(v, "job"));
     esc(f, str(v, "name"));
-    fprintf(f, "</td><td class=\"l\">%s</td><td>%lld</td><td>%lld</td><td>%lld</td><td>%lld</td>"
-               "<td class=\"l\"><span class=\"bar\"><i style=\"width:%.0f%%\"></i></span>%.1f%%"
-               "</td></tr>\n",
+    fprintf(f,
+            "</td><td class=\"l\">%s</td><td>%lld</td><td>%lld</td><td>%lld</td><td>%lld</td>"
+            "<td class=\"l\"><span class=\"bar\"><i style=\"width:%.0f%%\"></i></span>%.1f%%"
+            "</td></tr>\n",
             str(v, "state"), num(v, "ntasks"), num(v, "issued"), num(v, "done"), num(v, "failed"),
             100 * prog, 100 * prog);
 }
@@ -209,8 +222,9 @@ static void job_table(FILE *f, json_t *arr, const char *title, const char *cols,
     if (!nfin)
         return;
     size_t shown = nfin < STATS_HTML_FINISHED ? nfin : STATS_HTML_FINISHED, k = 0;
-    fprintf(f, "<details><summary>%zu finished (%s%zu shown; all in <a href=\"stats.json\">"
-               "stats.json</a>)</summary><table><tr>%s</tr>\n",
+    fprintf(f,
+            "<details><summary>%zu finished (%s%zu shown; all in <a href=\"stats.json\">"
+            "stats.json</a>)</summary><table><tr>%s</tr>\n",
             nfin, shown < nfin ? "the latest " : "", shown, cols);
     for (i = n; i > 0 && k < shown; i--) { /* newest first (ids grow) */
         v = json_array_get(arr, i - 1);
@@ -244,14 +258,14 @@ static void nodes(FILE *f, json_t *st)
             esc(f, str(v, keys[k]));
             fprintf(f, "</td>");
         }
-        fprintf(f, "<td>%lld</td><td>%lld</td><td class=\"l\">%s</td><td>%.3f</td><td>%lld</td>"
-                   "<td>%lld</td></tr>\n",
+        fprintf(f,
+                "<td>%lld</td><td>%lld</td><td class=\"l\">%s</td><td>%.3f</td><td>%lld</td>"
+                "<td>%lld</td></tr>\n",
                 num(v, "mhz"), num(v, "cores"),
                 json_is_true(json_object_get(v, "in_exchange")) ? "yes, in exchange"
                 : json_is_true(json_object_get(v, "active"))    ? "yes"
                                                                 : "no",
-                json_number_value(json_object_get(v, "spu")), num(v, "results"),
-                num(v, "running"));
+                json_number_value(json_object_get(v, "spu")), num(v, "results"), num(v, "running"));
     }
     fprintf(f, "</table>\n");
 }
@@ -270,20 +284,22 @@ static void clusters_queues(FILE *f, json_t *st)
     {
         fprintf(f, "<tr><td class=\"l\">");
         esc(f, str(v, "name"));
-        fprintf(f, "</td><td>%zu</td><td>%.2f</td><td>%lld</td><td>%.2f</td><td>%lld</td>"
-                   "<td>%lld/%lld</td></tr>\n",
+        fprintf(f,
+                "</td><td>%zu</td><td>%.2f</td><td>%lld</td><td>%.2f</td><td>%lld</td>"
+                "<td>%lld/%lld</td></tr>\n",
                 json_array_size(json_object_get(v, "hosts")),
                 json_number_value(json_object_get(v, "speed")), num(v, "cores"),
-                json_number_value(json_object_get(v, "load")), num(v, "jobs"),
-                num(v, "held_mem"), num(v, "mem_mb"));
+                json_number_value(json_object_get(v, "load")), num(v, "jobs"), num(v, "held_mem"),
+                num(v, "mem_mb"));
     }
     if (json_array_size(json_object_get(st, "clusters")))
         fprintf(f, "</table>\n");
     fprintf(f, "<h2>Queues</h2><table><tr><th>queue</th><th class=\"l\">state</th>"
                "<th class=\"l\">mode</th><th>jobs</th></tr>\n");
     json_array_foreach(json_object_get(st, "queues"), i, v)
-        fprintf(f, "<tr><td>%lld</td><td class=\"l\">%s</td><td class=\"l\">%s</td><td>%lld</td>"
-                   "</tr>\n",
+        fprintf(f,
+                "<tr><td>%lld</td><td class=\"l\">%s</td><td class=\"l\">%s</td><td>%lld</td>"
+                "</tr>\n",
                 num(v, "queue"), str(v, "state"), str(v, "mode"), num(v, "jobs"));
     fprintf(f, "</table>\n");
 }
@@ -303,8 +319,9 @@ void stats_html(FILE *f, json_t *st)
               pjob_row);
     nodes(f, st);
     clusters_queues(f, st);
-    fprintf(f, "</main><footer>Machine-readable: <a href=\"stats.json\">stats.json</a>"
-               " &middot; <a href=\"metrics\">metrics</a> (Prometheus, served over "
-               "stats.http only)</footer>\n<script>%s</script>\n</body></html>\n",
+    fprintf(f,
+            "</main><footer>Machine-readable: <a href=\"stats.json\">stats.json</a>"
+            " &middot; <a href=\"metrics\">metrics</a> (Prometheus, served over "
+            "stats.http only)</footer>\n<script>%s</script>\n</body></html>\n",
             script);
 }
