@@ -14,12 +14,14 @@
 
 BUILD   ?= build
 PREFIX  ?= /usr/local
-PKGS    := libzmq msgpack lmdb inih jansson zlib
+PKGS    := libzmq msgpack lmdb inih jansson zlib libmicrohttpd
 DEP_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 # Link flags (process start-up is most of a user tool's run time, see docs/perf.md):
 # libzmq is not linked but loaded on first use (lib/zmqdl.c); the small libraries
 # are linked statically (their .a files come with the -dev packages), so a tool
-# maps only libc, libm and the binary itself.
+# maps only libc, libm and the binary itself. libmicrohttpd (stats.http) is not linked
+# either: lib/httpstats.c loads it when a role starts its statistics server (it pulls
+# GnuTLS and a dozen more libraries; only its header is needed to build).
 STATIC_PKGS := msgpack lmdb inih jansson zlib
 DEP_LIBS   := -Wl,-O1,--as-needed -Wl,-Bstatic $(shell pkg-config --libs $(STATIC_PKGS) \
               2>/dev/null) -Wl,-Bdynamic -ldl -lm

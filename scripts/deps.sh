@@ -4,7 +4,7 @@
 set -eu
 pkgs="build-essential pkg-config libzmq3-dev libmsgpack-dev liblmdb-dev lmdb-utils
       libinih-dev libjansson-dev libcmocka-dev zlib1g-dev python3-pytest python3-zmq
-      python3-msgpack clang libclang-rt-14-dev procps"
+      python3-msgpack clang libclang-rt-14-dev procps libmicrohttpd-dev chromium"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

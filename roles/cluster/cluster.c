@@ -20,6 +20,7 @@
 
 #include "lib/daemon.h"
 #include "lib/fsutil.h"
+#include "lib/httpstats.h"
 #include "lib/log.h"
 #include "lib/loop.h"
 #include "roles/cluster/cluster.h"
@@ -73,7 +74,11 @@ const struct config_key cluster_keys[] = {
      "file of scheduler endpoints (one per line or comma-separated, # comments), re-read "
      "on every MASTER_GET; used instead of endpoints when set"},
     {"stats", "interval_s", CONFIG_INT, "10", OFF(stats_interval_s), 1, 86400, NULL,
-     "how often stats.json and stats.html are rewritten in state_dir"},
+     "how often stats.json and stats.html are rewritten in state_dir (and the served page "
+     "and metrics rebuilt)"},
+    {"stats", "http", CONFIG_STR, "", OFF(stats_http), 0, 0, NULL,
+     "serve the statistics page, /stats.json and /metrics (Prometheus) over HTTP on HOST:PORT "
+     "(e.g. 127.0.0.1:7380; port 0 picks one, written to state_dir/stats.url); empty: off"},
     {"store", "sync", CONFIG_ENUM, "full", OFF(sync), 0, 0, "full|meta|none",
      "full: fsync every commit; meta: skip the meta-page sync; none: no fsync"},
     {"store", "map_mb", CONFIG_INT, "64", OFF(map_mb), 1, 1L << 20, NULL,
@@ -204,6 +209,24 @@ static void on_stats(struct loop *l, void *arg)
         log_warn("cannot write the statistics files");
 }
 
+/* Starts the stats.http server and records its URL in state_dir/stats.url. 0 or -1. */
+static int stats_http_start(struct cluster *c)
+{
+    char err[512], url[300], path[CONFIG_STR_MAX + 16];
+    if (!(c->http = httpstats_start(c->cfg.stats_http, url, sizeof url, err, sizeof err))) {
+        fprintf(stderr, "gridnode cluster: %s\n", err);
+        log_warnx("%s", err);
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/stats.url", c->cfg.state_dir);
+    FILE *f = fopen(path, "w");
+    bool wrote = f && fprintf(f, "%s\n", url) > 0;
+    if ((f && fclose(f) != 0) || !wrote)
+        log_warn("cannot write %s", path);
+    log_info("statistics served at %s (also /stats.json and /metrics)", url);
+    return 0;
+}
+
 static int cluster_open(struct cluster *c)
 {
     char err[512];
@@ -257,6 +280,7 @@ static void cluster_close(struct cluster *c)
     if (c->store)
         store_commit(c->store);
     store_close(&c->store);
+    httpstats_stop(&c->http); /* before the state it was published from goes */
     cluster_free_state(c);
     feed_close(c);
     scored_close(c);
@@ -273,7 +297,8 @@ static int cluster_check(const void *p, char *err, size_t errlen)
     const struct cluster_cfg *cfg = p;
     if (config_check_log_level("cluster.log_level", cfg->log_level, err, errlen) < 0 ||
         config_check_endpoint("cluster.listen", cfg->listen, 1, err, errlen) < 0 ||
-        config_check_file("queues.rc", cfg->sd_rc, err, errlen) < 0)
+        config_check_file("queues.rc", cfg->sd_rc, err, errlen) < 0 ||
+        httpstats_check("stats.http", cfg->stats_http, err, errlen) < 0)
         return -1;
     if (cfg->k_wait_dead <= cfg->k_wait) {
         snprintf(err, errlen, "tasks.k_wait_dead (%g) must be greater than tasks.k_wait (%g)",
@@ -298,8 +323,9 @@ int cluster_main(int argc, char **argv)
     struct daemon_opts dop = {"cluster", c.cfg.listen, c.cfg.state_dir, c.cfg.peer_queue,
                               c.cfg.peer_timeout_s * 1000};
     struct daemon_ops ops = {on_request, on_commit, on_reload, &c, feed_expire};
-    if (cluster_open(&c) < 0 || !(c.loop = loop_new()) ||
-        !(c.daemon = daemon_new(c.loop, &dop, &ops)))
+    /* the HTTP port before the ZeroMQ one: "listening on" means everything is up */
+    if (cluster_open(&c) < 0 || (c.cfg.stats_http[0] && stats_http_start(&c) < 0) ||
+        !(c.loop = loop_new()) || !(c.daemon = daemon_new(c.loop, &dop, &ops)))
         goto out;
     loop_timer(c.loop, 1000, 1, on_check, &c);
     loop_timer(c.loop, c.cfg.stats_interval_s * 1000, 1, on_stats, &c);

@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "lib/config.h"
 #include "wire/wire.h"
@@ -19,6 +20,8 @@ struct store;
 struct store_table;
 struct loop;
 struct daemon;
+struct httpstats;
+struct json_t;
 
 /* A JOB reply stops adding outputs once it passes this size (the frame cap is 64 MiB). */
 #define CLUSTER_REPLY_MAX (32u << 20)
@@ -47,6 +50,7 @@ struct cluster_cfg {
     long node_poll_s;      /* a computing node checks in this often (cancels arrive) */
     int heartbeat_extends;
     long stats_interval_s;
+    char stats_http[CONFIG_STR_MAX]; /* "HOST:PORT" of the statistics server, "" = none */
     int sync;
     long map_mb;
     long peer_queue; /* limits.peer_queue (lib/daemon.h) */
@@ -201,6 +205,9 @@ struct cluster {
     bool turn_failed; /* a handler could not buffer its writes: undo the turn */
     uint64_t turn_changes;
     uint32_t load_skipped; /* records cluster_load could not load (each logged with its key) */
+    struct httpstats *http; /* stats.http server, or NULL (stats.c) */
+    /* since start, for /metrics: hand-outs, re-issues, results completing a task, others */
+    uint64_t n_issued, n_reissued, n_results, n_dups;
 };
 
 /* cluster.c */
@@ -311,6 +318,8 @@ void master_reply(struct cluster *c, const struct wire_msg *msg, struct wire_buf
 
 /* stats.c */
 int stats_write(struct cluster *c);
+/* stats_html.c: the page, drawn from the stats.json document (a json_t *) */
+void stats_html(FILE *f, struct json_t *st);
 
 /* handlers.c */
 struct request {

@@ -1,12 +1,17 @@
 /*
- * stats.c - the statistics files of X5, rewritten periodically in the state directory
- * for a web server: stats.json (for scripts) and stats.html (for people). Both are
- * written to a temporary file and renamed, so a reader never sees half a file.
+ * stats.c - the statistics of X5, rebuilt every stats.interval_s in the role's loop:
+ * stats.json (for scripts) and stats.html (for people, stats_html.c) rewritten in the
+ * state directory (each to a temporary file, then renamed, so a reader never sees half
+ * a file), and, when stats.http is set, published with the Prometheus metrics to the
+ * role's HTTP server (lib/httpstats.h). See docs/stats.md.
  */
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "lib/daemon.h"
+#include "lib/httpstats.h"
 #include "lib/log.h"
 #include "lib/loop.h"
 #include "lib/mpjson.h"
@@ -39,6 +44,23 @@ static void stats_scored(struct cluster *c, json_t *root)
     wire_buf_free(&wb);
 }
 
+static void task_counts(const struct cluster *c, double out[4]);
+
+/* The endpoint actually bound (tcp://...:* resolved), from state_dir/endpoint. */
+static json_t *bound_endpoint(const struct cluster *c)
+{
+    char path[CONFIG_STR_MAX + 16], ep[CONFIG_STR_MAX] = "";
+    snprintf(path, sizeof path, "%s/endpoint", c->cfg.state_dir);
+    FILE *f = strchr(c->cfg.listen, '*') ? fopen(path, "r") : NULL;
+    if (f) {
+        if (!fgets(ep, sizeof ep, f))
+            ep[0] = '\0';
+        fclose(f);
+        ep[strcspn(ep, "\r\n")] = '\0';
+    }
+    return json_string(ep[0] ? ep : c->cfg.listen);
+}
+
 static json_t *stats_build(struct cluster *c, int64_t now)
 {
     json_t *root = json_object(), *nodes = json_array(), *jobs = json_array();
@@ -59,15 +81,15 @@ static json_t *stats_build(struct cluster *c, int64_t now)
         }
         exchange += in_exchange;
         json_array_append_new(
-            nodes, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:b, s:b, s:f, "
-                             "s:I, s:I, s:I, s:I}",
-                             "sid", n->sid, "node", n->name, "cluster", n->cluster, "client",
-                             n->client, "os", n->os, "ip", n->ip, "mhz", (json_int_t)n->mhz,
-                             "cores", (json_int_t)n->cores, "mem_mb", (json_int_t)n->mem_mb,
-                             "active", n->active, "in_exchange", in_exchange, "spu", n->spu,
-                             "results", (json_int_t)n->results, "running",
-                             (json_int_t)n->inflight, "last_ms", (json_int_t)n->last_ms,
-                             "portion_since_ms", (json_int_t)(n->inflight ? n->cur_since_ms : 0)));
+            nodes,
+            json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:b, s:b, s:f, "
+                      "s:I, s:I, s:I, s:I}",
+                      "sid", n->sid, "node", n->name, "cluster", n->cluster, "client", n->client,
+                      "os", n->os, "ip", n->ip, "mhz", (json_int_t)n->mhz, "cores",
+                      (json_int_t)n->cores, "mem_mb", (json_int_t)n->mem_mb, "active", n->active,
+                      "in_exchange", in_exchange, "spu", n->spu, "results", (json_int_t)n->results,
+                      "running", (json_int_t)n->inflight, "last_ms", (json_int_t)n->last_ms,
+                      "portion_since_ms", (json_int_t)(n->inflight ? n->cur_since_ms : 0)));
     }
     for (uint32_t i = 0; i < c->njobs; i++) {
         const struct job *j = c->jobs[i];
@@ -80,120 +102,168 @@ static json_t *stats_build(struct cluster *c, int64_t now)
                       j->ntasks ? (double)j->ndone / j->ntasks : 1.0));
     }
     json_object_set_new(root, "time_ms", json_integer(now));
+    json_object_set_new(root, "interval_s", json_integer(c->cfg.stats_interval_s));
+    json_object_set_new(root, "listen", bound_endpoint(c));
     json_object_set_new(root, "active_nodes", json_integer(active));
     json_object_set_new(root, "nodes_in_exchange", json_integer(exchange));
     json_object_set_new(root, "power",
                         json_pack("{s:I, s:I, s:f}", "mhz_total", (json_int_t)mhz, "slots",
                                   (json_int_t)cores, "work_units_per_s", wups));
-    json_object_set_new(root, "tasks_in_flight", json_integer(c->nheap));
+    double tn[4];
+    task_counts(c, tn);
+    json_object_set_new(root, "tasks_in_flight", json_integer((json_int_t)tn[1]));
+    json_object_set_new(root, "tasks",
+                        json_pack("{s:I, s:I, s:I, s:I}", "waiting", (json_int_t)tn[0], "running",
+                                  (json_int_t)tn[1], "done", (json_int_t)tn[2], "failed",
+                                  (json_int_t)tn[3]));
     json_object_set_new(root, "jobs", jobs);
     json_object_set_new(root, "nodes", nodes);
     stats_scored(c, root);
     return root;
 }
 
-static void html_escape(FILE *f, const char *s)
+/* A label value of the exposition format: backslash, double quote and newline escaped. */
+static void label(FILE *f, const char *s)
 {
     for (; *s; s++)
-        switch (*s) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        default: fputc(*s, f);
-        }
+        if (*s == '\\' || *s == '"')
+            fprintf(f, "\\%c", *s);
+        else if (*s == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*s, f);
 }
 
-static void stats_html(FILE *f, json_t *st)
+static void family(FILE *f, const char *name, const char *type, const char *help)
 {
-    json_t *p = json_object_get(st, "power");
-    fprintf(f, "<!doctype html><html><head><meta charset=\"utf-8\">"
-               "<meta http-equiv=\"refresh\" content=\"10\"><title>gridnode cluster</title>"
-               "<style>body{font-family:sans-serif}td,th{padding:2px 8px;text-align:right}"
-               "th{background:#ddd}</style></head><body><h1>gridnode cluster</h1>\n");
-    fprintf(f, "<p>Active nodes: <b>%lld</b>, in exchange: <b>%lld</b>, total power: <b>%lld</b> "
-               "MHz over <b>%lld</b> slots, <b>%.3f</b> work units/s measured</p>\n",
-            json_integer_value(json_object_get(st, "active_nodes")),
-            json_integer_value(json_object_get(st, "nodes_in_exchange")),
-            json_integer_value(json_object_get(p, "mhz_total")),
-            json_integer_value(json_object_get(p, "slots")),
-            json_real_value(json_object_get(p, "work_units_per_s")));
-    fprintf(f, "<h2>Jobs</h2><table><tr><th>job</th><th>name</th><th>state</th><th>tasks</th>"
-               "<th>done</th><th>failed</th><th>progress</th></tr>\n");
+    fprintf(f, "# HELP gridnode_cluster_%s %s\n# TYPE gridnode_cluster_%s %s\n", name, help, name,
+            type);
+}
+
+static void sample(FILE *f, const char *name, const char *lname, const char *lval, double v)
+{
+    fprintf(f, "gridnode_cluster_%s", name);
+    if (lname) {
+        fprintf(f, "{%s=\"", lname);
+        label(f, lval);
+        fputs("\"}", f);
+    }
+    fprintf(f, " %.17g\n", v);
+}
+
+static void metric(FILE *f, const char *name, const char *type, const char *help, double v)
+{
+    family(f, name, type, help);
+    sample(f, name, NULL, NULL, v);
+}
+
+/* Task counts of the jobs in memory: waiting (never issued, or re-issuable), running
+ * (issued, no result yet), done (valid result), failed (final failure). */
+static void task_counts(const struct cluster *c, double out[4])
+{
+    memset(out, 0, 4 * sizeof out[0]);
+    for (uint32_t i = 0; i < c->njobs; i++) {
+        const struct job *j = c->jobs[i];
+        out[2] += j->ndone - j->nfailed;
+        out[3] += j->nfailed;
+        if (j->state == JS_DONE || j->state == JS_CANCELLED)
+            continue;
+        uint32_t running = 0;
+        for (uint32_t k = 0; k < j->next_new; k++)
+            running += j->tasks[k].state == TS_ISSUED;
+        out[1] += running;
+        out[0] += j->ntasks - j->ndone - running;
+    }
+}
+
+/* The Prometheus text exposition format (version 0.0.4), every family with HELP/TYPE. */
+static void stats_metrics(FILE *f, struct cluster *c, json_t *st)
+{
+    static const char *js[] = {"queued", "running", "done", "failed", "cancelled"};
+    static const char *ts[] = {"waiting", "running", "done", "failed"};
+    double jn[5] = {0}, tn[4], pn[8] = {0};
+    for (uint32_t i = 0; i < c->njobs; i++) {
+        const char *s = job_state_shown(c->jobs[i]);
+        for (int k = 0; k < 5; k++)
+            jn[k] += !strcmp(s, js[k]);
+    }
+    for (uint32_t i = 0; c->sd && i < c->sd->njobs; i++)
+        pn[c->sd->jobs[i]->state < 8 ? c->sd->jobs[i]->state : 0]++;
+    task_counts(c, tn);
+    metric(f, "stats_generated_seconds", "gauge", "Unix time these statistics were built.",
+           (double)json_integer_value(json_object_get(st, "time_ms")) / 1000.0);
+    family(f, "jobs", "gauge",
+           "Jobs (task bags) in memory by state (failed: done with failed tasks).");
+    for (int k = 0; k < 5; k++)
+        sample(f, "jobs", "state", js[k], jn[k]);
+    family(f, "tasks", "gauge", "Tasks of the jobs in memory by state.");
+    for (int k = 0; k < 4; k++)
+        sample(f, "tasks", "state", ts[k], tn[k]);
+    family(f, "parallel_jobs", "gauge", "Parallel jobs in memory by state.");
+    for (int k = 0; k < 8; k++)
+        sample(f, "parallel_jobs", "state", pj_state_name((enum pj_state)k), pn[k]);
+    json_t *q, *p = json_object_get(st, "power");
     size_t i;
-    json_t *v;
-    json_array_foreach(json_object_get(st, "jobs"), i, v)
+    family(f, "queue_jobs", "gauge", "Unfinished parallel jobs in each priority queue.");
+    json_array_foreach(json_object_get(st, "queues"), i, q)
     {
-        fprintf(f, "<tr><td>%lld</td><td>", json_integer_value(json_object_get(v, "job")));
-        html_escape(f, json_string_value(json_object_get(v, "name")));
-        fprintf(f, "</td><td>%s</td><td>%lld</td><td>%lld</td><td>%lld</td><td>%.1f%%</td></tr>\n",
-                json_string_value(json_object_get(v, "state")),
-                json_integer_value(json_object_get(v, "ntasks")),
-                json_integer_value(json_object_get(v, "done")),
-                json_integer_value(json_object_get(v, "failed")),
-                100 * json_real_value(json_object_get(v, "progress")));
+        char qn[24];
+        snprintf(qn, sizeof qn, "%lld", json_integer_value(json_object_get(q, "queue")));
+        sample(f, "queue_jobs", "queue", qn,
+               (double)json_integer_value(json_object_get(q, "jobs")));
     }
-    fprintf(f, "</table><h2>Nodes</h2><table><tr><th>node</th><th>cluster</th><th>client</th>"
-               "<th>ip</th><th>os</th><th>MHz</th><th>cores</th><th>active</th><th>s/unit</th>"
-               "<th>results</th><th>running</th></tr>\n");
-    json_array_foreach(json_object_get(st, "nodes"), i, v)
-    {
-        const char *keys[] = {"node", "cluster", "client", "ip", "os"};
-        fprintf(f, "<tr>");
-        for (int k = 0; k < 5; k++) {
-            fprintf(f, "<td>");
-            html_escape(f, json_string_value(json_object_get(v, keys[k])));
-            fprintf(f, "</td>");
+    uint32_t total = 0;
+    for (uint32_t k = 0; k < c->nnodes; k++)
+        total += !c->nodes[k].gone;
+    double active = (double)json_integer_value(json_object_get(st, "active_nodes"));
+    family(f, "nodes", "gauge",
+           "Known node sessions by state (inactive: silent past k_wait_dead).");
+    sample(f, "nodes", "state", "active", active);
+    sample(f, "nodes", "state", "inactive", total - active);
+    metric(f, "nodes_in_exchange", "gauge",
+           "Nodes that made a request within the last heartbeat period.",
+           (double)json_integer_value(json_object_get(st, "nodes_in_exchange")));
+    metric(f, "power_mhz", "gauge", "Sum of MHz x cores of the active nodes.",
+           (double)json_integer_value(json_object_get(p, "mhz_total")));
+    metric(f, "slots", "gauge", "Task slots of the active nodes.",
+           (double)json_integer_value(json_object_get(p, "slots")));
+    metric(f, "work_units_per_second", "gauge", "Measured throughput of the active nodes.",
+           json_number_value(json_object_get(p, "work_units_per_s")));
+    metric(f, "reissue_heap", "gauge",
+           "Entries of the re-issue heap (tasks in flight, with stale entries).", c->nheap);
+    metric(f, "held_requests", "gauge", "Requests held open (long polls) now.",
+           c->daemon ? daemon_held_count(c->daemon) : 0);
+    metric(f, "tasks_issued_total", "counter", "Tasks handed out to nodes since the role started.",
+           (double)c->n_issued);
+    metric(f, "tasks_reissued_total", "counter",
+           "Hand-outs of a task that had been handed out before (re-issues) since start.",
+           (double)c->n_reissued);
+    metric(f, "results_accepted_total", "counter",
+           "Results that completed a task (first valid result) since start.", (double)c->n_results);
+    metric(f, "results_duplicate_total", "counter",
+           "Later results of done tasks and node-side errors stored as duplicates since start.",
+           (double)c->n_dups);
+    metric(f, "results_stale_total", "counter",
+           "Results of another incarnation of the state dropped since start.",
+           (double)c->stale_results);
+    metric(f, "replies_dropped_total", "counter",
+           "Replies dropped because a peer was over limits.peer_queue since start.",
+           c->daemon ? (double)daemon_dropped(c->daemon) : 0);
+    family(f, "node_results_total", "counter", "Valid results returned by each node session.");
+    for (uint32_t k = 0; k < c->nnodes; k++)
+        if (!c->nodes[k].gone) {
+            fprintf(f, "gridnode_cluster_node_results_total{node=\"");
+            label(f, c->nodes[k].name);
+            fprintf(f, "\",sid=\"%s\"} %llu\n", c->nodes[k].sid,
+                    (unsigned long long)c->nodes[k].results);
         }
-        fprintf(f, "<td>%lld</td><td>%lld</td><td>%s</td><td>%.3f</td><td>%lld</td><td>%lld</td></tr>\n",
-                json_integer_value(json_object_get(v, "mhz")),
-                json_integer_value(json_object_get(v, "cores")),
-                json_is_true(json_object_get(v, "active")) ? "yes" : "no",
-                json_real_value(json_object_get(v, "spu")),
-                json_integer_value(json_object_get(v, "results")),
-                json_integer_value(json_object_get(v, "running")));
-    }
-    fprintf(f, "</table><h2>Clusters (parallel jobs)</h2><table><tr><th>cluster</th>"
-               "<th>speed</th><th>cores</th><th>load</th><th>jobs</th><th>mem MiB held/limit"
-               "</th></tr>\n");
-    json_array_foreach(json_object_get(st, "clusters"), i, v) {
-        fprintf(f, "<tr><td>");
-        html_escape(f, json_string_value(json_object_get(v, "name")));
-        fprintf(f, "</td><td>%.2f</td><td>%lld</td><td>%.2f</td><td>%lld</td><td>%lld/%lld</td>"
-                   "</tr>\n", json_number_value(json_object_get(v, "speed")),
-                json_integer_value(json_object_get(v, "cores")),
-                json_number_value(json_object_get(v, "load")),
-                json_integer_value(json_object_get(v, "jobs")),
-                json_integer_value(json_object_get(v, "held_mem")),
-                json_integer_value(json_object_get(v, "mem_mb")));
-    }
-    fprintf(f, "</table><h2>Queues</h2><table><tr><th>queue</th><th>state</th><th>mode</th>"
-               "<th>jobs</th></tr>\n");
-    json_array_foreach(json_object_get(st, "queues"), i, v)
-        fprintf(f, "<tr><td>%lld</td><td>%s</td><td>%s</td><td>%lld</td></tr>\n",
-                json_integer_value(json_object_get(v, "queue")),
-                json_string_value(json_object_get(v, "state")),
-                json_string_value(json_object_get(v, "mode")),
-                json_integer_value(json_object_get(v, "jobs")));
-    fprintf(f, "</table></body></html>\n");
-}
-
-/* Writes path atomically with writer(f, st); 0 or -1. */
-static int write_atomic(const char *dir, const char *name, json_t *st,
-                        void (*writer)(FILE *, json_t *))
-{
-    char tmp[CONFIG_STR_MAX + 64], path[CONFIG_STR_MAX + 64];
-    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return -1;
-    writer(f, st);
-    if (fclose(f) != 0 || rename(tmp, path) < 0) {
-        remove(tmp);
-        return -1;
-    }
-    return 0;
+    family(f, "node_tasks_running", "gauge", "Tasks each active node session holds now.");
+    for (uint32_t k = 0; k < c->nnodes; k++)
+        if (!c->nodes[k].gone && c->nodes[k].active) {
+            fprintf(f, "gridnode_cluster_node_tasks_running{node=\"");
+            label(f, c->nodes[k].name);
+            fprintf(f, "\",sid=\"%s\"} %u\n", c->nodes[k].sid, c->nodes[k].inflight);
+        }
 }
 
 static void json_writer(FILE *f, json_t *st)
@@ -202,14 +272,60 @@ static void json_writer(FILE *f, json_t *st)
     fputc('\n', f);
 }
 
+/* One document into a malloc'ed buffer (*buf, *len); 0 or -1. */
+static int render(char **buf, size_t *len, void (*writer)(FILE *, json_t *), json_t *st,
+                  struct cluster *c)
+{
+    FILE *f = open_memstream(buf, len);
+    if (!f)
+        return -1;
+    if (writer)
+        writer(f, st);
+    else
+        stats_metrics(f, c, st);
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+/* Writes buf to dir/name atomically (temporary file, then rename); 0 or -1. */
+static int write_atomic(const char *dir, const char *name, const char *buf, size_t len)
+{
+    char tmp[CONFIG_STR_MAX + 64], path[CONFIG_STR_MAX + 64];
+    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return -1;
+    size_t n = fwrite(buf, 1, len, f);
+    if (fclose(f) != 0 || n != len || rename(tmp, path) < 0) {
+        remove(tmp);
+        return -1;
+    }
+    return 0;
+}
+
 int stats_write(struct cluster *c)
 {
     json_t *st = stats_build(c, wall_now_ms());
+    char *doc[HTTPSTATS_NDOCS] = {NULL};
+    size_t len[HTTPSTATS_NDOCS] = {0};
+    int rc = -1;
     if (!st)
         return -1;
-    int rc = write_atomic(c->cfg.state_dir, "stats.json", st, json_writer);
-    if (rc == 0)
-        rc = write_atomic(c->cfg.state_dir, "stats.html", st, stats_html);
+    if (render(&doc[HTTPSTATS_JSON], &len[HTTPSTATS_JSON], json_writer, st, c) < 0 ||
+        render(&doc[HTTPSTATS_HTML], &len[HTTPSTATS_HTML], stats_html, st, c) < 0 ||
+        (c->http && render(&doc[HTTPSTATS_METRICS], &len[HTTPSTATS_METRICS], NULL, st, c) < 0))
+        goto out;
+    for (int d = 0; c->http && d < HTTPSTATS_NDOCS; d++)
+        if (httpstats_publish(c->http, (enum httpstats_doc)d, doc[d], len[d]) < 0)
+            goto out;
+    if (write_atomic(c->cfg.state_dir, "stats.json", doc[HTTPSTATS_JSON], len[HTTPSTATS_JSON]) <
+            0 ||
+        write_atomic(c->cfg.state_dir, "stats.html", doc[HTTPSTATS_HTML], len[HTTPSTATS_HTML]) < 0)
+        goto out;
+    rc = 0;
+out:
+    for (int d = 0; d < HTTPSTATS_NDOCS; d++)
+        free(doc[d]);
     json_decref(st);
     return rc;
 }

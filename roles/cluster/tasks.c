@@ -380,6 +380,8 @@ static int issue_one(struct cluster *c, struct node *n, struct job *j, uint32_t 
     t->dl_prev = t->dl;
     t->dl = dl;
     t->state = TS_ISSUED;
+    c->n_issued++;
+    c->n_reissued += t->issues > 0;
     t->issues++;
     t->node = (uint32_t)(n - c->nodes);
     t->input_kb = (uint32_t)(inbytes / 1024);
@@ -573,12 +575,14 @@ int tasks_result(struct cluster *c, struct node *n, const msgpack_object *res)
     }
     if (t->state == TS_DONE) {
         j->ndups++;
+        c->n_dups++;
         cluster_mark_job(c, j);
         return save_result(c, n, res, jid, idx, j->ndups, late);
     }
     if (node_error && (long)t->errors + 1 < c->cfg.max_attempts) {
         t->errors++;
         j->ndups++;
+        c->n_dups++;
         t->avoid = me + 1; /* preferably another node next (take_expired) */
         if (t->state == TS_ISSUED && t->node == me && t->issues == issue) {
             unhold(c, t);
@@ -599,6 +603,7 @@ int tasks_result(struct cluster *c, struct node *n, const msgpack_object *res)
     t->node = me;
     t->won = issue;
     j->ndone++;
+    c->n_results++;
     if (!ok)
         j->nfailed++;
     n->results++;
