@@ -183,6 +183,8 @@ static int accept_class(struct cluster *c, struct job *j, uint32_t idx, struct v
         struct vcand *cd = &vt->cand[k];
         if (cd->status != VC_PENDING)
             continue;
+        if (k != ci)
+            j->ndups++; /* results that did not become the final one */
         if (cd->cls == cls) {
             cd->status = k == ci ? VC_CANONICAL : VC_AGREES;
             if (!alone)
