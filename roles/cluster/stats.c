@@ -58,8 +58,7 @@ static json_t *stats_build(struct cluster *c, int64_t now)
                 wups += (n->slots ? n->slots : 1) / n->spu;
         }
         exchange += in_exchange;
-        json_array_append_new(
-            nodes, json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:b, s:b, s:f, "
+        json_t *no = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:b, s:b, s:f, "
                              "s:I, s:I, s:I, s:I}",
                              "sid", n->sid, "node", n->name, "cluster", n->cluster, "client",
                              n->client, "os", n->os, "ip", n->ip, "mhz", (json_int_t)n->mhz,
@@ -67,7 +66,18 @@ static json_t *stats_build(struct cluster *c, int64_t now)
                              "active", n->active, "in_exchange", in_exchange, "spu", n->spu,
                              "results", (json_int_t)n->results, "running",
                              (json_int_t)n->inflight, "last_ms", (json_int_t)n->last_ms,
-                             "portion_since_ms", (json_int_t)(n->inflight ? n->cur_since_ms : 0)));
+                             "portion_since_ms", (json_int_t)(n->inflight ? n->cur_since_ms : 0));
+        json_t *tr = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "consec_valid",
+                                             (json_int_t)n->tr.consec, "valid",
+                                             (json_int_t)n->tr.nvalid, "invalid",
+                                             (json_int_t)n->tr.ninvalid, "spot_pass",
+                                             (json_int_t)n->tr.spot_pass, "spot_fail",
+                                             (json_int_t)n->tr.spot_fail, "probation",
+                                             (json_int_t)n->tr.probation);
+        if (no && tr) /* result checking (validate.c) */
+            json_object_update(no, tr);
+        json_decref(tr);
+        json_array_append_new(nodes, no);
     }
     for (uint32_t i = 0; i < c->njobs; i++) {
         const struct job *j = c->jobs[i];
@@ -135,7 +145,8 @@ static void stats_html(FILE *f, json_t *st)
     }
     fprintf(f, "</table><h2>Nodes</h2><table><tr><th>node</th><th>cluster</th><th>client</th>"
                "<th>ip</th><th>os</th><th>MHz</th><th>cores</th><th>active</th><th>s/unit</th>"
-               "<th>results</th><th>running</th></tr>\n");
+               "<th>results</th><th>running</th><th>valid in a row</th><th>wrong %%</th>"
+               "<th>spot checks passed/failed</th></tr>\n");
     json_array_foreach(json_object_get(st, "nodes"), i, v)
     {
         const char *keys[] = {"node", "cluster", "client", "ip", "os"};
@@ -145,13 +156,21 @@ static void stats_html(FILE *f, json_t *st)
             html_escape(f, json_string_value(json_object_get(v, keys[k])));
             fprintf(f, "</td>");
         }
-        fprintf(f, "<td>%lld</td><td>%lld</td><td>%s</td><td>%.3f</td><td>%lld</td><td>%lld</td></tr>\n",
+        fprintf(f, "<td>%lld</td><td>%lld</td><td>%s</td><td>%.3f</td><td>%lld</td><td>%lld</td>",
                 json_integer_value(json_object_get(v, "mhz")),
                 json_integer_value(json_object_get(v, "cores")),
                 json_is_true(json_object_get(v, "active")) ? "yes" : "no",
                 json_real_value(json_object_get(v, "spu")),
                 json_integer_value(json_object_get(v, "results")),
                 json_integer_value(json_object_get(v, "running")));
+        json_int_t nv = json_integer_value(json_object_get(v, "valid")),
+                   ni = json_integer_value(json_object_get(v, "invalid"));
+        fprintf(f, "<td>%lld</td><td>%.1f</td><td>%lld/%lld%s</td></tr>\n",
+                json_integer_value(json_object_get(v, "consec_valid")),
+                nv + ni ? 100.0 * (double)ni / (double)(nv + ni) : 0.0,
+                json_integer_value(json_object_get(v, "spot_pass")),
+                json_integer_value(json_object_get(v, "spot_fail")),
+                json_integer_value(json_object_get(v, "probation")) ? " (probation)" : "");
     }
     fprintf(f, "</table><h2>Clusters (parallel jobs)</h2><table><tr><th>cluster</th>"
                "<th>speed</th><th>cores</th><th>load</th><th>jobs</th><th>mem MiB held/limit"

@@ -24,12 +24,12 @@
 /* ---- hashing and randomness ---- */
 
 #define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
-#define SIPROUND                                                                               \
-    do {                                                                                       \
-        v0 += v1, v1 = ROTL(v1, 13), v1 ^= v0, v0 = ROTL(v0, 32);                              \
-        v2 += v3, v3 = ROTL(v3, 16), v3 ^= v2;                                                 \
-        v0 += v3, v3 = ROTL(v3, 21), v3 ^= v0;                                                 \
-        v2 += v1, v1 = ROTL(v1, 17), v1 ^= v2, v2 = ROTL(v2, 32);                              \
+#define SIPROUND                                                                                   \
+    do {                                                                                           \
+        v0 += v1, v1 = ROTL(v1, 13), v1 ^= v0, v0 = ROTL(v0, 32);                                  \
+        v2 += v3, v3 = ROTL(v3, 16), v3 ^= v2;                                                     \
+        v0 += v3, v3 = ROTL(v3, 21), v3 ^= v0;                                                     \
+        v2 += v1, v1 = ROTL(v1, 17), v1 ^= v2, v2 = ROTL(v2, 32);                                  \
     } while (0)
 
 static uint64_t le64(const uint8_t *p)
@@ -561,8 +561,7 @@ uint32_t valid_issue_no(const struct job *j, const struct task *t)
     return j->v && j->v->known ? 1 : t->issues + 1;
 }
 
-int valid_issued(struct cluster *c, struct node *n, struct job *j, uint32_t idx,
-                 int64_t expiry_ms)
+int valid_issued(struct cluster *c, struct node *n, struct job *j, uint32_t idx, int64_t expiry_ms)
 {
     struct task *t = &j->tasks[idx];
     uint32_t ni = (uint32_t)(n - c->nodes);
@@ -602,14 +601,13 @@ int valid_issued(struct cluster *c, struct node *n, struct job *j, uint32_t idx,
     return cluster_task_save(c, j, idx);
 }
 
-void valid_extend(struct cluster *c, struct node *n, struct job *j, uint32_t idx,
-                  uint32_t issue, int64_t until)
+void valid_extend(struct cluster *c, struct node *n, struct job *j, uint32_t idx, uint32_t issue,
+                  int64_t until)
 {
     struct vtask *vt = valid_vt(j, idx);
     uint32_t ni = (uint32_t)(n - c->nodes);
     for (uint32_t k = 0; vt && k < vt->ncopy; k++)
-        if (vt->copy[k].node == ni && vt->copy[k].issue == issue &&
-            vt->copy[k].expiry_ms < until) {
+        if (vt->copy[k].node == ni && vt->copy[k].issue == issue && vt->copy[k].expiry_ms < until) {
             vt->copy[k].expiry_ms = until;
             vheap_push(c->vs, (struct heap_ent){until, j->id, idx, issue});
         }

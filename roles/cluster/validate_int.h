@@ -67,8 +67,8 @@ struct jvalid {
     uint32_t replicas, quorum, max_results;
     uint8_t distinct; /* enum v_distinct */
     bool adaptive;
-    bool known;      /* every task has a known answer: a pool of spot checks */
-    char *validator; /* NULL: exact comparison of exit status and stdout */
+    bool known;        /* every task has a known answer: a pool of spot checks */
+    char *validator;   /* NULL: exact comparison of exit status and stdout */
     struct vtask **vt; /* [ntasks], NULL until first handed out */
     uint64_t *ka;      /* known jobs: the answer class of each task */
     uint64_t spot_pass, spot_fail;

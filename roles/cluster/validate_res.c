@@ -66,8 +66,8 @@ static void job_check_done(struct job *j)
     if (j->ndone == j->ntasks && j->state == JS_RUNNING) {
         j->state = JS_DONE;
         j->finished_ms = wall_now_ms();
-        log_info("job %llu done: %u tasks, %u failed, %u extra results",
-                 (unsigned long long)j->id, j->ntasks, j->nfailed, j->ndups);
+        log_info("job %llu done: %u tasks, %u failed, %u extra results", (unsigned long long)j->id,
+                 j->ntasks, j->nfailed, j->ndups);
     }
 }
 
@@ -93,8 +93,8 @@ static void free_recs(struct vtask *vt)
 }
 
 /* Marks the task final: t_results gets rec (len bytes); counters and the job move on. */
-static int finish(struct cluster *c, struct job *j, uint32_t idx, struct vtask *vt,
-                  const void *rec, size_t len, bool ok, uint32_t node, uint32_t issue)
+static int finish(struct cluster *c, struct job *j, uint32_t idx, struct vtask *vt, const void *rec,
+                  size_t len, bool ok, uint32_t node, uint32_t issue)
 {
     struct task *t = &j->tasks[idx];
     uint8_t key[12];
@@ -167,8 +167,8 @@ static void *cand_bytes(struct cluster *c, const struct job *j, uint32_t idx,
 }
 
 /* Class members become canonical (the first) and "agrees"; other pending: rejected. */
-static int accept_class(struct cluster *c, struct job *j, uint32_t idx, struct vtask *vt, uint32_t ci,
-                  bool alone)
+static int accept_class(struct cluster *c, struct job *j, uint32_t idx, struct vtask *vt,
+                        uint32_t ci, bool alone)
 {
     uint64_t cls = vt->cand[ci].cls;
     size_t len;
@@ -195,8 +195,8 @@ static int accept_class(struct cluster *c, struct job *j, uint32_t idx, struct v
             valid_trust_invalid(c, cd->node);
         }
     }
-    int rc = finish(c, j, idx, vt, bytes, len, vt->cand[ci].ok, vt->cand[ci].node,
-                    vt->cand[ci].issue);
+    int rc =
+        finish(c, j, idx, vt, bytes, len, vt->cand[ci].ok, vt->cand[ci].node, vt->cand[ci].issue);
     if (owned)
         free(bytes);
     return rc;
@@ -243,8 +243,8 @@ int valid_evaluate(struct cluster *c, struct job *j, uint32_t idx)
     if (need > out)
         vt->want = (uint8_t)(vt->want + need - out);
     if (nres + vt->ncopy + vt->want > v->max_results)
-        vt->want = (uint8_t)(nres + vt->ncopy >= v->max_results ? 0
-                                                                 : v->max_results - nres - vt->ncopy);
+        vt->want =
+            (uint8_t)(nres + vt->ncopy >= v->max_results ? 0 : v->max_results - nres - vt->ncopy);
     if (vt->want == 0 && vt->ncopy == 0)
         return valid_fail_task(c, j, idx, VW_NOQUORUM);
     valid_want_more(c, j, idx, vt);
@@ -496,8 +496,7 @@ void valid_task_load(struct cluster *c, struct job *j, uint32_t idx, const msgpa
 {
     const msgpack_object *v = wire_get(m, "v"), *cands, *copies;
     struct vtask *vt;
-    if (!v || v->type != MSGPACK_OBJECT_MAP || v->via.map.size == 0 ||
-        !(vt = vt_get_ext(j, idx)))
+    if (!v || v->type != MSGPACK_OBJECT_MAP || v->via.map.size == 0 || !(vt = vt_get_ext(j, idx)))
         return;
     vt->state = (uint8_t)(wire_get_u64(v, "state", 0) == VT_DONE ? VT_DONE : VT_OPEN);
     vt->vruns = (uint8_t)wire_get_u64(v, "vruns", 0);
@@ -525,8 +524,8 @@ void valid_task_load(struct cluster *c, struct job *j, uint32_t idx, const msgpa
         if (a->type != MSGPACK_OBJECT_ARRAY || a->via.array.size != 3 ||
             a->via.array.ptr[0].type != MSGPACK_OBJECT_STR)
             continue;
-        struct node *n = cluster_node_find(c, a->via.array.ptr[0].via.str.ptr,
-                                           a->via.array.ptr[0].via.str.size);
+        struct node *n =
+            cluster_node_find(c, a->via.array.ptr[0].via.str.ptr, a->via.array.ptr[0].via.str.size);
         struct vcopy *cp = realloc(vt->copy, (vt->ncopy + 1u) * sizeof *cp);
         if (!cp)
             break;
@@ -694,10 +693,10 @@ static int pack_one(void *arg, const void *key, size_t klen, const void *val, si
     uint32_t keep = 0;
     for (uint32_t i = 0; i < m->via.map.size; i++) {
         const msgpack_object *k = &m->via.map.ptr[i].key;
-        bool out = k->via.str.size == 6 && (!memcmp(k->via.str.ptr, "stdout", 6) ||
-                                            !memcmp(k->via.str.ptr, "stderr", 6));
-        bool skip = (k->via.str.size == 3 && !memcmp(k->via.str.ptr, "job", 3)) ||
-                    (out && !w->output);
+        bool out = k->via.str.size == 6 &&
+                   (!memcmp(k->via.str.ptr, "stdout", 6) || !memcmp(k->via.str.ptr, "stderr", 6));
+        bool skip =
+            (k->via.str.size == 3 && !memcmp(k->via.str.ptr, "job", 3)) || (out && !w->output);
         keep += !skip;
     }
     wire_pack_map(w->wb, keep + 2);
@@ -705,8 +704,8 @@ static int pack_one(void *arg, const void *key, size_t klen, const void *val, si
     wire_put_str(w->wb, "why", why_text[cd->why]);
     for (uint32_t i = 0; i < m->via.map.size; i++) {
         const msgpack_object *k = &m->via.map.ptr[i].key;
-        bool out = k->via.str.size == 6 && (!memcmp(k->via.str.ptr, "stdout", 6) ||
-                                            !memcmp(k->via.str.ptr, "stderr", 6));
+        bool out = k->via.str.size == 6 &&
+                   (!memcmp(k->via.str.ptr, "stdout", 6) || !memcmp(k->via.str.ptr, "stderr", 6));
         if ((k->via.str.size == 3 && !memcmp(k->via.str.ptr, "job", 3)) || (out && !w->output))
             continue;
         wire_pack_object(w->wb, k);
@@ -717,8 +716,8 @@ static int pack_one(void *arg, const void *key, size_t klen, const void *val, si
     return 0;
 }
 
-void valid_pack_results(struct cluster *c, const struct job *j, uint32_t idx,
-                        struct wire_buf *wb, bool output)
+void valid_pack_results(struct cluster *c, const struct job *j, uint32_t idx, struct wire_buf *wb,
+                        bool output)
 {
     const struct vtask *vt = valid_vt(j, idx);
     struct wire_buf rows;

@@ -113,12 +113,11 @@ static int write_inputs(struct cluster *c, struct job *j, struct vtask *vt, stru
         snprintf(name, sizeof name, "%u.stderr", cd->seq);
         rc |= write_file(r->dir, name, out ? out : "", out ? n : 0);
         const struct node *nd = cd->node < c->nnodes ? &c->nodes[cd->node] : NULL;
-        int ml = snprintf(meta, sizeof meta,
-                          "exit=%lld\nsignal=%llu\ntimeout=%d\nnode=%s\nhost=%s\n",
-                          (long long)wire_get_i64(m, "exit", -1),
-                          (unsigned long long)wire_get_u64(m, "signal", 0),
-                          wire_get_bool(m, "timeout", false), nd ? nd->sid : "",
-                          nd ? nd->name : "");
+        int ml =
+            snprintf(meta, sizeof meta, "exit=%lld\nsignal=%llu\ntimeout=%d\nnode=%s\nhost=%s\n",
+                     (long long)wire_get_i64(m, "exit", -1),
+                     (unsigned long long)wire_get_u64(m, "signal", 0),
+                     wire_get_bool(m, "timeout", false), nd ? nd->sid : "", nd ? nd->name : "");
         snprintf(name, sizeof name, "%u.meta", cd->seq);
         rc |= write_file(r->dir, name, meta, (size_t)ml < sizeof meta ? (size_t)ml : 0);
         msgpack_unpacked_destroy(&up);
@@ -164,8 +163,8 @@ static void on_output(struct loop *l, void *arg)
 }
 
 /* Parses "N LABEL" lines into the candidates' classes; NULL, or what was wrong. */
-static const char *apply_labels(struct cluster *c, struct vtask *vt, struct vrun *r,
-                                char *why, size_t wl)
+static const char *apply_labels(struct cluster *c, struct vtask *vt, struct vrun *r, char *why,
+                                size_t wl)
 {
     r->out[r->nout] = '\0';
     bool seen[256] = {0};
@@ -177,9 +176,8 @@ static const char *apply_labels(struct cluster *c, struct vtask *vt, struct vrun
             continue;
         for (uint32_t k = 0; k < vt->ncand; k++)
             if (vt->cand[k].seq == seq && vt->cand[k].status == VC_PENDING) {
-                vt->cand[k].cls = strcmp(label, "invalid")
-                                      ? valid_hash(c->vs, label, strlen(label), 0x5a)
-                                      : 0;
+                vt->cand[k].cls =
+                    strcmp(label, "invalid") ? valid_hash(c->vs, label, strlen(label), 0x5a) : 0;
                 seen[k] = true;
             }
     }
@@ -301,8 +299,8 @@ int validator_start(struct cluster *c, struct job *j, uint32_t idx)
     vt->state = VT_VALIDATING;
     return cluster_task_save(c, j, idx);
 fail:
-    log_warn("job %llu task %u: cannot start the validator in %s", (unsigned long long)j->id,
-             idx, r->dir);
+    log_warn("job %llu task %u: cannot start the validator in %s", (unsigned long long)j->id, idx,
+             r->dir);
     if (p[0] >= 0) {
         close(p[0]);
         close(p[1]);
