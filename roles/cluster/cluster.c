@@ -92,7 +92,7 @@ const struct config_key cluster_keys[] = {
      "job and host events kept in memory for EVENTS (at most 64 MiB; older ones dropped)"},
     {"validation", "spot_fraction", CONFIG_DOUBLE, "0.05", OFF(v_spot_fraction), 0, 1, NULL,
      "share of any node's work that is a known-answer task (when a job supplies some)"},
-    {"validation", "trust_after", CONFIG_INT, "10", OFF(v_trust_after), 1, 1000000, NULL,
+    {"validation", "trust_after", CONFIG_INT, "20", OFF(v_trust_after), 1, 1000000, NULL,
      "checked valid results in a row before a node's results may be accepted alone"},
     {"validation", "check_min", CONFIG_DOUBLE, "0.05", OFF(v_check_min), 0, 1, NULL,
      "a trusted node's result is still replicated with at least this probability"},

@@ -311,13 +311,28 @@ bool valid_trusted(const struct cluster *c, const struct node *n)
 }
 
 /*
- * Probability that a trusted node's result is checked anyway: trust_after / consec,
- * so 1 at the threshold, falling as its record grows, never below check_min.
+ * Probability that a trusted node's result is replicated anyway: (trust_after /
+ * consec)^2, so 1 at the threshold, falling as its record grows, never below check_min.
  */
 double valid_check_prob(const struct cluster *c, const struct node *n)
 {
     double p = n->tr.consec ? (double)c->cfg.v_trust_after / n->tr.consec : 1.0;
+    p *= p;
     return p < c->cfg.v_check_min ? c->cfg.v_check_min : p > 1 ? 1 : p;
+}
+
+uint32_t valid_ntrusted(struct cluster *c)
+{
+    struct vstate *vs = c->vs;
+    int64_t now = loop_now_ms();
+    if (now - vs->ntrusted_ms >= 100 || now < vs->ntrusted_ms) {
+        vs->ntrusted = 0;
+        for (uint32_t i = 0; i < c->nnodes; i++)
+            vs->ntrusted +=
+                c->nodes[i].active && !c->nodes[i].gone && valid_trusted(c, &c->nodes[i]);
+        vs->ntrusted_ms = now;
+    }
+    return vs->ntrusted;
 }
 
 void valid_trust_valid(struct cluster *c, uint32_t ni)
@@ -476,10 +491,32 @@ bool valid_same_owner(const struct cluster *c, const struct jvalid *v, uint32_t 
     return v->distinct == VD_HOST ? !strcmp(x->name, y->name) : !strcmp(x->ip, y->ip);
 }
 
-/* May node n get a copy of this task (one result per node, host or address)? */
+/*
+ * May node ni get a copy of this task? One result per node, host or address; and for
+ * adaptive jobs, while trusted nodes are active, a task whose copies and results all
+ * come from untrusted nodes is checked by a trusted one (so that new or suspect nodes
+ * cannot form a quorum among themselves).
+ */
 static bool eligible(const struct cluster *c, const struct job *j, const struct vtask *vt,
                      uint32_t ni)
 {
+    if (j->v->adaptive && valid_ntrusted((struct cluster *)c) > 0 &&
+        !valid_trusted(c, &c->nodes[ni])) {
+        bool checked = false;
+        for (uint32_t k = 0; k < vt->ncand; k++) /* answers disagree: a trusted node decides */
+            for (uint32_t m = k + 1; m < vt->ncand; m++)
+                if (vt->cand[k].status == VC_PENDING && vt->cand[m].status == VC_PENDING &&
+                    vt->cand[k].cls != vt->cand[m].cls)
+                    return false;
+        for (uint32_t k = 0; k < vt->ncopy && !checked; k++)
+            checked = vt->copy[k].node < c->nnodes &&
+                      valid_trusted(c, &c->nodes[vt->copy[k].node]);
+        for (uint32_t k = 0; k < vt->ncand && !checked; k++)
+            checked = vt->cand[k].node < c->nnodes && vt->cand[k].status != VC_REJECTED &&
+                      valid_trusted(c, &c->nodes[vt->cand[k].node]);
+        if (!checked)
+            return false;
+    }
     for (uint32_t k = 0; k < vt->ncopy; k++)
         if (valid_same_owner(c, j->v, vt->copy[k].node, ni))
             return false;

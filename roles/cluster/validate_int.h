@@ -93,6 +93,8 @@ struct vstate {
     struct vrun *runs; /* running validators */
     uint32_t nruns;
     uint64_t validator_runs, validator_failures, reopened, spot_issued;
+    uint32_t ntrusted; /* active trusted nodes (valid_ntrusted) */
+    int64_t ntrusted_ms;
 };
 
 /* validate.c */
@@ -107,6 +109,7 @@ double valid_rand(struct vstate *vs); /* uniform in [0, 1) */
 uint64_t valid_class(const struct vstate *vs, const msgpack_object *res);
 struct vtask *vt_get_ext(struct job *j, uint32_t idx); /* created when missing */
 bool valid_trusted(const struct cluster *c, const struct node *n);
+uint32_t valid_ntrusted(struct cluster *c); /* active trusted nodes, recounted each 100 ms */
 double valid_check_prob(const struct cluster *c, const struct node *n);
 void valid_trust_valid(struct cluster *c, uint32_t ni);
 void valid_trust_invalid(struct cluster *c, uint32_t ni);

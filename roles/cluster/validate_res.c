@@ -187,8 +187,8 @@ static int accept_class(struct cluster *c, struct job *j, uint32_t idx, struct v
             j->ndups++; /* results that did not become the final one */
         if (cd->cls == cls) {
             cd->status = k == ci ? VC_CANONICAL : VC_AGREES;
-            if (!alone)
-                valid_trust_valid(c, cd->node);
+            valid_trust_valid(c, cd->node); /* accepted alone counts too, as in BOINC */
+            (void)alone;
         } else {
             cd->status = VC_REJECTED;
             cd->why = cd->cls ? VW_DISAGREES : VW_INVALID;
@@ -207,6 +207,8 @@ int valid_evaluate(struct cluster *c, struct job *j, uint32_t idx)
     struct vtask *vt = valid_vt(j, idx);
     const struct jvalid *v = j->v;
     uint32_t best = UINT32_MAX, bestk = 0, npend = 0, nres = 0;
+    /* adaptive, while trusted nodes are active: a winning class needs a trusted member */
+    bool need_trusted = v->adaptive && valid_ntrusted(c) > 0;
     if (!vt || vt->state == VT_DONE)
         return 0;
     vt->state = VT_OPEN;
@@ -223,8 +225,15 @@ int valid_evaluate(struct cluster *c, struct job *j, uint32_t idx)
         }
         npend++;
         uint32_t same = 0;
+        bool trusted_member = !need_trusted;
         for (uint32_t m = 0; m < vt->ncand; m++)
-            same += vt->cand[m].status == VC_PENDING && vt->cand[m].cls == cd->cls;
+            if (vt->cand[m].status == VC_PENDING && vt->cand[m].cls == cd->cls) {
+                same++;
+                trusted_member |= vt->cand[m].node < c->nnodes &&
+                                  valid_trusted(c, &c->nodes[vt->cand[m].node]);
+            }
+        if (!trusted_member && same >= v->quorum)
+            same = v->quorum - 1; /* not enough on its own */
         if (same > bestk) {
             bestk = same;
             best = k;
