@@ -41,7 +41,7 @@ static uint64_t le64(const uint8_t *p)
 }
 
 /* SipHash-2-4 of p[0..n) keyed with k (from the published description). */
-static uint64_t siphash(const uint8_t k[16], const uint8_t *p, size_t n)
+uint64_t valid_siphash(const uint8_t k[16], const uint8_t *p, size_t n)
 {
     uint64_t k0 = le64(k), k1 = le64(k + 8);
     uint64_t v0 = k0 ^ 0x736f6d6570736575ULL, v1 = k1 ^ 0x646f72616e646f6dULL;
@@ -70,12 +70,12 @@ static uint64_t siphash(const uint8_t k[16], const uint8_t *p, size_t n)
 uint64_t valid_hash(const struct vstate *vs, const void *p, size_t n, uint64_t salt)
 {
     uint8_t b[16];
-    uint64_t h = siphash(vs->key, p, n);
+    uint64_t h = valid_siphash(vs->key, p, n);
     for (int i = 0; i < 8; i++) {
         b[i] = (uint8_t)(h >> (8 * i));
         b[8 + i] = (uint8_t)(salt >> (8 * i));
     }
-    h = siphash(vs->key, b, sizeof b);
+    h = valid_siphash(vs->key, b, sizeof b);
     return h ? h : 1; /* 0 means "invalid" */
 }
 
