@@ -339,8 +339,9 @@ static void h_submit(struct cluster *c, struct request *r)
     if (!j->name || !j->user)
         goto oom;
     if ((why = valid_submit(c, j, m))) { /* replicas, quorum, validator, known answers */
-        cluster_job_free(j);
-        c->turn_failed = c->turn_failed || store_pending(c->store) > 0; /* known answers */
+        if (!strcmp(why, "out of memory"))
+            goto oom; /* known answers may be half-buffered: the turn is undone */
+        cluster_job_free(j); /* refused before anything was buffered */
         reply_error(r, WE_INVALID, "SUBMIT refused: %s", why);
         return;
     }

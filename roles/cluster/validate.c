@@ -227,6 +227,7 @@ const char *valid_submit(struct cluster *c, struct job *j, const msgpack_object 
         v->ka[i] = valid_class(c->vs, a);
     }
     if (v->known) { /* a pool: never handed out in index order, never "done" */
+        c->vs->nknown++;
         if (job_grow_tasks(j, j->ntasks) < 0)
             return "out of memory";
         j->next_new = j->ntasks;
@@ -529,8 +530,11 @@ static bool eligible(const struct cluster *c, const struct job *j, const struct 
 static int take_spot(struct cluster *c, struct job **jp, uint32_t *idx)
 {
     uint32_t nk = 0, pick;
+    if (c->vs->nknown == 0)
+        return -1; /* the usual case: no scan */
     for (uint32_t i = 0; i < c->njobs; i++)
         nk += c->jobs[i]->v && c->jobs[i]->v->known && c->jobs[i]->state <= JS_RUNNING;
+    c->vs->nknown = nk;
     if (nk == 0)
         return -1;
     pick = (uint32_t)(valid_rand(c->vs) * nk);

@@ -94,6 +94,7 @@ struct vstate {
     uint32_t nruns;
     uint64_t validator_runs, validator_failures, reopened, spot_issued;
     uint32_t ntrusted; /* active trusted nodes (valid_ntrusted) */
+    uint32_t nknown;   /* known-answer jobs that may be live (0: no spot checks at all) */
     int64_t ntrusted_ms;
 };
 

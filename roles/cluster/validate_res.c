@@ -623,6 +623,7 @@ int valid_load(struct cluster *c)
         return -1;
     for (uint32_t i = 0; i < c->njobs; i++) { /* undecided tasks: decide again, or wait */
         struct job *j = c->jobs[i];
+        c->vs->nknown += j->v && j->v->known;
         if (!j->v || !j->v->vt || j->v->known || j->state != JS_RUNNING)
             continue;
         for (uint32_t x = 0; x < j->ntasks; x++) {

@@ -264,26 +264,37 @@ int validator_start(struct cluster *c, struct job *j, uint32_t idx)
     if (mkdir(r->dir, 0700) < 0 || write_inputs(c, j, vt, r) < 0 || pipe2(p, O_CLOEXEC) < 0)
         goto fail;
     fcntl(p[0], F_SETFL, O_NONBLOCK);
-    pid_t pid = fork();
-    if (pid < 0)
+    /* everything the child needs is made before fork: the cluster has threads (libzmq),
+       so the child may only make async-signal-safe calls until exec */
+    char errp[600], jb[48], ib[48], db[600];
+    snprintf(errp, sizeof errp, "%s/stderr", r->dir);
+    snprintf(jb, sizeof jb, "GRIDNODE_JOB=%llu", (unsigned long long)j->id);
+    snprintf(ib, sizeof ib, "GRIDNODE_TASK=%u", idx);
+    snprintf(db, sizeof db, "GRIDNODE_VALIDATE_DIR=%s", r->dir);
+    size_t ne = 0;
+    while (environ[ne])
+        ne++;
+    char **envp = calloc(ne + 4, sizeof *envp);
+    if (!envp)
         goto fail;
-    if (pid == 0) { /* child: only async-signal-safe calls until exec */
-        char errp[600];
+    memcpy(envp, environ, ne * sizeof *envp);
+    envp[ne] = jb;
+    envp[ne + 1] = ib;
+    envp[ne + 2] = db;
+    char *const args[] = {"sh", "-c", j->v->validator, NULL};
+    pid_t pid = fork();
+    if (pid == 0) {
         setpgid(0, 0);
-        snprintf(errp, sizeof errp, "%s/stderr", r->dir);
         int in = open("/dev/null", O_RDONLY), er = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (in < 0 || er < 0 || dup2(in, 0) < 0 || dup2(p[1], 1) < 0 || dup2(er, 2) < 0 ||
             chdir(r->dir) < 0)
             _exit(126);
-        char jb[32], ib[32];
-        snprintf(jb, sizeof jb, "%llu", (unsigned long long)j->id);
-        snprintf(ib, sizeof ib, "%u", idx);
-        setenv("GRIDNODE_JOB", jb, 1);
-        setenv("GRIDNODE_TASK", ib, 1);
-        setenv("GRIDNODE_VALIDATE_DIR", r->dir, 1);
-        execl("/bin/sh", "sh", "-c", j->v->validator, (char *)NULL);
+        execve("/bin/sh", args, envp);
         _exit(127);
     }
+    free(envp);
+    if (pid < 0)
+        goto fail;
     close(p[1]);
     r->pid = pid;
     r->fd = p[0];

@@ -201,3 +201,18 @@ def test_cluster_killed_between_results_of_one_quorum(cluster_factory):
     wait_state(cl, jid, timeout=20)
     t = check_correct(cl, jid, 1)[0]
     assert sorted(r["status"] for r in t["results"]) == ["agrees", "canonical"]
+
+
+def test_bad_validation_fields_are_refused_and_nothing_else_changes(cluster):
+    c = cluster.client()
+    for fields, text in (({"quorum": 0}, "at least 1"),
+                         ({"quorum": 3, "max_results": 2}, "max_results"),
+                         ({"distinct": "planet"}, "distinct"),
+                         ({"known": [{"exit": 0}]}, "one answer per task"),
+                         ({"validator": ""}, "validator")):
+        r = c.err("SUBMIT", "INVALID", argv=["true"], ntasks=2, **fields)
+        assert text in r["msg"], (fields, r)
+    c.err("SUBMIT", "FIELD", argv=["true"], ntasks=1, quorum=33)  # over the descriptor's cap
+    jid = submit(cluster, ["true"], 1, quorum=2)
+    assert state(cluster, jid) == "queued"
+    assert cluster.client().ok("JOB_LIST", "JOBS")["jobs"][-1]["job"] == jid == 1
