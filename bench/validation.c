@@ -91,7 +91,10 @@ static int ctl_call(zmq_msg_t *msg, struct wire_msg *m)
     return 0;
 }
 
-static bool adaptive(void) { return !strncmp(o.setting, "adaptive", 8); }
+static bool adaptive(void)
+{
+    return !strncmp(o.setting, "adaptive", 8);
+}
 
 /* Submits a job of n tasks "sim WORD {i}" with the setting's checking; its id or 0. */
 static uint64_t submit(const char *word, long n, bool known)
@@ -267,8 +270,7 @@ static int parse(int argc, char **argv)
         else
             return -1;
     }
-    return o.endpoint && o.setting && o.faults && o.nodes > 0 && o.nodes <= 4096 &&
-                   o.tasks > 0
+    return o.endpoint && o.setting && o.faults && o.nodes > 0 && o.nodes <= 4096 && o.tasks > 0
                ? 0
                : -1;
 }

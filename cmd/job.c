@@ -108,9 +108,10 @@ static void print_results(const msgpack_object *res, const struct cli_pages *nod
         cli_text(r, "node", node, sizeof node);
         cli_text(r, "error", err, sizeof err);
         printf("  result %llu from %s: %s, exit %lld%s%s%s%s\n",
-               (unsigned long long)wire_get_u64(r, "seq", 0), node_name(nodes, node, name, sizeof name),
-               status, (long long)wire_get_i64(r, "exit", -1), why[0] ? " (" : "", why,
-               why[0] ? ")" : "", err[0] ? err : "");
+               (unsigned long long)wire_get_u64(r, "seq", 0),
+               node_name(nodes, node, name, sizeof name), status,
+               (long long)wire_get_i64(r, "exit", -1), why[0] ? " (" : "", why, why[0] ? ")" : "",
+               err[0] ? err : "");
         if (strcmp(status, "canonical") && strcmp(status, "agrees"))
             print_bytes("  its stdout", r, "stdout", "out_trunc");
     }

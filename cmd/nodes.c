@@ -39,13 +39,14 @@ static void print_row(const msgpack_object *n, int64_t now)
              (unsigned long long)wire_get_u64(n, "spot_fail", 0),
              wire_get_u64(n, "probation", 0) ? " P" : "");
     printf("%-14s %-10s %-16s %-6s %5llu %5llu %7llu %8llu %8s %11s %6llu %5s %9s  %.0f s ago\n",
-           name,
-           cl[0] ? cl : "-", ip[0] ? ip : "-", wire_get_bool(n, "active", false) ? "yes" : "no",
+           name, cl[0] ? cl : "-", ip[0] ? ip : "-",
+           wire_get_bool(n, "active", false) ? "yes" : "no",
            (unsigned long long)wire_get_u64(n, "slots", 0),
            (unsigned long long)wire_get_u64(n, "mhz", 0),
            (unsigned long long)wire_get_u64(n, "running", 0),
            (unsigned long long)wire_get_u64(n, "results", 0), spus, quota,
-           (unsigned long long)wire_get_u64(n, "consec_valid", 0), err, spot, (double)(now - wire_get_i64(n, "last", now)) / 1000.0);
+           (unsigned long long)wire_get_u64(n, "consec_valid", 0), err, spot,
+           (double)(now - wire_get_i64(n, "last", now)) / 1000.0);
 }
 
 int cmd_nodes(int argc, char **argv)

@@ -289,8 +289,8 @@ static int call_retrying(struct cli *c, const struct submit_opts *o, struct wire
 /* How many result-checking fields put_valid() writes (the known answers not counted). */
 static uint32_t valid_fields(const struct submit_opts *o)
 {
-    return (o->replicas > 0) + (o->quorum > 0) + (o->max_results > 0) +
-           (o->validator != NULL) + o->adaptive + (o->distinct != NULL) + (o->known != NULL);
+    return (o->replicas > 0) + (o->quorum > 0) + (o->max_results > 0) + (o->validator != NULL) +
+           o->adaptive + (o->distinct != NULL) + (o->known != NULL);
 }
 
 /* The result-checking fields; -1 (said why) if a known answer cannot be read. */

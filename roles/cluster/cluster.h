@@ -101,11 +101,11 @@ struct job {
 
 /* A node's record of checked results (validate.c, docs/validation.md "Node trust"). */
 struct ntrust {
-    uint32_t consec;              /* consecutive results found valid by a check */
-    uint32_t nvalid, ninvalid;    /* results found valid / invalid by a check */
+    uint32_t consec;               /* consecutive results found valid by a check */
+    uint32_t nvalid, ninvalid;     /* results found valid / invalid by a check */
     uint32_t spot_pass, spot_fail; /* known-answer tasks passed / failed */
-    uint32_t probation;           /* spot checks still to pass after a failed one */
-    int64_t spot_ok_ms;           /* last passed spot check (backtracking starts here) */
+    uint32_t probation;            /* spot checks still to pass after a failed one */
+    int64_t spot_ok_ms;            /* last passed spot check (backtracking starts here) */
 };
 
 struct node {
@@ -161,8 +161,8 @@ struct cluster {
     struct cluster_cfg cfg;
     struct store *store;
     int t_jobs, t_tasks, t_results, t_dups, t_stdin, t_nodes, t_meta;
-    int t_vres, t_known;  /* validate.c: every result of a checked task; known answers */
-    struct vstate *vs;    /* validate.c */
+    int t_vres, t_known; /* validate.c: every result of a checked task; known answers */
+    struct vstate *vs;   /* validate.c */
     struct scored *sd; /* parallel jobs, queues, limits (scored_int.h) */
     struct loop *loop;
     /* ROUTER, reading, group commit, replies (lib/daemon.h); the state_dir lock */
@@ -286,19 +286,18 @@ int valid_load(struct cluster *c); /* after jobs, nodes, tasks: candidates, answ
 /* A spot-check task or a checked job's task for n: 0 and (*jp, *idx), else -1. */
 int valid_take(struct cluster *c, struct node *n, int64_t now, struct job **jp, uint32_t *idx);
 uint32_t valid_issue_no(const struct job *j, const struct task *t);
-int valid_issued(struct cluster *c, struct node *n, struct job *j, uint32_t idx,
-                 int64_t expiry_ms);
+int valid_issued(struct cluster *c, struct node *n, struct job *j, uint32_t idx, int64_t expiry_ms);
 int valid_result(struct cluster *c, struct node *n, struct job *j, uint32_t idx, uint32_t issue,
                  const msgpack_object *res);
-void valid_extend(struct cluster *c, struct node *n, struct job *j, uint32_t idx,
-                  uint32_t issue, int64_t until);
+void valid_extend(struct cluster *c, struct node *n, struct job *j, uint32_t idx, uint32_t issue,
+                  int64_t until);
 void valid_release_node(struct cluster *c, struct node *n);
 void valid_cancel(struct cluster *c, struct job *j);
 void valid_tick(struct cluster *c); /* once a second: validators, resumed decisions */
 /* JOB task maps of a checked job: 1 if a "results" key will be added for idx. */
 int valid_task_has_results(const struct job *j, uint32_t idx);
-void valid_pack_results(struct cluster *c, const struct job *j, uint32_t idx,
-                        struct wire_buf *wb, bool output);
+void valid_pack_results(struct cluster *c, const struct job *j, uint32_t idx, struct wire_buf *wb,
+                        bool output);
 #define VALID_TRUST_KEYS 7
 void valid_trust_pack(const struct node *n, struct wire_buf *wb);
 void valid_trust_load(struct node *n, const msgpack_object *m);

@@ -67,13 +67,11 @@ static json_t *stats_build(struct cluster *c, int64_t now)
                              "results", (json_int_t)n->results, "running",
                              (json_int_t)n->inflight, "last_ms", (json_int_t)n->last_ms,
                              "portion_since_ms", (json_int_t)(n->inflight ? n->cur_since_ms : 0));
-        json_t *tr = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "consec_valid",
-                                             (json_int_t)n->tr.consec, "valid",
-                                             (json_int_t)n->tr.nvalid, "invalid",
-                                             (json_int_t)n->tr.ninvalid, "spot_pass",
-                                             (json_int_t)n->tr.spot_pass, "spot_fail",
-                                             (json_int_t)n->tr.spot_fail, "probation",
-                                             (json_int_t)n->tr.probation);
+        json_t *tr =
+            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "consec_valid", (json_int_t)n->tr.consec,
+                      "valid", (json_int_t)n->tr.nvalid, "invalid", (json_int_t)n->tr.ninvalid,
+                      "spot_pass", (json_int_t)n->tr.spot_pass, "spot_fail",
+                      (json_int_t)n->tr.spot_fail, "probation", (json_int_t)n->tr.probation);
         if (no && tr) /* result checking (validate.c) */
             json_object_update(no, tr);
         json_decref(tr);

@@ -510,8 +510,7 @@ static bool eligible(const struct cluster *c, const struct job *j, const struct 
                     vt->cand[k].cls != vt->cand[m].cls)
                     return false;
         for (uint32_t k = 0; k < vt->ncopy && !checked; k++)
-            checked = vt->copy[k].node < c->nnodes &&
-                      valid_trusted(c, &c->nodes[vt->copy[k].node]);
+            checked = vt->copy[k].node < c->nnodes && valid_trusted(c, &c->nodes[vt->copy[k].node]);
         for (uint32_t k = 0; k < vt->ncand && !checked; k++)
             checked = vt->cand[k].node < c->nnodes && vt->cand[k].status != VC_REJECTED &&
                       valid_trusted(c, &c->nodes[vt->cand[k].node]);

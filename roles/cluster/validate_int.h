@@ -107,7 +107,7 @@ int valid_fail_task(struct cluster *c, struct job *j, uint32_t idx, uint8_t why)
 void valid_resume_add(struct cluster *c, uint64_t job, uint32_t idx);
 uint64_t valid_hash(const struct vstate *vs, const void *p, size_t n, uint64_t salt);
 uint64_t valid_siphash(const uint8_t k[16], const uint8_t *p, size_t n); /* SipHash-2-4 */
-double valid_rand(struct vstate *vs); /* uniform in [0, 1) */
+double valid_rand(struct vstate *vs);                                    /* uniform in [0, 1) */
 uint64_t valid_class(const struct vstate *vs, const msgpack_object *res);
 struct vtask *vt_get_ext(struct job *j, uint32_t idx); /* created when missing */
 bool valid_trusted(const struct cluster *c, const struct node *n);

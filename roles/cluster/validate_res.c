@@ -229,8 +229,8 @@ int valid_evaluate(struct cluster *c, struct job *j, uint32_t idx)
         for (uint32_t m = 0; m < vt->ncand; m++)
             if (vt->cand[m].status == VC_PENDING && vt->cand[m].cls == cd->cls) {
                 same++;
-                trusted_member |= vt->cand[m].node < c->nnodes &&
-                                  valid_trusted(c, &c->nodes[vt->cand[m].node]);
+                trusted_member |=
+                    vt->cand[m].node < c->nnodes && valid_trusted(c, &c->nodes[vt->cand[m].node]);
             }
         if (!trusted_member && same >= v->quorum)
             same = v->quorum - 1; /* not enough on its own */

@@ -172,7 +172,8 @@ static void result(struct cluster *c, struct node *n, struct job *j, uint32_t id
     wire_put_i64(&wb, "exit", 0);
     wire_put_bin(&wb, "stdout", out, strlen(out));
     msgpack_unpacked_init(&up);
-    assert_int_equal(msgpack_unpack_next(&up, wb.sb.data, wb.sb.size, &off), MSGPACK_UNPACK_SUCCESS);
+    assert_int_equal(msgpack_unpack_next(&up, wb.sb.data, wb.sb.size, &off),
+                     MSGPACK_UNPACK_SUCCESS);
     assert_int_equal(tasks_result(c, n, &up.data), 0);
     msgpack_unpacked_destroy(&up);
     wire_buf_free(&wb);
