@@ -339,9 +339,11 @@ static void h_submit(struct cluster *c, struct request *r)
     if (!j->name || !j->user)
         goto oom;
     if ((why = valid_submit(c, j, m))) { /* replicas, quorum, validator, known answers */
+        /* out of memory: known answers may be half-buffered, the turn is undone; any
+           other reason is found before anything is buffered */
         if (!strcmp(why, "out of memory"))
-            goto oom; /* known answers may be half-buffered: the turn is undone */
-        cluster_job_free(j); /* refused before anything was buffered */
+            goto oom;
+        cluster_job_free(j);
         reply_error(r, WE_INVALID, "SUBMIT refused: %s", why);
         return;
     }
