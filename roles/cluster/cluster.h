@@ -294,6 +294,8 @@ void valid_extend(struct cluster *c, struct node *n, struct job *j, uint32_t idx
 void valid_release_node(struct cluster *c, struct node *n);
 void valid_cancel(struct cluster *c, struct job *j);
 void valid_tick(struct cluster *c); /* once a second: validators, resumed decisions */
+/* Session compaction: node index i becomes map[i] (UINT32_MAX: forgotten). */
+void valid_remap(struct cluster *c, const uint32_t *map);
 /* JOB task maps of a checked job: 1 if a "results" key will be added for idx. */
 int valid_task_has_results(const struct job *j, uint32_t idx);
 void valid_pack_results(struct cluster *c, const struct job *j, uint32_t idx, struct wire_buf *wb,

@@ -112,6 +112,7 @@ void valid_free(struct cluster *c)
     free(c->vs->heap);
     free(c->vs->q);
     free(c->vs->resume);
+    free(c->vs->spots);
     free(c->vs);
     c->vs = NULL;
 }
@@ -131,6 +132,7 @@ static void vt_free(struct vtask *vt)
         free(vt->cand[i].rec);
     free(vt->cand);
     free(vt->copy);
+    free(vt->holder);
     free(vt->fail_why);
     free(vt);
 }
@@ -190,6 +192,8 @@ const char *valid_submit(struct cluster *c, struct job *j, const msgpack_object 
         return "quorum, replicas and max_results are at most 32";
     if (mx < q || mx < r)
         return "max_results must be at least quorum and replicas";
+    if (adaptive && q < 2)
+        return "adaptive replication needs a quorum of 2 or more";
     if (d && dist < 0)
         return "distinct must be session, host or address";
     if (known && known->via.array.size != j->ntasks)
@@ -609,8 +613,16 @@ int valid_issued(struct cluster *c, struct node *n, struct job *j, uint32_t idx,
         j->state = JS_RUNNING;
         cluster_mark_job(c, j);
     }
-    if (j->v->known) {
-        c->vs->spot_issued++;
+    if (j->v->known) { /* remembered, so that only answers to it get a verdict */
+        struct vstate *vs = c->vs;
+        if (!vs->spots && !(vs->spots = malloc(VSPOT_MAX * sizeof *vs->spots)))
+            return 0;
+        if (vs->nspots == VSPOT_MAX) { /* the oldest one is forgotten */
+            vs->spot_head = (vs->spot_head + 1) % VSPOT_MAX;
+            vs->nspots--;
+        }
+        vs->spots[(vs->spot_head + vs->nspots++) % VSPOT_MAX] = (struct vspot){ni, idx, j->id};
+        vs->spot_issued++;
         return 0;
     }
     struct vtask *vt = vt_get_ext(j, idx);
@@ -624,6 +636,8 @@ int valid_issued(struct cluster *c, struct node *n, struct job *j, uint32_t idx,
     t->node = UINT32_MAX; /* copies are tracked here, not in the task */
     t->expiry_ms = expiry_ms;
     vt->copy[vt->ncopy++] = (struct vcopy){ni, t->issues, expiry_ms};
+    if (valid_holder_set(vt, t->issues, ni) < 0)
+        return -1;
     vheap_push(c->vs, (struct heap_ent){expiry_ms, j->id, idx, t->issues});
     n->inflight++;
     n->cur_job = j->id;
@@ -669,6 +683,62 @@ void valid_release_node(struct cluster *c, struct node *n)
                     vt->copy[k].expiry_ms = now;
                     vheap_push(c->vs, (struct heap_ent){now, j->id, x, vt->copy[k].issue});
                 }
+        }
+    }
+}
+
+bool valid_spot_take(struct cluster *c, uint32_t ni, uint64_t job, uint32_t idx)
+{
+    struct vstate *vs = c->vs;
+    for (uint32_t k = 0; k < vs->nspots; k++) {
+        struct vspot *s = &vs->spots[(vs->spot_head + k) % VSPOT_MAX];
+        if (s->node == ni && s->job == job && s->idx == idx) {
+            *s = vs->spots[vs->spot_head]; /* order does not matter: fill from the head */
+            vs->spot_head = (vs->spot_head + 1) % VSPOT_MAX;
+            vs->nspots--;
+            return true;
+        }
+    }
+    return false;
+}
+
+int valid_holder_set(struct vtask *vt, uint32_t issue, uint32_t node)
+{
+    if (issue == 0 || issue > 1000000)
+        return 0;
+    if (issue > vt->nholder) {
+        uint32_t *h = realloc(vt->holder, issue * sizeof *h);
+        if (!h)
+            return -1;
+        for (uint32_t i = vt->nholder; i < issue; i++)
+            h[i] = UINT32_MAX;
+        vt->holder = h;
+        vt->nholder = issue;
+    }
+    vt->holder[issue - 1] = node;
+    return 0;
+}
+
+void valid_remap(struct cluster *c, const uint32_t *map)
+{
+    for (uint32_t k = 0; c->vs && k < c->vs->nspots; k++) {
+        struct vspot *s = &c->vs->spots[(c->vs->spot_head + k) % VSPOT_MAX];
+        if (s->node < c->nnodes)
+            s->node = map[s->node];
+    }
+    for (uint32_t i = 0; i < c->njobs; i++) {
+        struct job *j = c->jobs[i];
+        for (uint32_t x = 0; j->v && j->v->vt && x < j->ntasks; x++) {
+            struct vtask *vt = j->v->vt[x];
+            for (uint32_t k = 0; vt && k < vt->ncopy; k++)
+                if (vt->copy[k].node < c->nnodes)
+                    vt->copy[k].node = map[vt->copy[k].node];
+            for (uint32_t k = 0; vt && k < vt->ncand; k++)
+                if (vt->cand[k].node < c->nnodes)
+                    vt->cand[k].node = map[vt->cand[k].node];
+            for (uint32_t k = 0; vt && k < vt->nholder; k++)
+                if (vt->holder[k] < c->nnodes)
+                    vt->holder[k] = map[vt->holder[k]];
         }
     }
 }

@@ -58,7 +58,9 @@ struct vtask {
     uint8_t ncand, ncopy;
     uint32_t nextseq;
     struct vcand *cand;
-    struct vcopy *copy;
+    struct vcopy *copy;    /* copies out now */
+    uint32_t *holder;      /* [issue - 1]: the node each copy went to (UINT32_MAX: unknown) */
+    uint32_t nholder;
     char *fail_why; /* a validator's failure, for the log and the record */
 };
 
@@ -81,6 +83,13 @@ struct vent {
 
 struct vrun; /* validator.c */
 
+/* A spot check handed out and not answered yet (only those get a verdict). */
+struct vspot {
+    uint32_t node, idx;
+    uint64_t job;
+};
+#define VSPOT_MAX 65536
+
 struct vstate {
     uint8_t key[16]; /* SipHash key: answer classes cannot be forged by a node */
     uint64_t rng;
@@ -95,6 +104,8 @@ struct vstate {
     uint64_t validator_runs, validator_failures, reopened, spot_issued;
     uint32_t ntrusted; /* active trusted nodes (valid_ntrusted) */
     uint32_t nknown;   /* known-answer jobs that may be live (0: no spot checks at all) */
+    struct vspot *spots; /* ring of spot checks out, oldest dropped beyond VSPOT_MAX */
+    uint32_t spot_head, nspots;
     int64_t ntrusted_ms;
 };
 
@@ -121,6 +132,9 @@ bool valid_same_owner(const struct cluster *c, const struct jvalid *v, uint32_t 
 void valid_heap_add(struct cluster *c, uint64_t job, uint32_t idx, const struct vcopy *cp);
 /* Re-verifies what node n answered since its last passed spot check; tasks reopened. */
 uint32_t valid_backtrack(struct cluster *c, struct node *n);
+/* Was spot check (job, idx) handed to node ni (and not answered yet)? Forgets it. */
+bool valid_spot_take(struct cluster *c, uint32_t ni, uint64_t job, uint32_t idx);
+int valid_holder_set(struct vtask *vt, uint32_t issue, uint32_t node);
 
 /* validator.c */
 int validator_start(struct cluster *c, struct job *j, uint32_t idx);

@@ -241,12 +241,12 @@ int valid_evaluate(struct cluster *c, struct job *j, uint32_t idx)
     }
     if (bestk >= v->quorum)
         return accept_class(c, j, idx, vt, best, false);
-    if (v->adaptive && npend == 1 && vt->cand[best].node < c->nnodes) {
+    if (v->adaptive && npend == 1 && best != UINT32_MAX && vt->cand[best].node < c->nnodes) {
         const struct node *n = &c->nodes[vt->cand[best].node];
         if (valid_trusted(c, n) && rnd01(c->vs) >= valid_check_prob(c, n))
             return accept_class(c, j, idx, vt, best, true);
     }
-    uint32_t need = v->quorum - bestk, out = vt->ncopy + vt->want;
+    uint32_t need = bestk < v->quorum ? v->quorum - bestk : 1, out = vt->ncopy + vt->want;
     if (v->adaptive && v->quorum < 2 && need < 1)
         need = 1;
     if (need > out)
@@ -301,6 +301,8 @@ static struct vcand *cand_add(struct vtask *vt)
 static int spot_result(struct cluster *c, struct node *n, struct job *j, uint32_t idx,
                        const msgpack_object *res)
 {
+    if (!valid_spot_take(c, (uint32_t)(n - c->nodes), j->id, idx))
+        return 0; /* not handed to it (or answered already, or before a restart) */
     if (wire_get(res, "error"))
         return 0; /* could not run it: no verdict */
     bool pass = class_of(c->vs, res) == j->v->ka[idx];
@@ -399,6 +401,12 @@ int valid_result(struct cluster *c, struct node *n, struct job *j, uint32_t idx,
     for (uint32_t k = 0; k < vt->ncand; k++)
         if (vt->cand[k].node == ni && vt->cand[k].issue == issue)
             return 0; /* a resend of a result already taken */
+    if (issue == 0 || issue > vt->nholder || vt->holder[issue - 1] != ni) {
+        log_warnx("node %s (%s): result for job %llu task %u issue %u dropped: that copy "
+                  "was not handed to this session",
+                  n->name, n->sid, (unsigned long long)j->id, idx, issue);
+        return 0; /* acknowledged, never a vote: only nodes given a copy may answer */
+    }
     for (uint32_t k = 0; k < vt->ncopy; k++)
         if (vt->copy[k].node == ni) {
             valid_copy_remove(c, vt, k);
@@ -469,8 +477,12 @@ void valid_task_encode(struct cluster *c, const struct job *j, uint32_t idx, str
         wire_pack_map(wb, 0);
         return;
     }
-    wire_pack_map(wb, 6);
+    wire_pack_map(wb, 7);
     wire_put_u64(wb, "state", vt->state == VT_DONE ? VT_DONE : VT_OPEN);
+    wire_put_key(wb, "holders"); /* the session each issue went to */
+    wire_pack_array(wb, vt->nholder);
+    for (uint32_t k = 0; k < vt->nholder; k++)
+        wire_pack_str(wb, vt->holder[k] < c->nnodes ? c->nodes[vt->holder[k]].sid : "");
     wire_put_u64(wb, "vruns", vt->vruns);
     wire_put_u64(wb, "want", vt->want);
     wire_put_u64(wb, "nextseq", vt->nextseq);
@@ -524,6 +536,15 @@ void valid_task_load(struct cluster *c, struct job *j, uint32_t idx, const msgpa
         cd->node = UINT32_MAX;
     }
     vt->nextseq = vt->nextseq > vt->ncand ? vt->nextseq : vt->ncand;
+    const msgpack_object *hs = wire_get(v, "holders");
+    for (uint32_t k = 0; hs && hs->type == MSGPACK_OBJECT_ARRAY && k < hs->via.array.size; k++) {
+        const msgpack_object *h = &hs->via.array.ptr[k];
+        struct node *hn = h->type == MSGPACK_OBJECT_STR
+                              ? cluster_node_find(c, h->via.str.ptr, h->via.str.size)
+                              : NULL;
+        if (valid_holder_set(vt, k + 1, hn ? (uint32_t)(hn - c->nodes) : UINT32_MAX) < 0)
+            break;
+    }
     copies = wire_get(v, "copies");
     int64_t grace = wall_now_ms() + c->cfg.hb_s * 1000 * 2;
     for (uint32_t k = 0; copies && copies->type == MSGPACK_OBJECT_ARRAY &&

@@ -209,10 +209,29 @@ def test_bad_validation_fields_are_refused_and_nothing_else_changes(cluster):
                          ({"quorum": 3, "max_results": 2}, "max_results"),
                          ({"distinct": "planet"}, "distinct"),
                          ({"known": [{"exit": 0}]}, "one answer per task"),
-                         ({"validator": ""}, "validator")):
+                         ({"validator": ""}, "validator"),
+                         ({"adaptive": True, "quorum": 1}, "quorum of 2")):
         r = c.err("SUBMIT", "INVALID", argv=["true"], ntasks=2, **fields)
         assert text in r["msg"], (fields, r)
     c.err("SUBMIT", "FIELD", argv=["true"], ntasks=1, quorum=33)  # over the descriptor's cap
     jid = submit(cluster, ["true"], 1, quorum=2)
     assert state(cluster, jid) == "queued"
     assert cluster.client().ok("JOB_LIST", "JOBS")["jobs"][-1]["job"] == jid == 1
+
+
+def test_results_for_copies_never_handed_out_do_not_vote(cluster):
+    jid = submit(cluster, ECHO, 1, quorum=2)
+    a = PyNode(cluster.endpoint, name="a")
+    forger = PyNode(cluster.endpoint, name="forger")
+    a.hello()
+    forger.hello()
+    task = a.task_get(1)["tasks"][0]
+    forged = {"job": jid, "idx": 0, "exit": 0, "stdout": b"ok 0\n"}
+    for issue in (1, 2, 3):  # the copy a holds, the queued one, one never made
+        r = forger.result([dict(forged, issue=issue)], want=0)
+        assert r["acked"] == 1
+    a.result([a.run_task(task)], want=0)
+    assert state(cluster, jid) == "running"  # a alone is not a quorum
+    res = job(cluster, jid)["tasks"][0]["results"]
+    assert [r["node"] for r in res] == [a.sid]
+    assert "was not handed to this session" in cluster.log()
