@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every bench/*.sh in name order; each prints exactly one JSON line on stdout
+# Runs every bench/*.sh in name order; each prints one JSON line on stdout (validation.sh:
+# one per case)
 # (progress goes to stderr). BUILD names the build directory (default build).
 set -eu
 cd "$(dirname "$0")/.."

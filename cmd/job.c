@@ -96,6 +96,28 @@ static const char *node_name(const struct cli_pages *nodes, const char *sid, cha
     return sid;
 }
 
+/* A checked task's every result: its verdict, and the output of those not canonical. */
+static void print_results(const msgpack_object *res, const struct cli_pages *nodes)
+{
+    if (!res || res->type != MSGPACK_OBJECT_ARRAY)
+        return;
+    for (uint32_t i = 0; i < res->via.array.size; i++) {
+        const msgpack_object *r = &res->via.array.ptr[i];
+        char status[16], why[160], node[40], name[64], err[120];
+        cli_text(r, "status", status, sizeof status);
+        cli_text(r, "why", why, sizeof why);
+        cli_text(r, "node", node, sizeof node);
+        cli_text(r, "error", err, sizeof err);
+        printf("  result %llu from %s: %s, exit %lld%s%s%s%s\n",
+               (unsigned long long)wire_get_u64(r, "seq", 0),
+               node_name(nodes, node, name, sizeof name), status,
+               (long long)wire_get_i64(r, "exit", -1), why[0] ? " (" : "", why, why[0] ? ")" : "",
+               err[0] ? err : "");
+        if (strcmp(status, "canonical") && strcmp(status, "agrees"))
+            print_bytes("  its stdout", r, "stdout", "out_trunc");
+    }
+}
+
 static void print_tasks(const msgpack_object *tasks, bool output, const struct cli_pages *nodes)
 {
     for (uint32_t i = 0; i < tasks->via.array.size; i++) {
@@ -121,6 +143,7 @@ static void print_tasks(const msgpack_object *tasks, bool output, const struct c
         if (output) {
             print_bytes("stdout", t, "stdout", "out_trunc");
             print_bytes("stderr", t, "stderr", "err_trunc");
+            print_results(wire_get(t, "results"), nodes);
         }
     }
 }

@@ -10,7 +10,10 @@ static const char usage[] =
     "usage: gridnode nodes [options]\n\nLists the nodes known to the cluster manager: "
     "activity, slots, tasks running,\nresults returned, measured seconds per work unit, last "
     "contact.\nQUOTA is tasks used/allowed today for a node held back after node-side "
-    "errors\n(tasks.node_daily_quota; '-' when not limited).\n";
+    "errors\n(tasks.node_daily_quota; '-' when not limited).\n"
+    "Result checking (docs/validation.md): CONSEC is its results found valid in a row,\n"
+    "ERR% the share of its checked results found wrong, SPOT known-answer checks\n"
+    "passed/failed ('P' while on probation after a failed one).\n";
 
 static void print_row(const msgpack_object *n, int64_t now)
 {
@@ -28,12 +31,21 @@ static void print_row(const msgpack_object *n, int64_t now)
         snprintf(quota, sizeof quota, "%llu/%llu",
                  (unsigned long long)wire_get_u64(n, "quota_used", 0),
                  (unsigned long long)wire_get_u64(n, "quota", 0));
-    printf("%-14s %-10s %-16s %-6s %5llu %5llu %7llu %8llu %8s %11s  %.0f s ago\n", name,
-           cl[0] ? cl : "-", ip[0] ? ip : "-", wire_get_bool(n, "active", false) ? "yes" : "no",
+    uint64_t nv = wire_get_u64(n, "valid", 0), ni = wire_get_u64(n, "invalid", 0);
+    char err[16] = "-", spot[32];
+    if (nv + ni > 0)
+        snprintf(err, sizeof err, "%.1f", 100.0 * (double)ni / (double)(nv + ni));
+    snprintf(spot, sizeof spot, "%llu/%llu%s", (unsigned long long)wire_get_u64(n, "spot_pass", 0),
+             (unsigned long long)wire_get_u64(n, "spot_fail", 0),
+             wire_get_u64(n, "probation", 0) ? " P" : "");
+    printf("%-14s %-10s %-16s %-6s %5llu %5llu %7llu %8llu %8s %11s %6llu %5s %9s  %.0f s ago\n",
+           name, cl[0] ? cl : "-", ip[0] ? ip : "-",
+           wire_get_bool(n, "active", false) ? "yes" : "no",
            (unsigned long long)wire_get_u64(n, "slots", 0),
            (unsigned long long)wire_get_u64(n, "mhz", 0),
            (unsigned long long)wire_get_u64(n, "running", 0),
            (unsigned long long)wire_get_u64(n, "results", 0), spus, quota,
+           (unsigned long long)wire_get_u64(n, "consec_valid", 0), err, spot,
            (double)(now - wire_get_i64(n, "last", now)) / 1000.0);
 }
 
@@ -49,8 +61,9 @@ int cmd_nodes(int argc, char **argv)
     } else {
         int64_t now = wall_now_ms();
         uint32_t total = 0;
-        printf("%-14s %-10s %-16s %-6s %5s %5s %7s %8s %8s %11s  %s\n", "NODE", "CLUSTER", "IP",
-               "ACTIVE", "SLOTS", "MHZ", "RUNNING", "RESULTS", "S/UNIT", "QUOTA", "LAST SEEN");
+        printf("%-14s %-10s %-16s %-6s %5s %5s %7s %8s %8s %11s %6s %5s %9s  %s\n", "NODE",
+               "CLUSTER", "IP", "ACTIVE", "SLOTS", "MHZ", "RUNNING", "RESULTS", "S/UNIT", "QUOTA",
+               "CONSEC", "ERR%", "SPOT", "LAST SEEN");
         for (uint32_t k = 0; k < p.n; k++) {
             const msgpack_object *nodes = wire_get(p.r[k]->msg.root, "nodes");
             for (uint32_t i = 0; i < nodes->via.array.size; i++, total++)

@@ -36,6 +36,20 @@ static const char usage[] =
     "  --retries N            when no answer comes within --timeout, send the same request\n"
     "                         (same key) again, up to N times (default 3)\n"
     "\n"
+    "Result checking (docs/validation.md; default: the first result of a task is final):\n"
+    "  --replicas R           copies of each task handed out at first, to different nodes\n"
+    "  --quorum Q             agreeing results needed (default 1; 2 with --adaptive)\n"
+    "  --max-results M        results at most before the task fails without a quorum\n"
+    "                         (default quorum or replicas + 2; at most 32)\n"
+    "  --validator CMD        /bin/sh -c CMD judges the results instead of exact equality\n"
+    "                         of exit status and stdout (interface: docs/validation.md)\n"
+    "  --adaptive             results of trusted nodes may be accepted alone\n"
+    "  --distinct WHAT        copies of a task go to different session (default), host\n"
+    "                         or address\n"
+    "  --known PATTERN        known-answer tasks: the file PATTERN ({i} expanded) is task\n"
+    "                         i's expected stdout (exit 0); the job becomes a pool of spot\n"
+    "                         checks mixed into every node's work until it is cancelled\n"
+    "\n"
     "A parallel job (SCore-D side: N processes started together on hosts the cluster\n"
     "manager chooses; each gets GRIDNODE_RANK, GRIDNODE_SIZE, GRIDNODE_HOSTS, GRIDNODE_PPN,\n"
     "GRIDNODE_JOB and GRIDNODE_NODE in its environment):\n"
@@ -67,6 +81,9 @@ struct submit_opts {
     const char *group, *key;
     const char *account, *qos, *class_, *resv; /* batch role only */
     bool early, hold;
+    uint64_t replicas, quorum, max_results;
+    const char *validator, *distinct, *known;
+    bool adaptive;
     uint64_t retries;
     char keybuf[40];
     double complexity;
@@ -158,6 +175,23 @@ static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
                 fprintf(stderr, "%s: --key must be 1..128 bytes\n", c->prog);
                 return -1;
             }
+        } else if (!strcmp(a, "--replicas") && v) {
+            if (cli_u64(c, "--replicas", argv[++i], &o->replicas) < 0)
+                return -1;
+        } else if (!strcmp(a, "--quorum") && v) {
+            if (cli_u64(c, "--quorum", argv[++i], &o->quorum) < 0)
+                return -1;
+        } else if (!strcmp(a, "--max-results") && v) {
+            if (cli_u64(c, "--max-results", argv[++i], &o->max_results) < 0)
+                return -1;
+        } else if (!strcmp(a, "--validator") && v) {
+            o->validator = argv[++i];
+        } else if (!strcmp(a, "--distinct") && v) {
+            o->distinct = argv[++i];
+        } else if (!strcmp(a, "--known") && v) {
+            o->known = argv[++i];
+        } else if (!strcmp(a, "--adaptive")) {
+            o->adaptive = true;
         } else if (!strcmp(a, "--retries") && v) {
             if (cli_u64(c, "--retries", argv[++i], &o->retries) < 0)
                 return -1;
@@ -280,6 +314,50 @@ static int call_retrying(struct cli *c, const struct submit_opts *o, struct wire
     }
 }
 
+/* How many result-checking fields put_valid() writes (the known answers not counted). */
+static uint32_t valid_fields(const struct submit_opts *o)
+{
+    return (o->replicas > 0) + (o->quorum > 0) + (o->max_results > 0) + (o->validator != NULL) +
+           o->adaptive + (o->distinct != NULL) + (o->known != NULL);
+}
+
+/* The result-checking fields; -1 (said why) if a known answer cannot be read. */
+static int put_valid(struct cli *c, struct wire_buf *wb, const struct submit_opts *o)
+{
+    if (o->replicas)
+        wire_put_u64(wb, "replicas", o->replicas);
+    if (o->quorum)
+        wire_put_u64(wb, "quorum", o->quorum);
+    if (o->max_results)
+        wire_put_u64(wb, "max_results", o->max_results);
+    if (o->validator)
+        wire_put_str(wb, "validator", o->validator);
+    if (o->adaptive)
+        wire_put_bool(wb, "adaptive", true);
+    if (o->distinct)
+        wire_put_str(wb, "distinct", o->distinct);
+    if (!o->known)
+        return 0;
+    wire_put_key(wb, "known");
+    wire_pack_array(wb, (uint32_t)o->ntasks);
+    for (uint64_t i = 0; i < o->ntasks; i++) {
+        char *path = app_expand(o->known, 0, (uint32_t)i, (uint32_t)o->ntasks), *buf;
+        size_t len;
+        if (!path || read_file(path, &buf, &len) < 0) {
+            fprintf(stderr, "%s: cannot read the known answer of task %llu from '%s': %s\n",
+                    c->prog, (unsigned long long)i, path ? path : o->known, strerror(errno));
+            free(path);
+            return -1;
+        }
+        wire_pack_map(wb, 2);
+        wire_put_i64(wb, "exit", 0);
+        wire_put_bin(wb, "stdout", buf, len);
+        free(buf);
+        free(path);
+    }
+    return 0;
+}
+
 /* How many of the batch role's scheduling fields put_sched() writes. */
 static uint32_t sched_fields(const struct submit_opts *o)
 {
@@ -381,9 +459,17 @@ int cmd_submit(int argc, char **argv)
     }
     uint32_t nf = 5 + (o.name != NULL) + (o.user != NULL) + o.has_limit +
                   (o.stdin_pattern != NULL) + sched_fields(&o) + (o.deadline > 0) + (o.gpus > 0) +
-                  (o.gpu_type != NULL);
+                  (o.gpu_type != NULL) + valid_fields(&o);
+    if (o.known && o.ntasks > 100000) {
+        fprintf(stderr, "%s: --known takes at most 100000 tasks\n", c.prog);
+        return 2;
+    }
     wire_begin(&wb, WT_SUBMIT, 1, nf);
     put_sched(&wb, &o);
+    if (put_valid(&c, &wb, &o) < 0) {
+        wire_buf_free(&wb);
+        return 1;
+    }
     wire_put_strv(&wb, "argv", o.argv, (uint32_t)o.argc);
     wire_put_u64(&wb, "ntasks", o.ntasks);
     wire_put_bool(&wb, "shell", o.shell);

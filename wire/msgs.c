@@ -148,6 +148,13 @@ static const struct wire_field f_status_ack[] = {
     {NULL},
 };
 
+/* a known answer of a spot-check task (SUBMIT "known", docs/validation.md) */
+static const struct wire_field known_fields[] = {
+    {"exit", WF_INT, true},
+    {"stdout", WF_BIN, false},
+    {NULL},
+};
+
 static const struct wire_field f_submit[] = {
     {"argv", WF_ARRAY, true, 256, WF_STR},
     {"ntasks", WF_UINT, true, 10000000},
@@ -158,6 +165,14 @@ static const struct wire_field f_submit[] = {
     {"limit_s", WF_UINT, false, 366u * 86400},
     {"stdin", WF_ARRAY, false, 100000, WF_BIN},
     {"key", WF_STR, false, 128}, /* request key: a retry returns the first job */
+    /* result validation (docs/validation.md) */
+    {"replicas", WF_UINT, false, 32},
+    {"quorum", WF_UINT, false, 32},
+    {"max_results", WF_UINT, false, 32},
+    {"validator", WF_STR, false, 4096},
+    {"adaptive", WF_BOOL, false},
+    {"distinct", WF_STR, false, 16},
+    {"known", WF_ARRAY, false, 100000, WF_MAP, known_fields},
     /* read by the batch role only (docs/wire.md 6.11) */
     {"account", WF_STR, false, NAME_MAX_},
     {"qos", WF_STR, false, NAME_MAX_},

@@ -110,6 +110,20 @@ const struct config_key cluster_keys[] = {
      "purge finished jobs this long after they ended (0: keep them until gridnode purge)"},
     {"events", "keep", CONFIG_INT, "100000", OFF(ev_keep), 16, 10000000, NULL,
      "job and host events kept in memory for EVENTS (at most 64 MiB; older ones dropped)"},
+    {"validation", "spot_fraction", CONFIG_DOUBLE, "0.05", OFF(v_spot_fraction), 0, 1, NULL,
+     "share of any node's work that is a known-answer task (when a job supplies some)"},
+    {"validation", "trust_after", CONFIG_INT, "20", OFF(v_trust_after), 1, 1000000, NULL,
+     "checked valid results in a row before a node's results may be accepted alone"},
+    {"validation", "check_min", CONFIG_DOUBLE, "0.05", OFF(v_check_min), 0, 1, NULL,
+     "a trusted node's result is still replicated with at least this probability"},
+    {"validation", "redeem_spots", CONFIG_INT, "3", OFF(v_redeem_spots), 1, 1000, NULL,
+     "spot checks a node must pass (getting nothing else) after failing one"},
+    {"validation", "validator_timeout_s", CONFIG_INT, "60", OFF(v_validator_timeout_s), 1, 86400,
+     NULL, "a validator running longer is killed and the run counts as failed"},
+    {"validation", "validator_attempts", CONFIG_INT, "3", OFF(v_validator_attempts), 1, 100, NULL,
+     "failed validator runs (crash, timeout, bad output) before the task fails"},
+    {"validation", "validator_max", CONFIG_INT, "4", OFF(v_validator_max), 1, 64, NULL,
+     "validators running at once"},
     {NULL},
 };
 
@@ -117,6 +131,7 @@ static const struct store_table cluster_tables[] = {
     {"jobs", STORE_KEY_U64},     {"tasks", STORE_KEY_U64_U32}, {"results", STORE_KEY_U64_U32},
     {"dups", STORE_KEY_U64_U32_U32}, {"stdin", STORE_KEY_U64_U32}, {"nodes", STORE_KEY_STR},
     {"pjobs", STORE_KEY_U64}, {"scored", STORE_KEY_STR}, {"poutput", STORE_KEY_U64_U32},
+    {"vres", STORE_KEY_U64_U32_U32}, {"known", STORE_KEY_U64_U32},
     {NULL},
 };
 
@@ -188,6 +203,7 @@ static void on_check(struct loop *l, void *arg)
     struct cluster *c = arg;
     feed_keepalive(c); /* a held PSYNC long-poll is contact */
     nodes_check_active(c);
+    valid_tick(c);
     sessions_sweep(c);
     long every = c->cfg.retention_s < 10 ? c->cfg.retention_s : 10; /* seconds */
     if (every > 0 && ++c->retention_ticks >= every) {
@@ -251,6 +267,10 @@ static int cluster_open(struct cluster *c)
     c->t_dups = store_table(c->store, "dups");
     c->t_stdin = store_table(c->store, "stdin");
     c->t_nodes = store_table(c->store, "nodes");
+    c->t_vres = store_table(c->store, "vres");
+    c->t_known = store_table(c->store, "known");
+    if (!c->vs && valid_init(c) < 0)
+        return -1;
     if (scored_open(c) < 0 || feed_open(c) < 0)
         return -1;
     if (cluster_load(c) < 0) {
@@ -277,6 +297,7 @@ static int cluster_open(struct cluster *c)
 
 static void cluster_close(struct cluster *c)
 {
+    valid_free(c); /* kills running validators */
     if (c->store)
         store_commit(c->store);
     store_close(&c->store);

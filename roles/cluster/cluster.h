@@ -70,6 +70,10 @@ struct cluster_cfg {
     char project_name[CONFIG_STR_MAX];
     char project_endpoints[CONFIG_STR_MAX];
     char project_endpoints_file[CONFIG_STR_MAX];
+    /* validate.c: result validation and node trust (docs/validation.md) */
+    double v_spot_fraction, v_check_min;
+    long v_trust_after, v_redeem_spots, v_validator_timeout_s, v_validator_attempts;
+    long v_validator_max;
 };
 
 enum task_state { TS_NEW = 0, TS_ISSUED = 1, TS_DONE = 2 };
@@ -110,6 +114,16 @@ struct job {
     char *key;
     struct task *tasks; /* [0, next_new) allocated */
     uint32_t cap;
+    struct jvalid *v; /* replication, validator, known answers (validate.c); NULL: plain */
+};
+
+/* A node's record of checked results (validate.c, docs/validation.md "Node trust"). */
+struct ntrust {
+    uint32_t consec;               /* consecutive results found valid by a check */
+    uint32_t nvalid, ninvalid;     /* results found valid / invalid by a check */
+    uint32_t spot_pass, spot_fail; /* known-answer tasks passed / failed */
+    uint32_t probation;            /* spot checks still to pass after a failed one */
+    int64_t spot_ok_ms;            /* last passed spot check (backtracking starts here) */
 };
 
 /* One GPU type a node declared in HELLO (issue 11). */
@@ -151,6 +165,7 @@ struct node {
     /* sessions.c: forgotten (until the next compaction), its address, its place there */
     bool gone;
     uint32_t addr, aprev, anext;
+    struct ntrust tr; /* validate.c */
 };
 
 /* The sessions created from one peer address, oldest first (sessions.c). */
@@ -175,6 +190,8 @@ struct cluster {
     struct cluster_cfg cfg;
     struct store *store;
     int t_jobs, t_tasks, t_results, t_dups, t_stdin, t_nodes, t_meta;
+    int t_vres, t_known; /* validate.c: every result of a checked task; known answers */
+    struct vstate *vs;   /* validate.c */
     struct scored *sd; /* parallel jobs, queues, limits (scored_int.h) */
     struct loop *loop;
     /* ROUTER, reading, group commit, replies (lib/daemon.h); the state_dir lock */
@@ -315,6 +332,39 @@ int purge_request(struct cluster *c, const msgpack_object *m, struct wire_buf *r
 
 /* master.c: MASTER_GET (issue 11): writes MASTER or an ERROR into reply */
 void master_reply(struct cluster *c, const struct wire_msg *msg, struct wire_buf *reply);
+/* validate.c: replication with quorum, validators, spot checks, node trust */
+int valid_init(struct cluster *c);
+void valid_free(struct cluster *c);
+void valid_reset(struct cluster *c); /* forgets queues and heaps (state reloaded) */
+/* SUBMIT fields of validation into j (before the job is added); NULL or the reason. */
+const char *valid_submit(struct cluster *c, struct job *j, const msgpack_object *m);
+void valid_job_encode(const struct job *j, struct wire_buf *wb); /* key "valid" + map */
+int valid_job_load(struct job *j, const msgpack_object *m);
+void valid_job_free(struct job *j);
+void valid_task_encode(struct cluster *c, const struct job *j, uint32_t idx,
+                       struct wire_buf *wb); /* key "v" + its value */
+void valid_task_load(struct cluster *c, struct job *j, uint32_t idx, const msgpack_object *m);
+int valid_load(struct cluster *c); /* after jobs, nodes, tasks: candidates, answers */
+/* A spot-check task or a checked job's task for n: 0 and (*jp, *idx), else -1. */
+int valid_take(struct cluster *c, struct node *n, int64_t now, struct job **jp, uint32_t *idx);
+uint32_t valid_issue_no(const struct job *j, const struct task *t);
+int valid_issued(struct cluster *c, struct node *n, struct job *j, uint32_t idx, int64_t expiry_ms);
+int valid_result(struct cluster *c, struct node *n, struct job *j, uint32_t idx, uint32_t issue,
+                 const msgpack_object *res);
+void valid_extend(struct cluster *c, struct node *n, struct job *j, uint32_t idx, uint32_t issue,
+                  int64_t until);
+void valid_release_node(struct cluster *c, struct node *n);
+void valid_cancel(struct cluster *c, struct job *j);
+void valid_tick(struct cluster *c); /* once a second: validators, resumed decisions */
+/* Session compaction: node index i becomes map[i] (UINT32_MAX: forgotten). */
+void valid_remap(struct cluster *c, const uint32_t *map);
+/* JOB task maps of a checked job: 1 if a "results" key will be added for idx. */
+int valid_task_has_results(const struct job *j, uint32_t idx);
+void valid_pack_results(struct cluster *c, const struct job *j, uint32_t idx, struct wire_buf *wb,
+                        bool output);
+#define VALID_TRUST_KEYS 7
+void valid_trust_pack(const struct node *n, struct wire_buf *wb);
+void valid_trust_load(struct node *n, const msgpack_object *m);
 
 /* stats.c */
 int stats_write(struct cluster *c);

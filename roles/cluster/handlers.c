@@ -417,6 +417,15 @@ static void h_submit(struct cluster *c, struct request *r)
     j->state = JS_QUEUED;
     if (!j->name || !j->user)
         goto oom;
+    if ((why = valid_submit(c, j, m))) { /* replicas, quorum, validator, known answers */
+        /* out of memory: known answers may be half-buffered, the turn is undone; any
+           other reason is found before anything is buffered */
+        if (!strcmp(why, "out of memory"))
+            goto oom;
+        cluster_job_free(j);
+        reply_error(r, WE_INVALID, "SUBMIT refused: %s", why);
+        return;
+    }
     for (uint32_t i = 0; in && i < in->via.array.size; i++) {
         uint8_t key[12];
         store_key_u64_u32(key, j->id, i);
@@ -540,11 +549,14 @@ static void walk_plain(struct task_walk *w, uint32_t upto)
 {
     for (; w->next < upto && w->wb->sb.size <= JOB_REPLY_MAX; w->next++, w->count++) {
         const struct task *t = w->next < w->j->next_new ? &w->j->tasks[w->next] : NULL;
-        wire_pack_map(w->wb, 3);
+        int vr = valid_task_has_results(w->j, w->next);
+        wire_pack_map(w->wb, 3 + (uint32_t)vr);
         wire_put_u64(w->wb, "idx", w->next);
         bool gone = w->j->state == JS_CANCELLED && (!t || t->state != TS_DONE);
         wire_put_str(w->wb, "state", gone ? "cancelled" : t ? task_state_name(t) : "pending");
         wire_put_u64(w->wb, "issues", t ? t->issues : 0);
+        if (vr)
+            valid_pack_results(w->c, w->j, w->next, w->wb, w->output);
     }
 }
 
@@ -584,7 +596,10 @@ static int walk_result(void *arg, const void *key, size_t klen, const void *val,
     uint32_t n = 0;
     for (uint32_t i = 0; i < m->via.map.size; i++)
         n += !skip_key(&m->via.map.ptr[i].key, w->output);
-    wire_pack_map(w->wb, n + 2);
+    int vr = valid_task_has_results(w->j, idx);
+    wire_pack_map(w->wb, n + 2 + (uint32_t)vr);
+    if (vr)
+        valid_pack_results(w->c, w->j, idx, w->wb, w->output);
     wire_put_str(w->wb, "state", t ? task_state_name(t) : "done");
     wire_put_u64(w->wb, "issues", t ? t->issues : 0);
     for (uint32_t i = 0; i < m->via.map.size; i++)
@@ -703,6 +718,7 @@ static void h_cancel(struct cluster *c, struct request *r)
             t->node = UINT32_MAX; /* no longer counted against the node */
         }
     }
+    valid_cancel(c, j);
     j->state = JS_CANCELLED;
     j->finished_ms = wall_now_ms();
     cluster_mark_job(c, j);

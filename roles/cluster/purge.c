@@ -209,7 +209,8 @@ static int del_one(void *arg, const void *key, size_t klen, const void *val, siz
 
 void purge_step(struct cluster *c)
 {
-    int tables[] = {c->t_stdin, c->t_results, c->t_dups, c->sd->t_poutput, c->t_tasks};
+    int tables[] = {c->t_stdin, c->t_results, c->t_dups, c->sd->t_poutput,
+                    c->t_vres,  c->t_known,   c->t_tasks};
     struct sweep s = {c, 0, 0, PURGE_TURN_KEYS, false};
     while (c->npurgeq > 0 && s.budget > 0) {
         uint8_t from[8];

@@ -253,6 +253,7 @@ static void compact(struct cluster *c)
             if (j->hosts[h] < c->nnodes)
                 j->hosts[h] = map[j->hosts[h]];
     }
+    valid_remap(c, map); /* copies and results of checked jobs */
     free(map);
     log_info("sessions: %u forgotten session(s) removed, %u left", c->nnodes - m, m);
     c->nnodes = m;

@@ -86,6 +86,7 @@ void cluster_job_free(struct job *j)
     free(j->user);
     free(j->key);
     free(j->tasks);
+    valid_job_free(j);
     free(j);
 }
 
@@ -229,7 +230,7 @@ int cluster_node_register(struct cluster *c) { return node_commit_new(c); }
 
 static void job_encode(const struct job *j, struct wire_buf *wb)
 {
-    wire_pack_map(wb, 18 + (j->key != NULL) + 2 * (j->gpus > 0));
+    wire_pack_map(wb, 18 + (j->key != NULL) + 2 * (j->gpus > 0) + (j->v != NULL));
     wire_put_u64(wb, "id", j->id);
     wire_put_str(wb, "name", j->name ? j->name : "");
     wire_put_str(wb, "user", j->user ? j->user : "");
@@ -254,11 +255,13 @@ static void job_encode(const struct job *j, struct wire_buf *wb)
         wire_put_u64(wb, "gpus", j->gpus);
         wire_put_str(wb, "gpu_type", j->gpu_type);
     }
+    if (j->v)
+        valid_job_encode(j, wb);
 }
 
 void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live)
 {
-    wire_pack_map(wb, (live ? 25 : 22) + (n->ngpu > 0) + (n->cpu_gflops > 0));
+    wire_pack_map(wb, (live ? 25 : 22) + (n->ngpu > 0) + (n->cpu_gflops > 0) + VALID_TRUST_KEYS);
     wire_put_str(wb, "sid", n->sid);
     wire_put_str(wb, "node", n->name);
     wire_put_str(wb, "cluster", n->cluster);
@@ -293,6 +296,7 @@ void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live)
     }
     if (n->cpu_gflops > 0)
         wire_put_f64(wb, "cpu_gflops", n->cpu_gflops);
+    valid_trust_pack(n, wb);
     if (live) {
         wire_put_u64(wb, "running", n->inflight);
         wire_put_u64(wb, "cur_job", n->inflight ? n->cur_job : 0);
@@ -314,7 +318,7 @@ int cluster_task_save(struct cluster *c, struct job *j, uint32_t idx)
     uint8_t key[12];
     const struct task *t = &j->tasks[idx];
     wire_buf_init(&wb);
-    wire_pack_map(&wb, 7 + (t->dl != 0) + (t->dl_prev != 0));
+    wire_pack_map(&wb, 7 + (t->dl != 0) + (t->dl_prev != 0) + (j->v != NULL));
     if (t->dl)
         wire_put_u64(&wb, "dl", t->dl);
     if (t->dl_prev)
@@ -326,6 +330,8 @@ int cluster_task_save(struct cluster *c, struct job *j, uint32_t idx)
     wire_put_u64(&wb, "errors", t->errors);
     wire_put_str(&wb, "node", t->node < c->nnodes ? c->nodes[t->node].sid : "");
     wire_put_i64(&wb, "expiry", t->expiry_ms);
+    if (j->v)
+        valid_task_encode(c, j, idx, &wb);
     store_key_u64_u32(key, j->id, idx);
     int rc = put_record(c, c->t_tasks, key, sizeof key, &wb);
     wire_buf_free(&wb);
@@ -443,6 +449,8 @@ static int load_job(void *arg, const void *key, size_t klen, const void *val, si
     j->gpus = (uint16_t)wire_get_u64(m, "gpus", 0);
     wire_get_strbuf(m, "gpu_type", j->gpu_type, sizeof j->gpu_type);
     j->issuable = true;
+    if (valid_job_load(j, m) < 0)
+        goto bad;
     if (!j->argv || !j->name || !j->user || j->next_new > j->ntasks ||
         grow_tasks(j, j->next_new) < 0 || cluster_job_add(c, j) < 0)
         goto bad;
@@ -533,6 +541,7 @@ static int load_node(void *arg, const void *key, size_t klen, const void *val, s
         n->qused = (uint32_t)wire_get_u64(m, "quota_used", 0);
         n->qday_ms = wire_get_i64(m, "quota_day", 0);
         cluster_node_load_gpus(n, m);
+        valid_trust_load(n, m);
         node_commit_new(c);
     }
     msgpack_unpacked_destroy(&up);
@@ -570,7 +579,10 @@ static int load_task(void *arg, const void *key, size_t klen, const void *val, s
         t->dl = (uint32_t)wire_get_u64(m, "dl", 0);
         t->dl_prev = (uint32_t)wire_get_u64(m, "dl_prev", 0);
         t->node = n ? (uint32_t)(n - c->nodes) : UINT32_MAX;
-        if (t->state == TS_ISSUED && j->state == JS_RUNNING) {
+        if (j->v) {
+            t->node = UINT32_MAX; /* its copies are in validate.c */
+            valid_task_load(c, j, idx, m);
+        } else if (t->state == TS_ISSUED && j->state == JS_RUNNING) {
             /* give live nodes one heartbeat period to report after our restart */
             int64_t grace = wall_now_ms() + c->cfg.hb_s * 1000 * 2;
             if (t->expiry_ms < grace)
@@ -658,7 +670,7 @@ int cluster_load(struct cluster *c)
     c->load_skipped = 0;
     if (load_meta(c) < 0 || store_iter(c->store, c->t_nodes, NULL, 0, load_node, c) < 0 ||
         store_iter(c->store, c->t_jobs, NULL, 0, load_job, c) < 0 ||
-        store_iter(c->store, c->t_tasks, NULL, 0, load_task, c) < 0)
+        store_iter(c->store, c->t_tasks, NULL, 0, load_task, c) < 0 || valid_load(c) < 0)
         return -1;
     for (uint32_t i = 0; i < c->njobs; i++)
         if (c->jobs[i]->id >= c->next_job)
@@ -680,6 +692,7 @@ void cluster_free_state(struct cluster *c)
     sessions_free(c);
     purge_free(c);
     scored_free_state(c);
+    valid_reset(c);
     c->jobs = NULL;
     c->nodes = NULL;
     c->node_hash = NULL;

@@ -80,16 +80,24 @@ static json_t *stats_build(struct cluster *c, int64_t now)
                 wups += (n->slots ? n->slots : 1) / n->spu;
         }
         exchange += in_exchange;
-        json_array_append_new(
-            nodes,
-            json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:b, s:b, s:f, "
-                      "s:I, s:I, s:I, s:I}",
-                      "sid", n->sid, "node", n->name, "cluster", n->cluster, "client", n->client,
-                      "os", n->os, "ip", n->ip, "mhz", (json_int_t)n->mhz, "cores",
-                      (json_int_t)n->cores, "mem_mb", (json_int_t)n->mem_mb, "active", n->active,
-                      "in_exchange", in_exchange, "spu", n->spu, "results", (json_int_t)n->results,
-                      "running", (json_int_t)n->inflight, "last_ms", (json_int_t)n->last_ms,
-                      "portion_since_ms", (json_int_t)(n->inflight ? n->cur_since_ms : 0)));
+        json_t *no = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:b, s:b, s:f, "
+                             "s:I, s:I, s:I, s:I}",
+                             "sid", n->sid, "node", n->name, "cluster", n->cluster, "client",
+                             n->client, "os", n->os, "ip", n->ip, "mhz", (json_int_t)n->mhz,
+                             "cores", (json_int_t)n->cores, "mem_mb", (json_int_t)n->mem_mb,
+                             "active", n->active, "in_exchange", in_exchange, "spu", n->spu,
+                             "results", (json_int_t)n->results, "running",
+                             (json_int_t)n->inflight, "last_ms", (json_int_t)n->last_ms,
+                             "portion_since_ms", (json_int_t)(n->inflight ? n->cur_since_ms : 0));
+        json_t *tr =
+            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "consec_valid", (json_int_t)n->tr.consec,
+                      "valid", (json_int_t)n->tr.nvalid, "invalid", (json_int_t)n->tr.ninvalid,
+                      "spot_pass", (json_int_t)n->tr.spot_pass, "spot_fail",
+                      (json_int_t)n->tr.spot_fail, "probation", (json_int_t)n->tr.probation);
+        if (no && tr) /* result checking (validate.c) */
+            json_object_update(no, tr);
+        json_decref(tr);
+        json_array_append_new(nodes, no);
     }
     for (uint32_t i = 0; i < c->njobs; i++) {
         const struct job *j = c->jobs[i];
@@ -263,6 +271,24 @@ static void stats_metrics(FILE *f, struct cluster *c, json_t *st)
             fprintf(f, "gridnode_cluster_node_tasks_running{node=\"");
             label(f, c->nodes[k].name);
             fprintf(f, "\",sid=\"%s\"} %u\n", c->nodes[k].sid, c->nodes[k].inflight);
+        }
+    /* result checking (validate.c): each node's record */
+    family(f, "node_consecutive_valid", "gauge",
+           "Results of each node session found valid by a check in a row (node trust).");
+    for (uint32_t k = 0; k < c->nnodes; k++)
+        if (!c->nodes[k].gone) {
+            fprintf(f, "gridnode_cluster_node_consecutive_valid{node=\"");
+            label(f, c->nodes[k].name);
+            fprintf(f, "\",sid=\"%s\"} %u\n", c->nodes[k].sid, c->nodes[k].tr.consec);
+        }
+    family(f, "node_invalid_results_total", "counter",
+           "Results of each node session found wrong by a check or a failed spot check.");
+    for (uint32_t k = 0; k < c->nnodes; k++)
+        if (!c->nodes[k].gone) {
+            fprintf(f, "gridnode_cluster_node_invalid_results_total{node=\"");
+            label(f, c->nodes[k].name);
+            fprintf(f, "\",sid=\"%s\"} %u\n", c->nodes[k].sid,
+                    c->nodes[k].tr.ninvalid + c->nodes[k].tr.spot_fail);
         }
 }
 

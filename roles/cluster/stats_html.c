@@ -248,7 +248,8 @@ static void nodes(FILE *f, json_t *st)
     fprintf(f, "<table><tr><th class=\"l\">node</th><th class=\"l\">cluster</th>"
                "<th class=\"l\">client</th><th class=\"l\">ip</th><th class=\"l\">os</th>"
                "<th>MHz</th><th>cores</th><th class=\"l\">active</th><th>s/unit</th>"
-               "<th>results</th><th>running</th></tr>\n");
+               "<th>results</th><th>running</th><th>valid in a row</th><th>wrong %%</th>"
+               "<th>spot checks passed/failed</th></tr>\n");
     json_array_foreach(arr, i, v)
     {
         const char *keys[] = {"node", "cluster", "client", "ip", "os"};
@@ -260,12 +261,17 @@ static void nodes(FILE *f, json_t *st)
         }
         fprintf(f,
                 "<td>%lld</td><td>%lld</td><td class=\"l\">%s</td><td>%.3f</td><td>%lld</td>"
-                "<td>%lld</td></tr>\n",
+                "<td>%lld</td>",
                 num(v, "mhz"), num(v, "cores"),
                 json_is_true(json_object_get(v, "in_exchange")) ? "yes, in exchange"
                 : json_is_true(json_object_get(v, "active"))    ? "yes"
                                                                 : "no",
                 json_number_value(json_object_get(v, "spu")), num(v, "results"), num(v, "running"));
+        /* result checking (validate.c, docs/validation.md "Node trust") */
+        long long nv = num(v, "valid"), ni = num(v, "invalid");
+        fprintf(f, "<td>%lld</td><td>%.1f</td><td>%lld/%lld%s</td></tr>\n", num(v, "consec_valid"),
+                nv + ni ? 100.0 * (double)ni / (double)(nv + ni) : 0.0, num(v, "spot_pass"),
+                num(v, "spot_fail"), num(v, "probation") ? " (probation)" : "");
     }
     fprintf(f, "</table>\n");
 }

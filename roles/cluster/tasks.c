@@ -14,6 +14,7 @@
 #include "lib/loop.h"
 #include "roles/cluster/app.h"
 #include "roles/cluster/cluster.h"
+#include "roles/cluster/validate_int.h"
 #include "store/store.h"
 
 #define EWMA_ALPHA 0.3
@@ -82,6 +83,8 @@ static struct task *heap_task(struct cluster *c, const struct heap_ent *e, struc
     if (!j || j->state != JS_RUNNING || e->idx >= j->next_new)
         return NULL;
     struct task *t = &j->tasks[e->idx];
+    if (j->v)
+        return NULL; /* a checked job's copies expire in validate.c */
     if (t->state != TS_ISSUED || t->issues != e->issue || t->expiry_ms != e->expiry_ms)
         return NULL;
     *jp = j;
@@ -312,7 +315,7 @@ static int take_new(struct cluster *c, struct pick *p, struct job **jp, uint32_t
             c->open_from++;
             continue;
         }
-        if (closed || !j->issuable || !pick_fits(j, p))
+        if (closed || !j->issuable || (j->v && j->v->known) || !pick_fits(j, p))
             continue;
         if (app_template.next(c, j, idx) == 0) {
             if (job_grow_tasks(j, *idx + 1) < 0)
@@ -358,7 +361,7 @@ static int issue_one(struct cluster *c, struct node *n, struct job *j, uint32_t 
     wire_pack_map(tb, 11 + (j->gpus > 0));
     wire_put_u64(tb, "job", j->id);
     wire_put_u64(tb, "idx", idx);
-    wire_put_u64(tb, "issue", t->issues + 1);
+    wire_put_u64(tb, "issue", valid_issue_no(j, t));
     wire_put_u64(tb, "limit_s", j->limit_s);
     wire_put_f64(tb, "complexity", j->complexity);
     wire_put_str(tb, "ptype", slot > 0 ? n->gpu[slot - 1].type : "cpu");
@@ -379,6 +382,8 @@ static int issue_one(struct cluster *c, struct node *n, struct job *j, uint32_t 
         wait = (int64_t)dl * 1000 - now;
     t->dl_prev = t->dl;
     t->dl = dl;
+    if (j->v) /* replicated or checked: copies are tracked by validate.c */
+        return valid_issued(c, n, j, idx, now + wait);
     t->state = TS_ISSUED;
     c->n_issued++;
     c->n_reissued += t->issues > 0;
@@ -434,7 +439,16 @@ static int issue(struct cluster *c, struct node *n, uint32_t want, struct task_r
             break;
         if (n->quota && n->qused >= n->quota)
             break;
-        if (take_expired(c, &p, now, &j, &idx) < 0 && take_new(c, &p, &j, &idx) < 0) {
+        /* Checked jobs (copies, spot checks: validate.c) are CPU tasks: offered when the
+         * request leaves room for CPU work. */
+        int ri0 = rq ? req_index(n, rq, 0) : -1, vr = -1;
+        if (!rq || ri0 >= 0)
+            vr = valid_take(c, n, now, &j, &idx);
+        if (vr == 0) {
+            p.slot = 0;
+            p.ri = ri0;
+        }
+        if (vr < 0 && take_expired(c, &p, now, &j, &idx) < 0 && take_new(c, &p, &j, &idx) < 0) {
             if (rq)
                 rq->dry = true; /* no work left for the types still open */
             break;
@@ -566,6 +580,8 @@ int tasks_result(struct cluster *c, struct node *n, const msgpack_object *res)
         quota_valid(c, n);
     if (j->state == JS_CANCELLED && t->state != TS_DONE)
         return 0; /* cancelled before it finished: acknowledged and dropped, never "ok" */
+    if (j->v) /* replicated or checked: validate.c judges (late results included) */
+        return valid_result(c, n, j, idx, issue, res);
     if (t->state == TS_DONE && t->node == me && t->won == issue)
         return 0; /* a resend of the winning delivery */
     bool late = result_late(t, issue);
@@ -629,9 +645,13 @@ void tasks_extend(struct cluster *c, struct node *n, uint64_t jid, uint32_t idx,
     if (!c->cfg.heartbeat_extends || !j || j->state != JS_RUNNING || idx >= j->next_new)
         return;
     struct task *t = &j->tasks[idx];
+    int64_t until = wall_now_ms() + (int64_t)((double)c->cfg.hb_s * 1000.0 * c->cfg.k_wait);
+    if (j->v) {
+        valid_extend(c, n, j, idx, issue, until);
+        return;
+    }
     if (t->state != TS_ISSUED || t->issues != issue || t->node != (uint32_t)(n - c->nodes))
         return;
-    int64_t until = wall_now_ms() + (int64_t)((double)c->cfg.hb_s * 1000.0 * c->cfg.k_wait);
     if (until > t->expiry_ms) {
         t->expiry_ms = until;
         heap_push(c, (struct heap_ent){until, jid, idx, issue});
@@ -662,6 +682,7 @@ void tasks_release_node(struct cluster *c, struct node *n)
         heap_push(c, (struct heap_ent){now, j->id, held[i].idx, t->issues});
     }
     free(held);
+    valid_release_node(c, n);
     n->inflight = 0;
 }
 
