@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -442,6 +443,7 @@ static void start(struct slurm_site *S, struct sreq *r)
         return;
     }
     bool drop = S->runas && !r->admin;
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
         /* the child: only async-signal-safe calls from here on */
@@ -452,6 +454,10 @@ static void start(struct slurm_site *S, struct sreq *r)
         syscall(SYS_close_range, 3u, ~0u, 0u);
         if (drop && (setgroups((size_t)S->ngroups, S->groups) < 0 || setgid(S->gid) < 0 ||
                      setuid(S->uid) < 0))
+            _exit(126);
+        /* dies with the spool (after setuid, which clears it): a command left running by
+         * a kill -9 must not make a job after the restarted spool looked for it */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
             _exit(126);
         if (chdir(S->c.dir) < 0 && chdir("/") < 0)
             _exit(127);
@@ -830,7 +836,14 @@ static void done_submit(struct slurm_site *S, struct sreq *r)
     char b[600];
     if (!cmd_ok(r)) {
         why(S, r, b, sizeof b);
-        reply_err(S, r, unreachable(r) ? WE_REFUSED : WE_INVALID, "%s", b);
+        if (unreachable(r) && r->key[0]) {
+            /* sbatch may have made the job before it was killed or lost its answer: no
+             * reply, so the spool sends the submission again with the same key once the
+             * site answers (and this lookup finds the job) instead of placing it twice */
+            log_warnx("%s (no answer: the spool resends with key %s)", b, r->key);
+        } else {
+            reply_err(S, r, WE_INVALID, "%s", b);
+        }
         req_free(S, r);
         return;
     }
