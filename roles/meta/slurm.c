@@ -120,6 +120,7 @@ struct slurm_site {
     bool polling;
     pid_t *reap;
     uint32_t nreap, capreap;
+    int kick; /* a 0 ms timer that starts new requests' commands in the next turn */
 };
 
 /* ---- parsing ---- */
@@ -398,6 +399,7 @@ static void fd_close(struct slurm_site *S, struct sreq *r, int w)
 }
 
 static void finish(struct slurm_site *S, struct sreq *r);
+static void pump(struct slurm_site *S);
 
 /* A command's output is readable (or closed). */
 static void on_fd(struct loop *l, void *a)
@@ -421,8 +423,10 @@ static void on_fd(struct loop *l, void *a)
     if (r->fd[0] < 0 && r->fd[1] < 0 && r->pid > 0 && !r->reaped) {
         if (waitpid(r->pid, &r->status, WNOHANG) == r->pid)
             r->reaped = true;
-        if (r->reaped)
+        if (r->reaped) {
             finish(S, r);
+            pump(S); /* a next step, or a command waiting for a slot */
+        }
         /* else: the tick reaps it */
     }
 }
@@ -1241,8 +1245,22 @@ static char *make_wrap(const msgpack_object *argv, bool shell)
     return w;
 }
 
+static void on_kick(struct loop *l, void *arg)
+{
+    (void)l;
+    struct slurm_site *S = arg;
+    S->kick = 0;
+    slurm_site_tick(S);
+}
+
 void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
 {
+    /* not started here: this runs while the spool sends its turn's messages, and a reply
+     * (even an error) must not come back into the spool before that is over */
+    if (!S->kick)
+        S->kick = loop_timer(S->loop, 0, 0, on_kick, S);
+    if (S->kick < 0)
+        S->kick = 0;
     struct wire_msg m;
     struct wire_error we;
     if (wire_decode(data, len, true, &m, &we) < 0) {
@@ -1530,6 +1548,8 @@ void slurm_site_destroy(struct slurm_site **sp)
     struct slurm_site *S = sp ? *sp : NULL;
     if (!S)
         return;
+    if (S->kick > 0)
+        loop_timer_cancel(S->loop, S->kick);
     while (S->reqs) {
         struct sreq *r = S->reqs;
         if (r->pid > 0) {
