@@ -64,7 +64,8 @@ void meta_out_flush(struct meta *M, bool send)
         struct msite *s = &M->site[M->out[i].site];
         if (send && s->slurm)
             slurm_site_request(s->slurm, M->out[i].data, M->out[i].len);
-        else if (send && s->sock && zmq_send(s->sock, M->out[i].data, M->out[i].len, ZMQ_DONTWAIT) < 0)
+        else if (send && s->sock &&
+                 zmq_send(s->sock, M->out[i].data, M->out[i].len, ZMQ_DONTWAIT) < 0)
             log_debug("cannot send to site %s: %s", s->name, zmq_strerror(errno));
         free(M->out[i].data);
     }
@@ -913,8 +914,8 @@ int meta_sites_open(struct meta *M)
             struct slurm_conf sc;
             char err[400];
             if (slurm_url_parse(s->ep, &sc, err, sizeof err) < 0 ||
-                !(s->slurm = slurm_site_new(&sc, s->name, M->cfg.user, M->loop, slurm_frame, s,
-                                            err, sizeof err))) {
+                !(s->slurm = slurm_site_new(&sc, s->name, M->cfg.user, M->loop, slurm_frame, s, err,
+                                            sizeof err))) {
                 log_warnx("%s", err);
                 return -1;
             }

@@ -152,13 +152,13 @@ const char *slurm_state_word(const char *st)
     static const struct {
         const char *slurm, *word;
     } map[] = {
-        {"PENDING", "queued"},     {"REQUEUED", "queued"},     {"REQUEUE_FED", "queued"},
+        {"PENDING", "queued"},      {"REQUEUED", "queued"},      {"REQUEUE_FED", "queued"},
         {"REQUEUE_HOLD", "queued"}, {"RESV_DEL_HOLD", "queued"}, {"CONFIGURING", "queued"},
-        {"SUSPENDED", "running"},  {"RUNNING", "running"},     {"COMPLETING", "running"},
-        {"STAGE_OUT", "running"},  {"SIGNALING", "running"},   {"RESIZING", "running"},
-        {"COMPLETED", "done"},     {"CANCELLED", "cancelled"}, {"TIMEOUT", "killed"},
-        {"PREEMPTED", "killed"},   {"DEADLINE", "killed"},     {"OUT_OF_MEMORY", "killed"},
-        {"FAILED", "failed"},      {"NODE_FAIL", "failed"},    {"BOOT_FAIL", "failed"},
+        {"SUSPENDED", "running"},   {"RUNNING", "running"},      {"COMPLETING", "running"},
+        {"STAGE_OUT", "running"},   {"SIGNALING", "running"},    {"RESIZING", "running"},
+        {"COMPLETED", "done"},      {"CANCELLED", "cancelled"},  {"TIMEOUT", "killed"},
+        {"PREEMPTED", "killed"},    {"DEADLINE", "killed"},      {"OUT_OF_MEMORY", "killed"},
+        {"FAILED", "failed"},       {"NODE_FAIL", "failed"},     {"BOOT_FAIL", "failed"},
         {"SPECIAL_EXIT", "failed"}, {"REVOKED", "cancelled"},
     };
     for (size_t i = 0; st && i < sizeof map / sizeof map[0]; i++)
@@ -253,8 +253,8 @@ int slurm_url_parse(const char *url, struct slurm_conf *c, char *err, size_t err
     const char *p = url + 8, *q = strchr(p, '?');
     size_t pl = q ? (size_t)(q - p) : strlen(p);
     if (pl >= sizeof c->conf || (pl && p[0] != '/')) {
-        snprintf(err, errlen, "%s: the slurm.conf path must be absolute (slurm:///etc/slurm/slurm.conf)",
-                 url);
+        snprintf(err, errlen,
+                 "%s: the slurm.conf path must be absolute (slurm:///etc/slurm/slurm.conf)", url);
         return -1;
     }
     memcpy(c->conf, p, pl);
@@ -891,10 +891,9 @@ static void done_simple(struct slurm_site *S, struct sreq *r)
         char b[600];
         why(S, r, b, sizeof b);
         const char *e = otext(&r->err);
-        int code = strstr(e, "Invalid job id") || strstr(e, "Invalid reservation")
-                       ? WE_NOT_FOUND
-                   : strstr(e, "in use") || strstr(e, "already completing") ? WE_STATE
-                                                                             : WE_REFUSED;
+        int code = strstr(e, "Invalid job id") || strstr(e, "Invalid reservation") ? WE_NOT_FOUND
+                   : strstr(e, "in use") || strstr(e, "already completing")        ? WE_STATE
+                                                                                   : WE_REFUSED;
         reply_err(S, r, code, "%s", b);
     }
     req_free(S, r);
@@ -1162,7 +1161,8 @@ void slurm_site_tick(struct slurm_site *S)
     if (!S->polling && S->nw) {
         struct sreq *r = req_new(S, T_POLL, 0);
         uint32_t n = S->nw < POLL_MAX ? S->nw : POLL_MAX;
-        if (r && (r->prid = malloc(n * sizeof *r->prid)) && (r->pjob = malloc(n * sizeof *r->pjob))) {
+        if (r && (r->prid = malloc(n * sizeof *r->prid)) &&
+            (r->pjob = malloc(n * sizeof *r->pjob))) {
             memcpy(r->prid, S->wrid, n * sizeof *r->prid);
             memcpy(r->pjob, S->wjob, n * sizeof *r->pjob);
             r->np = n;
@@ -1272,7 +1272,8 @@ void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
     if (m.type == WT_JOB_GET) {
         if (S->nw == S->capw) {
             uint32_t nc = S->capw ? S->capw * 2 : 64;
-            uint64_t *a = realloc(S->wrid, nc * sizeof *a), *b = a ? realloc(S->wjob, nc * sizeof *b) : NULL;
+            uint64_t *a = realloc(S->wrid, nc * sizeof *a),
+                     *b = a ? realloc(S->wjob, nc * sizeof *b) : NULL;
             if (a)
                 S->wrid = a;
             if (b) {
@@ -1374,8 +1375,8 @@ void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
                       ? make_wrap(av, wire_get_bool(o, "shell", false))
                       : NULL;
         if (!w) {
-            ready_err(S, rid, WE_INVALID, "slurm site %s: argv is empty, has NUL bytes or is too long",
-                      S->site);
+            ready_err(S, rid, WE_INVALID,
+                      "slurm site %s: argv is empty, has NUL bytes or is too long", S->site);
             break;
         }
         if (!(r = req_new(S, m.type, rid))) {
@@ -1481,9 +1482,12 @@ struct slurm_site *slurm_site_new(const struct slurm_conf *c, const char *site, 
     S->bf_window_min = 1440;
     const char *path = getenv("PATH");
     for (int i = 0; i < C_N; i++)
-        if (!find_cmd(c->bin[0] ? c->bin : path ? path : "/usr/bin:/bin", cmd_name[i], S->path[i],
-                      sizeof S->path[i])) {
-            snprintf(err, errlen, "slurm site %s: %s not found in %s (install slurm-client, or set bin=DIR)",
+        if (!find_cmd(c->bin[0] ? c->bin
+                      : path    ? path
+                                : "/usr/bin:/bin",
+                      cmd_name[i], S->path[i], sizeof S->path[i])) {
+            snprintf(err, errlen,
+                     "slurm site %s: %s not found in %s (install slurm-client, or set bin=DIR)",
                      site, cmd_name[i], c->bin[0] ? c->bin : "PATH");
             free(S);
             return NULL;
@@ -1498,9 +1502,10 @@ struct slurm_site *slurm_site_new(const struct slurm_conf *c, const char *site, 
         }
         if (pw->pw_uid != geteuid()) {
             if (geteuid() != 0) {
-                snprintf(err, errlen,
-                         "slurm site %s: user=%s needs the spool to run as root (it runs as uid %u)",
-                         site, c->user, (unsigned)geteuid());
+                snprintf(
+                    err, errlen,
+                    "slurm site %s: user=%s needs the spool to run as root (it runs as uid %u)",
+                    site, c->user, (unsigned)geteuid());
                 free(S);
                 return NULL;
             }

@@ -142,15 +142,18 @@ static int setup(void **st)
     if (!mkdtemp(f->dir))
         return -1;
     script(f, "sinfo", "echo 'debug*|up|1/3/0/4|1/0/0/1'");
-    script(f, "scontrol", "case \"$1\" in show) echo 'SchedulerParameters     = bf_window=60';; "
-                          "create) echo created;; *) echo \"Invalid reservation $*\" >&2; exit 1;; "
-                          "esac");
-    script(f, "squeue", "case \"$*\" in *--jobs=*) echo '42|RUNNING|2026-01-01T00:00:00|"
-                        "2026-01-01T01:00:00|0|None|vm|';; *--name=*) ;; *) echo PD; echo R;; "
-                        "esac");
-    script(f, "sbatch", "case \"$*\" in *--test-only*) echo 'sbatch: Job 9 to start at "
-                        "2030-01-01T00:00:00 using 1 processors' >&2;; *hang*) exec sleep 30;; "
-                        "*) echo 77;; esac");
+    script(f, "scontrol",
+           "case \"$1\" in show) echo 'SchedulerParameters     = bf_window=60';; "
+           "create) echo created;; *) echo \"Invalid reservation $*\" >&2; exit 1;; "
+           "esac");
+    script(f, "squeue",
+           "case \"$*\" in *--jobs=*) echo '42|RUNNING|2026-01-01T00:00:00|"
+           "2026-01-01T01:00:00|0|None|vm|';; *--name=*) ;; *) echo PD; echo R;; "
+           "esac");
+    script(f, "sbatch",
+           "case \"$*\" in *--test-only*) echo 'sbatch: Job 9 to start at "
+           "2030-01-01T00:00:00 using 1 processors' >&2;; *hang*) exec sleep 30;; "
+           "*) echo 77;; esac");
     script(f, "scancel", "echo 'scancel: error: Invalid job id 5' >&2; exit 1");
     f->l = loop_new();
     struct slurm_conf c;
