@@ -109,6 +109,9 @@ def test_kill9_mid_placement_no_duplicate_no_stray(slurm, hpc, meta_factory):
     wait_until(lambda: m.rpc(T["SITE_INFO"])["sites"][0]["known"], scaled(30),
                msg="site known")
     ids = [submit(m, "sleep 1", limit_s=30) for _ in range(6)]
+    # killed while placements are under way: some job reserved or submitted, not all
+    wait_until(lambda: any(mjob(m, i)["gstate"] != "queued" for i in ids), scaled(30),
+               interval=0.005, msg="a placement under way")
     m.kill(signal.SIGKILL)
     m.restart()
     for jid in ids:
