@@ -43,8 +43,9 @@
 
 extern char **environ;
 
-enum { C_SBATCH, C_SQUEUE, C_SINFO, C_SCONTROL, C_SCANCEL, C_N };
-static const char *const cmd_name[C_N] = {"sbatch", "squeue", "sinfo", "scontrol", "scancel"};
+enum { C_SBATCH, C_SQUEUE, C_SINFO, C_SCONTROL, C_SCANCEL, C_SACCT, C_N };
+static const char *const cmd_name[C_N] = {"sbatch",   "squeue",  "sinfo",
+                                          "scontrol", "scancel", "sacct"};
 
 #define OUT_MAX (16u << 20) /* a command's output kept (squeue of many jobs) */
 #define ARGS_MAX 40
@@ -112,6 +113,7 @@ struct slurm_site {
     gid_t groups[64];
     int ngroups;
     long bf_window_min;
+    bool sacct;               /* accounting exists (AccountingStorageType) and sacct was found */
     struct sreq *reqs, *tail; /* every request, oldest first */
     int running;
     /* JOB_GETs waiting for the next squeue */
@@ -1010,9 +1012,45 @@ static void job_reply(struct slurm_site *S, uint64_t rid, uint64_t job, char **f
     wire_buf_free(&wb);
 }
 
+/* The row of job in rows (JobID|...), split into f (up to 8 fields) using row; count. */
+static int find_row(const char *rows, uint64_t job, char *row, size_t cap, char **f)
+{
+    for (const char *p = rows; *p;) {
+        const char *eol = strchr(p, '\n');
+        size_t l = eol ? (size_t)(eol - p) : strlen(p);
+        if (strtoull(p, NULL, 10) == job && p[strspn(p, "0123456789")] == '|' && l < cap) {
+            memcpy(row, p, l);
+            row[l] = '\0';
+            return split(row, '|', f, 8);
+        }
+        p += l;
+        if (*p)
+            p++;
+    }
+    return 0;
+}
+
 static void done_poll(struct slurm_site *S, struct sreq *r)
 {
     S->polling = false;
+    if (r->step == 1) { /* sacct of the jobs squeue no longer knew */
+        /* rows: JobID|State|Start|End|ExitCode (code:signal) */
+        for (uint32_t i = 0; i < r->np; i++) {
+            char row[1024], ex[24], *f[8] = {0};
+            int nf = cmd_ok(r) ? find_row(otext(&r->out), r->pjob[i], row, sizeof row, f) : 0;
+            if (nf >= 5) {
+                f[1][strcspn(f[1], " ")] = '\0'; /* "CANCELLED by 0" */
+                int code = atoi(f[4]), sig = strchr(f[4], ':') ? atoi(strchr(f[4], ':') + 1) : 0;
+                snprintf(ex, sizeof ex, "%d", sig ? sig & 0x7f : (code & 0xff) << 8);
+                char *g[7] = {f[0], f[1], f[2], f[3], ex, "None", ""};
+                job_reply(S, r->prid[i], r->pjob[i], g, 7);
+            } else {
+                job_reply(S, r->prid[i], r->pjob[i], f, 0);
+            }
+        }
+        req_free(S, r);
+        return;
+    }
     bool gone = !cmd_ok(r) && strstr(otext(&r->err), "Invalid job id");
     if (!cmd_ok(r) && !gone) {
         char b[600];
@@ -1022,27 +1060,34 @@ static void done_poll(struct slurm_site *S, struct sreq *r)
         return;
     }
     /* rows: JobID|State|StartTime|EndTime|exit_code|Reason|NodeList| */
+    uint32_t nmiss = 0;
     for (uint32_t i = 0; i < r->np; i++) {
-        char *f[8] = {0};
-        int nf = 0;
-        char row[1024];
-        for (const char *p = gone ? "" : otext(&r->out); *p;) {
-            const char *eol = strchr(p, '\n');
-            size_t l = eol ? (size_t)(eol - p) : strlen(p);
-            if (strtoull(p, NULL, 10) == r->pjob[i] && p[strspn(p, "0123456789")] == '|' &&
-                l < sizeof row) {
-                memcpy(row, p, l);
-                row[l] = '\0';
-                nf = split(row, '|', f, 8);
-                break;
-            }
-            p += l;
-            if (*p)
-                p++;
+        char row[1024], *f[8] = {0};
+        int nf = gone ? 0 : find_row(otext(&r->out), r->pjob[i], row, sizeof row, f);
+        if (nf < 7 && S->sacct) { /* kept for sacct */
+            r->prid[nmiss] = r->prid[i];
+            r->pjob[nmiss++] = r->pjob[i];
+            continue;
         }
         job_reply(S, r->prid[i], r->pjob[i], f, nf);
     }
-    req_free(S, r);
+    r->np = nmiss;
+    if (!nmiss) {
+        req_free(S, r);
+        return;
+    }
+    /* squeue forgets ended jobs after MinJobAge: accounting still knows them */
+    r->step = 1;
+    cmd(S, r, C_SACCT, false);
+    arg(r, "--noheader");
+    arg(r, "--parsable2");
+    arg(r, "--allocations");
+    arg(r, "--format=JobID,State,Start,End,ExitCode");
+    char ids[POLL_MAX * 21 + 1];
+    size_t k = 0;
+    for (uint32_t i = 0; i < nmiss; i++)
+        k += (size_t)snprintf(ids + k, sizeof ids - k, "%s%" PRIu64, i ? "," : "", r->pjob[i]);
+    arg(r, "--jobs=%s", ids);
 }
 
 static void done_config(struct slurm_site *S, struct sreq *r)
@@ -1055,7 +1100,15 @@ static void done_config(struct slurm_site *S, struct sreq *r)
         snprintf(v, sizeof v, "%.*s", (int)(l < sizeof v ? l : sizeof v - 1), eq ? eq + 1 : "");
         S->bf_window_min = slurm_bf_window_min(v + strspn(v, " "));
     }
-    log_info("slurm site %s: backfill window %ld min", S->site, S->bf_window_min);
+    const char *a = cmd_ok(r) ? strstr(otext(&r->out), "AccountingStorageType") : NULL;
+    if (a) {
+        const char *eq = strchr(a, '=');
+        a = eq ? eq + 1 + strspn(eq + 1, " ") : "";
+        S->sacct = S->path[C_SACCT][0] && strncmp(a, "accounting_storage/none", 23) &&
+                   strncmp(a, "(null)", 6) && *a != '\n';
+    }
+    log_info("slurm site %s: backfill window %ld min, accounting %s", S->site, S->bf_window_min,
+             S->sacct ? "yes (sacct for jobs squeue has forgotten)" : "no");
     req_free(S, r);
 }
 
@@ -1461,6 +1514,7 @@ static bool find_cmd(const char *dirs, const char *name, char *out, size_t n)
         if (access(out, X_OK) == 0)
             return true;
     }
+    out[0] = '\0';
     return false;
 }
 
@@ -1480,12 +1534,9 @@ struct slurm_site *slurm_site_new(const struct slurm_conf *c, const char *site, 
     S->fn = fn;
     S->arg = cbarg;
     S->bf_window_min = 1440;
-    const char *path = getenv("PATH");
+    const char *path = getenv("PATH"), *dirs = c->bin[0] ? c->bin : path ? path : "/usr/bin:/bin";
     for (int i = 0; i < C_N; i++)
-        if (!find_cmd(c->bin[0] ? c->bin
-                      : path    ? path
-                                : "/usr/bin:/bin",
-                      cmd_name[i], S->path[i], sizeof S->path[i])) {
+        if (!find_cmd(dirs, cmd_name[i], S->path[i], sizeof S->path[i]) && i != C_SACCT) {
             snprintf(err, errlen,
                      "slurm site %s: %s not found in %s (install slurm-client, or set bin=DIR)",
                      site, cmd_name[i], c->bin[0] ? c->bin : "PATH");

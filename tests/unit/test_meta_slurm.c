@@ -99,7 +99,8 @@ struct fx {
         char msg[300];
         int64_t earliest;
         uint64_t job;
-        char state[32];
+        char state[32], reason[128];
+        int64_t exit;
     } rep[16];
 };
 
@@ -118,8 +119,11 @@ static void on_reply(void *arg, const void *data, size_t len)
         r->earliest = wire_get_i64(m.root, "earliest", -2);
         r->job = wire_get_u64(m.root, "job", 0);
         const msgpack_object *j = wire_get(m.root, "job");
-        if (j && j->type == MSGPACK_OBJECT_MAP)
+        if (j && j->type == MSGPACK_OBJECT_MAP) {
             wire_get_strbuf(j, "state", r->state, sizeof r->state);
+            wire_get_strbuf(j, "reason", r->reason, sizeof r->reason);
+            r->exit = wire_get_i64(j, "exit", -99);
+        }
     }
     wire_msg_free(&m);
 }
@@ -143,7 +147,8 @@ static int setup(void **st)
         return -1;
     script(f, "sinfo", "echo 'debug*|up|1/3/0/4|1/0/0/1'");
     script(f, "scontrol",
-           "case \"$1\" in show) echo 'SchedulerParameters     = bf_window=60';; "
+           "case \"$1\" in show) echo 'SchedulerParameters     = bf_window=60'; "
+           "echo 'AccountingStorageType   = accounting_storage/slurmdbd';; "
            "create) echo created;; *) echo \"Invalid reservation $*\" >&2; exit 1;; "
            "esac");
     script(f, "squeue",
@@ -154,6 +159,7 @@ static int setup(void **st)
            "case \"$*\" in *--test-only*) echo 'sbatch: Job 9 to start at "
            "2030-01-01T00:00:00 using 1 processors' >&2;; *hang*) exec sleep 30;; "
            "*) echo 77;; esac");
+    script(f, "sacct", "echo '43|FAILED|2026-01-01T00:00:00|2026-01-01T00:10:00|3:0'");
     script(f, "scancel", "echo 'scancel: error: Invalid job id 5' >&2; exit 1");
     f->l = loop_new();
     struct slurm_conf c;
@@ -257,8 +263,11 @@ static void test_adapter(void **st)
     request(f, WT_CANCEL, 4, "job", 5, NULL, NULL, false);
     request(f, WT_NODE_LIST, 5, NULL, 0, NULL, NULL, false);
     slurm_site_request(f->S, "\x81\xa1v", 3); /* malformed: an error reply, id 0 */
-    run_until(f, 6, 10000);
-    assert_int_equal(f->nrep, 6);
+    /* jobs squeue no longer lists: from accounting (43), or failed, never "not found" (44) */
+    request(f, WT_JOB_GET, 10, "job", 43, NULL, NULL, false);
+    request(f, WT_JOB_GET, 11, "job", 44, NULL, NULL, false);
+    run_until(f, 8, 10000);
+    assert_int_equal(f->nrep, 8);
     int i = find(f, 1);
     assert_true(i >= 0 && f->rep[i].type == WT_SITE);
     i = find(f, 2);
@@ -276,6 +285,14 @@ static void test_adapter(void **st)
     assert_int_equal(f->rep[i].code, WE_TYPE);
     i = find(f, 0);
     assert_true(i >= 0 && f->rep[i].type == WT_ERROR);
+    i = find(f, 10);
+    assert_true(i >= 0 && f->rep[i].type == WT_JOB);
+    assert_string_equal(f->rep[i].state, "failed");
+    assert_int_equal(f->rep[i].exit, 3);
+    i = find(f, 11);
+    assert_true(i >= 0 && f->rep[i].type == WT_JOB);
+    assert_string_equal(f->rep[i].state, "failed");
+    assert_non_null(strstr(f->rep[i].reason, "no longer knows"));
 }
 
 static void test_hang_killed_loop_free(void **st)
