@@ -148,3 +148,21 @@ def test_slurm_outage_sends_jobs_elsewhere(
     wait_until(lambda: {s["name"]: s for s in m.rpc(T["SITE_INFO"])["sites"]}["hpc"]["up"],
                scaled(60), msg="the Slurm site up again")
     assert TYPES["SUBMIT"] == T["SUBMIT"]
+
+
+def test_jobs_run_as_the_site_identity(slurm, hpc, meta_factory):
+    """user=NAME: the job runs under that account at Slurm (sbatch as NAME), its
+    reservation is for NAME; the grid user is in the job's comment."""
+    import os
+    os.chmod(slurm.out, 0o777)
+    m = meta_factory({"hpc": hpc + "&user=nobody"}, sets=FAST)
+    who = os.path.join(slurm.out, "who")
+    jid = m.rpc(T["PSUBMIT"], argv=["id -un > %s" % who], shell=True, procs=1, limit_s=60,
+                user="alice")["job"]
+    j = wait_gstate(m, jid, ("done", "failed"), timeout=60)
+    assert j["gstate"] == "done" and j["site"] == "hpc", j
+    with open(who) as f:
+        assert f.read().strip() == "nobody"
+    r = slurm.run("squeue", "-h", "-t", "all", "-j", str(j["site_job"]), "-O",
+                  "UserName:|,Comment:|")
+    assert r.stdout.startswith("nobody|") and "user alice" in r.stdout, r.stdout
