@@ -719,8 +719,9 @@ static void done_site_info(struct slurm_site *S, struct sreq *r)
     wire_put_u64(&wb, "cores", (uint64_t)r->i1);
     wire_put_u64(&wb, "cores_up", (uint64_t)(r->i4 ? r->i1 : 0));
     wire_put_u64(&wb, "cores_free", (uint64_t)r->i2);
-    /* a job may span the partition's nodes */
-    wire_put_u64(&wb, "largest_procs", (uint64_t)(r->i4 ? r->i1 : 0));
+    /* a job may span the partition's nodes; a partition down now may come back, so its
+     * size stays (jobs are not refused at the spool for a Slurm outage) */
+    wire_put_u64(&wb, "largest_procs", (uint64_t)r->i1);
     wire_put_u64(&wb, "queued", pend);
     wire_put_u64(&wb, "running", run);
     wire_put_u64(&wb, "reservations", 0);
