@@ -454,6 +454,10 @@ static void start(struct slurm_site *S, struct sreq *r)
     if (pid == 0) {
         /* the child: only async-signal-safe calls from here on */
         setpgid(0, 0);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        signal(SIGPIPE, SIG_DFL); /* the spool ignores it; exec keeps an ignored signal */
         int dn = open("/dev/null", O_RDONLY);
         if (dn < 0 || dup2(dn, 0) < 0 || dup2(po[1], 1) < 0 || dup2(pe[1], 2) < 0)
             _exit(127);
