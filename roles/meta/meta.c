@@ -32,7 +32,8 @@ static const struct config_key meta_keys[] = {
     {"meta", "state_dir", CONFIG_STR, "run/meta", OFF(state_dir), 0, 0, NULL,
      "directory of the LMDB spool and the endpoint file (created)"},
     {"meta", "sites", CONFIG_STR, "", OFF(sites), 0, 0, NULL,
-     "batch sites, comma-separated: NAME=tcp://HOST:PORT or tcp://HOST:PORT"},
+     "sites, comma-separated: NAME=tcp://HOST:PORT (a batch role) or "
+     "NAME=slurm://SLURM_CONF?partition=P&... (a Slurm cluster, docs/meta.md)"},
     {"meta", "speeds", CONFIG_STR, "", OFF(speeds), 0, 0, NULL,
      "relative site speeds, NAME=SPEED,... (default 1): run time = walltime / speed"},
     {"meta", "policy", CONFIG_STR, "estimate", OFF(policy), 0, 0, NULL,

@@ -52,10 +52,14 @@ struct mreq {
     int64_t deadline;
 };
 
+struct slurm_site;
+
 struct msite {
     int idx;
     char name[META_NAME_MAX], ep[CONFIG_STR_MAX];
     void *sock;
+    /* a Slurm cluster (ep slurm://...) instead of a DEALER: roles/meta/slurm.c */
+    struct slurm_site *slurm;
     struct meta_site info; /* the policy's view (up, speed, sizes, queued work) */
     bool known;            /* SITE_INFO answered at least once */
     int64_t down_since;    /* loop ms the site stopped answering, 0 while up */

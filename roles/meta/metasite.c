@@ -33,6 +33,7 @@
 #include "lib/netopts.h"
 #include "lib/text.h"
 #include "roles/meta/meta_int.h"
+#include "roles/meta/slurm.h"
 
 enum { RK_INFO, RK_EST, RK_RESERVE, RK_SUBMIT, RK_JOBGET, RK_CANCEL, RK_RELEASE, RK_RESVLIST };
 enum { PH_IDLE, PH_EST, PH_RESERVE, PH_SUBMIT, PH_MV_EST, PH_MV_RESERVE, PH_MV_SUBMIT };
@@ -62,7 +63,10 @@ void meta_out_flush(struct meta *M, bool send)
 {
     for (uint32_t i = 0; i < M->nout; i++) {
         struct msite *s = &M->site[M->out[i].site];
-        if (send && s->sock && zmq_send(s->sock, M->out[i].data, M->out[i].len, ZMQ_DONTWAIT) < 0)
+        if (send && s->slurm)
+            slurm_site_request(s->slurm, M->out[i].data, M->out[i].len);
+        else if (send && s->sock &&
+                 zmq_send(s->sock, M->out[i].data, M->out[i].len, ZMQ_DONTWAIT) < 0)
             log_debug("cannot send to site %s: %s", s->name, zmq_strerror(errno));
         free(M->out[i].data);
     }
@@ -678,6 +682,34 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
     }
 }
 
+/* One reply frame from site s (its DEALER, or its Slurm adapter). */
+static void site_frame(struct meta *M, struct msite *s, const void *data, size_t len)
+{
+    struct wire_msg m;
+    struct wire_error we;
+    if (wire_decode(data, len, false, &m, &we) < 0) {
+        log_warnx("site %s: bad reply ignored: %s", s->name, we.text);
+        return;
+    }
+    struct mreq q = {0};
+    bool found = false;
+    for (uint32_t i = 0; i < s->nreq; i++)
+        if (s->req[i].rid == m.id) {
+            q = s->req[i];
+            s->req[i] = s->req[--s->nreq];
+            found = true;
+            break;
+        }
+    if (found)
+        on_reply(M, s, &q, &m);
+    wire_msg_free(&m);
+}
+
+static void slurm_frame(void *arg, const void *data, size_t len)
+{
+    site_frame(G, arg, data, len);
+}
+
 static void on_readable(struct loop *l, void *arg)
 {
     (void)l;
@@ -690,25 +722,7 @@ static void on_readable(struct loop *l, void *arg)
             zmq_msg_close(&f);
             break;
         }
-        struct wire_msg m;
-        struct wire_error we;
-        if (wire_decode(zmq_msg_data(&f), zmq_msg_size(&f), false, &m, &we) < 0) {
-            log_warnx("site %s: bad reply ignored: %s", s->name, we.text);
-            zmq_msg_close(&f);
-            continue;
-        }
-        struct mreq q = {0};
-        bool found = false;
-        for (uint32_t i = 0; i < s->nreq; i++)
-            if (s->req[i].rid == m.id) {
-                q = s->req[i];
-                s->req[i] = s->req[--s->nreq];
-                found = true;
-                break;
-            }
-        if (found)
-            on_reply(M, s, &q, &m);
-        wire_msg_free(&m);
+        site_frame(M, s, zmq_msg_data(&f), zmq_msg_size(&f));
         zmq_msg_close(&f);
     }
 }
@@ -760,6 +774,7 @@ void meta_sites_tick(struct meta *M)
     int64_t now = loop_now_ms();
     for (int i = 0; i < M->nsites; i++) {
         struct msite *s = &M->site[i];
+        slurm_site_tick(s->slurm);
         for (uint32_t k = 0; k < s->nreq; k++)
             if (now > s->req[k].deadline && s->req[k].kind != RK_EST) {
                 site_down(M, s, "does not answer");
@@ -837,8 +852,17 @@ int meta_sites_parse(struct meta *M, char *err, size_t errlen)
         const char *ep = eq ? eq + 1 : t;
         if (eq)
             *eq = '\0';
-        if (strncmp(ep, "tcp://", 6) && strncmp(ep, "ipc://", 6)) {
-            snprintf(err, errlen, "meta.sites: '%s' is not an endpoint (tcp://HOST:PORT)", ep);
+        struct slurm_conf sc;
+        char serr[300];
+        if (!strncmp(ep, "slurm://", 8) && slurm_url_parse(ep, &sc, serr, sizeof serr) < 0) {
+            snprintf(err, errlen, "meta.sites: %s", serr);
+            return -1;
+        }
+        if (strncmp(ep, "tcp://", 6) && strncmp(ep, "ipc://", 6) && strncmp(ep, "slurm://", 8)) {
+            snprintf(err, errlen,
+                     "meta.sites: '%s' is not an endpoint (tcp://HOST:PORT) or a Slurm cluster "
+                     "(slurm://SLURM_CONF)",
+                     ep);
             return -1;
         }
         snprintf(s->ep, sizeof s->ep, "%s", ep);
@@ -890,6 +914,18 @@ int meta_sites_open(struct meta *M)
     G = M;
     for (int i = 0; i < M->nsites; i++) {
         struct msite *s = &M->site[i];
+        if (!strncmp(s->ep, "slurm://", 8)) { /* a Slurm cluster: the adapter answers */
+            struct slurm_conf sc;
+            char err[400];
+            if (slurm_url_parse(s->ep, &sc, err, sizeof err) < 0 ||
+                !(s->slurm = slurm_site_new(&sc, s->name, M->cfg.user, M->loop, slurm_frame, s, err,
+                                            sizeof err))) {
+                log_warnx("%s", err);
+                return -1;
+            }
+            s->info_at = s->poll_at = s->sweep_at = 0;
+            continue;
+        }
         int zero = 0, one = 1;
         int64_t maxmsg = WIRE_MAX_FRAME;
         s->sock = zmq_socket(daemon_zctx(M->daemon), ZMQ_DEALER);
@@ -923,6 +959,7 @@ void meta_sites_close(struct meta *M)
             zmq_close(s->sock);
             s->sock = NULL;
         }
+        slurm_site_destroy(&s->slurm);
         free(s->req);
         s->req = NULL;
         s->nreq = s->capreq = 0;

@@ -1,0 +1,328 @@
+/* test_meta_slurm.c - the Slurm site adapter (roles/meta/slurm.c): its parsers, and the
+ * adapter itself on the role's loop against stand-in Slurm commands (shell scripts in a
+ * temporary bin=DIR): replies, a command that hangs (killed at its deadline while the
+ * loop keeps running), bad requests. The real Slurm is tests/system/test_meta_slurm.py. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "lib/loop.h"
+#include "roles/meta/slurm.h"
+#include "wire/wire.h"
+
+static void test_parsers(void **st)
+{
+    (void)st;
+    setenv("TZ", "UTC", 1);
+    tzset();
+    assert_int_equal(slurm_time_ms("1970-01-01T00:01:40"), 100000);
+    assert_int_equal(slurm_time_ms("N/A"), -1);
+    assert_int_equal(slurm_time_ms("Unknown"), -1);
+    assert_int_equal(slurm_time_ms(NULL), -1);
+    assert_int_equal(slurm_test_only_start("sbatch: Job 2001 to start at 1970-01-01T00:00:10 using "
+                                           "1 processors on nodes vm in partition debug\n"),
+                     10000);
+    assert_int_equal(slurm_test_only_start("sbatch: error: Batch job submission failed"), -1);
+    assert_string_equal(slurm_state_word("PENDING"), "queued");
+    assert_string_equal(slurm_state_word("COMPLETING"), "running");
+    assert_string_equal(slurm_state_word("COMPLETED"), "done");
+    assert_string_equal(slurm_state_word("TIMEOUT"), "killed");
+    assert_string_equal(slurm_state_word("CANCELLED"), "cancelled");
+    assert_string_equal(slurm_state_word("NODE_FAIL"), "failed");
+    char v[64];
+    const char *ln = "ReservationName=m1-2-3 StartTime=2026-01-01T00:00:00 CoreCnt=2 Users=root";
+    assert_true(slurm_field(ln, "CoreCnt", v, sizeof v));
+    assert_string_equal(v, "2");
+    assert_true(slurm_field(ln, "ReservationName", v, sizeof v));
+    assert_string_equal(v, "m1-2-3");
+    assert_false(slurm_field(ln, "Name", v, sizeof v)); /* not the tail of another key */
+    char q[64] = "";
+    assert_true(slurm_shquote(q, sizeof q, "it's", 4));
+    assert_string_equal(q, "'it'\\''s'");
+    char small[6] = "";
+    assert_false(slurm_shquote(small, sizeof small, "abcdef", 6));
+    assert_int_equal(slurm_bf_window_min("bf_interval=1,bf_window=4320"), 4320);
+    assert_int_equal(slurm_bf_window_min("(null)"), 1440);
+    assert_int_equal(slurm_bf_window_min("xbf_window=5"), 1440);
+    assert_true(slurm_meta_resv_name("m23a9f13a3b4520f7-1-1"));
+    assert_false(slurm_meta_resv_name("m23a9-1"));
+    assert_false(slurm_meta_resv_name("maint"));
+    assert_false(slurm_meta_resv_name("m1-2-3x"));
+}
+
+static void test_url(void **st)
+{
+    (void)st;
+    struct slurm_conf c;
+    char err[300];
+    assert_int_equal(slurm_url_parse("slurm:///etc/slurm/slurm.conf?partition=batch&account=grid"
+                                     "&qos=normal&timeout_ms=2500&dir=/scratch",
+                                     &c, err, sizeof err),
+                     0);
+    assert_string_equal(c.conf, "/etc/slurm/slurm.conf");
+    assert_string_equal(c.partition, "batch");
+    assert_string_equal(c.account, "grid");
+    assert_string_equal(c.qos, "normal");
+    assert_string_equal(c.dir, "/scratch");
+    assert_int_equal(c.timeout_ms, 2500);
+    assert_int_equal(slurm_url_parse("slurm://", &c, err, sizeof err), 0);
+    assert_string_equal(c.conf, "");
+    assert_string_equal(c.dir, "/tmp");
+    assert_int_equal(slurm_url_parse("slurm://relative.conf", &c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "absolute"));
+    assert_int_equal(slurm_url_parse("slurm://?colour=red", &c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "colour"));
+    assert_int_equal(slurm_url_parse("slurm://?timeout_ms=5", &c, err, sizeof err), -1);
+    assert_int_equal(slurm_url_parse("slurm://?partition=a;rm", &c, err, sizeof err), -1);
+    assert_int_equal(slurm_url_parse("tcp://x:1", &c, err, sizeof err), -1);
+}
+
+/* ---- the adapter on a loop, against stand-in commands ---- */
+
+struct fx {
+    char dir[64];
+    struct loop *l;
+    struct slurm_site *S;
+    int nrep;
+    struct {
+        uint32_t type;
+        uint64_t id, code;
+        char msg[300];
+        int64_t earliest;
+        uint64_t job;
+        char state[32], reason[128];
+        int64_t exit;
+    } rep[16];
+};
+
+static void on_reply(void *arg, const void *data, size_t len)
+{
+    struct fx *f = arg;
+    struct wire_msg m;
+    struct wire_error we;
+    assert_int_equal(wire_decode(data, len, false, &m, &we), 0); /* a valid reply */
+    if (f->nrep < 16) {
+        __typeof__(f->rep[0]) *r = &f->rep[f->nrep++];
+        r->type = m.type;
+        r->id = m.id;
+        r->code = wire_get_u64(m.root, "code", 0);
+        wire_get_strbuf(m.root, "msg", r->msg, sizeof r->msg);
+        r->earliest = wire_get_i64(m.root, "earliest", -2);
+        r->job = wire_get_u64(m.root, "job", 0);
+        const msgpack_object *j = wire_get(m.root, "job");
+        if (j && j->type == MSGPACK_OBJECT_MAP) {
+            wire_get_strbuf(j, "state", r->state, sizeof r->state);
+            wire_get_strbuf(j, "reason", r->reason, sizeof r->reason);
+            r->exit = wire_get_i64(j, "exit", -99);
+        }
+    }
+    wire_msg_free(&m);
+}
+
+static void script(struct fx *f, const char *name, const char *body)
+{
+    char p[128];
+    snprintf(p, sizeof p, "%s/%s", f->dir, name);
+    FILE *fp = fopen(p, "w");
+    assert_non_null(fp);
+    fprintf(fp, "#!/bin/sh\n%s\n", body);
+    fclose(fp);
+    chmod(p, 0755);
+}
+
+static int setup(void **st)
+{
+    struct fx *f = calloc(1, sizeof *f);
+    snprintf(f->dir, sizeof f->dir, "/tmp/test_meta_slurm.XXXXXX");
+    if (!mkdtemp(f->dir))
+        return -1;
+    script(f, "sinfo", "echo 'debug*|up|1/3/0/4|1/0/0/1'");
+    script(f, "scontrol",
+           "case \"$1\" in show) echo 'SchedulerParameters     = bf_window=60'; "
+           "echo 'AccountingStorageType   = accounting_storage/slurmdbd';; "
+           "create) echo created;; *) echo \"Invalid reservation $*\" >&2; exit 1;; "
+           "esac");
+    script(f, "squeue",
+           "case \"$*\" in *--jobs=*) echo '42|RUNNING|2026-01-01T00:00:00|"
+           "2026-01-01T01:00:00|0|None|vm|';; *--name=*) ;; *) echo PD; echo R;; "
+           "esac");
+    script(f, "sbatch",
+           "case \"$*\" in *--test-only*) echo 'sbatch: Job 9 to start at "
+           "2030-01-01T00:00:00 using 1 processors' >&2;; *hang*) exec sleep 30;; "
+           "*) echo 77;; esac");
+    script(f, "sacct", "echo '43|FAILED|2026-01-01T00:00:00|2026-01-01T00:10:00|3:0'");
+    script(f, "scancel", "echo 'scancel: error: Invalid job id 5' >&2; exit 1");
+    f->l = loop_new();
+    struct slurm_conf c;
+    char err[300], url[200];
+    snprintf(url, sizeof url, "slurm://?bin=%s&timeout_ms=500&dir=%s", f->dir, f->dir);
+    if (slurm_url_parse(url, &c, err, sizeof err) < 0)
+        return -1;
+    f->S = slurm_site_new(&c, "t", "meta", f->l, on_reply, f, err, sizeof err);
+    if (!f->S)
+        return -1;
+    *st = f;
+    return 0;
+}
+
+static int teardown(void **st)
+{
+    struct fx *f = *st;
+    slurm_site_destroy(&f->S);
+    assert_null(f->S);
+    loop_destroy(&f->l);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
+    if (system(cmd) != 0)
+        return -1;
+    free(f);
+    return 0;
+}
+
+static void tick(struct loop *l, void *arg)
+{
+    struct fx *f = arg;
+    slurm_site_tick(f->S);
+    (void)l;
+}
+
+static void stop(struct loop *l, void *arg)
+{
+    (void)arg;
+    loop_stop(l);
+}
+
+static int want_n;
+static void check_done(struct loop *l, void *arg)
+{
+    struct fx *f = arg;
+    if (f->nrep >= want_n)
+        loop_stop(l);
+}
+
+/* Runs the loop until n replies arrived or ms passed; the time it took. */
+static int64_t run_until(struct fx *f, int n, int64_t ms)
+{
+    want_n = n;
+    int64_t t0 = loop_now_ms();
+    int a = loop_timer(f->l, 10, 1, tick, f), b = loop_timer(f->l, 10, 1, check_done, f);
+    int c = loop_timer(f->l, ms, 0, stop, NULL);
+    (void)c;
+    loop_run(f->l);
+    loop_timer_cancel(f->l, a);
+    loop_timer_cancel(f->l, b);
+    loop_timer_cancel(f->l, c);
+    return loop_now_ms() - t0;
+}
+
+static void request(struct fx *f, uint32_t type, uint64_t id, const char *k1, uint64_t v1,
+                    const char *skey, const char *sval, bool argv)
+{
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    wire_begin(&wb, type, id, (k1 ? 1 : 0) + (skey ? 1 : 0) + (argv ? 2 : 0));
+    if (k1)
+        wire_put_u64(&wb, k1, v1);
+    if (skey)
+        wire_put_str(&wb, skey, sval);
+    if (argv) {
+        char *av[] = {"echo", "hang"};
+        wire_put_strv(&wb, "argv", av, 2);
+        wire_put_u64(&wb, "procs", 1);
+    }
+    slurm_site_request(f->S, wb.sb.data, wb.sb.size);
+    wire_buf_free(&wb);
+}
+
+static int find(struct fx *f, uint64_t id)
+{
+    for (int i = 0; i < f->nrep; i++)
+        if (f->rep[i].id == id)
+            return i;
+    return -1;
+}
+
+/* (the loop runs once per test: a stopped loop stays stopped) */
+static void test_adapter(void **st)
+{
+    struct fx *f = *st;
+    setenv("TZ", "UTC", 1);
+    tzset();
+    request(f, WT_SITE_INFO, 1, NULL, 0, NULL, NULL, false);
+    request(f, WT_ESTIMATE, 2, "procs", 1, NULL, NULL, false);
+    request(f, WT_JOB_GET, 3, "job", 42, NULL, NULL, false);
+    request(f, WT_CANCEL, 4, "job", 5, NULL, NULL, false);
+    request(f, WT_NODE_LIST, 5, NULL, 0, NULL, NULL, false);
+    slurm_site_request(f->S, "\x81\xa1v", 3); /* malformed: an error reply, id 0 */
+    /* jobs squeue no longer lists: from accounting (43), or failed, never "not found" (44) */
+    request(f, WT_JOB_GET, 10, "job", 43, NULL, NULL, false);
+    request(f, WT_JOB_GET, 11, "job", 44, NULL, NULL, false);
+    run_until(f, 8, 10000);
+    assert_int_equal(f->nrep, 8);
+    int i = find(f, 1);
+    assert_true(i >= 0 && f->rep[i].type == WT_SITE);
+    i = find(f, 2);
+    assert_true(i >= 0 && f->rep[i].type == WT_STARTS);
+    assert_int_equal(f->rep[i].earliest, (int64_t)1893456000 * 1000);
+    i = find(f, 3);
+    assert_true(i >= 0 && f->rep[i].type == WT_JOB);
+    assert_string_equal(f->rep[i].state, "running");
+    i = find(f, 4);
+    assert_true(i >= 0 && f->rep[i].type == WT_ERROR);
+    assert_int_equal(f->rep[i].code, WE_NOT_FOUND);
+    assert_non_null(strstr(f->rep[i].msg, "Invalid job id"));
+    i = find(f, 5);
+    assert_true(i >= 0 && f->rep[i].type == WT_ERROR);
+    assert_int_equal(f->rep[i].code, WE_TYPE);
+    i = find(f, 0);
+    assert_true(i >= 0 && f->rep[i].type == WT_ERROR);
+    i = find(f, 10);
+    assert_true(i >= 0 && f->rep[i].type == WT_JOB);
+    assert_string_equal(f->rep[i].state, "failed");
+    assert_int_equal(f->rep[i].exit, 3);
+    i = find(f, 11);
+    assert_true(i >= 0 && f->rep[i].type == WT_JOB);
+    assert_string_equal(f->rep[i].state, "failed");
+    assert_non_null(strstr(f->rep[i].reason, "no longer knows"));
+}
+
+static void test_hang_killed_loop_free(void **st)
+{
+    struct fx *f = *st;
+    /* 7: a submission whose sbatch hangs, with a key: killed at its 500 ms deadline and
+     * left unanswered (the spool resends with the key); 9: the same without a key: an
+     * error naming the timeout; 8: an estimate, answered while those hang */
+    request(f, WT_PSUBMIT, 7, NULL, 0, "key", "meta:x:1.1", true);
+    request(f, WT_PSUBMIT, 9, NULL, 0, NULL, NULL, true);
+    request(f, WT_ESTIMATE, 8, "procs", 1, NULL, NULL, false);
+    /* the loop runs 2.5 s: past 7's deadline too (its squeue comes first), and never a
+     * third reply */
+    int64_t took = run_until(f, 3, 2500);
+    assert_int_equal(f->nrep, 2);
+    assert_int_equal(f->rep[0].id, 8); /* first: the loop was not blocked */
+    assert_int_equal(f->rep[1].id, 9);
+    assert_int_equal(f->rep[1].type, WT_ERROR);
+    assert_non_null(strstr(f->rep[1].msg, "did not finish within 500 ms"));
+    assert_int_equal(find(f, 7), -1);
+    assert_true(took >= 2400 && took < 8000);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parsers),
+        cmocka_unit_test(test_url),
+        cmocka_unit_test_setup_teardown(test_adapter, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hang_killed_loop_free, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
