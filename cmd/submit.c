@@ -72,9 +72,80 @@ struct submit_opts {
     double complexity;
     const char *name, *user, *stdin_pattern;
     bool shell, wait, has_limit;
+    bool has_tasks, has_procs, has_ppn, has_complexity; /* given on the command line */
     char **argv;
     int argc;
 };
+
+/* Is a (an option of submit, not of cli_common) one the usage text lists? */
+static bool known_option(const char *a)
+{
+    size_t n = strlen(a);
+    for (const char *p = strstr(usage, a); p; p = strstr(p + 1, a))
+        if ((p[-1] == ' ' || p[-1] == '(') && (p[n] == ' ' || p[n] == ',' || p[n] == ')'))
+            return true;
+    return false;
+}
+
+/*
+ * What no cluster manager could accept, or what would be silently ignored, refused
+ * here in the words the user typed (issue 15). Bags of tasks (-n) and parallel jobs (-p)
+ * take different options; an option of the other kind is an error, not a no-op.
+ */
+static int check_opts(struct cli *c, const struct submit_opts *o)
+{
+    const char *bad = NULL;
+    char why[200];
+    if (o->has_procs && o->procs == 0)
+        bad = "-p/--procs must be at least 1 (the number of processes)";
+    else if (o->has_procs && o->procs > 1000000)
+        bad = "-p/--procs must be at most 1000000";
+    else if (o->has_ppn && o->ppn == 0)
+        bad = "--ppn must be at least 1 (processes per host)";
+    else if (o->has_ppn && !o->has_procs)
+        bad = "--ppn is for parallel jobs: give -p N as well";
+    else if (o->has_procs && o->ppn > o->procs)
+        bad = "--ppn cannot be larger than -p/--procs";
+    else if (o->has_tasks && o->ntasks == 0)
+        bad = "-n/--tasks must be at least 1";
+    else if (o->retries > 100)
+        bad = "--retries must be 0..100";
+    else if ((o->name && !*o->name) || (o->user && !*o->user) || (o->group && !*o->group))
+        bad = "--name, --user and --group must not be empty";
+    if (!bad && o->has_procs) { /* bag-of-tasks options given to a parallel job */
+        const char *opt = o->has_tasks             ? "-n/--tasks"
+                          : o->stdin_pattern       ? "--stdin"
+                          : o->has_complexity      ? "--complexity"
+                          : o->deadline            ? "--deadline"
+                          : o->gpus || o->gpu_type ? "--gpus/--gpu-type"
+                                                   : NULL;
+        if (opt) {
+            snprintf(why, sizeof why,
+                     "%s is for a bag of tasks, not a parallel job (-p): drop one of them", opt);
+            bad = why;
+        }
+    } else if (!bad) { /* parallel-job options given to a bag of tasks */
+        const char *opt = o->has_queue  ? "--queue"
+                          : o->mem      ? "--mem"
+                          : o->disk     ? "--disk"
+                          : o->cpu      ? "--cpu"
+                          : o->group    ? "--group"
+                          : o->wait_res ? "--wait-resources"
+                          : o->coc      ? "--coc"
+                                        : NULL;
+        if (opt) {
+            snprintf(why, sizeof why,
+                     "%s is for a parallel job: add -p N (or drop %s for a bag of tasks)", opt,
+                     opt);
+            bad = why;
+        }
+    }
+    if (bad) {
+        fprintf(stderr, "%s: %s\n", c->prog, bad);
+        return -1;
+    }
+    return 0;
+}
 
 static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
 {
@@ -86,12 +157,19 @@ static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int inl = 0; /* the index of a value given as --opt=value */
+        if (a[0] == '-' && a[1] == '-' && strchr(a, '=') > a + 2) {
+            argv = cli_split_eq(&argc, argv, i);
+            a = argv[i];
+            v = argv[inl = i + 1];
+        }
         if (!strcmp(a, "--")) {
             i++;
             break;
         } else if ((!strcmp(a, "-n") || !strcmp(a, "--tasks")) && v) {
             if (cli_u64(c, "--tasks", argv[++i], &o->ntasks) < 0)
                 return -1;
+            o->has_tasks = true;
         } else if (!strcmp(a, "--name") && v) {
             o->name = argv[++i];
         } else if (!strcmp(a, "--user") && v) {
@@ -125,6 +203,7 @@ static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
         } else if (!strcmp(a, "--complexity") && v) {
             char *end;
             o->complexity = strtod(argv[++i], &end);
+            o->has_complexity = true;
             if (*end || !(o->complexity > 0)) {
                 fprintf(stderr, "%s: --complexity must be a positive number\n", c->prog);
                 return -1;
@@ -132,9 +211,11 @@ static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
         } else if ((!strcmp(a, "-p") || !strcmp(a, "--procs")) && v) {
             if (cli_u64(c, "--procs", argv[++i], &o->procs) < 0)
                 return -1;
+            o->has_procs = true;
         } else if (!strcmp(a, "--ppn") && v) {
             if (cli_u64(c, "--ppn", argv[++i], &o->ppn) < 0)
                 return -1;
+            o->has_ppn = true;
         } else if (!strcmp(a, "--queue") && v) {
             char *end;
             o->queue = strtoull(argv[++i], &end, 10);
@@ -183,8 +264,16 @@ static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
             o->shell = true;
         } else if (!strcmp(a, "--wait")) {
             o->wait = true;
+        } else if (!v && known_option(a)) {
+            fprintf(stderr, "%s: %s needs a value (%s VALUE or %s=VALUE)\n", c->prog, a, a, a);
+            return -1;
         } else {
-            fprintf(stderr, "%s: unknown option '%s'\n%s", c->prog, a, usage);
+            fprintf(stderr, "%s: unknown option '%s' (gridnode submit --help lists them)\n",
+                    c->prog, a);
+            return -1;
+        }
+        if (inl && i < inl) { /* a flag given a value: --wait=yes */
+            fprintf(stderr, "%s: %s takes no value (give it as %s alone)\n", c->prog, a, a);
             return -1;
         }
     }
@@ -205,7 +294,7 @@ static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
         fprintf(stderr, "%s: no program given\n%s", c->prog, usage);
         return -1;
     }
-    return 0;
+    return check_opts(c, o);
 }
 
 /* Reads the whole file into *buf; 0 or -1 with errno. */
@@ -356,6 +445,27 @@ static int submit_parallel(struct cli *c, const struct submit_opts *o)
     return o->wait ? cmd_job_wait(c, job) : 0;
 }
 
+/* The fields of SUBMIT / PSUBMIT as the options that set them, for the role's refusals
+ * (longer phrases first). */
+static const char *const submit_words[][2] = {
+    {"procs and ppn", "-p/--procs and --ppn"},
+    {"ntasks", "-n/--tasks"},
+    {"procs", "-p/--procs"},
+    {"ppn", "--ppn"},
+    {"limit_s", "--limit"},
+    {"deadline_s", "--deadline"},
+    {"gpu_type", "--gpu-type"},
+    {"gpus", "--gpus"},
+    {"complexity", "--complexity"},
+    {"stdin", "--stdin"},
+    {"no such queue", "no such queue (--queue)"},
+    {"mem_mb", "--mem"},
+    {"disk_mb", "--disk"},
+    {"cpu_s", "--cpu"},
+    {"argv", "PROGRAM"},
+    {NULL, NULL},
+};
+
 int cmd_submit(int argc, char **argv)
 {
     struct cli c;
@@ -368,6 +478,7 @@ int cmd_submit(int argc, char **argv)
     }
     if (cli_common(&c, "gridnode submit", &argc, argv) < 0 || parse(&c, argc, argv, &o) < 0)
         return 2;
+    c.words = submit_words;
     if (o.procs)
         return submit_parallel(&c, &o);
     if (o.ntasks == 0 || o.ntasks > 10000000 || (o.stdin_pattern && o.ntasks > 100000)) {
