@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <stdlib.h>
@@ -57,7 +58,14 @@ static const char usage[] =
     "  --resv NAME            run inside this reservation (setres, or RESERVE of a site)\n"
     "  --early                may start before / away from its reservation (Maui B5)\n"
     "  --hold                 stays pending until released\n"
-    "  (--limit is the walltime: the job is ended when it passes it)\n";
+    "  (--limit is the walltime: the job is ended when it passes it)\n"
+    "\n"
+    "A job script: when PROGRAM is a file whose first comment lines hold #GRIDNODE\n"
+    "directives (like #SBATCH), those lines give options (`#GRIDNODE -n 10 --name x`),\n"
+    "options on the command line override them, and the script's text is sent with the\n"
+    "job (run by its #! interpreter with -c, else by /bin/sh; ARGS become $1..). The\n"
+    "directives end at the first line that is not a comment or blank. Scripts up to\n"
+    "16384 bytes.\n";
 
 struct submit_opts {
     uint64_t ntasks, limit, procs, ppn, queue, mem, disk, cpu;
@@ -75,6 +83,8 @@ struct submit_opts {
     bool has_tasks, has_procs, has_ppn, has_complexity; /* given on the command line */
     char **argv;
     int argc;
+    char **optv; /* the argv parse() read; its options are optv[1..optc-1] */
+    int optc;
 };
 
 /* Is a (an option of submit, not of cli_common) one the usage text lists? */
@@ -279,6 +289,8 @@ static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
     }
     o->argv = argv + i;
     o->argc = argc - i;
+    o->optv = argv;
+    o->optc = i > 1 && !strcmp(argv[i - 1], "--") ? i - 1 : i;
     if (!o->key) { /* a random key per invocation: retries of this run return one job */
         uint8_t rnd[16];
         if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
@@ -466,6 +478,138 @@ static const char *const submit_words[][2] = {
     {NULL, NULL},
 };
 
+/* A job script's header: the tokens of its #GRIDNODE lines, split on blanks ('..' and
+ * ".." quote). Appends to toks (pointers into text, which it edits); -1 when too many. */
+static int directives(char *text, char **toks, int cap, int *n)
+{
+    char *line = text;
+    while (line && *line) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        char *p = line + strspn(line, " \t\r");
+        if (*p && *p != '#') { /* the first command: no directives after it */
+            if (nl)
+                *nl = '\n';
+            break;
+        }
+        if (!strncmp(p, "#GRIDNODE", 9) && (p[9] == ' ' || p[9] == '\t')) {
+            p += 9;
+            for (;;) {
+                p += strspn(p, " \t\r");
+                if (!*p)
+                    break;
+                if (*n >= cap)
+                    return -1;
+                char q = (*p == '"' || *p == '\'') ? *p++ : 0, *end;
+                char *tok = toks[(*n)++] = p;
+                end = q ? strchr(p, q) : p + strcspn(p, " \t\r");
+                bool last = !end || !*end;
+                if (last)
+                    p += strlen(p);
+                else
+                    *end = '\0', p = end + 1;
+                char *eq = strchr(tok, '='); /* --opt=value: two words, as main.c */
+                if (!q && eq && !strncmp(tok, "--", 2)) {
+                    if (*n >= cap)
+                        return -1;
+                    *eq = '\0';
+                    toks[(*n)++] = eq + 1;
+                }
+                if (last)
+                    break;
+            }
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    return 0;
+}
+
+#define SCRIPT_MAX 16384 /* a task's argv element (roles/cluster/handlers.c) */
+
+/*
+ * When o names a job script (a file with #GRIDNODE directives), parses again with the
+ * directives first and the command line's options after them (the last given wins),
+ * the script's text as the program. 0 (also when it is no job script), or -1 (printed).
+ */
+static int job_script(struct cli *c, struct submit_opts *o)
+{
+    static char text[SCRIPT_MAX + 1], hdr[SCRIPT_MAX + 1], interp[256];
+    static char *nargv[1024];
+    const char *path = o->argv[0];
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    size_t len = fread(text, 1, SCRIPT_MAX + 1, f);
+    fclose(f);
+    text[len < SCRIPT_MAX ? len : SCRIPT_MAX] = '\0';
+    if (memchr(text, '\0', len < SCRIPT_MAX ? len : SCRIPT_MAX) || !strstr(text, "#GRIDNODE"))
+        return 0; /* a program, or a script without directives: run as it is */
+    if (len > SCRIPT_MAX) {
+        fprintf(stderr, "%s: job script %s is longer than %d bytes; keep the work in a "
+                        "program it runs\n", c->prog, path, SCRIPT_MAX);
+        return -1;
+    }
+    memcpy(hdr, text, len + 1);
+    char *toks[512];
+    int nt = 0;
+    if (directives(hdr, toks, 512, &nt) < 0) {
+        fprintf(stderr, "%s: %s: too many #GRIDNODE words (512 at most)\n", c->prog, path);
+        return -1;
+    }
+    if (nt == 0)
+        return 0;
+    int n = 0;
+    nargv[n++] = o->optv[0];
+    for (int k = 0; k < nt; k++)
+        nargv[n++] = toks[k];
+    /* the directives alone must be options: a stray word would become the program */
+    struct submit_opts d;
+    nargv[n] = "--";
+    nargv[n + 1] = "true";
+    if (parse(c, n + 2, nargv, &d) < 0) {
+        fprintf(stderr, "  (in the #GRIDNODE lines of %s)\n", path);
+        return -1;
+    }
+    if (d.argc != 1) {
+        fprintf(stderr, "%s: %s: '%s' in a #GRIDNODE line is not an option\n", c->prog, path,
+                toks[d.argv - nargv - 1]);
+        return -1;
+    }
+    if ((size_t)(n + o->optc + o->argc + 8) > sizeof nargv / sizeof *nargv) {
+        fprintf(stderr, "%s: too many arguments\n", c->prog);
+        return -1;
+    }
+    for (int k = 1; k < o->optc; k++)
+        nargv[n++] = o->optv[k];
+    bool shell = true;
+    if (!strncmp(text, "#!", 2)) { /* its interpreter, unless it is the shell's */
+        size_t l = strcspn(text + 2, "\n");
+        snprintf(interp, sizeof interp, "%.*s", (int)(l < 255 ? l : 255), text + 2);
+        char *w = interp + strspn(interp, " \t");
+        if (strcmp(w, "/bin/sh") && strncmp(w, "/bin/sh ", 8)) {
+            nargv[n++] = "--";
+            for (char *t = strtok(w, " \t\r"); t; t = strtok(NULL, " \t\r"))
+                nargv[n++] = t;
+            nargv[n++] = "-c";
+            shell = false;
+        }
+    }
+    if (shell) {
+        nargv[n++] = "--shell";
+        nargv[n++] = "--";
+    }
+    nargv[n++] = text;
+    nargv[n++] = (char *)path; /* $0 */
+    for (int k = 1; k < o->argc; k++)
+        nargv[n++] = o->argv[k];
+    nargv[n] = NULL;
+    return parse(c, n, nargv, o);
+}
+
 int cmd_submit(int argc, char **argv)
 {
     struct cli c;
@@ -476,7 +620,8 @@ int cmd_submit(int argc, char **argv)
         printf("%s%s", usage, cli_common_help());
         return 0;
     }
-    if (cli_common(&c, "gridnode submit", &argc, argv) < 0 || parse(&c, argc, argv, &o) < 0)
+    if (cli_common(&c, "gridnode submit", &argc, argv) < 0 || parse(&c, argc, argv, &o) < 0 ||
+        job_script(&c, &o) < 0)
         return 2;
     c.words = submit_words;
     if (o.procs)
