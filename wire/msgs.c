@@ -301,6 +301,17 @@ static const struct wire_field f_list[] = {
     {NULL},
 };
 
+/* JOB_LIST: a page, optionally filtered (issue 15, like squeue -u -t -p -n) */
+static const struct wire_field f_job_list[] = {
+    {"from", WF_UINT, false},
+    {"count", WF_UINT, false, 100000},
+    {"user", WF_STR, false, NAME_MAX_},
+    {"state", WF_STR, false, NAME_MAX_}, /* one state or several, comma-separated */
+    {"name", WF_STR, false, NAME_MAX_},
+    {"queue", WF_UINT, false, 255},
+    {NULL},
+};
+
 static const struct wire_field f_jobs[] = {
     {"jobs", WF_ARRAY, true, UINT32_MAX, WF_MAP},
     {"next", WF_UINT, false},
@@ -514,7 +525,7 @@ const struct wire_desc wire_descs[] = {
     {WT_STATUS_ACK, "STATUS_ACK", "cluster", false, f_status_ack},
     {WT_SUBMIT, "SUBMIT", "user", true, f_submit},
     {WT_SUBMITTED, "SUBMITTED", "cluster", false, f_submitted},
-    {WT_JOB_LIST, "JOB_LIST", "user", true, f_list},
+    {WT_JOB_LIST, "JOB_LIST", "user", true, f_job_list},
     {WT_JOBS, "JOBS", "cluster", false, f_jobs},
     {WT_JOB_GET, "JOB_GET", "user", true, f_job_get},
     {WT_JOB, "JOB", "cluster", false, f_job},

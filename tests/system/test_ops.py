@@ -109,3 +109,49 @@ def test_job_script_directives(cluster_factory, client_factory, gridnode_bin, wo
     script.write_text("#!/bin/sh\n#GRIDNODE -p 0\necho\n")
     r = run(gridnode_bin, "submit", "-e", cl.endpoint, script)
     assert r.returncode == 2 and "-p/--procs must be at least 1" in r.stderr, r.stderr
+
+
+# ---- item 5: jobs filters (server-side, paged) and sort ---------------------------------
+
+def test_jobs_filters_paging_and_sort(cluster_factory, gridnode_bin):
+    cl = cluster_factory(dict(SETS, **{"tasks.min_wait_s": 600}))
+    u = cl.connect(timeout=scaled(60))
+    ids = {}
+    for k in range(9):
+        user, name = ("ann", "bob", "cy")[k % 3], "j%d" % (k % 2)
+        ids[k] = u.ok("SUBMIT", "SUBMITTED", argv=["/bin/true"], ntasks=1 + k, user=user,
+                      name=name)["job"]
+    u.ok("CANCEL", "OK", job=ids[4])
+    # server-side filters, paged two rows at a time: every match exactly once, in order
+    seen, frm = [], 0
+    while True:
+        f = {"user": "bob", "count": 2}
+        if frm:
+            f["from"] = frm
+        r = u.ok("JOB_LIST", "JOBS", **f)
+        seen += [j["job"] for j in r["jobs"]]
+        assert all(j["user"] == "bob" for j in r["jobs"])
+        if "next" not in r:
+            break
+        assert r["next"] > frm
+        frm = r["next"]
+    assert seen == [ids[1], ids[4], ids[7]], seen
+    r = u.ok("JOB_LIST", "JOBS", state="cancelled,done")
+    assert [j["job"] for j in r["jobs"]] == [ids[4]]
+    r = u.ok("JOB_LIST", "JOBS", queue=0)  # bags of tasks have no queue
+    assert r["jobs"] == []
+    ep = cl.endpoint
+    r = run(gridnode_bin, "jobs", "-e", ep, "--json", "-u", "ann", "--name=j0")
+    assert r.returncode == 0, r.stderr
+    assert [j["job"] for j in json.loads(r.stdout)] == [ids[0], ids[6]]
+    r = run(gridnode_bin, "jobs", "-e", ep, "--json", "--sort=-tasks", "-t", "queued")
+    assert [j["ntasks"] for j in json.loads(r.stdout)] == [9, 8, 7, 6, 4, 3, 2, 1]
+    r = run(gridnode_bin, "jobs", "-e", ep, "--sort", "user", "--state", "queued")
+    assert r.returncode == 0, r.stderr
+    users = [ln.split()[2] for ln in r.stdout.splitlines()[1:]]
+    assert users == sorted(users) and len(users) == 8, r.stdout
+    for bad in (["--sort", "colour"], ["-q", "x"], ["-u"], ["extra"]):
+        r = run(gridnode_bin, "jobs", "-e", ep, *bad)
+        assert r.returncode == 2 and r.stderr, (bad, r.stderr)
+    # the filters are bounded like every field
+    u.err("JOB_LIST", "FIELD", queue=300)
