@@ -22,6 +22,8 @@ static const struct command commands[] = {
     {"jobs", cmd_jobs, "list the jobs of a cluster manager"},
     {"job", cmd_job, "show one job: status and per-task results"},
     {"cancel", cmd_cancel, "cancel a job"},
+    {"hold", cmd_hold, "hold jobs: their tasks are not handed out until released"},
+    {"release", cmd_release, "release held jobs"},
     {"purge", cmd_purge, "remove finished jobs and their results"},
     {"nodes", cmd_nodes, "list the nodes known to a cluster manager"},
     {"console", cmd_console, "cluster manager console: limits, queues, hosts, parallel jobs"},

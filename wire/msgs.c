@@ -345,6 +345,12 @@ static const struct wire_field f_purge[] = {
     {NULL},
 };
 
+static const struct wire_field f_job_ctl[] = {
+    {"job", WF_UINT, true},
+    {"op", WF_STR, true, 16}, /* "hold" or "release" */
+    {NULL},
+};
+
 static const struct wire_field f_purged[] = {
     {"jobs", WF_ARRAY, true, UINT32_MAX, WF_MAP},
     {"more", WF_BOOL, false},
@@ -540,6 +546,7 @@ const struct wire_desc wire_descs[] = {
     {WT_SD_INFO, "SD_INFO", "user", true, f_list},
     {WT_SD_STATE, "SD_STATE", "cluster", false, f_sd_state},
     {WT_PURGE, "PURGE", "user", true, f_purge},
+    {WT_JOB_CTL, "JOB_CTL", "user", true, f_job_ctl},
     {WT_PURGED, "PURGED", "cluster", false, f_purged},
     {WT_EVENTS, "EVENTS", "batch", true, f_events},
     {WT_EVENT_LIST, "EVENT_LIST", "cluster", false, f_event_list},

@@ -771,6 +771,43 @@ static void h_node_list(struct cluster *c, struct request *r)
     wire_buf_free(&rows);
 }
 
+/*
+ * JOB_CTL (issue 15): hold / release a bag-of-tasks job, like Slurm's scontrol hold /
+ * release. A held job's tasks are not handed out (new or re-issued); tasks already
+ * running finish and their results are kept. The flag is stored with the job.
+ */
+static void h_job_ctl(struct cluster *c, struct request *r)
+{
+    uint64_t id = wire_get_u64(r->msg->root, "job", 0);
+    size_t n;
+    const char *op = wire_get_str(r->msg->root, "op", &n);
+    bool hold = n == 4 && !memcmp(op, "hold", 4);
+    if (!hold && !(n == 7 && !memcmp(op, "release", 7))) {
+        reply_error(r, WE_INVALID, "op must be hold or release");
+        return;
+    }
+    struct job *j = cluster_job_find(c, id);
+    if (!j) {
+        bool par = c->sd && scored_job_find(c, id);
+        reply_error(r, par ? WE_STATE : WE_NOT_FOUND,
+                    par ? "job %llu is a parallel job: hold and release are for bags of tasks"
+                        : "no job %llu",
+                    (unsigned long long)id);
+        return;
+    }
+    if (j->state == JS_DONE || j->state == JS_CANCELLED) {
+        reply_error(r, WE_STATE, "job %llu is already %s", (unsigned long long)id,
+                    job_state_shown(j));
+        return;
+    }
+    if (j->held != hold) {
+        j->held = hold;
+        cluster_mark_job(c, j);
+        log_info("job %llu %s", (unsigned long long)id, hold ? "held" : "released");
+    }
+    wire_begin(r->reply, WT_OK, r->msg->id, 0);
+}
+
 static void h_purge(struct cluster *c, struct request *r)
 {
     char err[300];
@@ -794,6 +831,7 @@ static const struct {
     {WT_NODE_LIST, h_node_list}, {WT_PSYNC, h_psync},       {WT_PSUBMIT, h_psubmit},
     {WT_CONSOLE, h_console},   {WT_SD_INFO, h_sd_info},
     {WT_PURGE, h_purge},
+    {WT_JOB_CTL, h_job_ctl}, /* issue 15 */
     {WT_EVENTS, h_events},
     {WT_MASTER_GET, h_master_get}, /* issue 11 */
 };

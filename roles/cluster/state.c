@@ -36,6 +36,8 @@ const char *job_state_shown(const struct job *j)
 {
     if (j->state == JS_DONE && j->nfailed > 0)
         return "failed";
+    if (j->held && (j->state == JS_QUEUED || j->state == JS_RUNNING))
+        return "held";
     return job_state_name(j->state);
 }
 
@@ -229,7 +231,7 @@ int cluster_node_register(struct cluster *c) { return node_commit_new(c); }
 
 static void job_encode(const struct job *j, struct wire_buf *wb)
 {
-    wire_pack_map(wb, 18 + (j->key != NULL) + 2 * (j->gpus > 0));
+    wire_pack_map(wb, 18 + (j->key != NULL) + 2 * (j->gpus > 0) + j->held);
     wire_put_u64(wb, "id", j->id);
     wire_put_str(wb, "name", j->name ? j->name : "");
     wire_put_str(wb, "user", j->user ? j->user : "");
@@ -254,6 +256,8 @@ static void job_encode(const struct job *j, struct wire_buf *wb)
         wire_put_u64(wb, "gpus", j->gpus);
         wire_put_str(wb, "gpu_type", j->gpu_type);
     }
+    if (j->held)
+        wire_put_bool(wb, "held", true);
 }
 
 void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live)
@@ -443,6 +447,7 @@ static int load_job(void *arg, const void *key, size_t klen, const void *val, si
     j->gpus = (uint16_t)wire_get_u64(m, "gpus", 0);
     wire_get_strbuf(m, "gpu_type", j->gpu_type, sizeof j->gpu_type);
     j->issuable = true;
+    j->held = wire_get_bool(m, "held", false);
     if (!j->argv || !j->name || !j->user || j->next_new > j->ntasks ||
         grow_tasks(j, j->next_new) < 0 || cluster_job_add(c, j) < 0)
         goto bad;

@@ -5,6 +5,7 @@ in the user's words and --opt=value everywhere, job scripts with #GRIDNODE direc
 import json
 import os
 import subprocess
+import time
 
 from conftest import scaled, wait_until
 
@@ -155,3 +156,36 @@ def test_jobs_filters_paging_and_sort(cluster_factory, gridnode_bin):
         assert r.returncode == 2 and r.stderr, (bad, r.stderr)
     # the filters are bounded like every field
     u.err("JOB_LIST", "FIELD", queue=300)
+
+
+# ---- item 5: hold / release, durable ---------------------------------------------------
+
+def test_hold_release_survives_kill9(cluster_factory, client_factory, gridnode_bin):
+    cl = cluster_factory(SETS)
+    ep = cl.endpoint
+    r = run(gridnode_bin, "submit", "-e", ep, "--json", "-n", "2", "/bin/true")
+    assert r.returncode == 0, r.stderr
+    job = json.loads(r.stdout)["job"]
+    r = run(gridnode_bin, "hold", "-e", ep, job)
+    assert r.returncode == 0 and "held" in r.stdout, r.stderr
+    r = run(gridnode_bin, "hold", "-e", ep, "999999")
+    assert r.returncode == 1 and "no job 999999" in r.stderr, r.stderr
+    cl.restart()  # kill -9: the hold was acknowledged, so it is stored
+    ep = cl.endpoint
+    client_factory(cl, 1)
+    u = cl.connect(timeout=scaled(60))
+
+    def state():
+        return u.ok("JOB_GET", "JOB", job=job)["job"]
+
+    wait_until(lambda: u.ok("NODE_LIST", "NODES")["nodes"], scaled(30), msg="node")
+    time.sleep(scaled(2))  # the node asks for work meanwhile: nothing may be handed out
+    j = state()
+    assert j["state"] == "held" and j["issued"] == 0, j
+    r = run(gridnode_bin, "jobs", "-e", ep, "--json", "-t", "held")
+    assert [x["job"] for x in json.loads(r.stdout)] == [job]
+    r = run(gridnode_bin, "release", "-e", ep, job)
+    assert r.returncode == 0 and "released" in r.stdout, r.stderr
+    wait_until(lambda: state()["state"] == "done", scaled(60), msg="released job done")
+    r = run(gridnode_bin, "release", "-e", ep, job)
+    assert r.returncode == 1 and "already done" in r.stderr, r.stderr
