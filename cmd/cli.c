@@ -428,8 +428,7 @@ void cli_user_words(const char *const (*words)[2], char *text, size_t cap)
         for (size_t k = 0; start && words[k][0]; k++) {
             size_t n = strlen(words[k][0]);
             char after = p[n];
-            if (!strncmp(p, words[k][0], n) &&
-                !((after >= 'a' && after <= 'z') || after == '_')) {
+            if (!strncmp(p, words[k][0], n) && !((after >= 'a' && after <= 'z') || after == '_')) {
                 size_t m = strlen(words[k][1]);
                 if (o + m + 1 >= sizeof out)
                     break;

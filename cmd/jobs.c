@@ -137,10 +137,10 @@ static int by_key(const void *pa, const void *pb)
             d = (x->via.str.size > y->via.str.size) - (x->via.str.size < y->via.str.size);
     } else {
         double u = x ? (x->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? (double)x->via.i64
-                                                                    : (double)x->via.u64)
+                                                                   : (double)x->via.u64)
                      : 0,
                v = y ? (y->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? (double)y->via.i64
-                                                                    : (double)y->via.u64)
+                                                                   : (double)y->via.u64)
                      : 0;
         d = (u > v) - (u < v);
     }
@@ -190,9 +190,14 @@ int cmd_jobs(int argc, char **argv)
             f.has_queue = true;
         }
     }
-    static const char *const keys[][2] = {
-        {"job", "job"},     {"name", "name"},   {"user", "user"}, {"state", "state"},
-        {"submitted", "submitted"}, {"tasks", "ntasks"}, {"done", "done"}, {NULL, NULL}};
+    static const char *const keys[][2] = {{"job", "job"},
+                                          {"name", "name"},
+                                          {"user", "user"},
+                                          {"state", "state"},
+                                          {"submitted", "submitted"},
+                                          {"tasks", "ntasks"},
+                                          {"done", "done"},
+                                          {NULL, NULL}};
     if (sort) {
         if (*sort == '-')
             sort_dir = -1, sort++;

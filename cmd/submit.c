@@ -549,8 +549,10 @@ static int job_script(struct cli *c, struct submit_opts *o)
     if (memchr(text, '\0', len < SCRIPT_MAX ? len : SCRIPT_MAX) || !strstr(text, "#GRIDNODE"))
         return 0; /* a program, or a script without directives: run as it is */
     if (len > SCRIPT_MAX) {
-        fprintf(stderr, "%s: job script %s is longer than %d bytes; keep the work in a "
-                        "program it runs\n", c->prog, path, SCRIPT_MAX);
+        fprintf(stderr,
+                "%s: job script %s is longer than %d bytes; keep the work in a "
+                "program it runs\n",
+                c->prog, path, SCRIPT_MAX);
         return -1;
     }
     memcpy(hdr, text, len + 1);
