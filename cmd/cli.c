@@ -21,11 +21,36 @@ int cli_common(struct cli *c, const char *prog, int *argc, char **argv)
     c->timeout_ms = 10000;
     c->connect_ms = 1000;
     c->json = false;
+    c->words = NULL;
     c->endpoint = getenv("GRIDNODE_CLUSTER");
     if (!c->endpoint || !*c->endpoint)
         c->endpoint = "tcp://127.0.0.1:7300";
     for (int i = 1; i < *argc; i++) {
         const char *a = argv[i];
+        /* --opt=value (gridnode submit does not have it split by main.c) */
+        if (!strncmp(a, "--endpoint=", 11) || !strncmp(a, "--timeout=", 10) ||
+            !strncmp(a, "--connect-timeout=", 18)) {
+            static char name[24];
+            size_t n = (size_t)(strchr(a, '=') - a);
+            memcpy(name, a, n);
+            name[n] = '\0';
+            const char *v = a + n + 1;
+            if (!strcmp(name, "--endpoint")) {
+                c->endpoint = v;
+                continue;
+            }
+            char *end;
+            long t = strtol(v, &end, 10);
+            if (*end || !*v || t < (name[2] == 't' ? 1 : 0) || t > 86400000) {
+                fprintf(stderr, "%s: %s wants milliseconds, not '%s'\n", prog, name, v);
+                return -1;
+            }
+            if (name[2] == 't')
+                c->timeout_ms = (int)t;
+            else
+                c->connect_ms = (int)t;
+            continue;
+        }
         if ((!strcmp(a, "-e") || !strcmp(a, "--endpoint")) && i + 1 < *argc) {
             c->endpoint = argv[++i];
         } else if (!strcmp(a, "--timeout") && i + 1 < *argc) {
@@ -94,6 +119,8 @@ static int take_reply(const struct cli *c, const void *data, size_t len, uint64_
         const char *t = wire_get_str(r->msg.root, "msg", &n);
         char text[1024];
         text_escape(text, sizeof text, t ? t : "", n);
+        if (c->words && wire_get_u64(r->msg.root, "code", 0) == WE_INVALID)
+            cli_user_words(c->words, text, sizeof text);
         fprintf(stderr, "%s: %s: %s\n", c->prog,
                 wire_err_name((int)wire_get_u64(r->msg.root, "code", 0)), text);
         rc = 1;
@@ -380,4 +407,60 @@ void cli_text(const msgpack_object *map, const char *key, char *buf, size_t cap)
     size_t n;
     const char *s = wire_get_str(map, key, &n);
     text_escape(buf, cap, s ? s : "", n);
+}
+
+void cli_user_words(const char *const (*words)[2], char *text, size_t cap)
+{
+    /* "SUBMIT refused: x" -> "x": the user did not send a SUBMIT, they typed options */
+    const char *ref = strstr(text, " refused: ");
+    if (ref && ref - text < 16) {
+        bool upper = true;
+        for (const char *p = text; p < ref; p++)
+            upper = upper && ((*p >= 'A' && *p <= 'Z') || *p == '_');
+        if (upper)
+            memmove(text, ref + 10, strlen(ref + 10) + 1);
+    }
+    char out[1024];
+    size_t o = 0;
+    for (const char *p = text; *p && o + 1 < sizeof out;) {
+        bool hit = false;
+        bool start = p == text || !((p[-1] >= 'a' && p[-1] <= 'z') || p[-1] == '_' || p[-1] == '-');
+        for (size_t k = 0; start && words[k][0]; k++) {
+            size_t n = strlen(words[k][0]);
+            char after = p[n];
+            if (!strncmp(p, words[k][0], n) && !((after >= 'a' && after <= 'z') || after == '_')) {
+                size_t m = strlen(words[k][1]);
+                if (o + m + 1 >= sizeof out)
+                    break;
+                memcpy(out + o, words[k][1], m);
+                o += m;
+                p += n;
+                hit = true;
+                break;
+            }
+        }
+        if (!hit)
+            out[o++] = *p++;
+    }
+    out[o] = '\0';
+    snprintf(text, cap, "%s", out);
+}
+
+char **cli_split_eq(int *argc, char **argv, int i)
+{
+    static char **owned; /* the last array made here; reachable for the process' life */
+    char *eq = strchr(argv[i], '=');
+    char **out = malloc(((size_t)*argc + 2) * sizeof *out);
+    if (!out || !eq)
+        return free(out), argv;
+    *eq = '\0';
+    memcpy(out, argv, (size_t)(i + 1) * sizeof *out);
+    out[i + 1] = eq + 1;
+    memcpy(out + i + 2, argv + i + 1, (size_t)(*argc - i - 1) * sizeof *out);
+    (*argc)++;
+    out[*argc] = NULL;
+    if (owned == argv)
+        free(owned);
+    owned = out;
+    return out;
 }

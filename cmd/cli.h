@@ -17,6 +17,9 @@ struct cli {
     int connect_ms;       /* --connect-timeout: how long a refused connection is retried */
     bool json;            /* --json */
     const char *prog;     /* "gridnode jobs" */
+    /* {wire field, what the user typed} pairs ending in {NULL}: an ERROR's text is
+     * told in the user's words (cli_user_words); NULL: as it came */
+    const char *const (*words)[2];
 };
 
 /*
@@ -87,6 +90,17 @@ int cli_simple_list(struct cli *c, const char *prog, const char *usage, uint32_t
 
 /* The JSON of the array key of every page, one array (the shape of an unpaged list). */
 void cli_print_json_pages(const struct cli_pages *p, const char *key);
+
+/* Rewrites an error text in place: drops a leading "TYPE refused: " and replaces each
+ * whole-word wire field name by the option the user typed (words as in struct cli). */
+void cli_user_words(const char *const (*words)[2], char *text, size_t cap);
+
+/*
+ * argv[i] is "--opt=value": returns an argv with it split into "--opt" "value" (argc
+ * grows by one). For a parser that must split by itself (submit: what follows PROGRAM
+ * is the program's); main.c splits for every other command.
+ */
+char **cli_split_eq(int *argc, char **argv, int i);
 
 /* Exit statuses of --wait (job, submit): the job did not succeed. */
 #define CLI_EXIT_FAILED 3    /* a task failed, or the parallel job failed */

@@ -18,6 +18,8 @@ int cmd_dump(int argc, char **argv);
 int cmd_batch(int argc, char **argv);
 int cmd_meta(int argc, char **argv);
 int cmd_console(int argc, char **argv);
+int cmd_hold(int argc, char **argv);
+int cmd_release(int argc, char **argv);
 /* maui.c: the batch role's commands */
 int cmd_showq(int argc, char **argv);
 int cmd_checkjob(int argc, char **argv);

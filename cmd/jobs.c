@@ -1,5 +1,6 @@
 /* jobs.c - `gridnode jobs`: the jobs of a cluster manager as a table. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmd/cli.h"
@@ -9,7 +10,16 @@ static const char usage[] =
     "usage: gridnode jobs [options]\n\nLists every job of the cluster "
     "manager with its progress (a job whose tasks all ended is \"done\",\nor \"failed\" when "
     "any task failed). Long lists are fetched page by page. Against a grid spool\n"
-    "(gridnode meta) each job's site, the site's job id and the grid state are shown.\n";
+    "(gridnode meta) each job's site, the site's job id and the grid state are shown.\n"
+    "\n"
+    "Filters (the cluster manager applies them, like squeue's):\n"
+    "  -u, --user USER        only this user's jobs\n"
+    "  -t, --state S[,S...]   only jobs in these states (queued, running, held, done,\n"
+    "                         failed, cancelled; parallel jobs: their states, e.g. waiting)\n"
+    "  -q, --queue Q          only parallel jobs of this queue\n"
+    "  -n, --name NAME        only jobs of this name\n"
+    "  --sort KEY             order by job (default), name, user, state, submitted, tasks\n"
+    "                         or done; -KEY for descending (e.g. --sort=-submitted)\n";
 
 /* A row of the grid spool (gridnode meta, docs/wire.md 6.13): it carries "gstate". */
 static bool is_grid_row(const msgpack_object *j)
@@ -93,17 +103,145 @@ static void print_table(const struct cli_pages *p)
     }
 }
 
+struct filters {
+    const char *user, *state, *name;
+    uint64_t queue;
+    bool has_queue;
+};
+
+static void fill(struct wire_buf *wb, const void *arg)
+{
+    const struct filters *f = arg;
+    if (f->user)
+        wire_put_str(wb, "user", f->user);
+    if (f->state)
+        wire_put_str(wb, "state", f->state);
+    if (f->name)
+        wire_put_str(wb, "name", f->name);
+    if (f->has_queue)
+        wire_put_u64(wb, "queue", f->queue);
+}
+
+static const char *sort_key; /* for by_key: a key of the rows */
+static int sort_dir = 1;
+
+static int by_key(const void *pa, const void *pb)
+{
+    const msgpack_object *a = pa, *b = pb;
+    const msgpack_object *x = wire_get(a, sort_key), *y = wire_get(b, sort_key);
+    int d = 0;
+    if (x && y && x->type == MSGPACK_OBJECT_STR && y->type == MSGPACK_OBJECT_STR) {
+        size_t n = x->via.str.size < y->via.str.size ? x->via.str.size : y->via.str.size;
+        d = memcmp(x->via.str.ptr, y->via.str.ptr, n);
+        if (!d)
+            d = (x->via.str.size > y->via.str.size) - (x->via.str.size < y->via.str.size);
+    } else {
+        double u = x ? (x->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? (double)x->via.i64
+                                                                   : (double)x->via.u64)
+                     : 0,
+               v = y ? (y->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? (double)y->via.i64
+                                                                   : (double)y->via.u64)
+                     : 0;
+        d = (u > v) - (u < v);
+    }
+    if (!d) { /* ties by job id, always ascending: a stable, repeatable order */
+        uint64_t i = wire_get_u64(a, "job", 0), k = wire_get_u64(b, "job", 0);
+        return (i > k) - (i < k);
+    }
+    return d * sort_dir;
+}
+
 int cmd_jobs(int argc, char **argv)
 {
     struct cli c;
     struct cli_pages p;
-    int rc = cli_simple_list(&c, "gridnode jobs", usage, WT_JOB_LIST, argc, argv, &p);
-    if (rc >= 0)
-        return rc;
-    if (c.json)
-        cli_print_json_pages(&p, "jobs");
-    else
-        print_table(&p);
+    struct filters f = {0};
+    const char *sort = NULL;
+    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("%s%s", usage, cli_common_help());
+        return 0;
+    }
+    if (cli_common(&c, "gridnode jobs", &argc, argv) < 0)
+        return 2;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const char **dst = !strcmp(a, "-u") || !strcmp(a, "--user")    ? &f.user
+                           : !strcmp(a, "-t") || !strcmp(a, "--state") ? &f.state
+                           : !strcmp(a, "-n") || !strcmp(a, "--name")  ? &f.name
+                           : !strcmp(a, "--sort")                      ? &sort
+                           : !strcmp(a, "-q") || !strcmp(a, "--queue") ? &v
+                                                                       : NULL;
+        if (!dst) {
+            fprintf(stderr, "%s: unexpected argument '%s' (gridnode jobs --help)\n", c.prog, a);
+            return 2;
+        }
+        if (!v || !*v) {
+            fprintf(stderr, "%s: %s needs a value\n", c.prog, a);
+            return 2;
+        }
+        i++;
+        if (dst != &v) {
+            *dst = v;
+        } else if (cli_u64(&c, "--queue", v, &f.queue) < 0 || f.queue > 255) {
+            if (f.queue > 255)
+                fprintf(stderr, "%s: --queue must be 0..255\n", c.prog);
+            return 2;
+        } else {
+            f.has_queue = true;
+        }
+    }
+    static const char *const keys[][2] = {{"job", "job"},
+                                          {"name", "name"},
+                                          {"user", "user"},
+                                          {"state", "state"},
+                                          {"submitted", "submitted"},
+                                          {"tasks", "ntasks"},
+                                          {"done", "done"},
+                                          {NULL, NULL}};
+    if (sort) {
+        if (*sort == '-')
+            sort_dir = -1, sort++;
+        for (size_t k = 0; keys[k][0]; k++)
+            if (!strcmp(sort, keys[k][0]))
+                sort_key = keys[k][1];
+        if (!sort_key) {
+            fprintf(stderr,
+                    "%s: --sort takes job, name, user, state, submitted, tasks or done (- "
+                    "before it: descending), not '%s'\n",
+                    c.prog, sort);
+            return 2;
+        }
+    }
+    uint32_t nf = (f.user != NULL) + (f.state != NULL) + (f.name != NULL) + f.has_queue;
+    if (cli_list_fields(&c, WT_JOB_LIST, nf, fill, &f, &p) != 0)
+        return 1;
+    if (!sort_key) {
+        if (c.json)
+            cli_print_json_pages(&p, "jobs");
+        else
+            print_table(&p);
+        cli_pages_free(&p);
+        return 0;
+    }
+    /* sorted: the rows of every page (the filters cut them already) in one array, kept
+     * in the first page's reply so that print_table prints it */
+    msgpack_object all;
+    if (cli_pages_merge(&c, &p, "jobs", &all) < 0) {
+        cli_pages_free(&p);
+        return 1;
+    }
+    qsort(all.via.array.ptr, all.via.array.size, sizeof *all.via.array.ptr, by_key);
+    if (c.json) {
+        cli_print_json(&all);
+    } else {
+        msgpack_object *rows = (msgpack_object *)wire_get(p.r[0]->msg.root, "jobs");
+        msgpack_object saved = *rows;
+        struct cli_pages one = {p.r, 1};
+        *rows = all;
+        print_table(&one);
+        *rows = saved;
+    }
+    free(all.via.array.ptr);
     cli_pages_free(&p);
     return 0;
 }

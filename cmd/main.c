@@ -2,7 +2,9 @@
  * main.c - the gridnode binary: one executable, a role or a tool per subcommand.
  * The table below is the whole command set; `gridnode help` prints it.
  */
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmd/cmd.h"
@@ -20,6 +22,8 @@ static const struct command commands[] = {
     {"jobs", cmd_jobs, "list the jobs of a cluster manager"},
     {"job", cmd_job, "show one job: status and per-task results"},
     {"cancel", cmd_cancel, "cancel a job"},
+    {"hold", cmd_hold, "hold jobs: their tasks are not handed out until released"},
+    {"release", cmd_release, "release held jobs"},
     {"purge", cmd_purge, "remove finished jobs and their results"},
     {"nodes", cmd_nodes, "list the nodes known to a cluster manager"},
     {"console", cmd_console, "cluster manager console: limits, queues, hosts, parallel jobs"},
@@ -44,6 +48,36 @@ static void usage(FILE *out)
     fprintf(out, "\n`gridnode COMMAND --help` describes a command.\n");
 }
 
+/*
+ * "--opt=value" is "--opt value" for every command (issue 15): split here, once, so each
+ * command's parser sees one form. Up to a bare "--" only. `submit` splits its own
+ * options (cmd/submit.c): what follows its PROGRAM belongs to the program.
+ */
+static char **split_eq(int *argc, char **argv)
+{
+    static char **out; /* reachable for the life of the process */
+    out = malloc(((size_t)*argc * 2 + 1) * sizeof *out);
+    if (!out)
+        return argv;
+    int n = 0;
+    bool rest = false;
+    for (int i = 0; i < *argc; i++) {
+        char *a = argv[i], *eq = strchr(a, '=');
+        if (!strcmp(a, "--"))
+            rest = true;
+        if (!rest && i > 1 && a[0] == '-' && a[1] == '-' && eq && eq > a + 2) {
+            *eq = '\0';
+            out[n++] = a;
+            out[n++] = eq + 1;
+        } else {
+            out[n++] = a;
+        }
+    }
+    out[n] = NULL;
+    *argc = n;
+    return out;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -54,6 +88,8 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    if (strcmp(argv[1], "submit") != 0)
+        argv = split_eq(&argc, argv);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(argv[1], commands[i].name) == 0)
             return commands[i].fn(argc - 1, argv + 1);

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <stdlib.h>
@@ -71,7 +72,14 @@ static const char usage[] =
     "  --resv NAME            run inside this reservation (setres, or RESERVE of a site)\n"
     "  --early                may start before / away from its reservation (Maui B5)\n"
     "  --hold                 stays pending until released\n"
-    "  (--limit is the walltime: the job is ended when it passes it)\n";
+    "  (--limit is the walltime: the job is ended when it passes it)\n"
+    "\n"
+    "A job script: when PROGRAM is a file whose first comment lines hold #GRIDNODE\n"
+    "directives (like #SBATCH), those lines give options (`#GRIDNODE -n 10 --name x`),\n"
+    "options on the command line override them, and the script's text is sent with the\n"
+    "job (run by its #! interpreter with -c, else by /bin/sh; ARGS become $1..). The\n"
+    "directives end at the first line that is not a comment or blank. Scripts up to\n"
+    "16384 bytes.\n";
 
 struct submit_opts {
     uint64_t ntasks, limit, procs, ppn, queue, mem, disk, cpu;
@@ -89,9 +97,82 @@ struct submit_opts {
     double complexity;
     const char *name, *user, *stdin_pattern;
     bool shell, wait, has_limit;
+    bool has_tasks, has_procs, has_ppn, has_complexity; /* given on the command line */
     char **argv;
     int argc;
+    char **optv; /* the argv parse() read; its options are optv[1..optc-1] */
+    int optc;
 };
+
+/* Is a (an option of submit, not of cli_common) one the usage text lists? */
+static bool known_option(const char *a)
+{
+    size_t n = strlen(a);
+    for (const char *p = strstr(usage, a); p; p = strstr(p + 1, a))
+        if ((p[-1] == ' ' || p[-1] == '(') && (p[n] == ' ' || p[n] == ',' || p[n] == ')'))
+            return true;
+    return false;
+}
+
+/*
+ * What no cluster manager could accept, or what would be silently ignored, refused
+ * here in the words the user typed (issue 15). Bags of tasks (-n) and parallel jobs (-p)
+ * take different options; an option of the other kind is an error, not a no-op.
+ */
+static int check_opts(struct cli *c, const struct submit_opts *o)
+{
+    const char *bad = NULL;
+    char why[200];
+    if (o->has_procs && o->procs == 0)
+        bad = "-p/--procs must be at least 1 (the number of processes)";
+    else if (o->has_procs && o->procs > 1000000)
+        bad = "-p/--procs must be at most 1000000";
+    else if (o->has_ppn && o->ppn == 0)
+        bad = "--ppn must be at least 1 (processes per host)";
+    else if (o->has_ppn && !o->has_procs)
+        bad = "--ppn is for parallel jobs: give -p N as well";
+    else if (o->has_procs && o->ppn > o->procs)
+        bad = "--ppn cannot be larger than -p/--procs";
+    else if (o->has_tasks && o->ntasks == 0)
+        bad = "-n/--tasks must be at least 1";
+    else if (o->retries > 100)
+        bad = "--retries must be 0..100";
+    else if ((o->name && !*o->name) || (o->user && !*o->user) || (o->group && !*o->group))
+        bad = "--name, --user and --group must not be empty";
+    if (!bad && o->has_procs) { /* bag-of-tasks options given to a parallel job */
+        const char *opt = o->has_tasks             ? "-n/--tasks"
+                          : o->stdin_pattern       ? "--stdin"
+                          : o->has_complexity      ? "--complexity"
+                          : o->deadline            ? "--deadline"
+                          : o->gpus || o->gpu_type ? "--gpus/--gpu-type"
+                                                   : NULL;
+        if (opt) {
+            snprintf(why, sizeof why,
+                     "%s is for a bag of tasks, not a parallel job (-p): drop one of them", opt);
+            bad = why;
+        }
+    } else if (!bad) { /* parallel-job options given to a bag of tasks */
+        const char *opt = o->has_queue  ? "--queue"
+                          : o->mem      ? "--mem"
+                          : o->disk     ? "--disk"
+                          : o->cpu      ? "--cpu"
+                          : o->group    ? "--group"
+                          : o->wait_res ? "--wait-resources"
+                          : o->coc      ? "--coc"
+                                        : NULL;
+        if (opt) {
+            snprintf(why, sizeof why,
+                     "%s is for a parallel job: add -p N (or drop %s for a bag of tasks)", opt,
+                     opt);
+            bad = why;
+        }
+    }
+    if (bad) {
+        fprintf(stderr, "%s: %s\n", c->prog, bad);
+        return -1;
+    }
+    return 0;
+}
 
 static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
 {
@@ -103,12 +184,19 @@ static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int inl = 0; /* the index of a value given as --opt=value */
+        if (a[0] == '-' && a[1] == '-' && strchr(a, '=') > a + 2) {
+            argv = cli_split_eq(&argc, argv, i);
+            a = argv[i];
+            v = argv[inl = i + 1];
+        }
         if (!strcmp(a, "--")) {
             i++;
             break;
         } else if ((!strcmp(a, "-n") || !strcmp(a, "--tasks")) && v) {
             if (cli_u64(c, "--tasks", argv[++i], &o->ntasks) < 0)
                 return -1;
+            o->has_tasks = true;
         } else if (!strcmp(a, "--name") && v) {
             o->name = argv[++i];
         } else if (!strcmp(a, "--user") && v) {
@@ -142,6 +230,7 @@ static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
         } else if (!strcmp(a, "--complexity") && v) {
             char *end;
             o->complexity = strtod(argv[++i], &end);
+            o->has_complexity = true;
             if (*end || !(o->complexity > 0)) {
                 fprintf(stderr, "%s: --complexity must be a positive number\n", c->prog);
                 return -1;
@@ -149,9 +238,11 @@ static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
         } else if ((!strcmp(a, "-p") || !strcmp(a, "--procs")) && v) {
             if (cli_u64(c, "--procs", argv[++i], &o->procs) < 0)
                 return -1;
+            o->has_procs = true;
         } else if (!strcmp(a, "--ppn") && v) {
             if (cli_u64(c, "--ppn", argv[++i], &o->ppn) < 0)
                 return -1;
+            o->has_ppn = true;
         } else if (!strcmp(a, "--queue") && v) {
             char *end;
             o->queue = strtoull(argv[++i], &end, 10);
@@ -217,13 +308,23 @@ static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
             o->shell = true;
         } else if (!strcmp(a, "--wait")) {
             o->wait = true;
+        } else if (!v && known_option(a)) {
+            fprintf(stderr, "%s: %s needs a value (%s VALUE or %s=VALUE)\n", c->prog, a, a, a);
+            return -1;
         } else {
-            fprintf(stderr, "%s: unknown option '%s'\n%s", c->prog, a, usage);
+            fprintf(stderr, "%s: unknown option '%s' (gridnode submit --help lists them)\n",
+                    c->prog, a);
+            return -1;
+        }
+        if (inl && i < inl) { /* a flag given a value: --wait=yes */
+            fprintf(stderr, "%s: %s takes no value (give it as %s alone)\n", c->prog, a, a);
             return -1;
         }
     }
     o->argv = argv + i;
     o->argc = argc - i;
+    o->optv = argv;
+    o->optc = i > 1 && !strcmp(argv[i - 1], "--") ? i - 1 : i;
     if (!o->key) { /* a random key per invocation: retries of this run return one job */
         uint8_t rnd[16];
         if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
@@ -239,7 +340,7 @@ static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
         fprintf(stderr, "%s: no program given\n%s", c->prog, usage);
         return -1;
     }
-    return 0;
+    return check_opts(c, o);
 }
 
 /* Reads the whole file into *buf; 0 or -1 with errno. */
@@ -434,6 +535,161 @@ static int submit_parallel(struct cli *c, const struct submit_opts *o)
     return o->wait ? cmd_job_wait(c, job) : 0;
 }
 
+/* The fields of SUBMIT / PSUBMIT as the options that set them, for the role's refusals
+ * (longer phrases first). */
+static const char *const submit_words[][2] = {
+    {"procs and ppn", "-p/--procs and --ppn"},
+    {"ntasks", "-n/--tasks"},
+    {"procs", "-p/--procs"},
+    {"ppn", "--ppn"},
+    {"limit_s", "--limit"},
+    {"deadline_s", "--deadline"},
+    {"gpu_type", "--gpu-type"},
+    {"gpus", "--gpus"},
+    {"complexity", "--complexity"},
+    {"stdin", "--stdin"},
+    {"no such queue", "no such queue (--queue)"},
+    {"mem_mb", "--mem"},
+    {"disk_mb", "--disk"},
+    {"cpu_s", "--cpu"},
+    {"argv", "PROGRAM"},
+    {NULL, NULL},
+};
+
+/* A job script's header: the tokens of its #GRIDNODE lines, split on blanks ('..' and
+ * ".." quote). Appends to toks (pointers into text, which it edits); -1 when too many. */
+static int directives(char *text, char **toks, int cap, int *n)
+{
+    char *line = text;
+    while (line && *line) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        char *p = line + strspn(line, " \t\r");
+        if (*p && *p != '#') { /* the first command: no directives after it */
+            if (nl)
+                *nl = '\n';
+            break;
+        }
+        if (!strncmp(p, "#GRIDNODE", 9) && (p[9] == ' ' || p[9] == '\t')) {
+            p += 9;
+            for (;;) {
+                p += strspn(p, " \t\r");
+                if (!*p)
+                    break;
+                if (*n >= cap)
+                    return -1;
+                char q = (*p == '"' || *p == '\'') ? *p++ : 0, *end;
+                char *tok = toks[(*n)++] = p;
+                end = q ? strchr(p, q) : p + strcspn(p, " \t\r");
+                bool last = !end || !*end;
+                if (last)
+                    p += strlen(p);
+                else
+                    *end = '\0', p = end + 1;
+                char *eq = strchr(tok, '='); /* --opt=value: two words, as main.c */
+                if (!q && eq && !strncmp(tok, "--", 2)) {
+                    if (*n >= cap)
+                        return -1;
+                    *eq = '\0';
+                    toks[(*n)++] = eq + 1;
+                }
+                if (last)
+                    break;
+            }
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    return 0;
+}
+
+#define SCRIPT_MAX 16384 /* a task's argv element (roles/cluster/handlers.c) */
+
+/*
+ * When o names a job script (a file with #GRIDNODE directives), parses again with the
+ * directives first and the command line's options after them (the last given wins),
+ * the script's text as the program. 0 (also when it is no job script), or -1 (printed).
+ */
+static int job_script(struct cli *c, struct submit_opts *o)
+{
+    static char text[SCRIPT_MAX + 1], hdr[SCRIPT_MAX + 1], interp[256];
+    static char *nargv[1024];
+    const char *path = o->argv[0];
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    size_t len = fread(text, 1, SCRIPT_MAX + 1, f);
+    fclose(f);
+    text[len < SCRIPT_MAX ? len : SCRIPT_MAX] = '\0';
+    if (memchr(text, '\0', len < SCRIPT_MAX ? len : SCRIPT_MAX) || !strstr(text, "#GRIDNODE"))
+        return 0; /* a program, or a script without directives: run as it is */
+    if (len > SCRIPT_MAX) {
+        fprintf(stderr,
+                "%s: job script %s is longer than %d bytes; keep the work in a "
+                "program it runs\n",
+                c->prog, path, SCRIPT_MAX);
+        return -1;
+    }
+    memcpy(hdr, text, len + 1);
+    char *toks[512];
+    int nt = 0;
+    if (directives(hdr, toks, 512, &nt) < 0) {
+        fprintf(stderr, "%s: %s: too many #GRIDNODE words (512 at most)\n", c->prog, path);
+        return -1;
+    }
+    if (nt == 0)
+        return 0;
+    int n = 0;
+    nargv[n++] = o->optv[0];
+    for (int k = 0; k < nt; k++)
+        nargv[n++] = toks[k];
+    /* the directives alone must be options: a stray word would become the program */
+    struct submit_opts d;
+    nargv[n] = "--";
+    nargv[n + 1] = "true";
+    if (parse(c, n + 2, nargv, &d) < 0) {
+        fprintf(stderr, "  (in the #GRIDNODE lines of %s)\n", path);
+        return -1;
+    }
+    if (d.argc != 1) {
+        fprintf(stderr, "%s: %s: '%s' in a #GRIDNODE line is not an option\n", c->prog, path,
+                toks[d.argv - nargv - 1]);
+        return -1;
+    }
+    if ((size_t)(n + o->optc + o->argc + 8) > sizeof nargv / sizeof *nargv) {
+        fprintf(stderr, "%s: too many arguments\n", c->prog);
+        return -1;
+    }
+    for (int k = 1; k < o->optc; k++)
+        nargv[n++] = o->optv[k];
+    bool shell = true;
+    if (!strncmp(text, "#!", 2)) { /* its interpreter, unless it is the shell's */
+        size_t l = strcspn(text + 2, "\n");
+        snprintf(interp, sizeof interp, "%.*s", (int)(l < 255 ? l : 255), text + 2);
+        char *w = interp + strspn(interp, " \t");
+        if (strcmp(w, "/bin/sh") && strncmp(w, "/bin/sh ", 8)) {
+            nargv[n++] = "--";
+            for (char *t = strtok(w, " \t\r"); t; t = strtok(NULL, " \t\r"))
+                nargv[n++] = t;
+            nargv[n++] = "-c";
+            shell = false;
+        }
+    }
+    if (shell) {
+        nargv[n++] = "--shell";
+        nargv[n++] = "--";
+    }
+    nargv[n++] = text;
+    nargv[n++] = (char *)path; /* $0 */
+    for (int k = 1; k < o->argc; k++)
+        nargv[n++] = o->argv[k];
+    nargv[n] = NULL;
+    return parse(c, n, nargv, o);
+}
+
 int cmd_submit(int argc, char **argv)
 {
     struct cli c;
@@ -444,8 +700,10 @@ int cmd_submit(int argc, char **argv)
         printf("%s%s", usage, cli_common_help());
         return 0;
     }
-    if (cli_common(&c, "gridnode submit", &argc, argv) < 0 || parse(&c, argc, argv, &o) < 0)
+    if (cli_common(&c, "gridnode submit", &argc, argv) < 0 || parse(&c, argc, argv, &o) < 0 ||
+        job_script(&c, &o) < 0)
         return 2;
+    c.words = submit_words;
     if (o.procs)
         return submit_parallel(&c, &o);
     if (o.ntasks == 0 || o.ntasks > 10000000 || (o.stdin_pattern && o.ntasks > 100000)) {

@@ -316,6 +316,17 @@ static const struct wire_field f_list[] = {
     {NULL},
 };
 
+/* JOB_LIST: a page, optionally filtered (issue 15, like squeue -u -t -p -n) */
+static const struct wire_field f_job_list[] = {
+    {"from", WF_UINT, false},
+    {"count", WF_UINT, false, 100000},
+    {"user", WF_STR, false, NAME_MAX_},
+    {"state", WF_STR, false, NAME_MAX_}, /* one state or several, comma-separated */
+    {"name", WF_STR, false, NAME_MAX_},
+    {"queue", WF_UINT, false, 255},
+    {NULL},
+};
+
 static const struct wire_field f_jobs[] = {
     {"jobs", WF_ARRAY, true, UINT32_MAX, WF_MAP},
     {"next", WF_UINT, false},
@@ -346,6 +357,12 @@ static const struct wire_field f_cancel[] = {
 static const struct wire_field f_purge[] = {
     {"jobs", WF_ARRAY, false, 100000, WF_UINT},
     {"older_than_s", WF_UINT, false},
+    {NULL},
+};
+
+static const struct wire_field f_job_ctl[] = {
+    {"job", WF_UINT, true},
+    {"op", WF_STR, true, 16}, /* "hold" or "release" */
     {NULL},
 };
 
@@ -529,7 +546,7 @@ const struct wire_desc wire_descs[] = {
     {WT_STATUS_ACK, "STATUS_ACK", "cluster", false, f_status_ack},
     {WT_SUBMIT, "SUBMIT", "user", true, f_submit},
     {WT_SUBMITTED, "SUBMITTED", "cluster", false, f_submitted},
-    {WT_JOB_LIST, "JOB_LIST", "user", true, f_list},
+    {WT_JOB_LIST, "JOB_LIST", "user", true, f_job_list},
     {WT_JOBS, "JOBS", "cluster", false, f_jobs},
     {WT_JOB_GET, "JOB_GET", "user", true, f_job_get},
     {WT_JOB, "JOB", "cluster", false, f_job},
@@ -544,6 +561,7 @@ const struct wire_desc wire_descs[] = {
     {WT_SD_INFO, "SD_INFO", "user", true, f_list},
     {WT_SD_STATE, "SD_STATE", "cluster", false, f_sd_state},
     {WT_PURGE, "PURGE", "user", true, f_purge},
+    {WT_JOB_CTL, "JOB_CTL", "user", true, f_job_ctl},
     {WT_PURGED, "PURGED", "cluster", false, f_purged},
     {WT_EVENTS, "EVENTS", "batch", true, f_events},
     {WT_EVENT_LIST, "EVENT_LIST", "cluster", false, f_event_list},

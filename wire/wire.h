@@ -56,6 +56,7 @@ enum wire_type {
     /* user tools -> cluster: purging finished jobs */
     WT_PURGE = 54,  /* reply PURGED */
     WT_PURGED = 55, /* the jobs purged */
+    WT_JOB_CTL = 56, /* hold / release a job (issue 15); reply OK */
     /* batch role (or any driver) -> cluster: the change feed (issue 9) */
     WT_EVENTS = 60,     /* events from a sequence number on; reply EVENT_LIST */
     WT_EVENT_LIST = 61,

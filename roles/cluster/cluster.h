@@ -100,6 +100,7 @@ struct job {
     char **argv;
     uint32_t argc;
     bool shell, has_stdin, issuable, dirty;
+    bool held; /* gridnode hold: none of its tasks is handed out until released */
     double complexity;
     uint32_t limit_s;
     uint32_t deadline_s;       /* report deadline after issue (issue 11) */

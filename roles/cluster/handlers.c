@@ -505,8 +505,42 @@ static void list_reply(struct request *r, uint32_t type, const char *key, struct
  * id "from" on; a page ends at "count" rows or CLUSTER_LIST_MAX bytes ("next": the id of
  * the first job left out).
  */
+/* Does str field key of the request allow the value v? Absent: yes. For "state", a
+ * comma-separated list of states. */
+static bool list_allows(const msgpack_object *m, const char *key, const char *v)
+{
+    size_t n, vl = strlen(v);
+    const char *f = wire_get_str(m, key, &n);
+    if (!f)
+        return true;
+    if (strcmp(key, "state") != 0)
+        return n == vl && !memcmp(f, v, n);
+    for (const char *p = f, *end = f + n; p <= end;) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        size_t l = (size_t)((comma ? comma : end) - p);
+        if (l == vl && !memcmp(p, v, l))
+            return true;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    return false;
+}
+
+/* JOB_LIST's filters (issue 15): user, state, name, queue (only parallel jobs have one:
+ * a queue filter leaves bags of tasks out). queue -1: the job has none. */
+static bool job_listed(const msgpack_object *m, const char *user, const char *state,
+                       const char *name, int64_t queue)
+{
+    const msgpack_object *q = wire_get(m, "queue");
+    return list_allows(m, "user", user ? user : "") && list_allows(m, "state", state) &&
+           list_allows(m, "name", name ? name : "") &&
+           (!q || (queue >= 0 && (int64_t)q->via.u64 == queue));
+}
+
 static void h_job_list(struct cluster *c, struct request *r)
 {
+    const msgpack_object *m = r->msg->root;
     uint64_t from = wire_get_u64(r->msg->root, "from", 0);
     uint32_t i = 0, k = 0, np = c->sd ? c->sd->njobs : 0, count = list_count(r), n = 0;
     while (i < c->njobs && c->jobs[i]->id < from) /* ids ascend: a short skip in practice */
@@ -523,10 +557,17 @@ static void h_job_list(struct cluster *c, struct request *r)
             next = id;
             break;
         }
-        if (bag)
-            pack_job(c->jobs[i++], &rows, true);
-        else
-            scored_pack_job(c, c->sd->jobs[k++], &rows, false);
+        if (bag) {
+            const struct job *j = c->jobs[i++];
+            if (!job_listed(m, j->user, job_state_shown(j), j->name, -1))
+                continue;
+            pack_job(j, &rows, true);
+        } else {
+            const struct pjob *pj = c->sd->jobs[k++];
+            if (!job_listed(m, pj->user, pj_state_name(pj->state), pj->name, pj->queue))
+                continue;
+            scored_pack_job(c, pj, &rows, false);
+        }
         n++;
     }
     list_reply(r, WT_JOBS, "jobs", &rows, n, next != 0, next);
@@ -746,6 +787,43 @@ static void h_node_list(struct cluster *c, struct request *r)
     wire_buf_free(&rows);
 }
 
+/*
+ * JOB_CTL (issue 15): hold / release a bag-of-tasks job, like Slurm's scontrol hold /
+ * release. A held job's tasks are not handed out (new or re-issued); tasks already
+ * running finish and their results are kept. The flag is stored with the job.
+ */
+static void h_job_ctl(struct cluster *c, struct request *r)
+{
+    uint64_t id = wire_get_u64(r->msg->root, "job", 0);
+    size_t n;
+    const char *op = wire_get_str(r->msg->root, "op", &n);
+    bool hold = n == 4 && !memcmp(op, "hold", 4);
+    if (!hold && !(n == 7 && !memcmp(op, "release", 7))) {
+        reply_error(r, WE_INVALID, "op must be hold or release");
+        return;
+    }
+    struct job *j = cluster_job_find(c, id);
+    if (!j) {
+        bool par = c->sd && scored_job_find(c, id);
+        reply_error(r, par ? WE_STATE : WE_NOT_FOUND,
+                    par ? "job %llu is a parallel job: hold and release are for bags of tasks"
+                        : "no job %llu",
+                    (unsigned long long)id);
+        return;
+    }
+    if (j->state == JS_DONE || j->state == JS_CANCELLED) {
+        reply_error(r, WE_STATE, "job %llu is already %s", (unsigned long long)id,
+                    job_state_shown(j));
+        return;
+    }
+    if (j->held != hold) {
+        j->held = hold;
+        cluster_mark_job(c, j);
+        log_info("job %llu %s", (unsigned long long)id, hold ? "held" : "released");
+    }
+    wire_begin(r->reply, WT_OK, r->msg->id, 0);
+}
+
 static void h_purge(struct cluster *c, struct request *r)
 {
     char err[300];
@@ -769,6 +847,7 @@ static const struct {
     {WT_NODE_LIST, h_node_list}, {WT_PSYNC, h_psync},       {WT_PSUBMIT, h_psubmit},
     {WT_CONSOLE, h_console},   {WT_SD_INFO, h_sd_info},
     {WT_PURGE, h_purge},
+    {WT_JOB_CTL, h_job_ctl}, /* issue 15 */
     {WT_EVENTS, h_events},
     {WT_MASTER_GET, h_master_get}, /* issue 11 */
 };

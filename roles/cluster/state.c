@@ -36,6 +36,8 @@ const char *job_state_shown(const struct job *j)
 {
     if (j->state == JS_DONE && j->nfailed > 0)
         return "failed";
+    if (j->held && (j->state == JS_QUEUED || j->state == JS_RUNNING))
+        return "held";
     return job_state_name(j->state);
 }
 
@@ -230,7 +232,7 @@ int cluster_node_register(struct cluster *c) { return node_commit_new(c); }
 
 static void job_encode(const struct job *j, struct wire_buf *wb)
 {
-    wire_pack_map(wb, 18 + (j->key != NULL) + 2 * (j->gpus > 0) + (j->v != NULL));
+    wire_pack_map(wb, 18 + (j->key != NULL) + 2 * (j->gpus > 0) + (j->v != NULL) + j->held);
     wire_put_u64(wb, "id", j->id);
     wire_put_str(wb, "name", j->name ? j->name : "");
     wire_put_str(wb, "user", j->user ? j->user : "");
@@ -257,6 +259,8 @@ static void job_encode(const struct job *j, struct wire_buf *wb)
     }
     if (j->v)
         valid_job_encode(j, wb);
+    if (j->held)
+        wire_put_bool(wb, "held", true);
 }
 
 void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live)
@@ -451,6 +455,7 @@ static int load_job(void *arg, const void *key, size_t klen, const void *val, si
     j->issuable = true;
     if (valid_job_load(j, m) < 0)
         goto bad;
+    j->held = wire_get_bool(m, "held", false);
     if (!j->argv || !j->name || !j->user || j->next_new > j->ntasks ||
         grow_tasks(j, j->next_new) < 0 || cluster_job_add(c, j) < 0)
         goto bad;

@@ -546,7 +546,7 @@ static int take_spot(struct cluster *c, struct job **jp, uint32_t *idx)
     pick = (uint32_t)(valid_rand(c->vs) * nk);
     for (uint32_t i = 0; i < c->njobs; i++) {
         struct job *j = c->jobs[i];
-        if (!(j->v && j->v->known && j->state <= JS_RUNNING) || pick-- > 0)
+        if (!(j->v && j->v->known && j->state <= JS_RUNNING) || pick-- > 0 || j->held)
             continue;
         *jp = j;
         *idx = (uint32_t)(valid_rand(c->vs) * j->ntasks) % j->ntasks;
@@ -586,7 +586,7 @@ int valid_take(struct cluster *c, struct node *n, int64_t now, struct job **jp, 
             vt->inq = false;
             continue;
         }
-        if (!eligible(c, j, vt, ni)) {
+        if (j->held || !eligible(c, j, vt, ni)) { /* held (gridnode hold): kept queued */
             ring_push(vs, e);
             continue;
         }
