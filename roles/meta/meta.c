@@ -204,7 +204,7 @@ static struct mjob *job_decode(uint64_t id, const void *v, size_t vl)
     j->id = id;
     j->state = (uint8_t)s;
     j->parallel = wire_get_bool(o, "parallel", false);
-    j->early = wire_get_bool(o, "early", false);
+    j->early = wire_get_bool(o, "early", true);
     wire_get_strbuf(o, "user", j->user, sizeof j->user);
     wire_get_strbuf(o, "name", j->name, sizeof j->name);
     j->rq.procs = (int32_t)wire_get_u64(o, "procs", 1);
@@ -309,7 +309,9 @@ static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *r
     wire_buf_free(&wb);
     j->id = M->next_id;
     j->parallel = par;
-    j->early = wire_get_bool(o, "early", false);
+    /* B5 by default at the grid level: a placed job starts as soon as its site can run
+     * it, before its reservation; `early` false (submit --exact-start) waits for it */
+    j->early = wire_get_bool(o, "early", true);
     wire_get_strbuf(o, "user", j->user, sizeof j->user);
     wire_get_strbuf(o, "name", j->name, sizeof j->name);
     j->rq = rq;

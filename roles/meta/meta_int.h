@@ -61,6 +61,7 @@ struct msite {
     int64_t down_since;    /* loop ms the site stopped answering, 0 while up */
     int64_t info_at, poll_at, sweep_at;
     int64_t cores_free;
+    int64_t burst_sec, burst_n; /* placements given this site in second burst_sec */
     struct mreq *req;
     uint32_t nreq, capreq;
 };
@@ -94,6 +95,15 @@ struct mjob {
     bool polling, reeval;
 };
 
+/* Jobs of one placement pass sharing their ESTIMATEs (metasite.c). */
+struct megroup {
+    uint64_t id;
+    uint64_t *jobs; /* member job ids, the first one's request was sent */
+    uint32_t n, cap;
+    uint32_t pending; /* ESTIMATEs not answered (or timed out) yet */
+    uint64_t asked;   /* sites asked */
+};
+
 struct meta {
     struct meta_cfg cfg;
     enum meta_policy policy;
@@ -110,6 +120,9 @@ struct meta {
     struct mjob **jobs; /* by id, ascending */
     uint32_t njobs, capjobs;
     uint32_t inflight;
+    struct megroup *eg;
+    uint32_t neg, capeg;
+    uint64_t next_gid;
     uint64_t placements, moves;
     /* messages to sites, sent after the turn's commit */
     struct mout {
