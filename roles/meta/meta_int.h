@@ -21,6 +21,7 @@
 #define META_SWEEP_MS 15000      /* RESV_LIST at each site: stray reservations */
 #define META_INFLIGHT_MAX 256    /* placements under way at once */
 #define META_RESV_SLACK_S 5      /* a site reservation lasts the walltime plus this */
+#define META_TASKS_PAGE 1000     /* task rows of an array fetched by the poll (JOB shows them) */
 
 struct meta_cfg {
     char listen[CONFIG_STR_MAX], state_dir[CONFIG_STR_MAX], sites[CONFIG_STR_MAX];
@@ -84,6 +85,12 @@ struct mjob {
     char reason[256];
     uint8_t *req; /* the user's request as received (msgpack), resent to the site */
     size_t reqlen;
+    /* a task array (SUBMIT ntasks > 1): placed whole at one site, without a
+     * reservation; its elements' progress as the site last reported it */
+    uint32_t ntasks;
+    uint32_t t_issued, t_running, t_done, t_failed;
+    uint8_t *tasks_raw; /* the site's last page of task rows (msgpack array), memory only */
+    size_t tasks_len;
     /* placement under way (memory only) */
     int phase;      /* 0 idle, 1 estimating, 2 reserving, 3 submitting */
     uint64_t tried; /* sites tried in this round (bits) */

@@ -261,6 +261,23 @@ static void round_over(struct meta *M, struct mjob *j, const char *why)
     }
 }
 
+/* An array of N one-element tasks at site s: ranked by when its last wave would end,
+ * so the start the policy sees is the first element's start plus the waves before the
+ * last one (N over the site's processors, each the walltime at the site's speed). A
+ * bigger or faster site finishes a big array sooner even if it starts it later. */
+static int64_t array_start(const struct msite *s, const struct mjob *j, int64_t start)
+{
+    if (j->ntasks <= 1 || start == META_NEVER)
+        return start;
+    int64_t width =
+        s->info.total_procs > 0 ? s->info.total_procs / (j->rq.procs > 0 ? j->rq.procs : 1) : 1;
+    if (width < 1)
+        width = 1;
+    int64_t waves = ((int64_t)j->ntasks + width - 1) / width;
+    double speed = s->info.speed > 0 ? s->info.speed : 1;
+    return start + (int64_t)((double)(waves - 1) * (double)j->rq.walltime / speed);
+}
+
 /* Estimates of a burst of placements are taken before any of them reserved, so equal
  * ones are common (every idle site answers "now"). For the ranking a start counts in
  * whole seconds and, among equal ones, the site given fewer placements in this second
@@ -294,7 +311,7 @@ static void decide(struct meta *M, struct mjob *j)
     for (int i = 0; i < M->nsites; i++)
         if (site_ok(&M->site[i], &j->rq) && !(j->tried & (1ull << i)) && (!mv || i != j->site)) {
             cand[n] = i;
-            start[n++] = tie_break(&M->site[i], j->start_est[i], sec);
+            start[n++] = tie_break(&M->site[i], array_start(&M->site[i], j, j->start_est[i]), sec);
         }
     struct meta_site sites[META_MAX_SITES];
     for (int i = 0; i < M->nsites; i++)
@@ -338,7 +355,7 @@ static void decide(struct meta *M, struct mjob *j)
     j->site = s;
     j->sjob = 0;
     j->est_start = j->start_est[s];
-    if (M->policy == META_SLURM_M) { /* sbatch -M: no reservation */
+    if (M->policy == META_SLURM_M || j->ntasks > 1) { /* sbatch -M, or an array: no reservation */
         j->resv[0] = '\0';
         j->phase = PH_SUBMIT;
         send_submit(M, &M->site[s], j, "", j->attempt);
@@ -600,6 +617,40 @@ static int site_state(const char *s)
     return MJ_PLACED; /* queued, starting */
 }
 
+/* An array's row: its counts, the earliest element start of the page, and the page of
+ * task rows kept for JOB at the spool. */
+static void array_progress(struct mjob *j, const msgpack_object *row, const msgpack_object *tasks,
+                           int64_t *started)
+{
+    uint32_t c[4] = {
+        (uint32_t)wire_get_u64(row, "issued", 0), (uint32_t)wire_get_u64(row, "running", 0),
+        (uint32_t)wire_get_u64(row, "done", 0), (uint32_t)wire_get_u64(row, "failed", 0)};
+    if (c[0] != j->t_issued || c[1] != j->t_running || c[2] != j->t_done || c[3] != j->t_failed)
+        j->dirty = true;
+    j->t_issued = c[0];
+    j->t_running = c[1];
+    j->t_done = c[2];
+    j->t_failed = c[3];
+    if (!tasks || tasks->type != MSGPACK_OBJECT_ARRAY)
+        return;
+    for (uint32_t i = 0; i < tasks->via.array.size; i++) {
+        int64_t st = wire_get_i64(&tasks->via.array.ptr[i], "started", 0);
+        if (st > 0 && (*started <= 0 || st < *started))
+            *started = st;
+    }
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    wire_pack_object(&wb, tasks);
+    uint8_t *p = malloc(wb.sb.size ? wb.sb.size : 1);
+    if (p) {
+        memcpy(p, wb.sb.data, wb.sb.size);
+        free(j->tasks_raw);
+        j->tasks_raw = p;
+        j->tasks_len = wb.sb.size;
+    }
+    wire_buf_free(&wb);
+}
+
 static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
                    const msgpack_object *tasks)
 {
@@ -611,6 +662,10 @@ static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
                                    : NULL;
     int64_t started = wire_get_i64(row, "started", 0), ex = wire_get_i64(row, "exit", 0);
     int64_t fin = wire_get_i64(row, "finished", 0);
+    if (j->ntasks > 1) {
+        array_progress(j, row, tasks, &started);
+        t0 = NULL; /* the first element says nothing of the array's state */
+    }
     if (t0 && t0->type == MSGPACK_OBJECT_MAP) {
         started = wire_get_i64(t0, "started", started);
         ex = wire_get_i64(t0, "exit", ex);
@@ -931,7 +986,7 @@ static void reeval(struct meta *M, int64_t now)
     for (uint32_t i = 0; i < M->njobs && M->inflight < META_INFLIGHT_MAX; i++) {
         struct mjob *j = M->jobs[i];
         if (j->state != MJ_PLACED || j->phase != PH_IDLE || j->site < 0 ||
-            !M->site[j->site].info.up)
+            !M->site[j->site].info.up || j->ntasks > 1) /* an array is not moved */
             continue;
         /* its own site's current estimate for the job */
         j->tried = 0;
@@ -990,7 +1045,7 @@ void meta_sites_tick(struct meta *M)
                 req_begin(M, s, RK_JOBGET, j->id, WT_JOB_GET, 3, META_REQ_TIMEOUT_MS, &wb);
                 wire_put_u64(&wb, "job", j->sjob);
                 wire_put_bool(&wb, "tasks", true);
-                wire_put_u64(&wb, "count", 1);
+                wire_put_u64(&wb, "count", j->ntasks > 1 ? META_TASKS_PAGE : 1);
                 queue_out(M, i, &wb);
                 wire_buf_free(&wb);
                 j->polling = true;
