@@ -21,7 +21,7 @@
 #define META_SWEEP_MS 15000      /* RESV_LIST at each site: stray reservations */
 #define META_INFLIGHT_MAX 256    /* placements under way at once */
 #define META_RESV_SLACK_S 5      /* a site reservation lasts the walltime plus this */
-#define META_TASKS_PAGE 1000     /* task rows of an array fetched by the poll (JOB shows them) */
+#define META_TASKS_PAGE 200      /* task rows of an array fetched by the poll (JOB shows them) */
 
 struct meta_cfg {
     char listen[CONFIG_STR_MAX], state_dir[CONFIG_STR_MAX], sites[CONFIG_STR_MAX];
