@@ -71,6 +71,8 @@ static const char usage[] =
     "  --class NAME           class = partition: one of the batch role's clusters\n"
     "  --resv NAME            run inside this reservation (setres, or RESERVE of a site)\n"
     "  --early                may start before / away from its reservation (Maui B5)\n"
+    "  --exact-start          never before its reservation (a grid spool, gridnode meta,\n"
+    "                         lets its jobs start early by default)\n"
     "  --hold                 stays pending until released\n"
     "  (--limit is the walltime: the job is ended when it passes it)\n"
     "\n"
@@ -88,7 +90,7 @@ struct submit_opts {
     bool has_queue, wait_res, coc;
     const char *group, *key;
     const char *account, *qos, *class_, *resv; /* batch role only */
-    bool early, hold;
+    bool early, exact, hold;
     uint64_t replicas, quorum, max_results;
     const char *validator, *distinct, *known;
     bool adaptive;
@@ -298,6 +300,8 @@ static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
             o->resv = argv[++i];
         } else if (!strcmp(a, "--early")) {
             o->early = true;
+        } else if (!strcmp(a, "--exact-start")) {
+            o->exact = true;
         } else if (!strcmp(a, "--hold")) {
             o->hold = true;
         } else if (!strcmp(a, "--wait-resources")) {
@@ -338,6 +342,10 @@ static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
     }
     if (o->argc == 0) {
         fprintf(stderr, "%s: no program given\n%s", c->prog, usage);
+        return -1;
+    }
+    if (o->early && o->exact) {
+        fprintf(stderr, "%s: --early and --exact-start contradict each other\n", c->prog);
         return -1;
     }
     return check_opts(c, o);
@@ -463,7 +471,7 @@ static int put_valid(struct cli *c, struct wire_buf *wb, const struct submit_opt
 static uint32_t sched_fields(const struct submit_opts *o)
 {
     return (o->account != NULL) + (o->qos != NULL) + (o->class_ != NULL) + (o->resv != NULL) +
-           o->early + o->hold;
+           (o->early || o->exact) + o->hold;
 }
 
 /* The batch role's scheduling fields (SUBMIT and PSUBMIT alike). */
@@ -474,8 +482,8 @@ static void put_sched(struct wire_buf *wb, const struct submit_opts *o)
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
         if (vals[k])
             wire_put_str(wb, keys[k], vals[k]);
-    if (o->early)
-        wire_put_bool(wb, "early", true);
+    if (o->early || o->exact) /* --exact-start: early false, said explicitly */
+        wire_put_bool(wb, "early", !o->exact);
     if (o->hold)
         wire_put_bool(wb, "hold", true);
 }

@@ -494,6 +494,7 @@ static const struct wire_field f_reserve[] = {
     {"class", WF_STR, false, NAME_MAX_},
     {"start", WF_INT, false},
     {"duration_s", WF_UINT, true, 3660u * 86400},
+    {"flex", WF_BOOL, false},
     {NULL},
 };
 

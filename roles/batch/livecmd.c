@@ -284,6 +284,15 @@ void livecmd_apply(struct live *L)
             resv_drop(L, v);
             continue;
         }
+        /* a site reservation is held for its one job: once that job runs (or ended) it
+         * has served, and its remaining window would only keep other jobs off the nodes
+         * (Maui drops a job reservation at the job's start alike) */
+        const struct ljob *bj = v->site && v->job ? live_job_find(L, v->job) : NULL;
+        if (bj && bj->ntasks && bj->el[0].state >= EL_RUNNING) {
+            log_info("reservation %s served job %" PRIu64 ": released", v->name, v->job);
+            resv_drop(L, v);
+            continue;
+        }
         i++;
         if (v->in_engine)
             continue;
@@ -1046,6 +1055,40 @@ static char *nodes_of_info(struct live *L, const struct batch_resv_info *ri)
 }
 
 /* RESV_SET and RESERVE. */
+/* RESERVE `flex` (docs/wire.md 6.12): the resources are taken at q->start, so the
+ * reservation goes to the earliest start after it that the plan offers for the same
+ * request (ESTIMATE's answer), keeping its duration. A metascheduler placing many jobs
+ * at once asks with estimates that the others' reservations have made stale; the site,
+ * which alone knows its plan, settles each one instead of refusing it. A few windows
+ * are tried (the plan counts cores, a reservation takes whole free nodes). */
+static int resv_flex(struct live *L, struct batch_resv_req *q, int64_t now, char *name,
+                     size_t namelen, char *why, size_t whylen, int *err)
+{
+    struct batch_request r;
+    memset(&r, 0, sizeof r);
+    r.tasks = q->tasks;
+    r.per_task = q->per_task;
+    r.cred[BATCH_CRED_CLASS] = q->partition; /* as ESTIMATE: the default cluster */
+    if (!r.cred[BATCH_CRED_CLASS] && L->default_cl >= 0)
+        r.cred[BATCH_CRED_CLASS] = L->cl[L->default_cl].name;
+    int64_t dur = q->end - q->start, want = q->start;
+    struct batch_window w[8];
+    size_t n = batch_estimate(L->eng, &r, dur, now, w, 8);
+    n = n < 8 ? n : 8;
+    for (size_t i = 0; i < n; i++) {
+        if (w[i].to != BATCH_NEVER && w[i].to < want)
+            continue;
+        q->start = w[i].from > want ? w[i].from : want;
+        q->end = q->start + dur;
+        if (batch_resv_create(L->eng, q, now, name, namelen, why, whylen) == 0)
+            return 0;
+        *err = errno;
+        if (*err != EBUSY && *err != ENOSPC)
+            return -1;
+    }
+    return -1;
+}
+
 static void resv_new(struct live *L, const struct wire_msg *m, struct wire_buf *reply, bool site)
 {
     const msgpack_object *o = m->root;
@@ -1151,6 +1194,8 @@ static void resv_new(struct live *L, const struct wire_msg *m, struct wire_buf *
     char name[BATCH_NAME_MAX];
     int rc = batch_resv_create(L->eng, &q, now, name, sizeof name, why, sizeof why);
     int err = errno;
+    if (rc < 0 && (err == ENOSPC || err == EBUSY) && site && wire_get_bool(o, "flex", false))
+        rc = resv_flex(L, &q, now, name, sizeof name, why, sizeof why, &err);
     for (int k = 0; k < BATCH_CRED_KINDS; k++)
         words_free(&acl[k]);
     words_free(&hw);
@@ -1170,6 +1215,7 @@ static void resv_new(struct live *L, const struct wire_msg *m, struct wire_buf *
         return;
     }
     v.start = ri.start;
+    v.end = ri.end; /* a flex one moved */
     v.in_engine = true;
     if (L->nresv == L->capresv) {
         uint32_t nc = L->capresv ? 2 * L->capresv : 8;

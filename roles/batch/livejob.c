@@ -128,6 +128,8 @@ void live_elem_set(struct live *L, struct ljob *j, uint32_t e, int st)
     el->state = (uint8_t)st;
     el->dirty = true;
     j->edirty = true;
+    if (j->resv && j->resv[0] && old < EL_RUNNING && st >= EL_RUNNING)
+        live_want_cycle(L); /* a site reservation that served it goes (livecmd_apply) */
 }
 
 void live_elem_reason(struct lelem *el, const char *why)

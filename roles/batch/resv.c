@@ -203,8 +203,6 @@ int batch_resv_create(struct batch_engine *e, const struct batch_resv_req *q, in
         e->now = now;
     if (resv_check(e, q, e->now, &s, &t, name, why, why_len) < 0)
         return -1;
-    if (e->groups_dirty && bs_engine_regroup(e) < 0)
-        return fail(why, why_len, "out of memory");
     if (VEC_RESERVE(e->resv, e->capresv, e->nresv + 1) < 0)
         return fail(why, why_len, "out of memory");
     struct bresv *r = &e->resv[e->nresv];
@@ -230,10 +228,8 @@ int batch_resv_create(struct batch_engine *e, const struct batch_resv_req *q, in
     r->pool = -1;
     r->live = true;
     e->nresv++;
-    if (bs_engine_regroup(e) < 0) { /* retried at the next cycle */
-        e->groups_dirty = true;
-        bs_engine_memo_clear(e);
-    }
+    e->groups_dirty = true; /* regrouped once at the next cycle or estimate (as a release) */
+    bs_engine_memo_clear(e);
     if (name_out && name_len)
         snprintf(name_out, name_len, "%s", name);
     return 0;

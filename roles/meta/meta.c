@@ -133,6 +133,7 @@ static void job_free(struct mjob *j)
 {
     if (j) {
         free(j->req);
+        free(j->tasks_raw);
         free(j);
     }
 }
@@ -156,8 +157,13 @@ void meta_job_set(struct meta *M, struct mjob *j, enum mj_state st, const char *
 static void job_encode(const struct mjob *j, struct wire_buf *wb)
 {
     wire_buf_reset(wb);
-    wire_pack_map(wb, 22);
+    wire_pack_map(wb, 27);
     wire_put_str(wb, "state", meta_state_name(j->state));
+    wire_put_u64(wb, "ntasks", j->ntasks);
+    wire_put_u64(wb, "t_issued", j->t_issued);
+    wire_put_u64(wb, "t_running", j->t_running);
+    wire_put_u64(wb, "t_done", j->t_done);
+    wire_put_u64(wb, "t_failed", j->t_failed);
     wire_put_bool(wb, "parallel", j->parallel);
     wire_put_bool(wb, "early", j->early);
     wire_put_str(wb, "user", j->user);
@@ -205,7 +211,14 @@ static struct mjob *job_decode(uint64_t id, const void *v, size_t vl)
     j->id = id;
     j->state = (uint8_t)s;
     j->parallel = wire_get_bool(o, "parallel", false);
-    j->early = wire_get_bool(o, "early", false);
+    j->early = wire_get_bool(o, "early", true);
+    j->ntasks = (uint32_t)wire_get_u64(o, "ntasks", 1);
+    if (j->ntasks < 1)
+        j->ntasks = 1;
+    j->t_issued = (uint32_t)wire_get_u64(o, "t_issued", 0);
+    j->t_running = (uint32_t)wire_get_u64(o, "t_running", 0);
+    j->t_done = (uint32_t)wire_get_u64(o, "t_done", 0);
+    j->t_failed = (uint32_t)wire_get_u64(o, "t_failed", 0);
     wire_get_strbuf(o, "user", j->user, sizeof j->user);
     wire_get_strbuf(o, "name", j->name, sizeof j->name);
     j->rq.procs = (int32_t)wire_get_u64(o, "procs", 1);
@@ -275,10 +288,8 @@ static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *r
             return;
         }
         rq.procs = (int32_t)p;
-    } else if (wire_get_u64(o, "ntasks", 1) != 1) {
-        fail(reply, m->id, WE_INVALID,
-             "the grid spool places one job at a time and a site reservation holds one job: "
-             "submit a parallel job (--procs N) or N separate jobs (-n 1)");
+    } else if (wire_get_u64(o, "ntasks", 1) < 1) {
+        fail(reply, m->id, WE_INVALID, "ntasks must be at least 1");
         return;
     } else if (wire_get(o, "stdin")) {
         fail(reply, m->id, WE_INVALID,
@@ -310,7 +321,13 @@ static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *r
     wire_buf_free(&wb);
     j->id = M->next_id;
     j->parallel = par;
-    j->early = wire_get_bool(o, "early", false);
+    /* a task array goes whole to one site (docs/meta.md "Task arrays") */
+    j->ntasks = par ? 1 : (uint32_t)wire_get_u64(o, "ntasks", 1);
+    if (j->ntasks < 1)
+        j->ntasks = 1;
+    /* B5 by default at the grid level: a placed job starts as soon as its site can run
+     * it, before its reservation; `early` false (submit --exact-start) waits for it */
+    j->early = wire_get_bool(o, "early", true);
     wire_get_strbuf(o, "user", j->user, sizeof j->user);
     wire_get_strbuf(o, "name", j->name, sizeof j->name);
     j->rq = rq;
@@ -325,8 +342,8 @@ static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *r
     }
     M->next_id++;
     M->meta_dirty = true;
-    log_info("job %llu: submitted (%d procs, %llds)", (unsigned long long)j->id, rq.procs,
-             (long long)(rq.walltime / 1000));
+    log_info("job %llu: submitted (%u x %d procs, %llds)", (unsigned long long)j->id, j->ntasks,
+             rq.procs, (long long)(rq.walltime / 1000));
     wire_begin(reply, WT_SUBMITTED, m->id, 3);
     wire_put_u64(reply, "job", j->id);
     wire_put_str(reply, "state", "queued");
@@ -349,11 +366,19 @@ static void put_row(struct meta *M, const struct mjob *j, struct wire_buf *wb)
                  : j->state <= MJ_PLACED ? "queued"
                                          : st);
     wire_put_str(wb, "gstate", st);
-    wire_put_u64(wb, "ntasks", 1);
-    wire_put_u64(wb, "issued", started ? 1 : 0);
-    wire_put_u64(wb, "running", j->state == MJ_RUNNING ? 1 : 0);
-    wire_put_u64(wb, "done", ended && j->state != MJ_CANCELLED ? 1 : 0);
-    wire_put_u64(wb, "failed", j->state == MJ_FAILED || j->state == MJ_KILLED ? 1 : 0);
+    if (j->ntasks > 1) { /* an array: its elements as the site last reported them */
+        wire_put_u64(wb, "ntasks", j->ntasks);
+        wire_put_u64(wb, "issued", j->t_issued);
+        wire_put_u64(wb, "running", j->state == MJ_RUNNING ? j->t_running : 0);
+        wire_put_u64(wb, "done", j->t_done);
+        wire_put_u64(wb, "failed", j->t_failed);
+    } else {
+        wire_put_u64(wb, "ntasks", 1);
+        wire_put_u64(wb, "issued", started ? 1 : 0);
+        wire_put_u64(wb, "running", j->state == MJ_RUNNING ? 1 : 0);
+        wire_put_u64(wb, "done", ended && j->state != MJ_CANCELLED ? 1 : 0);
+        wire_put_u64(wb, "failed", j->state == MJ_FAILED || j->state == MJ_KILLED ? 1 : 0);
+    }
     wire_put_u64(wb, "dups", 0);
     wire_put_i64(wb, "submitted", j->submitted);
     wire_put_i64(wb, "finished", j->finished);
@@ -370,7 +395,7 @@ static void put_row(struct meta *M, const struct mjob *j, struct wire_buf *wb)
     wire_put_bool(wb, "shell", wire_get_bool(&up.data, "shell", false));
     wire_put_u64(wb, "limit_s", (uint64_t)(j->rq.walltime / 1000));
     msgpack_unpacked_destroy(&up);
-    wire_put_str(wb, "kind", j->parallel ? "parallel" : "task");
+    wire_put_str(wb, "kind", j->parallel ? "parallel" : j->ntasks > 1 ? "array" : "task");
     wire_put_u64(wb, "procs", (uint64_t)j->rq.procs);
     wire_put_str(wb, "site", j->site >= 0 && j->site < M->nsites ? M->site[j->site].name : "");
     wire_put_u64(wb, "site_job", j->sjob);
@@ -414,7 +439,10 @@ static void h_get(struct meta *M, const struct wire_msg *m, struct wire_buf *rep
     wire_put_key(reply, "job");
     put_row(M, j, reply);
     wire_put_key(reply, "tasks");
-    wire_pack_array(reply, 0);
+    if (j->tasks_raw) /* an array: the site's task rows of the last poll */
+        msgpack_sbuffer_write(&reply->sb, (const char *)j->tasks_raw, j->tasks_len);
+    else
+        wire_pack_array(reply, 0);
 }
 
 static void h_cancel(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)

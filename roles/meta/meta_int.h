@@ -21,6 +21,7 @@
 #define META_SWEEP_MS 15000      /* RESV_LIST at each site: stray reservations */
 #define META_INFLIGHT_MAX 256    /* placements under way at once */
 #define META_RESV_SLACK_S 5      /* a site reservation lasts the walltime plus this */
+#define META_TASKS_PAGE 200      /* task rows of an array fetched by the poll (JOB shows them) */
 
 struct meta_cfg {
     char listen[CONFIG_STR_MAX], state_dir[CONFIG_STR_MAX], sites[CONFIG_STR_MAX];
@@ -65,6 +66,7 @@ struct msite {
     int64_t down_since;    /* loop ms the site stopped answering, 0 while up */
     int64_t info_at, poll_at, sweep_at;
     int64_t cores_free;
+    int64_t burst_sec, burst_n; /* placements given this site in second burst_sec */
     struct mreq *req;
     uint32_t nreq, capreq;
 };
@@ -87,6 +89,12 @@ struct mjob {
     char reason[256];
     uint8_t *req; /* the user's request as received (msgpack), resent to the site */
     size_t reqlen;
+    /* a task array (SUBMIT ntasks > 1): placed whole at one site, without a
+     * reservation; its elements' progress as the site last reported it */
+    uint32_t ntasks;
+    uint32_t t_issued, t_running, t_done, t_failed;
+    uint8_t *tasks_raw; /* the site's last page of task rows (msgpack array), memory only */
+    size_t tasks_len;
     /* placement under way (memory only) */
     int phase;      /* 0 idle, 1 estimating, 2 reserving, 3 submitting */
     uint64_t tried; /* sites tried in this round (bits) */
@@ -96,6 +104,15 @@ struct mjob {
     int64_t est_start; /* the chosen site's estimated start */
     int64_t retry_at;  /* loop ms of the next placement round */
     bool polling, reeval;
+};
+
+/* Jobs of one placement pass sharing their ESTIMATEs (metasite.c). */
+struct megroup {
+    uint64_t id;
+    uint64_t *jobs; /* member job ids, the first one's request was sent */
+    uint32_t n, cap;
+    uint32_t pending; /* ESTIMATEs not answered (or timed out) yet */
+    uint64_t asked;   /* sites asked */
 };
 
 struct meta {
@@ -114,6 +131,9 @@ struct meta {
     struct mjob **jobs; /* by id, ascending */
     uint32_t njobs, capjobs;
     uint32_t inflight;
+    struct megroup *eg;
+    uint32_t neg, capeg;
+    uint64_t next_gid;
     uint64_t placements, moves;
     /* messages to sites, sent after the turn's commit */
     struct mout {

@@ -35,7 +35,17 @@
 #include "roles/meta/meta_int.h"
 #include "roles/meta/slurm.h"
 
-enum { RK_INFO, RK_EST, RK_RESERVE, RK_SUBMIT, RK_JOBGET, RK_CANCEL, RK_RELEASE, RK_RESVLIST };
+enum {
+    RK_INFO,
+    RK_EST,
+    RK_RESERVE,
+    RK_SUBMIT,
+    RK_JOBGET,
+    RK_CANCEL,
+    RK_RELEASE,
+    RK_RESVLIST,
+    RK_GEST, /* ESTIMATE shared by a group of jobs (job = the group id) */
+};
 enum { PH_IDLE, PH_EST, PH_RESERVE, PH_SUBMIT, PH_MV_EST, PH_MV_RESERVE, PH_MV_SUBMIT };
 
 static struct meta *G;
@@ -138,7 +148,7 @@ static void send_submit(struct meta *M, struct msite *s, struct mjob *j, const c
         msgpack_unpacked_destroy(&up);
         return;
     }
-    static const char *const skip[] = {"v", "t", "id", "key", "resv", "user", NULL};
+    static const char *const skip[] = {"v", "t", "id", "key", "resv", "user", "early", NULL};
     const msgpack_object_map *mp = &up.data.via.map;
     uint32_t keep = 0;
     bool *k = calloc(mp->size + 1, sizeof *k);
@@ -154,7 +164,7 @@ static void send_submit(struct meta *M, struct msite *s, struct mjob *j, const c
     struct wire_buf wb;
     wire_buf_init(&wb);
     req_begin(M, s, RK_SUBMIT, j->id, j->parallel ? WT_PSUBMIT : WT_SUBMIT,
-              keep + 2 + (resv[0] ? 1 : 0), META_REQ_TIMEOUT_MS, &wb);
+              keep + 3 + (resv[0] ? 1 : 0), META_REQ_TIMEOUT_MS, &wb);
     for (uint32_t i = 0; k && i < mp->size; i++)
         if (k[i]) {
             msgpack_pack_object(&wb.pk, mp->ptr[i].key);
@@ -164,6 +174,7 @@ static void send_submit(struct meta *M, struct msite *s, struct mjob *j, const c
     snprintf(key, sizeof key, "meta:%s:%" PRIu64 ".%u", M->inc, j->id, attempt);
     wire_put_str(&wb, "key", key);
     wire_put_str(&wb, "user", job_user(M, j));
+    wire_put_bool(&wb, "early", j->early); /* true unless the user asked otherwise */
     if (resv[0])
         wire_put_str(&wb, "resv", resv);
     queue_out(M, s->idx, &wb);
@@ -172,11 +183,11 @@ static void send_submit(struct meta *M, struct msite *s, struct mjob *j, const c
     msgpack_unpacked_destroy(&up);
 }
 
-static void send_estimate(struct meta *M, struct msite *s, struct mjob *j)
+static void send_estimate(struct meta *M, struct msite *s, struct mjob *j, int kind, uint64_t id)
 {
     struct wire_buf wb;
     wire_buf_init(&wb);
-    req_begin(M, s, RK_EST, j->id, WT_ESTIMATE, 6, M->cfg.estimate_timeout_ms, &wb);
+    req_begin(M, s, kind, id, WT_ESTIMATE, 6, M->cfg.estimate_timeout_ms, &wb);
     wire_put_u64(&wb, "procs", (uint64_t)j->rq.procs);
     wire_put_u64(&wb, "walltime_s", (uint64_t)(j->rq.walltime / 1000));
     wire_put_u64(&wb, "mem_mb", (uint64_t)j->rq.mem);
@@ -192,7 +203,7 @@ static void send_reserve(struct meta *M, struct msite *s, struct mjob *j, const 
 {
     struct wire_buf wb;
     wire_buf_init(&wb);
-    req_begin(M, s, RK_RESERVE, j->id, WT_RESERVE, 8, META_REQ_TIMEOUT_MS, &wb);
+    req_begin(M, s, RK_RESERVE, j->id, WT_RESERVE, 9, META_REQ_TIMEOUT_MS, &wb);
     wire_put_str(&wb, "user", M->cfg.user);
     wire_put_str(&wb, "name", name);
     wire_put_u64(&wb, "procs", (uint64_t)j->rq.procs);
@@ -203,6 +214,9 @@ static void send_reserve(struct meta *M, struct msite *s, struct mjob *j, const 
      * after it starts (at once when the site gave no estimate), and must still fit in it
      * with its whole walltime; the spool releases it when the job ends */
     wire_put_u64(&wb, "duration_s", (uint64_t)((j->rq.walltime + 999) / 1000) + META_RESV_SLACK_S);
+    /* taken at `start` by another placement under way since the estimate: the site
+     * reserves at its next start instead of refusing (the reply says when) */
+    wire_put_bool(&wb, "flex", true);
     wire_put_key(&wb, "users"); /* only this job's user may use it (and the spool releases it) */
     wire_pack_array(&wb, 1);
     wire_pack_str(&wb, job_user(M, j));
@@ -252,6 +266,45 @@ static void round_over(struct meta *M, struct mjob *j, const char *why)
     }
 }
 
+/* An array of N one-element tasks at site s: ranked by when its last wave would end,
+ * so the start the policy sees is the first element's start plus the waves before the
+ * last one (N over the site's processors, each the walltime at the site's speed). A
+ * bigger or faster site finishes a big array sooner even if it starts it later. */
+static int64_t array_start(const struct msite *s, const struct mjob *j, int64_t start)
+{
+    if (j->ntasks <= 1 || start == META_NEVER)
+        return start;
+    int64_t width =
+        s->info.total_procs > 0 ? s->info.total_procs / (j->rq.procs > 0 ? j->rq.procs : 1) : 1;
+    if (width < 1)
+        width = 1;
+    int64_t waves = ((int64_t)j->ntasks + width - 1) / width;
+    double speed = s->info.speed > 0 ? s->info.speed : 1;
+    return start + (int64_t)((double)(waves - 1) * (double)j->rq.walltime / speed);
+}
+
+/* Estimates of a burst of placements are taken before any of them reserved, so equal
+ * ones are common (every idle site answers "now"). For the ranking a start counts in
+ * whole seconds and, among equal ones, the site given fewer placements in this second
+ * comes first: a burst spreads over equally good sites instead of piling on the first
+ * (whose `flex` reservations would then start later and later). */
+static int64_t tie_break(const struct msite *s, int64_t start, int64_t sec)
+{
+    if (start == META_NEVER)
+        return start;
+    int64_t n = s->burst_sec == sec ? s->burst_n : 0;
+    return (start + 999) / 1000 * 1000 + (n < 999 ? n : 999);
+}
+
+static void burst_count(struct msite *s, int64_t sec)
+{
+    if (s->burst_sec != sec) {
+        s->burst_sec = sec;
+        s->burst_n = 0;
+    }
+    s->burst_n++;
+}
+
 /* Picks the best site not tried yet and reserves there (or submits, for slurm_m). */
 static void decide(struct meta *M, struct mjob *j)
 {
@@ -259,10 +312,11 @@ static void decide(struct meta *M, struct mjob *j)
     int64_t start[META_MAX_SITES];
     size_t n = 0;
     bool mv = j->phase >= PH_MV_EST;
+    int64_t sec = loop_now_ms() / 1000;
     for (int i = 0; i < M->nsites; i++)
         if (site_ok(&M->site[i], &j->rq) && !(j->tried & (1ull << i)) && (!mv || i != j->site)) {
             cand[n] = i;
-            start[n++] = j->start_est[i];
+            start[n++] = tie_break(&M->site[i], array_start(&M->site[i], j, j->start_est[i]), sec);
         }
     struct meta_site sites[META_MAX_SITES];
     for (int i = 0; i < M->nsites; i++)
@@ -279,6 +333,7 @@ static void decide(struct meta *M, struct mjob *j)
             return;
         }
         int s = order[0];
+        burst_count(&M->site[s], sec);
         j->tried |= 1ull << s;
         j->attempt++;
         j->mv_site = s;
@@ -299,19 +354,24 @@ static void decide(struct meta *M, struct mjob *j)
         return;
     }
     int s = order[0];
+    burst_count(&M->site[s], sec);
     j->tried |= 1ull << s;
     j->attempt++;
     j->site = s;
     j->sjob = 0;
     j->est_start = j->start_est[s];
-    if (M->policy == META_SLURM_M) { /* sbatch -M: no reservation */
+    if (M->policy == META_SLURM_M || j->ntasks > 1) { /* sbatch -M, or an array: no reservation */
         j->resv[0] = '\0';
         j->phase = PH_SUBMIT;
         send_submit(M, &M->site[s], j, "", j->attempt);
     } else {
+        /* RESERVE and the SUBMIT into it leave together (one round trip, not two):
+         * the site takes them in order on this one connection, so the submission finds
+         * the reservation, or is refused when the reservation was (then the next site) */
         meta_resv_name(M, j, j->attempt, j->resv, sizeof j->resv);
-        j->phase = PH_RESERVE;
+        j->phase = PH_SUBMIT;
         send_reserve(M, &M->site[s], j, j->resv, j->est_start);
+        send_submit(M, &M->site[s], j, j->resv, j->attempt);
     }
     meta_job_set(M, j, MJ_PLACING, "");
 }
@@ -326,7 +386,7 @@ static void ask_estimates(struct meta *M, struct mjob *j, bool move)
     for (int i = 0; i < M->nsites; i++) {
         if (site_ok(&M->site[i], &j->rq) && !(j->tried & (1ull << i)) && !(move && i == j->site)) {
             j->asked |= 1ull << i;
-            send_estimate(M, &M->site[i], j);
+            send_estimate(M, &M->site[i], j, RK_EST, j->id);
         }
     }
     j->phase = move ? PH_MV_EST : PH_EST;
@@ -336,15 +396,138 @@ static void ask_estimates(struct meta *M, struct mjob *j, bool move)
         decide(M, j);
 }
 
+/* ---- estimate groups ----
+ * The jobs of one placement pass that ask the same thing (processors, walltime, memory,
+ * disk, user) share one ESTIMATE per site: a burst of N like jobs costs each site one
+ * estimate instead of N. Every member gets the answer; decide() then spreads equal
+ * answers over the sites (tie_break) and the `flex` reservations settle the rest. */
+
+static struct megroup *group_find(struct meta *M, uint64_t id)
+{
+    for (uint32_t i = 0; i < M->neg; i++)
+        if (M->eg[i].id == id)
+            return &M->eg[i];
+    return NULL;
+}
+
+static void group_done(struct meta *M, struct megroup *g)
+{
+    if (g->pending && --g->pending)
+        return;
+    free(g->jobs);
+    *g = M->eg[--M->neg];
+}
+
+static bool same_ask(struct meta *M, const struct mjob *a, const struct mjob *b)
+{
+    return a->rq.procs == b->rq.procs && a->rq.walltime == b->rq.walltime &&
+           a->rq.mem == b->rq.mem && a->rq.disk == b->rq.disk &&
+           !strcmp(job_user(M, a), job_user(M, b));
+}
+
+/* Places j in a group of this pass (first..neg) asking the same, or opens one and sends
+ * its ESTIMATEs. Without memory: alone, as before. */
+static void ask_grouped(struct meta *M, struct mjob *j, uint32_t first)
+{
+    struct megroup *g = NULL;
+    for (uint32_t i = first; i < M->neg && !g; i++) {
+        struct mjob *l = meta_job_find(M, M->eg[i].jobs[0]);
+        if (l && same_ask(M, l, j))
+            g = &M->eg[i];
+    }
+    if (g && g->n == g->cap) {
+        void *p = realloc(g->jobs, 2 * g->cap * sizeof *g->jobs);
+        if (!p) {
+            ask_estimates(M, j, false);
+            return;
+        }
+        g->jobs = p;
+        g->cap *= 2;
+    }
+    if (g) {
+        g->jobs[g->n++] = j->id;
+        for (int i = 0; i < M->nsites; i++)
+            j->start_est[i] = META_NEVER;
+        j->asked = g->asked;
+        j->phase = PH_EST;
+        j->phase_deadline = loop_now_ms() + M->cfg.estimate_timeout_ms;
+        M->inflight++;
+        if (!j->asked)
+            decide(M, j);
+        return;
+    }
+    uint64_t asked = 0;
+    for (int i = 0; i < M->nsites; i++)
+        if (site_ok(&M->site[i], &j->rq))
+            asked |= 1ull << i;
+    void *p = NULL;
+    if (!asked || (M->neg == M->capeg &&
+                   !(p = realloc(M->eg, (M->capeg ? 2 * M->capeg : 16) * sizeof *M->eg)))) {
+        ask_estimates(M, j, false);
+        return;
+    }
+    if (p) {
+        M->eg = p;
+        M->capeg = M->capeg ? 2 * M->capeg : 16;
+    }
+    g = &M->eg[M->neg];
+    if (!(g->jobs = malloc(16 * sizeof *g->jobs))) {
+        ask_estimates(M, j, false);
+        return;
+    }
+    M->neg++;
+    g->id = ++M->next_gid;
+    g->cap = 16;
+    g->n = 1;
+    g->jobs[0] = j->id;
+    g->asked = asked;
+    g->pending = 0;
+    for (int i = 0; i < M->nsites; i++)
+        j->start_est[i] = META_NEVER;
+    for (int i = 0; i < M->nsites; i++)
+        if (asked & (1ull << i)) {
+            send_estimate(M, &M->site[i], j, RK_GEST, g->id);
+            g->pending++;
+        }
+    j->asked = asked;
+    j->phase = PH_EST;
+    j->phase_deadline = loop_now_ms() + M->cfg.estimate_timeout_ms;
+    M->inflight++;
+}
+
+/* A site's answer (e: its earliest start, or META_NEVER; answered false: no answer
+ * will come) to a group's ESTIMATE, given to every member still waiting for it. */
+static void group_answer(struct meta *M, uint64_t gid, int site, int64_t e, bool answered)
+{
+    struct megroup *g = group_find(M, gid);
+    if (!g)
+        return;
+    for (uint32_t k = 0; k < g->n; k++) {
+        struct mjob *j = meta_job_find(M, g->jobs[k]);
+        if (!j || j->phase != PH_EST || !(j->asked & (1ull << site)))
+            continue;
+        if (answered)
+            j->start_est[site] = e;
+        j->asked &= ~(1ull << site);
+        if (!j->asked && answered)
+            decide(M, j);
+    }
+    group_done(M, g);
+}
+
 void meta_place_some(struct meta *M)
 {
     int64_t now = loop_now_ms();
+    uint32_t first = M->neg;
     for (uint32_t i = 0; i < M->njobs && M->inflight < META_INFLIGHT_MAX; i++) {
         struct mjob *j = M->jobs[i];
         if (j->state != MJ_QUEUED || j->phase != PH_IDLE || now < j->retry_at)
             continue;
         if (meta_policy_uses_estimates(M->policy)) {
-            ask_estimates(M, j, false);
+            if (j->tried)
+                ask_estimates(M, j, false);
+            else
+                ask_grouped(M, j, first);
         } else {
             for (int s = 0; s < M->nsites; s++)
                 j->start_est[s] = loop_now_ms();
@@ -439,6 +622,40 @@ static int site_state(const char *s)
     return MJ_PLACED; /* queued, starting */
 }
 
+/* An array's row: its counts, the earliest element start of the page, and the page of
+ * task rows kept for JOB at the spool. */
+static void array_progress(struct mjob *j, const msgpack_object *row, const msgpack_object *tasks,
+                           int64_t *started)
+{
+    uint32_t c[4] = {
+        (uint32_t)wire_get_u64(row, "issued", 0), (uint32_t)wire_get_u64(row, "running", 0),
+        (uint32_t)wire_get_u64(row, "done", 0), (uint32_t)wire_get_u64(row, "failed", 0)};
+    if (c[0] != j->t_issued || c[1] != j->t_running || c[2] != j->t_done || c[3] != j->t_failed)
+        j->dirty = true;
+    j->t_issued = c[0];
+    j->t_running = c[1];
+    j->t_done = c[2];
+    j->t_failed = c[3];
+    if (!tasks || tasks->type != MSGPACK_OBJECT_ARRAY)
+        return;
+    for (uint32_t i = 0; i < tasks->via.array.size; i++) {
+        int64_t st = wire_get_i64(&tasks->via.array.ptr[i], "started", 0);
+        if (st > 0 && (*started <= 0 || st < *started))
+            *started = st;
+    }
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    wire_pack_object(&wb, tasks);
+    uint8_t *p = malloc(wb.sb.size ? wb.sb.size : 1);
+    if (p) {
+        memcpy(p, wb.sb.data, wb.sb.size);
+        free(j->tasks_raw);
+        j->tasks_raw = p;
+        j->tasks_len = wb.sb.size;
+    }
+    wire_buf_free(&wb);
+}
+
 static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
                    const msgpack_object *tasks)
 {
@@ -450,6 +667,10 @@ static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
                                    : NULL;
     int64_t started = wire_get_i64(row, "started", 0), ex = wire_get_i64(row, "exit", 0);
     int64_t fin = wire_get_i64(row, "finished", 0);
+    if (j->ntasks > 1) {
+        array_progress(j, row, tasks, &started);
+        t0 = NULL; /* the first element says nothing of the array's state */
+    }
     if (t0 && t0->type == MSGPACK_OBJECT_MAP) {
         started = wire_get_i64(t0, "started", started);
         ex = wire_get_i64(t0, "exit", ex);
@@ -548,9 +769,13 @@ static void site_down(struct meta *M, struct msite *s, const char *why)
     s->req = NULL;
     s->nreq = s->capreq = 0;
     for (uint32_t i = 0; i < n; i++) {
-        struct mjob *j = q[i].job ? meta_job_find(M, q[i].job) : NULL;
-        if (!j)
+        struct mjob *j = q[i].job && q[i].kind != RK_GEST ? meta_job_find(M, q[i].job) : NULL;
+        if (!j && q[i].kind != RK_GEST)
             continue;
+        if (q[i].kind == RK_GEST) {
+            group_answer(M, q[i].job, s->idx, META_NEVER, false);
+            continue;
+        }
         if (q[i].kind == RK_EST)
             j->asked &= ~(1ull << s->idx);
         else if (q[i].kind == RK_RESERVE && j->phase == PH_RESERVE && j->site == s->idx)
@@ -565,6 +790,14 @@ static void site_down(struct meta *M, struct msite *s, const char *why)
     free(q);
 }
 
+/* The start a RESV reply gives (a `flex` reservation may start later than asked). */
+static int64_t resv_start(const struct wire_msg *m, int64_t dflt)
+{
+    const msgpack_object *r = wire_get(m->root, "resv");
+    int64_t st = r && r->type == MSGPACK_OBJECT_MAP ? wire_get_i64(r, "start", 0) : 0;
+    return st > 0 ? st : dflt;
+}
+
 static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
                      const struct wire_msg *m)
 {
@@ -573,8 +806,13 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
     char msg[256] = "";
     if (err)
         wire_get_strbuf(m->root, "msg", msg, sizeof msg);
-    struct mjob *j = q->job ? meta_job_find(M, q->job) : NULL;
+    struct mjob *j = q->job && q->kind != RK_GEST ? meta_job_find(M, q->job) : NULL;
     switch (q->kind) {
+    case RK_GEST: {
+        int64_t e = err ? -1 : wire_get_i64(m->root, "earliest", -1);
+        group_answer(M, q->job, s->idx, e < 0 ? META_NEVER : e, true);
+        break;
+    }
     case RK_INFO:
         if (!err)
             site_up(M, s, wire_get(m->root, "site"));
@@ -591,16 +829,21 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
             decide(M, j);
         break;
     case RK_RESERVE:
-        if (j && j->phase == PH_RESERVE && j->site == s->idx) {
-            if (err) {
+        if (j && j->phase == PH_SUBMIT && j->site == s->idx) {
+            /* its SUBMIT follows: refused too when this was (the next site then) */
+            if (err)
                 place_failed(M, j, msg);
-            } else {
-                j->phase = PH_SUBMIT;
-                send_submit(M, s, j, j->resv, j->attempt);
-            }
+            else
+                j->est_start = resv_start(m, j->est_start);
         } else if (j && j->phase == PH_MV_RESERVE && j->mv_site == s->idx) {
             if (err) {
                 move_failed(M, j, msg);
+            } else if ((j->start_est[s->idx] = resv_start(m, j->start_est[s->idx])) +
+                           M->cfg.move_margin_s * 1000 >=
+                       j->start_est[j->site]) {
+                /* the site could only reserve later (flex): no longer worth a move */
+                send_release(M, s, j->mv_resv);
+                move_failed(M, j, "its reservation there starts too late");
             } else {
                 j->phase = PH_MV_SUBMIT;
                 send_submit(M, s, j, j->mv_resv, j->attempt);
@@ -761,7 +1004,7 @@ static void reeval(struct meta *M, int64_t now)
     for (uint32_t i = 0; i < M->njobs && M->inflight < META_INFLIGHT_MAX; i++) {
         struct mjob *j = M->jobs[i];
         if (j->state != MJ_PLACED || j->phase != PH_IDLE || j->site < 0 ||
-            !M->site[j->site].info.up)
+            !M->site[j->site].info.up || j->ntasks > 1) /* an array is not moved */
             continue;
         /* its own site's current estimate for the job */
         j->tried = 0;
@@ -776,16 +1019,21 @@ void meta_sites_tick(struct meta *M)
         struct msite *s = &M->site[i];
         slurm_site_tick(s->slurm);
         for (uint32_t k = 0; k < s->nreq; k++)
-            if (now > s->req[k].deadline && s->req[k].kind != RK_EST) {
+            if (now > s->req[k].deadline && s->req[k].kind != RK_EST && s->req[k].kind != RK_GEST) {
                 site_down(M, s, "does not answer");
                 break;
             }
         /* estimates past their deadline: decided without them */
         for (uint32_t k = 0; k < s->nreq;)
-            if (s->req[k].kind == RK_EST && now > s->req[k].deadline)
+            if ((s->req[k].kind == RK_EST || s->req[k].kind == RK_GEST) &&
+                now > s->req[k].deadline) {
+                struct mreq q = s->req[k];
                 s->req[k] = s->req[--s->nreq];
-            else
+                if (q.kind == RK_GEST)
+                    group_answer(M, q.job, i, META_NEVER, false);
+            } else {
                 k++;
+            }
         if (s->down_since && now - s->down_since > M->cfg.site_down_s * 1000) {
             site_lost(M, s);
             s->down_since = now; /* again after another period, if new jobs landed */
@@ -816,7 +1064,7 @@ void meta_sites_tick(struct meta *M)
                 req_begin(M, s, RK_JOBGET, j->id, WT_JOB_GET, 3, META_REQ_TIMEOUT_MS, &wb);
                 wire_put_u64(&wb, "job", j->sjob);
                 wire_put_bool(&wb, "tasks", true);
-                wire_put_u64(&wb, "count", 1);
+                wire_put_u64(&wb, "count", j->ntasks > 1 ? META_TASKS_PAGE : 1);
                 queue_out(M, i, &wb);
                 wire_buf_free(&wb);
                 j->polling = true;
@@ -964,4 +1212,9 @@ void meta_sites_close(struct meta *M)
         s->req = NULL;
         s->nreq = s->capreq = 0;
     }
+    for (uint32_t i = 0; i < M->neg; i++)
+        free(M->eg[i].jobs);
+    free(M->eg);
+    M->eg = NULL;
+    M->neg = M->capeg = 0;
 }

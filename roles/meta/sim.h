@@ -7,7 +7,9 @@
  * site, and grid jobs, which arrive at the spool and are placed by the same placement
  * code as the live role (roles/meta/place.h): eligible sites, each one's earliest start
  * from its engine (batch_estimate), ranking by policy, a reservation at the chosen site
- * bound to the job and the job submitted into it with the early-start flag. Placed jobs
+ * bound to the job and the job submitted into it with the early-start flag. A site may
+ * have its own SWF trace as local load besides (`local_trace`): every job of it is
+ * submitted straight to that site, competing with the grid jobs. Placed jobs
  * that have not started are re-examined when a site's plan changes (a job ended before
  * its walltime) and moved when another site offers a start earlier by the margin.
  *
@@ -41,6 +43,7 @@ struct msim_site {
     int32_t nodes, node_procs;
     double speed; /* a job runs run / speed seconds here */
     struct batch_config cfg;
+    char local_trace[1024]; /* "" or an SWF trace: this site's own local load */
 };
 
 enum msim_split { MSIM_SPLIT_JOB, MSIM_SPLIT_USER };
@@ -65,6 +68,8 @@ struct msim_workload {
     bool *grid;
     int32_t *home;
     size_t ngrid, refused; /* refused: wider than every site (not simulated) */
+    size_t local_traced;   /* jobs from the sites' own local traces (in in.jobs) */
+    size_t local_refused;  /* of those, wider than their site (not simulated) */
 };
 
 struct msim_job {
@@ -98,7 +103,10 @@ int msim_scenario_load(struct msim_scenario *s, const char *path, char *err, siz
 int msim_scenario_load_string(struct msim_scenario *s, const char *text, const char *name,
                               char *err, size_t len);
 
-/* Converts and splits trace t under s into w (zeroed by the caller). 0 or -1 (err). */
+/* Converts and splits trace t under s into w (zeroed by the caller), and adds every job
+ * of each site's local_trace as local load there (read here; ids become
+ * (site + 1) * 1e9 + the SWF number, users (site + 1) * 1e6 + the SWF user, so they
+ * collide with nobody's; all traces start at their own time 0). 0 or -1 (err). */
 int msim_workload(const struct msim_scenario *s, const struct swf_trace *t, struct msim_workload *w,
                   char *err, size_t len);
 void msim_workload_free(struct msim_workload *w);

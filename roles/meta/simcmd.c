@@ -33,6 +33,9 @@ static const char usage_text[] =
     "  --grid-share F       share of the jobs arriving at the grid spool, 0..1 (default 0.5);\n"
     "                       the others are local load of one site each\n"
     "  --split job|user     how local load is spread: jobs in turn, or by user (default job)\n"
+    "  --local SITE=TRACE[,SITE=TRACE...]  a site's own SWF trace as extra local load there\n"
+    "                       (every job of it, at that site; use --grid-share 1 to send the\n"
+    "                       whole main trace to the spool)\n"
     "  --margin S           a placed job moves only to start S seconds earlier (default 600)\n"
     "  --no-reevaluate      never move placed jobs\n"
     "  --seed N             grid share and random policy seed (default 1)\n"
@@ -47,7 +50,7 @@ static const char usage_text[] =
 
 struct opts {
     const char *trace, *scenario, *policy, *jobs_out, *svg;
-    const char *grid_share, *split, *margin, *seed, *count, *estimate, *sites, *procs;
+    const char *grid_share, *split, *margin, *seed, *count, *estimate, *sites, *procs, *local;
     bool json, no_reeval;
 };
 
@@ -76,6 +79,7 @@ static const struct {
     {"--estimate", offsetof(struct opts, estimate)},
     {"--sites", offsetof(struct opts, sites)},
     {"--procs", offsetof(struct opts, procs)},
+    {"--local", offsetof(struct opts, local)},
 };
 
 /* 0, 1 (--help printed) or 2 (usage error printed). */
@@ -136,6 +140,29 @@ static int whole(const char *v, long long lo, long long hi, long long *out)
     return 0;
 }
 
+/* --local SITE=TRACE,...: each named site's local_trace. 0 or 2 (printed). */
+static int apply_local(const char *arg, struct msim_scenario *s)
+{
+    char list[4096];
+    if (strlen(arg) >= sizeof list)
+        return usage_error("%s", "--local: the list is too long");
+    snprintf(list, sizeof list, "%s", arg);
+    for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(t, '=');
+        size_t k = 0;
+        if (eq)
+            *eq = '\0';
+        while (eq && k < s->nsites && strcmp(s->sites[k].name, t))
+            k++;
+        if (!eq || !eq[1] || k == s->nsites || strlen(eq + 1) >= sizeof s->sites[k].local_trace)
+            return usage_error("--local '%s': SITE=TRACE for a site of the run (--sites N "
+                               "names them site0, site1, ...)",
+                               t);
+        snprintf(s->sites[k].local_trace, sizeof s->sites[k].local_trace, "%s", eq + 1);
+    }
+    return 0;
+}
+
 /* Applies the command-line settings on top of the scenario. 0 or 2 (printed). */
 static int apply_opts(const struct opts *o, struct msim_scenario *s)
 {
@@ -174,7 +201,7 @@ static int apply_opts(const struct opts *o, struct msim_scenario *s)
     }
     if (o->no_reeval)
         s->reevaluate = false;
-    return 0;
+    return o->local ? apply_local(o->local, s) : 0;
 }
 
 /* The run kinds asked for: 0 or 2 (printed). */

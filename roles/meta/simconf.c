@@ -8,6 +8,7 @@
  *                 estimate = requested|actual
  *   [site NAME]   nodes = N (required), node_procs = 1, speed = 1.0,
  *                 batch_config = PATH (a batch.ini; relative to the scenario file),
+ *                 local_trace = PATH (an SWF trace: this site's own local load),
  *                 SECTION.KEY = VALUE (any batch.ini key, e.g. scheduler.policy = conservative)
  */
 #include <errno.h>
@@ -166,15 +167,20 @@ static int site_key(struct loadctx *c, struct msim_site *x, const char *key, con
         if (parse_num(v, 0.01, 100, &d) < 0)
             return fail(c->err, sizeof c->err, "speed '%s': a number from 0.01 to 100", v);
         x->speed = d;
-    } else if (!strcmp(key, "batch_config")) {
+    } else if (!strcmp(key, "batch_config") || !strcmp(key, "local_trace")) {
         char path[PATH_MAX];
         const char *slash = strrchr(c->name, '/');
         if (v[0] != '/' && slash)
             snprintf(path, sizeof path, "%.*s/%s", (int)(slash - c->name), c->name, v);
         else
             snprintf(path, sizeof path, "%s", v);
-        if (batch_conf_load(&x->cfg, path, e2, sizeof e2) < 0)
+        if (!strcmp(key, "local_trace")) {
+            if (strlen(path) >= sizeof x->local_trace)
+                return fail(c->err, sizeof c->err, "local_trace: the path is too long");
+            snprintf(x->local_trace, sizeof x->local_trace, "%s", path);
+        } else if (batch_conf_load(&x->cfg, path, e2, sizeof e2) < 0) {
             return fail(c->err, sizeof c->err, "batch_config: %s", e2);
+        }
     } else if (strchr(key, '.')) {
         char as[512];
         snprintf(as, sizeof as, "%s=%s", key, v);
@@ -182,8 +188,8 @@ static int site_key(struct loadctx *c, struct msim_site *x, const char *key, con
             return fail(c->err, sizeof c->err, "%s", e2);
     } else {
         return fail(c->err, sizeof c->err,
-                    "unknown key '%s' in [site %s] (nodes, node_procs, speed, batch_config, or a "
-                    "batch.ini SECTION.KEY)",
+                    "unknown key '%s' in [site %s] (nodes, node_procs, speed, batch_config, "
+                    "local_trace, or a batch.ini SECTION.KEY)",
                     key, x->name);
     }
     return 0;
@@ -256,6 +262,81 @@ static double unit_hash(int64_t id, uint64_t seed)
     return (double)(z >> 11) / 9007199254740992.0;
 }
 
+/* Submit order, ties in the order they were added. */
+struct ord {
+    int64_t submit;
+    size_t i;
+};
+
+static int by_submit(const void *a, const void *b)
+{
+    const struct ord *x = a, *y = b;
+    if (x->submit != y->submit)
+        return x->submit < y->submit ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+/* Adds site si's local trace to w as local load there, keeping w in submit order. */
+static int add_local(const struct msim_scenario *s, size_t si, struct msim_workload *w, char *err,
+                     size_t len)
+{
+    const struct msim_site *x = &s->sites[si];
+    struct swf_trace t;
+    struct sim_input in;
+    memset(&t, 0, sizeof t);
+    memset(&in, 0, sizeof in);
+    char e2[512];
+    if (swf_read(x->local_trace, &t, e2, sizeof e2) < 0)
+        return fail(err, len, "[site %s] local_trace: %s", x->name, e2);
+    struct sim_opts o = {
+        .procs = (int64_t)x->nodes * x->node_procs, .node_procs = 1, .estimate = s->estimate};
+    int rc = sim_prepare(&t, &o, &in, e2, sizeof e2);
+    swf_free(&t);
+    if (rc < 0)
+        return fail(err, len, "[site %s] local_trace %s: %s", x->name, x->local_trace, e2);
+    size_t n = w->in.njobs + in.njobs;
+    struct sim_job *jobs = malloc((n ? n : 1) * sizeof *jobs);
+    bool *grid = malloc((n ? n : 1) * sizeof *grid);
+    int32_t *home = malloc((n ? n : 1) * sizeof *home);
+    struct ord *o2 = malloc((n ? n : 1) * sizeof *o2);
+    if (!jobs || !grid || !home || !o2) {
+        free(jobs), free(grid), free(home), free(o2);
+        sim_input_free(&in);
+        return fail(err, len, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++)
+        o2[i] = (struct ord){
+            i < w->in.njobs ? w->in.jobs[i].submit : in.jobs[i - w->in.njobs].submit, i};
+    qsort(o2, n, sizeof *o2, by_submit);
+    for (size_t k = 0; k < n; k++) {
+        size_t i = o2[k].i;
+        if (i < w->in.njobs) {
+            jobs[k] = w->in.jobs[i];
+            grid[k] = w->grid[i];
+            home[k] = w->home[i];
+        } else {
+            jobs[k] = in.jobs[i - w->in.njobs];
+            jobs[k].id += (int64_t)(si + 1) * 1000000000;
+            jobs[k].user =
+                jobs[k].user < 0 ? jobs[k].user : jobs[k].user + (int32_t)(si + 1) * 1000000;
+            grid[k] = false;
+            home[k] = (int32_t)si;
+        }
+    }
+    w->local_traced += in.njobs;
+    w->local_refused += in.skip_too_wide;
+    free(w->in.jobs);
+    free(w->grid);
+    free(w->home);
+    free(o2);
+    w->in.jobs = jobs;
+    w->in.njobs = n;
+    w->grid = grid;
+    w->home = home;
+    sim_input_free(&in);
+    return 0;
+}
+
 int msim_workload(const struct msim_scenario *s, const struct swf_trace *t, struct msim_workload *w,
                   char *err, size_t len)
 {
@@ -295,6 +376,11 @@ int msim_workload(const struct msim_scenario *s, const struct swf_trace *t, stru
         if (!w->grid[i])
             rr = ((size_t)w->home[i] + 1) % s->nsites;
     }
+    for (size_t i = 0; i < s->nsites; i++)
+        if (s->sites[i].local_trace[0] && add_local(s, i, w, err, len) < 0) {
+            msim_workload_free(w);
+            return -1;
+        }
     return 0;
 }
 

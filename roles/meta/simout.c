@@ -37,8 +37,14 @@ void msimout_table(FILE *out, const struct msim_scenario *s, const struct msim_w
                 s->sites[i].nodes * s->sites[i].node_procs, s->sites[i].speed);
     fprintf(out,
             "\njobs      %zu (%zu at the grid spool, %zu local); %zu refused: wider than "
-            "every site\n\n",
+            "every site\n",
             w->in.njobs, w->ngrid, w->in.njobs - w->ngrid, w->refused);
+    if (w->local_traced || w->local_refused)
+        fprintf(out,
+                "          %zu of the local jobs from the sites' own traces (%zu left out: "
+                "wider than their site)\n",
+                w->local_traced, w->local_refused);
+    fputc('\n', out);
     fprintf(out, "%-15s %12s %10s %14s %10s %6s %8s  %s\n", "POLICY", "MEAN_WAIT_S", "MEAN_BSLD",
             "MEAN_TURNARND_S", "GRID_BSLD", "MOVED", "WALL_S", "UTILIZATION");
     for (size_t k = 0; k < nr; k++) {
@@ -80,6 +86,8 @@ int msimout_json(FILE *out, const struct msim_scenario *s, const struct msim_wor
     json_object_set_new(j, "jobs", json_integer((json_int_t)w->in.njobs));
     json_object_set_new(j, "grid_jobs", json_integer((json_int_t)w->ngrid));
     json_object_set_new(j, "refused", json_integer((json_int_t)w->refused));
+    json_object_set_new(j, "local_traced", json_integer((json_int_t)w->local_traced));
+    json_object_set_new(j, "local_refused", json_integer((json_int_t)w->local_refused));
     json_object_set_new(j, "grid_share", json_real(s->grid_share));
     json_object_set_new(j, "margin_s", json_integer(s->margin));
     json_object_set_new(j, "runs", runs);

@@ -236,3 +236,29 @@ def test_site_reservation_too_short_for_the_job_is_refused(cluster_factory, clie
     j = b.rpc(T["PSUBMIT"], argv=["true"], shell=True, procs=1, limit_s=10, user="meta",
               resv=v2["name"])["job"]
     wait_until(lambda: jstate(b, j)["state"] == "done", scaled(30), msg="the job ran")
+
+
+def test_site_reserve_flex_and_released_once_its_job_runs(cluster_factory, client_factory,
+                                                          batch_factory):
+    """RESERVE `flex`: resources taken at `start` give the site's next start instead of
+    REFUSED (a metascheduler placing many jobs at once reserves on estimates the others
+    made stale); a site reservation is released by the site once its job runs."""
+    cl, b = grid(cluster_factory, client_factory, batch_factory, nodes=2, slots=1)
+    now = int(time.time() * 1000)
+    held = [b.rpc(T["RESERVE"], user="meta", procs=1, start=now, duration_s=60)["resv"]
+            for _ in range(2)]
+    e = b.client().err(T["RESERVE"], "REFUSED", user="meta", procs=1, start=now, duration_s=60)
+    assert "fit" in e["msg"]
+    v = b.rpc(T["RESERVE"], user="meta", procs=1, start=now, duration_s=60, flex=True)["resv"]
+    first_end = min(h["end"] for h in held)
+    assert v["start"] >= first_end and v["end"] - v["start"] == 60000, (v, held)
+    # too wide ever: still refused, flex or not
+    b.client().err(T["RESERVE"], "REFUSED", user="meta", procs=3, duration_s=60, flex=True)
+    # a job bound to a reservation: once it runs, the site releases the reservation
+    j = b.rpc(T["PSUBMIT"], argv=["sleep 30"], shell=True, procs=1, limit_s=40, user="meta",
+              resv=held[0]["name"])["job"]
+    wait_until(lambda: jstate(b, j)["state"] == "running", scaled(30), msg="the job runs")
+    names = lambda: {r["name"] for r in b.rpc(T["RESV_LIST"])["resvs"]}  # noqa: E731
+    wait_until(lambda: held[0]["name"] not in names(), scaled(20), msg="its reservation released")
+    assert held[1]["name"] in names() and v["name"] in names()
+    b.rpc(T["CANCEL"], job=j)

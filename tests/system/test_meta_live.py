@@ -74,8 +74,8 @@ def test_bad_requests_answered_clearly(cluster_factory, client_factory, batch_fa
                msg="site known")
     e = m.client().err(T["PSUBMIT"], "INVALID", argv=["true"], procs=64, limit_s=10)
     assert "site a" in e["msg"] and "64" in e["msg"], e
-    e = m.client().err(T["SUBMIT"], "INVALID", argv=["true"], ntasks=3)
-    assert "one job" in e["msg"]
+    e = m.client().err(T["SUBMIT"], "INVALID", argv=["true"], ntasks=0)
+    assert "ntasks" in e["msg"]
     m.client().err(T["JOB_GET"], "NOT_FOUND", job=999)
     m.client().err(T["NODE_LIST"], "TYPE")
     assert m.alive()
@@ -159,3 +159,108 @@ def test_reevaluation_moves_a_waiting_job(cluster_factory, client_factory, batch
     # never two live copies: the copy at a is cancelled, its reservation released
     assert a.rpc(T["JOB_GET"], job=old)["job"]["state"] == "cancelled"
     wait_until(lambda: not resvs(a), scaled(30), msg="old reservation released")
+
+
+def test_a_burst_is_placed_whole_and_spread(cluster_factory, client_factory, batch_factory,
+                                            meta_factory):
+    """Many jobs at once: their estimates are stale by the time they reserve (every site
+    answered "now" to all of them); the `flex` reservations settle it at the sites, so no
+    job fails and the burst is spread over equally good sites."""
+    a = site(cluster_factory, client_factory, batch_factory, "a", slots=2)
+    b = site(cluster_factory, client_factory, batch_factory, "b", slots=2)
+    m = meta_factory({"a": a, "b": b}, sets={"meta.max_attempts": 2})
+    wait_until(lambda: all(s["known"] for s in m.rpc(T["SITE_INFO"])["sites"]), scaled(20),
+               msg="sites known")
+    c = m.client()
+    for _ in range(40):  # pipelined: they arrive together
+        c.sock.send(c.message("SUBMIT", {"argv": ["true"], "ntasks": 1, "limit_s": 20})[1])
+    replies = [c.decode(c.recv_raw()[-1]) for _ in range(40)]
+    assert all("job" in r for r in replies), replies[:3]
+    ids = [r["job"] for r in replies]
+    for jid in ids:
+        wait_gstate(m, jid, ("done", "failed"), timeout=120)
+    rows = [mjob(m, jid) for jid in ids]
+    assert all(r["gstate"] == "done" for r in rows), [r for r in rows if r["gstate"] != "done"]
+    per = {s: sum(1 for r in rows if r["site"] == s) for s in ("a", "b")}
+    assert min(per.values()) >= 5, per
+    wait_until(lambda: not resvs(a) and not resvs(b), scaled(30), msg="reservations released")
+
+
+def test_placed_job_starts_early_unless_exact_start(cluster_factory, client_factory,
+                                                    batch_factory, meta_factory, gridnode_bin):
+    """B5 by default: a job placed into a reservation in the future starts as soon as its
+    site frees up; `gridnode submit --exact-start` waits for its reservation."""
+    a = site(cluster_factory, client_factory, batch_factory, "a", slots=1)
+    # the site's only slot is taken; its walltime (60 s) is what the estimate sees
+    blocker = a.rpc(T["PSUBMIT"], argv=["sleep 3"], shell=True, procs=1, limit_s=60)["job"]
+    wait_until(lambda: a.rpc(T["JOB_GET"], job=blocker)["job"]["state"] == "running",
+               scaled(20), msg="the blocker runs")
+    m = meta_factory({"a": a})
+    wait_until(lambda: m.rpc(T["SITE_INFO"])["sites"][0]["known"], scaled(20), msg="site known")
+    early = m.rpc(T["PSUBMIT"], argv=["sleep 1"], shell=True, procs=1, limit_s=10)["job"]
+    r = subprocess.run([gridnode_bin, "submit", "-e", m.endpoint, "--exact-start", "--limit",
+                        "10", "--", "true"], capture_output=True, text=True, timeout=scaled(20))
+    assert r.returncode == 0, r.stderr
+    exact = int(r.stdout.split()[2])
+    for jid in (early, exact):
+        wait_gstate(m, jid, ("placed", "running", "done"), timeout=30)
+    resv = {v["name"]: v for v in resvs(a)}
+    e = mjob(m, early)
+    x = mjob(m, exact)
+    assert x["resv"] in resv, (x, resv)
+    xstart = resv[x["resv"]]["start"]
+    e = wait_gstate(m, early, ("done",), timeout=60)
+    # it ran long before the reservation it was placed into would have begun
+    assert e["started"] < xstart - 30000, (e, xstart)
+    sj = a.rpc(T["JOB_GET"], job=mjob(m, exact)["site_job"])["job"]
+    assert mjob(m, exact)["gstate"] == "placed" and sj["state"] == "queued", sj
+    m.client().ok(T["CANCEL"], job=exact)
+    r = subprocess.run([gridnode_bin, "submit", "-e", m.endpoint, "--exact-start", "--early",
+                        "--", "true"], capture_output=True, text=True, timeout=scaled(20))
+    assert r.returncode == 2 and "contradict" in r.stderr
+
+
+def test_task_array_placed_whole_shown_and_cancelled(cluster_factory, client_factory,
+                                                     batch_factory, meta_factory, workdir,
+                                                     gridnode_bin):
+    """`gridnode submit -n N` at the spool: the array goes whole to one site (as
+    `sbatch -M --array`), its progress and task rows show at the spool, cancel reaches it."""
+    a = site(cluster_factory, client_factory, batch_factory, "a", slots=2)
+    b = site(cluster_factory, client_factory, batch_factory, "b", slots=2)
+    m = meta_factory({"a": a, "b": b})
+    wait_until(lambda: all(s["known"] for s in m.rpc(T["SITE_INFO"])["sites"]), scaled(20),
+               msg="sites known")
+    out = workdir / "arr"
+    out.mkdir()
+
+    def run(*args):
+        r = subprocess.run([gridnode_bin] + list(args), capture_output=True, text=True,
+                           timeout=scaled(20))
+        assert r.returncode == 0, (args, r.stderr)
+        return r.stdout
+
+    jid = int(run("submit", "-e", m.endpoint, "-n", "5", "--limit", "30", "--", "sh", "-c",
+                  "echo {i} > %s/t.{i}" % out).split()[2])
+    j = wait_gstate(m, jid, ("done", "failed"), timeout=60)
+    assert j["gstate"] == "done" and j["kind"] == "array" and j["ntasks"] == 5, j
+    assert j["done"] == 5 and j["failed"] == 0 and j["site"] in ("a", "b") and not j["resv"], j
+    assert sorted(p.read_text().strip() for p in out.iterdir()) == [str(i) for i in range(5)]
+    sj = {"a": a, "b": b}[j["site"]].rpc(T["JOB_GET"], job=j["site_job"])["job"]
+    assert sj["ntasks"] == 5 and sj["done"] == 5, sj
+    rows = json.loads(run("jobs", "-e", m.endpoint, "--json"))
+    rows = rows["jobs"] if isinstance(rows, dict) else rows
+    row = [r for r in rows if r["job"] == jid][0]
+    assert row["site"] == j["site"] and row["ntasks"] == 5 and row["done"] == 5, row
+    assert "DONE" in run("jobs", "-e", m.endpoint)
+    full = json.loads(run("job", str(jid), "-e", m.endpoint, "--json"))
+    assert len(full["tasks"]) == 5 and all(t["state"] == "ok" for t in full["tasks"]), full
+    run("job", str(jid), "-e", m.endpoint)
+    # an array of sleepers: running at its site, cancelled from the spool
+    jid = int(run("submit", "-e", m.endpoint, "-n", "3", "--limit", "60", "--", "sleep",
+                  "50").split()[2])
+    j = wait_gstate(m, jid, ("running",), timeout=40)
+    run("cancel", "-e", m.endpoint, str(jid))
+    s = {"a": a, "b": b}[j["site"]]
+    wait_until(lambda: s.rpc(T["JOB_GET"], job=j["site_job"])["job"]["state"] in
+               ("cancelled", "killed"), scaled(30), msg="the array cancelled at its site")
+    assert mjob(m, jid)["gstate"] == "cancelled"

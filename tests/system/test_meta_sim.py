@@ -175,7 +175,7 @@ def test_help_documents_every_option():
     assert p.returncode == 0
     for opt in ("--simulate", "--sites", "--procs", "--scenario", "--policy", "--grid-share",
                 "--split", "--margin", "--no-reevaluate", "--seed", "--count", "--estimate",
-                "--json", "--jobs-out", "--svg"):
+                "--json", "--jobs-out", "--svg", "--local"):
         assert opt in p.stdout, opt
 
 
@@ -220,3 +220,35 @@ def test_jobs_wider_than_every_site_are_refused(tmp_path):
     trace = write_trace(tmp_path / "t.swf", 200, 64, seed=5)  # some jobs use 32 procs
     doc = sim_json("--simulate", trace, "--sites", 4)  # sites of 16
     assert doc["refused"] > 0 and doc["jobs"] + doc["refused"] == 200
+
+
+def test_local_trace_per_site_competes_with_grid_jobs(tmp_path):
+    """A site's own trace as local load (item 7: "one per site as local load that the grid
+    jobs compete with"): all of it runs at that site, and the estimate policy steers the
+    grid jobs away from the site it keeps busy."""
+    grid = tmp_path / "grid.swf"  # light: 1-processor jobs of 600 s every 300 s
+    grid.write_text("; MaxProcs: 16\n" + "".join(
+        f"{i} {i * 300} -1 600 1 -1 -1 1 900 -1 1 1 1 -1 1 -1 -1 -1\n" for i in range(1, 121)))
+    busy = write_trace(tmp_path / "busy.swf", 300, 16, seed=22)  # keeps 16 processors busy
+    out = tmp_path / "jobs.csv"
+    doc = sim_json("--simulate", grid, "--sites", 2, "--procs", 32, "--grid-share", 1,
+                   "--local", "site0=%s" % busy, "--policy", "estimate", "--jobs-out", out)
+    assert doc["local_traced"] > 250 and doc["grid_jobs"] + doc["local_traced"] == doc["jobs"]
+    rows = list(csv.DictReader(out.open()))
+    local = [r for r in rows if r["grid"] == "0"]
+    assert len(local) == doc["local_traced"]
+    assert all(r["site"] == "site0" and int(r["id"]) > 10**9 for r in local)
+    g = [r for r in rows if r["grid"] == "1"]
+    on = {n: sum(r["site"] == n for r in g) for n in ("site0", "site1")}
+    assert on["site1"] > 3 * on["site0"], ("grid jobs should mostly avoid the loaded site", on)
+    # the same from a scenario file (path relative to it), and its errors
+    scen = tmp_path / "s.ini"
+    scen.write_text("[meta]\ngrid_share = 1\n[site a]\nnodes = 16\nlocal_trace = busy.swf\n"
+                    "[site b]\nnodes = 16\n")
+    doc2 = sim_json("--simulate", grid, "--scenario", scen, "--policy", "estimate")
+    assert doc2["local_traced"] == doc["local_traced"]
+    p = run("--simulate", grid, "--sites", 2, "--procs", 32, "--local", "nosite=%s" % busy)
+    assert p.returncode == 2 and "--local 'nosite'" in p.stderr
+    p = run("--simulate", grid, "--sites", 2, "--procs", 32, "--local",
+            "site1=%s" % (tmp_path / "missing.swf"))
+    assert p.returncode == 1 and "missing.swf" in p.stderr and "site1" in p.stderr
