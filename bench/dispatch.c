@@ -45,6 +45,7 @@ struct opts {
     long requests;
     double seconds;
     long submit;
+    double req; /* > 0: ask in seconds (RESULT req {"cpu": req}, want 0), issue 11 */
 };
 
 struct bench {
@@ -72,13 +73,13 @@ static int64_t now_ns(void)
 static void usage(void)
 {
     fprintf(stderr, "usage: dispatch --endpoint EP [--clients N] [--requests N] [--seconds S] "
-                    "[--submit NTASKS] [--io-threads N]\n");
+                    "[--submit NTASKS] [--io-threads N] [--req SECONDS]\n");
     exit(2);
 }
 
 static void parse_args(int argc, char **argv, struct opts *o)
 {
-    *o = (struct opts){NULL, 1000, 1, 100000, 20.0, 0};
+    *o = (struct opts){NULL, 1000, 1, 100000, 20.0, 0, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v)
@@ -95,6 +96,8 @@ static void parse_args(int argc, char **argv, struct opts *o)
             o->submit = atol(v);
         else if (!strcmp(a, "--io-threads"))
             o->io_threads = atoi(v);
+        else if (!strcmp(a, "--req"))
+            o->req = atof(v);
         else
             usage();
         i++;
@@ -183,10 +186,12 @@ static void send_hello(struct bench *b, struct client *c, int i)
     char name[32];
     snprintf(name, sizeof name, "bench-%d", i);
     wire_buf_reset(&b->wb);
-    wire_begin(&b->wb, WT_HELLO, ++c->next_id, 3);
+    wire_begin(&b->wb, WT_HELLO, ++c->next_id, b->o.req > 0 ? 4 : 3);
     wire_put_str(&b->wb, "client", "bench-dispatch");
     wire_put_str(&b->wb, "node", name);
     wire_put_u64(&b->wb, "cores", 1);
+    if (b->o.req > 0) /* a known speed: every task's est_s is the same */
+        wire_put_f64(&b->wb, "cpu_gflops", 10.0);
     c->sent_ns = now_ns();
     send_wb(b, c->sock);
     b->inflight++;
@@ -197,9 +202,15 @@ static void send_result(struct bench *b, struct client *c)
 {
     struct wire_buf *wb = &b->wb;
     wire_buf_reset(wb);
-    wire_begin(wb, WT_RESULT, ++c->next_id, 3);
+    wire_begin(wb, WT_RESULT, ++c->next_id, b->o.req > 0 ? 4 : 3);
     wire_put_str(wb, "sid", c->sid);
-    wire_put_u64(wb, "want", 1);
+    wire_put_u64(wb, "want", b->o.req > 0 ? 0 : 1);
+    if (b->o.req > 0) { /* seconds of CPU work: the first task reaches them */
+        wire_put_key(wb, "req");
+        wire_pack_map(wb, 1);
+        wire_pack_str(wb, "cpu");
+        msgpack_pack_double(&wb->pk, b->o.req);
+    }
     wire_put_key(wb, "results");
     wire_pack_array(wb, c->has_task ? 1 : 0);
     if (c->has_task) {
@@ -352,8 +363,9 @@ static void report(struct bench *b)
     double rate = secs > 0 ? (double)b->results / secs : 0;
     fprintf(stderr, "dispatch: %ld results by %d clients in %.2f s (%ld round trips timed)\n",
             b->results, b->o.clients, secs, b->nlat);
-    printf("{\"bench\":\"dispatch\",\"tasks_per_s\":%.0f,\"p50_us\":%u,\"p99_us\":%u}\n", rate, p50,
-           p99);
+    printf("{\"bench\":\"dispatch\",\"mode\":\"%s\",\"tasks_per_s\":%.0f,\"p50_us\":%u,"
+           "\"p99_us\":%u}\n",
+           b->o.req > 0 ? "req" : "want", rate, p50, p99);
     fflush(stdout);
 }
 

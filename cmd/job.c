@@ -52,13 +52,14 @@ static void print_summary(const msgpack_object *j)
     cli_text(j, "state", state, sizeof state);
     cli_text(j, "name", name, sizeof name);
     printf("job %llu%s%s: %s, %llu tasks: %llu done (%llu failed), %llu running, %llu "
-           "duplicates\nsubmitted %s, finished %s\n",
+           "duplicates, %llu late\nsubmitted %s, finished %s\n",
            (unsigned long long)wire_get_u64(j, "job", 0), name[0] ? " " : "", name, state,
            (unsigned long long)wire_get_u64(j, "ntasks", 0),
            (unsigned long long)wire_get_u64(j, "done", 0),
            (unsigned long long)wire_get_u64(j, "failed", 0),
            (unsigned long long)wire_get_u64(j, "running", 0),
            (unsigned long long)wire_get_u64(j, "dups", 0),
+           (unsigned long long)wire_get_u64(j, "late", 0),
            cli_time(wire_get_i64(j, "submitted", 0), t1, sizeof t1),
            cli_time(wire_get_i64(j, "finished", 0), t2, sizeof t2));
 }
@@ -111,12 +112,12 @@ static void print_tasks(const msgpack_object *tasks, bool output, const struct c
             snprintf(cpu, sizeof cpu, "%.2f", wire_get_f64(t, "cpu_s", 0));
             snprintf(wall, sizeof wall, "%.2f", wire_get_f64(t, "wall_s", 0));
         }
-        printf("%6llu  %-8s %6llu %5s %4s %8s %8s  %s%s%s\n",
+        printf("%6llu  %-8s %6llu %5s %4s %8s %8s  %s%s%s%s\n",
                (unsigned long long)wire_get_u64(t, "idx", 0), state,
                (unsigned long long)wire_get_u64(t, "issues", 0), ex, sg, cpu, wall,
                node_name(nodes, node, name, sizeof name),
                wire_get_bool(t, "timeout", false) ? " (timed out)" : "",
-               err[0] ? err : "");
+               wire_get_bool(t, "late", false) ? " (late)" : "", err[0] ? err : "");
         if (output) {
             print_bytes("stdout", t, "stdout", "out_trunc");
             print_bytes("stderr", t, "stderr", "err_trunc");

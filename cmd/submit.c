@@ -23,6 +23,12 @@ static const char usage[] =
     "  --complexity X         relative work per task, for re-issue estimates (default 1)\n"
     "  --limit SECONDS        wall-clock limit per task (default: the cluster's)\n"
     "  --stdin PATTERN        task i reads the file PATTERN with {i} expanded\n"
+    "  --deadline SECONDS     report deadline of each task after it is handed out\n"
+    "                         (default: the cluster's tasks.deadline_s); a result after it\n"
+    "                         is still taken and counted as late\n"
+    "  --gpus N               GPU instances each task needs: tasks go only to volunteer\n"
+    "                         clients that declared at least N GPUs of one type\n"
+    "  --gpu-type TYPE        that GPU type (nvidia, amd, intel, ...; default: any)\n"
     "  --wait                 wait for the job to end (like `gridnode job ID --wait`)\n"
     "  --key KEY              request key (1..128 bytes; default: a random one per run).\n"
     "                         The cluster manager keeps one job per key and user: the\n"
@@ -55,6 +61,8 @@ static const char usage[] =
 
 struct submit_opts {
     uint64_t ntasks, limit, procs, ppn, queue, mem, disk, cpu;
+    uint64_t deadline, gpus; /* issue 11; 0: not given */
+    const char *gpu_type;
     bool has_queue, wait_res, coc;
     const char *group, *key;
     const char *account, *qos, *class_, *resv; /* batch role only */
@@ -94,6 +102,26 @@ static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
             if (cli_u64(c, "--limit", argv[++i], &o->limit) < 0)
                 return -1;
             o->has_limit = true;
+        } else if (!strcmp(a, "--deadline") && v) {
+            if (cli_u64(c, "--deadline", argv[++i], &o->deadline) < 0)
+                return -1;
+            if (o->deadline == 0 || o->deadline > 366u * 86400) {
+                fprintf(stderr, "%s: --deadline must be 1..31622400 seconds\n", c->prog);
+                return -1;
+            }
+        } else if (!strcmp(a, "--gpus") && v) {
+            if (cli_u64(c, "--gpus", argv[++i], &o->gpus) < 0)
+                return -1;
+            if (o->gpus > 64) {
+                fprintf(stderr, "%s: --gpus must be 0..64\n", c->prog);
+                return -1;
+            }
+        } else if (!strcmp(a, "--gpu-type") && v) {
+            o->gpu_type = argv[++i];
+            if (!*o->gpu_type || strlen(o->gpu_type) > 31) {
+                fprintf(stderr, "%s: --gpu-type must be 1..31 bytes (e.g. nvidia)\n", c->prog);
+                return -1;
+            }
         } else if (!strcmp(a, "--complexity") && v) {
             char *end;
             o->complexity = strtod(argv[++i], &end);
@@ -347,8 +375,13 @@ int cmd_submit(int argc, char **argv)
         return 2;
     }
     wire_buf_init(&wb);
+    if (o.gpu_type && !o.gpus) {
+        fprintf(stderr, "%s: --gpu-type needs --gpus N (the GPUs each task uses)\n", c.prog);
+        return 2;
+    }
     uint32_t nf = 5 + (o.name != NULL) + (o.user != NULL) + o.has_limit +
-                  (o.stdin_pattern != NULL) + sched_fields(&o);
+                  (o.stdin_pattern != NULL) + sched_fields(&o) + (o.deadline > 0) + (o.gpus > 0) +
+                  (o.gpu_type != NULL);
     wire_begin(&wb, WT_SUBMIT, 1, nf);
     put_sched(&wb, &o);
     wire_put_strv(&wb, "argv", o.argv, (uint32_t)o.argc);
@@ -362,6 +395,12 @@ int cmd_submit(int argc, char **argv)
         wire_put_str(&wb, "user", o.user);
     if (o.has_limit)
         wire_put_u64(&wb, "limit_s", o.limit);
+    if (o.deadline)
+        wire_put_u64(&wb, "deadline_s", o.deadline);
+    if (o.gpus)
+        wire_put_u64(&wb, "gpus", o.gpus);
+    if (o.gpu_type)
+        wire_put_str(&wb, "gpu_type", o.gpu_type);
     if (o.stdin_pattern && pack_stdin(&c, &o, &wb) < 0) {
         wire_buf_free(&wb);
         return 1;

@@ -21,6 +21,19 @@ static const struct wire_field task_fields[] = {
     {"stdin", WF_BIN, false},
     {"limit_s", WF_UINT, true},
     {"complexity", WF_FLOAT, false},
+    /* issue 11 (work request in seconds per processor type) */
+    {"ptype", WF_STR, false, 32}, /* "cpu" or the GPU type it runs on */
+    {"gpus", WF_UINT, false, 64}, /* GPU instances it needs */
+    {"deadline", WF_UINT, false}, /* report deadline, unix seconds */
+    {"est_s", WF_FLOAT, false},   /* estimated run time on this host */
+    {NULL},
+};
+
+/* one GPU type a node declares (HELLO "gpus") */
+static const struct wire_field gpu_fields[] = {
+    {"type", WF_STR, true, 31},
+    {"count", WF_UINT, true, 64},
+    {"gflops", WF_FLOAT, false},
     {NULL},
 };
 
@@ -73,6 +86,8 @@ static const struct wire_field f_hello[] = {
     {"disk_mb", WF_UINT, false},
     {"procs", WF_BOOL, false},
     {"inc", WF_STR, false, SID_MAX}, /* the cluster state the node's tasks came from */
+    {"gpus", WF_ARRAY, false, 4, WF_MAP, gpu_fields},
+    {"cpu_gflops", WF_FLOAT, false},
     {NULL},
 };
 
@@ -85,9 +100,12 @@ static const struct wire_field f_welcome[] = {
     {NULL},
 };
 
+/* "req": processor type -> seconds wanted (checked by the cluster: numbers >= 0) */
+#define REQ_TYPES 16
 static const struct wire_field f_task_get[] = {
     {"sid", WF_STR, true, SID_MAX},
     {"want", WF_UINT, true, MAX_BATCH},
+    {"req", WF_MAP, false, REQ_TYPES},
     {NULL},
 };
 
@@ -99,6 +117,7 @@ static const struct wire_field f_tasks[] = {
     {"reason", WF_STR, false},
     {"cancel", WF_ARRAY, false, MAX_BATCH, WF_MAP, running_fields},
     {"stale", WF_UINT, false}, /* of the acked results, those of another incarnation */
+    {"none", WF_ARRAY, false, REQ_TYPES, WF_STR}, /* requested types without work now */
     {NULL},
 };
 
@@ -107,6 +126,7 @@ static const struct wire_field f_result[] = {
     {"results", WF_ARRAY, true, MAX_BATCH, WF_MAP, wire_result_fields},
     {"want", WF_UINT, true, MAX_BATCH},
     {"inc", WF_STR, false, SID_MAX}, /* the incarnation the results' tasks came from */
+    {"req", WF_MAP, false, REQ_TYPES},
     {NULL},
 };
 
@@ -145,6 +165,10 @@ static const struct wire_field f_submit[] = {
     {"resv", WF_STR, false, NAME_MAX_},
     {"early", WF_BOOL, false},
     {"hold", WF_BOOL, false},
+    /* issue 11 */
+    {"deadline_s", WF_UINT, false, 366u * 86400},
+    {"gpus", WF_UINT, false, 64},
+    {"gpu_type", WF_STR, false, 31},
     {NULL},
 };
 
@@ -244,6 +268,10 @@ static const struct wire_field f_psubmit[] = {
     {"hold", WF_BOOL, false},
     {"key", WF_STR, false, 128}, /* request key: a retry returns the first job */
     {"hosts", WF_ARRAY, false, 4096, WF_STR}, /* explicit placement: rank i on hosts[i] */
+    /* issue 11: refused by the cluster when set (parallel jobs are not pulled) */
+    {"deadline_s", WF_UINT, false, 366u * 86400},
+    {"gpus", WF_UINT, false, 64},
+    {"gpu_type", WF_STR, false, 31},
     {NULL},
 };
 
@@ -437,18 +465,20 @@ static const struct wire_field f_reserve[] = {
     {NULL},
 };
 
+/* MASTER: the project's current scheduler endpoints (issue 11, C1) */
+static const struct wire_field f_master[] = {
+    {"project", WF_STR, true, NAME_MAX_},
+    {"endpoints", WF_ARRAY, true, 64, WF_STR},
+    {NULL},
+};
+
 static const struct wire_field f_site[] = {
     {"site", WF_MAP, false},                        /* a batch site's SITE (6.12) */
     {"sites", WF_ARRAY, false, UINT32_MAX, WF_MAP}, /* the grid spool's SITE (6.13) */
     {NULL},
 };
 
-/* issue #11: master list, client control (docs/wire.md 6.14) */
-static const struct wire_field f_master[] = {
-    {"project", WF_STR, false, NAME_MAX_},
-    {"endpoints", WF_ARRAY, true, 64, WF_STR},
-    {NULL},
-};
+/* issue #11: client control (docs/wire.md 6.14) */
 
 static const struct wire_field f_client_state[] = {
     {"projects", WF_ARRAY, true, 4096, WF_MAP},

@@ -84,6 +84,7 @@ struct client {
     bool psync_waiting, psync_now, psync_urgent; /* urgent: sent for psync_now */
     uint64_t psync_id;
     int64_t psync_sent_ms, psync_wait_ms; /* the wait_ms the PSYNC in flight carries */
+    bool unsaved; /* finished results written but not committed (save_pending) */
 };
 
 #define OFF(f) offsetof(struct client_cfg, f)
@@ -215,6 +216,20 @@ static int task_save(struct client *c, struct ctask *t)
 }
 
 static void node_sick(struct client *c, const char *why);
+static void commit(struct client *c);
+
+/*
+ * Results finished in one loop turn are committed together, once, before any request
+ * is built (pump, client_leave): one fsync for many tasks (issue 11 item 11), and
+ * still no result is sent before it is durable.
+ */
+static void save_pending(struct client *c)
+{
+    if (c->unsaved) {
+        c->unsaved = false;
+        commit(c);
+    }
+}
 
 static void commit(struct client *c)
 {
@@ -440,7 +455,7 @@ static void finish(struct client *c, struct ctask *t)
     loop_timer_cancel(c->loop, t->limit_timer);
     loop_timer_cancel(c->loop, t->kill_timer);
     task_save(c, t);
-    commit(c); /* the result is durable before we say so, or send it */
+    c->unsaved = true; /* committed before it is sent (save_pending) */
     log_info("task %llu.%u finished: %s", (unsigned long long)t->job, t->idx,
              bad            ? t->bad
              : err          ? r->error
@@ -831,6 +846,7 @@ static void pump_psync(struct client *c, int64_t now)
 static void pump(struct client *c)
 {
     int64_t now = loop_now_ms();
+    save_pending(c);
     pump_psync(c, now);
     if (c->waiting) {
         if (now - c->req_sent_ms >= c->cfg.timeout_ms) {
@@ -1186,6 +1202,7 @@ static void client_leave(struct client *c)
         return;
     int64_t until = loop_now_ms() + (c->cfg.timeout_ms < 3000 ? c->cfg.timeout_ms : 3000);
     clear_in_flight(c);
+    save_pending(c);
     build_results(c, WT_LEAVE, 0);
     c->waiting = false;
     c->left = false;

@@ -31,6 +31,8 @@ struct run {
     bool host_fault; /* with error: this host is at fault (working directory, pipes,
                         fork), not the task (a program that cannot be executed) */
     char workdir[512];
+    bool pooled;    /* runner_start's directory: pooled again when left empty */
+    bool has_stdin; /* runner_start wrote workdir/.stdin */
     /* runner_spawn: the child's error pipe, read once it exited (runner_spawned) */
     bool spawn_wait;
     int spawn_fd;
@@ -39,9 +41,12 @@ struct run {
 
 /*
  * Starts argv (or, with shell, argv[0] as a /bin/sh -c script with the rest as $0..)
- * in a fresh directory workdir (created; removed by runner_cleanup), standard input
- * from in[0..inlen). Returns 0 when the process runs; -1 with r->error set when it
- * could not be started (no such program, fork failed, ...): that is a node-side error.
+ * in an empty directory workdir (made, or an empty one of an earlier task renamed to
+ * it; runner_cleanup removes it, or pools it again when the task left it empty),
+ * standard input from in[0..inlen) (/dev/null when empty). Returns 0 when the process
+ * runs; -1 with r->error set when it could not be started (no such program, no
+ * process could be made, ...): that is a node-side error. No child is left to reap
+ * after -1. Not thread-safe (one pool of directories per process).
  */
 int runner_start(struct run *r, char *const *argv, bool shell, const void *in, size_t inlen,
                  const char *workdir, size_t max_output);

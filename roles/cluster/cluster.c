@@ -59,6 +59,19 @@ const struct config_key cluster_keys[] = {
      "a node running tasks checks in this often (at most heartbeat_s), so a cancel reaches it"},
     {"tasks", "heartbeat_extends", CONFIG_BOOL, "true", OFF(heartbeat_extends), 0, 0, NULL,
      "a heartbeat naming a running task postpones its re-issue (false: pure X-Com)"},
+    {"tasks", "deadline_s", CONFIG_INT, "86400", OFF(deadline_s), 1, 366L * 86400, NULL,
+     "report deadline of a task after it is handed out, when its job gives none "
+     "(submit --deadline); later results are still taken and counted as late"},
+    {"tasks", "unit_gflop", CONFIG_DOUBLE, "600", OFF(unit_gflop), 1e-6, 1e12, NULL,
+     "GFLOP in one work unit: a task's est_s on a processor that declared its GFLOPS is "
+     "work x unit_gflop / GFLOPS (600: 60 s on a 10 GFLOPS core)"},
+    {"project", "name", CONFIG_STR, "", OFF(project_name), 0, 0, NULL,
+     "project name served by MASTER_GET; empty: this cluster serves no master list"},
+    {"project", "endpoints", CONFIG_STR, "", OFF(project_endpoints), 0, 0, NULL,
+     "the project's scheduler endpoints, comma-separated (MASTER)"},
+    {"project", "endpoints_file", CONFIG_STR, "", OFF(project_endpoints_file), 0, 0, NULL,
+     "file of scheduler endpoints (one per line or comma-separated, # comments), re-read "
+     "on every MASTER_GET; used instead of endpoints when set"},
     {"stats", "interval_s", CONFIG_INT, "10", OFF(stats_interval_s), 1, 86400, NULL,
      "how often stats.json and stats.html are rewritten in state_dir"},
     {"store", "sync", CONFIG_ENUM, "full", OFF(sync), 0, 0, "full|meta|none",

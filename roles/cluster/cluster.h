@@ -58,12 +58,19 @@ struct cluster_cfg {
     /* sessions.c */
     long forget_after_s, max_sessions_per_address;
     long retention_s; /* purge.c */
+    /* issue 11: report deadlines and work requests in seconds per processor type */
+    long deadline_s;   /* tasks.deadline_s: a job's report deadline when it gives none */
+    double unit_gflop; /* tasks.unit_gflop: GFLOP in one work unit (est_s from gflops) */
+    /* [project]: the master endpoint list (MASTER_GET, master.c) */
+    char project_name[CONFIG_STR_MAX];
+    char project_endpoints[CONFIG_STR_MAX];
+    char project_endpoints_file[CONFIG_STR_MAX];
 };
 
 enum task_state { TS_NEW = 0, TS_ISSUED = 1, TS_DONE = 2 };
 enum job_state { JS_QUEUED = 0, JS_RUNNING, JS_DONE, JS_CANCELLED };
 
-/* One task in memory: 40 bytes; its result lives only in the store. */
+/* One task in memory: 48 bytes; its result lives only in the store. */
 struct task {
     uint8_t state;  /* enum task_state */
     uint8_t ok;     /* done and succeeded */
@@ -74,6 +81,8 @@ struct task {
     uint32_t won;      /* issue number of the final result (done tasks) */
     uint32_t avoid;    /* 1 + node whose node-side error made it re-issuable; 0: none */
     int64_t expiry_ms; /* wall clock: re-issue after this (while issued) */
+    /* report deadlines (unix seconds, 0: none) of the latest issue and the one before */
+    uint32_t dl, dl_prev;
 };
 
 struct job {
@@ -84,6 +93,10 @@ struct job {
     bool shell, has_stdin, issuable, dirty;
     double complexity;
     uint32_t limit_s;
+    uint32_t deadline_s;       /* report deadline after issue (issue 11) */
+    uint32_t nlate;            /* results received after their deadline */
+    uint16_t gpus;             /* GPU instances per task; 0: a CPU task */
+    char gpu_type[32];         /* "" : any GPU type */
     uint32_t ntasks, next_new; /* next_new: first index never issued */
     uint32_t ndone, nfailed, ndups;
     enum job_state state;
@@ -92,6 +105,14 @@ struct job {
     char *key;
     struct task *tasks; /* [0, next_new) allocated */
     uint32_t cap;
+};
+
+/* One GPU type a node declared in HELLO (issue 11). */
+#define NODE_GPU_TYPES 4
+struct node_gpu {
+    char type[32];
+    uint32_t count;
+    float gflops; /* peak per instance; 0: unknown */
 };
 
 struct node {
@@ -104,6 +125,9 @@ struct node {
     char arch[32], model[64];
     uint64_t disk_mb; /* free disk of its state directory plus watchfs directories */
     bool procs;       /* it runs parallel processes (PSYNC) */
+    struct node_gpu gpu[NODE_GPU_TYPES]; /* declared GPU types (HELLO "gpus") */
+    uint8_t ngpu;
+    float cpu_gflops; /* per core (HELLO "cpu_gflops"); 0: use the measured speed */
     int64_t first_ms, last_ms;
     double spu;        /* measured seconds per work unit (EWMA), 0 = none yet */
     uint64_t results;  /* valid results returned */
@@ -199,6 +223,8 @@ struct node *cluster_node_new(struct cluster *c);
 int cluster_node_register(struct cluster *c);
 int job_grow_tasks(struct job *j, uint32_t need);
 int cluster_task_save(struct cluster *c, struct job *j, uint32_t idx);
+/* HELLO or stored "gpus"/"cpu_gflops" into n; NULL, or why they were refused. */
+const char *cluster_node_load_gpus(struct node *n, const msgpack_object *m);
 /* One node as a map: the stored record, plus running/cur_job/cur_since when live. */
 void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live);
 const char *job_state_name(enum job_state s);
@@ -216,6 +242,24 @@ const char *task_state_name(const struct task *t);
 /* tasks.c: issue, re-issue, estimates, results */
 int tasks_issue(struct cluster *c, struct node *n, uint32_t want, struct wire_buf *wb,
                 uint32_t *nissued);
+/*
+ * A work request in seconds per processor type (TASK_GET/RESULT "req", issue 11): per
+ * type the tasks whose est_s add up to the seconds asked for, stopping at the first that
+ * reaches them; count caps the total (0: only the reply's cap). After tasks_issue_req,
+ * got[i] says whether type i received at least one task.
+ */
+#define TASK_REQ_TYPES 16
+struct task_req {
+    uint32_t ntypes, count;
+    char type[TASK_REQ_TYPES][32];
+    double left[TASK_REQ_TYPES];
+    bool asked[TASK_REQ_TYPES], got[TASK_REQ_TYPES];
+};
+int tasks_issue_req(struct cluster *c, struct node *n, struct task_req *rq, struct wire_buf *wb,
+                    uint32_t *nissued);
+/* Estimated run time of one task of j on n (seconds), for processor slot (0 CPU, 1+g). */
+double tasks_est_s(const struct cluster *c, const struct node *n, const struct job *j, double work,
+                   int slot);
 int tasks_result(struct cluster *c, struct node *n, const msgpack_object *res);
 /* Seconds until node n may get tasks again under its daily quota (0: now). */
 int64_t tasks_quota_wait_s(struct cluster *c, struct node *n);
@@ -252,6 +296,9 @@ void purge_step(struct cluster *c);
 void purge_retention(struct cluster *c);
 int purge_request(struct cluster *c, const msgpack_object *m, struct wire_buf *reply,
                   uint64_t req_id, char *err, size_t errlen, int *code);
+
+/* master.c: MASTER_GET (issue 11): writes MASTER or an ERROR into reply */
+void master_reply(struct cluster *c, const struct wire_msg *msg, struct wire_buf *reply);
 
 /* stats.c */
 int stats_write(struct cluster *c);

@@ -75,6 +75,12 @@ static void h_hello(struct cluster *c, struct request *r)
     const char *sid = wire_get_str(m, "sid", &len);
     struct node *n = cluster_node_find(c, sid, len);
     bool resumed = n != NULL;
+    struct node decl = {0}; /* the declared processors, checked before any change */
+    const char *bad = cluster_node_load_gpus(&decl, m);
+    if (bad) {
+        reply_error(r, WE_INVALID, "HELLO refused: %s", bad);
+        return;
+    }
     if (!n) {
         uint8_t raw[16];
         char why[300];
@@ -108,6 +114,9 @@ static void h_hello(struct cluster *c, struct request *r)
     wire_get_strbuf(m, "model", n->model, sizeof n->model);
     n->disk_mb = wire_get_u64(m, "disk_mb", 0);
     n->procs = wire_get_bool(m, "procs", false);
+    memcpy(n->gpu, decl.gpu, sizeof n->gpu);
+    n->ngpu = decl.ngpu;
+    n->cpu_gflops = decl.cpu_gflops;
     n->active = true;
     n->last_ms = wall_now_ms();
     if (r->peer[0])
@@ -125,18 +134,59 @@ static void h_hello(struct cluster *c, struct request *r)
 }
 
 /*
+ * Reads a "req" map (type -> seconds) into rq; count caps the tasks (0: no cap but the
+ * reply's). -1 when a key or value is unacceptable.
+ */
+static int req_parse(const msgpack_object *req, uint32_t count, struct task_req *rq)
+{
+    memset(rq, 0, sizeof *rq);
+    rq->count = count;
+    for (uint32_t i = 0; i < req->via.map.size; i++) {
+        const msgpack_object *k = &req->via.map.ptr[i].key, *v = &req->via.map.ptr[i].val;
+        double sec;
+        if (i >= TASK_REQ_TYPES || k->type != MSGPACK_OBJECT_STR || k->via.str.size == 0 ||
+            k->via.str.size >= sizeof rq->type[0] || memchr(k->via.str.ptr, 0, k->via.str.size))
+            return -1;
+        if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+            sec = (double)v->via.u64;
+        else if (v->type == MSGPACK_OBJECT_FLOAT32 || v->type == MSGPACK_OBJECT_FLOAT64)
+            sec = v->via.f64;
+        else
+            return -1;
+        if (!(sec >= 0 && sec <= 1e9))
+            return -1; /* also NaN */
+        memcpy(rq->type[i], k->via.str.ptr, k->via.str.size);
+        rq->left[i] = sec;
+        rq->ntypes++;
+    }
+    return 0;
+}
+
+/*
  * Writes a TASKS reply with up to want tasks for n; acked < 0 leaves "acked" out; stale
  * > 0 adds "stale" (results of another incarnation, acknowledged and dropped).
  */
 static void reply_tasks(struct cluster *c, struct request *r, struct node *n, uint32_t want,
                         int64_t acked, uint32_t stale)
 {
-    uint32_t count = 0;
+    uint32_t count = 0, nnone = 0;
     int64_t qwait = tasks_quota_wait_s(c, n);
     bool cancels = n->ncancels > 0;
+    struct task_req rq;
+    const msgpack_object *req = wire_get(r->msg->root, "req");
+    if (req && req_parse(req, want, &rq) < 0) {
+        reply_error(r, WE_FIELD,
+                    "req must map processor type names (1-31 bytes: \"cpu\" "
+                    "or a GPU type) to seconds, numbers from 0 to 1e9");
+        return;
+    }
+    if (req)
+        want = rq.count ? rq.count : 1; /* for the quota reason below: work was asked for */
+    /* a request in seconds gets "none": its types that got nothing (no work for them) */
     wire_begin(r->reply, WT_TASKS, r->msg->id,
-               3 + (acked >= 0) + (qwait > 0 && want > 0) + cancels + (stale > 0));
-    if (tasks_issue(c, n, want, r->reply, &count) < 0) {
+               3 + (acked >= 0) + (qwait > 0 && want > 0) + cancels + (stale > 0) + !!req);
+    if ((req ? tasks_issue_req(c, n, &rq, r->reply, &count)
+             : tasks_issue(c, n, want, r->reply, &count)) < 0) {
         reply_storage(c, r); /* undoes the turn: nothing half-issued survives */
         return;
     }
@@ -159,6 +209,15 @@ static void reply_tasks(struct cluster *c, struct request *r, struct node *n, ui
         tasks_cancel_put(n, r->reply);
     if (stale > 0)
         wire_put_u64(r->reply, "stale", stale);
+    if (req) {
+        for (uint32_t i = 0; i < rq.ntypes; i++)
+            nnone += rq.asked[i] && !rq.got[i];
+        wire_put_key(r->reply, "none");
+        wire_pack_array(r->reply, qwait > 0 ? 0 : nnone); /* quota: wait_s, not "none" */
+        for (uint32_t i = 0; i < rq.ntypes && qwait <= 0; i++)
+            if (rq.asked[i] && !rq.got[i])
+                wire_pack_str(r->reply, rq.type[i]);
+    }
 }
 
 static void h_task_get(struct cluster *c, struct request *r)
@@ -289,6 +348,14 @@ static const char *submit_invalid(const struct cluster *c, const msgpack_object 
         return "complexity must be a positive number";
     if (wire_get(m, "limit_s") && wire_get_u64(m, "limit_s", 0) == 0)
         return "limit_s must be at least 1 second";
+    if (wire_get(m, "deadline_s") && wire_get_u64(m, "deadline_s", 0) == 0)
+        return "deadline_s must be at least 1 second";
+    size_t gl;
+    const char *gt = wire_get_str(m, "gpu_type", &gl);
+    if (gt && wire_get_u64(m, "gpus", 0) == 0)
+        return "gpu_type needs gpus (the GPU instances each task uses) of at least 1";
+    if (gt && (gl == 0 || (gl == 3 && !memcmp(gt, "cpu", 3)) || memchr(gt, 0, gl)))
+        return "gpu_type must name a GPU type (e.g. nvidia, amd, intel), not be empty or cpu";
     return NULL;
 }
 
@@ -333,6 +400,10 @@ static void h_submit(struct cluster *c, struct request *r)
     j->shell = wire_get_bool(m, "shell", false);
     j->complexity = wire_get_f64(m, "complexity", 1);
     j->limit_s = (uint32_t)wire_get_u64(m, "limit_s", (uint64_t)c->cfg.default_limit_s);
+    /* the deadline in effect is kept with the job: a later config change keeps it */
+    j->deadline_s = (uint32_t)wire_get_u64(m, "deadline_s", (uint64_t)c->cfg.deadline_s);
+    j->gpus = (uint16_t)wire_get_u64(m, "gpus", 0);
+    wire_get_strbuf(m, "gpu_type", j->gpu_type, sizeof j->gpu_type);
     j->has_stdin = in != NULL;
     j->submitted_ms = wall_now_ms();
     j->state = JS_QUEUED;
@@ -364,7 +435,7 @@ oom:
 static void pack_job(const struct job *j, struct wire_buf *wb, bool row)
 {
     bool cut = row && cluster_argv_cut(j->argv, j->argc, CLUSTER_ROW_ARGV_MAX);
-    wire_pack_map(wb, cut ? 16 : 15);
+    wire_pack_map(wb, (cut ? 16 : 15) + 2 + 2 * (j->gpus > 0));
     wire_put_u64(wb, "job", j->id);
     wire_put_str(wb, "name", j->name);
     wire_put_str(wb, "user", j->user);
@@ -385,6 +456,12 @@ static void pack_job(const struct job *j, struct wire_buf *wb, bool row)
     }
     wire_put_bool(wb, "shell", j->shell);
     wire_put_u64(wb, "limit_s", j->limit_s);
+    wire_put_u64(wb, "deadline_s", j->deadline_s);
+    wire_put_u64(wb, "late", j->nlate);
+    if (j->gpus > 0) {
+        wire_put_u64(wb, "gpus", j->gpus);
+        wire_put_str(wb, "gpu_type", j->gpu_type);
+    }
 }
 
 /* The page size a list request asks for ("count"; default CLUSTER_LIST_COUNT). */
@@ -653,6 +730,11 @@ static void h_purge(struct cluster *c, struct request *r)
         reply_error(r, code, "%s", err);
 }
 
+static void h_master_get(struct cluster *c, struct request *r)
+{
+    master_reply(c, r->msg, r->reply);
+}
+
 static const struct {
     uint32_t type;
     void (*fn)(struct cluster *c, struct request *r);
@@ -664,6 +746,7 @@ static const struct {
     {WT_CONSOLE, h_console},   {WT_SD_INFO, h_sd_info},
     {WT_PURGE, h_purge},
     {WT_EVENTS, h_events},
+    {WT_MASTER_GET, h_master_get}, /* issue 11 */
 };
 
 void handlers_dispatch(struct cluster *c, struct request *r)

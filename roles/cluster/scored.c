@@ -717,6 +717,12 @@ static const char *psubmit_invalid(const struct cluster *c, const msgpack_object
     for (uint32_t i = 0; hl && i < hl->via.array.size; i++)
         if (hl->via.array.ptr[i].via.str.size == 0 || hl->via.array.ptr[i].via.str.size >= 64)
             return "a name in hosts is empty or longer than 63 bytes";
+    /* issue 11: GPUs and report deadlines are for bag-of-tasks jobs (SUBMIT) only */
+    if (wire_get_u64(m, "gpus", 0) > 0 || wire_get(m, "gpu_type"))
+        return "parallel jobs cannot ask for GPUs (gpus, gpu_type: submit a bag of tasks)";
+    if (wire_get(m, "deadline_s"))
+        return "parallel jobs have no report deadline (deadline_s is for bags of tasks); use "
+               "limit_s for a time limit";
     return NULL;
 }
 

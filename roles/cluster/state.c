@@ -2,6 +2,7 @@
  * state.c - the cluster's records: jobs, tasks, nodes and meta, as msgpack values in
  * the store; loading them all at start-up and writing changed ones each turn.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -228,7 +229,7 @@ int cluster_node_register(struct cluster *c) { return node_commit_new(c); }
 
 static void job_encode(const struct job *j, struct wire_buf *wb)
 {
-    wire_pack_map(wb, 16 + (j->key != NULL));
+    wire_pack_map(wb, 18 + (j->key != NULL) + 2 * (j->gpus > 0));
     wire_put_u64(wb, "id", j->id);
     wire_put_str(wb, "name", j->name ? j->name : "");
     wire_put_str(wb, "user", j->user ? j->user : "");
@@ -247,11 +248,17 @@ static void job_encode(const struct job *j, struct wire_buf *wb)
     wire_put_i64(wb, "finished", j->finished_ms);
     if (j->key)
         wire_put_str(wb, "key", j->key);
+    wire_put_u64(wb, "deadline_s", j->deadline_s);
+    wire_put_u64(wb, "late", j->nlate);
+    if (j->gpus > 0) {
+        wire_put_u64(wb, "gpus", j->gpus);
+        wire_put_str(wb, "gpu_type", j->gpu_type);
+    }
 }
 
 void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live)
 {
-    wire_pack_map(wb, live ? 25 : 22);
+    wire_pack_map(wb, (live ? 25 : 22) + (n->ngpu > 0) + (n->cpu_gflops > 0));
     wire_put_str(wb, "sid", n->sid);
     wire_put_str(wb, "node", n->name);
     wire_put_str(wb, "cluster", n->cluster);
@@ -274,6 +281,18 @@ void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live)
     wire_put_u64(wb, "quota", n->quota);
     wire_put_u64(wb, "quota_used", n->qused);
     wire_put_i64(wb, "quota_day", n->qday_ms);
+    if (n->ngpu > 0) {
+        wire_put_key(wb, "gpus");
+        wire_pack_array(wb, n->ngpu);
+        for (uint32_t i = 0; i < n->ngpu; i++) {
+            wire_pack_map(wb, 3);
+            wire_put_str(wb, "type", n->gpu[i].type);
+            wire_put_u64(wb, "count", n->gpu[i].count);
+            wire_put_f64(wb, "gflops", n->gpu[i].gflops);
+        }
+    }
+    if (n->cpu_gflops > 0)
+        wire_put_f64(wb, "cpu_gflops", n->cpu_gflops);
     if (live) {
         wire_put_u64(wb, "running", n->inflight);
         wire_put_u64(wb, "cur_job", n->inflight ? n->cur_job : 0);
@@ -295,7 +314,11 @@ int cluster_task_save(struct cluster *c, struct job *j, uint32_t idx)
     uint8_t key[12];
     const struct task *t = &j->tasks[idx];
     wire_buf_init(&wb);
-    wire_pack_map(&wb, 7);
+    wire_pack_map(&wb, 7 + (t->dl != 0) + (t->dl_prev != 0));
+    if (t->dl)
+        wire_put_u64(&wb, "dl", t->dl);
+    if (t->dl_prev)
+        wire_put_u64(&wb, "dl_prev", t->dl_prev);
     wire_put_u64(&wb, "state", t->state);
     wire_put_u64(&wb, "won", t->won);
     wire_put_bool(&wb, "ok", t->ok);
@@ -415,6 +438,10 @@ static int load_job(void *arg, const void *key, size_t klen, const void *val, si
     j->state = s < 0 ? JS_QUEUED : (enum job_state)s;
     j->submitted_ms = wire_get_i64(m, "submitted", 0);
     j->finished_ms = wire_get_i64(m, "finished", 0);
+    j->deadline_s = (uint32_t)wire_get_u64(m, "deadline_s", 0);
+    j->nlate = (uint32_t)wire_get_u64(m, "late", 0);
+    j->gpus = (uint16_t)wire_get_u64(m, "gpus", 0);
+    wire_get_strbuf(m, "gpu_type", j->gpu_type, sizeof j->gpu_type);
     j->issuable = true;
     if (!j->argv || !j->name || !j->user || j->next_new > j->ntasks ||
         grow_tasks(j, j->next_new) < 0 || cluster_job_add(c, j) < 0)
@@ -427,6 +454,43 @@ bad:
     cluster_job_free(j);
     msgpack_unpacked_destroy(&up);
     return 0;
+}
+
+/*
+ * The GPU types and CPU speed of a HELLO or a stored node record into n. Returns NULL,
+ * or why the declaration is unacceptable (n then declares no GPU).
+ */
+const char *cluster_node_load_gpus(struct node *n, const msgpack_object *m)
+{
+    const msgpack_object *g = wire_get(m, "gpus");
+    double cg = wire_get_f64(m, "cpu_gflops", 0);
+    n->ngpu = 0;
+    n->cpu_gflops = isfinite(cg) && cg > 0 && cg < 1e9 ? (float)cg : 0;
+    if (wire_get(m, "cpu_gflops") && n->cpu_gflops == 0)
+        return "cpu_gflops must be a positive number below 1e9";
+    if (!g || g->type != MSGPACK_OBJECT_ARRAY)
+        return NULL;
+    for (uint32_t i = 0; i < g->via.array.size && i < NODE_GPU_TYPES; i++) {
+        const msgpack_object *e = &g->via.array.ptr[i];
+        struct node_gpu *d = &n->gpu[n->ngpu];
+        double fl = wire_get_f64(e, "gflops", 0);
+        wire_get_strbuf(e, "type", d->type, sizeof d->type);
+        d->count = (uint32_t)wire_get_u64(e, "count", 0);
+        d->gflops = isfinite(fl) && fl > 0 && fl < 1e9 ? (float)fl : 0;
+        if (!d->type[0] || !strcmp(d->type, "cpu") || strlen(d->type) >= sizeof d->type - 1)
+            goto bad_type;
+        for (uint32_t k = 0; k < n->ngpu; k++)
+            if (!strcmp(n->gpu[k].type, d->type))
+                goto bad_type;
+        if (d->count == 0)
+            continue; /* declared but none present: no GPU of that type */
+        n->ngpu++;
+    }
+    return NULL;
+bad_type:
+    n->ngpu = 0;
+    return "gpus: each type must be a distinct non-empty name other than \"cpu\", at most "
+           "30 bytes";
 }
 
 static int load_node(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
@@ -468,6 +532,7 @@ static int load_node(void *arg, const void *key, size_t klen, const void *val, s
         n->quota = (uint32_t)wire_get_u64(m, "quota", 0); /* 0: full (set at first use) */
         n->qused = (uint32_t)wire_get_u64(m, "quota_used", 0);
         n->qday_ms = wire_get_i64(m, "quota_day", 0);
+        cluster_node_load_gpus(n, m);
         node_commit_new(c);
     }
     msgpack_unpacked_destroy(&up);
@@ -502,6 +567,8 @@ static int load_task(void *arg, const void *key, size_t klen, const void *val, s
         t->errors = (uint16_t)wire_get_u64(m, "errors", 0);
         t->won = (uint32_t)wire_get_u64(m, "won", 0);
         t->expiry_ms = wire_get_i64(m, "expiry", 0);
+        t->dl = (uint32_t)wire_get_u64(m, "dl", 0);
+        t->dl_prev = (uint32_t)wire_get_u64(m, "dl_prev", 0);
         t->node = n ? (uint32_t)(n - c->nodes) : UINT32_MAX;
         if (t->state == TS_ISSUED && j->state == JS_RUNNING) {
             /* give live nodes one heartbeat period to report after our restart */

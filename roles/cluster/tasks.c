@@ -19,6 +19,8 @@
 #define EWMA_ALPHA 0.3
 /* Stop adding tasks to one TASKS reply beyond this many bytes (frames: 64 MiB). */
 #define TASKS_REPLY_MAX (32u << 20)
+/* Most tasks in one TASKS reply to a request in seconds (the descriptor's MAX_BATCH). */
+#define TASKS_REQ_MAX 1024u
 
 /* ---- heap ---- */
 
@@ -129,10 +131,55 @@ static bool other_node_active(const struct cluster *c, const struct node *n)
  * itself failed with a node-side error is left for another node while another node is
  * active (the skipped entries go back on the heap); with no other node, n gets it.
  */
-static int take_expired(struct cluster *c, struct node *n, int64_t now, struct job **jp,
+struct pick {
+    struct node *n;
+    struct task_req *rq; /* NULL: any processor type the node has */
+    int slot;            /* out: 0 CPU, 1 + g for the node's GPU type g */
+    int ri;              /* out: the request's type index, or -1 */
+};
+
+static bool slot_type_is(const struct node *n, int slot, const char *type)
+{
+    return !strcmp(slot == 0 ? "cpu" : n->gpu[slot - 1].type, type);
+}
+
+/* The request's index of processor slot s with seconds still wanted, or -1. */
+static int req_index(const struct node *n, const struct task_req *rq, int slot)
+{
+    for (uint32_t i = 0; i < rq->ntypes; i++)
+        if (rq->left[i] > 0 && slot_type_is(n, slot, rq->type[i]))
+            return (int)i;
+    return -1;
+}
+
+/*
+ * Whether a task of j may go to p->n for this request: a CPU task on "cpu"; a GPU task
+ * on a GPU type the node declared with at least j->gpus instances (of j->gpu_type when
+ * the job names one). Sets p->slot and p->ri.
+ */
+static bool pick_fits(const struct job *j, struct pick *p)
+{
+    const struct node *n = p->n;
+    int first = j->gpus ? 1 : 0, last = j->gpus ? n->ngpu : 0;
+    for (int s = first; s <= last; s++) {
+        if (s > 0 && (n->gpu[s - 1].count < j->gpus ||
+                      (j->gpu_type[0] && strcmp(j->gpu_type, n->gpu[s - 1].type))))
+            continue;
+        int ri = p->rq ? req_index(n, p->rq, s) : -1;
+        if (p->rq && ri < 0)
+            continue;
+        p->slot = s;
+        p->ri = ri;
+        return true;
+    }
+    return false;
+}
+
+static int take_expired(struct cluster *c, struct pick *p, int64_t now, struct job **jp,
                         uint32_t *idx)
 {
     struct heap_ent skipped[64];
+    struct node *n = p->n;
     uint32_t nskip = 0, me = (uint32_t)(n - c->nodes) + 1;
     int rc = -1, others = -1;
     while (c->nheap > 0 && c->heap[0].expiry_ms <= now) {
@@ -140,6 +187,14 @@ static int take_expired(struct cluster *c, struct node *n, int64_t now, struct j
         struct task *t = heap_task(c, &e, jp);
         if (!t)
             continue;
+        if (!pick_fits(*jp, p)) { /* not for this node's processors (or not asked for) */
+            if (nskip == 64) {
+                heap_push(c, e);
+                break;
+            }
+            skipped[nskip++] = e;
+            continue;
+        }
         if (t->avoid == me && nskip < 64) {
             if (others < 0)
                 others = other_node_active(c, n);
@@ -247,8 +302,8 @@ void tasks_cancel_put(struct node *n, struct wire_buf *wb)
     n->ncancels -= k;
 }
 
-/* The next never-issued portion, in job order (X3). */
-static int take_new(struct cluster *c, struct job **jp, uint32_t *idx)
+/* The next never-issued portion that fits p, in job order (X3). */
+static int take_new(struct cluster *c, struct pick *p, struct job **jp, uint32_t *idx)
 {
     for (uint32_t i = c->open_from; i < c->njobs; i++) {
         struct job *j = c->jobs[i];
@@ -257,7 +312,7 @@ static int take_new(struct cluster *c, struct job **jp, uint32_t *idx)
             c->open_from++;
             continue;
         }
-        if (closed || !j->issuable)
+        if (closed || !j->issuable || !pick_fits(j, p))
             continue;
         if (app_template.next(c, j, idx) == 0) {
             if (job_grow_tasks(j, *idx + 1) < 0)
@@ -270,26 +325,60 @@ static int take_new(struct cluster *c, struct job **jp, uint32_t *idx)
     return -1;
 }
 
-/* Marks task idx of j issued to n and writes it, as one task map, into tb. */
-static int issue_one(struct cluster *c, struct node *n, struct job *j, uint32_t idx,
-                     int64_t now, struct wire_buf *tb)
+/* Seconds one work unit takes on one CPU core of n (declared, measured or default). */
+static double cpu_spu(const struct cluster *c, const struct node *n)
+{
+    if (n->cpu_gflops > 0)
+        return c->cfg.unit_gflop / n->cpu_gflops;
+    return n->spu > 0 ? n->spu : c->global_spu > 0 ? c->global_spu : c->cfg.default_estimate_s;
+}
+
+double tasks_est_s(const struct cluster *c, const struct node *n, const struct job *j, double work,
+                   int slot)
+{
+    if (slot > 0 && slot <= n->ngpu && n->gpu[slot - 1].gflops > 0)
+        return work * c->cfg.unit_gflop /
+               ((double)n->gpu[slot - 1].gflops * (j->gpus ? j->gpus : 1));
+    return work * cpu_spu(c, n);
+}
+
+/*
+ * Marks task idx of j issued to n (on processor slot, see struct pick) and writes it,
+ * as one task map, into tb; *est_s gets its estimated run time there. A task handed to
+ * a client that asked in seconds (rq) is re-issued only after its report deadline: such
+ * a client queues work and runs it when its scheduler chooses (BOINC's model).
+ */
+static int issue_one(struct cluster *c, struct node *n, struct job *j, uint32_t idx, int slot,
+                     bool queued, int64_t now, struct wire_buf *tb, double *est_s)
 {
     struct task *t = &j->tasks[idx];
     size_t inbytes = 0;
-    wire_pack_map(tb, 8);
+    uint32_t dl =
+        (uint32_t)(now / 1000) + (j->deadline_s ? j->deadline_s : (uint32_t)c->cfg.deadline_s);
+    wire_pack_map(tb, 11 + (j->gpus > 0));
     wire_put_u64(tb, "job", j->id);
     wire_put_u64(tb, "idx", idx);
     wire_put_u64(tb, "issue", t->issues + 1);
     wire_put_u64(tb, "limit_s", j->limit_s);
     wire_put_f64(tb, "complexity", j->complexity);
+    wire_put_str(tb, "ptype", slot > 0 ? n->gpu[slot - 1].type : "cpu");
+    if (j->gpus > 0)
+        wire_put_u64(tb, "gpus", j->gpus);
+    wire_put_u64(tb, "deadline", dl);
     if (app_template.encode(c, j, idx, tb, &inbytes) < 0)
         return -1;
     unhold(c, t);
     double work = tasks_work(j, inbytes, c->cfg.input_unit_kb);
+    *est_s = tasks_est_s(c, n, j, work, slot);
+    wire_put_f64(tb, "est_s", *est_s);
     int64_t wait = tasks_wait_ms(c, n, work);
     int64_t cap = ((int64_t)j->limit_s + c->cfg.hb_s) * 1000 * 2;
     if (wait > cap)
         wait = cap;
+    if (queued && (int64_t)dl * 1000 - now > wait)
+        wait = (int64_t)dl * 1000 - now;
+    t->dl_prev = t->dl;
+    t->dl = dl;
     t->state = TS_ISSUED;
     t->issues++;
     t->node = (uint32_t)(n - c->nodes);
@@ -308,37 +397,54 @@ static int issue_one(struct cluster *c, struct node *n, struct job *j, uint32_t 
     return cluster_task_save(c, j, idx);
 }
 
+/* True while some type of the request still wants seconds. */
+static bool req_open(const struct task_req *rq)
+{
+    for (uint32_t i = 0; i < rq->ntypes; i++)
+        if (rq->left[i] > 0)
+            return true;
+    return false;
+}
+
 /*
- * Hands up to `want` tasks to node n: expired ones first, then new portions. Writes the
- * key "tasks" and an array of task maps into wb; *nissued gets the count. Returns 0,
- * or -1 if the store failed (tasks already written stay issued).
+ * Hands tasks to node n: expired ones first, then new portions. Without rq, up to `want`
+ * tasks of any processor type n has; with rq, per requested type until its seconds are
+ * reached (struct task_req). Writes the key "tasks" and an array of task maps into wb;
+ * *nissued gets the count. Returns 0, or -1 if the store failed (tasks already written
+ * stay issued).
  */
-int tasks_issue(struct cluster *c, struct node *n, uint32_t want, struct wire_buf *wb,
-                uint32_t *nissued)
+static int issue(struct cluster *c, struct node *n, uint32_t want, struct task_req *rq,
+                 struct wire_buf *wb, uint32_t *nissued)
 {
     struct wire_buf tb;
     uint32_t count = 0;
     int64_t now = wall_now_ms();
     int rc = 0;
+    struct pick p = {n, rq, 0, -1};
     wire_buf_init(&tb);
     if (tasks_quota_wait_s(c, n) > 0)
         want = 0;
-    while (count < want) {
+    while (count < want && (!rq || req_open(rq))) {
         struct job *j = NULL;
         uint32_t idx;
+        double est = 0;
         if (tb.sb.size > TASKS_REPLY_MAX) /* leave room in the frame for the rest */
             break;
         if (n->quota && n->qused >= n->quota)
             break;
-        if (take_expired(c, n, now, &j, &idx) < 0 && take_new(c, &j, &idx) < 0)
+        if (take_expired(c, &p, now, &j, &idx) < 0 && take_new(c, &p, &j, &idx) < 0)
             break;
         size_t mark = tb.sb.size;
-        if (issue_one(c, n, j, idx, now, &tb) < 0) {
+        if (issue_one(c, n, j, idx, p.slot, rq != NULL, now, &tb, &est) < 0) {
             tb.sb.size = mark;
             rc = -1;
             break;
         }
         count++;
+        if (rq && p.ri >= 0) {
+            rq->left[p.ri] -= est > 0 ? est : 1e-9; /* a task of no size still counts */
+            rq->got[p.ri] = true;
+        }
         if (n->quota)
             n->qused++;
     }
@@ -350,11 +456,30 @@ int tasks_issue(struct cluster *c, struct node *n, uint32_t want, struct wire_bu
     return rc;
 }
 
+int tasks_issue(struct cluster *c, struct node *n, uint32_t want, struct wire_buf *wb,
+                uint32_t *nissued)
+{
+    return issue(c, n, want, NULL, wb, nissued);
+}
+
+int tasks_issue_req(struct cluster *c, struct node *n, struct task_req *rq, struct wire_buf *wb,
+                    uint32_t *nissued)
+{
+    for (uint32_t i = 0; i < rq->ntypes; i++) {
+        rq->asked[i] = rq->left[i] > 0;
+        rq->got[i] = false;
+    }
+    return issue(c, n, rq->count ? rq->count : TASKS_REQ_MAX, rq, wb, nissued);
+}
+
 /* ---- results ---- */
 
-/* Writes the result record (winner, or duplicate when dup_seq > 0). */
-static int save_result(struct cluster *c, struct node *n, const msgpack_object *res,
-                       uint64_t job, uint32_t idx, uint32_t dup_seq)
+/*
+ * Writes the result record (winner, or duplicate when dup_seq > 0); a late one (after
+ * its issue's report deadline) carries "late": true.
+ */
+static int save_result(struct cluster *c, struct node *n, const msgpack_object *res, uint64_t job,
+                       uint32_t idx, uint32_t dup_seq, bool late)
 {
     struct wire_buf wb;
     uint8_t key[16];
@@ -362,7 +487,7 @@ static int save_result(struct cluster *c, struct node *n, const msgpack_object *
     uint32_t keep = 0;
     for (const struct wire_field *f = wire_result_fields; f->key; f++)
         keep += wire_get(res, f->key) != NULL;
-    wire_pack_map(&wb, keep + 2);
+    wire_pack_map(&wb, keep + 2 + late);
     for (const struct wire_field *f = wire_result_fields; f->key; f++) {
         const msgpack_object *v = wire_get(res, f->key);
         if (v) { /* only the documented fields: a node cannot add or shadow keys */
@@ -372,6 +497,8 @@ static int save_result(struct cluster *c, struct node *n, const msgpack_object *
     }
     wire_put_str(&wb, "node", n->sid);
     wire_put_i64(&wb, "received", wall_now_ms());
+    if (late)
+        wire_put_bool(&wb, "late", true);
     store_key_u64_u32(key, job, idx);
     int rc;
     if (dup_seq) {
@@ -394,6 +521,18 @@ static void learn_speed(struct cluster *c, struct node *n, const struct job *j,
     double spu = wall_s / work;
     n->spu = n->spu > 0 ? (1 - EWMA_ALPHA) * n->spu + EWMA_ALPHA * spu : spu;
     c->global_spu = c->global_spu > 0 ? (1 - EWMA_ALPHA) * c->global_spu + EWMA_ALPHA * spu : spu;
+}
+
+/*
+ * Whether a result of issue `issue` of t arrives after that issue's report deadline. The
+ * latest two issues' deadlines are kept; an older issue's deadline is taken as the one
+ * before the latest (a bound: such a result may be late without being counted). Tasks
+ * issued before deadlines existed (dl 0) are never late.
+ */
+static bool result_late(const struct task *t, uint32_t issue)
+{
+    uint32_t dl = issue >= t->issues ? t->dl : t->dl_prev;
+    return dl != 0 && wall_now_ms() / 1000 > (int64_t)dl;
 }
 
 /*
@@ -421,12 +560,17 @@ int tasks_result(struct cluster *c, struct node *n, const msgpack_object *res)
         quota_valid(c, n);
     if (j->state == JS_CANCELLED && t->state != TS_DONE)
         return 0; /* cancelled before it finished: acknowledged and dropped, never "ok" */
+    if (t->state == TS_DONE && t->node == me && t->won == issue)
+        return 0; /* a resend of the winning delivery */
+    bool late = result_late(t, issue);
+    if (late) { /* taken as any other result (X4), and counted */
+        j->nlate++;
+        cluster_mark_job(c, j);
+    }
     if (t->state == TS_DONE) {
-        if (t->node == me && t->won == issue)
-            return 0; /* a resend of the winning delivery */
         j->ndups++;
         cluster_mark_job(c, j);
-        return save_result(c, n, res, jid, idx, j->ndups);
+        return save_result(c, n, res, jid, idx, j->ndups, late);
     }
     if (node_error && (long)t->errors + 1 < c->cfg.max_attempts) {
         t->errors++;
@@ -441,7 +585,7 @@ int tasks_result(struct cluster *c, struct node *n, const msgpack_object *res)
         cluster_mark_job(c, j);
         if (cluster_task_save(c, j, idx) < 0)
             return -1;
-        return save_result(c, n, res, jid, idx, j->ndups);
+        return save_result(c, n, res, jid, idx, j->ndups, late);
     }
     bool ok = !node_error && wire_get_i64(res, "exit", -1) == 0 &&
               wire_get_u64(res, "signal", 0) == 0 && !wire_get_bool(res, "timeout", false);
@@ -466,7 +610,7 @@ int tasks_result(struct cluster *c, struct node *n, const msgpack_object *res)
     cluster_mark_node(c, n);
     if (cluster_task_save(c, j, idx) < 0)
         return -1;
-    return save_result(c, n, res, jid, idx, 0);
+    return save_result(c, n, res, jid, idx, 0, late);
 }
 
 /* A heartbeat says n still runs (job, idx, issue): push its re-issue time out. */

@@ -770,6 +770,9 @@ def test_tasks_reply_fields(cluster_factory):
     r = u.ok("TASK_GET", sid=sid, want=1)
     assert r["wait_s"] == 0 and r["more"] is True
     t = r["tasks"][0]
+    # issue 11: processor type, report deadline and estimate on this host
+    assert t.pop("ptype") == "cpu" and t.pop("est_s") > 0
+    assert abs(t.pop("deadline") - (time.time() + 86400)) < 120
     assert t == {"job": job, "idx": 0, "issue": 1, "limit_s": 77, "complexity": 2.5,
                  "argv": ["/bin/echo", "%d-0-2" % job], "shell": False, "stdin": b""}
     n = node_map(u, sid)
@@ -777,7 +780,7 @@ def test_tasks_reply_fields(cluster_factory):
     jobs = u.ok("JOB_LIST")["jobs"]
     assert set(jobs[0]) == {"job", "name", "user", "state", "ntasks", "issued", "running",
                             "done", "failed", "dups", "submitted", "finished", "argv",
-                            "shell", "limit_s"}
+                            "shell", "limit_s", "deadline_s", "late"}
     assert (jobs[0]["state"], jobs[0]["issued"], jobs[0]["running"]) == ("running", 1, 1)
     assert jobs[0]["argv"] == ["/bin/echo", "{job}-{i}-{n}"]
 
