@@ -243,6 +243,9 @@ static void dcf_update(struct live *l, const struct ltask *t, double r)
     lp->dcf[pt] = old <= 0 || r > old ? r : 0.8 * old + 0.2 * r;
     if (old > 0 && fabs(lp->dcf[pt] - old) <= 0.05 * old)
         return;
+    /* the engine's typical task of this (project, type), used for its deadline room,
+       was learned from uncorrected estimates too */
+    l->e->projects[t->project].rsc[pt].job_work *= lp->dcf[pt] / (old > 0 ? old : 1);
     for (size_t k = 0; k < l->ntasks; k++) {
         const struct ltask *o = l->tasks[k];
         if (o == t || o->project != t->project || o->est_s <= 0 || o->state == LT_DONE ||
