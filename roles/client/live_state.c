@@ -532,8 +532,11 @@ static void state_reply(struct live *l, uint64_t id, struct wire_buf *w)
     double prio[LIVE_MAX_PROJECTS];
     engine_rr_simulate(e, now);
     engine_priorities(e, NULL, prio);
-    wire_begin(w, WT_CLIENT_STATE, id, 4);
+    wire_begin(w, WT_CLIENT_STATE, id, 6);
     wire_put_str(w, "policy", l->ecfg.policy == ENGINE_POLICY_REC ? "rec" : "debt2004");
+    /* the engine's CPU time since start (tick, schedule, poll): issue 11 item 12 */
+    wire_put_f64(w, "sched_cpu_s", l->sched_cpu_s);
+    wire_put_u64(w, "engine_calls", (uint64_t)l->engine_calls);
     wire_put_key(w, "projects");
     wire_pack_array(w, (uint32_t)e->nprojects);
     for (int p = 0; p < e->nprojects; p++) {
