@@ -785,8 +785,7 @@ static void build_result(struct live *l)
                 /* in the server's scale: it sums its own est_s (see struct lproj dcf) */
                 double f = lp->dcf[t] > 0 ? lp->dcf[t] : 1;
                 wire_pack_str(&l->wb, l->e->ptypes[t].name);
-                msgpack_pack_double(&l->wb.pk,
-                                    fmax(a->req[t].secs, a->req[t].instances * est) / f);
+                msgpack_pack_double(&l->wb.pk, fmax(a->req[t].secs, a->req[t].instances * est) / f);
             }
     }
 }

@@ -360,8 +360,8 @@ static int on_ini(void *user, const char *section, const char *name, const char 
 static int engine_fresh(struct live *l)
 {
     uint64_t seed = (uint64_t)getpid() ^ (uint64_t)wall_now_ms();
-    l->e = engine_new(&l->ecfg, l->slots,
-                      (l->cfg->cpu_gflops > 0 ? l->cfg->cpu_gflops : 1) * 1e9, seed);
+    l->e = engine_new(&l->ecfg, l->slots, (l->cfg->cpu_gflops > 0 ? l->cfg->cpu_gflops : 1) * 1e9,
+                      seed);
     return l->e ? 0 : -1;
 }
 
