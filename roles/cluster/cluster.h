@@ -246,7 +246,8 @@ int tasks_issue(struct cluster *c, struct node *n, uint32_t want, struct wire_bu
  * A work request in seconds per processor type (TASK_GET/RESULT "req", issue 11): per
  * type the tasks whose est_s add up to the seconds asked for, stopping at the first that
  * reaches them; count caps the total (0: only the reply's cap). After tasks_issue_req,
- * got[i] says whether type i received at least one task.
+ * got[i] says whether type i received at least one task, and dry whether the cluster
+ * ran out of work for the open types (not a cap: count, reply size or quota).
  */
 #define TASK_REQ_TYPES 16
 struct task_req {
@@ -254,6 +255,7 @@ struct task_req {
     char type[TASK_REQ_TYPES][32];
     double left[TASK_REQ_TYPES];
     bool asked[TASK_REQ_TYPES], got[TASK_REQ_TYPES];
+    bool dry; /* the request ended because no task fitted the types still open */
 };
 int tasks_issue_req(struct cluster *c, struct node *n, struct task_req *rq, struct wire_buf *wb,
                     uint32_t *nissued);

@@ -210,11 +210,14 @@ static void reply_tasks(struct cluster *c, struct request *r, struct node *n, ui
     if (stale > 0)
         wire_put_u64(r->reply, "stale", stale);
     if (req) {
-        for (uint32_t i = 0; i < rq.ntypes; i++)
+        /* only when work ran out: a type left out by a cap (want, reply size) or the
+           quota (wait_s, reason) has work, and must not make the client back off */
+        bool dry = rq.dry && qwait <= 0;
+        for (uint32_t i = 0; i < rq.ntypes && dry; i++)
             nnone += rq.asked[i] && !rq.got[i];
         wire_put_key(r->reply, "none");
-        wire_pack_array(r->reply, qwait > 0 ? 0 : nnone); /* quota: wait_s, not "none" */
-        for (uint32_t i = 0; i < rq.ntypes && qwait <= 0; i++)
+        wire_pack_array(r->reply, nnone);
+        for (uint32_t i = 0; i < rq.ntypes && dry; i++)
             if (rq.asked[i] && !rq.got[i])
                 wire_pack_str(r->reply, rq.type[i]);
     }

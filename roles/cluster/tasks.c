@@ -432,8 +432,11 @@ static int issue(struct cluster *c, struct node *n, uint32_t want, struct task_r
             break;
         if (n->quota && n->qused >= n->quota)
             break;
-        if (take_expired(c, &p, now, &j, &idx) < 0 && take_new(c, &p, &j, &idx) < 0)
+        if (take_expired(c, &p, now, &j, &idx) < 0 && take_new(c, &p, &j, &idx) < 0) {
+            if (rq)
+                rq->dry = true; /* no work left for the types still open */
             break;
+        }
         size_t mark = tb.sb.size;
         if (issue_one(c, n, j, idx, p.slot, rq != NULL, now, &tb, &est) < 0) {
             tb.sb.size = mark;
@@ -469,6 +472,7 @@ int tasks_issue_req(struct cluster *c, struct node *n, struct task_req *rq, stru
         rq->asked[i] = rq->left[i] > 0;
         rq->got[i] = false;
     }
+    rq->dry = false;
     return issue(c, n, rq->count ? rq->count : TASKS_REQ_MAX, rq, wb, nissued);
 }
 

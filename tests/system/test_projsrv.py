@@ -132,6 +132,11 @@ def test_gpu_task_goes_only_to_a_node_with_enough_of_its_type(cluster):
     r = nv1.ok("TASK_GET", "TASKS", sid=nsid, want=0, req={"nvidia": 100})
     assert r["none"] == ["nvidia"]  # g2 needs 2 instances: never to this node
 
+    # a reply cut by the count cap does not say "none" for the types it left out
+    cpu2 = submit(cluster, 1)
+    r = nv1.ok("TASK_GET", "TASKS", sid=nsid, want=1, req={"cpu": 100, "nvidia": 100})
+    assert [t["job"] for t in r["tasks"]] == [cpu2] and r["none"] == []
+
     nv2, n2sid = hello(cluster, "nv2", gpus=[{"type": "nvidia", "count": 2}])
     r = nv2.ok("TASK_GET", "TASKS", sid=n2sid, want=10)  # want semantics: any type it has
     assert {t["job"] for t in r["tasks"]} == {g2}
