@@ -141,8 +141,9 @@ const struct config_key client_keys[] = {
     {"client", "control", CONFIG_STR, "tcp://127.0.0.1:*", OFF(control), 0, 0, NULL,
      "multi-project client: control endpoint for gridnode client status/attach/detach "
      "(written to state_dir/endpoint)"},
-    {"client", "cpu_gflops", CONFIG_DOUBLE, "1", OFF(cpu_gflops), 1e-6, 1e9, NULL,
-     "peak GFLOPS of one CPU slot (credit and REC)"},
+    {"client", "cpu_gflops", CONFIG_DOUBLE, "0", OFF(cpu_gflops), 0, 1e9, NULL,
+     "peak GFLOPS of one CPU slot (credit, REC and the clusters' run-time estimates); 0: "
+     "not declared (REC counts 1 GFLOPS, clusters measure the host's speed)"},
     {"sched", "policy", CONFIG_ENUM, "rec", OFF(policy), 0, 0, "rec|debt2004",
      "project priority: rec (SP = -REC/share) or debt2004 (share / exp_avg_cpu)"},
     {"sched", "fetch", CONFIG_ENUM, "deadline", OFF(fetch), 0, 0, "deadline|boinc",

@@ -144,9 +144,12 @@ fail:
 
 static double task_estimate(const struct live *l, const struct ltask *t)
 {
-    if (t->est_s > 0)
-        return t->est_s;
     const struct lproj *lp = &l->proj[t->project];
+    if (t->est_s > 0) {
+        int pt = engine_ptype_find(l->e, t->ptype);
+        double f = pt >= 0 ? lp->dcf[pt] : 0;
+        return f > 0 ? t->est_s * f : t->est_s;
+    }
     return lp->est_avg > 0 ? lp->est_avg : l->cfg->default_est_s;
 }
 
@@ -223,6 +226,38 @@ static void release_gpus(struct live *l, struct ltask *t)
     t->ngpu = 0;
 }
 
+/*
+ * The duration correction factor of t's (project, type) learns from t's run time ratio
+ * r = wall / est_s: the first sample is taken as is, a larger one at once (an
+ * underestimate risks deadlines), a smaller one by a 0.2 moving average (BOINC's DCF
+ * rises fast and falls slowly). When it moves by more than 5 %, the estimates of the
+ * project's other tasks of that type are corrected in the engine.
+ */
+static void dcf_update(struct live *l, const struct ltask *t, double r)
+{
+    struct lproj *lp = &l->proj[t->project];
+    int pt = engine_ptype_find(l->e, t->ptype);
+    if (pt < 0 || !isfinite(r) || r <= 0)
+        return;
+    double old = lp->dcf[pt];
+    lp->dcf[pt] = old <= 0 || r > old ? r : 0.8 * old + 0.2 * r;
+    if (old > 0 && fabs(lp->dcf[pt] - old) <= 0.05 * old)
+        return;
+    /* the engine's typical task of this (project, type), used for its deadline room,
+       was learned from uncorrected estimates too */
+    l->e->projects[t->project].rsc[pt].job_work *= lp->dcf[pt] / (old > 0 ? old : 1);
+    for (size_t k = 0; k < l->ntasks; k++) {
+        const struct ltask *o = l->tasks[k];
+        if (o == t || o->project != t->project || o->est_s <= 0 || o->state == LT_DONE ||
+            strcmp(o->ptype, t->ptype))
+            continue;
+        long i = vcl_engine_index(l, o);
+        if (i >= 0)
+            l->e->tasks[i].est_duration = task_estimate(l, o);
+    }
+    l->e->rr_dirty = l->e->sched_dirty = 1;
+}
+
 /* The process ended (or never started): build the result, hand it to the engine. */
 static void task_finish(struct live *l, struct ltask *t)
 {
@@ -274,6 +309,8 @@ static void task_finish(struct live *l, struct ltask *t)
     if (!bad && !err && wall > 0) { /* the project's own run-time estimate */
         struct lproj *lp = &l->proj[t->project];
         lp->est_avg = lp->est_avg > 0 ? 0.8 * lp->est_avg + 0.2 * wall : wall;
+        if (t->est_s > 0 && !r->timed_out)
+            dcf_update(l, t, wall / t->est_s);
     }
     long i = vcl_engine_index(l, t);
     if (i >= 0) {
@@ -664,7 +701,8 @@ static void build_hello(struct live *l, int p)
     uint64_t mem = sysinfo(&si) == 0 ? (uint64_t)si.totalram * si.mem_unit >> 20 : 0;
     bool sid = lp->sid[0] && !strcmp(lp->session_url, l->rpc.url);
     wire_buf_reset(&l->wb);
-    wire_begin(&l->wb, WT_HELLO, l->rpc.id = ++l->next_req, 11 + sid + (lp->inc[0] != 0));
+    wire_begin(&l->wb, WT_HELLO, l->rpc.id = ++l->next_req,
+               10 + sid + (lp->inc[0] != 0) + (l->cfg->cpu_gflops > 0));
     if (sid)
         wire_put_str(&l->wb, "sid", lp->sid);
     if (lp->inc[0])
@@ -678,7 +716,8 @@ static void build_hello(struct live *l, int p)
     wire_put_u64(&l->wb, "slots", (uint64_t)l->slots);
     wire_put_str(&l->wb, "arch", l->cfg->arch[0] ? l->cfg->arch : u.machine);
     wire_put_bool(&l->wb, "procs", false);
-    wire_put_f64(&l->wb, "cpu_gflops", l->cfg->cpu_gflops);
+    if (l->cfg->cpu_gflops > 0) /* else the cluster measures this host's speed */
+        wire_put_f64(&l->wb, "cpu_gflops", l->cfg->cpu_gflops);
     wire_put_key(&l->wb, "gpus");
     wire_pack_array(&l->wb, (uint32_t)(l->e->nptypes - 1));
     for (int t = 1; t < l->e->nptypes; t++) {
@@ -743,8 +782,10 @@ static void build_result(struct live *l)
         wire_pack_map(&l->wb, nreq);
         for (int t = 0; t < l->e->nptypes; t++)
             if (a->req[t].secs > 0 || a->req[t].instances > 0) {
+                /* in the server's scale: it sums its own est_s (see struct lproj dcf) */
+                double f = lp->dcf[t] > 0 ? lp->dcf[t] : 1;
                 wire_pack_str(&l->wb, l->e->ptypes[t].name);
-                msgpack_pack_double(&l->wb.pk, fmax(a->req[t].secs, a->req[t].instances * est));
+                msgpack_pack_double(&l->wb.pk, fmax(a->req[t].secs, a->req[t].instances * est) / f);
             }
     }
 }

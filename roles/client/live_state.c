@@ -133,8 +133,9 @@ void vcl_project_save(struct live *l, int p)
     wire_put_key(&wb, "rsc");
     wire_pack_array(&wb, (uint32_t)l->e->nptypes);
     for (int t = 0; t < l->e->nptypes; t++) {
-        wire_pack_map(&wb, 5);
+        wire_pack_map(&wb, 6);
         wire_put_str(&wb, "type", l->e->ptypes[t].name);
+        wire_put_f64(&wb, "dcf", lp->dcf[t]);
         wire_put_f64(&wb, "interval", q->rsc[t].backoff_interval);
         wire_put_f64(&wb, "until", q->rsc[t].backoff_until);
         wire_put_f64(&wb, "latency", q->rsc[t].latency);
@@ -193,6 +194,8 @@ static void restore_project(struct live *l, int p, const msgpack_object *m)
         q->rsc[t].backoff_until = wire_get_f64(r, "until", 0);
         q->rsc[t].latency = wire_get_f64(r, "latency", 0);
         q->rsc[t].job_work = wire_get_f64(r, "job_work", 0);
+        double f = wire_get_f64(r, "dcf", 0);
+        lp->dcf[t] = isfinite(f) && f > 0 ? f : 0;
     }
 }
 
@@ -357,7 +360,8 @@ static int on_ini(void *user, const char *section, const char *name, const char 
 static int engine_fresh(struct live *l)
 {
     uint64_t seed = (uint64_t)getpid() ^ (uint64_t)wall_now_ms();
-    l->e = engine_new(&l->ecfg, l->slots, l->cfg->cpu_gflops * 1e9, seed);
+    l->e = engine_new(&l->ecfg, l->slots, (l->cfg->cpu_gflops > 0 ? l->cfg->cpu_gflops : 1) * 1e9,
+                      seed);
     return l->e ? 0 : -1;
 }
 
@@ -528,8 +532,11 @@ static void state_reply(struct live *l, uint64_t id, struct wire_buf *w)
     double prio[LIVE_MAX_PROJECTS];
     engine_rr_simulate(e, now);
     engine_priorities(e, NULL, prio);
-    wire_begin(w, WT_CLIENT_STATE, id, 4);
+    wire_begin(w, WT_CLIENT_STATE, id, 6);
     wire_put_str(w, "policy", l->ecfg.policy == ENGINE_POLICY_REC ? "rec" : "debt2004");
+    /* the engine's CPU time since start (tick, schedule, poll): issue 11 item 12 */
+    wire_put_f64(w, "sched_cpu_s", l->sched_cpu_s);
+    wire_put_u64(w, "engine_calls", (uint64_t)l->engine_calls);
     wire_put_key(w, "projects");
     wire_pack_array(w, (uint32_t)e->nprojects);
     for (int p = 0; p < e->nprojects; p++) {
