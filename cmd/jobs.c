@@ -41,10 +41,14 @@ static void print_grid_row(const msgpack_object *j)
         snprintf(sjs, sizeof sjs, "%llu", (unsigned long long)sj);
     if (wire_get_u64(j, "done", 0) && strcmp(gstate, "cancelled"))
         snprintf(ex, sizeof ex, "%lld", (long long)wire_get_i64(j, "exit", 0));
-    printf("%6llu  %-16s %-10s %-9s %-12s %8s %5llu %4s  %s  %s\n",
+    char done[48]; /* tasks done of the job (an array's elements, else 0/1 or 1/1) */
+    uint64_t nt = wire_get_u64(j, "ntasks", 1);
+    snprintf(done, sizeof done, "%llu/%llu", (unsigned long long)wire_get_u64(j, "done", 0),
+             (unsigned long long)(nt ? nt : 1));
+    printf("%6llu  %-16s %-10s %-9s %-12s %8s %5llu %9s %4s  %s  %s\n",
            (unsigned long long)wire_get_u64(j, "job", 0), name[0] ? name : "-",
            user[0] ? user : "-", gstate, site[0] ? site : "-", sjs,
-           (unsigned long long)wire_get_u64(j, "procs", 0), ex,
+           (unsigned long long)wire_get_u64(j, "procs", 0), done, ex,
            cli_time(wire_get_i64(j, "submitted", 0), t, sizeof t), reason);
 }
 
@@ -70,8 +74,9 @@ static void print_table(const struct cli_pages *p)
     uint32_t npar = 0, nall = 0;
     const msgpack_object *first = p->n ? wire_get(p->r[0]->msg.root, "jobs") : NULL;
     if (first && first->via.array.size && is_grid_row(&first->via.array.ptr[0])) {
-        printf("%6s  %-16s %-10s %-9s %-12s %8s %5s %4s  %-19s  %s\n", "JOB", "NAME", "USER",
-               "STATE", "SITE", "SITE_JOB", "PROCS", "EXIT", "SUBMITTED", "REASON");
+        printf("%6s  %-16s %-10s %-9s %-12s %8s %5s %9s %4s  %-19s  %s\n", "JOB", "NAME",
+               "USER", "STATE", "SITE", "SITE_JOB", "PROCS", "DONE", "EXIT", "SUBMITTED",
+               "REASON");
         for (uint32_t k = 0; k < p->n; k++) {
             const msgpack_object *jobs = wire_get(p->r[k]->msg.root, "jobs");
             for (uint32_t i = 0; i < jobs->via.array.size; i++)
