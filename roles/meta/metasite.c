@@ -236,8 +236,11 @@ bool meta_nowhere(struct meta *M, const struct meta_request *r, char *why, size_
     size_t len = (size_t)snprintf(why, whylen, "no site can ever hold this job:");
     for (int i = 0; i < M->nsites; i++) {
         struct msite *s = &M->site[i];
-        if (!s->known)
-            return false; /* not known yet: spool it, placement will tell */
+        /* Not known yet, or no host reported yet (a site whose nodes have not
+         * connected, or are all gone, like a Slurm partition with every node down):
+         * spool it, placement will tell. */
+        if (!s->known || s->info.max_procs == 0)
+            return false;
         struct meta_site any = s->info;
         any.up = true; /* a site down now may come back */
         char w[200];

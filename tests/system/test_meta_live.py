@@ -264,3 +264,23 @@ def test_task_array_placed_whole_shown_and_cancelled(cluster_factory, client_fac
     wait_until(lambda: s.rpc(T["JOB_GET"], job=j["site_job"])["job"]["state"] in
                ("cancelled", "killed"), scaled(30), msg="the array cancelled at its site")
     assert mjob(m, jid)["gstate"] == "cancelled"
+
+
+def test_site_without_hosts_yet_spools_instead_of_refusing(
+        cluster_factory, client_factory, batch_factory, meta_factory, gridnode_bin):
+    """A job submitted while a site's hosts have not connected yet (right after
+    `scripts/grid up`, or with every node gone) is spooled, not refused as one no
+    site can ever hold, and placed once hosts arrive."""
+    cl = cluster_factory(SD, name="cl_late")
+    b = batch_factory([cl], name="b_late")
+    m = meta_factory({"late": b})
+    wait_until(lambda: m.rpc(T["SITE_INFO"])["sites"][0]["known"], scaled(20),
+               msg="site known")
+    r = subprocess.run([gridnode_bin, "submit", "-e", m.endpoint, "--limit", "30", "--", "true"],
+                       capture_output=True, text=True, timeout=scaled(20))
+    assert r.returncode == 0, r.stderr
+    jid = int(r.stdout.split()[2])
+    assert mjob(m, jid)["gstate"] not in ("done", "failed")
+    client_factory(cl, 1, sets=dict(CLIENT, **{"client.slots": 1}), prefix="latn")
+    j = wait_gstate(m, jid, ("done", "failed"), timeout=60)
+    assert j["gstate"] == "done" and j["site"] == "late", j
