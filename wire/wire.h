@@ -48,32 +48,32 @@ enum wire_type {
     WT_NODE_LIST = 37, /* reply NODES */
     WT_NODES = 38,
     /* user tools -> cluster: SCore-D resource management */
-    WT_PSUBMIT = 39, /* parallel job; reply SUBMITTED */
-    WT_CONSOLE = 40, /* console commands; reply CONSOLE_OUT */
+    WT_PSUBMIT = 39,     /* parallel job; reply SUBMITTED */
+    WT_CONSOLE = 40,     /* console commands; reply CONSOLE_OUT */
     WT_CONSOLE_OUT = 41,
-    WT_SD_INFO = 42, /* clusters and queues; reply SD_STATE */
+    WT_SD_INFO = 42,     /* clusters and queues; reply SD_STATE */
     WT_SD_STATE = 43,
     /* user tools -> cluster: purging finished jobs */
-    WT_PURGE = 54,    /* reply PURGED */
-    WT_PURGED = 55,   /* the jobs purged */
-    WT_JOB_CTL = 56,  /* hold / release a job (issue 15); reply OK */
+    WT_PURGE = 54,  /* reply PURGED */
+    WT_PURGED = 55, /* the jobs purged */
+    WT_JOB_CTL = 56, /* hold / release a job (issue 15); reply OK */
     WT_NODE_CTL = 57, /* drain / resume a node by name (issue 15); reply OK */
     /* batch role (or any driver) -> cluster: the change feed (issue 9) */
-    WT_EVENTS = 60, /* events from a sequence number on; reply EVENT_LIST */
+    WT_EVENTS = 60,     /* events from a sequence number on; reply EVENT_LIST */
     WT_EVENT_LIST = 61,
 
     /* batch role: Maui's commands and the site interface (docs/wire.md 6.12) */
-    WT_SHOWQ = 80, /* the queue: active / eligible / blocked; reply QUEUE */
+    WT_SHOWQ = 80,        /* the queue: active / eligible / blocked; reply QUEUE */
     WT_QUEUE = 81,
-    WT_CHECKJOB = 82, /* one job as the scheduler sees it; reply JOBCHECK */
+    WT_CHECKJOB = 82,     /* one job as the scheduler sees it; reply JOBCHECK */
     WT_JOBCHECK = 83,
-    WT_ESTIMATE = 84, /* start estimate of a job or a request (showstart); reply STARTS */
+    WT_ESTIMATE = 84,     /* start estimate of a job or a request (showstart); reply STARTS */
     WT_STARTS = 85,
-    WT_DIAGNOSE = 86, /* priority factors / fairshare; reply DIAG */
+    WT_DIAGNOSE = 86,     /* priority factors / fairshare; reply DIAG */
     WT_DIAG = 87,
-    WT_RESV_SET = 88, /* admin reservation (setres); reply RESV */
+    WT_RESV_SET = 88,     /* admin reservation (setres); reply RESV */
     WT_RESV = 89,
-    WT_RESV_LIST = 90, /* reservations (showres); reply RESVS */
+    WT_RESV_LIST = 90,    /* reservations (showres); reply RESVS */
     WT_RESVS = 91,
     WT_RESV_RELEASE = 92, /* releaseres; reply OK */
     WT_RESERVE = 93,      /* site interface: reservation for one job; reply RESV */

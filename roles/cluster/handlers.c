@@ -883,14 +883,16 @@ static const struct {
     uint32_t type;
     void (*fn)(struct cluster *c, struct request *r);
 } handlers[] = {
-    {WT_HELLO, h_hello},         {WT_TASK_GET, h_task_get},     {WT_RESULT, h_result},
-    {WT_LEAVE, h_leave},         {WT_STATUS, h_status},         {WT_SUBMIT, h_submit},
-    {WT_JOB_LIST, h_job_list},   {WT_JOB_GET, h_job_get},       {WT_CANCEL, h_cancel},
-    {WT_NODE_LIST, h_node_list}, {WT_PSYNC, h_psync},           {WT_PSUBMIT, h_psubmit},
-    {WT_CONSOLE, h_console},     {WT_SD_INFO, h_sd_info},       {WT_PURGE, h_purge},
-    {WT_JOB_CTL, h_job_ctl},                                    /* issue 15 */
-    {WT_NODE_CTL, h_node_ctl},                                  /* issue 15 */
-    {WT_EVENTS, h_events},       {WT_MASTER_GET, h_master_get}, /* issue 11 */
+    {WT_HELLO, h_hello},       {WT_TASK_GET, h_task_get}, {WT_RESULT, h_result},
+    {WT_LEAVE, h_leave},       {WT_STATUS, h_status},     {WT_SUBMIT, h_submit},
+    {WT_JOB_LIST, h_job_list}, {WT_JOB_GET, h_job_get},   {WT_CANCEL, h_cancel},
+    {WT_NODE_LIST, h_node_list}, {WT_PSYNC, h_psync},       {WT_PSUBMIT, h_psubmit},
+    {WT_CONSOLE, h_console},   {WT_SD_INFO, h_sd_info},
+    {WT_PURGE, h_purge},
+    {WT_JOB_CTL, h_job_ctl}, /* issue 15 */
+    {WT_NODE_CTL, h_node_ctl}, /* issue 15 */
+    {WT_EVENTS, h_events},
+    {WT_MASTER_GET, h_master_get}, /* issue 11 */
 };
 
 void handlers_dispatch(struct cluster *c, struct request *r)
