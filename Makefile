@@ -107,9 +107,12 @@ test:
 deps:
 	bash scripts/deps.sh
 
+# make demo DEMO_PORT=7600: the demo's first port (cluster managers P, P+1; batch roles
+# P+100, P+101; meta P+200); each demo's results are kept in run/demo-<timestamp>/.
+DEMO_PORT ?= 7300
 demo: deps
 	$(MAKE) all
-	bash scripts/demo.sh
+	DEMO_PORT=$(DEMO_PORT) bash scripts/demo.sh
 
 bench: all $(addprefix $(BUILD)/bench/,$(BENCHES))
 	@BUILD=$(BUILD) bash bench/run.sh

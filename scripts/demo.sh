@@ -5,15 +5,33 @@
 # spool placed each one, the sites' queues, the cluster managers' jobs, and the results
 # coming back up: state and exit at the spool, the output read through the site's job
 # and its cluster job. Then it stops the grid. Run through `make demo`.
+#
+# DEMO_PORT (default 7300) is the first port: the cluster managers listen on DEMO_PORT
+# and DEMO_PORT+1, the batch roles on DEMO_PORT+100 and +101, the meta role on
+# DEMO_PORT+200 (or DEMO_BATCH_PORT / DEMO_META_PORT). Each demo keeps its results
+# (state, logs, this output in demo.txt) in its own run/demo-YYYYmmdd-HHMMSS/;
+# run/demo-latest points at the newest. Nothing of an earlier demo is removed.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 bin=$top/build/gridnode
-dir=${DEMO_DIR:-$top/run/demo}
-port=${DEMO_PORT:-7300} bport=${DEMO_BATCH_PORT:-7400} mport=${DEMO_META_PORT:-7500}
+port=${DEMO_PORT:-7300}
+case $port in '' | *[!0-9]*) echo "demo: DEMO_PORT '$port' is not a port number" >&2; exit 2 ;; esac
+port=$((10#$port))
+[ "$port" -ge 1024 ] && [ "$port" -le 65300 ] ||
+    { echo "demo: DEMO_PORT $port is out of range (1024..65300)" >&2; exit 2; }
+bport=${DEMO_BATCH_PORT:-$((port + 100))} mport=${DEMO_META_PORT:-$((port + 200))}
 njobs=${DEMO_JOBS:-10}
 meta=tcp://127.0.0.1:$mport
-rm -rf "$dir"
-trap '"$top/scripts/grid" down --dir "$dir" >/dev/null' EXIT
+stamp=$(date +%Y%m%d-%H%M%S)
+runs=${DEMO_RUNS:-$top/run} # where the demo-<timestamp> directories go
+dir=$runs/demo-$stamp
+if [ -e "$dir" ]; then dir=$dir-$$; fi
+mkdir -p "$dir"
+ln -sfn "$(basename "$dir")" "$runs/demo-latest" 2>/dev/null || true
+# everything the demo prints is also kept in DIR/demo.txt
+exec > >(tee -a "$dir/demo.txt") 2>&1
+trap '"$top/scripts/grid" down --dir "$dir" >/dev/null; echo "== results kept in $dir (demo.txt, logs/, state); run/demo-latest points at the newest demo"' EXIT
+echo "== demo results go to $dir"
 echo "== starting the hierarchy on 127.0.0.1: meta :$mport -> batch sites :$bport,:$((bport + 1))" \
     "-> cluster managers :$port,:$((port + 1)) -> 2 clients x 2 slots each"
 "$top/scripts/grid" up --meta --dir "$dir" --sites 2 --clients 2 --slots 2 --port "$port" \

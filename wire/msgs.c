@@ -366,6 +366,13 @@ static const struct wire_field f_job_ctl[] = {
     {NULL},
 };
 
+static const struct wire_field f_node_ctl[] = {
+    {"node", WF_STR, true, 63},     /* the node's name, as `gridnode nodes` shows it */
+    {"op", WF_STR, true, 16},       /* "drain" or "resume" */
+    {"reason", WF_STR, false, 255}, /* required for "drain" */
+    {NULL},
+};
+
 static const struct wire_field f_purged[] = {
     {"jobs", WF_ARRAY, true, UINT32_MAX, WF_MAP},
     {"more", WF_BOOL, false},
@@ -563,6 +570,7 @@ const struct wire_desc wire_descs[] = {
     {WT_SD_STATE, "SD_STATE", "cluster", false, f_sd_state},
     {WT_PURGE, "PURGE", "user", true, f_purge},
     {WT_JOB_CTL, "JOB_CTL", "user", true, f_job_ctl},
+    {WT_NODE_CTL, "NODE_CTL", "user", true, f_node_ctl},
     {WT_PURGED, "PURGED", "cluster", false, f_purged},
     {WT_EVENTS, "EVENTS", "batch", true, f_events},
     {WT_EVENT_LIST, "EVENT_LIST", "cluster", false, f_event_list},

@@ -57,6 +57,7 @@ enum wire_type {
     WT_PURGE = 54,  /* reply PURGED */
     WT_PURGED = 55, /* the jobs purged */
     WT_JOB_CTL = 56, /* hold / release a job (issue 15); reply OK */
+    WT_NODE_CTL = 57, /* drain / resume a node by name (issue 15); reply OK */
     /* batch role (or any driver) -> cluster: the change feed (issue 9) */
     WT_EVENTS = 60,     /* events from a sequence number on; reply EVENT_LIST */
     WT_EVENT_LIST = 61,

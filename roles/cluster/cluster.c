@@ -131,7 +131,7 @@ static const struct store_table cluster_tables[] = {
     {"jobs", STORE_KEY_U64},     {"tasks", STORE_KEY_U64_U32}, {"results", STORE_KEY_U64_U32},
     {"dups", STORE_KEY_U64_U32_U32}, {"stdin", STORE_KEY_U64_U32}, {"nodes", STORE_KEY_STR},
     {"pjobs", STORE_KEY_U64}, {"scored", STORE_KEY_STR}, {"poutput", STORE_KEY_U64_U32},
-    {"vres", STORE_KEY_U64_U32_U32}, {"known", STORE_KEY_U64_U32},
+    {"vres", STORE_KEY_U64_U32_U32}, {"known", STORE_KEY_U64_U32}, {"drain", STORE_KEY_STR},
     {NULL},
 };
 
@@ -269,6 +269,7 @@ static int cluster_open(struct cluster *c)
     c->t_nodes = store_table(c->store, "nodes");
     c->t_vres = store_table(c->store, "vres");
     c->t_known = store_table(c->store, "known");
+    c->t_drain = store_table(c->store, "drain");
     if (!c->vs && valid_init(c) < 0)
         return -1;
     if (scored_open(c) < 0 || feed_open(c) < 0)

@@ -141,6 +141,9 @@ struct node {
     uint32_t mhz, cores, slots;
     uint64_t mem_mb;
     bool active, dirty;
+    /* its name's drain (drain.c), NULL: not drained; drained: no new tasks, no host
+       for new parallel jobs */
+    const struct drain_ent *drain;
     /* host information for parallel jobs (HELLO, PSYNC) */
     char arch[32], model[64];
     uint64_t disk_mb; /* free disk of its state directory plus watchfs directories */
@@ -192,6 +195,9 @@ struct cluster {
     struct store *store;
     int t_jobs, t_tasks, t_results, t_dups, t_stdin, t_nodes, t_meta;
     int t_vres, t_known; /* validate.c: every result of a checked task; known answers */
+    int t_drain;         /* drain.c: drained nodes by name */
+    struct drain_ent *drains; /* drain.c */
+    uint32_t ndrains;
     struct vstate *vs;   /* validate.c */
     struct scored *sd; /* parallel jobs, queues, limits (scored_int.h) */
     struct loop *loop;
@@ -325,6 +331,20 @@ void sessions_sweep(struct cluster *c);
 
 /* purge.c: purging finished jobs (see the file comment) */
 int purge_load(struct cluster *c);
+
+/* drain.c: nodes drained by name (gridnode nodes --drain/--resume, NODE_CTL) */
+struct drain_ent {
+    struct drain_ent *next;
+    char name[64];
+    char reason[256];
+    int64_t since_ms;
+};
+int drain_load(struct cluster *c);
+void drain_free(struct cluster *c);
+const struct drain_ent *drain_find(const struct cluster *c, const char *name);
+void drain_pack(const struct node *n, struct wire_buf *wb);
+/* Drains (reason != NULL) or resumes node name: stored in this turn. -1: store failed. */
+int drain_set(struct cluster *c, const char *name, const char *reason);
 void purge_free(struct cluster *c);
 void purge_step(struct cluster *c);
 void purge_retention(struct cluster *c);

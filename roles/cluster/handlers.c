@@ -108,6 +108,7 @@ static void h_hello(struct cluster *c, struct request *r)
         n = &c->nodes[c->nnodes - 1];
     }
     wire_get_strbuf(m, "node", n->name, sizeof n->name);
+    n->drain = drain_find(c, n->name);
     wire_get_strbuf(m, "client", n->client, sizeof n->client);
     wire_get_strbuf(m, "cluster", n->cluster, sizeof n->cluster);
     wire_get_strbuf(m, "os", n->os, sizeof n->os);
@@ -824,6 +825,47 @@ static void h_job_ctl(struct cluster *c, struct request *r)
     wire_begin(r->reply, WT_OK, r->msg->id, 0);
 }
 
+/*
+ * NODE_CTL (issue 15): drain / resume a node by name, like Slurm's scontrol update
+ * nodename=X state=drain reason=... / state=resume (drain.c). A drain needs a reason
+ * (as in Slurm) and a name some session has used; resume of a node not drained is OK.
+ */
+static void h_node_ctl(struct cluster *c, struct request *r)
+{
+    size_t n, rn = 0;
+    const char *op = wire_get_str(r->msg->root, "op", &n);
+    bool drain = n == 5 && !memcmp(op, "drain", 5);
+    if (!drain && !(n == 6 && !memcmp(op, "resume", 6))) {
+        reply_error(r, WE_INVALID, "op must be drain or resume");
+        return;
+    }
+    char name[64], reason[256];
+    wire_get_strbuf(r->msg->root, "node", name, sizeof name);
+    const char *rs = wire_get_str(r->msg->root, "reason", &rn);
+    wire_get_strbuf(r->msg->root, "reason", reason, sizeof reason);
+    if (!name[0]) {
+        reply_error(r, WE_INVALID, "node must be a node name");
+        return;
+    }
+    if (drain && (!rs || !reason[0])) {
+        reply_error(r, WE_INVALID,
+                    "a drain needs a reason (gridnode nodes --drain NODE --reason TEXT)");
+        return;
+    }
+    bool known = drain_find(c, name) != NULL;
+    for (uint32_t i = 0; i < c->nnodes && !known; i++)
+        known = !c->nodes[i].gone && !strcmp(c->nodes[i].name, name);
+    if (!known) {
+        reply_error(r, WE_NOT_FOUND, "no node named %s (names as gridnode nodes shows them)", name);
+        return;
+    }
+    if (drain_set(c, name, drain ? reason : NULL) < 0) {
+        reply_storage(c, r);
+        return;
+    }
+    wire_begin(r->reply, WT_OK, r->msg->id, 0);
+}
+
 static void h_purge(struct cluster *c, struct request *r)
 {
     char err[300];
@@ -848,6 +890,7 @@ static const struct {
     {WT_CONSOLE, h_console},   {WT_SD_INFO, h_sd_info},
     {WT_PURGE, h_purge},
     {WT_JOB_CTL, h_job_ctl}, /* issue 15 */
+    {WT_NODE_CTL, h_node_ctl}, /* issue 15 */
     {WT_EVENTS, h_events},
     {WT_MASTER_GET, h_master_get}, /* issue 11 */
 };

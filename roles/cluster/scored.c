@@ -93,7 +93,11 @@ static void view_free(struct view *v)
     memset(v, 0, sizeof *v);
 }
 
-static bool is_host(const struct node *n) { return n->active && n->procs; }
+/* a drained node is no host for new parallel jobs (drain.c) */
+static bool is_host(const struct node *n)
+{
+    return n->active && n->procs && !n->drain;
+}
 
 static bool admitted(const struct pjob *j)
 {

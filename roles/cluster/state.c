@@ -265,7 +265,8 @@ static void job_encode(const struct job *j, struct wire_buf *wb)
 
 void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live)
 {
-    wire_pack_map(wb, (live ? 25 : 22) + (n->ngpu > 0) + (n->cpu_gflops > 0) + VALID_TRUST_KEYS);
+    wire_pack_map(wb, (live ? 25 + 2 * !!n->drain : 22) + (n->ngpu > 0) + (n->cpu_gflops > 0) +
+                          VALID_TRUST_KEYS);
     wire_put_str(wb, "sid", n->sid);
     wire_put_str(wb, "node", n->name);
     wire_put_str(wb, "cluster", n->cluster);
@@ -305,6 +306,8 @@ void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live)
         wire_put_u64(wb, "running", n->inflight);
         wire_put_u64(wb, "cur_job", n->inflight ? n->cur_job : 0);
         wire_put_i64(wb, "cur_since", n->inflight ? n->cur_since_ms : 0);
+        if (n->drain) /* drain.c */
+            drain_pack(n, wb);
     }
 }
 
@@ -681,7 +684,9 @@ int cluster_load(struct cluster *c)
         if (c->jobs[i]->id >= c->next_job)
             c->next_job = c->jobs[i]->id + 1;
     c->open_from = 0;
-    return scored_load(c) < 0 || sessions_index(c) < 0 || purge_load(c) < 0 ? -1 : 0;
+    return drain_load(c) < 0 || scored_load(c) < 0 || sessions_index(c) < 0 || purge_load(c) < 0
+               ? -1
+               : 0;
 }
 
 void cluster_free_state(struct cluster *c)
@@ -695,6 +700,7 @@ void cluster_free_state(struct cluster *c)
     free(c->node_hash);
     free(c->heap);
     sessions_free(c);
+    drain_free(c);
     purge_free(c);
     scored_free_state(c);
     valid_reset(c);

@@ -431,7 +431,7 @@ static int issue(struct cluster *c, struct node *n, uint32_t want, struct task_r
     int rc = 0;
     struct pick p = {n, rq, 0, -1};
     wire_buf_init(&tb);
-    if (tasks_quota_wait_s(c, n) > 0)
+    if (tasks_quota_wait_s(c, n) > 0 || n->drain) /* drained: no new tasks (drain.c) */
         want = 0;
     while (count < want && (!rq || req_open(rq))) {
         struct job *j = NULL;

@@ -425,3 +425,153 @@ def test_grid_up_meta_runs_a_job_through_every_level(gridnode_bin, workdir):
                         os.kill(p, signal.SIGKILL)
             except OSError:
                 pass
+
+
+# ---------------------------------------------------------------------------
+# issue 15 item 4: scripts/grid help, refused counts and ports, status after down,
+# appended logs, one role restarted alone; make demo's port and kept results
+
+BAD_GRID_ARGS = [
+    (["up", "--clients", "0"], "--clients '0' is out of range"),
+    (["up", "--clients", "two"], "--clients 'two' is not a whole number"),
+    (["up", "--slots", "-1"], "--slots '-1' is not a whole number"),
+    (["up", "--clients"], "--clients needs a value"),
+    (["up", "--port", "80"], "--port '80' is out of range"),
+    (["up", "--port", "70000"], "--port '70000' is out of range"),
+    (["up", "--batch", "--port", "7400", "--batch-port", "7400"], "ports overlap"),
+    (["up", "--meta", "--sites", "3", "--port", "7400", "--batch-port", "7402"],
+     "ports overlap"),
+    (["up", "--meta", "--meta-port", "7301"], "--meta-port 7301 is one of the cluster"),
+    (["up", "--only", "node9", "--clients", "2"], "no role named 'node9'"),
+    (["restart"], "restart needs the name of a role"),
+    (["frobnicate"], "unknown command 'frobnicate'"),
+]
+
+
+def test_grid_help_and_bad_arguments(gridnode_bin, workdir):
+    from conftest import REPO
+    grid = str(REPO / "scripts" / "grid")
+    env = dict(os.environ, GRIDNODE_BIN=gridnode_bin)
+    for h in (["--help"], ["help"], ["-h"], ["up", "--help"]):
+        r = subprocess.run([grid] + h, capture_output=True, text=True, timeout=30, env=env)
+        assert r.returncode == 0 and "scripts/grid restart NAME" in r.stdout, (h, r.stderr)
+    for args, want in BAD_GRID_ARGS:
+        d = workdir / "bad"
+        r = subprocess.run([grid] + args + ["--dir", str(d)], capture_output=True,
+                           text=True, timeout=30, env=env, stdin=subprocess.DEVNULL)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert want in r.stderr, (args, r.stderr)
+        assert not (d / "pids").exists(), args  # nothing was started
+
+
+def test_grid_status_logs_and_restart_of_one_role(gridnode_bin, workdir):
+    from conftest import REPO
+    grid = str(REPO / "scripts" / "grid")
+    d = workdir / "g"
+    env = dict(os.environ, GRIDNODE_BIN=gridnode_bin)
+    seen = set()
+
+    def sh(*args):
+        r = subprocess.run([grid] + list(args) + ["--dir", str(d)], capture_output=True,
+                           text=True, timeout=scaled(60), env=env, stdin=subprocess.DEVNULL)
+        for f in (d / "pids").glob("*.pid"):
+            seen.add(int(f.read_text()))
+        return r
+
+    def pid(name):
+        return int((d / "pids" / ("%s.pid" % name)).read_text())
+
+    try:
+        port = _free_port()
+        r = sh("up", "--clients", "2", "--port", str(port))
+        assert r.returncode == 0, r.stdout + r.stderr
+        cl, n1, n2 = pid("cluster"), pid("node1"), pid("node2")
+        log1 = (d / "logs" / "node1.log").read_text()
+        assert "grid: started client node1 pid %d" % n1 in log1
+        # node1 alone restarted: new pid, the others untouched, its log appended
+        r = sh("restart", "node1")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "started 1, kept 2" in r.stdout, r.stdout
+        assert pid("node1") != n1 and pid("node2") == n2 and pid("cluster") == cl
+        log2 = (d / "logs" / "node1.log").read_text()
+        assert log2.startswith(log1)
+        assert "grid: started client node1 pid %d" % pid("node1") in log2
+        # the cluster crashes: status says so by name; `up --only cluster` restarts it on
+        # the remembered port and its crashed run's log is still there
+        os.kill(cl, signal.SIGKILL)
+        wait_until(lambda: not os.path.exists("/proc/%d/cmdline" % cl) or
+                   open("/proc/%d/stat" % cl).read().split(")")[1].split()[0] == "Z",
+                   scaled(10), msg="cluster gone")
+        r = sh("status")
+        assert "cluster: not running" in r.stdout and "node2: running (pid %d)" % n2 \
+            in r.stdout, r.stdout
+        r = sh("up", "--only", "cluster")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "tcp://127.0.0.1:%d" % port in r.stdout and "started 1, kept 2" in r.stdout
+        clog = (d / "logs" / "cluster.log").read_text()
+        assert "started cluster cluster pid %d" % cl in clog
+        assert "started cluster cluster pid %d" % pid("cluster") in clog
+        # `up --only node2` of a running role keeps it
+        r = sh("up", "--only", "node2")
+        assert r.returncode == 0 and "node2 already running" in r.stdout and pid("node2") == n2
+        # after down: every role and the whole grid "not running", exit status 1
+        r = sh("down")
+        assert r.returncode == 0, r.stderr
+        r = sh("status")
+        assert r.returncode == 1
+        for n in ("cluster", "node1", "node2"):
+            assert "  %s: not running" % n in r.stdout, r.stdout
+        assert "grid: not running" in r.stdout and "running (pid" not in r.stdout
+        # a node restarted while its cluster is down: a clear error, nothing started
+        r = sh("up", "--only", "node1")
+        assert r.returncode == 2 and "cluster is not running; start it first" in r.stderr
+        assert not (d / "pids" / "node1.pid").exists()
+    finally:
+        sh("down")
+        for p in seen:
+            try:
+                with open("/proc/%d/cmdline" % p, "rb") as f:
+                    if b"gridnode" in f.read():
+                        os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+@pytest.mark.slow
+def test_make_demo_port_and_kept_results(gridnode_bin, workdir):
+    """The demo on a chosen port (DEMO_PORT) keeps each run's results in its own
+    demo-<timestamp> directory and leaves an earlier demo's directory alone."""
+    from conftest import REPO
+    import socket
+    for _ in range(50):
+        base = _free_port() // 10 * 10
+        if base < 1024 or base > 65000:
+            continue
+        socks = []
+        try:
+            for p in (base, base + 1, base + 100, base + 101, base + 200):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            break
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    runs = workdir / "runs"
+    old = runs / "demo-20000101-000000"
+    old.mkdir(parents=True)
+    (old / "demo.txt").write_text("an earlier demo\n")
+    env = dict(os.environ, DEMO_PORT=str(base), DEMO_RUNS=str(runs), DEMO_JOBS="1")
+    r = subprocess.run(["bash", str(REPO / "scripts" / "demo.sh")], capture_output=True,
+                       text=True, timeout=scaled(180), env=env, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert (old / "demo.txt").read_text() == "an earlier demo\n"
+    new = [p for p in runs.glob("demo-2*") if p != old]
+    assert len(new) == 1
+    assert "results kept in %s" % new[0] in r.stdout
+    assert (runs / "demo-latest").resolve() == new[0].resolve()
+    txt = (new[0] / "demo.txt").read_text()
+    assert "tcp://127.0.0.1:%d" % (base + 200) in txt and "exit 0" in txt, txt[-2000:]
+    assert (new[0] / "logs" / "meta.log").stat().st_size > 0

@@ -189,3 +189,74 @@ def test_hold_release_survives_kill9(cluster_factory, client_factory, gridnode_b
     wait_until(lambda: state()["state"] == "done", scaled(60), msg="released job done")
     r = run(gridnode_bin, "release", "-e", ep, job)
     assert r.returncode == 1 and "already done" in r.stderr, r.stderr
+
+
+# ---- item 5: node drain / resume (NODE_CTL) ----------------------------------------------
+
+
+def test_drain_resume_survives_kill9(cluster_factory, client_factory, gridnode_bin):
+    """A drained node finishes what it runs ('drain', then 'drained' with the reason),
+    gets no new tasks, stays drained across kill -9 of the cluster manager, and works
+    again after --resume."""
+    cl = cluster_factory(SETS)
+    ep = cl.endpoint
+    client_factory(cl, 2, sets={"client.slots": "1"})
+    u = cl.connect(timeout=scaled(60))
+    wait_until(lambda: len(u.ok("NODE_LIST", "NODES")["nodes"]) == 2, scaled(30), msg="nodes")
+    # refused locally, in the user's words
+    for args, want in ((["--drain", "node1"], "--drain needs --reason"),
+                       (["--reason", "x"], "--reason goes with --drain"),
+                       (["--drain"], "--drain needs a value"),
+                       (["--drain", "node1", "--resume", "node2", "--reason", "x"], "not both")):
+        r = run(gridnode_bin, "nodes", "-e", ep, *args)
+        assert r.returncode == 2 and want in r.stderr, (args, r.stderr)
+    r = run(gridnode_bin, "nodes", "-e", ep, "--drain", "nosuch", "--reason", "x")
+    assert r.returncode == 1 and "no node named nosuch" in r.stderr, r.stderr
+    # a task runs on each node; node1 is drained meanwhile
+    r = run(gridnode_bin, "submit", "-e", ep, "--json", "-n", "2", "--shell", "--",
+            "sleep 3")
+    job1 = json.loads(r.stdout)["job"]
+
+    def node(name):
+        return [n for n in u.ok("NODE_LIST", "NODES")["nodes"] if n["node"] == name][0]
+
+    def ran_on(tasks):  # the node names of the results' sessions
+        names = {n["sid"]: n["node"] for n in u.ok("NODE_LIST", "NODES")["nodes"]}
+        return {names.get(t.get("node")) for t in tasks}
+
+    wait_until(lambda: node("node1")["running"] == 1, scaled(30), msg="node1 runs a task")
+    r = run(gridnode_bin, "nodes", "-e", ep, "--drain", "node1", "--reason", "disk check")
+    assert r.returncode == 0 and "node node1 drained" in r.stdout, r.stderr
+    r = run(gridnode_bin, "nodes", "-e", ep)
+    row = [ln for ln in r.stdout.splitlines() if ln.startswith("node1 ")][0]
+    assert " drain " in row, r.stdout
+    assert "DRAINED NODE" in r.stdout and "disk check" in r.stdout, r.stdout
+    wait_until(lambda: u.ok("JOB_GET", "JOB", job=job1)["job"]["state"] == "done",
+               scaled(60), msg="running task of the drained node finished")
+    r = run(gridnode_bin, "nodes", "-e", ep)
+    row = [ln for ln in r.stdout.splitlines() if ln.startswith("node1 ")][0]
+    assert " drained " in row, r.stdout
+    # kill -9: the drain was acknowledged, so it is stored
+    cl.restart()
+    ep = cl.endpoint
+    u = cl.connect(timeout=scaled(60))
+    wait_until(lambda: len([n for n in u.ok("NODE_LIST", "NODES")["nodes"] if n["active"]]) == 2,
+               scaled(60), msg="both nodes back")
+    assert node("node1")["drain"] == "disk check"
+    r = run(gridnode_bin, "submit", "-e", ep, "--json", "-n", "4", "--shell", "--",
+            "true")
+    job2 = json.loads(r.stdout)["job"]
+    wait_until(lambda: u.ok("JOB_GET", "JOB", job=job2)["job"]["state"] == "done",
+               scaled(60), msg="job on the other node")
+    tasks = u.ok("JOB_GET", "JOB", job=job2, tasks=True, output=True)["tasks"]
+    assert ran_on(tasks) == {"node2"}, tasks
+    r = run(gridnode_bin, "nodes", "-e", ep, "--resume", "node1")
+    assert r.returncode == 0 and "node node1 resumed" in r.stdout, r.stderr
+    assert "drain" not in node("node1")
+    r = run(gridnode_bin, "submit", "-e", ep, "--json", "-n", "6", "--shell", "--",
+            "sleep 1")
+    job3 = json.loads(r.stdout)["job"]
+    wait_until(lambda: u.ok("JOB_GET", "JOB", job=job3)["job"]["state"] == "done",
+               scaled(60), msg="job after resume")
+    tasks = u.ok("JOB_GET", "JOB", job=job3, tasks=True, output=True)["tasks"]
+    assert "node1" in ran_on(tasks), tasks

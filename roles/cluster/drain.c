@@ -1,0 +1,138 @@
+/*
+ * drain.c - nodes drained by name (issue 15), like Slurm's
+ * `scontrol update nodename=X state=drain reason=...` and `state=resume`.
+ *
+ * A drain belongs to a node name, not a session: a node that restarts or joins again
+ * under the same name is still drained. A drained node gets no new tasks and is not
+ * chosen as a host for new parallel jobs; what it runs finishes and its results are
+ * taken. `gridnode nodes` shows it as "drain" while it still runs tasks and "drained"
+ * once it runs none. Drains are stored in the "drain" table (name -> {reason, since})
+ * in the turn that makes them, so they survive kill -9 once acknowledged.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/log.h"
+#include "lib/loop.h"
+#include "roles/cluster/cluster.h"
+#include "store/store.h"
+#include "wire/wire.h"
+
+const struct drain_ent *drain_find(const struct cluster *c, const char *name)
+{
+    for (const struct drain_ent *d = c->drains; d; d = d->next)
+        if (!strcmp(d->name, name))
+            return d;
+    return NULL;
+}
+
+/* Points every session of d's name at d (or at nothing: d NULL, name given). */
+static void refresh(struct cluster *c, const char *name, const struct drain_ent *d)
+{
+    for (uint32_t i = 0; i < c->nnodes; i++)
+        if (!strcmp(c->nodes[i].name, name))
+            c->nodes[i].drain = d;
+}
+
+static struct drain_ent *add(struct cluster *c, const char *name, const char *reason, int64_t since)
+{
+    struct drain_ent *d = calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    snprintf(d->name, sizeof d->name, "%s", name);
+    snprintf(d->reason, sizeof d->reason, "%s", reason);
+    d->since_ms = since;
+    d->next = c->drains;
+    c->drains = d;
+    c->ndrains++;
+    refresh(c, d->name, d);
+    return d;
+}
+
+static int load_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    struct cluster *c = arg;
+    msgpack_unpacked up;
+    size_t off = 0;
+    char name[64], reason[256];
+    if (klen == 0 || klen >= sizeof name)
+        return 0;
+    memcpy(name, key, klen);
+    name[klen] = '\0';
+    msgpack_unpacked_init(&up);
+    if (wire_precheck(val, vlen) == 0 &&
+        msgpack_unpack_next(&up, val, vlen, &off) == MSGPACK_UNPACK_SUCCESS &&
+        up.data.type == MSGPACK_OBJECT_MAP) {
+        wire_get_strbuf(&up.data, "reason", reason, sizeof reason);
+        if (!drain_find(c, name) && !add(c, name, reason, wire_get_i64(&up.data, "since", 0)))
+            log_warnx("drain: out of memory loading the drain of node %s", name);
+    }
+    msgpack_unpacked_destroy(&up);
+    return 0;
+}
+
+int drain_load(struct cluster *c)
+{
+    drain_free(c);
+    if (store_iter(c->store, c->t_drain, NULL, 0, load_one, c) < 0)
+        return -1;
+    if (c->ndrains)
+        log_info("%u node(s) drained", c->ndrains);
+    return 0;
+}
+
+void drain_free(struct cluster *c)
+{
+    while (c->drains) {
+        struct drain_ent *d = c->drains;
+        c->drains = d->next;
+        refresh(c, d->name, NULL);
+        free(d);
+    }
+    c->ndrains = 0;
+}
+
+void drain_pack(const struct node *n, struct wire_buf *wb)
+{
+    wire_put_str(wb, "drain", n->drain->reason);
+    wire_put_i64(wb, "drain_since", n->drain->since_ms);
+}
+
+int drain_set(struct cluster *c, const char *name, const char *reason)
+{
+    struct drain_ent **pp = &c->drains;
+    while (*pp && strcmp((*pp)->name, name))
+        pp = &(*pp)->next;
+    if (!reason) { /* resume */
+        if (!*pp)
+            return 0;
+        if (store_del(c->store, c->t_drain, name, strlen(name)) < 0)
+            return -1;
+        struct drain_ent *d = *pp;
+        *pp = d->next;
+        c->ndrains--;
+        refresh(c, name, NULL);
+        free(d);
+        log_info("node %s resumed", name);
+        return 0;
+    }
+    struct drain_ent *d = *pp;
+    int64_t since = d ? d->since_ms : wall_now_ms(); /* a new reason keeps the first time */
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    wire_pack_map(&wb, 2);
+    wire_put_str(&wb, "reason", reason);
+    wire_put_i64(&wb, "since", since);
+    int rc = store_put(c->store, c->t_drain, name, strlen(name), wb.sb.data, wb.sb.size);
+    wire_buf_free(&wb);
+    if (rc < 0)
+        return -1;
+    if (d) {
+        snprintf(d->reason, sizeof d->reason, "%s", reason);
+    } else if (!add(c, name, reason, since)) {
+        return -1; /* the caller fails the turn: the put is discarded */
+    }
+    log_info("node %s drained: %s", name, reason);
+    return 0;
+}
