@@ -47,7 +47,7 @@ TYPES = {
     "SUBMIT": 30, "SUBMITTED": 31, "JOB_LIST": 32, "JOBS": 33, "JOB_GET": 34,
     "JOB": 35, "CANCEL": 36, "NODE_LIST": 37, "NODES": 38,
     "PSYNC": 18, "PSYNC_ACK": 19, "PSUBMIT": 39, "CONSOLE": 40, "CONSOLE_OUT": 41,
-    "SD_INFO": 42, "SD_STATE": 43, "PURGE": 54, "PURGED": 55, "JOB_CTL": 56,
+    "SD_INFO": 42, "SD_STATE": 43, "PURGE": 54, "PURGED": 55, "JOB_CTL": 56, "NODE_CTL": 57,
     "EVENTS": 60, "EVENT_LIST": 61,  # issue 9, cluster side (h-cluster)
     "SHOWQ": 80, "QUEUE": 81, "CHECKJOB": 82, "JOBCHECK": 83, "ESTIMATE": 84, "STARTS": 85,
     "DIAGNOSE": 86, "DIAG": 87, "RESV_SET": 88, "RESV": 89, "RESV_LIST": 90, "RESVS": 91,
