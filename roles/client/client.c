@@ -77,6 +77,7 @@ struct client {
     uint32_t ntasks, captasks;
     uint64_t next_id, req_id;
     uint32_t req_type;
+    uint32_t req_want; /* tasks the RESULT or TASK_GET in flight asked for */
     int64_t req_sent_ms, next_try_ms, next_fetch_ms, last_status_ms;
     uint32_t nfail;
     /* node health: set when this host cannot run tasks (not a task's own failure) */
@@ -867,6 +868,7 @@ static uint32_t build_results(struct client *c, uint32_t type, uint32_t want)
 
 static void send_results(struct client *c, uint32_t type, uint32_t want)
 {
+    c->req_want = want;
     send_request(c, build_results(c, type, want));
 }
 
@@ -1276,9 +1278,9 @@ static void on_tasks(struct client *c, const msgpack_object *m)
     if (reason && !c->held)
         log_warnx("the server holds back tasks from this node: %.*s", (int)rn, reason);
     c->held = reason != NULL;
-    if (tasks->via.array.size == 0)
+    if (tasks->via.array.size == 0 && c->req_want > 0) /* asked and got none: wait_s */
         c->next_fetch_ms = loop_now_ms() + (int64_t)wire_get_u64(m, "wait_s", 5) * 1000;
-    else
+    else if (tasks->via.array.size > 0)
         c->next_fetch_ms = 0;
 }
 
