@@ -1,9 +1,12 @@
 /*
  * client.c - the live execution host (see client.h).
  *
- * At most one request is outstanding at a time. pump() decides the next one: HELLO
- * until a session exists; RESULT (finished results plus a request for as many tasks as
- * there are free slots) or TASK_GET; STATUS every heartbeat period while computing.
+ * At most one work request is outstanding at a time. pump() decides the next one:
+ * HELLO until a session exists; RESULT (finished results plus a request for the tasks
+ * needed: the free slots and a queue covering two round trips, roles/client/prefetch.h)
+ * or TASK_GET. STATUS goes every poll_s while tasks are held, beside the work request
+ * (its own id, as PSYNC), naming running and queued tasks alike. A freed slot starts
+ * the oldest queued task at once.
  * A request unanswered within its timeout (timeout_ms, raised for long or varying
  * measured round trips) counts as a failure: the next try waits a randomized exponential
  * backoff. The socket is kept: libzmq's heartbeats tell a dead link (the connection is
@@ -46,9 +49,10 @@
 struct ctask {
     uint64_t job;
     uint32_t idx, issue, limit_s;
-    uint64_t seq;   /* arrival order: queued tasks start first come, first served */
-    double est_s;   /* the cluster's run-time estimate (TASKS est_s; 0: none) */
-    bool shell, running, done, in_flight; /* neither running nor done: queued */
+    /* a task neither running nor done is queued (prefetched) */
+    uint64_t seq; /* arrival order: queued tasks start first come, first served */
+    double est_s; /* the cluster's run-time estimate (TASKS est_s; 0: none) */
+    bool shell, running, done, in_flight;
     bool abandon;  /* cancelled by the server: stop it, report nothing */
     char bad[160]; /* the task itself cannot run anywhere (e.g. empty argv): why */
     char **argv;
@@ -100,7 +104,7 @@ struct client {
     bool link_said; /* "waiting for the connection" was logged */
     bool link_lost; /* an established connection was lost since the last "up" */
     struct netopts_rtt rtt;
-    /* latency tolerance (issue 16 item 7): the queue of prefetched tasks, roles/client/prefetch.h */
+    /* latency tolerance (issue 16 item 7): prefetched tasks, roles/client/prefetch.h */
     struct prefetch pf;
     uint64_t seq, last_job; /* arrival counter; the job of the task received last */
     double last_est_s;      /* that task's est_s */

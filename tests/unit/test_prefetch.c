@@ -16,8 +16,13 @@ static void test_no_knowledge_free_slots(void **state)
 {
     (void)state;
     double left[2] = {-1, -1};
-    struct prefetch_need n = {.slots = 4, .running = 2, .left_s = left, .queued = 0,
-                              .next_s = 0, .cover_s = 0.8, .max_held = 64};
+    struct prefetch_need n = {.slots = 4,
+                              .running = 2,
+                              .left_s = left,
+                              .queued = 0,
+                              .next_s = 0,
+                              .cover_s = 0.8,
+                              .max_held = 64};
     assert_int_equal(prefetch_want(&n), 2); /* no durations known */
     n.next_s = 0.1;
     n.cover_s = 0; /* no round trip measured */
@@ -30,8 +35,8 @@ static void test_short_tasks_cover_round_trips(void **state)
 {
     (void)state;
     /* 2 slots, 0.1 s tasks, 0.8 s to cover: each free slot runs 8 in the window */
-    struct prefetch_need n = {.slots = 2, .running = 0, .queued = 0, .next_s = 0.1,
-                              .cover_s = 0.8, .max_held = 64};
+    struct prefetch_need n = {
+        .slots = 2, .running = 0, .queued = 0, .next_s = 0.1, .cover_s = 0.8, .max_held = 64};
     assert_int_equal(prefetch_want(&n), 16);
     n.queued = 10; /* the queue counts */
     assert_int_equal(prefetch_want(&n), 6);
@@ -60,8 +65,13 @@ static void test_long_tasks_not_hoarded(void **state)
     (void)state;
     /* 2 slots running 5 s tasks, 0.8 s to cover */
     double left[2] = {4.0, 2.5};
-    struct prefetch_need n = {.slots = 2, .running = 2, .left_s = left, .queued = 0,
-                              .next_s = 5, .cover_s = 0.8, .max_held = 64};
+    struct prefetch_need n = {.slots = 2,
+                              .running = 2,
+                              .left_s = left,
+                              .queued = 0,
+                              .next_s = 5,
+                              .cover_s = 0.8,
+                              .max_held = 64};
     assert_int_equal(prefetch_want(&n), 0); /* neither ends within the window */
     left[1] = 0.5;
     assert_int_equal(prefetch_want(&n), 1); /* its successor, shortly before it ends */
@@ -75,8 +85,8 @@ static void test_long_tasks_not_hoarded(void **state)
 static void test_tiny_estimates_bounded(void **state)
 {
     (void)state;
-    struct prefetch_need n = {.slots = 3, .running = 0, .queued = 0, .next_s = 1e-9,
-                              .cover_s = 100, .max_held = 40};
+    struct prefetch_need n = {
+        .slots = 3, .running = 0, .queued = 0, .next_s = 1e-9, .cover_s = 100, .max_held = 40};
     assert_int_equal(prefetch_want(&n), 40);
     n.slots = 0;
     assert_int_equal(prefetch_want(&n), 0);
@@ -87,7 +97,7 @@ static void test_left_and_cover(void **state)
     (void)state;
     assert_true(prefetch_left_s(0, 3) < 0);
     assert_true(prefetch_left_s(5, 1) == 4);
-    assert_true(prefetch_left_s(5, 6) == 0);  /* overrunning a little: due */
+    assert_true(prefetch_left_s(5, 6) == 0);   /* overrunning a little: due */
     assert_true(prefetch_left_s(5, 10) == 10); /* far off its estimate: as long again */
     assert_true(prefetch_cover_s(400, 10, 0) == 0);
     assert_true(prefetch_cover_s(400, 10, 3) > 0.839 && prefetch_cover_s(400, 10, 3) < 0.841);
@@ -100,8 +110,8 @@ static void test_observe_per_job(void **state)
     assert_true(prefetch_job_s(&p, 7) == 0);
     prefetch_observe(&p, 7, 5.0);
     prefetch_observe(&p, 8, 0.1);
-    prefetch_observe(&p, 8, 0);   /* ignored */
-    prefetch_observe(&p, 8, -1);  /* ignored */
+    prefetch_observe(&p, 8, 0);  /* ignored */
+    prefetch_observe(&p, 8, -1); /* ignored */
     assert_true(prefetch_job_s(&p, 7) == 5.0);
     assert_true(prefetch_job_s(&p, 8) == 0.1);
     prefetch_observe(&p, 8, 0.2);
