@@ -1,9 +1,12 @@
 /*
  * client.c - the live execution host (see client.h).
  *
- * At most one request is outstanding at a time. pump() decides the next one: HELLO
- * until a session exists; RESULT (finished results plus a request for as many tasks as
- * there are free slots) or TASK_GET; STATUS every heartbeat period while computing.
+ * At most one work request is outstanding at a time. pump() decides the next one:
+ * HELLO until a session exists; RESULT (finished results plus a request for the tasks
+ * needed: the free slots and a queue covering two round trips, roles/client/prefetch.h)
+ * or TASK_GET. STATUS goes every poll_s while tasks are held, beside the work request
+ * (its own id, as PSYNC), naming running and queued tasks alike. A freed slot starts
+ * the oldest queued task at once.
  * A request unanswered within its timeout (timeout_ms, raised for long or varying
  * measured round trips) counts as a failure: the next try waits a randomized exponential
  * backoff. The socket is kept: libzmq's heartbeats tell a dead link (the connection is
@@ -36,6 +39,7 @@
 #include "lib/loop.h"
 #include "lib/netopts.h"
 #include "roles/client/pprocs.h"
+#include "roles/client/prefetch.h"
 #include "roles/client/runner.h"
 #include "store/store.h"
 #include "wire/wire.h"
@@ -45,6 +49,9 @@
 struct ctask {
     uint64_t job;
     uint32_t idx, issue, limit_s;
+    /* a task neither running nor done is queued (prefetched) */
+    uint64_t seq; /* arrival order: queued tasks start first come, first served */
+    double est_s; /* the cluster's run-time estimate (TASKS est_s; 0: none) */
     bool shell, running, done, in_flight;
     bool abandon;  /* cancelled by the server: stop it, report nothing */
     char bad[160]; /* the task itself cannot run anywhere (e.g. empty argv): why */
@@ -74,6 +81,7 @@ struct client {
     uint32_t ntasks, captasks;
     uint64_t next_id, req_id;
     uint32_t req_type;
+    uint32_t req_want; /* tasks the RESULT or TASK_GET in flight asked for */
     int64_t req_sent_ms, next_try_ms, next_fetch_ms, last_status_ms;
     uint32_t nfail;
     /* node health: set when this host cannot run tasks (not a task's own failure) */
@@ -96,6 +104,16 @@ struct client {
     bool link_said; /* "waiting for the connection" was logged */
     bool link_lost; /* an established connection was lost since the last "up" */
     struct netopts_rtt rtt;
+    /* latency tolerance (issue 16 item 7): prefetched tasks, roles/client/prefetch.h */
+    struct prefetch pf;
+    uint64_t seq, last_job; /* arrival counter; the job of the task received last */
+    double last_est_s;      /* that task's est_s */
+    double *left_s;         /* scratch: seconds left per running task (slots entries) */
+    /* STATUS travels beside the work request (its own id), so heartbeats naming the
+     * queued tasks are never held up by RESULT traffic and never hold it up */
+    bool st_waiting;
+    uint64_t st_id;
+    int64_t st_sent_ms;
 };
 
 #define OFF(f) offsetof(struct client_cfg, f)
@@ -118,6 +136,9 @@ const struct config_key client_keys[] = {
      "run the processes of parallel jobs the server assigns to this host (PSYNC)"},
     {"client", "slots", CONFIG_INT, "0", OFF(slots), 0, 4096, NULL,
      "tasks run at once (0: the number of online cores)"},
+    {"client", "prefetch_max", CONFIG_INT, "16", OFF(prefetch_max), 0, 1024, NULL,
+     "tasks held beyond the running ones at most, as a multiple of slots, to cover the round "
+     "trip to the server (0: ask only for free slots)"},
     {"client", "log_level", CONFIG_STR, "info", OFF(log_level), 0, 0, NULL,
      "error, warn, info or debug"},
     {"rpc", "timeout_ms", CONFIG_INT, "5000", OFF(timeout_ms), 10, 3600000, NULL,
@@ -349,6 +370,8 @@ static struct ctask *task_from_map(struct client *c, const msgpack_object *m)
     uint64_t lim = wire_get_u64(m, "limit_s", 3600);
     t->limit_s = lim > UINT32_MAX ? UINT32_MAX : (uint32_t)lim; /* not a wrapped 0 */
     t->shell = wire_get_bool(m, "shell", false);
+    double est = wire_get_f64(m, "est_s", 0);
+    t->est_s = est > 0 && est < 1e9 ? est : 0; /* NaN and nonsense: unknown */
     t->argc = argv && argv->type == MSGPACK_OBJECT_ARRAY ? argv->via.array.size : 0;
     if (!(t->argv = calloc(t->argc + 1, sizeof *t->argv)))
         goto fail;
@@ -389,6 +412,7 @@ static int add_task(struct client *c, struct ctask *t)
         c->tasks = n;
         c->captasks = cap;
     }
+    t->seq = ++c->seq;
     c->tasks[c->ntasks++] = t;
     return 0;
 }
@@ -420,11 +444,21 @@ static void drop_task(struct client *c, uint32_t i)
     c->tasks[i] = c->tasks[--c->ntasks];
 }
 
+/* Tasks held and not finished: running or queued (all of them are named in STATUS). */
 static uint32_t count_running(const struct client *c)
 {
     uint32_t n = 0;
     for (uint32_t i = 0; i < c->ntasks; i++)
         n += !c->tasks[i]->done;
+    return n;
+}
+
+/* Tasks holding a slot: a process started (a cancelled one until it is gone). */
+static uint32_t count_active(const struct client *c)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < c->ntasks; i++)
+        n += c->tasks[i]->running;
     return n;
 }
 
@@ -465,6 +499,8 @@ static void finish(struct client *c, struct ctask *t)
         t->rlen = wb.sb.size;
     }
     wire_buf_free(&wb);
+    if (!err && !bad && !r->timed_out && r->reaped && wall > 0)
+        prefetch_observe(&c->pf, t->job, (double)wall / 1000.0);
     t->done = true;
     t->running = false;
     loop_timer_cancel(c->loop, t->limit_timer);
@@ -574,6 +610,27 @@ static void start_task(struct client *c, struct ctask *t)
     log_debug("task %llu.%u started: pid %d", (unsigned long long)t->job, t->idx, (int)t->run.pid);
 }
 
+/*
+ * Starts queued tasks, oldest first, while a slot is free: a slot freed by a finished
+ * task takes the next queued one in the same loop turn, without asking the server.
+ */
+static void start_queued(struct client *c)
+{
+    uint32_t active = count_active(c);
+    while (active < c->slots) {
+        struct ctask *next = NULL;
+        for (uint32_t i = 0; i < c->ntasks; i++) {
+            struct ctask *t = c->tasks[i];
+            if (!t->running && !t->done && !t->abandon && (!next || t->seq < next->seq))
+                next = t;
+        }
+        if (!next)
+            return;
+        start_task(c, next);
+        active += next->running; /* a task that could not start is finished already */
+    }
+}
+
 static void on_sigchld(struct loop *l, void *arg)
 {
     struct client *c = arg;
@@ -654,6 +711,7 @@ static void failed(struct client *c, const char *why)
     c->nfail++;
     c->waiting = false;
     c->psync_waiting = false; /* the socket is rebuilt: its reply cannot come */
+    c->st_waiting = false;
     clear_in_flight(c);
     c->next_try_ms = loop_now_ms() + (int64_t)(d * 1000);
     log_warnx("%s; retry %u in %.1f s", why, c->nfail, d);
@@ -696,7 +754,7 @@ static void on_monitor(struct loop *l, void *arg)
         if (ev == NETOPTS_EV_DOWN) {
             log_warnx("connection to %s lost", c->cfg.server);
             c->link_down = c->link_lost = true;
-            if (c->waiting || c->psync_waiting)
+            if (c->waiting || c->psync_waiting || c->st_waiting)
                 failed(c, "the request in flight was lost with the connection");
         } else if (ev == NETOPTS_EV_UP) {
             if (c->link_down && c->link_said)
@@ -815,14 +873,20 @@ static uint32_t build_results(struct client *c, uint32_t type, uint32_t want)
 
 static void send_results(struct client *c, uint32_t type, uint32_t want)
 {
+    c->req_want = want;
     send_request(c, build_results(c, type, want));
 }
 
+/*
+ * The heartbeat, with its own id beside the work request: it names every task held,
+ * running or queued (wire.md 5.5), so that a prefetched task waiting here is not
+ * re-issued to another node.
+ */
 static void send_status(struct client *c)
 {
     uint32_t n = count_running(c);
     wire_buf_reset(&c->wb);
-    wire_begin(&c->wb, WT_STATUS, c->req_id = ++c->next_id, 2);
+    wire_begin(&c->wb, WT_STATUS, c->st_id = ++c->next_id, 2);
     wire_put_str(&c->wb, "sid", c->sid);
     wire_put_key(&c->wb, "running");
     wire_pack_array(&c->wb, n);
@@ -836,7 +900,101 @@ static void send_status(struct client *c)
         wire_put_u64(&c->wb, "issue", t->issue);
     }
     c->last_status_ms = loop_now_ms();
-    send_request(c, WT_STATUS);
+    if (zmq_send(c->sock, c->wb.sb.data, c->wb.sb.size, ZMQ_DONTWAIT) < 0) {
+        char why[300];
+        if (errno == EAGAIN) {
+            not_connected(c);
+            return;
+        }
+        snprintf(why, sizeof why, "server %s unreachable (%s)", c->cfg.server, zmq_strerror(errno));
+        failed(c, why);
+        return;
+    }
+    c->st_waiting = true;
+    c->st_sent_ms = c->last_status_ms;
+}
+
+/* The heartbeat: due every poll_s (<= hb_s) while tasks are held; fails when overdue. */
+static void pump_status(struct client *c, int64_t now)
+{
+    if (!c->welcomed)
+        return;
+    if (c->st_waiting) {
+        if (now - c->st_sent_ms >= request_timeout(c)) {
+            char why[300];
+            snprintf(why, sizeof why, "server %s did not answer STATUS within %lld ms",
+                     c->cfg.server, (long long)request_timeout(c));
+            c->st_waiting = false;
+            failed(c, why);
+        }
+        return;
+    }
+    /* while computing, check in every poll_s (<= hb_s) so that a cancel arrives soon */
+    uint32_t every = c->poll_s && c->poll_s < c->hb_s ? c->poll_s : c->hb_s;
+    if (now >= c->next_try_ms && count_running(c) > 0 &&
+        now - c->last_status_ms >= (int64_t)every * 1000)
+        send_status(c);
+}
+
+/*
+ * How many tasks to ask for (roles/client/prefetch.h): the free slots, plus what covers
+ * two round trips at the measured task durations, at most prefetch_max x slots queued
+ * (and 1,024 held, the wire's cap). None while this node is unhealthy.
+ */
+static uint32_t fetch_want(struct client *c, int64_t now)
+{
+    if (c->sick[0])
+        return 0;
+    uint64_t max = (uint64_t)c->slots * (1 + (uint64_t)c->cfg.prefetch_max);
+    if (max > 1024)
+        max = c->slots > 1024 ? c->slots : 1024;
+    struct prefetch_need n = {.slots = c->slots, .left_s = c->left_s, .max_held = (uint32_t)max};
+    for (uint32_t i = 0; i < c->ntasks; i++) {
+        struct ctask *t = c->tasks[i];
+        if (t->done)
+            continue;
+        if (!t->running) {
+            n.queued++;
+            continue;
+        }
+        if (c->left_s && n.running < c->slots) {
+            double est = prefetch_job_s(&c->pf, t->job);
+            c->left_s[n.running] =
+                prefetch_left_s(est > 0 ? est : t->est_s, (double)(now - t->run.start_ms) / 1000);
+        }
+        n.running++;
+    }
+    if (n.running > c->slots) /* cancelled tasks still stopping */
+        n.running = c->slots;
+    double next = prefetch_job_s(&c->pf, c->last_job);
+    n.next_s = next > 0 ? next : c->last_est_s;
+    n.cover_s = prefetch_cover_s(c->rtt.srtt, c->rtt.rttvar, c->rtt.samples);
+    return prefetch_want(&n);
+}
+
+static void apply_cancel(struct client *c, const msgpack_object *cancel);
+
+static void on_status_reply(struct client *c, const struct wire_msg *msg)
+{
+    c->st_waiting = false;
+    netopts_rtt_sample(&c->rtt, loop_now_ms() - c->st_sent_ms);
+    if (msg->type == WT_STATUS_ACK) {
+        apply_cancel(c, wire_get(msg->root, "cancel"));
+        return;
+    }
+    if (msg->type != WT_ERROR) {
+        log_warnx("unexpected %s reply to STATUS ignored", msg->desc->name);
+        return;
+    }
+    uint64_t code = wire_get_u64(msg->root, "code", 0);
+    size_t n;
+    const char *text = wire_get_str(msg->root, "msg", &n);
+    if (code == WE_SESSION) {
+        log_info("server forgot this session (STATUS); saying HELLO again");
+        c->welcomed = false;
+        return;
+    }
+    log_warnx("STATUS refused: %s: %.*s", wire_err_name((int)code), (int)n, text ? text : "");
 }
 
 /*
@@ -933,7 +1091,9 @@ static void pump(struct client *c)
 {
     int64_t now = loop_now_ms();
     save_pending(c);
+    start_queued(c);
     pump_psync(c, now);
+    pump_status(c, now);
     if (c->waiting) {
         if (now - c->req_sent_ms >= request_timeout(c)) {
             char why[300];
@@ -951,16 +1111,10 @@ static void pump(struct client *c)
     }
     if (c->sick[0] && now >= c->next_health_ms)
         health_check(c);
-    uint32_t running = count_running(c), finished = c->ntasks - running;
-    uint32_t want = running < c->slots && !c->sick[0] ? c->slots - running : 0;
-    if (finished > 0 || (want > 0 && now >= c->next_fetch_ms)) {
-        send_results(c, WT_RESULT, now >= c->next_fetch_ms ? want : 0);
-        return;
-    }
-    /* while computing, check in every poll_s (<= hb_s) so that a cancel arrives soon */
-    uint32_t every = c->poll_s && c->poll_s < c->hb_s ? c->poll_s : c->hb_s;
-    if (running > 0 && now - c->last_status_ms >= (int64_t)every * 1000)
-        send_status(c);
+    uint32_t finished = c->ntasks - count_running(c);
+    uint32_t want = now >= c->next_fetch_ms ? fetch_want(c, now) : 0;
+    if (finished > 0 || want > 0)
+        send_results(c, WT_RESULT, want);
 }
 
 /* ---- replies ---- */
@@ -1102,7 +1256,6 @@ static void on_tasks(struct client *c, const msgpack_object *m)
     if (c->req_type == WT_RESULT)
         forget_acked(c);
     apply_cancel(c, wire_get(m, "cancel"));
-    uint32_t first_new = c->ntasks;
     for (uint32_t i = 0; i < tasks->via.array.size; i++) {
         const msgpack_object *tm = &tasks->via.array.ptr[i];
         struct ctask *have =
@@ -1120,18 +1273,19 @@ static void on_tasks(struct client *c, const msgpack_object *m)
             continue;
         }
         task_save(c, t);
+        c->last_job = t->job;
+        c->last_est_s = t->est_s;
     }
     commit(c);
-    for (uint32_t i = first_new; i < c->ntasks; i++)
-        start_task(c, c->tasks[i]);
+    start_queued(c); /* the rest wait in the queue (prefetch) */
     size_t rn;
     const char *reason = wire_get_str(m, "reason", &rn);
     if (reason && !c->held)
         log_warnx("the server holds back tasks from this node: %.*s", (int)rn, reason);
     c->held = reason != NULL;
-    if (tasks->via.array.size == 0)
+    if (tasks->via.array.size == 0 && c->req_want > 0) /* asked and got none: wait_s */
         c->next_fetch_ms = loop_now_ms() + (int64_t)wire_get_u64(m, "wait_s", 5) * 1000;
-    else
+    else if (tasks->via.array.size > 0)
         c->next_fetch_ms = 0;
 }
 
@@ -1202,6 +1356,8 @@ static void on_socket(struct loop *l, void *arg)
                 on_psync_ack(c, &msg);
             else if (c->waiting && msg.id == c->req_id)
                 on_reply(c, &msg);
+            else if (c->st_waiting && msg.id == c->st_id)
+                on_status_reply(c, &msg);
             else
                 log_debug("stale reply %llu ignored", (unsigned long long)msg.id);
             wire_msg_free(&msg);
@@ -1375,6 +1531,10 @@ int client_main(int argc, char **argv)
     c.pp.max_output = (size_t)c.cfg.max_output_kb * 1024;
     wire_buf_init(&c.wb);
     rc = 1;
+    if (c.slots == 0 || !(c.left_s = calloc(c.slots, sizeof *c.left_s))) {
+        log_warn("cannot allocate %u slot(s)", c.slots);
+        goto out;
+    }
     if ((c.sigfd = runner_sigchld_fd()) < 0) {
         log_warn("cannot watch child processes");
         goto out;
@@ -1385,10 +1545,9 @@ int client_main(int argc, char **argv)
     loop_add_fd(c.loop, c.sigfd, on_sigchld, &c);
     loop_before_sleep(c.loop, before_sleep, &c);
     loop_timer(c.loop, 100, 1, on_tick, &c);
-    for (uint32_t i = 0; i < c.ntasks; i++)
-        if (!c.tasks[i]->done)
-            start_task(&c, c.tasks[i]);
-    log_info("pulling tasks from %s with %u slot(s)", c.cfg.server, c.slots);
+    start_queued(&c); /* reruns unfinished tasks, slots at a time */
+    log_info("pulling tasks from %s with %u slot(s), prefetching up to %ld x slots", c.cfg.server,
+             c.slots, c.cfg.prefetch_max);
     rc = loop_run(c.loop) < 0 ? 1 : 0;
     client_leave(&c);
 out:
@@ -1396,6 +1555,7 @@ out:
     for (uint32_t i = 0; i < c.ntasks; i++)
         task_free(c.tasks[i]);
     free(c.tasks);
+    free(c.left_s);
     store_close(&c.store);
     if (c.mon)
         zmq_close(c.mon);

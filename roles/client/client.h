@@ -20,6 +20,7 @@ struct client_cfg {
     int parallel;
     char log_level[CONFIG_STR_MAX];
     long slots;
+    long prefetch_max; /* client.prefetch_max: queued tasks, a multiple of slots */
     long timeout_ms;
     long link_timeout_s; /* rpc.link_timeout_s: transport heartbeats (lib/netopts.h) */
     double backoff_min_s, backoff_max_s;
