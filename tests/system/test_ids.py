@@ -62,7 +62,7 @@ def test_submit_tool_retries_with_its_key_when_the_cluster_does_not_answer(
         with open(err, "wb") as ef:
             tool = subprocess.Popen(
                 [gridnode_bin, "submit", "-e", cl.endpoint, "--timeout", "700", "--retries",
-                 "200", "--json", "-n", "3", "--", "true"],
+                 "100", "--json", "-n", "3", "--", "true"],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=ef)
         try:
             wait_until(lambda: err.read_text().count("sending again") >= 2, scaled(30),
