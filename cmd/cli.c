@@ -11,6 +11,7 @@
 #include <zmq.h>
 
 #include "cmd/zmtp.h"
+#include "lib/curve.h"
 #include "lib/mpjson.h"
 
 int cli_common(struct cli *c, const char *prog, int *argc, char **argv)
@@ -54,7 +55,10 @@ const char *cli_common_help(void)
     return "  -e, --endpoint EP   cluster manager endpoint (default $GRIDNODE_CLUSTER, else\n"
            "                      tcp://127.0.0.1:7300)\n"
            "  --timeout MS        give up waiting for the reply after MS ms (default 10000)\n"
-           "  --json              machine-readable output\n";
+           "  --json              machine-readable output\n"
+           "  security: GRIDNODE_KEY (own secret key file, gridnode keygen) and\n"
+           "  GRIDNODE_SERVER_KEY (the server's public key, z85 or a file); GRIDNODE_PLAIN=1\n"
+           "  talks without CURVE to a plain role on loopback (tests)\n";
 }
 
 /* A reply frame (data, len) received for request id: copies it into r and decodes
@@ -127,19 +131,78 @@ static int call_zmtp(const struct cli *c, struct wire_buf *wb, uint64_t id, stru
     return rc;
 }
 
-/* cli_call through libzmq (loaded on this first use), for endpoints other than
- * tcp://HOST:PORT (ipc://, a source address, ...). */
+/*
+ * What a monitor event on the tool's connection means for the user: a message when
+ * the CURVE handshake failed (so the tool says why at once instead of timing out),
+ * NULL otherwise. libzmq 4.3.4: a server that cannot open our HELLO (we hold the wrong
+ * server key, or it runs plain) ends the handshake without a reason (NO_DETAIL or
+ * PROTOCOL); a server whose ZAP handler refused our key says so (AUTH).
+ */
+static const char *handshake_failure(uint16_t event)
+{
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        return "the server refused our key: it is not in the server's authorized keys "
+               "(security.authorized_keys); give the server's administrator the public key "
+               "of GRIDNODE_KEY";
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
+        event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
+        return "the CURVE handshake failed: the server's public key is not the one we were "
+               "given (GRIDNODE_SERVER_KEY / security.server_key), or the server does not run "
+               "CURVE";
+    return NULL;
+}
+
+/* Reads one monitor event (two frames: 16-bit event + 32-bit value, then the address). */
+static uint16_t monitor_event(void *mon)
+{
+    zmq_msg_t f;
+    uint16_t ev = 0;
+    zmq_msg_init(&f);
+    if (zmq_msg_recv(&f, mon, ZMQ_DONTWAIT) >= 0 && zmq_msg_size(&f) >= 2)
+        memcpy(&ev, zmq_msg_data(&f), 2);
+    while (zmq_msg_more(&f)) {
+        zmq_msg_close(&f);
+        zmq_msg_init(&f);
+        if (zmq_msg_recv(&f, mon, ZMQ_DONTWAIT) < 0)
+            break;
+    }
+    zmq_msg_close(&f);
+    return ev;
+}
+
+/*
+ * cli_call through libzmq (loaded on this first use), for endpoints other than
+ * tcp://HOST:PORT (ipc://, a source address, ...) and whenever CURVE is on (the tools'
+ * own ZMTP client, cmd/zmtp.c, speaks only NULL). A failed CURVE handshake ends the
+ * call at once with a message saying which key is wrong.
+ */
 static int call_zmq(const struct cli *c, struct wire_buf *wb, uint64_t id, struct cli_reply *r)
 {
-    void *ctx = zmq_ctx_new(), *s = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
+    void *ctx = zmq_ctx_new(), *s = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL, *mon = NULL;
     int zero = 0, rc = 2;
     int64_t maxmsg = WIRE_MAX_FRAME;
+    const char *why = NULL;
+    char err[800];
     zmq_msg_t frame;
     zmq_msg_init(&frame);
     if (!s)
         goto out;
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    if (curve_client_apply(s, NULL, c->endpoint, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: %s\n", c->prog, err);
+        rc = -1;
+        goto out;
+    }
+    zmq_setsockopt(s, ZMQ_HANDSHAKE_IVL, &c->timeout_ms, sizeof c->timeout_ms);
+    if (zmq_socket_monitor(s, "inproc://cli-monitor",
+                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) == 0 &&
+        (mon = zmq_socket(ctx, ZMQ_PAIR))) {
+        zmq_setsockopt(mon, ZMQ_LINGER, &zero, sizeof zero);
+        zmq_connect(mon, "inproc://cli-monitor");
+    }
     if (zmq_connect(s, c->endpoint) < 0) {
         fprintf(stderr, "%s: bad endpoint '%s': %s\n", c->prog, c->endpoint, zmq_strerror(errno));
         rc = -1;
@@ -147,15 +210,30 @@ static int call_zmq(const struct cli *c, struct wire_buf *wb, uint64_t id, struc
     }
     if (zmq_send(s, wb->sb.data, wb->sb.size, 0) < 0)
         goto out;
-    zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
-    while (rc == 2 && zmq_poll(&it, 1, c->timeout_ms) > 0 && zmq_msg_recv(&frame, s, 0) >= 0)
-        rc = take_reply(c, zmq_msg_data(&frame), zmq_msg_size(&frame), id, r);
+    zmq_pollitem_t it[2] = {{s, 0, ZMQ_POLLIN, 0}, {mon, 0, ZMQ_POLLIN, 0}};
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long left = c->timeout_ms; rc == 2 && !why && left > 0;) {
+        if (zmq_poll(it, mon ? 2 : 1, left) < 0 && errno != EINTR)
+            break;
+        if (mon && (it[1].revents & ZMQ_POLLIN))
+            why = handshake_failure(monitor_event(mon));
+        if ((it[0].revents & ZMQ_POLLIN) && zmq_msg_recv(&frame, s, ZMQ_DONTWAIT) >= 0)
+            rc = take_reply(c, zmq_msg_data(&frame), zmq_msg_size(&frame), id, r);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        left = c->timeout_ms - ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+    }
 out:
-    if (rc == 2) {
+    if (rc == 2 && why) {
+        fprintf(stderr, "%s: cannot talk to %s: %s\n", c->prog, c->endpoint, why);
+        rc = -1;
+    } else if (rc == 2) {
         print_unreachable(c, NULL);
         rc = -1;
     }
     zmq_msg_close(&frame);
+    if (mon)
+        zmq_close(mon);
     if (s)
         zmq_close(s);
     if (ctx)
@@ -168,7 +246,18 @@ int cli_call(const struct cli *c, struct wire_buf *wb, uint64_t id, struct cli_r
     r->frame = NULL;
     r->len = 0;
     memset(&r->msg, 0, sizeof r->msg);
-    return zmtp_supported(c->endpoint) ? call_zmtp(c, wb, id, r) : call_zmq(c, wb, id, r);
+    /* plain (explicitly configured) over tcp: the fast path without libzmq */
+    if (zmtp_supported(c->endpoint) && !curve_client_secure(NULL)) {
+        if (!curve_endpoint_local(c->endpoint)) {
+            fprintf(stderr,
+                    "%s: plain (GRIDNODE_PLAIN) is allowed only to loopback or ipc:// "
+                    "endpoints, not %s: set GRIDNODE_KEY and GRIDNODE_SERVER_KEY\n",
+                    c->prog, c->endpoint);
+            return -1;
+        }
+        return call_zmtp(c, wb, id, r);
+    }
+    return call_zmq(c, wb, id, r);
 }
 
 /* The arguments of a tool that takes only the common options: -1 to go on, else the exit

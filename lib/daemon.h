@@ -60,6 +60,7 @@
 
 struct loop;
 struct daemon;
+struct curve_conf;
 
 #define DAEMON_TURN_MAX 1024           /* requests read per turn */
 #define DAEMON_TURN_BYTES (64u << 20)  /* stop reading a turn once replies hold this */
@@ -96,6 +97,9 @@ struct daemon_opts {
     const char *listen;    /* endpoint to bind, e.g. tcp://127.0.0.1:* */
     const char *state_dir; /* the bound endpoint is written to state_dir/endpoint */
     long peer_queue;       /* per-peer bound; <= 0 means DAEMON_PEER_QUEUE_DEFAULT */
+    /* [security] keys (lib/curve.h); NULL: the environment only. Without keys or
+     * plain the daemon does not start. */
+    const struct curve_conf *security;
 };
 
 /*

@@ -712,12 +712,15 @@ static int sock_open(struct live *L, struct lclu *c)
         return -1;
     zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-    if (zmq_connect(c->sock, c->ep) < 0 || loop_add_socket(L->loop, c->sock, on_readable, c) < 0) {
-        zmq_close(c->sock);
-        c->sock = NULL;
-        return -1;
-    }
-    return 0;
+    char err[800];
+    if (curve_client_apply(c->sock, &L->cfg.live.sec, c->ep, err, sizeof err) < 0)
+        log_warnx("cluster %s: %s", c->ep, err);
+    else if (zmq_connect(c->sock, c->ep) == 0 &&
+             loop_add_socket(L->loop, c->sock, on_readable, c) == 0)
+        return 0;
+    zmq_close(c->sock);
+    c->sock = NULL;
+    return -1;
 }
 
 /* ---- replies ---- */

@@ -122,6 +122,7 @@ const struct config_key client_keys[] = {
      "full: fsync every commit; meta: skip the meta-page sync; none: no fsync"},
     {"store", "map_mb", CONFIG_INT, "64", OFF(map_mb), 1, 1L << 20, NULL,
      "initial LMDB map size in MiB (grows when full)"},
+    CURVE_CONFIG_KEYS(struct client_cfg, sec),
     {NULL},
 };
 
@@ -548,6 +549,12 @@ static int open_socket(struct client *c)
     zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(c->sock, ZMQ_IMMEDIATE, &one, sizeof one);
     zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    char err[800];
+    if (curve_client_apply(c->sock, &c->cfg.sec, c->cfg.server, err, sizeof err) < 0) {
+        log_warnx("%s", err);
+        fprintf(stderr, "gridnode client: %s\n", err);
+        return -1;
+    }
     if (zmq_connect(c->sock, c->cfg.server) < 0) {
         log_warnx("cannot connect to %s: %s", c->cfg.server, zmq_strerror(errno));
         return -1;

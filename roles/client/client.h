@@ -9,6 +9,7 @@
 #define GRIDNODE_CLIENT_H
 
 #include "lib/config.h"
+#include "lib/curve.h"
 
 struct client_cfg {
     char server[CONFIG_STR_MAX];
@@ -26,6 +27,7 @@ struct client_cfg {
     double kill_grace_s;
     int sync;
     long map_mb;
+    struct curve_conf sec; /* [security] (lib/curve.h) */
 };
 
 extern const struct config_key client_keys[];

@@ -90,6 +90,7 @@ const struct config_key cluster_keys[] = {
      "purge finished jobs this long after they ended (0: keep them until gridnode purge)"},
     {"events", "keep", CONFIG_INT, "100000", OFF(ev_keep), 16, 10000000, NULL,
      "job and host events kept in memory for EVENTS (at most 64 MiB; older ones dropped)"},
+    CURVE_CONFIG_KEYS(struct cluster_cfg, sec),
     {NULL},
 };
 
@@ -270,7 +271,8 @@ int cluster_main(int argc, char **argv)
     rc = 1;
     if (!(c.sd = calloc(1, sizeof *c.sd)))
         goto out;
-    struct daemon_opts dop = {"cluster", c.cfg.listen, c.cfg.state_dir, c.cfg.peer_queue};
+    struct daemon_opts dop = {"cluster", c.cfg.listen, c.cfg.state_dir, c.cfg.peer_queue,
+                              &c.cfg.sec};
     struct daemon_ops ops = {on_request, on_commit, on_reload, &c, feed_expire};
     if (cluster_open(&c) < 0 || !(c.loop = loop_new()) ||
         !(c.daemon = daemon_new(c.loop, &dop, &ops)))

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "lib/config.h"
+#include "lib/curve.h"
 #include "wire/wire.h"
 
 struct store;
@@ -58,6 +59,7 @@ struct cluster_cfg {
     /* sessions.c */
     long forget_after_s, max_sessions_per_address;
     long retention_s; /* purge.c */
+    struct curve_conf sec; /* [security] (lib/curve.h) */
 };
 
 enum task_state { TS_NEW = 0, TS_ISSUED = 1, TS_DONE = 2 };

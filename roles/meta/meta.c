@@ -57,6 +57,7 @@ static const struct config_key meta_keys[] = {
      "initial LMDB map size in MiB (grows when full)"},
     {"limits", "peer_queue", CONFIG_INT, "1000", OFF(peer_queue), 1, 1000000, NULL,
      "replies (and requests) queued per peer; replies beyond it are dropped and logged"},
+    CURVE_CONFIG_KEYS(struct meta_cfg, sec),
     {NULL, NULL, 0, NULL, 0, 0, 0, NULL, NULL},
 };
 
@@ -653,7 +654,8 @@ int meta_main(int argc, char **argv)
     loop_signals();
     M.rr_state = (uint64_t)getpid();
     rc = 1;
-    struct daemon_opts dop = {"meta", M.cfg.listen, M.cfg.state_dir, M.cfg.peer_queue};
+    struct daemon_opts dop = {"meta", M.cfg.listen, M.cfg.state_dir, M.cfg.peer_queue,
+                              &M.cfg.sec};
     struct daemon_ops ops = {on_request, on_commit, on_reload, &M, NULL};
     if (meta_open(&M) < 0 || !(M.loop = loop_new()) || !(M.daemon = daemon_new(M.loop, &dop, &ops)))
         goto out;

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "lib/config.h"
+#include "lib/curve.h"
 #include "roles/meta/place.h"
 #include "wire/wire.h"
 
@@ -29,6 +30,7 @@ struct meta_cfg {
     long estimate_timeout_ms, move_margin_s, reeval_s, site_down_s, max_attempts;
     int sync;
     long map_mb, peer_queue;
+    struct curve_conf sec; /* [security] (lib/curve.h) */
 };
 
 /* Job states at the spool. */

@@ -896,7 +896,10 @@ int meta_sites_open(struct meta *M)
         /* nothing queued for a site that is not connected: a stale RESERVE must not
          * arrive minutes later */
         zmq_setsockopt(s->sock, ZMQ_IMMEDIATE, &one, sizeof one);
-        if (zmq_connect(s->sock, s->ep) < 0 ||
+        char err[800] = "";
+        if (curve_client_apply(s->sock, &M->cfg.sec, s->ep, err, sizeof err) < 0)
+            log_warnx("site %s: %s", s->ep, err);
+        if (*err || zmq_connect(s->sock, s->ep) < 0 ||
             loop_add_socket(M->loop, s->sock, on_readable, s) < 0) {
             zmq_close(s->sock);
             s->sock = NULL;
