@@ -98,10 +98,13 @@ int curve_access(const struct curve_ident *id, const struct wire_msg *m, struct 
         return -1;
     }
     if (id->kind == CURVE_PEER) {
-        if (*id->grant ? in_list(id->grant, req) : rc == RC_USER || rc == RC_PEER)
+        /* default grant: user and peer requests, and RESV_RELEASE (the batch role lets a
+         * peer release only the site reservations it owns) */
+        if (*id->grant ? in_list(id->grant, req)
+                       : rc == RC_USER || rc == RC_PEER || !strcmp(req, "RESV_RELEASE"))
             return 0;
         snprintf(why, wl, "%s is outside the grant of peer '%s' (grant: %s)", req, id->name,
-                 *id->grant ? id->grant : "user and peer requests");
+                 *id->grant ? id->grant : "user and peer requests, RESV_RELEASE");
         return -1;
     }
     if (rc != RC_USER) { /* a user */
