@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import ASAN, ERRORS, TYPES, scaled, wait_until
+from conftest import ASAN, ERRORS, TYPES, curve_client, scaled, wait_until
 
 # Memory measurements need freed memory to leave the process: ASan would otherwise hold
 # up to 256 MiB of freed blocks in its quarantine (use-after-free detection).
@@ -48,6 +48,7 @@ def raw_dealer(endpoint, **opts):
     s.setsockopt(zmq.LINGER, 0)
     for k, v in opts.items():
         s.setsockopt(getattr(zmq, k), v)
+    curve_client(s)
     s.connect(endpoint)
     return s
 
