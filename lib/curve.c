@@ -267,12 +267,16 @@ static int load_auth(const char *path, struct curve_ident **out, size_t *nout, s
     return 0;
 }
 
-/* Re-reads the authorized keys when the file changed (at most once a second). */
-static void maybe_reload(struct curve_server *s)
+/*
+ * Re-reads the authorized keys when the file changed: at most once a second, or at
+ * once when force (a handshake with an unknown key: it may have just been added; a
+ * stat is cheap next to the CURVE handshake that came with it).
+ */
+static void maybe_reload(struct curve_server *s, bool force)
 {
     int64_t now = loop_now_ms();
     struct stat st;
-    if (now - s->checked_ms < RELOAD_CHECK_MS)
+    if (!force && now - s->checked_ms < RELOAD_CHECK_MS)
         return;
     s->checked_ms = now;
     if (stat(s->auth_path, &st) < 0 ||
@@ -306,7 +310,7 @@ const struct curve_ident *curve_server_ident(struct curve_server *s, const char 
 {
     if (!s || !s->secure || !user_id)
         return NULL;
-    maybe_reload(s);
+    maybe_reload(s, false);
     return find_key(s, user_id);
 }
 
@@ -361,8 +365,12 @@ static void zap_one(struct curve_server *s)
     bool ok = false;
     if (n >= 7 && zmq_msg_size(&f[5]) == 5 && !memcmp(zmq_msg_data(&f[5]), "CURVE", 5) &&
         zmq_msg_size(&f[6]) == 32 && zmq_z85_encode(key, zmq_msg_data(&f[6]), 32)) {
-        maybe_reload(s);
+        maybe_reload(s, false);
         ok = find_key(s, key) != NULL;
+        if (!ok) {
+            maybe_reload(s, true);
+            ok = find_key(s, key) != NULL;
+        }
     }
     if (n >= 4)
         snprintf(addr, sizeof addr, "%.*s", (int)(zmq_msg_size(&f[3]) < 63 ? zmq_msg_size(&f[3]) : 63),

@@ -130,6 +130,13 @@ def curve_client(sock, key=None, server_key=None):
     return sock
 
 
+def security_env():
+    """The GRIDNODE_* security variables of this process, for a test that builds a
+    process's environment from scratch."""
+    names = ("GRIDNODE_KEY", "GRIDNODE_SERVER_KEY", "GRIDNODE_AUTHORIZED_KEYS", "GRIDNODE_PLAIN")
+    return {k: os.environ[k] for k in names if k in os.environ}
+
+
 def curve_server(sock):
     """Makes a pyzmq socket (a test's fake role) a CURVE server with the suite's server
     key (before bind). Without a ZAP handler in its context it admits any client key."""
