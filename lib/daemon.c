@@ -178,6 +178,7 @@ static int check_access(struct daemon *d, struct wire_msg *msg, const char *user
     }
     wire_msg_free(msg);
     *msg = m2;
+    msg->root = &msg->up.data; /* root points into the struct itself: re-aim it */
     return 0;
 }
 
