@@ -221,7 +221,8 @@ static int call_zmq(const struct cli *c, struct wire_buf *wb, uint64_t id, struc
         if ((it[0].revents & ZMQ_POLLIN) && zmq_msg_recv(&frame, s, ZMQ_DONTWAIT) >= 0)
             rc = take_reply(c, zmq_msg_data(&frame), zmq_msg_size(&frame), id, r);
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        left = c->timeout_ms - ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+        left =
+            c->timeout_ms - ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
     }
 out:
     if (rc == 2 && why) {

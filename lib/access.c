@@ -20,9 +20,9 @@
 
 enum req_class { RC_USER, RC_NODE, RC_ADMIN, RC_PEER };
 
-static const char *const admin_reqs[] = {"CONSOLE", "PURGE",  "RESV_SET", "RESV_RELEASE",
-                                         "ATTACH",  "DETACH", "LIMIT_SET", "QUEUE_SET",
-                                         NULL};
+static const char *const admin_reqs[] = {"CONSOLE",      "PURGE",     "RESV_SET",
+                                         "RESV_RELEASE", "ATTACH",    "DETACH",
+                                         "LIMIT_SET",    "QUEUE_SET", NULL};
 static const char *const peer_reqs[] = {"EVENTS", "RESERVE", NULL};
 
 static bool in_names(const char *const *names, const char *n)
@@ -109,7 +109,9 @@ int curve_access(const struct curve_ident *id, const struct wire_msg *m, struct 
     }
     if (rc != RC_USER) { /* a user */
         snprintf(why, wl, "%s is for %s only; '%s' is a %s key", req,
-                 rc == RC_NODE ? "nodes" : rc == RC_ADMIN ? "administrators" : "peer roles",
+                 rc == RC_NODE    ? "nodes"
+                 : rc == RC_ADMIN ? "administrators"
+                                  : "peer roles",
                  id->name, kinds[id->kind]);
         return -1;
     }

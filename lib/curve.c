@@ -75,8 +75,7 @@ int curve_keygen(const char *dir, const char *name, char *err, size_t el)
 {
     char pub[CURVE_KEY_Z85 + 1], sec[CURVE_KEY_Z85 + 1], path[4096], text[512];
     if (!*name || strchr(name, '/') || strlen(name) >= CURVE_NAME_MAX) {
-        snprintf(err, el, "bad key name '%s' (1-%d characters, no '/')", name,
-                 CURVE_NAME_MAX - 1);
+        snprintf(err, el, "bad key name '%s' (1-%d characters, no '/')", name, CURVE_NAME_MAX - 1);
         return -1;
     }
     if (zmq_curve_keypair(pub, sec) < 0) {
@@ -189,7 +188,8 @@ static int parse_line(char *line, struct curve_ident *id, char *why, size_t wl)
     static const char *const kinds[] = {"user", "admin", "node", "peer"};
     char *save = NULL, *tok[8];
     int n = 0;
-    for (char *t = strtok_r(line, " \t\r\n", &save); t && n < 8; t = strtok_r(NULL, " \t\r\n", &save))
+    for (char *t = strtok_r(line, " \t\r\n", &save); t && n < 8;
+         t = strtok_r(NULL, " \t\r\n", &save))
         tok[n++] = t;
     if (n == 0 || (tok[0][0] == '#' && !(n >= 3 && z85_key(tok[0], strlen(tok[0])))))
         return 1; /* a comment (a key may start with '#') */
@@ -373,7 +373,8 @@ static void zap_one(struct curve_server *s)
         }
     }
     if (n >= 4)
-        snprintf(addr, sizeof addr, "%.*s", (int)(zmq_msg_size(&f[3]) < 63 ? zmq_msg_size(&f[3]) : 63),
+        snprintf(addr, sizeof addr, "%.*s",
+                 (int)(zmq_msg_size(&f[3]) < 63 ? zmq_msg_size(&f[3]) : 63),
                  (const char *)zmq_msg_data(&f[3]));
     if (!ok) {
         s->refused++;

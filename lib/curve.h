@@ -43,17 +43,38 @@ struct curve_conf {
 
 /* The [security] keys of a role whose config struct `type` has a struct curve_conf `m`. */
 #define CURVE_CONFIG_KEYS(type, m)                                                                 \
-    {"security", "secret_key", CONFIG_STR, "", offsetof(type, m.secret_key), 0, 0, NULL,           \
-     "own CURVE secret key file (gridnode keygen); empty: $GRIDNODE_KEY"},                        \
-        {"security", "server_key", CONFIG_STR, "", offsetof(type, m.server_key), 0, 0, NULL,      \
-         "public key (z85 or a file) of the roles this one connects to; empty: "                 \
+    {"security",                                                                                   \
+     "secret_key",                                                                                 \
+     CONFIG_STR,                                                                                   \
+     "",                                                                                           \
+     offsetof(type, m.secret_key),                                                                 \
+     0,                                                                                            \
+     0,                                                                                            \
+     NULL,                                                                                         \
+     "own CURVE secret key file (gridnode keygen); empty: $GRIDNODE_KEY"},                         \
+        {"security",                                                                               \
+         "server_key",                                                                             \
+         CONFIG_STR,                                                                               \
+         "",                                                                                       \
+         offsetof(type, m.server_key),                                                             \
+         0,                                                                                        \
+         0,                                                                                        \
+         NULL,                                                                                     \
+         "public key (z85 or a file) of the roles this one connects to; empty: "                   \
          "$GRIDNODE_SERVER_KEY"},                                                                  \
-        {"security", "authorized_keys", CONFIG_STR, "", offsetof(type, m.authorized_keys), 0, 0,  \
-         NULL, "file of admitted keys: KEY NAME KIND [groups=..] [grant=..]; empty: "             \
-               "$GRIDNODE_AUTHORIZED_KEYS"},                                                       \
+        {"security",                                                                               \
+         "authorized_keys",                                                                        \
+         CONFIG_STR,                                                                               \
+         "",                                                                                       \
+         offsetof(type, m.authorized_keys),                                                        \
+         0,                                                                                        \
+         0,                                                                                        \
+         NULL,                                                                                     \
+         "file of admitted keys: KEY NAME KIND [groups=..] [grant=..]; empty: "                    \
+         "$GRIDNODE_AUTHORIZED_KEYS"},                                                             \
     {                                                                                              \
         "security", "plain", CONFIG_BOOL, "false", offsetof(type, m.plain), 0, 0, NULL,            \
-            "no CURVE (testing only): allowed on loopback and ipc:// endpoints only"              \
+            "no CURVE (testing only): allowed on loopback and ipc:// endpoints only"               \
     }
 
 enum curve_kind { CURVE_USER = 0, CURVE_ADMIN, CURVE_NODE, CURVE_PEER };

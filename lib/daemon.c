@@ -162,8 +162,8 @@ static int check_access(struct daemon *d, struct wire_msg *msg, const char *user
         return -1;
     }
     if (curve_access(id, msg, &d->ab, &rewritten, why, sizeof why) < 0) {
-        log_info("denied %s from '%s' (%s): %s", msg->desc->name, id->name,
-                 *peer ? peer : "?", why);
+        log_info("denied %s from '%s' (%s): %s", msg->desc->name, id->name, *peer ? peer : "?",
+                 why);
         wire_error_msg(&d->wb, msg->id, WE_DENIED, "%s", why);
         return -1;
     }
@@ -495,8 +495,8 @@ static int open_socket(struct daemon *d)
     zmq_setsockopt(d->sock, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt(d->sock, ZMQ_RCVHWM, &hwm, sizeof hwm);
     char err[800];
-    if (!(d->sec = curve_server_new(d->zctx, d->loop, d->o.security, d->o.listen, err,
-                                    sizeof err)) ||
+    if (!(d->sec =
+              curve_server_new(d->zctx, d->loop, d->o.security, d->o.listen, err, sizeof err)) ||
         curve_server_apply(d->sec, d->sock) < 0) {
         log_warnx("%s: %s", d->o.role, d->sec ? zmq_strerror(errno) : err);
         fprintf(stderr, "gridnode %s: %s\n", d->o.role, d->sec ? zmq_strerror(errno) : err);

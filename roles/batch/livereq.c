@@ -399,8 +399,9 @@ static void h_job_get(struct req *r)
         return;
     }
     if (!curve_may_touch(j->user)) {
-        fail(r, WE_DENIED, "job %llu belongs to another user; only its owner and the "
-                           "administrators may see or cancel it",
+        fail(r, WE_DENIED,
+             "job %llu belongs to another user; only its owner and the "
+             "administrators may see or cancel it",
              (unsigned long long)j->id);
         return;
     }
@@ -447,8 +448,9 @@ static void h_cancel(struct req *r)
         return;
     }
     if (!curve_may_touch(j->user)) {
-        fail(r, WE_DENIED, "job %llu belongs to another user; only its owner and the "
-                           "administrators may see or cancel it",
+        fail(r, WE_DENIED,
+             "job %llu belongs to another user; only its owner and the "
+             "administrators may see or cancel it",
              (unsigned long long)id);
         return;
     }

@@ -556,8 +556,9 @@ static bool owner_ok(struct request *r, const struct job *j, const struct pjob *
     const char *owner = pj ? pj->user : j ? j->user : NULL;
     if ((!j && !pj) || curve_may_touch(owner))
         return true;
-    reply_error(r, WE_DENIED, "job %llu belongs to another user; only its owner and the "
-                              "administrators may see or cancel it",
+    reply_error(r, WE_DENIED,
+                "job %llu belongs to another user; only its owner and the "
+                "administrators may see or cancel it",
                 (unsigned long long)(pj ? pj->id : j->id));
     return false;
 }

@@ -654,8 +654,7 @@ int meta_main(int argc, char **argv)
     loop_signals();
     M.rr_state = (uint64_t)getpid();
     rc = 1;
-    struct daemon_opts dop = {"meta", M.cfg.listen, M.cfg.state_dir, M.cfg.peer_queue,
-                              &M.cfg.sec};
+    struct daemon_opts dop = {"meta", M.cfg.listen, M.cfg.state_dir, M.cfg.peer_queue, &M.cfg.sec};
     struct daemon_ops ops = {on_request, on_commit, on_reload, &M, NULL};
     if (meta_open(&M) < 0 || !(M.loop = loop_new()) || !(M.daemon = daemon_new(M.loop, &dop, &ops)))
         goto out;

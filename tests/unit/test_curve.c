@@ -190,8 +190,8 @@ static void decode(struct wire_buf *wb, struct wire_msg *m)
 }
 
 /* Is request (type, with optional user and group fields) allowed for identity id? */
-static int allowed(const struct curve_ident *id, uint32_t type, const char *user,
-                   const char *group, char *rewritten_user)
+static int allowed(const struct curve_ident *id, uint32_t type, const char *user, const char *group,
+                   char *rewritten_user)
 {
     struct wire_buf wb, out;
     struct wire_msg m;
@@ -387,7 +387,7 @@ static void test_daemon_round_trip(void **state)
     loop_run(l);
     assert_int_equal(reply_of(alice), WT_OK);
     assert_int_equal(reply_of(node), 1000 + WE_DENIED); /* refused before dispatch */
-    assert_int_equal(reply_of(evil), 0);                 /* refused at the handshake */
+    assert_int_equal(reply_of(evil), 0);                /* refused at the handshake */
     assert_string_equal(seen, "alice;");
     daemon_destroy(&d);
     loop_destroy(&l);
