@@ -132,45 +132,6 @@ static int call_zmtp(const struct cli *c, struct wire_buf *wb, uint64_t id, stru
 }
 
 /*
- * What a monitor event on the tool's connection means for the user: a message when
- * the CURVE handshake failed (so the tool says why at once instead of timing out),
- * NULL otherwise. libzmq 4.3.4: a server that cannot open our HELLO (we hold the wrong
- * server key, or it runs plain) ends the handshake without a reason (NO_DETAIL or
- * PROTOCOL); a server whose ZAP handler refused our key says so (AUTH).
- */
-static const char *handshake_failure(uint16_t event)
-{
-    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
-        return "the server refused our key: it is not in the server's authorized keys "
-               "(security.authorized_keys); give the server's administrator the public key "
-               "of GRIDNODE_KEY";
-    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
-        event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
-        return "the CURVE handshake failed: the server's public key is not the one we were "
-               "given (GRIDNODE_SERVER_KEY / security.server_key), or the server does not run "
-               "CURVE";
-    return NULL;
-}
-
-/* Reads one monitor event (two frames: 16-bit event + 32-bit value, then the address). */
-static uint16_t monitor_event(void *mon)
-{
-    zmq_msg_t f;
-    uint16_t ev = 0;
-    zmq_msg_init(&f);
-    if (zmq_msg_recv(&f, mon, ZMQ_DONTWAIT) >= 0 && zmq_msg_size(&f) >= 2)
-        memcpy(&ev, zmq_msg_data(&f), 2);
-    while (zmq_msg_more(&f)) {
-        zmq_msg_close(&f);
-        zmq_msg_init(&f);
-        if (zmq_msg_recv(&f, mon, ZMQ_DONTWAIT) < 0)
-            break;
-    }
-    zmq_msg_close(&f);
-    return ev;
-}
-
-/*
  * cli_call through libzmq (loaded on this first use), for endpoints other than
  * tcp://HOST:PORT (ipc://, a source address, ...) and whenever CURVE is on (the tools'
  * own ZMTP client, cmd/zmtp.c, speaks only NULL). A failed CURVE handshake ends the
@@ -189,6 +150,9 @@ static int call_zmq(const struct cli *c, struct wire_buf *wb, uint64_t id, struc
         goto out;
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    /* libzmq 4.3.4: a server that cannot open our HELLO (we hold the wrong server key,
+     * or it runs plain) ends the handshake without a reason (NO_DETAIL or PROTOCOL); a
+     * server whose ZAP handler refused our key says so (AUTH) */
     if (curve_client_apply(s, NULL, c->endpoint, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", c->prog, err);
         rc = -1;
@@ -217,7 +181,7 @@ static int call_zmq(const struct cli *c, struct wire_buf *wb, uint64_t id, struc
         if (zmq_poll(it, mon ? 2 : 1, left) < 0 && errno != EINTR)
             break;
         if (mon && (it[1].revents & ZMQ_POLLIN))
-            why = handshake_failure(monitor_event(mon));
+            why = curve_handshake_failure(curve_monitor_event(mon));
         if ((it[0].revents & ZMQ_POLLIN) && zmq_msg_recv(&frame, s, ZMQ_DONTWAIT) >= 0)
             rc = take_reply(c, zmq_msg_data(&frame), zmq_msg_size(&frame), id, r);
         clock_gettime(CLOCK_MONOTONIC, &t1);

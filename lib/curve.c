@@ -537,6 +537,102 @@ bool curve_user_in_group(const char *user, const char *group, bool *known)
 
 /* ---- connecting ---- */
 
+const char *curve_handshake_failure(unsigned event)
+{
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        return "the server refused our key: it is not in the server's authorized keys "
+               "(security.authorized_keys); give the server's administrator our public key "
+               "(GRIDNODE_KEY / security.secret_key)";
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
+        event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
+        return "the CURVE handshake failed: the server's public key is not the one we were "
+               "given (GRIDNODE_SERVER_KEY / security.server_key), or the server does not run "
+               "CURVE";
+    return NULL;
+}
+
+unsigned curve_monitor_event(void *mon)
+{
+    zmq_msg_t f;
+    uint16_t ev = 0;
+    zmq_msg_init(&f);
+    if (zmq_msg_recv(&f, mon, ZMQ_DONTWAIT) >= 0 && zmq_msg_size(&f) >= 2)
+        memcpy(&ev, zmq_msg_data(&f), 2);
+    while (zmq_msg_more(&f)) { /* the second frame: the endpoint */
+        zmq_msg_close(&f);
+        zmq_msg_init(&f);
+        if (zmq_msg_recv(&f, mon, ZMQ_DONTWAIT) < 0)
+            break;
+    }
+    zmq_msg_close(&f);
+    return ev;
+}
+
+#define WATCH_LOG_MS 60000
+#define WATCH_EVENTS                                                                               \
+    (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |                  \
+     ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+
+struct curve_watch {
+    struct loop *loop;
+    void *mon;
+    char endpoint[CONFIG_STR_MAX];
+    int64_t last_log_ms;
+};
+
+static void on_watch(struct loop *l, void *arg)
+{
+    struct curve_watch *w = arg;
+    (void)l;
+    for (int i = 0; i < 64; i++) {
+        int ev = 0;
+        size_t sz = sizeof ev;
+        if (zmq_getsockopt(w->mon, ZMQ_EVENTS, &ev, &sz) < 0 || !(ev & ZMQ_POLLIN))
+            break;
+        const char *why = curve_handshake_failure(curve_monitor_event(w->mon));
+        int64_t now = loop_now_ms();
+        if (why && now - w->last_log_ms >= WATCH_LOG_MS) {
+            log_warnx("cannot talk to %s: %s", w->endpoint, why);
+            w->last_log_ms = now;
+        }
+    }
+}
+
+struct curve_watch *curve_watch_new(void *zctx, struct loop *l, void *sock, const char *endpoint)
+{
+    static unsigned seq;
+    char addr[64];
+    int zero = 0;
+    struct curve_watch *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->loop = l;
+    w->last_log_ms = loop_now_ms() - WATCH_LOG_MS;
+    snprintf(w->endpoint, sizeof w->endpoint, "%s", endpoint);
+    snprintf(addr, sizeof addr, "inproc://curve-watch-%d-%u", (int)getpid(), ++seq);
+    if (zmq_socket_monitor(sock, addr, WATCH_EVENTS) < 0 || !(w->mon = zmq_socket(zctx, ZMQ_PAIR)) ||
+        zmq_setsockopt(w->mon, ZMQ_LINGER, &zero, sizeof zero) < 0 || zmq_connect(w->mon, addr) < 0 ||
+        loop_add_socket(l, w->mon, on_watch, w) < 0) {
+        log_debug("cannot watch the handshakes with %s: %s", endpoint, zmq_strerror(errno));
+        if (w->mon)
+            zmq_close(w->mon);
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+void curve_watch_destroy(struct curve_watch **wp)
+{
+    if (!wp || !*wp)
+        return;
+    struct curve_watch *w = *wp;
+    loop_remove_socket(w->loop, w->mon);
+    zmq_close(w->mon);
+    free(w);
+    *wp = NULL;
+}
+
 bool curve_client_secure(const struct curve_conf *conf)
 {
     struct curve_conf c = conf ? *conf : (struct curve_conf){0};

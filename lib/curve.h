@@ -178,4 +178,22 @@ int curve_client_apply(void *sock, const struct curve_conf *conf, const char *en
 /* Does the configuration (conf or the environment) ask for CURVE? */
 bool curve_client_secure(const struct curve_conf *conf);
 
+/*
+ * Handshake failures, for messages that say what is wrong instead of a timeout: the
+ * text for a monitor event (ZMQ_EVENT_HANDSHAKE_FAILED_*; NULL for other events), and
+ * reading one event from a monitor PAIR socket (0 when none).
+ */
+const char *curve_handshake_failure(unsigned event);
+unsigned curve_monitor_event(void *mon);
+
+struct curve_watch;
+/*
+ * Watches the handshakes of a role's DEALER sock (connecting to endpoint) from loop l:
+ * a failed CURVE handshake is logged at once, naming the endpoint and the key that is
+ * wrong, at most once a minute per socket. NULL when plain or on error (nothing is
+ * watched then). Destroy it before closing sock.
+ */
+struct curve_watch *curve_watch_new(void *zctx, struct loop *l, void *sock, const char *endpoint);
+void curve_watch_destroy(struct curve_watch **wp);
+
 #endif

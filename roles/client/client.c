@@ -60,6 +60,7 @@ struct client {
     int t_tasks, t_meta;
     struct loop *loop;
     void *zctx, *sock;
+    struct curve_watch *watch; /* logs a failed CURVE handshake (lib/curve.h) */
     int sigfd;
     char sid[65];
     char inc[65]; /* the cluster state's incarnation our tasks came from ("": none yet) */
@@ -536,6 +537,7 @@ static int open_socket(struct client *c)
 {
     int zero = 0, one = 1;
     int64_t maxmsg = WIRE_MAX_FRAME;
+    curve_watch_destroy(&c->watch);
     if (c->sock) {
         if (c->loop)
             loop_remove_socket(c->loop, c->sock);
@@ -555,6 +557,8 @@ static int open_socket(struct client *c)
         fprintf(stderr, "gridnode client: %s\n", err);
         return -1;
     }
+    if (c->loop && curve_client_secure(&c->cfg.sec))
+        c->watch = curve_watch_new(c->zctx, c->loop, c->sock, c->cfg.server);
     if (zmq_connect(c->sock, c->cfg.server) < 0) {
         log_warnx("cannot connect to %s: %s", c->cfg.server, zmq_strerror(errno));
         return -1;
@@ -1224,6 +1228,7 @@ out:
         task_free(c.tasks[i]);
     free(c.tasks);
     store_close(&c.store);
+    curve_watch_destroy(&c.watch);
     if (c.sock)
         zmq_close(c.sock);
     if (c.zctx)

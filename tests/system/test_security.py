@@ -280,3 +280,22 @@ def test_tools_and_env_without_keys_say_what_to_set(cluster_factory, keys, gridn
     r = run_tool(gridnode_bin, "jobs", "-e", cl.endpoint,
                  env={"GRIDNODE_KEY": "", "GRIDNODE_SERVER_KEY": ""})
     assert r.returncode == 1 and "GRIDNODE_KEY" in r.stderr and "GRIDNODE_SERVER_KEY" in r.stderr
+
+
+def test_node_with_wrong_keys_logs_why_and_the_right_key_works(cluster_factory, client_factory,
+                                                               keys, workdir):
+    cl = cluster_factory(dict(SD, **keys.sets()))
+    other, _ = write_keypair(workdir, "impostor")
+    (bad,) = client_factory(cl, 1, sets=CLIENT, prefix="badsrv",
+                            env={"GRIDNODE_SERVER_KEY": other})
+    (unknown,) = client_factory(cl, 1, sets=CLIENT, prefix="evil",
+                                env={"GRIDNODE_KEY": str(keys.key("evil"))})
+    (good,) = client_factory(cl, 1, sets=CLIENT, prefix="n",
+                             env={"GRIDNODE_KEY": str(keys.key("node7"))})
+    wait_until(lambda: "server's public key is not the one" in bad.log(), scaled(20),
+               msg="the node names the wrong server key")
+    wait_until(lambda: "refused our key" in unknown.log(), scaled(20),
+               msg="the node says its key was refused")
+    wait_until(lambda: "session" in good.log(), scaled(20), msg="the node7 session")
+    names = [n["node"] for n in cl.rpc(T["NODE_LIST"])["nodes"]]
+    assert names == [good.name], names
