@@ -58,6 +58,7 @@ struct msite {
     int idx;
     char name[META_NAME_MAX], ep[CONFIG_STR_MAX];
     void *sock;
+    struct curve_watch *watch; /* logs a failed CURVE handshake (lib/curve.h) */
     struct meta_site info; /* the policy's view (up, speed, sizes, queued work) */
     bool known;            /* SITE_INFO answered at least once */
     int64_t down_since;    /* loop ms the site stopped answering, 0 while up */

@@ -905,6 +905,8 @@ int meta_sites_open(struct meta *M)
             s->sock = NULL;
             return -1;
         }
+        if (curve_client_secure(&M->cfg.sec))
+            s->watch = curve_watch_new(daemon_zctx(M->daemon), M->loop, s->sock, s->ep);
         s->info_at = s->poll_at = s->sweep_at = 0;
     }
     return 0;
@@ -914,6 +916,7 @@ void meta_sites_close(struct meta *M)
 {
     for (int i = 0; i < M->nsites; i++) {
         struct msite *s = &M->site[i];
+        curve_watch_destroy(&s->watch);
         if (s->sock) {
             if (M->loop)
                 loop_remove_socket(M->loop, s->sock);
