@@ -299,3 +299,13 @@ def test_node_with_wrong_keys_logs_why_and_the_right_key_works(cluster_factory, 
     wait_until(lambda: "session" in good.log(), scaled(20), msg="the node7 session")
     names = [n["node"] for n in cl.rpc(T["NODE_LIST"])["nodes"]]
     assert names == [good.name], names
+
+
+def test_batch_role_with_wrong_cluster_key_logs_why(cluster_factory, batch_factory, keys,
+                                                    workdir):
+    cl = cluster_factory(keys.sets())
+    other, _ = write_keypair(workdir, "impostor")
+    b = batch_factory([cl], env={"GRIDNODE_SERVER_KEY": other})
+    wait_until(lambda: "server's public key is not the one" in b.log(), scaled(20),
+               msg="the batch role names the wrong cluster key")
+    assert b.alive() and b.rpc(T["NODE_LIST"])["nodes"] == []
