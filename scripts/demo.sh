@@ -12,6 +12,9 @@ rm -rf "$dir"
 trap '"$top/scripts/grid" down --dir "$dir" >/dev/null' EXIT
 echo "== starting a local grid: 1 cluster manager + 4 clients on 127.0.0.1:$port"
 "$top/scripts/grid" up --dir "$dir" --port "$port" --clients 4 --slots 2
+# the grid runs CURVE with keys it made (docs/security.md): talk to it as its admin
+export GRIDNODE_KEY=$dir/keys/admin.key GRIDNODE_SERVER_KEY=$dir/keys/server.pub
+unset GRIDNODE_PLAIN
 sleep 1
 echo
 echo "== submitting 200 tasks: task i counts the primes up to (i+1)*2000"
