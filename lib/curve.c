@@ -610,9 +610,10 @@ struct curve_watch *curve_watch_new(void *zctx, struct loop *l, void *sock, cons
     w->last_log_ms = loop_now_ms() - WATCH_LOG_MS;
     snprintf(w->endpoint, sizeof w->endpoint, "%s", endpoint);
     snprintf(addr, sizeof addr, "inproc://curve-watch-%d-%u", (int)getpid(), ++seq);
-    if (zmq_socket_monitor(sock, addr, WATCH_EVENTS) < 0 || !(w->mon = zmq_socket(zctx, ZMQ_PAIR)) ||
-        zmq_setsockopt(w->mon, ZMQ_LINGER, &zero, sizeof zero) < 0 || zmq_connect(w->mon, addr) < 0 ||
-        loop_add_socket(l, w->mon, on_watch, w) < 0) {
+    if (zmq_socket_monitor(sock, addr, WATCH_EVENTS) < 0 ||
+        !(w->mon = zmq_socket(zctx, ZMQ_PAIR)) ||
+        zmq_setsockopt(w->mon, ZMQ_LINGER, &zero, sizeof zero) < 0 ||
+        zmq_connect(w->mon, addr) < 0 || loop_add_socket(l, w->mon, on_watch, w) < 0) {
         log_debug("cannot watch the handshakes with %s: %s", endpoint, zmq_strerror(errno));
         if (w->mon)
             zmq_close(w->mon);
