@@ -22,6 +22,7 @@
 #include <time.h>
 #include <zmq.h>
 
+#include "lib/curve.h"
 #include "wire/wire.h"
 
 #define REPLY_TIMEOUT_NS (30ll * 1000000000ll) /* a reply later than this: give up */
@@ -115,6 +116,11 @@ static void *open_dealer(struct bench *b)
         exit(1);
     }
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    char err[800];
+    if (curve_client_apply(s, NULL, b->o.endpoint, err, sizeof err) < 0) {
+        fprintf(stderr, "dispatch: %s\n", err); /* keys from GRIDNODE_KEY etc. */
+        exit(1);
+    }
     if (zmq_connect(s, b->o.endpoint) < 0) {
         fprintf(stderr, "dispatch: connect %s: %s\n", b->o.endpoint, zmq_strerror(errno));
         exit(1);

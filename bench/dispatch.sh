@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Dispatch benchmark: one cluster manager (store.sync=full) and 1,000 simulated nodes in
 # one load-generator process (bench/dispatch.c), each reporting an empty task's result
-# and taking the next one: first with RESULT want=1, then (a fresh cluster) with the
-# issue 11 work request in seconds, RESULT req {"cpu": 0.001}. Prints one JSON line:
-#   {"bench":"dispatch","tasks_per_s":...,"p50_us":...,"p99_us":...,
-#    "req_tasks_per_s":...,"req_p50_us":...,"req_p99_us":...}
+# and taking the next one (RESULT with want=1). Run twice on fresh state: with CURVE
+# (keys from gridnode keygen, the default configuration) and plain (security.plain,
+# loopback), so the cost of security shows (issue 12: CURVE keeps >= 70 % of plain).
+# Prints one JSON line on stdout:
+#   {"bench":"dispatch","tasks_per_s":...,"p50_us":...,"p99_us":...,        (CURVE)
+#    "plain_tasks_per_s":...,"plain_p50_us":...,"plain_p99_us":...,"curve_vs_plain":...}
 # Knobs: DISPATCH_CLIENTS (1000), DISPATCH_REQUESTS (100000), DISPATCH_SECONDS (20).
 set -eu
 cd "$(dirname "$0")/.."
@@ -20,13 +22,17 @@ done
 
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/gridnode-bench-dispatch.XXXXXX")"
 pid=""
-cleanup() {
+stop_cluster() {
     if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
         kill -TERM "$pid" 2>/dev/null || true
         for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
         kill -KILL "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
     fi
+    pid=""
+}
+cleanup() {
+    stop_cluster
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -35,14 +41,32 @@ trap 'exit 130' INT TERM
 # every simulated node is one connection: lift the soft descriptor limit
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
-# one run on a fresh cluster: mode "want" (RESULT want=1, the X-Com protocol) or "req"
-# (issue 11: RESULT req {"cpu": 0.001 s}, want 0: the first task reaches the request)
-run_mode() {
-    local mode="$1" state="$tmp/state-$1" extra=""
-    [ "$mode" = req ] && extra="--req 0.001"
+# keys: the cluster's, and one for the load generator (an admin: it submits and acts
+# as every node)
+mkdir -p "$tmp/keys"
+"$gridnode" keygen -d "$tmp/keys" server >/dev/null
+"$gridnode" keygen -d "$tmp/keys" bench >/dev/null
+echo "$(tail -1 "$tmp/keys/bench.pub") bench admin" >"$tmp/keys/authorized_keys"
+
+# run MODE [req]: one measurement (curve or plain) on a fresh state dir; with "req", the
+# issue 11 work request in seconds (RESULT req {"cpu": 0.001 s}, want 0: the first task
+# reaches the request) instead of want=1; prints the JSON line
+run() {
+    local mode=$1 state="$tmp/state-$1${2:-}" sec line extra=""
+    [ "${2:-}" = req ] && extra="--req 0.001"
+    if [ "$mode" = plain ]; then
+        sec=(--set security.plain=true)
+        export GRIDNODE_PLAIN=1
+    else
+        sec=(--set "security.secret_key=$tmp/keys/server.key"
+             --set "security.authorized_keys=$tmp/keys/authorized_keys")
+        unset GRIDNODE_PLAIN
+        export GRIDNODE_KEY="$tmp/keys/bench.key" GRIDNODE_SERVER_KEY="$tmp/keys/server.pub"
+    fi
     "$gridnode" cluster --set "cluster.listen=tcp://127.0.0.1:*" \
         --set "cluster.state_dir=$state" --set store.sync=full \
-        --set cluster.log_level=warn >"$tmp/cluster-$mode.out" 2>"$tmp/cluster-$mode.err" &
+        --set cluster.log_level=warn "${sec[@]}" >"$tmp/cluster-$mode.out" \
+        2>"$tmp/cluster-$mode.err" &
     pid=$!
     for _ in $(seq 100); do
         [ -s "$state/endpoint" ] && break
@@ -50,37 +74,40 @@ run_mode() {
         sleep 0.1
     done
     if [ ! -s "$state/endpoint" ]; then
-        echo "dispatch: the cluster did not start:" >&2
+        echo "dispatch: the cluster ($mode) did not start:" >&2
         cat "$tmp/cluster-$mode.err" >&2
-        return 1
+        exit 1
     fi
+    local endpoint
     endpoint="$(cat "$state/endpoint")"
-    echo "dispatch ($mode): cluster $pid on $endpoint, state in $state (sync=full)" >&2
+    echo "dispatch: $mode cluster $pid on $endpoint, state in $state (sync=full)" >&2
     # enough tasks that the job never runs dry within the run
     line="$("$gen" --endpoint "$endpoint" --clients "$CLIENTS" --requests "$REQUESTS" \
         --seconds "$LIMIT_S" --submit $((REQUESTS + 2 * CLIENTS)) $extra)" || {
-        echo "dispatch: the load generator failed; cluster log:" >&2
+        echo "dispatch: the load generator failed ($mode); cluster log:" >&2
         tail -n 20 "$tmp/cluster-$mode.err" >&2
-        return 1
+        exit 1
     }
     if ! kill -0 "$pid" 2>/dev/null; then
-        echo "dispatch: the cluster died during the run:" >&2
+        echo "dispatch: the cluster died during the run ($mode):" >&2
         tail -n 20 "$tmp/cluster-$mode.err" >&2
-        return 1
+        exit 1
     fi
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-    pid=""
+    stop_cluster
     echo "$line"
 }
 
-field() { # json-line key
-    printf '%s' "$1" | sed -n "s/.*\"$2\":\([0-9.]*\).*/\1/p"
-}
-want="$(run_mode want)"
-req="$(run_mode req)"
-printf '{"bench":"dispatch","tasks_per_s":%s,"p50_us":%s,"p99_us":%s,"req_tasks_per_s":%s,"req_p50_us":%s,"req_p99_us":%s}\n' \
-    "$(field "$want" tasks_per_s)" "$(field "$want" p50_us)" "$(field "$want" p99_us)" \
-    "$(field "$req" tasks_per_s)" "$(field "$req" p50_us)" "$(field "$req" p99_us)"
+curve="$(run curve)"
+plain="$(run plain)"
+req="$(run curve req)"
+/usr/bin/python3 - "$curve" "$plain" "$req" <<'PY'
+import json, sys
+c, p, r = json.loads(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3])
+out = {"bench": "dispatch", "tasks_per_s": c["tasks_per_s"], "p50_us": c["p50_us"],
+       "p99_us": c["p99_us"], "security": "curve",
+       "plain_tasks_per_s": p["tasks_per_s"], "plain_p50_us": p["p50_us"],
+       "plain_p99_us": p["p99_us"],
+       "curve_vs_plain": round(c["tasks_per_s"] / p["tasks_per_s"], 3) if p["tasks_per_s"] else None,
+       "req_tasks_per_s": r["tasks_per_s"], "req_p50_us": r["p50_us"], "req_p99_us": r["p99_us"]}
+print(json.dumps(out, separators=(",", ":")))
+PY

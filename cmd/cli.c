@@ -3,6 +3,7 @@
 #include "lib/text.h"
 
 #include <errno.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include <zmq.h>
 
 #include "cmd/zmtp.h"
+#include "lib/curve.h"
 #include "lib/mpjson.h"
 
 int cli_common(struct cli *c, const char *prog, int *argc, char **argv)
@@ -92,7 +94,10 @@ const char *cli_common_help(void)
            "  --timeout MS        give up waiting for the reply after MS ms (default 10000)\n"
            "  --connect-timeout MS  retry a refused connection for MS ms (default 1000;\n"
            "                      raise it to wait for a role that is still starting)\n"
-           "  --json              machine-readable output\n";
+           "  --json              machine-readable output\n"
+           "  security: GRIDNODE_KEY (own secret key file, gridnode keygen) and\n"
+           "  GRIDNODE_SERVER_KEY (the server's public key, z85 or a file); GRIDNODE_PLAIN=1\n"
+           "  talks without CURVE to a plain role on loopback (tests)\n";
 }
 
 /* A reply frame (data, len) received for request id: copies it into r and decodes
@@ -169,13 +174,44 @@ static int call_zmtp(const struct cli *c, struct wire_buf *wb, uint64_t id, stru
     return rc;
 }
 
-/* cli_call through libzmq (loaded on this first use), for endpoints other than
- * tcp://HOST:PORT (ipc://, a source address, ...). */
+/* True (err set) when endpoint is tcp://HOST:PORT with a HOST that does not resolve:
+ * libzmq would retry it silently until the timeout. */
+static bool tcp_host_unresolvable(const char *endpoint, char *err, size_t errlen)
+{
+    char host[256];
+    const char *h = endpoint + 6, *colon = strrchr(endpoint, ':');
+    if (strncmp(endpoint, "tcp://", 6) || !colon || colon < h)
+        return false;
+    size_t n = (size_t)(colon - h);
+    if (n >= 2 && h[0] == '[' && h[n - 1] == ']')
+        h++, n -= 2;
+    if (n == 0 || n >= sizeof host || (n == 1 && h[0] == '*'))
+        return false;
+    memcpy(host, h, n);
+    host[n] = '\0';
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+    int g = getaddrinfo(host, NULL, &hints, &ai);
+    if (ai)
+        freeaddrinfo(ai);
+    if (g == 0)
+        return false;
+    snprintf(err, errlen, "cannot resolve %s: %s", host, gai_strerror(g));
+    return true;
+}
+
+/*
+ * cli_call through libzmq (loaded on this first use), for endpoints other than
+ * tcp://HOST:PORT (ipc://, a source address, ...) and whenever CURVE is on (the tools'
+ * own ZMTP client, cmd/zmtp.c, speaks only NULL). A failed CURVE handshake ends the
+ * call at once with a message saying which key is wrong.
+ */
 static int call_zmq(const struct cli *c, struct wire_buf *wb, uint64_t id, struct cli_reply *r)
 {
-    void *ctx = zmq_ctx_new(), *s = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL;
+    void *ctx = zmq_ctx_new(), *s = ctx ? zmq_socket(ctx, ZMQ_DEALER) : NULL, *mon = NULL;
     int zero = 0, rc = 2;
     int64_t maxmsg = WIRE_MAX_FRAME;
+    const char *why = NULL;
+    char err[800];
     zmq_msg_t frame;
     zmq_msg_init(&frame);
     if (!s)
@@ -186,11 +222,33 @@ static int call_zmq(const struct cli *c, struct wire_buf *wb, uint64_t id, struc
      * instead of waiting out the timeout. */
     struct stat st;
     if (!strncmp(c->endpoint, "ipc://", 6) && stat(c->endpoint + 6, &st) != 0) {
-        char why[320];
-        snprintf(why, sizeof why, "%s: %s", c->endpoint + 6, strerror(errno));
-        print_unreachable(c, why);
+        snprintf(err, sizeof err, "%s: %s", c->endpoint + 6, strerror(errno));
+        print_unreachable(c, err);
         rc = -1;
         goto out;
+    }
+    /* libzmq 4.3.4: a server that cannot open our HELLO (we hold the wrong server key,
+     * or it runs plain) ends the handshake without a reason (NO_DETAIL or PROTOCOL); a
+     * server whose ZAP handler refused our key says so (AUTH) */
+    if (curve_client_apply(s, NULL, c->endpoint, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: %s\n", c->prog, err);
+        rc = -1;
+        goto out;
+    }
+    zmq_setsockopt(s, ZMQ_HANDSHAKE_IVL, &c->timeout_ms, sizeof c->timeout_ms);
+    if (tcp_host_unresolvable(c->endpoint, err, sizeof err)) {
+        print_unreachable(c, err);
+        rc = -1;
+        goto out;
+    }
+    if (zmq_socket_monitor(s, "inproc://cli-monitor",
+                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_CONNECTED |
+                               ZMQ_EVENT_CONNECT_RETRIED) == 0 &&
+        (mon = zmq_socket(ctx, ZMQ_PAIR))) {
+        zmq_setsockopt(mon, ZMQ_LINGER, &zero, sizeof zero);
+        zmq_connect(mon, "inproc://cli-monitor");
     }
     if (zmq_connect(s, c->endpoint) < 0) {
         fprintf(stderr, "%s: bad endpoint '%s': %s\n", c->prog, c->endpoint, zmq_strerror(errno));
@@ -199,15 +257,46 @@ static int call_zmq(const struct cli *c, struct wire_buf *wb, uint64_t id, struc
     }
     if (zmq_send(s, wb->sb.data, wb->sb.size, 0) < 0)
         goto out;
-    zmq_pollitem_t it = {s, 0, ZMQ_POLLIN, 0};
-    while (rc == 2 && zmq_poll(&it, 1, c->timeout_ms) > 0 && zmq_msg_recv(&frame, s, 0) >= 0)
-        rc = take_reply(c, zmq_msg_data(&frame), zmq_msg_size(&frame), id, r);
+    zmq_pollitem_t it[2] = {{s, 0, ZMQ_POLLIN, 0}, {mon, 0, ZMQ_POLLIN, 0}};
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    /* connection events: a refused connection (nothing listens) is retried by libzmq
+     * for ever; like the plain path, give up after --connect-timeout */
+    bool connected = false, retried = false;
+    for (long left = c->timeout_ms; rc == 2 && !why && left > 0;) {
+        if (zmq_poll(it, mon ? 2 : 1, left < 100 ? left : 100) < 0 && errno != EINTR)
+            break;
+        if (mon && (it[1].revents & ZMQ_POLLIN)) {
+            unsigned ev = curve_monitor_event(mon);
+            if (ev == ZMQ_EVENT_CONNECTED)
+                connected = true;
+            else if (ev == ZMQ_EVENT_CONNECT_RETRIED)
+                retried = true;
+            else
+                why = curve_handshake_failure(ev);
+        }
+        if ((it[0].revents & ZMQ_POLLIN) && zmq_msg_recv(&frame, s, ZMQ_DONTWAIT) >= 0)
+            rc = take_reply(c, zmq_msg_data(&frame), zmq_msg_size(&frame), id, r);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        long spent = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+        if (rc == 2 && !connected && retried && spent >= c->connect_ms) {
+            print_unreachable(c, "cannot connect: Connection refused");
+            rc = -1;
+            break;
+        }
+        left = c->timeout_ms - spent;
+    }
 out:
-    if (rc == 2) {
+    if (rc == 2 && why) {
+        fprintf(stderr, "%s: cannot talk to %s: %s\n", c->prog, c->endpoint, why);
+        rc = -1;
+    } else if (rc == 2) {
         print_unreachable(c, NULL);
         rc = -1;
     }
     zmq_msg_close(&frame);
+    if (mon)
+        zmq_close(mon);
     if (s)
         zmq_close(s);
     if (ctx)
@@ -220,7 +309,18 @@ int cli_call(const struct cli *c, struct wire_buf *wb, uint64_t id, struct cli_r
     r->frame = NULL;
     r->len = 0;
     memset(&r->msg, 0, sizeof r->msg);
-    return zmtp_supported(c->endpoint) ? call_zmtp(c, wb, id, r) : call_zmq(c, wb, id, r);
+    /* plain (explicitly configured) over tcp: the fast path without libzmq */
+    if (zmtp_supported(c->endpoint) && !curve_client_secure(NULL)) {
+        if (!curve_endpoint_local(c->endpoint)) {
+            fprintf(stderr,
+                    "%s: plain (GRIDNODE_PLAIN) is allowed only to loopback or ipc:// "
+                    "endpoints, not %s: set GRIDNODE_KEY and GRIDNODE_SERVER_KEY\n",
+                    c->prog, c->endpoint);
+            return -1;
+        }
+        return call_zmtp(c, wb, id, r);
+    }
+    return call_zmq(c, wb, id, r);
 }
 
 /* The arguments of a tool that takes only the common options: -1 to go on, else the exit

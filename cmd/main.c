@@ -27,6 +27,7 @@ static const struct command commands[] = {
     {"purge", cmd_purge, "remove finished jobs and their results"},
     {"nodes", cmd_nodes, "list the nodes known to a cluster manager"},
     {"console", cmd_console, "cluster manager console: limits, queues, hosts, parallel jobs"},
+    {"keygen", cmd_keygen, "make a CURVE key pair (NAME.key secret, NAME.pub public)"},
     {"dump", cmd_dump, "print a role's stored state (works while it runs)"},
     {"batch", cmd_batch, "batch scheduler (Maui-like); --simulate replays a workload trace"},
     {"meta", cmd_meta, "metascheduler: a grid spool placing jobs on batch sites (--simulate: compare policies)"},

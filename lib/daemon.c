@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "lib/curve.h"
 #include "lib/log.h"
 #include "lib/loop.h"
 #include "lib/netopts.h"
@@ -63,6 +64,8 @@ struct daemon {
     struct daemon_ops ops;
     struct loop *loop;
     void *zctx, *sock;
+    struct curve_server *sec; /* CURVE + ZAP, or plain (lib/curve.h) */
+    struct wire_buf ab;       /* a request rewritten by curve_access */
     char endpoint[256];
     struct wire_buf wb; /* scratch for building one reply */
     struct pending_reply *replies;
@@ -140,6 +143,46 @@ static size_t drain_more(void *sock)
     return n;
 }
 
+/*
+ * Applies access control (lib/access.c) to a decoded request: 0 to dispatch *msg
+ * (replaced by the rewritten request when curve_access rewrote it), or -1 with the
+ * error reply in d->wb.
+ */
+static int check_access(struct daemon *d, struct wire_msg *msg, const char *user_id,
+                        const char *peer)
+{
+    if (!curve_server_secure(d->sec))
+        return 0;
+    const struct curve_ident *id = curve_server_ident(d->sec, user_id);
+    char why[400];
+    bool rewritten = false;
+    if (!id) {
+        wire_error_msg(&d->wb, msg->id, WE_AUTH,
+                       "your key is no longer authorized by the %s; ask an administrator",
+                       d->o.role);
+        return -1;
+    }
+    if (curve_access(id, msg, &d->ab, &rewritten, why, sizeof why) < 0) {
+        log_info("denied %s from '%s' (%s): %s", msg->desc->name, id->name, *peer ? peer : "?",
+                 why);
+        wire_error_msg(&d->wb, msg->id, WE_DENIED, "%s", why);
+        return -1;
+    }
+    curve_set_current(d->sec, id);
+    if (!rewritten)
+        return 0;
+    struct wire_error err;
+    struct wire_msg m2;
+    if (wire_decode(d->ab.sb.data, d->ab.sb.size, true, &m2, &err) < 0) {
+        wire_error_msg(&d->wb, msg->id, err.code, "%s", err.text);
+        return -1;
+    }
+    wire_msg_free(msg);
+    *msg = m2;
+    msg->root = &msg->up.data; /* root points into the struct itself: re-aim it */
+    return 0;
+}
+
 /* Decodes a request body and dispatches it; the reply (or error) is left in d->wb. */
 static uint64_t handle_body(struct daemon *d, zmq_msg_t *body, const char *peer)
 {
@@ -150,9 +193,12 @@ static uint64_t handle_body(struct daemon *d, zmq_msg_t *body, const char *peer)
         wire_error_msg(&d->wb, err.id, err.code, "%s", err.text);
         return err.id;
     }
-    d->cur->req_id = msg.id;
-    d->ops.dispatch(d->ops.arg, &msg, peer, &d->wb);
     uint64_t id = msg.id;
+    if (check_access(d, &msg, zmq_msg_gets(body, "User-Id"), peer) == 0) {
+        d->cur->req_id = msg.id;
+        d->ops.dispatch(d->ops.arg, &msg, peer, &d->wb);
+    }
+    curve_set_current(d->sec, NULL);
     wire_msg_free(&msg);
     return id;
 }
@@ -453,6 +499,14 @@ static int open_socket(struct daemon *d)
      * connections (and descriptors) stayed for ever (issue 16) */
     if (netopts_liveness(d->sock, d->o.peer_timeout_ms) < 0)
         log_warnx("cannot enable heartbeats on the %s socket: %s", d->o.role, zmq_strerror(errno));
+    char err[800];
+    if (!(d->sec =
+              curve_server_new(d->zctx, d->loop, d->o.security, d->o.listen, err, sizeof err)) ||
+        curve_server_apply(d->sec, d->sock) < 0) {
+        log_warnx("%s: %s", d->o.role, d->sec ? zmq_strerror(errno) : err);
+        fprintf(stderr, "gridnode %s: %s\n", d->o.role, d->sec ? zmq_strerror(errno) : err);
+        return -1;
+    }
     if (zmq_bind(d->sock, d->o.listen) < 0) {
         log_warnx("cannot listen on %s: %s", d->o.listen, zmq_strerror(errno));
         return -1;
@@ -467,7 +521,8 @@ static int open_socket(struct daemon *d)
     } else {
         log_warn("cannot write %s", path);
     }
-    log_info("listening on %s", d->endpoint);
+    log_info("listening on %s (%s)", d->endpoint,
+             curve_server_secure(d->sec) ? "CURVE" : "plain, no security");
     printf("gridnode %s: listening on %s\n", d->o.role, d->endpoint);
     fflush(stdout);
     return 0;
@@ -486,6 +541,7 @@ struct daemon *daemon_new(struct loop *l, const struct daemon_opts *o, const str
     d->last_report_ms = loop_now_ms() - DAEMON_DROP_LOG_MS;
     wire_buf_init(&d->wb);
     wire_buf_init(&d->hb);
+    wire_buf_init(&d->ab);
     if (open_socket(d) < 0 || loop_add_socket(l, d->sock, on_socket, d) < 0 ||
         loop_timer(l, DAEMON_DROP_LOG_MS, 1, on_drop_timer, d) < 0) {
         daemon_destroy(&d);
@@ -513,10 +569,12 @@ void daemon_destroy(struct daemon **dp)
             loop_remove_socket(d->loop, d->sock);
         zmq_close(d->sock);
     }
+    curve_server_destroy(&d->sec); /* the ZAP socket, after the ROUTER */
     if (d->zctx)
         zmq_ctx_term(d->zctx);
     wire_buf_free(&d->wb);
     wire_buf_free(&d->hb);
+    wire_buf_free(&d->ab);
     free(d);
     *dp = NULL;
     errno = saved;

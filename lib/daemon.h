@@ -60,6 +60,7 @@
 
 struct loop;
 struct daemon;
+struct curve_conf;
 
 #define DAEMON_TURN_MAX 1024           /* requests read per turn */
 #define DAEMON_TURN_BYTES (64u << 20)  /* stop reading a turn once replies hold this */
@@ -99,6 +100,9 @@ struct daemon_opts {
     /* a peer silent this long (ZMTP heartbeats, TCP keepalive) is disconnected and its
      * descriptor released; <= 0 means NETOPTS_PEER_TIMEOUT_MS (lib/netopts.h) */
     long peer_timeout_ms;
+    /* [security] keys (lib/curve.h); NULL: the environment only. Without keys or
+     * plain the daemon does not start. */
+    const struct curve_conf *security;
 };
 
 /*

@@ -37,6 +37,10 @@
     X(size_t, zmq_msg_size, (const zmq_msg_t *m), (m))                                             \
     X(const char *, zmq_msg_gets, (const zmq_msg_t *m, const char *p), (m, p))                     \
     X(const char *, zmq_strerror, (int e), (e))                                                    \
+    X(int, zmq_msg_more, (const zmq_msg_t *m), (m))                                                \
+    X(int, zmq_curve_keypair, (char *p, char *s), (p, s))                                          \
+    X(int, zmq_curve_public, (char *p, const char *s), (p, s))                                     \
+    X(char *, zmq_z85_encode, (char *d, const uint8_t *s, size_t n), (d, s, n))                    \
     X(int, zmq_socket_monitor, (void *s, const char *a, int e), (s, a, e))
 
 static struct {

@@ -36,6 +36,9 @@ echo "== starting the hierarchy on 127.0.0.1: meta :$mport -> batch sites :$bpor
     "-> cluster managers :$port,:$((port + 1)) -> 2 clients x 2 slots each"
 "$top/scripts/grid" up --meta --dir "$dir" --sites 2 --clients 2 --slots 2 --port "$port" \
     --batch-port "$bport" --meta-port "$mport"
+# the grid runs CURVE with keys it made (docs/security.md): talk to it as its admin
+export GRIDNODE_KEY=$dir/keys/admin.key GRIDNODE_SERVER_KEY=$dir/keys/server.pub
+unset GRIDNODE_PLAIN
 # the sites schedule once their cluster managers reported their hosts
 for s in 0 1; do
     for _ in $(seq 100); do

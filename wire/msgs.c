@@ -612,7 +612,7 @@ const char *wire_err_name(int code)
     static const char *names[] = {NULL,        "MALFORMED", "VERSION", "TYPE",
                                   "FIELD",     "NOT_FOUND", "SESSION", "INVALID",
                                   "STORAGE",   "STATE",     "REFUSED",
-                                  [WE_DENIED] = "DENIED"};
+                                  [WE_DENIED] = "DENIED", [WE_AUTH] = "AUTH"};
     if (code > 0 && (size_t)code < sizeof names / sizeof names[0] && names[code])
         return names[code];
     return "UNKNOWN";

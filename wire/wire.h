@@ -100,7 +100,8 @@ enum wire_err {
     WE_STORAGE = 8,    /* the state could not be made durable; nothing changed; retry */
     WE_STATE = 9,      /* not possible in the object's current state */
     WE_REFUSED = 10,   /* admission refused: the text names the missing resource */
-    WE_DENIED = 17,    /* the requester may not do this (batch.admins); not security yet */
+    WE_DENIED = 17,    /* the requester's identity may not do this (docs/security.md) */
+    WE_AUTH = 22,      /* the requester's key is not (or no longer) authorized */
 };
 
 /* Field types of a descriptor. */

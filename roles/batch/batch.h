@@ -25,6 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/curve.h"
+
 #define BATCH_NAME_MAX 64
 #define BATCH_NEVER INT64_MAX
 #define BATCH_UNLIMITED (-1)
@@ -85,6 +87,7 @@ struct batch_live_cfg {
     int sync;               /* enum store_sync: 0 full, 1 meta, 2 none */
     int64_t map_mb;
     int64_t peer_queue;
+    struct curve_conf sec; /* [security] (lib/curve.h) */
 };
 
 struct batch_config {

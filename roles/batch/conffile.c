@@ -277,6 +277,20 @@ static int set_live(struct ctx *x, const char *sec, const char *k, const char *v
             l->map_mb = n;
             return 1;
         }
+    } else if (!strcasecmp(sec, "security")) {
+        struct curve_conf *s = &l->sec;
+        if (!strcasecmp(k, "secret_key"))
+            return live_str(x, k, v, s->secret_key, sizeof s->secret_key);
+        if (!strcasecmp(k, "server_key"))
+            return live_str(x, k, v, s->server_key, sizeof s->server_key);
+        if (!strcasecmp(k, "authorized_keys"))
+            return live_str(x, k, v, s->authorized_keys, sizeof s->authorized_keys);
+        if (!strcasecmp(k, "plain")) {
+            if (strcmp(v, "true") && strcmp(v, "false") && strcmp(v, "yes") && strcmp(v, "no"))
+                return bad(x, "security.plain must be true or false, not '%s'", v);
+            s->plain = !strcmp(v, "true") || !strcmp(v, "yes");
+            return 1;
+        }
     } else if (!strcasecmp(k, "peer_queue")) {
         if (integer(v, 1, 1000000, &n) < 0)
             return bad(x, "limits.peer_queue must be 1 to 1000000, not '%s'", v);
@@ -322,7 +336,7 @@ static int handler(void *user, const char *section, const char *key, const char 
     if (!strcasecmp(section, "fairshare"))
         return set_fairshare(x, key, value);
     if (!strcasecmp(section, "batch") || !strcasecmp(section, "store") ||
-        !strcasecmp(section, "limits"))
+        !strcasecmp(section, "limits") || !strcasecmp(section, "security"))
         return set_live(x, section, key, value);
     for (int k = 0; k < BATCH_CRED_KINDS; k++) {
         const char *kn = batch_cred_kind_name(k);
@@ -420,9 +434,12 @@ void batch_conf_print(const struct batch_config *c, FILE *out)
     fprintf(out,
             "\n[batch]\nlisten = %s\nstate_dir = %s\nclusters = %s\nadmins = %s\n"
             "max_interval_s = %lld\nlog_level = %s\n\n[store]\nsync = %s\nmap_mb = %lld\n\n"
-            "[limits]\npeer_queue = %lld\n",
+            "[limits]\npeer_queue = %lld\n\n[security]\nsecret_key = %s\nserver_key = %s\n"
+            "authorized_keys = %s\nplain = %s\n",
             l->listen, l->state_dir, l->clusters, l->admins, (long long)l->max_interval_s,
-            l->log_level, sy[l->sync], (long long)l->map_mb, (long long)l->peer_queue);
+            l->log_level, sy[l->sync], (long long)l->map_mb, (long long)l->peer_queue,
+            l->sec.secret_key, l->sec.server_key, l->sec.authorized_keys,
+            l->sec.plain ? "true" : "false");
     for (size_t i = 0; i < c->ncreds; i++) {
         const struct batch_cred_cfg *cc = &c->creds[i];
         fprintf(out, "\n[%s %s]\npriority = %g\n", batch_cred_kind_name(cc->kind), cc->name,

@@ -276,7 +276,7 @@ int live_main(int argc, char **argv, struct batch_config *cfg)
     log_init("batch", (enum log_level)log_level_parse(L.cfg.live.log_level));
     loop_signals();
     struct daemon_opts dop = {"batch", L.cfg.live.listen, L.cfg.live.state_dir,
-                              L.cfg.live.peer_queue};
+                              L.cfg.live.peer_queue, .security = &L.cfg.live.sec};
     struct daemon_ops ops = {on_request, on_commit, on_reload, &L};
     if (live_clusters_open(&L, err, sizeof err) < 0) { /* parses the list first */
         fprintf(stderr, "gridnode batch: %s\n", err);

@@ -100,6 +100,7 @@ struct lclu {
     char name[BATCH_NAME_MAX];
     char ep[256];
     void *sock;
+    struct curve_watch *watch; /* logs a failed CURVE handshake (lib/curve.h) */
     int st;         /* enum in liveclu.c */
     bool events_ok; /* the cluster has EVENTS (else: polling fallback) */
     bool synced;    /* its hosts are in the engine and its jobs reconciled */

@@ -695,6 +695,7 @@ static void cluster_down(struct live *L, struct lclu *c, const char *why)
     c->st = CL_DOWN;
     c->retry_at = loop_now_ms() + 1000;
     /* a new socket: nothing stale queued for a restarted cluster */
+    curve_watch_destroy(&c->watch);
     if (c->sock) {
         loop_remove_socket(L->loop, c->sock);
         zmq_close(c->sock);
@@ -715,12 +716,18 @@ static int sock_open(struct live *L, struct lclu *c)
     zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     netopts_liveness(c->sock, NETOPTS_PEER_TIMEOUT_MS); /* a cluster across a WAN link */
     netopts_connecting(c->sock);
-    if (zmq_connect(c->sock, c->ep) < 0 || loop_add_socket(L->loop, c->sock, on_readable, c) < 0) {
-        zmq_close(c->sock);
-        c->sock = NULL;
-        return -1;
+    char err[800];
+    if (curve_client_apply(c->sock, &L->cfg.live.sec, c->ep, err, sizeof err) < 0)
+        log_warnx("cluster %s: %s", c->ep, err);
+    else if (zmq_connect(c->sock, c->ep) == 0 &&
+             loop_add_socket(L->loop, c->sock, on_readable, c) == 0) {
+        if (curve_client_secure(&L->cfg.live.sec))
+            c->watch = curve_watch_new(daemon_zctx(L->daemon), L->loop, c->sock, c->ep);
+        return 0;
     }
-    return 0;
+    zmq_close(c->sock);
+    c->sock = NULL;
+    return -1;
 }
 
 /* ---- replies ---- */
@@ -975,6 +982,7 @@ void live_clusters_close(struct live *L)
 {
     for (int i = 0; i < L->ncl; i++) {
         struct lclu *c = &L->cl[i];
+        curve_watch_destroy(&c->watch);
         if (c->sock) {
             if (L->loop)
                 loop_remove_socket(L->loop, c->sock);

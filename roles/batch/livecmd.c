@@ -9,11 +9,11 @@
  * managers report their hosts), taken as they are: a job already running on them
  * does not make the stored reservation fail.
  *
- * Admin commands (RESV_SET, RESV_RELEASE) are allowed to the user names listed in
- * batch.admins. The name is the one the request carries: this is NOT security until
- * requests are authenticated (a later issue binds names to keys); it keeps honest
- * users from changing the schedule by mistake. An empty batch.admins means root and the
- * user the role runs as.
+ * Admin commands (RESV_SET, RESV_RELEASE): with CURVE on (docs/security.md), only
+ * identities of kind admin (lib/access.c lets peers through only within their grant;
+ * a peer releases only the site reservations it owns). Plain, they are allowed to the
+ * user names listed in batch.admins (the name the request carries; an empty
+ * batch.admins means root and the user the role runs as).
  *
  * A site reservation (RESERVE, for a metascheduler) starts unbound; the first job
  * submitted into it (SUBMIT/PSUBMIT `resv`) binds it: from then on it is held for
@@ -315,6 +315,9 @@ void livecmd_apply(struct live *L)
  */
 static bool is_admin(struct live *L, const msgpack_object *m)
 {
+    const struct curve_ident *id = curve_current();
+    if (id) /* CURVE on: the key's kind decides, not a name in the request */
+        return id->kind == CURVE_ADMIN;
     char user[BATCH_NAME_MAX];
     wire_get_strbuf(m, "user", user, sizeof user);
     if (L->cfg.live.admins[0])

@@ -373,8 +373,11 @@ static void h_job_list(struct req *r)
     struct wire_buf rows;
     wire_buf_init(&rows);
     uint32_t n = 0, i = lo;
-    for (; i < L->njobs && n < count && (n == 0 || rows.sb.size < LIVE_LIST_MAX); i++, n++)
-        live_job_summary(L, L->jobs[i], &rows);
+    for (; i < L->njobs && n < count && (n == 0 || rows.sb.size < LIVE_LIST_MAX); i++)
+        if (curve_may_touch(L->jobs[i]->user)) { /* CURVE on: a user lists its own jobs */
+            live_job_summary(L, L->jobs[i], &rows);
+            n++;
+        }
     bool more = i < L->njobs;
     wire_begin(r->reply, WT_JOBS, r->m->id, 1 + more);
     wire_put_key(r->reply, "jobs");
@@ -393,6 +396,13 @@ static void h_job_get(struct req *r)
     if (!j) {
         fail(r, WE_NOT_FOUND, "no job %llu in this batch role",
              (unsigned long long)wire_get_u64(m, "job", 0));
+        return;
+    }
+    if (!curve_may_touch(j->user)) {
+        fail(r, WE_DENIED,
+             "job %llu belongs to another user; only its owner and the "
+             "administrators may see or cancel it",
+             (unsigned long long)j->id);
         return;
     }
     bool tasks = wire_get_bool(m, "tasks", false);
@@ -435,6 +445,13 @@ static void h_cancel(struct req *r)
     struct ljob *j = live_job_find(L, id);
     if (!j) {
         fail(r, WE_NOT_FOUND, "no job %llu in this batch role", (unsigned long long)id);
+        return;
+    }
+    if (!curve_may_touch(j->user)) {
+        fail(r, WE_DENIED,
+             "job %llu belongs to another user; only its owner and the "
+             "administrators may see or cancel it",
+             (unsigned long long)id);
         return;
     }
     if (j->cancelled || j->nended == j->ntasks) {

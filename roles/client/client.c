@@ -72,6 +72,7 @@ struct client {
     int t_tasks, t_meta;
     struct loop *loop;
     void *zctx, *sock;
+    struct curve_watch *watch; /* logs a failed CURVE handshake (lib/curve.h) */
     int sigfd;
     char sid[65];
     char inc[65]; /* the cluster state's incarnation our tasks came from ("": none yet) */
@@ -205,6 +206,7 @@ const struct config_key client_keys[] = {
      "master endpoint answering MASTER_GET with the current scheduler endpoints"},
     {"gpu *", "count", CONFIG_STR, "1", 0, 0, 0, NULL, "instances of this GPU type (the NAME)"},
     {"gpu *", "gflops", CONFIG_STR, "1", 0, 0, 0, NULL, "peak GFLOPS of one instance"},
+    CURVE_CONFIG_KEYS(struct client_cfg, sec),
     {NULL},
 };
 
@@ -670,6 +672,12 @@ static int open_socket(struct client *c)
 {
     int zero = 0, one = 1;
     int64_t maxmsg = WIRE_MAX_FRAME;
+    curve_watch_destroy(&c->watch);
+    if (c->sock) {
+        if (c->loop)
+            loop_remove_socket(c->loop, c->sock);
+        zmq_close(c->sock);
+    }
     c->sock = zmq_socket(c->zctx, ZMQ_DEALER);
     if (!c->sock)
         return -1;
@@ -688,6 +696,14 @@ static int open_socket(struct client *c)
                   c->cfg.server, zmq_strerror(errno));
     else if (c->loop)
         loop_add_socket(c->loop, c->mon, on_monitor, c);
+    char err[800];
+    if (curve_client_apply(c->sock, &c->cfg.sec, c->cfg.server, err, sizeof err) < 0) {
+        log_warnx("%s", err);
+        fprintf(stderr, "gridnode client: %s\n", err);
+        return -1;
+    }
+    if (c->loop && curve_client_secure(&c->cfg.sec))
+        c->watch = curve_watch_new(c->zctx, c->loop, c->sock, c->cfg.server);
     if (zmq_connect(c->sock, c->cfg.server) < 0) {
         log_warnx("cannot connect to %s: %s", c->cfg.server, zmq_strerror(errno));
         return -1;
@@ -1559,6 +1575,7 @@ out:
     store_close(&c.store);
     if (c.mon)
         zmq_close(c.mon);
+    curve_watch_destroy(&c.watch);
     if (c.sock)
         zmq_close(c.sock);
     if (c.zctx)

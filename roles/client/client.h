@@ -9,6 +9,7 @@
 #define GRIDNODE_CLIENT_H
 
 #include "lib/config.h"
+#include "lib/curve.h"
 
 struct client_cfg {
     char server[CONFIG_STR_MAX];
@@ -36,6 +37,7 @@ struct client_cfg {
     double rpc_backoff_min, rpc_backoff_max, rsc_backoff_min, rsc_backoff_max;
     long master_fetch_period;
     double report_cushion, report_max_delay, default_deadline_s, default_est_s;
+    struct curve_conf sec; /* [security] (lib/curve.h) */
 };
 
 extern const struct config_key client_keys[];

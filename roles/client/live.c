@@ -30,6 +30,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "lib/curve.h"
 #include "lib/daemon.h"
 #include "lib/fsutil.h"
 #include "lib/log.h"
@@ -626,6 +627,13 @@ struct lsock *vcl_sock_open(struct live *l, int p, const char *url)
     zmq_setsockopt(s->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     zmq_setsockopt(s->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
     zmq_setsockopt(s->sock, ZMQ_RECONNECT_IVL_MAX, &ivlmax, sizeof ivlmax);
+    char err[800];
+    if (curve_client_apply(s->sock, &l->cfg->sec, url, err, sizeof err) < 0) {
+        log_warnx("project %s: %s", l->e->projects[p].name, err);
+        zmq_close(s->sock);
+        free(s);
+        return NULL;
+    }
     if (zmq_connect(s->sock, url) < 0) {
         log_warnx("project %s: cannot connect to %s: %s", l->e->projects[p].name, url,
                   zmq_strerror(errno));
@@ -1329,7 +1337,7 @@ int vcl_main(struct client_cfg *cfg, const char *file)
         return 1;
     if (vcl_store_open(&l) < 0)
         goto out;
-    struct daemon_opts o = {"client", cfg->control, cfg->state_dir, 0};
+    struct daemon_opts o = {"client", cfg->control, cfg->state_dir, 0, .security = &cfg->sec};
     struct daemon_ops ops = {vcl_control, on_commit, on_reload, &l, NULL};
     if (!(l.d = daemon_new(l.loop, &o, &ops)))
         goto out;

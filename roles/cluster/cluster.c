@@ -124,6 +124,7 @@ const struct config_key cluster_keys[] = {
      "failed validator runs (crash, timeout, bad output) before the task fails"},
     {"validation", "validator_max", CONFIG_INT, "4", OFF(v_validator_max), 1, 64, NULL,
      "validators running at once"},
+    CURVE_CONFIG_KEYS(struct cluster_cfg, sec),
     {NULL},
 };
 
@@ -343,7 +344,7 @@ int cluster_main(int argc, char **argv)
     if (!(c.sd = calloc(1, sizeof *c.sd)))
         goto out;
     struct daemon_opts dop = {"cluster", c.cfg.listen, c.cfg.state_dir, c.cfg.peer_queue,
-                              c.cfg.peer_timeout_s * 1000};
+                              c.cfg.peer_timeout_s * 1000, &c.cfg.sec};
     struct daemon_ops ops = {on_request, on_commit, on_reload, &c, feed_expire};
     /* the HTTP port before the ZeroMQ one: "listening on" means everything is up */
     if (cluster_open(&c) < 0 || (c.cfg.stats_http[0] && stats_http_start(&c) < 0) ||

@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "lib/config.h"
+#include "lib/curve.h"
 #include "wire/wire.h"
 
 struct store;
@@ -74,6 +75,7 @@ struct cluster_cfg {
     double v_spot_fraction, v_check_min;
     long v_trust_after, v_redeem_spots, v_validator_timeout_s, v_validator_attempts;
     long v_validator_max;
+    struct curve_conf sec; /* [security] (lib/curve.h) */
 };
 
 enum task_state { TS_NEW = 0, TS_ISSUED = 1, TS_DONE = 2 };

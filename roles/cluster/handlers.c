@@ -560,12 +560,15 @@ static void h_job_list(struct cluster *c, struct request *r)
         }
         if (bag) {
             const struct job *j = c->jobs[i++];
-            if (!job_listed(m, j->user, job_state_shown(j), j->name, -1))
+            /* with CURVE on, a user lists only its own jobs */
+            if (!curve_may_touch(j->user) ||
+                !job_listed(m, j->user, job_state_shown(j), j->name, -1))
                 continue;
             pack_job(j, &rows, true);
         } else {
             const struct pjob *pj = c->sd->jobs[k++];
-            if (!job_listed(m, pj->user, pj_state_name(pj->state), pj->name, pj->queue))
+            if (!curve_may_touch(pj->user) ||
+                !job_listed(m, pj->user, pj_state_name(pj->state), pj->name, pj->queue))
                 continue;
             scored_pack_job(c, pj, &rows, false);
         }
@@ -680,12 +683,31 @@ static void pjob_get(struct cluster *c, const struct pjob *pj, struct request *r
     wire_buf_free(&jb);
 }
 
+/*
+ * With CURVE on, a user sees and cancels only the jobs submitted under its own
+ * identity (admins and peer roles: all; docs/security.md). true when allowed, else
+ * the DENIED reply is written.
+ */
+static bool owner_ok(struct request *r, const struct job *j, const struct pjob *pj)
+{
+    const char *owner = pj ? pj->user : j ? j->user : NULL;
+    if ((!j && !pj) || curve_may_touch(owner))
+        return true;
+    reply_error(r, WE_DENIED,
+                "job %llu belongs to another user; only its owner and the "
+                "administrators may see or cancel it",
+                (unsigned long long)(pj ? pj->id : j->id));
+    return false;
+}
+
 static void h_job_get(struct cluster *c, struct request *r)
 {
     const msgpack_object *m = r->msg->root;
     uint64_t id = wire_get_u64(m, "job", 0);
     struct job *j = cluster_job_find(c, id);
     struct pjob *pj = j || !c->sd ? NULL : scored_job_find(c, id);
+    if (!owner_ok(r, j, pj))
+        return;
     if (pj) {
         pjob_get(c, pj, r);
         return;
@@ -732,6 +754,8 @@ static void h_cancel(struct cluster *c, struct request *r)
     uint64_t id = wire_get_u64(r->msg->root, "job", 0);
     struct job *j = cluster_job_find(c, id);
     struct pjob *pj = j || !c->sd ? NULL : scored_job_find(c, id);
+    if (!owner_ok(r, j, pj))
+        return;
     if (pj) {
         if (PJ_TERMINAL(pj->state)) {
             reply_error(r, WE_STATE, "job %llu is already %s", (unsigned long long)id,

@@ -429,9 +429,18 @@ out:
     return rc;
 }
 
-/* Is user a member of the Unix group? (K5; the identity is the one the tool sent.) */
+/*
+ * Is user a member of the Unix group? (K5.) With CURVE on, user is the requester's
+ * identity (lib/access.c sets it) and its groups are those of its authorized-keys
+ * entry; a user without an entry (named by a peer role acting for it) falls back to
+ * the host's groups (NSS), as without CURVE.
+ */
 static bool group_member(const char *user, const char *group)
 {
+    bool known;
+    bool in = curve_user_in_group(user, group, &known);
+    if (known)
+        return in;
     struct group *g = getgrnam(group);
     struct passwd *pw = getpwnam(user);
     if (!g || !pw)

@@ -58,6 +58,7 @@ static const struct config_key meta_keys[] = {
      "initial LMDB map size in MiB (grows when full)"},
     {"limits", "peer_queue", CONFIG_INT, "1000", OFF(peer_queue), 1, 1000000, NULL,
      "replies (and requests) queued per peer; replies beyond it are dropped and logged"},
+    CURVE_CONFIG_KEYS(struct meta_cfg, sec),
     {NULL, NULL, 0, NULL, 0, 0, 0, NULL, NULL},
 };
 
@@ -415,17 +416,18 @@ static void h_list(struct meta *M, const struct wire_msg *m, struct wire_buf *re
     uint32_t lo = 0;
     while (lo < M->njobs && M->jobs[lo]->id < from)
         lo++;
-    uint32_t n = 0;
-    while (lo + n < M->njobs && n < count && n < 5000)
-        n++;
-    bool more = lo + n < M->njobs;
+    uint32_t n = 0, end = lo; /* rows [lo, end) hold n jobs the requester may see */
+    for (; end < M->njobs && n < count && n < 5000; end++)
+        n += curve_may_touch(M->jobs[end]->user); /* CURVE: a user sees its own jobs */
+    bool more = end < M->njobs;
     wire_begin(reply, WT_JOBS, m->id, more ? 2 : 1);
     wire_put_key(reply, "jobs");
     wire_pack_array(reply, n);
-    for (uint32_t i = 0; i < n; i++)
-        put_row(M, M->jobs[lo + i], reply);
+    for (uint32_t i = lo; i < end; i++)
+        if (curve_may_touch(M->jobs[i]->user))
+            put_row(M, M->jobs[i], reply);
     if (more)
-        wire_put_u64(reply, "next", M->jobs[lo + n]->id);
+        wire_put_u64(reply, "next", M->jobs[end]->id);
 }
 
 static void h_get(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)
@@ -433,6 +435,12 @@ static void h_get(struct meta *M, const struct wire_msg *m, struct wire_buf *rep
     struct mjob *j = meta_job_find(M, wire_get_u64(m->root, "job", 0));
     if (!j) {
         fail(reply, m->id, WE_NOT_FOUND, "no such job at the grid spool (see gridnode jobs)");
+        return;
+    }
+    if (!curve_may_touch(j->user)) {
+        fail(reply, m->id, WE_DENIED,
+             "the job belongs to another user; only its owner and the administrators may "
+             "see or cancel it");
         return;
     }
     wire_begin(reply, WT_JOB, m->id, 2);
@@ -450,6 +458,12 @@ static void h_cancel(struct meta *M, const struct wire_msg *m, struct wire_buf *
     struct mjob *j = meta_job_find(M, wire_get_u64(m->root, "job", 0));
     if (!j) {
         fail(reply, m->id, WE_NOT_FOUND, "no such job at the grid spool (see gridnode jobs)");
+        return;
+    }
+    if (!curve_may_touch(j->user)) {
+        fail(reply, m->id, WE_DENIED,
+             "the job belongs to another user; only its owner and the administrators may "
+             "see or cancel it");
         return;
     }
     if (MJ_ENDED(j->state)) {
@@ -699,7 +713,8 @@ int meta_main(int argc, char **argv)
     loop_signals();
     M.rr_state = (uint64_t)getpid();
     rc = 1;
-    struct daemon_opts dop = {"meta", M.cfg.listen, M.cfg.state_dir, M.cfg.peer_queue};
+    struct daemon_opts dop = {"meta", M.cfg.listen, M.cfg.state_dir, M.cfg.peer_queue,
+                              .security = &M.cfg.sec};
     struct daemon_ops ops = {on_request, on_commit, on_reload, &M, NULL};
     if (meta_open(&M) < 0 || !(M.loop = loop_new()) || !(M.daemon = daemon_new(M.loop, &dop, &ops)))
         goto out;

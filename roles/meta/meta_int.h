@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "lib/config.h"
+#include "lib/curve.h"
 #include "roles/meta/place.h"
 #include "wire/wire.h"
 
@@ -30,6 +31,7 @@ struct meta_cfg {
     long estimate_timeout_ms, move_margin_s, reeval_s, site_down_s, max_attempts;
     int sync;
     long map_mb, peer_queue;
+    struct curve_conf sec; /* [security] (lib/curve.h) */
 };
 
 /* Job states at the spool. */
@@ -61,6 +63,7 @@ struct msite {
     void *sock;
     /* a Slurm cluster (ep slurm://...) instead of a DEALER: roles/meta/slurm.c */
     struct slurm_site *slurm;
+    struct curve_watch *watch; /* logs a failed CURVE handshake (lib/curve.h) */
     struct meta_site info; /* the policy's view (up, speed, sizes, queued work) */
     bool known;            /* SITE_INFO answered at least once */
     int64_t down_since;    /* loop ms the site stopped answering, 0 while up */

@@ -1189,12 +1189,17 @@ int meta_sites_open(struct meta *M)
         zmq_setsockopt(s->sock, ZMQ_IMMEDIATE, &one, sizeof one);
         netopts_liveness(s->sock, NETOPTS_PEER_TIMEOUT_MS); /* sites across WAN links */
         netopts_connecting(s->sock);
-        if (zmq_connect(s->sock, s->ep) < 0 ||
+        char err[800] = "";
+        if (curve_client_apply(s->sock, &M->cfg.sec, s->ep, err, sizeof err) < 0)
+            log_warnx("site %s: %s", s->ep, err);
+        if (*err || zmq_connect(s->sock, s->ep) < 0 ||
             loop_add_socket(M->loop, s->sock, on_readable, s) < 0) {
             zmq_close(s->sock);
             s->sock = NULL;
             return -1;
         }
+        if (curve_client_secure(&M->cfg.sec))
+            s->watch = curve_watch_new(daemon_zctx(M->daemon), M->loop, s->sock, s->ep);
         s->info_at = s->poll_at = s->sweep_at = 0;
     }
     return 0;
@@ -1204,6 +1209,7 @@ void meta_sites_close(struct meta *M)
 {
     for (int i = 0; i < M->nsites; i++) {
         struct msite *s = &M->site[i];
+        curve_watch_destroy(&s->watch);
         if (s->sock) {
             if (M->loop)
                 loop_remove_socket(M->loop, s->sock);

@@ -12,7 +12,13 @@ What is here, for every test file in tests/system/:
   ``kill(sig)``, ``restart()`` on the same state dir (and port) and ``rpc()``;
 * ``client_factory``: N ``gridnode client`` processes with arbitrary --set pairs;
 * ``Rpc``: a tiny DEALER client (linger 0, bounded polls) speaking docs/wire.md;
-* ``wait_until``: bounded polling.
+* ``wait_until``: bounded polling;
+* security (docs/security.md): the whole suite runs with CURVE on. At import one key
+  pair, "grid", is made and GRIDNODE_KEY / GRIDNODE_SERVER_KEY /
+  GRIDNODE_AUTHORIZED_KEYS point at it (an admin identity), so every role, node and
+  tool started by a test serves and connects securely; ``Rpc`` and the fake servers of
+  the tests call ``curve_client()`` / ``curve_server()``. tests/system/test_security.py
+  makes its own keys. A test that needs plain passes GRIDNODE_PLAIN=1 (loopback only).
 
 zmq and msgpack are imported lazily, so test files that only run the binary work
 with any Python that has pytest.
@@ -59,12 +65,89 @@ TYPE_NAMES = {v: k for k, v in TYPES.items()}
 ERRORS = {
     "MALFORMED": 1, "VERSION": 2, "TYPE": 3, "FIELD": 4, "NOT_FOUND": 5,
     "SESSION": 6, "INVALID": 7, "STORAGE": 8, "STATE": 9, "REFUSED": 10,
-    "DENIED": 17,
+    "DENIED": 17, "AUTH": 22,
 }
 ERROR_NAMES = {v: k for k, v in ERRORS.items()}
 
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
                    "AddressSanitizer:DEADLYSIGNAL", "ERROR: UndefinedBehaviorSanitizer")
+
+
+# ---------------------------------------------------------------------------
+# security: one CURVE key pair for the whole suite (module docstring)
+
+
+def write_keypair(directory, name):
+    """Writes NAME.key (secret, 0600) and NAME.pub in gridnode keygen's format; returns
+    (public, secret) as z85 text."""
+    import zmq
+    pub, sec = zmq.curve_keypair()
+    pub, sec = pub.decode(), sec.decode()
+    d = Path(directory)
+    fd = os.open(str(d / (name + ".key")), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("# gridnode CURVE secret key of '%s'\n%s\n" % (name, sec))
+    (d / (name + ".pub")).write_text("# gridnode CURVE public key of '%s'\n%s\n" % (name, pub))
+    return pub, sec
+
+
+def _suite_keys():
+    import shutil
+    import tempfile
+    d = tempfile.mkdtemp(prefix="gridnode-test-keys.")
+    atexit.register(shutil.rmtree, d, True)
+    pub, sec = write_keypair(d, "grid")
+    (Path(d) / "authorized_keys").write_text("%s grid admin\n" % pub)
+    os.environ["GRIDNODE_KEY"] = str(Path(d) / "grid.key")
+    os.environ["GRIDNODE_SERVER_KEY"] = str(Path(d) / "grid.pub")
+    os.environ["GRIDNODE_AUTHORIZED_KEYS"] = str(Path(d) / "authorized_keys")
+    os.environ.pop("GRIDNODE_PLAIN", None)
+    return {"dir": d, "public": pub, "secret": sec}
+
+
+SUITE_KEYS = _suite_keys()
+
+
+def _key_of(value):
+    """z85 text from a key value: the text itself or a key file."""
+    if len(value) == 40 and not os.path.exists(value):
+        return value
+    for line in Path(value).read_text().splitlines():
+        line = line.strip()
+        if len(line) == 40 and " " not in line:
+            return line
+    raise ValueError("no key in %s" % value)
+
+
+def curve_client(sock, key=None, server_key=None):
+    """Makes a pyzmq socket a CURVE client (before connect) with the suite's keys (or
+    the given key file / server key), unless GRIDNODE_PLAIN is set."""
+    if os.environ.get("GRIDNODE_PLAIN") and key is None:
+        return sock
+    import zmq
+    sec = _key_of(key or os.environ["GRIDNODE_KEY"]).encode()
+    sock.curve_serverkey = _key_of(server_key or os.environ["GRIDNODE_SERVER_KEY"]).encode()
+    sock.curve_publickey = zmq.curve_public(sec)
+    sock.curve_secretkey = sec
+    return sock
+
+
+def security_env():
+    """The GRIDNODE_* security variables of this process, for a test that builds a
+    process's environment from scratch."""
+    names = ("GRIDNODE_KEY", "GRIDNODE_SERVER_KEY", "GRIDNODE_AUTHORIZED_KEYS", "GRIDNODE_PLAIN")
+    return {k: os.environ[k] for k in names if k in os.environ}
+
+
+def curve_server(sock):
+    """Makes a pyzmq socket (a test's fake role) a CURVE server with the suite's server
+    key (before bind). Without a ZAP handler in its context it admits any client key."""
+    if os.environ.get("GRIDNODE_PLAIN"):
+        return sock
+    sock.curve_server = True
+    sock.curve_secretkey = SUITE_KEYS["secret"].encode()
+    return sock
+
 
 # Every PID started in this session, killed at exit as a last resort.
 _ALL_PIDS = set()
@@ -316,13 +399,16 @@ class Rpc:
 
     _open = []
 
-    def __init__(self, endpoint, timeout=None, socket_type=None):
+    def __init__(self, endpoint, timeout=None, socket_type=None, key=None, server_key=None,
+                 plain=False):
         zmq, ctx = _zmq()
         self.zmq = zmq
         self.endpoint = endpoint
         self.timeout = scaled(10) if timeout is None else timeout
         self.sock = ctx.socket(zmq.DEALER if socket_type is None else socket_type)
         self.sock.setsockopt(zmq.LINGER, 0)
+        if not plain:
+            curve_client(self.sock, key, server_key)
         self.sock.connect(endpoint)
         self.ids = itertools.count(1)
         Rpc._open.append(self)

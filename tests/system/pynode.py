@@ -65,6 +65,8 @@ class PyNode:
             self.sock.close(0)
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
+        from conftest import curve_client
+        curve_client(self.sock)
         self.sock.connect(self.endpoint)
 
     def close(self):

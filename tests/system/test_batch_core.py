@@ -9,7 +9,7 @@ import time
 import msgpack
 import pytest
 
-from conftest import TYPES, _zmq, scaled, wait_until
+from conftest import TYPES, _zmq, curve_server, scaled, wait_until
 
 T = dict(TYPES, PSUBMIT=39, NODE_LIST=37, NODES=38, EVENTS=60, EVENT_LIST=61)
 SD = {"store.sync": "none", "queues.sync_ms": 100, "tasks.heartbeat_s": 1,
@@ -142,6 +142,7 @@ class FakeCluster:
         self.zmq = zmq
         self.sock = ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
+        curve_server(self.sock)
         port = self.sock.bind_to_random_port("tcp://127.0.0.1")
         self.endpoint = "tcp://127.0.0.1:%d" % port
         self.counts = {}

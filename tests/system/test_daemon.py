@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import ASAN, ERRORS, TYPES, scaled, wait_until
+from conftest import ASAN, ERRORS, TYPES, curve_client, scaled, wait_until
 
 # Memory measurements need freed memory to leave the process: ASan would otherwise hold
 # up to 256 MiB of freed blocks in its quarantine (use-after-free detection).
@@ -49,6 +49,7 @@ def raw_dealer(endpoint, **opts):
     s.setsockopt(zmq.LINGER, 0)
     for k, v in opts.items():
         s.setsockopt(getattr(zmq, k), v)
+    curve_client(s)
     s.connect(endpoint)
     return s
 
@@ -315,9 +316,13 @@ def test_grid_up_with_batch_runs_jobs_through_the_scheduler(gridnode_bin, workdi
         assert r.returncode == 0, r.stdout + r.stderr
         assert "started 4, kept 0" in r.stdout and "batch scheduler on" in r.stdout, r.stdout
         ep = "tcp://127.0.0.1:%d" % bport
+        # the grid is secure with its own keys: use the ones `up` printed
+        assert "GRIDNODE_KEY=%s/keys/admin.key" % d in r.stdout, r.stdout
+        tool_env = dict(os.environ, GRIDNODE_KEY=str(d / "keys" / "admin.key"),
+                        GRIDNODE_SERVER_KEY=str(d / "keys" / "server.pub"))
         r = subprocess.run([gridnode_bin, "submit", "-e", ep, "-n", "3", "--wait",
                             "--timeout", str(int(scaled(10) * 1000)), "--", "true"],
-                           capture_output=True, text=True, timeout=scaled(120))
+                           capture_output=True, text=True, timeout=scaled(120), env=tool_env)
         assert r.returncode == 0, r.stdout + r.stderr
         r = sh("status")
         assert r.returncode == 0 and "batch: running" in r.stdout, r.stdout + r.stderr

@@ -10,7 +10,7 @@ import threading
 
 import zmq
 
-from conftest import TYPES, scaled, wait_until
+from conftest import TYPES, curve_client, curve_server, scaled, wait_until
 
 T = dict(TYPES, PSUBMIT=39)
 
@@ -96,6 +96,8 @@ def _lossy_proxy(endpoint, drop, stop):
     front, back = ctx.socket(zmq.ROUTER), ctx.socket(zmq.DEALER)
     for s in (front, back):
         s.setsockopt(zmq.LINGER, 0)
+    curve_server(front)
+    curve_client(back)
     port = front.bind_to_random_port("tcp://127.0.0.1")
     back.connect(endpoint)
     state = {"dropped": 0, "forwarded": 0}

@@ -12,7 +12,7 @@ import time
 import msgpack
 import pytest
 
-from conftest import TYPES, WIRE_VERSION, scaled, wait_until
+from conftest import TYPES, WIRE_VERSION, curve_server, scaled, wait_until
 
 FAST = {
     "store.sync": "none",
@@ -185,6 +185,7 @@ class FakeServer:
     def bind(self, port=None):
         self.sock = self.ctx.socket(self.zmq.ROUTER)
         self.sock.setsockopt(self.zmq.LINGER, 0)
+        curve_server(self.sock)
         if port is None:
             self.sock.bind("tcp://127.0.0.1:*")
             self.endpoint = self.sock.getsockopt_string(self.zmq.LAST_ENDPOINT)

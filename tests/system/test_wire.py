@@ -18,8 +18,8 @@ import msgpack
 import pytest
 import zmq
 
-from conftest import (ERRORS, REPO, SCALE, TYPES, Cluster, ProcRegistry, Rpc, scaled,
-                      wait_until)
+from conftest import (ERRORS, REPO, SCALE, TYPES, Cluster, ProcRegistry, Rpc, curve_client,
+                      scaled, wait_until)
 from pynode import PyNode
 
 ERR = TYPES["ERROR"]
@@ -910,6 +910,7 @@ def test_tasks_reply_fits_in_a_frame(cluster):
     node.sock = zmq.Context.instance().socket(zmq.DEALER)
     node.sock.setsockopt(zmq.LINGER, 0)
     node.sock.setsockopt(zmq.MAXMSGSIZE, 64 << 20)  # as gridnode client does
+    curve_client(node.sock)
     node.sock.connect(cluster.endpoint)
     try:
         r = node.call("TASK_GET", sid=sid, want=8, timeout=scaled(5))

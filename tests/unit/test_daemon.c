@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "lib/curve.h"
 #include "lib/daemon.h"
 #include "lib/loop.h"
 #include "wire/wire.h"
@@ -96,7 +97,8 @@ static void setup_fx(struct fixture *f, long peer_queue, int peer_rcvhwm)
     assert_non_null(mkdtemp(f->dir));
     f->l = loop_new();
     assert_non_null(f->l);
-    struct daemon_opts o = {"test", "inproc://daemon", f->dir, peer_queue};
+    static const struct curve_conf plain = {.plain = 1}; /* inproc: CURVE in test_curve.c */
+    struct daemon_opts o = {"test", "inproc://daemon", f->dir, peer_queue, &plain};
     struct daemon_ops ops = {dispatch, commit, reload, &f->role, expire};
     f->d = daemon_new(f->l, &o, &ops);
     assert_non_null(f->d);
