@@ -376,7 +376,7 @@ static void test_daemon_round_trip(void **state)
     (void)state;
     struct loop *l = loop_new();
     struct curve_conf c = conf_for("server.key", "auth");
-    struct daemon_opts o = {"test", "tcp://127.0.0.1:*", dir, 0, &c};
+    struct daemon_opts o = {"test", "tcp://127.0.0.1:*", dir, 0, .security = &c};
     struct daemon_ops ops = {dispatch, commit, reload, NULL, NULL};
     struct daemon *d = daemon_new(l, &o, &ops);
     assert_non_null(d);

@@ -98,7 +98,7 @@ static void setup_fx(struct fixture *f, long peer_queue, int peer_rcvhwm)
     f->l = loop_new();
     assert_non_null(f->l);
     static const struct curve_conf plain = {.plain = 1}; /* inproc: CURVE in test_curve.c */
-    struct daemon_opts o = {"test", "inproc://daemon", f->dir, peer_queue, &plain};
+    struct daemon_opts o = {"test", "inproc://daemon", f->dir, peer_queue, .security = &plain};
     struct daemon_ops ops = {dispatch, commit, reload, &f->role, expire};
     f->d = daemon_new(f->l, &o, &ops);
     assert_non_null(f->d);
