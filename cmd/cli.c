@@ -212,6 +212,7 @@ static int call_zmq(const struct cli *c, struct wire_buf *wb, uint64_t id, struc
     int64_t maxmsg = WIRE_MAX_FRAME;
     const char *why = NULL;
     char err[800];
+    bool connected = false, retried = false; /* monitor events of the connection */
     zmq_msg_t frame;
     zmq_msg_init(&frame);
     if (!s)
@@ -262,7 +263,6 @@ static int call_zmq(const struct cli *c, struct wire_buf *wb, uint64_t id, struc
     clock_gettime(CLOCK_MONOTONIC, &t0);
     /* connection events: a refused connection (nothing listens) is retried by libzmq
      * for ever; like the plain path, give up after --connect-timeout */
-    bool connected = false, retried = false;
     for (long left = c->timeout_ms; rc == 2 && !why && left > 0;) {
         if (zmq_poll(it, mon ? 2 : 1, left < 100 ? left : 100) < 0 && errno != EINTR)
             break;
@@ -289,6 +289,9 @@ static int call_zmq(const struct cli *c, struct wire_buf *wb, uint64_t id, struc
 out:
     if (rc == 2 && why) {
         fprintf(stderr, "%s: cannot talk to %s: %s\n", c->prog, c->endpoint, why);
+        rc = -1;
+    } else if (rc == 2 && retried && !connected) {
+        print_unreachable(c, "cannot connect: Connection refused");
         rc = -1;
     } else if (rc == 2) {
         print_unreachable(c, NULL);

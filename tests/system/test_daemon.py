@@ -363,9 +363,12 @@ def test_grid_up_meta_runs_a_job_through_every_level(gridnode_bin, workdir):
             pids.add(int(f.read_text()))
         return r
 
-    def tool(*args):
+    def tool(*args):  # as the grid's admin (scripts/grid made the grid's keys)
+        tenv = dict(os.environ, GRIDNODE_KEY=str(d / "keys" / "admin.key"),
+                    GRIDNODE_SERVER_KEY=str(d / "keys" / "server.pub"))
+        tenv.pop("GRIDNODE_PLAIN", None)
         r = subprocess.run([gridnode_bin] + [str(a) for a in args], capture_output=True,
-                           text=True, timeout=scaled(30), stdin=subprocess.DEVNULL)
+                           text=True, timeout=scaled(30), stdin=subprocess.DEVNULL, env=tenv)
         assert r.returncode == 0, r.stdout + r.stderr
         return r.stdout
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import TYPES, scaled, wait_until
+from conftest import TYPES, curve_server, scaled, wait_until
 
 FAST = {  # small protocol timings so re-issue and inactivity happen within seconds
     "store.sync": "none",
@@ -186,7 +186,7 @@ def test_client_backs_off_then_connects(cluster_factory, client_factory):
     time.sleep(1)
     assert "retry" not in a.log()
     ctx = zmq.Context()
-    mute = ctx.socket(zmq.ROUTER)
+    mute = curve_server(ctx.socket(zmq.ROUTER))
     mute.linger = 0
     mute.bind(ep)
     try:
