@@ -7,7 +7,7 @@ import os
 import signal
 import subprocess
 
-from conftest import scaled, wait_until
+from conftest import SUITE_KEYS, scaled, wait_until
 
 FAST = {"store.sync": "none", "tasks.heartbeat_s": 1, "tasks.idle_wait_s": 1,
         "tasks.k_wait": 2, "tasks.k_wait_dead": 3}
@@ -41,11 +41,18 @@ def test_router_drops_frozen_peers_and_frees_descriptors(cluster_factory, gridno
     fds = lambda: len(os.listdir("/proc/%d/fd" % cl.pid))
     cl.rpc("NODE_LIST")
     base = fds()
+    # the peer holds 5 connections with the suite's CURVE key (conftest.SUITE_KEYS)
     code = ("import zmq,time,sys\nc=zmq.Context()\nk=[]\nfor i in range(5):\n"
-            " s=c.socket(zmq.DEALER); s.connect(sys.argv[1]); s.send(b'x'); k.append(s)\n"
+            " s=c.socket(zmq.DEALER)\n"
+            " if sys.argv[2]: s.curve_secretkey=sys.argv[3].encode();"
+            " s.curve_publickey=sys.argv[2].encode(); s.curve_serverkey=sys.argv[2].encode()\n"
+            " s.connect(sys.argv[1]); s.send(b'x'); k.append(s)\n"
             "print('up',flush=True)\ntime.sleep(600)\n")
-    p = subprocess.Popen(["/usr/bin/python3", "-c", code, cl.endpoint], stdout=subprocess.PIPE,
-                         stdin=subprocess.DEVNULL)
+    plain = bool(os.environ.get("GRIDNODE_PLAIN"))
+    p = subprocess.Popen(["/usr/bin/python3", "-c", code, cl.endpoint,
+                          "" if plain else SUITE_KEYS["public"],
+                          "" if plain else SUITE_KEYS["secret"]],
+                         stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
     try:
         assert p.stdout.readline().strip() == b"up"
         wait_until(lambda: fds() >= base + 5, scaled(10), msg="5 connections accepted")

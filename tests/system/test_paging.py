@@ -7,7 +7,7 @@ import json
 import subprocess
 import time
 
-from conftest import TYPES, scaled, wait_until
+from conftest import TYPES, scaled, security_env, wait_until
 
 T = dict(TYPES, SHOWQ=80, DIAGNOSE=86, RESV_SET=88, RESV_LIST=90, CONSOLE=40, SD_INFO=42)
 SD = {"store.sync": "none", "queues.sync_ms": 100, "tasks.heartbeat_s": 1}
@@ -17,7 +17,7 @@ CLIENT = {"rpc.timeout_ms": 2000, "rpc.backoff_min_s": 0.2, "rpc.backoff_max_s":
 def tool(gridnode_bin, ep, *args, timeout=60):
     r = subprocess.run([gridnode_bin] + [str(a) for a in args] + ["-e", ep],
                        capture_output=True, text=True, timeout=scaled(timeout),
-                       env={"USER": "root", "PATH": "/usr/bin:/bin"}, stdin=subprocess.DEVNULL)
+                       env=dict({"USER": "root", "PATH": "/usr/bin:/bin"}, **security_env()), stdin=subprocess.DEVNULL)
     assert r.returncode == 0, (args, r.returncode, r.stdout[-2000:], r.stderr[-2000:])
     return r.stdout
 
