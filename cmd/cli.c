@@ -158,8 +158,8 @@ static int call_zmtp(const struct cli *c, struct wire_buf *wb, uint64_t id, stru
 {
     struct zmtp z;
     int rc = 2;
-    if (zmtp_open(&z, c->endpoint, c->timeout_ms, c->connect_ms, WIRE_MAX_FRAME) == 0 &&
-        zmtp_send(&z, wb->sb.data, wb->sb.size) == 0) {
+    if (zmtp_open_send(&z, c->endpoint, c->timeout_ms, c->connect_ms, WIRE_MAX_FRAME,
+                       wb->sb.data, wb->sb.size) == 0) {
         const unsigned char *d;
         size_t n;
         while (rc == 2 && zmtp_recv(&z, &d, &n) == 0)

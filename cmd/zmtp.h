@@ -32,6 +32,17 @@ int zmtp_supported(const char *endpoint);
  */
 int zmtp_open(struct zmtp *z, const char *endpoint, int timeout_ms, int connect_ms,
               size_t max_msg);
+
+/* Requests up to this size go out with the handshake (zmtp_open_send). */
+#define ZMTP_EAGER_MAX 4096
+
+/*
+ * zmtp_open, then the message (data, len) as zmtp_send would send it; a small message
+ * goes out in the same write as the greeting and handshake, so a request costs the TCP
+ * connect and one round trip. 0, or -1 with z->err set.
+ */
+int zmtp_open_send(struct zmtp *z, const char *endpoint, int timeout_ms, int connect_ms,
+                   size_t max_msg, const void *data, size_t len);
 /* Sends one single-frame message. 0 or -1 (z->err). */
 int zmtp_send(struct zmtp *z, const void *data, size_t len);
 /*

@@ -121,6 +121,39 @@ static void test_roundtrips(void **state)
     server_stop(&s);
 }
 
+/* The request sent with the handshake (zmtp_open_send) reaches a libzmq ROUTER, small
+ * (one write with the greeting) and large (sent after the handshake), then the
+ * connection carries more round trips as usual. */
+static void test_open_send_eager(void **state)
+{
+    (void)state;
+    struct server s;
+    struct zmtp z;
+    static const size_t sizes[] = {0, 17, ZMTP_EAGER_MAX, ZMTP_EAGER_MAX + 1};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        size_t n = sizes[k];
+        unsigned char *msg = calloc(1, n ? n : 1);
+        assert_non_null(msg);
+        for (size_t i = 0; i < n; i++)
+            msg[i] = (unsigned char)(i * 5 + 1);
+        server_start(&s, 2);
+        int rr = zmtp_open_send(&z, s.endpoint, 10000, 10000, 1u << 20, msg, n);
+        if (rr)
+            fprintf(stderr, "size %zu: %s\n", n, z.err);
+        assert_int_equal(rr, 0);
+        const unsigned char *got;
+        size_t len;
+        assert_int_equal(zmtp_recv(&z, &got, &len), 0);
+        assert_int_equal(len, n);
+        for (size_t i = 0; i < n; i++)
+            assert_int_equal(got[i], msg[n - 1 - i]);
+        roundtrip(&z, 100);
+        zmtp_close(&z);
+        server_stop(&s);
+        free(msg);
+    }
+}
+
 /* A peer with heartbeats on that answers slowly: the client answers its PINGs
  * (PONG), so the connection stays up until the answer. */
 static void test_heartbeat_peer_slow_answer(void **state)
@@ -257,6 +290,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrips),
+        cmocka_unit_test(test_open_send_eager),
         cmocka_unit_test(test_heartbeat_peer_slow_answer),
         cmocka_unit_test(test_refused_until_deadline),
         cmocka_unit_test(test_silent_peer_times_out),
