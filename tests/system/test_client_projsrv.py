@@ -4,6 +4,8 @@ with no GPU work backing off GPU only, tight deadlines met, and one scenario run
 live and through `client --emulate` (docs/client-scheduling.md, "Live and emulated")."""
 
 import json
+
+import pytest
 import signal
 import subprocess
 import time
@@ -152,6 +154,7 @@ checkpoint = 0
 """
 
 
+@pytest.mark.slow  # a timed 45 s live run: its share split is meaningless under ASan
 def test_live_agrees_with_emulator(procs, gridnode_bin, workdir, cluster_factory):
     """Issue 11 item 10: one scenario, two projects with shares 2:1, tasks of 0.5 s with a
     15 s report deadline, a 2-slot client, run live (real clusters and processes, 45 s)
