@@ -16,45 +16,15 @@ LIMIT_S="${E2E_SECONDS:-60}"
 gridnode="$BUILD/gridnode"
 [ -x "$gridnode" ] || { echo "client_e2e: $gridnode not built (make BUILD=$BUILD)" >&2; exit 1; }
 
-tmp="$(mktemp -d "${TMPDIR:-/tmp}/gridnode-bench-e2e.XXXXXX")"
-cpid=""
-npid=""
-stop() { # pid: TERM, wait up to 5 s, KILL
-    local p="$1"
-    [ -n "$p" ] && kill -0 "$p" 2>/dev/null || return 0
-    kill -TERM "$p" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null || true
-    wait "$p" 2>/dev/null || true
-}
-cleanup() {
-    stop "$npid"
-    stop "$cpid"
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+. bench/lib.sh
+bench_init e2e
+bench_cluster "$tmp/cluster" "$tmp/cluster.err" --set "store.sync=${E2E_SYNC:-full}"
+cpid=$pid
 
-"$gridnode" cluster --set "cluster.listen=tcp://127.0.0.1:*" \
-    --set "cluster.state_dir=$tmp/cluster" --set cluster.log_level=warn --set "store.sync=${E2E_SYNC:-full}" \
-    >"$tmp/cluster.out" 2>"$tmp/cluster.err" &
-cpid=$!
-for _ in $(seq 100); do
-    [ -s "$tmp/cluster/endpoint" ] && break
-    kill -0 "$cpid" 2>/dev/null || break
-    sleep 0.1
-done
-if [ ! -s "$tmp/cluster/endpoint" ]; then
-    echo "client_e2e: the cluster did not start:" >&2
-    cat "$tmp/cluster.err" >&2
-    exit 1
-fi
-endpoint="$(cat "$tmp/cluster/endpoint")"
-
-"$gridnode" client --set "client.server=$endpoint" --set "client.state_dir=$tmp/client" \
-    --set client.name=e2e --set "client.slots=$SLOTS" --set client.log_level=warn \
-    --set client.parallel=false --set "store.sync=${E2E_SYNC:-full}" >"$tmp/client.out" 2>"$tmp/client.err" &
-npid=$!
+bench_spawn "$tmp/client.err" "$gridnode" client --set "client.server=$endpoint" \
+    --set "client.state_dir=$tmp/client" --set client.name=e2e --set "client.slots=$SLOTS" \
+    --set client.log_level=warn --set client.parallel=false --set "store.sync=${E2E_SYNC:-full}"
+npid=$pid
 
 t0=$(date +%s.%N)
 job="$("$gridnode" submit -e "$endpoint" --json -n "$TASKS" -- true |

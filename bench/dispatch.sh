@@ -20,66 +20,24 @@ for f in "$gridnode" "$gen"; do
     [ -x "$f" ] || { echo "dispatch: $f not built (make BUILD=$BUILD bench)" >&2; exit 1; }
 done
 
-tmp="$(mktemp -d "${TMPDIR:-/tmp}/gridnode-bench-dispatch.XXXXXX")"
-pid=""
-stop_cluster() {
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-        kill -TERM "$pid" 2>/dev/null || true
-        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    fi
-    pid=""
-}
-cleanup() {
-    stop_cluster
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+. bench/lib.sh
+bench_init dispatch
 
 # every simulated node is one connection: lift the soft descriptor limit
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 # keys: the cluster's, and one for the load generator (an admin: it submits and acts
 # as every node)
-mkdir -p "$tmp/keys"
-"$gridnode" keygen -d "$tmp/keys" server >/dev/null
-"$gridnode" keygen -d "$tmp/keys" bench >/dev/null
-echo "$(tail -1 "$tmp/keys/bench.pub") bench admin" >"$tmp/keys/authorized_keys"
+bench_keys admin
 
 # run MODE [req]: one measurement (curve or plain) on a fresh state dir; with "req", the
 # issue 11 work request in seconds (RESULT req {"cpu": 0.001 s}, want 0: the first task
 # reaches the request) instead of want=1; prints the JSON line
 run() {
-    local mode=$1 state="$tmp/state-$1${2:-}" sec line extra=""
+    local mode=$1 state="$tmp/state-$1${2:-}" line extra=""
     [ "${2:-}" = req ] && extra="--req 0.001"
-    if [ "$mode" = plain ]; then
-        sec=(--set security.plain=true)
-        export GRIDNODE_PLAIN=1
-    else
-        sec=(--set "security.secret_key=$tmp/keys/server.key"
-             --set "security.authorized_keys=$tmp/keys/authorized_keys")
-        unset GRIDNODE_PLAIN
-        export GRIDNODE_KEY="$tmp/keys/bench.key" GRIDNODE_SERVER_KEY="$tmp/keys/server.pub"
-    fi
-    "$gridnode" cluster --set "cluster.listen=tcp://127.0.0.1:*" \
-        --set "cluster.state_dir=$state" --set store.sync=full \
-        --set cluster.log_level=warn "${sec[@]}" >"$tmp/cluster-$mode.out" \
-        2>"$tmp/cluster-$mode.err" &
-    pid=$!
-    for _ in $(seq 100); do
-        [ -s "$state/endpoint" ] && break
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if [ ! -s "$state/endpoint" ]; then
-        echo "dispatch: the cluster ($mode) did not start:" >&2
-        cat "$tmp/cluster-$mode.err" >&2
-        exit 1
-    fi
-    local endpoint
-    endpoint="$(cat "$state/endpoint")"
+    bench_security "$mode"
+    bench_cluster "$state" "$tmp/cluster-$mode.err" --set store.sync=full "${sec[@]}"
     echo "dispatch: $mode cluster $pid on $endpoint, state in $state (sync=full)" >&2
     # enough tasks that the job never runs dry within the run
     line="$("$gen" --endpoint "$endpoint" --clients "$CLIENTS" --requests "$REQUESTS" \

@@ -16,46 +16,15 @@ gen="$BUILD/bench/handshake"
 for f in "$gridnode" "$gen"; do
     [ -x "$f" ] || { echo "handshake: $f not built (make BUILD=$BUILD bench)" >&2; exit 1; }
 done
-tmp="$(mktemp -d "${TMPDIR:-/tmp}/gridnode-bench-handshake.XXXXXX")"
-pid=""
-stop_cluster() {
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-        kill -TERM "$pid" 2>/dev/null || true
-        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    fi
-    pid=""
-}
-trap 'stop_cluster; rm -rf "$tmp"' EXIT
-trap 'exit 130' INT TERM
+. bench/lib.sh
+bench_init handshake
 
-mkdir -p "$tmp/keys"
-"$gridnode" keygen -d "$tmp/keys" server >/dev/null
-"$gridnode" keygen -d "$tmp/keys" bench >/dev/null
-echo "$(tail -1 "$tmp/keys/bench.pub") bench user" >"$tmp/keys/authorized_keys"
+bench_keys user
 
 run() {
-    local mode=$1 state="$tmp/state-$1" sec
-    if [ "$mode" = plain ]; then
-        sec=(--set security.plain=true)
-        export GRIDNODE_PLAIN=1
-    else
-        sec=(--set "security.secret_key=$tmp/keys/server.key"
-             --set "security.authorized_keys=$tmp/keys/authorized_keys")
-        unset GRIDNODE_PLAIN
-        export GRIDNODE_KEY="$tmp/keys/bench.key" GRIDNODE_SERVER_KEY="$tmp/keys/server.pub"
-    fi
-    "$gridnode" cluster --set "cluster.listen=tcp://127.0.0.1:*" --set "cluster.state_dir=$state" \
-        --set store.sync=none --set cluster.log_level=warn "${sec[@]}" \
-        >"$tmp/cluster-$mode.out" 2>"$tmp/cluster-$mode.err" &
-    pid=$!
-    for _ in $(seq 100); do
-        [ -s "$state/endpoint" ] && break
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    [ -s "$state/endpoint" ] || { echo "handshake: the cluster ($mode) did not start:" >&2; cat "$tmp/cluster-$mode.err" >&2; exit 1; }
+    local mode=$1 state="$tmp/state-$1"
+    bench_security "$mode"
+    bench_cluster "$state" "$tmp/cluster-$mode.err" --set store.sync=none "${sec[@]}"
     "$gen" --endpoint "$(cat "$state/endpoint")" --connections "$N" --parallel "$PAR" \
         --seconds "$LIMIT_S" || { echo "handshake: generator failed ($mode)" >&2; tail -5 "$tmp/cluster-$mode.err" >&2; exit 1; }
     stop_cluster

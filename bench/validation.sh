@@ -22,42 +22,16 @@ for f in "$gridnode" "$gen"; do
     [ -x "$f" ] || { echo "validation: $f not built (make BUILD=$BUILD bench)" >&2; exit 1; }
 done
 
-tmp="$(mktemp -d "${TMPDIR:-/tmp}/gridnode-bench-validation.XXXXXX")"
-pid=""
-stop_cluster() {
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-        kill -TERM "$pid" 2>/dev/null || true
-        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    fi
-    pid=""
-}
-cleanup() { stop_cluster; rm -rf "$tmp"; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+. bench/lib.sh
+bench_init validation
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 status=0
 for faults in independent colluding; do
     for setting in none quorum2 adaptive adaptive_spot; do
         state="$tmp/$setting-$faults"
-        "$gridnode" cluster --set "cluster.listen=tcp://127.0.0.1:*" \
-            --set "cluster.state_dir=$state" --set store.sync=none \
-            --set cluster.log_level=warn --set tasks.idle_wait_s=1 \
-            --set validation.spot_fraction=0.1 \
-            >"$tmp/cluster.out" 2>"$tmp/cluster.err" &
-        pid=$!
-        for _ in $(seq 100); do
-            [ -s "$state/endpoint" ] && break
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        if [ ! -s "$state/endpoint" ]; then
-            echo "validation: the cluster did not start:" >&2
-            cat "$tmp/cluster.err" >&2
-            exit 1
-        fi
+        bench_cluster "$state" "$tmp/cluster.err" --set store.sync=none \
+            --set tasks.idle_wait_s=1 --set validation.spot_fraction=0.1
         "$gen" --endpoint "$(cat "$state/endpoint")" --setting "$setting" --faults "$faults" \
             --nodes "$NODES" --faulty "$FAULTY" --rate "$RATE" --tasks "$TASKS" \
             --warmup "$WARMUP" --seconds "$LIMIT_S" || {

@@ -473,28 +473,9 @@ static void finish(struct client *c, struct ctask *t)
     struct wire_buf wb;
     bool err = r->error[0] != '\0', bad = t->bad[0] != '\0';
     int64_t wall = (r->end_ms ? r->end_ms : loop_now_ms()) - r->start_ms;
-    double cpu = (double)r->ru.ru_utime.tv_sec + r->ru.ru_utime.tv_usec / 1e6 +
-                 (double)r->ru.ru_stime.tv_sec + r->ru.ru_stime.tv_usec / 1e6;
     wire_buf_init(&wb);
-    wire_pack_map(&wb, err ? 13 : 12);
-    wire_put_u64(&wb, "job", t->job);
-    wire_put_u64(&wb, "idx", t->idx);
-    wire_put_u64(&wb, "issue", t->issue);
-    wire_put_i64(&wb, "exit",
-                 !err && !bad && r->reaped && WIFEXITED(r->status) ? WEXITSTATUS(r->status) : -1);
-    wire_put_u64(&wb, "signal", !err && r->reaped && WIFSIGNALED(r->status) ? (uint64_t)WTERMSIG(r->status) : 0);
-    wire_put_bool(&wb, "timeout", r->timed_out);
-    wire_put_f64(&wb, "cpu_s", cpu);
-    wire_put_f64(&wb, "wall_s", (double)wall / 1000.0);
-    wire_put_bin(&wb, "stdout", r->out.buf ? r->out.buf : "", r->out.len);
-    if (bad) /* the task's own fault: a final failed result that says why */
-        wire_put_bin(&wb, "stderr", t->bad, strlen(t->bad));
-    else
-        wire_put_bin(&wb, "stderr", r->err.buf ? r->err.buf : "", r->err.len);
-    wire_put_bool(&wb, "out_trunc", r->out.trunc);
-    wire_put_bool(&wb, "err_trunc", r->err.trunc);
-    if (err)
-        wire_put_str(&wb, "error", r->error);
+    runner_pack_result(r, t->job, t->idx, t->issue, (double)wall / 1000.0, NULL,
+                       bad ? t->bad : NULL, &wb);
     t->result = malloc(wb.sb.size);
     if (t->result) {
         memcpy(t->result, wb.sb.data, wb.sb.size);

@@ -267,31 +267,14 @@ static void task_finish(struct live *l, struct ltask *t)
     int64_t now = loop_now_ms();
     bool err = r->error[0] != '\0', bad = t->bad[0] != '\0';
     double wall = (double)task_run_ms(t, now) / 1000.0;
-    double cpu = (double)r->ru.ru_utime.tv_sec + r->ru.ru_utime.tv_usec / 1e6 +
-                 (double)r->ru.ru_stime.tv_sec + r->ru.ru_stime.tv_usec / 1e6;
     t->run_ms = task_run_ms(t, now);
     t->episode_ms = 0;
     loop_timer_cancel(l->loop, t->limit_timer);
     loop_timer_cancel(l->loop, t->kill_timer);
     t->limit_timer = t->kill_timer = 0;
     wire_buf_init(&wb);
-    wire_pack_map(&wb, err || bad ? 13 : 12);
-    wire_put_u64(&wb, "job", t->job);
-    wire_put_u64(&wb, "idx", t->idx);
-    wire_put_u64(&wb, "issue", t->issue);
-    wire_put_i64(&wb, "exit",
-                 !err && !bad && r->reaped && WIFEXITED(r->status) ? WEXITSTATUS(r->status) : -1);
-    wire_put_u64(&wb, "signal",
-                 !err && r->reaped && WIFSIGNALED(r->status) ? (uint64_t)WTERMSIG(r->status) : 0);
-    wire_put_bool(&wb, "timeout", r->timed_out);
-    if (err || bad)
-        wire_put_str(&wb, "error", bad ? t->bad : r->error);
-    wire_put_f64(&wb, "cpu_s", cpu);
-    wire_put_f64(&wb, "wall_s", wall);
-    wire_put_bin(&wb, "stdout", r->out.buf ? r->out.buf : "", r->out.len);
-    wire_put_bin(&wb, "stderr", r->err.buf ? r->err.buf : "", r->err.len);
-    wire_put_bool(&wb, "out_trunc", r->out.trunc);
-    wire_put_bool(&wb, "err_trunc", r->err.trunc);
+    /* a task this host cannot run (e.g. a GPU type it lacks) is a node-side error */
+    runner_pack_result(r, t->job, t->idx, t->issue, wall, bad ? t->bad : NULL, NULL, &wb);
     free(t->result);
     t->result = malloc(wb.sb.size);
     if (t->result) {

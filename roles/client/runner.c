@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "lib/loop.h"
+#include "wire/wire.h"
 
 int runner_sigchld_fd(void)
 {
@@ -561,4 +562,35 @@ int runner_collect(struct run *r, size_t max)
             rc |= cap_file(c[i], r->workdir, name[i]);
     }
     return rc;
+}
+
+void runner_pack_result(const struct run *r, uint64_t job, uint32_t idx, uint32_t issue,
+                        double wall_s, const char *node_error, const char *task_fault,
+                        struct wire_buf *wb)
+{
+    const char *err = node_error && *node_error ? node_error : r->error[0] ? r->error : NULL;
+    bool fault = task_fault && *task_fault;
+    double cpu = (double)r->ru.ru_utime.tv_sec + r->ru.ru_utime.tv_usec / 1e6 +
+                 (double)r->ru.ru_stime.tv_sec + r->ru.ru_stime.tv_usec / 1e6;
+    wire_pack_map(wb, err ? 13 : 12);
+    wire_put_u64(wb, "job", job);
+    wire_put_u64(wb, "idx", idx);
+    wire_put_u64(wb, "issue", issue);
+    wire_put_i64(wb, "exit",
+                 !err && !fault && r->reaped && WIFEXITED(r->status) ? WEXITSTATUS(r->status)
+                                                                      : -1);
+    wire_put_u64(wb, "signal",
+                 !err && r->reaped && WIFSIGNALED(r->status) ? (uint64_t)WTERMSIG(r->status) : 0);
+    wire_put_bool(wb, "timeout", r->timed_out);
+    wire_put_f64(wb, "cpu_s", cpu);
+    wire_put_f64(wb, "wall_s", wall_s);
+    wire_put_bin(wb, "stdout", r->out.buf ? r->out.buf : "", r->out.len);
+    if (fault) /* the task's own fault: a final failed result that says why */
+        wire_put_bin(wb, "stderr", task_fault, strlen(task_fault));
+    else
+        wire_put_bin(wb, "stderr", r->err.buf ? r->err.buf : "", r->err.len);
+    wire_put_bool(wb, "out_trunc", r->out.trunc);
+    wire_put_bool(wb, "err_trunc", r->err.trunc);
+    if (err)
+        wire_put_str(wb, "error", err);
 }

@@ -91,4 +91,16 @@ bool runner_spawned(struct run *r);
  */
 int runner_collect(struct run *r, size_t max);
 
+struct wire_buf;
+/*
+ * The result map (docs/wire.md 5.3) of the finished run r of task (job, idx, issue)
+ * that ran wall_s seconds, into wb: exit, signal, timeout, CPU time from wait4,
+ * captured output. node_error (or else r->error) makes it a node-side error;
+ * task_fault (the task's own fault, e.g. a malformed task) makes it a final failed
+ * result that says why in stderr. Either may be NULL. One encoding for every client.
+ */
+void runner_pack_result(const struct run *r, uint64_t job, uint32_t idx, uint32_t issue,
+                        double wall_s, const char *node_error, const char *task_fault,
+                        struct wire_buf *wb);
+
 #endif

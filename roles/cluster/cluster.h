@@ -313,6 +313,11 @@ void tasks_cancel_put(struct node *n, struct wire_buf *wb);
 void tasks_extend(struct cluster *c, struct node *n, uint64_t job, uint32_t idx, uint32_t issue);
 void tasks_release_node(struct cluster *c, struct node *n);
 void heap_push(struct cluster *c, struct heap_ent e);
+/* A min-heap of heap_ent by expiry_ms in (*v)[0..*n) of capacity *cap: the re-issue
+ * heap above and the copy heap of validate.c. Push: 0, or -1 when out of memory (the
+ * heap unchanged); pop: the earliest entry (the heap must not be empty). */
+int xheap_push(struct heap_ent **v, uint32_t *n, uint32_t *cap, struct heap_ent e);
+struct heap_ent xheap_pop(struct heap_ent *v, uint32_t *n);
 double tasks_work(const struct job *j, size_t input_bytes, long input_unit_kb);
 int64_t tasks_wait_ms(const struct cluster *c, const struct node *n, double work);
 void nodes_check_active(struct cluster *c);

@@ -47,33 +47,44 @@ static void sift_down(struct heap_ent *h, uint32_t n, uint32_t i)
     }
 }
 
-void heap_push(struct cluster *c, struct heap_ent e)
+int xheap_push(struct heap_ent **v, uint32_t *n, uint32_t *cap, struct heap_ent e)
 {
-    if (c->nheap == c->capheap) {
-        uint32_t cap = c->capheap ? c->capheap * 2 : 1024;
-        struct heap_ent *h = realloc(c->heap, cap * sizeof *h);
-        if (!h) {
-            log_warnx("out of memory for the re-issue heap; task %llu.%u waits for restart",
-                      (unsigned long long)e.job, e.idx);
-            return;
-        }
-        c->heap = h;
-        c->capheap = cap;
+    if (*n == *cap) {
+        uint32_t nc = *cap ? *cap * 2 : 1024;
+        struct heap_ent *h = realloc(*v, nc * sizeof *h);
+        if (!h)
+            return -1;
+        *v = h;
+        *cap = nc;
     }
-    uint32_t i = c->nheap++;
-    c->heap[i] = e;
-    while (i > 0 && c->heap[(i - 1) / 2].expiry_ms > c->heap[i].expiry_ms) {
-        heap_swap(&c->heap[i], &c->heap[(i - 1) / 2]);
+    struct heap_ent *h = *v;
+    uint32_t i = (*n)++;
+    h[i] = e;
+    while (i > 0 && h[(i - 1) / 2].expiry_ms > h[i].expiry_ms) {
+        heap_swap(&h[i], &h[(i - 1) / 2]);
         i = (i - 1) / 2;
     }
+    return 0;
+}
+
+struct heap_ent xheap_pop(struct heap_ent *v, uint32_t *n)
+{
+    struct heap_ent top = v[0];
+    v[0] = v[--*n];
+    sift_down(v, *n, 0);
+    return top;
+}
+
+void heap_push(struct cluster *c, struct heap_ent e)
+{
+    if (xheap_push(&c->heap, &c->nheap, &c->capheap, e) < 0)
+        log_warnx("out of memory for the re-issue heap; task %llu.%u waits for restart",
+                  (unsigned long long)e.job, e.idx);
 }
 
 static struct heap_ent heap_pop(struct cluster *c)
 {
-    struct heap_ent top = c->heap[0];
-    c->heap[0] = c->heap[--c->nheap];
-    sift_down(c->heap, c->nheap, 0);
-    return top;
+    return xheap_pop(c->heap, &c->nheap);
 }
 
 /* The task a heap entry stands for, if the entry is still current; else NULL. */

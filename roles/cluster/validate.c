@@ -365,44 +365,13 @@ void valid_trust_invalid(struct cluster *c, uint32_t ni)
 
 static void vheap_push(struct vstate *vs, struct heap_ent e)
 {
-    if (vs->nheap == vs->capheap) {
-        uint32_t cap = vs->capheap ? vs->capheap * 2 : 1024;
-        struct heap_ent *h = realloc(vs->heap, cap * sizeof *h);
-        if (!h)
-            return; /* the copy then never expires: its task waits for the result */
-        vs->heap = h;
-        vs->capheap = cap;
-    }
-    uint32_t i = vs->nheap++;
-    vs->heap[i] = e;
-    while (i > 0 && vs->heap[(i - 1) / 2].expiry_ms > vs->heap[i].expiry_ms) {
-        struct heap_ent t = vs->heap[i];
-        vs->heap[i] = vs->heap[(i - 1) / 2];
-        vs->heap[(i - 1) / 2] = t;
-        i = (i - 1) / 2;
-    }
+    /* out of memory: the copy then never expires; its task waits for the result */
+    (void)xheap_push(&vs->heap, &vs->nheap, &vs->capheap, e);
 }
 
 static struct heap_ent vheap_pop(struct vstate *vs)
 {
-    struct heap_ent top = vs->heap[0];
-    struct heap_ent *h = vs->heap;
-    uint32_t n = --vs->nheap, i = 0;
-    h[0] = h[n];
-    for (;;) {
-        uint32_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && h[l].expiry_ms < h[m].expiry_ms)
-            m = l;
-        if (r < n && h[r].expiry_ms < h[m].expiry_ms)
-            m = r;
-        if (m == i)
-            break;
-        struct heap_ent t = h[i];
-        h[i] = h[m];
-        h[m] = t;
-        i = m;
-    }
-    return top;
+    return xheap_pop(vs->heap, &vs->nheap);
 }
 
 static int ring_push(struct vstate *vs, struct vent e)
