@@ -188,8 +188,7 @@ int vcl_task_adopt(struct live *l, struct ltask *t)
     return 0;
 }
 
-/* Removes t from the list (not from the engine or the store) and frees it. */
-static void task_drop(struct live *l, struct ltask *t)
+void vcl_task_drop(struct live *l, struct ltask *t)
 {
     for (size_t i = 0; i < l->ntasks; i++)
         if (l->tasks[i] == t) {
@@ -318,7 +317,7 @@ static void check_finished(struct live *l, struct ltask *t)
             engine_task_remove(l->e, (size_t)i);
         log_info("task %llu.%u stopped (cancelled by the server)", (unsigned long long)t->job,
                  t->idx);
-        task_drop(l, t);
+        vcl_task_drop(l, t);
         kick(l);
         return;
     }
@@ -932,7 +931,7 @@ static void apply_cancel(struct live *l, int p, const msgpack_object *cancel)
                 long ei = vcl_engine_index(l, t);
                 if (ei >= 0)
                     engine_task_remove(l->e, (size_t)ei);
-                task_drop(l, t);
+                vcl_task_drop(l, t);
             }
             break;
         }
@@ -1034,7 +1033,7 @@ static void on_tasks(struct live *l, int p, const msgpack_object *m)
         log_warn("project %s: not every new task could be taken", l->e->projects[p].name);
     for (size_t k = 0; k < ngone; k++) {
         vcl_task_forget(l, gone[k]);
-        task_drop(l, gone[k]);
+        vcl_task_drop(l, gone[k]);
     }
     lp->results_sent += ngone;
     lp->tasks_got += nnew;
@@ -1044,7 +1043,7 @@ static void on_tasks(struct live *l, int p, const msgpack_object *m)
         struct ltask *t = l->tasks[i];
         if (t->project == p && t->state == LT_QUEUED && vcl_engine_index(l, t) < 0) {
             vcl_task_forget(l, t);
-            task_drop(l, t);
+            vcl_task_drop(l, t);
         } else
             i++;
     }

@@ -140,6 +140,9 @@ struct ltask *vcl_task_of(const struct live *l, size_t engine_index);
 long vcl_engine_index(const struct live *l, const struct ltask *t);
 int vcl_task_adopt(struct live *l, struct ltask *t);
 void vcl_task_free(struct ltask *t);
+/* Removes t from the list (not from the engine or the store): its process killed, its
+ * pipes, timers and GPU instances released; frees it. */
+void vcl_task_drop(struct live *l, struct ltask *t);
 struct ltask *vcl_task_from_map(struct live *l, int project, const msgpack_object *m);
 int vcl_project_add(struct live *l, const char *name, double share, const char *const *eps,
                     int neps, const char *master);

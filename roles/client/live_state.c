@@ -426,25 +426,7 @@ int vcl_project_detach(struct live *l, int p)
             continue;
         }
         vcl_task_forget(l, t);
-        for (size_t k = 0; k < l->ntasks; k++)
-            if (l->tasks[k] == t) {
-                l->tasks[k] = l->tasks[--l->ntasks];
-                break;
-            }
-        if (t->run.pid > 0 && !t->run.reaped) {
-            runner_signal(&t->run, SIGKILL);
-            runner_signal(&t->run, SIGCONT);
-        }
-        if (t->run.out.fd >= 0)
-            loop_remove_fd(l->loop, t->run.out.fd);
-        if (t->run.err.fd >= 0)
-            loop_remove_fd(l->loop, t->run.err.fd);
-        loop_timer_cancel(l->loop, t->limit_timer);
-        loop_timer_cancel(l->loop, t->kill_timer);
-        int pt = engine_ptype_find(old, t->ptype);
-        for (int k = 0; k < t->ngpu && pt > 0; k++)
-            l->gpu_busy[pt][t->gpu[k]] = 0;
-        vcl_task_free(t);
+        vcl_task_drop(l, t); /* l->e is still the old engine here */
     }
     vcl_project_delete(l, old->projects[p].name);
     for (int k = 0; k < l->proj[p].nsocks; k++)
