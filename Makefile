@@ -87,9 +87,9 @@ unit: $(addprefix $(BUILD)/tests/,$(UNIT)) $(addprefix $(BUILD)/asan/tests/,$(UN
 	    echo "== $$t (asan)"; $(BUILD)/asan/tests/$$t 2>&1; done
 
 system: $(BUILD)/gridnode $(BUILD)/asan/gridnode
-	GRIDNODE_BIN=$(abspath $(BUILD)/gridnode) $(PYTEST) -q -p no:cacheprovider tests/system
+	GRIDNODE_BIN=$(abspath $(BUILD)/gridnode) $(PYTEST) -q -p no:cacheprovider --durations=15 tests/system
 	GRIDNODE_BIN=$(abspath $(BUILD)/asan/gridnode) GRIDNODE_ASAN=1 \
-	    $(PYTEST) -q -p no:cacheprovider -m "not slow" tests/system
+	    $(PYTEST) -q -p no:cacheprovider --durations=15 -m "not slow" tests/system
 
 # tests/net: the grid across network namespaces joined by emulated links (root only;
 # skipped with the reason otherwise). Plain binary only: they are about timing.
