@@ -128,6 +128,7 @@ def test_kill9_mid_placement_no_duplicate_no_stray(slurm, hpc, meta_factory):
                msg="no reservation of the spool left at Slurm")
 
 
+@pytest.mark.slow  # ~16 s under ASan; the plain run covers it
 def test_slurm_outage_sends_jobs_elsewhere(
         slurm, hpc, cluster_factory, client_factory, batch_factory, meta_factory):
     gn = site(cluster_factory, client_factory, batch_factory, "gn", slots=2)

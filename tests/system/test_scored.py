@@ -227,6 +227,7 @@ def test_startup_file_applied_once_and_console_durable(cluster_factory, client_f
     assert qs[0]["max_cpu_s"] == 100
 
 
+@pytest.mark.slow  # ~19 s under ASan (timed slices); the plain run covers it
 def test_gang_time_slicing_all_or_nothing(cluster_factory, client_factory, workdir):
     cl = grid(cluster_factory, client_factory, workdir, [("a", "c"), ("b", "c")])
     d = workdir / "out"

@@ -9,6 +9,8 @@ import subprocess
 import threading
 import time
 
+import pytest
+
 from conftest import scaled, wait_until
 from faultnode import FaultNode
 from pynode import PyNode
@@ -78,6 +80,7 @@ def test_quorum_rejects_a_faulty_node(cluster_factory, client_factory):
     assert sum(n["valid"] for k, n in ns.items() if k != "bad") == 12
 
 
+@pytest.mark.slow  # ~60 s under ASan; the plain run covers it
 def test_single_result_validator_and_distinct_addresses(cluster_factory, workdir):
     cl = cluster_factory(FAST)
     check = ('for n in $(cat candidates); do '
