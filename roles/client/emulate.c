@@ -214,6 +214,7 @@ static json_t *result_json(const struct emu_scenario *sc, const struct emu_resul
     json_object_set_new(o, "jobs", json_integer((json_int_t)r->jobs));
     json_object_set_new(o, "met", json_integer((json_int_t)r->met));
     json_object_set_new(o, "missed", json_integer((json_int_t)r->missed));
+    json_object_set_new(o, "missed_report", json_integer((json_int_t)r->missed_report));
     json_object_set_new(o, "aborted", json_integer((json_int_t)r->aborted));
     json_object_set_new(o, "rpcs", json_integer((json_int_t)r->rpcs_ok));
     json_object_set_new(o, "rpc_attempts", json_integer((json_int_t)r->rpc_attempts));
@@ -272,6 +273,7 @@ static void print_table(const struct emu_scenario *sc, const struct emu_result *
     ROW("jobs received", "lu", r[i].jobs);
     ROW("results met deadline", "lu", r[i].met);
     ROW("results missed deadline", "lu", r[i].missed);
+    ROW("  finished in time", "lu", r[i].missed_report);
     ROW("tasks aborted", "lu", r[i].aborted);
     ROW("rpcs reaching a server", "lu", r[i].rpcs_ok);
     ROW("rpc attempts", "lu", r[i].rpc_attempts);

@@ -115,6 +115,7 @@ struct emu_result {
     double lost_fraction; /* run time redone after restarts from checkpoints */
     double capacity_flops, used_flops, wasted_flops, lost_flops, on_time;
     unsigned long jobs, met, missed, aborted, rpcs_ok, rpc_attempts, master_fetches;
+    unsigned long missed_report; /* missed, though finished before the deadline */
     unsigned long rr_runs, sched_runs;
     double sim_wall_s;
     int nprojects;

@@ -61,6 +61,8 @@ const struct emu_key emulate_keys[] = {
      "deadline fetch: fraction of a task's latency kept free for reporting"},
     {SK_CLIENT, "deadline_reserve_max", KT_TIME, CF(deadline_reserve_max), 0, BIG, 0, "12h",
      "deadline fetch: at most this much of a task's latency is kept free"},
+    {SK_CLIENT, "fetch_min_jobs", KT_NUM, CF(fetch_min_jobs), 1, 100, 0, "2",
+     "deadline fetch: ask for work when room for this many jobs (or an instance would idle)"},
     {SK_CLIENT, "avail_half_life", KT_TIME, CF(avail_half_life), 0, BIG, 1, "10d",
      "averaging half-life of the host's on-fraction estimate"},
 

@@ -286,6 +286,7 @@ static void account_report(struct run *r, const struct engine_task *t)
     } else if (r->t > t->deadline) {
         double spent = (t->elapsed + t->lost) * flops;
         r->res->missed++;
+        r->res->missed_report += t->completed <= t->deadline;
         r->res->wasted_flops += spent;
         pr->missed++;
         pr->wasted_flops += spent;

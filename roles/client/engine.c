@@ -78,6 +78,7 @@ void engine_config_defaults(struct engine_config *c)
     c->deadline_slack = 0.85;
     c->deadline_reserve_max = 12 * 3600;
     c->avail_half_life = 10 * 86400;
+    c->fetch_min_jobs = 2;
 }
 
 const char *engine_config_check(const struct engine_config *c)
@@ -106,6 +107,8 @@ const char *engine_config_check(const struct engine_config *c)
         return "deadline_slack must be in [0, 1)";
     if (!(c->deadline_reserve_max >= 0))
         return "deadline_reserve_max must be >= 0";
+    if (!(c->fetch_min_jobs >= 1 && c->fetch_min_jobs <= 100))
+        return "fetch_min_jobs must be in [1, 100]";
     return NULL;
 }
 

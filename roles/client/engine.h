@@ -72,6 +72,9 @@ struct engine_config {
                                     latency for reporting (server outages, host off) ... */
     double deadline_reserve_max; /* 43200: ... but never more than this */
     double avail_half_life;      /* 864000: averaging of the host's on-fraction */
+    double fetch_min_jobs;       /* 2: deadline mode asks a project for work only when
+                                    room for this many of its jobs is free, unless an
+                                    instance would idle before the next poll */
 };
 
 /* Fills c with BOINC's defaults (above). */

@@ -46,14 +46,23 @@ static int project_contactable(const struct engine *e, double now, int p)
     return !pr->suspended && now >= pr->min_rpc_time && !pr->master_pending && pr->nendpoints > 0;
 }
 
-/* Deadline mode: 1 if the project's next task of type t can still meet its deadline. */
+/* Deadline mode: the jobs a request to a project must be able to bring to be worth an
+ * RPC. fetch_min_jobs, so that each RPC carries a batch (issue 11 item 11b), but one as
+ * soon as an instance of type t would idle before the next poll. */
+static double min_jobs(const struct engine *e, int t)
+{
+    return e->rr[t].saturated > e->cfg.poll_period ? e->cfg.fetch_min_jobs : 1;
+}
+
+/* Deadline mode: 1 if the project's next tasks of type t can still meet their deadline
+ * (room for min_jobs of them). */
 static int deadline_room_ok(struct engine *e, double now, int p, int t)
 {
     const struct engine_rsc *r = &e->projects[p].rsc[t];
     if (e->cfg.fetch != ENGINE_FETCH_DEADLINE || r->latency <= 0)
         return 1;
     double job = r->job_work > 0 ? r->job_work : 1;
-    return engine_room(e, now, t, r->latency, job, NULL) >= job;
+    return engine_room(e, now, t, r->latency, job, NULL) >= min_jobs(e, t) * job - ENGINE_EPS;
 }
 
 /* Whether project p may be asked for work of type t now. */
@@ -105,13 +114,15 @@ static void request_for(struct engine *e, double now, int p, int t, struct engin
         if (rs->latency > 0) {
             double job = rs->job_work > 0 ? rs->job_work : 1;
             double room = engine_room(e, now, t, rs->latency, job, &r->delay);
-            if (room < job) {
+            double n = floor(room / job + ENGINE_EPS); /* whole jobs that fit */
+            if (n < 1 || n < min_jobs(e, t) - ENGINE_EPS) {
                 secs = inst = 0;
             } else {
-                /* the server sends while the request is positive: leave room for the
-                   task that overshoots it */
-                secs = fmin(secs, fmax(room - job, 1e-3));
-                inst = fmin(inst, floor(room / job));
+                /* the server sends while the request is positive: n - 1/2 jobs' worth
+                   brings n (asking for room - job lost one job whenever the room held
+                   a whole number of them) */
+                secs = fmin(secs, (n - 0.5) * job);
+                inst = fmin(inst, n);
             }
         } else {
             secs = fmin(secs, ninst * fmax(e->cfg.min_buf, e->cfg.poll_period));

@@ -65,6 +65,11 @@ def test_boinc_sample_beats_boinc():
     assert default["idle_fraction"] <= 0.23
     assert default["share_violation"] <= 0.05
     assert faithful["wasted_fraction"] > 0.25
+    # issue 11 item 11b: batched fetches (0.71 before; the 0.40 target is not reached,
+    # docs/client-scheduling.md section 4 gives the measured trade-off)
+    assert default["rpcs_per_job"] <= 0.65
+    # a late result either finished late or was reported late
+    assert 0 <= default["missed_report"] <= default["missed"]
     for d in (default, faithful):
         for key in ("policy", "idle_fraction", "wasted_fraction", "share_violation",
                     "monotony", "rpcs_per_job", "sim_wall_s"):

@@ -284,6 +284,90 @@ static void test_deadline_mode_caps_request(void **state)
     engine_destroy(&e);
 }
 
+/* Deadline mode: a room of exactly n jobs is asked for n of them (the server sends
+ * while the request is positive); with less than fetch_min_jobs of room the project is
+ * asked for nothing until an instance would idle before the next poll. */
+static void deadline_poll5(struct engine_config *c)
+{
+    deadline_small(c);
+    c->poll_period = 5; /* so that the polls below are not skipped for the period */
+}
+
+static void test_deadline_whole_jobs_and_min_batch(void **state)
+{
+    (void)state;
+    struct engine *e = mk(2, deadline_poll5);
+    int p = project(e, "a", 100, 1);
+    /* 100 s tasks due 1000 s after issue: plan to finish within 150 s; 2 instances */
+    e->projects[p].rsc[0].latency = 1000;
+    e->projects[p].rsc[0].job_work = 100;
+    struct engine_action act;
+    engine_poll(e, 0, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_RPC);
+    /* room 300 s = 3 jobs: ask for 2.5 jobs' worth (250 s), which brings 3; asking for
+       room - job (200 s) brought only 2 */
+    assert_true(fabs(act.req[0].secs - 250) < 1e-9);
+    assert_true(fabs(act.req[0].instances - 2) < 1e-9);
+    assert_int_equal(reply_ok(e, 0, &act, 2, 100, 1000), 0);
+    assert_non_null(engine_schedule(e, 0));
+    /* at 10 s: 180 s queued, room 2 x 150 - 180 = 120 s, one job: not worth an RPC
+       while nothing would idle */
+    engine_tick(e, 10, 1);
+    engine_poll(e, 10, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_NONE);
+    /* at 55 s: 90 s queued, room 210 s, two jobs: asked for 1.5 jobs' worth */
+    engine_tick(e, 55, 1);
+    engine_poll(e, 55, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_RPC);
+    assert_int_equal(act.reason, ENGINE_WHY_FETCH);
+    assert_true(fabs(act.req[0].secs - 150) < 1e-6);
+    engine_destroy(&e);
+
+    /* one instance: the plan window (150 s) never holds two 100 s jobs; one is fetched
+       when the instance would idle before the next poll, not before */
+    e = mk(1, deadline_poll5);
+    p = project(e, "a", 100, 1);
+    e->projects[p].rsc[0].latency = 1000;
+    e->projects[p].rsc[0].job_work = 100;
+    engine_poll(e, 0, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_RPC);
+    assert_int_equal(reply_ok(e, 0, &act, 1, 100, 1000), 0);
+    assert_non_null(engine_schedule(e, 0));
+    engine_tick(e, 60, 1); /* room 150 - 40 = 110 s: one job, busy for 40 s more */
+    engine_poll(e, 60, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_NONE);
+    engine_tick(e, 96, 1); /* idle in 4 s < poll period */
+    engine_poll(e, 96, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_RPC);
+    assert_true(fabs(act.req[0].secs - 50) < 1e-6);
+    engine_destroy(&e);
+}
+
+/* fetch_min_jobs = 1: the old rule, one job of room is enough. */
+static void min_batch_1(struct engine_config *c)
+{
+    deadline_poll5(c);
+    c->fetch_min_jobs = 1;
+}
+
+static void test_deadline_min_batch_1(void **state)
+{
+    (void)state;
+    struct engine *e = mk(2, min_batch_1);
+    int p = project(e, "a", 100, 1);
+    e->projects[p].rsc[0].latency = 1000;
+    e->projects[p].rsc[0].job_work = 100;
+    struct engine_action act;
+    engine_poll(e, 0, &act);
+    assert_int_equal(reply_ok(e, 0, &act, 2, 100, 1000), 0);
+    assert_non_null(engine_schedule(e, 0));
+    engine_tick(e, 10, 1);
+    engine_poll(e, 10, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_RPC);
+    assert_true(fabs(act.req[0].secs - 0.5 * 100) < 1e-6);
+    engine_destroy(&e);
+}
+
 /* Deadline mode: a finished result due soon is retried inside the backoff (probes)
  * without making the backoff itself grow. */
 static void test_deadline_probes(void **state)
@@ -338,6 +422,8 @@ int main(void)
         cmocka_unit_test(test_debt2004_water_marks),
         cmocka_unit_test(test_deadline_mode_caps_request),
         cmocka_unit_test(test_deadline_probes),
+        cmocka_unit_test(test_deadline_whole_jobs_and_min_batch),
+        cmocka_unit_test(test_deadline_min_batch_1),
     };
     return cmocka_run_group_tests_name("engine_fetch", tests, NULL, NULL);
 }
