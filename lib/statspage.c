@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "lib/httpstats.h"
 #include "lib/log.h"
@@ -30,6 +31,8 @@ struct statspage {
     char prefix[64];
     long interval_s;
     struct httpstats *http;
+    char url[300]; /* the server's URL, written to stats.url at the first publication */
+    bool url_written;
 };
 
 /* ---- Prometheus ---- */
@@ -48,8 +51,7 @@ static void label(FILE *f, const char *s)
 
 void prom_family(const struct prom *p, const char *name, const char *type, const char *help)
 {
-    fprintf(p->f, "# HELP %s%s %s\n# TYPE %s%s %s\n", p->prefix, name, help, p->prefix, name,
-            type);
+    fprintf(p->f, "# HELP %s%s %s\n# TYPE %s%s %s\n", p->prefix, name, help, p->prefix, name, type);
 }
 
 static void value(FILE *f, double v)
@@ -179,8 +181,8 @@ void statspage_job_table(FILE *f, json_t *arr, const char *title, const char *co
     statspage_finished_table(f, arr, cols, row, finished);
 }
 
-void statspage_finished_table(FILE *f, json_t *arr, const char *cols,
-                              void (*row)(FILE *, json_t *), bool (*finished)(json_t *))
+void statspage_finished_table(FILE *f, json_t *arr, const char *cols, void (*row)(FILE *, json_t *),
+                              bool (*finished)(json_t *))
 {
     size_t i, nfin = 0, n = json_array_size(arr);
     json_t *v;
@@ -348,6 +350,20 @@ static int write_atomic(const char *dir, const char *name, const char *buf, size
     return 0;
 }
 
+/* state_dir/stats.url, once the documents are served: a script that waits for the
+ * file never gets the start-up 503. */
+static void write_url(struct statspage *sp)
+{
+    char path[CONFIG_STR_MAX + 16];
+    snprintf(path, sizeof path, "%s/stats.url", sp->dir);
+    FILE *f = fopen(path, "w");
+    bool wrote = f && fprintf(f, "%s\n", sp->url) > 0;
+    if ((f && fclose(f) != 0) || !wrote)
+        log_warn("cannot write %s", path);
+    log_info("statistics served at %s (also /stats.json and /metrics)", sp->url);
+    sp->url_written = true;
+}
+
 int statspage_write(struct statspage *sp)
 {
     int64_t now = wall_now_ms();
@@ -371,6 +387,8 @@ int statspage_write(struct statspage *sp)
     for (int d = 0; sp->http && d < HTTPSTATS_NDOCS; d++)
         if (httpstats_publish(sp->http, (enum httpstats_doc)d, doc[d], len[d]) < 0)
             goto out;
+    if (sp->http && !sp->url_written)
+        write_url(sp);
     if (write_atomic(sp->dir, "stats.json", doc[HTTPSTATS_JSON], len[HTTPSTATS_JSON]) < 0 ||
         write_atomic(sp->dir, "stats.html", doc[HTTPSTATS_HTML], len[HTTPSTATS_HTML]) < 0)
         goto out;
@@ -399,7 +417,6 @@ struct statspage *statspage_new(const struct statspage_role *r, const char *stat
                                 long interval_s, const char *http, char *err, size_t errlen)
 {
     struct statspage *sp = calloc(1, sizeof *sp);
-    char url[300], path[CONFIG_STR_MAX + 16];
     if (!sp) {
         snprintf(err, errlen, "statistics: out of memory");
         return NULL;
@@ -410,16 +427,14 @@ struct statspage *statspage_new(const struct statspage_role *r, const char *stat
     sp->interval_s = interval_s > 0 ? interval_s : 10;
     if (!http || !http[0])
         return sp;
-    if (!(sp->http = httpstats_start(http, url, sizeof url, err, errlen))) {
+    /* a stale stats.url of an earlier run must not point anyone at a dead port */
+    char path[CONFIG_STR_MAX + 16];
+    snprintf(path, sizeof path, "%s/stats.url", state_dir);
+    unlink(path);
+    if (!(sp->http = httpstats_start(http, sp->url, sizeof sp->url, err, errlen))) {
         free(sp);
         return NULL;
     }
-    snprintf(path, sizeof path, "%s/stats.url", state_dir);
-    FILE *f = fopen(path, "w");
-    bool wrote = f && fprintf(f, "%s\n", url) > 0;
-    if ((f && fclose(f) != 0) || !wrote)
-        log_warn("cannot write %s", path);
-    log_info("statistics served at %s (also /stats.json and /metrics)", url);
     return sp;
 }
 

@@ -37,17 +37,12 @@ struct statspage;
      NULL,                                                                                         \
      "how often stats.json and stats.html are rewritten in state_dir (and the served page "        \
      "and metrics rebuilt)"},                                                                      \
-        {"stats",                                                                                  \
-         "http",                                                                                   \
-         CONFIG_STR,                                                                               \
-         "",                                                                                       \
-         offsetof(type, http_field),                                                               \
-         0,                                                                                        \
-         0,                                                                                        \
-         NULL,                                                                                     \
-         "serve the statistics page, /stats.json and /metrics (Prometheus) over HTTP on "          \
-         "HOST:PORT (e.g. 127.0.0.1:7380; port 0 picks one, written to state_dir/stats.url); "     \
-         "empty: off"}
+    {                                                                                              \
+        "stats", "http", CONFIG_STR, "", offsetof(type, http_field), 0, 0, NULL,                   \
+            "serve the statistics page, /stats.json and /metrics (Prometheus) over HTTP on "       \
+            "HOST:PORT (e.g. 127.0.0.1:7380; port 0 picks one, written to state_dir/stats.url); "  \
+            "empty: off"                                                                           \
+    }
 
 /* The Prometheus text exposition format (0.0.4): every family with HELP then TYPE. */
 struct prom {
@@ -112,8 +107,8 @@ __attribute__((format(printf, 3, 4))) void statspage_card(FILE *f, const char *w
 void statspage_job_table(FILE *f, json_t *arr, const char *title, const char *cols,
                          void (*row)(FILE *, json_t *), bool (*finished)(json_t *));
 /* Only the collapsed <details> section of the finished rows (nothing when none). */
-void statspage_finished_table(FILE *f, json_t *arr, const char *cols,
-                              void (*row)(FILE *, json_t *), bool (*finished)(json_t *));
+void statspage_finished_table(FILE *f, json_t *arr, const char *cols, void (*row)(FILE *, json_t *),
+                              bool (*finished)(json_t *));
 /* "<h2>title</h2>" and a table, or a "none" line when arr is empty. */
 void statspage_table(FILE *f, json_t *arr, const char *title, const char *cols,
                      void (*row)(FILE *, json_t *), const char *none);

@@ -173,10 +173,10 @@ struct live {
     uint32_t nresv, capresv;
     /* statistics (livestats.c): counters since the role started */
     struct statspage *stats;
-    uint64_t first_id;                 /* next_id at start: submitted = next_id - first_id */
-    uint64_t n_ended, n_failed;        /* elements that ended (failed: not done) */
-    uint64_t n_backfilled;             /* elements started by backfill */
-    double cycle_s, cycle_s_total;     /* the last cycle's duration, and all of them */
+    uint64_t first_id;             /* next_id at start: submitted = next_id - first_id */
+    uint64_t n_ended, n_failed;    /* elements that ended (failed: not done) */
+    uint64_t n_backfilled;         /* elements started by backfill */
+    double cycle_s, cycle_s_total; /* the last cycle's duration, and all of them */
 };
 
 /* live.c */

@@ -118,10 +118,10 @@ static void build(void *arg, json_t *root, int64_t now)
                   "s:I}",
                   "running", (json_int_t)counts[0], "eligible", (json_int_t)counts[1], "blocked",
                   (json_int_t)counts[2], "jobs_in_memory", (json_int_t)L->njobs, "submitted",
-                  (json_int_t)(L->next_id - L->first_id), "started", (json_int_t)L->starts,
-                  "ended", (json_int_t)L->n_ended, "failed", (json_int_t)L->n_failed,
-                  "backfilled", (json_int_t)L->n_backfilled, "cycles", (json_int_t)L->cycles,
-                  "cycle_s", L->cycle_s, "cycle_s_total", L->cycle_s_total, "mean_wait_s",
+                  (json_int_t)(L->next_id - L->first_id), "started", (json_int_t)L->starts, "ended",
+                  (json_int_t)L->n_ended, "failed", (json_int_t)L->n_failed, "backfilled",
+                  (json_int_t)L->n_backfilled, "cycles", (json_int_t)L->cycles, "cycle_s",
+                  L->cycle_s, "cycle_s_total", L->cycle_s_total, "mean_wait_s",
                   nwait ? wait_sum / (double)nwait : 0.0, "utilisation",
                   up ? (double)busy / (double)up : 0.0, "cores_up", (json_int_t)up, "cores_busy",
                   (json_int_t)busy));
@@ -357,8 +357,8 @@ static void metrics(const struct prom *p, json_t *st, void *arg)
                 (double)statspage_num(s, "cycles"));
     prom_metric(p, "cycle_duration_seconds", "gauge", "Duration of the last scheduling cycle.",
                 statspage_real(s, "cycle_s"));
-    prom_metric(p, "cycle_seconds_total", "counter",
-                "Time spent in scheduling cycles since start.", statspage_real(s, "cycle_s_total"));
+    prom_metric(p, "cycle_seconds_total", "counter", "Time spent in scheduling cycles since start.",
+                statspage_real(s, "cycle_s_total"));
     prom_metric(p, "mean_wait_seconds", "gauge",
                 "Mean wait (start - submission) of the elements started, over jobs in memory.",
                 statspage_real(s, "mean_wait_s"));

@@ -330,8 +330,8 @@ int cluster_main(int argc, char **argv)
                               c.cfg.peer_timeout_s * 1000, &c.cfg.sec};
     struct daemon_ops ops = {on_request, on_commit, on_reload, &c, feed_expire};
     /* the HTTP port before the ZeroMQ one: "listening on" means everything is up */
-    if (cluster_open(&c) < 0 || stats_http_start(&c) < 0 ||
-        !(c.loop = loop_new()) || !(c.daemon = daemon_new(c.loop, &dop, &ops)))
+    if (cluster_open(&c) < 0 || stats_http_start(&c) < 0 || !(c.loop = loop_new()) ||
+        !(c.daemon = daemon_new(c.loop, &dop, &ops)))
         goto out;
     loop_timer(c.loop, 1000, 1, on_check, &c);
     statspage_timer(c.stats, c.loop);

@@ -65,15 +65,15 @@ static void stats_build(void *arg, json_t *root, int64_t now)
                 wups += (n->slots ? n->slots : 1) / n->spu;
         }
         exchange += in_exchange;
-        json_t *no = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:b, s:b, s:f, "
-                             "s:I, s:I, s:I, s:I}",
-                             "sid", n->sid, "node", n->name, "cluster", n->cluster, "client",
-                             n->client, "os", n->os, "ip", n->ip, "mhz", (json_int_t)n->mhz,
-                             "cores", (json_int_t)n->cores, "mem_mb", (json_int_t)n->mem_mb,
-                             "active", n->active, "in_exchange", in_exchange, "spu", n->spu,
-                             "results", (json_int_t)n->results, "running",
-                             (json_int_t)n->inflight, "last_ms", (json_int_t)n->last_ms,
-                             "portion_since_ms", (json_int_t)(n->inflight ? n->cur_since_ms : 0));
+        json_t *no =
+            json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:b, s:b, s:f, "
+                      "s:I, s:I, s:I, s:I}",
+                      "sid", n->sid, "node", n->name, "cluster", n->cluster, "client", n->client,
+                      "os", n->os, "ip", n->ip, "mhz", (json_int_t)n->mhz, "cores",
+                      (json_int_t)n->cores, "mem_mb", (json_int_t)n->mem_mb, "active", n->active,
+                      "in_exchange", in_exchange, "spu", n->spu, "results", (json_int_t)n->results,
+                      "running", (json_int_t)n->inflight, "last_ms", (json_int_t)n->last_ms,
+                      "portion_since_ms", (json_int_t)(n->inflight ? n->cur_since_ms : 0));
         json_t *tr =
             json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "consec_valid", (json_int_t)n->tr.consec,
                       "valid", (json_int_t)n->tr.nvalid, "invalid", (json_int_t)n->tr.ninvalid,
@@ -147,7 +147,7 @@ static void stats_metrics(const struct prom *p, json_t *st, void *arg)
         pn[c->sd->jobs[i]->state < 8 ? c->sd->jobs[i]->state : 0]++;
     task_counts(c, tn);
     prom_family(p, "jobs", "gauge",
-           "Jobs (task bags) in memory by state (failed: done with failed tasks).");
+                "Jobs (task bags) in memory by state (failed: done with failed tasks).");
     for (int k = 0; k < 5; k++)
         prom_sample(p, "jobs", "state", js[k], jn[k]);
     prom_family(p, "tasks", "gauge", "Tasks of the jobs in memory by state.");
@@ -164,45 +164,47 @@ static void stats_metrics(const struct prom *p, json_t *st, void *arg)
         char qn[24];
         snprintf(qn, sizeof qn, "%lld", json_integer_value(json_object_get(q, "queue")));
         prom_sample(p, "queue_jobs", "queue", qn,
-               (double)json_integer_value(json_object_get(q, "jobs")));
+                    (double)json_integer_value(json_object_get(q, "jobs")));
     }
     uint32_t total = 0;
     for (uint32_t k = 0; k < c->nnodes; k++)
         total += !c->nodes[k].gone;
     double active = (double)json_integer_value(json_object_get(st, "active_nodes"));
     prom_family(p, "nodes", "gauge",
-           "Known node sessions by state (inactive: silent past k_wait_dead).");
+                "Known node sessions by state (inactive: silent past k_wait_dead).");
     prom_sample(p, "nodes", "state", "active", active);
     prom_sample(p, "nodes", "state", "inactive", total - active);
     prom_metric(p, "nodes_in_exchange", "gauge",
-           "Nodes that made a request within the last heartbeat period.",
-           (double)json_integer_value(json_object_get(st, "nodes_in_exchange")));
+                "Nodes that made a request within the last heartbeat period.",
+                (double)json_integer_value(json_object_get(st, "nodes_in_exchange")));
     prom_metric(p, "power_mhz", "gauge", "Sum of MHz x cores of the active nodes.",
-           (double)json_integer_value(json_object_get(pw, "mhz_total")));
+                (double)json_integer_value(json_object_get(pw, "mhz_total")));
     prom_metric(p, "slots", "gauge", "Task slots of the active nodes.",
-           (double)json_integer_value(json_object_get(pw, "slots")));
+                (double)json_integer_value(json_object_get(pw, "slots")));
     prom_metric(p, "work_units_per_second", "gauge", "Measured throughput of the active nodes.",
-           json_number_value(json_object_get(pw, "work_units_per_s")));
+                json_number_value(json_object_get(pw, "work_units_per_s")));
     prom_metric(p, "reissue_heap", "gauge",
-           "Entries of the re-issue heap (tasks in flight, with stale entries).", c->nheap);
+                "Entries of the re-issue heap (tasks in flight, with stale entries).", c->nheap);
     prom_metric(p, "held_requests", "gauge", "Requests held open (long polls) now.",
-           c->daemon ? daemon_held_count(c->daemon) : 0);
-    prom_metric(p, "tasks_issued_total", "counter", "Tasks handed out to nodes since the role started.",
-           (double)c->n_issued);
+                c->daemon ? daemon_held_count(c->daemon) : 0);
+    prom_metric(p, "tasks_issued_total", "counter",
+                "Tasks handed out to nodes since the role started.", (double)c->n_issued);
     prom_metric(p, "tasks_reissued_total", "counter",
-           "Hand-outs of a task that had been handed out before (re-issues) since start.",
-           (double)c->n_reissued);
+                "Hand-outs of a task that had been handed out before (re-issues) since start.",
+                (double)c->n_reissued);
     prom_metric(p, "results_accepted_total", "counter",
-           "Results that completed a task (first valid result) since start.", (double)c->n_results);
-    prom_metric(p, "results_duplicate_total", "counter",
-           "Later results of done tasks and node-side errors stored as duplicates since start.",
-           (double)c->n_dups);
+                "Results that completed a task (first valid result) since start.",
+                (double)c->n_results);
+    prom_metric(
+        p, "results_duplicate_total", "counter",
+        "Later results of done tasks and node-side errors stored as duplicates since start.",
+        (double)c->n_dups);
     prom_metric(p, "results_stale_total", "counter",
-           "Results of another incarnation of the state dropped since start.",
-           (double)c->stale_results);
+                "Results of another incarnation of the state dropped since start.",
+                (double)c->stale_results);
     prom_metric(p, "replies_dropped_total", "counter",
-           "Replies dropped because a peer was over limits.peer_queue since start.",
-           c->daemon ? (double)daemon_dropped(c->daemon) : 0);
+                "Replies dropped because a peer was over limits.peer_queue since start.",
+                c->daemon ? (double)daemon_dropped(c->daemon) : 0);
     prom_family(p, "node_results_total", "counter", "Valid results returned by each node session.");
     for (uint32_t k = 0; k < c->nnodes; k++)
         if (!c->nodes[k].gone) {
@@ -217,31 +219,35 @@ static void stats_metrics(const struct prom *p, json_t *st, void *arg)
         }
     /* result checking (validate.c): each node's record */
     prom_family(p, "node_consecutive_valid", "gauge",
-           "Results of each node session found valid by a check in a row (node trust).");
+                "Results of each node session found valid by a check in a row (node trust).");
     for (uint32_t k = 0; k < c->nnodes; k++)
         if (!c->nodes[k].gone) {
-            prom_sample2(p, "node_consecutive_valid", "node", c->nodes[k].name, "sid", c->nodes[k].sid,
-                         c->nodes[k].tr.consec);
+            prom_sample2(p, "node_consecutive_valid", "node", c->nodes[k].name, "sid",
+                         c->nodes[k].sid, c->nodes[k].tr.consec);
         }
     prom_family(p, "node_invalid_results_total", "counter",
-           "Results of each node session found wrong by a check or a failed spot check.");
+                "Results of each node session found wrong by a check or a failed spot check.");
     for (uint32_t k = 0; k < c->nnodes; k++)
         if (!c->nodes[k].gone) {
-            prom_sample2(p, "node_invalid_results_total", "node", c->nodes[k].name, "sid", c->nodes[k].sid,
-                         c->nodes[k].tr.ninvalid + c->nodes[k].tr.spot_fail);
+            prom_sample2(p, "node_invalid_results_total", "node", c->nodes[k].name, "sid",
+                         c->nodes[k].sid, c->nodes[k].tr.ninvalid + c->nodes[k].tr.spot_fail);
         }
 }
 
 /* The cluster's part of the statistics (lib/statspage.h). */
 int stats_open(struct cluster *c, char *err, size_t errlen)
 {
-    static const struct statspage_role r0 = {"cluster", "the cluster manager",
+    static const struct statspage_role r0 = {"cluster",
+                                             "the cluster manager",
                                              "gridnode jobs, gridnode nodes, its log",
-                                             stats_build, stats_html, stats_metrics, NULL};
+                                             stats_build,
+                                             stats_html,
+                                             stats_metrics,
+                                             NULL};
     struct statspage_role r = r0;
     r.arg = c;
-    c->stats = statspage_new(&r, c->cfg.state_dir, c->cfg.stats_interval_s, c->cfg.stats_http,
-                             err, errlen);
+    c->stats = statspage_new(&r, c->cfg.state_dir, c->cfg.stats_interval_s, c->cfg.stats_http, err,
+                             errlen);
     return c->stats ? 0 : -1;
 }
 

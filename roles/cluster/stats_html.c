@@ -51,8 +51,8 @@ static void job_row(FILE *f, json_t *v)
             "</td><td class=\"l\">%s</td><td>%lld</td><td>%lld</td><td>%lld</td><td>%lld</td>"
             "<td class=\"l\"><span class=\"bar\"><i style=\"width:%.0f%%\"></i></span>%.1f%%"
             "</td></tr>\n",
-            statspage_str(v, "state"), statspage_num(v, "ntasks"), statspage_num(v, "issued"), statspage_num(v, "done"), statspage_num(v, "failed"),
-            100 * prog, 100 * prog);
+            statspage_str(v, "state"), statspage_num(v, "ntasks"), statspage_num(v, "issued"),
+            statspage_num(v, "done"), statspage_num(v, "failed"), 100 * prog, 100 * prog);
 }
 
 static void pjob_row(FILE *f, json_t *v)
@@ -123,12 +123,15 @@ static void nodes(FILE *f, json_t *st)
                 json_is_true(json_object_get(v, "in_exchange")) ? "yes, in exchange"
                 : json_is_true(json_object_get(v, "active"))    ? "yes"
                                                                 : "no",
-                json_number_value(json_object_get(v, "spu")), statspage_num(v, "results"), statspage_num(v, "running"));
+                json_number_value(json_object_get(v, "spu")), statspage_num(v, "results"),
+                statspage_num(v, "running"));
         /* result checking (validate.c, docs/validation.md "Node trust") */
         long long nv = statspage_num(v, "valid"), ni = statspage_num(v, "invalid");
-        fprintf(f, "<td>%lld</td><td>%.1f</td><td>%lld/%lld%s</td></tr>\n", statspage_num(v, "consec_valid"),
-                nv + ni ? 100.0 * (double)ni / (double)(nv + ni) : 0.0, statspage_num(v, "spot_pass"),
-                statspage_num(v, "spot_fail"), statspage_num(v, "probation") ? " (probation)" : "");
+        fprintf(f, "<td>%lld</td><td>%.1f</td><td>%lld/%lld%s</td></tr>\n",
+                statspage_num(v, "consec_valid"),
+                nv + ni ? 100.0 * (double)ni / (double)(nv + ni) : 0.0,
+                statspage_num(v, "spot_pass"), statspage_num(v, "spot_fail"),
+                statspage_num(v, "probation") ? " (probation)" : "");
     }
     fprintf(f, "</table>\n");
 }
@@ -152,8 +155,8 @@ static void clusters_queues(FILE *f, json_t *st)
                 "<td>%lld/%lld</td></tr>\n",
                 json_array_size(json_object_get(v, "hosts")),
                 json_number_value(json_object_get(v, "speed")), statspage_num(v, "cores"),
-                json_number_value(json_object_get(v, "load")), statspage_num(v, "jobs"), statspage_num(v, "held_mem"),
-                statspage_num(v, "mem_mb"));
+                json_number_value(json_object_get(v, "load")), statspage_num(v, "jobs"),
+                statspage_num(v, "held_mem"), statspage_num(v, "mem_mb"));
     }
     if (json_array_size(json_object_get(st, "clusters")))
         fprintf(f, "</table>\n");
@@ -163,7 +166,8 @@ static void clusters_queues(FILE *f, json_t *st)
         fprintf(f,
                 "<tr><td>%lld</td><td class=\"l\">%s</td><td class=\"l\">%s</td><td>%lld</td>"
                 "</tr>\n",
-                statspage_num(v, "queue"), statspage_str(v, "state"), statspage_str(v, "mode"), statspage_num(v, "jobs"));
+                statspage_num(v, "queue"), statspage_str(v, "state"), statspage_str(v, "mode"),
+                statspage_num(v, "jobs"));
     fprintf(f, "</table>\n");
 }
 
@@ -171,15 +175,17 @@ void stats_html(FILE *f, json_t *st, void *arg)
 {
     (void)arg;
     cards(f, st);
-    statspage_job_table(f, json_object_get(st, "jobs"), "Jobs (task bags)",
-              "<th>job</th><th class=\"l\">name</th><th class=\"l\">state</th><th>tasks</th>"
-              "<th>issued</th><th>done</th><th>failed</th><th class=\"l\">progress</th>",
-              job_row, finished_row);
-    statspage_job_table(f, json_object_get(st, "parallel_jobs"), "Parallel jobs",
-              "<th>job</th><th class=\"l\">name</th><th class=\"l\">user</th><th>queue</th>"
-              "<th class=\"l\">state</th><th>procs</th><th class=\"l\">cluster</th>"
-              "<th>run s</th><th>CPU s</th><th class=\"l\">hosts / reason</th>",
-              pjob_row, finished_row);
+    statspage_job_table(
+        f, json_object_get(st, "jobs"), "Jobs (task bags)",
+        "<th>job</th><th class=\"l\">name</th><th class=\"l\">state</th><th>tasks</th>"
+        "<th>issued</th><th>done</th><th>failed</th><th class=\"l\">progress</th>",
+        job_row, finished_row);
+    statspage_job_table(
+        f, json_object_get(st, "parallel_jobs"), "Parallel jobs",
+        "<th>job</th><th class=\"l\">name</th><th class=\"l\">user</th><th>queue</th>"
+        "<th class=\"l\">state</th><th>procs</th><th class=\"l\">cluster</th>"
+        "<th>run s</th><th>CPU s</th><th class=\"l\">hosts / reason</th>",
+        pjob_row, finished_row);
     nodes(f, st);
     clusters_queues(f, st);
 }

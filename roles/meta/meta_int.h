@@ -32,7 +32,7 @@ struct meta_cfg {
     int sync;
     long map_mb, peer_queue;
     struct curve_conf sec; /* [security] (lib/curve.h) */
-    long stats_interval_s;            /* [stats] (lib/statspage.h, metastats.c) */
+    long stats_interval_s; /* [stats] (lib/statspage.h, metastats.c) */
     char stats_http[CONFIG_STR_MAX];
 };
 

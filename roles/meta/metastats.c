@@ -54,15 +54,14 @@ void metastats_placed(struct meta *M, struct msite *s, struct mjob *j, bool move
 
 static json_t *job_row(struct meta *M, const struct mjob *j)
 {
-    return json_pack("{s:I, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}",
-                     "job", (json_int_t)j->id, "name", j->name, "user", j->user, "state",
-                     meta_state_name(j->state), "site",
-                     j->site >= 0 && j->site < M->nsites ? M->site[j->site].name : "",
-                     "site_job", (json_int_t)j->sjob, "procs", (json_int_t)j->rq.procs,
-                     "ntasks", (json_int_t)(j->ntasks ? j->ntasks : 1), "attempt",
-                     (json_int_t)j->attempt, "submitted", (json_int_t)j->submitted, "started",
-                     (json_int_t)j->started, "finished", (json_int_t)j->finished, "est_start",
-                     (json_int_t)j->est_start, "reason", j->reason);
+    return json_pack(
+        "{s:I, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}", "job",
+        (json_int_t)j->id, "name", j->name, "user", j->user, "state", meta_state_name(j->state),
+        "site", j->site >= 0 && j->site < M->nsites ? M->site[j->site].name : "", "site_job",
+        (json_int_t)j->sjob, "procs", (json_int_t)j->rq.procs, "ntasks",
+        (json_int_t)(j->ntasks ? j->ntasks : 1), "attempt", (json_int_t)j->attempt, "submitted",
+        (json_int_t)j->submitted, "started", (json_int_t)j->started, "finished",
+        (json_int_t)j->finished, "est_start", (json_int_t)j->est_start, "reason", j->reason);
 }
 
 static void build(void *arg, json_t *root, int64_t now)
@@ -99,13 +98,13 @@ static void build(void *arg, json_t *root, int64_t now)
     (void)now;
     json_object_set_new(root, "listen", statspage_endpoint(M->cfg.state_dir, M->cfg.listen));
     json_object_set_new(root, "policy", json_string(meta_policy_name(M->policy)));
-    json_object_set_new(
-        root, "summary",
-        json_pack("{s:o, s:I, s:I, s:I, s:I, s:f, s:f}", "jobs", bystate, "jobs_in_memory",
-                  (json_int_t)M->njobs, "placements", (json_int_t)M->placements, "moves",
-                  (json_int_t)M->moves, "placing", (json_int_t)M->inflight,
-                  "placement_latency_mean_s", M->lat_n ? M->lat_sum / (double)M->lat_n : 0.0,
-                  "placement_latency_sum_s", M->lat_sum));
+    json_object_set_new(root, "summary",
+                        json_pack("{s:o, s:I, s:I, s:I, s:I, s:f, s:f}", "jobs", bystate,
+                                  "jobs_in_memory", (json_int_t)M->njobs, "placements",
+                                  (json_int_t)M->placements, "moves", (json_int_t)M->moves,
+                                  "placing", (json_int_t)M->inflight, "placement_latency_mean_s",
+                                  M->lat_n ? M->lat_sum / (double)M->lat_n : 0.0,
+                                  "placement_latency_sum_s", M->lat_sum));
     json_object_set_new(root, "sites", sites);
     json_object_set_new(root, "jobs", jobs);
 }
@@ -173,7 +172,7 @@ static void html(FILE *f, json_t *st, void *arg)
     (void)arg;
     json_t *s = json_object_get(st, "summary"), *by = json_object_get(s, "jobs");
     page_now = statspage_num(st, "time_ms");
-    static const char *const shown[] = {"queued", "placing", "placed", "running",
+    static const char *const shown[] = {"queued", "placing", "placed",   "running",
                                         "done",   "failed",  "cancelled"};
     fprintf(f, "<div class=\"cards\">");
     for (size_t k = 0; k < sizeof shown / sizeof shown[0]; k++)
@@ -211,16 +210,14 @@ static void metrics(const struct prom *p, json_t *st, void *arg)
     prom_metric(p, "placing", "gauge", "Placements under way now.", (double)M->inflight);
     prom_family(p, "placements_total", "counter", "Jobs placed at each site since start.");
     for (int i = 0; i < M->nsites; i++)
-        prom_sample(p, "placements_total", "site", M->site[i].name,
-                    (double)M->site[i].placements);
+        prom_sample(p, "placements_total", "site", M->site[i].name, (double)M->site[i].placements);
     prom_family(p, "moves_total", "counter",
                 "Waiting jobs moved to each site (re-evaluation) since start.");
     for (int i = 0; i < M->nsites; i++)
         prom_sample(p, "moves_total", "site", M->site[i].name, (double)M->site[i].moves);
     prom_family(p, "site_up", "gauge", "1 while the site answers (0: down or never answered).");
     for (int i = 0; i < M->nsites; i++)
-        prom_sample(p, "site_up", "site", M->site[i].name,
-                    M->site[i].known && M->site[i].info.up);
+        prom_sample(p, "site_up", "site", M->site[i].name, M->site[i].known && M->site[i].info.up);
     prom_family(p, "site_last_answer_seconds", "gauge",
                 "Unix time of the site's last answer (0: never).");
     for (int i = 0; i < M->nsites; i++)
@@ -264,8 +261,8 @@ int metastats_open(struct meta *M, char *err, size_t errlen)
         NULL};
     struct statspage_role r = r0;
     r.arg = M;
-    M->stats = statspage_new(&r, M->cfg.state_dir, M->cfg.stats_interval_s, M->cfg.stats_http,
-                             err, errlen);
+    M->stats = statspage_new(&r, M->cfg.state_dir, M->cfg.stats_interval_s, M->cfg.stats_http, err,
+                             errlen);
     if (!M->stats) {
         fprintf(stderr, "gridnode meta: %s\n", err);
         log_warnx("%s", err);

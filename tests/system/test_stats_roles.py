@@ -210,7 +210,9 @@ def test_chromium_batch_and_meta_pages(cluster_factory, client_factory, batch_fa
     a = site(cluster_factory, client_factory, batch_factory, bsets=STATS)
     m = meta_factory({"a": a}, sets=STATS)
     wait_until(lambda: stats_json(m)["sites"][0]["state"] == "up", scaled(20), msg="site up")
-    for role, words in ((a, ("gridnode batch", "Active jobs", "Clusters")),
+    submit(gridnode_bin, a.endpoint, "--hold", "--name", "held-one", "--", "/bin/true")
+    wait_until(lambda: stats_json(a)["summary"]["blocked"] == 1, scaled(20), msg="held job")
+    for role, words in ((a, ("gridnode batch", "Blocked jobs: 1", "held-one", "Clusters")),
                         (m, ("gridnode meta", "Sites", "Spool"))):
         shot = workdir / ("%s.png" % role.name)
         browse(workdir, url_of(role), "--screenshot=%s" % shot)
