@@ -32,6 +32,11 @@ static bool elem_active(const struct lelem *el)
     return el->state == EL_STARTING || el->state == EL_RUNNING;
 }
 
+static bool job_ended(const struct ljob *j)
+{
+    return j->nended == j->ntasks || (j->cancelled && j->nstarted == j->nended);
+}
+
 static json_t *packed(struct wire_buf *wb)
 {
     json_t *v = mpjson_bytes(wb->sb.data, wb->sb.size);
@@ -80,18 +85,23 @@ static void build(void *arg, json_t *root, int64_t now)
     struct live *L = arg;
     (void)now;
     json_t *jobs = json_array(), *resv = json_array();
-    uint32_t nfin = 0, counts[3] = {0}; /* active, eligible, blocked */
+    uint32_t nfin = 0, cut = 0, counts[3] = {0}; /* active, eligible, blocked */
     double wait_sum = 0;
     uint64_t nwait = 0;
-    for (uint32_t i = L->njobs; i > 0; i--) {
-        const struct ljob *j = L->jobs[i - 1];
-        bool ended = j->nended == j->ntasks || (j->cancelled && j->nstarted == j->nended);
+    for (uint32_t i = L->njobs; i > 0; i--) /* ended jobs before `cut` are left out */
+        if (job_ended(L->jobs[i - 1]) && ++nfin == LIVESTATS_FINISHED) {
+            cut = i - 1;
+            break;
+        }
+    for (uint32_t i = 0; i < L->njobs; i++) {
+        const struct ljob *j = L->jobs[i];
+        bool ended = job_ended(j);
         for (uint32_t e = 0; e < j->ntasks; e++)
             if (j->el[e].start > 0 && j->submitted > 0 && j->el[e].start >= j->submitted) {
                 wait_sum += (double)(j->el[e].start - j->submitted) / 1000.0;
                 nwait++;
             }
-        if (ended && ++nfin > LIVESTATS_FINISHED)
+        if (ended && i < cut)
             continue;
         struct wire_buf wb;
         wire_buf_init(&wb);
@@ -100,7 +110,7 @@ static void build(void *arg, json_t *root, int64_t now)
         const char *qs = json_string_value(json_object_get(row, "queue_state"));
         if (qs && !ended)
             counts[!strcmp(qs, "active") ? 0 : !strcmp(qs, "eligible") ? 1 : 2]++;
-        json_array_insert_new(jobs, 0, row); /* ascending ids */
+        json_array_append_new(jobs, row); /* ascending ids */
     }
     for (uint32_t i = 0; i < L->nresv; i++) {
         struct wire_buf wb;

@@ -69,14 +69,18 @@ static void build(void *arg, json_t *root, int64_t now)
     struct meta *M = arg;
     json_t *jobs = json_array(), *sites = json_array(), *bystate = json_object();
     uint64_t n[MJ_CANCELLED + 1] = {0};
-    uint32_t nfin = 0;
-    for (uint32_t i = M->njobs; i > 0; i--) {
-        const struct mjob *j = M->jobs[i - 1];
+    uint32_t nfin = 0, cut = 0;
+    for (uint32_t i = M->njobs; i > 0; i--) /* ended jobs before `cut` are left out */
+        if (MJ_ENDED(M->jobs[i - 1]->state) && ++nfin == METASTATS_FINISHED) {
+            cut = i - 1;
+            break;
+        }
+    for (uint32_t i = 0; i < M->njobs; i++) {
+        const struct mjob *j = M->jobs[i];
         if (j->state <= MJ_CANCELLED)
             n[j->state]++;
-        if (MJ_ENDED(j->state) && ++nfin > METASTATS_FINISHED)
-            continue;
-        json_array_insert_new(jobs, 0, job_row(M, j));
+        if (!(MJ_ENDED(j->state) && i < cut))
+            json_array_append_new(jobs, job_row(M, j));
     }
     for (int k = 0; k <= MJ_CANCELLED; k++)
         json_object_set_new(bystate, meta_state_name(k), json_integer((json_int_t)n[k]));
