@@ -88,6 +88,8 @@ struct batch_live_cfg {
     int64_t map_mb;
     int64_t peer_queue;
     struct curve_conf sec; /* [security] (lib/curve.h) */
+    int64_t stats_interval_s; /* [stats] (lib/statspage.h, livestats.c) */
+    char stats_http[256];
 };
 
 struct batch_config {

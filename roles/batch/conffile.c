@@ -291,6 +291,15 @@ static int set_live(struct ctx *x, const char *sec, const char *k, const char *v
             s->plain = !strcmp(v, "true") || !strcmp(v, "yes");
             return 1;
         }
+    } else if (!strcasecmp(sec, "stats")) {
+        if (!strcasecmp(k, "interval_s")) {
+            if (integer(v, 1, 86400, &n) < 0)
+                return bad(x, "stats.interval_s must be 1 to 86400 seconds, not '%s'", v);
+            l->stats_interval_s = n;
+            return 1;
+        }
+        if (!strcasecmp(k, "http"))
+            return live_str(x, k, v, l->stats_http, sizeof l->stats_http);
     } else if (!strcasecmp(k, "peer_queue")) {
         if (integer(v, 1, 1000000, &n) < 0)
             return bad(x, "limits.peer_queue must be 1 to 1000000, not '%s'", v);
@@ -336,7 +345,8 @@ static int handler(void *user, const char *section, const char *key, const char 
     if (!strcasecmp(section, "fairshare"))
         return set_fairshare(x, key, value);
     if (!strcasecmp(section, "batch") || !strcasecmp(section, "store") ||
-        !strcasecmp(section, "limits") || !strcasecmp(section, "security"))
+        !strcasecmp(section, "limits") || !strcasecmp(section, "security") ||
+        !strcasecmp(section, "stats"))
         return set_live(x, section, key, value);
     for (int k = 0; k < BATCH_CRED_KINDS; k++) {
         const char *kn = batch_cred_kind_name(k);
@@ -435,11 +445,11 @@ void batch_conf_print(const struct batch_config *c, FILE *out)
             "\n[batch]\nlisten = %s\nstate_dir = %s\nclusters = %s\nadmins = %s\n"
             "max_interval_s = %lld\nlog_level = %s\n\n[store]\nsync = %s\nmap_mb = %lld\n\n"
             "[limits]\npeer_queue = %lld\n\n[security]\nsecret_key = %s\nserver_key = %s\n"
-            "authorized_keys = %s\nplain = %s\n",
+            "authorized_keys = %s\nplain = %s\n\n[stats]\ninterval_s = %lld\nhttp = %s\n",
             l->listen, l->state_dir, l->clusters, l->admins, (long long)l->max_interval_s,
             l->log_level, sy[l->sync], (long long)l->map_mb, (long long)l->peer_queue,
             l->sec.secret_key, l->sec.server_key, l->sec.authorized_keys,
-            l->sec.plain ? "true" : "false");
+            l->sec.plain ? "true" : "false", (long long)l->stats_interval_s, l->stats_http);
     for (size_t i = 0; i < c->ncreds; i++) {
         const struct batch_cred_cfg *cc = &c->creds[i];
         fprintf(out, "\n[%s %s]\npriority = %g\n", batch_cred_kind_name(cc->kind), cc->name,

@@ -34,6 +34,7 @@ void batch_config_defaults(struct batch_config *c)
     c->live.sync = 0;
     c->live.map_mb = 64;
     c->live.peer_queue = 1000;
+    c->live.stats_interval_s = 10;
 }
 
 void batch_config_clear(struct batch_config *c)

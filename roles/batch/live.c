@@ -15,13 +15,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/config.h"
 #include "lib/daemon.h"
 #include "lib/fsutil.h"
+#include "lib/httpstats.h"
 #include "lib/log.h"
 #include "lib/loop.h"
+#include "lib/statspage.h"
 #include "roles/batch/live.h"
 #include "store/store.h"
 
@@ -61,8 +64,14 @@ static void run_cycle(struct live *L)
             live_job_feed(L, L->jobs[i]);
     struct batch_cycle_stats st;
     L->engine_now = now;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     if (batch_cycle(L->eng, now, &st) < 0)
         log_warnx("the scheduling cycle stopped part way (out of memory)");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    L->cycle_s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    L->cycle_s_total += L->cycle_s;
+    L->n_backfilled += (uint64_t)(st.backfilled > 0 ? st.backfilled : 0);
     L->cycles++;
     L->want_cycle = false;
     L->last_cycle = loop_now_ms();
@@ -240,7 +249,8 @@ int live_check_config(const struct batch_config *cfg, char *err, size_t errlen)
 {
     const struct batch_live_cfg *l = &cfg->live;
     if (config_check_log_level("batch.log_level", l->log_level, err, errlen) < 0 ||
-        config_check_endpoint("batch.listen", l->listen, 1, err, errlen) < 0)
+        config_check_endpoint("batch.listen", l->listen, 1, err, errlen) < 0 ||
+        httpstats_check("stats.http", l->stats_http, err, errlen) < 0)
         return -1;
     if (!l->clusters[0]) {
         snprintf(err, errlen, "batch.clusters is empty: name at least one cluster manager "
@@ -283,16 +293,22 @@ int live_main(int argc, char **argv, struct batch_config *cfg)
         goto out;
     }
     live_clusters_close(&L);
-    if (live_open(&L) < 0 || !(L.loop = loop_new()) || !(L.daemon = daemon_new(L.loop, &dop, &ops)))
+    /* the HTTP port before the ZeroMQ one: "listening on" means everything is up */
+    if (live_open(&L) < 0 || livestats_open(&L, err, sizeof err) < 0 || !(L.loop = loop_new()) ||
+        !(L.daemon = daemon_new(L.loop, &dop, &ops)))
         goto out;
     if (live_clusters_open(&L, err, sizeof err) < 0) {
         fprintf(stderr, "gridnode batch: %s\n", err);
         goto out;
     }
     loop_timer(L.loop, 100, 1, on_tick, &L);
+    statspage_timer(L.stats, L.loop);
+    statspage_write(L.stats);
     rc = loop_run(L.loop) < 0 ? 1 : 0;
+    statspage_write(L.stats);
     log_info("stopping");
 out:
+    livestats_close(&L); /* before the state it was published from goes */
     live_clusters_close(&L);
     if (L.store)
         store_commit(L.store);

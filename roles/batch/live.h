@@ -26,6 +26,7 @@
 struct loop;
 struct daemon;
 struct store;
+struct statspage;
 
 #define LIVE_ELEM_BITS 24
 #define LIVE_MAX_TASKS 10000000u /* SUBMIT ntasks cap (wire) fits 24 bits */
@@ -170,6 +171,12 @@ struct live {
     int t_resv;
     struct lresv *resv;
     uint32_t nresv, capresv;
+    /* statistics (livestats.c): counters since the role started */
+    struct statspage *stats;
+    uint64_t first_id;             /* next_id at start: submitted = next_id - first_id */
+    uint64_t n_ended, n_failed;    /* elements that ended (failed: not done) */
+    uint64_t n_backfilled;         /* elements started by backfill */
+    double cycle_s, cycle_s_total; /* the last cycle's duration, and all of them */
 };
 
 /* live.c */
@@ -228,6 +235,15 @@ void livecmd_free(struct live *L);
 /* Before each cycle: re-creates stored reservations once their nodes are known,
  * forgets the ended ones. */
 void livecmd_apply(struct live *L);
+
+/* The CHECKJOB row of j (a msgpack map; docs/wire.md 6.12), for livestats.c too. */
+void livecmd_job_row(struct live *L, const struct ljob *j, struct wire_buf *wb);
+/* The RESVS row of v (a msgpack map). */
+void livecmd_resv_row(struct live *L, const struct lresv *v, struct wire_buf *wb);
+
+/* livestats.c: the statistics page, stats.json and /metrics (lib/statspage.h) */
+int livestats_open(struct live *L, char *err, size_t errlen);
+void livestats_close(struct live *L);
 
 /* liveclu.c */
 /* Engine node of core k (< nslots) of host h. */

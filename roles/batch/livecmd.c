@@ -567,6 +567,11 @@ static void job_row(struct live *L, const struct ljob *j, struct wire_buf *wb, b
     put_time(wb, "estimate", est);
 }
 
+void livecmd_job_row(struct live *L, const struct ljob *j, struct wire_buf *wb)
+{
+    job_row(L, j, wb, true);
+}
+
 /*
  * Paging of the list replies (QUEUE, DIAG, RESVS; docs/wire.md 6.2 and 6.12): the
  * request's "from" (a cursor) and "count" (rows, default 100,000); a page also ends
@@ -947,6 +952,11 @@ static void resv_row(struct live *L, const struct lresv *v, struct wire_buf *wb)
     put_hosts_of_nodes(L, wb, "hosts", v->nodes);
     for (int k = 0; k < BATCH_CRED_KINDS; k++)
         put_list(wb, acl_keys[k], v->acl[k]);
+}
+
+void livecmd_resv_row(struct live *L, const struct lresv *v, struct wire_buf *wb)
+{
+    resv_row(L, v, wb);
 }
 
 static bool resv_on_host(struct live *L, const struct lresv *v, const char *host)

@@ -118,6 +118,8 @@ void live_elem_set(struct live *L, struct ljob *j, uint32_t e, int st)
     if (!ended(old) && ended(st)) {
         j->nended++;
         j->nfailed += st != EL_DONE;
+        L->n_ended++; /* statistics (livestats.c) */
+        L->n_failed += st != EL_DONE;
         if (!el->end)
             el->end = live_now(L);
         if (j->nended == j->ntasks) {

@@ -23,6 +23,7 @@
 #include "lib/httpstats.h"
 #include "lib/log.h"
 #include "lib/loop.h"
+#include "lib/statspage.h"
 #include "roles/cluster/cluster.h"
 #include "roles/cluster/scored_int.h"
 #include "store/store.h"
@@ -73,12 +74,7 @@ const struct config_key cluster_keys[] = {
     {"project", "endpoints_file", CONFIG_STR, "", OFF(project_endpoints_file), 0, 0, NULL,
      "file of scheduler endpoints (one per line or comma-separated, # comments), re-read "
      "on every MASTER_GET; used instead of endpoints when set"},
-    {"stats", "interval_s", CONFIG_INT, "10", OFF(stats_interval_s), 1, 86400, NULL,
-     "how often stats.json and stats.html are rewritten in state_dir (and the served page "
-     "and metrics rebuilt)"},
-    {"stats", "http", CONFIG_STR, "", OFF(stats_http), 0, 0, NULL,
-     "serve the statistics page, /stats.json and /metrics (Prometheus) over HTTP on HOST:PORT "
-     "(e.g. 127.0.0.1:7380; port 0 picks one, written to state_dir/stats.url); empty: off"},
+    STATSPAGE_CONFIG_KEYS(struct cluster_cfg, stats_interval_s, stats_http),
     {"store", "sync", CONFIG_ENUM, "full", OFF(sync), 0, 0, "full|meta|none",
      "full: fsync every commit; meta: skip the meta-page sync; none: no fsync"},
     {"store", "map_mb", CONFIG_INT, "64", OFF(map_mb), 1, 1L << 20, NULL,
@@ -219,28 +215,15 @@ static void on_quantum(struct loop *l, void *arg)
     scored_schedule(arg, true);
 }
 
-static void on_stats(struct loop *l, void *arg)
-{
-    (void)l;
-    if (stats_write(arg) < 0)
-        log_warn("cannot write the statistics files");
-}
-
-/* Starts the stats.http server and records its URL in state_dir/stats.url. 0 or -1. */
+/* Sets up the statistics and starts the stats.http server (state_dir/stats.url). */
 static int stats_http_start(struct cluster *c)
 {
-    char err[512], url[300], path[CONFIG_STR_MAX + 16];
-    if (!(c->http = httpstats_start(c->cfg.stats_http, url, sizeof url, err, sizeof err))) {
+    char err[512];
+    if (stats_open(c, err, sizeof err) < 0) {
         fprintf(stderr, "gridnode cluster: %s\n", err);
         log_warnx("%s", err);
         return -1;
     }
-    snprintf(path, sizeof path, "%s/stats.url", c->cfg.state_dir);
-    FILE *f = fopen(path, "w");
-    bool wrote = f && fprintf(f, "%s\n", url) > 0;
-    if ((f && fclose(f) != 0) || !wrote)
-        log_warn("cannot write %s", path);
-    log_info("statistics served at %s (also /stats.json and /metrics)", url);
     return 0;
 }
 
@@ -303,7 +286,7 @@ static void cluster_close(struct cluster *c)
     if (c->store)
         store_commit(c->store);
     store_close(&c->store);
-    httpstats_stop(&c->http); /* before the state it was published from goes */
+    statspage_free(&c->stats); /* before the state it was published from goes */
     cluster_free_state(c);
     feed_close(c);
     scored_close(c);
@@ -347,11 +330,11 @@ int cluster_main(int argc, char **argv)
                               c.cfg.peer_timeout_s * 1000, &c.cfg.sec};
     struct daemon_ops ops = {on_request, on_commit, on_reload, &c, feed_expire};
     /* the HTTP port before the ZeroMQ one: "listening on" means everything is up */
-    if (cluster_open(&c) < 0 || (c.cfg.stats_http[0] && stats_http_start(&c) < 0) ||
-        !(c.loop = loop_new()) || !(c.daemon = daemon_new(c.loop, &dop, &ops)))
+    if (cluster_open(&c) < 0 || stats_http_start(&c) < 0 || !(c.loop = loop_new()) ||
+        !(c.daemon = daemon_new(c.loop, &dop, &ops)))
         goto out;
     loop_timer(c.loop, 1000, 1, on_check, &c);
-    loop_timer(c.loop, c.cfg.stats_interval_s * 1000, 1, on_stats, &c);
+    statspage_timer(c.stats, c.loop);
     loop_timer(c.loop, c.cfg.sd_quantum_ms, 1, on_quantum, &c);
     stats_write(&c);
     rc = loop_run(c.loop) < 0 ? 1 : 0;

@@ -21,7 +21,7 @@ struct store;
 struct store_table;
 struct loop;
 struct daemon;
-struct httpstats;
+struct statspage;
 struct json_t;
 
 /* A JOB reply stops adding outputs once it passes this size (the frame cap is 64 MiB). */
@@ -231,7 +231,7 @@ struct cluster {
     bool turn_failed; /* a handler could not buffer its writes: undo the turn */
     uint64_t turn_changes;
     uint32_t load_skipped; /* records cluster_load could not load (each logged with its key) */
-    struct httpstats *http; /* stats.http server, or NULL (stats.c) */
+    struct statspage *stats; /* stats files and stats.http server (stats.c) */
     /* since start, for /metrics: hand-outs, re-issues, results completing a task, others */
     uint64_t n_issued, n_reissued, n_results, n_dups;
 };
@@ -395,9 +395,11 @@ void valid_trust_pack(const struct node *n, struct wire_buf *wb);
 void valid_trust_load(struct node *n, const msgpack_object *m);
 
 /* stats.c */
+/* Sets up the statistics (and starts the stats.http server); 0, or -1 with err. */
+int stats_open(struct cluster *c, char *err, size_t errlen);
 int stats_write(struct cluster *c);
-/* stats_html.c: the page, drawn from the stats.json document (a json_t *) */
-void stats_html(FILE *f, struct json_t *st);
+/* stats_html.c: the page's body, drawn from the stats.json document (a json_t *) */
+void stats_html(FILE *f, struct json_t *st, void *arg);
 
 /* handlers.c */
 struct request {

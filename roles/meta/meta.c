@@ -19,7 +19,9 @@
 #include "lib/daemon.h"
 #include "lib/fsutil.h"
 #include "lib/log.h"
+#include "lib/httpstats.h"
 #include "lib/loop.h"
+#include "lib/statspage.h"
 #include "lib/text.h"
 #include "roles/meta/meta.h"
 #include "roles/meta/meta_int.h"
@@ -59,6 +61,7 @@ static const struct config_key meta_keys[] = {
     {"limits", "peer_queue", CONFIG_INT, "1000", OFF(peer_queue), 1, 1000000, NULL,
      "replies (and requests) queued per peer; replies beyond it are dropped and logged"},
     CURVE_CONFIG_KEYS(struct meta_cfg, sec),
+    STATSPAGE_CONFIG_KEYS(struct meta_cfg, stats_interval_s, stats_http),
     {NULL, NULL, 0, NULL, 0, 0, 0, NULL, NULL},
 };
 
@@ -677,7 +680,8 @@ static int meta_check(const void *p, char *err, size_t errlen)
 {
     const struct meta_cfg *cfg = p;
     if (config_check_log_level("meta.log_level", cfg->log_level, err, errlen) < 0 ||
-        config_check_endpoint("meta.listen", cfg->listen, 1, err, errlen) < 0)
+        config_check_endpoint("meta.listen", cfg->listen, 1, err, errlen) < 0 ||
+        httpstats_check("stats.http", cfg->stats_http, err, errlen) < 0)
         return -1;
     if (meta_policy_parse(cfg->policy) < 0) {
         snprintf(err, errlen, "meta.policy must be estimate, earliest_start, least_queued, "
@@ -716,16 +720,22 @@ int meta_main(int argc, char **argv)
     struct daemon_opts dop = {"meta", M.cfg.listen, M.cfg.state_dir, M.cfg.peer_queue,
                               .security = &M.cfg.sec};
     struct daemon_ops ops = {on_request, on_commit, on_reload, &M, NULL};
-    if (meta_open(&M) < 0 || !(M.loop = loop_new()) || !(M.daemon = daemon_new(M.loop, &dop, &ops)))
+    /* the HTTP port before the ZeroMQ one: "listening on" means everything is up */
+    if (meta_open(&M) < 0 || metastats_open(&M, err, sizeof err) < 0 || !(M.loop = loop_new()) ||
+        !(M.daemon = daemon_new(M.loop, &dop, &ops)))
         goto out;
     if (meta_sites_open(&M) < 0) {
         fprintf(stderr, "gridnode meta: cannot connect to the sites\n");
         goto out;
     }
     loop_timer(M.loop, 50, 1, on_tick, &M);
+    statspage_timer(M.stats, M.loop);
+    statspage_write(M.stats);
     rc = loop_run(M.loop) < 0 ? 1 : 0;
+    statspage_write(M.stats);
     log_info("stopping");
 out:
+    metastats_close(&M); /* before the state it was published from goes */
     meta_sites_close(&M);
     if (M.store)
         store_commit(M.store);

@@ -32,6 +32,8 @@ struct meta_cfg {
     int sync;
     long map_mb, peer_queue;
     struct curve_conf sec; /* [security] (lib/curve.h) */
+    long stats_interval_s; /* [stats] (lib/statspage.h, metastats.c) */
+    char stats_http[CONFIG_STR_MAX];
 };
 
 /* Job states at the spool. */
@@ -56,6 +58,8 @@ struct mreq {
 };
 
 struct slurm_site;
+struct statspage;
+#define META_LAT_BUCKETS 10 /* placement latency histogram (metastats.c) */
 
 struct msite {
     int idx;
@@ -72,6 +76,10 @@ struct msite {
     int64_t burst_sec, burst_n; /* placements given this site in second burst_sec */
     struct mreq *req;
     uint32_t nreq, capreq;
+    /* statistics (metastats.c) */
+    int64_t last_answer;        /* wall ms of its last SITE_INFO answer, 0 never */
+    uint64_t queued, running;   /* its queue as it last said */
+    uint64_t placements, moves; /* jobs placed / moved there since the role started */
 };
 
 struct mjob {
@@ -107,6 +115,7 @@ struct mjob {
     int64_t est_start; /* the chosen site's estimated start */
     int64_t retry_at;  /* loop ms of the next placement round */
     bool polling, reeval;
+    bool timed; /* its placement latency is counted (metastats.c; memory only) */
 };
 
 /* Jobs of one placement pass sharing their ESTIMATEs (metasite.c). */
@@ -145,6 +154,11 @@ struct meta {
         size_t len;
     } * out;
     uint32_t nout, capout;
+    /* statistics (metastats.c): placement latency (submission to placed) since start */
+    struct statspage *stats;
+    uint64_t lat_bucket[META_LAT_BUCKETS];
+    double lat_sum;
+    uint64_t lat_n;
 };
 
 /* meta.c */
@@ -152,6 +166,12 @@ struct mjob *meta_job_find(struct meta *M, uint64_t id);
 void meta_job_set(struct meta *M, struct mjob *j, enum mj_state st, const char *reason);
 const char *meta_state_name(int st);
 void meta_dispatch(struct meta *M, const struct wire_msg *m, struct wire_buf *reply);
+
+/* metastats.c: the statistics page, stats.json and /metrics (lib/statspage.h) */
+int metastats_open(struct meta *M, char *err, size_t errlen);
+void metastats_close(struct meta *M);
+/* Job j was placed (move: moved) at site s: counters and the latency histogram. */
+void metastats_placed(struct meta *M, struct msite *s, struct mjob *j, bool move);
 
 /* metasite.c */
 int meta_sites_parse(struct meta *M, char *err, size_t errlen);

@@ -745,6 +745,9 @@ static void site_up(struct meta *M, struct msite *s, const msgpack_object *info)
     s->info.total_procs = (int32_t)wire_get_u64(info, "cores", 0);
     s->info.max_procs = (int32_t)wire_get_u64(info, "largest_procs", 0);
     s->cores_free = (int64_t)wire_get_u64(info, "cores_free", 0);
+    s->queued = wire_get_u64(info, "queued", 0); /* statistics (metastats.c) */
+    s->running = wire_get_u64(info, "running", 0);
+    s->last_answer = wall_now_ms();
     s->info.queued_work =
         (int64_t)(wire_get_u64(info, "queued", 0) + wire_get_u64(info, "running", 0)) * 3600000;
     if (!was) {
@@ -867,6 +870,7 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
             if (M->inflight)
                 M->inflight--;
             M->placements++;
+            metastats_placed(M, s, j, false);
             char r[200];
             snprintf(r, sizeof r, "at site %s as job %" PRIu64 "%s%s", s->name, j->sjob,
                      j->resv[0] ? " in reservation " : "", j->resv);
@@ -894,6 +898,7 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
             if (M->inflight)
                 M->inflight--;
             M->moves++;
+            metastats_placed(M, s, j, true);
             char r[200];
             snprintf(r, sizeof r, "moved to site %s as job %" PRIu64 " (earlier start)", s->name,
                      j->sjob);
