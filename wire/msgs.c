@@ -362,7 +362,7 @@ static const struct wire_field f_purge[] = {
 
 static const struct wire_field f_job_ctl[] = {
     {"job", WF_UINT, true},
-    {"op", WF_STR, true, 16}, /* "hold" or "release" */
+    {"op", WF_STR, true, 16}, /* "hold", "release" or "requeue" */
     {NULL},
 };
 

@@ -453,7 +453,7 @@ oom:
 static void pack_job(const struct job *j, struct wire_buf *wb, bool row)
 {
     bool cut = row && cluster_argv_cut(j->argv, j->argc, CLUSTER_ROW_ARGV_MAX);
-    wire_pack_map(wb, (cut ? 16 : 15) + 2 + 2 * (j->gpus > 0));
+    wire_pack_map(wb, (cut ? 16 : 15) + 2 + 2 * (j->gpus > 0) + (j->requeues > 0));
     wire_put_u64(wb, "job", j->id);
     wire_put_str(wb, "name", j->name);
     wire_put_str(wb, "user", j->user);
@@ -480,6 +480,8 @@ static void pack_job(const struct job *j, struct wire_buf *wb, bool row)
         wire_put_u64(wb, "gpus", j->gpus);
         wire_put_str(wb, "gpu_type", j->gpu_type);
     }
+    if (j->requeues > 0) /* gridnode requeue (issue 15): Slurm's Restarts */
+        wire_put_u64(wb, "requeues", j->requeues);
 }
 
 /* The page size a list request asks for ("count"; default CLUSTER_LIST_COUNT). */
@@ -812,6 +814,25 @@ static void h_node_list(struct cluster *c, struct request *r)
     wire_buf_free(&rows);
 }
 
+/* JOB_CTL op requeue (issue 15, requeue.c): a bag of tasks starts again from scratch. */
+static void job_requeue(struct cluster *c, struct request *r, struct job *j, uint64_t id)
+{
+    const char *why = j ? cluster_requeue_refused(j) : NULL;
+    if (!j && c->sd && scored_job_find(c, id))
+        reply_error(r, WE_STATE,
+                    "job %llu is a parallel job: requeue is for bags of tasks (cancel it "
+                    "and submit it again)",
+                    (unsigned long long)id);
+    else if (!j)
+        reply_error(r, WE_NOT_FOUND, "no job %llu", (unsigned long long)id);
+    else if (why)
+        reply_error(r, WE_STATE, "job %llu %s", (unsigned long long)id, why);
+    else if (cluster_job_requeue(c, j) < 0)
+        reply_storage(c, r);
+    else
+        wire_begin(r->reply, WT_OK, r->msg->id, 0);
+}
+
 /*
  * JOB_CTL (issue 15): hold / release a bag-of-tasks job, like Slurm's scontrol hold /
  * release. A held job's tasks are not handed out (new or re-issued); tasks already
@@ -823,11 +844,18 @@ static void h_job_ctl(struct cluster *c, struct request *r)
     size_t n;
     const char *op = wire_get_str(r->msg->root, "op", &n);
     bool hold = n == 4 && !memcmp(op, "hold", 4);
-    if (!hold && !(n == 7 && !memcmp(op, "release", 7))) {
-        reply_error(r, WE_INVALID, "op must be hold or release");
+    bool requeue = n == 7 && !memcmp(op, "requeue", 7);
+    if (!hold && !requeue && !(n == 7 && !memcmp(op, "release", 7))) {
+        reply_error(r, WE_INVALID, "op must be hold, release or requeue");
         return;
     }
     struct job *j = cluster_job_find(c, id);
+    if (!owner_ok(r, j, j || !c->sd ? NULL : scored_job_find(c, id)))
+        return; /* the owner or an administrator (issue 15) */
+    if (requeue) {
+        job_requeue(c, r, j, id);
+        return;
+    }
     if (!j) {
         bool par = c->sd && scored_job_find(c, id);
         reply_error(r, par ? WE_STATE : WE_NOT_FOUND,

@@ -333,6 +333,8 @@ static int take_new(struct cluster *c, struct pick *p, struct job **jp, uint32_t
         if (app_template.next(c, j, idx) == 0) {
             if (job_grow_tasks(j, *idx + 1) < 0)
                 return -1;
+            if (j->tasks[*idx].issues < j->rq_issue) /* requeued: numbers go on (requeue.c) */
+                j->tasks[*idx].issues = j->rq_issue;
             j->next_new = *idx + 1;
             *jp = j;
             return 0;
@@ -593,6 +595,8 @@ int tasks_result(struct cluster *c, struct node *n, const msgpack_object *res)
         quota_valid(c, n);
     if (j->state == JS_CANCELLED && t->state != TS_DONE)
         return 0; /* cancelled before it finished: acknowledged and dropped, never "ok" */
+    if (j->requeues > 0 && issue <= j->rq_issue)
+        return 0; /* handed out before the job was requeued: stale (requeue.c) */
     if (j->v) /* replicated or checked: validate.c judges (late results included) */
         return valid_result(c, n, j, idx, issue, res);
     if (t->state == TS_DONE && t->node == me && t->won == issue)

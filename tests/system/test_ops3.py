@@ -1,0 +1,114 @@
+"""System tests of issue 15 item 5, the rest: `gridnode requeue` (JOB_CTL op requeue),
+`submit --export / --chdir` (the environment and working directory travel with the
+job), and the JOB_LIST filters applied by every role (cluster, batch, meta)."""
+
+import json
+import os
+import subprocess
+import time
+
+from conftest import TYPES, scaled, wait_until
+from test_security import Keys
+
+SETS = {"store.sync": "none"}
+
+
+def run(gridnode_bin, *args, timeout=60, cwd=None, env=None):
+    return subprocess.run([gridnode_bin] + [str(a) for a in args], capture_output=True,
+                          text=True, timeout=scaled(timeout), stdin=subprocess.DEVNULL,
+                          cwd=cwd, env=env or dict(os.environ))
+
+
+def gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # a zombie of the client is gone for our purpose
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+# ---- requeue ---------------------------------------------------------------------------
+
+
+def test_requeue_kills_restarts_and_survives_kill9(cluster_factory, client_factory,
+                                                   gridnode_bin, workdir):
+    """A running job is requeued: its running tasks are killed on the node, every task
+    runs again from scratch, old results are dropped and the requeue is counted; a
+    requeue of a finished job acknowledged just before kill -9 is there after the
+    restart; a held job stays held; a cancelled job cannot be requeued."""
+    cl = cluster_factory(SETS)
+    ep = cl.endpoint
+    node = client_factory(cl, 1, sets={"client.slots": "2"})[0]
+    d = workdir / "marks"
+    d.mkdir()
+    # first run: note the pid, then sleep long; any later run: finish at once
+    script = ('if [ -e %s/m{i} ]; then echo again{i}; else echo $$ > %s/m{i}; echo first; '
+              'exec sleep 300; fi' % (d, d))
+    r = run(gridnode_bin, "submit", "-e", ep, "--json", "-n", "2", "--shell", script)
+    assert r.returncode == 0, r.stderr
+    job = json.loads(r.stdout)["job"]
+    u = cl.connect(timeout=scaled(30))
+
+    def get(tasks=False):
+        return u.ok("JOB_GET", "JOB", job=job, tasks=tasks, output=tasks)
+
+    wait_until(lambda: all((d / ("m%d" % i)).exists() and (d / ("m%d" % i)).read_text().strip()
+                           for i in range(2)), scaled(60), msg="both tasks started")
+    pids = [int((d / ("m%d" % i)).read_text()) for i in range(2)]
+    assert get()["job"]["state"] == "running"
+    r = run(gridnode_bin, "requeue", "-e", ep, job)
+    assert r.returncode == 0 and "requeued" in r.stdout, r.stderr
+    # the node was told to kill them (not the 300 s sleep running out)
+    wait_until(lambda: all(gone(p) for p in pids), scaled(60), msg="old tasks killed")
+    wait_until(lambda: get()["job"]["state"] == "done", scaled(60), msg="requeued job done")
+    g = get(tasks=True)
+    assert g["job"]["requeues"] == 1 and g["job"]["done"] == 2 and g["job"]["dups"] == 0, g
+    assert sorted(t["stdout"] for t in g["tasks"]) == [b"again0\n", b"again1\n"], g["tasks"]
+    r = run(gridnode_bin, "job", "-e", ep, job)
+    assert "requeued 1 times" in r.stdout, r.stdout
+
+    # a finished job: requeue, kill -9 at once after the ack; it is queued afterwards
+    node.stop()
+    r = run(gridnode_bin, "requeue", "-e", ep, job)
+    assert r.returncode == 0, r.stderr
+    cl.restart()
+    ep = cl.endpoint
+    u = cl.connect(timeout=scaled(30))
+    g = get(tasks=True)
+    assert g["job"]["state"] == "queued" and g["job"]["requeues"] == 2, g["job"]
+    assert g["job"]["done"] == 0 and g["job"]["issued"] == 0, g["job"]
+    assert all("stdout" not in t and t["state"] == "pending" for t in g["tasks"]), g["tasks"]
+    # held stays held through a requeue
+    assert run(gridnode_bin, "hold", "-e", ep, job).returncode == 0
+    assert run(gridnode_bin, "requeue", "-e", ep, job).returncode == 0
+    assert get()["job"]["state"] == "held"
+    # errors in plain words
+    r = run(gridnode_bin, "requeue", "-e", ep, "999999")
+    assert r.returncode == 1 and "no job 999999" in r.stderr, r.stderr
+    assert run(gridnode_bin, "cancel", "-e", ep, job).returncode == 0
+    r = run(gridnode_bin, "requeue", "-e", ep, job)
+    assert r.returncode == 1 and "cancelled job cannot be requeued" in r.stderr, r.stderr
+    e = u.err("JOB_CTL", "INVALID", job=job, op="restart")
+    assert "requeue" in e["msg"], e
+
+
+def test_job_ctl_only_owner_or_admin(cluster_factory, workdir):
+    """hold, release and requeue of another user's job are DENIED (the owner and the
+    administrators may)."""
+    keys = Keys(workdir / "keys")
+    keys.add("alice", "user")
+    keys.add("bob", "user")
+    cl = cluster_factory(dict(SETS, **keys.sets()))
+    alice, bob = keys.rpc(cl.endpoint, "alice"), keys.rpc(cl.endpoint, "bob")
+    job = alice.call("SUBMIT", argv=["true"], ntasks=1)["job"]
+    for op in ("hold", "release", "requeue"):
+        e = bob.err("JOB_CTL", "DENIED", job=job, op=op)
+        assert "belongs to another user" in e["msg"], e
+    for op in ("hold", "release", "requeue"):
+        assert alice.call("JOB_CTL", job=job, op=op)["t"] == TYPES["OK"]
+    assert cl.connect().call("JOB_CTL", job=job, op="requeue")["t"] == TYPES["OK"]  # admin
