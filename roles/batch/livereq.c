@@ -14,6 +14,7 @@
 #include "lib/text.h"
 #include "roles/batch/live.h"
 #include "store/store.h"
+#include "wire/joblist.h"
 
 struct req {
     struct live *L;
@@ -373,11 +374,17 @@ static void h_job_list(struct req *r)
     struct wire_buf rows;
     wire_buf_init(&rows);
     uint32_t n = 0, i = lo;
-    for (; i < L->njobs && n < count && (n == 0 || rows.sb.size < LIVE_LIST_MAX); i++)
-        if (curve_may_touch(L->jobs[i]->user)) { /* CURVE on: a user lists its own jobs */
-            live_job_summary(L, L->jobs[i], &rows);
+    for (; i < L->njobs && n < count && (n == 0 || rows.sb.size < LIVE_LIST_MAX); i++) {
+        if (!curve_may_touch(L->jobs[i]->user)) /* CURVE on: a user lists its own jobs */
+            continue;
+        size_t at = rows.sb.size;
+        live_job_summary(L, L->jobs[i], &rows);
+        /* JOB_LIST's filters (issue 15), as the cluster applies them (wire/joblist.c) */
+        if (joblist_row_allows(r->m->root, rows.sb.data + at, rows.sb.size - at))
             n++;
-        }
+        else
+            rows.sb.size = at;
+    }
     bool more = i < L->njobs;
     wire_begin(r->reply, WT_JOBS, r->m->id, 1 + more);
     wire_put_key(r->reply, "jobs");

@@ -15,6 +15,7 @@
 #include "roles/cluster/cluster.h"
 #include "roles/cluster/scored_int.h"
 #include "store/store.h"
+#include "wire/joblist.h"
 
 #define CLIENT_NAME_MAX 63
 
@@ -508,39 +509,6 @@ static void list_reply(struct request *r, uint32_t type, const char *key, struct
  * id "from" on; a page ends at "count" rows or CLUSTER_LIST_MAX bytes ("next": the id of
  * the first job left out).
  */
-/* Does str field key of the request allow the value v? Absent: yes. For "state", a
- * comma-separated list of states. */
-static bool list_allows(const msgpack_object *m, const char *key, const char *v)
-{
-    size_t n, vl = strlen(v);
-    const char *f = wire_get_str(m, key, &n);
-    if (!f)
-        return true;
-    if (strcmp(key, "state") != 0)
-        return n == vl && !memcmp(f, v, n);
-    for (const char *p = f, *end = f + n; p <= end;) {
-        const char *comma = memchr(p, ',', (size_t)(end - p));
-        size_t l = (size_t)((comma ? comma : end) - p);
-        if (l == vl && !memcmp(p, v, l))
-            return true;
-        if (!comma)
-            break;
-        p = comma + 1;
-    }
-    return false;
-}
-
-/* JOB_LIST's filters (issue 15): user, state, name, queue (only parallel jobs have one:
- * a queue filter leaves bags of tasks out). queue -1: the job has none. */
-static bool job_listed(const msgpack_object *m, const char *user, const char *state,
-                       const char *name, int64_t queue)
-{
-    const msgpack_object *q = wire_get(m, "queue");
-    return list_allows(m, "user", user ? user : "") && list_allows(m, "state", state) &&
-           list_allows(m, "name", name ? name : "") &&
-           (!q || (queue >= 0 && (int64_t)q->via.u64 == queue));
-}
-
 static void h_job_list(struct cluster *c, struct request *r)
 {
     const msgpack_object *m = r->msg->root;
@@ -564,13 +532,13 @@ static void h_job_list(struct cluster *c, struct request *r)
             const struct job *j = c->jobs[i++];
             /* with CURVE on, a user lists only its own jobs */
             if (!curve_may_touch(j->user) ||
-                !job_listed(m, j->user, job_state_shown(j), j->name, -1))
+                !joblist_allows(m, j->user, job_state_shown(j), j->name, -1))
                 continue;
             pack_job(j, &rows, true);
         } else {
             const struct pjob *pj = c->sd->jobs[k++];
             if (!curve_may_touch(pj->user) ||
-                !job_listed(m, pj->user, pj_state_name(pj->state), pj->name, pj->queue))
+                !joblist_allows(m, pj->user, pj_state_name(pj->state), pj->name, pj->queue))
                 continue;
             scored_pack_job(c, pj, &rows, false);
         }

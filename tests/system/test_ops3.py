@@ -112,3 +112,44 @@ def test_job_ctl_only_owner_or_admin(cluster_factory, workdir):
     for op in ("hold", "release", "requeue"):
         assert alice.call("JOB_CTL", job=job, op=op)["t"] == TYPES["OK"]
     assert cl.connect().call("JOB_CTL", job=job, op="requeue")["t"] == TYPES["OK"]  # admin
+
+
+# ---- JOB_LIST filters in every role ----------------------------------------------------
+
+
+def _listed(rpc, **filters):
+    return sorted(j["job"] for j in rpc.ok("JOB_LIST", "JOBS", **filters)["jobs"])
+
+
+def test_job_list_filters_in_batch_and_meta(cluster_factory, batch_factory, meta_factory,
+                                            gridnode_bin):
+    """`gridnode jobs -u/-t/-n/-q` filter at the batch role and the grid spool exactly as
+    at the cluster manager (one implementation: wire/joblist.c)."""
+    cl = cluster_factory(SETS)
+    b = batch_factory([cl])
+    m = meta_factory({"site1": b})
+    for role in (b, m):
+        u = role.connect(timeout=scaled(20))
+        ids = {}
+        for user, name in (("alice", "a1"), ("bob", "b1"), ("alice", "a2")):
+            r = u.ok("SUBMIT", "SUBMITTED", argv=["/bin/sleep", "1"], ntasks=1, user=user,
+                     name=name)
+            ids[name] = r["job"]
+        assert _listed(u) == sorted(ids.values())
+        assert _listed(u, user="alice") == sorted([ids["a1"], ids["a2"]])
+        assert _listed(u, user="carol") == []
+        assert _listed(u, name="b1") == [ids["b1"]]
+        assert _listed(u, user="alice", name="b1") == []
+        assert _listed(u, state="done,cancelled") == []
+        assert _listed(u, queue=0) == []  # bags of tasks have no queue
+        u.ok("CANCEL", "OK", job=ids["a2"])
+        wait_until(lambda: _listed(u, state="cancelled") == [ids["a2"]], scaled(30),
+                   msg="cancelled job listed by state")
+        # paging still works with a filter: one row a page, `next` goes on
+        p = u.ok("JOB_LIST", "JOBS", user="alice", count=1)
+        assert [j["job"] for j in p["jobs"]] == [ids["a1"]] and "next" in p, p
+        p = u.ok("JOB_LIST", "JOBS", user="alice", count=1, **{"from": p["next"]})
+        assert [j["job"] for j in p["jobs"]] == [ids["a2"]], p
+        r = run(gridnode_bin, "jobs", "-e", role.endpoint, "--json", "-u", "bob")
+        assert r.returncode == 0, r.stderr
+        assert [j["job"] for j in json.loads(r.stdout)] == [ids["b1"]], r.stdout
