@@ -26,6 +26,9 @@ static const struct wire_field task_fields[] = {
     {"gpus", WF_UINT, false, 64}, /* GPU instances it needs */
     {"deadline", WF_UINT, false}, /* report deadline, unix seconds */
     {"est_s", WF_FLOAT, false},   /* estimated run time on this host */
+    /* issue 15: submit --export / --chdir (wire/jobenv.h) */
+    {"env", WF_ARRAY, false, 4096, WF_STR},
+    {"chdir", WF_STR, false, 1024},
     {NULL},
 };
 
@@ -184,6 +187,9 @@ static const struct wire_field f_submit[] = {
     {"deadline_s", WF_UINT, false, 366u * 86400},
     {"gpus", WF_UINT, false, 64},
     {"gpu_type", WF_STR, false, 31},
+    /* issue 15: submit --export / --chdir (wire/jobenv.h) */
+    {"env", WF_ARRAY, false, 4096, WF_STR},
+    {"chdir", WF_STR, false, 1024},
     {NULL},
 };
 

@@ -106,6 +106,11 @@ struct job {
     /* gridnode requeue (issue 15): times requeued, and the highest issue number handed
        out before the last requeue: results of issues up to it are dropped as stale */
     uint32_t requeues, rq_issue;
+    /* submit --export / --chdir (issue 15, wire/jobenv.h): "NAME=value" strings added to
+       the node's environment (NULL: none), the directory tasks start in (NULL: their
+       own fresh one) */
+    char **env;
+    char *cwd;
     double complexity;
     uint32_t limit_s;
     uint32_t deadline_s;       /* report deadline after issue (issue 11) */

@@ -15,6 +15,7 @@
 #include "roles/cluster/cluster.h"
 #include "roles/cluster/scored_int.h"
 #include "store/store.h"
+#include "wire/jobenv.h"
 #include "wire/joblist.h"
 
 #define CLIENT_NAME_MAX 63
@@ -374,6 +375,9 @@ static void h_submit(struct cluster *c, struct request *r)
     const msgpack_object *m = r->msg->root, *argv = wire_get(m, "argv");
     const msgpack_object *in = wire_get(m, "stdin");
     const char *why = submit_invalid(c, m);
+    char ewhy[160];
+    if (!why && jobenv_check(m, ewhy, sizeof ewhy) < 0) /* --export, --chdir (issue 15) */
+        why = ewhy;
     if (!why)
         why = subkey_invalid(m);
     if (why) {
@@ -405,6 +409,11 @@ static void h_submit(struct cluster *c, struct request *r)
     if (!j->user)
         j->user = strdup("");
     if (wire_get(m, "key") && !(j->key = wire_get_strdup(m, "key")))
+        goto oom;
+    uint32_t nenv;
+    int eoom;
+    j->env = jobenv_dup(m, &nenv, &eoom);
+    if (eoom || (wire_get(m, "chdir") && !(j->cwd = wire_get_strdup(m, "chdir"))))
         goto oom;
     j->ntasks = (uint32_t)wire_get_u64(m, "ntasks", 1);
     j->shell = wire_get_bool(m, "shell", false);

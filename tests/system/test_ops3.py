@@ -153,3 +153,73 @@ def test_job_list_filters_in_batch_and_meta(cluster_factory, batch_factory, meta
         r = run(gridnode_bin, "jobs", "-e", role.endpoint, "--json", "-u", "bob")
         assert r.returncode == 0, r.stderr
         assert [j["job"] for j in json.loads(r.stdout)] == [ids["b1"]], r.stdout
+
+
+# ---- submit --export / --chdir ---------------------------------------------------------
+
+
+def test_export_and_chdir_travel_with_the_job(cluster_factory, client_factory, gridnode_bin,
+                                              workdir):
+    """--export and --chdir (options and #GRIDNODE directives) reach the task's process
+    through the cluster (stored: they survive kill -9 before any node runs the job); the
+    default is the node's environment; a --chdir missing on the node fails the task with
+    a message naming it; the roles refuse bad values naming the limit."""
+    cl = cluster_factory(dict(SETS, **{"tasks.max_attempts": "1"}))
+    ep = cl.endpoint
+    wd = workdir / "wd"
+    wd.mkdir()
+    env = dict(os.environ, OPS3_FOO="from submit", OPS3_BAR="bar here")
+    show = 'echo "foo=$OPS3_FOO bar=$OPS3_BAR baz=$OPS3_BAZ pwd=$(pwd)"'
+
+    def submit(*args, cwd=None):
+        r = run(gridnode_bin, "submit", "-e", ep, "--json", *args, cwd=cwd, env=env)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)["job"]
+
+    jobs = {
+        "default": submit("--shell", show),
+        "all": submit("--export=ALL,OPS3_BAZ=z", "--shell", show),
+        "some": submit("--export", "OPS3_FOO,OPS3_BAZ=1=2,OPS3_UNSET", "--chdir", "wd",
+                       "--shell", show, cwd=workdir),
+        "missing": submit("--chdir", "/nonexistent/ops3dir", "/bin/true"),
+    }
+    script = workdir / "job.sh"
+    script.write_text("#!/bin/sh\n#GRIDNODE --export=NONE,OPS3_BAZ=script\n"
+                      "#GRIDNODE --chdir %s\n%s\n" % (wd, show))
+    script.chmod(0o755)
+    jobs["script"] = submit(str(script))
+    cl.restart()  # kill -9: what was acknowledged is stored with the jobs
+    ep = cl.endpoint
+    client_factory(cl, 1)  # its own environment has no OPS3_* variables
+    u = cl.connect(timeout=scaled(30))
+
+    def out(job):
+        g = u.ok("JOB_GET", "JOB", job=job, tasks=True, output=True)
+        return g["job"]["state"], g["tasks"][0]
+
+    wait_until(lambda: all(out(j)[0] in ("done", "failed") for j in jobs.values()),
+               scaled(60), msg="jobs ended")
+    assert out(jobs["default"])[1]["stdout"].decode().startswith("foo= bar= baz= pwd=")
+    assert out(jobs["all"])[1]["stdout"] == b"foo=from submit bar=bar here baz=z pwd=%s\n" % (
+        out(jobs["all"])[1]["stdout"].split(b"pwd=")[1].strip())
+    assert out(jobs["some"])[1]["stdout"].decode() == "foo=from submit bar= baz=1=2 pwd=%s\n" % wd
+    assert out(jobs["script"])[1]["stdout"].decode() == "foo= bar= baz=script pwd=%s\n" % wd
+    st, t = out(jobs["missing"])
+    assert st == "failed" and "/nonexistent/ops3dir" in t.get("error", ""), t
+    r = run(gridnode_bin, "job", "-e", ep, jobs["missing"])
+    assert "/nonexistent/ops3dir" in r.stdout, r.stdout
+
+    # refused by the role, naming the field and the limit
+    e = u.err("SUBMIT", "INVALID", argv=["true"], ntasks=1, env=["1X=2"])
+    assert "env entry 0" in e["msg"], e
+    e = u.err("SUBMIT", "INVALID", argv=["true"], ntasks=1, env=["A=" + "x" * 40000] * 2)
+    assert "64 KiB" in e["msg"], e
+    e = u.err("SUBMIT", "INVALID", argv=["true"], ntasks=1, chdir="relative/dir")
+    assert "absolute path" in e["msg"], e
+    # and by submit, before anything is sent
+    r = run(gridnode_bin, "submit", "-e", "tcp://127.0.0.1:1", "--connect-timeout", "0",
+            "--export=ALL", "/bin/true", env=dict(env, OPS3_BIG="x" * 70000))
+    assert r.returncode == 2 and "64 KiB" in r.stderr, r.stderr
+    r = run(gridnode_bin, "submit", "-e", "tcp://127.0.0.1:1", "--connect-timeout", "0",
+            "--export=ALL,NONE", "/bin/true")
+    assert r.returncode == 2 and "contradict" in r.stderr, r.stderr
