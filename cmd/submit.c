@@ -156,7 +156,6 @@ static int check_opts(struct cli *c, const struct submit_opts *o)
                           : o->has_complexity      ? "--complexity"
                           : o->deadline            ? "--deadline"
                           : o->gpus || o->gpu_type ? "--gpus/--gpu-type"
-                          : o->export_spec || o->chdir ? "--export/--chdir"
                                                    : NULL;
         if (opt) {
             snprintf(why, sizeof why,
@@ -508,10 +507,18 @@ static int submit_parallel(struct cli *c, const struct submit_opts *o)
     struct wire_buf wb;
     struct cli_reply r;
     wire_buf_init(&wb);
+    char **env, *cwd, why[300];
+    if (submit_env_build(o->export_spec, o->chdir, &env, &cwd, why, sizeof why) < 0) {
+        fprintf(stderr, "%s: %s\n", c->prog, why);
+        return 2;
+    }
     uint32_t nf = 7 + (o->name != NULL) + (o->user != NULL) + (o->group != NULL) + o->has_queue +
-                  (o->mem > 0) + (o->disk > 0) + (o->cpu > 0) + o->has_limit + sched_fields(o);
+                  (o->mem > 0) + (o->disk > 0) + (o->cpu > 0) + o->has_limit + sched_fields(o) +
+                  jobenv_put(NULL, env, cwd);
     wire_begin(&wb, WT_PSUBMIT, 1, nf);
     put_sched(&wb, o);
+    jobenv_put(&wb, env, cwd); /* --export / --chdir (issue 15) */
+    submit_env_free(env, cwd);
     wire_put_strv(&wb, "argv", o->argv, (uint32_t)o->argc);
     wire_put_u64(&wb, "procs", o->procs);
     wire_put_u64(&wb, "ppn", o->ppn ? o->ppn : 1);

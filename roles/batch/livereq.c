@@ -13,6 +13,7 @@
 #include "lib/log.h"
 #include "lib/text.h"
 #include "roles/batch/live.h"
+#include "wire/jobenv.h"
 #include "store/store.h"
 #include "wire/joblist.h"
 
@@ -188,6 +189,10 @@ static void new_job(struct req *r, bool parallel)
     j->limit_s = (int64_t)wire_get_u64(m, "limit_s", LIVE_DEFAULT_WALLTIME_S);
     j->mem_mb = (int64_t)wire_get_u64(m, "mem_mb", 0);
     j->disk_mb = (int64_t)wire_get_u64(m, "disk_mb", 0);
+    uint32_t nenv;
+    int eoom;
+    j->env = jobenv_dup(m, &nenv, &eoom); /* --export / --chdir (issue 15) */
+    j->cwd = wire_get_strdup(m, "chdir");
     if (parallel) {
         j->ntasks = 1;
         j->procs = (uint32_t)wire_get_u64(m, "procs", 0);
@@ -214,6 +219,10 @@ static void new_job(struct req *r, bool parallel)
     else if ((wire_get(m, "key") && !key) || (key && memchr(key, '\0', 1) == key))
         why = "key must not be empty";
     char cwhy[BATCH_NAME_MAX + 300];
+    if (!why && jobenv_check(m, cwhy, sizeof cwhy) < 0)
+        why = cwhy;
+    if (!why && (eoom || (wire_get(m, "chdir") && !j->cwd)))
+        why = "out of memory";
     if (!why && j->class_ && live_class_unknown(L, j->class_, cwhy, sizeof cwhy))
         why = cwhy;
     if (!why)

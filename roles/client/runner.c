@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "lib/loop.h"
+#include "lib/text.h"
 #include "wire/jobenv.h"
 #include "wire/wire.h"
 
@@ -374,6 +375,24 @@ out:
     return rc;
 }
 
+/* True (r->error set) when cwd (submit --chdir) is not a directory we may enter: the
+ * user's choice, not a fault of this host (host_fault stays false). */
+static bool cwd_refused(struct run *r, const char *cwd)
+{
+    struct stat st;
+    const char *bad = stat(cwd, &st) < 0     ? strerror(errno)
+                      : !S_ISDIR(st.st_mode) ? "not a directory"
+                      : access(cwd, X_OK) < 0 ? strerror(errno)
+                                              : NULL;
+    if (!bad)
+        return false;
+    snprintf(r->error, sizeof r->error,
+             "working directory '%.120s' (submit --chdir) cannot be used on this node: %.40s",
+             cwd, bad);
+    text_fix(r->error);
+    return true;
+}
+
 int runner_start(struct run *r, char *const *argv, bool shell, const void *in, size_t inlen,
                  const char *workdir, size_t max_output)
 {
@@ -401,20 +420,8 @@ int runner_start_env(struct run *r, char *const *argv, bool shell, const void *i
     }
     r->pooled = true;
     r->has_stdin = inlen > 0;
-    struct stat cst;
-    if (e && e->cwd) { /* --chdir: the user's choice, not a fault of this host */
-        const char *bad = stat(e->cwd, &cst) < 0     ? strerror(errno)
-                          : !S_ISDIR(cst.st_mode)    ? "not a directory"
-                          : access(e->cwd, X_OK) < 0 ? strerror(errno)
-                                                     : NULL;
-        if (bad) {
-            snprintf(r->error, sizeof r->error,
-                     "working directory '%.120s' (submit --chdir) cannot be used on this "
-                     "node: %.40s",
-                     e->cwd, bad);
-            return -1;
-        }
-    }
+    if (e && e->cwd && cwd_refused(r, e->cwd))
+        return -1;
     infd = open(inlen > 0 ? stdin_path : "/dev/null", O_RDONLY | O_CLOEXEC);
     if (infd < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0)
         goto syserr;
@@ -542,18 +549,24 @@ void runner_cleanup(struct run *r)
 
 /* In the child of runner_spawn: no stdin, stdout and stderr into files of workdir. */
 static void pchild(char *const *argv, bool shell, char *const *env, const char *workdir,
-                   int errpipe)
+                   const char *cwd, int errpipe)
 {
     char out[600], err[600];
     snprintf(out, sizeof out, "%s/stdout", workdir);
     snprintf(err, sizeof err, "%s/stderr", workdir);
-    child_exec(argv, shell, env, workdir, open("/dev/null", O_RDONLY),
+    child_exec(argv, shell, env, cwd ? cwd : workdir, open("/dev/null", O_RDONLY),
                open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600),
                open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600), errpipe);
 }
 
 int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
                  const char *workdir, bool prepared)
+{
+    return runner_spawn_in(r, argv, shell, env, workdir, prepared, NULL);
+}
+
+int runner_spawn_in(struct run *r, char *const *argv, bool shell, char *const *env,
+                    const char *workdir, bool prepared, const char *cwd)
 {
     int ep[2] = {-1, -1};
     memset(r, 0, sizeof *r);
@@ -570,6 +583,8 @@ int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
         r->host_fault = true;
         return -1;
     }
+    if (cwd && cwd_refused(r, cwd))
+        return -1;
     if (pipe2(ep, O_CLOEXEC) < 0 || (r->pid = fork()) < 0) {
         snprintf(r->error, sizeof r->error, "cannot start a process: %s", strerror(errno));
         r->host_fault = true;
@@ -581,7 +596,7 @@ int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
         return -1;
     }
     if (r->pid == 0)
-        pchild(argv, shell, env, workdir, ep[1]);
+        pchild(argv, shell, env, workdir, cwd, ep[1]);
     setpgid(r->pid, r->pid);
     close(ep[1]);
     r->spawn_fd = ep[0]; /* read once the child is reaped: no wait for its exec here */

@@ -105,6 +105,10 @@ int runner_sigchld_fd(void);
  */
 int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
                  const char *workdir, bool prepared);
+/* runner_spawn starting the process in cwd (submit --chdir, issue 15; NULL: workdir);
+ * a cwd it cannot enter fails at once with r->error naming it (host_fault false). */
+int runner_spawn_in(struct run *r, char *const *argv, bool shell, char *const *env,
+                    const char *workdir, bool prepared, const char *cwd);
 /* After a runner_spawn child was reaped: sets r->error (and host_fault) if it could
  * not set itself up or execute its program. Returns true if so. */
 bool runner_spawned(struct run *r);

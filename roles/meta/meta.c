@@ -24,6 +24,7 @@
 #include "roles/meta/meta.h"
 #include "roles/meta/meta_int.h"
 #include "store/store.h"
+#include "wire/jobenv.h"
 #include "wire/joblist.h"
 
 #define OFF(f) offsetof(struct meta_cfg, f)
@@ -303,6 +304,11 @@ static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *r
         return;
     }
     char why[1024];
+    if (jobenv_check(o, why, sizeof why) < 0) { /* --export / --chdir (issue 15): the whole
+                                                  request, these included, goes to the site */
+        fail(reply, m->id, WE_INVALID, why);
+        return;
+    }
     if (meta_nowhere(M, &rq, why, sizeof why)) {
         fail(reply, m->id, WE_INVALID, why);
         return;

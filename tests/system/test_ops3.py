@@ -223,3 +223,37 @@ def test_export_and_chdir_travel_with_the_job(cluster_factory, client_factory, g
     r = run(gridnode_bin, "submit", "-e", "tcp://127.0.0.1:1", "--connect-timeout", "0",
             "--export=ALL,NONE", "/bin/true")
     assert r.returncode == 2 and "contradict" in r.stderr, r.stderr
+
+
+def test_export_and_chdir_down_the_hierarchy(cluster_factory, client_factory, batch_factory,
+                                             meta_factory, gridnode_bin, workdir):
+    """--export / --chdir given to the grid spool or the batch role reach the process
+    on the node (the spool passes the request on, the batch role keeps them with the
+    job and puts them in the PSUBMIT of each element, the cluster in PSYNC_ACK); a
+    parallel job (-p) at the cluster takes them too."""
+    sd = {"store.sync": "none", "queues.sync_ms": 100, "tasks.heartbeat_s": 1,
+          "tasks.idle_wait_s": 1}
+    cl = cluster_factory(sd)
+    client_factory(cl, 1, sets={"client.slots": 2, "rpc.timeout_ms": 2000,
+                                "rpc.backoff_min_s": 0.2, "rpc.backoff_max_s": 1})
+    b = batch_factory([cl])
+    wait_until(lambda: any(n["active"] for n in b.rpc("NODE_LIST")["nodes"]), scaled(20),
+               msg="batch sees the host")
+    m = meta_factory({"s": b})
+    wd = workdir / "wd"
+    wd.mkdir()
+    env = dict(os.environ, OPS3_FOO="foo%d")
+    for i, role in enumerate((m, b, cl)):
+        out = workdir / ("out%d" % i)
+        extra = ["-p", "1"] if role is cl else []
+        r = run(gridnode_bin, "submit", "-e", role.endpoint, *extra, "--export",
+                "OPS3_FOO,OPS3_BAR=bar", "--chdir", str(wd), "--shell",
+                'echo "$OPS3_FOO $OPS3_BAR $(pwd)" > %s' % out, env=env)
+        assert r.returncode == 0, r.stderr
+        wait_until(out.exists, scaled(60), msg="job via %s ran" % role.name)
+        wait_until(lambda: out.read_text().strip(), scaled(10), msg="written")
+        assert out.read_text() == "foo%%d bar %s\n" % wd, (role.name, out.read_text())
+    # the batch role and the spool refuse what no cluster would take, before queueing it
+    for role in (m, b):
+        e = role.connect().err("SUBMIT", "INVALID", argv=["true"], ntasks=1, chdir="rel")
+        assert "absolute path" in e["msg"], e
