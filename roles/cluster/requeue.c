@@ -79,7 +79,8 @@ int cluster_job_requeue(struct cluster *c, struct job *j)
         if (store_iter(c->store, s.table, from, sizeof from, rq_del, &s) < 0 || s.rc < 0)
             return -1;
     }
-    memset(j->tasks, 0, (size_t)j->cap * sizeof *j->tasks);
+    if (j->tasks) /* NULL while no task was ever handed out */
+        memset(j->tasks, 0, (size_t)j->cap * sizeof *j->tasks);
     for (uint32_t i = 0; i < j->cap; i++)
         j->tasks[i].node = UINT32_MAX;
     j->rq_issue = top;
