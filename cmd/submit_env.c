@@ -171,8 +171,7 @@ int submit_env_build(const char *spec, const char *dir, char ***env, char **cwd,
         }
         size_t l = dir[0] == '/' ? strlen(dir) : strlen(here) + 1 + strlen(dir);
         if (l > JOBENV_CHDIR_MAX) {
-            snprintf(why, n, "--chdir: the path has %zu bytes, more than %u", l,
-                     JOBENV_CHDIR_MAX);
+            snprintf(why, n, "--chdir: the path has %zu bytes, more than %u", l, JOBENV_CHDIR_MAX);
             goto fail;
         }
         if (!(*cwd = malloc(l + 1)))

@@ -46,16 +46,14 @@ int jobenv_check(const msgpack_object *m, char *why, size_t n)
         total += v->via.str.size + 1;
     }
     if (total > JOBENV_MAX_BYTES) {
-        snprintf(why, n, "the environment has %zu bytes, more than the limit of %u (64 KiB)",
-                 total, JOBENV_MAX_BYTES);
+        snprintf(why, n, "the environment has %zu bytes, more than the limit of %u (64 KiB)", total,
+                 JOBENV_MAX_BYTES);
         return -1;
     }
     const msgpack_object *d = wire_get(m, "chdir");
     const char *dir = wire_get_str(m, "chdir", &cl);
-    if (d && (!dir || cl == 0 || dir[0] != '/' || memchr(dir, '\0', cl) ||
-              cl > JOBENV_CHDIR_MAX)) {
-        snprintf(why, n, "chdir must be an absolute path of at most %u bytes",
-                 JOBENV_CHDIR_MAX);
+    if (d && (!dir || cl == 0 || dir[0] != '/' || memchr(dir, '\0', cl) || cl > JOBENV_CHDIR_MAX)) {
+        snprintf(why, n, "chdir must be an absolute path of at most %u bytes", JOBENV_CHDIR_MAX);
         return -1;
     }
     return 0;

@@ -319,7 +319,8 @@ struct ljob *live_job_decode(const void *p, size_t n)
     int eoom;
     j->env = jobenv_dup(m, &nenv, &eoom);
     j->cwd = wire_get_strdup(m, "chdir");
-    if (eoom || (wire_get(m, "chdir") && !j->cwd) || !j->id || !j->ntasks || j->ntasks > LIVE_MAX_TASKS || !j->procs || j->limit_s < 1 ||
+    if (eoom || (wire_get(m, "chdir") && !j->cwd) || !j->id || !j->ntasks ||
+        j->ntasks > LIVE_MAX_TASKS || !j->procs || j->limit_s < 1 ||
         (j->parallel && j->ntasks != 1) || !(j->el = calloc(j->ntasks, sizeof *j->el))) {
         live_job_free(j);
         j = NULL;

@@ -380,15 +380,15 @@ out:
 static bool cwd_refused(struct run *r, const char *cwd)
 {
     struct stat st;
-    const char *bad = stat(cwd, &st) < 0     ? strerror(errno)
-                      : !S_ISDIR(st.st_mode) ? "not a directory"
+    const char *bad = stat(cwd, &st) < 0      ? strerror(errno)
+                      : !S_ISDIR(st.st_mode)  ? "not a directory"
                       : access(cwd, X_OK) < 0 ? strerror(errno)
                                               : NULL;
     if (!bad)
         return false;
     snprintf(r->error, sizeof r->error,
-             "working directory '%.120s' (submit --chdir) cannot be used on this node: %.40s",
-             cwd, bad);
+             "working directory '%.120s' (submit --chdir) cannot be used on this node: %.40s", cwd,
+             bad);
     text_fix(r->error);
     return true;
 }
@@ -399,9 +399,8 @@ int runner_start(struct run *r, char *const *argv, bool shell, const void *in, s
     return runner_start_env(r, argv, shell, in, inlen, workdir, max_output, NULL);
 }
 
-int runner_start_env(struct run *r, char *const *argv, bool shell, const void *in,
-                     size_t inlen, const char *workdir, size_t max_output,
-                     const struct runner_env *e)
+int runner_start_env(struct run *r, char *const *argv, bool shell, const void *in, size_t inlen,
+                     const char *workdir, size_t max_output, const struct runner_env *e)
 {
     int out[2] = {-1, -1}, err[2] = {-1, -1}, infd = -1;
     char stdin_path[600];

@@ -74,9 +74,8 @@ void runner_env_free(struct runner_env *e);
 /* runner_start with the task's environment and working directory (e may be NULL).
  * A cwd that is not a directory this client may enter fails the start with r->error
  * naming it (a node-side error; not a fault of the host: host_fault stays false). */
-int runner_start_env(struct run *r, char *const *argv, bool shell, const void *in,
-                     size_t inlen, const char *workdir, size_t max_output,
-                     const struct runner_env *e);
+int runner_start_env(struct run *r, char *const *argv, bool shell, const void *in, size_t inlen,
+                     const char *workdir, size_t max_output, const struct runner_env *e);
 
 /* Reads what is available on fd (one of r's pipes); closes it at end of file. */
 void runner_read(struct run *r, int fd);
