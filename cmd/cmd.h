@@ -21,6 +21,7 @@ int cmd_meta(int argc, char **argv);
 int cmd_console(int argc, char **argv);
 int cmd_hold(int argc, char **argv);
 int cmd_release(int argc, char **argv);
+int cmd_requeue(int argc, char **argv);
 /* maui.c: the batch role's commands */
 int cmd_showq(int argc, char **argv);
 int cmd_checkjob(int argc, char **argv);

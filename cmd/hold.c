@@ -1,5 +1,6 @@
 /* hold.c - `gridnode hold|release JOB...`: keep a job's tasks from being handed out, and
- * let them go again (Slurm's scontrol hold / release; JOB_CTL, docs/wire.md 6.16). */
+ * let them go again (Slurm's scontrol hold / release); `gridnode requeue JOB...`: start
+ * a job again from scratch (scontrol requeue). JOB_CTL, docs/wire.md 6.16. */
 #include <stdio.h>
 #include <string.h>
 
@@ -15,6 +16,13 @@ static const char usage_hold[] =
 static const char usage_release[] =
     "usage: gridnode release [options] JOB...\n\nReleases held jobs: their tasks are "
     "handed out again.\n";
+
+static const char usage_requeue[] =
+    "usage: gridnode requeue [options] JOB...\n\nRequeues jobs (bags of tasks), like "
+    "Slurm's scontrol requeue: their running tasks\nare killed on their nodes, every "
+    "task goes back to new and the job starts again\nfrom scratch. Earlier results are "
+    "dropped; `gridnode job` counts the requeues.\nA held job stays held; a cancelled "
+    "job cannot be requeued. Only the job's owner\nor an administrator may requeue it.\n";
 
 static int job_ctl(int argc, char **argv, const char *op, const char *usage)
 {
@@ -36,6 +44,9 @@ static int job_ctl(int argc, char **argv, const char *op, const char *usage)
         if (cli_u64(&c, "JOB", argv[i], &ids[i]) < 0)
             return 2;
     int status = 0;
+    const char *done = !strcmp(op, "hold")      ? "held"
+                       : !strcmp(op, "release") ? "released"
+                                                : "requeued";
     for (int i = 1; i < argc; i++) { /* each on its own: one bad id does not stop the rest */
         struct wire_buf wb;
         struct cli_reply r;
@@ -52,11 +63,9 @@ static int job_ctl(int argc, char **argv, const char *op, const char *usage)
             continue;
         }
         if (c.json)
-            printf("{\"job\":%llu,\"%s\":true}\n", (unsigned long long)ids[i],
-                   !strcmp(op, "hold") ? "held" : "released");
+            printf("{\"job\":%llu,\"%s\":true}\n", (unsigned long long)ids[i], done);
         else
-            printf("job %llu %s\n", (unsigned long long)ids[i],
-                   !strcmp(op, "hold") ? "held" : "released");
+            printf("job %llu %s\n", (unsigned long long)ids[i], done);
         cli_reply_free(&r);
     }
     return status;
@@ -70,4 +79,9 @@ int cmd_hold(int argc, char **argv)
 int cmd_release(int argc, char **argv)
 {
     return job_ctl(argc, argv, "release", usage_release);
+}
+
+int cmd_requeue(int argc, char **argv)
+{
+    return job_ctl(argc, argv, "requeue", usage_requeue);
 }

@@ -62,6 +62,8 @@ static void print_summary(const msgpack_object *j)
            (unsigned long long)wire_get_u64(j, "late", 0),
            cli_time(wire_get_i64(j, "submitted", 0), t1, sizeof t1),
            cli_time(wire_get_i64(j, "finished", 0), t2, sizeof t2));
+    if (wire_get_u64(j, "requeues", 0)) /* gridnode requeue: Slurm's Restarts */
+        printf("requeued %llu times\n", (unsigned long long)wire_get_u64(j, "requeues", 0));
 }
 
 static void print_bytes(const char *label, const msgpack_object *t, const char *key,

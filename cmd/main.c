@@ -24,6 +24,7 @@ static const struct command commands[] = {
     {"cancel", cmd_cancel, "cancel a job"},
     {"hold", cmd_hold, "hold jobs: their tasks are not handed out until released"},
     {"release", cmd_release, "release held jobs"},
+    {"requeue", cmd_requeue, "start jobs again from scratch (running tasks are killed)"},
     {"purge", cmd_purge, "remove finished jobs and their results"},
     {"nodes", cmd_nodes, "list the nodes known to a cluster manager"},
     {"console", cmd_console, "cluster manager console: limits, queues, hosts, parallel jobs"},

@@ -10,7 +10,9 @@
 
 #include "cmd/cli.h"
 #include "cmd/cmd.h"
+#include "cmd/submit_env.h"
 #include "roles/cluster/app.h"
+#include "wire/jobenv.h"
 
 static const char usage[] =
     "usage: gridnode submit [options] [--] PROGRAM [ARGS...]\n"
@@ -30,6 +32,12 @@ static const char usage[] =
     "  --gpus N               GPU instances each task needs: tasks go only to volunteer\n"
     "                         clients that declared at least N GPUs of one type\n"
     "  --gpu-type TYPE        that GPU type (nvidia, amd, intel, ...; default: any)\n"
+    "  --export WHAT          environment of the tasks (like sbatch): ALL (every variable\n"
+    "                         here), NONE, VAR (its value here) or VAR=value, comma-\n"
+    "                         separated (ALL,TMPDIR=/scratch), over the node's own;\n"
+    "                         default: the node's environment only; 64 KiB at most\n"
+    "  --chdir DIR            run the tasks in DIR on the nodes (relative: to the current\n"
+    "                         directory here) instead of a fresh empty directory\n"
     "  --wait                 wait for the job to end (like `gridnode job ID --wait`)\n"
     "  --key KEY              request key (1..128 bytes; default: a random one per run).\n"
     "                         The cluster manager keeps one job per key and user: the\n"
@@ -98,6 +106,7 @@ struct submit_opts {
     char keybuf[40];
     double complexity;
     const char *name, *user, *stdin_pattern;
+    const char *export_spec, *chdir; /* --export, --chdir (issue 15; submit_env.c) */
     bool shell, wait, has_limit;
     bool has_tasks, has_procs, has_ppn, has_complexity; /* given on the command line */
     char **argv;
@@ -205,6 +214,10 @@ static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
             o->user = argv[++i];
         } else if (!strcmp(a, "--stdin") && v) {
             o->stdin_pattern = argv[++i];
+        } else if (!strcmp(a, "--export") && v) {
+            o->export_spec = argv[++i];
+        } else if ((!strcmp(a, "--chdir") || !strcmp(a, "-D")) && v) {
+            o->chdir = argv[++i];
         } else if (!strcmp(a, "--limit") && v) {
             if (cli_u64(c, "--limit", argv[++i], &o->limit) < 0)
                 return -1;
@@ -494,10 +507,18 @@ static int submit_parallel(struct cli *c, const struct submit_opts *o)
     struct wire_buf wb;
     struct cli_reply r;
     wire_buf_init(&wb);
+    char **env, *cwd, why[300];
+    if (submit_env_build(o->export_spec, o->chdir, &env, &cwd, why, sizeof why) < 0) {
+        fprintf(stderr, "%s: %s\n", c->prog, why);
+        return 2;
+    }
     uint32_t nf = 7 + (o->name != NULL) + (o->user != NULL) + (o->group != NULL) + o->has_queue +
-                  (o->mem > 0) + (o->disk > 0) + (o->cpu > 0) + o->has_limit + sched_fields(o);
+                  (o->mem > 0) + (o->disk > 0) + (o->cpu > 0) + o->has_limit + sched_fields(o) +
+                  jobenv_put(NULL, env, cwd);
     wire_begin(&wb, WT_PSUBMIT, 1, nf);
     put_sched(&wb, o);
+    jobenv_put(&wb, env, cwd); /* --export / --chdir (issue 15) */
+    submit_env_free(env, cwd);
     wire_put_strv(&wb, "argv", o->argv, (uint32_t)o->argc);
     wire_put_u64(&wb, "procs", o->procs);
     wire_put_u64(&wb, "ppn", o->ppn ? o->ppn : 1);
@@ -554,6 +575,8 @@ static const char *const submit_words[][2] = {
     {"deadline_s", "--deadline"},
     {"gpu_type", "--gpu-type"},
     {"gpus", "--gpus"},
+    {"env entry", "--export item"},
+    {"chdir", "--chdir"},
     {"complexity", "--complexity"},
     {"stdin", "--stdin"},
     {"no such queue", "no such queue (--queue)"},
@@ -723,9 +746,14 @@ int cmd_submit(int argc, char **argv)
         fprintf(stderr, "%s: --gpu-type needs --gpus N (the GPUs each task uses)\n", c.prog);
         return 2;
     }
+    char **env, *cwd, why[300];
+    if (submit_env_build(o.export_spec, o.chdir, &env, &cwd, why, sizeof why) < 0) {
+        fprintf(stderr, "%s: %s\n", c.prog, why);
+        return 2;
+    }
     uint32_t nf = 5 + (o.name != NULL) + (o.user != NULL) + o.has_limit +
                   (o.stdin_pattern != NULL) + sched_fields(&o) + (o.deadline > 0) + (o.gpus > 0) +
-                  (o.gpu_type != NULL) + valid_fields(&o);
+                  (o.gpu_type != NULL) + valid_fields(&o) + jobenv_put(NULL, env, cwd);
     if (o.known && o.ntasks > 100000) {
         fprintf(stderr, "%s: --known takes at most 100000 tasks\n", c.prog);
         return 2;
@@ -753,6 +781,8 @@ int cmd_submit(int argc, char **argv)
         wire_put_u64(&wb, "gpus", o.gpus);
     if (o.gpu_type)
         wire_put_str(&wb, "gpu_type", o.gpu_type);
+    jobenv_put(&wb, env, cwd);
+    submit_env_free(env, cwd);
     if (o.stdin_pattern && pack_stdin(&c, &o, &wb) < 0) {
         wire_buf_free(&wb);
         return 1;

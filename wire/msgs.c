@@ -26,6 +26,9 @@ static const struct wire_field task_fields[] = {
     {"gpus", WF_UINT, false, 64}, /* GPU instances it needs */
     {"deadline", WF_UINT, false}, /* report deadline, unix seconds */
     {"est_s", WF_FLOAT, false},   /* estimated run time on this host */
+    /* issue 15: submit --export / --chdir (wire/jobenv.h) */
+    {"env", WF_ARRAY, false, 4096, WF_STR},
+    {"chdir", WF_STR, false, 1024},
     {NULL},
 };
 
@@ -184,6 +187,9 @@ static const struct wire_field f_submit[] = {
     {"deadline_s", WF_UINT, false, 366u * 86400},
     {"gpus", WF_UINT, false, 64},
     {"gpu_type", WF_STR, false, 31},
+    /* issue 15: submit --export / --chdir (wire/jobenv.h) */
+    {"env", WF_ARRAY, false, 4096, WF_STR},
+    {"chdir", WF_STR, false, 1024},
     {NULL},
 };
 
@@ -221,7 +227,8 @@ static const struct wire_field pcmd_fields[] = {
     {"want", WF_STR, true, 8},
     {"argv", WF_ARRAY, false, 256, WF_STR},
     {"shell", WF_BOOL, false},
-    {"env", WF_ARRAY, false, 64, WF_STR},
+    {"env", WF_ARRAY, false, 4096 + 64, WF_STR}, /* issue 15: + the job's --export */
+    {"chdir", WF_STR, false, 1024},              /* issue 15: --chdir */
     {NULL},
 };
 
@@ -283,6 +290,9 @@ static const struct wire_field f_psubmit[] = {
     {"hold", WF_BOOL, false},
     {"key", WF_STR, false, 128}, /* request key: a retry returns the first job */
     {"hosts", WF_ARRAY, false, 4096, WF_STR}, /* explicit placement: rank i on hosts[i] */
+    /* issue 15: submit --export / --chdir (wire/jobenv.h) */
+    {"env", WF_ARRAY, false, 4096, WF_STR},
+    {"chdir", WF_STR, false, 1024},
     /* issue 11: refused by the cluster when set (parallel jobs are not pulled) */
     {"deadline_s", WF_UINT, false, 366u * 86400},
     {"gpus", WF_UINT, false, 64},
@@ -362,7 +372,7 @@ static const struct wire_field f_purge[] = {
 
 static const struct wire_field f_job_ctl[] = {
     {"job", WF_UINT, true},
-    {"op", WF_STR, true, 16}, /* "hold" or "release" */
+    {"op", WF_STR, true, 16}, /* "hold", "release" or "requeue" */
     {NULL},
 };
 

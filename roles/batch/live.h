@@ -74,6 +74,10 @@ struct ljob {
     uint32_t nended, nfailed, nrun, nstarted;
     bool cancelled;
     struct lelem *el;
+    /* submit --export / --chdir (issue 15, wire/jobenv.h): passed on in each PSUBMIT to
+       a cluster; NULL: none */
+    char **env;
+    char *cwd;
 };
 
 struct lhost {

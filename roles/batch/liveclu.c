@@ -24,6 +24,7 @@
 #include "lib/netopts.h"
 #include "lib/text.h"
 #include "roles/batch/live.h"
+#include "wire/jobenv.h"
 
 /* The EVENTS message types of the cluster side (h-cluster, wire.md 6.9). */
 #ifndef WT_EVENTS
@@ -557,8 +558,9 @@ static int build_start(struct live *L, struct ljob *j, uint32_t e, struct wire_b
         if (k > per_host)
             per_host = k;
     }
-    uint32_t nf = 9 + (j->mem_mb > 0) + (j->disk_mb > 0);
+    uint32_t nf = 9 + (j->mem_mb > 0) + (j->disk_mb > 0) + jobenv_put(NULL, j->env, j->cwd);
     req_begin(L, c, RK_PSUBMIT, live_eid(j->id, e), WT_PSUBMIT, nf, 0, wb);
+    jobenv_put(wb, j->env, j->cwd); /* --export / --chdir (issue 15) */
     wire_put_key(wb, "argv");
     wire_pack_array(wb, argc);
     for (uint32_t i = 0; i < argc; i++) {

@@ -11,6 +11,7 @@
 
 #include "lib/log.h"
 #include "roles/batch/live.h"
+#include "wire/jobenv.h"
 #include "store/store.h"
 
 uint64_t live_eid(uint64_t job, uint32_t e)
@@ -78,6 +79,8 @@ void live_job_free(struct ljob *j)
     free(j->qos);
     free(j->key);
     free(j->resv);
+    jobenv_free(j->env);
+    free(j->cwd);
     free(j);
 }
 
@@ -205,7 +208,8 @@ static void put_opt(struct wire_buf *wb, const char *k, const char *v)
 void live_job_encode(const struct ljob *j, const char *const *argv, uint32_t argc,
                      struct wire_buf *wb)
 {
-    wire_pack_map(wb, 25);
+    wire_pack_map(wb, 25 + jobenv_put(NULL, j->env, j->cwd));
+    jobenv_put(wb, j->env, j->cwd);
     wire_put_u64(wb, "id", j->id);
     wire_put_bool(wb, "parallel", j->parallel);
     wire_put_u64(wb, "ntasks", j->ntasks);
@@ -313,7 +317,12 @@ struct ljob *live_job_decode(const void *p, size_t n)
     j->early = bool_of(m, "early");
     j->queue = (uint8_t)u64_of(m, "queue");
     j->cancelled = bool_of(m, "cancelled");
-    if (!j->id || !j->ntasks || j->ntasks > LIVE_MAX_TASKS || !j->procs || j->limit_s < 1 ||
+    uint32_t nenv;
+    int eoom;
+    j->env = jobenv_dup(m, &nenv, &eoom);
+    j->cwd = wire_get_strdup(m, "chdir");
+    if (eoom || (wire_get(m, "chdir") && !j->cwd) || !j->id || !j->ntasks ||
+        j->ntasks > LIVE_MAX_TASKS || !j->procs || j->limit_s < 1 ||
         (j->parallel && j->ntasks != 1) || !(j->el = calloc(j->ntasks, sizeof *j->el))) {
         live_job_free(j);
         j = NULL;

@@ -13,7 +13,9 @@
 #include "lib/log.h"
 #include "lib/text.h"
 #include "roles/batch/live.h"
+#include "wire/jobenv.h"
 #include "store/store.h"
+#include "wire/joblist.h"
 
 struct req {
     struct live *L;
@@ -187,6 +189,10 @@ static void new_job(struct req *r, bool parallel)
     j->limit_s = (int64_t)wire_get_u64(m, "limit_s", LIVE_DEFAULT_WALLTIME_S);
     j->mem_mb = (int64_t)wire_get_u64(m, "mem_mb", 0);
     j->disk_mb = (int64_t)wire_get_u64(m, "disk_mb", 0);
+    uint32_t nenv;
+    int eoom;
+    j->env = jobenv_dup(m, &nenv, &eoom); /* --export / --chdir (issue 15) */
+    j->cwd = wire_get_strdup(m, "chdir");
     if (parallel) {
         j->ntasks = 1;
         j->procs = (uint32_t)wire_get_u64(m, "procs", 0);
@@ -213,6 +219,10 @@ static void new_job(struct req *r, bool parallel)
     else if ((wire_get(m, "key") && !key) || (key && memchr(key, '\0', 1) == key))
         why = "key must not be empty";
     char cwhy[BATCH_NAME_MAX + 300];
+    if (!why && jobenv_check(m, cwhy, sizeof cwhy) < 0)
+        why = cwhy;
+    if (!why && (eoom || (wire_get(m, "chdir") && !j->cwd)))
+        why = "out of memory";
     if (!why && j->class_ && live_class_unknown(L, j->class_, cwhy, sizeof cwhy))
         why = cwhy;
     if (!why)
@@ -373,11 +383,17 @@ static void h_job_list(struct req *r)
     struct wire_buf rows;
     wire_buf_init(&rows);
     uint32_t n = 0, i = lo;
-    for (; i < L->njobs && n < count && (n == 0 || rows.sb.size < LIVE_LIST_MAX); i++)
-        if (curve_may_touch(L->jobs[i]->user)) { /* CURVE on: a user lists its own jobs */
-            live_job_summary(L, L->jobs[i], &rows);
+    for (; i < L->njobs && n < count && (n == 0 || rows.sb.size < LIVE_LIST_MAX); i++) {
+        if (!curve_may_touch(L->jobs[i]->user)) /* CURVE on: a user lists its own jobs */
+            continue;
+        size_t at = rows.sb.size;
+        live_job_summary(L, L->jobs[i], &rows);
+        /* JOB_LIST's filters (issue 15), as the cluster applies them (wire/joblist.c) */
+        if (joblist_row_allows(r->m->root, rows.sb.data + at, rows.sb.size - at))
             n++;
-        }
+        else
+            rows.sb.size = at;
+    }
     bool more = i < L->njobs;
     wire_begin(r->reply, WT_JOBS, r->m->id, 1 + more);
     wire_put_key(r->reply, "jobs");

@@ -59,6 +59,7 @@ struct ctask {
     uint32_t argc;
     void *in;
     size_t inlen;
+    struct runner_env renv; /* submit --export / --chdir (issue 15) */
     struct run run;
     int limit_timer, kill_timer;
     void *result; /* packed result map once done */
@@ -347,6 +348,7 @@ static void task_free(struct ctask *t)
         free(t->argv[i]);
     free(t->argv);
     free(t->in);
+    runner_env_free(&t->renv);
     free(t->result);
     free(t);
 }
@@ -398,6 +400,8 @@ static struct ctask *task_from_map(struct client *c, const msgpack_object *m)
     if (in && n)
         memcpy(t->in, in, n);
     t->inlen = in ? n : 0;
+    if (runner_env_take(&t->renv, m, t->bad[0] ? NULL : t->bad, t->bad[0] ? 0 : sizeof t->bad))
+        goto fail; /* --export / --chdir (issue 15) */
     return t;
 fail:
     task_free(t);
@@ -578,8 +582,8 @@ static void start_task(struct client *c, struct ctask *t)
         finish(c, t);
         return;
     }
-    if (runner_start(&t->run, t->argv, t->shell, t->in, t->inlen, wd,
-                     (size_t)c->cfg.max_output_kb * 1024) < 0) {
+    if (runner_start_env(&t->run, t->argv, t->shell, t->in, t->inlen, wd,
+                         (size_t)c->cfg.max_output_kb * 1024, &t->renv) < 0) {
         log_warnx("task %llu.%u: %s", (unsigned long long)t->job, t->idx, t->run.error);
         if (t->run.host_fault)
             node_sick(c, t->run.error);

@@ -68,6 +68,7 @@ void vcl_task_free(struct ltask *t)
         free(t->argv[i]);
     free(t->argv);
     free(t->in);
+    runner_env_free(&t->renv);
     free(t->result);
     free(t);
 }
@@ -117,6 +118,8 @@ struct ltask *vcl_task_from_map(struct live *l, int project, const msgpack_objec
     if (in && n)
         memcpy(t->in, in, n);
     t->inlen = in ? n : 0;
+    if (runner_env_take(&t->renv, m, t->bad[0] ? NULL : t->bad, t->bad[0] ? 0 : sizeof t->bad))
+        goto fail; /* --export / --chdir (issue 15) */
     wire_get_strbuf(m, "ptype", t->ptype, sizeof t->ptype);
     if (!t->ptype[0])
         snprintf(t->ptype, sizeof t->ptype, "cpu");
@@ -431,8 +434,8 @@ static void task_start(struct live *l, struct ltask *t)
         else
             setenv(gpu_env[k], k == 4 ? t->ptype : list, 1);
     }
-    int rc = runner_start(&t->run, t->argv, t->shell, t->in, t->inlen, wd,
-                          (size_t)l->cfg->max_output_kb * 1024);
+    int rc = runner_start_env(&t->run, t->argv, t->shell, t->in, t->inlen, wd,
+                              (size_t)l->cfg->max_output_kb * 1024, &t->renv);
     for (int k = 0; gpu_env[k]; k++) {
         if (saved[k])
             setenv(gpu_env[k], saved[k], 1);

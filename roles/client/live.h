@@ -63,6 +63,7 @@ struct ltask {
     uint32_t argc;
     void *in;
     size_t inlen;
+    struct runner_env renv; /* submit --export / --chdir (issue 15) */
     char ptype[ENGINE_NAME_MAX];
     uint32_t gpus;
     double est_s, deadline, received;

@@ -277,17 +277,19 @@ static void start(struct pprocs *pp, const msgpack_object *cmd, uint64_t job, ui
         return; /* no spec: the cluster sends one when we do not hold the process */
     struct pproc *p = calloc(1, sizeof *p);
     char **av = strv(argv), **env = strv(wire_get(cmd, "env")), wd[700];
+    char *cwd = wire_get_strdup(cmd, "chdir"); /* --chdir (issue 15) */
     if (!p || !av || !env || add(pp, p) < 0) {
         free(p);
         strv_free(av);
         strv_free(env);
+        free(cwd);
         return;
     }
     p->job = job;
     p->rank = rank;
     snprintf(wd, sizeof wd, "%s/p%llu.%u", pp->workroot, (unsigned long long)job, rank);
     bool ready = spare_take(pp, wd);
-    if (runner_spawn(&p->run, av, wire_get_bool(cmd, "shell", false), env, wd, ready) < 0) {
+    if (runner_spawn_in(&p->run, av, wire_get_bool(cmd, "shell", false), env, wd, ready, cwd) < 0) {
         log_warnx("parallel job %llu process %u: %s", (unsigned long long)job, rank, p->run.error);
         if (p->run.pid < 0)
             p->exited = true; /* nothing to reap */
@@ -297,6 +299,7 @@ static void start(struct pprocs *pp, const msgpack_object *cmd, uint64_t job, ui
     }
     strv_free(av);
     strv_free(env);
+    free(cwd);
 }
 
 /* The state letter of /proc/PID/stat ('R', 'S', 'T', ...), or 0 if it is gone. */

@@ -29,6 +29,8 @@
 #include <unistd.h>
 
 #include "lib/loop.h"
+#include "lib/text.h"
+#include "wire/jobenv.h"
 #include "wire/wire.h"
 
 int runner_sigchld_fd(void)
@@ -255,7 +257,68 @@ static bool spawn_errno_is_programs(int e)
            e == ENAMETOOLONG || e == E2BIG || e == ETXTBSY || e == EISDIR || e == EPERM;
 }
 
-static int spawn_task(struct run *r, char *const *argv, bool shell, int in, int out, int err)
+/* ---- the task's environment (submit --export / --chdir, issue 15) ---- */
+
+int runner_env_take(struct runner_env *e, const struct msgpack_object *m, char *bad, size_t n)
+{
+    uint32_t count;
+    int oom;
+    memset(e, 0, sizeof *e);
+    if (jobenv_check(m, bad, n) < 0)
+        return 0; /* bad says why: the task fails with it */
+    e->env = jobenv_dup(m, &count, &oom);
+    e->cwd = wire_get_strdup(m, "chdir");
+    if (oom || (wire_get(m, "chdir") && !e->cwd)) {
+        runner_env_free(e);
+        return -1;
+    }
+    return 0;
+}
+
+void runner_env_free(struct runner_env *e)
+{
+    jobenv_free(e->env);
+    free(e->cwd);
+    e->env = NULL;
+    e->cwd = NULL;
+}
+
+/* The length of the name part of "NAME=value" (the whole string without '='). */
+static size_t env_name_len(const char *s)
+{
+    const char *eq = strchr(s, '=');
+    return eq ? (size_t)(eq - s) : strlen(s);
+}
+
+/*
+ * environ with the task's variables added, a task's variable replacing the client's of
+ * the same name: a malloc'd array of borrowed pointers, or NULL (out of memory).
+ */
+static char **env_merge(char *const *add)
+{
+    size_t n = 0, k = 0, m = 0;
+    while (environ && environ[n])
+        n++;
+    while (add && add[k])
+        k++;
+    char **v = calloc(n + k + 1, sizeof *v);
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        size_t l = env_name_len(environ[i]);
+        bool replaced = false;
+        for (size_t j = 0; j < k && !replaced; j++)
+            replaced = env_name_len(add[j]) == l && !strncmp(add[j], environ[i], l);
+        if (!replaced)
+            v[m++] = environ[i];
+    }
+    for (size_t j = 0; j < k; j++)
+        v[m++] = add[j];
+    return v;
+}
+
+static int spawn_task(struct run *r, char *const *argv, bool shell, int in, int out, int err,
+                      const struct runner_env *e)
 {
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t at;
@@ -268,13 +331,16 @@ static int spawn_task(struct run *r, char *const *argv, bool shell, int in, int 
     sigaddset(&dfl, SIGINT);
     sigaddset(&dfl, SIGTERM);
     sigaddset(&dfl, SIGCHLD);
+    char **envp = environ;
+    if (e && e->env && !(envp = env_merge(e->env)))
+        return ENOMEM;
     if ((rc = posix_spawn_file_actions_init(&fa)) != 0)
-        return rc;
+        goto out;
     if ((rc = posix_spawnattr_init(&at)) != 0) {
         posix_spawn_file_actions_destroy(&fa);
-        return rc;
+        goto out;
     }
-    if (!(rc = posix_spawn_file_actions_addchdir_np(&fa, r->workdir)) &&
+    if (!(rc = posix_spawn_file_actions_addchdir_np(&fa, e && e->cwd ? e->cwd : r->workdir)) &&
         !(rc = posix_spawn_file_actions_adddup2(&fa, in, 0)) &&
         !(rc = posix_spawn_file_actions_adddup2(&fa, out, 1)) &&
         !(rc = posix_spawn_file_actions_adddup2(&fa, err, 2)) &&
@@ -294,20 +360,47 @@ static int spawn_task(struct run *r, char *const *argv, bool shell, int in, int 
                 sh[1] = "-c";
                 for (int i = 0; i < n; i++)
                     sh[i + 2] = argv[i];
-                rc = posix_spawn(&r->pid, "/bin/sh", &fa, &at, sh, environ);
+                rc = posix_spawn(&r->pid, "/bin/sh", &fa, &at, sh, envp);
             }
         } else {
-            rc = posix_spawnp(&r->pid, argv[0], &fa, &at, argv, environ);
+            rc = posix_spawnp(&r->pid, argv[0], &fa, &at, argv, envp);
         }
     }
     free(sh);
     posix_spawnattr_destroy(&at);
     posix_spawn_file_actions_destroy(&fa);
+out:
+    if (envp != environ)
+        free(envp);
     return rc;
+}
+
+/* True (r->error set) when cwd (submit --chdir) is not a directory we may enter: the
+ * user's choice, not a fault of this host (host_fault stays false). */
+static bool cwd_refused(struct run *r, const char *cwd)
+{
+    struct stat st;
+    const char *bad = stat(cwd, &st) < 0      ? strerror(errno)
+                      : !S_ISDIR(st.st_mode)  ? "not a directory"
+                      : access(cwd, X_OK) < 0 ? strerror(errno)
+                                              : NULL;
+    if (!bad)
+        return false;
+    snprintf(r->error, sizeof r->error,
+             "working directory '%.120s' (submit --chdir) cannot be used on this node: %.40s", cwd,
+             bad);
+    text_fix(r->error);
+    return true;
 }
 
 int runner_start(struct run *r, char *const *argv, bool shell, const void *in, size_t inlen,
                  const char *workdir, size_t max_output)
+{
+    return runner_start_env(r, argv, shell, in, inlen, workdir, max_output, NULL);
+}
+
+int runner_start_env(struct run *r, char *const *argv, bool shell, const void *in, size_t inlen,
+                     const char *workdir, size_t max_output, const struct runner_env *e)
 {
     int out[2] = {-1, -1}, err[2] = {-1, -1}, infd = -1;
     char stdin_path[600];
@@ -326,10 +419,12 @@ int runner_start(struct run *r, char *const *argv, bool shell, const void *in, s
     }
     r->pooled = true;
     r->has_stdin = inlen > 0;
+    if (e && e->cwd && cwd_refused(r, e->cwd))
+        return -1;
     infd = open(inlen > 0 ? stdin_path : "/dev/null", O_RDONLY | O_CLOEXEC);
     if (infd < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0)
         goto syserr;
-    int rc = spawn_task(r, argv, shell, infd, out[1], err[1]);
+    int rc = spawn_task(r, argv, shell, infd, out[1], err[1], e);
     close(infd);
     close(out[1]);
     close(err[1]);
@@ -453,18 +548,24 @@ void runner_cleanup(struct run *r)
 
 /* In the child of runner_spawn: no stdin, stdout and stderr into files of workdir. */
 static void pchild(char *const *argv, bool shell, char *const *env, const char *workdir,
-                   int errpipe)
+                   const char *cwd, int errpipe)
 {
     char out[600], err[600];
     snprintf(out, sizeof out, "%s/stdout", workdir);
     snprintf(err, sizeof err, "%s/stderr", workdir);
-    child_exec(argv, shell, env, workdir, open("/dev/null", O_RDONLY),
+    child_exec(argv, shell, env, cwd ? cwd : workdir, open("/dev/null", O_RDONLY),
                open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600),
                open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600), errpipe);
 }
 
 int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
                  const char *workdir, bool prepared)
+{
+    return runner_spawn_in(r, argv, shell, env, workdir, prepared, NULL);
+}
+
+int runner_spawn_in(struct run *r, char *const *argv, bool shell, char *const *env,
+                    const char *workdir, bool prepared, const char *cwd)
 {
     int ep[2] = {-1, -1};
     memset(r, 0, sizeof *r);
@@ -481,6 +582,8 @@ int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
         r->host_fault = true;
         return -1;
     }
+    if (cwd && cwd_refused(r, cwd))
+        return -1;
     if (pipe2(ep, O_CLOEXEC) < 0 || (r->pid = fork()) < 0) {
         snprintf(r->error, sizeof r->error, "cannot start a process: %s", strerror(errno));
         r->host_fault = true;
@@ -492,7 +595,7 @@ int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
         return -1;
     }
     if (r->pid == 0)
-        pchild(argv, shell, env, workdir, ep[1]);
+        pchild(argv, shell, env, workdir, cwd, ep[1]);
     setpgid(r->pid, r->pid);
     close(ep[1]);
     r->spawn_fd = ep[0]; /* read once the child is reaped: no wait for its exec here */

@@ -51,6 +51,32 @@ struct run {
 int runner_start(struct run *r, char *const *argv, bool shell, const void *in, size_t inlen,
                  const char *workdir, size_t max_output);
 
+/*
+ * What a task asks of its process beyond argv (issue 15: submit --export / --chdir,
+ * docs/wire.md 5.2 "env", "chdir"): "NAME=value" strings added to (or replacing) the
+ * client's own environment, and a directory to start in instead of workdir (workdir is
+ * still made: it holds the standard input file).
+ */
+struct runner_env {
+    char **env; /* NULL-terminated, or NULL */
+    char *cwd;  /* or NULL */
+};
+
+struct msgpack_object;
+/*
+ * Takes "env" and "chdir" of the task map m into e (checked as every role checks them,
+ * wire/jobenv.h). An unacceptable value leaves e empty and writes why into bad (the
+ * task then fails with that text). Returns 0, or -1 when memory ran out.
+ */
+int runner_env_take(struct runner_env *e, const struct msgpack_object *m, char *bad, size_t n);
+void runner_env_free(struct runner_env *e);
+
+/* runner_start with the task's environment and working directory (e may be NULL).
+ * A cwd that is not a directory this client may enter fails the start with r->error
+ * naming it (a node-side error; not a fault of the host: host_fault stays false). */
+int runner_start_env(struct run *r, char *const *argv, bool shell, const void *in, size_t inlen,
+                     const char *workdir, size_t max_output, const struct runner_env *e);
+
 /* Reads what is available on fd (one of r's pipes); closes it at end of file. */
 void runner_read(struct run *r, int fd);
 /* Records a reaped child's status. */
@@ -78,6 +104,10 @@ int runner_sigchld_fd(void);
  */
 int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
                  const char *workdir, bool prepared);
+/* runner_spawn starting the process in cwd (submit --chdir, issue 15; NULL: workdir);
+ * a cwd it cannot enter fails at once with r->error naming it (host_fault false). */
+int runner_spawn_in(struct run *r, char *const *argv, bool shell, char *const *env,
+                    const char *workdir, bool prepared, const char *cwd);
 /* After a runner_spawn child was reaped: sets r->error (and host_fault) if it could
  * not set itself up or execute its program. Returns true if so. */
 bool runner_spawned(struct run *r);

@@ -103,6 +103,14 @@ struct job {
     uint32_t argc;
     bool shell, has_stdin, issuable, dirty;
     bool held; /* gridnode hold: none of its tasks is handed out until released */
+    /* gridnode requeue (issue 15): times requeued, and the highest issue number handed
+       out before the last requeue: results of issues up to it are dropped as stale */
+    uint32_t requeues, rq_issue;
+    /* submit --export / --chdir (issue 15, wire/jobenv.h): "NAME=value" strings added to
+       the node's environment (NULL: none), the directory tasks start in (NULL: their
+       own fresh one) */
+    char **env;
+    char *cwd;
     double complexity;
     uint32_t limit_s;
     uint32_t deadline_s;       /* report deadline after issue (issue 11) */
@@ -262,6 +270,10 @@ void cluster_node_seen(struct cluster *c, struct node *n, const char *peer);
 struct node *cluster_node_new(struct cluster *c);
 int cluster_node_register(struct cluster *c);
 int job_grow_tasks(struct job *j, uint32_t need);
+/* requeue.c (issue 15): why j cannot be requeued, or NULL; start j again from scratch
+ * (running tasks cancelled on their nodes, results dropped): 0, or -1 (store). */
+const char *cluster_requeue_refused(const struct job *j);
+int cluster_job_requeue(struct cluster *c, struct job *j);
 int cluster_task_save(struct cluster *c, struct job *j, uint32_t idx);
 /* HELLO or stored "gpus"/"cpu_gflops" into n; NULL, or why they were refused. */
 const char *cluster_node_load_gpus(struct node *n, const msgpack_object *m);

@@ -15,6 +15,8 @@
 #include "roles/cluster/cluster.h"
 #include "roles/cluster/scored_int.h"
 #include "store/store.h"
+#include "wire/jobenv.h"
+#include "wire/joblist.h"
 
 #define CLIENT_NAME_MAX 63
 
@@ -373,6 +375,9 @@ static void h_submit(struct cluster *c, struct request *r)
     const msgpack_object *m = r->msg->root, *argv = wire_get(m, "argv");
     const msgpack_object *in = wire_get(m, "stdin");
     const char *why = submit_invalid(c, m);
+    char ewhy[160];
+    if (!why && jobenv_check(m, ewhy, sizeof ewhy) < 0) /* --export, --chdir (issue 15) */
+        why = ewhy;
     if (!why)
         why = subkey_invalid(m);
     if (why) {
@@ -404,6 +409,11 @@ static void h_submit(struct cluster *c, struct request *r)
     if (!j->user)
         j->user = strdup("");
     if (wire_get(m, "key") && !(j->key = wire_get_strdup(m, "key")))
+        goto oom;
+    uint32_t nenv;
+    int eoom;
+    j->env = jobenv_dup(m, &nenv, &eoom);
+    if (eoom || (wire_get(m, "chdir") && !(j->cwd = wire_get_strdup(m, "chdir"))))
         goto oom;
     j->ntasks = (uint32_t)wire_get_u64(m, "ntasks", 1);
     j->shell = wire_get_bool(m, "shell", false);
@@ -453,7 +463,7 @@ oom:
 static void pack_job(const struct job *j, struct wire_buf *wb, bool row)
 {
     bool cut = row && cluster_argv_cut(j->argv, j->argc, CLUSTER_ROW_ARGV_MAX);
-    wire_pack_map(wb, (cut ? 16 : 15) + 2 + 2 * (j->gpus > 0));
+    wire_pack_map(wb, (cut ? 16 : 15) + 2 + 2 * (j->gpus > 0) + (j->requeues > 0));
     wire_put_u64(wb, "job", j->id);
     wire_put_str(wb, "name", j->name);
     wire_put_str(wb, "user", j->user);
@@ -480,6 +490,8 @@ static void pack_job(const struct job *j, struct wire_buf *wb, bool row)
         wire_put_u64(wb, "gpus", j->gpus);
         wire_put_str(wb, "gpu_type", j->gpu_type);
     }
+    if (j->requeues > 0) /* gridnode requeue (issue 15): Slurm's Restarts */
+        wire_put_u64(wb, "requeues", j->requeues);
 }
 
 /* The page size a list request asks for ("count"; default CLUSTER_LIST_COUNT). */
@@ -506,39 +518,6 @@ static void list_reply(struct request *r, uint32_t type, const char *key, struct
  * id "from" on; a page ends at "count" rows or CLUSTER_LIST_MAX bytes ("next": the id of
  * the first job left out).
  */
-/* Does str field key of the request allow the value v? Absent: yes. For "state", a
- * comma-separated list of states. */
-static bool list_allows(const msgpack_object *m, const char *key, const char *v)
-{
-    size_t n, vl = strlen(v);
-    const char *f = wire_get_str(m, key, &n);
-    if (!f)
-        return true;
-    if (strcmp(key, "state") != 0)
-        return n == vl && !memcmp(f, v, n);
-    for (const char *p = f, *end = f + n; p <= end;) {
-        const char *comma = memchr(p, ',', (size_t)(end - p));
-        size_t l = (size_t)((comma ? comma : end) - p);
-        if (l == vl && !memcmp(p, v, l))
-            return true;
-        if (!comma)
-            break;
-        p = comma + 1;
-    }
-    return false;
-}
-
-/* JOB_LIST's filters (issue 15): user, state, name, queue (only parallel jobs have one:
- * a queue filter leaves bags of tasks out). queue -1: the job has none. */
-static bool job_listed(const msgpack_object *m, const char *user, const char *state,
-                       const char *name, int64_t queue)
-{
-    const msgpack_object *q = wire_get(m, "queue");
-    return list_allows(m, "user", user ? user : "") && list_allows(m, "state", state) &&
-           list_allows(m, "name", name ? name : "") &&
-           (!q || (queue >= 0 && (int64_t)q->via.u64 == queue));
-}
-
 static void h_job_list(struct cluster *c, struct request *r)
 {
     const msgpack_object *m = r->msg->root;
@@ -562,13 +541,13 @@ static void h_job_list(struct cluster *c, struct request *r)
             const struct job *j = c->jobs[i++];
             /* with CURVE on, a user lists only its own jobs */
             if (!curve_may_touch(j->user) ||
-                !job_listed(m, j->user, job_state_shown(j), j->name, -1))
+                !joblist_allows(m, j->user, job_state_shown(j), j->name, -1))
                 continue;
             pack_job(j, &rows, true);
         } else {
             const struct pjob *pj = c->sd->jobs[k++];
             if (!curve_may_touch(pj->user) ||
-                !job_listed(m, pj->user, pj_state_name(pj->state), pj->name, pj->queue))
+                !joblist_allows(m, pj->user, pj_state_name(pj->state), pj->name, pj->queue))
                 continue;
             scored_pack_job(c, pj, &rows, false);
         }
@@ -812,6 +791,25 @@ static void h_node_list(struct cluster *c, struct request *r)
     wire_buf_free(&rows);
 }
 
+/* JOB_CTL op requeue (issue 15, requeue.c): a bag of tasks starts again from scratch. */
+static void job_requeue(struct cluster *c, struct request *r, struct job *j, uint64_t id)
+{
+    const char *why = j ? cluster_requeue_refused(j) : NULL;
+    if (!j && c->sd && scored_job_find(c, id))
+        reply_error(r, WE_STATE,
+                    "job %llu is a parallel job: requeue is for bags of tasks (cancel it "
+                    "and submit it again)",
+                    (unsigned long long)id);
+    else if (!j)
+        reply_error(r, WE_NOT_FOUND, "no job %llu", (unsigned long long)id);
+    else if (why)
+        reply_error(r, WE_STATE, "job %llu %s", (unsigned long long)id, why);
+    else if (cluster_job_requeue(c, j) < 0)
+        reply_storage(c, r);
+    else
+        wire_begin(r->reply, WT_OK, r->msg->id, 0);
+}
+
 /*
  * JOB_CTL (issue 15): hold / release a bag-of-tasks job, like Slurm's scontrol hold /
  * release. A held job's tasks are not handed out (new or re-issued); tasks already
@@ -823,11 +821,18 @@ static void h_job_ctl(struct cluster *c, struct request *r)
     size_t n;
     const char *op = wire_get_str(r->msg->root, "op", &n);
     bool hold = n == 4 && !memcmp(op, "hold", 4);
-    if (!hold && !(n == 7 && !memcmp(op, "release", 7))) {
-        reply_error(r, WE_INVALID, "op must be hold or release");
+    bool requeue = n == 7 && !memcmp(op, "requeue", 7);
+    if (!hold && !requeue && !(n == 7 && !memcmp(op, "release", 7))) {
+        reply_error(r, WE_INVALID, "op must be hold, release or requeue");
         return;
     }
     struct job *j = cluster_job_find(c, id);
+    if (!owner_ok(r, j, j || !c->sd ? NULL : scored_job_find(c, id)))
+        return; /* the owner or an administrator (issue 15) */
+    if (requeue) {
+        job_requeue(c, r, j, id);
+        return;
+    }
     if (!j) {
         bool par = c->sd && scored_job_find(c, id);
         reply_error(r, par ? WE_STATE : WE_NOT_FOUND,

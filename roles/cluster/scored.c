@@ -18,6 +18,7 @@
 #include "lib/loop.h"
 #include "roles/cluster/scored_int.h"
 #include "store/store.h"
+#include "wire/jobenv.h"
 
 /* ---- hosts file ---- */
 
@@ -695,6 +696,11 @@ static struct pjob *job_from_msg(struct cluster *c, const msgpack_object *m)
         goto fail;
     j->shell = wire_get_bool(m, "shell", false);
     j->wait = wire_get_bool(m, "wait", false);
+    uint32_t nenv;
+    int eoom;
+    j->env = jobenv_dup(m, &nenv, &eoom); /* --export / --chdir (issue 15) */
+    if (eoom || (wire_get(m, "chdir") && !(j->cwd = wire_get_strdup(m, "chdir"))))
+        goto fail;
     j->rq.nprocs = (uint32_t)wire_get_u64(m, "procs", 1);
     j->rq.ppn = (uint32_t)wire_get_u64(m, "ppn", 1);
     j->rq.mem_mb = wire_get_u64(m, "mem_mb", 0);
@@ -736,6 +742,9 @@ static const char *psubmit_invalid(const struct cluster *c, const msgpack_object
     if (wire_get(m, "deadline_s"))
         return "parallel jobs have no report deadline (deadline_s is for bags of tasks); use "
                "limit_s for a time limit";
+    static char ewhy[160]; /* the loop is single-threaded; read before the next request */
+    if (jobenv_check(m, ewhy, sizeof ewhy) < 0)
+        return ewhy;
     return NULL;
 }
 

@@ -58,6 +58,10 @@ struct pjob {
     int64_t run_ms, slice_ms, last_ran_ms;
     int64_t submitted_ms, started_ms, finished_ms;
     struct prank *ranks; /* rq.nprocs */
+    /* PSUBMIT env / chdir (issue 15, wire/jobenv.h): added to each process's
+       environment, its starting directory; NULL: none */
+    char **env;
+    char *cwd;
 };
 
 /* One host of the hosts file (the role of scorehosts.db). */

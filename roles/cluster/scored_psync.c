@@ -124,7 +124,10 @@ static void pack_cmd(struct cluster *c, struct wire_buf *wb, const struct pjob *
 {
     const struct prank *p = &j->ranks[r];
     bool spec = !p->held && !strcmp(w, "run");
-    wire_pack_map(wb, spec ? 6 : 3);
+    uint32_t nenv = 0;
+    while (j->env && j->env[nenv])
+        nenv++;
+    wire_pack_map(wb, spec ? 6 + (j->cwd != NULL) : 3);
     wire_put_u64(wb, "job", j->id);
     wire_put_u64(wb, "rank", r);
     wire_put_str(wb, "want", w);
@@ -145,9 +148,13 @@ static void pack_cmd(struct cluster *c, struct wire_buf *wb, const struct pjob *
     snprintf(e[4], sizeof e[4], "GRIDNODE_HOSTS=%s", buf);
     snprintf(e[5], sizeof e[5], "GRIDNODE_NODE=%s", me < c->nnodes ? c->nodes[me].name : "");
     wire_put_key(wb, "env");
-    wire_pack_array(wb, 6);
+    wire_pack_array(wb, 6 + nenv);
+    for (uint32_t i = 0; i < nenv; i++) /* --export (issue 15): ours come last and win */
+        wire_pack_str(wb, j->env[i]);
     for (int i = 0; i < 6; i++)
         wire_pack_str(wb, e[i]);
+    if (j->cwd)
+        wire_put_str(wb, "chdir", j->cwd);
 }
 
 /* Would the node act on w for p (not already in that state as it reported)? */

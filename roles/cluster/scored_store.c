@@ -11,6 +11,7 @@
 #include "lib/loop.h"
 #include "roles/cluster/scored_int.h"
 #include "store/store.h"
+#include "wire/jobenv.h"
 
 const char *pj_state_name(enum pj_state s)
 {
@@ -42,6 +43,8 @@ void scored_job_free(struct pjob *j)
     free(j->key);
     free(j->hosts);
     free(j->ranks);
+    jobenv_free(j->env);
+    free(j->cwd);
     free(j);
 }
 
@@ -97,7 +100,8 @@ static const char *host_name(const struct cluster *c, uint32_t h)
 
 static void job_encode(const struct cluster *c, const struct pjob *j, struct wire_buf *wb)
 {
-    wire_pack_map(wb, 33 + (j->key != NULL));
+    wire_pack_map(wb, 33 + (j->key != NULL) + jobenv_put(NULL, j->env, j->cwd));
+    jobenv_put(wb, j->env, j->cwd);
     if (j->key)
         wire_put_str(wb, "key", j->key);
     wire_put_u64(wb, "id", j->id);
@@ -374,6 +378,12 @@ static int load_job(void *arg, const void *key, size_t klen, const void *val, si
     j->shell = wire_get_bool(m, "shell", false);
     j->wait = wire_get_bool(m, "wait", false);
     j->placed = wire_get_bool(m, "placed", false);
+    uint32_t nenv;
+    int eoom;
+    j->env = jobenv_dup(m, &nenv, &eoom);
+    j->cwd = wire_get_strdup(m, "chdir");
+    if (eoom || (wire_get(m, "chdir") && !j->cwd))
+        goto bad;
     j->rq.nprocs = (uint32_t)wire_get_u64(m, "procs", 1);
     j->rq.ppn = (uint32_t)wire_get_u64(m, "ppn", 1);
     j->rq.mem_mb = wire_get_u64(m, "mem_mb", 0);

@@ -12,6 +12,7 @@
 #include "roles/cluster/cluster.h"
 #include "roles/cluster/scored_int.h"
 #include "store/store.h"
+#include "wire/jobenv.h"
 
 const char *job_state_name(enum job_state s)
 {
@@ -87,6 +88,8 @@ void cluster_job_free(struct job *j)
     free(j->name);
     free(j->user);
     free(j->key);
+    jobenv_free(j->env);
+    free(j->cwd);
     free(j->tasks);
     valid_job_free(j);
     free(j);
@@ -232,7 +235,8 @@ int cluster_node_register(struct cluster *c) { return node_commit_new(c); }
 
 static void job_encode(const struct job *j, struct wire_buf *wb)
 {
-    wire_pack_map(wb, 18 + (j->key != NULL) + 2 * (j->gpus > 0) + (j->v != NULL) + j->held);
+    wire_pack_map(wb, 18 + (j->key != NULL) + 2 * (j->gpus > 0) + (j->v != NULL) + j->held +
+                          2 * (j->requeues > 0) + jobenv_put(NULL, j->env, j->cwd));
     wire_put_u64(wb, "id", j->id);
     wire_put_str(wb, "name", j->name ? j->name : "");
     wire_put_str(wb, "user", j->user ? j->user : "");
@@ -261,6 +265,11 @@ static void job_encode(const struct job *j, struct wire_buf *wb)
         valid_job_encode(j, wb);
     if (j->held)
         wire_put_bool(wb, "held", true);
+    if (j->requeues > 0) {
+        wire_put_u64(wb, "requeues", j->requeues);
+        wire_put_u64(wb, "rq_issue", j->rq_issue);
+    }
+    jobenv_put(wb, j->env, j->cwd);
 }
 
 void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live)
@@ -459,6 +468,14 @@ static int load_job(void *arg, const void *key, size_t klen, const void *val, si
     if (valid_job_load(j, m) < 0)
         goto bad;
     j->held = wire_get_bool(m, "held", false);
+    j->requeues = (uint32_t)wire_get_u64(m, "requeues", 0);
+    j->rq_issue = (uint32_t)wire_get_u64(m, "rq_issue", 0);
+    uint32_t nenv;
+    int oom;
+    j->env = jobenv_dup(m, &nenv, &oom);
+    j->cwd = wire_get_strdup(m, "chdir");
+    if (oom || (wire_get(m, "chdir") && !j->cwd))
+        goto bad;
     if (!j->argv || !j->name || !j->user || j->next_new > j->ntasks ||
         grow_tasks(j, j->next_new) < 0 || cluster_job_add(c, j) < 0)
         goto bad;

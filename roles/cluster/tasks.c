@@ -16,6 +16,7 @@
 #include "roles/cluster/cluster.h"
 #include "roles/cluster/validate_int.h"
 #include "store/store.h"
+#include "wire/jobenv.h"
 
 #define EWMA_ALPHA 0.3
 /* Stop adding tasks to one TASKS reply beyond this many bytes (frames: 64 MiB). */
@@ -333,6 +334,8 @@ static int take_new(struct cluster *c, struct pick *p, struct job **jp, uint32_t
         if (app_template.next(c, j, idx) == 0) {
             if (job_grow_tasks(j, *idx + 1) < 0)
                 return -1;
+            if (j->tasks[*idx].issues < j->rq_issue) /* requeued: numbers go on (requeue.c) */
+                j->tasks[*idx].issues = j->rq_issue;
             j->next_new = *idx + 1;
             *jp = j;
             return 0;
@@ -371,7 +374,7 @@ static int issue_one(struct cluster *c, struct node *n, struct job *j, uint32_t 
     size_t inbytes = 0;
     uint32_t dl =
         (uint32_t)(now / 1000) + (j->deadline_s ? j->deadline_s : (uint32_t)c->cfg.deadline_s);
-    wire_pack_map(tb, 11 + (j->gpus > 0));
+    wire_pack_map(tb, 11 + (j->gpus > 0) + jobenv_put(NULL, j->env, j->cwd));
     wire_put_u64(tb, "job", j->id);
     wire_put_u64(tb, "idx", idx);
     wire_put_u64(tb, "issue", valid_issue_no(j, t));
@@ -381,6 +384,7 @@ static int issue_one(struct cluster *c, struct node *n, struct job *j, uint32_t 
     if (j->gpus > 0)
         wire_put_u64(tb, "gpus", j->gpus);
     wire_put_u64(tb, "deadline", dl);
+    jobenv_put(tb, j->env, j->cwd); /* submit --export / --chdir (issue 15) */
     if (app_template.encode(c, j, idx, tb, &inbytes) < 0)
         return -1;
     unhold(c, t);
@@ -593,6 +597,8 @@ int tasks_result(struct cluster *c, struct node *n, const msgpack_object *res)
         quota_valid(c, n);
     if (j->state == JS_CANCELLED && t->state != TS_DONE)
         return 0; /* cancelled before it finished: acknowledged and dropped, never "ok" */
+    if (j->requeues > 0 && issue <= j->rq_issue)
+        return 0; /* handed out before the job was requeued: stale (requeue.c) */
     if (j->v) /* replicated or checked: validate.c judges (late results included) */
         return valid_result(c, n, j, idx, issue, res);
     if (t->state == TS_DONE && t->node == me && t->won == issue)

@@ -26,6 +26,8 @@
 #include "roles/meta/meta.h"
 #include "roles/meta/meta_int.h"
 #include "store/store.h"
+#include "wire/jobenv.h"
+#include "wire/joblist.h"
 
 #define OFF(f) offsetof(struct meta_cfg, f)
 static const struct config_key meta_keys[] = {
@@ -305,6 +307,11 @@ static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *r
         return;
     }
     char why[1024];
+    if (jobenv_check(o, why, sizeof why) < 0) { /* --export / --chdir (issue 15): the whole
+                                                  request, these included, goes to the site */
+        fail(reply, m->id, WE_INVALID, why);
+        return;
+    }
     if (meta_nowhere(M, &rq, why, sizeof why)) {
         fail(reply, m->id, WE_INVALID, why);
         return;
@@ -419,16 +426,27 @@ static void h_list(struct meta *M, const struct wire_msg *m, struct wire_buf *re
     uint32_t lo = 0;
     while (lo < M->njobs && M->jobs[lo]->id < from)
         lo++;
-    uint32_t n = 0, end = lo; /* rows [lo, end) hold n jobs the requester may see */
-    for (; end < M->njobs && n < count && n < 5000; end++)
-        n += curve_may_touch(M->jobs[end]->user); /* CURVE: a user sees its own jobs */
+    /* rows [lo, end) hold n jobs the requester may see (CURVE: a user sees its own jobs)
+     * and that pass JOB_LIST's filters (issue 15; wire/joblist.c, as the cluster) */
+    uint32_t n = 0, end = lo;
+    struct wire_buf rows;
+    wire_buf_init(&rows);
+    for (; end < M->njobs && n < count && n < 5000; end++) {
+        if (!curve_may_touch(M->jobs[end]->user))
+            continue;
+        size_t at = rows.sb.size;
+        put_row(M, M->jobs[end], &rows);
+        if (joblist_row_allows(m->root, rows.sb.data + at, rows.sb.size - at))
+            n++;
+        else
+            rows.sb.size = at;
+    }
     bool more = end < M->njobs;
     wire_begin(reply, WT_JOBS, m->id, more ? 2 : 1);
     wire_put_key(reply, "jobs");
     wire_pack_array(reply, n);
-    for (uint32_t i = lo; i < end; i++)
-        if (curve_may_touch(M->jobs[i]->user))
-            put_row(M, M->jobs[i], reply);
+    msgpack_sbuffer_write(&reply->sb, rows.sb.data, rows.sb.size);
+    wire_buf_free(&rows);
     if (more)
         wire_put_u64(reply, "next", M->jobs[end]->id);
 }
