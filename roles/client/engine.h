@@ -115,7 +115,7 @@ struct engine_project {
     double backoff_until;        /* end of the exponential backoff (min_rpc_time may be
                                     earlier for deadline probes, see engine_fetch.c) */
     int nrpc_failures;
-    double last_fail; /* when the last contact failed (deadline probes) */
+    double last_fail;   /* when the last contact failed (deadline probes) */
     int master_pending; /* re-read the master list before the next RPC */
     double master_time; /* earliest time for that re-read */
     int rpc_requested;  /* the server asked to be contacted */
