@@ -75,7 +75,7 @@ void engine_config_defaults(struct engine_config *c)
     c->report_cushion = 86400;
     c->report_max_delay = 86400;
     c->report_batch = 0.25;
-    c->deadline_slack = 0.85;
+    c->deadline_slack = 0.84;
     c->deadline_reserve_max = 12 * 3600;
     c->avail_half_life = 10 * 86400;
     c->fetch_min_jobs = 2;
@@ -418,6 +418,14 @@ void engine_task_done(struct engine *e, double now, size_t i)
     engine_task_set_state(e, i, ENGINE_TASK_DONE);
     t->completed = now;
     t->fraction_done = 1;
+    /* deadline mode: a result finished while its project is in a failure backoff must
+       not wait for the end of that backoff (it may be hours, from failed fetches before
+       the result existed): the project may be probed rpc_backoff_min after its last
+       failed contact, as contact_failed would have allowed had the result been there */
+    struct engine_project *q = &e->projects[t->project];
+    if (e->cfg.fetch == ENGINE_FETCH_DEADLINE && q->nrpc_failures > 0 && q->min_rpc_time > now &&
+        t->deadline > now)
+        q->min_rpc_time = fmax(now, fmin(q->min_rpc_time, q->last_fail + e->cfg.rpc_backoff_min));
     /* the others' deadline-miss flags can only improve: the simulation is refreshed
        when it goes stale, not on every completion */
     e->sched_dirty = 1;

@@ -68,13 +68,13 @@ struct engine_config {
     double report_batch;         /* 0.25: deadline mode may spend this fraction of a
                                     result's reporting reserve waiting for another RPC
                                     to its project, so that reports share RPCs */
-    double deadline_slack;       /* 0.85: deadline mode keeps this fraction of a task's
+    double deadline_slack;       /* 0.84: deadline mode keeps this fraction of a task's
                                     latency for reporting (server outages, host off) ... */
     double deadline_reserve_max; /* 43200: ... but never more than this */
     double avail_half_life;      /* 864000: averaging of the host's on-fraction */
     double fetch_min_jobs;       /* 2: deadline mode asks a project for work only when
                                     room for this many of its jobs is free, unless an
-                                    instance would idle before the next poll */
+                                    instance of the type is idle now */
 };
 
 /* Fills c with BOINC's defaults (above). */
@@ -115,6 +115,7 @@ struct engine_project {
     double backoff_until;        /* end of the exponential backoff (min_rpc_time may be
                                     earlier for deadline probes, see engine_fetch.c) */
     int nrpc_failures;
+    double last_fail;   /* when the last contact failed (deadline probes) */
     int master_pending; /* re-read the master list before the next RPC */
     double master_time; /* earliest time for that re-read */
     int rpc_requested;  /* the server asked to be contacted */

@@ -62,12 +62,12 @@ def test_boinc_sample_beats_boinc():
     assert default["policy"] == "rec" and faithful["policy"] == "rec/boinc"
     assert default["duration_s"] == 30 * 86400
     assert default["wasted_fraction"] <= 0.05
-    assert default["idle_fraction"] <= 0.23
+    assert default["idle_fraction"] <= 0.21  # issue 11 item 11b: seed 1 (others 0.23)
     assert default["share_violation"] <= 0.05
     assert faithful["wasted_fraction"] > 0.25
-    # issue 11 item 11b: batched fetches (0.71 before; the 0.40 target is not reached,
-    # docs/client-scheduling.md section 4 gives the measured trade-off)
-    assert default["rpcs_per_job"] <= 0.65
+    # issue 11 item 11b: batched fetches (0.71, then 0.62, now 0.51; the 0.40 target is
+    # not reached, docs/client-scheduling.md section 4 gives the measured trade-off)
+    assert default["rpcs_per_job"] <= 0.55
     # a late result either finished late or was reported late
     assert 0 <= default["missed_report"] <= default["missed"]
     for d in (default, faithful):
@@ -151,17 +151,21 @@ def test_outage_backs_off_exponentially_and_resumes(tmp_path):
     flaky = [r for r in rows if r["project"] == "flaky"]
     during = [r for r in flaky if start <= float(r["time"]) < end]
     assert len(during) >= 5 and all(r["ok"] == "0" for r in during)
-    # each row shows the state left by the previous attempt (nrpc_failures, min_rpc_time)
+    # each row shows the state left by the previous attempt (nrpc_failures, min_rpc_time).
+    # A result finishing during the backoff may bring the next try forward to 60 s after
+    # the last failure (a probe, docs/client-scheduling.md section 2 rule 4); a failed
+    # probe leaves nrpc_failures and the backoff as they were.
     waits = []
     for prev, cur in zip(during, during[1:]):
         n = int(cur["nrpc_failures"])
-        assert n == int(prev["nrpc_failures"]) + 1
+        assert n in (int(prev["nrpc_failures"]), int(prev["nrpc_failures"]) + 1)
         wait = float(cur["min_rpc_time"]) - float(prev["time"])
         bound = min(60 * 2 ** n, 4 * 3600)
-        assert 0.5 * bound - 1e-3 <= wait <= bound + 1e-3, (n, wait)
+        assert 60 - 1e-3 <= wait <= bound + 1e-3, (n, wait)
         assert float(cur["time"]) >= float(cur["min_rpc_time"]) - 1e-3  # never early
-        waits.append(wait)
-    assert max(waits) > 8 * min(waits)
+        if n == int(prev["nrpc_failures"]) + 1 and wait >= 0.5 * bound - 1e-3:
+            waits.append(wait)  # a regular try: min(60 s x 2^n, 4 h) x U[0.5, 1]
+    assert len(waits) >= 4 and max(waits) > 8 * min(waits)
     after = [r for r in flaky if float(r["time"]) >= end]
     assert after and after[0]["ok"] == "1"
     assert float(after[0]["time"]) - end <= 4 * 3600 + 120

@@ -286,7 +286,7 @@ static void test_deadline_mode_caps_request(void **state)
 
 /* Deadline mode: a room of exactly n jobs is asked for n of them (the server sends
  * while the request is positive); with less than fetch_min_jobs of room the project is
- * asked for nothing until an instance would idle before the next poll. */
+ * asked for nothing until an instance is idle. */
 static void deadline_poll5(struct engine_config *c)
 {
     deadline_small(c);
@@ -324,7 +324,7 @@ static void test_deadline_whole_jobs_and_min_batch(void **state)
     engine_destroy(&e);
 
     /* one instance: the plan window (150 s) never holds two 100 s jobs; one is fetched
-       when the instance would idle before the next poll, not before */
+       once the instance is idle, not before (not even when it idles within a poll) */
     e = mk(1, deadline_poll5);
     p = project(e, "a", 100, 1);
     e->projects[p].rsc[0].latency = 1000;
@@ -336,8 +336,13 @@ static void test_deadline_whole_jobs_and_min_batch(void **state)
     engine_tick(e, 60, 1); /* room 150 - 40 = 110 s: one job, busy for 40 s more */
     engine_poll(e, 60, &act);
     assert_int_equal(act.kind, ENGINE_ACT_NONE);
-    engine_tick(e, 96, 1); /* idle in 4 s < poll period */
+    engine_tick(e, 96, 1); /* idle in 4 s < poll period: still busy */
     engine_poll(e, 96, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_NONE);
+    engine_tick(e, 100, 1);
+    engine_task_done(e, 100, 0); /* idle now: one job (room 150 s), asked as half a job */
+    engine_tick(e, 101, 1);      /* (the last fetch check was less than a poll ago) */
+    engine_poll(e, 101, &act);
     assert_int_equal(act.kind, ENGINE_ACT_RPC);
     assert_true(fabs(act.req[0].secs - 50) < 1e-6);
     engine_destroy(&e);
@@ -381,12 +386,14 @@ static void test_deadline_probes(void **state)
     assert_non_null(engine_schedule(e, 0));
     engine_tick(e, 50, 1);
     engine_task_done(e, 50, 0);
-    /* the plan left 2550 s of the 3000 s latency for reporting; the result may wait a
-       quarter of that for another RPC to share, so it is due at 3000 - 0.75 * 2550 */
+    /* the plan left deadline_slack (0.84) of the 3000 s latency, 2520 s, for reporting;
+       the result may wait a quarter of that for another RPC to share, so it is due at
+       3000 - 0.75 * 2520 */
+    assert_true(fabs(e->cfg.deadline_slack - 0.84) < 1e-12);
     e->projects[p].no_new_work = 1; /* no fetch RPC to carry the report earlier */
     engine_poll(e, 1000, &act);
     assert_int_equal(act.kind, ENGINE_ACT_NONE);
-    double now = 3000 - 0.75 * 2550;
+    double now = 3000 - 0.75 * 2520;
     int probes = 0;
     for (int k = 0; k < 8 && now < 3000; k++) {
         engine_poll(e, now, &act);
@@ -411,6 +418,57 @@ static void test_deadline_probes(void **state)
     engine_destroy(&e);
 }
 
+/* Deadline mode: a result that finishes while its project is deep in a failure backoff
+ * (failed contacts from before the result existed) does not wait for the end of that
+ * backoff: the project may be tried rpc_backoff_min after its last failed contact. */
+static void test_deadline_result_cuts_backoff(void **state)
+{
+    (void)state;
+    struct engine *e = mk(1, deadline_small);
+    int p = project(e, "a", 100, 1);
+    struct engine_action act;
+    engine_poll(e, 0, &act);
+    assert_int_equal(reply_ok(e, 0, &act, 1, 3000, 30000), 0);
+    assert_non_null(engine_schedule(e, 0));
+    /* the server asks for a contact; every try fails: the backoff grows */
+    e->projects[p].rpc_requested = 1;
+    double now = 1;
+    while (e->projects[p].nrpc_failures < 4) {
+        engine_tick(e, now, 1);
+        engine_poll(e, now, &act);
+        assert_int_equal(act.kind, ENGINE_ACT_RPC);
+        assert_int_equal(act.nreport, 0);
+        reply_fail(e, now, &act);
+        assert_true(e->projects[p].min_rpc_time >= now + 60 - 1e-9);
+        now = e->projects[p].min_rpc_time;
+    }
+    assert_true(now < 3000); /* 4 failures: a backoff of 8-16 min from the last */
+    /* the task ends (at 3000 s) inside a long backoff */
+    e->projects[p].backoff_until = e->projects[p].min_rpc_time = 1e6;
+    engine_tick(e, 3000, 1);
+    engine_task_done(e, 3000, 0);
+    /* the last failure was long ago: the project may be tried right now */
+    assert_true(fabs(e->projects[p].min_rpc_time - 3000) < 1e-9);
+    engine_destroy(&e);
+
+    /* a failure 10 s before the result: tried 60 s after it */
+    e = mk(1, deadline_small);
+    p = project(e, "a", 100, 1);
+    engine_poll(e, 0, &act);
+    assert_int_equal(reply_ok(e, 0, &act, 1, 100, 30000), 0);
+    assert_non_null(engine_schedule(e, 0));
+    e->projects[p].rpc_requested = 1;
+    engine_tick(e, 90, 1);
+    engine_poll(e, 90, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_RPC);
+    reply_fail(e, 90, &act);
+    e->projects[p].backoff_until = e->projects[p].min_rpc_time = 1e6; /* a long backoff */
+    engine_tick(e, 100, 1);
+    engine_task_done(e, 100, 0);
+    assert_true(fabs(e->projects[p].min_rpc_time - 150) < 1e-9);
+    engine_destroy(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -422,6 +480,7 @@ int main(void)
         cmocka_unit_test(test_debt2004_water_marks),
         cmocka_unit_test(test_deadline_mode_caps_request),
         cmocka_unit_test(test_deadline_probes),
+        cmocka_unit_test(test_deadline_result_cuts_backoff),
         cmocka_unit_test(test_deadline_whole_jobs_and_min_batch),
         cmocka_unit_test(test_deadline_min_batch_1),
     };
