@@ -33,17 +33,6 @@
 
 extern char **environ;
 
-static bool name_ok(const char *s, size_t n)
-{
-    if (n == 0 || (s[0] >= '0' && s[0] <= '9'))
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (!(s[i] == '_' || (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
-              (s[i] >= '0' && s[i] <= '9')))
-            return false;
-    return true;
-}
-
 struct envv {
     char **v;
     size_t n, cap;
@@ -96,12 +85,12 @@ static int build_env(const char *spec, struct envv *e, char *why, size_t n)
             all = true;
             for (char **v = environ; v && *v; v++) {
                 const char *ve = strchr(*v, '=');
-                if (ve && name_ok(*v, (size_t)(ve - *v)) && envv_set(e, *v, strlen(*v)) < 0)
+                if (ve && jobenv_name_ok(*v, (size_t)(ve - *v)) && envv_set(e, *v, strlen(*v)) < 0)
                     goto oom;
             }
         } else if (l == 4 && !strncmp(p, "NONE", 4)) {
             none = true;
-        } else if (!name_ok(p, nl)) {
+        } else if (!jobenv_name_ok(p, nl)) {
             snprintf(why, n,
                      "--export: '%.*s' is not ALL, NONE, VAR or VAR=value (a variable name "
                      "has letters, digits and _ and does not start with a digit)",

@@ -10,7 +10,7 @@
 
 #include "wire/wire.h"
 
-static bool name_ok(const char *s, size_t n)
+bool jobenv_name_ok(const char *s, size_t n)
 {
     if (n == 0 || (s[0] >= '0' && s[0] <= '9'))
         return false;
@@ -36,7 +36,7 @@ int jobenv_check(const msgpack_object *m, char *why, size_t n)
             return -1;
         }
         const char *s = v->via.str.ptr, *eq = memchr(s, '=', v->via.str.size);
-        if (!eq || !name_ok(s, (size_t)(eq - s)) || memchr(s, '\0', v->via.str.size)) {
+        if (!eq || !jobenv_name_ok(s, (size_t)(eq - s)) || memchr(s, '\0', v->via.str.size)) {
             snprintf(why, n,
                      "env entry %u is not NAME=value (a name of letters, digits and _, not "
                      "starting with a digit, and no NUL byte)",

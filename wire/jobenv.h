@@ -9,6 +9,7 @@
 
 #include <msgpack.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 struct wire_buf;
@@ -24,6 +25,9 @@ struct wire_buf;
  * limit) written to why[0..n).
  */
 int jobenv_check(const msgpack_object *m, char *why, size_t n);
+
+/* A variable name of n bytes at s: letters, digits and '_', not starting with a digit. */
+bool jobenv_name_ok(const char *s, size_t n);
 
 /* "env" of m as a malloc'd NULL-terminated array of malloc'd strings (*count set), or
  * NULL when absent or empty; *oom set when memory ran out. */
