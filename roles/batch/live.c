@@ -43,7 +43,9 @@ static const struct store_table live_tables[] = {
  * backfilled a small job where the live cycle had started the wide one), and two
  * turns in one millisecond each ran a cycle where the replay runs one. So the instant
  * is taken once per turn (reset by the commit) as max(wall clock, last cycle + 1 ms),
- * and a cycle waits until the wall clock reaches it (at most 1 ms, see on_commit).
+ * and a cycle waits until the wall clock reaches it (at most 1 ms, see maybe_cycle);
+ * the turns in between keep that instant, so the cycle runs at the time its changes
+ * were given.
  */
 int64_t live_now(struct live *L)
 {
@@ -144,22 +146,25 @@ static void on_wake(struct loop *l, void *arg)
 
 /* Runs the cycle if one is due. A cycle in the millisecond of the last one waits for
  * the next (a one-shot timer wakes the loop): the engine's instants, like the
- * simulator's event times, carry at most one cycle each (see live_now). */
-static void maybe_cycle(struct live *L)
+ * simulator's event times, carry at most one cycle each (see live_now). Returns true
+ * when the cycle waits: the turn's instant, already given to the engine with this
+ * turn's changes, is then kept for the turns until it runs. */
+static bool maybe_cycle(struct live *L)
 {
     int64_t mono = loop_now_ms(), wall = wall_now_ms();
     if (!(L->want_cycle || mono - L->last_cycle >= L->cfg.live.max_interval_s * 1000 ||
           (L->next_wakeup != BATCH_NEVER && wall >= L->next_wakeup)))
-        return;
+        return false;
     if (live_now(L) == wall + 1) { /* wall == the last cycle's ms (not a clock step back) */
         L->want_cycle = true;
         if (!L->wake_timer)
             L->wake_timer = loop_timer(L->loop, 1, 0, on_wake, L);
         if (L->wake_timer > 0)
-            return;
+            return true;
         L->wake_timer = 0; /* no timer: run it now, 1 ms early, rather than late */
     }
     run_cycle(L);
+    return false;
 }
 
 static int on_commit(void *arg)
@@ -169,9 +174,10 @@ static int on_commit(void *arg)
         L->turn_now = 0;
         return -1;
     }
-    maybe_cycle(L);
+    bool waits = maybe_cycle(L);
     int rc = commit_turn(L);
-    L->turn_now = 0; /* the next turn takes a new instant */
+    if (!waits)
+        L->turn_now = 0; /* the next turn takes a new instant */
     return rc;
 }
 
