@@ -5,8 +5,8 @@ run live (this process submits each job at its scaled submit time to a real batc
 which schedules it onto a real cluster manager and real clients on loopback), then the
 same jobs are replayed by `gridnode batch --simulate --time-scale 1000` with the times
 the live role recorded: submission, run time as the scheduler saw it (its start
-decision to the moment it learnt of the end) and walltime as the engine counted it (the
-limit from the cluster's start). The simulator must make every start decision at the
+decision to the moment it learnt of the end) and the cluster's start delay (the engine
+counts the walltime from the cluster's start once it is reported: --start-delays). The simulator must make every start decision at the
 same millisecond as the live cycle did (DECISION_MS), so in the same order, and each
 cluster start must be within TOLERANCE_S of the simulated one (docs/batch.md, "Live
 equals simulated", says why and what the test measured)."""
@@ -76,15 +76,20 @@ def excerpt():
     return [tuple(j) for j in jobs]
 
 
-def simulate(gridnode_bin, workdir, rows, procs):
+def simulate(gridnode_bin, workdir, rows, procs, delays=None):
     """--simulate of rows [(id, submit_ms, run_ms, procs, limit_ms)] on `procs`
-    one-core nodes, in milliseconds; returns {id: start_ms}."""
+    one-core nodes, in milliseconds, with --start-delays {id: ms} if given; returns
+    ({id: start_ms}, the JSON figures)."""
     swf = workdir / "live.swf"
     swf.write_text("; MaxProcs: %d\n" % procs +
                    "\n".join(swf_line(*r) for r in rows) + "\n")
     out = workdir / "sim.csv"
+    extra = []
+    if delays is not None:
+        (workdir / "delays.txt").write_text("".join("%d %d\n" % kv for kv in delays.items()))
+        extra = ["--start-delays", str(workdir / "delays.txt")]
     r = subprocess.run([gridnode_bin, "batch", "--simulate", str(swf), "--time-scale", "1000",
-                        "--procs", str(procs), "--jobs-out", str(out), "--json", "-q"],
+                        "--procs", str(procs), "--jobs-out", str(out), "--json", "-q"] + extra,
                        capture_output=True, text=True, timeout=scaled(60))
     assert r.returncode == 0, r.stderr
     with out.open() as f:
@@ -107,6 +112,27 @@ def test_time_scale_simulates_in_milliseconds(gridnode_bin, workdir):
     r = subprocess.run([gridnode_bin, "batch", "--simulate", str(swf), "--time-scale", "0"],
                        capture_output=True, text=True, timeout=scaled(60))
     assert r.returncode == 2 and "--time-scale wants a positive divisor" in r.stderr
+
+
+def test_start_delays_replay_the_clusters_start(gridnode_bin, workdir):
+    """--start-delays: the engine counts a job's walltime from its cluster's start once
+    that is known, after the cycle of that instant (as the live role learns it)."""
+    # 2 procs; job 1 runs on one; the wide job 2 is reserved at job 1's walltime end
+    # (3000 + its start delay); job 3 (submitted at 100, 2950 ms) backfills only if it
+    # ends by then
+    rows = [(1, 0, 2500, 1, 3000), (2, 0, 1000, 2, 1000), (3, 100, 500, 1, 2950)]
+    assert simulate(gridnode_bin, workdir, rows, 2)[0] == {1: 0, 2: 2500, 3: 3500}
+    assert simulate(gridnode_bin, workdir, rows, 2, {1: 99})[0] == {1: 0, 2: 2500, 3: 100}
+    # a delay known only at the instant of job 3's cycle comes after that cycle
+    assert simulate(gridnode_bin, workdir, rows, 2, {1: 100})[0] == {1: 0, 2: 2500, 3: 3500}
+    (workdir / "bad.txt").write_text("1 2\n2 x\n")
+    r = subprocess.run([gridnode_bin, "batch", "--simulate", str(workdir / "live.swf"),
+                        "--start-delays", str(workdir / "bad.txt")],
+                       capture_output=True, text=True, timeout=scaled(60))
+    assert r.returncode != 0 and "bad.txt line 2: want JOB DELAY" in r.stderr, r.stderr
+    r = subprocess.run([gridnode_bin, "batch", "--start-delays", "x"], capture_output=True,
+                       text=True, timeout=scaled(60))
+    assert r.returncode == 2 and "--start-delays only applies to --simulate" in r.stderr
 
 
 @pytest.mark.slow
@@ -147,13 +173,14 @@ def test_live_equals_simulated(cluster_factory, client_factory, batch_factory, w
                          finished=j["finished"], procs=procs, limit=limit)
     base = min(v["submitted"] for v in live.values())
     # the engine's view of each job: submitted, started by a cycle at `decided`, its
-    # walltime counted from the cluster's start (`started`: batch_job_started_at), its
-    # end learnt at `finished`; so the replay's run time is finished - decided and its
-    # walltime the limit plus the cluster's start delay (docs/batch.md)
+    # end learnt at `finished` (so the replay's run time is finished - decided), its
+    # walltime counted from the decision until the cluster reports its own start
+    # (`started`), then from that (batch_job_started_at; the replay's --start-delays)
     rows = [(jid, v["submitted"] - base, v["finished"] - v["decided"], v["procs"],
-             v["limit"] * 1000 + v["started"] - v["decided"]) for jid, v in live.items()]
+             v["limit"] * 1000) for jid, v in live.items()]
     rows.sort(key=lambda r: (r[1], r[0]))
-    sim, fig = simulate(gridnode_bin, workdir, rows, HOSTS * SLOTS)
+    delays = {jid: v["started"] - v["decided"] for jid, v in live.items()}
+    sim, fig = simulate(gridnode_bin, workdir, rows, HOSTS * SLOTS, delays)
     waited = sum(1 for v in live.values() if v["started"] - v["submitted"] > 100)
     dec = {jid: live[jid]["decided"] - base - sim[jid] for jid in live}      # ms
     diffs = {jid: (live[jid]["started"] - base - sim[jid]) / 1000.0 for jid in live}
