@@ -131,10 +131,9 @@ static int parse_range(const char *v, struct opts *o)
 }
 
 static const char *const value_opts[] = {
-    "--simulate",   "--config",   "--set",      "--procs",       "--node-procs",
-    "--policy",     "--depth",    "--backfill", "--estimate",    "--start",
-    "--count",      "--jobs-out", "--gantt",    "--gantt-range", "--diagnose-at",
-    "--time-scale", "--start-delays", "-c"};
+    "--simulate", "--config",      "--set",         "--procs",      "--node-procs",   "--policy",
+    "--depth",    "--backfill",    "--estimate",    "--start",      "--count",        "--jobs-out",
+    "--gantt",    "--gantt-range", "--diagnose-at", "--time-scale", "--start-delays", "-c"};
 
 /* Applies one option taking a value; 0, or the exit status of a usage error. */
 static int value_opt(struct opts *o, const char *name, const char *v)
