@@ -53,6 +53,10 @@ static const char usage_text[] =
     "                          in milliseconds)\n"
     "  --estimates             estimate every pending job's start every cycle and\n"
     "                          report the error of each job's first estimate\n"
+    "  --start-delays FILE     replaying a live role's record: lines 'JOB DELAY', the\n"
+    "                          time from the cycle's start decision to the cluster's\n"
+    "                          start (trace units); the engine counts that job's\n"
+    "                          walltime from then, as the live role does\n"
     "output:\n"
     "  --json                  the figures as one JSON object on stdout\n"
     "  --jobs-out FILE.csv     per job: id,submit,start,end,procs,wait,bsld\n"
@@ -69,7 +73,7 @@ static const char usage_text[] =
     "the walltime. See docs/batch.md.\n";
 
 struct opts {
-    const char *trace, *config, *jobs_out, *gantt;
+    const char *trace, *config, *jobs_out, *gantt, *delays;
     const char **sets;
     int nsets;
     bool check, json, quiet, estimates, have_gantt_range;
@@ -127,10 +131,9 @@ static int parse_range(const char *v, struct opts *o)
 }
 
 static const char *const value_opts[] = {
-    "--simulate",   "--config",   "--set",      "--procs",       "--node-procs",
-    "--policy",     "--depth",    "--backfill", "--estimate",    "--start",
-    "--count",      "--jobs-out", "--gantt",    "--gantt-range", "--diagnose-at",
-    "--time-scale", "-c"};
+    "--simulate", "--config",      "--set",         "--procs",      "--node-procs",   "--policy",
+    "--depth",    "--backfill",    "--estimate",    "--start",      "--count",        "--jobs-out",
+    "--gantt",    "--gantt-range", "--diagnose-at", "--time-scale", "--start-delays", "-c"};
 
 /* Applies one option taking a value; 0, or the exit status of a usage error. */
 static int value_opt(struct opts *o, const char *name, const char *v)
@@ -168,6 +171,8 @@ static int value_opt(struct opts *o, const char *name, const char *v)
             return usage_error("--time-scale wants a positive divisor, not '%s'", v);
     } else if (!strcmp(name, "--jobs-out"))
         o->jobs_out = v;
+    else if (!strcmp(name, "--start-delays"))
+        o->delays = v;
     else if (!strcmp(name, "--gantt"))
         o->gantt = v;
     else if (!strcmp(name, "--gantt-range")) {
@@ -410,6 +415,7 @@ static int simulate_read(const struct opts *o, struct swf_stream *s, struct swf_
 static int simulate(struct opts *o, const struct batch_config *c)
 {
     char err[512], serr[512] = "";
+    int64_t *d_id = NULL, *d_delay = NULL;
     struct swf_stream *s = NULL;
     const struct swf_trace *head = NULL;
     struct swf_trace t;
@@ -440,6 +446,12 @@ static int simulate(struct opts *o, const struct batch_config *c)
                           .arg = &pr,
                           .diag_at = o->diag_at * (o->time_scale ? 1000 : 1),
                           .diag = o->diag_at >= 0 ? on_diag : NULL};
+    if (o->delays && sim_load_delays(o->delays, &d_id, &d_delay, &so.nd, err, sizeof err) < 0) {
+        fprintf(stderr, "gridnode batch: %s\n", err);
+        goto out;
+    }
+    so.d_id = d_id;
+    so.d_delay = d_delay;
     struct sim_source src = {stream_next, s};
     bool streamed = so.procs > 0 && so.diag == NULL;
     int sim_rc = streamed ? sim_stream(&in, &so, &src, &r, serr, sizeof serr) : 0;
@@ -480,6 +492,8 @@ out:
     sim_result_free(&r);
     swf_stream_close(&s);
     swf_free(&t);
+    free(d_id);
+    free(d_delay);
     return rc;
 }
 
@@ -507,8 +521,9 @@ int cmd_batch(int argc, char **argv)
                 batch_conf_print(&c, stdout);
             }
         }
-        else if (!o.trace && o.time_scale)
-            rc = usage_error("%s only applies to --simulate", "--time-scale");
+        else if (!o.trace && (o.time_scale || o.delays))
+            rc = usage_error("%s only applies to --simulate",
+                             o.time_scale ? "--time-scale" : "--start-delays");
         else if (!o.trace) {
             rc = live_main(argc, argv, &c);
         } else {

@@ -41,6 +41,9 @@ static void base_move_end(struct batch_engine *e, struct bjob *j, int64_t old_en
     }
     int32_t *cnt = e->scr_cnt;
     memset(cnt, 0, (size_t)p->ng * sizeof *cnt);
+    /* a node list is written on first use (the live role's batch_job_info did so
+     * before every call here; a replay through the simulator does not) */
+    bs_engine_fill_nodes(e, (int32_t)(j - e->jobs));
     for (int32_t i = 0; i < j->nnodes; i++) {
         int32_t g = e->nodes[j->nodes[i]].group, k = g >= 0 ? pool_pos(p, g) : -1;
         if (k >= 0)

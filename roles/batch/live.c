@@ -35,12 +35,28 @@ static const struct store_table live_tables[] = {
     {NULL},
 };
 
+/*
+ * The role's clock, as the simulator's (one policy, two drivers): everything a turn
+ * tells the engine (submissions, ends, starts, commands) and the cycle that follows
+ * happen at ONE instant, the turn's, and that instant is later than the last cycle's.
+ * The simulator processes all events of one time and then runs one cycle; the live
+ * role must do the same, or a replay of its own records decides differently: two
+ * ends read from one EVENTS reply were stamped a millisecond apart when the turn
+ * crossed a millisecond boundary (the replay then ran a cycle between them and
+ * backfilled a small job where the live cycle had started the wide one), and two
+ * turns in one millisecond each ran a cycle where the replay runs one. So the instant
+ * is taken once per turn (reset by the commit) as max(wall clock, last cycle + 1 ms),
+ * and a cycle waits until the wall clock reaches it (at most 1 ms, see maybe_cycle);
+ * the turns in between keep that instant, so the cycle runs at the time its changes
+ * were given.
+ */
 int64_t live_now(struct live *L)
 {
-    int64_t t = wall_now_ms();
-    if (t < L->engine_now)
-        t = L->engine_now;
-    return t;
+    if (!L->turn_now) {
+        int64_t t = wall_now_ms();
+        L->turn_now = t > L->engine_now ? t : L->engine_now + 1;
+    }
+    return L->turn_now;
 }
 
 void live_want_cycle(struct live *L)
@@ -101,7 +117,7 @@ static void run_cycle(struct live *L)
         free(el->hosts);
         el->hosts = h;
         el->cl = (int8_t)cl;
-        el->start = now;
+        el->start = el->decided = now;
         el->cjob = 0;
         live_elem_reason(el, NULL);
         live_elem_set(L, j, (uint32_t)(ids[i] & ((1u << LIVE_ELEM_BITS) - 1)), EL_STARTING);
@@ -109,18 +125,12 @@ static void run_cycle(struct live *L)
         L->starts++;
     }
     if (n)
-        log_debug("cycle: %zu started, %d pending", n, st.pending);
+        log_debug("cycle at %lld: %zu started, %d pending", (long long)now, n, st.pending);
 }
 
-static int on_commit(void *arg)
+/* Stores the turn's changes, then sends its replies and starts (or drops them). */
+static int commit_turn(struct live *L)
 {
-    struct live *L = arg;
-    if (L->turn_failed)
-        return -1;
-    int64_t mono = loop_now_ms();
-    if (L->want_cycle || mono - L->last_cycle >= L->cfg.live.max_interval_s * 1000 ||
-        (L->next_wakeup != BATCH_NEVER && wall_now_ms() >= L->next_wakeup))
-        run_cycle(L);
     if (L->meta_dirty) {
         char v[24];
         snprintf(v, sizeof v, "%llu", (unsigned long long)L->next_id);
@@ -137,12 +147,56 @@ static int on_commit(void *arg)
     return 0;
 }
 
+static void on_wake(struct loop *l, void *arg)
+{
+    (void)l;
+    ((struct live *)arg)->wake_timer = 0; /* the commit after this turn runs the cycle */
+}
+
+/* Runs the cycle if one is due. A cycle in the millisecond of the last one waits for
+ * the next (a one-shot timer wakes the loop): the engine's instants, like the
+ * simulator's event times, carry at most one cycle each (see live_now). Returns true
+ * when the cycle waits: the turn's instant, already given to the engine with this
+ * turn's changes, is then kept for the turns until it runs. */
+static bool maybe_cycle(struct live *L)
+{
+    int64_t mono = loop_now_ms(), wall = wall_now_ms();
+    if (!(L->want_cycle || mono - L->last_cycle >= L->cfg.live.max_interval_s * 1000 ||
+          (L->next_wakeup != BATCH_NEVER && wall >= L->next_wakeup)))
+        return false;
+    if (live_now(L) == wall + 1) { /* wall == the last cycle's ms (not a clock step back) */
+        L->want_cycle = true;
+        if (!L->wake_timer)
+            L->wake_timer = loop_timer(L->loop, 1, 0, on_wake, L);
+        if (L->wake_timer > 0)
+            return true;
+        L->wake_timer = 0; /* no timer: run it now, 1 ms early, rather than late */
+    }
+    run_cycle(L);
+    return false;
+}
+
+static int on_commit(void *arg)
+{
+    struct live *L = arg;
+    if (L->turn_failed) {
+        L->turn_now = 0;
+        return -1;
+    }
+    bool waits = maybe_cycle(L);
+    int rc = commit_turn(L);
+    if (!waits)
+        L->turn_now = 0; /* the next turn takes a new instant */
+    return rc;
+}
+
 static int load_all(struct live *L);
 
 static void on_reload(void *arg)
 {
     struct live *L = arg;
     store_discard(L->store);
+    L->turn_now = 0;
     live_out_flush(L, false);
     live_jobs_free(L);
     batch_engine_destroy(&L->eng);
@@ -304,6 +358,7 @@ int live_main(int argc, char **argv, struct batch_config *cfg)
     loop_timer(L.loop, 100, 1, on_tick, &L);
     statspage_timer(L.stats, L.loop);
     statspage_write(L.stats);
+    L.turn_now = 0; /* start-up's instant is not the first turn's */
     rc = loop_run(L.loop) < 0 ? 1 : 0;
     statspage_write(L.stats);
     log_info("stopping");

@@ -50,7 +50,8 @@ enum el_state {
 
 /* One element: a task of an array, or the whole parallel job. */
 struct lelem {
-    int64_t start, end; /* wall ms; 0 unknown */
+    int64_t start, end; /* wall ms; 0 unknown (start: the cluster's once it reports it) */
+    int64_t decided;    /* wall ms of the cycle that started it; 0 unknown */
     uint64_t cjob;      /* the cluster's job id, 0 unknown */
     int32_t exit;
     uint8_t state, signal;
@@ -165,7 +166,9 @@ struct live {
     /* the cycle */
     bool want_cycle;
     int64_t last_cycle;  /* monotonic ms */
-    int64_t engine_now;  /* last time given to the engine (wall ms) */
+    int64_t engine_now;  /* the last cycle's instant (wall ms) */
+    int64_t turn_now;    /* this turn's instant (live_now), 0 until asked */
+    int wake_timer;      /* one-shot timer of a cycle put off to the next ms, 0 */
     int64_t next_wakeup; /* wall ms of the engine's next boundary */
     uint64_t req_seq;
     struct lout *out;
@@ -184,7 +187,7 @@ struct live {
 };
 
 /* live.c */
-int64_t live_now(struct live *L); /* wall ms, non-decreasing */
+int64_t live_now(struct live *L); /* this turn's instant, wall ms (see live.c) */
 void live_want_cycle(struct live *L);
 int live_main(int argc, char **argv, struct batch_config *cfg);
 /* The live role's configuration checks beyond each key's own (endpoints, a cluster

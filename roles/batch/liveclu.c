@@ -413,7 +413,7 @@ static void requeue(struct live *L, struct ljob *j, uint32_t e, const char *why)
         batch_job_finish(L->eng, eid, live_now(L));
     el->in_engine = false;
     el->cjob = 0;
-    el->start = 0;
+    el->start = el->decided = 0;
     live_elem_reason(el, why);
     live_elem_set(L, j, e, EL_PENDING);
     if (!j->cancelled && !el->want_cancel) {

@@ -449,18 +449,113 @@ static struct batch_engine *machine(const struct sim_opts *o, char *err, size_t 
     return e;
 }
 
-/* Handles the jobs started by the last cycle at time t. */
+struct delay_pair {
+    int64_t id, d;
+};
+
+static int delay_cmp(const void *a, const void *b)
+{
+    const struct delay_pair *x = a, *y = b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+int sim_load_delays(const char *path, int64_t **ids, int64_t **delays, size_t *n, char *err,
+                    size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    struct delay_pair *v = NULL;
+    size_t nv = 0, cap = 0, line = 0;
+    char buf[256];
+    *ids = *delays = NULL;
+    *n = 0;
+    if (!f)
+        return fail(err, errlen, "--start-delays %s: %s", path, strerror(errno));
+    while (fgets(buf, sizeof buf, f)) {
+        line++;
+        char *p = buf + strspn(buf, " \t");
+        if (!*p || *p == '\n' || *p == '#' || *p == ';')
+            continue;
+        long long id, d;
+        char tail[2];
+        for (char *q = p; *q; q++)
+            if (*q == ',')
+                *q = ' ';
+        if (sscanf(p, "%lld %lld %1s", &id, &d, tail) != 2 || id < 0) {
+            fclose(f);
+            free(v);
+            return fail(err, errlen, "--start-delays %s line %zu: want JOB DELAY (two integers)",
+                        path, line);
+        }
+        if (nv == cap) {
+            size_t nc = cap ? cap * 2 : 256;
+            void *q = realloc(v, nc * sizeof *v);
+            if (!q) {
+                fclose(f);
+                free(v);
+                return fail(err, errlen, "out of memory");
+            }
+            v = q;
+            cap = nc;
+        }
+        v[nv++] = (struct delay_pair){id, d};
+    }
+    fclose(f);
+    if (nv)
+        qsort(v, nv, sizeof *v, delay_cmp);
+    *ids = malloc((nv ? nv : 1) * sizeof **ids);
+    *delays = malloc((nv ? nv : 1) * sizeof **delays);
+    if (!*ids || !*delays) {
+        free(*ids);
+        free(*delays);
+        free(v);
+        *ids = *delays = NULL;
+        return fail(err, errlen, "out of memory");
+    }
+    for (size_t i = 0; i < nv; i++) {
+        (*ids)[i] = v[i].id;
+        (*delays)[i] = v[i].d;
+    }
+    free(v);
+    *n = nv;
+    return 0;
+}
+
+/* The start delay of SWF job id (--start-delays), in engine units; false if none. */
+static bool start_delay(const struct sim_opts *o, int64_t id, int64_t *d)
+{
+    size_t lo = 0, hi = o->nd;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (o->d_id[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == o->nd || o->d_id[lo] != id)
+        return false;
+    int64_t v = o->d_delay[lo];
+    *d = v < 0 ? -scale_time(o, -v) : scale_time(o, v);
+    return true;
+}
+
+/* Handles the jobs started by the last cycle at time t (reports: their start delays
+ * to apply, time = the resource manager's start). */
 static int collect_started(struct batch_engine *e, struct sim_input *in, const struct sim_opts *o,
-                           struct sim_result *r, struct heap *h, int64_t t, size_t *cap)
+                           struct sim_result *r, struct heap *h, struct heap *reports, int64_t t,
+                           size_t *cap)
 {
     const uint64_t *ids;
     size_t n = batch_cycle_started(e, &ids);
     for (size_t k = 0; k < n; k++) {
         size_t idx = (size_t)ids[k] - 1;
         struct sim_job *j = &in->jobs[idx];
+        int64_t d;
         j->start = t;
         j->end = t + j->run;
         if (heap_push(h, (struct ev){j->end, idx}) < 0)
+            return -1;
+        if (o->nd && start_delay(o, j->id, &d) && d &&
+            heap_push(reports, (struct ev){t + d, idx}) < 0)
             return -1;
         if (o->record_nodes && record_nodes(e, idx, r, cap) < 0)
             return -1;
@@ -488,7 +583,7 @@ static int run_loop(struct feed *f, struct sim_result *r, char *err, size_t errl
 {
     const struct sim_opts *o = f->o;
     struct sim_input *in = f->in;
-    struct heap h = {NULL, 0, 0};
+    struct heap h = {NULL, 0, 0}, reports = {NULL, 0, 0};
     struct last_spec ls = {.valid = false};
     size_t cap = 0, i = 0, done = 0, pending = 0, loops = 0;
     int rc = -1, more;
@@ -504,6 +599,13 @@ static int run_loop(struct feed *f, struct sim_result *r, char *err, size_t errl
         int64_t t = more > 0 ? in->jobs[i].submit : INT64_MAX;
         if (h.n && h.v[0].t < t)
             t = h.v[0].t;
+        /* start delays learnt before t: after the cycle of their own instant, as the
+         * live role hears of the cluster's start after the turn that decided it */
+        while (reports.n && reports.v[0].t < t) {
+            struct ev x = heap_pop(&reports);
+            if (in->jobs[x.job].end > x.t && batch_job_started_at(e, x.job + 1, x.t) < 0)
+                goto engine_err;
+        }
         for (; h.n && h.v[0].t == t; done++)
             if (batch_job_finish(e, heap_pop(&h).job + 1, t) < 0)
                 goto engine_err;
@@ -522,7 +624,7 @@ static int run_loop(struct feed *f, struct sim_result *r, char *err, size_t errl
             r->idle_cycles += st.idle;
             r->replans += st.replanned;
             pending -= (size_t)(st.started + st.backfilled);
-            if (collect_started(e, in, o, r, &h, t, &cap) < 0)
+            if (collect_started(e, in, o, r, &h, &reports, t, &cap) < 0)
                 goto nomem;
             if (o->cfg->estimates)
                 first_estimates(e, in, from, i);
@@ -550,6 +652,7 @@ nomem:
 out:
     batch_engine_destroy(&e);
     free(h.v);
+    free(reports.v);
     return rc;
 }
 

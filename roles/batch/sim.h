@@ -67,6 +67,12 @@ struct sim_opts {
     void *arg;
     int64_t diag_at; /* call diag once, at the first cycle at or after this time */
     void (*diag)(void *arg, struct batch_engine *e, int64_t now);
+    /* --start-delays: job d_id[k] (SWF number, sorted ascending) was started by its
+     * resource manager d_delay[k] trace time units after the cycle decided it (a live
+     * role's record): the engine is told so (batch_job_started_at) once that instant's
+     * cycle has run, as the live role learns it from the cluster; NULL: none */
+    const int64_t *d_id, *d_delay;
+    size_t nd;
 };
 
 struct sim_result {
@@ -81,6 +87,13 @@ struct sim_result {
     size_t *run_off, nruns;
     int32_t *run_cnt, *run_node, *run_len;
 };
+
+/* Reads a --start-delays file: one "JOB DELAY" pair a line (SWF job number, trace time
+ * units; spaces, tabs or a comma between; '#' / ';' lines and blank lines skipped)
+ * into *ids / *delays sorted by job (malloc'd, free both). 0, or -1 with a message
+ * naming the file and line in err. */
+int sim_load_delays(const char *path, int64_t **ids, int64_t **delays, size_t *n, char *err,
+                    size_t errlen);
 
 /* Selects and converts the trace's jobs (rules above) into in (zeroed by the
  * caller), sorted by submit time, windowed by o->start / o->count. 0 or -1 with a

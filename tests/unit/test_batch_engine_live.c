@@ -101,6 +101,32 @@ static void test_started_at(void **state)
     batch_engine_destroy(&e);
 }
 
+/* A start reported before anyone asked for the job's nodes (the simulator's replay of
+ * a live record: no batch_job_info between the cycle and the report): the node list
+ * the engine writes on first use is written first (it read an unwritten list). */
+static void test_started_at_before_node_list(void **state)
+{
+    (void)state;
+    struct batch_engine *e = eng();
+    for (int i = 0; i < 8; i++) {
+        char n[8];
+        snprintf(n, sizeof n, "n%d", i);
+        node(e, n, 1, 0);
+    }
+    submit(e, 1, 3, 0, 5000, 0);
+    submit(e, 2, 8, 0, 1000, 0); /* wide: reserved at 1's end */
+    cycle(e, 1000);
+    assert_int_equal(batch_job_started_at(e, 1, 1040), 0);
+    cycle(e, 1100);
+    struct batch_job_info i1 = info(e, 1);
+    assert_int_equal(i1.end_est, 6040);
+    assert_int_equal(i1.nnodes, 3);
+    for (int32_t k = 0; k < i1.nnodes; k++)
+        assert_true(i1.nodes[k] >= 0 && i1.nodes[k] < 8);
+    assert_int_equal(info(e, 2).reserved, 6040);
+    batch_engine_destroy(&e);
+}
+
 /* A start reported after the job's walltime would already have passed: overrun, the
  * plan does not go back in time. */
 static void test_started_at_late_report(void **state)
@@ -182,6 +208,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_started_at),
         cmocka_unit_test(test_started_at_late_report),
+        cmocka_unit_test(test_started_at_before_node_list),
         cmocka_unit_test(test_set_cap),
         cmocka_unit_test(test_overrun_grace_in_engine_units),
     };
