@@ -3,6 +3,7 @@
 # benchmarks"): see bench/batch_live.py for what is measured. Starts and stops its own
 # cluster manager, client and batch role on loopback; bounded in time. One JSON line.
 set -eu
+export GRIDNODE_PLAIN="${GRIDNODE_PLAIN-1}" # plain on loopback, as bench/run.sh (docs/security.md)
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
 gridnode="$BUILD/gridnode"

@@ -10,6 +10,7 @@
 #    "floor_p50_us":...,"floor_p99_us":...}
 # Targets: p50 < 1 ms, p99 < 5 ms. Bounded: gives up after 300 s.
 set -eu
+export GRIDNODE_PLAIN="${GRIDNODE_PLAIN-1}" # plain on loopback, as bench/run.sh (docs/security.md)
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
 gridnode="$BUILD/gridnode"

@@ -4,6 +4,7 @@
 # 200 calls each; target under 5 ms). One JSON line:
 #   {"bench":"cli_latency","submit_ms":...,"jobs_ms":...,"true_ms":...,...}
 set -eu
+export GRIDNODE_PLAIN="${GRIDNODE_PLAIN-1}" # plain on loopback, as bench/run.sh (docs/security.md)
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
 gridnode="$BUILD/gridnode"

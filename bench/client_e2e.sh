@@ -8,6 +8,7 @@
 # Knobs: E2E_TASKS (20000), E2E_SLOTS (64), E2E_SECONDS (60: the run is cut there and
 # the tasks done so far counted).
 set -eu
+export GRIDNODE_PLAIN="${GRIDNODE_PLAIN-1}" # plain on loopback, as bench/run.sh (docs/security.md)
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
 TASKS="${E2E_TASKS:-20000}"

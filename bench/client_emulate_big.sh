@@ -4,6 +4,7 @@
 # Prints one JSON line:
 #   {"bench":"client_emulate_big","wall_s":...,"max_rss_mb":...,"sim_wall_s":...,"jobs":...}
 set -eu
+export GRIDNODE_PLAIN="${GRIDNODE_PLAIN-1}" # plain on loopback, as bench/run.sh (docs/security.md)
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
 gridnode="$BUILD/gridnode"

@@ -7,6 +7,7 @@
 # wall_s is the whole process (start-up and scenario parsing included); max_rss_mb comes
 # from /usr/bin/time when present, else from getrusage(RUSAGE_CHILDREN) in python3.
 set -eu
+export GRIDNODE_PLAIN="${GRIDNODE_PLAIN-1}" # plain on loopback, as bench/run.sh (docs/security.md)
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
 gridnode="$BUILD/gridnode"

@@ -13,6 +13,7 @@
 # Knobs: SCHED_PROJECTS (20), SCHED_TASKS (1000), SCHED_WINDOW (30), SCHED_FILL_S (90:
 # the longest wait for the client to hold the tasks; it is measured with what it holds).
 set -eu
+export GRIDNODE_PLAIN="${GRIDNODE_PLAIN-1}" # plain on loopback, as bench/run.sh (docs/security.md)
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
 P="${SCHED_PROJECTS:-20}"

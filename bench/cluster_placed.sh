@@ -5,6 +5,7 @@
 # N defaults to 2000 (CLUSTER_PLACED_N). Prints one JSON line:
 #   {"bench":"cluster_placed","jobs":N,"jobs_per_s":...,"wall_s":...,"refused":...}
 set -eu
+export GRIDNODE_PLAIN="${GRIDNODE_PLAIN-1}" # plain on loopback, as bench/run.sh (docs/security.md)
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
 gridnode="$BUILD/gridnode"

@@ -4,6 +4,7 @@
 # is measured). Starts and stops its own processes on loopback; bounded in time.
 # One JSON line: {"bench":"meta_place","per_s":...,...}
 set -eu
+export GRIDNODE_PLAIN="${GRIDNODE_PLAIN-1}" # plain on loopback, as bench/run.sh (docs/security.md)
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
 gridnode="$BUILD/gridnode"

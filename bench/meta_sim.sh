@@ -6,6 +6,7 @@
 # < 10 s); bsld holds the mean bounded slowdown (10 s) per policy. One JSON line:
 #   {"bench":"meta_sim","wall_s":...,"estimate_wall_s":...,"bsld":{"estimate":...,...}}
 set -eu
+export GRIDNODE_PLAIN="${GRIDNODE_PLAIN-1}" # plain on loopback, as bench/run.sh (docs/security.md)
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
 gridnode="$BUILD/gridnode"

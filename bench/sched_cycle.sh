@@ -4,6 +4,7 @@
 # machine. One JSON line:
 #   {"bench":"sched_cycle","ms":...,"pending":10000,"nodes":1000,"reserved":...,...}
 set -eu
+export GRIDNODE_PLAIN="${GRIDNODE_PLAIN-1}" # plain on loopback, as bench/run.sh (docs/security.md)
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
 bin="$BUILD/bench/sched_cycle"

@@ -11,6 +11,7 @@
 #   {"bench":"sim_sdsc_blue","wall_s":...,"total_s":...,"read_s":...,"zcat_s":...,
 #    "ratio":...,"total_ratio":...,"jobs":...,"runs":[...]}
 set -eu
+export GRIDNODE_PLAIN="${GRIDNODE_PLAIN-1}" # plain on loopback, as bench/run.sh (docs/security.md)
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
 gridnode="$BUILD/gridnode"

@@ -5,6 +5,7 @@
 # bench/sim_sdsc_blue.sh:
 #   {"bench":"sim_sdsc_blue_conservative","wall_s":...,"total_s":...,...}
 set -eu
+export GRIDNODE_PLAIN="${GRIDNODE_PLAIN-1}" # plain on loopback, as bench/run.sh (docs/security.md)
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
 gridnode="$BUILD/gridnode"

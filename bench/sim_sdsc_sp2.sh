@@ -5,6 +5,7 @@
 # Same fields as bench/sim_sdsc_blue.sh. One JSON line:
 #   {"bench":"sim_sdsc_sp2","wall_s":...,"total_s":...,"read_s":...,"jobs":...,"runs":[...]}
 set -eu
+export GRIDNODE_PLAIN="${GRIDNODE_PLAIN-1}" # plain on loopback, as bench/run.sh (docs/security.md)
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
 gridnode="$BUILD/gridnode"

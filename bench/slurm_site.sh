@@ -5,6 +5,7 @@
 # (scripts/deps.sh); otherwise the JSON line says why it was skipped. One JSON line:
 #   {"bench":"slurm_site","n":200,"per_s":...,"est_adapter_ms":...,"est_sbatch_ms":...}
 set -eu
+export GRIDNODE_PLAIN="${GRIDNODE_PLAIN-1}" # plain on loopback, as bench/run.sh (docs/security.md)
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
 export BUILD

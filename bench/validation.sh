@@ -8,6 +8,7 @@
 # Knobs: VALIDATION_TASKS (20000), VALIDATION_NODES (100), VALIDATION_FAULTY (10),
 # VALIDATION_RATE (0.3), VALIDATION_WARMUP (5000), VALIDATION_SECONDS (per case, 120).
 set -eu
+export GRIDNODE_PLAIN="${GRIDNODE_PLAIN-1}" # plain on loopback, as bench/run.sh (docs/security.md)
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
 TASKS="${VALIDATION_TASKS:-20000}"
