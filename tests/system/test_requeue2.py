@@ -78,6 +78,8 @@ def test_requeue_parallel_job_kills_then_runs_again(cluster_factory, client_fact
     assert all(rk["exit"] == 0 and rk["state"] == "exited" for rk in g["ranks"]), g["ranks"]
     r = run(gridnode_bin, "job", "-e", ep, "--json", job)
     assert r.returncode == 0 and json.loads(r.stdout)["job"]["requeues"] == 1, r.stdout
+    r = run(gridnode_bin, "job", "-e", ep, job)
+    assert "requeued 1 times" in r.stdout, r.stdout
     # a finished job requeues too (nothing left to kill): it runs again
     r = run(gridnode_bin, "requeue", "-e", ep, job)
     assert r.returncode == 0, r.stderr
