@@ -18,11 +18,18 @@ static const char usage_release[] =
     "handed out again.\n";
 
 static const char usage_requeue[] =
-    "usage: gridnode requeue [options] JOB...\n\nRequeues jobs (bags of tasks), like "
-    "Slurm's scontrol requeue: their running tasks\nare killed on their nodes, every "
-    "task goes back to new and the job starts again\nfrom scratch. Earlier results are "
-    "dropped; `gridnode job` counts the requeues.\nA held job stays held; a cancelled "
-    "job cannot be requeued. Only the job's owner\nor an administrator may requeue it.\n";
+    "usage: gridnode requeue [options] JOB...\n\nRequeues jobs on the cluster manager, "
+    "like Slurm's scontrol requeue: the job\nstarts again from scratch, keeping its id; "
+    "`gridnode job` counts the requeues.\n"
+    "A bag of tasks: its running tasks are killed on their nodes, every task goes\n"
+    "back to new; earlier results are dropped. A held job stays held.\n"
+    "A parallel job: its processes are killed and it shows \"requeueing\" until every\n"
+    "node has confirmed they are gone (a dead node's count as gone); then it is\n"
+    "\"waiting\" again, placed anew by the scheduler; earlier outputs and exit codes\n"
+    "are dropped.\n"
+    "A cancelled job cannot be requeued; a job placed by a batch role is requeued\n"
+    "there (not yet supported: cancel it and submit it again). Only the job's owner\n"
+    "or an administrator may requeue it.\n";
 
 static int job_ctl(int argc, char **argv, const char *op, const char *usage)
 {

@@ -791,15 +791,16 @@ static void h_node_list(struct cluster *c, struct request *r)
     wire_buf_free(&rows);
 }
 
-/* JOB_CTL op requeue (issue 15, requeue.c): a bag of tasks starts again from scratch. */
+/* JOB_CTL op requeue (issue 15, requeue.c): a job starts again from scratch (a parallel
+ * job once its processes are gone). */
 static void job_requeue(struct cluster *c, struct request *r, struct job *j, uint64_t id)
 {
     const char *why = j ? cluster_requeue_refused(j) : NULL;
-    if (!j && c->sd && scored_job_find(c, id))
-        reply_error(r, WE_STATE,
-                    "job %llu is a parallel job: requeue is for bags of tasks (cancel it "
-                    "and submit it again)",
-                    (unsigned long long)id);
+    struct pjob *pj = !j && c->sd ? scored_job_find(c, id) : NULL;
+    if (pj && (why = scored_requeue(c, pj)) != NULL) /* parallel: requeue.c */
+        reply_error(r, WE_STATE, "job %llu %s", (unsigned long long)id, why);
+    else if (pj)
+        wire_begin(r->reply, WT_OK, r->msg->id, 0);
     else if (!j)
         reply_error(r, WE_NOT_FOUND, "no job %llu", (unsigned long long)id);
     else if (why)

@@ -586,6 +586,8 @@ void scored_schedule(struct cluster *c, bool rotate)
     sd->resched = false;
     for (uint32_t i = sd->live_from; i < sd->njobs; i++) {
         struct pjob *j = sd->jobs[i];
+        if (j->state == PJ_REQUEUEING) /* ranks on hosts that died count as gone */
+            scored_requeue_progress(c, j);
         if (admitted(j) && j->started_ms && !hosts_up(c, j))
             scored_job_end(c, j, PJ_FAILED, "a host of the job became inactive");
         else if (admitted(j))

@@ -18,8 +18,12 @@ enum pj_state {
     PJ_FAILED,      /* a process failed, could not start or was lost */
     PJ_KILLED,      /* killed by a limit (CPU time, memory, disk, wall clock) */
     PJ_CANCELLED,
+    PJ_REQUEUEING, /* requeued (issue 15): its processes are being killed; once every
+                      node has confirmed them gone it is waiting again (requeue.c) */
 };
-#define PJ_TERMINAL(s) ((s) >= PJ_DONE)
+/* ended: requeueing is not (the job comes back), but its processes are killed too */
+#define PJ_TERMINAL(s) ((s) >= PJ_DONE && (s) != PJ_REQUEUEING)
+#define PJ_KILLS(s) ((s) >= PJ_DONE)
 
 enum pr_state { PR_NEW = 0, PR_STARTED, PR_EXITED };
 
@@ -48,6 +52,7 @@ struct pjob {
     struct sd_request rq;
     uint64_t req_cpu_s, limit_s;
     uint32_t queue, queue0, demotions;
+    uint32_t requeues; /* gridnode requeue (issue 15): how many times; Slurm's Restarts */
     enum pj_state state;
     char reason[256];
     char cluster[SD_NAME];
@@ -154,6 +159,11 @@ struct pjob *subkey_find_pjob(struct cluster *c, const msgpack_object *m);
 /* Adds j (if it has a key) to the key index: 0, or -1 out of memory. */
 int subkey_index_pjob(struct cluster *c, struct pjob *j);
 void subkey_clear_pjobs(struct scored *sd);
+
+/* requeue.c (issue 15): requeue parallel job j, or NULL; else why not (a sentence). */
+const char *scored_requeue(struct cluster *c, struct pjob *j);
+/* A requeueing j whose processes are all gone goes back to waiting (from scratch). */
+void scored_requeue_progress(struct cluster *c, struct pjob *j);
 
 /* scored_store.c */
 struct pjob *scored_job_find(struct cluster *c, uint64_t id);

@@ -57,7 +57,8 @@ static void take_entry(struct cluster *c, struct pjob *j, struct prank *p, const
         p->sig = (uint8_t)wire_get_u64(e, "signal", 0);
         if (wire_get_str(e, "error", &sl) && !p->error)
             p->error = wire_get_strdup(e, "error");
-        if (scored_output_put(c, j, (uint32_t)(p - j->ranks), e) < 0)
+        /* a requeued job's killed run leaves no output (requeue.c) */
+        if (j->state != PJ_REQUEUEING && scored_output_put(c, j, (uint32_t)(p - j->ranks), e) < 0)
             c->turn_failed = true;
         j->dirty = true;
     }
@@ -68,6 +69,18 @@ static void after_report(struct cluster *c, struct pjob *j, uint32_t me, const c
 {
     uint64_t rss = 0, disk = 0;
     uint32_t exited = 0;
+    if (j->state == PJ_REQUEUEING) { /* requeue.c: only waits for its processes to go */
+        for (uint32_t r = 0; r < j->rq.nprocs; r++) {
+            struct prank *p = &j->ranks[r];
+            if (j->hosts[p->host] == me && p->st == PR_STARTED && !p->held) {
+                p->st = PR_EXITED; /* the node holds it no more */
+                p->exit = -1;
+                j->dirty = true;
+            }
+        }
+        scored_requeue_progress(c, j);
+        return;
+    }
     for (uint32_t r = 0; r < j->rq.nprocs; r++) {
         struct prank *p = &j->ranks[r];
         exited += p->st == PR_EXITED;
@@ -112,7 +125,7 @@ static const char *want(const struct pjob *j, const struct prank *p)
 {
     if (p->st == PR_EXITED)
         return NULL;
-    if (PJ_TERMINAL(j->state))
+    if (PJ_KILLS(j->state)) /* ended, or requeueing */
         return p->held || p->st == PR_STARTED ? "kill" : NULL;
     if (j->state == PJ_RUNNING)
         return "run";

@@ -16,13 +16,13 @@
 const char *pj_state_name(enum pj_state s)
 {
     static const char *n[] = {"waiting", "queued", "running", "stopped",
-                              "done",    "failed", "killed",  "cancelled"};
-    return (unsigned)s < 8 ? n[s] : "?";
+                              "done",    "failed", "killed",  "cancelled", "requeueing"};
+    return (unsigned)s < 9 ? n[s] : "?";
 }
 
 static int pj_state_parse(const char *s, size_t n)
 {
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 9; i++)
         if (strlen(pj_state_name(i)) == n && !memcmp(pj_state_name(i), s, n))
             return i;
     return -1;
@@ -100,7 +100,10 @@ static const char *host_name(const struct cluster *c, uint32_t h)
 
 static void job_encode(const struct cluster *c, const struct pjob *j, struct wire_buf *wb)
 {
-    wire_pack_map(wb, 33 + (j->key != NULL) + jobenv_put(NULL, j->env, j->cwd));
+    wire_pack_map(wb, 33 + (j->key != NULL) + (j->requeues > 0) +
+                          jobenv_put(NULL, j->env, j->cwd));
+    if (j->requeues > 0)
+        wire_put_u64(wb, "requeues", j->requeues);
     jobenv_put(wb, j->env, j->cwd);
     if (j->key)
         wire_put_str(wb, "key", j->key);
@@ -180,7 +183,9 @@ static void pack_job(const struct cluster *c, const struct pjob *j, struct wire_
 {
     int64_t run = j->run_ms + (j->state == PJ_RUNNING ? wall_now_ms() - j->slice_ms : 0);
     bool cut = !ranks && cluster_argv_cut(j->argv, (uint32_t)j->argc, CLUSTER_ROW_ARGV_MAX);
-    wire_pack_map(wb, ranks ? 27 : cut ? 27 : 26);
+    wire_pack_map(wb, (ranks ? 27 : cut ? 27 : 26) + (j->requeues > 0));
+    if (j->requeues > 0) /* gridnode requeue (issue 15) */
+        wire_put_u64(wb, "requeues", j->requeues);
     wire_put_u64(wb, "job", j->id);
     wire_put_str(wb, "kind", "parallel");
     wire_put_str(wb, "name", j->name);
@@ -394,6 +399,7 @@ static int load_job(void *arg, const void *key, size_t klen, const void *val, si
     j->rq.queue = j->queue = (uint32_t)wire_get_u64(m, "queue", 0);
     j->queue0 = (uint32_t)wire_get_u64(m, "queue0", 0);
     j->demotions = (uint32_t)wire_get_u64(m, "demotions", 0);
+    j->requeues = (uint32_t)wire_get_u64(m, "requeues", 0);
     j->state = (enum pj_state)s;
     j->ev_state = (uint8_t)(s + 1); /* loaded: published (a new epoch resets drivers) */
     wire_get_strbuf(m, "reason", j->reason, sizeof j->reason);
