@@ -296,6 +296,8 @@ int cmd_checkjob(int argc, char **argv)
     printf("%-12s %s\n", "estimate", est >= 0 ? ms_time(est, b, sizeof b) : "-");
     printf("%-12s %s\n", "hold", wire_get_bool(j, "hold", false) ? "yes" : "no");
     printf("%-12s %s\n", "early", wire_get_bool(j, "early", false) ? "yes" : "no");
+    if (wire_get_u64(j, "requeues", 0)) /* gridnode requeue -e BATCH (issue 15) */
+        printf("%-12s %llu\n", "requeues", (unsigned long long)wire_get_u64(j, "requeues", 0));
     char reason[256];
     cli_text(j, "reason", reason, sizeof reason);
     printf("%-12s %s\n", "why waiting", reason[0] ? reason : "-");

@@ -12,7 +12,8 @@
  * kept non-decreasing. Job ids are the role's own; a job is either a task array
  * (SUBMIT, ntasks elements of one process each) or a parallel job (PSUBMIT, one
  * element of procs processes). Element e of job J is engine job (J << 24) | e and is
- * started on a cluster with the key "batch:<incarnation>:<J>.<e>".
+ * started on a cluster with the key "batch:<incarnation>:<J>.<e>", or
+ * "batch:<incarnation>:<J>.<e>.<run>" once a JOB_CTL requeue gave it a run number > 0.
  */
 #ifndef GRIDNODE_BATCH_LIVE_H
 #define GRIDNODE_BATCH_LIVE_H
@@ -58,7 +59,11 @@ struct lelem {
     int8_t cl;            /* cluster index, -1 */
     bool in_engine : 1;   /* known to the engine (pending or running there) */
     bool want_cancel : 1; /* cancel once the cluster's job id is known */
+    /* JOB_CTL requeue (issue 15): this run is being cancelled at its cluster; once the
+       cluster reports it ended it goes back to pending with run + 1 (stored) */
+    bool want_requeue : 1;
     bool dirty : 1;       /* record to write at the commit */
+    uint32_t run;         /* run number (JOB_CTL requeues of it), in its cluster key */
     char *reason;         /* why pending / how it ended, or NULL */
     char *hosts;          /* comma-separated host per rank while starting/running/ended */
 };
@@ -74,6 +79,7 @@ struct ljob {
     uint32_t nfed; /* elements 0..nfed-1 were given to the engine */
     uint32_t nended, nfailed, nrun, nstarted;
     bool cancelled;
+    uint32_t requeues; /* JOB_CTL requeues (issue 15; Slurm's Restarts) */
     struct lelem *el;
     /* submit --export / --chdir (issue 15, wire/jobenv.h): passed on in each PSUBMIT to
        a cluster; NULL: none */
@@ -262,6 +268,10 @@ int live_clusters_open(struct live *L, char *err, size_t errlen);
 void live_clusters_close(struct live *L);
 /* Queues the start of element e of j on its cluster (PSUBMIT with hosts). */
 void live_clu_start(struct live *L, struct ljob *j, uint32_t e);
+/* JOB_CTL requeue of j (issue 15, docs/batch.md): running elements are cancelled at
+ * their cluster and go back to pending once it confirms they ended; ended ones go back
+ * at once. Returns how many elements it changed (0: nothing to requeue). */
+uint32_t live_job_requeue(struct live *L, struct ljob *j);
 /* Queues a CANCEL of the element's cluster job. */
 void live_clu_cancel(struct live *L, struct ljob *j, uint32_t e);
 /* Sends the queued messages (after the commit); drops them after a failed one. */

@@ -404,7 +404,11 @@ static uint32_t eidx(uint64_t eid)
     return (uint32_t)(eid & ((1u << LIVE_ELEM_BITS) - 1));
 }
 
-/* Back to pending (a refused start, a job the cluster lost): never lost. */
+/* Back to pending (a refused start, a job the cluster lost, a JOB_CTL requeue): never
+ * lost. A JOB_CTL requeue (want_requeue, or an ended element) starts a new run: the run
+ * number grows, so its cluster key differs from the old run's (the cluster's PSUBMIT
+ * is idempotent per key) and the old run's events are no longer taken as this one's;
+ * the old run's end, exit and signal are dropped. */
 static void requeue(struct live *L, struct ljob *j, uint32_t e, const char *why)
 {
     struct lelem *el = &j->el[e];
@@ -412,6 +416,13 @@ static void requeue(struct live *L, struct ljob *j, uint32_t e, const char *why)
     if (el->in_engine)
         batch_job_finish(L->eng, eid, live_now(L));
     el->in_engine = false;
+    if (el->want_requeue || el->state >= EL_DONE) {
+        el->want_requeue = false;
+        el->run++;
+        el->end = 0;
+        el->exit = 0;
+        el->signal = 0;
+    }
     el->cjob = 0;
     el->start = el->decided = 0;
     live_elem_reason(el, why);
@@ -452,7 +463,7 @@ static void elem_update(struct live *L, struct ljob *j, uint32_t e, const msgpac
     if (cj && el->cjob != cj) {
         el->cjob = cj;
         el->dirty = j->edirty = true;
-        if (el->want_cancel)
+        if (el->want_cancel || el->want_requeue)
             live_clu_cancel(L, j, e);
     }
     int s = cluster_state(st);
@@ -471,6 +482,13 @@ static void elem_update(struct live *L, struct ljob *j, uint32_t e, const msgpac
             live_elem_set(L, j, e, EL_RUNNING);
         return;
     }
+    if (el->want_requeue) { /* the cancelled run ended: its results are dropped */
+        char rq[300];
+        snprintf(rq, sizeof rq, "requeued (run %u ended on cluster %s)", el->run + 1,
+                 el->cl >= 0 && el->cl < L->ncl ? L->cl[el->cl].name : "?");
+        requeue(L, j, e, rq);
+        return;
+    }
     wire_get_strbuf(m, "reason", why, sizeof why);
     el->exit = (int32_t)wire_get_i64(m, "exit", s == EL_DONE ? 0 : -1);
     el->signal = (uint8_t)wire_get_u64(m, "signal", 0);
@@ -485,7 +503,9 @@ static void elem_update(struct live *L, struct ljob *j, uint32_t e, const msgpac
     live_want_cycle(L);
 }
 
-/* The element named by a cluster job key "batch:<inc>:<J>.<e>", or NULL. */
+/* The element named by a cluster job key "batch:<inc>:<J>.<e>" (run 0, also every key
+ * stored before requeue existed) or "batch:<inc>:<J>.<e>.<run>", or NULL; NULL too for
+ * a key of another run than the element's current one (a requeued run's late events). */
 static struct lelem *elem_of_key(struct live *L, const msgpack_object *m, struct ljob **jp,
                                  uint32_t *ep)
 {
@@ -495,12 +515,15 @@ static struct lelem *elem_of_key(struct live *L, const msgpack_object *m, struct
     size_t pl = strlen(pre);
     if (strncmp(key, pre, pl))
         return NULL;
-    unsigned long long J, e;
+    unsigned long long J, e, run = 0;
     char tail;
-    if (sscanf(key + pl, "%llu.%llu%c", &J, &e, &tail) != 2)
-        return NULL;
+    if (sscanf(key + pl, "%llu.%llu.%llu%c", &J, &e, &run, &tail) != 3) {
+        run = 0;
+        if (sscanf(key + pl, "%llu.%llu%c", &J, &e, &tail) != 2)
+            return NULL;
+    }
     struct ljob *j = live_job_find(L, J);
-    if (!j || e >= j->ntasks)
+    if (!j || e >= j->ntasks || run != j->el[e].run)
         return NULL;
     *jp = j;
     *ep = (uint32_t)e;
@@ -583,7 +606,11 @@ static int build_start(struct live *L, struct ljob *j, uint32_t e, struct wire_b
     wire_put_str(wb, "group", j->group ? j->group : "");
     wire_put_bool(wb, "shell", j->shell);
     wire_put_u64(wb, "limit_s", (uint64_t)j->limit_s);
-    snprintf(key, sizeof key, "batch:%s:%llu.%u", L->inc, (unsigned long long)j->id, e);
+    if (el->run) /* a requeued run (issue 15): a new key, not the old run's */
+        snprintf(key, sizeof key, "batch:%s:%llu.%u.%u", L->inc, (unsigned long long)j->id, e,
+                 el->run);
+    else
+        snprintf(key, sizeof key, "batch:%s:%llu.%u", L->inc, (unsigned long long)j->id, e);
     wire_put_str(wb, "key", key);
     if (j->mem_mb > 0)
         wire_put_u64(wb, "mem_mb", (uint64_t)j->mem_mb * per_host);
@@ -606,6 +633,34 @@ void live_clu_start(struct live *L, struct ljob *j, uint32_t e)
     else /* stored in this turn: built once the commit made it readable */
         queue_start_later(L, el->cl, live_eid(j->id, e));
     wire_buf_free(&wb);
+}
+
+uint32_t live_job_requeue(struct live *L, struct ljob *j)
+{
+    uint32_t n = 0;
+    for (uint32_t e = 0; e < j->ntasks; e++) {
+        struct lelem *el = &j->el[e];
+        if (el->state == EL_PENDING || el->want_requeue)
+            continue; /* not run yet, or already on its way back */
+        n++;
+        if (el->state >= EL_DONE) { /* ended: runs again from scratch */
+            requeue(L, j, e, "requeued");
+            continue;
+        }
+        /* starting or running: cancel this run; back to pending once the cluster
+         * confirms it ended (elem_update), or at once if it forgot it (JOB_GET) */
+        el->want_requeue = true;
+        el->dirty = j->edirty = true;
+        live_elem_reason(el, "requeueing: its run is being cancelled at its cluster");
+        if (el->cjob)
+            live_clu_cancel(L, j, e);
+    }
+    if (n) {
+        j->requeues++;
+        j->dirty = true;
+        live_want_cycle(L);
+    }
+    return n;
 }
 
 void live_clu_cancel(struct live *L, struct ljob *j, uint32_t e)
@@ -657,6 +712,8 @@ static void reconcile(struct live *L, struct lclu *c)
                     log_warnx("job %llu.%u: cannot take its hosts %s back into the plan",
                               (unsigned long long)j->id, e, el->hosts);
             }
+            if (el->state == EL_RUNNING && el->cjob && el->want_requeue)
+                live_clu_cancel(L, j, e); /* kill -9 after a requeue's OK: cancel again */
             if (el->state == EL_RUNNING && el->cjob)
                 send_simple(L, c, RK_JOBGET, live_eid(j->id, e), WT_JOB_GET, "job", el->cjob, NULL,
                             0, 0);
@@ -818,7 +875,7 @@ static void on_reply(struct live *L, struct lclu *c, const struct lreq *q, const
             el->dirty = j->edirty = true;
             char st[16];
             wire_get_strbuf(m->root, "state", st, sizeof st);
-            if (el->want_cancel)
+            if (el->want_cancel || el->want_requeue)
                 live_clu_cancel(L, j, eidx(q->arg));
             if (cluster_state(st) != EL_RUNNING) /* a repeat of an ended job */
                 send_simple(L, c, RK_JOBGET, q->arg, WT_JOB_GET, "job", el->cjob, NULL, 0, 0);
@@ -852,7 +909,10 @@ static void on_reply(struct live *L, struct lclu *c, const struct lreq *q, const
                      (unsigned long long)el->cjob);
             requeue(L, j, eidx(q->arg), why);
         } else if (!err) {
-            elem_update(L, j, eidx(q->arg), wire_get(m->root, "job"));
+            const msgpack_object *cj = wire_get(m->root, "job");
+            uint64_t id = wire_get_u64(cj, "job", 0);
+            if (!id || id == el->cjob) /* not a late answer about an older run */
+                elem_update(L, j, eidx(q->arg), cj);
         }
         break;
     default:

@@ -118,6 +118,16 @@ void live_elem_set(struct live *L, struct ljob *j, uint32_t e, int st)
         if (old == EL_PENDING)
             j->nstarted++;
     }
+    if (st == EL_PENDING && old != EL_PENDING && j->nstarted)
+        j->nstarted--; /* back in the queue (a refused start, a requeue): not issued */
+    if (ended(old) && !ended(st)) { /* JOB_CTL requeue of an ended element */
+        j->nended--;
+        j->nfailed -= old != EL_DONE;
+        if (j->finished) {
+            j->finished = 0;
+            j->dirty = true;
+        }
+    }
     if (!ended(old) && ended(st)) {
         j->nended++;
         j->nfailed += st != EL_DONE;
@@ -208,7 +218,7 @@ static void put_opt(struct wire_buf *wb, const char *k, const char *v)
 void live_job_encode(const struct ljob *j, const char *const *argv, uint32_t argc,
                      struct wire_buf *wb)
 {
-    wire_pack_map(wb, 25 + jobenv_put(NULL, j->env, j->cwd));
+    wire_pack_map(wb, 26 + jobenv_put(NULL, j->env, j->cwd));
     jobenv_put(wb, j->env, j->cwd);
     wire_put_u64(wb, "id", j->id);
     wire_put_bool(wb, "parallel", j->parallel);
@@ -233,6 +243,7 @@ void live_job_encode(const struct ljob *j, const char *const *argv, uint32_t arg
     wire_put_bool(wb, "early", j->early);
     wire_put_u64(wb, "queue", j->queue);
     wire_put_bool(wb, "cancelled", j->cancelled);
+    wire_put_u64(wb, "requeues", j->requeues);
     wire_put_key(wb, "argv");
     wire_pack_array(wb, argv ? argc : 0);
     for (uint32_t i = 0; argv && i < argc; i++)
@@ -317,6 +328,7 @@ struct ljob *live_job_decode(const void *p, size_t n)
     j->early = bool_of(m, "early");
     j->queue = (uint8_t)u64_of(m, "queue");
     j->cancelled = bool_of(m, "cancelled");
+    j->requeues = (uint32_t)u64_of(m, "requeues"); /* 0 in records older than the field */
     uint32_t nenv;
     int eoom;
     j->env = jobenv_dup(m, &nenv, &eoom);
@@ -337,7 +349,7 @@ bad:
 
 void live_elem_encode(const struct lelem *el, struct wire_buf *wb)
 {
-    wire_pack_map(wb, 11);
+    wire_pack_map(wb, 13);
     wire_put_str(wb, "state", live_elem_state_name(el->state));
     wire_put_i64(wb, "cl", el->cl);
     wire_put_u64(wb, "cjob", el->cjob);
@@ -349,6 +361,8 @@ void live_elem_encode(const struct lelem *el, struct wire_buf *wb)
     wire_put_str(wb, "reason", el->reason ? el->reason : "");
     wire_put_str(wb, "hosts", el->hosts ? el->hosts : "");
     wire_put_bool(wb, "want_cancel", el->want_cancel);
+    wire_put_bool(wb, "want_requeue", el->want_requeue);
+    wire_put_u64(wb, "run", el->run);
 }
 
 int live_elem_decode(const void *p, size_t n, struct lelem *el)
@@ -380,6 +394,8 @@ int live_elem_decode(const void *p, size_t n, struct lelem *el)
     el->reason = dup_opt(m, "reason");
     el->hosts = dup_opt(m, "hosts");
     el->want_cancel = bool_of(m, "want_cancel");
+    el->want_requeue = bool_of(m, "want_requeue"); /* both absent in older records */
+    el->run = (uint32_t)u64_of(m, "run");
     msgpack_unpacked_destroy(&up);
     return 0;
 }

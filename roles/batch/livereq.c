@@ -127,12 +127,25 @@ static struct ljob *by_key(struct live *L, const char *key, const char *user)
     return NULL;
 }
 
+/* Whether an element of j waits for its cancelled run to end (JOB_CTL requeue). */
+static bool requeueing(const struct ljob *j)
+{
+    for (uint32_t e = 0; j->requeues && !j->cancelled && e < j->ntasks; e++)
+        if (j->el[e].want_requeue)
+            return true;
+    return false;
+}
+
 static const char *job_state(const struct ljob *j)
 {
     if (j->nended == j->ntasks)
         return j->cancelled ? "cancelled" : j->nfailed ? "failed" : "done";
     if (j->cancelled)
         return "cancelled";
+    if (requeueing(j))
+        return "requeueing";
+    if (j->hold && !j->nrun)
+        return "held";
     if (j->nrun || j->nstarted)
         return "running";
     return "queued";
@@ -305,6 +318,8 @@ void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb)
         const char *st = el->state == EL_PENDING ? "queued" : live_elem_state_name(el->state);
         if (j->cancelled && el->state < EL_DONE)
             st = "cancelled";
+        else if (el->want_requeue)
+            st = "requeueing";
         /* pending: the engine's estimated start (scheduler.estimates, or its job
          * reservation), ms since the epoch; 0 unknown */
         struct batch_job_info bi;
@@ -315,7 +330,7 @@ void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb)
             if (est == BATCH_NEVER || est < 0)
                 est = 0;
         }
-        wire_pack_map(wb, 24);
+        wire_pack_map(wb, 24 + (j->requeues > 0));
         wire_put_i64(wb, "estimate", est);
         wire_put_str(wb, "kind", "parallel");
         wire_put_u64(wb, "procs", j->procs);
@@ -340,7 +355,7 @@ void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb)
         wire_put_i64(wb, "exit", el->exit);
         wire_put_str(wb, "state", st);
     } else {
-        wire_pack_map(wb, 22);
+        wire_pack_map(wb, 22 + (j->requeues > 0));
         wire_put_u64(wb, "ntasks", j->ntasks);
         wire_put_u64(wb, "issued", j->nstarted);
         wire_put_u64(wb, "running", j->nrun);
@@ -353,6 +368,8 @@ void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb)
         wire_put_u64(wb, "cjob", 0);
         wire_put_str(wb, "cluster", "");
     }
+    if (j->requeues) /* JOB_CTL requeue: Slurm's Restarts (docs/wire.md 6.16) */
+        wire_put_u64(wb, "requeues", j->requeues);
     wire_put_u64(wb, "job", j->id);
     wire_put_str(wb, "name", j->name ? j->name : "");
     wire_put_str(wb, "user", j->user ? j->user : "");
@@ -501,6 +518,60 @@ static void h_cancel(struct req *r)
     wire_begin(r->reply, WT_OK, r->m->id, 0);
 }
 
+/* JOB_CTL (docs/wire.md 6.16, docs/batch.md "Hold, release and requeue"): hold and
+ * release set the job's hold (the one `submit --hold` sets: Maui's user hold) on its
+ * pending elements; requeue is Slurm's scontrol requeue (live_job_requeue). Owner or
+ * administrator only, as CANCEL. Each change is committed before OK. */
+static void h_job_ctl(struct req *r)
+{
+    struct live *L = r->L;
+    uint64_t id = wire_get_u64(r->m->root, "job", 0);
+    char op[17];
+    wire_get_strbuf(r->m->root, "op", op, sizeof op);
+    bool hold = !strcmp(op, "hold"), release = !strcmp(op, "release");
+    if (!hold && !release && strcmp(op, "requeue")) {
+        fail(r, WE_INVALID, "op must be \"hold\", \"release\" or \"requeue\"");
+        return;
+    }
+    struct ljob *j = live_job_find(L, id);
+    if (!j) {
+        fail(r, WE_NOT_FOUND, "no job %llu in this batch role", (unsigned long long)id);
+        return;
+    }
+    if (!curve_may_touch(j->user)) {
+        fail(r, WE_DENIED,
+             "job %llu belongs to another user; only its owner and the "
+             "administrators may %s it",
+             (unsigned long long)id, op);
+        return;
+    }
+    if (j->cancelled) {
+        fail(r, WE_STATE, "job %llu is cancelled: a cancel is final; submit it again", (unsigned long long)id);
+        return;
+    }
+    if (hold || release) {
+        if (j->nended == j->ntasks) {
+            fail(r, WE_STATE, "job %llu is already %s: nothing left to %s (requeue runs it again)",
+                 (unsigned long long)id, job_state(j), op);
+            return;
+        }
+        if (j->hold != hold) { /* holding a held job, releasing a free one: OK, no change */
+            j->hold = hold;
+            j->dirty = true;
+            for (uint32_t e = 0; e < j->ntasks; e++)
+                if (j->el[e].in_engine && j->el[e].state == EL_PENDING)
+                    batch_job_hold(L->eng, live_eid(j->id, e), hold);
+            live_want_cycle(L);
+        }
+    } else {
+        uint32_t n = live_job_requeue(L, j);
+        if (n)
+            log_info("job %llu requeued (%u elements, requeue %u)", (unsigned long long)id, n,
+                     j->requeues);
+    }
+    wire_begin(r->reply, WT_OK, r->m->id, 0);
+}
+
 /* NODE_LIST: the hosts of every cluster as the batch role sees them (one page). */
 static void h_node_list(struct req *r)
 {
@@ -530,6 +601,7 @@ static const struct {
 } handlers[] = {
     {WT_SUBMIT, h_submit},   {WT_PSUBMIT, h_psubmit}, {WT_JOB_LIST, h_job_list},
     {WT_JOB_GET, h_job_get}, {WT_CANCEL, h_cancel},   {WT_NODE_LIST, h_node_list},
+    {WT_JOB_CTL, h_job_ctl},
 };
 
 void live_dispatch(struct live *L, const struct wire_msg *m, const char *peer,
@@ -547,6 +619,6 @@ void live_dispatch(struct live *L, const struct wire_msg *m, const char *peer,
         }
     fail(&r, WE_TYPE,
          "%s is not handled by the batch role (it takes SUBMIT, PSUBMIT, JOB_LIST, "
-         "JOB_GET and CANCEL)",
+         "JOB_GET, CANCEL, JOB_CTL and NODE_LIST)",
          m->desc->name);
 }
