@@ -11,7 +11,9 @@ static const char usage_hold[] =
     "usage: gridnode hold [options] JOB...\n\nHolds jobs (bags of tasks): none of their "
     "tasks is handed out, new or re-issued, until\n`gridnode release`. Tasks already "
     "running finish and their results are kept. The hold\nis stored: it survives a "
-    "restart of the cluster manager. `gridnode jobs` shows \"held\".\n";
+    "restart of the cluster manager. `gridnode jobs` shows \"held\".\n"
+    "With -e BATCH_EP (a batch role): its pending tasks are not started until released\n"
+    "(as `submit --hold`, Maui's user hold); running ones go on.\n";
 
 static const char usage_release[] =
     "usage: gridnode release [options] JOB...\n\nReleases held jobs: their tasks are "
@@ -27,9 +29,13 @@ static const char usage_requeue[] =
     "node has confirmed they are gone (a dead node's count as gone); then it is\n"
     "\"waiting\" again, placed anew by the scheduler; earlier outputs and exit codes\n"
     "are dropped.\n"
-    "A cancelled job cannot be requeued; a job placed by a batch role is requeued\n"
-    "there (not yet supported: cancel it and submit it again). Only the job's owner\n"
-    "or an administrator may requeue it.\n";
+    "A job of a batch role: requeue it there (gridnode requeue -e BATCH_EP JOB): its\n"
+    "running tasks are cancelled at their cluster and go back to the batch queue\n"
+    "once the cluster confirms they ended (\"requeueing\" until then), keeping their\n"
+    "submission time for priority; ended tasks run again; results of earlier runs\n"
+    "are dropped; a job never started is left as it is.\n"
+    "A cancelled job cannot be requeued (submit it again). Only the job's owner or\n"
+    "an administrator may requeue it.\n";
 
 static int job_ctl(int argc, char **argv, const char *op, const char *usage)
 {

@@ -8,7 +8,8 @@ import signal
 import subprocess
 
 from conftest import scaled, wait_until
-from test_batch_live import T, grid, job, wait_state
+from test_batch_live import SD, T, grid, job, wait_state
+from test_security import keys  # noqa: F401 (fixture)
 
 T = dict(T, JOB_CTL=56)
 
@@ -104,3 +105,20 @@ def test_requeue_ended_array_runs_it_again_and_hold_release(
     wait_state(b, held, ("done",))
     r = tool(gridnode_bin, "hold", "-e", b.endpoint, str(held))
     assert r.returncode == 1 and "already done" in r.stderr, r.stderr
+
+
+def test_job_ctl_at_the_batch_role_only_owner_or_admin(cluster_factory, client_factory,
+                                                       batch_factory, keys):
+    """hold, release and requeue of another user's batch job are DENIED (as CANCEL);
+    the owner and the administrators may."""
+    cl = cluster_factory(dict(SD))
+    b = batch_factory([cl], sets=keys.sets())
+    alice, bob = keys.rpc(b.endpoint, "alice"), keys.rpc(b.endpoint, "bob")
+    jid = alice.ok(T["SUBMIT"], argv=["true"], ntasks=1, hold=True)["job"]
+    for op in ("hold", "release", "requeue"):
+        e = bob.err(T["JOB_CTL"], "DENIED", job=jid, op=op)
+        assert "belongs to another user" in e["msg"] and op in e["msg"], e
+    for op in ("requeue", "hold", "release", "hold"):
+        assert alice.call(T["JOB_CTL"], job=jid, op=op)["t"] == T["OK"]
+    b.client().ok(T["JOB_CTL"], job=jid, op="release")  # admin
+    assert b.alive()

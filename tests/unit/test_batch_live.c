@@ -229,6 +229,7 @@ static void job_eq(const struct ljob *a, const struct ljob *b)
     assert_int_equal(a->hold, b->hold);
     assert_int_equal(a->early, b->early);
     assert_int_equal(a->cancelled, b->cancelled);
+    assert_int_equal(a->requeues, b->requeues);
     str_eq(a->name, b->name);
     str_eq(a->user, b->user);
     str_eq(a->group, b->group);
@@ -249,6 +250,8 @@ static void elem_eq(const struct lelem *a, const struct lelem *b)
     assert_int_equal(a->exit, b->exit);
     assert_int_equal(a->signal, b->signal);
     assert_int_equal(a->want_cancel, b->want_cancel);
+    assert_int_equal(a->want_requeue, b->want_requeue);
+    assert_int_equal(a->run, b->run);
     str_eq(a->reason, b->reason);
     str_eq(a->hosts, b->hosts);
 }
@@ -268,6 +271,8 @@ static void records_round_trip_through_the_store(void **state)
                                     .cl = 2,
                                     .cjob = 77,
                                     .start = 5,
+                                    .want_requeue = true, /* JOB_CTL requeue under way */
+                                    .run = 3,
                                     .hosts = sd("a,a,b,b,c,c"),
                                     .reason = NULL};
     jobs[1]->el[0] = (struct lelem){
@@ -284,6 +289,7 @@ static void records_round_trip_through_the_store(void **state)
         el->reason = e % 2 ? sd("wall-clock limit") : NULL;
         el->hosts = sd("node1");
     }
+    jobs[0]->requeues = 4;
     const char *argv[] = {"sh", "-c", "echo {i}", ""};
     struct wire_buf wb;
     wire_buf_init(&wb);
