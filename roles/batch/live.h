@@ -59,13 +59,14 @@ struct lelem {
     int8_t cl;            /* cluster index, -1 */
     bool in_engine : 1;   /* known to the engine (pending or running there) */
     bool want_cancel : 1; /* cancel once the cluster's job id is known */
+    bool dirty : 1;       /* record to write at the commit */
+    char *reason;         /* why pending / how it ended, or NULL */
+    char *hosts;          /* comma-separated host per rank while starting/running/ended */
+    /* run number (JOB_CTL requeues of it), part of its cluster key */
+    uint32_t run;
     /* JOB_CTL requeue (issue 15): this run is being cancelled at its cluster; once the
        cluster reports it ended it goes back to pending with run + 1 (stored) */
     bool want_requeue : 1;
-    bool dirty : 1;       /* record to write at the commit */
-    uint32_t run;         /* run number (JOB_CTL requeues of it), in its cluster key */
-    char *reason;         /* why pending / how it ended, or NULL */
-    char *hosts;          /* comma-separated host per rank while starting/running/ended */
 };
 
 struct ljob {

@@ -118,8 +118,9 @@ void live_elem_set(struct live *L, struct ljob *j, uint32_t e, int st)
         if (old == EL_PENDING)
             j->nstarted++;
     }
+    /* back in the queue (a refused start, a requeue): not issued any more */
     if (st == EL_PENDING && old != EL_PENDING && j->nstarted)
-        j->nstarted--; /* back in the queue (a refused start, a requeue): not issued */
+        j->nstarted--;
     if (ended(old) && !ended(st)) { /* JOB_CTL requeue of an ended element */
         j->nended--;
         j->nfailed -= old != EL_DONE;

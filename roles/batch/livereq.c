@@ -144,8 +144,8 @@ static const char *job_state(const struct ljob *j)
         return "cancelled";
     if (requeueing(j))
         return "requeueing";
-    if (j->hold && !j->nrun)
-        return "held";
+    /* a held job stays "queued" here as before (the meta role and the stats pages read
+       this state); `checkjob` shows the hold */
     if (j->nrun || j->nstarted)
         return "running";
     return "queued";
@@ -546,7 +546,8 @@ static void h_job_ctl(struct req *r)
         return;
     }
     if (j->cancelled) {
-        fail(r, WE_STATE, "job %llu is cancelled: a cancel is final; submit it again", (unsigned long long)id);
+        fail(r, WE_STATE, "job %llu is cancelled: a cancel is final; submit it again",
+             (unsigned long long)id);
         return;
     }
     if (hold || release) {

@@ -94,12 +94,18 @@ def test_requeue_ended_array_runs_it_again_and_hold_release(
     # hold / release by JOB_CTL; a job never started: requeue is OK, changes nothing
     held = b.rpc(T["SUBMIT"], argv=["sh", "-c", "echo h >> %s" % out], ntasks=1,
                  hold=True)["job"]
-    assert job(b, held)["job"]["state"] == "held"
+
+    def hold_shown():
+        r = tool(gridnode_bin, "checkjob", "-e", b.endpoint, str(held))
+        assert r.returncode == 0, r.stderr
+        return [ln.split()[1] for ln in r.stdout.splitlines() if ln.startswith("hold ")]
+
+    assert hold_shown() == ["yes"] and job(b, held)["job"]["state"] == "queued"
     b.client().ok(T["JOB_CTL"], job=held, op="requeue")
     b.client().ok(T["JOB_CTL"], job=held, op="hold")     # held already: OK, no change
     assert "requeues" not in job(b, held)["job"]
     b.restart()                                          # the hold is stored
-    assert job(b, held)["job"]["state"] == "held" and len(lines(out)) == 4
+    assert hold_shown() == ["yes"] and len(lines(out)) == 4
     r = tool(gridnode_bin, "release", "-e", b.endpoint, str(held))
     assert r.returncode == 0 and "released" in r.stdout, r.stderr
     wait_state(b, held, ("done",))
