@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "lib/netopts.h"
 #include "roles/client/client.h"
 #include "roles/client/engine.h"
 #include "roles/client/runner.h"
@@ -31,6 +32,7 @@ struct lsock {
     char url[ENGINE_URL_MAX];
     void *sock;
     int64_t created_ms;
+    struct netopts_link link; /* connection state, monitor, measured round trips */
 };
 
 struct lproj {
@@ -50,6 +52,7 @@ struct lproj {
     double dcf[ENGINE_MAX_PTYPES];
     unsigned long tasks_got, results_sent;
     double run_s; /* run time of its tasks finished since this client started */
+    bool held;    /* its server said why it gives this node no tasks (TASKS reason) */
 };
 
 struct ltask {
@@ -120,6 +123,7 @@ struct live {
     double sched_cpu_s; /* CPU time spent in the engine (tick, schedule, poll) */
     unsigned long engine_calls;
     char host[256];
+    bool single; /* only client.server: one project, named after it (vcl_single) */
 };
 
 /* ---- live_state.c: store and control ---- */
@@ -149,5 +153,10 @@ int vcl_project_add(struct live *l, const char *name, double share, const char *
 int vcl_project_sockets(struct live *l, int p);
 int vcl_project_detach(struct live *l, int p);
 int vcl_engine_rebuild(struct live *l, double now);
+/* The engine's parameters from cfg ([sched] keys at -1 take the automatic value for a
+ * client with projects or, single, one with only client.server). */
+void vcl_engine_config(const struct client_cfg *cfg, bool single, struct engine_config *c);
+/* True when cfg names client.server and the file has no [project] section. */
+bool vcl_single(const struct client_cfg *cfg, const char *file);
 
 #endif
