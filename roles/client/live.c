@@ -303,8 +303,12 @@ static void task_finish(struct live *l, struct ltask *t)
     }
     vcl_task_save(l, t);
     vcl_commit(l);
-    log_debug("task %llu.%u of %s finished after %.2f s", (unsigned long long)t->job, t->idx,
-              l->e->projects[t->project].name, wall);
+    log_info("task %llu.%u finished: %s (%s, %.2f s)", (unsigned long long)t->job, t->idx,
+             bad            ? t->bad
+             : err          ? r->error
+             : r->timed_out ? "wall-clock limit"
+                            : "ran",
+             l->e->projects[t->project].name, wall);
     kick(l);
 }
 
@@ -770,10 +774,14 @@ static void build_result(struct live *l)
         if (want < 1)
             nreq = 0; /* enough held: no request */
     }
+    /* a single cluster gets `want` alone, as from any node of it: the tasks it hands out
+       are then re-issued after missed heartbeats (tasks.k_wait), not only after their
+       report deadline as a volunteer's queued work (docs/client-scheduling.md 2b) */
+    bool send_req = nreq > 0 && !l->single;
     uint32_t type = nrep ? WT_RESULT : WT_TASK_GET;
     bool inc = type == WT_RESULT && lp->inc[0];
     wire_buf_reset(&l->wb);
-    wire_begin(&l->wb, type, l->rpc.id = ++l->next_req, 2 + (nreq > 0) + inc + (nrep > 0));
+    wire_begin(&l->wb, type, l->rpc.id = ++l->next_req, 2 + send_req + inc + (nrep > 0));
     wire_put_str(&l->wb, "sid", lp->sid);
     if (inc)
         wire_put_str(&l->wb, "inc", lp->inc);
@@ -791,7 +799,7 @@ static void build_result(struct live *l)
         }
     }
     wire_put_u64(&l->wb, "want", a->fetch && nreq ? (uint64_t)want : 0);
-    if (nreq) {
+    if (send_req) {
         wire_put_key(&l->wb, "req");
         wire_pack_map(&l->wb, nreq);
         for (int t = 0; t < l->e->nptypes; t++)
@@ -814,8 +822,12 @@ static void send_now(struct live *l)
     if (zmq_send(s->sock, l->wb.sb.data, l->wb.sb.size, ZMQ_DONTWAIT) < 0) {
         /* still connecting (no attempt failed yet): no failed round, the UP event or the
            next pass sends it (lib/netopts.h, struct netopts_link) */
-        if (errno == EAGAIN && netopts_link_connecting(&s->link) &&
-            loop_now_ms() < l->rpc.send_until_ms) {
+        /* a single cluster is waited for however long it is absent (as any node of it
+           does): a failed round is only a server that is connected and does not answer;
+           a project's endpoint that refuses fails at once, so the others go on */
+        if (errno == EAGAIN &&
+            (l->single ||
+             (netopts_link_connecting(&s->link) && loop_now_ms() < l->rpc.send_until_ms))) {
             if (!l->rpc.unsent && !s->link.said)
                 log_info("project %s: waiting for the connection to %s",
                          l->e->projects[l->rpc.act.project].name, s->url);
@@ -927,8 +939,8 @@ static void rpc_fail(struct live *l, const char *why)
         r->act.nreport = 0;
         engine_rpc_done(l->e, now, &r->act, &rep);
         const struct engine_project *q = &l->e->projects[p];
-        log_warnx("project %s: scheduler %s: %s (%d consecutive failure(s); next try in %.0f s)",
-                  q->name, r->url, why, q->nrpc_failures,
+        log_warnx("project %s: scheduler %s: %s; retry %d in %.1f s", q->name, r->url, why,
+                  q->nrpc_failures,
                   fmax(0, q->min_rpc_time > q->backoff_until ? q->min_rpc_time - now
                                                              : q->backoff_until - now));
         /* the socket is kept: its heartbeats tell a dead link from a slow server, and a
@@ -1488,6 +1500,94 @@ static void pump(struct live *l)
     }
 }
 
+/*
+ * A single-cluster host stopping (SIGTERM, SIGINT) leaves like any node of a cluster:
+ * its processes are stopped, its finished results go with LEAVE, and only the server's
+ * OK (within min(rpc.timeout_ms, 3 s)) lets it forget its tasks: the server then
+ * re-issues the unfinished ones at once instead of waiting for missed heartbeats.
+ * Without the OK they stay in the store, to be reported or rerun at the next start. A
+ * volunteer with projects keeps its queue across restarts, as BOINC does: no LEAVE.
+ */
+static void leave(struct live *l)
+{
+    if (!l->single || !l->e || l->e->nprojects < 1 || !l->proj[0].welcomed)
+        return;
+    struct lproj *lp = &l->proj[0];
+    struct lsock *s = project_sock(l, 0, lp->session_url);
+    if (!s)
+        return;
+    for (size_t i = 0; i < l->ntasks; i++) { /* no result from a killed process */
+        struct ltask *t = l->tasks[i];
+        if ((t->state == LT_RUNNING || t->state == LT_STOPPED) && t->run.pid > 0 &&
+            !t->run.reaped) {
+            runner_signal(&t->run, SIGKILL);
+            runner_signal(&t->run, SIGCONT);
+        }
+    }
+    uint32_t n = 0;
+    for (size_t i = 0; i < l->ntasks; i++)
+        n += l->tasks[i]->project == 0 && l->tasks[i]->result && n < MAX_RESULTS;
+    uint64_t id = ++l->next_req;
+    wire_buf_reset(&l->wb);
+    wire_begin(&l->wb, WT_LEAVE, id, 2 + (lp->inc[0] != 0));
+    wire_put_str(&l->wb, "sid", lp->sid);
+    if (lp->inc[0])
+        wire_put_str(&l->wb, "inc", lp->inc);
+    wire_put_key(&l->wb, "results");
+    wire_pack_array(&l->wb, n);
+    for (size_t i = 0, k = 0; i < l->ntasks && k < n; i++) {
+        const struct ltask *t = l->tasks[i];
+        if (t->project == 0 && t->result) {
+            msgpack_sbuffer_write(&l->wb.sb, t->result, t->rlen);
+            k++;
+        }
+    }
+    int64_t until = loop_now_ms() + (l->cfg->timeout_ms < 3000 ? l->cfg->timeout_ms : 3000);
+    bool sent = false, ok = false;
+    while (!ok && loop_now_ms() < until) {
+        if (!sent && zmq_send(s->sock, l->wb.sb.data, l->wb.sb.size, ZMQ_DONTWAIT) < 0) {
+            zmq_poll(NULL, 0, 50); /* not connected: try again shortly */
+            continue;
+        }
+        sent = true;
+        zmq_pollitem_t it = {s->sock, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, 100) <= 0)
+            continue;
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        struct wire_msg msg;
+        struct wire_error err;
+        if (zmq_msg_recv(&m, s->sock, ZMQ_DONTWAIT) >= 0 &&
+            wire_decode(zmq_msg_data(&m), zmq_msg_size(&m), false, &msg, &err) == 0) {
+            ok = msg.id == id && msg.type == WT_OK;
+            if (msg.id == id && !ok)
+                until = 0; /* refused: keep the tasks */
+            wire_msg_free(&msg);
+        }
+        zmq_msg_close(&m);
+    }
+    if (!ok) {
+        log_warnx("the server did not acknowledge LEAVE; tasks are kept for the next start");
+        return;
+    }
+    for (size_t i = 0; i < l->ntasks;) {
+        struct ltask *t = l->tasks[i];
+        if (t->project != 0) {
+            i++;
+            continue;
+        }
+        long ei = vcl_engine_index(l, t);
+        if (ei >= 0)
+            engine_task_remove(l->e, (size_t)ei);
+        vcl_task_forget(l, t);
+        vcl_task_drop(l, t);
+    }
+    lp->welcomed = false;
+    lp->sid[0] = '\0';
+    vcl_commit(l);
+    log_info("left the server");
+}
+
 /* The daemon owns the before-sleep hook: the driver's pass runs before its commit. */
 static int on_commit(void *arg)
 {
@@ -1547,6 +1647,7 @@ int vcl_main(struct client_cfg *cfg, const char *file)
              l.e->nprojects, l.slots, l.e->nptypes - 1, engine_policy_name(l.ecfg.policy),
              engine_fetch_name(l.ecfg.fetch));
     rc = loop_run(l.loop) < 0 ? 1 : 0;
+    leave(&l);
     /* leaving: running processes are killed; their tasks rerun at the next start */
     for (size_t i = 0; i < l.ntasks; i++) {
         struct ltask *t = l.tasks[i];

@@ -442,7 +442,7 @@ int vcl_load(struct live *l, double now)
         done += l->tasks[i]->result != NULL;
     engine_tick(l->e, now, 1);
     vcl_commit(l);
-    log_info("state loaded: %d project(s), %zu result(s) to report, %zu task(s) to run",
+    log_info("state loaded: %d project(s), %zu finished result(s) to report, %zu task(s) to rerun",
              l->e->nprojects, done, l->ntasks - done);
     return 0;
 }
