@@ -132,6 +132,7 @@ struct ltask *vcl_task_from_map(struct live *l, int project, const msgpack_objec
     double est = wire_get_f64(m, "est_s", 0);
     t->est_s = isfinite(est) && est > 0 && est < 1e9 ? est : 0;
     int pt = engine_ptype_find(l->e, t->ptype);
+    t->bad_host = !t->bad[0]; /* what follows is about this host, not the task */
     if (!t->bad[0] && pt < 0)
         snprintf(t->bad, sizeof t->bad, "this host has no processor of type '%.60s'", t->ptype);
     else if (!t->bad[0] && pt > 0 && (t->gpus == 0 || (int)t->gpus > l->e->ptypes[pt].ninstances))
@@ -273,8 +274,10 @@ static void task_finish(struct live *l, struct ltask *t)
     loop_timer_cancel(l->loop, t->kill_timer);
     t->limit_timer = t->kill_timer = 0;
     wire_buf_init(&wb);
-    /* a task this host cannot run (e.g. a GPU type it lacks) is a node-side error */
-    runner_pack_result(r, t->job, t->idx, t->issue, wall, bad ? t->bad : NULL, NULL, &wb);
+    /* a task this host cannot run (a GPU type it lacks) is a node-side error; a malformed
+       task (empty argv) is the task's own fault: a final failed result */
+    runner_pack_result(r, t->job, t->idx, t->issue, wall, bad && t->bad_host ? t->bad : NULL,
+                       bad && !t->bad_host ? t->bad : NULL, &wb);
     free(t->result);
     t->result = malloc(wb.sb.size);
     if (t->result) {
@@ -697,6 +700,26 @@ static struct lsock *project_sock(struct live *l, int p, const char *url)
 
 /* ---- RPC: HELLO, RESULT/TASK_GET, MASTER_GET ---- */
 
+/* The CPU model and clock reported in HELLO (the cluster groups hosts by them). */
+static void cpu_info(struct live *l)
+{
+    char line[256];
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    while (f && fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (!colon)
+            continue;
+        if (!strncmp(line, "cpu MHz", 7) && !l->cpu_mhz)
+            l->cpu_mhz = strtol(colon + 1, NULL, 10);
+        if (!strncmp(line, "model name", 10) && !l->cpu_model[0] && colon[1]) {
+            snprintf(l->cpu_model, sizeof l->cpu_model, "%s", colon + 2);
+            l->cpu_model[strcspn(l->cpu_model, "\n")] = '\0';
+        }
+    }
+    if (f)
+        fclose(f);
+}
+
 static void build_hello(struct live *l, int p)
 {
     struct lproj *lp = &l->proj[p];
@@ -710,7 +733,7 @@ static void build_hello(struct live *l, int p)
     bool sid = lp->sid[0] && !strcmp(lp->session_url, l->rpc.url);
     wire_buf_reset(&l->wb);
     wire_begin(&l->wb, WT_HELLO, l->rpc.id = ++l->next_req,
-               10 + sid + (lp->inc[0] != 0) + (l->cfg->cpu_gflops > 0));
+               12 + sid + (lp->inc[0] != 0) + (l->cfg->cpu_gflops > 0));
     if (sid)
         wire_put_str(&l->wb, "sid", lp->sid);
     if (lp->inc[0])
@@ -723,6 +746,8 @@ static void build_hello(struct live *l, int p)
     wire_put_u64(&l->wb, "mem_mb", mem);
     wire_put_u64(&l->wb, "slots", (uint64_t)l->slots);
     wire_put_str(&l->wb, "arch", l->cfg->arch[0] ? l->cfg->arch : u.machine);
+    wire_put_str(&l->wb, "model", l->cfg->model[0] ? l->cfg->model : l->cpu_model);
+    wire_put_u64(&l->wb, "mhz", (uint64_t)l->cpu_mhz);
     wire_put_bool(&l->wb, "procs", false);
     if (l->cfg->cpu_gflops > 0) /* else the cluster measures this host's speed */
         wire_put_f64(&l->wb, "cpu_gflops", l->cfg->cpu_gflops);
@@ -1616,6 +1641,7 @@ int vcl_main(struct client_cfg *cfg, const char *file)
     l.file = file;
     l.slots = cfg->slots > 0 ? (int)cfg->slots : (int)sysconf(_SC_NPROCESSORS_ONLN);
     gethostname(l.host, sizeof l.host - 1);
+    cpu_info(&l);
     wire_buf_init(&l.wb);
     l.single = vcl_single(cfg, file);
     vcl_engine_config(cfg, l.single, &l.ecfg);

@@ -61,6 +61,7 @@ struct ltask {
     uint64_t job;
     uint32_t idx, issue, limit_s;
     bool shell, abandon;
+    bool bad_host; /* bad names what this host lacks (node-side), not a malformed task */
     char bad[200];
     char **argv;
     uint32_t argc;
@@ -124,6 +125,8 @@ struct live {
     unsigned long engine_calls;
     char host[256];
     bool single; /* only client.server: one project, named after it (vcl_single) */
+    char cpu_model[128];
+    long cpu_mhz;
 };
 
 /* ---- live_state.c: store and control ---- */
