@@ -305,7 +305,8 @@ static void task_finish(struct live *l, struct ltask *t)
         engine_task_done(l->e, vcl_now(), (size_t)i);
     }
     vcl_task_save(l, t);
-    vcl_commit(l);
+    l->unsaved = true; /* committed before it is reported (send_rpc_stage), or at the end
+                          of this loop turn with the rest: one fsync for many tasks */
     log_info("task %llu.%u finished: %s (%s, %.2f s)", (unsigned long long)t->job, t->idx,
              bad            ? t->bad
              : err          ? r->error
@@ -881,6 +882,10 @@ static int64_t rpc_timeout(const struct live *l, const struct lsock *s)
 static void send_rpc_stage(struct live *l)
 {
     struct lsock *s = l->rpc.stage == 2 ? l->rpc.master : l->rpc.sock;
+    if (l->unsaved) { /* no result leaves before it is durable */
+        l->unsaved = false;
+        vcl_commit(l);
+    }
     if (l->rpc.stage == 0)
         build_hello(l, l->rpc.act.project);
     else if (l->rpc.stage == 1)
@@ -1535,6 +1540,10 @@ static void pump(struct live *l)
  */
 static void leave(struct live *l)
 {
+    if (l->unsaved) {
+        l->unsaved = false;
+        vcl_commit(l);
+    }
     if (!l->single || !l->e || l->e->nprojects < 1 || !l->proj[0].welcomed)
         return;
     struct lproj *lp = &l->proj[0];
@@ -1618,6 +1627,7 @@ static int on_commit(void *arg)
 {
     struct live *l = arg;
     pump(l);
+    l->unsaved = false;
     return store_commit(l->store);
 }
 

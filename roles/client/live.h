@@ -124,6 +124,7 @@ struct live {
     double sched_cpu_s; /* CPU time spent in the engine (tick, schedule, poll) */
     unsigned long engine_calls;
     char host[256];
+    bool unsaved; /* finished results written, not committed yet (task_finish) */
     bool single; /* only client.server: one project, named after it (vcl_single) */
     char cpu_model[128];
     long cpu_mhz;
