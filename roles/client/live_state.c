@@ -201,9 +201,23 @@ static void restore_project(struct live *l, int p, const msgpack_object *m)
 
 struct loadctx {
     struct live *l;
-    int phase; /* 0: projects, 1: tasks */
+    int phase; /* 0: projects, 1: tasks, 2: the single-cluster client's old tasks */
     struct engine_project saved[LIVE_MAX_PROJECTS];
+    int project;    /* phase 2: the server's project */
+    uint8_t *keys;  /* phase 2: keys of the old records, deleted once moved */
+    size_t nkeys, capkeys;
 };
+
+static int grow_keys(struct loadctx *c)
+{
+    size_t cap = c->capkeys ? 2 * c->capkeys : 64;
+    uint8_t *k = realloc(c->keys, 12 * cap);
+    if (!k)
+        return -1;
+    c->keys = k;
+    c->capkeys = cap;
+    return 0;
+}
 
 static int load_record(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
@@ -219,7 +233,27 @@ static int load_record(void *arg, const void *key, size_t klen, const void *val,
         goto out;
     }
     const msgpack_object *m = &up.data;
-    if (c->phase == 0) {
+    if (c->phase == 2) { /* (job, idx) -> the old client's record: a task of the server */
+        if (klen != 12 || (c->nkeys == c->capkeys && grow_keys(c) < 0))
+            goto out;
+        struct ltask *t = vcl_task_from_map(l, c->project, m);
+        if (!t)
+            goto out;
+        t->id = ++l->next_id;
+        t->received = vcl_now();
+        size_t rl;
+        const void *res = wire_get_bin(m, "result", &rl);
+        if (res && rl && (t->result = malloc(rl))) {
+            memcpy(t->result, res, rl);
+            t->rlen = rl;
+        }
+        if (vcl_task_adopt(l, t) < 0) {
+            vcl_task_free(t);
+            goto out;
+        }
+        vcl_task_save(l, t);
+        memcpy(c->keys + 12 * c->nkeys++, key, 12);
+    } else if (c->phase == 0) {
         char name[ENGINE_NAME_MAX], master[ENGINE_URL_MAX];
         char eps[ENGINE_MAX_ENDPOINTS][ENGINE_URL_MAX];
         const char *list[ENGINE_MAX_ENDPOINTS];
@@ -371,6 +405,28 @@ static int engine_fresh(struct live *l)
  * only endpoint. A stored project of that name keeps its accounting and gets the
  * endpoint back if it was changed; projects attached at run time stay attached.
  */
+/* A text record of the meta table ("" when absent or unreadable). */
+static void meta_str(struct live *l, const char *key, char *buf, size_t cap)
+{
+    void *val;
+    size_t n;
+    buf[0] = '\0';
+    if (store_get(l->store, l->t_meta, key, strlen(key), &val, &n) != 0)
+        return;
+    msgpack_unpacked up;
+    size_t off = 0;
+    msgpack_unpacked_init(&up);
+    if (wire_precheck(val, n) == 0 &&
+        msgpack_unpack_next(&up, val, n, &off) == MSGPACK_UNPACK_SUCCESS &&
+        up.data.type == MSGPACK_OBJECT_STR && up.data.via.str.size < cap &&
+        !memchr(up.data.via.str.ptr, 0, up.data.via.str.size)) {
+        memcpy(buf, up.data.via.str.ptr, up.data.via.str.size);
+        buf[up.data.via.str.size] = '\0';
+    }
+    msgpack_unpacked_destroy(&up);
+    free(val);
+}
+
 static int server_project(struct live *l)
 {
     const char *url = l->cfg->server;
@@ -396,7 +452,46 @@ static int server_project(struct live *l)
                 strerror(errno));
         return -1;
     }
+    /* a state directory of the single-cluster client before it ran on the engine: its
+       session and the incarnation its tasks came from (meta) carry over */
+    struct lproj *lp = &l->proj[p];
+    meta_str(l, "sid", lp->sid, sizeof lp->sid);
+    meta_str(l, "inc", lp->inc, sizeof lp->inc);
+    if (lp->sid[0])
+        snprintf(lp->session_url, sizeof lp->session_url, "%s", url);
     vcl_project_save(l, p);
+    return 0;
+}
+
+/*
+ * Moves the tasks and results a single-cluster client of an earlier version left in
+ * the table "tasks" to the server's project (table "ltasks"), in one commit: nothing
+ * it held is lost when it starts on the engine.
+ */
+static int migrate_old_tasks(struct live *l)
+{
+    static struct loadctx mc;
+    int old = store_table(l->store, "tasks");
+    const char *url = l->cfg->server;
+    mc.l = l;
+    mc.phase = 2;
+    mc.project = -1;
+    for (int k = 0; k < l->e->nprojects; k++)
+        for (int j = 0; j < l->e->projects[k].nendpoints; j++)
+            if (!strcmp(l->e->projects[k].endpoints[j], url))
+                mc.project = k;
+    if (old < 0 || mc.project < 0 || store_iter(l->store, old, NULL, 0, load_record, &mc) < 0)
+        return 0;
+    for (size_t k = 0; k < mc.nkeys; k++)
+        store_del(l->store, old, mc.keys + 12 * k, 12);
+    if (mc.nkeys)
+        log_info("moved %zu task(s) and result(s) of the single-cluster client's state to "
+                 "project %s",
+                 mc.nkeys, l->e->projects[mc.project].name);
+    free(mc.keys);
+    mc.keys = NULL;
+    mc.nkeys = mc.capkeys = 0;
+    vcl_commit(l);
     return 0;
 }
 
@@ -437,6 +532,8 @@ int vcl_load(struct live *l, double now)
         return -1;
     for (int p = 0; p < l->e->nprojects; p++)
         memcpy(l->e->projects[p].rsc, lc.saved[p].rsc, sizeof lc.saved[p].rsc);
+    if (l->single)
+        migrate_old_tasks(l);
     size_t done = 0;
     for (size_t i = 0; i < l->ntasks; i++)
         done += l->tasks[i]->result != NULL;
