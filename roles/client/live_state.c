@@ -57,14 +57,6 @@ int vcl_store_open(struct live *l)
     l->t_tasks = store_table(l->store, "ltasks");
     l->t_projects = store_table(l->store, "projects");
     l->t_meta = store_table(l->store, "meta");
-    /* the marker that makes the next start a multi-project client (live_wanted) */
-    char mark[CONFIG_STR_MAX + 16];
-    snprintf(mark, sizeof mark, "%s/projects", l->cfg->state_dir);
-    FILE *f = fopen(mark, "w");
-    if (f) {
-        fputs("this state directory belongs to a multi-project client\n", f);
-        fclose(f);
-    }
     return 0;
 }
 
@@ -839,8 +831,7 @@ void vcl_control(void *arg, const struct wire_msg *m, const char *peer, struct w
     }
 }
 
-/* Multi-project mode: [project NAME] sections in the file, client.server = "", or a
- * state directory a multi-project client used before. */
+/* [project NAME] sections in the config file (vcl_single). */
 static int find_project_section(void *user, const char *section, const char *name,
                                 const char *value)
 {
@@ -861,14 +852,3 @@ bool vcl_single(const struct client_cfg *cfg, const char *file)
     return !found;
 }
 
-int vcl_wanted(const struct client_cfg *cfg, const char *file)
-{
-    int found = 0;
-    char mark[CONFIG_STR_MAX + 16];
-    if (!cfg->server[0])
-        return 1;
-    if (file)
-        ini_parse(file, find_project_section, &found);
-    snprintf(mark, sizeof mark, "%s/projects", cfg->state_dir);
-    return found || access(mark, F_OK) == 0;
-}
