@@ -47,9 +47,13 @@ void *netopts_monitor(void *ctx, void *sock, const char *name)
     char ep[128];
     int zero = 0;
     snprintf(ep, sizeof ep, "inproc://netopts-monitor-%s", name);
+    /* one monitor per socket (a second zmq_socket_monitor replaces the first): the
+       failed CURVE handshakes come here too, for lib/curve.h's texts */
     if (zmq_socket_monitor(sock, ep,
                            ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |
-                               ZMQ_EVENT_CONNECT_RETRIED) < 0)
+                               ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) < 0)
         return NULL;
     void *mon = zmq_socket(ctx, ZMQ_PAIR);
     if (!mon)
@@ -62,7 +66,14 @@ void *netopts_monitor(void *ctx, void *sock, const char *name)
     return mon;
 }
 
+static int monitor_read(void *mon, unsigned *raw);
+
 int netopts_monitor_read(void *mon)
+{
+    return monitor_read(mon, NULL);
+}
+
+static int monitor_read(void *mon, unsigned *raw)
 {
     zmq_msg_t m;
     int ev = -1, more = 0;
@@ -75,10 +86,15 @@ int netopts_monitor_read(void *mon)
     if (zmq_msg_size(&m) >= 2) { /* frame 1: u16 event, u32 value; frame 2: endpoint */
         uint16_t e;
         memcpy(&e, zmq_msg_data(&m), 2);
+        if (raw)
+            *raw = e;
         ev = e == ZMQ_EVENT_HANDSHAKE_SUCCEEDED ? NETOPTS_EV_UP
              : e == ZMQ_EVENT_DISCONNECTED      ? NETOPTS_EV_DOWN
              : e == ZMQ_EVENT_CONNECT_RETRIED   ? NETOPTS_EV_RETRY
-                                                : NETOPTS_EV_NONE;
+             : e == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL || e == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+                     e == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+                 ? NETOPTS_EV_HANDSHAKE
+                 : NETOPTS_EV_NONE;
     }
     while (zmq_getsockopt(mon, ZMQ_RCVMORE, &more, &sz) == 0 && more) {
         zmq_msg_close(&m);
@@ -128,7 +144,7 @@ int netopts_link_event(struct netopts_link *k, int64_t now_ms)
 {
     if (!k->mon)
         return -1;
-    int ev = netopts_monitor_read(k->mon);
+    int ev = monitor_read(k->mon, &k->raw_event);
     if (ev == NETOPTS_EV_DOWN) {
         k->down = k->lost = true;
         k->down_ms = now_ms;

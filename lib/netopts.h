@@ -35,7 +35,8 @@ enum netopts_event {
     NETOPTS_EV_NONE = 0,
     NETOPTS_EV_UP,   /* handshake done: requests can flow */
     NETOPTS_EV_DOWN, /* an established connection was lost (peer gone, heartbeat timeout) */
-    NETOPTS_EV_RETRY /* a connect attempt failed (refused or timed out) */
+    NETOPTS_EV_RETRY, /* a connect attempt failed (refused or timed out) */
+    NETOPTS_EV_HANDSHAKE /* the security handshake failed (the raw event: curve_handshake_failure) */
 };
 
 /*
@@ -88,6 +89,7 @@ struct netopts_link {
     bool said;       /* the driver logged "waiting for the connection" */
     bool healed;     /* the last UP followed a lost connection (not a first connect) */
     int64_t down_ms; /* when it went down (or the socket was made) */
+    unsigned raw_event; /* libzmq's number of the last event (ZMQ_EVENT_*) */
     struct netopts_rtt rtt;
 };
 

@@ -1370,6 +1370,15 @@ static void on_lmon(struct loop *lp, void *arg)
                 send_now(l);
                 return;
             }
+        } else if (ev == NETOPTS_EV_HANDSHAKE) {
+            /* say what is wrong instead of timing out: at most once a minute */
+            const char *why = curve_handshake_failure(s->link.raw_event);
+            int64_t now = loop_now_ms();
+            if (why && (!s->said_ms || now - s->said_ms >= 60000)) {
+                log_warnx("project %s: cannot talk to %s: %s", l->e->projects[p].name, s->url,
+                          why);
+                s->said_ms = now;
+            }
         } else if (ev == NETOPTS_EV_RETRY && waiting) {
             send_now(l); /* fails now: the server is absent */
             return;

@@ -33,6 +33,7 @@ struct lsock {
     void *sock;
     int64_t created_ms;
     struct netopts_link link; /* connection state, monitor, measured round trips */
+    int64_t said_ms;          /* a failed handshake was last logged then (0: never) */
 };
 
 struct lproj {
