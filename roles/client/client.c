@@ -61,7 +61,7 @@ const struct config_key client_keys[] = {
      "initial LMDB map size in MiB (grows when full)"},
     /* the multi-project client (docs/client-scheduling.md, "The live client") */
     {"client", "control", CONFIG_STR, "tcp://127.0.0.1:*", OFF(control), 0, 0, NULL,
-     "multi-project client: control endpoint for gridnode client status/attach/detach "
+     "control endpoint for gridnode client status/attach/detach "
      "(written to state_dir/endpoint)"},
     {"client", "cpu_gflops", CONFIG_DOUBLE, "0", OFF(cpu_gflops), 0, 1e9, NULL,
      "peak GFLOPS of one CPU slot (credit, REC and the clusters' run-time estimates); 0: "
