@@ -845,7 +845,7 @@ static void send_now(struct live *l)
         rpc_fail(l, "no socket for the endpoint");
         return;
     }
-    if (zmq_send(s->sock, l->wb.sb.data, l->wb.sb.size, ZMQ_DONTWAIT) < 0) {
+    if (zmq_send(s->sock, l->rpc.msg, l->rpc.msglen, ZMQ_DONTWAIT) < 0) {
         /* still connecting (no attempt failed yet): no failed round, the UP event or the
            next pass sends it (lib/netopts.h, struct netopts_link) */
         /* a single cluster is waited for however long it is absent (as any node of it
@@ -894,6 +894,18 @@ static void send_rpc_stage(struct live *l)
         wire_buf_reset(&l->wb);
         wire_begin(&l->wb, WT_MASTER_GET, l->rpc.id = ++l->next_req, 0);
     }
+    /* the request is kept apart: heartbeats reuse l->wb while it waits to be sent */
+    if (l->rpc.msgcap < l->wb.sb.size) {
+        void *m = realloc(l->rpc.msg, l->wb.sb.size);
+        if (!m) {
+            rpc_fail(l, "out of memory");
+            return;
+        }
+        l->rpc.msg = m;
+        l->rpc.msgcap = l->wb.sb.size;
+    }
+    memcpy(l->rpc.msg, l->wb.sb.data, l->wb.sb.size);
+    l->rpc.msglen = l->wb.sb.size;
     /* a connection still being made is waited for, at most a request timeout (each
        connect attempt ends within NETOPTS_CONNECT_TIMEOUT_MS, failed or made) */
     int64_t now = loop_now_ms();
@@ -1077,7 +1089,7 @@ static void adopt_issue(struct live *l, struct ltask *t, uint32_t issue)
 {
     if (issue == 0 || issue == t->issue || t->result || t->abandon)
         return;
-    log_info("task %llu.%u of %s was re-issued to us (issue %u -> %u): keeping the copy we have",
+    log_info("task %llu.%u of %s was re-issued to us (issue %u -> %u): keeping the copy we run",
              (unsigned long long)t->job, t->idx, l->e->projects[t->project].name, t->issue,
              issue);
     t->issue = issue;
@@ -1722,6 +1734,7 @@ out:
     wire_buf_free(&l.wb);
     free(l.nt);
     free(l.rpc.report_ids);
+    free(l.rpc.msg);
     free(l.rpc.report_idx);
     return rc;
 }

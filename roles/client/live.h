@@ -98,6 +98,8 @@ struct lrpc {
     struct lsock *sock;
     struct lsock *master; /* temporary socket of a master fetch */
     bool unsent;          /* waiting for the connection to be up */
+    void *msg;            /* the request as sent (or to be sent when the link is up) */
+    size_t msglen, msgcap;
 };
 
 struct live {
