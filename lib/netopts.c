@@ -91,7 +91,8 @@ static int monitor_read(void *mon, unsigned *raw)
         ev = e == ZMQ_EVENT_HANDSHAKE_SUCCEEDED ? NETOPTS_EV_UP
              : e == ZMQ_EVENT_DISCONNECTED      ? NETOPTS_EV_DOWN
              : e == ZMQ_EVENT_CONNECT_RETRIED   ? NETOPTS_EV_RETRY
-             : e == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL || e == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+             : e == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
+                     e == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
                      e == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
                  ? NETOPTS_EV_HANDSHAKE
                  : NETOPTS_EV_NONE;

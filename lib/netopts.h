@@ -33,10 +33,11 @@ int netopts_connecting(void *sock);
 /* Monitor events of interest (a subset of libzmq's). */
 enum netopts_event {
     NETOPTS_EV_NONE = 0,
-    NETOPTS_EV_UP,   /* handshake done: requests can flow */
-    NETOPTS_EV_DOWN, /* an established connection was lost (peer gone, heartbeat timeout) */
-    NETOPTS_EV_RETRY, /* a connect attempt failed (refused or timed out) */
-    NETOPTS_EV_HANDSHAKE /* the security handshake failed (the raw event: curve_handshake_failure) */
+    NETOPTS_EV_UP,       /* handshake done: requests can flow */
+    NETOPTS_EV_DOWN,     /* an established connection was lost (peer gone, heartbeat timeout) */
+    NETOPTS_EV_RETRY,    /* a connect attempt failed (refused or timed out) */
+    NETOPTS_EV_HANDSHAKE /* the security handshake failed (the raw event: curve_handshake_failure)
+                          */
 };
 
 /*
@@ -82,13 +83,13 @@ int64_t netopts_rtt_timeout(const struct netopts_rtt *r, int64_t floor_ms);
  *  - request timeouts follow the measured round trips (netopts_rtt_timeout on rtt).
  */
 struct netopts_link {
-    void *mon;       /* PAIR receiving the monitor's events (NULL: none) */
-    bool down;       /* not connected (never yet, or the connection was lost) */
-    bool lost;       /* an established connection was lost since the last UP */
-    bool refused;    /* a connect attempt failed since the socket was made or last UP */
-    bool said;       /* the driver logged "waiting for the connection" */
-    bool healed;     /* the last UP followed a lost connection (not a first connect) */
-    int64_t down_ms; /* when it went down (or the socket was made) */
+    void *mon;          /* PAIR receiving the monitor's events (NULL: none) */
+    bool down;          /* not connected (never yet, or the connection was lost) */
+    bool lost;          /* an established connection was lost since the last UP */
+    bool refused;       /* a connect attempt failed since the socket was made or last UP */
+    bool said;          /* the driver logged "waiting for the connection" */
+    bool healed;        /* the last UP followed a lost connection (not a first connect) */
+    int64_t down_ms;    /* when it went down (or the socket was made) */
     unsigned raw_event; /* libzmq's number of the last event (ZMQ_EVENT_*) */
     struct netopts_rtt rtt;
 };

@@ -30,7 +30,8 @@ const struct config_key client_keys[] = {
     {"client", "code", CONFIG_STR, "gridnode-client/1", OFF(code), 0, 0, NULL,
      "client code reported to the server (statistics group nodes by it)"},
     {"client", "arch", CONFIG_STR, "", OFF(arch), 0, 0, NULL,
-     "architecture reported to the server (empty: uname's machine); hosts of one type form a cluster"},
+     "architecture reported to the server (empty: uname's machine); hosts of one type form a "
+     "cluster"},
     {"client", "model", CONFIG_STR, "", OFF(model), 0, 0, NULL,
      "CPU model reported to the server (empty: /proc/cpuinfo's model name)"},
     {"client", "parallel", CONFIG_BOOL, "true", OFF(parallel), 0, 0, NULL,
@@ -52,7 +53,8 @@ const struct config_key client_keys[] = {
     {"rpc", "backoff_max_s", CONFIG_DOUBLE, "60", OFF(backoff_max_s), 0.01, 86400, NULL,
      "longest retry delay"},
     {"run", "max_output_kb", CONFIG_INT, "64", OFF(max_output_kb), 0, 16384, NULL,
-     "stdout and stderr kept per task or parallel rank, each; the rest is dropped, marked truncated"},
+     "stdout and stderr kept per task or parallel rank, each; the rest is dropped, marked "
+     "truncated"},
     {"run", "kill_grace_s", CONFIG_DOUBLE, "2", OFF(kill_grace_s), 0, 3600, NULL,
      "after the wall-clock limit: SIGTERM, then SIGKILL this much later"},
     {"store", "sync", CONFIG_ENUM, "full", OFF(sync), 0, 0, "full|meta|none",
@@ -103,8 +105,8 @@ const struct config_key client_keys[] = {
     {"sched", "report_max_delay", CONFIG_DOUBLE, "-1", OFF(report_max_delay), -1, 1e9, NULL,
      "report a result at the latest this long after it finished (-1: 86400 with projects, 0 "
      "with only client.server: at once)"},
-    {"sched", "default_deadline_s", CONFIG_DOUBLE, "86400", OFF(default_deadline_s), 1, 1e9,
-     NULL, "report deadline of a task whose server gave none (seconds after it arrived)"},
+    {"sched", "default_deadline_s", CONFIG_DOUBLE, "86400", OFF(default_deadline_s), 1, 1e9, NULL,
+     "report deadline of a task whose server gave none (seconds after it arrived)"},
     {"sched", "default_est_s", CONFIG_DOUBLE, "60", OFF(default_est_s), 0.001, 1e9, NULL,
      "run-time estimate of a task whose server gave none, until the project's own tasks "
      "have been timed"},

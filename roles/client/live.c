@@ -38,7 +38,7 @@
 #include "roles/client/prefetch.h"
 #include "store/store.h"
 
-#define MAX_RESULTS 1024 /* MAX_BATCH of the wire */
+#define MAX_RESULTS 1024   /* MAX_BATCH of the wire */
 #define SINGLE_POLL_S 0.05 /* sched.poll_s of a single-cluster host (-1) */
 
 static void kick(struct live *l);
@@ -851,9 +851,8 @@ static void send_now(struct live *l)
         /* a single cluster is waited for however long it is absent (as any node of it
            does): a failed round is only a server that is connected and does not answer;
            a project's endpoint that refuses fails at once, so the others go on */
-        if (errno == EAGAIN &&
-            (l->single ||
-             (netopts_link_connecting(&s->link) && loop_now_ms() < l->rpc.send_until_ms))) {
+        if (errno == EAGAIN && (l->single || (netopts_link_connecting(&s->link) &&
+                                              loop_now_ms() < l->rpc.send_until_ms))) {
             if (!l->rpc.unsent && !s->link.said)
                 log_info("project %s: waiting for the connection to %s",
                          l->e->projects[l->rpc.act.project].name, s->url);
@@ -1090,8 +1089,7 @@ static void adopt_issue(struct live *l, struct ltask *t, uint32_t issue)
     if (issue == 0 || issue == t->issue || t->result || t->abandon)
         return;
     log_info("task %llu.%u of %s was re-issued to us (issue %u -> %u): keeping the copy we run",
-             (unsigned long long)t->job, t->idx, l->e->projects[t->project].name, t->issue,
-             issue);
+             (unsigned long long)t->job, t->idx, l->e->projects[t->project].name, t->issue, issue);
     t->issue = issue;
     vcl_task_save(l, t);
 }
@@ -1328,8 +1326,7 @@ static void on_lsock(struct loop *lp, void *arg)
             if (p < l->e->nprojects && l->proj[p].status_id == msg.id && msg.id) {
                 netopts_rtt_sample(&s->link.rtt, loop_now_ms() - l->proj[p].status_sent_ms);
                 on_status_reply(l, p, &msg);
-            }
-            else
+            } else
                 log_debug("stale reply %llu from %s ignored", (unsigned long long)msg.id, s->url);
             wire_msg_free(&msg);
         }
@@ -1387,8 +1384,7 @@ static void on_lmon(struct loop *lp, void *arg)
             const char *why = curve_handshake_failure(s->link.raw_event);
             int64_t now = loop_now_ms();
             if (why && (!s->said_ms || now - s->said_ms >= 60000)) {
-                log_warnx("project %s: cannot talk to %s: %s", l->e->projects[p].name, s->url,
-                          why);
+                log_warnx("project %s: cannot talk to %s: %s", l->e->projects[p].name, s->url, why);
                 s->said_ms = now;
             }
         } else if (ev == NETOPTS_EV_RETRY && waiting) {
@@ -1534,8 +1530,7 @@ static void pump(struct live *l)
     struct lsock *rs = r->stage == 2 ? r->master : r->sock;
     if (r->active && !r->unsent && now - r->sent_ms >= rpc_timeout(l, rs)) {
         char why[100];
-        snprintf(why, sizeof why, "did not answer within %lld ms",
-                 (long long)rpc_timeout(l, rs));
+        snprintf(why, sizeof why, "did not answer within %lld ms", (long long)rpc_timeout(l, rs));
         rpc_fail(l, why);
     }
     for (int k = 0; k < 4 && kicked; k++) { /* a decision may lead to another */

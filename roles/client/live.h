@@ -128,7 +128,7 @@ struct live {
     unsigned long engine_calls;
     char host[256];
     bool unsaved; /* finished results written, not committed yet (task_finish) */
-    bool single; /* only client.server: one project, named after it (vcl_single) */
+    bool single;  /* only client.server: one project, named after it (vcl_single) */
     char cpu_model[128];
     long cpu_mhz;
 };

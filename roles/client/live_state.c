@@ -195,8 +195,8 @@ struct loadctx {
     struct live *l;
     int phase; /* 0: projects, 1: tasks, 2: the single-cluster client's old tasks */
     struct engine_project saved[LIVE_MAX_PROJECTS];
-    int project;    /* phase 2: the server's project */
-    uint8_t *keys;  /* phase 2: keys of the old records, deleted once moved */
+    int project;   /* phase 2: the server's project */
+    uint8_t *keys; /* phase 2: keys of the old records, deleted once moved */
     size_t nkeys, capkeys;
 };
 
@@ -440,8 +440,7 @@ static int server_project(struct live *l)
     const char *eps[1] = {url};
     int p = vcl_project_add(l, name, 100, eps, 1, "");
     if (p < 0) {
-        fprintf(stderr, "gridnode client: cannot use client.server %s: %s\n", url,
-                strerror(errno));
+        fprintf(stderr, "gridnode client: cannot use client.server %s: %s\n", url, strerror(errno));
         return -1;
     }
     /* a state directory of the single-cluster client before it ran on the engine: its
@@ -851,4 +850,3 @@ bool vcl_single(const struct client_cfg *cfg, const char *file)
         ini_parse(file, find_project_section, &found);
     return !found;
 }
-
