@@ -163,7 +163,8 @@ int vcl_engine_rebuild(struct live *l, double now);
 /* The engine's parameters from cfg ([sched] keys at -1 take the automatic value for a
  * client with projects or, single, one with only client.server). */
 void vcl_engine_config(const struct client_cfg *cfg, bool single, struct engine_config *c);
-/* True when cfg names client.server and the file has no [project] section. */
+/* True when cfg names client.server, the file has no [project] section and the state
+ * directory was not a volunteer's of projects (its file "projects"). */
 bool vcl_single(const struct client_cfg *cfg, const char *file);
 
 #endif

@@ -57,6 +57,15 @@ int vcl_store_open(struct live *l)
     l->t_tasks = store_table(l->store, "ltasks");
     l->t_projects = store_table(l->store, "projects");
     l->t_meta = store_table(l->store, "meta");
+    if (!l->single) { /* the next start stays a volunteer of its projects (vcl_single) */
+        char mark[CONFIG_STR_MAX + 16];
+        snprintf(mark, sizeof mark, "%s/projects", l->cfg->state_dir);
+        FILE *f = fopen(mark, "w");
+        if (f) {
+            fputs("this state directory belongs to a multi-project client\n", f);
+            fclose(f);
+        }
+    }
     return 0;
 }
 
@@ -844,9 +853,13 @@ static int find_project_section(void *user, const char *section, const char *nam
 bool vcl_single(const struct client_cfg *cfg, const char *file)
 {
     int found = 0;
+    char mark[CONFIG_STR_MAX + 16];
     if (!cfg->server[0])
         return false;
     if (file)
         ini_parse(file, find_project_section, &found);
-    return !found;
+    /* a state directory a volunteer of projects used keeps being one (projects
+       attached at run time, a config without [project] sections) */
+    snprintf(mark, sizeof mark, "%s/projects", cfg->state_dir);
+    return !found && access(mark, F_OK) != 0;
 }
