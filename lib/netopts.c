@@ -47,9 +47,13 @@ void *netopts_monitor(void *ctx, void *sock, const char *name)
     char ep[128];
     int zero = 0;
     snprintf(ep, sizeof ep, "inproc://netopts-monitor-%s", name);
+    /* one monitor per socket (a second zmq_socket_monitor replaces the first): the
+       failed CURVE handshakes come here too, for lib/curve.h's texts */
     if (zmq_socket_monitor(sock, ep,
                            ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |
-                               ZMQ_EVENT_CONNECT_RETRIED) < 0)
+                               ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) < 0)
         return NULL;
     void *mon = zmq_socket(ctx, ZMQ_PAIR);
     if (!mon)
@@ -62,7 +66,14 @@ void *netopts_monitor(void *ctx, void *sock, const char *name)
     return mon;
 }
 
+static int monitor_read(void *mon, unsigned *raw);
+
 int netopts_monitor_read(void *mon)
+{
+    return monitor_read(mon, NULL);
+}
+
+static int monitor_read(void *mon, unsigned *raw)
 {
     zmq_msg_t m;
     int ev = -1, more = 0;
@@ -75,10 +86,16 @@ int netopts_monitor_read(void *mon)
     if (zmq_msg_size(&m) >= 2) { /* frame 1: u16 event, u32 value; frame 2: endpoint */
         uint16_t e;
         memcpy(&e, zmq_msg_data(&m), 2);
+        if (raw)
+            *raw = e;
         ev = e == ZMQ_EVENT_HANDSHAKE_SUCCEEDED ? NETOPTS_EV_UP
              : e == ZMQ_EVENT_DISCONNECTED      ? NETOPTS_EV_DOWN
              : e == ZMQ_EVENT_CONNECT_RETRIED   ? NETOPTS_EV_RETRY
-                                                : NETOPTS_EV_NONE;
+             : e == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
+                     e == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+                     e == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+                 ? NETOPTS_EV_HANDSHAKE
+                 : NETOPTS_EV_NONE;
     }
     while (zmq_getsockopt(mon, ZMQ_RCVMORE, &more, &sz) == 0 && more) {
         zmq_msg_close(&m);
@@ -110,4 +127,50 @@ int64_t netopts_rtt_timeout(const struct netopts_rtt *r, int64_t floor_ms)
         t = floor_ms;
     int64_t cap = floor_ms > 120000 ? floor_ms : 120000;
     return t < cap ? t : cap;
+}
+
+int netopts_link_open(struct netopts_link *k, void *ctx, void *sock, int64_t timeout_ms,
+                      const char *name, int64_t now_ms)
+{
+    memset(k, 0, sizeof *k);
+    k->down = true;
+    k->down_ms = now_ms;
+    netopts_liveness(sock, timeout_ms);
+    netopts_connecting(sock);
+    k->mon = netopts_monitor(ctx, sock, name);
+    return k->mon ? 0 : -1;
+}
+
+int netopts_link_event(struct netopts_link *k, int64_t now_ms)
+{
+    if (!k->mon)
+        return -1;
+    int ev = monitor_read(k->mon, &k->raw_event);
+    if (ev == NETOPTS_EV_DOWN) {
+        k->down = k->lost = true;
+        k->down_ms = now_ms;
+    } else if (ev == NETOPTS_EV_UP) {
+        k->healed = k->lost;
+        k->down = k->refused = k->lost = false;
+    } else if (ev == NETOPTS_EV_RETRY) {
+        k->refused = true;
+    }
+    return ev;
+}
+
+bool netopts_link_connecting(const struct netopts_link *k)
+{
+    return k->down && !k->refused;
+}
+
+int64_t netopts_link_heal_ms(void)
+{
+    return random() % 2001;
+}
+
+void netopts_link_close(struct netopts_link *k)
+{
+    if (k->mon)
+        zmq_close(k->mon);
+    k->mon = NULL;
 }

@@ -1,9 +1,11 @@
 /*
- * client.h - the live execution host: identifies to one cluster manager, pulls tasks,
- * runs them as real processes (runner.h), returns results with the next request
- * ("take result, give next" in one round trip), heartbeats while computing, backs off
- * while the server is unreachable, and keeps its tasks in its own store so that a
- * restarted client reports finished results and reruns unfinished tasks.
+ * client.h - `gridnode client`, the live execution host: its configuration and start.
+ * One client, driven by the BOINC-style engine (roles/client/live.c): the projects of
+ * the config's [project NAME] sections, or one cluster manager (client.server) as one
+ * project. It pulls tasks, runs them as real processes (runner.h), returns results with
+ * the next request, heartbeats while computing, waits for or backs off from a server
+ * that is away, and keeps its tasks in its own store so that a restarted client reports
+ * finished results and reruns unfinished tasks.
  */
 #ifndef GRIDNODE_CLIENT_H
 #define GRIDNODE_CLIENT_H
@@ -44,8 +46,6 @@ extern const struct config_key client_keys[];
 int client_main(int argc, char **argv);
 /* The multi-project client (live.c): config file (may be NULL) for [project]/[gpu]. */
 int vcl_main(struct client_cfg *cfg, const char *file);
-/* True when the configuration or the state directory names projects (live.c). */
-int vcl_wanted(const struct client_cfg *cfg, const char *file);
 /* `gridnode client status|attach|detach` (cmd/clientctl.c). */
 int vcl_cmd(int argc, char **argv);
 

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "lib/netopts.h"
 #include "roles/client/client.h"
 #include "roles/client/engine.h"
 #include "roles/client/runner.h"
@@ -31,6 +32,8 @@ struct lsock {
     char url[ENGINE_URL_MAX];
     void *sock;
     int64_t created_ms;
+    struct netopts_link link; /* connection state, monitor, measured round trips */
+    int64_t said_ms;          /* a failed handshake was last logged then (0: never) */
 };
 
 struct lproj {
@@ -50,6 +53,7 @@ struct lproj {
     double dcf[ENGINE_MAX_PTYPES];
     unsigned long tasks_got, results_sent;
     double run_s; /* run time of its tasks finished since this client started */
+    bool held;    /* its server said why it gives this node no tasks (TASKS reason) */
 };
 
 struct ltask {
@@ -58,6 +62,7 @@ struct ltask {
     uint64_t job;
     uint32_t idx, issue, limit_s;
     bool shell, abandon;
+    bool bad_host; /* bad names what this host lacks (node-side), not a malformed task */
     char bad[200];
     char **argv;
     uint32_t argc;
@@ -94,6 +99,8 @@ struct lrpc {
     struct lsock *sock;
     struct lsock *master; /* temporary socket of a master fetch */
     bool unsent;          /* waiting for the connection to be up */
+    void *msg;            /* the request as sent (or to be sent when the link is up) */
+    size_t msglen, msgcap;
 };
 
 struct live {
@@ -121,6 +128,10 @@ struct live {
     double sched_cpu_s; /* CPU time spent in the engine (tick, schedule, poll) */
     unsigned long engine_calls;
     char host[256];
+    bool unsaved; /* finished results written, not committed yet (task_finish) */
+    bool single;  /* only client.server: one project, named after it (vcl_single) */
+    char cpu_model[128];
+    long cpu_mhz;
 };
 
 /* ---- live_state.c: store and control ---- */
@@ -150,5 +161,11 @@ int vcl_project_add(struct live *l, const char *name, double share, const char *
 int vcl_project_sockets(struct live *l, int p);
 int vcl_project_detach(struct live *l, int p);
 int vcl_engine_rebuild(struct live *l, double now);
+/* The engine's parameters from cfg ([sched] keys at -1 take the automatic value for a
+ * client with projects or, single, one with only client.server). */
+void vcl_engine_config(const struct client_cfg *cfg, bool single, struct engine_config *c);
+/* True when cfg names client.server, the file has no [project] section and the state
+ * directory was not a volunteer's of projects (its file "projects"). */
+bool vcl_single(const struct client_cfg *cfg, const char *file);
 
 #endif

@@ -57,13 +57,14 @@ int vcl_store_open(struct live *l)
     l->t_tasks = store_table(l->store, "ltasks");
     l->t_projects = store_table(l->store, "projects");
     l->t_meta = store_table(l->store, "meta");
-    /* the marker that makes the next start a multi-project client (live_wanted) */
-    char mark[CONFIG_STR_MAX + 16];
-    snprintf(mark, sizeof mark, "%s/projects", l->cfg->state_dir);
-    FILE *f = fopen(mark, "w");
-    if (f) {
-        fputs("this state directory belongs to a multi-project client\n", f);
-        fclose(f);
+    if (!l->single) { /* the next start stays a volunteer of its projects (vcl_single) */
+        char mark[CONFIG_STR_MAX + 16];
+        snprintf(mark, sizeof mark, "%s/projects", l->cfg->state_dir);
+        FILE *f = fopen(mark, "w");
+        if (f) {
+            fputs("this state directory belongs to a multi-project client\n", f);
+            fclose(f);
+        }
     }
     return 0;
 }
@@ -201,9 +202,23 @@ static void restore_project(struct live *l, int p, const msgpack_object *m)
 
 struct loadctx {
     struct live *l;
-    int phase; /* 0: projects, 1: tasks */
+    int phase; /* 0: projects, 1: tasks, 2: the single-cluster client's old tasks */
     struct engine_project saved[LIVE_MAX_PROJECTS];
+    int project;   /* phase 2: the server's project */
+    uint8_t *keys; /* phase 2: keys of the old records, deleted once moved */
+    size_t nkeys, capkeys;
 };
+
+static int grow_keys(struct loadctx *c)
+{
+    size_t cap = c->capkeys ? 2 * c->capkeys : 64;
+    uint8_t *k = realloc(c->keys, 12 * cap);
+    if (!k)
+        return -1;
+    c->keys = k;
+    c->capkeys = cap;
+    return 0;
+}
 
 static int load_record(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
@@ -219,7 +234,27 @@ static int load_record(void *arg, const void *key, size_t klen, const void *val,
         goto out;
     }
     const msgpack_object *m = &up.data;
-    if (c->phase == 0) {
+    if (c->phase == 2) { /* (job, idx) -> the old client's record: a task of the server */
+        if (klen != 12 || (c->nkeys == c->capkeys && grow_keys(c) < 0))
+            goto out;
+        struct ltask *t = vcl_task_from_map(l, c->project, m);
+        if (!t)
+            goto out;
+        t->id = ++l->next_id;
+        t->received = vcl_now();
+        size_t rl;
+        const void *res = wire_get_bin(m, "result", &rl);
+        if (res && rl && (t->result = malloc(rl))) {
+            memcpy(t->result, res, rl);
+            t->rlen = rl;
+        }
+        if (vcl_task_adopt(l, t) < 0) {
+            vcl_task_free(t);
+            goto out;
+        }
+        vcl_task_save(l, t);
+        memcpy(c->keys + 12 * c->nkeys++, key, 12);
+    } else if (c->phase == 0) {
         char name[ENGINE_NAME_MAX], master[ENGINE_URL_MAX];
         char eps[ENGINE_MAX_ENDPOINTS][ENGINE_URL_MAX];
         const char *list[ENGINE_MAX_ENDPOINTS];
@@ -365,6 +400,101 @@ static int engine_fresh(struct live *l)
     return l->e ? 0 : -1;
 }
 
+/*
+ * A config with only client.server: one project named after the server (its endpoint
+ * as written, cut to the last ENGINE_NAME_MAX - 1 bytes), share 100, the server its
+ * only endpoint. A stored project of that name keeps its accounting and gets the
+ * endpoint back if it was changed; projects attached at run time stay attached.
+ */
+/* A text record of the meta table ("" when absent or unreadable). */
+static void meta_str(struct live *l, const char *key, char *buf, size_t cap)
+{
+    void *val;
+    size_t n;
+    buf[0] = '\0';
+    if (store_get(l->store, l->t_meta, key, strlen(key), &val, &n) != 0)
+        return;
+    msgpack_unpacked up;
+    size_t off = 0;
+    msgpack_unpacked_init(&up);
+    if (wire_precheck(val, n) == 0 &&
+        msgpack_unpack_next(&up, val, n, &off) == MSGPACK_UNPACK_SUCCESS &&
+        up.data.type == MSGPACK_OBJECT_STR && up.data.via.str.size < cap &&
+        !memchr(up.data.via.str.ptr, 0, up.data.via.str.size)) {
+        memcpy(buf, up.data.via.str.ptr, up.data.via.str.size);
+        buf[up.data.via.str.size] = '\0';
+    }
+    msgpack_unpacked_destroy(&up);
+    free(val);
+}
+
+static int server_project(struct live *l)
+{
+    const char *url = l->cfg->server;
+    size_t n = strlen(url);
+    char name[ENGINE_NAME_MAX];
+    const char *from = n >= sizeof name ? url + n - (sizeof name - 1) : url;
+    memcpy(name, from, strlen(from) + 1);
+    for (int k = 0; k < l->e->nprojects; k++)
+        if (!strcmp(l->e->projects[k].name, name)) {
+            struct engine_project *q = &l->e->projects[k];
+            if (q->nendpoints != 1 || strcmp(q->endpoints[0], url)) {
+                snprintf(q->endpoints[0], sizeof q->endpoints[0], "%s", url);
+                q->nendpoints = 1;
+                vcl_project_sockets(l, k);
+                vcl_project_save(l, k);
+            }
+            return 0;
+        }
+    const char *eps[1] = {url};
+    int p = vcl_project_add(l, name, 100, eps, 1, "");
+    if (p < 0) {
+        fprintf(stderr, "gridnode client: cannot use client.server %s: %s\n", url, strerror(errno));
+        return -1;
+    }
+    /* a state directory of the single-cluster client before it ran on the engine: its
+       session and the incarnation its tasks came from (meta) carry over */
+    struct lproj *lp = &l->proj[p];
+    meta_str(l, "sid", lp->sid, sizeof lp->sid);
+    meta_str(l, "inc", lp->inc, sizeof lp->inc);
+    if (lp->sid[0])
+        snprintf(lp->session_url, sizeof lp->session_url, "%s", url);
+    vcl_project_save(l, p);
+    return 0;
+}
+
+/*
+ * Moves the tasks and results a single-cluster client of an earlier version left in
+ * the table "tasks" to the server's project (table "ltasks"), in one commit: nothing
+ * it held is lost when it starts on the engine.
+ */
+static int migrate_old_tasks(struct live *l)
+{
+    static struct loadctx mc;
+    int old = store_table(l->store, "tasks");
+    const char *url = l->cfg->server;
+    mc.l = l;
+    mc.phase = 2;
+    mc.project = -1;
+    for (int k = 0; k < l->e->nprojects; k++)
+        for (int j = 0; j < l->e->projects[k].nendpoints; j++)
+            if (!strcmp(l->e->projects[k].endpoints[j], url))
+                mc.project = k;
+    if (old < 0 || mc.project < 0 || store_iter(l->store, old, NULL, 0, load_record, &mc) < 0)
+        return 0;
+    for (size_t k = 0; k < mc.nkeys; k++)
+        store_del(l->store, old, mc.keys + 12 * k, 12);
+    if (mc.nkeys)
+        log_info("moved %zu task(s) and result(s) of the single-cluster client's state to "
+                 "project %s",
+                 mc.nkeys, l->e->projects[mc.project].name);
+    free(mc.keys);
+    mc.keys = NULL;
+    mc.nkeys = mc.capkeys = 0;
+    vcl_commit(l);
+    return 0;
+}
+
 int vcl_load(struct live *l, double now)
 {
     struct inictx ic = {.l = l};
@@ -392,6 +522,8 @@ int vcl_load(struct live *l, double now)
             return -1;
         }
     }
+    if (l->single && server_project(l) < 0)
+        return -1;
     /* tasks: adding one clears its (project, type) backoff; the stored one is put back */
     for (int p = 0; p < l->e->nprojects; p++)
         lc.saved[p] = l->e->projects[p];
@@ -400,12 +532,14 @@ int vcl_load(struct live *l, double now)
         return -1;
     for (int p = 0; p < l->e->nprojects; p++)
         memcpy(l->e->projects[p].rsc, lc.saved[p].rsc, sizeof lc.saved[p].rsc);
+    if (l->single)
+        migrate_old_tasks(l);
     size_t done = 0;
     for (size_t i = 0; i < l->ntasks; i++)
         done += l->tasks[i]->result != NULL;
     engine_tick(l->e, now, 1);
     vcl_commit(l);
-    log_info("state loaded: %d project(s), %zu result(s) to report, %zu task(s) to run",
+    log_info("state loaded: %d project(s), %zu finished result(s) to report, %zu task(s) to rerun",
              l->e->nprojects, done, l->ntasks - done);
     return 0;
 }
@@ -705,8 +839,7 @@ void vcl_control(void *arg, const struct wire_msg *m, const char *peer, struct w
     }
 }
 
-/* Multi-project mode: [project NAME] sections in the file, client.server = "", or a
- * state directory a multi-project client used before. */
+/* [project NAME] sections in the config file (vcl_single). */
 static int find_project_section(void *user, const char *section, const char *name,
                                 const char *value)
 {
@@ -717,14 +850,16 @@ static int find_project_section(void *user, const char *section, const char *nam
     return 1;
 }
 
-int vcl_wanted(const struct client_cfg *cfg, const char *file)
+bool vcl_single(const struct client_cfg *cfg, const char *file)
 {
     int found = 0;
     char mark[CONFIG_STR_MAX + 16];
     if (!cfg->server[0])
-        return 1;
+        return false;
     if (file)
         ini_parse(file, find_project_section, &found);
+    /* a state directory a volunteer of projects used keeps being one (projects
+       attached at run time, a config without [project] sections) */
     snprintf(mark, sizeof mark, "%s/projects", cfg->state_dir);
-    return found || access(mark, F_OK) == 0;
+    return !found && access(mark, F_OK) != 0;
 }

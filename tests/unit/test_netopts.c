@@ -92,6 +92,69 @@ static void test_monitor_retry_without_server(void **state)
     zmq_ctx_term(ctx);
 }
 
+/* Reads link events until want (or the limit); returns 1 if seen. */
+static int link_wait(struct netopts_link *k, int want, int64_t limit_ms)
+{
+    int64_t end = now_ms() + limit_ms;
+    while (now_ms() < end) {
+        zmq_pollitem_t it = {k->mon, 0, ZMQ_POLLIN, 0};
+        zmq_poll(&it, 1, 100);
+        int ev;
+        while ((ev = netopts_link_event(k, now_ms())) >= 0)
+            if (ev == want)
+                return 1;
+    }
+    return 0;
+}
+
+/*
+ * The link state the clients act on: a fresh socket is "connecting" (a send's EAGAIN is
+ * no failed round); a refused attempt ends that (the server is absent); the first UP is
+ * no heal, an UP after a lost connection is one (backoff cut); DOWN marks it lost.
+ */
+static void test_link_states(void **state)
+{
+    (void)state;
+    void *ctx = zmq_ctx_new();
+    void *srv = zmq_socket(ctx, ZMQ_ROUTER), *cli = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0, one = 1;
+    char ep[256];
+    size_t eplen = sizeof ep;
+    zmq_setsockopt(srv, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(cli, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(cli, ZMQ_IMMEDIATE, &one, sizeof one);
+    assert_int_equal(zmq_bind(srv, "tcp://127.0.0.1:*"), 0);
+    zmq_getsockopt(srv, ZMQ_LAST_ENDPOINT, ep, &eplen);
+    zmq_close(srv); /* nobody listens yet */
+    struct netopts_link k;
+    assert_int_equal(netopts_link_open(&k, ctx, cli, 1000, "t3", now_ms()), 0);
+    assert_true(netopts_link_connecting(&k));
+    assert_int_equal(zmq_connect(cli, ep), 0);
+    assert_true(link_wait(&k, NETOPTS_EV_RETRY, 10000));
+    assert_true(k.refused && k.down && !netopts_link_connecting(&k));
+    srv = zmq_socket(ctx, ZMQ_ROUTER); /* the server comes: a first connection */
+    zmq_setsockopt(srv, ZMQ_LINGER, &zero, sizeof zero);
+    netopts_liveness(srv, 1000);
+    assert_int_equal(zmq_bind(srv, ep), 0);
+    assert_true(link_wait(&k, NETOPTS_EV_UP, 15000));
+    assert_true(!k.down && !k.refused && !k.healed);
+    zmq_close(srv); /* lost */
+    assert_true(link_wait(&k, NETOPTS_EV_DOWN, 10000));
+    assert_true(k.down && k.lost && netopts_link_connecting(&k));
+    srv = zmq_socket(ctx, ZMQ_ROUTER); /* back on the same port: healed */
+    zmq_setsockopt(srv, ZMQ_LINGER, &zero, sizeof zero);
+    assert_int_equal(zmq_bind(srv, ep), 0);
+    assert_true(link_wait(&k, NETOPTS_EV_UP, 15000));
+    assert_true(k.healed && !k.lost && !k.down);
+    int64_t h = netopts_link_heal_ms();
+    assert_true(h >= 0 && h <= 2000);
+    netopts_link_close(&k);
+    assert_null(k.mon);
+    zmq_close(srv);
+    zmq_close(cli);
+    zmq_ctx_term(ctx);
+}
+
 static void test_rtt_timeout(void **state)
 {
     (void)state;
@@ -117,6 +180,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_monitor_up_and_down),
         cmocka_unit_test(test_monitor_retry_without_server),
+        cmocka_unit_test(test_link_states),
         cmocka_unit_test(test_rtt_timeout),
     };
     return cmocka_run_group_tests_name("netopts", tests, NULL, NULL);
