@@ -38,6 +38,7 @@
 #include "lib/log.h"
 #include "lib/loop.h"
 #include "lib/netopts.h"
+#include "roles/client/health.h"
 #include "roles/client/pprocs.h"
 #include "roles/client/prefetch.h"
 #include "roles/client/runner.h"
@@ -86,9 +87,8 @@ struct client {
     int64_t req_sent_ms, next_try_ms, next_fetch_ms, last_status_ms;
     uint32_t nfail;
     /* node health: set when this host cannot run tasks (not a task's own failure) */
-    char sick[300];
-    int64_t next_health_ms;
-    uint32_t nhealth, poll_s;
+    struct health health;
+    uint32_t poll_s;
     bool held; /* the server said why it gives this node no tasks */
     struct wire_buf wb;
     struct pprocs pp; /* parallel processes of the cluster's SCore-D side */
@@ -280,62 +280,11 @@ static void commit(struct client *c)
     }
 }
 
-/* ---- node health ---- */
+/* ---- node health (roles/client/health.h) ---- */
 
-#define HEALTH_FIRST_S 5
-#define HEALTH_MAX_S 300
-
-/*
- * This host cannot run tasks (its working directory or store is unusable, it cannot
- * fork): stop asking for work, say why once, and re-check with a doubling backoff
- * (HEALTH_FIRST_S .. HEALTH_MAX_S). A task's own failure (nonzero exit, a program
- * that does not exist) never makes a node sick.
- */
 static void node_sick(struct client *c, const char *why)
 {
-    if (c->sick[0])
-        return;
-    snprintf(c->sick, sizeof c->sick, "%.250s", why);
-    c->nhealth = 0;
-    c->next_health_ms = loop_now_ms() + HEALTH_FIRST_S * 1000;
-    log_warnx("this node stops taking tasks: %s; it checks again in %d s (tasks it holds are "
-              "handed back as node-side errors)",
-              why, HEALTH_FIRST_S);
-}
-
-/* Probes the working directory: create it, write, read back and remove a file. */
-static int health_probe(struct client *c, char *why, size_t len)
-{
-    char work[CONFIG_STR_MAX + 8], probe[CONFIG_STR_MAX + 32];
-    snprintf(work, sizeof work, "%s/work", c->cfg.state_dir);
-    snprintf(probe, sizeof probe, "%s/.health", work);
-    FILE *f = NULL;
-    if (fs_mkdir_p(work) < 0 || !(f = fopen(probe, "w")) || fputs("ok\n", f) < 0 ||
-        fflush(f) != 0) {
-        snprintf(why, len, "cannot write in %s: %s", work, strerror(errno));
-        if (f)
-            fclose(f);
-        return -1;
-    }
-    fclose(f);
-    unlink(probe);
-    return 0;
-}
-
-static void health_check(struct client *c)
-{
-    char why[CONFIG_STR_MAX + 64];
-    if (health_probe(c, why, sizeof why) == 0) {
-        log_info("node healthy again (was: %s): taking tasks", c->sick);
-        c->sick[0] = '\0';
-        return;
-    }
-    c->nhealth++;
-    int64_t d = (int64_t)HEALTH_FIRST_S << (c->nhealth < 8 ? c->nhealth : 8);
-    if (d > HEALTH_MAX_S)
-        d = HEALTH_MAX_S;
-    c->next_health_ms = loop_now_ms() + d * 1000;
-    log_debug("still unhealthy (%s); next check in %lld s", why, (long long)d);
+    health_sick(&c->health, why, loop_now_ms());
 }
 
 static void task_free(struct ctask *t)
@@ -572,9 +521,9 @@ static void start_task(struct client *c, struct ctask *t)
         finish(c, t);
         return;
     }
-    if (c->sick[0]) { /* hand it back at once: a healthy node should run it */
+    if (c->health.sick[0]) { /* hand it back at once: a healthy node should run it */
         t->run.start_ms = loop_now_ms();
-        snprintf(t->run.error, sizeof t->run.error, "node unhealthy: %.200s", c->sick);
+        snprintf(t->run.error, sizeof t->run.error, "node unhealthy: %.200s", c->health.sick);
         finish(c, t);
         return;
     }
@@ -940,7 +889,7 @@ static void pump_status(struct client *c, int64_t now)
  */
 static uint32_t fetch_want(struct client *c, int64_t now)
 {
-    if (c->sick[0])
+    if (c->health.sick[0])
         return 0;
     uint64_t max = (uint64_t)c->slots * (1 + (uint64_t)c->cfg.prefetch_max);
     if (max > 1024)
@@ -1106,8 +1055,7 @@ static void pump(struct client *c)
         send_hello(c);
         return;
     }
-    if (c->sick[0] && now >= c->next_health_ms)
-        health_check(c);
+    health_check(&c->health, c->cfg.state_dir, now);
     uint32_t finished = c->ntasks - count_running(c);
     uint32_t want = now >= c->next_fetch_ms ? fetch_want(c, now) : 0;
     if (finished > 0 || want > 0)

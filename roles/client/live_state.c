@@ -70,8 +70,13 @@ int vcl_store_open(struct live *l)
 
 void vcl_commit(struct live *l)
 {
-    if (store_commit(l->store) < 0)
+    if (store_commit(l->store) < 0) {
+        char why[CONFIG_STR_MAX + 64];
         log_warn("cannot save the client state in %s", l->cfg->state_dir);
+        snprintf(why, sizeof why, "cannot write its state in %s: %s", l->cfg->state_dir,
+                 strerror(errno));
+        vcl_sick(l, why);
+    }
 }
 
 void vcl_task_save(struct live *l, const struct ltask *t)
@@ -419,6 +424,7 @@ int vcl_project_detach(struct live *l, int p)
 {
     struct engine *old = l->e;
     double now = vcl_now();
+    vcl_par_drop(l, p); /* its parallel processes are killed */
     for (size_t i = 0; i < l->ntasks;) {
         struct ltask *t = l->tasks[i];
         if (t->project != p) {
