@@ -88,10 +88,11 @@ const char *engine_fetch_name(enum engine_fetch f);
 /* ---- state ---- */
 struct engine_ptype {
     char name[ENGINE_NAME_MAX]; /* "cpu" is index 0; GPU types follow */
-    int ninstances; /* instances the engine may use (the host's, less `reserved`) */
-    double flops;   /* peak FLOPS of one instance (any unit, used for credit) */
-    int reserved;   /* instances taken by work the engine does not schedule, such as a
-                       cluster's parallel ranks (engine_ptype_reserve) */
+    int ninstances;             /* instances the engine may use (the host's, less `reserved`) */
+    double flops;               /* peak FLOPS of one instance (any unit, used for credit) */
+    /* instances taken by work the engine does not schedule, such as a cluster's
+       parallel ranks (engine_ptype_reserve) */
+    int reserved;
 };
 
 /* Per (project, processor type) work-fetch state (seed 002). */

@@ -88,7 +88,8 @@ static struct lpar *par_get(struct live *l, int p)
               *c == '-' || *c == '_' || (*c == '.' && c > name)))
             *c = '_';
     snprintf(a->pp.state_dir, sizeof a->pp.state_dir, "%s", l->cfg->state_dir);
-    snprintf(a->pp.workroot, sizeof a->pp.workroot, "%.220s/work/par-%.63s", l->cfg->state_dir, name);
+    snprintf(a->pp.workroot, sizeof a->pp.workroot, "%.220s/work/par-%.63s", l->cfg->state_dir,
+             name);
     a->pp.max_output = (size_t)l->cfg->max_output_kb * 1024;
     a->sync_ms = 1000;
     if (fs_mkdir_p(a->pp.workroot) < 0) {
