@@ -41,6 +41,7 @@ struct lpar {
     bool waiting, now, urgent; /* a PSYNC in flight; one due at once; that one was */
     uint64_t id;               /* the PSYNC in flight (replies with another id: stale) */
     int64_t sent_ms, wait_ms, next_ms;
+    int64_t retry_ms; /* an urgent PSYNC that could not be sent goes again from then */
     uint32_t sync_ms;
 };
 

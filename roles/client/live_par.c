@@ -120,6 +120,7 @@ static void par_send(struct live *l, int p, struct lpar *a, int64_t now)
     a->now = false;
     if (zmq_send(s->sock, wb.sb.data, wb.sb.size, ZMQ_DONTWAIT) < 0) {
         a->now = a->urgent; /* keep an exit report urgent: sent when connected */
+        a->retry_ms = now + 250;
         a->waiting = false;
         log_debug("project %s: PSYNC not sent (%s); again in %u ms", project_name(l, p),
                   zmq_strerror(errno), a->sync_ms);
@@ -147,7 +148,7 @@ void vcl_par_pump(struct live *l)
             a->waiting = false;
             a->now = true;
         }
-        if (a->now || (!a->waiting && now >= a->next_ms))
+        if ((a->now && now >= a->retry_ms) || (!a->waiting && now >= a->next_ms))
             par_send(l, p, a, now);
     }
 }
@@ -169,9 +170,10 @@ bool vcl_par_reply(struct live *l, int p, const struct wire_msg *msg)
             l->proj[p].welcomed = false;
             l->e->projects[p].rpc_requested = 1;
             vcl_kick(l);
-        } else {
-            log_warnx("project %s: PSYNC refused: %s: %.*s", project_name(l, p),
-                      wire_err_name((int)code), (int)n, text ? text : "");
+        } else { /* e.g. a server without parallel jobs: ask again rarely */
+            log_warnx("project %s: PSYNC refused: %s: %.*s; asking again in 30 s",
+                      project_name(l, p), wire_err_name((int)code), (int)n, text ? text : "");
+            a->next_ms = loop_now_ms() + 30000;
         }
         return true;
     }
