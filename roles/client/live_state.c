@@ -520,8 +520,9 @@ static void state_reply(struct live *l, uint64_t id, struct wire_buf *w)
     double prio[LIVE_MAX_PROJECTS];
     engine_rr_simulate(e, now);
     engine_priorities(e, NULL, prio);
-    wire_begin(w, WT_CLIENT_STATE, id, 6);
+    wire_begin(w, WT_CLIENT_STATE, id, 7);
     wire_put_str(w, "policy", l->ecfg.policy == ENGINE_POLICY_REC ? "rec" : "debt2004");
+    wire_put_str(w, "health", l->health.sick); /* "" = healthy (live_par.c) */
     /* the engine's CPU time since start (tick, schedule, poll): issue 11 item 12 */
     wire_put_f64(w, "sched_cpu_s", l->sched_cpu_s);
     wire_put_u64(w, "engine_calls", (uint64_t)l->engine_calls);
@@ -594,9 +595,10 @@ static void state_reply(struct live *l, uint64_t id, struct wire_buf *w)
         for (size_t k = 0; k < e->nrunning; k++)
             busy +=
                 e->tasks[e->running[k]].ptype == t ? (int)ceil(e->tasks[e->running[k]].usage) : 0;
-        wire_pack_map(w, 7);
+        wire_pack_map(w, 8);
         wire_put_str(w, "type", e->ptypes[t].name);
         wire_put_u64(w, "instances", (uint64_t)e->ptypes[t].ninstances);
+        wire_put_u64(w, "ranks", (uint64_t)e->ptypes[t].reserved); /* parallel ranks */
         wire_put_u64(w, "busy", (uint64_t)busy);
         wire_put_f64(w, "gflops", e->ptypes[t].flops / 1e9);
         wire_put_f64(w, "shortfall", e->rr[t].shortfall);

@@ -7,8 +7,9 @@ scenarios the single-cluster client passes (test_node_spawn, test_batch_live,
 test_node_health) run against the engine-driven client; one more test shows the engine
 giving the cores of running parallel ranks up and taking them back."""
 
+import json
 import os
-import time
+import subprocess
 
 import pytest
 
@@ -76,7 +77,14 @@ def test_broken_node_drains_and_comes_back(cluster_factory, project_clients, gri
                                           workdir)
 
 
-def test_ranks_take_cores_from_the_engine(cluster_factory, project_clients, workdir):
+def _status(binary, state_dir):
+    r = subprocess.run([binary, "client", "status", "--json", "-s", str(state_dir)],
+                       capture_output=True, text=True, timeout=scaled(20))
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_ranks_take_cores_from_the_engine(cluster_factory, project_clients, gridnode_bin):
     """A 2-slot node runs two bag-of-tasks sleeps; a parallel job of 1 rank lands on it:
     one sleep is suspended (SIGSTOP) while the rank runs, both run again after it."""
     cl = cluster_factory(dict(nh.FAST, **{"tasks.heartbeat_s": 5, "tasks.k_wait_dead": 60}))
@@ -92,6 +100,9 @@ def test_ranks_take_cores_from_the_engine(cluster_factory, project_clients, work
                sorted(_states("sleep", bag)) == ["R", "T"], scaled(20),
                msg="one bag sleep suspended while the rank runs")
     assert "parallel processes take 1 of 2 CPU instance(s)" in node.log()
+    st = _status(gridnode_bin, node.state_dir)
+    cpu = st["ptypes"][0]
+    assert (cpu["instances"], cpu["ranks"], st["health"]) == (1, 1, ""), st
     wait_until(lambda: u.ok("JOB_GET", job=pj)["job"]["state"] == "done", scaled(30),
                msg="the parallel job to finish")
     wait_until(lambda: len(_states("sleep", bag)) == 2 and "T" not in _states("sleep", bag),
