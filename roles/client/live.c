@@ -543,7 +543,8 @@ static void apply_schedule(struct live *l, const struct engine_sched *s)
     size_t *start = nstart ? malloc(nstart * sizeof *start) : NULL;
     if (nstart && !start)
         return;
-    memcpy(start, s->start, nstart * sizeof *start); /* task_start may call the engine */
+    if (nstart) /* a decision may only preempt (parallel ranks took instances) */
+        memcpy(start, s->start, nstart * sizeof *start); /* task_start may call the engine */
     uint64_t *ids = nstart ? malloc(nstart * sizeof *ids) : NULL;
     for (size_t k = 0; ids && k < nstart; k++)
         ids[k] = l->e->tasks[start[k]].id;
