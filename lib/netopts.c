@@ -111,3 +111,49 @@ int64_t netopts_rtt_timeout(const struct netopts_rtt *r, int64_t floor_ms)
     int64_t cap = floor_ms > 120000 ? floor_ms : 120000;
     return t < cap ? t : cap;
 }
+
+int netopts_link_open(struct netopts_link *k, void *ctx, void *sock, int64_t timeout_ms,
+                      const char *name, int64_t now_ms)
+{
+    memset(k, 0, sizeof *k);
+    k->down = true;
+    k->down_ms = now_ms;
+    netopts_liveness(sock, timeout_ms);
+    netopts_connecting(sock);
+    k->mon = netopts_monitor(ctx, sock, name);
+    return k->mon ? 0 : -1;
+}
+
+int netopts_link_event(struct netopts_link *k, int64_t now_ms)
+{
+    if (!k->mon)
+        return -1;
+    int ev = netopts_monitor_read(k->mon);
+    if (ev == NETOPTS_EV_DOWN) {
+        k->down = k->lost = true;
+        k->down_ms = now_ms;
+    } else if (ev == NETOPTS_EV_UP) {
+        k->healed = k->lost;
+        k->down = k->refused = k->lost = false;
+    } else if (ev == NETOPTS_EV_RETRY) {
+        k->refused = true;
+    }
+    return ev;
+}
+
+bool netopts_link_connecting(const struct netopts_link *k)
+{
+    return k->down && !k->refused;
+}
+
+int64_t netopts_link_heal_ms(void)
+{
+    return random() % 2001;
+}
+
+void netopts_link_close(struct netopts_link *k)
+{
+    if (k->mon)
+        zmq_close(k->mon);
+    k->mon = NULL;
+}

@@ -7,6 +7,7 @@
 #ifndef GRIDNODE_NETOPTS_H
 #define GRIDNODE_NETOPTS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define NETOPTS_PEER_TIMEOUT_MS 30000   /* a serving role drops a silent peer after this */
@@ -61,5 +62,51 @@ void netopts_rtt_sample(struct netopts_rtt *r, int64_t ms);
  * retransmission), capped at 120 s.
  */
 int64_t netopts_rtt_timeout(const struct netopts_rtt *r, int64_t floor_ms);
+
+/*
+ * The state of one connecting DEALER's link as a client sees it (issue 16's transport,
+ * shared by every client driver: roles/client/live.c). netopts_link_open applies
+ * netopts_liveness and netopts_connecting and starts the monitor; netopts_link_event
+ * reads one event and keeps the flags below. Rules the drivers follow:
+ *  - a send that fails with EAGAIN while netopts_link_connecting() is no failed round:
+ *    libzmq is still making the connection (each attempt bounded), try again shortly;
+ *  - EAGAIN after a failed connect attempt (refused, or SYN unanswered within
+ *    NETOPTS_CONNECT_TIMEOUT_MS) means the server is absent: a failed round, with the
+ *    driver's randomised backoff;
+ *  - a connection lost (DOWN) ends the request in flight on it at once (its reply
+ *    cannot come: DEALER replies follow the connection);
+ *  - UP after a loss (link.healed) is a healed link: the driver cuts a backoff wait to a
+ *    random 0-2 s (netopts_link_heal_ms), spread so that many hosts reconnecting to a
+ *    restarted server do not all send at once;
+ *  - request timeouts follow the measured round trips (netopts_rtt_timeout on rtt).
+ */
+struct netopts_link {
+    void *mon;       /* PAIR receiving the monitor's events (NULL: none) */
+    bool down;       /* not connected (never yet, or the connection was lost) */
+    bool lost;       /* an established connection was lost since the last UP */
+    bool refused;    /* a connect attempt failed since the socket was made or last UP */
+    bool said;       /* the driver logged "waiting for the connection" */
+    bool healed;     /* the last UP followed a lost connection (not a first connect) */
+    int64_t down_ms; /* when it went down (or the socket was made) */
+    struct netopts_rtt rtt;
+};
+
+/* Sets liveness (timeout_ms) and connect options on sock and starts its monitor (name:
+ * unique, for the inproc endpoint). Before connect. 0, or -1 if the monitor could not
+ * be started (the link then works without heal detection). */
+int netopts_link_open(struct netopts_link *k, void *ctx, void *sock, int64_t timeout_ms,
+                      const char *name, int64_t now_ms);
+
+/* Reads one pending event and updates k: NETOPTS_EV_*, or -1 when none is pending. */
+int netopts_link_event(struct netopts_link *k, int64_t now_ms);
+
+/* True while libzmq is still making a connection that has not failed yet. */
+bool netopts_link_connecting(const struct netopts_link *k);
+
+/* A healed link's random wait, 0 to 2,000 ms. */
+int64_t netopts_link_heal_ms(void);
+
+/* Closes the monitor socket (before the context goes). */
+void netopts_link_close(struct netopts_link *k);
 
 #endif

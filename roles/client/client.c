@@ -170,30 +170,39 @@ const struct config_key client_keys[] = {
      "project priority: rec (SP = -REC/share) or debt2004 (share / exp_avg_cpu)"},
     {"sched", "fetch", CONFIG_ENUM, "deadline", OFF(fetch), 0, 0, "deadline|boinc",
      "deadline: fetch only what can meet its deadline; boinc: BOINC-faithful buffer fill"},
-    {"sched", "min_buf", CONFIG_DOUBLE, "8640", OFF(min_buf), 0, 1e9, NULL,
-     "seconds: fetch work when a processor type stays saturated less than this"},
-    {"sched", "additional_buf", CONFIG_DOUBLE, "43200", OFF(additional_buf), 0, 1e9, NULL,
-     "seconds of work wanted beyond min_buf"},
+    {"sched", "min_buf", CONFIG_DOUBLE, "-1", OFF(min_buf), -1, 1e9, NULL,
+     "seconds: fetch work when a processor type stays saturated less than this (-1: 8640 "
+     "with projects; with only client.server, what covers poll_s and two measured round "
+     "trips)"},
+    {"sched", "additional_buf", CONFIG_DOUBLE, "-1", OFF(additional_buf), -1, 1e9, NULL,
+     "seconds of work wanted beyond min_buf (-1: 43200 with projects, 0 with only "
+     "client.server)"},
     {"sched", "time_slice", CONFIG_DOUBLE, "3600", OFF(time_slice), 0.01, 1e9, NULL,
      "round-robin time slice: a task runs this long before another project's may take its slot"},
-    {"sched", "poll_s", CONFIG_DOUBLE, "60", OFF(poll_s), 0.01, 1e9, NULL,
-     "work fetch is considered at most this often"},
+    {"sched", "poll_s", CONFIG_DOUBLE, "-1", OFF(poll_s), -1, 1e9, NULL,
+     "work fetch is considered at most this often (-1: 60 with projects, 0.05 with only "
+     "client.server)"},
     {"sched", "tick_s", CONFIG_DOUBLE, "1", OFF(tick_s), 0.01, 60, NULL,
      "how often the engine accounts time and decides what runs (events also trigger it)"},
-    {"sched", "rpc_backoff_min", CONFIG_DOUBLE, "60", OFF(rpc_backoff_min), 0.01, 1e9, NULL,
-     "after n failed RPCs to a project wait min(min * 2^n, max) * U[0.5, 1]"},
-    {"sched", "rpc_backoff_max", CONFIG_DOUBLE, "14400", OFF(rpc_backoff_max), 0.01, 1e9, NULL,
-     "cap of the RPC backoff"},
-    {"sched", "rsc_backoff_min", CONFIG_DOUBLE, "600", OFF(rsc_backoff_min), 0.01, 1e9, NULL,
-     "first per-(project, processor type) backoff after a request for that type got nothing"},
-    {"sched", "rsc_backoff_max", CONFIG_DOUBLE, "86400", OFF(rsc_backoff_max), 0.01, 1e9, NULL,
-     "cap of that backoff (it doubles each time)"},
+    {"sched", "rpc_backoff_min", CONFIG_DOUBLE, "-1", OFF(rpc_backoff_min), -1, 1e9, NULL,
+     "after n failed RPCs to a project wait min(min * 2^n, max) * U[0.5, 1] (-1: 60 with "
+     "projects, rpc.backoff_min_s with only client.server)"},
+    {"sched", "rpc_backoff_max", CONFIG_DOUBLE, "-1", OFF(rpc_backoff_max), -1, 1e9, NULL,
+     "cap of the RPC backoff (-1: 14400 with projects, rpc.backoff_max_s with only "
+     "client.server)"},
+    {"sched", "rsc_backoff_min", CONFIG_DOUBLE, "-1", OFF(rsc_backoff_min), -1, 1e9, NULL,
+     "first per-(project, processor type) backoff after a request for that type got nothing "
+     "(-1: 600 with projects; with only client.server the cluster's wait_s)"},
+    {"sched", "rsc_backoff_max", CONFIG_DOUBLE, "-1", OFF(rsc_backoff_max), -1, 1e9, NULL,
+     "cap of that backoff (it doubles each time) (-1: 86400 with projects, 30 with only "
+     "client.server)"},
     {"sched", "master_fetch_period", CONFIG_INT, "10", OFF(master_fetch_period), 1, 1000, NULL,
      "re-read a project's master list every this many consecutive RPC failures"},
     {"sched", "report_cushion", CONFIG_DOUBLE, "86400", OFF(report_cushion), 0, 1e9, NULL,
      "report a result once its deadline is this close"},
-    {"sched", "report_max_delay", CONFIG_DOUBLE, "86400", OFF(report_max_delay), 0, 1e9, NULL,
-     "report a result at the latest this long after it finished"},
+    {"sched", "report_max_delay", CONFIG_DOUBLE, "-1", OFF(report_max_delay), -1, 1e9, NULL,
+     "report a result at the latest this long after it finished (-1: 86400 with projects, 0 "
+     "with only client.server: at once)"},
     {"sched", "default_deadline_s", CONFIG_DOUBLE, "86400", OFF(default_deadline_s), 1, 1e9,
      NULL, "report deadline of a task whose server gave none (seconds after it arrived)"},
     {"sched", "default_est_s", CONFIG_DOUBLE, "60", OFF(default_est_s), 0.001, 1e9, NULL,
@@ -1464,7 +1473,8 @@ int client_main(int argc, char **argv)
             file = argv[i + 1];
     log_init("client", (enum log_level)log_level_parse(c.cfg.log_level));
     loop_signals();
-    if (vcl_wanted(&c.cfg, file)) /* projects: the multi-project client (live.c) */
+    const char *sw = getenv("GRIDNODE_CLIENT_LIVE");
+    if ((sw && !strcmp(sw, "1")) || vcl_wanted(&c.cfg, file)) /* the engine's client (live.c) */
         return vcl_main(&c.cfg, file);
     srandom((unsigned)(getpid() ^ wall_now_ms()));
     c.slots = c.cfg.slots > 0 ? (uint32_t)c.cfg.slots : (uint32_t)sysconf(_SC_NPROCESSORS_ONLN);

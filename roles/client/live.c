@@ -35,10 +35,11 @@
 #include "lib/fsutil.h"
 #include "lib/log.h"
 #include "lib/loop.h"
+#include "roles/client/prefetch.h"
 #include "store/store.h"
 
 #define MAX_RESULTS 1024 /* MAX_BATCH of the wire */
-#define CONNECT_GRACE_MS 1500
+#define SINGLE_POLL_S 0.05 /* sched.poll_s of a single-cluster host (-1) */
 
 static void kick(struct live *l);
 
@@ -302,8 +303,12 @@ static void task_finish(struct live *l, struct ltask *t)
     }
     vcl_task_save(l, t);
     vcl_commit(l);
-    log_debug("task %llu.%u of %s finished after %.2f s", (unsigned long long)t->job, t->idx,
-              l->e->projects[t->project].name, wall);
+    log_info("task %llu.%u finished: %s (%s, %.2f s)", (unsigned long long)t->job, t->idx,
+             bad            ? t->bad
+             : err          ? r->error
+             : r->timed_out ? "wall-clock limit"
+                            : "ran",
+             l->e->projects[t->project].name, wall);
     kick(l);
 }
 
@@ -563,6 +568,7 @@ static void apply_schedule(struct live *l, const struct engine_sched *s)
 }
 
 static void send_rpc_stage(struct live *l);
+static void buffer_update(struct live *l);
 static void rpc_fail(struct live *l, const char *why);
 static void start_action(struct live *l, const struct engine_action *a);
 
@@ -591,6 +597,7 @@ static void step(struct live *l)
     if (s && s->changed)
         apply_schedule(l, s);
     c0 = cpu_now();
+    buffer_update(l);
     if (!l->rpc.active) {
         struct engine_action act;
         engine_poll(l->e, vcl_now(), &act);
@@ -616,11 +623,12 @@ void vcl_kick(struct live *l)
 /* ---- sockets ---- */
 
 static void on_lsock(struct loop *lp, void *arg);
+static void on_lmon(struct loop *lp, void *arg);
 
 struct lsock *vcl_sock_open(struct live *l, int p, const char *url)
 {
     struct lsock *s = calloc(1, sizeof *s);
-    int zero = 0, one = 1, ivl = 200, ivlmax = 2000;
+    int zero = 0, one = 1;
     int64_t maxmsg = WIRE_MAX_FRAME;
     if (!s)
         return NULL;
@@ -635,24 +643,31 @@ struct lsock *vcl_sock_open(struct live *l, int p, const char *url)
     zmq_setsockopt(s->sock, ZMQ_LINGER, &zero, sizeof zero);
     zmq_setsockopt(s->sock, ZMQ_IMMEDIATE, &one, sizeof one);
     zmq_setsockopt(s->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
-    zmq_setsockopt(s->sock, ZMQ_RECONNECT_IVL, &ivl, sizeof ivl);
-    zmq_setsockopt(s->sock, ZMQ_RECONNECT_IVL_MAX, &ivlmax, sizeof ivlmax);
-    char err[800];
+    char err[800], name[40];
+    snprintf(name, sizeof name, "vcl-%p", s->sock);
+    if (netopts_link_open(&s->link, l->zctx, s->sock, l->cfg->link_timeout_s * 1000, name,
+                          s->created_ms) < 0)
+        log_warnx("project %s: cannot watch the connection to %s (%s): heal detection waits "
+                  "for the backoff",
+                  l->e->projects[p].name, url, zmq_strerror(errno));
     if (curve_client_apply(s->sock, &l->cfg->sec, url, err, sizeof err) < 0) {
         log_warnx("project %s: %s", l->e->projects[p].name, err);
-        zmq_close(s->sock);
-        free(s);
-        return NULL;
+        goto fail;
     }
     if (zmq_connect(s->sock, url) < 0) {
         log_warnx("project %s: cannot connect to %s: %s", l->e->projects[p].name, url,
                   zmq_strerror(errno));
-        zmq_close(s->sock);
-        free(s);
-        return NULL;
+        goto fail;
     }
     loop_add_socket(l->loop, s->sock, on_lsock, s);
+    if (s->link.mon)
+        loop_add_socket(l->loop, s->link.mon, on_lmon, s);
     return s;
+fail:
+    netopts_link_close(&s->link);
+    zmq_close(s->sock);
+    free(s);
+    return NULL;
 }
 
 void vcl_sock_close(struct live *l, struct lsock **sp)
@@ -670,6 +685,9 @@ void vcl_sock_close(struct live *l, struct lsock **sp)
             l->proj[p].status_id = 0;
         }
     loop_remove_socket(l->loop, s->sock);
+    if (s->link.mon)
+        loop_remove_socket(l->loop, s->link.mon);
+    netopts_link_close(&s->link);
     zmq_close(s->sock);
     free(s);
     *sp = NULL;
@@ -780,10 +798,24 @@ static void build_result(struct live *l)
         want = MAX_RESULTS;
     if (a->fetch && want < 1)
         want = 1;
+    if (l->single && nreq) { /* client.prefetch_max: tasks held beyond the slots, at most */
+        size_t held = 0;
+        for (size_t i = 0; i < l->ntasks; i++)
+            held += l->tasks[i]->state != LT_DONE;
+        double cap = (double)l->slots * (1 + (double)l->cfg->prefetch_max) - (double)held;
+        if (want > cap)
+            want = cap > 0 ? cap : 0;
+        if (want < 1)
+            nreq = 0; /* enough held: no request */
+    }
+    /* a single cluster gets `want` alone, as from any node of it: the tasks it hands out
+       are then re-issued after missed heartbeats (tasks.k_wait), not only after their
+       report deadline as a volunteer's queued work (docs/client-scheduling.md 2b) */
+    bool send_req = nreq > 0 && !l->single;
     uint32_t type = nrep ? WT_RESULT : WT_TASK_GET;
     bool inc = type == WT_RESULT && lp->inc[0];
     wire_buf_reset(&l->wb);
-    wire_begin(&l->wb, type, l->rpc.id = ++l->next_req, 2 + (nreq > 0) + inc + (nrep > 0));
+    wire_begin(&l->wb, type, l->rpc.id = ++l->next_req, 2 + send_req + inc + (nrep > 0));
     wire_put_str(&l->wb, "sid", lp->sid);
     if (inc)
         wire_put_str(&l->wb, "inc", lp->inc);
@@ -800,8 +832,8 @@ static void build_result(struct live *l)
             }
         }
     }
-    wire_put_u64(&l->wb, "want", a->fetch ? (uint64_t)want : 0);
-    if (nreq) {
+    wire_put_u64(&l->wb, "want", a->fetch && nreq ? (uint64_t)want : 0);
+    if (send_req) {
         wire_put_key(&l->wb, "req");
         wire_pack_map(&l->wb, nreq);
         for (int t = 0; t < l->e->nptypes; t++)
@@ -822,18 +854,37 @@ static void send_now(struct live *l)
         return;
     }
     if (zmq_send(s->sock, l->wb.sb.data, l->wb.sb.size, ZMQ_DONTWAIT) < 0) {
-        if (errno == EAGAIN && loop_now_ms() < l->rpc.send_until_ms) {
-            l->rpc.unsent = true; /* a socket still connecting: try again next tick */
+        /* still connecting (no attempt failed yet): no failed round, the UP event or the
+           next pass sends it (lib/netopts.h, struct netopts_link) */
+        /* a single cluster is waited for however long it is absent (as any node of it
+           does): a failed round is only a server that is connected and does not answer;
+           a project's endpoint that refuses fails at once, so the others go on */
+        if (errno == EAGAIN &&
+            (l->single ||
+             (netopts_link_connecting(&s->link) && loop_now_ms() < l->rpc.send_until_ms))) {
+            if (!l->rpc.unsent && !s->link.said)
+                log_info("project %s: waiting for the connection to %s",
+                         l->e->projects[l->rpc.act.project].name, s->url);
+            s->link.said = true;
+            l->rpc.unsent = true;
             return;
         }
         char why[300];
         snprintf(why, sizeof why, "%s unreachable (%s)", s->url,
-                 errno == EAGAIN ? "not connected" : zmq_strerror(errno));
+                 errno != EAGAIN   ? zmq_strerror(errno)
+                 : s->link.refused ? "no connection: refused or timed out"
+                                   : "not connected");
         rpc_fail(l, why);
         return;
     }
     l->rpc.unsent = false;
     l->rpc.sent_ms = loop_now_ms();
+}
+
+/* The request timeout on s: rpc.timeout_ms, longer when its measured round trips are. */
+static int64_t rpc_timeout(const struct live *l, const struct lsock *s)
+{
+    return s ? netopts_rtt_timeout(&s->link.rtt, l->cfg->timeout_ms) : l->cfg->timeout_ms;
 }
 
 static void send_rpc_stage(struct live *l)
@@ -847,10 +898,13 @@ static void send_rpc_stage(struct live *l)
         wire_buf_reset(&l->wb);
         wire_begin(&l->wb, WT_MASTER_GET, l->rpc.id = ++l->next_req, 0);
     }
-    /* a socket made moments ago may still be connecting; an old one is up or down */
+    /* a connection still being made is waited for, at most a request timeout (each
+       connect attempt ends within NETOPTS_CONNECT_TIMEOUT_MS, failed or made) */
     int64_t now = loop_now_ms();
-    l->rpc.send_until_ms =
-        s && now - s->created_ms < CONNECT_GRACE_MS ? s->created_ms + CONNECT_GRACE_MS : now;
+    int64_t wait = rpc_timeout(l, s);
+    if (wait < 2 * NETOPTS_CONNECT_TIMEOUT_MS)
+        wait = 2 * NETOPTS_CONNECT_TIMEOUT_MS;
+    l->rpc.send_until_ms = now + wait;
     l->rpc.sent_ms = now;
     send_now(l);
 }
@@ -919,20 +973,12 @@ static void rpc_fail(struct live *l, const char *why)
         r->act.nreport = 0;
         engine_rpc_done(l->e, now, &r->act, &rep);
         const struct engine_project *q = &l->e->projects[p];
-        log_warnx("project %s: scheduler %s: %s (%d consecutive failure(s); next try in %.0f s)",
-                  q->name, r->url, why, q->nrpc_failures,
+        log_warnx("project %s: scheduler %s: %s; retry %d in %.1f s", q->name, r->url, why,
+                  q->nrpc_failures,
                   fmax(0, q->min_rpc_time > q->backoff_until ? q->min_rpc_time - now
                                                              : q->backoff_until - now));
-        if (r->sock) { /* the reply may still come: a fresh socket drops it */
-            struct lproj *lp = &l->proj[p];
-            for (int k = 0; k < lp->nsocks; k++)
-                if (lp->socks[k] == r->sock &&
-                    loop_now_ms() - r->sock->created_ms > CONNECT_GRACE_MS &&
-                    strstr(why, "did not answer")) {
-                    vcl_sock_close(l, &lp->socks[k]);
-                    lp->socks[k] = vcl_sock_open(l, p, q->endpoints[k]);
-                }
-        }
+        /* the socket is kept: its heartbeats tell a dead link from a slow server, and a
+           late reply is dropped by its id */
     }
     vcl_project_save(l, p);
     vcl_commit(l);
@@ -972,12 +1018,43 @@ static void apply_cancel(struct live *l, int p, const msgpack_object *cancel)
     }
 }
 
+/*
+ * Project p's cluster state was replaced (its state directory was reset: a new
+ * incarnation in WELCOME): the tasks we hold from it, queued, running or finished,
+ * belong to jobs that no longer exist there, and their ids may now name other jobs.
+ * Forget them all without reporting (running ones are killed), as the single-cluster
+ * client always did; the other projects are not touched.
+ */
+static void forget_incarnation(struct live *l, int p, const char *inc, size_t il)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < l->ntasks;) {
+        struct ltask *t = l->tasks[i];
+        if (t->project != p) {
+            i++;
+            continue;
+        }
+        long ei = vcl_engine_index(l, t);
+        if (ei >= 0)
+            engine_task_remove(l->e, (size_t)ei);
+        vcl_task_forget(l, t);
+        vcl_task_drop(l, t); /* the last task takes index i */
+        n++;
+    }
+    l->e->rr_dirty = l->e->sched_dirty = 1;
+    log_warnx("project %s: the cluster's state changed (incarnation %s -> %.*s): forgot %zu "
+              "task(s) and result(s) of the old state",
+              l->e->projects[p].name, l->proj[p].inc, (int)il, inc, n);
+}
+
 static void on_welcome(struct live *l, int p, const msgpack_object *m)
 {
     struct lproj *lp = &l->proj[p];
     size_t il;
     const char *inc = wire_get_str(m, "inc", &il);
     if (inc && il > 0 && il < sizeof lp->inc) {
+        if (lp->inc[0] && (strlen(lp->inc) != il || memcmp(lp->inc, inc, il)))
+            forget_incarnation(l, p, inc, il);
         memcpy(lp->inc, inc, il);
         lp->inc[il] = '\0';
     }
@@ -991,6 +1068,24 @@ static void on_welcome(struct live *l, int p, const msgpack_object *m)
     lp->last_status_ms = loop_now_ms();
     vcl_project_save(l, p);
     log_info("project %s: session %s with %s", l->e->projects[p].name, lp->sid, l->rpc.url);
+}
+
+/*
+ * The server handed us a task we already hold (it expired while we were cut off and was
+ * re-issued to us): keep the copy we have, under the new issue number, so that our
+ * heartbeats name the issue the server waits for and protect it from another re-issue.
+ * A finished result keeps the issue it was packed with: the server takes the first
+ * result of a task whatever its issue. Never a second copy of one task.
+ */
+static void adopt_issue(struct live *l, struct ltask *t, uint32_t issue)
+{
+    if (issue == 0 || issue == t->issue || t->result || t->abandon)
+        return;
+    log_info("task %llu.%u of %s was re-issued to us (issue %u -> %u): keeping the copy we have",
+             (unsigned long long)t->job, t->idx, l->e->projects[t->project].name, t->issue,
+             issue);
+    t->issue = issue;
+    vcl_task_save(l, t);
 }
 
 /* TASKS answering our RESULT/TASK_GET: reported results forgotten, new tasks kept. */
@@ -1024,12 +1119,14 @@ static void on_tasks(struct live *l, int p, const msgpack_object *m)
         const msgpack_object *tm = &tasks->via.array.ptr[k];
         uint64_t job = wire_get_u64(tm, "job", 0);
         uint32_t idx = (uint32_t)wire_get_u64(tm, "idx", 0);
-        bool dup = false;
-        for (size_t i = 0; i < l->ntasks && !dup; i++)
-            dup = l->tasks[i]->project == p && l->tasks[i]->job == job && l->tasks[i]->idx == idx &&
-                  l->tasks[i]->result == NULL;
-        if (dup)
+        struct ltask *have = NULL;
+        for (size_t i = 0; i < l->ntasks && !have; i++)
+            if (l->tasks[i]->project == p && l->tasks[i]->job == job && l->tasks[i]->idx == idx)
+                have = l->tasks[i];
+        if (have) {
+            adopt_issue(l, have, (uint32_t)wire_get_u64(tm, "issue", 0));
             continue;
+        }
         struct ltask *t = vcl_task_from_map(l, p, tm);
         if (!t) {
             log_warn("cannot hold task %llu.%u (the server will re-issue it)",
@@ -1065,6 +1162,22 @@ static void on_tasks(struct live *l, int p, const msgpack_object *m)
     r->act.nreport = nidx;
     if (engine_rpc_done(l->e, now, &r->act, &rep) < 0)
         log_warn("project %s: not every new task could be taken", l->e->projects[p].name);
+    uint64_t wait_s = wire_get_u64(m, "wait_s", 0);
+    if (l->single && l->cfg->rsc_backoff_min < 0 && nnew == 0 && r->act.fetch && wait_s > 0) {
+        /* a single cluster's "nothing for you now, ask again in wait_s" replaces the
+           doubling per-type backoff (which is for volunteers with several projects) */
+        for (int t = 0; t < l->e->nptypes; t++) {
+            struct engine_rsc *rs = &l->e->projects[p].rsc[t];
+            if (rs->backoff_until > now)
+                rs->backoff_until = now + (double)(wait_s < 3600 ? wait_s : 3600);
+        }
+    }
+    size_t rn;
+    const char *reason = wire_get_str(m, "reason", &rn);
+    if (reason && !lp->held)
+        log_warnx("project %s: the server holds back tasks from this node: %.*s",
+                  l->e->projects[p].name, (int)rn, reason);
+    lp->held = reason != NULL;
     for (size_t k = 0; k < ngone; k++) {
         vcl_task_forget(l, gone[k]);
         vcl_task_drop(l, gone[k]);
@@ -1198,6 +1311,7 @@ static void on_lsock(struct loop *lp, void *arg)
             bool ours = l->rpc.active && (l->rpc.sock == s || l->rpc.master == s) &&
                         msg.id == l->rpc.id && !l->rpc.unsent;
             if (ours) { /* it may close this very socket (a master fetch's): stop here */
+                netopts_rtt_sample(&s->link.rtt, loop_now_ms() - l->rpc.sent_ms);
                 on_rpc_reply(l, &msg);
                 wire_msg_free(&msg);
                 zmq_msg_close(&m);
@@ -1205,13 +1319,67 @@ static void on_lsock(struct loop *lp, void *arg)
             }
             if (p < l->e->nprojects && vcl_par_reply(l, p, &msg))
                 ; /* a PSYNC_ACK (live_par.c) */
-            else if (p < l->e->nprojects && l->proj[p].status_id == msg.id && msg.id)
+            else if (p < l->e->nprojects && l->proj[p].status_id == msg.id && msg.id) {
+                netopts_rtt_sample(&s->link.rtt, loop_now_ms() - l->proj[p].status_sent_ms);
                 on_status_reply(l, p, &msg);
+            }
             else
                 log_debug("stale reply %llu from %s ignored", (unsigned long long)msg.id, s->url);
             wire_msg_free(&msg);
         }
         zmq_msg_close(&m);
+    }
+}
+
+/*
+ * Connection events of a project's socket (lib/netopts.h, struct netopts_link). Lost: the
+ * RPC or STATUS in flight on it cannot be answered any more, so it ends now. Up after a
+ * loss: the link healed or the server is back, so the project's backoff wait is cut to a
+ * random 0-2 s (a server that answers with errors or not at all while connected keeps
+ * its exponential backoff). Up or a failed attempt: an RPC waiting for the connection
+ * is sent, or fails, at once.
+ */
+static void on_lmon(struct loop *lp, void *arg)
+{
+    struct lsock *s = arg;
+    struct live *l = s->l;
+    struct lrpc *r = &l->rpc;
+    int p = s->project, ev;
+    (void)lp;
+    while ((ev = netopts_link_event(&s->link, loop_now_ms())) >= 0) {
+        bool waiting = r->active && r->unsent && (r->sock == s || r->master == s);
+        bool in_flight = r->active && !r->unsent && (r->sock == s || r->master == s);
+        if (ev == NETOPTS_EV_DOWN) {
+            log_warnx("project %s: connection to %s lost", l->e->projects[p].name, s->url);
+            if (p < l->e->nprojects && l->proj[p].status_sock == s) {
+                l->proj[p].status_sock = NULL;
+                l->proj[p].status_id = 0;
+            }
+            if (in_flight) {
+                rpc_fail(l, "the request in flight was lost with the connection");
+                return; /* rpc_fail may close a master fetch's socket: s */
+            }
+        } else if (ev == NETOPTS_EV_UP) {
+            if (s->link.said)
+                log_info("project %s: connected to %s", l->e->projects[p].name, s->url);
+            s->link.said = false;
+            if (s->link.healed && p < l->e->nprojects) {
+                struct engine_project *q = &l->e->projects[p];
+                double at = vcl_now() + (double)netopts_link_heal_ms() / 1000;
+                if (q->backoff_until > at)
+                    q->backoff_until = at;
+                if (q->min_rpc_time > at)
+                    q->min_rpc_time = at;
+                kick(l);
+            }
+            if (waiting) {
+                send_now(l);
+                return;
+            }
+        } else if (ev == NETOPTS_EV_RETRY && waiting) {
+            send_now(l); /* fails now: the server is absent */
+            return;
+        }
     }
 }
 
@@ -1227,7 +1395,7 @@ static void heartbeats(struct live *l)
         struct lproj *lp = &l->proj[p];
         if (!lp->welcomed)
             continue;
-        if (lp->status_id && now - lp->status_sent_ms > l->cfg->timeout_ms) {
+        if (lp->status_id && now - lp->status_sent_ms > rpc_timeout(l, lp->status_sock)) {
             lp->status_id = 0; /* unanswered: the next one goes */
             lp->status_sock = NULL;
         }
@@ -1265,6 +1433,73 @@ static void heartbeats(struct live *l)
     }
 }
 
+/* ---- the single-cluster case (a config with only client.server) ---- */
+
+/* A [sched] key left at -1 takes the value for the kind of client this is. */
+static double pick(double v, double projects, double single, bool is_single)
+{
+    return v >= 0 ? v : is_single ? single : projects;
+}
+
+/*
+ * The engine's parameters from the [sched] keys. Left at -1 ("automatic") they are
+ * BOINC's defaults for a volunteer attached to projects, and for a host of one cluster
+ * (only client.server) what the single-cluster client did: results reported at once,
+ * work asked for whenever a slot frees, a buffer covering poll_s and the measured round
+ * trip (min_buf is recomputed as the round trips are measured, see buffer_update), the
+ * [rpc] backoff, and an empty reply waited out for the cluster's wait_s (on_tasks).
+ * docs/client-scheduling.md 2b, "The single-cluster client".
+ */
+void vcl_engine_config(const struct client_cfg *cfg, bool single, struct engine_config *c)
+{
+    engine_config_defaults(c);
+    c->policy = (enum engine_policy)cfg->policy;
+    c->fetch = (enum engine_fetch)cfg->fetch;
+    c->time_slice = cfg->time_slice;
+    c->poll_period = pick(cfg->poll_s, 60, SINGLE_POLL_S, single);
+    if (!(c->poll_period > 0))
+        c->poll_period = 0.01;
+    c->min_buf = pick(cfg->min_buf, 8640, c->poll_period, single);
+    c->additional_buf = pick(cfg->additional_buf, 43200, 0, single);
+    c->rpc_backoff_min = pick(cfg->rpc_backoff_min, 60, cfg->backoff_min_s, single);
+    c->rpc_backoff_max = pick(cfg->rpc_backoff_max, 14400, cfg->backoff_max_s, single);
+    c->rsc_backoff_min = pick(cfg->rsc_backoff_min, 600, 1, single);
+    c->rsc_backoff_max = pick(cfg->rsc_backoff_max, 86400, 30, single);
+    c->master_fetch_period = (int)cfg->master_fetch_period;
+    c->report_cushion = cfg->report_cushion;
+    c->report_max_delay = pick(cfg->report_max_delay, 86400, 0, single);
+    if (c->rpc_backoff_max < c->rpc_backoff_min)
+        c->rpc_backoff_max = c->rpc_backoff_min;
+    if (c->rsc_backoff_max < c->rsc_backoff_min)
+        c->rsc_backoff_max = c->rsc_backoff_min;
+}
+
+/*
+ * The work buffer of a single-cluster host with an automatic min_buf: what its slots
+ * consume between two work requests (poll_s) and while a request is on its way and back
+ * (two measured round trips and their variation, prefetch_cover_s), so that no slot
+ * waits a round trip for its next task. The engine's shortfall then asks for that much
+ * work in seconds (the cluster's est_s corrected by the DCF); client.prefetch_max caps
+ * the count (build_result).
+ */
+static void buffer_update(struct live *l)
+{
+    if (!l->single || l->cfg->min_buf >= 0 || l->e->nprojects < 1)
+        return;
+    const struct lproj *lp = &l->proj[0];
+    double cover = 0;
+    for (int k = 0; k < lp->nsocks; k++) {
+        const struct netopts_rtt *r = lp->socks[k] ? &lp->socks[k]->link.rtt : NULL;
+        if (r && r->samples)
+            cover = fmax(cover, prefetch_cover_s(r->srtt, r->rttvar, r->samples));
+    }
+    double want = l->e->cfg.poll_period + cover;
+    if (fabs(want - l->e->cfg.min_buf) > 0.1 * l->e->cfg.min_buf) {
+        l->e->cfg.min_buf = l->ecfg.min_buf = want;
+        l->e->rr_dirty = 1;
+    }
+}
+
 /* ---- the loop ---- */
 
 static void on_tick(struct loop *lp, void *arg)
@@ -1281,9 +1516,11 @@ static void pump(struct live *l)
     struct lrpc *r = &l->rpc;
     if (r->active && r->unsent)
         send_now(l);
-    if (r->active && !r->unsent && now - r->sent_ms >= l->cfg->timeout_ms) {
+    struct lsock *rs = r->stage == 2 ? r->master : r->sock;
+    if (r->active && !r->unsent && now - r->sent_ms >= rpc_timeout(l, rs)) {
         char why[100];
-        snprintf(why, sizeof why, "did not answer within %ld ms", l->cfg->timeout_ms);
+        snprintf(why, sizeof why, "did not answer within %lld ms",
+                 (long long)rpc_timeout(l, rs));
         rpc_fail(l, why);
     }
     for (int k = 0; k < 4 && kicked; k++) { /* a decision may lead to another */
@@ -1298,6 +1535,94 @@ static void pump(struct live *l)
             vcl_project_save(l, p);
         vcl_commit(l);
     }
+}
+
+/*
+ * A single-cluster host stopping (SIGTERM, SIGINT) leaves like any node of a cluster:
+ * its processes are stopped, its finished results go with LEAVE, and only the server's
+ * OK (within min(rpc.timeout_ms, 3 s)) lets it forget its tasks: the server then
+ * re-issues the unfinished ones at once instead of waiting for missed heartbeats.
+ * Without the OK they stay in the store, to be reported or rerun at the next start. A
+ * volunteer with projects keeps its queue across restarts, as BOINC does: no LEAVE.
+ */
+static void leave(struct live *l)
+{
+    if (!l->single || !l->e || l->e->nprojects < 1 || !l->proj[0].welcomed)
+        return;
+    struct lproj *lp = &l->proj[0];
+    struct lsock *s = project_sock(l, 0, lp->session_url);
+    if (!s)
+        return;
+    for (size_t i = 0; i < l->ntasks; i++) { /* no result from a killed process */
+        struct ltask *t = l->tasks[i];
+        if ((t->state == LT_RUNNING || t->state == LT_STOPPED) && t->run.pid > 0 &&
+            !t->run.reaped) {
+            runner_signal(&t->run, SIGKILL);
+            runner_signal(&t->run, SIGCONT);
+        }
+    }
+    uint32_t n = 0;
+    for (size_t i = 0; i < l->ntasks; i++)
+        n += l->tasks[i]->project == 0 && l->tasks[i]->result && n < MAX_RESULTS;
+    uint64_t id = ++l->next_req;
+    wire_buf_reset(&l->wb);
+    wire_begin(&l->wb, WT_LEAVE, id, 2 + (lp->inc[0] != 0));
+    wire_put_str(&l->wb, "sid", lp->sid);
+    if (lp->inc[0])
+        wire_put_str(&l->wb, "inc", lp->inc);
+    wire_put_key(&l->wb, "results");
+    wire_pack_array(&l->wb, n);
+    for (size_t i = 0, k = 0; i < l->ntasks && k < n; i++) {
+        const struct ltask *t = l->tasks[i];
+        if (t->project == 0 && t->result) {
+            msgpack_sbuffer_write(&l->wb.sb, t->result, t->rlen);
+            k++;
+        }
+    }
+    int64_t until = loop_now_ms() + (l->cfg->timeout_ms < 3000 ? l->cfg->timeout_ms : 3000);
+    bool sent = false, ok = false;
+    while (!ok && loop_now_ms() < until) {
+        if (!sent && zmq_send(s->sock, l->wb.sb.data, l->wb.sb.size, ZMQ_DONTWAIT) < 0) {
+            zmq_poll(NULL, 0, 50); /* not connected: try again shortly */
+            continue;
+        }
+        sent = true;
+        zmq_pollitem_t it = {s->sock, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, 100) <= 0)
+            continue;
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        struct wire_msg msg;
+        struct wire_error err;
+        if (zmq_msg_recv(&m, s->sock, ZMQ_DONTWAIT) >= 0 &&
+            wire_decode(zmq_msg_data(&m), zmq_msg_size(&m), false, &msg, &err) == 0) {
+            ok = msg.id == id && msg.type == WT_OK;
+            if (msg.id == id && !ok)
+                until = 0; /* refused: keep the tasks */
+            wire_msg_free(&msg);
+        }
+        zmq_msg_close(&m);
+    }
+    if (!ok) {
+        log_warnx("the server did not acknowledge LEAVE; tasks are kept for the next start");
+        return;
+    }
+    for (size_t i = 0; i < l->ntasks;) {
+        struct ltask *t = l->tasks[i];
+        if (t->project != 0) {
+            i++;
+            continue;
+        }
+        long ei = vcl_engine_index(l, t);
+        if (ei >= 0)
+            engine_task_remove(l->e, (size_t)ei);
+        vcl_task_forget(l, t);
+        vcl_task_drop(l, t);
+    }
+    lp->welcomed = false;
+    lp->sid[0] = '\0';
+    vcl_commit(l);
+    log_info("left the server");
 }
 
 /* The daemon owns the before-sleep hook: the driver's pass runs before its commit. */
@@ -1329,20 +1654,8 @@ int vcl_main(struct client_cfg *cfg, const char *file)
     l.slots = cfg->slots > 0 ? (int)cfg->slots : (int)sysconf(_SC_NPROCESSORS_ONLN);
     gethostname(l.host, sizeof l.host - 1);
     wire_buf_init(&l.wb);
-    engine_config_defaults(&l.ecfg);
-    l.ecfg.policy = (enum engine_policy)cfg->policy;
-    l.ecfg.fetch = (enum engine_fetch)cfg->fetch;
-    l.ecfg.min_buf = cfg->min_buf;
-    l.ecfg.additional_buf = cfg->additional_buf;
-    l.ecfg.time_slice = cfg->time_slice;
-    l.ecfg.poll_period = cfg->poll_s;
-    l.ecfg.rpc_backoff_min = cfg->rpc_backoff_min;
-    l.ecfg.rpc_backoff_max = cfg->rpc_backoff_max;
-    l.ecfg.rsc_backoff_min = cfg->rsc_backoff_min;
-    l.ecfg.rsc_backoff_max = cfg->rsc_backoff_max;
-    l.ecfg.master_fetch_period = (int)cfg->master_fetch_period;
-    l.ecfg.report_cushion = cfg->report_cushion;
-    l.ecfg.report_max_delay = cfg->report_max_delay;
+    l.single = vcl_single(cfg, file);
+    vcl_engine_config(cfg, l.single, &l.ecfg);
     const char *bad = engine_config_check(&l.ecfg);
     if (bad) {
         fprintf(stderr, "gridnode client: configuration error: %s\n", bad);
@@ -1371,6 +1684,7 @@ int vcl_main(struct client_cfg *cfg, const char *file)
              l.e->nprojects, l.slots, l.e->nptypes - 1, engine_policy_name(l.ecfg.policy),
              engine_fetch_name(l.ecfg.fetch));
     rc = loop_run(l.loop) < 0 ? 1 : 0;
+    leave(&l);
     /* leaving: running processes are killed; their tasks rerun at the next start */
     for (size_t i = 0; i < l.ntasks; i++) {
         struct ltask *t = l.tasks[i];

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "lib/netopts.h"
 #include "roles/client/client.h"
 #include "roles/client/engine.h"
 #include "roles/client/health.h"
@@ -33,6 +34,7 @@ struct lsock {
     char url[ENGINE_URL_MAX];
     void *sock;
     int64_t created_ms;
+    struct netopts_link link; /* connection state, monitor, measured round trips */
 };
 
 /* A project's parallel processes and its PSYNC long-poll (live_par.c). */
@@ -63,6 +65,7 @@ struct lproj {
     double dcf[ENGINE_MAX_PTYPES];
     unsigned long tasks_got, results_sent;
     double run_s; /* run time of its tasks finished since this client started */
+    bool held;    /* its server said why it gives this node no tasks (TASKS reason) */
 };
 
 struct ltask {
@@ -135,6 +138,7 @@ struct live {
     char host[256];
     struct health health; /* node health (health.h): sick = no new work, see live_par.c */
     int ranks;            /* CPU instances reserved for running parallel ranks */
+    bool single; /* only client.server: one project, named after it (vcl_single) */
 };
 
 /* ---- live_state.c: store and control ---- */
@@ -186,5 +190,10 @@ bool vcl_par_reaped(struct live *l, pid_t pid, int status, const struct rusage *
 uint64_t vcl_par_disk_mb(const struct live *l, int p);
 /* Kills and forgets project p's parallel processes (detach, exit). */
 void vcl_par_drop(struct live *l, int p);
+/* The engine's parameters from cfg ([sched] keys at -1 take the automatic value for a
+ * client with projects or, single, one with only client.server). */
+void vcl_engine_config(const struct client_cfg *cfg, bool single, struct engine_config *c);
+/* True when cfg names client.server and the file has no [project] section. */
+bool vcl_single(const struct client_cfg *cfg, const char *file);
 
 #endif

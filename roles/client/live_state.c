@@ -370,6 +370,41 @@ static int engine_fresh(struct live *l)
     return l->e ? 0 : -1;
 }
 
+/*
+ * A config with only client.server: one project named after the server (its endpoint
+ * as written, cut to the last ENGINE_NAME_MAX - 1 bytes), share 100, the server its
+ * only endpoint. A stored project of that name keeps its accounting and gets the
+ * endpoint back if it was changed; projects attached at run time stay attached.
+ */
+static int server_project(struct live *l)
+{
+    const char *url = l->cfg->server;
+    size_t n = strlen(url);
+    char name[ENGINE_NAME_MAX];
+    const char *from = n >= sizeof name ? url + n - (sizeof name - 1) : url;
+    memcpy(name, from, strlen(from) + 1);
+    for (int k = 0; k < l->e->nprojects; k++)
+        if (!strcmp(l->e->projects[k].name, name)) {
+            struct engine_project *q = &l->e->projects[k];
+            if (q->nendpoints != 1 || strcmp(q->endpoints[0], url)) {
+                snprintf(q->endpoints[0], sizeof q->endpoints[0], "%s", url);
+                q->nendpoints = 1;
+                vcl_project_sockets(l, k);
+                vcl_project_save(l, k);
+            }
+            return 0;
+        }
+    const char *eps[1] = {url};
+    int p = vcl_project_add(l, name, 100, eps, 1, "");
+    if (p < 0) {
+        fprintf(stderr, "gridnode client: cannot use client.server %s: %s\n", url,
+                strerror(errno));
+        return -1;
+    }
+    vcl_project_save(l, p);
+    return 0;
+}
+
 int vcl_load(struct live *l, double now)
 {
     struct inictx ic = {.l = l};
@@ -397,6 +432,8 @@ int vcl_load(struct live *l, double now)
             return -1;
         }
     }
+    if (l->single && server_project(l) < 0)
+        return -1;
     /* tasks: adding one clears its (project, type) backoff; the stored one is put back */
     for (int p = 0; p < l->e->nprojects; p++)
         lc.saved[p] = l->e->projects[p];
@@ -410,7 +447,7 @@ int vcl_load(struct live *l, double now)
         done += l->tasks[i]->result != NULL;
     engine_tick(l->e, now, 1);
     vcl_commit(l);
-    log_info("state loaded: %d project(s), %zu result(s) to report, %zu task(s) to run",
+    log_info("state loaded: %d project(s), %zu finished result(s) to report, %zu task(s) to rerun",
              l->e->nprojects, done, l->ntasks - done);
     return 0;
 }
@@ -723,6 +760,16 @@ static int find_project_section(void *user, const char *section, const char *nam
     if (!strncmp(section, "project ", 8))
         *(int *)user = 1;
     return 1;
+}
+
+bool vcl_single(const struct client_cfg *cfg, const char *file)
+{
+    int found = 0;
+    if (!cfg->server[0])
+        return false;
+    if (file)
+        ini_parse(file, find_project_section, &found);
+    return !found;
 }
 
 int vcl_wanted(const struct client_cfg *cfg, const char *file)

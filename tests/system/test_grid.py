@@ -292,8 +292,8 @@ def test_user_tools(cluster_factory, client_factory, gridnode_bin, workdir):
     assert any(x["table"] == "jobs" and x["value"]["name"] == "cat" for x in recs)
     r = run_cli(gridnode_bin, "dump", cl.state_dir)
     assert r.returncode == 0 and "== jobs (1 record)" in r.stdout and "state of a cluster" in r.stdout
-    r = run_cli(gridnode_bin, "dump", workdir / "node1", "--table", "meta")
-    assert r.returncode == 0 and "sid" in r.stdout
+    r = run_cli(gridnode_bin, "dump", workdir / "node1", "--table", "projects")
+    assert r.returncode == 0 and "sid" in r.stdout  # the session, per project
     r = run_cli(gridnode_bin, "dump", workdir / "nowhere")
     assert r.returncode == 1 and "nowhere" in r.stderr
 
