@@ -273,8 +273,12 @@ static void task_finish(struct live *l, struct ltask *t)
     loop_timer_cancel(l->loop, t->kill_timer);
     t->limit_timer = t->kill_timer = 0;
     wire_buf_init(&wb);
-    /* a task this host cannot run (e.g. a GPU type it lacks) is a node-side error */
-    runner_pack_result(r, t->job, t->idx, t->issue, wall, bad ? t->bad : NULL, NULL, &wb);
+    /* a task this host cannot run (e.g. a GPU type it lacks) is a node-side error; a
+       malformed one ("invalid task: ...", vcl_task_from_map) is the task's own fault:
+       final, and no cut of this node's quota (as the single-cluster client) */
+    bool fault = bad && !strncmp(t->bad, "invalid task", 12);
+    runner_pack_result(r, t->job, t->idx, t->issue, wall, bad && !fault ? t->bad : NULL,
+                       fault ? t->bad : NULL, &wb);
     free(t->result);
     t->result = malloc(wb.sb.size);
     if (t->result) {
@@ -1322,8 +1326,7 @@ static void on_lsock(struct loop *lp, void *arg)
             else if (p < l->e->nprojects && l->proj[p].status_id == msg.id && msg.id) {
                 netopts_rtt_sample(&s->link.rtt, loop_now_ms() - l->proj[p].status_sent_ms);
                 on_status_reply(l, p, &msg);
-            }
-            else
+            } else
                 log_debug("stale reply %llu from %s ignored", (unsigned long long)msg.id, s->url);
             wire_msg_free(&msg);
         }
