@@ -100,7 +100,15 @@ static void print_state(const msgpack_object *root)
                (unsigned long long)wire_get_u64(t, "instances", 0),
                (unsigned long long)wire_get_u64(t, "busy", 0), num(t, "shortfall"), a,
                num(t, "queued"));
+        if (wire_get_u64(t, "ranks", 0))
+            printf("%-9s %9llu more taken by parallel jobs' processes\n", "",
+                   (unsigned long long)wire_get_u64(t, "ranks", 0));
     }
+    cli_text(root, "health", txt, sizeof txt);
+    if (txt[0])
+        printf("\nNODE UNHEALTHY: %s\n(no new work; tasks not started were handed back; it "
+               "checks again with a growing delay)\n",
+               txt);
 }
 
 /* -s DIR: the control endpoint the client wrote in DIR/endpoint. */

@@ -203,6 +203,20 @@ int engine_ptype_add(struct engine *e, const char *name, int ninstances, double 
     return e->nptypes++;
 }
 
+void engine_ptype_reserve(struct engine *e, int t, int n)
+{
+    if (t < 0 || t >= e->nptypes)
+        return;
+    struct engine_ptype *pt = &e->ptypes[t];
+    int total = pt->ninstances + pt->reserved;
+    n = n < 0 ? 0 : n > total ? total : n;
+    if (n == pt->reserved)
+        return;
+    pt->reserved = n;
+    pt->ninstances = total - n;
+    e->rr_dirty = e->sched_dirty = 1;
+}
+
 int engine_ptype_find(const struct engine *e, const char *name)
 {
     for (int i = 0; i < e->nptypes; i++)
@@ -252,7 +266,8 @@ int engine_project_add(struct engine *e, const char *name, double share,
 long engine_task_add(struct engine *e, double now, int project, const struct engine_new_task *nt)
 {
     if (project < 0 || project >= e->nprojects || nt->ptype < 0 || nt->ptype >= e->nptypes ||
-        !(nt->usage > 0) || nt->usage > e->ptypes[nt->ptype].ninstances ||
+        !(nt->usage > 0) ||
+        nt->usage > e->ptypes[nt->ptype].ninstances + e->ptypes[nt->ptype].reserved ||
         !(nt->est_duration > 0) || !isfinite(nt->est_duration) || !isfinite(nt->deadline)) {
         errno = EINVAL;
         return -1;

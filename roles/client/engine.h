@@ -91,8 +91,11 @@ const char *engine_fetch_name(enum engine_fetch f);
 /* ---- state ---- */
 struct engine_ptype {
     char name[ENGINE_NAME_MAX]; /* "cpu" is index 0; GPU types follow */
-    int ninstances;
-    double flops; /* peak FLOPS of one instance (any unit, used for credit) */
+    int ninstances;             /* instances the engine may use (the host's, less `reserved`) */
+    double flops;               /* peak FLOPS of one instance (any unit, used for credit) */
+    /* instances taken by work the engine does not schedule, such as a cluster's
+       parallel ranks (engine_ptype_reserve) */
+    int reserved;
 };
 
 /* Per (project, processor type) work-fetch state (seed 002). */
@@ -273,6 +276,12 @@ struct engine *engine_new(const struct engine_config *cfg, int ncpus, double cpu
 void engine_destroy(struct engine **ep);
 /* Adds a GPU type; returns its index or -1 (EINVAL, ENOSPC). */
 int engine_ptype_add(struct engine *e, const char *name, int ninstances, double flops);
+/* n instances of type t are taken by work the engine does not schedule (a cluster's
+ * parallel ranks, as BOINC treats non-BOINC CPU load): from now on the engine
+ * schedules, simulates and fetches for the other instances only (running tasks over
+ * the new count are preempted at the next engine_schedule). n is clamped to 0..the
+ * host's count; tasks of any usage up to the host's count are still accepted. */
+void engine_ptype_reserve(struct engine *e, int t, int n);
 /* Returns the index of the named type, or -1. */
 int engine_ptype_find(const struct engine *e, const char *name);
 /* Adds a project; endpoints are copied. Returns its index or -1 (EINVAL: bad share,

@@ -336,6 +336,18 @@ static void check_finished(struct live *l, struct ltask *t)
     task_finish(l, t);
 }
 
+/* The node is sick: every task not started yet goes back as a node-side error. */
+void vcl_hand_back_queued(struct live *l)
+{
+    for (size_t i = 0; i < l->ntasks; i++) {
+        struct ltask *t = l->tasks[i];
+        if (t->state != LT_QUEUED || t->result || t->abandon)
+            continue;
+        snprintf(t->run.error, sizeof t->run.error, "node unhealthy: %.200s", l->health.sick);
+        task_finish(l, t);
+    }
+}
+
 static void read_pipe(struct live *l, struct ltask *t, int fd)
 {
     if (fd < 0)
@@ -425,6 +437,11 @@ static void task_start(struct live *l, struct ltask *t)
         task_finish(l, t);
         return;
     }
+    if (l->health.sick[0]) { /* hand it back at once: a healthy node should run it */
+        snprintf(t->run.error, sizeof t->run.error, "node unhealthy: %.200s", l->health.sick);
+        task_finish(l, t);
+        return;
+    }
     int pt = engine_ptype_find(l->e, t->ptype);
     if (pt > 0 && take_gpus(l, t, pt) < 0) { /* cannot happen: the engine counts instances */
         log_warnx("task %llu.%u: no free '%s' GPU; it waits", (unsigned long long)t->job, t->idx,
@@ -454,6 +471,8 @@ static void task_start(struct live *l, struct ltask *t)
     }
     if (rc < 0) {
         log_warnx("task %llu.%u: %s", (unsigned long long)t->job, t->idx, t->run.error);
+        if (t->run.host_fault)
+            vcl_sick(l, t->run.error);
         t->run.reaped = false;
         task_finish(l, t);
         return;
@@ -507,6 +526,8 @@ static void on_sigchld(struct loop *lp, void *arg)
     while ((pid = wait4(-1, &status, WNOHANG | WUNTRACED | WCONTINUED, &ru)) > 0) {
         if (WIFSTOPPED(status) || WIFCONTINUED(status))
             continue;
+        if (vcl_par_reaped(l, pid, status, &ru))
+            continue;
         for (size_t i = 0; i < l->ntasks; i++) {
             struct ltask *t = l->tasks[i];
             if ((t->state == LT_RUNNING || t->state == LT_STOPPED) && t->run.pid == pid) {
@@ -534,7 +555,8 @@ static void apply_schedule(struct live *l, const struct engine_sched *s)
     size_t *start = nstart ? malloc(nstart * sizeof *start) : NULL;
     if (nstart && !start)
         return;
-    memcpy(start, s->start, nstart * sizeof *start); /* task_start may call the engine */
+    if (nstart) /* a decision may only preempt (parallel ranks took instances) */
+        memcpy(start, s->start, nstart * sizeof *start); /* task_start may call the engine */
     uint64_t *ids = nstart ? malloc(nstart * sizeof *ids) : NULL;
     for (size_t k = 0; ids && k < nstart; k++)
         ids[k] = l->e->tasks[start[k]].id;
@@ -570,6 +592,7 @@ static void step(struct live *l)
     double c0 = cpu_now();
     double now = vcl_now();
     struct engine *e = l->e;
+    vcl_capacity(l); /* parallel ranks' cores and node health, live_par.c */
     engine_tick(e, now, 1);
     for (size_t k = 0; k < e->nrunning; k++) {
         struct engine_task *et = &e->tasks[e->running[k]];
@@ -597,6 +620,11 @@ static void kick(struct live *l)
 {
     (void)l;
     kicked = true;
+}
+
+void vcl_kick(struct live *l)
+{
+    kick(l);
 }
 
 /* ---- sockets ---- */
@@ -702,6 +730,11 @@ static struct lsock *project_sock(struct live *l, int p, const char *url)
     return NULL;
 }
 
+struct lsock *vcl_project_session_sock(struct live *l, int p)
+{
+    return project_sock(l, p, l->proj[p].session_url);
+}
+
 /* ---- RPC: HELLO, RESULT/TASK_GET, MASTER_GET ---- */
 
 /* The CPU model and clock reported in HELLO (the cluster groups hosts by them). */
@@ -737,7 +770,7 @@ static void build_hello(struct live *l, int p)
     bool sid = lp->sid[0] && !strcmp(lp->session_url, l->rpc.url);
     wire_buf_reset(&l->wb);
     wire_begin(&l->wb, WT_HELLO, l->rpc.id = ++l->next_req,
-               12 + sid + (lp->inc[0] != 0) + (l->cfg->cpu_gflops > 0));
+               13 + sid + (lp->inc[0] != 0) + (l->cfg->cpu_gflops > 0));
     if (sid)
         wire_put_str(&l->wb, "sid", lp->sid);
     if (lp->inc[0])
@@ -752,7 +785,8 @@ static void build_hello(struct live *l, int p)
     wire_put_str(&l->wb, "arch", l->cfg->arch[0] ? l->cfg->arch : u.machine);
     wire_put_str(&l->wb, "model", l->cfg->model[0] ? l->cfg->model : l->cpu_model);
     wire_put_u64(&l->wb, "mhz", (uint64_t)l->cpu_mhz);
-    wire_put_bool(&l->wb, "procs", false);
+    wire_put_bool(&l->wb, "procs", l->cfg->parallel != 0); /* PSYNC: live_par.c */
+    wire_put_u64(&l->wb, "disk_mb", vcl_par_disk_mb(l, p));
     if (l->cfg->cpu_gflops > 0) /* else the cluster measures this host's speed */
         wire_put_f64(&l->wb, "cpu_gflops", l->cfg->cpu_gflops);
     wire_put_key(&l->wb, "gpus");
@@ -1326,7 +1360,9 @@ static void on_lsock(struct loop *lp, void *arg)
                 zmq_msg_close(&m);
                 return;
             }
-            if (p < l->e->nprojects && l->proj[p].status_id == msg.id && msg.id) {
+            if (p < l->e->nprojects && vcl_par_reply(l, p, &msg))
+                ; /* a PSYNC_ACK (live_par.c) */
+            else if (p < l->e->nprojects && l->proj[p].status_id == msg.id && msg.id) {
                 netopts_rtt_sample(&s->link.rtt, loop_now_ms() - l->proj[p].status_sent_ms);
                 on_status_reply(l, p, &msg);
             } else
@@ -1541,6 +1577,7 @@ static void pump(struct live *l)
         step(l);
     }
     heartbeats(l);
+    vcl_par_pump(l);
     if (now - l->last_save_ms >= 10000) { /* REC and backoffs, at most 10 s old */
         l->last_save_ms = now;
         for (int p = 0; p < l->e->nprojects; p++)
@@ -1712,8 +1749,10 @@ int vcl_main(struct client_cfg *cfg, const char *file)
             runner_signal(&t->run, SIGCONT);
         }
     }
-    for (int p = 0; l.e && p < l.e->nprojects; p++)
+    for (int p = 0; l.e && p < l.e->nprojects; p++) {
+        vcl_par_drop(&l, p); /* its parallel processes are killed, as client.c does */
         vcl_project_save(&l, p);
+    }
     vcl_commit(&l);
     log_info("client stopped; %zu task(s) kept for the next start", l.ntasks);
 out:

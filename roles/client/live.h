@@ -15,6 +15,8 @@
 #include "lib/netopts.h"
 #include "roles/client/client.h"
 #include "roles/client/engine.h"
+#include "roles/client/health.h"
+#include "roles/client/pprocs.h"
 #include "roles/client/runner.h"
 #include "wire/wire.h"
 
@@ -36,8 +38,19 @@ struct lsock {
     int64_t said_ms;          /* a failed handshake was last logged then (0: never) */
 };
 
+/* A project's parallel processes and its PSYNC long-poll (live_par.c). */
+struct lpar {
+    struct pprocs pp;
+    bool waiting, now, urgent; /* a PSYNC in flight; one due at once; that one was */
+    uint64_t id;               /* the PSYNC in flight (replies with another id: stale) */
+    int64_t sent_ms, wait_ms, next_ms;
+    int64_t retry_ms; /* an urgent PSYNC that could not be sent goes again from then */
+    uint32_t sync_ms;
+};
+
 struct lproj {
     struct lsock *socks[ENGINE_MAX_ENDPOINTS]; /* one per scheduler endpoint */
+    struct lpar *par; /* parallel processes (NULL: none yet, or client.parallel off) */
     int nsocks;
     char sid[65], inc[65];
     char session_url[ENGINE_URL_MAX]; /* the endpoint sid belongs to */
@@ -132,6 +145,8 @@ struct live {
     bool single;  /* only client.server: one project, named after it (vcl_single) */
     char cpu_model[128];
     long cpu_mhz;
+    struct health health; /* node health (health.h): sick = no new work, see live_par.c */
+    int ranks;            /* CPU instances reserved for running parallel ranks */
 };
 
 /* ---- live_state.c: store and control ---- */
@@ -161,6 +176,28 @@ int vcl_project_add(struct live *l, const char *name, double share, const char *
 int vcl_project_sockets(struct live *l, int p);
 int vcl_project_detach(struct live *l, int p);
 int vcl_engine_rebuild(struct live *l, double now);
+struct lsock *vcl_project_session_sock(struct live *l, int p);
+/* Asks for an engine pass (schedule, RPC) at the next loop turn. */
+void vcl_kick(struct live *l);
+/* Hands every task not started yet back as a node-side error (the node is sick). */
+void vcl_hand_back_queued(struct live *l);
+
+/* ---- live_par.c: parallel jobs (PSYNC) and node health ---- */
+/* Before every engine pass: health re-probe, the CPU instances parallel ranks take
+ * (engine_ptype_reserve), and "no new work" on every project while sick. */
+void vcl_capacity(struct live *l);
+/* The host cannot run tasks: see health.h. */
+void vcl_sick(struct live *l, const char *why);
+/* Sends the PSYNC long-polls that are due; fails overdue ones. */
+void vcl_par_pump(struct live *l);
+/* A reply on one of project p's sockets: true if it answered a PSYNC (consumed). */
+bool vcl_par_reply(struct live *l, int p, const struct wire_msg *msg);
+/* A child exited: true if it was a parallel process. */
+bool vcl_par_reaped(struct live *l, pid_t pid, int status, const struct rusage *ru);
+/* Free disk for HELLO (pprocs_free_disk_mb of the state directory). */
+uint64_t vcl_par_disk_mb(const struct live *l, int p);
+/* Kills and forgets project p's parallel processes (detach, exit). */
+void vcl_par_drop(struct live *l, int p);
 /* The engine's parameters from cfg ([sched] keys at -1 take the automatic value for a
  * client with projects or, single, one with only client.server). */
 void vcl_engine_config(const struct client_cfg *cfg, bool single, struct engine_config *c);

@@ -71,8 +71,13 @@ int vcl_store_open(struct live *l)
 
 void vcl_commit(struct live *l)
 {
-    if (store_commit(l->store) < 0)
+    if (store_commit(l->store) < 0) {
+        char why[CONFIG_STR_MAX + 64];
         log_warn("cannot save the client state in %s", l->cfg->state_dir);
+        snprintf(why, sizeof why, "cannot write its state in %s: %s", l->cfg->state_dir,
+                 strerror(errno));
+        vcl_sick(l, why);
+    }
 }
 
 void vcl_task_save(struct live *l, const struct ltask *t)
@@ -553,6 +558,7 @@ int vcl_project_detach(struct live *l, int p)
 {
     struct engine *old = l->e;
     double now = vcl_now();
+    vcl_par_drop(l, p); /* its parallel processes are killed */
     for (size_t i = 0; i < l->ntasks;) {
         struct ltask *t = l->tasks[i];
         if (t->project != p) {
@@ -648,8 +654,9 @@ static void state_reply(struct live *l, uint64_t id, struct wire_buf *w)
     double prio[LIVE_MAX_PROJECTS];
     engine_rr_simulate(e, now);
     engine_priorities(e, NULL, prio);
-    wire_begin(w, WT_CLIENT_STATE, id, 6);
+    wire_begin(w, WT_CLIENT_STATE, id, 7);
     wire_put_str(w, "policy", l->ecfg.policy == ENGINE_POLICY_REC ? "rec" : "debt2004");
+    wire_put_str(w, "health", l->health.sick); /* "" = healthy (live_par.c) */
     /* the engine's CPU time since start (tick, schedule, poll): issue 11 item 12 */
     wire_put_f64(w, "sched_cpu_s", l->sched_cpu_s);
     wire_put_u64(w, "engine_calls", (uint64_t)l->engine_calls);
@@ -722,9 +729,10 @@ static void state_reply(struct live *l, uint64_t id, struct wire_buf *w)
         for (size_t k = 0; k < e->nrunning; k++)
             busy +=
                 e->tasks[e->running[k]].ptype == t ? (int)ceil(e->tasks[e->running[k]].usage) : 0;
-        wire_pack_map(w, 7);
+        wire_pack_map(w, 8);
         wire_put_str(w, "type", e->ptypes[t].name);
         wire_put_u64(w, "instances", (uint64_t)e->ptypes[t].ninstances);
+        wire_put_u64(w, "ranks", (uint64_t)e->ptypes[t].reserved); /* parallel ranks */
         wire_put_u64(w, "busy", (uint64_t)busy);
         wire_put_f64(w, "gflops", e->ptypes[t].flops / 1e9);
         wire_put_f64(w, "shortfall", e->rr[t].shortfall);

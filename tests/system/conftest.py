@@ -636,6 +636,12 @@ class Client(Proc):
         for k, v in pairs:
             args += ["--set", "%s=%s" % (k, _ini(v))]
         args += [str(a) for a in extra]
+        if os.environ.get("GRIDNODE_TEST_PROJECT_CLIENT") == "1":
+            # the multi-project client (roles/client/live.c) with the server as its one
+            # project, for running a suite against it
+            ini = Path(str(state_dir) + ".ini")
+            ini.write_text("[project main]\nendpoints = %s\n" % server)
+            args += ["-c", str(ini)]
         super().__init__(registry, args, log, env=env)
         self.drain_stdout(self.log_path.with_suffix(".out"))
 

@@ -78,10 +78,14 @@ def test_reused_working_directory_is_clean(cluster_factory, client_factory, work
         "echo secretA; echo secretA >&2; echo x > leftover; mkdir -p d/e; touch d/e/f; "
         "rm stdout; ln -s %s stdout" % target])["job"]
     assert ended(cl, a)["state"] == "done"
-    spare = workdir / "node1" / "work" / "spare"
-    wait_until(lambda: inodes_of(spare), scaled(20), interval=0.1,
-               msg="the first directory kept as a spare")
-    inodes = inodes_of(spare)
+    work = workdir / "node1" / "work"
+
+    def spare_inodes():
+        # work/spare, or work/par-PROJECT/spare for the multi-project client
+        return set().union(*(inodes_of(d) for d in [work / "spare", *work.glob("par-*/spare")]))
+
+    wait_until(spare_inodes, scaled(20), interval=0.1, msg="the first directory kept as a spare")
+    inodes = spare_inodes()
     b = cl.rpc(T["PSUBMIT"], shell=True, procs=1, argv=["ls -A; pwd"])["job"]
     assert ended(cl, b)["state"] == "done"
     r = cl.rpc(T["JOB_GET"], job=b, tasks=True, output=True)["job"]["ranks"][0]
@@ -91,5 +95,5 @@ def test_reused_working_directory_is_clean(cluster_factory, client_factory, work
     assert b"secretA" not in r["stdout"] + r["stderr"]
     assert target.read_text() == "keep me\n"
     # b ran in a's directory: kept as a spare again after b, with the same inode
-    wait_until(lambda: inodes_of(spare) & inodes, scaled(20),
+    wait_until(lambda: spare_inodes() & inodes, scaled(20),
                interval=0.1, msg="the directory reused and kept again")

@@ -359,6 +359,53 @@ static void test_sched_slice_and_checkpoint(void **state)
     engine_destroy(&e);
 }
 
+/* Instances reserved for work the engine does not schedule (a cluster's parallel ranks):
+ * a running task over the new count is preempted at its checkpoint, no work is asked
+ * for a type with none left, tasks still arrive, and the instances come back. */
+static void test_reserved_instances(void **state)
+{
+    (void)state;
+    struct engine *e = mk(2, slice100);
+    int a = add_project(e, "a", 100);
+    long t1 = add_task(e, 0, a, 1000, 1e9), t2 = add_task(e, 0, a, 1000, 1e9);
+    engine_tick(e, 0, 1);
+    assert_non_null(engine_schedule(e, 0));
+    assert_true(running(e, t1) && running(e, t2));
+
+    engine_ptype_reserve(e, 0, 1);
+    assert_int_equal(e->ptypes[0].ninstances, 1);
+    assert_int_equal(e->ptypes[0].reserved, 1);
+    engine_tick(e, 10, 1);
+    engine_task_checkpoint(e, (size_t)t1, 10);
+    engine_task_checkpoint(e, (size_t)t2, 10);
+    const struct engine_sched *s = engine_schedule(e, 10);
+    assert_non_null(s);
+    assert_int_equal(s->npreempt, 1);
+    assert_int_equal(e->nrunning, 1);
+
+    /* all taken: nothing runs, no work is asked for; a task still arrives */
+    engine_ptype_reserve(e, 0, 5); /* clamped to the host's 2 */
+    assert_int_equal(e->ptypes[0].ninstances, 0);
+    assert_int_equal(e->ptypes[0].reserved, 2);
+    engine_tick(e, 20, 1);
+    for (size_t k = 0; k < e->nrunning; k++)
+        engine_task_checkpoint(e, e->running[k], 20);
+    assert_non_null(engine_schedule(e, 20));
+    assert_int_equal(e->nrunning, 0);
+    long t3 = add_task(e, 20, a, 10, 1e9);
+    assert_true(t3 >= 0);
+    assert_int_equal(engine_rr_simulate(e, 20), 0);
+    check_near(e->rr[0].shortfall, 0, 1e-9);
+
+    /* given back: the tasks run again */
+    engine_ptype_reserve(e, 0, 0);
+    assert_int_equal(e->ptypes[0].ninstances, 2);
+    engine_tick(e, 30, 1);
+    assert_non_null(engine_schedule(e, 30));
+    assert_int_equal(e->nrunning, 2);
+    engine_destroy(&e);
+}
+
 static void test_host_off_restarts_from_checkpoint(void **state)
 {
     (void)state;
@@ -429,6 +476,7 @@ int main(void)
         cmocka_unit_test(test_sched_priority_with_charged_rec),
         cmocka_unit_test(test_sched_slice_and_checkpoint),
         cmocka_unit_test(test_host_off_restarts_from_checkpoint),
+        cmocka_unit_test(test_reserved_instances),
         cmocka_unit_test(test_config_and_names),
     };
     return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
