@@ -62,6 +62,8 @@ int cli_send(const struct cli *c, struct wire_buf *wb);
  * printed) within timeout_ms. 0 with r set; -1 when none came (cli_lost tells whether
  * the connection was lost, cli_report prints why). */
 int cli_recv(const struct cli *c, int timeout_ms, struct cli_reply *r);
+/* Kept connection: the reply to request id (sent with cli_send), as cli_call. */
+int cli_await(const struct cli *c, uint64_t id, struct cli_reply *r);
 bool cli_lost(const struct cli *c);
 void cli_report(const struct cli *c);
 /* Prints an ERROR reply as cli_call does ("prog: CODE: text"). */
@@ -153,7 +155,8 @@ void cli_pjob_header(void);
 void cli_pjob_row(const msgpack_object *j);
 void cli_pjob_print(const msgpack_object *j);
 
-/* Polls a job until it is done or cancelled, with progress on stderr; exit status. */
+/* Waits until a job has ended, with progress on stderr (job.c, `job --wait`); its exit
+ * status. Uses and then closes c's kept connection (cli_keep), if any. */
 int cmd_job_wait(struct cli *c, uint64_t job);
 
 #endif

@@ -358,38 +358,24 @@ static bool plain_allowed(const struct cli *c)
     return false;
 }
 
-int cli_call(const struct cli *c, struct wire_buf *wb, uint64_t id, struct cli_reply *r)
+/* The reply to request id until deadline, other replies kept (kept connection) or
+ * skipped; as cli_call. */
+static int await_reply(const struct cli *c, struct cli_conn *k, uint64_t id, int64_t deadline,
+                       struct cli_reply *r)
 {
-    struct cli_conn one = {0}, *k = c->conn ? c->conn : &one;
-    int64_t deadline = now_ms() + c->timeout_ms;
     unsigned char *d;
     size_t n;
-    int rc = -1;
-    r->frame = NULL;
-    r->len = 0;
-    memset(&r->msg, 0, sizeof r->msg);
-    if (!plain_allowed(c))
-        return -1;
-    if (conn_send(c, k, wb, deadline) < 0) {
-        report(c, k);
-        goto out;
-    }
     for (;;) {
-        if (!stash_take(k, id, false, &d, &n) && conn_recv(c, k, deadline, &d, &n) < 0) {
-            report(c, k);
+        if (!stash_take(k, id, false, &d, &n) && conn_recv(c, k, deadline, &d, &n) < 0)
             break;
-        }
-        if (decode(c, k, d, n, r) < 0) {
-            report(c, k);
+        if (decode(c, k, d, n, r) < 0)
             break;
-        }
         if (r->msg.id == id) {
-            rc = r->msg.type == WT_ERROR ? 1 : 0;
-            if (rc == 1) {
-                cli_print_error(c, r);
-                cli_reply_free(r);
-            }
-            break;
+            if (r->msg.type != WT_ERROR)
+                return 0;
+            cli_print_error(c, r);
+            cli_reply_free(r);
+            return 1;
         }
         /* a reply to another request: kept for it (kept connection), else skipped */
         uint64_t other = r->msg.id;
@@ -400,10 +386,35 @@ int cli_call(const struct cli *c, struct wire_buf *wb, uint64_t id, struct cli_r
             free(r->frame);
         r->frame = NULL;
     }
-out:
+    report(c, k);
+    return -1;
+}
+
+int cli_call(const struct cli *c, struct wire_buf *wb, uint64_t id, struct cli_reply *r)
+{
+    struct cli_conn one = {0}, *k = c->conn ? c->conn : &one;
+    int64_t deadline = now_ms() + c->timeout_ms;
+    int rc = -1;
+    r->frame = NULL;
+    r->len = 0;
+    memset(&r->msg, 0, sizeof r->msg);
+    if (!plain_allowed(c))
+        return -1;
+    if (conn_send(c, k, wb, deadline) < 0)
+        report(c, k);
+    else
+        rc = await_reply(c, k, id, deadline, r);
     if (!k->kept)
         conn_close(k);
     return rc;
+}
+
+int cli_await(const struct cli *c, uint64_t id, struct cli_reply *r)
+{
+    r->frame = NULL;
+    r->len = 0;
+    memset(&r->msg, 0, sizeof r->msg);
+    return await_reply(c, c->conn, id, now_ms() + c->timeout_ms, r);
 }
 
 int cli_keep(struct cli *c)
