@@ -8,6 +8,7 @@
 #ifndef GRIDNODE_ZMTP_H
 #define GRIDNODE_ZMTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,6 +19,7 @@ struct zmtp {
     unsigned char *buf;  /* received bytes not yet consumed */
     size_t have, off, cap;
     char err[160]; /* why the last call failed */
+    bool no_greeting; /* the handshake failed before the peer's greeting arrived */
 };
 
 /* Whether endpoint is a plain tcp://HOST:PORT this module can connect to. */
