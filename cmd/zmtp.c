@@ -239,10 +239,10 @@ static int handshake(struct zmtp *z, const void *first, size_t flen)
                                           0,        0,   0,   6,   'D', 'E', 'A', 'L', 'E', 'R'};
     unsigned char out[sizeof ready + 9 + ZMTP_EAGER_MAX];
     size_t n0 = sizeof ready;
-    if (send_all(z, g, sizeof g) < 0)
-        return -1;
-    if (fill(z, 64) < 0) {
-        z->no_greeting = true; /* nothing of ours was taken: open_conn may try again */
+    if (send_all(z, g, sizeof g) < 0 || fill(z, 64) < 0) {
+        /* closed before a byte came: a role going down or coming up (open_conn tries
+         * again; nothing of ours was taken); else not a ZMTP peer */
+        z->no_greeting = z->have == z->off;
         return -1;
     }
     const unsigned char *p = z->buf + z->off;
@@ -323,7 +323,10 @@ static int open_conn(struct zmtp *z, const char *endpoint, int timeout_ms, int c
          * our READY and request were not sent yet. */
         z->no_greeting = false;
         if (rc == 0 && handshake(z, first, flen) < 0) {
-            rc = z->no_greeting && (strstr(z->err, "closed") || strstr(z->err, "reset")) ? -1 : -2;
+            rc = z->no_greeting && (strstr(z->err, "closed") || strstr(z->err, "reset") ||
+                                    strstr(z->err, "pipe"))
+                     ? -1
+                     : -2;
             if (rc == -1) {
                 close(z->fd);
                 z->fd = -1;
