@@ -221,6 +221,8 @@ struct wjob {
     char state[16]; /* as last seen */
     uint64_t n, done, failed, run;
     bool shown; /* its line was printed since it last changed */
+    bool has_row;          /* its end came from the feed with its final JOBS row: */
+    msgpack_sbuffer row;   /* that row, packed (shown without asking again) */
 };
 
 /* What --wait keeps: the jobs, the feed position, the requests in flight. */
@@ -322,6 +324,13 @@ static void job_seen(struct waiter *x, struct wjob *j, const msgpack_object *m, 
     if (end >= 0 && j->end < 0) {
         j->end = end;
         x->left--;
+        const msgpack_object *row = has_counts ? NULL : wire_get(m, "row");
+        if (row && row->type == MSGPACK_OBJECT_MAP && !j->has_row) {
+            msgpack_packer pk;
+            msgpack_sbuffer_init(&j->row);
+            msgpack_packer_init(&pk, &j->row, msgpack_sbuffer_write);
+            j->has_row = msgpack_pack_object(&pk, *row) == 0;
+        }
     }
     show(x, j);
 }
@@ -522,40 +531,44 @@ static int worst(const struct wjob *w, size_t n)
 }
 
 /*
- * Waits until every job of ids ended, with progress on stderr; ends[] (when set) gets
- * each one's exit status. Returns the worst of them (worst()), or 1 when the role could
- * not be asked. Uses c's kept connection, or keeps one for the wait.
+ * Waits until every job of ids ended, with progress on stderr; w (n entries, zeroed by
+ * the caller) gets each one's end (and final row, free with free_rows). Returns the
+ * worst of them (worst()), or 1 when the role could not be asked. Uses c's kept
+ * connection, or keeps one for the wait.
  */
-static int wait_jobs(struct cli *c, const uint64_t *ids, size_t n, int *ends)
+static int wait_jobs(struct cli *c, const uint64_t *ids, size_t n, struct wjob *w)
 {
-    struct waiter x = {.c = c, .n = n, .left = n, .tty = isatty(2), .feed = -1};
+    struct waiter x = {.c = c, .w = w, .n = n, .left = n, .tty = isatty(2), .feed = -1};
     bool own = !c->conn;
-    if ((own && cli_keep(c) < 0) || !(x.w = calloc(n ? n : 1, sizeof *x.w))) {
-        if (own)
-            cli_unkeep(c);
+    if (own && cli_keep(c) < 0)
         return 1;
-    }
     for (size_t i = 0; i < n; i++) {
-        x.w[i].id = ids[i];
-        x.w[i].end = -1;
-        x.w[i].shown = true;
+        w[i].id = ids[i];
+        w[i].end = -1;
+        w[i].shown = true;
     }
     int rc = wait_loop(&x);
     if (x.tty && x.n > 1 && rc == 0)
         fputc('\n', stderr);
     if (rc == 0)
-        rc = worst(x.w, n);
-    for (size_t i = 0; ends && i < n; i++)
-        ends[i] = x.w[i].end;
-    free(x.w);
+        rc = worst(w, n);
     if (own)
         cli_unkeep(c);
     return rc;
 }
 
+static void free_rows(struct wjob *w, size_t n)
+{
+    for (size_t i = 0; w && i < n; i++)
+        if (w[i].has_row)
+            msgpack_sbuffer_destroy(&w[i].row);
+}
+
 int cmd_job_wait(struct cli *c, uint64_t job)
 {
-    int rc = wait_jobs(c, &job, 1, NULL);
+    struct wjob w = {0};
+    int rc = wait_jobs(c, &job, 1, &w);
+    free_rows(&w, 1);
     cli_unkeep(c);
     return rc;
 }
@@ -717,26 +730,57 @@ static int send_first(struct cli *c, const uint64_t *ids, size_t k, bool tasks, 
     return rc;
 }
 
+/* A job's final row from the feed (w->row), printed as JOB_GET's summary would be. */
+static int print_row(const struct cli *c, const struct wjob *w, uint64_t id)
+{
+    msgpack_unpacked up;
+    size_t off = 0;
+    int rc = 1;
+    msgpack_unpacked_init(&up);
+    if (msgpack_unpack_next(&up, w->row.data, w->row.size, &off) == MSGPACK_UNPACK_SUCCESS) {
+        rc = 0;
+        if (!c->json) {
+            print_summary(&up.data);
+        } else {
+            json_t *o = json_pack("{s:i, s:i, s:I, s:o*}", "v", WIRE_VERSION, "t", WT_JOB, "id",
+                                  (json_int_t)id, "job", mpjson(&up.data));
+            if (o)
+                json_dumpf(o, stdout, JSON_COMPACT | JSON_REAL_PRECISION(6));
+            putchar('\n');
+            json_decref(o);
+        }
+    }
+    msgpack_unpacked_destroy(&up);
+    return rc;
+}
+
 /*
- * Every job of ids (but those ends[] marks unknown), one after the other, over the kept
+ * Every job of ids (but those w marks unknown), one after the other, over the kept
  * connection: the first page of the next few is asked for before the current one is
- * printed, so several jobs cost one round trip, not one each. The exit status: 0, or 1
- * when a job could not be read (printed).
+ * printed, so several jobs cost one round trip, not one each; with summary, a job
+ * whose final row came with its end (w, after --wait) is not asked for again. The exit
+ * status: 0, or 1 when a job could not be read (printed).
  */
-static int print_jobs(struct cli *c, const uint64_t *ids, size_t n, const int *ends, bool output,
-                      bool summary, uint64_t from, uint64_t count)
+static int print_jobs(struct cli *c, const uint64_t *ids, size_t n, const struct wjob *w,
+                      bool output, bool summary, uint64_t from, uint64_t count)
 {
     int rc = 0;
     size_t sent = 0;
     for (size_t k = 0; k < n; k++) {
         for (; sent < n && sent < k + PRINT_AHEAD; sent++)
-            if ((!ends || ends[sent] != 1) &&
+            if ((!w || (w[sent].end != 1 && !(summary && w[sent].has_row))) &&
                 send_first(c, ids, sent, !summary, output || c->json, from, count) < 0) {
                 cli_report(c);
                 return 1;
             }
-        if (ends && ends[k] == 1) { /* unknown: said while waiting */
+        if (w && w[k].end == 1) { /* unknown: said while waiting */
             rc = 1;
+            continue;
+        }
+        if (k > 0 && !c->json)
+            putchar('\n');
+        if (w && summary && w[k].has_row) {
+            rc |= print_row(c, &w[k], PRINT_ID + k);
             continue;
         }
         struct cli_reply r;
@@ -747,8 +791,6 @@ static int print_jobs(struct cli *c, const uint64_t *ids, size_t n, const int *e
             rc = 1;
             continue;
         }
-        if (k > 0 && !c->json)
-            putchar('\n');
         if (print_job(c, ids[k], &r, output, summary, from, count) != 0)
             rc = 1;
         fflush(stdout);
@@ -769,9 +811,9 @@ int cmd_job(int argc, char **argv)
     if (cli_common(&c, "gridnode job", &argc, argv) < 0)
         return 2;
     uint64_t *ids = calloc((size_t)argc, sizeof *ids);
-    int *ends = calloc((size_t)argc, sizeof *ends);
+    struct wjob *w = calloc((size_t)argc, sizeof *w);
     int rc = 2;
-    if (!ids || !ends) {
+    if (!ids || !w) {
         fprintf(stderr, "%s: out of memory\n", c.prog);
         rc = 1;
         goto out;
@@ -809,18 +851,19 @@ int cmd_job(int argc, char **argv)
     }
     int wrc = 0; /* the exit status of the wait, after printing */
     if (wait) {
-        wrc = wait_jobs(&c, ids, n, ends);
+        wrc = wait_jobs(&c, ids, n, w);
         for (size_t k = 0; k < n; k++)
-            if (ends[k] < 0) { /* the role could not be asked (said) */
+            if (w[k].end < 0) { /* the role could not be asked (said) */
                 rc = 1;
                 goto out;
             }
     }
-    int prc = print_jobs(&c, ids, n, wait ? ends : NULL, output, summary, from, count);
+    int prc = print_jobs(&c, ids, n, wait ? w : NULL, output, summary, from, count);
     rc = wrc ? wrc : prc;
 out:
     cli_unkeep(&c);
     free(ids);
-    free(ends);
+    free_rows(w, n);
+    free(w);
     return rc;
 }

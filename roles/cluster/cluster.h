@@ -271,6 +271,8 @@ void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live);
 const char *job_state_name(enum job_state s);
 /* As users see it: "failed" for a done job with failed tasks. */
 const char *job_state_shown(const struct job *j);
+/* j's JOBS row (docs/wire.md 6.2) as one map into wb (handlers.c; the feed's bag events) */
+void cluster_job_row(const struct job *j, struct wire_buf *wb);
 /*
  * key + argv for a list row: at most max bytes of text in all, the element that crosses
  * the limit cut at a UTF-8 character boundary, later ones left out. cluster_argv_cut()

@@ -195,7 +195,7 @@ static void pack_bag_event(struct feed *f, const struct job *j)
 {
     bool ended = j->state == JS_DONE || j->state == JS_CANCELLED;
     wire_buf_reset(&f->wb);
-    wire_pack_map(&f->wb, 7 + (j->key != NULL) + (ended && j->finished_ms));
+    wire_pack_map(&f->wb, 7 + (j->key != NULL) + (ended && j->finished_ms) + ended);
     wire_put_u64(&f->wb, "seq", f->next_seq);
     wire_put_str(&f->wb, "kind", "bag");
     wire_put_u64(&f->wb, "job", j->id);
@@ -207,6 +207,10 @@ static void pack_bag_event(struct feed *f, const struct job *j)
     wire_put_u64(&f->wb, "failed", j->nfailed);
     if (ended && j->finished_ms)
         wire_put_i64(&f->wb, "finished", j->finished_ms);
+    if (ended) { /* the final row: a waiting tool prints it without asking again */
+        wire_put_key(&f->wb, "row");
+        cluster_job_row(j, &f->wb);
+    }
 }
 
 /* The exit code and signal that ended j: the first failing rank's, else 0. */
