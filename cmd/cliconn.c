@@ -75,7 +75,8 @@ static void print_unreachable(const struct cli *c, const char *why)
         fprintf(stderr, "%s: no answer from %s within %d ms\n", c->prog, c->endpoint,
                 c->timeout_ms);
     if (why && strstr(why, "resolve"))
-        fprintf(stderr, "  check the host name in the endpoint (-e ENDPOINT or GRIDNODE_CLUSTER)\n");
+        fprintf(stderr,
+                "  check the host name in the endpoint (-e ENDPOINT or GRIDNODE_CLUSTER)\n");
     else
         fprintf(stderr, "  is the role running and listening there? (scripts/grid status; or pass "
                         "-e ENDPOINT / set GRIDNODE_CLUSTER)\n");
@@ -168,8 +169,8 @@ static int zmq_open_conn(const struct cli *c, struct cli_conn *k)
         return fail(k, F_UNREACH, "%s", err);
     /* a kept connection also watches for its loss (the request in flight is lost) */
     int events = ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                 ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_CONNECTED |
-                 ZMQ_EVENT_CONNECT_RETRIED | (k->kept ? ZMQ_EVENT_DISCONNECTED : 0);
+                 ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_CONNECTED | ZMQ_EVENT_CONNECT_RETRIED |
+                 (k->kept ? ZMQ_EVENT_DISCONNECTED : 0);
     if (zmq_socket_monitor(k->s, "inproc://cli-monitor", events) == 0 &&
         (k->mon = zmq_socket(k->ctx, ZMQ_PAIR))) {
         zmq_setsockopt(k->mon, ZMQ_LINGER, &zero, sizeof zero);
@@ -181,8 +182,7 @@ static int zmq_open_conn(const struct cli *c, struct cli_conn *k)
 }
 
 /* Sends the request in wb, opening the connection first if needed. 0, or -1. */
-static int conn_send(const struct cli *c, struct cli_conn *k, struct wire_buf *wb,
-                     int64_t deadline)
+static int conn_send(const struct cli *c, struct cli_conn *k, struct wire_buf *wb, int64_t deadline)
 {
     k->fail = F_NONE;
     k->lost = false;

@@ -176,8 +176,8 @@ static void print_rank_output(const msgpack_object *ranks)
  * A parallel job: the summary and the rank table; with output, the ranks' stdout and
  * stderr, fetching further pages while the cluster cut the reply short ("next").
  */
-static int print_pjob(struct cli *c, uint64_t job, struct cli_reply *r, bool output,
-                      uint64_t from, uint64_t count)
+static int print_pjob(struct cli *c, uint64_t job, struct cli_reply *r, bool output, uint64_t from,
+                      uint64_t count)
 {
     const msgpack_object *j = wire_get(r->msg.root, "job");
     cli_pjob_print(j);
@@ -220,9 +220,9 @@ struct wjob {
     bool pjob;      /* a parallel job: a state, no task counts */
     char state[16]; /* as last seen */
     uint64_t n, done, failed, run;
-    bool shown; /* its line was printed since it last changed */
-    bool has_row;          /* its end came from the feed with its final JOBS row: */
-    msgpack_sbuffer row;   /* that row, packed (shown without asking again) */
+    bool shown;          /* its line was printed since it last changed */
+    bool has_row;        /* its end came from the feed with its final JOBS row: */
+    msgpack_sbuffer row; /* that row, packed (shown without asking again) */
 };
 
 /* What --wait keeps: the jobs, the feed position, the requests in flight. */
@@ -231,14 +231,14 @@ struct waiter {
     struct wjob *w;
     size_t n, left; /* jobs, jobs not ended */
     bool tty;
-    int feed;          /* EVENTS: 1 offered, 0 not (TYPE, DENIED, ...), -1 not known yet */
-    char epoch[80];    /* the feed's, "" before the first EVENT_LIST */
-    uint64_t next;     /* the feed position */
-    uint64_t ev_ask;   /* request id of the EVENTS in flight, 0 none */
-    int64_t ev_sent;   /* when it was sent */
-    int64_t get_sent;  /* when the JOB_GETs in flight were sent */
-    int64_t refresh;   /* when the jobs are read again (progress, or polling) */
-    uint64_t rid;      /* the last request id used */
+    int feed;         /* EVENTS: 1 offered, 0 not (TYPE, DENIED, ...), -1 not known yet */
+    char epoch[80];   /* the feed's, "" before the first EVENT_LIST */
+    uint64_t next;    /* the feed position */
+    uint64_t ev_ask;  /* request id of the EVENTS in flight, 0 none */
+    int64_t ev_sent;  /* when it was sent */
+    int64_t get_sent; /* when the JOB_GETs in flight were sent */
+    int64_t refresh;  /* when the jobs are read again (progress, or polling) */
+    uint64_t rid;     /* the last request id used */
 };
 
 #define WAIT_HOLD_MS 25000 /* EVENTS held this long (the role's limit is 30 s) */
@@ -483,8 +483,7 @@ static int wait_loop(struct waiter *x)
         /* a request that cannot be sent: the role could not be reached (a lost
          * connection is made again first, retried for --connect-timeout, which is
          * raised to --timeout once the jobs were seen) */
-        if ((x->feed != 0 && !x->ev_ask && (x->epoch[0] || x->feed == -1) &&
-             send_events(x) < 0) ||
+        if ((x->feed != 0 && !x->ev_ask && (x->epoch[0] || x->feed == -1) && send_events(x) < 0) ||
             (!gets_in_flight(x) && now >= x->refresh && refresh(x) < 0)) {
             cli_report(c);
             return 1;

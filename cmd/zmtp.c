@@ -280,8 +280,7 @@ static int handshake(struct zmtp *z, const void *first, size_t flen)
 static int open_conn(struct zmtp *z, const char *endpoint, int timeout_ms, int connect_ms,
                      size_t max_msg, const void *first, size_t flen);
 
-int zmtp_open(struct zmtp *z, const char *endpoint, int timeout_ms, int connect_ms,
-              size_t max_msg)
+int zmtp_open(struct zmtp *z, const char *endpoint, int timeout_ms, int connect_ms, size_t max_msg)
 {
     return open_conn(z, endpoint, timeout_ms, connect_ms, max_msg, NULL, 0);
 }

@@ -118,7 +118,8 @@ struct job {
     struct task *tasks; /* [0, next_new) allocated */
     uint32_t cap;
     struct jvalid *v; /* replication, validator, known answers (validate.c); NULL: plain */
-    const char *ev_shown; /* job_state_shown() last published as an event (feed.c); NULL */
+    /* job_state_shown() last published as an event (feed.c); NULL: none yet */
+    const char *ev_shown;
 };
 
 /* A node's record of checked results (validate.c, docs/validation.md "Node trust"). */
