@@ -188,6 +188,26 @@ def test_wait_for_several_jobs_over_one_connection_following_the_feed(
         px.close()
 
 
+def test_bag_jobs_in_the_feed(cluster_factory):
+    """A bag job's shown-state changes are events of kind "bag"; its end carries the
+    final JOBS row. Task progress alone makes none."""
+    cl = cluster_factory(SETS)
+    u = cl.connect()
+    first = u.ok("EVENTS", "EVENT_LIST", epoch="")  # a new follower: the feed's end
+    assert first["reset"] and first["events"] == []
+    jid = u.ok("SUBMIT", "SUBMITTED", argv=["/bin/true"], ntasks=3)["job"]
+    sid = hello(u, "n1")
+    ts = u.ok("TASK_GET", "TASKS", sid=sid, want=3)["tasks"]
+    for t in ts:  # one result per request: progress, then the end
+        u.ok("RESULT", "TASKS", sid=sid, want=0, results=[
+            {"job": jid, "idx": t["idx"], "issue": t["issue"], "exit": 0}])
+    ev = u.ok("EVENTS", "EVENT_LIST", epoch=first["epoch"], **{"from": first["next"]})
+    bags = [e for e in ev["events"] if e["kind"] == "bag" and e["job"] == jid]
+    assert [e["state"] for e in bags] == ["queued", "running", "done"], bags
+    assert "row" not in bags[0] and bags[-1]["done"] == 3 and bags[-1]["finished"] > 0
+    assert bags[-1]["row"] == u.ok("JOB_GET", "JOB", job=jid)["job"]
+
+
 def test_wait_rides_out_a_cluster_restart(cluster_factory, gridnode_bin, monkeypatch):
     monkeypatch.setenv("GRIDNODE_PLAIN", "1")
     cl = cluster_factory(dict(SETS, **{"store.sync": "full"}), env=PLAIN)
