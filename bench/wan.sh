@@ -3,9 +3,12 @@
 # 4 clients x 2 slots, the cluster manager, each client and the user tool in their own
 # network namespace joined by tests/net's link emulator, at 0, 200 and 500 ms delay
 # each way. One JSON line per delay:
-#   {"bench":"wan","delay_ms":200,"wall_s":...,"grid_s":...,"tasks":524,"reissued":...}
-# wall_s: as the user tool sees it (its own round trips included); grid_s: the first
-# job's submission to the last job's end, as the cluster recorded them.
+#   {"bench":"wan","delay_ms":200,"wall_s":...,"grid_s":...,"submit_s":...,"wait_s":...,
+#    "tasks":524,"reissued":...}
+# What a user does: two `gridnode submit`, then one `gridnode job --wait --summary --json
+# ID1 ID2`. wall_s: as the user sees it (the tools' own round trips included); submit_s
+# and wait_s: its two parts; grid_s: the first job's submission to the last job's end,
+# as the cluster recorded them.
 # Needs root (namespaces, TUN); otherwise one line {"bench":"wan","skipped":"..."}.
 # Knobs: WAN_DELAYS ("0 200 500"), WAN_LIMIT_S (300 per delay).
 set -eu

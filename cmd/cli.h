@@ -20,6 +20,7 @@ struct cli {
     /* {wire field, what the user typed} pairs ending in {NULL}: an ERROR's text is
      * told in the user's words (cli_user_words); NULL: as it came */
     const char *const (*words)[2];
+    struct cli_conn *conn; /* cli_keep: one connection for every request; NULL: one each */
 };
 
 /*
@@ -43,6 +44,30 @@ struct cli_reply {
  */
 int cli_call(const struct cli *c, struct wire_buf *wb, uint64_t id, struct cli_reply *r);
 void cli_reply_free(struct cli_reply *r);
+
+/*
+ * The kept connection (cliconn.c): after cli_keep, cli_call and everything built on it
+ * send every request over one connection (opened at the first request, opened again
+ * after it was lost), so a tool making several requests pays the connection set-up
+ * (TCP, ZMTP and CURVE handshakes: several round trips on a long link) once. Replies
+ * are matched by request id; a reply to another request is kept for its own cli_call
+ * or cli_recv (at most 64). cli_unkeep closes it. cli_keep: 0, or -1 (printed).
+ */
+int cli_keep(struct cli *c);
+void cli_unkeep(struct cli *c);
+/* Kept connection: sends one request without waiting for its reply. 0, or -1 (the
+ * connection could not be made or was lost: cli_report prints why). */
+int cli_send(const struct cli *c, struct wire_buf *wb);
+/* Kept connection: the next reply (of any request id, an ERROR as any other: not
+ * printed) within timeout_ms. 0 with r set; -1 when none came (cli_lost tells whether
+ * the connection was lost, cli_report prints why). */
+int cli_recv(const struct cli *c, int timeout_ms, struct cli_reply *r);
+/* Kept connection: the reply to request id (sent with cli_send), as cli_call. */
+int cli_await(const struct cli *c, uint64_t id, struct cli_reply *r);
+bool cli_lost(const struct cli *c);
+void cli_report(const struct cli *c);
+/* Prints an ERROR reply as cli_call does ("prog: CODE: text"). */
+void cli_print_error(const struct cli *c, const struct cli_reply *r);
 
 /*
  * The whole of a tool whose request has no fields (jobs, nodes): --help, the common
@@ -130,7 +155,8 @@ void cli_pjob_header(void);
 void cli_pjob_row(const msgpack_object *j);
 void cli_pjob_print(const msgpack_object *j);
 
-/* Polls a job until it is done or cancelled, with progress on stderr; exit status. */
+/* Waits until a job has ended, with progress on stderr (job.c, `job --wait`); its exit
+ * status. Uses and then closes c's kept connection (cli_keep), if any. */
 int cmd_job_wait(struct cli *c, uint64_t job);
 
 #endif

@@ -425,8 +425,13 @@ static int pack_stdin(struct cli *c, const struct submit_opts *o, struct wire_bu
 static int call_retrying(struct cli *c, const struct submit_opts *o, struct wire_buf *wb,
                          struct cli_reply *r)
 {
+    /* --wait: the submission and the wait share one connection (cmd_job_wait closes it) */
+    if (o->wait && cli_keep(c) < 0)
+        return -1;
     for (uint64_t a = 1;; a++) {
         int rc = cli_call(c, wb, 1, r);
+        if (rc != 0 && (rc > 0 || a > o->retries))
+            cli_unkeep(c);
         if (rc >= 0 || a > o->retries)
             return rc;
         fprintf(stderr,

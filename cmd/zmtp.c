@@ -239,8 +239,12 @@ static int handshake(struct zmtp *z, const void *first, size_t flen)
                                           0,        0,   0,   6,   'D', 'E', 'A', 'L', 'E', 'R'};
     unsigned char out[sizeof ready + 9 + ZMTP_EAGER_MAX];
     size_t n0 = sizeof ready;
-    if (send_all(z, g, sizeof g) < 0 || fill(z, 64) < 0)
+    if (send_all(z, g, sizeof g) < 0 || fill(z, 64) < 0) {
+        /* closed before a byte came: a role going down or coming up (open_conn tries
+         * again; nothing of ours was taken); else not a ZMTP peer */
+        z->no_greeting = z->have == z->off;
         return -1;
+    }
     const unsigned char *p = z->buf + z->off;
     if (p[0] != 0xff || (p[9] & 1) != 1 || p[10] < 3)
         return fail(z, "the peer does not speak ZMTP 3");
@@ -276,8 +280,7 @@ static int handshake(struct zmtp *z, const void *first, size_t flen)
 static int open_conn(struct zmtp *z, const char *endpoint, int timeout_ms, int connect_ms,
                      size_t max_msg, const void *first, size_t flen);
 
-int zmtp_open(struct zmtp *z, const char *endpoint, int timeout_ms, int connect_ms,
-              size_t max_msg)
+int zmtp_open(struct zmtp *z, const char *endpoint, int timeout_ms, int connect_ms, size_t max_msg)
 {
     return open_conn(z, endpoint, timeout_ms, connect_ms, max_msg, NULL, 0);
 }
@@ -314,14 +317,29 @@ static int open_conn(struct zmtp *z, const char *endpoint, int timeout_ms, int c
                 rc = 0;
             else
                 fail(z, "cannot connect: %s", strerror(errno));
+        /* A connection closed before the peer's greeting (a role going down or coming
+         * up, a proxy in front of a role not running yet) is retried like a refused one:
+         * our READY and request were not sent yet. */
+        z->no_greeting = false;
+        if (rc == 0 && handshake(z, first, flen) < 0) {
+            rc = z->no_greeting && (strstr(z->err, "closed") || strstr(z->err, "reset") ||
+                                    strstr(z->err, "pipe"))
+                     ? -1
+                     : -2;
+            if (rc == -1) {
+                close(z->fd);
+                z->fd = -1;
+                z->have = z->off = 0;
+            }
+        }
         int64_t now = now_ms();
-        if (rc == 0 || left_ms(z) == 0 || now >= give_up_ms)
+        if (rc != -1 || left_ms(z) == 0 || now >= give_up_ms)
             break;
         int nap = give_up_ms - now < RECONNECT_MS ? (int)(give_up_ms - now) : RECONNECT_MS;
         poll(NULL, 0, nap);
     }
     freeaddrinfo(ai);
-    return rc < 0 ? -1 : handshake(z, first, flen);
+    return rc < 0 ? -1 : 0;
 }
 
 int zmtp_send(struct zmtp *z, const void *data, size_t len)

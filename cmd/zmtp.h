@@ -8,6 +8,7 @@
 #ifndef GRIDNODE_ZMTP_H
 #define GRIDNODE_ZMTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,7 +18,8 @@ struct zmtp {
     size_t max_msg;      /* a larger incoming message is refused (ZMQ_MAXMSGSIZE) */
     unsigned char *buf;  /* received bytes not yet consumed */
     size_t have, off, cap;
-    char err[160]; /* why the last call failed */
+    char err[160];    /* why the last call failed */
+    bool no_greeting; /* the handshake failed before the peer's greeting arrived */
 };
 
 /* Whether endpoint is a plain tcp://HOST:PORT this module can connect to. */
@@ -30,8 +32,7 @@ int zmtp_supported(const char *endpoint);
  * reached; one that is not running is reported at once, not after the whole
  * timeout). 0, or -1 with z->err set (z needs zmtp_close either way).
  */
-int zmtp_open(struct zmtp *z, const char *endpoint, int timeout_ms, int connect_ms,
-              size_t max_msg);
+int zmtp_open(struct zmtp *z, const char *endpoint, int timeout_ms, int connect_ms, size_t max_msg);
 
 /* Requests up to this size go out with the handshake (zmtp_open_send). */
 #define ZMTP_EAGER_MAX 4096

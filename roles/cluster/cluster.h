@@ -126,6 +126,8 @@ struct job {
     struct task *tasks; /* [0, next_new) allocated */
     uint32_t cap;
     struct jvalid *v; /* replication, validator, known answers (validate.c); NULL: plain */
+    /* job_state_shown() last published as an event (feed.c); NULL: none yet */
+    const char *ev_shown;
 };
 
 /* A node's record of checked results (validate.c, docs/validation.md "Node trust"). */
@@ -282,6 +284,8 @@ void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live);
 const char *job_state_name(enum job_state s);
 /* As users see it: "failed" for a done job with failed tasks. */
 const char *job_state_shown(const struct job *j);
+/* j's JOBS row (docs/wire.md 6.2) as one map into wb (handlers.c; the feed's bag events) */
+void cluster_job_row(const struct job *j, struct wire_buf *wb);
 /*
  * key + argv for a list row: at most max bytes of text in all, the element that crosses
  * the limit cut at a UTF-8 character boundary, later ones left out. cluster_argv_cut()

@@ -63,6 +63,8 @@ struct feed {
     uint32_t nw, capw;
     uint64_t *chg; /* ids of jobs whose state changed in the turn being committed */
     uint32_t nchg, capchg;
+    uint64_t *bchg; /* the same for bag jobs (SUBMIT) */
+    uint32_t nbchg, capbchg;
     struct wire_buf wb;
 };
 
@@ -105,6 +107,7 @@ void feed_close(struct cluster *c)
     free(f->hs);
     free(f->w);
     free(f->chg);
+    free(f->bchg);
     wire_buf_free(&f->wb);
     free(f);
     c->sd->feed = NULL;
@@ -163,6 +166,51 @@ void feed_job_changed(struct cluster *c, struct pjob *j)
         f->capchg = cap;
     }
     f->chg[f->nchg++] = j->id;
+}
+
+/*
+ * A bag job (SUBMIT) saved this turn: an event follows the commit when the state users
+ * see (job_state_shown: queued, held, running, done, failed, cancelled) differs from
+ * the one last published. Task progress makes no event (a busy cluster would flood the
+ * feed); a follower that shows progress reads JOB_GET. `gridnode job --wait` sees a
+ * job's end through this within one one-way delay (issue 16).
+ */
+void feed_bag_changed(struct cluster *c, struct job *j)
+{
+    struct feed *f = c->sd ? c->sd->feed : NULL;
+    if (!f || j->ev_shown == job_state_shown(j))
+        return;
+    if (f->nbchg == f->capbchg) {
+        uint32_t cap = f->capbchg ? f->capbchg * 2 : 256;
+        uint64_t *n = realloc(f->bchg, cap * sizeof *n);
+        if (!n)
+            return; /* the event is lost; the state is not */
+        f->bchg = n;
+        f->capbchg = cap;
+    }
+    f->bchg[f->nbchg++] = j->id;
+}
+
+static void pack_bag_event(struct feed *f, const struct job *j)
+{
+    bool ended = j->state == JS_DONE || j->state == JS_CANCELLED;
+    wire_buf_reset(&f->wb);
+    wire_pack_map(&f->wb, 7 + (j->key != NULL) + (ended && j->finished_ms) + ended);
+    wire_put_u64(&f->wb, "seq", f->next_seq);
+    wire_put_str(&f->wb, "kind", "bag");
+    wire_put_u64(&f->wb, "job", j->id);
+    if (j->key)
+        wire_put_str(&f->wb, "key", j->key);
+    wire_put_str(&f->wb, "state", job_state_shown(j));
+    wire_put_u64(&f->wb, "ntasks", j->ntasks);
+    wire_put_u64(&f->wb, "done", j->ndone);
+    wire_put_u64(&f->wb, "failed", j->nfailed);
+    if (ended && j->finished_ms)
+        wire_put_i64(&f->wb, "finished", j->finished_ms);
+    if (ended) { /* the final row: a waiting tool prints it without asking again */
+        wire_put_key(&f->wb, "row");
+        cluster_job_row(j, &f->wb);
+    }
 }
 
 /* The exit code and signal that ended j: the first failing rank's, else 0. */
@@ -438,6 +486,15 @@ void feed_after_commit(struct cluster *c)
         wake_hosts(c, f, j);
     }
     f->nchg = 0;
+    for (uint32_t i = 0; i < f->nbchg; i++) {
+        struct job *j = cluster_job_find(c, f->bchg[i]);
+        if (!j || j->ev_shown == job_state_shown(j))
+            continue;
+        j->ev_shown = job_state_shown(j);
+        pack_bag_event(f, j);
+        ring_push(f);
+    }
+    f->nbchg = 0;
     host_events(c, f);
     bool news = f->next_seq != before;
     for (uint32_t i = 0; i < f->nw;) {
@@ -470,5 +527,5 @@ void feed_keepalive(struct cluster *c)
 void feed_discard(struct cluster *c)
 {
     if (c->sd && c->sd->feed)
-        c->sd->feed->nchg = 0;
+        c->sd->feed->nchg = c->sd->feed->nbchg = 0;
 }

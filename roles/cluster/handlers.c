@@ -494,6 +494,11 @@ static void pack_job(const struct job *j, struct wire_buf *wb, bool row)
         wire_put_u64(wb, "requeues", j->requeues);
 }
 
+void cluster_job_row(const struct job *j, struct wire_buf *wb)
+{
+    pack_job(j, wb, true);
+}
+
 /* The page size a list request asks for ("count"; default CLUSTER_LIST_COUNT). */
 static uint32_t list_count(const struct request *r)
 {

@@ -142,6 +142,8 @@ int feed_open(struct cluster *c);
 void feed_close(struct cluster *c);
 /* scored_save_dirty: j is being saved; an event follows the commit if its state changed */
 void feed_job_changed(struct cluster *c, struct pjob *j);
+/* cluster_save_dirty: the same for a bag job (its shown state) */
+void feed_bag_changed(struct cluster *c, struct job *j);
 /* After a successful commit: publish the turn's events, answer held requests. */
 void feed_after_commit(struct cluster *c);
 void feed_discard(struct cluster *c); /* after a failed commit */

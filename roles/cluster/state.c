@@ -368,6 +368,7 @@ int cluster_save_dirty(struct cluster *c)
         store_key_u64(key, j->id);
         rc |= put_record(c, c->t_jobs, key, 8, &wb);
         j->dirty = false;
+        feed_bag_changed(c, j); /* an event after the commit if its shown state changed */
     }
     for (uint32_t i = 0; i < c->nnodes; i++) {
         struct node *n = &c->nodes[i];

@@ -3,7 +3,8 @@
  * ROUTER (loaded through lib/zmqdl.c) on loopback: the handshake, small, long
  * (8-byte size) and large messages both ways, several requests on one connection,
  * a refused connection retried until the deadline, a silent peer timing out, a
- * frame over the size limit, a peer that is not ZMTP, and which endpoints it takes.
+ * frame over the size limit, a peer that is not ZMTP, a connection closed before the
+ * greeting tried again, and which endpoints it takes.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -271,6 +272,64 @@ static void test_not_zmtp(void **state)
     close(lfd);
 }
 
+/* Closes the first connection before sending a byte (a role going down), then speaks
+ * just enough ZMTP on the second: greeting, READY, one message "ok". */
+static void *close_then_serve(void *arg)
+{
+    int lfd = *(int *)arg, fd = accept(lfd, NULL, NULL);
+    if (fd >= 0)
+        close(fd);
+    if ((fd = accept(lfd, NULL, NULL)) < 0)
+        return NULL;
+    unsigned char g[64] = {0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f, 3, 0, 'N', 'U', 'L', 'L'};
+    static const unsigned char ready[] = {4,   28,  5,   'R', 'E', 'A', 'D', 'Y', 11,  'S',
+                                          'o', 'c', 'k', 'e', 't', '-', 'T', 'y', 'p', 'e',
+                                          0,   0,   0,   6,   'R', 'O', 'U', 'T', 'E', 'R'};
+    static const unsigned char msg[] = {0, 2, 'o', 'k'};
+    unsigned char in[64];
+    size_t got = 0;
+    ssize_t n;
+    if (send(fd, g, sizeof g, 0) == (ssize_t)sizeof g) {
+        while (got < sizeof in && (n = recv(fd, in + got, sizeof in - got, 0)) > 0)
+            got += (size_t)n;
+        if (got == sizeof in && send(fd, ready, sizeof ready, 0) == (ssize_t)sizeof ready)
+            (void)!send(fd, msg, sizeof msg, 0);
+    }
+    usleep(200000);
+    close(fd);
+    return NULL;
+}
+
+/* A connection closed before the peer's greeting is tried again (like a refused one,
+ * for connect_ms): nothing of the request went out on it. */
+static void test_closed_before_greeting_retried(void **state)
+{
+    (void)state;
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(lfd, 4), 0);
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &al), 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, close_then_serve, &lfd), 0);
+    char ep[64];
+    struct zmtp z;
+    const unsigned char *d;
+    size_t n;
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", ntohs(a.sin_port));
+    int rc = zmtp_open_send(&z, ep, 5000, 5000, 1024, "hi", 2);
+    if (rc != 0)
+        fprintf(stderr, "zmtp_open_send: %s\n", z.err);
+    assert_int_equal(rc, 0);
+    assert_int_equal(zmtp_recv(&z, &d, &n), 0);
+    assert_int_equal(n, 2);
+    assert_memory_equal(d, "ok", 2);
+    zmtp_close(&z);
+    pthread_join(th, NULL);
+    close(lfd);
+}
+
 static void test_supported(void **state)
 {
     (void)state;
@@ -296,6 +355,7 @@ int main(void)
         cmocka_unit_test(test_silent_peer_times_out),
         cmocka_unit_test(test_oversized_reply),
         cmocka_unit_test(test_not_zmtp),
+        cmocka_unit_test(test_closed_before_greeting_retried),
         cmocka_unit_test(test_supported),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
