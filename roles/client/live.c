@@ -263,6 +263,29 @@ static void dcf_update(struct live *l, const struct ltask *t, double r)
     l->e->rr_dirty = l->e->sched_dirty = 1;
 }
 
+/*
+ * The "finished" lines of the tasks whose results a commit has just made durable: the
+ * log says a task finished only once a kill -9 can no longer lose its result (results
+ * are committed together, once per loop turn or before an RPC, not one fsync each).
+ */
+static void log_finished(struct live *l)
+{
+    for (size_t i = 0; i < l->ntasks && l->nlog_pending; i++) {
+        struct ltask *t = l->tasks[i];
+        if (!t->log_pending)
+            continue;
+        t->log_pending = false;
+        l->nlog_pending--;
+        log_info("task %llu.%u finished: %s (%s, %.2f s)", (unsigned long long)t->job, t->idx,
+                 t->bad[0]          ? t->bad
+                 : t->run.error[0]  ? t->run.error
+                 : t->run.timed_out ? "wall-clock limit"
+                                    : "ran",
+                 l->e->projects[t->project].name, (double)t->run_ms / 1000.0);
+    }
+    l->nlog_pending = 0; /* a task dropped before its commit is not logged */
+}
+
 /* The process ended (or never started): build the result, hand it to the engine. */
 static void task_finish(struct live *l, struct ltask *t)
 {
@@ -310,12 +333,8 @@ static void task_finish(struct live *l, struct ltask *t)
     vcl_task_save(l, t);
     l->unsaved = true; /* committed before it is reported (send_rpc_stage), or at the end
                           of this loop turn with the rest: one fsync for many tasks */
-    log_info("task %llu.%u finished: %s (%s, %.2f s)", (unsigned long long)t->job, t->idx,
-             bad            ? t->bad
-             : err          ? r->error
-             : r->timed_out ? "wall-clock limit"
-                            : "ran",
-             l->e->projects[t->project].name, wall);
+    t->log_pending = true; /* logged once durable: log_finished */
+    l->nlog_pending++;
     kick(l);
 }
 
@@ -921,6 +940,7 @@ static void send_rpc_stage(struct live *l)
     if (l->unsaved) { /* no result leaves before it is durable */
         l->unsaved = false;
         vcl_commit(l);
+        log_finished(l);
     }
     if (l->rpc.stage == 0)
         build_hello(l, l->rpc.act.project);
@@ -1599,6 +1619,7 @@ static void leave(struct live *l)
     if (l->unsaved) {
         l->unsaved = false;
         vcl_commit(l);
+        log_finished(l);
     }
     if (!l->single || !l->e || l->e->nprojects < 1 || !l->proj[0].welcomed)
         return;
@@ -1684,7 +1705,10 @@ static int on_commit(void *arg)
     struct live *l = arg;
     pump(l);
     l->unsaved = false;
-    return store_commit(l->store);
+    int rc = store_commit(l->store);
+    if (rc == 0)
+        log_finished(l);
+    return rc;
 }
 
 static void on_reload(void *arg)

@@ -75,7 +75,8 @@ struct ltask {
     uint64_t job;
     uint32_t idx, issue, limit_s;
     bool shell, abandon;
-    bool bad_host; /* bad names what this host lacks (node-side), not a malformed task */
+    bool bad_host;    /* bad names what this host lacks (node-side), not a malformed task */
+    bool log_pending; /* its "finished" line waits for the commit (log_finished) */
     char bad[200];
     char **argv;
     uint32_t argc;
@@ -141,8 +142,9 @@ struct live {
     double sched_cpu_s; /* CPU time spent in the engine (tick, schedule, poll) */
     unsigned long engine_calls;
     char host[256];
-    bool unsaved; /* finished results written, not committed yet (task_finish) */
-    bool single;  /* only client.server: one project, named after it (vcl_single) */
+    bool unsaved;        /* finished results written, not committed yet (task_finish) */
+    size_t nlog_pending; /* tasks whose "finished" line waits for the commit */
+    bool single;         /* only client.server: one project, named after it (vcl_single) */
     char cpu_model[128];
     long cpu_mhz;
     struct health health; /* node health (health.h): sick = no new work, see live_par.c */
