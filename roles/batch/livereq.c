@@ -422,23 +422,34 @@ static void h_job_list(struct req *r)
     wire_buf_free(&rows);
 }
 
+/*
+ * The job a request names ("job"), when the requester may touch it (its owner or an
+ * administrator: curve_may_touch); otherwise NULL with NOT_FOUND or DENIED (naming
+ * what it may not `verb`) already in the reply.
+ */
+static struct ljob *owned_job(struct req *r, const char *verb)
+{
+    uint64_t id = wire_get_u64(r->m->root, "job", 0);
+    struct ljob *j = live_job_find(r->L, id);
+    if (!j)
+        fail(r, WE_NOT_FOUND, "no job %llu in this batch role", (unsigned long long)id);
+    else if (!curve_may_touch(j->user))
+        fail(r, WE_DENIED,
+             "job %llu belongs to another user; only its owner and the administrators "
+             "may %s it",
+             (unsigned long long)id, verb);
+    else
+        return j;
+    return NULL;
+}
+
 static void h_job_get(struct req *r)
 {
     struct live *L = r->L;
     const msgpack_object *m = r->m->root;
-    struct ljob *j = live_job_find(L, wire_get_u64(m, "job", 0));
-    if (!j) {
-        fail(r, WE_NOT_FOUND, "no job %llu in this batch role",
-             (unsigned long long)wire_get_u64(m, "job", 0));
+    struct ljob *j = owned_job(r, "see or cancel");
+    if (!j)
         return;
-    }
-    if (!curve_may_touch(j->user)) {
-        fail(r, WE_DENIED,
-             "job %llu belongs to another user; only its owner and the "
-             "administrators may see or cancel it",
-             (unsigned long long)j->id);
-        return;
-    }
     bool tasks = wire_get_bool(m, "tasks", false);
     wire_begin(r->reply, WT_JOB, r->m->id, 1 + tasks);
     wire_put_key(r->reply, "job");
@@ -476,19 +487,10 @@ static void h_job_get(struct req *r)
 static void h_cancel(struct req *r)
 {
     struct live *L = r->L;
-    uint64_t id = wire_get_u64(r->m->root, "job", 0);
-    struct ljob *j = live_job_find(L, id);
-    if (!j) {
-        fail(r, WE_NOT_FOUND, "no job %llu in this batch role", (unsigned long long)id);
+    struct ljob *j = owned_job(r, "see or cancel");
+    if (!j)
         return;
-    }
-    if (!curve_may_touch(j->user)) {
-        fail(r, WE_DENIED,
-             "job %llu belongs to another user; only its owner and the "
-             "administrators may see or cancel it",
-             (unsigned long long)id);
-        return;
-    }
+    uint64_t id = j->id;
     if (j->cancelled || j->nended == j->ntasks) {
         fail(r, WE_STATE, "job %llu is already %s", (unsigned long long)id, job_state(j));
         return;
@@ -533,18 +535,9 @@ static void h_job_ctl(struct req *r)
         fail(r, WE_INVALID, "op must be \"hold\", \"release\" or \"requeue\"");
         return;
     }
-    struct ljob *j = live_job_find(L, id);
-    if (!j) {
-        fail(r, WE_NOT_FOUND, "no job %llu in this batch role", (unsigned long long)id);
+    struct ljob *j = owned_job(r, op);
+    if (!j)
         return;
-    }
-    if (!curve_may_touch(j->user)) {
-        fail(r, WE_DENIED,
-             "job %llu belongs to another user; only its owner and the "
-             "administrators may %s it",
-             (unsigned long long)id, op);
-        return;
-    }
     if (j->cancelled) {
         fail(r, WE_STATE, "job %llu is cancelled: a cancel is final; submit it again",
              (unsigned long long)id);
