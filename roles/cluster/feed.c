@@ -152,20 +152,27 @@ static void ring_push(struct feed *f)
 
 /* ---- job events ---- */
 
+/* Appends id to the changed-this-turn list v (n of cap); out of memory, the event is
+   lost (the state is not). */
+static void id_push(uint64_t **v, uint32_t *n, uint32_t *cap, uint64_t id)
+{
+    if (*n == *cap) {
+        uint32_t c = *cap ? *cap * 2 : 256;
+        uint64_t *g = realloc(*v, c * sizeof *g);
+        if (!g)
+            return;
+        *v = g;
+        *cap = c;
+    }
+    (*v)[(*n)++] = id;
+}
+
 void feed_job_changed(struct cluster *c, struct pjob *j)
 {
     struct feed *f = c->sd->feed;
     if (!f || j->ev_state == (uint8_t)(j->state + 1))
         return;
-    if (f->nchg == f->capchg) {
-        uint32_t cap = f->capchg ? f->capchg * 2 : 256;
-        uint64_t *n = realloc(f->chg, cap * sizeof *n);
-        if (!n)
-            return; /* the event is lost; the state is not */
-        f->chg = n;
-        f->capchg = cap;
-    }
-    f->chg[f->nchg++] = j->id;
+    id_push(&f->chg, &f->nchg, &f->capchg, j->id);
 }
 
 /*
@@ -180,15 +187,7 @@ void feed_bag_changed(struct cluster *c, struct job *j)
     struct feed *f = c->sd ? c->sd->feed : NULL;
     if (!f || j->ev_shown == job_state_shown(j))
         return;
-    if (f->nbchg == f->capbchg) {
-        uint32_t cap = f->capbchg ? f->capbchg * 2 : 256;
-        uint64_t *n = realloc(f->bchg, cap * sizeof *n);
-        if (!n)
-            return; /* the event is lost; the state is not */
-        f->bchg = n;
-        f->capbchg = cap;
-    }
-    f->bchg[f->nbchg++] = j->id;
+    id_push(&f->bchg, &f->nbchg, &f->capbchg, j->id);
 }
 
 static void pack_bag_event(struct feed *f, const struct job *j)
