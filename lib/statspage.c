@@ -105,6 +105,21 @@ json_t *statspage_endpoint(const char *state_dir, const char *listen)
 
 /* ---- the page ---- */
 
+void statspage_list(FILE *f, json_t *a, size_t max)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(a, i, v)
+    {
+        if (i == max) {
+            fprintf(f, " +%zu more", json_array_size(a) - max);
+            break;
+        }
+        fputs(i ? " " : "", f);
+        statspage_esc(f, json_string_value(v));
+    }
+}
+
 void statspage_esc(FILE *f, const char *s)
 {
     for (; s && *s; s++)

@@ -94,6 +94,8 @@ json_t *statspage_endpoint(const char *state_dir, const char *listen);
 
 /* ---- helpers for the roles' pages ---- */
 void statspage_esc(FILE *f, const char *s); /* HTML-escaped text */
+/* The strings of array a, space-separated and escaped; past max of them, "+N more". */
+void statspage_list(FILE *f, json_t *a, size_t max);
 const char *statspage_str(json_t *o, const char *k);
 long long statspage_num(json_t *o, const char *k);
 double statspage_real(json_t *o, const char *k);

@@ -200,17 +200,8 @@ static void active_row(FILE *f, json_t *v)
     fprintf(f, "<td>%lld</td><td>%lld</td><td class=\"l\">%s</td><td class=\"l\">",
             statspage_num(v, "running"), statspage_num(v, "ended"),
             ago(b, sizeof b, statspage_num(v, "started"), page_now));
-    size_t i;
-    json_t *h, *hosts = json_object_get(v, "hosts");
-    json_array_foreach(hosts, i, h)
-    {
-        if (i == 4) {
-            fprintf(f, " +%zu more", json_array_size(hosts) - 4);
-            break;
-        }
-        fputs(i ? " " : "", f);
-        statspage_esc(f, json_string_value(h));
-    }
+    json_t *hosts = json_object_get(v, "hosts");
+    statspage_list(f, hosts, 4);
     fprintf(f, "</td></tr>\n");
 }
 

@@ -67,17 +67,8 @@ static void pjob_row(FILE *f, json_t *v)
     fprintf(f, "</td><td>%.1f</td><td>%.1f</td><td class=\"l\">",
             json_number_value(json_object_get(v, "run_s")),
             json_number_value(json_object_get(v, "cpu_s")));
-    size_t i;
-    json_t *h, *hosts = json_object_get(v, "hosts");
-    json_array_foreach(hosts, i, h)
-    {
-        if (i == 8) {
-            fprintf(f, " +%zu more", json_array_size(hosts) - 8);
-            break;
-        }
-        fputs(i ? " " : "", f);
-        statspage_esc(f, json_string_value(h));
-    }
+    json_t *hosts = json_object_get(v, "hosts");
+    statspage_list(f, hosts, 8);
     if (!json_array_size(hosts)) {
         fprintf(f, "<span class=\"why\" title=\"");
         statspage_esc(f, statspage_str(v, "reason"));
