@@ -35,7 +35,6 @@
 #include "lib/fsutil.h"
 #include "lib/log.h"
 #include "lib/loop.h"
-#include "roles/client/prefetch.h"
 #include "store/store.h"
 
 #define MAX_RESULTS 1024   /* MAX_BATCH of the wire */
@@ -214,6 +213,28 @@ void vcl_task_drop(struct live *l, struct ltask *t)
     for (int k = 0; k < t->ngpu && pt > 0; k++)
         l->gpu_busy[pt][t->gpu[k]] = 0;
     vcl_task_free(t);
+}
+
+/* Drops and forgets every task of project p (a reset cluster, LEAVE, detach); with
+   in_engine, each is taken out of the engine too (detach rebuilds the engine instead).
+   The number dropped. */
+size_t vcl_project_drop_tasks(struct live *l, int p, bool in_engine)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < l->ntasks;) {
+        struct ltask *t = l->tasks[i];
+        if (t->project != p) {
+            i++;
+            continue;
+        }
+        long ei = in_engine ? vcl_engine_index(l, t) : -1;
+        if (ei >= 0)
+            engine_task_remove(l->e, (size_t)ei);
+        vcl_task_forget(l, t);
+        vcl_task_drop(l, t); /* the last task takes index i */
+        n++;
+    }
+    return n;
 }
 
 /* ---- running ---- */
@@ -1091,20 +1112,7 @@ static void apply_cancel(struct live *l, int p, const msgpack_object *cancel)
  */
 static void forget_incarnation(struct live *l, int p, const char *inc, size_t il)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < l->ntasks;) {
-        struct ltask *t = l->tasks[i];
-        if (t->project != p) {
-            i++;
-            continue;
-        }
-        long ei = vcl_engine_index(l, t);
-        if (ei >= 0)
-            engine_task_remove(l->e, (size_t)ei);
-        vcl_task_forget(l, t);
-        vcl_task_drop(l, t); /* the last task takes index i */
-        n++;
-    }
+    size_t n = vcl_project_drop_tasks(l, p, true);
     l->e->rr_dirty = l->e->sched_dirty = 1;
     log_warnx("project %s: the cluster's state changed (incarnation %s -> %.*s): forgot %zu "
               "task(s) and result(s) of the old state",
@@ -1547,7 +1555,7 @@ void vcl_engine_config(const struct client_cfg *cfg, bool single, struct engine_
 /*
  * The work buffer of a single-cluster host with an automatic min_buf: what its slots
  * consume between two work requests (poll_s) and while a request is on its way and back
- * (two measured round trips and their variation, prefetch_cover_s), so that no slot
+ * (two measured round trips and their variation, netopts_rtt_cover_s), so that no slot
  * waits a round trip for its next task. The engine's shortfall then asks for that much
  * work in seconds (the cluster's est_s corrected by the DCF); client.prefetch_max caps
  * the count (build_result).
@@ -1561,7 +1569,7 @@ static void buffer_update(struct live *l)
     for (int k = 0; k < lp->nsocks; k++) {
         const struct netopts_rtt *r = lp->socks[k] ? &lp->socks[k]->link.rtt : NULL;
         if (r && r->samples)
-            cover = fmax(cover, prefetch_cover_s(r->srtt, r->rttvar, r->samples));
+            cover = fmax(cover, netopts_rtt_cover_s(r));
     }
     double want = l->e->cfg.poll_period + cover;
     if (fabs(want - l->e->cfg.min_buf) > 0.1 * l->e->cfg.min_buf) {
@@ -1681,18 +1689,7 @@ static void leave(struct live *l)
         log_warnx("the server did not acknowledge LEAVE; tasks are kept for the next start");
         return;
     }
-    for (size_t i = 0; i < l->ntasks;) {
-        struct ltask *t = l->tasks[i];
-        if (t->project != 0) {
-            i++;
-            continue;
-        }
-        long ei = vcl_engine_index(l, t);
-        if (ei >= 0)
-            engine_task_remove(l->e, (size_t)ei);
-        vcl_task_forget(l, t);
-        vcl_task_drop(l, t);
-    }
+    vcl_project_drop_tasks(l, 0, true);
     lp->welcomed = false;
     lp->sid[0] = '\0';
     vcl_commit(l);

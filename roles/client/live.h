@@ -172,6 +172,7 @@ void vcl_task_free(struct ltask *t);
 /* Removes t from the list (not from the engine or the store): its process killed, its
  * pipes, timers and GPU instances released; frees it. */
 void vcl_task_drop(struct live *l, struct ltask *t);
+size_t vcl_project_drop_tasks(struct live *l, int p, bool in_engine);
 struct ltask *vcl_task_from_map(struct live *l, int project, const msgpack_object *m);
 int vcl_project_add(struct live *l, const char *name, double share, const char *const *eps,
                     int neps, const char *master);

@@ -558,16 +558,8 @@ int vcl_project_detach(struct live *l, int p)
 {
     struct engine *old = l->e;
     double now = vcl_now();
-    vcl_par_drop(l, p); /* its parallel processes are killed */
-    for (size_t i = 0; i < l->ntasks;) {
-        struct ltask *t = l->tasks[i];
-        if (t->project != p) {
-            i++;
-            continue;
-        }
-        vcl_task_forget(l, t);
-        vcl_task_drop(l, t); /* l->e is still the old engine here */
-    }
+    vcl_par_drop(l, p);                  /* its parallel processes are killed */
+    vcl_project_drop_tasks(l, p, false); /* the engine is rebuilt below */
     vcl_project_delete(l, old->projects[p].name);
     for (int k = 0; k < l->proj[p].nsocks; k++)
         vcl_sock_close(l, &l->proj[p].socks[k]);
