@@ -120,6 +120,13 @@ void netopts_rtt_sample(struct netopts_rtt *r, int64_t ms)
     r->srtt = 0.875 * r->srtt + 0.125 * s;
 }
 
+double netopts_rtt_cover_s(const struct netopts_rtt *r)
+{
+    if (r->samples == 0 || !(r->srtt >= 0) || !(r->rttvar >= 0))
+        return 0;
+    return (2 * r->srtt + 4 * r->rttvar) / 1000.0;
+}
+
 int64_t netopts_rtt_timeout(const struct netopts_rtt *r, int64_t floor_ms)
 {
     int64_t t = r->samples ? (int64_t)(4 * r->srtt + 8 * r->rttvar) : 0;

@@ -66,6 +66,14 @@ void netopts_rtt_sample(struct netopts_rtt *r, int64_t ms);
 int64_t netopts_rtt_timeout(const struct netopts_rtt *r, int64_t floor_ms);
 
 /*
+ * The seconds of work a client's queue must cover so no slot waits for its next task: a
+ * request goes out at most one round trip after the need arises (one request is
+ * outstanding at a time) and its tasks arrive one round trip later, so 2 x srtt +
+ * 4 x rttvar. 0 without a measurement.
+ */
+double netopts_rtt_cover_s(const struct netopts_rtt *r);
+
+/*
  * The state of one connecting DEALER's link as a client sees it (issue 16's transport,
  * shared by every client driver: roles/client/live.c). netopts_link_open applies
  * netopts_liveness and netopts_connecting and starts the monitor; netopts_link_event

@@ -5,8 +5,8 @@
  * [project NAME] sections makes it a volunteer of those projects; one with only
  * client.server makes it a host of that cluster: one project named after the server,
  * the [sched] keys left at -1 taking the single-cluster values (live.c,
- * vcl_engine_config). The runner (runner.c), the parallel processes (pprocs.c) and the
- * round-trip cover (prefetch.c) are shared modules.
+ * vcl_engine_config). The runner (runner.c), the parallel processes (pprocs.c) and node
+ * health (health.c) are modules of their own.
  */
 #include "roles/client/client.h"
 

@@ -190,6 +190,12 @@ static void test_rtt_timeout(void **state)
         netopts_rtt_sample(&r, 100000);
     assert_int_equal(netopts_rtt_timeout(&r, 5000), 120000);   /* capped */
     assert_int_equal(netopts_rtt_timeout(&r, 200000), 200000); /* a floor above the cap */
+    memset(&r, 0, sizeof r); /* the queue's cover: two round trips and their variation */
+    assert_true(netopts_rtt_cover_s(&r) == 0);
+    r.srtt = 400;
+    r.rttvar = 10;
+    r.samples = 3;
+    assert_true(netopts_rtt_cover_s(&r) > 0.839 && netopts_rtt_cover_s(&r) < 0.841);
 }
 
 int main(void)
