@@ -153,6 +153,20 @@ def curve_server(sock):
 _ALL_PIDS = set()
 
 
+# Small protocol timings so re-issue and inactivity happen within seconds (tests of the
+# task protocol: test_grid, test_client_live, test_validation).
+FAST_CLUSTER = {
+    "store.sync": "none",
+    "tasks.heartbeat_s": 1,
+    "tasks.idle_wait_s": 1,
+    "tasks.k_wait": 2,
+    "tasks.k_wait_dead": 3,
+    "tasks.default_estimate_s": 1,
+    "tasks.min_wait_s": 1,
+}
+FAST_CLIENT = {"rpc.timeout_ms": 1000, "rpc.backoff_min_s": 0.2, "rpc.backoff_max_s": 1}
+
+
 def scaled(seconds):
     """A timeout, scaled for the slower ASan build."""
     return seconds * SCALE

@@ -11,18 +11,8 @@ import signal
 import subprocess
 import time
 
-from conftest import scaled, wait_until
+from conftest import FAST_CLIENT as CLIENT, FAST_CLUSTER as FAST, scaled, wait_until
 
-FAST = {  # small protocol timings so re-issue and inactivity happen within seconds
-    "store.sync": "none",
-    "tasks.heartbeat_s": 1,
-    "tasks.idle_wait_s": 1,
-    "tasks.k_wait": 2,
-    "tasks.k_wait_dead": 3,
-    "tasks.default_estimate_s": 1,
-    "tasks.min_wait_s": 1,
-}
-CLIENT = {"rpc.timeout_ms": 1000, "rpc.backoff_min_s": 0.2, "rpc.backoff_max_s": 1}
 SCHED = {  # the multi-project client's engine, fast (as tests/system/test_client_multi.py)
     "min_buf": 4, "additional_buf": 4, "time_slice": 2, "poll_s": 0.5, "tick_s": 0.1,
     "rpc_backoff_min": 0.5, "rpc_backoff_max": 2, "rsc_backoff_min": 0.5,

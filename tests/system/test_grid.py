@@ -14,18 +14,7 @@ import time
 
 import pytest
 
-from conftest import TYPES, curve_server, scaled, wait_until
-
-FAST = {  # small protocol timings so re-issue and inactivity happen within seconds
-    "store.sync": "none",
-    "tasks.heartbeat_s": 1,
-    "tasks.idle_wait_s": 1,
-    "tasks.k_wait": 2,
-    "tasks.k_wait_dead": 3,
-    "tasks.default_estimate_s": 1,
-    "tasks.min_wait_s": 1,
-}
-CLIENT = {"rpc.timeout_ms": 1000, "rpc.backoff_min_s": 0.2, "rpc.backoff_max_s": 1}
+from conftest import FAST_CLIENT as CLIENT, FAST_CLUSTER as FAST, TYPES, curve_server, scaled, wait_until
 
 
 def submit(cl, argv, ntasks, **extra):

@@ -11,20 +11,10 @@ import time
 
 import pytest
 
-from conftest import scaled, wait_until
+from conftest import FAST_CLIENT as CLIENT, FAST_CLUSTER as FAST, scaled, wait_until
 from faultnode import FaultNode
 from pynode import PyNode
 
-FAST = {
-    "store.sync": "none",
-    "tasks.heartbeat_s": 1,
-    "tasks.idle_wait_s": 1,
-    "tasks.k_wait": 2,
-    "tasks.k_wait_dead": 3,
-    "tasks.default_estimate_s": 1,
-    "tasks.min_wait_s": 1,
-}
-CLIENT = {"rpc.timeout_ms": 1000, "rpc.backoff_min_s": 0.2, "rpc.backoff_max_s": 1}
 ECHO = ["sh", "-c", "echo ok {i}"]
 
 
