@@ -63,6 +63,12 @@ const struct emu_key emulate_keys[] = {
      "deadline fetch: at most this much of a task's latency is kept free"},
     {SK_CLIENT, "fetch_min_jobs", KT_NUM, CF(fetch_min_jobs), 1, 100, 0, "2",
      "deadline fetch: ask for work when room for this many jobs (or an instance is idle)"},
+    {SK_CLIENT, "burst", KT_BOOL, CF(burst), 0, 0, 0, "yes",
+     "deadline fetch: a project whose deadlines hold less than min_buf works in batches"},
+    {SK_CLIENT, "burst_slack", KT_NUM, CF(burst_slack), 0, 0.95, 0, "0.78",
+     "deadline fetch: deadline_slack of a project working in batches"},
+    {SK_CLIENT, "burst_min_jobs", KT_NUM, CF(burst_min_jobs), 1, 100, 0, "4",
+     "deadline fetch: fetch_min_jobs of a project working in batches"},
     {SK_CLIENT, "avail_half_life", KT_TIME, CF(avail_half_life), 0, BIG, 1, "10d",
      "averaging half-life of the host's on-fraction estimate"},
 

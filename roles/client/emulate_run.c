@@ -38,6 +38,7 @@ struct emu_job {
 
 struct run {
     const struct emu_scenario *sc;
+    int finished_now; /* a task finished at this instant: the live client polls then */
     const struct emu_options *o;
     struct emu_result *res;
     struct engine *e;
@@ -482,6 +483,7 @@ static void progress(struct run *r)
             t->elapsed = dur;
             tl_release(r, j);
             engine_task_done(e, r->t, i);
+            r->finished_now = 1;
             continue;
         }
         t->fraction_done = t->elapsed / dur;
@@ -624,12 +626,13 @@ static int run_loop(struct run *r, char *err, size_t errlen)
         host_change(r, 0);
     for (;;) {
         if (r->on) {
-            if (r->t >= next_poll) {
+            if (r->t >= next_poll || r->finished_now) {
                 if (poll_all(r))
                     goto nomem;
                 while (next_poll <= r->t)
                     next_poll += r->sc->cfg.poll_period;
             }
+            r->finished_now = 0;
             const struct engine_sched *s = engine_schedule(r->e, r->t);
             if (!s)
                 goto nomem;

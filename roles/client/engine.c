@@ -79,6 +79,9 @@ void engine_config_defaults(struct engine_config *c)
     c->deadline_reserve_max = 12 * 3600;
     c->avail_half_life = 10 * 86400;
     c->fetch_min_jobs = 2;
+    c->burst = 1;
+    c->burst_slack = 0.78;
+    c->burst_min_jobs = 4;
 }
 
 const char *engine_config_check(const struct engine_config *c)

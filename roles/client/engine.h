@@ -75,6 +75,11 @@ struct engine_config {
     double fetch_min_jobs;       /* 2: deadline mode asks a project for work only when
                                     room for this many of its jobs is free, unless an
                                     instance of the type is idle now */
+    int burst;                   /* 1: deadline mode fetches in batches from a project
+                                    whose deadlines leave less than min_buf of queue
+                                    (engine_fetch.c); 0: never */
+    double burst_slack;          /* deadline_slack for such projects */
+    double burst_min_jobs;       /* fetch_min_jobs for such projects */
 };
 
 /* Fills c with BOINC's defaults (above). */
@@ -123,6 +128,7 @@ struct engine_project {
     double master_time; /* earliest time for that re-read */
     int rpc_requested;  /* the server asked to be contacted */
     int suspended, no_new_work;
+    double oldest_live; /* receipt of its oldest live task (reports_due scratch) */
     struct engine_rsc rsc[ENGINE_MAX_PTYPES];
     /* counters, for reports */
     unsigned long rpcs_ok, rpcs_failed, master_fetches;
@@ -336,14 +342,17 @@ int engine_rr_simulate(struct engine *e, double now);
  * deadline mode the latency less a reserve for reporting through server outages and
  * off periods, min(deadline_slack * latency, deadline_reserve_max), but at least 1.5
  * times the run time when the latency allows. */
-double engine_plan_window(const struct engine *e, double latency, double est);
+double engine_plan_window(const struct engine *e, int project, int ptype, double latency,
+                          double est);
+/* 1 if project p fetches type t in batches (burst, engine_fetch.c). */
+int engine_burst(const struct engine *e, int p, int t);
 /* The deadline used for planning: issue + engine_plan_window. */
 double engine_task_plan_deadline(const struct engine *e, const struct engine_task *t);
 /* The most instance-seconds of new work of type t, with this latency and run time, that
  * a fluid EDF schedule of the queued work could still finish within its plan window.
  * If delay is not NULL it receives when such work would start under that schedule:
  * the queued work due before it, spread over the instances. */
-double engine_room(struct engine *e, double now, int ptype, double latency, double est,
+double engine_room(struct engine *e, double now, int ptype, int project, double latency, double est,
                    double *delay);
 
 /* ---- task scheduling (engine_sched.c) ---- */

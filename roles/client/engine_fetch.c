@@ -52,9 +52,24 @@ static int project_contactable(const struct engine *e, double now, int p)
  * instance idles lets the queue drain so that the room holds a batch again (a one-job
  * fetch "because an instance would idle within a poll" was a third of all RPCs on
  * BOINC's sample). */
-static double min_jobs(const struct engine *e, int t)
+static double min_jobs(const struct engine *e, int p, int t)
 {
-    return e->rr[t].saturated > 0 ? e->cfg.fetch_min_jobs : 1;
+    if (e->rr[t].saturated <= 0)
+        return 1;
+    return engine_burst(e, p, t) ? e->cfg.burst_min_jobs : e->cfg.fetch_min_jobs;
+}
+
+/* A batch project (engine_burst) still running tasks of type t: no new batch yet. */
+static int burst_busy(const struct engine *e, int p, int t)
+{
+    if (!engine_burst(e, p, t))
+        return 0;
+    for (size_t i = 0; i < e->ntasks; i++) {
+        const struct engine_task *k = &e->tasks[i];
+        if (k->project == p && k->ptype == t && engine_task_live(k))
+            return 1;
+    }
+    return 0;
 }
 
 /* Deadline mode: 1 if the project's next tasks of type t can still meet their deadline
@@ -64,8 +79,10 @@ static int deadline_room_ok(struct engine *e, double now, int p, int t)
     const struct engine_rsc *r = &e->projects[p].rsc[t];
     if (e->cfg.fetch != ENGINE_FETCH_DEADLINE || r->latency <= 0)
         return 1;
+    if (burst_busy(e, p, t))
+        return 0;
     double job = r->job_work > 0 ? r->job_work : 1;
-    return engine_room(e, now, t, r->latency, job, NULL) >= min_jobs(e, t) * job - ENGINE_EPS;
+    return engine_room(e, now, t, p, r->latency, job, NULL) >= min_jobs(e, p, t) * job - ENGINE_EPS;
 }
 
 /* Whether project p may be asked for work of type t now. */
@@ -116,9 +133,9 @@ static void request_for(struct engine *e, double now, int p, int t, struct engin
         const struct engine_rsc *rs = &e->projects[p].rsc[t];
         if (rs->latency > 0) {
             double job = rs->job_work > 0 ? rs->job_work : 1;
-            double room = engine_room(e, now, t, rs->latency, job, &r->delay);
+            double room = engine_room(e, now, t, p, rs->latency, job, &r->delay);
             double n = floor(room / job + ENGINE_EPS); /* whole jobs that fit */
-            if (n < 1 || n < min_jobs(e, t) - ENGINE_EPS) {
+            if (n < 1 || n < min_jobs(e, p, t) - ENGINE_EPS || burst_busy(e, p, t)) {
                 secs = inst = 0;
             } else {
                 /* the server sends while the request is positive: n - 1/2 jobs' worth
@@ -295,10 +312,21 @@ static void reports_due(struct engine *e, double now, unsigned char *due)
     if (e->nfinished == 0 || (e->report_gen == e->finished_gen && now < e->report_at))
         return;
     double next = INFINITY;
+    for (int p = 0; p < e->nprojects; p++)
+        e->projects[p].oldest_live = INFINITY;
+    for (size_t i = 0; i < e->ntasks; i++) {
+        struct engine_project *q = &e->projects[e->tasks[i].project];
+        if (engine_task_live(&e->tasks[i]) && e->tasks[i].received < q->oldest_live)
+            q->oldest_live = e->tasks[i].received;
+    }
     for (size_t i = 0; i < e->ntasks; i++) {
         const struct engine_task *t = &e->tasks[i];
         if (engine_task_live(t))
             continue;
+        if (t->received < e->projects[t->project].oldest_live && engine_burst(e, t->project, t->ptype)) { /* its batch is done */
+            due[t->project] = 1;
+            continue;
+        }
         double cushion = e->cfg.report_cushion;
         if (e->cfg.fetch == ENGINE_FETCH_DEADLINE) /* keep most of the reserve for outages */
             cushion = fmin(cushion, (1 - e->cfg.report_batch) *

@@ -52,20 +52,36 @@ static int rr_deadline_cmp(const void *a, const void *b)
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-double engine_plan_window(const struct engine *e, double latency, double est)
+int engine_burst(const struct engine *e, int p, int t)
+{
+    if (e->cfg.fetch != ENGINE_FETCH_DEADLINE || !e->cfg.burst || p < 0 || p >= e->nprojects)
+        return 0;
+    double lat = e->projects[p].rsc[t].latency;
+    if (lat <= 0 || lat - fmin(e->cfg.deadline_slack * lat, e->cfg.deadline_reserve_max) >=
+                        e->cfg.min_buf)
+        return 0; /* its deadlines leave room for the buffer: a continuous queue */
+    for (int q = 0; q < e->nprojects; q++)
+        if (q != p && !e->projects[q].suspended)
+            return 1;
+    return 0; /* the only project: nothing to alternate with */
+}
+
+double engine_plan_window(const struct engine *e, int project, int ptype, double latency,
+                          double est)
 {
     if (latency < 0)
         latency = 0;
     if (e->cfg.fetch == ENGINE_FETCH_BOINC)
         return latency;
-    double w = latency - fmin(e->cfg.deadline_slack * latency, e->cfg.deadline_reserve_max);
+    double slack = engine_burst(e, project, ptype) ? e->cfg.burst_slack : e->cfg.deadline_slack;
+    double w = latency - fmin(slack * latency, e->cfg.deadline_reserve_max);
     double floor_w = fmin(latency, 1.5 * est);
     return w > floor_w ? w : floor_w;
 }
 
 double engine_task_plan_deadline(const struct engine *e, const struct engine_task *t)
 {
-    return t->received + engine_plan_window(e, t->deadline - t->received, t->est_duration);
+    return t->received + engine_plan_window(e, t->project, t->ptype, t->deadline - t->received, t->est_duration);
 }
 
 /* Gathers the live tasks of type t into it[]; returns how many. */
@@ -333,8 +349,8 @@ int engine_rr_simulate(struct engine *e, double now)
     return 0;
 }
 
-double engine_room(struct engine *e, double now, int ptype, double latency, double est,
-                   double *delay)
+double engine_room(struct engine *e, double now, int ptype, int project, double latency,
+                   double est, double *delay)
 {
     if (delay)
         *delay = 0;
@@ -347,7 +363,7 @@ double engine_room(struct engine *e, double now, int ptype, double latency, doub
     size_t m = rr_gather(e, ptype, it);
     qsort(it, m, sizeof *it, rr_deadline_cmp);
     double ninst = e->ptypes[ptype].ninstances;
-    double due = now + engine_plan_window(e, latency, est);
+    double due = now + engine_plan_window(e, project, ptype, latency, est);
     double cum = 0, room = INFINITY;
     size_t i = 0;
     for (; i < m && it[i].deadline <= due; i++)
