@@ -67,7 +67,7 @@ const struct emu_key emulate_keys[] = {
      "deadline fetch: a project whose deadlines hold less than min_buf works in batches"},
     {SK_CLIENT, "burst_slack", KT_NUM, CF(burst_slack), 0, 0.95, 0, "0.78",
      "deadline fetch: deadline_slack of a project working in batches"},
-    {SK_CLIENT, "burst_min_jobs", KT_NUM, CF(burst_min_jobs), 1, 100, 0, "4",
+    {SK_CLIENT, "burst_min_jobs", KT_NUM, CF(burst_min_jobs), 1, 100, 0, "3",
      "deadline fetch: fetch_min_jobs of a project working in batches"},
     {SK_CLIENT, "avail_half_life", KT_TIME, CF(avail_half_life), 0, BIG, 1, "10d",
      "averaging half-life of the host's on-fraction estimate"},

@@ -81,7 +81,7 @@ void engine_config_defaults(struct engine_config *c)
     c->fetch_min_jobs = 2;
     c->burst = 1;
     c->burst_slack = 0.78;
-    c->burst_min_jobs = 4;
+    c->burst_min_jobs = 3;
 }
 
 const char *engine_config_check(const struct engine_config *c)

@@ -100,6 +100,11 @@ static int top_project(struct engine *e, double now, int t, const double *prio)
     for (int p = 0; p < e->nprojects; p++)
         if ((best < 0 || prio[p] > prio[best]) && fetchable(e, now, p, t))
             best = p;
+    /* batches keep the shares only if a project whose batch still runs is not overtaken
+       by one it ranks above: the instances alternate between batches in priority order */
+    for (int q = 0; best >= 0 && q < e->nprojects; q++)
+        if (q != best && prio[q] > prio[best] && engine_burst(e, best, t) && burst_busy(e, q, t))
+            best = -1;
     return best;
 }
 

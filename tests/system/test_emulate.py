@@ -65,9 +65,9 @@ def test_boinc_sample_beats_boinc():
     assert default["idle_fraction"] <= 0.21  # issue 11 item 11b: seed 1 (others 0.23)
     assert default["share_violation"] <= 0.05
     assert faithful["wasted_fraction"] > 0.25
-    # issue 11 item 11b: batched fetches (0.71, then 0.62, now 0.51; the 0.40 target is
-    # not reached, docs/client-scheduling.md section 4 gives the measured trade-off)
-    assert default["rpcs_per_job"] <= 0.55
+    # issue 11 item 11b: at most 0.40 scheduler RPCs per job (0.71, then 0.62, 0.51; 0.37
+    # since projects with short deadlines work in batches, docs/client-scheduling.md 2.8)
+    assert default["rpcs_per_job"] <= 0.40
     # a late result either finished late or was reported late
     assert 0 <= default["missed_report"] <= default["missed"]
     for d in (default, faithful):
@@ -75,7 +75,7 @@ def test_boinc_sample_beats_boinc():
                     "monotony", "rpcs_per_job", "sim_wall_s"):
             assert key in d
         assert 0 <= d["monotony"] <= 1
-        assert d["rpcs_per_job"] == pytest.approx(d["rpcs"] / d["jobs"])
+        assert d["rpcs_per_job"] == pytest.approx(d["rpcs"] / d["jobs"], rel=1e-5)
         shares = [p["used_share"] for p in d["projects"]]
         assert sum(shares) == pytest.approx(1, abs=1e-6)
 
@@ -196,7 +196,7 @@ def test_master_list_reread_after_moved_endpoints(tmp_path):
 def test_year_of_boinc_sample_and_big_host():
     (d,) = figures(SCEN / "boinc-sample.ini", "--duration", "365d")
     assert d["wasted_fraction"] <= 0.05 and d["idle_fraction"] <= 0.23
-    assert d["share_violation"] <= 0.05
+    assert d["share_violation"] <= 0.05 and d["rpcs_per_job"] <= 0.40
     (b,) = figures(SCEN / "big-host.ini", "--duration", "60d")
     assert b["idle_fraction"] < 0.01 and b["wasted_fraction"] < 0.01
     assert len(b["projects"]) == 20
