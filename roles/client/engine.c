@@ -112,6 +112,10 @@ const char *engine_config_check(const struct engine_config *c)
         return "deadline_reserve_max must be >= 0";
     if (!(c->fetch_min_jobs >= 1 && c->fetch_min_jobs <= 100))
         return "fetch_min_jobs must be in [1, 100]";
+    if (!(c->burst_slack >= 0 && c->burst_slack < 1))
+        return "burst_slack must be in [0, 1)";
+    if (!(c->burst_min_jobs >= 1 && c->burst_min_jobs <= 100))
+        return "burst_min_jobs must be in [1, 100]";
     return NULL;
 }
 

@@ -102,9 +102,10 @@ static int top_project(struct engine *e, double now, int t, const double *prio)
             best = p;
     /* batches keep the shares only if a project whose batch still runs is not overtaken
        by one it ranks above: the instances alternate between batches in priority order */
-    for (int q = 0; best >= 0 && q < e->nprojects; q++)
-        if (q != best && prio[q] > prio[best] && engine_burst(e, best, t) && burst_busy(e, q, t))
-            best = -1;
+    if (best >= 0 && engine_burst(e, best, t))
+        for (int q = 0; q < e->nprojects; q++)
+            if (q != best && prio[q] > prio[best] && burst_busy(e, q, t))
+                return -1;
     return best;
 }
 
@@ -140,7 +141,7 @@ static void request_for(struct engine *e, double now, int p, int t, struct engin
             double job = rs->job_work > 0 ? rs->job_work : 1;
             double room = engine_room(e, now, t, p, rs->latency, job, &r->delay);
             double n = floor(room / job + ENGINE_EPS); /* whole jobs that fit */
-            if (n < 1 || n < min_jobs(e, p, t) - ENGINE_EPS || burst_busy(e, p, t)) {
+            if (n < 1 || n < min_jobs(e, p, t) - ENGINE_EPS) {
                 secs = inst = 0;
             } else {
                 /* the server sends while the request is positive: n - 1/2 jobs' worth
@@ -328,7 +329,9 @@ static void reports_due(struct engine *e, double now, unsigned char *due)
         const struct engine_task *t = &e->tasks[i];
         if (engine_task_live(t))
             continue;
-        if (t->received < e->projects[t->project].oldest_live && engine_burst(e, t->project, t->ptype)) { /* its batch is done */
+        /* rule 8: a batch's results go as soon as its last task ends */
+        if (t->received < e->projects[t->project].oldest_live &&
+            engine_burst(e, t->project, t->ptype)) {
             due[t->project] = 1;
             continue;
         }

@@ -52,13 +52,20 @@ static int rr_deadline_cmp(const void *a, const void *b)
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+/* Deadline mode: the latency less its reporting reserve at this slack. */
+static inline double reserved_window(const struct engine *e, double latency, double slack)
+{
+    double reserve = slack * latency; /* not fmin: a libm call, and this runs per task */
+    return latency -
+           (reserve < e->cfg.deadline_reserve_max ? reserve : e->cfg.deadline_reserve_max);
+}
+
 int engine_burst(const struct engine *e, int p, int t)
 {
     if (e->cfg.fetch != ENGINE_FETCH_DEADLINE || !e->cfg.burst || p < 0 || p >= e->nprojects)
         return 0;
     double lat = e->projects[p].rsc[t].latency;
-    if (lat <= 0 || lat - fmin(e->cfg.deadline_slack * lat, e->cfg.deadline_reserve_max) >=
-                        e->cfg.min_buf)
+    if (lat <= 0 || reserved_window(e, lat, e->cfg.deadline_slack) >= e->cfg.min_buf)
         return 0; /* its deadlines leave room for the buffer: a continuous queue */
     for (int q = 0; q < e->nprojects; q++)
         if (q != p && !e->projects[q].suspended)
@@ -74,14 +81,15 @@ double engine_plan_window(const struct engine *e, int project, int ptype, double
     if (e->cfg.fetch == ENGINE_FETCH_BOINC)
         return latency;
     double slack = engine_burst(e, project, ptype) ? e->cfg.burst_slack : e->cfg.deadline_slack;
-    double w = latency - fmin(slack * latency, e->cfg.deadline_reserve_max);
+    double w = reserved_window(e, latency, slack);
     double floor_w = fmin(latency, 1.5 * est);
     return w > floor_w ? w : floor_w;
 }
 
 double engine_task_plan_deadline(const struct engine *e, const struct engine_task *t)
 {
-    return t->received + engine_plan_window(e, t->project, t->ptype, t->deadline - t->received, t->est_duration);
+    return t->received +
+           engine_plan_window(e, t->project, t->ptype, t->deadline - t->received, t->est_duration);
 }
 
 /* Gathers the live tasks of type t into it[]; returns how many. */
@@ -349,8 +357,8 @@ int engine_rr_simulate(struct engine *e, double now)
     return 0;
 }
 
-double engine_room(struct engine *e, double now, int ptype, int project, double latency,
-                   double est, double *delay)
+double engine_room(struct engine *e, double now, int ptype, int project, double latency, double est,
+                   double *delay)
 {
     if (delay)
         *delay = 0;

@@ -437,6 +437,12 @@ static void test_config_and_names(void **state)
     check_near(c.additional_buf, 43200, 0);
     check_near(c.time_slice, 3600, 0);
     check_near(c.poll_period, 60, 0);
+    c.burst_slack = 1; /* the batch rule's two numbers are checked like the others */
+    assert_string_equal(engine_config_check(&c), "burst_slack must be in [0, 1)");
+    c.burst_slack = 0.78;
+    c.burst_min_jobs = 0;
+    assert_string_equal(engine_config_check(&c), "burst_min_jobs must be in [1, 100]");
+    c.burst_min_jobs = 3;
     c.time_slice = 0;
     assert_non_null(engine_config_check(&c));
     assert_null(engine_new(&c, 1, 1, 1));

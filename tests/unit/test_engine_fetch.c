@@ -348,6 +348,73 @@ static void test_deadline_whole_jobs_and_min_batch(void **state)
     engine_destroy(&e);
 }
 
+/* Rule 8 (burst): min_buf 500 s is more than the plan window of 1,000 s deadlines
+ * (1000 - 0.84 x 1000 = 160 s), so with two projects each works in batches. */
+static void burst_cfg(struct engine_config *c)
+{
+    deadline_poll5(c);
+    c->min_buf = 500;
+}
+
+static void test_burst_batches(void **state)
+{
+    (void)state;
+    struct engine *e = mk(2, burst_cfg);
+    int a = project(e, "a", 100, 1);
+    e->projects[a].rsc[0].latency = 1000;
+    e->projects[a].rsc[0].job_work = 100;
+    assert_int_equal(engine_burst(e, a, 0), 0); /* the only project: nothing to alternate */
+    int b = project(e, "b", 100, 1);
+    e->projects[b].rsc[0].latency = 1000;
+    e->projects[b].rsc[0].job_work = 100;
+    assert_int_equal(engine_burst(e, a, 0), 1);
+    e->projects[a].rsc[0].latency = 10000; /* window 9,160 s >= min_buf: a continuous queue */
+    assert_int_equal(engine_burst(e, a, 0), 0);
+    e->projects[a].rsc[0].latency = 1000;
+
+    /* burst_slack 0.78: window 220 s, room 440 s = 4 jobs, asked as 3.5 jobs' worth */
+    struct engine_action act;
+    engine_poll(e, 0, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_RPC);
+    int p = act.project, q = p == a ? b : a;
+    assert_true(fabs(act.req[0].secs - 350) < 1e-6);
+    assert_int_equal(reply_ok(e, 0, &act, 4, 100, 1000), 0);
+    assert_non_null(engine_schedule(e, 0));
+    /* p's batch runs: p is not asked again, q's room (60 s) holds no job */
+    engine_tick(e, 10, 1);
+    engine_poll(e, 10, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_NONE);
+    /* half the batch done: its results wait for the rest (a report is due at 415 s) */
+    engine_tick(e, 100, 1);
+    engine_task_done(e, 100, 0);
+    engine_task_done(e, 100, 1);
+    assert_non_null(engine_schedule(e, 100));
+    engine_poll(e, 100, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_NONE);
+    /* the batch's last task ends: all four results are reported at once */
+    engine_tick(e, 200, 1);
+    engine_task_done(e, 200, 2);
+    engine_task_done(e, 200, 3);
+    engine_poll(e, 200, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_RPC);
+    assert_int_equal(act.project, p);
+    assert_int_equal(act.reason, ENGINE_WHY_REPORT);
+    assert_int_equal(act.nreport, 4);
+    assert_int_equal(reply_ok(e, 200, &act, 0, 100, 1000), 0);
+    /* q (which has not run) is asked next; it brings one job */
+    engine_poll(e, 200, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_RPC);
+    assert_int_equal(act.project, q);
+    assert_int_equal(reply_ok(e, 200, &act, 1, 100, 1000), 0);
+    assert_non_null(engine_schedule(e, 200));
+    /* p's room holds 3 jobs again, but q ranks above p and its batch still runs: p waits,
+       so that the batches alternate in priority order and the shares hold */
+    engine_tick(e, 205, 1);
+    engine_poll(e, 205, &act);
+    assert_int_equal(act.kind, ENGINE_ACT_NONE);
+    engine_destroy(&e);
+}
+
 /* fetch_min_jobs = 1: the old rule, one job of room is enough. */
 static void min_batch_1(struct engine_config *c)
 {
@@ -483,6 +550,7 @@ int main(void)
         cmocka_unit_test(test_deadline_result_cuts_backoff),
         cmocka_unit_test(test_deadline_whole_jobs_and_min_batch),
         cmocka_unit_test(test_deadline_min_batch_1),
+        cmocka_unit_test(test_burst_batches),
     };
     return cmocka_run_group_tests_name("engine_fetch", tests, NULL, NULL);
 }
