@@ -139,7 +139,9 @@ static void script(struct fx *f, const char *name, const char *body)
     chmod(p, 0755);
 }
 
-static int setup(void **st)
+/* The fake Slurm commands of every test; timeout_ms bounds each command. The fakes answer
+ * at once, but on a loaded machine a shell's start alone can take hundreds of ms. */
+static int setup_with(void **st, int timeout_ms)
 {
     struct fx *f = calloc(1, sizeof *f);
     snprintf(f->dir, sizeof f->dir, "/tmp/test_meta_slurm.XXXXXX");
@@ -164,7 +166,7 @@ static int setup(void **st)
     f->l = loop_new();
     struct slurm_conf c;
     char err[300], url[200];
-    snprintf(url, sizeof url, "slurm://?bin=%s&timeout_ms=500&dir=%s", f->dir, f->dir);
+    snprintf(url, sizeof url, "slurm://?bin=%s&timeout_ms=%d&dir=%s", f->dir, timeout_ms, f->dir);
     if (slurm_url_parse(url, &c, err, sizeof err) < 0)
         return -1;
     f->S = slurm_site_new(&c, "t", "meta", f->l, on_reply, f, err, sizeof err);
@@ -172,6 +174,18 @@ static int setup(void **st)
         return -1;
     *st = f;
     return 0;
+}
+
+/* test_adapter: no command is meant to time out */
+static int setup(void **st)
+{
+    return setup_with(st, 20000);
+}
+
+/* test_hang_killed_loop_free: a hanging sbatch is killed at 1 s */
+static int setup_hang(void **st)
+{
+    return setup_with(st, 1000);
 }
 
 static int teardown(void **st)
@@ -298,22 +312,22 @@ static void test_adapter(void **st)
 static void test_hang_killed_loop_free(void **st)
 {
     struct fx *f = *st;
-    /* 7: a submission whose sbatch hangs, with a key: killed at its 500 ms deadline and
+    /* 7: a submission whose sbatch hangs, with a key: killed at its 1,000 ms deadline and
      * left unanswered (the spool resends with the key); 9: the same without a key: an
      * error naming the timeout; 8: an estimate, answered while those hang */
     request(f, WT_PSUBMIT, 7, NULL, 0, "key", "meta:x:1.1", true);
     request(f, WT_PSUBMIT, 9, NULL, 0, NULL, NULL, true);
     request(f, WT_ESTIMATE, 8, "procs", 1, NULL, NULL, false);
-    /* the loop runs 2.5 s: past 7's deadline too (its squeue comes first), and never a
+    /* the loop runs 3.5 s: past 7's deadline too (its squeue comes first), and never a
      * third reply */
-    int64_t took = run_until(f, 3, 2500);
+    int64_t took = run_until(f, 3, 3500);
     assert_int_equal(f->nrep, 2);
     assert_int_equal(f->rep[0].id, 8); /* first: the loop was not blocked */
     assert_int_equal(f->rep[1].id, 9);
     assert_int_equal(f->rep[1].type, WT_ERROR);
-    assert_non_null(strstr(f->rep[1].msg, "did not finish within 500 ms"));
+    assert_non_null(strstr(f->rep[1].msg, "did not finish within 1000 ms"));
     assert_int_equal(find(f, 7), -1);
-    assert_true(took >= 2400 && took < 8000);
+    assert_true(took >= 3400 && took < 9000);
 }
 
 int main(void)
@@ -322,7 +336,7 @@ int main(void)
         cmocka_unit_test(test_parsers),
         cmocka_unit_test(test_url),
         cmocka_unit_test_setup_teardown(test_adapter, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_hang_killed_loop_free, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hang_killed_loop_free, setup_hang, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
