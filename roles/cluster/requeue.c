@@ -121,8 +121,11 @@ int cluster_job_requeue(struct cluster *c, struct job *j)
  *   and place in the job order, and counts the requeue ("requeues"). The gang scheduler
  *   then admits and places it again like any waiting job.
  * - "requeueing" is stored: after a restart the nodes' next PSYNCs (or their silence)
- *   complete it. A requeue of a requeueing job is OK and changes nothing; a cancel of
- *   it cancels it (its processes are being killed anyway).
+ *   complete it; until its node's first PSYNC every process counts as held, exited or
+ *   not (scored_store.c), since a node re-reports an exit whose acknowledgement it
+ *   never got, and such a report must not reach the new run. A requeue of a
+ *   requeueing job is OK and changes nothing; a cancel of it cancels it (its processes
+ *   are being killed anyway).
  * - refused: a cancelled job (a cancel is final), and a job placed by a batch role
  *   (PSUBMIT hosts: the batch role owns its placement; requeue it there, -e BATCH).
  */

@@ -330,6 +330,12 @@ static int load_ranks(struct pjob *j, const msgpack_object *ranks)
             p->error = wire_get_strdup(m, "error");
         if (p->host >= j->nhosts || p->st > PR_EXITED)
             return -1;
+        /* whether the node still holds the process is not stored: for a requeueing job
+           assume it does until the node's next PSYNC tells. Its exit may have been
+           committed here while the reply that made the node forget it was lost with the
+           old process; the node then reports that exit again, and the job must not be
+           back in the queue, where the report would count for the new run (requeue.c) */
+        p->held = j->state == PJ_REQUEUEING;
     }
     return 0;
 }

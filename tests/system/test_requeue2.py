@@ -92,3 +92,56 @@ def test_requeue_parallel_job_kills_then_runs_again(cluster_factory, client_fact
     assert run(gridnode_bin, "cancel", "-e", ep, j2).returncode == 0
     r = run(gridnode_bin, "requeue", "-e", ep, j2)
     assert r.returncode == 1 and "cancelled job cannot be requeued" in r.stderr, r.stderr
+
+
+def test_requeue_exit_report_repeated_after_restart(cluster_factory, gridnode_bin):
+    """A node speaking the wire: the killed run's exit is committed by the cluster, but
+    the acknowledgement is lost with it (kill -9), so the node reports that exit again to
+    the restarted cluster. The job stays requeueing until the node's report, that report
+    does not count for the new run, and the new run then runs and ends normally."""
+    cl = cluster_factory(SD)
+    node = cl.connect()
+    sid = node.ok("HELLO", "WELCOME", client="raw", node="r1", cores=2, slots=2,
+                  procs=True)["sid"]
+    node.ok("PSYNC", "PSYNC_ACK", sid=sid, procs=[])
+    r = run(gridnode_bin, "submit", "-e", cl.endpoint, "-p", "1", "--shell", "sleep 300")
+    assert r.returncode == 0, r.stderr
+    u = cl.connect(timeout=scaled(30))
+    job = max(j["job"] for j in u.ok("JOB_LIST", "JOBS")["jobs"])
+
+    def state():
+        return u.ok("JOB_GET", "JOB", job=job)["job"]["state"]
+
+    def wants():
+        ack = node.ok("PSYNC", "PSYNC_ACK", sid=sid, procs=procs)
+        return [(p["job"], p["rank"], p["want"]) for p in ack["procs"]]
+
+    procs = []
+    assert wait_until(lambda: wants() == [(job, 0, "run")] or time.sleep(0.1), scaled(30),
+                      msg="rank 0 placed on r1")
+    procs = [{"job": job, "rank": 0, "state": "run"}]
+    wants()
+    r = run(gridnode_bin, "requeue", "-e", cl.endpoint, job)
+    assert r.returncode == 0 and "requeued" in r.stdout, (r.stdout, r.stderr)
+    assert wants() == [(job, 0, "kill")]
+    # the process is killed; its exit is committed and acknowledged (no longer listed)...
+    procs = [{"job": job, "rank": 0, "state": "exit", "exit": -1, "signal": 9}]
+    assert wants() == []
+    # ... but that acknowledgement never reached the node: the cluster dies
+    cl.restart()
+    node = cl.connect(timeout=scaled(30))
+    u = cl.connect(timeout=scaled(30))
+    time.sleep(scaled(2))  # schedule turns pass: nothing may decide the node forgot it
+    assert state() == "requeueing"
+    # the node reports the exit again: acknowledged, and still requeueing (not a new run)
+    assert wants() == []
+    assert state() == "requeueing"
+    # the node has forgotten it: the job goes back and runs again on r1
+    procs = []
+    assert wait_until(lambda: wants() == [(job, 0, "run")] or time.sleep(0.1), scaled(30),
+                      msg="rank 0 placed again")
+    procs = [{"job": job, "rank": 0, "state": "exit", "exit": 0, "signal": 0,
+              "stdout": b"again\n", "stderr": b""}]
+    assert wants() == []
+    g = u.ok("JOB_GET", "JOB", job=job)["job"]
+    assert g["state"] == "done" and g["requeues"] == 1, g
