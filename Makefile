@@ -17,10 +17,10 @@ PREFIX  ?= /usr/local
 PKGS    := libzmq msgpack lmdb inih jansson zlib libmicrohttpd
 DEP_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 # Link flags (process start-up is most of a user tool's run time, see docs/perf.md):
-# libzmq is not linked but loaded on first use (lib/zmqdl.c); the small libraries
+# libzmq is not linked but loaded on first use (daemon/zmqdl.c); the small libraries
 # are linked statically (their .a files come with the -dev packages), so a tool
 # maps only libc, libm and the binary itself. libmicrohttpd (stats.http) is not linked
-# either: lib/httpstats.c loads it when a role starts its statistics server (it pulls
+# either: daemon/httpstats.c loads it when a role starts its statistics server (it pulls
 # GnuTLS and a dozen more libraries; only its header is needed to build).
 STATIC_PKGS := msgpack lmdb inih jansson zlib
 DEP_LIBS   := -Wl,-O1,--as-needed -Wl,-Bstatic $(shell pkg-config --libs $(STATIC_PKGS) \
@@ -32,7 +32,8 @@ CFLAGS  ?= -O2 -g
 XCFLAGS := -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) $(DEP_CFLAGS) -I. -MMD -MP
 PYTEST  := /usr/bin/python3 -m pytest
 
-LIB_SRC := $(sort $(wildcard lib/*.c wire/*.c store/*.c roles/*/*.c cmd/*.c))
+LIB_SRC := $(sort $(wildcard lib/*.c wire/*.c store/*.c daemon/*.c roles/*/*.c roles/*/*/*.c \
+              cmd/*.c))
 LIB_SRC := $(filter-out cmd/main.c,$(LIB_SRC))
 UNIT    := $(patsubst tests/unit/%.c,%,$(wildcard tests/unit/test_*.c))
 BENCHES := $(patsubst bench/%.c,%,$(wildcard bench/*.c))
@@ -122,10 +123,12 @@ fuzz: $(BUILD)/fuzz/fuzz_wire
 	$(BUILD)/fuzz/fuzz_wire -max_total_time=$${FUZZ_SECONDS:-30} -rss_limit_mb=1024 \
 	    $(BUILD)/fuzz/corpus fuzz/seeds
 
+# Every C file of the tree: sources, headers, unit tests, benchmarks, fuzz targets.
+FORMAT_MORE = $(wildcard */*.h roles/*/*.h roles/*/*/*.h tests/unit/*.c bench/*.c fuzz/*.c)
 format:
-	clang-format -i $(LIB_SRC) cmd/main.c $(wildcard */*.h roles/*/*.h tests/unit/*.c bench/*.c fuzz/*.c)
+	clang-format -i $(LIB_SRC) cmd/main.c $(FORMAT_MORE)
 format-check:
-	clang-format --dry-run --Werror $(LIB_SRC) cmd/main.c $(wildcard */*.h roles/*/*.h tests/unit/*.c bench/*.c fuzz/*.c)
+	clang-format --dry-run --Werror $(LIB_SRC) cmd/main.c $(FORMAT_MORE)
 
 # Man pages come from the binary's own help texts (scripts/mkman.sh), so they are
 # regenerated whenever the binary changes.

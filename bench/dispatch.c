@@ -22,7 +22,7 @@
 #include <time.h>
 #include <zmq.h>
 
-#include "lib/curve.h"
+#include "daemon/curve.h"
 #include "wire/wire.h"
 
 #define REPLY_TIMEOUT_NS (30ll * 1000000000ll) /* a reply later than this: give up */

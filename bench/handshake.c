@@ -2,7 +2,7 @@
  * handshake.c - load generator of the handshake benchmark (bench/handshake.sh): how
  * many new connections per second a cluster accepts. Each connection is a fresh DEALER
  * that connects (a CURVE handshake and a ZAP check when GRIDNODE_KEY is set, see
- * lib/curve.h), sends one NODE_LIST (count 1) and waits for its reply; then it is
+ * daemon/curve.h), sends one NODE_LIST (count 1) and waits for its reply; then it is
  * closed. --parallel connections are opened at a time, in waves, until --connections
  * are done or --seconds pass. One JSON line on stdout.
  *
@@ -15,7 +15,7 @@
 #include <time.h>
 #include <zmq.h>
 
-#include "lib/curve.h"
+#include "daemon/curve.h"
 #include "wire/wire.h"
 
 static double now_s(void)

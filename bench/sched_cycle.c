@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "roles/batch/batch.h"
+#include "roles/batch/engine/batch.h"
 
 static uint64_t rng;
 

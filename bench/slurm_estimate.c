@@ -1,6 +1,6 @@
 /*
  * slurm_estimate.c - the timed part of bench/slurm_site.sh: the Slurm site adapter
- * (roles/meta/slurm.c) on its own loop, answering N ESTIMATE requests one at a time
+ * (roles/meta/slurm/slurm.c) on its own loop, answering N ESTIMATE requests one at a time
  * (each one an `sbatch --test-only` run without blocking the loop), so the figure is
  * the adapter's latency as the spool sees it, beside `sbatch --test-only` alone.
  *
@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "lib/log.h"
-#include "lib/loop.h"
-#include "roles/meta/slurm.h"
+#include "daemon/loop.h"
+#include "roles/meta/slurm/slurm.h"
 #include "wire/wire.h"
 
 struct st {

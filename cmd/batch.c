@@ -15,9 +15,9 @@
 
 #include "cmd/cmd.h"
 #include "roles/batch/conffile.h"
-#include "roles/batch/live.h"
-#include "roles/batch/sim.h"
-#include "roles/batch/simout.h"
+#include "roles/batch/live/live.h"
+#include "roles/batch/sim/sim.h"
+#include "roles/batch/sim/simout.h"
 
 static const char usage_text[] =
     "usage: gridnode batch --simulate TRACE.swf[.gz] [options]\n"

@@ -13,8 +13,8 @@
 #include <zmq.h>
 
 #include "cmd/zmtp.h"
-#include "lib/curve.h"
-#include "lib/mpjson.h"
+#include "daemon/curve.h"
+#include "wire/mpjson.h"
 
 int cli_common(struct cli *c, const char *prog, int *argc, char **argv)
 {

@@ -18,7 +18,7 @@
 
 #include "cmd/cli.h"
 #include "cmd/zmtp.h"
-#include "lib/curve.h"
+#include "daemon/curve.h"
 #include "lib/text.h"
 
 enum fail {

@@ -3,8 +3,8 @@
 #include <string.h>
 
 #include "cmd/cmd.h"
-#include "roles/client/client.h"
-#include "roles/client/emulate.h"
+#include "roles/client/live/client.h"
+#include "roles/client/emulate/emulate.h"
 
 int cmd_client(int argc, char **argv)
 {

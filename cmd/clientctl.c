@@ -12,7 +12,7 @@
 
 #include "cmd/cli.h"
 #include "cmd/cmd.h"
-#include "roles/client/client.h"
+#include "roles/client/live/client.h"
 
 static const char usage[] =
     "usage: gridnode client status [-s STATE_DIR | -e CONTROL] [--json]\n"

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cmd/cmd.h"
-#include "lib/mpjson.h"
+#include "wire/mpjson.h"
 #include "store/store.h"
 
 static const char usage[] =

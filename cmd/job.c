@@ -7,7 +7,7 @@
 
 #include "cmd/cli.h"
 #include "cmd/cmd.h"
-#include "lib/mpjson.h"
+#include "wire/mpjson.h"
 
 static const char usage[] =
     "usage: gridnode job [options] JOB [JOB...]\n"

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cmd/cmd.h"
-#include "lib/curve.h"
+#include "daemon/curve.h"
 
 static const char usage[] =
     "usage: gridnode keygen [-d DIR] NAME\n"

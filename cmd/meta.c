@@ -1,13 +1,13 @@
 /*
  * meta.c - `gridnode meta`: the metascheduler role (roles/meta/, docs/meta.md).
  * `--simulate` runs the policy simulator (roles/meta/sim*.c); everything else starts
- * the live spool (roles/meta/meta.c). Both place jobs with roles/meta/place.c.
+ * the live spool (roles/meta/live/meta.c). Both place jobs with roles/meta/engine/place.c.
  */
 #include <string.h>
 
 #include "cmd/cmd.h"
-#include "roles/meta/meta.h"
-#include "roles/meta/sim.h"
+#include "roles/meta/live/meta.h"
+#include "roles/meta/sim/sim.h"
 
 int cmd_meta(int argc, char **argv)
 {

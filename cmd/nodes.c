@@ -5,7 +5,7 @@
 
 #include "cmd/cli.h"
 #include "cmd/cmd.h"
-#include "lib/loop.h"
+#include "daemon/loop.h"
 
 static const char usage[] =
     "usage: gridnode nodes [options]\n\nLists the nodes known to the cluster manager: "

@@ -2,7 +2,7 @@
  * submit_env.c - `gridnode submit --export=ALL|NONE|VAR[,VAR=value...]` and `--chdir DIR`
  * (issue 15, like sbatch's --export and -D): the environment and working directory the
  * job's tasks start with (docs/wire.md 6.1 "env", "chdir"; the node applies them in
- * roles/client/runner.c).
+ * roles/client/live/runner.c).
  *
  * Decisions (docs/wire.md 6.1):
  * - without --export the tasks get the node client's environment, as before (not Slurm's

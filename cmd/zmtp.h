@@ -2,7 +2,7 @@
  * zmtp.h - a minimal ZMTP 3.0 DEALER over TCP for the user tools: one connection,
  * NULL security, single-frame messages. It lets a tool (submit, jobs, ...) talk to a
  * role's ROUTER without loading libzmq, whose loading is most of a short tool's run
- * time (see lib/zmqdl.c). Anything it does not handle (ipc://, a source address,
+ * time (see daemon/zmqdl.c). Anything it does not handle (ipc://, a source address,
  * ...) is left to libzmq by the caller.
  */
 #ifndef GRIDNODE_ZMTP_H

@@ -1,6 +1,6 @@
 /*
  * evheap.h - a binary min-heap of (time, job index) events, shared by the simulators
- * (roles/batch/sim.c, roles/meta/sim.c). Header-only (static inline): it sits on the
+ * (roles/batch/sim/sim.c, roles/meta/sim/sim.c). Header-only (static inline): it sits on the
  * replays' hot path.
  */
 #ifndef GRIDNODE_EVHEAP_H

@@ -2,7 +2,7 @@
  * jobenv.h - the environment and working directory a job's tasks start with (issue 15:
  * `submit --export`, `--chdir`; docs/wire.md 6.1 "env", "chdir"). One check of the
  * fields for every role that takes them (cluster, batch, grid spool) and for the node
- * that applies them (roles/client/runner.c), so each refuses the same things.
+ * that applies them (roles/client/live/runner.c), so each refuses the same things.
  */
 #ifndef GRIDNODE_JOBENV_H
 #define GRIDNODE_JOBENV_H

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "roles/batch/batch.h"
+#include "roles/batch/engine/batch.h"
 
 /* Applies the file at path on top of c. 0, or -1 with "FILE:LINE: problem" in err
  * (c may then hold part of the file). Duplicate keys are errors. */

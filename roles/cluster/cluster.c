@@ -1,6 +1,6 @@
 /*
  * cluster.c - the cluster role's start-up and loop: configuration, the state, and the
- * callbacks it gives the shared request/reply skeleton (lib/daemon.h).
+ * callbacks it gives the shared request/reply skeleton (daemon/daemon.h).
  *
  * One loop turn reads up to DAEMON_TURN_MAX requests, lets their handlers change the
  * state in memory and buffer the matching store writes, then (before sleeping) writes
@@ -18,12 +18,12 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "lib/daemon.h"
+#include "daemon/daemon.h"
 #include "lib/fsutil.h"
-#include "lib/httpstats.h"
+#include "daemon/httpstats.h"
 #include "lib/log.h"
-#include "lib/loop.h"
-#include "lib/statspage.h"
+#include "daemon/loop.h"
+#include "daemon/statspage.h"
 #include "roles/cluster/cluster.h"
 #include "roles/cluster/scored_int.h"
 #include "store/store.h"

@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #include "lib/config.h"
-#include "lib/curve.h"
+#include "daemon/curve.h"
 #include "wire/wire.h"
 
 struct store;
@@ -54,8 +54,8 @@ struct cluster_cfg {
     char stats_http[CONFIG_STR_MAX]; /* "HOST:PORT" of the statistics server, "" = none */
     int sync;
     long map_mb;
-    long peer_queue; /* limits.peer_queue (lib/daemon.h) */
-    long peer_timeout_s; /* limits.peer_timeout_s (lib/netopts.h) */
+    long peer_queue; /* limits.peer_queue (daemon/daemon.h) */
+    long peer_timeout_s; /* limits.peer_timeout_s (daemon/netopts.h) */
     long ev_keep;    /* events.keep (feed.c) */
     /* SCore-D resource management (scored*.c) */
     long sd_queues, sd_default_queue, sd_quantum_ms, sd_sync_ms;
@@ -75,7 +75,7 @@ struct cluster_cfg {
     double v_spot_fraction, v_check_min;
     long v_trust_after, v_redeem_spots, v_validator_timeout_s, v_validator_attempts;
     long v_validator_max;
-    struct curve_conf sec; /* [security] (lib/curve.h) */
+    struct curve_conf sec; /* [security] (daemon/curve.h) */
 };
 
 enum task_state { TS_NEW = 0, TS_ISSUED = 1, TS_DONE = 2 };
@@ -213,7 +213,7 @@ struct cluster {
     struct vstate *vs;   /* validate.c */
     struct scored *sd; /* parallel jobs, queues, limits (scored_int.h) */
     struct loop *loop;
-    /* ROUTER, reading, group commit, replies (lib/daemon.h); the state_dir lock */
+    /* ROUTER, reading, group commit, replies (daemon/daemon.h); the state_dir lock */
     struct daemon *daemon;
     int lockfd;
 

@@ -19,9 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lib/daemon.h"
+#include "daemon/daemon.h"
 #include "lib/log.h"
-#include "lib/loop.h"
+#include "daemon/loop.h"
 #include "roles/cluster/scored_int.h"
 
 #define FEED_MAX_BYTES (64u << 20) /* packed events kept at most */

@@ -15,7 +15,7 @@
 
 #include "lib/log.h"
 #include "lib/text.h"
-#include "lib/loop.h"
+#include "daemon/loop.h"
 #include "roles/cluster/scored_int.h"
 #include "store/store.h"
 #include "wire/jobenv.h"
@@ -432,7 +432,7 @@ out:
 
 /*
  * Is user a member of the Unix group? (K5.) With CURVE on, user is the requester's
- * identity (lib/access.c sets it) and its groups are those of its authorized-keys
+ * identity (daemon/access.c sets it) and its groups are those of its authorized-keys
  * entry; a user without an entry (named by a peer role acting for it) falls back to
  * the host's groups (NSS), as without CURVE.
  */

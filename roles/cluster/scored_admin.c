@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "lib/log.h"
-#include "lib/loop.h"
+#include "daemon/loop.h"
 #include "lib/text.h"
 #include "roles/cluster/scored_int.h"
 #include "store/store.h"

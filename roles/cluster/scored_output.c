@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/loop.h"
+#include "daemon/loop.h"
 #include "roles/cluster/scored_int.h"
 #include "store/store.h"
 

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/daemon.h"
+#include "daemon/daemon.h"
 #include "lib/log.h"
-#include "lib/loop.h"
+#include "daemon/loop.h"
 #include "roles/cluster/scored_int.h"
 
 /* The rank of job j a node's entry names, if that node is its host; else NULL. */

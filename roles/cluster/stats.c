@@ -2,18 +2,18 @@
  * stats.c - the statistics of X5, rebuilt every stats.interval_s in the role's loop:
  * the cluster's content of stats.json and its Prometheus metrics (the page's body is
  * stats_html.c). Files, timer, HTTP server and the page's frame are shared by every
- * role (lib/statspage.h). See docs/stats.md.
+ * role (daemon/statspage.h). See docs/stats.md.
  */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/daemon.h"
+#include "daemon/daemon.h"
 #include "lib/log.h"
-#include "lib/loop.h"
-#include "lib/mpjson.h"
-#include "lib/statspage.h"
+#include "daemon/loop.h"
+#include "wire/mpjson.h"
+#include "daemon/statspage.h"
 #include "roles/cluster/cluster.h"
 #include "roles/cluster/scored_int.h"
 
@@ -234,7 +234,7 @@ static void stats_metrics(const struct prom *p, json_t *st, void *arg)
         }
 }
 
-/* The cluster's part of the statistics (lib/statspage.h). */
+/* The cluster's part of the statistics (daemon/statspage.h). */
 int stats_open(struct cluster *c, char *err, size_t errlen)
 {
     static const struct statspage_role r0 = {"cluster",

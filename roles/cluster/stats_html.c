@@ -1,7 +1,7 @@
 /*
  * stats_html.c - the body of the cluster's statistics page (stats.html, and "/" of
  * stats.http) drawn from the stats.json document (stats.c); the frame (generation
- * time, STALE mark, refresh, footer) is shared by every role (lib/statspage.c).
+ * time, STALE mark, refresh, footer) is shared by every role (daemon/statspage.c).
  *
  * Jobs and parallel jobs that are still queued or running are listed in full;
  * finished ones are collapsed into a <details> section showing the latest
@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lib/statspage.h"
+#include "daemon/statspage.h"
 #include "roles/cluster/cluster.h"
 
 static bool finished_state(const char *s)

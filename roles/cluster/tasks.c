@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "lib/log.h"
-#include "lib/loop.h"
+#include "daemon/loop.h"
 #include "roles/cluster/app.h"
 #include "roles/cluster/cluster.h"
 #include "roles/cluster/validate_int.h"

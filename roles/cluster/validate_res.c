@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "lib/log.h"
-#include "lib/loop.h"
+#include "daemon/loop.h"
 #include "roles/cluster/validate_int.h"
 #include "store/store.h"
 

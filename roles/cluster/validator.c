@@ -26,7 +26,7 @@
 
 #include "lib/fsutil.h"
 #include "lib/log.h"
-#include "lib/loop.h"
+#include "daemon/loop.h"
 #include "roles/cluster/validate_int.h"
 
 #define OUT_MAX 65536

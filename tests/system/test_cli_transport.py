@@ -1,7 +1,7 @@
 """System tests of how the user tools reach a role: over tcp:// they speak ZMTP
 themselves (cmd/zmtp.c) and never load libzmq (the start-up cost that made a tool
 call take 5-20 ms); other endpoints (ipc://) go through libzmq, loaded on first use
-(lib/zmqdl.c). Either way the tools behave the same, and an unreachable endpoint
+(daemon/zmqdl.c). Either way the tools behave the same, and an unreachable endpoint
 gives the same clear error within --timeout.
 
 The suite runs with CURVE on (conftest.py); the tools' own ZMTP client speaks only

@@ -1,5 +1,5 @@
-"""The multi-project client (roles/client/live.c) as a cluster node: parallel jobs
-(PSYNC, roles/client/live_par.c) and node health (issue 11, h-unify-b).
+"""The multi-project client (roles/client/live/live.c) as a cluster node: parallel jobs
+(PSYNC, roles/client/live/live_par.c) and node health (issue 11, h-unify-b).
 
 Every client here runs with a `[project main]` config (conftest's
 GRIDNODE_TEST_PROJECT_CLIENT switch, set per test) and fast `[sched]` keys, so the same

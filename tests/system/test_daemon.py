@@ -1,4 +1,4 @@
-"""System tests of the shared daemon skeleton (lib/daemon.c) and the state-directory
+"""System tests of the shared daemon skeleton (daemon/daemon.c) and the state-directory
 lock, against real processes on loopback (issue #8 items 1, 4 and 13).
 
 * a peer that sends many requests and never reads its replies: the cluster's memory

@@ -2,7 +2,7 @@
 docs/batch.md and docs/meta.md "Statistics"): stats.http on a loopback port, /metrics
 parsed strictly (HELP then TYPE per family, numeric values, counters that grow after
 work is done, histogram buckets cumulative), /stats.json, the page's frame shared with
-the cluster (lib/statspage.c), bad settings refused by --check-config, and both pages
+the cluster (daemon/statspage.c), bad settings refused by --check-config, and both pages
 drawn by headless Chromium (skipped without it). Waits are bounded and generous."""
 
 import json

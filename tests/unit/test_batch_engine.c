@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "roles/batch/batch.h"
+#include "roles/batch/engine/batch.h"
 
 static struct batch_engine *eng(const struct batch_config *cfg)
 {

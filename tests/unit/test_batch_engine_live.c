@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "roles/batch/batch.h"
+#include "roles/batch/engine/batch.h"
 
 static struct batch_engine *eng(void)
 {

@@ -20,8 +20,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "roles/batch/batch.h"
-#include "roles/batch/internal.h" /* the reference reads the pools and asks the planner */
+#include "roles/batch/engine/batch.h"
+#include "roles/batch/engine/internal.h" /* the reference reads the pools and asks the planner */
 
 static unsigned seed;
 static int64_t H; /* every breakpoint of the random plan lies before H */

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "roles/batch/batch.h"
+#include "roles/batch/engine/batch.h"
 #include "roles/batch/conffile.h"
 
 static void job(struct batch_engine *e, uint64_t id, const char *user, int32_t tasks, int64_t wall,

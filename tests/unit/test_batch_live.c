@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "roles/batch/live.h"
+#include "roles/batch/live/live.h"
 #include "store/store.h"
 
 /* ---- time unit ---- */

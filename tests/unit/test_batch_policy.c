@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "roles/batch/sim.h"
+#include "roles/batch/sim/sim.h"
 
 struct tj { /* one trace job: submit, run, procs, requested time */
     int64_t submit, run;

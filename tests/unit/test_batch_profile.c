@@ -1,5 +1,5 @@
 /*
- * test_batch_profile.c - the availability profile (roles/batch/profile.c) against a
+ * test_batch_profile.c - the availability profile (roles/batch/engine/profile.c) against a
  * plain array holding one value per second: random range additions, trims and
  * queries must agree exactly, across block splits and merges. The seed is printed
  * and can be set with BATCH_TEST_SEED.
@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "roles/batch/profile.h"
+#include "roles/batch/engine/profile.h"
 
 #define H 400 /* model horizon: times [0, H); the profile's last step covers >= H */
 

@@ -21,8 +21,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "roles/batch/batch.h"
-#include "roles/batch/internal.h" /* to force the dominance bounds on or off */
+#include "roles/batch/engine/batch.h"
+#include "roles/batch/engine/internal.h" /* to force the dominance bounds on or off */
 
 enum policy { P_FCFS, P_EASY, P_CONS };
 static const char *const pname[] = {"fcfs", "easy", "conservative"};

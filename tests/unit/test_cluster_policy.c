@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "lib/log.h"
-#include "lib/loop.h"
+#include "daemon/loop.h"
 #include "roles/cluster/app.h"
 #include "roles/cluster/cluster.h"
 #include "store/store.h"

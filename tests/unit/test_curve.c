@@ -1,5 +1,5 @@
 /*
- * test_curve.c - transport security (lib/curve.c) and access control (lib/access.c):
+ * test_curve.c - transport security (daemon/curve.c) and access control (daemon/access.c):
  * key files, the authorized-keys parser, local-endpoint rules, every access class, the
  * user rewrite, and a real CURVE round trip through the daemon skeleton on loopback
  * (the identity reaches the handler; an unknown key gets nothing).
@@ -17,9 +17,9 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "lib/curve.h"
-#include "lib/daemon.h"
-#include "lib/loop.h"
+#include "daemon/curve.h"
+#include "daemon/daemon.h"
+#include "daemon/loop.h"
 #include "wire/wire.h"
 
 static char dir[64];

@@ -1,5 +1,5 @@
 /*
- * test_daemon.c - the shared request/reply skeleton (lib/daemon.c) over inproc:
+ * test_daemon.c - the shared request/reply skeleton (daemon/daemon.c) over inproc:
  * dispatch and replies after the commit, a failed commit turning the turn's replies
  * into STORAGE errors and reloading, bad and multi-frame requests refused before
  * dispatch, the per-peer reply bound, the state-directory lock across processes, and
@@ -19,9 +19,9 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "lib/curve.h"
-#include "lib/daemon.h"
-#include "lib/loop.h"
+#include "daemon/curve.h"
+#include "daemon/daemon.h"
+#include "daemon/loop.h"
 #include "wire/wire.h"
 
 struct daemon *g_daemon; /* for dispatch to hold requests */

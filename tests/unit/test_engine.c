@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "roles/client/engine.h"
+#include "roles/client/engine/engine.h"
 
 static struct engine *mk(int ncpus, void (*tweak)(struct engine_config *))
 {

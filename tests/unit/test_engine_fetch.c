@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "roles/client/engine.h"
+#include "roles/client/engine/engine.h"
 
 static uint64_t next_id = 1;
 

@@ -1,5 +1,5 @@
 /*
- * test_health.c - node health (roles/client/health.c), shared by both clients: the
+ * test_health.c - node health (roles/client/live/health.c), shared by both clients: the
  * probe fails on an unusable working directory and passes once it is repaired; a sick
  * node is re-probed with a doubling backoff capped at HEALTH_MAX_S.
  */
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "roles/client/health.h"
+#include "roles/client/live/health.h"
 
 static void test_probe_and_backoff(void **state)
 {

@@ -1,4 +1,4 @@
-/* test_meta_place.c - the metascheduler's placement policy (roles/meta/place.c). */
+/* test_meta_place.c - the metascheduler's placement policy (roles/meta/engine/place.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "roles/meta/place.h"
+#include "roles/meta/engine/place.h"
 
 static const struct meta_site sites[4] = {
     {true, 1.0, 128, 128, 0, 0, 1000},  /* 0: reference speed */

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "roles/meta/sim.h"
+#include "roles/meta/sim/sim.h"
 
 static void test_bsld(void **st)
 {

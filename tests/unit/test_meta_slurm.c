@@ -1,4 +1,4 @@
-/* test_meta_slurm.c - the Slurm site adapter (roles/meta/slurm.c): its parsers, and the
+/* test_meta_slurm.c - the Slurm site adapter (roles/meta/slurm/slurm.c): its parsers, and the
  * adapter itself on the role's loop against stand-in Slurm commands (shell scripts in a
  * temporary bin=DIR): replies, a command that hangs (killed at its deadline while the
  * loop keeps running), bad requests. The real Slurm is tests/system/test_meta_slurm.py. */
@@ -15,8 +15,8 @@
 
 #include <cmocka.h>
 
-#include "lib/loop.h"
-#include "roles/meta/slurm.h"
+#include "daemon/loop.h"
+#include "roles/meta/slurm/slurm.h"
 #include "wire/wire.h"
 
 static void test_parsers(void **st)

@@ -1,5 +1,5 @@
 /*
- * test_netopts.c - transport settings (lib/netopts.c): the options are accepted by this
+ * test_netopts.c - transport settings (daemon/netopts.c): the options are accepted by this
  * libzmq, the monitor reports "up" when a connection is made and "down" when the peer
  * goes away (over real TCP on loopback), a connect to nothing reports retries, not
  * "up"; the round-trip estimator raises the request timeout above its floor only for
@@ -20,7 +20,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "lib/netopts.h"
+#include "daemon/netopts.h"
 
 static int64_t now_ms(void)
 {

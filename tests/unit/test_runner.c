@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "roles/client/runner.h"
+#include "roles/client/live/runner.h"
 
 static char dir[] = "/tmp/gridnode-test-runner-XXXXXX";
 

@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "roles/client/runner.h"
+#include "roles/client/live/runner.h"
 #include "roles/cluster/scored.h"
 
 static void test_limits(void **state)

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "lib/log.h"
-#include "lib/loop.h"
+#include "daemon/loop.h"
 #include "roles/cluster/cluster.h"
 #include "store/store.h"
 

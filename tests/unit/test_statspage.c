@@ -1,5 +1,5 @@
 /*
- * test_statspage.c - lib/statspage.c, the statistics part every role shares: the
+ * test_statspage.c - daemon/statspage.c, the statistics part every role shares: the
  * Prometheus helpers (HELP/TYPE per family, label values escaped), HTML escaping, the
  * finished rows collapsed to the latest STATSPAGE_FINISHED newest first, and a whole
  * rebuild into a state directory (role, time_ms, interval_s added; the page's frame
@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/statspage.h"
+#include "daemon/statspage.h"
 
 /* Runs fn(f) into a malloc'ed string. */
 static char *capture(void (*fn)(FILE *, void *), void *arg)

@@ -1,6 +1,6 @@
 /*
  * test_zmtp.c - the tools' own ZMTP client (cmd/zmtp.c) against a real libzmq
- * ROUTER (loaded through lib/zmqdl.c) on loopback: the handshake, small, long
+ * ROUTER (loaded through daemon/zmqdl.c) on loopback: the handshake, small, long
  * (8-byte size) and large messages both ways, several requests on one connection,
  * a refused connection retried until the deadline, a silent peer timing out, a
  * frame over the size limit, a peer that is not ZMTP, a connection closed before the

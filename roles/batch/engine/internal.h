@@ -1,0 +1,369 @@
+/*
+ * internal.h - the engine's private structures, shared by the files of roles/batch/
+ * that implement batch.h. Nothing outside roles/batch/ includes this.
+ *
+ * Terms. A *group* is a set of up nodes with the same class, capacity and set of
+ * admin reservations: its nodes are interchangeable, so "how many are free" is all
+ * the planner needs. A *pool* is where a job may run: the general pool (all groups,
+ * minus reserved capacity) or one admin reservation (its groups, during its time).
+ * Each pool keeps one profile per group twice: `base` (running jobs and admin
+ * reservations) and `plan` (base plus the job reservations of pending jobs).
+ */
+#ifndef GRIDNODE_BATCH_INTERNAL_H
+#define GRIDNODE_BATCH_INTERNAL_H
+
+#include "roles/batch/engine/batch.h"
+#include "roles/batch/engine/profile.h"
+
+
+/* ---- maps (maps.c) ---- */
+struct strmap { /* string -> int32, open addressing; keys are copied */
+    char **keys;
+    int32_t *vals;
+    uint32_t cap, n;
+};
+int32_t bs_strmap_get(const struct strmap *m, const char *k);  /* -1 if missing */
+int bs_strmap_put(struct strmap *m, const char *k, int32_t v); /* 0 / -1 ENOMEM */
+void bs_strmap_free(struct strmap *m);
+
+struct idmap { /* uint64 -> int32, open addressing, backward-shift deletion */
+    uint64_t *keys;
+    int32_t *vals; /* -1 = empty slot */
+    uint32_t cap, n;
+};
+int32_t bs_idmap_get(const struct idmap *m, uint64_t k);
+int bs_idmap_put(struct idmap *m, uint64_t k, int32_t v);
+void bs_idmap_del(struct idmap *m, uint64_t k);
+void bs_idmap_free(struct idmap *m);
+
+/* Grows *arr (of *cap elements of size sz) to hold at least n; 0 / -1 ENOMEM. */
+int bs_vec_reserve(void **arr, int32_t *cap, int32_t n, size_t sz);
+/* The capacity test inline (no call when there is room); evaluates cap and n twice. */
+#define VEC_RESERVE(a, cap, n)                                                                     \
+    ((n) <= (cap) ? 0 : bs_vec_reserve((void **)&(a), &(cap), (n), sizeof *(a)))
+
+/* ---- fairshare (fairshare.c) ---- */
+struct fs_ring { /* w[i] = usage of window (win - i) */
+    double *w;
+    int64_t win;
+};
+int bs_fs_ring_init(struct fs_ring *r, int32_t depth);
+void bs_fs_ring_free(struct fs_ring *r);
+/* Adds amount to absolute window `window` (>= r->win - depth + 1). */
+void bs_fs_ring_add(struct fs_ring *r, int32_t depth, int64_t window, double amount);
+/* Sum of decay^age x usage over the kept windows, seen from window `now_win`. */
+double bs_fs_ring_decayed(const struct fs_ring *r, int32_t depth, int64_t now_win, double decay);
+
+/* ---- credentials (cred.c) ---- */
+struct cred {
+    char *name;
+    double priority, fstarget; /* fstarget NAN: none */
+    int32_t maxjob;            /* -1: no limit */
+    int64_t maxproc;
+    int32_t run_jobs;
+    int64_t run_procs;
+    struct fs_ring fs;
+    double fs_pct; /* usage percent, valid when fs_stamp == engine's */
+    int64_t fs_stamp;
+};
+struct credtab {
+    struct cred *v;
+    int32_t n, cap;
+    int32_t last; /* the id last interned or found (valid if < n) */
+    struct strmap map;
+};
+
+/* ---- nodes, groups, pools, reservations, jobs ---- */
+struct bnode {
+    char *name;
+    struct batch_res cap;
+    int32_t cls; /* class cred id, -1: any */
+    bool up;
+    int32_t group; /* -1 when down */
+    int32_t gpos;  /* index in its group's node list */
+};
+
+struct bgroup {
+    int32_t cls;
+    struct batch_res cap;
+    int32_t *resv; /* reservation slots covering these nodes, ascending */
+    int32_t nresv;
+    int32_t *nodes;
+    int32_t nnodes;
+    uint64_t *busy; /* bit per position in nodes[]: running a job */
+};
+
+struct bpool {
+    int32_t resv; /* reservation slot; -1: the general pool */
+    int64_t start, end;
+    int32_t ng;
+    int32_t *gid;                      /* groups */
+    struct profile *base, *plan, *est; /* ng each */
+};
+
+struct bresv {
+    bool live;
+    char name[BATCH_NAME_MAX];
+    int64_t start, end;
+    int32_t *acl[BATCH_CRED_KINDS]; /* cred ids */
+    int32_t nacl[BATCH_CRED_KINDS];
+    uint64_t *jobs;
+    int32_t njobs;
+    int32_t *nodes;
+    int32_t nnodes;
+    int32_t tasks;
+    struct batch_res per_task;
+    int32_t pool;    /* pool index while it lasts, -1 otherwise */
+    int32_t running; /* jobs running inside it */
+};
+
+enum batch_reason {
+    R_NONE,
+    R_HOLD,
+    R_NEVER,
+    R_THROTTLE,
+    R_RESOURCES,
+    R_RESERVED,
+    R_BLOCKED,
+    R_NOFIT,
+    R_WAITRESV
+};
+
+/* Nodes a running job holds in one word of a group's busy bitmap: releasing them
+ * is a mask per word instead of a visit per node. */
+struct bjob_run {
+    int32_t group, word;
+    uint64_t mask;
+};
+
+struct bjob {
+    /* The fields every cycle's queue scans read (candidate(), backfill's quick
+     * checks, queue_compact) come first, so that a scan touches one cache line
+     * per job. */
+    bool live;
+    bool hold, early_start;
+    bool never; /* larger than all compatible nodes */
+    enum batch_job_state state;
+    int32_t fit_epoch;        /* groups epoch of the cached fit data */
+    int32_t gen_gi, gen_need; /* general pool: the only compatible group, or -1 */
+    int32_t procs, nodes_min;
+    int64_t estimate, reserved;
+    int64_t walltime, submit;
+    double prio;
+    uint64_t id;
+    int64_t seq; /* submission order (batch_engine.submit_seq) */
+    /* the rest */
+    int32_t cred[BATCH_CRED_KINDS];
+    int32_t tasks;
+    struct batch_res per_task;
+    double upriority;
+    int64_t start, end_est, charged;
+    int32_t *nodes;
+    int32_t nnodes;
+    struct bjob_run *runs; /* running: its busy bits (rebuilt by regrouping) */
+    int32_t nruns;
+    bool nodes_lazy;          /* nodes[] not written yet: runs[] says which (see
+                               * bs_engine_fill_nodes) */
+    int32_t resv;             /* running inside this reservation slot, -1 */
+    int32_t run_idx;          /* position in the running list */
+    enum batch_reason reason; /* valid in cycle reason_cycle */
+    int64_t reason_cycle;
+    uint8_t throttle_kind; /* which credential throttled it */
+};
+
+/* bound.c: dominance bounds (see there) */
+struct bfront_ent {
+    int64_t len, start;
+};
+struct bfront {
+    struct bfront_ent *e;
+    int32_t n, cap;
+    int64_t epoch;
+};
+struct bbounds {
+    struct bfront *exact; /* by node count */
+    int32_t nexact;
+    struct bfront band[32]; /* by power-of-two band of node counts */
+    int32_t group, gepoch;
+    int64_t epoch;
+    bool on; /* only worth it for long queues */
+};
+
+struct plan_ent {
+    int32_t job, pool;
+    int64_t start, end;
+    int32_t off; /* node counts per pool group at pcnt[off .. off + ng) */
+};
+
+struct batch_engine {
+    struct batch_config cfg;
+    double weff[BATCH_NFACTORS];
+    int32_t active[BATCH_NFACTORS]; /* factors with a non-zero weight */
+    int32_t nactive;
+    /* No XFACTOR or fairshare weight: priorities all grow at the same rate, so the
+     * queue order never changes and j->prio holds the time-invariant key
+     * priority - QUEUETIME weight x submit / 60 (see priority.c). */
+    bool static_prio;
+    int32_t nsorted;     /* queue[0, nsorted) is in order; later entries are new */
+    int32_t order_epoch; /* groups epoch of the last full ordering pass */
+    int64_t cycle_no;
+    struct credtab creds[BATCH_CRED_KINDS];
+    struct fs_ring fs_total;
+    int64_t fs_stamp;
+
+    struct bnode *nodes;
+    int32_t nnodes, capnodes;
+    /* per node: the slot of the job that last started on it, -1; stale once that
+     * job ends (an end does not visit its nodes): read it only through
+     * bs_engine_node_job(). Apart from struct bnode so that a start's writes
+     * stay within a few cache lines. */
+    int32_t *node_job;
+    int32_t capnodejob;
+    int32_t nlazy; /* running jobs with nodes_lazy */
+    struct strmap nodemap;
+
+    struct bgroup *groups;
+    int32_t ngroups;
+    int32_t gepoch;
+    bool groups_dirty;
+
+    struct bpool *pools;
+    int32_t npools;
+
+    struct bresv *resv;
+    int32_t nresv, capresv;
+    int64_t resv_seq;
+
+    struct bjob *jobs;
+    int32_t njobs, capjobs;
+    /* slot -> gen_need of its job if its gen_gi is 0, else 0: written only by
+     * bs_engine_fit_refresh, cleared by job_drop, so it mirrors what backfill_skip
+     * (cycle.c) reads and the FIRSTFIT walk can pass over jobs wider than the free
+     * nodes without touching them. Slots from capneed on read as 0 (unknown). */
+    int32_t *slot_need;
+    int32_t capneed;
+    int32_t *freeslots;
+    int32_t nfree, capfree;
+    struct idmap jobmap;
+    int32_t live_jobs;
+
+    int32_t *queue; /* pending job slots, in last cycle's priority order */
+    int32_t nqueue, capqueue;
+    int32_t *running;
+    int32_t nrunning, caprunning;
+    int64_t min_end; /* no running job's walltime ends before this (overrun check) */
+
+    struct plan_ent *plan; /* job reservations, in priority order */
+    int32_t nplan, capplan;
+    int32_t *pcnt;
+    int32_t npcnt, cappcnt;
+    bool plan_valid;
+    bool est_valid;
+    bool any_throttle; /* some credential has MAXJOB or MAXPROC */
+
+    int64_t now;
+    /* Backfill memo (cycle.c, backfill_first). When bf_memo is set, every pending
+     * job without a reservation and with seq <= bf_seq could not start at the
+     * last full backfill, and since then the general pool's plan has only lost
+     * capacity and had no breakpoint before bf_next: such a job cannot start
+     * before bf_next either. Anything that may give capacity back, change who is
+     * a candidate or change the pools clears it (bs_engine_memo_clear). */
+    bool bf_memo;
+    int64_t bf_seq, bf_next;
+    int32_t *fresh; /* with bf_memo: the slots of the jobs queued since (a slot may
+                     * repeat or have ended); nfresh -1: too many, walk the queue */
+    int32_t nfresh, capfresh;
+    int64_t submit_seq;
+    uint64_t *started;
+    int32_t nstarted, capstarted;
+    int32_t compact_from; /* cycle.c: no job this cycle started sits in queue[0, it) */
+
+    /* scratch */
+    int32_t *scr_cnt; /* node counts per group of a pool */
+    int32_t *scr_cnt2;
+    int32_t *scr_free; /* backfill: free nodes now per group */
+    int32_t *scr_k;    /* compatible group positions */
+    int32_t *scr_kpn;
+    int32_t capscr;
+    struct bbounds bnd;
+    int32_t bound_min_jobs; /* use bounds when placing at least this many (tests: 0) */
+    int64_t *drops;         /* bestfit: profile drop times */
+    int32_t ndrops, capdrops;
+};
+
+/* cred.c */
+int32_t bs_cred_intern(struct batch_engine *e, enum batch_cred_kind k, const char *name);
+int32_t bs_cred_lookup(const struct batch_engine *e, enum batch_cred_kind k, const char *name);
+void bs_cred_free_all(struct batch_engine *e);
+
+/* engine.c */
+int32_t bs_engine_kpn(const struct batch_res *cap, const struct batch_res *task);
+bool bs_engine_group_ok(const struct batch_engine *e, const struct bgroup *g, const struct bjob *j);
+int bs_engine_regroup(struct batch_engine *e);
+int bs_engine_rebuild_base(struct batch_engine *e);
+struct bjob *bs_engine_job(const struct batch_engine *e, uint64_t id);
+int32_t bs_engine_node_job(struct batch_engine *e, int32_t node);
+int bs_engine_job_runs(struct batch_engine *e, struct bjob *j);
+void bs_engine_fill_nodes(struct batch_engine *e, int32_t slot);
+void bs_engine_fill_all(struct batch_engine *e);
+/* Set bits of x, inline (without -mpopcnt, __builtin_popcountll is a libgcc call). */
+static inline int32_t bs_pop64(uint64_t x)
+{
+    x = x - ((x >> 1) & 0x5555555555555555ULL);
+    x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+    return (int32_t)((x * 0x0101010101010101ULL) >> 56);
+}
+
+static inline void bs_engine_memo_clear(struct batch_engine *e)
+{
+    e->bf_memo = false;
+    e->nfresh = 0;
+}
+void bs_engine_fit_refresh(struct batch_engine *e, struct bjob *j);
+bool bs_engine_admits(const struct batch_engine *e, const struct bresv *r, const struct bjob *j);
+int bs_engine_scratch(struct batch_engine *e, int32_t n);
+void bs_engine_charge(struct batch_engine *e, struct bjob *j, int64_t upto);
+
+/* plan.c */
+int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjob *j, int64_t t0,
+                          int64_t tmax, bool est, int32_t *cnt);
+int64_t bs_plan_earliest(struct batch_engine *e, const struct bjob *j, int64_t t0, int64_t tmax,
+                         bool est, int32_t *pool_out, int32_t *cnt_out);
+int bs_plan_reserve(struct batch_engine *e, int32_t slot, int32_t pool, int64_t start,
+                    const int32_t *cnt);
+int bs_plan_est_reserve(struct batch_engine *e, int32_t slot, int32_t pool, int64_t start,
+                        const int32_t *cnt);
+void bs_plan_unreserve(struct batch_engine *e, int32_t idx);
+int bs_plan_start(struct batch_engine *e, int32_t slot, int32_t pool, const int32_t *cnt,
+                  bool from_plan);
+int bs_plan_copy_base(struct batch_engine *e);
+void bs_plan_clear(struct batch_engine *e);
+int bs_plan_copy_est(struct batch_engine *e);
+void bs_plan_trim(struct batch_engine *e, int64_t now, bool plan);
+/* Backfill's question "does job j start now?" for the common case (one pool, j's
+ * only compatible group known): 1 (cnt filled, pool 0), 0 (no), or -1 (another
+ * case: ask bs_plan_earliest). */
+int bs_plan_fits_now(struct batch_engine *e, const struct bjob *j, int32_t *cnt);
+int32_t bs_plan_free_now(const struct batch_engine *e);
+
+/* bound.c */
+void bs_bound_reset(struct batch_engine *e, int32_t jobs);
+int64_t bs_bound_get(struct batch_engine *e, const struct bjob *j);
+void bs_bound_put(struct batch_engine *e, const struct bjob *j, int64_t start);
+void bs_bound_free(struct batch_engine *e);
+
+/* priority.c */
+void bs_prio_weights(struct batch_engine *e);
+double bs_prio_compute(struct batch_engine *e, const struct bjob *j, int64_t now,
+                       struct batch_prio *out);
+double bs_prio_key(struct batch_engine *e, const struct bjob *j);
+double bs_prio_at(const struct batch_engine *e, const struct bjob *j, int64_t now);
+void bs_fs_charge(struct batch_engine *e, const struct bjob *j, int64_t t0, int64_t t1);
+double bs_fs_percent(struct batch_engine *e, struct cred *c, int64_t now);
+
+/* cycle.c */
+const char *bs_cycle_reason(enum batch_reason r, uint8_t kind);
+enum batch_reason bs_cycle_job_reason(const struct batch_engine *e, const struct bjob *j);
+
+#endif

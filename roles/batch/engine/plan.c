@@ -1,0 +1,376 @@
+/*
+ * plan.c - the planner: where and when a job fits (searching the profiles of a
+ * pool), job reservations (holding nodes in the plan for a blocked job), and
+ * starting a job on concrete nodes.
+ *
+ * A job fits a pool at t when its compatible groups hold enough tasks all through
+ * [t, t + walltime). With one compatible group that is one bs_profile_find(); with
+ * several, the candidate starts are the breakpoints of their profiles (a start can
+ * only become feasible where some step ends).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "roles/batch/engine/internal.h"
+
+static int64_t add_sat(int64_t a, int64_t b)
+{
+    return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+/* Collects the positions of pool p's groups job j may use (scr_k) with tasks per
+ * node (scr_kpn), most tasks per node first; returns how many. */
+static int32_t compat_groups(struct batch_engine *e, const struct bpool *p, const struct bjob *j)
+{
+    int32_t nk = 0;
+    for (int32_t k = 0; k < p->ng; k++) {
+        const struct bgroup *g = &e->groups[p->gid[k]];
+        if (!bs_engine_group_ok(e, g, j))
+            continue;
+        /* most tasks per node first; among equals, nodes of the job's own class
+         * before unclassed ones (which every class may use) */
+        int32_t kpn = bs_engine_kpn(&g->cap, &j->per_task), i = nk++;
+        bool own = g->cls >= 0;
+        for (; i > 0 && (e->scr_kpn[i - 1] < kpn || (e->scr_kpn[i - 1] == kpn && own &&
+                                                     e->groups[p->gid[e->scr_k[i - 1]]].cls < 0));
+             i--) {
+            e->scr_kpn[i] = e->scr_kpn[i - 1];
+            e->scr_k[i] = e->scr_k[i - 1];
+        }
+        e->scr_kpn[i] = kpn;
+        e->scr_k[i] = k;
+    }
+    return nk;
+}
+
+/* Several groups: the first candidate t in [t0, tmax] where they hold j's tasks
+ * for its whole walltime; fills cnt (greedy, most tasks per node first). */
+static int64_t multi_find(struct batch_engine *e, const struct profile *pr, int32_t nk,
+                          const struct bjob *j, int64_t t0, int64_t tmax, int32_t *cnt)
+{
+    for (int64_t t = t0;;) {
+        int64_t tasks = 0, end = add_sat(t, j->walltime);
+        for (int32_t i = 0; i < nk && tasks < j->tasks; i++) {
+            int32_t avail = bs_profile_min(&pr[e->scr_k[i]], t, end);
+            if (avail > 0)
+                tasks += (int64_t)avail * e->scr_kpn[i];
+        }
+        if (tasks >= j->tasks) {
+            int64_t rem = j->tasks;
+            for (int32_t i = 0; i < nk && rem > 0; i++) {
+                int32_t avail = bs_profile_min(&pr[e->scr_k[i]], t, end);
+                int64_t want = (rem + e->scr_kpn[i] - 1) / e->scr_kpn[i];
+                int32_t take = avail <= 0 ? 0 : (avail < want ? avail : (int32_t)want);
+                if (cnt)
+                    cnt[e->scr_k[i]] = take;
+                rem -= (int64_t)take * e->scr_kpn[i];
+            }
+            return t;
+        }
+        int64_t nt = PROFILE_INF;
+        for (int32_t i = 0; i < nk; i++) {
+            int64_t x = bs_profile_next(&pr[e->scr_k[i]], t);
+            if (x < nt)
+                nt = x;
+        }
+        if (nt == PROFILE_INF || nt > tmax)
+            return BATCH_NEVER;
+        t = nt;
+    }
+}
+
+int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjob *j, int64_t t0,
+                          int64_t tmax, bool est, int32_t *cnt)
+{
+    const struct bpool *p = &e->pools[pool];
+    const struct profile *pr = est ? p->est : p->plan;
+    if (p->resv >= 0) {
+        if (t0 < p->start)
+            t0 = p->start;
+        if (p->end - j->walltime < tmax)
+            tmax = p->end - j->walltime;
+    }
+    if (t0 > tmax)
+        return BATCH_NEVER;
+    for (int32_t k = 0; cnt && k < p->ng; k++) /* mostly one group: no memset call */
+        cnt[k] = 0;
+    if (pool == 0 && j->gen_gi >= 0 && j->fit_epoch == e->gepoch) { /* the common case */
+        int64_t t = bs_profile_find(&pr[j->gen_gi], t0, tmax, j->walltime, j->gen_need);
+        if (cnt && t != PROFILE_INF)
+            cnt[j->gen_gi] = j->gen_need;
+        return t;
+    }
+    int32_t nk = compat_groups(e, p, j);
+    if (nk == 0)
+        return BATCH_NEVER;
+    if (nk == 1) {
+        int32_t need = (int32_t)((j->tasks + (int64_t)e->scr_kpn[0] - 1) / e->scr_kpn[0]);
+        int64_t t = bs_profile_find(&pr[e->scr_k[0]], t0, tmax, j->walltime, need);
+        if (cnt && t != PROFILE_INF)
+            cnt[e->scr_k[0]] = need;
+        return t;
+    }
+    return multi_find(e, pr, nk, j, t0, tmax, cnt);
+}
+
+int bs_plan_fits_now(struct batch_engine *e, const struct bjob *j, int32_t *cnt)
+{
+    const struct bpool *p = &e->pools[0];
+    if (e->npools != 1 || p->resv >= 0 || j->gen_gi < 0 || j->fit_epoch != e->gepoch)
+        return -1;
+    /* bs_plan_earliest(e, j, now, now, false, ...) reduced to what it does here */
+    if (bs_profile_find(&p->plan[j->gen_gi], e->now, e->now, j->walltime, j->gen_need) != e->now)
+        return 0;
+    for (int32_t k = 0; k < p->ng; k++)
+        cnt[k] = 0;
+    cnt[j->gen_gi] = j->gen_need;
+    return 1;
+}
+
+/* Whether some live reservation names job j in its ACL job list. */
+static bool job_bound(const struct batch_engine *e, const struct bjob *j)
+{
+    for (int32_t r = 0; r < e->nresv; r++)
+        if (e->resv[r].live)
+            for (int32_t i = 0; i < e->resv[r].njobs; i++)
+                if (e->resv[r].jobs[i] == j->id)
+                    return true;
+    return false;
+}
+
+int64_t bs_plan_earliest(struct batch_engine *e, const struct bjob *j, int64_t t0, int64_t tmax,
+                         bool est, int32_t *pool_out, int32_t *cnt_out)
+{
+    int64_t best = BATCH_NEVER;
+    int32_t bestpool = -1;
+    bool general = e->npools == 1 || j->early_start || !job_bound(e, j);
+    if (general && (best = bs_plan_pool_find(e, 0, j, t0, tmax, est, cnt_out)) != BATCH_NEVER)
+        bestpool = 0;
+    for (int32_t pi = 1; pi < e->npools && best > t0; pi++) {
+        if (!bs_engine_admits(e, &e->resv[e->pools[pi].resv], j))
+            continue;
+        int64_t lim = best == BATCH_NEVER ? tmax : best - 1;
+        int64_t t = bs_plan_pool_find(e, pi, j, t0, lim < tmax ? lim : tmax, est, e->scr_cnt2);
+        if (t < best) {
+            best = t;
+            bestpool = pi;
+            if (cnt_out)
+                memcpy(cnt_out, e->scr_cnt2, (size_t)e->pools[pi].ng * sizeof *cnt_out);
+        }
+    }
+    if (pool_out)
+        *pool_out = bestpool;
+    return best;
+}
+
+/* Adds sign x cnt over [t0, t1) to the plan (or est) profiles of pool pi. */
+static int pool_apply(struct batch_engine *e, int32_t pi, bool est, const int32_t *cnt,
+                      int32_t sign, int64_t t0, int64_t t1)
+{
+    struct bpool *p = &e->pools[pi];
+    struct profile *pr = est ? p->est : p->plan;
+    for (int32_t k = 0; k < p->ng; k++)
+        if (cnt[k] && bs_profile_add(&pr[k], t0, t1, sign * cnt[k]) < 0)
+            return -1;
+    return 0;
+}
+
+/* Holds job slot's nodes in pool `pool` from `start` in the plan (a job
+ * reservation); cnt are the node counts a search found there. 0 or -1 (ENOMEM). */
+int bs_plan_reserve(struct batch_engine *e, int32_t slot, int32_t pool, int64_t start,
+                    const int32_t *cnt)
+{
+    struct bjob *j = &e->jobs[slot];
+    int32_t ng = e->pools[pool].ng;
+    if (VEC_RESERVE(e->plan, e->capplan, e->nplan + 1) < 0 ||
+        VEC_RESERVE(e->pcnt, e->cappcnt, e->npcnt + ng + 1) < 0)
+        return -1;
+    memcpy(e->pcnt + e->npcnt, cnt, (size_t)ng * sizeof *cnt);
+    int64_t end = add_sat(start, j->walltime);
+    if (pool_apply(e, pool, false, cnt, -1, start, end) < 0)
+        return -1;
+    e->plan[e->nplan++] = (struct plan_ent){slot, pool, start, end, e->npcnt};
+    e->npcnt += ng;
+    j->reserved = j->estimate = start;
+    return 0;
+}
+
+/* Estimate pass: holds the job's nodes (counts cnt) in the est profiles. */
+int bs_plan_est_reserve(struct batch_engine *e, int32_t slot, int32_t pool, int64_t start,
+                        const int32_t *cnt)
+{
+    return pool_apply(e, pool, true, cnt, -1, start, add_sat(start, e->jobs[slot].walltime));
+}
+
+void bs_plan_unreserve(struct batch_engine *e, int32_t idx)
+{
+    struct plan_ent *pe = &e->plan[idx];
+    bs_engine_memo_clear(e);
+    /* Adding back what was taken cannot need a new breakpoint: no ENOMEM. */
+    (void)pool_apply(e, pe->pool, false, e->pcnt + pe->off, +1, pe->start, pe->end);
+    e->jobs[pe->job].reserved = BATCH_NEVER;
+}
+
+void bs_plan_clear(struct batch_engine *e)
+{
+    bs_engine_memo_clear(e);
+    for (int32_t i = 0; i < e->nplan; i++)
+        e->jobs[e->plan[i].job].reserved = BATCH_NEVER;
+    e->nplan = 0;
+    e->npcnt = 0;
+    e->plan_valid = false;
+}
+
+int bs_plan_copy_base(struct batch_engine *e)
+{
+    bs_plan_clear(e);
+    for (int32_t pi = 0; pi < e->npools; pi++)
+        for (int32_t k = 0; k < e->pools[pi].ng; k++)
+            if (bs_profile_copy(&e->pools[pi].plan[k], &e->pools[pi].base[k]) < 0)
+                return -1;
+    return 0;
+}
+
+int bs_plan_copy_est(struct batch_engine *e)
+{
+    for (int32_t pi = 0; pi < e->npools; pi++)
+        for (int32_t k = 0; k < e->pools[pi].ng; k++)
+            if (bs_profile_copy(&e->pools[pi].est[k], &e->pools[pi].plan[k]) < 0)
+                return -1;
+    return 0;
+}
+
+void bs_plan_trim(struct batch_engine *e, int64_t now, bool plan)
+{
+    for (int32_t pi = 0; pi < e->npools; pi++)
+        for (int32_t k = 0; k < e->pools[pi].ng; k++) {
+            bs_profile_trim(&e->pools[pi].base[k], now);
+            if (plan)
+                bs_profile_trim(&e->pools[pi].plan[k], now);
+        }
+}
+
+int32_t bs_plan_free_now(const struct batch_engine *e)
+{
+    int32_t n = 0;
+    for (int32_t pi = 0; pi < e->npools; pi++)
+        for (int32_t k = 0; k < e->pools[pi].ng; k++) {
+            int32_t v = bs_profile_at(&e->pools[pi].plan[k], e->now);
+            if (v > 0)
+                n += v;
+        }
+    return n;
+}
+
+/* Marks n free nodes of group gi busy and appends the bitmap words it took to runs
+ * (*nruns); which nodes they are is written out later, when asked for
+ * (bs_engine_fill_nodes). Returns how many it found (< n only if the profiles and
+ * the nodes disagree). */
+static int32_t group_take(struct batch_engine *e, int32_t gi, int32_t n, struct bjob_run *runs,
+                          int32_t *nruns)
+{
+    struct bgroup *g = &e->groups[gi];
+    int32_t got = 0, words = (g->nnodes + 63) / 64;
+    for (int32_t w = 0; w < words && got < n; w++) {
+        uint64_t took = ~g->busy[w];
+        if (w == words - 1 && g->nnodes % 64)
+            took &= (1ULL << (g->nnodes % 64)) - 1;
+        if (!took)
+            continue;
+        int32_t c = bs_pop64(took), k = n - got;
+        if (c > k && k < c - k) { /* keep the lowest k: collect them */
+            uint64_t m = 0;
+            for (int32_t i = 0; i < k; i++, took &= took - 1)
+                m |= took & -took;
+            took = m;
+        } else {
+            for (; c > k; c--) /* keep the lowest k: drop the highest */
+                took &= ~(1ULL << (63 - __builtin_clzll(took)));
+        }
+        g->busy[w] |= took;
+        runs[(*nruns)++] = (struct bjob_run){gi, w, took};
+        got += c < k ? c : k;
+    }
+    return got;
+}
+
+/* Takes the nodes of job slot's start now; 0 or -1 (ENOMEM, EAGAIN). */
+static int take_nodes(struct batch_engine *e, int32_t slot, const struct bpool *p,
+                      const int32_t *cnt)
+{
+    struct bjob *j = &e->jobs[slot];
+    int64_t total = 0, maxruns = 0;
+    for (int32_t k = 0; k < p->ng; k++) {
+        int64_t words = (e->groups[p->gid[k]].nnodes + 63) / 64;
+        total += cnt[k];
+        maxruns += cnt[k] < words ? cnt[k] : words;
+    }
+    int32_t *nodes = malloc(((size_t)total + 1) * sizeof *nodes), got = 0, nruns = 0;
+    struct bjob_run *runs = malloc(((size_t)maxruns + 1) * sizeof *runs);
+    if (!nodes || !runs) {
+        free(nodes);
+        free(runs);
+        errno = ENOMEM;
+        return -1;
+    }
+    for (int32_t k = 0; k < p->ng; k++) {
+        int32_t n = cnt[k] ? group_take(e, p->gid[k], cnt[k], runs, &nruns) : 0;
+        got += n;
+        if (n < cnt[k]) { /* give the bits back */
+            for (int32_t i = 0; i < nruns; i++)
+                e->groups[runs[i].group].busy[runs[i].word] &= ~runs[i].mask;
+            free(nodes);
+            free(runs);
+            errno = EAGAIN;
+            return -1;
+        }
+    }
+    free(j->nodes);
+    free(j->runs);
+    j->nodes = nodes;
+    j->nnodes = got;
+    j->runs = runs;
+    j->nruns = nruns;
+    j->nodes_lazy = true;
+    e->nlazy++;
+    return 0;
+}
+
+int bs_plan_start(struct batch_engine *e, int32_t slot, int32_t pool, const int32_t *cnt,
+                  bool from_plan)
+{
+    struct bjob *j = &e->jobs[slot];
+    struct bpool *p = &e->pools[pool];
+    int64_t now = e->now, end = add_sat(now, j->walltime);
+    if (VEC_RESERVE(e->started, e->capstarted, e->nstarted + 1) < 0 ||
+        take_nodes(e, slot, p, cnt) < 0)
+        return -1;
+    for (int32_t k = 0; k < p->ng; k++) {
+        if (!cnt[k])
+            continue;
+        /* splitting at a new end may fail: then rebuild from the nodes next cycle */
+        if (bs_profile_add(&p->base[k], now, end, -cnt[k]) < 0 ||
+            (!from_plan && bs_profile_add(&p->plan[k], now, end, -cnt[k]) < 0))
+            e->groups_dirty = true;
+    }
+    for (int k = 0; k < BATCH_CRED_KINDS; k++) {
+        struct cred *c = &e->creds[k].v[j->cred[k]];
+        c->run_jobs++;
+        c->run_procs += j->procs;
+    }
+    j->state = BATCH_JOB_RUNNING;
+    j->start = j->charged = now;
+    j->end_est = end;
+    j->estimate = now;
+    if (end < e->min_end)
+        e->min_end = end;
+    j->reserved = BATCH_NEVER;
+    j->resv = p->resv;
+    if (p->resv >= 0)
+        e->resv[p->resv].running++;
+    j->run_idx = e->nrunning;
+    e->running[e->nrunning++] = slot; /* room reserved at submit */
+    e->started[e->nstarted++] = j->id;
+    return 0;
+}

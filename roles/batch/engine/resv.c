@@ -1,0 +1,338 @@
+/*
+ * resv.c - administrative reservations (seed 003 section 3.1, MISSION B2/B5/B6):
+ * setres (batch_resv_create), showres (batch_resv_get / batch_resv_on_node),
+ * releaseres (batch_resv_release).
+ *
+ * A reservation holds concrete nodes from its start to its end: named ones, or
+ * enough free nodes for `tasks` tasks of a given shape. A node is in at most one
+ * reservation at any moment: Maui lets reservations overlap (a job then has to
+ * satisfy every ACL), which the seed points out lets two reservations made for two
+ * different jobs deadlock each other; refusing any overlap rules that out (B5).
+ * Nodes still running a job past the start are not taken. Job reservations of
+ * pending jobs are not an obstacle: they are planned again around it.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "roles/batch/engine/internal.h"
+
+__attribute__((format(printf, 3, 4))) static int fail(char *why, size_t len, const char *fmt, ...)
+{
+    if (why && len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, len, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static int32_t resv_by_name(const struct batch_engine *e, const char *name)
+{
+    for (int32_t r = 0; r < e->nresv; r++)
+        if (e->resv[r].live && strcmp(e->resv[r].name, name) == 0)
+            return r;
+    return -1;
+}
+
+/* Why node n cannot be held over [s, t): NULL if it can; the text goes in buf. */
+static const char *node_busy(struct batch_engine *e, int32_t n, int64_t s, int64_t t, char *buf,
+                             size_t len)
+{
+    const struct bnode *nd = &e->nodes[n];
+    if (!nd->up) {
+        snprintf(buf, len, "node %s is down", nd->name);
+        return buf;
+    }
+    int32_t js = bs_engine_node_job(e, n);
+    if (js >= 0 && e->jobs[js].end_est > s) {
+        snprintf(buf, len, "node %s runs job %" PRIu64 " until %" PRId64, nd->name, e->jobs[js].id,
+                 e->jobs[js].end_est);
+        return buf;
+    }
+    for (int32_t r = 0; r < e->nresv; r++) {
+        const struct bresv *v = &e->resv[r];
+        if (!v->live || v->start >= t || v->end <= s)
+            continue;
+        for (int32_t i = 0; i < v->nnodes; i++)
+            if (v->nodes[i] == n) {
+                if (v->njobs == 1)
+                    snprintf(buf, len, "node %s is reserved by %s (bound to job %" PRIu64 ")",
+                             nd->name, v->name, v->jobs[0]);
+                else
+                    snprintf(buf, len, "node %s is reserved by %s", nd->name, v->name);
+                return buf;
+            }
+    }
+    return NULL;
+}
+
+/* Named nodes: all must exist, be distinct and be free over [s, t). */
+static int pick_named(struct batch_engine *e, const struct batch_resv_req *q, int64_t s, int64_t t,
+                      int32_t *out, char *why, size_t len)
+{
+    char buf[256];
+    for (size_t i = 0; i < q->nnodes; i++) {
+        int32_t n = q->nodes[i] ? batch_node_find(e, q->nodes[i]) : -1;
+        if (n < 0) {
+            errno = EINVAL;
+            return fail(why, len, "no node named '%s'", q->nodes[i] ? q->nodes[i] : "(null)");
+        }
+        for (size_t k = 0; k < i; k++)
+            if (out[k] == n) {
+                errno = EINVAL;
+                return fail(why, len, "node %s is listed twice", q->nodes[i]);
+            }
+        if (!q->restore && node_busy(e, n, s, t, buf, sizeof buf)) {
+            errno = EBUSY;
+            return fail(why, len, "%s", buf);
+        }
+        out[i] = n;
+    }
+    return (int)q->nnodes;
+}
+
+/* Tasks x shape: free suitable nodes in index order until the tasks fit. Returns
+ * the node count, or -1. */
+static int pick_tasks(struct batch_engine *e, const struct batch_resv_req *q, int64_t s, int64_t t,
+                      int32_t *out, char *why, size_t len)
+{
+    char buf[256];
+    int32_t cls = -1, n = 0;
+    int64_t tasks = 0;
+    if (q->partition && q->partition[0] &&
+        (cls = bs_cred_lookup(e, BATCH_CRED_CLASS, q->partition)) < 0) {
+        errno = EINVAL;
+        return fail(why, len, "no node has class '%s'", q->partition);
+    }
+    for (int32_t i = 0; i < e->nnodes && tasks < q->tasks; i++) {
+        const struct bnode *nd = &e->nodes[i];
+        int32_t k = bs_engine_kpn(&nd->cap, &q->per_task);
+        if (k < 1 || (cls >= 0 && nd->cls != cls) || node_busy(e, i, s, t, buf, sizeof buf))
+            continue;
+        out[n++] = i;
+        tasks += k;
+    }
+    if (tasks < q->tasks) {
+        errno = ENOSPC;
+        return fail(why, len,
+                    "only %" PRId64 " of %d tasks fit on nodes free from %" PRId64 " to %" PRId64,
+                    tasks, q->tasks, s, t);
+    }
+    return n;
+}
+
+/* Copies the ACL of q into r (credential names interned). 0 or -1 (ENOMEM). */
+static int acl_copy(struct batch_engine *e, struct bresv *r, const struct batch_acl *a)
+{
+    for (int k = 0; k < BATCH_CRED_KINDS; k++) {
+        if (a->n[k] == 0)
+            continue;
+        if (!(r->acl[k] = malloc(a->n[k] * sizeof *r->acl[k])))
+            return -1;
+        for (size_t i = 0; i < a->n[k]; i++) {
+            int32_t id = bs_cred_intern(e, k, a->names[k][i] ? a->names[k][i] : "");
+            if (id < 0)
+                return -1;
+            r->acl[k][r->nacl[k]++] = id;
+        }
+    }
+    if (a->njobs && !(r->jobs = malloc(a->njobs * sizeof *r->jobs)))
+        return -1;
+    if (a->njobs)
+        memcpy(r->jobs, a->jobs, a->njobs * sizeof *r->jobs);
+    r->njobs = (int32_t)a->njobs;
+    return 0;
+}
+
+static void resv_free(struct bresv *r)
+{
+    for (int k = 0; k < BATCH_CRED_KINDS; k++)
+        free(r->acl[k]);
+    free(r->jobs);
+    free(r->nodes);
+    memset(r, 0, sizeof *r);
+}
+
+/* Checks the time and name fields of q; fills *s, *t and the name. */
+static int resv_check(struct batch_engine *e, const struct batch_resv_req *q, int64_t now,
+                      int64_t *s, int64_t *t, char *name, char *why, size_t len)
+{
+    errno = EINVAL;
+    *s = q->start > now || (q->restore && q->start > 0) ? q->start : now;
+    if (q->end > 0 && q->duration > 0 && q->end != q->start + q->duration)
+        return fail(why, len, "end and duration disagree");
+    if (q->duration < 0 || q->end < 0)
+        return fail(why, len, "negative end or duration");
+    *t = q->end > 0 ? q->end : q->duration > 0 ? *s + q->duration : 0;
+    if (*t == 0)
+        return fail(why, len, "give an end time or a duration");
+    if (*t <= *s)
+        return fail(why, len, "the reservation would end before it starts (or in the past)");
+    if ((q->tasks > 0) == (q->nnodes > 0))
+        return fail(why, len, "give either tasks (with a per-task request) or node names");
+    if (q->tasks > 0 && (q->per_task.procs < 1 || q->per_task.mem < 0 || q->per_task.disk < 0 ||
+                         q->per_task.swap < 0))
+        return fail(why, len, "a task needs at least one processor");
+    if (q->name && q->name[0]) {
+        if (strlen(q->name) >= BATCH_NAME_MAX || strpbrk(q->name, " \t\r\n"))
+            return fail(why, len, "bad reservation name");
+        if (resv_by_name(e, q->name) >= 0) {
+            errno = EEXIST;
+            return fail(why, len, "reservation %s exists", q->name);
+        }
+        strcpy(name, q->name);
+    } else {
+        do
+            snprintf(name, BATCH_NAME_MAX, "res.%" PRId64, ++e->resv_seq);
+        while (resv_by_name(e, name) >= 0);
+    }
+    return 0;
+}
+
+int batch_resv_create(struct batch_engine *e, const struct batch_resv_req *q, int64_t now,
+                      char *name_out, size_t name_len, char *why, size_t why_len)
+{
+    char name[BATCH_NAME_MAX];
+    int64_t s = 0, t = 0;
+    if (now > e->now)
+        e->now = now;
+    if (resv_check(e, q, e->now, &s, &t, name, why, why_len) < 0)
+        return -1;
+    if (VEC_RESERVE(e->resv, e->capresv, e->nresv + 1) < 0)
+        return fail(why, why_len, "out of memory");
+    struct bresv *r = &e->resv[e->nresv];
+    memset(r, 0, sizeof *r);
+    if (!(r->nodes = malloc(((size_t)e->nnodes + q->nnodes + 1) * sizeof *r->nodes))) {
+        errno = ENOMEM;
+        return fail(why, why_len, "out of memory");
+    }
+    int n = q->nnodes ? pick_named(e, q, s, t, r->nodes, why, why_len)
+                      : pick_tasks(e, q, s, t, r->nodes, why, why_len);
+    if (n < 0 || acl_copy(e, r, &q->acl) < 0) {
+        int saved = n < 0 ? errno : ENOMEM;
+        resv_free(r);
+        errno = saved;
+        return n < 0 ? -1 : fail(why, why_len, "out of memory");
+    }
+    strcpy(r->name, name);
+    r->nnodes = n;
+    r->start = s;
+    r->end = t;
+    r->tasks = q->tasks;
+    r->per_task = q->per_task;
+    r->pool = -1;
+    r->live = true;
+    e->nresv++;
+    e->groups_dirty = true; /* regrouped once at the next cycle or estimate (as a release) */
+    bs_engine_memo_clear(e);
+    if (name_out && name_len)
+        snprintf(name_out, name_len, "%s", name);
+    return 0;
+}
+
+int batch_resv_release(struct batch_engine *e, const char *name)
+{
+    int32_t r = name ? resv_by_name(e, name) : -1;
+    if (r < 0) {
+        errno = ENOENT;
+        return -1;
+    }
+    e->resv[r].live = false;
+    e->groups_dirty = true;
+    bs_engine_memo_clear(e);
+    return 0;
+}
+
+static void resv_info(const struct batch_engine *e, int32_t r, struct batch_resv_info *out)
+{
+    const struct bresv *v = &e->resv[r];
+    memset(out, 0, sizeof *out);
+    out->name = v->name;
+    out->start = v->start;
+    out->end = v->end;
+    out->nnodes = v->nnodes;
+    out->nodes = v->nodes;
+    out->tasks = v->tasks;
+    out->per_task = v->per_task;
+    out->jobs_running = v->running;
+    out->bound_job = v->njobs == 1 ? v->jobs[0] : 0;
+}
+
+size_t batch_resv_count(const struct batch_engine *e)
+{
+    size_t n = 0;
+    for (int32_t r = 0; r < e->nresv; r++)
+        n += e->resv[r].live;
+    return n;
+}
+
+int batch_resv_get(const struct batch_engine *e, size_t i, struct batch_resv_info *out)
+{
+    /* the i-th live reservation by (start, name): selection without sorting */
+    int32_t prev = -1;
+    for (size_t k = 0; k <= i; k++) {
+        int32_t best = -1;
+        for (int32_t r = 0; r < e->nresv; r++) {
+            const struct bresv *v = &e->resv[r];
+            if (!v->live)
+                continue;
+            if (prev >= 0) {
+                const struct bresv *p = &e->resv[prev];
+                if (v->start < p->start || (v->start == p->start && strcmp(v->name, p->name) <= 0))
+                    continue;
+            }
+            if (best < 0 || v->start < e->resv[best].start ||
+                (v->start == e->resv[best].start && strcmp(v->name, e->resv[best].name) < 0))
+                best = r;
+        }
+        if (best < 0) {
+            errno = ENOENT;
+            return -1;
+        }
+        prev = best;
+    }
+    resv_info(e, prev, out);
+    return 0;
+}
+
+int batch_resv_find(const struct batch_engine *e, const char *name, struct batch_resv_info *out)
+{
+    int32_t r = name ? resv_by_name(e, name) : -1;
+    if (r < 0) {
+        errno = ENOENT;
+        return -1;
+    }
+    resv_info(e, r, out);
+    return 0;
+}
+
+size_t batch_resv_on_node(const struct batch_engine *e, int32_t node, const char **names,
+                          size_t max)
+{
+    size_t n = 0;
+    for (int32_t r = 0; r < e->nresv; r++) {
+        const struct bresv *v = &e->resv[r];
+        if (!v->live)
+            continue;
+        for (int32_t i = 0; i < v->nnodes; i++)
+            if (v->nodes[i] == node) {
+                if (n < max)
+                    names[n] = v->name;
+                n++;
+                break;
+            }
+    }
+    return n;
+}
+
+bool batch_resv_admits(const struct batch_engine *e, const char *name, uint64_t id)
+{
+    int32_t r = name ? resv_by_name(e, name) : -1;
+    const struct bjob *j = bs_engine_job(e, id);
+    return r >= 0 && j && bs_engine_admits(e, &e->resv[r], j);
+}

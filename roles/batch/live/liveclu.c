@@ -1,0 +1,1061 @@
+/*
+ * liveclu.c - the batch role's side of the batch <-> cluster manager protocol
+ * (docs/wire.md 6.9-6.10): one DEALER per cluster manager in batch.clusters.
+ *
+ * Synchronisation of one cluster: EVENTS (wait 0) for the feed's epoch and position,
+ * NODE_LIST pages for its hosts (a procs-capable host of C cores becomes C engine
+ * nodes of one core, so jobs share hosts core by core as the cluster's admission
+ * does), then reconciliation of the elements stored as starting/running there
+ * (adopted by the engine on their hosts; a running one is checked with JOB_GET, a
+ * starting one gets its PSUBMIT again: the key makes that harmless), then the EVENTS
+ * long-poll. A reset (new epoch: the cluster restarted) or a request unanswered past
+ * its deadline (the cluster is down: its hosts are down for the engine) starts over.
+ * A cluster without EVENTS is polled (NODE_LIST + JOB_GET) every second instead.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "daemon/daemon.h"
+#include "lib/log.h"
+#include "daemon/loop.h"
+#include "daemon/netopts.h"
+#include "lib/text.h"
+#include "roles/batch/live/live.h"
+#include "wire/jobenv.h"
+
+/* The EVENTS message types of the cluster side (h-cluster, wire.md 6.9). */
+#ifndef WT_EVENTS
+#define WT_EVENTS 60
+#define WT_EVENT_LIST 61
+#endif
+
+enum { CL_DOWN, CL_SYNC, CL_FOLLOW };
+enum { RK_EVINIT, RK_NODES, RK_EVENTS, RK_PSUBMIT, RK_JOBGET, RK_CANCEL };
+
+static struct live *G; /* the role (one per process) */
+
+static void sync_start(struct live *L, struct lclu *c);
+
+/* ---- sending ---- */
+
+static void queue_out(struct live *L, int cl, struct wire_buf *wb)
+{
+    if (L->nout == L->capout) {
+        uint32_t nc = L->capout ? L->capout * 2 : 64;
+        void *p = realloc(L->out, nc * sizeof *L->out);
+        if (!p)
+            return; /* the request's deadline will resynchronise */
+        L->out = p;
+        L->capout = nc;
+    }
+    void *d = malloc(wb->sb.size);
+    if (!d)
+        return;
+    memcpy(d, wb->sb.data, wb->sb.size);
+    L->out[L->nout++] = (struct lout){cl, d, wb->sb.size, 0};
+}
+
+/* Queues the start of element eid to be built after the commit (see live_out_flush). */
+static void queue_start_later(struct live *L, int cl, uint64_t eid)
+{
+    if (L->nout == L->capout) {
+        uint32_t nc = L->capout ? L->capout * 2 : 64;
+        void *p = realloc(L->out, nc * sizeof *L->out);
+        if (!p)
+            return; /* the element stays "starting": the next resync sends it */
+        L->out = p;
+        L->capout = nc;
+    }
+    L->out[L->nout++] = (struct lout){cl, NULL, 0, eid};
+}
+
+/* Starts a request to cluster c: records it and begins the message (nfields). */
+static uint64_t req_begin(struct live *L, struct lclu *c, int kind, uint64_t arg, uint32_t type,
+                          uint32_t nfields, int64_t wait_ms, struct wire_buf *wb)
+{
+    uint64_t rid = ++L->req_seq;
+    if (c->nreq == c->capreq) {
+        uint32_t nc = c->capreq ? c->capreq * 2 : 16;
+        void *p = realloc(c->req, nc * sizeof *c->req);
+        if (p) {
+            c->req = p;
+            c->capreq = nc;
+        }
+    }
+    if (c->nreq < c->capreq)
+        c->req[c->nreq++] =
+            (struct lreq){rid, kind, arg, loop_now_ms() + wait_ms + LIVE_REQ_TIMEOUT_MS};
+    wire_buf_reset(wb);
+    wire_begin(wb, type, rid, nfields);
+    return rid;
+}
+
+static int build_start(struct live *L, struct ljob *j, uint32_t e, struct wire_buf *wb);
+
+void live_out_flush(struct live *L, bool send)
+{
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    for (uint32_t i = 0; i < L->nout; i++) {
+        struct lclu *c = &L->cl[L->out[i].cl];
+        const void *d = L->out[i].data;
+        size_t len = L->out[i].len;
+        if (!d && send) {
+            /* a start decided in the turn that stored its job: the record (argv) is
+             * readable now that the turn is committed */
+            struct ljob *j;
+            struct lelem *el = live_elem_find(L, L->out[i].eid, &j);
+            d = NULL;
+            if (el && el->state == EL_STARTING && el->cl == c->idx &&
+                build_start(L, j, (uint32_t)(L->out[i].eid & ((1u << LIVE_ELEM_BITS) - 1)), &wb) ==
+                    0) {
+                d = wb.sb.data;
+                len = wb.sb.size;
+            }
+        }
+        if (send && d && c->sock && zmq_send(c->sock, d, len, ZMQ_DONTWAIT) < 0)
+            log_debug("cannot send to cluster %s: %s", c->name, zmq_strerror(errno));
+        free(L->out[i].data);
+    }
+    wire_buf_free(&wb);
+    L->nout = 0;
+}
+
+static void send_simple(struct live *L, struct lclu *c, int kind, uint64_t arg, uint32_t type,
+                        const char *k1, uint64_t v1, const char *k2, uint64_t v2, int64_t wait)
+{
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    req_begin(L, c, kind, arg, type, (k1 ? 1 : 0) + (k2 ? 1 : 0), wait, &wb);
+    if (k1)
+        wire_put_u64(&wb, k1, v1);
+    if (k2)
+        wire_put_u64(&wb, k2, v2);
+    queue_out(L, c->idx, &wb);
+    wire_buf_free(&wb);
+}
+
+static void send_events(struct live *L, struct lclu *c, int kind, uint64_t wait)
+{
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    req_begin(L, c, kind, 0, WT_EVENTS, 4, (int64_t)wait, &wb);
+    wire_put_u64(&wb, "from", kind == RK_EVINIT ? 0 : c->next);
+    wire_put_str(&wb, "epoch", c->epoch);
+    wire_put_u64(&wb, "wait_ms", wait);
+    wire_put_u64(&wb, "max", 1000);
+    queue_out(L, c->idx, &wb);
+    wire_buf_free(&wb);
+}
+
+/* ---- hosts and engine nodes ---- */
+
+const char *live_slot_host(const struct live *L, int32_t slot, int *cl)
+{
+    if (slot < 0 || slot >= L->nslots) {
+        *cl = -1;
+        return "?";
+    }
+    *cl = L->slot_cl[slot];
+    return L->cl[*cl].hosts[L->slot_host[slot]].name;
+}
+
+/* The engine's view of a host: up when its cluster says so and it is not blocked. */
+static void host_engine_sync(struct live *L, struct lhost *h)
+{
+    bool up = h->up && !h->blocked_until;
+    for (int32_t k = 0; k < h->nslots; k++)
+        batch_node_set_up(L->eng, live_host_slot(h, k), up && k < h->ncores);
+    live_want_cycle(L);
+}
+
+static void host_set_up(struct live *L, struct lclu *c, struct lhost *h, bool up)
+{
+    if (h->up == up)
+        return;
+    h->up = up;
+    host_engine_sync(L, h);
+    log_info("cluster %s: host %s %s", c->name, h->name, up ? "up" : "down");
+}
+
+/*
+ * A start refused by the cluster (its admission is the final check: e.g. cores taken
+ * by a job submitted to the cluster directly, behind the batch role's back): the
+ * hosts of the refused placement take no new work for LIVE_REFUSED_BLOCK_MS, so the
+ * job is placed elsewhere or retried a second later, never in a tight loop.
+ */
+static void hosts_block(struct live *L, struct lclu *c, const char *hosts)
+{
+    for (uint32_t i = 0; hosts && i < c->nhosts; i++) {
+        struct lhost *h = &c->hosts[i];
+        size_t nl = strlen(h->name);
+        bool named = false;
+        for (const char *p = hosts; *p && !named;) {
+            size_t l = strcspn(p, ",");
+            named = l == nl && !memcmp(p, h->name, l);
+            p += l + (p[l] == ',');
+        }
+        if (!named)
+            continue;
+        h->blocked_until = loop_now_ms() + LIVE_REFUSED_BLOCK_MS;
+        host_engine_sync(L, h);
+    }
+}
+
+static void hosts_unblock(struct live *L, struct lclu *c, int64_t now)
+{
+    for (uint32_t i = 0; i < c->nhosts; i++) {
+        struct lhost *h = &c->hosts[i];
+        if (h->blocked_until && now >= h->blocked_until) {
+            h->blocked_until = 0;
+            host_engine_sync(L, h);
+        }
+    }
+}
+
+/* Room for n more engine nodes in the slot -> host maps; 0/-1. */
+static int slots_reserve(struct live *L, int32_t n)
+{
+    int32_t need = L->nslots + n;
+    if (need <= L->capslots)
+        return 0;
+    int32_t nc = need * 2;
+    int16_t *a = realloc(L->slot_cl, (size_t)nc * sizeof *a);
+    if (a)
+        L->slot_cl = a;
+    int32_t *b = realloc(L->slot_host, (size_t)nc * sizeof *b);
+    if (b)
+        L->slot_host = b;
+    if (!a || !b)
+        return -1;
+    L->capslots = nc;
+    return 0;
+}
+
+/* Adds engine node "host/k" (down) of host number hi of cluster c; its index or -1. */
+static int32_t core_add(struct live *L, struct lclu *c, uint32_t hi, const char *name, uint64_t k,
+                        const struct batch_res *cap)
+{
+    struct batch_node_spec ns;
+    memset(&ns, 0, sizeof ns);
+    /* unique across clusters: the cluster's name in front when it is not the first */
+    char nm[3 * BATCH_NAME_MAX];
+    snprintf(nm, sizeof nm, "%s%s%s/%llu", c->idx ? c->name : "", c->idx ? ":" : "", name,
+             (unsigned long long)k);
+    text_copy(ns.name, sizeof ns.name, nm, strlen(nm));
+    snprintf(ns.class_, sizeof ns.class_, "%s", c->name);
+    ns.cap = *cap;
+    if (slots_reserve(L, 1) < 0)
+        return -1;
+    int32_t idx = batch_node_add(L->eng, &ns);
+    if (idx < 0) {
+        log_warn("cannot add node %s to the scheduler", ns.name);
+        return -1;
+    }
+    batch_node_set_up(L->eng, idx, false);
+    L->slot_cl[idx] = (int16_t)c->idx;
+    L->slot_host[idx] = (int32_t)hi;
+    L->nslots = idx + 1;
+    return idx;
+}
+
+/* One core's share of a host's memory and disk. */
+static struct batch_res core_cap(uint64_t cores, uint64_t mem, uint64_t disk)
+{
+    return (struct batch_res){1, (int64_t)(mem / cores), (int64_t)(disk / cores), 0};
+}
+
+/*
+ * Host h now offers `cores` cores, mem and disk (a client restarted with more slots,
+ * memory added): cores it never had become new engine nodes, cores it no longer
+ * offers stay down (a job running there keeps them until it ends), and every core's
+ * share of memory and disk is updated (batch_node_set_cap: safe while jobs run).
+ */
+static void host_resize(struct live *L, struct lclu *c, struct lhost *h, uint64_t cores,
+                        uint64_t mem, uint64_t disk)
+{
+    if (!cores || cores > 4096 ||
+        ((int32_t)cores == h->ncores && mem == h->mem_mb && disk == h->disk_mb))
+        return;
+    struct batch_res cap = core_cap(cores, mem, disk);
+    if ((int32_t)cores > h->nslots) {
+        int32_t more = (int32_t)cores - h->nslots;
+        int32_t *x = realloc(h->xslot, (size_t)(h->nslots - h->nbase + more) * sizeof *x);
+        if (!x)
+            return; /* the next report tries again */
+        h->xslot = x;
+        while (h->nslots < (int32_t)cores) {
+            int32_t idx =
+                core_add(L, c, (uint32_t)(h - c->hosts), h->name, (uint64_t)h->nslots, &cap);
+            if (idx < 0)
+                break;
+            h->xslot[h->nslots - h->nbase] = idx;
+            h->nslots++;
+        }
+    }
+    log_info("cluster %s: host %s now offers %llu cores (was %d), %llu MB memory, %llu MB disk",
+             c->name, h->name, (unsigned long long)cores, h->ncores, (unsigned long long)mem,
+             (unsigned long long)disk);
+    h->ncores = (int32_t)cores < h->nslots ? (int32_t)cores : h->nslots;
+    h->mem_mb = mem;
+    h->disk_mb = disk;
+    for (int32_t k = 0; k < h->nslots; k++)
+        batch_node_set_cap(L->eng, live_host_slot(h, k), &cap);
+    host_engine_sync(L, h);
+}
+
+/* The host named name of cluster c, created (with its engine nodes, down) if new. */
+static struct lhost *host_get(struct live *L, struct lclu *c, const char *name, uint64_t cores,
+                              uint64_t mem, uint64_t disk)
+{
+    for (uint32_t i = 0; i < c->nhosts; i++)
+        if (!strcmp(c->hosts[i].name, name))
+            return &c->hosts[i];
+    if (!cores || cores > 4096 || strlen(name) >= BATCH_NAME_MAX - 8)
+        return NULL;
+    if (c->nhosts == c->caphosts) {
+        uint32_t nc = c->caphosts ? c->caphosts * 2 : 16;
+        void *p = realloc(c->hosts, nc * sizeof *c->hosts);
+        if (!p)
+            return NULL;
+        c->hosts = p;
+        c->caphosts = nc;
+    }
+    if (slots_reserve(L, (int32_t)cores) < 0)
+        return NULL;
+    struct lhost *h = &c->hosts[c->nhosts];
+    memset(h, 0, sizeof *h);
+    snprintf(h->name, sizeof h->name, "%s", name);
+    h->slot0 = L->nslots;
+    struct batch_res cap = core_cap(cores, mem, disk);
+    for (uint64_t k = 0; k < cores; k++)
+        if (core_add(L, c, c->nhosts, name, k, &cap) < 0)
+            return NULL;
+    h->nslots = h->nbase = h->ncores = (int32_t)cores;
+    h->mem_mb = mem;
+    h->disk_mb = disk;
+    c->nhosts++;
+    return h;
+}
+
+int32_t live_host_free_slot(struct live *L, int cl, const char *host, const int32_t *taken,
+                            int32_t ntaken)
+{
+    struct lclu *c = &L->cl[cl];
+    for (uint32_t i = 0; i < c->nhosts; i++) {
+        struct lhost *h = &c->hosts[i];
+        if (strcmp(h->name, host))
+            continue;
+        for (int32_t k = 0; k < h->ncores; k++) {
+            int32_t s = live_host_slot(h, k);
+            bool used = false;
+            for (int32_t t = 0; t < ntaken && !used; t++)
+                used = taken[t] == s;
+            if (used)
+                continue;
+            /* busy with another adopted job? the engine refuses then; try the next */
+            return s;
+        }
+    }
+    return -1;
+}
+
+/* Applies one NODES row or "host" event. */
+static void host_update(struct live *L, struct lclu *c, const msgpack_object *m, bool sync)
+{
+    char name[BATCH_NAME_MAX], sid[80];
+    wire_get_strbuf(m, "node", name, sizeof name);
+    wire_get_strbuf(m, "sid", sid, sizeof sid);
+    if (!name[0] || !wire_get_bool(m, "procs", false))
+        return;
+    bool active = wire_get_bool(m, "active", false);
+    uint64_t cores = wire_get_u64(m, "slots", 0); /* the cores it offers, else all */
+    if (!cores)
+        cores = wire_get_u64(m, "cores", 0);
+    uint64_t mem = wire_get_u64(m, "mem_mb", 0), disk = wire_get_u64(m, "disk_mb", 0);
+    struct lhost *h = host_get(L, c, name, cores, mem, disk);
+    if (!h)
+        return;
+    if (active) /* an inactive session's row is stale: not the host's size now */
+        host_resize(L, c, h, cores, mem, disk);
+    if (sync) { /* during a resync: up if any of its sessions is active */
+        h->seen = true;
+        if (active) {
+            h->seen_up = true;
+            snprintf(h->sid, sizeof h->sid, "%s", sid);
+        }
+        return;
+    }
+    if (active) {
+        snprintf(h->sid, sizeof h->sid, "%s", sid);
+        host_set_up(L, c, h, true);
+    } else if (!strcmp(h->sid, sid)) {
+        host_set_up(L, c, h, false);
+    }
+}
+
+/* ---- elements ---- */
+
+static uint32_t eidx(uint64_t eid)
+{
+    return (uint32_t)(eid & ((1u << LIVE_ELEM_BITS) - 1));
+}
+
+/* Back to pending (a refused start, a job the cluster lost, a JOB_CTL requeue): never
+ * lost. A JOB_CTL requeue (want_requeue, or an ended element) starts a new run: the run
+ * number grows, so its cluster key differs from the old run's (the cluster's PSUBMIT
+ * is idempotent per key) and the old run's events are no longer taken as this one's;
+ * the old run's end, exit and signal are dropped. */
+static void requeue(struct live *L, struct ljob *j, uint32_t e, const char *why)
+{
+    struct lelem *el = &j->el[e];
+    uint64_t eid = live_eid(j->id, e);
+    if (el->in_engine)
+        batch_job_finish(L->eng, eid, live_now(L));
+    el->in_engine = false;
+    if (el->want_requeue || el->state >= EL_DONE) {
+        el->want_requeue = false;
+        el->run++;
+        el->end = 0;
+        el->exit = 0;
+        el->signal = 0;
+    }
+    el->cjob = 0;
+    el->start = el->decided = 0;
+    live_elem_reason(el, why);
+    live_elem_set(L, j, e, EL_PENDING);
+    if (!j->cancelled && !el->want_cancel) {
+        struct batch_job_spec s;
+        live_elem_spec(L, j, e, &s);
+        if (batch_job_submit(L->eng, &s) == 0)
+            el->in_engine = true;
+    } else {
+        live_elem_set(L, j, e, EL_CANCELLED);
+    }
+    live_want_cycle(L);
+}
+
+static int cluster_state(const char *s)
+{
+    if (!strcmp(s, "done"))
+        return EL_DONE;
+    if (!strcmp(s, "failed"))
+        return EL_FAILED;
+    if (!strcmp(s, "killed"))
+        return EL_KILLED;
+    if (!strcmp(s, "cancelled"))
+        return EL_CANCELLED;
+    return EL_RUNNING;
+}
+
+/* A cluster job map or "job" event about element e of j. */
+static void elem_update(struct live *L, struct ljob *j, uint32_t e, const msgpack_object *m)
+{
+    struct lelem *el = &j->el[e];
+    if (el->state != EL_STARTING && el->state != EL_RUNNING)
+        return;
+    char st[16], why[256];
+    wire_get_strbuf(m, "state", st, sizeof st);
+    uint64_t cj = wire_get_u64(m, "job", 0);
+    if (cj && el->cjob != cj) {
+        el->cjob = cj;
+        el->dirty = j->edirty = true;
+        if (el->want_cancel || el->want_requeue)
+            live_clu_cancel(L, j, e);
+    }
+    int s = cluster_state(st);
+    int64_t started = wire_get_i64(m, "started", 0);
+    if (started > 0 && started != el->start) {
+        /* the cluster's start, not the cycle's decision, is when the walltime runs
+         * out: the engine's end estimate and every plan after it follow it */
+        el->start = started;
+        el->dirty = j->edirty = true;
+        if (el->in_engine && s == EL_RUNNING &&
+            batch_job_started_at(L->eng, live_eid(j->id, e), started) == 0)
+            live_want_cycle(L);
+    }
+    if (s == EL_RUNNING) {
+        if (el->state != EL_RUNNING)
+            live_elem_set(L, j, e, EL_RUNNING);
+        return;
+    }
+    if (el->want_requeue) { /* the cancelled run ended: its results are dropped */
+        char rq[300];
+        snprintf(rq, sizeof rq, "requeued (run %u ended on cluster %s)", el->run + 1,
+                 el->cl >= 0 && el->cl < L->ncl ? L->cl[el->cl].name : "?");
+        requeue(L, j, e, rq);
+        return;
+    }
+    wire_get_strbuf(m, "reason", why, sizeof why);
+    el->exit = (int32_t)wire_get_i64(m, "exit", s == EL_DONE ? 0 : -1);
+    el->signal = (uint8_t)wire_get_u64(m, "signal", 0);
+    int64_t fin = wire_get_i64(m, "finished", 0);
+    el->end = fin > 0 ? fin : live_now(L);
+    if (why[0])
+        live_elem_reason(el, why);
+    if (el->in_engine)
+        batch_job_finish(L->eng, live_eid(j->id, e), live_now(L));
+    el->in_engine = false;
+    live_elem_set(L, j, e, s);
+    live_want_cycle(L);
+}
+
+/* The element named by a cluster job key "batch:<inc>:<J>.<e>" (run 0, also every key
+ * stored before requeue existed) or "batch:<inc>:<J>.<e>.<run>", or NULL; NULL too for
+ * a key of another run than the element's current one (a requeued run's late events). */
+static struct lelem *elem_of_key(struct live *L, const msgpack_object *m, struct ljob **jp,
+                                 uint32_t *ep)
+{
+    char key[160], pre[64];
+    wire_get_strbuf(m, "key", key, sizeof key);
+    snprintf(pre, sizeof pre, "batch:%s:", L->inc);
+    size_t pl = strlen(pre);
+    if (strncmp(key, pre, pl))
+        return NULL;
+    unsigned long long J, e, run = 0;
+    char tail;
+    if (sscanf(key + pl, "%llu.%llu.%llu%c", &J, &e, &run, &tail) != 3) {
+        run = 0;
+        if (sscanf(key + pl, "%llu.%llu%c", &J, &e, &tail) != 2)
+            return NULL;
+    }
+    struct ljob *j = live_job_find(L, J);
+    if (!j || e >= j->ntasks || run != j->el[e].run)
+        return NULL;
+    *jp = j;
+    *ep = (uint32_t)e;
+    return &j->el[e];
+}
+
+/* ---- starts and cancels ---- */
+
+/* argv[i] with {i}, {n}, {job} replaced (task arrays); malloc'd. */
+static char *expand(const char *s, const struct ljob *j, uint32_t e)
+{
+    size_t cap = strlen(s) * 4 + 64, n = 0;
+    char *o = malloc(cap);
+    if (!o)
+        return NULL;
+    for (const char *p = s; *p && n + 24 < cap; p++) {
+        if (!j->parallel && !strncmp(p, "{i}", 3)) {
+            n += (size_t)snprintf(o + n, cap - n, "%u", e);
+            p += 2;
+        } else if (!j->parallel && !strncmp(p, "{n}", 3)) {
+            n += (size_t)snprintf(o + n, cap - n, "%u", j->ntasks);
+            p += 2;
+        } else if (!j->parallel && !strncmp(p, "{job}", 5)) {
+            n += (size_t)snprintf(o + n, cap - n, "%llu", (unsigned long long)j->id);
+            p += 4;
+        } else {
+            o[n++] = *p;
+        }
+    }
+    o[n] = '\0';
+    return o;
+}
+
+/* Builds the PSUBMIT starting element e of j into wb (and records the request); -1
+ * when the job's record is not committed yet. */
+static int build_start(struct live *L, struct ljob *j, uint32_t e, struct wire_buf *wb)
+{
+    struct lelem *el = &j->el[e];
+    struct lclu *c = &L->cl[el->cl];
+    uint32_t argc = 0;
+    char **argv = live_job_argv(L, j->id, &argc);
+    if (!argv)
+        return -1;
+    char *hosts = strdup(el->hosts);
+    const char *hv[4096];
+    uint32_t nh = 0;
+    for (char *save = NULL, *t = hosts ? strtok_r(hosts, ",", &save) : NULL; t && nh < 4096;
+         t = strtok_r(NULL, ",", &save))
+        hv[nh++] = t;
+    uint32_t per_host = 1; /* most ranks on one host, for the per-host limits */
+    for (uint32_t a = 0; a < nh; a++) {
+        uint32_t k = 0;
+        for (uint32_t b = 0; b < nh; b++)
+            k += !strcmp(hv[a], hv[b]);
+        if (k > per_host)
+            per_host = k;
+    }
+    uint32_t nf = 9 + (j->mem_mb > 0) + (j->disk_mb > 0) + jobenv_put(NULL, j->env, j->cwd);
+    req_begin(L, c, RK_PSUBMIT, live_eid(j->id, e), WT_PSUBMIT, nf, 0, wb);
+    jobenv_put(wb, j->env, j->cwd); /* --export / --chdir (issue 15) */
+    wire_put_key(wb, "argv");
+    wire_pack_array(wb, argc);
+    for (uint32_t i = 0; i < argc; i++) {
+        char *x = expand(argv[i], j, e);
+        wire_pack_str(wb, x ? x : argv[i]);
+        free(x);
+    }
+    wire_put_u64(wb, "procs", nh);
+    wire_put_key(wb, "hosts");
+    wire_pack_array(wb, nh);
+    for (uint32_t i = 0; i < nh; i++)
+        wire_pack_str(wb, hv[i]);
+    char name[300], key[128];
+    if (j->parallel)
+        snprintf(name, sizeof name, "%s", j->name ? j->name : "");
+    else
+        snprintf(name, sizeof name, "%s[%u]", j->name ? j->name : "", e);
+    wire_put_str(wb, "name", name);
+    wire_put_str(wb, "user", j->user ? j->user : "");
+    wire_put_str(wb, "group", j->group ? j->group : "");
+    wire_put_bool(wb, "shell", j->shell);
+    wire_put_u64(wb, "limit_s", (uint64_t)j->limit_s);
+    if (el->run) /* a requeued run (issue 15): a new key, not the old run's */
+        snprintf(key, sizeof key, "batch:%s:%llu.%u.%u", L->inc, (unsigned long long)j->id, e,
+                 el->run);
+    else
+        snprintf(key, sizeof key, "batch:%s:%llu.%u", L->inc, (unsigned long long)j->id, e);
+    wire_put_str(wb, "key", key);
+    if (j->mem_mb > 0)
+        wire_put_u64(wb, "mem_mb", (uint64_t)j->mem_mb * per_host);
+    if (j->disk_mb > 0)
+        wire_put_u64(wb, "disk_mb", (uint64_t)j->disk_mb * per_host);
+    free(hosts);
+    live_argv_free(argv, argc);
+    return 0;
+}
+
+void live_clu_start(struct live *L, struct ljob *j, uint32_t e)
+{
+    struct lelem *el = &j->el[e];
+    if (el->cl < 0 || el->cl >= L->ncl || !el->hosts)
+        return;
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    if (build_start(L, j, e, &wb) == 0)
+        queue_out(L, el->cl, &wb);
+    else /* stored in this turn: built once the commit made it readable */
+        queue_start_later(L, el->cl, live_eid(j->id, e));
+    wire_buf_free(&wb);
+}
+
+uint32_t live_job_requeue(struct live *L, struct ljob *j)
+{
+    uint32_t n = 0;
+    for (uint32_t e = 0; e < j->ntasks; e++) {
+        struct lelem *el = &j->el[e];
+        if (el->state == EL_PENDING || el->want_requeue)
+            continue; /* not run yet, or already on its way back */
+        n++;
+        if (el->state >= EL_DONE) { /* ended: runs again from scratch */
+            requeue(L, j, e, "requeued");
+            continue;
+        }
+        /* starting or running: cancel this run; back to pending once the cluster
+         * confirms it ended (elem_update), or at once if it forgot it (JOB_GET) */
+        el->want_requeue = true;
+        el->dirty = j->edirty = true;
+        live_elem_reason(el, "requeueing: its run is being cancelled at its cluster");
+        if (el->cjob)
+            live_clu_cancel(L, j, e);
+    }
+    if (n) {
+        j->requeues++;
+        j->dirty = true;
+        live_want_cycle(L);
+    }
+    return n;
+}
+
+void live_clu_cancel(struct live *L, struct ljob *j, uint32_t e)
+{
+    struct lelem *el = &j->el[e];
+    if (el->cl < 0 || el->cl >= L->ncl || !el->cjob)
+        return;
+    send_simple(L, &L->cl[el->cl], RK_CANCEL, live_eid(j->id, e), WT_CANCEL, "job", el->cjob, NULL,
+                0, 0);
+}
+
+/* ---- synchronisation ---- */
+
+static void sync_start(struct live *L, struct lclu *c)
+{
+    c->st = CL_SYNC;
+    c->reconciling = 0;
+    for (uint32_t i = 0; i < c->nhosts; i++)
+        c->hosts[i].seen = c->hosts[i].seen_up = false;
+    send_events(L, c, RK_EVINIT, 0);
+}
+
+/* Adopts and reconciles the elements stored as starting/running on cluster c. */
+static void reconcile(struct live *L, struct lclu *c)
+{
+    for (uint32_t i = 0; i < L->njobs; i++) {
+        struct ljob *j = L->jobs[i];
+        if (!j->nrun)
+            continue;
+        for (uint32_t e = 0; e < j->ntasks; e++) {
+            struct lelem *el = &j->el[e];
+            if (el->cl != c->idx || (el->state != EL_STARTING && el->state != EL_RUNNING))
+                continue;
+            if (!el->in_engine && el->hosts) {
+                int32_t nodes[4096], n = 0;
+                char *hs = strdup(el->hosts);
+                for (char *save = NULL, *t = hs ? strtok_r(hs, ",", &save) : NULL; t && n < 4096;
+                     t = strtok_r(NULL, ",", &save)) {
+                    int32_t s = live_host_free_slot(L, c->idx, t, nodes, n);
+                    if (s >= 0)
+                        nodes[n++] = s;
+                }
+                free(hs);
+                struct batch_job_spec sp;
+                live_elem_spec(L, j, e, &sp);
+                if (n == sp.tasks && batch_job_adopt(L->eng, &sp, nodes, n, el->start) == 0)
+                    el->in_engine = true;
+                else
+                    log_warnx("job %llu.%u: cannot take its hosts %s back into the plan",
+                              (unsigned long long)j->id, e, el->hosts);
+            }
+            if (el->state == EL_RUNNING && el->cjob && el->want_requeue)
+                live_clu_cancel(L, j, e); /* kill -9 after a requeue's OK: cancel again */
+            if (el->state == EL_RUNNING && el->cjob)
+                send_simple(L, c, RK_JOBGET, live_eid(j->id, e), WT_JOB_GET, "job", el->cjob, NULL,
+                            0, 0);
+            else
+                live_clu_start(L, j, e);
+        }
+    }
+}
+
+static void nodes_done(struct live *L, struct lclu *c)
+{
+    for (uint32_t i = 0; i < c->nhosts; i++) {
+        struct lhost *h = &c->hosts[i];
+        host_set_up(L, c, h, h->seen_up);
+    }
+    if (!c->synced)
+        log_info("cluster %s (%s): %u hosts", c->name, c->ep, c->nhosts);
+    c->synced = true;
+    reconcile(L, c);
+    live_want_cycle(L);
+    if (c->events_ok) {
+        c->st = CL_FOLLOW;
+        send_events(L, c, RK_EVENTS, LIVE_EVENTS_WAIT_MS);
+    } else {
+        c->st = CL_FOLLOW;
+        c->poll_at = loop_now_ms() + 1000;
+    }
+}
+
+static void cluster_down(struct live *L, struct lclu *c, const char *why)
+{
+    if (c->st != CL_DOWN)
+        log_warnx("cluster %s (%s) %s; its hosts are down for the scheduler until it answers",
+                  c->name, c->ep, why);
+    for (uint32_t i = 0; i < c->nhosts; i++)
+        host_set_up(L, c, &c->hosts[i], false);
+    c->nreq = 0;
+    c->st = CL_DOWN;
+    c->retry_at = loop_now_ms() + 1000;
+    /* a new socket: nothing stale queued for a restarted cluster */
+    curve_watch_destroy(&c->watch);
+    if (c->sock) {
+        loop_remove_socket(L->loop, c->sock);
+        zmq_close(c->sock);
+        c->sock = NULL;
+    }
+}
+
+static void on_readable(struct loop *l, void *arg);
+
+static int sock_open(struct live *L, struct lclu *c)
+{
+    int zero = 0;
+    int64_t maxmsg = WIRE_MAX_FRAME;
+    c->sock = zmq_socket(daemon_zctx(L->daemon), ZMQ_DEALER);
+    if (!c->sock)
+        return -1;
+    zmq_setsockopt(c->sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    netopts_liveness(c->sock, NETOPTS_PEER_TIMEOUT_MS); /* a cluster across a WAN link */
+    netopts_connecting(c->sock);
+    char err[800];
+    if (curve_client_apply(c->sock, &L->cfg.live.sec, c->ep, err, sizeof err) < 0)
+        log_warnx("cluster %s: %s", c->ep, err);
+    else if (zmq_connect(c->sock, c->ep) == 0 &&
+             loop_add_socket(L->loop, c->sock, on_readable, c) == 0) {
+        if (curve_client_secure(&L->cfg.live.sec))
+            c->watch = curve_watch_new(daemon_zctx(L->daemon), L->loop, c->sock, c->ep);
+        return 0;
+    }
+    zmq_close(c->sock);
+    c->sock = NULL;
+    return -1;
+}
+
+/* ---- replies ---- */
+
+static void on_events(struct live *L, struct lclu *c, const struct wire_msg *m, bool init)
+{
+    const msgpack_object *r = m->root;
+    char epoch[80];
+    wire_get_strbuf(r, "epoch", epoch, sizeof epoch);
+    bool reset = wire_get_bool(r, "reset", false) || strcmp(epoch, c->epoch);
+    snprintf(c->epoch, sizeof c->epoch, "%s", epoch);
+    c->next = wire_get_u64(r, "next", 0);
+    if (init || (reset && c->st == CL_FOLLOW)) {
+        if (!init)
+            log_info("cluster %s: event feed reset (restarted?): resynchronising", c->name);
+        c->events_ok = true;
+        c->st = CL_SYNC;
+        for (uint32_t i = 0; i < c->nhosts; i++)
+            c->hosts[i].seen = c->hosts[i].seen_up = false;
+        send_simple(L, c, RK_NODES, 0, WT_NODE_LIST, "from", 0, "count", 1000, 0);
+        return;
+    }
+    const msgpack_object *ev = wire_get(r, "events");
+    for (uint32_t i = 0; ev && ev->type == MSGPACK_OBJECT_ARRAY && i < ev->via.array.size; i++) {
+        const msgpack_object *x = &ev->via.array.ptr[i];
+        if (x->type != MSGPACK_OBJECT_MAP)
+            continue;
+        char kind[8];
+        wire_get_strbuf(x, "kind", kind, sizeof kind);
+        if (!strcmp(kind, "host")) {
+            host_update(L, c, x, false);
+        } else if (!strcmp(kind, "job")) {
+            struct ljob *j;
+            uint32_t e;
+            if (elem_of_key(L, x, &j, &e))
+                elem_update(L, j, e, x);
+        }
+    }
+    send_events(L, c, RK_EVENTS, LIVE_EVENTS_WAIT_MS);
+}
+
+static void on_reply(struct live *L, struct lclu *c, const struct lreq *q, const struct wire_msg *m)
+{
+    bool err = m->type == WT_ERROR;
+    uint64_t code = err ? wire_get_u64(m->root, "code", 0) : 0;
+    char msg[512] = "";
+    if (err)
+        wire_get_strbuf(m->root, "msg", msg, sizeof msg);
+    struct ljob *j = NULL;
+    struct lelem *el = NULL;
+    if (q->kind >= RK_PSUBMIT)
+        el = live_elem_find(L, q->arg, &j);
+    switch (q->kind) {
+    case RK_EVINIT:
+    case RK_EVENTS:
+        if (err && (code == WE_TYPE || code == WE_FIELD) && q->kind == RK_EVINIT) {
+            log_info("cluster %s has no EVENTS feed: polling it every second", c->name);
+            c->events_ok = false;
+            send_simple(L, c, RK_NODES, 0, WT_NODE_LIST, "from", 0, "count", 1000, 0);
+        } else if (err) {
+            sync_start(L, c);
+        } else if (m->type == WT_EVENT_LIST) {
+            on_events(L, c, m, q->kind == RK_EVINIT);
+        }
+        break;
+    case RK_NODES: {
+        if (err) {
+            cluster_down(L, c, msg);
+            break;
+        }
+        const msgpack_object *ns = wire_get(m->root, "nodes");
+        for (uint32_t i = 0; ns && i < ns->via.array.size; i++)
+            host_update(L, c, &ns->via.array.ptr[i], true);
+        if (wire_get(m->root, "next"))
+            send_simple(L, c, RK_NODES, 0, WT_NODE_LIST, "from", wire_get_u64(m->root, "next", 0),
+                        "count", 1000, 0);
+        else
+            nodes_done(L, c);
+        break;
+    }
+    case RK_PSUBMIT:
+        if (!el || (el->state != EL_STARTING && el->state != EL_RUNNING))
+            break;
+        if (!err) {
+            el->cjob = wire_get_u64(m->root, "job", 0);
+            el->dirty = j->edirty = true;
+            char st[16];
+            wire_get_strbuf(m->root, "state", st, sizeof st);
+            if (el->want_cancel || el->want_requeue)
+                live_clu_cancel(L, j, eidx(q->arg));
+            if (cluster_state(st) != EL_RUNNING) /* a repeat of an ended job */
+                send_simple(L, c, RK_JOBGET, q->arg, WT_JOB_GET, "job", el->cjob, NULL, 0, 0);
+            else if (el->state == EL_STARTING)
+                live_elem_set(L, j, eidx(q->arg), EL_RUNNING);
+        } else if (code == WE_REFUSED || code == WE_STORAGE || code == WE_STATE) {
+            char why[600];
+            snprintf(why, sizeof why, "start refused by cluster %s: %s", c->name, msg);
+            log_info("job %llu.%u: %s", (unsigned long long)j->id, eidx(q->arg), why);
+            L->refusals++;
+            hosts_block(L, c, el->hosts);
+            requeue(L, j, eidx(q->arg), why);
+        } else {
+            char why[600];
+            snprintf(why, sizeof why, "cluster %s rejects the job: %s", c->name, msg);
+            if (el->in_engine)
+                batch_job_finish(L->eng, q->arg, live_now(L));
+            el->in_engine = false;
+            live_elem_reason(el, why);
+            el->exit = -1;
+            live_elem_set(L, j, eidx(q->arg), EL_FAILED);
+            live_want_cycle(L);
+        }
+        break;
+    case RK_JOBGET:
+        if (!el || (el->state != EL_STARTING && el->state != EL_RUNNING))
+            break;
+        if (err && code == WE_NOT_FOUND) {
+            char why[300];
+            snprintf(why, sizeof why, "cluster %s no longer knows its job %llu: requeued", c->name,
+                     (unsigned long long)el->cjob);
+            requeue(L, j, eidx(q->arg), why);
+        } else if (!err) {
+            const msgpack_object *cj = wire_get(m->root, "job");
+            uint64_t id = wire_get_u64(cj, "job", 0);
+            if (!id || id == el->cjob) /* not a late answer about an older run */
+                elem_update(L, j, eidx(q->arg), cj);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+static void on_readable(struct loop *l, void *arg)
+{
+    (void)l;
+    struct lclu *c = arg;
+    struct live *L = G;
+    for (int n = 0; n < 1024 && c->sock; n++) {
+        zmq_msg_t f;
+        zmq_msg_init(&f);
+        if (zmq_msg_recv(&f, c->sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&f);
+            break;
+        }
+        struct wire_msg m;
+        struct wire_error we;
+        if (wire_decode(zmq_msg_data(&f), zmq_msg_size(&f), false, &m, &we) < 0) {
+            log_warnx("cluster %s: bad reply ignored: %s", c->name, we.text);
+            zmq_msg_close(&f);
+            continue;
+        }
+        struct lreq q = {0};
+        bool found = false;
+        for (uint32_t i = 0; i < c->nreq; i++)
+            if (c->req[i].rid == m.id) {
+                q = c->req[i];
+                c->req[i] = c->req[--c->nreq];
+                found = true;
+                break;
+            }
+        if (found)
+            on_reply(L, c, &q, &m);
+        wire_msg_free(&m);
+        zmq_msg_close(&f);
+    }
+}
+
+/* ---- the list, ticks ---- */
+
+void live_clu_tick(struct live *L)
+{
+    int64_t now = loop_now_ms();
+    for (int i = 0; i < L->ncl; i++) {
+        struct lclu *c = &L->cl[i];
+        hosts_unblock(L, c, now);
+        if (c->st == CL_DOWN) {
+            if (now >= c->retry_at && (c->sock || sock_open(L, c) == 0))
+                sync_start(L, c);
+            continue;
+        }
+        for (uint32_t k = 0; k < c->nreq; k++)
+            if (now > c->req[k].deadline) {
+                cluster_down(L, c, "does not answer");
+                break;
+            }
+        if (c->st == CL_FOLLOW && !c->events_ok && now >= c->poll_at && c->nreq == 0) {
+            c->poll_at = now + 1000; /* the fallback without EVENTS */
+            c->st = CL_SYNC;
+            for (uint32_t h = 0; h < c->nhosts; h++)
+                c->hosts[h].seen = c->hosts[h].seen_up = false;
+            send_simple(L, c, RK_NODES, 0, WT_NODE_LIST, "from", 0, "count", 1000, 0);
+        }
+    }
+}
+
+int live_clusters_open(struct live *L, char *err, size_t errlen)
+{
+    G = L;
+    char list[BATCH_LIVE_STR];
+    snprintf(list, sizeof list, "%s", L->cfg.live.clusters);
+    L->ncl = 0;
+    for (char *save = NULL, *t = strtok_r(list, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+        if (L->ncl == LIVE_MAX_CLUSTERS) {
+            snprintf(err, errlen, "batch.clusters names more than %d clusters", LIVE_MAX_CLUSTERS);
+            return -1;
+        }
+        struct lclu *c = &L->cl[L->ncl];
+        memset(c, 0, sizeof *c);
+        c->idx = L->ncl;
+        char *eq = strchr(t, '=');
+        const char *ep = eq ? eq + 1 : t;
+        if (eq)
+            *eq = '\0';
+        if (strncmp(ep, "tcp://", 6) && strncmp(ep, "ipc://", 6) && strncmp(ep, "inproc://", 9)) {
+            snprintf(err, errlen, "batch.clusters: '%s' is not an endpoint (tcp://HOST:PORT)", ep);
+            return -1;
+        }
+        snprintf(c->ep, sizeof c->ep, "%s", ep);
+        if (eq) {
+            snprintf(c->name, sizeof c->name, "%s", t);
+        } else { /* named after its endpoint: tcp://127.0.0.1:7300 -> 127.0.0.1_7300 */
+            const char *p = strstr(ep, "://");
+            snprintf(c->name, sizeof c->name, "%s", p ? p + 3 : ep);
+            for (char *q = c->name; *q; q++)
+                if (*q == ':' || *q == '/' || *q == ',')
+                    *q = '_';
+        }
+        for (int k = 0; k < L->ncl; k++)
+            if (!strcmp(L->cl[k].name, c->name)) {
+                snprintf(err, errlen, "batch.clusters names cluster '%s' twice", c->name);
+                return -1;
+            }
+        c->st = CL_DOWN;
+        L->ncl++;
+    }
+    if (!L->ncl) {
+        snprintf(err, errlen, "batch.clusters is empty");
+        return -1;
+    }
+    L->default_cl = 0;
+    if (!L->daemon)
+        return 0; /* only checking the list */
+    for (int i = 0; i < L->ncl; i++) {
+        if (sock_open(L, &L->cl[i]) < 0) {
+            snprintf(err, errlen, "cannot connect to cluster %s", L->cl[i].ep);
+            return -1;
+        }
+        sync_start(L, &L->cl[i]);
+    }
+    return 0;
+}
+
+void live_clusters_close(struct live *L)
+{
+    for (int i = 0; i < L->ncl; i++) {
+        struct lclu *c = &L->cl[i];
+        curve_watch_destroy(&c->watch);
+        if (c->sock) {
+            if (L->loop)
+                loop_remove_socket(L->loop, c->sock);
+            zmq_close(c->sock);
+        }
+        for (uint32_t h = 0; h < c->nhosts; h++)
+            free(c->hosts[h].xslot);
+        free(c->hosts);
+        free(c->req);
+        memset(c, 0, sizeof *c);
+    }
+    L->ncl = 0;
+    L->nslots = 0;
+}

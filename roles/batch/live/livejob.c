@@ -1,0 +1,569 @@
+/*
+ * livejob.c - the live batch role's jobs: in memory (struct ljob, one element per
+ * array task or one for a parallel job) and in the store. A job is ONE record in
+ * "jobs" (its spec, argv included: argv is never kept in memory) plus one small
+ * record per element in "elems", written only once the element leaves "pending", so
+ * a task array of N elements costs one record and N small in-memory elements.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/log.h"
+#include "roles/batch/live/live.h"
+#include "wire/jobenv.h"
+#include "store/store.h"
+
+uint64_t live_eid(uint64_t job, uint32_t e)
+{
+    return (job << LIVE_ELEM_BITS) | e;
+}
+
+struct ljob *live_job_find(struct live *L, uint64_t id)
+{
+    uint32_t lo = 0, hi = L->njobs;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (L->jobs[mid]->id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < L->njobs && L->jobs[lo]->id == id ? L->jobs[lo] : NULL;
+}
+
+struct lelem *live_elem_find(struct live *L, uint64_t eid, struct ljob **jp)
+{
+    struct ljob *j = live_job_find(L, eid >> LIVE_ELEM_BITS);
+    uint32_t e = (uint32_t)(eid & ((1u << LIVE_ELEM_BITS) - 1));
+    if (!j || e >= j->ntasks)
+        return NULL;
+    if (jp)
+        *jp = j;
+    return &j->el[e];
+}
+
+int live_job_add(struct live *L, struct ljob *j)
+{
+    if (L->njobs == L->capjobs) {
+        uint32_t nc = L->capjobs ? L->capjobs * 2 : 64;
+        void *p = realloc(L->jobs, nc * sizeof *L->jobs);
+        if (!p)
+            return -1;
+        L->jobs = p;
+        L->capjobs = nc;
+    }
+    uint32_t i = L->njobs;
+    while (i > 0 && L->jobs[i - 1]->id > j->id) /* loading is in id order: rarely moves */
+        i--;
+    memmove(L->jobs + i + 1, L->jobs + i, (L->njobs - i) * sizeof *L->jobs);
+    L->jobs[i] = j;
+    L->njobs++;
+    return 0;
+}
+
+void live_job_free(struct ljob *j)
+{
+    if (!j)
+        return;
+    for (uint32_t e = 0; j->el && e < j->ntasks; e++) {
+        free(j->el[e].reason);
+        free(j->el[e].hosts);
+    }
+    free(j->el);
+    free(j->name);
+    free(j->user);
+    free(j->group);
+    free(j->account);
+    free(j->class_);
+    free(j->qos);
+    free(j->key);
+    free(j->resv);
+    jobenv_free(j->env);
+    free(j->cwd);
+    free(j);
+}
+
+void live_jobs_free(struct live *L)
+{
+    for (uint32_t i = 0; i < L->njobs; i++)
+        live_job_free(L->jobs[i]);
+    free(L->jobs);
+    L->jobs = NULL;
+    L->njobs = L->capjobs = 0;
+}
+
+const char *live_elem_state_name(int st)
+{
+    static const char *const n[] = {"pending", "starting", "running",  "done",
+                                    "failed",  "killed",   "cancelled"};
+    return st >= 0 && st <= EL_CANCELLED ? n[st] : "?";
+}
+
+static bool ended(int st)
+{
+    return st >= EL_DONE;
+}
+
+void live_elem_set(struct live *L, struct ljob *j, uint32_t e, int st)
+{
+    struct lelem *el = &j->el[e];
+    int old = el->state;
+    if (old == st)
+        return;
+    if ((old == EL_STARTING || old == EL_RUNNING) && !(st == EL_STARTING || st == EL_RUNNING))
+        j->nrun--;
+    if (!(old == EL_STARTING || old == EL_RUNNING) && (st == EL_STARTING || st == EL_RUNNING)) {
+        j->nrun++;
+        if (old == EL_PENDING)
+            j->nstarted++;
+    }
+    /* back in the queue (a refused start, a requeue): not issued any more */
+    if (st == EL_PENDING && old != EL_PENDING && j->nstarted)
+        j->nstarted--;
+    if (ended(old) && !ended(st)) { /* JOB_CTL requeue of an ended element */
+        j->nended--;
+        j->nfailed -= old != EL_DONE;
+        if (j->finished) {
+            j->finished = 0;
+            j->dirty = true;
+        }
+    }
+    if (!ended(old) && ended(st)) {
+        j->nended++;
+        j->nfailed += st != EL_DONE;
+        L->n_ended++; /* statistics (livestats.c) */
+        L->n_failed += st != EL_DONE;
+        if (!el->end)
+            el->end = live_now(L);
+        if (j->nended == j->ntasks) {
+            j->finished = live_now(L);
+            j->dirty = true;
+        }
+    }
+    el->state = (uint8_t)st;
+    el->dirty = true;
+    j->edirty = true;
+    if (j->resv && j->resv[0] && old < EL_RUNNING && st >= EL_RUNNING)
+        live_want_cycle(L); /* a site reservation that served it goes (livecmd_apply) */
+}
+
+void live_elem_reason(struct lelem *el, const char *why)
+{
+    free(el->reason);
+    el->reason = why && *why ? strdup(why) : NULL;
+    el->dirty = true;
+}
+
+void live_elem_spec(const struct live *L, const struct ljob *j, uint32_t e,
+                    struct batch_job_spec *s)
+{
+    memset(s, 0, sizeof *s);
+    s->id = live_eid(j->id, e);
+    snprintf(s->user, sizeof s->user, "%s", j->user ? j->user : "");
+    snprintf(s->group, sizeof s->group, "%s", j->group ? j->group : "");
+    snprintf(s->account, sizeof s->account, "%s", j->account ? j->account : "");
+    snprintf(s->qos, sizeof s->qos, "%s", j->qos ? j->qos : "");
+    /* the partition: the job's class, else the default cluster's (Slurm's default
+     * partition) */
+    const char *cls = j->class_ && *j->class_ ? j->class_
+                      : L->default_cl >= 0    ? L->cl[L->default_cl].name
+                                              : "";
+    snprintf(s->class_, sizeof s->class_, "%s", cls);
+    s->tasks = (int32_t)(j->parallel ? j->procs : 1);
+    s->per_task.procs = 1;
+    s->per_task.mem = j->mem_mb;
+    s->per_task.disk = j->disk_mb;
+    s->walltime = j->limit_s * 1000;
+    s->submit = j->submitted;
+    s->hold = j->hold;
+    s->early_start = j->early;
+}
+
+void live_job_feed(struct live *L, struct ljob *j)
+{
+    if (j->cancelled)
+        return;
+    uint32_t inside = 0;
+    for (uint32_t e = 0; e < j->nfed; e++) /* bounded by the window in practice */
+        inside += j->el[e].state == EL_PENDING && j->el[e].in_engine;
+    while (j->nfed < j->ntasks && inside < LIVE_FEED_WINDOW) {
+        uint32_t e = j->nfed;
+        if (j->el[e].state == EL_PENDING && !j->el[e].in_engine) {
+            struct batch_job_spec s;
+            live_elem_spec(L, j, e, &s);
+            if (batch_job_submit(L->eng, &s) < 0) {
+                j->edirty = true;
+                live_elem_reason(&j->el[e], errno == EINVAL ? "invalid request for the "
+                                                              "scheduler"
+                                                            : "scheduler out of memory");
+                if (errno != EINVAL)
+                    break;
+                live_elem_set(L, j, e, EL_FAILED);
+            } else {
+                j->el[e].in_engine = true;
+                inside++;
+            }
+        }
+        j->nfed++;
+    }
+}
+
+/* ---- records ---- */
+
+static void put_opt(struct wire_buf *wb, const char *k, const char *v)
+{
+    wire_put_str(wb, k, v ? v : "");
+}
+
+void live_job_encode(const struct ljob *j, const char *const *argv, uint32_t argc,
+                     struct wire_buf *wb)
+{
+    wire_pack_map(wb, 26 + jobenv_put(NULL, j->env, j->cwd));
+    jobenv_put(wb, j->env, j->cwd);
+    wire_put_u64(wb, "id", j->id);
+    wire_put_bool(wb, "parallel", j->parallel);
+    wire_put_u64(wb, "ntasks", j->ntasks);
+    wire_put_u64(wb, "procs", j->procs);
+    wire_put_u64(wb, "ppn", j->ppn);
+    wire_put_i64(wb, "mem_mb", j->mem_mb);
+    wire_put_i64(wb, "disk_mb", j->disk_mb);
+    wire_put_i64(wb, "limit_s", j->limit_s);
+    wire_put_i64(wb, "submitted", j->submitted);
+    wire_put_i64(wb, "finished", j->finished);
+    put_opt(wb, "name", j->name);
+    put_opt(wb, "user", j->user);
+    put_opt(wb, "group", j->group);
+    put_opt(wb, "account", j->account);
+    put_opt(wb, "class", j->class_);
+    put_opt(wb, "qos", j->qos);
+    put_opt(wb, "key", j->key);
+    put_opt(wb, "resv", j->resv);
+    wire_put_bool(wb, "shell", j->shell);
+    wire_put_bool(wb, "hold", j->hold);
+    wire_put_bool(wb, "early", j->early);
+    wire_put_u64(wb, "queue", j->queue);
+    wire_put_bool(wb, "cancelled", j->cancelled);
+    wire_put_u64(wb, "requeues", j->requeues);
+    wire_put_key(wb, "argv");
+    wire_pack_array(wb, argv ? argc : 0);
+    for (uint32_t i = 0; argv && i < argc; i++)
+        wire_pack_str(wb, argv[i]);
+    wire_put_u64(wb, "v", 1);
+}
+
+/* Unpacks one stored map; 0 with up holding it, or -1. */
+static int unpack(const void *p, size_t n, msgpack_unpacked *up)
+{
+    size_t off = 0;
+    msgpack_unpacked_init(up);
+    if (wire_precheck(p, n) < 0 || msgpack_unpack_next(up, p, n, &off) != MSGPACK_UNPACK_SUCCESS ||
+        up->data.type != MSGPACK_OBJECT_MAP) {
+        msgpack_unpacked_destroy(up);
+        return -1;
+    }
+    return 0;
+}
+
+static char *dup_opt(const msgpack_object *m, const char *k)
+{
+    size_t l;
+    const msgpack_object *o = wire_get(m, k);
+    if (!o || o->type != MSGPACK_OBJECT_STR)
+        return NULL;
+    wire_get_str(m, k, &l);
+    return l ? wire_get_strdup(m, k) : NULL;
+}
+
+static uint64_t u64_of(const msgpack_object *m, const char *k)
+{
+    const msgpack_object *o = wire_get(m, k);
+    return o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? o->via.u64 : 0;
+}
+
+static int64_t i64_of(const msgpack_object *m, const char *k)
+{
+    const msgpack_object *o = wire_get(m, k);
+    if (!o)
+        return 0;
+    if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+        return o->via.u64 > INT64_MAX ? INT64_MAX : (int64_t)o->via.u64;
+    return o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? o->via.i64 : 0;
+}
+
+static bool bool_of(const msgpack_object *m, const char *k)
+{
+    const msgpack_object *o = wire_get(m, k);
+    return o && o->type == MSGPACK_OBJECT_BOOLEAN && o->via.boolean;
+}
+
+struct ljob *live_job_decode(const void *p, size_t n)
+{
+    msgpack_unpacked up;
+    if (unpack(p, n, &up) < 0)
+        return NULL;
+    const msgpack_object *m = &up.data;
+    struct ljob *j = calloc(1, sizeof *j);
+    if (!j)
+        goto bad;
+    j->id = u64_of(m, "id");
+    j->parallel = bool_of(m, "parallel");
+    j->ntasks = (uint32_t)u64_of(m, "ntasks");
+    j->procs = (uint32_t)u64_of(m, "procs");
+    j->ppn = (uint32_t)u64_of(m, "ppn");
+    j->mem_mb = i64_of(m, "mem_mb");
+    j->disk_mb = i64_of(m, "disk_mb");
+    j->limit_s = i64_of(m, "limit_s");
+    j->submitted = i64_of(m, "submitted");
+    j->finished = i64_of(m, "finished");
+    j->name = dup_opt(m, "name");
+    j->user = dup_opt(m, "user");
+    j->group = dup_opt(m, "group");
+    j->account = dup_opt(m, "account");
+    j->class_ = dup_opt(m, "class");
+    j->qos = dup_opt(m, "qos");
+    j->key = dup_opt(m, "key");
+    j->resv = dup_opt(m, "resv");
+    j->shell = bool_of(m, "shell");
+    j->hold = bool_of(m, "hold");
+    j->early = bool_of(m, "early");
+    j->queue = (uint8_t)u64_of(m, "queue");
+    j->cancelled = bool_of(m, "cancelled");
+    j->requeues = (uint32_t)u64_of(m, "requeues"); /* 0 in records older than the field */
+    uint32_t nenv;
+    int eoom;
+    j->env = jobenv_dup(m, &nenv, &eoom);
+    j->cwd = wire_get_strdup(m, "chdir");
+    if (eoom || (wire_get(m, "chdir") && !j->cwd) || !j->id || !j->ntasks ||
+        j->ntasks > LIVE_MAX_TASKS || !j->procs || j->limit_s < 1 ||
+        (j->parallel && j->ntasks != 1) || !(j->el = calloc(j->ntasks, sizeof *j->el))) {
+        live_job_free(j);
+        j = NULL;
+        goto bad;
+    }
+    for (uint32_t e = 0; e < j->ntasks; e++)
+        j->el[e].cl = -1;
+bad:
+    msgpack_unpacked_destroy(&up);
+    return j;
+}
+
+void live_elem_encode(const struct lelem *el, struct wire_buf *wb)
+{
+    wire_pack_map(wb, 13);
+    wire_put_str(wb, "state", live_elem_state_name(el->state));
+    wire_put_i64(wb, "cl", el->cl);
+    wire_put_u64(wb, "cjob", el->cjob);
+    wire_put_i64(wb, "start", el->start);
+    wire_put_i64(wb, "decided", el->decided);
+    wire_put_i64(wb, "end", el->end);
+    wire_put_i64(wb, "exit", el->exit);
+    wire_put_u64(wb, "signal", el->signal);
+    wire_put_str(wb, "reason", el->reason ? el->reason : "");
+    wire_put_str(wb, "hosts", el->hosts ? el->hosts : "");
+    wire_put_bool(wb, "want_cancel", el->want_cancel);
+    wire_put_bool(wb, "want_requeue", el->want_requeue);
+    wire_put_u64(wb, "run", el->run);
+}
+
+int live_elem_decode(const void *p, size_t n, struct lelem *el)
+{
+    msgpack_unpacked up;
+    if (unpack(p, n, &up) < 0)
+        return -1;
+    const msgpack_object *m = &up.data;
+    char st[16];
+    wire_get_strbuf(m, "state", st, sizeof st);
+    int s = -1;
+    for (int i = EL_PENDING; i <= EL_CANCELLED; i++)
+        if (!strcmp(st, live_elem_state_name(i)))
+            s = i;
+    int64_t cl = i64_of(m, "cl");
+    if (s < 0 || cl < -1 || cl >= LIVE_MAX_CLUSTERS) {
+        msgpack_unpacked_destroy(&up);
+        return -1;
+    }
+    memset(el, 0, sizeof *el);
+    el->state = (uint8_t)s;
+    el->cl = (int8_t)cl;
+    el->cjob = u64_of(m, "cjob");
+    el->start = i64_of(m, "start");
+    el->decided = i64_of(m, "decided"); /* 0 in records older than the field */
+    el->end = i64_of(m, "end");
+    el->exit = (int32_t)i64_of(m, "exit");
+    el->signal = (uint8_t)u64_of(m, "signal");
+    el->reason = dup_opt(m, "reason");
+    el->hosts = dup_opt(m, "hosts");
+    el->want_cancel = bool_of(m, "want_cancel");
+    el->want_requeue = bool_of(m, "want_requeue"); /* both absent in older records */
+    el->run = (uint32_t)u64_of(m, "run");
+    msgpack_unpacked_destroy(&up);
+    return 0;
+}
+
+char **live_job_argv(struct live *L, uint64_t id, uint32_t *argc)
+{
+    uint8_t k[8];
+    void *v;
+    size_t vl;
+    store_key_u64(k, id);
+    if (store_get(L->store, L->t_jobs, k, 8, &v, &vl) != 0)
+        return NULL;
+    msgpack_unpacked up;
+    char **out = NULL;
+    if (unpack(v, vl, &up) == 0) {
+        const msgpack_object *a = wire_get(&up.data, "argv");
+        if (a && a->type == MSGPACK_OBJECT_ARRAY &&
+            (out = calloc(a->via.array.size + 1, sizeof *out))) {
+            uint32_t i = 0;
+            for (; i < a->via.array.size; i++) {
+                const msgpack_object *s = &a->via.array.ptr[i];
+                if (s->type != MSGPACK_OBJECT_STR ||
+                    !(out[i] = strndup(s->via.str.ptr, s->via.str.size)))
+                    break;
+            }
+            if (i < a->via.array.size) {
+                live_argv_free(out, i);
+                out = NULL;
+            } else {
+                *argc = i;
+            }
+        }
+        msgpack_unpacked_destroy(&up);
+    }
+    free(v);
+    return out;
+}
+
+void live_argv_free(char **v, uint32_t n)
+{
+    for (uint32_t i = 0; v && i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* ---- saving and loading ---- */
+
+/* Rewrites a job record keeping its stored argv. */
+static int save_job(struct live *L, struct ljob *j)
+{
+    uint32_t argc = 0;
+    char **argv = live_job_argv(L, j->id, &argc);
+    if (!argv) /* a new job: its record (with argv) was buffered at submission */
+        return 0;
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    live_job_encode(j, (const char *const *)argv, argc, &wb);
+    uint8_t k[8];
+    store_key_u64(k, j->id);
+    int rc = store_put(L->store, L->t_jobs, k, 8, wb.sb.data, wb.sb.size);
+    wire_buf_free(&wb);
+    live_argv_free(argv, argc);
+    return rc;
+}
+
+int live_save_dirty(struct live *L)
+{
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    int rc = 0;
+    for (uint32_t i = 0; i < L->njobs && rc == 0; i++) {
+        struct ljob *j = L->jobs[i];
+        if (j->dirty) {
+            if (save_job(L, j) < 0)
+                rc = -1;
+            j->dirty = false;
+        }
+        if (!j->edirty)
+            continue;
+        j->edirty = false;
+        for (uint32_t e = 0; e < j->ntasks && rc == 0; e++) {
+            struct lelem *el = &j->el[e];
+            if (!el->dirty)
+                continue;
+            uint8_t k[12];
+            store_key_u64_u32(k, j->id, e);
+            wire_buf_reset(&wb);
+            live_elem_encode(el, &wb);
+            rc = store_put(L->store, L->t_elems, k, 12, wb.sb.data, wb.sb.size);
+            el->dirty = false;
+        }
+    }
+    wire_buf_free(&wb);
+    return rc;
+}
+
+static int load_job(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    struct live *L = arg;
+    struct ljob *j = klen == 8 ? live_job_decode(val, vlen) : NULL;
+    if (!j || j->id != store_key_get_u64(key)) {
+        log_warnx("skipping an unreadable job record (gridnode dump shows it)");
+        live_job_free(j);
+        return 0;
+    }
+    if (live_job_add(L, j) < 0) {
+        live_job_free(j);
+        return -1;
+    }
+    if (j->id >= L->next_id)
+        L->next_id = j->id + 1;
+    return 0;
+}
+
+static int load_elem(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    struct live *L = arg;
+    struct lelem el;
+    struct ljob *j = klen == 12 ? live_job_find(L, store_key_get_u64(key)) : NULL;
+    uint32_t e = klen == 12 ? store_key_get_u32((const uint8_t *)key + 8) : 0;
+    if (!j || e >= j->ntasks || live_elem_decode(val, vlen, &el) < 0) {
+        log_warnx("skipping an unreadable element record");
+        return 0;
+    }
+    struct lelem *d = &j->el[e];
+    free(d->reason);
+    free(d->hosts);
+    *d = el;
+    if (el.state == EL_STARTING || el.state == EL_RUNNING) {
+        j->nrun++;
+        j->nstarted++;
+    } else if (el.state != EL_PENDING) {
+        j->nstarted++;
+        j->nended++;
+        j->nfailed += el.state != EL_DONE;
+    }
+    return 0;
+}
+
+int live_load(struct live *L)
+{
+    if (store_iter(L->store, L->t_jobs, NULL, 0, load_job, L) < 0 ||
+        store_iter(L->store, L->t_elems, NULL, 0, load_elem, L) < 0)
+        return -1;
+    /* a cancelled job's pending elements, ended elements: nothing for the engine */
+    for (uint32_t i = 0; i < L->njobs; i++) {
+        struct ljob *j = L->jobs[i];
+        for (uint32_t e = 0; j->cancelled && e < j->ntasks; e++)
+            if (j->el[e].state == EL_PENDING) {
+                j->el[e].state = EL_CANCELLED;
+                j->nended++;
+                j->nfailed++;
+            }
+    }
+    /* Fairshare history is the stored history: every ended element that ran charges
+     * its processor-time again, so usage (and the order it gives) survives restarts
+     * and kill -9 without a record of its own. */
+    for (uint32_t i = 0; L->eng && i < L->njobs; i++) {
+        struct ljob *j = L->jobs[i];
+        for (uint32_t e = 0; e < j->ntasks; e++) {
+            const struct lelem *el = &j->el[e];
+            if (el->state >= EL_DONE && el->start > 0 && el->end > el->start &&
+                batch_fairshare_charge(L->eng, j->user, j->group, j->account,
+                                       (int32_t)(j->parallel ? j->procs : 1), el->start,
+                                       el->end) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,618 @@
+/*
+ * livereq.c - the batch role's requests: the user vocabulary of the cluster manager
+ * (SUBMIT, PSUBMIT, JOB_LIST, JOB_GET, CANCEL; docs/wire.md 6.11) answered in the
+ * shapes the tools (gridnode submit/jobs/job/cancel -e BATCH_EP) already read. Adding
+ * a command is a handler and a line in the table at the end.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/log.h"
+#include "lib/text.h"
+#include "roles/batch/live/live.h"
+#include "wire/jobenv.h"
+#include "store/store.h"
+#include "wire/joblist.h"
+
+struct req {
+    struct live *L;
+    const struct wire_msg *m;
+    const char *peer;
+    struct wire_buf *reply;
+};
+
+__attribute__((format(printf, 3, 4))) static void fail(struct req *r, int code, const char *fmt,
+                                                       ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    text_fix(buf);
+    wire_buf_reset(r->reply);
+    wire_error_msg(r->reply, r->m->id, code, "%s", buf);
+}
+
+/* Checks argv (non-empty, argv[0] non-empty, no NUL bytes); NULL or the problem. */
+static const char *argv_problem(const msgpack_object *a)
+{
+    if (!a || a->via.array.size == 0)
+        return "argv is empty: give the program to run";
+    for (uint32_t i = 0; i < a->via.array.size; i++) {
+        const msgpack_object *s = &a->via.array.ptr[i];
+        if (memchr(s->via.str.ptr, '\0', s->via.str.size))
+            return "an argv element contains a NUL byte";
+        if (s->via.str.size > 16384)
+            return "an argv element is longer than 16 KiB";
+    }
+    if (a->via.array.ptr[0].via.str.size == 0)
+        return "argv[0] is empty: give the program to run";
+    return NULL;
+}
+
+static char *dup_field(const msgpack_object *m, const char *k)
+{
+    size_t l;
+    const char *s = wire_get_str(m, k, &l);
+    return s && l ? strndup(s, l) : NULL;
+}
+
+/*
+ * The class walltimes ([class NAME] defaultwalltime / maxwalltime, Maui's
+ * DEFAULT.WCLIMIT / MAX.WCLIMIT): a job without limit_s gets its class's default
+ * (else LIVE_DEFAULT_WALLTIME_S, already set); a job asking for more than its class's
+ * maximum is refused naming both. The class is the job's, else the default cluster's.
+ * NULL, or why (in buf).
+ */
+static const char *class_walltime(const struct live *L, struct ljob *j, bool unset, char *buf,
+                                  size_t len)
+{
+    const char *cls = j->class_ && *j->class_ ? j->class_ : L->cl[L->default_cl].name;
+    int64_t def = batch_config_class_walltime(&L->cfg, cls, false);
+    int64_t max = batch_config_class_walltime(&L->cfg, cls, true);
+    if (unset && def > 0)
+        j->limit_s = def;
+    if (unset && max > 0 && j->limit_s > max)
+        j->limit_s = max; /* no default set: the class's maximum, not more */
+    if (max > 0 && j->limit_s > max) {
+        snprintf(buf, len,
+                 "limit_s %lld s is over the maximum walltime of class %s (%lld s): ask for "
+                 "less or use another class",
+                 (long long)j->limit_s, cls, (long long)max);
+        return buf;
+    }
+    return NULL;
+}
+
+bool live_class_unknown(const struct live *L, const char *cls, char *why, size_t len)
+{
+    for (int i = 0; i < L->ncl; i++)
+        if (!strcmp(L->cl[i].name, cls))
+            return false;
+    int n = snprintf(why, len, "no such class '%.*s': a class is one of the clusters in "
+                     "batch.clusters:", BATCH_NAME_MAX, cls);
+    for (int i = 0; i < L->ncl && n > 0 && (size_t)n < len; i++)
+        n += snprintf(why + n, len - (size_t)n, "%s %s", i ? "," : "", L->cl[i].name);
+    text_fix(why);
+    return true;
+}
+
+/* A credential name: shorter than the engine's limit, printable. */
+static bool name_ok(const char *s)
+{
+    if (!s)
+        return true;
+    if (strlen(s) >= BATCH_NAME_MAX)
+        return false;
+    for (const char *p = s; *p; p++)
+        if ((unsigned char)*p < 0x20)
+            return false;
+    return true;
+}
+
+/* The job a key named before (same user), or NULL. */
+static struct ljob *by_key(struct live *L, const char *key, const char *user)
+{
+    if (!key)
+        return NULL;
+    for (uint32_t i = 0; i < L->njobs; i++) {
+        struct ljob *j = L->jobs[i];
+        if (j->key && !strcmp(j->key, key) && !strcmp(j->user ? j->user : "", user ? user : ""))
+            return j;
+    }
+    return NULL;
+}
+
+/* Whether an element of j waits for its cancelled run to end (JOB_CTL requeue). */
+static bool requeueing(const struct ljob *j)
+{
+    for (uint32_t e = 0; j->requeues && !j->cancelled && e < j->ntasks; e++)
+        if (j->el[e].want_requeue)
+            return true;
+    return false;
+}
+
+static const char *job_state(const struct ljob *j)
+{
+    if (j->nended == j->ntasks)
+        return j->cancelled ? "cancelled" : j->nfailed ? "failed" : "done";
+    if (j->cancelled)
+        return "cancelled";
+    if (requeueing(j))
+        return "requeueing";
+    /* a held job stays "queued" here as before (the meta role and the stats pages read
+       this state); `checkjob` shows the hold */
+    if (j->nrun || j->nstarted)
+        return "running";
+    return "queued";
+}
+
+static void submitted(struct req *r, struct ljob *j, bool repeat)
+{
+    wire_begin(r->reply, WT_SUBMITTED, r->m->id, 3 + repeat);
+    wire_put_u64(r->reply, "job", j->id);
+    wire_put_str(r->reply, "state", job_state(j));
+    wire_put_str(r->reply, "cluster", "");
+    if (repeat)
+        wire_put_bool(r->reply, "repeat", true);
+}
+
+/* Common part of SUBMIT and PSUBMIT: a new job from the message; stores its record. */
+static void new_job(struct req *r, bool parallel)
+{
+    struct live *L = r->L;
+    const msgpack_object *m = r->m->root;
+    const char *why = argv_problem(wire_get(m, "argv"));
+    if (why) {
+        fail(r, WE_INVALID, "%s", why);
+        return;
+    }
+    char *key = dup_field(m, "key"), *user = dup_field(m, "user");
+    struct ljob *old = by_key(L, key, user);
+    if (old) {
+        free(key);
+        free(user);
+        submitted(r, old, true);
+        return;
+    }
+    struct ljob *j = calloc(1, sizeof *j);
+    if (!j) {
+        free(key);
+        free(user);
+        fail(r, WE_STORAGE, "out of memory");
+        return;
+    }
+    j->key = key;
+    j->user = user;
+    j->parallel = parallel;
+    j->name = dup_field(m, "name");
+    j->group = dup_field(m, "group");
+    j->account = dup_field(m, "account");
+    j->qos = dup_field(m, "qos");
+    j->class_ = dup_field(m, "class");
+    j->resv = dup_field(m, "resv");
+    j->shell = wire_get_bool(m, "shell", false);
+    j->hold = wire_get_bool(m, "hold", false);
+    j->early = wire_get_bool(m, "early", false);
+    j->queue = (uint8_t)wire_get_u64(m, "queue", 1);
+    j->limit_s = (int64_t)wire_get_u64(m, "limit_s", LIVE_DEFAULT_WALLTIME_S);
+    j->mem_mb = (int64_t)wire_get_u64(m, "mem_mb", 0);
+    j->disk_mb = (int64_t)wire_get_u64(m, "disk_mb", 0);
+    uint32_t nenv;
+    int eoom;
+    j->env = jobenv_dup(m, &nenv, &eoom); /* --export / --chdir (issue 15) */
+    j->cwd = wire_get_strdup(m, "chdir");
+    if (parallel) {
+        j->ntasks = 1;
+        j->procs = (uint32_t)wire_get_u64(m, "procs", 0);
+        j->ppn = (uint32_t)wire_get_u64(m, "ppn", 1);
+    } else {
+        j->ntasks = (uint32_t)wire_get_u64(m, "ntasks", 0);
+        j->procs = 1;
+        j->ppn = 1;
+    }
+    why = NULL;
+    if (!parallel && wire_get(m, "stdin"))
+        why = "stdin is not supported by the batch role (a task array element gets no standard "
+              "input): read a file named with {i} instead";
+    else if (!parallel && j->ntasks == 0)
+        why = "ntasks must be at least 1";
+    else if (parallel && (j->procs == 0 || j->ppn == 0))
+        why = "procs and ppn must be at least 1";
+    else if (j->limit_s < 1)
+        why = "limit_s (the walltime) must be at least 1 second";
+    else if (!name_ok(j->user) || !name_ok(j->group) || !name_ok(j->account) || !name_ok(j->qos) ||
+             !name_ok(j->class_))
+        why = "user, group, account, qos and class must be shorter than 64 bytes, without "
+              "control characters";
+    else if ((wire_get(m, "key") && !key) || (key && memchr(key, '\0', 1) == key))
+        why = "key must not be empty";
+    char cwhy[BATCH_NAME_MAX + 300];
+    if (!why && jobenv_check(m, cwhy, sizeof cwhy) < 0)
+        why = cwhy;
+    if (!why && (eoom || (wire_get(m, "chdir") && !j->cwd)))
+        why = "out of memory";
+    if (!why && j->class_ && live_class_unknown(L, j->class_, cwhy, sizeof cwhy))
+        why = cwhy;
+    if (!why)
+        why = class_walltime(L, j, !wire_get(m, "limit_s"), cwhy, sizeof cwhy);
+    if (!why && j->resv)
+        why = livecmd_resv_check(L, j);
+    if (why || !(j->el = calloc(j->ntasks, sizeof *j->el))) {
+        fail(r, why ? WE_INVALID : WE_STORAGE, "%s", why ? why : "out of memory");
+        live_job_free(j);
+        return;
+    }
+    for (uint32_t e = 0; e < j->ntasks; e++)
+        j->el[e].cl = -1;
+    j->id = L->next_id;
+    j->submitted = live_now(L);
+    /* the record, argv included */
+    const msgpack_object *a = wire_get(m, "argv");
+    char **argv = calloc(a->via.array.size + 1, sizeof *argv);
+    uint32_t n = 0;
+    for (; argv && n < a->via.array.size; n++)
+        if (!(argv[n] = strndup(a->via.array.ptr[n].via.str.ptr, a->via.array.ptr[n].via.str.size)))
+            break;
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    uint8_t k[8];
+    store_key_u64(k, j->id);
+    int rc = -1;
+    if (argv && n == a->via.array.size) {
+        live_job_encode(j, (const char *const *)argv, n, &wb);
+        rc = store_put(L->store, L->t_jobs, k, 8, wb.sb.data, wb.sb.size);
+    }
+    wire_buf_free(&wb);
+    live_argv_free(argv, n);
+    if (rc < 0 || live_job_add(L, j) < 0) {
+        L->turn_failed = rc == 0; /* buffered but not kept: fail the turn */
+        fail(r, WE_STORAGE, "out of memory");
+        live_job_free(j);
+        return;
+    }
+    L->next_id++;
+    L->meta_dirty = true;
+    if (j->resv && livecmd_resv_bind(L, j) < 0)
+        L->turn_failed = true; /* the binding could not be stored: undo the turn */
+    live_job_feed(L, j);
+    live_want_cycle(L);
+    submitted(r, j, false);
+}
+
+static void h_submit(struct req *r)
+{
+    new_job(r, false);
+}
+
+static void h_psubmit(struct req *r)
+{
+    new_job(r, true);
+}
+
+/* ---- listing ---- */
+
+static void put_argv(struct live *L, const struct ljob *j, struct wire_buf *wb, size_t cut)
+{
+    uint32_t argc = 0;
+    char **argv = live_job_argv(L, j->id, &argc);
+    size_t total = 0;
+    uint32_t n = 0;
+    for (; n < argc && total < cut; n++)
+        total += strlen(argv[n]);
+    wire_put_key(wb, "argv");
+    wire_pack_array(wb, n);
+    for (uint32_t i = 0; i < n; i++)
+        wire_pack_str(wb, argv[i]);
+    live_argv_free(argv, argc);
+}
+
+void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb)
+{
+    const struct lelem *el = &j->el[0];
+    if (j->parallel) {
+        const char *st = el->state == EL_PENDING ? "queued" : live_elem_state_name(el->state);
+        if (j->cancelled && el->state < EL_DONE)
+            st = "cancelled";
+        else if (el->want_requeue)
+            st = "requeueing";
+        /* pending: the engine's estimated start (scheduler.estimates, or its job
+         * reservation), ms since the epoch; 0 unknown */
+        struct batch_job_info bi;
+        int64_t est = 0;
+        if (el->state == EL_PENDING && el->in_engine &&
+            batch_job_info(L->eng, live_eid(j->id, 0), &bi) == 0) {
+            est = bi.reserved != BATCH_NEVER ? bi.reserved : bi.estimate;
+            if (est == BATCH_NEVER || est < 0)
+                est = 0;
+        }
+        wire_pack_map(wb, 24 + (j->requeues > 0));
+        wire_put_i64(wb, "estimate", est);
+        wire_put_str(wb, "kind", "parallel");
+        wire_put_u64(wb, "procs", j->procs);
+        wire_put_u64(wb, "ppn", j->ppn);
+        wire_put_u64(wb, "queue", j->queue);
+        wire_put_str(wb, "group", j->group ? j->group : "");
+        wire_put_str(wb, "cluster", el->cl >= 0 && el->cl < L->ncl ? L->cl[el->cl].name : "");
+        wire_put_key(wb, "hosts");
+        uint32_t nh = 0;
+        for (const char *p = el->hosts; p && *p; p++)
+            nh += *p == ',';
+        nh += el->hosts && *el->hosts;
+        wire_pack_array(wb, nh);
+        for (const char *p = el->hosts; p && *p;) {
+            size_t l = strcspn(p, ",");
+            wire_pack_strn(wb, p, l);
+            p += l + (p[l] == ',');
+        }
+        wire_put_i64(wb, "started", el->start);
+        wire_put_i64(wb, "decided", el->decided);
+        wire_put_str(wb, "reason", el->reason ? el->reason : "");
+        wire_put_i64(wb, "exit", el->exit);
+        wire_put_str(wb, "state", st);
+    } else {
+        wire_pack_map(wb, 22 + (j->requeues > 0));
+        wire_put_u64(wb, "ntasks", j->ntasks);
+        wire_put_u64(wb, "issued", j->nstarted);
+        wire_put_u64(wb, "running", j->nrun);
+        wire_put_u64(wb, "done", j->nended);
+        wire_put_u64(wb, "failed", j->nfailed);
+        wire_put_u64(wb, "dups", 0);
+        wire_put_u64(wb, "pending", j->ntasks - j->nstarted - (j->cancelled ? 0 : 0));
+        wire_put_str(wb, "state", job_state(j));
+        wire_put_str(wb, "reason", j->nstarted < j->ntasks && el->reason ? el->reason : "");
+        wire_put_u64(wb, "cjob", 0);
+        wire_put_str(wb, "cluster", "");
+    }
+    if (j->requeues) /* JOB_CTL requeue: Slurm's Restarts (docs/wire.md 6.16) */
+        wire_put_u64(wb, "requeues", j->requeues);
+    wire_put_u64(wb, "job", j->id);
+    wire_put_str(wb, "name", j->name ? j->name : "");
+    wire_put_str(wb, "user", j->user ? j->user : "");
+    wire_put_str(wb, "account", j->account ? j->account : "");
+    wire_put_str(wb, "qos", j->qos ? j->qos : "");
+    wire_put_str(wb, "class", j->class_ ? j->class_ : "");
+    wire_put_i64(wb, "submitted", j->submitted);
+    wire_put_i64(wb, "finished", j->finished);
+    wire_put_bool(wb, "shell", j->shell);
+    wire_put_u64(wb, "limit_s", (uint64_t)j->limit_s);
+    put_argv(L, j, wb, 4096);
+}
+
+static void h_job_list(struct req *r)
+{
+    struct live *L = r->L;
+    uint64_t from = wire_get_u64(r->m->root, "from", 0);
+    uint64_t count = wire_get_u64(r->m->root, "count", 1000);
+    if (count == 0)
+        count = 1;
+    uint32_t lo = 0, hi = L->njobs;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (L->jobs[mid]->id < from)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    struct wire_buf rows;
+    wire_buf_init(&rows);
+    uint32_t n = 0, i = lo;
+    for (; i < L->njobs && n < count && (n == 0 || rows.sb.size < LIVE_LIST_MAX); i++) {
+        if (!curve_may_touch(L->jobs[i]->user)) /* CURVE on: a user lists its own jobs */
+            continue;
+        size_t at = rows.sb.size;
+        live_job_summary(L, L->jobs[i], &rows);
+        /* JOB_LIST's filters (issue 15), as the cluster applies them (wire/joblist.c) */
+        if (joblist_row_allows(r->m->root, rows.sb.data + at, rows.sb.size - at))
+            n++;
+        else
+            rows.sb.size = at;
+    }
+    bool more = i < L->njobs;
+    wire_begin(r->reply, WT_JOBS, r->m->id, 1 + more);
+    wire_put_key(r->reply, "jobs");
+    wire_pack_array(r->reply, n);
+    msgpack_sbuffer_write(&r->reply->sb, rows.sb.data, rows.sb.size);
+    if (more)
+        wire_put_u64(r->reply, "next", L->jobs[i]->id);
+    wire_buf_free(&rows);
+}
+
+/*
+ * The job a request names ("job"), when the requester may touch it (its owner or an
+ * administrator: curve_may_touch); otherwise NULL with NOT_FOUND or DENIED (naming
+ * what it may not `verb`) already in the reply.
+ */
+static struct ljob *owned_job(struct req *r, const char *verb)
+{
+    uint64_t id = wire_get_u64(r->m->root, "job", 0);
+    struct ljob *j = live_job_find(r->L, id);
+    if (!j)
+        fail(r, WE_NOT_FOUND, "no job %llu in this batch role", (unsigned long long)id);
+    else if (!curve_may_touch(j->user))
+        fail(r, WE_DENIED,
+             "job %llu belongs to another user; only its owner and the administrators "
+             "may %s it",
+             (unsigned long long)id, verb);
+    else
+        return j;
+    return NULL;
+}
+
+static void h_job_get(struct req *r)
+{
+    struct live *L = r->L;
+    const msgpack_object *m = r->m->root;
+    struct ljob *j = owned_job(r, "see or cancel");
+    if (!j)
+        return;
+    bool tasks = wire_get_bool(m, "tasks", false);
+    wire_begin(r->reply, WT_JOB, r->m->id, 1 + tasks);
+    wire_put_key(r->reply, "job");
+    live_job_summary(L, j, r->reply);
+    if (!tasks)
+        return;
+    uint64_t from = wire_get_u64(m, "from", 0), count = wire_get_u64(m, "count", 1000);
+    uint64_t end = from + count < j->ntasks ? from + count : j->ntasks;
+    wire_put_key(r->reply, "tasks");
+    wire_pack_array(r->reply, end > from ? (uint32_t)(end - from) : 0);
+    for (uint64_t e = from; e < end; e++) {
+        const struct lelem *el = &j->el[e];
+        int st = el->state;
+        if (j->cancelled && st == EL_PENDING)
+            st = EL_CANCELLED;
+        bool ended = st >= EL_DONE;
+        wire_pack_map(r->reply, 10 + 2 * ended);
+        wire_put_u64(r->reply, "idx", e);
+        wire_put_str(r->reply, "state", st == EL_DONE ? "ok" : live_elem_state_name(st));
+        wire_put_u64(r->reply, "issues", st != EL_PENDING);
+        wire_put_str(r->reply, "node", el->hosts ? el->hosts : "");
+        wire_put_str(r->reply, "cluster", el->cl >= 0 && el->cl < L->ncl ? L->cl[el->cl].name : "");
+        wire_put_u64(r->reply, "cjob", el->cjob);
+        wire_put_str(r->reply, "reason", el->reason ? el->reason : "");
+        wire_put_i64(r->reply, "started", el->start);
+        wire_put_i64(r->reply, "decided", el->decided);
+        wire_put_i64(r->reply, "finished", ended ? el->end : 0);
+        if (ended) {
+            wire_put_i64(r->reply, "exit", el->exit);
+            wire_put_u64(r->reply, "signal", el->signal);
+        }
+    }
+}
+
+static void h_cancel(struct req *r)
+{
+    struct live *L = r->L;
+    struct ljob *j = owned_job(r, "see or cancel");
+    if (!j)
+        return;
+    uint64_t id = j->id;
+    if (j->cancelled || j->nended == j->ntasks) {
+        fail(r, WE_STATE, "job %llu is already %s", (unsigned long long)id, job_state(j));
+        return;
+    }
+    j->cancelled = true;
+    j->dirty = true;
+    for (uint32_t e = 0; e < j->ntasks; e++) {
+        struct lelem *el = &j->el[e];
+        if (el->state >= EL_DONE)
+            continue;
+        if (el->in_engine)
+            batch_job_finish(L->eng, live_eid(j->id, e), live_now(L));
+        el->in_engine = false;
+        if (el->state == EL_PENDING) {
+            live_elem_set(L, j, e, EL_CANCELLED);
+            continue;
+        }
+        if (el->cjob) {
+            live_clu_cancel(L, j, e);
+            live_elem_set(L, j, e, EL_CANCELLED);
+        } else { /* its start is in flight: cancel once the cluster names the job */
+            el->want_cancel = true;
+            el->dirty = j->edirty = true;
+        }
+    }
+    live_want_cycle(L);
+    wire_begin(r->reply, WT_OK, r->m->id, 0);
+}
+
+/* JOB_CTL (docs/wire.md 6.16, docs/batch.md "Hold, release and requeue"): hold and
+ * release set the job's hold (the one `submit --hold` sets: Maui's user hold) on its
+ * pending elements; requeue is Slurm's scontrol requeue (live_job_requeue). Owner or
+ * administrator only, as CANCEL. Each change is committed before OK. */
+static void h_job_ctl(struct req *r)
+{
+    struct live *L = r->L;
+    uint64_t id = wire_get_u64(r->m->root, "job", 0);
+    char op[17];
+    wire_get_strbuf(r->m->root, "op", op, sizeof op);
+    bool hold = !strcmp(op, "hold"), release = !strcmp(op, "release");
+    if (!hold && !release && strcmp(op, "requeue")) {
+        fail(r, WE_INVALID, "op must be \"hold\", \"release\" or \"requeue\"");
+        return;
+    }
+    struct ljob *j = owned_job(r, op);
+    if (!j)
+        return;
+    if (j->cancelled) {
+        fail(r, WE_STATE, "job %llu is cancelled: a cancel is final; submit it again",
+             (unsigned long long)id);
+        return;
+    }
+    if (hold || release) {
+        if (j->nended == j->ntasks) {
+            fail(r, WE_STATE, "job %llu is already %s: nothing left to %s (requeue runs it again)",
+                 (unsigned long long)id, job_state(j), op);
+            return;
+        }
+        if (j->hold != hold) { /* holding a held job, releasing a free one: OK, no change */
+            j->hold = hold;
+            j->dirty = true;
+            for (uint32_t e = 0; e < j->ntasks; e++)
+                if (j->el[e].in_engine && j->el[e].state == EL_PENDING)
+                    batch_job_hold(L->eng, live_eid(j->id, e), hold);
+            live_want_cycle(L);
+        }
+    } else {
+        uint32_t n = live_job_requeue(L, j);
+        if (n)
+            log_info("job %llu requeued (%u elements, requeue %u)", (unsigned long long)id, n,
+                     j->requeues);
+    }
+    wire_begin(r->reply, WT_OK, r->m->id, 0);
+}
+
+/* NODE_LIST: the hosts of every cluster as the batch role sees them (one page). */
+static void h_node_list(struct req *r)
+{
+    struct live *L = r->L;
+    uint32_t n = 0;
+    for (int i = 0; i < L->ncl; i++)
+        n += L->cl[i].nhosts;
+    wire_begin(r->reply, WT_NODES, r->m->id, 1);
+    wire_put_key(r->reply, "nodes");
+    wire_pack_array(r->reply, n);
+    for (int i = 0; i < L->ncl; i++)
+        for (uint32_t k = 0; k < L->cl[i].nhosts; k++) {
+            const struct lhost *h = &L->cl[i].hosts[k];
+            wire_pack_map(r->reply, 6);
+            wire_put_str(r->reply, "sid", h->sid);
+            wire_put_str(r->reply, "node", h->name);
+            wire_put_str(r->reply, "cluster", L->cl[i].name);
+            wire_put_u64(r->reply, "cores", (uint64_t)h->ncores);
+            wire_put_bool(r->reply, "active", h->up);
+            wire_put_bool(r->reply, "procs", true);
+        }
+}
+
+static const struct {
+    uint32_t type;
+    void (*fn)(struct req *r);
+} handlers[] = {
+    {WT_SUBMIT, h_submit},   {WT_PSUBMIT, h_psubmit}, {WT_JOB_LIST, h_job_list},
+    {WT_JOB_GET, h_job_get}, {WT_CANCEL, h_cancel},   {WT_NODE_LIST, h_node_list},
+    {WT_JOB_CTL, h_job_ctl},
+};
+
+void live_dispatch(struct live *L, const struct wire_msg *m, const char *peer,
+                   struct wire_buf *reply)
+{
+    struct req r = {L, m, peer, reply};
+    if (livecmd_handles(m->type)) {
+        livecmd_dispatch(L, m, reply);
+        return;
+    }
+    for (size_t i = 0; i < sizeof handlers / sizeof handlers[0]; i++)
+        if (handlers[i].type == m->type) {
+            handlers[i].fn(&r);
+            return;
+        }
+    fail(&r, WE_TYPE,
+         "%s is not handled by the batch role (it takes SUBMIT, PSUBMIT, JOB_LIST, "
+         "JOB_GET, CANCEL, JOB_CTL and NODE_LIST)",
+         m->desc->name);
+}

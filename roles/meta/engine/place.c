@@ -1,0 +1,154 @@
+/* place.c - the metascheduler's placement policy (see place.h). */
+#include "roles/meta/engine/place.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const names[META_NPOLICIES] = {
+    "estimate", "earliest_start", "least_queued", "round_robin", "random", "slurm_m",
+};
+
+int meta_policy_parse(const char *name)
+{
+    for (int i = 0; i < META_NPOLICIES; i++)
+        if (!strcmp(name, names[i]))
+            return i;
+    return -1;
+}
+
+const char *meta_policy_name(enum meta_policy p)
+{
+    return p >= 0 && p < META_NPOLICIES ? names[p] : "?";
+}
+
+bool meta_policy_uses_estimates(enum meta_policy p)
+{
+    return p == META_EARLIEST_COMPLETION || p == META_EARLIEST_START || p == META_SLURM_M;
+}
+
+bool meta_site_can_hold(const struct meta_site *s, const struct meta_request *r, char *why,
+                        size_t whylen)
+{
+    const char *w = NULL;
+    char buf[160];
+    if (!s->up) {
+        w = "the site is down";
+    } else if (r->procs > s->max_procs) {
+        snprintf(buf, sizeof buf, "%d processors asked, the widest job it can run has %d", r->procs,
+                 s->max_procs);
+        w = buf;
+    } else if (s->max_mem > 0 && r->mem > s->max_mem) {
+        snprintf(buf, sizeof buf, "%lld MB of memory per process asked, at most %lld",
+                 (long long)r->mem, (long long)s->max_mem);
+        w = buf;
+    } else if (s->max_disk > 0 && r->disk > s->max_disk) {
+        snprintf(buf, sizeof buf, "%lld MB of disk per process asked, at most %lld",
+                 (long long)r->disk, (long long)s->max_disk);
+        w = buf;
+    }
+    if (w && why && whylen)
+        snprintf(why, whylen, "%s", w);
+    return w == NULL;
+}
+
+int64_t meta_completion(const struct meta_site *s, const struct meta_request *r, int64_t start)
+{
+    if (start == META_NEVER)
+        return META_NEVER;
+    double speed = s->speed > 0 ? s->speed : 1;
+    return start + (int64_t)((double)r->walltime / speed + 0.5);
+}
+
+/* xorshift64*: the random policy's generator, kept in *state. */
+static uint64_t next_random(uint64_t *state)
+{
+    uint64_t x = *state ? *state : 0x9e3779b97f4a7c15ull;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    return x * 0x2545f4914f6cdd1dull;
+}
+
+struct keyed {
+    int site;
+    double key;
+};
+
+static int by_key(const void *a, const void *b)
+{
+    const struct keyed *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return (x->site > y->site) - (x->site < y->site);
+}
+
+size_t meta_rank(enum meta_policy p, const struct meta_site *sites, const int *cand,
+                 const int64_t *start, size_t n, const struct meta_request *r, uint64_t *state,
+                 int *out)
+{
+    if (n == 0)
+        return 0;
+    if (p == META_ROUND_ROBIN || p == META_RANDOM) {
+        /* a rotation of the candidates (sorted by site index) starting at the chosen one */
+        int *sorted = malloc(n * sizeof *sorted);
+        struct keyed *k = malloc(n * sizeof *k);
+        if (!sorted || !k) {
+            free(sorted);
+            free(k);
+            for (size_t i = 0; i < n; i++)
+                out[i] = cand[i];
+            return n;
+        }
+        for (size_t i = 0; i < n; i++)
+            k[i] = (struct keyed){cand[i], (double)cand[i]};
+        qsort(k, n, sizeof *k, by_key);
+        for (size_t i = 0; i < n; i++)
+            sorted[i] = k[i].site;
+        size_t first;
+        if (p == META_RANDOM) {
+            first = (size_t)(next_random(state) % n);
+        } else {
+            /* *state is the site chosen last time + 1 (0: none yet); this time the first
+             * candidate after it, wrapping around */
+            first = 0;
+            for (size_t i = 0; i < n; i++)
+                if ((uint64_t)sorted[i] >= *state) {
+                    first = i;
+                    break;
+                }
+            *state = (uint64_t)sorted[first] + 1;
+        }
+        for (size_t i = 0; i < n; i++)
+            out[i] = sorted[(first + i) % n];
+        free(sorted);
+        free(k);
+        return n;
+    }
+    struct keyed *k = malloc(n * sizeof *k);
+    if (!k) {
+        for (size_t i = 0; i < n; i++)
+            out[i] = cand[i];
+        return n;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct meta_site *s = &sites[cand[i]];
+        double key;
+        if (p == META_LEAST_QUEUED) {
+            key = (double)s->queued_work / (double)(s->total_procs > 0 ? s->total_procs : 1);
+        } else {
+            if (start[i] == META_NEVER)
+                continue; /* no estimate: not worth a reservation attempt */
+            key = p == META_EARLIEST_COMPLETION ? (double)meta_completion(s, r, start[i])
+                                                : (double)start[i];
+        }
+        k[m++] = (struct keyed){cand[i], key};
+    }
+    qsort(k, m, sizeof *k, by_key);
+    for (size_t i = 0; i < m; i++)
+        out[i] = k[i].site;
+    free(k);
+    return m;
+}

@@ -1,0 +1,191 @@
+/*
+ * meta_int.h - the live metascheduler's state, shared by meta.c (start-up, store,
+ * requests from users) and metasite.c (the DEALERs to the sites: information service,
+ * placement, tracking, re-evaluation, stray reservations).
+ */
+#ifndef GRIDNODE_META_INT_H
+#define GRIDNODE_META_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lib/config.h"
+#include "daemon/curve.h"
+#include "roles/meta/engine/place.h"
+#include "wire/wire.h"
+
+#define META_MAX_SITES 64
+#define META_NAME_MAX 64
+#define META_REQ_TIMEOUT_MS 5000 /* a site request other than ESTIMATE unanswered: down */
+#define META_INFO_MS 2000        /* SITE_INFO refresh */
+#define META_POLL_MS 1000        /* JOB_GET of the jobs placed at a site */
+#define META_SWEEP_MS 15000      /* RESV_LIST at each site: stray reservations */
+#define META_INFLIGHT_MAX 256    /* placements under way at once */
+#define META_RESV_SLACK_S 5      /* a site reservation lasts the walltime plus this */
+#define META_TASKS_PAGE 200      /* task rows of an array fetched by the poll (JOB shows them) */
+
+struct meta_cfg {
+    char listen[CONFIG_STR_MAX], state_dir[CONFIG_STR_MAX], sites[CONFIG_STR_MAX];
+    char speeds[CONFIG_STR_MAX], policy[CONFIG_STR_MAX], user[CONFIG_STR_MAX];
+    char log_level[CONFIG_STR_MAX];
+    long estimate_timeout_ms, move_margin_s, reeval_s, site_down_s, max_attempts;
+    int sync;
+    long map_mb, peer_queue;
+    struct curve_conf sec; /* [security] (daemon/curve.h) */
+    long stats_interval_s; /* [stats] (daemon/statspage.h, metastats.c) */
+    char stats_http[CONFIG_STR_MAX];
+};
+
+/* Job states at the spool. */
+enum mj_state {
+    MJ_QUEUED,  /* spooled, waiting for a placement */
+    MJ_PLACING, /* a reservation is taken (or asked for) at `site`; submitting into it */
+    MJ_PLACED,  /* submitted at the site, not started there yet */
+    MJ_RUNNING,
+    MJ_DONE,
+    MJ_FAILED,
+    MJ_KILLED,
+    MJ_CANCELLED,
+};
+#define MJ_ENDED(s) ((s) >= MJ_DONE)
+
+/* A request to a site waiting for its reply. */
+struct mreq {
+    uint64_t rid;
+    int kind;     /* enum in metasite.c */
+    uint64_t job; /* the job it is about, 0 */
+    int64_t deadline;
+};
+
+struct slurm_site;
+struct statspage;
+#define META_LAT_BUCKETS 10 /* placement latency histogram (metastats.c) */
+
+struct msite {
+    int idx;
+    char name[META_NAME_MAX], ep[CONFIG_STR_MAX];
+    void *sock;
+    /* a Slurm cluster (ep slurm://...) instead of a DEALER: roles/meta/slurm/slurm.c */
+    struct slurm_site *slurm;
+    struct curve_watch *watch; /* logs a failed CURVE handshake (daemon/curve.h) */
+    struct meta_site info; /* the policy's view (up, speed, sizes, queued work) */
+    bool known;            /* SITE_INFO answered at least once */
+    int64_t down_since;    /* loop ms the site stopped answering, 0 while up */
+    int64_t info_at, poll_at, sweep_at;
+    int64_t cores_free;
+    int64_t burst_sec, burst_n; /* placements given this site in second burst_sec */
+    struct mreq *req;
+    uint32_t nreq, capreq;
+    /* statistics (metastats.c) */
+    int64_t last_answer;        /* wall ms of its last SITE_INFO answer, 0 never */
+    uint64_t queued, running;   /* its queue as it last said */
+    uint64_t placements, moves; /* jobs placed / moved there since the role started */
+};
+
+struct mjob {
+    uint64_t id;
+    uint8_t state;
+    bool parallel, early, dirty, want_cancel;
+    char user[META_NAME_MAX], name[META_NAME_MAX];
+    struct meta_request rq;
+    int64_t submitted, started, finished, exit;
+    uint32_t attempt; /* placements tried so far */
+    int site;         /* where it is (PLACING/PLACED/RUNNING), -1 */
+    uint64_t sjob;    /* the site's job id, 0 */
+    char resv[META_NAME_MAX];
+    /* a move under way (re-evaluation): reserved at mv_site first, then the old copy goes */
+    int mv_site;
+    char mv_resv[META_NAME_MAX];
+    uint64_t mv_sjob;
+    char reason[256];
+    uint8_t *req; /* the user's request as received (msgpack), resent to the site */
+    size_t reqlen;
+    /* a task array (SUBMIT ntasks > 1): placed whole at one site, without a
+     * reservation; its elements' progress as the site last reported it */
+    uint32_t ntasks;
+    uint32_t t_issued, t_running, t_done, t_failed;
+    uint8_t *tasks_raw; /* the site's last page of task rows (msgpack array), memory only */
+    size_t tasks_len;
+    /* placement under way (memory only) */
+    int phase;      /* 0 idle, 1 estimating, 2 reserving, 3 submitting */
+    uint64_t tried; /* sites tried in this round (bits) */
+    int64_t start_est[META_MAX_SITES];
+    uint64_t asked; /* sites asked for an estimate, answers pending (bits) */
+    int64_t phase_deadline;
+    int64_t est_start; /* the chosen site's estimated start */
+    int64_t retry_at;  /* loop ms of the next placement round */
+    bool polling, reeval;
+    bool timed; /* its placement latency is counted (metastats.c; memory only) */
+};
+
+/* Jobs of one placement pass sharing their ESTIMATEs (metasite.c). */
+struct megroup {
+    uint64_t id;
+    uint64_t *jobs; /* member job ids, the first one's request was sent */
+    uint32_t n, cap;
+    uint32_t pending; /* ESTIMATEs not answered (or timed out) yet */
+    uint64_t asked;   /* sites asked */
+};
+
+struct meta {
+    struct meta_cfg cfg;
+    enum meta_policy policy;
+    struct store *store;
+    int t_meta, t_jobs;
+    struct loop *loop;
+    struct daemon *daemon;
+    int lockfd;
+    char inc[40];
+    uint64_t next_id, req_seq, rr_state;
+    bool meta_dirty, turn_failed;
+    struct msite site[META_MAX_SITES];
+    int nsites;
+    struct mjob **jobs; /* by id, ascending */
+    uint32_t njobs, capjobs;
+    uint32_t inflight;
+    struct megroup *eg;
+    uint32_t neg, capeg;
+    uint64_t next_gid;
+    uint64_t placements, moves;
+    /* messages to sites, sent after the turn's commit */
+    struct mout {
+        int site;
+        void *data;
+        size_t len;
+    } * out;
+    uint32_t nout, capout;
+    /* statistics (metastats.c): placement latency (submission to placed) since start */
+    struct statspage *stats;
+    uint64_t lat_bucket[META_LAT_BUCKETS];
+    double lat_sum;
+    uint64_t lat_n;
+};
+
+/* meta.c */
+struct mjob *meta_job_find(struct meta *M, uint64_t id);
+void meta_job_set(struct meta *M, struct mjob *j, enum mj_state st, const char *reason);
+const char *meta_state_name(int st);
+void meta_dispatch(struct meta *M, const struct wire_msg *m, struct wire_buf *reply);
+
+/* metastats.c: the statistics page, stats.json and /metrics (daemon/statspage.h) */
+int metastats_open(struct meta *M, char *err, size_t errlen);
+void metastats_close(struct meta *M);
+/* Job j was placed (move: moved) at site s: counters and the latency histogram. */
+void metastats_placed(struct meta *M, struct msite *s, struct mjob *j, bool move);
+
+/* metasite.c */
+int meta_sites_parse(struct meta *M, char *err, size_t errlen);
+int meta_sites_open(struct meta *M);
+void meta_sites_close(struct meta *M);
+void meta_sites_tick(struct meta *M);
+void meta_out_flush(struct meta *M, bool send);
+void meta_place_some(struct meta *M);
+void meta_job_cancel_at_site(struct meta *M, struct mjob *j);
+/* Why no known site can ever hold r (text into why), or false when one can or some
+ * site is not known yet. */
+bool meta_nowhere(struct meta *M, const struct meta_request *r, char *why, size_t whylen);
+/* A job loaded in PLACING state after a restart: resend its submission. */
+void meta_resume(struct meta *M, struct mjob *j);
+void meta_resv_name(struct meta *M, const struct mjob *j, uint32_t attempt, char *out, size_t n);
+
+#endif

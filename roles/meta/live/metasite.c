@@ -1,0 +1,1234 @@
+/*
+ * metasite.c - the spool's side of the site interface (docs/wire.md 6.12, 6.13): one
+ * DEALER per batch site in meta.sites, everything asynchronous (the loop never waits
+ * for a site).
+ *
+ *   information (M2): SITE_INFO every META_INFO_MS; a site whose request passes its
+ *     deadline is down until it answers again.
+ *   placement (M3): ESTIMATE to every eligible site at once, decided when all answered
+ *     or meta.estimate_timeout_ms passed; meta_rank orders them; RESERVE at the best
+ *     under a name that carries the job (m<incarnation>-<job>-<attempt>), stored before
+ *     it is sent; SUBMIT/PSUBMIT into it with key meta:<inc>:<job>.<attempt> (a resent
+ *     one gets the same site job back); a refusal releases the reservation and tries
+ *     the next site.
+ *   tracking (M4): JOB_GET of every placed job every META_POLL_MS.
+ *   re-evaluation (item 4): a placed job that has not started asks the other sites
+ *     every meta.reeval_s; one earlier by more than meta.move_margin_s gets a new
+ *     reservation and submission first, then the old copy is cancelled.
+ *   strays: RESV_LIST every META_SWEEP_MS: a reservation of this spool that no job
+ *     holds (a crash between RESERVE and its record, a reply after its timeout, a copy
+ *     left at a site that was down when its job moved on) is released, and a job bound
+ *     to it cancelled.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "daemon/daemon.h"
+#include "lib/log.h"
+#include "daemon/loop.h"
+#include "daemon/netopts.h"
+#include "lib/text.h"
+#include "roles/meta/live/meta_int.h"
+#include "roles/meta/slurm/slurm.h"
+
+enum {
+    RK_INFO,
+    RK_EST,
+    RK_RESERVE,
+    RK_SUBMIT,
+    RK_JOBGET,
+    RK_CANCEL,
+    RK_RELEASE,
+    RK_RESVLIST,
+    RK_GEST, /* ESTIMATE shared by a group of jobs (job = the group id) */
+};
+enum { PH_IDLE, PH_EST, PH_RESERVE, PH_SUBMIT, PH_MV_EST, PH_MV_RESERVE, PH_MV_SUBMIT };
+
+static struct meta *G;
+
+/* ---- sending ---- */
+
+static void queue_out(struct meta *M, int site, const struct wire_buf *wb)
+{
+    if (M->nout == M->capout) {
+        uint32_t nc = M->capout ? M->capout * 2 : 64;
+        void *p = realloc(M->out, nc * sizeof *M->out);
+        if (!p)
+            return; /* the request's deadline handles it */
+        M->out = p;
+        M->capout = nc;
+    }
+    void *d = malloc(wb->sb.size);
+    if (!d)
+        return;
+    memcpy(d, wb->sb.data, wb->sb.size);
+    M->out[M->nout++] = (struct mout){site, d, wb->sb.size};
+}
+
+void meta_out_flush(struct meta *M, bool send)
+{
+    for (uint32_t i = 0; i < M->nout; i++) {
+        struct msite *s = &M->site[M->out[i].site];
+        if (send && s->slurm)
+            slurm_site_request(s->slurm, M->out[i].data, M->out[i].len);
+        else if (send && s->sock &&
+                 zmq_send(s->sock, M->out[i].data, M->out[i].len, ZMQ_DONTWAIT) < 0)
+            log_debug("cannot send to site %s: %s", s->name, zmq_strerror(errno));
+        free(M->out[i].data);
+    }
+    M->nout = 0;
+}
+
+static void req_begin(struct meta *M, struct msite *s, int kind, uint64_t job, uint32_t type,
+                      uint32_t nfields, int64_t timeout, struct wire_buf *wb)
+{
+    uint64_t rid = ++M->req_seq;
+    if (s->nreq == s->capreq) {
+        uint32_t nc = s->capreq ? s->capreq * 2 : 16;
+        void *p = realloc(s->req, nc * sizeof *s->req);
+        if (p) {
+            s->req = p;
+            s->capreq = nc;
+        }
+    }
+    if (s->nreq < s->capreq)
+        s->req[s->nreq++] = (struct mreq){rid, kind, job, loop_now_ms() + timeout};
+    wire_buf_reset(wb);
+    wire_begin(wb, type, rid, nfields);
+}
+
+static void send_simple(struct meta *M, struct msite *s, int kind, uint64_t job, uint32_t type,
+                        const char *k, uint64_t v)
+{
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    req_begin(M, s, kind, job, type, k ? 1 : 0, META_REQ_TIMEOUT_MS, &wb);
+    if (k)
+        wire_put_u64(&wb, k, v);
+    queue_out(M, s->idx, &wb);
+    wire_buf_free(&wb);
+}
+
+static void send_release(struct meta *M, struct msite *s, const char *resv)
+{
+    if (!resv[0])
+        return;
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    req_begin(M, s, RK_RELEASE, 0, WT_RESV_RELEASE, 2, META_REQ_TIMEOUT_MS, &wb);
+    wire_put_str(&wb, "user", M->cfg.user);
+    wire_put_str(&wb, "name", resv);
+    queue_out(M, s->idx, &wb);
+    wire_buf_free(&wb);
+}
+
+/* The user the site sees: the job's, or the spool's when the job named none. */
+static const char *job_user(const struct meta *M, const struct mjob *j)
+{
+    return j->user[0] ? j->user : M->cfg.user;
+}
+
+void meta_resv_name(struct meta *M, const struct mjob *j, uint32_t attempt, char *out, size_t n)
+{
+    snprintf(out, n, "m%s-%" PRIu64 "-%u", M->inc, j->id, attempt);
+}
+
+/* The user's request again, with resv, key and user set for the site. */
+static void send_submit(struct meta *M, struct msite *s, struct mjob *j, const char *resv,
+                        uint32_t attempt)
+{
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    if (msgpack_unpack_next(&up, (const char *)j->req, j->reqlen, NULL) != MSGPACK_UNPACK_SUCCESS ||
+        up.data.type != MSGPACK_OBJECT_MAP) {
+        msgpack_unpacked_destroy(&up);
+        return;
+    }
+    static const char *const skip[] = {"v", "t", "id", "key", "resv", "user", "early", NULL};
+    const msgpack_object_map *mp = &up.data.via.map;
+    uint32_t keep = 0;
+    bool *k = calloc(mp->size + 1, sizeof *k);
+    for (uint32_t i = 0; k && i < mp->size; i++) {
+        const msgpack_object *key = &mp->ptr[i].key;
+        bool drop = key->type != MSGPACK_OBJECT_STR;
+        for (int x = 0; !drop && skip[x]; x++)
+            drop = key->via.str.size == strlen(skip[x]) &&
+                   !memcmp(key->via.str.ptr, skip[x], key->via.str.size);
+        k[i] = !drop;
+        keep += !drop;
+    }
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    req_begin(M, s, RK_SUBMIT, j->id, j->parallel ? WT_PSUBMIT : WT_SUBMIT,
+              keep + 3 + (resv[0] ? 1 : 0), META_REQ_TIMEOUT_MS, &wb);
+    for (uint32_t i = 0; k && i < mp->size; i++)
+        if (k[i]) {
+            msgpack_pack_object(&wb.pk, mp->ptr[i].key);
+            msgpack_pack_object(&wb.pk, mp->ptr[i].val);
+        }
+    char key[96];
+    snprintf(key, sizeof key, "meta:%s:%" PRIu64 ".%u", M->inc, j->id, attempt);
+    wire_put_str(&wb, "key", key);
+    wire_put_str(&wb, "user", job_user(M, j));
+    wire_put_bool(&wb, "early", j->early); /* true unless the user asked otherwise */
+    if (resv[0])
+        wire_put_str(&wb, "resv", resv);
+    queue_out(M, s->idx, &wb);
+    wire_buf_free(&wb);
+    free(k);
+    msgpack_unpacked_destroy(&up);
+}
+
+static void send_estimate(struct meta *M, struct msite *s, struct mjob *j, int kind, uint64_t id)
+{
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    req_begin(M, s, kind, id, WT_ESTIMATE, 6, M->cfg.estimate_timeout_ms, &wb);
+    wire_put_u64(&wb, "procs", (uint64_t)j->rq.procs);
+    wire_put_u64(&wb, "walltime_s", (uint64_t)(j->rq.walltime / 1000));
+    wire_put_u64(&wb, "mem_mb", (uint64_t)j->rq.mem);
+    wire_put_u64(&wb, "disk_mb", (uint64_t)j->rq.disk);
+    wire_put_str(&wb, "user", job_user(M, j));
+    wire_put_u64(&wb, "max", 1);
+    queue_out(M, s->idx, &wb);
+    wire_buf_free(&wb);
+}
+
+static void send_reserve(struct meta *M, struct msite *s, struct mjob *j, const char *name,
+                         int64_t start)
+{
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    req_begin(M, s, RK_RESERVE, j->id, WT_RESERVE, 9, META_REQ_TIMEOUT_MS, &wb);
+    wire_put_str(&wb, "user", M->cfg.user);
+    wire_put_str(&wb, "name", name);
+    wire_put_u64(&wb, "procs", (uint64_t)j->rq.procs);
+    wire_put_u64(&wb, "mem_mb", (uint64_t)j->rq.mem);
+    wire_put_u64(&wb, "disk_mb", (uint64_t)j->rq.disk);
+    wire_put_i64(&wb, "start", start > 0 && start != META_NEVER ? start : 0);
+    /* the walltime plus a margin: the job is submitted into the reservation a moment
+     * after it starts (at once when the site gave no estimate), and must still fit in it
+     * with its whole walltime; the spool releases it when the job ends */
+    wire_put_u64(&wb, "duration_s", (uint64_t)((j->rq.walltime + 999) / 1000) + META_RESV_SLACK_S);
+    /* taken at `start` by another placement under way since the estimate: the site
+     * reserves at its next start instead of refusing (the reply says when) */
+    wire_put_bool(&wb, "flex", true);
+    wire_put_key(&wb, "users"); /* only this job's user may use it (and the spool releases it) */
+    wire_pack_array(&wb, 1);
+    wire_pack_str(&wb, job_user(M, j));
+    queue_out(M, s->idx, &wb);
+    wire_buf_free(&wb);
+}
+
+/* ---- eligibility ---- */
+
+static bool site_ok(const struct msite *s, const struct meta_request *r)
+{
+    return s->known && s->info.up && meta_site_can_hold(&s->info, r, NULL, 0);
+}
+
+bool meta_nowhere(struct meta *M, const struct meta_request *r, char *why, size_t whylen)
+{
+    size_t len = (size_t)snprintf(why, whylen, "no site can ever hold this job:");
+    for (int i = 0; i < M->nsites; i++) {
+        struct msite *s = &M->site[i];
+        /* Not known yet, or no host reported yet (a site whose nodes have not
+         * connected, or are all gone, like a Slurm partition with every node down):
+         * spool it, placement will tell. */
+        if (!s->known || s->info.max_procs == 0)
+            return false;
+        struct meta_site any = s->info;
+        any.up = true; /* a site down now may come back */
+        char w[200];
+        if (meta_site_can_hold(&any, r, w, sizeof w))
+            return false;
+        if (len < whylen)
+            len += (size_t)snprintf(why + len, whylen - len, "%s site %s: %s", i ? ";" : "",
+                                    s->name, w);
+    }
+    text_fix(why);
+    return M->nsites > 0;
+}
+
+/* ---- placement ---- */
+
+static void round_over(struct meta *M, struct mjob *j, const char *why)
+{
+    if (j->phase != PH_IDLE && M->inflight)
+        M->inflight--;
+    j->phase = PH_IDLE;
+    j->tried = 0;
+    j->retry_at = loop_now_ms() + 1000;
+    if (why && strcmp(j->reason, why)) {
+        text_copy(j->reason, sizeof j->reason, why, strlen(why));
+        j->dirty = true;
+    }
+}
+
+/* An array of N one-element tasks at site s: ranked by when its last wave would end,
+ * so the start the policy sees is the first element's start plus the waves before the
+ * last one (N over the site's processors, each the walltime at the site's speed). A
+ * bigger or faster site finishes a big array sooner even if it starts it later. */
+static int64_t array_start(const struct msite *s, const struct mjob *j, int64_t start)
+{
+    if (j->ntasks <= 1 || start == META_NEVER)
+        return start;
+    int64_t width =
+        s->info.total_procs > 0 ? s->info.total_procs / (j->rq.procs > 0 ? j->rq.procs : 1) : 1;
+    if (width < 1)
+        width = 1;
+    int64_t waves = ((int64_t)j->ntasks + width - 1) / width;
+    double speed = s->info.speed > 0 ? s->info.speed : 1;
+    return start + (int64_t)((double)(waves - 1) * (double)j->rq.walltime / speed);
+}
+
+/* Estimates of a burst of placements are taken before any of them reserved, so equal
+ * ones are common (every idle site answers "now"). For the ranking a start counts in
+ * whole seconds and, among equal ones, the site given fewer placements in this second
+ * comes first: a burst spreads over equally good sites instead of piling on the first
+ * (whose `flex` reservations would then start later and later). */
+static int64_t tie_break(const struct msite *s, int64_t start, int64_t sec)
+{
+    if (start == META_NEVER)
+        return start;
+    int64_t n = s->burst_sec == sec ? s->burst_n : 0;
+    return (start + 999) / 1000 * 1000 + (n < 999 ? n : 999);
+}
+
+static void burst_count(struct msite *s, int64_t sec)
+{
+    if (s->burst_sec != sec) {
+        s->burst_sec = sec;
+        s->burst_n = 0;
+    }
+    s->burst_n++;
+}
+
+/* Picks the best site not tried yet and reserves there (or submits, for slurm_m). */
+static void decide(struct meta *M, struct mjob *j)
+{
+    int cand[META_MAX_SITES], order[META_MAX_SITES];
+    int64_t start[META_MAX_SITES];
+    size_t n = 0;
+    bool mv = j->phase >= PH_MV_EST;
+    int64_t sec = loop_now_ms() / 1000;
+    for (int i = 0; i < M->nsites; i++)
+        if (site_ok(&M->site[i], &j->rq) && !(j->tried & (1ull << i)) && (!mv || i != j->site)) {
+            cand[n] = i;
+            start[n++] = tie_break(&M->site[i], array_start(&M->site[i], j, j->start_est[i]), sec);
+        }
+    struct meta_site sites[META_MAX_SITES];
+    for (int i = 0; i < M->nsites; i++)
+        sites[i] = M->site[i].info;
+    size_t k = meta_rank(M->policy, sites, cand, start, n, &j->rq, &M->rr_state, order);
+    if (mv) {
+        /* a move only when clearly better: earlier by more than the margin */
+        int64_t cur = j->start_est[j->site];
+        if (k == 0 || cur == META_NEVER ||
+            j->start_est[order[0]] + M->cfg.move_margin_s * 1000 >= cur) {
+            j->phase = PH_IDLE;
+            if (M->inflight)
+                M->inflight--;
+            return;
+        }
+        int s = order[0];
+        burst_count(&M->site[s], sec);
+        j->tried |= 1ull << s;
+        j->attempt++;
+        j->mv_site = s;
+        meta_resv_name(M, j, j->attempt, j->mv_resv, sizeof j->mv_resv);
+        j->mv_sjob = 0;
+        j->phase = PH_MV_RESERVE;
+        j->dirty = true;
+        log_info("job %" PRIu64 ": site %s offers a start %llds earlier than %s: moving", j->id,
+                 M->site[s].name, (long long)((cur - j->start_est[s]) / 1000),
+                 M->site[j->site].name);
+        send_reserve(M, &M->site[s], j, j->mv_resv, j->start_est[s]);
+        return;
+    }
+    if (k == 0) {
+        round_over(M, j,
+                   n ? "no site offered a start estimate; trying again"
+                     : "waiting for a site that can hold it to be up");
+        return;
+    }
+    int s = order[0];
+    burst_count(&M->site[s], sec);
+    j->tried |= 1ull << s;
+    j->attempt++;
+    j->site = s;
+    j->sjob = 0;
+    j->est_start = j->start_est[s];
+    if (M->policy == META_SLURM_M || j->ntasks > 1) { /* sbatch -M, or an array: no reservation */
+        j->resv[0] = '\0';
+        j->phase = PH_SUBMIT;
+        send_submit(M, &M->site[s], j, "", j->attempt);
+    } else {
+        /* RESERVE and the SUBMIT into it leave together (one round trip, not two):
+         * the site takes them in order on this one connection, so the submission finds
+         * the reservation, or is refused when the reservation was (then the next site) */
+        meta_resv_name(M, j, j->attempt, j->resv, sizeof j->resv);
+        j->phase = PH_SUBMIT;
+        send_reserve(M, &M->site[s], j, j->resv, j->est_start);
+        send_submit(M, &M->site[s], j, j->resv, j->attempt);
+    }
+    meta_job_set(M, j, MJ_PLACING, "");
+}
+
+static void ask_estimates(struct meta *M, struct mjob *j, bool move)
+{
+    j->asked = 0;
+    for (int i = 0; i < M->nsites; i++)
+        j->start_est[i] = META_NEVER;
+    if (move) /* its own site: the start the site plans for it (JOB_GET `estimate`) */
+        j->start_est[j->site] = j->est_start > 0 ? j->est_start : META_NEVER;
+    for (int i = 0; i < M->nsites; i++) {
+        if (site_ok(&M->site[i], &j->rq) && !(j->tried & (1ull << i)) && !(move && i == j->site)) {
+            j->asked |= 1ull << i;
+            send_estimate(M, &M->site[i], j, RK_EST, j->id);
+        }
+    }
+    j->phase = move ? PH_MV_EST : PH_EST;
+    j->phase_deadline = loop_now_ms() + M->cfg.estimate_timeout_ms;
+    M->inflight++;
+    if (!j->asked)
+        decide(M, j);
+}
+
+/* ---- estimate groups ----
+ * The jobs of one placement pass that ask the same thing (processors, walltime, memory,
+ * disk, user) share one ESTIMATE per site: a burst of N like jobs costs each site one
+ * estimate instead of N. Every member gets the answer; decide() then spreads equal
+ * answers over the sites (tie_break) and the `flex` reservations settle the rest. */
+
+static struct megroup *group_find(struct meta *M, uint64_t id)
+{
+    for (uint32_t i = 0; i < M->neg; i++)
+        if (M->eg[i].id == id)
+            return &M->eg[i];
+    return NULL;
+}
+
+static void group_done(struct meta *M, struct megroup *g)
+{
+    if (g->pending && --g->pending)
+        return;
+    free(g->jobs);
+    *g = M->eg[--M->neg];
+}
+
+static bool same_ask(struct meta *M, const struct mjob *a, const struct mjob *b)
+{
+    return a->rq.procs == b->rq.procs && a->rq.walltime == b->rq.walltime &&
+           a->rq.mem == b->rq.mem && a->rq.disk == b->rq.disk &&
+           !strcmp(job_user(M, a), job_user(M, b));
+}
+
+/* Places j in a group of this pass (first..neg) asking the same, or opens one and sends
+ * its ESTIMATEs. Without memory: alone, as before. */
+static void ask_grouped(struct meta *M, struct mjob *j, uint32_t first)
+{
+    struct megroup *g = NULL;
+    for (uint32_t i = first; i < M->neg && !g; i++) {
+        struct mjob *l = meta_job_find(M, M->eg[i].jobs[0]);
+        if (l && same_ask(M, l, j))
+            g = &M->eg[i];
+    }
+    if (g && g->n == g->cap) {
+        void *p = realloc(g->jobs, 2 * g->cap * sizeof *g->jobs);
+        if (!p) {
+            ask_estimates(M, j, false);
+            return;
+        }
+        g->jobs = p;
+        g->cap *= 2;
+    }
+    if (g) {
+        g->jobs[g->n++] = j->id;
+        for (int i = 0; i < M->nsites; i++)
+            j->start_est[i] = META_NEVER;
+        j->asked = g->asked;
+        j->phase = PH_EST;
+        j->phase_deadline = loop_now_ms() + M->cfg.estimate_timeout_ms;
+        M->inflight++;
+        if (!j->asked)
+            decide(M, j);
+        return;
+    }
+    uint64_t asked = 0;
+    for (int i = 0; i < M->nsites; i++)
+        if (site_ok(&M->site[i], &j->rq))
+            asked |= 1ull << i;
+    void *p = NULL;
+    if (!asked || (M->neg == M->capeg &&
+                   !(p = realloc(M->eg, (M->capeg ? 2 * M->capeg : 16) * sizeof *M->eg)))) {
+        ask_estimates(M, j, false);
+        return;
+    }
+    if (p) {
+        M->eg = p;
+        M->capeg = M->capeg ? 2 * M->capeg : 16;
+    }
+    g = &M->eg[M->neg];
+    if (!(g->jobs = malloc(16 * sizeof *g->jobs))) {
+        ask_estimates(M, j, false);
+        return;
+    }
+    M->neg++;
+    g->id = ++M->next_gid;
+    g->cap = 16;
+    g->n = 1;
+    g->jobs[0] = j->id;
+    g->asked = asked;
+    g->pending = 0;
+    for (int i = 0; i < M->nsites; i++)
+        j->start_est[i] = META_NEVER;
+    for (int i = 0; i < M->nsites; i++)
+        if (asked & (1ull << i)) {
+            send_estimate(M, &M->site[i], j, RK_GEST, g->id);
+            g->pending++;
+        }
+    j->asked = asked;
+    j->phase = PH_EST;
+    j->phase_deadline = loop_now_ms() + M->cfg.estimate_timeout_ms;
+    M->inflight++;
+}
+
+/* A site's answer (e: its earliest start, or META_NEVER; answered false: no answer
+ * will come) to a group's ESTIMATE, given to every member still waiting for it. */
+static void group_answer(struct meta *M, uint64_t gid, int site, int64_t e, bool answered)
+{
+    struct megroup *g = group_find(M, gid);
+    if (!g)
+        return;
+    for (uint32_t k = 0; k < g->n; k++) {
+        struct mjob *j = meta_job_find(M, g->jobs[k]);
+        if (!j || j->phase != PH_EST || !(j->asked & (1ull << site)))
+            continue;
+        if (answered)
+            j->start_est[site] = e;
+        j->asked &= ~(1ull << site);
+        if (!j->asked && answered)
+            decide(M, j);
+    }
+    group_done(M, g);
+}
+
+void meta_place_some(struct meta *M)
+{
+    int64_t now = loop_now_ms();
+    uint32_t first = M->neg;
+    for (uint32_t i = 0; i < M->njobs && M->inflight < META_INFLIGHT_MAX; i++) {
+        struct mjob *j = M->jobs[i];
+        if (j->state != MJ_QUEUED || j->phase != PH_IDLE || now < j->retry_at)
+            continue;
+        if (meta_policy_uses_estimates(M->policy)) {
+            if (j->tried)
+                ask_estimates(M, j, false);
+            else
+                ask_grouped(M, j, first);
+        } else {
+            for (int s = 0; s < M->nsites; s++)
+                j->start_est[s] = loop_now_ms();
+            M->inflight++;
+            j->phase = PH_EST;
+            decide(M, j);
+        }
+    }
+}
+
+/* Placement at site s failed (refused, timed out): back to the spool, next site. */
+static void place_failed(struct meta *M, struct mjob *j, const char *why)
+{
+    char r[300];
+    snprintf(r, sizeof r, "site %s: %s", M->site[j->site].name, why);
+    log_info("job %" PRIu64 ": placement failed at %s", j->id, r);
+    j->site = -1;
+    j->resv[0] = '\0';
+    meta_job_set(M, j, MJ_QUEUED, r);
+    if ((long)j->attempt >= M->cfg.max_attempts) {
+        round_over(M, j, NULL);
+        meta_job_set(M, j, MJ_FAILED, "no site took the job (meta.max_attempts placements)");
+        return;
+    }
+    j->phase = PH_EST;
+    decide(M, j);
+}
+
+static void move_failed(struct meta *M, struct mjob *j, const char *why)
+{
+    log_info("job %" PRIu64 ": not moved to %s: %s", j->id, M->site[j->mv_site].name, why);
+    j->mv_site = -1;
+    j->mv_resv[0] = '\0';
+    j->mv_sjob = 0;
+    j->dirty = true;
+    j->phase = PH_IDLE;
+    if (M->inflight)
+        M->inflight--;
+}
+
+void meta_job_cancel_at_site(struct meta *M, struct mjob *j)
+{
+    if (j->site >= 0) {
+        struct msite *s = &M->site[j->site];
+        if (j->sjob)
+            send_simple(M, s, RK_CANCEL, j->id, WT_CANCEL, "job", j->sjob);
+        send_release(M, s, j->resv);
+    }
+    if (j->mv_site >= 0) {
+        struct msite *s = &M->site[j->mv_site];
+        if (j->mv_sjob)
+            send_simple(M, s, RK_CANCEL, j->id, WT_CANCEL, "job", j->mv_sjob);
+        send_release(M, s, j->mv_resv);
+    }
+    if (j->phase != PH_IDLE && M->inflight)
+        M->inflight--;
+    j->phase = PH_IDLE;
+    j->mv_site = -1;
+}
+
+void meta_resume(struct meta *M, struct mjob *j)
+{
+    j->phase = PH_IDLE;
+    j->est_start = 0;
+    if (j->mv_site >= 0) {
+        /* a move was under way: finish it if the new site has the job (same key), else
+         * the sweep releases the reservation */
+        j->phase = PH_MV_SUBMIT;
+        M->inflight++;
+        send_submit(M, &M->site[j->mv_site], j, j->mv_resv, j->attempt);
+    } else if (j->state == MJ_PLACING && j->site >= 0) {
+        j->phase = PH_SUBMIT;
+        M->inflight++;
+        send_submit(M, &M->site[j->site], j, j->resv, j->attempt);
+    }
+}
+
+/* ---- replies ---- */
+
+static int site_state(const char *s)
+{
+    if (!strcmp(s, "running"))
+        return MJ_RUNNING;
+    if (!strcmp(s, "done"))
+        return MJ_DONE;
+    if (!strcmp(s, "failed"))
+        return MJ_FAILED;
+    if (!strcmp(s, "killed"))
+        return MJ_KILLED;
+    if (!strcmp(s, "cancelled"))
+        return MJ_CANCELLED;
+    return MJ_PLACED; /* queued, starting */
+}
+
+/* An array's row: its counts, the earliest element start of the page, and the page of
+ * task rows kept for JOB at the spool. */
+static void array_progress(struct mjob *j, const msgpack_object *row, const msgpack_object *tasks,
+                           int64_t *started)
+{
+    uint32_t c[4] = {
+        (uint32_t)wire_get_u64(row, "issued", 0), (uint32_t)wire_get_u64(row, "running", 0),
+        (uint32_t)wire_get_u64(row, "done", 0), (uint32_t)wire_get_u64(row, "failed", 0)};
+    if (c[0] != j->t_issued || c[1] != j->t_running || c[2] != j->t_done || c[3] != j->t_failed)
+        j->dirty = true;
+    j->t_issued = c[0];
+    j->t_running = c[1];
+    j->t_done = c[2];
+    j->t_failed = c[3];
+    if (!tasks || tasks->type != MSGPACK_OBJECT_ARRAY)
+        return;
+    for (uint32_t i = 0; i < tasks->via.array.size; i++) {
+        int64_t st = wire_get_i64(&tasks->via.array.ptr[i], "started", 0);
+        if (st > 0 && (*started <= 0 || st < *started))
+            *started = st;
+    }
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    wire_pack_object(&wb, tasks);
+    uint8_t *p = malloc(wb.sb.size ? wb.sb.size : 1);
+    if (p) {
+        memcpy(p, wb.sb.data, wb.sb.size);
+        free(j->tasks_raw);
+        j->tasks_raw = p;
+        j->tasks_len = wb.sb.size;
+    }
+    wire_buf_free(&wb);
+}
+
+static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
+                   const msgpack_object *tasks)
+{
+    char st[16];
+    wire_get_strbuf(row, "state", st, sizeof st);
+    int ns = site_state(st);
+    const msgpack_object *t0 = tasks && tasks->type == MSGPACK_OBJECT_ARRAY && tasks->via.array.size
+                                   ? &tasks->via.array.ptr[0]
+                                   : NULL;
+    int64_t started = wire_get_i64(row, "started", 0), ex = wire_get_i64(row, "exit", 0);
+    int64_t fin = wire_get_i64(row, "finished", 0);
+    if (j->ntasks > 1) {
+        array_progress(j, row, tasks, &started);
+        t0 = NULL; /* the first element says nothing of the array's state */
+    }
+    if (t0 && t0->type == MSGPACK_OBJECT_MAP) {
+        started = wire_get_i64(t0, "started", started);
+        ex = wire_get_i64(t0, "exit", ex);
+        fin = wire_get_i64(t0, "finished", fin);
+        char ts[16];
+        wire_get_strbuf(t0, "state", ts, sizeof ts);
+        if (!strcmp(ts, "ok"))
+            ns = MJ_DONE;
+        else if (!strcmp(ts, "starting") && ns == MJ_RUNNING)
+            ns = MJ_PLACED;
+    }
+    if (ns == MJ_PLACED && started > 0 && j->state == MJ_PLACED && !strcmp(st, "running"))
+        ns = MJ_RUNNING;
+    if (started > 0 && started != j->started) {
+        j->started = started;
+        j->dirty = true;
+    }
+    if (ns == MJ_PLACED) {
+        int64_t e = wire_get_i64(row, "estimate", 0);
+        if (e > 0)
+            j->est_start = e;
+        return;
+    }
+    if (MJ_ENDED(ns)) {
+        j->exit = ex;
+        if (fin > 0)
+            j->finished = fin;
+        if (j->resv[0]) /* the reservation served its job */
+            send_release(M, &M->site[j->site], j->resv);
+    }
+    if (ns != j->state)
+        meta_job_set(M, j, (enum mj_state)ns, ns == MJ_CANCELLED ? "cancelled at the site" : NULL);
+}
+
+static void on_sweep(struct meta *M, struct msite *s, const msgpack_object *resvs)
+{
+    char prefix[64];
+    int pl = snprintf(prefix, sizeof prefix, "m%s-", M->inc);
+    for (uint32_t i = 0; resvs && resvs->type == MSGPACK_OBJECT_ARRAY && i < resvs->via.array.size;
+         i++) {
+        const msgpack_object *v = &resvs->via.array.ptr[i];
+        char name[META_NAME_MAX], owner[META_NAME_MAX];
+        wire_get_strbuf(v, "name", name, sizeof name);
+        wire_get_strbuf(v, "owner", owner, sizeof owner);
+        if (strcmp(owner, M->cfg.user) || strncmp(name, prefix, (size_t)pl))
+            continue;
+        uint64_t id = strtoull(name + pl, NULL, 10);
+        struct mjob *j = meta_job_find(M, id);
+        bool held = j && !MJ_ENDED(j->state) &&
+                    ((j->site == s->idx && !strcmp(j->resv, name)) ||
+                     (j->mv_site == s->idx && !strcmp(j->mv_resv, name)));
+        if (held)
+            continue;
+        uint64_t bound = wire_get_u64(v, "job", 0);
+        log_info("site %s: stray reservation %s of job %" PRIu64 " released%s", s->name, name, id,
+                 bound ? ", its copy there cancelled" : "");
+        if (bound && !(j && j->site == s->idx && j->sjob == bound && MJ_ENDED(j->state)))
+            send_simple(M, s, RK_CANCEL, 0, WT_CANCEL, "job", bound);
+        send_release(M, s, name);
+    }
+}
+
+static void site_up(struct meta *M, struct msite *s, const msgpack_object *info)
+{
+    bool was = s->info.up && s->known;
+    s->known = true;
+    s->info.up = true;
+    s->down_since = 0;
+    s->info.total_procs = (int32_t)wire_get_u64(info, "cores", 0);
+    s->info.max_procs = (int32_t)wire_get_u64(info, "largest_procs", 0);
+    s->cores_free = (int64_t)wire_get_u64(info, "cores_free", 0);
+    s->queued = wire_get_u64(info, "queued", 0); /* statistics (metastats.c) */
+    s->running = wire_get_u64(info, "running", 0);
+    s->last_answer = wall_now_ms();
+    s->info.queued_work =
+        (int64_t)(wire_get_u64(info, "queued", 0) + wire_get_u64(info, "running", 0)) * 3600000;
+    if (!was) {
+        log_info("site %s up: %d cores, largest job %d", s->name, s->info.total_procs,
+                 s->info.max_procs);
+        s->sweep_at = 0;
+        /* submissions that never got their answer: again (the key makes it harmless) */
+        for (uint32_t i = 0; i < M->njobs; i++) {
+            struct mjob *j = M->jobs[i];
+            if (j->state == MJ_PLACING && j->site == s->idx && j->phase == PH_SUBMIT)
+                send_submit(M, s, j, j->resv, j->attempt);
+        }
+    }
+}
+
+static void site_down(struct meta *M, struct msite *s, const char *why)
+{
+    if (s->info.up || !s->down_since)
+        log_warnx("site %s down: %s", s->name, why);
+    s->info.up = false;
+    if (!s->down_since)
+        s->down_since = loop_now_ms();
+    struct mreq *q = s->req;
+    uint32_t n = s->nreq;
+    s->req = NULL;
+    s->nreq = s->capreq = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        struct mjob *j = q[i].job && q[i].kind != RK_GEST ? meta_job_find(M, q[i].job) : NULL;
+        if (!j && q[i].kind != RK_GEST)
+            continue;
+        if (q[i].kind == RK_GEST) {
+            group_answer(M, q[i].job, s->idx, META_NEVER, false);
+            continue;
+        }
+        if (q[i].kind == RK_EST)
+            j->asked &= ~(1ull << s->idx);
+        else if (q[i].kind == RK_RESERVE && j->phase == PH_RESERVE && j->site == s->idx)
+            place_failed(M, j, "no answer to RESERVE");
+        else if (q[i].kind == RK_RESERVE && j->phase == PH_MV_RESERVE)
+            move_failed(M, j, "no answer to RESERVE");
+        else if (q[i].kind == RK_SUBMIT && j->phase == PH_MV_SUBMIT)
+            move_failed(M, j, "no answer to SUBMIT"); /* the sweep cleans up there */
+        else if (q[i].kind == RK_JOBGET)
+            j->polling = false;
+    }
+    free(q);
+}
+
+/* The start a RESV reply gives (a `flex` reservation may start later than asked). */
+static int64_t resv_start(const struct wire_msg *m, int64_t dflt)
+{
+    const msgpack_object *r = wire_get(m->root, "resv");
+    int64_t st = r && r->type == MSGPACK_OBJECT_MAP ? wire_get_i64(r, "start", 0) : 0;
+    return st > 0 ? st : dflt;
+}
+
+static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
+                     const struct wire_msg *m)
+{
+    bool err = m->type == WT_ERROR;
+    uint64_t code = err ? wire_get_u64(m->root, "code", 0) : 0;
+    char msg[256] = "";
+    if (err)
+        wire_get_strbuf(m->root, "msg", msg, sizeof msg);
+    struct mjob *j = q->job && q->kind != RK_GEST ? meta_job_find(M, q->job) : NULL;
+    switch (q->kind) {
+    case RK_GEST: {
+        int64_t e = err ? -1 : wire_get_i64(m->root, "earliest", -1);
+        group_answer(M, q->job, s->idx, e < 0 ? META_NEVER : e, true);
+        break;
+    }
+    case RK_INFO:
+        if (!err)
+            site_up(M, s, wire_get(m->root, "site"));
+        break;
+    case RK_EST:
+        if (!j || !(j->phase == PH_EST || j->phase == PH_MV_EST))
+            break;
+        if (!err) {
+            int64_t e = wire_get_i64(m->root, "earliest", -1);
+            j->start_est[s->idx] = e < 0 ? META_NEVER : e;
+        }
+        j->asked &= ~(1ull << s->idx);
+        if (!j->asked)
+            decide(M, j);
+        break;
+    case RK_RESERVE:
+        if (j && j->phase == PH_SUBMIT && j->site == s->idx) {
+            /* its SUBMIT follows: refused too when this was (the next site then) */
+            if (err)
+                place_failed(M, j, msg);
+            else
+                j->est_start = resv_start(m, j->est_start);
+        } else if (j && j->phase == PH_MV_RESERVE && j->mv_site == s->idx) {
+            if (err) {
+                move_failed(M, j, msg);
+            } else if ((j->start_est[s->idx] = resv_start(m, j->start_est[s->idx])) +
+                           M->cfg.move_margin_s * 1000 >=
+                       j->start_est[j->site]) {
+                /* the site could only reserve later (flex): no longer worth a move */
+                send_release(M, s, j->mv_resv);
+                move_failed(M, j, "its reservation there starts too late");
+            } else {
+                j->phase = PH_MV_SUBMIT;
+                send_submit(M, s, j, j->mv_resv, j->attempt);
+            }
+        }
+        break;
+    case RK_SUBMIT:
+        if (!j)
+            break;
+        if (j->phase == PH_SUBMIT && j->site == s->idx) {
+            if (err) {
+                send_release(M, s, j->resv);
+                place_failed(M, j, msg);
+                break;
+            }
+            j->sjob = wire_get_u64(m->root, "job", 0);
+            j->phase = PH_IDLE;
+            if (M->inflight)
+                M->inflight--;
+            M->placements++;
+            metastats_placed(M, s, j, false);
+            char r[200];
+            snprintf(r, sizeof r, "at site %s as job %" PRIu64 "%s%s", s->name, j->sjob,
+                     j->resv[0] ? " in reservation " : "", j->resv);
+            meta_job_set(M, j, MJ_PLACED, r);
+            s->info_at = 0; /* refresh what the site holds now */
+        } else if (j->phase == PH_MV_SUBMIT && j->mv_site == s->idx) {
+            if (err) {
+                send_release(M, s, j->mv_resv);
+                move_failed(M, j, msg);
+                break;
+            }
+            /* the new copy exists: only now the old one goes */
+            struct msite *old = &M->site[j->site];
+            if (j->sjob)
+                send_simple(M, old, RK_CANCEL, 0, WT_CANCEL, "job", j->sjob);
+            send_release(M, old, j->resv);
+            log_info("job %" PRIu64 ": moved from site %s to %s", j->id, old->name, s->name);
+            j->site = j->mv_site;
+            j->sjob = wire_get_u64(m->root, "job", 0);
+            snprintf(j->resv, sizeof j->resv, "%s", j->mv_resv);
+            j->est_start = j->start_est[s->idx];
+            j->mv_site = -1;
+            j->mv_resv[0] = '\0';
+            j->phase = PH_IDLE;
+            if (M->inflight)
+                M->inflight--;
+            M->moves++;
+            metastats_placed(M, s, j, true);
+            char r[200];
+            snprintf(r, sizeof r, "moved to site %s as job %" PRIu64 " (earlier start)", s->name,
+                     j->sjob);
+            meta_job_set(M, j, MJ_PLACED, r);
+        } else if (!err && MJ_ENDED(j->state)) {
+            /* cancelled while its submission was under way */
+            send_simple(M, s, RK_CANCEL, 0, WT_CANCEL, "job", wire_get_u64(m->root, "job", 0));
+        }
+        break;
+    case RK_JOBGET:
+        if (!j)
+            break;
+        j->polling = false;
+        if (j->site != s->idx || !(j->state == MJ_PLACED || j->state == MJ_RUNNING))
+            break;
+        if (err && code == WE_NOT_FOUND) {
+            j->site = -1;
+            meta_job_set(M, j, MJ_QUEUED, "the site no longer knows the job: placed again");
+        } else if (!err) {
+            on_job(M, j, wire_get(m->root, "job"), wire_get(m->root, "tasks"));
+        }
+        break;
+    case RK_RESVLIST:
+        if (!err)
+            on_sweep(M, s, wire_get(m->root, "resvs"));
+        if (!err && wire_get(m->root, "next")) /* a long list comes in pages (6.12) */
+            send_simple(M, s, RK_RESVLIST, 0, WT_RESV_LIST, "from",
+                        wire_get_u64(m->root, "next", 0));
+        break;
+    default:
+        break;
+    }
+}
+
+/* One reply frame from site s (its DEALER, or its Slurm adapter). */
+static void site_frame(struct meta *M, struct msite *s, const void *data, size_t len)
+{
+    struct wire_msg m;
+    struct wire_error we;
+    if (wire_decode(data, len, false, &m, &we) < 0) {
+        log_warnx("site %s: bad reply ignored: %s", s->name, we.text);
+        return;
+    }
+    struct mreq q = {0};
+    bool found = false;
+    for (uint32_t i = 0; i < s->nreq; i++)
+        if (s->req[i].rid == m.id) {
+            q = s->req[i];
+            s->req[i] = s->req[--s->nreq];
+            found = true;
+            break;
+        }
+    if (found)
+        on_reply(M, s, &q, &m);
+    wire_msg_free(&m);
+}
+
+static void slurm_frame(void *arg, const void *data, size_t len)
+{
+    site_frame(G, arg, data, len);
+}
+
+static void on_readable(struct loop *l, void *arg)
+{
+    (void)l;
+    struct msite *s = arg;
+    struct meta *M = G;
+    for (int n = 0; n < 4096 && s->sock; n++) {
+        zmq_msg_t f;
+        zmq_msg_init(&f);
+        if (zmq_msg_recv(&f, s->sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&f);
+            break;
+        }
+        site_frame(M, s, zmq_msg_data(&f), zmq_msg_size(&f));
+        zmq_msg_close(&f);
+    }
+}
+
+/* ---- ticks ---- */
+
+/* A site silent for meta.site_down_s: its jobs that have not started go elsewhere
+ * (the copies left there are cancelled by the sweep once it answers again). */
+static void site_lost(struct meta *M, struct msite *s)
+{
+    for (uint32_t i = 0; i < M->njobs; i++) {
+        struct mjob *j = M->jobs[i];
+        if (j->site != s->idx || !(j->state == MJ_PLACED || j->state == MJ_PLACING))
+            continue;
+        if (j->phase != PH_IDLE && M->inflight)
+            M->inflight--;
+        j->phase = PH_IDLE;
+        j->site = -1;
+        j->sjob = 0;
+        j->resv[0] = '\0';
+        j->tried = 0;
+        char r[200];
+        snprintf(r, sizeof r, "site %s unreachable for %lds: placed again", s->name,
+                 M->cfg.site_down_s);
+        meta_job_set(M, j, MJ_QUEUED, r);
+    }
+}
+
+static void reeval(struct meta *M, int64_t now)
+{
+    static int64_t next;
+    if (M->cfg.reeval_s <= 0 || now < next || M->policy == META_SLURM_M ||
+        !meta_policy_uses_estimates(M->policy))
+        return;
+    next = now + M->cfg.reeval_s * 1000;
+    for (uint32_t i = 0; i < M->njobs && M->inflight < META_INFLIGHT_MAX; i++) {
+        struct mjob *j = M->jobs[i];
+        if (j->state != MJ_PLACED || j->phase != PH_IDLE || j->site < 0 ||
+            !M->site[j->site].info.up || j->ntasks > 1) /* an array is not moved */
+            continue;
+        /* its own site's current estimate for the job */
+        j->tried = 0;
+        ask_estimates(M, j, true);
+    }
+}
+
+void meta_sites_tick(struct meta *M)
+{
+    int64_t now = loop_now_ms();
+    for (int i = 0; i < M->nsites; i++) {
+        struct msite *s = &M->site[i];
+        slurm_site_tick(s->slurm);
+        for (uint32_t k = 0; k < s->nreq; k++)
+            if (now > s->req[k].deadline && s->req[k].kind != RK_EST && s->req[k].kind != RK_GEST) {
+                site_down(M, s, "does not answer");
+                break;
+            }
+        /* estimates past their deadline: decided without them */
+        for (uint32_t k = 0; k < s->nreq;)
+            if ((s->req[k].kind == RK_EST || s->req[k].kind == RK_GEST) &&
+                now > s->req[k].deadline) {
+                struct mreq q = s->req[k];
+                s->req[k] = s->req[--s->nreq];
+                if (q.kind == RK_GEST)
+                    group_answer(M, q.job, i, META_NEVER, false);
+            } else {
+                k++;
+            }
+        if (s->down_since && now - s->down_since > M->cfg.site_down_s * 1000) {
+            site_lost(M, s);
+            s->down_since = now; /* again after another period, if new jobs landed */
+        }
+        if (now >= s->info_at) {
+            s->info_at = now + META_INFO_MS;
+            bool pending = false;
+            for (uint32_t k = 0; k < s->nreq; k++)
+                pending |= s->req[k].kind == RK_INFO;
+            if (!pending)
+                send_simple(M, s, RK_INFO, 0, WT_SITE_INFO, NULL, 0);
+        }
+        if (!s->info.up)
+            continue;
+        if (now >= s->sweep_at) {
+            s->sweep_at = now + META_SWEEP_MS;
+            send_simple(M, s, RK_RESVLIST, 0, WT_RESV_LIST, NULL, 0);
+        }
+        if (now >= s->poll_at) {
+            s->poll_at = now + META_POLL_MS;
+            for (uint32_t k = 0; k < M->njobs; k++) {
+                struct mjob *j = M->jobs[k];
+                if (j->site != i || j->polling || !j->sjob ||
+                    !(j->state == MJ_PLACED || j->state == MJ_RUNNING))
+                    continue;
+                struct wire_buf wb;
+                wire_buf_init(&wb);
+                req_begin(M, s, RK_JOBGET, j->id, WT_JOB_GET, 3, META_REQ_TIMEOUT_MS, &wb);
+                wire_put_u64(&wb, "job", j->sjob);
+                wire_put_bool(&wb, "tasks", true);
+                wire_put_u64(&wb, "count", j->ntasks > 1 ? META_TASKS_PAGE : 1);
+                queue_out(M, i, &wb);
+                wire_buf_free(&wb);
+                j->polling = true;
+            }
+        }
+    }
+    for (uint32_t i = 0; i < M->njobs; i++) {
+        struct mjob *j = M->jobs[i];
+        if ((j->phase == PH_EST || j->phase == PH_MV_EST) && now > j->phase_deadline) {
+            j->asked = 0;
+            decide(M, j);
+        }
+    }
+    reeval(M, now);
+}
+
+/* ---- the list ---- */
+
+int meta_sites_parse(struct meta *M, char *err, size_t errlen)
+{
+    char list[CONFIG_STR_MAX];
+    snprintf(list, sizeof list, "%s", M->cfg.sites);
+    M->nsites = 0;
+    for (char *save = NULL, *t = strtok_r(list, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+        if (M->nsites == META_MAX_SITES) {
+            snprintf(err, errlen, "meta.sites names more than %d sites", META_MAX_SITES);
+            return -1;
+        }
+        struct msite *s = &M->site[M->nsites];
+        memset(s, 0, sizeof *s);
+        s->idx = M->nsites;
+        char *eq = strchr(t, '=');
+        const char *ep = eq ? eq + 1 : t;
+        if (eq)
+            *eq = '\0';
+        struct slurm_conf sc;
+        char serr[300];
+        if (!strncmp(ep, "slurm://", 8) && slurm_url_parse(ep, &sc, serr, sizeof serr) < 0) {
+            snprintf(err, errlen, "meta.sites: %s", serr);
+            return -1;
+        }
+        if (strncmp(ep, "tcp://", 6) && strncmp(ep, "ipc://", 6) && strncmp(ep, "slurm://", 8)) {
+            snprintf(err, errlen,
+                     "meta.sites: '%s' is not an endpoint (tcp://HOST:PORT) or a Slurm cluster "
+                     "(slurm://SLURM_CONF)",
+                     ep);
+            return -1;
+        }
+        snprintf(s->ep, sizeof s->ep, "%s", ep);
+        if (eq && t[0]) {
+            snprintf(s->name, sizeof s->name, "%s", t);
+        } else {
+            const char *p = strstr(ep, "://");
+            snprintf(s->name, sizeof s->name, "%s", p ? p + 3 : ep);
+            for (char *c = s->name; *c; c++)
+                if (*c == ':' || *c == '/')
+                    *c = '_';
+        }
+        for (int k = 0; k < M->nsites; k++)
+            if (!strcmp(M->site[k].name, s->name)) {
+                snprintf(err, errlen, "meta.sites names site '%s' twice", s->name);
+                return -1;
+            }
+        s->info.speed = 1.0;
+        M->nsites++;
+    }
+    if (!M->nsites) {
+        snprintf(err, errlen,
+                 "meta.sites is empty: name at least one batch site, e.g. --set "
+                 "meta.sites=a=tcp://127.0.0.1:7400");
+        return -1;
+    }
+    snprintf(list, sizeof list, "%s", M->cfg.speeds);
+    for (char *save = NULL, *t = strtok_r(list, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+        char *eq = strchr(t, '=');
+        char *end = NULL;
+        double v = eq ? strtod(eq + 1, &end) : 0;
+        int k = 0;
+        if (eq)
+            *eq = '\0';
+        while (eq && k < M->nsites && strcmp(M->site[k].name, t))
+            k++;
+        if (!eq || k == M->nsites || !end || *end || !(v > 0 && v < 1e6)) {
+            snprintf(err, errlen, "meta.speeds: '%s' is not SITE=SPEED for a site of meta.sites",
+                     t);
+            return -1;
+        }
+        M->site[k].info.speed = v;
+    }
+    return 0;
+}
+
+int meta_sites_open(struct meta *M)
+{
+    G = M;
+    for (int i = 0; i < M->nsites; i++) {
+        struct msite *s = &M->site[i];
+        if (!strncmp(s->ep, "slurm://", 8)) { /* a Slurm cluster: the adapter answers */
+            struct slurm_conf sc;
+            char err[400];
+            if (slurm_url_parse(s->ep, &sc, err, sizeof err) < 0 ||
+                !(s->slurm = slurm_site_new(&sc, s->name, M->cfg.user, M->loop, slurm_frame, s, err,
+                                            sizeof err))) {
+                log_warnx("%s", err);
+                return -1;
+            }
+            s->info_at = s->poll_at = s->sweep_at = 0;
+            continue;
+        }
+        int zero = 0, one = 1;
+        int64_t maxmsg = WIRE_MAX_FRAME;
+        s->sock = zmq_socket(daemon_zctx(M->daemon), ZMQ_DEALER);
+        if (!s->sock)
+            return -1;
+        zmq_setsockopt(s->sock, ZMQ_LINGER, &zero, sizeof zero);
+        zmq_setsockopt(s->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+        /* nothing queued for a site that is not connected: a stale RESERVE must not
+         * arrive minutes later */
+        zmq_setsockopt(s->sock, ZMQ_IMMEDIATE, &one, sizeof one);
+        netopts_liveness(s->sock, NETOPTS_PEER_TIMEOUT_MS); /* sites across WAN links */
+        netopts_connecting(s->sock);
+        char err[800] = "";
+        if (curve_client_apply(s->sock, &M->cfg.sec, s->ep, err, sizeof err) < 0)
+            log_warnx("site %s: %s", s->ep, err);
+        if (*err || zmq_connect(s->sock, s->ep) < 0 ||
+            loop_add_socket(M->loop, s->sock, on_readable, s) < 0) {
+            zmq_close(s->sock);
+            s->sock = NULL;
+            return -1;
+        }
+        if (curve_client_secure(&M->cfg.sec))
+            s->watch = curve_watch_new(daemon_zctx(M->daemon), M->loop, s->sock, s->ep);
+        s->info_at = s->poll_at = s->sweep_at = 0;
+    }
+    return 0;
+}
+
+void meta_sites_close(struct meta *M)
+{
+    for (int i = 0; i < M->nsites; i++) {
+        struct msite *s = &M->site[i];
+        curve_watch_destroy(&s->watch);
+        if (s->sock) {
+            if (M->loop)
+                loop_remove_socket(M->loop, s->sock);
+            zmq_close(s->sock);
+            s->sock = NULL;
+        }
+        slurm_site_destroy(&s->slurm);
+        free(s->req);
+        s->req = NULL;
+        s->nreq = s->capreq = 0;
+    }
+    for (uint32_t i = 0; i < M->neg; i++)
+        free(M->eg[i].jobs);
+    free(M->eg);
+    M->eg = NULL;
+    M->neg = M->capeg = 0;
+}
