@@ -10,7 +10,8 @@
 #   make fuzz       bounded libFuzzer run of the wire decoder
 #   make install    binary, man pages, example configs and docs under $(DESTDIR)$(PREFIX)
 #   make man        man pages (build/man) generated from the --help texts
-#   make format-check
+#   make format-check   clang-format, checked in make test
+#   make layers         the layer rule (scripts/layers.py), checked in make test
 
 BUILD   ?= build
 PREFIX  ?= /usr/local
@@ -97,7 +98,12 @@ system: $(BUILD)/gridnode $(BUILD)/asan/gridnode
 net: $(BUILD)/gridnode $(BUILD)/net/linkemu
 	GRIDNODE_BIN=$(abspath $(BUILD)/gridnode) $(PYTEST) -q -p no:cacheprovider -rs tests/net
 
-check: all unit system net
+# The layer rule (docs/architecture.md): every include points down, and the pure folders
+# (roles/*/engine, sim, emulate) call no socket, store or daemon code.
+layers: all
+	/usr/bin/python3 scripts/layers.py --objects $(BUILD)/obj
+
+check: all layers format-check unit system net
 
 # The README's test command: installs missing packages first (pkg-config must see
 # them when make parses this file, hence the second make).
@@ -156,5 +162,5 @@ clean:
 	rm -rf $(BUILD)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
-.PHONY: all unit system net check test deps demo bench fuzz format format-check clean man install uninstall
+.PHONY: all layers unit system net check test deps demo bench fuzz format format-check clean man install uninstall
 .SECONDARY:

@@ -520,8 +520,7 @@ int cmd_batch(int argc, char **argv)
             } else {
                 batch_conf_print(&c, stdout);
             }
-        }
-        else if (!o.trace && (o.time_scale || o.delays))
+        } else if (!o.trace && (o.time_scale || o.delays))
             rc = usage_error("%s only applies to --simulate",
                              o.time_scale ? "--time-scale" : "--start-delays");
         else if (!o.trace) {

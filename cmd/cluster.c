@@ -2,4 +2,7 @@
 #include "cmd/cmd.h"
 #include "roles/cluster/cluster.h"
 
-int cmd_cluster(int argc, char **argv) { return cluster_main(argc, argv); }
+int cmd_cluster(int argc, char **argv)
+{
+    return cluster_main(argc, argv);
+}

@@ -79,8 +79,7 @@ int cmd_console(int argc, char **argv)
     if (argc > 1) {
         size_t len = 0;
         for (int i = 1; i < argc && len < sizeof cmd - 1; i++)
-            len += (size_t)snprintf(cmd + len, sizeof cmd - len, "%s%s", i > 1 ? " " : "",
-                                    argv[i]);
+            len += (size_t)snprintf(cmd + len, sizeof cmd - len, "%s%s", i > 1 ? " " : "", argv[i]);
         return run(&c, cmd);
     }
     bool tty = isatty(0);

@@ -80,8 +80,9 @@ static int on_record(void *arg, const void *key, size_t klen, const void *val, s
 /* Text of a cell, shortened to CELL_MAX characters. */
 static void cell(json_t *v, char *out, size_t n)
 {
-    char *s = json_is_string(v) ? strdup(json_string_value(v))
-                                : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(6));
+    char *s = json_is_string(v)
+                  ? strdup(json_string_value(v))
+                  : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(6));
     snprintf(out, n, "%s", s ? s : "?");
     for (char *p = out; *p; p++)
         if (*p == '\n' || *p == '\t')
@@ -130,8 +131,10 @@ static void print_table(struct dump_ctx *d)
             json_t *v = json_array_get(row, 1);
             for (j = 0; j < nc; j++) {
                 json_t *x = j == 0 ? json_array_get(row, 0)
-                            : json_is_object(v) ? json_object_get(v, json_string_value(json_array_get(cols, j - 1)))
-                            : j == 1 ? v : NULL;
+                            : json_is_object(v)
+                                ? json_object_get(v, json_string_value(json_array_get(cols, j - 1)))
+                            : j == 1 ? v
+                                     : NULL;
                 if (x)
                     cell(x, buf, sizeof buf);
                 else

@@ -74,9 +74,8 @@ static void print_table(const struct cli_pages *p)
     uint32_t npar = 0, nall = 0;
     const msgpack_object *first = p->n ? wire_get(p->r[0]->msg.root, "jobs") : NULL;
     if (first && first->via.array.size && is_grid_row(&first->via.array.ptr[0])) {
-        printf("%6s  %-16s %-10s %-9s %-12s %8s %5s %9s %4s  %-19s  %s\n", "JOB", "NAME",
-               "USER", "STATE", "SITE", "SITE_JOB", "PROCS", "DONE", "EXIT", "SUBMITTED",
-               "REASON");
+        printf("%6s  %-16s %-10s %-9s %-12s %8s %5s %9s %4s  %-19s  %s\n", "JOB", "NAME", "USER",
+               "STATE", "SITE", "SITE_JOB", "PROCS", "DONE", "EXIT", "SUBMITTED", "REASON");
         for (uint32_t k = 0; k < p->n; k++) {
             const msgpack_object *jobs = wire_get(p->r[k]->msg.root, "jobs");
             for (uint32_t i = 0; i < jobs->via.array.size; i++)

@@ -14,8 +14,8 @@ bool cli_is_pjob(const msgpack_object *j)
 
 void cli_pjob_header(void)
 {
-    printf("%6s  %-16s %-10s %-9s %5s %5s %-10s %8s  %s\n", "JOB", "NAME", "USER", "STATE",
-           "QUEUE", "PROCS", "CLUSTER", "CPU_S", "HOSTS / REASON");
+    printf("%6s  %-16s %-10s %-9s %5s %5s %-10s %8s  %s\n", "JOB", "NAME", "USER", "STATE", "QUEUE",
+           "PROCS", "CLUSTER", "CPU_S", "HOSTS / REASON");
 }
 
 void cli_pjob_row(const msgpack_object *j)
@@ -73,8 +73,9 @@ void cli_pjob_print(const msgpack_object *j)
         cli_text(r, "error", err, sizeof err);
         printf("%5llu  %-14s %-8s %5lld %4llu %8.1f %9llu %9llu  %s\n",
                (unsigned long long)wire_get_u64(r, "rank", 0), host, st,
-               (long long)wire_get_i64(r, "exit", 0), (unsigned long long)wire_get_u64(r, "signal", 0),
-               wire_get_f64(r, "cpu_s", 0), (unsigned long long)wire_get_u64(r, "rss_kb", 0),
+               (long long)wire_get_i64(r, "exit", 0),
+               (unsigned long long)wire_get_u64(r, "signal", 0), wire_get_f64(r, "cpu_s", 0),
+               (unsigned long long)wire_get_u64(r, "rss_kb", 0),
                (unsigned long long)wire_get_u64(r, "disk_kb", 0), err);
     }
 }

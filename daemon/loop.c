@@ -57,7 +57,10 @@ void loop_signals(void)
     signal(SIGPIPE, SIG_IGN);
 }
 
-int loop_stopping(void) { return loop_signalled; }
+int loop_stopping(void)
+{
+    return loop_signalled;
+}
 
 int64_t loop_now_ms(void)
 {
@@ -73,7 +76,10 @@ int64_t wall_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-struct loop *loop_new(void) { return calloc(1, sizeof(struct loop)); }
+struct loop *loop_new(void)
+{
+    return calloc(1, sizeof(struct loop));
+}
 
 void loop_destroy(struct loop **lp)
 {
@@ -125,8 +131,8 @@ int loop_timer(struct loop *l, int64_t ms, int repeat, loop_fn fn, void *arg)
     }
     if (++l->next_id <= 0)
         l->next_id = 1;
-    l->timers[l->ntimers++] =
-        (struct loop_timer){l->next_id, loop_now_ms() + ms, repeat ? (ms > 0 ? ms : 1) : 0, fn, arg};
+    l->timers[l->ntimers++] = (struct loop_timer){l->next_id, loop_now_ms() + ms,
+                                                  repeat ? (ms > 0 ? ms : 1) : 0, fn, arg};
     return l->next_id;
 }
 
@@ -145,7 +151,10 @@ void loop_before_sleep(struct loop *l, loop_fn fn, void *arg)
     l->before_arg = arg;
 }
 
-void loop_stop(struct loop *l) { l->stop = 1; }
+void loop_stop(struct loop *l)
+{
+    l->stop = 1;
+}
 
 static void compact_items(struct loop *l)
 {

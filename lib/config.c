@@ -45,8 +45,7 @@ static int enum_index(const char *choices, const char *value)
 }
 
 /* Parses value for key k into cfg; 0, or -1 with why in err. */
-static int set_value(const struct config_key *k, void *cfg, const char *value, char *err,
-                     size_t el)
+static int set_value(const struct config_key *k, void *cfg, const char *value, char *err, size_t el)
 {
     char *base = (char *)cfg + k->offset, *end;
     switch (k->type) {
@@ -160,8 +159,8 @@ int config_load(const struct config_key *keys, void *cfg, const char *file, char
     for (int i = 0; i < n; i++)
         if (!strstr(keys[i].section, " *") && /* named sections: the role's */
             set_value(&keys[i], cfg, keys[i].dflt, why, sizeof why) < 0) {
-            snprintf(err, el, "internal: bad default for %s.%s: %s", keys[i].section,
-                     keys[i].name, why);
+            snprintf(err, el, "internal: bad default for %s.%s: %s", keys[i].section, keys[i].name,
+                     why);
             return -1;
         }
     struct load_ctx c = {keys, cfg, calloc((size_t)n + 1, 1), "", 0};
@@ -224,8 +223,12 @@ void config_print(const struct config_key *keys, const void *cfg, FILE *out)
         fprintf(out, "; %s (default: %s)\n%s =%s", k->help, k->dflt, k->name,
                 k->type == CONFIG_STR && !*base ? "" : " ");
         switch (k->type) {
-        case CONFIG_STR: fprintf(out, "%s\n", base); break;
-        case CONFIG_INT: fprintf(out, "%ld\n", *(const long *)base); break;
+        case CONFIG_STR:
+            fprintf(out, "%s\n", base);
+            break;
+        case CONFIG_INT:
+            fprintf(out, "%ld\n", *(const long *)base);
+            break;
         case CONFIG_DOUBLE: {
             /* the shortest form that reads back as the same number */
             double d = *(const double *)base;
@@ -236,7 +239,9 @@ void config_print(const struct config_key *keys, const void *cfg, FILE *out)
             fprintf(out, "%s\n", b);
             break;
         }
-        case CONFIG_BOOL: fprintf(out, "%s\n", *(const int *)base ? "true" : "false"); break;
+        case CONFIG_BOOL:
+            fprintf(out, "%s\n", *(const int *)base ? "true" : "false");
+            break;
         case CONFIG_ENUM: {
             int idx = *(const int *)base, i = 0;
             const char *p = k->choices;
@@ -276,8 +281,7 @@ int role_args_parse(int argc, char **argv, struct role_args *ra)
     return 0;
 }
 
-int config_check_endpoint(const char *key, const char *value, int bind, char *err,
-                          size_t errlen)
+int config_check_endpoint(const char *key, const char *value, int bind, char *err, size_t errlen)
 {
     const char *why = NULL;
     if (!strncmp(value, "tcp://", 6)) {
@@ -331,14 +335,14 @@ int config_check_file(const char *key, const char *path, char *err, size_t errle
     return 0;
 }
 
-int role_configure(const char *role, const char *usage, const struct config_key *keys,
-                   void *cfg, int argc, char **argv, config_check_fn check)
+int role_configure(const char *role, const char *usage, const struct config_key *keys, void *cfg,
+                   int argc, char **argv, config_check_fn check)
 {
     struct role_args ra;
     char err[600];
     if (role_args_parse(argc, argv, &ra) < 0) {
-        fprintf(stderr, "gridnode %s: unexpected argument '%s'\n%s", role,
-                ra.extra ? ra.extra : "", usage);
+        fprintf(stderr, "gridnode %s: unexpected argument '%s'\n%s", role, ra.extra ? ra.extra : "",
+                usage);
         return 2;
     }
     if (ra.help) {

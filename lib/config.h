@@ -19,9 +19,9 @@ enum config_type { CONFIG_STR, CONFIG_INT, CONFIG_DOUBLE, CONFIG_BOOL, CONFIG_EN
 struct config_key {
     const char *section, *name;
     enum config_type type;
-    const char *dflt;   /* default, as it would be written in the file */
-    size_t offset;      /* into the role's config struct: char[CONFIG_STR_MAX], long, double, int */
-    double min, max;    /* numeric range (ignored when min == max) */
+    const char *dflt; /* default, as it would be written in the file */
+    size_t offset;    /* into the role's config struct: char[CONFIG_STR_MAX], long, double, int */
+    double min, max;  /* numeric range (ignored when min == max) */
     const char *choices; /* CONFIG_ENUM: "full|meta|none"; stored as int index */
     const char *help;
 };
@@ -63,12 +63,11 @@ typedef int (*config_check_fn)(const void *cfg, char *err, size_t errlen);
  * continue starting the role, otherwise the exit status (1 for a configuration error,
  * in --check-config and at start-up alike).
  */
-int role_configure(const char *role, const char *usage, const struct config_key *keys,
-                   void *cfg, int argc, char **argv, config_check_fn check);
+int role_configure(const char *role, const char *usage, const struct config_key *keys, void *cfg,
+                   int argc, char **argv, config_check_fn check);
 
 /* Checks shared by the roles' config_check_fn: 0, or -1 with err naming key. */
-int config_check_endpoint(const char *key, const char *value, int bind, char *err,
-                          size_t errlen);
+int config_check_endpoint(const char *key, const char *value, int bind, char *err, size_t errlen);
 int config_check_log_level(const char *key, const char *value, char *err, size_t errlen);
 /* A file named by key exists and can be read (an empty value is allowed: unset). */
 int config_check_file(const char *key, const char *path, char *err, size_t errlen);

@@ -19,7 +19,10 @@ void log_init(const char *role, enum log_level level)
     log_max = level;
 }
 
-void log_set_level(enum log_level level) { log_max = level; }
+void log_set_level(enum log_level level)
+{
+    log_max = level;
+}
 
 int log_level_parse(const char *name)
 {
@@ -65,9 +68,18 @@ void log_warn(const char *fmt, ...)
     LOG_BODY(LOG_LEVEL_WARN, "warn", err);
     errno = err;
 }
-void log_warnx(const char *fmt, ...) { LOG_BODY(LOG_LEVEL_WARN, "warn", 0); }
-void log_info(const char *fmt, ...) { LOG_BODY(LOG_LEVEL_INFO, "info", 0); }
-void log_debug(const char *fmt, ...) { LOG_BODY(LOG_LEVEL_DEBUG, "debug", 0); }
+void log_warnx(const char *fmt, ...)
+{
+    LOG_BODY(LOG_LEVEL_WARN, "warn", 0);
+}
+void log_info(const char *fmt, ...)
+{
+    LOG_BODY(LOG_LEVEL_INFO, "info", 0);
+}
+void log_debug(const char *fmt, ...)
+{
+    LOG_BODY(LOG_LEVEL_DEBUG, "debug", 0);
+}
 
 void fatal(const char *fmt, ...)
 {

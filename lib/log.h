@@ -15,7 +15,8 @@ void log_init(const char *role, enum log_level level);
 int log_level_parse(const char *name);
 void log_set_level(enum log_level level);
 
-void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));  /* adds strerror(errno) */
+void log_warn(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2))); /* adds strerror(errno) */
 void log_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

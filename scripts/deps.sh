@@ -4,7 +4,7 @@
 set -eu
 pkgs="build-essential pkg-config libzmq3-dev libmsgpack-dev liblmdb-dev lmdb-utils
       libinih-dev libjansson-dev libcmocka-dev zlib1g-dev python3-pytest python3-zmq
-      python3-msgpack clang libclang-rt-14-dev procps libmicrohttpd-dev chromium"
+      python3-msgpack clang clang-format libclang-rt-14-dev procps libmicrohttpd-dev chromium"
 # A private single-node Slurm for tests/system/test_meta_slurm.py and bench/slurm_site.sh
 # (issue 14): the daemons are started by the tests themselves, never as services.
 pkgs="$pkgs slurmctld slurmd slurm-client munge"

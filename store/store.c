@@ -34,7 +34,10 @@ struct store {
     int fault_nth;
 };
 
-const char *store_strerror(int rc) { return mdb_strerror(rc); }
+const char *store_strerror(int rc)
+{
+    return mdb_strerror(rc);
+}
 
 void store_key_u64(uint8_t out[8], uint64_t a)
 {
@@ -83,8 +86,8 @@ static int add_table(struct store *s, const char *name, enum store_keyfmt kf)
 }
 
 /* msgpack helpers for the meta values */
-static int meta_put_packed(MDB_txn *txn, MDB_dbi dbi, const char *key, int is_str,
-                           uint64_t u, const char *str)
+static int meta_put_packed(MDB_txn *txn, MDB_dbi dbi, const char *key, int is_str, uint64_t u,
+                           const char *str)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
@@ -152,7 +155,8 @@ static int open_tables_rw(struct store *s, const struct store_opts *o, char *err
     rc = meta_get_packed(txn, s->dbi[0], "schema", &schema, NULL, 0);
     if (rc == 0) {
         if (schema > STORE_SCHEMA) {
-            snprintf(err, el, "state was written by a newer gridnode (schema %llu, this one "
+            snprintf(err, el,
+                     "state was written by a newer gridnode (schema %llu, this one "
                      "reads up to %d); use a newer binary or another state directory",
                      (unsigned long long)schema, STORE_SCHEMA);
             goto fail;
@@ -228,8 +232,10 @@ static int open_tables_ro(struct store *s, char *err, size_t el)
     uint64_t schema = 0;
     if (meta_get_packed(txn, s->dbi[meta], "schema", &schema, NULL, 0) == 0 &&
         schema > STORE_SCHEMA) {
-        snprintf(err, el, "state was written by a newer gridnode (schema %llu, this one reads "
-                 "up to %d); use a newer binary", (unsigned long long)schema, STORE_SCHEMA);
+        snprintf(err, el,
+                 "state was written by a newer gridnode (schema %llu, this one reads "
+                 "up to %d); use a newer binary",
+                 (unsigned long long)schema, STORE_SCHEMA);
         mdb_txn_abort(txn);
         return -1;
     }
@@ -318,12 +324,30 @@ int store_table(const struct store *s, const char *name)
     return -1;
 }
 
-int store_ntables(const struct store *s) { return s->ntables; }
-const char *store_table_name(const struct store *s, int t) { return s->names[t]; }
-enum store_keyfmt store_table_keyfmt(const struct store *s, int t) { return s->keyfmt[t]; }
-const char *store_role(const struct store *s) { return s->role; }
-size_t store_map_size(const struct store *s) { return s->map_size; }
-void store_fault_commit(struct store *s, int nth) { s->fault_nth = nth; }
+int store_ntables(const struct store *s)
+{
+    return s->ntables;
+}
+const char *store_table_name(const struct store *s, int t)
+{
+    return s->names[t];
+}
+enum store_keyfmt store_table_keyfmt(const struct store *s, int t)
+{
+    return s->keyfmt[t];
+}
+const char *store_role(const struct store *s)
+{
+    return s->role;
+}
+size_t store_map_size(const struct store *s)
+{
+    return s->map_size;
+}
+void store_fault_commit(struct store *s, int nth)
+{
+    s->fault_nth = nth;
+}
 
 static int push_op(struct store *s, int table, bool del, const void *key, size_t klen,
                    const void *val, size_t vlen)
@@ -361,7 +385,10 @@ int store_del(struct store *s, int table, const void *key, size_t klen)
     return push_op(s, table, true, key, klen, NULL, 0);
 }
 
-size_t store_pending(const struct store *s) { return s->nops; }
+size_t store_pending(const struct store *s)
+{
+    return s->nops;
+}
 
 void store_discard(struct store *s)
 {
@@ -422,8 +449,7 @@ int store_commit(struct store *s)
     return 0;
 }
 
-int store_get(struct store *s, int table, const void *key, size_t klen, void **val,
-              size_t *vlen)
+int store_get(struct store *s, int table, const void *key, size_t klen, void **val, size_t *vlen)
 {
     MDB_txn *txn;
     if (table < 0 || table >= s->ntables || klen == 0 || klen > 511 || txn_begin_read(s, &txn))
@@ -454,7 +480,8 @@ int store_iter(struct store *s, int table, const void *from, size_t fromlen, sto
         return -1;
     }
     MDB_val k = {fromlen, (void *)from}, v;
-    int rc = from ? mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE) : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+    int rc =
+        from ? mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE) : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
     while (rc == 0) {
         if (fn(arg, k.mv_data, k.mv_size, v.mv_data, v.mv_size))
             break;

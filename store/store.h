@@ -43,8 +43,8 @@ struct store_opts {
     const char *role;                 /* owner role; checked on reopen */
     const struct store_table *tables; /* terminated by {NULL}; "meta" is always added */
     enum store_sync sync;
-    size_t map_size;                  /* initial map size in bytes; 0 = 64 MiB */
-    bool readonly;                    /* for dump: no writes, works beside a running role */
+    size_t map_size; /* initial map size in bytes; 0 = 64 MiB */
+    bool readonly;   /* for dump: no writes, works beside a running role */
 };
 
 struct store;
@@ -53,8 +53,7 @@ struct store;
  * Opens (creating if needed, unless readonly) the environment in dir, which must exist.
  * Returns NULL on failure with a human-readable reason in err.
  */
-struct store *store_open(const char *dir, const struct store_opts *opts, char *err,
-                         size_t errlen);
+struct store *store_open(const char *dir, const struct store_opts *opts, char *err, size_t errlen);
 /* Discards uncommitted writes, closes, sets *sp to NULL. NULL-safe. */
 void store_close(struct store **sp);
 
@@ -81,18 +80,16 @@ void store_discard(struct store *s);
  * Reads a committed value: 0 and a malloc'd copy in *val (caller frees), 1 if absent,
  * -1 on error.
  */
-int store_get(struct store *s, int table, const void *key, size_t klen, void **val,
-              size_t *vlen);
+int store_get(struct store *s, int table, const void *key, size_t klen, void **val, size_t *vlen);
 
 /*
  * Calls fn for each committed record of table in key order, starting at the first key
  * >= from (all when from is NULL), until fn returns nonzero. key and val are valid only
  * during the call. Returns 0, or -1 on error.
  */
-typedef int (*store_iter_fn)(void *arg, const void *key, size_t klen, const void *val,
-                             size_t vlen);
-int store_iter(struct store *s, int table, const void *from, size_t fromlen,
-               store_iter_fn fn, void *arg);
+typedef int (*store_iter_fn)(void *arg, const void *key, size_t klen, const void *val, size_t vlen);
+int store_iter(struct store *s, int table, const void *from, size_t fromlen, store_iter_fn fn,
+               void *arg);
 
 /* Number of committed records in a table (0 on error). */
 size_t store_count(struct store *s, int table);

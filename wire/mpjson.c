@@ -24,20 +24,26 @@ static json_t *bytes_json(const char *p, size_t n)
 json_t *mpjson(const msgpack_object *o)
 {
     switch (o->type) {
-    case MSGPACK_OBJECT_NIL: return json_null();
-    case MSGPACK_OBJECT_BOOLEAN: return json_boolean(o->via.boolean);
+    case MSGPACK_OBJECT_NIL:
+        return json_null();
+    case MSGPACK_OBJECT_BOOLEAN:
+        return json_boolean(o->via.boolean);
     case MSGPACK_OBJECT_POSITIVE_INTEGER:
         return o->via.u64 <= INT64_MAX ? json_integer((json_int_t)o->via.u64)
                                        : json_real((double)o->via.u64);
-    case MSGPACK_OBJECT_NEGATIVE_INTEGER: return json_integer(o->via.i64);
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+        return json_integer(o->via.i64);
     case MSGPACK_OBJECT_FLOAT32:
     case MSGPACK_OBJECT_FLOAT64: {
         json_t *r = json_real(o->via.f64);
         return r ? r : json_null(); /* NaN and infinities have no JSON form */
     }
-    case MSGPACK_OBJECT_STR: return bytes_json(o->via.str.ptr, o->via.str.size);
-    case MSGPACK_OBJECT_BIN: return bytes_json(o->via.bin.ptr, o->via.bin.size);
-    case MSGPACK_OBJECT_EXT: return bytes_json(o->via.ext.ptr, o->via.ext.size);
+    case MSGPACK_OBJECT_STR:
+        return bytes_json(o->via.str.ptr, o->via.str.size);
+    case MSGPACK_OBJECT_BIN:
+        return bytes_json(o->via.bin.ptr, o->via.bin.size);
+    case MSGPACK_OBJECT_EXT:
+        return bytes_json(o->via.ext.ptr, o->via.ext.size);
     case MSGPACK_OBJECT_ARRAY: {
         json_t *a = json_array();
         for (uint32_t i = 0; a && i < o->via.array.size; i++)

@@ -204,20 +204,13 @@ static const struct wire_field f_submitted[] = {
 
 /* one parallel process as a node reports it (PSYNC) */
 static const struct wire_field pstat_fields[] = {
-    {"job", WF_UINT, true},
-    {"rank", WF_UINT, true, 4095},
-    {"state", WF_STR, true, 8},
-    {"cpu_s", WF_FLOAT, false},
-    {"rss_kb", WF_UINT, false},
-    {"disk_kb", WF_UINT, false},
-    {"exit", WF_INT, false},
-    {"signal", WF_UINT, false, 255},
-    {"error", WF_STR, false, 1024},
-    {"stdout", WF_BIN, false},
-    {"stderr", WF_BIN, false},
-    {"out_trunc", WF_BOOL, false},
-    {"err_trunc", WF_BOOL, false},
-    {NULL},
+    {"job", WF_UINT, true},         {"rank", WF_UINT, true, 4095},
+    {"state", WF_STR, true, 8},     {"cpu_s", WF_FLOAT, false},
+    {"rss_kb", WF_UINT, false},     {"disk_kb", WF_UINT, false},
+    {"exit", WF_INT, false},        {"signal", WF_UINT, false, 255},
+    {"error", WF_STR, false, 1024}, {"stdout", WF_BIN, false},
+    {"stderr", WF_BIN, false},      {"out_trunc", WF_BOOL, false},
+    {"err_trunc", WF_BOOL, false},  {NULL},
 };
 
 /* what a node should do with one parallel process (PSYNC_ACK) */
@@ -288,7 +281,7 @@ static const struct wire_field f_psubmit[] = {
     {"resv", WF_STR, false, NAME_MAX_},
     {"early", WF_BOOL, false},
     {"hold", WF_BOOL, false},
-    {"key", WF_STR, false, 128}, /* request key: a retry returns the first job */
+    {"key", WF_STR, false, 128},              /* request key: a retry returns the first job */
     {"hosts", WF_ARRAY, false, 4096, WF_STR}, /* explicit placement: rank i on hosts[i] */
     /* issue 15: submit --export / --chdir (wire/jobenv.h) */
     {"env", WF_ARRAY, false, 4096, WF_STR},
@@ -619,10 +612,19 @@ const struct wire_desc *wire_desc_find(uint32_t type)
 
 const char *wire_err_name(int code)
 {
-    static const char *names[] = {NULL,        "MALFORMED", "VERSION", "TYPE",
-                                  "FIELD",     "NOT_FOUND", "SESSION", "INVALID",
-                                  "STORAGE",   "STATE",     "REFUSED",
-                                  [WE_DENIED] = "DENIED", [WE_AUTH] = "AUTH"};
+    static const char *names[] = {NULL,
+                                  "MALFORMED",
+                                  "VERSION",
+                                  "TYPE",
+                                  "FIELD",
+                                  "NOT_FOUND",
+                                  "SESSION",
+                                  "INVALID",
+                                  "STORAGE",
+                                  "STATE",
+                                  "REFUSED",
+                                  [WE_DENIED] = "DENIED",
+                                  [WE_AUTH] = "AUTH"};
     if (code > 0 && (size_t)code < sizeof names / sizeof names[0] && names[code])
         return names[code];
     return "UNKNOWN";

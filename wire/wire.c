@@ -52,28 +52,87 @@ int wire_precheck(const uint8_t *p, size_t len)
             skip = b & 0x1f;
         else {
             switch (b) {
-            case 0xc0: case 0xc2: case 0xc3: break;
-            case 0xc1: return -1;
-            case 0xc4: case 0xd9: lenbytes = 1; break;
-            case 0xc5: case 0xda: lenbytes = 2; break;
-            case 0xc6: case 0xdb: lenbytes = 4; break;
-            case 0xc7: lenbytes = 1; extra = 1; break;
-            case 0xc8: lenbytes = 2; extra = 1; break;
-            case 0xc9: lenbytes = 4; extra = 1; break;
-            case 0xca: case 0xce: case 0xd2: skip = 4; break;
-            case 0xcb: case 0xcf: case 0xd3: skip = 8; break;
-            case 0xcc: case 0xd0: skip = 1; break;
-            case 0xcd: case 0xd1: skip = 2; break;
-            case 0xd4: skip = 2; break;
-            case 0xd5: skip = 3; break;
-            case 0xd6: skip = 5; break;
-            case 0xd7: skip = 9; break;
-            case 0xd8: skip = 17; break;
-            case 0xdc: lenbytes = 2; mult = 1; break;
-            case 0xdd: lenbytes = 4; mult = 1; break;
-            case 0xde: lenbytes = 2; mult = 2; break;
-            case 0xdf: lenbytes = 4; mult = 2; break;
-            default: return -1;
+            case 0xc0:
+            case 0xc2:
+            case 0xc3:
+                break;
+            case 0xc1:
+                return -1;
+            case 0xc4:
+            case 0xd9:
+                lenbytes = 1;
+                break;
+            case 0xc5:
+            case 0xda:
+                lenbytes = 2;
+                break;
+            case 0xc6:
+            case 0xdb:
+                lenbytes = 4;
+                break;
+            case 0xc7:
+                lenbytes = 1;
+                extra = 1;
+                break;
+            case 0xc8:
+                lenbytes = 2;
+                extra = 1;
+                break;
+            case 0xc9:
+                lenbytes = 4;
+                extra = 1;
+                break;
+            case 0xca:
+            case 0xce:
+            case 0xd2:
+                skip = 4;
+                break;
+            case 0xcb:
+            case 0xcf:
+            case 0xd3:
+                skip = 8;
+                break;
+            case 0xcc:
+            case 0xd0:
+                skip = 1;
+                break;
+            case 0xcd:
+            case 0xd1:
+                skip = 2;
+                break;
+            case 0xd4:
+                skip = 2;
+                break;
+            case 0xd5:
+                skip = 3;
+                break;
+            case 0xd6:
+                skip = 5;
+                break;
+            case 0xd7:
+                skip = 9;
+                break;
+            case 0xd8:
+                skip = 17;
+                break;
+            case 0xdc:
+                lenbytes = 2;
+                mult = 1;
+                break;
+            case 0xdd:
+                lenbytes = 4;
+                mult = 1;
+                break;
+            case 0xde:
+                lenbytes = 2;
+                mult = 2;
+                break;
+            case 0xdf:
+                lenbytes = 4;
+                mult = 2;
+                break;
+            default:
+                return -1;
             }
             if (lenbytes) {
                 if ((size_t)lenbytes > len - pos)
@@ -160,8 +219,8 @@ static bool utf8_valid(const unsigned char *p, size_t n)
 
 /* Checks one value against a type; `what` names it in the error text. */
 static int check_value(const msgpack_object *o, enum wire_ftype t, uint64_t max,
-                       enum wire_ftype elem, const struct wire_field *elem_fields,
-                       const char *what, struct wire_error *err)
+                       enum wire_ftype elem, const struct wire_field *elem_fields, const char *what,
+                       struct wire_error *err)
 {
     switch (t) {
     case WF_UINT:
@@ -363,10 +422,14 @@ double wire_get_f64(const msgpack_object *map, const char *key, double dflt)
         return dflt;
     switch (o->type) {
     case MSGPACK_OBJECT_FLOAT32:
-    case MSGPACK_OBJECT_FLOAT64: return o->via.f64;
-    case MSGPACK_OBJECT_POSITIVE_INTEGER: return (double)o->via.u64;
-    case MSGPACK_OBJECT_NEGATIVE_INTEGER: return (double)o->via.i64;
-    default: return dflt;
+    case MSGPACK_OBJECT_FLOAT64:
+        return o->via.f64;
+    case MSGPACK_OBJECT_POSITIVE_INTEGER:
+        return (double)o->via.u64;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+        return (double)o->via.i64;
+    default:
+        return dflt;
     }
 }
 
@@ -420,7 +483,10 @@ void wire_buf_init(struct wire_buf *wb)
     msgpack_packer_init(&wb->pk, &wb->sb, msgpack_sbuffer_write);
 }
 
-void wire_buf_reset(struct wire_buf *wb) { msgpack_sbuffer_clear(&wb->sb); }
+void wire_buf_reset(struct wire_buf *wb)
+{
+    msgpack_sbuffer_clear(&wb->sb);
+}
 
 void wire_buf_free(struct wire_buf *wb)
 {
@@ -428,7 +494,10 @@ void wire_buf_free(struct wire_buf *wb)
     memset(wb, 0, sizeof *wb);
 }
 
-void wire_pack_str(struct wire_buf *wb, const char *s) { wire_pack_strn(wb, s, strlen(s)); }
+void wire_pack_str(struct wire_buf *wb, const char *s)
+{
+    wire_pack_strn(wb, s, strlen(s));
+}
 /* Every str gridnode writes is well-formed UTF-8: bytes that are not (a name cut
    inside a character, peer bytes quoted in a message) become '?'. */
 void wire_pack_strn(struct wire_buf *wb, const char *s, size_t n)
@@ -450,9 +519,18 @@ void wire_pack_bin(struct wire_buf *wb, const void *p, size_t n)
 {
     msgpack_pack_bin_with_body(&wb->pk, p, n);
 }
-void wire_pack_map(struct wire_buf *wb, uint32_t n) { msgpack_pack_map(&wb->pk, n); }
-void wire_pack_array(struct wire_buf *wb, uint32_t n) { msgpack_pack_array(&wb->pk, n); }
-void wire_pack_u64(struct wire_buf *wb, uint64_t v) { msgpack_pack_uint64(&wb->pk, v); }
+void wire_pack_map(struct wire_buf *wb, uint32_t n)
+{
+    msgpack_pack_map(&wb->pk, n);
+}
+void wire_pack_array(struct wire_buf *wb, uint32_t n)
+{
+    msgpack_pack_array(&wb->pk, n);
+}
+void wire_pack_u64(struct wire_buf *wb, uint64_t v)
+{
+    msgpack_pack_uint64(&wb->pk, v);
+}
 /* Copies o as it is, except that str values and keys go through wire_pack_strn (an
    echo of a peer's unvalidated unknown keys stays valid UTF-8). Depth is bounded by
    msgpack-c's 32 levels. */
@@ -479,7 +557,10 @@ void wire_pack_object(struct wire_buf *wb, const msgpack_object *o)
     }
 }
 
-void wire_put_key(struct wire_buf *wb, const char *key) { wire_pack_str(wb, key); }
+void wire_put_key(struct wire_buf *wb, const char *key)
+{
+    wire_pack_str(wb, key);
+}
 void wire_put_u64(struct wire_buf *wb, const char *key, uint64_t v)
 {
     wire_put_key(wb, key);

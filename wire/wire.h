@@ -48,32 +48,32 @@ enum wire_type {
     WT_NODE_LIST = 37, /* reply NODES */
     WT_NODES = 38,
     /* user tools -> cluster: SCore-D resource management */
-    WT_PSUBMIT = 39,     /* parallel job; reply SUBMITTED */
-    WT_CONSOLE = 40,     /* console commands; reply CONSOLE_OUT */
+    WT_PSUBMIT = 39, /* parallel job; reply SUBMITTED */
+    WT_CONSOLE = 40, /* console commands; reply CONSOLE_OUT */
     WT_CONSOLE_OUT = 41,
-    WT_SD_INFO = 42,     /* clusters and queues; reply SD_STATE */
+    WT_SD_INFO = 42, /* clusters and queues; reply SD_STATE */
     WT_SD_STATE = 43,
     /* user tools -> cluster: purging finished jobs */
-    WT_PURGE = 54,  /* reply PURGED */
-    WT_PURGED = 55, /* the jobs purged */
-    WT_JOB_CTL = 56, /* hold / release a job (issue 15); reply OK */
+    WT_PURGE = 54,    /* reply PURGED */
+    WT_PURGED = 55,   /* the jobs purged */
+    WT_JOB_CTL = 56,  /* hold / release a job (issue 15); reply OK */
     WT_NODE_CTL = 57, /* drain / resume a node by name (issue 15); reply OK */
     /* batch role (or any driver) -> cluster: the change feed (issue 9) */
-    WT_EVENTS = 60,     /* events from a sequence number on; reply EVENT_LIST */
+    WT_EVENTS = 60, /* events from a sequence number on; reply EVENT_LIST */
     WT_EVENT_LIST = 61,
 
     /* batch role: Maui's commands and the site interface (docs/wire.md 6.12) */
-    WT_SHOWQ = 80,        /* the queue: active / eligible / blocked; reply QUEUE */
+    WT_SHOWQ = 80, /* the queue: active / eligible / blocked; reply QUEUE */
     WT_QUEUE = 81,
-    WT_CHECKJOB = 82,     /* one job as the scheduler sees it; reply JOBCHECK */
+    WT_CHECKJOB = 82, /* one job as the scheduler sees it; reply JOBCHECK */
     WT_JOBCHECK = 83,
-    WT_ESTIMATE = 84,     /* start estimate of a job or a request (showstart); reply STARTS */
+    WT_ESTIMATE = 84, /* start estimate of a job or a request (showstart); reply STARTS */
     WT_STARTS = 85,
-    WT_DIAGNOSE = 86,     /* priority factors / fairshare; reply DIAG */
+    WT_DIAGNOSE = 86, /* priority factors / fairshare; reply DIAG */
     WT_DIAG = 87,
-    WT_RESV_SET = 88,     /* admin reservation (setres); reply RESV */
+    WT_RESV_SET = 88, /* admin reservation (setres); reply RESV */
     WT_RESV = 89,
-    WT_RESV_LIST = 90,    /* reservations (showres); reply RESVS */
+    WT_RESV_LIST = 90, /* reservations (showres); reply RESVS */
     WT_RESVS = 91,
     WT_RESV_RELEASE = 92, /* releaseres; reply OK */
     WT_RESERVE = 93,      /* site interface: reservation for one job; reply RESV */
@@ -90,18 +90,18 @@ enum wire_type {
 
 /* Error codes carried by WT_ERROR ("code"). Values are never reused. */
 enum wire_err {
-    WE_MALFORMED = 1,  /* not one well-formed msgpack map, or trailing bytes */
-    WE_VERSION = 2,    /* "v" missing or not WIRE_VERSION */
-    WE_TYPE = 3,       /* "t" missing, unknown, or not a request */
-    WE_FIELD = 4,      /* a field missing, of the wrong type or too large */
-    WE_NOT_FOUND = 5,  /* unknown job or other object */
-    WE_SESSION = 6,    /* unknown session id: send HELLO again */
-    WE_INVALID = 7,    /* well-formed but not acceptable (reason in text) */
-    WE_STORAGE = 8,    /* the state could not be made durable; nothing changed; retry */
-    WE_STATE = 9,      /* not possible in the object's current state */
-    WE_REFUSED = 10,   /* admission refused: the text names the missing resource */
-    WE_DENIED = 17,    /* the requester's identity may not do this (docs/security.md) */
-    WE_AUTH = 22,      /* the requester's key is not (or no longer) authorized */
+    WE_MALFORMED = 1, /* not one well-formed msgpack map, or trailing bytes */
+    WE_VERSION = 2,   /* "v" missing or not WIRE_VERSION */
+    WE_TYPE = 3,      /* "t" missing, unknown, or not a request */
+    WE_FIELD = 4,     /* a field missing, of the wrong type or too large */
+    WE_NOT_FOUND = 5, /* unknown job or other object */
+    WE_SESSION = 6,   /* unknown session id: send HELLO again */
+    WE_INVALID = 7,   /* well-formed but not acceptable (reason in text) */
+    WE_STORAGE = 8,   /* the state could not be made durable; nothing changed; retry */
+    WE_STATE = 9,     /* not possible in the object's current state */
+    WE_REFUSED = 10,  /* admission refused: the text names the missing resource */
+    WE_DENIED = 17,   /* the requester's identity may not do this (docs/security.md) */
+    WE_AUTH = 22,     /* the requester's key is not (or no longer) authorized */
 };
 
 /* Field types of a descriptor. */
@@ -110,8 +110,8 @@ enum wire_ftype {
     WF_INT,   /* any integer in int64 range */
     WF_FLOAT, /* float32/float64, or an integer */
     WF_BOOL,
-    WF_STR, /* UTF-8 text (not validated); max = bytes */
-    WF_BIN, /* bytes; max = bytes */
+    WF_STR,   /* UTF-8 text (not validated); max = bytes */
+    WF_BIN,   /* bytes; max = bytes */
     WF_ARRAY, /* max = elements; elem / elem_fields describe the elements */
     WF_MAP,   /* max = entries; elem_fields describe it when set */
 };
@@ -120,16 +120,16 @@ struct wire_field {
     const char *key;
     enum wire_ftype type;
     bool required;
-    uint64_t max; /* 0: the type's default cap (see wire.c) */
-    enum wire_ftype elem;                   /* WF_ARRAY element type */
-    const struct wire_field *elem_fields;   /* fields of map elements or of a WF_MAP */
+    uint64_t max;                         /* 0: the type's default cap (see wire.c) */
+    enum wire_ftype elem;                 /* WF_ARRAY element type */
+    const struct wire_field *elem_fields; /* fields of map elements or of a WF_MAP */
 };
 
 struct wire_desc {
     uint32_t type;
-    const char *name;   /* as written in docs/wire.md */
-    const char *sender; /* "node", "user", "cluster" (documentation) */
-    bool request;       /* a role accepts it as a request */
+    const char *name;                /* as written in docs/wire.md */
+    const char *sender;              /* "node", "user", "cluster" (documentation) */
+    bool request;                    /* a role accepts it as a request */
     const struct wire_field *fields; /* terminated by {NULL} */
 };
 

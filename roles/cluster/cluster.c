@@ -44,14 +44,14 @@ const struct config_key cluster_keys[] = {
      "interval at which computing nodes send STATUS heartbeats"},
     {"tasks", "idle_wait_s", CONFIG_INT, "2", OFF(idle_wait_s), 1, 86400, NULL,
      "delay a node is told to wait before asking again when there are no tasks"},
-    {"tasks", "default_estimate_s", CONFIG_DOUBLE, "60", OFF(default_estimate_s), 0.001, 1e7,
-     NULL, "estimated seconds per work unit before any node has reported a result"},
+    {"tasks", "default_estimate_s", CONFIG_DOUBLE, "60", OFF(default_estimate_s), 0.001, 1e7, NULL,
+     "estimated seconds per work unit before any node has reported a result"},
     {"tasks", "min_wait_s", CONFIG_DOUBLE, "5", OFF(min_wait_s), 0, 1e7, NULL,
      "never re-issue a task sooner than this after handing it out"},
     {"tasks", "input_unit_kb", CONFIG_INT, "1024", OFF(input_unit_kb), 1, 1L << 30, NULL,
      "task work = complexity x (1 + input size / input_unit_kb)"},
-    {"tasks", "default_limit_s", CONFIG_INT, "3600", OFF(default_limit_s), 1, 366L * 86400,
-     NULL, "wall-clock limit of a task when the job gives none"},
+    {"tasks", "default_limit_s", CONFIG_INT, "3600", OFF(default_limit_s), 1, 366L * 86400, NULL,
+     "wall-clock limit of a task when the job gives none"},
     {"tasks", "max_attempts", CONFIG_INT, "3", OFF(max_attempts), 1, 1000, NULL,
      "results saying a task could not run before that failure is final"},
     {"tasks", "node_daily_quota", CONFIG_INT, "1000", OFF(node_daily_quota), 1, 100000000, NULL,
@@ -125,10 +125,18 @@ const struct config_key cluster_keys[] = {
 };
 
 static const struct store_table cluster_tables[] = {
-    {"jobs", STORE_KEY_U64},     {"tasks", STORE_KEY_U64_U32}, {"results", STORE_KEY_U64_U32},
-    {"dups", STORE_KEY_U64_U32_U32}, {"stdin", STORE_KEY_U64_U32}, {"nodes", STORE_KEY_STR},
-    {"pjobs", STORE_KEY_U64}, {"scored", STORE_KEY_STR}, {"poutput", STORE_KEY_U64_U32},
-    {"vres", STORE_KEY_U64_U32_U32}, {"known", STORE_KEY_U64_U32}, {"drain", STORE_KEY_STR},
+    {"jobs", STORE_KEY_U64},
+    {"tasks", STORE_KEY_U64_U32},
+    {"results", STORE_KEY_U64_U32},
+    {"dups", STORE_KEY_U64_U32_U32},
+    {"stdin", STORE_KEY_U64_U32},
+    {"nodes", STORE_KEY_STR},
+    {"pjobs", STORE_KEY_U64},
+    {"scored", STORE_KEY_STR},
+    {"poutput", STORE_KEY_U64_U32},
+    {"vres", STORE_KEY_U64_U32_U32},
+    {"known", STORE_KEY_U64_U32},
+    {"drain", STORE_KEY_STR},
     {NULL},
 };
 
@@ -271,8 +279,7 @@ static int cluster_open(struct cluster *c)
         store_fault_commit(c->store, atoi(fault));
     if (scored_startup(c) < 0)
         return -1;
-    log_info("state loaded: %u jobs, %u nodes, %u tasks in flight", c->njobs, c->nnodes,
-             c->nheap);
+    log_info("state loaded: %u jobs, %u nodes, %u tasks in flight", c->njobs, c->nnodes, c->nheap);
     if (c->load_skipped)
         log_warnx("%u stored record(s) could not be loaded (see the warnings above); they are "
                   "kept in %s for inspection (gridnode dump)",
@@ -326,8 +333,9 @@ int cluster_main(int argc, char **argv)
     rc = 1;
     if (!(c.sd = calloc(1, sizeof *c.sd)))
         goto out;
-    struct daemon_opts dop = {"cluster", c.cfg.listen, c.cfg.state_dir, c.cfg.peer_queue,
-                              c.cfg.peer_timeout_s * 1000, &c.cfg.sec};
+    struct daemon_opts dop = {
+        "cluster", c.cfg.listen, c.cfg.state_dir, c.cfg.peer_queue, c.cfg.peer_timeout_s * 1000,
+        &c.cfg.sec};
     struct daemon_ops ops = {on_request, on_commit, on_reload, &c, feed_expire};
     /* the HTTP port before the ZeroMQ one: "listening on" means everything is up */
     if (cluster_open(&c) < 0 || stats_http_start(&c) < 0 || !(c.loop = loop_new()) ||

@@ -54,9 +54,9 @@ struct cluster_cfg {
     char stats_http[CONFIG_STR_MAX]; /* "HOST:PORT" of the statistics server, "" = none */
     int sync;
     long map_mb;
-    long peer_queue; /* limits.peer_queue (daemon/daemon.h) */
+    long peer_queue;     /* limits.peer_queue (daemon/daemon.h) */
     long peer_timeout_s; /* limits.peer_timeout_s (daemon/netopts.h) */
-    long ev_keep;    /* events.keep (feed.c) */
+    long ev_keep;        /* events.keep (feed.c) */
     /* SCore-D resource management (scored*.c) */
     long sd_queues, sd_default_queue, sd_quantum_ms, sd_sync_ms;
     char sd_hosts[CONFIG_STR_MAX];
@@ -83,11 +83,11 @@ enum job_state { JS_QUEUED = 0, JS_RUNNING, JS_DONE, JS_CANCELLED };
 
 /* One task in memory: 48 bytes; its result lives only in the store. */
 struct task {
-    uint8_t state;  /* enum task_state */
-    uint8_t ok;     /* done and succeeded */
-    uint16_t errors; /* results that could not run the task (node-side errors) */
-    uint32_t issues; /* how many times it was handed out */
-    uint32_t node;   /* index of the node holding the latest issue */
+    uint8_t state;     /* enum task_state */
+    uint8_t ok;        /* done and succeeded */
+    uint16_t errors;   /* results that could not run the task (node-side errors) */
+    uint32_t issues;   /* how many times it was handed out */
+    uint32_t node;     /* index of the node holding the latest issue */
     uint32_t input_kb; /* size of its input, for the estimate */
     uint32_t won;      /* issue number of the final result (done tasks) */
     uint32_t avoid;    /* 1 + node whose node-side error made it re-issuable; 0: none */
@@ -206,18 +206,18 @@ struct cluster {
     struct cluster_cfg cfg;
     struct store *store;
     int t_jobs, t_tasks, t_results, t_dups, t_stdin, t_nodes, t_meta;
-    int t_vres, t_known; /* validate.c: every result of a checked task; known answers */
-    int t_drain;         /* drain.c: drained nodes by name */
+    int t_vres, t_known;      /* validate.c: every result of a checked task; known answers */
+    int t_drain;              /* drain.c: drained nodes by name */
     struct drain_ent *drains; /* drain.c */
     uint32_t ndrains;
-    struct vstate *vs;   /* validate.c */
+    struct vstate *vs; /* validate.c */
     struct scored *sd; /* parallel jobs, queues, limits (scored_int.h) */
     struct loop *loop;
     /* ROUTER, reading, group commit, replies (daemon/daemon.h); the state_dir lock */
     struct daemon *daemon;
     int lockfd;
 
-    struct job **jobs; /* sorted by id */
+    struct job **jobs;                  /* sorted by id */
     uint32_t njobs, capjobs, open_from; /* open_from: first job that may still yield */
     uint64_t next_job;
     /* random id of this state, made with it (meta "incarnation"); results of another
@@ -240,7 +240,7 @@ struct cluster {
     bool meta_dirty;
     bool turn_failed; /* a handler could not buffer its writes: undo the turn */
     uint64_t turn_changes;
-    uint32_t load_skipped; /* records cluster_load could not load (each logged with its key) */
+    uint32_t load_skipped;   /* records cluster_load could not load (each logged with its key) */
     struct statspage *stats; /* stats files and stats.http server (stats.c) */
     /* since start, for /metrics: hand-outs, re-issues, results completing a task, others */
     uint64_t n_issued, n_reissued, n_results, n_dups;

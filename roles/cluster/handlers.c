@@ -37,8 +37,9 @@ static void reply_error(struct request *r, int code, const char *fmt, ...)
 static void reply_storage(struct cluster *c, struct request *r)
 {
     c->turn_failed = true;
-    reply_error(r, WE_STORAGE, "the cluster could not save state (out of memory or disk); "
-                               "nothing was changed, retry later");
+    reply_error(r, WE_STORAGE,
+                "the cluster could not save state (out of memory or disk); "
+                "nothing was changed, retry later");
 }
 
 /* The node of the request's session id, with its last access updated; NULL + reply. */
@@ -399,8 +400,8 @@ static void h_submit(struct cluster *c, struct request *r)
     j->id = c->next_job;
     j->argc = argv->via.array.size;
     for (uint32_t i = 0; i < j->argc; i++)
-        if (!(j->argv[i] = strndup(argv->via.array.ptr[i].via.str.ptr,
-                                   argv->via.array.ptr[i].via.str.size)))
+        if (!(j->argv[i] =
+                  strndup(argv->via.array.ptr[i].via.str.ptr, argv->via.array.ptr[i].via.str.size)))
             goto oom;
     j->name = wire_get_strdup(m, "name");
     j->user = wire_get_strdup(m, "user");
@@ -715,8 +716,8 @@ static void h_job_get(struct cluster *c, struct request *r)
         count = j->ntasks - from;
     struct wire_buf tb;
     wire_buf_init(&tb);
-    struct task_walk w = {c, j, &tb, (uint32_t)from, (uint32_t)(from + count), 0,
-                          wire_get_bool(m, "output", false)};
+    struct task_walk w = {
+        c, j, &tb, (uint32_t)from, (uint32_t)(from + count), 0, wire_get_bool(m, "output", false)};
     uint8_t key[12];
     store_key_u64_u32(key, j->id, (uint32_t)from);
     store_iter(c->store, c->t_results, key, sizeof key, walk_result, &w);
@@ -918,16 +919,14 @@ static const struct {
     uint32_t type;
     void (*fn)(struct cluster *c, struct request *r);
 } handlers[] = {
-    {WT_HELLO, h_hello},       {WT_TASK_GET, h_task_get}, {WT_RESULT, h_result},
-    {WT_LEAVE, h_leave},       {WT_STATUS, h_status},     {WT_SUBMIT, h_submit},
-    {WT_JOB_LIST, h_job_list}, {WT_JOB_GET, h_job_get},   {WT_CANCEL, h_cancel},
-    {WT_NODE_LIST, h_node_list}, {WT_PSYNC, h_psync},       {WT_PSUBMIT, h_psubmit},
-    {WT_CONSOLE, h_console},   {WT_SD_INFO, h_sd_info},
-    {WT_PURGE, h_purge},
-    {WT_JOB_CTL, h_job_ctl}, /* issue 15 */
-    {WT_NODE_CTL, h_node_ctl}, /* issue 15 */
-    {WT_EVENTS, h_events},
-    {WT_MASTER_GET, h_master_get}, /* issue 11 */
+    {WT_HELLO, h_hello},         {WT_TASK_GET, h_task_get},     {WT_RESULT, h_result},
+    {WT_LEAVE, h_leave},         {WT_STATUS, h_status},         {WT_SUBMIT, h_submit},
+    {WT_JOB_LIST, h_job_list},   {WT_JOB_GET, h_job_get},       {WT_CANCEL, h_cancel},
+    {WT_NODE_LIST, h_node_list}, {WT_PSYNC, h_psync},           {WT_PSUBMIT, h_psubmit},
+    {WT_CONSOLE, h_console},     {WT_SD_INFO, h_sd_info},       {WT_PURGE, h_purge},
+    {WT_JOB_CTL, h_job_ctl},                                    /* issue 15 */
+    {WT_NODE_CTL, h_node_ctl},                                  /* issue 15 */
+    {WT_EVENTS, h_events},       {WT_MASTER_GET, h_master_get}, /* issue 11 */
 };
 
 void handlers_dispatch(struct cluster *c, struct request *r)

@@ -517,13 +517,15 @@ void scored_check_limits(struct cluster *c, struct pjob *j, int64_t now)
                          c->sd->set.nq)) {
     case SD_CPU_KILL:
         scored_job_end(c, j, PJ_KILLED, "CPU time: %.1f s over the maximum of %llu s", j->cpu_s,
-                (unsigned long long)j->max_cpu_s);
+                       (unsigned long long)j->max_cpu_s);
         break;
     case SD_CPU_DEMOTE:
         j->queue++;
         j->demotions++;
-        snprintf(j->reason, sizeof j->reason, "moved to queue %u after %.1f s CPU time in "
-                 "queue %u (residence %llu s)", j->queue, j->cpu_s - j->res_base, j->queue - 1,
+        snprintf(j->reason, sizeof j->reason,
+                 "moved to queue %u after %.1f s CPU time in "
+                 "queue %u (residence %llu s)",
+                 j->queue, j->cpu_s - j->res_base, j->queue - 1,
                  (unsigned long long)q->residence_s);
         j->res_base = j->cpu_s;
         j->dirty = true;
@@ -608,9 +610,16 @@ void scored_schedule(struct cluster *c, bool rotate)
             continue;
         }
         const struct sd_queue *q = &sd->set.q[j->queue];
-        s[n] = (struct sd_slot_job){j->id, j->queue, q->state == SDQ_ACTIVATED && hosts_up(c, j),
-                                    j->state == PJ_RUNNING, j->started_ms != 0, q->mode,
-                                    j->last_ran_ms, j->nhosts, j->hosts, false};
+        s[n] = (struct sd_slot_job){j->id,
+                                    j->queue,
+                                    q->state == SDQ_ACTIVATED && hosts_up(c, j),
+                                    j->state == PJ_RUNNING,
+                                    j->started_ms != 0,
+                                    q->mode,
+                                    j->last_ran_ms,
+                                    j->nhosts,
+                                    j->hosts,
+                                    false};
         map[n++] = j;
     }
     sd_schedule(s, n, c->nnodes, rotate);
@@ -682,8 +691,8 @@ static struct pjob *job_from_msg(struct cluster *c, const msgpack_object *m)
         goto fail;
     j->argc = argv->via.array.size;
     for (uint32_t i = 0; i < j->argc; i++)
-        if (!(j->argv[i] = strndup(argv->via.array.ptr[i].via.str.ptr,
-                                   argv->via.array.ptr[i].via.str.size)))
+        if (!(j->argv[i] =
+                  strndup(argv->via.array.ptr[i].via.str.ptr, argv->via.array.ptr[i].via.str.size)))
             goto fail;
     j->name = wire_get_strdup(m, "name");
     j->user = wire_get_strdup(m, "user");
@@ -760,7 +769,7 @@ void h_psubmit(struct cluster *c, struct request *r)
         bad = subkey_invalid(m);
     if (bad) {
         scored_reply_err(r, WE_INVALID, "PSUBMIT refused: %s (queues are 0..%u)", bad,
-                  c->sd->set.nq - 1);
+                         c->sd->set.nq - 1);
         return;
     }
     struct pjob *j = subkey_find_pjob(c, m);
@@ -787,8 +796,10 @@ void h_psubmit(struct cluster *c, struct request *r)
         goto refused;
     }
     if (q->group[0] && !group_member(j->user, q->group)) {
-        scored_reply_err(r, WE_REFUSED, "queue %u accepts only members of group %s; user '%s' is not "
-                  "one on this host", j->queue, q->group, j->user);
+        scored_reply_err(r, WE_REFUSED,
+                         "queue %u accepts only members of group %s; user '%s' is not "
+                         "one on this host",
+                         j->queue, q->group, j->user);
         goto refused;
     }
     const msgpack_object *hl = wire_get(m, "hosts");

@@ -16,8 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SD_MAXQ 8       /* queues at most */
-#define SD_MAXLIM 64    /* clusters with explicit limits */
+#define SD_MAXQ 8    /* queues at most */
+#define SD_MAXLIM 64 /* clusters with explicit limits */
 #define SD_NAME 64
 #define SD_MAXPROCS 4096 /* processes of one parallel job */
 #define SD_COC "*"       /* the cluster name of a cluster of clusters */
@@ -51,15 +51,15 @@ struct sd_settings {
 /* One cluster as the policy sees it (built from the hosts each decision). */
 struct sd_cluster {
     char name[SD_NAME];
-    double speed;       /* slowest host's speed */
+    double speed; /* slowest host's speed */
     uint32_t nhosts;
-    uint32_t *hosts;    /* node indices (owned by the caller) */
-    uint64_t cores;     /* sum of the hosts' cores */
-    uint64_t procs;     /* processes of admitted, unfinished jobs on its hosts */
-    uint64_t mem_mb, disk_mb; /* effective limits: 0 = none */
-    uint64_t max_jobs;  /* 0 = none */
+    uint32_t *hosts;              /* node indices (owned by the caller) */
+    uint64_t cores;               /* sum of the hosts' cores */
+    uint64_t procs;               /* processes of admitted, unfinished jobs on its hosts */
+    uint64_t mem_mb, disk_mb;     /* effective limits: 0 = none */
+    uint64_t max_jobs;            /* 0 = none */
     uint64_t held_mem, held_disk; /* sum of admitted jobs' limits */
-    uint64_t njobs;     /* admitted, unfinished jobs */
+    uint64_t njobs;               /* admitted, unfinished jobs */
 };
 
 /* What a parallel job asks for (K2). Zero means "not given". */
@@ -72,10 +72,10 @@ struct sd_request {
 
 /* The outcome of admission. */
 struct sd_admission {
-    int cluster;      /* index into the candidates, or ncl for the cluster of clusters */
+    int cluster;                /* index into the candidates, or ncl for the cluster of clusters */
     uint64_t mem_lim, disk_lim; /* per-host job limits, 0 = none */
-    bool never;       /* no cluster could ever hold it (waiting cannot help) */
-    char why[256];    /* on refusal: the missing resource */
+    bool never;                 /* no cluster could ever hold it (waiting cannot help) */
+    char why[256];              /* on refusal: the missing resource */
 };
 
 /* ---- scored_policy.c (pure) ---- */
@@ -106,14 +106,14 @@ int sd_pick_hosts(const struct sd_cluster *k, uint32_t need, uint32_t ppn,
 struct sd_slot_job {
     uint64_t id;
     uint32_t queue;
-    bool runnable;    /* its queue is activated */
-    bool running;     /* scheduled right now */
-    bool started;     /* was ever scheduled */
-    int mode;         /* its queue's mode */
+    bool runnable;       /* its queue is activated */
+    bool running;        /* scheduled right now */
+    bool started;        /* was ever scheduled */
+    int mode;            /* its queue's mode */
     int64_t last_ran_ms; /* when it was last descheduled or started (rotation order) */
     uint32_t nhosts;
     const uint32_t *hosts; /* node indices */
-    bool run;         /* out: scheduled in this slot */
+    bool run;              /* out: scheduled in this slot */
 };
 
 /*

@@ -62,16 +62,16 @@ static void show_clusters(struct cluster *c, struct out *o)
     wire_buf_init(&wb);
     scored_pack_clusters(c, &wb);
     msgpack_unpacked_init(&up);
-    outf(o, "%-16s %6s %5s %5s %6s %10s %10s %6s %10s %10s\n", "CLUSTER", "SPEED", "HOSTS",
-         "CORES", "LOAD", "MEM_MB", "DISK_MB", "JOBS", "HELD_MEM", "HELD_DISK");
+    outf(o, "%-16s %6s %5s %5s %6s %10s %10s %6s %10s %10s\n", "CLUSTER", "SPEED", "HOSTS", "CORES",
+         "LOAD", "MEM_MB", "DISK_MB", "JOBS", "HELD_MEM", "HELD_DISK");
     if (msgpack_unpack_next(&up, wb.sb.data, wb.sb.size, &off) == MSGPACK_UNPACK_SUCCESS)
         for (uint32_t i = 0; i < up.data.via.array.size; i++) {
             const msgpack_object *k = &up.data.via.array.ptr[i];
             char name[SD_NAME];
             wire_get_strbuf(k, "name", name, sizeof name);
             const msgpack_object *h = wire_get(k, "hosts");
-            outf(o, "%-16s %6.2f %5u %5llu %6.2f %10llu %10llu %3llu/%-2llu %10llu %10llu\n",
-                 name, wire_get_f64(k, "speed", 0), h ? h->via.array.size : 0,
+            outf(o, "%-16s %6.2f %5u %5llu %6.2f %10llu %10llu %3llu/%-2llu %10llu %10llu\n", name,
+                 wire_get_f64(k, "speed", 0), h ? h->via.array.size : 0,
                  (unsigned long long)wire_get_u64(k, "cores", 0), wire_get_f64(k, "load", 0),
                  (unsigned long long)wire_get_u64(k, "mem_mb", 0),
                  (unsigned long long)wire_get_u64(k, "disk_mb", 0),
@@ -137,7 +137,8 @@ static int console_run(struct cluster *c, const char *text, struct out *o, bool 
             outf(o, "command %d: %s", lineno, msg);
             rc = -1;
             goto out;
-        case SDC_NOTHING: break;
+        case SDC_NOTHING:
+            break;
         case SDC_CHANGED:
             *changed = true;
             outf(o, "ok: %s\n", msg);
@@ -148,10 +149,18 @@ static int console_run(struct cluster *c, const char *text, struct out *o, bool 
             outf(o, "%s", buf);
             break;
         }
-        case SDC_CLUSTERS: show_clusters(c, o); break;
-        case SDC_HOSTS: show_hosts(c, o); break;
-        case SDC_JOBS: show_jobs(c, o); break;
-        case SDC_HELP: outf(o, "%s", sd_console_help); break;
+        case SDC_CLUSTERS:
+            show_clusters(c, o);
+            break;
+        case SDC_HOSTS:
+            show_hosts(c, o);
+            break;
+        case SDC_JOBS:
+            show_jobs(c, o);
+            break;
+        case SDC_HELP:
+            outf(o, "%s", sd_console_help);
+            break;
         }
     }
     if (*changed && apply)
@@ -320,8 +329,10 @@ static int read_hosts(struct scored *sd, const char *path, char *err, size_t err
     int line = ini_parse_file(f, scored_hostline, sd);
     fclose(f);
     if (line != 0) {
-        snprintf(err, errlen, "%s:%d: bad hosts file line (sections are host names; keys cluster, "
-                 "speed, watchfs)", path, line);
+        snprintf(err, errlen,
+                 "%s:%d: bad hosts file line (sections are host names; keys cluster, "
+                 "speed, watchfs)",
+                 path, line);
         return -1;
     }
     return 0;

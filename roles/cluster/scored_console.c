@@ -34,7 +34,10 @@ const char *sd_qstate_name(int s)
     return s >= 0 && s < 3 ? n[s] : "?";
 }
 
-const char *sd_qmode_name(int m) { return m == SDQ_EXCLUSIVE ? "exclusive" : "gang"; }
+const char *sd_qmode_name(int m)
+{
+    return m == SDQ_EXCLUSIVE ? "exclusive" : "gang";
+}
 
 void sd_settings_default(struct sd_settings *s, uint32_t nq)
 {
@@ -98,15 +101,16 @@ static enum sd_cmd fail(char *msg, size_t n, const char *fmt, const char *arg)
     return SDC_ERROR;
 }
 
-static enum sd_cmd queue_attr(struct sd_settings *s, struct sd_queue *q, uint32_t qi,
-                              char **w, char *msg, size_t n)
+static enum sd_cmd queue_attr(struct sd_settings *s, struct sd_queue *q, uint32_t qi, char **w,
+                              char *msg, size_t n)
 {
     const char *a = w[2], *v = w[3];
     uint64_t x;
     if (!strcmp(a, "state")) {
-        int st = !strcmp(v, "disabled") ? SDQ_DISABLED
+        int st = !strcmp(v, "disabled")                               ? SDQ_DISABLED
                  : !strcmp(v, "enabled") || !strcmp(v, "deactivated") ? SDQ_ENABLED
-                 : !strcmp(v, "activated") ? SDQ_ACTIVATED : -1;
+                 : !strcmp(v, "activated")                            ? SDQ_ACTIVATED
+                                                                      : -1;
         if (st < 0)
             return fail(msg, n, "bad state '%s': disabled, enabled or activated", v);
         q->state = st;
@@ -127,8 +131,10 @@ static enum sd_cmd queue_attr(struct sd_settings *s, struct sd_queue *q, uint32_
             return fail(msg, n, "group name '%s' too long", v);
         snprintf(q->group, sizeof q->group, "%s", strcmp(v, "none") ? v : "");
     } else {
-        return fail(msg, n, "unknown queue attribute '%s' (state, mode, cpu, residence, mem, "
-                            "disk, group)", a);
+        return fail(msg, n,
+                    "unknown queue attribute '%s' (state, mode, cpu, residence, mem, "
+                    "disk, group)",
+                    a);
     }
     (void)s;
     snprintf(msg, n, "queue %u %s %s", qi, a, v);
@@ -211,8 +217,9 @@ enum sd_cmd sd_console_line(struct sd_settings *s, const char *line, char *msg, 
                    !strcmp(w[0], "activate") || !strcmp(w[0], "deactivate"))) {
         if (!(q = queue_arg(&t, w[1], &qi, msg, n)))
             return SDC_ERROR;
-        q->state = !strcmp(w[0], "disable") ? SDQ_DISABLED
-                   : !strcmp(w[0], "activate") ? SDQ_ACTIVATED : SDQ_ENABLED;
+        q->state = !strcmp(w[0], "disable")    ? SDQ_DISABLED
+                   : !strcmp(w[0], "activate") ? SDQ_ACTIVATED
+                                               : SDQ_ENABLED;
         snprintf(msg, n, "queue %u %s", qi, sd_qstate_name(q->state));
         r = SDC_CHANGED;
     } else if (c == 4 && !strcmp(w[0], "queue")) {

@@ -96,7 +96,7 @@ struct scored {
 /* The configuration checks of the SCore-D side (queues.default, the hosts file):
  * 0, or -1 with err. Run by --check-config and at start-up alike. */
 int scored_check_config(const struct cluster_cfg *cfg, char *err, size_t errlen);
-int scored_open(struct cluster *c);  /* hosts file, settings, jobs, startup file */
+int scored_open(struct cluster *c); /* hosts file, settings, jobs, startup file */
 void scored_close(struct cluster *c);
 int scored_startup(struct cluster *c); /* the startup file, once per state directory */
 /* One line of the hosts file (an inih handler; user is the struct scored). */
@@ -201,7 +201,7 @@ void scored_pack_rank(const struct cluster *c, const struct pjob *j, uint32_t r,
 int scored_output_put(struct cluster *c, const struct pjob *j, uint32_t rank,
                       const msgpack_object *e);
 /* Packs the nprocs rank maps of j, with stored outputs for out's window (see above). */
-void scored_output_pack_ranks(const struct cluster *c, const struct pjob *j,
-                              struct wire_buf *wb, struct pj_output *out);
+void scored_output_pack_ranks(const struct cluster *c, const struct pjob *j, struct wire_buf *wb,
+                              struct pj_output *out);
 
 #endif

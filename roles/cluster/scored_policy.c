@@ -48,8 +48,10 @@ static int fits(const struct sd_cluster *k, const struct sd_queue *q, const stru
     uint32_t need = sd_hosts_needed(rq), ppn = rq->ppn ? rq->ppn : 1;
     uint32_t have = hosts_fit(k, ppn, host_cores);
     if (have < need) {
-        snprintf(why, n, "hosts: cluster %s has %u host(s) with %u core(s) free for %u "
-                 "process(es) per host, the job needs %u", k->name, have, ppn, ppn, need);
+        snprintf(why, n,
+                 "hosts: cluster %s has %u host(s) with %u core(s) free for %u "
+                 "process(es) per host, the job needs %u",
+                 k->name, have, ppn, ppn, need);
         return 2;
     }
     uint64_t ml = sd_job_limit(k->mem_mb, q->mem_pct, rq->mem_mb);
@@ -70,15 +72,19 @@ static int fits(const struct sd_cluster *k, const struct sd_queue *q, const stru
         return 1;
     }
     if (ml && k->mem_mb && k->held_mem + ml > k->mem_mb) {
-        snprintf(why, n, "memory: cluster %s has %llu of %llu MiB held by admitted jobs, the "
-                 "job's limit is %llu MiB", k->name, (unsigned long long)k->held_mem,
-                 (unsigned long long)k->mem_mb, (unsigned long long)ml);
+        snprintf(why, n,
+                 "memory: cluster %s has %llu of %llu MiB held by admitted jobs, the "
+                 "job's limit is %llu MiB",
+                 k->name, (unsigned long long)k->held_mem, (unsigned long long)k->mem_mb,
+                 (unsigned long long)ml);
         return 1;
     }
     if (dl && k->disk_mb && k->held_disk + dl > k->disk_mb) {
-        snprintf(why, n, "disk: cluster %s has %llu of %llu MiB held by admitted jobs, the "
-                 "job's limit is %llu MiB", k->name, (unsigned long long)k->held_disk,
-                 (unsigned long long)k->disk_mb, (unsigned long long)dl);
+        snprintf(why, n,
+                 "disk: cluster %s has %llu of %llu MiB held by admitted jobs, the "
+                 "job's limit is %llu MiB",
+                 k->name, (unsigned long long)k->held_disk, (unsigned long long)k->disk_mb,
+                 (unsigned long long)dl);
         return 1;
     }
     a->mem_lim = ml;

@@ -93,16 +93,20 @@ static void after_report(struct cluster *c, struct pjob *j, uint32_t me, const c
                 exited++;
                 j->dirty = true;
             } else {
-                scored_job_end(c, j, PJ_FAILED, "process %u was lost on host %s (client restarted?)",
-                        r, host);
+                scored_job_end(c, j, PJ_FAILED,
+                               "process %u was lost on host %s (client restarted?)", r, host);
             }
             continue;
         }
         if (p->st == PR_EXITED && (p->exit != 0 || p->sig || p->error))
             scored_job_end(c, j, PJ_FAILED, "process %u on host %s %s %d%s%s", r, host,
-                    p->error ? "could not start:" : p->sig ? "was killed by signal" : "exited with",
-                    p->error ? 0 : p->sig ? p->sig : p->exit, p->error ? " " : "",
-                    p->error ? p->error : "");
+                           p->error ? "could not start:"
+                           : p->sig ? "was killed by signal"
+                                    : "exited with",
+                           p->error ? 0
+                           : p->sig ? p->sig
+                                    : p->exit,
+                           p->error ? " " : "", p->error ? p->error : "");
         if (p->st == PR_STARTED) {
             rss += p->rss_kb;
             disk += p->disk_kb;
@@ -111,11 +115,13 @@ static void after_report(struct cluster *c, struct pjob *j, uint32_t me, const c
     if (exited == j->rq.nprocs && !PJ_TERMINAL(j->state))
         scored_job_end(c, j, PJ_DONE, "%s", "");
     if (j->mem_lim && rss > j->mem_lim * 1024)
-        scored_job_end(c, j, PJ_KILLED, "memory: %.1f MiB on host %s, over the job's limit of %llu MiB",
-                (double)rss / 1024.0, host, (unsigned long long)j->mem_lim);
+        scored_job_end(c, j, PJ_KILLED,
+                       "memory: %.1f MiB on host %s, over the job's limit of %llu MiB",
+                       (double)rss / 1024.0, host, (unsigned long long)j->mem_lim);
     if (j->disk_lim && disk > j->disk_lim * 1024)
-        scored_job_end(c, j, PJ_KILLED, "disk: %.1f MiB on host %s, over the job's limit of %llu MiB",
-                (double)disk / 1024.0, host, (unsigned long long)j->disk_lim);
+        scored_job_end(c, j, PJ_KILLED,
+                       "disk: %.1f MiB on host %s, over the job's limit of %llu MiB",
+                       (double)disk / 1024.0, host, (unsigned long long)j->disk_lim);
     if (!PJ_TERMINAL(j->state))
         scored_check_limits(c, j, wall_now_ms());
 }

@@ -15,8 +15,8 @@
 
 const char *pj_state_name(enum pj_state s)
 {
-    static const char *n[] = {"waiting", "queued", "running", "stopped",
-                              "done",    "failed", "killed",  "cancelled", "requeueing"};
+    static const char *n[] = {"waiting", "queued", "running",   "stopped",   "done",
+                              "failed",  "killed", "cancelled", "requeueing"};
     return (unsigned)s < 9 ? n[s] : "?";
 }
 
@@ -100,8 +100,7 @@ static const char *host_name(const struct cluster *c, uint32_t h)
 
 static void job_encode(const struct cluster *c, const struct pjob *j, struct wire_buf *wb)
 {
-    wire_pack_map(wb, 33 + (j->key != NULL) + (j->requeues > 0) +
-                          jobenv_put(NULL, j->env, j->cwd));
+    wire_pack_map(wb, 33 + (j->key != NULL) + (j->requeues > 0) + jobenv_put(NULL, j->env, j->cwd));
     if (j->requeues > 0)
         wire_put_u64(wb, "requeues", j->requeues);
     jobenv_put(wb, j->env, j->cwd);
@@ -178,8 +177,8 @@ void scored_pack_rank(const struct cluster *c, const struct pjob *j, uint32_t r,
 }
 
 /* The summary map; with ranks, the per-process table too, with outputs when out is set. */
-static void pack_job(const struct cluster *c, const struct pjob *j, struct wire_buf *wb,
-                     bool ranks, struct pj_output *out)
+static void pack_job(const struct cluster *c, const struct pjob *j, struct wire_buf *wb, bool ranks,
+                     struct pj_output *out)
 {
     int64_t run = j->run_ms + (j->state == PJ_RUNNING ? wall_now_ms() - j->slice_ms : 0);
     bool cut = !ranks && cluster_argv_cut(j->argv, (uint32_t)j->argc, CLUSTER_ROW_ARGV_MAX);
@@ -230,8 +229,7 @@ static void pack_job(const struct cluster *c, const struct pjob *j, struct wire_
         scored_pack_rank(c, j, i, wb, 0);
 }
 
-void scored_pack_job(const struct cluster *c, const struct pjob *j, struct wire_buf *wb,
-                     bool ranks)
+void scored_pack_job(const struct cluster *c, const struct pjob *j, struct wire_buf *wb, bool ranks)
 {
     pack_job(c, j, wb, ranks, NULL);
 }
@@ -350,7 +348,8 @@ static int load_hosts(struct cluster *c, struct pjob *j, const msgpack_object *h
     for (uint32_t i = 0; i < j->nhosts; i++) {
         const msgpack_object *s = &h->via.array.ptr[i];
         struct node *n = s->type == MSGPACK_OBJECT_STR
-                             ? cluster_node_find(c, s->via.str.ptr, s->via.str.size) : NULL;
+                             ? cluster_node_find(c, s->via.str.ptr, s->via.str.size)
+                             : NULL;
         j->hosts[i] = n ? (uint32_t)(n - c->nodes) : UINT32_MAX;
     }
     return 0;
@@ -383,7 +382,8 @@ static int load_job(void *arg, const void *key, size_t klen, const void *val, si
         goto bad;
     for (uint32_t i = 0; i < j->argc; i++) {
         const msgpack_object *a = &argv->via.array.ptr[i];
-        if (a->type != MSGPACK_OBJECT_STR || !(j->argv[i] = strndup(a->via.str.ptr, a->via.str.size)))
+        if (a->type != MSGPACK_OBJECT_STR ||
+            !(j->argv[i] = strndup(a->via.str.ptr, a->via.str.size)))
             goto bad;
     }
     j->shell = wire_get_bool(m, "shell", false);
@@ -471,8 +471,9 @@ static void load_settings(struct cluster *c)
         return;
     if (unpack(&up, val, vlen) == 0) {
         const msgpack_object *qs = wire_get(&up.data, "queues"), *ls = wire_get(&up.data, "limits");
-        for (uint32_t i = 0; qs && qs->type == MSGPACK_OBJECT_ARRAY && i < qs->via.array.size &&
-                             i < sd->set.nq; i++) {
+        for (uint32_t i = 0;
+             qs && qs->type == MSGPACK_OBJECT_ARRAY && i < qs->via.array.size && i < sd->set.nq;
+             i++) {
             const msgpack_object *m = &qs->via.array.ptr[i];
             struct sd_queue *q = &sd->set.q[i];
             q->state = (int)wire_get_u64(m, "state", SDQ_ACTIVATED) % 3;
@@ -484,7 +485,8 @@ static void load_settings(struct cluster *c)
             wire_get_strbuf(m, "group", q->group, sizeof q->group);
         }
         for (uint32_t i = 0; ls && ls->type == MSGPACK_OBJECT_ARRAY && i < ls->via.array.size &&
-                             sd->set.nlim < SD_MAXLIM; i++) {
+                             sd->set.nlim < SD_MAXLIM;
+             i++) {
             const msgpack_object *m = &ls->via.array.ptr[i];
             struct sd_limit *l = &sd->set.lim[sd->set.nlim++];
             wire_get_strbuf(m, "cluster", l->cluster, sizeof l->cluster);

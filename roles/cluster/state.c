@@ -229,7 +229,10 @@ static int node_commit_new(struct cluster *c)
     return 0;
 }
 
-int cluster_node_register(struct cluster *c) { return node_commit_new(c); }
+int cluster_node_register(struct cluster *c)
+{
+    return node_commit_new(c);
+}
 
 /* ---- encoding ---- */
 
@@ -418,7 +421,10 @@ static int grow_tasks(struct job *j, uint32_t need)
     return 0;
 }
 
-int job_grow_tasks(struct job *j, uint32_t need) { return grow_tasks(j, need); }
+int job_grow_tasks(struct job *j, uint32_t need)
+{
+    return grow_tasks(j, need);
+}
 
 static int load_job(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {

@@ -114,8 +114,9 @@ double tasks_work(const struct job *j, size_t input_bytes, long input_unit_kb)
 /* How long to wait for a result of `work` units from node n before re-issuing (X4). */
 int64_t tasks_wait_ms(const struct cluster *c, const struct node *n, double work)
 {
-    double spu = n && n->spu > 0 ? n->spu : c->global_spu > 0 ? c->global_spu
-                                                              : c->cfg.default_estimate_s;
+    double spu = n && n->spu > 0     ? n->spu
+                 : c->global_spu > 0 ? c->global_spu
+                                     : c->cfg.default_estimate_s;
     double wait = work * spu * c->cfg.k_wait;
     if (wait < c->cfg.min_wait_s)
         wait = c->cfg.min_wait_s;
@@ -599,7 +600,7 @@ int tasks_result(struct cluster *c, struct node *n, const msgpack_object *res)
         return 0; /* cancelled before it finished: acknowledged and dropped, never "ok" */
     if (j->requeues > 0 && issue <= j->rq_issue)
         return 0; /* handed out before the job was requeued: stale (requeue.c) */
-    if (j->v) /* replicated or checked: validate.c judges (late results included) */
+    if (j->v)     /* replicated or checked: validate.c judges (late results included) */
         return valid_result(c, n, j, idx, issue, res);
     if (t->state == TS_DONE && t->node == me && t->won == issue)
         return 0; /* a resend of the winning delivery */
@@ -712,7 +713,8 @@ void nodes_check_active(struct cluster *c)
     for (uint32_t i = 0; i < c->nnodes; i++) {
         struct node *n = &c->nodes[i];
         /* the longest a live node stays silent: one heartbeat or idle-poll period */
-        int64_t expect = (c->cfg.hb_s > c->cfg.idle_wait_s ? c->cfg.hb_s : c->cfg.idle_wait_s) * 1000;
+        int64_t expect =
+            (c->cfg.hb_s > c->cfg.idle_wait_s ? c->cfg.hb_s : c->cfg.idle_wait_s) * 1000;
         if (n->active && now - n->last_ms > (int64_t)((double)expect * c->cfg.k_wait_dead)) {
             n->active = false;
             cluster_mark_node(c, n);

@@ -58,8 +58,8 @@ struct vtask {
     uint8_t ncand, ncopy;
     uint32_t nextseq;
     struct vcand *cand;
-    struct vcopy *copy;    /* copies out now */
-    uint32_t *holder;      /* [issue - 1]: the node each copy went to (UINT32_MAX: unknown) */
+    struct vcopy *copy; /* copies out now */
+    uint32_t *holder;   /* [issue - 1]: the node each copy went to (UINT32_MAX: unknown) */
     uint32_t nholder;
     char *fail_why; /* a validator's failure, for the log and the record */
 };
@@ -102,8 +102,8 @@ struct vstate {
     struct vrun *runs; /* running validators */
     uint32_t nruns;
     uint64_t validator_runs, validator_failures, reopened, spot_issued;
-    uint32_t ntrusted; /* active trusted nodes (valid_ntrusted) */
-    uint32_t nknown;   /* known-answer jobs that may be live (0: no spot checks at all) */
+    uint32_t ntrusted;   /* active trusted nodes (valid_ntrusted) */
+    uint32_t nknown;     /* known-answer jobs that may be live (0: no spot checks at all) */
     struct vspot *spots; /* ring of spot checks out, oldest dropped beyond VSPOT_MAX */
     uint32_t spot_head, nspots;
     int64_t ntrusted_ms;

@@ -433,7 +433,7 @@ static void test_many_expired_held_by_one_node(void **state)
     let_expire();
     assert_int_equal(issue(c, a, 1, t), 1); /* one of its own expired ones */
     assert_int_equal(t[0].issue, 2);
-    c->cfg.default_estimate_s = 60;         /* b's issues do not expire */
+    c->cfg.default_estimate_s = 60; /* b's issues do not expire */
     uint32_t n = issue(c, b, 300, t), again = 0;
     for (uint32_t i = 0; i < n; i++)
         again += t[i].issue == 2;

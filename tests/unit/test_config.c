@@ -509,11 +509,13 @@ static void test_checks(void **state)
 {
     (void)state;
     char err[256];
-    assert_int_equal(config_check_endpoint("a.listen", "tcp://127.0.0.1:7300", 1, err, sizeof err), 0);
+    assert_int_equal(config_check_endpoint("a.listen", "tcp://127.0.0.1:7300", 1, err, sizeof err),
+                     0);
     assert_int_equal(config_check_endpoint("a.listen", "tcp://*:7300", 1, err, sizeof err), 0);
     assert_int_equal(config_check_endpoint("a.listen", "tcp://[::1]:7300", 1, err, sizeof err), 0);
     assert_int_equal(config_check_endpoint("a.listen", "tcp://127.0.0.1:*", 1, err, sizeof err), 0);
-    assert_int_equal(config_check_endpoint("a.server", "tcp://127.0.0.1:*", 0, err, sizeof err), -1);
+    assert_int_equal(config_check_endpoint("a.server", "tcp://127.0.0.1:*", 0, err, sizeof err),
+                     -1);
     assert_non_null(strstr(err, "can only be bound"));
     assert_int_equal(config_check_endpoint("a.listen", "ipc:///tmp/x.sock", 1, err, sizeof err), 0);
     assert_int_equal(config_check_endpoint("a.listen", "ipc://", 1, err, sizeof err), -1);

@@ -23,8 +23,8 @@
 static void test_limits(void **state)
 {
     (void)state;
-    assert_int_equal(sd_job_limit(1000, 0, 0), 0);   /* queue unset: no limit */
-    assert_int_equal(sd_job_limit(0, 50, 0), 0);     /* cluster unset: no limit */
+    assert_int_equal(sd_job_limit(1000, 0, 0), 0); /* queue unset: no limit */
+    assert_int_equal(sd_job_limit(0, 50, 0), 0);   /* cluster unset: no limit */
     /* an explicit user limit applies on its own (issue #8 item 14) */
     assert_int_equal(sd_job_limit(0, 50, 100), 100);
     assert_int_equal(sd_job_limit(1000, 0, 100), 100);
@@ -38,8 +38,8 @@ static void test_limits(void **state)
 static uint32_t cores[8] = {2, 2, 2, 2, 4, 4, 1, 1};
 static uint32_t hs0[] = {0, 1}, hs1[] = {2, 3};
 
-static void mk(struct sd_cluster *k, const char *name, double speed, uint32_t *hosts,
-               uint32_t n, uint64_t procs)
+static void mk(struct sd_cluster *k, const char *name, double speed, uint32_t *hosts, uint32_t n,
+               uint64_t procs)
 {
     memset(k, 0, sizeof *k);
     strcpy(k->name, name);

@@ -14,9 +14,9 @@
  * one availability profile of free nodes per such group (profile.h), which is exact.
  *
  * Times are in config.unit_per_s units (seconds by default; int64); memory, disk
- * and swap are MB. Every function that can fail returns 0 / -1 with errno (or a count / pointer) and changes nothing then.
- * Strings passed in are copied; pointers handed out stay valid until the next call
- * that changes the engine, unless said otherwise.
+ * and swap are MB. Every function that can fail returns 0 / -1 with errno (or a count / pointer)
+ * and changes nothing then. Strings passed in are copied; pointers handed out stay valid until the
+ * next call that changes the engine, unless said otherwise.
  */
 #ifndef GRIDNODE_BATCH_H
 #define GRIDNODE_BATCH_H
@@ -87,7 +87,7 @@ struct batch_live_cfg {
     int sync;               /* enum store_sync: 0 full, 1 meta, 2 none */
     int64_t map_mb;
     int64_t peer_queue;
-    struct curve_conf sec; /* [security] (daemon/curve.h) */
+    struct curve_conf sec;    /* [security] (daemon/curve.h) */
     int64_t stats_interval_s; /* [stats] (daemon/statspage.h, livestats.c) */
     char stats_http[256];
 };
@@ -97,10 +97,10 @@ struct batch_config {
     enum batch_backfill backfill;
     struct batch_weights w;
     enum batch_fspolicy fspolicy;
-    int64_t fsinterval;           /* seconds per fairshare window */
-    int32_t fsdepth;              /* windows kept */
-    double fsdecay;               /* weight of a window = fsdecay^age */
-    bool estimates;               /* estimated start of every pending job, every cycle */
+    int64_t fsinterval; /* seconds per fairshare window */
+    int32_t fsdepth;    /* windows kept */
+    double fsdecay;     /* weight of a window = fsdecay^age */
+    bool estimates;     /* estimated start of every pending job, every cycle */
     /* Engine time units per second: 1 = seconds (SWF replay), 1000 = milliseconds (the
      * live role, time-scaled replays). Every time passed in or out (submit, now,
      * walltime, estimates) is in these units; only the conversions to minutes
@@ -295,8 +295,8 @@ struct batch_resv_req {
     const char *const *nodes;  /* ... these named nodes (tasks == 0) */
     size_t nnodes;
     int64_t start, end, duration; /* end or duration (the other 0) */
-    bool restore; /* re-creating a stored reservation (live role restart): the named
-                   * nodes are taken as they are (down or busy) and start is kept */
+    bool restore;                 /* re-creating a stored reservation (live role restart): the named
+                                   * nodes are taken as they are (down or busy) and start is kept */
 };
 /* Creates a reservation; it never shares nodes with another one at the same time,
  * so two reservations bound to different jobs cannot collide (B5). Returns 0 and

@@ -15,7 +15,6 @@
 #include "roles/batch/engine/batch.h"
 #include "roles/batch/engine/profile.h"
 
-
 /* ---- maps (maps.c) ---- */
 struct strmap { /* string -> int32, open addressing; keys are copied */
     char **keys;

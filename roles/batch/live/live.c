@@ -307,8 +307,9 @@ int live_check_config(const struct batch_config *cfg, char *err, size_t errlen)
         httpstats_check("stats.http", l->stats_http, err, errlen) < 0)
         return -1;
     if (!l->clusters[0]) {
-        snprintf(err, errlen, "batch.clusters is empty: name at least one cluster manager "
-                              "endpoint (e.g. --set batch.clusters=tcp://127.0.0.1:7300)");
+        snprintf(err, errlen,
+                 "batch.clusters is empty: name at least one cluster manager "
+                 "endpoint (e.g. --set batch.clusters=tcp://127.0.0.1:7300)");
         return -1;
     }
     char list[BATCH_LIVE_STR];

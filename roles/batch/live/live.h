@@ -114,9 +114,9 @@ struct lclu {
     char ep[256];
     void *sock;
     struct curve_watch *watch; /* logs a failed CURVE handshake (daemon/curve.h) */
-    int st;         /* enum in liveclu.c */
-    bool events_ok; /* the cluster has EVENTS (else: polling fallback) */
-    bool synced;    /* its hosts are in the engine and its jobs reconciled */
+    int st;                    /* enum in liveclu.c */
+    bool events_ok;            /* the cluster has EVENTS (else: polling fallback) */
+    bool synced;               /* its hosts are in the engine and its jobs reconciled */
     char epoch[80];
     uint64_t next;    /* next event seq */
     int64_t retry_at; /* monotonic ms of the next resync attempt when down */

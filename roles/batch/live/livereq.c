@@ -93,8 +93,10 @@ bool live_class_unknown(const struct live *L, const char *cls, char *why, size_t
     for (int i = 0; i < L->ncl; i++)
         if (!strcmp(L->cl[i].name, cls))
             return false;
-    int n = snprintf(why, len, "no such class '%.*s': a class is one of the clusters in "
-                     "batch.clusters:", BATCH_NAME_MAX, cls);
+    int n = snprintf(why, len,
+                     "no such class '%.*s': a class is one of the clusters in "
+                     "batch.clusters:",
+                     BATCH_NAME_MAX, cls);
     for (int i = 0; i < L->ncl && n > 0 && (size_t)n < len; i++)
         n += snprintf(why + n, len - (size_t)n, "%s %s", i ? "," : "", L->cl[i].name);
     text_fix(why);

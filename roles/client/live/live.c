@@ -352,8 +352,8 @@ static void task_finish(struct live *l, struct ltask *t)
         engine_task_done(l->e, vcl_now(), (size_t)i);
     }
     vcl_task_save(l, t);
-    l->unsaved = true; /* committed before it is reported (send_rpc_stage), or at the end
-                          of this loop turn with the rest: one fsync for many tasks */
+    l->unsaved = true;     /* committed before it is reported (send_rpc_stage), or at the end
+                              of this loop turn with the rest: one fsync for many tasks */
     t->log_pending = true; /* logged once durable: log_finished */
     l->nlog_pending++;
     kick(l);

@@ -680,8 +680,7 @@ void runner_pack_result(const struct run *r, uint64_t job, uint32_t idx, uint32_
     wire_put_u64(wb, "idx", idx);
     wire_put_u64(wb, "issue", issue);
     wire_put_i64(wb, "exit",
-                 !err && !fault && r->reaped && WIFEXITED(r->status) ? WEXITSTATUS(r->status)
-                                                                      : -1);
+                 !err && !fault && r->reaped && WIFEXITED(r->status) ? WEXITSTATUS(r->status) : -1);
     wire_put_u64(wb, "signal",
                  !err && r->reaped && WIFSIGNALED(r->status) ? (uint64_t)WTERMSIG(r->status) : 0);
     wire_put_bool(wb, "timeout", r->timed_out);

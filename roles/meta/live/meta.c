@@ -702,8 +702,10 @@ static int meta_check(const void *p, char *err, size_t errlen)
         httpstats_check("stats.http", cfg->stats_http, err, errlen) < 0)
         return -1;
     if (meta_policy_parse(cfg->policy) < 0) {
-        snprintf(err, errlen, "meta.policy must be estimate, earliest_start, least_queued, "
-                              "round_robin, random or slurm_m, not '%s'", cfg->policy);
+        snprintf(err, errlen,
+                 "meta.policy must be estimate, earliest_start, least_queued, "
+                 "round_robin, random or slurm_m, not '%s'",
+                 cfg->policy);
         return -1;
     }
     struct meta *scratch = calloc(1, sizeof *scratch);

@@ -68,9 +68,9 @@ struct msite {
     /* a Slurm cluster (ep slurm://...) instead of a DEALER: roles/meta/slurm/slurm.c */
     struct slurm_site *slurm;
     struct curve_watch *watch; /* logs a failed CURVE handshake (daemon/curve.h) */
-    struct meta_site info; /* the policy's view (up, speed, sizes, queued work) */
-    bool known;            /* SITE_INFO answered at least once */
-    int64_t down_since;    /* loop ms the site stopped answering, 0 while up */
+    struct meta_site info;     /* the policy's view (up, speed, sizes, queued work) */
+    bool known;                /* SITE_INFO answered at least once */
+    int64_t down_since;        /* loop ms the site stopped answering, 0 while up */
     int64_t info_at, poll_at, sweep_at;
     int64_t cores_free;
     int64_t burst_sec, burst_n; /* placements given this site in second burst_sec */
