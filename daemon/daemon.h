@@ -56,7 +56,36 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/config.h"
 #include "wire/wire.h"
+
+/*
+ * The configuration keys every role shares, written once. `type` is the role's config
+ * struct, with these fields: listen, state_dir, log_level (char[CONFIG_STR_MAX]),
+ * sync (int), map_mb and peer_queue (long). A role lists the groups it has, in its key
+ * table, where their sections belong:
+ *   DAEMON_LISTEN_KEY   [SECTION] listen (a role that serves a socket)
+ *   DAEMON_STATE_KEYS   [SECTION] state_dir, log_level
+ *   DAEMON_STORE_KEYS   [store] sync, map_mb (store/store.h)
+ *   DAEMON_LIMIT_KEYS   [limits] peer_queue (struct daemon_opts)
+ */
+// clang-format off
+#define DAEMON_LISTEN_KEY(type, section, dflt)                                                     \
+    {section, "listen", CONFIG_STR, dflt, offsetof(type, listen), 0, 0, NULL,                      \
+     "ZeroMQ endpoint that peers and user tools connect to (tcp://127.0.0.1:* picks a port)"}
+#define DAEMON_STATE_KEYS(type, section, dflt, help)                                               \
+    {section, "state_dir", CONFIG_STR, dflt, offsetof(type, state_dir), 0, 0, NULL, help},         \
+    {section, "log_level", CONFIG_STR, "info", offsetof(type, log_level), 0, 0, NULL,              \
+     "error, warn, info or debug"}
+#define DAEMON_STORE_KEYS(type)                                                                    \
+    {"store", "sync", CONFIG_ENUM, "full", offsetof(type, sync), 0, 0, "full|meta|none",           \
+     "full: fsync every commit; meta: skip the meta-page sync; none: no fsync"},                   \
+    {"store", "map_mb", CONFIG_INT, "64", offsetof(type, map_mb), 1, 1L << 20, NULL,               \
+     "initial LMDB map size in MiB (grows when full)"}
+#define DAEMON_LIMIT_KEYS(type)                                                                    \
+    {"limits", "peer_queue", CONFIG_INT, "1000", offsetof(type, peer_queue), 1, 1000000, NULL,     \
+     "replies (and requests) queued per peer; replies beyond it are dropped and logged"}
+// clang-format on
 
 struct loop;
 struct daemon;

@@ -30,12 +30,10 @@
 
 #define OFF(f) offsetof(struct cluster_cfg, f)
 const struct config_key cluster_keys[] = {
-    {"cluster", "listen", CONFIG_STR, "tcp://127.0.0.1:7300", OFF(listen), 0, 0, NULL,
-     "ZeroMQ endpoint nodes and user tools connect to (tcp://127.0.0.1:* picks a port)"},
-    {"cluster", "state_dir", CONFIG_STR, "run/cluster", OFF(state_dir), 0, 0, NULL,
-     "directory of the LMDB state, stats.json/html and the endpoint file (created)"},
-    {"cluster", "log_level", CONFIG_STR, "info", OFF(log_level), 0, 0, NULL,
-     "error, warn, info or debug"},
+    DAEMON_LISTEN_KEY(struct cluster_cfg, "cluster", "tcp://127.0.0.1:7300"),
+    DAEMON_STATE_KEYS(
+        struct cluster_cfg, "cluster", "run/cluster",
+        "directory of the LMDB state, stats.json/html and the endpoint file (created)"),
     {"tasks", "k_wait", CONFIG_DOUBLE, "3", OFF(k_wait), 1, 1000, NULL,
      "re-issue a task after estimated time x k_wait without its result (X4)"},
     {"tasks", "k_wait_dead", CONFIG_DOUBLE, "6", OFF(k_wait_dead), 1, 1000, NULL,
@@ -75,10 +73,7 @@ const struct config_key cluster_keys[] = {
      "file of scheduler endpoints (one per line or comma-separated, # comments), re-read "
      "on every MASTER_GET; used instead of endpoints when set"},
     STATSPAGE_CONFIG_KEYS(struct cluster_cfg, stats_interval_s, stats_http),
-    {"store", "sync", CONFIG_ENUM, "full", OFF(sync), 0, 0, "full|meta|none",
-     "full: fsync every commit; meta: skip the meta-page sync; none: no fsync"},
-    {"store", "map_mb", CONFIG_INT, "64", OFF(map_mb), 1, 1L << 20, NULL,
-     "initial LMDB map size in MiB (grows when full)"},
+    DAEMON_STORE_KEYS(struct cluster_cfg),
     {"queues", "count", CONFIG_INT, "3", OFF(sd_queues), 1, SD_MAXQ, NULL,
      "priority queues of parallel jobs; queue 0 is the highest (K4)"},
     {"queues", "default", CONFIG_INT, "1", OFF(sd_default_queue), 0, SD_MAXQ - 1, NULL,
@@ -91,8 +86,7 @@ const struct config_key cluster_keys[] = {
      "hosts file ([host] sections: cluster, speed, watchfs); empty: none (K1)"},
     {"queues", "rc", CONFIG_STR, "", OFF(sd_rc), 0, 0, NULL,
      "startup file of console commands, applied once to a new state (K9)"},
-    {"limits", "peer_queue", CONFIG_INT, "1000", OFF(peer_queue), 1, 1000000, NULL,
-     "replies (and requests) queued per peer; replies beyond it are dropped and logged"},
+    DAEMON_LIMIT_KEYS(struct cluster_cfg),
     {"limits", "peer_timeout_s", CONFIG_INT, "30", OFF(peer_timeout_s), 1, 6553, NULL,
      "a connection silent this long (heartbeats unanswered) is closed and its descriptor freed"},
     {"nodes", "forget_after_s", CONFIG_INT, "86400", OFF(forget_after_s), 0, 1L << 40, NULL,

@@ -9,6 +9,7 @@
  * health (health.c) are modules of their own.
  */
 #include "roles/client/live/client.h"
+#include "daemon/daemon.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -21,8 +22,9 @@
 const struct config_key client_keys[] = {
     {"client", "server", CONFIG_STR, "tcp://127.0.0.1:7300", OFF(server), 0, 0, NULL,
      "endpoint of the cluster manager to pull tasks from"},
-    {"client", "state_dir", CONFIG_STR, "run/client", OFF(state_dir), 0, 0, NULL,
-     "directory of this client's LMDB state and task working directories (created)"},
+    DAEMON_STATE_KEYS(
+        struct client_cfg, "client", "run/client",
+        "directory of this client's LMDB state and task working directories (created)"),
     {"client", "name", CONFIG_STR, "", OFF(name), 0, 0, NULL,
      "node name reported to the server (empty: the host name)"},
     {"client", "cluster", CONFIG_STR, "", OFF(cluster), 0, 0, NULL,
@@ -41,8 +43,6 @@ const struct config_key client_keys[] = {
     {"client", "prefetch_max", CONFIG_INT, "16", OFF(prefetch_max), 0, 1024, NULL,
      "tasks held beyond the running ones at most, as a multiple of slots, to cover the round "
      "trip to the server (0: ask only for free slots)"},
-    {"client", "log_level", CONFIG_STR, "info", OFF(log_level), 0, 0, NULL,
-     "error, warn, info or debug"},
     {"rpc", "timeout_ms", CONFIG_INT, "5000", OFF(timeout_ms), 10, 3600000, NULL,
      "a request unanswered this long counts as a failed exchange"},
     {"rpc", "link_timeout_s", CONFIG_INT, "10", OFF(link_timeout_s), 1, 6553, NULL,
@@ -57,10 +57,7 @@ const struct config_key client_keys[] = {
      "truncated"},
     {"run", "kill_grace_s", CONFIG_DOUBLE, "2", OFF(kill_grace_s), 0, 3600, NULL,
      "after the wall-clock limit: SIGTERM, then SIGKILL this much later"},
-    {"store", "sync", CONFIG_ENUM, "full", OFF(sync), 0, 0, "full|meta|none",
-     "full: fsync every commit; meta: skip the meta-page sync; none: no fsync"},
-    {"store", "map_mb", CONFIG_INT, "64", OFF(map_mb), 1, 1L << 20, NULL,
-     "initial LMDB map size in MiB (grows when full)"},
+    DAEMON_STORE_KEYS(struct client_cfg),
     /* the multi-project client (docs/client-scheduling.md, "The live client") */
     {"client", "control", CONFIG_STR, "tcp://127.0.0.1:*", OFF(control), 0, 0, NULL,
      "control endpoint for gridnode client status/attach/detach "

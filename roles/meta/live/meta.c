@@ -21,6 +21,7 @@
 #include "lib/log.h"
 #include "daemon/httpstats.h"
 #include "daemon/loop.h"
+#include "daemon/record.h"
 #include "daemon/statspage.h"
 #include "lib/text.h"
 #include "roles/meta/live/meta.h"
@@ -31,10 +32,9 @@
 
 #define OFF(f) offsetof(struct meta_cfg, f)
 static const struct config_key meta_keys[] = {
-    {"meta", "listen", CONFIG_STR, "tcp://127.0.0.1:7500", OFF(listen), 0, 0, NULL,
-     "endpoint users submit to (gridnode submit -e ...; tcp://127.0.0.1:* picks a port)"},
-    {"meta", "state_dir", CONFIG_STR, "run/meta", OFF(state_dir), 0, 0, NULL,
-     "directory of the LMDB spool and the endpoint file (created)"},
+    DAEMON_LISTEN_KEY(struct meta_cfg, "meta", "tcp://127.0.0.1:7500"),
+    DAEMON_STATE_KEYS(struct meta_cfg, "meta", "run/meta",
+                      "directory of the LMDB spool and the endpoint file (created)"),
     {"meta", "sites", CONFIG_STR, "", OFF(sites), 0, 0, NULL,
      "sites, comma-separated: NAME=tcp://HOST:PORT (a batch role) or "
      "NAME=slurm://SLURM_CONF?partition=P&... (a Slurm cluster, docs/meta.md)"},
@@ -54,14 +54,8 @@ static const struct config_key meta_keys[] = {
      "a site silent this long loses its not-yet-started jobs to other sites"},
     {"meta", "max_attempts", CONFIG_INT, "20", OFF(max_attempts), 1, 1000000, NULL,
      "placement rounds before a job fails (a round tries every eligible site)"},
-    {"meta", "log_level", CONFIG_STR, "info", OFF(log_level), 0, 0, NULL,
-     "error, warn, info or debug"},
-    {"store", "sync", CONFIG_ENUM, "full", OFF(sync), 0, 0, "full|meta|none",
-     "full: fsync every commit; meta: skip the meta-page sync; none: no fsync"},
-    {"store", "map_mb", CONFIG_INT, "64", OFF(map_mb), 1, 1L << 20, NULL,
-     "initial LMDB map size in MiB (grows when full)"},
-    {"limits", "peer_queue", CONFIG_INT, "1000", OFF(peer_queue), 1, 1000000, NULL,
-     "replies (and requests) queued per peer; replies beyond it are dropped and logged"},
+    DAEMON_STORE_KEYS(struct meta_cfg),
+    DAEMON_LIMIT_KEYS(struct meta_cfg),
     CURVE_CONFIG_KEYS(struct meta_cfg, sec),
     STATSPAGE_CONFIG_KEYS(struct meta_cfg, stats_interval_s, stats_http),
     {NULL, NULL, 0, NULL, 0, 0, 0, NULL, NULL},
@@ -248,6 +242,12 @@ out:
     return j;
 }
 
+static int encode_job(const void *rec, struct wire_buf *wb)
+{
+    job_encode(rec, wb);
+    return 0;
+}
+
 static int save_dirty(struct meta *M)
 {
     struct wire_buf wb;
@@ -257,10 +257,7 @@ static int save_dirty(struct meta *M)
         struct mjob *j = M->jobs[i];
         if (!j->dirty)
             continue;
-        uint8_t k[8];
-        store_key_u64(k, j->id);
-        job_encode(j, &wb);
-        rc = store_put(M->store, M->t_jobs, k, 8, wb.sb.data, wb.sb.size);
+        rc = record_save_u64(M->store, M->t_jobs, j->id, j, encode_job, &wb);
         j->dirty = false;
     }
     wire_buf_free(&wb);
@@ -561,9 +558,7 @@ static int on_commit(void *arg)
         return -1;
     meta_place_some(M);
     if (M->meta_dirty) {
-        char v[24];
-        snprintf(v, sizeof v, "%llu", (unsigned long long)M->next_id);
-        if (store_put(M->store, M->t_meta, "next_job", 8, v, strlen(v)) < 0)
+        if (record_put_u64(M->store, M->t_meta, "next_job", M->next_id) < 0)
             return -1;
         M->meta_dirty = false;
     }
@@ -598,17 +593,13 @@ static void on_tick(struct loop *l, void *arg)
     meta_sites_tick(arg);
 }
 
-static int load_job(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+static int load_job(void *arg, const uint8_t *key, size_t klen, const void *val, size_t vlen)
 {
     struct meta *M = arg;
-    if (klen != 8)
-        return 0;
+    (void)klen;
     struct mjob *j = job_decode(store_key_get_u64(key), val, vlen);
-    if (!j) {
-        log_warnx("job %llu: unreadable record skipped",
-                  (unsigned long long)store_key_get_u64(key));
-        return 0;
-    }
+    if (!j)
+        return RECORD_UNREADABLE;
     if (j->site >= M->nsites || j->mv_site >= M->nsites) {
         log_warnx("job %llu: its site is no longer in meta.sites: spooled again",
                   (unsigned long long)j->id);
@@ -622,7 +613,7 @@ static int load_job(void *arg, const void *key, size_t klen, const void *val, si
         job_free(j);
         return -1;
     }
-    return 0;
+    return RECORD_TAKEN;
 }
 
 static int load_all(struct meta *M)
@@ -646,17 +637,11 @@ static int load_all(struct meta *M)
             return -1;
     }
     M->next_id = 1;
-    if (store_get(M->store, M->t_meta, "next_job", 8, &v, &vl) == 0) {
-        char b[24];
-        snprintf(b, sizeof b, "%.*s", (int)(vl < 23 ? vl : 23), (char *)v);
-        M->next_id = strtoull(b, NULL, 10);
-        free(v);
-        if (M->next_id < 1)
-            M->next_id = 1;
-    }
+    if (record_get_u64(M->store, M->t_meta, "next_job", &M->next_id) != 0 || M->next_id < 1)
+        M->next_id = 1;
     M->njobs = 0;
     M->inflight = 0;
-    if (store_iter(M->store, M->t_jobs, NULL, 0, load_job, M) < 0)
+    if (record_load(M->store, M->t_jobs, load_job, M) < 0)
         return -1;
     for (uint32_t i = 0; i < M->njobs; i++)
         meta_resume(M, M->jobs[i]);
