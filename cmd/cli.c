@@ -237,13 +237,6 @@ void cli_print_json_pages(const struct cli_pages *p, const char *key)
     putchar('\n');
 }
 
-void cli_reply_free(struct cli_reply *r)
-{
-    wire_msg_free(&r->msg);
-    free(r->frame);
-    r->frame = NULL;
-}
-
 void cli_print_json(const msgpack_object *o)
 {
     json_t *j = mpjson(o);
@@ -285,43 +278,6 @@ void cli_text(const msgpack_object *map, const char *key, char *buf, size_t cap)
     size_t n;
     const char *s = wire_get_str(map, key, &n);
     text_escape(buf, cap, s ? s : "", n);
-}
-
-void cli_user_words(const char *const (*words)[2], char *text, size_t cap)
-{
-    /* "SUBMIT refused: x" -> "x": the user did not send a SUBMIT, they typed options */
-    const char *ref = strstr(text, " refused: ");
-    if (ref && ref - text < 16) {
-        bool upper = true;
-        for (const char *p = text; p < ref; p++)
-            upper = upper && ((*p >= 'A' && *p <= 'Z') || *p == '_');
-        if (upper)
-            memmove(text, ref + 10, strlen(ref + 10) + 1);
-    }
-    char out[1024];
-    size_t o = 0;
-    for (const char *p = text; *p && o + 1 < sizeof out;) {
-        bool hit = false;
-        bool start = p == text || !((p[-1] >= 'a' && p[-1] <= 'z') || p[-1] == '_' || p[-1] == '-');
-        for (size_t k = 0; start && words[k][0]; k++) {
-            size_t n = strlen(words[k][0]);
-            char after = p[n];
-            if (!strncmp(p, words[k][0], n) && !((after >= 'a' && after <= 'z') || after == '_')) {
-                size_t m = strlen(words[k][1]);
-                if (o + m + 1 >= sizeof out)
-                    break;
-                memcpy(out + o, words[k][1], m);
-                o += m;
-                p += n;
-                hit = true;
-                break;
-            }
-        }
-        if (!hit)
-            out[o++] = *p++;
-    }
-    out[o] = '\0';
-    snprintf(text, cap, "%s", out);
 }
 
 char **cli_split_eq(int *argc, char **argv, int i)
