@@ -12,6 +12,7 @@
 #   make man        man pages (build/man) generated from the --help texts
 #   make format-check   clang-format, checked in make test
 #   make layers         the layer rule (scripts/layers.py), checked in make test
+#   make docs           docs/*.svg redrawn from their Graphviz sources (docs/*.dot)
 
 BUILD   ?= build
 PREFIX  ?= /usr/local
@@ -136,6 +137,17 @@ format:
 format-check:
 	clang-format --dry-run --Werror $(LIB_SRC) cmd/main.c $(FORMAT_MORE)
 
+# The pictures of docs/architecture.md are drawn from their sources, docs/*.dot. The SVGs
+# are committed, so only whoever changes a picture needs Graphviz (apt-get install graphviz).
+DOCS_DOT := $(wildcard docs/*.dot)
+docs:
+	@if command -v dot >/dev/null 2>&1; then \
+	    for f in $(DOCS_DOT); do dot -Tsvg $$f -o $${f%.dot}.svg && echo "docs: $${f%.dot}.svg"; \
+	    done; \
+	else \
+	    echo "docs: Graphviz (dot) is not installed: the committed docs/*.svg are left as they are"; \
+	fi
+
 # Man pages come from the binary's own help texts (scripts/mkman.sh), so they are
 # regenerated whenever the binary changes.
 $(BUILD)/man/gridnode.1: $(BUILD)/gridnode scripts/mkman.sh
@@ -162,5 +174,6 @@ clean:
 	rm -rf $(BUILD)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
-.PHONY: all layers unit system net check test deps demo bench fuzz format format-check clean man install uninstall
+.PHONY: all layers unit system net check test deps demo bench fuzz format format-check clean man install uninstall \
+    docs
 .SECONDARY:
