@@ -163,7 +163,7 @@ install: all man
 	install -m 0755 $(BUILD)/gridnode $(DESTDIR)$(PREFIX)/bin/gridnode
 	install -m 0644 $(BUILD)/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 0644 configs/*.ini $(DOCDIR)/examples/
-	install -m 0644 README.md docs/*.md $(DOCDIR)/
+	install -m 0644 README.md docs/*.md docs/*.svg $(DOCDIR)/
 	@echo "installed gridnode in $(DESTDIR)$(PREFIX) (try: man gridnode, gridnode help)"
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/gridnode $(DESTDIR)$(PREFIX)/share/man/man1/gridnode.1 \

@@ -1,7 +1,7 @@
 /*
- * batch.c - `gridnode batch`: the batch scheduler role. The live role (talking to
- * cluster managers over ZeroMQ) is not built yet; what exists is the policy engine
- * (roles/batch/) and its trace simulator, `gridnode batch --simulate TRACE`, which
+ * batch.c - `gridnode batch`: the batch scheduler role. One policy (roles/batch/engine/),
+ * two drivers: the live role (roles/batch/live/, driving cluster managers over ZeroMQ),
+ * and the trace simulator (roles/batch/sim/), `gridnode batch --simulate TRACE`, which
  * replays a Standard Workload Format trace through exactly that engine.
  */
 #include <errno.h>

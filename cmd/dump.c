@@ -46,7 +46,30 @@ static json_t *key_json(enum store_keyfmt kf, const uint8_t *k, size_t n)
     return json_string(hex);
 }
 
+/*
+ * Records stored as plain text rather than msgpack: the named counters of the batch and
+ * meta roles (daemon/record.h record_put_u64) and their incarnation. A one-byte text
+ * such as "2" is also a valid msgpack number (50), so the table says which are text.
+ */
+static const struct {
+    const char *role, *table, *key;
+} text_records[] = {
+    {"batch", "meta", "inc"}, {"batch", "meta", "next_job"},
+    {"meta", "meta", "inc"},  {"meta", "meta", "next_job"},
+    {NULL, NULL, NULL},
+};
+
+static bool is_text_record(const char *role, const char *table, const void *key, size_t klen)
+{
+    for (int i = 0; text_records[i].role; i++)
+        if (!strcmp(role, text_records[i].role) && !strcmp(table, text_records[i].table) &&
+            strlen(text_records[i].key) == klen && !memcmp(key, text_records[i].key, klen))
+            return true;
+    return false;
+}
+
 struct dump_ctx {
+    const char *role;
     const char *table;
     enum store_keyfmt kf;
     bool json;
@@ -57,7 +80,11 @@ struct dump_ctx {
 static int on_record(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     struct dump_ctx *d = arg;
-    json_t *k = key_json(d->kf, key, klen), *v = mpjson_bytes(val, vlen);
+    json_t *k = key_json(d->kf, key, klen), *v = NULL;
+    if (is_text_record(d->role, d->table, key, klen))
+        v = json_stringn(val, vlen);
+    if (!v)
+        v = mpjson_bytes(val, vlen);
     if (!v)
         v = json_pack("{s:s, s:I}", "undecodable", "not msgpack", "bytes", (json_int_t)vlen);
     d->count++;
@@ -193,7 +220,8 @@ int cmd_dump(int argc, char **argv)
         if (only && strcmp(only, name))
             continue;
         found = 1;
-        struct dump_ctx d = {name, store_table_keyfmt(s, t), json, limit, 0, json_array()};
+        struct dump_ctx d = {store_role(s), name, store_table_keyfmt(s, t), json, limit, 0,
+                             json_array()};
         if (store_iter(s, t, NULL, 0, on_record, &d) < 0) {
             fprintf(stderr, "gridnode dump: cannot read table %s\n", name);
             rc = 1;

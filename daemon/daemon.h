@@ -1,6 +1,6 @@
 /*
- * daemon.h - the request/reply skeleton every serving role shares (cluster, and the
- * coming batch and meta roles).
+ * daemon.h - the request/reply skeleton every serving role shares (cluster, batch and
+ * meta; the client serves its control socket with it too).
  *
  * A daemon owns one ZeroMQ context and one ROUTER socket bound to an endpoint, and
  * plugs itself into the role's loop (daemon/loop.h):

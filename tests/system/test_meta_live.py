@@ -64,6 +64,15 @@ def test_placed_at_the_idle_site_in_a_reservation_and_followed(
     assert rows[0]["site"] == "idle"
     # the reservation that served it is released
     wait_until(lambda: not resvs(idle), scaled(20), msg="reservation released")
+    # gridnode dump shows the spool's and the site's text counters as text (a one-byte
+    # "2" is also msgpack's 50)
+    for role in (m, idle):
+        d = subprocess.run([gridnode_bin, "dump", str(role.state_dir), "--json", "--table",
+                            "meta"], capture_output=True, text=True, timeout=scaled(20))
+        assert d.returncode == 0, d.stderr
+        rec = {r["key"]: r["value"] for r in map(json.loads, d.stdout.splitlines())}
+        assert rec["next_job"] == "2", rec
+        assert len(rec["inc"]) >= 16 and int(rec["inc"], 16) >= 0, rec
 
 
 def test_bad_requests_answered_clearly(cluster_factory, client_factory, batch_factory,
