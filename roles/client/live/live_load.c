@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "daemon/record.h"
 #include "lib/log.h"
 #include "store/store.h"
 
@@ -137,14 +138,13 @@ static int server_project(struct live *l)
     return 0;
 }
 
-/* ---- the store's records ---- */
+/* ---- the store's records (daemon/record.h: an unreadable one is skipped, named) ---- */
 
 struct loadctx {
     struct live *l;
-    int phase; /* 0: projects, 1: tasks, 2: the single-cluster client's old tasks */
     struct engine_project saved[LIVE_MAX_PROJECTS];
-    int project;   /* phase 2: the server's project */
-    uint8_t *keys; /* phase 2: keys of the old records, deleted once moved */
+    int project;   /* migration: the server's project */
+    uint8_t *keys; /* migration: keys of the old records, deleted once moved */
     size_t nkeys, capkeys;
 };
 
@@ -159,98 +159,145 @@ static int grow_keys(struct loadctx *c)
     return 0;
 }
 
-static int load_record(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+/* The map a record holds, or NULL when it holds none (up: the caller's to destroy). */
+static const msgpack_object *record_map(msgpack_unpacked *up, const void *val, size_t vlen)
+{
+    size_t off = 0;
+    if (wire_precheck(val, vlen) != 0 ||
+        msgpack_unpack_next(up, val, vlen, &off) != MSGPACK_UNPACK_SUCCESS ||
+        up->data.type != MSGPACK_OBJECT_MAP)
+        return NULL;
+    return &up->data;
+}
+
+/* A stored task's result, if it has one (left out when there is no memory for it). */
+static void take_result(struct ltask *t, const msgpack_object *m)
+{
+    size_t rl;
+    const void *res = wire_get_bin(m, "result", &rl);
+    if (res && rl && (t->result = malloc(rl))) {
+        memcpy(t->result, res, rl);
+        t->rlen = rl;
+    }
+}
+
+/* A record of "projects" (key: the name): the project attached with its accounting. */
+static int load_project(void *arg, const uint8_t *key, size_t klen, const void *val, size_t vlen)
 {
     struct loadctx *c = arg;
     struct live *l = c->l;
+    char name[ENGINE_NAME_MAX], master[ENGINE_URL_MAX];
+    char eps[ENGINE_MAX_ENDPOINTS][ENGINE_URL_MAX];
+    const char *list[ENGINE_MAX_ENDPOINTS];
+    int n = 0, rc = RECORD_UNREADABLE;
     msgpack_unpacked up;
-    size_t off = 0;
     msgpack_unpacked_init(&up);
-    if (wire_precheck(val, vlen) != 0 ||
-        msgpack_unpack_next(&up, val, vlen, &off) != MSGPACK_UNPACK_SUCCESS ||
-        up.data.type != MSGPACK_OBJECT_MAP) {
-        log_warnx("a damaged %s record in the store is skipped", c->phase ? "task" : "project");
+    const msgpack_object *m = record_map(&up, val, vlen);
+    if (!m || klen == 0 || klen >= sizeof name)
+        goto out;
+    memcpy(name, key, klen);
+    name[klen] = '\0';
+    const msgpack_object *e = wire_get(m, "endpoints");
+    for (uint32_t k = 0;
+         e && e->type == MSGPACK_OBJECT_ARRAY && k < e->via.array.size && n < ENGINE_MAX_ENDPOINTS;
+         k++) {
+        const msgpack_object *s = &e->via.array.ptr[k];
+        if (s->type != MSGPACK_OBJECT_STR || s->via.str.size >= ENGINE_URL_MAX)
+            continue;
+        memcpy(eps[n], s->via.str.ptr, s->via.str.size);
+        eps[n][s->via.str.size] = '\0';
+        list[n] = eps[n];
+        n++;
+    }
+    wire_get_strbuf(m, "master", master, sizeof master);
+    int p = vcl_project_add(l, name, wire_get_f64(m, "share", 100), list, n, master);
+    if (p < 0) {
+        log_warn("project %s in the store cannot be attached", name);
+        rc = RECORD_IGNORED;
         goto out;
     }
-    const msgpack_object *m = &up.data;
-    if (c->phase == 2) { /* (job, idx) -> the old client's record: a task of the server */
-        if (klen != 12 || (c->nkeys == c->capkeys && grow_keys(c) < 0))
-            goto out;
-        struct ltask *t = vcl_task_from_map(l, c->project, m);
-        if (!t)
-            goto out;
-        t->id = ++l->next_id;
-        t->received = vcl_now();
-        size_t rl;
-        const void *res = wire_get_bin(m, "result", &rl);
-        if (res && rl && (t->result = malloc(rl))) {
-            memcpy(t->result, res, rl);
-            t->rlen = rl;
-        }
-        if (vcl_task_adopt(l, t) < 0) {
-            vcl_task_free(t);
-            goto out;
-        }
-        vcl_task_save(l, t);
-        memcpy(c->keys + 12 * c->nkeys++, key, 12);
-    } else if (c->phase == 0) {
-        char name[ENGINE_NAME_MAX], master[ENGINE_URL_MAX];
-        char eps[ENGINE_MAX_ENDPOINTS][ENGINE_URL_MAX];
-        const char *list[ENGINE_MAX_ENDPOINTS];
-        int n = 0;
-        if (klen == 0 || klen >= sizeof name)
-            goto out;
-        memcpy(name, key, klen);
-        name[klen] = '\0';
-        const msgpack_object *e = wire_get(m, "endpoints");
-        for (uint32_t k = 0; e && e->type == MSGPACK_OBJECT_ARRAY && k < e->via.array.size &&
-                             n < ENGINE_MAX_ENDPOINTS;
-             k++) {
-            const msgpack_object *s = &e->via.array.ptr[k];
-            if (s->type != MSGPACK_OBJECT_STR || s->via.str.size >= ENGINE_URL_MAX)
-                continue;
-            memcpy(eps[n], s->via.str.ptr, s->via.str.size);
-            eps[n][s->via.str.size] = '\0';
-            list[n] = eps[n];
-            n++;
-        }
-        wire_get_strbuf(m, "master", master, sizeof master);
-        int p = vcl_project_add(l, name, wire_get_f64(m, "share", 100), list, n, master);
-        if (p < 0) {
-            log_warn("project %s in the store cannot be attached", name);
-            goto out;
-        }
-        vcl_project_restore(l, p, m);
-    } else {
-        char pname[ENGINE_NAME_MAX];
-        wire_get_strbuf(m, "project", pname, sizeof pname);
-        int p = -1;
-        for (int k = 0; k < l->e->nprojects; k++)
-            if (!strcmp(l->e->projects[k].name, pname))
-                p = k;
-        if (p < 0 || klen != 8)
-            goto out;
-        struct ltask *t = vcl_task_from_map(l, p, m);
-        if (!t)
-            goto out;
-        const uint8_t *kb = key;
-        for (int k = 0; k < 8; k++)
-            t->id = t->id << 8 | kb[k];
-        if (t->id > l->next_id)
-            l->next_id = t->id;
-        t->received = wire_get_f64(m, "received", vcl_now());
-        size_t rl;
-        const void *res = wire_get_bin(m, "result", &rl);
-        if (res && rl && (t->result = malloc(rl))) {
-            memcpy(t->result, res, rl);
-            t->rlen = rl;
-        }
-        if (vcl_task_adopt(l, t) < 0)
-            vcl_task_free(t);
-    }
+    vcl_project_restore(l, p, m);
+    rc = RECORD_TAKEN;
 out:
     msgpack_unpacked_destroy(&up);
-    return 0;
+    return rc;
+}
+
+/*
+ * A record of "ltasks" (key: the local id): the task back in the engine, with its
+ * result if it has one. One of a project no longer attached is left in the store; one
+ * that finds no memory is left too (the server re-issues it), as the others load.
+ */
+static int load_task(void *arg, const uint8_t *key, size_t klen, const void *val, size_t vlen)
+{
+    struct loadctx *c = arg;
+    struct live *l = c->l;
+    int rc = RECORD_UNREADABLE;
+    (void)klen; /* 8: record_load checks it */
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    const msgpack_object *m = record_map(&up, val, vlen);
+    if (!m)
+        goto out;
+    rc = RECORD_IGNORED;
+    char pname[ENGINE_NAME_MAX];
+    wire_get_strbuf(m, "project", pname, sizeof pname);
+    int p = -1;
+    for (int k = 0; k < l->e->nprojects; k++)
+        if (!strcmp(l->e->projects[k].name, pname))
+            p = k;
+    if (p < 0)
+        goto out;
+    struct ltask *t = vcl_task_from_map(l, p, m);
+    if (!t)
+        goto out;
+    t->id = store_key_get_u64(key);
+    if (t->id > l->next_id)
+        l->next_id = t->id;
+    t->received = wire_get_f64(m, "received", vcl_now());
+    take_result(t, m);
+    if (vcl_task_adopt(l, t) < 0) {
+        vcl_task_free(t);
+        goto out;
+    }
+    rc = RECORD_TAKEN;
+out:
+    msgpack_unpacked_destroy(&up);
+    return rc;
+}
+
+/* A record of the old table "tasks" (key: job, idx): a task of the server's project,
+   saved in "ltasks" under a new local id; its key kept, to be deleted once all moved. */
+static int migrate_task(void *arg, const uint8_t *key, size_t klen, const void *val, size_t vlen)
+{
+    struct loadctx *c = arg;
+    struct live *l = c->l;
+    int rc = RECORD_UNREADABLE;
+    (void)klen; /* 12: record_load checks it */
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    const msgpack_object *m = record_map(&up, val, vlen);
+    if (!m)
+        goto out;
+    rc = RECORD_IGNORED; /* out of memory: it stays in the old table */
+    if (c->nkeys == c->capkeys && grow_keys(c) < 0)
+        goto out;
+    struct ltask *t = vcl_task_from_map(l, c->project, m);
+    if (!t)
+        goto out;
+    t->id = ++l->next_id;
+    t->received = vcl_now();
+    take_result(t, m);
+    if (vcl_task_adopt(l, t) < 0) {
+        vcl_task_free(t);
+        goto out;
+    }
+    vcl_task_save(l, t);
+    memcpy(c->keys + 12 * c->nkeys++, key, 12);
+    rc = RECORD_TAKEN;
+out:
+    msgpack_unpacked_destroy(&up);
+    return rc;
 }
 
 /*
@@ -264,13 +311,12 @@ static int migrate_old_tasks(struct live *l)
     int old = store_table(l->store, "tasks");
     const char *url = l->cfg->server;
     mc.l = l;
-    mc.phase = 2;
     mc.project = -1;
     for (int k = 0; k < l->e->nprojects; k++)
         for (int j = 0; j < l->e->projects[k].nendpoints; j++)
             if (!strcmp(l->e->projects[k].endpoints[j], url))
                 mc.project = k;
-    if (old < 0 || mc.project < 0 || store_iter(l->store, old, NULL, 0, load_record, &mc) < 0)
+    if (old < 0 || mc.project < 0 || record_load(l->store, old, migrate_task, &mc) < 0)
         return 0;
     for (size_t k = 0; k < mc.nkeys; k++)
         store_del(l->store, old, mc.keys + 12 * k, 12);
@@ -300,8 +346,7 @@ int vcl_load(struct live *l, double now)
     }
     static struct loadctx lc;
     lc.l = l;
-    lc.phase = 0;
-    if (store_iter(l->store, l->t_projects, NULL, 0, load_record, &lc) < 0)
+    if (record_load(l->store, l->t_projects, load_project, &lc) < 0)
         return -1;
     if (l->file) {
         ic.phase = 1;
@@ -317,8 +362,7 @@ int vcl_load(struct live *l, double now)
     /* tasks: adding one clears its (project, type) backoff; the stored one is put back */
     for (int p = 0; p < l->e->nprojects; p++)
         lc.saved[p] = l->e->projects[p];
-    lc.phase = 1;
-    if (store_iter(l->store, l->t_tasks, NULL, 0, load_record, &lc) < 0)
+    if (record_load(l->store, l->t_tasks, load_task, &lc) < 0)
         return -1;
     for (int p = 0; p < l->e->nprojects; p++)
         memcpy(l->e->projects[p].rsc, lc.saved[p].rsc, sizeof lc.saved[p].rsc);

@@ -25,6 +25,7 @@
 
 #include "daemon/daemon.h"
 #include "daemon/loop.h"
+#include "daemon/record.h"
 #include "lib/fsutil.h"
 #include "lib/log.h"
 #include "store/store.h"
@@ -201,29 +202,34 @@ fail:
     return NULL;
 }
 
+/* A task's record (key: its local id): what vcl_task_from_map reads back. */
+static int encode_task(const void *rec, struct wire_buf *wb)
+{
+    const struct ltask *t = rec;
+    wire_pack_map(wb, 13 + (t->result != NULL));
+    wire_put_str(wb, "project", t->l->e->projects[t->project].name);
+    wire_put_u64(wb, "job", t->job);
+    wire_put_u64(wb, "idx", t->idx);
+    wire_put_u64(wb, "issue", t->issue);
+    wire_put_u64(wb, "limit_s", t->limit_s);
+    wire_put_bool(wb, "shell", t->shell);
+    wire_put_strv(wb, "argv", t->argv, t->argc);
+    wire_put_bin(wb, "stdin", t->in ? t->in : "", t->inlen);
+    wire_put_str(wb, "ptype", t->ptype);
+    wire_put_u64(wb, "gpus", t->gpus);
+    wire_put_f64(wb, "est_s", t->est_s);
+    wire_put_f64(wb, "deadline", t->deadline);
+    wire_put_f64(wb, "received", t->received);
+    if (t->result)
+        wire_put_bin(wb, "result", t->result, t->rlen);
+    return 0;
+}
+
 void vcl_task_save(struct live *l, const struct ltask *t)
 {
     struct wire_buf wb;
-    uint8_t key[8];
     wire_buf_init(&wb);
-    wire_pack_map(&wb, 13 + (t->result != NULL));
-    wire_put_str(&wb, "project", l->e->projects[t->project].name);
-    wire_put_u64(&wb, "job", t->job);
-    wire_put_u64(&wb, "idx", t->idx);
-    wire_put_u64(&wb, "issue", t->issue);
-    wire_put_u64(&wb, "limit_s", t->limit_s);
-    wire_put_bool(&wb, "shell", t->shell);
-    wire_put_strv(&wb, "argv", t->argv, t->argc);
-    wire_put_bin(&wb, "stdin", t->in ? t->in : "", t->inlen);
-    wire_put_str(&wb, "ptype", t->ptype);
-    wire_put_u64(&wb, "gpus", t->gpus);
-    wire_put_f64(&wb, "est_s", t->est_s);
-    wire_put_f64(&wb, "deadline", t->deadline);
-    wire_put_f64(&wb, "received", t->received);
-    if (t->result)
-        wire_put_bin(&wb, "result", t->result, t->rlen);
-    store_key_u64(key, t->id);
-    store_put(l->store, l->t_tasks, key, sizeof key, wb.sb.data, wb.sb.size);
+    record_save_u64(l->store, l->t_tasks, t->id, t, encode_task, &wb);
     wire_buf_free(&wb);
 }
 
@@ -236,41 +242,57 @@ void vcl_task_forget(struct live *l, const struct ltask *t)
 
 /* ---- projects ---- */
 
-void vcl_project_save(struct live *l, int p)
+/* Project p of l, as record_save hands it to encode_project. */
+struct proj_rec {
+    const struct live *l;
+    int p;
+};
+
+/* A project's record (key: its name): what vcl_project_restore reads back. */
+static int encode_project(const void *rec, struct wire_buf *wb)
 {
+    const struct live *l = ((const struct proj_rec *)rec)->l;
+    int p = ((const struct proj_rec *)rec)->p;
     const struct engine_project *q = &l->e->projects[p];
     const struct lproj *lp = &l->proj[p];
+    wire_pack_map(wb, 14);
+    wire_put_f64(wb, "share", q->share);
+    wire_put_key(wb, "endpoints");
+    wire_pack_array(wb, (uint32_t)q->nendpoints);
+    for (int k = 0; k < q->nendpoints; k++)
+        wire_pack_str(wb, q->endpoints[k]);
+    wire_put_str(wb, "master", q->master);
+    wire_put_f64(wb, "rec", q->rec);
+    wire_put_f64(wb, "exp_avg_cpu", q->exp_avg_cpu);
+    wire_put_f64(wb, "min_rpc_time", q->min_rpc_time);
+    wire_put_f64(wb, "backoff_until", q->backoff_until);
+    wire_put_u64(wb, "nrpc_failures", (uint64_t)q->nrpc_failures);
+    wire_put_u64(wb, "master_pending", (uint64_t)q->master_pending);
+    wire_put_str(wb, "sid", lp->sid);
+    wire_put_str(wb, "inc", lp->inc);
+    wire_put_str(wb, "session_url", lp->session_url);
+    wire_put_f64(wb, "est_avg", lp->est_avg);
+    wire_put_key(wb, "rsc");
+    wire_pack_array(wb, (uint32_t)l->e->nptypes);
+    for (int t = 0; t < l->e->nptypes; t++) {
+        wire_pack_map(wb, 6);
+        wire_put_str(wb, "type", l->e->ptypes[t].name);
+        wire_put_f64(wb, "dcf", lp->dcf[t]);
+        wire_put_f64(wb, "interval", q->rsc[t].backoff_interval);
+        wire_put_f64(wb, "until", q->rsc[t].backoff_until);
+        wire_put_f64(wb, "latency", q->rsc[t].latency);
+        wire_put_f64(wb, "job_work", q->rsc[t].job_work);
+    }
+    return 0;
+}
+
+void vcl_project_save(struct live *l, int p)
+{
+    const char *name = l->e->projects[p].name;
+    struct proj_rec r = {l, p};
     struct wire_buf wb;
     wire_buf_init(&wb);
-    wire_pack_map(&wb, 14);
-    wire_put_f64(&wb, "share", q->share);
-    wire_put_key(&wb, "endpoints");
-    wire_pack_array(&wb, (uint32_t)q->nendpoints);
-    for (int k = 0; k < q->nendpoints; k++)
-        wire_pack_str(&wb, q->endpoints[k]);
-    wire_put_str(&wb, "master", q->master);
-    wire_put_f64(&wb, "rec", q->rec);
-    wire_put_f64(&wb, "exp_avg_cpu", q->exp_avg_cpu);
-    wire_put_f64(&wb, "min_rpc_time", q->min_rpc_time);
-    wire_put_f64(&wb, "backoff_until", q->backoff_until);
-    wire_put_u64(&wb, "nrpc_failures", (uint64_t)q->nrpc_failures);
-    wire_put_u64(&wb, "master_pending", (uint64_t)q->master_pending);
-    wire_put_str(&wb, "sid", lp->sid);
-    wire_put_str(&wb, "inc", lp->inc);
-    wire_put_str(&wb, "session_url", lp->session_url);
-    wire_put_f64(&wb, "est_avg", lp->est_avg);
-    wire_put_key(&wb, "rsc");
-    wire_pack_array(&wb, (uint32_t)l->e->nptypes);
-    for (int t = 0; t < l->e->nptypes; t++) {
-        wire_pack_map(&wb, 6);
-        wire_put_str(&wb, "type", l->e->ptypes[t].name);
-        wire_put_f64(&wb, "dcf", lp->dcf[t]);
-        wire_put_f64(&wb, "interval", q->rsc[t].backoff_interval);
-        wire_put_f64(&wb, "until", q->rsc[t].backoff_until);
-        wire_put_f64(&wb, "latency", q->rsc[t].latency);
-        wire_put_f64(&wb, "job_work", q->rsc[t].job_work);
-    }
-    store_put(l->store, l->t_projects, q->name, strlen(q->name), wb.sb.data, wb.sb.size);
+    record_save(l->store, l->t_projects, name, strlen(name), &r, encode_project, &wb);
     wire_buf_free(&wb);
 }
 
