@@ -1,5 +1,5 @@
 /*
- * test_client_config.c - the one client's engine parameters (roles/client/live/live.c,
+ * test_client_config.c - the one client's engine parameters (roles/client/live/live_sched.c,
  * vcl_engine_config): the [sched] keys left at -1 take BOINC's values for a volunteer
  * with projects and the single-cluster values for a host of one cluster (results at
  * once, a short poll, the [rpc] backoff, no extra buffer); a value given always wins;

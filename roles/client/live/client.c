@@ -1,10 +1,10 @@
 /*
  * client.c - `gridnode client`: the configuration (every key, its default and check)
  * and the start of the execution host. There is one live client: the engine-driven one
- * (roles/client/live/live.c, live_state.c; docs/client-scheduling.md 2b). A config with
+ * (roles/client/live/live*.c, live.h; docs/client-scheduling.md 2b). A config with
  * [project NAME] sections makes it a volunteer of those projects; one with only
  * client.server makes it a host of that cluster: one project named after the server,
- * the [sched] keys left at -1 taking the single-cluster values (live.c,
+ * the [sched] keys left at -1 taking the single-cluster values (live_sched.c,
  * vcl_engine_config). The runner (runner.c), the parallel processes (pprocs.c) and node
  * health (health.c) are modules of their own.
  */

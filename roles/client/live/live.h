@@ -3,8 +3,20 @@
  *
  * One process, several projects (each: share, scheduler endpoints, optional master
  * endpoint), one BOINC-style engine (engine.h) deciding what runs and whom to ask for
- * how much work: the same engine code the emulator drives. live.c is the driver (time,
- * processes, suspend/resume, RPCs), live_state.c the store and the control socket.
+ * how much work: the same engine code the emulator drives. The files, each calling
+ * only the ones above it in this list (and the loop calling back each file's own
+ * handlers):
+ *
+ *   live_state.c    the store and its records; vcl_kick, vcl_sick, the clock
+ *   live_task.c     the tasks and their processes (start, suspend, resume, end)
+ *   live_link.c     the sockets to the projects' servers
+ *   live_par.c      parallel jobs (PSYNC) and node health
+ *   live_status.c   heartbeats (STATUS) and the servers' cancel lists
+ *   live_rpc.c      HELLO, RESULT/TASK_GET, MASTER_GET; every socket's replies
+ *   live_sched.c    the engine pass and the driver's loop turn (vcl_pump)
+ *   live_load.c     the state at start-up (config sections, store, migration)
+ *   live_control.c  the control socket (CLIENT_STATUS, ATTACH, DETACH)
+ *   live.c          start-up (vcl_main), the loop's handlers, the way out
  */
 #ifndef GRIDNODE_LIVE_H
 #define GRIDNODE_LIVE_H
@@ -149,48 +161,61 @@ struct live {
     long cpu_mhz;
     struct health health; /* node health (health.h): sick = no new work, see live_par.c */
     int ranks;            /* CPU instances reserved for running parallel ranks */
+    bool kicked;          /* an engine pass is due at this loop turn (vcl_kick) */
 };
 
-/* ---- live_state.c: store and control ---- */
+/* ---- live_state.c: the store, the records, the flags ---- */
 int vcl_store_open(struct live *l);
+/* Commits the turn's writes; a failure makes the node sick (vcl_sick). */
+void vcl_commit(struct live *l);
+/* Asks for an engine pass (schedule, RPC) at the next loop turn. */
+void vcl_kick(struct live *l);
+/* The host cannot run tasks: see health.h. */
+void vcl_sick(struct live *l, const char *why);
+double vcl_now(void);
+struct ltask *vcl_task_of(const struct live *l, size_t engine_index);
+long vcl_engine_index(const struct live *l, const struct ltask *t);
+int vcl_engine_new(struct live *l);
+void vcl_task_free(struct ltask *t);
+struct ltask *vcl_task_from_map(struct live *l, int project, const msgpack_object *m);
 void vcl_task_save(struct live *l, const struct ltask *t);
 void vcl_task_forget(struct live *l, const struct ltask *t);
 void vcl_project_save(struct live *l, int p);
 void vcl_project_delete(struct live *l, const char *name);
-void vcl_commit(struct live *l);
-/* Loads projects (store, then config sections not in the store) and tasks. */
-int vcl_load(struct live *l, double now);
-/* The control socket's requests. */
-void vcl_control(void *arg, const struct wire_msg *m, const char *peer, struct wire_buf *reply);
+void vcl_project_restore(struct live *l, int p, const msgpack_object *m);
+/* A text record of the meta table ("" when absent or unreadable). */
+void vcl_meta_str(struct live *l, const char *key, char *buf, size_t cap);
 
-/* ---- live.c ---- */
-double vcl_now(void);
-struct ltask *vcl_task_of(const struct live *l, size_t engine_index);
-long vcl_engine_index(const struct live *l, const struct ltask *t);
+/* ---- live_task.c: tasks and their processes ---- */
+/* The engine's estimate of t's run time (its est_s corrected by the DCF, else the
+   project's average, else client.default_est_s). */
+double vcl_task_estimate(const struct live *l, const struct ltask *t);
 int vcl_task_adopt(struct live *l, struct ltask *t);
-void vcl_task_free(struct ltask *t);
 /* Removes t from the list (not from the engine or the store): its process killed, its
  * pipes, timers and GPU instances released; frees it. */
 void vcl_task_drop(struct live *l, struct ltask *t);
 size_t vcl_project_drop_tasks(struct live *l, int p, bool in_engine);
-struct ltask *vcl_task_from_map(struct live *l, int project, const msgpack_object *m);
-int vcl_project_add(struct live *l, const char *name, double share, const char *const *eps,
-                    int neps, const char *master);
-int vcl_project_sockets(struct live *l, int p);
-int vcl_project_detach(struct live *l, int p);
-int vcl_engine_rebuild(struct live *l, double now);
-struct lsock *vcl_project_session_sock(struct live *l, int p);
-/* Asks for an engine pass (schedule, RPC) at the next loop turn. */
-void vcl_kick(struct live *l);
+void vcl_task_start(struct live *l, struct ltask *t);
+void vcl_task_suspend(struct live *l, struct ltask *t);
+void vcl_task_resume(struct live *l, struct ltask *t);
+void vcl_task_cancel(struct live *l, struct ltask *t);
+bool vcl_task_reaped(struct live *l, pid_t pid, int status, const struct rusage *ru);
+/* Logs the tasks whose results the last commit made durable. */
+void vcl_log_finished(struct live *l);
 /* Hands every task not started yet back as a node-side error (the node is sick). */
 void vcl_hand_back_queued(struct live *l);
+
+/* ---- live_link.c: sockets ---- */
+struct lsock *vcl_link_open(struct live *l, int p, const char *url);
+void vcl_sock_close(struct live *l, struct lsock **sp);
+struct lsock *vcl_project_sock(struct live *l, int p, const char *url);
+struct lsock *vcl_project_session_sock(struct live *l, int p);
+int64_t vcl_rpc_timeout(const struct live *l, const struct lsock *s);
 
 /* ---- live_par.c: parallel jobs (PSYNC) and node health ---- */
 /* Before every engine pass: health re-probe, the CPU instances parallel ranks take
  * (engine_ptype_reserve), and "no new work" on every project while sick. */
 void vcl_capacity(struct live *l);
-/* The host cannot run tasks: see health.h. */
-void vcl_sick(struct live *l, const char *why);
 /* Sends the PSYNC long-polls that are due; fails overdue ones. */
 void vcl_par_pump(struct live *l);
 /* A reply on one of project p's sockets: true if it answered a PSYNC (consumed). */
@@ -201,11 +226,37 @@ bool vcl_par_reaped(struct live *l, pid_t pid, int status, const struct rusage *
 uint64_t vcl_par_disk_mb(const struct live *l, int p);
 /* Kills and forgets project p's parallel processes (detach, exit). */
 void vcl_par_drop(struct live *l, int p);
+
+/* ---- live_status.c: heartbeats ---- */
+void vcl_heartbeats(struct live *l);
+void vcl_status_reply(struct live *l, int p, const struct wire_msg *msg);
+void vcl_apply_cancel(struct live *l, int p, const msgpack_object *cancel);
+
+/* ---- live_rpc.c: RPCs and every socket's replies ---- */
+struct lsock *vcl_sock_open(struct live *l, int p, const char *url);
+/* (Re)creates one DEALER per scheduler endpoint of project p, keeping unchanged ones. */
+int vcl_project_sockets(struct live *l, int p);
+/* Adds a project to the engine and the driver; its index, or -1 (errno). */
+int vcl_project_add(struct live *l, const char *name, double share, const char *const *eps,
+                    int neps, const char *master);
+void vcl_rpc_start(struct live *l, const struct engine_action *a);
+void vcl_rpc_pump(struct live *l);
+
+/* ---- live_sched.c: the engine pass ---- */
 /* The engine's parameters from cfg ([sched] keys at -1 take the automatic value for a
  * client with projects or, single, one with only client.server). */
 void vcl_engine_config(const struct client_cfg *cfg, bool single, struct engine_config *c);
+void vcl_pump(struct live *l);
+
+/* ---- live_load.c: start-up state ---- */
+/* Loads projects (store, then config sections not in the store) and tasks. */
+int vcl_load(struct live *l, double now);
 /* True when cfg names client.server, the file has no [project] section and the state
  * directory was not a volunteer's of projects (its file "projects"). */
 bool vcl_single(const struct client_cfg *cfg, const char *file);
+
+/* ---- live_control.c: the control socket ---- */
+int vcl_project_detach(struct live *l, int p);
+void vcl_control(void *arg, const struct wire_msg *m, const char *peer, struct wire_buf *reply);
 
 #endif

@@ -12,12 +12,13 @@
  * CPU load that is not its own (docs/client-scheduling.md 2b, "Parallel jobs").
  *
  * Node health (health.h): a host fault (a working directory that cannot be made, the
- * state that cannot be saved) makes the node sick. While sick it drains: every project
- * gets the engine's "no new work" (BOINC's "no new tasks": reports go on, requests ask
- * for nothing), tasks never started are handed back at once as node-side errors (the
- * cluster re-issues them elsewhere and cuts this node's quota), processes already
- * started run on; the working directory is re-probed with a doubling backoff and the
- * node takes work again once the probe passes (docs/client-scheduling.md, "Node health").
+ * state that cannot be saved; vcl_sick in live_state.c) makes the node sick. While sick
+ * it drains: every project gets the engine's "no new work" (BOINC's "no new tasks":
+ * reports go on, requests ask for nothing), tasks never started are handed back at
+ * once as node-side errors (the cluster re-issues them elsewhere and cuts this node's
+ * quota), processes already started run on; the working directory is re-probed with a
+ * doubling backoff and the node takes work again once the probe passes
+ * (docs/client-scheduling.md, "Node health").
  */
 #include <errno.h>
 #include <stdio.h>
@@ -31,12 +32,6 @@
 #include "roles/client/live/live.h"
 
 /* ---- node health ---- */
-
-void vcl_sick(struct live *l, const char *why)
-{
-    if (health_sick(&l->health, why, loop_now_ms()))
-        vcl_kick(l);
-}
 
 static int running_ranks(const struct live *l)
 {
