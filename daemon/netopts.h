@@ -75,7 +75,7 @@ double netopts_rtt_cover_s(const struct netopts_rtt *r);
 
 /*
  * The state of one connecting DEALER's link as a client sees it (issue 16's transport,
- * shared by every client driver: roles/client/live/live.c). netopts_link_open applies
+ * shared by every client driver: roles/client/live/live_link.c). netopts_link_open applies
  * netopts_liveness and netopts_connecting and starts the monitor; netopts_link_event
  * reads one event and keeps the flags below. Rules the drivers follow:
  *  - a send that fails with EAGAIN while netopts_link_connecting() is no failed round:

@@ -651,7 +651,7 @@ class Client(Proc):
             args += ["--set", "%s=%s" % (k, _ini(v))]
         args += [str(a) for a in extra]
         if os.environ.get("GRIDNODE_TEST_PROJECT_CLIENT") == "1":
-            # the multi-project client (roles/client/live/live.c) with the server as its one
+            # the multi-project client (roles/client/live/) with the server as its one
             # project, for running a suite against it
             ini = Path(str(state_dir) + ".ini")
             ini.write_text("[project main]\nendpoints = %s\n" % server)

@@ -1,5 +1,5 @@
 """One live client (issue 11, the single-cluster client folded into the engine-driven
-one, roles/client/live/live.c): a config with only client.server is one project named after
+one, roles/client/live/): a config with only client.server is one project named after
 the server; the incarnation rule per project; a node handed back its own expired task
 adopts the new issue number. Real clusters and clients on loopback; every process is
 started through conftest's registry and killed by PID at teardown; generous deadlines.

@@ -1,5 +1,5 @@
 """The multi-project volunteer client (issue 11): several cluster managers as projects
-with resource shares, driven by the engine (roles/client/live/live.c): share split, a project
+with resource shares, driven by the engine (roles/client/live/): share split, a project
 that goes down and comes back, attach/detach/status through the control socket, state
 kept across kill -9."""
 

@@ -1,4 +1,4 @@
-"""The multi-project client (roles/client/live/live.c) as a cluster node: parallel jobs
+"""The multi-project client (roles/client/live/) as a cluster node: parallel jobs
 (PSYNC, roles/client/live/live_par.c) and node health (issue 11, h-unify-b).
 
 Every client here runs with a `[project main]` config (conftest's

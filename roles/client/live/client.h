@@ -1,6 +1,6 @@
 /*
  * client.h - `gridnode client`, the live execution host: its configuration and start.
- * One client, driven by the BOINC-style engine (roles/client/live/live.c): the projects of
+ * One client, driven by the BOINC-style engine (roles/client/live/): the projects of
  * the config's [project NAME] sections, or one cluster manager (client.server) as one
  * project. It pulls tasks, runs them as real processes (runner.h), returns results with
  * the next request, heartbeats while computing, waits for or backs off from a server
@@ -31,7 +31,7 @@ struct client_cfg {
     double kill_grace_s;
     int sync;
     long map_mb;
-    /* multi-project (live engine) client, roles/client/live/live.c */
+    /* multi-project (live engine) client, roles/client/live/ */
     char control[CONFIG_STR_MAX];
     double cpu_gflops;
     int policy, fetch; /* enum engine_policy, enum engine_fetch */
