@@ -643,3 +643,9 @@ const char *wire_err_name(int code)
         return names[code];
     return "UNKNOWN";
 }
+
+const char *wire_ftype_name(enum wire_ftype t)
+{
+    static const char *names[] = {"uint", "int", "float", "bool", "str", "bin", "array", "map"};
+    return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "?";
+}

@@ -20,7 +20,7 @@
 
 #include "wire/wire.h"
 
-#define DEFAULT_STR_CAP (64u << 10) /* wire.c's caps for max = 0 */
+#define DEFAULT_STR_CAP (64u << 10) /* wire/bound.h's caps for max = 0 */
 #define DEFAULT_BIN_CAP (16u << 20)
 #define DEFAULT_ARRAY_CAP 4096u
 #define TEST_ID 4242u
