@@ -1,9 +1,14 @@
 /*
- * bound.c - the descriptor-aware pre-pass: bounds what decoding a frame may cost before
- * msgpack-c builds anything.
+ * bound.c - the pre-passes over a frame's msgpack headers, run before msgpack-c builds
+ * anything: the declared-count check (wire_precheck) and the descriptor-aware bound
+ * (wire_bound), both on one header reader.
  *
- * msgpack_unpack_next() builds one msgpack_object (24 bytes, 48 per map entry) for every
- * value, so a 60 MiB frame of nils costs ~1.5 GB whatever the descriptor says. This walk
+ * wire_precheck, the pre-pass of DEPENDENCIES.md: walk the object headers keeping a
+ * count of objects still to read; each needs at least one byte, so a declared count
+ * larger than the bytes left is a lie and is rejected before msgpack-c allocates for it.
+ *
+ * wire_bound: msgpack_unpack_next() builds one msgpack_object (24 bytes, 48 per map entry) for
+ * every value, so a 60 MiB frame of nils costs ~1.5 GB whatever the descriptor says. This walk
  * reads the envelope and checks, from the headers alone, that the frame holds no more
  * than its type's descriptor can legitimately need:
  *  - the root is a map of at most WIRE_MAX_MAP entries and its envelope is valid;
@@ -22,9 +27,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Entries in any validated map (same limit as wire.c). */
-#define WIRE_MAX_MAP 256u
-#define WIRE_DEFAULT_ARRAY 4096u
 /* Containers msgpack-c can nest (its fixed parse stack); the root map counts. */
 #define WIRE_MAX_DEPTH 32
 
@@ -191,6 +193,26 @@ bad:
     return fail(w, WE_MALFORMED, "not one well-formed msgpack object (%zu bytes)", w->len);
 }
 
+/* flatten: rd_hdr inlined here, where every object of every frame and record passes */
+__attribute__((flatten)) int wire_precheck(const uint8_t *p, size_t len)
+{
+    struct walk w = {.p = p, .len = len}; /* no err: a failure is only -1 */
+    uint64_t pending = 1;                 /* objects still to read */
+    while (pending > 0) {
+        struct hdr h;
+        if (rd_hdr(&w, &h) < 0)
+            return -1;
+        pending--;
+        if (h.cls == H_ARRAY)
+            pending += h.u;
+        else if (h.cls == H_MAP)
+            pending += 2 * h.u;
+        if (pending > len - w.pos)
+            return -1;
+    }
+    return w.pos == len ? 0 : -1;
+}
+
 /* Counts n more values against the message's total. */
 static int count(struct walk *w, uint64_t n)
 {
@@ -243,12 +265,6 @@ static int walk_array(struct walk *w, uint64_t n, uint64_t max, enum wire_ftype 
 static int walk_fmap(struct walk *w, uint64_t n, uint64_t max, const struct wire_field *elem_fields,
                      const char *what);
 
-static const char *ftype_name(enum wire_ftype t)
-{
-    static const char *names[] = {"uint", "int", "float", "bool", "str", "bin", "array", "map"};
-    return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "?";
-}
-
 /* Walks one value expected to be of type t (header already read into h). */
 static int walk_value(struct walk *w, const struct hdr *h, enum wire_ftype t, uint64_t max,
                       enum wire_ftype elem, const struct wire_field *elem_fields, const char *what)
@@ -258,7 +274,7 @@ static int walk_value(struct walk *w, const struct hdr *h, enum wire_ftype t, ui
     if (!container)
         return count(w, 1); /* a wrong scalar is reported by wire_check_map */
     if ((h->cls == H_ARRAY && !want_array) || (h->cls == H_MAP && !want_map))
-        return fail(w, WE_FIELD, "field '%s' must be of type %s", what, ftype_name(t));
+        return fail(w, WE_FIELD, "field '%s' must be of type %s", what, wire_ftype_name(t));
     if (count(w, 1) < 0)
         return -1;
     if (w->depth + 1 > WIRE_MAX_DEPTH)

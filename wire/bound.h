@@ -1,11 +1,20 @@
 /*
- * bound.h - the descriptor-aware cost bound run by wire_decode() before msgpack-c
- * builds any object (wire/bound.c).
+ * bound.h - wire/'s internal header: the caps the codec (wire.c) and the pre-passes
+ * (bound.c) share, and the descriptor-aware cost bound run by wire_decode() before
+ * msgpack-c builds any object (bound.c; the declared-count pre-pass, wire_precheck, is
+ * public: wire.h).
  */
 #ifndef GRIDNODE_WIRE_BOUND_H
 #define GRIDNODE_WIRE_BOUND_H
 
 #include "wire/wire.h"
+
+/* Default caps when a descriptor says max = 0. */
+#define WIRE_DEFAULT_STR (64u << 10)
+#define WIRE_DEFAULT_BIN (16u << 20)
+#define WIRE_DEFAULT_ARRAY 4096u
+/* Entries in any validated map: keeps the duplicate-key check cheap. */
+#define WIRE_MAX_MAP 256u
 
 /* Values (msgpack objects) the values of unknown keys may hold, in the whole message. */
 #define WIRE_UNKNOWN_VALUES 65536u

@@ -11,11 +11,71 @@
 #define NAME_MAX_ 256
 #define MAX_BATCH 1024 /* tasks or results in one message */
 
+/*
+ * Rows that several descriptors share, written once. Each macro expands to its rows in
+ * place, so every descriptor keeps its own order (wire_check_map reports the first bad
+ * field in that order, and docs/wire.md lists them so). One row a line: clang-format
+ * would fold these.
+ */
+/* clang-format off */
+/* the task a message is about */
+#define TASK_REF_FIELDS                                                                    \
+    {"job", WF_UINT, true},                                                                \
+    {"idx", WF_UINT, true, UINT32_MAX},                                                    \
+    {"issue", WF_UINT, true, UINT32_MAX}
+/* a task's or a parallel process's captured output, and whether it was cut */
+#define OUTPUT_FIELDS                                                                      \
+    {"stdout", WF_BIN, false},                                                             \
+    {"stderr", WF_BIN, false},                                                             \
+    {"out_trunc", WF_BOOL, false},                                                         \
+    {"err_trunc", WF_BOOL, false}
+/* issue 15: submit --export / --chdir (wire/jobenv.h); env_max: entries of "env" */
+#define JOBENV_FIELDS(env_max)                                                             \
+    {"env", WF_ARRAY, false, env_max, WF_STR},                                             \
+    {"chdir", WF_STR, false, 1024}
+/* a job's fields read by the batch role only (docs/wire.md 6.11) */
+#define BATCH_FIELDS                                                                       \
+    {"account", WF_STR, false, NAME_MAX_},                                                 \
+    {"qos", WF_STR, false, NAME_MAX_},                                                     \
+    {"class", WF_STR, false, NAME_MAX_},                                                   \
+    {"resv", WF_STR, false, NAME_MAX_},                                                    \
+    {"early", WF_BOOL, false},                                                             \
+    {"hold", WF_BOOL, false}
+/* issue 11: a job's report deadline and GPUs */
+#define GPU_REQ_FIELDS                                                                     \
+    {"deadline_s", WF_UINT, false, 366u * 86400},                                          \
+    {"gpus", WF_UINT, false, 64},                                                          \
+    {"gpu_type", WF_STR, false, 31}
+/* memory and disk of a resource request */
+#define MEM_DISK_FIELDS                                                                    \
+    {"mem_mb", WF_UINT, false, 1ull << 40},                                                \
+    {"disk_mb", WF_UINT, false, 1ull << 40}
+/* who may use a reservation (RESV_SET, RESERVE) */
+#define ACL_MAX 256
+#define ACL_FIELDS                                                                         \
+    {"users", WF_ARRAY, false, ACL_MAX, WF_STR},                                           \
+    {"groups", WF_ARRAY, false, ACL_MAX, WF_STR},                                          \
+    {"accounts", WF_ARRAY, false, ACL_MAX, WF_STR},                                        \
+    {"classes", WF_ARRAY, false, ACL_MAX, WF_STR},                                         \
+    {"qoss", WF_ARRAY, false, ACL_MAX, WF_STR}
+
+/*
+ * Paged lists (docs/wire.md 6.2): a list request names its page; a list reply carries
+ * its rows and, when cut short, the cursor to ask again from.
+ */
+/* the page asked for: rows from the cursor "from" on, at most "count" of them */
+#define PAGE_FROM {"from", WF_UINT, false}
+#define PAGE_COUNT {"count", WF_UINT, false, 100000}
+#define PAGE_FIELDS PAGE_FROM, PAGE_COUNT
+/* a list reply's rows under key, an array of maps (req: the reply carries only that list) */
+#define LIST_ROWS(key, req) {key, WF_ARRAY, req, UINT32_MAX, WF_MAP}
+/* the reply was cut short: ask again with from = next */
+#define LIST_NEXT {"next", WF_UINT, false}
+/* clang-format on */
+
 /* one task as handed to a node */
 static const struct wire_field task_fields[] = {
-    {"job", WF_UINT, true},
-    {"idx", WF_UINT, true, UINT32_MAX},
-    {"issue", WF_UINT, true, UINT32_MAX},
+    TASK_REF_FIELDS,
     {"argv", WF_ARRAY, true, 256, WF_STR},
     {"shell", WF_BOOL, false},
     {"stdin", WF_BIN, false},
@@ -26,9 +86,7 @@ static const struct wire_field task_fields[] = {
     {"gpus", WF_UINT, false, 64}, /* GPU instances it needs */
     {"deadline", WF_UINT, false}, /* report deadline, unix seconds */
     {"est_s", WF_FLOAT, false},   /* estimated run time on this host */
-    /* issue 15: submit --export / --chdir (wire/jobenv.h) */
-    {"env", WF_ARRAY, false, 4096, WF_STR},
-    {"chdir", WF_STR, false, 1024},
+    JOBENV_FIELDS(4096),
     {NULL},
 };
 
@@ -42,27 +100,20 @@ static const struct wire_field gpu_fields[] = {
 
 /* one result as reported by a node */
 const struct wire_field wire_result_fields[] = {
-    {"job", WF_UINT, true},
-    {"idx", WF_UINT, true, UINT32_MAX},
-    {"issue", WF_UINT, true, UINT32_MAX},
+    TASK_REF_FIELDS,
     {"exit", WF_INT, true},
     {"signal", WF_UINT, false, 255},
     {"timeout", WF_BOOL, false},
     {"error", WF_STR, false, 1024},
     {"cpu_s", WF_FLOAT, false},
     {"wall_s", WF_FLOAT, false},
-    {"stdout", WF_BIN, false},
-    {"stderr", WF_BIN, false},
-    {"out_trunc", WF_BOOL, false},
-    {"err_trunc", WF_BOOL, false},
+    OUTPUT_FIELDS,
     {NULL},
 };
 
 /* a task a node says it is running */
 static const struct wire_field running_fields[] = {
-    {"job", WF_UINT, true},
-    {"idx", WF_UINT, true, UINT32_MAX},
-    {"issue", WF_UINT, true, UINT32_MAX},
+    TASK_REF_FIELDS,
     {NULL},
 };
 
@@ -176,20 +227,9 @@ static const struct wire_field f_submit[] = {
     {"adaptive", WF_BOOL, false},
     {"distinct", WF_STR, false, 16},
     {"known", WF_ARRAY, false, 100000, WF_MAP, known_fields},
-    /* read by the batch role only (docs/wire.md 6.11) */
-    {"account", WF_STR, false, NAME_MAX_},
-    {"qos", WF_STR, false, NAME_MAX_},
-    {"class", WF_STR, false, NAME_MAX_},
-    {"resv", WF_STR, false, NAME_MAX_},
-    {"early", WF_BOOL, false},
-    {"hold", WF_BOOL, false},
-    /* issue 11 */
-    {"deadline_s", WF_UINT, false, 366u * 86400},
-    {"gpus", WF_UINT, false, 64},
-    {"gpu_type", WF_STR, false, 31},
-    /* issue 15: submit --export / --chdir (wire/jobenv.h) */
-    {"env", WF_ARRAY, false, 4096, WF_STR},
-    {"chdir", WF_STR, false, 1024},
+    BATCH_FIELDS,
+    GPU_REQ_FIELDS,
+    JOBENV_FIELDS(4096),
     {NULL},
 };
 
@@ -204,13 +244,17 @@ static const struct wire_field f_submitted[] = {
 
 /* one parallel process as a node reports it (PSYNC) */
 static const struct wire_field pstat_fields[] = {
-    {"job", WF_UINT, true},         {"rank", WF_UINT, true, 4095},
-    {"state", WF_STR, true, 8},     {"cpu_s", WF_FLOAT, false},
-    {"rss_kb", WF_UINT, false},     {"disk_kb", WF_UINT, false},
-    {"exit", WF_INT, false},        {"signal", WF_UINT, false, 255},
-    {"error", WF_STR, false, 1024}, {"stdout", WF_BIN, false},
-    {"stderr", WF_BIN, false},      {"out_trunc", WF_BOOL, false},
-    {"err_trunc", WF_BOOL, false},  {NULL},
+    {"job", WF_UINT, true},
+    {"rank", WF_UINT, true, 4095},
+    {"state", WF_STR, true, 8},
+    {"cpu_s", WF_FLOAT, false},
+    {"rss_kb", WF_UINT, false},
+    {"disk_kb", WF_UINT, false},
+    {"exit", WF_INT, false},
+    {"signal", WF_UINT, false, 255},
+    {"error", WF_STR, false, 1024},
+    OUTPUT_FIELDS,
+    {NULL},
 };
 
 /* what a node should do with one parallel process (PSYNC_ACK) */
@@ -220,8 +264,7 @@ static const struct wire_field pcmd_fields[] = {
     {"want", WF_STR, true, 8},
     {"argv", WF_ARRAY, false, 256, WF_STR},
     {"shell", WF_BOOL, false},
-    {"env", WF_ARRAY, false, 4096 + 64, WF_STR}, /* issue 15: + the job's --export */
-    {"chdir", WF_STR, false, 1024},              /* issue 15: --chdir */
+    JOBENV_FIELDS(4096 + 64), /* "env": the job's --export and up to 64 more */
     {NULL},
 };
 
@@ -268,61 +311,47 @@ static const struct wire_field f_psubmit[] = {
     {"group", WF_STR, false, NAME_MAX_},
     {"shell", WF_BOOL, false},
     {"queue", WF_UINT, false, 255},
-    {"mem_mb", WF_UINT, false, 1ull << 40},
-    {"disk_mb", WF_UINT, false, 1ull << 40},
+    MEM_DISK_FIELDS,
     {"cpu_s", WF_UINT, false, 366ull * 86400 * 4096},
     {"limit_s", WF_UINT, false, 366u * 86400},
     {"wait", WF_BOOL, false},
     {"coc", WF_BOOL, false},
-    /* batch role (docs/wire.md 6.11) */
-    {"account", WF_STR, false, NAME_MAX_},
-    {"qos", WF_STR, false, NAME_MAX_},
-    {"class", WF_STR, false, NAME_MAX_},
-    {"resv", WF_STR, false, NAME_MAX_},
-    {"early", WF_BOOL, false},
-    {"hold", WF_BOOL, false},
+    BATCH_FIELDS,
     {"key", WF_STR, false, 128},              /* request key: a retry returns the first job */
     {"hosts", WF_ARRAY, false, 4096, WF_STR}, /* explicit placement: rank i on hosts[i] */
-    /* issue 15: submit --export / --chdir (wire/jobenv.h) */
-    {"env", WF_ARRAY, false, 4096, WF_STR},
-    {"chdir", WF_STR, false, 1024},
-    /* issue 11: refused by the cluster when set (parallel jobs are not pulled) */
-    {"deadline_s", WF_UINT, false, 366u * 86400},
-    {"gpus", WF_UINT, false, 64},
-    {"gpu_type", WF_STR, false, 31},
+    JOBENV_FIELDS(4096),
+    GPU_REQ_FIELDS, /* refused by the cluster when set (parallel jobs are not pulled) */
     {NULL},
 };
 
 static const struct wire_field f_console[] = {
     {"cmd", WF_STR, true, 16384},
-    {"from", WF_UINT, false}, /* the first output line wanted (6.7 paging) */
+    PAGE_FROM, /* the first output line wanted (6.7 paging) */
     {NULL},
 };
 
 static const struct wire_field f_console_out[] = {
     {"out", WF_STR, true},
-    {"next", WF_UINT, false},
+    LIST_NEXT,
     {NULL},
 };
 
 static const struct wire_field f_sd_state[] = {
-    {"clusters", WF_ARRAY, true, UINT32_MAX, WF_MAP},
+    LIST_ROWS("clusters", true),
     {"queues", WF_ARRAY, true, 256, WF_MAP},
-    {"next", WF_UINT, false},
+    LIST_NEXT,
     {NULL},
 };
 
 /* JOB_LIST, NODE_LIST: one page of a list (docs/wire.md 6.2) */
 static const struct wire_field f_list[] = {
-    {"from", WF_UINT, false},
-    {"count", WF_UINT, false, 100000},
+    PAGE_FIELDS,
     {NULL},
 };
 
 /* JOB_LIST: a page, optionally filtered (issue 15, like squeue -u -t -p -n) */
 static const struct wire_field f_job_list[] = {
-    {"from", WF_UINT, false},
-    {"count", WF_UINT, false, 100000},
+    PAGE_FIELDS,
     {"user", WF_STR, false, NAME_MAX_},
     {"state", WF_STR, false, NAME_MAX_}, /* one state or several, comma-separated */
     {"name", WF_STR, false, NAME_MAX_},
@@ -331,8 +360,8 @@ static const struct wire_field f_job_list[] = {
 };
 
 static const struct wire_field f_jobs[] = {
-    {"jobs", WF_ARRAY, true, UINT32_MAX, WF_MAP},
-    {"next", WF_UINT, false},
+    LIST_ROWS("jobs", true),
+    LIST_NEXT,
     {NULL},
 };
 
@@ -340,15 +369,15 @@ static const struct wire_field f_job_get[] = {
     {"job", WF_UINT, true},
     {"tasks", WF_BOOL, false},
     {"output", WF_BOOL, false},
-    {"from", WF_UINT, false, UINT32_MAX},
-    {"count", WF_UINT, false, 100000},
+    {"from", WF_UINT, false, UINT32_MAX}, /* a task index */
+    PAGE_COUNT,
     {NULL},
 };
 
 static const struct wire_field f_job[] = {
     {"job", WF_MAP, true},
-    {"tasks", WF_ARRAY, false, UINT32_MAX, WF_MAP},
-    {"next", WF_UINT, false},
+    LIST_ROWS("tasks", false),
+    LIST_NEXT,
     {NULL},
 };
 
@@ -377,14 +406,14 @@ static const struct wire_field f_node_ctl[] = {
 };
 
 static const struct wire_field f_purged[] = {
-    {"jobs", WF_ARRAY, true, UINT32_MAX, WF_MAP},
+    LIST_ROWS("jobs", true),
     {"more", WF_BOOL, false},
     {NULL},
 };
 
 static const struct wire_field f_nodes[] = {
-    {"nodes", WF_ARRAY, true, UINT32_MAX, WF_MAP},
-    {"next", WF_UINT, false},
+    LIST_ROWS("nodes", true),
+    LIST_NEXT,
     {NULL},
 };
 
@@ -392,17 +421,16 @@ static const struct wire_field f_nodes[] = {
 static const struct wire_field f_showq[] = {
     {"user", WF_STR, false, NAME_MAX_}, /* only this user's jobs */
     {"all", WF_BOOL, false},            /* also the ended jobs still kept */
-    {"from", WF_UINT, false},           /* paging, as JOB_LIST (6.2) */
-    {"count", WF_UINT, false, 100000},
+    PAGE_FIELDS,
     {NULL},
 };
 
 static const struct wire_field f_rows[] = {
-    {"jobs", WF_ARRAY, false, UINT32_MAX, WF_MAP},
-    {"resvs", WF_ARRAY, false, UINT32_MAX, WF_MAP},
-    {"creds", WF_ARRAY, false, UINT32_MAX, WF_MAP},
+    LIST_ROWS("jobs", false),
+    LIST_ROWS("resvs", false),
+    LIST_ROWS("creds", false),
     {"now", WF_INT, false},
-    {"next", WF_UINT, false},
+    LIST_NEXT,
     {NULL},
 };
 
@@ -420,8 +448,7 @@ static const struct wire_field f_jobcheck[] = {
 static const struct wire_field f_estimate[] = {
     {"job", WF_UINT, false},
     {"procs", WF_UINT, false, 1u << 20},
-    {"mem_mb", WF_UINT, false, 1ull << 40},
-    {"disk_mb", WF_UINT, false, 1ull << 40},
+    MEM_DISK_FIELDS,
     {"walltime_s", WF_UINT, false, 366u * 86400},
     {"user", WF_STR, false, NAME_MAX_},
     {"group", WF_STR, false, NAME_MAX_},
@@ -446,24 +473,17 @@ static const struct wire_field f_starts[] = {
 static const struct wire_field f_diagnose[] = {
     {"what", WF_STR, true, 16},
     {"job", WF_UINT, false},
-    {"from", WF_UINT, false},
-    {"count", WF_UINT, false, 100000},
+    PAGE_FIELDS,
     {NULL},
 };
 
-#define ACL_MAX 256
 static const struct wire_field f_resv_set[] = {
     {"user", WF_STR, false, NAME_MAX_}, /* the requester */
     {"name", WF_STR, false, 63},
-    {"users", WF_ARRAY, false, ACL_MAX, WF_STR},
-    {"groups", WF_ARRAY, false, ACL_MAX, WF_STR},
-    {"accounts", WF_ARRAY, false, ACL_MAX, WF_STR},
-    {"classes", WF_ARRAY, false, ACL_MAX, WF_STR},
-    {"qoss", WF_ARRAY, false, ACL_MAX, WF_STR},
+    ACL_FIELDS,
     {"tasks", WF_UINT, false, 1u << 20},
     {"procs", WF_UINT, false, 4096}, /* per task */
-    {"mem_mb", WF_UINT, false, 1ull << 40},
-    {"disk_mb", WF_UINT, false, 1ull << 40},
+    MEM_DISK_FIELDS,
     {"hosts", WF_ARRAY, false, 4096, WF_STR},
     {"class", WF_STR, false, NAME_MAX_}, /* partition: the cluster to take them from */
     {"start", WF_INT, false},            /* ms since the epoch; absent or 0: now */
@@ -480,8 +500,7 @@ static const struct wire_field f_resv[] = {
 static const struct wire_field f_resv_list[] = {
     {"name", WF_STR, false, 63},
     {"host", WF_STR, false, NAME_MAX_},
-    {"from", WF_UINT, false},
-    {"count", WF_UINT, false, 100000},
+    PAGE_FIELDS,
     {NULL},
 };
 
@@ -493,14 +512,9 @@ static const struct wire_field f_resv_release[] = {
 
 static const struct wire_field f_reserve[] = {
     {"user", WF_STR, false, NAME_MAX_},
-    {"users", WF_ARRAY, false, ACL_MAX, WF_STR},
-    {"groups", WF_ARRAY, false, ACL_MAX, WF_STR},
-    {"accounts", WF_ARRAY, false, ACL_MAX, WF_STR},
-    {"classes", WF_ARRAY, false, ACL_MAX, WF_STR},
-    {"qoss", WF_ARRAY, false, ACL_MAX, WF_STR},
+    ACL_FIELDS,
     {"procs", WF_UINT, true, 1u << 20},
-    {"mem_mb", WF_UINT, false, 1ull << 40},
-    {"disk_mb", WF_UINT, false, 1ull << 40},
+    MEM_DISK_FIELDS,
     {"class", WF_STR, false, NAME_MAX_},
     {"start", WF_INT, false},
     {"duration_s", WF_UINT, true, 3660u * 86400},
@@ -516,8 +530,8 @@ static const struct wire_field f_master[] = {
 };
 
 static const struct wire_field f_site[] = {
-    {"site", WF_MAP, false},                        /* a batch site's SITE (6.12) */
-    {"sites", WF_ARRAY, false, UINT32_MAX, WF_MAP}, /* the grid spool's SITE (6.13) */
+    {"site", WF_MAP, false},   /* a batch site's SITE (6.12) */
+    LIST_ROWS("sites", false), /* the grid spool's SITE (6.13) */
     {NULL},
 };
 
@@ -628,4 +642,10 @@ const char *wire_err_name(int code)
     if (code > 0 && (size_t)code < sizeof names / sizeof names[0] && names[code])
         return names[code];
     return "UNKNOWN";
+}
+
+const char *wire_ftype_name(enum wire_ftype t)
+{
+    static const char *names[] = {"uint", "int", "float", "bool", "str", "bin", "array", "map"};
+    return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "?";
 }

@@ -1,6 +1,7 @@
 /*
- * wire.c - the message codec: the declared-count pre-pass, envelope and descriptor
- * validation, field readers and writers. The descriptors themselves are in msgs.c.
+ * wire.c - the message codec: envelope and descriptor validation, field readers and
+ * writers. The pre-passes over a frame's headers are in bound.c, the descriptors
+ * themselves in msgs.c.
  */
 #include "wire/wire.h"
 #include "wire/bound.h"
@@ -10,150 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Default caps when a descriptor says max = 0. */
-#define WIRE_DEFAULT_STR (64u << 10)
-#define WIRE_DEFAULT_BIN (16u << 20)
-#define WIRE_DEFAULT_ARRAY 4096u
-/* Entries in any validated map: keeps the duplicate-key check cheap. */
-#define WIRE_MAX_MAP 256u
-
-static uint64_t rd_be(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-/*
- * The pre-pass of DEPENDENCIES.md: walk the object headers keeping a count of objects
- * still to read; each needs at least one byte, so a declared count larger than the
- * bytes left is a lie and is rejected before msgpack-c allocates for it.
- */
-int wire_precheck(const uint8_t *p, size_t len)
-{
-    size_t pos = 0;
-    uint64_t pending = 1;
-    while (pending > 0) {
-        if (pos >= len)
-            return -1;
-        uint8_t b = p[pos++];
-        pending--;
-        uint64_t children = 0, skip = 0;
-        int lenbytes = 0, extra = 0, mult = 0; /* mult: 0 bytes, 1 array, 2 map */
-        if (b <= 0x7f || b >= 0xe0)
-            ;
-        else if (b <= 0x8f)
-            children = 2u * (b & 0x0f);
-        else if (b <= 0x9f)
-            children = b & 0x0f;
-        else if (b <= 0xbf)
-            skip = b & 0x1f;
-        else {
-            switch (b) {
-            case 0xc0:
-            case 0xc2:
-            case 0xc3:
-                break;
-            case 0xc1:
-                return -1;
-            case 0xc4:
-            case 0xd9:
-                lenbytes = 1;
-                break;
-            case 0xc5:
-            case 0xda:
-                lenbytes = 2;
-                break;
-            case 0xc6:
-            case 0xdb:
-                lenbytes = 4;
-                break;
-            case 0xc7:
-                lenbytes = 1;
-                extra = 1;
-                break;
-            case 0xc8:
-                lenbytes = 2;
-                extra = 1;
-                break;
-            case 0xc9:
-                lenbytes = 4;
-                extra = 1;
-                break;
-            case 0xca:
-            case 0xce:
-            case 0xd2:
-                skip = 4;
-                break;
-            case 0xcb:
-            case 0xcf:
-            case 0xd3:
-                skip = 8;
-                break;
-            case 0xcc:
-            case 0xd0:
-                skip = 1;
-                break;
-            case 0xcd:
-            case 0xd1:
-                skip = 2;
-                break;
-            case 0xd4:
-                skip = 2;
-                break;
-            case 0xd5:
-                skip = 3;
-                break;
-            case 0xd6:
-                skip = 5;
-                break;
-            case 0xd7:
-                skip = 9;
-                break;
-            case 0xd8:
-                skip = 17;
-                break;
-            case 0xdc:
-                lenbytes = 2;
-                mult = 1;
-                break;
-            case 0xdd:
-                lenbytes = 4;
-                mult = 1;
-                break;
-            case 0xde:
-                lenbytes = 2;
-                mult = 2;
-                break;
-            case 0xdf:
-                lenbytes = 4;
-                mult = 2;
-                break;
-            default:
-                return -1;
-            }
-            if (lenbytes) {
-                if ((size_t)lenbytes > len - pos)
-                    return -1;
-                uint64_t n = rd_be(p + pos, lenbytes);
-                pos += (size_t)lenbytes;
-                if (mult)
-                    children = n * (uint64_t)mult;
-                else
-                    skip = n + (uint64_t)extra;
-            }
-        }
-        if (skip > len - pos)
-            return -1;
-        pos += (size_t)skip;
-        pending += children;
-        if (pending > len - pos)
-            return -1;
-    }
-    return pos == len ? 0 : -1;
-}
 
 static int seterr(struct wire_error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -168,12 +25,6 @@ static int seterr(struct wire_error *err, int code, const char *fmt, ...)
         text_fix(err->text); /* quoted peer bytes, or a cut inside a character */
     }
     return -1;
-}
-
-static const char *ftype_name(enum wire_ftype t)
-{
-    static const char *names[] = {"uint", "int", "float", "bool", "str", "bin", "array", "map"};
-    return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "?";
 }
 
 static int key_is(const msgpack_object *k, const char *key)
@@ -280,7 +131,7 @@ static int check_value(const msgpack_object *o, enum wire_ftype t, uint64_t max,
         return elem_fields ? wire_check_map(o, elem_fields, err) : 0;
     }
 badtype:
-    return seterr(err, WE_FIELD, "field '%s' must be of type %s", what, ftype_name(t));
+    return seterr(err, WE_FIELD, "field '%s' must be of type %s", what, wire_ftype_name(t));
 }
 
 int wire_check_map(const msgpack_object *map, const struct wire_field *fields,
@@ -312,7 +163,7 @@ int wire_check_map(const msgpack_object *map, const struct wire_field *fields,
         if (!v || v->type == MSGPACK_OBJECT_NIL) {
             if (f->required)
                 return seterr(err, WE_FIELD, "field '%s' (%s) is required", f->key,
-                              ftype_name(f->type));
+                              wire_ftype_name(f->type));
             continue;
         }
         if (check_value(v, f->type, f->max, f->elem, f->elem_fields, f->key, err) < 0)

@@ -120,7 +120,7 @@ struct wire_field {
     const char *key;
     enum wire_ftype type;
     bool required;
-    uint64_t max;                         /* 0: the type's default cap (see wire.c) */
+    uint64_t max;                         /* 0: the type's default cap (bound.h) */
     enum wire_ftype elem;                 /* WF_ARRAY element type */
     const struct wire_field *elem_fields; /* fields of map elements or of a WF_MAP */
 };
@@ -140,6 +140,8 @@ extern const struct wire_desc wire_descs[];
 /* The fields of one result map (RESULT, LEAVE); the cluster stores only these. */
 extern const struct wire_field wire_result_fields[];
 const char *wire_err_name(int code);
+/* A field type's name as error texts write it ("uint", "str", ...). */
+const char *wire_ftype_name(enum wire_ftype t);
 
 /* ---- decoding ---- */
 
