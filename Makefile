@@ -131,7 +131,7 @@ fuzz: $(BUILD)/fuzz/fuzz_wire
 	    $(BUILD)/fuzz/corpus fuzz/seeds
 
 # Every C file of the tree: sources, headers, unit tests, benchmarks, fuzz targets.
-FORMAT_MORE = $(wildcard */*.h roles/*/*.h roles/*/*/*.h tests/unit/*.c bench/*.c fuzz/*.c)
+FORMAT_MORE = $(wildcard */*.h roles/*/*.h roles/*/*/*.h tests/unit/*.[ch] bench/*.c fuzz/*.c)
 format:
 	clang-format -i $(LIB_SRC) cmd/main.c $(FORMAT_MORE)
 format-check:
