@@ -1,7 +1,8 @@
 /*
- * meta.c - the live metascheduler role: configuration, start-up (state-dir lock,
- * LMDB store, incarnation), the daemon callbacks and the user requests (SUBMIT,
- * PSUBMIT, JOB_LIST, JOB_GET, CANCEL, SITE_INFO). The sites are metasite.c.
+ * meta.c - the live metascheduler role's top: configuration, start-up (state-dir lock,
+ * LMDB store, incarnation, the jobs loaded), the daemon callbacks and the loop. Below it
+ * (meta_int.h): the user requests (metareq.c) and statistics (metastats.c), the sites
+ * (metasite.c, metaplace.c, metasend.c), the jobs and their records (metajob.c).
  *
  * A turn: requests and site replies change jobs (marked dirty); the commit callback
  * starts placements, writes the dirty jobs, commits once (group commit), and only then
@@ -27,8 +28,6 @@
 #include "roles/meta/live/meta.h"
 #include "roles/meta/live/meta_int.h"
 #include "store/store.h"
-#include "wire/jobenv.h"
-#include "wire/joblist.h"
 
 #define OFF(f) offsetof(struct meta_cfg, f)
 static const struct config_key meta_keys[] = {
@@ -78,470 +77,6 @@ static const struct store_table meta_tables[] = {
     {NULL},
 };
 
-static const char *const state_names[] = {"queued", "placing", "placed", "running",
-                                          "done",   "failed",  "killed", "cancelled"};
-
-const char *meta_state_name(int st)
-{
-    return st >= 0 && st <= MJ_CANCELLED ? state_names[st] : "?";
-}
-
-static int state_parse(const char *s)
-{
-    for (int i = 0; i <= MJ_CANCELLED; i++)
-        if (!strcmp(s, state_names[i]))
-            return i;
-    return -1;
-}
-
-/* ---- jobs in memory ---- */
-
-struct mjob *meta_job_find(struct meta *M, uint64_t id)
-{
-    uint32_t lo = 0, hi = M->njobs;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (M->jobs[mid]->id < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < M->njobs && M->jobs[lo]->id == id ? M->jobs[lo] : NULL;
-}
-
-static int job_add(struct meta *M, struct mjob *j)
-{
-    if (M->njobs == M->capjobs) {
-        uint32_t nc = M->capjobs ? M->capjobs * 2 : 256;
-        void *p = realloc(M->jobs, nc * sizeof *M->jobs);
-        if (!p)
-            return -1;
-        M->jobs = p;
-        M->capjobs = nc;
-    }
-    uint32_t i = M->njobs;
-    while (i > 0 && M->jobs[i - 1]->id > j->id) {
-        M->jobs[i] = M->jobs[i - 1];
-        i--;
-    }
-    M->jobs[i] = j;
-    M->njobs++;
-    return 0;
-}
-
-static void job_free(struct mjob *j)
-{
-    if (j) {
-        free(j->req);
-        free(j->tasks_raw);
-        free(j);
-    }
-}
-
-void meta_job_set(struct meta *M, struct mjob *j, enum mj_state st, const char *reason)
-{
-    (void)M;
-    if (reason)
-        text_copy(j->reason, sizeof j->reason, reason, strlen(reason));
-    if (j->state != st)
-        log_info("job %llu: %s -> %s%s%s", (unsigned long long)j->id, meta_state_name(j->state),
-                 meta_state_name(st), reason && *reason ? ": " : "", reason ? reason : "");
-    j->state = (uint8_t)st;
-    if (MJ_ENDED(st) && !j->finished)
-        j->finished = wall_now_ms();
-    j->dirty = true;
-}
-
-/* ---- the job record: a msgpack map ---- */
-
-static void job_encode(const struct mjob *j, struct wire_buf *wb)
-{
-    wire_buf_reset(wb);
-    wire_pack_map(wb, 27);
-    wire_put_str(wb, "state", meta_state_name(j->state));
-    wire_put_u64(wb, "ntasks", j->ntasks);
-    wire_put_u64(wb, "t_issued", j->t_issued);
-    wire_put_u64(wb, "t_running", j->t_running);
-    wire_put_u64(wb, "t_done", j->t_done);
-    wire_put_u64(wb, "t_failed", j->t_failed);
-    wire_put_bool(wb, "parallel", j->parallel);
-    wire_put_bool(wb, "early", j->early);
-    wire_put_str(wb, "user", j->user);
-    wire_put_str(wb, "name", j->name);
-    wire_put_u64(wb, "procs", (uint64_t)j->rq.procs);
-    wire_put_i64(wb, "mem", j->rq.mem);
-    wire_put_i64(wb, "disk", j->rq.disk);
-    wire_put_i64(wb, "wall", j->rq.walltime);
-    wire_put_i64(wb, "submitted", j->submitted);
-    wire_put_i64(wb, "started", j->started);
-    wire_put_i64(wb, "finished", j->finished);
-    wire_put_i64(wb, "exit", j->exit);
-    wire_put_u64(wb, "attempt", j->attempt);
-    wire_put_i64(wb, "site", j->site);
-    wire_put_u64(wb, "sjob", j->sjob);
-    wire_put_str(wb, "resv", j->resv);
-    wire_put_i64(wb, "mv_site", j->mv_site);
-    wire_put_str(wb, "mv_resv", j->mv_resv);
-    wire_put_u64(wb, "mv_sjob", j->mv_sjob);
-    wire_put_str(wb, "reason", j->reason);
-    wire_put_bin(wb, "req", j->req, j->reqlen);
-}
-
-static struct mjob *job_decode(uint64_t id, const void *v, size_t vl)
-{
-    msgpack_unpacked up;
-    msgpack_unpacked_init(&up);
-    struct mjob *j = NULL;
-    if (msgpack_unpack_next(&up, v, vl, NULL) != MSGPACK_UNPACK_SUCCESS ||
-        up.data.type != MSGPACK_OBJECT_MAP || !(j = calloc(1, sizeof *j)))
-        goto out;
-    const msgpack_object *o = &up.data;
-    char st[16];
-    wire_get_strbuf(o, "state", st, sizeof st);
-    int s = state_parse(st);
-    size_t rl;
-    const void *r = wire_get_bin(o, "req", &rl);
-    if (s < 0 || !r || !(j->req = malloc(rl ? rl : 1))) {
-        free(j);
-        j = NULL;
-        goto out;
-    }
-    memcpy(j->req, r, rl);
-    j->reqlen = rl;
-    j->id = id;
-    j->state = (uint8_t)s;
-    j->parallel = wire_get_bool(o, "parallel", false);
-    j->early = wire_get_bool(o, "early", true);
-    j->ntasks = (uint32_t)wire_get_u64(o, "ntasks", 1);
-    if (j->ntasks < 1)
-        j->ntasks = 1;
-    j->t_issued = (uint32_t)wire_get_u64(o, "t_issued", 0);
-    j->t_running = (uint32_t)wire_get_u64(o, "t_running", 0);
-    j->t_done = (uint32_t)wire_get_u64(o, "t_done", 0);
-    j->t_failed = (uint32_t)wire_get_u64(o, "t_failed", 0);
-    wire_get_strbuf(o, "user", j->user, sizeof j->user);
-    wire_get_strbuf(o, "name", j->name, sizeof j->name);
-    j->rq.procs = (int32_t)wire_get_u64(o, "procs", 1);
-    j->rq.mem = wire_get_i64(o, "mem", 0);
-    j->rq.disk = wire_get_i64(o, "disk", 0);
-    j->rq.walltime = wire_get_i64(o, "wall", 3600000);
-    j->submitted = wire_get_i64(o, "submitted", 0);
-    j->started = wire_get_i64(o, "started", 0);
-    j->finished = wire_get_i64(o, "finished", 0);
-    j->exit = wire_get_i64(o, "exit", 0);
-    j->attempt = (uint32_t)wire_get_u64(o, "attempt", 0);
-    j->site = (int)wire_get_i64(o, "site", -1);
-    j->sjob = wire_get_u64(o, "sjob", 0);
-    wire_get_strbuf(o, "resv", j->resv, sizeof j->resv);
-    j->mv_site = (int)wire_get_i64(o, "mv_site", -1);
-    wire_get_strbuf(o, "mv_resv", j->mv_resv, sizeof j->mv_resv);
-    j->mv_sjob = wire_get_u64(o, "mv_sjob", 0);
-    wire_get_strbuf(o, "reason", j->reason, sizeof j->reason);
-out:
-    msgpack_unpacked_destroy(&up);
-    return j;
-}
-
-static int encode_job(const void *rec, struct wire_buf *wb)
-{
-    job_encode(rec, wb);
-    return 0;
-}
-
-static int save_dirty(struct meta *M)
-{
-    struct wire_buf wb;
-    wire_buf_init(&wb);
-    int rc = 0;
-    for (uint32_t i = 0; i < M->njobs && rc == 0; i++) {
-        struct mjob *j = M->jobs[i];
-        if (!j->dirty)
-            continue;
-        rc = record_save_u64(M->store, M->t_jobs, j->id, j, encode_job, &wb);
-        j->dirty = false;
-    }
-    wire_buf_free(&wb);
-    return rc;
-}
-
-/* ---- user requests ---- */
-
-static void fail(struct wire_buf *r, uint64_t id, int code, const char *msg)
-{
-    wire_buf_reset(r);
-    wire_error_msg(r, id, code, "%s", msg);
-}
-
-static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *reply, bool par)
-{
-    const msgpack_object *o = m->root;
-    struct meta_request rq = {1, 0, 0, 3600000};
-    rq.mem = (int64_t)wire_get_u64(o, "mem_mb", 0);
-    rq.disk = (int64_t)wire_get_u64(o, "disk_mb", 0);
-    rq.walltime = (int64_t)wire_get_u64(o, "limit_s", 3600) * 1000;
-    const msgpack_object *a = wire_get(o, "argv");
-    if (!a || a->type != MSGPACK_OBJECT_ARRAY || a->via.array.size == 0) {
-        fail(reply, m->id, WE_INVALID, "argv must name the program to run");
-        return;
-    }
-    if (par) {
-        uint64_t p = wire_get_u64(o, "procs", 0);
-        if (p == 0 || p > (1u << 20)) {
-            fail(reply, m->id, WE_INVALID, "procs must be 1 to 1048576");
-            return;
-        }
-        rq.procs = (int32_t)p;
-    } else if (wire_get_u64(o, "ntasks", 1) < 1) {
-        fail(reply, m->id, WE_INVALID, "ntasks must be at least 1");
-        return;
-    } else if (wire_get(o, "stdin")) {
-        fail(reply, m->id, WE_INVALID,
-             "stdin is not supported by the batch sites: read a file named in argv instead");
-        return;
-    }
-    if (rq.walltime < 1000) {
-        fail(reply, m->id, WE_INVALID, "limit_s (the walltime) must be at least 1 second");
-        return;
-    }
-    char why[1024];
-    if (jobenv_check(o, why, sizeof why) < 0) { /* --export / --chdir (issue 15): the whole
-                                                  request, these included, goes to the site */
-        fail(reply, m->id, WE_INVALID, why);
-        return;
-    }
-    if (meta_nowhere(M, &rq, why, sizeof why)) {
-        fail(reply, m->id, WE_INVALID, why);
-        return;
-    }
-    /* the whole request is kept: it is what the site gets */
-    struct wire_buf wb;
-    wire_buf_init(&wb);
-    wire_pack_object(&wb, o);
-    struct mjob *j = calloc(1, sizeof *j);
-    if (!j || !(j->req = malloc(wb.sb.size))) {
-        free(j);
-        wire_buf_free(&wb);
-        fail(reply, m->id, WE_STORAGE, "out of memory");
-        return;
-    }
-    memcpy(j->req, wb.sb.data, wb.sb.size);
-    j->reqlen = wb.sb.size;
-    wire_buf_free(&wb);
-    j->id = M->next_id;
-    j->parallel = par;
-    /* a task array goes whole to one site (docs/meta.md "Task arrays") */
-    j->ntasks = par ? 1 : (uint32_t)wire_get_u64(o, "ntasks", 1);
-    if (j->ntasks < 1)
-        j->ntasks = 1;
-    /* B5 by default at the grid level: a placed job starts as soon as its site can run
-     * it, before its reservation; `early` false (submit --exact-start) waits for it */
-    j->early = wire_get_bool(o, "early", true);
-    wire_get_strbuf(o, "user", j->user, sizeof j->user);
-    wire_get_strbuf(o, "name", j->name, sizeof j->name);
-    j->rq = rq;
-    j->submitted = wall_now_ms();
-    j->site = j->mv_site = -1;
-    j->state = MJ_QUEUED;
-    j->dirty = true;
-    if (job_add(M, j) < 0) {
-        job_free(j);
-        fail(reply, m->id, WE_STORAGE, "out of memory");
-        return;
-    }
-    M->next_id++;
-    M->meta_dirty = true;
-    log_info("job %llu: submitted (%u x %d procs, %llds)", (unsigned long long)j->id, j->ntasks,
-             rq.procs, (long long)(rq.walltime / 1000));
-    wire_begin(reply, WT_SUBMITTED, m->id, 3);
-    wire_put_u64(reply, "job", j->id);
-    wire_put_str(reply, "state", "queued");
-    wire_put_str(reply, "cluster", "");
-}
-
-/* The summary row of 6.2 plus the grid's fields. */
-static void put_row(struct meta *M, const struct mjob *j, struct wire_buf *wb)
-{
-    const char *st = meta_state_name(j->state);
-    bool started = j->state == MJ_RUNNING || (MJ_ENDED(j->state) && j->started);
-    bool ended = MJ_ENDED(j->state);
-    wire_pack_map(wb, 26);
-    wire_put_u64(wb, "job", j->id);
-    wire_put_str(wb, "name", j->name);
-    wire_put_str(wb, "user", j->user);
-    /* the 6.2 vocabulary for the tools; `gstate` says where the grid is with it */
-    wire_put_str(wb, "state",
-                 j->state == MJ_KILLED   ? "failed"
-                 : j->state <= MJ_PLACED ? "queued"
-                                         : st);
-    wire_put_str(wb, "gstate", st);
-    if (j->ntasks > 1) { /* an array: its elements as the site last reported them */
-        wire_put_u64(wb, "ntasks", j->ntasks);
-        wire_put_u64(wb, "issued", j->t_issued);
-        wire_put_u64(wb, "running", j->state == MJ_RUNNING ? j->t_running : 0);
-        wire_put_u64(wb, "done", j->t_done);
-        wire_put_u64(wb, "failed", j->t_failed);
-    } else {
-        wire_put_u64(wb, "ntasks", 1);
-        wire_put_u64(wb, "issued", started ? 1 : 0);
-        wire_put_u64(wb, "running", j->state == MJ_RUNNING ? 1 : 0);
-        wire_put_u64(wb, "done", ended && j->state != MJ_CANCELLED ? 1 : 0);
-        wire_put_u64(wb, "failed", j->state == MJ_FAILED || j->state == MJ_KILLED ? 1 : 0);
-    }
-    wire_put_u64(wb, "dups", 0);
-    wire_put_i64(wb, "submitted", j->submitted);
-    wire_put_i64(wb, "finished", j->finished);
-    const msgpack_object *argv = NULL;
-    msgpack_unpacked up;
-    msgpack_unpacked_init(&up);
-    if (msgpack_unpack_next(&up, (const char *)j->req, j->reqlen, NULL) == MSGPACK_UNPACK_SUCCESS)
-        argv = wire_get(&up.data, "argv");
-    wire_put_key(wb, "argv");
-    if (argv)
-        wire_pack_object(wb, argv);
-    else
-        wire_pack_array(wb, 0);
-    wire_put_bool(wb, "shell", wire_get_bool(&up.data, "shell", false));
-    wire_put_u64(wb, "limit_s", (uint64_t)(j->rq.walltime / 1000));
-    msgpack_unpacked_destroy(&up);
-    wire_put_str(wb, "kind", j->parallel ? "parallel" : j->ntasks > 1 ? "array" : "task");
-    wire_put_u64(wb, "procs", (uint64_t)j->rq.procs);
-    wire_put_str(wb, "site", j->site >= 0 && j->site < M->nsites ? M->site[j->site].name : "");
-    wire_put_u64(wb, "site_job", j->sjob);
-    wire_put_str(wb, "resv", j->resv);
-    wire_put_i64(wb, "started", j->started);
-    wire_put_i64(wb, "exit", j->exit);
-    wire_put_i64(wb, "estimate", j->state == MJ_PLACED ? j->est_start : 0);
-    wire_put_u64(wb, "attempts", j->attempt);
-    wire_put_str(wb, "reason", j->reason);
-}
-
-static void h_list(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)
-{
-    uint64_t from = wire_get_u64(m->root, "from", 0), count = wire_get_u64(m->root, "count", 1000);
-    if (count == 0)
-        count = 1;
-    uint32_t lo = 0;
-    while (lo < M->njobs && M->jobs[lo]->id < from)
-        lo++;
-    /* rows [lo, end) hold n jobs the requester may see (CURVE: a user sees its own jobs)
-     * and that pass JOB_LIST's filters (issue 15; wire/joblist.c, as the cluster) */
-    uint32_t n = 0, end = lo;
-    struct wire_buf rows;
-    wire_buf_init(&rows);
-    for (; end < M->njobs && n < count && n < 5000; end++) {
-        if (!curve_may_touch(M->jobs[end]->user))
-            continue;
-        size_t at = rows.sb.size;
-        put_row(M, M->jobs[end], &rows);
-        if (joblist_row_allows(m->root, rows.sb.data + at, rows.sb.size - at))
-            n++;
-        else
-            rows.sb.size = at;
-    }
-    bool more = end < M->njobs;
-    wire_begin(reply, WT_JOBS, m->id, more ? 2 : 1);
-    wire_put_key(reply, "jobs");
-    wire_pack_array(reply, n);
-    msgpack_sbuffer_write(&reply->sb, rows.sb.data, rows.sb.size);
-    wire_buf_free(&rows);
-    if (more)
-        wire_put_u64(reply, "next", M->jobs[end]->id);
-}
-
-static void h_get(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)
-{
-    struct mjob *j = meta_job_find(M, wire_get_u64(m->root, "job", 0));
-    if (!j) {
-        fail(reply, m->id, WE_NOT_FOUND, "no such job at the grid spool (see gridnode jobs)");
-        return;
-    }
-    if (!curve_may_touch(j->user)) {
-        fail(reply, m->id, WE_DENIED,
-             "the job belongs to another user; only its owner and the administrators may "
-             "see or cancel it");
-        return;
-    }
-    wire_begin(reply, WT_JOB, m->id, 2);
-    wire_put_key(reply, "job");
-    put_row(M, j, reply);
-    wire_put_key(reply, "tasks");
-    if (j->tasks_raw) /* an array: the site's task rows of the last poll */
-        msgpack_sbuffer_write(&reply->sb, (const char *)j->tasks_raw, j->tasks_len);
-    else
-        wire_pack_array(reply, 0);
-}
-
-static void h_cancel(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)
-{
-    struct mjob *j = meta_job_find(M, wire_get_u64(m->root, "job", 0));
-    if (!j) {
-        fail(reply, m->id, WE_NOT_FOUND, "no such job at the grid spool (see gridnode jobs)");
-        return;
-    }
-    if (!curve_may_touch(j->user)) {
-        fail(reply, m->id, WE_DENIED,
-             "the job belongs to another user; only its owner and the administrators may "
-             "see or cancel it");
-        return;
-    }
-    if (MJ_ENDED(j->state)) {
-        fail(reply, m->id, WE_STATE, "the job has already ended");
-        return;
-    }
-    meta_job_cancel_at_site(M, j);
-    meta_job_set(M, j, MJ_CANCELLED, "cancelled by the user");
-    wire_begin(reply, WT_OK, m->id, 0);
-}
-
-static void h_site_info(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)
-{
-    wire_begin(reply, WT_SITE, m->id, 2);
-    wire_put_key(reply, "sites");
-    wire_pack_array(reply, (uint32_t)M->nsites);
-    for (int i = 0; i < M->nsites; i++) {
-        const struct msite *s = &M->site[i];
-        wire_pack_map(reply, 9);
-        wire_put_str(reply, "name", s->name);
-        wire_put_str(reply, "endpoint", s->ep);
-        wire_put_bool(reply, "up", s->info.up);
-        wire_put_bool(reply, "known", s->known);
-        wire_put_f64(reply, "speed", s->info.speed);
-        wire_put_u64(reply, "cores", (uint64_t)s->info.total_procs);
-        wire_put_u64(reply, "largest_procs", (uint64_t)s->info.max_procs);
-        wire_put_i64(reply, "cores_free", s->cores_free);
-        wire_put_i64(reply, "queued_work", s->info.queued_work);
-    }
-    wire_put_str(reply, "policy", meta_policy_name(M->policy));
-}
-
-void meta_dispatch(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)
-{
-    switch (m->type) {
-    case WT_SUBMIT:
-        new_job(M, m, reply, false);
-        break;
-    case WT_PSUBMIT:
-        new_job(M, m, reply, true);
-        break;
-    case WT_JOB_LIST:
-        h_list(M, m, reply);
-        break;
-    case WT_JOB_GET:
-        h_get(M, m, reply);
-        break;
-    case WT_CANCEL:
-        h_cancel(M, m, reply);
-        break;
-    case WT_SITE_INFO:
-        h_site_info(M, m, reply);
-        break;
-    default:
-        fail(reply, m->id, WE_TYPE,
-             "the grid spool (gridnode meta) answers SUBMIT, PSUBMIT, JOB_LIST, JOB_GET, CANCEL "
-             "and SITE_INFO");
-    }
-}
-
 /* ---- daemon callbacks ---- */
 
 static void on_request(void *arg, const struct wire_msg *m, const char *peer,
@@ -562,7 +97,7 @@ static int on_commit(void *arg)
             return -1;
         M->meta_dirty = false;
     }
-    if (save_dirty(M) < 0 || store_commit(M->store) < 0) {
+    if (meta_jobs_save(M) < 0 || store_commit(M->store) < 0) {
         log_warn("commit failed");
         meta_out_flush(M, false);
         return -1;
@@ -579,7 +114,7 @@ static void on_reload(void *arg)
     store_discard(M->store);
     meta_out_flush(M, false);
     for (uint32_t i = 0; i < M->njobs; i++)
-        job_free(M->jobs[i]);
+        meta_job_free(M->jobs[i]);
     M->njobs = 0;
     meta_sites_close(M);
     if (load_all(M) < 0 || meta_sites_open(M) < 0)
@@ -591,29 +126,6 @@ static void on_tick(struct loop *l, void *arg)
 {
     (void)l;
     meta_sites_tick(arg);
-}
-
-static int load_job(void *arg, const uint8_t *key, size_t klen, const void *val, size_t vlen)
-{
-    struct meta *M = arg;
-    (void)klen;
-    struct mjob *j = job_decode(store_key_get_u64(key), val, vlen);
-    if (!j)
-        return RECORD_UNREADABLE;
-    if (j->site >= M->nsites || j->mv_site >= M->nsites) {
-        log_warnx("job %llu: its site is no longer in meta.sites: spooled again",
-                  (unsigned long long)j->id);
-        if (!MJ_ENDED(j->state)) {
-            j->site = j->mv_site = -1;
-            j->state = MJ_QUEUED;
-            j->dirty = true;
-        }
-    }
-    if (job_add(M, j) < 0) {
-        job_free(j);
-        return -1;
-    }
-    return RECORD_TAKEN;
 }
 
 static int load_all(struct meta *M)
@@ -641,7 +153,7 @@ static int load_all(struct meta *M)
         M->next_id = 1;
     M->njobs = 0;
     M->inflight = 0;
-    if (record_load(M->store, M->t_jobs, load_job, M) < 0)
+    if (record_load(M->store, M->t_jobs, meta_job_load, M) < 0)
         return -1;
     for (uint32_t i = 0; i < M->njobs; i++)
         meta_resume(M, M->jobs[i]);
@@ -668,7 +180,7 @@ static int meta_open(struct meta *M)
     }
     M->t_meta = store_table(M->store, "meta");
     M->t_jobs = store_table(M->store, "jobs");
-    if (load_all(M) < 0 || save_dirty(M) < 0 || store_commit(M->store) < 0) {
+    if (load_all(M) < 0 || meta_jobs_save(M) < 0 || store_commit(M->store) < 0) {
         log_warnx("cannot load the state from %s", c->state_dir);
         return -1;
     }
@@ -746,7 +258,7 @@ out:
         store_commit(M.store);
     store_close(&M.store);
     for (uint32_t i = 0; i < M.njobs; i++)
-        job_free(M.jobs[i]);
+        meta_job_free(M.jobs[i]);
     free(M.jobs);
     daemon_destroy(&M.daemon);
     loop_destroy(&M.loop);

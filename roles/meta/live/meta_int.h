@@ -1,7 +1,13 @@
 /*
- * meta_int.h - the live metascheduler's state, shared by meta.c (start-up, store,
- * requests from users) and metasite.c (the DEALERs to the sites: information service,
- * placement, tracking, re-evaluation, stray reservations).
+ * meta_int.h - the live metascheduler's state, shared by its files. They call each
+ * other downwards only, bottom up:
+ *   metajob.c    the jobs: states, the table in memory, state changes, LMDB records
+ *   metasend.c   the messages to the sites, queued until the turn's commit
+ *   metaplace.c  placement rounds: estimates, the decision, RESERVE/SUBMIT, moves begun
+ *   metasite.c   the sites' connections, their replies (placements, tracking, moves,
+ *                stray reservations), ticks (information, polls, re-evaluation), list
+ *   metareq.c    the user requests          metastats.c  the statistics page
+ *   meta.c       configuration, start-up, the daemon callbacks, the loop
  */
 #ifndef GRIDNODE_META_INT_H
 #define GRIDNODE_META_INT_H
@@ -49,10 +55,25 @@ enum mj_state {
 };
 #define MJ_ENDED(s) ((s) >= MJ_DONE)
 
+/* What a request to a site was for (struct mreq kind). */
+enum {
+    RK_INFO,
+    RK_EST,
+    RK_RESERVE,
+    RK_SUBMIT,
+    RK_JOBGET,
+    RK_CANCEL,
+    RK_RELEASE,
+    RK_RESVLIST,
+    RK_GEST, /* ESTIMATE shared by a group of jobs (job = the group id) */
+};
+/* Where a job's placement is (struct mjob phase; memory only). */
+enum { PH_IDLE, PH_EST, PH_RESERVE, PH_SUBMIT, PH_MV_EST, PH_MV_RESERVE, PH_MV_SUBMIT };
+
 /* A request to a site waiting for its reply. */
 struct mreq {
     uint64_t rid;
-    int kind;     /* enum in metasite.c */
+    int kind;     /* RK_* */
     uint64_t job; /* the job it is about, 0 */
     int64_t deadline;
 };
@@ -60,12 +81,17 @@ struct mreq {
 struct slurm_site;
 struct statspage;
 #define META_LAT_BUCKETS 10 /* placement latency histogram (metastats.c) */
+/* Upper bounds (seconds) of its buckets but the last (+Inf). */
+#define META_LAT_LE                                                                                \
+    {                                                                                              \
+        0.1, 0.5, 1, 2, 5, 10, 30, 60, 300                                                         \
+    }
 
 struct msite {
     int idx;
     char name[META_NAME_MAX], ep[CONFIG_STR_MAX];
     void *sock;
-    /* a Slurm cluster (ep slurm://...) instead of a DEALER: roles/meta/slurm/slurm.c */
+    /* a Slurm cluster (ep slurm://...) instead of a DEALER: roles/meta/slurm/ */
     struct slurm_site *slurm;
     struct curve_watch *watch; /* logs a failed CURVE handshake (daemon/curve.h) */
     struct meta_site info;     /* the policy's view (up, speed, sizes, queued work) */
@@ -118,7 +144,7 @@ struct mjob {
     bool timed; /* its placement latency is counted (metastats.c; memory only) */
 };
 
-/* Jobs of one placement pass sharing their ESTIMATEs (metasite.c). */
+/* Jobs of one placement pass sharing their ESTIMATEs (metaplace.c). */
 struct megroup {
     uint64_t id;
     uint64_t *jobs; /* member job ids, the first one's request was sent */
@@ -161,31 +187,82 @@ struct meta {
     uint64_t lat_n;
 };
 
-/* meta.c */
-struct mjob *meta_job_find(struct meta *M, uint64_t id);
-void meta_job_set(struct meta *M, struct mjob *j, enum mj_state st, const char *reason);
+/* ---- metajob.c: the jobs (calls nothing above it) ---- */
+
 const char *meta_state_name(int st);
-void meta_dispatch(struct meta *M, const struct wire_msg *m, struct wire_buf *reply);
+/* The job of id, NULL. */
+struct mjob *meta_job_find(struct meta *M, uint64_t id);
+/* Adds j to the table (kept in id order); -1 when out of memory (j not taken). */
+int meta_job_add(struct meta *M, struct mjob *j);
+/* NULL-safe. */
+void meta_job_free(struct mjob *j);
+/* j's state is st (reason: kept when not NULL); logged on a change, marked dirty. */
+void meta_job_set(struct meta *M, struct mjob *j, enum mj_state st, const char *reason);
+/* Writes the dirty jobs' records (not committed). 0, or -1. */
+int meta_jobs_save(struct meta *M);
+/* record_load's callback for the jobs table (daemon/record.h): arg is the role. */
+int meta_job_load(void *arg, const uint8_t *key, size_t klen, const void *val, size_t vlen);
 
-/* metastats.c: the statistics page, stats.json and /metrics (daemon/statspage.h) */
-int metastats_open(struct meta *M, char *err, size_t errlen);
-void metastats_close(struct meta *M);
-/* Job j was placed (move: moved) at site s: counters and the latency histogram. */
-void metastats_placed(struct meta *M, struct msite *s, struct mjob *j, bool move);
+/* ---- metasend.c: the messages to the sites ---- */
 
-/* metasite.c */
+/* Queues a message for site (sent by meta_out_flush). */
+void meta_queue_out(struct meta *M, int site, const struct wire_buf *wb);
+/* After the turn's commit: sends the queued messages (send), or drops them. */
+void meta_out_flush(struct meta *M, bool send);
+/* Records a request of kind about job at s, due in timeout ms, and begins its message
+ * (type, nfields) in wb. */
+void meta_req_begin(struct meta *M, struct msite *s, int kind, uint64_t job, uint32_t type,
+                    uint32_t nfields, int64_t timeout, struct wire_buf *wb);
+/* A request of no field or one u64 field k = v. */
+void meta_send_simple(struct meta *M, struct msite *s, int kind, uint64_t job, uint32_t type,
+                      const char *k, uint64_t v);
+/* RESV_RELEASE of resv at s (nothing when resv is empty). */
+void meta_send_release(struct meta *M, struct msite *s, const char *resv);
+/* The user the site sees: the job's, or the spool's when the job named none. */
+const char *meta_job_user(const struct meta *M, const struct mjob *j);
+void meta_resv_name(struct meta *M, const struct mjob *j, uint32_t attempt, char *out, size_t n);
+/* The user's request again, with resv, key and user set for the site. */
+void meta_send_submit(struct meta *M, struct msite *s, struct mjob *j, const char *resv,
+                      uint32_t attempt);
+void meta_send_estimate(struct meta *M, struct msite *s, struct mjob *j, int kind, uint64_t id);
+void meta_send_reserve(struct meta *M, struct msite *s, struct mjob *j, const char *name,
+                       int64_t start);
+
+/* ---- metaplace.c: placement rounds ---- */
+
+/* Why no known site can ever hold r (text into why), or false when one can or some
+ * site is not known yet. */
+bool meta_nowhere(struct meta *M, const struct meta_request *r, char *why, size_t whylen);
+/* Picks the best site not tried yet and reserves there (or submits, for slurm_m). */
+void meta_decide(struct meta *M, struct mjob *j);
+/* ESTIMATE at every eligible site not tried yet (move: the others than its own). */
+void meta_ask_estimates(struct meta *M, struct mjob *j, bool move);
+/* A site's answer (e, or META_NEVER; answered false: none will come) to group gid. */
+void meta_group_answer(struct meta *M, uint64_t gid, int site, int64_t e, bool answered);
+/* Starts placements of queued jobs (up to META_INFLIGHT_MAX under way). */
+void meta_place_some(struct meta *M);
+/* Placement at j's site failed (refused, timed out): back to the spool, next site. */
+void meta_place_failed(struct meta *M, struct mjob *j, const char *why);
+/* j's move failed: it stays where it is. */
+void meta_move_failed(struct meta *M, struct mjob *j, const char *why);
+void meta_job_cancel_at_site(struct meta *M, struct mjob *j);
+/* A job loaded in PLACING state after a restart: resend its submission. */
+void meta_resume(struct meta *M, struct mjob *j);
+
+/* ---- metasite.c: the sites ---- */
+
 int meta_sites_parse(struct meta *M, char *err, size_t errlen);
 int meta_sites_open(struct meta *M);
 void meta_sites_close(struct meta *M);
 void meta_sites_tick(struct meta *M);
-void meta_out_flush(struct meta *M, bool send);
-void meta_place_some(struct meta *M);
-void meta_job_cancel_at_site(struct meta *M, struct mjob *j);
-/* Why no known site can ever hold r (text into why), or false when one can or some
- * site is not known yet. */
-bool meta_nowhere(struct meta *M, const struct meta_request *r, char *why, size_t whylen);
-/* A job loaded in PLACING state after a restart: resend its submission. */
-void meta_resume(struct meta *M, struct mjob *j);
-void meta_resv_name(struct meta *M, const struct mjob *j, uint32_t attempt, char *out, size_t n);
+
+/* ---- metareq.c: the user requests ---- */
+
+void meta_dispatch(struct meta *M, const struct wire_msg *m, struct wire_buf *reply);
+
+/* ---- metastats.c: the statistics page, stats.json and /metrics (daemon/statspage.h) ---- */
+
+int metastats_open(struct meta *M, char *err, size_t errlen);
+void metastats_close(struct meta *M);
 
 #endif

@@ -1,7 +1,9 @@
 /*
  * metasite.c - the spool's side of the site interface (docs/wire.md 6.12, 6.13): one
- * DEALER per batch site in meta.sites, everything asynchronous (the loop never waits
- * for a site).
+ * DEALER per batch site in meta.sites (or its Slurm adapter, roles/meta/slurm/), the
+ * replies (placements done, jobs followed, moves finished, strays swept), the sites'
+ * ticks and the site list. Everything is asynchronous (the loop never waits for a
+ * site). The placement rounds are metaplace.c, the messages metasend.c.
  *
  *   information (M2): SITE_INFO every META_INFO_MS; a site whose request passes its
  *     deadline is down until it answers again.
@@ -35,577 +37,31 @@
 #include "roles/meta/live/meta_int.h"
 #include "roles/meta/slurm/slurm.h"
 
-enum {
-    RK_INFO,
-    RK_EST,
-    RK_RESERVE,
-    RK_SUBMIT,
-    RK_JOBGET,
-    RK_CANCEL,
-    RK_RELEASE,
-    RK_RESVLIST,
-    RK_GEST, /* ESTIMATE shared by a group of jobs (job = the group id) */
-};
-enum { PH_IDLE, PH_EST, PH_RESERVE, PH_SUBMIT, PH_MV_EST, PH_MV_RESERVE, PH_MV_SUBMIT };
-
 static struct meta *G;
 
-/* ---- sending ---- */
+/* Statistics (metastats.c): job j was placed (move: moved) at site s: the counters, and
+ * the placement latency histogram for a job's first placement. */
+static const double lat_le[META_LAT_BUCKETS - 1] = META_LAT_LE;
 
-static void queue_out(struct meta *M, int site, const struct wire_buf *wb)
+static void count_placed(struct meta *M, struct msite *s, struct mjob *j, bool move)
 {
-    if (M->nout == M->capout) {
-        uint32_t nc = M->capout ? M->capout * 2 : 64;
-        void *p = realloc(M->out, nc * sizeof *M->out);
-        if (!p)
-            return; /* the request's deadline handles it */
-        M->out = p;
-        M->capout = nc;
-    }
-    void *d = malloc(wb->sb.size);
-    if (!d)
-        return;
-    memcpy(d, wb->sb.data, wb->sb.size);
-    M->out[M->nout++] = (struct mout){site, d, wb->sb.size};
-}
-
-void meta_out_flush(struct meta *M, bool send)
-{
-    for (uint32_t i = 0; i < M->nout; i++) {
-        struct msite *s = &M->site[M->out[i].site];
-        if (send && s->slurm)
-            slurm_site_request(s->slurm, M->out[i].data, M->out[i].len);
-        else if (send && s->sock &&
-                 zmq_send(s->sock, M->out[i].data, M->out[i].len, ZMQ_DONTWAIT) < 0)
-            log_debug("cannot send to site %s: %s", s->name, zmq_strerror(errno));
-        free(M->out[i].data);
-    }
-    M->nout = 0;
-}
-
-static void req_begin(struct meta *M, struct msite *s, int kind, uint64_t job, uint32_t type,
-                      uint32_t nfields, int64_t timeout, struct wire_buf *wb)
-{
-    uint64_t rid = ++M->req_seq;
-    if (s->nreq == s->capreq) {
-        uint32_t nc = s->capreq ? s->capreq * 2 : 16;
-        void *p = realloc(s->req, nc * sizeof *s->req);
-        if (p) {
-            s->req = p;
-            s->capreq = nc;
-        }
-    }
-    if (s->nreq < s->capreq)
-        s->req[s->nreq++] = (struct mreq){rid, kind, job, loop_now_ms() + timeout};
-    wire_buf_reset(wb);
-    wire_begin(wb, type, rid, nfields);
-}
-
-static void send_simple(struct meta *M, struct msite *s, int kind, uint64_t job, uint32_t type,
-                        const char *k, uint64_t v)
-{
-    struct wire_buf wb;
-    wire_buf_init(&wb);
-    req_begin(M, s, kind, job, type, k ? 1 : 0, META_REQ_TIMEOUT_MS, &wb);
-    if (k)
-        wire_put_u64(&wb, k, v);
-    queue_out(M, s->idx, &wb);
-    wire_buf_free(&wb);
-}
-
-static void send_release(struct meta *M, struct msite *s, const char *resv)
-{
-    if (!resv[0])
-        return;
-    struct wire_buf wb;
-    wire_buf_init(&wb);
-    req_begin(M, s, RK_RELEASE, 0, WT_RESV_RELEASE, 2, META_REQ_TIMEOUT_MS, &wb);
-    wire_put_str(&wb, "user", M->cfg.user);
-    wire_put_str(&wb, "name", resv);
-    queue_out(M, s->idx, &wb);
-    wire_buf_free(&wb);
-}
-
-/* The user the site sees: the job's, or the spool's when the job named none. */
-static const char *job_user(const struct meta *M, const struct mjob *j)
-{
-    return j->user[0] ? j->user : M->cfg.user;
-}
-
-void meta_resv_name(struct meta *M, const struct mjob *j, uint32_t attempt, char *out, size_t n)
-{
-    snprintf(out, n, "m%s-%" PRIu64 "-%u", M->inc, j->id, attempt);
-}
-
-/* The user's request again, with resv, key and user set for the site. */
-static void send_submit(struct meta *M, struct msite *s, struct mjob *j, const char *resv,
-                        uint32_t attempt)
-{
-    msgpack_unpacked up;
-    msgpack_unpacked_init(&up);
-    if (msgpack_unpack_next(&up, (const char *)j->req, j->reqlen, NULL) != MSGPACK_UNPACK_SUCCESS ||
-        up.data.type != MSGPACK_OBJECT_MAP) {
-        msgpack_unpacked_destroy(&up);
+    if (move) {
+        s->moves++;
         return;
     }
-    static const char *const skip[] = {"v", "t", "id", "key", "resv", "user", "early", NULL};
-    const msgpack_object_map *mp = &up.data.via.map;
-    uint32_t keep = 0;
-    bool *k = calloc(mp->size + 1, sizeof *k);
-    for (uint32_t i = 0; k && i < mp->size; i++) {
-        const msgpack_object *key = &mp->ptr[i].key;
-        bool drop = key->type != MSGPACK_OBJECT_STR;
-        for (int x = 0; !drop && skip[x]; x++)
-            drop = key->via.str.size == strlen(skip[x]) &&
-                   !memcmp(key->via.str.ptr, skip[x], key->via.str.size);
-        k[i] = !drop;
-        keep += !drop;
-    }
-    struct wire_buf wb;
-    wire_buf_init(&wb);
-    req_begin(M, s, RK_SUBMIT, j->id, j->parallel ? WT_PSUBMIT : WT_SUBMIT,
-              keep + 3 + (resv[0] ? 1 : 0), META_REQ_TIMEOUT_MS, &wb);
-    for (uint32_t i = 0; k && i < mp->size; i++)
-        if (k[i]) {
-            msgpack_pack_object(&wb.pk, mp->ptr[i].key);
-            msgpack_pack_object(&wb.pk, mp->ptr[i].val);
-        }
-    char key[96];
-    snprintf(key, sizeof key, "meta:%s:%" PRIu64 ".%u", M->inc, j->id, attempt);
-    wire_put_str(&wb, "key", key);
-    wire_put_str(&wb, "user", job_user(M, j));
-    wire_put_bool(&wb, "early", j->early); /* true unless the user asked otherwise */
-    if (resv[0])
-        wire_put_str(&wb, "resv", resv);
-    queue_out(M, s->idx, &wb);
-    wire_buf_free(&wb);
-    free(k);
-    msgpack_unpacked_destroy(&up);
-}
-
-static void send_estimate(struct meta *M, struct msite *s, struct mjob *j, int kind, uint64_t id)
-{
-    struct wire_buf wb;
-    wire_buf_init(&wb);
-    req_begin(M, s, kind, id, WT_ESTIMATE, 6, M->cfg.estimate_timeout_ms, &wb);
-    wire_put_u64(&wb, "procs", (uint64_t)j->rq.procs);
-    wire_put_u64(&wb, "walltime_s", (uint64_t)(j->rq.walltime / 1000));
-    wire_put_u64(&wb, "mem_mb", (uint64_t)j->rq.mem);
-    wire_put_u64(&wb, "disk_mb", (uint64_t)j->rq.disk);
-    wire_put_str(&wb, "user", job_user(M, j));
-    wire_put_u64(&wb, "max", 1);
-    queue_out(M, s->idx, &wb);
-    wire_buf_free(&wb);
-}
-
-static void send_reserve(struct meta *M, struct msite *s, struct mjob *j, const char *name,
-                         int64_t start)
-{
-    struct wire_buf wb;
-    wire_buf_init(&wb);
-    req_begin(M, s, RK_RESERVE, j->id, WT_RESERVE, 9, META_REQ_TIMEOUT_MS, &wb);
-    wire_put_str(&wb, "user", M->cfg.user);
-    wire_put_str(&wb, "name", name);
-    wire_put_u64(&wb, "procs", (uint64_t)j->rq.procs);
-    wire_put_u64(&wb, "mem_mb", (uint64_t)j->rq.mem);
-    wire_put_u64(&wb, "disk_mb", (uint64_t)j->rq.disk);
-    wire_put_i64(&wb, "start", start > 0 && start != META_NEVER ? start : 0);
-    /* the walltime plus a margin: the job is submitted into the reservation a moment
-     * after it starts (at once when the site gave no estimate), and must still fit in it
-     * with its whole walltime; the spool releases it when the job ends */
-    wire_put_u64(&wb, "duration_s", (uint64_t)((j->rq.walltime + 999) / 1000) + META_RESV_SLACK_S);
-    /* taken at `start` by another placement under way since the estimate: the site
-     * reserves at its next start instead of refusing (the reply says when) */
-    wire_put_bool(&wb, "flex", true);
-    wire_put_key(&wb, "users"); /* only this job's user may use it (and the spool releases it) */
-    wire_pack_array(&wb, 1);
-    wire_pack_str(&wb, job_user(M, j));
-    queue_out(M, s->idx, &wb);
-    wire_buf_free(&wb);
-}
-
-/* ---- eligibility ---- */
-
-static bool site_ok(const struct msite *s, const struct meta_request *r)
-{
-    return s->known && s->info.up && meta_site_can_hold(&s->info, r, NULL, 0);
-}
-
-bool meta_nowhere(struct meta *M, const struct meta_request *r, char *why, size_t whylen)
-{
-    size_t len = (size_t)snprintf(why, whylen, "no site can ever hold this job:");
-    for (int i = 0; i < M->nsites; i++) {
-        struct msite *s = &M->site[i];
-        /* Not known yet, or no host reported yet (a site whose nodes have not
-         * connected, or are all gone, like a Slurm partition with every node down):
-         * spool it, placement will tell. */
-        if (!s->known || s->info.max_procs == 0)
-            return false;
-        struct meta_site any = s->info;
-        any.up = true; /* a site down now may come back */
-        char w[200];
-        if (meta_site_can_hold(&any, r, w, sizeof w))
-            return false;
-        if (len < whylen)
-            len += (size_t)snprintf(why + len, whylen - len, "%s site %s: %s", i ? ";" : "",
-                                    s->name, w);
-    }
-    text_fix(why);
-    return M->nsites > 0;
-}
-
-/* ---- placement ---- */
-
-static void round_over(struct meta *M, struct mjob *j, const char *why)
-{
-    if (j->phase != PH_IDLE && M->inflight)
-        M->inflight--;
-    j->phase = PH_IDLE;
-    j->tried = 0;
-    j->retry_at = loop_now_ms() + 1000;
-    if (why && strcmp(j->reason, why)) {
-        text_copy(j->reason, sizeof j->reason, why, strlen(why));
-        j->dirty = true;
-    }
-}
-
-/* An array of N one-element tasks at site s: ranked by when its last wave would end,
- * so the start the policy sees is the first element's start plus the waves before the
- * last one (N over the site's processors, each the walltime at the site's speed). A
- * bigger or faster site finishes a big array sooner even if it starts it later. */
-static int64_t array_start(const struct msite *s, const struct mjob *j, int64_t start)
-{
-    if (j->ntasks <= 1 || start == META_NEVER)
-        return start;
-    int64_t width =
-        s->info.total_procs > 0 ? s->info.total_procs / (j->rq.procs > 0 ? j->rq.procs : 1) : 1;
-    if (width < 1)
-        width = 1;
-    int64_t waves = ((int64_t)j->ntasks + width - 1) / width;
-    double speed = s->info.speed > 0 ? s->info.speed : 1;
-    return start + (int64_t)((double)(waves - 1) * (double)j->rq.walltime / speed);
-}
-
-/* Estimates of a burst of placements are taken before any of them reserved, so equal
- * ones are common (every idle site answers "now"). For the ranking a start counts in
- * whole seconds and, among equal ones, the site given fewer placements in this second
- * comes first: a burst spreads over equally good sites instead of piling on the first
- * (whose `flex` reservations would then start later and later). */
-static int64_t tie_break(const struct msite *s, int64_t start, int64_t sec)
-{
-    if (start == META_NEVER)
-        return start;
-    int64_t n = s->burst_sec == sec ? s->burst_n : 0;
-    return (start + 999) / 1000 * 1000 + (n < 999 ? n : 999);
-}
-
-static void burst_count(struct msite *s, int64_t sec)
-{
-    if (s->burst_sec != sec) {
-        s->burst_sec = sec;
-        s->burst_n = 0;
-    }
-    s->burst_n++;
-}
-
-/* Picks the best site not tried yet and reserves there (or submits, for slurm_m). */
-static void decide(struct meta *M, struct mjob *j)
-{
-    int cand[META_MAX_SITES], order[META_MAX_SITES];
-    int64_t start[META_MAX_SITES];
-    size_t n = 0;
-    bool mv = j->phase >= PH_MV_EST;
-    int64_t sec = loop_now_ms() / 1000;
-    for (int i = 0; i < M->nsites; i++)
-        if (site_ok(&M->site[i], &j->rq) && !(j->tried & (1ull << i)) && (!mv || i != j->site)) {
-            cand[n] = i;
-            start[n++] = tie_break(&M->site[i], array_start(&M->site[i], j, j->start_est[i]), sec);
-        }
-    struct meta_site sites[META_MAX_SITES];
-    for (int i = 0; i < M->nsites; i++)
-        sites[i] = M->site[i].info;
-    size_t k = meta_rank(M->policy, sites, cand, start, n, &j->rq, &M->rr_state, order);
-    if (mv) {
-        /* a move only when clearly better: earlier by more than the margin */
-        int64_t cur = j->start_est[j->site];
-        if (k == 0 || cur == META_NEVER ||
-            j->start_est[order[0]] + M->cfg.move_margin_s * 1000 >= cur) {
-            j->phase = PH_IDLE;
-            if (M->inflight)
-                M->inflight--;
-            return;
-        }
-        int s = order[0];
-        burst_count(&M->site[s], sec);
-        j->tried |= 1ull << s;
-        j->attempt++;
-        j->mv_site = s;
-        meta_resv_name(M, j, j->attempt, j->mv_resv, sizeof j->mv_resv);
-        j->mv_sjob = 0;
-        j->phase = PH_MV_RESERVE;
-        j->dirty = true;
-        log_info("job %" PRIu64 ": site %s offers a start %llds earlier than %s: moving", j->id,
-                 M->site[s].name, (long long)((cur - j->start_est[s]) / 1000),
-                 M->site[j->site].name);
-        send_reserve(M, &M->site[s], j, j->mv_resv, j->start_est[s]);
+    s->placements++;
+    if (j->timed || j->submitted <= 0) /* placed again (its site went down): not timed */
         return;
-    }
-    if (k == 0) {
-        round_over(M, j,
-                   n ? "no site offered a start estimate; trying again"
-                     : "waiting for a site that can hold it to be up");
-        return;
-    }
-    int s = order[0];
-    burst_count(&M->site[s], sec);
-    j->tried |= 1ull << s;
-    j->attempt++;
-    j->site = s;
-    j->sjob = 0;
-    j->est_start = j->start_est[s];
-    if (M->policy == META_SLURM_M || j->ntasks > 1) { /* sbatch -M, or an array: no reservation */
-        j->resv[0] = '\0';
-        j->phase = PH_SUBMIT;
-        send_submit(M, &M->site[s], j, "", j->attempt);
-    } else {
-        /* RESERVE and the SUBMIT into it leave together (one round trip, not two):
-         * the site takes them in order on this one connection, so the submission finds
-         * the reservation, or is refused when the reservation was (then the next site) */
-        meta_resv_name(M, j, j->attempt, j->resv, sizeof j->resv);
-        j->phase = PH_SUBMIT;
-        send_reserve(M, &M->site[s], j, j->resv, j->est_start);
-        send_submit(M, &M->site[s], j, j->resv, j->attempt);
-    }
-    meta_job_set(M, j, MJ_PLACING, "");
-}
-
-static void ask_estimates(struct meta *M, struct mjob *j, bool move)
-{
-    j->asked = 0;
-    for (int i = 0; i < M->nsites; i++)
-        j->start_est[i] = META_NEVER;
-    if (move) /* its own site: the start the site plans for it (JOB_GET `estimate`) */
-        j->start_est[j->site] = j->est_start > 0 ? j->est_start : META_NEVER;
-    for (int i = 0; i < M->nsites; i++) {
-        if (site_ok(&M->site[i], &j->rq) && !(j->tried & (1ull << i)) && !(move && i == j->site)) {
-            j->asked |= 1ull << i;
-            send_estimate(M, &M->site[i], j, RK_EST, j->id);
-        }
-    }
-    j->phase = move ? PH_MV_EST : PH_EST;
-    j->phase_deadline = loop_now_ms() + M->cfg.estimate_timeout_ms;
-    M->inflight++;
-    if (!j->asked)
-        decide(M, j);
-}
-
-/* ---- estimate groups ----
- * The jobs of one placement pass that ask the same thing (processors, walltime, memory,
- * disk, user) share one ESTIMATE per site: a burst of N like jobs costs each site one
- * estimate instead of N. Every member gets the answer; decide() then spreads equal
- * answers over the sites (tie_break) and the `flex` reservations settle the rest. */
-
-static struct megroup *group_find(struct meta *M, uint64_t id)
-{
-    for (uint32_t i = 0; i < M->neg; i++)
-        if (M->eg[i].id == id)
-            return &M->eg[i];
-    return NULL;
-}
-
-static void group_done(struct meta *M, struct megroup *g)
-{
-    if (g->pending && --g->pending)
-        return;
-    free(g->jobs);
-    *g = M->eg[--M->neg];
-}
-
-static bool same_ask(struct meta *M, const struct mjob *a, const struct mjob *b)
-{
-    return a->rq.procs == b->rq.procs && a->rq.walltime == b->rq.walltime &&
-           a->rq.mem == b->rq.mem && a->rq.disk == b->rq.disk &&
-           !strcmp(job_user(M, a), job_user(M, b));
-}
-
-/* Places j in a group of this pass (first..neg) asking the same, or opens one and sends
- * its ESTIMATEs. Without memory: alone, as before. */
-static void ask_grouped(struct meta *M, struct mjob *j, uint32_t first)
-{
-    struct megroup *g = NULL;
-    for (uint32_t i = first; i < M->neg && !g; i++) {
-        struct mjob *l = meta_job_find(M, M->eg[i].jobs[0]);
-        if (l && same_ask(M, l, j))
-            g = &M->eg[i];
-    }
-    if (g && g->n == g->cap) {
-        void *p = realloc(g->jobs, 2 * g->cap * sizeof *g->jobs);
-        if (!p) {
-            ask_estimates(M, j, false);
-            return;
-        }
-        g->jobs = p;
-        g->cap *= 2;
-    }
-    if (g) {
-        g->jobs[g->n++] = j->id;
-        for (int i = 0; i < M->nsites; i++)
-            j->start_est[i] = META_NEVER;
-        j->asked = g->asked;
-        j->phase = PH_EST;
-        j->phase_deadline = loop_now_ms() + M->cfg.estimate_timeout_ms;
-        M->inflight++;
-        if (!j->asked)
-            decide(M, j);
-        return;
-    }
-    uint64_t asked = 0;
-    for (int i = 0; i < M->nsites; i++)
-        if (site_ok(&M->site[i], &j->rq))
-            asked |= 1ull << i;
-    void *p = NULL;
-    if (!asked || (M->neg == M->capeg &&
-                   !(p = realloc(M->eg, (M->capeg ? 2 * M->capeg : 16) * sizeof *M->eg)))) {
-        ask_estimates(M, j, false);
-        return;
-    }
-    if (p) {
-        M->eg = p;
-        M->capeg = M->capeg ? 2 * M->capeg : 16;
-    }
-    g = &M->eg[M->neg];
-    if (!(g->jobs = malloc(16 * sizeof *g->jobs))) {
-        ask_estimates(M, j, false);
-        return;
-    }
-    M->neg++;
-    g->id = ++M->next_gid;
-    g->cap = 16;
-    g->n = 1;
-    g->jobs[0] = j->id;
-    g->asked = asked;
-    g->pending = 0;
-    for (int i = 0; i < M->nsites; i++)
-        j->start_est[i] = META_NEVER;
-    for (int i = 0; i < M->nsites; i++)
-        if (asked & (1ull << i)) {
-            send_estimate(M, &M->site[i], j, RK_GEST, g->id);
-            g->pending++;
-        }
-    j->asked = asked;
-    j->phase = PH_EST;
-    j->phase_deadline = loop_now_ms() + M->cfg.estimate_timeout_ms;
-    M->inflight++;
-}
-
-/* A site's answer (e: its earliest start, or META_NEVER; answered false: no answer
- * will come) to a group's ESTIMATE, given to every member still waiting for it. */
-static void group_answer(struct meta *M, uint64_t gid, int site, int64_t e, bool answered)
-{
-    struct megroup *g = group_find(M, gid);
-    if (!g)
-        return;
-    for (uint32_t k = 0; k < g->n; k++) {
-        struct mjob *j = meta_job_find(M, g->jobs[k]);
-        if (!j || j->phase != PH_EST || !(j->asked & (1ull << site)))
-            continue;
-        if (answered)
-            j->start_est[site] = e;
-        j->asked &= ~(1ull << site);
-        if (!j->asked && answered)
-            decide(M, j);
-    }
-    group_done(M, g);
-}
-
-void meta_place_some(struct meta *M)
-{
-    int64_t now = loop_now_ms();
-    uint32_t first = M->neg;
-    for (uint32_t i = 0; i < M->njobs && M->inflight < META_INFLIGHT_MAX; i++) {
-        struct mjob *j = M->jobs[i];
-        if (j->state != MJ_QUEUED || j->phase != PH_IDLE || now < j->retry_at)
-            continue;
-        if (meta_policy_uses_estimates(M->policy)) {
-            if (j->tried)
-                ask_estimates(M, j, false);
-            else
-                ask_grouped(M, j, first);
-        } else {
-            for (int s = 0; s < M->nsites; s++)
-                j->start_est[s] = loop_now_ms();
-            M->inflight++;
-            j->phase = PH_EST;
-            decide(M, j);
-        }
-    }
-}
-
-/* Placement at site s failed (refused, timed out): back to the spool, next site. */
-static void place_failed(struct meta *M, struct mjob *j, const char *why)
-{
-    char r[300];
-    snprintf(r, sizeof r, "site %s: %s", M->site[j->site].name, why);
-    log_info("job %" PRIu64 ": placement failed at %s", j->id, r);
-    j->site = -1;
-    j->resv[0] = '\0';
-    meta_job_set(M, j, MJ_QUEUED, r);
-    if ((long)j->attempt >= M->cfg.max_attempts) {
-        round_over(M, j, NULL);
-        meta_job_set(M, j, MJ_FAILED, "no site took the job (meta.max_attempts placements)");
-        return;
-    }
-    j->phase = PH_EST;
-    decide(M, j);
-}
-
-static void move_failed(struct meta *M, struct mjob *j, const char *why)
-{
-    log_info("job %" PRIu64 ": not moved to %s: %s", j->id, M->site[j->mv_site].name, why);
-    j->mv_site = -1;
-    j->mv_resv[0] = '\0';
-    j->mv_sjob = 0;
-    j->dirty = true;
-    j->phase = PH_IDLE;
-    if (M->inflight)
-        M->inflight--;
-}
-
-void meta_job_cancel_at_site(struct meta *M, struct mjob *j)
-{
-    if (j->site >= 0) {
-        struct msite *s = &M->site[j->site];
-        if (j->sjob)
-            send_simple(M, s, RK_CANCEL, j->id, WT_CANCEL, "job", j->sjob);
-        send_release(M, s, j->resv);
-    }
-    if (j->mv_site >= 0) {
-        struct msite *s = &M->site[j->mv_site];
-        if (j->mv_sjob)
-            send_simple(M, s, RK_CANCEL, j->id, WT_CANCEL, "job", j->mv_sjob);
-        send_release(M, s, j->mv_resv);
-    }
-    if (j->phase != PH_IDLE && M->inflight)
-        M->inflight--;
-    j->phase = PH_IDLE;
-    j->mv_site = -1;
-}
-
-void meta_resume(struct meta *M, struct mjob *j)
-{
-    j->phase = PH_IDLE;
-    j->est_start = 0;
-    if (j->mv_site >= 0) {
-        /* a move was under way: finish it if the new site has the job (same key), else
-         * the sweep releases the reservation */
-        j->phase = PH_MV_SUBMIT;
-        M->inflight++;
-        send_submit(M, &M->site[j->mv_site], j, j->mv_resv, j->attempt);
-    } else if (j->state == MJ_PLACING && j->site >= 0) {
-        j->phase = PH_SUBMIT;
-        M->inflight++;
-        send_submit(M, &M->site[j->site], j, j->resv, j->attempt);
-    }
+    j->timed = true;
+    double lat = (double)(wall_now_ms() - j->submitted) / 1000.0;
+    if (lat < 0)
+        lat = 0;
+    int b = 0;
+    while (b < META_LAT_BUCKETS - 1 && lat > lat_le[b])
+        b++;
+    M->lat_bucket[b]++;
+    M->lat_sum += lat;
+    M->lat_n++;
 }
 
 /* ---- replies ---- */
@@ -702,7 +158,7 @@ static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
         if (fin > 0)
             j->finished = fin;
         if (j->resv[0]) /* the reservation served its job */
-            send_release(M, &M->site[j->site], j->resv);
+            meta_send_release(M, &M->site[j->site], j->resv);
     }
     if (ns != j->state)
         meta_job_set(M, j, (enum mj_state)ns, ns == MJ_CANCELLED ? "cancelled at the site" : NULL);
@@ -731,8 +187,8 @@ static void on_sweep(struct meta *M, struct msite *s, const msgpack_object *resv
         log_info("site %s: stray reservation %s of job %" PRIu64 " released%s", s->name, name, id,
                  bound ? ", its copy there cancelled" : "");
         if (bound && !(j && j->site == s->idx && j->sjob == bound && MJ_ENDED(j->state)))
-            send_simple(M, s, RK_CANCEL, 0, WT_CANCEL, "job", bound);
-        send_release(M, s, name);
+            meta_send_simple(M, s, RK_CANCEL, 0, WT_CANCEL, "job", bound);
+        meta_send_release(M, s, name);
     }
 }
 
@@ -758,7 +214,7 @@ static void site_up(struct meta *M, struct msite *s, const msgpack_object *info)
         for (uint32_t i = 0; i < M->njobs; i++) {
             struct mjob *j = M->jobs[i];
             if (j->state == MJ_PLACING && j->site == s->idx && j->phase == PH_SUBMIT)
-                send_submit(M, s, j, j->resv, j->attempt);
+                meta_send_submit(M, s, j, j->resv, j->attempt);
         }
     }
 }
@@ -779,17 +235,17 @@ static void site_down(struct meta *M, struct msite *s, const char *why)
         if (!j && q[i].kind != RK_GEST)
             continue;
         if (q[i].kind == RK_GEST) {
-            group_answer(M, q[i].job, s->idx, META_NEVER, false);
+            meta_group_answer(M, q[i].job, s->idx, META_NEVER, false);
             continue;
         }
         if (q[i].kind == RK_EST)
             j->asked &= ~(1ull << s->idx);
         else if (q[i].kind == RK_RESERVE && j->phase == PH_RESERVE && j->site == s->idx)
-            place_failed(M, j, "no answer to RESERVE");
+            meta_place_failed(M, j, "no answer to RESERVE");
         else if (q[i].kind == RK_RESERVE && j->phase == PH_MV_RESERVE)
-            move_failed(M, j, "no answer to RESERVE");
+            meta_move_failed(M, j, "no answer to RESERVE");
         else if (q[i].kind == RK_SUBMIT && j->phase == PH_MV_SUBMIT)
-            move_failed(M, j, "no answer to SUBMIT"); /* the sweep cleans up there */
+            meta_move_failed(M, j, "no answer to SUBMIT"); /* the sweep cleans up there */
         else if (q[i].kind == RK_JOBGET)
             j->polling = false;
     }
@@ -816,7 +272,7 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
     switch (q->kind) {
     case RK_GEST: {
         int64_t e = err ? -1 : wire_get_i64(m->root, "earliest", -1);
-        group_answer(M, q->job, s->idx, e < 0 ? META_NEVER : e, true);
+        meta_group_answer(M, q->job, s->idx, e < 0 ? META_NEVER : e, true);
         break;
     }
     case RK_INFO:
@@ -832,27 +288,27 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
         }
         j->asked &= ~(1ull << s->idx);
         if (!j->asked)
-            decide(M, j);
+            meta_decide(M, j);
         break;
     case RK_RESERVE:
         if (j && j->phase == PH_SUBMIT && j->site == s->idx) {
             /* its SUBMIT follows: refused too when this was (the next site then) */
             if (err)
-                place_failed(M, j, msg);
+                meta_place_failed(M, j, msg);
             else
                 j->est_start = resv_start(m, j->est_start);
         } else if (j && j->phase == PH_MV_RESERVE && j->mv_site == s->idx) {
             if (err) {
-                move_failed(M, j, msg);
+                meta_move_failed(M, j, msg);
             } else if ((j->start_est[s->idx] = resv_start(m, j->start_est[s->idx])) +
                            M->cfg.move_margin_s * 1000 >=
                        j->start_est[j->site]) {
                 /* the site could only reserve later (flex): no longer worth a move */
-                send_release(M, s, j->mv_resv);
-                move_failed(M, j, "its reservation there starts too late");
+                meta_send_release(M, s, j->mv_resv);
+                meta_move_failed(M, j, "its reservation there starts too late");
             } else {
                 j->phase = PH_MV_SUBMIT;
-                send_submit(M, s, j, j->mv_resv, j->attempt);
+                meta_send_submit(M, s, j, j->mv_resv, j->attempt);
             }
         }
         break;
@@ -861,8 +317,8 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
             break;
         if (j->phase == PH_SUBMIT && j->site == s->idx) {
             if (err) {
-                send_release(M, s, j->resv);
-                place_failed(M, j, msg);
+                meta_send_release(M, s, j->resv);
+                meta_place_failed(M, j, msg);
                 break;
             }
             j->sjob = wire_get_u64(m->root, "job", 0);
@@ -870,7 +326,7 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
             if (M->inflight)
                 M->inflight--;
             M->placements++;
-            metastats_placed(M, s, j, false);
+            count_placed(M, s, j, false);
             char r[200];
             snprintf(r, sizeof r, "at site %s as job %" PRIu64 "%s%s", s->name, j->sjob,
                      j->resv[0] ? " in reservation " : "", j->resv);
@@ -878,15 +334,15 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
             s->info_at = 0; /* refresh what the site holds now */
         } else if (j->phase == PH_MV_SUBMIT && j->mv_site == s->idx) {
             if (err) {
-                send_release(M, s, j->mv_resv);
-                move_failed(M, j, msg);
+                meta_send_release(M, s, j->mv_resv);
+                meta_move_failed(M, j, msg);
                 break;
             }
             /* the new copy exists: only now the old one goes */
             struct msite *old = &M->site[j->site];
             if (j->sjob)
-                send_simple(M, old, RK_CANCEL, 0, WT_CANCEL, "job", j->sjob);
-            send_release(M, old, j->resv);
+                meta_send_simple(M, old, RK_CANCEL, 0, WT_CANCEL, "job", j->sjob);
+            meta_send_release(M, old, j->resv);
             log_info("job %" PRIu64 ": moved from site %s to %s", j->id, old->name, s->name);
             j->site = j->mv_site;
             j->sjob = wire_get_u64(m->root, "job", 0);
@@ -898,14 +354,14 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
             if (M->inflight)
                 M->inflight--;
             M->moves++;
-            metastats_placed(M, s, j, true);
+            count_placed(M, s, j, true);
             char r[200];
             snprintf(r, sizeof r, "moved to site %s as job %" PRIu64 " (earlier start)", s->name,
                      j->sjob);
             meta_job_set(M, j, MJ_PLACED, r);
         } else if (!err && MJ_ENDED(j->state)) {
             /* cancelled while its submission was under way */
-            send_simple(M, s, RK_CANCEL, 0, WT_CANCEL, "job", wire_get_u64(m->root, "job", 0));
+            meta_send_simple(M, s, RK_CANCEL, 0, WT_CANCEL, "job", wire_get_u64(m->root, "job", 0));
         }
         break;
     case RK_JOBGET:
@@ -925,8 +381,8 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
         if (!err)
             on_sweep(M, s, wire_get(m->root, "resvs"));
         if (!err && wire_get(m->root, "next")) /* a long list comes in pages (6.12) */
-            send_simple(M, s, RK_RESVLIST, 0, WT_RESV_LIST, "from",
-                        wire_get_u64(m->root, "next", 0));
+            meta_send_simple(M, s, RK_RESVLIST, 0, WT_RESV_LIST, "from",
+                             wire_get_u64(m->root, "next", 0));
         break;
     default:
         break;
@@ -1016,7 +472,7 @@ static void reeval(struct meta *M, int64_t now)
             continue;
         /* its own site's current estimate for the job */
         j->tried = 0;
-        ask_estimates(M, j, true);
+        meta_ask_estimates(M, j, true);
     }
 }
 
@@ -1038,7 +494,7 @@ void meta_sites_tick(struct meta *M)
                 struct mreq q = s->req[k];
                 s->req[k] = s->req[--s->nreq];
                 if (q.kind == RK_GEST)
-                    group_answer(M, q.job, i, META_NEVER, false);
+                    meta_group_answer(M, q.job, i, META_NEVER, false);
             } else {
                 k++;
             }
@@ -1052,13 +508,13 @@ void meta_sites_tick(struct meta *M)
             for (uint32_t k = 0; k < s->nreq; k++)
                 pending |= s->req[k].kind == RK_INFO;
             if (!pending)
-                send_simple(M, s, RK_INFO, 0, WT_SITE_INFO, NULL, 0);
+                meta_send_simple(M, s, RK_INFO, 0, WT_SITE_INFO, NULL, 0);
         }
         if (!s->info.up)
             continue;
         if (now >= s->sweep_at) {
             s->sweep_at = now + META_SWEEP_MS;
-            send_simple(M, s, RK_RESVLIST, 0, WT_RESV_LIST, NULL, 0);
+            meta_send_simple(M, s, RK_RESVLIST, 0, WT_RESV_LIST, NULL, 0);
         }
         if (now >= s->poll_at) {
             s->poll_at = now + META_POLL_MS;
@@ -1069,11 +525,11 @@ void meta_sites_tick(struct meta *M)
                     continue;
                 struct wire_buf wb;
                 wire_buf_init(&wb);
-                req_begin(M, s, RK_JOBGET, j->id, WT_JOB_GET, 3, META_REQ_TIMEOUT_MS, &wb);
+                meta_req_begin(M, s, RK_JOBGET, j->id, WT_JOB_GET, 3, META_REQ_TIMEOUT_MS, &wb);
                 wire_put_u64(&wb, "job", j->sjob);
                 wire_put_bool(&wb, "tasks", true);
                 wire_put_u64(&wb, "count", j->ntasks > 1 ? META_TASKS_PAGE : 1);
-                queue_out(M, i, &wb);
+                meta_queue_out(M, i, &wb);
                 wire_buf_free(&wb);
                 j->polling = true;
             }
@@ -1083,7 +539,7 @@ void meta_sites_tick(struct meta *M)
         struct mjob *j = M->jobs[i];
         if ((j->phase == PH_EST || j->phase == PH_MV_EST) && now > j->phase_deadline) {
             j->asked = 0;
-            decide(M, j);
+            meta_decide(M, j);
         }
     }
     reeval(M, now);

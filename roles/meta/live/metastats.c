@@ -29,28 +29,7 @@
 #define METASTATS_FINISHED 1000
 
 /* Upper bounds (seconds) of the latency buckets; the last one is +Inf. */
-static const double lat_le[META_LAT_BUCKETS - 1] = {0.1, 0.5, 1, 2, 5, 10, 30, 60, 300};
-
-void metastats_placed(struct meta *M, struct msite *s, struct mjob *j, bool move)
-{
-    if (move) {
-        s->moves++;
-        return;
-    }
-    s->placements++;
-    if (j->timed || j->submitted <= 0) /* placed again (its site went down): not timed */
-        return;
-    j->timed = true;
-    double lat = (double)(wall_now_ms() - j->submitted) / 1000.0;
-    if (lat < 0)
-        lat = 0;
-    int b = 0;
-    while (b < META_LAT_BUCKETS - 1 && lat > lat_le[b])
-        b++;
-    M->lat_bucket[b]++;
-    M->lat_sum += lat;
-    M->lat_n++;
-}
+static const double lat_le[META_LAT_BUCKETS - 1] = META_LAT_LE;
 
 static json_t *job_row(struct meta *M, const struct mjob *j)
 {

@@ -1,0 +1,225 @@
+/*
+ * metajob.c - the spool's jobs (the bottom of the live metascheduler): their states and
+ * names, the table of jobs in memory (by id), a job's state change, and its LMDB record
+ * (a msgpack map; daemon/record.h): the dirty jobs written at a turn's commit, a record
+ * read at start-up. It calls nothing else of the role.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/log.h"
+#include "daemon/loop.h"
+#include "daemon/record.h"
+#include "lib/text.h"
+#include "roles/meta/live/meta_int.h"
+#include "store/store.h"
+
+static const char *const state_names[] = {"queued", "placing", "placed", "running",
+                                          "done",   "failed",  "killed", "cancelled"};
+
+const char *meta_state_name(int st)
+{
+    return st >= 0 && st <= MJ_CANCELLED ? state_names[st] : "?";
+}
+
+static int state_parse(const char *s)
+{
+    for (int i = 0; i <= MJ_CANCELLED; i++)
+        if (!strcmp(s, state_names[i]))
+            return i;
+    return -1;
+}
+
+/* ---- jobs in memory ---- */
+
+struct mjob *meta_job_find(struct meta *M, uint64_t id)
+{
+    uint32_t lo = 0, hi = M->njobs;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (M->jobs[mid]->id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < M->njobs && M->jobs[lo]->id == id ? M->jobs[lo] : NULL;
+}
+
+int meta_job_add(struct meta *M, struct mjob *j)
+{
+    if (M->njobs == M->capjobs) {
+        uint32_t nc = M->capjobs ? M->capjobs * 2 : 256;
+        void *p = realloc(M->jobs, nc * sizeof *M->jobs);
+        if (!p)
+            return -1;
+        M->jobs = p;
+        M->capjobs = nc;
+    }
+    uint32_t i = M->njobs;
+    while (i > 0 && M->jobs[i - 1]->id > j->id) {
+        M->jobs[i] = M->jobs[i - 1];
+        i--;
+    }
+    M->jobs[i] = j;
+    M->njobs++;
+    return 0;
+}
+
+void meta_job_free(struct mjob *j)
+{
+    if (j) {
+        free(j->req);
+        free(j->tasks_raw);
+        free(j);
+    }
+}
+
+void meta_job_set(struct meta *M, struct mjob *j, enum mj_state st, const char *reason)
+{
+    (void)M;
+    if (reason)
+        text_copy(j->reason, sizeof j->reason, reason, strlen(reason));
+    if (j->state != st)
+        log_info("job %llu: %s -> %s%s%s", (unsigned long long)j->id, meta_state_name(j->state),
+                 meta_state_name(st), reason && *reason ? ": " : "", reason ? reason : "");
+    j->state = (uint8_t)st;
+    if (MJ_ENDED(st) && !j->finished)
+        j->finished = wall_now_ms();
+    j->dirty = true;
+}
+
+/* ---- the job record: a msgpack map ---- */
+
+static void job_encode(const struct mjob *j, struct wire_buf *wb)
+{
+    wire_buf_reset(wb);
+    wire_pack_map(wb, 27);
+    wire_put_str(wb, "state", meta_state_name(j->state));
+    wire_put_u64(wb, "ntasks", j->ntasks);
+    wire_put_u64(wb, "t_issued", j->t_issued);
+    wire_put_u64(wb, "t_running", j->t_running);
+    wire_put_u64(wb, "t_done", j->t_done);
+    wire_put_u64(wb, "t_failed", j->t_failed);
+    wire_put_bool(wb, "parallel", j->parallel);
+    wire_put_bool(wb, "early", j->early);
+    wire_put_str(wb, "user", j->user);
+    wire_put_str(wb, "name", j->name);
+    wire_put_u64(wb, "procs", (uint64_t)j->rq.procs);
+    wire_put_i64(wb, "mem", j->rq.mem);
+    wire_put_i64(wb, "disk", j->rq.disk);
+    wire_put_i64(wb, "wall", j->rq.walltime);
+    wire_put_i64(wb, "submitted", j->submitted);
+    wire_put_i64(wb, "started", j->started);
+    wire_put_i64(wb, "finished", j->finished);
+    wire_put_i64(wb, "exit", j->exit);
+    wire_put_u64(wb, "attempt", j->attempt);
+    wire_put_i64(wb, "site", j->site);
+    wire_put_u64(wb, "sjob", j->sjob);
+    wire_put_str(wb, "resv", j->resv);
+    wire_put_i64(wb, "mv_site", j->mv_site);
+    wire_put_str(wb, "mv_resv", j->mv_resv);
+    wire_put_u64(wb, "mv_sjob", j->mv_sjob);
+    wire_put_str(wb, "reason", j->reason);
+    wire_put_bin(wb, "req", j->req, j->reqlen);
+}
+
+static struct mjob *job_decode(uint64_t id, const void *v, size_t vl)
+{
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    struct mjob *j = NULL;
+    if (msgpack_unpack_next(&up, v, vl, NULL) != MSGPACK_UNPACK_SUCCESS ||
+        up.data.type != MSGPACK_OBJECT_MAP || !(j = calloc(1, sizeof *j)))
+        goto out;
+    const msgpack_object *o = &up.data;
+    char st[16];
+    wire_get_strbuf(o, "state", st, sizeof st);
+    int s = state_parse(st);
+    size_t rl;
+    const void *r = wire_get_bin(o, "req", &rl);
+    if (s < 0 || !r || !(j->req = malloc(rl ? rl : 1))) {
+        free(j);
+        j = NULL;
+        goto out;
+    }
+    memcpy(j->req, r, rl);
+    j->reqlen = rl;
+    j->id = id;
+    j->state = (uint8_t)s;
+    j->parallel = wire_get_bool(o, "parallel", false);
+    j->early = wire_get_bool(o, "early", true);
+    j->ntasks = (uint32_t)wire_get_u64(o, "ntasks", 1);
+    if (j->ntasks < 1)
+        j->ntasks = 1;
+    j->t_issued = (uint32_t)wire_get_u64(o, "t_issued", 0);
+    j->t_running = (uint32_t)wire_get_u64(o, "t_running", 0);
+    j->t_done = (uint32_t)wire_get_u64(o, "t_done", 0);
+    j->t_failed = (uint32_t)wire_get_u64(o, "t_failed", 0);
+    wire_get_strbuf(o, "user", j->user, sizeof j->user);
+    wire_get_strbuf(o, "name", j->name, sizeof j->name);
+    j->rq.procs = (int32_t)wire_get_u64(o, "procs", 1);
+    j->rq.mem = wire_get_i64(o, "mem", 0);
+    j->rq.disk = wire_get_i64(o, "disk", 0);
+    j->rq.walltime = wire_get_i64(o, "wall", 3600000);
+    j->submitted = wire_get_i64(o, "submitted", 0);
+    j->started = wire_get_i64(o, "started", 0);
+    j->finished = wire_get_i64(o, "finished", 0);
+    j->exit = wire_get_i64(o, "exit", 0);
+    j->attempt = (uint32_t)wire_get_u64(o, "attempt", 0);
+    j->site = (int)wire_get_i64(o, "site", -1);
+    j->sjob = wire_get_u64(o, "sjob", 0);
+    wire_get_strbuf(o, "resv", j->resv, sizeof j->resv);
+    j->mv_site = (int)wire_get_i64(o, "mv_site", -1);
+    wire_get_strbuf(o, "mv_resv", j->mv_resv, sizeof j->mv_resv);
+    j->mv_sjob = wire_get_u64(o, "mv_sjob", 0);
+    wire_get_strbuf(o, "reason", j->reason, sizeof j->reason);
+out:
+    msgpack_unpacked_destroy(&up);
+    return j;
+}
+
+static int encode_job(const void *rec, struct wire_buf *wb)
+{
+    job_encode(rec, wb);
+    return 0;
+}
+
+int meta_jobs_save(struct meta *M)
+{
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    int rc = 0;
+    for (uint32_t i = 0; i < M->njobs && rc == 0; i++) {
+        struct mjob *j = M->jobs[i];
+        if (!j->dirty)
+            continue;
+        rc = record_save_u64(M->store, M->t_jobs, j->id, j, encode_job, &wb);
+        j->dirty = false;
+    }
+    wire_buf_free(&wb);
+    return rc;
+}
+
+int meta_job_load(void *arg, const uint8_t *key, size_t klen, const void *val, size_t vlen)
+{
+    struct meta *M = arg;
+    (void)klen;
+    struct mjob *j = job_decode(store_key_get_u64(key), val, vlen);
+    if (!j)
+        return RECORD_UNREADABLE;
+    if (j->site >= M->nsites || j->mv_site >= M->nsites) {
+        log_warnx("job %llu: its site is no longer in meta.sites: spooled again",
+                  (unsigned long long)j->id);
+        if (!MJ_ENDED(j->state)) {
+            j->site = j->mv_site = -1;
+            j->state = MJ_QUEUED;
+            j->dirty = true;
+        }
+    }
+    if (meta_job_add(M, j) < 0) {
+        meta_job_free(j);
+        return -1;
+    }
+    return RECORD_TAKEN;
+}

@@ -1,0 +1,403 @@
+/*
+ * metaplace.c - placement rounds (docs/meta.md "A job's life", "Placing many jobs at
+ * once"): which sites can hold a job, ESTIMATE to every eligible site at once (shared by
+ * the jobs of one pass that ask the same), the decision once all answered or the
+ * timeout passed (meta_rank, whole-second ties spread, arrays ranked by their last
+ * wave), RESERVE and SUBMIT at the best site (or a move's reservation), a failed
+ * placement or move, a cancel at the site, and a placement resumed after a restart.
+ * Above the messages (metasend.c) and the jobs (metajob.c); the replies come from
+ * metasite.c.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/log.h"
+#include "daemon/loop.h"
+#include "lib/text.h"
+#include "roles/meta/live/meta_int.h"
+
+/* ---- eligibility ---- */
+
+static bool site_ok(const struct msite *s, const struct meta_request *r)
+{
+    return s->known && s->info.up && meta_site_can_hold(&s->info, r, NULL, 0);
+}
+
+bool meta_nowhere(struct meta *M, const struct meta_request *r, char *why, size_t whylen)
+{
+    size_t len = (size_t)snprintf(why, whylen, "no site can ever hold this job:");
+    for (int i = 0; i < M->nsites; i++) {
+        struct msite *s = &M->site[i];
+        /* Not known yet, or no host reported yet (a site whose nodes have not
+         * connected, or are all gone, like a Slurm partition with every node down):
+         * spool it, placement will tell. */
+        if (!s->known || s->info.max_procs == 0)
+            return false;
+        struct meta_site any = s->info;
+        any.up = true; /* a site down now may come back */
+        char w[200];
+        if (meta_site_can_hold(&any, r, w, sizeof w))
+            return false;
+        if (len < whylen)
+            len += (size_t)snprintf(why + len, whylen - len, "%s site %s: %s", i ? ";" : "",
+                                    s->name, w);
+    }
+    text_fix(why);
+    return M->nsites > 0;
+}
+
+/* ---- placement ---- */
+
+static void round_over(struct meta *M, struct mjob *j, const char *why)
+{
+    if (j->phase != PH_IDLE && M->inflight)
+        M->inflight--;
+    j->phase = PH_IDLE;
+    j->tried = 0;
+    j->retry_at = loop_now_ms() + 1000;
+    if (why && strcmp(j->reason, why)) {
+        text_copy(j->reason, sizeof j->reason, why, strlen(why));
+        j->dirty = true;
+    }
+}
+
+/* An array of N one-element tasks at site s: ranked by when its last wave would end,
+ * so the start the policy sees is the first element's start plus the waves before the
+ * last one (N over the site's processors, each the walltime at the site's speed). A
+ * bigger or faster site finishes a big array sooner even if it starts it later. */
+static int64_t array_start(const struct msite *s, const struct mjob *j, int64_t start)
+{
+    if (j->ntasks <= 1 || start == META_NEVER)
+        return start;
+    int64_t width =
+        s->info.total_procs > 0 ? s->info.total_procs / (j->rq.procs > 0 ? j->rq.procs : 1) : 1;
+    if (width < 1)
+        width = 1;
+    int64_t waves = ((int64_t)j->ntasks + width - 1) / width;
+    double speed = s->info.speed > 0 ? s->info.speed : 1;
+    return start + (int64_t)((double)(waves - 1) * (double)j->rq.walltime / speed);
+}
+
+/* Estimates of a burst of placements are taken before any of them reserved, so equal
+ * ones are common (every idle site answers "now"). For the ranking a start counts in
+ * whole seconds and, among equal ones, the site given fewer placements in this second
+ * comes first: a burst spreads over equally good sites instead of piling on the first
+ * (whose `flex` reservations would then start later and later). */
+static int64_t tie_break(const struct msite *s, int64_t start, int64_t sec)
+{
+    if (start == META_NEVER)
+        return start;
+    int64_t n = s->burst_sec == sec ? s->burst_n : 0;
+    return (start + 999) / 1000 * 1000 + (n < 999 ? n : 999);
+}
+
+static void burst_count(struct msite *s, int64_t sec)
+{
+    if (s->burst_sec != sec) {
+        s->burst_sec = sec;
+        s->burst_n = 0;
+    }
+    s->burst_n++;
+}
+
+/* Picks the best site not tried yet and reserves there (or submits, for slurm_m). */
+void meta_decide(struct meta *M, struct mjob *j)
+{
+    int cand[META_MAX_SITES], order[META_MAX_SITES];
+    int64_t start[META_MAX_SITES];
+    size_t n = 0;
+    bool mv = j->phase >= PH_MV_EST;
+    int64_t sec = loop_now_ms() / 1000;
+    for (int i = 0; i < M->nsites; i++)
+        if (site_ok(&M->site[i], &j->rq) && !(j->tried & (1ull << i)) && (!mv || i != j->site)) {
+            cand[n] = i;
+            start[n++] = tie_break(&M->site[i], array_start(&M->site[i], j, j->start_est[i]), sec);
+        }
+    struct meta_site sites[META_MAX_SITES];
+    for (int i = 0; i < M->nsites; i++)
+        sites[i] = M->site[i].info;
+    size_t k = meta_rank(M->policy, sites, cand, start, n, &j->rq, &M->rr_state, order);
+    if (mv) {
+        /* a move only when clearly better: earlier by more than the margin */
+        int64_t cur = j->start_est[j->site];
+        if (k == 0 || cur == META_NEVER ||
+            j->start_est[order[0]] + M->cfg.move_margin_s * 1000 >= cur) {
+            j->phase = PH_IDLE;
+            if (M->inflight)
+                M->inflight--;
+            return;
+        }
+        int s = order[0];
+        burst_count(&M->site[s], sec);
+        j->tried |= 1ull << s;
+        j->attempt++;
+        j->mv_site = s;
+        meta_resv_name(M, j, j->attempt, j->mv_resv, sizeof j->mv_resv);
+        j->mv_sjob = 0;
+        j->phase = PH_MV_RESERVE;
+        j->dirty = true;
+        log_info("job %" PRIu64 ": site %s offers a start %llds earlier than %s: moving", j->id,
+                 M->site[s].name, (long long)((cur - j->start_est[s]) / 1000),
+                 M->site[j->site].name);
+        meta_send_reserve(M, &M->site[s], j, j->mv_resv, j->start_est[s]);
+        return;
+    }
+    if (k == 0) {
+        round_over(M, j,
+                   n ? "no site offered a start estimate; trying again"
+                     : "waiting for a site that can hold it to be up");
+        return;
+    }
+    int s = order[0];
+    burst_count(&M->site[s], sec);
+    j->tried |= 1ull << s;
+    j->attempt++;
+    j->site = s;
+    j->sjob = 0;
+    j->est_start = j->start_est[s];
+    if (M->policy == META_SLURM_M || j->ntasks > 1) { /* sbatch -M, or an array: no reservation */
+        j->resv[0] = '\0';
+        j->phase = PH_SUBMIT;
+        meta_send_submit(M, &M->site[s], j, "", j->attempt);
+    } else {
+        /* RESERVE and the SUBMIT into it leave together (one round trip, not two):
+         * the site takes them in order on this one connection, so the submission finds
+         * the reservation, or is refused when the reservation was (then the next site) */
+        meta_resv_name(M, j, j->attempt, j->resv, sizeof j->resv);
+        j->phase = PH_SUBMIT;
+        meta_send_reserve(M, &M->site[s], j, j->resv, j->est_start);
+        meta_send_submit(M, &M->site[s], j, j->resv, j->attempt);
+    }
+    meta_job_set(M, j, MJ_PLACING, "");
+}
+
+void meta_ask_estimates(struct meta *M, struct mjob *j, bool move)
+{
+    j->asked = 0;
+    for (int i = 0; i < M->nsites; i++)
+        j->start_est[i] = META_NEVER;
+    if (move) /* its own site: the start the site plans for it (JOB_GET `estimate`) */
+        j->start_est[j->site] = j->est_start > 0 ? j->est_start : META_NEVER;
+    for (int i = 0; i < M->nsites; i++) {
+        if (site_ok(&M->site[i], &j->rq) && !(j->tried & (1ull << i)) && !(move && i == j->site)) {
+            j->asked |= 1ull << i;
+            meta_send_estimate(M, &M->site[i], j, RK_EST, j->id);
+        }
+    }
+    j->phase = move ? PH_MV_EST : PH_EST;
+    j->phase_deadline = loop_now_ms() + M->cfg.estimate_timeout_ms;
+    M->inflight++;
+    if (!j->asked)
+        meta_decide(M, j);
+}
+
+/* ---- estimate groups ----
+ * The jobs of one placement pass that ask the same thing (processors, walltime, memory,
+ * disk, user) share one ESTIMATE per site: a burst of N like jobs costs each site one
+ * estimate instead of N. Every member gets the answer; meta_decide() then spreads equal
+ * answers over the sites (tie_break) and the `flex` reservations settle the rest. */
+
+static struct megroup *group_find(struct meta *M, uint64_t id)
+{
+    for (uint32_t i = 0; i < M->neg; i++)
+        if (M->eg[i].id == id)
+            return &M->eg[i];
+    return NULL;
+}
+
+static void group_done(struct meta *M, struct megroup *g)
+{
+    if (g->pending && --g->pending)
+        return;
+    free(g->jobs);
+    *g = M->eg[--M->neg];
+}
+
+static bool same_ask(struct meta *M, const struct mjob *a, const struct mjob *b)
+{
+    return a->rq.procs == b->rq.procs && a->rq.walltime == b->rq.walltime &&
+           a->rq.mem == b->rq.mem && a->rq.disk == b->rq.disk &&
+           !strcmp(meta_job_user(M, a), meta_job_user(M, b));
+}
+
+/* Places j in a group of this pass (first..neg) asking the same, or opens one and sends
+ * its ESTIMATEs. Without memory: alone, as before. */
+static void ask_grouped(struct meta *M, struct mjob *j, uint32_t first)
+{
+    struct megroup *g = NULL;
+    for (uint32_t i = first; i < M->neg && !g; i++) {
+        struct mjob *l = meta_job_find(M, M->eg[i].jobs[0]);
+        if (l && same_ask(M, l, j))
+            g = &M->eg[i];
+    }
+    if (g && g->n == g->cap) {
+        void *p = realloc(g->jobs, 2 * g->cap * sizeof *g->jobs);
+        if (!p) {
+            meta_ask_estimates(M, j, false);
+            return;
+        }
+        g->jobs = p;
+        g->cap *= 2;
+    }
+    if (g) {
+        g->jobs[g->n++] = j->id;
+        for (int i = 0; i < M->nsites; i++)
+            j->start_est[i] = META_NEVER;
+        j->asked = g->asked;
+        j->phase = PH_EST;
+        j->phase_deadline = loop_now_ms() + M->cfg.estimate_timeout_ms;
+        M->inflight++;
+        if (!j->asked)
+            meta_decide(M, j);
+        return;
+    }
+    uint64_t asked = 0;
+    for (int i = 0; i < M->nsites; i++)
+        if (site_ok(&M->site[i], &j->rq))
+            asked |= 1ull << i;
+    void *p = NULL;
+    if (!asked || (M->neg == M->capeg &&
+                   !(p = realloc(M->eg, (M->capeg ? 2 * M->capeg : 16) * sizeof *M->eg)))) {
+        meta_ask_estimates(M, j, false);
+        return;
+    }
+    if (p) {
+        M->eg = p;
+        M->capeg = M->capeg ? 2 * M->capeg : 16;
+    }
+    g = &M->eg[M->neg];
+    if (!(g->jobs = malloc(16 * sizeof *g->jobs))) {
+        meta_ask_estimates(M, j, false);
+        return;
+    }
+    M->neg++;
+    g->id = ++M->next_gid;
+    g->cap = 16;
+    g->n = 1;
+    g->jobs[0] = j->id;
+    g->asked = asked;
+    g->pending = 0;
+    for (int i = 0; i < M->nsites; i++)
+        j->start_est[i] = META_NEVER;
+    for (int i = 0; i < M->nsites; i++)
+        if (asked & (1ull << i)) {
+            meta_send_estimate(M, &M->site[i], j, RK_GEST, g->id);
+            g->pending++;
+        }
+    j->asked = asked;
+    j->phase = PH_EST;
+    j->phase_deadline = loop_now_ms() + M->cfg.estimate_timeout_ms;
+    M->inflight++;
+}
+
+/* A site's answer (e: its earliest start, or META_NEVER; answered false: no answer
+ * will come) to a group's ESTIMATE, given to every member still waiting for it. */
+void meta_group_answer(struct meta *M, uint64_t gid, int site, int64_t e, bool answered)
+{
+    struct megroup *g = group_find(M, gid);
+    if (!g)
+        return;
+    for (uint32_t k = 0; k < g->n; k++) {
+        struct mjob *j = meta_job_find(M, g->jobs[k]);
+        if (!j || j->phase != PH_EST || !(j->asked & (1ull << site)))
+            continue;
+        if (answered)
+            j->start_est[site] = e;
+        j->asked &= ~(1ull << site);
+        if (!j->asked && answered)
+            meta_decide(M, j);
+    }
+    group_done(M, g);
+}
+
+void meta_place_some(struct meta *M)
+{
+    int64_t now = loop_now_ms();
+    uint32_t first = M->neg;
+    for (uint32_t i = 0; i < M->njobs && M->inflight < META_INFLIGHT_MAX; i++) {
+        struct mjob *j = M->jobs[i];
+        if (j->state != MJ_QUEUED || j->phase != PH_IDLE || now < j->retry_at)
+            continue;
+        if (meta_policy_uses_estimates(M->policy)) {
+            if (j->tried)
+                meta_ask_estimates(M, j, false);
+            else
+                ask_grouped(M, j, first);
+        } else {
+            for (int s = 0; s < M->nsites; s++)
+                j->start_est[s] = loop_now_ms();
+            M->inflight++;
+            j->phase = PH_EST;
+            meta_decide(M, j);
+        }
+    }
+}
+
+/* Placement at site s failed (refused, timed out): back to the spool, next site. */
+void meta_place_failed(struct meta *M, struct mjob *j, const char *why)
+{
+    char r[300];
+    snprintf(r, sizeof r, "site %s: %s", M->site[j->site].name, why);
+    log_info("job %" PRIu64 ": placement failed at %s", j->id, r);
+    j->site = -1;
+    j->resv[0] = '\0';
+    meta_job_set(M, j, MJ_QUEUED, r);
+    if ((long)j->attempt >= M->cfg.max_attempts) {
+        round_over(M, j, NULL);
+        meta_job_set(M, j, MJ_FAILED, "no site took the job (meta.max_attempts placements)");
+        return;
+    }
+    j->phase = PH_EST;
+    meta_decide(M, j);
+}
+
+void meta_move_failed(struct meta *M, struct mjob *j, const char *why)
+{
+    log_info("job %" PRIu64 ": not moved to %s: %s", j->id, M->site[j->mv_site].name, why);
+    j->mv_site = -1;
+    j->mv_resv[0] = '\0';
+    j->mv_sjob = 0;
+    j->dirty = true;
+    j->phase = PH_IDLE;
+    if (M->inflight)
+        M->inflight--;
+}
+
+void meta_job_cancel_at_site(struct meta *M, struct mjob *j)
+{
+    if (j->site >= 0) {
+        struct msite *s = &M->site[j->site];
+        if (j->sjob)
+            meta_send_simple(M, s, RK_CANCEL, j->id, WT_CANCEL, "job", j->sjob);
+        meta_send_release(M, s, j->resv);
+    }
+    if (j->mv_site >= 0) {
+        struct msite *s = &M->site[j->mv_site];
+        if (j->mv_sjob)
+            meta_send_simple(M, s, RK_CANCEL, j->id, WT_CANCEL, "job", j->mv_sjob);
+        meta_send_release(M, s, j->mv_resv);
+    }
+    if (j->phase != PH_IDLE && M->inflight)
+        M->inflight--;
+    j->phase = PH_IDLE;
+    j->mv_site = -1;
+}
+
+void meta_resume(struct meta *M, struct mjob *j)
+{
+    j->phase = PH_IDLE;
+    j->est_start = 0;
+    if (j->mv_site >= 0) {
+        /* a move was under way: finish it if the new site has the job (same key), else
+         * the sweep releases the reservation */
+        j->phase = PH_MV_SUBMIT;
+        M->inflight++;
+        meta_send_submit(M, &M->site[j->mv_site], j, j->mv_resv, j->attempt);
+    } else if (j->state == MJ_PLACING && j->site >= 0) {
+        j->phase = PH_SUBMIT;
+        M->inflight++;
+        meta_send_submit(M, &M->site[j->site], j, j->resv, j->attempt);
+    }
+}

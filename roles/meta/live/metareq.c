@@ -1,0 +1,295 @@
+/*
+ * metareq.c - the grid spool's user requests (docs/wire.md 6.13): SUBMIT and PSUBMIT
+ * (checked, spooled as a new job), JOB_LIST, JOB_GET (the 6.2 summary row plus the
+ * grid's fields), CANCEL (at the site too) and SITE_INFO (the sites as the spool sees
+ * them). Above the jobs (metajob.c) and the sites (metaplace.c); the reply goes out
+ * after the turn's commit (meta.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/log.h"
+#include "daemon/curve.h"
+#include "daemon/loop.h"
+#include "roles/meta/live/meta_int.h"
+#include "wire/jobenv.h"
+#include "wire/joblist.h"
+
+/* ---- user requests ---- */
+
+static void fail(struct wire_buf *r, uint64_t id, int code, const char *msg)
+{
+    wire_buf_reset(r);
+    wire_error_msg(r, id, code, "%s", msg);
+}
+
+static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *reply, bool par)
+{
+    const msgpack_object *o = m->root;
+    struct meta_request rq = {1, 0, 0, 3600000};
+    rq.mem = (int64_t)wire_get_u64(o, "mem_mb", 0);
+    rq.disk = (int64_t)wire_get_u64(o, "disk_mb", 0);
+    rq.walltime = (int64_t)wire_get_u64(o, "limit_s", 3600) * 1000;
+    const msgpack_object *a = wire_get(o, "argv");
+    if (!a || a->type != MSGPACK_OBJECT_ARRAY || a->via.array.size == 0) {
+        fail(reply, m->id, WE_INVALID, "argv must name the program to run");
+        return;
+    }
+    if (par) {
+        uint64_t p = wire_get_u64(o, "procs", 0);
+        if (p == 0 || p > (1u << 20)) {
+            fail(reply, m->id, WE_INVALID, "procs must be 1 to 1048576");
+            return;
+        }
+        rq.procs = (int32_t)p;
+    } else if (wire_get_u64(o, "ntasks", 1) < 1) {
+        fail(reply, m->id, WE_INVALID, "ntasks must be at least 1");
+        return;
+    } else if (wire_get(o, "stdin")) {
+        fail(reply, m->id, WE_INVALID,
+             "stdin is not supported by the batch sites: read a file named in argv instead");
+        return;
+    }
+    if (rq.walltime < 1000) {
+        fail(reply, m->id, WE_INVALID, "limit_s (the walltime) must be at least 1 second");
+        return;
+    }
+    char why[1024];
+    if (jobenv_check(o, why, sizeof why) < 0) { /* --export / --chdir (issue 15): the whole
+                                                  request, these included, goes to the site */
+        fail(reply, m->id, WE_INVALID, why);
+        return;
+    }
+    if (meta_nowhere(M, &rq, why, sizeof why)) {
+        fail(reply, m->id, WE_INVALID, why);
+        return;
+    }
+    /* the whole request is kept: it is what the site gets */
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    wire_pack_object(&wb, o);
+    struct mjob *j = calloc(1, sizeof *j);
+    if (!j || !(j->req = malloc(wb.sb.size))) {
+        free(j);
+        wire_buf_free(&wb);
+        fail(reply, m->id, WE_STORAGE, "out of memory");
+        return;
+    }
+    memcpy(j->req, wb.sb.data, wb.sb.size);
+    j->reqlen = wb.sb.size;
+    wire_buf_free(&wb);
+    j->id = M->next_id;
+    j->parallel = par;
+    /* a task array goes whole to one site (docs/meta.md "Task arrays") */
+    j->ntasks = par ? 1 : (uint32_t)wire_get_u64(o, "ntasks", 1);
+    if (j->ntasks < 1)
+        j->ntasks = 1;
+    /* B5 by default at the grid level: a placed job starts as soon as its site can run
+     * it, before its reservation; `early` false (submit --exact-start) waits for it */
+    j->early = wire_get_bool(o, "early", true);
+    wire_get_strbuf(o, "user", j->user, sizeof j->user);
+    wire_get_strbuf(o, "name", j->name, sizeof j->name);
+    j->rq = rq;
+    j->submitted = wall_now_ms();
+    j->site = j->mv_site = -1;
+    j->state = MJ_QUEUED;
+    j->dirty = true;
+    if (meta_job_add(M, j) < 0) {
+        meta_job_free(j);
+        fail(reply, m->id, WE_STORAGE, "out of memory");
+        return;
+    }
+    M->next_id++;
+    M->meta_dirty = true;
+    log_info("job %llu: submitted (%u x %d procs, %llds)", (unsigned long long)j->id, j->ntasks,
+             rq.procs, (long long)(rq.walltime / 1000));
+    wire_begin(reply, WT_SUBMITTED, m->id, 3);
+    wire_put_u64(reply, "job", j->id);
+    wire_put_str(reply, "state", "queued");
+    wire_put_str(reply, "cluster", "");
+}
+
+/* The summary row of 6.2 plus the grid's fields. */
+static void put_row(struct meta *M, const struct mjob *j, struct wire_buf *wb)
+{
+    const char *st = meta_state_name(j->state);
+    bool started = j->state == MJ_RUNNING || (MJ_ENDED(j->state) && j->started);
+    bool ended = MJ_ENDED(j->state);
+    wire_pack_map(wb, 26);
+    wire_put_u64(wb, "job", j->id);
+    wire_put_str(wb, "name", j->name);
+    wire_put_str(wb, "user", j->user);
+    /* the 6.2 vocabulary for the tools; `gstate` says where the grid is with it */
+    wire_put_str(wb, "state",
+                 j->state == MJ_KILLED   ? "failed"
+                 : j->state <= MJ_PLACED ? "queued"
+                                         : st);
+    wire_put_str(wb, "gstate", st);
+    if (j->ntasks > 1) { /* an array: its elements as the site last reported them */
+        wire_put_u64(wb, "ntasks", j->ntasks);
+        wire_put_u64(wb, "issued", j->t_issued);
+        wire_put_u64(wb, "running", j->state == MJ_RUNNING ? j->t_running : 0);
+        wire_put_u64(wb, "done", j->t_done);
+        wire_put_u64(wb, "failed", j->t_failed);
+    } else {
+        wire_put_u64(wb, "ntasks", 1);
+        wire_put_u64(wb, "issued", started ? 1 : 0);
+        wire_put_u64(wb, "running", j->state == MJ_RUNNING ? 1 : 0);
+        wire_put_u64(wb, "done", ended && j->state != MJ_CANCELLED ? 1 : 0);
+        wire_put_u64(wb, "failed", j->state == MJ_FAILED || j->state == MJ_KILLED ? 1 : 0);
+    }
+    wire_put_u64(wb, "dups", 0);
+    wire_put_i64(wb, "submitted", j->submitted);
+    wire_put_i64(wb, "finished", j->finished);
+    const msgpack_object *argv = NULL;
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    if (msgpack_unpack_next(&up, (const char *)j->req, j->reqlen, NULL) == MSGPACK_UNPACK_SUCCESS)
+        argv = wire_get(&up.data, "argv");
+    wire_put_key(wb, "argv");
+    if (argv)
+        wire_pack_object(wb, argv);
+    else
+        wire_pack_array(wb, 0);
+    wire_put_bool(wb, "shell", wire_get_bool(&up.data, "shell", false));
+    wire_put_u64(wb, "limit_s", (uint64_t)(j->rq.walltime / 1000));
+    msgpack_unpacked_destroy(&up);
+    wire_put_str(wb, "kind", j->parallel ? "parallel" : j->ntasks > 1 ? "array" : "task");
+    wire_put_u64(wb, "procs", (uint64_t)j->rq.procs);
+    wire_put_str(wb, "site", j->site >= 0 && j->site < M->nsites ? M->site[j->site].name : "");
+    wire_put_u64(wb, "site_job", j->sjob);
+    wire_put_str(wb, "resv", j->resv);
+    wire_put_i64(wb, "started", j->started);
+    wire_put_i64(wb, "exit", j->exit);
+    wire_put_i64(wb, "estimate", j->state == MJ_PLACED ? j->est_start : 0);
+    wire_put_u64(wb, "attempts", j->attempt);
+    wire_put_str(wb, "reason", j->reason);
+}
+
+static void h_list(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)
+{
+    uint64_t from = wire_get_u64(m->root, "from", 0), count = wire_get_u64(m->root, "count", 1000);
+    if (count == 0)
+        count = 1;
+    uint32_t lo = 0;
+    while (lo < M->njobs && M->jobs[lo]->id < from)
+        lo++;
+    /* rows [lo, end) hold n jobs the requester may see (CURVE: a user sees its own jobs)
+     * and that pass JOB_LIST's filters (issue 15; wire/joblist.c, as the cluster) */
+    uint32_t n = 0, end = lo;
+    struct wire_buf rows;
+    wire_buf_init(&rows);
+    for (; end < M->njobs && n < count && n < 5000; end++) {
+        if (!curve_may_touch(M->jobs[end]->user))
+            continue;
+        size_t at = rows.sb.size;
+        put_row(M, M->jobs[end], &rows);
+        if (joblist_row_allows(m->root, rows.sb.data + at, rows.sb.size - at))
+            n++;
+        else
+            rows.sb.size = at;
+    }
+    bool more = end < M->njobs;
+    wire_begin(reply, WT_JOBS, m->id, more ? 2 : 1);
+    wire_put_key(reply, "jobs");
+    wire_pack_array(reply, n);
+    msgpack_sbuffer_write(&reply->sb, rows.sb.data, rows.sb.size);
+    wire_buf_free(&rows);
+    if (more)
+        wire_put_u64(reply, "next", M->jobs[end]->id);
+}
+
+static void h_get(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)
+{
+    struct mjob *j = meta_job_find(M, wire_get_u64(m->root, "job", 0));
+    if (!j) {
+        fail(reply, m->id, WE_NOT_FOUND, "no such job at the grid spool (see gridnode jobs)");
+        return;
+    }
+    if (!curve_may_touch(j->user)) {
+        fail(reply, m->id, WE_DENIED,
+             "the job belongs to another user; only its owner and the administrators may "
+             "see or cancel it");
+        return;
+    }
+    wire_begin(reply, WT_JOB, m->id, 2);
+    wire_put_key(reply, "job");
+    put_row(M, j, reply);
+    wire_put_key(reply, "tasks");
+    if (j->tasks_raw) /* an array: the site's task rows of the last poll */
+        msgpack_sbuffer_write(&reply->sb, (const char *)j->tasks_raw, j->tasks_len);
+    else
+        wire_pack_array(reply, 0);
+}
+
+static void h_cancel(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)
+{
+    struct mjob *j = meta_job_find(M, wire_get_u64(m->root, "job", 0));
+    if (!j) {
+        fail(reply, m->id, WE_NOT_FOUND, "no such job at the grid spool (see gridnode jobs)");
+        return;
+    }
+    if (!curve_may_touch(j->user)) {
+        fail(reply, m->id, WE_DENIED,
+             "the job belongs to another user; only its owner and the administrators may "
+             "see or cancel it");
+        return;
+    }
+    if (MJ_ENDED(j->state)) {
+        fail(reply, m->id, WE_STATE, "the job has already ended");
+        return;
+    }
+    meta_job_cancel_at_site(M, j);
+    meta_job_set(M, j, MJ_CANCELLED, "cancelled by the user");
+    wire_begin(reply, WT_OK, m->id, 0);
+}
+
+static void h_site_info(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)
+{
+    wire_begin(reply, WT_SITE, m->id, 2);
+    wire_put_key(reply, "sites");
+    wire_pack_array(reply, (uint32_t)M->nsites);
+    for (int i = 0; i < M->nsites; i++) {
+        const struct msite *s = &M->site[i];
+        wire_pack_map(reply, 9);
+        wire_put_str(reply, "name", s->name);
+        wire_put_str(reply, "endpoint", s->ep);
+        wire_put_bool(reply, "up", s->info.up);
+        wire_put_bool(reply, "known", s->known);
+        wire_put_f64(reply, "speed", s->info.speed);
+        wire_put_u64(reply, "cores", (uint64_t)s->info.total_procs);
+        wire_put_u64(reply, "largest_procs", (uint64_t)s->info.max_procs);
+        wire_put_i64(reply, "cores_free", s->cores_free);
+        wire_put_i64(reply, "queued_work", s->info.queued_work);
+    }
+    wire_put_str(reply, "policy", meta_policy_name(M->policy));
+}
+
+void meta_dispatch(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)
+{
+    switch (m->type) {
+    case WT_SUBMIT:
+        new_job(M, m, reply, false);
+        break;
+    case WT_PSUBMIT:
+        new_job(M, m, reply, true);
+        break;
+    case WT_JOB_LIST:
+        h_list(M, m, reply);
+        break;
+    case WT_JOB_GET:
+        h_get(M, m, reply);
+        break;
+    case WT_CANCEL:
+        h_cancel(M, m, reply);
+        break;
+    case WT_SITE_INFO:
+        h_site_info(M, m, reply);
+        break;
+    default:
+        fail(reply, m->id, WE_TYPE,
+             "the grid spool (gridnode meta) answers SUBMIT, PSUBMIT, JOB_LIST, JOB_GET, CANCEL "
+             "and SITE_INFO");
+    }
+}
