@@ -140,7 +140,10 @@ static void script(struct fx *f, const char *name, const char *body)
 }
 
 /* The fake Slurm commands of every test; timeout_ms bounds each command. The fakes answer
- * at once, but on a loaded machine a shell's start alone can take hundreds of ms. */
+ * at once, but on a loaded machine a shell's start alone can take hundreds of ms.
+ * scontrol show config answers a second late on purpose: a poll that ends before the
+ * site's configuration is known must still ask accounting (job 43 below); it did not,
+ * and test_adapter failed whenever a loaded machine ran squeue before scontrol. */
 static int setup_with(void **st, int timeout_ms)
 {
     struct fx *f = calloc(1, sizeof *f);
@@ -149,7 +152,7 @@ static int setup_with(void **st, int timeout_ms)
         return -1;
     script(f, "sinfo", "echo 'debug*|up|1/3/0/4|1/0/0/1'");
     script(f, "scontrol",
-           "case \"$1\" in show) echo 'SchedulerParameters     = bf_window=60'; "
+           "case \"$1\" in show) sleep 1; echo 'SchedulerParameters     = bf_window=60'; "
            "echo 'AccountingStorageType   = accounting_storage/slurmdbd';; "
            "create) echo created;; *) echo \"Invalid reservation $*\" >&2; exit 1;; "
            "esac");

@@ -88,6 +88,7 @@ struct slurm_site {
     int ngroups;
     long bf_window_min;
     bool sacct;               /* accounting exists (AccountingStorageType) and sacct was found */
+    bool config_known;        /* scontrol show config has answered (sacct is meaningful) */
     struct sreq *reqs, *tail; /* every request, oldest first */
     int running;
     /* JOB_GETs waiting for the next squeue */

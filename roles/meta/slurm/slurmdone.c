@@ -490,7 +490,9 @@ static void done_poll(struct slurm_site *S, struct sreq *r)
     for (uint32_t i = 0; i < r->np; i++) {
         char row[1024], *f[8] = {0};
         int nf = gone ? 0 : find_row(slurm_otext(&r->out), r->pjob[i], row, sizeof row, f);
-        if (nf < 7 && S->sacct) { /* kept for sacct */
+        /* kept for sacct: accounting exists, or the site's configuration has not been
+         * read yet (a poll can finish before scontrol does; sacct then answers or fails) */
+        if (nf < 7 && (S->sacct || (!S->config_known && S->path[C_SACCT][0]))) {
             r->prid[nmiss] = r->prid[i];
             r->pjob[nmiss++] = r->pjob[i];
             continue;
@@ -533,6 +535,7 @@ static void done_config(struct slurm_site *S, struct sreq *r)
         S->sacct = S->path[C_SACCT][0] && strncmp(a, "accounting_storage/none", 23) &&
                    strncmp(a, "(null)", 6) && *a != '\n';
     }
+    S->config_known = true;
     log_info("slurm site %s: backfill window %ld min, accounting %s", S->site, S->bf_window_min,
              S->sacct ? "yes (sacct for jobs squeue has forgotten)" : "no");
     slurm_req_free(S, r);
