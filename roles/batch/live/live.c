@@ -249,7 +249,7 @@ static int load_meta(struct live *L)
 static int load_all(struct live *L)
 {
     struct batch_config ec;
-    if (batch_config_copy(&ec, &L->cfg) < 0)
+    if (batch_config_copy(&ec, &L->cfg.eng) < 0)
         return -1;
     ec.unit_per_s = 1000;
     ec.overrun_grace = 1000;
@@ -299,7 +299,7 @@ static int live_open(struct live *L)
     return 0;
 }
 
-int live_check_config(const struct batch_config *cfg, char *err, size_t errlen)
+int live_check_config(const struct batch_ini *cfg, char *err, size_t errlen)
 {
     const struct batch_live_cfg *l = &cfg->live;
     if (config_check_log_level("batch.log_level", l->log_level, err, errlen) < 0 ||
@@ -322,7 +322,7 @@ int live_check_config(const struct batch_config *cfg, char *err, size_t errlen)
     return 0;
 }
 
-int live_main(int argc, char **argv, struct batch_config *cfg)
+int live_main(int argc, char **argv, struct batch_ini *cfg)
 {
     (void)argc;
     (void)argv;
@@ -331,11 +331,11 @@ int live_main(int argc, char **argv, struct batch_config *cfg)
     int rc = 1;
     L.lockfd = -1;
     L.default_cl = -1;
-    if (batch_config_copy(&L.cfg, cfg) < 0)
+    if (batch_ini_copy(&L.cfg, cfg) < 0)
         return 1;
     if (live_check_config(&L.cfg, err, sizeof err) < 0) {
         fprintf(stderr, "gridnode batch: configuration error: %s\n", err);
-        batch_config_clear(&L.cfg);
+        batch_ini_clear(&L.cfg);
         return 1;
     }
     log_init("batch", (enum log_level)log_level_parse(L.cfg.live.log_level));
@@ -376,7 +376,7 @@ out:
     loop_destroy(&L.loop);
     free(L.slot_cl);
     free(L.slot_host);
-    batch_config_clear(&L.cfg);
+    batch_ini_clear(&L.cfg);
     if (L.lockfd >= 0)
         close(L.lockfd);
     return rc;

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "roles/batch/engine/batch.h"
+#include "roles/batch/liveconf.h"
 #include "wire/wire.h"
 
 struct loop;
@@ -150,7 +151,7 @@ struct lout {
 };
 
 struct live {
-    struct batch_config cfg;
+    struct batch_ini cfg; /* .eng the engine's settings, .live the driver's */
     struct batch_engine *eng;
     struct loop *loop;
     struct daemon *daemon;
@@ -196,10 +197,10 @@ struct live {
 /* live.c */
 int64_t live_now(struct live *L); /* this turn's instant, wall ms (see live.c) */
 void live_want_cycle(struct live *L);
-int live_main(int argc, char **argv, struct batch_config *cfg);
+int live_main(int argc, char **argv, struct batch_ini *cfg);
 /* The live role's configuration checks beyond each key's own (endpoints, a cluster
  * to drive): run by --check-config and at start-up alike. 0, or -1 with err. */
-int live_check_config(const struct batch_config *cfg, char *err, size_t errlen);
+int live_check_config(const struct batch_ini *cfg, char *err, size_t errlen);
 
 /* livejob.c */
 uint64_t live_eid(uint64_t job, uint32_t e);

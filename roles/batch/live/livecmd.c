@@ -856,9 +856,10 @@ static void diag_fairshare(struct live *L, const struct wire_msg *m, struct wire
             const char *nm = NULL;
             if (i < L->njobs)
                 nm = job_cred(L->jobs[i], k);
-            for (size_t c = 0; i == L->njobs && c < L->cfg.ncreds; c++)
-                if ((int)L->cfg.creds[c].kind == k && strcmp(L->cfg.creds[c].name, "DEFAULT")) {
-                    nm = L->cfg.creds[c].name;
+            for (size_t c = 0; i == L->njobs && c < L->cfg.eng.ncreds; c++)
+                if ((int)L->cfg.eng.creds[c].kind == k &&
+                    strcmp(L->cfg.eng.creds[c].name, "DEFAULT")) {
+                    nm = L->cfg.eng.creds[c].name;
                     bool dup = false;
                     for (size_t s = 0; s < ns && !dup; s++)
                         dup = !strcmp(seen[s], nm);
@@ -900,10 +901,11 @@ static void diag_fairshare(struct live *L, const struct wire_msg *m, struct wire
             row++;
             double u = batch_fairshare_usage(L->eng, (enum batch_cred_kind)k, seen[s], now);
             double target = -1;
-            for (size_t c = 0; c < L->cfg.ncreds; c++)
-                if ((int)L->cfg.creds[c].kind == k && !strcmp(L->cfg.creds[c].name, seen[s]) &&
-                    L->cfg.creds[c].fstarget == L->cfg.creds[c].fstarget)
-                    target = L->cfg.creds[c].fstarget;
+            for (size_t c = 0; c < L->cfg.eng.ncreds; c++)
+                if ((int)L->cfg.eng.creds[c].kind == k &&
+                    !strcmp(L->cfg.eng.creds[c].name, seen[s]) &&
+                    L->cfg.eng.creds[c].fstarget == L->cfg.eng.creds[c].fstarget)
+                    target = L->cfg.eng.creds[c].fstarget;
             wire_pack_map(&rows, 4);
             wire_put_str(&rows, "kind", batch_cred_kind_name((enum batch_cred_kind)k));
             wire_put_str(&rows, "name", seen[s]);

@@ -72,8 +72,8 @@ static const char *class_walltime(const struct live *L, struct ljob *j, bool uns
                                   size_t len)
 {
     const char *cls = j->class_ && *j->class_ ? j->class_ : L->cl[L->default_cl].name;
-    int64_t def = batch_config_class_walltime(&L->cfg, cls, false);
-    int64_t max = batch_config_class_walltime(&L->cfg, cls, true);
+    int64_t def = batch_config_class_walltime(&L->cfg.eng, cls, false);
+    int64_t max = batch_config_class_walltime(&L->cfg.eng, cls, true);
     if (unset && def > 0)
         j->limit_s = def;
     if (unset && max > 0 && j->limit_s > max)
