@@ -35,35 +35,6 @@ static const struct store_table live_tables[] = {
     {NULL},
 };
 
-/*
- * The role's clock, as the simulator's (one policy, two drivers): everything a turn
- * tells the engine (submissions, ends, starts, commands) and the cycle that follows
- * happen at ONE instant, the turn's, and that instant is later than the last cycle's.
- * The simulator processes all events of one time and then runs one cycle; the live
- * role must do the same, or a replay of its own records decides differently: two
- * ends read from one EVENTS reply were stamped a millisecond apart when the turn
- * crossed a millisecond boundary (the replay then ran a cycle between them and
- * backfilled a small job where the live cycle had started the wide one), and two
- * turns in one millisecond each ran a cycle where the replay runs one. So the instant
- * is taken once per turn (reset by the commit) as max(wall clock, last cycle + 1 ms),
- * and a cycle waits until the wall clock reaches it (at most 1 ms, see maybe_cycle);
- * the turns in between keep that instant, so the cycle runs at the time its changes
- * were given.
- */
-int64_t live_now(struct live *L)
-{
-    if (!L->turn_now) {
-        int64_t t = wall_now_ms();
-        L->turn_now = t > L->engine_now ? t : L->engine_now + 1;
-    }
-    return L->turn_now;
-}
-
-void live_want_cycle(struct live *L)
-{
-    L->want_cycle = true;
-}
-
 static void on_request(void *arg, const struct wire_msg *m, const char *peer,
                        struct wire_buf *reply)
 {
@@ -74,7 +45,7 @@ static void on_request(void *arg, const struct wire_msg *m, const char *peer,
 static void run_cycle(struct live *L)
 {
     int64_t now = live_now(L);
-    livecmd_apply(L);
+    live_resv_apply(L);
     for (uint32_t i = 0; i < L->njobs; i++)
         if (L->jobs[i]->nfed < L->jobs[i]->ntasks)
             live_job_feed(L, L->jobs[i]);
@@ -260,7 +231,7 @@ static int load_all(struct live *L)
         return -1;
     }
     L->nslots = 0;
-    if (load_meta(L) < 0 || live_load(L) < 0 || livecmd_load(L) < 0)
+    if (load_meta(L) < 0 || live_load(L) < 0 || live_resv_load(L) < 0)
         return -1;
     L->want_cycle = true;
     return 0;
@@ -370,7 +341,7 @@ out:
         store_commit(L.store);
     store_close(&L.store);
     live_jobs_free(&L);
-    livecmd_free(&L);
+    live_resv_free(&L);
     batch_engine_destroy(&L.eng);
     daemon_destroy(&L.daemon);
     loop_destroy(&L.loop);

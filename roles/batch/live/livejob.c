@@ -4,15 +4,48 @@
  * "jobs" (its spec, argv included: argv is never kept in memory) plus one small
  * record per element in "elems", written only once the element leaves "pending", so
  * a task array of N elements costs one record and N small in-memory elements.
+ *
+ * Also the turn's clock (live_now) and the request for a cycle (live_want_cycle),
+ * which every file of the driver uses.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/loop.h"
 #include "lib/log.h"
 #include "roles/batch/live/live.h"
 #include "wire/jobenv.h"
 #include "store/store.h"
+
+/*
+ * The role's clock, as the simulator's (one policy, two drivers): everything a turn
+ * tells the engine (submissions, ends, starts, commands) and the cycle that follows
+ * happen at ONE instant, the turn's, and that instant is later than the last cycle's.
+ * The simulator processes all events of one time and then runs one cycle; the live
+ * role must do the same, or a replay of its own records decides differently: two
+ * ends read from one EVENTS reply were stamped a millisecond apart when the turn
+ * crossed a millisecond boundary (the replay then ran a cycle between them and
+ * backfilled a small job where the live cycle had started the wide one), and two
+ * turns in one millisecond each ran a cycle where the replay runs one. So the instant
+ * is taken once per turn (reset by the commit) as max(wall clock, last cycle + 1 ms),
+ * and a cycle waits until the wall clock reaches it (at most 1 ms, see maybe_cycle);
+ * the turns in between keep that instant, so the cycle runs at the time its changes
+ * were given.
+ */
+int64_t live_now(struct live *L)
+{
+    if (!L->turn_now) {
+        int64_t t = wall_now_ms();
+        L->turn_now = t > L->engine_now ? t : L->engine_now + 1;
+    }
+    return L->turn_now;
+}
+
+void live_want_cycle(struct live *L)
+{
+    L->want_cycle = true;
+}
 
 uint64_t live_eid(uint64_t job, uint32_t e)
 {

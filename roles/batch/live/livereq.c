@@ -88,21 +88,6 @@ static const char *class_walltime(const struct live *L, struct ljob *j, bool uns
     return NULL;
 }
 
-bool live_class_unknown(const struct live *L, const char *cls, char *why, size_t len)
-{
-    for (int i = 0; i < L->ncl; i++)
-        if (!strcmp(L->cl[i].name, cls))
-            return false;
-    int n = snprintf(why, len,
-                     "no such class '%.*s': a class is one of the clusters in "
-                     "batch.clusters:",
-                     BATCH_NAME_MAX, cls);
-    for (int i = 0; i < L->ncl && n > 0 && (size_t)n < len; i++)
-        n += snprintf(why + n, len - (size_t)n, "%s %s", i ? "," : "", L->cl[i].name);
-    text_fix(why);
-    return true;
-}
-
 /* A credential name: shorter than the engine's limit, printable. */
 static bool name_ok(const char *s)
 {
@@ -243,7 +228,7 @@ static void new_job(struct req *r, bool parallel)
     if (!why)
         why = class_walltime(L, j, !wire_get(m, "limit_s"), cwhy, sizeof cwhy);
     if (!why && j->resv)
-        why = livecmd_resv_check(L, j);
+        why = live_resv_check(L, j);
     if (why || !(j->el = calloc(j->ntasks, sizeof *j->el))) {
         fail(r, why ? WE_INVALID : WE_STORAGE, "%s", why ? why : "out of memory");
         live_job_free(j);
@@ -279,7 +264,7 @@ static void new_job(struct req *r, bool parallel)
     }
     L->next_id++;
     L->meta_dirty = true;
-    if (j->resv && livecmd_resv_bind(L, j) < 0)
+    if (j->resv && live_resv_bind(L, j) < 0)
         L->turn_failed = true; /* the binding could not be stored: undo the turn */
     live_job_feed(L, j);
     live_want_cycle(L);
