@@ -24,6 +24,7 @@
 #include "daemon/httpstats.h"
 #include "lib/log.h"
 #include "daemon/loop.h"
+#include "daemon/record.h"
 #include "daemon/statspage.h"
 #include "roles/batch/live/live.h"
 #include "store/store.h"
@@ -103,9 +104,7 @@ static void run_cycle(struct live *L)
 static int commit_turn(struct live *L)
 {
     if (L->meta_dirty) {
-        char v[24];
-        snprintf(v, sizeof v, "%llu", (unsigned long long)L->next_id);
-        if (store_put(L->store, L->t_meta, "next_job", 8, v, strlen(v)) < 0)
+        if (record_put_u64(L->store, L->t_meta, "next_job", L->next_id) < 0)
             return -1;
         L->meta_dirty = false;
     }
@@ -205,15 +204,10 @@ static int load_meta(struct live *L)
         if (store_put(L->store, L->t_meta, "inc", 3, L->inc, strlen(L->inc)) < 0)
             return -1;
     }
-    L->next_id = 1;
-    if (store_get(L->store, L->t_meta, "next_job", 8, &v, &vl) == 0) {
-        char b[24];
-        snprintf(b, sizeof b, "%.*s", (int)(vl < 23 ? vl : 23), (char *)v);
-        L->next_id = strtoull(b, NULL, 10);
-        free(v);
-        if (L->next_id < 1)
-            L->next_id = 1;
-    }
+    uint64_t next = 1; /* absent (a new store) or unreadable: ids from 1, then load_job */
+    if (record_get_u64(L->store, L->t_meta, "next_job", &next) != 0 || next < 1)
+        next = 1;
+    L->next_id = next;
     return 0;
 }
 

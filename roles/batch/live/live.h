@@ -140,7 +140,7 @@ struct lclu {
     uint32_t reconciling; /* outstanding JOB_GET / PSUBMIT of a resync */
 };
 
-/* An administrative or site reservation as stored (livecmd.c). */
+/* An administrative or site reservation as stored (liveresv.c). */
 struct lresv {
     char name[BATCH_NAME_MAX], owner[BATCH_NAME_MAX];
     int64_t start, end; /* wall ms */
@@ -193,7 +193,7 @@ struct live {
     struct lout *out;
     uint32_t nout, capout;
     uint64_t cycles, starts, refusals;
-    /* reservations (livecmd.c) */
+    /* reservations (liveresv.c) */
     int t_resv;
     struct lresv *resv;
     uint32_t nresv, capresv;
@@ -229,6 +229,8 @@ void live_elem_spec(const struct live *L, const struct ljob *j, uint32_t e,
                     struct batch_job_spec *s);
 /* Gives more pending elements of j to the engine (up to the window). */
 void live_job_feed(struct live *L, struct ljob *j);
+/* Buffers j's record with its argv (at submission, and rewriting it); 0/-1. */
+int live_job_save(struct live *L, const struct ljob *j, char **argv, uint32_t argc);
 /* Writes the dirty job and element records into the store buffer; 0/-1. */
 int live_save_dirty(struct live *L);
 /* Loads jobs and elements from the store; 0/-1. */

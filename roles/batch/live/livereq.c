@@ -245,16 +245,7 @@ static void new_job(struct req *r, bool parallel)
     for (; argv && n < a->via.array.size; n++)
         if (!(argv[n] = strndup(a->via.array.ptr[n].via.str.ptr, a->via.array.ptr[n].via.str.size)))
             break;
-    struct wire_buf wb;
-    wire_buf_init(&wb);
-    uint8_t k[8];
-    store_key_u64(k, j->id);
-    int rc = -1;
-    if (argv && n == a->via.array.size) {
-        live_job_encode(j, (const char *const *)argv, n, &wb);
-        rc = store_put(L->store, L->t_jobs, k, 8, wb.sb.data, wb.sb.size);
-    }
-    wire_buf_free(&wb);
+    int rc = argv && n == a->via.array.size ? live_job_save(L, j, argv, n) : -1;
     live_argv_free(argv, n);
     if (rc < 0 || live_job_add(L, j) < 0) {
         L->turn_failed = rc == 0; /* buffered but not kept: fail the turn */

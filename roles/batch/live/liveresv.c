@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/record.h"
 #include "lib/log.h"
 #include "roles/batch/live/live.h"
 #include "store/store.h"
@@ -97,24 +98,30 @@ static int resv_decode(const void *p, size_t n, struct lresv *v)
     return rc;
 }
 
+static int encode_resv(const void *rec, struct wire_buf *wb)
+{
+    resv_encode(rec, wb);
+    return 0;
+}
+
 int live_resv_store(struct live *L, const struct lresv *v)
 {
     struct wire_buf wb;
     wire_buf_init(&wb);
-    resv_encode(v, &wb);
-    int rc = store_put(L->store, L->t_resv, v->name, strlen(v->name), wb.sb.data, wb.sb.size);
+    int rc = record_save(L->store, L->t_resv, v->name, strlen(v->name), v, encode_resv, &wb);
     wire_buf_free(&wb);
     return rc;
 }
 
-static int load_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+/* record_load of "resv" (text keys: the names). */
+static int load_one(void *arg, const uint8_t *key, size_t klen, const void *val, size_t vlen)
 {
+    (void)key;
+    (void)klen;
     struct live *L = arg;
     struct lresv v;
-    if (resv_decode(val, vlen, &v) < 0) {
-        log_warnx("reservation record '%.*s' is unreadable; skipped", (int)klen, (const char *)key);
-        return 0;
-    }
+    if (resv_decode(val, vlen, &v) < 0)
+        return RECORD_UNREADABLE;
     if (L->nresv == L->capresv) {
         uint32_t nc = L->capresv ? 2 * L->capresv : 8;
         void *p = realloc(L->resv, nc * sizeof *L->resv);
@@ -126,13 +133,13 @@ static int load_one(void *arg, const void *key, size_t klen, const void *val, si
         L->capresv = nc;
     }
     L->resv[L->nresv++] = v;
-    return 0;
+    return RECORD_TAKEN;
 }
 
 int live_resv_load(struct live *L)
 {
     live_resv_free(L);
-    return store_iter(L->store, L->t_resv, NULL, 0, load_one, L);
+    return record_load(L->store, L->t_resv, load_one, L) < 0 ? -1 : 0;
 }
 
 struct lresv *live_resv_find(struct live *L, const char *name)
