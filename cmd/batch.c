@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "cmd/cmd.h"
-#include "roles/batch/conffile.h"
+#include "roles/batch/liveconf.h"
 #include "roles/batch/live/live.h"
 #include "roles/batch/sim/sim.h"
 #include "roles/batch/sim/simout.h"
@@ -220,16 +220,17 @@ static int parse_args(int argc, char **argv, struct opts *o)
 
 /* Builds the effective configuration: defaults, -c FILE, --set, then the policy
  * flags. 0 or an exit status. */
-static int make_config(const struct opts *o, struct batch_config *c)
+static int make_config(const struct opts *o, struct batch_ini *f)
 {
     char err[512];
-    batch_config_defaults(c);
-    if (o->config && batch_conf_load(c, o->config, err, sizeof err) < 0) {
+    struct batch_config *c = &f->eng;
+    batch_ini_defaults(f);
+    if (o->config && batch_ini_load(f, o->config, err, sizeof err) < 0) {
         fprintf(stderr, "gridnode batch: %s\n", err);
         return 1;
     }
     for (int i = 0; i < o->nsets; i++)
-        if (batch_conf_set(c, o->sets[i], err, sizeof err) < 0) {
+        if (batch_ini_set(f, o->sets[i], err, sizeof err) < 0) {
             fprintf(stderr, "gridnode batch: %s\n", err);
             return 2;
         }
@@ -250,12 +251,12 @@ static int make_config(const struct opts *o, struct batch_config *c)
     char set[128];
     if (o->depth) {
         snprintf(set, sizeof set, "scheduler.reservationdepth=%s", o->depth);
-        if (batch_conf_set(c, set, err, sizeof err) < 0)
+        if (batch_ini_set(f, set, err, sizeof err) < 0)
             return usage_error("--depth wants a count or 'unlimited', not '%s'", o->depth);
     }
     if (o->backfill) {
         snprintf(set, sizeof set, "scheduler.backfillpolicy=%s", o->backfill);
-        if (batch_conf_set(c, set, err, sizeof err) < 0)
+        if (batch_ini_set(f, set, err, sizeof err) < 0)
             return usage_error("--backfill wants none, firstfit or bestfit, not '%s'", o->backfill);
     }
     if (o->estimates)
@@ -500,13 +501,13 @@ out:
 int cmd_batch(int argc, char **argv)
 {
     struct opts o = {.node_procs = 1, .diag_at = -1};
-    struct batch_config c;
+    struct batch_ini c;
     if (!(o.sets = calloc((size_t)argc + 1, sizeof *o.sets))) {
         fprintf(stderr, "gridnode batch: out of memory\n");
         return 1;
     }
     int rc = parse_args(argc, argv, &o);
-    batch_config_defaults(&c);
+    batch_ini_defaults(&c);
     if (rc < 0) {
         rc = 0; /* --help */
     } else if (rc == 0 && (rc = make_config(&o, &c)) == 0) {
@@ -518,7 +519,7 @@ int cmd_batch(int argc, char **argv)
                 fprintf(stderr, "gridnode batch: configuration error: %s\n", err);
                 rc = 1;
             } else {
-                batch_conf_print(&c, stdout);
+                batch_ini_print(&c, stdout);
             }
         } else if (!o.trace && (o.time_scale || o.delays))
             rc = usage_error("%s only applies to --simulate",
@@ -526,10 +527,10 @@ int cmd_batch(int argc, char **argv)
         else if (!o.trace) {
             rc = live_main(argc, argv, &c);
         } else {
-            rc = simulate(&o, &c);
+            rc = simulate(&o, &c.eng);
         }
     }
-    batch_config_clear(&c);
+    batch_ini_clear(&c);
     free(o.sets);
     return rc;
 }

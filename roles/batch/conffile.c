@@ -1,5 +1,5 @@
 /*
- * conffile.c - batch.ini parsing with inih (see conffile.h). inih keeps parsing
+ * conffile.c - batch.ini parsing with inih (conffile.h, liveconf.h). inih keeps parsing
  * after an error and its Debian build cannot pass line numbers to the handler, so
  * the handler records the first problem and ini_parse's return value (the first
  * failing line) places it. Keys and fixed section names are case-insensitive,
@@ -14,10 +14,13 @@
 #include <string.h>
 #include <strings.h>
 
-#include "roles/batch/conffile.h"
+#include "daemon/daemon.h"
+#include "roles/batch/liveconf.h"
 
 struct ctx {
     struct batch_config *c;
+    struct batch_live_cfg *l; /* the live driver's part, or scratch (batch_conf_*) */
+    struct batch_live_cfg scratch;
     char msg[256];
     char **seen; /* "section\nkey" of every key set, to refuse duplicates */
     size_t nseen;
@@ -225,8 +228,7 @@ static int set_cred(struct ctx *x, enum batch_cred_kind kind, const char *name, 
     return 1;
 }
 
-/* Records section/key; false if it was already set. */
-/* Copies a text value into a live setting of size cap; 0 or a recorded error. */
+/* Copies a text value into a live setting of size cap; 1 or a recorded error. */
 static int live_str(struct ctx *x, const char *k, const char *v, char *dst, size_t cap)
 {
     if (strlen(v) >= cap)
@@ -235,60 +237,103 @@ static int live_str(struct ctx *x, const char *k, const char *v, char *dst, size
     return 1;
 }
 
-/* [batch], [store], [limits]: the live driver's keys (struct batch_live_cfg). */
+/* The keys every daemon shares, as daemon/daemon.h and daemon/curve.h describe them
+ * (names, types, defaults, ranges); shared_set applies them with batch.ini's messages. */
+static const struct config_key shared_keys[] = {
+    DAEMON_LISTEN_KEY(struct batch_live_cfg, "batch", "tcp://127.0.0.1:7400"),
+    DAEMON_STATE_KEYS(struct batch_live_cfg, "batch", "run/batch", "the batch role's LMDB store"),
+    DAEMON_STORE_KEYS(struct batch_live_cfg),
+    DAEMON_LIMIT_KEYS(struct batch_live_cfg),
+    CURVE_CONFIG_KEYS(struct batch_live_cfg, sec),
+    {NULL, NULL, CONFIG_STR, NULL, 0, 0, 0, NULL, NULL},
+};
+
+/* The index of v among an enum key's "a|b|c" choices, or -1 (exact match). */
+static int choice(const char *choices, const char *v)
+{
+    size_t vl = strlen(v);
+    int i = 0;
+    for (const char *p = choices;; i++) {
+        size_t n = strcspn(p, "|");
+        if (n == vl && !strncmp(p, v, n))
+            return i;
+        if (!p[n])
+            return -1;
+        p += n + 1;
+    }
+}
+
+/* "a|b|c" as "a, b or c". */
+static void choices_text(const char *choices, char *out, size_t len)
+{
+    size_t o = 0;
+    for (const char *p = choices; *p && o < len;) {
+        size_t n = strcspn(p, "|");
+        const char *sep = !p[n] ? "" : strchr(p + n + 1, '|') ? ", " : " or ";
+        o += (size_t)snprintf(out + o, len - o, "%.*s%s", (int)n, p, sep);
+        p += n + (p[n] != '\0');
+    }
+}
+
+/* Applies v to shared key k (name: as written) of l: 1, or a recorded error. A text is refused when
+ * longer than its field, a number outside the key's range, a boolean unless
+ * true/false/yes/no; state_dir must not be empty, log_level must be a level. */
+static int shared_set(struct ctx *x, const struct config_key *k, const char *name, const char *v)
+{
+    char *base = (char *)x->l + k->offset;
+    long long n;
+    int i;
+    switch (k->type) {
+    case CONFIG_STR:
+        if (!strcmp(k->name, "state_dir") && !v[0])
+            return bad(x, "state_dir must not be empty");
+        if (!strcmp(k->name, "log_level") && strcmp(v, "error") && strcmp(v, "warn") &&
+            strcmp(v, "info") && strcmp(v, "debug"))
+            return bad(x, "log_level must be error, warn, info or debug, not '%s'", v);
+        return live_str(x, name, v, base, CONFIG_STR_MAX);
+    case CONFIG_INT:
+        if (integer(v, (long long)k->min, (long long)k->max, &n) < 0)
+            return bad(x, "%s.%s must be %.0f to %.0f, not '%s'", k->section, k->name, k->min,
+                       k->max, v);
+        *(long *)base = (long)n;
+        return 1;
+    case CONFIG_ENUM:
+        if ((i = choice(k->choices, v)) < 0) {
+            char t[128];
+            choices_text(k->choices, t, sizeof t);
+            return bad(x, "%s.%s must be %s, not '%s'", k->section, k->name, t, v);
+        }
+        *(int *)base = i;
+        return 1;
+    case CONFIG_BOOL:
+        if (strcmp(v, "true") && strcmp(v, "false") && strcmp(v, "yes") && strcmp(v, "no"))
+            return bad(x, "%s.%s must be true or false, not '%s'", k->section, k->name, v);
+        *(int *)base = !strcmp(v, "true") || !strcmp(v, "yes");
+        return 1;
+    case CONFIG_DOUBLE:
+        break;
+    }
+    return bad(x, "internal: key %s.%s has no parser", k->section, k->name);
+}
+
+/* [batch], [store], [limits], [security], [stats]: the live driver's keys (struct
+ * batch_live_cfg): the shared ones from the table, the batch role's own here. */
 static int set_live(struct ctx *x, const char *sec, const char *k, const char *v)
 {
-    struct batch_live_cfg *l = &x->c->live;
+    struct batch_live_cfg *l = x->l;
     long long n;
+    for (const struct config_key *s = shared_keys; s->name; s++)
+        if (!strcasecmp(sec, s->section) && !strcasecmp(k, s->name))
+            return shared_set(x, s, k, v);
     if (!strcasecmp(sec, "batch")) {
-        if (!strcasecmp(k, "listen"))
-            return live_str(x, k, v, l->listen, sizeof l->listen);
-        if (!strcasecmp(k, "state_dir"))
-            return v[0] ? live_str(x, k, v, l->state_dir, sizeof l->state_dir)
-                        : bad(x, "state_dir must not be empty");
         if (!strcasecmp(k, "clusters"))
             return live_str(x, k, v, l->clusters, sizeof l->clusters);
         if (!strcasecmp(k, "admins"))
             return live_str(x, k, v, l->admins, sizeof l->admins);
-        if (!strcasecmp(k, "log_level")) {
-            if (strcmp(v, "error") && strcmp(v, "warn") && strcmp(v, "info") && strcmp(v, "debug"))
-                return bad(x, "log_level must be error, warn, info or debug, not '%s'", v);
-            return live_str(x, k, v, l->log_level, sizeof l->log_level);
-        }
         if (!strcasecmp(k, "max_interval_s")) {
             if (integer(v, 1, 86400, &n) < 0)
                 return bad(x, "max_interval_s must be 1 to 86400 seconds, not '%s'", v);
             l->max_interval_s = n;
-            return 1;
-        }
-    } else if (!strcasecmp(sec, "store")) {
-        if (!strcasecmp(k, "sync")) {
-            static const char *const m[] = {"full", "meta", "none"};
-            for (int i = 0; i < 3; i++)
-                if (!strcmp(v, m[i])) {
-                    l->sync = i;
-                    return 1;
-                }
-            return bad(x, "store.sync must be full, meta or none, not '%s'", v);
-        }
-        if (!strcasecmp(k, "map_mb")) {
-            if (integer(v, 1, 1LL << 20, &n) < 0)
-                return bad(x, "store.map_mb must be 1 to 1048576, not '%s'", v);
-            l->map_mb = n;
-            return 1;
-        }
-    } else if (!strcasecmp(sec, "security")) {
-        struct curve_conf *s = &l->sec;
-        if (!strcasecmp(k, "secret_key"))
-            return live_str(x, k, v, s->secret_key, sizeof s->secret_key);
-        if (!strcasecmp(k, "server_key"))
-            return live_str(x, k, v, s->server_key, sizeof s->server_key);
-        if (!strcasecmp(k, "authorized_keys"))
-            return live_str(x, k, v, s->authorized_keys, sizeof s->authorized_keys);
-        if (!strcasecmp(k, "plain")) {
-            if (strcmp(v, "true") && strcmp(v, "false") && strcmp(v, "yes") && strcmp(v, "no"))
-                return bad(x, "security.plain must be true or false, not '%s'", v);
-            s->plain = !strcmp(v, "true") || !strcmp(v, "yes");
             return 1;
         }
     } else if (!strcasecmp(sec, "stats")) {
@@ -300,11 +345,6 @@ static int set_live(struct ctx *x, const char *sec, const char *k, const char *v
         }
         if (!strcasecmp(k, "http"))
             return live_str(x, k, v, l->stats_http, sizeof l->stats_http);
-    } else if (!strcasecmp(k, "peer_queue")) {
-        if (integer(v, 1, 1000000, &n) < 0)
-            return bad(x, "limits.peer_queue must be 1 to 1000000, not '%s'", v);
-        l->peer_queue = n;
-        return 1;
     }
     return bad(x, "unknown key '%s' in [%s]", k, sec);
 }
@@ -382,23 +422,20 @@ static int finish(struct ctx *x, int rc, const char *name, char *err, size_t err
     return -1;
 }
 
-int batch_conf_load(struct batch_config *c, const char *path, char *err, size_t errlen)
+/* Reads the file at path (or the text s, when path is NULL) into c and l. */
+static int load(struct batch_config *c, struct batch_live_cfg *l, const char *path, const char *s,
+                const char *name, char *err, size_t errlen)
 {
-    struct ctx x = {.c = c};
+    struct ctx x = {.c = c, .l = l};
+    if (!x.l)
+        x.l = &x.scratch;
     errno = 0;
-    int rc = ini_parse(path, handler, &x);
-    return finish(&x, rc, path, err, errlen);
-}
-
-int batch_conf_load_string(struct batch_config *c, const char *s, const char *name, char *err,
-                           size_t errlen)
-{
-    struct ctx x = {.c = c};
-    int rc = ini_parse_string(s, handler, &x);
+    int rc = path ? ini_parse(path, handler, &x) : ini_parse_string(s, handler, &x);
     return finish(&x, rc, name, err, errlen);
 }
 
-int batch_conf_set(struct batch_config *c, const char *a, char *err, size_t errlen)
+static int set(struct batch_config *c, struct batch_live_cfg *l, const char *a, char *err,
+               size_t errlen)
 {
     const char *eq = strchr(a, '=');
     const char *dot = eq ? memrchr(a, '.', (size_t)(eq - a)) : NULL;
@@ -413,7 +450,9 @@ int batch_conf_set(struct batch_config *c, const char *a, char *err, size_t errl
     }
     snprintf(section, sizeof section, "%.*s", (int)(dot - a), a);
     snprintf(key, sizeof key, "%.*s", (int)(eq - dot - 1), dot + 1);
-    struct ctx x = {.c = c};
+    struct ctx x = {.c = c, .l = l};
+    if (!x.l)
+        x.l = &x.scratch;
     handler(&x, section, key, eq + 1);
     ctx_free(&x);
     if (x.msg[0]) {
@@ -423,8 +462,65 @@ int batch_conf_set(struct batch_config *c, const char *a, char *err, size_t errl
     return 0;
 }
 
-void batch_conf_print(const struct batch_config *c, FILE *out)
+int batch_conf_load(struct batch_config *c, const char *path, char *err, size_t errlen)
 {
+    return load(c, NULL, path, NULL, path, err, errlen);
+}
+
+int batch_conf_load_string(struct batch_config *c, const char *s, const char *name, char *err,
+                           size_t errlen)
+{
+    return load(c, NULL, NULL, s, name, err, errlen);
+}
+
+int batch_conf_set(struct batch_config *c, const char *a, char *err, size_t errlen)
+{
+    return set(c, NULL, a, err, errlen);
+}
+
+int batch_ini_load(struct batch_ini *f, const char *path, char *err, size_t errlen)
+{
+    return load(&f->eng, &f->live, path, NULL, path, err, errlen);
+}
+
+int batch_ini_load_string(struct batch_ini *f, const char *s, const char *name, char *err,
+                          size_t errlen)
+{
+    return load(&f->eng, &f->live, NULL, s, name, err, errlen);
+}
+
+int batch_ini_set(struct batch_ini *f, const char *a, char *err, size_t errlen)
+{
+    return set(&f->eng, &f->live, a, err, errlen);
+}
+
+void batch_ini_defaults(struct batch_ini *f)
+{
+    batch_config_defaults(&f->eng);
+    memset(&f->live, 0, sizeof f->live);
+    struct ctx x = {.c = &f->eng, .l = &f->live};
+    for (const struct config_key *k = shared_keys; k->name; k++)
+        shared_set(&x, k, k->name, k->dflt);
+    f->live.max_interval_s = 30;
+    f->live.stats_interval_s = 10;
+}
+
+void batch_ini_clear(struct batch_ini *f)
+{
+    batch_config_clear(&f->eng);
+}
+
+int batch_ini_copy(struct batch_ini *dst, const struct batch_ini *src)
+{
+    if (batch_config_copy(&dst->eng, &src->eng) < 0)
+        return -1;
+    dst->live = src->live;
+    return 0;
+}
+
+void batch_ini_print(const struct batch_ini *f, FILE *out)
+{
+    const struct batch_config *c = &f->eng;
     static const char *const bf[] = {"none", "firstfit", "bestfit"};
     fprintf(out, "[scheduler]\n");
     if (c->reservation_depth == BATCH_UNLIMITED)
@@ -440,7 +536,7 @@ void batch_conf_print(const struct batch_config *c, FILE *out)
             c->fspolicy == BATCH_FS_NONE ? "none" : "dedicatedps", (long long)c->fsinterval,
             c->fsdepth, c->fsdecay);
     static const char *const sy[] = {"full", "meta", "none"};
-    const struct batch_live_cfg *l = &c->live;
+    const struct batch_live_cfg *l = &f->live;
     fprintf(out,
             "\n[batch]\nlisten = %s\nstate_dir = %s\nclusters = %s\nadmins = %s\n"
             "max_interval_s = %lld\nlog_level = %s\n\n[store]\nsync = %s\nmap_mb = %lld\n\n"

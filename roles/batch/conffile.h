@@ -2,6 +2,11 @@
  * conffile.h - batch.ini: reading it (inih), single-key overrides (--set) and
  * printing the effective configuration (--check-config). The keys and their
  * defaults are documented in configs/batch.ini.
+ *
+ * The batch_conf_* functions fill the engine's settings only (the meta simulator's
+ * sites): the live driver's sections are checked as strictly and then dropped. The
+ * whole file, the live driver's settings included, is struct batch_ini
+ * (roles/batch/liveconf.h), read by the same code.
  */
 #ifndef GRIDNODE_BATCH_CONFFILE_H
 #define GRIDNODE_BATCH_CONFFILE_H
@@ -19,7 +24,5 @@ int batch_conf_load_string(struct batch_config *c, const char *s, const char *na
                            size_t errlen);
 /* Applies one "SECTION.KEY=VALUE" (a credential section is "user:NAME"). */
 int batch_conf_set(struct batch_config *c, const char *assignment, char *err, size_t errlen);
-/* Writes c as an INI file that batch_conf_load reads back to the same values. */
-void batch_conf_print(const struct batch_config *c, FILE *out);
 
 #endif

@@ -17,6 +17,7 @@
 
 #include "roles/batch/engine/batch.h"
 #include "roles/batch/conffile.h"
+#include "roles/batch/liveconf.h"
 
 static void job(struct batch_engine *e, uint64_t id, const char *user, int32_t tasks, int64_t wall,
                 int64_t submit)
@@ -157,7 +158,12 @@ static void test_config(void **state)
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    batch_conf_print(&c, f);
+    struct batch_ini whole;
+    batch_ini_defaults(&whole);
+    batch_config_clear(&whole.eng);
+    assert_int_equal(batch_config_copy(&whole.eng, &c), 0);
+    batch_ini_print(&whole, f);
+    batch_ini_clear(&whole);
     fclose(f);
     struct batch_config d;
     assert_int_equal(load(&d, buf, err), 0);
@@ -205,12 +211,92 @@ static void test_config(void **state)
     assert_non_null(strstr(err, "/nonexistent/batch.ini: cannot open"));
 }
 
+static void expect_ini_error(const char *text, const char *want)
+{
+    struct batch_ini f;
+    char err[256] = "";
+    batch_ini_defaults(&f);
+    assert_int_equal(batch_ini_load_string(&f, text, "t.ini", err, sizeof err), -1);
+    if (strcmp(err, want))
+        fail_msg("error '%s', expected '%s'", err, want);
+    batch_ini_clear(&f);
+}
+
+/* The live driver's sections: the shared daemon keys (daemon/daemon.h's key block)
+ * and the batch role's own, their defaults, messages and the printed file. */
+static void test_live_config(void **state)
+{
+    (void)state;
+    struct batch_ini f, g;
+    char err[256] = "";
+    batch_ini_defaults(&f);
+    assert_string_equal(f.live.listen, "tcp://127.0.0.1:7400");
+    assert_string_equal(f.live.state_dir, "run/batch");
+    assert_string_equal(f.live.log_level, "info");
+    assert_int_equal(f.live.sync, 0);
+    assert_int_equal(f.live.map_mb, 64);
+    assert_int_equal(f.live.peer_queue, 1000);
+    assert_int_equal(f.live.max_interval_s, 30);
+    assert_int_equal(f.live.stats_interval_s, 10);
+    assert_int_equal(f.live.sec.plain, 0);
+    const char *text = "[Batch]\nListen = tcp://127.0.0.1:9\nclusters = a=tcp://h:1\n"
+                       "log_level = debug\n[store]\nsync = none\nmap_mb = 3\n[limits]\n"
+                       "peer_queue = 4\n[security]\nplain = yes\nsecret_key = /k\n"
+                       "[stats]\ninterval_s = 5\n";
+    assert_int_equal(batch_ini_load_string(&f, text, "t.ini", err, sizeof err), 0);
+    assert_string_equal(f.live.listen, "tcp://127.0.0.1:9");
+    assert_string_equal(f.live.clusters, "a=tcp://h:1");
+    assert_int_equal(f.live.sync, 2);
+    assert_int_equal(f.live.map_mb, 3);
+    assert_int_equal(f.live.peer_queue, 4);
+    assert_int_equal(f.live.sec.plain, 1);
+    assert_string_equal(f.live.sec.secret_key, "/k");
+    assert_int_equal(batch_ini_set(&f, "store.sync=meta", err, sizeof err), 0);
+    assert_int_equal(f.live.sync, 1);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *o = open_memstream(&buf, &len);
+    batch_ini_print(&f, o);
+    fclose(o);
+    batch_ini_defaults(&g);
+    assert_int_equal(batch_ini_load_string(&g, buf, "printed", err, sizeof err), 0);
+    assert_int_equal(memcmp(&f.live, &g.live, sizeof f.live), 0);
+    free(buf);
+    batch_ini_clear(&f);
+    batch_ini_clear(&g);
+    /* the engine-only reader checks the live sections and drops them */
+    struct batch_config c;
+    batch_config_defaults(&c);
+    assert_int_equal(batch_conf_load_string(&c, text, "t.ini", err, sizeof err), 0);
+    assert_int_equal(batch_conf_set(&c, "store.sync=maybe", err, sizeof err), -1);
+    assert_string_equal(err, "--set store.sync=maybe: store.sync must be full, meta or none, not "
+                             "'maybe'");
+    batch_config_clear(&c);
+    expect_ini_error("[store]\nsync = Full\n",
+                     "t.ini:2: store.sync must be full, meta or none, not 'Full'");
+    expect_ini_error("[store]\nmap_mb = 0\n",
+                     "t.ini:2: store.map_mb must be 1 to 1048576, not '0'");
+    expect_ini_error("[limits]\npeer_queue = x\n",
+                     "t.ini:2: limits.peer_queue must be 1 to 1000000, not 'x'");
+    expect_ini_error("[security]\nplain = 1\n",
+                     "t.ini:2: security.plain must be true or false, not '1'");
+    expect_ini_error("[batch]\nstate_dir =\n", "t.ini:2: state_dir must not be empty");
+    expect_ini_error("[batch]\nlog_level = loud\n",
+                     "t.ini:2: log_level must be error, warn, info or debug, not 'loud'");
+    expect_ini_error("[batch]\nmax_interval_s = 0\n",
+                     "t.ini:2: max_interval_s must be 1 to 86400 seconds, not '0'");
+    expect_ini_error("[limits]\nlisten = x\n", "t.ini:2: unknown key 'listen' in [limits]");
+    expect_ini_error("[store]\nsync = none\nSYNC = full\n",
+                     "t.ini:3: duplicate key 'SYNC' in [store]");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decay),
         cmocka_unit_test(test_fairshare_priority),
         cmocka_unit_test(test_config),
+        cmocka_unit_test(test_live_config),
     };
     return cmocka_run_group_tests_name("batch_fs", tests, NULL, NULL);
 }

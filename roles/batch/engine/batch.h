@@ -25,8 +25,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "daemon/curve.h"
-
 #define BATCH_NAME_MAX 64
 #define BATCH_NEVER INT64_MAX
 #define BATCH_UNLIMITED (-1)
@@ -74,24 +72,6 @@ struct batch_cred_cfg {
     int64_t defwalltime, maxwalltime;
 };
 
-/* Settings of the live driver ([batch], [store], [limits] in batch.ini; the engine
- * ignores them, --simulate checks them). Defaults in batch_config_defaults. */
-#define BATCH_LIVE_STR 1024
-struct batch_live_cfg {
-    char listen[256];
-    char state_dir[256];
-    char clusters[BATCH_LIVE_STR]; /* "ep,ep" or "name=ep,..." */
-    char admins[BATCH_LIVE_STR];   /* user names allowed to run admin commands */
-    char log_level[16];
-    int64_t max_interval_s; /* a cycle at least this often */
-    int sync;               /* enum store_sync: 0 full, 1 meta, 2 none */
-    int64_t map_mb;
-    int64_t peer_queue;
-    struct curve_conf sec;    /* [security] (daemon/curve.h) */
-    int64_t stats_interval_s; /* [stats] (daemon/statspage.h, livestats.c) */
-    char stats_http[256];
-};
-
 struct batch_config {
     int32_t reservation_depth; /* BATCH_UNLIMITED = conservative backfill */
     enum batch_backfill backfill;
@@ -114,7 +94,6 @@ struct batch_config {
      * and report the end within milliseconds, so the grace only keeps the plan off the
      * busy hosts until then, without opening a window backfill could fill. */
     int64_t overrun_grace;
-    struct batch_live_cfg live;
     struct batch_cred_cfg *creds; /* owned; batch_config_clear frees */
     size_t ncreds, capcreds;
 };

@@ -1,6 +1,7 @@
 /*
  * config.c - the engine's configuration in memory: Maui's defaults, copying, and
- * the per-credential entries. Reading batch.ini is conffile.c.
+ * the per-credential entries. Reading batch.ini is roles/batch/conffile.c; the live
+ * driver's settings are roles/batch/liveconf.h.
  */
 #include <errno.h>
 #include <math.h>
@@ -27,14 +28,6 @@ void batch_config_defaults(struct batch_config *c)
     c->estimates = false;
     c->unit_per_s = 1;
     c->overrun_grace = 60; /* a minute of a replay in seconds (batch.h) */
-    strcpy(c->live.listen, "tcp://127.0.0.1:7400");
-    strcpy(c->live.state_dir, "run/batch");
-    strcpy(c->live.log_level, "info");
-    c->live.max_interval_s = 30;
-    c->live.sync = 0;
-    c->live.map_mb = 64;
-    c->live.peer_queue = 1000;
-    c->live.stats_interval_s = 10;
 }
 
 void batch_config_clear(struct batch_config *c)

@@ -24,6 +24,7 @@
 #include "daemon/httpstats.h"
 #include "lib/log.h"
 #include "daemon/loop.h"
+#include "daemon/record.h"
 #include "daemon/statspage.h"
 #include "roles/batch/live/live.h"
 #include "store/store.h"
@@ -35,35 +36,6 @@ static const struct store_table live_tables[] = {
     {NULL},
 };
 
-/*
- * The role's clock, as the simulator's (one policy, two drivers): everything a turn
- * tells the engine (submissions, ends, starts, commands) and the cycle that follows
- * happen at ONE instant, the turn's, and that instant is later than the last cycle's.
- * The simulator processes all events of one time and then runs one cycle; the live
- * role must do the same, or a replay of its own records decides differently: two
- * ends read from one EVENTS reply were stamped a millisecond apart when the turn
- * crossed a millisecond boundary (the replay then ran a cycle between them and
- * backfilled a small job where the live cycle had started the wide one), and two
- * turns in one millisecond each ran a cycle where the replay runs one. So the instant
- * is taken once per turn (reset by the commit) as max(wall clock, last cycle + 1 ms),
- * and a cycle waits until the wall clock reaches it (at most 1 ms, see maybe_cycle);
- * the turns in between keep that instant, so the cycle runs at the time its changes
- * were given.
- */
-int64_t live_now(struct live *L)
-{
-    if (!L->turn_now) {
-        int64_t t = wall_now_ms();
-        L->turn_now = t > L->engine_now ? t : L->engine_now + 1;
-    }
-    return L->turn_now;
-}
-
-void live_want_cycle(struct live *L)
-{
-    L->want_cycle = true;
-}
-
 static void on_request(void *arg, const struct wire_msg *m, const char *peer,
                        struct wire_buf *reply)
 {
@@ -74,7 +46,7 @@ static void on_request(void *arg, const struct wire_msg *m, const char *peer,
 static void run_cycle(struct live *L)
 {
     int64_t now = live_now(L);
-    livecmd_apply(L);
+    live_resv_apply(L);
     for (uint32_t i = 0; i < L->njobs; i++)
         if (L->jobs[i]->nfed < L->jobs[i]->ntasks)
             live_job_feed(L, L->jobs[i]);
@@ -132,9 +104,7 @@ static void run_cycle(struct live *L)
 static int commit_turn(struct live *L)
 {
     if (L->meta_dirty) {
-        char v[24];
-        snprintf(v, sizeof v, "%llu", (unsigned long long)L->next_id);
-        if (store_put(L->store, L->t_meta, "next_job", 8, v, strlen(v)) < 0)
+        if (record_put_u64(L->store, L->t_meta, "next_job", L->next_id) < 0)
             return -1;
         L->meta_dirty = false;
     }
@@ -234,22 +204,17 @@ static int load_meta(struct live *L)
         if (store_put(L->store, L->t_meta, "inc", 3, L->inc, strlen(L->inc)) < 0)
             return -1;
     }
-    L->next_id = 1;
-    if (store_get(L->store, L->t_meta, "next_job", 8, &v, &vl) == 0) {
-        char b[24];
-        snprintf(b, sizeof b, "%.*s", (int)(vl < 23 ? vl : 23), (char *)v);
-        L->next_id = strtoull(b, NULL, 10);
-        free(v);
-        if (L->next_id < 1)
-            L->next_id = 1;
-    }
+    uint64_t next = 1; /* absent (a new store) or unreadable: ids from 1, then load_job */
+    if (record_get_u64(L->store, L->t_meta, "next_job", &next) != 0 || next < 1)
+        next = 1;
+    L->next_id = next;
     return 0;
 }
 
 static int load_all(struct live *L)
 {
     struct batch_config ec;
-    if (batch_config_copy(&ec, &L->cfg) < 0)
+    if (batch_config_copy(&ec, &L->cfg.eng) < 0)
         return -1;
     ec.unit_per_s = 1000;
     ec.overrun_grace = 1000;
@@ -260,7 +225,7 @@ static int load_all(struct live *L)
         return -1;
     }
     L->nslots = 0;
-    if (load_meta(L) < 0 || live_load(L) < 0 || livecmd_load(L) < 0)
+    if (load_meta(L) < 0 || live_load(L) < 0 || live_resv_load(L) < 0)
         return -1;
     L->want_cycle = true;
     return 0;
@@ -299,7 +264,7 @@ static int live_open(struct live *L)
     return 0;
 }
 
-int live_check_config(const struct batch_config *cfg, char *err, size_t errlen)
+int live_check_config(const struct batch_ini *cfg, char *err, size_t errlen)
 {
     const struct batch_live_cfg *l = &cfg->live;
     if (config_check_log_level("batch.log_level", l->log_level, err, errlen) < 0 ||
@@ -322,7 +287,7 @@ int live_check_config(const struct batch_config *cfg, char *err, size_t errlen)
     return 0;
 }
 
-int live_main(int argc, char **argv, struct batch_config *cfg)
+int live_main(int argc, char **argv, struct batch_ini *cfg)
 {
     (void)argc;
     (void)argv;
@@ -331,11 +296,11 @@ int live_main(int argc, char **argv, struct batch_config *cfg)
     int rc = 1;
     L.lockfd = -1;
     L.default_cl = -1;
-    if (batch_config_copy(&L.cfg, cfg) < 0)
+    if (batch_ini_copy(&L.cfg, cfg) < 0)
         return 1;
     if (live_check_config(&L.cfg, err, sizeof err) < 0) {
         fprintf(stderr, "gridnode batch: configuration error: %s\n", err);
-        batch_config_clear(&L.cfg);
+        batch_ini_clear(&L.cfg);
         return 1;
     }
     log_init("batch", (enum log_level)log_level_parse(L.cfg.live.log_level));
@@ -370,13 +335,13 @@ out:
         store_commit(L.store);
     store_close(&L.store);
     live_jobs_free(&L);
-    livecmd_free(&L);
+    live_resv_free(&L);
     batch_engine_destroy(&L.eng);
     daemon_destroy(&L.daemon);
     loop_destroy(&L.loop);
     free(L.slot_cl);
     free(L.slot_host);
-    batch_config_clear(&L.cfg);
+    batch_ini_clear(&L.cfg);
     if (L.lockfd >= 0)
         close(L.lockfd);
     return rc;

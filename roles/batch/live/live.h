@@ -2,11 +2,22 @@
  * live.h - the live batch role (`gridnode batch -c FILE`): the engine (batch.h) driven
  * by real requests and by the cluster managers it schedules onto.
  *
- *   live.c      start-up, the daemon callbacks, the cycle and the group commit
- *   livejob.c   jobs and their elements in memory and in the store (records)
- *   livereq.c   the user vocabulary: SUBMIT, PSUBMIT, JOB_LIST, JOB_GET, CANCEL
- *   liveclu.c   one DEALER per cluster manager: resynchronisation, the EVENTS feed,
- *               starts (PSUBMIT with hosts), cancels, reconciliation after restarts
+ * Its files, each calling only the ones listed below it:
+ *
+ *   live.c         start-up, the daemon callbacks, the cycle and the group commit
+ *   livestats.c    the statistics page, stats.json and /metrics
+ *   livereq.c      the user vocabulary: SUBMIT, PSUBMIT, JOB_LIST, JOB_GET, CANCEL,
+ *                  JOB_CTL, NODE_LIST; hands Maui's commands to livecmd.c
+ *   livecmd.c      Maui's queries (SHOWQ, CHECKJOB, ESTIMATE, DIAGNOSE, SITE_INFO) and
+ *                  the table of Maui's commands
+ *   liveresvcmd.c  the reservation commands (RESV_LIST/SET/RELEASE, RESERVE)
+ *   liveclu.c      one DEALER per cluster manager: resynchronisation, the EVENTS feed,
+ *                  starts (PSUBMIT with hosts), cancels, reconciliation after restarts
+ *   liveresv.c     reservations in memory, in the store and in the engine
+ *   livereply.c    what the commands share: error replies, paging, name lists, admins
+ *   livehost.c     the clusters' hosts as engine nodes (one per core), their classes
+ *   livejob.c      jobs and their elements in memory and in the store (records); the
+ *                  turn's clock
  *
  * Time: the engine runs in milliseconds of the wall clock (config unit_per_s = 1000),
  * kept non-decreasing. Job ids are the role's own; a job is either a task array
@@ -22,6 +33,7 @@
 #include <stdint.h>
 
 #include "roles/batch/engine/batch.h"
+#include "roles/batch/liveconf.h"
 #include "wire/wire.h"
 
 struct loop;
@@ -128,7 +140,7 @@ struct lclu {
     uint32_t reconciling; /* outstanding JOB_GET / PSUBMIT of a resync */
 };
 
-/* An administrative or site reservation as stored (livecmd.c). */
+/* An administrative or site reservation as stored (liveresv.c). */
 struct lresv {
     char name[BATCH_NAME_MAX], owner[BATCH_NAME_MAX];
     int64_t start, end; /* wall ms */
@@ -150,7 +162,7 @@ struct lout {
 };
 
 struct live {
-    struct batch_config cfg;
+    struct batch_ini cfg; /* .eng the engine's settings, .live the driver's */
     struct batch_engine *eng;
     struct loop *loop;
     struct daemon *daemon;
@@ -181,7 +193,7 @@ struct live {
     struct lout *out;
     uint32_t nout, capout;
     uint64_t cycles, starts, refusals;
-    /* reservations (livecmd.c) */
+    /* reservations (liveresv.c) */
     int t_resv;
     struct lresv *resv;
     uint32_t nresv, capresv;
@@ -194,14 +206,14 @@ struct live {
 };
 
 /* live.c */
-int64_t live_now(struct live *L); /* this turn's instant, wall ms (see live.c) */
-void live_want_cycle(struct live *L);
-int live_main(int argc, char **argv, struct batch_config *cfg);
+int live_main(int argc, char **argv, struct batch_ini *cfg);
 /* The live role's configuration checks beyond each key's own (endpoints, a cluster
  * to drive): run by --check-config and at start-up alike. 0, or -1 with err. */
-int live_check_config(const struct batch_config *cfg, char *err, size_t errlen);
+int live_check_config(const struct batch_ini *cfg, char *err, size_t errlen);
 
 /* livejob.c */
+int64_t live_now(struct live *L); /* this turn's instant, wall ms (see livejob.c) */
+void live_want_cycle(struct live *L);
 uint64_t live_eid(uint64_t job, uint32_t e);
 struct ljob *live_job_find(struct live *L, uint64_t id);
 struct lelem *live_elem_find(struct live *L, uint64_t eid, struct ljob **jp);
@@ -217,6 +229,8 @@ void live_elem_spec(const struct live *L, const struct ljob *j, uint32_t e,
                     struct batch_job_spec *s);
 /* Gives more pending elements of j to the engine (up to the window). */
 void live_job_feed(struct live *L, struct ljob *j);
+/* Buffers j's record with its argv (at submission, and rewriting it); 0/-1. */
+int live_job_save(struct live *L, const struct ljob *j, char **argv, uint32_t argc);
 /* Writes the dirty job and element records into the store buffer; 0/-1. */
 int live_save_dirty(struct live *L);
 /* Loads jobs and elements from the store; 0/-1. */
@@ -239,32 +253,115 @@ void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb)
 /* livecmd.c: Maui's commands and the site interface (types 80-95) */
 bool livecmd_handles(uint32_t type);
 void livecmd_dispatch(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
-/* SUBMIT/PSUBMIT `resv`: NULL if job j (not yet numbered) may run in it, else why. */
-const char *livecmd_resv_check(struct live *L, const struct ljob *j);
-/* After j got its id: binds a site reservation to it (stored); 0/-1. */
-int livecmd_resv_bind(struct live *L, struct ljob *j);
-/* Reads the stored reservations (at start and after a failed commit); 0/-1. */
-int livecmd_load(struct live *L);
-void livecmd_free(struct live *L);
-/* Before each cycle: re-creates stored reservations once their nodes are known,
- * forgets the ended ones. */
-void livecmd_apply(struct live *L);
-
 /* The CHECKJOB row of j (a msgpack map; docs/wire.md 6.12), for livestats.c too. */
 void livecmd_job_row(struct live *L, const struct ljob *j, struct wire_buf *wb);
-/* The RESVS row of v (a msgpack map). */
-void livecmd_resv_row(struct live *L, const struct lresv *v, struct wire_buf *wb);
+
+/* liveresvcmd.c: the reservation commands, for livecmd.c's table */
+void livecmd_resv_list(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
+void livecmd_resv_set(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
+void livecmd_reserve(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
+void livecmd_resv_release(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
+/* The RESVS row of v (a msgpack map), for livestats.c too. */
+void live_resv_row(struct live *L, const struct lresv *v, struct wire_buf *wb);
+
+/* livereply.c: what the commands share */
+extern const char *const live_acl_keys[BATCH_CRED_KINDS]; /* "users", ... */
+/* Replaces reply with an error reply (the text cleaned for the wire). */
+__attribute__((format(printf, 4, 5))) void live_fail(struct wire_buf *reply, uint64_t id, int code,
+                                                     const char *fmt, ...);
+/* A comma list split into a malloc'd vector pointing into a malloc'd copy. */
+struct live_words {
+    char *buf;
+    const char **v;
+    size_t n;
+};
+int live_words_split(const char *s, struct live_words *w); /* 0, or -1 (ENOMEM) */
+void live_words_free(struct live_words *w);
+/* name is one of the comma list's names. */
+bool live_in_list(const char *list, const char *name);
+/* The requester is an administrator (batch.admins, else root or the role's user;
+ * with CURVE, an identity of kind admin). */
+bool live_is_admin(struct live *L, const msgpack_object *m);
+/* Host name of an engine node ("" unknown). */
+const char *live_node_host(struct live *L, int32_t n);
+/* Distinct hosts of a comma list of engine node names, as an array under key. */
+void live_put_hosts_of_nodes(struct live *L, struct wire_buf *wb, const char *key,
+                             const char *nodes);
+/* A comma list as an array of str under key. */
+void live_put_list(struct wire_buf *wb, const char *key, const char *list);
+/* A comma list from an array of str field; NULL when absent/empty; *bad on a name
+ * with a comma or a control character. */
+char *live_list_field(const msgpack_object *m, const char *key, bool *bad);
+/* A job's credential of kind k ("" unset). */
+const char *live_job_cred(const struct ljob *j, int k);
+/*
+ * Paging of the list replies (QUEUE, DIAG, RESVS; docs/wire.md 6.2 and 6.12): the
+ * request's "from" (a cursor) and "count" (rows, default 100,000); a page also ends
+ * once its rows pass LIVE_LIST_MAX bytes, and always holds a row when one is left.
+ * The rows are built into rows: live_page_add before each says whether it still
+ * belongs to this page (and counts it), live_page_reply writes the reply (TYPE with
+ * "now", the rows under key, and "next" when the page was cut) and frees the rows.
+ */
+struct live_page {
+    uint64_t from, count;
+    uint32_t n; /* rows in this page */
+    bool more;  /* cut: rows are left for the next page */
+    struct wire_buf rows;
+};
+void live_page_init(struct live_page *pg, const struct wire_msg *m);
+bool live_page_add(struct live_page *pg);
+void live_page_reply(struct live_page *pg, struct wire_buf *reply, const struct wire_msg *m,
+                     uint32_t type, int64_t now, const char *key, uint64_t next);
+
+/* liveresv.c: reservations */
+/* SUBMIT/PSUBMIT `resv`: NULL if job j (not yet numbered) may run in it, else why. */
+const char *live_resv_check(struct live *L, const struct ljob *j);
+/* After j got its id: binds a site reservation to it (stored); 0/-1. */
+int live_resv_bind(struct live *L, struct ljob *j);
+/* Reads the stored reservations (at start and after a failed commit); 0/-1. */
+int live_resv_load(struct live *L);
+void live_resv_free(struct live *L);
+/* Before each cycle: re-creates stored reservations once their nodes are known,
+ * forgets the ended ones. */
+void live_resv_apply(struct live *L);
+struct lresv *live_resv_find(struct live *L, const char *name);
+/* Frees what v holds and zeroes it. */
+void live_resv_clear(struct lresv *v);
+/* Buffers v's record; 0/-1. */
+int live_resv_store(struct live *L, const struct lresv *v);
+/* Forgets v: its record, its engine reservation, its entry. */
+void live_resv_drop(struct live *L, struct lresv *v);
+/* Creates v in the engine (named nodes). 0, or -1 with why. */
+int live_resv_engine(struct live *L, struct lresv *v, bool restore, char *why, size_t wl);
 
 /* livestats.c: the statistics page, stats.json and /metrics (daemon/statspage.h) */
 int livestats_open(struct live *L, char *err, size_t errlen);
 void livestats_close(struct live *L);
 
-/* liveclu.c */
+/* livehost.c: hosts and engine nodes */
 /* Engine node of core k (< nslots) of host h. */
 static inline int32_t live_host_slot(const struct lhost *h, int32_t k)
 {
     return k < h->nbase ? h->slot0 + k : h->xslot[k - h->nbase];
 }
+/* Host name and cluster of an engine node. */
+const char *live_slot_host(const struct live *L, int32_t slot, int *cl);
+/* Engine node of a host, free, for adoption; -1 if none. */
+int32_t live_host_free_slot(struct live *L, int cl, const char *host, const int32_t *taken,
+                            int32_t ntaken);
+/* A host's up/down as its cluster reports it (the engine's nodes follow). */
+void live_host_set_up(struct live *L, struct lclu *c, struct lhost *h, bool up);
+/* The hosts (comma list) of a refused start take no work for LIVE_REFUSED_BLOCK_MS. */
+void live_hosts_block(struct live *L, struct lclu *c, const char *hosts);
+/* Ends the blocks that expired at now (monotonic ms). */
+void live_hosts_unblock(struct live *L, struct lclu *c, int64_t now);
+/* Applies one NODES row or "host" event (sync: during a resync). */
+void live_host_update(struct live *L, struct lclu *c, const msgpack_object *m, bool sync);
+/* False if cls names one of the clusters (classes); else true with the reason (naming
+ * the known classes) in why. */
+bool live_class_unknown(const struct live *L, const char *cls, char *why, size_t len);
+
+/* liveclu.c */
 int live_clusters_open(struct live *L, char *err, size_t errlen);
 void live_clusters_close(struct live *L);
 /* Queues the start of element e of j on its cluster (PSUBMIT with hosts). */
@@ -279,14 +376,5 @@ void live_clu_cancel(struct live *L, struct ljob *j, uint32_t e);
 void live_out_flush(struct live *L, bool send);
 /* Periodic: deadlines, resync of down clusters, polling fallback. */
 void live_clu_tick(struct live *L);
-/* Engine node of a host, free, for adoption; -1 if none. */
-int32_t live_host_free_slot(struct live *L, int cl, const char *host, const int32_t *taken,
-                            int32_t ntaken);
-/* Host name and cluster of an engine node. */
-const char *live_slot_host(const struct live *L, int32_t slot, int *cl);
-
-/* livereq.c: false if cls names one of the clusters (classes); else true with the reason
- * (naming the known classes) in why. */
-bool live_class_unknown(const struct live *L, const char *cls, char *why, size_t len);
 
 #endif

@@ -22,7 +22,6 @@
 #include "lib/log.h"
 #include "daemon/loop.h"
 #include "daemon/netopts.h"
-#include "lib/text.h"
 #include "roles/batch/live/live.h"
 #include "wire/jobenv.h"
 
@@ -149,252 +148,6 @@ static void send_events(struct live *L, struct lclu *c, int kind, uint64_t wait)
     wire_put_u64(&wb, "max", 1000);
     queue_out(L, c->idx, &wb);
     wire_buf_free(&wb);
-}
-
-/* ---- hosts and engine nodes ---- */
-
-const char *live_slot_host(const struct live *L, int32_t slot, int *cl)
-{
-    if (slot < 0 || slot >= L->nslots) {
-        *cl = -1;
-        return "?";
-    }
-    *cl = L->slot_cl[slot];
-    return L->cl[*cl].hosts[L->slot_host[slot]].name;
-}
-
-/* The engine's view of a host: up when its cluster says so and it is not blocked. */
-static void host_engine_sync(struct live *L, struct lhost *h)
-{
-    bool up = h->up && !h->blocked_until;
-    for (int32_t k = 0; k < h->nslots; k++)
-        batch_node_set_up(L->eng, live_host_slot(h, k), up && k < h->ncores);
-    live_want_cycle(L);
-}
-
-static void host_set_up(struct live *L, struct lclu *c, struct lhost *h, bool up)
-{
-    if (h->up == up)
-        return;
-    h->up = up;
-    host_engine_sync(L, h);
-    log_info("cluster %s: host %s %s", c->name, h->name, up ? "up" : "down");
-}
-
-/*
- * A start refused by the cluster (its admission is the final check: e.g. cores taken
- * by a job submitted to the cluster directly, behind the batch role's back): the
- * hosts of the refused placement take no new work for LIVE_REFUSED_BLOCK_MS, so the
- * job is placed elsewhere or retried a second later, never in a tight loop.
- */
-static void hosts_block(struct live *L, struct lclu *c, const char *hosts)
-{
-    for (uint32_t i = 0; hosts && i < c->nhosts; i++) {
-        struct lhost *h = &c->hosts[i];
-        size_t nl = strlen(h->name);
-        bool named = false;
-        for (const char *p = hosts; *p && !named;) {
-            size_t l = strcspn(p, ",");
-            named = l == nl && !memcmp(p, h->name, l);
-            p += l + (p[l] == ',');
-        }
-        if (!named)
-            continue;
-        h->blocked_until = loop_now_ms() + LIVE_REFUSED_BLOCK_MS;
-        host_engine_sync(L, h);
-    }
-}
-
-static void hosts_unblock(struct live *L, struct lclu *c, int64_t now)
-{
-    for (uint32_t i = 0; i < c->nhosts; i++) {
-        struct lhost *h = &c->hosts[i];
-        if (h->blocked_until && now >= h->blocked_until) {
-            h->blocked_until = 0;
-            host_engine_sync(L, h);
-        }
-    }
-}
-
-/* Room for n more engine nodes in the slot -> host maps; 0/-1. */
-static int slots_reserve(struct live *L, int32_t n)
-{
-    int32_t need = L->nslots + n;
-    if (need <= L->capslots)
-        return 0;
-    int32_t nc = need * 2;
-    int16_t *a = realloc(L->slot_cl, (size_t)nc * sizeof *a);
-    if (a)
-        L->slot_cl = a;
-    int32_t *b = realloc(L->slot_host, (size_t)nc * sizeof *b);
-    if (b)
-        L->slot_host = b;
-    if (!a || !b)
-        return -1;
-    L->capslots = nc;
-    return 0;
-}
-
-/* Adds engine node "host/k" (down) of host number hi of cluster c; its index or -1. */
-static int32_t core_add(struct live *L, struct lclu *c, uint32_t hi, const char *name, uint64_t k,
-                        const struct batch_res *cap)
-{
-    struct batch_node_spec ns;
-    memset(&ns, 0, sizeof ns);
-    /* unique across clusters: the cluster's name in front when it is not the first */
-    char nm[3 * BATCH_NAME_MAX];
-    snprintf(nm, sizeof nm, "%s%s%s/%llu", c->idx ? c->name : "", c->idx ? ":" : "", name,
-             (unsigned long long)k);
-    text_copy(ns.name, sizeof ns.name, nm, strlen(nm));
-    snprintf(ns.class_, sizeof ns.class_, "%s", c->name);
-    ns.cap = *cap;
-    if (slots_reserve(L, 1) < 0)
-        return -1;
-    int32_t idx = batch_node_add(L->eng, &ns);
-    if (idx < 0) {
-        log_warn("cannot add node %s to the scheduler", ns.name);
-        return -1;
-    }
-    batch_node_set_up(L->eng, idx, false);
-    L->slot_cl[idx] = (int16_t)c->idx;
-    L->slot_host[idx] = (int32_t)hi;
-    L->nslots = idx + 1;
-    return idx;
-}
-
-/* One core's share of a host's memory and disk. */
-static struct batch_res core_cap(uint64_t cores, uint64_t mem, uint64_t disk)
-{
-    return (struct batch_res){1, (int64_t)(mem / cores), (int64_t)(disk / cores), 0};
-}
-
-/*
- * Host h now offers `cores` cores, mem and disk (a client restarted with more slots,
- * memory added): cores it never had become new engine nodes, cores it no longer
- * offers stay down (a job running there keeps them until it ends), and every core's
- * share of memory and disk is updated (batch_node_set_cap: safe while jobs run).
- */
-static void host_resize(struct live *L, struct lclu *c, struct lhost *h, uint64_t cores,
-                        uint64_t mem, uint64_t disk)
-{
-    if (!cores || cores > 4096 ||
-        ((int32_t)cores == h->ncores && mem == h->mem_mb && disk == h->disk_mb))
-        return;
-    struct batch_res cap = core_cap(cores, mem, disk);
-    if ((int32_t)cores > h->nslots) {
-        int32_t more = (int32_t)cores - h->nslots;
-        int32_t *x = realloc(h->xslot, (size_t)(h->nslots - h->nbase + more) * sizeof *x);
-        if (!x)
-            return; /* the next report tries again */
-        h->xslot = x;
-        while (h->nslots < (int32_t)cores) {
-            int32_t idx =
-                core_add(L, c, (uint32_t)(h - c->hosts), h->name, (uint64_t)h->nslots, &cap);
-            if (idx < 0)
-                break;
-            h->xslot[h->nslots - h->nbase] = idx;
-            h->nslots++;
-        }
-    }
-    log_info("cluster %s: host %s now offers %llu cores (was %d), %llu MB memory, %llu MB disk",
-             c->name, h->name, (unsigned long long)cores, h->ncores, (unsigned long long)mem,
-             (unsigned long long)disk);
-    h->ncores = (int32_t)cores < h->nslots ? (int32_t)cores : h->nslots;
-    h->mem_mb = mem;
-    h->disk_mb = disk;
-    for (int32_t k = 0; k < h->nslots; k++)
-        batch_node_set_cap(L->eng, live_host_slot(h, k), &cap);
-    host_engine_sync(L, h);
-}
-
-/* The host named name of cluster c, created (with its engine nodes, down) if new. */
-static struct lhost *host_get(struct live *L, struct lclu *c, const char *name, uint64_t cores,
-                              uint64_t mem, uint64_t disk)
-{
-    for (uint32_t i = 0; i < c->nhosts; i++)
-        if (!strcmp(c->hosts[i].name, name))
-            return &c->hosts[i];
-    if (!cores || cores > 4096 || strlen(name) >= BATCH_NAME_MAX - 8)
-        return NULL;
-    if (c->nhosts == c->caphosts) {
-        uint32_t nc = c->caphosts ? c->caphosts * 2 : 16;
-        void *p = realloc(c->hosts, nc * sizeof *c->hosts);
-        if (!p)
-            return NULL;
-        c->hosts = p;
-        c->caphosts = nc;
-    }
-    if (slots_reserve(L, (int32_t)cores) < 0)
-        return NULL;
-    struct lhost *h = &c->hosts[c->nhosts];
-    memset(h, 0, sizeof *h);
-    snprintf(h->name, sizeof h->name, "%s", name);
-    h->slot0 = L->nslots;
-    struct batch_res cap = core_cap(cores, mem, disk);
-    for (uint64_t k = 0; k < cores; k++)
-        if (core_add(L, c, c->nhosts, name, k, &cap) < 0)
-            return NULL;
-    h->nslots = h->nbase = h->ncores = (int32_t)cores;
-    h->mem_mb = mem;
-    h->disk_mb = disk;
-    c->nhosts++;
-    return h;
-}
-
-int32_t live_host_free_slot(struct live *L, int cl, const char *host, const int32_t *taken,
-                            int32_t ntaken)
-{
-    struct lclu *c = &L->cl[cl];
-    for (uint32_t i = 0; i < c->nhosts; i++) {
-        struct lhost *h = &c->hosts[i];
-        if (strcmp(h->name, host))
-            continue;
-        for (int32_t k = 0; k < h->ncores; k++) {
-            int32_t s = live_host_slot(h, k);
-            bool used = false;
-            for (int32_t t = 0; t < ntaken && !used; t++)
-                used = taken[t] == s;
-            if (used)
-                continue;
-            /* busy with another adopted job? the engine refuses then; try the next */
-            return s;
-        }
-    }
-    return -1;
-}
-
-/* Applies one NODES row or "host" event. */
-static void host_update(struct live *L, struct lclu *c, const msgpack_object *m, bool sync)
-{
-    char name[BATCH_NAME_MAX], sid[80];
-    wire_get_strbuf(m, "node", name, sizeof name);
-    wire_get_strbuf(m, "sid", sid, sizeof sid);
-    if (!name[0] || !wire_get_bool(m, "procs", false))
-        return;
-    bool active = wire_get_bool(m, "active", false);
-    uint64_t cores = wire_get_u64(m, "slots", 0); /* the cores it offers, else all */
-    if (!cores)
-        cores = wire_get_u64(m, "cores", 0);
-    uint64_t mem = wire_get_u64(m, "mem_mb", 0), disk = wire_get_u64(m, "disk_mb", 0);
-    struct lhost *h = host_get(L, c, name, cores, mem, disk);
-    if (!h)
-        return;
-    if (active) /* an inactive session's row is stale: not the host's size now */
-        host_resize(L, c, h, cores, mem, disk);
-    if (sync) { /* during a resync: up if any of its sessions is active */
-        h->seen = true;
-        if (active) {
-            h->seen_up = true;
-            snprintf(h->sid, sizeof h->sid, "%s", sid);
-        }
-        return;
-    }
-    if (active) {
-        snprintf(h->sid, sizeof h->sid, "%s", sid);
-        host_set_up(L, c, h, true);
-    } else if (!strcmp(h->sid, sid)) {
-        host_set_up(L, c, h, false);
-    }
 }
 
 /* ---- elements ---- */
@@ -727,7 +480,7 @@ static void nodes_done(struct live *L, struct lclu *c)
 {
     for (uint32_t i = 0; i < c->nhosts; i++) {
         struct lhost *h = &c->hosts[i];
-        host_set_up(L, c, h, h->seen_up);
+        live_host_set_up(L, c, h, h->seen_up);
     }
     if (!c->synced)
         log_info("cluster %s (%s): %u hosts", c->name, c->ep, c->nhosts);
@@ -749,7 +502,7 @@ static void cluster_down(struct live *L, struct lclu *c, const char *why)
         log_warnx("cluster %s (%s) %s; its hosts are down for the scheduler until it answers",
                   c->name, c->ep, why);
     for (uint32_t i = 0; i < c->nhosts; i++)
-        host_set_up(L, c, &c->hosts[i], false);
+        live_host_set_up(L, c, &c->hosts[i], false);
     c->nreq = 0;
     c->st = CL_DOWN;
     c->retry_at = loop_now_ms() + 1000;
@@ -817,7 +570,7 @@ static void on_events(struct live *L, struct lclu *c, const struct wire_msg *m, 
         char kind[8];
         wire_get_strbuf(x, "kind", kind, sizeof kind);
         if (!strcmp(kind, "host")) {
-            host_update(L, c, x, false);
+            live_host_update(L, c, x, false);
         } else if (!strcmp(kind, "job")) {
             struct ljob *j;
             uint32_t e;
@@ -859,7 +612,7 @@ static void on_reply(struct live *L, struct lclu *c, const struct lreq *q, const
         }
         const msgpack_object *ns = wire_get(m->root, "nodes");
         for (uint32_t i = 0; ns && i < ns->via.array.size; i++)
-            host_update(L, c, &ns->via.array.ptr[i], true);
+            live_host_update(L, c, &ns->via.array.ptr[i], true);
         if (wire_get(m->root, "next"))
             send_simple(L, c, RK_NODES, 0, WT_NODE_LIST, "from", wire_get_u64(m->root, "next", 0),
                         "count", 1000, 0);
@@ -886,7 +639,7 @@ static void on_reply(struct live *L, struct lclu *c, const struct lreq *q, const
             snprintf(why, sizeof why, "start refused by cluster %s: %s", c->name, msg);
             log_info("job %llu.%u: %s", (unsigned long long)j->id, eidx(q->arg), why);
             L->refusals++;
-            hosts_block(L, c, el->hosts);
+            live_hosts_block(L, c, el->hosts);
             requeue(L, j, eidx(q->arg), why);
         } else {
             char why[600];
@@ -962,7 +715,7 @@ void live_clu_tick(struct live *L)
     int64_t now = loop_now_ms();
     for (int i = 0; i < L->ncl; i++) {
         struct lclu *c = &L->cl[i];
-        hosts_unblock(L, c, now);
+        live_hosts_unblock(L, c, now);
         if (c->st == CL_DOWN) {
             if (now >= c->retry_at && (c->sock || sock_open(L, c) == 0))
                 sync_start(L, c);

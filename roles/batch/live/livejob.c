@@ -4,15 +4,49 @@
  * "jobs" (its spec, argv included: argv is never kept in memory) plus one small
  * record per element in "elems", written only once the element leaves "pending", so
  * a task array of N elements costs one record and N small in-memory elements.
+ *
+ * Also the turn's clock (live_now) and the request for a cycle (live_want_cycle),
+ * which every file of the driver uses.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/loop.h"
+#include "daemon/record.h"
 #include "lib/log.h"
 #include "roles/batch/live/live.h"
 #include "wire/jobenv.h"
 #include "store/store.h"
+
+/*
+ * The role's clock, as the simulator's (one policy, two drivers): everything a turn
+ * tells the engine (submissions, ends, starts, commands) and the cycle that follows
+ * happen at ONE instant, the turn's, and that instant is later than the last cycle's.
+ * The simulator processes all events of one time and then runs one cycle; the live
+ * role must do the same, or a replay of its own records decides differently: two
+ * ends read from one EVENTS reply were stamped a millisecond apart when the turn
+ * crossed a millisecond boundary (the replay then ran a cycle between them and
+ * backfilled a small job where the live cycle had started the wide one), and two
+ * turns in one millisecond each ran a cycle where the replay runs one. So the instant
+ * is taken once per turn (reset by the commit) as max(wall clock, last cycle + 1 ms),
+ * and a cycle waits until the wall clock reaches it (at most 1 ms, see maybe_cycle in live.c);
+ * the turns in between keep that instant, so the cycle runs at the time its changes
+ * were given.
+ */
+int64_t live_now(struct live *L)
+{
+    if (!L->turn_now) {
+        int64_t t = wall_now_ms();
+        L->turn_now = t > L->engine_now ? t : L->engine_now + 1;
+    }
+    return L->turn_now;
+}
+
+void live_want_cycle(struct live *L)
+{
+    L->want_cycle = true;
+}
 
 uint64_t live_eid(uint64_t job, uint32_t e)
 {
@@ -444,6 +478,36 @@ void live_argv_free(char **v, uint32_t n)
 
 /* ---- saving and loading ---- */
 
+/* A job record's parts, for record_save (daemon/record.h). */
+struct job_rec {
+    const struct ljob *j;
+    const char *const *argv;
+    uint32_t argc;
+};
+
+static int encode_job(const void *rec, struct wire_buf *wb)
+{
+    const struct job_rec *r = rec;
+    live_job_encode(r->j, r->argv, r->argc, wb);
+    return 0;
+}
+
+static int encode_elem(const void *rec, struct wire_buf *wb)
+{
+    live_elem_encode(rec, wb);
+    return 0;
+}
+
+int live_job_save(struct live *L, const struct ljob *j, char **argv, uint32_t argc)
+{
+    struct job_rec r = {j, (const char *const *)argv, argc};
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    int rc = record_save_u64(L->store, L->t_jobs, j->id, &r, encode_job, &wb);
+    wire_buf_free(&wb);
+    return rc;
+}
+
 /* Rewrites a job record keeping its stored argv. */
 static int save_job(struct live *L, struct ljob *j)
 {
@@ -451,13 +515,7 @@ static int save_job(struct live *L, struct ljob *j)
     char **argv = live_job_argv(L, j->id, &argc);
     if (!argv) /* a new job: its record (with argv) was buffered at submission */
         return 0;
-    struct wire_buf wb;
-    wire_buf_init(&wb);
-    live_job_encode(j, (const char *const *)argv, argc, &wb);
-    uint8_t k[8];
-    store_key_u64(k, j->id);
-    int rc = store_put(L->store, L->t_jobs, k, 8, wb.sb.data, wb.sb.size);
-    wire_buf_free(&wb);
+    int rc = live_job_save(L, j, argv, argc);
     live_argv_free(argv, argc);
     return rc;
 }
@@ -481,11 +539,7 @@ int live_save_dirty(struct live *L)
             struct lelem *el = &j->el[e];
             if (!el->dirty)
                 continue;
-            uint8_t k[12];
-            store_key_u64_u32(k, j->id, e);
-            wire_buf_reset(&wb);
-            live_elem_encode(el, &wb);
-            rc = store_put(L->store, L->t_elems, k, 12, wb.sb.data, wb.sb.size);
+            rc = record_save_u64_u32(L->store, L->t_elems, j->id, e, el, encode_elem, &wb);
             el->dirty = false;
         }
     }
@@ -493,14 +547,15 @@ int live_save_dirty(struct live *L)
     return rc;
 }
 
-static int load_job(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+/* record_load of "jobs": a job whose record does not hold its own id is unreadable. */
+static int load_job(void *arg, const uint8_t *key, size_t klen, const void *val, size_t vlen)
 {
+    (void)klen;
     struct live *L = arg;
-    struct ljob *j = klen == 8 ? live_job_decode(val, vlen) : NULL;
+    struct ljob *j = live_job_decode(val, vlen);
     if (!j || j->id != store_key_get_u64(key)) {
-        log_warnx("skipping an unreadable job record (gridnode dump shows it)");
         live_job_free(j);
-        return 0;
+        return RECORD_UNREADABLE;
     }
     if (live_job_add(L, j) < 0) {
         live_job_free(j);
@@ -508,19 +563,19 @@ static int load_job(void *arg, const void *key, size_t klen, const void *val, si
     }
     if (j->id >= L->next_id)
         L->next_id = j->id + 1;
-    return 0;
+    return RECORD_TAKEN;
 }
 
-static int load_elem(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+/* record_load of "elems": an element of no loaded job, or past its job's, is unreadable. */
+static int load_elem(void *arg, const uint8_t *key, size_t klen, const void *val, size_t vlen)
 {
+    (void)klen;
     struct live *L = arg;
     struct lelem el;
-    struct ljob *j = klen == 12 ? live_job_find(L, store_key_get_u64(key)) : NULL;
-    uint32_t e = klen == 12 ? store_key_get_u32((const uint8_t *)key + 8) : 0;
-    if (!j || e >= j->ntasks || live_elem_decode(val, vlen, &el) < 0) {
-        log_warnx("skipping an unreadable element record");
-        return 0;
-    }
+    struct ljob *j = live_job_find(L, store_key_get_u64(key));
+    uint32_t e = store_key_get_u32(key + 8);
+    if (!j || e >= j->ntasks || live_elem_decode(val, vlen, &el) < 0)
+        return RECORD_UNREADABLE;
     struct lelem *d = &j->el[e];
     free(d->reason);
     free(d->hosts);
@@ -533,13 +588,13 @@ static int load_elem(void *arg, const void *key, size_t klen, const void *val, s
         j->nended++;
         j->nfailed += el.state != EL_DONE;
     }
-    return 0;
+    return RECORD_TAKEN;
 }
 
 int live_load(struct live *L)
 {
-    if (store_iter(L->store, L->t_jobs, NULL, 0, load_job, L) < 0 ||
-        store_iter(L->store, L->t_elems, NULL, 0, load_elem, L) < 0)
+    if (record_load(L->store, L->t_jobs, load_job, L) < 0 ||
+        record_load(L->store, L->t_elems, load_elem, L) < 0)
         return -1;
     /* a cancelled job's pending elements, ended elements: nothing for the engine */
     for (uint32_t i = 0; i < L->njobs; i++) {

@@ -72,8 +72,8 @@ static const char *class_walltime(const struct live *L, struct ljob *j, bool uns
                                   size_t len)
 {
     const char *cls = j->class_ && *j->class_ ? j->class_ : L->cl[L->default_cl].name;
-    int64_t def = batch_config_class_walltime(&L->cfg, cls, false);
-    int64_t max = batch_config_class_walltime(&L->cfg, cls, true);
+    int64_t def = batch_config_class_walltime(&L->cfg.eng, cls, false);
+    int64_t max = batch_config_class_walltime(&L->cfg.eng, cls, true);
     if (unset && def > 0)
         j->limit_s = def;
     if (unset && max > 0 && j->limit_s > max)
@@ -86,21 +86,6 @@ static const char *class_walltime(const struct live *L, struct ljob *j, bool uns
         return buf;
     }
     return NULL;
-}
-
-bool live_class_unknown(const struct live *L, const char *cls, char *why, size_t len)
-{
-    for (int i = 0; i < L->ncl; i++)
-        if (!strcmp(L->cl[i].name, cls))
-            return false;
-    int n = snprintf(why, len,
-                     "no such class '%.*s': a class is one of the clusters in "
-                     "batch.clusters:",
-                     BATCH_NAME_MAX, cls);
-    for (int i = 0; i < L->ncl && n > 0 && (size_t)n < len; i++)
-        n += snprintf(why + n, len - (size_t)n, "%s %s", i ? "," : "", L->cl[i].name);
-    text_fix(why);
-    return true;
 }
 
 /* A credential name: shorter than the engine's limit, printable. */
@@ -243,7 +228,7 @@ static void new_job(struct req *r, bool parallel)
     if (!why)
         why = class_walltime(L, j, !wire_get(m, "limit_s"), cwhy, sizeof cwhy);
     if (!why && j->resv)
-        why = livecmd_resv_check(L, j);
+        why = live_resv_check(L, j);
     if (why || !(j->el = calloc(j->ntasks, sizeof *j->el))) {
         fail(r, why ? WE_INVALID : WE_STORAGE, "%s", why ? why : "out of memory");
         live_job_free(j);
@@ -260,16 +245,7 @@ static void new_job(struct req *r, bool parallel)
     for (; argv && n < a->via.array.size; n++)
         if (!(argv[n] = strndup(a->via.array.ptr[n].via.str.ptr, a->via.array.ptr[n].via.str.size)))
             break;
-    struct wire_buf wb;
-    wire_buf_init(&wb);
-    uint8_t k[8];
-    store_key_u64(k, j->id);
-    int rc = -1;
-    if (argv && n == a->via.array.size) {
-        live_job_encode(j, (const char *const *)argv, n, &wb);
-        rc = store_put(L->store, L->t_jobs, k, 8, wb.sb.data, wb.sb.size);
-    }
-    wire_buf_free(&wb);
+    int rc = argv && n == a->via.array.size ? live_job_save(L, j, argv, n) : -1;
     live_argv_free(argv, n);
     if (rc < 0 || live_job_add(L, j) < 0) {
         L->turn_failed = rc == 0; /* buffered but not kept: fail the turn */
@@ -279,7 +255,7 @@ static void new_job(struct req *r, bool parallel)
     }
     L->next_id++;
     L->meta_dirty = true;
-    if (j->resv && livecmd_resv_bind(L, j) < 0)
+    if (j->resv && live_resv_bind(L, j) < 0)
         L->turn_failed = true; /* the binding could not be stored: undo the turn */
     live_job_feed(L, j);
     live_want_cycle(L);

@@ -115,7 +115,7 @@ static void build(void *arg, json_t *root, int64_t now)
     for (uint32_t i = 0; i < L->nresv; i++) {
         struct wire_buf wb;
         wire_buf_init(&wb);
-        livecmd_resv_row(L, &L->resv[i], &wb);
+        live_resv_row(L, &L->resv[i], &wb);
         json_array_append_new(resv, packed(&wb));
     }
     uint64_t up = 0, busy = 0;
