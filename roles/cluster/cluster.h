@@ -202,6 +202,16 @@ struct heap_ent {
     uint32_t idx, issue;
 };
 
+/*
+ * The jobs saved in the turn being committed whose state (as users see it) changed: the
+ * feed (feed.c) publishes them after the commit. on: the feed is open.
+ */
+struct ev_turn {
+    bool on;
+    uint64_t *bag, *par; /* bag jobs (SUBMIT), parallel jobs (PSUBMIT): ids */
+    uint32_t nbag, capbag, npar, cappar;
+};
+
 struct cluster {
     struct cluster_cfg cfg;
     struct store *store;
@@ -242,6 +252,7 @@ struct cluster {
     uint64_t turn_changes;
     uint32_t load_skipped;   /* records cluster_load could not load (each logged with its key) */
     struct statspage *stats; /* stats files and stats.http server (stats.c) */
+    struct ev_turn evt;      /* events of the turn (state_rec.c, scored_store.c; feed.c) */
     /* since start, for /metrics: hand-outs, re-issues, results completing a task, others */
     uint64_t n_issued, n_reissued, n_results, n_dups;
 };
@@ -252,10 +263,21 @@ extern const struct config_key cluster_keys[];
 /* The store's tables, terminated by {NULL} (for tests that open a cluster's state). */
 extern const struct store_table *const cluster_store_tables;
 
-/* state.c: loading and saving records */
+/* cluster.c: the whole state from the store (records of every file), and its release */
 int cluster_load(struct cluster *c);
 void cluster_free_state(struct cluster *c);
+
+/* state_rec.c: the records of jobs, tasks, nodes and meta */
+int cluster_load_records(struct cluster *c); /* meta, nodes, jobs, tasks */
+void cluster_free_records(struct cluster *c);
 int cluster_save_dirty(struct cluster *c);
+int cluster_task_save(struct cluster *c, struct job *j, uint32_t idx);
+/* HELLO or stored "gpus"/"cpu_gflops" into n; NULL, or why they were refused. */
+const char *cluster_node_load_gpus(struct node *n, const msgpack_object *m);
+/* One node as a map: the stored record, plus running/cur_job/cur_since when live. */
+void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live);
+
+/* state.c: jobs, nodes, tasks in memory */
 void cluster_mark_job(struct cluster *c, struct job *j);
 void cluster_mark_node(struct cluster *c, struct node *n);
 struct job *cluster_job_find(struct cluster *c, uint64_t id);
@@ -276,16 +298,12 @@ int job_grow_tasks(struct job *j, uint32_t need);
  * (running tasks cancelled on their nodes, results dropped): 0, or -1 (store). */
 const char *cluster_requeue_refused(const struct job *j);
 int cluster_job_requeue(struct cluster *c, struct job *j);
-int cluster_task_save(struct cluster *c, struct job *j, uint32_t idx);
-/* HELLO or stored "gpus"/"cpu_gflops" into n; NULL, or why they were refused. */
-const char *cluster_node_load_gpus(struct node *n, const msgpack_object *m);
-/* One node as a map: the stored record, plus running/cur_job/cur_since when live. */
-void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live);
 const char *job_state_name(enum job_state s);
 /* As users see it: "failed" for a done job with failed tasks. */
 const char *job_state_shown(const struct job *j);
-/* j's JOBS row (docs/wire.md 6.2) as one map into wb (handlers.c; the feed's bag events) */
-void cluster_job_row(const struct job *j, struct wire_buf *wb);
+/* One job summary map (JOB); as a list row (row: JOBS, docs/wire.md 6.2, and the feed's
+ * bag events) argv is cut to CLUSTER_ROW_ARGV_MAX bytes. */
+void cluster_job_pack(const struct job *j, struct wire_buf *wb, bool row);
 /*
  * key + argv for a list row: at most max bytes of text in all, the element that crosses
  * the limit cut at a UTF-8 character boundary, later ones left out. cluster_argv_cut()
@@ -294,6 +312,17 @@ void cluster_job_row(const struct job *j, struct wire_buf *wb);
 bool cluster_argv_cut(char *const *v, uint32_t n, size_t max);
 void cluster_put_argv(struct wire_buf *wb, const char *key, char *const *v, uint32_t n, size_t max);
 const char *task_state_name(const struct task *t);
+/* Appends id to one of c->evt's lists (v, n of cap); out of memory, the event is lost. */
+void cluster_evt_push(uint64_t **v, uint32_t *n, uint32_t *cap, uint64_t id);
+void heap_push(struct cluster *c, struct heap_ent e);
+/* A min-heap of heap_ent by expiry_ms in (*v)[0..*n) of capacity *cap: the re-issue
+ * heap above and the copy heap of validate.c. Push: 0, or -1 when out of memory (the
+ * heap unchanged); pop: the earliest entry (the heap must not be empty). */
+int xheap_push(struct heap_ent **v, uint32_t *n, uint32_t *cap, struct heap_ent e);
+struct heap_ent xheap_pop(struct heap_ent *v, uint32_t *n);
+/* Remembers that n holds (job, idx, issue) of a cancelled job (sent in its next reply). */
+void cluster_cancel_note(struct cluster *c, struct node *n, uint64_t job, uint32_t idx,
+                         uint32_t issue);
 
 /* tasks.c: issue, re-issue, estimates, results */
 int tasks_issue(struct cluster *c, struct node *n, uint32_t want, struct wire_buf *wb,
@@ -321,19 +350,10 @@ double tasks_est_s(const struct cluster *c, const struct node *n, const struct j
 int tasks_result(struct cluster *c, struct node *n, const msgpack_object *res);
 /* Seconds until node n may get tasks again under its daily quota (0: now). */
 int64_t tasks_quota_wait_s(struct cluster *c, struct node *n);
-/* Remembers that n holds (job, idx, issue) of a cancelled job (sent in its next reply). */
-void tasks_cancel_note(struct cluster *c, struct node *n, uint64_t job, uint32_t idx,
-                       uint32_t issue);
 /* Writes n's pending cancels as the key "cancel" and an array, then forgets them. */
 void tasks_cancel_put(struct node *n, struct wire_buf *wb);
 void tasks_extend(struct cluster *c, struct node *n, uint64_t job, uint32_t idx, uint32_t issue);
 void tasks_release_node(struct cluster *c, struct node *n);
-void heap_push(struct cluster *c, struct heap_ent e);
-/* A min-heap of heap_ent by expiry_ms in (*v)[0..*n) of capacity *cap: the re-issue
- * heap above and the copy heap of validate.c. Push: 0, or -1 when out of memory (the
- * heap unchanged); pop: the earliest entry (the heap must not be empty). */
-int xheap_push(struct heap_ent **v, uint32_t *n, uint32_t *cap, struct heap_ent e);
-struct heap_ent xheap_pop(struct heap_ent *v, uint32_t *n);
 double tasks_work(const struct job *j, size_t input_bytes, long input_unit_kb);
 int64_t tasks_wait_ms(const struct cluster *c, const struct node *n, double work);
 void nodes_check_active(struct cluster *c);

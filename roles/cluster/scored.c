@@ -654,21 +654,6 @@ void scored_settle(struct cluster *c)
         sd->live_from++;
 }
 
-void scored_unsettle(struct cluster *c, const struct pjob *j)
-{
-    struct scored *sd = c->sd;
-    uint32_t lo = 0, hi = sd->live_from;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (sd->jobs[mid]->id < j->id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo < sd->live_from && sd->jobs[lo] == j)
-        sd->live_from = lo;
-}
-
 /* ---- PSUBMIT ---- */
 
 /* Replaces r's reply with an ERROR of code and the formatted text. */

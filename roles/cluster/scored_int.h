@@ -107,8 +107,6 @@ void scored_node_left(struct cluster *c, struct node *n, const char *why);
 void h_psubmit(struct cluster *c, struct request *r);
 /* After each commit: skips the settled jobs at the front (sd->live_from). */
 void scored_settle(struct cluster *c);
-/* j (settled) concerns a node again (it reported one of its processes): back in view. */
-void scored_unsettle(struct cluster *c, const struct pjob *j);
 /* Ends j in state st (no-op once ended), with the reason; the decision runs again. */
 void scored_job_end(struct cluster *c, struct pjob *j, enum pj_state st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -134,16 +132,14 @@ void scored_pack_clusters_page(struct cluster *c, struct wire_buf *wb, uint64_t 
                                uint64_t count, size_t max_bytes, uint64_t *next);
 void scored_pack_queues(const struct cluster *c, struct wire_buf *wb);
 
-/* Writes the whole PSYNC_ACK (request id id) for node index me into wb. */
+/* scored_ack.c: writes the whole PSYNC_ACK (request id id) for node index me into wb */
 void scored_psync_ack(struct cluster *c, struct wire_buf *wb, uint64_t id, uint32_t me);
+/* How many of the commands of node me's PSYNC_ACK it would act on (0: nothing changes). */
+uint32_t scored_psync_actions(struct cluster *c, uint32_t me);
 
 /* feed.c: the change feed (EVENTS) and held requests (long-polls) */
 int feed_open(struct cluster *c);
 void feed_close(struct cluster *c);
-/* scored_save_dirty: j is being saved; an event follows the commit if its state changed */
-void feed_job_changed(struct cluster *c, struct pjob *j);
-/* cluster_save_dirty: the same for a bag job (its shown state) */
-void feed_bag_changed(struct cluster *c, struct job *j);
 /* After a successful commit: publish the turn's events, answer held requests. */
 void feed_after_commit(struct cluster *c);
 void feed_discard(struct cluster *c); /* after a failed commit */
@@ -171,6 +167,8 @@ void scored_requeue_progress(struct cluster *c, struct pjob *j);
 struct pjob *scored_job_find(struct cluster *c, uint64_t id);
 int scored_job_add(struct cluster *c, struct pjob *j);
 void scored_job_free(struct pjob *j);
+/* j (settled) concerns a node again (it reported one of its processes): back in view. */
+void scored_unsettle(struct cluster *c, const struct pjob *j);
 int scored_load(struct cluster *c);
 void scored_free_state(struct cluster *c);
 int scored_save_dirty(struct cluster *c);
@@ -185,9 +183,9 @@ struct pj_output {
     uint32_t next;     /* out: the first rank of the window left out because the reply
                         * passed CLUSTER_REPLY_MAX (ask again from there), or to */
 };
-/* scored_pack_job with ranks, each rank of out's window carrying its stored output. */
-void scored_pack_job_output(const struct cluster *c, const struct pjob *j, struct wire_buf *wb,
-                            struct pj_output *out);
+/* scored_pack_job with ranks, but only the "ranks" array's header (its nprocs elements
+ * are the caller's: scored_pack_job_output). */
+void scored_pack_job_head(const struct cluster *c, const struct pjob *j, struct wire_buf *wb);
 /* One element of JOB "ranks": a map of 9 keys plus extra keys the caller packs next. */
 void scored_pack_rank(const struct cluster *c, const struct pjob *j, uint32_t r,
                       struct wire_buf *wb, uint32_t extra);
@@ -200,8 +198,8 @@ void scored_pack_rank(const struct cluster *c, const struct pjob *j, uint32_t r,
  */
 int scored_output_put(struct cluster *c, const struct pjob *j, uint32_t rank,
                       const msgpack_object *e);
-/* Packs the nprocs rank maps of j, with stored outputs for out's window (see above). */
-void scored_output_pack_ranks(const struct cluster *c, const struct pjob *j, struct wire_buf *wb,
-                              struct pj_output *out);
+/* scored_pack_job with ranks, each rank of out's window carrying its stored output. */
+void scored_pack_job_output(const struct cluster *c, const struct pjob *j, struct wire_buf *wb,
+                            struct pj_output *out);
 
 #endif

@@ -176,9 +176,10 @@ void scored_pack_rank(const struct cluster *c, const struct pjob *j, uint32_t r,
     wire_put_str(wb, "error", p->error ? p->error : "");
 }
 
-/* The summary map; with ranks, the per-process table too, with outputs when out is set. */
+/* The summary map; with ranks, the per-process table too: its rank maps when maps is set,
+ * else only the array's header (scored_pack_job_output packs them with their outputs). */
 static void pack_job(const struct cluster *c, const struct pjob *j, struct wire_buf *wb, bool ranks,
-                     struct pj_output *out)
+                     bool maps)
 {
     int64_t run = j->run_ms + (j->state == PJ_RUNNING ? wall_now_ms() - j->slice_ms : 0);
     bool cut = !ranks && cluster_argv_cut(j->argv, (uint32_t)j->argc, CLUSTER_ROW_ARGV_MAX);
@@ -223,21 +224,18 @@ static void pack_job(const struct cluster *c, const struct pjob *j, struct wire_
         return;
     wire_put_key(wb, "ranks");
     wire_pack_array(wb, j->ranks ? j->rq.nprocs : 0);
-    if (j->ranks && out)
-        scored_output_pack_ranks(c, j, wb, out);
-    for (uint32_t i = 0; j->ranks && !out && i < j->rq.nprocs; i++)
+    for (uint32_t i = 0; j->ranks && maps && i < j->rq.nprocs; i++)
         scored_pack_rank(c, j, i, wb, 0);
 }
 
 void scored_pack_job(const struct cluster *c, const struct pjob *j, struct wire_buf *wb, bool ranks)
 {
-    pack_job(c, j, wb, ranks, NULL);
+    pack_job(c, j, wb, ranks, true);
 }
 
-void scored_pack_job_output(const struct cluster *c, const struct pjob *j, struct wire_buf *wb,
-                            struct pj_output *out)
+void scored_pack_job_head(const struct cluster *c, const struct pjob *j, struct wire_buf *wb)
 {
-    pack_job(c, j, wb, true, out);
+    pack_job(c, j, wb, true, false);
 }
 
 static void settings_encode(const struct sd_settings *s, struct wire_buf *wb)
@@ -267,6 +265,14 @@ static void settings_encode(const struct sd_settings *s, struct wire_buf *wb)
     }
 }
 
+/* j is being saved: an event follows the commit if its state changed (feed.c). */
+static void job_changed(struct cluster *c, struct pjob *j)
+{
+    if (!c->evt.on || j->ev_state == (uint8_t)(j->state + 1))
+        return;
+    cluster_evt_push(&c->evt.par, &c->evt.npar, &c->evt.cappar, j->id);
+}
+
 int scored_save_dirty(struct cluster *c)
 {
     struct scored *sd = c->sd;
@@ -278,7 +284,7 @@ int scored_save_dirty(struct cluster *c)
         struct pjob *j = sd->jobs[i];
         if (!j->dirty)
             continue;
-        feed_job_changed(c, j);
+        job_changed(c, j);
         job_encode(c, j, &wb);
         store_key_u64(key, j->id);
         rc |= store_put(c->store, sd->t_pjobs, key, 8, wb.sb.data, wb.sb.size);
@@ -520,4 +526,19 @@ void scored_free_state(struct cluster *c)
     sd->njobs = sd->cap = 0;
     sd->live_from = 0;
     subkey_clear_pjobs(sd);
+}
+
+void scored_unsettle(struct cluster *c, const struct pjob *j)
+{
+    struct scored *sd = c->sd;
+    uint32_t lo = 0, hi = sd->live_from;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (sd->jobs[mid]->id < j->id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < sd->live_from && sd->jobs[lo] == j)
+        sd->live_from = lo;
 }
