@@ -15,6 +15,7 @@
 
 #include "lib/config.h"
 #include "daemon/curve.h"
+#include "daemon/record.h"
 #include "wire/wire.h"
 
 struct store;
@@ -269,6 +270,11 @@ void cluster_free_state(struct cluster *c);
 
 /* state_rec.c: the records of jobs, tasks, nodes and meta */
 int cluster_load_records(struct cluster *c); /* meta, nodes, jobs, tasks */
+/* record_load of table with fn (its arg: c), the records skipped as unreadable added to
+ * c->load_skipped: 0, or -1 (store failed, or fn stopped). */
+int cluster_record_load(struct cluster *c, int table, record_load_fn fn);
+/* A stored record decoded (wire_precheck first): 0 when it is a map, else -1 (up freed). */
+int cluster_unpack_map(msgpack_unpacked *up, const void *val, size_t vlen);
 void cluster_free_records(struct cluster *c);
 int cluster_save_dirty(struct cluster *c);
 int cluster_task_save(struct cluster *c, struct job *j, uint32_t idx);

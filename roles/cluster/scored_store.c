@@ -361,16 +361,14 @@ static int load_hosts(struct cluster *c, struct pjob *j, const msgpack_object *h
     return 0;
 }
 
-static int load_job(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+static int load_job(void *arg, const uint8_t *key, size_t klen, const void *val, size_t vlen)
 {
     struct cluster *c = arg;
     msgpack_unpacked up;
-    unsigned long long kid = klen == 8 ? (unsigned long long)store_key_get_u64(key) : 0;
-    if (klen != 8 || unpack(&up, val, vlen) < 0 || up.data.type != MSGPACK_OBJECT_MAP) {
-        log_warnx("pjobs: skipping an unreadable record (key %llu)", kid);
-        c->load_skipped++;
-        return 0;
-    }
+    unsigned long long kid = (unsigned long long)store_key_get_u64(key);
+    (void)klen;
+    if (cluster_unpack_map(&up, val, vlen) < 0)
+        return RECORD_UNREADABLE;
     const msgpack_object *m = &up.data, *argv = wire_get(m, "argv");
     struct pjob *j = calloc(1, sizeof *j);
     size_t sn;
@@ -449,13 +447,13 @@ static int load_job(void *arg, const void *key, size_t klen, const void *val, si
     if (j->id >= c->next_job)
         c->next_job = j->id + 1;
     msgpack_unpacked_destroy(&up);
-    return 0;
+    return RECORD_TAKEN;
 bad:
     log_warnx("pjobs: skipping a malformed job record (key %llu)", kid);
     c->load_skipped++;
     scored_job_free(j);
     msgpack_unpacked_destroy(&up);
-    return 0;
+    return RECORD_IGNORED;
 }
 
 static void load_settings(struct cluster *c)
@@ -511,7 +509,7 @@ int scored_load(struct cluster *c)
     if (!sd)
         return 0;
     load_settings(c);
-    return store_iter(c->store, sd->t_pjobs, NULL, 0, load_job, c);
+    return cluster_record_load(c, sd->t_pjobs, load_job);
 }
 
 void scored_free_state(struct cluster *c)

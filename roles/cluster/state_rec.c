@@ -191,7 +191,7 @@ int cluster_save_dirty(struct cluster *c)
     return rc;
 }
 
-static int unpack(msgpack_unpacked *up, const void *val, size_t vlen)
+int cluster_unpack_map(msgpack_unpacked *up, const void *val, size_t vlen)
 {
     size_t off = 0;
     msgpack_unpacked_init(up);
@@ -204,16 +204,23 @@ static int unpack(msgpack_unpacked *up, const void *val, size_t vlen)
     return 0;
 }
 
-static int load_job(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+int cluster_record_load(struct cluster *c, int table, record_load_fn fn)
+{
+    long skipped = record_load(c->store, table, fn, c);
+    if (skipped < 0)
+        return -1;
+    c->load_skipped += (uint32_t)skipped;
+    return 0;
+}
+
+static int load_job(void *arg, const uint8_t *key, size_t klen, const void *val, size_t vlen)
 {
     struct cluster *c = arg;
     msgpack_unpacked up;
-    unsigned long long kid = klen == 8 ? (unsigned long long)store_key_get_u64(key) : 0;
-    if (klen != 8 || unpack(&up, val, vlen) < 0) {
-        log_warnx("jobs: skipping an unreadable record (key %llu)", kid);
-        c->load_skipped++;
-        return 0;
-    }
+    unsigned long long kid = (unsigned long long)store_key_get_u64(key);
+    (void)klen;
+    if (cluster_unpack_map(&up, val, vlen) < 0)
+        return RECORD_UNREADABLE;
     const msgpack_object *m = &up.data, *argv = wire_get(m, "argv");
     struct job *j = calloc(1, sizeof *j);
     size_t sn;
@@ -265,13 +272,13 @@ static int load_job(void *arg, const void *key, size_t klen, const void *val, si
         job_grow_tasks(j, j->next_new) < 0 || cluster_job_add(c, j) < 0)
         goto bad;
     msgpack_unpacked_destroy(&up);
-    return 0;
+    return RECORD_TAKEN;
 bad:
     log_warnx("jobs: skipping a malformed job record (key %llu)", kid);
     c->load_skipped++;
     cluster_job_free(j);
     msgpack_unpacked_destroy(&up);
-    return 0;
+    return RECORD_IGNORED;
 }
 
 /*
@@ -311,21 +318,19 @@ bad_type:
            "30 bytes";
 }
 
-static int load_node(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+static int load_node(void *arg, const uint8_t *key, size_t klen, const void *val, size_t vlen)
 {
     struct cluster *c = arg;
     msgpack_unpacked up;
-    if (klen == 0 || klen >= sizeof c->nodes[0].sid || unpack(&up, val, vlen) < 0) {
-        log_warnx("nodes: skipping an unreadable record (key '%.*s')", (int)(klen > 64 ? 64 : klen),
-                  (const char *)key);
-        c->load_skipped++;
-        return 0;
-    }
+    int rc = RECORD_TAKEN;
+    if (klen == 0 || klen >= sizeof c->nodes[0].sid || cluster_unpack_map(&up, val, vlen) < 0)
+        return RECORD_UNREADABLE;
     const msgpack_object *m = &up.data;
     struct node *n = cluster_node_new(c);
     if (!n) {
         log_warnx("nodes: out of memory loading node '%.*s'", (int)klen, (const char *)key);
         c->load_skipped++;
+        rc = RECORD_IGNORED;
     } else {
         memcpy(n->sid, key, klen);
         n->sid[klen] = '\0';
@@ -355,21 +360,21 @@ static int load_node(void *arg, const void *key, size_t klen, const void *val, s
         cluster_node_register(c);
     }
     msgpack_unpacked_destroy(&up);
-    return 0;
+    return rc;
 }
 
-static int load_task(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+static int load_task(void *arg, const uint8_t *key, size_t klen, const void *val, size_t vlen)
 {
     struct cluster *c = arg;
     msgpack_unpacked up;
-    if (klen != 12 || unpack(&up, val, vlen) < 0) {
-        log_warnx("tasks: skipping an unreadable record (%zu-byte key)", klen);
-        c->load_skipped++;
-        return 0;
-    }
+    int rc = RECORD_TAKEN;
+    (void)klen;
+    if (cluster_unpack_map(&up, val, vlen) < 0)
+        return RECORD_UNREADABLE;
     struct job *j = cluster_job_find(c, store_key_get_u64(key));
-    uint32_t idx = store_key_get_u32((const uint8_t *)key + 8);
+    uint32_t idx = store_key_get_u32(key + 8);
     if (!j || idx >= j->next_new) {
+        rc = RECORD_IGNORED;
         log_warnx("tasks: skipping task %u of job %llu: %s", idx,
                   (unsigned long long)store_key_get_u64(key),
                   j ? "beyond the tasks the job issued" : "no such job loaded");
@@ -403,7 +408,7 @@ static int load_task(void *arg, const void *key, size_t klen, const void *val, s
         }
     }
     msgpack_unpacked_destroy(&up);
-    return 0;
+    return rc;
 }
 
 /*
@@ -477,9 +482,9 @@ static int load_meta(struct cluster *c)
 
 int cluster_load_records(struct cluster *c)
 {
-    if (load_meta(c) < 0 || store_iter(c->store, c->t_nodes, NULL, 0, load_node, c) < 0 ||
-        store_iter(c->store, c->t_jobs, NULL, 0, load_job, c) < 0 ||
-        store_iter(c->store, c->t_tasks, NULL, 0, load_task, c) < 0)
+    if (load_meta(c) < 0 || cluster_record_load(c, c->t_nodes, load_node) < 0 ||
+        cluster_record_load(c, c->t_jobs, load_job) < 0 ||
+        cluster_record_load(c, c->t_tasks, load_task) < 0)
         return -1;
     for (uint32_t i = 0; i < c->njobs; i++)
         if (c->jobs[i]->id >= c->next_job)

@@ -237,79 +237,70 @@ int valid_result(struct cluster *c, struct node *n, struct job *j, uint32_t idx,
 /* ---- the task record ---- */
 
 /* One "vres" record at load: fills in its candidate (and its bytes if undecided). */
-static int load_vres(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+static int load_vres(void *arg, const uint8_t *key, size_t klen, const void *val, size_t vlen)
 {
     struct cluster *c = arg;
     msgpack_unpacked up;
-    size_t off = 0;
-    if (klen != 16)
-        return 0;
+    (void)klen;
     struct job *j = cluster_job_find(c, store_key_get_u64(key));
-    uint32_t idx = store_key_get_u32((const uint8_t *)key + 8);
-    uint32_t seq = store_key_get_u32((const uint8_t *)key + 12);
+    uint32_t idx = store_key_get_u32(key + 8);
+    uint32_t seq = store_key_get_u32(key + 12);
     struct vtask *vt = j && j->v && idx < j->ntasks ? vt_get_ext(j, idx) : NULL;
     if (!vt)
-        return 0;
-    msgpack_unpacked_init(&up);
-    if (wire_precheck(val, vlen) == 0 &&
-        msgpack_unpack_next(&up, val, vlen, &off) == MSGPACK_UNPACK_SUCCESS &&
-        up.data.type == MSGPACK_OBJECT_MAP) {
-        const msgpack_object *m = &up.data;
-        struct vcand *cd = NULL;
-        for (uint32_t k = 0; k < vt->ncand && !cd; k++)
-            if (vt->cand[k].seq == seq)
-                cd = &vt->cand[k];
-        if (!cd && (cd = valid_cand_add(vt)))
-            cd->seq = seq;
-        if (cd) {
-            size_t sl;
-            const char *sid = wire_get_str(m, "node", &sl);
-            struct node *n = cluster_node_find(c, sid, sl);
-            cd->node = n ? (uint32_t)(n - c->nodes) : UINT32_MAX;
-            cd->issue = (uint32_t)wire_get_u64(m, "issue", 0);
-            cd->recv_ms = wire_get_i64(m, "received", 0);
-            cd->error = wire_get(m, "error") != NULL;
-            cd->ok = res_ok(m);
-            cd->cls = cd->error ? 0 : class_of(c->vs, m);
-            if (vt->state != VT_DONE && cd->status == VC_PENDING &&
-                (cd->rec = malloc(vlen ? vlen : 1))) {
-                memcpy(cd->rec, val, vlen);
-                cd->len = vlen;
-            }
-            if (vt->nextseq <= seq)
-                vt->nextseq = seq + 1;
+        return RECORD_IGNORED;
+    if (cluster_unpack_map(&up, val, vlen) < 0)
+        return RECORD_UNREADABLE;
+    const msgpack_object *m = &up.data;
+    struct vcand *cd = NULL;
+    for (uint32_t k = 0; k < vt->ncand && !cd; k++)
+        if (vt->cand[k].seq == seq)
+            cd = &vt->cand[k];
+    if (!cd && (cd = valid_cand_add(vt)))
+        cd->seq = seq;
+    if (cd) {
+        size_t sl;
+        const char *sid = wire_get_str(m, "node", &sl);
+        struct node *n = cluster_node_find(c, sid, sl);
+        cd->node = n ? (uint32_t)(n - c->nodes) : UINT32_MAX;
+        cd->issue = (uint32_t)wire_get_u64(m, "issue", 0);
+        cd->recv_ms = wire_get_i64(m, "received", 0);
+        cd->error = wire_get(m, "error") != NULL;
+        cd->ok = res_ok(m);
+        cd->cls = cd->error ? 0 : class_of(c->vs, m);
+        if (vt->state != VT_DONE && cd->status == VC_PENDING &&
+            (cd->rec = malloc(vlen ? vlen : 1))) {
+            memcpy(cd->rec, val, vlen);
+            cd->len = vlen;
         }
+        if (vt->nextseq <= seq)
+            vt->nextseq = seq + 1;
     }
     msgpack_unpacked_destroy(&up);
-    return 0;
+    return RECORD_TAKEN;
 }
 
-static int load_known(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+static int load_known(void *arg, const uint8_t *key, size_t klen, const void *val, size_t vlen)
 {
     struct cluster *c = arg;
     msgpack_unpacked up;
-    size_t off = 0;
-    if (klen != 12)
-        return 0;
+    (void)klen;
     struct job *j = cluster_job_find(c, store_key_get_u64(key));
-    uint32_t idx = store_key_get_u32((const uint8_t *)key + 8);
+    uint32_t idx = store_key_get_u32(key + 8);
     if (!j || !j->v || !j->v->ka || idx >= j->ntasks)
-        return 0;
-    msgpack_unpacked_init(&up);
-    if (wire_precheck(val, vlen) == 0 &&
-        msgpack_unpack_next(&up, val, vlen, &off) == MSGPACK_UNPACK_SUCCESS &&
-        up.data.type == MSGPACK_OBJECT_MAP)
-        j->v->ka[idx] = class_of(c->vs, &up.data);
+        return RECORD_IGNORED;
+    if (cluster_unpack_map(&up, val, vlen) < 0)
+        return RECORD_UNREADABLE;
+    j->v->ka[idx] = class_of(c->vs, &up.data);
     msgpack_unpacked_destroy(&up);
-    return 0;
+    return RECORD_TAKEN;
 }
 
 int valid_load(struct cluster *c)
 {
     if (!c->vs)
         return 0; /* a cluster opened without validation state (some unit tests) */
-    if (store_iter(c->store, c->t_vres, NULL, 0, load_vres, c) < 0 ||
-        store_iter(c->store, c->t_known, NULL, 0, load_known, c) < 0)
+    if (cluster_record_load(c, c->t_vres, load_vres) < 0 ||
+        cluster_record_load(c, c->t_known, load_known) < 0)
         return -1;
     for (uint32_t i = 0; i < c->njobs; i++) { /* undecided tasks: decide again, or wait */
         struct job *j = c->jobs[i];
