@@ -7,7 +7,7 @@
 #define GRIDNODE_SCORED_INT_H
 
 #include "roles/cluster/cluster.h"
-#include "roles/cluster/scored.h"
+#include "roles/cluster/engine/scored.h"
 
 enum pj_state {
     PJ_WAITING = 0, /* not admitted yet: waits for resources (asked to wait) */
