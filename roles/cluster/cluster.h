@@ -5,6 +5,17 @@
  * turn; a reply is sent only after the turn's commit (see cluster.c). Jobs are bags of
  * numbered tasks produced by an application (app.h); nodes pull tasks, return results,
  * and send heartbeats (handlers.c). Re-issue and node estimates are in tasks.c.
+ *
+ * The files call each other downwards only (a file calls those on its line or below):
+ *   top      cluster.c (start-up, loop, cluster_load), handlers.c, scored_psync.c,
+ *            scored_admin.c, stats.c, stats_html.c, master.c
+ *   middle   feed.c > scored_ack.c > scored.c > requeue.c; purge.c; sessions.c;
+ *            tasks.c > validate_res.c > validator.c > validate_dec.c > validate.c
+ *   bottom   scored_output.c > scored_store.c; state_rec.c > valid_state.c, drain.c >
+ *            state.c; subkey.c, app.c
+ *   engine/  the pure SCore-D policy (engine/scored.h): lib/ only
+ * An upper file learns of a lower one's change through state (c->evt, dirty flags),
+ * never by a call upwards.
  */
 #ifndef GRIDNODE_CLUSTER_H
 #define GRIDNODE_CLUSTER_H
@@ -273,8 +284,6 @@ int cluster_load_records(struct cluster *c); /* meta, nodes, jobs, tasks */
 /* record_load of table with fn (its arg: c), the records skipped as unreadable added to
  * c->load_skipped: 0, or -1 (store failed, or fn stopped). */
 int cluster_record_load(struct cluster *c, int table, record_load_fn fn);
-/* A stored record decoded (wire_precheck first): 0 when it is a map, else -1 (up freed). */
-int cluster_unpack_map(msgpack_unpacked *up, const void *val, size_t vlen);
 void cluster_free_records(struct cluster *c);
 int cluster_save_dirty(struct cluster *c);
 int cluster_task_save(struct cluster *c, struct job *j, uint32_t idx);
@@ -318,6 +327,8 @@ void cluster_job_pack(const struct job *j, struct wire_buf *wb, bool row);
 bool cluster_argv_cut(char *const *v, uint32_t n, size_t max);
 void cluster_put_argv(struct wire_buf *wb, const char *key, char *const *v, uint32_t n, size_t max);
 const char *task_state_name(const struct task *t);
+/* A stored record decoded (wire_precheck first): 0 when it is a map, else -1 (up freed). */
+int cluster_unpack_map(msgpack_unpacked *up, const void *val, size_t vlen);
 /* Appends id to one of c->evt's lists (v, n of cap); out of memory, the event is lost. */
 void cluster_evt_push(uint64_t **v, uint32_t *n, uint32_t *cap, uint64_t id);
 void heap_push(struct cluster *c, struct heap_ent e);

@@ -4,8 +4,8 @@
  * long-polls built on lib/daemon's held replies (held EVENTS, held PSYNC).
  *
  * Events are made after a turn's commit, from what the commit made durable: a parallel
- * job whose state differs from the one last published (scored_save_dirty reports it
- * here), and a session whose active / procs / cores / memory / disk differ from the
+ * job whose state differs from the one last published (scored_save_dirty notes it
+ * in c->evt), and a session whose active / procs / cores / memory / disk differ from the
  * snapshot taken at the last event. They are numbered from 1 (seq) and kept in a ring
  * of at most events.keep events and FEED_MAX_BYTES bytes, oldest dropped first. They
  * are not durable: a new cluster process has a new random epoch, so a driver that

@@ -2,9 +2,9 @@
  * scored.c - SCore-D resource management, the I/O side: the hosts file, the policy's
  * view of the clusters, parallel job submission and admission (PSUBMIT), ending jobs,
  * the time-slicing tick, limit enforcement, and the clusters of SD_INFO. Decisions are
- * made by the pure functions of scored.h; this file gathers their inputs and applies
- * their outputs. The node protocol (PSYNC) is in scored_psync.c, start-up and the
- * console in scored_admin.c.
+ * made by the pure functions of engine/scored.h; this file gathers their inputs and applies
+ * their outputs. The node protocol (PSYNC) is in scored_psync.c and scored_ack.c,
+ * start-up and the console in scored_admin.c.
  */
 #include <grp.h>
 #include <ini.h>

@@ -1,7 +1,8 @@
 /*
  * scored_int.h - the I/O side of SCore-D resource management inside the cluster role:
- * parallel jobs in memory, the hosts file, and the functions cluster.c, handlers.c,
- * state.c and stats.c call. The pure policy is in scored.h.
+ * parallel jobs in memory (scored_store.c, scored_output.c: the bottom, with state.c),
+ * scheduling (scored.c, requeue.c, scored_ack.c, feed.c), and the requests (scored_psync.c,
+ * scored_admin.c). The pure policy is in engine/scored.h.
  */
 #ifndef GRIDNODE_SCORED_INT_H
 #define GRIDNODE_SCORED_INT_H

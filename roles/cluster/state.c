@@ -361,3 +361,16 @@ void cluster_evt_push(uint64_t **v, uint32_t *n, uint32_t *cap, uint64_t id)
     }
     (*v)[(*n)++] = id;
 }
+
+int cluster_unpack_map(msgpack_unpacked *up, const void *val, size_t vlen)
+{
+    size_t off = 0;
+    msgpack_unpacked_init(up);
+    if (wire_precheck(val, vlen) < 0 ||
+        msgpack_unpack_next(up, val, vlen, &off) != MSGPACK_UNPACK_SUCCESS ||
+        up->data.type != MSGPACK_OBJECT_MAP) {
+        msgpack_unpacked_destroy(up);
+        return -1;
+    }
+    return 0;
+}

@@ -191,19 +191,6 @@ int cluster_save_dirty(struct cluster *c)
     return rc;
 }
 
-int cluster_unpack_map(msgpack_unpacked *up, const void *val, size_t vlen)
-{
-    size_t off = 0;
-    msgpack_unpacked_init(up);
-    if (wire_precheck(val, vlen) < 0 ||
-        msgpack_unpack_next(up, val, vlen, &off) != MSGPACK_UNPACK_SUCCESS ||
-        up->data.type != MSGPACK_OBJECT_MAP) {
-        msgpack_unpacked_destroy(up);
-        return -1;
-    }
-    return 0;
-}
-
 int cluster_record_load(struct cluster *c, int table, record_load_fn fn)
 {
     long skipped = record_load(c->store, table, fn, c);
