@@ -285,6 +285,7 @@ int cluster_load_records(struct cluster *c); /* meta, nodes, jobs, tasks */
  * c->load_skipped: 0, or -1 (store failed, or fn stopped). */
 int cluster_record_load(struct cluster *c, int table, record_load_fn fn);
 void cluster_free_records(struct cluster *c);
+void cluster_job_free(struct job *j); /* its validation part included (valid_state.c) */
 int cluster_save_dirty(struct cluster *c);
 int cluster_task_save(struct cluster *c, struct job *j, uint32_t idx);
 /* HELLO or stored "gpus"/"cpu_gflops" into n; NULL, or why they were refused. */
@@ -297,7 +298,6 @@ void cluster_mark_job(struct cluster *c, struct job *j);
 void cluster_mark_node(struct cluster *c, struct node *n);
 struct job *cluster_job_find(struct cluster *c, uint64_t id);
 int cluster_job_add(struct cluster *c, struct job *j);
-void cluster_job_free(struct job *j);
 struct node *cluster_node_find(struct cluster *c, const char *sid, size_t len);
 /*
  * A request of node n's session arrived from Peer-Address peer: the one place that
@@ -309,10 +309,6 @@ void cluster_node_seen(struct cluster *c, struct node *n, const char *peer);
 struct node *cluster_node_new(struct cluster *c);
 int cluster_node_register(struct cluster *c);
 int job_grow_tasks(struct job *j, uint32_t need);
-/* requeue.c (issue 15): why j cannot be requeued, or NULL; start j again from scratch
- * (running tasks cancelled on their nodes, results dropped): 0, or -1 (store). */
-const char *cluster_requeue_refused(const struct job *j);
-int cluster_job_requeue(struct cluster *c, struct job *j);
 const char *job_state_name(enum job_state s);
 /* As users see it: "failed" for a done job with failed tasks. */
 const char *job_state_shown(const struct job *j);
@@ -340,6 +336,11 @@ struct heap_ent xheap_pop(struct heap_ent *v, uint32_t *n);
 /* Remembers that n holds (job, idx, issue) of a cancelled job (sent in its next reply). */
 void cluster_cancel_note(struct cluster *c, struct node *n, uint64_t job, uint32_t idx,
                          uint32_t issue);
+
+/* requeue.c (issue 15): why j cannot be requeued, or NULL; start j again from scratch
+ * (running tasks cancelled on their nodes, results dropped): 0, or -1 (store). */
+const char *cluster_requeue_refused(const struct job *j);
+int cluster_job_requeue(struct cluster *c, struct job *j);
 
 /* tasks.c: issue, re-issue, estimates, results */
 int tasks_issue(struct cluster *c, struct node *n, uint32_t want, struct wire_buf *wb,
@@ -413,18 +414,23 @@ int purge_request(struct cluster *c, const msgpack_object *m, struct wire_buf *r
 
 /* master.c: MASTER_GET (issue 11): writes MASTER or an ERROR into reply */
 void master_reply(struct cluster *c, const struct wire_msg *msg, struct wire_buf *reply);
-/* validate.c: replication with quorum, validators, spot checks, node trust */
-int valid_init(struct cluster *c);
-void valid_free(struct cluster *c);
-void valid_reset(struct cluster *c); /* forgets queues and heaps (state reloaded) */
-/* SUBMIT fields of validation into j (before the job is added); NULL or the reason. */
-const char *valid_submit(struct cluster *c, struct job *j, const msgpack_object *m);
+/* valid_state.c: the validation part of the job, task and node records */
 void valid_job_encode(const struct job *j, struct wire_buf *wb); /* key "valid" + map */
 int valid_job_load(struct job *j, const msgpack_object *m);
 void valid_job_free(struct job *j);
 void valid_task_encode(struct cluster *c, const struct job *j, uint32_t idx,
                        struct wire_buf *wb); /* key "v" + its value */
 void valid_task_load(struct cluster *c, struct job *j, uint32_t idx, const msgpack_object *m);
+#define VALID_TRUST_KEYS 7
+void valid_trust_pack(const struct node *n, struct wire_buf *wb);
+void valid_trust_load(struct node *n, const msgpack_object *m);
+
+/* validate*.c, validator.c: replication with quorum, validators, spot checks, node trust */
+int valid_init(struct cluster *c);
+void valid_free(struct cluster *c);  /* validate_res.c: validators killed first */
+void valid_reset(struct cluster *c); /* forgets queues and heaps (state reloaded) */
+/* SUBMIT fields of validation into j (before the job is added); NULL or the reason. */
+const char *valid_submit(struct cluster *c, struct job *j, const msgpack_object *m);
 int valid_load(struct cluster *c); /* after jobs, nodes, tasks: candidates, answers */
 /* A spot-check task or a checked job's task for n: 0 and (*jp, *idx), else -1. */
 int valid_take(struct cluster *c, struct node *n, int64_t now, struct job **jp, uint32_t *idx);
@@ -443,9 +449,6 @@ void valid_remap(struct cluster *c, const uint32_t *map);
 int valid_task_has_results(const struct job *j, uint32_t idx);
 void valid_pack_results(struct cluster *c, const struct job *j, uint32_t idx, struct wire_buf *wb,
                         bool output);
-#define VALID_TRUST_KEYS 7
-void valid_trust_pack(const struct node *n, struct wire_buf *wb);
-void valid_trust_load(struct node *n, const msgpack_object *m);
 
 /* stats.c */
 /* Sets up the statistics (and starts the stats.http server); 0, or -1 with err. */

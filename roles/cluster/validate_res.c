@@ -1,7 +1,8 @@
 /*
- * validate_res.c - results of checked jobs (docs/validation.md): candidates, answer
- * classes, quorum and adaptive acceptance, spot checks and backtracking, the task
- * record's validation part, and the "results" list of a JOB task map.
+ * validate_res.c - results of checked jobs (docs/validation.md): candidates and their
+ * answer classes (decided in validate_dec.c, or by a validator, validator.c), spot
+ * checks and backtracking, loading the candidates, the once-a-second tick, and the
+ * "results" list of a JOB task map. The top of the validation files.
  */
 #include <stdlib.h>
 #include <string.h>
