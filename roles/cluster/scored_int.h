@@ -93,13 +93,18 @@ struct scored {
     int t_pjobs, t_scored, t_poutput;
 };
 
-/* scored.c */
+/* scored_admin.c: start-up, CONSOLE, SD_INFO */
 /* The configuration checks of the SCore-D side (queues.default, the hosts file):
  * 0, or -1 with err. Run by --check-config and at start-up alike. */
 int scored_check_config(const struct cluster_cfg *cfg, char *err, size_t errlen);
 int scored_open(struct cluster *c); /* hosts file, settings, jobs, startup file */
 void scored_close(struct cluster *c);
 int scored_startup(struct cluster *c); /* the startup file, once per state directory */
+void h_console(struct cluster *c, struct request *r);
+void h_sd_info(struct cluster *c, struct request *r);
+void scored_pack_queues(const struct cluster *c, struct wire_buf *wb);
+
+/* scored.c */
 /* One line of the hosts file (an inih handler; user is the struct scored). */
 int scored_hostline(void *user, const char *section, const char *name, const char *value);
 void scored_schedule(struct cluster *c, bool rotate);
@@ -117,10 +122,6 @@ void scored_check_limits(struct cluster *c, struct pjob *j, int64_t now);
 void scored_reply_err(struct request *r, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* scored_psync.c */
-void h_psync(struct cluster *c, struct request *r);
-void h_console(struct cluster *c, struct request *r);
-void h_sd_info(struct cluster *c, struct request *r);
 const struct sd_hostent *scored_hostent(const struct cluster *c, const char *name);
 /* The cluster name and speed of a node (hosts file, HELLO, or arch/model). */
 void scored_node_class(const struct cluster *c, const struct node *n, char *name, size_t len,
@@ -131,7 +132,9 @@ void scored_pack_clusters(struct cluster *c, struct wire_buf *wb);
  * first cluster left out, 0 when none is. */
 void scored_pack_clusters_page(struct cluster *c, struct wire_buf *wb, uint64_t from,
                                uint64_t count, size_t max_bytes, uint64_t *next);
-void scored_pack_queues(const struct cluster *c, struct wire_buf *wb);
+
+/* scored_psync.c */
+void h_psync(struct cluster *c, struct request *r);
 
 /* scored_ack.c: writes the whole PSYNC_ACK (request id id) for node index me into wb */
 void scored_psync_ack(struct cluster *c, struct wire_buf *wb, uint64_t id, uint32_t me);
