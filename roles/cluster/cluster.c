@@ -183,6 +183,31 @@ static int on_commit(void *arg)
     return 0;
 }
 
+/*
+ * The whole state from the store: jobs, nodes, tasks and meta (state_rec.c), then what
+ * hangs on them: validation candidates and known answers, drains, parallel jobs, the
+ * session index, the purge queue. Skipped records are counted in c->load_skipped.
+ */
+int cluster_load(struct cluster *c)
+{
+    c->load_skipped = 0;
+    if (cluster_load_records(c) < 0 || valid_load(c) < 0)
+        return -1;
+    return drain_load(c) < 0 || scored_load(c) < 0 || sessions_index(c) < 0 || purge_load(c) < 0
+               ? -1
+               : 0;
+}
+
+void cluster_free_state(struct cluster *c)
+{
+    cluster_free_records(c);
+    sessions_free(c);
+    drain_free(c);
+    purge_free(c);
+    scored_free_state(c);
+    valid_reset(c);
+}
+
 /* daemon callback after a failed commit: forget the turn, reload what is stored. */
 static void on_reload(void *arg)
 {

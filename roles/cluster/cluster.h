@@ -5,6 +5,17 @@
  * turn; a reply is sent only after the turn's commit (see cluster.c). Jobs are bags of
  * numbered tasks produced by an application (app.h); nodes pull tasks, return results,
  * and send heartbeats (handlers.c). Re-issue and node estimates are in tasks.c.
+ *
+ * The files call each other downwards only (a file calls those on its line or below):
+ *   top      cluster.c (start-up, loop, cluster_load), handlers.c, scored_psync.c,
+ *            scored_admin.c, stats.c, stats_html.c, master.c
+ *   middle   feed.c > scored_ack.c > scored.c > requeue.c; purge.c; sessions.c;
+ *            tasks.c > validate_res.c > validator.c > validate_dec.c > validate.c
+ *   bottom   scored_output.c > scored_store.c; state_rec.c > valid_state.c, drain.c >
+ *            state.c; subkey.c, app.c
+ *   engine/  the pure SCore-D policy (engine/scored.h): lib/ only
+ * An upper file learns of a lower one's change through state (c->evt, dirty flags),
+ * never by a call upwards.
  */
 #ifndef GRIDNODE_CLUSTER_H
 #define GRIDNODE_CLUSTER_H
@@ -15,6 +26,7 @@
 
 #include "lib/config.h"
 #include "daemon/curve.h"
+#include "daemon/record.h"
 #include "wire/wire.h"
 
 struct store;
@@ -202,6 +214,16 @@ struct heap_ent {
     uint32_t idx, issue;
 };
 
+/*
+ * The jobs saved in the turn being committed whose state (as users see it) changed: the
+ * feed (feed.c) publishes them after the commit. on: the feed is open.
+ */
+struct ev_turn {
+    bool on;
+    uint64_t *bag, *par; /* bag jobs (SUBMIT), parallel jobs (PSUBMIT): ids */
+    uint32_t nbag, capbag, npar, cappar;
+};
+
 struct cluster {
     struct cluster_cfg cfg;
     struct store *store;
@@ -242,6 +264,7 @@ struct cluster {
     uint64_t turn_changes;
     uint32_t load_skipped;   /* records cluster_load could not load (each logged with its key) */
     struct statspage *stats; /* stats files and stats.http server (stats.c) */
+    struct ev_turn evt;      /* events of the turn (state_rec.c, scored_store.c; feed.c) */
     /* since start, for /metrics: hand-outs, re-issues, results completing a task, others */
     uint64_t n_issued, n_reissued, n_results, n_dups;
 };
@@ -252,15 +275,29 @@ extern const struct config_key cluster_keys[];
 /* The store's tables, terminated by {NULL} (for tests that open a cluster's state). */
 extern const struct store_table *const cluster_store_tables;
 
-/* state.c: loading and saving records */
+/* cluster.c: the whole state from the store (records of every file), and its release */
 int cluster_load(struct cluster *c);
 void cluster_free_state(struct cluster *c);
+
+/* state_rec.c: the records of jobs, tasks, nodes and meta */
+int cluster_load_records(struct cluster *c); /* meta, nodes, jobs, tasks */
+/* record_load of table with fn (its arg: c), the records skipped as unreadable added to
+ * c->load_skipped: 0, or -1 (store failed, or fn stopped). */
+int cluster_record_load(struct cluster *c, int table, record_load_fn fn);
+void cluster_free_records(struct cluster *c);
+void cluster_job_free(struct job *j); /* its validation part included (valid_state.c) */
 int cluster_save_dirty(struct cluster *c);
+int cluster_task_save(struct cluster *c, struct job *j, uint32_t idx);
+/* HELLO or stored "gpus"/"cpu_gflops" into n; NULL, or why they were refused. */
+const char *cluster_node_load_gpus(struct node *n, const msgpack_object *m);
+/* One node as a map: the stored record, plus running/cur_job/cur_since when live. */
+void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live);
+
+/* state.c: jobs, nodes, tasks in memory */
 void cluster_mark_job(struct cluster *c, struct job *j);
 void cluster_mark_node(struct cluster *c, struct node *n);
 struct job *cluster_job_find(struct cluster *c, uint64_t id);
 int cluster_job_add(struct cluster *c, struct job *j);
-void cluster_job_free(struct job *j);
 struct node *cluster_node_find(struct cluster *c, const char *sid, size_t len);
 /*
  * A request of node n's session arrived from Peer-Address peer: the one place that
@@ -272,20 +309,12 @@ void cluster_node_seen(struct cluster *c, struct node *n, const char *peer);
 struct node *cluster_node_new(struct cluster *c);
 int cluster_node_register(struct cluster *c);
 int job_grow_tasks(struct job *j, uint32_t need);
-/* requeue.c (issue 15): why j cannot be requeued, or NULL; start j again from scratch
- * (running tasks cancelled on their nodes, results dropped): 0, or -1 (store). */
-const char *cluster_requeue_refused(const struct job *j);
-int cluster_job_requeue(struct cluster *c, struct job *j);
-int cluster_task_save(struct cluster *c, struct job *j, uint32_t idx);
-/* HELLO or stored "gpus"/"cpu_gflops" into n; NULL, or why they were refused. */
-const char *cluster_node_load_gpus(struct node *n, const msgpack_object *m);
-/* One node as a map: the stored record, plus running/cur_job/cur_since when live. */
-void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live);
 const char *job_state_name(enum job_state s);
 /* As users see it: "failed" for a done job with failed tasks. */
 const char *job_state_shown(const struct job *j);
-/* j's JOBS row (docs/wire.md 6.2) as one map into wb (handlers.c; the feed's bag events) */
-void cluster_job_row(const struct job *j, struct wire_buf *wb);
+/* One job summary map (JOB); as a list row (row: JOBS, docs/wire.md 6.2, and the feed's
+ * bag events) argv is cut to CLUSTER_ROW_ARGV_MAX bytes. */
+void cluster_job_pack(const struct job *j, struct wire_buf *wb, bool row);
 /*
  * key + argv for a list row: at most max bytes of text in all, the element that crosses
  * the limit cut at a UTF-8 character boundary, later ones left out. cluster_argv_cut()
@@ -294,6 +323,24 @@ void cluster_job_row(const struct job *j, struct wire_buf *wb);
 bool cluster_argv_cut(char *const *v, uint32_t n, size_t max);
 void cluster_put_argv(struct wire_buf *wb, const char *key, char *const *v, uint32_t n, size_t max);
 const char *task_state_name(const struct task *t);
+/* A stored record decoded (wire_precheck first): 0 when it is a map, else -1 (up freed). */
+int cluster_unpack_map(msgpack_unpacked *up, const void *val, size_t vlen);
+/* Appends id to one of c->evt's lists (v, n of cap); out of memory, the event is lost. */
+void cluster_evt_push(uint64_t **v, uint32_t *n, uint32_t *cap, uint64_t id);
+void heap_push(struct cluster *c, struct heap_ent e);
+/* A min-heap of heap_ent by expiry_ms in (*v)[0..*n) of capacity *cap: the re-issue
+ * heap above and the copy heap of validate.c. Push: 0, or -1 when out of memory (the
+ * heap unchanged); pop: the earliest entry (the heap must not be empty). */
+int xheap_push(struct heap_ent **v, uint32_t *n, uint32_t *cap, struct heap_ent e);
+struct heap_ent xheap_pop(struct heap_ent *v, uint32_t *n);
+/* Remembers that n holds (job, idx, issue) of a cancelled job (sent in its next reply). */
+void cluster_cancel_note(struct cluster *c, struct node *n, uint64_t job, uint32_t idx,
+                         uint32_t issue);
+
+/* requeue.c (issue 15): why j cannot be requeued, or NULL; start j again from scratch
+ * (running tasks cancelled on their nodes, results dropped): 0, or -1 (store). */
+const char *cluster_requeue_refused(const struct job *j);
+int cluster_job_requeue(struct cluster *c, struct job *j);
 
 /* tasks.c: issue, re-issue, estimates, results */
 int tasks_issue(struct cluster *c, struct node *n, uint32_t want, struct wire_buf *wb,
@@ -321,19 +368,10 @@ double tasks_est_s(const struct cluster *c, const struct node *n, const struct j
 int tasks_result(struct cluster *c, struct node *n, const msgpack_object *res);
 /* Seconds until node n may get tasks again under its daily quota (0: now). */
 int64_t tasks_quota_wait_s(struct cluster *c, struct node *n);
-/* Remembers that n holds (job, idx, issue) of a cancelled job (sent in its next reply). */
-void tasks_cancel_note(struct cluster *c, struct node *n, uint64_t job, uint32_t idx,
-                       uint32_t issue);
 /* Writes n's pending cancels as the key "cancel" and an array, then forgets them. */
 void tasks_cancel_put(struct node *n, struct wire_buf *wb);
 void tasks_extend(struct cluster *c, struct node *n, uint64_t job, uint32_t idx, uint32_t issue);
 void tasks_release_node(struct cluster *c, struct node *n);
-void heap_push(struct cluster *c, struct heap_ent e);
-/* A min-heap of heap_ent by expiry_ms in (*v)[0..*n) of capacity *cap: the re-issue
- * heap above and the copy heap of validate.c. Push: 0, or -1 when out of memory (the
- * heap unchanged); pop: the earliest entry (the heap must not be empty). */
-int xheap_push(struct heap_ent **v, uint32_t *n, uint32_t *cap, struct heap_ent e);
-struct heap_ent xheap_pop(struct heap_ent *v, uint32_t *n);
 double tasks_work(const struct job *j, size_t input_bytes, long input_unit_kb);
 int64_t tasks_wait_ms(const struct cluster *c, const struct node *n, double work);
 void nodes_check_active(struct cluster *c);
@@ -376,18 +414,23 @@ int purge_request(struct cluster *c, const msgpack_object *m, struct wire_buf *r
 
 /* master.c: MASTER_GET (issue 11): writes MASTER or an ERROR into reply */
 void master_reply(struct cluster *c, const struct wire_msg *msg, struct wire_buf *reply);
-/* validate.c: replication with quorum, validators, spot checks, node trust */
-int valid_init(struct cluster *c);
-void valid_free(struct cluster *c);
-void valid_reset(struct cluster *c); /* forgets queues and heaps (state reloaded) */
-/* SUBMIT fields of validation into j (before the job is added); NULL or the reason. */
-const char *valid_submit(struct cluster *c, struct job *j, const msgpack_object *m);
+/* valid_state.c: the validation part of the job, task and node records */
 void valid_job_encode(const struct job *j, struct wire_buf *wb); /* key "valid" + map */
 int valid_job_load(struct job *j, const msgpack_object *m);
 void valid_job_free(struct job *j);
 void valid_task_encode(struct cluster *c, const struct job *j, uint32_t idx,
                        struct wire_buf *wb); /* key "v" + its value */
 void valid_task_load(struct cluster *c, struct job *j, uint32_t idx, const msgpack_object *m);
+#define VALID_TRUST_KEYS 7
+void valid_trust_pack(const struct node *n, struct wire_buf *wb);
+void valid_trust_load(struct node *n, const msgpack_object *m);
+
+/* validate*.c, validator.c: replication with quorum, validators, spot checks, node trust */
+int valid_init(struct cluster *c);
+void valid_free(struct cluster *c);  /* validate_res.c: validators killed first */
+void valid_reset(struct cluster *c); /* forgets queues and heaps (state reloaded) */
+/* SUBMIT fields of validation into j (before the job is added); NULL or the reason. */
+const char *valid_submit(struct cluster *c, struct job *j, const msgpack_object *m);
 int valid_load(struct cluster *c); /* after jobs, nodes, tasks: candidates, answers */
 /* A spot-check task or a checked job's task for n: 0 and (*jp, *idx), else -1. */
 int valid_take(struct cluster *c, struct node *n, int64_t now, struct job **jp, uint32_t *idx);
@@ -406,9 +449,6 @@ void valid_remap(struct cluster *c, const uint32_t *map);
 int valid_task_has_results(const struct job *j, uint32_t idx);
 void valid_pack_results(struct cluster *c, const struct job *j, uint32_t idx, struct wire_buf *wb,
                         bool output);
-#define VALID_TRUST_KEYS 7
-void valid_trust_pack(const struct node *n, struct wire_buf *wb);
-void valid_trust_load(struct node *n, const msgpack_object *m);
 
 /* stats.c */
 /* Sets up the statistics (and starts the stats.http server); 0, or -1 with err. */

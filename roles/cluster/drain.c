@@ -50,32 +50,27 @@ static struct drain_ent *add(struct cluster *c, const char *name, const char *re
     return d;
 }
 
-static int load_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+static int load_one(void *arg, const uint8_t *key, size_t klen, const void *val, size_t vlen)
 {
     struct cluster *c = arg;
     msgpack_unpacked up;
-    size_t off = 0;
     char name[64], reason[256];
-    if (klen == 0 || klen >= sizeof name)
-        return 0;
+    if (klen == 0 || klen >= sizeof name || cluster_unpack_map(&up, val, vlen) < 0)
+        return RECORD_UNREADABLE;
     memcpy(name, key, klen);
     name[klen] = '\0';
-    msgpack_unpacked_init(&up);
-    if (wire_precheck(val, vlen) == 0 &&
-        msgpack_unpack_next(&up, val, vlen, &off) == MSGPACK_UNPACK_SUCCESS &&
-        up.data.type == MSGPACK_OBJECT_MAP) {
-        wire_get_strbuf(&up.data, "reason", reason, sizeof reason);
-        if (!drain_find(c, name) && !add(c, name, reason, wire_get_i64(&up.data, "since", 0)))
-            log_warnx("drain: out of memory loading the drain of node %s", name);
-    }
+    wire_get_strbuf(&up.data, "reason", reason, sizeof reason);
+    if (!drain_find(c, name) && !add(c, name, reason, wire_get_i64(&up.data, "since", 0)))
+        log_warnx("drain: out of memory loading the drain of node %s", name);
     msgpack_unpacked_destroy(&up);
-    return 0;
+    return RECORD_TAKEN;
 }
 
 int drain_load(struct cluster *c)
 {
     drain_free(c);
-    if (store_iter(c->store, c->t_drain, NULL, 0, load_one, c) < 0)
+    /* unreadable drains are warned of, not counted in load_skipped (as before) */
+    if (record_load(c->store, c->t_drain, load_one, c) < 0)
         return -1;
     if (c->ndrains)
         log_info("%u node(s) drained", c->ndrains);

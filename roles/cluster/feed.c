@@ -4,8 +4,8 @@
  * long-polls built on lib/daemon's held replies (held EVENTS, held PSYNC).
  *
  * Events are made after a turn's commit, from what the commit made durable: a parallel
- * job whose state differs from the one last published (scored_save_dirty reports it
- * here), and a session whose active / procs / cores / memory / disk differ from the
+ * job whose state differs from the one last published (scored_save_dirty notes it
+ * in c->evt), and a session whose active / procs / cores / memory / disk differ from the
  * snapshot taken at the last event. They are numbered from 1 (seq) and kept in a ring
  * of at most events.keep events and FEED_MAX_BYTES bytes, oldest dropped first. They
  * are not durable: a new cluster process has a new random epoch, so a driver that
@@ -61,10 +61,6 @@ struct feed {
     uint32_t nhs;
     struct waiter *w;
     uint32_t nw, capw;
-    uint64_t *chg; /* ids of jobs whose state changed in the turn being committed */
-    uint32_t nchg, capchg;
-    uint64_t *bchg; /* the same for bag jobs (SUBMIT) */
-    uint32_t nbchg, capbchg;
     struct wire_buf wb;
 };
 
@@ -92,6 +88,7 @@ int feed_open(struct cluster *c)
     random_hex(f->epoch, sizeof f->epoch);
     wire_buf_init(&f->wb);
     c->sd->feed = f;
+    c->evt.on = true;
     log_info("event feed: epoch %s, keeping %u events", f->epoch, f->cap);
     return 0;
 }
@@ -106,8 +103,9 @@ void feed_close(struct cluster *c)
     free(f->ring);
     free(f->hs);
     free(f->w);
-    free(f->chg);
-    free(f->bchg);
+    free(c->evt.par);
+    free(c->evt.bag);
+    c->evt = (struct ev_turn){0};
     wire_buf_free(&f->wb);
     free(f);
     c->sd->feed = NULL;
@@ -152,44 +150,6 @@ static void ring_push(struct feed *f)
 
 /* ---- job events ---- */
 
-/* Appends id to the changed-this-turn list v (n of cap); out of memory, the event is
-   lost (the state is not). */
-static void id_push(uint64_t **v, uint32_t *n, uint32_t *cap, uint64_t id)
-{
-    if (*n == *cap) {
-        uint32_t c = *cap ? *cap * 2 : 256;
-        uint64_t *g = realloc(*v, c * sizeof *g);
-        if (!g)
-            return;
-        *v = g;
-        *cap = c;
-    }
-    (*v)[(*n)++] = id;
-}
-
-void feed_job_changed(struct cluster *c, struct pjob *j)
-{
-    struct feed *f = c->sd->feed;
-    if (!f || j->ev_state == (uint8_t)(j->state + 1))
-        return;
-    id_push(&f->chg, &f->nchg, &f->capchg, j->id);
-}
-
-/*
- * A bag job (SUBMIT) saved this turn: an event follows the commit when the state users
- * see (job_state_shown: queued, held, running, done, failed, cancelled) differs from
- * the one last published. Task progress makes no event (a busy cluster would flood the
- * feed); a follower that shows progress reads JOB_GET. `gridnode job --wait` sees a
- * job's end through this within one one-way delay (issue 16).
- */
-void feed_bag_changed(struct cluster *c, struct job *j)
-{
-    struct feed *f = c->sd ? c->sd->feed : NULL;
-    if (!f || j->ev_shown == job_state_shown(j))
-        return;
-    id_push(&f->bchg, &f->nbchg, &f->capbchg, j->id);
-}
-
 static void pack_bag_event(struct feed *f, const struct job *j)
 {
     bool ended = j->state == JS_DONE || j->state == JS_CANCELLED;
@@ -208,7 +168,7 @@ static void pack_bag_event(struct feed *f, const struct job *j)
         wire_put_i64(&f->wb, "finished", j->finished_ms);
     if (ended) { /* the final row: a waiting tool prints it without asking again */
         wire_put_key(&f->wb, "row");
-        cluster_job_row(j, &f->wb);
+        cluster_job_pack(j, &f->wb, true);
     }
 }
 
@@ -475,8 +435,8 @@ void feed_after_commit(struct cluster *c)
     if (!f)
         return;
     uint64_t before = f->next_seq;
-    for (uint32_t i = 0; i < f->nchg; i++) {
-        struct pjob *j = scored_job_find(c, f->chg[i]);
+    for (uint32_t i = 0; i < c->evt.npar; i++) {
+        struct pjob *j = scored_job_find(c, c->evt.par[i]);
         if (!j || j->ev_state == (uint8_t)(j->state + 1))
             continue;
         j->ev_state = (uint8_t)(j->state + 1);
@@ -484,16 +444,16 @@ void feed_after_commit(struct cluster *c)
         ring_push(f);
         wake_hosts(c, f, j);
     }
-    f->nchg = 0;
-    for (uint32_t i = 0; i < f->nbchg; i++) {
-        struct job *j = cluster_job_find(c, f->bchg[i]);
+    c->evt.npar = 0;
+    for (uint32_t i = 0; i < c->evt.nbag; i++) {
+        struct job *j = cluster_job_find(c, c->evt.bag[i]);
         if (!j || j->ev_shown == job_state_shown(j))
             continue;
         j->ev_shown = job_state_shown(j);
         pack_bag_event(f, j);
         ring_push(f);
     }
-    f->nbchg = 0;
+    c->evt.nbag = 0;
     host_events(c, f);
     bool news = f->next_seq != before;
     for (uint32_t i = 0; i < f->nw;) {
@@ -525,6 +485,5 @@ void feed_keepalive(struct cluster *c)
 
 void feed_discard(struct cluster *c)
 {
-    if (c->sd && c->sd->feed)
-        c->sd->feed->nchg = c->sd->feed->nbchg = 0;
+    c->evt.npar = c->evt.nbag = 0;
 }

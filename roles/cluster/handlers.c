@@ -57,17 +57,6 @@ static struct node *session(struct cluster *c, struct request *r)
     return n;
 }
 
-void cluster_node_seen(struct cluster *c, struct node *n, const char *peer)
-{
-    n->last_ms = wall_now_ms();
-    if (!n->active)
-        log_info("node %s (%s) active again", n->name, n->sid);
-    n->active = true;
-    if (peer && peer[0])
-        snprintf(n->ip, sizeof n->ip, "%s", peer);
-    cluster_mark_node(c, n);
-}
-
 static bool work_remains(const struct cluster *c)
 {
     for (uint32_t i = c->open_from; i < c->njobs; i++)
@@ -460,46 +449,6 @@ oom:
     reply_storage(c, r); /* stdin may be half-buffered: the whole turn is undone */
 }
 
-/* One job summary map; as a list row (JOBS), argv is cut to CLUSTER_ROW_ARGV_MAX bytes. */
-static void pack_job(const struct job *j, struct wire_buf *wb, bool row)
-{
-    bool cut = row && cluster_argv_cut(j->argv, j->argc, CLUSTER_ROW_ARGV_MAX);
-    wire_pack_map(wb, (cut ? 16 : 15) + 2 + 2 * (j->gpus > 0) + (j->requeues > 0));
-    wire_put_u64(wb, "job", j->id);
-    wire_put_str(wb, "name", j->name);
-    wire_put_str(wb, "user", j->user);
-    wire_put_str(wb, "state", job_state_shown(j));
-    wire_put_u64(wb, "ntasks", j->ntasks);
-    wire_put_u64(wb, "issued", j->next_new);
-    wire_put_u64(wb, "running", j->state == JS_RUNNING ? j->next_new - j->ndone : 0);
-    wire_put_u64(wb, "done", j->ndone);
-    wire_put_u64(wb, "failed", j->nfailed);
-    wire_put_u64(wb, "dups", j->ndups);
-    wire_put_i64(wb, "submitted", j->submitted_ms);
-    wire_put_i64(wb, "finished", j->finished_ms);
-    if (cut) {
-        cluster_put_argv(wb, "argv", j->argv, j->argc, CLUSTER_ROW_ARGV_MAX);
-        wire_put_bool(wb, "argv_trunc", true);
-    } else {
-        wire_put_strv(wb, "argv", j->argv, (uint32_t)j->argc);
-    }
-    wire_put_bool(wb, "shell", j->shell);
-    wire_put_u64(wb, "limit_s", j->limit_s);
-    wire_put_u64(wb, "deadline_s", j->deadline_s);
-    wire_put_u64(wb, "late", j->nlate);
-    if (j->gpus > 0) {
-        wire_put_u64(wb, "gpus", j->gpus);
-        wire_put_str(wb, "gpu_type", j->gpu_type);
-    }
-    if (j->requeues > 0) /* gridnode requeue (issue 15): Slurm's Restarts */
-        wire_put_u64(wb, "requeues", j->requeues);
-}
-
-void cluster_job_row(const struct job *j, struct wire_buf *wb)
-{
-    pack_job(j, wb, true);
-}
-
 /* The page size a list request asks for ("count"; default CLUSTER_LIST_COUNT). */
 static uint32_t list_count(const struct request *r)
 {
@@ -549,7 +498,7 @@ static void h_job_list(struct cluster *c, struct request *r)
             if (!curve_may_touch(j->user) ||
                 !joblist_allows(m, j->user, job_state_shown(j), j->name, -1))
                 continue;
-            pack_job(j, &rows, true);
+            cluster_job_pack(j, &rows, true);
         } else {
             const struct pjob *pj = c->sd->jobs[k++];
             if (!curve_may_touch(pj->user) ||
@@ -706,7 +655,7 @@ static void h_job_get(struct cluster *c, struct request *r)
     if (!tasks) {
         wire_begin(r->reply, WT_JOB, r->msg->id, 1);
         wire_put_key(r->reply, "job");
-        pack_job(j, r->reply, false);
+        cluster_job_pack(j, r->reply, false);
         return;
     }
     uint64_t from = wire_get_u64(m, "from", 0), count = wire_get_u64(m, "count", 1000);
@@ -725,7 +674,7 @@ static void h_job_get(struct cluster *c, struct request *r)
     bool cut = w.next < w.end; /* too big for one reply: the rest from "next" on */
     wire_begin(r->reply, WT_JOB, r->msg->id, cut ? 3 : 2);
     wire_put_key(r->reply, "job");
-    pack_job(j, r->reply, false);
+    cluster_job_pack(j, r->reply, false);
     wire_put_key(r->reply, "tasks");
     wire_pack_array(r->reply, w.count);
     msgpack_sbuffer_write(&r->reply->sb, tb.sb.data, tb.sb.size);
@@ -763,7 +712,7 @@ static void h_cancel(struct cluster *c, struct request *r)
     for (uint32_t i = 0; i < j->next_new; i++) {
         struct task *t = &j->tasks[i];
         if (t->state == TS_ISSUED && t->node < c->nnodes) {
-            tasks_cancel_note(c, &c->nodes[t->node], j->id, i, t->issues);
+            cluster_cancel_note(c, &c->nodes[t->node], j->id, i, t->issues);
             if (c->nodes[t->node].inflight > 0)
                 c->nodes[t->node].inflight--;
             t->node = UINT32_MAX; /* no longer counted against the node */

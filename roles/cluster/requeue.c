@@ -66,7 +66,7 @@ int cluster_job_requeue(struct cluster *c, struct job *j)
         struct task *t = &j->tasks[i];
         if (t->state == TS_ISSUED && t->node < c->nnodes) {
             struct node *n = &c->nodes[t->node];
-            tasks_cancel_note(c, n, j->id, i, t->issues);
+            cluster_cancel_note(c, n, j->id, i, t->issues);
             if (n->inflight > 0)
                 n->inflight--;
         }

@@ -2,9 +2,9 @@
  * scored.c - SCore-D resource management, the I/O side: the hosts file, the policy's
  * view of the clusters, parallel job submission and admission (PSUBMIT), ending jobs,
  * the time-slicing tick, limit enforcement, and the clusters of SD_INFO. Decisions are
- * made by the pure functions of scored.h; this file gathers their inputs and applies
- * their outputs. The node protocol (PSYNC) is in scored_psync.c, start-up and the
- * console in scored_admin.c.
+ * made by the pure functions of engine/scored.h; this file gathers their inputs and applies
+ * their outputs. The node protocol (PSYNC) is in scored_psync.c and scored_ack.c,
+ * start-up and the console in scored_admin.c.
  */
 #include <grp.h>
 #include <ini.h>
@@ -652,21 +652,6 @@ void scored_settle(struct cluster *c)
     struct scored *sd = c->sd;
     while (sd->live_from < sd->njobs && settled(sd->jobs[sd->live_from]))
         sd->live_from++;
-}
-
-void scored_unsettle(struct cluster *c, const struct pjob *j)
-{
-    struct scored *sd = c->sd;
-    uint32_t lo = 0, hi = sd->live_from;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (sd->jobs[mid]->id < j->id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo < sd->live_from && sd->jobs[lo] == j)
-        sd->live_from = lo;
 }
 
 /* ---- PSUBMIT ---- */

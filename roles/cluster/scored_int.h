@@ -1,13 +1,14 @@
 /*
  * scored_int.h - the I/O side of SCore-D resource management inside the cluster role:
- * parallel jobs in memory, the hosts file, and the functions cluster.c, handlers.c,
- * state.c and stats.c call. The pure policy is in scored.h.
+ * parallel jobs in memory (scored_store.c, scored_output.c: the bottom, with state.c),
+ * scheduling (scored.c, requeue.c, scored_ack.c, feed.c), and the requests (scored_psync.c,
+ * scored_admin.c). The pure policy is in engine/scored.h.
  */
 #ifndef GRIDNODE_SCORED_INT_H
 #define GRIDNODE_SCORED_INT_H
 
 #include "roles/cluster/cluster.h"
-#include "roles/cluster/scored.h"
+#include "roles/cluster/engine/scored.h"
 
 enum pj_state {
     PJ_WAITING = 0, /* not admitted yet: waits for resources (asked to wait) */
@@ -92,13 +93,18 @@ struct scored {
     int t_pjobs, t_scored, t_poutput;
 };
 
-/* scored.c */
+/* scored_admin.c: start-up, CONSOLE, SD_INFO */
 /* The configuration checks of the SCore-D side (queues.default, the hosts file):
  * 0, or -1 with err. Run by --check-config and at start-up alike. */
 int scored_check_config(const struct cluster_cfg *cfg, char *err, size_t errlen);
 int scored_open(struct cluster *c); /* hosts file, settings, jobs, startup file */
 void scored_close(struct cluster *c);
 int scored_startup(struct cluster *c); /* the startup file, once per state directory */
+void h_console(struct cluster *c, struct request *r);
+void h_sd_info(struct cluster *c, struct request *r);
+void scored_pack_queues(const struct cluster *c, struct wire_buf *wb);
+
+/* scored.c */
 /* One line of the hosts file (an inih handler; user is the struct scored). */
 int scored_hostline(void *user, const char *section, const char *name, const char *value);
 void scored_schedule(struct cluster *c, bool rotate);
@@ -107,8 +113,6 @@ void scored_node_left(struct cluster *c, struct node *n, const char *why);
 void h_psubmit(struct cluster *c, struct request *r);
 /* After each commit: skips the settled jobs at the front (sd->live_from). */
 void scored_settle(struct cluster *c);
-/* j (settled) concerns a node again (it reported one of its processes): back in view. */
-void scored_unsettle(struct cluster *c, const struct pjob *j);
 /* Ends j in state st (no-op once ended), with the reason; the decision runs again. */
 void scored_job_end(struct cluster *c, struct pjob *j, enum pj_state st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -118,10 +122,6 @@ void scored_check_limits(struct cluster *c, struct pjob *j, int64_t now);
 void scored_reply_err(struct request *r, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* scored_psync.c */
-void h_psync(struct cluster *c, struct request *r);
-void h_console(struct cluster *c, struct request *r);
-void h_sd_info(struct cluster *c, struct request *r);
 const struct sd_hostent *scored_hostent(const struct cluster *c, const char *name);
 /* The cluster name and speed of a node (hosts file, HELLO, or arch/model). */
 void scored_node_class(const struct cluster *c, const struct node *n, char *name, size_t len,
@@ -132,18 +132,18 @@ void scored_pack_clusters(struct cluster *c, struct wire_buf *wb);
  * first cluster left out, 0 when none is. */
 void scored_pack_clusters_page(struct cluster *c, struct wire_buf *wb, uint64_t from,
                                uint64_t count, size_t max_bytes, uint64_t *next);
-void scored_pack_queues(const struct cluster *c, struct wire_buf *wb);
 
-/* Writes the whole PSYNC_ACK (request id id) for node index me into wb. */
+/* scored_psync.c */
+void h_psync(struct cluster *c, struct request *r);
+
+/* scored_ack.c: writes the whole PSYNC_ACK (request id id) for node index me into wb */
 void scored_psync_ack(struct cluster *c, struct wire_buf *wb, uint64_t id, uint32_t me);
+/* How many of the commands of node me's PSYNC_ACK it would act on (0: nothing changes). */
+uint32_t scored_psync_actions(struct cluster *c, uint32_t me);
 
 /* feed.c: the change feed (EVENTS) and held requests (long-polls) */
 int feed_open(struct cluster *c);
 void feed_close(struct cluster *c);
-/* scored_save_dirty: j is being saved; an event follows the commit if its state changed */
-void feed_job_changed(struct cluster *c, struct pjob *j);
-/* cluster_save_dirty: the same for a bag job (its shown state) */
-void feed_bag_changed(struct cluster *c, struct job *j);
 /* After a successful commit: publish the turn's events, answer held requests. */
 void feed_after_commit(struct cluster *c);
 void feed_discard(struct cluster *c); /* after a failed commit */
@@ -171,6 +171,8 @@ void scored_requeue_progress(struct cluster *c, struct pjob *j);
 struct pjob *scored_job_find(struct cluster *c, uint64_t id);
 int scored_job_add(struct cluster *c, struct pjob *j);
 void scored_job_free(struct pjob *j);
+/* j (settled) concerns a node again (it reported one of its processes): back in view. */
+void scored_unsettle(struct cluster *c, const struct pjob *j);
 int scored_load(struct cluster *c);
 void scored_free_state(struct cluster *c);
 int scored_save_dirty(struct cluster *c);
@@ -185,9 +187,9 @@ struct pj_output {
     uint32_t next;     /* out: the first rank of the window left out because the reply
                         * passed CLUSTER_REPLY_MAX (ask again from there), or to */
 };
-/* scored_pack_job with ranks, each rank of out's window carrying its stored output. */
-void scored_pack_job_output(const struct cluster *c, const struct pjob *j, struct wire_buf *wb,
-                            struct pj_output *out);
+/* scored_pack_job with ranks, but only the "ranks" array's header (its nprocs elements
+ * are the caller's: scored_pack_job_output). */
+void scored_pack_job_head(const struct cluster *c, const struct pjob *j, struct wire_buf *wb);
 /* One element of JOB "ranks": a map of 9 keys plus extra keys the caller packs next. */
 void scored_pack_rank(const struct cluster *c, const struct pjob *j, uint32_t r,
                       struct wire_buf *wb, uint32_t extra);
@@ -200,8 +202,8 @@ void scored_pack_rank(const struct cluster *c, const struct pjob *j, uint32_t r,
  */
 int scored_output_put(struct cluster *c, const struct pjob *j, uint32_t rank,
                       const msgpack_object *e);
-/* Packs the nprocs rank maps of j, with stored outputs for out's window (see above). */
-void scored_output_pack_ranks(const struct cluster *c, const struct pjob *j, struct wire_buf *wb,
-                              struct pj_output *out);
+/* scored_pack_job with ranks, each rank of out's window carrying its stored output. */
+void scored_pack_job_output(const struct cluster *c, const struct pjob *j, struct wire_buf *wb,
+                            struct pj_output *out);
 
 #endif

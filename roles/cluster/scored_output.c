@@ -94,8 +94,9 @@ static int walk_one(void *arg, const void *key, size_t klen, const void *val, si
     return 0;
 }
 
-void scored_output_pack_ranks(const struct cluster *c, const struct pjob *j, struct wire_buf *wb,
-                              struct pj_output *out)
+/* Packs the nprocs rank maps of j, with stored outputs for out's window. */
+static void pack_ranks(const struct cluster *c, const struct pjob *j, struct wire_buf *wb,
+                       struct pj_output *out)
 {
     struct out_walk w = {c, j, wb, out, 0};
     uint8_t key[12];
@@ -108,4 +109,12 @@ void scored_output_pack_ranks(const struct cluster *c, const struct pjob *j, str
     if (out->from < out->to)
         store_iter(c->store, c->sd->t_poutput, key, sizeof key, walk_one, &w);
     walk_plain(&w, j->rq.nprocs);
+}
+
+void scored_pack_job_output(const struct cluster *c, const struct pjob *j, struct wire_buf *wb,
+                            struct pj_output *out)
+{
+    scored_pack_job_head(c, j, wb);
+    if (j->ranks)
+        pack_ranks(c, j, wb, out);
 }

@@ -176,9 +176,10 @@ void scored_pack_rank(const struct cluster *c, const struct pjob *j, uint32_t r,
     wire_put_str(wb, "error", p->error ? p->error : "");
 }
 
-/* The summary map; with ranks, the per-process table too, with outputs when out is set. */
+/* The summary map; with ranks, the per-process table too: its rank maps when maps is set,
+ * else only the array's header (scored_pack_job_output packs them with their outputs). */
 static void pack_job(const struct cluster *c, const struct pjob *j, struct wire_buf *wb, bool ranks,
-                     struct pj_output *out)
+                     bool maps)
 {
     int64_t run = j->run_ms + (j->state == PJ_RUNNING ? wall_now_ms() - j->slice_ms : 0);
     bool cut = !ranks && cluster_argv_cut(j->argv, (uint32_t)j->argc, CLUSTER_ROW_ARGV_MAX);
@@ -223,21 +224,18 @@ static void pack_job(const struct cluster *c, const struct pjob *j, struct wire_
         return;
     wire_put_key(wb, "ranks");
     wire_pack_array(wb, j->ranks ? j->rq.nprocs : 0);
-    if (j->ranks && out)
-        scored_output_pack_ranks(c, j, wb, out);
-    for (uint32_t i = 0; j->ranks && !out && i < j->rq.nprocs; i++)
+    for (uint32_t i = 0; j->ranks && maps && i < j->rq.nprocs; i++)
         scored_pack_rank(c, j, i, wb, 0);
 }
 
 void scored_pack_job(const struct cluster *c, const struct pjob *j, struct wire_buf *wb, bool ranks)
 {
-    pack_job(c, j, wb, ranks, NULL);
+    pack_job(c, j, wb, ranks, true);
 }
 
-void scored_pack_job_output(const struct cluster *c, const struct pjob *j, struct wire_buf *wb,
-                            struct pj_output *out)
+void scored_pack_job_head(const struct cluster *c, const struct pjob *j, struct wire_buf *wb)
 {
-    pack_job(c, j, wb, true, out);
+    pack_job(c, j, wb, true, false);
 }
 
 static void settings_encode(const struct sd_settings *s, struct wire_buf *wb)
@@ -267,6 +265,14 @@ static void settings_encode(const struct sd_settings *s, struct wire_buf *wb)
     }
 }
 
+/* j is being saved: an event follows the commit if its state changed (feed.c). */
+static void job_changed(struct cluster *c, struct pjob *j)
+{
+    if (!c->evt.on || j->ev_state == (uint8_t)(j->state + 1))
+        return;
+    cluster_evt_push(&c->evt.par, &c->evt.npar, &c->evt.cappar, j->id);
+}
+
 int scored_save_dirty(struct cluster *c)
 {
     struct scored *sd = c->sd;
@@ -278,7 +284,7 @@ int scored_save_dirty(struct cluster *c)
         struct pjob *j = sd->jobs[i];
         if (!j->dirty)
             continue;
-        feed_job_changed(c, j);
+        job_changed(c, j);
         job_encode(c, j, &wb);
         store_key_u64(key, j->id);
         rc |= store_put(c->store, sd->t_pjobs, key, 8, wb.sb.data, wb.sb.size);
@@ -355,16 +361,14 @@ static int load_hosts(struct cluster *c, struct pjob *j, const msgpack_object *h
     return 0;
 }
 
-static int load_job(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+static int load_job(void *arg, const uint8_t *key, size_t klen, const void *val, size_t vlen)
 {
     struct cluster *c = arg;
     msgpack_unpacked up;
-    unsigned long long kid = klen == 8 ? (unsigned long long)store_key_get_u64(key) : 0;
-    if (klen != 8 || unpack(&up, val, vlen) < 0 || up.data.type != MSGPACK_OBJECT_MAP) {
-        log_warnx("pjobs: skipping an unreadable record (key %llu)", kid);
-        c->load_skipped++;
-        return 0;
-    }
+    unsigned long long kid = (unsigned long long)store_key_get_u64(key);
+    (void)klen;
+    if (cluster_unpack_map(&up, val, vlen) < 0)
+        return RECORD_UNREADABLE;
     const msgpack_object *m = &up.data, *argv = wire_get(m, "argv");
     struct pjob *j = calloc(1, sizeof *j);
     size_t sn;
@@ -443,13 +447,13 @@ static int load_job(void *arg, const void *key, size_t klen, const void *val, si
     if (j->id >= c->next_job)
         c->next_job = j->id + 1;
     msgpack_unpacked_destroy(&up);
-    return 0;
+    return RECORD_TAKEN;
 bad:
     log_warnx("pjobs: skipping a malformed job record (key %llu)", kid);
     c->load_skipped++;
     scored_job_free(j);
     msgpack_unpacked_destroy(&up);
-    return 0;
+    return RECORD_IGNORED;
 }
 
 static void load_settings(struct cluster *c)
@@ -505,7 +509,7 @@ int scored_load(struct cluster *c)
     if (!sd)
         return 0;
     load_settings(c);
-    return store_iter(c->store, sd->t_pjobs, NULL, 0, load_job, c);
+    return cluster_record_load(c, sd->t_pjobs, load_job);
 }
 
 void scored_free_state(struct cluster *c)
@@ -520,4 +524,19 @@ void scored_free_state(struct cluster *c)
     sd->njobs = sd->cap = 0;
     sd->live_from = 0;
     subkey_clear_pjobs(sd);
+}
+
+void scored_unsettle(struct cluster *c, const struct pjob *j)
+{
+    struct scored *sd = c->sd;
+    uint32_t lo = 0, hi = sd->live_from;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (sd->jobs[mid]->id < j->id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < sd->live_from && sd->jobs[lo] == j)
+        sd->live_from = lo;
 }

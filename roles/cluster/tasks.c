@@ -26,63 +26,6 @@
 
 /* ---- heap ---- */
 
-static void heap_swap(struct heap_ent *a, struct heap_ent *b)
-{
-    struct heap_ent t = *a;
-    *a = *b;
-    *b = t;
-}
-
-static void sift_down(struct heap_ent *h, uint32_t n, uint32_t i)
-{
-    for (;;) {
-        uint32_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && h[l].expiry_ms < h[m].expiry_ms)
-            m = l;
-        if (r < n && h[r].expiry_ms < h[m].expiry_ms)
-            m = r;
-        if (m == i)
-            return;
-        heap_swap(&h[i], &h[m]);
-        i = m;
-    }
-}
-
-int xheap_push(struct heap_ent **v, uint32_t *n, uint32_t *cap, struct heap_ent e)
-{
-    if (*n == *cap) {
-        uint32_t nc = *cap ? *cap * 2 : 1024;
-        struct heap_ent *h = realloc(*v, nc * sizeof *h);
-        if (!h)
-            return -1;
-        *v = h;
-        *cap = nc;
-    }
-    struct heap_ent *h = *v;
-    uint32_t i = (*n)++;
-    h[i] = e;
-    while (i > 0 && h[(i - 1) / 2].expiry_ms > h[i].expiry_ms) {
-        heap_swap(&h[i], &h[(i - 1) / 2]);
-        i = (i - 1) / 2;
-    }
-    return 0;
-}
-
-struct heap_ent xheap_pop(struct heap_ent *v, uint32_t *n)
-{
-    struct heap_ent top = v[0];
-    v[0] = v[--*n];
-    sift_down(v, *n, 0);
-    return top;
-}
-
-void heap_push(struct cluster *c, struct heap_ent e)
-{
-    if (xheap_push(&c->heap, &c->nheap, &c->capheap, e) < 0)
-        log_warnx("out of memory for the re-issue heap; task %llu.%u waits for restart",
-                  (unsigned long long)e.job, e.idx);
-}
-
 static struct heap_ent heap_pop(struct cluster *c)
 {
     return xheap_pop(c->heap, &c->nheap);
@@ -289,21 +232,6 @@ static void quota_valid(struct cluster *c, struct node *n)
 }
 
 /* ---- cancels ---- */
-
-void tasks_cancel_note(struct cluster *c, struct node *n, uint64_t job, uint32_t idx,
-                       uint32_t issue)
-{
-    (void)c;
-    if (n->ncancels == n->capcancels) {
-        uint32_t cap = n->capcancels ? n->capcancels * 2 : 16;
-        struct cancel_ent *e = cap <= 65536 ? realloc(n->cancels, cap * sizeof *e) : NULL;
-        if (!e)
-            return; /* the node still learns from its next STATUS */
-        n->cancels = e;
-        n->capcancels = cap;
-    }
-    n->cancels[n->ncancels++] = (struct cancel_ent){job, idx, issue};
-}
 
 void tasks_cancel_put(struct node *n, struct wire_buf *wb)
 {

@@ -104,19 +104,6 @@ int valid_init(struct cluster *c)
     return 0;
 }
 
-void valid_free(struct cluster *c)
-{
-    if (!c->vs)
-        return;
-    validator_free_all(c);
-    free(c->vs->heap);
-    free(c->vs->q);
-    free(c->vs->resume);
-    free(c->vs->spots);
-    free(c->vs);
-    c->vs = NULL;
-}
-
 void valid_reset(struct cluster *c)
 {
     if (!c->vs)
@@ -124,49 +111,7 @@ void valid_reset(struct cluster *c)
     c->vs->nheap = c->vs->qlen = c->vs->qhead = c->vs->nresume = 0;
 }
 
-static void vt_free(struct vtask *vt)
-{
-    if (!vt)
-        return;
-    for (uint32_t i = 0; i < vt->ncand; i++)
-        free(vt->cand[i].rec);
-    free(vt->cand);
-    free(vt->copy);
-    free(vt->holder);
-    free(vt->fail_why);
-    free(vt);
-}
-
-void valid_job_free(struct job *j)
-{
-    if (!j->v)
-        return;
-    for (uint32_t i = 0; j->v->vt && i < j->ntasks; i++)
-        vt_free(j->v->vt[i]);
-    free(j->v->vt);
-    free(j->v->ka);
-    free(j->v->validator);
-    free(j->v);
-    j->v = NULL;
-}
-
-struct vtask *valid_vt(const struct job *j, uint32_t idx)
-{
-    return j->v && j->v->vt && idx < j->ntasks ? j->v->vt[idx] : NULL;
-}
-
-struct vtask *vt_get_ext(struct job *j, uint32_t idx)
-{
-    if (!j->v->vt && !(j->v->vt = calloc(j->ntasks, sizeof *j->v->vt)))
-        return NULL;
-    if (!j->v->vt[idx])
-        j->v->vt[idx] = calloc(1, sizeof(struct vtask));
-    return j->v->vt[idx];
-}
-
 /* ---- submit, job record ---- */
-
-static const char *distinct_names[] = {"session", "host", "address"};
 
 const char *valid_submit(struct cluster *c, struct job *j, const msgpack_object *m)
 {
@@ -184,7 +129,7 @@ const char *valid_submit(struct cluster *c, struct job *j, const msgpack_object 
     const char *d = wire_get_str(m, "distinct", &dl);
     int dist = -1;
     for (int i = 0; d && i < 3; i++)
-        if (dl == strlen(distinct_names[i]) && !memcmp(d, distinct_names[i], dl))
+        if (dl == strlen(valid_distinct_names[i]) && !memcmp(d, valid_distinct_names[i], dl))
             dist = i;
     if (j->gpus > 0)
         return "result checking (replicas, quorum, validator, known answers) is for CPU tasks, "
@@ -242,76 +187,7 @@ const char *valid_submit(struct cluster *c, struct job *j, const msgpack_object 
     return NULL;
 }
 
-void valid_job_encode(const struct job *j, struct wire_buf *wb)
-{
-    const struct jvalid *v = j->v;
-    wire_put_key(wb, "valid");
-    wire_pack_map(wb, 6 + (v->validator != NULL));
-    wire_put_u64(wb, "replicas", v->replicas);
-    wire_put_u64(wb, "quorum", v->quorum);
-    wire_put_u64(wb, "max_results", v->max_results);
-    wire_put_bool(wb, "adaptive", v->adaptive);
-    wire_put_str(wb, "distinct", distinct_names[v->distinct % 3]);
-    wire_put_bool(wb, "known", v->known);
-    if (v->validator)
-        wire_put_str(wb, "validator", v->validator);
-}
-
-int valid_job_load(struct job *j, const msgpack_object *m)
-{
-    const msgpack_object *vm = wire_get(m, "valid");
-    if (!vm || vm->type != MSGPACK_OBJECT_MAP)
-        return 0;
-    struct jvalid *v = calloc(1, sizeof *v);
-    if (!v)
-        return -1;
-    v->replicas = (uint32_t)wire_get_u64(vm, "replicas", 1);
-    v->quorum = (uint32_t)wire_get_u64(vm, "quorum", 1);
-    v->max_results = (uint32_t)wire_get_u64(vm, "max_results", v->quorum);
-    v->adaptive = wire_get_bool(vm, "adaptive", false);
-    v->known = wire_get_bool(vm, "known", false);
-    v->validator = wire_get_strdup(vm, "validator");
-    size_t dl = 0;
-    const char *d = wire_get_str(vm, "distinct", &dl);
-    for (int i = 0; d && i < 3; i++)
-        if (dl == strlen(distinct_names[i]) && !memcmp(d, distinct_names[i], dl))
-            v->distinct = (uint8_t)i;
-    if (v->quorum < 1 || v->quorum > VALID_MAX_RESULTS)
-        v->quorum = 1;
-    if (v->max_results < v->quorum || v->max_results > VALID_MAX_RESULTS)
-        v->max_results = v->quorum;
-    if (v->known && !(v->ka = calloc(j->ntasks ? j->ntasks : 1, sizeof *v->ka))) {
-        free(v->validator);
-        free(v);
-        return -1;
-    }
-    j->v = v;
-    return 0;
-}
-
 /* ---- trust ---- */
-
-void valid_trust_pack(const struct node *n, struct wire_buf *wb)
-{
-    wire_put_u64(wb, "consec_valid", n->tr.consec);
-    wire_put_u64(wb, "valid", n->tr.nvalid);
-    wire_put_u64(wb, "invalid", n->tr.ninvalid);
-    wire_put_u64(wb, "spot_pass", n->tr.spot_pass);
-    wire_put_u64(wb, "spot_fail", n->tr.spot_fail);
-    wire_put_u64(wb, "probation", n->tr.probation);
-    wire_put_i64(wb, "spot_ok", n->tr.spot_ok_ms);
-}
-
-void valid_trust_load(struct node *n, const msgpack_object *m)
-{
-    n->tr.consec = (uint32_t)wire_get_u64(m, "consec_valid", 0);
-    n->tr.nvalid = (uint32_t)wire_get_u64(m, "valid", 0);
-    n->tr.ninvalid = (uint32_t)wire_get_u64(m, "invalid", 0);
-    n->tr.spot_pass = (uint32_t)wire_get_u64(m, "spot_pass", 0);
-    n->tr.spot_fail = (uint32_t)wire_get_u64(m, "spot_fail", 0);
-    n->tr.probation = (uint32_t)wire_get_u64(m, "probation", 0);
-    n->tr.spot_ok_ms = wire_get_i64(m, "spot_ok", 0);
-}
 
 bool valid_trusted(const struct cluster *c, const struct node *n)
 {
@@ -362,12 +238,6 @@ void valid_trust_invalid(struct cluster *c, uint32_t ni)
 }
 
 /* ---- the copy heap and the want queue ---- */
-
-static void vheap_push(struct vstate *vs, struct heap_ent e)
-{
-    /* out of memory: the copy then never expires; its task waits for the result */
-    (void)xheap_push(&vs->heap, &vs->nheap, &vs->capheap, e);
-}
 
 static struct heap_ent vheap_pop(struct vstate *vs)
 {
@@ -439,11 +309,6 @@ static void expire_copies(struct cluster *c, int64_t now)
                 break;
             }
     }
-}
-
-void valid_heap_add(struct cluster *c, uint64_t job, uint32_t idx, const struct vcopy *cp)
-{
-    vheap_push(c->vs, (struct heap_ent){cp->expiry_ms, job, idx, cp->issue});
 }
 
 /* The answer class of a result map: exit status, signal, timeout and stdout. */
@@ -610,7 +475,7 @@ int valid_issued(struct cluster *c, struct node *n, struct job *j, uint32_t idx,
     vt->copy[vt->ncopy++] = (struct vcopy){ni, t->issues, expiry_ms};
     if (valid_holder_set(vt, t->issues, ni) < 0)
         return -1;
-    vheap_push(c->vs, (struct heap_ent){expiry_ms, j->id, idx, t->issues});
+    valid_heap_push(c->vs, (struct heap_ent){expiry_ms, j->id, idx, t->issues});
     n->inflight++;
     n->cur_job = j->id;
     n->cur_idx = idx;
@@ -635,7 +500,7 @@ void valid_extend(struct cluster *c, struct node *n, struct job *j, uint32_t idx
     for (uint32_t k = 0; vt && k < vt->ncopy; k++)
         if (vt->copy[k].node == ni && vt->copy[k].issue == issue && vt->copy[k].expiry_ms < until) {
             vt->copy[k].expiry_ms = until;
-            vheap_push(c->vs, (struct heap_ent){until, j->id, idx, issue});
+            valid_heap_push(c->vs, (struct heap_ent){until, j->id, idx, issue});
         }
 }
 
@@ -653,7 +518,7 @@ void valid_release_node(struct cluster *c, struct node *n)
             for (uint32_t k = 0; vt && k < vt->ncopy; k++)
                 if (vt->copy[k].node == ni) {
                     vt->copy[k].expiry_ms = now;
-                    vheap_push(c->vs, (struct heap_ent){now, j->id, x, vt->copy[k].issue});
+                    valid_heap_push(c->vs, (struct heap_ent){now, j->id, x, vt->copy[k].issue});
                 }
         }
     }
@@ -672,23 +537,6 @@ bool valid_spot_take(struct cluster *c, uint32_t ni, uint64_t job, uint32_t idx)
         }
     }
     return false;
-}
-
-int valid_holder_set(struct vtask *vt, uint32_t issue, uint32_t node)
-{
-    if (issue == 0 || issue > 1000000)
-        return 0;
-    if (issue > vt->nholder) {
-        uint32_t *h = realloc(vt->holder, issue * sizeof *h);
-        if (!h)
-            return -1;
-        for (uint32_t i = vt->nholder; i < issue; i++)
-            h[i] = UINT32_MAX;
-        vt->holder = h;
-        vt->nholder = issue;
-    }
-    vt->holder[issue - 1] = node;
-    return 0;
 }
 
 void valid_remap(struct cluster *c, const uint32_t *map)
@@ -722,7 +570,7 @@ void valid_cancel(struct cluster *c, struct job *j)
         while (vt && vt->ncopy > 0) {
             struct vcopy cp = vt->copy[0];
             if (cp.node < c->nnodes)
-                tasks_cancel_note(c, &c->nodes[cp.node], j->id, x, cp.issue);
+                cluster_cancel_note(c, &c->nodes[cp.node], j->id, x, cp.issue);
             valid_copy_remove(c, vt, 0);
         }
         if (vt)

@@ -109,8 +109,20 @@ struct vstate {
     int64_t ntrusted_ms;
 };
 
-/* validate.c */
+/* valid_state.c: the validation state in memory, and its part of the records */
 struct vtask *valid_vt(const struct job *j, uint32_t idx);
+struct vtask *vt_get_ext(struct job *j, uint32_t idx); /* created when missing */
+/* A new candidate of vt (seq: vt->nextseq++), zeroed; NULL beyond 250 or out of memory. */
+struct vcand *valid_cand_add(struct vtask *vt);
+/* The copy heap: out of memory, the copy never expires (its task waits for the result). */
+void valid_heap_push(struct vstate *vs, struct heap_ent e);
+void valid_heap_add(struct cluster *c, uint64_t job, uint32_t idx, const struct vcopy *cp);
+extern const char *const valid_distinct_names[3];          /* enum v_distinct */
+extern const char *const valid_why_text[VW_VALIDATOR + 1]; /* enum vc_why */
+/* The "vres" key of candidate seq of task (job, idx). */
+void valid_vres_key(uint8_t key[16], uint64_t job, uint32_t idx, uint32_t seq);
+
+/* validate.c */
 /* Decides a task from its candidates' classes (after a validator, or at once). */
 int valid_evaluate(struct cluster *c, struct job *j, uint32_t idx);
 /* The task failed for good with the reason (validator failures). */
@@ -120,7 +132,6 @@ uint64_t valid_hash(const struct vstate *vs, const void *p, size_t n, uint64_t s
 uint64_t valid_siphash(const uint8_t k[16], const uint8_t *p, size_t n); /* SipHash-2-4 */
 double valid_rand(struct vstate *vs);                                    /* uniform in [0, 1) */
 uint64_t valid_class(const struct vstate *vs, const msgpack_object *res);
-struct vtask *vt_get_ext(struct job *j, uint32_t idx); /* created when missing */
 bool valid_trusted(const struct cluster *c, const struct node *n);
 uint32_t valid_ntrusted(struct cluster *c); /* active trusted nodes, recounted each 100 ms */
 double valid_check_prob(const struct cluster *c, const struct node *n);
@@ -129,7 +140,6 @@ void valid_trust_invalid(struct cluster *c, uint32_t ni);
 void valid_want_more(struct cluster *c, struct job *j, uint32_t idx, struct vtask *vt);
 void valid_copy_remove(struct cluster *c, struct vtask *vt, uint32_t k);
 bool valid_same_owner(const struct cluster *c, const struct jvalid *v, uint32_t a, uint32_t b);
-void valid_heap_add(struct cluster *c, uint64_t job, uint32_t idx, const struct vcopy *cp);
 /* Re-verifies what node n answered since its last passed spot check; tasks reopened. */
 uint32_t valid_backtrack(struct cluster *c, struct node *n);
 /* Was spot check (job, idx) handed to node ni (and not answered yet)? Forgets it. */

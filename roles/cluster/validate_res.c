@@ -1,7 +1,8 @@
 /*
- * validate_res.c - results of checked jobs (docs/validation.md): candidates, answer
- * classes, quorum and adaptive acceptance, spot checks and backtracking, the task
- * record's validation part, and the "results" list of a JOB task map.
+ * validate_res.c - results of checked jobs (docs/validation.md): candidates and their
+ * answer classes (decided in validate_dec.c, or by a validator, validator.c), spot
+ * checks and backtracking, loading the candidates, the once-a-second tick, and the
+ * "results" list of a JOB task map. The top of the validation files.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -11,18 +12,6 @@
 #include "roles/cluster/validate_int.h"
 #include "store/store.h"
 
-static const char *const why_text[] = {
-    "",
-    "disagrees with the quorum",
-    "the validator found it invalid",
-    "its node failed a spot check afterwards (re-verified)",
-    "its node was on probation after a failed spot check",
-    "node-side error: the task could not run there",
-    "another result from the same node, host or address",
-    "its stored record could not be read",
-    "no quorum after max_results results",
-    "the validator failed too often",
-};
 static const char *const status_text[] = {"pending", "canonical", "agrees", "rejected"};
 
 #define rnd01 valid_rand
@@ -54,213 +43,6 @@ static void rec_build(struct wire_buf *wb, const struct node *n, const msgpack_o
     wire_put_u64(wb, "seq", seq);
 }
 
-static void vres_key(uint8_t key[16], uint64_t job, uint32_t idx, uint32_t seq)
-{
-    store_key_u64_u32(key, job, idx);
-    for (int i = 15, s = (int)seq; i >= 12; i--, s >>= 8)
-        key[i] = (uint8_t)s;
-}
-
-static void job_check_done(struct job *j)
-{
-    if (j->ndone == j->ntasks && j->state == JS_RUNNING) {
-        j->state = JS_DONE;
-        j->finished_ms = wall_now_ms();
-        log_info("job %llu done: %u tasks, %u failed, %u extra results", (unsigned long long)j->id,
-                 j->ntasks, j->nfailed, j->ndups);
-    }
-}
-
-static void cancel_copies(struct cluster *c, struct job *j, uint32_t idx, struct vtask *vt)
-{
-    while (vt->ncopy > 0) {
-        struct vcopy cp = vt->copy[--vt->ncopy];
-        if (cp.node < c->nnodes) {
-            tasks_cancel_note(c, &c->nodes[cp.node], j->id, idx, cp.issue);
-            if (c->nodes[cp.node].inflight > 0)
-                c->nodes[cp.node].inflight--;
-        }
-    }
-    vt->want = 0;
-}
-
-static void free_recs(struct vtask *vt)
-{
-    for (uint32_t k = 0; k < vt->ncand; k++) {
-        free(vt->cand[k].rec);
-        vt->cand[k].rec = NULL;
-    }
-}
-
-/* Marks the task final: t_results gets rec (len bytes); counters and the job move on. */
-static int finish(struct cluster *c, struct job *j, uint32_t idx, struct vtask *vt, const void *rec,
-                  size_t len, bool ok, uint32_t node, uint32_t issue)
-{
-    struct task *t = &j->tasks[idx];
-    uint8_t key[12];
-    cancel_copies(c, j, idx, vt);
-    store_key_u64_u32(key, j->id, idx);
-    if (store_put(c->store, c->t_results, key, sizeof key, rec, len) < 0)
-        return -1;
-    t->state = TS_DONE;
-    t->ok = ok;
-    t->node = node;
-    t->won = issue;
-    vt->state = VT_DONE;
-    j->ndone++;
-    if (!ok)
-        j->nfailed++;
-    if (node < c->nnodes) {
-        c->nodes[node].results++;
-        cluster_mark_node(c, &c->nodes[node]);
-    }
-    free_recs(vt);
-    job_check_done(j);
-    cluster_mark_job(c, j);
-    return cluster_task_save(c, j, idx);
-}
-
-int valid_fail_task(struct cluster *c, struct job *j, uint32_t idx, uint8_t why)
-{
-    struct vtask *vt = valid_vt(j, idx);
-    struct wire_buf wb;
-    char text[600];
-    if (!vt)
-        return 0;
-    for (uint32_t k = 0; k < vt->ncand; k++)
-        if (vt->cand[k].status == VC_PENDING) {
-            vt->cand[k].status = VC_REJECTED;
-            vt->cand[k].why = why;
-        }
-    snprintf(text, sizeof text, "result validation failed: %s%s%s", why_text[why],
-             vt->fail_why ? ": " : "", vt->fail_why ? vt->fail_why : "");
-    log_warnx("job %llu task %u: %s", (unsigned long long)j->id, idx, text);
-    wire_buf_init(&wb);
-    wire_pack_map(&wb, 6);
-    wire_put_u64(&wb, "idx", idx);
-    wire_put_u64(&wb, "issue", 0);
-    wire_put_i64(&wb, "exit", -1);
-    wire_put_str(&wb, "error", text);
-    wire_put_str(&wb, "node", "");
-    wire_put_i64(&wb, "received", wall_now_ms());
-    int rc = finish(c, j, idx, vt, wb.sb.data, wb.sb.size, false, UINT32_MAX, 0);
-    wire_buf_free(&wb);
-    return rc;
-}
-
-/* The bytes of candidate k: in memory while undecided, else read back from "vres". */
-static void *cand_bytes(struct cluster *c, const struct job *j, uint32_t idx,
-                        const struct vcand *cd, size_t *len, bool *owned)
-{
-    uint8_t key[16];
-    void *val;
-    *owned = false;
-    if (cd->rec) {
-        *len = cd->len;
-        return cd->rec;
-    }
-    vres_key(key, j->id, idx, cd->seq);
-    if (store_get(c->store, c->t_vres, key, sizeof key, &val, len) != 0)
-        return NULL;
-    *owned = true;
-    return val;
-}
-
-/* Class members become canonical (the first) and "agrees"; other pending: rejected. */
-static int accept_class(struct cluster *c, struct job *j, uint32_t idx, struct vtask *vt,
-                        uint32_t ci, bool alone)
-{
-    uint64_t cls = vt->cand[ci].cls;
-    size_t len;
-    bool owned;
-    void *bytes = cand_bytes(c, j, idx, &vt->cand[ci], &len, &owned);
-    if (!bytes) { /* same turn as a reopening: that copy is not readable; look again */
-        vt->cand[ci].status = VC_REJECTED;
-        vt->cand[ci].why = VW_LOST;
-        return valid_evaluate(c, j, idx);
-    }
-    for (uint32_t k = 0; k < vt->ncand; k++) {
-        struct vcand *cd = &vt->cand[k];
-        if (cd->status != VC_PENDING)
-            continue;
-        if (k != ci)
-            j->ndups++; /* results that did not become the final one */
-        if (cd->cls == cls) {
-            cd->status = k == ci ? VC_CANONICAL : VC_AGREES;
-            valid_trust_valid(c, cd->node); /* accepted alone counts too, as in BOINC */
-            (void)alone;
-        } else {
-            cd->status = VC_REJECTED;
-            cd->why = cd->cls ? VW_DISAGREES : VW_INVALID;
-            valid_trust_invalid(c, cd->node);
-        }
-    }
-    int rc =
-        finish(c, j, idx, vt, bytes, len, vt->cand[ci].ok, vt->cand[ci].node, vt->cand[ci].issue);
-    if (owned)
-        free(bytes);
-    return rc;
-}
-
-int valid_evaluate(struct cluster *c, struct job *j, uint32_t idx)
-{
-    struct vtask *vt = valid_vt(j, idx);
-    const struct jvalid *v = j->v;
-    uint32_t best = UINT32_MAX, bestk = 0, npend = 0, nres = 0;
-    /* adaptive, while trusted nodes are active: a winning class needs a trusted member */
-    bool need_trusted = v->adaptive && valid_ntrusted(c) > 0;
-    if (!vt || vt->state == VT_DONE)
-        return 0;
-    vt->state = VT_OPEN;
-    for (uint32_t k = 0; k < vt->ncand; k++) {
-        struct vcand *cd = &vt->cand[k];
-        nres++;
-        if (cd->status != VC_PENDING)
-            continue;
-        if (cd->cls == 0) { /* invalid on its own */
-            cd->status = VC_REJECTED;
-            cd->why = VW_INVALID;
-            valid_trust_invalid(c, cd->node);
-            continue;
-        }
-        npend++;
-        uint32_t same = 0;
-        bool trusted_member = !need_trusted;
-        for (uint32_t m = 0; m < vt->ncand; m++)
-            if (vt->cand[m].status == VC_PENDING && vt->cand[m].cls == cd->cls) {
-                same++;
-                trusted_member |=
-                    vt->cand[m].node < c->nnodes && valid_trusted(c, &c->nodes[vt->cand[m].node]);
-            }
-        if (!trusted_member && same >= v->quorum)
-            same = v->quorum - 1; /* not enough on its own */
-        if (same > bestk) {
-            bestk = same;
-            best = k;
-        }
-    }
-    if (bestk >= v->quorum)
-        return accept_class(c, j, idx, vt, best, false);
-    if (v->adaptive && npend == 1 && best != UINT32_MAX && vt->cand[best].node < c->nnodes) {
-        const struct node *n = &c->nodes[vt->cand[best].node];
-        if (valid_trusted(c, n) && rnd01(c->vs) >= valid_check_prob(c, n))
-            return accept_class(c, j, idx, vt, best, true);
-    }
-    uint32_t need = bestk < v->quorum ? v->quorum - bestk : 1, out = vt->ncopy + vt->want;
-    if (v->adaptive && v->quorum < 2 && need < 1)
-        need = 1;
-    if (need > out)
-        vt->want = (uint8_t)(vt->want + need - out);
-    if (nres + vt->ncopy + vt->want > v->max_results)
-        vt->want =
-            (uint8_t)(nres + vt->ncopy >= v->max_results ? 0 : v->max_results - nres - vt->ncopy);
-    if (vt->want == 0 && vt->ncopy == 0)
-        return valid_fail_task(c, j, idx, VW_NOQUORUM);
-    valid_want_more(c, j, idx, vt);
-    cluster_mark_job(c, j);
-    return cluster_task_save(c, j, idx);
-}
-
 /* Enough candidates to decide (or to ask the validator)? */
 static int decide(struct cluster *c, struct job *j, uint32_t idx, struct vtask *vt)
 {
@@ -281,20 +63,6 @@ static int decide(struct cluster *c, struct job *j, uint32_t idx, struct vtask *
     if (npend >= need || (npend > 0 && vt->ncopy == 0 && vt->want == 0))
         return validator_start(c, j, idx);
     return valid_evaluate(c, j, idx); /* asks for more copies */
-}
-
-static struct vcand *cand_add(struct vtask *vt)
-{
-    if (vt->ncand >= 250)
-        return NULL;
-    struct vcand *cd = realloc(vt->cand, (vt->ncand + 1u) * sizeof *cd);
-    if (!cd)
-        return NULL;
-    vt->cand = cd;
-    cd = &vt->cand[vt->ncand++];
-    memset(cd, 0, sizeof *cd);
-    cd->seq = vt->nextseq++;
-    return cd;
 }
 
 /* A known-answer task's result: the node passes or fails a spot check. */
@@ -412,7 +180,7 @@ int valid_result(struct cluster *c, struct node *n, struct job *j, uint32_t idx,
             valid_copy_remove(c, vt, k);
             break;
         }
-    struct vcand *cd = cand_add(vt);
+    struct vcand *cd = valid_cand_add(vt);
     if (!cd) { /* a flood of late results: counted, not kept */
         j->ndups++;
         cluster_mark_job(c, j);
@@ -431,7 +199,7 @@ int valid_result(struct cluster *c, struct node *n, struct job *j, uint32_t idx,
     uint8_t key[16];
     wire_buf_init(&wb);
     rec_build(&wb, n, res, cd->seq);
-    vres_key(key, j->id, idx, cd->seq);
+    valid_vres_key(key, j->id, idx, cd->seq);
     int rc = store_put(c->store, c->t_vres, key, sizeof key, wb.sb.data, wb.sb.size);
     if (rc == 0 && t->state != TS_DONE && !error && !repeat && n->tr.probation == 0 &&
         (cd->rec = malloc(wb.sb.size ? wb.sb.size : 1))) {
@@ -469,180 +237,71 @@ int valid_result(struct cluster *c, struct node *n, struct job *j, uint32_t idx,
 
 /* ---- the task record ---- */
 
-void valid_task_encode(struct cluster *c, const struct job *j, uint32_t idx, struct wire_buf *wb)
-{
-    const struct vtask *vt = valid_vt(j, idx);
-    wire_put_key(wb, "v");
-    if (!vt) {
-        wire_pack_map(wb, 0);
-        return;
-    }
-    wire_pack_map(wb, 7);
-    wire_put_u64(wb, "state", vt->state == VT_DONE ? VT_DONE : VT_OPEN);
-    wire_put_key(wb, "holders"); /* the session each issue went to */
-    wire_pack_array(wb, vt->nholder);
-    for (uint32_t k = 0; k < vt->nholder; k++)
-        wire_pack_str(wb, vt->holder[k] < c->nnodes ? c->nodes[vt->holder[k]].sid : "");
-    wire_put_u64(wb, "vruns", vt->vruns);
-    wire_put_u64(wb, "want", vt->want);
-    wire_put_u64(wb, "nextseq", vt->nextseq);
-    wire_put_key(wb, "cands"); /* [seq, status, why] each */
-    wire_pack_array(wb, vt->ncand);
-    for (uint32_t k = 0; k < vt->ncand; k++) {
-        wire_pack_array(wb, 3);
-        wire_pack_u64(wb, vt->cand[k].seq);
-        wire_pack_u64(wb, vt->cand[k].status);
-        wire_pack_u64(wb, vt->cand[k].why);
-    }
-    wire_put_key(wb, "copies"); /* [session, issue, expiry] each */
-    wire_pack_array(wb, vt->ncopy);
-    for (uint32_t k = 0; k < vt->ncopy; k++) {
-        uint32_t ni = vt->copy[k].node;
-        wire_pack_array(wb, 3);
-        wire_pack_str(wb, ni < c->nnodes ? c->nodes[ni].sid : "");
-        wire_pack_u64(wb, vt->copy[k].issue);
-        wire_pack_u64(wb, (uint64_t)vt->copy[k].expiry_ms);
-    }
-}
-
-static uint64_t arr_u64(const msgpack_object *a, uint32_t i)
-{
-    return a->type == MSGPACK_OBJECT_ARRAY && i < a->via.array.size &&
-                   a->via.array.ptr[i].type == MSGPACK_OBJECT_POSITIVE_INTEGER
-               ? a->via.array.ptr[i].via.u64
-               : 0;
-}
-
-void valid_task_load(struct cluster *c, struct job *j, uint32_t idx, const msgpack_object *m)
-{
-    const msgpack_object *v = wire_get(m, "v"), *cands, *copies;
-    struct vtask *vt;
-    if (!v || v->type != MSGPACK_OBJECT_MAP || v->via.map.size == 0 || !(vt = vt_get_ext(j, idx)))
-        return;
-    vt->state = (uint8_t)(wire_get_u64(v, "state", 0) == VT_DONE ? VT_DONE : VT_OPEN);
-    vt->vruns = (uint8_t)wire_get_u64(v, "vruns", 0);
-    vt->want = (uint8_t)wire_get_u64(v, "want", 0);
-    vt->nextseq = (uint32_t)wire_get_u64(v, "nextseq", 0);
-    cands = wire_get(v, "cands");
-    for (uint32_t k = 0; cands && cands->type == MSGPACK_OBJECT_ARRAY && k < cands->via.array.size;
-         k++) {
-        const msgpack_object *a = &cands->via.array.ptr[k];
-        struct vcand *cd = cand_add(vt);
-        if (!cd)
-            break;
-        cd->seq = (uint32_t)arr_u64(a, 0);
-        cd->status = (uint8_t)(arr_u64(a, 1) <= VC_REJECTED ? arr_u64(a, 1) : VC_REJECTED);
-        cd->why = (uint8_t)(arr_u64(a, 2) <= VW_VALIDATOR ? arr_u64(a, 2) : VW_NONE);
-        cd->node = UINT32_MAX;
-    }
-    vt->nextseq = vt->nextseq > vt->ncand ? vt->nextseq : vt->ncand;
-    const msgpack_object *hs = wire_get(v, "holders");
-    for (uint32_t k = 0; hs && hs->type == MSGPACK_OBJECT_ARRAY && k < hs->via.array.size; k++) {
-        const msgpack_object *h = &hs->via.array.ptr[k];
-        struct node *hn = h->type == MSGPACK_OBJECT_STR
-                              ? cluster_node_find(c, h->via.str.ptr, h->via.str.size)
-                              : NULL;
-        if (valid_holder_set(vt, k + 1, hn ? (uint32_t)(hn - c->nodes) : UINT32_MAX) < 0)
-            break;
-    }
-    copies = wire_get(v, "copies");
-    int64_t grace = wall_now_ms() + c->cfg.hb_s * 1000 * 2;
-    for (uint32_t k = 0; copies && copies->type == MSGPACK_OBJECT_ARRAY &&
-                         k < copies->via.array.size && vt->state != VT_DONE;
-         k++) {
-        const msgpack_object *a = &copies->via.array.ptr[k];
-        if (a->type != MSGPACK_OBJECT_ARRAY || a->via.array.size != 3 ||
-            a->via.array.ptr[0].type != MSGPACK_OBJECT_STR)
-            continue;
-        struct node *n =
-            cluster_node_find(c, a->via.array.ptr[0].via.str.ptr, a->via.array.ptr[0].via.str.size);
-        struct vcopy *cp = realloc(vt->copy, (vt->ncopy + 1u) * sizeof *cp);
-        if (!cp)
-            break;
-        vt->copy = cp;
-        int64_t exp = (int64_t)arr_u64(a, 2);
-        vt->copy[vt->ncopy++] = (struct vcopy){n ? (uint32_t)(n - c->nodes) : UINT32_MAX,
-                                               (uint32_t)arr_u64(a, 1), exp < grace ? grace : exp};
-        valid_heap_add(c, j->id, idx, &vt->copy[vt->ncopy - 1]);
-        if (n)
-            n->inflight++;
-    }
-}
-
 /* One "vres" record at load: fills in its candidate (and its bytes if undecided). */
-static int load_vres(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+static int load_vres(void *arg, const uint8_t *key, size_t klen, const void *val, size_t vlen)
 {
     struct cluster *c = arg;
     msgpack_unpacked up;
-    size_t off = 0;
-    if (klen != 16)
-        return 0;
+    (void)klen;
     struct job *j = cluster_job_find(c, store_key_get_u64(key));
-    uint32_t idx = store_key_get_u32((const uint8_t *)key + 8);
-    uint32_t seq = store_key_get_u32((const uint8_t *)key + 12);
+    uint32_t idx = store_key_get_u32(key + 8);
+    uint32_t seq = store_key_get_u32(key + 12);
     struct vtask *vt = j && j->v && idx < j->ntasks ? vt_get_ext(j, idx) : NULL;
     if (!vt)
-        return 0;
-    msgpack_unpacked_init(&up);
-    if (wire_precheck(val, vlen) == 0 &&
-        msgpack_unpack_next(&up, val, vlen, &off) == MSGPACK_UNPACK_SUCCESS &&
-        up.data.type == MSGPACK_OBJECT_MAP) {
-        const msgpack_object *m = &up.data;
-        struct vcand *cd = NULL;
-        for (uint32_t k = 0; k < vt->ncand && !cd; k++)
-            if (vt->cand[k].seq == seq)
-                cd = &vt->cand[k];
-        if (!cd && (cd = cand_add(vt)))
-            cd->seq = seq;
-        if (cd) {
-            size_t sl;
-            const char *sid = wire_get_str(m, "node", &sl);
-            struct node *n = cluster_node_find(c, sid, sl);
-            cd->node = n ? (uint32_t)(n - c->nodes) : UINT32_MAX;
-            cd->issue = (uint32_t)wire_get_u64(m, "issue", 0);
-            cd->recv_ms = wire_get_i64(m, "received", 0);
-            cd->error = wire_get(m, "error") != NULL;
-            cd->ok = res_ok(m);
-            cd->cls = cd->error ? 0 : class_of(c->vs, m);
-            if (vt->state != VT_DONE && cd->status == VC_PENDING &&
-                (cd->rec = malloc(vlen ? vlen : 1))) {
-                memcpy(cd->rec, val, vlen);
-                cd->len = vlen;
-            }
-            if (vt->nextseq <= seq)
-                vt->nextseq = seq + 1;
+        return RECORD_IGNORED;
+    if (cluster_unpack_map(&up, val, vlen) < 0)
+        return RECORD_UNREADABLE;
+    const msgpack_object *m = &up.data;
+    struct vcand *cd = NULL;
+    for (uint32_t k = 0; k < vt->ncand && !cd; k++)
+        if (vt->cand[k].seq == seq)
+            cd = &vt->cand[k];
+    if (!cd && (cd = valid_cand_add(vt)))
+        cd->seq = seq;
+    if (cd) {
+        size_t sl;
+        const char *sid = wire_get_str(m, "node", &sl);
+        struct node *n = cluster_node_find(c, sid, sl);
+        cd->node = n ? (uint32_t)(n - c->nodes) : UINT32_MAX;
+        cd->issue = (uint32_t)wire_get_u64(m, "issue", 0);
+        cd->recv_ms = wire_get_i64(m, "received", 0);
+        cd->error = wire_get(m, "error") != NULL;
+        cd->ok = res_ok(m);
+        cd->cls = cd->error ? 0 : class_of(c->vs, m);
+        if (vt->state != VT_DONE && cd->status == VC_PENDING &&
+            (cd->rec = malloc(vlen ? vlen : 1))) {
+            memcpy(cd->rec, val, vlen);
+            cd->len = vlen;
         }
+        if (vt->nextseq <= seq)
+            vt->nextseq = seq + 1;
     }
     msgpack_unpacked_destroy(&up);
-    return 0;
+    return RECORD_TAKEN;
 }
 
-static int load_known(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+static int load_known(void *arg, const uint8_t *key, size_t klen, const void *val, size_t vlen)
 {
     struct cluster *c = arg;
     msgpack_unpacked up;
-    size_t off = 0;
-    if (klen != 12)
-        return 0;
+    (void)klen;
     struct job *j = cluster_job_find(c, store_key_get_u64(key));
-    uint32_t idx = store_key_get_u32((const uint8_t *)key + 8);
+    uint32_t idx = store_key_get_u32(key + 8);
     if (!j || !j->v || !j->v->ka || idx >= j->ntasks)
-        return 0;
-    msgpack_unpacked_init(&up);
-    if (wire_precheck(val, vlen) == 0 &&
-        msgpack_unpack_next(&up, val, vlen, &off) == MSGPACK_UNPACK_SUCCESS &&
-        up.data.type == MSGPACK_OBJECT_MAP)
-        j->v->ka[idx] = class_of(c->vs, &up.data);
+        return RECORD_IGNORED;
+    if (cluster_unpack_map(&up, val, vlen) < 0)
+        return RECORD_UNREADABLE;
+    j->v->ka[idx] = class_of(c->vs, &up.data);
     msgpack_unpacked_destroy(&up);
-    return 0;
+    return RECORD_TAKEN;
 }
 
 int valid_load(struct cluster *c)
 {
     if (!c->vs)
         return 0; /* a cluster opened without validation state (some unit tests) */
-    if (store_iter(c->store, c->t_vres, NULL, 0, load_vres, c) < 0 ||
-        store_iter(c->store, c->t_known, NULL, 0, load_known, c) < 0)
+    if (cluster_record_load(c, c->t_vres, load_vres) < 0 ||
+        cluster_record_load(c, c->t_known, load_known) < 0)
         return -1;
     for (uint32_t i = 0; i < c->njobs; i++) { /* undecided tasks: decide again, or wait */
         struct job *j = c->jobs[i];
@@ -734,7 +393,7 @@ static int pack_one(void *arg, const void *key, size_t klen, const void *val, si
     }
     wire_pack_map(w->wb, keep + 2);
     wire_put_str(w->wb, "status", status_text[cd->status]);
-    wire_put_str(w->wb, "why", why_text[cd->why]);
+    wire_put_str(w->wb, "why", valid_why_text[cd->why]);
     for (uint32_t i = 0; i < m->via.map.size; i++) {
         const msgpack_object *k = &m->via.map.ptr[i].key;
         bool out = k->via.str.size == 6 &&
@@ -757,7 +416,7 @@ void valid_pack_results(struct cluster *c, const struct job *j, uint32_t idx, st
     uint8_t from[16];
     wire_buf_init(&rows);
     struct pack_walk w = {j, vt, idx, &rows, output, 0};
-    vres_key(from, j->id, idx, 0);
+    valid_vres_key(from, j->id, idx, 0);
     if (vt)
         store_iter(c->store, c->t_vres, from, sizeof from, pack_one, &w);
     uint32_t count = w.count;
@@ -765,4 +424,17 @@ void valid_pack_results(struct cluster *c, const struct job *j, uint32_t idx, st
     wire_pack_array(wb, count);
     msgpack_sbuffer_write(&wb->sb, rows.sb.data, rows.sb.size);
     wire_buf_free(&rows);
+}
+
+void valid_free(struct cluster *c)
+{
+    if (!c->vs)
+        return;
+    validator_free_all(c);
+    free(c->vs->heap);
+    free(c->vs->q);
+    free(c->vs->resume);
+    free(c->vs->spots);
+    free(c->vs);
+    c->vs = NULL;
 }

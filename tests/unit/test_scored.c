@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "roles/client/live/runner.h"
-#include "roles/cluster/scored.h"
+#include "roles/cluster/engine/scored.h"
 
 static void test_limits(void **state)
 {

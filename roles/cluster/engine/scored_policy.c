@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "roles/cluster/scored.h"
+#include "roles/cluster/engine/scored.h"
 
 uint64_t sd_job_limit(uint64_t cluster_lim, uint32_t pct, uint64_t user)
 {

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "roles/cluster/scored.h"
+#include "roles/cluster/engine/scored.h"
 
 const char sd_console_help[] =
     "console commands (one per line, or separated by ';'):\n"

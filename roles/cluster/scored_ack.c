@@ -1,0 +1,125 @@
+/*
+ * scored_ack.c - SCore-D resource management: the PSYNC_ACK a node gets (docs/wire.md 5.6),
+ * the desired state of every parallel process it holds, for an answered PSYNC
+ * (scored_psync.c) and a held one answered later (feed.c).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "roles/cluster/scored_int.h"
+
+/* What the node should do with rank r of j; NULL: nothing to say (not started, not held). */
+static const char *want(const struct pjob *j, const struct prank *p)
+{
+    if (p->st == PR_EXITED)
+        return NULL;
+    if (PJ_KILLS(j->state)) /* ended, or requeueing */
+        return p->held || p->st == PR_STARTED ? "kill" : NULL;
+    if (j->state == PJ_RUNNING)
+        return "run";
+    return p->held ? "stop" : NULL;
+}
+
+static void pack_cmd(struct cluster *c, struct wire_buf *wb, const struct pjob *j, uint32_t r,
+                     const char *w, uint32_t me)
+{
+    const struct prank *p = &j->ranks[r];
+    bool spec = !p->held && !strcmp(w, "run");
+    uint32_t nenv = 0;
+    while (j->env && j->env[nenv])
+        nenv++;
+    wire_pack_map(wb, spec ? 6 + (j->cwd != NULL) : 3);
+    wire_put_u64(wb, "job", j->id);
+    wire_put_u64(wb, "rank", r);
+    wire_put_str(wb, "want", w);
+    if (!spec)
+        return;
+    wire_put_strv(wb, "argv", j->argv, (uint32_t)j->argc);
+    wire_put_bool(wb, "shell", j->shell);
+    char buf[4096];
+    size_t len = 0;
+    for (uint32_t h = 0; h < j->nhosts && len < sizeof buf; h++)
+        len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", h ? "," : "",
+                                j->hosts[h] < c->nnodes ? c->nodes[j->hosts[h]].name : "?");
+    char e[6][4200];
+    snprintf(e[0], sizeof e[0], "GRIDNODE_JOB=%llu", (unsigned long long)j->id);
+    snprintf(e[1], sizeof e[1], "GRIDNODE_RANK=%u", r);
+    snprintf(e[2], sizeof e[2], "GRIDNODE_SIZE=%u", j->rq.nprocs);
+    snprintf(e[3], sizeof e[3], "GRIDNODE_PPN=%u", j->rq.ppn);
+    snprintf(e[4], sizeof e[4], "GRIDNODE_HOSTS=%s", buf);
+    snprintf(e[5], sizeof e[5], "GRIDNODE_NODE=%s", me < c->nnodes ? c->nodes[me].name : "");
+    wire_put_key(wb, "env");
+    wire_pack_array(wb, 6 + nenv);
+    for (uint32_t i = 0; i < nenv; i++) /* --export (issue 15): ours come last and win */
+        wire_pack_str(wb, j->env[i]);
+    for (int i = 0; i < 6; i++)
+        wire_pack_str(wb, e[i]);
+    if (j->cwd)
+        wire_put_str(wb, "chdir", j->cwd);
+}
+
+/* Would the node act on w for p (not already in that state as it reported)? */
+static bool is_action(const struct prank *p, const char *w)
+{
+    if (!p->held)
+        return true;
+    return !((w[0] == 'r' && p->rep == 'r') || (w[0] == 's' && p->rep == 's'));
+}
+
+/*
+ * Writes the PSYNC_ACK commands for node me: every rank it should run, stop or kill
+ * (wb NULL: only counts). Returns how many of them the node would act on.
+ */
+static uint32_t pack_cmds(struct cluster *c, struct wire_buf *wb, uint32_t me)
+{
+    uint32_t count = 0, actions = 0;
+    for (int pass = 0; pass < (wb ? 2 : 1); pass++) {
+        if (pass == 1) {
+            wire_put_key(wb, "procs");
+            wire_pack_array(wb, count);
+        }
+        for (uint32_t i = c->sd->live_from; i < c->sd->njobs; i++) {
+            const struct pjob *j = c->sd->jobs[i];
+            if (j->state == PJ_WAITING || !j->ranks)
+                continue;
+            for (uint32_t r = 0; r < j->rq.nprocs; r++) {
+                const struct prank *p = &j->ranks[r];
+                const char *w = j->hosts[p->host] == me ? want(j, p) : NULL;
+                if (!w)
+                    continue;
+                if (pass == 0) {
+                    count++;
+                    actions += is_action(p, w);
+                } else {
+                    pack_cmd(c, wb, j, r, w, me);
+                }
+            }
+        }
+    }
+    return actions;
+}
+
+void scored_psync_ack(struct cluster *c, struct wire_buf *wb, uint64_t id, uint32_t me)
+{
+    const struct node *n = &c->nodes[me];
+    const struct sd_hostent *he = scored_hostent(c, n->name);
+    struct request rr = {NULL, "", wb}, *r = &rr;
+    wire_begin(r->reply, WT_PSYNC_ACK, id, 3);
+    pack_cmds(c, r->reply, me);
+    wire_put_u64(r->reply, "sync_ms", (uint64_t)c->cfg.sd_sync_ms);
+    wire_put_key(r->reply, "watchfs");
+    char wf[CONFIG_VALUE_MAX + 1], *save = NULL;
+    uint32_t nw = 0;
+    snprintf(wf, sizeof wf, "%s", he ? he->watchfs : "");
+    for (char *t = strtok_r(wf, " ,", &save); t; t = strtok_r(NULL, " ,", &save))
+        nw++;
+    wire_pack_array(r->reply, nw);
+    snprintf(wf, sizeof wf, "%s", he ? he->watchfs : "");
+    for (char *t = strtok_r(wf, " ,", &save); t; t = strtok_r(NULL, " ,", &save))
+        wire_pack_str(r->reply, t);
+}
+
+uint32_t scored_psync_actions(struct cluster *c, uint32_t me)
+{
+    return pack_cmds(c, NULL, me);
+}
