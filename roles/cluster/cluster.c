@@ -136,6 +136,20 @@ static const struct store_table cluster_tables[] = {
 
 const struct store_table *const cluster_store_tables = cluster_tables;
 
+void cluster_store_find_tables(struct cluster *c)
+{
+    c->t_meta = store_table(c->store, "meta");
+    c->t_jobs = store_table(c->store, "jobs");
+    c->t_tasks = store_table(c->store, "tasks");
+    c->t_results = store_table(c->store, "results");
+    c->t_dups = store_table(c->store, "dups");
+    c->t_stdin = store_table(c->store, "stdin");
+    c->t_nodes = store_table(c->store, "nodes");
+    c->t_vres = store_table(c->store, "vres");
+    c->t_known = store_table(c->store, "known");
+    c->t_drain = store_table(c->store, "drain");
+}
+
 static const char usage[] =
     "usage: gridnode cluster [-c FILE] [--set section.key=value]... [--check-config]\n"
     "\n"
@@ -271,16 +285,7 @@ static int cluster_open(struct cluster *c)
         log_warnx("%s", err);
         return -1;
     }
-    c->t_meta = store_table(c->store, "meta");
-    c->t_jobs = store_table(c->store, "jobs");
-    c->t_tasks = store_table(c->store, "tasks");
-    c->t_results = store_table(c->store, "results");
-    c->t_dups = store_table(c->store, "dups");
-    c->t_stdin = store_table(c->store, "stdin");
-    c->t_nodes = store_table(c->store, "nodes");
-    c->t_vres = store_table(c->store, "vres");
-    c->t_known = store_table(c->store, "known");
-    c->t_drain = store_table(c->store, "drain");
+    cluster_store_find_tables(c);
     if (!c->vs && valid_init(c) < 0)
         return -1;
     if (scored_open(c) < 0 || feed_open(c) < 0)

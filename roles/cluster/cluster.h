@@ -274,6 +274,8 @@ int cluster_main(int argc, char **argv);
 extern const struct config_key cluster_keys[];
 /* The store's tables, terminated by {NULL} (for tests that open a cluster's state). */
 extern const struct store_table *const cluster_store_tables;
+/* Finds every table of an open store (c->store) and keeps their indexes (c->t_*). */
+void cluster_store_find_tables(struct cluster *c);
 
 /* cluster.c: the whole state from the store (records of every file), and its release */
 int cluster_load(struct cluster *c);

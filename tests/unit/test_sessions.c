@@ -21,16 +21,6 @@
 #include "roles/cluster/cluster.h"
 #include "store/store.h"
 
-static const struct store_table cluster_tables[] = {
-    {"jobs", STORE_KEY_U64},
-    {"tasks", STORE_KEY_U64_U32},
-    {"results", STORE_KEY_U64_U32},
-    {"dups", STORE_KEY_U64_U32_U32},
-    {"stdin", STORE_KEY_U64_U32},
-    {"nodes", STORE_KEY_STR},
-    {NULL},
-};
-
 struct fixture {
     char dir[64];
     struct cluster c;
@@ -46,16 +36,10 @@ static int open_state(struct fixture *f)
 {
     char err[512];
     struct cluster *c = &f->c;
-    struct store_opts so = {"cluster", cluster_tables, STORE_SYNC_NONE, 0, false};
+    struct store_opts so = {"cluster", cluster_store_tables, STORE_SYNC_NONE, 0, false};
     if (!(c->store = store_open(f->dir, &so, err, sizeof err)))
         return -1;
-    c->t_meta = store_table(c->store, "meta");
-    c->t_jobs = store_table(c->store, "jobs");
-    c->t_tasks = store_table(c->store, "tasks");
-    c->t_results = store_table(c->store, "results");
-    c->t_dups = store_table(c->store, "dups");
-    c->t_stdin = store_table(c->store, "stdin");
-    c->t_nodes = store_table(c->store, "nodes");
+    cluster_store_find_tables(c);
     return cluster_load(c);
 }
 

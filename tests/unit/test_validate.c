@@ -77,15 +77,7 @@ static void cl_open(struct cluster *c)
     c->store = store_open(dir, &so, err, sizeof err);
     if (!c->store)
         fail_msg("store_open: %s", err);
-    c->t_meta = store_table(c->store, "meta");
-    c->t_jobs = store_table(c->store, "jobs");
-    c->t_tasks = store_table(c->store, "tasks");
-    c->t_results = store_table(c->store, "results");
-    c->t_dups = store_table(c->store, "dups");
-    c->t_stdin = store_table(c->store, "stdin");
-    c->t_nodes = store_table(c->store, "nodes");
-    c->t_vres = store_table(c->store, "vres");
-    c->t_known = store_table(c->store, "known");
+    cluster_store_find_tables(c);
     assert_true(c->t_vres >= 0 && c->t_known >= 0);
     assert_non_null(c->sd = calloc(1, sizeof *c->sd));
     assert_int_equal(scored_open(c), 0);
