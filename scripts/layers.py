@@ -103,6 +103,8 @@ def check_includes():
 
 def check_objects(objdir):
     bad = []
+    if not os.path.isdir(os.path.join(objdir, "roles")):
+        return [f"no objects under {objdir}/roles: build first (make all)"]
     for role in sorted(os.listdir(os.path.join(objdir, "roles"))):
         for sub in sorted(PURE_SUB):
             d = os.path.join(objdir, "roles", role, sub)

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "roles/batch/live/live.h"
+#include "roles/batch/live/live_int.h"
 #include "store/store.h"
 
 /* ---- time unit ---- */

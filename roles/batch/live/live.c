@@ -26,7 +26,7 @@
 #include "daemon/loop.h"
 #include "daemon/record.h"
 #include "daemon/statspage.h"
-#include "roles/batch/live/live.h"
+#include "roles/batch/live/live_int.h"
 #include "store/store.h"
 
 static const struct store_table live_tables[] = {

@@ -22,7 +22,7 @@
 #include "lib/log.h"
 #include "daemon/loop.h"
 #include "daemon/netopts.h"
-#include "roles/batch/live/live.h"
+#include "roles/batch/live/live_int.h"
 #include "wire/jobenv.h"
 
 /* The EVENTS message types of the cluster side (h-cluster, wire.md 6.9). */

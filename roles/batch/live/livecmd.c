@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "lib/log.h"
-#include "roles/batch/live/live.h"
+#include "roles/batch/live/live_int.h"
 
 #define EST_MAX_DEFAULT 5
 

@@ -13,7 +13,7 @@
 #include "daemon/loop.h"
 #include "lib/log.h"
 #include "lib/text.h"
-#include "roles/batch/live/live.h"
+#include "roles/batch/live/live_int.h"
 
 const char *live_slot_host(const struct live *L, int32_t slot, int *cl)
 {

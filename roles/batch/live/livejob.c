@@ -15,7 +15,7 @@
 #include "daemon/loop.h"
 #include "daemon/record.h"
 #include "lib/log.h"
-#include "roles/batch/live/live.h"
+#include "roles/batch/live/live_int.h"
 #include "wire/jobenv.h"
 #include "store/store.h"
 

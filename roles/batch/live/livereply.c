@@ -13,7 +13,7 @@
 
 #include "daemon/curve.h"
 #include "lib/text.h"
-#include "roles/batch/live/live.h"
+#include "roles/batch/live/live_int.h"
 
 const char *const live_acl_keys[BATCH_CRED_KINDS] = {"users", "groups", "accounts", "classes",
                                                      "qoss"};
@@ -171,7 +171,7 @@ const char *live_job_cred(const struct ljob *j, int k)
     return s ? s : "";
 }
 
-/* The paging of list replies: see struct live_page in live.h. */
+/* The paging of list replies: see struct live_page in live_int.h. */
 void live_page_init(struct live_page *pg, const struct wire_msg *m)
 {
     pg->from = wire_get_u64(m->root, "from", 0);

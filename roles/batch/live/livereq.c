@@ -12,7 +12,7 @@
 
 #include "lib/log.h"
 #include "lib/text.h"
-#include "roles/batch/live/live.h"
+#include "roles/batch/live/live_int.h"
 #include "wire/jobenv.h"
 #include "store/store.h"
 #include "wire/joblist.h"

@@ -18,7 +18,7 @@
 
 #include "daemon/record.h"
 #include "lib/log.h"
-#include "roles/batch/live/live.h"
+#include "roles/batch/live/live_int.h"
 #include "store/store.h"
 
 /* ---- the stored record ---- */

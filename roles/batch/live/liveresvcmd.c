@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "lib/log.h"
-#include "roles/batch/live/live.h"
+#include "roles/batch/live/live_int.h"
 
 void live_resv_row(struct live *L, const struct lresv *v, struct wire_buf *wb)
 {

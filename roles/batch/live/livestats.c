@@ -23,7 +23,7 @@
 #include "lib/log.h"
 #include "wire/mpjson.h"
 #include "daemon/statspage.h"
-#include "roles/batch/live/live.h"
+#include "roles/batch/live/live_int.h"
 
 #define LIVESTATS_FINISHED 1000 /* finished jobs in stats.json (the latest ones) */
 

@@ -1,0 +1,378 @@
+/*
+ * live_int.h - inside the live batch role (`gridnode batch -c FILE`; its entry point is
+ * live.h): the engine (batch.h) driven by real requests and by the cluster managers it
+ * schedules onto. The declarations of its files, for those files and their unit tests.
+ *
+ * Its files, each calling only the ones listed below it:
+ *
+ *   live.c         start-up, the daemon callbacks, the cycle and the group commit
+ *   livestats.c    the statistics page, stats.json and /metrics
+ *   livereq.c      the user vocabulary: SUBMIT, PSUBMIT, JOB_LIST, JOB_GET, CANCEL,
+ *                  JOB_CTL, NODE_LIST; hands Maui's commands to livecmd.c
+ *   livecmd.c      Maui's queries (SHOWQ, CHECKJOB, ESTIMATE, DIAGNOSE, SITE_INFO) and
+ *                  the table of Maui's commands
+ *   liveresvcmd.c  the reservation commands (RESV_LIST/SET/RELEASE, RESERVE)
+ *   liveclu.c      one DEALER per cluster manager: resynchronisation, the EVENTS feed,
+ *                  starts (PSUBMIT with hosts), cancels, reconciliation after restarts
+ *   liveresv.c     reservations in memory, in the store and in the engine
+ *   livereply.c    what the commands share: error replies, paging, name lists, admins
+ *   livehost.c     the clusters' hosts as engine nodes (one per core), their classes
+ *   livejob.c      jobs and their elements in memory and in the store (records); the
+ *                  turn's clock
+ *
+ * Time: the engine runs in milliseconds of the wall clock (config unit_per_s = 1000),
+ * kept non-decreasing. Job ids are the role's own; a job is either a task array
+ * (SUBMIT, ntasks elements of one process each) or a parallel job (PSUBMIT, one
+ * element of procs processes). Element e of job J is engine job (J << 24) | e and is
+ * started on a cluster with the key "batch:<incarnation>:<J>.<e>", or
+ * "batch:<incarnation>:<J>.<e>.<run>" once a JOB_CTL requeue gave it a run number > 0.
+ */
+#ifndef GRIDNODE_BATCH_LIVE_INT_H
+#define GRIDNODE_BATCH_LIVE_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "roles/batch/engine/batch.h"
+#include "roles/batch/live/live.h"
+#include "roles/batch/liveconf.h"
+#include "wire/wire.h"
+
+struct loop;
+struct daemon;
+struct store;
+struct statspage;
+
+#define LIVE_ELEM_BITS 24
+#define LIVE_MAX_TASKS 10000000u /* SUBMIT ntasks cap (wire) fits 24 bits */
+#define LIVE_FEED_WINDOW 256     /* pending elements of one array inside the engine */
+#define LIVE_DEFAULT_WALLTIME_S 3600
+#define LIVE_MAX_CLUSTERS 64
+#define LIVE_REQ_TIMEOUT_MS 5000   /* a cluster silent this long past a deadline is down */
+#define LIVE_EVENTS_WAIT_MS 1000   /* long-poll of EVENTS */
+#define LIVE_REFUSED_BLOCK_MS 1000 /* a host that refused a start takes no work this long */
+#define LIVE_LIST_MAX (1u << 20)   /* JOBS page bytes, as the cluster */
+
+enum el_state {
+    EL_PENDING = 0,
+    EL_STARTING, /* the start is decided and stored; PSUBMIT sent or to be (re)sent */
+    EL_RUNNING,  /* the cluster accepted it */
+    EL_DONE,
+    EL_FAILED,
+    EL_KILLED,
+    EL_CANCELLED,
+};
+
+/* One element: a task of an array, or the whole parallel job. */
+struct lelem {
+    int64_t start, end; /* wall ms; 0 unknown (start: the cluster's once it reports it) */
+    int64_t decided;    /* wall ms of the cycle that started it; 0 unknown */
+    uint64_t cjob;      /* the cluster's job id, 0 unknown */
+    int32_t exit;
+    uint8_t state, signal;
+    int8_t cl;            /* cluster index, -1 */
+    bool in_engine : 1;   /* known to the engine (pending or running there) */
+    bool want_cancel : 1; /* cancel once the cluster's job id is known */
+    bool dirty : 1;       /* record to write at the commit */
+    char *reason;         /* why pending / how it ended, or NULL */
+    char *hosts;          /* comma-separated host per rank while starting/running/ended */
+    /* run number (JOB_CTL requeues of it), part of its cluster key */
+    uint32_t run;
+    /* JOB_CTL requeue (issue 15): this run is being cancelled at its cluster; once the
+       cluster reports it ended it goes back to pending with run + 1 (stored) */
+    bool want_requeue : 1;
+};
+
+struct ljob {
+    uint64_t id;
+    bool parallel, shell, hold, early, dirty, edirty;
+    uint8_t queue;
+    uint32_t ntasks, procs, ppn;
+    int64_t mem_mb, disk_mb, limit_s;
+    int64_t submitted, finished; /* wall ms */
+    char *name, *user, *group, *account, *class_, *qos, *key, *resv;
+    uint32_t nfed; /* elements 0..nfed-1 were given to the engine */
+    uint32_t nended, nfailed, nrun, nstarted;
+    bool cancelled;
+    uint32_t requeues; /* JOB_CTL requeues (issue 15; Slurm's Restarts) */
+    struct lelem *el;
+    /* submit --export / --chdir (issue 15, wire/jobenv.h): passed on in each PSUBMIT to
+       a cluster; NULL: none */
+    char **env;
+    char *cwd;
+};
+
+struct lhost {
+    char name[BATCH_NAME_MAX];
+    char sid[80];
+    /* engine nodes, one per core: slot0 .. slot0+nbase-1, then xslot[0 .. nslots-nbase)
+     * for cores the host gained later (live_host_slot); those from ncores on are kept
+     * down (the host offers fewer cores now) */
+    int32_t slot0, nslots, nbase, ncores;
+    int32_t *xslot;
+    uint64_t mem_mb, disk_mb; /* as last reported */
+    int64_t blocked_until;    /* monotonic ms: no new work after a refused start, or 0 */
+    bool up, seen, seen_up;
+};
+
+struct lreq {
+    uint64_t rid;
+    int kind; /* enum in liveclu.c */
+    uint64_t arg;
+    int64_t deadline; /* monotonic ms */
+};
+
+struct lclu {
+    int idx;
+    char name[BATCH_NAME_MAX];
+    char ep[256];
+    void *sock;
+    struct curve_watch *watch; /* logs a failed CURVE handshake (daemon/curve.h) */
+    int st;                    /* enum in liveclu.c */
+    bool events_ok;            /* the cluster has EVENTS (else: polling fallback) */
+    bool synced;               /* its hosts are in the engine and its jobs reconciled */
+    char epoch[80];
+    uint64_t next;    /* next event seq */
+    int64_t retry_at; /* monotonic ms of the next resync attempt when down */
+    int64_t poll_at;  /* polling fallback: next poll */
+    struct lhost *hosts;
+    uint32_t nhosts, caphosts;
+    struct lreq *req;
+    uint32_t nreq, capreq;
+    uint32_t reconciling; /* outstanding JOB_GET / PSUBMIT of a resync */
+};
+
+/* An administrative or site reservation as stored (liveresv.c). */
+struct lresv {
+    char name[BATCH_NAME_MAX], owner[BATCH_NAME_MAX];
+    int64_t start, end; /* wall ms */
+    int32_t tasks, procs;
+    int64_t mem_mb, disk_mb;
+    char *nodes;                 /* comma-separated engine node names it holds */
+    char *acl[BATCH_CRED_KINDS]; /* comma-separated names, or NULL */
+    uint64_t job;                /* the batch job bound to it, 0 */
+    bool site;                   /* RESERVE: held for exactly one job */
+    bool in_engine;
+};
+
+/* A message to a cluster, sent after the turn's commit. */
+struct lout {
+    int cl;
+    void *data; /* NULL: a start of element eid to build after the commit */
+    size_t len;
+    uint64_t eid;
+};
+
+struct live {
+    struct batch_ini cfg; /* .eng the engine's settings, .live the driver's */
+    struct batch_engine *eng;
+    struct loop *loop;
+    struct daemon *daemon;
+    struct store *store;
+    int lockfd;
+    int t_meta, t_jobs, t_elems;
+    char inc[40];
+    uint64_t next_id;
+    bool meta_dirty, turn_failed;
+    /* jobs by increasing id */
+    struct ljob **jobs;
+    uint32_t njobs, capjobs;
+    /* engine node index -> (cluster, host) */
+    int16_t *slot_cl;
+    int32_t *slot_host;
+    int32_t nslots, capslots;
+    struct lclu cl[LIVE_MAX_CLUSTERS];
+    int ncl;
+    int default_cl;
+    /* the cycle */
+    bool want_cycle;
+    int64_t last_cycle;  /* monotonic ms */
+    int64_t engine_now;  /* the last cycle's instant (wall ms) */
+    int64_t turn_now;    /* this turn's instant (live_now), 0 until asked */
+    int wake_timer;      /* one-shot timer of a cycle put off to the next ms, 0 */
+    int64_t next_wakeup; /* wall ms of the engine's next boundary */
+    uint64_t req_seq;
+    struct lout *out;
+    uint32_t nout, capout;
+    uint64_t cycles, starts, refusals;
+    /* reservations (liveresv.c) */
+    int t_resv;
+    struct lresv *resv;
+    uint32_t nresv, capresv;
+    /* statistics (livestats.c): counters since the role started */
+    struct statspage *stats;
+    uint64_t first_id;             /* next_id at start: submitted = next_id - first_id */
+    uint64_t n_ended, n_failed;    /* elements that ended (failed: not done) */
+    uint64_t n_backfilled;         /* elements started by backfill */
+    double cycle_s, cycle_s_total; /* the last cycle's duration, and all of them */
+};
+
+/* live.c (live_main: live.h) */
+
+/* livejob.c */
+int64_t live_now(struct live *L); /* this turn's instant, wall ms (see livejob.c) */
+void live_want_cycle(struct live *L);
+uint64_t live_eid(uint64_t job, uint32_t e);
+struct ljob *live_job_find(struct live *L, uint64_t id);
+struct lelem *live_elem_find(struct live *L, uint64_t eid, struct ljob **jp);
+int live_job_add(struct live *L, struct ljob *j); /* takes ownership; 0/-1 */
+void live_job_free(struct ljob *j);
+void live_jobs_free(struct live *L);
+const char *live_elem_state_name(int st);
+/* Elem state change bookkeeping (counters, finished time, dirty marks). */
+void live_elem_set(struct live *L, struct ljob *j, uint32_t e, int st);
+void live_elem_reason(struct lelem *el, const char *why);
+/* Engine spec of element e of j. */
+void live_elem_spec(const struct live *L, const struct ljob *j, uint32_t e,
+                    struct batch_job_spec *s);
+/* Gives more pending elements of j to the engine (up to the window). */
+void live_job_feed(struct live *L, struct ljob *j);
+/* Buffers j's record with its argv (at submission, and rewriting it); 0/-1. */
+int live_job_save(struct live *L, const struct ljob *j, char **argv, uint32_t argc);
+/* Writes the dirty job and element records into the store buffer; 0/-1. */
+int live_save_dirty(struct live *L);
+/* Loads jobs and elements from the store; 0/-1. */
+int live_load(struct live *L);
+/* Record codecs (also for unit tests): encode into wb, decode from bytes. */
+void live_job_encode(const struct ljob *j, const char *const *argv, uint32_t argc,
+                     struct wire_buf *wb);
+struct ljob *live_job_decode(const void *p, size_t n);
+void live_elem_encode(const struct lelem *el, struct wire_buf *wb);
+int live_elem_decode(const void *p, size_t n, struct lelem *el);
+/* The stored argv of job id (malloc'd vector of malloc'd strings); NULL if none. */
+char **live_job_argv(struct live *L, uint64_t id, uint32_t *argc);
+void live_argv_free(char **v, uint32_t n);
+
+/* livereq.c */
+void live_dispatch(struct live *L, const struct wire_msg *m, const char *peer,
+                   struct wire_buf *reply);
+void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb);
+
+/* livecmd.c: Maui's commands and the site interface (types 80-95) */
+bool livecmd_handles(uint32_t type);
+void livecmd_dispatch(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
+/* The CHECKJOB row of j (a msgpack map; docs/wire.md 6.12), for livestats.c too. */
+void livecmd_job_row(struct live *L, const struct ljob *j, struct wire_buf *wb);
+
+/* liveresvcmd.c: the reservation commands, for livecmd.c's table */
+void livecmd_resv_list(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
+void livecmd_resv_set(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
+void livecmd_reserve(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
+void livecmd_resv_release(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
+/* The RESVS row of v (a msgpack map), for livestats.c too. */
+void live_resv_row(struct live *L, const struct lresv *v, struct wire_buf *wb);
+
+/* livereply.c: what the commands share */
+extern const char *const live_acl_keys[BATCH_CRED_KINDS]; /* "users", ... */
+/* Replaces reply with an error reply (the text cleaned for the wire). */
+__attribute__((format(printf, 4, 5))) void live_fail(struct wire_buf *reply, uint64_t id, int code,
+                                                     const char *fmt, ...);
+/* A comma list split into a malloc'd vector pointing into a malloc'd copy. */
+struct live_words {
+    char *buf;
+    const char **v;
+    size_t n;
+};
+int live_words_split(const char *s, struct live_words *w); /* 0, or -1 (ENOMEM) */
+void live_words_free(struct live_words *w);
+/* name is one of the comma list's names. */
+bool live_in_list(const char *list, const char *name);
+/* The requester is an administrator (batch.admins, else root or the role's user;
+ * with CURVE, an identity of kind admin). */
+bool live_is_admin(struct live *L, const msgpack_object *m);
+/* Host name of an engine node ("" unknown). */
+const char *live_node_host(struct live *L, int32_t n);
+/* Distinct hosts of a comma list of engine node names, as an array under key. */
+void live_put_hosts_of_nodes(struct live *L, struct wire_buf *wb, const char *key,
+                             const char *nodes);
+/* A comma list as an array of str under key. */
+void live_put_list(struct wire_buf *wb, const char *key, const char *list);
+/* A comma list from an array of str field; NULL when absent/empty; *bad on a name
+ * with a comma or a control character. */
+char *live_list_field(const msgpack_object *m, const char *key, bool *bad);
+/* A job's credential of kind k ("" unset). */
+const char *live_job_cred(const struct ljob *j, int k);
+/*
+ * Paging of the list replies (QUEUE, DIAG, RESVS; docs/wire.md 6.2 and 6.12): the
+ * request's "from" (a cursor) and "count" (rows, default 100,000); a page also ends
+ * once its rows pass LIVE_LIST_MAX bytes, and always holds a row when one is left.
+ * The rows are built into rows: live_page_add before each says whether it still
+ * belongs to this page (and counts it), live_page_reply writes the reply (TYPE with
+ * "now", the rows under key, and "next" when the page was cut) and frees the rows.
+ */
+struct live_page {
+    uint64_t from, count;
+    uint32_t n; /* rows in this page */
+    bool more;  /* cut: rows are left for the next page */
+    struct wire_buf rows;
+};
+void live_page_init(struct live_page *pg, const struct wire_msg *m);
+bool live_page_add(struct live_page *pg);
+void live_page_reply(struct live_page *pg, struct wire_buf *reply, const struct wire_msg *m,
+                     uint32_t type, int64_t now, const char *key, uint64_t next);
+
+/* liveresv.c: reservations */
+/* SUBMIT/PSUBMIT `resv`: NULL if job j (not yet numbered) may run in it, else why. */
+const char *live_resv_check(struct live *L, const struct ljob *j);
+/* After j got its id: binds a site reservation to it (stored); 0/-1. */
+int live_resv_bind(struct live *L, struct ljob *j);
+/* Reads the stored reservations (at start and after a failed commit); 0/-1. */
+int live_resv_load(struct live *L);
+void live_resv_free(struct live *L);
+/* Before each cycle: re-creates stored reservations once their nodes are known,
+ * forgets the ended ones. */
+void live_resv_apply(struct live *L);
+struct lresv *live_resv_find(struct live *L, const char *name);
+/* Frees what v holds and zeroes it. */
+void live_resv_clear(struct lresv *v);
+/* Buffers v's record; 0/-1. */
+int live_resv_store(struct live *L, const struct lresv *v);
+/* Forgets v: its record, its engine reservation, its entry. */
+void live_resv_drop(struct live *L, struct lresv *v);
+/* Creates v in the engine (named nodes). 0, or -1 with why. */
+int live_resv_engine(struct live *L, struct lresv *v, bool restore, char *why, size_t wl);
+
+/* livestats.c: the statistics page, stats.json and /metrics (daemon/statspage.h) */
+int livestats_open(struct live *L, char *err, size_t errlen);
+void livestats_close(struct live *L);
+
+/* livehost.c: hosts and engine nodes */
+/* Engine node of core k (< nslots) of host h. */
+static inline int32_t live_host_slot(const struct lhost *h, int32_t k)
+{
+    return k < h->nbase ? h->slot0 + k : h->xslot[k - h->nbase];
+}
+/* Host name and cluster of an engine node. */
+const char *live_slot_host(const struct live *L, int32_t slot, int *cl);
+/* Engine node of a host, free, for adoption; -1 if none. */
+int32_t live_host_free_slot(struct live *L, int cl, const char *host, const int32_t *taken,
+                            int32_t ntaken);
+/* A host's up/down as its cluster reports it (the engine's nodes follow). */
+void live_host_set_up(struct live *L, struct lclu *c, struct lhost *h, bool up);
+/* The hosts (comma list) of a refused start take no work for LIVE_REFUSED_BLOCK_MS. */
+void live_hosts_block(struct live *L, struct lclu *c, const char *hosts);
+/* Ends the blocks that expired at now (monotonic ms). */
+void live_hosts_unblock(struct live *L, struct lclu *c, int64_t now);
+/* Applies one NODES row or "host" event (sync: during a resync). */
+void live_host_update(struct live *L, struct lclu *c, const msgpack_object *m, bool sync);
+/* False if cls names one of the clusters (classes); else true with the reason (naming
+ * the known classes) in why. */
+bool live_class_unknown(const struct live *L, const char *cls, char *why, size_t len);
+
+/* liveclu.c */
+int live_clusters_open(struct live *L, char *err, size_t errlen);
+void live_clusters_close(struct live *L);
+/* Queues the start of element e of j on its cluster (PSUBMIT with hosts). */
+void live_clu_start(struct live *L, struct ljob *j, uint32_t e);
+/* JOB_CTL requeue of j (issue 15, docs/batch.md): running elements are cancelled at
+ * their cluster and go back to pending once it confirms they ended; ended ones go back
+ * at once. Returns how many elements it changed (0: nothing to requeue). */
+uint32_t live_job_requeue(struct live *L, struct ljob *j);
+/* Queues a CANCEL of the element's cluster job. */
+void live_clu_cancel(struct live *L, struct ljob *j, uint32_t e);
+/* Sends the queued messages (after the commit); drops them after a failed one. */
+void live_out_flush(struct live *L, bool send);
+/* Periodic: deadlines, resync of down clusters, polling fallback. */
+void live_clu_tick(struct live *L);
+
+#endif
