@@ -1,7 +1,8 @@
 /*
  * cred.c - credentials (users, groups, accounts, classes, QOS): interned names
- * with their configured priority, fairshare target and throttles, and the running
- * totals the throttles are checked against.
+ * with their configured priority, fairshare target and throttles, the running
+ * totals the throttles are checked against, and each one's fairshare usage ring
+ * (processor-seconds per window, charged and read by fairshare.c).
  */
 #include <errno.h>
 #include <math.h>
@@ -10,6 +11,57 @@
 #include <strings.h>
 
 #include "roles/batch/engine/internal.h"
+
+int bs_fs_ring_init(struct fs_ring *r, int32_t depth)
+{
+    r->w = calloc((size_t)depth, sizeof *r->w);
+    r->win = 0;
+    if (!r->w) {
+        errno = ENOMEM;
+        return -1;
+    }
+    return 0;
+}
+
+void bs_fs_ring_free(struct fs_ring *r)
+{
+    free(r->w);
+    r->w = NULL;
+}
+
+void bs_fs_ring_add(struct fs_ring *r, int32_t depth, int64_t window, double amount)
+{
+    if (!r->w)
+        return;
+    if (window > r->win) {
+        int64_t s = window - r->win;
+        if (s >= depth) {
+            memset(r->w, 0, (size_t)depth * sizeof *r->w);
+        } else {
+            memmove(r->w + s, r->w, (size_t)(depth - s) * sizeof *r->w);
+            memset(r->w, 0, (size_t)s * sizeof *r->w);
+        }
+        r->win = window;
+    }
+    int64_t age = r->win - window;
+    if (age < depth)
+        r->w[age] += amount;
+}
+
+double bs_fs_ring_decayed(const struct fs_ring *r, int32_t depth, int64_t now_win, double decay)
+{
+    if (!r->w)
+        return 0;
+    int64_t age0 = now_win - r->win; /* age of slot 0 */
+    if (age0 < 0)
+        age0 = 0;
+    double f = pow(decay, (double)age0), sum = 0;
+    for (int64_t i = 0; i + age0 < depth; i++) {
+        sum += f * r->w[i];
+        f *= decay;
+    }
+    return sum;
+}
 
 /* The config entry for (k, name), else its DEFAULT entry, else NULL. */
 static const struct batch_cred_cfg *cred_cfg(const struct batch_config *c, enum batch_cred_kind k,

@@ -117,7 +117,7 @@ static int refresh(struct batch_engine *e, int64_t now)
     }
     if (e->cfg.fspolicy != BATCH_FS_NONE) {
         for (int32_t i = 0; i < e->nrunning; i++)
-            bs_engine_charge(e, &e->jobs[e->running[i]], now);
+            bs_fs_charge_upto(e, &e->jobs[e->running[i]], now);
         e->fs_stamp = now;
     }
     return 0;

@@ -9,17 +9,6 @@
 
 #include "roles/batch/engine/internal.h"
 
-/* Position of group g in pool p, or -1 (as engine.c). */
-static int32_t pool_pos(const struct bpool *p, int32_t g)
-{
-    if (p->resv < 0)
-        return g;
-    for (int32_t k = 0; k < p->ng; k++)
-        if (p->gid[k] == g)
-            return k;
-    return -1;
-}
-
 /*
  * Moves the end of running job j in its pool's base profiles from old_end to its
  * current end_est. On a failure the groups are rebuilt at the next cycle (from
@@ -45,7 +34,7 @@ static void base_move_end(struct batch_engine *e, struct bjob *j, int64_t old_en
      * before every call here; a replay through the simulator does not) */
     bs_engine_fill_nodes(e, (int32_t)(j - e->jobs));
     for (int32_t i = 0; i < j->nnodes; i++) {
-        int32_t g = e->nodes[j->nodes[i]].group, k = g >= 0 ? pool_pos(p, g) : -1;
+        int32_t g = e->nodes[j->nodes[i]].group, k = g >= 0 ? bs_pool_pos(p, g) : -1;
         if (k >= 0)
             cnt[k]++;
     }

@@ -1,9 +1,10 @@
 /*
  * fairshare.c - fairshare history (MISSION B1, Maui FSPOLICY DEDICATEDPS): the
  * processor-seconds each user, group and account used, kept per FSINTERVAL window
- * for FSDEPTH windows; a window `age` windows old counts FSDECAY^age. A job is
- * charged as it runs (every cycle up to `now`, the rest when it ends), so a long
- * job weighs on its owner's priority while it runs, not only afterwards.
+ * for FSDEPTH windows (in the credentials' rings, cred.c); a window `age` windows
+ * old counts FSDECAY^age. A job is charged as it runs (every cycle up to `now`,
+ * the rest when it ends), so a long job weighs on its owner's priority while it
+ * runs, not only afterwards.
  */
 #include <errno.h>
 #include <math.h>
@@ -11,57 +12,6 @@
 #include <string.h>
 
 #include "roles/batch/engine/internal.h"
-
-int bs_fs_ring_init(struct fs_ring *r, int32_t depth)
-{
-    r->w = calloc((size_t)depth, sizeof *r->w);
-    r->win = 0;
-    if (!r->w) {
-        errno = ENOMEM;
-        return -1;
-    }
-    return 0;
-}
-
-void bs_fs_ring_free(struct fs_ring *r)
-{
-    free(r->w);
-    r->w = NULL;
-}
-
-void bs_fs_ring_add(struct fs_ring *r, int32_t depth, int64_t window, double amount)
-{
-    if (!r->w)
-        return;
-    if (window > r->win) {
-        int64_t s = window - r->win;
-        if (s >= depth) {
-            memset(r->w, 0, (size_t)depth * sizeof *r->w);
-        } else {
-            memmove(r->w + s, r->w, (size_t)(depth - s) * sizeof *r->w);
-            memset(r->w, 0, (size_t)s * sizeof *r->w);
-        }
-        r->win = window;
-    }
-    int64_t age = r->win - window;
-    if (age < depth)
-        r->w[age] += amount;
-}
-
-double bs_fs_ring_decayed(const struct fs_ring *r, int32_t depth, int64_t now_win, double decay)
-{
-    if (!r->w)
-        return 0;
-    int64_t age0 = now_win - r->win; /* age of slot 0 */
-    if (age0 < 0)
-        age0 = 0;
-    double f = pow(decay, (double)age0), sum = 0;
-    for (int64_t i = 0; i + age0 < depth; i++) {
-        sum += f * r->w[i];
-        f *= decay;
-    }
-    return sum;
-}
 
 /* floor(t / d) for d > 0, also for negative t. */
 static int64_t floordiv(int64_t t, int64_t d)
@@ -93,6 +43,15 @@ void bs_fs_charge(struct batch_engine *e, const struct bjob *j, int64_t t0, int6
     }
 }
 
+/* Charges running job j up to `upto` (from where it was last charged to). */
+void bs_fs_charge_upto(struct batch_engine *e, struct bjob *j, int64_t upto)
+{
+    if (e->cfg.fspolicy == BATCH_FS_NONE || upto <= j->charged)
+        return;
+    bs_fs_charge(e, j, j->charged, upto);
+    j->charged = upto;
+}
+
 /* Decayed usage percent of credential c as seen at `now` (cached per cycle). */
 double bs_fs_percent(struct batch_engine *e, struct cred *c, int64_t now)
 {
@@ -118,7 +77,7 @@ double batch_fairshare_usage(struct batch_engine *e, enum batch_cred_kind kind, 
         return -1;
     }
     for (int32_t i = 0; i < e->nrunning; i++)
-        bs_engine_charge(e, &e->jobs[e->running[i]], now);
+        bs_fs_charge_upto(e, &e->jobs[e->running[i]], now);
     e->fs_stamp = -1; /* invalidate the per-cycle cache */
     double pct = bs_fs_percent(e, &e->creds[kind].v[id], now);
     e->creds[kind].v[id].fs_stamp = -1;

@@ -8,6 +8,21 @@
  * minus reserved capacity) or one admin reservation (its groups, during its time).
  * Each pool keeps one profile per group twice: `base` (running jobs and admin
  * reservations) and `plan` (base plus the job reservations of pending jobs).
+ *
+ * The files call each other only downwards; from the bottom up (the function
+ * declarations below follow this order):
+ *   maps.c, profile.c (profile.h), config.c   containers, profiles, configuration
+ *   cred.c       credentials and their fairshare usage rings
+ *   bound.c      dominance bounds for the planner
+ *   fairshare.c  charging jobs to the rings, usage percents
+ *   state.c      scratch, tasks per node, job lookup, running jobs' nodes, fit data
+ *   plan.c       the planner: searching profiles, reserving, starting
+ *   group.c      grouping nodes into groups and pools, base profiles
+ *   priority.c   job priority
+ *   cycle.c      one scheduling cycle
+ *   estimate.c, engine_live.c   start estimates, the live role's updates (batch.h)
+ *   engine.c     the public top: creation, nodes, jobs submitted to finished
+ *   resv.c       admin reservations (finds nodes by name through engine.c)
  */
 #ifndef GRIDNODE_BATCH_INTERNAL_H
 #define GRIDNODE_BATCH_INTERNAL_H
@@ -41,7 +56,7 @@ int bs_vec_reserve(void **arr, int32_t *cap, int32_t n, size_t sz);
 #define VEC_RESERVE(a, cap, n)                                                                     \
     ((n) <= (cap) ? 0 : bs_vec_reserve((void **)&(a), &(cap), (n), sizeof *(a)))
 
-/* ---- fairshare (fairshare.c) ---- */
+/* ---- credentials and their fairshare usage rings (cred.c) ---- */
 struct fs_ring { /* w[i] = usage of window (win - i) */
     double *w;
     int64_t win;
@@ -53,7 +68,6 @@ void bs_fs_ring_add(struct fs_ring *r, int32_t depth, int64_t window, double amo
 /* Sum of decay^age x usage over the kept windows, seen from window `now_win`. */
 double bs_fs_ring_decayed(const struct fs_ring *r, int32_t depth, int64_t now_win, double decay);
 
-/* ---- credentials (cred.c) ---- */
 struct cred {
     char *name;
     double priority, fstarget; /* fstarget NAN: none */
@@ -71,6 +85,9 @@ struct credtab {
     int32_t last; /* the id last interned or found (valid if < n) */
     struct strmap map;
 };
+int32_t bs_cred_intern(struct batch_engine *e, enum batch_cred_kind k, const char *name);
+int32_t bs_cred_lookup(const struct batch_engine *e, enum batch_cred_kind k, const char *name);
+void bs_cred_free_all(struct batch_engine *e);
 
 /* ---- nodes, groups, pools, reservations, jobs ---- */
 struct bnode {
@@ -290,21 +307,28 @@ struct batch_engine {
     int32_t ndrops, capdrops;
 };
 
-/* cred.c */
-int32_t bs_cred_intern(struct batch_engine *e, enum batch_cred_kind k, const char *name);
-int32_t bs_cred_lookup(const struct batch_engine *e, enum batch_cred_kind k, const char *name);
-void bs_cred_free_all(struct batch_engine *e);
+/* ---- bound.c ---- */
+void bs_bound_reset(struct batch_engine *e, int32_t jobs);
+int64_t bs_bound_get(struct batch_engine *e, const struct bjob *j);
+void bs_bound_put(struct batch_engine *e, const struct bjob *j, int64_t start);
+void bs_bound_free(struct batch_engine *e);
 
-/* engine.c */
+/* ---- fairshare.c ---- */
+void bs_fs_charge(struct batch_engine *e, const struct bjob *j, int64_t t0, int64_t t1);
+void bs_fs_charge_upto(struct batch_engine *e, struct bjob *j, int64_t upto);
+double bs_fs_percent(struct batch_engine *e, struct cred *c, int64_t now);
+
+/* ---- state.c ---- */
+int bs_engine_scratch(struct batch_engine *e, int32_t n);
 int32_t bs_engine_kpn(const struct batch_res *cap, const struct batch_res *task);
 bool bs_engine_group_ok(const struct batch_engine *e, const struct bgroup *g, const struct bjob *j);
-int bs_engine_regroup(struct batch_engine *e);
-int bs_engine_rebuild_base(struct batch_engine *e);
 struct bjob *bs_engine_job(const struct batch_engine *e, uint64_t id);
 int32_t bs_engine_node_job(struct batch_engine *e, int32_t node);
-int bs_engine_job_runs(struct batch_engine *e, struct bjob *j);
 void bs_engine_fill_nodes(struct batch_engine *e, int32_t slot);
 void bs_engine_fill_all(struct batch_engine *e);
+int bs_engine_job_runs(struct batch_engine *e, struct bjob *j);
+void bs_engine_fit_refresh(struct batch_engine *e, struct bjob *j);
+bool bs_engine_admits(const struct batch_engine *e, const struct bresv *r, const struct bjob *j);
 /* Set bits of x, inline (without -mpopcnt, __builtin_popcountll is a libgcc call). */
 static inline int32_t bs_pop64(uint64_t x)
 {
@@ -319,12 +343,19 @@ static inline void bs_engine_memo_clear(struct batch_engine *e)
     e->bf_memo = false;
     e->nfresh = 0;
 }
-void bs_engine_fit_refresh(struct batch_engine *e, struct bjob *j);
-bool bs_engine_admits(const struct batch_engine *e, const struct bresv *r, const struct bjob *j);
-int bs_engine_scratch(struct batch_engine *e, int32_t n);
-void bs_engine_charge(struct batch_engine *e, struct bjob *j, int64_t upto);
 
-/* plan.c */
+/* Position of group g in pool p, or -1. */
+static inline int32_t bs_pool_pos(const struct bpool *p, int32_t g)
+{
+    if (p->resv < 0)
+        return g;
+    for (int32_t k = 0; k < p->ng; k++)
+        if (p->gid[k] == g)
+            return k;
+    return -1;
+}
+
+/* ---- plan.c ---- */
 int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjob *j, int64_t t0,
                           int64_t tmax, bool est, int32_t *cnt);
 int64_t bs_plan_earliest(struct batch_engine *e, const struct bjob *j, int64_t t0, int64_t tmax,
@@ -346,22 +377,19 @@ void bs_plan_trim(struct batch_engine *e, int64_t now, bool plan);
 int bs_plan_fits_now(struct batch_engine *e, const struct bjob *j, int32_t *cnt);
 int32_t bs_plan_free_now(const struct batch_engine *e);
 
-/* bound.c */
-void bs_bound_reset(struct batch_engine *e, int32_t jobs);
-int64_t bs_bound_get(struct batch_engine *e, const struct bjob *j);
-void bs_bound_put(struct batch_engine *e, const struct bjob *j, int64_t start);
-void bs_bound_free(struct batch_engine *e);
+/* ---- group.c ---- */
+void bs_engine_groups_free(struct batch_engine *e);
+int bs_engine_regroup(struct batch_engine *e);
+int bs_engine_rebuild_base(struct batch_engine *e);
 
-/* priority.c */
+/* ---- priority.c ---- */
 void bs_prio_weights(struct batch_engine *e);
 double bs_prio_compute(struct batch_engine *e, const struct bjob *j, int64_t now,
                        struct batch_prio *out);
 double bs_prio_key(struct batch_engine *e, const struct bjob *j);
 double bs_prio_at(const struct batch_engine *e, const struct bjob *j, int64_t now);
-void bs_fs_charge(struct batch_engine *e, const struct bjob *j, int64_t t0, int64_t t1);
-double bs_fs_percent(struct batch_engine *e, struct cred *c, int64_t now);
 
-/* cycle.c */
+/* ---- cycle.c ---- */
 const char *bs_cycle_reason(enum batch_reason r, uint8_t kind);
 enum batch_reason bs_cycle_job_reason(const struct batch_engine *e, const struct bjob *j);
 

@@ -1,0 +1,280 @@
+/*
+ * group.c - grouping the up nodes into groups (same class, capacity and admin
+ * reservations) and pools (the general pool and one per admin reservation), and
+ * rebuilding the pools' base profiles from the running jobs and reservations.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "roles/batch/engine/internal.h"
+
+/* Frees the groups and pools (not the nodes). */
+void bs_engine_groups_free(struct batch_engine *e)
+{
+    for (int32_t g = 0; g < e->ngroups; g++) {
+        free(e->groups[g].resv);
+        free(e->groups[g].nodes);
+        free(e->groups[g].busy);
+    }
+    free(e->groups);
+    e->groups = NULL;
+    e->ngroups = 0;
+    for (int32_t p = 0; p < e->npools; p++) {
+        struct bpool *pl = &e->pools[p];
+        for (int32_t k = 0; k < pl->ng; k++) {
+            bs_profile_free(&pl->base[k]);
+            bs_profile_free(&pl->plan[k]);
+            bs_profile_free(&pl->est[k]);
+        }
+        free(pl->gid);
+        free(pl->base);
+        free(pl->plan);
+        free(pl->est);
+    }
+    free(e->pools);
+    e->pools = NULL;
+    e->npools = 0;
+}
+
+/* ---- grouping ---- */
+
+struct nodekey { /* per node: the reservation slots covering it */
+    int32_t off, n;
+};
+struct regroup_ctx {
+    const struct batch_engine *e;
+    const struct nodekey *key;
+    const int32_t *rl;
+};
+
+static int cmp_i64(int64_t a, int64_t b)
+{
+    return a < b ? -1 : a > b;
+}
+
+/* Orders nodes by (class, capacity, reservation set): equal keys form a group. */
+static int node_cmp(const void *pa, const void *pb, void *arg)
+{
+    const struct regroup_ctx *c = arg;
+    int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
+    const struct bnode *x = &c->e->nodes[a], *y = &c->e->nodes[b];
+    int r;
+    if ((r = cmp_i64(x->cls, y->cls)) || (r = cmp_i64(x->cap.procs, y->cap.procs)) ||
+        (r = cmp_i64(x->cap.mem, y->cap.mem)) || (r = cmp_i64(x->cap.disk, y->cap.disk)) ||
+        (r = cmp_i64(x->cap.swap, y->cap.swap)) || (r = cmp_i64(c->key[a].n, c->key[b].n)))
+        return r;
+    for (int32_t i = 0; i < c->key[a].n; i++)
+        if ((r = cmp_i64(c->rl[c->key[a].off + i], c->rl[c->key[b].off + i])))
+            return r;
+    return 0;
+}
+
+/* Per node, the live reservations holding it: key[] and the flat list rl[]. */
+static int node_keys(struct batch_engine *e, struct nodekey *key, int32_t **rlp)
+{
+    int32_t total = 0;
+    for (int32_t r = 0; r < e->nresv; r++)
+        if (e->resv[r].live)
+            total += e->resv[r].nnodes;
+    int32_t *rl = malloc(((size_t)total + 1) * sizeof *rl);
+    if (!rl)
+        return -1;
+    for (int32_t i = 0; i < e->nnodes; i++)
+        key[i].n = 0;
+    for (int32_t r = 0; r < e->nresv; r++)
+        if (e->resv[r].live)
+            for (int32_t i = 0; i < e->resv[r].nnodes; i++)
+                key[e->resv[r].nodes[i]].n++;
+    for (int32_t i = 0, off = 0; i < e->nnodes; i++) {
+        key[i].off = off;
+        off += key[i].n;
+        key[i].n = 0;
+    }
+    for (int32_t r = 0; r < e->nresv; r++) /* ascending r: lists come out sorted */
+        if (e->resv[r].live)
+            for (int32_t i = 0; i < e->resv[r].nnodes; i++) {
+                struct nodekey *k = &key[e->resv[r].nodes[i]];
+                rl[k->off + k->n++] = r;
+            }
+    *rlp = rl;
+    return 0;
+}
+
+/* Builds group g from the sorted node indices ord[from, to). */
+static int group_make(struct batch_engine *e, struct bgroup *g, const int32_t *ord, int32_t from,
+                      int32_t to, const struct nodekey *key, const int32_t *rl)
+{
+    const struct bnode *first = &e->nodes[ord[from]];
+    const struct nodekey *k = &key[ord[from]];
+    g->cls = first->cls;
+    g->cap = first->cap;
+    g->nnodes = to - from;
+    g->nresv = k->n;
+    g->nodes = malloc((size_t)g->nnodes * sizeof *g->nodes);
+    g->busy = calloc(((size_t)g->nnodes + 63) / 64, sizeof *g->busy);
+    g->resv = malloc(((size_t)k->n + 1) * sizeof *g->resv);
+    if (!g->nodes || !g->busy || !g->resv)
+        return -1;
+    memcpy(g->resv, rl + k->off, (size_t)k->n * sizeof *g->resv);
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        struct bnode *nd = &e->nodes[ord[from + i]];
+        g->nodes[i] = ord[from + i];
+        nd->group = (int32_t)(g - e->groups);
+        nd->gpos = i;
+    }
+    return 0;
+}
+
+/* Allocates pool p over the groups listed in gid[0..ng) (copied). */
+static int pool_make(struct bpool *p, int32_t resv, const int32_t *gid, int32_t ng)
+{
+    p->resv = resv;
+    p->ng = ng;
+    p->gid = malloc(((size_t)ng + 1) * sizeof *p->gid);
+    p->base = calloc((size_t)ng + 1, sizeof *p->base);
+    p->plan = calloc((size_t)ng + 1, sizeof *p->plan);
+    p->est = calloc((size_t)ng + 1, sizeof *p->est);
+    if (!p->gid || !p->base || !p->plan || !p->est)
+        return -1;
+    memcpy(p->gid, gid, (size_t)ng * sizeof *gid);
+    return 0;
+}
+
+/* Builds pools: 0 = general (every group), then one per live reservation. */
+static int pools_make(struct batch_engine *e)
+{
+    int32_t npools = 1;
+    for (int32_t r = 0; r < e->nresv; r++)
+        npools += e->resv[r].live;
+    int32_t *gid = malloc(((size_t)e->ngroups + 1) * sizeof *gid);
+    e->pools = calloc((size_t)npools, sizeof *e->pools);
+    if (!gid || !e->pools) {
+        free(gid);
+        return -1;
+    }
+    int rc = 0;
+    for (int32_t g = 0; g < e->ngroups; g++)
+        gid[g] = g;
+    if (pool_make(&e->pools[e->npools++], -1, gid, e->ngroups) < 0)
+        rc = -1;
+    e->pools[0].start = INT64_MIN;
+    e->pools[0].end = BATCH_NEVER;
+    for (int32_t r = 0; r < e->nresv && rc == 0; r++) {
+        e->resv[r].pool = -1;
+        if (!e->resv[r].live)
+            continue;
+        int32_t ng = 0;
+        for (int32_t g = 0; g < e->ngroups; g++)
+            for (int32_t i = 0; i < e->groups[g].nresv; i++)
+                if (e->groups[g].resv[i] == r)
+                    gid[ng++] = g;
+        struct bpool *p = &e->pools[e->npools];
+        if (pool_make(p, r, gid, ng) < 0)
+            rc = -1;
+        p->start = e->resv[r].start;
+        p->end = e->resv[r].end;
+        e->resv[r].pool = e->npools++;
+    }
+    free(gid);
+    return rc;
+}
+
+int bs_engine_regroup(struct batch_engine *e)
+{
+    bs_engine_memo_clear(e);
+    bs_engine_fill_all(e); /* the lazy node lists refer to the old groups */
+    bs_engine_groups_free(e);
+    struct nodekey *key = calloc((size_t)e->nnodes + 1, sizeof *key);
+    int32_t *ord = malloc(((size_t)e->nnodes + 1) * sizeof *ord), *rl = NULL, nup = 0;
+    int rc = -1;
+    if (!key || !ord || node_keys(e, key, &rl) < 0)
+        goto out;
+    for (int32_t i = 0; i < e->nnodes; i++) {
+        e->nodes[i].group = -1;
+        if (e->nodes[i].up)
+            ord[nup++] = i;
+    }
+    struct regroup_ctx ctx = {e, key, rl};
+    qsort_r(ord, (size_t)nup, sizeof *ord, node_cmp, &ctx);
+    if (!(e->groups = calloc((size_t)nup + 1, sizeof *e->groups)))
+        goto out;
+    for (int32_t i = 0; i < nup;) {
+        int32_t j = i + 1;
+        while (j < nup && node_cmp(&ord[i], &ord[j], &ctx) == 0)
+            j++;
+        if (group_make(e, &e->groups[e->ngroups++], ord, i, j, key, rl) < 0)
+            goto out;
+        i = j;
+    }
+    if (pools_make(e) < 0)
+        goto out;
+    for (int32_t i = 0; i < e->nrunning; i++) /* busy bits from the running jobs */
+        if (bs_engine_job_runs(e, &e->jobs[e->running[i]]) < 0)
+            goto out;
+    e->gepoch++;
+    e->groups_dirty = false;
+    if (bs_engine_rebuild_base(e) < 0 || bs_plan_copy_base(e) < 0 || bs_plan_copy_est(e) < 0)
+        goto out;
+    rc = 0;
+out:
+    if (rc < 0) {
+        bs_engine_groups_free(e);
+        e->groups_dirty = true;
+        errno = ENOMEM;
+    }
+    free(key);
+    free(ord);
+    free(rl);
+    return rc;
+}
+
+/* Subtracts running job j from its pool's base profiles over [now, end_est). */
+static int base_add_job(struct batch_engine *e, struct bjob *j)
+{
+    struct bpool *p = &e->pools[j->resv >= 0 ? e->resv[j->resv].pool : 0];
+    int32_t *cnt = e->scr_cnt;
+    memset(cnt, 0, (size_t)p->ng * sizeof *cnt);
+    for (int32_t i = 0; i < j->nnodes; i++) {
+        int32_t g = e->nodes[j->nodes[i]].group, k = g >= 0 ? bs_pool_pos(p, g) : -1;
+        if (k >= 0)
+            cnt[k]++;
+    }
+    for (int32_t k = 0; k < p->ng; k++)
+        if (cnt[k] && bs_profile_add(&p->base[k], e->now, j->end_est, -cnt[k]) < 0)
+            return -1;
+    return 0;
+}
+
+int bs_engine_rebuild_base(struct batch_engine *e)
+{
+    if (bs_engine_scratch(e, e->ngroups + 1) < 0)
+        return -1;
+    int64_t now = e->now == INT64_MIN ? 0 : e->now;
+    for (int32_t pi = 0; pi < e->npools; pi++) {
+        struct bpool *p = &e->pools[pi];
+        for (int32_t k = 0; k < p->ng; k++) {
+            const struct bgroup *g = &e->groups[p->gid[k]];
+            int32_t n = g->nnodes;
+            if (bs_profile_reset(&p->base[k], now, p->resv < 0 ? n : 0) < 0)
+                return -1;
+            if (p->resv >= 0 && bs_profile_add(&p->base[k], p->start, p->end, n) < 0)
+                return -1;
+            for (int32_t i = 0; p->resv < 0 && i < g->nresv; i++) {
+                const struct bresv *r = &e->resv[g->resv[i]];
+                if (bs_profile_add(&p->base[k], r->start, r->end, -n) < 0)
+                    return -1;
+            }
+        }
+    }
+    for (int32_t i = 0; i < e->nrunning; i++) {
+        struct bjob *j = &e->jobs[e->running[i]];
+        if (j->resv >= 0 && !e->resv[j->resv].live)
+            j->resv = -1;
+        if (base_add_job(e, j) < 0)
+            return -1;
+    }
+    bs_plan_clear(e);
+    e->est_valid = false;
+    return 0;
+}

@@ -1,0 +1,200 @@
+/*
+ * state.c - the engine's state helpers, below the planner and the cycle: the
+ * scratch arrays, what a node of a group holds of a job (tasks per node, class),
+ * finding a job, the nodes of running jobs (lazy node lists, busy bitmap words), a
+ * job's fit data for the current groups and whether a reservation admits it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "roles/batch/engine/internal.h"
+
+/* Makes the scratch arrays hold n entries; 0 / -1 ENOMEM. */
+int bs_engine_scratch(struct batch_engine *e, int32_t n)
+{
+    if (n <= e->capscr)
+        return 0;
+    int32_t *a = realloc(e->scr_cnt, (size_t)n * sizeof *a);
+    if (a)
+        e->scr_cnt = a;
+    int32_t *b = realloc(e->scr_k, (size_t)n * sizeof *b);
+    if (b)
+        e->scr_k = b;
+    int32_t *c = realloc(e->scr_kpn, (size_t)n * sizeof *c);
+    if (c)
+        e->scr_kpn = c;
+    int32_t *d = realloc(e->scr_cnt2, (size_t)n * sizeof *d);
+    if (d)
+        e->scr_cnt2 = d;
+    int32_t *f = realloc(e->scr_free, (size_t)n * sizeof *f);
+    if (f)
+        e->scr_free = f;
+    if (!a || !b || !c || !d || !f) {
+        errno = ENOMEM;
+        return -1;
+    }
+    e->capscr = n;
+    return 0;
+}
+
+/* How many tasks of shape `task` one node of capacity `cap` holds. */
+int32_t bs_engine_kpn(const struct batch_res *cap, const struct batch_res *task)
+{
+    int64_t k = cap->procs / task->procs;
+    if (task->mem > 0 && cap->mem / task->mem < k)
+        k = cap->mem / task->mem;
+    if (task->disk > 0 && cap->disk / task->disk < k)
+        k = cap->disk / task->disk;
+    if (task->swap > 0 && cap->swap / task->swap < k)
+        k = cap->swap / task->swap;
+    return k > INT32_MAX ? INT32_MAX : (int32_t)k;
+}
+
+/* Whether job j may use nodes of group g (class and shape). */
+bool bs_engine_group_ok(const struct batch_engine *e, const struct bgroup *g, const struct bjob *j)
+{
+    (void)e;
+    return (g->cls < 0 || g->cls == j->cred[BATCH_CRED_CLASS]) &&
+           bs_engine_kpn(&g->cap, &j->per_task) > 0;
+}
+
+/* ---- jobs ---- */
+
+struct bjob *bs_engine_job(const struct batch_engine *e, uint64_t id)
+{
+    int32_t s = bs_idmap_get(&e->jobmap, id);
+    return s >= 0 ? &e->jobs[s] : NULL;
+}
+
+/* The slot of the job running on node n, or -1. A job's end does not visit its
+ * nodes, so node_job[n] may name a slot that ended or was reused: it counts only
+ * while that slot runs a job holding n. O(nodes of that job); for admin paths. */
+int32_t bs_engine_node_job(struct batch_engine *e, int32_t n)
+{
+    bs_engine_fill_all(e);
+    int32_t s = e->node_job[n];
+    if (s < 0 || s >= e->njobs || !e->jobs[s].live || e->jobs[s].state != BATCH_JOB_RUNNING)
+        return -1;
+    for (int32_t i = 0; i < e->jobs[s].nnodes; i++)
+        if (e->jobs[s].nodes[i] == n)
+            return s;
+    return -1;
+}
+
+/* Writes out the node list of job slot (running, started by bs_plan_start) from
+ * its bitmap words, and the node -> job hints: in the order the start took them
+ * (groups in pool order, positions ascending). The groups must be those of the
+ * start (bs_engine_regroup fills every list before it changes them). */
+void bs_engine_fill_nodes(struct batch_engine *e, int32_t slot)
+{
+    struct bjob *j = &e->jobs[slot];
+    if (!j->nodes_lazy)
+        return;
+    int32_t k = 0;
+    for (int32_t i = 0; i < j->nruns; i++) {
+        const struct bjob_run *r = &j->runs[i];
+        const int32_t *gn = e->groups[r->group].nodes + (size_t)r->word * 64;
+        for (uint64_t m = r->mask; m && k < j->nnodes; m &= m - 1) {
+            int32_t id = gn[__builtin_ctzll(m)];
+            e->node_job[id] = slot;
+            j->nodes[k++] = id;
+        }
+    }
+    j->nodes_lazy = false;
+    e->nlazy--;
+}
+
+/* Fills every lazy node list (O(1) when there is none). */
+void bs_engine_fill_all(struct batch_engine *e)
+{
+    for (int32_t i = 0; e->nlazy > 0 && i < e->nrunning; i++)
+        bs_engine_fill_nodes(e, e->running[i]);
+}
+
+/* Sets the busy bits of running job j's grouped nodes in the current groups and
+ * records them in j->runs (one entry per bitmap word it holds, consecutive nodes of
+ * a word merged). 0 or -1 (ENOMEM). */
+int bs_engine_job_runs(struct batch_engine *e, struct bjob *j)
+{
+    struct bjob_run *r = realloc(j->runs, ((size_t)j->nnodes + 1) * sizeof *r);
+    if (!r)
+        return -1;
+    j->runs = r;
+    j->nruns = 0;
+    for (int32_t i = 0; i < j->nnodes; i++) {
+        const struct bnode *nd = &e->nodes[j->nodes[i]];
+        if (nd->group < 0)
+            continue;
+        int32_t w = nd->gpos / 64;
+        uint64_t bit = 1ULL << (nd->gpos % 64);
+        e->groups[nd->group].busy[w] |= bit;
+        if (j->nruns > 0 && r[j->nruns - 1].group == nd->group && r[j->nruns - 1].word == w)
+            r[j->nruns - 1].mask |= bit;
+        else
+            r[j->nruns++] = (struct bjob_run){nd->group, w, bit};
+    }
+    return 0;
+}
+
+/* Recomputes j's fit data for the current groups: whether it can ever run, the
+ * fewest nodes it needs, and its only compatible group in the general pool. */
+/* Records job j's need in e->slot_need (internal.h) when j is a job slot; a slot
+ * the array cannot hold (no memory) stays unknown. */
+static void slot_need_set(struct batch_engine *e, const struct bjob *j)
+{
+    if (j < e->jobs || j >= e->jobs + e->njobs)
+        return;
+    int32_t s = (int32_t)(j - e->jobs);
+    if (s >= e->capneed) {
+        int32_t nc = e->capjobs > s ? e->capjobs : s + 1;
+        int32_t *a = realloc(e->slot_need, (size_t)nc * sizeof *a);
+        if (!a)
+            return;
+        memset(a + e->capneed, 0, (size_t)(nc - e->capneed) * sizeof *a);
+        e->slot_need = a;
+        e->capneed = nc;
+    }
+    e->slot_need[s] = j->gen_gi == 0 ? j->gen_need : 0;
+}
+
+void bs_engine_fit_refresh(struct batch_engine *e, struct bjob *j)
+{
+    if (j->fit_epoch == e->gepoch)
+        return;
+    int64_t tasks = 0;
+    int32_t ncompat = 0, best = 0;
+    j->gen_gi = -1;
+    for (int32_t g = 0; g < e->ngroups; g++) {
+        const struct bgroup *gr = &e->groups[g];
+        if (!bs_engine_group_ok(e, gr, j))
+            continue;
+        int32_t k = bs_engine_kpn(&gr->cap, &j->per_task);
+        tasks += (int64_t)k * gr->nnodes;
+        if (k > best)
+            best = k;
+        j->gen_gi = g;
+        j->gen_need = (int32_t)((j->tasks + (int64_t)k - 1) / k);
+        ncompat++;
+    }
+    if (ncompat != 1)
+        j->gen_gi = -1;
+    j->never = tasks < j->tasks;
+    j->nodes_min = best ? (int32_t)((j->tasks + (int64_t)best - 1) / best) : j->tasks;
+    j->fit_epoch = e->gepoch;
+    slot_need_set(e, j);
+}
+
+/* Whether reservation r's ACL admits job j (any listed value matches, seed 3.1). */
+bool bs_engine_admits(const struct batch_engine *e, const struct bresv *r, const struct bjob *j)
+{
+    (void)e;
+    for (int k = 0; k < BATCH_CRED_KINDS; k++)
+        for (int32_t i = 0; i < r->nacl[k]; i++)
+            if (r->acl[k][i] == j->cred[k])
+                return true;
+    for (int32_t i = 0; i < r->njobs; i++)
+        if (r->jobs[i] == j->id)
+            return true;
+    return false;
+}
