@@ -122,7 +122,7 @@ demo: deps
 	$(MAKE) all
 	DEMO_PORT=$(DEMO_PORT) bash scripts/demo.sh
 
-bench: all $(addprefix $(BUILD)/bench/,$(BENCHES))
+bench: all $(addprefix $(BUILD)/bench/,$(BENCHES)) $(BUILD)/net/linkemu
 	@BUILD=$(BUILD) bash bench/run.sh
 
 fuzz: $(BUILD)/fuzz/fuzz_wire
