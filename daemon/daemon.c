@@ -15,6 +15,7 @@
 #include <zmq.h>
 
 #include "daemon/curve.h"
+#include "lib/fsutil.h"
 #include "lib/log.h"
 #include "daemon/loop.h"
 #include "daemon/netopts.h"
@@ -512,15 +513,10 @@ static int open_socket(struct daemon *d)
         return -1;
     }
     zmq_getsockopt(d->sock, ZMQ_LAST_ENDPOINT, d->endpoint, &eplen);
-    char path[4096];
-    snprintf(path, sizeof path, "%s/endpoint", d->o.state_dir);
-    FILE *f = fopen(path, "w");
-    if (f) {
-        fprintf(f, "%s\n", d->endpoint);
-        fclose(f);
-    } else {
-        log_warn("cannot write %s", path);
-    }
+    char line[sizeof d->endpoint + 1];
+    int n = snprintf(line, sizeof line, "%s\n", d->endpoint);
+    if (fs_write_atomic(d->o.state_dir, "endpoint", line, (size_t)n) < 0)
+        log_warn("cannot write %s/endpoint", d->o.state_dir);
     log_info("listening on %s (%s)", d->endpoint,
              curve_server_secure(d->sec) ? "CURVE" : "plain, no security");
     printf("gridnode %s: listening on %s\n", d->o.role, d->endpoint);

@@ -14,6 +14,7 @@
  * - It refreshes itself every stats.interval_s (the served copy only after checking
  *   that the server answers, so the last good numbers stay on screen when it does not).
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "daemon/httpstats.h"
+#include "lib/fsutil.h"
 #include "lib/log.h"
 #include "daemon/loop.h"
 #include "daemon/statspage.h"
@@ -348,33 +350,15 @@ static int render(char **buf, size_t *len, int which, const struct statspage *sp
     return fclose(f) == 0 ? 0 : -1;
 }
 
-/* Writes buf to dir/name atomically (temporary file, then rename); 0 or -1. */
-static int write_atomic(const char *dir, const char *name, const char *buf, size_t len)
-{
-    char tmp[CONFIG_STR_MAX + 64], path[CONFIG_STR_MAX + 64];
-    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return -1;
-    size_t n = fwrite(buf, 1, len, f);
-    if (fclose(f) != 0 || n != len || rename(tmp, path) < 0) {
-        remove(tmp);
-        return -1;
-    }
-    return 0;
-}
-
 /* state_dir/stats.url, once the documents are served: a script that waits for the
  * file never gets the start-up 503. */
 static void write_url(struct statspage *sp)
 {
-    char path[CONFIG_STR_MAX + 16];
-    snprintf(path, sizeof path, "%s/stats.url", sp->dir);
-    FILE *f = fopen(path, "w");
-    bool wrote = f && fprintf(f, "%s\n", sp->url) > 0;
-    if ((f && fclose(f) != 0) || !wrote)
-        log_warn("cannot write %s", path);
+    /* atomically: a reader polling for the file never sees it empty */
+    char line[sizeof sp->url + 1];
+    int n = snprintf(line, sizeof line, "%s\n", sp->url);
+    if (fs_write_atomic(sp->dir, "stats.url", line, (size_t)n) < 0)
+        log_warn("cannot write %s/stats.url: %s", sp->dir, strerror(errno));
     log_info("statistics served at %s (also /stats.json and /metrics)", sp->url);
     sp->url_written = true;
 }
@@ -404,8 +388,8 @@ int statspage_write(struct statspage *sp)
             goto out;
     if (sp->http && !sp->url_written)
         write_url(sp);
-    if (write_atomic(sp->dir, "stats.json", doc[HTTPSTATS_JSON], len[HTTPSTATS_JSON]) < 0 ||
-        write_atomic(sp->dir, "stats.html", doc[HTTPSTATS_HTML], len[HTTPSTATS_HTML]) < 0)
+    if (fs_write_atomic(sp->dir, "stats.json", doc[HTTPSTATS_JSON], len[HTTPSTATS_JSON]) < 0 ||
+        fs_write_atomic(sp->dir, "stats.html", doc[HTTPSTATS_HTML], len[HTTPSTATS_HTML]) < 0)
         goto out;
     rc = 0;
 out:

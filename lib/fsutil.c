@@ -23,3 +23,30 @@ int fs_mkdir_p(const char *dir)
         }
     return mkdir(buf, 0755) < 0 && errno != EEXIST ? -1 : 0;
 }
+
+int fs_write_atomic(const char *dir, const char *name, const char *buf, size_t len)
+{
+    char tmp[PATH_MAX], path[PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name) >= (int)sizeof tmp ||
+        snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return -1;
+    size_t n = fwrite(buf, 1, len, f);
+    int err = ferror(f) ? errno : 0;
+    if (fclose(f) != 0 && !err)
+        err = errno;
+    if (!err && n != len)
+        err = EIO;
+    if (!err && rename(tmp, path) < 0)
+        err = errno;
+    if (err) {
+        remove(tmp);
+        errno = err;
+        return -1;
+    }
+    return 0;
+}
