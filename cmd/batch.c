@@ -53,10 +53,11 @@ static const char usage_text[] =
     "                          in milliseconds)\n"
     "  --estimates             estimate every pending job's start every cycle and\n"
     "                          report the error of each job's first estimate\n"
-    "  --start-delays FILE     replaying a live role's record: lines 'JOB DELAY', the\n"
-    "                          time from the cycle's start decision to the cluster's\n"
-    "                          start (trace units); the engine counts that job's\n"
-    "                          walltime from then, as the live role does\n"
+    "  --start-delays FILE     replaying a live role's record: lines 'JOB DELAY [HEARD]',\n"
+    "                          the time from the cycle's start decision to the cluster's\n"
+    "                          start and to the role hearing of it (trace units); the\n"
+    "                          engine counts that job's walltime from the start, as\n"
+    "                          the live role does (JOB_GET started, start_heard)\n"
     "output:\n"
     "  --json                  the figures as one JSON object on stdout\n"
     "  --jobs-out FILE.csv     per job: id,submit,start,end,procs,wait,bsld\n"
@@ -416,7 +417,7 @@ static int simulate_read(const struct opts *o, struct swf_stream *s, struct swf_
 static int simulate(struct opts *o, const struct batch_config *c)
 {
     char err[512], serr[512] = "";
-    int64_t *d_id = NULL, *d_delay = NULL;
+    int64_t *d_id = NULL, *d_delay = NULL, *d_heard = NULL;
     struct swf_stream *s = NULL;
     const struct swf_trace *head = NULL;
     struct swf_trace t;
@@ -447,12 +448,14 @@ static int simulate(struct opts *o, const struct batch_config *c)
                           .arg = &pr,
                           .diag_at = o->diag_at * (o->time_scale ? 1000 : 1),
                           .diag = o->diag_at >= 0 ? on_diag : NULL};
-    if (o->delays && sim_load_delays(o->delays, &d_id, &d_delay, &so.nd, err, sizeof err) < 0) {
+    if (o->delays &&
+        sim_load_delays(o->delays, &d_id, &d_delay, &d_heard, &so.nd, err, sizeof err) < 0) {
         fprintf(stderr, "gridnode batch: %s\n", err);
         goto out;
     }
     so.d_id = d_id;
     so.d_delay = d_delay;
+    so.d_heard = d_heard;
     struct sim_source src = {stream_next, s};
     bool streamed = so.procs > 0 && so.diag == NULL;
     int sim_rc = streamed ? sim_stream(&in, &so, &src, &r, serr, sizeof serr) : 0;
@@ -495,6 +498,7 @@ out:
     swf_free(&t);
     free(d_id);
     free(d_delay);
+    free(d_heard);
     return rc;
 }
 

@@ -67,6 +67,8 @@ enum el_state {
 struct lelem {
     int64_t start, end; /* wall ms; 0 unknown (start: the cluster's once it reports it) */
     int64_t decided;    /* wall ms of the cycle that started it; 0 unknown */
+    int64_t heard;      /* the instant (live_now) the engine was told the cluster's start;
+                           0 none (--start-delays replays it) */
     uint64_t cjob;      /* the cluster's job id, 0 unknown */
     int32_t exit;
     uint8_t state, signal;

@@ -227,8 +227,10 @@ static void elem_update(struct live *L, struct ljob *j, uint32_t e, const msgpac
         el->start = started;
         el->dirty = j->edirty = true;
         if (el->in_engine && s == EL_RUNNING &&
-            batch_job_started_at(L->eng, live_eid(j->id, e), started) == 0)
+            batch_job_started_at(L->eng, live_eid(j->id, e), started) == 0) {
+            el->heard = live_now(L);
             live_want_cycle(L);
+        }
     }
     if (s == EL_RUNNING) {
         if (el->state != EL_RUNNING)

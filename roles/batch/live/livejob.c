@@ -384,12 +384,13 @@ bad:
 
 void live_elem_encode(const struct lelem *el, struct wire_buf *wb)
 {
-    wire_pack_map(wb, 13);
+    wire_pack_map(wb, 14);
     wire_put_str(wb, "state", live_elem_state_name(el->state));
     wire_put_i64(wb, "cl", el->cl);
     wire_put_u64(wb, "cjob", el->cjob);
     wire_put_i64(wb, "start", el->start);
     wire_put_i64(wb, "decided", el->decided);
+    wire_put_i64(wb, "heard", el->heard);
     wire_put_i64(wb, "end", el->end);
     wire_put_i64(wb, "exit", el->exit);
     wire_put_u64(wb, "signal", el->signal);
@@ -423,6 +424,7 @@ int live_elem_decode(const void *p, size_t n, struct lelem *el)
     el->cjob = u64_of(m, "cjob");
     el->start = i64_of(m, "start");
     el->decided = i64_of(m, "decided"); /* 0 in records older than the field */
+    el->heard = i64_of(m, "heard");
     el->end = i64_of(m, "end");
     el->exit = (int32_t)i64_of(m, "exit");
     el->signal = (uint8_t)u64_of(m, "signal");

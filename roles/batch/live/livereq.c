@@ -308,7 +308,7 @@ void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb)
             if (est == BATCH_NEVER || est < 0)
                 est = 0;
         }
-        wire_pack_map(wb, 24 + (j->requeues > 0));
+        wire_pack_map(wb, 25 + (j->requeues > 0));
         wire_put_i64(wb, "estimate", est);
         wire_put_str(wb, "kind", "parallel");
         wire_put_u64(wb, "procs", j->procs);
@@ -329,6 +329,7 @@ void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb)
         }
         wire_put_i64(wb, "started", el->start);
         wire_put_i64(wb, "decided", el->decided);
+        wire_put_i64(wb, "start_heard", el->heard);
         wire_put_str(wb, "reason", el->reason ? el->reason : "");
         wire_put_i64(wb, "exit", el->exit);
         wire_put_str(wb, "state", st);
@@ -444,7 +445,7 @@ static void h_job_get(struct req *r)
         if (j->cancelled && st == EL_PENDING)
             st = EL_CANCELLED;
         bool ended = st >= EL_DONE;
-        wire_pack_map(r->reply, 10 + 2 * ended);
+        wire_pack_map(r->reply, 11 + 2 * ended);
         wire_put_u64(r->reply, "idx", e);
         wire_put_str(r->reply, "state", st == EL_DONE ? "ok" : live_elem_state_name(st));
         wire_put_u64(r->reply, "issues", st != EL_PENDING);
@@ -454,6 +455,7 @@ static void h_job_get(struct req *r)
         wire_put_str(r->reply, "reason", el->reason ? el->reason : "");
         wire_put_i64(r->reply, "started", el->start);
         wire_put_i64(r->reply, "decided", el->decided);
+        wire_put_i64(r->reply, "start_heard", el->heard);
         wire_put_i64(r->reply, "finished", ended ? el->end : 0);
         if (ended) {
             wire_put_i64(r->reply, "exit", el->exit);

@@ -450,7 +450,7 @@ static struct batch_engine *machine(const struct sim_opts *o, char *err, size_t 
 }
 
 struct delay_pair {
-    int64_t id, d;
+    int64_t id, d, heard;
 };
 
 static int delay_cmp(const void *a, const void *b)
@@ -459,14 +459,14 @@ static int delay_cmp(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-int sim_load_delays(const char *path, int64_t **ids, int64_t **delays, size_t *n, char *err,
-                    size_t errlen)
+int sim_load_delays(const char *path, int64_t **ids, int64_t **delays, int64_t **heard, size_t *n,
+                    char *err, size_t errlen)
 {
     FILE *f = fopen(path, "r");
     struct delay_pair *v = NULL;
     size_t nv = 0, cap = 0, line = 0;
     char buf[256];
-    *ids = *delays = NULL;
+    *ids = *delays = *heard = NULL;
     *n = 0;
     if (!f)
         return fail(err, errlen, "--start-delays %s: %s", path, strerror(errno));
@@ -475,15 +475,18 @@ int sim_load_delays(const char *path, int64_t **ids, int64_t **delays, size_t *n
         char *p = buf + strspn(buf, " \t");
         if (!*p || *p == '\n' || *p == '#' || *p == ';')
             continue;
-        long long id, d;
+        long long id, d, hd = -1;
         char tail[2];
         for (char *q = p; *q; q++)
             if (*q == ',')
                 *q = ' ';
-        if (sscanf(p, "%lld %lld %1s", &id, &d, tail) != 2 || id < 0) {
+        int got = sscanf(p, "%lld %lld %lld %1s", &id, &d, &hd, tail);
+        if ((got != 2 && got != 3) || id < 0 || (got == 3 && (hd < 0 || hd < d))) {
             fclose(f);
             free(v);
-            return fail(err, errlen, "--start-delays %s line %zu: want JOB DELAY (two integers)",
+            return fail(err, errlen,
+                        "--start-delays %s line %zu: want JOB DELAY [HEARD] (integers, "
+                        "HEARD >= DELAY and >= 0)",
                         path, line);
         }
         if (nv == cap) {
@@ -497,31 +500,40 @@ int sim_load_delays(const char *path, int64_t **ids, int64_t **delays, size_t *n
             v = q;
             cap = nc;
         }
-        v[nv++] = (struct delay_pair){id, d};
+        v[nv++] = (struct delay_pair){id, d, hd};
     }
     fclose(f);
     if (nv)
         qsort(v, nv, sizeof *v, delay_cmp);
     *ids = malloc((nv ? nv : 1) * sizeof **ids);
     *delays = malloc((nv ? nv : 1) * sizeof **delays);
-    if (!*ids || !*delays) {
+    *heard = malloc((nv ? nv : 1) * sizeof **heard);
+    if (!*ids || !*delays || !*heard) {
         free(*ids);
         free(*delays);
+        free(*heard);
         free(v);
-        *ids = *delays = NULL;
+        *ids = *delays = *heard = NULL;
         return fail(err, errlen, "out of memory");
     }
     for (size_t i = 0; i < nv; i++) {
         (*ids)[i] = v[i].id;
         (*delays)[i] = v[i].d;
+        (*heard)[i] = v[i].heard;
     }
     free(v);
     *n = nv;
     return 0;
 }
 
-/* The start delay of SWF job id (--start-delays), in engine units; false if none. */
-static bool start_delay(const struct sim_opts *o, int64_t id, int64_t *d)
+static int64_t scaled_signed(const struct sim_opts *o, int64_t v)
+{
+    return v < 0 ? -scale_time(o, -v) : scale_time(o, v);
+}
+
+/* The start delay of SWF job id (--start-delays) and when the role heard of it (-1:
+ * not recorded), in engine units; false if none. */
+static bool start_delay(const struct sim_opts *o, int64_t id, int64_t *d, int64_t *heard)
 {
     size_t lo = 0, hi = o->nd;
     while (lo < hi) {
@@ -533,29 +545,31 @@ static bool start_delay(const struct sim_opts *o, int64_t id, int64_t *d)
     }
     if (lo == o->nd || o->d_id[lo] != id)
         return false;
-    int64_t v = o->d_delay[lo];
-    *d = v < 0 ? -scale_time(o, -v) : scale_time(o, v);
+    *d = scaled_signed(o, o->d_delay[lo]);
+    *heard = o->d_heard && o->d_heard[lo] >= 0 ? scaled_signed(o, o->d_heard[lo]) : -1;
     return true;
 }
 
-/* Handles the jobs started by the last cycle at time t (reports: their start delays
- * to apply, time = the resource manager's start). */
+/* Handles the jobs started by the last cycle at time t. reports: their start delays
+ * without a heard time, applied after the cycle of time = the resource manager's
+ * start; heard: those with one, applied before the cycle of that instant (time = when
+ * the role heard, the start itself = j->start + the delay). */
 static int collect_started(struct batch_engine *e, struct sim_input *in, const struct sim_opts *o,
-                           struct sim_result *r, struct heap *h, struct heap *reports, int64_t t,
-                           size_t *cap)
+                           struct sim_result *r, struct heap *h, struct heap *reports,
+                           struct heap *heard, int64_t t, size_t *cap)
 {
     const uint64_t *ids;
     size_t n = batch_cycle_started(e, &ids);
     for (size_t k = 0; k < n; k++) {
         size_t idx = (size_t)ids[k] - 1;
         struct sim_job *j = &in->jobs[idx];
-        int64_t d;
+        int64_t d, hd;
         j->start = t;
         j->end = t + j->run;
         if (heap_push(h, (struct ev){j->end, idx}) < 0)
             return -1;
-        if (o->nd && start_delay(o, j->id, &d) && d &&
-            heap_push(reports, (struct ev){t + d, idx}) < 0)
+        if (o->nd && start_delay(o, j->id, &d, &hd) && d &&
+            heap_push(hd >= 0 ? heard : reports, (struct ev){t + (hd >= 0 ? hd : d), idx}) < 0)
             return -1;
         if (o->record_nodes && record_nodes(e, idx, r, cap) < 0)
             return -1;
@@ -583,7 +597,7 @@ static int run_loop(struct feed *f, struct sim_result *r, char *err, size_t errl
 {
     const struct sim_opts *o = f->o;
     struct sim_input *in = f->in;
-    struct heap h = {NULL, 0, 0}, reports = {NULL, 0, 0};
+    struct heap h = {NULL, 0, 0}, reports = {NULL, 0, 0}, heard = {NULL, 0, 0};
     struct last_spec ls = {.valid = false};
     size_t cap = 0, i = 0, done = 0, pending = 0, loops = 0;
     int rc = -1, more;
@@ -599,11 +613,22 @@ static int run_loop(struct feed *f, struct sim_result *r, char *err, size_t errl
         int64_t t = more > 0 ? in->jobs[i].submit : INT64_MAX;
         if (h.n && h.v[0].t < t)
             t = h.v[0].t;
+        if (heard.n && heard.v[0].t < t && pending > 0)
+            t = heard.v[0].t; /* the live role's turn that heard a start cycles */
         /* start delays learnt before t: after the cycle of their own instant, as the
          * live role hears of the cluster's start after the turn that decided it */
         while (reports.n && reports.v[0].t < t) {
             struct ev x = heap_pop(&reports);
             if (in->jobs[x.job].end > x.t && batch_job_started_at(e, x.job + 1, x.t) < 0)
+                goto engine_err;
+        }
+        /* recorded heard times: in the turn of that instant, before its cycle */
+        while (heard.n && heard.v[0].t <= t) {
+            struct ev x = heap_pop(&heard);
+            struct sim_job *hj = &in->jobs[x.job];
+            int64_t d, hd;
+            if (hj->end > x.t && start_delay(o, hj->id, &d, &hd) &&
+                batch_job_started_at(e, x.job + 1, hj->start + d) < 0)
                 goto engine_err;
         }
         for (; h.n && h.v[0].t == t; done++)
@@ -624,7 +649,7 @@ static int run_loop(struct feed *f, struct sim_result *r, char *err, size_t errl
             r->idle_cycles += st.idle;
             r->replans += st.replanned;
             pending -= (size_t)(st.started + st.backfilled);
-            if (collect_started(e, in, o, r, &h, &reports, t, &cap) < 0)
+            if (collect_started(e, in, o, r, &h, &reports, &heard, t, &cap) < 0)
                 goto nomem;
             if (o->cfg->estimates)
                 first_estimates(e, in, from, i);
@@ -653,6 +678,7 @@ out:
     batch_engine_destroy(&e);
     free(h.v);
     free(reports.v);
+    free(heard.v);
     return rc;
 }
 

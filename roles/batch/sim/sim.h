@@ -70,8 +70,10 @@ struct sim_opts {
     /* --start-delays: job d_id[k] (SWF number, sorted ascending) was started by its
      * resource manager d_delay[k] trace time units after the cycle decided it (a live
      * role's record): the engine is told so (batch_job_started_at) once that instant's
-     * cycle has run, as the live role learns it from the cluster; NULL: none */
-    const int64_t *d_id, *d_delay;
+     * cycle has run, as the live role learns it from the cluster; or, where d_heard[k]
+     * >= 0 (the instant the role heard of that start, after the decision), in the
+     * turn of that instant, before its cycle, which then runs; NULL: none */
+    const int64_t *d_id, *d_delay, *d_heard;
     size_t nd;
 };
 
@@ -88,12 +90,12 @@ struct sim_result {
     int32_t *run_cnt, *run_node, *run_len;
 };
 
-/* Reads a --start-delays file: one "JOB DELAY" pair a line (SWF job number, trace time
- * units; spaces, tabs or a comma between; '#' / ';' lines and blank lines skipped)
- * into *ids / *delays sorted by job (malloc'd, free both). 0, or -1 with a message
- * naming the file and line in err. */
-int sim_load_delays(const char *path, int64_t **ids, int64_t **delays, size_t *n, char *err,
-                    size_t errlen);
+/* Reads a --start-delays file: one "JOB DELAY [HEARD]" line a job (SWF job number,
+ * trace time units after the decision; spaces, tabs or a comma between; '#' / ';' lines
+ * and blank lines skipped) into *ids / *delays / *heard (-1 where absent) sorted by job
+ * (malloc'd, free all three). 0, or -1 with a message naming the file and line. */
+int sim_load_delays(const char *path, int64_t **ids, int64_t **delays, int64_t **heard, size_t *n,
+                    char *err, size_t errlen);
 
 /* Selects and converts the trace's jobs (rules above) into in (zeroed by the
  * caller), sorted by submit time, windowed by o->start / o->count. 0 or -1 with a
