@@ -97,7 +97,8 @@ const char *cli_common_help(void)
            "                      raise it to wait for a role that is still starting)\n"
            "  --json              machine-readable output\n"
            "  security: GRIDNODE_KEY (own secret key file, gridnode keygen) and\n"
-           "  GRIDNODE_SERVER_KEY (the server's public key, z85 or a file); GRIDNODE_PLAIN=1\n"
+           "  GRIDNODE_SERVER_KEY (the server's public key: a .pub file, or z85:KEY); "
+           "GRIDNODE_PLAIN=1\n"
            "  talks without CURVE to a plain role on loopback (tests)\n";
 }
 

@@ -99,48 +99,119 @@ int curve_keygen(const char *dir, const char *name, char *err, size_t el)
     return 0;
 }
 
-int curve_read_key(const char *value, bool secret, char out[CURVE_KEY_Z85 + 1], char *err,
-                   size_t el)
+/* Does path end in suffix (".key", ".pub") after a non-empty name? */
+static bool has_suffix(const char *path, const char *suffix)
 {
-    if (z85_key(value, strlen(value))) {
-        memcpy(out, value, CURVE_KEY_Z85 + 1);
-        return 0;
-    }
-    FILE *f = fopen(value, "r");
-    if (!f) {
-        snprintf(err, el, "cannot read key file %s: %s", value, strerror(errno));
-        return -1;
-    }
-    struct stat st;
-    if (secret && fstat(fileno(f), &st) == 0 && (st.st_mode & 077)) {
-        snprintf(err, el, "secret key file %s is readable by others (mode %03o): chmod 600 %s",
-                 value, (unsigned)(st.st_mode & 0777), value);
-        fclose(f);
-        return -1;
-    }
-    char line[512];
-    int rc = -1;
-    while (fgets(line, sizeof line, f)) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t n = strlen(base), s = strlen(suffix);
+    return n > s && !strcmp(base + n - s, suffix);
+}
+
+/*
+ * Finds the one key of a key file's text: lines that are blank or start with '#' are
+ * comments, except a line that is exactly one z85 key (a key may start with '#'); the
+ * first other line must be the key, and no other such line may follow.
+ */
+static int parse_key_text(char *text, const char *path, char out[CURVE_KEY_Z85 + 1], char *err,
+                          size_t el)
+{
+    int nkeys = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         char *p = line, *e;
         while (isspace((unsigned char)*p))
             p++;
         for (e = p + strlen(p); e > p && isspace((unsigned char)e[-1]); e--)
             ;
-        bool key = z85_key(p, (size_t)(e - p)); /* a key may start with '#' */
+        bool key = z85_key(p, (size_t)(e - p));
         if (!*p || (*p == '#' && !key))
             continue;
-        if (key) {
-            memcpy(out, p, CURVE_KEY_Z85);
-            out[CURVE_KEY_Z85] = '\0';
-            rc = 0;
+        if (!key || nkeys++) {
+            snprintf(err, el,
+                     "%s: %s (a key file holds one 40-character z85 key on a line of its own, "
+                     "and '#' comments; make one with gridnode keygen)",
+                     path, key ? "holds more than one key" : "a line is not a z85 key");
+            return -1;
         }
-        break;
+        memcpy(out, p, CURVE_KEY_Z85);
+        out[CURVE_KEY_Z85] = '\0';
     }
-    if (rc < 0)
-        snprintf(err, el, "%s holds no z85 key (40 characters; make one with gridnode keygen)",
+    if (nkeys)
+        return 0;
+    snprintf(err, el, "%s holds no z85 key (40 characters; make one with gridnode keygen)", path);
+    return -1;
+}
+
+int curve_read_key(const char *path, bool secret, char out[CURVE_KEY_Z85 + 1], char *err, size_t el)
+{
+    const char *sfx = secret ? ".key" : ".pub";
+    if (!strncmp(path, CURVE_LITERAL_PREFIX, strlen(CURVE_LITERAL_PREFIX))) {
+        snprintf(err, el,
+                 "%s: a %s key is read from a file only (NAME%s from gridnode keygen); a "
+                 "literal " CURVE_LITERAL_PREFIX "KEY is accepted only as the server's public "
+                 "key (security.server_key, GRIDNODE_SERVER_KEY)",
+                 path, secret ? "secret" : "public", sfx);
+        return -1;
+    }
+    if (!has_suffix(path, sfx)) {
+        snprintf(err, el,
+                 "%s is not a %s key file: its name must end in %s (as gridnode keygen "
+                 "writes NAME.key, the secret, and NAME.pub, the public key)%s",
+                 path, secret ? "secret" : "public", sfx,
+                 secret && has_suffix(path, ".pub")    ? "; this is a public key"
+                 : !secret && has_suffix(path, ".key") ? "; this is a secret key, never give it "
+                                                         "out: name the .pub file"
+                                                       : "");
+        return -1;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    struct stat st;
+    char text[CURVE_KEYFILE_MAX + 1];
+    ssize_t n = -1;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        snprintf(err, el, "cannot read key file %s: %s", path, strerror(errno));
+        goto done;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_size > CURVE_KEYFILE_MAX) {
+        snprintf(err, el, "%s is not a key file (%s)", path,
+                 S_ISREG(st.st_mode) ? "larger than 4096 bytes" : "not a regular file");
+        goto done;
+    }
+    if (secret && (st.st_mode & 077)) {
+        snprintf(err, el, "secret key file %s is readable by others (mode %03o): chmod 600 %s",
+                 path, (unsigned)(st.st_mode & 0777), path);
+        goto done;
+    }
+    if ((n = read(fd, text, CURVE_KEYFILE_MAX)) < 0)
+        snprintf(err, el, "cannot read key file %s: %s", path, strerror(errno));
+done:
+    if (fd >= 0)
+        close(fd);
+    if (n < 0)
+        return -1;
+    text[n] = '\0';
+    if (memchr(text, '\0', (size_t)n)) {
+        snprintf(err, el, "%s is not a key file (it holds a NUL byte)", path);
+        return -1;
+    }
+    return parse_key_text(text, path, out, err, el);
+}
+
+int curve_read_server_key(const char *value, char out[CURVE_KEY_Z85 + 1], char *err, size_t el)
+{
+    size_t pl = strlen(CURVE_LITERAL_PREFIX);
+    if (strncmp(value, CURVE_LITERAL_PREFIX, pl))
+        return curve_read_key(value, false, out, err, el);
+    if (!z85_key(value + pl, strlen(value + pl))) {
+        snprintf(err, el,
+                 "'%.60s' is not " CURVE_LITERAL_PREFIX "KEY with KEY 40 z85 characters (the "
+                 "public key a .pub file holds)",
                  value);
-    fclose(f);
-    return rc;
+        return -1;
+    }
+    memcpy(out, value + pl, CURVE_KEY_Z85 + 1);
+    return 0;
 }
 
 void curve_conf_env(struct curve_conf *c)
@@ -669,7 +740,7 @@ int curve_client_apply(void *sock, const struct curve_conf *conf, const char *en
         snprintf(err, el, "own key: %s", e2);
         return -1;
     }
-    if (curve_read_key(c.server_key, false, srv, e2, sizeof e2) < 0) {
+    if (curve_read_server_key(c.server_key, srv, e2, sizeof e2) < 0) {
         snprintf(err, el, "server key: %s", e2);
         return -1;
     }

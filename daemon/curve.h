@@ -10,8 +10,9 @@
  *
  *   secret_key       own secret key file ($GRIDNODE_KEY), written by `gridnode keygen`;
  *                    a role uses it both to serve and to connect to other roles
- *   server_key       the public key of the role(s) this one connects to: z85 text or a
- *                    file holding it ($GRIDNODE_SERVER_KEY)
+ *   server_key       the public key of the role(s) this one connects to: its NAME.pub
+ *                    file, or the literal "z85:KEY" ($GRIDNODE_SERVER_KEY); the only
+ *                    setting where a literal key is accepted
  *   authorized_keys  file of the keys a serving role admits ($GRIDNODE_AUTHORIZED_KEYS)
  *   plain            no CURVE at all; allowed only on loopback and ipc:// endpoints
  *                    (also $GRIDNODE_PLAIN=1)
@@ -33,6 +34,9 @@ struct wire_buf;
 
 #define CURVE_KEY_Z85 40 /* characters of a z85 key */
 #define CURVE_NAME_MAX 64
+#define CURVE_KEYFILE_MAX 4096 /* bytes of a key file: a few comment lines and the key */
+/* The one literal key form (server_key only): a value never names a key by its length. */
+#define CURVE_LITERAL_PREFIX "z85:"
 
 struct curve_conf {
     char secret_key[CONFIG_STR_MAX];
@@ -60,7 +64,7 @@ struct curve_conf {
          0,                                                                                        \
          0,                                                                                        \
          NULL,                                                                                     \
-         "public key (z85 or a file) of the roles this one connects to; empty: "                   \
+         "public key of the roles this one connects to: a .pub file or z85:KEY; empty: "           \
          "$GRIDNODE_SERVER_KEY"},                                                                  \
         {"security",                                                                               \
          "authorized_keys",                                                                        \
@@ -96,12 +100,21 @@ struct curve_ident {
  */
 int curve_keygen(const char *dir, const char *name, char *err, size_t errlen);
 /*
- * Reads a key: `value` is z85 text itself (40 characters) or a file whose first line
- * that is not a comment holds it. secret: the file must not be readable by group or
- * others. out gets 41 bytes. 0, or -1 with a message in err.
+ * Reads a key from a key file (docs/security.md "Key files"), never from the text of
+ * `path` itself: a secret key from NAME.key (a regular file of at most
+ * CURVE_KEYFILE_MAX bytes, not readable by group or others), a public key from
+ * NAME.pub. The file holds '#' comment lines and exactly one line that is the 40
+ * z85 characters of the key (a key may start with '#'). out gets 41 bytes. 0, or -1
+ * with a message naming the file and the fix in err (also for a "z85:" literal).
  */
-int curve_read_key(const char *value, bool secret, char out[CURVE_KEY_Z85 + 1], char *err,
+int curve_read_key(const char *path, bool secret, char out[CURVE_KEY_Z85 + 1], char *err,
                    size_t errlen);
+/*
+ * Reads security.server_key: "z85:" followed by the 40 z85 characters of a public key
+ * (the only literal form, documented for this one setting: a public key is not
+ * secret), or else a .pub file as curve_read_key. 0, or -1 with a message in err.
+ */
+int curve_read_server_key(const char *value, char out[CURVE_KEY_Z85 + 1], char *err, size_t errlen);
 /* Fills the empty fields of c from the environment (see the top of this file). */
 void curve_conf_env(struct curve_conf *c);
 /* Is endpoint a loopback TCP address or ipc:// / inproc://? */

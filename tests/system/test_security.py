@@ -136,7 +136,8 @@ def test_wrong_server_key_is_a_clear_error_within_the_timeout(cluster_factory, k
     other, _ = write_keypair(workdir, "impostor")
     t0 = time.monotonic()
     r = run_tool(gridnode_bin, "jobs", "-e", cl.endpoint, "--timeout", int(scaled(10000)),
-                 env={"GRIDNODE_KEY": str(keys.key("alice")), "GRIDNODE_SERVER_KEY": other})
+                 env={"GRIDNODE_KEY": str(keys.key("alice")),
+                      "GRIDNODE_SERVER_KEY": "z85:" + other})
     assert r.returncode == 1
     assert "server's public key is not the one" in r.stderr, r.stderr
     assert time.monotonic() - t0 < scaled(5)
@@ -287,7 +288,7 @@ def test_node_with_wrong_keys_logs_why_and_the_right_key_works(cluster_factory, 
     cl = cluster_factory(dict(SD, **keys.sets()))
     other, _ = write_keypair(workdir, "impostor")
     (bad,) = client_factory(cl, 1, sets=CLIENT, prefix="badsrv",
-                            env={"GRIDNODE_SERVER_KEY": other})
+                            env={"GRIDNODE_SERVER_KEY": "z85:" + other})
     (unknown,) = client_factory(cl, 1, sets=CLIENT, prefix="evil",
                                 env={"GRIDNODE_KEY": str(keys.key("evil"))})
     (good,) = client_factory(cl, 1, sets=CLIENT, prefix="n",
@@ -304,8 +305,8 @@ def test_node_with_wrong_keys_logs_why_and_the_right_key_works(cluster_factory, 
 def test_batch_role_with_wrong_cluster_key_logs_why(cluster_factory, batch_factory, keys,
                                                     workdir):
     cl = cluster_factory(keys.sets())
-    other, _ = write_keypair(workdir, "impostor")
-    b = batch_factory([cl], env={"GRIDNODE_SERVER_KEY": other})
+    write_keypair(workdir, "impostor")
+    b = batch_factory([cl], env={"GRIDNODE_SERVER_KEY": str(workdir / "impostor.pub")})
     wait_until(lambda: "server's public key is not the one" in b.log(), scaled(20),
                msg="the batch role names the wrong cluster key")
     assert b.alive() and b.rpc(T["NODE_LIST"])["nodes"] == []

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -100,12 +101,114 @@ static void test_keys(void **state)
     path(p, sizeof p, "hash.pub");
     assert_int_equal(curve_read_key(p, false, key, err, sizeof err), 0);
     assert_string_equal(key, "#abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLM");
-    /* z85 text itself, and junk */
-    assert_int_equal(curve_read_key(key, false, key, err, sizeof err), 0);
+    /* junk, two keys, the wrong kind of file */
     write_text("junk.pub", "not a key\n");
     path(p, sizeof p, "junk.pub");
     assert_int_equal(curve_read_key(p, false, key, err, sizeof err), -1);
+    assert_non_null(strstr(err, "not a z85 key"));
+    char two[128];
+    snprintf(two, sizeof two, "%s\n%s\n", key, key);
+    write_text("two.pub", two);
+    path(p, sizeof p, "two.pub");
+    assert_int_equal(curve_read_key(p, false, key, err, sizeof err), -1);
+    assert_non_null(strstr(err, "more than one key"));
+    path(p, sizeof p, "alice.key"); /* a secret where a public key is meant */
+    assert_int_equal(curve_read_key(p, false, key, err, sizeof err), -1);
+    assert_non_null(strstr(err, "name the .pub file"));
+    path(p, sizeof p, "alice.pub");
+    assert_int_equal(curve_read_key(p, true, key, err, sizeof err), -1);
+    assert_non_null(strstr(err, "must end in .key"));
+    /* not a regular file: a directory, a FIFO (no hang), refused by name */
+    path(p, sizeof p, "sub.pub");
+    assert_int_equal(mkdir(p, 0700), 0);
+    assert_int_equal(curve_read_key(p, false, key, err, sizeof err), -1);
+    assert_non_null(strstr(err, "not a regular file"));
+    path(p, sizeof p, "fifo.pub");
+    assert_int_equal(mkfifo(p, 0600), 0);
+    assert_int_equal(curve_read_key(p, false, key, err, sizeof err), -1);
+    assert_non_null(strstr(err, "not a regular file"));
+    /* larger than a key file can be */
+    char big[CURVE_KEYFILE_MAX + 64];
+    memset(big, '#', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    write_text("big.pub", big);
+    path(p, sizeof p, "big.pub");
+    assert_int_equal(curve_read_key(p, false, key, err, sizeof err), -1);
+    assert_non_null(strstr(err, "larger than"));
     assert_int_equal(curve_keygen(dir, "a/b", err, sizeof err), -1);
+}
+
+/* Key values name files: never read as the key by their length (issue 23, item 6). */
+static void test_key_literals(void **state)
+{
+    (void)state;
+    char p[256], key[41], pub[41], err[600];
+    pub_of("alice", pub);
+    /* a key file whose whole path is 40 z85 characters: relative, in dir */
+    const char *z = "abcdefghijABCDEFGHIJ0123456789klmnop.pub"; /* 36 + ".pub" = 40 */
+    assert_int_equal(strlen(z), 40);
+    char cwd[4096];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(dir), 0);
+    FILE *f = fopen(z, "w");
+    assert_non_null(f);
+    fprintf(f, "# gridnode CURVE public key of 'alice'\n%s\n", pub);
+    fclose(f);
+    assert_int_equal(curve_read_key(z, false, key, err, sizeof err), 0);
+    assert_string_equal(key, pub);
+    /* as the server key too (not taken as the literal text of its name) */
+    memset(key, 0, sizeof key);
+    assert_int_equal(curve_read_server_key(z, key, err, sizeof err), 0);
+    assert_string_equal(key, pub);
+    unlink(z);
+    /* the same for a secret key file (its own text differs from its name) */
+    char sec[41], want[41];
+    path(p, sizeof p, "alice.key");
+    assert_int_equal(curve_read_key(p, true, want, err, sizeof err), 0);
+    const char *zs = "abcdefghijABCDEFGHIJ0123456789klmnop.key";
+    int fd = open(zs, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    dprintf(fd, "# gridnode CURVE secret key of 'alice'\n%s\n", want);
+    close(fd);
+    assert_int_equal(curve_read_key(zs, true, sec, err, sizeof err), 0);
+    assert_string_equal(sec, want);
+    unlink(zs);
+    assert_int_equal(chdir(cwd), 0);
+    /* a bare 40-character key where a file is meant is refused, never used */
+    assert_int_equal(curve_read_key(pub, false, key, err, sizeof err), -1);
+    assert_int_equal(curve_read_server_key(pub, key, err, sizeof err), -1);
+    assert_non_null(strstr(err, "must end in .pub"));
+    /* the literal form: only for the server key */
+    snprintf(p, sizeof p, "z85:%s", pub);
+    memset(key, 0, sizeof key);
+    assert_int_equal(curve_read_server_key(p, key, err, sizeof err), 0);
+    assert_string_equal(key, pub);
+    assert_int_equal(curve_read_key(p, false, key, err, sizeof err), -1);
+    assert_non_null(strstr(err, "read from a file only"));
+    assert_int_equal(curve_read_key(p, true, key, err, sizeof err), -1);
+    assert_non_null(strstr(err, "secret key is read from a file only"));
+    /* a malformed literal */
+    assert_int_equal(curve_read_server_key("z85:short", key, err, sizeof err), -1);
+    assert_non_null(strstr(err, "40 z85 characters"));
+    /* a literal as the secret key of a client or a server: refused with the reason */
+    struct curve_conf c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.secret_key, sizeof c.secret_key, "z85:%s", pub);
+    snprintf(c.server_key, sizeof c.server_key, "z85:%s", pub);
+    void *ctx = zmq_ctx_new();
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    assert_int_equal(curve_client_apply(s, &c, "tcp://127.0.0.1:1", err, sizeof err), -1);
+    assert_non_null(strstr(err, "own key"));
+    assert_non_null(strstr(err, "from a file only"));
+    /* and with the secret from its file, the literal server key is applied */
+    snprintf(c.secret_key, sizeof c.secret_key, "%s/alice.key", dir);
+    assert_int_equal(curve_client_apply(s, &c, "tcp://127.0.0.1:1", err, sizeof err), 0);
+    char got[41];
+    size_t gl = sizeof got;
+    assert_int_equal(zmq_getsockopt(s, ZMQ_CURVE_SERVERKEY, got, &gl), 0);
+    assert_string_equal(got, pub);
+    zmq_close(s);
+    zmq_ctx_term(ctx);
 }
 
 static void test_endpoints(void **state)
@@ -396,11 +499,9 @@ static void test_daemon_round_trip(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_keys),
-        cmocka_unit_test(test_endpoints),
-        cmocka_unit_test(test_server_config_errors),
-        cmocka_unit_test(test_access),
-        cmocka_unit_test(test_daemon_round_trip),
+        cmocka_unit_test(test_keys),      cmocka_unit_test(test_key_literals),
+        cmocka_unit_test(test_endpoints), cmocka_unit_test(test_server_config_errors),
+        cmocka_unit_test(test_access),    cmocka_unit_test(test_daemon_round_trip),
     };
     return cmocka_run_group_tests_name("curve", tests, setup, teardown);
 }
