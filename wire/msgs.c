@@ -48,8 +48,8 @@
     {"gpu_type", WF_STR, false, 31}
 /* memory and disk of a resource request */
 #define MEM_DISK_FIELDS                                                                    \
-    {"mem_mb", WF_UINT, false, 1ull << 40},                                                \
-    {"disk_mb", WF_UINT, false, 1ull << 40}
+    {"mem_mb", WF_UINT, false, WIRE_SIZE_MB_MAX},                                          \
+    {"disk_mb", WF_UINT, false, WIRE_SIZE_MB_MAX}
 /* who may use a reservation (RESV_SET, RESERVE) */
 #define ACL_MAX 256
 #define ACL_FIELDS                                                                         \
@@ -79,8 +79,8 @@ static const struct wire_field task_fields[] = {
     {"argv", WF_ARRAY, true, 256, WF_STR},
     {"shell", WF_BOOL, false},
     {"stdin", WF_BIN, false},
-    {"limit_s", WF_UINT, true},
-    {"complexity", WF_FLOAT, false},
+    {"limit_s", WF_UINT, true},      /* no cap: a node clamps it, one bad task must not */
+    {"complexity", WF_FLOAT, false}, /* cost the reply's others (docs/wire.md 2) */
     /* issue 11 (work request in seconds per processor type) */
     {"ptype", WF_STR, false, 32}, /* "cpu" or the GPU type it runs on */
     {"gpus", WF_UINT, false, 64}, /* GPU instances it needs */
@@ -101,7 +101,7 @@ static const struct wire_field gpu_fields[] = {
 /* one result as reported by a node */
 const struct wire_field wire_result_fields[] = {
     TASK_REF_FIELDS,
-    {"exit", WF_INT, true},
+    {"exit", WF_INT, true, INT32_MAX},
     {"signal", WF_UINT, false, 255},
     {"timeout", WF_BOOL, false},
     {"error", WF_STR, false, 1024},
@@ -133,11 +133,11 @@ static const struct wire_field f_hello[] = {
     {"os", WF_STR, false, NAME_MAX_},
     {"mhz", WF_UINT, false, 1000000},
     {"cores", WF_UINT, true, 1u << 20},
-    {"mem_mb", WF_UINT, false},
+    {"mem_mb", WF_UINT, false, WIRE_SIZE_MB_MAX},
     {"slots", WF_UINT, false, 1u << 20},
     {"arch", WF_STR, false, NAME_MAX_},
     {"model", WF_STR, false, NAME_MAX_},
-    {"disk_mb", WF_UINT, false},
+    {"disk_mb", WF_UINT, false, WIRE_SIZE_MB_MAX},
     {"procs", WF_BOOL, false},
     {"inc", WF_STR, false, SID_MAX}, /* the cluster state the node's tasks came from */
     {"gpus", WF_ARRAY, false, 4, WF_MAP, gpu_fields},
@@ -147,9 +147,9 @@ static const struct wire_field f_hello[] = {
 
 static const struct wire_field f_welcome[] = {
     {"sid", WF_STR, true, SID_MAX},
-    {"hb_s", WF_UINT, true},
+    {"hb_s", WF_UINT, true, WIRE_WAIT_S_MAX},
     {"resumed", WF_BOOL, true},
-    {"poll_s", WF_UINT, false},
+    {"poll_s", WF_UINT, false, WIRE_WAIT_S_MAX},
     {"inc", WF_STR, false, SID_MAX}, /* the incarnation of the cluster's state */
     {NULL},
 };
@@ -166,7 +166,7 @@ static const struct wire_field f_task_get[] = {
 static const struct wire_field f_tasks[] = {
     {"tasks", WF_ARRAY, true, MAX_BATCH, WF_MAP, task_fields},
     {"more", WF_BOOL, true},
-    {"wait_s", WF_UINT, true},
+    {"wait_s", WF_UINT, true, WIRE_WAIT_S_MAX},
     {"acked", WF_UINT, false},
     {"reason", WF_STR, false},
     {"cancel", WF_ARRAY, false, MAX_BATCH, WF_MAP, running_fields},
@@ -204,7 +204,7 @@ static const struct wire_field f_status_ack[] = {
 
 /* a known answer of a spot-check task (SUBMIT "known", docs/validation.md) */
 static const struct wire_field known_fields[] = {
-    {"exit", WF_INT, true},
+    {"exit", WF_INT, true, INT32_MAX},
     {"stdout", WF_BIN, false},
     {NULL},
 };
@@ -248,9 +248,9 @@ static const struct wire_field pstat_fields[] = {
     {"rank", WF_UINT, true, 4095},
     {"state", WF_STR, true, 8},
     {"cpu_s", WF_FLOAT, false},
-    {"rss_kb", WF_UINT, false},
-    {"disk_kb", WF_UINT, false},
-    {"exit", WF_INT, false},
+    {"rss_kb", WF_UINT, false, WIRE_SIZE_KB_MAX},
+    {"disk_kb", WF_UINT, false, WIRE_SIZE_KB_MAX},
+    {"exit", WF_INT, false, INT32_MAX},
     {"signal", WF_UINT, false, 255},
     {"error", WF_STR, false, 1024},
     OUTPUT_FIELDS,
@@ -271,7 +271,7 @@ static const struct wire_field pcmd_fields[] = {
 static const struct wire_field f_psync[] = {
     {"sid", WF_STR, true, SID_MAX},
     {"procs", WF_ARRAY, true, MAX_BATCH, WF_MAP, pstat_fields},
-    {"disk_mb", WF_UINT, false},
+    {"disk_mb", WF_UINT, false, WIRE_SIZE_MB_MAX},
     {"wait_ms", WF_UINT, false, 30000}, /* long-poll: hold the reply while nothing changes */
     {NULL},
 };
@@ -297,7 +297,7 @@ static const struct wire_field f_event_list[] = {
 
 static const struct wire_field f_psync_ack[] = {
     {"procs", WF_ARRAY, true, 65536, WF_MAP, pcmd_fields},
-    {"sync_ms", WF_UINT, true},
+    {"sync_ms", WF_UINT, true, WIRE_WAIT_S_MAX * 1000},
     {"watchfs", WF_ARRAY, true, 64, WF_STR},
     {NULL},
 };
@@ -388,7 +388,7 @@ static const struct wire_field f_cancel[] = {
 
 static const struct wire_field f_purge[] = {
     {"jobs", WF_ARRAY, false, 100000, WF_UINT},
-    {"older_than_s", WF_UINT, false},
+    {"older_than_s", WF_UINT, false, WIRE_TIME_S_MAX},
     {NULL},
 };
 
@@ -429,7 +429,7 @@ static const struct wire_field f_rows[] = {
     LIST_ROWS("jobs", false),
     LIST_ROWS("resvs", false),
     LIST_ROWS("creds", false),
-    {"now", WF_INT, false},
+    {"now", WF_INT, false, WIRE_TIME_MS_MAX},
     LIST_NEXT,
     {NULL},
 };
@@ -460,9 +460,9 @@ static const struct wire_field f_estimate[] = {
 };
 
 static const struct wire_field f_starts[] = {
-    {"earliest", WF_INT, true}, /* ms since the epoch; -1 never */
+    {"earliest", WF_INT, true, WIRE_TIME_MS_MAX}, /* ms since the epoch; -1 never */
     {"starts", WF_ARRAY, true, 100, WF_MAP},
-    {"now", WF_INT, true},
+    {"now", WF_INT, true, WIRE_TIME_MS_MAX},
     {"job", WF_UINT, false},
     {"state", WF_STR, false, NAME_MAX_},
     {"reason", WF_STR, false, 1024},
@@ -485,10 +485,10 @@ static const struct wire_field f_resv_set[] = {
     {"procs", WF_UINT, false, 4096}, /* per task */
     MEM_DISK_FIELDS,
     {"hosts", WF_ARRAY, false, 4096, WF_STR},
-    {"class", WF_STR, false, NAME_MAX_}, /* partition: the cluster to take them from */
-    {"start", WF_INT, false},            /* ms since the epoch; absent or 0: now */
-    {"end", WF_INT, false},
-    {"duration_s", WF_UINT, false, 3660u * 86400},
+    {"class", WF_STR, false, NAME_MAX_},        /* partition: the cluster to take them from */
+    {"start", WF_INT, false, WIRE_TIME_MS_MAX}, /* ms since the epoch; absent or 0: now */
+    {"end", WF_INT, false, WIRE_TIME_MS_MAX},
+    {"duration_s", WF_UINT, false, WIRE_DURATION_S_MAX},
     {NULL},
 };
 
@@ -516,8 +516,8 @@ static const struct wire_field f_reserve[] = {
     {"procs", WF_UINT, true, 1u << 20},
     MEM_DISK_FIELDS,
     {"class", WF_STR, false, NAME_MAX_},
-    {"start", WF_INT, false},
-    {"duration_s", WF_UINT, true, 3660u * 86400},
+    {"start", WF_INT, false, WIRE_TIME_MS_MAX},
+    {"duration_s", WF_UINT, true, WIRE_DURATION_S_MAX},
     {"flex", WF_BOOL, false},
     {NULL},
 };

@@ -82,11 +82,19 @@ static int check_value(const msgpack_object *o, enum wire_ftype t, uint64_t max,
                           (unsigned long long)o->via.u64, (unsigned long long)max);
         return 0;
     case WF_INT:
-        if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+        if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
+            /* -(i64 + 1) + 1 is |i64| without the overflow of -INT64_MIN */
+            if (max && (uint64_t)(-(o->via.i64 + 1)) + 1 > max)
+                return seterr(err, WE_FIELD, "field '%s' is %lld, below its minimum -%llu", what,
+                              (long long)o->via.i64, (unsigned long long)max);
             return 0;
-        if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= INT64_MAX)
-            return 0;
-        goto badtype;
+        }
+        if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER || o->via.u64 > INT64_MAX)
+            goto badtype;
+        if (max && o->via.u64 > max)
+            return seterr(err, WE_FIELD, "field '%s' is %llu, above its maximum %llu", what,
+                          (unsigned long long)o->via.u64, (unsigned long long)max);
+        return 0;
     case WF_FLOAT:
         if (o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64 ||
             o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ||
@@ -264,6 +272,18 @@ int64_t wire_get_i64(const msgpack_object *map, const char *key, int64_t dflt)
     if (o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= INT64_MAX)
         return (int64_t)o->via.u64;
     return dflt;
+}
+
+int64_t wire_get_time(const msgpack_object *map, const char *key, int64_t dflt)
+{
+    int64_t v = wire_get_i64(map, key, dflt);
+    return v >= -(int64_t)WIRE_TIME_MS_MAX && v <= (int64_t)WIRE_TIME_MS_MAX ? v : dflt;
+}
+
+uint64_t wire_get_capped(const msgpack_object *map, const char *key, uint64_t dflt, uint64_t cap)
+{
+    uint64_t v = wire_get_u64(map, key, dflt);
+    return v < cap ? v : cap;
 }
 
 double wire_get_f64(const msgpack_object *map, const char *key, double dflt)

@@ -104,10 +104,27 @@ enum wire_err {
     WE_AUTH = 22,     /* the requester's key is not (or no longer) authorized */
 };
 
+/*
+ * Ranges of the time and size fields (docs/wire.md 2, "Ranges"): every field that
+ * arrives from outside and is later added to or multiplied is capped where the message
+ * is validated, so that the arithmetic done on it stays far inside int64.
+ */
+/* times in ms since the epoch: |t| <= 9999-12-31T23:59:59.999Z */
+#define WIRE_TIME_MS_MAX 253402300799999ull
+/* the same in unix seconds */
+#define WIRE_TIME_S_MAX 253402300799ull
+/* durations in seconds (reservations, limits): 3,660 days */
+#define WIRE_DURATION_S_MAX (3660ull * 86400)
+/* a node's waits and heartbeats in seconds: 7 days */
+#define WIRE_WAIT_S_MAX (7ull * 86400)
+/* memory and disk in MB (2^40 MB = 1 EiB), and in kB */
+#define WIRE_SIZE_MB_MAX (1ull << 40)
+#define WIRE_SIZE_KB_MAX (1ull << 50)
+
 /* Field types of a descriptor. */
 enum wire_ftype {
     WF_UINT,  /* non-negative integer */
-    WF_INT,   /* any integer in int64 range */
+    WF_INT,   /* any integer in int64 range; max set: -max <= value <= max */
     WF_FLOAT, /* float32/float64, or an integer */
     WF_BOOL,
     WF_STR,   /* UTF-8 text (not validated); max = bytes */
@@ -193,6 +210,13 @@ int wire_check_map(const msgpack_object *map, const struct wire_field *fields,
 const msgpack_object *wire_get(const msgpack_object *map, const char *key);
 uint64_t wire_get_u64(const msgpack_object *map, const char *key, uint64_t dflt);
 int64_t wire_get_i64(const msgpack_object *map, const char *key, int64_t dflt);
+/*
+ * For the free-form maps of peers' replies (JOB, JOBS, SITE rows: no descriptor covers
+ * their keys): a time in ms since the epoch, dflt when absent or beyond
+ * +-WIRE_TIME_MS_MAX; a count or size, at most cap (dflt when absent or negative).
+ */
+int64_t wire_get_time(const msgpack_object *map, const char *key, int64_t dflt);
+uint64_t wire_get_capped(const msgpack_object *map, const char *key, uint64_t dflt, uint64_t cap);
 double wire_get_f64(const msgpack_object *map, const char *key, double dflt);
 bool wire_get_bool(const msgpack_object *map, const char *key, bool dflt);
 /* Text or bytes: pointer into the message (not NUL-terminated) and its size; NULL if absent. */

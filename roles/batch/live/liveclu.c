@@ -220,7 +220,7 @@ static void elem_update(struct live *L, struct ljob *j, uint32_t e, const msgpac
             live_clu_cancel(L, j, e);
     }
     int s = cluster_state(st);
-    int64_t started = wire_get_i64(m, "started", 0);
+    int64_t started = wire_get_time(m, "started", 0);
     if (started > 0 && started != el->start) {
         /* the cluster's start, not the cycle's decision, is when the walltime runs
          * out: the engine's end estimate and every plan after it follow it */
@@ -247,7 +247,7 @@ static void elem_update(struct live *L, struct ljob *j, uint32_t e, const msgpac
     wire_get_strbuf(m, "reason", why, sizeof why);
     el->exit = (int32_t)wire_get_i64(m, "exit", s == EL_DONE ? 0 : -1);
     el->signal = (uint8_t)wire_get_u64(m, "signal", 0);
-    int64_t fin = wire_get_i64(m, "finished", 0);
+    int64_t fin = wire_get_time(m, "finished", 0);
     el->end = fin > 0 ? fin : live_now(L);
     if (why[0])
         live_elem_reason(el, why);

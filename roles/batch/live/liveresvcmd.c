@@ -141,6 +141,10 @@ static char *nodes_of_info(struct live *L, const struct batch_resv_info *ri)
     return s;
 }
 
+/* Processors one reservation holds at most (docs/wire.md 6.12): keeps tasks x procs in
+ * the engine's int32 counts. */
+#define RESV_PROCS_MAX (1 << 20)
+
 /* RESV_SET and RESERVE. */
 /* RESERVE `flex` (docs/wire.md 6.12): the resources are taken at q->start, so the
  * reservation goes to the earliest start after it that the plan offers for the same
@@ -232,6 +236,11 @@ static void resv_new(struct live *L, const struct wire_msg *m, struct wire_buf *
                  "host names, not both");
     else if (!(hosts && hosts->via.array.size) && (v.tasks < 1 || v.procs < 1))
         snprintf(why, sizeof why, "give host names, or tasks and procs per task (at least 1)");
+    else if ((int64_t)v.tasks * v.procs > RESV_PROCS_MAX) /* both capped: no overflow */
+        snprintf(why, sizeof why,
+                 "tasks x procs is %" PRId64 " processors, more than the %d one reservation may "
+                 "hold",
+                 (int64_t)v.tasks * v.procs, RESV_PROCS_MAX);
     else if (cls[0])
         live_class_unknown(L, cls, why, sizeof why);
     if (why[0]) {

@@ -98,7 +98,7 @@ static void array_progress(struct mjob *j, const msgpack_object *row, const msgp
     if (!tasks || tasks->type != MSGPACK_OBJECT_ARRAY)
         return;
     for (uint32_t i = 0; i < tasks->via.array.size; i++) {
-        int64_t st = wire_get_i64(&tasks->via.array.ptr[i], "started", 0);
+        int64_t st = wire_get_time(&tasks->via.array.ptr[i], "started", 0);
         if (st > 0 && (*started <= 0 || st < *started))
             *started = st;
     }
@@ -124,16 +124,16 @@ static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
     const msgpack_object *t0 = tasks && tasks->type == MSGPACK_OBJECT_ARRAY && tasks->via.array.size
                                    ? &tasks->via.array.ptr[0]
                                    : NULL;
-    int64_t started = wire_get_i64(row, "started", 0), ex = wire_get_i64(row, "exit", 0);
-    int64_t fin = wire_get_i64(row, "finished", 0);
+    int64_t started = wire_get_time(row, "started", 0), ex = wire_get_i64(row, "exit", 0);
+    int64_t fin = wire_get_time(row, "finished", 0);
     if (j->ntasks > 1) {
         array_progress(j, row, tasks, &started);
         t0 = NULL; /* the first element says nothing of the array's state */
     }
     if (t0 && t0->type == MSGPACK_OBJECT_MAP) {
-        started = wire_get_i64(t0, "started", started);
+        started = wire_get_time(t0, "started", started);
         ex = wire_get_i64(t0, "exit", ex);
-        fin = wire_get_i64(t0, "finished", fin);
+        fin = wire_get_time(t0, "finished", fin);
         char ts[16];
         wire_get_strbuf(t0, "state", ts, sizeof ts);
         if (!strcmp(ts, "ok"))
@@ -148,7 +148,7 @@ static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
         j->dirty = true;
     }
     if (ns == MJ_PLACED) {
-        int64_t e = wire_get_i64(row, "estimate", 0);
+        int64_t e = wire_get_time(row, "estimate", 0);
         if (e > 0)
             j->est_start = e;
         return;
@@ -198,14 +198,14 @@ static void site_up(struct meta *M, struct msite *s, const msgpack_object *info)
     s->known = true;
     s->info.up = true;
     s->down_since = 0;
-    s->info.total_procs = (int32_t)wire_get_u64(info, "cores", 0);
-    s->info.max_procs = (int32_t)wire_get_u64(info, "largest_procs", 0);
-    s->cores_free = (int64_t)wire_get_u64(info, "cores_free", 0);
-    s->queued = wire_get_u64(info, "queued", 0); /* statistics (metastats.c) */
-    s->running = wire_get_u64(info, "running", 0);
+    /* a site's counts are capped before any sum or product (docs/wire.md 2, Ranges) */
+    s->info.total_procs = (int32_t)wire_get_capped(info, "cores", 0, INT32_MAX);
+    s->info.max_procs = (int32_t)wire_get_capped(info, "largest_procs", 0, INT32_MAX);
+    s->cores_free = (int64_t)wire_get_capped(info, "cores_free", 0, INT32_MAX);
+    s->queued = wire_get_capped(info, "queued", 0, UINT32_MAX); /* statistics (metastats.c) */
+    s->running = wire_get_capped(info, "running", 0, UINT32_MAX);
     s->last_answer = wall_now_ms();
-    s->info.queued_work =
-        (int64_t)(wire_get_u64(info, "queued", 0) + wire_get_u64(info, "running", 0)) * 3600000;
+    s->info.queued_work = (int64_t)(s->queued + s->running) * 3600000;
     if (!was) {
         log_info("site %s up: %d cores, largest job %d", s->name, s->info.total_procs,
                  s->info.max_procs);
@@ -256,7 +256,7 @@ static void site_down(struct meta *M, struct msite *s, const char *why)
 static int64_t resv_start(const struct wire_msg *m, int64_t dflt)
 {
     const msgpack_object *r = wire_get(m->root, "resv");
-    int64_t st = r && r->type == MSGPACK_OBJECT_MAP ? wire_get_i64(r, "start", 0) : 0;
+    int64_t st = r && r->type == MSGPACK_OBJECT_MAP ? wire_get_time(r, "start", 0) : 0;
     return st > 0 ? st : dflt;
 }
 
