@@ -54,6 +54,16 @@ double tasks_work(const struct job *j, size_t input_bytes, long input_unit_kb)
     return (j->complexity > 0 ? j->complexity : 1.0) * (1.0 + (double)input_bytes / unit);
 }
 
+/*
+ * ms as an int64, from a product of outside numbers (a job's complexity, a speed learned
+ * from nodes' wall_s): at most WIRE_TIME_MS_MAX, 0 for NaN or below (converting a
+ * double beyond int64 is undefined).
+ */
+static int64_t ms_of(double ms)
+{
+    return !(ms > 0) ? 0 : ms < (double)WIRE_TIME_MS_MAX ? (int64_t)ms : (int64_t)WIRE_TIME_MS_MAX;
+}
+
 /* How long to wait for a result of `work` units from node n before re-issuing (X4). */
 int64_t tasks_wait_ms(const struct cluster *c, const struct node *n, double work)
 {
@@ -63,7 +73,7 @@ int64_t tasks_wait_ms(const struct cluster *c, const struct node *n, double work
     double wait = work * spu * c->cfg.k_wait;
     if (wait < c->cfg.min_wait_s)
         wait = c->cfg.min_wait_s;
-    return (int64_t)(wait * 1000.0);
+    return ms_of(wait * 1000.0);
 }
 
 /* ---- issuing ---- */
@@ -342,7 +352,7 @@ static int issue_one(struct cluster *c, struct node *n, struct job *j, uint32_t 
     n->cur_job = j->id;
     n->cur_idx = idx;
     n->cur_since_ms = now;
-    n->cur_est_ms = (int64_t)(work * (n->spu > 0 ? n->spu : c->cfg.default_estimate_s) * 1000);
+    n->cur_est_ms = ms_of(work * (n->spu > 0 ? n->spu : c->cfg.default_estimate_s) * 1000);
     if (j->state == JS_QUEUED)
         j->state = JS_RUNNING;
     cluster_mark_job(c, j);

@@ -101,4 +101,8 @@ def test_cluster_sizes_and_ages_at_their_extremes(cluster_factory):
             procs=[{"job": 1, "rank": 0, "state": "run", "rss_kb": U64_MAX}])
     refused(rpc, "RESULT", "FIELD", "'exit'", sid=w["sid"], want=0,
             results=[{"job": 1, "idx": 0, "issue": 1, "exit": I64_MAX}])
+    # a huge complexity (and the wait derived from it) is clamped, not converted blindly
+    rpc.ok(T["SUBMIT"], argv=["true"], ntasks=1, complexity=1e300)
+    t = rpc.ok(T["TASK_GET"], sid=w["sid"], want=1)
+    assert len(t["tasks"]) == 1 and t["tasks"][0]["complexity"] == 1e300, t
     assert cl.alive() and rpc.ok(T["NODE_LIST"])["nodes"]
