@@ -237,7 +237,9 @@ void live_host_update(struct live *L, struct lclu *c, const msgpack_object *m, b
     uint64_t cores = wire_get_u64(m, "slots", 0); /* the cores it offers, else all */
     if (!cores)
         cores = wire_get_u64(m, "cores", 0);
-    uint64_t mem = wire_get_u64(m, "mem_mb", 0), disk = wire_get_u64(m, "disk_mb", 0);
+    /* a free-form row: capped as HELLO caps them (docs/wire.md 2, Ranges) */
+    uint64_t mem = wire_get_capped(m, "mem_mb", 0, WIRE_SIZE_MB_MAX),
+             disk = wire_get_capped(m, "disk_mb", 0, WIRE_SIZE_MB_MAX);
     struct lhost *h = host_get(L, c, name, cores, mem, disk);
     if (!h)
         return;
