@@ -86,14 +86,15 @@ static void run_cycle(struct live *L)
             if (cl < 0)
                 cl = c;
         }
+        uint32_t e = (uint32_t)(ids[i] & ((1u << LIVE_ELEM_BITS) - 1));
         free(el->hosts);
         el->hosts = h;
         el->cl = (int8_t)cl;
         el->start = el->decided = now;
         el->cjob = 0;
-        live_elem_reason(el, NULL);
-        live_elem_set(L, j, (uint32_t)(ids[i] & ((1u << LIVE_ELEM_BITS) - 1)), EL_STARTING);
-        live_clu_start(L, j, (uint32_t)(ids[i] & ((1u << LIVE_ELEM_BITS) - 1)));
+        live_elem_reason(j, e, NULL);
+        live_elem_set(L, j, e, EL_STARTING);
+        live_clu_start(L, j, e);
         L->starts++;
     }
     if (n)
