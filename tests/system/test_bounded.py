@@ -162,3 +162,24 @@ def test_ten_million_element_array_through_meta(cluster_factory, client_factory,
     for role in (m, b):
         took = sigterm_stop(role)
         assert took < scaled(5), "%s took %.1f s to stop on SIGTERM" % (role.name, took)
+
+
+def test_ten_million_task_bag_at_the_cluster(cluster_factory, client_factory):
+    """The cluster manager's bag of tasks: tasks are handed out from a cursor (next_new),
+    so a bag of the cap costs what its issued tasks hold."""
+    cl = cluster_factory(SD, name="cl")
+    client_factory(cl, 1, sets=dict(CLIENT, **{"client.slots": SLOTS}), prefix="n")
+    wait_until(lambda: any(n["active"] for n in ok(cl, T["NODE_LIST"])["nodes"]), scaled(20),
+               msg="the cluster sees its node")
+    before = settled_rss(cl.pid)
+    jid = ok(cl, T["SUBMIT"], argv=["sleep", "600"], ntasks=BIG, limit_s=3600)["job"]
+    wait_until(lambda: array(cl, jid)["running"] == SLOTS, scaled(40),
+               msg="%d tasks running" % SLOTS)
+    grew = settled_rss(cl.pid) - before
+    print("cluster role: VmRSS %d kB before, +%d kB with a bag of %d" % (before, grew, BIG))
+    assert grew < GROWTH_MAX, "the cluster grew by %d kB for a bag of %d" % (grew, BIG)
+    cl.restart()
+    j = array(cl, jid)
+    assert j["ntasks"] == BIG and j["done"] == 0, j
+    took = sigterm_stop(cl)
+    assert took < scaled(5), "the cluster took %.1f s to stop on SIGTERM" % took
