@@ -74,7 +74,7 @@ struct jvalid {
     struct vtask **vt; /* [nvt]: tasks 0..nvt-1, grown as tasks are handed out (a bag of
                           10,000,000 tasks costs what its handed-out tasks hold) */
     uint32_t nvt;
-    uint64_t *ka;      /* known jobs: the answer class of each task */
+    uint64_t *ka; /* known jobs: the answer class of each task */
     uint64_t spot_pass, spot_fail;
 };
 

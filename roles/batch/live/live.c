@@ -255,7 +255,10 @@ static int live_open(struct live *L)
     L->t_elems = store_table(L->store, "elems");
     L->t_resv = store_table(L->store, "resv");
     if (load_all(L) < 0 || store_commit(L->store) < 0) {
-        log_warnx("cannot load the state from %s", c->state_dir);
+        if (loop_stopping())
+            log_info("stopping while loading the state (nothing was changed)");
+        else
+            log_warnx("cannot load the state from %s", c->state_dir);
         return -1;
     }
     const char *fault = getenv("GRIDNODE_FAULT_COMMIT");
@@ -345,5 +348,5 @@ out:
     batch_ini_clear(&L.cfg);
     if (L.lockfd >= 0)
         close(L.lockfd);
-    return rc;
+    return rc && loop_stopping() && !L.loop ? 0 : rc; /* SIGTERM during start-up */
 }

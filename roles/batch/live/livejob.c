@@ -733,6 +733,8 @@ static int load_elem(void *arg, const uint8_t *key, size_t klen, const void *val
     (void)klen;
     struct live *L = arg;
     struct lelem el;
+    if (loop_stopping()) /* SIGTERM while loading millions of records: stop now */
+        return -1;
     struct ljob *j = live_job_find(L, store_key_get_u64(key));
     uint32_t e = store_key_get_u32(key + 8);
     if (!j || e >= j->ntasks || live_elem_decode(val, vlen, &el) < 0)
