@@ -183,3 +183,16 @@ def test_ten_million_task_bag_at_the_cluster(cluster_factory, client_factory):
     assert j["ntasks"] == BIG and j["done"] == 0, j
     took = sigterm_stop(cl)
     assert took < scaled(5), "the cluster took %.1f s to stop on SIGTERM" % took
+
+
+def test_site_lowers_the_largest_array(cluster_factory, batch_factory):
+    """batch.max_array (Slurm's MaxArraySize): a site keeps arrays to its policy; a larger
+    one is refused naming the key, one at the limit is taken."""
+    cl = cluster_factory(SD, name="cl")
+    b = batch_factory([cl], sets={"batch.max_array": 1000})
+    e = b.client().err(T["SUBMIT"], "INVALID", argv=["true"], ntasks=1001)
+    assert "batch.max_array" in e["msg"] and "1000" in e["msg"], e
+    jid = ok(b, T["SUBMIT"], argv=["true"], ntasks=1000)["job"]
+    assert array(b, jid)["ntasks"] == 1000
+    # a parallel job is one element: the limit is not about it
+    ok(b, T["PSUBMIT"], argv=["true"], procs=2)

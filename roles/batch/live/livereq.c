@@ -88,6 +88,17 @@ static const char *class_walltime(const struct live *L, struct ljob *j, bool uns
     return NULL;
 }
 
+/* Why a task array is over the site's batch.max_array (Slurm's MaxArraySize), in buf. */
+static const char *array_too_large(const struct live *L, const struct ljob *j, char *buf,
+                                   size_t len)
+{
+    snprintf(buf, len,
+             "ntasks %u is over this site's largest array (batch.max_array = %lld): split "
+             "the array into several jobs",
+             j->ntasks, (long long)L->cfg.live.max_array);
+    return buf;
+}
+
 /* A credential name: shorter than the engine's limit, printable. */
 static bool name_ok(const char *s)
 {
@@ -204,11 +215,14 @@ static void new_job(struct req *r, bool parallel)
         j->ppn = 1;
     }
     why = NULL;
+    char cwhy[BATCH_NAME_MAX + 300];
     if (!parallel && wire_get(m, "stdin"))
         why = "stdin is not supported by the batch role (a task array element gets no standard "
               "input): read a file named with {i} instead";
     else if (!parallel && j->ntasks == 0)
         why = "ntasks must be at least 1";
+    else if (!parallel && j->ntasks > L->cfg.live.max_array)
+        why = array_too_large(L, j, cwhy, sizeof cwhy);
     else if (parallel && (j->procs == 0 || j->ppn == 0))
         why = "procs and ppn must be at least 1";
     else if (j->limit_s < 1)
@@ -219,7 +233,6 @@ static void new_job(struct req *r, bool parallel)
               "control characters";
     else if ((wire_get(m, "key") && !key) || (key && memchr(key, '\0', 1) == key))
         why = "key must not be empty";
-    char cwhy[BATCH_NAME_MAX + 300];
     if (!why && jobenv_check(m, cwhy, sizeof cwhy) < 0)
         why = cwhy;
     if (!why && (eoom || (wire_get(m, "chdir") && !j->cwd)))
