@@ -24,6 +24,7 @@ struct batch_live_cfg {
     char admins[BATCH_LIVE_STR];   /* user names allowed to run admin commands */
     char log_level[16];
     int64_t max_interval_s; /* a cycle at least this often */
+    int64_t max_array;      /* largest SUBMIT ntasks taken (Slurm's MaxArraySize) */
     int sync;               /* enum store_sync: 0 full, 1 meta, 2 none */
     long map_mb;
     long peer_queue;

@@ -28,7 +28,7 @@ void valid_job_free(struct job *j)
 {
     if (!j->v)
         return;
-    for (uint32_t i = 0; j->v->vt && i < j->ntasks; i++)
+    for (uint32_t i = 0; j->v->vt && i < j->v->nvt; i++)
         vt_free(j->v->vt[i]);
     free(j->v->vt);
     free(j->v->ka);
@@ -39,13 +39,26 @@ void valid_job_free(struct job *j)
 
 struct vtask *valid_vt(const struct job *j, uint32_t idx)
 {
-    return j->v && j->v->vt && idx < j->ntasks ? j->v->vt[idx] : NULL;
+    return j->v && j->v->vt && idx < j->v->nvt ? j->v->vt[idx] : NULL;
 }
 
 struct vtask *vt_get_ext(struct job *j, uint32_t idx)
 {
-    if (!j->v->vt && !(j->v->vt = calloc(j->ntasks, sizeof *j->v->vt)))
+    struct jvalid *v = j->v;
+    if (idx >= j->ntasks)
         return NULL;
+    if (idx >= v->nvt) { /* grown like the task table: by doubling, up to ntasks */
+        uint32_t n = v->nvt ? v->nvt : 64;
+        while (n <= idx)
+            n = n > j->ntasks / 2 ? j->ntasks : n * 2;
+        n = n < j->ntasks ? n : j->ntasks;
+        void *p = realloc(v->vt, (size_t)n * sizeof *v->vt);
+        if (!p)
+            return NULL;
+        v->vt = p;
+        memset(v->vt + v->nvt, 0, (size_t)(n - v->nvt) * sizeof *v->vt);
+        v->nvt = n;
+    }
     if (!j->v->vt[idx])
         j->v->vt[idx] = calloc(1, sizeof(struct vtask));
     return j->v->vt[idx];

@@ -513,7 +513,7 @@ void valid_release_node(struct cluster *c, struct node *n)
         struct job *j = c->jobs[i];
         if (!j->v || !j->v->vt || j->state != JS_RUNNING)
             continue;
-        for (uint32_t x = 0; x < j->ntasks; x++) {
+        for (uint32_t x = 0; x < j->v->nvt; x++) {
             struct vtask *vt = j->v->vt[x];
             for (uint32_t k = 0; vt && k < vt->ncopy; k++)
                 if (vt->copy[k].node == ni) {
@@ -548,7 +548,7 @@ void valid_remap(struct cluster *c, const uint32_t *map)
     }
     for (uint32_t i = 0; i < c->njobs; i++) {
         struct job *j = c->jobs[i];
-        for (uint32_t x = 0; j->v && j->v->vt && x < j->ntasks; x++) {
+        for (uint32_t x = 0; j->v && j->v->vt && x < j->v->nvt; x++) {
             struct vtask *vt = j->v->vt[x];
             for (uint32_t k = 0; vt && k < vt->ncopy; k++)
                 if (vt->copy[k].node < c->nnodes)
@@ -565,7 +565,7 @@ void valid_remap(struct cluster *c, const uint32_t *map)
 
 void valid_cancel(struct cluster *c, struct job *j)
 {
-    for (uint32_t x = 0; j->v && j->v->vt && x < j->ntasks; x++) {
+    for (uint32_t x = 0; j->v && j->v->vt && x < j->v->nvt; x++) {
         struct vtask *vt = j->v->vt[x];
         while (vt && vt->ncopy > 0) {
             struct vcopy cp = vt->copy[0];

@@ -71,8 +71,10 @@ struct jvalid {
     bool adaptive;
     bool known;        /* every task has a known answer: a pool of spot checks */
     char *validator;   /* NULL: exact comparison of exit status and stdout */
-    struct vtask **vt; /* [ntasks], NULL until first handed out */
-    uint64_t *ka;      /* known jobs: the answer class of each task */
+    struct vtask **vt; /* [nvt]: tasks 0..nvt-1, grown as tasks are handed out (a bag of
+                          10,000,000 tasks costs what its handed-out tasks hold) */
+    uint32_t nvt;
+    uint64_t *ka; /* known jobs: the answer class of each task */
     uint64_t spot_pass, spot_fail;
 };
 

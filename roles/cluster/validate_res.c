@@ -134,7 +134,7 @@ uint32_t valid_backtrack(struct cluster *c, struct node *n)
         struct job *j = c->jobs[i];
         if (!j->v || !j->v->vt || j->v->known || j->state == JS_CANCELLED)
             continue;
-        for (uint32_t x = 0; x < j->ntasks; x++) {
+        for (uint32_t x = 0; x < j->v->nvt; x++) {
             struct vtask *vt = j->v->vt[x];
             bool hit = false;
             for (uint32_t k = 0; vt && k < vt->ncand; k++) {
@@ -308,7 +308,7 @@ int valid_load(struct cluster *c)
         c->vs->nknown += j->v && j->v->known;
         if (!j->v || !j->v->vt || j->v->known || j->state != JS_RUNNING)
             continue;
-        for (uint32_t x = 0; x < j->ntasks; x++) {
+        for (uint32_t x = 0; x < j->v->nvt; x++) {
             struct vtask *vt = j->v->vt[x];
             if (!vt || vt->state == VT_DONE)
                 continue;

@@ -201,9 +201,11 @@ static struct ljob *mkjob(uint64_t id, bool parallel, uint32_t ntasks, bool full
         j->key = sd("k-1");
         j->resv = sd("r1");
     }
-    j->el = calloc(ntasks, sizeof *j->el);
-    for (uint32_t e = 0; e < ntasks; e++)
-        j->el[e].cl = -1;
+    bool cancelled = j->cancelled;
+    j->cancelled = false;
+    for (uint32_t e = 0; e < ntasks; e++) /* every element a record, pending at first */
+        assert_non_null(live_elem_make(j, e));
+    j->cancelled = cancelled;
     return j;
 }
 
@@ -267,18 +269,24 @@ static void records_round_trip_through_the_store(void **state)
      * elements take every state (pending ones are never written) */
     struct ljob *jobs[3] = {mkjob(1, true, 1, true), mkjob(2, true, 1, false),
                             mkjob(3, false, EL_CANCELLED + 2, true)};
-    jobs[0]->el[0] = (struct lelem){.state = EL_RUNNING,
-                                    .cl = 2,
-                                    .cjob = 77,
-                                    .start = 5,
-                                    .want_requeue = true, /* JOB_CTL requeue under way */
-                                    .run = 3,
-                                    .hosts = sd("a,a,b,b,c,c"),
-                                    .reason = NULL};
-    jobs[1]->el[0] = (struct lelem){
-        .state = EL_STARTING, .cl = 0, .want_cancel = true, .hosts = sd("h1"), .start = 9};
+    *live_elem_rec(jobs[0], 0) =
+        (struct lelem){.used = true,
+                       .state = EL_RUNNING,
+                       .cl = 2,
+                       .cjob = 77,
+                       .start = 5,
+                       .want_requeue = true, /* JOB_CTL requeue under way */
+                       .run = 3,
+                       .hosts = sd("a,a,b,b,c,c"),
+                       .reason = NULL};
+    *live_elem_rec(jobs[1], 0) = (struct lelem){.used = true,
+                                                .state = EL_STARTING,
+                                                .cl = 0,
+                                                .want_cancel = true,
+                                                .hosts = sd("h1"),
+                                                .start = 9};
     for (uint32_t e = 1; e < jobs[2]->ntasks; e++) {
-        struct lelem *el = &jobs[2]->el[e];
+        struct lelem *el = live_elem_rec(jobs[2], e);
         el->state = (uint8_t)(e - 1 < EL_STARTING ? EL_STARTING : e - 1);
         el->cl = (int8_t)(e % 3);
         el->cjob = 1000 + e;
@@ -301,10 +309,10 @@ static void records_round_trip_through_the_store(void **state)
         store_key_u64(k, jobs[i]->id);
         assert_int_equal(store_put(s, tj, k, 8, wb.sb.data, wb.sb.size), 0);
         for (uint32_t e = 0; e < jobs[i]->ntasks; e++) {
-            if (jobs[i]->el[e].state == EL_PENDING)
+            if (live_elem_peek(jobs[i], e)->state == EL_PENDING)
                 continue;
             wire_buf_reset(&wb);
-            live_elem_encode(&jobs[i]->el[e], &wb);
+            live_elem_encode(live_elem_peek(jobs[i], e), &wb);
             store_key_u64_u32(k, jobs[i]->id, e);
             assert_int_equal(store_put(s, te, k, 12, wb.sb.data, wb.sb.size), 0);
             nelems++;
@@ -327,11 +335,15 @@ static void records_round_trip_through_the_store(void **state)
     for (int i = 0; i < 3; i++) {
         job_eq(jobs[i], L.jobs[i]);
         for (uint32_t e = 0; e < jobs[i]->ntasks; e++) {
-            struct lelem want = jobs[i]->el[e];
-            /* a cancelled array's pending elements load as cancelled */
+            struct lelem want = *live_elem_peek(jobs[i], e);
+            /* a cancelled array's pending elements load as cancelled (implicit ones: no
+             * record, seen as cancelled) */
             if (jobs[i]->cancelled && want.state == EL_PENDING)
                 want.state = EL_CANCELLED;
-            elem_eq(&want, &L.jobs[i]->el[e]);
+            elem_eq(&want, live_elem_peek(L.jobs[i], e));
+            /* only the stored elements have a record after loading */
+            assert_int_equal(live_elem_rec(L.jobs[i], e) != NULL,
+                             want.state != EL_PENDING && (e || !jobs[i]->cancelled));
         }
         uint32_t argc = 0;
         char **av = live_job_argv(&L, jobs[i]->id, &argc);

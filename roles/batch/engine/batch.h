@@ -136,6 +136,9 @@ int batch_node_set_cap(struct batch_engine *e, int32_t node, const struct batch_
 int32_t batch_node_count(const struct batch_engine *e);
 int32_t batch_node_find(const struct batch_engine *e, const char *name);
 const char *batch_node_name(const struct batch_engine *e, int32_t node);
+/* A running job holds the node (the live role adopting its jobs after a restart looks
+ * for the cores still free). False for a bad index. */
+bool batch_node_busy(struct batch_engine *e, int32_t node);
 
 /* ---- jobs ---- */
 struct batch_job_spec {

@@ -168,6 +168,11 @@ const char *batch_node_name(const struct batch_engine *e, int32_t node)
     return node >= 0 && node < e->nnodes ? e->nodes[node].name : NULL;
 }
 
+bool batch_node_busy(struct batch_engine *e, int32_t node)
+{
+    return node >= 0 && node < e->nnodes && bs_engine_node_job(e, node) >= 0;
+}
+
 /* Validates s and fills j (credentials interned); 0 or -1 with errno. */
 static int job_fill(struct batch_engine *e, struct bjob *j, const struct batch_job_spec *s)
 {

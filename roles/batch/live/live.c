@@ -86,14 +86,15 @@ static void run_cycle(struct live *L)
             if (cl < 0)
                 cl = c;
         }
+        uint32_t e = (uint32_t)(ids[i] & ((1u << LIVE_ELEM_BITS) - 1));
         free(el->hosts);
         el->hosts = h;
         el->cl = (int8_t)cl;
         el->start = el->decided = now;
         el->cjob = 0;
-        live_elem_reason(el, NULL);
-        live_elem_set(L, j, (uint32_t)(ids[i] & ((1u << LIVE_ELEM_BITS) - 1)), EL_STARTING);
-        live_clu_start(L, j, (uint32_t)(ids[i] & ((1u << LIVE_ELEM_BITS) - 1)));
+        live_elem_reason(j, e, NULL);
+        live_elem_set(L, j, e, EL_STARTING);
+        live_clu_start(L, j, e);
         L->starts++;
     }
     if (n)
@@ -254,7 +255,10 @@ static int live_open(struct live *L)
     L->t_elems = store_table(L->store, "elems");
     L->t_resv = store_table(L->store, "resv");
     if (load_all(L) < 0 || store_commit(L->store) < 0) {
-        log_warnx("cannot load the state from %s", c->state_dir);
+        if (loop_stopping())
+            log_info("stopping while loading the state (nothing was changed)");
+        else
+            log_warnx("cannot load the state from %s", c->state_dir);
         return -1;
     }
     const char *fault = getenv("GRIDNODE_FAULT_COMMIT");
@@ -344,5 +348,5 @@ out:
     batch_ini_clear(&L.cfg);
     if (L.lockfd >= 0)
         close(L.lockfd);
-    return rc;
+    return rc && loop_stopping() && !L.loop ? 0 : rc; /* SIGTERM during start-up */
 }

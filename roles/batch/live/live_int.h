@@ -46,6 +46,7 @@ struct statspage;
 #define LIVE_ELEM_BITS 24
 #define LIVE_MAX_TASKS 10000000u /* SUBMIT ntasks cap (wire) fits 24 bits */
 #define LIVE_FEED_WINDOW 256     /* pending elements of one array inside the engine */
+#define LIVE_PAGE 256            /* element records are allocated this many at a time */
 #define LIVE_DEFAULT_WALLTIME_S 3600
 #define LIVE_MAX_CLUSTERS 64
 #define LIVE_REQ_TIMEOUT_MS 5000   /* a cluster silent this long past a deadline is down */
@@ -63,7 +64,12 @@ enum el_state {
     EL_CANCELLED,
 };
 
-/* One element: a task of an array, or the whole parallel job. */
+/*
+ * One element: a task of an array, or the whole parallel job. Only elements that were
+ * given to the engine, started or otherwise touched have one (a record, in memory and,
+ * once it left "pending", in the store); every other element of an array is implicit:
+ * pending (cancelled once its job is), with nothing set (live_elem_peek).
+ */
 struct lelem {
     int64_t start, end; /* wall ms; 0 unknown (start: the cluster's once it reports it) */
     int64_t decided;    /* wall ms of the cycle that started it; 0 unknown */
@@ -76,6 +82,7 @@ struct lelem {
     bool in_engine : 1;   /* known to the engine (pending or running there) */
     bool want_cancel : 1; /* cancel once the cluster's job id is known */
     bool dirty : 1;       /* record to write at the commit */
+    bool used : 1;        /* this slot of its page holds a record */
     char *reason;         /* why pending / how it ended, or NULL */
     char *hosts;          /* comma-separated host per rank while starting/running/ended */
     /* run number (JOB_CTL requeues of it), part of its cluster key */
@@ -97,11 +104,24 @@ struct ljob {
     uint32_t nended, nfailed, nrun, nstarted;
     bool cancelled;
     uint32_t requeues; /* JOB_CTL requeues (issue 15; Slurm's Restarts) */
-    struct lelem *el;
+    /* the element records (livejob.c): pages of LIVE_PAGE slots by increasing base,
+     * allocated once one of their elements gets a record */
+    struct lpage **pages;
+    uint32_t npages, cappages;
+    uint32_t nrec;    /* elements with a record */
+    uint32_t nqueued; /* records pending inside the engine (the feed's window) */
     /* submit --export / --chdir (issue 15, wire/jobenv.h): passed on in each PSUBMIT to
        a cluster; NULL: none */
     char **env;
     char *cwd;
+};
+
+/* LIVE_PAGE element slots from element `base` on; dirty: a slot has el.dirty. */
+struct lpage {
+    uint32_t base;
+    uint32_t nqueued; /* its records pending inside the engine */
+    bool dirty;
+    struct lelem el[LIVE_PAGE];
 };
 
 struct lhost {
@@ -216,14 +236,36 @@ int64_t live_now(struct live *L); /* this turn's instant, wall ms (see livejob.c
 void live_want_cycle(struct live *L);
 uint64_t live_eid(uint64_t job, uint32_t e);
 struct ljob *live_job_find(struct live *L, uint64_t id);
+/* The record of engine element eid, or NULL (no such job or element, or no record). */
 struct lelem *live_elem_find(struct live *L, uint64_t eid, struct ljob **jp);
+/* The record of element e of j, or NULL if it has none. */
+struct lelem *live_elem_rec(const struct ljob *j, uint32_t e);
+/* Element e as seen from outside: its record, else the implicit one (pending, or
+ * cancelled once j is). Read only; valid until j's records change. */
+const struct lelem *live_elem_peek(const struct ljob *j, uint32_t e);
+/* The record of element e of j, made (pending, implicit values) if it has none; NULL
+ * when out of memory. Pointers to j's records stay valid until j is freed. */
+struct lelem *live_elem_make(struct ljob *j, uint32_t e);
+/* The first record of j at an index >= *e (its index in *e), or NULL. Iterates:
+ * for (uint32_t e = 0; (el = live_elem_next(j, &e)); e++) */
+struct lelem *live_elem_next(const struct ljob *j, uint32_t *e);
+/* The first record of j at an index >= *e that is pending inside the engine (its
+ * index in *e), or NULL; skips the pages without one. */
+struct lelem *live_elem_next_queued(const struct ljob *j, uint32_t *e);
+/* Record e must be written at the commit. */
+void live_elem_mark(struct ljob *j, uint32_t e);
+/* The record of e enters or leaves the engine (keeps j->nqueued). */
+void live_elem_engine(struct ljob *j, uint32_t e, bool in);
 int live_job_add(struct live *L, struct ljob *j); /* takes ownership; 0/-1 */
 void live_job_free(struct ljob *j);
 void live_jobs_free(struct live *L);
 const char *live_elem_state_name(int st);
 /* Elem state change bookkeeping (counters, finished time, dirty marks). */
 void live_elem_set(struct live *L, struct ljob *j, uint32_t e, int st);
-void live_elem_reason(struct lelem *el, const char *why);
+void live_elem_reason(struct ljob *j, uint32_t e, const char *why);
+/* Marks j cancelled (CANCEL of the job) and counts its implicit elements as ended
+ * (cancelled) without a record each; the caller cancels the records. */
+void live_job_cancel_implicit(struct live *L, struct ljob *j);
 /* Engine spec of element e of j. */
 void live_elem_spec(const struct live *L, const struct ljob *j, uint32_t e,
                     struct batch_job_spec *s);

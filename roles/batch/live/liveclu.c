@@ -164,11 +164,13 @@ static uint32_t eidx(uint64_t eid)
  * the old run's end, exit and signal are dropped. */
 static void requeue(struct live *L, struct ljob *j, uint32_t e, const char *why)
 {
-    struct lelem *el = &j->el[e];
+    struct lelem *el = live_elem_rec(j, e);
     uint64_t eid = live_eid(j->id, e);
+    if (!el)
+        return;
     if (el->in_engine)
         batch_job_finish(L->eng, eid, live_now(L));
-    el->in_engine = false;
+    live_elem_engine(j, e, false);
     if (el->want_requeue || el->state >= EL_DONE) {
         el->want_requeue = false;
         el->run++;
@@ -178,13 +180,13 @@ static void requeue(struct live *L, struct ljob *j, uint32_t e, const char *why)
     }
     el->cjob = 0;
     el->start = el->decided = 0;
-    live_elem_reason(el, why);
+    live_elem_reason(j, e, why);
     live_elem_set(L, j, e, EL_PENDING);
     if (!j->cancelled && !el->want_cancel) {
         struct batch_job_spec s;
         live_elem_spec(L, j, e, &s);
         if (batch_job_submit(L->eng, &s) == 0)
-            el->in_engine = true;
+            live_elem_engine(j, e, true);
     } else {
         live_elem_set(L, j, e, EL_CANCELLED);
     }
@@ -207,15 +209,15 @@ static int cluster_state(const char *s)
 /* A cluster job map or "job" event about element e of j. */
 static void elem_update(struct live *L, struct ljob *j, uint32_t e, const msgpack_object *m)
 {
-    struct lelem *el = &j->el[e];
-    if (el->state != EL_STARTING && el->state != EL_RUNNING)
+    struct lelem *el = live_elem_rec(j, e);
+    if (!el || (el->state != EL_STARTING && el->state != EL_RUNNING))
         return;
     char st[16], why[256];
     wire_get_strbuf(m, "state", st, sizeof st);
     uint64_t cj = wire_get_u64(m, "job", 0);
     if (cj && el->cjob != cj) {
         el->cjob = cj;
-        el->dirty = j->edirty = true;
+        live_elem_mark(j, e);
         if (el->want_cancel || el->want_requeue)
             live_clu_cancel(L, j, e);
     }
@@ -225,7 +227,7 @@ static void elem_update(struct live *L, struct ljob *j, uint32_t e, const msgpac
         /* the cluster's start, not the cycle's decision, is when the walltime runs
          * out: the engine's end estimate and every plan after it follow it */
         el->start = started;
-        el->dirty = j->edirty = true;
+        live_elem_mark(j, e);
         if (el->in_engine && s == EL_RUNNING &&
             batch_job_started_at(L->eng, live_eid(j->id, e), started) == 0) {
             el->heard = live_now(L);
@@ -250,10 +252,10 @@ static void elem_update(struct live *L, struct ljob *j, uint32_t e, const msgpac
     int64_t fin = wire_get_time(m, "finished", 0);
     el->end = fin > 0 ? fin : live_now(L);
     if (why[0])
-        live_elem_reason(el, why);
+        live_elem_reason(j, e, why);
     if (el->in_engine)
         batch_job_finish(L->eng, live_eid(j->id, e), live_now(L));
-    el->in_engine = false;
+    live_elem_engine(j, e, false);
     live_elem_set(L, j, e, s);
     live_want_cycle(L);
 }
@@ -278,11 +280,12 @@ static struct lelem *elem_of_key(struct live *L, const msgpack_object *m, struct
             return NULL;
     }
     struct ljob *j = live_job_find(L, J);
-    if (!j || e >= j->ntasks || run != j->el[e].run)
+    struct lelem *el = j && e < j->ntasks ? live_elem_rec(j, (uint32_t)e) : NULL;
+    if (!el || run != el->run)
         return NULL;
     *jp = j;
     *ep = (uint32_t)e;
-    return &j->el[e];
+    return el;
 }
 
 /* ---- starts and cancels ---- */
@@ -316,7 +319,9 @@ static char *expand(const char *s, const struct ljob *j, uint32_t e)
  * when the job's record is not committed yet. */
 static int build_start(struct live *L, struct ljob *j, uint32_t e, struct wire_buf *wb)
 {
-    struct lelem *el = &j->el[e];
+    struct lelem *el = live_elem_rec(j, e);
+    if (!el)
+        return -1;
     struct lclu *c = &L->cl[el->cl];
     uint32_t argc = 0;
     char **argv = live_job_argv(L, j->id, &argc);
@@ -378,8 +383,8 @@ static int build_start(struct live *L, struct ljob *j, uint32_t e, struct wire_b
 
 void live_clu_start(struct live *L, struct ljob *j, uint32_t e)
 {
-    struct lelem *el = &j->el[e];
-    if (el->cl < 0 || el->cl >= L->ncl || !el->hosts)
+    struct lelem *el = live_elem_rec(j, e);
+    if (!el || el->cl < 0 || el->cl >= L->ncl || !el->hosts)
         return;
     struct wire_buf wb;
     wire_buf_init(&wb);
@@ -393,8 +398,8 @@ void live_clu_start(struct live *L, struct ljob *j, uint32_t e)
 uint32_t live_job_requeue(struct live *L, struct ljob *j)
 {
     uint32_t n = 0;
-    for (uint32_t e = 0; e < j->ntasks; e++) {
-        struct lelem *el = &j->el[e];
+    struct lelem *el;
+    for (uint32_t e = 0; (el = live_elem_next(j, &e)); e++) { /* the others are pending */
         if (el->state == EL_PENDING || el->want_requeue)
             continue; /* not run yet, or already on its way back */
         n++;
@@ -405,8 +410,7 @@ uint32_t live_job_requeue(struct live *L, struct ljob *j)
         /* starting or running: cancel this run; back to pending once the cluster
          * confirms it ended (elem_update), or at once if it forgot it (JOB_GET) */
         el->want_requeue = true;
-        el->dirty = j->edirty = true;
-        live_elem_reason(el, "requeueing: its run is being cancelled at its cluster");
+        live_elem_reason(j, e, "requeueing: its run is being cancelled at its cluster");
         if (el->cjob)
             live_clu_cancel(L, j, e);
     }
@@ -420,8 +424,8 @@ uint32_t live_job_requeue(struct live *L, struct ljob *j)
 
 void live_clu_cancel(struct live *L, struct ljob *j, uint32_t e)
 {
-    struct lelem *el = &j->el[e];
-    if (el->cl < 0 || el->cl >= L->ncl || !el->cjob)
+    struct lelem *el = live_elem_rec(j, e);
+    if (!el || el->cl < 0 || el->cl >= L->ncl || !el->cjob)
         return;
     send_simple(L, &L->cl[el->cl], RK_CANCEL, live_eid(j->id, e), WT_CANCEL, "job", el->cjob, NULL,
                 0, 0);
@@ -445,8 +449,8 @@ static void reconcile(struct live *L, struct lclu *c)
         struct ljob *j = L->jobs[i];
         if (!j->nrun)
             continue;
-        for (uint32_t e = 0; e < j->ntasks; e++) {
-            struct lelem *el = &j->el[e];
+        struct lelem *el;
+        for (uint32_t e = 0; (el = live_elem_next(j, &e)); e++) {
             if (el->cl != c->idx || (el->state != EL_STARTING && el->state != EL_RUNNING))
                 continue;
             if (!el->in_engine && el->hosts) {
@@ -462,7 +466,7 @@ static void reconcile(struct live *L, struct lclu *c)
                 struct batch_job_spec sp;
                 live_elem_spec(L, j, e, &sp);
                 if (n == sp.tasks && batch_job_adopt(L->eng, &sp, nodes, n, el->start) == 0)
-                    el->in_engine = true;
+                    live_elem_engine(j, e, true);
                 else
                     log_warnx("job %llu.%u: cannot take its hosts %s back into the plan",
                               (unsigned long long)j->id, e, el->hosts);
@@ -627,7 +631,7 @@ static void on_reply(struct live *L, struct lclu *c, const struct lreq *q, const
             break;
         if (!err) {
             el->cjob = wire_get_u64(m->root, "job", 0);
-            el->dirty = j->edirty = true;
+            live_elem_mark(j, eidx(q->arg));
             char st[16];
             wire_get_strbuf(m->root, "state", st, sizeof st);
             if (el->want_cancel || el->want_requeue)
@@ -648,8 +652,8 @@ static void on_reply(struct live *L, struct lclu *c, const struct lreq *q, const
             snprintf(why, sizeof why, "cluster %s rejects the job: %s", c->name, msg);
             if (el->in_engine)
                 batch_job_finish(L->eng, q->arg, live_now(L));
-            el->in_engine = false;
-            live_elem_reason(el, why);
+            live_elem_engine(j, eidx(q->arg), false);
+            live_elem_reason(j, eidx(q->arg), why);
             el->exit = -1;
             live_elem_set(L, j, eidx(q->arg), EL_FAILED);
             live_want_cycle(L);

@@ -28,9 +28,8 @@ static const char *job_class(struct live *L, const struct ljob *j)
 static bool pending_info(struct live *L, const struct ljob *j, struct batch_job_info *bi,
                          uint32_t *elem)
 {
-    for (uint32_t e = 0; e < j->nfed; e++)
-        if (j->el[e].state == EL_PENDING && j->el[e].in_engine &&
-            batch_job_info(L->eng, live_eid(j->id, e), bi) == 0) {
+    for (uint32_t e = 0; live_elem_next_queued(j, &e); e++)
+        if (batch_job_info(L->eng, live_eid(j->id, e), bi) == 0) {
             if (elem)
                 *elem = e;
             return true;
@@ -68,9 +67,11 @@ static void job_row(struct live *L, const struct ljob *j, struct wire_buf *wb, b
     bool have;
     const char *qs = queue_state(L, j, &bi, &have);
     int64_t started = 0;
-    for (uint32_t e = 0; e < j->ntasks && !started; e++)
-        started = j->el[e].start;
-    const char *reason = have ? bi.reason : j->el[0].reason ? j->el[0].reason : "";
+    const struct lelem *el;
+    for (uint32_t e = 0; !started && (el = live_elem_next(j, &e)); e++) /* records only */
+        started = el->start;
+    el = live_elem_peek(j, 0);
+    const char *reason = have ? bi.reason : el->reason ? el->reason : "";
     if (j->hold && !have)
         reason = "held";
     wire_pack_map(wb, 21 + (check ? 9 : 0));
@@ -97,7 +98,6 @@ static void job_row(struct live *L, const struct ljob *j, struct wire_buf *wb, b
     wire_put_bool(wb, "early", j->early);
     if (!check)
         return;
-    const struct lelem *el = &j->el[0];
     const char *st = el->state == EL_PENDING ? "queued" : live_elem_state_name(el->state);
     wire_put_str(wb, "state", j->parallel ? st : (j->nended == j->ntasks ? "ended" : qs));
     wire_put_bool(wb, "hold", j->hold);
@@ -109,12 +109,13 @@ static void job_row(struct live *L, const struct ljob *j, struct wire_buf *wb, b
     /* hosts of the elements running or ended (first 64 elements) */
     wire_put_key(wb, "hosts");
     uint32_t nh = 0, lim = j->ntasks < 64 ? j->ntasks : 64;
-    for (uint32_t e = 0; e < lim; e++)
-        nh += j->el[e].hosts && *j->el[e].hosts;
+    const struct lelem *x;
+    for (uint32_t e = 0; (x = live_elem_next(j, &e)) && e < lim; e++)
+        nh += x->hosts && *x->hosts;
     wire_pack_array(wb, nh);
-    for (uint32_t e = 0; e < lim; e++)
-        if (j->el[e].hosts && *j->el[e].hosts)
-            wire_pack_str(wb, j->el[e].hosts);
+    for (uint32_t e = 0; (x = live_elem_next(j, &e)) && e < lim; e++)
+        if (x->hosts && *x->hosts)
+            wire_pack_str(wb, x->hosts);
     /* the estimated start of a pending job */
     int64_t est = BATCH_NEVER;
     if (have)
@@ -216,8 +217,9 @@ static void h_estimate(struct live *L, const struct wire_msg *m, struct wire_buf
         const char *qs = queue_state(L, j, &bi, &have);
         if (!strcmp(qs, "ended") || !strcmp(qs, "active")) {
             int64_t started = 0;
-            for (uint32_t e = 0; e < j->ntasks && !started; e++)
-                started = j->el[e].start;
+            const struct lelem *el;
+            for (uint32_t e = 0; !started && (el = live_elem_next(j, &e)); e++)
+                started = el->start;
             if (!strcmp(qs, "ended") && !started) {
                 live_fail(reply, m->id, WE_STATE, "job %" PRIu64 " ended without starting", id);
                 return;

@@ -216,9 +216,8 @@ int32_t live_host_free_slot(struct live *L, int cl, const char *host, const int3
             bool used = false;
             for (int32_t t = 0; t < ntaken && !used; t++)
                 used = taken[t] == s;
-            if (used)
-                continue;
-            /* busy with another adopted job? the engine refuses then; try the next */
+            if (used || (L->eng && batch_node_busy(L->eng, s)))
+                continue; /* another adopted element holds this core */
             return s;
         }
     }

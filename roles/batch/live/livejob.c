@@ -1,9 +1,13 @@
 /*
- * livejob.c - the live batch role's jobs: in memory (struct ljob, one element per
- * array task or one for a parallel job) and in the store. A job is ONE record in
- * "jobs" (its spec, argv included: argv is never kept in memory) plus one small
- * record per element in "elems", written only once the element leaves "pending", so
- * a task array of N elements costs one record and N small in-memory elements.
+ * livejob.c - the live batch role's jobs: in memory and in the store. A job is ONE
+ * record in "jobs" (its spec, argv included: argv is never kept in memory) plus one
+ * small record per element in "elems", written only once the element leaves
+ * "pending". In memory, as Slurm's single pending array record, a task array is its
+ * job plus the records of the elements that were given to the engine, started or
+ * otherwise touched (struct lelem, in pages of LIVE_PAGE allocated on first use);
+ * every other element is implicit: pending, or cancelled once its job is. So a task
+ * array of N elements costs a constant plus what its started elements hold, and the
+ * engine sees at most LIVE_FEED_WINDOW of its pending elements at a time (the feed).
  *
  * Also the turn's clock (live_now) and the request for a cycle (live_want_cycle),
  * which every file of the driver uses.
@@ -66,15 +70,141 @@ struct ljob *live_job_find(struct live *L, uint64_t id)
     return lo < L->njobs && L->jobs[lo]->id == id ? L->jobs[lo] : NULL;
 }
 
+/* Index of the first page of j whose base is >= base. */
+static uint32_t page_lower(const struct ljob *j, uint32_t base)
+{
+    uint32_t lo = 0, hi = j->npages;
+    if (hi && j->pages[hi - 1]->base == base) /* the feed works on the last page */
+        return hi - 1;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (j->pages[mid]->base < base)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The page holding element e's slot, or NULL. */
+static struct lpage *page_of(const struct ljob *j, uint32_t e)
+{
+    uint32_t base = e - e % LIVE_PAGE, p = page_lower(j, base);
+    return p < j->npages && j->pages[p]->base == base ? j->pages[p] : NULL;
+}
+
+static const struct lelem implicit_pending = {.cl = -1, .state = EL_PENDING};
+static const struct lelem implicit_cancelled = {.cl = -1, .state = EL_CANCELLED};
+
+struct lelem *live_elem_rec(const struct ljob *j, uint32_t e)
+{
+    struct lpage *pg = e < j->ntasks ? page_of(j, e) : NULL;
+    return pg && pg->el[e - pg->base].used ? &pg->el[e - pg->base] : NULL;
+}
+
+const struct lelem *live_elem_peek(const struct ljob *j, uint32_t e)
+{
+    const struct lelem *el = live_elem_rec(j, e);
+    return el ? el : j->cancelled ? &implicit_cancelled : &implicit_pending;
+}
+
+struct lelem *live_elem_make(struct ljob *j, uint32_t e)
+{
+    if (e >= j->ntasks)
+        return NULL;
+    uint32_t base = e - e % LIVE_PAGE, p = page_lower(j, base);
+    if (p == j->npages || j->pages[p]->base != base) {
+        if (j->npages == j->cappages) {
+            uint32_t nc = j->cappages ? j->cappages * 2 : 4;
+            void *np = realloc(j->pages, nc * sizeof *j->pages);
+            if (!np)
+                return NULL;
+            j->pages = np;
+            j->cappages = nc;
+        }
+        struct lpage *pg = calloc(1, sizeof *pg);
+        if (!pg)
+            return NULL;
+        pg->base = base;
+        memmove(j->pages + p + 1, j->pages + p, (j->npages - p) * sizeof *j->pages);
+        j->pages[p] = pg;
+        j->npages++;
+    }
+    struct lelem *el = &j->pages[p]->el[e - base];
+    if (!el->used) { /* what the implicit element was: counted as such already */
+        *el = j->cancelled ? implicit_cancelled : implicit_pending;
+        el->used = true;
+        j->nrec++;
+    }
+    return el;
+}
+
+struct lelem *live_elem_next(const struct ljob *j, uint32_t *e)
+{
+    uint32_t x = *e;
+    for (uint32_t p = page_lower(j, x - x % LIVE_PAGE); p < j->npages; p++) {
+        struct lpage *pg = j->pages[p];
+        for (uint32_t k = x > pg->base ? x - pg->base : 0; k < LIVE_PAGE; k++)
+            if (pg->el[k].used) {
+                *e = pg->base + k;
+                return &pg->el[k];
+            }
+    }
+    return NULL;
+}
+
+void live_elem_mark(struct ljob *j, uint32_t e)
+{
+    struct lpage *pg = e < j->ntasks ? page_of(j, e) : NULL;
+    if (!pg || !pg->el[e - pg->base].used)
+        return;
+    pg->el[e - pg->base].dirty = true;
+    pg->dirty = true;
+    j->edirty = true;
+}
+
+struct lelem *live_elem_next_queued(const struct ljob *j, uint32_t *e)
+{
+    uint32_t x = *e;
+    for (uint32_t p = j->nqueued ? page_lower(j, x - x % LIVE_PAGE) : j->npages; p < j->npages;
+         p++) {
+        struct lpage *pg = j->pages[p];
+        for (uint32_t k = x > pg->base ? x - pg->base : 0; pg->nqueued && k < LIVE_PAGE; k++)
+            if (pg->el[k].used && pg->el[k].in_engine && pg->el[k].state == EL_PENDING) {
+                *e = pg->base + k;
+                return &pg->el[k];
+            }
+    }
+    return NULL;
+}
+
+/* Record e (in_engine) enters (+1) or leaves (-1) the pending ones inside the engine. */
+static void queued_add(struct ljob *j, uint32_t e, int d)
+{
+    struct lpage *pg = page_of(j, e);
+    j->nqueued += (uint32_t)d;
+    if (pg)
+        pg->nqueued += (uint32_t)d;
+}
+
+void live_elem_engine(struct ljob *j, uint32_t e, bool in)
+{
+    struct lelem *el = live_elem_rec(j, e);
+    if (!el || el->in_engine == in)
+        return;
+    if (el->state == EL_PENDING)
+        queued_add(j, e, in ? 1 : -1);
+    el->in_engine = in;
+}
+
 struct lelem *live_elem_find(struct live *L, uint64_t eid, struct ljob **jp)
 {
     struct ljob *j = live_job_find(L, eid >> LIVE_ELEM_BITS);
     uint32_t e = (uint32_t)(eid & ((1u << LIVE_ELEM_BITS) - 1));
-    if (!j || e >= j->ntasks)
-        return NULL;
-    if (jp)
+    struct lelem *el = j ? live_elem_rec(j, e) : NULL;
+    if (el && jp)
         *jp = j;
-    return &j->el[e];
+    return el;
 }
 
 int live_job_add(struct live *L, struct ljob *j)
@@ -100,11 +230,14 @@ void live_job_free(struct ljob *j)
 {
     if (!j)
         return;
-    for (uint32_t e = 0; j->el && e < j->ntasks; e++) {
-        free(j->el[e].reason);
-        free(j->el[e].hosts);
+    for (uint32_t p = 0; p < j->npages; p++) {
+        for (uint32_t k = 0; k < LIVE_PAGE; k++) {
+            free(j->pages[p]->el[k].reason);
+            free(j->pages[p]->el[k].hosts);
+        }
+        free(j->pages[p]);
     }
-    free(j->el);
+    free(j->pages);
     free(j->name);
     free(j->user);
     free(j->group);
@@ -141,10 +274,12 @@ static bool ended(int st)
 
 void live_elem_set(struct live *L, struct ljob *j, uint32_t e, int st)
 {
-    struct lelem *el = &j->el[e];
-    int old = el->state;
-    if (old == st)
+    struct lelem *el = live_elem_rec(j, e);
+    if (!el || el->state == st)
         return;
+    int old = el->state;
+    if (el->in_engine && (old == EL_PENDING) != (st == EL_PENDING))
+        queued_add(j, e, st == EL_PENDING ? 1 : -1);
     if ((old == EL_STARTING || old == EL_RUNNING) && !(st == EL_STARTING || st == EL_RUNNING))
         j->nrun--;
     if (!(old == EL_STARTING || old == EL_RUNNING) && (st == EL_STARTING || st == EL_RUNNING)) {
@@ -176,17 +311,32 @@ void live_elem_set(struct live *L, struct ljob *j, uint32_t e, int st)
         }
     }
     el->state = (uint8_t)st;
-    el->dirty = true;
-    j->edirty = true;
+    live_elem_mark(j, e);
     if (j->resv && j->resv[0] && old < EL_RUNNING && st >= EL_RUNNING)
         live_want_cycle(L); /* a site reservation that served it goes (livecmd_apply) */
 }
 
-void live_elem_reason(struct lelem *el, const char *why)
+void live_elem_reason(struct ljob *j, uint32_t e, const char *why)
 {
+    struct lelem *el = live_elem_rec(j, e);
+    if (!el)
+        return;
     free(el->reason);
     el->reason = why && *why ? strdup(why) : NULL;
-    el->dirty = true;
+    live_elem_mark(j, e);
+}
+
+void live_job_cancel_implicit(struct live *L, struct ljob *j)
+{
+    uint32_t n = j->ntasks - j->nrec;
+    j->cancelled = true;
+    j->dirty = true;
+    j->nended += n;
+    j->nfailed += n;
+    L->n_ended += n; /* statistics (livestats.c), as if each had ended */
+    L->n_failed += n;
+    if (n && j->nended == j->ntasks)
+        j->finished = live_now(L);
 }
 
 void live_elem_spec(const struct live *L, const struct ljob *j, uint32_t e,
@@ -214,29 +364,36 @@ void live_elem_spec(const struct live *L, const struct ljob *j, uint32_t e,
     s->early_start = j->early;
 }
 
+/*
+ * The feed: the engine holds at most LIVE_FEED_WINDOW pending elements of an array
+ * (Maui and Slurm consider a few elements of an array per cycle, not all of them); the
+ * cursor nfed walks the indexes once, giving the engine the pending ones without an
+ * engine job (implicit ones get their record here). At most LIVE_FEED_WINDOW records
+ * are made per call, so one turn never makes a record per element of a large array.
+ */
 void live_job_feed(struct live *L, struct ljob *j)
 {
-    if (j->cancelled)
-        return;
-    uint32_t inside = 0;
-    for (uint32_t e = 0; e < j->nfed; e++) /* bounded by the window in practice */
-        inside += j->el[e].state == EL_PENDING && j->el[e].in_engine;
-    while (j->nfed < j->ntasks && inside < LIVE_FEED_WINDOW) {
+    uint32_t made = 0;
+    while (!j->cancelled && j->nfed < j->ntasks && j->nqueued < LIVE_FEED_WINDOW &&
+           made < LIVE_FEED_WINDOW) {
         uint32_t e = j->nfed;
-        if (j->el[e].state == EL_PENDING && !j->el[e].in_engine) {
+        const struct lelem *pe = live_elem_peek(j, e);
+        if (pe->state == EL_PENDING && !pe->in_engine) {
+            struct lelem *el = live_elem_make(j, e);
+            if (!el)
+                break; /* out of memory: the next cycle tries again */
+            made++;
             struct batch_job_spec s;
             live_elem_spec(L, j, e, &s);
             if (batch_job_submit(L->eng, &s) < 0) {
-                j->edirty = true;
-                live_elem_reason(&j->el[e], errno == EINVAL ? "invalid request for the "
-                                                              "scheduler"
-                                                            : "scheduler out of memory");
+                live_elem_reason(j, e,
+                                 errno == EINVAL ? "invalid request for the scheduler"
+                                                 : "scheduler out of memory");
                 if (errno != EINVAL)
                     break;
                 live_elem_set(L, j, e, EL_FAILED);
             } else {
-                j->el[e].in_engine = true;
-                inside++;
+                live_elem_engine(j, e, true);
             }
         }
         j->nfed++;
@@ -370,13 +527,10 @@ struct ljob *live_job_decode(const void *p, size_t n)
     j->cwd = wire_get_strdup(m, "chdir");
     if (eoom || (wire_get(m, "chdir") && !j->cwd) || !j->id || !j->ntasks ||
         j->ntasks > LIVE_MAX_TASKS || !j->procs || j->limit_s < 1 ||
-        (j->parallel && j->ntasks != 1) || !(j->el = calloc(j->ntasks, sizeof *j->el))) {
+        (j->parallel && j->ntasks != 1)) {
         live_job_free(j);
         j = NULL;
-        goto bad;
     }
-    for (uint32_t e = 0; e < j->ntasks; e++)
-        j->el[e].cl = -1;
 bad:
     msgpack_unpacked_destroy(&up);
     return j;
@@ -537,12 +691,17 @@ int live_save_dirty(struct live *L)
         if (!j->edirty)
             continue;
         j->edirty = false;
-        for (uint32_t e = 0; e < j->ntasks && rc == 0; e++) {
-            struct lelem *el = &j->el[e];
-            if (!el->dirty)
-                continue;
-            rc = record_save_u64_u32(L->store, L->t_elems, j->id, e, el, encode_elem, &wb);
-            el->dirty = false;
+        for (uint32_t p = 0; p < j->npages && rc == 0; p++) { /* the pages marked only */
+            struct lpage *pg = j->pages[p];
+            for (uint32_t k = 0; pg->dirty && k < LIVE_PAGE && rc == 0; k++) {
+                struct lelem *el = &pg->el[k];
+                if (!el->dirty || !el->used)
+                    continue;
+                rc = record_save_u64_u32(L->store, L->t_elems, j->id, pg->base + k, el, encode_elem,
+                                         &wb);
+                el->dirty = false;
+            }
+            pg->dirty = false;
         }
     }
     wire_buf_free(&wb);
@@ -574,14 +733,22 @@ static int load_elem(void *arg, const uint8_t *key, size_t klen, const void *val
     (void)klen;
     struct live *L = arg;
     struct lelem el;
+    if (loop_stopping()) /* SIGTERM while loading millions of records: stop now */
+        return -1;
     struct ljob *j = live_job_find(L, store_key_get_u64(key));
     uint32_t e = store_key_get_u32(key + 8);
     if (!j || e >= j->ntasks || live_elem_decode(val, vlen, &el) < 0)
         return RECORD_UNREADABLE;
-    struct lelem *d = &j->el[e];
+    struct lelem *d = live_elem_make(j, e);
+    if (!d) {
+        free(el.reason);
+        free(el.hosts);
+        return -1;
+    }
     free(d->reason);
     free(d->hosts);
     *d = el;
+    d->used = true;
     if (el.state == EL_STARTING || el.state == EL_RUNNING) {
         j->nrun++;
         j->nstarted++;
@@ -598,12 +765,18 @@ int live_load(struct live *L)
     if (record_load(L->store, L->t_jobs, load_job, L) < 0 ||
         record_load(L->store, L->t_elems, load_elem, L) < 0)
         return -1;
-    /* a cancelled job's pending elements, ended elements: nothing for the engine */
+    /* a cancelled job's pending elements, ended elements: nothing for the engine (its
+     * implicit ones are counted, its records changed) */
     for (uint32_t i = 0; i < L->njobs; i++) {
         struct ljob *j = L->jobs[i];
-        for (uint32_t e = 0; j->cancelled && e < j->ntasks; e++)
-            if (j->el[e].state == EL_PENDING) {
-                j->el[e].state = EL_CANCELLED;
+        struct lelem *el;
+        if (!j->cancelled)
+            continue;
+        j->nended += j->ntasks - j->nrec;
+        j->nfailed += j->ntasks - j->nrec;
+        for (uint32_t e = 0; (el = live_elem_next(j, &e)); e++)
+            if (el->state == EL_PENDING) {
+                el->state = EL_CANCELLED;
                 j->nended++;
                 j->nfailed++;
             }
@@ -613,8 +786,8 @@ int live_load(struct live *L)
      * and kill -9 without a record of its own. */
     for (uint32_t i = 0; L->eng && i < L->njobs; i++) {
         struct ljob *j = L->jobs[i];
-        for (uint32_t e = 0; e < j->ntasks; e++) {
-            const struct lelem *el = &j->el[e];
+        const struct lelem *el;
+        for (uint32_t e = 0; (el = live_elem_next(j, &e)); e++) {
             if (el->state >= EL_DONE && el->start > 0 && el->end > el->start &&
                 batch_fairshare_charge(L->eng, j->user, j->group, j->account,
                                        (int32_t)(j->parallel ? j->procs : 1), el->start,

@@ -88,6 +88,17 @@ static const char *class_walltime(const struct live *L, struct ljob *j, bool uns
     return NULL;
 }
 
+/* Why a task array is over the site's batch.max_array (Slurm's MaxArraySize), in buf. */
+static const char *array_too_large(const struct live *L, const struct ljob *j, char *buf,
+                                   size_t len)
+{
+    snprintf(buf, len,
+             "ntasks %u is over this site's largest array (batch.max_array = %lld): split "
+             "the array into several jobs",
+             j->ntasks, (long long)L->cfg.live.max_array);
+    return buf;
+}
+
 /* A credential name: shorter than the engine's limit, printable. */
 static bool name_ok(const char *s)
 {
@@ -117,8 +128,9 @@ static struct ljob *by_key(struct live *L, const char *key, const char *user)
 /* Whether an element of j waits for its cancelled run to end (JOB_CTL requeue). */
 static bool requeueing(const struct ljob *j)
 {
-    for (uint32_t e = 0; j->requeues && !j->cancelled && e < j->ntasks; e++)
-        if (j->el[e].want_requeue)
+    const struct lelem *el;
+    for (uint32_t e = 0; j->requeues && !j->cancelled && (el = live_elem_next(j, &e)); e++)
+        if (el->want_requeue)
             return true;
     return false;
 }
@@ -203,11 +215,14 @@ static void new_job(struct req *r, bool parallel)
         j->ppn = 1;
     }
     why = NULL;
+    char cwhy[BATCH_NAME_MAX + 300];
     if (!parallel && wire_get(m, "stdin"))
         why = "stdin is not supported by the batch role (a task array element gets no standard "
               "input): read a file named with {i} instead";
     else if (!parallel && j->ntasks == 0)
         why = "ntasks must be at least 1";
+    else if (!parallel && j->ntasks > L->cfg.live.max_array)
+        why = array_too_large(L, j, cwhy, sizeof cwhy);
     else if (parallel && (j->procs == 0 || j->ppn == 0))
         why = "procs and ppn must be at least 1";
     else if (j->limit_s < 1)
@@ -218,7 +233,6 @@ static void new_job(struct req *r, bool parallel)
               "control characters";
     else if ((wire_get(m, "key") && !key) || (key && memchr(key, '\0', 1) == key))
         why = "key must not be empty";
-    char cwhy[BATCH_NAME_MAX + 300];
     if (!why && jobenv_check(m, cwhy, sizeof cwhy) < 0)
         why = cwhy;
     if (!why && (eoom || (wire_get(m, "chdir") && !j->cwd)))
@@ -229,13 +243,11 @@ static void new_job(struct req *r, bool parallel)
         why = class_walltime(L, j, !wire_get(m, "limit_s"), cwhy, sizeof cwhy);
     if (!why && j->resv)
         why = live_resv_check(L, j);
-    if (why || !(j->el = calloc(j->ntasks, sizeof *j->el))) {
-        fail(r, why ? WE_INVALID : WE_STORAGE, "%s", why ? why : "out of memory");
+    if (why) { /* the elements are implicit until fed or started (livejob.c) */
+        fail(r, WE_INVALID, "%s", why);
         live_job_free(j);
         return;
     }
-    for (uint32_t e = 0; e < j->ntasks; e++)
-        j->el[e].cl = -1;
     j->id = L->next_id;
     j->submitted = live_now(L);
     /* the record, argv included */
@@ -291,7 +303,7 @@ static void put_argv(struct live *L, const struct ljob *j, struct wire_buf *wb, 
 
 void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb)
 {
-    const struct lelem *el = &j->el[0];
+    const struct lelem *el = live_elem_peek(j, 0);
     if (j->parallel) {
         const char *st = el->state == EL_PENDING ? "queued" : live_elem_state_name(el->state);
         if (j->cancelled && el->state < EL_DONE)
@@ -440,7 +452,7 @@ static void h_job_get(struct req *r)
     wire_put_key(r->reply, "tasks");
     wire_pack_array(r->reply, end > from ? (uint32_t)(end - from) : 0);
     for (uint64_t e = from; e < end; e++) {
-        const struct lelem *el = &j->el[e];
+        const struct lelem *el = live_elem_peek(j, (uint32_t)e); /* implicit: pending */
         int st = el->state;
         if (j->cancelled && st == EL_PENDING)
             st = EL_CANCELLED;
@@ -475,15 +487,14 @@ static void h_cancel(struct req *r)
         fail(r, WE_STATE, "job %llu is already %s", (unsigned long long)id, job_state(j));
         return;
     }
-    j->cancelled = true;
-    j->dirty = true;
-    for (uint32_t e = 0; e < j->ntasks; e++) {
-        struct lelem *el = &j->el[e];
+    live_job_cancel_implicit(L, j); /* the implicit elements: counted, no record each */
+    struct lelem *el;
+    for (uint32_t e = 0; (el = live_elem_next(j, &e)); e++) {
         if (el->state >= EL_DONE)
             continue;
         if (el->in_engine)
             batch_job_finish(L->eng, live_eid(j->id, e), live_now(L));
-        el->in_engine = false;
+        live_elem_engine(j, e, false);
         if (el->state == EL_PENDING) {
             live_elem_set(L, j, e, EL_CANCELLED);
             continue;
@@ -493,7 +504,7 @@ static void h_cancel(struct req *r)
             live_elem_set(L, j, e, EL_CANCELLED);
         } else { /* its start is in flight: cancel once the cluster names the job */
             el->want_cancel = true;
-            el->dirty = j->edirty = true;
+            live_elem_mark(j, e);
         }
     }
     live_want_cycle(L);
@@ -532,8 +543,9 @@ static void h_job_ctl(struct req *r)
         if (j->hold != hold) { /* holding a held job, releasing a free one: OK, no change */
             j->hold = hold;
             j->dirty = true;
-            for (uint32_t e = 0; e < j->ntasks; e++)
-                if (j->el[e].in_engine && j->el[e].state == EL_PENDING)
+            const struct lelem *el;
+            for (uint32_t e = 0; (el = live_elem_next(j, &e)); e++) /* records only */
+                if (el->in_engine && el->state == EL_PENDING)
                     batch_job_hold(L->eng, live_eid(j->id, e), hold);
             live_want_cycle(L);
         }

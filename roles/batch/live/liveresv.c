@@ -217,7 +217,7 @@ void live_resv_apply(struct live *L)
          * has served, and its remaining window would only keep other jobs off the nodes
          * (Maui drops a job reservation at the job's start alike) */
         const struct ljob *bj = v->site && v->job ? live_job_find(L, v->job) : NULL;
-        if (bj && bj->ntasks && bj->el[0].state >= EL_RUNNING) {
+        if (bj && bj->ntasks && live_elem_peek(bj, 0)->state >= EL_RUNNING) {
             log_info("reservation %s served job %" PRIu64 ": released", v->name, v->job);
             live_resv_drop(L, v);
             continue;

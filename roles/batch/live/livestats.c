@@ -50,9 +50,10 @@ static json_t *clusters(struct live *L, uint64_t *up_total, uint64_t *busy_total
     uint64_t busy[LIVE_MAX_CLUSTERS] = {0};
     for (uint32_t i = 0; i < L->njobs; i++) {
         const struct ljob *j = L->jobs[i];
-        for (uint32_t e = 0; j->nrun && e < j->ntasks; e++)
-            if (elem_active(&j->el[e]) && j->el[e].cl >= 0 && j->el[e].cl < L->ncl)
-                busy[j->el[e].cl] += j->parallel ? j->procs : 1;
+        const struct lelem *el;
+        for (uint32_t e = 0; j->nrun && (el = live_elem_next(j, &e)); e++)
+            if (elem_active(el) && el->cl >= 0 && el->cl < L->ncl)
+                busy[el->cl] += j->parallel ? j->procs : 1;
     }
     json_t *arr = json_array();
     for (int c = 0; c < L->ncl; c++) {
@@ -96,9 +97,10 @@ static void build(void *arg, json_t *root, int64_t now)
     for (uint32_t i = 0; i < L->njobs; i++) {
         const struct ljob *j = L->jobs[i];
         bool ended = job_ended(j);
-        for (uint32_t e = 0; e < j->ntasks; e++)
-            if (j->el[e].start > 0 && j->submitted > 0 && j->el[e].start >= j->submitted) {
-                wait_sum += (double)(j->el[e].start - j->submitted) / 1000.0;
+        const struct lelem *el;
+        for (uint32_t e = 0; (el = live_elem_next(j, &e)); e++) /* started ones have records */
+            if (el->start > 0 && j->submitted > 0 && el->start >= j->submitted) {
+                wait_sum += (double)(el->start - j->submitted) / 1000.0;
                 nwait++;
             }
         if (ended && i < cut)
