@@ -400,8 +400,7 @@ static int pack_one(void *arg, const void *key, size_t klen, const void *val, si
                    (!memcmp(k->via.str.ptr, "stdout", 6) || !memcmp(k->via.str.ptr, "stderr", 6));
         if ((k->via.str.size == 3 && !memcmp(k->via.str.ptr, "job", 3)) || (out && !w->output))
             continue;
-        wire_pack_object(w->wb, k);
-        wire_pack_object(w->wb, &m->via.map.ptr[i].val);
+        cluster_pack_result_pair(k, &m->via.map.ptr[i].val, w->wb);
     }
     w->count++;
     msgpack_unpacked_destroy(&up);

@@ -222,6 +222,27 @@ static int allowed(const struct curve_ident *id, uint32_t type, const char *user
     return rc;
 }
 
+/* Is a PSUBMIT with "hosts" (host picking) allowed for identity id? */
+static int allowed_hosts(const struct curve_ident *id)
+{
+    struct wire_buf wb, out;
+    struct wire_msg m;
+    wire_buf_init(&wb);
+    wire_buf_init(&out);
+    wire_begin(&wb, WT_PSUBMIT, 7, 1);
+    wire_put_key(&wb, "hosts");
+    wire_pack_array(&wb, 1);
+    wire_pack_str(&wb, "node1");
+    decode(&wb, &m);
+    bool rw = false;
+    char why[400];
+    int rc = curve_access(id, &m, &out, &rw, why, sizeof why);
+    wire_msg_free(&m);
+    wire_buf_free(&wb);
+    wire_buf_free(&out);
+    return rc;
+}
+
 static void test_access(void **state)
 {
     (void)state;
@@ -280,6 +301,18 @@ static void test_access(void **state)
     assert_int_equal(allowed(peer, WT_JOB_LIST, NULL, NULL, NULL), 0);
     assert_int_equal(allowed(peer, WT_CANCEL, NULL, NULL, NULL), -1);
     assert_int_equal(allowed(peer, WT_EVENTS, NULL, NULL, NULL), -1);
+    /* issue 23: NODE_CTL is an admin request; MASTER_GET is for every key; host
+     * picking (PSUBMIT hosts) for admins and peers */
+    assert_int_equal(allowed(alice, WT_NODE_CTL, NULL, NULL, NULL), -1);
+    assert_int_equal(allowed(node, WT_NODE_CTL, NULL, NULL, NULL), -1);
+    assert_int_equal(allowed(peer, WT_NODE_CTL, NULL, NULL, NULL), -1);
+    assert_int_equal(allowed(root, WT_NODE_CTL, NULL, NULL, NULL), 0);
+    assert_int_equal(allowed(node, WT_MASTER_GET, NULL, NULL, NULL), 0);
+    assert_int_equal(allowed(alice, WT_MASTER_GET, NULL, NULL, NULL), 0);
+    assert_int_equal(allowed(alice, WT_PSUBMIT, NULL, NULL, NULL), 0);
+    assert_int_equal(allowed_hosts(alice), -1);
+    assert_int_equal(allowed_hosts(root), 0);
+    assert_int_equal(allowed_hosts(NULL), 0);
     /* plain: no identity, nothing refused */
     assert_int_equal(allowed(NULL, WT_CONSOLE, NULL, NULL, NULL), 0);
     /* ownership and groups through the current identity */
@@ -293,8 +326,17 @@ static void test_access(void **state)
     assert_true(known);
     curve_user_in_group("nobody-here", "users", &known);
     assert_false(known);
+    bool claim;
+    assert_false(curve_may_see_sessions());
+    assert_true(curve_may_use_session("alice", &claim) && !claim);
+    assert_false(curve_may_use_session("node1", &claim));
+    assert_true(curve_may_use_session("", &claim) && claim);
+    curve_set_current(s, node);
+    assert_true(curve_may_see_sessions());
+    assert_false(curve_may_use_session("node2", &claim));
     curve_set_current(s, root);
     assert_true(curve_may_touch("bob"));
+    assert_true(curve_may_use_session("node2", &claim) && !claim);
     curve_set_current(s, NULL);
     curve_server_destroy(&s);
     assert_null(curve_current());
