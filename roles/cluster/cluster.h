@@ -302,9 +302,10 @@ const char *cluster_node_load_gpus(struct node *n, const msgpack_object *m);
 void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live);
 /*
  * One key/value pair of a stored result into a reply (JOB task maps): as stored, but
- * "node" (the session id of the node that sent it) is blank for a user requester.
+ * for a user requester "node" (the session id of the node that sent it) becomes that
+ * node's name ("" once the session is forgotten): users never see session ids.
  */
-void cluster_pack_result_pair(const msgpack_object *k, const msgpack_object *v,
+void cluster_pack_result_pair(struct cluster *c, const msgpack_object *k, const msgpack_object *v,
                               struct wire_buf *wb);
 
 /* state.c: jobs, nodes, tasks in memory */

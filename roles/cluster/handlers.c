@@ -595,7 +595,7 @@ static int walk_result(void *arg, const void *key, size_t klen, const void *val,
     wire_put_u64(w->wb, "issues", t ? t->issues : 0);
     for (uint32_t i = 0; i < m->via.map.size; i++)
         if (!skip_key(&m->via.map.ptr[i].key, w->output))
-            cluster_pack_result_pair(&m->via.map.ptr[i].key, &m->via.map.ptr[i].val, w->wb);
+            cluster_pack_result_pair(w->c, &m->via.map.ptr[i].key, &m->via.map.ptr[i].val, w->wb);
     w->next = idx + 1;
     w->count++;
     msgpack_unpacked_destroy(&up);

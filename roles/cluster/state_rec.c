@@ -114,14 +114,19 @@ void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live)
     }
 }
 
-void cluster_pack_result_pair(const msgpack_object *k, const msgpack_object *v, struct wire_buf *wb)
+void cluster_pack_result_pair(struct cluster *c, const msgpack_object *k, const msgpack_object *v,
+                              struct wire_buf *wb)
 {
     wire_pack_object(wb, k);
     if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == 4 &&
-        !memcmp(k->via.str.ptr, "node", 4) && !curve_may_see_sessions())
-        wire_pack_str(wb, "");
-    else
+        !memcmp(k->via.str.ptr, "node", 4) && !curve_may_see_sessions()) {
+        const struct node *n = v->type == MSGPACK_OBJECT_STR
+                                   ? cluster_node_find(c, v->via.str.ptr, v->via.str.size)
+                                   : NULL;
+        wire_pack_str(wb, n ? n->name : "");
+    } else {
         wire_pack_object(wb, v);
+    }
 }
 
 static int put_record(struct cluster *c, int table, const void *key, size_t klen,

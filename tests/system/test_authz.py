@@ -6,7 +6,9 @@ legitimate uses beside them still work. Every wait is bounded.
 Each test writes its own authorized-keys file. The suite's key (conftest.py) is the
 admin "grid" unless a test makes it a peer (the batch role's key towards its cluster)."""
 
+import os
 import re
+import subprocess
 from pathlib import Path
 
 from conftest import REPO, SUITE_KEYS, TYPES, Rpc, scaled, wait_until, write_keypair
@@ -87,7 +89,7 @@ def test_node_ctl_is_admin_only_and_logged_with_the_identity(cluster_factory, wo
 # sessions: bound to the key that opened them, never shown to users
 
 
-def test_a_node_key_acts_only_for_its_own_sessions(cluster_factory, workdir):
+def test_a_node_key_acts_only_for_its_own_sessions(cluster_factory, workdir, gridnode_bin):
     k = (Keys(workdir / "keys").add("node7", "node").add("node8", "node")
          .add("alice", "user"))
     cl = cluster_factory(dict(SD, **k.sets()))
@@ -106,6 +108,7 @@ def test_a_node_key_acts_only_for_its_own_sessions(cluster_factory, workdir):
     # ... and HELLO with it gives node8 a session of its own, not node7's
     w = n8.ok(T["HELLO"], expect="WELCOME", sid=sid, client="x", node="n8", cores=1)
     assert w["sid"] != sid and w["resumed"] is False
+    in_log(cl, "denied HELLO for session %s" % sid, "from 'node8' (node)")
     # node7's session is untouched: it works, takes a task and reports
     t = n7.ok(T["TASK_GET"], expect="TASKS", sid=sid, want=1)["tasks"]
     assert len(t) == 1 and t[0]["job"] == jid
@@ -119,9 +122,14 @@ def test_a_node_key_acts_only_for_its_own_sessions(cluster_factory, workdir):
     assert len(rows) == 2 and all(n["sid"] == "" for n in rows), rows
     assert sid in [n["sid"] for n in cl.rpc(T["NODE_LIST"])["nodes"]]
     task = alice.ok(T["JOB_GET"], job=jid, tasks=True)["tasks"][t[0]["idx"]]
-    assert task["state"] == "ok" and task["node"] == "", task
+    assert task["state"] == "ok" and task["node"] == "n7", task  # its name, not its sid
     task = cl.rpc(T["JOB_GET"], job=jid, tasks=True)["tasks"][t[0]["idx"]]
     assert task["node"] == sid
+    # the user's tool shows the node's name (it looked sids up in NODE_LIST before)
+    r = subprocess.run([gridnode_bin, "job", "-e", cl.endpoint, str(jid)], capture_output=True,
+                       text=True, timeout=scaled(20), stdin=subprocess.DEVNULL,
+                       env=dict(os.environ, GRIDNODE_KEY=k.key("alice")))
+    assert r.returncode == 0 and " n7" in r.stdout and sid not in r.stdout, r.stdout + r.stderr
     # the binding is stored with the session: it holds after kill -9
     cl.restart()
     n7.close(), n8.close()
