@@ -107,13 +107,10 @@ static void asked(const struct wire_msg *m, char *out, size_t n)
         return;
     wire_get_strbuf(m->root, "op", op, sizeof op);
     wire_get_strbuf(m->root, "node", node, sizeof node);
-    for (char *p = node; *p; p++) /* one log line per refusal, whatever the name holds */
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            *p = '?';
-    for (char *p = op; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            *p = '?';
     snprintf(out, n, " (asked: %s %s)", op, node);
+    for (char *p = out; *p; p++) /* one log line per refusal, whatever the name holds */
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
 }
 
 int curve_access(const struct curve_ident *id, const struct wire_msg *m, struct wire_buf *wb,
@@ -141,7 +138,7 @@ int curve_access(const struct curve_ident *id, const struct wire_msg *m, struct 
                 : rc == RC_USER || rc == RC_PEER || rc == RC_ANY || !strcmp(req, "RESV_RELEASE"))
             return 0;
         snprintf(why, wl, "%s%s is outside the grant of peer '%s' (grant: %s)", req, what, id->name,
-                 *id->grant ? id->grant : "user and peer requests, RESV_RELEASE");
+                 *id->grant ? id->grant : "user and peer requests, MASTER_GET, RESV_RELEASE");
         return -1;
     }
     if (rc != RC_USER && rc != RC_ANY) { /* a user */

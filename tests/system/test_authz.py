@@ -66,11 +66,13 @@ def test_node_ctl_is_admin_only_and_logged_with_the_identity(cluster_factory, wo
          .add("feeder", "peer").add("ops", "peer", "grant=NODE_CTL"))
     cl = cluster_factory(dict(SD, **k.sets()))
     hello(k.rpc(cl.endpoint, "node7"), "n7")
-    for who, kind in (("alice", "user"), ("node7", "node"), ("feeder", "peer")):
+    # MASTER_GET is for every key, node keys included (this cluster has no project)
+    k.rpc(cl.endpoint, "node7").err(T["MASTER_GET"], "NOT_FOUND")
+    for who, kind in (("alice", "user key"), ("node7", "node key"), ("feeder", "peer")):
         e = k.rpc(cl.endpoint, who).err(T["NODE_CTL"], "DENIED", node="n7", op="drain",
                                          reason="mine now")
-        assert who in e["msg"] and "drain n7" in e["msg"], e
-        in_log(cl, "denied NODE_CTL from '%s'" % who, "drain n7")
+        assert who in e["msg"] and kind in e["msg"] and "drain n7" in e["msg"], e
+        in_log(cl, "denied NODE_CTL from '%s'" % who, "drain n7", kind)
     nodes = cl.rpc(T["NODE_LIST"])["nodes"]
     assert not any("drain" in n for n in nodes), "a refused drain changed nothing"
     # the operator drains and resumes; each request is logged with who asked
