@@ -93,6 +93,8 @@ static void print_bytes(const char *label, const msgpack_object *t, const char *
 static const char *node_name(const struct cli_pages *nodes, const char *sid, char *buf, size_t n)
 {
     size_t sl;
+    if (!*sid) /* users see no session ids (issue 23): nothing to look up */
+        return sid;
     for (uint32_t k = 0; nodes && k < nodes->n; k++) {
         const msgpack_object *arr = wire_get(nodes->r[k]->msg.root, "nodes");
         for (uint32_t i = 0; arr && i < arr->via.array.size; i++) {

@@ -4,13 +4,20 @@
  * descriptor table (wire/msgs.c), so the rule for a request type added later is
  * decided here too: a type not listed is a user request.
  *
- *   node protocol (HELLO .. PSYNC)     node and admin identities
+ *   node protocol (HELLO .. PSYNC)     node and admin identities (and peers whose grant
+ *                                      names the request); a node key acts only for the
+ *                                      sessions it opened (roles/cluster/sessions.c)
+ *   MASTER_GET                         every admitted identity (the project's public
+ *                                      scheduler list; peers within their grant)
  *   admin requests (CONSOLE, PURGE,    admin identities, and peers whose grant names
  *   RESV_SET, RESV_RELEASE, ATTACH,    the request
- *   DETACH, ...)
+ *   DETACH, NODE_CTL, ...)
  *   peer requests (EVENTS, RESERVE)    admins and peers (within their grant)
  *   user requests (everything else)    users (as themselves), admins, and peers
- *                                      (for any user; within their grant when set)
+ *                                      (for any user; within their grant when set);
+ *                                      a user's PSUBMIT may not pick hosts ("hosts")
+ *
+ * Every refusal's text names the identity, its kind and the rule; the daemon logs it.
  */
 #include <stdio.h>
 #include <string.h>
@@ -18,12 +25,17 @@
 #include "daemon/curve.h"
 #include "wire/wire.h"
 
-enum req_class { RC_USER, RC_NODE, RC_ADMIN, RC_PEER };
+enum req_class { RC_USER, RC_NODE, RC_ADMIN, RC_PEER, RC_ANY };
 
-static const char *const admin_reqs[] = {"CONSOLE",      "PURGE",     "RESV_SET",
-                                         "RESV_RELEASE", "ATTACH",    "DETACH",
-                                         "LIMIT_SET",    "QUEUE_SET", NULL};
+/* NODE_CTL (drain / resume, issue 23): an operator's act on a machine, as Slurm's
+ * scontrol update state=drain is SlurmUser/root only */
+static const char *const admin_reqs[] = {"CONSOLE",  "PURGE",  "RESV_SET",  "RESV_RELEASE",
+                                         "ATTACH",   "DETACH", "LIMIT_SET", "QUEUE_SET",
+                                         "NODE_CTL", NULL};
 static const char *const peer_reqs[] = {"EVENTS", "RESERVE", NULL};
+/* readable by every admitted key: a node asks it before it has work (issue 11) */
+static const char *const any_reqs[] = {"MASTER_GET", NULL};
+static const char *const kinds[] = {"user", "admin", "node", "peer"};
 
 static bool in_names(const char *const *names, const char *n)
 {
@@ -41,6 +53,8 @@ static enum req_class classify(const struct wire_desc *d)
         return RC_ADMIN;
     if (in_names(peer_reqs, d->name))
         return RC_PEER;
+    if (in_names(any_reqs, d->name))
+        return RC_ANY;
     return RC_USER;
 }
 
@@ -81,38 +95,69 @@ static void rewrite_user(const struct wire_msg *m, const char *name, struct wire
     wire_put_str(wb, "user", name);
 }
 
+/*
+ * What a request asked, for the log line of a refusal that an operator reads later
+ * ("drain node17"): NODE_CTL's op and node; "" for the rest.
+ */
+static void asked(const struct wire_msg *m, char *out, size_t n)
+{
+    char op[16], node[64];
+    *out = '\0';
+    if (m->type != WT_NODE_CTL)
+        return;
+    wire_get_strbuf(m->root, "op", op, sizeof op);
+    wire_get_strbuf(m->root, "node", node, sizeof node);
+    snprintf(out, n, " (asked: %s %s)", op, node);
+    for (char *p = out; *p; p++) /* one log line per refusal, whatever the name holds */
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
+}
+
 int curve_access(const struct curve_ident *id, const struct wire_msg *m, struct wire_buf *wb,
                  bool *rewritten, char *why, size_t wl)
 {
-    static const char *const kinds[] = {"user", "admin", "node", "peer"};
+    char what[96];
     *rewritten = false;
     if (!id || id->kind == CURVE_ADMIN)
         return 0;
     const char *req = m->desc->name;
     enum req_class rc = classify(m->desc);
+    asked(m, what, sizeof what);
     if (id->kind == CURVE_NODE) {
-        if (rc == RC_NODE)
+        if (rc == RC_NODE || rc == RC_ANY)
             return 0;
-        snprintf(why, wl, "'%s' is a node key: nodes may send only the node protocol, not %s",
-                 id->name, req);
+        snprintf(why, wl, "'%s' is a node key: nodes may send only the node protocol, not %s%s",
+                 id->name, req, what);
         return -1;
     }
     if (id->kind == CURVE_PEER) {
         /* default grant: user and peer requests, and RESV_RELEASE (the batch role lets a
          * peer release only the site reservations it owns) */
-        if (*id->grant ? in_list(id->grant, req)
-                       : rc == RC_USER || rc == RC_PEER || !strcmp(req, "RESV_RELEASE"))
+        if (*id->grant
+                ? in_list(id->grant, req)
+                : rc == RC_USER || rc == RC_PEER || rc == RC_ANY || !strcmp(req, "RESV_RELEASE"))
             return 0;
-        snprintf(why, wl, "%s is outside the grant of peer '%s' (grant: %s)", req, id->name,
-                 *id->grant ? id->grant : "user and peer requests, RESV_RELEASE");
+        snprintf(why, wl, "%s%s is outside the grant of peer '%s' (grant: %s)", req, what, id->name,
+                 *id->grant ? id->grant : "user and peer requests, MASTER_GET, RESV_RELEASE");
         return -1;
     }
-    if (rc != RC_USER) { /* a user */
-        snprintf(why, wl, "%s is for %s only; '%s' is a %s key", req,
+    if (rc != RC_USER && rc != RC_ANY) { /* a user */
+        snprintf(why, wl, "%s%s is for %s only; '%s' is a %s key", req, what,
                  rc == RC_NODE    ? "nodes"
                  : rc == RC_ADMIN ? "administrators"
                                   : "peer roles",
                  id->name, kinds[id->kind]);
+        return -1;
+    }
+    /* host picking (issue 23): the cluster admits a placed job at once, outside its
+     * scheduling, on cores the batch role counts on; only the role that owns those
+     * cores (a peer) or an operator may do that */
+    if (m->type == WT_PSUBMIT && wire_get(m->root, "hosts")) {
+        snprintf(why, wl,
+                 "'%s' is a user key: PSUBMIT with hosts (picking the hosts) is for "
+                 "administrators and peer roles; submit without hosts and the scheduler "
+                 "places the job",
+                 id->name);
         return -1;
     }
     size_t gl;
@@ -134,6 +179,39 @@ int curve_access(const struct curve_ident *id, const struct wire_msg *m, struct 
     rewrite_user(m, id->name, wb);
     *rewritten = true;
     return 0;
+}
+
+const char *curve_kind_name(enum curve_kind k)
+{
+    return (unsigned)k < sizeof kinds / sizeof kinds[0] ? kinds[k] : "?";
+}
+
+void curve_requester(char *buf, size_t len)
+{
+    const struct curve_ident *id = curve_current();
+    if (id)
+        snprintf(buf, len, "'%s' (%s)", id->name, curve_kind_name(id->kind));
+    else
+        snprintf(buf, len, "a plain requester (no CURVE identity)");
+}
+
+bool curve_may_see_sessions(void)
+{
+    const struct curve_ident *id = curve_current();
+    return !id || id->kind != CURVE_USER;
+}
+
+bool curve_may_use_session(const char *owner, bool *claim)
+{
+    const struct curve_ident *id = curve_current();
+    *claim = false;
+    if (!id || id->kind == CURVE_ADMIN)
+        return true;
+    if (!*owner) { /* stored before sessions were bound to keys, or opened plain */
+        *claim = true;
+        return true;
+    }
+    return !strcmp(owner, id->name);
 }
 
 bool curve_may_touch(const char *owner)

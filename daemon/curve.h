@@ -172,6 +172,26 @@ int curve_access(const struct curve_ident *id, const struct wire_msg *m, struct 
  * plain, for admins and peers, and for the user named owner.
  */
 bool curve_may_touch(const char *owner);
+/* "user", "admin", "node" or "peer". */
+const char *curve_kind_name(enum curve_kind k);
+/*
+ * The current requester for a log line: "'NAME' (KIND)", or a text saying the role runs
+ * plain. Always NUL-terminated.
+ */
+void curve_requester(char *buf, size_t len);
+/*
+ * May the current requester see session ids (NODE_LIST, task maps)? False for user
+ * identities only: a session id is a node's credential within its key (issue 23).
+ */
+bool curve_may_see_sessions(void);
+/*
+ * May the current requester act for the node session opened by identity `owner`
+ * ("" = not recorded: a session stored before sessions were bound to keys, or opened
+ * plain)? True when plain, for admins, and for the identity named owner. For an
+ * unrecorded owner it is true and *claim is set: the caller records the requester as
+ * the session's owner from then on.
+ */
+bool curve_may_use_session(const char *owner, bool *claim);
 /*
  * Is `user` a member of `group`? In a secure role: the groups of the user's
  * authorized-keys entry when it has one; *known is then true. Otherwise *known is

@@ -162,6 +162,9 @@ struct node_gpu {
 struct node {
     char sid[33];
     char name[64], cluster[64], client[64], os[64], ip[64];
+    /* the identity (authorized-keys name) that opened the session; only it (or an
+       admin) may act for it (issue 23, sessions_authorize); "" plain or stored before */
+    char owner[CURVE_NAME_MAX];
     uint32_t mhz, cores, slots;
     uint64_t mem_mb;
     bool active, dirty;
@@ -292,8 +295,18 @@ int cluster_save_dirty(struct cluster *c);
 int cluster_task_save(struct cluster *c, struct job *j, uint32_t idx);
 /* HELLO or stored "gpus"/"cpu_gflops" into n; NULL, or why they were refused. */
 const char *cluster_node_load_gpus(struct node *n, const msgpack_object *m);
-/* One node as a map: the stored record, plus running/cur_job/cur_since when live. */
+/*
+ * One node as a map: the stored record (with "owner"), or when live the NODES row
+ * (running/cur_job/cur_since; "sid" blank for a user requester, curve_may_see_sessions).
+ */
 void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live);
+/*
+ * One key/value pair of a stored result into a reply (JOB task maps): as stored, but
+ * for a user requester "node" (the session id of the node that sent it) becomes that
+ * node's name ("" once the session is forgotten): users never see session ids.
+ */
+void cluster_pack_result_pair(struct cluster *c, const msgpack_object *k, const msgpack_object *v,
+                              struct wire_buf *wb);
 
 /* state.c: jobs, nodes, tasks in memory */
 void cluster_mark_job(struct cluster *c, struct job *j);
@@ -391,6 +404,14 @@ void sessions_free(struct cluster *c);
 int sessions_admit(struct cluster *c, const char *peer, char *why, size_t whylen);
 int sessions_attach(struct cluster *c, uint32_t idx);
 void sessions_sweep(struct cluster *c);
+/*
+ * May the current requester (curve_current) act for session n with request req (its
+ * name, for the log)? 0, or -1 with the reason in why (logged with the identity): n was
+ * opened by another key. A session without a recorded owner is claimed by its first
+ * requester (its record is saved in the turn).
+ */
+int sessions_authorize(struct cluster *c, struct node *n, const char *req, char *why,
+                       size_t whylen);
 
 /* purge.c: purging finished jobs (see the file comment) */
 int purge_load(struct cluster *c);

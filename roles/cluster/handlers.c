@@ -42,15 +42,23 @@ static void reply_storage(struct cluster *c, struct request *r)
                 "nothing was changed, retry later");
 }
 
-/* The node of the request's session id, with its last access updated; NULL + reply. */
+/*
+ * The node of the request's session id, with its last access updated; NULL + reply
+ * (SESSION for an unknown id, DENIED for a session another key opened: issue 23).
+ */
 static struct node *session(struct cluster *c, struct request *r)
 {
     size_t len;
+    char why[300];
     const char *sid = wire_get_str(r->msg->root, "sid", &len);
     struct node *n = cluster_node_find(c, sid, len);
     if (!n) {
         reply_error(r, WE_SESSION, "unknown session id '%.*s': send HELLO to get a new one",
                     (int)(len > 64 ? 64 : len), sid ? sid : "");
+        return NULL;
+    }
+    if (sessions_authorize(c, n, r->msg->desc->name, why, sizeof why) < 0) {
+        reply_error(r, WE_DENIED, "%s", why);
         return NULL;
     }
     cluster_node_seen(c, n, r->peer);
@@ -71,6 +79,9 @@ static void h_hello(struct cluster *c, struct request *r)
     size_t len;
     const char *sid = wire_get_str(m, "sid", &len);
     struct node *n = cluster_node_find(c, sid, len);
+    char why[300];
+    if (n && sessions_authorize(c, n, "HELLO", why, sizeof why) < 0)
+        n = NULL; /* another key's session: this key gets a session of its own */
     bool resumed = n != NULL;
     struct node decl = {0}; /* the declared processors, checked before any change */
     const char *bad = cluster_node_load_gpus(&decl, m);
@@ -80,7 +91,7 @@ static void h_hello(struct cluster *c, struct request *r)
     }
     if (!n) {
         uint8_t raw[16];
-        char why[300];
+        const struct curve_ident *id = curve_current();
         if (sessions_admit(c, r->peer, why, sizeof why) < 0) {
             reply_error(r, WE_REFUSED, "%s", why);
             return;
@@ -93,6 +104,7 @@ static void h_hello(struct cluster *c, struct request *r)
             snprintf(n->sid + 2 * i, 3, "%02x", raw[i]);
         n->first_ms = wall_now_ms();
         snprintf(n->ip, sizeof n->ip, "%s", r->peer);
+        snprintf(n->owner, sizeof n->owner, "%s", id ? id->name : "");
         if (cluster_node_register(c) < 0 || sessions_attach(c, c->nnodes - 1) < 0) {
             reply_storage(c, r);
             return;
@@ -582,10 +594,8 @@ static int walk_result(void *arg, const void *key, size_t klen, const void *val,
     wire_put_str(w->wb, "state", t ? task_state_name(t) : "done");
     wire_put_u64(w->wb, "issues", t ? t->issues : 0);
     for (uint32_t i = 0; i < m->via.map.size; i++)
-        if (!skip_key(&m->via.map.ptr[i].key, w->output)) {
-            wire_pack_object(w->wb, &m->via.map.ptr[i].key);
-            wire_pack_object(w->wb, &m->via.map.ptr[i].val);
-        }
+        if (!skip_key(&m->via.map.ptr[i].key, w->output))
+            cluster_pack_result_pair(w->c, &m->via.map.ptr[i].key, &m->via.map.ptr[i].val, w->wb);
     w->next = idx + 1;
     w->count++;
     msgpack_unpacked_destroy(&up);
@@ -814,41 +824,68 @@ static void h_job_ctl(struct cluster *c, struct request *r)
  * NODE_CTL (issue 15): drain / resume a node by name, like Slurm's scontrol update
  * nodename=X state=drain reason=... / state=resume (drain.c). A drain needs a reason
  * (as in Slurm) and a name some session has used; resume of a node not drained is OK.
+ * Admin only (daemon/access.c, issue 23). Returns 0 (done), or an error code with its
+ * text in why.
  */
-static void h_node_ctl(struct cluster *c, struct request *r)
+static int node_ctl(struct cluster *c, const msgpack_object *m, bool drain, const char *name,
+                    char *why, size_t wl)
 {
-    size_t n, rn = 0;
-    const char *op = wire_get_str(r->msg->root, "op", &n);
-    bool drain = n == 5 && !memcmp(op, "drain", 5);
-    if (!drain && !(n == 6 && !memcmp(op, "resume", 6))) {
-        reply_error(r, WE_INVALID, "op must be drain or resume");
-        return;
-    }
-    char name[64], reason[256];
-    wire_get_strbuf(r->msg->root, "node", name, sizeof name);
-    const char *rs = wire_get_str(r->msg->root, "reason", &rn);
-    wire_get_strbuf(r->msg->root, "reason", reason, sizeof reason);
+    char reason[256];
+    size_t rn = 0;
+    const char *rs = wire_get_str(m, "reason", &rn);
+    wire_get_strbuf(m, "reason", reason, sizeof reason);
     if (!name[0]) {
-        reply_error(r, WE_INVALID, "node must be a node name");
-        return;
+        snprintf(why, wl, "node must be a node name");
+        return WE_INVALID;
     }
     if (drain && (!rs || !reason[0])) {
-        reply_error(r, WE_INVALID,
-                    "a drain needs a reason (gridnode nodes --drain NODE --reason TEXT)");
-        return;
+        snprintf(why, wl, "a drain needs a reason (gridnode nodes --drain NODE --reason TEXT)");
+        return WE_INVALID;
     }
     bool known = drain_find(c, name) != NULL;
     for (uint32_t i = 0; i < c->nnodes && !known; i++)
         known = !c->nodes[i].gone && !strcmp(c->nodes[i].name, name);
     if (!known) {
-        reply_error(r, WE_NOT_FOUND, "no node named %s (names as gridnode nodes shows them)", name);
-        return;
+        snprintf(why, wl, "no node named %s (names as gridnode nodes shows them)", name);
+        return WE_NOT_FOUND;
     }
-    if (drain_set(c, name, drain ? reason : NULL) < 0) {
+    if (drain_set(c, name, drain ? reason : NULL) < 0)
+        return WE_STORAGE;
+    return 0;
+}
+
+/* Bytes that would break a log line become '?' (names come from the wire). */
+static void log_safe(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            *s = '?';
+}
+
+/* NODE_CTL: every request, done or refused, is logged with who asked (issue 23). */
+static void h_node_ctl(struct cluster *c, struct request *r)
+{
+    char name[64], op[17], why[300], who[CURVE_NAME_MAX + 16];
+    wire_get_strbuf(r->msg->root, "op", op, sizeof op);
+    wire_get_strbuf(r->msg->root, "node", name, sizeof name);
+    bool drain = !strcmp(op, "drain");
+    int code = WE_INVALID;
+    snprintf(why, sizeof why, "op must be drain or resume");
+    if (drain || !strcmp(op, "resume"))
+        code = node_ctl(c, r->msg->root, drain, name, why, sizeof why);
+    curve_requester(who, sizeof who);
+    log_safe(op);
+    log_safe(name);
+    if (code == WE_STORAGE)
         reply_storage(c, r);
-        return;
-    }
-    wire_begin(r->reply, WT_OK, r->msg->id, 0);
+    else if (code)
+        reply_error(r, code, "%s", why);
+    else
+        wire_begin(r->reply, WT_OK, r->msg->id, 0);
+    log_info("NODE_CTL %s %s from %s: %s", op, name, who,
+             !code                ? "done"
+             : code == WE_STORAGE ? "not saved (storage)"
+                                  : why);
 }
 
 static void h_purge(struct cluster *c, struct request *r)

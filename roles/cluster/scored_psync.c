@@ -131,8 +131,13 @@ static struct node *psync_session(struct cluster *c, struct request *r)
     size_t len;
     const char *sid = wire_get_str(r->msg->root, "sid", &len);
     struct node *n = cluster_node_find(c, sid, len);
+    char why[300];
     if (!n) {
         scored_reply_err(r, WE_SESSION, "unknown session id: send HELLO to get a new one");
+        return NULL;
+    }
+    if (sessions_authorize(c, n, "PSYNC", why, sizeof why) < 0) { /* issue 23 */
+        scored_reply_err(r, WE_DENIED, "%s", why);
         return NULL;
     }
     n->procs = true;

@@ -24,6 +24,13 @@
  * slots are at least 1/8 of the table or 10 s after the last one: O(nodes + tasks in
  * memory), a few milliseconds per million tasks, never inside a request.
  *
+ * Each session remembers the identity that opened it (n->owner, stored with the node
+ * record as "owner"): a node key acts only for its own sessions (sessions_authorize,
+ * issue 23), so a session id learnt elsewhere is no credential. Decision: the owner is
+ * the key's name, not the key, so a key rotated under the same name (docs/security.md
+ * "Rotation") keeps its sessions; a session without an owner (stored before this, or
+ * opened plain) is claimed by the first identity that uses it.
+ *
  * Decision: a done task does not keep its node's session alive (only issued tasks and
  * unfinished parallel jobs do). The stored task keeps the node's sid for history; the
  * in-memory link only recognised a resend of the winning result, which a forgotten
@@ -32,6 +39,7 @@
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 
 #include "lib/log.h"
 #include "daemon/loop.h"
@@ -289,4 +297,28 @@ void sessions_sweep(struct cluster *c)
         compact(c);
         c->compact_ms = now;
     }
+}
+
+int sessions_authorize(struct cluster *c, struct node *n, const char *req, char *why, size_t wl)
+{
+    bool claim;
+    const struct curve_ident *id = curve_current();
+    char who[CURVE_NAME_MAX + 16];
+    curve_requester(who, sizeof who);
+    if (curve_may_use_session(n->owner, &claim)) {
+        if (claim && id) {
+            snprintf(n->owner, sizeof n->owner, "%s", id->name);
+            cluster_mark_node(c, n);
+            log_info("session %s of node %s had no recorded owner: now bound to %s", n->sid,
+                     n->name, who);
+        }
+        return 0;
+    }
+    snprintf(why, wl,
+             "session %s was opened by another key; %s may act only for the sessions it "
+             "opened (send HELLO without sid for a session of your own)",
+             n->sid, who);
+    log_info("denied %s for session %s (node %s, opened by '%s') from %s", req, n->sid, n->name,
+             n->owner, who);
+    return -1;
 }

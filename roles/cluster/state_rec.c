@@ -64,9 +64,13 @@ static void job_encode(const struct job *j, struct wire_buf *wb)
 
 void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live)
 {
-    wire_pack_map(wb, (live ? 25 + 2 * !!n->drain : 22) + (n->ngpu > 0) + (n->cpu_gflops > 0) +
-                          VALID_TRUST_KEYS);
-    wire_put_str(wb, "sid", n->sid);
+    bool owner = !live && n->owner[0]; /* stored only: who opened it (sessions.c) */
+    wire_pack_map(wb, (live ? 25 + 2 * !!n->drain : 22) + owner + (n->ngpu > 0) +
+                          (n->cpu_gflops > 0) + VALID_TRUST_KEYS);
+    /* a session id is a node's to know: users see it blank (issue 23) */
+    wire_put_str(wb, "sid", live && !curve_may_see_sessions() ? "" : n->sid);
+    if (owner)
+        wire_put_str(wb, "owner", n->owner);
     wire_put_str(wb, "node", n->name);
     wire_put_str(wb, "cluster", n->cluster);
     wire_put_str(wb, "client", n->client);
@@ -107,6 +111,21 @@ void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live)
         wire_put_i64(wb, "cur_since", n->inflight ? n->cur_since_ms : 0);
         if (n->drain) /* drain.c */
             drain_pack(n, wb);
+    }
+}
+
+void cluster_pack_result_pair(struct cluster *c, const msgpack_object *k, const msgpack_object *v,
+                              struct wire_buf *wb)
+{
+    wire_pack_object(wb, k);
+    if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == 4 &&
+        !memcmp(k->via.str.ptr, "node", 4) && !curve_may_see_sessions()) {
+        const struct node *n = v->type == MSGPACK_OBJECT_STR
+                                   ? cluster_node_find(c, v->via.str.ptr, v->via.str.size)
+                                   : NULL;
+        wire_pack_str(wb, n ? n->name : "");
+    } else {
+        wire_pack_object(wb, v);
     }
 }
 
@@ -326,6 +345,7 @@ static int load_node(void *arg, const uint8_t *key, size_t klen, const void *val
         wire_get_strbuf(m, "client", n->client, sizeof n->client);
         wire_get_strbuf(m, "os", n->os, sizeof n->os);
         wire_get_strbuf(m, "ip", n->ip, sizeof n->ip);
+        wire_get_strbuf(m, "owner", n->owner, sizeof n->owner); /* absent: "" (older) */
         n->mhz = (uint32_t)wire_get_u64(m, "mhz", 0);
         n->cores = (uint32_t)wire_get_u64(m, "cores", 0);
         n->slots = (uint32_t)wire_get_u64(m, "slots", 0);

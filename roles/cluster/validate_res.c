@@ -353,6 +353,7 @@ int valid_task_has_results(const struct job *j, uint32_t idx)
 }
 
 struct pack_walk {
+    struct cluster *c;
     const struct job *j;
     const struct vtask *vt;
     uint32_t idx;
@@ -400,8 +401,7 @@ static int pack_one(void *arg, const void *key, size_t klen, const void *val, si
                    (!memcmp(k->via.str.ptr, "stdout", 6) || !memcmp(k->via.str.ptr, "stderr", 6));
         if ((k->via.str.size == 3 && !memcmp(k->via.str.ptr, "job", 3)) || (out && !w->output))
             continue;
-        wire_pack_object(w->wb, k);
-        wire_pack_object(w->wb, &m->via.map.ptr[i].val);
+        cluster_pack_result_pair(w->c, k, &m->via.map.ptr[i].val, w->wb);
     }
     w->count++;
     msgpack_unpacked_destroy(&up);
@@ -415,7 +415,7 @@ void valid_pack_results(struct cluster *c, const struct job *j, uint32_t idx, st
     struct wire_buf rows;
     uint8_t from[16];
     wire_buf_init(&rows);
-    struct pack_walk w = {j, vt, idx, &rows, output, 0};
+    struct pack_walk w = {c, j, vt, idx, &rows, output, 0};
     valid_vres_key(from, j->id, idx, 0);
     if (vt)
         store_iter(c->store, c->t_vres, from, sizeof from, pack_one, &w);

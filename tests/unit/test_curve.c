@@ -53,10 +53,11 @@ static int setup(void **state)
     snprintf(dir, sizeof dir, "/tmp/test_curve.XXXXXX");
     assert_non_null(mkdtemp(dir));
     char err[600];
-    const char *names[] = {"server", "alice", "bob", "node1", "peer1", "root", "evil"};
+    const char *names[] = {"server", "alice", "bob", "node1", "peer1", "root", "evil", "peer2"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         assert_int_equal(curve_keygen(dir, names[i], err, sizeof err), 0);
-    char a[41], b[41], n[41], p[41], r[41], text[1024];
+    char a[41], b[41], n[41], p[41], r[41], p2[41], text[1024];
+    pub_of("peer2", p2);
     pub_of("alice", a);
     pub_of("bob", b);
     pub_of("node1", n);
@@ -64,8 +65,8 @@ static int setup(void **state)
     pub_of("root", r);
     snprintf(text, sizeof text,
              "# comment\n\n%s alice user groups=physics,users\n%s bob user\n%s node1 node\n"
-             "%s peer1 peer grant=JOB_LIST,SUBMIT\n%s root admin\n",
-             a, b, n, p, r);
+             "%s peer1 peer grant=JOB_LIST,SUBMIT\n%s root admin\n%s peer2 peer\n",
+             a, b, n, p, r, p2);
     write_text("auth", text);
     return 0;
 }
@@ -325,6 +326,27 @@ static int allowed(const struct curve_ident *id, uint32_t type, const char *user
     return rc;
 }
 
+/* Is a PSUBMIT with "hosts" (host picking) allowed for identity id? */
+static int allowed_hosts(const struct curve_ident *id)
+{
+    struct wire_buf wb, out;
+    struct wire_msg m;
+    wire_buf_init(&wb);
+    wire_buf_init(&out);
+    wire_begin(&wb, WT_PSUBMIT, 7, 1);
+    wire_put_key(&wb, "hosts");
+    wire_pack_array(&wb, 1);
+    wire_pack_str(&wb, "node1");
+    decode(&wb, &m);
+    bool rw = false;
+    char why[400];
+    int rc = curve_access(id, &m, &out, &rw, why, sizeof why);
+    wire_msg_free(&m);
+    wire_buf_free(&wb);
+    wire_buf_free(&out);
+    return rc;
+}
+
 static void test_access(void **state)
 {
     (void)state;
@@ -383,6 +405,18 @@ static void test_access(void **state)
     assert_int_equal(allowed(peer, WT_JOB_LIST, NULL, NULL, NULL), 0);
     assert_int_equal(allowed(peer, WT_CANCEL, NULL, NULL, NULL), -1);
     assert_int_equal(allowed(peer, WT_EVENTS, NULL, NULL, NULL), -1);
+    /* issue 23: NODE_CTL is an admin request; MASTER_GET is for every key; host
+     * picking (PSUBMIT hosts) for admins and peers */
+    assert_int_equal(allowed(alice, WT_NODE_CTL, NULL, NULL, NULL), -1);
+    assert_int_equal(allowed(node, WT_NODE_CTL, NULL, NULL, NULL), -1);
+    assert_int_equal(allowed(peer, WT_NODE_CTL, NULL, NULL, NULL), -1);
+    assert_int_equal(allowed(root, WT_NODE_CTL, NULL, NULL, NULL), 0);
+    assert_int_equal(allowed(node, WT_MASTER_GET, NULL, NULL, NULL), 0);
+    assert_int_equal(allowed(alice, WT_MASTER_GET, NULL, NULL, NULL), 0);
+    assert_int_equal(allowed(alice, WT_PSUBMIT, NULL, NULL, NULL), 0);
+    assert_int_equal(allowed_hosts(alice), -1);
+    assert_int_equal(allowed_hosts(root), 0);
+    assert_int_equal(allowed_hosts(NULL), 0);
     /* plain: no identity, nothing refused */
     assert_int_equal(allowed(NULL, WT_CONSOLE, NULL, NULL, NULL), 0);
     /* ownership and groups through the current identity */
@@ -396,8 +430,17 @@ static void test_access(void **state)
     assert_true(known);
     curve_user_in_group("nobody-here", "users", &known);
     assert_false(known);
+    bool claim;
+    assert_false(curve_may_see_sessions());
+    assert_true(curve_may_use_session("alice", &claim) && !claim);
+    assert_false(curve_may_use_session("node1", &claim));
+    assert_true(curve_may_use_session("", &claim) && claim);
+    curve_set_current(s, node);
+    assert_true(curve_may_see_sessions());
+    assert_false(curve_may_use_session("node2", &claim));
     curve_set_current(s, root);
     assert_true(curve_may_touch("bob"));
+    assert_true(curve_may_use_session("node2", &claim) && !claim);
     curve_set_current(s, NULL);
     curve_server_destroy(&s);
     assert_null(curve_current());
@@ -474,6 +517,84 @@ static uint32_t reply_of(void *s)
     return got;
 }
 
+/* The request type named name (docs/wire.md names), or 0. */
+static uint32_t type_named(const char *name, size_t len)
+{
+    for (uint32_t t = 1; t < 256; t++) {
+        const struct wire_desc *d = wire_desc_find(t);
+        if (d && d->request && strlen(d->name) == len && !strncmp(d->name, name, len))
+            return t;
+    }
+    return 0;
+}
+
+/* Does a table cell say the identity is refused (DENIED, or a peer needing a grant)? */
+static bool cell_refuses(const char *cell)
+{
+    while (*cell == ' ')
+        cell++;
+    return !strncmp(cell, "DENIED", 6) || !strncmp(cell, "only when its grant names", 25);
+}
+
+/*
+ * docs/security.md's access table says what daemon/access.c does: for each row's
+ * requests, an identity whose cell starts with DENIED (or, for the peer, "only when its
+ * grant names them": a peer with the default grant) is refused, and the others are let
+ * through (issue 23: the table is written from the code).
+ */
+static void test_access_table(void **state)
+{
+    (void)state;
+    struct loop *l = loop_new();
+    void *ctx = zmq_ctx_new();
+    char err[800], k[41], line[1024];
+    struct curve_conf c = conf_for("server.key", "auth");
+    struct curve_server *s = curve_server_new(ctx, l, &c, "tcp://127.0.0.1:1", err, sizeof err);
+    assert_non_null(s);
+    const struct curve_ident *who[4];
+    const char *names[4] = {"node1", "alice", "root", "peer2"};
+    for (int i = 0; i < 4; i++) {
+        pub_of(names[i], k);
+        assert_non_null(who[i] = curve_server_ident(s, k));
+    }
+    FILE *f = fopen("docs/security.md", "r");
+    assert_non_null(f); /* unit tests run from the top of the tree */
+    bool in = false;
+    int rows = 0, checked = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "## ", 3))
+            in = !strncmp(line, "## Access control", 17);
+        if (!in || line[0] != '|' || !strncmp(line, "| request", 9) || !strncmp(line, "|--", 3))
+            continue;
+        char *cell[6] = {0};
+        int nc = 0;
+        for (char *p = strtok(line + 1, "|"); p && nc < 6; p = strtok(NULL, "|"))
+            cell[nc++] = p;
+        assert_int_equal(nc, 6); /* request, node, user, admin, peer, and the newline */
+        rows++;
+        for (const char *p = cell[0]; *p;) {
+            size_t n = strspn(p, "ABCDEFGHIJKLMNOPQRSTUVWXYZ_");
+            uint32_t t = n >= 3 ? type_named(p, n) : 0;
+            p += n ? n : 1;
+            if (!t)
+                continue;
+            for (int i = 0; i < 4; i++) {
+                int rc = allowed(who[i], t, NULL, NULL, NULL);
+                if ((rc < 0) != cell_refuses(cell[1 + i]))
+                    fail_msg("docs/security.md: %s for a %s key says '%s' but access.c %s it",
+                             wire_desc_find(t)->name, names[i], cell[1 + i],
+                             rc < 0 ? "refuses" : "allows");
+            }
+            checked++;
+        }
+    }
+    fclose(f);
+    assert_true(rows >= 8 && checked >= 30);
+    curve_server_destroy(&s);
+    zmq_ctx_term(ctx);
+    loop_destroy(&l);
+}
+
 static void test_daemon_round_trip(void **state)
 {
     (void)state;
@@ -499,9 +620,13 @@ static void test_daemon_round_trip(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_keys),      cmocka_unit_test(test_key_literals),
-        cmocka_unit_test(test_endpoints), cmocka_unit_test(test_server_config_errors),
-        cmocka_unit_test(test_access),    cmocka_unit_test(test_daemon_round_trip),
+        cmocka_unit_test(test_keys),
+        cmocka_unit_test(test_key_literals),
+        cmocka_unit_test(test_endpoints),
+        cmocka_unit_test(test_server_config_errors),
+        cmocka_unit_test(test_access),
+        cmocka_unit_test(test_access_table),
+        cmocka_unit_test(test_daemon_round_trip),
     };
     return cmocka_run_group_tests_name("curve", tests, setup, teardown);
 }

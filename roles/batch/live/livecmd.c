@@ -3,6 +3,13 @@
  * (docs/wire.md 6.12): SHOWQ, CHECKJOB, ESTIMATE (showstart), DIAGNOSE and SITE_INFO,
  * and the table of every Maui command (types 80-95), the reservation commands
  * (liveresvcmd.c) included.
+ *
+ * What a user sees (issue 23, docs/security.md "Access control"): CHECKJOB, ESTIMATE
+ * and DIAGNOSE name only its own jobs; another user's job is answered NOT_FOUND with
+ * the text of a job that does not exist (Slurm's PrivateData=jobs: whether a job id
+ * exists is not told), DIAGNOSE's rows hold its own jobs and its own credentials (its
+ * user, its groups, the groups and accounts of its jobs). Admins and peers see all.
+ * SHOWQ is already a user's own queue: access.c sets its "user" filter.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -11,6 +18,7 @@
 #include <string.h>
 
 #include "lib/log.h"
+#include "daemon/curve.h"
 #include "roles/batch/live/live_int.h"
 
 #define EST_MAX_DEFAULT 5
@@ -157,14 +165,27 @@ static void h_showq(struct live *L, const struct wire_msg *m, struct wire_buf *r
     live_page_reply(&pg, reply, m, WT_QUEUE, live_now(L), "jobs", pg.more ? L->jobs[i]->id : 0);
 }
 
+/*
+ * Job id, when the requester may see it (curve_may_touch: its owner, admins, peers);
+ * otherwise NULL with NOT_FOUND in reply, the same answer as for a job that does not
+ * exist (see the top of this file).
+ */
+static struct ljob *visible_job(struct live *L, const struct wire_msg *m, struct wire_buf *reply,
+                                uint64_t id)
+{
+    struct ljob *j = live_job_find(L, id);
+    if (j && curve_may_touch(j->user))
+        return j;
+    live_fail(reply, m->id, WE_NOT_FOUND, "no job %" PRIu64 " in this batch role", id);
+    return NULL;
+}
+
 static void h_checkjob(struct live *L, const struct wire_msg *m, struct wire_buf *reply)
 {
     uint64_t id = wire_get_u64(m->root, "job", 0);
-    struct ljob *j = live_job_find(L, id);
-    if (!j) {
-        live_fail(reply, m->id, WE_NOT_FOUND, "no job %" PRIu64 " in this batch role", id);
+    struct ljob *j = visible_job(L, m, reply, id);
+    if (!j)
         return;
-    }
     wire_begin(reply, WT_JOBCHECK, m->id, 1);
     wire_put_key(reply, "job");
     job_row(L, j, reply, true);
@@ -207,11 +228,9 @@ static void h_estimate(struct live *L, const struct wire_msg *m, struct wire_buf
     int64_t walltime;
     char cred[BATCH_CRED_KINDS][BATCH_NAME_MAX];
     if (id) {
-        struct ljob *j = live_job_find(L, id);
-        if (!j) {
-            live_fail(reply, m->id, WE_NOT_FOUND, "no job %" PRIu64 " in this batch role", id);
+        struct ljob *j = visible_job(L, m, reply, id);
+        if (!j)
             return;
-        }
         struct batch_job_info bi;
         bool have;
         const char *qs = queue_state(L, j, &bi, &have);
@@ -291,10 +310,8 @@ static void h_estimate(struct live *L, const struct wire_msg *m, struct wire_buf
 static void diag_priority(struct live *L, const struct wire_msg *m, struct wire_buf *reply)
 {
     uint64_t only = wire_get_u64(m->root, "job", 0);
-    if (only && !live_job_find(L, only)) {
-        live_fail(reply, m->id, WE_NOT_FOUND, "no job %" PRIu64 " in this batch role", only);
+    if (only && !visible_job(L, m, reply, only))
         return;
-    }
     size_t n = batch_job_ids(L->eng, true, NULL, 0);
     uint64_t *ids = n ? malloc(n * sizeof *ids) : NULL;
     if (n && !ids) {
@@ -312,6 +329,9 @@ static void diag_priority(struct live *L, const struct wire_msg *m, struct wire_
         /* one row per job: its first pending element stands for the rest */
         if ((only && job != only) || job == last ||
             batch_priority_explain(L->eng, ids[i], now, &p) < 0)
+            continue;
+        const struct ljob *lj = live_job_find(L, job);
+        if (!lj || !curve_may_touch(lj->user)) /* a user: its own jobs only */
             continue;
         last = job;
         if (row++ < pg.from)
@@ -369,6 +389,22 @@ static int names_add(struct names *s, const char *nm)
     return 0;
 }
 
+/*
+ * May the current requester see the fairshare row of a configured credential (k, nm)?
+ * Admins, peers and plain: every row. A user: its own user row and the groups of its
+ * key (the credentials of its own jobs are added from the jobs).
+ */
+static bool conf_cred_visible(int k, const char *nm)
+{
+    const struct curve_ident *id = curve_current();
+    bool known;
+    if (!id || id->kind != CURVE_USER)
+        return true;
+    if (k == BATCH_CRED_USER)
+        return !strcmp(nm, id->name);
+    return k == BATCH_CRED_GROUP && curve_user_in_group(id->name, nm, &known) && known;
+}
+
 static void diag_fairshare(struct live *L, const struct wire_msg *m, struct wire_buf *reply)
 {
     int64_t now = live_now(L);
@@ -383,10 +419,12 @@ static void diag_fairshare(struct live *L, const struct wire_msg *m, struct wire
         bool oom = false;
         for (uint32_t i = 0; i < L->njobs && !oom; i++) {
             const char *nm = live_job_cred(L->jobs[i], k);
-            oom = *nm && names_add(&seen, nm) < 0;
+            /* a user: the credentials of its own jobs (issue 23) */
+            oom = *nm && curve_may_touch(L->jobs[i]->user) && names_add(&seen, nm) < 0;
         }
         for (size_t c = 0; c < L->cfg.eng.ncreds && !oom; c++)
-            if ((int)L->cfg.eng.creds[c].kind == k && strcmp(L->cfg.eng.creds[c].name, "DEFAULT"))
+            if ((int)L->cfg.eng.creds[c].kind == k && strcmp(L->cfg.eng.creds[c].name, "DEFAULT") &&
+                conf_cred_visible(k, L->cfg.eng.creds[c].name))
                 oom = names_add(&seen, L->cfg.eng.creds[c].name) < 0;
         const char **names = seen.v;
         size_t ns = seen.n;

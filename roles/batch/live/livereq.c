@@ -572,7 +572,8 @@ static void h_node_list(struct req *r)
         for (uint32_t k = 0; k < L->cl[i].nhosts; k++) {
             const struct lhost *h = &L->cl[i].hosts[k];
             wire_pack_map(r->reply, 6);
-            wire_put_str(r->reply, "sid", h->sid);
+            /* a session id is a node's to know: users see it blank (issue 23) */
+            wire_put_str(r->reply, "sid", curve_may_see_sessions() ? h->sid : "");
             wire_put_str(r->reply, "node", h->name);
             wire_put_str(r->reply, "cluster", L->cl[i].name);
             wire_put_u64(r->reply, "cores", (uint64_t)h->ncores);
