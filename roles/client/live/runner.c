@@ -397,14 +397,15 @@ static char **shell_argv(char *const *argv)
 /*
  * Starts argv in a sandbox (sandbox.h) under a uid of the pool, descriptors in/out/err
  * as 0/1/2, with the environment made of the client's (scrubbed) and add. Returns 0
- * with r->pid the sandbox's init, or an errno (nothing started). Whether the program
- * could be executed is known once the init was reaped (runner_reaped).
+ * with r->pid the sandbox's init, or an errno (nothing started; *exec: the program could
+ * not be executed, else the host could not start it).
  */
 static int start_boxed(struct run *r, char *const *argv, bool shell, int in, int out, int err,
-                       char *const *add, const char *cwd, bool network)
+                       char *const *add, const char *cwd, bool network, bool *exec)
 {
     char **envp = env_merge(add), **sh = NULL;
-    int rc = 0, rep = -1;
+    int rc = 0, rep = -1, stage = SANDBOX_SETUP;
+    *exec = false;
     if (!envp || (shell && !(sh = shell_argv(argv)))) {
         rc = ENOMEM;
         goto out;
@@ -428,8 +429,9 @@ static int start_boxed(struct run *r, char *const *argv, bool shell, int in, int
                              err,
                              r->uid,
                              network};
-    if ((r->pid = sandbox_spawn(&t, &rep)) < 0) {
+    if ((r->pid = sandbox_spawn(&t, &rep, &r->sbx_mem, &stage)) < 0) {
         rc = errno;
+        *exec = stage == SANDBOX_EXEC;
         r->pid = -1;
         goto out;
     }
@@ -493,9 +495,9 @@ int runner_start_env(struct run *r, char *const *argv, bool shell, const void *i
     infd = open(inlen > 0 ? stdin_path : "/dev/null", O_RDONLY | O_CLOEXEC);
     if (infd < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0)
         goto syserr;
-    bool boxed = sandbox_enabled();
+    bool boxed = sandbox_enabled(), exec = false;
     int rc = boxed ? start_boxed(r, argv, shell, infd, out[1], err[1], e ? e->env : NULL,
-                                 e ? e->cwd : NULL, e && e->network)
+                                 e ? e->cwd : NULL, e && e->network, &exec)
                    : spawn_task(r, argv, shell, infd, out[1], err[1], e);
     close(infd);
     close(out[1]);
@@ -510,7 +512,7 @@ int runner_start_env(struct run *r, char *const *argv, bool shell, const void *i
                      "no free slot uid for the task (client.slot_uids is smaller than the tasks "
                      "and parallel processes run at once)");
             r->host_fault = true;
-        } else if (!boxed && spawn_errno_is_programs(rc)) {
+        } else if (boxed ? exec : spawn_errno_is_programs(rc)) {
             snprintf(r->error, sizeof r->error, "cannot run '%s': %s", argv[0], strerror(rc));
         } else {
             snprintf(r->error, sizeof r->error, "cannot start the task's process in %.180s: %s",
@@ -584,6 +586,8 @@ void runner_reaped(struct run *r, int status, const struct rusage *ru)
     r->status = status;
     r->ru = *ru; /* the init's: it reaped the task, so the task's CPU time is in it */
     r->end_ms = loop_now_ms();
+    free(r->sbx_mem); /* the init is gone */
+    r->sbx_mem = NULL;
     if (!r->sandboxed || !r->spawn_wait)
         return;
     int err = 0, stage = sandbox_report(r->spawn_fd, &r->status, &err);
@@ -694,14 +698,18 @@ int runner_spawn_in(struct run *r, char *const *argv, bool shell, char *const *e
         return -1;
     }
     if (sandbox_enabled()) { /* parallel ranks talk to each other: the network stays on */
-        int rc = start_boxed(r, argv, shell, fd[0], fd[1], fd[2], env, cwd, true);
+        bool exec;
+        int rc = start_boxed(r, argv, shell, fd[0], fd[1], fd[2], env, cwd, true, &exec);
         for (int i = 0; i < 3; i++)
             close(fd[i]);
         if (rc == 0)
             return 0;
-        snprintf(r->error, sizeof r->error, "cannot start the process in its sandbox: %s",
-                 rc == EAGAIN ? "no free slot uid (client.slot_uids)" : strerror(rc));
-        r->host_fault = true;
+        if (exec)
+            snprintf(r->error, sizeof r->error, "cannot run '%s': %s", argv[0], strerror(rc));
+        else
+            snprintf(r->error, sizeof r->error, "cannot start the process in its sandbox: %s",
+                     rc == EAGAIN ? "no free slot uid (client.slot_uids)" : strerror(rc));
+        r->host_fault = !exec;
         return -1;
     }
     char **envp = env_merge(env);

@@ -40,7 +40,8 @@ struct run {
     /* sandbox.h: the process is the init of a sandbox, spawn_fd its report (read when
        it is reaped: the task's own status, or why it could not start) */
     bool sandboxed, spawn_failed, uid_taken;
-    uid_t uid; /* the task's uid (sandbox_uid_take), given back by runner_cleanup */
+    uid_t uid;     /* the task's uid (sandbox_uid_take), given back by runner_cleanup */
+    void *sbx_mem; /* the init's memory, freed once it was reaped */
 };
 
 /*

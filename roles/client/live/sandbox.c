@@ -18,6 +18,7 @@
 #include "roles/client/live/sandbox.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
@@ -51,7 +52,6 @@ static struct {
     char dirs[SANDBOX_HIDE_MAX + 1][PATH_MAX]; /* covered by tmpfs */
     char files[SANDBOX_HIDE_MAX][PATH_MAX];    /* covered by /dev/null */
     size_t ndirs, nfiles;
-    uintptr_t arg_start, arg_end; /* the command line, wiped in the init */
     uid_t first;
     uint32_t count;
     uint8_t *used;
@@ -156,15 +156,59 @@ static int init_mounts(const char *wd, const char *cwd)
     return mount("proc", "/proc", "proc", fl | MS_NOEXEC, NULL);
 }
 
-/* Written by the vfork'd task when it failed, read by the init: the memory they share
- * (static storage: a compiler may drop stores into a local it sees no reader of). */
-static volatile int task_stage, task_err;
+/*
+ * What the init works on. It shares the client's memory (CLONE_VM: a copy of the
+ * client's page tables per task, then copy-on-write faults and the teardown, cost half
+ * the rate of short tasks) and runs on a stack of its own at the end of this block,
+ * which also holds copies of everything it reads: the client does not wait for it and
+ * may free or change its own copies (setenv moves environ) meanwhile. Its thread
+ * pointer is the donor thread's (donor_tp), not the client's main thread's, so the
+ * errno its failing calls write is not one the client reads.
+ */
+#define INIT_STACK (64 * 1024)
+struct init_ctx {
+    struct sandbox_task t; /* pointing into this block */
+    const char *pathenv;   /* the client's PATH when the task was started */
+    int wfd;
+    volatile int stage, err; /* written by the vfork'd task when it failed */
+};
+static void *donor_tp;
 
-/* The vfork'd task: its uid, no new privileges, its directory, its program. */
-static void task_exec(const struct sandbox_task *t, const char *dir)
+/* execvpe without reading environ (the client may be changing it): PATH searched as
+ * the shell does; returns only on failure, with errno from the most telling attempt. */
+static void exec_path(const char *prog, const char *pathenv, char *const *argv, char *const *envp)
 {
-    task_stage = SANDBOX_SETUP;
-    if (chdir(dir) < 0)
+    char buf[PATH_MAX];
+    int seen = ENOENT;
+    if (strchr(prog, '/') || !pathenv) {
+        execve(prog, argv, envp);
+        return;
+    }
+    for (const char *d = pathenv;; d++) {
+        const char *e = strchrnul(d, ':');
+        size_t dl = (size_t)(e - d), pl = strlen(prog);
+        if (dl + pl + 2 <= sizeof buf) {
+            memcpy(buf, dl ? d : ".", dl ? dl : 1);
+            dl = dl ? dl : 1;
+            buf[dl] = '/';
+            memcpy(buf + dl + 1, prog, pl + 1);
+            execve(buf, argv, envp);
+            if (errno != ENOENT && errno != ENOTDIR)
+                seen = errno;
+        }
+        if (!*e)
+            break;
+        d = e;
+    }
+    errno = seen;
+}
+
+/* The vfork'd task: its directory, its uid, no new privileges, its program. */
+static void task_exec(struct init_ctx *c, const char *dir)
+{
+    const struct sandbox_task *t = &c->t;
+    c->stage = SANDBOX_SETUP;
+    if (chdir(dir) < 0) /* as root: the path above the directory may be closed to the uid */
         goto fail;
     /* raw calls: glibc's wrappers would signal threads that exist only in the client */
     if (sb.root && (syscall(SYS_setgroups, 0, NULL) < 0 ||
@@ -173,10 +217,10 @@ static void task_exec(const struct sandbox_task *t, const char *dir)
         goto fail;
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         goto fail;
-    task_stage = SANDBOX_EXEC;
-    execvpe(t->path, t->argv, t->envp);
+    c->stage = SANDBOX_EXEC;
+    exec_path(t->path, c->pathenv, t->argv, t->envp);
 fail:
-    task_err = errno;
+    c->err = errno;
     _exit(127);
 }
 
@@ -187,10 +231,12 @@ static void init_report(int fd, int stage, int value)
         _exit(126);
 }
 
-/* The init: never returns. */
-static void init_run(const struct sandbox_task *t, int wfd)
+/* The init (clone's function): never returns. */
+static int init_run(void *arg)
 {
-    task_err = 0;
+    struct init_ctx *c = arg;
+    const struct sandbox_task *t = &c->t;
+    int wfd = c->wfd;
     char wd[PATH_MAX], cwd[PATH_MAX];
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
@@ -202,9 +248,6 @@ static void init_run(const struct sandbox_task *t, int wfd)
     sigprocmask(SIG_SETMASK, &none, NULL);
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0); /* the client gone: the task goes too */
-    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-    if (sb.arg_end > sb.arg_start) /* our copy of the client's command line */
-        memset((void *)sb.arg_start, 0, sb.arg_end - sb.arg_start);
     abs_path(wd, sizeof wd, sb.cwd, t->workdir);
     if (t->cwd)
         abs_path(cwd, sizeof cwd, sb.cwd, t->cwd);
@@ -218,11 +261,12 @@ static void init_run(const struct sandbox_task *t, int wfd)
         goto fail;
     wfd = 3;
     syscall(SYS_close_range, 4U, ~0U, 0U); /* the client's sockets, store, log */
+    c->err = 0;
     pid_t task = vfork();
     if (task == 0)
-        task_exec(t, t->cwd ? cwd : wd);
-    if (task < 0 || task_err) {
-        init_report(wfd, task < 0 ? SANDBOX_SETUP : task_stage, task < 0 ? errno : task_err);
+        task_exec(c, t->cwd ? cwd : wd);
+    if (task < 0 || c->err) {
+        init_report(wfd, task < 0 ? SANDBOX_SETUP : c->stage, task < 0 ? errno : c->err);
         _exit(127);
     }
     close(0);
@@ -245,27 +289,90 @@ fail:
 
 /* ---- in the client ---- */
 
-pid_t sandbox_spawn(const struct sandbox_task *t, int *report)
+/* Bytes of a NULL-terminated vector and its strings; *n its length. */
+static size_t strv_bytes(char *const *v, size_t *n)
 {
-    int p[2], e;
-    pid_t pid = -1;
-    if (pipe2(p, O_CLOEXEC) < 0)
+    size_t b = 0;
+    for (*n = 0; v[*n]; (*n)++)
+        b += strlen(v[*n]) + 1;
+    return b + (*n + 1) * sizeof(char *);
+}
+
+/* Copies string s to *p (advanced past it). */
+static char *put_str(char **p, const char *s)
+{
+    char *d = *p;
+    size_t n = strlen(s) + 1;
+    memcpy(d, s, n);
+    *p += n;
+    return d;
+}
+
+/* Copies vector v (of n strings) to vec, its strings to *p. */
+static char **put_strv(char **vec, char **p, char *const *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        vec[i] = put_str(p, v[i]);
+    vec[n] = NULL;
+    return vec;
+}
+
+/* t, copied into one block with room for the init's stack: NULL when out of memory. */
+static struct init_ctx *ctx_new(const struct sandbox_task *t)
+{
+    size_t na, ne, strs;
+    const char *pathenv = getenv("PATH");
+    size_t need = sizeof(struct init_ctx) + strv_bytes(t->argv, &na) + strv_bytes(t->envp, &ne) +
+                  strlen(t->path) + strlen(t->workdir) + (t->cwd ? strlen(t->cwd) : 0) +
+                  (pathenv ? strlen(pathenv) : 0) + 4;
+    strs = (need + 15) & ~(size_t)15;
+    struct init_ctx *c = malloc(strs + INIT_STACK);
+    if (!c)
+        return NULL;
+    char **av = (char **)(c + 1), **ev = av + na + 1, *p = (char *)(ev + ne + 1);
+    c->t = *t;
+    c->t.argv = put_strv(av, &p, t->argv, na);
+    c->t.envp = put_strv(ev, &p, t->envp, ne);
+    c->t.path = put_str(&p, t->path);
+    c->t.workdir = put_str(&p, t->workdir);
+    c->t.cwd = t->cwd ? put_str(&p, t->cwd) : NULL;
+    c->pathenv = pathenv ? put_str(&p, pathenv) : NULL;
+    c->stage = SANDBOX_SETUP;
+    c->err = 0;
+    return c;
+}
+
+pid_t sandbox_spawn(const struct sandbox_task *t, int *report, void **mem, int *stage)
+{
+    int p[2];
+    struct init_ctx *c = ctx_new(t);
+    *stage = SANDBOX_SETUP;
+    if (!c || pipe2(p, O_CLOEXEC) < 0) {
+        free(c);
         return -1;
-    unsigned long fl = SIGCHLD | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC;
+    }
+    c->wfd = p[1];
+    int fl = SIGCHLD | CLONE_VM | CLONE_SETTLS | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC;
     if (!t->network && sb.netfd < 0)
         fl |= CLONE_NEWNET;
-    pid = (pid_t)syscall(SYS_clone, fl, NULL, NULL, NULL, NULL);
-    if (pid == 0)
-        init_run(t, p[1]);
-    e = errno;
+    size_t na, ne;
+    size_t used = sizeof *c + strv_bytes(c->t.argv, &na) + strv_bytes(c->t.envp, &ne) + 4 +
+                  strlen(c->t.path) + strlen(c->t.workdir) + (c->t.cwd ? strlen(c->t.cwd) : 0) +
+                  (c->pathenv ? strlen(c->pathenv) : 0);
+    char *top = (char *)c + ((used + 15) & ~(size_t)15) + INIT_STACK;
+    pid_t pid =
+        clone(init_run, (void *)((uintptr_t)top & ~(uintptr_t)15), fl, c, NULL, donor_tp, NULL);
+    int saved = errno;
     close(p[1]);
     if (pid < 0) {
         close(p[0]);
-        errno = e;
-    } else {
-        setpgid(pid, pid);
-        *report = p[0];
+        free(c);
+        errno = saved;
+        return -1;
     }
+    setpgid(pid, pid);
+    *report = p[0];
+    *mem = c;
     return pid;
 }
 
@@ -323,6 +430,48 @@ void sandbox_uid_put(uid_t uid)
 }
 
 /* ---- set-up ---- */
+
+/* The donor: a thread that only sleeps, whose thread pointer (its TLS, errno among
+ * it) the inits run with; it never reads what they write there. */
+static void *donor_main(void *arg)
+{
+    int fd = *(int *)arg;
+    char one = 1;
+    donor_tp = __builtin_thread_pointer();
+    if (write(fd, &one, 1) < 0)
+        donor_tp = NULL;
+    for (;;)
+        pause();
+    return NULL;
+}
+
+static int start_donor(char *err, size_t n)
+{
+    pthread_t th;
+    sigset_t all, old;
+    int p[2], rc;
+    char one;
+    if (pipe2(p, O_CLOEXEC) < 0) {
+        snprintf(err, n, "cannot make a pipe: %s", strerror(errno));
+        return -1;
+    }
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* no signal is ever handled there */
+    rc = pthread_create(&th, NULL, donor_main, &p[1]);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0) {
+        pthread_detach(th);
+        while (read(p[0], &one, 1) < 0 && errno == EINTR)
+            ;
+    }
+    close(p[0]);
+    close(p[1]);
+    if (rc != 0 || !donor_tp) {
+        snprintf(err, n, "cannot start a thread: %s", strerror(rc ? rc : EIO));
+        return -1;
+    }
+    return 0;
+}
 
 /* Writes text into /proc/self/<name>. 0 or -1. */
 static int proc_write(const char *name, const char *text)
@@ -413,27 +562,6 @@ static void hide_file(const char *f)
         snprintf(sb.dirs[sb.ndirs++], PATH_MAX, "%s", dir);
 }
 
-/* Fields 48 and 49 of /proc/self/stat: where the command line lies. */
-static void find_args(void)
-{
-    char buf[2048];
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    if (n <= 0)
-        return;
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')'); /* field 2 (the name) may hold spaces */
-    for (int field = 2; p && field < 48; field++)
-        p = strchr(p + 1, ' ');
-    unsigned long long a, b;
-    if (p && sscanf(p, " %llu %llu", &a, &b) == 2 && b > a && b - a < (1u << 20)) {
-        sb.arg_start = (uintptr_t)a;
-        sb.arg_end = (uintptr_t)b;
-    }
-}
-
 static int parse_pool(const char *s, char *err, size_t n)
 {
     unsigned long a, b;
@@ -472,19 +600,26 @@ static int probe(const char *state_dir, char *err, size_t n)
         t.uid = sb.first;
     if (sandbox_slot_uids() && chown(wd, t.uid, t.uid) < 0)
         e = errno;
-    pid_t pid = nul >= 0 && !e ? sandbox_spawn(&t, &rep) : -1;
+    void *mem = NULL;
+    int stage = SANDBOX_SETUP;
+    pid_t pid = nul >= 0 && !e ? sandbox_spawn(&t, &rep, &mem, &stage) : -1;
     if (pid < 0) {
-        snprintf(err, n, "cannot make the task namespaces (mount, PID, IPC): %s",
+        snprintf(err, n, "a sandboxed test process failed (%s: %s)",
+                 stage == SANDBOX_SETUP ? "making its namespaces, mounts or network"
+                                        : "running true",
                  strerror(e ? e : errno));
     } else {
         int ws;
         while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
             ;
-        int stage = sandbox_report(rep, &st, &e);
-        if (stage != SANDBOX_DONE || st != 0)
+        free(mem);
+        stage = sandbox_report(rep, &st, &e);
+        if (stage != SANDBOX_DONE)
             snprintf(err, n, "a sandboxed test process failed (%s: %s)",
                      stage == SANDBOX_SETUP ? "setting up its mounts or network" : "running true",
-                     stage == SANDBOX_DONE ? "exit status not 0" : strerror(e));
+                     strerror(e));
+        else if (st != 0)
+            snprintf(err, n, "a sandboxed test process failed (exit status 0x%x)", st);
         else
             rc = 0;
     }
@@ -521,10 +656,14 @@ int sandbox_init(const struct sandbox_conf *c, char *err, size_t n)
     sb.ndirs = 1;
     for (int i = 0; i < SANDBOX_HIDE_MAX; i++)
         hide_file(c->files[i]);
-    find_args();
+    /* no ptrace, core dump, /proc/PID/mem or environ of the client (or of a task's init,
+       which shares its memory) by a process of its uid: a task of a client that is not
+       root runs under the client's own uid */
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     if ((sb.root && parse_pool(c->slot_uids, err, n) < 0))
         return -1;
     if ((!sb.root && enter_userns(why, sizeof why) < 0) || make_netns(why, sizeof why) < 0 ||
+        start_donor(why, sizeof why) < 0 ||
         (sb.on = true, probe(sb.dirs[0], why, sizeof why) < 0)) {
         sb.on = false;
         snprintf(err, n,

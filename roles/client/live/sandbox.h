@@ -67,11 +67,14 @@ struct sandbox_task {
 };
 
 /*
- * Starts t: returns the pid of its init (the leader of the process group to signal,
- * the child to reap), with *report the read end of the pipe sandbox_report reads once
- * it was reaped. -1 with errno when no process could be made (nothing to reap).
+ * Starts t (copied: the caller may free its copies at once): returns the pid of its
+ * init (the leader of the process group to signal, the child to reap), with *report the
+ * read end of the pipe sandbox_report reads once it was reaped and *mem the init's
+ * memory, to free() once it was reaped (not before: the init runs on it). -1 with
+ * errno when no process could be made (nothing to reap; *stage SANDBOX_SETUP). Whether
+ * the boundary could be set up and the program executed is known after the reap.
  */
-pid_t sandbox_spawn(const struct sandbox_task *t, int *report);
+pid_t sandbox_spawn(const struct sandbox_task *t, int *report, void **mem, int *stage);
 
 enum { SANDBOX_SETUP = 0, SANDBOX_EXEC = 1, SANDBOX_DONE = 2 };
 /*
