@@ -123,37 +123,61 @@ static int bind_fd(int fd, const char *path)
     return mount(src, dst, NULL, MS_BIND | MS_REC, NULL);
 }
 
+/* Binds directory name of the directory open as fd onto path (which must exist). */
+static int bind_at(int fd, const char *name, const char *path)
+{
+    char src[96];
+    snprintf(src, sizeof src, "/proc/self/fd/%d/%s", fd, name);
+    return mount(src, path, NULL, MS_BIND, NULL);
+}
+
 /*
  * The task's view of the file system: nothing propagates back to the host; private
  * /tmp, /var/tmp, /dev/shm; cwd bound back when it lay beneath one of them; the
  * client's directories covered; its own directory bound back; /proc of its PID
- * namespace. 0 or -1 with errno.
+ * namespace. One tmpfs holds all that is the task's own (a superblock per mount was a
+ * tenth of the sandbox's cost): mounted over the state directory, which is covered
+ * anyway, with the directories the others bind from. 0 or -1 with errno.
  */
 static int init_mounts(const char *wd, const char *cwd)
 {
-    const unsigned long fl = MS_NOSUID | MS_NODEV;
+    static const char *const own[PRIVATE_N] = {".tmp", ".vartmp", ".shm"};
+    char name[32];
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         return -1;
     /* opened here: a bind takes its source from this namespace's mounts */
-    int wdfd = open(wd, O_PATH | O_DIRECTORY | O_CLOEXEC), cwdfd = -1;
-    if (wdfd < 0 || (cwd && (cwdfd = open(cwd, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0))
+    int wdfd = open(wd, O_PATH | O_DIRECTORY | O_CLOEXEC), cwdfd = -1, tfd;
+    if (wdfd < 0 || (cwd && (cwdfd = open(cwd, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) ||
+        mount("tmpfs", sb.dirs[0], "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") < 0 ||
+        (tfd = open(sb.dirs[0], O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
         return -1;
+    mode_t um = umask(0);
     for (int i = 0; i < PRIVATE_N; i++)
-        if (mount("tmpfs", private_dirs[i], "tmpfs", fl, "mode=1777") < 0 && errno != ENOENT)
+        if (mkdirat(tfd, own[i], 01777) < 0)
+            return -1;
+    for (size_t i = 0; i < sb.ndirs; i++) { /* one empty directory per cover */
+        snprintf(name, sizeof name, ".c%zu", i);
+        if (mkdirat(tfd, name, 0755) < 0)
+            return -1;
+    }
+    umask(um);
+    for (int i = 0; i < PRIVATE_N; i++)
+        if (bind_at(tfd, own[i], private_dirs[i]) < 0 && errno != ENOENT)
             return -1;
     for (int i = 0; cwd && i < PRIVATE_N; i++)
         if (beneath(cwd, private_dirs[i]) && bind_fd(cwdfd, cwd) < 0)
             return -1;
-    for (size_t i = 0; i < sb.ndirs; i++)
-        if (mount("tmpfs", sb.dirs[i], "tmpfs", fl | MS_NOEXEC, "mode=0755,size=1m") < 0 &&
-            errno != ENOENT)
+    for (size_t i = 0; i < sb.ndirs; i++) {
+        snprintf(name, sizeof name, ".c%zu", i);
+        if (bind_at(tfd, name, sb.dirs[i]) < 0 && errno != ENOENT)
             return -1;
+    }
     for (size_t i = 0; i < sb.nfiles; i++)
         if (mount("/dev/null", sb.files[i], NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
             return -1;
     if (bind_fd(wdfd, wd) < 0)
         return -1;
-    return mount("proc", "/proc", "proc", fl | MS_NOEXEC, NULL);
+    return mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 }
 
 /*
@@ -241,8 +265,8 @@ static int init_run(void *arg)
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
-    for (int s = 1; s < NSIG; s++)
-        sigaction(s, &dfl, NULL); /* the client's handlers are not the init's */
+    for (int s = 1; s < 32; s++) /* the client's handlers (and SIG_IGN) are not the task's */
+        sigaction(s, &dfl, NULL);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -317,8 +341,9 @@ static char **put_strv(char **vec, char **p, char *const *v, size_t n)
     return vec;
 }
 
-/* t, copied into one block with room for the init's stack: NULL when out of memory. */
-static struct init_ctx *ctx_new(const struct sandbox_task *t)
+/* t, copied into one block with room for the init's stack (*top: its top, aligned):
+ * NULL when out of memory. */
+static struct init_ctx *ctx_new(const struct sandbox_task *t, void **top)
 {
     size_t na, ne, strs;
     const char *pathenv = getenv("PATH");
@@ -339,13 +364,15 @@ static struct init_ctx *ctx_new(const struct sandbox_task *t)
     c->pathenv = pathenv ? put_str(&p, pathenv) : NULL;
     c->stage = SANDBOX_SETUP;
     c->err = 0;
+    *top = (void *)(((uintptr_t)c + strs + INIT_STACK) & ~(uintptr_t)15);
     return c;
 }
 
 pid_t sandbox_spawn(const struct sandbox_task *t, int *report, void **mem, int *stage)
 {
     int p[2];
-    struct init_ctx *c = ctx_new(t);
+    void *top;
+    struct init_ctx *c = ctx_new(t, &top);
     *stage = SANDBOX_SETUP;
     if (!c || pipe2(p, O_CLOEXEC) < 0) {
         free(c);
@@ -355,13 +382,7 @@ pid_t sandbox_spawn(const struct sandbox_task *t, int *report, void **mem, int *
     int fl = SIGCHLD | CLONE_VM | CLONE_SETTLS | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC;
     if (!t->network && sb.netfd < 0)
         fl |= CLONE_NEWNET;
-    size_t na, ne;
-    size_t used = sizeof *c + strv_bytes(c->t.argv, &na) + strv_bytes(c->t.envp, &ne) + 4 +
-                  strlen(c->t.path) + strlen(c->t.workdir) + (c->t.cwd ? strlen(c->t.cwd) : 0) +
-                  (c->pathenv ? strlen(c->pathenv) : 0);
-    char *top = (char *)c + ((used + 15) & ~(size_t)15) + INIT_STACK;
-    pid_t pid =
-        clone(init_run, (void *)((uintptr_t)top & ~(uintptr_t)15), fl, c, NULL, donor_tp, NULL);
+    pid_t pid = clone(init_run, top, fl, c, NULL, donor_tp, NULL);
     int saved = errno;
     close(p[1]);
     if (pid < 0) {
