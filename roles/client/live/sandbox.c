@@ -235,9 +235,10 @@ static void task_exec(struct init_ctx *c, const char *dir)
     if (chdir(dir) < 0) /* as root: the path above the directory may be closed to the uid */
         goto fail;
     /* raw calls: glibc's wrappers would signal threads that exist only in the client */
-    if (sb.root && (syscall(SYS_setgroups, 0, NULL) < 0 ||
-                    syscall(SYS_setresgid, t->uid, t->uid, t->uid) < 0 ||
-                    syscall(SYS_setresuid, t->uid, t->uid, t->uid) < 0))
+    if (sb.root && t->uid != geteuid() &&
+        (syscall(SYS_setgroups, 0, NULL) < 0 ||
+         syscall(SYS_setresgid, t->uid, t->uid, t->uid) < 0 ||
+         syscall(SYS_setresuid, t->uid, t->uid, t->uid) < 0))
         goto fail;
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         goto fail;
@@ -534,24 +535,46 @@ fail:
     return -1;
 }
 
-/* One empty network namespace for every task without the network (made once: making
- * one per task halves the rate of short tasks). */
+/*
+ * One empty network namespace for every task without the network (made once: making
+ * one per task halves the rate of short tasks). A child makes it (returning to the
+ * host's namespace would need a capability over it that a client in a user namespace
+ * lacks) and waits while we take a descriptor of it.
+ */
 static int make_netns(char *err, size_t n)
 {
-    int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-    if (self < 0 || unshare(CLONE_NEWNET) < 0) {
-        snprintf(err, n, "cannot make a network namespace: %s", strerror(errno));
-        if (self >= 0)
-            close(self);
+    int ready[2], hold[2], e = 0;
+    char one = 0;
+    if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(hold, O_CLOEXEC) < 0) {
+        snprintf(err, n, "cannot make a pipe: %s", strerror(errno));
         return -1;
     }
-    sb.netfd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-    int e = errno;
-    if (setns(self, CLONE_NEWNET) < 0)
-        fatal("cannot return to the host's network namespace");
-    close(self);
-    if (sb.netfd < 0) {
-        snprintf(err, n, "cannot keep the tasks' network namespace: %s", strerror(e));
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(ready[0]);
+        close(hold[1]); /* its end of file is the signal to leave */
+        int ok = unshare(CLONE_NEWNET) == 0 ? 0 : errno;
+        if (write(ready[1], &ok, sizeof ok) < 0 || read(hold[0], &one, 1) < 0)
+            _exit(1);
+        _exit(0);
+    }
+    close(ready[1]);
+    close(hold[0]);
+    if (pid < 0 || read(ready[0], &e, sizeof e) != (ssize_t)sizeof e)
+        e = pid < 0 ? errno : EIO;
+    if (!e) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
+        if ((sb.netfd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+            e = errno;
+    }
+    close(hold[1]); /* the child leaves */
+    close(ready[0]);
+    if (pid > 0)
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    if (e) {
+        snprintf(err, n, "cannot make a network namespace: %s", strerror(e));
         return -1;
     }
     return 0;
@@ -604,7 +627,7 @@ static int parse_pool(const char *s, char *err, size_t n)
 }
 
 /* Starts `true` in a sandbox, as a task would be: the proof that the boundary works. */
-static int probe(const char *state_dir, char *err, size_t n)
+static int probe(const char *state_dir, uid_t uid, char *err, size_t n)
 {
     char wd[PATH_MAX + 32];
     snprintf(wd, sizeof wd, "%.4000s/.sandbox-probe", state_dir);
@@ -615,11 +638,8 @@ static int probe(const char *state_dir, char *err, size_t n)
     }
     char *av[] = {"true", NULL}, *ev[] = {"PATH=/usr/bin:/bin", NULL};
     int nul = open("/dev/null", O_RDWR | O_CLOEXEC), rep = -1, st = -1, e = 0, rc = -1;
-    uid_t uid = geteuid();
     struct sandbox_task t = {"/bin/true", av, ev, wd, NULL, nul, nul, nul, uid, false};
-    if (sandbox_slot_uids())
-        t.uid = sb.first;
-    if (sandbox_slot_uids() && chown(wd, t.uid, t.uid) < 0)
+    if (uid != geteuid() && chown(wd, uid, uid) < 0)
         e = errno;
     void *mem = NULL;
     int stage = SANDBOX_SETUP;
@@ -677,21 +697,32 @@ int sandbox_init(const struct sandbox_conf *c, char *err, size_t n)
     sb.ndirs = 1;
     for (int i = 0; i < SANDBOX_HIDE_MAX; i++)
         hide_file(c->files[i]);
-    /* no ptrace, core dump, /proc/PID/mem or environ of the client (or of a task's init,
-       which shares its memory) by a process of its uid: a task of a client that is not
-       root runs under the client's own uid */
-    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     if ((sb.root && parse_pool(c->slot_uids, err, n) < 0))
         return -1;
+    /* not dumpable once the user namespace's maps are written and the network namespace
+       was taken (a process that is not dumpable can neither write its own maps nor open
+       its child's /proc entries): no ptrace, core dump, /proc/PID/mem or environ of the
+       client (or of a task's init, which shares its memory) by a process of its uid, as
+       a task of a client that is not root is */
     if ((!sb.root && enter_userns(why, sizeof why) < 0) || make_netns(why, sizeof why) < 0 ||
-        start_donor(why, sizeof why) < 0 ||
-        (sb.on = true, probe(sb.dirs[0], why, sizeof why) < 0)) {
+        prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 || start_donor(why, sizeof why) < 0 ||
+        (sb.on = true, probe(sb.dirs[0], geteuid(), why, sizeof why) < 0)) {
         sb.on = false;
         snprintf(err, n,
                  "cannot sandbox tasks: %s. Run the client where Linux namespaces are "
                  "available, or set client.sandbox = off to run tasks without the boundary "
                  "(they can then read everything this client's user can, its keys included)",
                  why);
+        return -1;
+    }
+    if (sb.root && probe(sb.dirs[0], sb.first, why, sizeof why) < 0) {
+        sb.on = false;
+        snprintf(err, n,
+                 "cannot run tasks under the slot uids %s: %s (a uid must be one this host can "
+                 "switch to; in a user namespace only its mapped uids are); give another "
+                 "client.slot_uids, or set client.sandbox = off to run tasks without the "
+                 "boundary",
+                 c->slot_uids, why);
         return -1;
     }
     char hidden[1200] = "";
