@@ -618,6 +618,15 @@ void runner_cleanup(struct run *r)
     if (r->spawn_wait)
         close(r->spawn_fd);
     r->spawn_wait = false;
+    if (r->sbx_mem) { /* not reaped (the client is leaving, a parallel job dropped) */
+        if (r->pid > 0 && !r->reaped) {
+            kill(-r->pid, SIGKILL); /* its namespace goes with it: a bounded wait */
+            while (waitpid(r->pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        }
+        free(r->sbx_mem); /* the init ran on it: freed once it is gone */
+        r->sbx_mem = NULL;
+    }
     if (r->uid_taken) {
         /* every process of the task is gone with its init: the directory is ours again */
         if (r->workdir[0] && r->uid != geteuid() && chown(r->workdir, geteuid(), getegid()) < 0)

@@ -190,11 +190,15 @@ static int init_mounts(const char *wd, const char *cwd)
  * errno its failing calls write is not one the client reads.
  */
 #define INIT_STACK (64 * 1024)
+#define TASK_STACK (32 * 1024)
+#define REPORT_FD 3 /* the init's end of the report pipe once the descriptors are set */
 struct init_ctx {
     struct sandbox_task t; /* pointing into this block */
+    const char *dir;       /* where the task starts (in the init's stack) */
+    char *task_stack;      /* top of the task's stack until its exec, in this block */
     const char *pathenv;   /* the client's PATH when the task was started */
     int wfd;
-    volatile int stage, err; /* written by the vfork'd task when it failed */
+    volatile int stage, err; /* written by the task when it failed before its exec */
 };
 static void *donor_tp;
 
@@ -227,12 +231,16 @@ static void exec_path(const char *prog, const char *pathenv, char *const *argv, 
     errno = seen;
 }
 
-/* The vfork'd task: its directory, its uid, no new privileges, its program. */
-static void task_exec(struct init_ctx *c, const char *dir)
+/* The task until its exec (clone's function; it shares the init's memory and the init
+ * waits, as after vfork, which sanitizers intercept in ways a process on a borrowed
+ * thread pointer cannot survive): its directory, its uid, no new privileges, its
+ * program. Never returns. */
+static int task_exec(void *arg)
 {
+    struct init_ctx *c = arg;
     const struct sandbox_task *t = &c->t;
     c->stage = SANDBOX_SETUP;
-    if (chdir(dir) < 0) /* as root: the path above the directory may be closed to the uid */
+    if (chdir(c->dir) < 0) /* as root: the path above the directory may be closed to the uid */
         goto fail;
     /* raw calls: glibc's wrappers would signal threads that exist only in the client */
     if (sb.root && t->uid != geteuid() &&
@@ -261,7 +269,6 @@ static int init_run(void *arg)
 {
     struct init_ctx *c = arg;
     const struct sandbox_task *t = &c->t;
-    int wfd = c->wfd;
     char wd[PATH_MAX], cwd[PATH_MAX];
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
@@ -280,18 +287,16 @@ static int init_run(void *arg)
         init_mounts(wd, t->cwd ? cwd : NULL) < 0)
         goto fail;
     int in = fcntl(t->in, F_DUPFD, 10), out = fcntl(t->out, F_DUPFD, 10),
-        err = fcntl(t->err, F_DUPFD, 10), w = fcntl(wfd, F_DUPFD, 10);
+        err = fcntl(t->err, F_DUPFD, 10), w = fcntl(c->wfd, F_DUPFD, 10);
     if (in < 0 || out < 0 || err < 0 || w < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 ||
-        dup2(err, 2) < 0 || dup3(w, 3, O_CLOEXEC) < 0)
+        dup2(err, 2) < 0 || dup3(w, REPORT_FD, O_CLOEXEC) < 0)
         goto fail;
-    wfd = 3;
     syscall(SYS_close_range, 4U, ~0U, 0U); /* the client's sockets, store, log */
     c->err = 0;
-    pid_t task = vfork();
-    if (task == 0)
-        task_exec(c, t->cwd ? cwd : wd);
+    c->dir = t->cwd ? cwd : wd;
+    pid_t task = clone(task_exec, c->task_stack, CLONE_VM | CLONE_VFORK | SIGCHLD, c);
     if (task < 0 || c->err) {
-        init_report(wfd, task < 0 ? SANDBOX_SETUP : c->stage, task < 0 ? errno : c->err);
+        init_report(REPORT_FD, task < 0 ? SANDBOX_SETUP : c->stage, task < 0 ? errno : c->err);
         _exit(127);
     }
     close(0);
@@ -301,14 +306,14 @@ static int init_run(void *arg)
         int st;
         pid_t p = waitpid(-1, &st, 0);
         if (p == task) {
-            init_report(wfd, SANDBOX_DONE, st);
+            init_report(REPORT_FD, SANDBOX_DONE, st);
             _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
         }
         if (p < 0 && errno != EINTR)
             _exit(125);
     }
 fail:
-    init_report(wfd, SANDBOX_SETUP, errno);
+    init_report(c->wfd, SANDBOX_SETUP, errno); /* not yet moved to REPORT_FD */
     _exit(127);
 }
 
@@ -352,7 +357,7 @@ static struct init_ctx *ctx_new(const struct sandbox_task *t, void **top)
                   strlen(t->path) + strlen(t->workdir) + (t->cwd ? strlen(t->cwd) : 0) +
                   (pathenv ? strlen(pathenv) : 0) + 4;
     strs = (need + 15) & ~(size_t)15;
-    struct init_ctx *c = malloc(strs + INIT_STACK);
+    struct init_ctx *c = malloc(strs + TASK_STACK + INIT_STACK);
     if (!c)
         return NULL;
     char **av = (char **)(c + 1), **ev = av + na + 1, *p = (char *)(ev + ne + 1);
@@ -365,7 +370,8 @@ static struct init_ctx *ctx_new(const struct sandbox_task *t, void **top)
     c->pathenv = pathenv ? put_str(&p, pathenv) : NULL;
     c->stage = SANDBOX_SETUP;
     c->err = 0;
-    *top = (void *)(((uintptr_t)c + strs + INIT_STACK) & ~(uintptr_t)15);
+    c->task_stack = (char *)(((uintptr_t)c + strs + TASK_STACK) & ~(uintptr_t)15);
+    *top = (void *)(((uintptr_t)c + strs + TASK_STACK + INIT_STACK) & ~(uintptr_t)15);
     return c;
 }
 
