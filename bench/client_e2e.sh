@@ -3,8 +3,11 @@
 # and one real `gridnode client` with 64 slots (both store.sync=full, the defaults), N
 # trivial tasks (`true`) in one job; time from submission until the job is done. Every
 # task is a real fork/exec, its result a real RPC and commit on both sides.
-# Prints one JSON line on stdout:
-#   {"bench":"client_e2e","tasks":N,"slots":64,"seconds":...,"per_s":...}
+# The same job runs twice against fresh clients, in the execution boundary (the default,
+# docs/security.md) and with client.sandbox = off, in alternating order (the first run of
+# a busy machine is not always the slower). Prints one JSON line on stdout:
+#   {"bench":"client_e2e","tasks":N,"slots":64,"seconds":...,"per_s":...,
+#    "seconds_nosandbox":...,"per_s_nosandbox":...,"sandbox_ratio":...}
 # Knobs: E2E_TASKS (20000), E2E_SLOTS (64), E2E_SECONDS (60: the run is cut there and
 # the tasks done so far counted).
 set -eu
@@ -22,30 +25,43 @@ bench_init e2e
 bench_cluster "$tmp/cluster" "$tmp/cluster.err" --set "store.sync=${E2E_SYNC:-full}"
 cpid=$pid
 
-bench_spawn "$tmp/client.err" "$gridnode" client --set "client.server=$endpoint" \
-    --set "client.state_dir=$tmp/client" --set client.name=e2e --set "client.slots=$SLOTS" \
-    --set client.log_level=warn --set client.parallel=false --set "store.sync=${E2E_SYNC:-full}"
-npid=$pid
+# run_client SANDBOX NAME: one client (client.sandbox=SANDBOX), one job of $TASKS tasks;
+# sets done_n and el (seconds from submission until done, or the cut)
+run_client() {
+    bench_spawn "$tmp/$2.err" "$gridnode" client --set "client.server=$endpoint" \
+        --set "client.state_dir=$tmp/$2" --set "client.name=$2" --set "client.slots=$SLOTS" \
+        --set client.log_level=warn --set client.parallel=false \
+        --set "store.sync=${E2E_SYNC:-full}" --set "client.sandbox=$1"
+    local npid=$pid t0 now job js
+    t0=$(date +%s.%N)
+    job="$("$gridnode" submit -e "$endpoint" --json -n "$TASKS" -- true |
+        sed -n 's/.*"job": *\([0-9]*\).*/\1/p')"
+    [ -n "$job" ] || { echo "client_e2e: submit failed" >&2; exit 1; }
+    echo "client_e2e: cluster $cpid, client $npid ($SLOTS slots, sandbox $1), job $job of $TASKS tasks" >&2
+    done_n=0
+    while :; do
+        js="$("$gridnode" job -e "$endpoint" --json --summary "$job" 2>/dev/null || true)"
+        done_n="$(printf '%s' "$js" | sed -n 's/.*"done": *\([0-9]*\).*/\1/p' | head -n 1)"
+        done_n="${done_n:-0}"
+        now=$(date +%s.%N)
+        [ "$done_n" -ge "$TASKS" ] && break
+        if awk -v a="$now" -v b="$t0" -v l="$LIMIT_S" 'BEGIN{exit !(a - b > l)}'; then
+            echo "client_e2e: cut at ${LIMIT_S} s with $done_n of $TASKS done" >&2
+            break
+        fi
+        kill -0 "$npid" 2>/dev/null || { echo "client_e2e: the client died:" >&2; tail -n 20 "$tmp/$2.err" >&2; exit 1; }
+        kill -0 "$cpid" 2>/dev/null || { echo "client_e2e: the cluster died:" >&2; tail -n 20 "$tmp/cluster.err" >&2; exit 1; }
+        sleep 0.1
+    done
+    el=$(awk -v a="$now" -v b="$t0" 'BEGIN{printf "%.3f", a - b}')
+    bench_stop "$npid"
+}
 
-t0=$(date +%s.%N)
-job="$("$gridnode" submit -e "$endpoint" --json -n "$TASKS" -- true |
-    sed -n 's/.*"job": *\([0-9]*\).*/\1/p')"
-[ -n "$job" ] || { echo "client_e2e: submit failed" >&2; exit 1; }
-echo "client_e2e: cluster $cpid, client $npid ($SLOTS slots), job $job of $TASKS tasks" >&2
-done_n=0
-while :; do
-    js="$("$gridnode" job -e "$endpoint" --json --summary "$job" 2>/dev/null || true)"
-    done_n="$(printf '%s' "$js" | sed -n 's/.*"done": *\([0-9]*\).*/\1/p' | head -n 1)"
-    done_n="${done_n:-0}"
-    now=$(date +%s.%N)
-    [ "$done_n" -ge "$TASKS" ] && break
-    if awk -v a="$now" -v b="$t0" -v l="$LIMIT_S" 'BEGIN{exit !(a - b > l)}'; then
-        echo "client_e2e: cut at ${LIMIT_S} s with $done_n of $TASKS done" >&2
-        break
-    fi
-    kill -0 "$npid" 2>/dev/null || { echo "client_e2e: the client died:" >&2; tail -n 20 "$tmp/client.err" >&2; exit 1; }
-    kill -0 "$cpid" 2>/dev/null || { echo "client_e2e: the cluster died:" >&2; tail -n 20 "$tmp/cluster.err" >&2; exit 1; }
-    sleep 0.1
+if [ "$(( $(date +%s) % 2 ))" = 0 ]; then order="true false"; else order="false true"; fi
+for sb in $order; do
+    run_client "$sb" "client-$sb"
+    if [ "$sb" = true ]; then n_on=$done_n el_on=$el; else n_off=$done_n el_off=$el; fi
 done
-awk -v n="$done_n" -v a="$now" -v b="$t0" -v s="$SLOTS" -v t="$TASKS" 'BEGIN{
-    el = a - b; printf "{\"bench\":\"client_e2e\",\"tasks\":%d,\"done\":%d,\"slots\":%d,\"seconds\":%.3f,\"per_s\":%.1f}\n", t, n, s, el, (el > 0 ? n / el : 0) }'
+awk -v n="$n_on" -v a="$el_on" -v m="$n_off" -v b="$el_off" -v s="$SLOTS" -v t="$TASKS" 'BEGIN{
+    on = (a > 0 ? n / a : 0); off = (b > 0 ? m / b : 0)
+    printf "{\"bench\":\"client_e2e\",\"tasks\":%d,\"done\":%d,\"slots\":%d,\"seconds\":%.3f,\"per_s\":%.1f,\"seconds_nosandbox\":%.3f,\"per_s_nosandbox\":%.1f,\"sandbox_ratio\":%.3f}\n", t, n, s, a, on, b, off, (off > 0 ? on / off : 0) }'

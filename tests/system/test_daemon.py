@@ -379,9 +379,14 @@ def test_grid_up_meta_runs_a_job_through_every_level(gridnode_bin, workdir):
         assert r.returncode == 0, r.stdout + r.stderr
         assert "started 7, kept 0" in r.stdout, r.stdout
         meta = "tcp://127.0.0.1:%d" % ports[2]
-        out = workdir / "ran-here"
-        r = tool("submit", "-e", meta, "--name", "top", "--limit", "60", "--shell", "--",
-                 "echo grid-result; echo x > %s" % out)
+        # the job's directory, writable by the slot uid its task runs under: the task's
+        # /tmp is its own (docs/security.md, "Execution boundary")
+        shared = workdir / "shared"
+        shared.mkdir(mode=0o1777)
+        shared.chmod(0o1777)
+        out = shared / "ran-here"
+        r = tool("submit", "-e", meta, "--name", "top", "--limit", "60", "--chdir", shared,
+                 "--shell", "--", "echo grid-result; echo x > %s" % out)
         jid = int(r.split()[2])
 
         def row():

@@ -22,6 +22,24 @@ def submit(cl, argv, ntasks, **extra):
     return r["job"]
 
 
+def shared_file(workdir, name):
+    """A file the job's tasks share with the test: each task has a private /tmp and runs
+    under a slot uid of its own (docs/security.md, "Execution boundary"), so the file is
+    made writable for any uid, in a directory the job starts in (submit --chdir)."""
+    d = workdir / "shared"
+    d.mkdir(exist_ok=True)
+    d.chmod(0o1777)
+    return d / name
+
+
+def shared_log(workdir, name):
+    """shared_file, made beforehand and writable by any uid (tasks append to it)."""
+    f = shared_file(workdir, name)
+    f.touch()
+    f.chmod(0o666)
+    return f
+
+
 def job(cl, jid, tasks=True, output=True, count=100000):
     """JOB_GET, with each task's stdout/stderr (msgpack bin) decoded to text."""
     r = cl.client().ok("JOB_GET", "JOB", job=jid, tasks=tasks, output=output, count=count)
@@ -47,8 +65,9 @@ def run_cli(gridnode_bin, *args, timeout=30, env=None):
 def test_200_tasks_over_4_clients_exactly_once(cluster_factory, client_factory, workdir):
     cl = cluster_factory(FAST)
     client_factory(cl, 4, sets=dict(CLIENT, **{"client.slots": 2}))
-    runs = workdir / "runs"
-    jid = submit(cl, ["echo {i} >> %s; echo $(( {i} * {i} ))" % runs], 200, shell=True)
+    runs = shared_log(workdir, "runs")
+    jid = submit(cl, ["echo {i} >> %s; echo $(( {i} * {i} ))" % runs], 200, shell=True,
+                 chdir=str(runs.parent))
     wait_done(cl, jid, 120)
     j = job(cl, jid)
     assert j["job"]["done"] == 200 and j["job"]["failed"] == 0
@@ -118,8 +137,9 @@ def test_client_restart_reruns_and_reports_from_its_store(cluster_factory, clien
                                        "tasks.min_wait_s": 300}))
     sets = dict(CLIENT, **{"client.slots": 1})
     (a,) = client_factory(cl, 1, sets=sets, prefix="a")
-    runs = workdir / "runs"
-    jid = submit(cl, ["echo start >> %s; sleep 1; echo done {i}" % runs], 1, shell=True)
+    runs = shared_file(workdir, "runs")
+    jid = submit(cl, ["echo start >> %s; sleep 1; echo done {i}" % runs], 1, shell=True,
+                 chdir=str(runs.parent))
     wait_until(lambda: runs.exists(), scaled(20), msg="the task to start")
     a.stop(signal.SIGKILL)
     # the same command line, so the same name and state dir: a restarted client
@@ -141,8 +161,9 @@ def test_finished_result_kept_while_server_down(cluster_factory, client_factory,
     cl = cluster_factory(dict(FAST, **{"tasks.k_wait": 500, "tasks.k_wait_dead": 600,
                                        "tasks.min_wait_s": 300, "store.sync": "full"}))
     (a,) = client_factory(cl, 1, sets=dict(CLIENT, **{"client.slots": 1}), prefix="a")
-    flag = workdir / "started"
-    jid = submit(cl, ["touch %s; sleep 1.5; echo result {i}" % flag], 1, shell=True)
+    flag = shared_file(workdir, "started")
+    jid = submit(cl, ["touch %s; sleep 1.5; echo result {i}" % flag], 1, shell=True,
+                 chdir=str(flag.parent))
     wait_until(lambda: flag.exists(), scaled(20), msg="the task to start")
     cl.kill(signal.SIGKILL)  # the client cannot report the result
     wait_until(lambda: "task %d.0 finished" % jid in a.log(), scaled(20),

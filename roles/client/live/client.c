@@ -55,6 +55,11 @@ const struct config_key client_keys[] = {
     {"run", "max_output_kb", CONFIG_INT, "64", OFF(max_output_kb), 0, 16384, NULL,
      "stdout and stderr kept per task or parallel rank, each; the rest is dropped, marked "
      "truncated"},
+    {"client", "sandbox", CONFIG_BOOL, "true", OFF(sandbox), 0, 0, NULL,
+     "run tasks in the execution boundary (docs/security.md); false: as this client's user, "
+     "seeing all it sees"},
+    {"client", "slot_uids", CONFIG_STR, "61000-61127", OFF(slot_uids), 0, 0, NULL,
+     "FIRST-LAST: uids a root client runs tasks under, one per running task (gid the same)"},
     {"run", "kill_grace_s", CONFIG_DOUBLE, "2", OFF(kill_grace_s), 0, 3600, NULL,
      "after the wall-clock limit: SIGTERM, then SIGKILL this much later"},
     DAEMON_STORE_KEYS(struct client_cfg),

@@ -40,6 +40,9 @@ struct client_cfg {
     long master_fetch_period;
     double report_cushion, report_max_delay, default_deadline_s, default_est_s;
     struct curve_conf sec; /* [security] (daemon/curve.h) */
+    /* the execution boundary (sandbox.h) */
+    int sandbox;
+    char slot_uids[CONFIG_STR_MAX];
 };
 
 extern const struct config_key client_keys[];

@@ -27,6 +27,7 @@
 #include "daemon/daemon.h"
 #include "daemon/loop.h"
 #include "lib/log.h"
+#include "roles/client/live/sandbox.h"
 #include "store/store.h"
 
 #define MAX_RESULTS 1024 /* MAX_BATCH of the wire */
@@ -181,6 +182,36 @@ static void on_fast(struct loop *lp, void *arg)
     (void)arg; /* wakes the loop so that vcl_pump sees unsent requests and timeouts */
 }
 
+/*
+ * The execution boundary (sandbox.h), set up before any thread exists: its state
+ * directory, key files and config file are what tasks must not see. -1 (logged) when
+ * it cannot be had and the operator did not opt out (client.sandbox = off).
+ */
+static int start_sandbox(const struct client_cfg *cfg, const char *file, int slots)
+{
+    struct curve_conf sec = cfg->sec;
+    char err[1024];
+    curve_conf_env(&sec);
+    struct sandbox_conf c = {cfg->sandbox,
+                             cfg->state_dir,
+                             {sec.secret_key, sec.server_key, sec.authorized_keys, file},
+                             cfg->slot_uids};
+    if (sandbox_init(&c, err, sizeof err) < 0) {
+        log_warnx("%s", err);
+        fprintf(stderr, "gridnode client: %s\n", err);
+        return -1;
+    }
+    if (sandbox_slot_uids()) {
+        unsigned long a = 0, b = 0;
+        sscanf(cfg->slot_uids, "%lu-%lu", &a, &b);
+        if (b - a + 1 < (unsigned long)slots)
+            log_warnx("client.slot_uids (%s) has fewer uids than client.slots (%d): tasks "
+                      "beyond them fail to start",
+                      cfg->slot_uids, slots);
+    }
+    return 0;
+}
+
 int vcl_main(struct client_cfg *cfg, const char *file)
 {
     static struct live l;
@@ -205,6 +236,8 @@ int vcl_main(struct client_cfg *cfg, const char *file)
     if (!(l.loop = loop_new()))
         return 1;
     if (vcl_store_open(&l) < 0)
+        goto out;
+    if (start_sandbox(cfg, file, l.slots) < 0)
         goto out;
     struct daemon_opts o = {"client", cfg->control, cfg->state_dir, 0, .security = &cfg->sec};
     struct daemon_ops ops = {vcl_control, on_commit, on_reload, &l, NULL};

@@ -206,7 +206,12 @@ fail:
 static int encode_task(const void *rec, struct wire_buf *wb)
 {
     const struct ltask *t = rec;
-    wire_pack_map(wb, 13 + (t->result != NULL));
+    uint32_t nenv = 0;
+    while (t->renv.env && t->renv.env[nenv])
+        nenv++;
+    /* env, chdir and network too: a rerun after a restart starts as the first run did */
+    wire_pack_map(wb,
+                  13 + (t->result != NULL) + (nenv > 0) + (t->renv.cwd != NULL) + t->renv.network);
     wire_put_str(wb, "project", t->l->e->projects[t->project].name);
     wire_put_u64(wb, "job", t->job);
     wire_put_u64(wb, "idx", t->idx);
@@ -222,6 +227,12 @@ static int encode_task(const void *rec, struct wire_buf *wb)
     wire_put_f64(wb, "received", t->received);
     if (t->result)
         wire_put_bin(wb, "result", t->result, t->rlen);
+    if (nenv > 0)
+        wire_put_strv(wb, "env", t->renv.env, nenv);
+    if (t->renv.cwd)
+        wire_put_str(wb, "chdir", t->renv.cwd);
+    if (t->renv.network)
+        wire_put_bool(wb, "network", true);
     return 0;
 }
 

@@ -30,6 +30,7 @@
 
 #include "daemon/loop.h"
 #include "lib/text.h"
+#include "roles/client/live/sandbox.h"
 #include "wire/jobenv.h"
 #include "wire/wire.h"
 
@@ -73,8 +74,8 @@ static int write_file(const char *path, const void *p, size_t n)
  * not be executed) and errno.
  */
 enum { CHILD_SETUP = 0, CHILD_EXEC = 1 };
-static void child_exec(char *const *argv, bool shell, char *const *env, const char *workdir, int in,
-                       int out, int err, int errpipe)
+static void child_exec(char *const *argv, bool shell, char *const *envp, const char *workdir,
+                       int in, int out, int err, int errpipe)
 {
     sigset_t none;
     sigemptyset(&none);
@@ -87,8 +88,8 @@ static void child_exec(char *const *argv, bool shell, char *const *env, const ch
     if (chdir(workdir) < 0 || in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 ||
         dup2(err, 2) < 0)
         goto fail;
-    for (int i = 0; env && env[i]; i++)
-        putenv(env[i]);
+    if (!envp)
+        goto fail;
     if (shell) {
         int n = 0;
         while (argv[n])
@@ -101,10 +102,10 @@ static void child_exec(char *const *argv, bool shell, char *const *env, const ch
         for (int i = 0; i < n; i++)
             sh[i + 2] = argv[i];
         stage = CHILD_EXEC;
-        execv("/bin/sh", sh);
+        execve("/bin/sh", sh, envp);
     } else {
         stage = CHILD_EXEC;
-        execvp(argv[0], argv);
+        execvpe(argv[0], argv, envp);
     }
 fail:;
     int e[2] = {stage, errno};
@@ -268,6 +269,7 @@ int runner_env_take(struct runner_env *e, const struct msgpack_object *m, char *
         return 0; /* bad says why: the task fails with it */
     e->env = jobenv_dup(m, &count, &oom);
     e->cwd = wire_get_strdup(m, "chdir");
+    e->network = wire_get_bool(m, "network", false);
     if (oom || (wire_get(m, "chdir") && !e->cwd)) {
         runner_env_free(e);
         return -1;
@@ -292,7 +294,9 @@ static size_t env_name_len(const char *s)
 
 /*
  * environ with the task's variables added, a task's variable replacing the client's of
- * the same name: a malloc'd array of borrowed pointers, or NULL (out of memory).
+ * the same name, and without the client's GRIDNODE_* variables (its key paths and
+ * settings are not the task's business, issue 23): a malloc'd array of borrowed
+ * pointers, or NULL (out of memory).
  */
 static char **env_merge(char *const *add)
 {
@@ -306,7 +310,7 @@ static char **env_merge(char *const *add)
         return NULL;
     for (size_t i = 0; i < n; i++) {
         size_t l = env_name_len(environ[i]);
-        bool replaced = false;
+        bool replaced = !strncmp(environ[i], "GRIDNODE_", 9);
         for (size_t j = 0; j < k && !replaced; j++)
             replaced = env_name_len(add[j]) == l && !strncmp(add[j], environ[i], l);
         if (!replaced)
@@ -331,8 +335,8 @@ static int spawn_task(struct run *r, char *const *argv, bool shell, int in, int 
     sigaddset(&dfl, SIGINT);
     sigaddset(&dfl, SIGTERM);
     sigaddset(&dfl, SIGCHLD);
-    char **envp = environ;
-    if (e && e->env && !(envp = env_merge(e->env)))
+    char **envp = env_merge(e ? e->env : NULL);
+    if (!envp)
         return ENOMEM;
     if ((rc = posix_spawn_file_actions_init(&fa)) != 0)
         goto out;
@@ -370,8 +374,73 @@ static int spawn_task(struct run *r, char *const *argv, bool shell, int in, int 
     posix_spawnattr_destroy(&at);
     posix_spawn_file_actions_destroy(&fa);
 out:
-    if (envp != environ)
-        free(envp);
+    free(envp);
+    return rc;
+}
+
+/* argv as a /bin/sh -c script: a malloc'd vector of borrowed strings, or NULL. */
+static char **shell_argv(char *const *argv)
+{
+    int n = 0;
+    while (argv[n])
+        n++;
+    char **sh = calloc((size_t)n + 3, sizeof *sh);
+    if (!sh)
+        return NULL;
+    sh[0] = "/bin/sh";
+    sh[1] = "-c";
+    for (int i = 0; i < n; i++)
+        sh[i + 2] = argv[i];
+    return sh;
+}
+
+/*
+ * Starts argv in a sandbox (sandbox.h) under a uid of the pool, descriptors in/out/err
+ * as 0/1/2, with the environment made of the client's (scrubbed) and add. Returns 0
+ * with r->pid the sandbox's init, or an errno (nothing started; *exec: the program could
+ * not be executed, else the host could not start it).
+ */
+static int start_boxed(struct run *r, char *const *argv, bool shell, int in, int out, int err,
+                       char *const *add, const char *cwd, bool network, bool *exec)
+{
+    char **envp = env_merge(add), **sh = NULL;
+    int rc = 0, rep = -1, stage = SANDBOX_SETUP;
+    *exec = false;
+    if (!envp || (shell && !(sh = shell_argv(argv)))) {
+        rc = ENOMEM;
+        goto out;
+    }
+    if (sandbox_uid_take(&r->uid) < 0) {
+        rc = errno;
+        goto out;
+    }
+    r->uid_taken = true;
+    if (sandbox_slot_uids() && chown(r->workdir, r->uid, r->uid) < 0) {
+        rc = errno;
+        goto out;
+    }
+    struct sandbox_task t = {shell ? "/bin/sh" : argv[0],
+                             sh ? sh : argv,
+                             envp,
+                             r->workdir,
+                             cwd,
+                             in,
+                             out,
+                             err,
+                             r->uid,
+                             network};
+    if ((r->pid = sandbox_spawn(&t, &rep, &r->sbx_mem, &stage)) < 0) {
+        rc = errno;
+        *exec = stage == SANDBOX_EXEC;
+        r->pid = -1;
+        goto out;
+    }
+    r->spawn_fd = rep;
+    r->spawn_wait = r->sandboxed = true;
+    snprintf(r->prog, sizeof r->prog, "%s", argv[0]);
+out:
+    free(sh);
+    free(envp);
     return rc;
 }
 
@@ -384,6 +453,8 @@ static bool cwd_refused(struct run *r, const char *cwd)
                       : !S_ISDIR(st.st_mode)  ? "not a directory"
                       : access(cwd, X_OK) < 0 ? strerror(errno)
                                               : NULL;
+    if (!bad && sandbox_hides(cwd))
+        bad = "the node keeps it private";
     if (!bad)
         return false;
     snprintf(r->error, sizeof r->error,
@@ -424,7 +495,10 @@ int runner_start_env(struct run *r, char *const *argv, bool shell, const void *i
     infd = open(inlen > 0 ? stdin_path : "/dev/null", O_RDONLY | O_CLOEXEC);
     if (infd < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0)
         goto syserr;
-    int rc = spawn_task(r, argv, shell, infd, out[1], err[1], e);
+    bool boxed = sandbox_enabled(), exec = false;
+    int rc = boxed ? start_boxed(r, argv, shell, infd, out[1], err[1], e ? e->env : NULL,
+                                 e ? e->cwd : NULL, e && e->network, &exec)
+                   : spawn_task(r, argv, shell, infd, out[1], err[1], e);
     close(infd);
     close(out[1]);
     close(err[1]);
@@ -433,7 +507,12 @@ int runner_start_env(struct run *r, char *const *argv, bool shell, const void *i
         r->pid = -1;
         close(out[0]);
         close(err[0]);
-        if (spawn_errno_is_programs(rc)) {
+        if (rc == EAGAIN && boxed) {
+            snprintf(r->error, sizeof r->error,
+                     "no free slot uid for the task (client.slot_uids is smaller than the tasks "
+                     "and parallel processes run at once)");
+            r->host_fault = true;
+        } else if (boxed ? exec : spawn_errno_is_programs(rc)) {
             snprintf(r->error, sizeof r->error, "cannot run '%s': %s", argv[0], strerror(rc));
         } else {
             snprintf(r->error, sizeof r->error, "cannot start the task's process in %.180s: %s",
@@ -505,8 +584,22 @@ void runner_reaped(struct run *r, int status, const struct rusage *ru)
 {
     r->reaped = true;
     r->status = status;
-    r->ru = *ru;
+    r->ru = *ru; /* the init's: it reaped the task, so the task's CPU time is in it */
     r->end_ms = loop_now_ms();
+    free(r->sbx_mem); /* the init is gone */
+    r->sbx_mem = NULL;
+    if (!r->sandboxed || !r->spawn_wait)
+        return;
+    int err = 0, stage = sandbox_report(r->spawn_fd, &r->status, &err);
+    r->spawn_wait = false;
+    if (stage == SANDBOX_EXEC) {
+        snprintf(r->error, sizeof r->error, "cannot run '%s': %s", r->prog, strerror(err));
+        r->spawn_failed = true;
+    } else if (stage == SANDBOX_SETUP) {
+        snprintf(r->error, sizeof r->error, "cannot set up the task's sandbox in %.180s: %s",
+                 r->workdir, strerror(err));
+        r->spawn_failed = r->host_fault = true;
+    }
 }
 
 bool runner_finished(const struct run *r)
@@ -525,6 +618,22 @@ void runner_cleanup(struct run *r)
     if (r->spawn_wait)
         close(r->spawn_fd);
     r->spawn_wait = false;
+    if (r->sbx_mem) { /* not reaped (the client is leaving, a parallel job dropped) */
+        if (r->pid > 0 && !r->reaped) {
+            kill(-r->pid, SIGKILL); /* its namespace goes with it: a bounded wait */
+            while (waitpid(r->pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        }
+        free(r->sbx_mem); /* the init ran on it: freed once it is gone */
+        r->sbx_mem = NULL;
+    }
+    if (r->uid_taken) {
+        /* every process of the task is gone with its init: the directory is ours again */
+        if (r->workdir[0] && r->uid != geteuid() && chown(r->workdir, geteuid(), getegid()) < 0)
+            r->pooled = false; /* removed, not pooled */
+        sandbox_uid_put(r->uid);
+        r->uid_taken = false;
+    }
     if (r->out.fd >= 0)
         close(r->out.fd);
     if (r->err.fd >= 0)
@@ -546,16 +655,22 @@ void runner_cleanup(struct run *r)
     r->workdir[0] = '\0';
 }
 
-/* In the child of runner_spawn: no stdin, stdout and stderr into files of workdir. */
-static void pchild(char *const *argv, bool shell, char *const *env, const char *workdir,
-                   const char *cwd, int errpipe)
+/* Opens /dev/null and the files "stdout" and "stderr" of workdir (truncated) for a
+ * runner_spawn process. 0, or -1 (none left open). */
+static int pfiles(const char *workdir, int fd[3])
 {
     char out[600], err[600];
     snprintf(out, sizeof out, "%s/stdout", workdir);
     snprintf(err, sizeof err, "%s/stderr", workdir);
-    child_exec(argv, shell, env, cwd ? cwd : workdir, open("/dev/null", O_RDONLY),
-               open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600),
-               open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600), errpipe);
+    fd[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    fd[1] = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    fd[2] = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd[0] >= 0 && fd[1] >= 0 && fd[2] >= 0)
+        return 0;
+    for (int i = 0; i < 3; i++)
+        if (fd[i] >= 0)
+            close(fd[i]);
+    return -1;
 }
 
 int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
@@ -584,7 +699,33 @@ int runner_spawn_in(struct run *r, char *const *argv, bool shell, char *const *e
     }
     if (cwd && cwd_refused(r, cwd))
         return -1;
+    int fd[3];
+    if (pfiles(workdir, fd) < 0) {
+        snprintf(r->error, sizeof r->error, "cannot open the output files in %s: %s", workdir,
+                 strerror(errno));
+        r->host_fault = true;
+        return -1;
+    }
+    if (sandbox_enabled()) { /* parallel ranks talk to each other: the network stays on */
+        bool exec;
+        int rc = start_boxed(r, argv, shell, fd[0], fd[1], fd[2], env, cwd, true, &exec);
+        for (int i = 0; i < 3; i++)
+            close(fd[i]);
+        if (rc == 0)
+            return 0;
+        if (exec)
+            snprintf(r->error, sizeof r->error, "cannot run '%s': %s", argv[0], strerror(rc));
+        else
+            snprintf(r->error, sizeof r->error, "cannot start the process in its sandbox: %s",
+                     rc == EAGAIN ? "no free slot uid (client.slot_uids)" : strerror(rc));
+        r->host_fault = !exec;
+        return -1;
+    }
+    char **envp = env_merge(env);
     if (pipe2(ep, O_CLOEXEC) < 0 || (r->pid = fork()) < 0) {
+        free(envp);
+        for (int i = 0; i < 3; i++)
+            close(fd[i]);
         snprintf(r->error, sizeof r->error, "cannot start a process: %s", strerror(errno));
         r->host_fault = true;
         if (ep[0] >= 0) {
@@ -595,7 +736,10 @@ int runner_spawn_in(struct run *r, char *const *argv, bool shell, char *const *e
         return -1;
     }
     if (r->pid == 0)
-        pchild(argv, shell, env, workdir, cwd, ep[1]);
+        child_exec(argv, shell, envp, cwd ? cwd : workdir, fd[0], fd[1], fd[2], ep[1]);
+    free(envp);
+    for (int i = 0; i < 3; i++)
+        close(fd[i]);
     setpgid(r->pid, r->pid);
     close(ep[1]);
     r->spawn_fd = ep[0]; /* read once the child is reaped: no wait for its exec here */
@@ -606,6 +750,8 @@ int runner_spawn_in(struct run *r, char *const *argv, bool shell, char *const *e
 
 bool runner_spawned(struct run *r)
 {
+    if (r->sandboxed) /* runner_reaped read the sandbox's report */
+        return r->spawn_failed;
     if (!r->spawn_wait)
         return false;
     r->spawn_wait = false;

@@ -37,6 +37,11 @@ struct run {
     bool spawn_wait;
     int spawn_fd;
     char prog[128];
+    /* sandbox.h: the process is the init of a sandbox, spawn_fd its report (read when
+       it is reaped: the task's own status, or why it could not start) */
+    bool sandboxed, spawn_failed, uid_taken;
+    uid_t uid;     /* the task's uid (sandbox_uid_take), given back by runner_cleanup */
+    void *sbx_mem; /* the init's memory, freed once it was reaped */
 };
 
 /*
@@ -58,8 +63,9 @@ int runner_start(struct run *r, char *const *argv, bool shell, const void *in, s
  * still made: it holds the standard input file).
  */
 struct runner_env {
-    char **env; /* NULL-terminated, or NULL */
-    char *cwd;  /* or NULL */
+    char **env;   /* NULL-terminated, or NULL */
+    char *cwd;    /* or NULL */
+    bool network; /* the job asked for the network (docs/wire.md 5.2 "network") */
 };
 
 struct msgpack_object;
