@@ -641,13 +641,16 @@ def cluster(cluster_factory):
 class Client(Proc):
     """A `gridnode client` process."""
 
-    def __init__(self, registry, binary, name, state_dir, server, sets, env, log, extra=()):
+    def __init__(self, registry, binary, name, state_dir, server, sets, env, log, extra=(),
+                 sandbox=False):
         self.name = name
         self.state_dir = Path(state_dir)
         self.server = server
         args = [binary, "client", "--set", "client.server=%s" % server,
                 "--set", "client.state_dir=%s" % state_dir, "--set", "client.name=%s" % name]
-        pairs = (sets or {}).items() if isinstance(sets, dict) else (sets or ())
+        pairs = list((sets or {}).items() if isinstance(sets, dict) else (sets or ()))
+        if not sandbox and not any(k == "client.sandbox" for k, _ in pairs):
+            pairs.append(("client.sandbox", False))
         for k, v in pairs:
             args += ["--set", "%s=%s" % (k, _ini(v))]
         args += [str(a) for a in extra]
@@ -662,15 +665,23 @@ class Client(Proc):
 
 
 @pytest.fixture
-def client_factory(procs, gridnode_bin, workdir):
+def client_factory(procs, gridnode_bin, workdir, request):
     """start(server, n=1, sets=None, env=None, prefix="node", args=()) -> [Client]:
     starts n `gridnode client` processes named prefix1..prefixN (numbering goes on
     across calls), each with its own state dir workdir/<name> and log
     workdir/<name>.log (stdout in workdir/<name>.out). `server` is a Cluster or an
     endpoint. sets: extra --set pairs (any keys `gridnode client --help` lists) as a
     dict, a list of (key, value) pairs (for repeated keys), or a function of the
-    client's number returning either. args: more command-line arguments."""
+    client's number returning either. args: more command-line arguments.
+
+    The execution boundary (client.sandbox, docs/security.md) is on, as shipped, in
+    the test files that set CLIENT_SANDBOX = True (the boundary's own tests and the
+    grid, client and parallel files written for it); elsewhere these clients run with
+    client.sandbox = false unless sets says otherwise, because those tests' tasks
+    write marker files into the test's own directory under /tmp (mode 0700, root's),
+    which a sandboxed task rightly cannot reach."""
     counter = itertools.count(1)
+    sandbox = getattr(request.module, "CLIENT_SANDBOX", False)
 
     def start(server, n=1, sets=None, env=None, prefix="node", args=()):
         endpoint = server.endpoint if isinstance(server, Cluster) else str(server)
@@ -680,7 +691,7 @@ def client_factory(procs, gridnode_bin, workdir):
             name = "%s%d" % (prefix, i)
             s = sets(i) if callable(sets) else sets
             out.append(Client(procs, gridnode_bin, name, workdir / name, endpoint, s, env,
-                              workdir / ("%s.log" % name), extra=args))
+                              workdir / ("%s.log" % name), extra=args, sandbox=sandbox))
         return out
 
     return start

@@ -13,6 +13,8 @@ import time
 
 from conftest import FAST_CLIENT as CLIENT, FAST_CLUSTER as FAST, scaled, wait_until
 
+CLIENT_SANDBOX = True   # conftest client_factory: the shipped execution boundary
+
 SCHED = {  # the multi-project client's engine, fast (as tests/system/test_client_multi.py)
     "min_buf": 4, "additional_buf": 4, "time_slice": 2, "poll_s": 0.5, "tick_s": 0.1,
     "rpc_backoff_min": 0.5, "rpc_backoff_max": 2, "rsc_backoff_min": 0.5,

@@ -12,6 +12,8 @@ import pytest
 
 from conftest import Proc, scaled, wait_until
 
+CLIENT_SANDBOX = True   # conftest client_factory: the shipped execution boundary
+
 FAST = {
     "sched.min_buf": 4, "sched.additional_buf": 4, "sched.time_slice": 2,
     "sched.poll_s": 0.5, "sched.tick_s": 0.1, "sched.rpc_backoff_min": 0.5,
@@ -20,9 +22,9 @@ FAST = {
 }
 
 
-def write_ini(path, state_dir, projects, slots=2, extra=None):
+def write_ini(path, state_dir, projects, slots=2, extra=None, sandbox=True):
     lines = ["[client]", "state_dir = %s" % state_dir, "slots = %d" % slots,
-             "log_level = debug", "[sched]"]
+             "log_level = debug"] + ([] if sandbox else ["sandbox = false"]) + ["[sched]"]
     for k, v in FAST.items():
         if k.startswith("sched."):
             lines.append("%s = %s" % (k.split(".", 1)[1], v))

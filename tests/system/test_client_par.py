@@ -18,6 +18,8 @@ import test_node_health as nh
 import test_node_spawn as ns
 from conftest import TYPES, scaled, wait_until
 
+CLIENT_SANDBOX = True   # conftest client_factory: the shipped execution boundary
+
 T = dict(TYPES, PSUBMIT=39)
 
 # the engine's timing in seconds, as test_client_multi's, and prompt reports

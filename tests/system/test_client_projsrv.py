@@ -31,7 +31,9 @@ def job(binary, cluster, jid):
 def client(procs, binary, workdir, projects, slots=2, extra=None, name="vc"):
     sd = workdir / name
     ini = workdir / (name + ".ini")
-    write_ini(ini, sd, projects, slots=slots, extra=extra)
+    # the tasks here write into the test's own directory: no execution boundary (see
+    # conftest client_factory)
+    write_ini(ini, sd, projects, slots=slots, extra=extra, sandbox=False)
     p = Proc(procs, [binary, "client", "-c", str(ini)], workdir / (name + ".log"))
     wait_endpoint(sd)
     return p, sd

@@ -16,6 +16,8 @@ import pytest
 
 from conftest import FAST_CLIENT as CLIENT, FAST_CLUSTER as FAST, TYPES, curve_server, scaled, wait_until
 
+CLIENT_SANDBOX = True   # conftest client_factory: the shipped execution boundary
+
 
 def submit(cl, argv, ntasks, **extra):
     r = cl.client().ok("SUBMIT", "SUBMITTED", argv=argv, ntasks=ntasks, **extra)

@@ -20,6 +20,8 @@ import msgpack
 
 from conftest import TYPES, scaled, wait_until
 
+CLIENT_SANDBOX = True   # conftest client_factory: the shipped execution boundary
+
 PLAIN = {"GRIDNODE_PLAIN": "1"}
 SETS = {"store.sync": "none", "tasks.min_wait_s": 600}
 SD = {"store.sync": "none", "queues.sync_ms": 100, "tasks.heartbeat_s": 1,

@@ -6,6 +6,8 @@ every wait bounded; no assertion on speed."""
 
 from conftest import TYPES, scaled, wait_until
 
+CLIENT_SANDBOX = True   # conftest client_factory: the shipped execution boundary
+
 T = dict(TYPES, PSUBMIT=39, SD_INFO=42, SD_STATE=43)
 SD = {"store.sync": "none", "tasks.heartbeat_s": 1, "tasks.idle_wait_s": 1,
       "queues.sync_ms": 100}

@@ -20,6 +20,8 @@ import pytest
 from conftest import (FAST_CLIENT as CLIENT, FAST_CLUSTER as FAST, SUITE_KEYS, TYPES as T,
                       Proc, Rpc, scaled, wait_until, write_keypair)
 
+CLIENT_SANDBOX = True   # conftest client_factory: the shipped execution boundary
+
 POOL = (61000, 61127)  # client.slot_uids' default
 
 

@@ -295,7 +295,8 @@ static size_t env_name_len(const char *s)
 /*
  * environ with the task's variables added, a task's variable replacing the client's of
  * the same name, and without the client's GRIDNODE_* variables (its key paths and
- * settings are not the task's business, issue 23): a malloc'd array of borrowed
+ * settings are not the task's business, issue 23) but for the GPU ones it sets for the
+ * task: a malloc'd array of borrowed
  * pointers, or NULL (out of memory).
  */
 static char **env_merge(char *const *add)
@@ -310,7 +311,11 @@ static char **env_merge(char *const *add)
         return NULL;
     for (size_t i = 0; i < n; i++) {
         size_t l = env_name_len(environ[i]);
-        bool replaced = !strncmp(environ[i], "GRIDNODE_", 9);
+        /* GRIDNODE_GPU and GRIDNODE_GPU_TYPE are the task's own (live_task.c sets
+           them around the start of a GPU task) */
+        bool replaced = !strncmp(environ[i], "GRIDNODE_", 9) &&
+                        strncmp(environ[i], "GRIDNODE_GPU=", 13) &&
+                        strncmp(environ[i], "GRIDNODE_GPU_TYPE=", 18);
         for (size_t j = 0; j < k && !replaced; j++)
             replaced = env_name_len(add[j]) == l && !strncmp(add[j], environ[i], l);
         if (!replaced)
