@@ -84,6 +84,9 @@ def test_cycle_at_reservation_end_and_on_releaseres(cluster_factory, client_fact
     started = wait_started(b, a)
     assert v["end"] <= started <= v["end"] + NEAR_MS * scaled(1), \
         "the reservation's end triggers a cycle (%d vs %d)" % (started, v["end"])
+    # (a reservation over a running job is refused: let `a` end first; its end reaches
+    # the batch role through the cluster's event feed, a few ms or more after it ran)
+    wait_until(lambda: job(b, a)["state"] == "done", scaled(20), msg="job %d done" % a)
     # an admin command: releaseres lets the waiting job start at once
     v = b.client().ok(T["RESV_SET"], user="root", hosts=["node2"], duration_s=600,
                       users=["bob"])["resv"]
