@@ -247,8 +247,10 @@ def test_finished_jobs_collapsed(cluster_factory, gridnode_bin):
     def page():
         p = cl.state_dir / "stats.html"
         return p.read_text() if p.exists() else ""
-    wait_until(lambda: "120 finished (the latest 100 shown" in page(), scaled(20),
-               msg="finished jobs collapsed in stats.html")
+    # (a page written between the cancels and the last submission shows the 120 without
+    # it: wait for a page that has both)
+    wait_until(lambda: "120 finished (the latest 100 shown" in page() and "still-queued" in page(),
+               scaled(20), msg="finished jobs collapsed in stats.html")
     html = page()
     head, details = html.split("<details>", 1)
     assert "still-queued" in head and "j119" not in head
