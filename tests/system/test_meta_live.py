@@ -293,3 +293,42 @@ def test_site_without_hosts_yet_spools_instead_of_refusing(
     client_factory(cl, 1, sets=dict(CLIENT, **{"client.slots": 1}), prefix="latn")
     j = wait_gstate(m, jid, ("done", "failed"), timeout=60)
     assert j["gstate"] == "done" and j["site"] == "late", j
+
+
+def test_keyed_submit_is_one_job_across_resends_and_kill9(
+        cluster_factory, client_factory, batch_factory, meta_factory, gridnode_bin):
+    """Issue 24 item 2: a resent keyed SUBMIT/PSUBMIT at the spool is the first job
+    (`repeat`), per user and across a kill -9 of the spool; the job runs once."""
+    a = site(cluster_factory, client_factory, batch_factory, "a", slots=2)
+    m = meta_factory({"a": a}, sets={"store.sync": "full"})
+
+    def cli_submit(key):
+        r = subprocess.run([gridnode_bin, "submit", "-e", m.endpoint, "--key", key, "--json",
+                            "--", "true"], capture_output=True, text=True, timeout=scaled(20))
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    first = cli_submit("K1")
+    again = cli_submit("K1")
+    assert again["job"] == first["job"] and again.get("repeat") is True, (first, again)
+    assert not first.get("repeat")
+    p1 = m.rpc(T["PSUBMIT"], argv=["true"], procs=1, limit_s=30, key="P1")
+    p2 = m.rpc(T["PSUBMIT"], argv=["true"], procs=1, limit_s=30, key="P1")
+    assert p2["job"] == p1["job"] and p2["repeat"] is True
+    # another user's same key is another job; another key is another job
+    bob = m.rpc(T["SUBMIT"], argv=["true"], ntasks=1, key="K1", user="bob")
+    assert "job" in bob, bob
+    assert bob["job"] not in (first["job"], p1["job"]) and not bob.get("repeat")
+    other = cli_submit("K2")
+    assert other["job"] not in (first["job"], p1["job"], bob["job"])
+    m.client().err(T["SUBMIT"], "INVALID", argv=["true"], ntasks=1, key="")
+    m.client().err(T["SUBMIT"], "FIELD", argv=["true"], ntasks=1, key=7)
+    # the keys are as durable as the jobs
+    m.kill(signal.SIGKILL)
+    m.restart()
+    assert cli_submit("K1")["job"] == first["job"]
+    assert m.rpc(T["PSUBMIT"], argv=["true"], procs=1, limit_s=30, key="P1")["job"] == p1["job"]
+    for jid in (first["job"], p1["job"], bob["job"], other["job"]):
+        wait_gstate(m, jid, ("done",), timeout=60)
+    # each ran once at the site
+    assert sum(1 for row in a.rpc(T["JOB_LIST"])["jobs"] if row["state"] == "done") == 4

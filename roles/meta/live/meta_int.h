@@ -125,6 +125,7 @@ struct mjob {
     uint64_t mv_sjob;
     char reason[256];
     uint8_t *req; /* the user's request as received (msgpack), resent to the site */
+    char *key;    /* the request's `key` (idempotent SUBMIT), NULL; read from req */
     size_t reqlen;
     /* a task array (SUBMIT ntasks > 1): placed whole at one site, without a
      * reservation; its elements' progress as the site last reported it */
@@ -196,6 +197,10 @@ struct mjob *meta_job_find(struct meta *M, uint64_t id);
 int meta_job_add(struct meta *M, struct mjob *j);
 /* NULL-safe. */
 void meta_job_free(struct mjob *j);
+/* The newest job of user with request key key (a resent keyed SUBMIT), NULL. */
+struct mjob *meta_job_by_key(struct meta *M, const char *user, const char *key);
+/* The request's key (malloc'd), NULL when absent. */
+char *meta_req_key(const msgpack_object *req);
 /* j's state is st (reason: kept when not NULL); logged on a change, marked dirty. */
 void meta_job_set(struct meta *M, struct mjob *j, enum mj_state st, const char *reason);
 /* Writes the dirty jobs' records (not committed). 0, or -1. */

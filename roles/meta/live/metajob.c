@@ -66,10 +66,28 @@ int meta_job_add(struct meta *M, struct mjob *j)
     return 0;
 }
 
+char *meta_req_key(const msgpack_object *req)
+{
+    size_t n;
+    const char *k = wire_get_str(req, "key", &n);
+    return k && n ? strndup(k, n) : NULL;
+}
+
+struct mjob *meta_job_by_key(struct meta *M, const char *user, const char *key)
+{
+    for (uint32_t i = M->njobs; key && i > 0; i--) { /* newest first */
+        struct mjob *j = M->jobs[i - 1];
+        if (j->key && !strcmp(j->key, key) && !strcmp(j->user, user))
+            return j;
+    }
+    return NULL;
+}
+
 void meta_job_free(struct mjob *j)
 {
     if (j) {
         free(j->req);
+        free(j->key);
         free(j->tasks_raw);
         free(j);
     }
@@ -145,6 +163,11 @@ static struct mjob *job_decode(uint64_t id, const void *v, size_t vl)
     }
     memcpy(j->req, r, rl);
     j->reqlen = rl;
+    msgpack_unpacked rq;
+    msgpack_unpacked_init(&rq);
+    if (msgpack_unpack_next(&rq, r, rl, NULL) == MSGPACK_UNPACK_SUCCESS)
+        j->key = meta_req_key(&rq.data);
+    msgpack_unpacked_destroy(&rq);
     j->id = id;
     j->state = (uint8_t)s;
     j->parallel = wire_get_bool(o, "parallel", false);

@@ -24,9 +24,47 @@ static void fail(struct wire_buf *r, uint64_t id, int code, const char *msg)
     wire_error_msg(r, id, code, "%s", msg);
 }
 
+/* A job's state in the 6.2 vocabulary of the tools (`gstate` says where the grid is). */
+static const char *tool_state(const struct mjob *j)
+{
+    return j->state == MJ_KILLED   ? "failed"
+           : j->state <= MJ_PLACED ? "queued"
+                                   : meta_state_name(j->state);
+}
+
+/* A resent keyed SUBMIT/PSUBMIT (6.1 `key`, per user, across restarts): the first job's
+ * SUBMITTED again, with `repeat`. True when it answered (a repeat or a bad key). */
+static bool repeat_of_key(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)
+{
+    const msgpack_object *o = m->root;
+    size_t kn;
+    const char *k = wire_get_str(o, "key", &kn);
+    if (!k && !wire_get(o, "key"))
+        return false;
+    if (!k || kn == 0 || kn > 128 || memchr(k, 0, kn)) {
+        fail(reply, m->id, WE_INVALID, "key must be a string of 1 to 128 bytes without NUL");
+        return true;
+    }
+    char user[META_NAME_MAX], key[129];
+    wire_get_strbuf(o, "user", user, sizeof user);
+    memcpy(key, k, kn);
+    key[kn] = 0;
+    const struct mjob *j = meta_job_by_key(M, user, key);
+    if (!j)
+        return false;
+    wire_begin(reply, WT_SUBMITTED, m->id, 4);
+    wire_put_u64(reply, "job", j->id);
+    wire_put_str(reply, "state", tool_state(j));
+    wire_put_str(reply, "cluster", "");
+    wire_put_bool(reply, "repeat", true);
+    return true;
+}
+
 static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *reply, bool par)
 {
     const msgpack_object *o = m->root;
+    if (repeat_of_key(M, m, reply))
+        return;
     struct meta_request rq = {1, 0, 0, 3600000};
     rq.mem = (int64_t)wire_get_u64(o, "mem_mb", 0);
     rq.disk = (int64_t)wire_get_u64(o, "disk_mb", 0);
@@ -79,6 +117,7 @@ static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *r
     memcpy(j->req, wb.sb.data, wb.sb.size);
     j->reqlen = wb.sb.size;
     wire_buf_free(&wb);
+    j->key = meta_req_key(o);
     j->id = M->next_id;
     j->parallel = par;
     /* a task array goes whole to one site (docs/meta.md "Task arrays") */
@@ -113,7 +152,6 @@ static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *r
 /* The summary row of 6.2 plus the grid's fields. */
 static void put_row(struct meta *M, const struct mjob *j, struct wire_buf *wb)
 {
-    const char *st = meta_state_name(j->state);
     bool started = j->state == MJ_RUNNING || (MJ_ENDED(j->state) && j->started);
     bool ended = MJ_ENDED(j->state);
     wire_pack_map(wb, 26);
@@ -121,11 +159,8 @@ static void put_row(struct meta *M, const struct mjob *j, struct wire_buf *wb)
     wire_put_str(wb, "name", j->name);
     wire_put_str(wb, "user", j->user);
     /* the 6.2 vocabulary for the tools; `gstate` says where the grid is with it */
-    wire_put_str(wb, "state",
-                 j->state == MJ_KILLED   ? "failed"
-                 : j->state <= MJ_PLACED ? "queued"
-                                         : st);
-    wire_put_str(wb, "gstate", st);
+    wire_put_str(wb, "state", tool_state(j));
+    wire_put_str(wb, "gstate", meta_state_name(j->state));
     if (j->ntasks > 1) { /* an array: its elements as the site last reported them */
         wire_put_u64(wb, "ntasks", j->ntasks);
         wire_put_u64(wb, "issued", j->t_issued);
