@@ -337,15 +337,16 @@ static void send_replies(struct daemon *d)
 }
 
 /* The turn's writes failed: answer STORAGE to everyone and let the role reload. */
-static void undo_turn(struct daemon *d)
+static void undo_turn(struct daemon *d, int err)
 {
+    const char *why =
+        err == ENOSPC || err == EDQUOT ? "its disk is full" : "disk full or I/O error";
     for (uint32_t i = 0; i < d->nreplies; i++) {
         struct pending_reply *p = &d->replies[i];
         wire_buf_reset(&d->wb);
         wire_error_msg(&d->wb, p->req_id, WE_STORAGE,
-                       "the %s could not save state (disk full or I/O error); nothing "
-                       "was changed, retry later",
-                       d->o.role);
+                       "the %s could not save state (%s); nothing was changed, retry later",
+                       d->o.role, why);
         void *n = malloc(d->wb.sb.size);
         if (n) {
             memcpy(n, d->wb.sb.data, d->wb.sb.size);
@@ -469,7 +470,7 @@ static void before_sleep(struct loop *l, void *arg)
     struct daemon *d = arg;
     (void)l;
     if (d->ops.commit(d->ops.arg) < 0)
-        undo_turn(d);
+        undo_turn(d, errno);
     send_replies(d);
 }
 

@@ -443,10 +443,21 @@ int store_commit(struct store *s)
     }
     store_discard(s);
     if (rc) {
-        errno = rc > 0 && rc < 1000 ? rc : EIO;
+        errno = rc == MDB_MAP_FULL ? ENOSPC : rc > 0 && rc < 1000 ? rc : EIO;
         return -1;
     }
     return 0;
+}
+
+const char *store_error_text(int err)
+{
+    if (err == ENOSPC || err == EDQUOT)
+        return "disk full (no space left for the state directory's database: free space "
+               "there; until then requests that change state are refused, reads still work)";
+    if (err == EIO)
+        return "I/O error writing the state directory's database (a failing or full disk: "
+               "check the system log and df)";
+    return strerror(err);
 }
 
 int store_get(struct store *s, int table, const void *key, size_t klen, void **val, size_t *vlen)

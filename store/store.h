@@ -73,6 +73,9 @@ size_t store_pending(const struct store *s);
  * in which case nothing was written and the buffer is discarded.
  */
 int store_commit(struct store *s);
+/* What a failed commit's errno means for an operator: "disk full (...)" for ENOSPC and
+ * EDQUOT (MDB_MAP_FULL is reported as ENOSPC), else strerror's text. */
+const char *store_error_text(int err);
 /* Drops the buffered writes. */
 void store_discard(struct store *s);
 

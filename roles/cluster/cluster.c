@@ -188,7 +188,9 @@ static int on_commit(void *arg)
     if (c->sd->resched) /* submissions, ends, console changes: fill freed hosts now */
         scored_schedule(c, false);
     if (cluster_save_dirty(c) < 0 || scored_save_dirty(c) < 0 || store_commit(c->store) < 0) {
-        log_warn("commit failed");
+        int e = errno;
+        log_warnx("commit failed: %s", store_error_text(e));
+        errno = e; /* the daemon tells the requesters */
         return -1;
     }
     release_issuable(c);

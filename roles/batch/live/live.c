@@ -110,7 +110,9 @@ static int commit_turn(struct live *L)
         L->meta_dirty = false;
     }
     if (live_save_dirty(L) < 0 || store_commit(L->store) < 0) {
-        log_warn("commit failed");
+        int e = errno;
+        log_warnx("commit failed: %s", store_error_text(e));
+        errno = e; /* the daemon tells the requesters */
         live_out_flush(L, false);
         return -1;
     }

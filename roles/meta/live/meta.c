@@ -98,7 +98,9 @@ static int on_commit(void *arg)
         M->meta_dirty = false;
     }
     if (meta_jobs_save(M) < 0 || store_commit(M->store) < 0) {
-        log_warn("commit failed");
+        int e = errno;
+        log_warnx("commit failed: %s", store_error_text(e));
+        errno = e; /* the daemon tells the requesters */
         meta_out_flush(M, false);
         return -1;
     }
@@ -116,8 +118,8 @@ static void on_reload(void *arg)
     for (uint32_t i = 0; i < M->njobs; i++)
         meta_job_free(M->jobs[i]);
     M->njobs = 0;
-    meta_sites_close(M);
-    if (load_all(M) < 0 || meta_sites_open(M) < 0)
+    meta_sites_forget(M);
+    if (load_all(M) < 0)
         fatalx("cannot reload the state after a failed commit; restart the meta role");
     M->turn_failed = false;
 }

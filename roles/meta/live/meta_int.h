@@ -259,6 +259,10 @@ void meta_resume(struct meta *M, struct mjob *j);
 int meta_sites_parse(struct meta *M, char *err, size_t errlen);
 int meta_sites_open(struct meta *M);
 void meta_sites_close(struct meta *M);
+/* Forgets the requests in flight and the estimate groups (after a failed commit the
+ * jobs are reloaded; late replies then match nothing and are ignored) but keeps the
+ * connections and the sites' view: a full disk does not make a healthy site down. */
+void meta_sites_forget(struct meta *M);
 void meta_sites_tick(struct meta *M);
 
 /* ---- metareq.c: the user requests ---- */

@@ -666,6 +666,27 @@ int meta_sites_open(struct meta *M)
     return 0;
 }
 
+static void forget_requests(struct meta *M)
+{
+    for (int i = 0; i < M->nsites; i++) {
+        struct msite *s = &M->site[i];
+        free(s->req);
+        s->req = NULL;
+        s->nreq = s->capreq = 0;
+        s->info_at = s->poll_at = s->sweep_at = 0; /* ask again at once */
+    }
+    for (uint32_t i = 0; i < M->neg; i++)
+        free(M->eg[i].jobs);
+    free(M->eg);
+    M->eg = NULL;
+    M->neg = M->capeg = 0;
+}
+
+void meta_sites_forget(struct meta *M)
+{
+    forget_requests(M);
+}
+
 void meta_sites_close(struct meta *M)
 {
     for (int i = 0; i < M->nsites; i++) {
@@ -678,13 +699,6 @@ void meta_sites_close(struct meta *M)
             s->sock = NULL;
         }
         slurm_site_destroy(&s->slurm);
-        free(s->req);
-        s->req = NULL;
-        s->nreq = s->capreq = 0;
     }
-    for (uint32_t i = 0; i < M->neg; i++)
-        free(M->eg[i].jobs);
-    free(M->eg);
-    M->eg = NULL;
-    M->neg = M->capeg = 0;
+    forget_requests(M);
 }
