@@ -423,6 +423,17 @@ def test_grid_up_meta_runs_a_job_through_every_level(gridnode_bin, workdir):
                    scaled(10), msg="batch gone")
         r = sh("up")  # the DIR remembers the shape (grid.env)
         assert r.returncode == 0 and "started 1, kept 6" in r.stdout, r.stdout + r.stderr
+        # `up --only` one role while a role of another site is down (issue 24 item 5)
+        for name in ("site2-cluster", "site1-node1"):
+            victim = int((d / "pids" / ("%s.pid" % name)).read_text())
+            os.kill(victim, signal.SIGKILL)
+            wait_until(lambda: not os.path.exists("/proc/%d/cmdline" % victim) or
+                       open("/proc/%d/stat" % victim).read().split(")")[1].split()[0] == "Z",
+                       scaled(10), msg="%s gone" % name)
+        r = sh("up", "--only", "site1-node1")
+        assert r.returncode == 0 and "started 1" in r.stdout, r.stdout + r.stderr
+        r = sh("up", "--only", "site2-batch")  # its own site's cluster is what it needs
+        assert r.returncode != 0 and "site2 cluster is not running" in r.stderr, r.stderr
         r = sh("down")
         assert r.returncode == 0
         for p in pids:
