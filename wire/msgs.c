@@ -383,6 +383,7 @@ static const struct wire_field f_job[] = {
 
 static const struct wire_field f_cancel[] = {
     {"job", WF_UINT, true},
+    {"unstarted", WF_BOOL, false}, /* a batch site's withdrawal (6.12, issue 24) */
     {NULL},
 };
 

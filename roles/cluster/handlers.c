@@ -693,6 +693,24 @@ static void h_job_get(struct cluster *c, struct request *r)
     wire_buf_free(&tb);
 }
 
+/* Whether a job ever handed out a task or started a process (CANCEL `unstarted`). */
+static bool ever_started(const struct job *j, const struct pjob *pj)
+{
+    if (pj) {
+        if (pj->requeues ||
+            (pj->state != PJ_WAITING && pj->state != PJ_QUEUED && pj->state != PJ_CANCELLED))
+            return true;
+        for (uint32_t k = 0; pj->ranks && k < pj->rq.nprocs; k++)
+            if (pj->ranks[k].st != PR_NEW)
+                return true;
+        return false;
+    }
+    for (uint32_t i = 0; i < j->next_new; i++)
+        if (j->tasks[i].issues || j->tasks[i].state != TS_NEW)
+            return true;
+    return false;
+}
+
 static void h_cancel(struct cluster *c, struct request *r)
 {
     uint64_t id = wire_get_u64(r->msg->root, "job", 0);
@@ -700,6 +718,16 @@ static void h_cancel(struct cluster *c, struct request *r)
     struct pjob *pj = j || !c->sd ? NULL : scored_job_find(c, id);
     if (!owner_ok(r, j, pj))
         return;
+    if ((j || pj) && wire_get_bool(r->msg->root, "unstarted", false)) { /* a withdrawal */
+        if (ever_started(j, pj)) {
+            reply_error(r, WE_STATE, "job %llu has started: it stays here", (unsigned long long)id);
+            return;
+        }
+        if (pj ? pj->state == PJ_CANCELLED : j->state == JS_CANCELLED) { /* withdrawn before */
+            wire_begin(r->reply, WT_OK, r->msg->id, 0);
+            return;
+        }
+    }
     if (pj) {
         if (PJ_TERMINAL(pj->state)) {
             reply_error(r, WE_STATE, "job %llu is already %s", (unsigned long long)id,

@@ -476,6 +476,22 @@ static void h_job_get(struct req *r)
     }
 }
 
+/* Whether any element of j was ever given to a cluster (a cancelled one included). */
+static bool ever_started(const struct ljob *j)
+{
+    const struct lelem *el;
+    for (uint32_t e = 0; (el = live_elem_next(j, &e)); e++) {
+        /* a requeued (run > 0) or refused start (decided) counts: the conservative answer */
+        if ((el->state != EL_PENDING && el->state != EL_CANCELLED) || el->run || el->decided ||
+            el->cjob || el->start || el->hosts)
+            return true;
+    }
+    return false;
+}
+
+/* CANCEL; with `unstarted` (a spool withdrawing its copy to move it, docs/wire.md 6.12)
+ * only a job none of whose elements ever started is cancelled, decided in this turn, so
+ * a started copy is never lost to a move and a moved job never runs twice. */
 static void h_cancel(struct req *r)
 {
     struct live *L = r->L;
@@ -483,6 +499,16 @@ static void h_cancel(struct req *r)
     if (!j)
         return;
     uint64_t id = j->id;
+    if (wire_get_bool(r->m->root, "unstarted", false)) { /* the spool's withdrawal */
+        if (ever_started(j)) {
+            fail(r, WE_STATE, "job %llu has started: it stays here", (unsigned long long)id);
+            return;
+        }
+        if (j->cancelled) { /* withdrawn before: the same answer */
+            wire_begin(r->reply, WT_OK, r->m->id, 0);
+            return;
+        }
+    }
     if (j->cancelled || j->nended == j->ntasks) {
         fail(r, WE_STATE, "job %llu is already %s", (unsigned long long)id, job_state(j));
         return;

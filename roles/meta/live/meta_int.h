@@ -65,10 +65,14 @@ enum {
     RK_CANCEL,
     RK_RELEASE,
     RK_RESVLIST,
-    RK_GEST, /* ESTIMATE shared by a group of jobs (job = the group id) */
+    RK_GEST,     /* ESTIMATE shared by a group of jobs (job = the group id) */
+    RK_WITHDRAW, /* CANCEL `unstarted` of a copy the spool moves (job = the job) */
 };
 /* Where a job's placement is (struct mjob phase; memory only). */
-enum { PH_IDLE, PH_EST, PH_RESERVE, PH_SUBMIT, PH_MV_EST, PH_MV_RESERVE, PH_MV_SUBMIT };
+/* A move (re-evaluation): estimates, a reservation at the new site, the old copy
+ * withdrawn (a conditional cancel the old site decides: refused once it started), and
+ * only then the submission at the new site, as a placement (PH_SUBMIT, `moving`). */
+enum { PH_IDLE, PH_EST, PH_RESERVE, PH_SUBMIT, PH_MV_EST, PH_MV_RESERVE, PH_MV_WITHDRAW };
 
 /* A request to a site waiting for its reply. */
 struct mreq {
@@ -142,7 +146,10 @@ struct mjob {
     int64_t est_start; /* the chosen site's estimated start */
     int64_t retry_at;  /* loop ms of the next placement round */
     bool polling, reeval;
-    bool timed; /* its placement latency is counted (metastats.c; memory only) */
+    bool moving;      /* its PH_SUBMIT is the second half of a move (memory only) */
+    bool withdrawing; /* a withdrawal of its copy at `site` was sent, not answered (stored):
+                         a copy seen cancelled there was withdrawn, and is placed again */
+    bool timed;       /* its placement latency is counted (metastats.c; memory only) */
 };
 
 /* Jobs of one placement pass sharing their ESTIMATEs (metaplace.c). */
@@ -223,6 +230,8 @@ void meta_send_simple(struct meta *M, struct msite *s, int kind, uint64_t job, u
                       const char *k, uint64_t v);
 /* RESV_RELEASE of resv at s (nothing when resv is empty). */
 void meta_send_release(struct meta *M, struct msite *s, const char *resv);
+/* CANCEL `unstarted` of j's copy at its site (a move's withdrawal, RK_WITHDRAW). */
+void meta_send_withdraw(struct meta *M, struct mjob *j);
 /* The user the site sees: the job's, or the spool's when the job named none. */
 const char *meta_job_user(const struct meta *M, const struct mjob *j);
 void meta_resv_name(struct meta *M, const struct mjob *j, uint32_t attempt, char *out, size_t n);

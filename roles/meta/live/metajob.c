@@ -112,7 +112,7 @@ void meta_job_set(struct meta *M, struct mjob *j, enum mj_state st, const char *
 static void job_encode(const struct mjob *j, struct wire_buf *wb)
 {
     wire_buf_reset(wb);
-    wire_pack_map(wb, 27);
+    wire_pack_map(wb, 28);
     wire_put_str(wb, "state", meta_state_name(j->state));
     wire_put_u64(wb, "ntasks", j->ntasks);
     wire_put_u64(wb, "t_issued", j->t_issued);
@@ -138,6 +138,7 @@ static void job_encode(const struct mjob *j, struct wire_buf *wb)
     wire_put_i64(wb, "mv_site", j->mv_site);
     wire_put_str(wb, "mv_resv", j->mv_resv);
     wire_put_u64(wb, "mv_sjob", j->mv_sjob);
+    wire_put_bool(wb, "withdrawing", j->withdrawing);
     wire_put_str(wb, "reason", j->reason);
     wire_put_bin(wb, "req", j->req, j->reqlen);
 }
@@ -196,6 +197,7 @@ static struct mjob *job_decode(uint64_t id, const void *v, size_t vl)
     j->mv_site = (int)wire_get_i64(o, "mv_site", -1);
     wire_get_strbuf(o, "mv_resv", j->mv_resv, sizeof j->mv_resv);
     j->mv_sjob = wire_get_u64(o, "mv_sjob", 0);
+    j->withdrawing = wire_get_bool(o, "withdrawing", false);
     wire_get_strbuf(o, "reason", j->reason, sizeof j->reason);
 out:
     msgpack_unpacked_destroy(&up);

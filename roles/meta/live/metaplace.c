@@ -389,12 +389,19 @@ void meta_resume(struct meta *M, struct mjob *j)
 {
     j->phase = PH_IDLE;
     j->est_start = 0;
-    if (j->mv_site >= 0) {
-        /* a move was under way: finish it if the new site has the job (same key), else
-         * the sweep releases the reservation */
-        j->phase = PH_MV_SUBMIT;
+    if (j->mv_site >= 0 && j->withdrawing && j->site >= 0) {
+        /* a move was withdrawing its old copy: ask again (the same answer if it was) */
+        j->phase = PH_MV_WITHDRAW;
         M->inflight++;
-        meta_send_submit(M, &M->site[j->mv_site], j, j->mv_resv, j->attempt);
+        meta_send_withdraw(M, j);
+    } else if (j->mv_site >= 0) {
+        /* a move that had not withdrawn anything (nothing was submitted at the new
+         * site before that): given up, its reservation released */
+        meta_send_release(M, &M->site[j->mv_site], j->mv_resv);
+        j->mv_site = -1;
+        j->mv_resv[0] = '\0';
+        j->mv_sjob = 0;
+        j->dirty = true;
     } else if (j->state == MJ_PLACING && j->site >= 0) {
         j->phase = PH_SUBMIT;
         M->inflight++;

@@ -81,6 +81,18 @@ void meta_send_simple(struct meta *M, struct msite *s, int kind, uint64_t job, u
     wire_buf_free(&wb);
 }
 
+void meta_send_withdraw(struct meta *M, struct mjob *j)
+{
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    meta_req_begin(M, &M->site[j->site], RK_WITHDRAW, j->id, WT_CANCEL, 2, META_REQ_TIMEOUT_MS,
+                   &wb);
+    wire_put_u64(&wb, "job", j->sjob);
+    wire_put_bool(&wb, "unstarted", true);
+    meta_queue_out(M, j->site, &wb);
+    wire_buf_free(&wb);
+}
+
 void meta_send_release(struct meta *M, struct msite *s, const char *resv)
 {
     if (!resv[0])

@@ -115,6 +115,36 @@ static void array_progress(struct mjob *j, const msgpack_object *row, const msgp
     wire_buf_free(&wb);
 }
 
+/* The old site's answer to a move's withdrawal (code 0: OK). */
+static void withdrawn(struct meta *M, struct mjob *j, uint64_t code, const char *msg)
+{
+    struct msite *old = &M->site[j->site], *to = &M->site[j->mv_site];
+    j->withdrawing = false;
+    j->dirty = true;
+    if (code && code != WE_NOT_FOUND) { /* started there (STATE), or refused: it stays */
+        meta_send_release(M, to, j->mv_resv);
+        meta_move_failed(M, j, msg);
+        return;
+    }
+    /* the old copy is cancelled and can never start: the job is the new site's to take,
+     * as a placement (a lost answer is resent with the same key, never placed twice) */
+    meta_send_release(M, old, j->resv);
+    log_info("job %" PRIu64 ": withdrawn from site %s, moving to %s", j->id, old->name, to->name);
+    j->site = j->mv_site;
+    j->sjob = 0;
+    snprintf(j->resv, sizeof j->resv, "%s", j->mv_resv);
+    j->est_start = j->start_est[to->idx];
+    j->mv_site = -1;
+    j->mv_resv[0] = '\0';
+    j->mv_sjob = 0;
+    j->moving = true;
+    j->phase = PH_SUBMIT;
+    char r[200];
+    snprintf(r, sizeof r, "moving to site %s (withdrawn from %s)", to->name, old->name);
+    meta_job_set(M, j, MJ_PLACING, r);
+    meta_send_submit(M, to, j, j->resv, j->attempt);
+}
+
 static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
                    const msgpack_object *tasks)
 {
@@ -140,6 +170,28 @@ static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
             ns = MJ_DONE;
         else if (!strcmp(ts, "starting") && ns == MJ_RUNNING)
             ns = MJ_PLACED;
+    }
+    if (j->withdrawing && ns == MJ_CANCELLED && j->phase == PH_MV_WITHDRAW && j->mv_site >= 0) {
+        withdrawn(M, j, 0, ""); /* the poll saw it before the answer came */
+        return;
+    }
+    if (j->withdrawing && ns == MJ_CANCELLED && j->phase != PH_MV_WITHDRAW) {
+        /* a withdrawal whose answer was lost took the copy: placed again */
+        struct msite *s = &M->site[j->site];
+        meta_send_release(M, s, j->resv);
+        log_info("job %" PRIu64 ": its copy at site %s was withdrawn: placed again", j->id,
+                 s->name);
+        j->withdrawing = false;
+        j->site = -1;
+        j->sjob = 0;
+        j->resv[0] = '\0';
+        j->tried = 0; /* a new round over every site */
+        meta_job_set(M, j, MJ_QUEUED, "withdrawn from its site for a move: placed again");
+        return;
+    }
+    if (j->withdrawing && ns != MJ_PLACED && j->phase != PH_MV_WITHDRAW) {
+        j->withdrawing = false; /* started or ended there: the withdrawal was refused */
+        j->dirty = true;
     }
     if (ns == MJ_PLACED && started > 0 && j->state == MJ_PLACED && !strcmp(st, "running"))
         ns = MJ_RUNNING;
@@ -186,7 +238,10 @@ static void on_sweep(struct meta *M, struct msite *s, const msgpack_object *resv
         uint64_t bound = wire_get_u64(v, "job", 0);
         log_info("site %s: stray reservation %s of job %" PRIu64 " released%s", s->name, name, id,
                  bound ? ", its copy there cancelled" : "");
-        if (bound && !(j && j->site == s->idx && j->sjob == bound && MJ_ENDED(j->state)))
+        /* a copy the spool knows ended is left alone; a cancelled job's copy gets its
+         * cancel again (a CANCEL lost to a restart of the site: STATE if it arrived) */
+        if (bound && !(j && j->site == s->idx && j->sjob == bound && MJ_ENDED(j->state) &&
+                       j->state != MJ_CANCELLED))
             meta_send_simple(M, s, RK_CANCEL, 0, WT_CANCEL, "job", bound);
         meta_send_release(M, s, name);
     }
@@ -244,9 +299,12 @@ static void site_down(struct meta *M, struct msite *s, const char *why)
             meta_place_failed(M, j, "no answer to RESERVE");
         else if (q[i].kind == RK_RESERVE && j->phase == PH_MV_RESERVE)
             meta_move_failed(M, j, "no answer to RESERVE");
-        else if (q[i].kind == RK_SUBMIT && j->phase == PH_MV_SUBMIT)
-            meta_move_failed(M, j, "no answer to SUBMIT"); /* the sweep cleans up there */
-        else if (q[i].kind == RK_JOBGET)
+        else if (q[i].kind == RK_WITHDRAW && j->phase == PH_MV_WITHDRAW && j->site == s->idx) {
+            /* the copy may or may not be withdrawn: `withdrawing` stays, and the poll
+             * decides once the site answers (a cancelled copy is placed again) */
+            meta_send_release(M, &M->site[j->mv_site], j->mv_resv);
+            meta_move_failed(M, j, "no answer to the withdrawal of its copy");
+        } else if (q[i].kind == RK_JOBGET)
             j->polling = false;
     }
     free(q);
@@ -306,9 +364,14 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
                 /* the site could only reserve later (flex): no longer worth a move */
                 meta_send_release(M, s, j->mv_resv);
                 meta_move_failed(M, j, "its reservation there starts too late");
-            } else {
-                j->phase = PH_MV_SUBMIT;
-                meta_send_submit(M, s, j, j->mv_resv, j->attempt);
+            } else if (!j->sjob) {
+                meta_send_release(M, s, j->mv_resv);
+                meta_move_failed(M, j, "its site's job id is not known yet");
+            } else { /* the old copy goes first, if it has not started: never two */
+                j->phase = PH_MV_WITHDRAW;
+                j->withdrawing = true;
+                j->dirty = true;
+                meta_send_withdraw(M, j);
             }
         }
         break;
@@ -318,6 +381,7 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
         if (j->phase == PH_SUBMIT && j->site == s->idx) {
             if (err) {
                 meta_send_release(M, s, j->resv);
+                j->moving = false; /* its old copy is gone: placed anew */
                 meta_place_failed(M, j, msg);
                 break;
             }
@@ -325,44 +389,28 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
             j->phase = PH_IDLE;
             if (M->inflight)
                 M->inflight--;
-            M->placements++;
-            count_placed(M, s, j, false);
             char r[200];
-            snprintf(r, sizeof r, "at site %s as job %" PRIu64 "%s%s", s->name, j->sjob,
-                     j->resv[0] ? " in reservation " : "", j->resv);
+            if (j->moving) {
+                M->moves++;
+                snprintf(r, sizeof r, "moved to site %s as job %" PRIu64 " (earlier start)",
+                         s->name, j->sjob);
+            } else {
+                M->placements++;
+                snprintf(r, sizeof r, "at site %s as job %" PRIu64 "%s%s", s->name, j->sjob,
+                         j->resv[0] ? " in reservation " : "", j->resv);
+            }
+            count_placed(M, s, j, j->moving);
+            j->moving = false;
             meta_job_set(M, j, MJ_PLACED, r);
             s->info_at = 0; /* refresh what the site holds now */
-        } else if (j->phase == PH_MV_SUBMIT && j->mv_site == s->idx) {
-            if (err) {
-                meta_send_release(M, s, j->mv_resv);
-                meta_move_failed(M, j, msg);
-                break;
-            }
-            /* the new copy exists: only now the old one goes */
-            struct msite *old = &M->site[j->site];
-            if (j->sjob)
-                meta_send_simple(M, old, RK_CANCEL, 0, WT_CANCEL, "job", j->sjob);
-            meta_send_release(M, old, j->resv);
-            log_info("job %" PRIu64 ": moved from site %s to %s", j->id, old->name, s->name);
-            j->site = j->mv_site;
-            j->sjob = wire_get_u64(m->root, "job", 0);
-            snprintf(j->resv, sizeof j->resv, "%s", j->mv_resv);
-            j->est_start = j->start_est[s->idx];
-            j->mv_site = -1;
-            j->mv_resv[0] = '\0';
-            j->phase = PH_IDLE;
-            if (M->inflight)
-                M->inflight--;
-            M->moves++;
-            count_placed(M, s, j, true);
-            char r[200];
-            snprintf(r, sizeof r, "moved to site %s as job %" PRIu64 " (earlier start)", s->name,
-                     j->sjob);
-            meta_job_set(M, j, MJ_PLACED, r);
         } else if (!err && MJ_ENDED(j->state)) {
             /* cancelled while its submission was under way */
             meta_send_simple(M, s, RK_CANCEL, 0, WT_CANCEL, "job", wire_get_u64(m->root, "job", 0));
         }
+        break;
+    case RK_WITHDRAW:
+        if (j && j->phase == PH_MV_WITHDRAW && j->site == s->idx && j->mv_site >= 0)
+            withdrawn(M, j, err ? code : 0, msg);
         break;
     case RK_JOBGET:
         if (!j)
@@ -450,6 +498,12 @@ static void site_lost(struct meta *M, struct msite *s)
         j->site = -1;
         j->sjob = 0;
         j->resv[0] = '\0';
+        j->withdrawing = false; /* the sweep cancels the copy left there */
+        if (j->mv_site >= 0) {  /* a move under way: given up */
+            meta_send_release(M, &M->site[j->mv_site], j->mv_resv);
+            j->mv_site = -1;
+            j->mv_resv[0] = '\0';
+        }
         j->tried = 0;
         char r[200];
         snprintf(r, sizeof r, "site %s unreachable for %lds: placed again", s->name,
@@ -467,7 +521,7 @@ static void reeval(struct meta *M, int64_t now)
     next = now + M->cfg.reeval_s * 1000;
     for (uint32_t i = 0; i < M->njobs && M->inflight < META_INFLIGHT_MAX; i++) {
         struct mjob *j = M->jobs[i];
-        if (j->state != MJ_PLACED || j->phase != PH_IDLE || j->site < 0 ||
+        if (j->state != MJ_PLACED || j->phase != PH_IDLE || j->site < 0 || j->withdrawing ||
             !M->site[j->site].info.up || j->ntasks > 1) /* an array is not moved */
             continue;
         /* its own site's current estimate for the job */

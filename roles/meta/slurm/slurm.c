@@ -316,8 +316,13 @@ void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
     }
     case WT_CANCEL:
         if ((r = slurm_req_new(S, m.type, rid))) {
+            r->job = wire_get_u64(o, "job", 0);
             slurm_cmd(S, r, C_SCANCEL, false);
-            slurm_arg(r, "%" PRIu64, wire_get_u64(o, "job", 0));
+            if (wire_get_bool(o, "unstarted", false)) { /* a withdrawal: pending only */
+                r->step = 2;
+                slurm_arg(r, "--state=PENDING");
+            }
+            slurm_arg(r, "%" PRIu64, r->job);
         }
         break;
     case WT_RESV_RELEASE:

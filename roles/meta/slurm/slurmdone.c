@@ -325,6 +325,41 @@ static void done_simple(struct slurm_site *S, struct sreq *r)
     slurm_req_free(S, r);
 }
 
+/* CANCEL `unstarted` (the spool withdrawing its copy): scancel --state=PENDING (which
+ * slurmctld applies only to a pending job), then squeue for what the job is now: only
+ * CANCELLED is OK; anything else, a job squeue no longer lists included, is STATE (the
+ * conservative answer: the spool keeps the copy and does not move it). */
+static void done_withdraw(struct slurm_site *S, struct sreq *r)
+{
+    if (r->step == 2) {
+        if (!slurm_cmd_ok(r)) {
+            done_simple(S, r);
+            return;
+        }
+        r->step = 3;
+        slurm_cmd(S, r, C_SQUEUE, false);
+        slurm_arg(r, "--noheader");
+        slurm_arg(r, "--states=all");
+        slurm_arg(r, "--jobs=%" PRIu64, r->job);
+        slurm_arg(r, "--format=%%T");
+        return;
+    }
+    char st[64] = "";
+    if (slurm_cmd_ok(r))
+        sscanf(slurm_otext(&r->out), "%63s", st);
+    if (!strcmp(st, "CANCELLED")) {
+        struct wire_buf wb;
+        wire_buf_init(&wb);
+        wire_begin(&wb, WT_OK, r->rid, 0);
+        send_wb(S, &wb);
+        wire_buf_free(&wb);
+    } else {
+        reply_err(S, r, WE_STATE, "slurm site %s: job %" PRIu64 " is %s: it stays there", S->site,
+                  r->job, st[0] ? st : "not listed by squeue any more");
+    }
+    slurm_req_free(S, r);
+}
+
 static void done_resv_list(struct slurm_site *S, struct sreq *r)
 {
     if (!slurm_cmd_ok(r)) {
@@ -565,6 +600,12 @@ void slurm_step_done(struct slurm_site *S, struct sreq *r)
         break;
     case WT_RESV_LIST:
         done_resv_list(S, r);
+        break;
+    case WT_CANCEL:
+        if (r->step >= 2)
+            done_withdraw(S, r);
+        else
+            done_simple(S, r);
         break;
     default:
         done_simple(S, r);
