@@ -17,6 +17,7 @@
 
 #include "lib/log.h"
 #include "daemon/loop.h"
+#include "roles/client/live/cgroup.h"
 
 #define OFF(f) offsetof(struct client_cfg, f)
 const struct config_key client_keys[] = {
@@ -60,6 +61,13 @@ const struct config_key client_keys[] = {
      "seeing all it sees"},
     {"client", "slot_uids", CONFIG_STR, "61000-61127", OFF(slot_uids), 0, 0, NULL,
      "FIRST-LAST: uids a root client runs tasks under, one per running task (gid the same)"},
+    {"client", "task_memory_mb", CONFIG_INT, "0", OFF(task_memory_mb), 0, 1099511627776.0, NULL,
+     "memory (and swap) limit of one task, through cgroups (docs/security.md \"Resource "
+     "limits\"); 0: none; at least 16 otherwise; a parallel job's ranks on this host share "
+     "one limit of this times their number"},
+    {"client", "task_pids_max", CONFIG_INT, "4096", OFF(task_pids_max), 0, 4194304, NULL,
+     "processes and threads of one task at most, through cgroups (a fork bomb stops there); "
+     "0: none"},
     {"run", "kill_grace_s", CONFIG_DOUBLE, "2", OFF(kill_grace_s), 0, 3600, NULL,
      "after the wall-clock limit: SIGTERM, then SIGKILL this much later"},
     DAEMON_STORE_KEYS(struct client_cfg),
@@ -147,6 +155,11 @@ static int client_check(const void *p, char *err, size_t errlen)
         (cfg->server[0] && /* empty: the projects of the multi-project client */
          config_check_endpoint("client.server", cfg->server, 0, err, errlen) < 0))
         return -1;
+    if (cfg->task_memory_mb > 0 && cfg->task_memory_mb < CGROUP_MEMORY_MIN_MB) {
+        snprintf(err, errlen, "client.task_memory_mb (%ld) must be 0 (no limit) or at least %d",
+                 cfg->task_memory_mb, CGROUP_MEMORY_MIN_MB);
+        return -1;
+    }
     if (cfg->backoff_max_s < cfg->backoff_min_s) {
         snprintf(err, errlen, "rpc.backoff_max_s (%g) must be at least rpc.backoff_min_s (%g)",
                  cfg->backoff_max_s, cfg->backoff_min_s);

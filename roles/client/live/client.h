@@ -43,6 +43,7 @@ struct client_cfg {
     /* the execution boundary (sandbox.h) */
     int sandbox;
     char slot_uids[CONFIG_STR_MAX];
+    long task_memory_mb, task_pids_max; /* cgroup limits of one task (cgroup.h) */
 };
 
 extern const struct config_key client_keys[];

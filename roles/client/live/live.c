@@ -27,6 +27,7 @@
 #include "daemon/daemon.h"
 #include "daemon/loop.h"
 #include "lib/log.h"
+#include "roles/client/live/cgroup.h"
 #include "roles/client/live/sandbox.h"
 #include "store/store.h"
 
@@ -192,10 +193,14 @@ static int start_sandbox(const struct client_cfg *cfg, const char *file, int slo
     struct curve_conf sec = cfg->sec;
     char err[1024];
     curve_conf_env(&sec);
+    char cgroups[1024];
+    cgroup_init((uint64_t)cfg->task_memory_mb, (uint64_t)cfg->task_pids_max, cgroups,
+                sizeof cgroups);
     struct sandbox_conf c = {cfg->sandbox,
                              cfg->state_dir,
                              {sec.secret_key, sec.server_key, sec.authorized_keys, file},
-                             cfg->slot_uids};
+                             cfg->slot_uids,
+                             cgroups};
     if (sandbox_init(&c, err, sizeof err) < 0) {
         log_warnx("%s", err);
         fprintf(stderr, "gridnode client: %s\n", err);
@@ -274,6 +279,7 @@ out:
     for (size_t i = 0; i < l.ntasks; i++)
         vcl_task_free(l.tasks[i]);
     free(l.tasks);
+    cgroup_shutdown(); /* every task's cgroup went with it */
     if (l.rpc.master)
         vcl_sock_close(&l, &l.rpc.master);
     for (int p = 0; l.e && p < l.e->nprojects; p++)

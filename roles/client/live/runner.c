@@ -30,6 +30,7 @@
 
 #include "daemon/loop.h"
 #include "lib/text.h"
+#include "roles/client/live/cgroup.h"
 #include "roles/client/live/sandbox.h"
 #include "wire/jobenv.h"
 #include "wire/wire.h"
@@ -66,16 +67,17 @@ static int write_file(const char *path, const void *p, size_t n)
 
 /*
  * In a forked child: never returns. Resets the signal state, makes its own process
- * group, moves to workdir, takes in/out/err as descriptors 0/1/2 (-1: the open failed),
- * adds env ("NAME=value", may be NULL) and executes argv (or, with shell, argv[0] as a
- * /bin/sh -c script with the rest as $0, $1, ...). A failure is reported on errpipe
- * (close-on-exec, so a successful exec closes it silently) as two ints: the stage
- * (CHILD_SETUP: this host could not set the process up; CHILD_EXEC: the program could
- * not be executed) and errno.
+ * group, joins the cgroup whose cgroup.procs files are cgfd (cgroup.h; -1: none), moves
+ * to dir, takes in/out/err as descriptors 0/1/2 (-1: the open failed) and executes argv
+ * with envp (NULL: out of memory), argv[0] searched in PATH when search. A failure is
+ * reported on errpipe (close-on-exec, so a successful exec closes it silently) as two
+ * ints: the stage (CHILD_SETUP: this host could not set the process up; CHILD_EXEC: the
+ * program could not be executed) and errno. Everything is prepared by the parent: the
+ * child of a threaded process may not allocate.
  */
 enum { CHILD_SETUP = 0, CHILD_EXEC = 1 };
-static void child_exec(char *const *argv, bool shell, char *const *envp, const char *workdir,
-                       int in, int out, int err, int errpipe)
+static void child_exec(char *const *argv, bool search, char *const *envp, const char *dir, int in,
+                       int out, int err, const int cgfd[2], int errpipe)
 {
     sigset_t none;
     sigemptyset(&none);
@@ -85,28 +87,15 @@ static void child_exec(char *const *argv, bool shell, char *const *envp, const c
     signal(SIGTERM, SIG_DFL);
     int stage = CHILD_SETUP;
     setpgid(0, 0);
-    if (chdir(workdir) < 0 || in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 ||
-        dup2(err, 2) < 0)
+    errno = ENOMEM;
+    if (!envp || !argv || cgroup_join(cgfd) < 0 || chdir(dir) < 0 || in < 0 || out < 0 || err < 0 ||
+        dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
         goto fail;
-    if (!envp)
-        goto fail;
-    if (shell) {
-        int n = 0;
-        while (argv[n])
-            n++;
-        char **sh = calloc((size_t)n + 3, sizeof *sh);
-        if (!sh)
-            goto fail;
-        sh[0] = "/bin/sh";
-        sh[1] = "-c";
-        for (int i = 0; i < n; i++)
-            sh[i + 2] = argv[i];
-        stage = CHILD_EXEC;
-        execve("/bin/sh", sh, envp);
-    } else {
-        stage = CHILD_EXEC;
+    stage = CHILD_EXEC;
+    if (search)
         execvpe(argv[0], argv, envp);
-    }
+    else
+        execve(argv[0], argv, envp);
 fail:;
     int e[2] = {stage, errno};
     if (write(errpipe, e, sizeof e) < 0)
@@ -270,6 +259,7 @@ int runner_env_take(struct runner_env *e, const struct msgpack_object *m, char *
     e->env = jobenv_dup(m, &count, &oom);
     e->cwd = wire_get_strdup(m, "chdir");
     e->network = wire_get_bool(m, "network", false);
+    e->mem_mb = wire_get_u64(m, "mem_mb", 0);
     if (oom || (wire_get(m, "chdir") && !e->cwd)) {
         runner_env_free(e);
         return -1;
@@ -326,6 +316,22 @@ static char **env_merge(char *const *add)
     return v;
 }
 
+/* argv as a /bin/sh -c script: a malloc'd vector of borrowed strings, or NULL. */
+static char **shell_argv(char *const *argv)
+{
+    int n = 0;
+    while (argv[n])
+        n++;
+    char **sh = calloc((size_t)n + 3, sizeof *sh);
+    if (!sh)
+        return NULL;
+    sh[0] = "/bin/sh";
+    sh[1] = "-c";
+    for (int i = 0; i < n; i++)
+        sh[i + 2] = argv[i];
+    return sh;
+}
+
 static int spawn_task(struct run *r, char *const *argv, bool shell, int in, int out, int err,
                       const struct runner_env *e)
 {
@@ -359,18 +365,8 @@ static int spawn_task(struct run *r, char *const *argv, bool shell, int in, int 
         !(rc = posix_spawnattr_setsigmask(&at, &none)) &&
         !(rc = posix_spawnattr_setsigdefault(&at, &dfl))) {
         if (shell) {
-            int n = 0;
-            while (argv[n])
-                n++;
-            if (!(sh = calloc((size_t)n + 3, sizeof *sh))) {
-                rc = ENOMEM;
-            } else {
-                sh[0] = "/bin/sh";
-                sh[1] = "-c";
-                for (int i = 0; i < n; i++)
-                    sh[i + 2] = argv[i];
-                rc = posix_spawn(&r->pid, "/bin/sh", &fa, &at, sh, envp);
-            }
+            rc = (sh = shell_argv(argv)) ? posix_spawn(&r->pid, "/bin/sh", &fa, &at, sh, envp)
+                                         : ENOMEM;
         } else {
             rc = posix_spawnp(&r->pid, argv[0], &fa, &at, argv, envp);
         }
@@ -383,30 +379,16 @@ out:
     return rc;
 }
 
-/* argv as a /bin/sh -c script: a malloc'd vector of borrowed strings, or NULL. */
-static char **shell_argv(char *const *argv)
-{
-    int n = 0;
-    while (argv[n])
-        n++;
-    char **sh = calloc((size_t)n + 3, sizeof *sh);
-    if (!sh)
-        return NULL;
-    sh[0] = "/bin/sh";
-    sh[1] = "-c";
-    for (int i = 0; i < n; i++)
-        sh[i + 2] = argv[i];
-    return sh;
-}
-
 /*
  * Starts argv in a sandbox (sandbox.h) under a uid of the pool, descriptors in/out/err
- * as 0/1/2, with the environment made of the client's (scrubbed) and add. Returns 0
+ * as 0/1/2, with the environment made of the client's (scrubbed) and add, the task
+ * joining the cgroup whose cgroup.procs files are cgfd (-1: none). Returns 0
  * with r->pid the sandbox's init, or an errno (nothing started; *exec: the program could
  * not be executed, else the host could not start it).
  */
 static int start_boxed(struct run *r, char *const *argv, bool shell, int in, int out, int err,
-                       char *const *add, const char *cwd, bool network, bool *exec)
+                       char *const *add, const char *cwd, bool network, const int cgfd[2],
+                       bool *exec)
 {
     char **envp = env_merge(add), **sh = NULL;
     int rc = 0, rep = -1, stage = SANDBOX_SETUP;
@@ -433,7 +415,8 @@ static int start_boxed(struct run *r, char *const *argv, bool shell, int in, int
                              out,
                              err,
                              r->uid,
-                             network};
+                             network,
+                             {cgfd[0], cgfd[1]}};
     if ((r->pid = sandbox_spawn(&t, &rep, &r->sbx_mem, &stage)) < 0) {
         rc = errno;
         *exec = stage == SANDBOX_EXEC;
@@ -447,6 +430,80 @@ out:
     free(sh);
     free(envp);
     return rc;
+}
+
+/*
+ * Starts argv as spawn_task does, but through fork(), for a task that joins the cgroup
+ * of cgfd (posix_spawn has no way to join one before the exec): waits, as posix_spawn
+ * does, until the child executed its program or failed. Returns 0 with r->pid, or an
+ * errno (nothing left to reap; *exec: the program could not be executed).
+ */
+static int fork_task(struct run *r, char *const *argv, bool shell, int in, int out, int err,
+                     const struct runner_env *e, const int cgfd[2], bool *exec)
+{
+    char **envp = env_merge(e ? e->env : NULL), **sh = shell ? shell_argv(argv) : NULL;
+    int ep[2], rep[2], rc = 0;
+    *exec = false;
+    if (!envp || (shell && !sh))
+        rc = ENOMEM;
+    else if (pipe2(ep, O_CLOEXEC) < 0)
+        rc = errno;
+    else if ((r->pid = fork()) < 0) {
+        rc = errno;
+        close(ep[0]);
+        close(ep[1]);
+    }
+    if (rc)
+        goto out;
+    if (r->pid == 0)
+        child_exec(sh ? sh : argv, !sh, envp, e && e->cwd ? e->cwd : r->workdir, in, out, err, cgfd,
+                   ep[1]);
+    close(ep[1]);
+    setpgid(r->pid, r->pid);
+    ssize_t n;
+    while ((n = read(ep[0], rep, sizeof rep)) < 0 && errno == EINTR)
+        ;
+    close(ep[0]);
+    if (n == (ssize_t)sizeof rep) { /* it failed before its exec: reaped here */
+        while (waitpid(r->pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        r->pid = -1;
+        rc = rep[1];
+        *exec = rep[0] == CHILD_EXEC;
+    }
+out:
+    free(sh);
+    free(envp);
+    return rc;
+}
+
+/*
+ * The cgroup of a new task or rank (cgroup.h; owner and job 0: a task's own) and its
+ * cgroup.procs files in cgfd (-1 when cgroups are not in use). 0, or -1 with r->error
+ * set (a fault of this host): nothing is left to put.
+ */
+static int cg_take(struct run *r, const void *owner, uint64_t job, uint64_t mem_mb, int cgfd[2])
+{
+    cgfd[0] = cgfd[1] = -1;
+    if (!cgroup_version())
+        return 0;
+    r->cg_job = job != 0;
+    if ((r->cg = cgroup_take(owner, job, mem_mb)) && cgroup_open_procs(r->cg, cgfd) == 0) {
+        r->oom0 = cgroup_oom_kills(r->cg);
+        return 0;
+    }
+    snprintf(r->error, sizeof r->error, "cannot make the %s's cgroup: %s", job ? "process" : "task",
+             strerror(errno));
+    r->host_fault = true;
+    cgroup_put(&r->cg);
+    return -1;
+}
+
+static void cg_close(int cgfd[2])
+{
+    for (int i = 0; i < 2; i++)
+        if (cgfd[i] >= 0)
+            close(cgfd[i]);
 }
 
 /* True (r->error set) when cwd (submit --chdir) is not a directory we may enter: the
@@ -497,13 +554,18 @@ int runner_start_env(struct run *r, char *const *argv, bool shell, const void *i
     r->has_stdin = inlen > 0;
     if (e && e->cwd && cwd_refused(r, e->cwd))
         return -1;
+    int cgfd[2];
+    if (cg_take(r, NULL, 0, e ? e->mem_mb : 0, cgfd) < 0)
+        return -1;
     infd = open(inlen > 0 ? stdin_path : "/dev/null", O_RDONLY | O_CLOEXEC);
     if (infd < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0)
         goto syserr;
-    bool boxed = sandbox_enabled(), exec = false;
-    int rc = boxed ? start_boxed(r, argv, shell, infd, out[1], err[1], e ? e->env : NULL,
-                                 e ? e->cwd : NULL, e && e->network, &exec)
-                   : spawn_task(r, argv, shell, infd, out[1], err[1], e);
+    bool boxed = sandbox_enabled(), forked = !boxed && r->cg, exec = false;
+    int rc = boxed    ? start_boxed(r, argv, shell, infd, out[1], err[1], e ? e->env : NULL,
+                                 e ? e->cwd : NULL, e && e->network, cgfd, &exec)
+             : forked ? fork_task(r, argv, shell, infd, out[1], err[1], e, cgfd, &exec)
+                      : spawn_task(r, argv, shell, infd, out[1], err[1], e);
+    cg_close(cgfd);
     close(infd);
     close(out[1]);
     close(err[1]);
@@ -517,13 +579,14 @@ int runner_start_env(struct run *r, char *const *argv, bool shell, const void *i
                      "no free slot uid for the task (client.slot_uids is smaller than the tasks "
                      "and parallel processes run at once)");
             r->host_fault = true;
-        } else if (boxed ? exec : spawn_errno_is_programs(rc)) {
+        } else if (boxed || forked ? exec : spawn_errno_is_programs(rc)) {
             snprintf(r->error, sizeof r->error, "cannot run '%s': %s", argv[0], strerror(rc));
         } else {
             snprintf(r->error, sizeof r->error, "cannot start the task's process in %.180s: %s",
                      r->workdir, strerror(rc));
             r->host_fault = true;
         }
+        cgroup_put(&r->cg);
         return -1;
     }
     r->out.fd = out[0];
@@ -534,6 +597,8 @@ int runner_start_env(struct run *r, char *const *argv, bool shell, const void *i
 syserr:
     snprintf(r->error, sizeof r->error, "cannot start a process: %s", strerror(errno));
     r->host_fault = true;
+    cg_close(cgfd);
+    cgroup_put(&r->cg);
     if (infd >= 0)
         close(infd);
     for (int i = 0; i < 2; i++) {
@@ -585,16 +650,9 @@ void runner_read(struct run *r, int fd)
         cap_read(&r->err);
 }
 
-void runner_reaped(struct run *r, int status, const struct rusage *ru)
+/* runner_reaped of a sandbox's init: the task's own status, or why it did not start. */
+static void sandbox_reaped(struct run *r)
 {
-    r->reaped = true;
-    r->status = status;
-    r->ru = *ru; /* the init's: it reaped the task, so the task's CPU time is in it */
-    r->end_ms = loop_now_ms();
-    free(r->sbx_mem); /* the init is gone */
-    r->sbx_mem = NULL;
-    if (!r->sandboxed || !r->spawn_wait)
-        return;
     int err = 0, stage = sandbox_report(r->spawn_fd, &r->status, &err);
     r->spawn_wait = false;
     if (stage == SANDBOX_EXEC) {
@@ -605,6 +663,33 @@ void runner_reaped(struct run *r, int status, const struct rusage *ru)
                  r->workdir, strerror(err));
         r->spawn_failed = r->host_fault = true;
     }
+}
+
+/* After the reap: a task that did not exit 0 once the kernel's OOM killer acted in its
+ * cgroup was killed by its memory limit (the killer picks the largest process: a shell
+ * task may see its child die and exit non-zero itself). */
+static void cg_verdict(struct run *r)
+{
+    if (!r->cg || r->error[0] || (WIFEXITED(r->status) && WEXITSTATUS(r->status) == 0) ||
+        cgroup_oom_kills(r->cg) <= r->oom0)
+        return;
+    r->mem_killed = true;
+    snprintf(r->error, sizeof r->error, "memory limit: %s used more than %llu MiB (cgroup)",
+             r->cg_job ? "the job's processes on this host" : "task",
+             (unsigned long long)cgroup_memory_mb(r->cg));
+}
+
+void runner_reaped(struct run *r, int status, const struct rusage *ru)
+{
+    r->reaped = true;
+    r->status = status;
+    r->ru = *ru; /* the init's: it reaped the task, so the task's CPU time is in it */
+    r->end_ms = loop_now_ms();
+    free(r->sbx_mem); /* the init is gone */
+    r->sbx_mem = NULL;
+    if (r->sandboxed && r->spawn_wait)
+        sandbox_reaped(r);
+    cg_verdict(r);
 }
 
 bool runner_finished(const struct run *r)
@@ -632,6 +717,7 @@ void runner_cleanup(struct run *r)
         free(r->sbx_mem); /* the init ran on it: freed once it is gone */
         r->sbx_mem = NULL;
     }
+    cgroup_put(&r->cg); /* what the task left running there is killed */
     if (r->uid_taken) {
         /* every process of the task is gone with its init: the directory is ours again */
         if (r->workdir[0] && r->uid != geteuid() && chown(r->workdir, geteuid(), getegid()) < 0)
@@ -687,7 +773,63 @@ int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
 int runner_spawn_in(struct run *r, char *const *argv, bool shell, char *const *env,
                     const char *workdir, bool prepared, const char *cwd)
 {
+    return runner_spawn_job(r, argv, shell, env, workdir, prepared, cwd, NULL, 0, 0);
+}
+
+/* The process of runner_spawn_job once its files are open (fd: closed here). 0 or -1. */
+static int spawn_fd(struct run *r, char *const *argv, bool shell, char *const *env, const char *cwd,
+                    int fd[3], const int cgfd[2])
+{
     int ep[2] = {-1, -1};
+    if (sandbox_enabled()) { /* parallel ranks talk to each other: the network stays on */
+        bool exec;
+        int rc = start_boxed(r, argv, shell, fd[0], fd[1], fd[2], env, cwd, true, cgfd, &exec);
+        for (int i = 0; i < 3; i++)
+            close(fd[i]);
+        if (rc == 0)
+            return 0;
+        if (exec)
+            snprintf(r->error, sizeof r->error, "cannot run '%s': %s", argv[0], strerror(rc));
+        else
+            snprintf(r->error, sizeof r->error, "cannot start the process in its sandbox: %s",
+                     rc == EAGAIN ? "no free slot uid (client.slot_uids)" : strerror(rc));
+        r->host_fault = !exec;
+        return -1;
+    }
+    char **envp = env_merge(env), **sh = shell ? shell_argv(argv) : NULL;
+    if (pipe2(ep, O_CLOEXEC) < 0 || (r->pid = fork()) < 0) {
+        free(envp);
+        free(sh);
+        for (int i = 0; i < 3; i++)
+            close(fd[i]);
+        snprintf(r->error, sizeof r->error, "cannot start a process: %s", strerror(errno));
+        r->host_fault = true;
+        if (ep[0] >= 0) {
+            close(ep[0]);
+            close(ep[1]);
+        }
+        r->pid = -1;
+        return -1;
+    }
+    if (r->pid == 0) /* a NULL sh (out of memory) is reported by the child */
+        child_exec(shell ? sh : argv, !shell, envp, cwd ? cwd : r->workdir, fd[0], fd[1], fd[2],
+                   cgfd, ep[1]);
+    free(envp);
+    free(sh);
+    for (int i = 0; i < 3; i++)
+        close(fd[i]);
+    setpgid(r->pid, r->pid);
+    close(ep[1]);
+    r->spawn_fd = ep[0]; /* read once the child is reaped: no wait for its exec here */
+    r->spawn_wait = true;
+    snprintf(r->prog, sizeof r->prog, "%s", argv[0]);
+    return 0;
+}
+
+int runner_spawn_job(struct run *r, char *const *argv, bool shell, char *const *env,
+                     const char *workdir, bool prepared, const char *cwd, const void *owner,
+                     uint64_t job, uint64_t mem_mb)
+{
     memset(r, 0, sizeof *r);
     r->pid = -1;
     cap_init(&r->out, 0);
@@ -704,53 +846,23 @@ int runner_spawn_in(struct run *r, char *const *argv, bool shell, char *const *e
     }
     if (cwd && cwd_refused(r, cwd))
         return -1;
-    int fd[3];
+    int fd[3], cgfd[2];
     if (pfiles(workdir, fd) < 0) {
         snprintf(r->error, sizeof r->error, "cannot open the output files in %s: %s", workdir,
                  strerror(errno));
         r->host_fault = true;
         return -1;
     }
-    if (sandbox_enabled()) { /* parallel ranks talk to each other: the network stays on */
-        bool exec;
-        int rc = start_boxed(r, argv, shell, fd[0], fd[1], fd[2], env, cwd, true, &exec);
+    if (cg_take(r, owner ? owner : (const void *)r, owner ? job : 1, mem_mb, cgfd) < 0) {
         for (int i = 0; i < 3; i++)
             close(fd[i]);
-        if (rc == 0)
-            return 0;
-        if (exec)
-            snprintf(r->error, sizeof r->error, "cannot run '%s': %s", argv[0], strerror(rc));
-        else
-            snprintf(r->error, sizeof r->error, "cannot start the process in its sandbox: %s",
-                     rc == EAGAIN ? "no free slot uid (client.slot_uids)" : strerror(rc));
-        r->host_fault = !exec;
         return -1;
     }
-    char **envp = env_merge(env);
-    if (pipe2(ep, O_CLOEXEC) < 0 || (r->pid = fork()) < 0) {
-        free(envp);
-        for (int i = 0; i < 3; i++)
-            close(fd[i]);
-        snprintf(r->error, sizeof r->error, "cannot start a process: %s", strerror(errno));
-        r->host_fault = true;
-        if (ep[0] >= 0) {
-            close(ep[0]);
-            close(ep[1]);
-        }
-        r->pid = -1;
-        return -1;
-    }
-    if (r->pid == 0)
-        child_exec(argv, shell, envp, cwd ? cwd : workdir, fd[0], fd[1], fd[2], ep[1]);
-    free(envp);
-    for (int i = 0; i < 3; i++)
-        close(fd[i]);
-    setpgid(r->pid, r->pid);
-    close(ep[1]);
-    r->spawn_fd = ep[0]; /* read once the child is reaped: no wait for its exec here */
-    r->spawn_wait = true;
-    snprintf(r->prog, sizeof r->prog, "%s", argv[0]);
-    return 0;
+    int rc = spawn_fd(r, argv, shell, env, cwd, fd, cgfd);
+    cg_close(cgfd);
+    if (rc < 0)
+        cgroup_put(&r->cg);
+    return rc;
 }
 
 bool runner_spawned(struct run *r)

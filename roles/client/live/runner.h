@@ -42,6 +42,11 @@ struct run {
     bool sandboxed, spawn_failed, uid_taken;
     uid_t uid;     /* the task's uid (sandbox_uid_take), given back by runner_cleanup */
     void *sbx_mem; /* the init's memory, freed once it was reaped */
+    /* cgroup.h: the task's cgroup (NULL: none in use), its OOM kills at the start; the
+       memory limit killed the task (r->error says so) */
+    struct cgroup *cg;
+    uint64_t oom0;
+    bool mem_killed, cg_job; /* cg_job: a parallel job's cgroup, shared by its ranks */
 };
 
 /*
@@ -63,9 +68,10 @@ int runner_start(struct run *r, char *const *argv, bool shell, const void *in, s
  * still made: it holds the standard input file).
  */
 struct runner_env {
-    char **env;   /* NULL-terminated, or NULL */
-    char *cwd;    /* or NULL */
-    bool network; /* the job asked for the network (docs/wire.md 5.2 "network") */
+    char **env;      /* NULL-terminated, or NULL */
+    char *cwd;       /* or NULL */
+    bool network;    /* the job asked for the network (docs/wire.md 5.2 "network") */
+    uint64_t mem_mb; /* the job's memory request (5.2 "mem_mb"; 0: none): caps the cgroup's */
 };
 
 struct msgpack_object;
@@ -85,7 +91,8 @@ int runner_start_env(struct run *r, char *const *argv, bool shell, const void *i
 
 /* Reads what is available on fd (one of r's pipes); closes it at end of file. */
 void runner_read(struct run *r, int fd);
-/* Records a reaped child's status. */
+/* Records a reaped child's status; a task that did not exit 0 after the kernel's OOM
+ * killer acted in its cgroup gets r->error "memory limit: ..." (r->mem_killed). */
 void runner_reaped(struct run *r, int status, const struct rusage *ru);
 /* True once the process was reaped and both pipes reached end of file. */
 bool runner_finished(const struct run *r);
@@ -114,6 +121,12 @@ int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
  * a cwd it cannot enter fails at once with r->error naming it (host_fault false). */
 int runner_spawn_in(struct run *r, char *const *argv, bool shell, char *const *env,
                     const char *workdir, bool prepared, const char *cwd);
+/* runner_spawn_in for a rank of parallel job `job` of owner (pprocs.h): the job's ranks
+ * on this host share one cgroup (cgroup.h), its memory capped by mem_mb (the job's
+ * per-host limit, 0: none). */
+int runner_spawn_job(struct run *r, char *const *argv, bool shell, char *const *env,
+                     const char *workdir, bool prepared, const char *cwd, const void *owner,
+                     uint64_t job, uint64_t mem_mb);
 /* After a runner_spawn child was reaped: sets r->error (and host_fault) if it could
  * not set itself up or execute its program. Returns true if so. */
 bool runner_spawned(struct run *r);

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "roles/client/live/cgroup.h"
 
 #define PRIVATE_N 3
 static const char *const private_dirs[PRIVATE_N] = {"/tmp", "/var/tmp", "/dev/shm"};
@@ -192,6 +193,7 @@ static int init_mounts(const char *wd, const char *cwd)
 #define INIT_STACK (64 * 1024)
 #define TASK_STACK (32 * 1024)
 #define REPORT_FD 3 /* the init's end of the report pipe once the descriptors are set */
+#define CGROUP_FD 4 /* and the task's cgroup.procs files (4 and 5) */
 struct init_ctx {
     struct sandbox_task t; /* pointing into this block */
     const char *dir;       /* where the task starts (in the init's stack) */
@@ -242,6 +244,11 @@ static int task_exec(void *arg)
     c->stage = SANDBOX_SETUP;
     if (chdir(c->dir) < 0) /* as root: the path above the directory may be closed to the uid */
         goto fail;
+    /* the task, not the init, joins its cgroup: the init shares the client's memory, and
+       the kernel's OOM killer kills every process sharing its victim's memory */
+    int cgfd[2] = {t->cgfd[0] >= 0 ? CGROUP_FD : -1, t->cgfd[1] >= 0 ? CGROUP_FD + 1 : -1};
+    if (cgroup_join(cgfd) < 0)
+        goto fail;
     /* raw calls: glibc's wrappers would signal threads that exist only in the client */
     if (sb.root && t->uid != geteuid() &&
         (syscall(SYS_setgroups, 0, NULL) < 0 ||
@@ -287,11 +294,18 @@ static int init_run(void *arg)
         init_mounts(wd, t->cwd ? cwd : NULL) < 0)
         goto fail;
     int in = fcntl(t->in, F_DUPFD, 10), out = fcntl(t->out, F_DUPFD, 10),
-        err = fcntl(t->err, F_DUPFD, 10), w = fcntl(c->wfd, F_DUPFD, 10);
-    if (in < 0 || out < 0 || err < 0 || w < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 ||
-        dup2(err, 2) < 0 || dup3(w, REPORT_FD, O_CLOEXEC) < 0)
+        err = fcntl(t->err, F_DUPFD, 10), w = fcntl(c->wfd, F_DUPFD, 10), cg[2];
+    for (int i = 0; i < 2; i++)
+        cg[i] = t->cgfd[i] >= 0 ? fcntl(t->cgfd[i], F_DUPFD, 10) : -2;
+    if (in < 0 || out < 0 || err < 0 || w < 0 || cg[0] == -1 || cg[1] == -1 || dup2(in, 0) < 0 ||
+        dup2(out, 1) < 0 || dup2(err, 2) < 0 || dup3(w, REPORT_FD, O_CLOEXEC) < 0 ||
+        (cg[0] >= 0 && dup3(cg[0], CGROUP_FD, O_CLOEXEC) < 0) ||
+        (cg[1] >= 0 && dup3(cg[1], CGROUP_FD + 1, O_CLOEXEC) < 0))
         goto fail;
-    syscall(SYS_close_range, 4U, ~0U, 0U); /* the client's sockets, store, log */
+    for (int i = 0; i < 2; i++)
+        if (cg[i] < 0)
+            close(CGROUP_FD + i);
+    syscall(SYS_close_range, CGROUP_FD + 2U, ~0U, 0U); /* the client's sockets, store, log */
     c->err = 0;
     c->dir = t->cwd ? cwd : wd;
     pid_t task = clone(task_exec, c->task_stack, CLONE_VM | CLONE_VFORK | SIGCHLD, c);
@@ -644,7 +658,7 @@ static int probe(const char *state_dir, uid_t uid, char *err, size_t n)
     }
     char *av[] = {"true", NULL}, *ev[] = {"PATH=/usr/bin:/bin", NULL};
     int nul = open("/dev/null", O_RDWR | O_CLOEXEC), rep = -1, st = -1, e = 0, rc = -1;
-    struct sandbox_task t = {"/bin/true", av, ev, wd, NULL, nul, nul, nul, uid, false};
+    struct sandbox_task t = {"/bin/true", av, ev, wd, NULL, nul, nul, nul, uid, false, {-1, -1}};
     if (uid != geteuid() && chown(wd, uid, uid) < 0)
         e = errno;
     void *mem = NULL;
@@ -682,8 +696,8 @@ int sandbox_init(const struct sandbox_conf *c, char *err, size_t n)
     if (!c->on) {
         log_warnx("client.sandbox = off: tasks run without the execution boundary, as this "
                   "client's user (uid %u), and can read everything it can read, its keys "
-                  "included",
-                  (unsigned)geteuid());
+                  "included; cgroup limits: %s",
+                  (unsigned)geteuid(), c->cgroups);
         return 0;
     }
     sb.root = geteuid() == 0;
@@ -739,11 +753,11 @@ int sandbox_init(const struct sandbox_conf *c, char *err, size_t n)
         snprintf(hidden + strlen(hidden), sizeof hidden - strlen(hidden), ", %s", sb.files[i]);
     if (sb.root)
         log_info("sandbox: namespaces mount, PID, IPC, network (off unless a job asks); tasks "
-                 "run as uids %u-%u; hidden: %s; cgroup limits: none",
-                 (unsigned)sb.first, (unsigned)(sb.first + sb.count - 1), hidden);
+                 "run as uids %u-%u; hidden: %s; cgroup limits: %s",
+                 (unsigned)sb.first, (unsigned)(sb.first + sb.count - 1), hidden, c->cgroups);
     else
         log_info("sandbox: user namespace (uid %u mapped to itself), namespaces mount, PID, "
-                 "IPC, network (off unless a job asks); hidden: %s; cgroup limits: none",
-                 (unsigned)geteuid(), hidden);
+                 "IPC, network (off unless a job asks); hidden: %s; cgroup limits: %s",
+                 (unsigned)geteuid(), hidden, c->cgroups);
     return 0;
 }

@@ -27,6 +27,7 @@ struct sandbox_conf {
     const char *state_dir;               /* covered, the task's own directory bound back */
     const char *files[SANDBOX_HIDE_MAX]; /* key and config files: their directories covered */
     const char *slot_uids;               /* "FIRST-LAST": the pool of a root client */
+    const char *cgroups;                 /* the start log's "cgroup limits: " text */
 };
 
 /*
@@ -64,6 +65,8 @@ struct sandbox_task {
     int in, out, err;    /* descriptors that become 0, 1 and 2 */
     uid_t uid;           /* from sandbox_uid_take */
     bool network;        /* the job asked for the network: the host's network namespace */
+    int cgfd[2];         /* cgroup.procs files the task joins before its exec (cgroup.h),
+                            -1: none; the caller closes them once sandbox_spawn returned */
 };
 
 /*
