@@ -147,6 +147,13 @@ def test_network_on_through_batch_and_meta(grid, listener, gridnode_bin, via):
     wait_until(lambda: via + "-on" in listener.tags, scaled(20), msg="the connection")
     j, text = shown(gridnode_bin, role, jid)
     assert j["network"] is True and "network: on" in text, (j, text)
+    if via == "batch":  # Maui's checkjob too, and the element's job at the cluster
+        assert role.client().ok("CHECKJOB", "JOBCHECK", job=jid)["job"]["network"] is True
+        el = role.rpc("JOB_GET", job=jid, tasks=True)["tasks"][0]
+        cj = grid["cluster"].client().ok("JOB_GET", "JOB", job=el["cjob"])["job"]
+        assert cj["network"] is True and cj["procs"] == 1, cj
+    role.restart(signal.SIGKILL)  # stored with the job: kept over a kill -9
+    assert role.client().ok("JOB_GET", "JOB", job=jid)["job"]["network"] is True
 
 
 @pytest.mark.xfail(strict=True, reason="the client keeps the network for every parallel "
@@ -218,3 +225,41 @@ def test_old_job_records_load_without_network(cluster_factory, gridnode_bin):
     for jid, want in ((off, False), (on, True), (poff, False)):
         assert cl.client().ok("JOB_GET", "JOB", job=jid)["job"]["network"] is want
     assert "malformed" not in cl.log()
+
+
+def test_network_survives_a_move_to_another_site(cluster_factory, client_factory,
+                                                 batch_factory, meta_factory):
+    """The spool moves a waiting job to a site that frees up: the request it sends there
+    still asks for the network, and that site's cluster runs the element with it."""
+    def site(name):
+        cl = cluster_factory(SD, name="cl_" + name)
+        client_factory(cl, 1, sets=dict(CLIENT, **{"client.slots": 1}), prefix=name + "n")
+        b = batch_factory([cl], name="b_" + name)
+        wait_until(lambda: any(n["active"] for n in b.rpc("NODE_LIST")["nodes"]),
+                   scaled(30), msg="site %s sees its host" % name)
+        return b
+    a, b = site("a"), site("b")
+    a.client().ok("PSUBMIT", "SUBMITTED", argv=["sleep 120"], shell=True, procs=1,
+                  limit_s=120)
+    lb = b.client().ok("PSUBMIT", "SUBMITTED", argv=["sleep 300"], shell=True, procs=1,
+                       limit_s=300)["job"]
+    m = meta_factory({"a": a, "b": b}, sets={"meta.reeval_s": 1, "meta.move_margin_s": 30})
+    wait_until(lambda: all(s["known"] for s in m.rpc("SITE_INFO")["sites"]), scaled(20),
+               msg="sites known")
+    jid = m.client().ok("SUBMIT", "SUBMITTED", argv=["sleep 1"], shell=True, ntasks=1,
+                        limit_s=30, network=True)["job"]
+
+    def gstate(states):
+        return wait_until(lambda: (lambda j: j if j["gstate"] in states else None)(
+            m.rpc("JOB_GET", job=jid)["job"]), scaled(90), msg="job in %s" % (states,))
+    j = gstate(("placed",))
+    assert j["site"] == "a" and j["network"] is True, j
+    assert a.rpc("JOB_GET", job=j["site_job"])["job"]["network"] is True
+    b.client().ok("CANCEL", "OK", job=lb)  # b frees up ~120 s earlier: the job moves
+    j = gstate(("done",))
+    assert j["site"] == "b" and "moved" in j["reason"] and j["network"] is True, j
+    sj = b.rpc("JOB_GET", job=j["site_job"], tasks=True)
+    assert sj["job"]["network"] is True, sj
+    el = sj["tasks"][0]
+    cj = b.clusters[0].rpc("JOB_GET", job=el["cjob"])["job"]
+    assert cj["network"] is True and cj["procs"] == 1, cj
