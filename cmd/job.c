@@ -72,6 +72,8 @@ static void print_summary(const msgpack_object *j)
            cli_time(wire_get_i64(j, "finished", 0), t2, sizeof t2));
     if (wire_get_u64(j, "requeues", 0)) /* gridnode requeue: Slurm's Restarts */
         printf("requeued %llu times\n", (unsigned long long)wire_get_u64(j, "requeues", 0));
+    if (wire_get_bool(j, "network", false)) /* submit --network (issue 23) */
+        printf("network: on (submit --network): its tasks keep the node's network\n");
 }
 
 static void print_bytes(const char *label, const msgpack_object *t, const char *key,
@@ -648,6 +650,8 @@ static void print_grid(struct cli *c, const msgpack_object *j)
     if (wire_get_u64(j, "done", 0) && strcmp(st, "cancelled"))
         printf(", exit %lld", (long long)wire_get_i64(j, "exit", 0));
     printf("\n%s\n", reason);
+    if (wire_get_bool(j, "network", false)) /* submit --network (issue 23) */
+        printf("network: on (submit --network): its tasks keep the node's network\n");
     if (!site[0])
         return;
     struct wire_buf wb;

@@ -61,6 +61,8 @@ void cli_pjob_print(const msgpack_object *j)
            (unsigned long long)wire_get_u64(j, "demotions", 0));
     if (wire_get_u64(j, "requeues", 0)) /* gridnode requeue (issue 15): Slurm's Restarts */
         printf("requeued %llu times\n", (unsigned long long)wire_get_u64(j, "requeues", 0));
+    if (wire_get_bool(j, "network", false)) /* submit --network (issue 23) */
+        printf("network: on (submit --network)\n");
     if (!ranks)
         return;
     printf("\n%5s  %-14s %-8s %5s %4s %8s %9s %9s  %s\n", "RANK", "HOST", "STATE", "EXIT", "SIG",

@@ -38,6 +38,10 @@ static const char usage[] =
     "                         default: the node's environment only; 64 KiB at most\n"
     "  --chdir DIR            run the tasks in DIR on the nodes (relative: to the current\n"
     "                         directory here) instead of a fresh empty directory\n"
+    "  --network              the tasks keep the node's network; without it a task runs in\n"
+    "                         an empty network namespace: no other host, not even the\n"
+    "                         node's own 127.0.0.1 (docs/security.md). Processes of a\n"
+    "                         parallel job of more than one process have it anyway\n"
     "  --wait                 wait for the job to end (like `gridnode job ID --wait`)\n"
     "  --key KEY              request key (1..128 bytes; default: a random one per run).\n"
     "                         The cluster manager keeps one job per key and user: the\n"
@@ -108,6 +112,7 @@ struct submit_opts {
     const char *name, *user, *stdin_pattern;
     const char *export_spec, *chdir; /* --export, --chdir (issue 15; submit_env.c) */
     bool shell, wait, has_limit;
+    bool network;                                       /* --network (issue 23) */
     bool has_tasks, has_procs, has_ppn, has_complexity; /* given on the command line */
     char **argv;
     int argc;
@@ -325,6 +330,8 @@ static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
             o->shell = true;
         } else if (!strcmp(a, "--wait")) {
             o->wait = true;
+        } else if (!strcmp(a, "--network")) {
+            o->network = true;
         } else if (!v && known_option(a)) {
             fprintf(stderr, "%s: %s needs a value (%s VALUE or %s=VALUE)\n", c->prog, a, a, a);
             return -1;
@@ -519,7 +526,7 @@ static int submit_parallel(struct cli *c, const struct submit_opts *o)
     }
     uint32_t nf = 7 + (o->name != NULL) + (o->user != NULL) + (o->group != NULL) + o->has_queue +
                   (o->mem > 0) + (o->disk > 0) + (o->cpu > 0) + o->has_limit + sched_fields(o) +
-                  jobenv_put(NULL, env, cwd);
+                  o->network + jobenv_put(NULL, env, cwd);
     wire_begin(&wb, WT_PSUBMIT, 1, nf);
     put_sched(&wb, o);
     jobenv_put(&wb, env, cwd); /* --export / --chdir (issue 15) */
@@ -547,6 +554,8 @@ static int submit_parallel(struct cli *c, const struct submit_opts *o)
         wire_put_u64(&wb, "cpu_s", o->cpu);
     if (o->has_limit)
         wire_put_u64(&wb, "limit_s", o->limit);
+    if (o->network)
+        wire_put_bool(&wb, "network", true);
     int rc = call_retrying(c, o, &wb, &r);
     wire_buf_free(&wb);
     if (rc != 0)
@@ -582,6 +591,7 @@ static const char *const submit_words[][2] = {
     {"gpus", "--gpus"},
     {"env entry", "--export item"},
     {"chdir", "--chdir"},
+    {"network", "--network"},
     {"complexity", "--complexity"},
     {"stdin", "--stdin"},
     {"no such queue", "no such queue (--queue)"},
@@ -758,7 +768,7 @@ int cmd_submit(int argc, char **argv)
     }
     uint32_t nf = 5 + (o.name != NULL) + (o.user != NULL) + o.has_limit +
                   (o.stdin_pattern != NULL) + sched_fields(&o) + (o.deadline > 0) + (o.gpus > 0) +
-                  (o.gpu_type != NULL) + valid_fields(&o) + jobenv_put(NULL, env, cwd);
+                  (o.gpu_type != NULL) + valid_fields(&o) + o.network + jobenv_put(NULL, env, cwd);
     if (o.known && o.ntasks > 100000) {
         fprintf(stderr, "%s: --known takes at most 100000 tasks\n", c.prog);
         return 2;
@@ -786,6 +796,8 @@ int cmd_submit(int argc, char **argv)
         wire_put_u64(&wb, "gpus", o.gpus);
     if (o.gpu_type)
         wire_put_str(&wb, "gpu_type", o.gpu_type);
+    if (o.network)
+        wire_put_bool(&wb, "network", true);
     jobenv_put(&wb, env, cwd);
     submit_env_free(env, cwd);
     if (o.stdin_pattern && pack_stdin(&c, &o, &wb) < 0) {

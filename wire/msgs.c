@@ -87,6 +87,7 @@ static const struct wire_field task_fields[] = {
     {"deadline", WF_UINT, false}, /* report deadline, unix seconds */
     {"est_s", WF_FLOAT, false},   /* estimated run time on this host */
     JOBENV_FIELDS(4096),
+    {"network", WF_BOOL, false}, /* issue 23: the job asked for the network */
     {NULL},
 };
 
@@ -230,6 +231,7 @@ static const struct wire_field f_submit[] = {
     BATCH_FIELDS,
     GPU_REQ_FIELDS,
     JOBENV_FIELDS(4096),
+    {"network", WF_BOOL, false}, /* issue 23: tasks keep the host's network */
     {NULL},
 };
 
@@ -264,7 +266,8 @@ static const struct wire_field pcmd_fields[] = {
     {"want", WF_STR, true, 8},
     {"argv", WF_ARRAY, false, 256, WF_STR},
     {"shell", WF_BOOL, false},
-    JOBENV_FIELDS(4096 + 64), /* "env": the job's --export and up to 64 more */
+    JOBENV_FIELDS(4096 + 64),    /* "env": the job's --export and up to 64 more */
+    {"network", WF_BOOL, false}, /* issue 23: false: the process runs without it */
     {NULL},
 };
 
@@ -321,6 +324,7 @@ static const struct wire_field f_psubmit[] = {
     {"hosts", WF_ARRAY, false, 4096, WF_STR}, /* explicit placement: rank i on hosts[i] */
     JOBENV_FIELDS(4096),
     GPU_REQ_FIELDS, /* refused by the cluster when set (parallel jobs are not pulled) */
+    {"network", WF_BOOL, false}, /* issue 23: recorded; see docs/wire.md 6.6 */
     {NULL},
 };
 

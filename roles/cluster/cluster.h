@@ -114,7 +114,8 @@ struct job {
     char **argv;
     uint32_t argc;
     bool shell, has_stdin, issuable, dirty;
-    bool held; /* gridnode hold: none of its tasks is handed out until released */
+    bool held;    /* gridnode hold: none of its tasks is handed out until released */
+    bool network; /* submit --network (issue 23): its tasks keep the host's network */
     /* gridnode requeue (issue 15): times requeued, and the highest issue number handed
        out before the last requeue: results of issues up to it are dropped as stale */
     uint32_t requeues, rq_issue;

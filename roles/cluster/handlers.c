@@ -419,6 +419,7 @@ static void h_submit(struct cluster *c, struct request *r)
         goto oom;
     j->ntasks = (uint32_t)wire_get_u64(m, "ntasks", 1);
     j->shell = wire_get_bool(m, "shell", false);
+    j->network = wire_get_bool(m, "network", false); /* submit --network (issue 23) */
     j->complexity = wire_get_f64(m, "complexity", 1);
     j->limit_s = (uint32_t)wire_get_u64(m, "limit_s", (uint64_t)c->cfg.default_limit_s);
     /* the deadline in effect is kept with the job: a later config change keeps it */

@@ -692,6 +692,7 @@ static struct pjob *job_from_msg(struct cluster *c, const msgpack_object *m)
         goto fail;
     j->shell = wire_get_bool(m, "shell", false);
     j->wait = wire_get_bool(m, "wait", false);
+    j->network = wire_get_bool(m, "network", false); /* submit --network (issue 23) */
     uint32_t nenv;
     int eoom;
     j->env = jobenv_dup(m, &nenv, &eoom); /* --export / --chdir (issue 15) */

@@ -20,6 +20,17 @@ static const char *want(const struct pjob *j, const struct prank *p)
     return p->held ? "stop" : NULL;
 }
 
+/*
+ * Whether j's processes keep the host's network (issue 23, docs/security.md): always
+ * when there are several (ranks talk to each other across hosts), else only when the job
+ * asked (submit --network). A one-process job, which each element of a batch role's bag
+ * job is, is then cut off like a bag task.
+ */
+static bool net_on(const struct pjob *j)
+{
+    return j->network || j->rq.nprocs > 1;
+}
+
 static void pack_cmd(struct cluster *c, struct wire_buf *wb, const struct pjob *j, uint32_t r,
                      const char *w, uint32_t me)
 {
@@ -28,7 +39,7 @@ static void pack_cmd(struct cluster *c, struct wire_buf *wb, const struct pjob *
     uint32_t nenv = 0;
     while (j->env && j->env[nenv])
         nenv++;
-    wire_pack_map(wb, spec ? 6 + (j->cwd != NULL) : 3);
+    wire_pack_map(wb, spec ? 7 + (j->cwd != NULL) : 3);
     wire_put_u64(wb, "job", j->id);
     wire_put_u64(wb, "rank", r);
     wire_put_str(wb, "want", w);
@@ -36,6 +47,7 @@ static void pack_cmd(struct cluster *c, struct wire_buf *wb, const struct pjob *
         return;
     wire_put_strv(wb, "argv", j->argv, (uint32_t)j->argc);
     wire_put_bool(wb, "shell", j->shell);
+    wire_put_bool(wb, "network", net_on(j)); /* always said: absent, a node keeps it on */
     char buf[4096];
     size_t len = 0;
     for (uint32_t h = 0; h < j->nhosts && len < sizeof buf; h++)

@@ -49,6 +49,7 @@ struct pjob {
     uint32_t argc;
     bool shell, wait, dirty;
     bool placed;      /* PSUBMIT named its hosts: never waits, never time-sliced */
+    bool network;     /* submit --network (issue 23); scored_ack.c: what it means */
     uint8_t ev_state; /* 1 + the state last published as an event (events.c); 0: none */
     struct sd_request rq;
     uint64_t req_cpu_s, limit_s;

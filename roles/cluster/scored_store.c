@@ -100,9 +100,12 @@ static const char *host_name(const struct cluster *c, uint32_t h)
 
 static void job_encode(const struct cluster *c, const struct pjob *j, struct wire_buf *wb)
 {
-    wire_pack_map(wb, 33 + (j->key != NULL) + (j->requeues > 0) + jobenv_put(NULL, j->env, j->cwd));
+    wire_pack_map(wb, 33 + (j->key != NULL) + (j->requeues > 0) + j->network +
+                          jobenv_put(NULL, j->env, j->cwd));
     if (j->requeues > 0)
         wire_put_u64(wb, "requeues", j->requeues);
+    if (j->network) /* only when set: a record without it (older ones too) reads false */
+        wire_put_bool(wb, "network", true);
     jobenv_put(wb, j->env, j->cwd);
     if (j->key)
         wire_put_str(wb, "key", j->key);
@@ -183,9 +186,10 @@ static void pack_job(const struct cluster *c, const struct pjob *j, struct wire_
 {
     int64_t run = j->run_ms + (j->state == PJ_RUNNING ? wall_now_ms() - j->slice_ms : 0);
     bool cut = !ranks && cluster_argv_cut(j->argv, (uint32_t)j->argc, CLUSTER_ROW_ARGV_MAX);
-    wire_pack_map(wb, (ranks ? 27 : cut ? 27 : 26) + (j->requeues > 0));
+    wire_pack_map(wb, (ranks ? 28 : cut ? 28 : 27) + (j->requeues > 0));
     if (j->requeues > 0) /* gridnode requeue (issue 15) */
         wire_put_u64(wb, "requeues", j->requeues);
+    wire_put_bool(wb, "network", j->network); /* submit --network (issue 23) */
     wire_put_u64(wb, "job", j->id);
     wire_put_str(wb, "kind", "parallel");
     wire_put_str(wb, "name", j->name);
@@ -393,6 +397,7 @@ static int load_job(void *arg, const uint8_t *key, size_t klen, const void *val,
     j->shell = wire_get_bool(m, "shell", false);
     j->wait = wire_get_bool(m, "wait", false);
     j->placed = wire_get_bool(m, "placed", false);
+    j->network = wire_get_bool(m, "network", false); /* issue 23; absent before it */
     uint32_t nenv;
     int eoom;
     j->env = jobenv_dup(m, &nenv, &eoom);

@@ -316,7 +316,7 @@ void cluster_node_seen(struct cluster *c, struct node *n, const char *peer)
 void cluster_job_pack(const struct job *j, struct wire_buf *wb, bool row)
 {
     bool cut = row && cluster_argv_cut(j->argv, j->argc, CLUSTER_ROW_ARGV_MAX);
-    wire_pack_map(wb, (cut ? 16 : 15) + 2 + 2 * (j->gpus > 0) + (j->requeues > 0));
+    wire_pack_map(wb, (cut ? 16 : 15) + 3 + 2 * (j->gpus > 0) + (j->requeues > 0));
     wire_put_u64(wb, "job", j->id);
     wire_put_str(wb, "name", j->name);
     wire_put_str(wb, "user", j->user);
@@ -336,6 +336,7 @@ void cluster_job_pack(const struct job *j, struct wire_buf *wb, bool row)
         wire_put_strv(wb, "argv", j->argv, (uint32_t)j->argc);
     }
     wire_put_bool(wb, "shell", j->shell);
+    wire_put_bool(wb, "network", j->network); /* submit --network (issue 23) */
     wire_put_u64(wb, "limit_s", j->limit_s);
     wire_put_u64(wb, "deadline_s", j->deadline_s);
     wire_put_u64(wb, "late", j->nlate);

@@ -26,7 +26,7 @@ static int job_state_parse(const char *s, size_t n)
 static void job_encode(const struct job *j, struct wire_buf *wb)
 {
     wire_pack_map(wb, 18 + (j->key != NULL) + 2 * (j->gpus > 0) + (j->v != NULL) + j->held +
-                          2 * (j->requeues > 0) + jobenv_put(NULL, j->env, j->cwd));
+                          j->network + 2 * (j->requeues > 0) + jobenv_put(NULL, j->env, j->cwd));
     wire_put_u64(wb, "id", j->id);
     wire_put_str(wb, "name", j->name ? j->name : "");
     wire_put_str(wb, "user", j->user ? j->user : "");
@@ -55,6 +55,8 @@ static void job_encode(const struct job *j, struct wire_buf *wb)
         valid_job_encode(j, wb);
     if (j->held)
         wire_put_bool(wb, "held", true);
+    if (j->network) /* only when set: a record without it (older ones too) reads false */
+        wire_put_bool(wb, "network", true);
     if (j->requeues > 0) {
         wire_put_u64(wb, "requeues", j->requeues);
         wire_put_u64(wb, "rq_issue", j->rq_issue);
@@ -266,6 +268,7 @@ static int load_job(void *arg, const uint8_t *key, size_t klen, const void *val,
     if (valid_job_load(j, m) < 0)
         goto bad;
     j->held = wire_get_bool(m, "held", false);
+    j->network = wire_get_bool(m, "network", false); /* issue 23; absent before it */
     j->requeues = (uint32_t)wire_get_u64(m, "requeues", 0);
     j->rq_issue = (uint32_t)wire_get_u64(m, "rq_issue", 0);
     uint32_t nenv;

@@ -313,7 +313,7 @@ static int issue_one(struct cluster *c, struct node *n, struct job *j, uint32_t 
     size_t inbytes = 0;
     uint32_t dl =
         (uint32_t)(now / 1000) + (j->deadline_s ? j->deadline_s : (uint32_t)c->cfg.deadline_s);
-    wire_pack_map(tb, 11 + (j->gpus > 0) + jobenv_put(NULL, j->env, j->cwd));
+    wire_pack_map(tb, 11 + (j->gpus > 0) + j->network + jobenv_put(NULL, j->env, j->cwd));
     wire_put_u64(tb, "job", j->id);
     wire_put_u64(tb, "idx", idx);
     wire_put_u64(tb, "issue", valid_issue_no(j, t));
@@ -324,6 +324,8 @@ static int issue_one(struct cluster *c, struct node *n, struct job *j, uint32_t 
         wire_put_u64(tb, "gpus", j->gpus);
     wire_put_u64(tb, "deadline", dl);
     jobenv_put(tb, j->env, j->cwd); /* submit --export / --chdir (issue 15) */
+    if (j->network) /* submit --network (issue 23): absent, the node cuts the task off */
+        wire_put_bool(tb, "network", true);
     if (app_template.encode(c, j, idx, tb, &inbytes) < 0)
         return -1;
     unhold(c, t);

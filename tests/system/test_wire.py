@@ -780,7 +780,7 @@ def test_tasks_reply_fields(cluster_factory):
     jobs = u.ok("JOB_LIST")["jobs"]
     assert set(jobs[0]) == {"job", "name", "user", "state", "ntasks", "issued", "running",
                             "done", "failed", "dups", "submitted", "finished", "argv",
-                            "shell", "limit_s", "deadline_s", "late"}
+                            "shell", "network", "limit_s", "deadline_s", "late"}
     assert (jobs[0]["state"], jobs[0]["issued"], jobs[0]["running"]) == ("running", 1, 1)
     assert jobs[0]["argv"] == ["/bin/echo", "{job}-{i}-{n}"]
 

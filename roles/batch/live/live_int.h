@@ -95,6 +95,7 @@ struct lelem {
 struct ljob {
     uint64_t id;
     bool parallel, shell, hold, early, dirty, edirty;
+    bool network; /* submit --network (issue 23): passed on in each PSUBMIT to a cluster */
     uint8_t queue;
     uint32_t ntasks, procs, ppn;
     int64_t mem_mb, disk_mb, limit_s;

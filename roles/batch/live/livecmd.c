@@ -82,7 +82,7 @@ static void job_row(struct live *L, const struct ljob *j, struct wire_buf *wb, b
     const char *reason = have ? bi.reason : el->reason ? el->reason : "";
     if (j->hold && !have)
         reason = "held";
-    wire_pack_map(wb, 21 + (check ? 9 : 0));
+    wire_pack_map(wb, 21 + (check ? 10 : 0));
     wire_put_u64(wb, "job", j->id);
     wire_put_str(wb, "queue_state", qs);
     wire_put_str(wb, "name", j->name ? j->name : "");
@@ -109,6 +109,7 @@ static void job_row(struct live *L, const struct ljob *j, struct wire_buf *wb, b
     const char *st = el->state == EL_PENDING ? "queued" : live_elem_state_name(el->state);
     wire_put_str(wb, "state", j->parallel ? st : (j->nended == j->ntasks ? "ended" : qs));
     wire_put_bool(wb, "hold", j->hold);
+    wire_put_bool(wb, "network", j->network);  /* submit --network (issue 23) */
     wire_put_u64(wb, "requeues", j->requeues); /* JOB_CTL requeue (issue 15) */
     wire_put_u64(wb, "mem_mb", (uint64_t)j->mem_mb);
     wire_put_u64(wb, "disk_mb", (uint64_t)j->disk_mb);

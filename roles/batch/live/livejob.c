@@ -410,8 +410,10 @@ static void put_opt(struct wire_buf *wb, const char *k, const char *v)
 void live_job_encode(const struct ljob *j, const char *const *argv, uint32_t argc,
                      struct wire_buf *wb)
 {
-    wire_pack_map(wb, 26 + jobenv_put(NULL, j->env, j->cwd));
+    wire_pack_map(wb, 26 + j->network + jobenv_put(NULL, j->env, j->cwd));
     jobenv_put(wb, j->env, j->cwd);
+    if (j->network) /* only when set: a record without it (older ones too) reads false */
+        wire_put_bool(wb, "network", true);
     wire_put_u64(wb, "id", j->id);
     wire_put_bool(wb, "parallel", j->parallel);
     wire_put_u64(wb, "ntasks", j->ntasks);
@@ -517,6 +519,7 @@ struct ljob *live_job_decode(const void *p, size_t n)
     j->resv = dup_opt(m, "resv");
     j->shell = bool_of(m, "shell");
     j->hold = bool_of(m, "hold");
+    j->network = bool_of(m, "network"); /* issue 23; false in records older than it */
     j->early = bool_of(m, "early");
     j->queue = (uint8_t)u64_of(m, "queue");
     j->cancelled = bool_of(m, "cancelled");

@@ -195,6 +195,7 @@ static void new_job(struct req *r, bool parallel)
     j->class_ = dup_field(m, "class");
     j->resv = dup_field(m, "resv");
     j->shell = wire_get_bool(m, "shell", false);
+    j->network = wire_get_bool(m, "network", false); /* submit --network (issue 23) */
     j->hold = wire_get_bool(m, "hold", false);
     j->early = wire_get_bool(m, "early", false);
     j->queue = (uint8_t)wire_get_u64(m, "queue", 1);
@@ -320,7 +321,7 @@ void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb)
             if (est == BATCH_NEVER || est < 0)
                 est = 0;
         }
-        wire_pack_map(wb, 25 + (j->requeues > 0));
+        wire_pack_map(wb, 26 + (j->requeues > 0));
         wire_put_i64(wb, "estimate", est);
         wire_put_str(wb, "kind", "parallel");
         wire_put_u64(wb, "procs", j->procs);
@@ -346,7 +347,7 @@ void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb)
         wire_put_i64(wb, "exit", el->exit);
         wire_put_str(wb, "state", st);
     } else {
-        wire_pack_map(wb, 22 + (j->requeues > 0));
+        wire_pack_map(wb, 23 + (j->requeues > 0));
         wire_put_u64(wb, "ntasks", j->ntasks);
         wire_put_u64(wb, "issued", j->nstarted);
         wire_put_u64(wb, "running", j->nrun);
@@ -370,6 +371,7 @@ void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb)
     wire_put_i64(wb, "submitted", j->submitted);
     wire_put_i64(wb, "finished", j->finished);
     wire_put_bool(wb, "shell", j->shell);
+    wire_put_bool(wb, "network", j->network); /* submit --network (issue 23) */
     wire_put_u64(wb, "limit_s", (uint64_t)j->limit_s);
     put_argv(L, j, wb, 4096);
 }

@@ -154,7 +154,7 @@ static void put_row(struct meta *M, const struct mjob *j, struct wire_buf *wb)
 {
     bool started = j->state == MJ_RUNNING || (MJ_ENDED(j->state) && j->started);
     bool ended = MJ_ENDED(j->state);
-    wire_pack_map(wb, 26);
+    wire_pack_map(wb, 27);
     wire_put_u64(wb, "job", j->id);
     wire_put_str(wb, "name", j->name);
     wire_put_str(wb, "user", j->user);
@@ -188,6 +188,9 @@ static void put_row(struct meta *M, const struct mjob *j, struct wire_buf *wb)
     else
         wire_pack_array(wb, 0);
     wire_put_bool(wb, "shell", wire_get_bool(&up.data, "shell", false));
+    /* submit --network (issue 23): kept in the request, which every placement (a move to
+       another site too) sends whole; requests stored before it read false */
+    wire_put_bool(wb, "network", wire_get_bool(&up.data, "network", false));
     wire_put_u64(wb, "limit_s", (uint64_t)(j->rq.walltime / 1000));
     msgpack_unpacked_destroy(&up);
     wire_put_str(wb, "kind", j->parallel ? "parallel" : j->ntasks > 1 ? "array" : "task");
