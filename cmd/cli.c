@@ -16,6 +16,20 @@
 #include "daemon/curve.h"
 #include "wire/mpjson.h"
 
+/* s is a whole number in decimal and nothing else (strtoull alone would take " 7", "+7",
+ * "-1" as 2^64 - 1, and ""): 0 with *v set, else -1. */
+static int whole_number(const char *s, uint64_t *v)
+{
+    if (!*s)
+        return -1;
+    for (const char *p = s; *p; p++)
+        if (*p < '0' || *p > '9')
+            return -1;
+    errno = 0;
+    *v = strtoull(s, NULL, 10);
+    return errno ? -1 : 0;
+}
+
 int cli_common(struct cli *c, const char *prog, int *argc, char **argv)
 {
     int out = 1;
@@ -42,10 +56,10 @@ int cli_common(struct cli *c, const char *prog, int *argc, char **argv)
                 c->endpoint = v;
                 continue;
             }
-            char *end;
-            long t = strtol(v, &end, 10);
-            if (*end || !*v || t < (name[2] == 't' ? 1 : 0) || t > 86400000) {
-                fprintf(stderr, "%s: %s wants milliseconds, not '%s'\n", prog, name, v);
+            uint64_t t;
+            if (whole_number(v, &t) < 0 || t < (name[2] == 't' ? 1u : 0u) || t > 86400000) {
+                fprintf(stderr, "%s: %s wants milliseconds (%s..86400000), not '%s'\n", prog, name,
+                        name[2] == 't' ? "1" : "0", v);
                 return -1;
             }
             if (name[2] == 't')
@@ -57,18 +71,18 @@ int cli_common(struct cli *c, const char *prog, int *argc, char **argv)
         if ((!strcmp(a, "-e") || !strcmp(a, "--endpoint")) && i + 1 < *argc) {
             c->endpoint = argv[++i];
         } else if (!strcmp(a, "--timeout") && i + 1 < *argc) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || v <= 0) {
-                fprintf(stderr, "%s: --timeout wants milliseconds, not '%s'\n", prog, argv[i]);
+            uint64_t v;
+            if (whole_number(argv[++i], &v) < 0 || v < 1 || v > 86400000) {
+                fprintf(stderr, "%s: --timeout wants milliseconds (1..86400000), not '%s'\n", prog,
+                        argv[i]);
                 return -1;
             }
             c->timeout_ms = (int)v;
         } else if (!strcmp(a, "--connect-timeout") && i + 1 < *argc) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || v < 0 || v > 86400000) {
-                fprintf(stderr, "%s: --connect-timeout wants milliseconds, not '%s'\n", prog,
+            uint64_t v;
+            if (whole_number(argv[++i], &v) < 0 || v > 86400000) {
+                fprintf(stderr,
+                        "%s: --connect-timeout wants milliseconds (0..86400000), not '%s'\n", prog,
                         argv[i]);
                 return -1;
             }
@@ -261,17 +275,28 @@ const char *cli_time(int64_t ms, char *buf, size_t n)
     return buf;
 }
 
+int cli_uint(const char *prog, const char *opt, const char *s, uint64_t lo, uint64_t hi,
+             uint64_t *out)
+{
+    uint64_t v;
+    if (whole_number(s, &v) == 0 && v >= lo && v <= hi) {
+        *out = v;
+        return 0;
+    }
+    if (lo == 0 && hi == UINT64_MAX)
+        fprintf(stderr, "%s: %s wants a whole number, not '%s'\n", prog, opt, s);
+    else if (hi == UINT64_MAX)
+        fprintf(stderr, "%s: %s wants a whole number >= %llu, not '%s'\n", prog, opt,
+                (unsigned long long)lo, s);
+    else
+        fprintf(stderr, "%s: %s wants a whole number %llu..%llu, not '%s'\n", prog, opt,
+                (unsigned long long)lo, (unsigned long long)hi, s);
+    return -1;
+}
+
 int cli_u64(const struct cli *c, const char *what, const char *s, uint64_t *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || s[0] == '-') {
-        fprintf(stderr, "%s: %s must be a non-negative integer, not '%s'\n", c->prog, what, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
+    return cli_uint(c->prog, what, s, 0, UINT64_MAX, out);
 }
 
 void cli_text(const msgpack_object *map, const char *key, char *buf, size_t cap)

@@ -146,7 +146,15 @@ void cli_print_json(const msgpack_object *o);
 /* Formats milliseconds since the epoch as local "YYYY-mm-dd HH:MM:SS" ("-" if 0). */
 const char *cli_time(int64_t ms, char *buf, size_t n);
 
-/* Parses a positive integer argument; -1 with an error printed. */
+/*
+ * The one parser of a numeric option or argument of every command: s must be a whole
+ * number in decimal and nothing else (no sign, no space, no unit, nothing after it)
+ * within lo..hi. 0 with *out set; else -1 after printing "PROG: OPT wants a whole
+ * number LO..HI, not 'S'" (the caller exits 2, a usage error).
+ */
+int cli_uint(const char *prog, const char *opt, const char *s, uint64_t lo, uint64_t hi,
+             uint64_t *out);
+/* cli_uint over 0..UINT64_MAX with c's prog. */
 int cli_u64(const struct cli *c, const char *what, const char *s, uint64_t *out);
 
 /* Parallel jobs (pjob.c): is this job map one, and printing it. */

@@ -95,8 +95,10 @@ static int64_t parse_dur(const char *s)
     const char *p = s;
     while (*p && n < 4) {
         char *end;
+        if (*p < '0' || *p > '9') /* strtoll would take a sign or a space */
+            return -1;
         long long v = strtoll(p, &end, 10);
-        if (end == p || v < 0)
+        if (end == p || v < 0 || v > 366LL * 86400 * 100)
             return -1;
         parts[n++] = v;
         if (*end == ':')
@@ -127,9 +129,13 @@ static int64_t parse_when(const char *s)
         int64_t d = parse_dur(s + 1);
         return d < 0 ? -1 : now + d * 1000;
     }
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    return *end || v <= 0 ? -1 : (int64_t)v * 1000;
+    uint64_t v;
+    for (const char *p = s; *p; p++)
+        if (*p < '0' || *p > '9')
+            return -1;
+    if (!*s || (v = strtoull(s, NULL, 10)) == 0 || v > (1ULL << 40))
+        return -1;
+    return (int64_t)v * 1000;
 }
 
 /* ---- showq ---- */
@@ -334,7 +340,7 @@ int cmd_showstart(int argc, char **argv)
     uint64_t max = 5;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-n") && i + 1 < argc) {
-            if (cli_u64(&c, "-n", argv[++i], &max) < 0)
+            if (cli_uint(c.prog, "-n", argv[++i], 1, 100, &max) < 0)
                 return 2;
         } else if (!what) {
             what = argv[i];
@@ -347,15 +353,17 @@ int cmd_showstart(int argc, char **argv)
         fprintf(stderr, "%s: give a job id or PROCS@DURATION\n%s", c.prog, showstart_usage);
         return 2;
     }
-    if (max > 100)
-        max = 100;
     wire_buf_init(&wb);
     const char *at = strchr(what, '@');
     if (at) {
-        char *end;
-        unsigned long long procs = strtoull(what, &end, 10);
+        char pstr[24];
+        uint64_t procs = 0;
+        snprintf(pstr, sizeof pstr, "%.*s", (int)(at - what < 23 ? at - what : 23), what);
         int64_t d = parse_dur(at + 1);
-        if (end != at || procs < 1 || d < 1) {
+        bool num = at > what && at - what < 20 && strspn(pstr, "0123456789") == strlen(pstr);
+        if (num)
+            procs = strtoull(pstr, NULL, 10);
+        if (!num || procs < 1 || d < 1) {
             fprintf(stderr, "%s: '%s' is not PROCS@DURATION (e.g. 16@1:00:00)\n", c.prog, what);
             wire_buf_free(&wb);
             return 2;

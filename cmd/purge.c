@@ -28,6 +28,8 @@ static const char usage[] =
 static long long parse_duration(const char *s)
 {
     char *end;
+    if (*s < '0' || *s > '9') /* strtoll would take a sign or a space */
+        return -1;
     long long v = strtoll(s, &end, 10), mul = 1;
     if (end == s || v < 0)
         return -1;

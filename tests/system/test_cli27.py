@@ -1,0 +1,87 @@
+"""The command-line tools' misleading corners (issue 27, "Misleading"): unknown values and
+malformed numbers are refused with the option named (exit 2, the usage status of every
+command), --version, the client's --help naming --emulate, --check-config reporting
+every error of a file, several ids for cancel, submit's endpoint line at a batch role,
+`job`'s truncated task table and --output where no output is kept, protocol names kept
+out of error text, UTF-8 table columns, and setres refusals in users' units. Real roles
+on loopback where a role is needed; waits are bounded."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import GRIDNODE_BIN, REPO, TYPES, scaled, security_env, wait_until
+
+T = TYPES
+SD = {"store.sync": "none", "queues.sync_ms": 100, "tasks.heartbeat_s": 1,
+      "tasks.idle_wait_s": 1}
+CLIENT = {"rpc.timeout_ms": 2000, "rpc.backoff_min_s": 0.2, "rpc.backoff_max_s": 1}
+
+
+def gn(*args, rc=None, ep=None, user="alice", stdin=None):
+    """Runs gridnode ARGS (with -e EP when given); asserts the exit status when rc is set."""
+    cmd = [GRIDNODE_BIN] + [str(a) for a in args] + (["-e", ep] if ep else [])
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(30),
+                       env=dict(security_env(), USER=user, PATH="/usr/bin:/bin"),
+                       stdin=stdin if stdin is not None else subprocess.DEVNULL)
+    if rc is not None:
+        assert r.returncode == rc, (args, r.returncode, r.stdout, r.stderr)
+    return r
+
+
+# ---------------------------------------------------------------------------
+# item 1: unknown values and malformed numbers
+
+
+def test_jobs_unknown_state_refused_with_the_list(cluster):
+    for bad in ("bogus", "running,bogus", "running,", ""):
+        r = gn("jobs", "-t", bad, rc=2, ep=cluster.endpoint)
+        assert r.stdout == ""
+        if bad:
+            assert "unknown job state" in r.stderr and "queued" in r.stderr \
+                and "placed" in r.stderr, r.stderr
+    # every state of every level is accepted (an empty table, exit 0)
+    for good in ("queued,running,held,done,failed,cancelled", "waiting,requeueing",
+                 "placing,placed", "pending,starting"):
+        gn("jobs", "-t", good, rc=0, ep=cluster.endpoint)
+
+
+NUMERIC = [
+    (["dump", "/nonexistent", "--limit"], "--limit"),
+    (["jobs", "--queue"], "--queue"),
+    (["job", "1", "--from"], "--from"),
+    (["job", "1", "--count"], "--count"),
+    (["showstart", "1", "-n"], "-n"),
+    (["setres", "node1", "-d", "60", "-p"], "-p"),
+    (["setres", "node1", "-d", "60", "-t"], "-t"),
+    (["submit", "--tasks"], "--tasks"),
+    (["submit", "--retries"], "--retries"),
+    (["submit", "--queue"], "--queue"),
+    (["jobs", "--timeout"], "--timeout"),
+    (["jobs", "--connect-timeout"], "--connect-timeout"),
+]
+
+
+@pytest.mark.parametrize("args,opt", NUMERIC, ids=[" ".join(a) for a, _ in NUMERIC])
+@pytest.mark.parametrize("value", ["abc", "-1", "5x", " 5", "+5", ""])
+def test_numeric_options_refuse_non_numbers(args, opt, value):
+    tail = ["true"] if args[0] == "submit" else []
+    r = gn(*(args + [value] + tail), ep="tcp://127.0.0.1:9")
+    assert r.returncode == 2, (args, value, r.returncode, r.stdout, r.stderr)
+    assert opt in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("args", [["cancel", "12abc"], ["hold", "1", "x"], ["job", "-3"],
+                                  ["purge", "--older-than", " 5"], ["showstart", "-1@10"],
+                                  ["showstart", "4@+10"]])
+def test_numeric_arguments_refuse_garbage(args):
+    r = gn(*args, ep="tcp://127.0.0.1:9")
+    assert r.returncode == 2, (args, r.returncode, r.stderr)
+
+
+def test_dump_limit_still_works(cluster):
+    cluster.kill()
+    r = gn("dump", str(cluster.state_dir), "--limit", "0", rc=0)
+    assert "first ones shown" in r.stdout or "(0 records)" in r.stdout
