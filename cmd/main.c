@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cmd/cmd.h"
+#include "wire/wire.h"
 
 struct command {
     const char *name;
@@ -48,7 +49,8 @@ static void usage(FILE *out)
     fprintf(out, "usage: gridnode COMMAND [ARGS...]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].help);
-    fprintf(out, "\n`gridnode COMMAND --help` describes a command.\n");
+    fprintf(out, "\n`gridnode COMMAND --help` describes a command; `gridnode --version` (-V)\n"
+                 "prints the version.\n");
 }
 
 /*
@@ -89,6 +91,10 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V") || !strcmp(argv[1], "version")) {
+        printf("gridnode %s (wire protocol %d)\n", GRIDNODE_VERSION, WIRE_VERSION);
         return 0;
     }
     if (strcmp(argv[1], "submit") != 0)

@@ -85,3 +85,55 @@ def test_dump_limit_still_works(cluster):
     cluster.kill()
     r = gn("dump", str(cluster.state_dir), "--limit", "0", rc=0)
     assert "first ones shown" in r.stdout or "(0 records)" in r.stdout
+
+
+# ---------------------------------------------------------------------------
+# item 7: --version, client --help, --check-config lists every error
+
+
+def test_version():
+    for flag in ("--version", "-V"):
+        r = gn(flag, rc=0)
+        assert r.stdout.startswith("gridnode ") and "wire protocol 1" in r.stdout, r.stdout
+    assert "--version" in gn("help", rc=0).stdout
+
+
+def test_client_help_names_emulate():
+    out = gn("client", "--help", rc=0).stdout
+    assert "--emulate" in out and "gridnode client --emulate --help" in out
+
+
+BAD_INI = """[cluster]
+nosuchkey = 1
+this line is wrong
+listen = tcp://127.0.0.1:7300
+[tasks
+[tasks]
+heartbeat_s = abc
+heartbeat_s = 5
+"""
+
+
+@pytest.mark.parametrize("role", ["cluster", "client", "meta"])
+def test_check_config_lists_every_error(role, tmp_path):
+    ini = tmp_path / ("%s.ini" % role)
+    sect = {"cluster": "cluster", "client": "client", "meta": "meta"}[role]
+    ini.write_text(BAD_INI.replace("[cluster]", "[%s]" % sect)
+                   .replace("listen = tcp://127.0.0.1:7300\n", ""))
+    r = gn(role, "--check-config", "-c", ini, "--set", "nodot=1", "--set",
+           "%s.nokey=2" % sect)
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    lines = [l for l in r.stderr.splitlines() if l]
+    pre = "gridnode %s: configuration error: " % role
+    assert all(l.startswith(pre) for l in lines), lines
+    got = [l[len(pre):] for l in lines]
+    # one line each, file:line: message, in the order of the file, then the --set ones
+    assert got[0] == "%s:2: unknown key [%s] nosuchkey" % (ini, sect), got
+    assert got[1].startswith("%s:3: syntax error" % ini), got
+    assert got[2].startswith("%s:4: syntax error" % ini), got
+    if role == "meta":  # no [tasks] section: its keys are unknown there
+        assert got[3] == "%s:6: unknown key [tasks] heartbeat_s" % ini, got
+    elif role == "cluster":
+        assert got[3] == "%s:6: [tasks] heartbeat_s: 'abc' is not an integer" % ini, got
+    assert got[-2] == "--set nodot=1: expected section.key=value", got
+    assert got[-1] == "--set %s.nokey=2: unknown key [%s] nokey" % (sect, sect), got
