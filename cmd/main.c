@@ -22,7 +22,7 @@ static const struct command commands[] = {
     {"submit", cmd_submit, "submit a job (a bag of tasks) to a cluster manager"},
     {"jobs", cmd_jobs, "list the jobs of a cluster manager"},
     {"job", cmd_job, "show one job: status and per-task results"},
-    {"cancel", cmd_cancel, "cancel a job"},
+    {"cancel", cmd_cancel, "cancel jobs"},
     {"hold", cmd_hold, "hold jobs: their tasks are not handed out until released"},
     {"release", cmd_release, "release held jobs"},
     {"requeue", cmd_requeue, "start jobs again from scratch (running tasks are killed)"},

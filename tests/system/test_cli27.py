@@ -137,3 +137,31 @@ def test_check_config_lists_every_error(role, tmp_path):
         assert got[3] == "%s:6: [tasks] heartbeat_s: 'abc' is not an integer" % ini, got
     assert got[-2] == "--set nodot=1: expected section.key=value", got
     assert got[-1] == "--set %s.nokey=2: unknown key [%s] nokey" % (sect, sect), got
+
+
+# ---------------------------------------------------------------------------
+# item 5: cancel takes several ids, as hold/release/requeue
+
+
+def submit_rpc(role, **kw):
+    fields = dict(argv=["sleep", "30"], ntasks=1)
+    fields.update(kw)
+    return role.rpc(T["SUBMIT"], **fields)["job"]
+
+
+def test_cancel_several_names_the_failed(cluster):
+    a, b = submit_rpc(cluster), submit_rpc(cluster)
+    r = gn("cancel", a, 999, b, ep=cluster.endpoint)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "job %d cancelled" % a in r.stdout and "job %d cancelled" % b in r.stdout
+    assert "job 999:" in r.stderr and "1 of 3 jobs not cancelled: 999" in r.stderr, r.stderr
+    for j in (a, b):
+        assert cluster.rpc(T["JOB_GET"], job=j)["job"]["state"] == "cancelled"
+    # all fine: exit 0, JSON one line each
+    c, d = submit_rpc(cluster), submit_rpc(cluster)
+    r = gn("cancel", c, d, "--json", rc=0, ep=cluster.endpoint)
+    assert [json.loads(l) for l in r.stdout.splitlines()] == [
+        {"job": c, "cancelled": True}, {"job": d, "cancelled": True}]
+    # hold names the failing id too
+    r = gn("hold", 998, rc=1, ep=cluster.endpoint)
+    assert "job 998:" in r.stderr
