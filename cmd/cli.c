@@ -306,6 +306,79 @@ void cli_text(const msgpack_object *map, const char *key, char *buf, size_t cap)
     text_escape(buf, cap, s ? s : "", n);
 }
 
+/* The code point of the UTF-8 sequence at s (text_escape made it valid), and its length. */
+static uint32_t utf8_next(const unsigned char *s, size_t *len)
+{
+    if (s[0] < 0x80 || (s[0] & 0xe0) == 0xc0 || (s[0] & 0xf0) == 0xe0 || (s[0] & 0xf8) == 0xf0) {
+        size_t n = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 : 4;
+        uint32_t c = n == 1 ? s[0] : s[0] & (0x7f >> n);
+        for (size_t i = 1; i < n; i++) {
+            if ((s[i] & 0xc0) != 0x80) {
+                *len = 1;
+                return 0xfffd;
+            }
+            c = c << 6 | (s[i] & 0x3f);
+        }
+        *len = n;
+        return c;
+    }
+    *len = 1;
+    return 0xfffd;
+}
+
+/* Terminal columns of code point c: 0 for combining marks, 2 for East Asian wide and
+ * full-width forms and most emoji, else 1 (the common cases of wcwidth, without
+ * depending on the locale the tool runs in). */
+static int cp_columns(uint32_t c)
+{
+    if ((c >= 0x300 && c <= 0x36f) || (c >= 0x200b && c <= 0x200f) || (c >= 0xfe00 && c <= 0xfe0f))
+        return 0;
+    if ((c >= 0x1100 && c <= 0x115f) || (c >= 0x2e80 && c <= 0xa4cf && c != 0x303f) ||
+        (c >= 0xac00 && c <= 0xd7a3) || (c >= 0xf900 && c <= 0xfaff) ||
+        (c >= 0xfe30 && c <= 0xfe4f) || (c >= 0xff00 && c <= 0xff60) ||
+        (c >= 0xffe0 && c <= 0xffe6) || (c >= 0x1f300 && c <= 0x1f64f) ||
+        (c >= 0x1f900 && c <= 0x1f9ff) || (c >= 0x20000 && c <= 0x3fffd))
+        return 2;
+    return 1;
+}
+
+int cli_columns(const char *s)
+{
+    int cols = 0;
+    for (size_t n; *s; s += n)
+        cols += cp_columns(utf8_next((const unsigned char *)s, &n));
+    return cols;
+}
+
+const char *cli_cell(const msgpack_object *map, const char *key, int width, char *buf, size_t cap)
+{
+    size_t n;
+    const char *s = wire_get_str(map, key, &n);
+    char text[1024];
+    text_escape(text, sizeof text, s ? s : "", n);
+    return cli_pad(text[0] ? text : "-", width, buf, cap);
+}
+
+const char *cli_pad(const char *s, int width, char *buf, size_t cap)
+{
+    size_t o = 0, len;
+    int cols = 0;
+    for (const char *p = s; *p; p += len) {
+        int w = cp_columns(utf8_next((const unsigned char *)p, &len));
+        if (cols + w > width || o + len + 1 > cap)
+            break; /* cut on a character: a column, not a byte, is the unit */
+        memcpy(buf + o, p, len);
+        o += len;
+        cols += w;
+    }
+    while (cols < width && o + 1 < cap) {
+        buf[o++] = ' ';
+        cols++;
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
 char **cli_split_eq(int *argc, char **argv, int i)
 {
     static char **owned; /* the last array made here; reachable for the process' life */

@@ -33,11 +33,11 @@ static bool is_grid_row(const msgpack_object *j)
 
 static void print_grid_row(const msgpack_object *j)
 {
-    char name[17], user[11], gstate[10], site[13], reason[200], t[32];
-    cli_text(j, "name", name, sizeof name);
-    cli_text(j, "user", user, sizeof user);
+    char name[65], user[41], gstate[10], site[49], reason[200], t[32];
+    cli_cell(j, "name", 16, name, sizeof name);
+    cli_cell(j, "user", 10, user, sizeof user);
     cli_text(j, "gstate", gstate, sizeof gstate);
-    cli_text(j, "site", site, sizeof site);
+    cli_cell(j, "site", 12, site, sizeof site);
     cli_text(j, "reason", reason, sizeof reason);
     uint64_t sj = wire_get_u64(j, "site_job", 0);
     char sjs[24] = "-", ex[24] = "-";
@@ -49,22 +49,21 @@ static void print_grid_row(const msgpack_object *j)
     uint64_t nt = wire_get_u64(j, "ntasks", 1);
     snprintf(done, sizeof done, "%llu/%llu", (unsigned long long)wire_get_u64(j, "done", 0),
              (unsigned long long)(nt ? nt : 1));
-    printf("%6llu  %-16s %-10s %-9s %-12s %8s %5llu %9s %4s  %s  %s\n",
-           (unsigned long long)wire_get_u64(j, "job", 0), name[0] ? name : "-",
-           user[0] ? user : "-", gstate, site[0] ? site : "-", sjs,
+    printf("%6llu  %s %s %-9s %s %8s %5llu %9s %4s  %s  %s\n",
+           (unsigned long long)wire_get_u64(j, "job", 0), name, user, gstate, site, sjs,
            (unsigned long long)wire_get_u64(j, "procs", 0), done, ex,
            cli_time(wire_get_i64(j, "submitted", 0), t, sizeof t), reason);
 }
 
 static void print_row(const msgpack_object *j)
 {
-    char name[17], user[11], state[10], t[32];
-    cli_text(j, "name", name, sizeof name);
-    cli_text(j, "user", user, sizeof user);
+    char name[65], user[41], state[10], t[32];
+    cli_cell(j, "name", 16, name, sizeof name);
+    cli_cell(j, "user", 10, user, sizeof user);
     cli_text(j, "state", state, sizeof state);
-    printf("%6llu  %-16s %-10s %-9s %8llu %8llu %8llu %8llu %5llu  %s\n",
-           (unsigned long long)wire_get_u64(j, "job", 0), name[0] ? name : "-",
-           user[0] ? user : "-", state, (unsigned long long)wire_get_u64(j, "ntasks", 0),
+    printf("%6llu  %s %s %-9s %8llu %8llu %8llu %8llu %5llu  %s\n",
+           (unsigned long long)wire_get_u64(j, "job", 0), name, user, state,
+           (unsigned long long)wire_get_u64(j, "ntasks", 0),
            (unsigned long long)wire_get_u64(j, "done", 0),
            (unsigned long long)wire_get_u64(j, "failed", 0),
            (unsigned long long)wire_get_u64(j, "running", 0),

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cmd/cli.h"
+#include "lib/text.h"
 #include "cmd/cmd.h"
 
 static const char batch_help[] =
@@ -165,15 +166,14 @@ static void showq_part(const msgpack_object *jobs, const char *which, int64_t no
                 printf("%8s %-10s %-10s %6s %6s %10s %10s  %s\n", "JOB", "USER", "CLASS", "PROCS",
                        "TASKS", "WALLTIME", "PRIORITY", "REASON");
         }
-        char user[11], cls[11], reason[80], b1[32], b2[32], t[32];
-        cli_text(j, "user", user, sizeof user);
-        cli_text(j, "class", cls, sizeof cls);
+        char user[41], cls[41], reason[80], b1[32], b2[32], t[32];
+        cli_cell(j, "user", 10, user, sizeof user);
+        cli_cell(j, "class", 10, cls, sizeof cls);
         cli_text(j, "reason", reason, sizeof reason);
         int64_t wall = (int64_t)wire_get_u64(j, "walltime_s", 0) * 1000;
         int64_t st = wire_get_i64(j, "started", 0);
-        printf("%8llu %-10s %-10s %6llu %6llu %10s ", (unsigned long long)wire_get_u64(j, "job", 0),
-               user[0] ? user : "-", cls[0] ? cls : "-",
-               (unsigned long long)wire_get_u64(j, "procs", 0),
+        printf("%8llu %s %s %6llu %6llu %10s ", (unsigned long long)wire_get_u64(j, "job", 0), user,
+               cls, (unsigned long long)wire_get_u64(j, "procs", 0),
                (unsigned long long)wire_get_u64(j, "ntasks", 0), dur(wall, b1, sizeof b1));
         if (!strcmp(which, "active"))
             printf("%10s  %s\n", dur(st ? st + wall - now : -1, b2, sizeof b2),
@@ -484,15 +484,15 @@ int cmd_diagnose(int argc, char **argv)
         printf("%-8s %-20s %10s %10s\n", "KIND", "NAME", "USAGE%", "TARGET%");
         for (uint32_t i = 0; i < rows->via.array.size; i++) {
             const msgpack_object *o = &rows->via.array.ptr[i];
-            char k[16], n[21], t[16];
+            char k[16], n[81], t[16];
             cli_text(o, "kind", k, sizeof k);
-            cli_text(o, "name", n, sizeof n);
+            cli_cell(o, "name", 20, n, sizeof n);
             double tg = wire_get_f64(o, "target_pct", -1);
             if (tg < 0)
                 snprintf(t, sizeof t, "-");
             else
                 snprintf(t, sizeof t, "%.2f", tg);
-            printf("%-8s %-20s %10.2f %10s\n", k, n, wire_get_f64(o, "usage_pct", 0), t);
+            printf("%-8s %s %10.2f %10s\n", k, n, wire_get_f64(o, "usage_pct", 0), t);
         }
         if (!rows->via.array.size)
             printf("(no credentials yet)\n");
@@ -778,20 +778,22 @@ int cmd_showres(int argc, char **argv)
         cli_pages_free(&p);
         return 0;
     }
-    char b[32], b2[32], nm[33], acl[128];
+    char b[32], b2[32], nm[81], acl[128];
     if (by_host) {
         printf("%-20s %-20s %-19s  %s\n", "HOST", "RESERVATION", "START", "END");
         uint32_t rows = 0;
         for (uint32_t i = 0; i < rs->via.array.size; i++) {
             const msgpack_object *v = &rs->via.array.ptr[i];
             const msgpack_object *h = wire_get(v, "hosts");
-            cli_text(v, "name", nm, sizeof nm);
+            cli_cell(v, "name", 20, nm, sizeof nm);
             for (uint32_t k = 0; h && k < h->via.array.size; k++) {
                 const msgpack_object *o = &h->via.array.ptr[k];
+                char host[256], hc[81];
                 if (arg && (strlen(arg) != o->via.str.size ||
                             memcmp(arg, o->via.str.ptr, o->via.str.size)))
                     continue;
-                printf("%-20.*s %-20s %-19s  %s\n", (int)o->via.str.size, o->via.str.ptr, nm,
+                text_escape(host, sizeof host, o->via.str.ptr, o->via.str.size);
+                printf("%s %s %-19s  %s\n", cli_pad(host, 20, hc, sizeof hc), nm,
                        cli_time(wire_get_i64(v, "start", 0), b, sizeof b),
                        cli_time(wire_get_i64(v, "end", 0), b2, sizeof b2));
                 rows++;
@@ -805,12 +807,12 @@ int cmd_showres(int argc, char **argv)
         for (uint32_t i = 0; i < rs->via.array.size; i++) {
             const msgpack_object *v = &rs->via.array.ptr[i];
             const msgpack_object *h = wire_get(v, "hosts");
-            cli_text(v, "name", nm, sizeof nm);
+            cli_cell(v, "name", 20, nm, sizeof nm);
             acl_text(v, acl, sizeof acl);
             uint64_t job = wire_get_u64(v, "job", 0);
             char jb[24];
             snprintf(jb, sizeof jb, "%llu", (unsigned long long)job);
-            printf("%-20s %-5s %-19s  %-19s %6u %6s  %s\n", nm,
+            printf("%s %-5s %-19s  %-19s %6u %6s  %s\n", nm,
                    wire_get_bool(v, "site", false) ? "site" : "admin",
                    cli_time(wire_get_i64(v, "start", 0), b, sizeof b),
                    cli_time(wire_get_i64(v, "end", 0), b2, sizeof b2), h ? h->via.array.size : 0,

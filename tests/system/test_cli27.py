@@ -22,7 +22,8 @@ CLIENT = {"rpc.timeout_ms": 2000, "rpc.backoff_min_s": 0.2, "rpc.backoff_max_s":
 
 def gn(*args, rc=None, ep=None, user="alice", stdin=None):
     """Runs gridnode ARGS (with -e EP when given); asserts the exit status when rc is set."""
-    cmd = [GRIDNODE_BIN] + [str(a) for a in args] + (["-e", ep] if ep else [])
+    a = [str(x) for x in args]
+    cmd = [GRIDNODE_BIN] + a[:1] + (["-e", ep] if ep else []) + a[1:]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(30),
                        env=dict(security_env(), USER=user, PATH="/usr/bin:/bin"),
                        stdin=stdin if stdin is not None else subprocess.DEVNULL)
@@ -165,3 +166,157 @@ def test_cancel_several_names_the_failed(cluster):
     # hold names the failing id too
     r = gn("hold", 998, rc=1, ep=cluster.endpoint)
     assert "job 998:" in r.stderr
+
+
+# ---------------------------------------------------------------------------
+# items 3, 8, 4: submit's endpoint line, --output where no output is kept, the real run
+# time at a batch role, the truncated task table, --summary of a parallel job
+
+P = dict(TYPES, PSUBMIT=39, NODE_LIST=37)
+
+
+def site(cluster_factory, client_factory, batch_factory, slots=2):
+    cl = cluster_factory(SD, name="cl_a")
+    client_factory(cl, 1, sets=dict(CLIENT, **{"client.slots": slots}), prefix="an")
+    b = batch_factory([cl], name="b_a")
+    wait_until(lambda: sum(1 for n in b.rpc(P["NODE_LIST"])["nodes"] if n["active"]) == 1,
+               scaled(20), msg="the batch role sees its host")
+    return cl, b
+
+
+def jget(role, jid, **kw):
+    return role.rpc(T["JOB_GET"], job=jid, **kw)["job"]
+
+
+def test_batch_and_spool_submit_output_and_run_time(cluster_factory, client_factory,
+                                                    batch_factory, meta_factory):
+    cl, b = site(cluster_factory, client_factory, batch_factory)
+    m = meta_factory({"a": b})
+    # item 3: the line names the endpoint that places the job, and the right id
+    r = gn("submit", "-p", "1", "--limit", "60", "--", "sh", "-c", "echo pout; sleep 2",
+           rc=0, ep=b.endpoint)
+    assert "to cluster" not in r.stdout, r.stdout
+    assert "at %s, which places it" % b.endpoint in r.stdout, r.stdout
+    pj = int(r.stdout.split()[3])
+    assert jget(b, pj)["kind"] == "parallel"
+    r = gn("submit", "-p", "1", "--limit", "60", "--", "true", rc=0, ep=m.endpoint)
+    assert "to cluster" not in r.stdout and "at %s, which places it" % m.endpoint in r.stdout
+    gj = int(r.stdout.split()[3])
+    r = gn("submit", "-p", "1", "--limit", "60", "--", "true", rc=0, ep=cl.endpoint)
+    assert "to cluster " in r.stdout and not r.stdout.rstrip().endswith("to cluster"), r.stdout
+    wait_until(lambda: jget(b, pj)["state"] in ("done", "failed"), scaled(60), msg="pj ends")
+    # item 8: the real run time (the batch role sends no run_s), not "ran 0.0 s"
+    out = gn("job", pj, rc=0, ep=b.endpoint).stdout
+    ran = float(out.split("; ran ")[1].split(" s")[0])
+    assert ran >= 1.5, out
+    # --output at the batch role: where the output is, exit 1; that command shows it
+    r = gn("job", pj, "--output", rc=1, ep=b.endpoint)
+    assert "keeps no output" in r.stderr and cl.endpoint in r.stderr, r.stderr
+    cmd = r.stderr.split("run gridnode ")[1].split()
+    assert cmd[0] == "job" and cmd[-2] == "-e"
+    r2 = gn(*cmd, rc=0)
+    assert "pout" in r2.stdout, r2.stdout
+    # a task array at the batch role: each element's cluster job named, exit 1
+    r = gn("submit", "-n", "2", "--limit", "60", "--", "echo", "t{i}", rc=0, ep=b.endpoint)
+    bj = int(r.stdout.split()[2])
+    wait_until(lambda: jget(b, bj)["state"] in ("done", "failed"), scaled(60), msg="bj ends")
+    r = gn("job", bj, "--output", rc=1, ep=b.endpoint)
+    assert "keeps no task output" in r.stderr and "--output -e %s" % cl.endpoint in r.stderr
+    line = [l for l in r.stderr.splitlines() if l.startswith("  cluster ")][0]
+    cmd = line.split(": gridnode ")[1].split()
+    out = gn(*cmd, rc=0).stdout
+    assert "t0" in out and "t1" in out, out
+    # the spool: no output there, said so, exit 1
+    wait_until(lambda: jget(m, gj)["gstate"] in ("done", "failed"), scaled(60),
+               msg="the spool's job ends")
+    r = gn("job", gj, "--output", rc=1, ep=m.endpoint)
+    assert "grid spool keeps no output" in r.stderr, r.stderr
+    gn("job", gj, rc=0, ep=m.endpoint)
+
+
+def test_job_says_when_tasks_are_left_out(cluster):
+    jid = submit_rpc(cluster, ntasks=1500, argv=["true"])
+    r = gn("job", jid, rc=0, ep=cluster.endpoint)
+    rows = [l for l in r.stdout.splitlines() if l.split() and l.split()[0].isdigit()]
+    assert len(rows) == 1000
+    assert "showing tasks 0 to 999 of 1500" in r.stdout and "--all" in r.stdout, r.stdout
+    r = gn("job", jid, "--all", rc=0, ep=cluster.endpoint)
+    rows = [l for l in r.stdout.splitlines() if l.split() and l.split()[0].isdigit()]
+    assert len(rows) == 1500 and "showing" not in r.stdout
+    r = gn("job", jid, "--from", 1400, rc=0, ep=cluster.endpoint)
+    assert "showing tasks 1400 to 1499 of 1500" in r.stdout, r.stdout
+    r = gn("job", jid, "--from", 2000, rc=0, ep=cluster.endpoint)
+    assert "no task from --from 2000" in r.stdout
+    j = json.loads(gn("job", jid, "--all", "--json", rc=0, ep=cluster.endpoint).stdout)
+    assert len(j["tasks"]) == 1500
+
+
+def test_summary_of_a_parallel_job(cluster):
+    jid = cluster.rpc(P["PSUBMIT"], argv=["true"], procs=1, limit_s=60, wait=True)["job"]
+    full = gn("job", jid, rc=0, ep=cluster.endpoint).stdout
+    short = gn("job", jid, "--summary", rc=0, ep=cluster.endpoint).stdout
+    assert "RANK" in full, full
+    assert "RANK" not in short and "limits:" in short and str(jid) in short, short
+
+
+# ---------------------------------------------------------------------------
+# item 2: errors in the user's words; --json keeps the code
+
+PROTOCOL_NAMES = ("NOT_FOUND", "INVALID", "STATE", "REFUSED", "DENIED", "FIELD", "SUBMIT",
+                  "PSUBMIT", "JOB_GET", "CANCEL", "JOB_CTL")
+
+
+def test_errors_without_protocol_names(cluster):
+    ep = cluster.endpoint
+    cases = [
+        (("job", 999), "no job 999", "gridnode jobs"),
+        (("cancel", 999), "no job 999", "gridnode jobs"),
+        (("hold", 999), "no job 999", None),
+        (("submit", "-p", "1", "--queue", "200", "--", "true"), "queue", None),
+    ]
+    for args, what, hint in cases:
+        r = gn(*args, rc=1, ep=ep)
+        assert what in r.stderr, (args, r.stderr)
+        assert hint is None or hint in r.stderr, (args, r.stderr)
+        assert not any(n in r.stderr for n in PROTOCOL_NAMES), (args, r.stderr)
+    jid = submit_rpc(cluster)
+    gn("cancel", jid, rc=0, ep=ep)
+    r = gn("cancel", jid, rc=1, ep=ep)
+    assert "already cancelled" in r.stderr and "STATE" not in r.stderr, r.stderr
+    # --json: the code stays, as a JSON line on stderr
+    r = gn("job", 999, "--json", rc=1, ep=ep)
+    e = json.loads(r.stderr.strip().splitlines()[-1])
+    assert e["code"] == 5 and e["error"] == "NOT_FOUND" and "999" in e["msg"], e
+
+
+# ---------------------------------------------------------------------------
+# item 6: UTF-8 names keep the table's columns
+
+
+def display_width(s):
+    import unicodedata
+    return sum(0 if unicodedata.combining(ch) else
+               2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in s)
+
+
+def test_utf8_names_keep_columns(cluster):
+    names = ["plain", "café", "日本語のジョブ", "ÅÄÖåäöÅÄÖåäöÅÄÖåäöxyz", "e\u0301t\u0301e\u0301"]
+    for n in names:
+        submit_rpc(cluster, name=n, user="zoë")
+    out = gn("jobs", rc=0, ep=cluster.endpoint).stdout.splitlines()
+    head, rows = out[0], [l for l in out[1:] if l.strip()]
+    assert len(rows) == len(names), out
+    col = display_width(head[:head.index("USER")])
+    st = display_width(head[:head.index("STATE")])
+    for row in rows:
+        # the user column starts where its heading does, and so does the state after it
+        w, hits = 0, 0
+        for i, ch in enumerate(row):
+            if w == col:
+                assert row[i:].startswith("zoë"), (row, out)
+                hits += 1
+            if w == st:
+                assert row[i:].startswith("queued"), (row, out)
+                hits += 1
+            w += display_width(ch)
+        assert hits == 2, (row, out)
