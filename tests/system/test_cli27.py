@@ -320,3 +320,22 @@ def test_utf8_names_keep_columns(cluster):
                 hits += 1
             w += display_width(ch)
         assert hits == 2, (row, out)
+
+
+# ---------------------------------------------------------------------------
+# item 9: setres refusals in the users' units
+
+
+def test_setres_refusal_names_job_and_local_time(cluster_factory, client_factory, batch_factory,
+                                                 monkeypatch):
+    import re
+    monkeypatch.setenv("GRIDNODE_PLAIN", "1")
+    cl, b = site(cluster_factory, client_factory, batch_factory, slots=1)
+    jid = b.rpc(P["PSUBMIT"], argv=["sleep 60"], shell=True, procs=1, limit_s=120)["job"]
+    wait_until(lambda: jget(b, jid)["state"] == "running", scaled(30), msg="the job runs")
+    host = jget(b, jid)["hosts"][0]
+    r = gn("setres", host, "-d", "10:00", rc=1, ep=b.endpoint, user="root")
+    assert "runs job %d until " % jid in r.stderr, r.stderr
+    assert re.search(r"until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d", r.stderr), r.stderr
+    assert "REFUSED" not in r.stderr
+    gn("cancel", jid, rc=0, ep=b.endpoint)
