@@ -50,7 +50,11 @@ static void usage(FILE *out)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].help);
     fprintf(out, "\n`gridnode COMMAND --help` describes a command; `gridnode --version` (-V)\n"
-                 "prints the version.\n");
+                 "prints the version.\n"
+                 "Exit status of every command: 0 done, 1 failed (the role refused, or could\n"
+                 "not be asked: the message says which and what to do), 2 a usage error (an\n"
+                 "unknown option, a value that is not one the option takes: a state, a whole\n"
+                 "number); job and submit --wait add 3 failed, 4 killed, 5 cancelled.\n");
 }
 
 /*
