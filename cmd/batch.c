@@ -96,7 +96,7 @@ static int parse_ll(const char *s, long long lo, long long *out)
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (!*s || *end || errno || v < lo)
+    if (!*s || (*s != '-' && (*s < '0' || *s > '9')) || *end || errno || v < lo)
         return -1;
     *out = v;
     return 0;

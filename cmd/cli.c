@@ -16,6 +16,20 @@
 #include "daemon/curve.h"
 #include "wire/mpjson.h"
 
+/* s is a whole number in decimal and nothing else (strtoull alone would take " 7", "+7",
+ * "-1" as 2^64 - 1, and ""): 0 with *v set, else -1. */
+static int whole_number(const char *s, uint64_t *v)
+{
+    if (!*s)
+        return -1;
+    for (const char *p = s; *p; p++)
+        if (*p < '0' || *p > '9')
+            return -1;
+    errno = 0;
+    *v = strtoull(s, NULL, 10);
+    return errno ? -1 : 0;
+}
+
 int cli_common(struct cli *c, const char *prog, int *argc, char **argv)
 {
     int out = 1;
@@ -42,10 +56,10 @@ int cli_common(struct cli *c, const char *prog, int *argc, char **argv)
                 c->endpoint = v;
                 continue;
             }
-            char *end;
-            long t = strtol(v, &end, 10);
-            if (*end || !*v || t < (name[2] == 't' ? 1 : 0) || t > 86400000) {
-                fprintf(stderr, "%s: %s wants milliseconds, not '%s'\n", prog, name, v);
+            uint64_t t;
+            if (whole_number(v, &t) < 0 || t < (name[2] == 't' ? 1u : 0u) || t > 86400000) {
+                fprintf(stderr, "%s: %s wants milliseconds (%s..86400000), not '%s'\n", prog, name,
+                        name[2] == 't' ? "1" : "0", v);
                 return -1;
             }
             if (name[2] == 't')
@@ -57,18 +71,18 @@ int cli_common(struct cli *c, const char *prog, int *argc, char **argv)
         if ((!strcmp(a, "-e") || !strcmp(a, "--endpoint")) && i + 1 < *argc) {
             c->endpoint = argv[++i];
         } else if (!strcmp(a, "--timeout") && i + 1 < *argc) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || v <= 0) {
-                fprintf(stderr, "%s: --timeout wants milliseconds, not '%s'\n", prog, argv[i]);
+            uint64_t v;
+            if (whole_number(argv[++i], &v) < 0 || v < 1 || v > 86400000) {
+                fprintf(stderr, "%s: --timeout wants milliseconds (1..86400000), not '%s'\n", prog,
+                        argv[i]);
                 return -1;
             }
             c->timeout_ms = (int)v;
         } else if (!strcmp(a, "--connect-timeout") && i + 1 < *argc) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || v < 0 || v > 86400000) {
-                fprintf(stderr, "%s: --connect-timeout wants milliseconds, not '%s'\n", prog,
+            uint64_t v;
+            if (whole_number(argv[++i], &v) < 0 || v > 86400000) {
+                fprintf(stderr,
+                        "%s: --connect-timeout wants milliseconds (0..86400000), not '%s'\n", prog,
                         argv[i]);
                 return -1;
             }
@@ -261,17 +275,28 @@ const char *cli_time(int64_t ms, char *buf, size_t n)
     return buf;
 }
 
+int cli_uint(const char *prog, const char *opt, const char *s, uint64_t lo, uint64_t hi,
+             uint64_t *out)
+{
+    uint64_t v;
+    if (whole_number(s, &v) == 0 && v >= lo && v <= hi) {
+        *out = v;
+        return 0;
+    }
+    if (lo == 0 && hi == UINT64_MAX)
+        fprintf(stderr, "%s: %s wants a whole number, not '%s'\n", prog, opt, s);
+    else if (hi == UINT64_MAX)
+        fprintf(stderr, "%s: %s wants a whole number >= %llu, not '%s'\n", prog, opt,
+                (unsigned long long)lo, s);
+    else
+        fprintf(stderr, "%s: %s wants a whole number %llu..%llu, not '%s'\n", prog, opt,
+                (unsigned long long)lo, (unsigned long long)hi, s);
+    return -1;
+}
+
 int cli_u64(const struct cli *c, const char *what, const char *s, uint64_t *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || s[0] == '-') {
-        fprintf(stderr, "%s: %s must be a non-negative integer, not '%s'\n", c->prog, what, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
+    return cli_uint(c->prog, what, s, 0, UINT64_MAX, out);
 }
 
 void cli_text(const msgpack_object *map, const char *key, char *buf, size_t cap)
@@ -279,6 +304,79 @@ void cli_text(const msgpack_object *map, const char *key, char *buf, size_t cap)
     size_t n;
     const char *s = wire_get_str(map, key, &n);
     text_escape(buf, cap, s ? s : "", n);
+}
+
+/* The code point of the UTF-8 sequence at s (text_escape made it valid), and its length. */
+static uint32_t utf8_next(const unsigned char *s, size_t *len)
+{
+    if (s[0] < 0x80 || (s[0] & 0xe0) == 0xc0 || (s[0] & 0xf0) == 0xe0 || (s[0] & 0xf8) == 0xf0) {
+        size_t n = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 : 4;
+        uint32_t c = n == 1 ? s[0] : s[0] & (0x7f >> n);
+        for (size_t i = 1; i < n; i++) {
+            if ((s[i] & 0xc0) != 0x80) {
+                *len = 1;
+                return 0xfffd;
+            }
+            c = c << 6 | (s[i] & 0x3f);
+        }
+        *len = n;
+        return c;
+    }
+    *len = 1;
+    return 0xfffd;
+}
+
+/* Terminal columns of code point c: 0 for combining marks, 2 for East Asian wide and
+ * full-width forms and most emoji, else 1 (the common cases of wcwidth, without
+ * depending on the locale the tool runs in). */
+static int cp_columns(uint32_t c)
+{
+    if ((c >= 0x300 && c <= 0x36f) || (c >= 0x200b && c <= 0x200f) || (c >= 0xfe00 && c <= 0xfe0f))
+        return 0;
+    if ((c >= 0x1100 && c <= 0x115f) || (c >= 0x2e80 && c <= 0xa4cf && c != 0x303f) ||
+        (c >= 0xac00 && c <= 0xd7a3) || (c >= 0xf900 && c <= 0xfaff) ||
+        (c >= 0xfe30 && c <= 0xfe4f) || (c >= 0xff00 && c <= 0xff60) ||
+        (c >= 0xffe0 && c <= 0xffe6) || (c >= 0x1f300 && c <= 0x1f64f) ||
+        (c >= 0x1f900 && c <= 0x1f9ff) || (c >= 0x20000 && c <= 0x3fffd))
+        return 2;
+    return 1;
+}
+
+int cli_columns(const char *s)
+{
+    int cols = 0;
+    for (size_t n; *s; s += n)
+        cols += cp_columns(utf8_next((const unsigned char *)s, &n));
+    return cols;
+}
+
+const char *cli_cell(const msgpack_object *map, const char *key, int width, char *buf, size_t cap)
+{
+    size_t n;
+    const char *s = wire_get_str(map, key, &n);
+    char text[1024];
+    text_escape(text, sizeof text, s ? s : "", n);
+    return cli_pad(text[0] ? text : "-", width, buf, cap);
+}
+
+const char *cli_pad(const char *s, int width, char *buf, size_t cap)
+{
+    size_t o = 0, len;
+    int cols = 0;
+    for (const char *p = s; *p; p += len) {
+        int w = cp_columns(utf8_next((const unsigned char *)p, &len));
+        if (cols + w > width || o + len + 1 > cap)
+            break; /* cut on a character: a column, not a byte, is the unit */
+        memcpy(buf + o, p, len);
+        o += len;
+        cols += w;
+    }
+    while (cols < width && o + 1 < cap) {
+        buf[o++] = ' ';
+        cols++;
+    }
+    buf[o] = '\0';
+    return buf;
 }
 
 char **cli_split_eq(int *argc, char **argv, int i)

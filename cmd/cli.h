@@ -66,7 +66,8 @@ int cli_recv(const struct cli *c, int timeout_ms, struct cli_reply *r);
 int cli_await(const struct cli *c, uint64_t id, struct cli_reply *r);
 bool cli_lost(const struct cli *c);
 void cli_report(const struct cli *c);
-/* Prints an ERROR reply as cli_call does ("prog: CODE: text"). */
+/* Prints an ERROR reply as cli_call does (clierr.c): "prog: text; what to do next" in the
+ * user's words, or with --json one JSON line {"prog","code","error","msg"} on stderr. */
 void cli_print_error(const struct cli *c, const struct cli_reply *r);
 
 /*
@@ -140,20 +141,41 @@ char **cli_split_eq(int *argc, char **argv, int i);
  */
 void cli_text(const msgpack_object *map, const char *key, char *buf, size_t cap);
 
+/*
+ * Table cells in terminal columns, not bytes (a UTF-8 name must not shift the columns
+ * after it): cli_pad copies s into buf cut to at most width columns (on a character)
+ * and padded with spaces to exactly width; cli_cell does so for the str field key of
+ * map, escaped as cli_text does ("-" if absent or empty). Both return buf; cap of 4 x
+ * width + 1 bytes always holds the cell. cli_columns: the columns of s (combining marks
+ * 0, East Asian wide characters 2).
+ */
+const char *cli_pad(const char *s, int width, char *buf, size_t cap);
+const char *cli_cell(const msgpack_object *map, const char *key, int width, char *buf, size_t cap);
+int cli_columns(const char *s);
+
 /* Prints the msgpack object as one line of JSON. */
 void cli_print_json(const msgpack_object *o);
 
 /* Formats milliseconds since the epoch as local "YYYY-mm-dd HH:MM:SS" ("-" if 0). */
 const char *cli_time(int64_t ms, char *buf, size_t n);
 
-/* Parses a positive integer argument; -1 with an error printed. */
+/*
+ * The one parser of a numeric option or argument of every command: s must be a whole
+ * number in decimal and nothing else (no sign, no space, no unit, nothing after it)
+ * within lo..hi. 0 with *out set; else -1 after printing "PROG: OPT wants a whole
+ * number LO..HI, not 'S'" (the caller exits 2, a usage error).
+ */
+int cli_uint(const char *prog, const char *opt, const char *s, uint64_t lo, uint64_t hi,
+             uint64_t *out);
+/* cli_uint over 0..UINT64_MAX with c's prog. */
 int cli_u64(const struct cli *c, const char *what, const char *s, uint64_t *out);
 
 /* Parallel jobs (pjob.c): is this job map one, and printing it. */
 bool cli_is_pjob(const msgpack_object *j);
 void cli_pjob_header(void);
 void cli_pjob_row(const msgpack_object *j);
-void cli_pjob_print(const msgpack_object *j);
+/* The job's table row and its times and limits; with ranks_too its rank table too. */
+void cli_pjob_print(const msgpack_object *j, bool ranks_too);
 
 /* Waits until a job has ended, with progress on stderr (job.c, `job --wait`); its exit
  * status. Uses and then closes c's kept connection (cli_keep), if any. */

@@ -340,56 +340,6 @@ void cli_reply_free(struct cli_reply *r)
     r->frame = NULL;
 }
 
-/* Says an error in the words the user typed (cli.h); the tool's table of words. */
-void cli_user_words(const char *const (*words)[2], char *text, size_t cap)
-{
-    /* "SUBMIT refused: x" -> "x": the user did not send a SUBMIT, they typed options */
-    const char *ref = strstr(text, " refused: ");
-    if (ref && ref - text < 16) {
-        bool upper = true;
-        for (const char *p = text; p < ref; p++)
-            upper = upper && ((*p >= 'A' && *p <= 'Z') || *p == '_');
-        if (upper)
-            memmove(text, ref + 10, strlen(ref + 10) + 1);
-    }
-    char out[1024];
-    size_t o = 0;
-    for (const char *p = text; *p && o + 1 < sizeof out;) {
-        bool hit = false;
-        bool start = p == text || !((p[-1] >= 'a' && p[-1] <= 'z') || p[-1] == '_' || p[-1] == '-');
-        for (size_t k = 0; start && words[k][0]; k++) {
-            size_t n = strlen(words[k][0]);
-            char after = p[n];
-            if (!strncmp(p, words[k][0], n) && !((after >= 'a' && after <= 'z') || after == '_')) {
-                size_t m = strlen(words[k][1]);
-                if (o + m + 1 >= sizeof out)
-                    break;
-                memcpy(out + o, words[k][1], m);
-                o += m;
-                p += n;
-                hit = true;
-                break;
-            }
-        }
-        if (!hit)
-            out[o++] = *p++;
-    }
-    out[o] = '\0';
-    snprintf(text, cap, "%s", out);
-}
-
-void cli_print_error(const struct cli *c, const struct cli_reply *r)
-{
-    size_t n;
-    const char *t = wire_get_str(r->msg.root, "msg", &n);
-    char text[1024];
-    text_escape(text, sizeof text, t ? t : "", n);
-    if (c->words && wire_get_u64(r->msg.root, "code", 0) == WE_INVALID)
-        cli_user_words(c->words, text, sizeof text);
-    fprintf(stderr, "%s: %s: %s\n", c->prog,
-            wire_err_name((int)wire_get_u64(r->msg.root, "code", 0)), text);
-}
-
 /* Plain (no CURVE) only to loopback: false after printing why. */
 static bool plain_allowed(const struct cli *c)
 {

@@ -6,6 +6,11 @@
 #ifndef GRIDNODE_CMD_H
 #define GRIDNODE_CMD_H
 
+/* The release of the gridnode binary, printed by `gridnode --version` (and so in the
+ * man pages' footer): the one place it is written; raise it on a release. The wire
+ * protocol has its own version (WIRE_VERSION, wire/wire.h). */
+#define GRIDNODE_VERSION "0.9.0"
+
 int cmd_cluster(int argc, char **argv);
 int cmd_client(int argc, char **argv);
 int cmd_submit(int argc, char **argv);

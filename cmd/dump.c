@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd/cli.h"
 #include "cmd/cmd.h"
 #include "wire/mpjson.h"
 #include "store/store.h"
@@ -193,7 +194,10 @@ int cmd_dump(int argc, char **argv)
         } else if (!strcmp(argv[i], "--table") && i + 1 < argc) {
             only = argv[++i];
         } else if (!strcmp(argv[i], "--limit") && i + 1 < argc) {
-            limit = strtoul(argv[++i], NULL, 10);
+            uint64_t v;
+            if (cli_uint("gridnode dump", "--limit", argv[++i], 0, SIZE_MAX, &v) < 0)
+                return 2;
+            limit = (size_t)v;
         } else if (!dir && argv[i][0] != '-') {
             dir = argv[i];
         } else {

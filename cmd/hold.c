@@ -1,6 +1,10 @@
-/* hold.c - `gridnode hold|release JOB...`: keep a job's tasks from being handed out, and
- * let them go again (Slurm's scontrol hold / release); `gridnode requeue JOB...`: start
- * a job again from scratch (scontrol requeue). JOB_CTL, docs/wire.md 6.16. */
+/* hold.c - the tools that act on several jobs by id: `gridnode cancel JOB...` (CANCEL,
+ * Slurm's scancel), `gridnode hold|release JOB...`: keep a job's tasks from being handed
+ * out, and let them go again (Slurm's scontrol hold / release); `gridnode requeue
+ * JOB...`: start a job again from scratch (scontrol requeue). JOB_CTL, docs/wire.md
+ * 6.16. Each id is asked on its own: one that fails does not stop the others; the
+ * exit status is 1 when any failed, and the last line names them. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,6 +18,15 @@ static const char usage_hold[] =
     "restart of the cluster manager. `gridnode jobs` shows \"held\".\n"
     "With -e BATCH_EP (a batch role): its pending tasks are not started until released\n"
     "(as `submit --hold`, Maui's user hold); running ones go on.\n";
+
+static const char usage_cancel[] =
+    "usage: gridnode cancel [options] JOB...\n\nCancels jobs: no more of their tasks are "
+    "handed out, and nodes running them are told\nto stop (a batch role's or a grid spool's "
+    "job: its parts at their cluster or site\nare cancelled there). Each job is cancelled on "
+    "its own; a job that cannot be\n(no such job, already finished, another user's) does not "
+    "stop the others.\n"
+    "Exit status: 0 every job cancelled, 1 any not (the last line names them), 2 a\n"
+    "usage error.\n";
 
 static const char usage_release[] =
     "usage: gridnode release [options] JOB...\n\nReleases held jobs: their tasks are "
@@ -56,23 +69,41 @@ static int job_ctl(int argc, char **argv, const char *op, const char *usage)
     for (int i = 1; i < argc; i++)
         if (cli_u64(&c, "JOB", argv[i], &ids[i]) < 0)
             return 2;
-    int status = 0;
-    const char *done = !strcmp(op, "hold")      ? "held"
+    bool cancel = !strcmp(op, "cancel");
+    const char *done = cancel                   ? "cancelled"
+                       : !strcmp(op, "hold")    ? "held"
                        : !strcmp(op, "release") ? "released"
                                                 : "requeued";
+    if (argc > 2 && cli_keep(&c) < 0) /* one connection for all of them */
+        return 1;
+    char failed[256] = "";
+    int nfailed = 0;
     for (int i = 1; i < argc; i++) { /* each on its own: one bad id does not stop the rest */
         struct wire_buf wb;
         struct cli_reply r;
+        char named[64];
+        struct cli one = c;
+        snprintf(named, sizeof named, "%s: job %llu", c.prog, (unsigned long long)ids[i]);
+        one.prog = named; /* an error names the job it is about */
         wire_buf_init(&wb);
-        wire_begin(&wb, WT_JOB_CTL, (uint64_t)i, 2);
+        wire_begin(&wb, cancel ? WT_CANCEL : WT_JOB_CTL, (uint64_t)i, cancel ? 1 : 2);
         wire_put_u64(&wb, "job", ids[i]);
-        wire_put_str(&wb, "op", op);
-        int rc = cli_call(&c, &wb, (uint64_t)i, &r);
+        if (!cancel)
+            wire_put_str(&wb, "op", op);
+        int rc = cli_call(&one, &wb, (uint64_t)i, &r);
         wire_buf_free(&wb);
         if (rc != 0) {
-            status = 1;
-            if (rc < 0)
-                break; /* unreachable: the others would fail alike */
+            size_t used = strlen(failed);
+            if (used + 24 < sizeof failed)
+                snprintf(failed + used, sizeof failed - used, "%s%llu", nfailed ? ", " : "",
+                         (unsigned long long)ids[i]);
+            else if (used + 5 < sizeof failed && !strstr(failed, "..."))
+                snprintf(failed + used, sizeof failed - used, ", ...");
+            nfailed++;
+            if (rc < 0) { /* unreachable: the others would fail alike */
+                nfailed += argc - 1 - i;
+                break;
+            }
             continue;
         }
         if (c.json)
@@ -81,7 +112,15 @@ static int job_ctl(int argc, char **argv, const char *op, const char *usage)
             printf("job %llu %s\n", (unsigned long long)ids[i], done);
         cli_reply_free(&r);
     }
-    return status;
+    cli_unkeep(&c);
+    if (nfailed && argc > 2)
+        fprintf(stderr, "%s: %d of %d jobs not %s: %s\n", c.prog, nfailed, argc - 1, done, failed);
+    return nfailed ? 1 : 0;
+}
+
+int cmd_cancel(int argc, char **argv)
+{
+    return job_ctl(argc, argv, "cancel", usage_cancel);
 }
 
 int cmd_hold(int argc, char **argv)

@@ -7,6 +7,7 @@
 
 #include "cmd/cli.h"
 #include "cmd/cmd.h"
+#include "cmd/jobwait.h"
 #include "wire/mpjson.h"
 
 static const char usage[] =
@@ -16,9 +17,11 @@ static const char usage[] =
     "for a parallel job, its limits and a table of its processes (ranks). Several jobs\n"
     "are shown one after the other (--json: one line each).\n"
     "  --output            also print each finished task's (or rank's) stdout and stderr\n"
-    "  --summary           only the job's status line\n"
+    "  --summary           only the job's status line (no task or rank table)\n"
     "  --from I            first task (or rank, for --output) shown (default 0)\n"
-    "  --count N           tasks (or ranks, for --output) shown (default 1000)\n"
+    "  --count N           tasks (or ranks, for --output) shown (default 1000); a table\n"
+    "                      that leaves tasks out says so and how to see them\n"
+    "  --all               every task (or rank), however many\n"
     "  --wait              wait until every job given has ended, with progress on\n"
     "                      stderr, then show them. One connection for the whole wait;\n"
     "                      where the role offers its change feed (a cluster manager,\n"
@@ -33,7 +36,11 @@ static const char usage[] =
     "\n"
     "Job states: queued, running, done (every task succeeded), failed (every task ended,\n"
     "some failed), cancelled; parallel jobs also waiting, stopped, killed.\n"
-    "Long task lists and outputs are fetched page by page (--json prints them as one).\n";
+    "Long task lists and outputs are fetched page by page (--json prints them as one).\n"
+    "Outputs are kept by the cluster manager that ran the job: --output at a batch role\n"
+    "or a grid spool says where they are (the command to run there) and exits 1.\n";
+
+#define PAGE_MAX 100000 /* JOB_GET's largest count (docs/wire.md 6.3): more in pages */
 
 /* Requests JOB_GET; 0 with r filled, else the exit status. */
 static int fetch(struct cli *c, uint64_t job, bool tasks, bool output, uint64_t from,
@@ -47,7 +54,7 @@ static int fetch(struct cli *c, uint64_t job, bool tasks, bool output, uint64_t 
         wire_put_bool(&wb, "tasks", true);
         wire_put_bool(&wb, "output", output);
         wire_put_u64(&wb, "from", from);
-        wire_put_u64(&wb, "count", count);
+        wire_put_u64(&wb, "count", count < PAGE_MAX ? count : PAGE_MAX);
     }
     int rc = cli_call(c, &wb, 1, r);
     wire_buf_free(&wb);
@@ -182,13 +189,32 @@ static void print_rank_output(const msgpack_object *ranks)
  * A parallel job: the summary and the rank table; with output, the ranks' stdout and
  * stderr, fetching further pages while the cluster cut the reply short ("next").
  */
-static int print_pjob(struct cli *c, uint64_t job, struct cli_reply *r, bool output, uint64_t from,
-                      uint64_t count)
+static int print_pjob(struct cli *c, uint64_t job, struct cli_reply *r, bool output, bool summary,
+                      uint64_t from, uint64_t count)
 {
     const msgpack_object *j = wire_get(r->msg.root, "job");
-    cli_pjob_print(j);
+    cli_pjob_print(j, !summary);
     if (!output)
         return 0;
+    if (!wire_get(j, "ranks")) { /* a batch role's job: the cluster keeps the output */
+        const msgpack_object *at = wire_get(r->msg.root, "output_at");
+        char cl[64], ep[256];
+        cli_text(at, "cluster", cl, sizeof cl);
+        cli_text(at, "endpoint", ep, sizeof ep);
+        if (!at)
+            fprintf(stderr,
+                    "%s: job %llu: no output here: the job has not started on a cluster "
+                    "manager yet (a batch role keeps no output; the cluster it runs on does)\n",
+                    c->prog, (unsigned long long)job);
+        else
+            fprintf(stderr,
+                    "%s: job %llu: the batch role keeps no output; it is kept at the cluster "
+                    "%s, as its job %llu: run gridnode job %llu --output -e %s\n",
+                    c->prog, (unsigned long long)job, cl,
+                    (unsigned long long)wire_get_u64(at, "cjob", 0),
+                    (unsigned long long)wire_get_u64(at, "cjob", 0), ep);
+        return 1;
+    }
     print_rank_output(wire_get(j, "ranks"));
     uint64_t end = from + count;
     while (wire_get(r->msg.root, "next")) {
@@ -204,411 +230,108 @@ static int print_pjob(struct cli *c, uint64_t job, struct cli_reply *r, bool out
     return 0;
 }
 
-/* The --wait exit status of an ended job's state, or -1 while it has not ended. */
-static int end_status(const char *state, uint64_t failed)
-{
-    if (!strcmp(state, "done"))
-        return failed ? CLI_EXIT_FAILED : 0; /* a cluster before "failed" was shown */
-    if (!strcmp(state, "failed"))
-        return CLI_EXIT_FAILED;
-    if (!strcmp(state, "killed"))
-        return CLI_EXIT_KILLED;
-    if (!strcmp(state, "cancelled"))
-        return CLI_EXIT_CANCELLED;
-    return -1;
-}
-
-/* The state of one job being waited for. */
-struct wjob {
-    uint64_t id;
-    int end;        /* the exit status once ended (1: unknown job or no answer), else -1 */
-    uint64_t ask;   /* request id of its JOB_GET in flight, 0 none */
-    bool pjob;      /* a parallel job: a state, no task counts */
-    char state[16]; /* as last seen */
-    uint64_t n, done, failed, run;
-    bool shown;          /* its line was printed since it last changed */
-    bool has_row;        /* its end came from the feed with its final JOBS row: */
-    msgpack_sbuffer row; /* that row, packed (shown without asking again) */
+/*
+ * Where the outputs of a batch role's task array are (its task rows carry "cjob": each
+ * element ran as a job of a cluster manager, which keeps the output; docs/wire.md
+ * 6.11): per cluster, its endpoint and the first of those jobs.
+ */
+#define WHERE_MAX 8
+struct where {
+    struct {
+        char name[64], ep[256], ids[160];
+        uint32_t n;
+    } cl[WHERE_MAX];
+    uint32_t n;
+    bool batch; /* rows of a batch role were seen */
 };
 
-/* What --wait keeps: the jobs, the feed position, the requests in flight. */
-struct waiter {
-    struct cli *c;
-    struct wjob *w;
-    size_t n, left; /* jobs, jobs not ended */
-    bool tty;
-    int feed;         /* EVENTS: 1 offered, 0 not (TYPE, DENIED, ...), -1 not known yet */
-    char epoch[80];   /* the feed's, "" before the first EVENT_LIST */
-    uint64_t next;    /* the feed position */
-    uint64_t ev_ask;  /* request id of the EVENTS in flight, 0 none */
-    int64_t ev_sent;  /* when it was sent */
-    int64_t get_sent; /* when the JOB_GETs in flight were sent */
-    int64_t refresh;  /* when the jobs are read again (progress, or polling) */
-    uint64_t rid;     /* the last request id used */
-};
-
-#define WAIT_HOLD_MS 25000 /* EVENTS held this long (the role's limit is 30 s) */
-
-static int64_t mono_ms(void)
+static void where_add(struct where *w, const msgpack_object *tasks)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* How often the jobs are read: progress on a terminal, lines in a log, or (no feed)
- * the only way to see an end. */
-static int refresh_ms(const struct waiter *x)
-{
-    return x->tty ? 1000 : x->feed == 1 ? 5000 : 1000;
-}
-
-/* Prints job j's progress (a terminal: one line redrawn for one job; else a line when
- * something changed) and its end. */
-static void show(struct waiter *x, struct wjob *j)
-{
-    if (j->shown)
-        return;
-    j->shown = true;
-    if (j->end >= 0 && j->end != 1) {
-        const char *pre = !x->tty ? "" : x->n > 1 ? "\r" : !j->pjob ? "\n" : "";
-        fprintf(stderr, "%sjob %llu %s%s\n", pre, (unsigned long long)j->id,
-                j->end == CLI_EXIT_FAILED ? "failed" : j->state,
-                x->tty && x->n > 1 ? "                                                  " : "");
-        return;
-    }
-    if (j->end >= 0 || (x->tty && x->n > 1))
-        return;
-    if (j->pjob) {
-        if (!x->tty)
-            fprintf(stderr, "job %llu %s\n", (unsigned long long)j->id, j->state);
-        return;
-    }
-    int width = 30, fill = j->n ? (int)(j->done * (uint64_t)width / j->n) : width;
-    fprintf(stderr, "%sjob %llu [%.*s%*s] %llu/%llu done, %llu failed, %llu running%s",
-            x->tty ? "\r" : "", (unsigned long long)j->id, fill, "##############################",
-            width - fill, "", (unsigned long long)j->done, (unsigned long long)j->n,
-            (unsigned long long)j->failed, (unsigned long long)j->run, x->tty ? "   " : "\n");
-}
-
-/* Several jobs on a terminal: one summary line, redrawn. */
-static void show_all(const struct waiter *x)
-{
-    if (!x->tty || x->n < 2 || !x->left)
-        return;
-    uint64_t n = 0, done = 0, failed = 0, run = 0;
-    for (size_t i = 0; i < x->n; i++) {
-        n += x->w[i].n;
-        done += x->w[i].done;
-        failed += x->w[i].failed;
-        run += x->w[i].run;
-    }
-    fprintf(stderr, "\r%zu jobs: %zu ended; tasks %llu/%llu done, %llu failed, %llu running   ",
-            x->n, x->n - x->left, (unsigned long long)done, (unsigned long long)n,
-            (unsigned long long)failed, (unsigned long long)run);
-}
-
-/* Job j's state (and counts when has_counts) as just read; prints what changed. */
-static void job_seen(struct waiter *x, struct wjob *j, const msgpack_object *m, bool has_counts)
-{
-    char state[16];
-    cli_text(m, "state", state, sizeof state);
-    uint64_t n = wire_get_u64(m, "ntasks", j->n), done = wire_get_u64(m, "done", j->done);
-    uint64_t failed = wire_get_u64(m, "failed", j->failed);
-    uint64_t run = has_counts ? wire_get_u64(m, "running", 0) : j->run;
-    int end = end_status(state, failed);
-    if (end == CLI_EXIT_FAILED && j->pjob == false && !strcmp(state, "done"))
-        snprintf(state, sizeof state, "failed");
-    if (strcmp(state, j->state) || n != j->n || done != j->done || failed != j->failed ||
-        run != j->run)
-        j->shown = false;
-    snprintf(j->state, sizeof j->state, "%s", state);
-    j->n = n;
-    j->done = done;
-    j->failed = failed;
-    j->run = end >= 0 ? 0 : run;
-    if (end >= 0 && j->end < 0) {
-        j->end = end;
-        x->left--;
-        const msgpack_object *row = has_counts ? NULL : wire_get(m, "row");
-        if (row && row->type == MSGPACK_OBJECT_MAP && !j->has_row) {
-            msgpack_packer pk;
-            msgpack_sbuffer_init(&j->row);
-            msgpack_packer_init(&pk, &j->row, msgpack_sbuffer_write);
-            j->has_row = msgpack_pack_object(&pk, *row) == 0;
-        }
-    }
-    show(x, j);
-}
-
-static int send_job_get(struct waiter *x, struct wjob *j)
-{
-    struct wire_buf wb;
-    wire_buf_init(&wb);
-    j->ask = ++x->rid;
-    wire_begin(&wb, WT_JOB_GET, j->ask, 1);
-    wire_put_u64(&wb, "job", j->id);
-    int rc = cli_send(x->c, &wb);
-    wire_buf_free(&wb);
-    return rc;
-}
-
-/* EVENTS: the first (epoch "": the feed's end at once, and whether it is offered at
- * all), then held ones from the position reached. */
-static int send_events(struct waiter *x)
-{
-    struct wire_buf wb;
-    wire_buf_init(&wb);
-    x->ev_ask = ++x->rid;
-    x->ev_sent = mono_ms();
-    wire_begin(&wb, WT_EVENTS, x->ev_ask, x->epoch[0] ? 4 : 1);
-    wire_put_str(&wb, "epoch", x->epoch);
-    if (x->epoch[0]) {
-        wire_put_u64(&wb, "from", x->next);
-        wire_put_u64(&wb, "wait_ms", WAIT_HOLD_MS);
-        wire_put_u64(&wb, "max", 1000);
-    }
-    int rc = cli_send(x->c, &wb);
-    wire_buf_free(&wb);
-    return rc;
-}
-
-/* Reads every job not ended (one JOB_GET each, all sent before any reply is read). */
-static int refresh(struct waiter *x)
-{
-    x->get_sent = mono_ms();
-    x->refresh = x->get_sent + refresh_ms(x);
-    for (size_t i = 0; i < x->n; i++)
-        if (x->w[i].end < 0 && !x->w[i].ask && send_job_get(x, &x->w[i]) < 0)
-            return -1;
-    return 0;
-}
-
-static struct wjob *find_job(struct waiter *x, uint64_t id)
-{
-    for (size_t i = 0; i < x->n; i++)
-        if (x->w[i].id == id)
-            return &x->w[i];
-    return NULL;
-}
-
-/* An EVENT_LIST: the feed's position; events of our jobs are their new state. */
-static void on_events(struct waiter *x, const struct cli_reply *r)
-{
-    size_t el;
-    const char *ep = wire_get_str(r->msg.root, "epoch", &el);
-    bool fresh = !x->epoch[0];
-    snprintf(x->epoch, sizeof x->epoch, "%.*s", (int)(el < 79 ? el : 79), ep ? ep : "");
-    x->next = wire_get_u64(r->msg.root, "next", 0);
-    x->feed = 1;
-    if (!fresh && wire_get_bool(r->msg.root, "reset", false)) {
-        x->refresh = 0; /* a restarted role (new epoch) or missed events: read the jobs */
-        return;
-    }
-    const msgpack_object *ev = wire_get(r->msg.root, "events");
-    for (uint32_t i = 0; ev && ev->type == MSGPACK_OBJECT_ARRAY && i < ev->via.array.size; i++) {
-        const msgpack_object *e = &ev->via.array.ptr[i];
-        char kind[8];
-        cli_text(e, "kind", kind, sizeof kind);
-        struct wjob *j = find_job(x, wire_get_u64(e, "job", 0));
-        if (j && j->end < 0 && (!strcmp(kind, "bag") || !strcmp(kind, "job")))
-            job_seen(x, j, e, false);
-    }
-}
-
-/* A reply of request id: to a JOB_GET or the EVENTS in flight (others are late
- * replies to requests given up, ignored). */
-static void on_reply(struct waiter *x, struct cli_reply *r)
-{
-    if (x->ev_ask && r->msg.id == x->ev_ask) {
-        x->ev_ask = 0;
-        if (r->msg.type == WT_EVENT_LIST) {
-            on_events(x, r);
-        } else { /* no feed here (a batch or meta role, an older cluster, a user key) */
-            x->feed = 0;
-            x->refresh = mono_ms() + refresh_ms(x);
-        }
-        return;
-    }
-    for (size_t i = 0; i < x->n; i++) {
-        struct wjob *j = &x->w[i];
-        if (!j->ask || j->ask != r->msg.id)
+    for (uint32_t i = 0; tasks && i < tasks->via.array.size; i++) {
+        const msgpack_object *t = &tasks->via.array.ptr[i];
+        if (!wire_get(t, "cjob"))
             continue;
-        j->ask = 0;
-        if (r->msg.type == WT_ERROR) { /* no such job (NOT_FOUND), or refused */
-            char prog[160];
-            struct cli named = *x->c;
-            snprintf(prog, sizeof prog, "%s: job %llu", x->c->prog, (unsigned long long)j->id);
-            named.prog = prog;
-            cli_print_error(&named, r);
-            if (j->end < 0)
-                x->left--;
-            j->end = 1;
-        } else if (j->end < 0) {
-            const msgpack_object *m = wire_get(r->msg.root, "job");
-            j->pjob = cli_is_pjob(m);
-            job_seen(x, j, m, true);
+        w->batch = true;
+        uint64_t cj = wire_get_u64(t, "cjob", 0);
+        char name[64], ep[256];
+        cli_text(t, "cluster", name, sizeof name);
+        cli_text(t, "endpoint", ep, sizeof ep);
+        if (!cj || !name[0])
+            continue; /* not started: no output anywhere yet */
+        uint32_t k = 0;
+        while (k < w->n && strcmp(w->cl[k].name, name))
+            k++;
+        if (k == w->n) {
+            if (w->n == WHERE_MAX)
+                continue;
+            memset(&w->cl[k], 0, sizeof w->cl[k]);
+            snprintf(w->cl[k].name, sizeof w->cl[k].name, "%s", name);
+            snprintf(w->cl[k].ep, sizeof w->cl[k].ep, "%s", ep);
+            w->n++;
         }
-        return;
+        size_t used = strlen(w->cl[k].ids);
+        if (w->cl[k].n++ < 10 && used + 24 < sizeof w->cl[k].ids)
+            snprintf(w->cl[k].ids + used, sizeof w->cl[k].ids - used, "%s%llu", used ? " " : "",
+                     (unsigned long long)cj);
     }
 }
 
-static bool gets_in_flight(const struct waiter *x)
+/* --output at a batch role: says where the outputs are instead. 1 (not shown here). */
+static int where_print(const struct cli *c, const struct where *w, uint64_t job)
 {
-    for (size_t i = 0; i < x->n; i++)
-        if (x->w[i].ask)
-            return true;
-    return false;
-}
-
-/* The connection was lost (a role restart): forget what was in flight; it is sent
- * again on a new connection (cli_send reconnects, retrying for --timeout). */
-static void forget_in_flight(struct waiter *x)
-{
-    for (size_t i = 0; i < x->n; i++)
-        x->w[i].ask = 0;
-    x->ev_ask = 0;
-    x->refresh = 0;
+    fprintf(stderr,
+            "%s: job %llu: the batch role keeps no task output; each task ran as a job of a "
+            "cluster manager, which keeps it%s\n",
+            c->prog, (unsigned long long)job, w->n ? ":" : " (none of these has started yet)");
+    for (uint32_t k = 0; k < w->n; k++)
+        fprintf(stderr, "  cluster %s: gridnode job %s%s --output -e %s\n", w->cl[k].name,
+                w->cl[k].ids, w->cl[k].n > 10 ? " ..." : "",
+                w->cl[k].ep[0] ? w->cl[k].ep : "CLUSTER_EP");
+    return 1;
 }
 
 /*
- * The wait: every job's state read once (with the feed's position: EVENTS and JOB_GETs
- * go out together, answered in order), then, where the role offers the change feed
- * (docs/wire.md 6.9, events of kind "bag" and "job"), one EVENTS held by the role at a
- * time: a job's end arrives within one one-way delay. The jobs are read again every
- * refresh_ms for progress; without a feed (batch, meta, a user key the feed is denied
- * to) that polling is what sees the end. All over one connection. Returns 0 when the
- * jobs ended (their statuses in w[].end), 1 when the role could not be asked.
- */
-static int wait_loop(struct waiter *x)
-{
-    struct cli *c = x->c;
-    int losses = 0; /* connections lost in a row, no reply between them */
-    while (x->left > 0) {
-        int64_t now = mono_ms();
-        /* a request that cannot be sent: the role could not be reached (a lost
-         * connection is made again first, retried for --connect-timeout, which is
-         * raised to --timeout once the jobs were seen) */
-        if ((x->feed != 0 && !x->ev_ask && (x->epoch[0] || x->feed == -1) && send_events(x) < 0) ||
-            (!gets_in_flight(x) && now >= x->refresh && refresh(x) < 0)) {
-            cli_report(c);
-            return 1;
-        }
-        /* wait for a reply, at most until the next refresh or a request's deadline */
-        int64_t until = gets_in_flight(x) ? x->get_sent + c->timeout_ms : x->refresh;
-        if (x->ev_ask && x->ev_sent + WAIT_HOLD_MS + c->timeout_ms < until)
-            until = x->ev_sent + WAIT_HOLD_MS + c->timeout_ms;
-        struct cli_reply r;
-        if (cli_recv(c, (int)(until > now ? until - now : 0), &r) == 0) {
-            on_reply(x, &r);
-            cli_reply_free(&r);
-            show_all(x);
-            losses = 0;
-            /* Once the jobs were seen, a role restarting under a long wait is waited
-             * for (up to the reply timeout), not reported as unreachable. */
-            if (c->connect_ms < c->timeout_ms)
-                c->connect_ms = c->timeout_ms;
-            continue;
-        }
-        if (cli_lost(c) && ++losses <= 3) { /* sent again on a new connection */
-            forget_in_flight(x);
-            continue;
-        }
-        now = mono_ms();
-        if (cli_lost(c) || (gets_in_flight(x) && now >= x->get_sent + c->timeout_ms) ||
-            (x->ev_ask && now >= x->ev_sent + WAIT_HOLD_MS + c->timeout_ms)) {
-            cli_report(c);
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* The worst of the jobs' exit statuses: 1 (unknown, or not answered) over 5 cancelled,
- * 4 killed, 3 failed, 0 done. */
-static int worst(const struct wjob *w, size_t n)
-{
-    int rc = 0;
-    for (size_t i = 0; i < n; i++)
-        if (w[i].end == 1 || (rc != 1 && w[i].end > rc))
-            rc = w[i].end;
-    return rc;
-}
-
-/*
- * Waits until every job of ids ended, with progress on stderr; w (n entries, zeroed by
- * the caller) gets each one's end (and final row, free with free_rows). Returns the
- * worst of them (worst()), or 1 when the role could not be asked. Uses c's kept
- * connection, or keeps one for the wait.
- */
-static int wait_jobs(struct cli *c, const uint64_t *ids, size_t n, struct wjob *w)
-{
-    struct waiter x = {.c = c, .w = w, .n = n, .left = n, .tty = isatty(2), .feed = -1};
-    bool own = !c->conn;
-    if (own && cli_keep(c) < 0)
-        return 1;
-    for (size_t i = 0; i < n; i++) {
-        w[i].id = ids[i];
-        w[i].end = -1;
-        w[i].shown = true;
-    }
-    int rc = wait_loop(&x);
-    if (x.tty && x.n > 1 && rc == 0)
-        fputc('\n', stderr);
-    if (rc == 0)
-        rc = worst(w, n);
-    if (own)
-        cli_unkeep(c);
-    return rc;
-}
-
-static void free_rows(struct wjob *w, size_t n)
-{
-    for (size_t i = 0; w && i < n; i++)
-        if (w[i].has_row)
-            msgpack_sbuffer_destroy(&w[i].row);
-}
-
-int cmd_job_wait(struct cli *c, uint64_t job)
-{
-    struct wjob w = {0};
-    int rc = wait_jobs(c, &job, 1, &w);
-    free_rows(&w, 1);
-    cli_unkeep(c);
-    return rc;
-}
-
-/*
- * A bag job's tasks from `from` for `count`, page after page while the cluster cut a
- * reply short ("next"): printed as a table, or, with json, gathered into the first
- * reply's shape (one "tasks" array, no "next"). r holds the first page; freed here.
+ * A bag job's tasks from `from` for `count`, page after page (a reply holds at most
+ * PAGE_MAX tasks, and the role may cut it shorter: "next"): printed as a table, or,
+ * with json, gathered into the first reply's shape (one "tasks" array, no "next"). A
+ * table that does not show every task says so, and how to see the rest. r holds the
+ * first page; freed here.
  */
 static int print_bag(struct cli *c, uint64_t job, struct cli_reply *r, bool output, uint64_t from,
                      uint64_t count, const struct cli_pages *nodes)
 {
     json_t *all = c->json ? mpjson(r->msg.root) : NULL;
     json_t *tasks = all ? json_object_get(all, "tasks") : NULL;
-    uint64_t end = from + count;
+    uint64_t ntasks = wire_get_u64(wire_get(r->msg.root, "job"), "ntasks", 0);
+    uint64_t first = from, end = count < ntasks - from || from >= ntasks ? from + count : ntasks;
+    uint64_t shown_to = from;
+    struct where wh = {.n = 0};
     int rc = 0;
     if (all)
         json_object_del(all, "next");
     else
         printf("\n%6s  %-8s %6s %5s %4s %8s %8s  %s\n", "TASK", "STATE", "ISSUES", "EXIT", "SIG",
                "CPU_S", "WALL_S", "NODE / NOTE");
-    for (bool first = true;; first = false) {
+    for (bool first_page = true;; first_page = false) {
         const msgpack_object *t = wire_get(r->msg.root, "tasks");
         if (!all && t)
             print_tasks(t, output, nodes);
-        if (all && t && !first) {
+        if (all && t && !first_page) {
             json_t *more = mpjson(t);
             if (more && tasks)
                 json_array_extend(tasks, more);
             json_decref(more);
         }
+        if (output)
+            where_add(&wh, t);
+        uint64_t got = from + (t && t->type == MSGPACK_OBJECT_ARRAY ? t->via.array.size : 0);
         const msgpack_object *next = wire_get(r->msg.root, "next");
-        if (!next || next->via.u64 <= from || next->via.u64 >= end)
+        uint64_t nf = next ? next->via.u64 : got;
+        if (got > shown_to)
+            shown_to = got;
+        if (nf <= from || nf >= end)
             break;
-        from = next->via.u64;
+        from = nf;
         cli_reply_free(r);
         if (fetch(c, job, true, output || c->json, from, end - from, r) != 0) {
             rc = 1;
@@ -616,12 +339,24 @@ static int print_bag(struct cli *c, uint64_t job, struct cli_reply *r, bool outp
         }
     }
     cli_reply_free(r);
+    if (!all && shown_to <= first && ntasks)
+        printf("(no task from --from %llu: the job has %llu, 0 to %llu)\n",
+               (unsigned long long)first, (unsigned long long)ntasks,
+               (unsigned long long)(ntasks - 1));
+    else if (!all && (first > 0 || shown_to < ntasks))
+        printf("\nshowing tasks %llu to %llu of %llu (0 to %llu); --all shows every task, "
+               "--from %llu the next ones\n",
+               (unsigned long long)first, (unsigned long long)(shown_to - 1),
+               (unsigned long long)ntasks, (unsigned long long)(ntasks - 1),
+               (unsigned long long)(shown_to < ntasks ? shown_to : 0));
 out:
     if (all && rc == 0) {
         json_dumpf(all, stdout, JSON_COMPACT | JSON_REAL_PRECISION(6));
         putchar('\n');
     }
     json_decref(all);
+    if (rc == 0 && output && wh.batch)
+        rc = where_print(c, &wh, job);
     return rc;
 }
 
@@ -631,7 +366,7 @@ out:
  * lines name the site's endpoint (from SITE_INFO, a nicety) and the command that shows
  * the site's job, whose tasks name the cluster job holding the output.
  */
-static void print_grid(struct cli *c, const msgpack_object *j)
+static void print_grid(struct cli *c, const msgpack_object *j, bool summary)
 {
     char name[64], st[16], site[64], resv[80], reason[256], t1[32], t2[32], t3[32], ep[128] = "";
     cli_text(j, "name", name, sizeof name);
@@ -652,7 +387,7 @@ static void print_grid(struct cli *c, const msgpack_object *j)
     printf("\n%s\n", reason);
     if (wire_get_bool(j, "network", false)) /* submit --network (issue 23) */
         printf("network: on (submit --network): its tasks keep the node's network\n");
-    if (!site[0])
+    if (!site[0] || summary)
         return;
     struct wire_buf wb;
     struct cli_reply r;
@@ -684,15 +419,30 @@ static void print_grid(struct cli *c, const msgpack_object *j)
 static int print_job(struct cli *c, uint64_t job, struct cli_reply *r, bool output, bool summary,
                      uint64_t from, uint64_t count)
 {
-    (void)summary;
     const msgpack_object *j = wire_get(r->msg.root, "job"), *tasks = wire_get(r->msg.root, "tasks");
+    if (wire_get(j, "gstate") && output) { /* the spool keeps none: say where it is */
+        fprintf(stderr,
+                "%s: job %llu: the grid spool keeps no output; the cluster manager that ran "
+                "it at its site does%s\n",
+                c->prog, (unsigned long long)job,
+                wire_get_u64(j, "site_job", 0)
+                    ? " (gridnode job SITE_JOB -e SITE_EP, shown by gridnode job without "
+                      "--output, names that cluster and its job)"
+                    : " (the job has not been placed on a site yet)");
+        if (!c->json)
+            print_grid(c, j, summary);
+        else
+            cli_print_json(r->msg.root);
+        cli_reply_free(r);
+        return 1;
+    }
     if (wire_get(j, "gstate") && !c->json) {
-        print_grid(c, j);
+        print_grid(c, j, summary);
         cli_reply_free(r);
         return 0;
     }
     if (cli_is_pjob(j) && !c->json) {
-        int prc = print_pjob(c, job, r, output, from, count);
+        int prc = print_pjob(c, job, r, output, summary, from, count);
         cli_reply_free(r);
         return prc;
     }
@@ -730,7 +480,7 @@ static int send_first(struct cli *c, const uint64_t *ids, size_t k, bool tasks, 
         wire_put_bool(&wb, "tasks", true);
         wire_put_bool(&wb, "output", output);
         wire_put_u64(&wb, "from", from);
-        wire_put_u64(&wb, "count", count);
+        wire_put_u64(&wb, "count", count < PAGE_MAX ? count : PAGE_MAX);
     }
     int rc = cli_send(c, &wb);
     wire_buf_free(&wb);
@@ -833,11 +583,13 @@ int cmd_job(int argc, char **argv)
         else if (!strcmp(argv[i], "--summary"))
             summary = true;
         else if (!strcmp(argv[i], "--from") && i + 1 < argc) {
-            if (cli_u64(&c, "--from", argv[++i], &from) < 0)
+            if (cli_uint(c.prog, "--from", argv[++i], 0, UINT32_MAX, &from) < 0)
                 goto out;
         } else if (!strcmp(argv[i], "--count") && i + 1 < argc) {
-            if (cli_u64(&c, "--count", argv[++i], &count) < 0)
+            if (cli_uint(c.prog, "--count", argv[++i], 1, UINT32_MAX, &count) < 0)
                 goto out;
+        } else if (!strcmp(argv[i], "--all")) {
+            count = (uint64_t)UINT32_MAX + 1; /* every task: more than a job can have */
         } else if (argv[i][0] != '-') {
             if (cli_u64(&c, "JOB", argv[i], &ids[n++]) < 0)
                 goto out;
@@ -850,8 +602,6 @@ int cmd_job(int argc, char **argv)
         fprintf(stderr, "%s: give a job id (gridnode jobs lists them)\n%s", c.prog, usage);
         goto out;
     }
-    if (count > 100000)
-        count = 100000;
     if (cli_keep(&c) < 0) {
         rc = 1;
         goto out;

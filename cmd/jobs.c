@@ -15,11 +15,15 @@ static const char usage[] =
     "Filters (the cluster manager applies them, like squeue's):\n"
     "  -u, --user USER        only this user's jobs\n"
     "  -t, --state S[,S...]   only jobs in these states (queued, running, held, done,\n"
-    "                         failed, cancelled; parallel jobs: their states, e.g. waiting)\n"
+    "                         failed, cancelled; parallel jobs also waiting, stopped,\n"
+    "                         killed, requeueing; at a batch role pending, starting; at a\n"
+    "                         grid spool placing, placed); an unknown state is refused\n"
     "  -q, --queue Q          only parallel jobs of this queue\n"
     "  -n, --name NAME        only jobs of this name\n"
     "  --sort KEY             order by job (default), name, user, state, submitted, tasks\n"
-    "                         or done; -KEY for descending (e.g. --sort=-submitted)\n";
+    "                         or done; -KEY for descending (e.g. --sort=-submitted)\n"
+    "Exit status: 0 listed (also when no job matches), 1 the role could not be asked or\n"
+    "refused, 2 a usage error (an unknown option, state or value).\n";
 
 /* A row of the grid spool (gridnode meta, docs/wire.md 6.13): it carries "gstate". */
 static bool is_grid_row(const msgpack_object *j)
@@ -29,11 +33,11 @@ static bool is_grid_row(const msgpack_object *j)
 
 static void print_grid_row(const msgpack_object *j)
 {
-    char name[17], user[11], gstate[10], site[13], reason[200], t[32];
-    cli_text(j, "name", name, sizeof name);
-    cli_text(j, "user", user, sizeof user);
+    char name[65], user[41], gstate[10], site[49], reason[200], t[32];
+    cli_cell(j, "name", 16, name, sizeof name);
+    cli_cell(j, "user", 10, user, sizeof user);
     cli_text(j, "gstate", gstate, sizeof gstate);
-    cli_text(j, "site", site, sizeof site);
+    cli_cell(j, "site", 12, site, sizeof site);
     cli_text(j, "reason", reason, sizeof reason);
     uint64_t sj = wire_get_u64(j, "site_job", 0);
     char sjs[24] = "-", ex[24] = "-";
@@ -45,22 +49,21 @@ static void print_grid_row(const msgpack_object *j)
     uint64_t nt = wire_get_u64(j, "ntasks", 1);
     snprintf(done, sizeof done, "%llu/%llu", (unsigned long long)wire_get_u64(j, "done", 0),
              (unsigned long long)(nt ? nt : 1));
-    printf("%6llu  %-16s %-10s %-9s %-12s %8s %5llu %9s %4s  %s  %s\n",
-           (unsigned long long)wire_get_u64(j, "job", 0), name[0] ? name : "-",
-           user[0] ? user : "-", gstate, site[0] ? site : "-", sjs,
+    printf("%6llu  %s %s %-9s %s %8s %5llu %9s %4s  %s  %s\n",
+           (unsigned long long)wire_get_u64(j, "job", 0), name, user, gstate, site, sjs,
            (unsigned long long)wire_get_u64(j, "procs", 0), done, ex,
            cli_time(wire_get_i64(j, "submitted", 0), t, sizeof t), reason);
 }
 
 static void print_row(const msgpack_object *j)
 {
-    char name[17], user[11], state[10], t[32];
-    cli_text(j, "name", name, sizeof name);
-    cli_text(j, "user", user, sizeof user);
+    char name[65], user[41], state[10], t[32];
+    cli_cell(j, "name", 16, name, sizeof name);
+    cli_cell(j, "user", 10, user, sizeof user);
     cli_text(j, "state", state, sizeof state);
-    printf("%6llu  %-16s %-10s %-9s %8llu %8llu %8llu %8llu %5llu  %s\n",
-           (unsigned long long)wire_get_u64(j, "job", 0), name[0] ? name : "-",
-           user[0] ? user : "-", state, (unsigned long long)wire_get_u64(j, "ntasks", 0),
+    printf("%6llu  %s %s %-9s %8llu %8llu %8llu %8llu %5llu  %s\n",
+           (unsigned long long)wire_get_u64(j, "job", 0), name, user, state,
+           (unsigned long long)wire_get_u64(j, "ntasks", 0),
            (unsigned long long)wire_get_u64(j, "done", 0),
            (unsigned long long)wire_get_u64(j, "failed", 0),
            (unsigned long long)wire_get_u64(j, "running", 0),
@@ -126,6 +129,40 @@ static void fill(struct wire_buf *wb, const void *arg)
         wire_put_u64(wb, "queue", f->queue);
 }
 
+/*
+ * Every state a role shows in JOBS (docs/wire.md 6.2, 6.6, 6.11, 6.13): bags of tasks,
+ * parallel jobs at the cluster and the batch role, and the grid spool's own states.
+ * A -t naming none of them can match nothing: it is a typing error, refused here as
+ * squeue refuses an unknown state, rather than answered with an empty table.
+ */
+static const char *const known_states[] = {
+    "queued",  "running", "held",       "done",    "failed",   "cancelled", "waiting",
+    "stopped", "killed",  "requeueing", "pending", "starting", "placing",   "placed",
+};
+
+/* 0 when every comma-separated state of list is known; else -1, printed. */
+static int check_states(const char *prog, const char *list)
+{
+    const char *p = list;
+    for (;;) {
+        size_t n = strcspn(p, ",");
+        bool ok = false;
+        for (size_t k = 0; !ok && k < sizeof known_states / sizeof *known_states; k++)
+            ok = strlen(known_states[k]) == n && !strncmp(p, known_states[k], n);
+        if (!ok) {
+            fprintf(stderr, "%s: unknown job state '%.*s' in --state; the states are:", prog,
+                    (int)n, p);
+            for (size_t k = 0; k < sizeof known_states / sizeof *known_states; k++)
+                fprintf(stderr, "%s %s", k ? "," : "", known_states[k]);
+            fputc('\n', stderr);
+            return -1;
+        }
+        if (!p[n])
+            return 0;
+        p += n + 1;
+    }
+}
+
 static const char *sort_key; /* for by_key: a key of the rows */
 static int sort_dir = 1;
 
@@ -186,9 +223,7 @@ int cmd_jobs(int argc, char **argv)
         i++;
         if (dst != &v) {
             *dst = v;
-        } else if (cli_u64(&c, "--queue", v, &f.queue) < 0 || f.queue > 255) {
-            if (f.queue > 255)
-                fprintf(stderr, "%s: --queue must be 0..255\n", c.prog);
+        } else if (cli_uint(c.prog, "--queue", v, 0, 255, &f.queue) < 0) {
             return 2;
         } else {
             f.has_queue = true;
@@ -216,6 +251,8 @@ int cmd_jobs(int argc, char **argv)
             return 2;
         }
     }
+    if (f.state && check_states(c.prog, f.state) < 0)
+        return 2;
     uint32_t nf = (f.user != NULL) + (f.state != NULL) + (f.name != NULL) + f.has_queue;
     if (cli_list_fields(&c, WT_JOB_LIST, nf, fill, &f, &p) != 0)
         return 1;

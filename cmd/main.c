@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cmd/cmd.h"
+#include "wire/wire.h"
 
 struct command {
     const char *name;
@@ -21,7 +22,7 @@ static const struct command commands[] = {
     {"submit", cmd_submit, "submit a job (a bag of tasks) to a cluster manager"},
     {"jobs", cmd_jobs, "list the jobs of a cluster manager"},
     {"job", cmd_job, "show one job: status and per-task results"},
-    {"cancel", cmd_cancel, "cancel a job"},
+    {"cancel", cmd_cancel, "cancel jobs"},
     {"hold", cmd_hold, "hold jobs: their tasks are not handed out until released"},
     {"release", cmd_release, "release held jobs"},
     {"requeue", cmd_requeue, "start jobs again from scratch (running tasks are killed)"},
@@ -48,7 +49,12 @@ static void usage(FILE *out)
     fprintf(out, "usage: gridnode COMMAND [ARGS...]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].help);
-    fprintf(out, "\n`gridnode COMMAND --help` describes a command.\n");
+    fprintf(out, "\n`gridnode COMMAND --help` describes a command; `gridnode --version` (-V)\n"
+                 "prints the version.\n"
+                 "Exit status of every command: 0 done, 1 failed (the role refused, or could\n"
+                 "not be asked: the message says which and what to do), 2 a usage error (an\n"
+                 "unknown option, a value that is not one the option takes: a state, a whole\n"
+                 "number); job and submit --wait add 3 failed, 4 killed, 5 cancelled.\n");
 }
 
 /*
@@ -89,6 +95,10 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V") || !strcmp(argv[1], "version")) {
+        printf("gridnode %s (wire protocol %d)\n", GRIDNODE_VERSION, WIRE_VERSION);
         return 0;
     }
     if (strcmp(argv[1], "submit") != 0)

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cmd/cli.h"
+#include "lib/text.h"
 #include "cmd/cmd.h"
 
 static const char batch_help[] =
@@ -95,8 +96,10 @@ static int64_t parse_dur(const char *s)
     const char *p = s;
     while (*p && n < 4) {
         char *end;
+        if (*p < '0' || *p > '9') /* strtoll would take a sign or a space */
+            return -1;
         long long v = strtoll(p, &end, 10);
-        if (end == p || v < 0)
+        if (end == p || v < 0 || v > 366LL * 86400 * 100)
             return -1;
         parts[n++] = v;
         if (*end == ':')
@@ -127,9 +130,13 @@ static int64_t parse_when(const char *s)
         int64_t d = parse_dur(s + 1);
         return d < 0 ? -1 : now + d * 1000;
     }
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    return *end || v <= 0 ? -1 : (int64_t)v * 1000;
+    uint64_t v;
+    for (const char *p = s; *p; p++)
+        if (*p < '0' || *p > '9')
+            return -1;
+    if (!*s || (v = strtoull(s, NULL, 10)) == 0 || v > (1ULL << 40))
+        return -1;
+    return (int64_t)v * 1000;
 }
 
 /* ---- showq ---- */
@@ -159,15 +166,14 @@ static void showq_part(const msgpack_object *jobs, const char *which, int64_t no
                 printf("%8s %-10s %-10s %6s %6s %10s %10s  %s\n", "JOB", "USER", "CLASS", "PROCS",
                        "TASKS", "WALLTIME", "PRIORITY", "REASON");
         }
-        char user[11], cls[11], reason[80], b1[32], b2[32], t[32];
-        cli_text(j, "user", user, sizeof user);
-        cli_text(j, "class", cls, sizeof cls);
+        char user[41], cls[41], reason[80], b1[32], b2[32], t[32];
+        cli_cell(j, "user", 10, user, sizeof user);
+        cli_cell(j, "class", 10, cls, sizeof cls);
         cli_text(j, "reason", reason, sizeof reason);
         int64_t wall = (int64_t)wire_get_u64(j, "walltime_s", 0) * 1000;
         int64_t st = wire_get_i64(j, "started", 0);
-        printf("%8llu %-10s %-10s %6llu %6llu %10s ", (unsigned long long)wire_get_u64(j, "job", 0),
-               user[0] ? user : "-", cls[0] ? cls : "-",
-               (unsigned long long)wire_get_u64(j, "procs", 0),
+        printf("%8llu %s %s %6llu %6llu %10s ", (unsigned long long)wire_get_u64(j, "job", 0), user,
+               cls, (unsigned long long)wire_get_u64(j, "procs", 0),
                (unsigned long long)wire_get_u64(j, "ntasks", 0), dur(wall, b1, sizeof b1));
         if (!strcmp(which, "active"))
             printf("%10s  %s\n", dur(st ? st + wall - now : -1, b2, sizeof b2),
@@ -334,7 +340,7 @@ int cmd_showstart(int argc, char **argv)
     uint64_t max = 5;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-n") && i + 1 < argc) {
-            if (cli_u64(&c, "-n", argv[++i], &max) < 0)
+            if (cli_uint(c.prog, "-n", argv[++i], 1, 100, &max) < 0)
                 return 2;
         } else if (!what) {
             what = argv[i];
@@ -347,15 +353,17 @@ int cmd_showstart(int argc, char **argv)
         fprintf(stderr, "%s: give a job id or PROCS@DURATION\n%s", c.prog, showstart_usage);
         return 2;
     }
-    if (max > 100)
-        max = 100;
     wire_buf_init(&wb);
     const char *at = strchr(what, '@');
     if (at) {
-        char *end;
-        unsigned long long procs = strtoull(what, &end, 10);
+        char pstr[24];
+        uint64_t procs = 0;
+        snprintf(pstr, sizeof pstr, "%.*s", (int)(at - what < 23 ? at - what : 23), what);
         int64_t d = parse_dur(at + 1);
-        if (end != at || procs < 1 || d < 1) {
+        bool num = at > what && at - what < 20 && strspn(pstr, "0123456789") == strlen(pstr);
+        if (num)
+            procs = strtoull(pstr, NULL, 10);
+        if (!num || procs < 1 || d < 1) {
             fprintf(stderr, "%s: '%s' is not PROCS@DURATION (e.g. 16@1:00:00)\n", c.prog, what);
             wire_buf_free(&wb);
             return 2;
@@ -476,15 +484,15 @@ int cmd_diagnose(int argc, char **argv)
         printf("%-8s %-20s %10s %10s\n", "KIND", "NAME", "USAGE%", "TARGET%");
         for (uint32_t i = 0; i < rows->via.array.size; i++) {
             const msgpack_object *o = &rows->via.array.ptr[i];
-            char k[16], n[21], t[16];
+            char k[16], n[81], t[16];
             cli_text(o, "kind", k, sizeof k);
-            cli_text(o, "name", n, sizeof n);
+            cli_cell(o, "name", 20, n, sizeof n);
             double tg = wire_get_f64(o, "target_pct", -1);
             if (tg < 0)
                 snprintf(t, sizeof t, "-");
             else
                 snprintf(t, sizeof t, "%.2f", tg);
-            printf("%-8s %-20s %10.2f %10s\n", k, n, wire_get_f64(o, "usage_pct", 0), t);
+            printf("%-8s %s %10.2f %10s\n", k, n, wire_get_f64(o, "usage_pct", 0), t);
         }
         if (!rows->via.array.size)
             printf("(no credentials yet)\n");
@@ -770,20 +778,22 @@ int cmd_showres(int argc, char **argv)
         cli_pages_free(&p);
         return 0;
     }
-    char b[32], b2[32], nm[33], acl[128];
+    char b[32], b2[32], nm[81], acl[128];
     if (by_host) {
         printf("%-20s %-20s %-19s  %s\n", "HOST", "RESERVATION", "START", "END");
         uint32_t rows = 0;
         for (uint32_t i = 0; i < rs->via.array.size; i++) {
             const msgpack_object *v = &rs->via.array.ptr[i];
             const msgpack_object *h = wire_get(v, "hosts");
-            cli_text(v, "name", nm, sizeof nm);
+            cli_cell(v, "name", 20, nm, sizeof nm);
             for (uint32_t k = 0; h && k < h->via.array.size; k++) {
                 const msgpack_object *o = &h->via.array.ptr[k];
+                char host[256], hc[81];
                 if (arg && (strlen(arg) != o->via.str.size ||
                             memcmp(arg, o->via.str.ptr, o->via.str.size)))
                     continue;
-                printf("%-20.*s %-20s %-19s  %s\n", (int)o->via.str.size, o->via.str.ptr, nm,
+                text_escape(host, sizeof host, o->via.str.ptr, o->via.str.size);
+                printf("%s %s %-19s  %s\n", cli_pad(host, 20, hc, sizeof hc), nm,
                        cli_time(wire_get_i64(v, "start", 0), b, sizeof b),
                        cli_time(wire_get_i64(v, "end", 0), b2, sizeof b2));
                 rows++;
@@ -797,12 +807,12 @@ int cmd_showres(int argc, char **argv)
         for (uint32_t i = 0; i < rs->via.array.size; i++) {
             const msgpack_object *v = &rs->via.array.ptr[i];
             const msgpack_object *h = wire_get(v, "hosts");
-            cli_text(v, "name", nm, sizeof nm);
+            cli_cell(v, "name", 20, nm, sizeof nm);
             acl_text(v, acl, sizeof acl);
             uint64_t job = wire_get_u64(v, "job", 0);
             char jb[24];
             snprintf(jb, sizeof jb, "%llu", (unsigned long long)job);
-            printf("%-20s %-5s %-19s  %-19s %6u %6s  %s\n", nm,
+            printf("%s %-5s %-19s  %-19s %6u %6s  %s\n", nm,
                    wire_get_bool(v, "site", false) ? "site" : "admin",
                    cli_time(wire_get_i64(v, "start", 0), b, sizeof b),
                    cli_time(wire_get_i64(v, "end", 0), b2, sizeof b2), h ? h->via.array.size : 0,

@@ -87,9 +87,9 @@ static int node_ctl(struct cli *c, int argc, char **argv)
 
 static void print_row(const msgpack_object *n, int64_t now)
 {
-    char name[15], cl[11], ip[17], spus[16];
-    cli_text(n, "node", name, sizeof name);
-    cli_text(n, "cluster", cl, sizeof cl);
+    char name[57], cl[41], ip[17], spus[16];
+    cli_cell(n, "node", 14, name, sizeof name);
+    cli_cell(n, "cluster", 10, cl, sizeof cl);
     cli_text(n, "ip", ip, sizeof ip);
     double spu = wire_get_f64(n, "spu", 0);
     if (spu > 0)
@@ -108,8 +108,8 @@ static void print_row(const msgpack_object *n, int64_t now)
     snprintf(spot, sizeof spot, "%llu/%llu%s", (unsigned long long)wire_get_u64(n, "spot_pass", 0),
              (unsigned long long)wire_get_u64(n, "spot_fail", 0),
              wire_get_u64(n, "probation", 0) ? " P" : "");
-    printf("%-14s %-10s %-16s %-6s %5llu %5llu %7llu %8llu %8s %11s %6llu %5s %9s  %.0f s ago\n",
-           name, cl[0] ? cl : "-", ip[0] ? ip : "-",
+    printf("%s %s %-16s %-6s %5llu %5llu %7llu %8llu %8s %11s %6llu %5s %9s  %.0f s ago\n", name,
+           cl, ip[0] ? ip : "-",
            wire_get(n, "drain") ? (wire_get_u64(n, "running", 0) ? "drain" : "drained")
            : wire_get_bool(n, "active", false) ? "yes"
                                                : "no",

@@ -1,6 +1,7 @@
 /* pjob.c - how the user tools print parallel jobs (SCore-D side of the cluster). */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "cmd/cli.h"
 #include "lib/text.h"
@@ -20,12 +21,12 @@ void cli_pjob_header(void)
 
 void cli_pjob_row(const msgpack_object *j)
 {
-    char name[17], user[11], state[10], cl[11], reason[200], hosts[200] = "";
+    char name[65], user[41], state[10], cl[41], reason[200], hosts[200] = "";
     const msgpack_object *h = wire_get(j, "hosts");
-    cli_text(j, "name", name, sizeof name);
-    cli_text(j, "user", user, sizeof user);
+    cli_cell(j, "name", 16, name, sizeof name);
+    cli_cell(j, "user", 10, user, sizeof user);
     cli_text(j, "state", state, sizeof state);
-    cli_text(j, "cluster", cl, sizeof cl);
+    cli_cell(j, "cluster", 10, cl, sizeof cl);
     cli_text(j, "reason", reason, sizeof reason);
     for (uint32_t i = 0, len = 0; h && i < h->via.array.size && len < sizeof hosts - 2; i++) {
         if (i)
@@ -34,25 +35,45 @@ void cli_pjob_row(const msgpack_object *j)
             (uint32_t)text_escape(hosts + len, sizeof hosts - len, h->via.array.ptr[i].via.str.ptr,
                                   h->via.array.ptr[i].via.str.size);
     }
-    printf("%6llu  %-16s %-10s %-9s %5llu %5llu %-10s %8.1f  %s%s%s\n",
-           (unsigned long long)wire_get_u64(j, "job", 0), name[0] ? name : "-",
-           user[0] ? user : "-", state, (unsigned long long)wire_get_u64(j, "queue", 0),
-           (unsigned long long)wire_get_u64(j, "procs", 0), cl[0] ? cl : "-",
-           wire_get_f64(j, "cpu_s", 0), hosts[0] ? hosts : "-", reason[0] ? " / " : "", reason);
+    printf("%6llu  %s %s %-9s %5llu %5llu %s %8.1f  %s%s%s\n",
+           (unsigned long long)wire_get_u64(j, "job", 0), name, user, state,
+           (unsigned long long)wire_get_u64(j, "queue", 0),
+           (unsigned long long)wire_get_u64(j, "procs", 0), cl, wire_get_f64(j, "cpu_s", 0),
+           hosts[0] ? hosts : "-", reason[0] ? " / " : "", reason);
 }
 
-void cli_pjob_print(const msgpack_object *j)
+/* "ran 12.0 s (stopped time not counted)" from a cluster's run_s; a batch role's row has
+ * none (it has no stopped time): from its start to its end, or to now while it runs. */
+static void ran(const msgpack_object *j, char *buf, size_t n)
 {
-    char t1[32], t2[32], t3[32];
-    const msgpack_object *ranks = wire_get(j, "ranks");
+    int64_t start = wire_get_i64(j, "started", 0), end = wire_get_i64(j, "finished", 0);
+    if (start <= 0) {
+        snprintf(buf, n, "not started");
+    } else if (wire_get(j, "run_s")) {
+        snprintf(buf, n, "ran %.1f s (stopped time not counted)", wire_get_f64(j, "run_s", 0));
+    } else {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        int64_t to = end > 0 ? end : now;
+        snprintf(buf, n, "%s %.1f s", end > 0 ? "ran" : "running for",
+                 to > start ? (double)(to - start) / 1000.0 : 0.0);
+    }
+}
+
+void cli_pjob_print(const msgpack_object *j, bool ranks_too)
+{
+    char t1[32], t2[32], t3[32], rs[80];
+    const msgpack_object *ranks = ranks_too ? wire_get(j, "ranks") : NULL;
     cli_pjob_header();
     cli_pjob_row(j);
-    printf("\nsubmitted %s, started %s, finished %s; ran %.1f s (stopped time not counted)\n"
+    ran(j, rs, sizeof rs);
+    printf("\nsubmitted %s, started %s, finished %s; %s\n"
            "limits: memory %llu MiB, disk %llu MiB per host (0 = none), CPU %llu s, wall clock "
            "%llu s (0 = none); queue at submission %llu, demoted %llu time(s)\n",
            cli_time(wire_get_i64(j, "submitted", 0), t1, sizeof t1),
            cli_time(wire_get_i64(j, "started", 0), t2, sizeof t2),
-           cli_time(wire_get_i64(j, "finished", 0), t3, sizeof t3), wire_get_f64(j, "run_s", 0),
+           cli_time(wire_get_i64(j, "finished", 0), t3, sizeof t3), rs,
            (unsigned long long)wire_get_u64(j, "mem_lim", 0),
            (unsigned long long)wire_get_u64(j, "disk_lim", 0),
            (unsigned long long)wire_get_u64(j, "max_cpu_s", 0),
@@ -69,11 +90,11 @@ void cli_pjob_print(const msgpack_object *j)
            "CPU_S", "RSS_KB", "DISK_KB", "ERROR");
     for (uint32_t i = 0; i < ranks->via.array.size; i++) {
         const msgpack_object *r = &ranks->via.array.ptr[i];
-        char host[15], st[9], err[120];
-        cli_text(r, "host", host, sizeof host);
+        char host[57], st[9], err[120];
+        cli_cell(r, "host", 14, host, sizeof host);
         cli_text(r, "state", st, sizeof st);
         cli_text(r, "error", err, sizeof err);
-        printf("%5llu  %-14s %-8s %5lld %4llu %8.1f %9llu %9llu  %s\n",
+        printf("%5llu  %s %-8s %5lld %4llu %8.1f %9llu %9llu  %s\n",
                (unsigned long long)wire_get_u64(r, "rank", 0), host, st,
                (long long)wire_get_i64(r, "exit", 0),
                (unsigned long long)wire_get_u64(r, "signal", 0), wire_get_f64(r, "cpu_s", 0),

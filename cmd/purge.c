@@ -28,6 +28,8 @@ static const char usage[] =
 static long long parse_duration(const char *s)
 {
     char *end;
+    if (*s < '0' || *s > '9') /* strtoll would take a sign or a space */
+        return -1;
     long long v = strtoll(s, &end, 10), mul = 1;
     if (end == s || v < 0)
         return -1;
@@ -119,10 +121,6 @@ int cmd_purge(int argc, char **argv)
     int rc = 0;
     bool first = true, more = true;
     uint32_t total = 0;
-    if (c.json)
-        printf("[");
-    else
-        printf("%-8s %-10s %-19s %s\n", "JOB", "STATE", "ENDED", "NAME");
     for (uint64_t id = 1; more; id++) {
         struct wire_buf wb;
         struct cli_reply r;
@@ -142,13 +140,17 @@ int cmd_purge(int argc, char **argv)
             rc = 1;
             break;
         }
+        if (id == 1 && c.json) /* the head once there is a table (not over an error) */
+            printf("[");
+        else if (id == 1)
+            printf("%-8s %-10s %-19s %s\n", "JOB", "STATE", "ENDED", "NAME");
         const msgpack_object *jobs = wire_get(r.msg.root, "jobs");
         print_rows(&c, jobs, &first);
         total += jobs->via.array.size;
         more = !nids && wire_get_bool(r.msg.root, "more", false) && jobs->via.array.size > 0;
         cli_reply_free(&r);
     }
-    if (c.json)
+    if (c.json && rc == 0)
         printf("]\n");
     else if (rc == 0)
         fprintf(stderr, "%u job(s) purged\n", total);

@@ -570,9 +570,17 @@ static int submit_parallel(struct cli *c, const struct submit_opts *o)
     else if (!strcmp(state, "waiting"))
         printf("submitted parallel job %llu (%llu processes): waiting: %s\n",
                (unsigned long long)job, (unsigned long long)o->procs, reason);
-    else
+    else if (!strcmp(cl, "*"))
+        printf("submitted parallel job %llu (%llu processes) to a cluster of clusters\n",
+               (unsigned long long)job, (unsigned long long)o->procs);
+    else if (cl[0])
         printf("submitted parallel job %llu (%llu processes) to cluster %s\n",
                (unsigned long long)job, (unsigned long long)o->procs, cl);
+    else /* a batch role or a grid spool: it places the job later, on a cluster or site */
+        printf("submitted parallel job %llu (%llu processes): %s at %s, which places it "
+               "(gridnode job %llu -e %s shows where)\n",
+               (unsigned long long)job, (unsigned long long)o->procs, state[0] ? state : "queued",
+               c->endpoint, (unsigned long long)job, c->endpoint);
     cli_reply_free(&r);
     fflush(stdout);
     return o->wait ? cmd_job_wait(c, job) : 0;

@@ -9,12 +9,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* At most this many errors are listed; then "... and more". */
+#define CONFIG_MAX_ERRORS 20
+
 struct load_ctx {
     const struct config_key *keys;
     void *cfg;
     unsigned char *seen;
-    char why[400]; /* the first error, without its location */
+    char why[400]; /* the last handler error, without its location */
     int failed;
+    /* the file being read, line by line (reader): every error is listed, each with its
+     * line, so that one --check-config shows all that is wrong with the file */
+    FILE *f;
+    const char *file;
+    int line;      /* of the text the reader gave last */
+    bool at_start; /* the next read starts a line (a line over inih's 200 bytes comes
+                    * in pieces) */
+    bool expect;   /* that line is "key = value" text: the handler must see it */
+    bool handled;  /* the handler ran for it */
+    char *err;     /* the list: one "FILE:LINE: message" a line */
+    size_t el;
+    int nerr;
 };
 
 static const struct config_key *find_key(const struct config_key *keys, const char *section,
@@ -127,13 +142,65 @@ static bool named_key(const struct config_key *keys, const char *section, const 
     return false;
 }
 
+/* Adds "WHERE:LINE: MSG" (LINE 0: "WHERE: MSG") to the error list of c, one a line. */
+static void add_error(struct load_ctx *c, const char *where, int line, const char *msg)
+{
+    size_t used = strlen(c->err);
+    const char *sep = used ? "\n" : "";
+    if (++c->nerr > CONFIG_MAX_ERRORS) {
+        if (c->nerr == CONFIG_MAX_ERRORS + 1 && used < c->el)
+            snprintf(c->err + used, c->el - used, "%s... and more errors", sep);
+        return;
+    }
+    if (used >= c->el)
+        return;
+    if (line > 0)
+        snprintf(c->err + used, c->el - used, "%s%s:%d: %s", sep, where, line, msg);
+    else
+        snprintf(c->err + used, c->el - used, "%s%s: %s", sep, where, msg);
+}
+
+/* The line the reader gave before: "key = value" text the handler never saw is one
+ * inih could not parse. */
+static void check_line(struct load_ctx *c)
+{
+    if (c->expect && !c->handled)
+        add_error(c, c->file, c->line, "syntax error (expected 'key = value' or '[section]')");
+    c->expect = c->handled = false;
+}
+
+/* inih's reader (fgets over c->f), counting lines and classifying each as inih will. */
+static char *read_line(char *buf, int n, void *stream)
+{
+    struct load_ctx *c = stream;
+    if (!c->at_start) { /* the rest of a long line: inih parses it as a line of its own */
+        char *r = fgets(buf, n, c->f);
+        c->at_start = !r || strchr(buf, '\n') != NULL;
+        return r;
+    }
+    check_line(c);
+    if (!fgets(buf, n, c->f))
+        return NULL;
+    c->line++;
+    c->at_start = strchr(buf, '\n') != NULL || feof(c->f);
+    if (!c->at_start)
+        add_error(c, c->file, c->line, "line longer than 200 bytes");
+    const char *p = buf;
+    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
+        p++;
+    if (*p == '[' && !strchr(p, ']'))
+        add_error(c, c->file, c->line, "syntax error (a '[section' without ']')");
+    else if (*p && *p != ';' && *p != '#' && *p != '[')
+        c->expect = true;
+    return buf;
+}
+
 static int on_ini(void *user, const char *section, const char *name, const char *value)
 {
     struct load_ctx *c = user;
     int idx;
     char why[300];
-    if (c->failed)
-        return 1;
+    c->handled = true;
     if (named_key(c->keys, section, name))
         return 1; /* the role parses named sections itself */
     const struct config_key *k = find_key(c->keys, section, name, &idx);
@@ -146,6 +213,8 @@ static int on_ini(void *user, const char *section, const char *name, const char 
     else
         return c->seen[idx] = 1;
     c->failed = 1;
+    if (c->f)
+        add_error(c, c->file, c->line, c->why);
     return 0;
 }
 
@@ -163,43 +232,52 @@ int config_load(const struct config_key *keys, void *cfg, const char *file, char
                      why);
             return -1;
         }
-    struct load_ctx c = {keys, cfg, calloc((size_t)n + 1, 1), "", 0};
+    struct load_ctx c = {.keys = keys,
+                         .cfg = cfg,
+                         .seen = calloc((size_t)n + 1, 1),
+                         .file = file,
+                         .at_start = true,
+                         .err = err,
+                         .el = el};
     if (!c.seen) {
         snprintf(err, el, "out of memory");
         return -1;
     }
-    int rc = 0;
-    if (file) {
-        /* ini_parse returns the line of the first error: the handler's or a syntax error */
-        int line = ini_parse(file, on_ini, &c);
-        if (line < 0) {
-            snprintf(err, el, "%s: cannot open: %s", file, strerror(errno));
-            rc = -1;
-        } else if (line > 0) {
-            snprintf(err, el, "%s:%d: %s", file, line,
-                     c.failed ? c.why : "syntax error (expected 'key = value' or '[section]')");
-            rc = -1;
-        }
+    err[0] = '\0';
+    if (file && !(c.f = fopen(file, "r"))) {
+        snprintf(err, el, "%s: cannot open: %s", file, strerror(errno));
+        free(c.seen);
+        return -1;
+    }
+    if (c.f) {
+        /* every line is read, so that every error of the file is listed (inih goes on
+         * after an error; its return value names only the first) */
+        int line = ini_parse_stream(read_line, &c, on_ini, &c);
+        check_line(&c);
+        if (line != 0 && c.nerr == 0) /* inih saw one the reader could not tell */
+            add_error(&c, file, line, "syntax error");
+        fclose(c.f);
+        c.f = NULL;
     }
     memset(c.seen, 0, (size_t)n); /* a --set may override a key from the file */
-    for (int i = 0; rc == 0 && i < nsets; i++) {
+    for (int i = 0; i < nsets; i++) {
         char buf[512], *eq, *dot;
         snprintf(buf, sizeof buf, "%s", sets[i]);
         eq = strchr(buf, '=');
         dot = eq ? memchr(buf, '.', (size_t)(eq - buf)) : NULL;
         if (!eq || !dot) {
-            snprintf(err, el, "--set %s: expected section.key=value", sets[i]);
-            rc = -1;
-            break;
+            snprintf(buf, sizeof buf, "--set %s", sets[i]);
+            add_error(&c, buf, 0, "expected section.key=value");
+            continue;
         }
         *eq = *dot = '\0';
         if (!on_ini(&c, buf, dot + 1, eq + 1)) {
-            snprintf(err, el, "--set %s: %s", sets[i], c.why);
-            rc = -1;
+            snprintf(buf, sizeof buf, "--set %s", sets[i]);
+            add_error(&c, buf, 0, c.why);
         }
     }
     free(c.seen);
-    return rc;
+    return c.nerr ? -1 : 0;
 }
 
 void config_print(const struct config_key *keys, const void *cfg, FILE *out)
@@ -339,7 +417,7 @@ int role_configure(const char *role, const char *usage, const struct config_key 
                    int argc, char **argv, config_check_fn check)
 {
     struct role_args ra;
-    char err[600];
+    char err[4096];
     if (role_args_parse(argc, argv, &ra) < 0) {
         fprintf(stderr, "gridnode %s: unexpected argument '%s'\n%s", role, ra.extra ? ra.extra : "",
                 usage);
@@ -354,7 +432,12 @@ int role_configure(const char *role, const char *usage, const struct config_key 
     }
     if (config_load(keys, cfg, ra.config, ra.sets, ra.nsets, err, sizeof err) < 0 ||
         (check && check(cfg, err, sizeof err) < 0)) {
-        fprintf(stderr, "gridnode %s: configuration error: %s\n", role, err);
+        /* one line per error (config_load lists every error of the file) */
+        for (char *p = err, *nl; *p; p = nl ? nl + 1 : p + strlen(p)) {
+            nl = strchr(p, '\n');
+            fprintf(stderr, "gridnode %s: configuration error: %.*s\n", role,
+                    (int)(nl ? nl - p : (ptrdiff_t)strlen(p)), p);
+        }
         return 1;
     }
     if (ra.check) {

@@ -28,7 +28,9 @@ struct config_key {
 
 /*
  * Fills cfg from defaults, then file (if not NULL), then each "section.key=value" of
- * sets. Returns 0, or -1 with a message naming the file, line and key in err.
+ * sets. Returns 0, or -1 with every error in err, one a line ("FILE:LINE: message",
+ * "--set S.K=V: message"; the first 20, then "... and more errors"): the whole file is
+ * read, so one --check-config shows all that is wrong with it.
  */
 int config_load(const struct config_key *keys, void *cfg, const char *file, char *const *sets,
                 int nsets, char *err, size_t errlen);

@@ -163,7 +163,7 @@ def test_wait_for_several_jobs_over_one_connection_following_the_feed(
         took = time.monotonic() - t0
         # the worst status: an unknown job (1) over a failed one (3)
         assert p.returncode == 1, (out, err)
-        assert "job 999999: NOT_FOUND" in err, err
+        assert '"prog":"gridnode job: job 999999","code":5,"error":"NOT_FOUND"' in err, err
         lines = [json.loads(l) for l in out.splitlines()]
         assert [(j["job"]["job"], j["job"]["state"]) for j in lines] == \
             [(ok, "done"), (bad, "failed")], out
@@ -183,7 +183,7 @@ def test_wait_for_several_jobs_over_one_connection_following_the_feed(
             assert r.stdout.count("\nsubmitted ") == len(jobs), r.stdout
         assert px.connections == 5
         r = run_cli(gridnode_bin, "job", "-e", px.endpoint, "--wait", 999998, env=PLAIN)
-        assert r.returncode == 1 and "job 999998: NOT_FOUND" in r.stderr, r.stderr
+        assert r.returncode == 1 and "job 999998: no job 999998" in r.stderr, r.stderr
         r = run_cli(gridnode_bin, "job", "--help")
         assert "JOB [JOB...]" in r.stdout and "worst" in r.stdout
     finally:

@@ -444,9 +444,19 @@ static void h_job_get(struct req *r)
     if (!j)
         return;
     bool tasks = wire_get_bool(m, "tasks", false);
-    wire_begin(r->reply, WT_JOB, r->m->id, 1 + tasks);
+    /* a started parallel job: where its output is (the cluster keeps it, 6.11) */
+    const struct lelem *e0 = live_elem_peek(j, 0);
+    bool at = j->parallel && e0->cjob && e0->cl >= 0 && e0->cl < L->ncl;
+    wire_begin(r->reply, WT_JOB, r->m->id, 1 + tasks + at);
     wire_put_key(r->reply, "job");
     live_job_summary(L, j, r->reply);
+    if (at) {
+        wire_put_key(r->reply, "output_at");
+        wire_pack_map(r->reply, 3);
+        wire_put_str(r->reply, "cluster", L->cl[e0->cl].name);
+        wire_put_str(r->reply, "endpoint", L->cl[e0->cl].ep);
+        wire_put_u64(r->reply, "cjob", e0->cjob);
+    }
     if (!tasks)
         return;
     uint64_t from = wire_get_u64(m, "from", 0), count = wire_get_u64(m, "count", 1000);
@@ -459,12 +469,14 @@ static void h_job_get(struct req *r)
         if (j->cancelled && st == EL_PENDING)
             st = EL_CANCELLED;
         bool ended = st >= EL_DONE;
-        wire_pack_map(r->reply, 11 + 2 * ended);
+        bool known = el->cl >= 0 && el->cl < L->ncl;
+        wire_pack_map(r->reply, 12 + 2 * ended);
         wire_put_u64(r->reply, "idx", e);
         wire_put_str(r->reply, "state", st == EL_DONE ? "ok" : live_elem_state_name(st));
         wire_put_u64(r->reply, "issues", st != EL_PENDING);
         wire_put_str(r->reply, "node", el->hosts ? el->hosts : "");
-        wire_put_str(r->reply, "cluster", el->cl >= 0 && el->cl < L->ncl ? L->cl[el->cl].name : "");
+        wire_put_str(r->reply, "cluster", known ? L->cl[el->cl].name : "");
+        wire_put_str(r->reply, "endpoint", known ? L->cl[el->cl].ep : "");
         wire_put_u64(r->reply, "cjob", el->cjob);
         wire_put_str(r->reply, "reason", el->reason ? el->reason : "");
         wire_put_i64(r->reply, "started", el->start);

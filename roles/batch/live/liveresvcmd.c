@@ -11,9 +11,11 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lib/log.h"
 #include "roles/batch/live/live_int.h"
@@ -144,6 +146,49 @@ static char *nodes_of_info(struct live *L, const struct batch_resv_info *ri)
 /* Processors one reservation holds at most (docs/wire.md 6.12): keeps tasks x procs in
  * the engine's int32 counts. */
 #define RESV_PROCS_MAX (1 << 20)
+
+/*
+ * A refusal of the engine in the users' units (issue 27): the engine names elements by
+ * their engine id ("job 50331648") and times in ms since the epoch ("until
+ * 1795715676201"); users know job 3 (element 2 of an array: "job 3[2]") and local
+ * times. Rewrites those two forms of why in place.
+ */
+static void why_words(struct live *L, char *why, size_t len)
+{
+    char out[512];
+    size_t o = 0;
+    for (const char *p = why; *p && o + 40 < sizeof out;) {
+        bool job = !strncmp(p, "job ", 4), until = !strncmp(p, "until ", 6);
+        const char *d = p + (job ? 4 : until ? 6 : 0);
+        if ((job || until) && *d >= '0' && *d <= '9' &&
+            (p == why || p[-1] == ' ' || p[-1] == '(')) {
+            char *end;
+            unsigned long long v = strtoull(d, &end, 10);
+            if (job) {
+                uint64_t id = v >> LIVE_ELEM_BITS, e = v & ((1u << LIVE_ELEM_BITS) - 1);
+                const struct ljob *j = live_job_find(L, id);
+                if (j && j->ntasks > 1)
+                    o += (size_t)snprintf(out + o, sizeof out - o, "job %llu[%llu]",
+                                          (unsigned long long)id, (unsigned long long)e);
+                else
+                    o += (size_t)snprintf(out + o, sizeof out - o, "job %llu",
+                                          (unsigned long long)(j ? id : v));
+            } else {
+                time_t t = (time_t)(v / 1000);
+                struct tm tm;
+                char b[32];
+                localtime_r(&t, &tm);
+                strftime(b, sizeof b, "%Y-%m-%d %H:%M:%S", &tm);
+                o += (size_t)snprintf(out + o, sizeof out - o, "until %s", b);
+            }
+            p = end;
+            continue;
+        }
+        out[o++] = *p++;
+    }
+    out[o < sizeof out ? o : sizeof out - 1] = '\0';
+    snprintf(why, len, "%s", out);
+}
 
 /* RESV_SET and RESERVE. */
 /* RESERVE `flex` (docs/wire.md 6.12): the resources are taken at q->start, so the
@@ -297,6 +342,7 @@ static void resv_new(struct live *L, const struct wire_msg *m, struct wire_buf *
     live_words_free(&hw);
     free(hn);
     if (rc < 0) {
+        why_words(L, why, sizeof why);
         live_fail(reply, m->id, err == EINVAL || err == EEXIST ? WE_INVALID : WE_REFUSED,
                   "reservation refused: %s", why);
         live_resv_clear(&v);

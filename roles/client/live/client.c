@@ -134,6 +134,8 @@ const struct config_key client_keys[] = {
 static const char usage[] =
     "usage: gridnode client [-c FILE] [--set section.key=value]... [--check-config]\n"
     "       gridnode client status|attach|detach ...   (see gridnode client status --help)\n"
+    "       gridnode client --emulate ...   a volunteer population emulated (see\n"
+    "                                       gridnode client --emulate --help)\n"
     "\n"
     "Runs an execution host: pulls tasks from its cluster manager (client.server) or\n"
     "from the projects of the config's [project NAME] sections, runs each as a real\n"
@@ -144,7 +146,8 @@ static const char usage[] =
     "its finished results and leaves.\n"
     "  -c, --config FILE   INI file (see configs/client.ini)\n"
     "  --set S.K=V         override one key (repeatable)\n"
-    "  --check-config      print the effective configuration and exit\n";
+    "  --check-config      print the effective configuration and exit\n"
+    "  --emulate           emulate many volunteer hosts instead of running this one\n";
 
 /* Every configuration check start-up makes (role_configure runs it for --check-config
  * and before starting alike). */
