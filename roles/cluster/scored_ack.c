@@ -39,7 +39,7 @@ static void pack_cmd(struct cluster *c, struct wire_buf *wb, const struct pjob *
     uint32_t nenv = 0;
     while (j->env && j->env[nenv])
         nenv++;
-    wire_pack_map(wb, spec ? 7 + (j->cwd != NULL) : 3);
+    wire_pack_map(wb, spec ? 7 + (j->cwd != NULL) + (j->mem_lim > 0) : 3);
     wire_put_u64(wb, "job", j->id);
     wire_put_u64(wb, "rank", r);
     wire_put_str(wb, "want", w);
@@ -68,6 +68,8 @@ static void pack_cmd(struct cluster *c, struct wire_buf *wb, const struct pjob *
         wire_pack_str(wb, e[i]);
     if (j->cwd)
         wire_put_str(wb, "chdir", j->cwd);
+    if (j->mem_lim > 0) /* the node's cgroup for the job caps it (docs/security.md) */
+        wire_put_u64(wb, "mem_mb", j->mem_lim);
 }
 
 /* Would the node act on w for p (not already in that state as it reported)? */

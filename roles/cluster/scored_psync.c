@@ -98,15 +98,16 @@ static void after_report(struct cluster *c, struct pjob *j, uint32_t me, const c
             }
             continue;
         }
-        if (p->st == PR_EXITED && (p->exit != 0 || p->sig || p->error))
-            scored_job_end(c, j, PJ_FAILED, "process %u on host %s %s %d%s%s", r, host,
-                           p->error ? "could not start:"
-                           : p->sig ? "was killed by signal"
-                                    : "exited with",
-                           p->error ? 0
-                           : p->sig ? p->sig
-                                    : p->exit,
-                           p->error ? " " : "", p->error ? p->error : "");
+        if (p->st == PR_EXITED && p->error && !strncmp(p->error, "memory limit:", 13))
+            /* the node's cgroup limit killed it (issue 23): a limit, as the cluster's own */
+            scored_job_end(c, j, PJ_KILLED, "process %u on host %s: %s", r, host, p->error);
+        else if (p->st == PR_EXITED && p->error)
+            scored_job_end(c, j, PJ_FAILED, "process %u on host %s could not start: %s", r, host,
+                           p->error);
+        else if (p->st == PR_EXITED && (p->exit != 0 || p->sig))
+            scored_job_end(c, j, PJ_FAILED, "process %u on host %s %s %d", r, host,
+                           p->sig ? "was killed by signal" : "exited with",
+                           p->sig ? p->sig : p->exit);
         if (p->st == PR_STARTED) {
             rss += p->rss_kb;
             disk += p->disk_kb;

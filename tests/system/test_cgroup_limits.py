@@ -183,3 +183,24 @@ def test_stale_directory_of_a_dead_client_is_removed(cluster_factory, client_fac
         for d in reversed(made):
             if d.exists():
                 d.rmdir()
+
+
+def test_parallel_job_memory_limit_reaches_the_node(cluster_factory, client_factory):
+    """PSUBMIT mem_mb (the job's per-host limit) travels in PSYNC_ACK and caps the job's
+    cgroup on the node, with no client-wide memory limit set."""
+    cl = cluster_factory(CLUSTER)
+    (node,) = client_factory(cl, 1, sets=dict(CLIENT, **{"client.slots": 2}))
+    bases(node)
+    wait_until(lambda: any(n["active"] for n in cl.rpc(37)["nodes"]), scaled(20), msg="node")
+    big = cl.client().ok("PSUBMIT", "SUBMITTED", procs=1, limit_s=60, mem_mb=64,
+                         argv=[PY, "-c", "b = b'x' * (200 << 20); print(len(b))"])["job"]
+    small = cl.client().ok("PSUBMIT", "SUBMITTED", procs=1, limit_s=60, mem_mb=64,
+                           argv=[PY, "-c", "b = b'x' * (16 << 20); print('small')"])["job"]
+    for jid, want in ((big, "killed"), (small, "done")):
+        wait_until(lambda: cl.rpc(34, job=jid)["job"]["state"] in ("done", "failed", "killed"),
+                   scaled(60), msg="parallel job %d ends" % jid)
+        j = cl.rpc(34, job=jid)["job"]
+        assert j["state"] == want, j
+    j = cl.rpc(34, job=big)["job"]
+    assert j["reason"] == ("process 0 on host node1: memory limit: the job's processes on "
+                           "this host used more than 64 MiB (cgroup)"), j

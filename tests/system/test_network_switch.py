@@ -156,9 +156,6 @@ def test_network_on_through_batch_and_meta(grid, listener, gridnode_bin, via):
     assert role.client().ok("JOB_GET", "JOB", job=jid)["job"]["network"] is True
 
 
-@pytest.mark.xfail(strict=True, reason="the client keeps the network for every parallel "
-                   "process: it does not read PSYNC_ACK's `network` yet (pprocs.c, "
-                   "runner.c runner_spawn_in); the cluster sends it (test below)")
 @pytest.mark.parametrize("via", ["batch", "meta"])
 def test_network_off_through_batch_and_meta(grid, listener, gridnode_bin, via):
     """Without --network a task started through the batch role or the spool (a

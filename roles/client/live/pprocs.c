@@ -290,7 +290,8 @@ static void start(struct pprocs *pp, const msgpack_object *cmd, uint64_t job, ui
     snprintf(wd, sizeof wd, "%s/p%llu.%u", pp->workroot, (unsigned long long)job, rank);
     bool ready = spare_take(pp, wd);
     if (runner_spawn_job(&p->run, av, wire_get_bool(cmd, "shell", false), env, wd, ready, cwd, pp,
-                         job, wire_get_u64(cmd, "mem_mb", 0)) < 0) {
+                         job, wire_get_u64(cmd, "mem_mb", 0),
+                         wire_get_bool(cmd, "network", true)) < 0) {
         log_warnx("parallel job %llu process %u: %s", (unsigned long long)job, rank, p->run.error);
         if (p->run.pid < 0)
             p->exited = true; /* nothing to reap */

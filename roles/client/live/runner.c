@@ -773,17 +773,17 @@ int runner_spawn(struct run *r, char *const *argv, bool shell, char *const *env,
 int runner_spawn_in(struct run *r, char *const *argv, bool shell, char *const *env,
                     const char *workdir, bool prepared, const char *cwd)
 {
-    return runner_spawn_job(r, argv, shell, env, workdir, prepared, cwd, NULL, 0, 0);
+    return runner_spawn_job(r, argv, shell, env, workdir, prepared, cwd, NULL, 0, 0, true);
 }
 
 /* The process of runner_spawn_job once its files are open (fd: closed here). 0 or -1. */
 static int spawn_fd(struct run *r, char *const *argv, bool shell, char *const *env, const char *cwd,
-                    int fd[3], const int cgfd[2])
+                    int fd[3], const int cgfd[2], bool network)
 {
     int ep[2] = {-1, -1};
-    if (sandbox_enabled()) { /* parallel ranks talk to each other: the network stays on */
+    if (sandbox_enabled()) { /* PSYNC_ACK `network`: off only for a one-process job */
         bool exec;
-        int rc = start_boxed(r, argv, shell, fd[0], fd[1], fd[2], env, cwd, true, cgfd, &exec);
+        int rc = start_boxed(r, argv, shell, fd[0], fd[1], fd[2], env, cwd, network, cgfd, &exec);
         for (int i = 0; i < 3; i++)
             close(fd[i]);
         if (rc == 0)
@@ -828,7 +828,7 @@ static int spawn_fd(struct run *r, char *const *argv, bool shell, char *const *e
 
 int runner_spawn_job(struct run *r, char *const *argv, bool shell, char *const *env,
                      const char *workdir, bool prepared, const char *cwd, const void *owner,
-                     uint64_t job, uint64_t mem_mb)
+                     uint64_t job, uint64_t mem_mb, bool network)
 {
     memset(r, 0, sizeof *r);
     r->pid = -1;
@@ -858,7 +858,7 @@ int runner_spawn_job(struct run *r, char *const *argv, bool shell, char *const *
             close(fd[i]);
         return -1;
     }
-    int rc = spawn_fd(r, argv, shell, env, cwd, fd, cgfd);
+    int rc = spawn_fd(r, argv, shell, env, cwd, fd, cgfd, network);
     cg_close(cgfd);
     if (rc < 0)
         cgroup_put(&r->cg);

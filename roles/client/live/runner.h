@@ -123,10 +123,11 @@ int runner_spawn_in(struct run *r, char *const *argv, bool shell, char *const *e
                     const char *workdir, bool prepared, const char *cwd);
 /* runner_spawn_in for a rank of parallel job `job` of owner (pprocs.h): the job's ranks
  * on this host share one cgroup (cgroup.h), its memory capped by mem_mb (the job's
- * per-host limit, 0: none). */
+ * per-host limit, 0: none); network false starts it without the network (PSYNC_ACK
+ * `network`: a one-process job that did not ask for it). */
 int runner_spawn_job(struct run *r, char *const *argv, bool shell, char *const *env,
                      const char *workdir, bool prepared, const char *cwd, const void *owner,
-                     uint64_t job, uint64_t mem_mb);
+                     uint64_t job, uint64_t mem_mb, bool network);
 /* After a runner_spawn child was reaped: sets r->error (and host_fault) if it could
  * not set itself up or execute its program. Returns true if so. */
 bool runner_spawned(struct run *r);
