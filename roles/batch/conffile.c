@@ -336,6 +336,12 @@ static int set_live(struct ctx *x, const char *sec, const char *k, const char *v
             l->max_interval_s = n;
             return 1;
         }
+        if (!strcasecmp(k, "lost_requeues")) {
+            if (integer(v, 0, 1000, &n) < 0)
+                return bad(x, "lost_requeues must be 0 to 1000 reruns, not '%s'", v);
+            l->lost_requeues = n;
+            return 1;
+        }
         if (!strcasecmp(k, "max_array")) {
             if (integer(v, 1, 10000000, &n) < 0)
                 return bad(x, "max_array must be 1 to 10000000 elements, not '%s'", v);
@@ -509,6 +515,7 @@ void batch_ini_defaults(struct batch_ini *f)
         shared_set(&x, k, k->name, k->dflt);
     f->live.max_interval_s = 30;
     f->live.max_array = 10000000; /* the wire's cap of ntasks */
+    f->live.lost_requeues = 5;    /* Slurm's MaxBatchRequeue */
     f->live.stats_interval_s = 10;
 }
 
@@ -546,14 +553,16 @@ void batch_ini_print(const struct batch_ini *f, FILE *out)
     const struct batch_live_cfg *l = &f->live;
     fprintf(out,
             "\n[batch]\nlisten = %s\nstate_dir = %s\nclusters = %s\nadmins = %s\n"
-            "max_interval_s = %lld\nmax_array = %lld\nlog_level = %s\n\n[store]\nsync = %s\n"
+            "max_interval_s = %lld\nmax_array = %lld\nlost_requeues = %lld\nlog_level = "
+            "%s\n\n[store]\nsync = %s\n"
             "map_mb = %lld\n\n"
             "[limits]\npeer_queue = %lld\n\n[security]\nsecret_key = %s\nserver_key = %s\n"
             "authorized_keys = %s\nplain = %s\n\n[stats]\ninterval_s = %lld\nhttp = %s\n",
             l->listen, l->state_dir, l->clusters, l->admins, (long long)l->max_interval_s,
-            (long long)l->max_array, l->log_level, sy[l->sync], (long long)l->map_mb,
-            (long long)l->peer_queue, l->sec.secret_key, l->sec.server_key, l->sec.authorized_keys,
-            l->sec.plain ? "true" : "false", (long long)l->stats_interval_s, l->stats_http);
+            (long long)l->max_array, (long long)l->lost_requeues, l->log_level, sy[l->sync],
+            (long long)l->map_mb, (long long)l->peer_queue, l->sec.secret_key, l->sec.server_key,
+            l->sec.authorized_keys, l->sec.plain ? "true" : "false", (long long)l->stats_interval_s,
+            l->stats_http);
     for (size_t i = 0; i < c->ncreds; i++) {
         const struct batch_cred_cfg *cc = &c->creds[i];
         fprintf(out, "\n[%s %s]\npriority = %g\n", batch_cred_kind_name(cc->kind), cc->name,

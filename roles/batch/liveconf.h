@@ -25,6 +25,7 @@ struct batch_live_cfg {
     char log_level[16];
     int64_t max_interval_s; /* a cycle at least this often */
     int64_t max_array;      /* largest SUBMIT ntasks taken (Slurm's MaxArraySize) */
+    int64_t lost_requeues;  /* runs of an element lost to a host, rerun (issue 24) */
     int sync;               /* enum store_sync: 0 full, 1 meta, 2 none */
     long map_mb;
     long peer_queue;

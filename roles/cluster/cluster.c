@@ -82,6 +82,9 @@ const struct config_key cluster_keys[] = {
      "gang time slice: jobs sharing hosts take turns this often (K6)"},
     {"queues", "sync_ms", CONFIG_INT, "500", OFF(sd_sync_ms), 20, 60000, NULL,
      "how often nodes report their parallel processes and fetch commands (PSYNC)"},
+    {"queues", "lost_requeues", CONFIG_INT, "5", OFF(sd_lost_requeues), 0, 1000, NULL,
+     "a parallel job whose host or process was lost is requeued this many times at most "
+     "(Slurm's MaxBatchRequeue), then it fails; a batch role's jobs are rerun there"},
     {"queues", "hosts", CONFIG_STR, "", OFF(sd_hosts), 0, 0, NULL,
      "hosts file ([host] sections: cluster, speed, watchfs); empty: none (K1)"},
     {"queues", "rc", CONFIG_STR, "", OFF(sd_rc), 0, 0, NULL,

@@ -70,7 +70,7 @@ struct cluster_cfg {
     long peer_timeout_s; /* limits.peer_timeout_s (daemon/netopts.h) */
     long ev_keep;        /* events.keep (feed.c) */
     /* SCore-D resource management (scored*.c) */
-    long sd_queues, sd_default_queue, sd_quantum_ms, sd_sync_ms;
+    long sd_queues, sd_default_queue, sd_quantum_ms, sd_sync_ms, sd_lost_requeues;
     char sd_hosts[CONFIG_STR_MAX];
     char sd_rc[CONFIG_STR_MAX];
     /* sessions.c */

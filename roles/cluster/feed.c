@@ -190,8 +190,8 @@ static void job_exit(const struct pjob *j, int64_t *code, uint64_t *sig)
 static void pack_job_event(struct cluster *c, struct feed *f, const struct pjob *j)
 {
     bool ended = PJ_TERMINAL(j->state);
-    uint32_t nf = 4 + (j->key != NULL) + (j->nhosts > 0) + (ended ? 3 : 0) + (j->started_ms != 0) +
-                  (j->finished_ms != 0);
+    uint32_t nf = 4 + (j->key != NULL) + (j->nhosts > 0) + (ended ? 3 + j->lost : 0) +
+                  (j->started_ms != 0) + (j->finished_ms != 0);
     wire_buf_reset(&f->wb);
     wire_pack_map(&f->wb, nf);
     wire_put_u64(&f->wb, "seq", f->next_seq);
@@ -213,6 +213,8 @@ static void pack_job_event(struct cluster *c, struct feed *f, const struct pjob 
         wire_put_i64(&f->wb, "exit", code);
         wire_put_u64(&f->wb, "signal", sig);
         wire_put_str(&f->wb, "reason", j->reason);
+        if (j->lost) /* a host or process was lost (issue 24): the batch role reruns it */
+            wire_put_bool(&f->wb, "lost", true);
     }
     if (j->started_ms)
         wire_put_i64(&f->wb, "started", j->started_ms);

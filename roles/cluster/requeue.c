@@ -195,6 +195,7 @@ void scored_requeue_progress(struct cluster *c, struct pjob *j)
     j->run_ms = j->slice_ms = j->last_ran_ms = 0;
     j->started_ms = j->finished_ms = 0;
     j->requeues++;
+    j->lost = false;
     j->state = PJ_WAITING;
     snprintf(j->reason, sizeof j->reason, "requeued: waiting to be placed again");
     j->dirty = true;

@@ -479,6 +479,27 @@ void scored_job_end(struct cluster *c, struct pjob *j, enum pj_state st, const c
              j->reason[0] ? ": " : "", j->reason);
 }
 
+void scored_job_lost(struct cluster *c, struct pjob *j, const char *fmt, ...)
+{
+    char why[200];
+    va_list ap;
+    if (PJ_TERMINAL(j->state) || j->state == PJ_REQUEUEING)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (!j->placed && j->requeues < (uint32_t)c->cfg.sd_lost_requeues && !scored_requeue(c, j)) {
+        if (j->state == PJ_REQUEUEING) /* else already waiting again */
+            snprintf(j->reason, sizeof j->reason, "requeued after a node failure: %.200s", why);
+        log_info("parallel job %llu requeued after a node failure (%u of %ld): %s",
+                 (unsigned long long)j->id, j->requeues + (j->state == PJ_REQUEUEING),
+                 c->cfg.sd_lost_requeues, why);
+        return;
+    }
+    j->lost = true;
+    scored_job_end(c, j, PJ_FAILED, "%s", why);
+}
+
 void scored_cancel(struct cluster *c, struct pjob *j)
 {
     scored_job_end(c, j, PJ_CANCELLED, "cancelled by the user");
@@ -493,7 +514,7 @@ void scored_node_left(struct cluster *c, struct node *n, const char *why)
             continue;
         for (uint32_t h = 0; h < j->nhosts; h++)
             if (j->hosts[h] == me) {
-                scored_job_end(c, j, PJ_FAILED, "host %s %s", n->name, why);
+                scored_job_lost(c, j, "host %s %s", n->name, why);
                 break;
             }
     }
@@ -591,7 +612,7 @@ void scored_schedule(struct cluster *c, bool rotate)
         if (j->state == PJ_REQUEUEING) /* ranks on hosts that died count as gone */
             scored_requeue_progress(c, j);
         if (admitted(j) && j->started_ms && !hosts_up(c, j))
-            scored_job_end(c, j, PJ_FAILED, "a host of the job became inactive");
+            scored_job_lost(c, j, "a host of the job became inactive");
         else if (admitted(j))
             scored_check_limits(c, j, now);
     }

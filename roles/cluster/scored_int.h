@@ -50,6 +50,8 @@ struct pjob {
     bool shell, wait, dirty;
     bool placed;      /* PSUBMIT named its hosts: never waits, never time-sliced */
     bool network;     /* submit --network (issue 23); scored_ack.c: what it means */
+    bool lost;        /* failed because a host or a process was lost, not by itself
+                         (issue 24): the batch role runs such an element again */
     uint8_t ev_state; /* 1 + the state last published as an event (events.c); 0: none */
     struct sd_request rq;
     uint64_t req_cpu_s, limit_s;
@@ -111,6 +113,10 @@ int scored_hostline(void *user, const char *section, const char *name, const cha
 void scored_schedule(struct cluster *c, bool rotate);
 void scored_cancel(struct cluster *c, struct pjob *j);
 void scored_node_left(struct cluster *c, struct node *n, const char *why);
+/* A host or process of j was lost (not j's own doing, issue 24): requeued while it may
+ * be (queues.lost_requeues, not a batch role's placed job), else failed with `lost`. */
+void scored_job_lost(struct cluster *c, struct pjob *j, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 void h_psubmit(struct cluster *c, struct request *r);
 /* After each commit: skips the settled jobs at the front (sd->live_from). */
 void scored_settle(struct cluster *c);

@@ -93,8 +93,10 @@ static void after_report(struct cluster *c, struct pjob *j, uint32_t me, const c
                 exited++;
                 j->dirty = true;
             } else {
-                scored_job_end(c, j, PJ_FAILED,
-                               "process %u was lost on host %s (client restarted?)", r, host);
+                scored_job_lost(c, j, "process %u was lost on host %s (client restarted?)", r,
+                                host);
+                if (j->state == PJ_REQUEUEING || j->state == PJ_WAITING)
+                    return; /* its other ranks: the requeue's business */
             }
             continue;
         }

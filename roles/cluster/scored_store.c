@@ -100,10 +100,12 @@ static const char *host_name(const struct cluster *c, uint32_t h)
 
 static void job_encode(const struct cluster *c, const struct pjob *j, struct wire_buf *wb)
 {
-    wire_pack_map(wb, 33 + (j->key != NULL) + (j->requeues > 0) + j->network +
+    wire_pack_map(wb, 33 + (j->key != NULL) + (j->requeues > 0) + j->network + j->lost +
                           jobenv_put(NULL, j->env, j->cwd));
     if (j->requeues > 0)
         wire_put_u64(wb, "requeues", j->requeues);
+    if (j->lost) /* only when set, as network */
+        wire_put_bool(wb, "lost", true);
     if (j->network) /* only when set: a record without it (older ones too) reads false */
         wire_put_bool(wb, "network", true);
     jobenv_put(wb, j->env, j->cwd);
@@ -186,9 +188,11 @@ static void pack_job(const struct cluster *c, const struct pjob *j, struct wire_
 {
     int64_t run = j->run_ms + (j->state == PJ_RUNNING ? wall_now_ms() - j->slice_ms : 0);
     bool cut = !ranks && cluster_argv_cut(j->argv, (uint32_t)j->argc, CLUSTER_ROW_ARGV_MAX);
-    wire_pack_map(wb, (ranks ? 28 : cut ? 28 : 27) + (j->requeues > 0));
+    wire_pack_map(wb, (ranks ? 28 : cut ? 28 : 27) + (j->requeues > 0) + j->lost);
     if (j->requeues > 0) /* gridnode requeue (issue 15) */
         wire_put_u64(wb, "requeues", j->requeues);
+    if (j->lost) /* failed by a lost host or process (issue 24) */
+        wire_put_bool(wb, "lost", true);
     wire_put_bool(wb, "network", j->network); /* submit --network (issue 23) */
     wire_put_u64(wb, "job", j->id);
     wire_put_str(wb, "kind", "parallel");
@@ -415,6 +419,7 @@ static int load_job(void *arg, const uint8_t *key, size_t klen, const void *val,
     j->queue0 = (uint32_t)wire_get_u64(m, "queue0", 0);
     j->demotions = (uint32_t)wire_get_u64(m, "demotions", 0);
     j->requeues = (uint32_t)wire_get_u64(m, "requeues", 0);
+    j->lost = wire_get_bool(m, "lost", false);
     j->state = (enum pj_state)s;
     j->ev_state = (uint8_t)(s + 1); /* loaded: published (a new epoch resets drivers) */
     wire_get_strbuf(m, "reason", j->reason, sizeof j->reason);

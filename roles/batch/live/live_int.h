@@ -87,6 +87,7 @@ struct lelem {
     char *hosts;          /* comma-separated host per rank while starting/running/ended */
     /* run number (JOB_CTL requeues of it), part of its cluster key */
     uint32_t run;
+    uint32_t lost; /* runs lost to a host or process (issue 24), each rerun */
     /* JOB_CTL requeue (issue 15): this run is being cancelled at its cluster; once the
        cluster reports it ended it goes back to pending with run + 1 (stored) */
     bool want_requeue : 1;

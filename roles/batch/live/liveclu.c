@@ -247,6 +247,21 @@ static void elem_update(struct live *L, struct ljob *j, uint32_t e, const msgpac
         return;
     }
     wire_get_strbuf(m, "reason", why, sizeof why);
+    if (s == EL_FAILED && wire_get_bool(m, "lost", false) && !el->want_cancel && !j->cancelled &&
+        el->lost < (uint32_t)L->cfg.live.lost_requeues) {
+        /* a host or process was lost, not the job's own failure (issue 24): run again,
+         * as Slurm requeues a batch job whose node failed */
+        char rq[400];
+        el->lost++;
+        el->want_requeue = true; /* a new run: a new cluster key */
+        j->requeues++;
+        j->dirty = true;
+        snprintf(rq, sizeof rq, "requeued after a node failure (%u of %lld): %.250s", el->lost,
+                 (long long)L->cfg.live.lost_requeues, why);
+        log_info("job %llu element %u: %s", (unsigned long long)j->id, e, rq);
+        requeue(L, j, e, rq);
+        return;
+    }
     el->exit = (int32_t)wire_get_i64(m, "exit", s == EL_DONE ? 0 : -1);
     el->signal = (uint8_t)wire_get_u64(m, "signal", 0);
     int64_t fin = wire_get_time(m, "finished", 0);

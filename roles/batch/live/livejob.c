@@ -541,8 +541,9 @@ bad:
 
 void live_elem_encode(const struct lelem *el, struct wire_buf *wb)
 {
-    wire_pack_map(wb, 14);
+    wire_pack_map(wb, 15);
     wire_put_str(wb, "state", live_elem_state_name(el->state));
+    wire_put_u64(wb, "lost", el->lost);
     wire_put_i64(wb, "cl", el->cl);
     wire_put_u64(wb, "cjob", el->cjob);
     wire_put_i64(wb, "start", el->start);
@@ -590,6 +591,7 @@ int live_elem_decode(const void *p, size_t n, struct lelem *el)
     el->want_cancel = bool_of(m, "want_cancel");
     el->want_requeue = bool_of(m, "want_requeue"); /* both absent in older records */
     el->run = (uint32_t)u64_of(m, "run");
+    el->lost = (uint32_t)u64_of(m, "lost"); /* absent in older records */
     msgpack_unpacked_destroy(&up);
     return 0;
 }

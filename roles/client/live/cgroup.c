@@ -225,7 +225,7 @@ static void remove_stale(const char *grid)
             if (s->d_type != DT_DIR || s->d_name[0] == '.')
                 continue;
             snprintf(child, sizeof child, "%s/%s", dir, s->d_name);
-            rmdir(child);
+            rmdir_wait(child, true); /* what its tasks left running dies with it */
         }
         if (sub)
             closedir(sub);
