@@ -238,6 +238,8 @@ int64_t live_now(struct live *L); /* this turn's instant, wall ms (see livejob.c
 void live_want_cycle(struct live *L);
 uint64_t live_eid(uint64_t job, uint32_t e);
 struct ljob *live_job_find(struct live *L, uint64_t id);
+/* Index of the first job (by id) whose id is >= id (njobs: none). */
+uint32_t live_job_lower(const struct live *L, uint64_t id);
 /* The record of engine element eid, or NULL (no such job or element, or no record). */
 struct lelem *live_elem_find(struct live *L, uint64_t eid, struct ljob **jp);
 /* The record of element e of j, or NULL if it has none. */

@@ -57,7 +57,7 @@ uint64_t live_eid(uint64_t job, uint32_t e)
     return (job << LIVE_ELEM_BITS) | e;
 }
 
-struct ljob *live_job_find(struct live *L, uint64_t id)
+uint32_t live_job_lower(const struct live *L, uint64_t id)
 {
     uint32_t lo = 0, hi = L->njobs;
     while (lo < hi) {
@@ -67,6 +67,12 @@ struct ljob *live_job_find(struct live *L, uint64_t id)
         else
             hi = mid;
     }
+    return lo;
+}
+
+struct ljob *live_job_find(struct live *L, uint64_t id)
+{
+    uint32_t lo = live_job_lower(L, id);
     return lo < L->njobs && L->jobs[lo]->id == id ? L->jobs[lo] : NULL;
 }
 

@@ -383,17 +383,9 @@ static void h_job_list(struct req *r)
     uint64_t count = wire_get_u64(r->m->root, "count", 1000);
     if (count == 0)
         count = 1;
-    uint32_t lo = 0, hi = L->njobs;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (L->jobs[mid]->id < from)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
     struct wire_buf rows;
     wire_buf_init(&rows);
-    uint32_t n = 0, i = lo;
+    uint32_t n = 0, i = live_job_lower(L, from);
     for (; i < L->njobs && n < count && (n == 0 || rows.sb.size < LIVE_LIST_MAX); i++) {
         if (!curve_may_touch(L->jobs[i]->user)) /* CURVE on: a user lists its own jobs */
             continue;
