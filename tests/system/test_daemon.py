@@ -479,6 +479,7 @@ def test_grid_help_and_bad_arguments(gridnode_bin, workdir):
     for h in (["--help"], ["help"], ["-h"], ["up", "--help"]):
         r = subprocess.run([grid] + h, capture_output=True, text=True, timeout=30, env=env)
         assert r.returncode == 0 and "scripts/grid restart NAME" in r.stdout, (h, r.stderr)
+        assert "set -eu" not in r.stdout and "usage()" not in r.stdout, r.stdout  # no source
     for args, want in BAD_GRID_ARGS:
         d = workdir / "bad"
         r = subprocess.run([grid] + args + ["--dir", str(d)], capture_output=True,
@@ -512,6 +513,17 @@ def test_grid_status_logs_and_restart_of_one_role(gridnode_bin, workdir):
         cl, n1, n2 = pid("cluster"), pid("node1"), pid("node2")
         log1 = (d / "logs" / "node1.log").read_text()
         assert "grid: started client node1 pid %d" % n1 in log1
+        # an operator's own line in authorized_keys (a user's key) survives `restart`
+        # and `up` (issue 27: they rewrote the file without it)
+        kd = workdir / "alice_keys"
+        kd.mkdir()
+        subprocess.run([gridnode_bin, "keygen", "-d", str(kd), "alice"], check=True,
+                       capture_output=True, timeout=30)
+        pub = [x for x in (kd / "alice.pub").read_text().splitlines()
+               if x and not x.startswith("#")][0]
+        auth = d / "keys" / "authorized_keys"
+        with open(auth, "a") as f:
+            f.write("%s alice user groups=physics\n" % pub)
         # node1 alone restarted: new pid, the others untouched, its log appended
         r = sh("restart", "node1")
         assert r.returncode == 0, r.stdout + r.stderr
@@ -520,6 +532,7 @@ def test_grid_status_logs_and_restart_of_one_role(gridnode_bin, workdir):
         log2 = (d / "logs" / "node1.log").read_text()
         assert log2.startswith(log1)
         assert "grid: started client node1 pid %d" % pid("node1") in log2
+        assert "%s alice user groups=physics" % pub in auth.read_text()
         # the cluster crashes: status says so by name; `up --only cluster` restarts it on
         # the remembered port and its crashed run's log is still there
         os.kill(cl, signal.SIGKILL)
