@@ -402,6 +402,11 @@ void live_host_update(struct live *L, struct lclu *c, const msgpack_object *m, b
 /* False if cls names one of the clusters (classes); else true with the reason (naming
  * the known classes) in why. */
 bool live_class_unknown(const struct live *L, const char *cls, char *why, size_t len);
+/* Why a parallel job of procs processes at most ppn per host can never run in class
+ * cls (NULL or "": the default cluster) on the hosts known there (text into why),
+ * or false when it can or no host is known yet. */
+bool live_ppn_impossible(const struct live *L, const char *cls, uint32_t procs, uint32_t ppn,
+                         char *why, size_t len);
 
 /* liveclu.c */
 int live_clusters_open(struct live *L, char *err, size_t errlen);
