@@ -8,6 +8,8 @@ each need the whole partition. Every wait is bounded; no test asserts on speed."
 import re
 import subprocess
 
+import pytest
+
 from conftest import TYPES, scaled, wait_until
 
 T = dict(TYPES, PSUBMIT=39, NODE_LIST=37, NODES=38, ESTIMATE=84, SITE_INFO=94)
@@ -75,22 +77,30 @@ def test_ppn_spreads_ranks_over_hosts_at_batch_and_spool(
 # ---- 4. a site's end state and reason carried up to `job --wait` ----
 
 HOG = "python3 -c \"import time; b = b'x' * (300 << 20); time.sleep(60)\""
+SPIN = "while :; do :; done"
 
 
-def test_memory_kill_same_exit_and_reason_at_every_level(
-        cluster_factory, client_factory, batch_factory, meta_factory, gridnode_bin):
+@pytest.mark.parametrize("limit,prog,word", [
+    (("--mem", 64), HOG, "memory"),
+    (("--cpu", 1), SPIN, "CPU time"),
+])
+def test_limit_kill_same_exit_and_reason_at_every_level(
+        cluster_factory, client_factory, batch_factory, meta_factory, gridnode_bin,
+        limit, prog, word):
+    """A job killed at a limit: exit 4 and the reason at the cluster, the batch role
+    (which sends the limit on: --cpu was dropped there) and the spool alike."""
     cl, b = site(cluster_factory, client_factory, batch_factory, nodes=1)
     m = meta_factory({"s": b})
     for role in (cl, b, m):
-        r = run(gridnode_bin, "submit", "-e", role.endpoint, "-p", 1, "--mem", 64, "--limit",
-                60, "--shell", "--wait", "--", HOG, timeout=90)
+        r = run(gridnode_bin, "submit", "-e", role.endpoint, "-p", 1, *limit, "--limit", 60,
+                "--shell", "--wait", "--", prog, timeout=90)
         assert r.returncode == 4, (role.name, r.returncode, r.stdout, r.stderr)
         jid = int(re.search(r"job (\d+)", r.stdout).group(1))
         j = run(gridnode_bin, "job", "-e", role.endpoint, jid)
         assert j.returncode == 0 and "killed" in j.stdout, (role.name, j.stdout)
-        assert "memory" in j.stdout, (role.name, j.stdout)
+        assert word in j.stdout, (role.name, j.stdout)
         row = jget(role, jid)
-        assert row["state"] == "killed" and "memory" in row["reason"], (role.name, row)
+        assert row["state"] == "killed" and word in row["reason"], (role.name, row)
         w = run(gridnode_bin, "job", "-e", role.endpoint, "--wait", jid)
         assert w.returncode == 4, (role.name, w.returncode, w.stderr)
 

@@ -98,6 +98,7 @@ struct ljob {
     uint8_t queue;
     uint32_t ntasks, procs, ppn;
     int64_t mem_mb, disk_mb, limit_s;
+    int64_t cpu_s; /* a parallel job's maximum CPU seconds (--cpu), sent on; 0 = none */
     int64_t submitted, finished; /* wall ms */
     char *name, *user, *group, *account, *class_, *qos, *key, *resv;
     uint32_t nfed; /* elements 0..nfed-1 were given to the engine */

@@ -411,7 +411,7 @@ static void put_opt(struct wire_buf *wb, const char *k, const char *v)
 void live_job_encode(const struct ljob *j, const char *const *argv, uint32_t argc,
                      struct wire_buf *wb)
 {
-    wire_pack_map(wb, 27 + jobenv_put(NULL, j->env, j->cwd));
+    wire_pack_map(wb, 28 + jobenv_put(NULL, j->env, j->cwd));
     jobenv_put(wb, j->env, j->cwd);
     wire_put_u64(wb, "id", j->id);
     wire_put_bool(wb, "parallel", j->parallel);
@@ -424,6 +424,7 @@ void live_job_encode(const struct ljob *j, const char *const *argv, uint32_t arg
     wire_put_i64(wb, "mem_mb", j->mem_mb);
     wire_put_i64(wb, "disk_mb", j->disk_mb);
     wire_put_i64(wb, "limit_s", j->limit_s);
+    wire_put_i64(wb, "cpu_s", j->cpu_s); /* issue 27; absent in older records: none */
     wire_put_i64(wb, "submitted", j->submitted);
     wire_put_i64(wb, "finished", j->finished);
     put_opt(wb, "name", j->name);
@@ -509,6 +510,7 @@ struct ljob *live_job_decode(const void *p, size_t n)
     j->mem_mb = i64_of(m, "mem_mb");
     j->disk_mb = i64_of(m, "disk_mb");
     j->limit_s = i64_of(m, "limit_s");
+    j->cpu_s = i64_of(m, "cpu_s");
     j->submitted = i64_of(m, "submitted");
     j->finished = i64_of(m, "finished");
     j->name = dup_opt(m, "name");

@@ -194,6 +194,8 @@ static void new_job(struct req *r, bool parallel)
         j->procs = (uint32_t)wire_get_u64(m, "procs", 0);
         /* --ppn: at most ppn per host; not given = packed core by core (Slurm) */
         j->ppn = wire_get(m, "ppn") ? (uint32_t)wire_get_u64(m, "ppn", 0) : 0;
+        /* --cpu: the cluster enforces it (sent on with the start, liveclu.c) */
+        j->cpu_s = (int64_t)wire_get_capped(m, "cpu_s", 0, INT64_MAX);
     } else {
         j->ntasks = (uint32_t)wire_get_u64(m, "ntasks", 0);
         j->procs = 1;
