@@ -151,9 +151,15 @@ void meta_decide(struct meta *M, struct mjob *j)
         return;
     }
     if (k == 0) {
+        bool refused = false; /* every site that can hold it refused it in this round */
+        for (int i = 0; i < M->nsites && !refused; i++)
+            refused = site_for(M, j, i) && (j->tried & (1ull << i));
+        /* issue 27: the last refusal stays the reason, not "waiting for a site to be up"
+         * while the sites are up */
         round_over(M, j,
-                   n ? "no site offered a start estimate; trying again"
-                     : "waiting for a site that can hold it to be up");
+                   n         ? "no site offered a start estimate; trying again"
+                   : refused ? NULL
+                             : "waiting for a site that can hold it to be up");
         return;
     }
     int s = order[0];
