@@ -67,7 +67,9 @@ static const char usage[] =
     "manager chooses; each gets GRIDNODE_RANK, GRIDNODE_SIZE, GRIDNODE_HOSTS, GRIDNODE_PPN,\n"
     "GRIDNODE_JOB and GRIDNODE_NODE in its environment):\n"
     "  -p, --procs N          number of processes (makes the job parallel)\n"
-    "  --ppn N                processes per host (default 1)\n"
+    "  --ppn N                processes per host (default 1 at a cluster manager; a batch\n"
+    "                         role or the spool then packs them core by core, and --ppn\n"
+    "                         makes it at most N per host)\n"
     "  --queue Q              priority queue, 0 highest (default: the cluster's)\n"
     "  --mem MIB, --disk MIB  per-host memory / disk limits, always enforced (capped by\n"
     "                         the queue's share of the cluster limit when one is set)\n"
@@ -524,16 +526,17 @@ static int submit_parallel(struct cli *c, const struct submit_opts *o)
         fprintf(stderr, "%s: %s\n", c->prog, why);
         return 2;
     }
-    uint32_t nf = 7 + (o->name != NULL) + (o->user != NULL) + (o->group != NULL) + o->has_queue +
-                  (o->mem > 0) + (o->disk > 0) + (o->cpu > 0) + o->has_limit + sched_fields(o) +
-                  o->network + jobenv_put(NULL, env, cwd);
+    uint32_t nf = 6 + o->has_ppn + (o->name != NULL) + (o->user != NULL) + (o->group != NULL) +
+                  o->has_queue + (o->mem > 0) + (o->disk > 0) + (o->cpu > 0) + o->has_limit +
+                  sched_fields(o) + o->network + jobenv_put(NULL, env, cwd);
     wire_begin(&wb, WT_PSUBMIT, 1, nf);
     put_sched(&wb, o);
     jobenv_put(&wb, env, cwd); /* --export / --chdir (issue 15) */
     submit_env_free(env, cwd);
     wire_put_strv(&wb, "argv", o->argv, (uint32_t)o->argc);
     wire_put_u64(&wb, "procs", o->procs);
-    wire_put_u64(&wb, "ppn", o->ppn ? o->ppn : 1);
+    if (o->has_ppn) /* not given: the cluster's default (1), packed at batch and meta */
+        wire_put_u64(&wb, "ppn", o->ppn);
     wire_put_bool(&wb, "shell", o->shell);
     wire_put_bool(&wb, "wait", o->wait_res);
     wire_put_bool(&wb, "coc", o->coc);

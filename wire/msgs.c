@@ -121,6 +121,7 @@ static const struct wire_field running_fields[] = {
 static const struct wire_field f_error[] = {
     {"code", WF_UINT, true},
     {"msg", WF_STR, true},
+    {"field", WF_STR, false, 64}, /* the request field at fault, when said (issue 27) */
     {NULL},
 };
 
@@ -453,6 +454,7 @@ static const struct wire_field f_jobcheck[] = {
 static const struct wire_field f_estimate[] = {
     {"job", WF_UINT, false},
     {"procs", WF_UINT, false, 1u << 20},
+    {"ppn", WF_UINT, false, 4096},
     MEM_DISK_FIELDS,
     {"walltime_s", WF_UINT, false, 366u * 86400},
     {"user", WF_STR, false, NAME_MAX_},
@@ -519,6 +521,7 @@ static const struct wire_field f_reserve[] = {
     {"user", WF_STR, false, NAME_MAX_},
     ACL_FIELDS,
     {"procs", WF_UINT, true, 1u << 20},
+    {"ppn", WF_UINT, false, 4096},
     MEM_DISK_FIELDS,
     {"class", WF_STR, false, NAME_MAX_},
     {"start", WF_INT, false, WIRE_TIME_MS_MAX},

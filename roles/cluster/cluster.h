@@ -300,7 +300,13 @@ const char *cluster_node_load_gpus(struct node *n, const msgpack_object *m);
  * One node as a map: the stored record (with "owner"), or when live the NODES row
  * (running/cur_job/cur_since; "sid" blank for a user requester, curve_may_see_sessions).
  */
-void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live);
+/* Packs node n (a NODES row; live false: its stored record). procs: the parallel
+ * processes running on it now (cluster_procs_by_node), counted in the live row's
+ * `running` with its bag tasks. */
+void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live, uint32_t procs);
+/* counts[i] = the parallel processes running now on node i, for every node (counts
+ * has c->nnodes entries): one pass over the running parallel jobs (feed.c). */
+void cluster_procs_by_node(const struct cluster *c, uint32_t *counts);
 /*
  * One key/value pair of a stored result into a reply (JOB task maps): as stored, but
  * for a user requester "node" (the session id of the node that sent it) becomes that

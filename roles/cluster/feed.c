@@ -239,6 +239,21 @@ static void wake_hosts(struct cluster *c, struct feed *f, const struct pjob *j)
 
 /* ---- host events ---- */
 
+void cluster_procs_by_node(const struct cluster *c, uint32_t *counts)
+{
+    memset(counts, 0, (size_t)c->nnodes * sizeof *counts);
+    for (uint32_t i = c->sd ? c->sd->live_from : 0; c->sd && i < c->sd->njobs; i++) {
+        const struct pjob *j = c->sd->jobs[i];
+        if (j->state != PJ_RUNNING || !j->ranks)
+            continue;
+        for (uint32_t r = 0; r < j->rq.nprocs; r++) {
+            uint32_t h = j->ranks[r].host;
+            if (h < j->nhosts && j->hosts[h] < c->nnodes && j->ranks[r].st != PR_EXITED)
+                counts[j->hosts[h]]++;
+        }
+    }
+}
+
 static uint32_t node_running(const struct cluster *c, uint32_t me)
 {
     uint32_t n = 0;

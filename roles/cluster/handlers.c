@@ -15,6 +15,7 @@
 #include "roles/cluster/cluster.h"
 #include "roles/cluster/scored_int.h"
 #include "store/store.h"
+#include "wire/jobargv.h"
 #include "wire/jobenv.h"
 #include "wire/joblist.h"
 
@@ -344,15 +345,9 @@ static const char *submit_invalid(const struct cluster *c, const msgpack_object 
     uint64_t ntasks = wire_get_u64(m, "ntasks", 0);
     double cx = wire_get_f64(m, "complexity", 1);
     (void)c;
-    if (argv->via.array.size == 0 || argv->via.array.ptr[0].via.str.size == 0)
-        return "argv must name a program (a non-empty first element)";
-    for (uint32_t i = 0; i < argv->via.array.size; i++) {
-        const msgpack_object *a = &argv->via.array.ptr[i];
-        if (memchr(a->via.str.ptr, 0, a->via.str.size))
-            return "argv elements must not contain NUL bytes";
-        if (a->via.str.size > 16384) /* expanded, it must still fit a task's 64 KiB cap */
-            return "an argv element is longer than 16384 bytes";
-    }
+    const char *bad = jobargv_problem(argv); /* the same check at batch and meta */
+    if (bad)
+        return bad;
     if (ntasks == 0)
         return "ntasks must be at least 1";
     if (in && in->via.array.size != ntasks)
@@ -776,11 +771,19 @@ static void h_node_list(struct cluster *c, struct request *r)
     uint32_t count = list_count(r), n = 0, i = from < c->nnodes ? (uint32_t)from : c->nnodes;
     struct wire_buf rows;
     wire_buf_init(&rows);
+    uint32_t *procs = calloc(c->nnodes + 1, sizeof *procs); /* parallel processes per node */
+    if (!procs) {
+        reply_error(r, WE_STORAGE, "out of memory");
+        wire_buf_free(&rows);
+        return;
+    }
+    cluster_procs_by_node(c, procs);
     for (; i < c->nnodes && n < count && (n == 0 || rows.sb.size <= CLUSTER_LIST_MAX); i++)
         if (!c->nodes[i].gone) { /* forgotten, until the next compaction */
-            cluster_node_pack(&c->nodes[i], &rows, true);
+            cluster_node_pack(&c->nodes[i], &rows, true, procs[i]);
             n++;
         }
+    free(procs);
     list_reply(r, WT_NODES, "nodes", &rows, n, i < c->nnodes, i);
     wire_buf_free(&rows);
 }

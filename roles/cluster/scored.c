@@ -18,6 +18,7 @@
 #include "daemon/loop.h"
 #include "roles/cluster/scored_int.h"
 #include "store/store.h"
+#include "wire/jobargv.h"
 #include "wire/jobenv.h"
 
 /* ---- hosts file ---- */
@@ -738,12 +739,9 @@ fail:
 
 static const char *psubmit_invalid(const struct cluster *c, const msgpack_object *m)
 {
-    const msgpack_object *argv = wire_get(m, "argv");
-    if (argv->via.array.size == 0 || argv->via.array.ptr[0].via.str.size == 0)
-        return "argv must name a program (a non-empty first element)";
-    for (uint32_t i = 0; i < argv->via.array.size; i++)
-        if (memchr(argv->via.array.ptr[i].via.str.ptr, 0, argv->via.array.ptr[i].via.str.size))
-            return "argv elements must not contain NUL bytes";
+    const char *bad = jobargv_problem(wire_get(m, "argv")); /* as SUBMIT, batch and meta */
+    if (bad)
+        return bad;
     if (wire_get_u64(m, "procs", 1) == 0 || wire_get_u64(m, "ppn", 1) == 0)
         return "procs and ppn must be at least 1";
     if (wire_get_u64(m, "queue", (uint64_t)c->cfg.sd_default_queue) >= c->sd->set.nq)

@@ -64,10 +64,10 @@ static void job_encode(const struct job *j, struct wire_buf *wb)
     jobenv_put(wb, j->env, j->cwd);
 }
 
-void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live)
+void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live, uint32_t procs)
 {
     bool owner = !live && n->owner[0]; /* stored only: who opened it (sessions.c) */
-    wire_pack_map(wb, (live ? 25 + 2 * !!n->drain : 22) + owner + (n->ngpu > 0) +
+    wire_pack_map(wb, (live ? 27 + 2 * !!n->drain : 22) + owner + (n->ngpu > 0) +
                           (n->cpu_gflops > 0) + VALID_TRUST_KEYS);
     /* a session id is a node's to know: users see it blank (issue 23) */
     wire_put_str(wb, "sid", live && !curve_may_see_sessions() ? "" : n->sid);
@@ -108,7 +108,11 @@ void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live)
         wire_put_f64(wb, "cpu_gflops", n->cpu_gflops);
     valid_trust_pack(n, wb);
     if (live) {
-        wire_put_u64(wb, "running", n->inflight);
+        /* its work now: bag tasks and parallel processes (issue 27: a node running a
+         * parallel job is not idle); both also apart */
+        wire_put_u64(wb, "running", (uint64_t)n->inflight + procs);
+        wire_put_u64(wb, "tasks_running", n->inflight);
+        wire_put_u64(wb, "procs_running", procs);
         wire_put_u64(wb, "cur_job", n->inflight ? n->cur_job : 0);
         wire_put_i64(wb, "cur_since", n->inflight ? n->cur_since_ms : 0);
         if (n->drain) /* drain.c */
@@ -199,7 +203,7 @@ int cluster_save_dirty(struct cluster *c)
         struct node *n = &c->nodes[i];
         if (!n->dirty)
             continue;
-        cluster_node_pack(n, &wb, false);
+        cluster_node_pack(n, &wb, false, 0);
         rc |= put_record(c, c->t_nodes, n->sid, strlen(n->sid), &wb);
         n->dirty = false;
     }

@@ -52,8 +52,12 @@ static void stats_build(void *arg, json_t *root, int64_t now)
     uint32_t active = 0, exchange = 0;
     uint64_t mhz = 0, cores = 0;
     double wups = 0;
+    uint32_t *procs = calloc(c->nnodes + 1, sizeof *procs); /* parallel processes per node */
+    if (procs)
+        cluster_procs_by_node(c, procs);
     for (uint32_t i = 0; i < c->nnodes; i++) {
         const struct node *n = &c->nodes[i];
+        uint32_t np = procs ? procs[i] : 0;
         if (n->gone)
             continue;
         bool in_exchange = n->active && now - n->last_ms <= c->cfg.hb_s * 1000;
@@ -65,15 +69,15 @@ static void stats_build(void *arg, json_t *root, int64_t now)
                 wups += (n->slots ? n->slots : 1) / n->spu;
         }
         exchange += in_exchange;
-        json_t *no =
-            json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:b, s:b, s:f, "
-                      "s:I, s:I, s:I, s:I}",
-                      "sid", n->sid, "node", n->name, "cluster", n->cluster, "client", n->client,
-                      "os", n->os, "ip", n->ip, "mhz", (json_int_t)n->mhz, "cores",
-                      (json_int_t)n->cores, "mem_mb", (json_int_t)n->mem_mb, "active", n->active,
-                      "in_exchange", in_exchange, "spu", n->spu, "results", (json_int_t)n->results,
-                      "running", (json_int_t)n->inflight, "last_ms", (json_int_t)n->last_ms,
-                      "portion_since_ms", (json_int_t)(n->inflight ? n->cur_since_ms : 0));
+        json_t *no = json_pack(
+            "{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:b, s:b, s:f, "
+            "s:I, s:I, s:I, s:I, s:I}",
+            "sid", n->sid, "node", n->name, "cluster", n->cluster, "client", n->client, "os", n->os,
+            "ip", n->ip, "mhz", (json_int_t)n->mhz, "cores", (json_int_t)n->cores, "mem_mb",
+            (json_int_t)n->mem_mb, "active", n->active, "in_exchange", in_exchange, "spu", n->spu,
+            "results", (json_int_t)n->results, "running", (json_int_t)(n->inflight + np),
+            "procs_running", (json_int_t)np, "last_ms", (json_int_t)n->last_ms, "portion_since_ms",
+            (json_int_t)(n->inflight ? n->cur_since_ms : 0));
         json_t *tr =
             json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "consec_valid", (json_int_t)n->tr.consec,
                       "valid", (json_int_t)n->tr.nvalid, "invalid", (json_int_t)n->tr.ninvalid,
@@ -84,6 +88,7 @@ static void stats_build(void *arg, json_t *root, int64_t now)
         json_decref(tr);
         json_array_append_new(nodes, no);
     }
+    free(procs);
     for (uint32_t i = 0; i < c->njobs; i++) {
         const struct job *j = c->jobs[i];
         json_array_append_new(
@@ -217,6 +222,17 @@ static void stats_metrics(const struct prom *p, json_t *st, void *arg)
             prom_sample2(p, "node_tasks_running", "node", c->nodes[k].name, "sid", c->nodes[k].sid,
                          c->nodes[k].inflight);
         }
+    uint32_t *procs = calloc(c->nnodes + 1, sizeof *procs);
+    if (procs) { /* issue 27: a node running a parallel job is busy too */
+        cluster_procs_by_node(c, procs);
+        prom_family(p, "node_procs_running", "gauge",
+                    "Parallel processes running on each active node session now.");
+        for (uint32_t k = 0; k < c->nnodes; k++)
+            if (!c->nodes[k].gone && c->nodes[k].active)
+                prom_sample2(p, "node_procs_running", "node", c->nodes[k].name, "sid",
+                             c->nodes[k].sid, procs[k]);
+        free(procs);
+    }
     /* result checking (validate.c): each node's record */
     prom_family(p, "node_consecutive_valid", "gauge",
                 "Results of each node session found valid by a check in a row (node trust).");

@@ -124,6 +124,10 @@ struct batch_node_spec {
     char name[BATCH_NAME_MAX];
     struct batch_res cap;
     char class_[BATCH_NAME_MAX]; /* "" = any class may run here */
+    /* The machine the node is part of, for a job's processes-per-host limit (ppn):
+     * "" = the node is a machine of its own (the simulator's nodes); the live role
+     * makes one node per core and names the host here. */
+    char host[BATCH_NAME_MAX];
 };
 /* Adds an up node; returns its index, or -1 (EEXIST name taken, EINVAL). */
 int32_t batch_node_add(struct batch_engine *e, const struct batch_node_spec *n);
@@ -152,6 +156,10 @@ struct batch_job_spec {
     bool hold;
     bool early_start; /* may start before / away from a reservation made for it (B5) */
     double upriority; /* user-requested priority */
+    /* At most this many tasks on one machine (batch_node_spec.host; Slurm's
+     * --ntasks-per-node, Maui's ppn): the job needs ceil(tasks / ppn) machines at
+     * least. 0 = no limit (tasks packed as they fit). */
+    int32_t ppn;
 };
 
 enum batch_job_state { BATCH_JOB_PENDING, BATCH_JOB_RUNNING };
@@ -274,6 +282,7 @@ struct batch_resv_req {
     int32_t tasks;             /* tasks x per_task, on any suitable nodes, or */
     struct batch_res per_task; /* ... */
     const char *partition;     /* node class to take them from; NULL = any */
+    int32_t ppn;               /* tasks: at most this many per machine (0: no limit) */
     const char *const *nodes;  /* ... these named nodes (tasks == 0) */
     size_t nnodes;
     int64_t start, end, duration; /* end or duration (the other 0) */
@@ -315,6 +324,7 @@ struct batch_request {
     struct batch_res per_task;
     const char *cred[BATCH_CRED_KINDS]; /* NULL = unset; class picks the partition */
     uint64_t job;                       /* 0, or the job id reservations may name */
+    int32_t ppn;                        /* tasks per machine at most, 0 = no limit */
 };
 /* A range of feasible start times: any start in [from, to] fits (to may be
  * BATCH_NEVER, meaning "from then on"). */
@@ -327,5 +337,12 @@ struct batch_window {
  * max windows in time order, returns how many exist (0: it can never fit). */
 size_t batch_estimate(struct batch_engine *e, const struct batch_request *r, int64_t walltime,
                       int64_t now, struct batch_window *out, size_t max);
+/* Maui's showstart of pending job id: its job reservation's start, else the start it
+ * gets when every pending job is planned in priority order (the estimate pass, run
+ * now unless config.estimates keeps it fresh), so a job never gets a start a job
+ * ahead of it holds. *start: the time, BATCH_NEVER when it never fits or is not
+ * eligible (held, throttled). 0, or -1: ENOENT (no such job), EINVAL (running),
+ * ENOMEM. */
+int batch_job_estimate(struct batch_engine *e, uint64_t id, int64_t now, int64_t *start);
 
 #endif

@@ -85,7 +85,10 @@ int64_t bs_bound_get(struct batch_engine *e, const struct bjob *j)
 void bs_bound_put(struct batch_engine *e, const struct bjob *j, int64_t start)
 {
     struct bbounds *b = &e->bnd;
-    if (!b->on || e->npools != 1 || j->gen_gi < 0 || j->fit_epoch != e->gepoch)
+    /* a job limited per machine may wait where the node count alone would fit: its
+     * start bounds no other job */
+    if (!b->on || e->npools != 1 || j->gen_gi < 0 || j->fit_epoch != e->gepoch ||
+        bs_engine_host_limited(e, j))
         return;
     if (b->gepoch != e->gepoch || b->group != j->gen_gi) { /* (re)aim at this group */
         int32_t n = e->groups[j->gen_gi].nnodes + 1;

@@ -539,7 +539,7 @@ static int backfill_best(struct batch_engine *e, int32_t qi0, struct batch_cycle
 
 /* Step 7: plans every pending job without a reservation, in priority order, on a
  * copy of the plan; with BACKFILLPOLICY NONE no job may start before one ahead. */
-static int estimate_all(struct batch_engine *e)
+int bs_cycle_estimate_all(struct batch_engine *e)
 {
     if (bs_plan_copy_est(e) < 0)
         return -1;
@@ -661,7 +661,7 @@ int batch_cycle(struct batch_engine *e, int64_t now, struct batch_cycle_stats *s
         goto fail;
     if (!fcfs_stop && e->cfg.backfill == BATCH_BF_BESTFIT && backfill_best(e, qi, st) < 0)
         goto fail;
-    if (e->cfg.estimates && estimate_all(e) < 0)
+    if (e->cfg.estimates && bs_cycle_estimate_all(e) < 0)
         goto fail;
     if (e->nstarted > 0)
         queue_compact(e);

@@ -80,6 +80,9 @@ void batch_engine_destroy(struct batch_engine **ep)
     free(e->scr_kpn);
     free(e->scr_cnt2);
     free(e->scr_free);
+    free(e->scr_cnt3);
+    free(e->hostcnt);
+    bs_strmap_free(&e->hostmap);
     free(e->drops);
     bs_bound_free(e);
     bs_cred_free_all(e);
@@ -107,10 +110,23 @@ static inline bool name_eq(const char *a, const char *b)
     return *a == *b;
 }
 
+/* The id of machine `host`, made when new; -1 (ENOMEM). */
+static int32_t node_host(struct batch_engine *e, const char *host)
+{
+    int32_t h = bs_strmap_get(&e->hostmap, host);
+    if (h >= 0)
+        return h;
+    if (bs_strmap_put(&e->hostmap, host, e->nhosts) < 0) {
+        errno = ENOMEM;
+        return -1;
+    }
+    return e->nhosts++;
+}
+
 int32_t batch_node_add(struct batch_engine *e, const struct batch_node_spec *n)
 {
-    if (!name_ok(n->name) || !name_ok(n->class_) || !n->name[0] || n->cap.procs < 1 ||
-        n->cap.mem < 0 || n->cap.disk < 0 || n->cap.swap < 0) {
+    if (!name_ok(n->name) || !name_ok(n->class_) || !name_ok(n->host) || !n->name[0] ||
+        n->cap.procs < 1 || n->cap.mem < 0 || n->cap.disk < 0 || n->cap.swap < 0) {
         errno = EINVAL;
         return -1;
     }
@@ -119,7 +135,9 @@ int32_t batch_node_add(struct batch_engine *e, const struct batch_node_spec *n)
         return -1;
     }
     int32_t cls = n->class_[0] ? bs_cred_intern(e, BATCH_CRED_CLASS, n->class_) : -1;
-    if ((n->class_[0] && cls < 0) || VEC_RESERVE(e->nodes, e->capnodes, e->nnodes + 1) < 0 ||
+    int32_t host = n->host[0] ? node_host(e, n->host) : -1;
+    if ((n->class_[0] && cls < 0) || (n->host[0] && host < 0) ||
+        VEC_RESERVE(e->nodes, e->capnodes, e->nnodes + 1) < 0 ||
         VEC_RESERVE(e->node_job, e->capnodejob, e->nnodes + 1) < 0)
         return -1;
     struct bnode *nd = &e->nodes[e->nnodes];
@@ -131,6 +149,7 @@ int32_t batch_node_add(struct batch_engine *e, const struct batch_node_spec *n)
     }
     nd->cap = n->cap;
     nd->cls = cls;
+    nd->host = host;
     nd->up = true;
     e->node_job[e->nnodes] = -1;
     nd->group = -1;
@@ -179,7 +198,7 @@ static int job_fill(struct batch_engine *e, struct bjob *j, const struct batch_j
     const char *names[BATCH_CRED_KINDS] = {s->user, s->group, s->account, s->class_, s->qos};
     int64_t procs = (int64_t)s->tasks * s->per_task.procs;
     if (s->tasks < 1 || s->per_task.procs < 1 || procs > INT32_MAX || s->per_task.mem < 0 ||
-        s->per_task.disk < 0 || s->per_task.swap < 0 || s->walltime < 1) {
+        s->per_task.disk < 0 || s->per_task.swap < 0 || s->walltime < 1 || s->ppn < 0) {
         errno = EINVAL;
         return -1;
     }
@@ -198,6 +217,7 @@ static int job_fill(struct batch_engine *e, struct bjob *j, const struct batch_j
     j->early_start = s->early_start;
     j->tasks = s->tasks;
     j->per_task = s->per_task;
+    j->ppn = s->ppn;
     j->procs = (int32_t)procs;
     j->walltime = s->walltime;
     j->submit = s->submit;

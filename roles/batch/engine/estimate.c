@@ -82,7 +82,7 @@ static bool request_job(const struct batch_engine *e, const struct batch_request
                         int64_t walltime, struct bjob *j)
 {
     if (r->tasks < 1 || r->per_task.procs < 1 || r->per_task.mem < 0 || r->per_task.disk < 0 ||
-        r->per_task.swap < 0 || walltime < 1)
+        r->per_task.swap < 0 || walltime < 1 || r->ppn < 0)
         return false;
     memset(j, 0, sizeof *j);
     for (int k = 0; k < BATCH_CRED_KINDS; k++) {
@@ -95,6 +95,7 @@ static bool request_job(const struct batch_engine *e, const struct batch_request
     j->id = r->job;
     j->tasks = r->tasks;
     j->per_task = r->per_task;
+    j->ppn = r->ppn;
     j->procs = r->tasks * r->per_task.procs;
     j->walltime = walltime;
     j->early_start = true;
@@ -139,4 +140,34 @@ size_t batch_estimate(struct batch_engine *e, const struct batch_request *r, int
         out[i] = w[i];
     free(w);
     return (size_t)n;
+}
+
+int batch_job_estimate(struct batch_engine *e, uint64_t id, int64_t now, int64_t *start)
+{
+    struct bjob *j = bs_engine_job(e, id);
+    if (!j || j->state != BATCH_JOB_PENDING) {
+        errno = j ? EINVAL : ENOENT;
+        return -1;
+    }
+    if (j->reserved != BATCH_NEVER) {
+        *start = j->reserved;
+        return 0;
+    }
+    if (!e->est_valid) {
+        /* the plan as the last cycle left it (an idle cycle skips planning: then the
+         * base); the est profiles are kept for this answer only, so request estimates
+         * (batch_estimate) still see the plan without scheduler.estimates */
+        if (now > e->now)
+            e->now = now;
+        if (e->groups_dirty && bs_engine_regroup(e) < 0)
+            return -1;
+        if (!e->plan_valid && bs_plan_copy_base(e) < 0)
+            return -1;
+        int rc = bs_cycle_estimate_all(e);
+        e->est_valid = false;
+        if (rc < 0)
+            return -1;
+    }
+    *start = j->estimate;
+    return 0;
 }

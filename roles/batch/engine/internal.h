@@ -93,7 +93,8 @@ void bs_cred_free_all(struct batch_engine *e);
 struct bnode {
     char *name;
     struct batch_res cap;
-    int32_t cls; /* class cred id, -1: any */
+    int32_t cls;  /* class cred id, -1: any */
+    int32_t host; /* machine id (batch_node_spec.host), -1: a machine of its own */
     bool up;
     int32_t group; /* -1 when down */
     int32_t gpos;  /* index in its group's node list */
@@ -172,6 +173,7 @@ struct bjob {
     int32_t cred[BATCH_CRED_KINDS];
     int32_t tasks;
     struct batch_res per_task;
+    int32_t ppn; /* tasks per machine at most, 0: no limit */
     double upriority;
     int64_t start, end_est, charged;
     int32_t *nodes;
@@ -237,6 +239,12 @@ struct batch_engine {
     int32_t capnodejob;
     int32_t nlazy; /* running jobs with nodes_lazy */
     struct strmap nodemap;
+    /* machines named by nodes (batch_node_spec.host): ids 0..nhosts; hostcnt is
+     * scratch, one count per machine (tasks of the job being placed) */
+    struct strmap hostmap;
+    int32_t nhosts;
+    int32_t *hostcnt;
+    int32_t caphostcnt;
 
     struct bgroup *groups;
     int32_t ngroups;
@@ -298,6 +306,7 @@ struct batch_engine {
     int32_t *scr_cnt; /* node counts per group of a pool */
     int32_t *scr_cnt2;
     int32_t *scr_free; /* backfill: free nodes now per group */
+    int32_t *scr_cnt3; /* node counts of a search for a job limited per machine */
     int32_t *scr_k;    /* compatible group positions */
     int32_t *scr_kpn;
     int32_t capscr;
@@ -321,6 +330,14 @@ double bs_fs_percent(struct batch_engine *e, struct cred *c, int64_t now);
 /* ---- state.c ---- */
 int bs_engine_scratch(struct batch_engine *e, int32_t n);
 int32_t bs_engine_kpn(const struct batch_res *cap, const struct batch_res *task);
+int32_t bs_engine_job_kpn(const struct batch_res *cap, const struct bjob *j);
+/* Whether job j's ppn limit spans several nodes (nodes share machines). */
+static inline bool bs_engine_host_limited(const struct batch_engine *e, const struct bjob *j)
+{
+    return j->ppn > 0 && e->nhosts > 0;
+}
+/* Zeroed per-machine counts (e->hostcnt); 0 or -1 (ENOMEM). */
+int bs_engine_hostcnt_zero(struct batch_engine *e);
 bool bs_engine_group_ok(const struct batch_engine *e, const struct bgroup *g, const struct bjob *j);
 struct bjob *bs_engine_job(const struct batch_engine *e, uint64_t id);
 int32_t bs_engine_node_job(struct batch_engine *e, int32_t node);
@@ -392,5 +409,8 @@ double bs_prio_at(const struct batch_engine *e, const struct bjob *j, int64_t no
 /* ---- cycle.c ---- */
 const char *bs_cycle_reason(enum batch_reason r, uint8_t kind);
 enum batch_reason bs_cycle_job_reason(const struct batch_engine *e, const struct bjob *j);
+/* The estimate pass (step 7): every pending job planned in priority order on a copy of
+ * the plan (the est profiles; j->estimate set); est_valid set. 0 or -1 (ENOMEM). */
+int bs_cycle_estimate_all(struct batch_engine *e);
 
 #endif

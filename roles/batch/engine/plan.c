@@ -30,7 +30,7 @@ static int32_t compat_groups(struct batch_engine *e, const struct bpool *p, cons
             continue;
         /* most tasks per node first; among equals, nodes of the job's own class
          * before unclassed ones (which every class may use) */
-        int32_t kpn = bs_engine_kpn(&g->cap, &j->per_task), i = nk++;
+        int32_t kpn = bs_engine_job_kpn(&g->cap, j), i = nk++;
         bool own = g->cls >= 0;
         for (; i > 0 && (e->scr_kpn[i - 1] < kpn || (e->scr_kpn[i - 1] == kpn && own &&
                                                      e->groups[p->gid[e->scr_k[i - 1]]].cls < 0));
@@ -117,7 +117,8 @@ int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjo
 int bs_plan_fits_now(struct batch_engine *e, const struct bjob *j, int32_t *cnt)
 {
     const struct bpool *p = &e->pools[0];
-    if (e->npools != 1 || p->resv >= 0 || j->gen_gi < 0 || j->fit_epoch != e->gepoch)
+    if (e->npools != 1 || p->resv >= 0 || j->gen_gi < 0 || j->fit_epoch != e->gepoch ||
+        bs_engine_host_limited(e, j))
         return -1;
     /* bs_plan_earliest(e, j, now, now, false, ...) reduced to what it does here */
     if (bs_profile_find(&p->plan[j->gen_gi], e->now, e->now, j->walltime, j->gen_need) != e->now)
@@ -139,8 +140,36 @@ static bool job_bound(const struct batch_engine *e, const struct bjob *j)
     return false;
 }
 
+static int32_t hosts_pick(struct batch_engine *e, const struct bjob *j, const struct bpool *p,
+                          const int32_t *cnt, struct bjob_run *runs);
+
+/* The search of bs_plan_earliest over the profiles alone. */
+static int64_t earliest_counts(struct batch_engine *e, const struct bjob *j, int64_t t0,
+                               int64_t tmax, bool est, int32_t *pool_out, int32_t *cnt_out);
+
+/*
+ * The profiles count free nodes, not machines: for a job whose ppn limit spans
+ * nodes sharing a machine, a start now also needs the free nodes on enough
+ * machines (hosts_pick without taking them); when they are not, the search goes
+ * on from the next instant. Later starts are planned by the counts alone (a plan,
+ * checked again when its time comes: docs/batch.md "Processes per host").
+ */
 int64_t bs_plan_earliest(struct batch_engine *e, const struct bjob *j, int64_t t0, int64_t tmax,
                          bool est, int32_t *pool_out, int32_t *cnt_out)
+{
+    if (est || !bs_engine_host_limited(e, j))
+        return earliest_counts(e, j, t0, tmax, est, pool_out, cnt_out);
+    int32_t pool = -1, *cnt = cnt_out ? cnt_out : e->scr_cnt3;
+    int64_t t = earliest_counts(e, j, t0, tmax, est, &pool, cnt);
+    if (t == e->now && hosts_pick(e, j, &e->pools[pool], cnt, NULL) < 0)
+        t = e->now < tmax ? earliest_counts(e, j, e->now + 1, tmax, est, &pool, cnt) : BATCH_NEVER;
+    if (pool_out)
+        *pool_out = pool;
+    return t;
+}
+
+static int64_t earliest_counts(struct batch_engine *e, const struct bjob *j, int64_t t0,
+                               int64_t tmax, bool est, int32_t *pool_out, int32_t *cnt_out)
 {
     int64_t best = BATCH_NEVER;
     int32_t bestpool = -1;
@@ -295,6 +324,54 @@ static int32_t group_take(struct batch_engine *e, int32_t gi, int32_t n, struct 
     return got;
 }
 
+/*
+ * Chooses, for a job j limited per machine (bs_engine_host_limited), cnt[k] free
+ * nodes of each group k of pool p such that no machine gets more than j->ppn of its
+ * tasks, lowest positions first. With runs NULL only says whether it can (0 or -1);
+ * otherwise takes them (busy bits set) and writes their bitmap words to runs:
+ * returns how many, or -1 with nothing taken.
+ */
+static int32_t hosts_pick(struct batch_engine *e, const struct bjob *j, const struct bpool *p,
+                          const int32_t *cnt, struct bjob_run *runs)
+{
+    if (bs_engine_hostcnt_zero(e) < 0)
+        return -1;
+    int64_t left = j->tasks;
+    int32_t nruns = 0;
+    for (int32_t k = 0; k < p->ng; k++) {
+        struct bgroup *g = &e->groups[p->gid[k]];
+        int32_t kpn = bs_engine_job_kpn(&g->cap, j), want = cnt[k];
+        for (int32_t pos = 0; pos < g->nnodes && want > 0; pos++) {
+            int32_t w = pos / 64, h = e->nodes[g->nodes[pos]].host;
+            uint64_t bit = 1ULL << (pos % 64);
+            int64_t t = left < kpn ? left : kpn;
+            if (g->busy[w] & bit)
+                continue;
+            if (h >= 0 && t > j->ppn - e->hostcnt[h])
+                t = j->ppn - e->hostcnt[h];
+            if (t <= 0)
+                continue;
+            if (h >= 0)
+                e->hostcnt[h] += (int32_t)t;
+            left -= t;
+            want--;
+            if (!runs)
+                continue;
+            if (nruns > 0 && runs[nruns - 1].group == p->gid[k] && runs[nruns - 1].word == w)
+                runs[nruns - 1].mask |= bit;
+            else
+                runs[nruns++] = (struct bjob_run){p->gid[k], w, bit};
+        }
+        if (want > 0)
+            return -1;
+    }
+    if (left > 0)
+        return -1;
+    for (int32_t i = 0; i < nruns; i++)
+        e->groups[runs[i].group].busy[runs[i].word] |= runs[i].mask;
+    return nruns;
+}
+
 /* Takes the nodes of job slot's start now; 0 or -1 (ENOMEM, EAGAIN). */
 static int take_nodes(struct batch_engine *e, int32_t slot, const struct bpool *p,
                       const int32_t *cnt)
@@ -314,7 +391,16 @@ static int take_nodes(struct batch_engine *e, int32_t slot, const struct bpool *
         errno = ENOMEM;
         return -1;
     }
-    for (int32_t k = 0; k < p->ng; k++) {
+    if (bs_engine_host_limited(e, j)) {
+        if ((nruns = hosts_pick(e, j, p, cnt, runs)) < 0) {
+            free(nodes);
+            free(runs);
+            errno = EAGAIN;
+            return -1;
+        }
+        got = (int32_t)total;
+    }
+    for (int32_t k = 0; got < total && k < p->ng; k++) {
         int32_t n = cnt[k] ? group_take(e, p->gid[k], cnt[k], runs, &nruns) : 0;
         got += n;
         if (n < cnt[k]) { /* give the bits back */

@@ -109,11 +109,19 @@ static int pick_tasks(struct batch_engine *e, const struct batch_resv_req *q, in
         errno = EINVAL;
         return fail(why, len, "no node has class '%s'", q->partition);
     }
+    if (q->ppn > 0 && bs_engine_hostcnt_zero(e) < 0)
+        return -1;
     for (int32_t i = 0; i < e->nnodes && tasks < q->tasks; i++) {
         const struct bnode *nd = &e->nodes[i];
         int32_t k = bs_engine_kpn(&nd->cap, &q->per_task);
+        if (q->ppn > 0 && k > q->ppn) /* at most ppn per machine */
+            k = q->ppn;
+        if (q->ppn > 0 && nd->host >= 0 && k > q->ppn - e->hostcnt[nd->host])
+            k = q->ppn - e->hostcnt[nd->host];
         if (k < 1 || (cls >= 0 && nd->cls != cls) || node_busy(e, i, s, t, buf, sizeof buf))
             continue;
+        if (q->ppn > 0 && nd->host >= 0)
+            e->hostcnt[nd->host] += k;
         out[n++] = i;
         tasks += k;
     }

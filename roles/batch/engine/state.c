@@ -30,7 +30,10 @@ int bs_engine_scratch(struct batch_engine *e, int32_t n)
     int32_t *f = realloc(e->scr_free, (size_t)n * sizeof *f);
     if (f)
         e->scr_free = f;
-    if (!a || !b || !c || !d || !f) {
+    int32_t *g = realloc(e->scr_cnt3, (size_t)n * sizeof *g);
+    if (g)
+        e->scr_cnt3 = g;
+    if (!a || !b || !c || !d || !f || !g) {
         errno = ENOMEM;
         return -1;
     }
@@ -51,12 +54,54 @@ int32_t bs_engine_kpn(const struct batch_res *cap, const struct batch_res *task)
     return k > INT32_MAX ? INT32_MAX : (int32_t)k;
 }
 
+/* How many tasks of job j one node of capacity cap holds: its shape, and no more
+ * than the job's processes-per-machine limit. */
+int32_t bs_engine_job_kpn(const struct batch_res *cap, const struct bjob *j)
+{
+    int32_t k = bs_engine_kpn(cap, &j->per_task);
+    return j->ppn > 0 && k > j->ppn ? j->ppn : k;
+}
+
+int bs_engine_hostcnt_zero(struct batch_engine *e)
+{
+    if (VEC_RESERVE(e->hostcnt, e->caphostcnt, e->nhosts) < 0)
+        return -1;
+    memset(e->hostcnt, 0, (size_t)e->nhosts * sizeof *e->hostcnt);
+    return 0;
+}
+
 /* Whether job j may use nodes of group g (class and shape). */
 bool bs_engine_group_ok(const struct batch_engine *e, const struct bgroup *g, const struct bjob *j)
 {
     (void)e;
     return (g->cls < 0 || g->cls == j->cred[BATCH_CRED_CLASS]) &&
            bs_engine_kpn(&g->cap, &j->per_task) > 0;
+}
+
+/* The tasks of j the up nodes of compatible groups hold at most, counting at most
+ * j->ppn per machine (nodes sharing machines); -1 when out of memory. */
+static int64_t host_capacity(struct batch_engine *e, const struct bjob *j)
+{
+    if (bs_engine_hostcnt_zero(e) < 0)
+        return -1;
+    int64_t tasks = 0;
+    for (int32_t g = 0; g < e->ngroups; g++) {
+        const struct bgroup *gr = &e->groups[g];
+        if (!bs_engine_group_ok(e, gr, j))
+            continue;
+        int32_t k = bs_engine_job_kpn(&gr->cap, j);
+        for (int32_t i = 0; i < gr->nnodes; i++) {
+            int32_t h = e->nodes[gr->nodes[i]].host;
+            if (h < 0)
+                tasks += k;
+            else if (e->hostcnt[h] < j->ppn) {
+                int32_t add = j->ppn - e->hostcnt[h] < k ? j->ppn - e->hostcnt[h] : k;
+                e->hostcnt[h] += add;
+                tasks += add;
+            }
+        }
+    }
+    return tasks;
 }
 
 /* ---- jobs ---- */
@@ -169,7 +214,7 @@ void bs_engine_fit_refresh(struct batch_engine *e, struct bjob *j)
         const struct bgroup *gr = &e->groups[g];
         if (!bs_engine_group_ok(e, gr, j))
             continue;
-        int32_t k = bs_engine_kpn(&gr->cap, &j->per_task);
+        int32_t k = bs_engine_job_kpn(&gr->cap, j);
         tasks += (int64_t)k * gr->nnodes;
         if (k > best)
             best = k;
@@ -179,6 +224,11 @@ void bs_engine_fit_refresh(struct batch_engine *e, struct bjob *j)
     }
     if (ncompat != 1)
         j->gen_gi = -1;
+    if (bs_engine_host_limited(e, j)) { /* machines hold ppn each, whatever their nodes */
+        int64_t h = host_capacity(e, j);
+        if (h >= 0)
+            tasks = h;
+    }
     j->never = tasks < j->tasks;
     j->nodes_min = best ? (int32_t)((j->tasks + (int64_t)best - 1) / best) : j->tasks;
     j->fit_epoch = e->gepoch;

@@ -100,6 +100,7 @@ struct ljob {
     uint8_t queue;
     uint32_t ntasks, procs, ppn;
     int64_t mem_mb, disk_mb, limit_s;
+    int64_t cpu_s; /* a parallel job's maximum CPU seconds (--cpu), sent on; 0 = none */
     int64_t submitted, finished; /* wall ms */
     char *name, *user, *group, *account, *class_, *qos, *key, *resv;
     uint32_t nfed; /* elements 0..nfed-1 were given to the engine */
@@ -406,6 +407,11 @@ void live_host_update(struct live *L, struct lclu *c, const msgpack_object *m, b
 /* False if cls names one of the clusters (classes); else true with the reason (naming
  * the known classes) in why. */
 bool live_class_unknown(const struct live *L, const char *cls, char *why, size_t len);
+/* Why a parallel job of procs processes at most ppn per host can never run in class
+ * cls (NULL or "": the default cluster) on the hosts known there (text into why),
+ * or false when it can or no host is known yet. */
+bool live_ppn_impossible(const struct live *L, const char *cls, uint32_t procs, uint32_t ppn,
+                         char *why, size_t len);
 
 /* liveclu.c */
 int live_clusters_open(struct live *L, char *err, size_t errlen);

@@ -357,7 +357,8 @@ static int build_start(struct live *L, struct ljob *j, uint32_t e, struct wire_b
             per_host = k;
     }
     uint32_t nf =
-        9 + (j->mem_mb > 0) + (j->disk_mb > 0) + j->network + jobenv_put(NULL, j->env, j->cwd);
+        9 + (j->mem_mb > 0) + (j->disk_mb > 0) + (j->cpu_s > 0) + j->network +
+            jobenv_put(NULL, j->env, j->cwd);
     req_begin(L, c, RK_PSUBMIT, live_eid(j->id, e), WT_PSUBMIT, nf, 0, wb);
     jobenv_put(wb, j->env, j->cwd); /* --export / --chdir (issue 15) */
     if (j->network) /* submit --network (issue 23): the cluster hands it to the nodes */
@@ -394,6 +395,8 @@ static int build_start(struct live *L, struct ljob *j, uint32_t e, struct wire_b
         wire_put_u64(wb, "mem_mb", (uint64_t)j->mem_mb * per_host);
     if (j->disk_mb > 0)
         wire_put_u64(wb, "disk_mb", (uint64_t)j->disk_mb * per_host);
+    if (j->cpu_s > 0) /* --cpu: all the job's processes together, as at the cluster */
+        wire_put_u64(wb, "cpu_s", (uint64_t)j->cpu_s);
     free(hosts);
     live_argv_free(argv, argc);
     return 0;

@@ -261,9 +261,18 @@ static void h_estimate(struct live *L, const struct wire_msg *m, struct wire_buf
         struct batch_job_spec s;
         uint32_t e = 0;
         pending_info(L, j, &bi, &e);
+        /* Maui's showstart: the jobs ahead planned first, in priority order (issue 27:
+         * two jobs needing the whole partition got the same start) */
+        int64_t t;
+        if (batch_job_estimate(L->eng, live_eid(j->id, e), now, &t) == 0) {
+            struct batch_window one = {t, t};
+            put_starts(L, m, reply, t, &one, t == BATCH_NEVER ? 0 : 1, id, qs, bi.reason);
+            return;
+        }
         live_elem_spec(L, j, e, &s);
         q.tasks = s.tasks;
         q.per_task = s.per_task;
+        q.ppn = s.ppn;
         snprintf(cred[0], sizeof cred[0], "%s", s.user);
         snprintf(cred[1], sizeof cred[1], "%s", s.group);
         snprintf(cred[2], sizeof cred[2], "%s", s.account);
@@ -288,6 +297,7 @@ static void h_estimate(struct live *L, const struct wire_msg *m, struct wire_buf
     q.per_task.procs = 1;
     q.per_task.mem = (int64_t)wire_get_u64(o, "mem_mb", 0);
     q.per_task.disk = (int64_t)wire_get_u64(o, "disk_mb", 0);
+    q.ppn = (int32_t)wire_get_u64(o, "ppn", 0); /* at most per host (0: none) */
     static const char *const keys[BATCH_CRED_KINDS] = {"user", "group", "account", "class", "qos"};
     for (int k = 0; k < BATCH_CRED_KINDS; k++) {
         wire_get_strbuf(o, keys[k], cred[k], sizeof cred[k]);

@@ -109,6 +109,9 @@ static int32_t core_add(struct live *L, struct lclu *c, uint32_t hi, const char 
              (unsigned long long)k);
     text_copy(ns.name, sizeof ns.name, nm, strlen(nm));
     snprintf(ns.class_, sizeof ns.class_, "%s", c->name);
+    /* the host, for a job's processes-per-host limit (--ppn) */
+    char *slash = strrchr(nm, '/');
+    text_copy(ns.host, sizeof ns.host, nm, slash ? (size_t)(slash - nm) : strlen(nm));
     ns.cap = *cap;
     if (slots_reserve(L, 1) < 0)
         return -1;
@@ -272,5 +275,39 @@ bool live_class_unknown(const struct live *L, const char *cls, char *why, size_t
     for (int i = 0; i < L->ncl && n > 0 && (size_t)n < len; i++)
         n += snprintf(why + n, len - (size_t)n, "%s %s", i ? "," : "", L->cl[i].name);
     text_fix(why);
+    return true;
+}
+
+bool live_ppn_impossible(const struct live *L, const char *cls, uint32_t procs, uint32_t ppn,
+                         char *why, size_t len)
+{
+    int ci = L->default_cl;
+    for (int i = 0; cls && *cls && i < L->ncl; i++)
+        if (!strcmp(L->cl[i].name, cls))
+            ci = i;
+    if (ci < 0 || ci >= L->ncl || L->cl[ci].nhosts == 0 || ppn == 0)
+        return false;
+    const struct lclu *c = &L->cl[ci];
+    uint64_t most = 0, fit = 0; /* the most cores of a host; processes at ppn per host */
+    for (uint32_t i = 0; i < c->nhosts; i++) {
+        uint64_t n = c->hosts[i].ncores > 0 ? (uint64_t)c->hosts[i].ncores : 0;
+        most = n > most ? n : most;
+        fit += n < ppn ? n : ppn;
+    }
+    if (ppn > most)
+        snprintf(
+            why, len,
+            "ppn %u (processes per host) is more than the cores of any host of cluster %s (the "
+            "largest has %llu): "
+            "give --ppn %llu or less",
+            ppn, c->name, (unsigned long long)most, (unsigned long long)most);
+    else if (fit < procs)
+        snprintf(why, len,
+                 "%u processes at most %u per host need %u hosts: cluster %s has %u hosts, "
+                 "which hold %llu at %u per host",
+                 procs, ppn, (procs + ppn - 1) / ppn, c->name, c->nhosts, (unsigned long long)fit,
+                 ppn);
+    else
+        return false;
     return true;
 }

@@ -361,6 +361,7 @@ void live_elem_spec(const struct live *L, const struct ljob *j, uint32_t e,
                                               : "";
     snprintf(s->class_, sizeof s->class_, "%s", cls);
     s->tasks = (int32_t)(j->parallel ? j->procs : 1);
+    s->ppn = j->parallel ? (int32_t)j->ppn : 0; /* --ppn: at most ppn per host */
     s->per_task.procs = 1;
     s->per_task.mem = j->mem_mb;
     s->per_task.disk = j->disk_mb;
@@ -416,7 +417,7 @@ static void put_opt(struct wire_buf *wb, const char *k, const char *v)
 void live_job_encode(const struct ljob *j, const char *const *argv, uint32_t argc,
                      struct wire_buf *wb)
 {
-    wire_pack_map(wb, 26 + j->network + jobenv_put(NULL, j->env, j->cwd));
+    wire_pack_map(wb, 28 + j->network + jobenv_put(NULL, j->env, j->cwd));
     jobenv_put(wb, j->env, j->cwd);
     if (j->network) /* only when set: a record without it (older ones too) reads false */
         wire_put_bool(wb, "network", true);
@@ -425,9 +426,13 @@ void live_job_encode(const struct ljob *j, const char *const *argv, uint32_t arg
     wire_put_u64(wb, "ntasks", j->ntasks);
     wire_put_u64(wb, "procs", j->procs);
     wire_put_u64(wb, "ppn", j->ppn);
+    /* issue 27: ppn is the per-host limit (0 none); older records held a 1 the role
+     * ignored, so they load as 0 */
+    wire_put_bool(wb, "ppn_lim", true);
     wire_put_i64(wb, "mem_mb", j->mem_mb);
     wire_put_i64(wb, "disk_mb", j->disk_mb);
     wire_put_i64(wb, "limit_s", j->limit_s);
+    wire_put_i64(wb, "cpu_s", j->cpu_s); /* issue 27; absent in older records: none */
     wire_put_i64(wb, "submitted", j->submitted);
     wire_put_i64(wb, "finished", j->finished);
     put_opt(wb, "name", j->name);
@@ -509,10 +514,11 @@ struct ljob *live_job_decode(const void *p, size_t n)
     j->parallel = bool_of(m, "parallel");
     j->ntasks = (uint32_t)u64_of(m, "ntasks");
     j->procs = (uint32_t)u64_of(m, "procs");
-    j->ppn = (uint32_t)u64_of(m, "ppn");
+    j->ppn = bool_of(m, "ppn_lim") ? (uint32_t)u64_of(m, "ppn") : 0;
     j->mem_mb = i64_of(m, "mem_mb");
     j->disk_mb = i64_of(m, "disk_mb");
     j->limit_s = i64_of(m, "limit_s");
+    j->cpu_s = i64_of(m, "cpu_s");
     j->submitted = i64_of(m, "submitted");
     j->finished = i64_of(m, "finished");
     j->name = dup_opt(m, "name");

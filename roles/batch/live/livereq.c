@@ -13,6 +13,7 @@
 #include "lib/log.h"
 #include "lib/text.h"
 #include "roles/batch/live/live_int.h"
+#include "wire/jobargv.h"
 #include "wire/jobenv.h"
 #include "store/store.h"
 #include "wire/joblist.h"
@@ -35,23 +36,6 @@ __attribute__((format(printf, 3, 4))) static void fail(struct req *r, int code, 
     text_fix(buf);
     wire_buf_reset(r->reply);
     wire_error_msg(r->reply, r->m->id, code, "%s", buf);
-}
-
-/* Checks argv (non-empty, argv[0] non-empty, no NUL bytes); NULL or the problem. */
-static const char *argv_problem(const msgpack_object *a)
-{
-    if (!a || a->via.array.size == 0)
-        return "argv is empty: give the program to run";
-    for (uint32_t i = 0; i < a->via.array.size; i++) {
-        const msgpack_object *s = &a->via.array.ptr[i];
-        if (memchr(s->via.str.ptr, '\0', s->via.str.size))
-            return "an argv element contains a NUL byte";
-        if (s->via.str.size > 16384)
-            return "an argv element is longer than 16 KiB";
-    }
-    if (a->via.array.ptr[0].via.str.size == 0)
-        return "argv[0] is empty: give the program to run";
-    return NULL;
 }
 
 static char *dup_field(const msgpack_object *m, const char *k)
@@ -165,7 +149,7 @@ static void new_job(struct req *r, bool parallel)
 {
     struct live *L = r->L;
     const msgpack_object *m = r->m->root;
-    const char *why = argv_problem(wire_get(m, "argv"));
+    const char *why = jobargv_problem(wire_get(m, "argv")); /* as the cluster checks it */
     if (why) {
         fail(r, WE_INVALID, "%s", why);
         return;
@@ -209,11 +193,14 @@ static void new_job(struct req *r, bool parallel)
     if (parallel) {
         j->ntasks = 1;
         j->procs = (uint32_t)wire_get_u64(m, "procs", 0);
-        j->ppn = (uint32_t)wire_get_u64(m, "ppn", 1);
+        /* --ppn: at most ppn per host; not given = packed core by core (Slurm) */
+        j->ppn = wire_get(m, "ppn") ? (uint32_t)wire_get_u64(m, "ppn", 0) : 0;
+        /* --cpu: the cluster enforces it (sent on with the start, liveclu.c) */
+        j->cpu_s = (int64_t)wire_get_capped(m, "cpu_s", 0, INT64_MAX);
     } else {
         j->ntasks = (uint32_t)wire_get_u64(m, "ntasks", 0);
         j->procs = 1;
-        j->ppn = 1;
+        j->ppn = 0;
     }
     why = NULL;
     char cwhy[BATCH_NAME_MAX + 300];
@@ -224,8 +211,10 @@ static void new_job(struct req *r, bool parallel)
         why = "ntasks must be at least 1";
     else if (!parallel && j->ntasks > L->cfg.live.max_array)
         why = array_too_large(L, j, cwhy, sizeof cwhy);
-    else if (parallel && (j->procs == 0 || j->ppn == 0))
+    else if (parallel && (j->procs == 0 || (wire_get(m, "ppn") && j->ppn == 0)))
         why = "procs and ppn must be at least 1";
+    else if (parallel && live_ppn_impossible(L, j->class_, j->procs, j->ppn, cwhy, sizeof cwhy))
+        why = cwhy;
     else if (j->limit_s < 1)
         why = "limit_s (the walltime) must be at least 1 second";
     else if (!name_ok(j->user) || !name_ok(j->group) || !name_ok(j->account) || !name_ok(j->qos) ||
@@ -242,8 +231,17 @@ static void new_job(struct req *r, bool parallel)
         why = cwhy;
     if (!why)
         why = class_walltime(L, j, !wire_get(m, "limit_s"), cwhy, sizeof cwhy);
-    if (!why && j->resv)
-        why = live_resv_check(L, j);
+    if (!why && j->resv && (why = live_resv_check(L, j))) {
+        /* about the reservation named, not the job itself: `field` says so, and a
+         * spool that sent it into its own reservation tries again (issue 27) */
+        wire_buf_reset(r->reply);
+        wire_begin(r->reply, WT_ERROR, r->m->id, 3);
+        wire_put_u64(r->reply, "code", WE_INVALID);
+        wire_put_str(r->reply, "msg", why);
+        wire_put_str(r->reply, "field", "resv");
+        live_job_free(j);
+        return;
+    }
     if (why) { /* the elements are implicit until fed or started (livejob.c) */
         fail(r, WE_INVALID, "%s", why);
         live_job_free(j);
@@ -603,7 +601,11 @@ static void h_node_list(struct req *r)
     for (int i = 0; i < L->ncl; i++)
         for (uint32_t k = 0; k < L->cl[i].nhosts; k++) {
             const struct lhost *h = &L->cl[i].hosts[k];
-            wire_pack_map(r->reply, 6);
+            uint32_t busy = 0; /* its cores running a job's process (issue 27) */
+            for (int32_t s = 0; s < h->nslots; s++)
+                busy += batch_node_busy(L->eng, live_host_slot(h, s));
+            wire_pack_map(r->reply, 7);
+            wire_put_u64(r->reply, "running", busy);
             /* a session id is a node's to know: users see it blank (issue 23) */
             wire_put_str(r->reply, "sid", curve_may_see_sessions() ? h->sid : "");
             wire_put_str(r->reply, "node", h->name);

@@ -204,6 +204,7 @@ static int resv_flex(struct live *L, struct batch_resv_req *q, int64_t now, char
     memset(&r, 0, sizeof r);
     r.tasks = q->tasks;
     r.per_task = q->per_task;
+    r.ppn = q->ppn;
     r.cred[BATCH_CRED_CLASS] = q->partition; /* as ESTIMATE: the default cluster */
     if (!r.cred[BATCH_CRED_CLASS] && L->default_cl >= 0)
         r.cred[BATCH_CRED_CLASS] = L->cl[L->default_cl].name;
@@ -316,6 +317,7 @@ static void resv_new(struct live *L, const struct wire_msg *m, struct wire_buf *
         q.per_task.mem = v.mem_mb;
         q.per_task.disk = v.disk_mb;
         q.partition = cls[0] ? cls : NULL;
+        q.ppn = (int32_t)wire_get_u64(o, "ppn", 0); /* RESERVE: a spool job's --ppn */
     }
     struct live_words acl[BATCH_CRED_KINDS];
     for (int k = 0; k < BATCH_CRED_KINDS; k++) {

@@ -118,8 +118,10 @@ struct mjob {
     bool parallel, early, dirty, want_cancel;
     char user[META_NAME_MAX], name[META_NAME_MAX];
     struct meta_request rq;
+    uint32_t ppn; /* a parallel job's processes per host at most (--ppn), 0 = none */
     int64_t submitted, started, finished, exit;
     uint32_t attempt; /* placements tried so far */
+    uint64_t refused; /* sites that refused the job for good (bits; INVALID and the like) */
     int site;         /* where it is (PLACING/PLACED/RUNNING), -1 */
     uint64_t sjob;    /* the site's job id, 0 */
     char resv[META_NAME_MAX];
@@ -257,6 +259,10 @@ void meta_group_answer(struct meta *M, uint64_t gid, int site, int64_t e, bool a
 void meta_place_some(struct meta *M);
 /* Placement at j's site failed (refused, timed out): back to the spool, next site. */
 void meta_place_failed(struct meta *M, struct mjob *j, const char *why);
+/* Site j->site refused j for good (its request, not the moment: wire error INVALID,
+ * FIELD, DENIED...): that site is not tried again, and once every site has refused it
+ * the job ends `failed` at once with the sites' reasons. */
+void meta_place_refused(struct meta *M, struct mjob *j, const char *why);
 /* j's move failed: it stays where it is. */
 void meta_move_failed(struct meta *M, struct mjob *j, const char *why);
 void meta_job_cancel_at_site(struct meta *M, struct mjob *j);

@@ -114,6 +114,7 @@ static void job_encode(const struct mjob *j, struct wire_buf *wb)
     wire_buf_reset(wb);
     wire_pack_map(wb, 28);
     wire_put_str(wb, "state", meta_state_name(j->state));
+    wire_put_u64(wb, "refused", j->refused);
     wire_put_u64(wb, "ntasks", j->ntasks);
     wire_put_u64(wb, "t_issued", j->t_issued);
     wire_put_u64(wb, "t_running", j->t_running);
@@ -166,8 +167,12 @@ static struct mjob *job_decode(uint64_t id, const void *v, size_t vl)
     j->reqlen = rl;
     msgpack_unpacked rq;
     msgpack_unpacked_init(&rq);
-    if (msgpack_unpack_next(&rq, r, rl, NULL) == MSGPACK_UNPACK_SUCCESS)
+    if (msgpack_unpack_next(&rq, r, rl, NULL) == MSGPACK_UNPACK_SUCCESS &&
+        rq.data.type == MSGPACK_OBJECT_MAP) {
         j->key = meta_req_key(&rq.data);
+        if (wire_get_bool(o, "parallel", false)) /* --ppn: as the request sent on says */
+            j->ppn = (uint32_t)wire_get_capped(&rq.data, "ppn", 0, 4096);
+    }
     msgpack_unpacked_destroy(&rq);
     j->id = id;
     j->state = (uint8_t)s;
@@ -191,6 +196,7 @@ static struct mjob *job_decode(uint64_t id, const void *v, size_t vl)
     j->finished = wire_get_i64(o, "finished", 0);
     j->exit = wire_get_i64(o, "exit", 0);
     j->attempt = (uint32_t)wire_get_u64(o, "attempt", 0);
+    j->refused = wire_get_u64(o, "refused", 0); /* absent in records before issue 27 */
     j->site = (int)wire_get_i64(o, "site", -1);
     j->sjob = wire_get_u64(o, "sjob", 0);
     wire_get_strbuf(o, "resv", j->resv, sizeof j->resv);

@@ -25,6 +25,12 @@ static bool site_ok(const struct msite *s, const struct meta_request *r)
     return s->known && s->info.up && meta_site_can_hold(&s->info, r, NULL, 0);
 }
 
+/* Site i may be asked to take job j: up, wide enough, and it never refused j for good. */
+static bool site_for(const struct meta *M, const struct mjob *j, int i)
+{
+    return !(j->refused & (1ull << i)) && site_ok(&M->site[i], &j->rq);
+}
+
 bool meta_nowhere(struct meta *M, const struct meta_request *r, char *why, size_t whylen)
 {
     size_t len = (size_t)snprintf(why, whylen, "no site can ever hold this job:");
@@ -111,7 +117,7 @@ void meta_decide(struct meta *M, struct mjob *j)
     bool mv = j->phase >= PH_MV_EST;
     int64_t sec = loop_now_ms() / 1000;
     for (int i = 0; i < M->nsites; i++)
-        if (site_ok(&M->site[i], &j->rq) && !(j->tried & (1ull << i)) && (!mv || i != j->site)) {
+        if (site_for(M, j, i) && !(j->tried & (1ull << i)) && (!mv || i != j->site)) {
             cand[n] = i;
             start[n++] = tie_break(&M->site[i], array_start(&M->site[i], j, j->start_est[i]), sec);
         }
@@ -145,9 +151,15 @@ void meta_decide(struct meta *M, struct mjob *j)
         return;
     }
     if (k == 0) {
+        bool refused = false; /* every site that can hold it refused it in this round */
+        for (int i = 0; i < M->nsites && !refused; i++)
+            refused = site_for(M, j, i) && (j->tried & (1ull << i));
+        /* issue 27: the last refusal stays the reason, not "waiting for a site to be up"
+         * while the sites are up */
         round_over(M, j,
-                   n ? "no site offered a start estimate; trying again"
-                     : "waiting for a site that can hold it to be up");
+                   n         ? "no site offered a start estimate; trying again"
+                   : refused ? NULL
+                             : "waiting for a site that can hold it to be up");
         return;
     }
     int s = order[0];
@@ -181,7 +193,7 @@ void meta_ask_estimates(struct meta *M, struct mjob *j, bool move)
     if (move) /* its own site: the start the site plans for it (JOB_GET `estimate`) */
         j->start_est[j->site] = j->est_start > 0 ? j->est_start : META_NEVER;
     for (int i = 0; i < M->nsites; i++) {
-        if (site_ok(&M->site[i], &j->rq) && !(j->tried & (1ull << i)) && !(move && i == j->site)) {
+        if (site_for(M, j, i) && !(j->tried & (1ull << i)) && !(move && i == j->site)) {
             j->asked |= 1ull << i;
             meta_send_estimate(M, &M->site[i], j, RK_EST, j->id);
         }
@@ -217,7 +229,7 @@ static void group_done(struct meta *M, struct megroup *g)
 
 static bool same_ask(struct meta *M, const struct mjob *a, const struct mjob *b)
 {
-    return a->rq.procs == b->rq.procs && a->rq.walltime == b->rq.walltime &&
+    return a->rq.procs == b->rq.procs && a->ppn == b->ppn && a->rq.walltime == b->rq.walltime &&
            a->rq.mem == b->rq.mem && a->rq.disk == b->rq.disk &&
            !strcmp(meta_job_user(M, a), meta_job_user(M, b));
 }
@@ -255,7 +267,7 @@ static void ask_grouped(struct meta *M, struct mjob *j, uint32_t first)
     }
     uint64_t asked = 0;
     for (int i = 0; i < M->nsites; i++)
-        if (site_ok(&M->site[i], &j->rq))
+        if (site_for(M, j, i))
             asked |= 1ull << i;
     void *p = NULL;
     if (!asked || (M->neg == M->capeg &&
@@ -346,11 +358,36 @@ void meta_place_failed(struct meta *M, struct mjob *j, const char *why)
     meta_job_set(M, j, MJ_QUEUED, r);
     if ((long)j->attempt >= M->cfg.max_attempts) {
         round_over(M, j, NULL);
-        meta_job_set(M, j, MJ_FAILED, "no site took the job (meta.max_attempts placements)");
+        char e[400];
+        snprintf(e, sizeof e,
+                 "no site took the job in %ld placements (meta.max_attempts); the last: %.250s",
+                 M->cfg.max_attempts, r);
+        j->exit = -1; /* it never ran */
+        meta_job_set(M, j, MJ_FAILED, e);
         return;
     }
     j->phase = PH_EST;
     meta_decide(M, j);
+}
+
+void meta_place_refused(struct meta *M, struct mjob *j, const char *why)
+{
+    char r[256];
+    snprintf(r, sizeof r, "refused by site %s: %s", M->site[j->site].name, why);
+    j->refused |= 1ull << j->site;
+    bool all = true;
+    for (int i = 0; i < M->nsites; i++)
+        all = all && (j->refused & (1ull << i));
+    if (!all) { /* another site may take it (its classes, its hosts differ) */
+        meta_place_failed(M, j, why);
+        return;
+    }
+    log_info("job %" PRIu64 ": %s; every site refused it: failed", j->id, r);
+    j->site = -1;
+    j->resv[0] = '\0';
+    round_over(M, j, NULL);
+    j->exit = -1; /* it never ran */
+    meta_job_set(M, j, MJ_FAILED, r);
 }
 
 void meta_move_failed(struct meta *M, struct mjob *j, const char *why)

@@ -13,6 +13,7 @@
 #include "daemon/curve.h"
 #include "daemon/loop.h"
 #include "roles/meta/live/meta_int.h"
+#include "wire/jobargv.h"
 #include "wire/jobenv.h"
 #include "wire/joblist.h"
 
@@ -27,9 +28,9 @@ static void fail(struct wire_buf *r, uint64_t id, int code, const char *msg)
 /* A job's state in the 6.2 vocabulary of the tools (`gstate` says where the grid is). */
 static const char *tool_state(const struct mjob *j)
 {
-    return j->state == MJ_KILLED   ? "failed"
-           : j->state <= MJ_PLACED ? "queued"
-                                   : meta_state_name(j->state);
+    /* a parallel job's `killed` included, as the site says it: `job --wait` then gives the
+     * same exit status at every level */
+    return j->state <= MJ_PLACED ? "queued" : meta_state_name(j->state);
 }
 
 /* A resent keyed SUBMIT/PSUBMIT (6.1 `key`, per user, across restarts): the first job's
@@ -69,9 +70,9 @@ static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *r
     rq.mem = (int64_t)wire_get_u64(o, "mem_mb", 0);
     rq.disk = (int64_t)wire_get_u64(o, "disk_mb", 0);
     rq.walltime = (int64_t)wire_get_u64(o, "limit_s", 3600) * 1000;
-    const msgpack_object *a = wire_get(o, "argv");
-    if (!a || a->type != MSGPACK_OBJECT_ARRAY || a->via.array.size == 0) {
-        fail(reply, m->id, WE_INVALID, "argv must name the program to run");
+    const char *bad = jobargv_problem(wire_get(o, "argv")); /* the sites' own check */
+    if (bad) {
+        fail(reply, m->id, WE_INVALID, bad);
         return;
     }
     if (par) {
@@ -81,6 +82,10 @@ static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *r
             return;
         }
         rq.procs = (int32_t)p;
+        if (wire_get(o, "ppn") && wire_get_u64(o, "ppn", 0) == 0) {
+            fail(reply, m->id, WE_INVALID, "ppn must be at least 1");
+            return;
+        }
     } else if (wire_get_u64(o, "ntasks", 1) < 1) {
         fail(reply, m->id, WE_INVALID, "ntasks must be at least 1");
         return;
@@ -130,6 +135,7 @@ static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *r
     wire_get_strbuf(o, "user", j->user, sizeof j->user);
     wire_get_strbuf(o, "name", j->name, sizeof j->name);
     j->rq = rq;
+    j->ppn = par ? (uint32_t)wire_get_u64(o, "ppn", 0) : 0; /* sent on with the request */
     j->submitted = wall_now_ms();
     j->site = j->mv_site = -1;
     j->state = MJ_QUEUED;

@@ -167,8 +167,10 @@ void meta_send_estimate(struct meta *M, struct msite *s, struct mjob *j, int kin
 {
     struct wire_buf wb;
     wire_buf_init(&wb);
-    meta_req_begin(M, s, kind, id, WT_ESTIMATE, 6, M->cfg.estimate_timeout_ms, &wb);
+    meta_req_begin(M, s, kind, id, WT_ESTIMATE, 6 + (j->ppn > 0), M->cfg.estimate_timeout_ms, &wb);
     wire_put_u64(&wb, "procs", (uint64_t)j->rq.procs);
+    if (j->ppn > 0) /* --ppn: the site plans at most ppn per host, as it will run it */
+        wire_put_u64(&wb, "ppn", j->ppn);
     wire_put_u64(&wb, "walltime_s", (uint64_t)(j->rq.walltime / 1000));
     wire_put_u64(&wb, "mem_mb", (uint64_t)j->rq.mem);
     wire_put_u64(&wb, "disk_mb", (uint64_t)j->rq.disk);
@@ -183,10 +185,12 @@ void meta_send_reserve(struct meta *M, struct msite *s, struct mjob *j, const ch
 {
     struct wire_buf wb;
     wire_buf_init(&wb);
-    meta_req_begin(M, s, RK_RESERVE, j->id, WT_RESERVE, 9, META_REQ_TIMEOUT_MS, &wb);
+    meta_req_begin(M, s, RK_RESERVE, j->id, WT_RESERVE, 9 + (j->ppn > 0), META_REQ_TIMEOUT_MS, &wb);
     wire_put_str(&wb, "user", M->cfg.user);
     wire_put_str(&wb, "name", name);
     wire_put_u64(&wb, "procs", (uint64_t)j->rq.procs);
+    if (j->ppn > 0) /* the reserved cores on hosts the job may use together */
+        wire_put_u64(&wb, "ppn", j->ppn);
     wire_put_u64(&wb, "mem_mb", (uint64_t)j->rq.mem);
     wire_put_u64(&wb, "disk_mb", (uint64_t)j->rq.disk);
     wire_put_i64(&wb, "start", start > 0 && start != META_NEVER ? start : 0);

@@ -156,6 +156,8 @@ static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
                                    : NULL;
     int64_t started = wire_get_time(row, "started", 0), ex = wire_get_i64(row, "exit", 0);
     int64_t fin = wire_get_time(row, "finished", 0);
+    char why[256]; /* how the site says it ended (a limit's kill, a failure) */
+    wire_get_strbuf(row, "reason", why, sizeof why);
     if (j->ntasks > 1) {
         array_progress(j, row, tasks, &started);
         t0 = NULL; /* the first element says nothing of the array's state */
@@ -166,6 +168,8 @@ static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
         fin = wire_get_time(t0, "finished", fin);
         char ts[16];
         wire_get_strbuf(t0, "state", ts, sizeof ts);
+        if (wire_get(t0, "reason"))
+            wire_get_strbuf(t0, "reason", why, sizeof why);
         if (!strcmp(ts, "ok"))
             ns = MJ_DONE;
         else if (!strcmp(ts, "starting") && ns == MJ_RUNNING)
@@ -213,7 +217,10 @@ static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
             meta_send_release(M, &M->site[j->site], j->resv);
     }
     if (ns != j->state)
-        meta_job_set(M, j, (enum mj_state)ns, ns == MJ_CANCELLED ? "cancelled at the site" : NULL);
+        meta_job_set(M, j, (enum mj_state)ns,
+                     ns == MJ_CANCELLED                               ? "cancelled at the site"
+                     : (ns == MJ_FAILED || ns == MJ_KILLED) && why[0] ? why
+                                                                      : NULL);
 }
 
 static void on_sweep(struct meta *M, struct msite *s, const msgpack_object *resvs)
@@ -382,7 +389,17 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
             if (err) {
                 meta_send_release(M, s, j->resv);
                 j->moving = false; /* its old copy is gone: placed anew */
-                meta_place_failed(M, j, msg);
+                /* a refusal of the request itself is final at this site; busy, no
+                 * storage, or about the spool's own reservation (`field` resv: refused,
+                 * gone, too short by now): try again */
+                char field[16] = "";
+                wire_get_strbuf(m->root, "field", field, sizeof field);
+                if ((code == WE_INVALID || code == WE_FIELD || code == WE_TYPE ||
+                     code == WE_MALFORMED || code == WE_VERSION || code == WE_DENIED) &&
+                    strcmp(field, "resv"))
+                    meta_place_refused(M, j, msg);
+                else
+                    meta_place_failed(M, j, msg);
                 break;
             }
             j->sjob = wire_get_u64(m->root, "job", 0);

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 
 #include "lib/log.h"
+#include "lib/text.h"
 #include "daemon/loop.h"
 #include "roles/meta/slurm/slurm_int.h"
 #include "wire/wire.h"
@@ -34,6 +35,23 @@ static void reply_err(struct slurm_site *S, struct sreq *r, int code, const char
     struct wire_buf wb;
     wire_buf_init(&wb);
     wire_error_msg(&wb, r->rid, code, "%s", msg);
+    send_wb(S, &wb);
+    wire_buf_free(&wb);
+}
+
+/* An sbatch refusal (docs/wire.md ERROR `field`): about the spool's reservation (gone
+ * after a restart, not usable yet), which a new placement mends, or about the request
+ * itself (partition, limits, constraints), final at this site (issue 27). */
+static void reply_sbatch_refused(struct slurm_site *S, struct sreq *r, const char *msg)
+{
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    bool resv = strcasestr(msg, "reservation") != NULL;
+    wire_begin(&wb, WT_ERROR, r->rid, 2 + resv);
+    wire_put_u64(&wb, "code", WE_INVALID);
+    wire_put_str(&wb, "msg", msg);
+    if (resv)
+        wire_put_str(&wb, "field", "resv");
     send_wb(S, &wb);
     wire_buf_free(&wb);
 }
@@ -271,8 +289,11 @@ static void done_submit(struct slurm_site *S, struct sreq *r)
              * reply, so the spool sends the submission again with the same key once the
              * site answers (and this lookup finds the job) instead of placing it twice */
             log_warnx("%s (no answer: the spool resends with key %s)", b, r->key);
+        } else if (slurm_unreachable(r)) {
+            reply_err(S, r, WE_REFUSED, "%s", b); /* Slurm not answering: not the job's fault */
         } else {
-            reply_err(S, r, WE_INVALID, "%s", b);
+            text_fix(b);
+            reply_sbatch_refused(S, r, b);
         }
         slurm_req_free(S, r);
         return;
