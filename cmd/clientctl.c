@@ -30,7 +30,13 @@ static const char usage[] =
     "  -s, --state-dir DIR the client's state directory (reads DIR/endpoint)\n"
     "  -e, --endpoint EP   the client's control endpoint instead\n"
     "  --timeout MS        give up waiting for the reply after MS ms (default 10000)\n"
-    "  --json              machine-readable output (status)\n";
+    "  --json              machine-readable output (status)\n"
+    "With CURVE (the default) the control endpoint is served with the client's own key\n"
+    "and admits the admin, node and peer keys of its authorized_keys (a user's key gets\n"
+    "DENIED): GRIDNODE_SERVER_KEY is the client's public key (its security.secret_key's\n"
+    ".pub), GRIDNODE_KEY an admitted key. In a scripts/grid grid:\n"
+    "  GRIDNODE_KEY=DIR/keys/admin.key GRIDNODE_SERVER_KEY=DIR/keys/node1.pub \\\n"
+    "  gridnode client status -s DIR/node1\n";
 
 static double num(const msgpack_object *m, const char *k)
 {
