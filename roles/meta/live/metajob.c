@@ -112,7 +112,7 @@ void meta_job_set(struct meta *M, struct mjob *j, enum mj_state st, const char *
 static void job_encode(const struct mjob *j, struct wire_buf *wb)
 {
     wire_buf_reset(wb);
-    wire_pack_map(wb, 28);
+    wire_pack_map(wb, 29);
     wire_put_str(wb, "state", meta_state_name(j->state));
     wire_put_u64(wb, "refused", j->refused);
     wire_put_u64(wb, "ntasks", j->ntasks);
