@@ -18,6 +18,13 @@ def restart(client, workdir):
                             stderr=log)
 
 
+def started(cl, jid):
+    """The node reported the job's process started (not only told to start it: a client
+    killed before that gets the same "run" again after its restart, nothing is lost)."""
+    ranks = cl.rpc(34, job=jid)["job"].get("ranks") or []
+    return bool(ranks) and ranks[0]["state"] == "started"
+
+
 def ended(role, jid):
     return role.rpc(34, job=jid)["job"]["state"] in ("done", "failed", "killed", "cancelled")
 
@@ -27,8 +34,7 @@ def test_cluster_requeues_a_job_whose_process_was_lost(cluster_factory, client_f
     (a,) = client_factory(cl, 1, sets=SETS)
     wait_until(lambda: any(n["active"] for n in cl.rpc(37)["nodes"]), scaled(20), msg="node")
     jid = cl.rpc(39, argv=["sleep 2; echo ran"], shell=True, procs=1, limit_s=60)["job"]
-    wait_until(lambda: cl.rpc(34, job=jid)["job"]["state"] == "running", scaled(20),
-               msg="running")
+    wait_until(lambda: started(cl, jid), scaled(20), msg="its process started")
     again = restart(a, workdir)
     try:
         wait_until(lambda: ended(cl, jid), scaled(60), msg="job ends")
@@ -51,8 +57,7 @@ def test_batch_reruns_an_element_lost_to_a_client_restart(cluster_factory, clien
     wait_until(lambda: b.rpc(34, job=jid, tasks=True)["tasks"][0].get("cjob"), scaled(30),
                msg="started at the cluster")
     first = b.rpc(34, job=jid, tasks=True)["tasks"][0]["cjob"]
-    wait_until(lambda: cl.rpc(34, job=first)["job"]["state"] == "running", scaled(20),
-               msg="running")
+    wait_until(lambda: started(cl, first), scaled(20), msg="its process started")
     again = restart(a, workdir)
     try:
         wait_until(lambda: ended(b, jid) and ended(b, own), scaled(90), msg="jobs end")
