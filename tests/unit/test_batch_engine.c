@@ -370,6 +370,92 @@ static void test_early_start(void **state)
     }
 }
 
+/* Issue 25: early jobs bound to back-to-back reservations (what a metascheduler lays on
+ * requested walltimes) start as soon as their reservation's nodes free up, pulling the
+ * reservation forward; not over another reservation, not over a higher-priority job's
+ * job reservation, and not without the early flag. */
+static void release_bound(struct batch_engine *e, uint64_t id)
+{
+    for (size_t i = 0; i < batch_resv_count(e); i++) {
+        struct batch_resv_info ri;
+        assert_int_equal(batch_resv_get(e, i, &ri), 0);
+        if (ri.bound_job == id) {
+            char name[BATCH_NAME_MAX];
+            snprintf(name, sizeof name, "%s", ri.name);
+            assert_int_equal(batch_resv_release(e, name), 0);
+            return;
+        }
+    }
+}
+
+static void test_early_start_pulls_its_reservation(void **state)
+{
+    (void)state;
+    for (int early = 0; early < 2; early++) {
+        struct batch_engine *e = eng(NULL);
+        nodes(e, 2, 1, 0, NULL, "n");
+        char why[256];
+        /* jobs 1-6, 300 s each, reserved as a spool does: 1-2 now, 3-4 at 300, 5-6 at 600 */
+        for (uint64_t id = 1; id <= 6; id++) {
+            int64_t at = (int64_t)(id - 1) / 2 * 300;
+            assert_int_equal(resv(e, NULL, NULL, 0, &id, 1, NULL, 0, 1, 1, at, at + 300, why), 0);
+            submit(e, (struct js){id, "u", 1, 1, 0, 300, 0, NULL, early});
+        }
+        cycle(e, 0);
+        assert_true(running(e, 1) && running(e, 2));
+        release_bound(e, 1); /* the site releases a reservation once its job runs */
+        release_bound(e, 2);
+        assert_int_equal(batch_job_finish(e, 1, 2), 0);
+        assert_int_equal(batch_job_finish(e, 2, 2), 0);
+        cycle(e, 2);
+        if (!early) { /* they wait for their reservations */
+            assert_false(running(e, 3) || running(e, 4));
+            assert_int_equal(info(e, 3).reserved, 300);
+            batch_engine_destroy(&e);
+            continue;
+        }
+        assert_true(running(e, 3) && running(e, 4));
+        assert_false(running(e, 5) || running(e, 6)); /* 3's and 4's reservations are in the way */
+        struct batch_resv_info ri;
+        for (size_t i = 0; i < batch_resv_count(e); i++) {
+            assert_int_equal(batch_resv_get(e, i, &ri), 0);
+            if (ri.bound_job == 3) /* pulled forward to the start, on the job's node */
+                assert_true(ri.start == 2 && ri.nodes[0] == info(e, 3).nodes[0]);
+        }
+        release_bound(e, 3);
+        release_bound(e, 4);
+        assert_int_equal(batch_job_finish(e, 3, 4), 0);
+        cycle(e, 4); /* 4 still runs: only 5 or 6, the one whose node is free */
+        assert_true(running(e, 5) != running(e, 6));
+        assert_int_equal(batch_job_finish(e, 4, 5), 0);
+        cycle(e, 5);
+        assert_true(running(e, 5) && running(e, 6));
+        batch_engine_destroy(&e);
+    }
+    /* a higher-priority job's job reservation on the nodes holds the early job back */
+    struct batch_engine *e = eng(NULL);
+    nodes(e, 2, 1, 0, NULL, "n");
+    char why[256];
+    submit(e, (struct js){1, "u", 1, 1, 0, 100, 0});
+    cycle(e, 0);                                     /* 1 runs on one node until 100 */
+    submit(e, (struct js){2, "u", 2, 1, 0, 100, 1}); /* both nodes: reserved at 100 */
+    const uint64_t j3[] = {3};
+    const char *other[1] = {!strcmp(batch_node_name(e, info(e, 1).nodes[0]), "n0") ? "n1" : "n0"};
+    assert_int_equal(resv(e, "G", NULL, 0, j3, 1, other, 1, 0, 0, 400, 700, why), 0);
+    submit(e, (struct js){3, "v", 1, 1, 0, 300, 2, NULL, true});
+    cycle(e, 2);
+    assert_false(running(e, 3)); /* 2 needs that node from 100 */
+    assert_int_equal(info(e, 2).reserved, 100);
+    assert_int_equal(batch_job_finish(e, 1, 50), 0);
+    cycle(e, 50); /* 2 starts at once; 3 then has no free node until 150 */
+    assert_true(running(e, 2));
+    assert_false(running(e, 3));
+    assert_int_equal(batch_job_finish(e, 2, 60), 0);
+    cycle(e, 60);
+    assert_true(running(e, 3));
+    batch_engine_destroy(&e);
+}
+
 /* B6: estimates are the ranges of feasible starts in the current plan. */
 static void test_estimate(void **state)
 {
@@ -680,13 +766,20 @@ static void test_node_after_job(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_resources),         cmocka_unit_test(test_classes_and_down),
-        cmocka_unit_test(test_hold_and_throttle), cmocka_unit_test(test_priority),
-        cmocka_unit_test(test_resv_acl),          cmocka_unit_test(test_resv_refusals),
-        cmocka_unit_test(test_early_start),       cmocka_unit_test(test_estimate),
-        cmocka_unit_test(test_bad_calls),         cmocka_unit_test(test_backfill_memo),
-        cmocka_unit_test(test_node_after_job),    cmocka_unit_test(test_lazy_nodes),
+        cmocka_unit_test(test_resources),
+        cmocka_unit_test(test_classes_and_down),
+        cmocka_unit_test(test_hold_and_throttle),
+        cmocka_unit_test(test_priority),
+        cmocka_unit_test(test_resv_acl),
+        cmocka_unit_test(test_resv_refusals),
+        cmocka_unit_test(test_early_start),
+        cmocka_unit_test(test_estimate),
+        cmocka_unit_test(test_bad_calls),
+        cmocka_unit_test(test_backfill_memo),
+        cmocka_unit_test(test_node_after_job),
+        cmocka_unit_test(test_lazy_nodes),
         cmocka_unit_test(test_walk_and_slots),
+        cmocka_unit_test(test_early_start_pulls_its_reservation),
     };
     return cmocka_run_group_tests_name("batch_engine", tests, NULL, NULL);
 }

@@ -56,12 +56,65 @@ static void test_estimate_policies(void **st)
     assert_int_equal(out[0], 0);
     assert_int_equal(meta_rank(META_SLURM_M, sites, cand, start, 3, &r, &state, out), 2);
     assert_int_equal(out[0], 0);
-    /* ties go to the lower site index */
-    int64_t same[3] = {5, 5, 5};
-    assert_int_equal(meta_rank(META_EARLIEST_START, sites, cand, same, 3, &r, &state, out), 3);
-    assert_int_equal(out[0], 0);
-    assert_int_equal(out[1], 1);
-    assert_int_equal(out[2], 3);
+}
+
+/* Issue 25: equally good sites take turns (round robin among the tied ones), for every
+ * policy of the spool's own; Slurm's -M keeps the first listed. Better sites still win. */
+static void test_ties_take_turns(void **st)
+{
+    (void)st;
+    static const struct meta_site eq[4] = {
+        {true, 1.0, 64, 64, 0, 0, 0},
+        {true, 1.0, 64, 64, 0, 0, 0},
+        {true, 1.0, 64, 64, 0, 0, 0},
+        {true, 1.0, 64, 64, 0, 0, 0},
+    };
+    struct meta_request r = {1, 0, 0, 60000};
+    int cand[4] = {2, 0, 3, 1}, out[4];
+    int64_t same[4] = {5000, 5000, 5000, 5000};
+    const enum meta_policy pols[] = {META_EARLIEST_COMPLETION, META_EARLIEST_START,
+                                     META_LEAST_QUEUED};
+    for (size_t p = 0; p < sizeof pols / sizeof *pols; p++) {
+        uint64_t state = 0;
+        int count[4] = {0};
+        for (int k = 0; k < 8; k++) {
+            assert_int_equal(meta_rank(pols[p], eq, cand, same, 4, &r, &state, out), 4);
+            assert_int_equal(out[0], k % 4); /* 0, 1, 2, 3, 0, ... */
+            for (int i = 1; i < 4; i++)      /* the rest in turn after it */
+                assert_int_equal(out[i], (k + i) % 4);
+            count[out[0]]++;
+        }
+        for (int s = 0; s < 4; s++)
+            assert_int_equal(count[s], 2);
+    }
+    /* a tie among some: the better one first, the tied ones in turn behind the best */
+    uint64_t state = 0;
+    int64_t two[4] = {9000, 5000, 9000, 5000}; /* sites 2, 0, 3, 1: 0 and 1 tie best */
+    int firsts[4];
+    for (int k = 0; k < 4; k++) {
+        assert_int_equal(meta_rank(META_EARLIEST_START, eq, cand, two, 4, &r, &state, out), 4);
+        firsts[k] = out[0];
+        assert_true(out[0] == 0 || out[0] == 1);
+        assert_true(out[1] == 0 || out[1] == 1);
+        assert_true(out[2] == 2 || out[2] == 3);
+    }
+    assert_int_equal(firsts[0], 0);
+    assert_int_equal(firsts[1], 1);
+    assert_int_equal(firsts[2], 0);
+    assert_int_equal(firsts[3], 1);
+    /* a strictly better site wins whatever the turn */
+    int64_t one[4] = {5000, 5000, 4000, 5000}; /* site 3 */
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(meta_rank(META_EARLIEST_START, eq, cand, one, 4, &r, &state, out), 4);
+        assert_int_equal(out[0], 3);
+    }
+    /* Slurm's -M: the first listed cluster wins a tie, every time */
+    state = 0;
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(meta_rank(META_SLURM_M, eq, cand, same, 4, &r, &state, out), 4);
+        assert_int_equal(out[0], 0);
+        assert_int_equal(out[3], 3);
+    }
 }
 
 static void test_queue_and_rotation(void **st)
@@ -113,9 +166,8 @@ static void test_names(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_can_hold),
-        cmocka_unit_test(test_estimate_policies),
-        cmocka_unit_test(test_queue_and_rotation),
+        cmocka_unit_test(test_can_hold),        cmocka_unit_test(test_estimate_policies),
+        cmocka_unit_test(test_ties_take_turns), cmocka_unit_test(test_queue_and_rotation),
         cmocka_unit_test(test_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

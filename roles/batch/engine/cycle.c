@@ -237,7 +237,9 @@ static bool candidate(const struct bjob *j)
 }
 
 /* Keeps the job reservations of the longest prefix of the order that matches the
- * plan and drops the others; returns the queue position where planning resumes. */
+ * plan and drops the others; returns the queue position where planning resumes. An
+ * early-start job waiting for its own admin reservation whose nodes are free until it
+ * begins ends the prefix: planned again, it may start now (bs_plan_earliest). */
 static int32_t keep_prefix(struct batch_engine *e)
 {
     int32_t qi = 0, k = 0;
@@ -245,7 +247,8 @@ static int32_t keep_prefix(struct batch_engine *e)
         int32_t s = e->queue[qi];
         if (!candidate(&e->jobs[s]))
             continue;
-        if (k < e->nplan && e->plan[k].job == s) {
+        if (k < e->nplan && e->plan[k].job == s &&
+            !(e->jobs[s].early_start && bs_plan_pull_free(e, e->plan[k].pool))) {
             set_reason(e, &e->jobs[s], e->plan[k].pool ? R_WAITRESV : R_RESERVED);
             k++;
             continue;

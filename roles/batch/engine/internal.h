@@ -375,6 +375,9 @@ static inline int32_t bs_pool_pos(const struct bpool *p, int32_t g)
 /* ---- plan.c ---- */
 int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjob *j, int64_t t0,
                           int64_t tmax, bool est, int32_t *cnt);
+/* Whether pool pi's reservation has not begun and its nodes are all free in the plan
+ * from now until it does (an early start of its bound job could pull it forward). */
+bool bs_plan_pull_free(struct batch_engine *e, int32_t pi);
 int64_t bs_plan_earliest(struct batch_engine *e, const struct bjob *j, int64_t t0, int64_t tmax,
                          bool est, int32_t *pool_out, int32_t *cnt_out);
 int bs_plan_reserve(struct batch_engine *e, int32_t slot, int32_t pool, int64_t start,

@@ -140,6 +140,48 @@ static bool job_bound(const struct batch_engine *e, const struct bjob *j)
     return false;
 }
 
+/* Whether pool pi's reservation is bound to job j alone (its ACL lists j and no other job). */
+static bool pool_bound_to(const struct batch_engine *e, int32_t pi, const struct bjob *j)
+{
+    const struct bresv *r = &e->resv[e->pools[pi].resv];
+    return r->njobs == 1 && r->jobs[0] == j->id;
+}
+
+bool bs_plan_pull_free(struct batch_engine *e, int32_t pi)
+{
+    const struct bpool *p = &e->pools[pi];
+    if (p->resv < 0 || p->start <= e->now)
+        return false;
+    for (int32_t k = 0; k < p->ng; k++)
+        if (bs_profile_min(&e->pools[0].plan[p->gid[k]], e->now, p->start) <
+            e->groups[p->gid[k]].nnodes)
+            return false;
+    return true;
+}
+
+/* Early start on its own reservation (B5; docs/batch.md "Reservations"): job j, bound
+ * alone to pool pi's reservation that has not begun, starts now on the reservation's
+ * nodes when they are all free in the plan until the reservation begins (no running job,
+ * no other reservation, no job reservation of a pending job on them) and j then fits
+ * the reservation from its start (it ends by its end). Starting there pulls the
+ * reservation forward to now (bs_plan_start): it keeps its nodes, so nothing else
+ * moves. Without this an early job could only start where it fits the general pool for
+ * its whole walltime, and the back-to-back reservations a metascheduler lays on
+ * requested walltimes left no such hole: freed nodes idled until each reservation
+ * came (issue 25). Returns true and fills cnt when it can. */
+static bool pull_fits(struct batch_engine *e, int32_t pi, const struct bjob *j, int32_t *cnt)
+{
+    const struct bpool *p = &e->pools[pi];
+    int64_t end = add_sat(e->now, j->walltime);
+    if (!j->early_start || end <= p->start || end > p->end || !pool_bound_to(e, pi, j) ||
+        !bs_plan_pull_free(e, pi))
+        return false;
+    /* before its start the nodes are free; from it, j's remaining run must fit */
+    struct bjob rest = *j;
+    rest.walltime = end - p->start;
+    return bs_plan_pool_find(e, pi, &rest, p->start, p->start, false, cnt) == p->start;
+}
+
 static int32_t hosts_pick(struct batch_engine *e, const struct bjob *j, const struct bpool *p,
                           const int32_t *cnt, struct bjob_run *runs);
 
@@ -179,6 +221,14 @@ static int64_t earliest_counts(struct batch_engine *e, const struct bjob *j, int
     for (int32_t pi = 1; pi < e->npools && best > t0; pi++) {
         if (!bs_engine_admits(e, &e->resv[e->pools[pi].resv], j))
             continue;
+        if (!est && t0 == e->now && e->pools[pi].start > t0 && j->early_start &&
+            pull_fits(e, pi, j, e->scr_cnt2)) {
+            best = t0;
+            bestpool = pi;
+            if (cnt_out)
+                memcpy(cnt_out, e->scr_cnt2, (size_t)e->pools[pi].ng * sizeof *cnt_out);
+            break;
+        }
         int64_t lim = best == BATCH_NEVER ? tmax : best - 1;
         int64_t t = bs_plan_pool_find(e, pi, j, t0, lim < tmax ? lim : tmax, est, e->scr_cnt2);
         if (t < best) {
@@ -423,14 +473,37 @@ static int take_nodes(struct batch_engine *e, int32_t slot, const struct bpool *
     return 0;
 }
 
+/* Moves the start of pool pi's reservation to now (its nodes were found free until
+ * then, pull_fits): the general pool gives those nodes up from now, the reservation's
+ * pool gets them. A profile that cannot be split has everything rebuilt next cycle. */
+static void pull_forward(struct batch_engine *e, int32_t pi)
+{
+    struct bpool *p = &e->pools[pi];
+    int64_t from = e->now, to = p->start;
+    for (int32_t k = 0; k < p->ng; k++) {
+        int32_t g = p->gid[k], n = e->groups[g].nnodes;
+        if (bs_profile_add(&e->pools[0].base[g], from, to, -n) < 0 ||
+            bs_profile_add(&e->pools[0].plan[g], from, to, -n) < 0 ||
+            bs_profile_add(&p->base[k], from, to, n) < 0 ||
+            bs_profile_add(&p->plan[k], from, to, n) < 0)
+            e->groups_dirty = true;
+    }
+    p->start = e->resv[p->resv].start = from;
+    e->est_valid = false;
+    bs_engine_memo_clear(e);
+}
+
 int bs_plan_start(struct batch_engine *e, int32_t slot, int32_t pool, const int32_t *cnt,
                   bool from_plan)
 {
     struct bjob *j = &e->jobs[slot];
     struct bpool *p = &e->pools[pool];
     int64_t now = e->now, end = add_sat(now, j->walltime);
-    if (VEC_RESERVE(e->started, e->capstarted, e->nstarted + 1) < 0 ||
-        take_nodes(e, slot, p, cnt) < 0)
+    if (VEC_RESERVE(e->started, e->capstarted, e->nstarted + 1) < 0)
+        return -1;
+    if (p->resv >= 0 && p->start > now)
+        pull_forward(e, pool); /* an early start on its own reservation */
+    if (take_nodes(e, slot, p, cnt) < 0)
         return -1;
     for (int32_t k = 0; k < p->ng; k++) {
         if (!cnt[k])

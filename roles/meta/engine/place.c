@@ -74,6 +74,7 @@ static uint64_t next_random(uint64_t *state)
 struct keyed {
     int site;
     double key;
+    int64_t turn; /* among equal keys, lower first */
 };
 
 static int by_key(const void *a, const void *b)
@@ -81,7 +82,18 @@ static int by_key(const void *a, const void *b)
     const struct keyed *x = a, *y = b;
     if (x->key != y->key)
         return x->key < y->key ? -1 : 1;
-    return (x->site > y->site) - (x->site < y->site);
+    return (x->turn > y->turn) - (x->turn < y->turn);
+}
+
+/* Equally good sites take turns (docs/meta.md "Ties spread"): *state is the site that
+ * came first last time + 1, and among equal keys the sites from it upwards come before
+ * the ones below it, so a run of ties goes round the sites instead of all to the lowest
+ * index. Slurm's -M keeps Slurm's rule: the first cluster listed wins a tie. */
+static int64_t turn_of(enum meta_policy p, int site, uint64_t state)
+{
+    if (p == META_SLURM_M || (uint64_t)site >= state)
+        return site;
+    return (int64_t)site + ((int64_t)1 << 32);
 }
 
 size_t meta_rank(enum meta_policy p, const struct meta_site *sites, const int *cand,
@@ -102,7 +114,7 @@ size_t meta_rank(enum meta_policy p, const struct meta_site *sites, const int *c
             return n;
         }
         for (size_t i = 0; i < n; i++)
-            k[i] = (struct keyed){cand[i], (double)cand[i]};
+            k[i] = (struct keyed){cand[i], (double)cand[i], 0};
         qsort(k, n, sizeof *k, by_key);
         for (size_t i = 0; i < n; i++)
             sorted[i] = k[i].site;
@@ -144,11 +156,13 @@ size_t meta_rank(enum meta_policy p, const struct meta_site *sites, const int *c
             key = p == META_EARLIEST_COMPLETION ? (double)meta_completion(s, r, start[i])
                                                 : (double)start[i];
         }
-        k[m++] = (struct keyed){cand[i], key};
+        k[m++] = (struct keyed){cand[i], key, turn_of(p, cand[i], *state)};
     }
     qsort(k, m, sizeof *k, by_key);
     for (size_t i = 0; i < m; i++)
         out[i] = k[i].site;
+    if (m > 0 && p != META_SLURM_M)
+        *state = (uint64_t)out[0] + 1;
     free(k);
     return m;
 }

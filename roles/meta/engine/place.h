@@ -65,9 +65,12 @@ bool meta_site_can_hold(const struct meta_site *s, const struct meta_request *r,
  * estimated start (ms since the epoch, META_NEVER if it gave none or cannot) and is read
  * only by the estimate-based policies. Writes the order into out[0..n) (site indices)
  * and returns how many sites are worth trying (those with an estimate, for the estimate
- * policies; all n otherwise). *state carries round-robin position and the random
- * generator between calls (start it at any value, e.g. a seed). Ties go to the lower
- * site index, so results are reproducible.
+ * policies; all n otherwise). *state carries the round-robin position (round_robin, and
+ * the tie rule below) or the random generator between calls (start it at any value, e.g.
+ * a seed; one state per sequence of placements). Sites with equal keys take turns: the
+ * first one at or after the site that came first last time + 1, wrapping around (round
+ * robin among equally good sites); slurm_m keeps Slurm's rule, the lowest index. Results
+ * are reproducible from the state.
  */
 size_t meta_rank(enum meta_policy p, const struct meta_site *sites, const int *cand,
                  const int64_t *start, size_t n, const struct meta_request *r, uint64_t *state,

@@ -487,7 +487,7 @@ int msim_run(const struct msim_scenario *s, const struct msim_workload *w, int k
     }
     for (size_t i = 0; i < w->in.njobs; i++)
         r->jobs[i].start = r->jobs[i].end = -1;
-    if (kind == META_ROUND_ROBIN)
+    if (kind != META_RANDOM) /* the seed is the random policy's; the others take turns from 0 */
         x.rank_state = 0;
     if (build(&x, err, len) < 0 || loop(&x, err, len) < 0)
         goto out;
