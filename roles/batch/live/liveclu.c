@@ -356,9 +356,8 @@ static int build_start(struct live *L, struct ljob *j, uint32_t e, struct wire_b
         if (k > per_host)
             per_host = k;
     }
-    uint32_t nf =
-        9 + (j->mem_mb > 0) + (j->disk_mb > 0) + (j->cpu_s > 0) + j->network +
-            jobenv_put(NULL, j->env, j->cwd);
+    uint32_t nf = 9 + (j->mem_mb > 0) + (j->disk_mb > 0) + (j->cpu_s > 0) + j->network +
+                  jobenv_put(NULL, j->env, j->cwd);
     req_begin(L, c, RK_PSUBMIT, live_eid(j->id, e), WT_PSUBMIT, nf, 0, wb);
     jobenv_put(wb, j->env, j->cwd); /* --export / --chdir (issue 15) */
     if (j->network) /* submit --network (issue 23): the cluster hands it to the nodes */
