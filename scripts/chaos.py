@@ -357,8 +357,9 @@ def make_schedule(opts, grid):
 
 
 class Submitter(threading.Thread):
-    """Submits the jobs over the first half of the kill window, each resent with its
-    key until the spool answers (the spool may be dead or restarting)."""
+    """Submits half the jobs at once, the rest spread over the first half of the kill
+    window, each resent with its key until the spool answers (the spool may be dead or
+    restarting)."""
 
     def __init__(self, grid, jobs, span, deadline):
         super().__init__(daemon=True)
@@ -369,8 +370,9 @@ class Submitter(threading.Thread):
     def run(self):
         rpc = Rpc(self.grid.meta.endpoint)
         t0 = time.monotonic()
+        burst = len(self.jobs) // 2  # a backlog at once (waits, estimates, moves)
         for i, j in enumerate(self.jobs):
-            due = t0 + self.span * i / max(1, len(self.jobs))
+            due = t0 + self.span * max(0, i - burst) / max(1, len(self.jobs) - burst)
             time.sleep(max(0.0, due - time.monotonic()))
             t, fields = j["req"]
             while time.monotonic() < self.deadline:
@@ -426,10 +428,11 @@ def chaos(grid, schedule, opts, kills):
 # the checks
 
 
-def read_markers(grid, n):
-    """{(elem, rank): {"start": [cjob...], "done": [cjob...]}} of job n's marker file."""
+def read_markers(path):
+    """{(elem, rank): {"start": [cjob...], "done": [cjob...]}} of one job's marker file
+    (lines "start|done N.ELEM.RANK CJOB", written by the job's processes)."""
     out = {}
-    p = grid.markers / str(n)
+    p = Path(path)
     if not p.exists():
         return out
     for line in p.read_text(errors="replace").splitlines():
@@ -439,6 +442,21 @@ def read_markers(grid, n):
         d = out.setdefault((int(m.group(3)), int(m.group(4))), {"start": [], "done": []})
         d[m.group(1)].append(int(m.group(5) or 0))
     return out
+
+
+def complete_runs(marks, elem, ranks):
+    """(complete runs, {cluster job: [ranks done]}) of one element. A run is one cluster
+    job (the processes' GRIDNODE_JOB); it is complete when each of its `ranks` ranks
+    wrote its done line. A rank that wrote two done lines under one cluster job id (two
+    runs whose cluster jobs have the same number, at two sites) counts as two runs."""
+    runs = {}
+    for rk in range(ranks):
+        for cjob in marks.get((elem, rk), {}).get("done", []):
+            runs.setdefault(cjob, []).append(rk)
+    complete = 0
+    for rks in runs.values():
+        complete += min(rks.count(rk) for rk in range(ranks))
+    return complete, {c: sorted(r) for c, r in sorted(runs.items())}
 
 
 def stdout_of(rank):
@@ -552,20 +570,15 @@ def check(grid, jobs, opts, figures):
                     v.append("%s: cluster job %d at %s ran to the end but its site does not "
                              "point to it" % (key, x["job"], ep))
         # markers: complete runs per element
-        marks = read_markers(grid, j["n"])
+        marks = read_markers(grid.markers / str(j["n"]))
         for e in range(j["elements"]):
-            runs = {}
-            for rk in range(j["ranks"]):
-                m = marks.get((e, rk), {"start": [], "done": []})
-                f["starts"] += len(m["start"])
-                for cjob in m["done"]:
-                    runs.setdefault(cjob, []).append(rk)
-            complete = [c for c, rks in runs.items()
-                        if sorted(rks) == list(range(j["ranks"])) or len(rks) > j["ranks"]]
-            f["complete_runs"] += len(complete)
-            if len(complete) > 1 or any(len(r_) > j["ranks"] for r_ in runs.values()):
-                v.append("%s: element %d ran to completion more than once (cluster jobs %s)"
-                         % (key, e, sorted(runs.items())))
+            f["starts"] += sum(len(marks.get((e, rk), {}).get("start", []))
+                               for rk in range(j["ranks"]))
+            complete, runs = complete_runs(marks, e, j["ranks"])
+            f["complete_runs"] += complete
+            if complete > 1:
+                v.append("%s: element %d ran to completion %d times (done lines by cluster "
+                         "job: %s)" % (key, e, complete, runs))
             elif not complete:
                 v.append("%s: element %d has no complete run in its marker file" % (key, e))
     # reservations of the spool left at any site
@@ -668,6 +681,11 @@ def main(argv=None):
                    drain_s=None, wall_s=None, kills=kills)
     t_start = time.monotonic()
     violations = []
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)  # stop every role started, then exit 1
     try:
         grid.up()
         jobs = make_jobs(o, grid.markers)
