@@ -54,7 +54,7 @@ T = {"ERROR": 1, "SUBMIT": 30, "SUBMITTED": 31, "JOB_LIST": 32, "JOB_GET": 34,
      "NODE_LIST": 37, "PSUBMIT": 39, "CHECKJOB": 82, "RESV_LIST": 90, "SITE_INFO": 94}
 LEVELS = ("meta", "batch", "cluster", "client")
 END = ("done", "failed", "killed", "cancelled")
-LIMIT_S = 120  # walltime of every job: a job's reservation lasts this plus 5 s
+LIMIT_S = 20  # walltime of every job (each sleeps 1-4 s): a reservation lasts this plus 5 s
 
 
 def log(msg):
@@ -376,7 +376,7 @@ class Submitter(threading.Thread):
             time.sleep(max(0.0, due - time.monotonic()))
             t, fields = j["req"]
             while time.monotonic() < self.deadline:
-                r = rpc.call(t, timeout=3.0, **fields)
+                r = rpc.call(t, timeout=1.0, **fields)  # short: resends happen
                 if r is None:
                     self.resends += 1
                     time.sleep(0.3)
