@@ -12,7 +12,7 @@
  *   middle   feed.c > scored_ack.c > scored.c > requeue.c; purge.c; sessions.c;
  *            tasks.c > validate_res.c > validator.c > validate_dec.c > validate.c
  *   bottom   scored_output.c > scored_store.c; state_rec.c > valid_state.c, drain.c >
- *            state.c; subkey.c, app.c
+ *            state.c; subkey.c, app.c; acct.c (calls state.c and pj_state_name only)
  *   engine/  the pure SCore-D policy (engine/scored.h): lib/ only
  * An upper file learns of a lower one's change through state (c->evt, dirty flags),
  * never by a call upwards.
@@ -25,6 +25,7 @@
 #include <stdio.h>
 
 #include "lib/config.h"
+#include "daemon/acct.h"
 #include "daemon/curve.h"
 #include "daemon/record.h"
 #include "wire/wire.h"
@@ -88,6 +89,7 @@ struct cluster_cfg {
     long v_trust_after, v_redeem_spots, v_validator_timeout_s, v_validator_attempts;
     long v_validator_max;
     struct curve_conf sec; /* [security] (daemon/curve.h) */
+    struct acct_conf acct; /* [acct] (daemon/acct.h) */
 };
 
 enum task_state { TS_NEW = 0, TS_ISSUED = 1, TS_DONE = 2 };
@@ -232,8 +234,10 @@ struct cluster {
     struct cluster_cfg cfg;
     struct store *store;
     int t_jobs, t_tasks, t_results, t_dups, t_stdin, t_nodes, t_meta;
-    int t_vres, t_known;      /* validate.c: every result of a checked task; known answers */
-    int t_drain;              /* drain.c: drained nodes by name */
+    int t_vres, t_known; /* validate.c: every result of a checked task; known answers */
+    int t_drain;         /* drain.c: drained nodes by name */
+    int t_acct;          /* acct.c: finished jobs' accounting records */
+    struct acct_sweep acct_sw;
     struct drain_ent *drains; /* drain.c */
     uint32_t ndrains;
     struct vstate *vs; /* validate.c */
@@ -441,6 +445,14 @@ void purge_step(struct cluster *c);
 void purge_retention(struct cluster *c);
 int purge_request(struct cluster *c, const msgpack_object *m, struct wire_buf *reply,
                   uint64_t req_id, char *err, size_t errlen, int *code);
+
+/* acct.c (issue 27): the accounting record of an ended job into the turn (nothing for
+ * one still running): 0, or -1 (store); wb is scratch, left empty. ACCT; retention. */
+struct pjob;
+int cluster_acct_bag(struct cluster *c, const struct job *j, struct wire_buf *wb);
+int cluster_acct_par(struct cluster *c, const struct pjob *j, struct wire_buf *wb);
+void cluster_acct_request(struct cluster *c, const struct wire_msg *m, struct wire_buf *reply);
+void cluster_acct_tick(struct cluster *c);
 
 /* master.c: MASTER_GET (issue 11): writes MASTER or an ERROR into reply */
 void master_reply(struct cluster *c, const struct wire_msg *msg, struct wire_buf *reply);

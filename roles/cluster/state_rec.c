@@ -196,6 +196,7 @@ int cluster_save_dirty(struct cluster *c)
         job_encode(j, &wb);
         store_key_u64(key, j->id);
         rc |= put_record(c, c->t_jobs, key, 8, &wb);
+        rc |= cluster_acct_bag(c, j, &wb);
         j->dirty = false;
         bag_changed(c, j); /* an event after the commit if its shown state changed */
     }
