@@ -1,8 +1,8 @@
 /*
  * acct.c - the cluster's accounting records (daemon/acct.h, docs/accounting.md): one
  * record per ended bag job (SUBMIT) and parallel job (PSUBMIT), written with the job's
- * end; the ACCT request; the retention sweep. Sits at the bottom of the module: it
- * reads jobs, and calls only state.c and scored_store.c's names.
+ * end; the ACCT request; the retention sweep. Sits low in the module (below
+ * state_rec.c and scored_store.c, which call it): it calls only state.c.
  */
 #include "daemon/acct.h"
 #include "daemon/loop.h"
@@ -47,7 +47,8 @@ static void par_exit(const struct pjob *j, struct acct_rec *r)
     r->exit = j->state == PJ_DONE ? 0 : -1;
 }
 
-int cluster_acct_par(struct cluster *c, const struct pjob *j, struct wire_buf *wb)
+int cluster_acct_par(struct cluster *c, const struct pjob *j, const char *state,
+                     struct wire_buf *wb)
 {
     if (!PJ_TERMINAL(j->state))
         return 0;
@@ -60,7 +61,7 @@ int cluster_acct_par(struct cluster *c, const struct pjob *j, struct wire_buf *w
                          .group = j->group && *j->group ? j->group : NULL,
                          .name = j->name,
                          .kind = "parallel",
-                         .state = pj_state_name(j->state),
+                         .state = state,
                          .reason = *j->reason ? j->reason : NULL,
                          .submitted_ms = j->submitted_ms,
                          .started_ms = j->started_ms,

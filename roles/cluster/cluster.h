@@ -12,7 +12,8 @@
  *   middle   feed.c > scored_ack.c > scored.c > requeue.c; purge.c; sessions.c;
  *            tasks.c > validate_res.c > validator.c > validate_dec.c > validate.c
  *   bottom   scored_output.c > scored_store.c; state_rec.c > valid_state.c, drain.c >
- *            state.c; subkey.c, app.c; acct.c (calls state.c and pj_state_name only)
+ *            state.c; subkey.c, app.c; acct.c (below state_rec.c and scored_store.c,
+ *            above state.c)
  *   engine/  the pure SCore-D policy (engine/scored.h): lib/ only
  * An upper file learns of a lower one's change through state (c->evt, dirty flags),
  * never by a call upwards.
@@ -450,7 +451,8 @@ int purge_request(struct cluster *c, const msgpack_object *m, struct wire_buf *r
  * one still running): 0, or -1 (store); wb is scratch, left empty. ACCT; retention. */
 struct pjob;
 int cluster_acct_bag(struct cluster *c, const struct job *j, struct wire_buf *wb);
-int cluster_acct_par(struct cluster *c, const struct pjob *j, struct wire_buf *wb);
+int cluster_acct_par(struct cluster *c, const struct pjob *j, const char *state,
+                     struct wire_buf *wb); /* state: pj_state_name's */
 void cluster_acct_request(struct cluster *c, const struct wire_msg *m, struct wire_buf *reply);
 void cluster_acct_tick(struct cluster *c);
 

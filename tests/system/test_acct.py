@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+import signal
 import subprocess
 import time
 
@@ -165,3 +166,46 @@ def test_a_user_sees_only_its_own_records_under_curve(cluster_factory, client_fa
     assert r.returncode == 1 and "no accounting record" in r.stderr, r.stderr
     # the admin sees both
     assert {r["job"] for r in acct_json(gridnode_bin, cl.endpoint)} == {a, b}
+
+
+# ---------------------------------------------------------------------------
+# the batch role: the same records, request and tool
+
+
+def test_batch_role_keeps_records_of_its_jobs(cluster_factory, client_factory, batch_factory,
+                                              gridnode_bin):
+    import test_batch_live as bl
+    cl, b = bl.grid(cluster_factory, client_factory, batch_factory, nodes=1, slots=2,
+                    bsets={"acct.keep_days": 30})
+    u = b.client()
+    arr = u.ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=3, name="arr", user="carol",
+               account="physics")["job"]
+    bad = u.ok("PSUBMIT", "SUBMITTED", argv=["sleep 0.5; exit 7"], shell=True, procs=2,
+               limit_s=60, name="par", user="dave")["job"]
+    bl.wait_state(b, arr, ("done", "failed"))
+    bl.wait_state(b, bad, ("done", "failed", "killed"))
+    run = u.ok("PSUBMIT", "SUBMITTED", argv=["sleep 60"], shell=True, procs=1, limit_s=120,
+               name="long", user="carol")["job"]
+    bl.wait_state(b, run, ("running",))
+    u.ok("CANCEL", "OK", job=run)
+    wait_until(lambda: len(acct_json(gridnode_bin, b.endpoint)) == 3, scaled(20),
+               msg="3 records at the batch role")
+    rows = by_job(acct_json(gridnode_bin, b.endpoint))
+    a = rows[arr]
+    assert (a["state"], a["exit"], a["kind"], a["procs"], a["user"], a["group"]) == \
+        ("done", 0, "array", 3, "carol", "physics"), a
+    assert a["hosts"] == ["node1"] and a["site"] and a["started"] >= a["submitted"]
+    p = rows[bad]
+    assert (p["state"], p["exit"], p["kind"], p["procs"], p["cores"]) == \
+        ("failed", 7, "parallel", 2, 2), p
+    assert p["run_s"] >= 0.4 and p["started"] <= p["finished"]
+    assert rows[run]["state"] == "cancelled"
+    # kill -9: the records are still there; filters as at the cluster
+    b.kill(signal.SIGKILL)
+    b.restart()
+    assert by_job(acct_json(gridnode_bin, b.endpoint)) == rows
+    assert [r["job"] for r in acct_json(gridnode_bin, b.endpoint, "-A", "physics")] == [arr]
+    assert [r["job"] for r in acct_json(gridnode_bin, b.endpoint, "-s", "failed")] == [bad]
+    r = run_cli(gridnode_bin, "acct", "-e", b.endpoint, "--usage", "--json")
+    use = {(x["user"], x["account"]): x for x in json.loads(r.stdout)}
+    assert use[("dave", "")]["core_s"] >= 2 * 0.4 and use[("carol", "physics")]["jobs"] == 1
