@@ -209,3 +209,42 @@ def test_batch_role_keeps_records_of_its_jobs(cluster_factory, client_factory, b
     r = run_cli(gridnode_bin, "acct", "-e", b.endpoint, "--usage", "--json")
     use = {(x["user"], x["account"]): x for x in json.loads(r.stdout)}
     assert use[("dave", "")]["core_s"] >= 2 * 0.4 and use[("carol", "physics")]["jobs"] == 1
+
+
+# ---------------------------------------------------------------------------
+# the grid spool: the same records, request and tool; a site keeps its own
+
+
+def test_grid_spool_keeps_records_of_its_jobs(cluster_factory, client_factory, batch_factory,
+                                              meta_factory, gridnode_bin):
+    import test_meta_live as ml
+    s = ml.site(cluster_factory, client_factory, batch_factory, "one")
+    m = meta_factory({"one": s})
+    u = m.client()
+    ok = u.ok("PSUBMIT", "SUBMITTED", argv=["sleep 0.3"], shell=True, procs=2, limit_s=60,
+              name="par", user="carol", account="physics")["job"]
+    bad = u.ok("SUBMIT", "SUBMITTED", argv=["sh", "-c", "exit 5"], ntasks=1, limit_s=60,
+               name="bad", user="dave")["job"]
+    ml.wait_gstate(m, ok, ("done", "failed"), timeout=60)
+    ml.wait_gstate(m, bad, ("done", "failed"), timeout=60)
+    run = u.ok("PSUBMIT", "SUBMITTED", argv=["sleep 60"], shell=True, procs=1, limit_s=120,
+               name="long", user="carol")["job"]
+    ml.wait_gstate(m, run, ("running",), timeout=60)
+    u.ok("CANCEL", "OK", job=run)
+    wait_until(lambda: len(acct_json(gridnode_bin, m.endpoint)) == 3, scaled(30),
+               msg="3 records at the spool")
+    rows = by_job(acct_json(gridnode_bin, m.endpoint))
+    p = rows[ok]
+    assert (p["state"], p["exit"], p["kind"], p["procs"], p["site"], p["user"], p["group"]) == \
+        ("done", 0, "parallel", 2, "one", "carol", "physics"), p
+    assert p["submitted"] <= p["finished"]
+    b = rows[bad]
+    assert (b["state"], b["kind"], b["site"]) == ("failed", "bag", "one") and b["exit"] != 0, b
+    assert rows[run]["state"] == "cancelled"
+    m.kill(signal.SIGKILL)
+    m.restart()
+    assert by_job(acct_json(gridnode_bin, m.endpoint)) == rows
+    assert [r["job"] for r in acct_json(gridnode_bin, m.endpoint, "-u", "dave")] == [bad]
+    # the site has its own records of the same jobs (under its own ids)
+    site_rows = acct_json(gridnode_bin, s.endpoint)
+    assert sorted(r["user"] for r in site_rows) == ["carol", "carol", "dave"], site_rows
