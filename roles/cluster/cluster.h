@@ -239,6 +239,8 @@ struct cluster {
     int t_drain;         /* drain.c: drained nodes by name */
     int t_acct;          /* acct.c: finished jobs' accounting records */
     struct acct_sweep acct_sw;
+    struct acct_note *acct_notes; /* acct.c: winning results of the turn (not committed) */
+    uint32_t nacct_notes, capacct_notes;
     struct drain_ent *drains; /* drain.c */
     uint32_t ndrains;
     struct vstate *vs; /* validate.c */
@@ -450,6 +452,17 @@ int purge_request(struct cluster *c, const msgpack_object *m, struct wire_buf *r
 /* acct.c (issue 27): the accounting record of an ended job into the turn (nothing for
  * one still running): 0, or -1 (store); wb is scratch, left empty. ACCT; retention. */
 struct pjob;
+/* A bag job's record sums the CPU and wall time of its tasks' winning results: those of
+ * earlier turns from the store, those of this turn (not committed yet) from the notes
+ * tasks_result takes; cluster_acct_turn_end forgets the notes once the turn's records
+ * are written (end of cluster_save_dirty). */
+struct acct_note {
+    uint64_t job;
+    double cpu_s, wall_s;
+    int64_t start_ms; /* when the task started: received - wall time */
+};
+void cluster_acct_note(struct cluster *c, const struct job *j, const msgpack_object *res);
+void cluster_acct_turn_end(struct cluster *c);
 int cluster_acct_bag(struct cluster *c, const struct job *j, struct wire_buf *wb);
 int cluster_acct_par(struct cluster *c, const struct pjob *j, const char *state,
                      struct wire_buf *wb); /* state: pj_state_name's */

@@ -213,6 +213,7 @@ int cluster_save_dirty(struct cluster *c)
         rc |= put_record(c, c->t_meta, "next_job", 8, &wb);
         c->meta_dirty = false;
     }
+    cluster_acct_turn_end(c);
     wire_buf_free(&wb);
     return rc;
 }

@@ -59,6 +59,21 @@ def three_jobs(cl):
     return ok, bad, run
 
 
+def test_a_bag_sums_its_tasks_times(cluster_factory, client_factory, gridnode_bin):
+    cl = cluster_factory(FAST)
+    client_factory(cl, n=1, sets=CLIENT)
+    u = cl.client()
+    # 4 tasks of 0.3 s each on a 2-slot node: 1.2 s of run time, at least 0.6 s of wall
+    jid = u.ok("SUBMIT", "SUBMITTED", argv=["sleep", "0.3"], ntasks=4, name="s")["job"]
+    wait_until(lambda: state(cl, jid) == "done", scaled(60), msg="the bag done")
+    r = acct_json(gridnode_bin, cl.endpoint, "-j", jid)[0]
+    tasks = cl.client().ok("JOB_GET", "JOB", job=jid, tasks=True)["tasks"]
+    want = sum(t.get("wall_s", 0) for t in tasks)
+    assert abs(r["run_s"] - want) < 1e-6 and r["run_s"] >= 1.2, (r, tasks)
+    assert r["started"] >= r["submitted"] and r["finished"] - r["started"] >= 500, r
+    assert r["procs"] == 4 and r["kind"] == "array"
+
+
 def test_records_of_finished_jobs_outlive_purge_and_kill_9(cluster_factory, client_factory,
                                                             gridnode_bin):
     cl = cluster_factory(FAST)
@@ -75,6 +90,11 @@ def test_records_of_finished_jobs_outlive_purge_and_kill_9(cluster_factory, clie
     assert (rows[ok]["state"], rows[ok]["exit"], rows[ok]["kind"], rows[ok]["procs"]) == \
         ("done", 0, "array", 2)
     assert (rows[bad]["state"], rows[bad]["exit"], rows[bad]["kind"]) == ("failed", 1, "bag")
+    # a bag's times are its tasks': CPU and wall summed from their results, the node list
+    for jid in (ok, bad):
+        r = rows[jid]
+        assert r["hosts"] == ["node1"] and r["cores"] == 1 and r["cpu_s"] >= 0, r
+        assert r["submitted"] <= r["started"] <= r["finished"] and r["run_s"] >= 0, r
     assert rows[run]["state"] == "cancelled" and rows[run]["reason"] == "cancelled"
     p = rows[pj]
     assert (p["state"], p["exit"], p["kind"], p["procs"], p["nhosts"]) == \
