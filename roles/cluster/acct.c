@@ -136,7 +136,7 @@ int cluster_acct_bag(struct cluster *c, const struct job *j, struct wire_buf *wb
         r.reason = "cancelled";
     else if (j->nfailed)
         r.reason = "task(s) failed";
-    if (j->ntasks <= ACCT_SUM_MAX) {
+    if (j->ntasks <= ACCT_SUM_MAX && !j->v) { /* checked jobs: validate.c takes results */
         /* each task held one core: run time is the sum of its tasks' wall times */
         struct bag_sum b = {j->id, 0, 0, 0};
         uint8_t key[12];
