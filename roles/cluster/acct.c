@@ -200,6 +200,26 @@ int cluster_acct_par(struct cluster *c, const struct pjob *j, const char *state,
     return rc;
 }
 
+int cluster_acct_purging(struct cluster *c, const struct job *j, const struct pjob *p,
+                         const char *pstate)
+{
+    uint8_t key[8];
+    void *v;
+    size_t vl;
+    store_key_u64(key, j ? j->id : p->id);
+    int rc = c->t_acct < 0 ? 0 : store_get(c->store, c->t_acct, key, 8, &v, &vl);
+    if (rc <= 0) { /* it has its record (or the store failed: rc -1) */
+        if (rc == 0)
+            free(v);
+        return rc;
+    }
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    rc = j ? cluster_acct_bag(c, j, &wb) : cluster_acct_par(c, p, pstate, &wb);
+    wire_buf_free(&wb);
+    return rc;
+}
+
 void cluster_acct_request(struct cluster *c, const struct wire_msg *m, struct wire_buf *reply)
 {
     acct_reply(c->store, c->t_acct, m, reply);

@@ -468,6 +468,11 @@ int cluster_acct_par(struct cluster *c, const struct pjob *j, const char *state,
                      struct wire_buf *wb); /* state: pj_state_name's */
 void cluster_acct_request(struct cluster *c, const struct wire_msg *m, struct wire_buf *reply);
 void cluster_acct_tick(struct cluster *c);
+/* purge.c: finished job j (bag) or p (parallel, pstate its state name) is purged this
+ * turn: its record is written now if it has none (it ended before accounting was kept,
+ * or the retention cap deleted it). 0, or -1 (store). */
+int cluster_acct_purging(struct cluster *c, const struct job *j, const struct pjob *p,
+                         const char *pstate);
 
 /* master.c: MASTER_GET (issue 11): writes MASTER or an ERROR into reply */
 void master_reply(struct cluster *c, const struct wire_msg *msg, struct wire_buf *reply);

@@ -268,3 +268,27 @@ def test_grid_spool_keeps_records_of_its_jobs(cluster_factory, client_factory, b
     # the site has its own records of the same jobs (under its own ids)
     site_rows = acct_json(gridnode_bin, s.endpoint)
     assert sorted(r["user"] for r in site_rows) == ["carol", "carol", "dave"], site_rows
+
+
+def test_retention_cap_and_a_job_without_a_record_gets_one_when_purged(
+        cluster_factory, client_factory, gridnode_bin):
+    cl = cluster_factory(dict(FAST, **{"acct.max_records": 1}))
+    client_factory(cl, n=1, sets=CLIENT)
+    u = cl.client()
+    a = u.ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=1, name="a")["job"]
+    wait_until(lambda: state(cl, a) == "done", scaled(30), msg="a done")
+    b = u.ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=1, name="b")["job"]
+    wait_until(lambda: state(cl, b) == "done", scaled(30), msg="b done")
+    # acct.max_records = 1: the oldest record goes within a sweep (once a second)
+    wait_until(lambda: [r["job"] for r in acct_json(gridnode_bin, cl.endpoint)] == [b],
+               scaled(20), msg="only the newest record kept")
+    # without the cap, job a is one that has no record (as a job that ended before the
+    # role kept accounting): purging it writes its record first
+    cl.sets["acct.max_records"] = 0
+    cl.restart()
+    assert [r["job"] for r in acct_json(gridnode_bin, cl.endpoint)] == [b]
+    r = run_cli(gridnode_bin, "purge", "-e", cl.endpoint, a)
+    assert r.returncode == 0, r.stderr
+    rows = by_job(acct_json(gridnode_bin, cl.endpoint))
+    assert sorted(rows) == [a, b] and rows[a]["state"] == "done" and rows[a]["name"] == "a"
+    assert rows[a]["hosts"] == ["node1"], rows[a]
