@@ -150,46 +150,43 @@ static const struct col {
 static const char dflt_format[] =
     "jobid,name,user,account,kind,state,exitcode,start,end,elapsed,cputime,procs,nodelist";
 
-/* The value of column k of record r as text in buf (escaped as cli_text does). */
+/* The value of column k of record r as text in buf (escaped as cli_text does); ""
+ * when unknown or empty. Times are local "YYYY-mm-dd HH:MM:SS" ("-" when unknown). */
 static const char *cell(size_t k, const msgpack_object *r, char *buf, size_t n)
 {
     const char *c = cols[k].name;
-    if (!strcmp(c, "jobid"))
+    buf[0] = '\0';
+    if (!strcmp(c, "jobid")) {
         snprintf(buf, n, "%llu", (unsigned long long)wire_get_u64(r, "job", 0));
-    else if (!strcmp(c, "account"))
+    } else if (!strcmp(c, "account")) {
         cli_text(r, "group", buf, n);
-    else if (!strcmp(c, "exitcode"))
+    } else if (!strcmp(c, "exitcode")) {
         snprintf(buf, n, "%lld:%llu", (long long)wire_get_i64(r, "exit", 0),
                  (unsigned long long)wire_get_u64(r, "signal", 0));
-    else if (!strcmp(c, "submit") || !strcmp(c, "start") || !strcmp(c, "end"))
-        cli_time(wire_get_time(r,
-                               c[0] == 'e'   ? "finished"
-                               : c[2] == 'a' ? "started"
-                                             : "submitted",
-                               0),
-                 buf, n);
-    else if (!strcmp(c, "elapsed"))
+    } else if (!strcmp(c, "submit") || !strcmp(c, "start") || !strcmp(c, "end")) {
+        const char *key = c[0] == 'e' ? "finished" : c[2] == 'a' ? "started" : "submitted";
+        int64_t ms = wire_get_time(r, key, 0);
+        if (ms > 0)
+            cli_time(ms, buf, n);
+    } else if (!strcmp(c, "elapsed")) {
         hms(wire_get_f64(r, "run_s", 0), buf, n);
-    else if (!strcmp(c, "cputime") && wire_get(r, "cpu_s"))
-        hms(wire_get_f64(r, "cpu_s", 0), buf, n);
-    else if (!strcmp(c, "cputime"))
-        snprintf(buf, n, "-");
-    else if (!strcmp(c, "procs") || !strcmp(c, "cores") || !strcmp(c, "nhosts"))
+    } else if (!strcmp(c, "cputime")) {
+        if (wire_get(r, "cpu_s"))
+            hms(wire_get_f64(r, "cpu_s", 0), buf, n);
+    } else if (!strcmp(c, "procs") || !strcmp(c, "cores") || !strcmp(c, "nhosts")) {
         snprintf(buf, n, "%llu", (unsigned long long)wire_get_u64(r, c, 0));
-    else if (!strcmp(c, "nodelist")) {
+    } else if (!strcmp(c, "nodelist")) {
         const msgpack_object *h = wire_get(r, "hosts");
         size_t w = 0;
-        buf[0] = '\0';
         for (uint32_t i = 0; h && h->type == MSGPACK_OBJECT_ARRAY && i < h->via.array.size; i++) {
             const msgpack_object *e = &h->via.array.ptr[i];
             if (e->type == MSGPACK_OBJECT_STR && w + e->via.str.size + 2 < n)
                 w += (size_t)snprintf(buf + w, n - w, "%s%.*s", i ? "," : "", (int)e->via.str.size,
                                       e->via.str.ptr);
         }
-    } else
+    } else {
         cli_text(r, c, buf, n);
-    if (!buf[0])
-        snprintf(buf, n, "-");
+    }
     return buf;
 }
 
@@ -239,13 +236,16 @@ static void print_rows(const msgpack_object *rows, const size_t *idx, size_t n, 
     for (size_t i = 0; i < n; i++) {
         if (csv)
             csv_field(cols[idx[i]].name, i + 1 == n);
+        else if (i + 1 == n) /* the last column is not padded */
+            printf("%s\n", cols[idx[i]].head);
         else
-            printf("%s%s", cli_pad(cols[idx[i]].head, cols[idx[i]].width, pad, sizeof pad),
-                   i + 1 == n ? "\n" : " ");
+            printf("%s ", cli_pad(cols[idx[i]].head, cols[idx[i]].width, pad, sizeof pad));
     }
     for (uint32_t r = 0; r < rows->via.array.size; r++)
         for (size_t i = 0; i < n; i++) {
             const char *v = cell(idx[i], &rows->via.array.ptr[r], buf, sizeof buf);
+            if (!csv && !*v) /* unknown or none: "-" in a table, empty in CSV */
+                v = "-";
             if (csv)
                 csv_field(v, i + 1 == n);
             else if (i + 1 == n) /* the last column is not cut */

@@ -128,6 +128,11 @@ def test_records_of_finished_jobs_outlive_purge_and_kill_9(cluster_factory, clie
     assert got[0] == ["jobid", "state", "exitcode"]
     assert sorted(got[1:]) == sorted([[str(ok), "done", "0:0"], [str(bad), "failed", "1:0"],
                                       [str(run), "cancelled", "0:0"], [str(pj), "done", "0:0"]])
+    # an unknown value is empty in CSV ("-" in the table): the cancelled job never started
+    r = run_cli(gridnode_bin, "acct", "-e", cl.endpoint, "-j", run, "-o", "jobid,start", "--csv")
+    assert r.stdout.splitlines() == ["jobid,start", "%d," % run], r.stdout
+    r = run_cli(gridnode_bin, "acct", "-e", cl.endpoint, "-j", run, "-o", "jobid,start")
+    assert r.stdout.splitlines()[1].split() == [str(run), "-"], r.stdout
     r = run_cli(gridnode_bin, "acct", "-e", cl.endpoint, "--format", "jobid,bogus")
     assert r.returncode == 2 and "unknown field 'bogus'" in r.stderr and "nodelist" in r.stderr
 
