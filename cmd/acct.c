@@ -194,8 +194,12 @@ static const char *cell(size_t k, const msgpack_object *r, char *buf, size_t n)
 static int parse_format(const char *prog, const char *f, size_t *idx, size_t *n)
 {
     *n = 0;
-    for (const char *p = f; *p && *n < 32;) {
+    for (const char *p = f; *p;) {
         size_t l = strcspn(p, ","), k;
+        if (*n == 32) {
+            fprintf(stderr, "%s: --format takes at most 32 fields\n", prog);
+            return -1;
+        }
         for (k = 0; k < NCOLS; k++)
             if (strlen(cols[k].name) == l && !strncasecmp(p, cols[k].name, l))
                 break;
