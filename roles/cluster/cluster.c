@@ -123,13 +123,20 @@ const struct config_key cluster_keys[] = {
 };
 
 static const struct store_table cluster_tables[] = {
-    {"jobs", STORE_KEY_U64},        {"tasks", STORE_KEY_U64_U32},
-    {"results", STORE_KEY_U64_U32}, {"dups", STORE_KEY_U64_U32_U32},
-    {"stdin", STORE_KEY_U64_U32},   {"nodes", STORE_KEY_STR},
-    {"pjobs", STORE_KEY_U64},       {"scored", STORE_KEY_STR},
-    {"poutput", STORE_KEY_U64_U32}, {"vres", STORE_KEY_U64_U32_U32},
-    {"known", STORE_KEY_U64_U32},   {"drain", STORE_KEY_STR},
-    {ACCT_TABLE, STORE_KEY_U64},    {NULL},
+    {"jobs", STORE_KEY_U64},
+    {"tasks", STORE_KEY_U64_U32},
+    {"results", STORE_KEY_U64_U32},
+    {"dups", STORE_KEY_U64_U32_U32},
+    {"stdin", STORE_KEY_U64_U32},
+    {"nodes", STORE_KEY_STR},
+    {"pjobs", STORE_KEY_U64},
+    {"scored", STORE_KEY_STR},
+    {"poutput", STORE_KEY_U64_U32},
+    {"vres", STORE_KEY_U64_U32_U32},
+    {"known", STORE_KEY_U64_U32},
+    {"drain", STORE_KEY_STR},
+    {ACCT_TABLE, STORE_KEY_U64}, /* acct.c: accounting records (issue 27) */
+    {NULL},
 };
 
 const struct store_table *const cluster_store_tables = cluster_tables;

@@ -235,12 +235,8 @@ struct cluster {
     struct cluster_cfg cfg;
     struct store *store;
     int t_jobs, t_tasks, t_results, t_dups, t_stdin, t_nodes, t_meta;
-    int t_vres, t_known; /* validate.c: every result of a checked task; known answers */
-    int t_drain;         /* drain.c: drained nodes by name */
-    int t_acct;          /* acct.c: finished jobs' accounting records */
-    struct acct_sweep acct_sw;
-    struct acct_note *acct_notes; /* acct.c: winning results of the turn (not committed) */
-    uint32_t nacct_notes, capacct_notes;
+    int t_vres, t_known;      /* validate.c: every result of a checked task; known answers */
+    int t_drain;              /* drain.c: drained nodes by name */
     struct drain_ent *drains; /* drain.c */
     uint32_t ndrains;
     struct vstate *vs; /* validate.c */
@@ -278,6 +274,11 @@ struct cluster {
     struct ev_turn evt;      /* events of the turn (state_rec.c, scored_store.c; feed.c) */
     /* since start, for /metrics: hand-outs, re-issues, results completing a task, others */
     uint64_t n_issued, n_reissued, n_results, n_dups;
+    /* acct.c (issue 27): the accounting table, its sweep, this turn's winning results */
+    int t_acct;
+    struct acct_sweep acct_sw;
+    struct acct_note *acct_notes;
+    uint32_t nacct_notes, capacct_notes;
 };
 
 /* cluster.c */
