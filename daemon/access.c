@@ -13,8 +13,8 @@
  *   RESV_SET, RESV_RELEASE, ATTACH,    the request
  *   DETACH, NODE_CTL, ...)
  *   peer requests (EVENTS, RESERVE)    admins and peers (within their grant)
- *   user requests (everything else)    users (as themselves), admins, and peers
- *                                      (for any user; within their grant when set);
+ *   user requests (everything else:    users (as themselves), admins, and peers
+ *   SUBMIT .. JOB_CTL, ACCT, ...)      (for any user; within their grant when set);
  *                                      a user's PSUBMIT may not pick hosts ("hosts")
  *
  * Every refusal's text names the identity, its kind and the rule; the daemon logs it.

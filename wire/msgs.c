@@ -566,6 +566,26 @@ static const struct wire_field f_detach[] = {
     {NULL},
 };
 
+/* issue 27: accounting (docs/wire.md 6.18) */
+static const struct wire_field f_acct[] = {
+    PAGE_FIELDS, /* from: a job id */
+    {"job", WF_UINT, false},
+    {"user", WF_STR, false, NAME_MAX_},
+    {"group", WF_STR, false, NAME_MAX_},
+    {"state", WF_STR, false, NAME_MAX_}, /* one state or several, comma-separated */
+    {"name", WF_STR, false, NAME_MAX_},
+    {"kind", WF_STR, false, 64},
+    {"start", WF_UINT, false, WIRE_TIME_MS_MAX},
+    {"end", WF_UINT, false, WIRE_TIME_MS_MAX},
+    {NULL},
+};
+
+static const struct wire_field f_accts[] = {
+    LIST_ROWS("rows", true),
+    LIST_NEXT,
+    {NULL},
+};
+
 const struct wire_desc wire_descs[] = {
     {WT_ERROR, "ERROR", "any", false, f_error},
     {WT_OK, "OK", "any", false, f_none},
@@ -621,6 +641,8 @@ const struct wire_desc wire_descs[] = {
     {WT_CLIENT_STATE, "CLIENT_STATE", "node", false, f_client_state},
     {WT_ATTACH, "ATTACH", "user", true, f_attach},
     {WT_DETACH, "DETACH", "user", true, f_detach},
+    {WT_ACCT, "ACCT", "user", true, f_acct},
+    {WT_ACCTS, "ACCTS", "cluster", false, f_accts},
     {0, NULL, NULL, false, NULL},
 };
 

@@ -86,6 +86,9 @@ enum wire_type {
     WT_CLIENT_STATE = 103,  /* projects, tasks, processor types */
     WT_ATTACH = 104,        /* attach a project (or change its share/endpoints); reply OK */
     WT_DETACH = 105,        /* detach a project; reply OK */
+    /* issue 27: accounting, at every role that runs jobs (docs/wire.md 6.18) */
+    WT_ACCT = 106, /* finished jobs' records (sacct); reply ACCTS */
+    WT_ACCTS = 107,
 };
 
 /* Error codes carried by WT_ERROR ("code"). Values are never reused. */

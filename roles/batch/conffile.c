@@ -357,6 +357,19 @@ static int set_live(struct ctx *x, const char *sec, const char *k, const char *v
         }
         if (!strcasecmp(k, "http"))
             return live_str(x, k, v, l->stats_http, sizeof l->stats_http);
+    } else if (!strcasecmp(sec, "acct")) { /* daemon/acct.h, as the cluster's [acct] */
+        if (!strcasecmp(k, "keep_days")) {
+            if (integer(v, 0, 36600, &n) < 0)
+                return bad(x, "acct.keep_days must be 0 to 36600 days, not '%s'", v);
+            l->acct.keep_days = (long)n;
+            return 1;
+        }
+        if (!strcasecmp(k, "max_records")) {
+            if (integer(v, 0, 1000000000, &n) < 0)
+                return bad(x, "acct.max_records must be 0 to 1000000000, not '%s'", v);
+            l->acct.max_records = (long)n;
+            return 1;
+        }
     }
     return bad(x, "unknown key '%s' in [%s]", k, sec);
 }
@@ -398,7 +411,7 @@ static int handler(void *user, const char *section, const char *key, const char 
         return set_fairshare(x, key, value);
     if (!strcasecmp(section, "batch") || !strcasecmp(section, "store") ||
         !strcasecmp(section, "limits") || !strcasecmp(section, "security") ||
-        !strcasecmp(section, "stats"))
+        !strcasecmp(section, "stats") || !strcasecmp(section, "acct"))
         return set_live(x, section, key, value);
     for (int k = 0; k < BATCH_CRED_KINDS; k++) {
         const char *kn = batch_cred_kind_name(k);
@@ -517,6 +530,8 @@ void batch_ini_defaults(struct batch_ini *f)
     f->live.max_array = 10000000; /* the wire's cap of ntasks */
     f->live.lost_requeues = 5;    /* Slurm's MaxBatchRequeue */
     f->live.stats_interval_s = 10;
+    f->live.acct.keep_days = 365;
+    f->live.acct.max_records = 1000000;
 }
 
 void batch_ini_clear(struct batch_ini *f)
@@ -557,12 +572,13 @@ void batch_ini_print(const struct batch_ini *f, FILE *out)
             "%s\n\n[store]\nsync = %s\n"
             "map_mb = %lld\n\n"
             "[limits]\npeer_queue = %lld\n\n[security]\nsecret_key = %s\nserver_key = %s\n"
-            "authorized_keys = %s\nplain = %s\n\n[stats]\ninterval_s = %lld\nhttp = %s\n",
+            "authorized_keys = %s\nplain = %s\n\n[stats]\ninterval_s = %lld\nhttp = %s\n\n"
+            "[acct]\nkeep_days = %ld\nmax_records = %ld\n",
             l->listen, l->state_dir, l->clusters, l->admins, (long long)l->max_interval_s,
             (long long)l->max_array, (long long)l->lost_requeues, l->log_level, sy[l->sync],
             (long long)l->map_mb, (long long)l->peer_queue, l->sec.secret_key, l->sec.server_key,
             l->sec.authorized_keys, l->sec.plain ? "true" : "false", (long long)l->stats_interval_s,
-            l->stats_http);
+            l->stats_http, l->acct.keep_days, l->acct.max_records);
     for (size_t i = 0; i < c->ncreds; i++) {
         const struct batch_cred_cfg *cc = &c->creds[i];
         fprintf(out, "\n[%s %s]\npriority = %g\n", batch_cred_kind_name(cc->kind), cc->name,

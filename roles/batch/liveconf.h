@@ -1,6 +1,6 @@
 /*
  * liveconf.h - batch.ini as a whole: the engine's settings (struct batch_config) and
- * the live driver's ([batch], [store], [limits], [security], [stats]), which the
+ * the live driver's ([batch], [store], [limits], [security], [stats], [acct]), which the
  * engine never sees and --simulate only checks. Read, overridden and printed by
  * conffile.c, as the engine's part (conffile.h); the keys every daemon shares come
  * from daemon/daemon.h's key block and CURVE_CONFIG_KEYS.
@@ -10,6 +10,7 @@
 
 #include <stdio.h>
 
+#include "daemon/acct.h"
 #include "daemon/curve.h"
 #include "roles/batch/conffile.h"
 
@@ -32,6 +33,7 @@ struct batch_live_cfg {
     struct curve_conf sec;    /* [security] (daemon/curve.h) */
     int64_t stats_interval_s; /* [stats] (daemon/statspage.h, livestats.c) */
     char stats_http[256];
+    struct acct_conf acct; /* [acct] (daemon/acct.h, liveacct.c) */
 };
 
 /* Everything batch.ini says. */

@@ -118,6 +118,7 @@ const struct config_key cluster_keys[] = {
     {"validation", "validator_max", CONFIG_INT, "4", OFF(v_validator_max), 1, 64, NULL,
      "validators running at once"},
     CURVE_CONFIG_KEYS(struct cluster_cfg, sec),
+    ACCT_CONFIG_KEYS(struct cluster_cfg, acct),
     {NULL},
 };
 
@@ -134,6 +135,7 @@ static const struct store_table cluster_tables[] = {
     {"vres", STORE_KEY_U64_U32_U32},
     {"known", STORE_KEY_U64_U32},
     {"drain", STORE_KEY_STR},
+    {ACCT_TABLE, STORE_KEY_U64}, /* acct.c: accounting records (issue 27) */
     {NULL},
 };
 
@@ -151,6 +153,7 @@ void cluster_store_find_tables(struct cluster *c)
     c->t_vres = store_table(c->store, "vres");
     c->t_known = store_table(c->store, "known");
     c->t_drain = store_table(c->store, "drain");
+    c->t_acct = store_table(c->store, ACCT_TABLE);
 }
 
 static const char usage[] =
@@ -248,6 +251,7 @@ static void on_check(struct loop *l, void *arg)
     nodes_check_active(c);
     valid_tick(c);
     sessions_sweep(c);
+    cluster_acct_tick(c);
     long every = c->cfg.retention_s < 10 ? c->cfg.retention_s : 10; /* seconds */
     if (every > 0 && ++c->retention_ticks >= every) {
         c->retention_ticks = 0;

@@ -12,7 +12,8 @@
  *   middle   feed.c > scored_ack.c > scored.c > requeue.c; purge.c; sessions.c;
  *            tasks.c > validate_res.c > validator.c > validate_dec.c > validate.c
  *   bottom   scored_output.c > scored_store.c; state_rec.c > valid_state.c, drain.c >
- *            state.c; subkey.c, app.c
+ *            state.c; subkey.c, app.c; acct.c (below state_rec.c and scored_store.c,
+ *            above state.c)
  *   engine/  the pure SCore-D policy (engine/scored.h): lib/ only
  * An upper file learns of a lower one's change through state (c->evt, dirty flags),
  * never by a call upwards.
@@ -25,6 +26,7 @@
 #include <stdio.h>
 
 #include "lib/config.h"
+#include "daemon/acct.h"
 #include "daemon/curve.h"
 #include "daemon/record.h"
 #include "wire/wire.h"
@@ -88,6 +90,7 @@ struct cluster_cfg {
     long v_trust_after, v_redeem_spots, v_validator_timeout_s, v_validator_attempts;
     long v_validator_max;
     struct curve_conf sec; /* [security] (daemon/curve.h) */
+    struct acct_conf acct; /* [acct] (daemon/acct.h) */
 };
 
 enum task_state { TS_NEW = 0, TS_ISSUED = 1, TS_DONE = 2 };
@@ -271,6 +274,11 @@ struct cluster {
     struct ev_turn evt;      /* events of the turn (state_rec.c, scored_store.c; feed.c) */
     /* since start, for /metrics: hand-outs, re-issues, results completing a task, others */
     uint64_t n_issued, n_reissued, n_results, n_dups;
+    /* acct.c (issue 27): the accounting table, its sweep, this turn's winning results */
+    int t_acct;
+    struct acct_sweep acct_sw;
+    struct acct_note *acct_notes;
+    uint32_t nacct_notes, capacct_notes;
 };
 
 /* cluster.c */
@@ -441,6 +449,31 @@ void purge_step(struct cluster *c);
 void purge_retention(struct cluster *c);
 int purge_request(struct cluster *c, const msgpack_object *m, struct wire_buf *reply,
                   uint64_t req_id, char *err, size_t errlen, int *code);
+
+/* acct.c (issue 27): the accounting record of an ended job into the turn (nothing for
+ * one still running): 0, or -1 (store); wb is scratch, left empty. ACCT; retention. */
+struct pjob;
+/* A bag job's record sums the CPU and wall time of its tasks' winning results: those of
+ * earlier turns from the store, those of this turn (not committed yet) from the notes
+ * tasks_result takes; cluster_acct_turn_end forgets the notes once the turn's records
+ * are written (end of cluster_save_dirty). */
+struct acct_note {
+    uint64_t job;
+    double cpu_s, wall_s;
+    int64_t start_ms; /* when the task started: received - wall time */
+};
+void cluster_acct_note(struct cluster *c, const struct job *j, const msgpack_object *res);
+void cluster_acct_turn_end(struct cluster *c);
+int cluster_acct_bag(struct cluster *c, const struct job *j, struct wire_buf *wb);
+int cluster_acct_par(struct cluster *c, const struct pjob *j, const char *state,
+                     struct wire_buf *wb); /* state: pj_state_name's */
+void cluster_acct_request(struct cluster *c, const struct wire_msg *m, struct wire_buf *reply);
+void cluster_acct_tick(struct cluster *c);
+/* purge.c: finished job j (bag) or p (parallel, pstate its state name) is purged this
+ * turn: its record is written now if it has none (it ended before accounting was kept,
+ * or the retention cap deleted it). 0, or -1 (store). */
+int cluster_acct_purging(struct cluster *c, const struct job *j, const struct pjob *p,
+                         const char *pstate);
 
 /* master.c: MASTER_GET (issue 11): writes MASTER or an ERROR into reply */
 void master_reply(struct cluster *c, const struct wire_msg *msg, struct wire_buf *reply);

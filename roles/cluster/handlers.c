@@ -928,6 +928,11 @@ static void h_purge(struct cluster *c, struct request *r)
         reply_error(r, code, "%s", err);
 }
 
+static void h_acct(struct cluster *c, struct request *r)
+{
+    cluster_acct_request(c, r->msg, r->reply);
+}
+
 static void h_master_get(struct cluster *c, struct request *r)
 {
     master_reply(c, r->msg, r->reply);
@@ -945,6 +950,7 @@ static const struct {
     {WT_JOB_CTL, h_job_ctl},                                    /* issue 15 */
     {WT_NODE_CTL, h_node_ctl},                                  /* issue 15 */
     {WT_EVENTS, h_events},       {WT_MASTER_GET, h_master_get}, /* issue 11 */
+    {WT_ACCT, h_acct},                                          /* issue 27 */
 };
 
 void handlers_dispatch(struct cluster *c, struct request *r)

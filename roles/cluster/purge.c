@@ -116,6 +116,8 @@ static int purge_one(struct cluster *c, uint64_t id, struct wire_buf *rows)
         return -1;
     struct job *j = cluster_job_find(c, id);
     struct pjob *p = j ? NULL : scored_job_find(c, id);
+    if (cluster_acct_purging(c, j, p, p ? pj_state_name(p->state) : NULL) < 0)
+        return -1; /* its accounting record is kept (acct.c) */
     if (rows) {
         wire_pack_map(rows, 4);
         wire_put_u64(rows, "job", id);

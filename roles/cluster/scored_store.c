@@ -297,6 +297,7 @@ int scored_save_dirty(struct cluster *c)
         store_key_u64(key, j->id);
         rc |= store_put(c->store, sd->t_pjobs, key, 8, wb.sb.data, wb.sb.size);
         wire_buf_reset(&wb);
+        rc |= cluster_acct_par(c, j, pj_state_name(j->state), &wb);
         j->dirty = false;
     }
     if (sd->set_dirty) {

@@ -196,6 +196,7 @@ int cluster_save_dirty(struct cluster *c)
         job_encode(j, &wb);
         store_key_u64(key, j->id);
         rc |= put_record(c, c->t_jobs, key, 8, &wb);
+        rc |= cluster_acct_bag(c, j, &wb);
         j->dirty = false;
         bag_changed(c, j); /* an event after the commit if its shown state changed */
     }
@@ -212,6 +213,7 @@ int cluster_save_dirty(struct cluster *c)
         rc |= put_record(c, c->t_meta, "next_job", 8, &wb);
         c->meta_dirty = false;
     }
+    cluster_acct_turn_end(c);
     wire_buf_free(&wb);
     return rc;
 }

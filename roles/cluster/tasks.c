@@ -583,6 +583,7 @@ int tasks_result(struct cluster *c, struct node *n, const msgpack_object *res)
     if (!ok)
         j->nfailed++;
     n->results++;
+    cluster_acct_note(c, j, res); /* its CPU and wall time for the job's record (acct.c) */
     if (ok)
         learn_speed(c, n, j, t, wire_get_f64(res, "wall_s", 0));
     if (j->ndone == j->ntasks && j->state == JS_RUNNING) {

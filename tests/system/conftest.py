@@ -60,6 +60,7 @@ TYPES = {
     "RESV_RELEASE": 92, "RESERVE": 93, "SITE_INFO": 94, "SITE": 95,
     "MASTER_GET": 100, "MASTER": 101, "CLIENT_STATUS": 102, "CLIENT_STATE": 103,
     "ATTACH": 104, "DETACH": 105,
+    "ACCT": 106, "ACCTS": 107,  # issue 27: accounting
 }
 TYPE_NAMES = {v: k for k, v in TYPES.items()}
 ERRORS = {

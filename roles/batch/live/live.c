@@ -33,6 +33,7 @@ static const struct store_table live_tables[] = {
     {"jobs", STORE_KEY_U64},
     {"elems", STORE_KEY_U64_U32},
     {"resv", STORE_KEY_STR},
+    {ACCT_TABLE, STORE_KEY_U64},
     {NULL},
 };
 
@@ -109,7 +110,7 @@ static int commit_turn(struct live *L)
             return -1;
         L->meta_dirty = false;
     }
-    if (live_save_dirty(L) < 0 || store_commit(L->store) < 0) {
+    if (live_acct_save_dirty(L) < 0 || live_save_dirty(L) < 0 || store_commit(L->store) < 0) {
         int e = errno;
         log_warnx("commit failed: %s", store_error_text(e));
         errno = e; /* the daemon tells the requesters */
@@ -186,6 +187,12 @@ static void on_tick(struct loop *l, void *arg)
     live_clu_tick(arg);
 }
 
+static void on_acct(struct loop *l, void *arg)
+{
+    (void)l;
+    live_acct_tick(arg);
+}
+
 /* Reads or makes the incarnation and the next job id. */
 static int load_meta(struct live *L)
 {
@@ -256,6 +263,7 @@ static int live_open(struct live *L)
     L->t_jobs = store_table(L->store, "jobs");
     L->t_elems = store_table(L->store, "elems");
     L->t_resv = store_table(L->store, "resv");
+    L->t_acct = store_table(L->store, ACCT_TABLE);
     if (load_all(L) < 0 || store_commit(L->store) < 0) {
         if (loop_stopping())
             log_info("stopping while loading the state (nothing was changed)");
@@ -328,6 +336,7 @@ int live_main(int argc, char **argv, struct batch_ini *cfg)
         goto out;
     }
     loop_timer(L.loop, 100, 1, on_tick, &L);
+    loop_timer(L.loop, 1000, 1, on_acct, &L); /* accounting retention (liveacct.c) */
     statspage_timer(L.stats, L.loop);
     statspage_write(L.stats);
     L.turn_now = 0; /* start-up's instant is not the first turn's */

@@ -17,6 +17,7 @@
  *   liveresv.c     reservations in memory, in the store and in the engine
  *   livereply.c    what the commands share: error replies, paging, name lists, admins
  *   livehost.c     the clusters' hosts as engine nodes (one per core), their classes
+ *   liveacct.c     accounting records of finished jobs, ACCT, their retention (issue 27)
  *   livejob.c      jobs and their elements in memory and in the store (records); the
  *                  turn's clock
  *
@@ -33,6 +34,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "daemon/acct.h"
 #include "roles/batch/engine/batch.h"
 #include "roles/batch/live/live.h"
 #include "roles/batch/liveconf.h"
@@ -196,6 +198,8 @@ struct live {
     struct store *store;
     int lockfd;
     int t_meta, t_jobs, t_elems;
+    int t_acct;                /* liveacct.c */
+    struct acct_sweep acct_sw; /* liveacct.c */
     char inc[40];
     uint64_t next_id;
     bool meta_dirty, turn_failed;
@@ -233,6 +237,13 @@ struct live {
 };
 
 /* live.c (live_main: live.h) */
+
+/* liveacct.c (issue 27): the records of the finished jobs whose records are written
+ * this turn (call before live_save_dirty): 0, or -1 (store). ACCT; the retention sweep
+ * (once a second). */
+int live_acct_save_dirty(struct live *L);
+void live_acct_request(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
+void live_acct_tick(struct live *L);
 
 /* livejob.c */
 int64_t live_now(struct live *L); /* this turn's instant, wall ms (see livejob.c) */

@@ -616,13 +616,18 @@ static void h_node_list(struct req *r)
         }
 }
 
+static void h_acct(struct req *r)
+{
+    live_acct_request(r->L, r->m, r->reply);
+}
+
 static const struct {
     uint32_t type;
     void (*fn)(struct req *r);
 } handlers[] = {
     {WT_SUBMIT, h_submit},   {WT_PSUBMIT, h_psubmit}, {WT_JOB_LIST, h_job_list},
     {WT_JOB_GET, h_job_get}, {WT_CANCEL, h_cancel},   {WT_NODE_LIST, h_node_list},
-    {WT_JOB_CTL, h_job_ctl},
+    {WT_JOB_CTL, h_job_ctl}, {WT_ACCT, h_acct}, /* issue 27 */
 };
 
 void live_dispatch(struct live *L, const struct wire_msg *m, const char *peer,

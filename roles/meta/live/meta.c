@@ -57,6 +57,7 @@ static const struct config_key meta_keys[] = {
     DAEMON_LIMIT_KEYS(struct meta_cfg),
     CURVE_CONFIG_KEYS(struct meta_cfg, sec),
     STATSPAGE_CONFIG_KEYS(struct meta_cfg, stats_interval_s, stats_http),
+    ACCT_CONFIG_KEYS(struct meta_cfg, acct),
     {NULL, NULL, 0, NULL, 0, 0, 0, NULL, NULL},
 };
 
@@ -74,6 +75,7 @@ static const char usage[] =
 
 static const struct store_table meta_tables[] = {
     {"jobs", STORE_KEY_U64},
+    {ACCT_TABLE, STORE_KEY_U64},
     {NULL},
 };
 
@@ -97,7 +99,7 @@ static int on_commit(void *arg)
             return -1;
         M->meta_dirty = false;
     }
-    if (meta_jobs_save(M) < 0 || store_commit(M->store) < 0) {
+    if (meta_acct_save_dirty(M) < 0 || meta_jobs_save(M) < 0 || store_commit(M->store) < 0) {
         int e = errno;
         log_warnx("commit failed: %s", store_error_text(e));
         errno = e; /* the daemon tells the requesters */
@@ -128,6 +130,12 @@ static void on_tick(struct loop *l, void *arg)
 {
     (void)l;
     meta_sites_tick(arg);
+}
+
+static void on_acct(struct loop *l, void *arg)
+{
+    (void)l;
+    meta_acct_tick(arg);
 }
 
 static int load_all(struct meta *M)
@@ -182,6 +190,7 @@ static int meta_open(struct meta *M)
     }
     M->t_meta = store_table(M->store, "meta");
     M->t_jobs = store_table(M->store, "jobs");
+    M->t_acct = store_table(M->store, ACCT_TABLE);
     if (load_all(M) < 0 || meta_jobs_save(M) < 0 || store_commit(M->store) < 0) {
         log_warnx("cannot load the state from %s", c->state_dir);
         return -1;
@@ -248,6 +257,7 @@ int meta_main(int argc, char **argv)
         goto out;
     }
     loop_timer(M.loop, 50, 1, on_tick, &M);
+    loop_timer(M.loop, 1000, 1, on_acct, &M); /* accounting retention (metaacct.c) */
     statspage_timer(M.stats, M.loop);
     statspage_write(M.stats);
     rc = loop_run(M.loop) < 0 ? 1 : 0;

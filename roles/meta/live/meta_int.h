@@ -2,6 +2,7 @@
  * meta_int.h - the live metascheduler's state, shared by its files. They call each
  * other downwards only, bottom up:
  *   metajob.c    the jobs: states, the table in memory, state changes, LMDB records
+ *   metaacct.c   accounting records of ended jobs, ACCT, their retention (issue 27)
  *   metasend.c   the messages to the sites, queued until the turn's commit
  *   metaplace.c  placement rounds: estimates, the decision, RESERVE/SUBMIT, moves begun
  *   metasite.c   the sites' connections, their replies (placements, tracking, moves,
@@ -16,6 +17,7 @@
 #include <stdint.h>
 
 #include "lib/config.h"
+#include "daemon/acct.h"
 #include "daemon/curve.h"
 #include "roles/meta/engine/place.h"
 #include "wire/wire.h"
@@ -40,6 +42,7 @@ struct meta_cfg {
     struct curve_conf sec; /* [security] (daemon/curve.h) */
     long stats_interval_s; /* [stats] (daemon/statspage.h, metastats.c) */
     char stats_http[CONFIG_STR_MAX];
+    struct acct_conf acct; /* [acct] (daemon/acct.h, metaacct.c) */
 };
 
 /* Job states at the spool. */
@@ -168,6 +171,8 @@ struct meta {
     enum meta_policy policy;
     struct store *store;
     int t_meta, t_jobs;
+    int t_acct;                /* metaacct.c */
+    struct acct_sweep acct_sw; /* metaacct.c */
     struct loop *loop;
     struct daemon *daemon;
     int lockfd;
@@ -216,6 +221,12 @@ void meta_job_set(struct meta *M, struct mjob *j, enum mj_state st, const char *
 int meta_jobs_save(struct meta *M);
 /* record_load's callback for the jobs table (daemon/record.h): arg is the role. */
 int meta_job_load(void *arg, const uint8_t *key, size_t klen, const void *val, size_t vlen);
+
+/* ---- metaacct.c (issue 27): the records of the ended jobs saved this turn (call
+ * before meta_jobs_save): 0, or -1 (store); ACCT; the retention sweep (once a second) */
+int meta_acct_save_dirty(struct meta *M);
+void meta_acct_request(struct meta *M, const struct wire_msg *m, struct wire_buf *reply);
+void meta_acct_tick(struct meta *M);
 
 /* ---- metasend.c: the messages to the sites ---- */
 

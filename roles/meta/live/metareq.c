@@ -331,9 +331,12 @@ void meta_dispatch(struct meta *M, const struct wire_msg *m, struct wire_buf *re
     case WT_SITE_INFO:
         h_site_info(M, m, reply);
         break;
+    case WT_ACCT: /* issue 27 */
+        meta_acct_request(M, m, reply);
+        break;
     default:
         fail(reply, m->id, WE_TYPE,
-             "the grid spool (gridnode meta) answers SUBMIT, PSUBMIT, JOB_LIST, JOB_GET, CANCEL "
-             "and SITE_INFO");
+             "the grid spool (gridnode meta) answers SUBMIT, PSUBMIT, JOB_LIST, JOB_GET, CANCEL, "
+             "SITE_INFO and ACCT");
     }
 }
