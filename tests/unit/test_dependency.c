@@ -1,0 +1,178 @@
+/*
+ * test_dependency.c - the dependency parser and evaluation shared by every role
+ * (wire/depend.c, issue 27).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "wire/depend.h"
+
+static int parse(const char *s, struct depend *d, char *why)
+{
+    return depend_parse(s, strlen(s), d, why, 200);
+}
+
+static void test_parse_ok(void **state)
+{
+    (void)state;
+    struct depend d;
+    char why[200], buf[256];
+    assert_int_equal(parse("afterok:12:13,afterany:7,singleton", &d, why), 0);
+    assert_false(d.any);
+    assert_int_equal(d.n, 4);
+    assert_int_equal(d.t[0].type, DEP_AFTEROK);
+    assert_int_equal(d.t[1].id, 13);
+    assert_int_equal(d.t[3].type, DEP_SINGLETON);
+    depend_format(&d, buf, sizeof buf);
+    assert_string_equal(buf, "afterok:12:13,afterany:7,singleton");
+    assert_true(depend_has_singleton(&d));
+    depend_free(&d);
+    assert_int_equal(parse("after:1?afternotok:2", &d, why), 0);
+    assert_true(d.any);
+    depend_format(&d, buf, sizeof buf);
+    assert_string_equal(buf, "after:1?afternotok:2");
+    depend_free(&d);
+}
+
+static void test_parse_bad(void **state)
+{
+    (void)state;
+    static const char *bad[] = {"",
+                                "afterok",
+                                "afterok:",
+                                "afterok:x",
+                                "afterok:0",
+                                "afterok:1:",
+                                "aftercorr:1",
+                                "afterok:1,",
+                                ",afterok:1",
+                                "after:1+5",
+                                "singleton:3",
+                                "afterok:1,after:2?after:3",
+                                "AFTEROK:1",
+                                "afterok: 1",
+                                "afterok:99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        struct depend d;
+        char why[200] = "";
+        assert_int_equal(parse(bad[i], &d, why), -1);
+        assert_true(strlen(why) > 10);
+        assert_null(d.t);
+    }
+    char why[200];
+    struct depend d;
+    assert_int_equal(parse("aftercorr:1", &d, why), -1);
+    assert_non_null(strstr(why, "aftercorr"));
+    char big[1100];
+    memset(big, '1', sizeof big - 1);
+    memcpy(big, "afterok:", 8);
+    big[sizeof big - 1] = 0;
+    assert_int_equal(parse(big, &d, why), -1);
+}
+
+/* A fake role: job i's state is jobs[i]. */
+static enum dep_job jobs[16];
+static enum dep_job look(void *arg, uint64_t id, const char **shown)
+{
+    (void)arg;
+    *shown = id < 16 && jobs[id] == DJ_NOTOK ? "failed" : NULL;
+    return id < 16 ? jobs[id] : DJ_UNKNOWN;
+}
+
+static enum dep_verdict eval(struct depend *d, bool blocked, char *why)
+{
+    bool ch = false;
+    return depend_eval(d, look, NULL, blocked, &ch, why, 200);
+}
+
+static void test_eval(void **state)
+{
+    (void)state;
+    struct depend d;
+    char why[200], buf[64];
+    memset(jobs, 0, sizeof jobs);
+    jobs[1] = DJ_PENDING;
+    jobs[2] = DJ_PENDING;
+    assert_int_equal(parse("afterok:1,afterany:2", &d, why), 0);
+    assert_int_equal(depend_unknown(&d, look, NULL), -1);
+    assert_int_equal(eval(&d, false, why), DEP_WAIT);
+    assert_string_equal(why, "afterok:1");
+    jobs[1] = DJ_OK;
+    assert_int_equal(eval(&d, false, why), DEP_WAIT);
+    assert_string_equal(why, "afterany:2");
+    depend_format(&d, buf, sizeof buf); /* met terms are no longer shown nor stored */
+    assert_string_equal(buf, "afterany:2");
+    jobs[1] = DJ_UNKNOWN; /* purged after it was met: no matter */
+    jobs[2] = DJ_NOTOK;
+    assert_int_equal(eval(&d, false, why), DEP_MET);
+    depend_free(&d);
+
+    jobs[3] = DJ_NOTOK;
+    assert_int_equal(parse("afterok:3", &d, why), 0);
+    assert_int_equal(eval(&d, false, why), DEP_NEVER);
+    assert_string_equal(why, "afterok:3 (job 3 failed)");
+    depend_free(&d);
+    jobs[4] = DJ_OK;
+    assert_int_equal(parse("afternotok:4", &d, why), 0);
+    assert_int_equal(eval(&d, false, why), DEP_NEVER);
+    depend_free(&d);
+    assert_int_equal(parse("afterok:9", &d, why), 0); /* 9 purged before it was checked */
+    assert_int_equal(depend_unknown(&d, look, NULL), 0);
+    assert_int_equal(eval(&d, false, why), DEP_NEVER);
+    assert_non_null(strstr(why, "purged"));
+    depend_free(&d);
+    assert_int_equal(parse("afterany:9,after:9", &d, why), 0); /* purged: ended */
+    assert_int_equal(eval(&d, false, why), DEP_MET);
+    depend_free(&d);
+
+    jobs[5] = DJ_PENDING;
+    assert_int_equal(parse("after:5", &d, why), 0);
+    assert_int_equal(eval(&d, false, why), DEP_WAIT);
+    jobs[5] = DJ_STARTED;
+    assert_int_equal(eval(&d, false, why), DEP_MET);
+    depend_free(&d);
+
+    /* any: one holding is enough; never only when none can */
+    jobs[6] = DJ_PENDING;
+    assert_int_equal(parse("afterok:3?afterok:6", &d, why), 0);
+    assert_int_equal(eval(&d, false, why), DEP_WAIT);
+    assert_string_equal(why, "afterok:6");
+    depend_format(&d, buf, sizeof buf);
+    assert_string_equal(buf, "afterok:6");
+    jobs[6] = DJ_NOTOK;
+    assert_int_equal(eval(&d, false, why), DEP_NEVER);
+    assert_string_equal(why, "afterok:6 (job 6 failed)");
+    depend_free(&d);
+    assert_int_equal(parse("afterok:1?afterok:6", &d, why), 0);
+    jobs[1] = DJ_OK;
+    assert_int_equal(eval(&d, false, why), DEP_MET);
+    depend_free(&d);
+
+    /* singleton: waits while blocked, never marked met for good */
+    assert_int_equal(parse("singleton", &d, why), 0);
+    assert_int_equal(eval(&d, true, why), DEP_WAIT);
+    assert_string_equal(why, "singleton");
+    assert_int_equal(eval(&d, false, why), DEP_MET);
+    depend_free(&d);
+    assert_int_equal(parse("singleton,afterany:2", &d, why), 0);
+    jobs[2] = DJ_STARTED;
+    assert_int_equal(eval(&d, false, why), DEP_WAIT);
+    assert_true(depend_has_singleton(&d));
+    depend_free(&d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_ok),
+        cmocka_unit_test(test_parse_bad),
+        cmocka_unit_test(test_eval),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
