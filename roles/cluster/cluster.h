@@ -9,7 +9,7 @@
  * The files call each other downwards only (a file calls those on its line or below):
  *   top      cluster.c (start-up, loop, cluster_load), handlers.c, scored_psync.c,
  *            scored_admin.c, stats.c, stats_html.c, master.c
- *   middle   feed.c > scored_ack.c > scored.c > requeue.c; purge.c; sessions.c;
+ *   middle   feed.c > scored_ack.c > scored.c > requeue.c; purge.c; sessions.c; jobdep.c;
  *            tasks.c > validate_res.c > validator.c > validate_dec.c > validate.c
  *   bottom   scored_output.c > scored_store.c; state_rec.c > valid_state.c, drain.c >
  *            state.c; subkey.c, app.c
@@ -35,6 +35,7 @@ struct loop;
 struct daemon;
 struct statspage;
 struct json_t;
+struct depend;
 
 /* A JOB reply stops adding outputs once it passes this size (the frame cap is 64 MiB). */
 #define CLUSTER_REPLY_MAX (32u << 20)
@@ -139,6 +140,11 @@ struct job {
     struct task *tasks; /* [0, next_new) allocated */
     uint32_t cap;
     struct jvalid *v; /* replication, validator, known answers (validate.c); NULL: plain */
+    /* submit --dependency (issue 27, jobdep.c): the terms still waited for, NULL: none
+       (its tasks are not handed out while set); why it ended when the cluster ended it
+       (DependencyNeverSatisfied), NULL: none */
+    struct depend *dep;
+    char *reason;
     /* job_state_shown() last published as an event (feed.c); NULL: none yet */
     const char *ev_shown;
 };
@@ -363,6 +369,16 @@ void cluster_cancel_note(struct cluster *c, struct node *n, uint64_t job, uint32
  * (running tasks cancelled on their nodes, results dropped): 0, or -1 (store). */
 const char *cluster_requeue_refused(const struct job *j);
 int cluster_job_requeue(struct cluster *c, struct job *j);
+
+/* jobdep.c (issue 27): SUBMIT/PSUBMIT "dependency" checked (ids known, owners) into
+ * *out (NULL: none): 0, or -1 with the reason in why; the waiting jobs re-checked after
+ * a turn that changed a job (on_commit), released or ended as never satisfiable. */
+int jobdep_submit(struct cluster *c, const msgpack_object *m, struct depend **out, char *why,
+                  size_t wl);
+void jobdep_free(struct depend *d);
+void jobdep_step(struct cluster *c);
+/* state.c: "Dependency: TERM", the first term d still waits for, into buf */
+void cluster_dep_reason(const struct depend *d, char *buf, size_t len);
 
 /* tasks.c: issue, re-issue, estimates, results */
 int tasks_issue(struct cluster *c, struct node *n, uint32_t want, struct wire_buf *wb,

@@ -769,6 +769,8 @@ void h_psubmit(struct cluster *c, struct request *r)
     const msgpack_object *m = r->msg->root;
     const char *bad = psubmit_invalid(c, m);
     char why[256];
+    if (!bad && wire_get(m, "dependency")) /* issue 27: bag jobs only so far (jobdep.c) */
+        bad = "dependency is supported for bags of tasks (submit without -p) only so far";
     bool never;
     if (!bad)
         bad = subkey_invalid(m);

@@ -150,6 +150,9 @@ static void new_job(struct req *r, bool parallel)
     struct live *L = r->L;
     const msgpack_object *m = r->m->root;
     const char *why = jobargv_problem(wire_get(m, "argv")); /* as the cluster checks it */
+    if (!why && wire_get(m, "dependency")) /* issue 27: the cluster manager has them */
+        why = "dependency is not supported by the batch role yet: submit the dependent job "
+              "after `gridnode job ID --wait`, or to a cluster manager";
     if (why) {
         fail(r, WE_INVALID, "%s", why);
         return;

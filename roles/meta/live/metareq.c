@@ -71,6 +71,9 @@ static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *r
     rq.disk = (int64_t)wire_get_u64(o, "disk_mb", 0);
     rq.walltime = (int64_t)wire_get_u64(o, "limit_s", 3600) * 1000;
     const char *bad = jobargv_problem(wire_get(o, "argv")); /* the sites' own check */
+    if (!bad && wire_get(o, "dependency")) /* issue 27: the cluster manager has them */
+        bad = "dependency is not supported by the grid spool yet: submit the dependent job "
+              "after `gridnode job ID --wait`, or to a cluster manager";
     if (bad) {
         fail(reply, m->id, WE_INVALID, bad);
         return;

@@ -1,0 +1,166 @@
+"""Job dependencies (submit --dependency, issue 27) at the cluster manager: Slurm's
+afterok / afterany / afternotok / after / singleton, terms joined by , or ?; a waiting job
+stays queued with reason "Dependency: TERM"; one that can never hold is cancelled with
+"DependencyNeverSatisfied: ..."; bad terms and unknown ids are INVALID naming the term; a
+waiting job survives kill -9 of the cluster. Order is checked with time stamps the
+tasks write (start and end), not with timing assertions."""
+
+import os
+import subprocess
+
+from conftest import FAST_CLIENT, FAST_CLUSTER as FAST, scaled, wait_until
+
+CLIENT = dict(FAST_CLIENT, **{"client.slots": 2})
+
+
+def run_cli(gridnode_bin, *args, timeout=60):
+    return subprocess.run([gridnode_bin] + [str(a) for a in args], capture_output=True,
+                          text=True, timeout=scaled(timeout), stdin=subprocess.DEVNULL,
+                          env=dict(os.environ))
+
+
+def stamp_job(cl, d, tag, code=0, dependency=None, name=None, sleep=0.5):
+    """A one-task job writing TAG.start / TAG.end (time stamps) into d, then exiting code."""
+    script = ('date +%%s.%%N > %s/%s.start; sleep %s; date +%%s.%%N > %s/%s.end; exit %d'
+              % (d, tag, sleep, d, tag, code))
+    f = {"argv": [script], "shell": True, "ntasks": 1}
+    if dependency:
+        f["dependency"] = dependency
+    if name:
+        f["name"] = name
+    return cl.client().ok("SUBMIT", "SUBMITTED", **f)["job"]
+
+
+def job(cl, jid):
+    return cl.client().ok("JOB_GET", "JOB", job=jid, tasks=False, output=False)["job"]
+
+
+def ended(cl, jid):
+    return job(cl, jid)["state"] in ("done", "failed", "cancelled")
+
+
+def stamp(d, tag, which):
+    return float((d / ("%s.%s" % (tag, which))).read_text())
+
+
+def test_workflow_runs_in_order(cluster_factory, client_factory, workdir, gridnode_bin):
+    """A; B afterok:A; C afterany:B: each starts after the one before ended; while they
+    wait they are queued with the term they wait for (JOB_GET and `gridnode jobs`)."""
+    cl = cluster_factory(FAST)
+    d = workdir / "wf"
+    d.mkdir()
+    a = stamp_job(cl, d, "A", sleep=1.5)
+    b = stamp_job(cl, d, "B", dependency="afterok:%d" % a)
+    r = run_cli(gridnode_bin, "submit", "-e", cl.endpoint, "--dependency", "afterany:%d" % b,
+                "--shell", "--", "date +%%s.%%N > %s/C.start; date +%%s.%%N > %s/C.end" % (d, d))
+    assert r.returncode == 0, r.stderr
+    c = int(r.stdout.split()[2])
+    jb, jc = job(cl, b), job(cl, c)
+    assert jb["state"] == "queued" and jb["reason"] == "Dependency: afterok:%d" % a, jb
+    assert jc["reason"] == "Dependency: afterany:%d" % b and jc["dependency"] == "afterany:%d" % b
+    r = run_cli(gridnode_bin, "jobs", "-e", cl.endpoint)
+    assert r.returncode == 0 and "Dependency: afterok:%d" % a in r.stdout, r.stdout
+    client_factory(cl, 1, sets=CLIENT)
+    wait_until(lambda: ended(cl, c), scaled(60), msg="C ended")
+    assert [job(cl, x)["state"] for x in (a, b, c)] == ["done"] * 3
+    assert stamp(d, "B", "start") >= stamp(d, "A", "end")
+    assert stamp(d, "C", "start") >= stamp(d, "B", "end")
+    assert "reason" not in job(cl, c) and "dependency" not in job(cl, c)
+
+
+def test_afternotok_and_never_satisfied(cluster_factory, client_factory, workdir):
+    """afternotok runs only after a failure; afterok on a failed job and afternotok on a
+    succeeded one are cancelled with DependencyNeverSatisfied naming the term and why;
+    `?` holds when any term does."""
+    cl = cluster_factory(FAST)
+    d = workdir / "nok"
+    d.mkdir()
+    f = stamp_job(cl, d, "F", code=3)
+    s = stamp_job(cl, d, "S")
+    g = stamp_job(cl, d, "G", dependency="afternotok:%d" % f)
+    h = stamp_job(cl, d, "H", dependency="afterok:%d" % f)
+    k = stamp_job(cl, d, "K", dependency="afternotok:%d" % s)
+    e = stamp_job(cl, d, "E", dependency="afterok:%d?afterok:%d" % (f, s))
+    client_factory(cl, 1, sets=CLIENT)
+    wait_until(lambda: all(ended(cl, x) for x in (g, h, k, e)), scaled(60), msg="all ended")
+    assert job(cl, f)["state"] == "failed" and job(cl, g)["state"] == "done"
+    assert stamp(d, "G", "start") >= stamp(d, "F", "end")
+    jh, jk = job(cl, h), job(cl, k)
+    assert jh["state"] == "cancelled", jh
+    assert jh["reason"] == "DependencyNeverSatisfied: afterok:%d (job %d failed)" % (f, f), jh
+    assert jk["state"] == "cancelled", jk
+    assert jk["reason"] == "DependencyNeverSatisfied: afternotok:%d (job %d done)" % (s, s), jk
+    assert not (d / "H.start").exists() and not (d / "K.start").exists()
+    assert job(cl, e)["state"] == "done"
+
+
+def test_singleton_serializes(cluster_factory, client_factory, workdir):
+    """Two singleton jobs of one name and user run one after the other (two slots free);
+    a job of another name does not wait."""
+    cl = cluster_factory(FAST)
+    d = workdir / "single"
+    d.mkdir()
+    s1 = stamp_job(cl, d, "S1", name="nightly", dependency="singleton", sleep=1)
+    s2 = stamp_job(cl, d, "S2", name="nightly", dependency="singleton")
+    o = stamp_job(cl, d, "O", name="other", dependency="singleton")
+    assert job(cl, s2)["reason"] == "Dependency: singleton"
+    client_factory(cl, 1, sets=CLIENT)
+    wait_until(lambda: ended(cl, s2) and ended(cl, o), scaled(60), msg="S2 ended")
+    assert stamp(d, "S2", "start") >= stamp(d, "S1", "end")
+    assert job(cl, s1)["state"] == job(cl, s2)["state"] == job(cl, o)["state"] == "done"
+
+
+def test_bad_terms_are_invalid(cluster_factory, gridnode_bin):
+    """Parse errors and unknown job ids are INVALID naming the term; nothing is stored;
+    the CLI says which option."""
+    cl = cluster_factory(FAST)
+    a = cl.client().ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=1)["job"]
+    for dep, word in [("afterok", "afterok"), ("afterok:x", "'x'"), ("aftercorr:%d" % a,
+                      "aftercorr"), ("afterok:%d,after:%d?after:1" % (a, a), "both"),
+                      ("afterok:999", "afterok:999"), ("singleton:1", "singleton"),
+                      ("", "empty"), ("after:%d+5" % a, "+5")]:
+        r = cl.client().err("SUBMIT", "INVALID", argv=["true"], ntasks=1, dependency=dep)
+        assert word in r["msg"], (dep, r["msg"])
+    cl.client().err("SUBMIT", "FIELD", argv=["true"], ntasks=1, dependency="a" * 1025)
+    r = cl.client().ok("JOB_LIST", "JOBS")
+    assert [j["job"] for j in r["jobs"]] == [a]
+    r = run_cli(gridnode_bin, "submit", "-e", cl.endpoint, "-d", "afterok:77", "--", "true")
+    assert r.returncode != 0 and "afterok:77" in r.stderr and "--dependency" in r.stderr, r
+
+
+def test_waiting_job_survives_kill9(cluster_factory, client_factory, workdir):
+    """kill -9 of the cluster while B waits on A and C on B: after the restart both still
+    wait (the met term of C is gone, the rest kept), then run in order."""
+    cl = cluster_factory(FAST)
+    d = workdir / "k9"
+    d.mkdir()
+    a = stamp_job(cl, d, "A")
+    b = stamp_job(cl, d, "B", dependency="afterok:%d" % a)
+    c = stamp_job(cl, d, "C", dependency="afterok:%d,afterany:%d" % (a, b))
+    cl.restart()
+    jb, jc = job(cl, b), job(cl, c)
+    assert jb["state"] == "queued" and jb["dependency"] == "afterok:%d" % a, jb
+    assert jc["dependency"] == "afterok:%d,afterany:%d" % (a, b), jc
+    client_factory(cl, 1, sets=CLIENT)
+    wait_until(lambda: ended(cl, c), scaled(60), msg="C ended")
+    assert stamp(d, "B", "start") >= stamp(d, "A", "end")
+    assert stamp(d, "C", "start") >= stamp(d, "B", "end")
+    assert [job(cl, x)["state"] for x in (a, b, c)] == ["done"] * 3
+
+
+def test_parallel_batch_and_spool_refuse_until_supported(cluster_factory, batch_factory,
+                                                          meta_factory):
+    """Where dependencies are not implemented yet (parallel jobs at the cluster, the batch
+    role, the spool) a dependency is INVALID, never silently ignored; nothing is stored."""
+    cl = cluster_factory(FAST)
+    a = cl.client().ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=1)["job"]
+    r = cl.client().err("PSUBMIT", "INVALID", argv=["true"], procs=1,
+                        dependency="afterok:%d" % a)
+    assert "dependency" in r["msg"], r
+    b = batch_factory([cl])
+    m = meta_factory({"s1": b})
+    for role, what in ((b, "batch role"), (m, "grid spool")):
+        for t, f in (("SUBMIT", {"ntasks": 1}), ("PSUBMIT", {"procs": 1})):
+            r = role.client().err(t, "INVALID", argv=["true"], dependency="afterok:1", **f)
+            assert "dependency" in r["msg"] and what in r["msg"], r
+        assert role.client().ok("JOB_LIST", "JOBS")["jobs"] == []
