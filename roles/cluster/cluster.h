@@ -9,7 +9,7 @@
  * The files call each other downwards only (a file calls those on its line or below):
  *   top      cluster.c (start-up, loop, cluster_load), handlers.c, scored_psync.c,
  *            scored_admin.c, stats.c, stats_html.c, master.c
- *   middle   feed.c > scored_ack.c > scored.c > requeue.c; purge.c; sessions.c; jobdep.c;
+ *   middle   feed.c > scored_ack.c > scored.c > requeue.c, jobdep.c; purge.c; sessions.c;
  *            tasks.c > validate_res.c > validator.c > validate_dec.c > validate.c
  *   bottom   scored_output.c > scored_store.c; state_rec.c > valid_state.c, drain.c >
  *            state.c; subkey.c, app.c

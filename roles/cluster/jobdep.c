@@ -169,6 +169,34 @@ static void bag_step(struct cluster *c, struct job *j)
         cluster_mark_job(c, j);
 }
 
+/* One waiting parallel job: admission may be tried, it still waits, or it is ended. */
+static void par_step(struct cluster *c, struct pjob *p)
+{
+    char why[200];
+    bool changed = false;
+    enum dep_verdict v =
+        jobdep_check(c, p->dep, p->user, p->name, p->id, &changed, why, sizeof why);
+    if (v != DEP_WAIT) {
+        jobdep_free(p->dep);
+        p->dep = NULL;
+        c->sd->resched = true; /* scored_schedule admits it, or frees nothing */
+    }
+    if (v == DEP_MET) {
+        p->reason[0] = 0;
+        log_info("parallel job %llu: dependency satisfied, admission is tried",
+                 (unsigned long long)p->id);
+    } else if (v == DEP_NEVER) {
+        snprintf(p->reason, sizeof p->reason, "DependencyNeverSatisfied: %s", why);
+        p->state = PJ_CANCELLED;
+        p->finished_ms = wall_now_ms();
+        log_info("parallel job %llu cancelled: %s", (unsigned long long)p->id, p->reason);
+    } else if (changed) {
+        cluster_dep_reason(p->dep, p->reason, sizeof p->reason);
+    }
+    if (v != DEP_WAIT || changed)
+        p->dirty = true;
+}
+
 void jobdep_step(struct cluster *c)
 {
     bool any = false, waits = false;
@@ -176,11 +204,16 @@ void jobdep_step(struct cluster *c)
         any |= c->jobs[i]->dirty;
         waits |= c->jobs[i]->dep != NULL;
     }
-    for (uint32_t i = c->sd ? c->sd->live_from : 0; c->sd && i < c->sd->njobs && !any; i++)
+    for (uint32_t i = c->sd ? c->sd->live_from : 0; c->sd && i < c->sd->njobs; i++) {
         any |= c->sd->jobs[i]->dirty;
+        waits |= c->sd->jobs[i]->dep != NULL;
+    }
     if (!waits || !any)
         return; /* nothing waits, or no job changed this turn */
     for (uint32_t i = c->open_from; i < c->njobs; i++)
         if (c->jobs[i]->dep && c->jobs[i]->state == JS_QUEUED)
             bag_step(c, c->jobs[i]);
+    for (uint32_t i = c->sd ? c->sd->live_from : 0; c->sd && i < c->sd->njobs; i++)
+        if (c->sd->jobs[i]->dep && c->sd->jobs[i]->state == PJ_WAITING)
+            par_step(c, c->sd->jobs[i]);
 }

@@ -71,6 +71,9 @@ struct pjob {
        environment, its starting directory; NULL: none */
     char **env;
     char *cwd;
+    /* submit -p --dependency (issue 27, jobdep.c): the terms still waited for, NULL:
+       none; while set the job is waiting and admission is not tried */
+    struct depend *dep;
 };
 
 /* One host of the hosts file (the role of scorehosts.db). */

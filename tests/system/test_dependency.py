@@ -148,15 +148,10 @@ def test_waiting_job_survives_kill9(cluster_factory, client_factory, workdir):
     assert [job(cl, x)["state"] for x in (a, b, c)] == ["done"] * 3
 
 
-def test_parallel_batch_and_spool_refuse_until_supported(cluster_factory, batch_factory,
-                                                          meta_factory):
-    """Where dependencies are not implemented yet (parallel jobs at the cluster, the batch
-    role, the spool) a dependency is INVALID, never silently ignored; nothing is stored."""
+def test_batch_and_spool_refuse_until_supported(cluster_factory, batch_factory, meta_factory):
+    """Where dependencies are not implemented yet (the batch role, the spool) a dependency
+    is INVALID, never silently ignored; nothing is stored."""
     cl = cluster_factory(FAST)
-    a = cl.client().ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=1)["job"]
-    r = cl.client().err("PSUBMIT", "INVALID", argv=["true"], procs=1,
-                        dependency="afterok:%d" % a)
-    assert "dependency" in r["msg"], r
     b = batch_factory([cl])
     m = meta_factory({"s1": b})
     for role, what in ((b, "batch role"), (m, "grid spool")):
@@ -164,3 +159,52 @@ def test_parallel_batch_and_spool_refuse_until_supported(cluster_factory, batch_
             r = role.client().err(t, "INVALID", argv=["true"], dependency="afterok:1", **f)
             assert "dependency" in r["msg"] and what in r["msg"], r
         assert role.client().ok("JOB_LIST", "JOBS")["jobs"] == []
+
+
+SD = dict(FAST, **{"queues.sync_ms": 100})
+
+
+def pstamp_job(cl, d, tag, code=0, dependency=None, sleep=0.5):
+    """A one-process parallel job writing TAG.start / TAG.end into d."""
+    script = ('date +%%s.%%N > %s/%s.start; sleep %s; date +%%s.%%N > %s/%s.end; exit %d'
+              % (d, tag, sleep, d, tag, code))
+    f = {"argv": [script], "shell": True, "procs": 1, "wait": True}
+    if dependency:
+        f["dependency"] = dependency
+    return cl.client().ok("PSUBMIT", "SUBMITTED", **f)["job"]
+
+
+def pended(cl, jid):
+    return job(cl, jid)["state"] in ("done", "failed", "killed", "cancelled")
+
+
+def test_parallel_jobs_and_bags_depend_on_each_other(cluster_factory, client_factory, workdir):
+    """Parallel P1; bag B afterok:P1; parallel P3 afterany:B run in order; a parallel job
+    afterok on a failed one is cancelled with the reason; a waiting parallel job survives
+    kill -9 of the cluster; PSUBMIT with hosts and a dependency is INVALID."""
+    cl = cluster_factory(SD)
+    d = workdir / "par"
+    d.mkdir()
+    p1 = pstamp_job(cl, d, "P1", sleep=1)
+    b = stamp_job(cl, d, "B", dependency="afterok:%d" % p1)
+    p3 = pstamp_job(cl, d, "P3", dependency="afterany:%d" % b)
+    pf = pstamp_job(cl, d, "PF", code=2)
+    pn = pstamp_job(cl, d, "PN", dependency="afterok:%d" % pf)
+    j3 = job(cl, p3)
+    assert j3["state"] == "waiting" and j3["reason"] == "Dependency: afterany:%d" % b, j3
+    assert j3["dependency"] == "afterany:%d" % b
+    cl.client().err("PSUBMIT", "INVALID", argv=["true"], procs=1, hosts=["x"],
+                    dependency="afterok:%d" % p1)
+    cl.client().err("PSUBMIT", "INVALID", argv=["true"], procs=1, dependency="afterok:9999")
+    cl.restart()
+    assert job(cl, p3)["dependency"] == "afterany:%d" % b
+    assert job(cl, b)["dependency"] == "afterok:%d" % p1
+    client_factory(cl, 1, sets=CLIENT)
+    wait_until(lambda: pended(cl, p3) and pended(cl, pn), scaled(60), msg="P3, PN ended")
+    assert job(cl, p1)["state"] == job(cl, b)["state"] == job(cl, p3)["state"] == "done"
+    assert stamp(d, "B", "start") >= stamp(d, "P1", "end")
+    assert stamp(d, "P3", "start") >= stamp(d, "B", "end")
+    jn = job(cl, pn)
+    assert jn["state"] == "cancelled", jn
+    assert jn["reason"] == "DependencyNeverSatisfied: afterok:%d (job %d failed)" % (pf, pf), jn
+    assert not (d / "PN.start").exists()
