@@ -1,4 +1,4 @@
-"""Job dependencies (submit --dependency, issue 27) at the cluster manager: Slurm's
+"""Job dependencies (submit --dependency, issue 27) at the cluster manager and the batch role: Slurm's
 afterok / afterany / afternotok / after / singleton, terms joined by , or ?; a waiting job
 stays queued with reason "Dependency: TERM"; one that can never hold is cancelled with
 "DependencyNeverSatisfied: ..."; bad terms and unknown ids are INVALID naming the term; a
@@ -148,19 +148,6 @@ def test_waiting_job_survives_kill9(cluster_factory, client_factory, workdir):
     assert [job(cl, x)["state"] for x in (a, b, c)] == ["done"] * 3
 
 
-def test_batch_and_spool_refuse_until_supported(cluster_factory, batch_factory, meta_factory):
-    """Where dependencies are not implemented yet (the batch role, the spool) a dependency
-    is INVALID, never silently ignored; nothing is stored."""
-    cl = cluster_factory(FAST)
-    b = batch_factory([cl])
-    m = meta_factory({"s1": b})
-    for role, what in ((b, "batch role"), (m, "grid spool")):
-        for t, f in (("SUBMIT", {"ntasks": 1}), ("PSUBMIT", {"procs": 1})):
-            r = role.client().err(t, "INVALID", argv=["true"], dependency="afterok:1", **f)
-            assert "dependency" in r["msg"] and what in r["msg"], r
-        assert role.client().ok("JOB_LIST", "JOBS")["jobs"] == []
-
-
 SD = dict(FAST, **{"queues.sync_ms": 100})
 
 
@@ -208,3 +195,73 @@ def test_parallel_jobs_and_bags_depend_on_each_other(cluster_factory, client_fac
     assert jn["state"] == "cancelled", jn
     assert jn["reason"] == "DependencyNeverSatisfied: afterok:%d (job %d failed)" % (pf, pf), jn
     assert not (d / "PN.start").exists()
+
+
+# ---- the batch role: ids are its own; a waiting job's elements stay out of the engine
+
+
+def batch_grid(cluster_factory, client_factory, batch_factory):
+    cl = cluster_factory(SD)
+    client_factory(cl, 1, sets=CLIENT)
+    b = batch_factory([cl])
+    wait_until(lambda: any(n["active"] for n in b.client().ok("NODE_LIST", "NODES")["nodes"]),
+               scaled(20), msg="the batch role sees the host")
+    return cl, b
+
+
+def bstamp(b, d, tag, code=0, dependency=None, name=None, sleep=0.5, parallel=False):
+    script = ('date +%%s.%%N > %s/%s.start; sleep %s; date +%%s.%%N > %s/%s.end; exit %d'
+              % (d, tag, sleep, d, tag, code))
+    f = {"argv": [script], "shell": True}
+    f.update({"procs": 1} if parallel else {"ntasks": 1})
+    if dependency:
+        f["dependency"] = dependency
+    if name:
+        f["name"] = name
+    return b.client().ok("PSUBMIT" if parallel else "SUBMIT", "SUBMITTED", **f)["job"]
+
+
+def test_batch_workflow_never_singleton_kill9(cluster_factory, client_factory, batch_factory,
+                                              workdir, gridnode_bin):
+    """At the batch role: A; B afterok:A (parallel); C afterany:B run in order, through a
+    kill -9 of the batch role while B and C wait; afterok on a failed job is cancelled
+    with DependencyNeverSatisfied, afternotok runs; singleton serializes; bad terms and
+    ids unknown here are INVALID; showq-style reason Dependency."""
+    cl, b = batch_grid(cluster_factory, client_factory, batch_factory)
+    d = workdir / "bwf"
+    d.mkdir()
+    for dep, word in [("afterok:x", "'x'"), ("afterok:1,after:1?after:1", "both"),
+                      ("afterok:4242", "afterok:4242")]:
+        r = b.client().err("SUBMIT", "INVALID", argv=["true"], ntasks=1, dependency=dep)
+        assert word in r["msg"], (dep, r["msg"])
+    a = bstamp(b, d, "A", sleep=1.5)
+    bb = bstamp(b, d, "B", dependency="afterok:%d" % a, parallel=True)
+    c = bstamp(b, d, "C", dependency="afterany:%d" % bb)
+    f = bstamp(b, d, "F", code=1)
+    g = bstamp(b, d, "G", dependency="afternotok:%d" % f)
+    h = bstamp(b, d, "H", dependency="afterok:%d" % f)
+    s1 = bstamp(b, d, "S1", name="nightly", dependency="singleton", sleep=1)
+    s2 = bstamp(b, d, "S2", name="nightly", dependency="singleton")
+    jc = b.client().ok("JOB_GET", "JOB", job=c)["job"]
+    assert jc["state"] == "queued" and jc["reason"] == "Dependency: afterany:%d" % bb, jc
+    b.restart()
+    jb = b.client().ok("JOB_GET", "JOB", job=bb)["job"]
+    if not (d / "A.end").exists():  # A still ran when B was read: B must still wait
+        assert jb["dependency"] == "afterok:%d" % a and jb["state"] == "queued", jb
+    r = run_cli(gridnode_bin, "jobs", "-e", b.endpoint)
+    assert r.returncode == 0, r.stderr
+
+    def ended(x):
+        return b.client().ok("JOB_GET", "JOB", job=x)["job"]["state"] in (
+            "done", "failed", "cancelled")
+
+    wait_until(lambda: all(ended(x) for x in (c, g, h, s2)), scaled(90), msg="all ended")
+    st = {x: b.client().ok("JOB_GET", "JOB", job=x)["job"] for x in (a, bb, c, g, h, s1, s2)}
+    assert [st[x]["state"] for x in (a, bb, c, g, s1, s2)] == ["done"] * 6, st
+    assert stamp(d, "B", "start") >= stamp(d, "A", "end")
+    assert stamp(d, "C", "start") >= stamp(d, "B", "end")
+    assert stamp(d, "G", "start") >= stamp(d, "F", "end")
+    assert stamp(d, "S2", "start") >= stamp(d, "S1", "end")
+    assert st[h]["state"] == "cancelled", st[h]
+    assert st[h]["reason"] == "DependencyNeverSatisfied: afterok:%d (job %d failed)" % (f, f)
+    assert not (d / "H.start").exists()
