@@ -265,3 +265,52 @@ def test_batch_workflow_never_singleton_kill9(cluster_factory, client_factory, b
     assert st[h]["state"] == "cancelled", st[h]
     assert st[h]["reason"] == "DependencyNeverSatisfied: afterok:%d (job %d failed)" % (f, f)
     assert not (d / "H.start").exists()
+
+
+# ---- the grid spool: ids are the spool's; a waiting job is not placed
+
+
+def test_spool_workflow_never_kill9(cluster_factory, client_factory, batch_factory,
+                                    meta_factory, workdir, gridnode_bin):
+    """At the spool over a batch site: A; B afterok:A; C afterany:B run in order through
+    a kill -9 of the spool while they wait (the dependency is not sent to the site: its
+    ids are the spool's); afterok on a failed job is cancelled with the reason; bad terms
+    are INVALID; `gridnode jobs` shows the reason."""
+    cl, b = batch_grid(cluster_factory, client_factory, batch_factory)
+    m = meta_factory({"s1": b})
+    d = workdir / "spool"
+    d.mkdir()
+    for dep, word in [("afterok:x", "'x'"), ("afterok:4242", "afterok:4242"),
+                      ("singleton:2", "singleton")]:
+        r = m.client().err("SUBMIT", "INVALID", argv=["true"], ntasks=1, dependency=dep)
+        assert word in r["msg"], (dep, r["msg"])
+    a = bstamp(m, d, "A", sleep=1.5)
+    bb = bstamp(m, d, "B", dependency="afterok:%d" % a, parallel=True)
+    c = bstamp(m, d, "C", dependency="afterany:%d" % bb)
+    f = bstamp(m, d, "F", code=1)
+    h = bstamp(m, d, "H", dependency="afterok:%d" % f)
+    g = bstamp(m, d, "G", dependency="afternotok:%d" % f)
+    s1 = bstamp(m, d, "S1", name="nightly", dependency="singleton", sleep=1)
+    s2 = bstamp(m, d, "S2", name="nightly", dependency="singleton")
+    r = run_cli(gridnode_bin, "jobs", "-e", m.endpoint)
+    assert r.returncode == 0 and "Dependency: afterany:%d" % bb in r.stdout, r.stdout
+    m.restart()
+    jc = m.client().ok("JOB_GET", "JOB", job=c)["job"]
+    if not (d / "B.end").exists():  # B had not ended when C was read: C must still wait
+        assert jc["dependency"] == "afterany:%d" % bb, jc
+        assert jc["reason"] == "Dependency: afterany:%d" % bb, jc
+
+    def ended(x):
+        return m.client().ok("JOB_GET", "JOB", job=x)["job"]["state"] in (
+            "done", "failed", "cancelled")
+
+    wait_until(lambda: all(ended(x) for x in (c, g, h, s2)), scaled(120), msg="all ended")
+    st = {x: m.client().ok("JOB_GET", "JOB", job=x)["job"] for x in (a, bb, c, g, h, s1, s2)}
+    assert [st[x]["state"] for x in (a, bb, c, g, s1, s2)] == ["done"] * 6, st
+    assert stamp(d, "S2", "start") >= stamp(d, "S1", "end")
+    assert stamp(d, "B", "start") >= stamp(d, "A", "end")
+    assert stamp(d, "C", "start") >= stamp(d, "B", "end")
+    assert stamp(d, "G", "start") >= stamp(d, "F", "end")
+    assert st[h]["state"] == "cancelled", st[h]
+    assert st[h]["reason"] == "DependencyNeverSatisfied: afterok:%d (job %d failed)" % (f, f)
+    assert not (d / "H.start").exists()

@@ -2,6 +2,7 @@
  * meta_int.h - the live metascheduler's state, shared by its files. They call each
  * other downwards only, bottom up:
  *   metajob.c    the jobs: states, the table in memory, state changes, LMDB records
+ *   metadep.c    job dependencies (issue 27): checked at submission, re-checked each turn
  *   metasend.c   the messages to the sites, queued until the turn's commit
  *   metaplace.c  placement rounds: estimates, the decision, RESERVE/SUBMIT, moves begun
  *   metasite.c   the sites' connections, their replies (placements, tracking, moves,
@@ -152,6 +153,9 @@ struct mjob {
     bool withdrawing; /* a withdrawal of its copy at `site` was sent, not answered (stored):
                          a copy seen cancelled there was withdrawn, and is placed again */
     bool timed;       /* its placement latency is counted (metastats.c; memory only) */
+    /* submit --dependency (issue 27, metadep.c): the terms still waited for, NULL: none;
+       while set the job is not placed (its reason says which term) */
+    struct depend *dep;
 };
 
 /* Jobs of one placement pass sharing their ESTIMATEs (metaplace.c). */
@@ -216,6 +220,18 @@ void meta_job_set(struct meta *M, struct mjob *j, enum mj_state st, const char *
 int meta_jobs_save(struct meta *M);
 /* record_load's callback for the jobs table (daemon/record.h): arg is the role. */
 int meta_job_load(void *arg, const uint8_t *key, size_t klen, const void *val, size_t vlen);
+
+/* ---- metadep.c: job dependencies (issue 27) ---- */
+
+struct depend;
+/* "dependency" of request o checked (ids known here, owners) into *out (NULL: none): 0,
+ * or -1 with why. */
+int meta_dep_submit(struct meta *M, const msgpack_object *o, struct depend **out, char *why,
+                    size_t wl);
+/* "Dependency: TERM" of waiting job j (j->dep set). */
+void meta_dep_reason(const struct mjob *j, char *buf, size_t len);
+/* Before the commit of a turn that changed a job: waiting jobs released or cancelled. */
+void meta_dep_step(struct meta *M);
 
 /* ---- metasend.c: the messages to the sites ---- */
 
