@@ -210,10 +210,24 @@ void jobdep_step(struct cluster *c)
     }
     if (!waits || !any)
         return; /* nothing waits, or no job changed this turn */
-    for (uint32_t i = c->open_from; i < c->njobs; i++)
-        if (c->jobs[i]->dep && c->jobs[i]->state == JS_QUEUED)
-            bag_step(c, c->jobs[i]);
-    for (uint32_t i = c->sd ? c->sd->live_from : 0; c->sd && i < c->sd->njobs; i++)
-        if (c->sd->jobs[i]->dep && c->sd->jobs[i]->state == PJ_WAITING)
-            par_step(c, c->sd->jobs[i]);
+    for (uint32_t i = 0; i < c->njobs; i++) {
+        struct job *j = c->jobs[i];
+        if (j->dep && j->state == JS_QUEUED) {
+            bag_step(c, j);
+        } else if (j->dep) { /* cancelled while it waited: nothing left to wait for */
+            jobdep_free(j->dep);
+            j->dep = NULL;
+            cluster_mark_job(c, j);
+        }
+    }
+    for (uint32_t i = c->sd ? c->sd->live_from : 0; c->sd && i < c->sd->njobs; i++) {
+        struct pjob *p = c->sd->jobs[i];
+        if (p->dep && p->state == PJ_WAITING) {
+            par_step(c, p);
+        } else if (p->dep) {
+            jobdep_free(p->dep);
+            p->dep = NULL;
+            p->dirty = true;
+        }
+    }
 }

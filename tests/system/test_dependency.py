@@ -124,6 +124,12 @@ def test_bad_terms_are_invalid(cluster_factory, gridnode_bin):
     cl.client().err("SUBMIT", "FIELD", argv=["true"], ntasks=1, dependency="a" * 1025)
     r = cl.client().ok("JOB_LIST", "JOBS")
     assert [j["job"] for j in r["jobs"]] == [a]
+    # a waiting job cancelled: cancelled, no longer waiting for anything
+    w = cl.client().ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=1,
+                       dependency="afterok:%d" % a)["job"]
+    cl.client().ok("CANCEL", "OK", job=w)
+    jw = job(cl, w)
+    assert jw["state"] == "cancelled" and "dependency" not in jw and "reason" not in jw, jw
     r = run_cli(gridnode_bin, "submit", "-e", cl.endpoint, "-d", "afterok:77", "--", "true")
     assert r.returncode != 0 and "afterok:77" in r.stderr and "--dependency" in r.stderr, r
 

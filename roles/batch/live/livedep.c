@@ -152,7 +152,15 @@ void live_dep_step(struct live *L)
     }
     if (!any || !waits)
         return; /* no job changed this turn, or none waits */
-    for (uint32_t i = 0; i < L->njobs; i++)
-        if (L->jobs[i]->dep && !L->jobs[i]->cancelled && step_one(L, L->jobs[i]))
-            L->jobs[i]->dirty = true;
+    for (uint32_t i = 0; i < L->njobs; i++) {
+        struct ljob *j = L->jobs[i];
+        if (j->dep && !j->cancelled && step_one(L, j)) {
+            j->dirty = true;
+        } else if (j->dep && j->cancelled) { /* cancelled while it waited */
+            depend_free(j->dep);
+            free(j->dep);
+            j->dep = NULL;
+            j->dirty = true;
+        }
+    }
 }

@@ -141,7 +141,15 @@ void meta_dep_step(struct meta *M)
     }
     if (!any || !waits)
         return; /* no job changed this turn, or none waits */
-    for (uint32_t i = 0; i < M->njobs; i++)
-        if (M->jobs[i]->dep && M->jobs[i]->state == MJ_QUEUED)
-            step_one(M, M->jobs[i]);
+    for (uint32_t i = 0; i < M->njobs; i++) {
+        struct mjob *j = M->jobs[i];
+        if (j->dep && j->state == MJ_QUEUED) {
+            step_one(M, j);
+        } else if (j->dep) { /* cancelled while it waited */
+            depend_free(j->dep);
+            free(j->dep);
+            j->dep = NULL;
+            j->dirty = true;
+        }
+    }
 }
