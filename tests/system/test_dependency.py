@@ -320,3 +320,23 @@ def test_spool_workflow_never_kill9(cluster_factory, client_factory, batch_facto
     assert st[h]["state"] == "cancelled", st[h]
     assert st[h]["reason"] == "DependencyNeverSatisfied: afterok:%d (job %d failed)" % (f, f)
     assert not (d / "H.start").exists()
+
+
+def test_other_users_jobs_admins_only(cluster_factory, batch_factory, meta_factory, workdir):
+    """With CURVE on, a term naming another user's job is INVALID for a user (it may not
+    wait on, nor learn of, others' jobs); the owner and an admin may; at every level."""
+    from test_authz import Keys
+    k = Keys(workdir / "keys").add("alice", "user").add("bob", "user")
+    cl = cluster_factory(dict(FAST, **k.sets()))
+    b = batch_factory([cl], sets=k.sets())
+    m = meta_factory({"s1": b}, sets=k.sets())
+    for role in (cl, b, m):
+        a = k.rpc(role.endpoint, "alice").ok("SUBMIT", "SUBMITTED", argv=["true"],
+                                              ntasks=1)["job"]
+        dep = "afterany:%d" % a
+        r = k.rpc(role.endpoint, "bob").err("SUBMIT", "INVALID", argv=["true"], ntasks=1,
+                                             dependency=dep)
+        assert "another user" in r["msg"] and dep in r["msg"], r
+        k.rpc(role.endpoint, "alice").ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=1,
+                                         dependency=dep)
+        role.client().ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=1, dependency=dep)
