@@ -159,7 +159,8 @@ void depend_format(const struct depend *d, char *buf, size_t len)
         int w;
         if (t->done)
             continue;
-        if (t->type != DEP_SINGLETON && t->type == prev)
+        /* TYPE:1:2 reads back as its terms joined by ',': under '?' each is written out */
+        if (t->type != DEP_SINGLETON && t->type == prev && !d->any)
             w = snprintf(buf + off, len - off, ":%llu", (unsigned long long)t->id);
         else if (t->type == DEP_SINGLETON)
             w = snprintf(buf + off, len - off, "%ssingleton", off ? (d->any ? "?" : ",") : "");

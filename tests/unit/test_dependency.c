@@ -38,6 +38,10 @@ static void test_parse_ok(void **state)
     depend_format(&d, buf, sizeof buf);
     assert_string_equal(buf, "after:1?afternotok:2");
     depend_free(&d);
+    assert_int_equal(parse("afterok:1:2?after:3", &d, why), 0); /* any of the three */
+    depend_format(&d, buf, sizeof buf);
+    assert_string_equal(buf, "afterok:1?afterok:2?after:3");
+    depend_free(&d);
 }
 
 static void test_parse_bad(void **state)
@@ -167,12 +171,57 @@ static void test_eval(void **state)
     depend_free(&d);
 }
 
+/* Random text of the vocabulary's characters: no crash; what parses prints back in
+ * canonical form that parses to the same terms. */
+static void test_random_roundtrip(void **state)
+{
+    (void)state;
+    static const char *const words[] = {"after", "afterok", "afterany", "afternotok", "singleton",
+                                        ":",     ",",       "?",        "1",          "23",
+                                        "0",     "x",       ":7"};
+    unsigned seed = 12345;
+    for (int round = 0; round < 20000; round++) {
+        char s[256] = "", why[200], buf[DEPEND_LEN_MAX + 1];
+        int n = (int)((seed = seed * 1103515245u + 12345u) >> 16) % 12;
+        for (int i = 0; i < n; i++) {
+            seed = seed * 1103515245u + 12345u;
+            strcat(s, words[(seed >> 16) % (sizeof words / sizeof *words)]);
+        }
+        struct depend d, e;
+        if (depend_parse(s, strlen(s), &d, why, sizeof why) < 0) {
+            assert_true(strlen(why) > 0);
+            continue;
+        }
+        depend_format(&d, buf, sizeof buf);
+        assert_int_equal(depend_parse(buf, strlen(buf), &e, why, sizeof why), 0);
+        assert_int_equal(d.n, e.n);
+        if (d.n >= 2) /* one term: all and any are the same */
+            assert_int_equal(d.any, e.any);
+        for (uint32_t k = 0; k < d.n; k++) {
+            assert_int_equal(d.t[k].type, e.t[k].type);
+            assert_true(d.t[k].id == e.t[k].id);
+        }
+        depend_free(&d);
+        depend_free(&e);
+    }
+    /* the term bound: 1 KiB holds at most DEPEND_TERMS_MAX ids */
+    char big[DEPEND_LEN_MAX + 1] = "afterok";
+    while (strlen(big) + 2 <= DEPEND_LEN_MAX)
+        strcat(big, ":1");
+    struct depend d;
+    char why[200];
+    assert_int_equal(depend_parse(big, strlen(big), &d, why, sizeof why), 0);
+    assert_true(d.n <= DEPEND_TERMS_MAX);
+    depend_free(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_ok),
         cmocka_unit_test(test_parse_bad),
         cmocka_unit_test(test_eval),
+        cmocka_unit_test(test_random_roundtrip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
