@@ -60,6 +60,8 @@ def test_workflow_runs_in_order(cluster_factory, client_factory, workdir, gridno
     assert jc["reason"] == "Dependency: afterany:%d" % b and jc["dependency"] == "afterany:%d" % b
     r = run_cli(gridnode_bin, "jobs", "-e", cl.endpoint)
     assert r.returncode == 0 and "Dependency: afterok:%d" % a in r.stdout, r.stdout
+    r = run_cli(gridnode_bin, "job", b, "-e", cl.endpoint)
+    assert r.returncode == 0 and "reason: Dependency: afterok:%d" % a in r.stdout, r.stdout
     client_factory(cl, 1, sets=CLIENT)
     wait_until(lambda: ended(cl, c), scaled(60), msg="C ended")
     assert [job(cl, x)["state"] for x in (a, b, c)] == ["done"] * 3
