@@ -266,7 +266,5 @@ enum dep_verdict depend_eval(struct depend *d, dep_lookup_fn fn, void *arg, bool
     }
     if (first_wait < 0)
         return DEP_MET;
-    depend_term_text(d, (uint32_t)first_wait, term, sizeof term);
-    snprintf(why, wl, "%s", term);
-    return DEP_WAIT;
+    return DEP_WAIT; /* why stays "": a waiting job's reason is built when shown */
 }

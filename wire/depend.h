@@ -58,8 +58,9 @@ enum dep_verdict { DEP_WAIT = 0, DEP_MET, DEP_NEVER };
 /*
  * Evaluates d: marks the terms now decided done (*changed set when any was), and says
  * whether the whole holds. singleton_blocked: another job of the same user and name
- * goes before this one. why gets, for DEP_WAIT, the first term still waited for
- * ("afterok:12"), for DEP_NEVER the term and its cause ("afterok:12 (job 12 failed)").
+ * goes before this one. why gets, for DEP_NEVER, the term and its cause ("afterok:12
+ * (job 12 failed)"); else "" (the first term waited for is the first of depend_format:
+ * built when shown, not on every re-check).
  * A job no longer known (purged) counts as ended: after and afterany hold, afterok and
  * afternotok can never be checked and so never hold.
  */

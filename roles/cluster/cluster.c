@@ -220,6 +220,9 @@ int cluster_load(struct cluster *c)
 
 void cluster_free_state(struct cluster *c)
 {
+    free(c->dep_chg); /* jobdep.c */
+    c->dep_chg = NULL;
+    c->ndep_chg = c->capdep_chg = 0;
     cluster_free_records(c);
     sessions_free(c);
     drain_free(c);

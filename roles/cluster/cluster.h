@@ -145,6 +145,7 @@ struct job {
        (DependencyNeverSatisfied), NULL: none */
     struct depend *dep;
     char *reason;
+    uint8_t dep_seen; /* jobdep.c: 1 + its status at the last pass, 0: not seen yet */
     /* job_state_shown() last published as an event (feed.c); NULL: none yet */
     const char *ev_shown;
 };
@@ -277,6 +278,9 @@ struct cluster {
     struct ev_turn evt;      /* events of the turn (state_rec.c, scored_store.c; feed.c) */
     /* since start, for /metrics: hand-outs, re-issues, results completing a task, others */
     uint64_t n_issued, n_reissued, n_results, n_dups;
+    /* jobdep.c: ids whose status changed in the last pass (sorted) */
+    uint64_t *dep_chg;
+    uint32_t ndep_chg, capdep_chg;
 };
 
 /* cluster.c */

@@ -197,23 +197,70 @@ static void par_step(struct cluster *c, struct pjob *p)
         p->dirty = true;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Notes id in c->dep_chg when the status st differs from the one seen last (*seen). */
+static void note(struct cluster *c, uint8_t *seen, uint8_t st, uint64_t id, bool *oom)
+{
+    if (*seen == st + 1)
+        return;
+    *seen = (uint8_t)(st + 1);
+    if (c->ndep_chg == c->capdep_chg) {
+        uint32_t n = c->capdep_chg ? c->capdep_chg * 2 : 64;
+        uint64_t *g = realloc(c->dep_chg, n * sizeof *g);
+        if (!g) {
+            *oom = true; /* every waiting job is checked instead */
+            return;
+        }
+        c->dep_chg = g;
+        c->capdep_chg = n;
+    }
+    c->dep_chg[c->ndep_chg++] = id;
+}
+
+/* Whether waiting job id with dependency d must be checked: it is new (or loaded), a
+ * job it names changed, or it has a singleton term (any change may free it). */
+static bool relevant(const struct cluster *c, uint64_t id, const struct depend *d, bool all)
+{
+    if (all || depend_has_singleton(d) || bsearch(&id, c->dep_chg, c->ndep_chg, sizeof id, cmp_u64))
+        return true;
+    for (uint32_t k = 0; k < d->n; k++)
+        if (!d->t[k].done && bsearch(&d->t[k].id, c->dep_chg, c->ndep_chg, sizeof id, cmp_u64))
+            return true;
+    return false;
+}
+
+/*
+ * After a turn: the jobs whose status (pending, started, ok, not ok) changed since the
+ * last pass are noted (one pass over the jobs, no text), then only the waiting jobs
+ * that name one of them (or are new, or have a singleton term) are evaluated.
+ */
 void jobdep_step(struct cluster *c)
 {
-    bool any = false, waits = false;
-    for (uint32_t i = 0; i < c->njobs && !(any && waits); i++) {
-        any |= c->jobs[i]->dirty;
-        waits |= c->jobs[i]->dep != NULL;
+    bool oom = false, waits = false;
+    c->ndep_chg = 0;
+    for (uint32_t i = 0; i < c->njobs; i++) {
+        struct job *j = c->jobs[i];
+        note(c, &j->dep_seen, (uint8_t)bag_status(j), j->id, &oom);
+        waits |= j->dep != NULL;
     }
     for (uint32_t i = c->sd ? c->sd->live_from : 0; c->sd && i < c->sd->njobs; i++) {
-        any |= c->sd->jobs[i]->dirty;
-        waits |= c->sd->jobs[i]->dep != NULL;
+        struct pjob *p = c->sd->jobs[i];
+        note(c, &p->dep_seen, (uint8_t)par_status(p), p->id, &oom);
+        waits |= p->dep != NULL;
     }
-    if (!waits || !any)
+    if (!waits || (c->ndep_chg == 0 && !oom))
         return; /* nothing waits, or no job changed this turn */
+    qsort(c->dep_chg, c->ndep_chg, sizeof *c->dep_chg, cmp_u64);
     for (uint32_t i = 0; i < c->njobs; i++) {
         struct job *j = c->jobs[i];
         if (j->dep && j->state == JS_QUEUED) {
-            bag_step(c, j);
+            if (relevant(c, j->id, j->dep, oom))
+                bag_step(c, j);
         } else if (j->dep) { /* cancelled while it waited: nothing left to wait for */
             jobdep_free(j->dep);
             j->dep = NULL;
@@ -223,7 +270,8 @@ void jobdep_step(struct cluster *c)
     for (uint32_t i = c->sd ? c->sd->live_from : 0; c->sd && i < c->sd->njobs; i++) {
         struct pjob *p = c->sd->jobs[i];
         if (p->dep && p->state == PJ_WAITING) {
-            par_step(c, p);
+            if (relevant(c, p->id, p->dep, oom))
+                par_step(c, p);
         } else if (p->dep) {
             jobdep_free(p->dep);
             p->dep = NULL;
