@@ -81,6 +81,10 @@ static void print_summary(const msgpack_object *j)
         printf("requeued %llu times\n", (unsigned long long)wire_get_u64(j, "requeues", 0));
     if (wire_get_bool(j, "network", false)) /* submit --network (issue 23) */
         printf("network: on (submit --network): its tasks keep the node's network\n");
+    char reason[320];
+    cli_text(j, "reason", reason, sizeof reason); /* Dependency: TERM (issue 27) */
+    if (reason[0])
+        printf("reason: %s\n", reason);
 }
 
 static void print_bytes(const char *label, const msgpack_object *t, const char *key,

@@ -57,18 +57,19 @@ static void print_grid_row(const msgpack_object *j)
 
 static void print_row(const msgpack_object *j)
 {
-    char name[65], user[41], state[10], t[32];
+    char name[65], user[41], state[10], t[32], reason[300];
     cli_cell(j, "name", 16, name, sizeof name);
     cli_cell(j, "user", 10, user, sizeof user);
     cli_text(j, "state", state, sizeof state);
-    printf("%6llu  %s %s %-9s %8llu %8llu %8llu %8llu %5llu  %s\n",
+    cli_text(j, "reason", reason, sizeof reason); /* Dependency: ... (issue 27) */
+    printf("%6llu  %s %s %-9s %8llu %8llu %8llu %8llu %5llu  %-19s  %s\n",
            (unsigned long long)wire_get_u64(j, "job", 0), name, user, state,
            (unsigned long long)wire_get_u64(j, "ntasks", 0),
            (unsigned long long)wire_get_u64(j, "done", 0),
            (unsigned long long)wire_get_u64(j, "failed", 0),
            (unsigned long long)wire_get_u64(j, "running", 0),
            (unsigned long long)wire_get_u64(j, "dups", 0),
-           cli_time(wire_get_i64(j, "submitted", 0), t, sizeof t));
+           cli_time(wire_get_i64(j, "submitted", 0), t, sizeof t), reason);
 }
 
 /* The table: bag jobs of every page, then the parallel jobs of every page. */
@@ -86,8 +87,8 @@ static void print_table(const struct cli_pages *p)
         }
         return;
     }
-    printf("%6s  %-16s %-10s %-9s %8s %8s %8s %8s %5s  %s\n", "JOB", "NAME", "USER", "STATE",
-           "TASKS", "DONE", "FAILED", "RUNNING", "DUPS", "SUBMITTED");
+    printf("%6s  %-16s %-10s %-9s %8s %8s %8s %8s %5s  %-19s  %s\n", "JOB", "NAME", "USER", "STATE",
+           "TASKS", "DONE", "FAILED", "RUNNING", "DUPS", "SUBMITTED", "REASON");
     for (uint32_t k = 0; k < p->n; k++) {
         const msgpack_object *jobs = wire_get(p->r[k]->msg.root, "jobs");
         for (uint32_t i = 0; i < jobs->via.array.size; i++, nall++)

@@ -42,6 +42,14 @@ static const char usage[] =
     "                         an empty network namespace: no other host, not even the\n"
     "                         node's own 127.0.0.1 (docs/security.md). Processes of a\n"
     "                         parallel job of more than one process have it anyway\n"
+    "  -d, --dependency LIST  start only once LIST holds (as sbatch): afterok:ID[:ID..]\n"
+    "                         (ended successfully), afternotok:ID (ended failed, killed\n"
+    "                         or cancelled), afterany:ID (ended), after:ID (started or\n"
+    "                         ended), singleton (no earlier job of your name and user\n"
+    "                         still queued or running); terms joined by , (all must\n"
+    "                         hold) or ? (any may). Until then the job is queued with\n"
+    "                         reason Dependency; one that can never hold (afterok on a\n"
+    "                         job that failed) is cancelled: DependencyNeverSatisfied\n"
     "  --wait                 wait for the job to end (like `gridnode job ID --wait`)\n"
     "  --key KEY              request key (1..128 bytes; default: a random one per run).\n"
     "                         The cluster manager keeps one job per key and user: the\n"
@@ -115,6 +123,7 @@ struct submit_opts {
     const char *export_spec, *chdir; /* --export, --chdir (issue 15; submit_env.c) */
     bool shell, wait, has_limit;
     bool network;                                       /* --network (issue 23) */
+    const char *dependency;                             /* --dependency (issue 27) */
     bool has_tasks, has_procs, has_ppn, has_complexity; /* given on the command line */
     char **argv;
     int argc;
@@ -223,6 +232,8 @@ static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
             o->stdin_pattern = argv[++i];
         } else if (!strcmp(a, "--export") && v) {
             o->export_spec = argv[++i];
+        } else if ((!strcmp(a, "--dependency") || !strcmp(a, "-d")) && v) {
+            o->dependency = argv[++i];
         } else if ((!strcmp(a, "--chdir") || !strcmp(a, "-D")) && v) {
             o->chdir = argv[++i];
         } else if (!strcmp(a, "--limit") && v) {
@@ -498,7 +509,7 @@ static int put_valid(struct cli *c, struct wire_buf *wb, const struct submit_opt
 static uint32_t sched_fields(const struct submit_opts *o)
 {
     return (o->account != NULL) + (o->qos != NULL) + (o->class_ != NULL) + (o->resv != NULL) +
-           (o->early || o->exact) + o->hold;
+           (o->early || o->exact) + o->hold + (o->dependency != NULL);
 }
 
 /* The batch role's scheduling fields (SUBMIT and PSUBMIT alike). */
@@ -513,6 +524,8 @@ static void put_sched(struct wire_buf *wb, const struct submit_opts *o)
         wire_put_bool(wb, "early", !o->exact);
     if (o->hold)
         wire_put_bool(wb, "hold", true);
+    if (o->dependency) /* checked by the role (wire/depend.c): its refusal names the term */
+        wire_put_str(wb, "dependency", o->dependency);
 }
 
 /* The PSUBMIT of a parallel job; the exit status. */
@@ -603,6 +616,7 @@ static const char *const submit_words[][2] = {
     {"env entry", "--export item"},
     {"chdir", "--chdir"},
     {"network", "--network"},
+    {"dependency", "--dependency"},
     {"complexity", "--complexity"},
     {"stdin", "--stdin"},
     {"no such queue", "no such queue (--queue)"},

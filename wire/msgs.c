@@ -212,6 +212,7 @@ static const struct wire_field known_fields[] = {
 };
 
 static const struct wire_field f_submit[] = {
+    {"dependency", WF_STR, false, 1024}, /* issue 27: wire/depend.h */
     {"argv", WF_ARRAY, true, 256, WF_STR},
     {"ntasks", WF_UINT, true, 10000000},
     {"name", WF_STR, false, NAME_MAX_},
@@ -307,6 +308,7 @@ static const struct wire_field f_psync_ack[] = {
 };
 
 static const struct wire_field f_psubmit[] = {
+    {"dependency", WF_STR, false, 1024}, /* issue 27: wire/depend.h */
     {"argv", WF_ARRAY, true, 256, WF_STR},
     {"procs", WF_UINT, true, 4096},
     {"ppn", WF_UINT, false, 4096},

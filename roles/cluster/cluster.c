@@ -191,6 +191,7 @@ static int on_commit(void *arg)
         purge_step(c); /* a bounded batch of purged jobs' records */
     if (c->turn_failed)
         return -1;
+    jobdep_step(c);     /* issue 27: waiting jobs whose dependency now holds, or never can */
     if (c->sd->resched) /* submissions, ends, console changes: fill freed hosts now */
         scored_schedule(c, false);
     if (cluster_save_dirty(c) < 0 || scored_save_dirty(c) < 0 || store_commit(c->store) < 0) {
@@ -222,6 +223,9 @@ int cluster_load(struct cluster *c)
 
 void cluster_free_state(struct cluster *c)
 {
+    free(c->dep_chg); /* jobdep.c */
+    c->dep_chg = NULL;
+    c->ndep_chg = c->capdep_chg = 0;
     cluster_free_records(c);
     sessions_free(c);
     drain_free(c);

@@ -9,7 +9,7 @@
  * The files call each other downwards only (a file calls those on its line or below):
  *   top      cluster.c (start-up, loop, cluster_load), handlers.c, scored_psync.c,
  *            scored_admin.c, stats.c, stats_html.c, master.c
- *   middle   feed.c > scored_ack.c > scored.c > requeue.c; purge.c; sessions.c;
+ *   middle   feed.c > scored_ack.c > scored.c > requeue.c, jobdep.c; purge.c; sessions.c;
  *            tasks.c > validate_res.c > validator.c > validate_dec.c > validate.c
  *   bottom   scored_output.c > scored_store.c; state_rec.c > valid_state.c, drain.c >
  *            state.c; subkey.c, app.c; acct.c (below state_rec.c and scored_store.c,
@@ -37,6 +37,7 @@ struct loop;
 struct daemon;
 struct statspage;
 struct json_t;
+struct depend;
 
 /* A JOB reply stops adding outputs once it passes this size (the frame cap is 64 MiB). */
 #define CLUSTER_REPLY_MAX (32u << 20)
@@ -142,6 +143,12 @@ struct job {
     struct task *tasks; /* [0, next_new) allocated */
     uint32_t cap;
     struct jvalid *v; /* replication, validator, known answers (validate.c); NULL: plain */
+    /* submit --dependency (issue 27, jobdep.c): the terms still waited for, NULL: none
+       (its tasks are not handed out while set); why it ended when the cluster ended it
+       (DependencyNeverSatisfied), NULL: none */
+    struct depend *dep;
+    char *reason;
+    uint8_t dep_seen; /* jobdep.c: 1 + its status at the last pass, 0: not seen yet */
     /* job_state_shown() last published as an event (feed.c); NULL: none yet */
     const char *ev_shown;
 };
@@ -279,6 +286,9 @@ struct cluster {
     struct acct_sweep acct_sw;
     struct acct_note *acct_notes;
     uint32_t nacct_notes, capacct_notes;
+    /* jobdep.c: ids whose status changed in the last pass (sorted) */
+    uint64_t *dep_chg;
+    uint32_t ndep_chg, capdep_chg;
 };
 
 /* cluster.c */
@@ -371,6 +381,16 @@ void cluster_cancel_note(struct cluster *c, struct node *n, uint64_t job, uint32
  * (running tasks cancelled on their nodes, results dropped): 0, or -1 (store). */
 const char *cluster_requeue_refused(const struct job *j);
 int cluster_job_requeue(struct cluster *c, struct job *j);
+
+/* jobdep.c (issue 27): SUBMIT/PSUBMIT "dependency" checked (ids known, owners) into
+ * *out (NULL: none): 0, or -1 with the reason in why; the waiting jobs re-checked after
+ * a turn that changed a job (on_commit), released or ended as never satisfiable. */
+int jobdep_submit(struct cluster *c, const msgpack_object *m, struct depend **out, char *why,
+                  size_t wl);
+void jobdep_free(struct depend *d);
+void jobdep_step(struct cluster *c);
+/* state.c: "Dependency: TERM", the first term d still waits for, into buf */
+void cluster_dep_reason(const struct depend *d, char *buf, size_t len);
 
 /* tasks.c: issue, re-issue, estimates, results */
 int tasks_issue(struct cluster *c, struct node *n, uint32_t want, struct wire_buf *wb,

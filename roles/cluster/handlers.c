@@ -382,6 +382,12 @@ static void h_submit(struct cluster *c, struct request *r)
         return;
     }
     struct job *j = subkey_find_job(c, m);
+    struct depend *dep = NULL;
+    char dwhy[300];
+    if (!j && jobdep_submit(c, m, &dep, dwhy, sizeof dwhy) < 0) { /* issue 27 */
+        reply_error(r, WE_INVALID, "SUBMIT refused: %s", dwhy);
+        return;
+    }
     if (j) { /* a retry of a submission that was stored: the same job again */
         log_info("job %llu: SUBMIT repeated with the same key, not stored again",
                  (unsigned long long)j->id);
@@ -391,7 +397,12 @@ static void h_submit(struct cluster *c, struct request *r)
         return;
     }
     j = calloc(1, sizeof *j);
-    if (!j || !(j->argv = calloc(argv->via.array.size + 1, sizeof *j->argv)))
+    if (!j) {
+        jobdep_free(dep);
+        goto oom;
+    }
+    j->dep = dep; /* freed with j */
+    if (!(j->argv = calloc(argv->via.array.size + 1, sizeof *j->argv)))
         goto oom;
     j->id = c->next_job;
     j->argc = argv->via.array.size;

@@ -574,7 +574,7 @@ static void retry_waiting(struct cluster *c)
         struct pjob *j = c->sd->jobs[i];
         char why[256];
         bool never;
-        if (j->state != PJ_WAITING)
+        if (j->state != PJ_WAITING || j->dep) /* dep: jobdep.c releases it first */
             continue;
         if (admit(c, j, why, sizeof why, &never) == 0) {
             j->dirty = true;
@@ -769,6 +769,9 @@ void h_psubmit(struct cluster *c, struct request *r)
     const msgpack_object *m = r->msg->root;
     const char *bad = psubmit_invalid(c, m);
     char why[256];
+    if (!bad && wire_get(m, "dependency") && wire_get(m, "hosts"))
+        bad = "dependency cannot be given with hosts (a job placed on named hosts starts at "
+              "once)";
     bool never;
     if (!bad)
         bad = subkey_invalid(m);
@@ -808,7 +811,14 @@ void h_psubmit(struct cluster *c, struct request *r)
         goto refused;
     }
     const msgpack_object *hl = wire_get(m, "hosts");
-    if (hl && admit_placed(c, j, hl, why, sizeof why) < 0) {
+    if (jobdep_submit(c, m, &j->dep, why, sizeof why) < 0) { /* issue 27 */
+        scored_reply_err(r, WE_INVALID, "PSUBMIT refused: %s", why);
+        goto refused;
+    }
+    if (j->dep) { /* waits; admission is tried once the dependency holds (jobdep.c) */
+        j->state = PJ_WAITING;
+        cluster_dep_reason(j->dep, j->reason, sizeof j->reason);
+    } else if (hl && admit_placed(c, j, hl, why, sizeof why) < 0) {
         scored_reply_err(r, WE_REFUSED, "cannot place the job on the hosts named: %s", why);
         goto refused;
     } else if (!hl && admit(c, j, why, sizeof why, &never) < 0) {

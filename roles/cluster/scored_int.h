@@ -71,6 +71,10 @@ struct pjob {
        environment, its starting directory; NULL: none */
     char **env;
     char *cwd;
+    /* submit -p --dependency (issue 27, jobdep.c): the terms still waited for, NULL:
+       none; while set the job is waiting and admission is not tried */
+    struct depend *dep;
+    uint8_t dep_seen; /* jobdep.c: 1 + its status at the last pass, 0: not seen yet */
 };
 
 /* One host of the hosts file (the role of scorehosts.db). */

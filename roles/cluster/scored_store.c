@@ -11,6 +11,7 @@
 #include "daemon/loop.h"
 #include "roles/cluster/scored_int.h"
 #include "store/store.h"
+#include "wire/depend.h"
 #include "wire/jobenv.h"
 
 const char *pj_state_name(enum pj_state s)
@@ -45,7 +46,26 @@ void scored_job_free(struct pjob *j)
     free(j->ranks);
     jobenv_free(j->env);
     free(j->cwd);
+    if (j->dep)
+        depend_free(j->dep);
+    free(j->dep);
     free(j);
+}
+
+/* A stored "dependency" (issue 27; absent in older records: none). -1: unreadable. */
+static int pdep_load(struct pjob *j, const msgpack_object *m)
+{
+    size_t n;
+    const char *s = wire_get_str(m, "dependency", &n);
+    char why[160];
+    if (!s || n == 0)
+        return 0;
+    if (!(j->dep = calloc(1, sizeof *j->dep)) || depend_parse(s, n, j->dep, why, sizeof why) < 0) {
+        free(j->dep);
+        j->dep = NULL;
+        return -1;
+    }
+    return 0;
 }
 
 struct pjob *scored_job_find(struct cluster *c, uint64_t id)
@@ -101,7 +121,12 @@ static const char *host_name(const struct cluster *c, uint32_t h)
 static void job_encode(const struct cluster *c, const struct pjob *j, struct wire_buf *wb)
 {
     wire_pack_map(wb, 33 + (j->key != NULL) + (j->requeues > 0) + j->network + j->lost +
-                          jobenv_put(NULL, j->env, j->cwd));
+                          jobenv_put(NULL, j->env, j->cwd) + !!j->dep);
+    if (j->dep) { /* issue 27: the terms still waited for (met ones left out) */
+        char t[DEPEND_LEN_MAX + 1];
+        depend_format(j->dep, t, sizeof t);
+        wire_put_str(wb, "dependency", t);
+    }
     if (j->requeues > 0)
         wire_put_u64(wb, "requeues", j->requeues);
     if (j->lost) /* only when set, as network */
@@ -188,7 +213,12 @@ static void pack_job(const struct cluster *c, const struct pjob *j, struct wire_
 {
     int64_t run = j->run_ms + (j->state == PJ_RUNNING ? wall_now_ms() - j->slice_ms : 0);
     bool cut = !ranks && cluster_argv_cut(j->argv, (uint32_t)j->argc, CLUSTER_ROW_ARGV_MAX);
-    wire_pack_map(wb, (ranks ? 28 : cut ? 28 : 27) + (j->requeues > 0) + j->lost);
+    wire_pack_map(wb, (ranks ? 28 : cut ? 28 : 27) + (j->requeues > 0) + j->lost + !!j->dep);
+    if (j->dep) { /* issue 27: what it still waits for (reason: the first term) */
+        char t[DEPEND_LEN_MAX + 1];
+        depend_format(j->dep, t, sizeof t);
+        wire_put_str(wb, "dependency", t);
+    }
     if (j->requeues > 0) /* gridnode requeue (issue 15) */
         wire_put_u64(wb, "requeues", j->requeues);
     if (j->lost) /* failed by a lost host or process (issue 24) */
@@ -407,7 +437,7 @@ static int load_job(void *arg, const uint8_t *key, size_t klen, const void *val,
     int eoom;
     j->env = jobenv_dup(m, &nenv, &eoom);
     j->cwd = wire_get_strdup(m, "chdir");
-    if (eoom || (wire_get(m, "chdir") && !j->cwd))
+    if (eoom || (wire_get(m, "chdir") && !j->cwd) || pdep_load(j, m) < 0)
         goto bad;
     j->rq.nprocs = (uint32_t)wire_get_u64(m, "procs", 1);
     j->rq.ppn = (uint32_t)wire_get_u64(m, "ppn", 1);

@@ -4,6 +4,7 @@
  * hear of, the events of the turn, and the names and maps users see of them. The
  * records of all this are in state_rec.c.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,7 @@
 #include "daemon/loop.h"
 #include "roles/cluster/cluster.h"
 #include "store/store.h"
+#include "wire/depend.h"
 #include "wire/jobenv.h"
 
 const char *job_state_name(enum job_state s)
@@ -316,7 +318,8 @@ void cluster_node_seen(struct cluster *c, struct node *n, const char *peer)
 void cluster_job_pack(const struct job *j, struct wire_buf *wb, bool row)
 {
     bool cut = row && cluster_argv_cut(j->argv, j->argc, CLUSTER_ROW_ARGV_MAX);
-    wire_pack_map(wb, (cut ? 16 : 15) + 3 + 2 * (j->gpus > 0) + (j->requeues > 0));
+    bool why = j->dep || j->reason;
+    wire_pack_map(wb, (cut ? 16 : 15) + 3 + 2 * (j->gpus > 0) + (j->requeues > 0) + !!j->dep + why);
     wire_put_u64(wb, "job", j->id);
     wire_put_str(wb, "name", j->name);
     wire_put_str(wb, "user", j->user);
@@ -346,6 +349,25 @@ void cluster_job_pack(const struct job *j, struct wire_buf *wb, bool row)
     }
     if (j->requeues > 0) /* gridnode requeue (issue 15): Slurm's Restarts */
         wire_put_u64(wb, "requeues", j->requeues);
+    if (j->dep) { /* issue 27: what it still waits for, as squeue's (Dependency) */
+        char t[DEPEND_LEN_MAX + 1], r[DEPEND_LEN_MAX + 16];
+        depend_format(j->dep, t, sizeof t);
+        wire_put_str(wb, "dependency", t);
+        cluster_dep_reason(j->dep, r, sizeof r);
+        wire_put_str(wb, "reason", r);
+    } else if (j->reason) {
+        wire_put_str(wb, "reason", j->reason);
+    }
+}
+
+void cluster_dep_reason(const struct depend *d, char *buf, size_t len)
+{
+    char t[DEPEND_LEN_MAX + 1];
+    depend_format(d, t, sizeof t);
+    char *cut = strpbrk(t, ",?"); /* the first term still waited for */
+    if (cut)
+        *cut = 0;
+    snprintf(buf, len, "Dependency: %s", t);
 }
 
 /* Appends id to a changed-this-turn list of c->evt (v, n of cap); out of memory, the

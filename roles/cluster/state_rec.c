@@ -13,6 +13,7 @@
 #include "lib/log.h"
 #include "roles/cluster/cluster.h"
 #include "store/store.h"
+#include "wire/depend.h"
 #include "wire/jobenv.h"
 
 static int job_state_parse(const char *s, size_t n)
@@ -26,7 +27,8 @@ static int job_state_parse(const char *s, size_t n)
 static void job_encode(const struct job *j, struct wire_buf *wb)
 {
     wire_pack_map(wb, 18 + (j->key != NULL) + 2 * (j->gpus > 0) + (j->v != NULL) + j->held +
-                          j->network + 2 * (j->requeues > 0) + jobenv_put(NULL, j->env, j->cwd));
+                          j->network + 2 * (j->requeues > 0) + jobenv_put(NULL, j->env, j->cwd) +
+                          !!j->dep + !!j->reason);
     wire_put_u64(wb, "id", j->id);
     wire_put_str(wb, "name", j->name ? j->name : "");
     wire_put_str(wb, "user", j->user ? j->user : "");
@@ -62,6 +64,30 @@ static void job_encode(const struct job *j, struct wire_buf *wb)
         wire_put_u64(wb, "rq_issue", j->rq_issue);
     }
     jobenv_put(wb, j->env, j->cwd);
+    if (j->dep) { /* issue 27: the terms still waited for (met ones are left out) */
+        char t[DEPEND_LEN_MAX + 1];
+        depend_format(j->dep, t, sizeof t);
+        wire_put_str(wb, "dependency", t);
+    }
+    if (j->reason)
+        wire_put_str(wb, "reason", j->reason);
+}
+
+/* A stored "dependency" (issue 27; absent in older records: none). -1: unreadable. */
+static int dep_load(struct job *j, const msgpack_object *m)
+{
+    size_t n;
+    const char *s = wire_get_str(m, "dependency", &n);
+    char why[160];
+    j->reason = wire_get_strdup(m, "reason");
+    if (!s || n == 0)
+        return wire_get(m, "reason") && !j->reason ? -1 : 0;
+    if (!(j->dep = calloc(1, sizeof *j->dep)) || depend_parse(s, n, j->dep, why, sizeof why) < 0) {
+        free(j->dep);
+        j->dep = NULL;
+        return -1;
+    }
+    return 0;
 }
 
 void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live, uint32_t procs)
@@ -281,7 +307,7 @@ static int load_job(void *arg, const uint8_t *key, size_t klen, const void *val,
     int oom;
     j->env = jobenv_dup(m, &nenv, &oom);
     j->cwd = wire_get_strdup(m, "chdir");
-    if (oom || (wire_get(m, "chdir") && !j->cwd))
+    if (oom || (wire_get(m, "chdir") && !j->cwd) || dep_load(j, m) < 0)
         goto bad;
     if (!j->argv || !j->name || !j->user || j->next_new > j->ntasks ||
         job_grow_tasks(j, j->next_new) < 0 || cluster_job_add(c, j) < 0)
@@ -539,6 +565,10 @@ void cluster_job_free(struct job *j)
     jobenv_free(j->env);
     free(j->cwd);
     free(j->tasks);
+    if (j->dep)
+        depend_free(j->dep);
+    free(j->dep);
+    free(j->reason);
     valid_job_free(j);
     free(j);
 }

@@ -131,6 +131,8 @@ static bool pick_fits(const struct job *j, struct pick *p)
     const struct node *n = p->n;
     if (j->held) /* gridnode hold (issue 15): nothing new or re-issued until released */
         return false;
+    if (j->dep) /* submit --dependency (issue 27): nothing until it holds (jobdep.c) */
+        return false;
     int first = j->gpus ? 1 : 0, last = j->gpus ? n->ngpu : 0;
     for (int s = first; s <= last; s++) {
         if (s > 0 && (n->gpu[s - 1].count < j->gpus ||

@@ -380,7 +380,7 @@ static int take_spot(struct cluster *c, struct job **jp, uint32_t *idx)
     pick = (uint32_t)(valid_rand(c->vs) * nk);
     for (uint32_t i = 0; i < c->njobs; i++) {
         struct job *j = c->jobs[i];
-        if (!(j->v && j->v->known && j->state <= JS_RUNNING) || pick-- > 0 || j->held)
+        if (!(j->v && j->v->known && j->state <= JS_RUNNING) || pick-- > 0 || j->held || j->dep)
             continue;
         *jp = j;
         *idx = (uint32_t)(valid_rand(c->vs) * j->ntasks) % j->ntasks;

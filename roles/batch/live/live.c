@@ -157,6 +157,7 @@ static int on_commit(void *arg)
         L->turn_now = 0;
         return -1;
     }
+    live_dep_step(L); /* issue 27: waiting jobs whose dependency holds now, or never can */
     bool waits = maybe_cycle(L);
     int rc = commit_turn(L);
     if (!waits)

@@ -18,6 +18,8 @@
  *   livereply.c    what the commands share: error replies, paging, name lists, admins
  *   livehost.c     the clusters' hosts as engine nodes (one per core), their classes
  *   liveacct.c     accounting records of finished jobs, ACCT, their retention (issue 27)
+ *   livedep.c      job dependencies (issue 27): the check at submission, the re-check
+ *                  of the waiting jobs each turn
  *   livejob.c      jobs and their elements in memory and in the store (records); the
  *                  turn's clock
  *
@@ -119,6 +121,11 @@ struct ljob {
        a cluster; NULL: none */
     char **env;
     char *cwd;
+    /* submit --dependency (issue 27, livedep.c): the terms still waited for (NULL: none;
+       while set no element goes to the engine); why the role cancelled it
+       (DependencyNeverSatisfied), NULL: none */
+    struct depend *dep;
+    char *dep_end;
 };
 
 /* LIVE_PAGE element slots from element `base` on; dirty: a slot has el.dirty. */
@@ -244,6 +251,17 @@ struct live {
 int live_acct_save_dirty(struct live *L);
 void live_acct_request(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
 void live_acct_tick(struct live *L);
+/* livedep.c (issue 27): "dependency" of m checked (ids known, owners) into *out (NULL:
+ * none): 0, or -1 with why; the waiting jobs re-checked at a commit of a turn that
+ * changed a job; the reason a job shows ("Dependency: TERM" or its end): false: none. */
+struct depend;
+int live_dep_submit(struct live *L, const msgpack_object *m, struct depend **out, char *why,
+                    size_t wl);
+void live_dep_step(struct live *L);
+/* The first check of new job j (its id set, its record not yet written): a dependency
+ * that holds already is dropped, one that never can cancels it. */
+void live_dep_first(struct live *L, struct ljob *j);
+bool live_dep_reason(const struct ljob *j, char *buf, size_t len);
 
 /* livejob.c */
 int64_t live_now(struct live *L); /* this turn's instant, wall ms (see livejob.c) */

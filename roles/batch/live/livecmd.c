@@ -59,8 +59,8 @@ static const char *queue_state(struct live *L, const struct ljob *j, struct batc
         return "ended";
     if (j->nrun || j->nstarted > j->nended)
         return "active";
-    if (j->hold || (*have && blocked_reason(bi->reason)))
-        return "blocked";
+    if (j->hold || j->dep || (*have && blocked_reason(bi->reason)))
+        return "blocked"; /* j->dep: waits for its dependency (issue 27) */
     return "eligible";
 }
 
@@ -82,6 +82,9 @@ static void job_row(struct live *L, const struct ljob *j, struct wire_buf *wb, b
     const char *reason = have ? bi.reason : el->reason ? el->reason : "";
     if (j->hold && !have)
         reason = "held";
+    char dr[320];
+    if (j->dep && live_dep_reason(j, dr, sizeof dr)) /* Dependency: TERM (issue 27) */
+        reason = dr;
     wire_pack_map(wb, 21 + (check ? 10 : 0));
     wire_put_u64(wb, "job", j->id);
     wire_put_str(wb, "queue_state", qs);

@@ -20,6 +20,7 @@
 #include "daemon/record.h"
 #include "lib/log.h"
 #include "roles/batch/live/live_int.h"
+#include "wire/depend.h"
 #include "wire/jobenv.h"
 #include "store/store.h"
 
@@ -254,6 +255,10 @@ void live_job_free(struct ljob *j)
     free(j->resv);
     jobenv_free(j->env);
     free(j->cwd);
+    if (j->dep)
+        depend_free(j->dep);
+    free(j->dep);
+    free(j->dep_end);
     free(j);
 }
 
@@ -381,6 +386,8 @@ void live_elem_spec(const struct live *L, const struct ljob *j, uint32_t e,
 void live_job_feed(struct live *L, struct ljob *j)
 {
     uint32_t made = 0;
+    if (j->dep) /* submit --dependency (issue 27): nothing until it holds (livedep.c) */
+        return;
     while (!j->cancelled && j->nfed < j->ntasks && j->nqueued < LIVE_FEED_WINDOW &&
            made < LIVE_FEED_WINDOW) {
         uint32_t e = j->nfed;
@@ -417,7 +424,14 @@ static void put_opt(struct wire_buf *wb, const char *k, const char *v)
 void live_job_encode(const struct ljob *j, const char *const *argv, uint32_t argc,
                      struct wire_buf *wb)
 {
-    wire_pack_map(wb, 28 + j->network + jobenv_put(NULL, j->env, j->cwd));
+    wire_pack_map(wb, 28 + j->network + jobenv_put(NULL, j->env, j->cwd) + !!j->dep + !!j->dep_end);
+    if (j->dep) { /* issue 27: the terms still waited for (met ones left out) */
+        char t[DEPEND_LEN_MAX + 1];
+        depend_format(j->dep, t, sizeof t);
+        wire_put_str(wb, "dependency", t);
+    }
+    if (j->dep_end)
+        wire_put_str(wb, "dep_end", j->dep_end);
     jobenv_put(wb, j->env, j->cwd);
     if (j->network) /* only when set: a record without it (older ones too) reads false */
         wire_put_bool(wb, "network", true);
@@ -540,6 +554,17 @@ struct ljob *live_job_decode(const void *p, size_t n)
     int eoom;
     j->env = jobenv_dup(m, &nenv, &eoom);
     j->cwd = wire_get_strdup(m, "chdir");
+    j->dep_end = dup_opt(m, "dep_end");
+    size_t dn;
+    const char *ds = wire_get_str(m, "dependency", &dn); /* issue 27; absent before: none */
+    char dwhy[160];
+    if (ds && dn &&
+        (!(j->dep = calloc(1, sizeof *j->dep)) ||
+         depend_parse(ds, dn, j->dep, dwhy, sizeof dwhy) < 0)) {
+        free(j->dep);
+        j->dep = NULL;
+        eoom = 1; /* unreadable: the record is skipped, with its key, as any other */
+    }
     if (eoom || (wire_get(m, "chdir") && !j->cwd) || !j->id || !j->ntasks ||
         j->ntasks > LIVE_MAX_TASKS || !j->procs || j->limit_s < 1 ||
         (j->parallel && j->ntasks != 1)) {

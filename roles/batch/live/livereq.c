@@ -13,6 +13,7 @@
 #include "lib/log.h"
 #include "lib/text.h"
 #include "roles/batch/live/live_int.h"
+#include "wire/depend.h"
 #include "wire/jobargv.h"
 #include "wire/jobenv.h"
 #include "store/store.h"
@@ -231,6 +232,8 @@ static void new_job(struct req *r, bool parallel)
         why = cwhy;
     if (!why)
         why = class_walltime(L, j, !wire_get(m, "limit_s"), cwhy, sizeof cwhy);
+    if (!why && live_dep_submit(L, m, &j->dep, cwhy, sizeof cwhy) < 0) /* issue 27 */
+        why = cwhy;
     if (!why && j->resv && (why = live_resv_check(L, j))) {
         /* about the reservation named, not the job itself: `field` says so, and a
          * spool that sent it into its own reservation tries again (issue 27) */
@@ -249,6 +252,7 @@ static void new_job(struct req *r, bool parallel)
     }
     j->id = L->next_id;
     j->submitted = live_now(L);
+    live_dep_first(L, j); /* issue 27: decided now, before its record is written */
     /* the record, argv included */
     const msgpack_object *a = wire_get(m, "argv");
     char **argv = calloc(a->via.array.size + 1, sizeof *argv);
@@ -300,9 +304,21 @@ static void put_argv(struct live *L, const struct ljob *j, struct wire_buf *wb, 
     live_argv_free(argv, argc);
 }
 
+/* "dependency": the terms a waiting job still waits for (issue 27). */
+static void put_dep(const struct ljob *j, struct wire_buf *wb)
+{
+    char t[DEPEND_LEN_MAX + 1];
+    if (!j->dep)
+        return;
+    depend_format(j->dep, t, sizeof t);
+    wire_put_str(wb, "dependency", t);
+}
+
 void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb)
 {
     const struct lelem *el = live_elem_peek(j, 0);
+    char dr[DEPEND_LEN_MAX + 64];
+    bool dep = live_dep_reason(j, dr, sizeof dr); /* Dependency: TERM (issue 27) */
     if (j->parallel) {
         const char *st = el->state == EL_PENDING ? "queued" : live_elem_state_name(el->state);
         if (j->cancelled && el->state < EL_DONE)
@@ -319,7 +335,8 @@ void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb)
             if (est == BATCH_NEVER || est < 0)
                 est = 0;
         }
-        wire_pack_map(wb, 26 + (j->requeues > 0));
+        wire_pack_map(wb, 26 + (j->requeues > 0) + !!j->dep);
+        put_dep(j, wb);
         wire_put_i64(wb, "estimate", est);
         wire_put_str(wb, "kind", "parallel");
         wire_put_u64(wb, "procs", j->procs);
@@ -341,11 +358,12 @@ void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb)
         wire_put_i64(wb, "started", el->start);
         wire_put_i64(wb, "decided", el->decided);
         wire_put_i64(wb, "start_heard", el->heard);
-        wire_put_str(wb, "reason", el->reason ? el->reason : "");
+        wire_put_str(wb, "reason", dep ? dr : el->reason ? el->reason : "");
         wire_put_i64(wb, "exit", el->exit);
         wire_put_str(wb, "state", st);
     } else {
-        wire_pack_map(wb, 23 + (j->requeues > 0));
+        wire_pack_map(wb, 23 + (j->requeues > 0) + !!j->dep);
+        put_dep(j, wb);
         wire_put_u64(wb, "ntasks", j->ntasks);
         wire_put_u64(wb, "issued", j->nstarted);
         wire_put_u64(wb, "running", j->nrun);
@@ -354,7 +372,10 @@ void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb)
         wire_put_u64(wb, "dups", 0);
         wire_put_u64(wb, "pending", j->ntasks - j->nstarted - (j->cancelled ? 0 : 0));
         wire_put_str(wb, "state", job_state(j));
-        wire_put_str(wb, "reason", j->nstarted < j->ntasks && el->reason ? el->reason : "");
+        wire_put_str(wb, "reason",
+                     dep                                     ? dr
+                     : j->nstarted < j->ntasks && el->reason ? el->reason
+                                                             : "");
         wire_put_u64(wb, "cjob", 0);
         wire_put_str(wb, "cluster", "");
     }

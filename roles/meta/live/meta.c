@@ -93,6 +93,7 @@ static int on_commit(void *arg)
     struct meta *M = arg;
     if (M->turn_failed)
         return -1;
+    meta_dep_step(M); /* issue 27: waiting jobs whose dependency holds now, or never can */
     meta_place_some(M);
     if (M->meta_dirty) {
         if (record_put_u64(M->store, M->t_meta, "next_job", M->next_id) < 0)

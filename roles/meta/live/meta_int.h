@@ -3,6 +3,7 @@
  * other downwards only, bottom up:
  *   metajob.c    the jobs: states, the table in memory, state changes, LMDB records
  *   metaacct.c   accounting records of ended jobs, ACCT, their retention (issue 27)
+ *   metadep.c    job dependencies (issue 27): checked at submission, re-checked each turn
  *   metasend.c   the messages to the sites, queued until the turn's commit
  *   metaplace.c  placement rounds: estimates, the decision, RESERVE/SUBMIT, moves begun
  *   metasite.c   the sites' connections, their replies (placements, tracking, moves,
@@ -155,6 +156,9 @@ struct mjob {
     bool withdrawing; /* a withdrawal of its copy at `site` was sent, not answered (stored):
                          a copy seen cancelled there was withdrawn, and is placed again */
     bool timed;       /* its placement latency is counted (metastats.c; memory only) */
+    /* submit --dependency (issue 27, metadep.c): the terms still waited for, NULL: none;
+       while set the job is not placed (its reason says which term) */
+    struct depend *dep;
 };
 
 /* Jobs of one placement pass sharing their ESTIMATEs (metaplace.c). */
@@ -227,6 +231,17 @@ int meta_job_load(void *arg, const uint8_t *key, size_t klen, const void *val, s
 int meta_acct_save_dirty(struct meta *M);
 void meta_acct_request(struct meta *M, const struct wire_msg *m, struct wire_buf *reply);
 void meta_acct_tick(struct meta *M);
+/* ---- metadep.c: job dependencies (issue 27) ---- */
+
+struct depend;
+/* "dependency" of request o checked (ids known here, owners) into *out (NULL: none): 0,
+ * or -1 with why. */
+int meta_dep_submit(struct meta *M, const msgpack_object *o, struct depend **out, char *why,
+                    size_t wl);
+/* "Dependency: TERM" of waiting job j (j->dep set). */
+void meta_dep_reason(const struct mjob *j, char *buf, size_t len);
+/* Before the commit of a turn that changed a job: waiting jobs released or cancelled. */
+void meta_dep_step(struct meta *M);
 
 /* ---- metasend.c: the messages to the sites ---- */
 

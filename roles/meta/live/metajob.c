@@ -14,6 +14,7 @@
 #include "lib/text.h"
 #include "roles/meta/live/meta_int.h"
 #include "store/store.h"
+#include "wire/depend.h"
 
 static const char *const state_names[] = {"queued", "placing", "placed", "running",
                                           "done",   "failed",  "killed", "cancelled"};
@@ -89,6 +90,9 @@ void meta_job_free(struct mjob *j)
         free(j->req);
         free(j->key);
         free(j->tasks_raw);
+        if (j->dep)
+            depend_free(j->dep);
+        free(j->dep);
         free(j);
     }
 }
@@ -112,7 +116,12 @@ void meta_job_set(struct meta *M, struct mjob *j, enum mj_state st, const char *
 static void job_encode(const struct mjob *j, struct wire_buf *wb)
 {
     wire_buf_reset(wb);
-    wire_pack_map(wb, 29);
+    wire_pack_map(wb, 29 + !!j->dep);
+    if (j->dep) { /* issue 27: the terms still waited for (met ones left out) */
+        char t[DEPEND_LEN_MAX + 1];
+        depend_format(j->dep, t, sizeof t);
+        wire_put_str(wb, "dependency", t);
+    }
     wire_put_str(wb, "state", meta_state_name(j->state));
     wire_put_u64(wb, "refused", j->refused);
     wire_put_u64(wb, "ntasks", j->ntasks);
@@ -176,6 +185,18 @@ static struct mjob *job_decode(uint64_t id, const void *v, size_t vl)
     msgpack_unpacked_destroy(&rq);
     j->id = id;
     j->state = (uint8_t)s;
+    size_t dn;
+    const char *ds = wire_get_str(o, "dependency", &dn); /* issue 27; absent before: none */
+    char dwhy[160];
+    if (ds && dn &&
+        (!(j->dep = calloc(1, sizeof *j->dep)) ||
+         depend_parse(ds, dn, j->dep, dwhy, sizeof dwhy) < 0)) {
+        free(j->dep);
+        j->dep = NULL;
+        meta_job_free(j);
+        j = NULL;
+        goto out;
+    }
     j->parallel = wire_get_bool(o, "parallel", false);
     j->early = wire_get_bool(o, "early", true);
     j->ntasks = (uint32_t)wire_get_u64(o, "ntasks", 1);

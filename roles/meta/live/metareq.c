@@ -13,6 +13,7 @@
 #include "daemon/curve.h"
 #include "daemon/loop.h"
 #include "roles/meta/live/meta_int.h"
+#include "wire/depend.h"
 #include "wire/jobargv.h"
 #include "wire/jobenv.h"
 #include "wire/joblist.h"
@@ -108,12 +109,20 @@ static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *r
         fail(reply, m->id, WE_INVALID, why);
         return;
     }
+    struct depend *dep;
+    if (meta_dep_submit(M, o, &dep, why, sizeof why) < 0) { /* issue 27 */
+        fail(reply, m->id, WE_INVALID, why);
+        return;
+    }
     /* the whole request is kept: it is what the site gets */
     struct wire_buf wb;
     wire_buf_init(&wb);
     wire_pack_object(&wb, o);
     struct mjob *j = calloc(1, sizeof *j);
     if (!j || !(j->req = malloc(wb.sb.size))) {
+        if (dep)
+            depend_free(dep);
+        free(dep);
         free(j);
         wire_buf_free(&wb);
         fail(reply, m->id, WE_STORAGE, "out of memory");
@@ -140,6 +149,8 @@ static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *r
     j->site = j->mv_site = -1;
     j->state = MJ_QUEUED;
     j->dirty = true;
+    if ((j->dep = dep)) /* waits, not placed, until it holds (metadep.c) */
+        meta_dep_reason(j, j->reason, sizeof j->reason);
     if (meta_job_add(M, j) < 0) {
         meta_job_free(j);
         fail(reply, m->id, WE_STORAGE, "out of memory");
@@ -160,7 +171,12 @@ static void put_row(struct meta *M, const struct mjob *j, struct wire_buf *wb)
 {
     bool started = j->state == MJ_RUNNING || (MJ_ENDED(j->state) && j->started);
     bool ended = MJ_ENDED(j->state);
-    wire_pack_map(wb, 27);
+    wire_pack_map(wb, 27 + !!j->dep);
+    if (j->dep) { /* issue 27: the terms it still waits for */
+        char t[DEPEND_LEN_MAX + 1];
+        depend_format(j->dep, t, sizeof t);
+        wire_put_str(wb, "dependency", t);
+    }
     wire_put_u64(wb, "job", j->id);
     wire_put_str(wb, "name", j->name);
     wire_put_str(wb, "user", j->user);

@@ -128,7 +128,9 @@ void meta_send_submit(struct meta *M, struct msite *s, struct mjob *j, const cha
         msgpack_unpacked_destroy(&up);
         return;
     }
-    static const char *const skip[] = {"v", "t", "id", "key", "resv", "user", "early", NULL};
+    /* dependency: the spool's own ids, decided here (issue 27), meaningless at a site */
+    static const char *const skip[] = {"v",    "t",     "id",         "key", "resv",
+                                       "user", "early", "dependency", NULL};
     const msgpack_object_map *mp = &up.data.via.map;
     uint32_t keep = 0;
     bool *k = calloc(mp->size + 1, sizeof *k);

@@ -1,0 +1,155 @@
+/*
+ * metadep.c - job dependencies at the grid spool (submit --dependency, issue 27): what a
+ * term sees of a spool job (the spool's own ids, wherever the job was placed), the check
+ * at SUBMIT/PSUBMIT, and the re-check of the waiting jobs at each commit of a turn that
+ * changed a job. A waiting job is not placed (meta_place_some); one whose dependency
+ * can never hold is cancelled with the reason. Parser and evaluation: wire/depend.c.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/curve.h"
+#include "lib/log.h"
+#include "roles/meta/live/meta_int.h"
+#include "wire/depend.h"
+
+static enum dep_job status(const struct mjob *j, const char **shown)
+{
+    *shown = meta_state_name(j->state);
+    switch (j->state) {
+    case MJ_RUNNING:
+        return DJ_STARTED;
+    case MJ_DONE:
+        return DJ_OK;
+    case MJ_FAILED:
+    case MJ_KILLED:
+    case MJ_CANCELLED:
+        return DJ_NOTOK;
+    default: /* queued, placing, placed: not started anywhere */
+        return j->started ? DJ_STARTED : DJ_PENDING;
+    }
+}
+
+static enum dep_job lookup(void *arg, uint64_t id, const char **shown)
+{
+    struct mjob *j = meta_job_find(arg, id);
+    return j ? status(j, shown) : DJ_UNKNOWN;
+}
+
+int meta_dep_submit(struct meta *M, const msgpack_object *o, struct depend **out, char *why,
+                    size_t wl)
+{
+    size_t n;
+    const char *s = wire_get_str(o, "dependency", &n);
+    char term[48];
+    *out = NULL;
+    if (!s)
+        return 0;
+    struct depend *d = calloc(1, sizeof *d);
+    if (!d) {
+        snprintf(why, wl, "out of memory");
+        return -1;
+    }
+    if (depend_parse(s, n, d, why, wl) < 0) {
+        free(d);
+        return -1;
+    }
+    int k = depend_unknown(d, lookup, M);
+    if (k >= 0) {
+        depend_term_text(d, (uint32_t)k, term, sizeof term);
+        snprintf(why, wl,
+                 "dependency term %s: no job %llu at this spool (gridnode jobs lists them)", term,
+                 (unsigned long long)d->t[k].id);
+    }
+    for (uint32_t i = 0; k < 0 && i < d->n; i++) {
+        struct mjob *j = d->t[i].type == DEP_SINGLETON ? NULL : meta_job_find(M, d->t[i].id);
+        if (j && !curve_may_touch(j->user)) {
+            depend_term_text(d, i, term, sizeof term);
+            snprintf(why, wl,
+                     "dependency term %s: job %llu belongs to another user (only "
+                     "administrators may depend on other users' jobs)",
+                     term, (unsigned long long)d->t[i].id);
+            k = (int)i;
+        }
+    }
+    if (k >= 0) {
+        depend_free(d);
+        free(d);
+        return -1;
+    }
+    *out = d;
+    return 0;
+}
+
+void meta_dep_reason(const struct mjob *j, char *buf, size_t len)
+{
+    char t[DEPEND_LEN_MAX + 1];
+    depend_format(j->dep, t, sizeof t);
+    char *cut = strpbrk(t, ",?"); /* the first term still waited for */
+    if (cut)
+        *cut = 0;
+    snprintf(buf, len, "Dependency: %.200s", t);
+}
+
+/* Same user and name, not ended, and started or submitted before me. */
+static bool singleton_blocked(struct meta *M, const struct mjob *me)
+{
+    for (uint32_t i = 0; i < M->njobs; i++) {
+        const struct mjob *j = M->jobs[i];
+        const char *shown;
+        enum dep_job st = status(j, &shown);
+        if (j != me && !strcmp(j->user, me->user) && !strcmp(j->name, me->name) &&
+            (st == DJ_STARTED || (st == DJ_PENDING && j->id < me->id)))
+            return true;
+    }
+    return false;
+}
+
+static void step_one(struct meta *M, struct mjob *j)
+{
+    char why[200], r[256];
+    bool changed = false;
+    bool blocked = depend_has_singleton(j->dep) && singleton_blocked(M, j);
+    enum dep_verdict v = depend_eval(j->dep, lookup, M, blocked, &changed, why, sizeof why);
+    if (v == DEP_WAIT) {
+        if (changed) {
+            meta_dep_reason(j, j->reason, sizeof j->reason);
+            j->dirty = true;
+        }
+        return;
+    }
+    depend_free(j->dep);
+    free(j->dep);
+    j->dep = NULL;
+    j->dirty = true;
+    if (v == DEP_MET) {
+        j->reason[0] = 0;
+        log_info("job %llu: dependency satisfied, it is placed now", (unsigned long long)j->id);
+    } else {
+        snprintf(r, sizeof r, "DependencyNeverSatisfied: %s", why);
+        meta_job_set(M, j, MJ_CANCELLED, r);
+    }
+}
+
+void meta_dep_step(struct meta *M)
+{
+    bool any = false, waits = false;
+    for (uint32_t i = 0; i < M->njobs && !(any && waits); i++) {
+        any |= M->jobs[i]->dirty;
+        waits |= M->jobs[i]->dep != NULL;
+    }
+    if (!any || !waits)
+        return; /* no job changed this turn, or none waits */
+    for (uint32_t i = 0; i < M->njobs; i++) {
+        struct mjob *j = M->jobs[i];
+        if (j->dep && j->state == MJ_QUEUED) {
+            step_one(M, j);
+        } else if (j->dep) { /* cancelled while it waited */
+            depend_free(j->dep);
+            free(j->dep);
+            j->dep = NULL;
+            j->dirty = true;
+        }
+    }
+}
