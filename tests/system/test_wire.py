@@ -25,7 +25,7 @@ from pynode import PyNode
 ERR = TYPES["ERROR"]
 REPLY_TYPES = {TYPES[n] for n in ("ERROR", "OK", "WELCOME", "TASKS", "STATUS_ACK",
                                   "SUBMITTED", "JOBS", "JOB", "NODES", "PSYNC_ACK",
-                                  "CONSOLE_OUT", "SD_STATE", "PURGED", "EVENT_LIST")}
+                                  "CONSOLE_OUT", "SD_STATE", "PURGED", "EVENT_LIST", "ACCTS")}
 
 
 def pack(obj):
