@@ -226,6 +226,9 @@ void cluster_free_state(struct cluster *c)
     free(c->dep_chg); /* jobdep.c */
     c->dep_chg = NULL;
     c->ndep_chg = c->capdep_chg = 0;
+    free(c->acct_notes); /* acct.c: this turn's winning results (an undone turn's too) */
+    c->acct_notes = NULL;
+    c->nacct_notes = c->capacct_notes = 0;
     cluster_free_records(c);
     sessions_free(c);
     drain_free(c);
