@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAST_CLIENT as CLIENT, FAST_CLUSTER as FAST, scaled, wait_until
+from conftest import FAST_CLIENT as CLIENT, FAST_CLUSTER as FAST, Client, scaled, wait_until
 
 CLIENT_SANDBOX = True   # conftest client_factory: the shipped execution boundary
 
@@ -189,6 +189,60 @@ def test_stale_directory_of_a_dead_client_is_removed(cluster_factory, client_fac
         for d in reversed(made):
             if d.exists():
                 d.rmdir()
+
+
+def _gone(pid):
+    """Whether process pid has ended (gone, or a zombie not yet reaped)."""
+    try:
+        return Path("/proc/%d/stat" % pid).read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_leftover_directory_with_this_clients_pid_is_emptied(cluster_factory, client_factory,
+                                                             procs, gridnode_bin, workdir):
+    """PIDs wrap (pid_max is often 32768): a client may get the PID of one that was killed
+    with SIGKILL and left gridnode/client-PID with task cgroups t1, t2 in it. The new
+    client empties that directory at start (killing what was left running there) instead
+    of failing its first tasks with "cannot make the task's cgroup: File exists"."""
+    cl = cluster_factory(CLUSTER)
+    (first,) = client_factory(cl, 1, sets=LIMITS)
+    grids = [p.parent for p in bases(first)]
+    first.stop()
+    pidfile = workdir / "leftover.pid"
+    wrap = workdir / "wrap.sh"
+    # the wrapper makes the leftovers for its own PID, which exec keeps for the client;
+    # a process of the gone client is left running in t1 (in every hierarchy)
+    wrap.write_text("#!/bin/sh\n( sleep 300 & echo $! > %s )\nfor g in %s; do\n"
+                    "  mkdir -p $g/client-$$/t1 $g/client-$$/t2\n"
+                    "  cat %s > $g/client-$$/t1/cgroup.procs\ndone\nexec %s \"$@\"\n"
+                    % (pidfile, " ".join(str(g) for g in grids), pidfile, gridnode_bin))
+    wrap.chmod(0o755)
+    node = None
+    try:
+        node = Client(procs, wrap, "node9", workdir / "node9", cl.endpoint, LIMITS, None,
+                      workdir / "node9.log", sandbox=True)
+        paths = bases(node)
+        leftover = int(pidfile.read_text())
+        assert "was left by a gone client with this PID" in node.log()
+        wait_until(lambda: _gone(leftover), scaled(10), msg="the gone client's process killed")
+        job = submit(cl, ["echo", "hi"], ntasks=4)
+        j, ts = wait_end(cl, job)
+        assert j["state"] == "done" and all(t["stdout"] == "hi\n" for t in ts), (j, ts)
+        node.stop()
+        assert not any(p.exists() for p in paths), paths
+    finally:
+        if pidfile.exists() and not _gone(int(pidfile.read_text())):
+            os.kill(int(pidfile.read_text()), 9)
+            wait_until(lambda: _gone(int(pidfile.read_text())), scaled(10), msg="leftover killed")
+        for g in grids:
+            for d in ("t1", "t2", ""):
+                p = g / ("client-%d" % (node.pid if node else 0)) / d
+                if node and p.exists():
+                    try:
+                        p.rmdir()
+                    except OSError:  # still busy: the next client of this PID empties it
+                        pass
 
 
 def test_parallel_job_memory_limit_reaches_the_node(cluster_factory, client_factory):

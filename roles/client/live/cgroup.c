@@ -203,6 +203,23 @@ static int rmdir_wait(const char *dir, bool kill_left)
     return -1;
 }
 
+/* Removes the task and job cgroups under dir (a client's directory), killing what
+ * is left running in them: a client killed by SIGKILL leaves them behind. */
+static void remove_children(const char *dir)
+{
+    DIR *sub = opendir(dir);
+    struct dirent *s;
+    while (sub && (s = readdir(sub))) {
+        char child[PATH_MAX + 300];
+        if (s->d_type != DT_DIR || s->d_name[0] == '.')
+            continue;
+        snprintf(child, sizeof child, "%s/%s", dir, s->d_name);
+        rmdir_wait(child, true); /* what its tasks left running dies with it */
+    }
+    if (sub)
+        closedir(sub);
+}
+
 /* Removes the client-PID directories under grid of clients that are gone, with their
  * empty children (a client killed by SIGKILL leaves them; its tasks went with it). */
 static void remove_stale(const char *grid)
@@ -218,17 +235,7 @@ static void remove_stale(const char *grid)
             continue;
         char dir[PATH_MAX];
         snprintf(dir, sizeof dir, "%.3800s/%s", grid, e->d_name);
-        DIR *sub = opendir(dir);
-        struct dirent *s;
-        while (sub && (s = readdir(sub))) {
-            char child[PATH_MAX + 300];
-            if (s->d_type != DT_DIR || s->d_name[0] == '.')
-                continue;
-            snprintf(child, sizeof child, "%s/%s", dir, s->d_name);
-            rmdir_wait(child, true); /* what its tasks left running dies with it */
-        }
-        if (sub)
-            closedir(sub);
+        remove_children(dir);
         if (rmdir(dir) == 0)
             log_info("cgroup: removed %s of a client that is gone", dir);
         else
@@ -252,8 +259,15 @@ static int make_base(int h, const char *parent)
             write_at(cg.grid[h], "cgroup.subtree_control", "+memory +pids") < 0)
             return -1;
         remove_stale(cg.grid[h]);
-        if (mkdir(cg.base[h], 0755) == 0 || errno == EEXIST)
+        if (mkdir(cg.base[h], 0755) == 0)
             break;
+        if (errno == EEXIST) {
+            /* a client that had this PID before (PIDs wrap) died without removing it:
+               its task cgroups would collide with ours (t1, t2, ...) */
+            log_info("cgroup: %s was left by a gone client with this PID; emptying it", cg.base[h]);
+            remove_children(cg.base[h]);
+            break;
+        }
         if (errno != ENOENT)
             return -1;
     }
@@ -485,13 +499,22 @@ struct cgroup *cgroup_take(const void *owner, uint64_t job, uint64_t memory_mb)
     g->job = job;
     g->job_mb = memory_mb;
     g->refs = 1;
-    uint64_t seq = ++cg.seq;
-    int h = 0;
-    for (; h < cg.nh; h++) {
-        snprintf(g->path[h], PATH_MAX, "%.4000s/%c%" PRIu64, cg.base[h], job ? 'j' : 't', seq);
-        if (mkdir(g->path[h], 0755) < 0)
-            break;
-    }
+    int h, tries = 0;
+    do { /* a name left by a gone client that could not be removed: the next one */
+        uint64_t seq = ++cg.seq;
+        for (h = 0; h < cg.nh; h++) {
+            snprintf(g->path[h], PATH_MAX, "%.4000s/%c%" PRIu64, cg.base[h], job ? 'j' : 't', seq);
+            if (mkdir(g->path[h], 0755) < 0)
+                break;
+        }
+        if (h < cg.nh) {
+            int e = errno;
+            for (int k = 0; k < h; k++)
+                rmdir(g->path[k]);
+            memset(g->path, 0, sizeof g->path);
+            errno = e;
+        }
+    } while (h < cg.nh && errno == EEXIST && ++tries < 8);
     limits_for(g, 1, &mem, &pids);
     if (h < cg.nh || set_limits(g, mem, pids) < 0) {
         int e = errno;
