@@ -99,7 +99,9 @@ def test_requeue_exit_report_repeated_after_restart(cluster_factory, gridnode_bi
     the acknowledgement is lost with it (kill -9), so the node reports that exit again to
     the restarted cluster. The job stays requeueing until the node's report, that report
     does not count for the new run, and the new run then runs and ends normally."""
-    cl = cluster_factory(SD)
+    # the node is silent across the restart and the pause below: a short inactivity bound
+    # (k_wait_dead x 1 s) would rightly take it for dead on a slow machine (ASan)
+    cl = cluster_factory(dict(SD, **{"tasks.k_wait_dead": 120}))
     node = cl.connect()
     sid = node.ok("HELLO", "WELCOME", client="raw", node="r1", cores=2, slots=2,
                   procs=True)["sid"]
