@@ -135,6 +135,7 @@ const struct wire_field wire_result_fields[] = {
     {"wall_s", WF_FLOAT, false},
     OUTPUT_FIELDS,
     {"files", WF_ARRAY, false, WIRE_FILE_OUTPUTS_MAX * 16, WF_MAP, outfile_fields}, /* 26 */
+    {"files_note", WF_STR, false, 1024}, /* 26: outputs not kept (symbolic links) */
     {NULL},
 };
 

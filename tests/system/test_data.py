@@ -109,3 +109,82 @@ def test_submit_input_uploads_once_and_the_tool_refuses_escapes(cluster, gridnod
     assert r.returncode != 0 and "--output '../x'" in r.stderr, r.stderr
     r = run_cli(gridnode_bin, "submit", "-e", ep, "--input", tmp_path / "missing", "true")
     assert r.returncode != 0 and "missing" in r.stderr, r.stderr
+
+
+def wait_job(cl, jid, timeout=60):
+    def done():
+        j = cl.client().ok("JOB_GET", "JOB", job=jid, tasks=False)["job"]
+        return j["state"] in ("done", "failed", "cancelled")
+    wait_until(done, scaled(timeout), msg="job %d ends" % jid)
+    return cl.client().ok("JOB_GET", "JOB", job=jid, tasks=True, output=True)
+
+
+def client_state(gridnode_bin, node):
+    r = run_cli(gridnode_bin, "client", "status", "-s", node.state_dir, "--json")
+    assert r.returncode == 0, r.stderr
+    import json
+    return json.loads(r.stdout)
+
+
+def test_inputs_reach_sandboxed_tasks_and_outputs_come_back(cluster_factory, client_factory,
+                                                             gridnode_bin, tmp_path):
+    cl = cluster_factory(FAST)
+    shared = tmp_path / "shared.bin"
+    shared.write_bytes(os.urandom(CHUNK * 5 // 2))
+    d = tmp_path / "data"
+    (d / "sub").mkdir(parents=True)
+    (d / "sub" / "deep.txt").write_bytes(b"deep\n")
+    for i in range(4):
+        (tmp_path / ("part%d.txt" % i)).write_bytes(b"part %d\n" % i)
+    node, = client_factory(cl, sets=dict(FAST_CLIENT, **{"client.slots": 2}))
+    # the task sees its inputs, cannot change the node's copy, and cannot see the cache
+    script = ("cat shared.bin data/sub/deep.txt part{i}.txt | sha256sum > out_{i}.sum; "
+              "cp part{i}.txt copy.out; ln -s /etc/passwd leak.out; head -c 1500000 shared.bin "
+              "> big_{i}.out; "
+              "(echo x >> shared.bin) 2>/dev/null && echo WROTE; "
+              "echo cache=$(ls -A %s/cache 2>/dev/null | wc -l); true" % node.state_dir)
+    r = run_cli(gridnode_bin, "submit", "-e", cl.endpoint, "-n", 4, "--shell",
+                "--input", shared, "--input", d, "--input", tmp_path / "part{i}.txt",
+                "--output", "*.sum", "--output", "*.out", "--json", script)
+    assert r.returncode == 0, r.stderr
+    import json
+    jid = json.loads(r.stdout)["job"]
+    job = wait_job(cl, jid)
+    assert job["job"]["state"] == "done", job
+    for t in job["tasks"]:
+        i = t["idx"]
+        assert t["stdout"] == b"cache=0\n", t
+        files = {f["name"]: f for f in t["files"]}
+        assert set(files) == {"out_%d.sum" % i, "copy.out", "big_%d.out" % i}, t
+        assert "leak.out" in t.get("files_note", ""), t
+        want = hashlib.sha256(shared.read_bytes() + b"deep\n" + b"part %d\n" % i).hexdigest()
+        got = stored_path(cl, files["out_%d.sum" % i]["hash"]).read_bytes()
+        assert got.decode().split()[0] == want
+        assert stored_path(cl, files["copy.out"]["hash"]).read_bytes() == b"part %d\n" % i
+    # the shared input crossed to the node once for the 4 tasks (and the directory's file)
+    st = client_state(gridnode_bin, node)
+    assert st["files_fetched"] == 6, st
+    assert "input %s fetched" % sha(shared.read_bytes())[:12] in node.log()
+
+    # gridnode job --output lists them; gridnode fetch gets them, checked, resumable
+    r = run_cli(gridnode_bin, "job", "-e", cl.endpoint, jid, "--output")
+    assert r.returncode == 0 and "copy.out" in r.stdout and "1500000" in r.stdout, r.stdout
+    out = tmp_path / "results"
+    r = run_cli(gridnode_bin, "fetch", "-e", cl.endpoint, jid, out)
+    assert r.returncode == 0, r.stderr
+    assert "12 file(s) fetched" in r.stdout, r.stdout
+    for i in range(4):
+        assert (out / str(i) / "copy.out").read_bytes() == b"part %d\n" % i
+        assert (out / str(i) / ("big_%d.out" % i)).read_bytes() == shared.read_bytes()[:1500000]
+    # cut short: a partial download goes on, a file already here is skipped
+    big = out / "2" / "big_2.out"
+    big.rename(out / "2" / ".big_2.out.part")
+    os.truncate(out / "2" / ".big_2.out.part", CHUNK + 5)
+    (out / "3" / "copy.out").write_bytes(b"changed")
+    r = run_cli(gridnode_bin, "fetch", "-e", cl.endpoint, jid, out)
+    assert r.returncode == 0, r.stderr
+    assert "2 file(s) fetched (1500007 bytes), 10 already here" in r.stdout, r.stdout
+    assert big.read_bytes() == shared.read_bytes()[:1500000]
+    assert (out / "3" / "copy.out").read_bytes() == b"part 3\n"
+    assert not (out / "2" / ".big_2.out.part").exists()
+    assert "have not finished" not in r.stdout

@@ -249,7 +249,7 @@ int vcl_main(struct client_cfg *cfg, const char *file)
     if (!(l.d = daemon_new(l.loop, &o, &ops)))
         goto out;
     l.zctx = daemon_zctx(l.d);
-    if (vcl_load(&l, vcl_now()) < 0)
+    if (vcl_stage_open(&l) < 0 || vcl_load(&l, vcl_now()) < 0) /* the cache first (26) */
         goto out;
     loop_add_fd(l.loop, l.sigfd, on_sigchld, &l);
     loop_timer(l.loop, (int64_t)(cfg->tick_s * 1000), 1, on_tick, &l);
