@@ -129,6 +129,8 @@ static int purge_one(struct cluster *c, uint64_t id, struct wire_buf *rows)
         j->dirty = false;
     else
         p->dirty = false;
+    if (j && j->data && store_del(c->store, c->t_jobdata, key, 8) < 0) /* issue 26 */
+        return -1;
     return store_del(c->store, j ? c->t_jobs : c->sd->t_pjobs, key, 8);
 }
 

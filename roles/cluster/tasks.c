@@ -468,12 +468,19 @@ static int save_result(struct cluster *c, struct node *n, const msgpack_object *
     uint8_t key[16];
     wire_buf_init(&wb);
     uint32_t keep = 0;
+    char why[400];
+    /* issue 26: output files not whole at the cluster are not recorded; the note says so */
+    const char *fbad = files_result_check(c, res, why, sizeof why);
     for (const struct wire_field *f = wire_result_fields; f->key; f++)
-        keep += wire_get(res, f->key) != NULL;
-    wire_pack_map(&wb, keep + 2 + late);
+        keep += wire_get(res, f->key) != NULL && !(fbad && !strncmp(f->key, "files", 5));
+    wire_pack_map(&wb, keep + 2 + late + (fbad != NULL));
+    if (fbad) {
+        log_warnx("job %llu task %u: %s", (unsigned long long)job, idx, fbad);
+        wire_put_str(&wb, "files_note", fbad);
+    }
     for (const struct wire_field *f = wire_result_fields; f->key; f++) {
         const msgpack_object *v = wire_get(res, f->key);
-        if (v) { /* only the documented fields: a node cannot add or shadow keys */
+        if (v && !(fbad && !strncmp(f->key, "files", 5))) { /* only the documented fields */
             wire_put_key(&wb, f->key);
             wire_pack_object(&wb, v);
         }

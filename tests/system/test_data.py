@@ -9,6 +9,8 @@ import os
 import subprocess
 
 from conftest import FAST_CLIENT, FAST_CLUSTER as FAST, scaled, wait_until
+from test_authz import Keys
+from test_disk_full import fill, free, on_tmpfs
 
 CLIENT_SANDBOX = True
 CHUNK = 1 << 20
@@ -49,10 +51,12 @@ def test_upload_in_chunks_survives_kill9_and_is_verified(cluster_factory):
     st = c.ok("FILE_PUT", "FILE_STATE", hash=h, size=size, off=2 * CHUNK, data=data[2 * CHUNK:])
     assert st["done"] and st["have"] == size
     assert stored_path(cl, h).read_bytes() == data
-    cl.restart()
+    cl.restart()  # kill -9 between the upload and the SUBMIT naming it
     st = cl.client().ok("FILE_HAVE", "FILE_STATE", hash=h, size=size)
     assert st["done"], st
     assert cl.client().err("FILE_HAVE", "INVALID", hash=h, size=size + 1)
+    cl.client().ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=1,
+                   inputs=[{"name": "in.bin", "hash": h, "size": size}])
 
 
 def test_bytes_that_do_not_match_their_hash_are_refused(cluster):
@@ -188,3 +192,69 @@ def test_inputs_reach_sandboxed_tasks_and_outputs_come_back(cluster_factory, cli
     assert (out / "3" / "copy.out").read_bytes() == b"part 3\n"
     assert not (out / "2" / ".big_2.out.part").exists()
     assert "have not finished" not in r.stdout
+
+
+def test_only_the_owner_reads_a_jobs_files_and_nodes_only_inputs(cluster_factory, tmp_path):
+    keys = Keys(tmp_path / "keys").add("alice", "user").add("bob", "user").add("node7", "node")
+    cl = cluster_factory(dict(FAST, **keys.sets()))
+    alice, bob, node = (keys.rpc(cl.endpoint, n) for n in ("alice", "bob", "node7"))
+    data = b"alice's data"
+    h = sha(data)
+    st = alice.ok("FILE_PUT", "FILE_STATE", hash=h, size=len(data), off=0, data=data)
+    assert st["done"]
+    jid = alice.ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=1,
+                   inputs=[{"name": "d", "hash": h, "size": len(data)}])["job"]
+    get = dict(hash=h, job=jid, off=0, len=100)
+    assert alice.ok("FILE_GET", "FILE_DATA", **get)["data"] == data
+    assert node.ok("FILE_GET", "FILE_DATA", **get)["data"] == data
+    r = bob.err("FILE_GET", "DENIED", **get)
+    assert "belongs to another user" in r["msg"]
+    node.err("FILE_GET", "DENIED", idx=0, **get)
+    alice.err("FILE_GET", "NOT_FOUND", idx=0, **get)  # not an output of task 0
+    alice.err("FILE_GET", "NOT_FOUND", **dict(get, hash=sha(b"other")))
+
+
+def test_a_full_disk_refuses_the_chunk_and_keeps_what_was_acknowledged(cluster_factory):
+    cl = on_tmpfs(cluster_factory(dict(FAST, **{"store.sync": "full"}), start=False), 24576)
+    data = os.urandom(8 * CHUNK)
+    h, size = sha(data), len(data)
+    c = cl.client()
+    c.ok("FILE_PUT", "FILE_STATE", hash=h, size=size, off=0, data=data[:CHUNK])
+    fill(cl)
+    have = CHUNK
+    for _ in range(8):
+        r = c.call("FILE_PUT", hash=h, size=size, off=have, data=data[have:have + CHUNK])
+        if r.get("t") == 1:
+            break
+        have = r["have"]
+    assert r.get("code") == 8 and "disk full" in r["msg"], r
+    assert cl.alive()
+    assert c.ok("FILE_HAVE", "FILE_STATE", hash=h, size=size)["have"] == have
+    free(cl)
+    while have < size:
+        have = c.ok("FILE_PUT", "FILE_STATE", hash=h, size=size, off=have,
+                    data=data[have:have + CHUNK])["have"]
+    assert c.ok("FILE_HAVE", "FILE_STATE", hash=h, size=size)["done"]
+    with open("/proc/%d/root%s" % (cl.pid, stored_path(cl, h)), "rb") as f:
+        assert f.read() == data
+
+
+def test_a_result_naming_outputs_the_cluster_lacks_keeps_none_of_them(cluster):
+    c = cluster.client()
+    sid = c.ok("HELLO", "WELCOME", client="t 1", node="n1", cores=1)["sid"]
+    jid = c.ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=2, outputs=["*.out"])["job"]
+    tasks = c.ok("TASK_GET", "TASKS", sid=sid, want=2)["tasks"]
+    assert all(t["outputs"] == ["*.out"] and t["inputs"] == [] for t in tasks), tasks
+    data = b"kept"
+    c.ok("FILE_PUT", "FILE_STATE", hash=sha(data), size=4, off=0, data=data)
+    good = [{"name": "a.out", "hash": sha(data), "size": 4}]
+    bad = [{"name": "../b.out", "hash": sha(data), "size": 4}]
+    res = [dict(job=t["job"], idx=t["idx"], issue=t["issue"], exit=0, files=f)
+           for t, f in zip(tasks, (good, bad))]
+    c.ok("RESULT", "TASKS", sid=sid, results=res, want=0)
+    got = {t["idx"]: t for t in c.ok("JOB_GET", "JOB", job=jid, tasks=True)["tasks"]}
+    ok_idx, bad_idx = tasks[0]["idx"], tasks[1]["idx"]
+    assert got[ok_idx]["files"] == good, got
+    assert "files" not in got[bad_idx] and "../b.out" in got[bad_idx]["files_note"], got
+    assert c.ok("FILE_GET", "FILE_DATA", hash=sha(data), job=jid, idx=ok_idx, off=0,
+                len=10)["data"] == data
