@@ -258,3 +258,12 @@ def test_a_result_naming_outputs_the_cluster_lacks_keeps_none_of_them(cluster):
     assert "files" not in got[bad_idx] and "../b.out" in got[bad_idx]["files_note"], got
     assert c.ok("FILE_GET", "FILE_DATA", hash=sha(data), job=jid, idx=ok_idx, off=0,
                 len=10)["data"] == data
+
+
+def test_gridnode_lines_give_inputs(cluster, gridnode_bin, tmp_path):
+    (tmp_path / "table.csv").write_bytes(b"a,b\n1,2\n")
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\n#GRIDNODE --input table.csv --output '*.res'\nwc -l table.csv\n")
+    r = run_cli(gridnode_bin, "submit", "-e", cluster.endpoint, script, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert cluster.log().count("stored (8 bytes)") == 1, cluster.log()
