@@ -21,7 +21,8 @@
 #include "lib/sha256.h"
 #include "roles/client/live/stage.h"
 
-#define STAGE_INFLIGHT 4
+#define STAGE_INFLIGHT 4      /* chunk requests in flight for one file */
+#define STAGE_INFLIGHT_ALL 16 /* and for all files together */
 #define STAGE_TICK_MS 500
 
 enum { X_GET, X_PUT };
@@ -262,8 +263,9 @@ static struct lsock *stage_sock(struct live *l, int p)
     return s->sock[p];
 }
 
-/* Sends what x may send now (within STAGE_INFLIGHT); restarts requests timed out. */
-static void drive(struct live *l, struct xfer *x, int64_t now)
+/* Sends what x may send now (within STAGE_INFLIGHT, and *budget requests in all);
+ * restarts requests timed out. */
+static void drive(struct live *l, struct xfer *x, int64_t now, int *budget)
 {
     struct lstage *s = l->stage;
     if (x->done || x->failed)
@@ -278,7 +280,7 @@ static void drive(struct live *l, struct xfer *x, int64_t now)
         get_done(l, x);
         return;
     }
-    while (x->nfl < (x->kind == X_GET ? STAGE_INFLIGHT : 1) &&
+    while (*budget > 0 && x->nfl < (x->kind == X_GET ? STAGE_INFLIGHT : 1) &&
            (x->kind == X_PUT || x->next_off < x->size)) {
         uint64_t id = ++s->next_id, off = x->kind == X_GET ? x->next_off : x->got;
         size_t len = x->size - off < WIRE_FILE_CHUNK ? (size_t)(x->size - off) : WIRE_FILE_CHUNK;
@@ -315,6 +317,7 @@ static void drive(struct live *l, struct xfer *x, int64_t now)
             return; /* not connected yet: the next tick tries again */
         x->ids[x->nfl] = id;
         x->offs[x->nfl++] = off;
+        --*budget;
         x->sent_ms = now;
         if (x->kind == X_GET)
             x->next_off += len;
@@ -404,8 +407,11 @@ void vcl_stage_pump(struct live *l)
         if ((t->staged || t->bad[0]) && e >= 0 && l->e->tasks[e].state == ENGINE_TASK_RUNNING)
             vcl_task_start(l, t); /* the engine chose it while its inputs came */
     }
+    int budget = STAGE_INFLIGHT_ALL;
     for (uint32_t i = 0; i < l->stage->nx; i++)
-        drive(l, l->stage->x[i], now);
+        budget -= l->stage->x[i]->nfl;
+    for (uint32_t i = 0; i < l->stage->nx; i++)
+        drive(l, l->stage->x[i], now, &budget);
     drop_finished(l->stage);
 }
 
