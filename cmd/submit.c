@@ -814,6 +814,10 @@ int cmd_submit(int argc, char **argv)
         fprintf(stderr, "%s: %s\n", c.prog, why);
         return 2;
     }
+    if (o.known && o.ntasks > 100000) {
+        fprintf(stderr, "%s: --known takes at most 100000 tasks\n", c.prog);
+        return 2;
+    }
     struct submit_data *sd; /* issue 26: inputs uploaded before the SUBMIT naming them */
     if (submit_data_prepare(&c, o.inputs, o.ninputs, o.outputs, o.noutputs, o.ntasks, &sd) < 0) {
         submit_env_free(env, cwd);
@@ -823,14 +827,12 @@ int cmd_submit(int argc, char **argv)
                   (o.stdin_pattern != NULL) + sched_fields(&o) + (o.deadline > 0) + (o.gpus > 0) +
                   (o.gpu_type != NULL) + valid_fields(&o) + o.network + jobenv_put(NULL, env, cwd) +
                   submit_data_nfields(sd);
-    if (o.known && o.ntasks > 100000) {
-        fprintf(stderr, "%s: --known takes at most 100000 tasks\n", c.prog);
-        return 2;
-    }
     wire_begin(&wb, WT_SUBMIT, 1, nf);
     put_sched(&wb, &o);
     if (put_valid(&c, &wb, &o) < 0) {
         wire_buf_free(&wb);
+        submit_data_free(&sd);
+        cli_unkeep(&c);
         return 1;
     }
     wire_put_strv(&wb, "argv", o.argv, (uint32_t)o.argc);
@@ -858,6 +860,7 @@ int cmd_submit(int argc, char **argv)
     submit_data_free(&sd);
     if (o.stdin_pattern && pack_stdin(&c, &o, &wb) < 0) {
         wire_buf_free(&wb);
+        cli_unkeep(&c);
         return 1;
     }
     int rc = call_retrying(&c, &o, &wb, &r);
@@ -872,5 +875,7 @@ int cmd_submit(int argc, char **argv)
                (unsigned long long)o.ntasks, o.ntasks == 1 ? "" : "s");
     cli_reply_free(&r);
     fflush(stdout);
+    if (!o.wait)
+        cli_unkeep(&c); /* kept for the uploads of --input (issue 26) */
     return o.wait ? cmd_job_wait(&c, job) : 0;
 }

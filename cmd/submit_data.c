@@ -273,6 +273,7 @@ int submit_data_prepare(struct cli *c, char *const *inputs, int nin, char *const
     return 0;
 fail:
     submit_data_free(&sd);
+    cli_unkeep(c);
     return -1;
 }
 
