@@ -175,53 +175,109 @@ static int exchange(struct cli *c, struct wire_buf *wb, uint64_t *have, bool *do
     return 0;
 }
 
+/* Sends the FILE_PUT of [off, off+len) of fd as request id: 0, or -1 (printed). */
+static int put_chunk(struct cli *c, int fd, const char *path, const char *hex, uint64_t size,
+                     uint64_t off, size_t len, uint64_t id, uint8_t *buf)
+{
+    ssize_t got = pread(fd, buf, len, (off_t)off);
+    if (got != (ssize_t)len) {
+        fprintf(stderr, "%s: --input %s: %s\n", c->prog, path,
+                got < 0 ? strerror(errno) : "the file became shorter while it was sent");
+        return -1;
+    }
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    wire_begin(&wb, WT_FILE_PUT, id, 4);
+    wire_put_str(&wb, "hash", hex);
+    wire_put_u64(&wb, "size", size);
+    wire_put_u64(&wb, "off", off);
+    wire_put_bin(&wb, "data", buf, len);
+    int rc = cli_send(c, &wb);
+    wire_buf_free(&wb);
+    if (rc < 0)
+        cli_report(c);
+    return rc;
+}
+
+/*
+ * The chunks from *have on, UPLOAD_INFLIGHT in flight (the cluster takes them in order,
+ * and one connection keeps the order). A reply that says the cluster holds less than
+ * its chunk's end (another uploader, a lost chunk) restarts from what it holds.
+ */
+#define UPLOAD_INFLIGHT 4
+static int put_all(struct cli *c, int fd, const char *path, const char *hex, uint64_t size,
+                   uint64_t *have, bool *done, uint8_t *buf)
+{
+    static uint64_t seq = 100;
+    uint64_t ids[UPLOAD_INFLIGHT], ends[UPLOAD_INFLIGHT], next = *have;
+    int nfl = 0, rc = 0;
+    bool tty = isatty(2) && size >= (8u << 20);
+    while (rc == 0 && !*done) {
+        while (nfl < UPLOAD_INFLIGHT && next < size) {
+            size_t len = size - next < WIRE_FILE_CHUNK ? (size_t)(size - next) : WIRE_FILE_CHUNK;
+            if (put_chunk(c, fd, path, hex, size, next, len, ids[nfl] = ++seq, buf) < 0)
+                return -1;
+            ends[nfl++] = next += len;
+        }
+        if (nfl == 0) {
+            fprintf(stderr, "%s: --input %s: the cluster took every byte but not the file\n",
+                    c->prog, path);
+            return -1;
+        }
+        struct cli_reply r;
+        uint64_t end = ends[0];
+        int a = cli_await(c, ids[0], &r);
+        memmove(ids, ids + 1, sizeof ids[0] * (UPLOAD_INFLIGHT - 1));
+        memmove(ends, ends + 1, sizeof ends[0] * (UPLOAD_INFLIGHT - 1));
+        nfl--;
+        if (a != 0) {
+            rc = -1;
+            break;
+        }
+        *have = wire_get_u64(r.msg.root, "have", 0);
+        *done = wire_get_bool(r.msg.root, "done", false);
+        cli_reply_free(&r);
+        if (!*done && *have < end) { /* out of step: the rest go again from *have */
+            for (; nfl > 0; nfl--) {
+                if (cli_await(c, ids[0], &r) == 0)
+                    cli_reply_free(&r);
+                memmove(ids, ids + 1, sizeof ids[0] * (UPLOAD_INFLIGHT - 1));
+            }
+            next = *have;
+        }
+        if (tty)
+            fprintf(stderr, "\r%s: uploading %s: %llu of %llu MB", c->prog, base(path),
+                    (unsigned long long)(*have >> 20), (unsigned long long)(size >> 20));
+    }
+    if (tty)
+        fprintf(stderr, "\n");
+    return rc;
+}
+
 int submit_data_upload(struct cli *c, const char *path, const char *hex, uint64_t size)
 {
     struct wire_buf wb;
     uint64_t have;
-    bool done, tty = isatty(2);
+    bool done;
     wire_buf_init(&wb);
     wire_begin(&wb, WT_FILE_HAVE, 1, 2);
     wire_put_str(&wb, "hash", hex);
     wire_put_u64(&wb, "size", size);
     int rc = exchange(c, &wb, &have, &done);
+    wire_buf_free(&wb);
+    if (rc < 0 || done)
+        return rc;
     uint8_t *buf = malloc(WIRE_FILE_CHUNK);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (rc == 0 && (!buf || fd < 0)) {
+    if (!buf || fd < 0) {
         fprintf(stderr, "%s: --input %s: %s\n", c->prog, path, strerror(errno));
         rc = -1;
+    } else {
+        rc = put_all(c, fd, path, hex, size, &have, &done, buf);
     }
-    while (rc == 0 && !done) {
-        size_t want = size - have < WIRE_FILE_CHUNK ? (size_t)(size - have) : WIRE_FILE_CHUNK;
-        ssize_t got = pread(fd, buf, want, (off_t)have);
-        if (got != (ssize_t)want) {
-            fprintf(stderr, "%s: --input %s: %s\n", c->prog, path,
-                    got < 0 ? strerror(errno) : "the file became shorter while it was sent");
-            rc = -1;
-            break;
-        }
-        uint64_t was = have;
-        wire_buf_reset(&wb);
-        wire_begin(&wb, WT_FILE_PUT, 1, 4);
-        wire_put_str(&wb, "hash", hex);
-        wire_put_u64(&wb, "size", size);
-        wire_put_u64(&wb, "off", have);
-        wire_put_bin(&wb, "data", buf, want);
-        if ((rc = exchange(c, &wb, &have, &done)) == 0 && !done && have <= was && want) {
-            fprintf(stderr, "%s: --input %s: the cluster did not take the chunk at %llu\n", c->prog,
-                    path, (unsigned long long)was);
-            rc = -1;
-        }
-        if (tty && size >= (8u << 20))
-            fprintf(stderr, "\r%s: uploading %s: %llu of %llu MB", c->prog, base(path),
-                    (unsigned long long)(have >> 20), (unsigned long long)(size >> 20));
-    }
-    if (tty && size >= (8u << 20))
-        fprintf(stderr, "\n");
     if (fd >= 0)
         close(fd);
     free(buf);
-    wire_buf_free(&wb);
     return rc;
 }
 

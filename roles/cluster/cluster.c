@@ -202,7 +202,8 @@ static int on_commit(void *arg)
     jobdep_step(c);     /* issue 27: waiting jobs whose dependency now holds, or never can */
     if (c->sd->resched) /* submissions, ends, console changes: fill freed hosts now */
         scored_schedule(c, false);
-    if (cluster_save_dirty(c) < 0 || scored_save_dirty(c) < 0 || store_commit(c->store) < 0) {
+    if (cluster_save_dirty(c) < 0 || scored_save_dirty(c) < 0 || files_sync(c) < 0 ||
+        store_commit(c->store) < 0) {
         int e = errno;
         log_warnx("commit failed: %s", store_error_text(e));
         errno = e; /* the daemon tells the requesters */

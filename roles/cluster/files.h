@@ -42,9 +42,9 @@ struct cfile *files_find(struct cluster *c, const uint8_t d[SHA256_LEN]);
 /* Digest of 64 hex digits: 0, or -1 when not a hash. */
 int files_parse_hash(const char *s, size_t len, uint8_t d[SHA256_LEN]);
 /*
- * Appends data (its bytes at offset f->have) to the file being received, made durable
- * (fdatasync) before return; when it completes the file, checks its hash and moves it
- * into the store. The record is buffered for the turn's commit. f NULL: a new file of
+ * Appends data (its bytes at offset f->have) to the file being received (made durable by
+ * files_sync before the turn's commit); when it completes the file, checks its hash,
+ * syncs it and moves it into the store. The record is buffered. f NULL: a new file of
  * size `size` (created in the index). Returns the file, or NULL with the reason in why
  * and *code (WE_STORAGE: disk full or I/O error, nothing kept beyond the last chunk;
  * WE_INVALID: the bytes do not hash to the name, the partial file dropped).
@@ -52,6 +52,9 @@ int files_parse_hash(const char *s, size_t len, uint8_t d[SHA256_LEN]);
 struct cfile *files_append(struct cluster *c, struct cfile *f, const uint8_t d[SHA256_LEN],
                            uint64_t size, const void *data, size_t len, int *code, char *why,
                            size_t wl);
+/* Makes the files written this turn durable; called before the turn's commit: 0, or -1
+ * (errno; the turn fails). */
+int files_sync(struct cluster *c);
 /* Reads up to len bytes at off of a whole file into buf: bytes read, or -1 (errno). */
 ssize_t files_read(struct cluster *c, const struct cfile *f, uint64_t off, void *buf, size_t len);
 

@@ -3,9 +3,10 @@
  * one copy per content under STATE_DIR/files/XX/HASH, a file being received under
  * STATE_DIR/files/part/HASH, and one record per file in table "files" (its size, the
  * bytes received in order, their running SHA-256 state), so an upload cut by kill -9
- * goes on from the last acknowledged chunk. A chunk is made durable (fdatasync) before
- * its record is buffered, and the record is committed before the reply: what was
- * acknowledged is on disk.
+ * goes on from the last acknowledged chunk. The files written in a loop turn are made
+ * durable (fdatasync, files_sync) before the turn's commit, and the records are
+ * committed before the replies: what was acknowledged is on disk. Several chunks of one
+ * turn cost one fdatasync.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +26,9 @@
 struct cfiles {
     struct cfile **tab;
     uint32_t cap, n;
+    /* files written to in this turn, made durable before its commit (files_sync) */
+    uint8_t (*unsynced)[SHA256_LEN];
+    uint32_t nun, capun;
 };
 
 static uint32_t slot(const struct cfiles *fs, const uint8_t d[SHA256_LEN])
@@ -211,12 +215,14 @@ void files_free(struct cluster *c)
             free(f);
         }
     free(c->files->tab);
+    free(c->files->unsynced);
     free(c->files);
     c->files = NULL;
 }
 
-/* Writes all of buf at off of path and makes it durable: 0, or -1 (errno). */
-static int write_durable(const char *path, uint64_t off, const void *buf, size_t len)
+/* Writes all of buf at off of path (made durable by files_sync or at the end): 0, or -1
+ * (errno). */
+static int write_chunk(const char *path, uint64_t off, const void *buf, size_t len)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0)
@@ -234,13 +240,56 @@ static int write_durable(const char *path, uint64_t off, const void *buf, size_t
         }
         done += (size_t)w;
     }
-    if (fdatasync(fd) < 0) {
-        int e = errno;
-        close(fd);
-        errno = e;
-        return -1;
-    }
     return close(fd);
+}
+
+/* fdatasync of the file at path: 0, or -1 (errno). */
+static int sync_path(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -1; /* moved into place: synced then */
+    int rc = fdatasync(fd), e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
+/* Remembers that f's partial file must be synced before this turn's commit. */
+static int note_unsynced(struct cluster *c, const struct cfile *f)
+{
+    struct cfiles *fs = c->files;
+    for (uint32_t i = 0; i < fs->nun; i++)
+        if (!memcmp(fs->unsynced[i], f->d, SHA256_LEN))
+            return 0;
+    if (fs->nun == fs->capun) {
+        uint32_t nc = fs->capun ? fs->capun * 2 : 16;
+        void *v = realloc(fs->unsynced, nc * sizeof *fs->unsynced);
+        if (!v)
+            return -1;
+        fs->unsynced = v, fs->capun = nc;
+    }
+    memcpy(fs->unsynced[fs->nun++], f->d, SHA256_LEN);
+    return 0;
+}
+
+int files_sync(struct cluster *c)
+{
+    char path[2048];
+    struct cfiles *fs = c->files;
+    for (uint32_t i = 0; fs && i < fs->nun; i++) {
+        file_path(c, fs->unsynced[i], false, path, sizeof path);
+        if (sync_path(path) < 0) {
+            int e = errno;
+            log_warnx("files: cannot sync %s: %s", path, store_error_text(e));
+            fs->nun = 0;
+            errno = e;
+            return -1;
+        }
+    }
+    if (fs)
+        fs->nun = 0;
+    return 0;
 }
 
 /* The whole file moves from part/ to its place; the directory made durable. */
@@ -288,7 +337,7 @@ struct cfile *files_append(struct cluster *c, struct cfile *f, const uint8_t d[S
         added = true;
     }
     file_path(c, d, false, path, sizeof path);
-    if (len && write_durable(path, f->have, data, len) < 0) {
+    if (len && (write_chunk(path, f->have, data, len) < 0 || note_unsynced(c, f) < 0)) {
         int e = errno;
         log_warnx("files: cannot write %s: %s", path, store_error_text(e));
         *code = WE_STORAGE;
@@ -321,7 +370,7 @@ struct cfile *files_append(struct cluster *c, struct cfile *f, const uint8_t d[S
             index_del(c, f);
             return NULL;
         }
-        if (move_done(c, f) < 0) {
+        if ((f->size && sync_path(path) < 0) || move_done(c, f) < 0) {
             int e = errno;
             *code = WE_STORAGE;
             snprintf(why, wl, "the cluster could not keep file %.12s: %s; send it again later", hex,
