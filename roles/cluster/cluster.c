@@ -105,6 +105,9 @@ const struct config_key cluster_keys[] = {
     {"files", "job_mb", CONFIG_INT, "10240", OFF(files_job_mb), 1, 1L << 30, NULL,
      "a job's input files at most, in MB (shared files counted once); also the largest "
      "file one upload may be (docs/data.md)"},
+    {"files", "keep_s", CONFIG_INT, "86400", OFF(files_keep_s), 0, 1L << 40, NULL,
+     "a stored file no job names (its jobs purged, or uploaded and never submitted) is "
+     "deleted once unchanged this long, by a sweep after each purge and hourly"},
     {"events", "keep", CONFIG_INT, "100000", OFF(ev_keep), 16, 10000000, NULL,
      "job and host events kept in memory for EVENTS (at most 64 MiB; older ones dropped)"},
     {"validation", "spot_fraction", CONFIG_DOUBLE, "0.05", OFF(v_spot_fraction), 0, 1, NULL,
@@ -270,6 +273,7 @@ static void on_check(struct loop *l, void *arg)
     valid_tick(c);
     sessions_sweep(c);
     cluster_acct_tick(c);
+    files_sweep(c); /* issue 26: files no job names any more */
     long every = c->cfg.retention_s < 10 ? c->cfg.retention_s : 10; /* seconds */
     if (every > 0 && ++c->retention_ticks >= every) {
         c->retention_ticks = 0;

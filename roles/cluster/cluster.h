@@ -93,6 +93,7 @@ struct cluster_cfg {
     struct curve_conf sec; /* [security] (daemon/curve.h) */
     struct acct_conf acct; /* [acct] (daemon/acct.h) */
     long files_job_mb;     /* files.job_mb (files.c, issue 26): a job's inputs at most */
+    long files_keep_s;     /* files.keep_s: a file no job names is kept this long */
 };
 
 enum task_state { TS_NEW = 0, TS_ISSUED = 1, TS_DONE = 2 };

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "daemon/curve.h"
+#include "daemon/loop.h"
 #include "lib/datapath.h"
 #include "lib/log.h"
 #include "roles/cluster/cluster.h"
@@ -466,6 +467,90 @@ static int load_jobdata(void *arg, const void *key, size_t klen, const void *val
     memcpy(j->data, val, vlen);
     j->data_len = vlen;
     return 0;
+}
+
+/* ---- the sweep (docs/data.md "Retention") ---- */
+
+static bool sweep_due;
+static int64_t sweep_last_ms;
+
+void files_sweep_note(struct cluster *c)
+{
+    (void)c;
+    sweep_due = true;
+}
+
+static int mark_named(void *arg, const msgpack_object *e)
+{
+    size_t hl;
+    uint8_t d[SHA256_LEN];
+    const char *h = wire_get_str(e, "hash", &hl);
+    struct cfile *f = files_parse_hash(h, hl, d) < 0 ? NULL : files_find(arg, d);
+    if (f)
+        f->mark = true;
+    return 0;
+}
+
+struct mark_res {
+    struct cluster *c;
+    uint64_t job;
+};
+
+/* One result record of the job being marked: its kept files. */
+static int mark_result(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    struct mark_res *m = arg;
+    msgpack_unpacked up;
+    if (klen != 12 || store_key_get_u64(key) != m->job)
+        return 1;
+    if (cluster_unpack_map(&up, val, vlen) == 0) {
+        const msgpack_object *fl = wire_get(&up.data, "files");
+        for (uint32_t i = 0; fl && fl->type == MSGPACK_OBJECT_ARRAY && i < fl->via.array.size; i++)
+            mark_named(m->c, &fl->via.array.ptr[i]);
+        msgpack_unpacked_destroy(&up);
+    }
+    return 0;
+}
+
+static int unmark(struct cluster *c, struct cfile *f, void *arg)
+{
+    (void)c, (void)arg;
+    f->mark = false;
+    return 0;
+}
+
+static int drop_unnamed(struct cluster *c, struct cfile *f, void *arg)
+{
+    int64_t older = *(int64_t *)arg;
+    if (f->mark || f->t_ms > older)
+        return 0;
+    char hex[SHA256_HEX];
+    sha256_hex(f->d, hex);
+    log_info("file %.12s (%llu bytes) deleted: no job names it", hex, (unsigned long long)f->size);
+    return files_drop(c, f) < 0 ? -1 : 0;
+}
+
+void files_sweep(struct cluster *c)
+{
+    int64_t now = wall_now_ms();
+    if (!c->files || c->npurgeq || (!sweep_due && now - sweep_last_ms < 3600 * 1000))
+        return;
+    sweep_due = false;
+    sweep_last_ms = now;
+    files_each(c, unmark, NULL);
+    for (uint32_t i = 0; i < c->njobs; i++) {
+        struct job *j = c->jobs[i];
+        uint8_t key[12];
+        struct mark_res m = {c, j->id};
+        if (!j->data)
+            continue;
+        each_input(j, UINT32_MAX, mark_named, c);
+        store_key_u64_u32(key, j->id, 0);
+        store_iter(c->store, c->t_results, key, sizeof key, mark_result, &m);
+    }
+    int64_t older = now - (int64_t)c->cfg.files_keep_s * 1000;
+    if (files_each(c, drop_unnamed, &older) < 0)
+        c->turn_failed = true;
 }
 
 int files_load(struct cluster *c)

@@ -27,6 +27,7 @@ struct cfile {
     uint8_t d[SHA256_LEN];
     uint64_t size, have;
     bool done;
+    bool mark;         /* files_sweep: a job names it */
     int64_t t_ms;      /* last change */
     struct sha256 sha; /* the bytes 0..have hashed (while not done) */
     struct cfile *next;
@@ -55,6 +56,11 @@ struct cfile *files_append(struct cluster *c, struct cfile *f, const uint8_t d[S
 /* Makes the files written this turn durable; called before the turn's commit: 0, or -1
  * (errno; the turn fails). */
 int files_sync(struct cluster *c);
+/* Every stored file to fn (stops at nonzero), and removing one (its bytes, its record,
+ * its index entry; f freed): 0, or -1 (out of memory: the turn fails). */
+int files_each(struct cluster *c, int (*fn)(struct cluster *c, struct cfile *f, void *arg),
+               void *arg);
+int files_drop(struct cluster *c, struct cfile *f);
 /* Reads up to len bytes at off of a whole file into buf: bytes read, or -1 (errno). */
 ssize_t files_read(struct cluster *c, const struct cfile *f, uint64_t off, void *buf, size_t len);
 
@@ -66,6 +72,11 @@ int files_load(struct cluster *c);
 void files_h_have(struct cluster *c, struct request *r);
 void files_h_put(struct cluster *c, struct request *r);
 void files_h_get(struct cluster *c, struct request *r);
+/* A purge removed a job with files: the next files_sweep looks for files no job names. */
+void files_sweep_note(struct cluster *c);
+/* When noted (or hourly), deletes the stored files no job names any more that have not
+ * changed for files.keep_s (an upload waiting for its SUBMIT is younger). */
+void files_sweep(struct cluster *c);
 /* SUBMIT's "inputs"/"outputs" checked (names, known whole files, size limit, ntasks):
  * NULL, or the reason. */
 const char *files_submit_check(struct cluster *c, const msgpack_object *m, uint64_t ntasks,

@@ -31,6 +31,19 @@ struct cfiles {
     uint32_t nun, capun;
 };
 
+int files_each(struct cluster *c, int (*fn)(struct cluster *c, struct cfile *f, void *arg),
+               void *arg)
+{
+    for (uint32_t i = 0; c->files && i < c->files->cap; i++)
+        for (struct cfile *f = c->files->tab[i], *nx; f; f = nx) {
+            nx = f->next; /* fn may drop f */
+            int rc = fn(c, f, arg);
+            if (rc)
+                return rc;
+        }
+    return 0;
+}
+
 static uint32_t slot(const struct cfiles *fs, const uint8_t d[SHA256_LEN])
 {
     uint32_t h;
@@ -111,6 +124,9 @@ static void file_path(const struct cluster *c, const uint8_t d[SHA256_LEN], bool
         snprintf(out, n, "%s/files/part/%s", c->cfg.state_dir, hex);
 }
 
+/* The size of the file at path, or -1. */
+static int64_t path_size(const char *path);
+
 /* Buffers f's record (or its deletion): 0, or -1 (out of memory). */
 static int save(struct cluster *c, const struct cfile *f, bool del)
 {
@@ -135,7 +151,6 @@ static int save(struct cluster *c, const struct cfile *f, bool del)
     return rc;
 }
 
-/* The size of the file at path, or -1. */
 static int64_t path_size(const char *path)
 {
     struct stat st;
@@ -169,7 +184,16 @@ static int load_one(void *arg, const void *key, size_t klen, const void *val, si
     f->done = wire_get_bool(m, "done", false);
     f->t_ms = wire_get_i64(m, "t", 0);
     const void *st = wire_get_bin(m, "sha", &sl);
-    if (!f->done) {
+    if (f->done) { /* a sweep removed its bytes, its commit did not happen */
+        file_path(c, f->d, true, path, sizeof path);
+        if (path_size(path) != (int64_t)f->size) {
+            log_warnx("files: %.*s is gone from %s; its record is dropped",
+                      (int)(klen > 64 ? 64 : klen), (const char *)key, path);
+            msgpack_unpacked_destroy(&up);
+            free(f);
+            return store_del(c->store, c->t_files, key, klen) < 0 ? -1 : 0;
+        }
+    } else {
         file_path(c, f->d, true, path, sizeof path);
         if (path_size(path) == (int64_t)f->size) {
             f->done = true, f->have = f->size;
@@ -388,6 +412,17 @@ oom:
     snprintf(why, wl, "the cluster is out of memory; nothing was changed, retry later");
     c->turn_failed = true;
     return NULL;
+}
+
+int files_drop(struct cluster *c, struct cfile *f)
+{
+    char path[2048];
+    if (save(c, f, true) < 0)
+        return -1;
+    file_path(c, f->d, f->done, path, sizeof path);
+    unlink(path);
+    index_del(c, f);
+    return 0;
 }
 
 ssize_t files_read(struct cluster *c, const struct cfile *f, uint64_t off, void *buf, size_t len)

@@ -267,3 +267,26 @@ def test_gridnode_lines_give_inputs(cluster, gridnode_bin, tmp_path):
     r = run_cli(gridnode_bin, "submit", "-e", cluster.endpoint, script, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert cluster.log().count("stored (8 bytes)") == 1, cluster.log()
+
+
+def test_purge_sweeps_the_files_no_job_names(cluster_factory):
+    cl = cluster_factory(dict(FAST, **{"files.keep_s": 0}))
+    c = cl.client()
+    blobs = [os.urandom(1000 + k) for k in range(3)]
+    for b in blobs:
+        c.ok("FILE_PUT", "FILE_STATE", hash=sha(b), size=len(b), off=0, data=b)
+    named = lambda b: [{"name": "x", "hash": sha(b), "size": len(b)}]
+    gone = c.ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=1, inputs=named(blobs[0]))["job"]
+    c.ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=1, inputs=named(blobs[1]))
+    c.ok("CANCEL", "OK", job=gone)
+    c.ok("PURGE", "PURGED", jobs=[gone])
+    # blobs[0]: its only job purged; blobs[2]: never named; blobs[1]: a job still names it
+    wait_until(lambda: not stored_path(cl, sha(blobs[0])).exists(), scaled(20),
+               msg="the purged job's input is swept")
+    wait_until(lambda: not stored_path(cl, sha(blobs[2])).exists(), scaled(20),
+               msg="the unnamed file is swept")
+    assert stored_path(cl, sha(blobs[1])).read_bytes() == blobs[1]
+    cl.restart()
+    c = cl.client()
+    assert not c.ok("FILE_HAVE", "FILE_STATE", hash=sha(blobs[0]), size=1000)["done"]
+    assert c.ok("FILE_HAVE", "FILE_STATE", hash=sha(blobs[1]), size=1001)["done"]
