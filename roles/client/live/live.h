@@ -261,6 +261,8 @@ int vcl_stage_open(struct live *l);
 /* Fetches the inputs queued tasks need (starting those the engine chose meanwhile) and
  * uploads the outputs finished tasks kept (then their results may be reported). */
 void vcl_stage_pump(struct live *l);
+/* Closes the transfer sockets and frees the cache's index (NULL-safe). */
+void vcl_stage_close(struct live *l);
 
 /* ---- live_sched.c: the engine pass ---- */
 /* The engine's parameters from cfg ([sched] keys at -1 take the automatic value for a

@@ -435,3 +435,21 @@ int vcl_stage_open(struct live *l)
     l->stage->timer = loop_timer(l->loop, STAGE_TICK_MS, 1, on_tick, l);
     return 0;
 }
+
+void vcl_stage_close(struct live *l)
+{
+    struct lstage *s = l->stage;
+    if (!s)
+        return;
+    for (int p = 0; p < LIVE_MAX_PROJECTS; p++)
+        vcl_sock_close(l, &s->sock[p]);
+    for (uint32_t i = 0; i < s->nx; i++)
+        free(s->x[i]);
+    free(s->x);
+    if (s->timer)
+        loop_timer_cancel(l->loop, s->timer);
+    stage_cache_close(&s->cache);
+    free(s);
+    l->stage = NULL;
+    l->cache = NULL;
+}
