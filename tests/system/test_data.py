@@ -290,3 +290,25 @@ def test_purge_sweeps_the_files_no_job_names(cluster_factory):
     c = cl.client()
     assert not c.ok("FILE_HAVE", "FILE_STATE", hash=sha(blobs[0]), size=1000)["done"]
     assert c.ok("FILE_HAVE", "FILE_STATE", hash=sha(blobs[1]), size=1001)["done"]
+
+
+def test_a_node_goes_on_with_a_download_a_restart_cut_short(cluster_factory, client_factory,
+                                                            gridnode_bin, tmp_path):
+    cl = cluster_factory(FAST)
+    data = os.urandom(3 * CHUNK + 7)
+    (tmp_path / "in.bin").write_bytes(data)
+    r = run_cli(gridnode_bin, "submit", "-e", cl.endpoint, "--input", tmp_path / "in.bin",
+                "--shell", "--json", "sha256sum in.bin")
+    assert r.returncode == 0, r.stderr
+    import json
+    jid = json.loads(r.stdout)["job"]
+    # what a node killed during the download left: the first bytes in its part file
+    part = tmp_path / "node1" / "cache" / "part"
+    part.mkdir(parents=True)
+    (part / sha(data)).write_bytes(data[:CHUNK + 3])
+    node, = client_factory(cl, sets=FAST_CLIENT)
+    job = wait_job(cl, jid)
+    assert job["tasks"][0]["stdout"].decode().split()[0] == sha(data), job
+    st = client_state(gridnode_bin, node)
+    assert st["files_fetched"] == 1 and st["bytes_fetched"] == len(data) - CHUNK - 3, st
+    assert "the first %d were here" % (CHUNK + 3) in node.log()

@@ -33,6 +33,7 @@ struct xfer {
     uint64_t size, job;
     uint64_t got;      /* GET: bytes received and hashed; PUT: bytes the cluster holds */
     uint64_t next_off; /* GET: next chunk to ask for */
+    uint64_t resumed;  /* GET: bytes found in the part file a restart left */
     struct sha256 sha;
     uint64_t ids[STAGE_INFLIGHT], offs[STAGE_INFLIGHT];
     int nfl;
@@ -60,6 +61,35 @@ static struct xfer *xfer_find(struct lstage *s, int kind, const char *hex)
     return NULL;
 }
 
+/*
+ * A download cut short by a restart goes on: the bytes of its part file are hashed (a
+ * read of at most the file's size) and asked for from there. A part file longer than the
+ * file is emptied.
+ */
+static void resume(struct lstage *s, struct xfer *x)
+{
+    static uint8_t buf[1 << 16];
+    char part[800];
+    stage_cache_part(&s->cache, x->hex, part, sizeof part);
+    int fd = open(part, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return;
+    ssize_t r;
+    uint64_t n = 0;
+    while ((r = read(fd, buf, sizeof buf)) > 0 && n + (uint64_t)r <= x->size) {
+        sha256_update(&x->sha, buf, (size_t)r);
+        n += (uint64_t)r;
+    }
+    if (r != 0) { /* longer than the file, or unreadable: start again */
+        n = 0;
+        sha256_init(&x->sha);
+        if (ftruncate(fd, 0) < 0)
+            log_warn("cannot empty %s", part);
+    }
+    close(fd);
+    x->got = x->next_off = x->resumed = n;
+}
+
 static struct xfer *xfer_new(struct lstage *s, int kind, int project, const char *hex,
                              uint64_t size, uint64_t job)
 {
@@ -76,6 +106,8 @@ static struct xfer *xfer_new(struct lstage *s, int kind, int project, const char
     x->kind = kind, x->project = project, x->size = size, x->job = job;
     snprintf(x->hex, sizeof x->hex, "%s", hex);
     sha256_init(&x->sha);
+    if (kind == X_GET)
+        resume(s, x);
     s->x[s->nx++] = x;
     return x;
 }
@@ -138,7 +170,7 @@ static void get_done(struct live *l, struct xfer *x)
         unlink(part);
         log_warnx("input %.12s: the bytes received hash to %.12s; fetching it again", x->hex, hex);
         sha256_init(&x->sha);
-        x->got = x->next_off = 0;
+        x->got = x->next_off = x->resumed = 0;
         x->nfl = 0;
         return;
     }
@@ -152,8 +184,13 @@ static void get_done(struct live *l, struct xfer *x)
         x->done = true;
     free(keep);
     l->files_fetched++;
-    l->bytes_fetched += x->size;
-    log_info("input %.12s fetched (%llu bytes)", x->hex, (unsigned long long)x->size);
+    l->bytes_fetched += x->size - x->resumed;
+    if (x->resumed)
+        log_info("input %.12s fetched (%llu bytes; the first %llu were here from before a "
+                 "restart)",
+                 x->hex, (unsigned long long)x->size, (unsigned long long)x->resumed);
+    else
+        log_info("input %.12s fetched (%llu bytes)", x->hex, (unsigned long long)x->size);
 }
 
 /* One FILE_DATA (or ERROR) for x's oldest request. */

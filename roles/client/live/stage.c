@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/datapath.h"
@@ -191,10 +192,14 @@ int stage_cache_open(struct stage_cache *c, const char *state_dir, uint64_t cap_
     snprintf(part, sizeof part, "%s/part", c->dir);
     if (fs_mkdir_p(part) < 0)
         return -1;
-    DIR *d = opendir(part); /* a download cut by a restart starts again */
-    for (struct dirent *e; d && (e = readdir(d));)
-        if (e->d_name[0] != '.')
+    DIR *d = opendir(part); /* a download cut by a restart goes on; one a week old goes */
+    time_t old = time(NULL) - 7 * 86400;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        struct stat st;
+        if (e->d_name[0] != '.' && fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            st.st_mtime < old)
             unlinkat(dirfd(d), e->d_name, 0);
+    }
     if (d)
         closedir(d);
     if (!(d = opendir(c->dir)))
