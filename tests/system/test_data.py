@@ -312,3 +312,9 @@ def test_a_node_goes_on_with_a_download_a_restart_cut_short(cluster_factory, cli
     st = client_state(gridnode_bin, node)
     assert st["files_fetched"] == 1 and st["bytes_fetched"] == len(data) - CHUNK - 3, st
     assert "the first %d were here" % (CHUNK + 3) in node.log()
+
+
+def test_the_batch_role_refuses_files_it_cannot_forward_yet(cluster, batch_factory):
+    b = batch_factory([cluster])
+    r = b.client().err("SUBMIT", "INVALID", argv=["true"], ntasks=1, outputs=["*.out"])
+    assert "not forwarded by the batch role yet" in r["msg"], r
