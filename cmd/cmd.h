@@ -18,6 +18,7 @@ int cmd_jobs(int argc, char **argv);
 int cmd_job(int argc, char **argv);
 int cmd_cancel(int argc, char **argv);
 int cmd_purge(int argc, char **argv);
+int cmd_fetch(int argc, char **argv); /* issue 26 */
 int cmd_acct(int argc, char **argv);
 int cmd_keygen(int argc, char **argv);
 int cmd_nodes(int argc, char **argv);

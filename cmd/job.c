@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cmd/cli.h"
+#include "cmd/fetch.h"
 #include "cmd/cmd.h"
 #include "cmd/jobwait.h"
 #include "wire/mpjson.h"
@@ -16,7 +17,8 @@ static const char usage[] =
     "Shows a job's status and a table of its tasks (state, exit status, times, node);\n"
     "for a parallel job, its limits and a table of its processes (ranks). Several jobs\n"
     "are shown one after the other (--json: one line each).\n"
-    "  --output            also print each finished task's (or rank's) stdout and stderr\n"
+    "  --output            also print each finished task's (or rank's) stdout and stderr,\n"
+    "                      and the files it kept (submit --output) with their sizes\n"
     "  --summary           only the job's status line (no task or rank table)\n"
     "  --from I            first task (or rank, for --output) shown (default 0)\n"
     "  --count N           tasks (or ranks, for --output) shown (default 1000); a table\n"
@@ -168,6 +170,7 @@ static void print_tasks(const msgpack_object *tasks, bool output, const struct c
         if (output) {
             print_bytes("stdout", t, "stdout", "out_trunc");
             print_bytes("stderr", t, "stderr", "err_trunc");
+            fetch_print_files(t); /* issue 26: its kept output files */
             print_results(wire_get(t, "results"), nodes);
         }
     }

@@ -27,6 +27,7 @@ static const struct command commands[] = {
     {"release", cmd_release, "release held jobs"},
     {"requeue", cmd_requeue, "start jobs again from scratch (running tasks are killed)"},
     {"purge", cmd_purge, "remove finished jobs and their results"},
+    {"fetch", cmd_fetch, "download the output files a job's tasks kept"},
     {"acct", cmd_acct, "accounting records of finished jobs, and use per user (sacct)"},
     {"nodes", cmd_nodes, "list the nodes known to a cluster manager"},
     {"console", cmd_console, "cluster manager console: limits, queues, hosts, parallel jobs"},

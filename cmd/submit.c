@@ -10,6 +10,7 @@
 
 #include "cmd/cli.h"
 #include "cmd/cmd.h"
+#include "cmd/submit_data.h"
 #include "cmd/submit_env.h"
 #include "roles/cluster/app.h"
 #include "wire/jobenv.h"
@@ -26,6 +27,12 @@ static const char usage[] =
     "  --complexity X         relative work per task, for re-issue estimates (default 1)\n"
     "  --limit SECONDS        wall-clock limit per task (default: the cluster's)\n"
     "  --stdin PATTERN        task i reads the file PATTERN with {i} expanded\n"
+    "  --input FILE           (repeatable) every task finds FILE in its working directory\n"
+    "                         under its base name; a directory is taken whole; a PATTERN\n"
+    "                         with {i} gives task i its own file. Files are uploaded to\n"
+    "                         the cluster first (only what it lacks, docs/data.md)\n"
+    "  --output GLOB          (repeatable) files a task leaves in its working directory\n"
+    "                         that match GLOB are kept (gridnode fetch JOB gets them)\n"
     "  --deadline SECONDS     report deadline of each task after it is handed out\n"
     "                         (default: the cluster's tasks.deadline_s); a result after it\n"
     "                         is still taken and counted as late\n"
@@ -124,6 +131,8 @@ struct submit_opts {
     bool shell, wait, has_limit;
     bool network;                                       /* --network (issue 23) */
     const char *dependency;                             /* --dependency (issue 27) */
+    char *inputs[256], *outputs[WIRE_FILE_OUTPUTS_MAX]; /* issue 26 (submit_data.c) */
+    int ninputs, noutputs;
     bool has_tasks, has_procs, has_ppn, has_complexity; /* given on the command line */
     char **argv;
     int argc;
@@ -167,12 +176,13 @@ static int check_opts(struct cli *c, const struct submit_opts *o)
     else if ((o->name && !*o->name) || (o->user && !*o->user) || (o->group && !*o->group))
         bad = "--name, --user and --group must not be empty";
     if (!bad && o->has_procs) { /* bag-of-tasks options given to a parallel job */
-        const char *opt = o->has_tasks             ? "-n/--tasks"
-                          : o->stdin_pattern       ? "--stdin"
-                          : o->has_complexity      ? "--complexity"
-                          : o->deadline            ? "--deadline"
-                          : o->gpus || o->gpu_type ? "--gpus/--gpu-type"
-                                                   : NULL;
+        const char *opt = o->has_tasks                ? "-n/--tasks"
+                          : o->ninputs || o->noutputs ? "--input/--output"
+                          : o->stdin_pattern          ? "--stdin"
+                          : o->has_complexity         ? "--complexity"
+                          : o->deadline               ? "--deadline"
+                          : o->gpus || o->gpu_type    ? "--gpus/--gpu-type"
+                                                      : NULL;
         if (opt) {
             snprintf(why, sizeof why,
                      "%s is for a bag of tasks, not a parallel job (-p): drop one of them", opt);
@@ -230,6 +240,19 @@ static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
             o->user = argv[++i];
         } else if (!strcmp(a, "--stdin") && v) {
             o->stdin_pattern = argv[++i];
+        } else if (!strcmp(a, "--input") && v) {
+            if (o->ninputs == 256) {
+                fprintf(stderr, "%s: --input at most 256 times (a directory counts once)\n",
+                        c->prog);
+                return -1;
+            }
+            o->inputs[o->ninputs++] = argv[++i];
+        } else if (!strcmp(a, "--output") && v) {
+            if (o->noutputs == (int)WIRE_FILE_OUTPUTS_MAX) {
+                fprintf(stderr, "%s: --output at most %u times\n", c->prog, WIRE_FILE_OUTPUTS_MAX);
+                return -1;
+            }
+            o->outputs[o->noutputs++] = argv[++i];
         } else if (!strcmp(a, "--export") && v) {
             o->export_spec = argv[++i];
         } else if ((!strcmp(a, "--dependency") || !strcmp(a, "-d")) && v) {
@@ -791,17 +814,25 @@ int cmd_submit(int argc, char **argv)
         fprintf(stderr, "%s: %s\n", c.prog, why);
         return 2;
     }
-    uint32_t nf = 5 + (o.name != NULL) + (o.user != NULL) + o.has_limit +
-                  (o.stdin_pattern != NULL) + sched_fields(&o) + (o.deadline > 0) + (o.gpus > 0) +
-                  (o.gpu_type != NULL) + valid_fields(&o) + o.network + jobenv_put(NULL, env, cwd);
     if (o.known && o.ntasks > 100000) {
         fprintf(stderr, "%s: --known takes at most 100000 tasks\n", c.prog);
         return 2;
     }
+    struct submit_data *sd; /* issue 26: inputs uploaded before the SUBMIT naming them */
+    if (submit_data_prepare(&c, o.inputs, o.ninputs, o.outputs, o.noutputs, o.ntasks, &sd) < 0) {
+        submit_env_free(env, cwd);
+        return 1;
+    }
+    uint32_t nf = 5 + (o.name != NULL) + (o.user != NULL) + o.has_limit +
+                  (o.stdin_pattern != NULL) + sched_fields(&o) + (o.deadline > 0) + (o.gpus > 0) +
+                  (o.gpu_type != NULL) + valid_fields(&o) + o.network + jobenv_put(NULL, env, cwd) +
+                  submit_data_nfields(sd);
     wire_begin(&wb, WT_SUBMIT, 1, nf);
     put_sched(&wb, &o);
     if (put_valid(&c, &wb, &o) < 0) {
         wire_buf_free(&wb);
+        submit_data_free(&sd);
+        cli_unkeep(&c);
         return 1;
     }
     wire_put_strv(&wb, "argv", o.argv, (uint32_t)o.argc);
@@ -825,8 +856,11 @@ int cmd_submit(int argc, char **argv)
         wire_put_bool(&wb, "network", true);
     jobenv_put(&wb, env, cwd);
     submit_env_free(env, cwd);
+    submit_data_put(&wb, sd);
+    submit_data_free(&sd);
     if (o.stdin_pattern && pack_stdin(&c, &o, &wb) < 0) {
         wire_buf_free(&wb);
+        cli_unkeep(&c);
         return 1;
     }
     int rc = call_retrying(&c, &o, &wb, &r);
@@ -841,5 +875,7 @@ int cmd_submit(int argc, char **argv)
                (unsigned long long)o.ntasks, o.ntasks == 1 ? "" : "s");
     cli_reply_free(&r);
     fflush(stdout);
+    if (!o.wait)
+        cli_unkeep(&c); /* kept for the uploads of --input (issue 26) */
     return o.wait ? cmd_job_wait(&c, job) : 0;
 }

@@ -7,8 +7,9 @@
  *   node protocol (HELLO .. PSYNC)     node and admin identities (and peers whose grant
  *                                      names the request); a node key acts only for the
  *                                      sessions it opened (roles/cluster/sessions.c)
- *   MASTER_GET                         every admitted identity (the project's public
- *                                      scheduler list; peers within their grant)
+ *   MASTER_GET, FILE_HAVE, FILE_PUT,   every admitted identity (the project's public
+ *   FILE_GET                           scheduler list; files, whose handler checks
+ *                                      the job's owner; peers within their grant)
  *   admin requests (CONSOLE, PURGE,    admin identities, and peers whose grant names
  *   RESV_SET, RESV_RELEASE, ATTACH,    the request
  *   DETACH, NODE_CTL, ...)
@@ -33,8 +34,9 @@ static const char *const admin_reqs[] = {"CONSOLE",  "PURGE",  "RESV_SET",  "RES
                                          "ATTACH",   "DETACH", "LIMIT_SET", "QUEUE_SET",
                                          "NODE_CTL", NULL};
 static const char *const peer_reqs[] = {"EVENTS", "RESERVE", NULL};
-/* readable by every admitted key: a node asks it before it has work (issue 11) */
-static const char *const any_reqs[] = {"MASTER_GET", NULL};
+/* readable by every admitted key: a node asks it before it has work (issue 11); files
+ * (issue 26) go both ways between users and nodes: the handler checks the job's owner */
+static const char *const any_reqs[] = {"MASTER_GET", "FILE_HAVE", "FILE_PUT", "FILE_GET", NULL};
 static const char *const kinds[] = {"user", "admin", "node", "peer"};
 
 static bool in_names(const char *const *names, const char *n)

@@ -73,6 +73,30 @@
 #define LIST_NEXT {"next", WF_UINT, false}
 /* clang-format on */
 
+/* issue 26: one input file of a job (SUBMIT) or of a task (its task map) */
+static const struct wire_field input_fields[] = {
+    {"name", WF_STR, true, 1024}, /* relative path in the task's working directory */
+    {"hash", WF_STR, true, 64},   /* SHA-256, 64 lower-case hex digits */
+    {"size", WF_UINT, true, WIRE_FILE_SIZE_MAX},
+    {"task", WF_UINT, false, UINT32_MAX}, /* SUBMIT: only task i gets it (submit {i}) */
+    {NULL},
+};
+
+/* issue 26: one output file a task kept (RESULT "files", JOB task maps) */
+static const struct wire_field outfile_fields[] = {
+    {"name", WF_STR, true, 1024},
+    {"hash", WF_STR, true, 64},
+    {"size", WF_UINT, true, WIRE_FILE_SIZE_MAX},
+    {NULL},
+};
+
+/* clang-format off */
+/* issue 26: the files of a job (SUBMIT) and of each of its tasks (task maps) */
+#define FILES_FIELDS                                                                       \
+    {"inputs", WF_ARRAY, false, WIRE_FILE_INPUTS_MAX, WF_MAP, input_fields},               \
+    {"outputs", WF_ARRAY, false, WIRE_FILE_OUTPUTS_MAX, WF_STR}
+/* clang-format on */
+
 /* one task as handed to a node */
 static const struct wire_field task_fields[] = {
     TASK_REF_FIELDS,
@@ -88,6 +112,7 @@ static const struct wire_field task_fields[] = {
     {"est_s", WF_FLOAT, false},   /* estimated run time on this host */
     JOBENV_FIELDS(4096),
     {"network", WF_BOOL, false}, /* issue 23: the job asked for the network */
+    FILES_FIELDS,                /* issue 26 */
     {NULL},
 };
 
@@ -109,6 +134,8 @@ const struct wire_field wire_result_fields[] = {
     {"cpu_s", WF_FLOAT, false},
     {"wall_s", WF_FLOAT, false},
     OUTPUT_FIELDS,
+    {"files", WF_ARRAY, false, WIRE_FILE_OUTPUTS_MAX * 16, WF_MAP, outfile_fields}, /* 26 */
+    {"files_note", WF_STR, false, 1024}, /* 26: outputs not kept (symbolic links) */
     {NULL},
 };
 
@@ -234,6 +261,7 @@ static const struct wire_field f_submit[] = {
     GPU_REQ_FIELDS,
     JOBENV_FIELDS(4096),
     {"network", WF_BOOL, false}, /* issue 23: tasks keep the host's network */
+    FILES_FIELDS,                /* issue 26: submit --input / --output */
     {NULL},
 };
 
@@ -569,6 +597,51 @@ static const struct wire_field f_detach[] = {
 };
 
 /* issue 27: accounting (docs/wire.md 6.18) */
+/* issue 26: files (docs/wire.md 6.19) */
+#define FILE_HASH                                                                                  \
+    {                                                                                              \
+        "hash", WF_STR, true, 64                                                                   \
+    }
+static const struct wire_field f_file_have[] = {
+    FILE_HASH,
+    {"size", WF_UINT, true, WIRE_FILE_SIZE_MAX},
+    {NULL},
+};
+
+static const struct wire_field f_file_state[] = {
+    FILE_HASH,
+    {"size", WF_UINT, true, WIRE_FILE_SIZE_MAX},
+    {"have", WF_UINT, true, WIRE_FILE_SIZE_MAX},    /* bytes held, in order from 0 */
+    {"done", WF_BOOL, true},                        /* whole and verified */
+    {"chunk", WF_UINT, false, WIRE_FILE_CHUNK_MAX}, /* the chunk size to send */
+    {NULL},
+};
+
+static const struct wire_field f_file_put[] = {
+    FILE_HASH,
+    {"size", WF_UINT, true, WIRE_FILE_SIZE_MAX},
+    {"off", WF_UINT, true, WIRE_FILE_SIZE_MAX},
+    {"data", WF_BIN, true, WIRE_FILE_CHUNK_MAX},
+    {NULL},
+};
+
+static const struct wire_field f_file_get[] = {
+    FILE_HASH,
+    {"job", WF_UINT, true},
+    {"idx", WF_UINT, false, UINT32_MAX}, /* an output of this task; absent: an input */
+    {"off", WF_UINT, true, WIRE_FILE_SIZE_MAX},
+    {"len", WF_UINT, true, WIRE_FILE_CHUNK_MAX},
+    {NULL},
+};
+
+static const struct wire_field f_file_data[] = {
+    FILE_HASH,
+    {"size", WF_UINT, true, WIRE_FILE_SIZE_MAX},
+    {"off", WF_UINT, true, WIRE_FILE_SIZE_MAX},
+    {"data", WF_BIN, true, WIRE_FILE_CHUNK_MAX},
+    {NULL},
+};
+
 static const struct wire_field f_acct[] = {
     PAGE_FIELDS, /* from: a job id */
     {"job", WF_UINT, false},
@@ -645,6 +718,11 @@ const struct wire_desc wire_descs[] = {
     {WT_DETACH, "DETACH", "user", true, f_detach},
     {WT_ACCT, "ACCT", "user", true, f_acct},
     {WT_ACCTS, "ACCTS", "cluster", false, f_accts},
+    {WT_FILE_HAVE, "FILE_HAVE", "user", true, f_file_have}, /* issue 26 */
+    {WT_FILE_STATE, "FILE_STATE", "cluster", false, f_file_state},
+    {WT_FILE_PUT, "FILE_PUT", "user", true, f_file_put},
+    {WT_FILE_GET, "FILE_GET", "user", true, f_file_get},
+    {WT_FILE_DATA, "FILE_DATA", "cluster", false, f_file_data},
     {0, NULL, NULL, false, NULL},
 };
 

@@ -89,7 +89,21 @@ enum wire_type {
     /* issue 27: accounting, at every role that runs jobs (docs/wire.md 6.18) */
     WT_ACCT = 106, /* finished jobs' records (sacct); reply ACCTS */
     WT_ACCTS = 107,
+    /* issue 26: files through the grid, content-addressed (docs/wire.md 6.19, data.md) */
+    WT_FILE_HAVE = 120,  /* how much of a file the receiver holds; reply FILE_STATE */
+    WT_FILE_STATE = 121, /* {hash, size, have, done, chunk} */
+    WT_FILE_PUT = 122,   /* one chunk of a file, in order; reply FILE_STATE */
+    WT_FILE_GET = 123,   /* one chunk of a job's file; reply FILE_DATA */
+    WT_FILE_DATA = 124,  /* {hash, size, off, data} */
 };
+
+/* Files (issue 26): a chunk's usual and largest size (FILE_PUT / FILE_GET "data"), the
+ * largest file, entries of a SUBMIT's "inputs" and "outputs". */
+#define WIRE_FILE_CHUNK (1u << 20)
+#define WIRE_FILE_CHUNK_MAX (8u << 20)
+#define WIRE_FILE_SIZE_MAX (1ull << 44)
+#define WIRE_FILE_INPUTS_MAX 100000u
+#define WIRE_FILE_OUTPUTS_MAX 64u
 
 /* Error codes carried by WT_ERROR ("code"). Values are never reused. */
 enum wire_err {

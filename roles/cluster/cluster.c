@@ -25,6 +25,7 @@
 #include "daemon/loop.h"
 #include "daemon/statspage.h"
 #include "roles/cluster/cluster.h"
+#include "roles/cluster/files.h"
 #include "roles/cluster/scored_int.h"
 #include "store/store.h"
 
@@ -101,6 +102,12 @@ const struct config_key cluster_keys[] = {
      "refused (0: no cap)"},
     {"jobs", "retention_s", CONFIG_INT, "604800", OFF(retention_s), 0, 1L << 40, NULL,
      "purge finished jobs this long after they ended (0: keep them until gridnode purge)"},
+    {"files", "job_mb", CONFIG_INT, "10240", OFF(files_job_mb), 1, 1L << 30, NULL,
+     "a job's input files at most, in MB (shared files counted once); also the largest "
+     "file one upload may be (docs/data.md)"},
+    {"files", "keep_s", CONFIG_INT, "86400", OFF(files_keep_s), 0, 1L << 40, NULL,
+     "a stored file no job names (its jobs purged, or uploaded and never submitted) is "
+     "deleted once unchanged this long, by a sweep after each purge and hourly"},
     {"events", "keep", CONFIG_INT, "100000", OFF(ev_keep), 16, 10000000, NULL,
      "job and host events kept in memory for EVENTS (at most 64 MiB; older ones dropped)"},
     {"validation", "spot_fraction", CONFIG_DOUBLE, "0.05", OFF(v_spot_fraction), 0, 1, NULL,
@@ -136,6 +143,8 @@ static const struct store_table cluster_tables[] = {
     {"known", STORE_KEY_U64_U32},
     {"drain", STORE_KEY_STR},
     {ACCT_TABLE, STORE_KEY_U64}, /* acct.c: accounting records (issue 27) */
+    {"files", STORE_KEY_STR},    /* files_store.c: the file store's records (issue 26) */
+    {"jobdata", STORE_KEY_U64},  /* files.c: a job's inputs and outputs (issue 26) */
     {NULL},
 };
 
@@ -154,6 +163,8 @@ void cluster_store_find_tables(struct cluster *c)
     c->t_known = store_table(c->store, "known");
     c->t_drain = store_table(c->store, "drain");
     c->t_acct = store_table(c->store, ACCT_TABLE);
+    c->t_files = store_table(c->store, "files");
+    c->t_jobdata = store_table(c->store, "jobdata");
 }
 
 static const char usage[] =
@@ -194,7 +205,8 @@ static int on_commit(void *arg)
     jobdep_step(c);     /* issue 27: waiting jobs whose dependency now holds, or never can */
     if (c->sd->resched) /* submissions, ends, console changes: fill freed hosts now */
         scored_schedule(c, false);
-    if (cluster_save_dirty(c) < 0 || scored_save_dirty(c) < 0 || store_commit(c->store) < 0) {
+    if (cluster_save_dirty(c) < 0 || scored_save_dirty(c) < 0 || files_sync(c) < 0 ||
+        store_commit(c->store) < 0) {
         int e = errno;
         log_warnx("commit failed: %s", store_error_text(e));
         errno = e; /* the daemon tells the requesters */
@@ -216,7 +228,8 @@ int cluster_load(struct cluster *c)
     c->load_skipped = 0;
     if (cluster_load_records(c) < 0 || valid_load(c) < 0)
         return -1;
-    return drain_load(c) < 0 || scored_load(c) < 0 || sessions_index(c) < 0 || purge_load(c) < 0
+    return drain_load(c) < 0 || scored_load(c) < 0 || sessions_index(c) < 0 || purge_load(c) < 0 ||
+                   files_load(c) < 0
                ? -1
                : 0;
 }
@@ -233,6 +246,7 @@ void cluster_free_state(struct cluster *c)
     sessions_free(c);
     drain_free(c);
     purge_free(c);
+    files_free(c);
     scored_free_state(c);
     valid_reset(c);
 }
@@ -259,6 +273,7 @@ static void on_check(struct loop *l, void *arg)
     valid_tick(c);
     sessions_sweep(c);
     cluster_acct_tick(c);
+    files_sweep(c); /* issue 26: files no job names any more */
     long every = c->cfg.retention_s < 10 ? c->cfg.retention_s : 10; /* seconds */
     if (every > 0 && ++c->retention_ticks >= every) {
         c->retention_ticks = 0;

@@ -13,7 +13,7 @@
  *            tasks.c > validate_res.c > validator.c > validate_dec.c > validate.c
  *   bottom   scored_output.c > scored_store.c; state_rec.c > valid_state.c, drain.c >
  *            state.c; subkey.c, app.c; acct.c (below state_rec.c and scored_store.c,
- *            above state.c)
+ *            above state.c); files.c > files_store.c > state.c (issue 26, files.h)
  *   engine/  the pure SCore-D policy (engine/scored.h): lib/ only
  * An upper file learns of a lower one's change through state (c->evt, dirty flags),
  * never by a call upwards.
@@ -92,6 +92,8 @@ struct cluster_cfg {
     long v_validator_max;
     struct curve_conf sec; /* [security] (daemon/curve.h) */
     struct acct_conf acct; /* [acct] (daemon/acct.h) */
+    long files_job_mb;     /* files.job_mb (files.c, issue 26): a job's inputs at most */
+    long files_keep_s;     /* files.keep_s: a file no job names is kept this long */
 };
 
 enum task_state { TS_NEW = 0, TS_ISSUED = 1, TS_DONE = 2 };
@@ -151,6 +153,9 @@ struct job {
     uint8_t dep_seen; /* jobdep.c: 1 + its status at the last pass, 0: not seen yet */
     /* job_state_shown() last published as an event (feed.c); NULL: none yet */
     const char *ev_shown;
+    /* issue 26 (files.c): its "inputs" and "outputs" as one stored msgpack map, NULL: none */
+    void *data;
+    size_t data_len;
 };
 
 /* A node's record of checked results (validate.c, docs/validation.md "Node trust"). */
@@ -286,6 +291,9 @@ struct cluster {
     struct acct_sweep acct_sw;
     struct acct_note *acct_notes;
     uint32_t nacct_notes, capacct_notes;
+    /* files.c (issue 26): the file store's index and tables */
+    struct cfiles *files;
+    int t_files, t_jobdata;
     /* jobdep.c: ids whose status changed in the last pass (sorted) */
     uint64_t *dep_chg;
     uint32_t ndep_chg, capdep_chg;

@@ -13,6 +13,7 @@
 #include "lib/log.h"
 #include "daemon/loop.h"
 #include "roles/cluster/cluster.h"
+#include "roles/cluster/files.h"
 #include "roles/cluster/scored_int.h"
 #include "store/store.h"
 #include "wire/jobargv.h"
@@ -377,6 +378,9 @@ static void h_submit(struct cluster *c, struct request *r)
         why = ewhy;
     if (!why)
         why = subkey_invalid(m);
+    char fwhy[400];
+    if (!why) /* issue 26: inputs are whole files the cluster holds */
+        why = files_submit_check(c, m, wire_get_u64(m, "ntasks", 0), fwhy, sizeof fwhy);
     if (why) {
         reply_error(r, WE_INVALID, "SUBMIT refused: %s", why);
         return;
@@ -453,7 +457,7 @@ static void h_submit(struct cluster *c, struct request *r)
                       in->via.array.ptr[i].via.bin.size) < 0)
             goto oom;
     }
-    if (cluster_job_add(c, j) < 0)
+    if (files_job_attach(c, j, m) < 0 || cluster_job_add(c, j) < 0)
         goto oom;
     c->next_job++;
     c->meta_dirty = true;
@@ -953,15 +957,29 @@ static const struct {
     uint32_t type;
     void (*fn)(struct cluster *c, struct request *r);
 } handlers[] = {
-    {WT_HELLO, h_hello},         {WT_TASK_GET, h_task_get},     {WT_RESULT, h_result},
-    {WT_LEAVE, h_leave},         {WT_STATUS, h_status},         {WT_SUBMIT, h_submit},
-    {WT_JOB_LIST, h_job_list},   {WT_JOB_GET, h_job_get},       {WT_CANCEL, h_cancel},
-    {WT_NODE_LIST, h_node_list}, {WT_PSYNC, h_psync},           {WT_PSUBMIT, h_psubmit},
-    {WT_CONSOLE, h_console},     {WT_SD_INFO, h_sd_info},       {WT_PURGE, h_purge},
-    {WT_JOB_CTL, h_job_ctl},                                    /* issue 15 */
-    {WT_NODE_CTL, h_node_ctl},                                  /* issue 15 */
-    {WT_EVENTS, h_events},       {WT_MASTER_GET, h_master_get}, /* issue 11 */
-    {WT_ACCT, h_acct},                                          /* issue 27 */
+    {WT_HELLO, h_hello},
+    {WT_TASK_GET, h_task_get},
+    {WT_RESULT, h_result},
+    {WT_LEAVE, h_leave},
+    {WT_STATUS, h_status},
+    {WT_SUBMIT, h_submit},
+    {WT_JOB_LIST, h_job_list},
+    {WT_JOB_GET, h_job_get},
+    {WT_CANCEL, h_cancel},
+    {WT_NODE_LIST, h_node_list},
+    {WT_PSYNC, h_psync},
+    {WT_PSUBMIT, h_psubmit},
+    {WT_CONSOLE, h_console},
+    {WT_SD_INFO, h_sd_info},
+    {WT_PURGE, h_purge},
+    {WT_JOB_CTL, h_job_ctl},   /* issue 15 */
+    {WT_NODE_CTL, h_node_ctl}, /* issue 15 */
+    {WT_EVENTS, h_events},
+    {WT_MASTER_GET, h_master_get}, /* issue 11 */
+    {WT_ACCT, h_acct},             /* issue 27 */
+    {WT_FILE_HAVE, files_h_have},  /* issue 26 */
+    {WT_FILE_PUT, files_h_put},
+    {WT_FILE_GET, files_h_get},
 };
 
 void handlers_dispatch(struct cluster *c, struct request *r)

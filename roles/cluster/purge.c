@@ -21,6 +21,7 @@
 #include "lib/log.h"
 #include "daemon/loop.h"
 #include "roles/cluster/cluster.h"
+#include "roles/cluster/files.h"
 #include "roles/cluster/scored_int.h"
 #include "store/store.h"
 
@@ -129,6 +130,11 @@ static int purge_one(struct cluster *c, uint64_t id, struct wire_buf *rows)
         j->dirty = false;
     else
         p->dirty = false;
+    if (j && j->data) { /* issue 26: its file list; its files swept once no job names them */
+        if (store_del(c->store, c->t_jobdata, key, 8) < 0)
+            return -1;
+        files_sweep_note(c);
+    }
     return store_del(c->store, j ? c->t_jobs : c->sd->t_pjobs, key, 8);
 }
 

@@ -569,6 +569,7 @@ void cluster_job_free(struct job *j)
         depend_free(j->dep);
     free(j->dep);
     free(j->reason);
+    free(j->data); /* issue 26 */
     valid_job_free(j);
     free(j);
 }

@@ -14,6 +14,7 @@
 #include "daemon/loop.h"
 #include "roles/cluster/app.h"
 #include "roles/cluster/cluster.h"
+#include "roles/cluster/files.h"
 #include "roles/cluster/validate_int.h"
 #include "store/store.h"
 #include "wire/jobenv.h"
@@ -315,7 +316,8 @@ static int issue_one(struct cluster *c, struct node *n, struct job *j, uint32_t 
     size_t inbytes = 0;
     uint32_t dl =
         (uint32_t)(now / 1000) + (j->deadline_s ? j->deadline_s : (uint32_t)c->cfg.deadline_s);
-    wire_pack_map(tb, 11 + (j->gpus > 0) + j->network + jobenv_put(NULL, j->env, j->cwd));
+    wire_pack_map(tb, 11 + (j->gpus > 0) + j->network + jobenv_put(NULL, j->env, j->cwd) +
+                          files_task_nfields(j));
     wire_put_u64(tb, "job", j->id);
     wire_put_u64(tb, "idx", idx);
     wire_put_u64(tb, "issue", valid_issue_no(j, t));
@@ -328,6 +330,7 @@ static int issue_one(struct cluster *c, struct node *n, struct job *j, uint32_t 
     jobenv_put(tb, j->env, j->cwd); /* submit --export / --chdir (issue 15) */
     if (j->network) /* submit --network (issue 23): absent, the node cuts the task off */
         wire_put_bool(tb, "network", true);
+    files_task_pack(j, idx, tb); /* issue 26: its inputs, the outputs kept */
     if (app_template.encode(c, j, idx, tb, &inbytes) < 0)
         return -1;
     unhold(c, t);
@@ -465,12 +468,19 @@ static int save_result(struct cluster *c, struct node *n, const msgpack_object *
     uint8_t key[16];
     wire_buf_init(&wb);
     uint32_t keep = 0;
+    char why[400];
+    /* issue 26: output files not whole at the cluster are not recorded; the note says so */
+    const char *fbad = files_result_check(c, res, why, sizeof why);
     for (const struct wire_field *f = wire_result_fields; f->key; f++)
-        keep += wire_get(res, f->key) != NULL;
-    wire_pack_map(&wb, keep + 2 + late);
+        keep += wire_get(res, f->key) != NULL && !(fbad && !strncmp(f->key, "files", 5));
+    wire_pack_map(&wb, keep + 2 + late + (fbad != NULL));
+    if (fbad) {
+        log_warnx("job %llu task %u: %s", (unsigned long long)job, idx, fbad);
+        wire_put_str(&wb, "files_note", fbad);
+    }
     for (const struct wire_field *f = wire_result_fields; f->key; f++) {
         const msgpack_object *v = wire_get(res, f->key);
-        if (v) { /* only the documented fields: a node cannot add or shadow keys */
+        if (v && !(fbad && !strncmp(f->key, "files", 5))) { /* only the documented fields */
             wire_put_key(&wb, f->key);
             wire_pack_object(&wb, v);
         }

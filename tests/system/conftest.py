@@ -61,6 +61,8 @@ TYPES = {
     "MASTER_GET": 100, "MASTER": 101, "CLIENT_STATUS": 102, "CLIENT_STATE": 103,
     "ATTACH": 104, "DETACH": 105,
     "ACCT": 106, "ACCTS": 107,  # issue 27: accounting
+    "FILE_HAVE": 120, "FILE_STATE": 121, "FILE_PUT": 122, "FILE_GET": 123,  # issue 26
+    "FILE_DATA": 124,
 }
 TYPE_NAMES = {v: k for k, v in TYPES.items()}
 ERRORS = {

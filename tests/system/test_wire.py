@@ -25,7 +25,8 @@ from pynode import PyNode
 ERR = TYPES["ERROR"]
 REPLY_TYPES = {TYPES[n] for n in ("ERROR", "OK", "WELCOME", "TASKS", "STATUS_ACK",
                                   "SUBMITTED", "JOBS", "JOB", "NODES", "PSYNC_ACK",
-                                  "CONSOLE_OUT", "SD_STATE", "PURGED", "EVENT_LIST", "ACCTS")}
+                                  "CONSOLE_OUT", "SD_STATE", "PURGED", "EVENT_LIST", "ACCTS",
+                                  "FILE_STATE", "FILE_DATA")}
 
 
 def pack(obj):

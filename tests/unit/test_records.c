@@ -177,7 +177,7 @@ static struct pjob *add_pjob(struct cluster *c, enum pj_state st, bool placed)
 /* A result map with every field of wire_result_fields, as a node sends it. */
 static void result_map(struct wire_buf *wb, uint64_t job, uint32_t idx, uint32_t issue, bool error)
 {
-    wire_pack_map(wb, error ? 13 : 12);
+    wire_pack_map(wb, error ? 15 : 14);
     wire_put_u64(wb, "job", job);
     wire_put_u64(wb, "idx", idx);
     wire_put_u64(wb, "issue", issue);
@@ -190,6 +190,9 @@ static void result_map(struct wire_buf *wb, uint64_t job, uint32_t idx, uint32_t
     wire_put_bin(wb, "stderr", "err", 3);
     wire_put_bool(wb, "out_trunc", true);
     wire_put_bool(wb, "err_trunc", false);
+    wire_put_key(wb, "files"); /* issue 26: kept outputs (none here) and the note */
+    wire_pack_array(wb, 0);
+    wire_put_str(wb, "files_note", "output 'x' is a symbolic link: not kept");
     if (error)
         wire_put_str(wb, "error", "cannot exec");
 }

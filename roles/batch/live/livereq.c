@@ -150,7 +150,10 @@ static void new_job(struct req *r, bool parallel)
 {
     struct live *L = r->L;
     const msgpack_object *m = r->m->root;
-    const char *why = jobargv_problem(wire_get(m, "argv")); /* as the cluster checks it */
+    const char *why = jobargv_problem(wire_get(m, "argv"));        /* as the cluster checks it */
+    if (!why && (wire_get(m, "inputs") || wire_get(m, "outputs"))) /* issue 26: not yet */
+        why = "inputs and outputs (submit --input/--output) are not forwarded by the batch "
+              "role yet: submit the job to a cluster manager (docs/data.md)";
     if (why) {
         fail(r, WE_INVALID, "%s", why);
         return;

@@ -53,6 +53,9 @@ const struct config_key client_keys[] = {
      "first retry delay after a failure (doubles per failure, times U[0.5,1])"},
     {"rpc", "backoff_max_s", CONFIG_DOUBLE, "60", OFF(backoff_max_s), 0.01, 86400, NULL,
      "longest retry delay"},
+    {"client", "cache_mb", CONFIG_INT, "10240", OFF(cache_mb), 1, 1L << 30, NULL,
+     "input files kept in STATE_DIR/cache, in MB; the least recently used go first "
+     "(docs/data.md)"},
     {"run", "max_output_kb", CONFIG_INT, "64", OFF(max_output_kb), 0, 16384, NULL,
      "stdout and stderr kept per task or parallel rank, each; the rest is dropped, marked "
      "truncated"},

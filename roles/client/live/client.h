@@ -28,6 +28,7 @@ struct client_cfg {
     long link_timeout_s; /* rpc.link_timeout_s: transport heartbeats (daemon/netopts.h) */
     double backoff_min_s, backoff_max_s;
     long max_output_kb;
+    long cache_mb; /* client.cache_mb: the input file cache (issue 26, live_stage.c) */
     double kill_grace_s;
     int sync;
     long map_mb;

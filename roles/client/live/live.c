@@ -108,7 +108,8 @@ static void leave(struct live *l)
     }
     uint32_t n = 0;
     for (size_t i = 0; i < l->ntasks; i++)
-        n += l->tasks[i]->project == 0 && l->tasks[i]->result && n < MAX_RESULTS;
+        n += l->tasks[i]->project == 0 && l->tasks[i]->result && !l->tasks[i]->uploading &&
+             n < MAX_RESULTS; /* a result waiting for its outputs' upload stays (26) */
     uint64_t id = ++l->next_req;
     wire_buf_reset(&l->wb);
     wire_begin(&l->wb, WT_LEAVE, id, 2 + (lp->inc[0] != 0));
@@ -119,7 +120,7 @@ static void leave(struct live *l)
     wire_pack_array(&l->wb, n);
     for (size_t i = 0, k = 0; i < l->ntasks && k < n; i++) {
         const struct ltask *t = l->tasks[i];
-        if (t->project == 0 && t->result) {
+        if (t->project == 0 && t->result && !t->uploading) {
             msgpack_sbuffer_write(&l->wb.sb, t->result, t->rlen);
             k++;
         }
@@ -249,7 +250,7 @@ int vcl_main(struct client_cfg *cfg, const char *file)
     if (!(l.d = daemon_new(l.loop, &o, &ops)))
         goto out;
     l.zctx = daemon_zctx(l.d);
-    if (vcl_load(&l, vcl_now()) < 0)
+    if (vcl_stage_open(&l) < 0 || vcl_load(&l, vcl_now()) < 0) /* the cache first (26) */
         goto out;
     loop_add_fd(l.loop, l.sigfd, on_sigchld, &l);
     loop_timer(l.loop, (int64_t)(cfg->tick_s * 1000), 1, on_tick, &l);
@@ -279,7 +280,8 @@ out:
     for (size_t i = 0; i < l.ntasks; i++)
         vcl_task_free(l.tasks[i]);
     free(l.tasks);
-    cgroup_shutdown(); /* every task's cgroup went with it */
+    vcl_stage_close(&l); /* issue 26: its sockets before the context goes */
+    cgroup_shutdown();   /* every task's cgroup went with it */
     if (l.rpc.master)
         vcl_sock_close(&l, &l.rpc.master);
     for (int p = 0; l.e && p < l.e->nprojects; p++)

@@ -13,6 +13,7 @@
  *   live_par.c      parallel jobs (PSYNC) and node health
  *   live_status.c   heartbeats (STATUS) and the servers' cancel lists
  *   live_rpc.c      HELLO, RESULT/TASK_GET, MASTER_GET; every socket's replies
+ *   live_stage.c    files: inputs fetched into the cache, outputs uploaded (issue 26)
  *   live_sched.c    the engine pass and the driver's loop turn (vcl_pump)
  *   live_load.c     the state at start-up (config sections, store, migration)
  *   live_control.c  the control socket (CLIENT_STATUS, ATTACH, DETACH)
@@ -38,6 +39,9 @@
 enum ltask_state { LT_QUEUED = 0, LT_RUNNING, LT_STOPPED, LT_DONE };
 
 struct live;
+struct lstage;
+struct stage_cache;
+struct stage_files;
 
 /* One DEALER to one endpoint (a scheduler of a project, or its master). */
 struct lsock {
@@ -108,6 +112,11 @@ struct ltask {
     void *result;
     size_t rlen;
     struct live *l;
+    /* issue 26 (stage.h, live_stage.c): its files, NULL: none; inputs all in the cache;
+       kept outputs still to upload (the result waits), the next of them */
+    struct stage_files *files;
+    bool staged, uploading;
+    uint32_t up_next;
 };
 
 /* The RPC or master fetch in flight (the engine allows one at a time). */
@@ -162,6 +171,10 @@ struct live {
     struct health health; /* node health (health.h): sick = no new work, see live_par.c */
     int ranks;            /* CPU instances reserved for running parallel ranks */
     bool kicked;          /* an engine pass is due at this loop turn (vcl_kick) */
+    /* issue 26 (live_stage.c): transfers, the input cache, inputs fetched since start */
+    struct lstage *stage;
+    struct stage_cache *cache;
+    uint64_t files_fetched, bytes_fetched;
 };
 
 /* ---- live_state.c: the store, the records, the flags ---- */
@@ -241,6 +254,15 @@ int vcl_project_add(struct live *l, const char *name, double share, const char *
                     int neps, const char *master);
 void vcl_rpc_start(struct live *l, const struct engine_action *a);
 void vcl_rpc_pump(struct live *l);
+
+/* ---- live_stage.c: files (issue 26) ---- */
+/* The cache and the transfer timer: 0, or -1 (logged). */
+int vcl_stage_open(struct live *l);
+/* Fetches the inputs queued tasks need (starting those the engine chose meanwhile) and
+ * uploads the outputs finished tasks kept (then their results may be reported). */
+void vcl_stage_pump(struct live *l);
+/* Closes the transfer sockets and frees the cache's index (NULL-safe). */
+void vcl_stage_close(struct live *l);
 
 /* ---- live_sched.c: the engine pass ---- */
 /* The engine's parameters from cfg ([sched] keys at -1 take the automatic value for a

@@ -112,7 +112,10 @@ static void state_reply(struct live *l, uint64_t id, struct wire_buf *w)
     double prio[LIVE_MAX_PROJECTS];
     engine_rr_simulate(e, now);
     engine_priorities(e, NULL, prio);
-    wire_begin(w, WT_CLIENT_STATE, id, 7);
+    wire_begin(w, WT_CLIENT_STATE, id, 9);
+    /* issue 26: input files fetched from the servers since start (live_stage.c) */
+    wire_put_u64(w, "files_fetched", l->files_fetched);
+    wire_put_u64(w, "bytes_fetched", l->bytes_fetched);
     wire_put_str(w, "policy", l->ecfg.policy == ENGINE_POLICY_REC ? "rec" : "debt2004");
     wire_put_str(w, "health", l->health.sick); /* "" = healthy (live_par.c) */
     /* the engine's CPU time since start (tick, schedule, poll): issue 11 item 12 */

@@ -159,6 +159,7 @@ static void step(struct live *l)
 void vcl_pump(struct live *l)
 {
     int64_t now = loop_now_ms();
+    vcl_stage_pump(l); /* issue 26: inputs fetched, outputs uploaded */
     vcl_rpc_pump(l);
     for (int k = 0; k < 4 && l->kicked; k++) { /* a decision may lead to another */
         l->kicked = false;

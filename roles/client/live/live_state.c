@@ -28,6 +28,7 @@
 #include "daemon/record.h"
 #include "lib/fsutil.h"
 #include "lib/log.h"
+#include "roles/client/live/stage.h"
 #include "store/store.h"
 
 static const struct store_table live_tables[] = {
@@ -125,6 +126,7 @@ void vcl_task_free(struct ltask *t)
     free(t->in);
     runner_env_free(&t->renv);
     free(t->result);
+    stage_files_free(&t->files);
     free(t);
 }
 
@@ -175,6 +177,8 @@ struct ltask *vcl_task_from_map(struct live *l, int project, const msgpack_objec
     t->inlen = in ? n : 0;
     if (runner_env_take(&t->renv, m, t->bad[0] ? NULL : t->bad, t->bad[0] ? 0 : sizeof t->bad))
         goto fail; /* --export / --chdir (issue 15) */
+    if (stage_files_take(&t->files, m, t->bad, sizeof t->bad) < 0)
+        goto fail; /* issue 26: inputs and outputs */
     wire_get_strbuf(m, "ptype", t->ptype, sizeof t->ptype);
     if (!t->ptype[0])
         snprintf(t->ptype, sizeof t->ptype, "cpu");
@@ -210,8 +214,9 @@ static int encode_task(const void *rec, struct wire_buf *wb)
     while (t->renv.env && t->renv.env[nenv])
         nenv++;
     /* env, chdir and network too: a rerun after a restart starts as the first run did */
-    wire_pack_map(wb,
-                  13 + (t->result != NULL) + (nenv > 0) + (t->renv.cwd != NULL) + t->renv.network);
+    wire_pack_map(wb, 13 + (t->result != NULL) + (nenv > 0) + (t->renv.cwd != NULL) +
+                          t->renv.network + stage_files_nfields(t->files));
+    stage_files_pack(t->files, wb); /* issue 26 */
     wire_put_str(wb, "project", t->l->e->projects[t->project].name);
     wire_put_u64(wb, "job", t->job);
     wire_put_u64(wb, "idx", t->idx);

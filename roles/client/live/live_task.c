@@ -15,6 +15,8 @@
 
 #include "daemon/loop.h"
 #include "lib/log.h"
+#include "roles/client/live/sandbox.h"
+#include "roles/client/live/stage.h"
 
 double vcl_task_estimate(const struct live *l, const struct ltask *t)
 {
@@ -55,7 +57,10 @@ int vcl_task_adopt(struct live *l, struct ltask *t)
     }
     if (t->result) {
         t->state = LT_DONE;
-        engine_task_done(l->e, now, (size_t)i);
+        /* issue 26: kept outputs are (again) made sure of at the cluster first */
+        t->uploading = t->files && t->files->nout > 0;
+        if (!t->uploading)
+            engine_task_done(l->e, now, (size_t)i);
     }
     l->tasks[l->ntasks++] = t;
     return 0;
@@ -189,6 +194,13 @@ static void task_finish(struct live *l, struct ltask *t)
     loop_timer_cancel(l->loop, t->limit_timer);
     loop_timer_cancel(l->loop, t->kill_timer);
     t->limit_timer = t->kill_timer = 0;
+    char note[600] = "", cerr[300] = "", outbox[CONFIG_STR_MAX + 16];
+    snprintf(outbox, sizeof outbox, "%s/outbox", l->cfg->state_dir);
+    if (t->files && t->files->nglobs && !bad && !err && r->workdir[0] &&
+        stage_collect(t->files, r->workdir, outbox, note, sizeof note, cerr, sizeof cerr) < 0) {
+        snprintf(r->error, sizeof r->error, "%s", cerr); /* this host's fault: re-issued */
+        err = true;
+    }
     wire_buf_init(&wb);
     /* a task this host cannot run (a GPU type it lacks) is a node-side error; a malformed
        task (empty argv) is the task's own fault: a final failed result */
@@ -201,6 +213,11 @@ static void task_finish(struct live *l, struct ltask *t)
         t->rlen = wb.sb.size;
     }
     wire_buf_free(&wb);
+    /* issue 26: the outputs it kept go with its result, uploaded before it is reported */
+    t->uploading = false;
+    if (t->files && t->files->collected && !err && !bad &&
+        stage_result_files(&t->result, &t->rlen, t->files, note) == 0)
+        t->uploading = t->files->nout > 0;
     if (r->out.fd >= 0)
         loop_remove_fd(l->loop, r->out.fd);
     if (r->err.fd >= 0)
@@ -218,7 +235,8 @@ static void task_finish(struct live *l, struct ltask *t)
     long i = vcl_engine_index(l, t);
     if (i >= 0) {
         l->e->tasks[i].elapsed = wall;
-        engine_task_done(l->e, vcl_now(), (size_t)i);
+        if (!t->uploading) /* else once its outputs are at the cluster (live_stage.c) */
+            engine_task_done(l->e, vcl_now(), (size_t)i);
     }
     vcl_task_save(l, t);
     l->unsaved = true;     /* committed before it is reported (send_rpc_stage), or at the end
@@ -322,6 +340,14 @@ static int take_gpus(struct live *l, struct ltask *t, int pt)
     return 0;
 }
 
+/* runner_env.prepare (issue 26): t's inputs from the cache into its fresh directory, hard
+ * links when the task runs under a slot uid (it cannot write them), else copies. */
+static int place_inputs(void *arg, const char *workdir, char *err, size_t n)
+{
+    struct ltask *t = arg;
+    return stage_place(t->l->cache, t->files, workdir, sandbox_slot_uids(), err, n);
+}
+
 static const char *const gpu_env[] = {"CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL",
                                       "ROCR_VISIBLE_DEVICES", "GRIDNODE_GPU",
                                       "GRIDNODE_GPU_TYPE",    NULL};
@@ -346,6 +372,11 @@ void vcl_task_start(struct live *l, struct ltask *t)
         task_finish(l, t);
         return;
     }
+    if (t->files && t->files->nin && !t->staged) { /* issue 26: its inputs are coming */
+        t->state = LT_QUEUED;
+        t->episode_ms = 0;
+        return; /* live_stage.c starts it once they are in the cache */
+    }
     if (l->health.sick[0]) { /* hand it back at once: a healthy node should run it */
         snprintf(t->run.error, sizeof t->run.error, "node unhealthy: %.200s", l->health.sick);
         task_finish(l, t);
@@ -369,6 +400,8 @@ void vcl_task_start(struct live *l, struct ltask *t)
         else
             setenv(gpu_env[k], k == 4 ? t->ptype : list, 1);
     }
+    t->renv.prepare = t->files && t->files->nin ? place_inputs : NULL; /* issue 26 */
+    t->renv.prepare_arg = t;
     int rc = runner_start_env(&t->run, t->argv, t->shell, t->in, t->inlen, wd,
                               (size_t)l->cfg->max_output_kb * 1024, &t->renv);
     for (int k = 0; gpu_env[k]; k++) {

@@ -552,6 +552,8 @@ int runner_start_env(struct run *r, char *const *argv, bool shell, const void *i
     }
     r->pooled = true;
     r->has_stdin = inlen > 0;
+    if (e && e->prepare && e->prepare(e->prepare_arg, workdir, r->error, sizeof r->error) < 0)
+        return -1; /* issue 26: its inputs could not be placed */
     if (e && e->cwd && cwd_refused(r, e->cwd))
         return -1;
     int cgfd[2];

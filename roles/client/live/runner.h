@@ -72,6 +72,10 @@ struct runner_env {
     char *cwd;       /* or NULL */
     bool network;    /* the job asked for the network (docs/wire.md 5.2 "network") */
     uint64_t mem_mb; /* the job's memory request (5.2 "mem_mb"; 0: none): caps the cgroup's */
+    /* issue 26: called with the fresh working directory before the process starts (its
+       input files placed there); -1 with why in err fails the start (NULL: none) */
+    int (*prepare)(void *arg, const char *workdir, char *err, size_t n);
+    void *prepare_arg;
 };
 
 struct msgpack_object;

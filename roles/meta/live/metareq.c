@@ -71,7 +71,10 @@ static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *r
     rq.mem = (int64_t)wire_get_u64(o, "mem_mb", 0);
     rq.disk = (int64_t)wire_get_u64(o, "disk_mb", 0);
     rq.walltime = (int64_t)wire_get_u64(o, "limit_s", 3600) * 1000;
-    const char *bad = jobargv_problem(wire_get(o, "argv")); /* the sites' own check */
+    const char *bad = jobargv_problem(wire_get(o, "argv"));        /* the sites' own check */
+    if (!bad && (wire_get(o, "inputs") || wire_get(o, "outputs"))) /* issue 26: not yet */
+        bad = "inputs and outputs (submit --input/--output) are not forwarded by the grid "
+              "spool yet: submit the job to a cluster manager (docs/data.md)";
     if (bad) {
         fail(reply, m->id, WE_INVALID, bad);
         return;

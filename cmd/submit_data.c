@@ -1,0 +1,372 @@
+/*
+ * submit_data.c - the input files of gridnode submit (submit_data.h): expansion of the
+ * --input arguments, hashing, chunked and resumable upload (FILE_HAVE, FILE_PUT), and
+ * the SUBMIT fields that name them.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cmd/submit_data.h"
+#include "lib/datapath.h"
+#include "lib/sha256.h"
+#include "roles/cluster/app.h"
+
+#define MAX_DEPTH 32
+
+struct sd_in {
+    char *path, *name; /* local file, name in the task's directory */
+    char hex[SHA256_HEX];
+    uint64_t size;
+    int64_t task; /* -1: every task */
+};
+
+struct submit_data {
+    struct sd_in *in;
+    uint32_t n, cap;
+    char *const *outputs;
+    int nout;
+};
+
+static int add(struct submit_data *sd, const char *path, const char *name, int64_t task)
+{
+    if (sd->n == sd->cap) {
+        uint32_t nc = sd->cap ? sd->cap * 2 : 16;
+        struct sd_in *v = realloc(sd->in, nc * sizeof *v);
+        if (!v)
+            return -1;
+        sd->in = v, sd->cap = nc;
+    }
+    struct sd_in *x = &sd->in[sd->n];
+    memset(x, 0, sizeof *x);
+    x->path = strdup(path), x->name = strdup(name), x->task = task;
+    if (!x->path || !x->name) {
+        free(x->path), free(x->name);
+        return -1;
+    }
+    sd->n++;
+    return 0;
+}
+
+static const char *base(const char *path)
+{
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    const char *b = path + n;
+    while (b > path && b[-1] != '/')
+        b--;
+    return b;
+}
+
+/* A directory taken whole: each regular file under it as name/relative path. */
+static int add_dir(struct cli *c, struct submit_data *sd, const char *path, const char *name,
+                   int depth)
+{
+    DIR *d = opendir(path);
+    struct dirent *e;
+    if (!d || depth > MAX_DEPTH) {
+        fprintf(stderr, "%s: --input %s: %s\n", c->prog, path,
+                d ? "directories nested too deep" : strerror(errno));
+        if (d)
+            closedir(d);
+        return -1;
+    }
+    int rc = 0;
+    while (!rc && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char *p, *nm;
+        struct stat st;
+        if (asprintf(&p, "%s/%s", path, e->d_name) < 0)
+            return closedir(d), -1;
+        if (asprintf(&nm, "%s/%s", name, e->d_name) < 0) {
+            free(p);
+            return closedir(d), -1;
+        }
+        if (stat(p, &st) < 0) {
+            fprintf(stderr, "%s: --input %s: %s\n", c->prog, p, strerror(errno));
+            rc = -1;
+        } else if (S_ISDIR(st.st_mode)) {
+            rc = add_dir(c, sd, p, nm, depth + 1);
+        } else if (S_ISREG(st.st_mode)) {
+            rc = add(sd, p, nm, -1);
+        }
+        free(p), free(nm);
+    }
+    closedir(d);
+    return rc;
+}
+
+/* One --input argument into entries. */
+static int expand(struct cli *c, struct submit_data *sd, const char *arg, uint64_t ntasks)
+{
+    struct stat st;
+    if (strstr(arg, "{i}")) {
+        for (uint64_t i = 0; i < ntasks; i++) {
+            char *p = app_expand(arg, 0, (uint32_t)i, (uint32_t)ntasks);
+            int bad = !p || stat(p, &st) < 0 ? errno : S_ISREG(st.st_mode) ? 0 : -1;
+            if (bad) {
+                fprintf(stderr, "%s: --input %s: the file of task %llu, %s: %s\n", c->prog, arg,
+                        (unsigned long long)i, p ? p : "?",
+                        bad < 0 ? "not a regular file" : strerror(bad));
+                free(p);
+                return -1;
+            }
+            int rc = add(sd, p, base(p), (int64_t)i);
+            free(p);
+            if (rc < 0)
+                return -1;
+        }
+        return 0;
+    }
+    if (stat(arg, &st) < 0) {
+        fprintf(stderr, "%s: --input %s: %s\n", c->prog, arg, strerror(errno));
+        return -1;
+    }
+    if (S_ISDIR(st.st_mode))
+        return add_dir(c, sd, arg, base(arg), 0);
+    if (!S_ISREG(st.st_mode)) {
+        fprintf(stderr, "%s: --input %s: not a regular file or a directory\n", c->prog, arg);
+        return -1;
+    }
+    return add(sd, arg, base(arg), -1);
+}
+
+int submit_data_hash(const char *path, char hex[65], uint64_t *size)
+{
+    static uint8_t buf[1 << 16];
+    struct sha256 s;
+    uint8_t d[SHA256_LEN];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    sha256_init(&s);
+    ssize_t r;
+    while ((r = read(fd, buf, sizeof buf)) > 0 || (r < 0 && errno == EINTR))
+        if (r > 0)
+            sha256_update(&s, buf, (size_t)r);
+    int e = errno;
+    close(fd);
+    if (r < 0) {
+        errno = e;
+        return -1;
+    }
+    *size = s.n;
+    sha256_final(&s, d);
+    sha256_hex(d, hex);
+    return 0;
+}
+
+/* One FILE_HAVE or FILE_PUT exchange; its reply's "have" and "done". 0, or -1 (printed). */
+static int exchange(struct cli *c, struct wire_buf *wb, uint64_t *have, bool *done)
+{
+    struct cli_reply r;
+    if (cli_call(c, wb, 1, &r) != 0)
+        return -1;
+    *have = wire_get_u64(r.msg.root, "have", 0);
+    *done = wire_get_bool(r.msg.root, "done", false);
+    cli_reply_free(&r);
+    return 0;
+}
+
+/* Sends the FILE_PUT of [off, off+len) of fd as request id: 0, or -1 (printed). */
+static int put_chunk(struct cli *c, int fd, const char *path, const char *hex, uint64_t size,
+                     uint64_t off, size_t len, uint64_t id, uint8_t *buf)
+{
+    ssize_t got = pread(fd, buf, len, (off_t)off);
+    if (got != (ssize_t)len) {
+        fprintf(stderr, "%s: --input %s: %s\n", c->prog, path,
+                got < 0 ? strerror(errno) : "the file became shorter while it was sent");
+        return -1;
+    }
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    wire_begin(&wb, WT_FILE_PUT, id, 4);
+    wire_put_str(&wb, "hash", hex);
+    wire_put_u64(&wb, "size", size);
+    wire_put_u64(&wb, "off", off);
+    wire_put_bin(&wb, "data", buf, len);
+    int rc = cli_send(c, &wb);
+    wire_buf_free(&wb);
+    if (rc < 0)
+        cli_report(c);
+    return rc;
+}
+
+/*
+ * The chunks from *have on, UPLOAD_INFLIGHT in flight (the cluster takes them in order,
+ * and one connection keeps the order). A reply that says the cluster holds less than
+ * its chunk's end (another uploader, a lost chunk) restarts from what it holds.
+ */
+#define UPLOAD_INFLIGHT 4
+static int put_all(struct cli *c, int fd, const char *path, const char *hex, uint64_t size,
+                   uint64_t *have, bool *done, uint8_t *buf)
+{
+    static uint64_t seq = 100;
+    uint64_t ids[UPLOAD_INFLIGHT], ends[UPLOAD_INFLIGHT], next = *have;
+    int nfl = 0, rc = 0;
+    bool tty = isatty(2) && size >= (8u << 20);
+    while (rc == 0 && !*done) {
+        while (nfl < UPLOAD_INFLIGHT && next < size) {
+            size_t len = size - next < WIRE_FILE_CHUNK ? (size_t)(size - next) : WIRE_FILE_CHUNK;
+            if (put_chunk(c, fd, path, hex, size, next, len, ids[nfl] = ++seq, buf) < 0)
+                return -1;
+            ends[nfl++] = next += len;
+        }
+        if (nfl == 0) {
+            fprintf(stderr, "%s: --input %s: the cluster took every byte but not the file\n",
+                    c->prog, path);
+            return -1;
+        }
+        struct cli_reply r;
+        uint64_t end = ends[0];
+        int a = cli_await(c, ids[0], &r);
+        memmove(ids, ids + 1, sizeof ids[0] * (UPLOAD_INFLIGHT - 1));
+        memmove(ends, ends + 1, sizeof ends[0] * (UPLOAD_INFLIGHT - 1));
+        nfl--;
+        if (a != 0) {
+            rc = -1;
+            break;
+        }
+        *have = wire_get_u64(r.msg.root, "have", 0);
+        *done = wire_get_bool(r.msg.root, "done", false);
+        cli_reply_free(&r);
+        if (!*done && *have < end) { /* out of step: the rest go again from *have */
+            for (; nfl > 0; nfl--) {
+                if (cli_await(c, ids[0], &r) == 0)
+                    cli_reply_free(&r);
+                memmove(ids, ids + 1, sizeof ids[0] * (UPLOAD_INFLIGHT - 1));
+            }
+            next = *have;
+        }
+        if (tty)
+            fprintf(stderr, "\r%s: uploading %s: %llu of %llu MB", c->prog, base(path),
+                    (unsigned long long)(*have >> 20), (unsigned long long)(size >> 20));
+    }
+    if (tty)
+        fprintf(stderr, "\n");
+    return rc;
+}
+
+int submit_data_upload(struct cli *c, const char *path, const char *hex, uint64_t size)
+{
+    struct wire_buf wb;
+    uint64_t have;
+    bool done;
+    wire_buf_init(&wb);
+    wire_begin(&wb, WT_FILE_HAVE, 1, 2);
+    wire_put_str(&wb, "hash", hex);
+    wire_put_u64(&wb, "size", size);
+    int rc = exchange(c, &wb, &have, &done);
+    wire_buf_free(&wb);
+    if (rc < 0 || done)
+        return rc;
+    uint8_t *buf = malloc(WIRE_FILE_CHUNK);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (!buf || fd < 0) {
+        fprintf(stderr, "%s: --input %s: %s\n", c->prog, path, strerror(errno));
+        rc = -1;
+    } else {
+        rc = put_all(c, fd, path, hex, size, &have, &done, buf);
+    }
+    if (fd >= 0)
+        close(fd);
+    free(buf);
+    return rc;
+}
+
+int submit_data_prepare(struct cli *c, char *const *inputs, int nin, char *const *outputs, int nout,
+                        uint64_t ntasks, struct submit_data **out)
+{
+    *out = NULL;
+    if (nin == 0 && nout == 0)
+        return 0;
+    struct submit_data *sd = calloc(1, sizeof *sd);
+    if (!sd)
+        return -1;
+    sd->outputs = outputs, sd->nout = nout;
+    for (int i = 0; i < nout; i++) {
+        const char *bad = datapath_problem(outputs[i], strlen(outputs[i]));
+        if (bad) {
+            fprintf(stderr, "%s: --output '%s' %s\n", c->prog, outputs[i], bad);
+            goto fail;
+        }
+    }
+    for (int i = 0; i < nin; i++)
+        if (expand(c, sd, inputs[i], ntasks) < 0)
+            goto fail;
+    if (sd->n > WIRE_FILE_INPUTS_MAX) {
+        fprintf(stderr, "%s: --input names %u files; a job takes at most %u\n", c->prog, sd->n,
+                WIRE_FILE_INPUTS_MAX);
+        goto fail;
+    }
+    if (sd->n && cli_keep(c) < 0)
+        goto fail;
+    for (uint32_t i = 0; i < sd->n; i++) {
+        struct sd_in *x = &sd->in[i];
+        const char *bad = datapath_problem(x->name, strlen(x->name));
+        if (bad) {
+            fprintf(stderr, "%s: --input %s: the name '%s' %s\n", c->prog, x->path, x->name, bad);
+            goto fail;
+        }
+        if (submit_data_hash(x->path, x->hex, &x->size) < 0) {
+            fprintf(stderr, "%s: --input %s: %s\n", c->prog, x->path, strerror(errno));
+            goto fail;
+        }
+        bool seen = false; /* one upload per content */
+        for (uint32_t k = 0; k < i && !seen; k++)
+            seen = !strcmp(sd->in[k].hex, x->hex);
+        if (!seen && submit_data_upload(c, x->path, x->hex, x->size) < 0)
+            goto fail;
+    }
+    *out = sd;
+    return 0;
+fail:
+    submit_data_free(&sd);
+    cli_unkeep(c);
+    return -1;
+}
+
+uint32_t submit_data_nfields(const struct submit_data *sd)
+{
+    return sd ? (sd->n > 0) + (sd->nout > 0) : 0;
+}
+
+void submit_data_put(struct wire_buf *wb, const struct submit_data *sd)
+{
+    if (!sd)
+        return;
+    if (sd->n) {
+        wire_put_key(wb, "inputs");
+        wire_pack_array(wb, sd->n);
+        for (uint32_t i = 0; i < sd->n; i++) {
+            const struct sd_in *x = &sd->in[i];
+            wire_pack_map(wb, 3 + (x->task >= 0));
+            wire_put_str(wb, "name", x->name);
+            wire_put_str(wb, "hash", x->hex);
+            wire_put_u64(wb, "size", x->size);
+            if (x->task >= 0)
+                wire_put_u64(wb, "task", (uint64_t)x->task);
+        }
+    }
+    if (sd->nout)
+        wire_put_strv(wb, "outputs", sd->outputs, (uint32_t)sd->nout);
+}
+
+void submit_data_free(struct submit_data **sdp)
+{
+    struct submit_data *sd = sdp ? *sdp : NULL;
+    if (!sd)
+        return;
+    for (uint32_t i = 0; i < sd->n; i++)
+        free(sd->in[i].path), free(sd->in[i].name);
+    free(sd->in);
+    free(sd);
+    *sdp = NULL;
+}

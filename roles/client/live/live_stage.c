@@ -1,0 +1,492 @@
+/*
+ * live_stage.c - a node's file transfers (issue 26, docs/data.md): the inputs of its
+ * tasks downloaded from their project's cluster (FILE_GET, at most STAGE_INFLIGHT chunk
+ * requests in flight per file) into the cache, their hash checked, before the task may
+ * start; the outputs a finished task kept uploaded (FILE_HAVE, FILE_PUT) before its
+ * result is reported. Transfers use their own DEALER per project, so a large file never
+ * delays a RESULT or a heartbeat. Counted for `gridnode client status`.
+ */
+#include "roles/client/live/live.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "daemon/loop.h"
+#include "lib/log.h"
+#include "lib/sha256.h"
+#include "roles/client/live/stage.h"
+
+#define STAGE_INFLIGHT 4      /* chunk requests in flight for one file */
+#define STAGE_INFLIGHT_ALL 16 /* and for all files together */
+#define STAGE_TICK_MS 500
+
+enum { X_GET, X_PUT };
+
+struct xfer {
+    int kind, project;
+    char hex[65];
+    uint64_t size, job;
+    uint64_t got;      /* GET: bytes received and hashed; PUT: bytes the cluster holds */
+    uint64_t next_off; /* GET: next chunk to ask for */
+    uint64_t resumed;  /* GET: bytes found in the part file a restart left */
+    struct sha256 sha;
+    uint64_t ids[STAGE_INFLIGHT], offs[STAGE_INFLIGHT];
+    int nfl;
+    bool asked, done, failed, host_fault;
+    int64_t sent_ms;
+    char path[800]; /* PUT: the outbox file */
+    char err[240];
+};
+
+struct lstage {
+    struct stage_cache cache;
+    struct lsock *sock[LIVE_MAX_PROJECTS];
+    struct xfer **x;
+    uint32_t nx, capx;
+    uint64_t next_id;
+    int timer;
+    char outbox[700];
+};
+
+static struct xfer *xfer_find(struct lstage *s, int kind, const char *hex)
+{
+    for (uint32_t i = 0; i < s->nx; i++)
+        if (s->x[i]->kind == kind && !strcmp(s->x[i]->hex, hex))
+            return s->x[i];
+    return NULL;
+}
+
+/*
+ * A download cut short by a restart goes on: the bytes of its part file are hashed (a
+ * read of at most the file's size) and asked for from there. A part file longer than the
+ * file is emptied.
+ */
+static void resume(struct lstage *s, struct xfer *x)
+{
+    static uint8_t buf[1 << 16];
+    char part[800];
+    stage_cache_part(&s->cache, x->hex, part, sizeof part);
+    int fd = open(part, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return;
+    ssize_t r;
+    uint64_t n = 0;
+    while ((r = read(fd, buf, sizeof buf)) > 0 && n + (uint64_t)r <= x->size) {
+        sha256_update(&x->sha, buf, (size_t)r);
+        n += (uint64_t)r;
+    }
+    if (r != 0) { /* longer than the file, or unreadable: start again */
+        n = 0;
+        sha256_init(&x->sha);
+        if (ftruncate(fd, 0) < 0)
+            log_warn("cannot empty %s", part);
+    }
+    close(fd);
+    x->got = x->next_off = x->resumed = n;
+}
+
+static struct xfer *xfer_new(struct lstage *s, int kind, int project, const char *hex,
+                             uint64_t size, uint64_t job)
+{
+    if (s->nx == s->capx) {
+        uint32_t nc = s->capx ? s->capx * 2 : 16;
+        struct xfer **v = realloc(s->x, nc * sizeof *v);
+        if (!v)
+            return NULL;
+        s->x = v, s->capx = nc;
+    }
+    struct xfer *x = calloc(1, sizeof *x);
+    if (!x)
+        return NULL;
+    x->kind = kind, x->project = project, x->size = size, x->job = job;
+    snprintf(x->hex, sizeof x->hex, "%s", hex);
+    sha256_init(&x->sha);
+    if (kind == X_GET)
+        resume(s, x);
+    s->x[s->nx++] = x;
+    return x;
+}
+
+/* The transfer socket of project p (opened on first use), or NULL. */
+static struct lsock *stage_sock(struct live *l, int p);
+
+static void on_stage_mon(struct loop *lp, void *arg)
+{
+    struct lsock *k = arg;
+    (void)lp;
+    while (netopts_link_event(&k->link, loop_now_ms()) >= 0)
+        ;
+}
+
+/* Sends the request in l->wb on project p's transfer socket: its id, or 0 (not sent). */
+static uint64_t send_req(struct live *l, int p, uint64_t id)
+{
+    struct lsock *k = stage_sock(l, p);
+    if (!k || zmq_send(k->sock, l->wb.sb.data, l->wb.sb.size, ZMQ_DONTWAIT) < 0)
+        return 0;
+    return id;
+}
+
+static void fail(struct xfer *x, bool host, const char *fmt, const char *a)
+{
+    x->failed = true;
+    x->host_fault = host;
+    snprintf(x->err, sizeof x->err, fmt, a);
+}
+
+/* The hashes of every input a task still waits for (kept when the cache shrinks). */
+static uint32_t waiting_inputs(struct live *l, char ***out)
+{
+    uint32_t n = 0;
+    for (size_t i = 0; i < l->ntasks; i++)
+        if (l->tasks[i]->files && l->tasks[i]->state != LT_DONE)
+            n += l->tasks[i]->files->nin;
+    *out = n ? calloc(n, sizeof **out) : NULL;
+    if (!*out)
+        return 0;
+    n = 0;
+    for (size_t i = 0; i < l->ntasks; i++)
+        for (uint32_t k = 0;
+             l->tasks[i]->files && l->tasks[i]->state != LT_DONE && k < l->tasks[i]->files->nin;
+             k++)
+            (*out)[n++] = l->tasks[i]->files->in[k].hex;
+    return n;
+}
+
+/* A download is whole: its hash checked, moved into the cache. */
+static void get_done(struct live *l, struct xfer *x)
+{
+    uint8_t d[SHA256_LEN];
+    char hex[SHA256_HEX], part[800];
+    sha256_final(&x->sha, d);
+    sha256_hex(d, hex);
+    stage_cache_part(&l->stage->cache, x->hex, part, sizeof part);
+    if (strcmp(hex, x->hex)) {
+        unlink(part);
+        log_warnx("input %.12s: the bytes received hash to %.12s; fetching it again", x->hex, hex);
+        sha256_init(&x->sha);
+        x->got = x->next_off = x->resumed = 0;
+        x->nfl = 0;
+        return;
+    }
+    char **keep;
+    uint32_t nkeep = waiting_inputs(l, &keep);
+    int fd = open(part, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0 || fsync(fd) < 0 || close(fd) < 0 ||
+        stage_cache_add(&l->stage->cache, x->hex, x->size, keep, nkeep) < 0)
+        fail(x, true, "cannot keep it in the cache: %s", strerror(errno));
+    else
+        x->done = true;
+    free(keep);
+    l->files_fetched++;
+    l->bytes_fetched += x->size - x->resumed;
+    if (x->resumed)
+        log_info("input %.12s fetched (%llu bytes; the first %llu were here from before a "
+                 "restart)",
+                 x->hex, (unsigned long long)x->size, (unsigned long long)x->resumed);
+    else
+        log_info("input %.12s fetched (%llu bytes)", x->hex, (unsigned long long)x->size);
+}
+
+/* One FILE_DATA (or ERROR) for x's oldest request. */
+static void get_reply(struct live *l, struct xfer *x, const struct wire_msg *m)
+{
+    char part[800];
+    memmove(x->ids, x->ids + 1, sizeof x->ids[0] * (STAGE_INFLIGHT - 1));
+    memmove(x->offs, x->offs + 1, sizeof x->offs[0] * (STAGE_INFLIGHT - 1));
+    x->nfl--;
+    if (m->type == WT_ERROR) {
+        char msg[200];
+        wire_get_strbuf(m->root, "msg", msg, sizeof msg);
+        fail(x, false, "the cluster says: %s", msg);
+        return;
+    }
+    size_t len;
+    const void *data = wire_get_bin(m->root, "data", &len);
+    uint64_t off = wire_get_u64(m->root, "off", 0);
+    if (m->type != WT_FILE_DATA || off != x->got || x->got + len > x->size ||
+        (len == 0 && x->got < x->size)) {
+        x->nfl = 0; /* out of step: ask again from what is whole */
+        x->next_off = x->got;
+        return;
+    }
+    stage_cache_part(&l->stage->cache, x->hex, part, sizeof part);
+    int fd = open(part, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    ssize_t w = fd < 0 ? -1 : pwrite(fd, data, len, (off_t)off);
+    if (fd >= 0)
+        close(fd);
+    if (w != (ssize_t)len) {
+        fail(x, true, "cannot write the cache: %s", strerror(errno));
+        return;
+    }
+    sha256_update(&x->sha, data, len);
+    x->got += len;
+    if (x->got == x->size)
+        get_done(l, x);
+}
+
+static void put_reply(struct live *l, struct xfer *x, const struct wire_msg *m)
+{
+    (void)l;
+    x->nfl = 0;
+    if (m->type == WT_ERROR) {
+        char msg[200];
+        wire_get_strbuf(m->root, "msg", msg, sizeof msg);
+        fail(x, false, "the cluster says: %s", msg);
+        return;
+    }
+    x->asked = true;
+    x->got = wire_get_u64(m->root, "have", 0);
+    if (wire_get_bool(m->root, "done", false)) {
+        x->done = true;
+        unlink(x->path); /* the cluster holds it (durably) now */
+    }
+}
+
+static void on_stage_sock(struct loop *lp, void *arg)
+{
+    struct lsock *k = arg;
+    struct live *l = k->l;
+    (void)lp;
+    for (;;) {
+        zmq_msg_t zm;
+        zmq_msg_init(&zm);
+        if (zmq_msg_recv(&zm, k->sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&zm);
+            break;
+        }
+        struct wire_msg m;
+        struct wire_error err;
+        if (wire_decode(zmq_msg_data(&zm), zmq_msg_size(&zm), false, &m, &err) == 0) {
+            for (uint32_t i = 0; i < l->stage->nx; i++) {
+                struct xfer *x = l->stage->x[i];
+                if (x->nfl && x->ids[0] == m.id && x->project == k->project) {
+                    if (x->kind == X_GET)
+                        get_reply(l, x, &m);
+                    else
+                        put_reply(l, x, &m);
+                    break;
+                }
+            }
+            wire_msg_free(&m);
+        }
+        zmq_msg_close(&zm);
+    }
+    vcl_kick(l);
+}
+
+static struct lsock *stage_sock(struct live *l, int p)
+{
+    struct lstage *s = l->stage;
+    const char *url = l->proj[p].session_url;
+    if (!url[0] && l->e->projects[p].nendpoints > 0)
+        url = l->e->projects[p].endpoints[0];
+    if (s->sock[p] && strcmp(s->sock[p]->url, url)) { /* the project moved: reconnect */
+        vcl_sock_close(l, &s->sock[p]);
+        for (uint32_t i = 0; i < s->nx; i++)
+            if (s->x[i]->project == p)
+                s->x[i]->nfl = 0, s->x[i]->next_off = s->x[i]->got, s->x[i]->asked = false;
+    }
+    if (!s->sock[p] && url[0] && (s->sock[p] = vcl_link_open(l, p, url))) {
+        loop_add_socket(l->loop, s->sock[p]->sock, on_stage_sock, s->sock[p]);
+        if (s->sock[p]->link.mon)
+            loop_add_socket(l->loop, s->sock[p]->link.mon, on_stage_mon, s->sock[p]);
+    }
+    return s->sock[p];
+}
+
+/* Sends what x may send now (within STAGE_INFLIGHT, and *budget requests in all);
+ * restarts requests timed out. */
+static void drive(struct live *l, struct xfer *x, int64_t now, int *budget)
+{
+    struct lstage *s = l->stage;
+    if (x->done || x->failed)
+        return;
+    int64_t tmo = 2 * vcl_rpc_timeout(l, s->sock[x->project]) + 2000;
+    if (x->nfl && now - x->sent_ms > tmo) { /* lost: ask again from what is whole */
+        x->nfl = 0;
+        x->next_off = x->got;
+        x->asked = false;
+    }
+    if (x->kind == X_GET && x->size == 0) {
+        get_done(l, x);
+        return;
+    }
+    while (*budget > 0 && x->nfl < (x->kind == X_GET ? STAGE_INFLIGHT : 1) &&
+           (x->kind == X_PUT || x->next_off < x->size)) {
+        uint64_t id = ++s->next_id, off = x->kind == X_GET ? x->next_off : x->got;
+        size_t len = x->size - off < WIRE_FILE_CHUNK ? (size_t)(x->size - off) : WIRE_FILE_CHUNK;
+        wire_buf_reset(&l->wb);
+        if (x->kind == X_GET) {
+            wire_begin(&l->wb, WT_FILE_GET, id, 4);
+            wire_put_str(&l->wb, "hash", x->hex);
+            wire_put_u64(&l->wb, "job", x->job);
+            wire_put_u64(&l->wb, "off", off);
+            wire_put_u64(&l->wb, "len", len);
+        } else if (!x->asked) {
+            wire_begin(&l->wb, WT_FILE_HAVE, id, 2);
+            wire_put_str(&l->wb, "hash", x->hex);
+            wire_put_u64(&l->wb, "size", x->size);
+        } else {
+            uint8_t *buf = malloc(len ? len : 1);
+            int fd = open(x->path, O_RDONLY | O_CLOEXEC);
+            ssize_t r = buf && fd >= 0 ? pread(fd, buf, len, (off_t)off) : -1;
+            if (fd >= 0)
+                close(fd);
+            if (r != (ssize_t)len) {
+                free(buf);
+                fail(x, true, "cannot read the kept output: %s", strerror(errno));
+                return;
+            }
+            wire_begin(&l->wb, WT_FILE_PUT, id, 4);
+            wire_put_str(&l->wb, "hash", x->hex);
+            wire_put_u64(&l->wb, "size", x->size);
+            wire_put_u64(&l->wb, "off", off);
+            wire_put_bin(&l->wb, "data", buf, len);
+            free(buf);
+        }
+        if (!send_req(l, x->project, id))
+            return; /* not connected yet: the next tick tries again */
+        x->ids[x->nfl] = id;
+        x->offs[x->nfl++] = off;
+        --*budget;
+        x->sent_ms = now;
+        if (x->kind == X_GET)
+            x->next_off += len;
+    }
+}
+
+/* t's inputs: cached, being fetched, or failed (t->bad). True when all are cached. */
+static bool stage_inputs(struct live *l, struct ltask *t)
+{
+    bool all = true;
+    for (uint32_t k = 0; k < t->files->nin && !t->bad[0]; k++) {
+        const struct stage_in *in = &t->files->in[k];
+        if (stage_cache_has(&l->stage->cache, in->hex, in->size))
+            continue;
+        all = false;
+        struct xfer *x = xfer_find(l->stage, X_GET, in->hex);
+        if (!x)
+            x = xfer_new(l->stage, X_GET, t->project, in->hex, in->size, t->job);
+        if (x && x->failed) {
+            t->bad_host = x->host_fault;
+            snprintf(t->bad, sizeof t->bad, "input '%.80s': %.100s", in->name, x->err);
+        }
+    }
+    return all && !t->bad[0];
+}
+
+/* t's kept outputs: uploaded one after the other; true when all are. */
+static bool stage_outputs(struct live *l, struct ltask *t)
+{
+    struct stage_files *f = t->files;
+    while (t->up_next < f->nout) {
+        const struct stage_out *o = &f->out[t->up_next];
+        struct xfer *x = xfer_find(l->stage, X_PUT, o->hex);
+        if (!x && (x = xfer_new(l->stage, X_PUT, t->project, o->hex, o->size, t->job)))
+            snprintf(x->path, sizeof x->path, "%s/%s", l->stage->outbox, o->hex);
+        if (!x)
+            return false;
+        if (x->failed)
+            log_warnx("task %llu.%u: output '%s' not uploaded: %s", (unsigned long long)t->job,
+                      t->idx, o->name, x->err);
+        if (!x->done && !x->failed)
+            return false;
+        t->up_next++;
+    }
+    return true;
+}
+
+static void drop_finished(struct lstage *s)
+{
+    for (uint32_t i = 0; i < s->nx;) {
+        struct xfer *x = s->x[i];
+        if ((x->done || x->failed) && !x->nfl) {
+            /* a failed one stays a while for the tasks to read; a done one goes now */
+            if (x->failed && !x->asked) {
+                x->asked = true;
+                i++;
+                continue;
+            }
+            free(x);
+            s->x[i] = s->x[--s->nx];
+            continue;
+        }
+        i++;
+    }
+}
+
+void vcl_stage_pump(struct live *l)
+{
+    if (!l->stage)
+        return;
+    int64_t now = loop_now_ms();
+    for (size_t i = 0; i < l->ntasks; i++) {
+        struct ltask *t = l->tasks[i];
+        if (!t->files)
+            continue;
+        if (t->uploading && stage_outputs(l, t)) {
+            t->uploading = false;
+            long e = vcl_engine_index(l, t);
+            if (e >= 0)
+                engine_task_done(l->e, vcl_now(), (size_t)e);
+            vcl_kick(l);
+        }
+        if (t->staged || t->state != LT_QUEUED || t->result || !t->files->nin)
+            continue;
+        t->staged = stage_inputs(l, t);
+        long e = vcl_engine_index(l, t);
+        if ((t->staged || t->bad[0]) && e >= 0 && l->e->tasks[e].state == ENGINE_TASK_RUNNING)
+            vcl_task_start(l, t); /* the engine chose it while its inputs came */
+    }
+    int budget = STAGE_INFLIGHT_ALL;
+    for (uint32_t i = 0; i < l->stage->nx; i++)
+        budget -= l->stage->x[i]->nfl;
+    for (uint32_t i = 0; i < l->stage->nx; i++)
+        drive(l, l->stage->x[i], now, &budget);
+    drop_finished(l->stage);
+}
+
+static void on_tick(struct loop *lp, void *arg)
+{
+    (void)lp;
+    vcl_stage_pump(arg);
+}
+
+int vcl_stage_open(struct live *l)
+{
+    if (!(l->stage = calloc(1, sizeof *l->stage)))
+        return -1;
+    snprintf(l->stage->outbox, sizeof l->stage->outbox, "%s/outbox", l->cfg->state_dir);
+    if (stage_cache_open(&l->stage->cache, l->cfg->state_dir, (uint64_t)l->cfg->cache_mb << 20) <
+        0) {
+        log_warn("cannot open the file cache in %s/cache", l->cfg->state_dir);
+        return -1;
+    }
+    l->cache = &l->stage->cache;
+    l->stage->timer = loop_timer(l->loop, STAGE_TICK_MS, 1, on_tick, l);
+    return 0;
+}
+
+void vcl_stage_close(struct live *l)
+{
+    struct lstage *s = l->stage;
+    if (!s)
+        return;
+    for (int p = 0; p < LIVE_MAX_PROJECTS; p++)
+        vcl_sock_close(l, &s->sock[p]);
+    for (uint32_t i = 0; i < s->nx; i++)
+        free(s->x[i]);
+    free(s->x);
+    if (s->timer)
+        loop_timer_cancel(l->loop, s->timer);
+    stage_cache_close(&s->cache);
+    free(s);
+    l->stage = NULL;
+    l->cache = NULL;
+}
