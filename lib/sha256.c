@@ -3,7 +3,10 @@
  */
 #include "lib/sha256.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -127,4 +130,29 @@ int sha256_is_hex(const char *s, size_t len)
         if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
             return 0;
     return 1;
+}
+
+int sha256_file(const char *path, int oflags, char hex[SHA256_HEX], uint64_t *size)
+{
+    static uint8_t buf[1 << 16];
+    struct sha256 s;
+    uint8_t d[SHA256_LEN];
+    int fd = open(path, O_RDONLY | O_CLOEXEC | oflags);
+    if (fd < 0)
+        return -1;
+    sha256_init(&s);
+    ssize_t r;
+    while ((r = read(fd, buf, sizeof buf)) > 0 || (r < 0 && errno == EINTR))
+        if (r > 0)
+            sha256_update(&s, buf, (size_t)r);
+    int e = errno;
+    close(fd);
+    if (r < 0) {
+        errno = e;
+        return -1;
+    }
+    *size = s.n;
+    sha256_final(&s, d);
+    sha256_hex(d, hex);
+    return 0;
 }

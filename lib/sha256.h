@@ -31,5 +31,8 @@ int sha256_load(struct sha256 *s, const void *p, size_t len);
 void sha256_hex(const uint8_t d[SHA256_LEN], char out[SHA256_HEX]);
 /* Whether s[0..len) is 64 lower-case hex digits (a hash as the wire carries it). */
 int sha256_is_hex(const char *s, size_t len);
+/* The hash (hex) and size of the file at path, opened O_RDONLY | O_CLOEXEC | oflags (e.g.
+ * O_NOFOLLOW); 0, or -1 with errno. Not thread-safe (one static read buffer). */
+int sha256_file(const char *path, int oflags, char hex[SHA256_HEX], uint64_t *size);
 
 #endif

@@ -334,27 +334,7 @@ int stage_place(const struct stage_cache *c, const struct stage_files *f, const 
 
 int stage_hash_file(const char *path, char hex[65], uint64_t *size)
 {
-    static uint8_t buf[1 << 16];
-    struct sha256 s;
-    uint8_t d[SHA256_LEN];
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return -1;
-    sha256_init(&s);
-    ssize_t r;
-    while ((r = read(fd, buf, sizeof buf)) > 0 || (r < 0 && errno == EINTR))
-        if (r > 0)
-            sha256_update(&s, buf, (size_t)r);
-    int e = errno;
-    close(fd);
-    if (r < 0) {
-        errno = e;
-        return -1;
-    }
-    *size = s.n;
-    sha256_final(&s, d);
-    sha256_hex(d, hex);
-    return 0;
+    return sha256_file(path, O_NOFOLLOW, hex, size);
 }
 
 /* nftw has no argument: the collection in progress (one at a time, one thread). */
