@@ -5,6 +5,8 @@
  *   metaacct.c   accounting records of ended jobs, ACCT, their retention (issue 27)
  *   metadep.c    job dependencies (issue 27): checked at submission, re-checked each turn
  *   metasend.c   the messages to the sites, queued until the turn's commit
+ *   metaorder.c  the outbox: orders to a site (cancel, release, withdrawal), stored and
+ *                sent until the site acknowledges them (issue 24)
  *   metaplace.c  placement rounds: estimates, the decision, RESERVE/SUBMIT, moves begun
  *   metasite.c   the sites' connections, their replies (placements, tracking, moves,
  *                stray reservations), ticks (information, polls, re-evaluation), list
@@ -71,7 +73,10 @@ enum {
     RK_RESVLIST,
     RK_GEST,     /* ESTIMATE shared by a group of jobs (job = the group id) */
     RK_WITHDRAW, /* CANCEL `unstarted` of a copy the spool moves (job = the job) */
+    RK_ORDER,    /* an order of the outbox (job = the order's id; metaorder.c) */
 };
+/* What an order of the outbox is (struct morder kind; stored by name). */
+enum { OR_CANCEL, OR_RELEASE, OR_WITHDRAW };
 /* Where a job's placement is (struct mjob phase; memory only). */
 /* A move (re-evaluation): estimates, a reservation at the new site, the old copy
  * withdrawn (a conditional cancel the old site decides: refused once it started), and
@@ -84,6 +89,19 @@ struct mreq {
     int kind;     /* RK_* */
     uint64_t job; /* the job it is about, 0 */
     int64_t deadline;
+};
+
+/* An order to a site, kept (table `orders`) until the site acknowledges it. */
+struct morder {
+    uint64_t id;
+    int site;
+    uint8_t kind;             /* OR_* */
+    uint64_t job, sjob;       /* the spool's job (0: none), the site's job (cancel, withdrawal) */
+    char resv[META_NAME_MAX]; /* the reservation (release) */
+    int64_t since;            /* wall ms it was decided */
+    uint32_t tries;           /* times sent */
+    int64_t next_at;          /* loop ms it may be sent again (memory only) */
+    bool inflight, dirty;     /* memory only */
 };
 
 struct slurm_site;
@@ -174,7 +192,7 @@ struct meta {
     struct meta_cfg cfg;
     enum meta_policy policy;
     struct store *store;
-    int t_meta, t_jobs;
+    int t_meta, t_jobs, t_orders;
     int t_acct;                /* metaacct.c */
     struct acct_sweep acct_sw; /* metaacct.c */
     struct loop *loop;
@@ -192,6 +210,10 @@ struct meta {
     uint32_t neg, capeg;
     uint64_t next_gid;
     uint64_t placements, moves;
+    /* the outbox (metaorder.c), in id order */
+    struct morder *orders;
+    uint32_t norders, caporders;
+    uint64_t next_order;
     /* messages to sites, sent after the turn's commit */
     struct mout {
         int site;
@@ -256,8 +278,6 @@ void meta_req_begin(struct meta *M, struct msite *s, int kind, uint64_t job, uin
 /* A request of no field or one u64 field k = v. */
 void meta_send_simple(struct meta *M, struct msite *s, int kind, uint64_t job, uint32_t type,
                       const char *k, uint64_t v);
-/* RESV_RELEASE of resv at s (nothing when resv is empty). */
-void meta_send_release(struct meta *M, struct msite *s, const char *resv);
 /* CANCEL `unstarted` of j's copy at its site (a move's withdrawal, RK_WITHDRAW). */
 void meta_send_withdraw(struct meta *M, struct mjob *j);
 /* The user the site sees: the job's, or the spool's when the job named none. */
@@ -269,6 +289,33 @@ void meta_send_submit(struct meta *M, struct msite *s, struct mjob *j, const cha
 void meta_send_estimate(struct meta *M, struct msite *s, struct mjob *j, int kind, uint64_t id);
 void meta_send_reserve(struct meta *M, struct msite *s, struct mjob *j, const char *name,
                        int64_t start);
+
+/* ---- metaorder.c: the outbox ---- */
+
+const char *meta_order_kind_name(int kind);
+/* Stores an order (kind OR_*) to site about the spool's job (0: none) and the site's job
+ * sjob (cancel, withdrawal) or reservation resv (release), and sends it when the site is
+ * up; the same order already waiting is not added twice. */
+void meta_order_add(struct meta *M, int site, int kind, uint64_t job, uint64_t sjob,
+                    const char *resv);
+/* RESV_RELEASE of resv at s as an order (nothing when resv is empty). */
+void meta_send_release(struct meta *M, struct msite *s, const char *resv);
+/* The site's answer to order oid (err: an ERROR of code with msg). */
+void meta_order_answer(struct meta *M, struct msite *s, uint64_t oid, bool err, uint64_t code,
+                       const char *msg);
+/* Order oid's request is gone unanswered (its site went down): sent again later. */
+void meta_order_unsent(struct meta *M, uint64_t oid);
+/* Site came back up: its orders go at once. */
+void meta_orders_site_up(struct meta *M, int site);
+/* Sends the orders due to the sites that are up (a bounded number in flight per site). */
+void meta_orders_tick(struct meta *M);
+/* Orders not acknowledged yet about job / to site. */
+uint32_t meta_orders_of(const struct meta *M, uint64_t job);
+uint32_t meta_orders_at(const struct meta *M, int site);
+int meta_orders_save(struct meta *M);
+/* record_load's callback for the orders table: arg is the role. */
+int meta_order_load(void *arg, const uint8_t *key, size_t klen, const void *val, size_t vlen);
+void meta_orders_free(struct meta *M);
 
 /* ---- metaplace.c: placement rounds ---- */
 

@@ -404,17 +404,15 @@ void meta_move_failed(struct meta *M, struct mjob *j, const char *why)
 
 void meta_job_cancel_at_site(struct meta *M, struct mjob *j)
 {
+    /* orders of the outbox (metaorder.c): stored in this turn, before the user's OK, and
+     * sent until the site acknowledges them */
     if (j->site >= 0) {
-        struct msite *s = &M->site[j->site];
-        if (j->sjob)
-            meta_send_simple(M, s, RK_CANCEL, j->id, WT_CANCEL, "job", j->sjob);
-        meta_send_release(M, s, j->resv);
+        meta_order_add(M, j->site, OR_CANCEL, j->id, j->sjob, NULL);
+        meta_send_release(M, &M->site[j->site], j->resv);
     }
     if (j->mv_site >= 0) {
-        struct msite *s = &M->site[j->mv_site];
-        if (j->mv_sjob)
-            meta_send_simple(M, s, RK_CANCEL, j->id, WT_CANCEL, "job", j->mv_sjob);
-        meta_send_release(M, s, j->mv_resv);
+        meta_order_add(M, j->mv_site, OR_CANCEL, j->id, j->mv_sjob, NULL);
+        meta_send_release(M, &M->site[j->mv_site], j->mv_resv);
     }
     if (j->phase != PH_IDLE && M->inflight)
         M->inflight--;

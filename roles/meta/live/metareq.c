@@ -171,7 +171,7 @@ static void put_row(struct meta *M, const struct mjob *j, struct wire_buf *wb)
 {
     bool started = j->state == MJ_RUNNING || (MJ_ENDED(j->state) && j->started);
     bool ended = MJ_ENDED(j->state);
-    wire_pack_map(wb, 27 + !!j->dep);
+    wire_pack_map(wb, 28 + !!j->dep);
     if (j->dep) { /* issue 27: the terms it still waits for */
         char t[DEPEND_LEN_MAX + 1];
         depend_format(j->dep, t, sizeof t);
@@ -224,6 +224,8 @@ static void put_row(struct meta *M, const struct mjob *j, struct wire_buf *wb)
     wire_put_i64(wb, "exit", j->exit);
     wire_put_i64(wb, "estimate", j->state == MJ_PLACED ? j->est_start : 0);
     wire_put_u64(wb, "attempts", j->attempt);
+    /* orders about it a site has not acknowledged yet (the outbox, metaorder.c) */
+    wire_put_u64(wb, "orders", meta_orders_of(M, j->id));
     wire_put_str(wb, "reason", j->reason);
 }
 
@@ -312,7 +314,7 @@ static void h_site_info(struct meta *M, const struct wire_msg *m, struct wire_bu
     wire_pack_array(reply, (uint32_t)M->nsites);
     for (int i = 0; i < M->nsites; i++) {
         const struct msite *s = &M->site[i];
-        wire_pack_map(reply, 9);
+        wire_pack_map(reply, 10);
         wire_put_str(reply, "name", s->name);
         wire_put_str(reply, "endpoint", s->ep);
         wire_put_bool(reply, "up", s->info.up);
@@ -322,6 +324,7 @@ static void h_site_info(struct meta *M, const struct wire_msg *m, struct wire_bu
         wire_put_u64(reply, "largest_procs", (uint64_t)s->info.max_procs);
         wire_put_i64(reply, "cores_free", s->cores_free);
         wire_put_i64(reply, "queued_work", s->info.queued_work);
+        wire_put_u64(reply, "orders", meta_orders_at(M, i)); /* the outbox, not acknowledged */
     }
     wire_put_str(reply, "policy", meta_policy_name(M->policy));
 }

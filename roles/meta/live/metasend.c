@@ -3,7 +3,8 @@
  * recorded with its kind, job and deadline (struct mreq) and queued until the turn's
  * commit (meta_out_flush sends them then, or drops them when the commit failed);
  * SUBMIT/PSUBMIT (the user's request again with the spool's key, user and
- * reservation), ESTIMATE, RESERVE, RESV_RELEASE and the one-field requests. The
+ * reservation), ESTIMATE, RESERVE and the one-field requests (RESV_RELEASE and CANCEL
+ * are orders of the outbox, metaorder.c). The
  * reservation and key names the spool gives a placement. It calls nothing of the role.
  */
 #include <errno.h>
@@ -90,19 +91,6 @@ void meta_send_withdraw(struct meta *M, struct mjob *j)
     wire_put_u64(&wb, "job", j->sjob);
     wire_put_bool(&wb, "unstarted", true);
     meta_queue_out(M, j->site, &wb);
-    wire_buf_free(&wb);
-}
-
-void meta_send_release(struct meta *M, struct msite *s, const char *resv)
-{
-    if (!resv[0])
-        return;
-    struct wire_buf wb;
-    wire_buf_init(&wb);
-    meta_req_begin(M, s, RK_RELEASE, 0, WT_RESV_RELEASE, 2, META_REQ_TIMEOUT_MS, &wb);
-    wire_put_str(&wb, "user", M->cfg.user);
-    wire_put_str(&wb, "name", resv);
-    meta_queue_out(M, s->idx, &wb);
     wire_buf_free(&wb);
 }
 

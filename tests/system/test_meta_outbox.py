@@ -1,0 +1,146 @@
+"""The spool's outbox and a lost site (issue 24 items 3 and 1-2 of what was left).
+
+Orders to a site (a user's CANCEL, RESV_RELEASE, the withdrawal of a lost site's copy)
+are stored before the user's OK and sent until the site acknowledges them, across a
+kill -9 of the spool and a site that is down meanwhile. A site silent for
+meta.site_down_s never gets its jobs run elsewhere while it could still run them: a
+copy that had not started is withdrawn once the site answers again (OK: placed again,
+STATE: it stays), a running one waits for it. A submission whose answer is lost (the
+site ran it, the spool saw no answer) is resent with its key and never placed twice.
+
+The sites are the fake batch sites of test_meta_moves.py, so a site is down, refuses or
+loses an answer exactly when the test says."""
+
+import time
+
+from conftest import scaled, wait_until
+from test_meta_moves import T, sites  # noqa: F401 (the fixture)
+
+
+def known(m):
+    return all(s["known"] for s in m.rpc(T["SITE_INFO"])["sites"])
+
+
+def site_up(m, name):
+    return [s for s in m.rpc(T["SITE_INFO"])["sites"] if s["name"] == name][0]["up"]
+
+
+def job(m, jid):
+    return m.rpc(T["JOB_GET"], job=jid)["job"]
+
+
+def placed(m, jid, at):
+    j = job(m, jid)
+    return j["gstate"] == "placed" and j["site"] == at
+
+
+def test_a_cancel_reaches_a_site_that_was_down_across_a_kill9_of_the_spool(
+        meta_factory, sites):
+    a = sites("a", 300)
+    m = meta_factory({"a": a.endpoint})
+    wait_until(lambda: known(m), scaled(20), msg="site known")
+    jid = m.rpc(T["PSUBMIT"], argv=["true"], procs=1, limit_s=60)["job"]
+    wait_until(lambda: placed(m, jid, "a"), scaled(20), msg="placed at a")
+    sjob, resv = job(m, jid)["site_job"], job(m, jid)["resv"]
+    a.down = True
+    wait_until(lambda: not site_up(m, "a"), scaled(30), msg="the spool sees a down")
+    m.client().ok(T["CANCEL"], job=jid)
+    j = job(m, jid)
+    assert j["gstate"] == "cancelled" and j["orders"] == 2, j  # the cancel and the release
+    m.restart()  # kill -9: the orders were stored before the OK
+    assert job(m, jid)["orders"] == 2
+    sites_row = m.rpc(T["SITE_INFO"])["sites"][0]
+    assert sites_row["orders"] == 2, sites_row
+    a.fail_cancels = 1  # the first CANCEL after the site is back fails for the moment
+    a.down = False
+    wait_until(lambda: a.jobs[sjob] == "cancelled", scaled(60), msg="the cancel arrives")
+    wait_until(lambda: job(m, jid)["orders"] == 0, scaled(30), msg="acknowledged")
+    assert a.count(T["CANCEL"], job=sjob) >= 2  # STORAGE, then again
+    assert a.count(T["CANCEL"], job=sjob, unstarted=True) == 0
+    assert a.count(T["RESV_RELEASE"], name=resv) >= 1
+    assert m.rpc(T["SITE_INFO"])["sites"][0]["orders"] == 0
+
+
+def test_a_cancel_whose_answer_is_lost_is_sent_again_and_settled(meta_factory, sites):
+    a = sites("a", 300)
+    m = meta_factory({"a": a.endpoint})
+    wait_until(lambda: known(m), scaled(20), msg="site known")
+    jid = m.rpc(T["PSUBMIT"], argv=["true"], procs=1, limit_s=60)["job"]
+    wait_until(lambda: placed(m, jid, "a"), scaled(20), msg="placed at a")
+    sjob = job(m, jid)["site_job"]
+    a.lose_cancels = 1  # done at the site, the answer lost: the site is down to the spool
+    m.client().ok(T["CANCEL"], job=jid)
+    # sent again once the site answers again: STATE ("already cancelled") settles it
+    wait_until(lambda: job(m, jid)["orders"] == 0, scaled(60), msg="settled")
+    assert a.count(T["CANCEL"], job=sjob) >= 2
+    assert job(m, jid)["gstate"] == "cancelled"
+
+
+def lost_site(meta_factory, sites):
+    a, b = sites("a", 300), sites("b", 900)
+    m = meta_factory({"a": a.endpoint, "b": b.endpoint},
+                     sets={"meta.site_down_s": 2, "meta.reeval_s": 0})
+    wait_until(lambda: known(m), scaled(20), msg="sites known")
+    jid = m.rpc(T["PSUBMIT"], argv=["true"], procs=1, limit_s=60)["job"]
+    wait_until(lambda: placed(m, jid, "a"), scaled(20), msg="placed at a")
+    return m, a, b, jid, job(m, jid)["site_job"]
+
+
+def test_a_lost_sites_copy_is_withdrawn_before_it_runs_elsewhere(meta_factory, sites):
+    m, a, b, jid, sjob = lost_site(meta_factory, sites)
+    a.down = True
+    wait_until(lambda: "withdrawn once the site answers" in job(m, jid)["reason"], scaled(40),
+               msg="the site is lost")
+    m.restart()  # the withdrawal is an order of the outbox: it survives kill -9
+    time.sleep(3)
+    assert b.count(T["PSUBMIT"]) == 0  # never elsewhere while a could still run it
+    assert job(m, jid)["site"] == "a" and job(m, jid)["orders"] == 1
+    a.start_in_s = 3000  # back, but b is better now
+    a.down = False
+    wait_until(lambda: placed(m, jid, "b"), scaled(60), msg="withdrawn, then placed at b")
+    assert a.jobs[sjob] == "cancelled"
+    assert a.count(T["CANCEL"], job=sjob, unstarted=True) >= 1
+    assert a.count(T["CANCEL"], job=sjob, unstarted=None) == 0
+    time.sleep(2)
+    assert b.count(T["PSUBMIT"]) == 1 and a.count(T["PSUBMIT"]) == 1
+
+
+def test_a_lost_sites_copy_that_started_stays_there(meta_factory, sites):
+    m, a, b, jid, sjob = lost_site(meta_factory, sites)
+    a.down = True
+    wait_until(lambda: "withdrawn once the site answers" in job(m, jid)["reason"], scaled(40),
+               msg="the site is lost")
+    a.jobs[sjob] = "running"  # it started while the spool could not see it
+    a.down = False
+    wait_until(lambda: job(m, jid)["gstate"] == "running", scaled(60), msg="running at a")
+    wait_until(lambda: job(m, jid)["orders"] == 0, scaled(30), msg="withdrawal answered")
+    time.sleep(2)
+    assert job(m, jid)["site"] == "a" and a.jobs[sjob] == "running"
+    assert b.count(T["PSUBMIT"]) == 0
+
+
+def test_a_submission_whose_answer_is_lost_is_not_placed_twice(meta_factory, sites):
+    """3(c) of the issue: the site took the SUBMIT and ran it, the spool saw no answer
+    (the site went silent past meta.site_down_s); the job is never submitted anywhere
+    else, the resend with the same key gets the same site job back."""
+    a, b = sites("a", 300), sites("b", 900)
+    m = meta_factory({"a": a.endpoint, "b": b.endpoint},
+                     sets={"meta.site_down_s": 2, "meta.reeval_s": 0})
+    wait_until(lambda: known(m), scaled(20), msg="sites known")
+    a.swallow_submits = 1
+    jid = m.rpc(T["PSUBMIT"], argv=["true"], procs=1, limit_s=60)["job"]
+    wait_until(lambda: a.count(T["PSUBMIT"]) >= 1, scaled(20), msg="submitted at a")
+    a.down = True  # and the site is cut off before anything else gets through
+    sjob = max(a.jobs)
+    a.jobs[sjob] = "running"  # it runs there
+    wait_until(lambda: "sent again when the site answers" in job(m, jid)["reason"], scaled(40),
+               msg="the site is lost")
+    m.restart()
+    time.sleep(3)
+    assert b.count(T["PSUBMIT"]) == 0
+    a.down = False
+    wait_until(lambda: job(m, jid)["gstate"] == "running" and job(m, jid)["site_job"] == sjob,
+               scaled(60), msg="the same copy, followed at a")
+    keys = {mm.get("key") for t, mm in a.log if t == T["PSUBMIT"]}
+    assert len(keys) == 1, keys  # every resend carried the one key
+    assert len(a.jobs) == 1 and b.count(T["PSUBMIT"]) == 0
