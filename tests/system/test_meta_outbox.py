@@ -144,3 +144,32 @@ def test_a_submission_whose_answer_is_lost_is_not_placed_twice(meta_factory, sit
     keys = {mm.get("key") for t, mm in a.log if t == T["PSUBMIT"]}
     assert len(keys) == 1, keys  # every resend carried the one key
     assert len(a.jobs) == 1 and b.count(T["PSUBMIT"]) == 0
+
+
+def test_a_real_sites_array_cancel_survives_both_sides_restarting(
+        cluster_factory, client_factory, batch_factory, meta_factory):
+    """The same against a real batch role (the case the sweep did not cover: an array
+    holds no reservation): the site is killed, the user cancels at the spool, the spool
+    is killed -9, the site comes back on its state: the array is cancelled there."""
+    cl = cluster_factory({"store.sync": "none", "tasks.heartbeat_s": 1})
+    client_factory(cl, 1, sets={"client.slots": 2})
+    b = batch_factory([cl])
+    wait_until(lambda: any(n["active"] for n in b.rpc(37)["nodes"]), scaled(20),
+               msg="batch sees the host")
+    m = meta_factory({"a": b})
+    wait_until(lambda: known(m), scaled(20), msg="site known")
+    jid = m.rpc(T["SUBMIT"], argv=["sleep", "60"], ntasks=2, limit_s=90)["job"]
+    wait_until(lambda: job(m, jid)["gstate"] == "running", scaled(30), msg="running")
+    sjob = job(m, jid)["site_job"]
+    b.kill()
+    wait_until(lambda: not site_up(m, "a"), scaled(30), msg="the spool sees the site down")
+    m.client().ok(T["CANCEL"], job=jid)
+    assert job(m, jid)["orders"] == 1
+    m.restart()
+    b.restart()
+    wait_until(lambda: b.rpc(T["JOB_GET"], job=sjob)["job"]["state"] == "cancelled",
+               scaled(40), msg="the array cancelled at its site")
+    wait_until(lambda: job(m, jid)["orders"] == 0, scaled(30), msg="acknowledged")
+    assert job(m, jid)["gstate"] == "cancelled"
+    # a second cancel at the site is STATE (already cancelled): idempotent
+    b.client().err(T["CANCEL"], "STATE", job=sjob)
