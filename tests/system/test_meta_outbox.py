@@ -173,3 +173,25 @@ def test_a_real_sites_array_cancel_survives_both_sides_restarting(
     assert job(m, jid)["gstate"] == "cancelled"
     # a second cancel at the site is STATE (already cancelled): idempotent
     b.client().err(T["CANCEL"], "STATE", job=sjob)
+
+
+def test_a_cancel_while_the_submission_is_unanswered_reaches_the_copy(meta_factory, sites):
+    """A job cancelled while its submission's answer is still awaited, and the spool
+    killed -9 before it comes: the cancel is stored as an order for the copy that
+    submission may have made; after the restart the spool submits again with the same key
+    and `hold` (the site gives back the copy it made) and cancels that copy."""
+    a = sites("a", 300)
+    m = meta_factory({"a": a.endpoint})
+    wait_until(lambda: known(m), scaled(20), msg="site known")
+    a.swallow_submits = 1
+    jid = m.rpc(T["PSUBMIT"], argv=["true"], procs=1, limit_s=60)["job"]
+    wait_until(lambda: a.count(T["PSUBMIT"]) >= 1, scaled(20), msg="submitted at a")
+    sjob = max(a.jobs)
+    m.client().ok(T["CANCEL"], job=jid)
+    assert job(m, jid)["orders"] >= 1
+    m.restart()
+    wait_until(lambda: a.jobs[sjob] == "cancelled", scaled(60), msg="the copy cancelled")
+    wait_until(lambda: job(m, jid)["orders"] == 0, scaled(30), msg="acknowledged")
+    held = [mm for t, mm in a.log if t == T["PSUBMIT"] and mm.get("hold")]
+    assert held and held[0]["key"] == a.log[[t for t, _ in a.log].index(T["PSUBMIT"])][1]["key"]
+    assert len(a.jobs) == 1  # the resend made nothing new

@@ -95,8 +95,11 @@ struct mreq {
 struct morder {
     uint64_t id;
     int site;
-    uint8_t kind;             /* OR_* */
-    uint64_t job, sjob;       /* the spool's job (0: none), the site's job (cancel, withdrawal) */
+    uint8_t kind;       /* OR_* */
+    uint64_t job, sjob; /* the spool's job (0: none), the site's job (cancel, withdrawal); a
+                           cancel of sjob 0: of the copy submission `attempt` of job may have
+                           made (its answer not known) */
+    uint32_t attempt;
     char resv[META_NAME_MAX]; /* the reservation (release) */
     int64_t since;            /* wall ms it was decided */
     uint32_t tries;           /* times sent */
@@ -174,6 +177,7 @@ struct mjob {
     bool withdrawing; /* a withdrawal of its copy at `site` was sent, not answered (stored):
                          a copy seen cancelled there was withdrawn, and is placed again */
     bool timed;       /* its placement latency is counted (metastats.c; memory only) */
+    uint32_t orders;  /* orders of the outbox about it (metaorder.c; memory only) */
     /* submit --dependency (issue 27, metadep.c): the terms still waited for, NULL: none;
        while set the job is not placed (its reason says which term) */
     struct depend *dep;
@@ -283,9 +287,10 @@ void meta_send_withdraw(struct meta *M, struct mjob *j);
 /* The user the site sees: the job's, or the spool's when the job named none. */
 const char *meta_job_user(const struct meta *M, const struct mjob *j);
 void meta_resv_name(struct meta *M, const struct mjob *j, uint32_t attempt, char *out, size_t n);
-/* The user's request again, with resv, key and user set for the site. */
+/* The user's request again, with resv, key and user set for the site; hold: with `hold`
+ * true (the spool cancelling the copy this key may have made: a new one never starts). */
 void meta_send_submit(struct meta *M, struct msite *s, struct mjob *j, const char *resv,
-                      uint32_t attempt);
+                      uint32_t attempt, bool hold);
 void meta_send_estimate(struct meta *M, struct msite *s, struct mjob *j, int kind, uint64_t id);
 void meta_send_reserve(struct meta *M, struct msite *s, struct mjob *j, const char *name,
                        int64_t start);
@@ -305,12 +310,20 @@ void meta_order_answer(struct meta *M, struct msite *s, uint64_t oid, bool err, 
                        const char *msg);
 /* Order oid's request is gone unanswered (its site went down): sent again later. */
 void meta_order_unsent(struct meta *M, uint64_t oid);
+/* Job j was cancelled while its submission at its site was unanswered: a cancel of the
+ * copy it may have made, sent once the answer gives its id (meta_order_submitted) or,
+ * when the answer is lost (a restart, the site down), by submitting again with the same
+ * key and `hold` (the site gives back the copy it made, or makes a held one) first. */
+void meta_order_cancel_unanswered(struct meta *M, struct mjob *j);
+/* The answer to a submission of ended job j at s: its copy sjob (0: refused, none made). */
+void meta_order_submitted(struct meta *M, struct msite *s, struct mjob *j, uint64_t sjob);
+/* A submission of job j at site went unanswered (the site down). */
+void meta_order_submit_lost(struct meta *M, int site, uint64_t job);
 /* Site came back up: its orders go at once. */
 void meta_orders_site_up(struct meta *M, int site);
 /* Sends the orders due to the sites that are up (a bounded number in flight per site). */
 void meta_orders_tick(struct meta *M);
-/* Orders not acknowledged yet about job / to site. */
-uint32_t meta_orders_of(const struct meta *M, uint64_t job);
+/* Orders not acknowledged yet to site (a job's: struct mjob orders). */
 uint32_t meta_orders_at(const struct meta *M, int site);
 int meta_orders_save(struct meta *M);
 /* record_load's callback for the orders table: arg is the role. */

@@ -52,6 +52,9 @@ static struct morder *order_find(struct meta *M, uint64_t id)
 /* Order o is done: out of the table (the deletion is buffered into this turn). */
 static void order_drop(struct meta *M, struct morder *o)
 {
+    struct mjob *j = o->job ? meta_job_find(M, o->job) : NULL;
+    if (j && j->orders)
+        j->orders--;
     uint8_t k[8];
     store_key_u64(k, o->id);
     if (store_del(M->store, M->t_orders, k, sizeof k) < 0)
@@ -64,6 +67,21 @@ static void order_drop(struct meta *M, struct morder *o)
 static void order_send(struct meta *M, struct morder *o)
 {
     struct msite *s = &M->site[o->site];
+    if (o->kind == OR_CANCEL && !o->sjob) {
+        /* the copy a submission may have made, its answer lost: the same submission again
+         * with `hold` gives its id (the copy made then, or a held one that never starts;
+         * none if its reservation is gone), and the cancel follows (meta_order_submitted) */
+        struct mjob *j = meta_job_find(M, o->job);
+        if (!j) {
+            order_drop(M, o);
+            return;
+        }
+        meta_send_submit(M, s, j, o->resv, o->attempt, true);
+        o->inflight = true;
+        o->tries++;
+        o->dirty = true;
+        return;
+    }
     struct wire_buf wb;
     wire_buf_init(&wb);
     if (o->kind == OR_RELEASE) {
@@ -92,23 +110,16 @@ static uint32_t inflight_at(const struct meta *M, int site)
     return n;
 }
 
-void meta_order_add(struct meta *M, int site, int kind, uint64_t job, uint64_t sjob,
-                    const char *resv)
+/* A new order (not sent), NULL when out of memory (the turn then fails). */
+static struct morder *order_new(struct meta *M, int site, int kind, uint64_t job, uint64_t sjob,
+                                const char *resv)
 {
-    if (site < 0 || site >= M->nsites || (kind == OR_RELEASE ? !resv || !resv[0] : !sjob))
-        return;
-    for (uint32_t i = 0; i < M->norders; i++) { /* the same order again: once is enough */
-        const struct morder *o = &M->orders[i];
-        if (o->site == site && o->kind == kind &&
-            (kind == OR_RELEASE ? !strcmp(o->resv, resv) : o->sjob == sjob))
-            return;
-    }
     if (M->norders == M->caporders) {
         uint32_t nc = M->caporders ? M->caporders * 2 : 64;
         void *p = realloc(M->orders, nc * sizeof *M->orders);
         if (!p) {
             M->turn_failed = true; /* the user's request gets STORAGE, nothing is lost */
-            return;
+            return NULL;
         }
         M->orders = p;
         M->caporders = nc;
@@ -124,8 +135,74 @@ void meta_order_add(struct meta *M, int site, int kind, uint64_t job, uint64_t s
     snprintf(o->resv, sizeof o->resv, "%s", resv ? resv : "");
     o->since = wall_now_ms();
     o->dirty = true;
-    if (M->site[site].info.up && inflight_at(M, site) < ORDER_INFLIGHT_MAX)
+    struct mjob *j = job ? meta_job_find(M, job) : NULL;
+    if (j)
+        j->orders++;
+    return o;
+}
+
+void meta_order_add(struct meta *M, int site, int kind, uint64_t job, uint64_t sjob,
+                    const char *resv)
+{
+    if (site < 0 || site >= M->nsites || (kind == OR_RELEASE ? !resv || !resv[0] : !sjob))
+        return;
+    for (uint32_t i = 0; i < M->norders; i++) { /* the same order again: once is enough */
+        const struct morder *o = &M->orders[i];
+        if (o->site == site && o->kind == kind &&
+            (kind == OR_RELEASE ? !strcmp(o->resv, resv) : o->sjob == sjob))
+            return;
+    }
+    struct morder *o = order_new(M, site, kind, job, sjob, resv);
+    if (o && M->site[site].info.up && inflight_at(M, site) < ORDER_INFLIGHT_MAX)
         order_send(M, o);
+}
+
+void meta_order_cancel_unanswered(struct meta *M, struct mjob *j)
+{
+    if (j->site < 0 || j->site >= M->nsites)
+        return;
+    struct morder *o = order_new(M, j->site, OR_CANCEL, j->id, 0, j->resv);
+    if (o) {
+        o->attempt = j->attempt;
+        o->inflight = true; /* the submission itself is under way: its answer comes first */
+    }
+}
+
+static struct morder *unanswered_of(struct meta *M, int site, uint64_t job)
+{
+    for (uint32_t i = 0; i < M->norders; i++) {
+        struct morder *o = &M->orders[i];
+        if (o->site == site && o->kind == OR_CANCEL && !o->sjob && o->job == job)
+            return o;
+    }
+    return NULL;
+}
+
+void meta_order_submitted(struct meta *M, struct msite *s, struct mjob *j, uint64_t sjob)
+{
+    struct morder *o = unanswered_of(M, s->idx, j->id);
+    if (!o) { /* an answer after the job ended, no order waiting for it: cancel that copy */
+        meta_order_add(M, s->idx, OR_CANCEL, j->id, sjob, NULL);
+        return;
+    }
+    o->inflight = false;
+    if (!sjob) { /* refused: no copy was made by that key */
+        order_drop(M, o);
+        return;
+    }
+    o->sjob = sjob;
+    o->dirty = true;
+    log_info("job %" PRIu64 ": its submission at site %s made job %" PRIu64 ": cancelled there",
+             j->id, s->name, sjob);
+    if (s->info.up)
+        order_send(M, o);
+}
+
+void meta_order_submit_lost(struct meta *M, int site, uint64_t job)
+{
+    struct morder *o = unanswered_of(M, site, job);
+    if (o)
+        o->inflight = false;
 }
 
 void meta_send_release(struct meta *M, struct msite *s, const char *resv)
@@ -219,9 +296,9 @@ void meta_orders_site_up(struct meta *M, int site)
 void meta_orders_tick(struct meta *M)
 {
     int64_t now = loop_now_ms();
-    uint32_t busy[META_MAX_SITES];
-    for (int i = 0; i < M->nsites; i++)
-        busy[i] = inflight_at(M, i);
+    uint32_t busy[META_MAX_SITES] = {0};
+    for (uint32_t i = 0; i < M->norders; i++)
+        busy[M->orders[i].site] += M->orders[i].inflight;
     for (uint32_t i = 0; i < M->norders; i++) {
         struct morder *o = &M->orders[i];
         if (o->inflight || now < o->next_at || !M->site[o->site].info.up ||
@@ -230,14 +307,6 @@ void meta_orders_tick(struct meta *M)
         order_send(M, o);
         busy[o->site]++;
     }
-}
-
-uint32_t meta_orders_of(const struct meta *M, uint64_t job)
-{
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < M->norders; i++)
-        n += M->orders[i].job == job;
-    return n;
 }
 
 uint32_t meta_orders_at(const struct meta *M, int site)
@@ -254,7 +323,7 @@ static int encode_order(const void *rec, struct wire_buf *wb)
 {
     const struct morder *o = rec;
     wire_buf_reset(wb);
-    wire_pack_map(wb, 7);
+    wire_pack_map(wb, 8);
     wire_put_i64(wb, "site", o->site);
     wire_put_str(wb, "kind", meta_order_kind_name(o->kind));
     wire_put_u64(wb, "job", o->job);
@@ -262,6 +331,7 @@ static int encode_order(const void *rec, struct wire_buf *wb)
     wire_put_str(wb, "resv", o->resv);
     wire_put_i64(wb, "since", o->since);
     wire_put_u64(wb, "tries", o->tries);
+    wire_put_u64(wb, "attempt", o->attempt);
     return 0;
 }
 
@@ -305,6 +375,7 @@ int meta_order_load(void *arg, const uint8_t *key, size_t klen, const void *val,
     wire_get_strbuf(&up.data, "resv", o.resv, sizeof o.resv);
     o.since = wire_get_i64(&up.data, "since", 0);
     o.tries = (uint32_t)wire_get_u64(&up.data, "tries", 0);
+    o.attempt = (uint32_t)wire_get_u64(&up.data, "attempt", 0);
     if (o.id >= M->next_order)
         M->next_order = o.id + 1;
     if (o.site < 0 || o.site >= M->nsites) {
@@ -328,6 +399,9 @@ int meta_order_load(void *arg, const uint8_t *key, size_t klen, const void *val,
         M->caporders = nc;
     }
     M->orders[M->norders++] = o;
+    struct mjob *j = o.job ? meta_job_find(M, o.job) : NULL; /* the jobs are loaded first */
+    if (j)
+        j->orders++;
     rc = RECORD_TAKEN;
 out:
     msgpack_unpacked_destroy(&up);

@@ -172,7 +172,7 @@ void meta_decide(struct meta *M, struct mjob *j)
     if (M->policy == META_SLURM_M || j->ntasks > 1) { /* sbatch -M, or an array: no reservation */
         j->resv[0] = '\0';
         j->phase = PH_SUBMIT;
-        meta_send_submit(M, &M->site[s], j, "", j->attempt);
+        meta_send_submit(M, &M->site[s], j, "", j->attempt, false);
     } else {
         /* RESERVE and the SUBMIT into it leave together (one round trip, not two):
          * the site takes them in order on this one connection, so the submission finds
@@ -180,7 +180,7 @@ void meta_decide(struct meta *M, struct mjob *j)
         meta_resv_name(M, j, j->attempt, j->resv, sizeof j->resv);
         j->phase = PH_SUBMIT;
         meta_send_reserve(M, &M->site[s], j, j->resv, j->est_start);
-        meta_send_submit(M, &M->site[s], j, j->resv, j->attempt);
+        meta_send_submit(M, &M->site[s], j, j->resv, j->attempt, false);
     }
     meta_job_set(M, j, MJ_PLACING, "");
 }
@@ -406,6 +406,8 @@ void meta_job_cancel_at_site(struct meta *M, struct mjob *j)
 {
     /* orders of the outbox (metaorder.c): stored in this turn, before the user's OK, and
      * sent until the site acknowledges them */
+    if (j->site >= 0 && !j->sjob && j->state == MJ_PLACING) /* its submission unanswered */
+        meta_order_cancel_unanswered(M, j);
     if (j->site >= 0) {
         meta_order_add(M, j->site, OR_CANCEL, j->id, j->sjob, NULL);
         meta_send_release(M, &M->site[j->site], j->resv);
@@ -440,6 +442,6 @@ void meta_resume(struct meta *M, struct mjob *j)
     } else if (j->state == MJ_PLACING && j->site >= 0) {
         j->phase = PH_SUBMIT;
         M->inflight++;
-        meta_send_submit(M, &M->site[j->site], j, j->resv, j->attempt);
+        meta_send_submit(M, &M->site[j->site], j, j->resv, j->attempt, false);
     }
 }

@@ -225,7 +225,7 @@ static void put_row(struct meta *M, const struct mjob *j, struct wire_buf *wb)
     wire_put_i64(wb, "estimate", j->state == MJ_PLACED ? j->est_start : 0);
     wire_put_u64(wb, "attempts", j->attempt);
     /* orders about it a site has not acknowledged yet (the outbox, metaorder.c) */
-    wire_put_u64(wb, "orders", meta_orders_of(M, j->id));
+    wire_put_u64(wb, "orders", j->orders);
     wire_put_str(wb, "reason", j->reason);
 }
 

@@ -180,7 +180,7 @@ static void withdrawn(struct meta *M, struct mjob *j, uint64_t code, const char 
     char r[200];
     snprintf(r, sizeof r, "moving to site %s (withdrawn from %s)", to->name, old->name);
     meta_job_set(M, j, MJ_PLACING, r);
-    meta_send_submit(M, to, j, j->resv, j->attempt);
+    meta_send_submit(M, to, j, j->resv, j->attempt, false);
 }
 
 static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
@@ -317,7 +317,7 @@ static void site_up(struct meta *M, struct msite *s, const msgpack_object *info)
         for (uint32_t i = 0; i < M->njobs; i++) {
             struct mjob *j = M->jobs[i];
             if (j->state == MJ_PLACING && j->site == s->idx && j->phase == PH_SUBMIT)
-                meta_send_submit(M, s, j, j->resv, j->attempt);
+                meta_send_submit(M, s, j, j->resv, j->attempt, false);
         }
     }
 }
@@ -358,6 +358,8 @@ static void site_down(struct meta *M, struct msite *s, const char *why)
             meta_move_failed(M, j, "no answer to the withdrawal of its copy");
         } else if (q[i].kind == RK_JOBGET)
             j->polling = false;
+        else if (q[i].kind == RK_SUBMIT && MJ_ENDED(j->state))
+            meta_order_submit_lost(M, s->idx, j->id); /* a cancelled job's: asked again */
     }
     free(q);
 }
@@ -466,9 +468,12 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
             j->moving = false;
             meta_job_set(M, j, MJ_PLACED, r);
             s->info_at = 0; /* refresh what the site holds now */
-        } else if (!err && MJ_ENDED(j->state)) {
-            /* cancelled while its submission was under way */
-            meta_order_add(M, s->idx, OR_CANCEL, j->id, wire_get_u64(m->root, "job", 0), NULL);
+        } else if (MJ_ENDED(j->state) && !(err && (code == WE_STORAGE || code == WE_REFUSED))) {
+            /* cancelled while its submission was under way: the copy it made (none when
+             * it was refused) is cancelled through the outbox */
+            meta_order_submitted(M, s, j, err ? 0 : wire_get_u64(m->root, "job", 0));
+        } else if (MJ_ENDED(j->state)) { /* a passing refusal: the held submission again */
+            meta_order_submit_lost(M, s->idx, j->id);
         }
         break;
     case RK_WITHDRAW:
