@@ -195,3 +195,50 @@ def test_a_cancel_while_the_submission_is_unanswered_reaches_the_copy(meta_facto
     held = [mm for t, mm in a.log if t == T["PSUBMIT"] and mm.get("hold")]
     assert held and held[0]["key"] == a.log[[t for t, _ in a.log].index(T["PSUBMIT"])][1]["key"]
     assert len(a.jobs) == 1  # the resend made nothing new
+
+
+def test_requeue_at_the_spool_waits_for_the_copys_cancel(meta_factory, sites):
+    """`gridnode requeue -e SPOOL JOB` (JOB_CTL requeue): the job starts again from
+    scratch, but is placed again only once its site acknowledged the cancel of its copy
+    (here after two STORAGE answers); a cancelled job is STATE, hold is the site's."""
+    a, b = sites("a", 300), sites("b", 900)
+    m = meta_factory({"a": a.endpoint, "b": b.endpoint}, sets={"meta.reeval_s": 0})
+    wait_until(lambda: known(m), scaled(20), msg="sites known")
+    jid = m.rpc(T["PSUBMIT"], argv=["true"], procs=1, limit_s=60)["job"]
+    wait_until(lambda: placed(m, jid, "a"), scaled(20), msg="placed at a")
+    sjob = job(m, jid)["site_job"]
+    a.jobs[sjob] = "running"
+    wait_until(lambda: job(m, jid)["gstate"] == "running", scaled(20), msg="running at a")
+    a.fail_cancels = 2
+    b.start_in_s = 0
+    m.client().ok(T["JOB_CTL"], job=jid, op="requeue")
+    assert "requeueing" in job(m, jid)["reason"]
+    wait_until(lambda: placed(m, jid, "b"), scaled(60), msg="placed again, at b")
+    assert a.jobs[sjob] == "cancelled" and a.count(T["CANCEL"], job=sjob) >= 3
+    ok = [mm["_at"] for t, mm in a.log if t == T["CANCEL"] and mm["job"] == sjob]
+    sub = [mm["_at"] for t, mm in b.log if t == T["PSUBMIT"]]
+    assert len(sub) == 1 and ok[-1] < sub[0]  # b's submission only after a's cancel took
+    j = job(m, jid)
+    assert j["requeues"] == 1 and j["started"] == 0, j
+    keys = {mm["key"] for t, mm in a.log + b.log if t == T["PSUBMIT"]}
+    assert len(keys) == 2, keys  # a new attempt, a new key
+    m.client().ok(T["CANCEL"], job=jid)
+    m.client().err(T["JOB_CTL"], "STATE", job=jid, op="requeue")
+    m.client().err(T["JOB_CTL"], "STATE", job=jid, op="hold")
+
+
+def test_requeue_of_a_lost_sites_job_places_it_at_once(meta_factory, sites):
+    """The operator's way out for a site that will not come back: the requester vouches
+    that the copy will not run; it is placed again at once, and the copy's cancel waits
+    in the outbox until the site answers."""
+    m, a, b, jid, sjob = lost_site(meta_factory, sites)
+    a.down = True
+    wait_until(lambda: "withdrawn once the site answers" in job(m, jid)["reason"], scaled(40),
+               msg="the site is lost")
+    m.client().ok(T["JOB_CTL"], job=jid, op="requeue")
+    wait_until(lambda: placed(m, jid, "b"), scaled(30), msg="placed at b")
+    assert job(m, jid)["orders"] >= 1
+    a.down = False
+    wait_until(lambda: a.jobs[sjob] == "cancelled", scaled(60), msg="the old copy cancelled")
+    wait_until(lambda: job(m, jid)["orders"] == 0, scaled(30), msg="acknowledged")
+    assert job(m, jid)["site"] == "b" and b.count(T["PSUBMIT"]) == 1

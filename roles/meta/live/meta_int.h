@@ -6,7 +6,7 @@
  *   metadep.c    job dependencies (issue 27): checked at submission, re-checked each turn
  *   metasend.c   the messages to the sites, queued until the turn's commit
  *   metaorder.c  the outbox: orders to a site (cancel, release, withdrawal), stored and
- *                sent until the site acknowledges them (issue 24)
+ *                sent until the site acknowledges them (issue 24); a requeue completed
  *   metaplace.c  placement rounds: estimates, the decision, RESERVE/SUBMIT, moves begun
  *   metasite.c   the sites' connections, their replies (placements, tracking, moves,
  *                stray reservations), ticks (information, polls, re-evaluation), list
@@ -178,6 +178,9 @@ struct mjob {
                          a copy seen cancelled there was withdrawn, and is placed again */
     bool timed;       /* its placement latency is counted (metastats.c; memory only) */
     uint32_t orders;  /* orders of the outbox about it (metaorder.c; memory only) */
+    /* JOB_CTL requeue (stored): its copy's cancel awaited before it is placed again */
+    bool requeueing;
+    uint32_t requeues; /* requeues asked (JOB_CTL), shown in its row */
     /* submit --dependency (issue 27, metadep.c): the terms still waited for, NULL: none;
        while set the job is not placed (its reason says which term) */
     struct depend *dep;
@@ -329,6 +332,9 @@ int meta_orders_save(struct meta *M);
 /* record_load's callback for the orders table: arg is the role. */
 int meta_order_load(void *arg, const uint8_t *key, size_t klen, const void *val, size_t vlen);
 void meta_orders_free(struct meta *M);
+/* j starts again from scratch (JOB_CTL requeue): spooled, to be placed anew with a new
+ * attempt (a new key); its copy is gone, or its site is unreachable (why: the reason). */
+void meta_job_requeue_now(struct meta *M, struct mjob *j, const char *why);
 
 /* ---- metaplace.c: placement rounds ---- */
 
@@ -354,6 +360,9 @@ void meta_move_failed(struct meta *M, struct mjob *j, const char *why);
 void meta_job_cancel_at_site(struct meta *M, struct mjob *j);
 /* A job loaded in PLACING state after a restart: resend its submission. */
 void meta_resume(struct meta *M, struct mjob *j);
+/* JOB_CTL requeue (metareq.c): j starts again from scratch, placed anew once its copy
+ * at a site is known cancelled (why: the reason); see docs/meta.md "Requeue". */
+void meta_job_requeue(struct meta *M, struct mjob *j);
 
 /* ---- metasite.c: the sites ---- */
 

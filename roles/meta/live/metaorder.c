@@ -49,12 +49,39 @@ static struct morder *order_find(struct meta *M, uint64_t id)
     return NULL;
 }
 
+/* (meta_int.h) */
+void meta_job_requeue_now(struct meta *M, struct mjob *j, const char *why)
+{
+    if (j->phase != PH_IDLE && M->inflight)
+        M->inflight--;
+    j->phase = PH_IDLE;
+    j->requeueing = false;
+    j->site = j->mv_site = -1;
+    j->sjob = j->mv_sjob = 0;
+    j->resv[0] = j->mv_resv[0] = '\0';
+    j->withdrawing = false;
+    j->tried = 0;
+    j->started = j->finished = j->exit = 0;
+    j->t_issued = j->t_running = j->t_done = j->t_failed = 0;
+    free(j->tasks_raw);
+    j->tasks_raw = NULL;
+    j->tasks_len = 0;
+    meta_job_set(M, j, MJ_QUEUED, why); /* placed again with a new attempt (a new key) */
+}
+
 /* Order o is done: out of the table (the deletion is buffered into this turn). */
 static void order_drop(struct meta *M, struct morder *o)
 {
     struct mjob *j = o->job ? meta_job_find(M, o->job) : NULL;
     if (j && j->orders)
         j->orders--;
+    if (j && j->requeueing && o->kind == OR_CANCEL && o->site == j->site) {
+        /* the copy a requeue waited for is cancelled (or was never made): placed again */
+        char r[200];
+        snprintf(r, sizeof r, "requeued: its copy at site %s is cancelled, placed again",
+                 M->site[o->site].name);
+        meta_job_requeue_now(M, j, r);
+    }
     uint8_t k[8];
     store_key_u64(k, o->id);
     if (store_del(M->store, M->t_orders, k, sizeof k) < 0)
@@ -250,6 +277,14 @@ void meta_order_answer(struct meta *M, struct msite *s, uint64_t oid, bool err, 
                   s->name, meta_order_kind_name(o->kind), o->job, o->sjob, o->resv[0] ? ", " : "",
                   o->resv, msg);
         settled = true;
+        struct mjob *rj = o->kind == OR_CANCEL ? meta_job_find(M, o->job) : NULL;
+        if (rj && rj->requeueing && rj->site == o->site) { /* its copy may run: it stays */
+            rj->requeueing = false;
+            char r[400];
+            snprintf(r, sizeof r, "requeue failed: site %s refused to cancel its copy: %.150s",
+                     s->name, msg);
+            meta_job_set(M, rj, (enum mj_state)rj->state, r);
+        }
     }
     if (!settled) { /* busy, no storage, ...: again later */
         int64_t wait = 1000;

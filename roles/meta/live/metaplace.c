@@ -439,9 +439,36 @@ void meta_resume(struct meta *M, struct mjob *j)
         j->mv_resv[0] = '\0';
         j->mv_sjob = 0;
         j->dirty = true;
-    } else if (j->state == MJ_PLACING && j->site >= 0) {
+    } else if (j->state == MJ_PLACING && j->site >= 0 && !j->requeueing) {
         j->phase = PH_SUBMIT;
         M->inflight++;
         meta_send_submit(M, &M->site[j->site], j, j->resv, j->attempt, false);
     }
+}
+
+void meta_job_requeue(struct meta *M, struct mjob *j)
+{
+    j->requeues++;
+    j->dirty = true;
+    if (MJ_ENDED(j->state) || j->site < 0) { /* ended at its site, or never placed */
+        if (MJ_ENDED(j->state))
+            meta_job_requeue_now(M, j, "requeued by its user: placed again");
+        return;
+    }
+    struct msite *s = &M->site[j->site];
+    meta_job_cancel_at_site(M, j); /* orders: the copy's cancel, the reservation */
+    char r[200];
+    if (!s->info.up) {
+        /* the site cannot confirm anything: the requester vouches that its copy will not
+         * run (a lost site); the cancel reaches the site if it ever answers again */
+        snprintf(r, sizeof r,
+                 "requeued while site %s is unreachable: placed again (its copy there is "
+                 "cancelled when the site answers)",
+                 s->name);
+        meta_job_requeue_now(M, j, r);
+        return;
+    }
+    j->requeueing = true;
+    snprintf(r, sizeof r, "requeueing: waiting for site %s to cancel its copy", s->name);
+    meta_job_set(M, j, (enum mj_state)j->state, r);
 }

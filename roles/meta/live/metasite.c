@@ -213,6 +213,13 @@ static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
         else if (!strcmp(ts, "starting") && ns == MJ_RUNNING)
             ns = MJ_PLACED;
     }
+    if (j->requeueing && MJ_ENDED(ns)) { /* JOB_CTL requeue: its copy is gone */
+        char r[200];
+        snprintf(r, sizeof r, "requeued: its copy at site %s ended, placed again",
+                 M->site[j->site].name);
+        meta_job_requeue_now(M, j, r);
+        return;
+    }
     if (j->withdrawing && ns == MJ_CANCELLED && j->phase == PH_MV_WITHDRAW && j->mv_site >= 0) {
         withdrawn(M, j, 0, ""); /* the poll saw it before the answer came */
         return;
@@ -358,7 +365,7 @@ static void site_down(struct meta *M, struct msite *s, const char *why)
             meta_move_failed(M, j, "no answer to the withdrawal of its copy");
         } else if (q[i].kind == RK_JOBGET)
             j->polling = false;
-        else if (q[i].kind == RK_SUBMIT && MJ_ENDED(j->state))
+        else if (q[i].kind == RK_SUBMIT && (MJ_ENDED(j->state) || j->requeueing))
             meta_order_submit_lost(M, s->idx, j->id); /* a cancelled job's: asked again */
     }
     free(q);
@@ -468,11 +475,12 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
             j->moving = false;
             meta_job_set(M, j, MJ_PLACED, r);
             s->info_at = 0; /* refresh what the site holds now */
-        } else if (MJ_ENDED(j->state) && !(err && (code == WE_STORAGE || code == WE_REFUSED))) {
+        } else if ((MJ_ENDED(j->state) || j->requeueing) &&
+                   !(err && (code == WE_STORAGE || code == WE_REFUSED))) {
             /* cancelled while its submission was under way: the copy it made (none when
              * it was refused) is cancelled through the outbox */
             meta_order_submitted(M, s, j, err ? 0 : wire_get_u64(m->root, "job", 0));
-        } else if (MJ_ENDED(j->state)) { /* a passing refusal: the held submission again */
+        } else if (MJ_ENDED(j->state) || j->requeueing) { /* a passing refusal: again */
             meta_order_submit_lost(M, s->idx, j->id);
         }
         break;
@@ -486,7 +494,9 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
         j->polling = false;
         if (j->site != s->idx || !(j->state == MJ_PLACED || j->state == MJ_RUNNING))
             break;
-        if (err && code == WE_NOT_FOUND) {
+        if (err && code == WE_NOT_FOUND && j->requeueing) {
+            meta_job_requeue_now(M, j, "requeued: its site no longer knows it, placed again");
+        } else if (err && code == WE_NOT_FOUND) {
             j->site = -1;
             meta_job_set(M, j, MJ_QUEUED, "the site no longer knows the job: placed again");
         } else if (!err) {
@@ -565,8 +575,8 @@ static void site_lost(struct meta *M, struct msite *s)
 {
     for (uint32_t i = 0; i < M->njobs; i++) {
         struct mjob *j = M->jobs[i];
-        if (j->site != s->idx || MJ_ENDED(j->state) || j->state == MJ_QUEUED)
-            continue;
+        if (j->site != s->idx || MJ_ENDED(j->state) || j->state == MJ_QUEUED || j->requeueing)
+            continue; /* a requeue's cancel waits in the outbox */
         if (j->mv_site >= 0 && j->phase != PH_MV_WITHDRAW) { /* a move under way: given up */
             meta_send_release(M, &M->site[j->mv_site], j->mv_resv);
             if (j->phase != PH_IDLE && M->inflight)
@@ -610,7 +620,7 @@ static void reeval(struct meta *M, int64_t now)
     for (uint32_t i = 0; i < M->njobs && M->inflight < META_INFLIGHT_MAX; i++) {
         struct mjob *j = M->jobs[i];
         if (j->state != MJ_PLACED || j->phase != PH_IDLE || j->site < 0 || j->withdrawing ||
-            !M->site[j->site].info.up || j->ntasks > 1) /* an array is not moved */
+            j->requeueing || !M->site[j->site].info.up || j->ntasks > 1) /* an array is not moved */
             continue;
         /* its own site's current estimate for the job */
         j->tried = 0;
