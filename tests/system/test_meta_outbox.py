@@ -76,47 +76,44 @@ def test_a_cancel_whose_answer_is_lost_is_sent_again_and_settled(meta_factory, s
     assert job(m, jid)["gstate"] == "cancelled"
 
 
-def lost_site(meta_factory, sites):
+def test_a_lost_sites_jobs_never_run_elsewhere_while_it_could_run_them(meta_factory, sites):
+    """Three jobs placed at site a, which goes silent past meta.site_down_s: none is
+    submitted elsewhere, across a kill -9 of the spool. Job 3 is requeued meanwhile (the
+    operator's way out): placed at b at once, its copy's cancel waits for a. When a is
+    back, job 1's copy (never started) is withdrawn and the job placed at b; job 2's copy
+    started while a was silent: the withdrawal is refused and it stays."""
     a, b = sites("a", 300), sites("b", 900)
     m = meta_factory({"a": a.endpoint, "b": b.endpoint},
-                     sets={"meta.site_down_s": 2, "meta.reeval_s": 0})
+                     sets={"meta.site_down_s": 1, "meta.reeval_s": 0})
     wait_until(lambda: known(m), scaled(20), msg="sites known")
-    jid = m.rpc(T["PSUBMIT"], argv=["true"], procs=1, limit_s=60)["job"]
-    wait_until(lambda: placed(m, jid, "a"), scaled(20), msg="placed at a")
-    return m, a, b, jid, job(m, jid)["site_job"]
-
-
-def test_a_lost_sites_copy_is_withdrawn_before_it_runs_elsewhere(meta_factory, sites):
-    m, a, b, jid, sjob = lost_site(meta_factory, sites)
+    jids = [m.rpc(T["PSUBMIT"], argv=["true"], procs=1, limit_s=60)["job"] for _ in range(3)]
+    wait_until(lambda: all(placed(m, j, "a") for j in jids), scaled(20), msg="placed at a")
+    s1, s2, s3 = [job(m, j)["site_job"] for j in jids]
     a.down = True
-    wait_until(lambda: "withdrawn once the site answers" in job(m, jid)["reason"], scaled(40),
-               msg="the site is lost")
-    m.restart()  # the withdrawal is an order of the outbox: it survives kill -9
-    time.sleep(3)
-    assert b.count(T["PSUBMIT"]) == 0  # never elsewhere while a could still run it
-    assert job(m, jid)["site"] == "a" and job(m, jid)["orders"] == 1
+    wait_until(lambda: all("withdrawn once the site answers" in job(m, j)["reason"]
+                           for j in jids), scaled(40), msg="the site is lost")
+    a.jobs[s2] = "running"  # it started while the spool could not see it
+    m.client().ok(T["JOB_CTL"], job=jids[2], op="requeue")
+    wait_until(lambda: placed(m, jids[2], "b"), scaled(30), msg="job 3 requeued to b")
+    m.restart()  # the withdrawals and the cancel are orders of the outbox: kept
+    time.sleep(2)
+    assert b.count(T["PSUBMIT"]) == 1  # never elsewhere while a could still run them
+    assert [job(m, j)["site"] for j in jids[:2]] == ["a", "a"]
+    # 1, 2: the withdrawal; 3: the withdrawal, the cancel, the release of its reservation
+    assert [job(m, j)["orders"] for j in jids] == [1, 1, 3]
     a.start_in_s = 3000  # back, but b is better now
     a.down = False
-    wait_until(lambda: placed(m, jid, "b"), scaled(60), msg="withdrawn, then placed at b")
-    assert a.jobs[sjob] == "cancelled"
-    assert a.count(T["CANCEL"], job=sjob, unstarted=True) >= 1
-    assert a.count(T["CANCEL"], job=sjob, unstarted=None) == 0
-    time.sleep(2)
-    assert b.count(T["PSUBMIT"]) == 1 and a.count(T["PSUBMIT"]) == 1
-
-
-def test_a_lost_sites_copy_that_started_stays_there(meta_factory, sites):
-    m, a, b, jid, sjob = lost_site(meta_factory, sites)
-    a.down = True
-    wait_until(lambda: "withdrawn once the site answers" in job(m, jid)["reason"], scaled(40),
-               msg="the site is lost")
-    a.jobs[sjob] = "running"  # it started while the spool could not see it
-    a.down = False
-    wait_until(lambda: job(m, jid)["gstate"] == "running", scaled(60), msg="running at a")
-    wait_until(lambda: job(m, jid)["orders"] == 0, scaled(30), msg="withdrawal answered")
-    time.sleep(2)
-    assert job(m, jid)["site"] == "a" and a.jobs[sjob] == "running"
-    assert b.count(T["PSUBMIT"]) == 0
+    wait_until(lambda: placed(m, jids[0], "b"), scaled(60), msg="job 1 withdrawn, then at b")
+    wait_until(lambda: job(m, jids[1])["gstate"] == "running", scaled(30), msg="job 2 runs at a")
+    wait_until(lambda: a.jobs[s3] == "cancelled", scaled(30), msg="job 3's old copy cancelled")
+    wait_until(lambda: all(job(m, j)["orders"] == 0 for j in jids), scaled(30), msg="acked")
+    assert a.jobs[s1] == "cancelled" and a.jobs[s2] == "running"
+    assert a.count(T["CANCEL"], job=s1, unstarted=True) >= 1
+    assert a.count(T["CANCEL"], job=s1, unstarted=None) == 0
+    assert a.count(T["CANCEL"], job=s2, unstarted=None) == 0
+    time.sleep(1)
+    assert job(m, jids[1])["site"] == "a"
+    assert b.count(T["PSUBMIT"]) == 2 and a.count(T["PSUBMIT"]) == 3
 
 
 def test_a_submission_whose_answer_is_lost_is_not_placed_twice(meta_factory, sites):
@@ -125,7 +122,7 @@ def test_a_submission_whose_answer_is_lost_is_not_placed_twice(meta_factory, sit
     else, the resend with the same key gets the same site job back."""
     a, b = sites("a", 300), sites("b", 900)
     m = meta_factory({"a": a.endpoint, "b": b.endpoint},
-                     sets={"meta.site_down_s": 2, "meta.reeval_s": 0})
+                     sets={"meta.site_down_s": 1, "meta.reeval_s": 0})
     wait_until(lambda: known(m), scaled(20), msg="sites known")
     a.swallow_submits = 1
     jid = m.rpc(T["PSUBMIT"], argv=["true"], procs=1, limit_s=60)["job"]
@@ -136,7 +133,7 @@ def test_a_submission_whose_answer_is_lost_is_not_placed_twice(meta_factory, sit
     wait_until(lambda: "sent again when the site answers" in job(m, jid)["reason"], scaled(40),
                msg="the site is lost")
     m.restart()
-    time.sleep(3)
+    time.sleep(2)
     assert b.count(T["PSUBMIT"]) == 0
     a.down = False
     wait_until(lambda: job(m, jid)["gstate"] == "running" and job(m, jid)["site_job"] == sjob,
@@ -225,20 +222,3 @@ def test_requeue_at_the_spool_waits_for_the_copys_cancel(meta_factory, sites):
     m.client().ok(T["CANCEL"], job=jid)
     m.client().err(T["JOB_CTL"], "STATE", job=jid, op="requeue")
     m.client().err(T["JOB_CTL"], "STATE", job=jid, op="hold")
-
-
-def test_requeue_of_a_lost_sites_job_places_it_at_once(meta_factory, sites):
-    """The operator's way out for a site that will not come back: the requester vouches
-    that the copy will not run; it is placed again at once, and the copy's cancel waits
-    in the outbox until the site answers."""
-    m, a, b, jid, sjob = lost_site(meta_factory, sites)
-    a.down = True
-    wait_until(lambda: "withdrawn once the site answers" in job(m, jid)["reason"], scaled(40),
-               msg="the site is lost")
-    m.client().ok(T["JOB_CTL"], job=jid, op="requeue")
-    wait_until(lambda: placed(m, jid, "b"), scaled(30), msg="placed at b")
-    assert job(m, jid)["orders"] >= 1
-    a.down = False
-    wait_until(lambda: a.jobs[sjob] == "cancelled", scaled(60), msg="the old copy cancelled")
-    wait_until(lambda: job(m, jid)["orders"] == 0, scaled(30), msg="acknowledged")
-    assert job(m, jid)["site"] == "b" and b.count(T["PSUBMIT"]) == 1
