@@ -166,6 +166,7 @@ void meta_decide(struct meta *M, struct mjob *j)
     burst_count(&M->site[s], sec);
     j->tried |= 1ull << s;
     j->attempt++;
+    j->requeueing = false; /* a new copy: a requeue is over once the job is placed anew */
     j->site = s;
     j->sjob = 0;
     j->est_start = j->start_est[s];
@@ -457,6 +458,7 @@ void meta_job_requeue(struct meta *M, struct mjob *j)
     }
     struct msite *s = &M->site[j->site];
     meta_job_cancel_at_site(M, j); /* orders: the copy's cancel, the reservation */
+    j->withdrawing = false;        /* the cancel decides now, not a withdrawal */
     char r[200];
     if (!s->info.up) {
         /* the site cannot confirm anything: the requester vouches that its copy will not

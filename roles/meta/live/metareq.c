@@ -340,8 +340,17 @@ static void h_job_ctl(struct meta *M, const struct wire_msg *m, struct wire_buf 
         fail(reply, m->id, WE_STATE, "the job is cancelled: a cancel is final; submit it again");
         return;
     }
-    if (!j->requeueing && !(j->state == MJ_QUEUED && j->site < 0))
+    if (j->requeueing && j->site >= 0 && !M->site[j->site].info.up) {
+        /* its site went down since: the requester vouches for the copy (as below) */
+        char r[200];
+        snprintf(r, sizeof r,
+                 "requeued while site %s is unreachable: placed again (its copy there is "
+                 "cancelled when the site answers)",
+                 M->site[j->site].name);
+        meta_job_requeue_now(M, j, r);
+    } else if (!j->requeueing && !(j->state == MJ_QUEUED && j->site < 0)) {
         meta_job_requeue(M, j); /* a queued job, or one requeueing already: unchanged */
+    }
     wire_begin(reply, WT_OK, m->id, 0);
 }
 
