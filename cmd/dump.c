@@ -55,9 +55,8 @@ static json_t *key_json(enum store_keyfmt kf, const uint8_t *k, size_t n)
 static const struct {
     const char *role, *table, *key;
 } text_records[] = {
-    {"batch", "meta", "inc"}, {"batch", "meta", "next_job"},
-    {"meta", "meta", "inc"},  {"meta", "meta", "next_job"},
-    {NULL, NULL, NULL},
+    {"batch", "meta", "inc"},     {"batch", "meta", "next_job"},  {"meta", "meta", "inc"},
+    {"meta", "meta", "next_job"}, {"meta", "meta", "next_order"}, {NULL, NULL, NULL},
 };
 
 static bool is_text_record(const char *role, const char *table, const void *key, size_t klen)

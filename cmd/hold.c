@@ -47,6 +47,10 @@ static const char usage_requeue[] =
     "once the cluster confirms they ended (\"requeueing\" until then), keeping their\n"
     "submission time for priority; ended tasks run again; results of earlier runs\n"
     "are dropped; a job never started is left as it is.\n"
+    "A job of the grid spool (-e META_EP): its copy at its site is cancelled and the\n"
+    "job is placed again once the site confirms (\"requeueing\" until then); while\n"
+    "the site is unreachable it is placed again at once (you vouch that its copy will\n"
+    "not run there; the cancel reaches the site when it answers again).\n"
     "A cancelled job cannot be requeued (submit it again). Only the job's owner or\n"
     "an administrator may requeue it.\n";
 

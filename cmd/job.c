@@ -394,6 +394,10 @@ static void print_grid(struct cli *c, const msgpack_object *j, bool summary)
     printf("\n%s\n", reason);
     if (wire_get_bool(j, "network", false)) /* submit --network (issue 23) */
         printf("network: on (submit --network): its tasks keep the node's network\n");
+    if (wire_get_u64(j, "orders", 0)) /* the spool's outbox (issue 24, docs/meta.md) */
+        printf("%llu order(s) to its site (cancel, release) not acknowledged yet: sent again "
+               "until the site answers\n",
+               (unsigned long long)wire_get_u64(j, "orders", 0));
     if (!site[0] || summary)
         return;
     struct wire_buf wb;

@@ -332,3 +332,24 @@ def test_keyed_submit_is_one_job_across_resends_and_kill9(
         wait_gstate(m, jid, ("done",), timeout=60)
     # each ran once at the site
     assert sum(1 for row in a.rpc(T["JOB_LIST"])["jobs"] if row["state"] == "done") == 4
+
+
+def test_a_failed_array_shows_its_worst_element(cluster_factory, client_factory,
+                                                batch_factory, meta_factory):
+    """Truthful end states (issue 24 item 4): an array with failed elements ends
+    `failed` at the spool with the worst element's exit status (the highest, as Slurm's
+    DerivedExitCode) and a reason saying how many failed and why the worst did."""
+    a = site(cluster_factory, client_factory, batch_factory, "a", slots=2)
+    m = meta_factory({"a": a})
+    wait_until(lambda: all(s["known"] for s in m.rpc(T["SITE_INFO"])["sites"]), scaled(20),
+               msg="site known")
+    jid = m.rpc(T["SUBMIT"], argv=["case {i} in 1) exit 1;; 2) exit 3;; esac"], shell=True,
+                ntasks=4, limit_s=30)["job"]
+    j = wait_gstate(m, jid, ("done", "failed", "killed"), timeout=60)
+    assert j["gstate"] == "failed" and j["state"] == "failed", j
+    assert j["exit"] == 3 and j["failed"] == 2 and j["done"] == 4, j
+    assert j["reason"].startswith("2 of 4 elements failed; element 2"), j
+    assert "exit 3" in j["reason"], j
+    m.restart()  # kill -9: the end state is stored
+    j = mjob(m, jid)
+    assert j["gstate"] == "failed" and j["exit"] == 3 and "2 of 4" in j["reason"], j

@@ -39,8 +39,13 @@ class FakeSite:
         self.start_in_s = start_in_s
         self.withdraw = "ok"  # "ok", "started" (STATE), or "lost" (cancelled, no answer)
         self.hide = False  # JOB_GET shows a withdrawn copy as still queued
+        self.down = False  # every request is dropped unanswered (a site down or cut off)
+        self.fail_cancels = 0  # the next N CANCELs get STORAGE (a site's passing failure)
+        self.lose_cancels = 0  # the next N CANCELs are done but not answered
+        self.swallow_submits = 0  # the next N SUBMITs are taken but not answered
         self.log = []
         self.jobs = {}  # id -> state
+        self.keys = {}  # submission key -> id
         self.next_job = 100
         self.lock = threading.Lock()
         self.stop = False
@@ -62,6 +67,8 @@ class FakeSite:
 
     def handle(self, rid, m):
         t, i = m["t"], m["id"]
+        if self.down:
+            return
         with self.lock:
             self.log.append((t, dict(m, _at=time.monotonic())))
         if t == T["SITE_INFO"]:
@@ -73,11 +80,20 @@ class FakeSite:
         elif t == T["RESERVE"]:
             start = max(m.get("start", 0), now_ms())
             self.reply(rid, T["RESV"], i, resv=dict(name=m.get("name", ""), start=start))
+        elif t in (T["SUBMIT"], T["PSUBMIT"]) and m.get("key") in self.keys:
+            # a resent keyed submission: the same job, as the batch role (6.1 `key`)
+            jid = self.keys[m["key"]]
+            self.reply(rid, T["SUBMITTED"], i, job=jid, state=self.jobs[jid], cluster="",
+                       repeat=True)
         elif t in (T["SUBMIT"], T["PSUBMIT"]):
             with self.lock:
                 self.next_job += 1
                 jid = self.next_job
                 self.jobs[jid] = "queued"
+                self.keys[m.get("key")] = jid
+            if self.swallow_submits > 0:
+                self.swallow_submits -= 1
+                return
             self.reply(rid, T["SUBMITTED"], i, job=jid, state="queued", cluster="")
         elif t == T["JOB_GET"]:
             st = self.jobs.get(m["job"])
@@ -86,13 +102,24 @@ class FakeSite:
             if st is None:
                 self.reply(rid, TYPES["ERROR"], i, code=5, msg="no such job")
             else:
-                self.reply(rid, T["JOB"], i, job=dict(job=m["job"], state=st, started=0,
-                                                       exit=0, finished=0), tasks=[])
+                self.reply(rid, T["JOB"], i, job=dict(job=m["job"], state=st,
+                                                       started=now_ms() if st == "running"
+                                                       else 0, exit=0, finished=0), tasks=[])
+        elif t == T["CANCEL"] and not m.get("unstarted") and self.fail_cancels > 0:
+            self.fail_cancels -= 1
+            self.reply(rid, TYPES["ERROR"], i, code=8, msg="cannot store the change")
+        elif t == T["CANCEL"] and not m.get("unstarted") and self.jobs.get(m["job"]) in (
+                "cancelled", "done", "failed"):
+            self.reply(rid, TYPES["ERROR"], i, code=9, msg="the job has already ended")
         elif t == T["CANCEL"]:
             st = self.jobs.get(m["job"])
+            if not m.get("unstarted") and self.lose_cancels > 0 and st is not None:
+                self.lose_cancels -= 1
+                self.jobs[m["job"]] = "cancelled"
+                return
             if st is None:
                 self.reply(rid, TYPES["ERROR"], i, code=5, msg="no such job")
-            elif m.get("unstarted") and self.withdraw == "started":
+            elif m.get("unstarted") and (self.withdraw == "started" or st == "running"):
                 self.jobs[m["job"]] = "running"
                 self.reply(rid, TYPES["ERROR"], i, code=9, msg="job has started: it stays here")
             else:

@@ -75,6 +75,7 @@ static const char usage[] =
 
 static const struct store_table meta_tables[] = {
     {"jobs", STORE_KEY_U64},
+    {"orders", STORE_KEY_U64}, /* the outbox (metaorder.c, issue 24) */
     {ACCT_TABLE, STORE_KEY_U64},
     {NULL},
 };
@@ -96,11 +97,13 @@ static int on_commit(void *arg)
     meta_dep_step(M); /* issue 27: waiting jobs whose dependency holds now, or never can */
     meta_place_some(M);
     if (M->meta_dirty) {
-        if (record_put_u64(M->store, M->t_meta, "next_job", M->next_id) < 0)
+        if (record_put_u64(M->store, M->t_meta, "next_job", M->next_id) < 0 ||
+            record_put_u64(M->store, M->t_meta, "next_order", M->next_order) < 0)
             return -1;
         M->meta_dirty = false;
     }
-    if (meta_acct_save_dirty(M) < 0 || meta_jobs_save(M) < 0 || store_commit(M->store) < 0) {
+    if (meta_acct_save_dirty(M) < 0 || meta_jobs_save(M) < 0 || meta_orders_save(M) < 0 ||
+        store_commit(M->store) < 0) {
         int e = errno;
         log_warnx("commit failed: %s", store_error_text(e));
         errno = e; /* the daemon tells the requesters */
@@ -121,6 +124,7 @@ static void on_reload(void *arg)
     for (uint32_t i = 0; i < M->njobs; i++)
         meta_job_free(M->jobs[i]);
     M->njobs = 0;
+    meta_orders_free(M);
     meta_sites_forget(M);
     if (load_all(M) < 0)
         fatalx("cannot reload the state after a failed commit; restart the meta role");
@@ -166,6 +170,13 @@ static int load_all(struct meta *M)
     M->inflight = 0;
     if (record_load(M->store, M->t_jobs, meta_job_load, M) < 0)
         return -1;
+    /* the outbox (issue 24; absent before: empty): sent again once each site is up */
+    M->next_order = 1;
+    if (record_get_u64(M->store, M->t_meta, "next_order", &M->next_order) != 0 || M->next_order < 1)
+        M->next_order = 1;
+    M->norders = 0;
+    if (record_load(M->store, M->t_orders, meta_order_load, M) < 0)
+        return -1;
     for (uint32_t i = 0; i < M->njobs; i++)
         meta_resume(M, M->jobs[i]);
     return 0;
@@ -191,13 +202,14 @@ static int meta_open(struct meta *M)
     }
     M->t_meta = store_table(M->store, "meta");
     M->t_jobs = store_table(M->store, "jobs");
+    M->t_orders = store_table(M->store, "orders");
     M->t_acct = store_table(M->store, ACCT_TABLE);
     if (load_all(M) < 0 || meta_jobs_save(M) < 0 || store_commit(M->store) < 0) {
         log_warnx("cannot load the state from %s", c->state_dir);
         return -1;
     }
-    log_info("state loaded: %u jobs, incarnation %s, %d sites, policy %s", M->njobs, M->inc,
-             M->nsites, meta_policy_name(M->policy));
+    log_info("state loaded: %u jobs, %u orders to sites, incarnation %s, %d sites, policy %s",
+             M->njobs, M->norders, M->inc, M->nsites, meta_policy_name(M->policy));
     return 0;
 }
 
@@ -273,6 +285,7 @@ out:
     for (uint32_t i = 0; i < M.njobs; i++)
         meta_job_free(M.jobs[i]);
     free(M.jobs);
+    meta_orders_free(&M);
     daemon_destroy(&M.daemon);
     loop_destroy(&M.loop);
     if (M.lockfd >= 0)

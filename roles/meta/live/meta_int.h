@@ -5,6 +5,8 @@
  *   metaacct.c   accounting records of ended jobs, ACCT, their retention (issue 27)
  *   metadep.c    job dependencies (issue 27): checked at submission, re-checked each turn
  *   metasend.c   the messages to the sites, queued until the turn's commit
+ *   metaorder.c  the outbox: orders to a site (cancel, release, withdrawal), stored and
+ *                sent until the site acknowledges them (issue 24); a requeue completed
  *   metaplace.c  placement rounds: estimates, the decision, RESERVE/SUBMIT, moves begun
  *   metasite.c   the sites' connections, their replies (placements, tracking, moves,
  *                stray reservations), ticks (information, polls, re-evaluation), list
@@ -71,7 +73,10 @@ enum {
     RK_RESVLIST,
     RK_GEST,     /* ESTIMATE shared by a group of jobs (job = the group id) */
     RK_WITHDRAW, /* CANCEL `unstarted` of a copy the spool moves (job = the job) */
+    RK_ORDER,    /* an order of the outbox (job = the order's id; metaorder.c) */
 };
+/* What an order of the outbox is (struct morder kind; stored by name). */
+enum { OR_CANCEL, OR_RELEASE, OR_WITHDRAW };
 /* Where a job's placement is (struct mjob phase; memory only). */
 /* A move (re-evaluation): estimates, a reservation at the new site, the old copy
  * withdrawn (a conditional cancel the old site decides: refused once it started), and
@@ -84,6 +89,22 @@ struct mreq {
     int kind;     /* RK_* */
     uint64_t job; /* the job it is about, 0 */
     int64_t deadline;
+};
+
+/* An order to a site, kept (table `orders`) until the site acknowledges it. */
+struct morder {
+    uint64_t id;
+    int site;
+    uint8_t kind;       /* OR_* */
+    uint64_t job, sjob; /* the spool's job (0: none), the site's job (cancel, withdrawal); a
+                           cancel of sjob 0: of the copy submission `attempt` of job may have
+                           made (its answer not known) */
+    uint32_t attempt;
+    char resv[META_NAME_MAX]; /* the reservation (release) */
+    int64_t since;            /* wall ms it was decided */
+    uint32_t tries;           /* times sent */
+    int64_t next_at;          /* loop ms it may be sent again (memory only) */
+    bool inflight, dirty;     /* memory only */
 };
 
 struct slurm_site;
@@ -156,6 +177,10 @@ struct mjob {
     bool withdrawing; /* a withdrawal of its copy at `site` was sent, not answered (stored):
                          a copy seen cancelled there was withdrawn, and is placed again */
     bool timed;       /* its placement latency is counted (metastats.c; memory only) */
+    uint32_t orders;  /* orders of the outbox about it (metaorder.c; memory only) */
+    /* JOB_CTL requeue (stored): its copy's cancel awaited before it is placed again */
+    bool requeueing;
+    uint32_t requeues; /* requeues asked (JOB_CTL), shown in its row */
     /* submit --dependency (issue 27, metadep.c): the terms still waited for, NULL: none;
        while set the job is not placed (its reason says which term) */
     struct depend *dep;
@@ -174,7 +199,7 @@ struct meta {
     struct meta_cfg cfg;
     enum meta_policy policy;
     struct store *store;
-    int t_meta, t_jobs;
+    int t_meta, t_jobs, t_orders;
     int t_acct;                /* metaacct.c */
     struct acct_sweep acct_sw; /* metaacct.c */
     struct loop *loop;
@@ -192,6 +217,10 @@ struct meta {
     uint32_t neg, capeg;
     uint64_t next_gid;
     uint64_t placements, moves;
+    /* the outbox (metaorder.c), in id order */
+    struct morder *orders;
+    uint32_t norders, caporders;
+    uint64_t next_order;
     /* messages to sites, sent after the turn's commit */
     struct mout {
         int site;
@@ -256,19 +285,56 @@ void meta_req_begin(struct meta *M, struct msite *s, int kind, uint64_t job, uin
 /* A request of no field or one u64 field k = v. */
 void meta_send_simple(struct meta *M, struct msite *s, int kind, uint64_t job, uint32_t type,
                       const char *k, uint64_t v);
-/* RESV_RELEASE of resv at s (nothing when resv is empty). */
-void meta_send_release(struct meta *M, struct msite *s, const char *resv);
 /* CANCEL `unstarted` of j's copy at its site (a move's withdrawal, RK_WITHDRAW). */
 void meta_send_withdraw(struct meta *M, struct mjob *j);
 /* The user the site sees: the job's, or the spool's when the job named none. */
 const char *meta_job_user(const struct meta *M, const struct mjob *j);
 void meta_resv_name(struct meta *M, const struct mjob *j, uint32_t attempt, char *out, size_t n);
-/* The user's request again, with resv, key and user set for the site. */
+/* The user's request again, with resv, key and user set for the site; hold: with `hold`
+ * true (the spool cancelling the copy this key may have made: a new one never starts). */
 void meta_send_submit(struct meta *M, struct msite *s, struct mjob *j, const char *resv,
-                      uint32_t attempt);
+                      uint32_t attempt, bool hold);
 void meta_send_estimate(struct meta *M, struct msite *s, struct mjob *j, int kind, uint64_t id);
 void meta_send_reserve(struct meta *M, struct msite *s, struct mjob *j, const char *name,
                        int64_t start);
+
+/* ---- metaorder.c: the outbox ---- */
+
+const char *meta_order_kind_name(int kind);
+/* Stores an order (kind OR_*) to site about the spool's job (0: none) and the site's job
+ * sjob (cancel, withdrawal) or reservation resv (release), and sends it when the site is
+ * up; the same order already waiting is not added twice. */
+void meta_order_add(struct meta *M, int site, int kind, uint64_t job, uint64_t sjob,
+                    const char *resv);
+/* RESV_RELEASE of resv at s as an order (nothing when resv is empty). */
+void meta_send_release(struct meta *M, struct msite *s, const char *resv);
+/* The site's answer to order oid (err: an ERROR of code with msg). */
+void meta_order_answer(struct meta *M, struct msite *s, uint64_t oid, bool err, uint64_t code,
+                       const char *msg);
+/* Order oid's request is gone unanswered (its site went down): sent again later. */
+void meta_order_unsent(struct meta *M, uint64_t oid);
+/* Job j was cancelled while its submission at its site was unanswered: a cancel of the
+ * copy it may have made, sent once the answer gives its id (meta_order_submitted) or,
+ * when the answer is lost (a restart, the site down), by submitting again with the same
+ * key and `hold` (the site gives back the copy it made, or makes a held one) first. */
+void meta_order_cancel_unanswered(struct meta *M, struct mjob *j);
+/* The answer to a submission of ended job j at s: its copy sjob (0: refused, none made). */
+void meta_order_submitted(struct meta *M, struct msite *s, struct mjob *j, uint64_t sjob);
+/* A submission of job j at site went unanswered (the site down). */
+void meta_order_submit_lost(struct meta *M, int site, uint64_t job);
+/* Site came back up: its orders go at once. */
+void meta_orders_site_up(struct meta *M, int site);
+/* Sends the orders due to the sites that are up (a bounded number in flight per site). */
+void meta_orders_tick(struct meta *M);
+/* Orders not acknowledged yet to site (a job's: struct mjob orders). */
+uint32_t meta_orders_at(const struct meta *M, int site);
+int meta_orders_save(struct meta *M);
+/* record_load's callback for the orders table: arg is the role. */
+int meta_order_load(void *arg, const uint8_t *key, size_t klen, const void *val, size_t vlen);
+void meta_orders_free(struct meta *M);
+/* j starts again from scratch (JOB_CTL requeue): spooled, to be placed anew with a new
+ * attempt (a new key); its copy is gone, or its site is unreachable (why: the reason). */
+void meta_job_requeue_now(struct meta *M, struct mjob *j, const char *why);
 
 /* ---- metaplace.c: placement rounds ---- */
 
@@ -294,6 +360,9 @@ void meta_move_failed(struct meta *M, struct mjob *j, const char *why);
 void meta_job_cancel_at_site(struct meta *M, struct mjob *j);
 /* A job loaded in PLACING state after a restart: resend its submission. */
 void meta_resume(struct meta *M, struct mjob *j);
+/* JOB_CTL requeue (metareq.c): j starts again from scratch, placed anew once its copy
+ * at a site is known cancelled (why: the reason); see docs/meta.md "Requeue". */
+void meta_job_requeue(struct meta *M, struct mjob *j);
 
 /* ---- metasite.c: the sites ---- */
 

@@ -166,13 +166,14 @@ void meta_decide(struct meta *M, struct mjob *j)
     burst_count(&M->site[s], sec);
     j->tried |= 1ull << s;
     j->attempt++;
+    j->requeueing = false; /* a new copy: a requeue is over once the job is placed anew */
     j->site = s;
     j->sjob = 0;
     j->est_start = j->start_est[s];
     if (M->policy == META_SLURM_M || j->ntasks > 1) { /* sbatch -M, or an array: no reservation */
         j->resv[0] = '\0';
         j->phase = PH_SUBMIT;
-        meta_send_submit(M, &M->site[s], j, "", j->attempt);
+        meta_send_submit(M, &M->site[s], j, "", j->attempt, false);
     } else {
         /* RESERVE and the SUBMIT into it leave together (one round trip, not two):
          * the site takes them in order on this one connection, so the submission finds
@@ -180,7 +181,7 @@ void meta_decide(struct meta *M, struct mjob *j)
         meta_resv_name(M, j, j->attempt, j->resv, sizeof j->resv);
         j->phase = PH_SUBMIT;
         meta_send_reserve(M, &M->site[s], j, j->resv, j->est_start);
-        meta_send_submit(M, &M->site[s], j, j->resv, j->attempt);
+        meta_send_submit(M, &M->site[s], j, j->resv, j->attempt, false);
     }
     meta_job_set(M, j, MJ_PLACING, "");
 }
@@ -404,17 +405,17 @@ void meta_move_failed(struct meta *M, struct mjob *j, const char *why)
 
 void meta_job_cancel_at_site(struct meta *M, struct mjob *j)
 {
+    /* orders of the outbox (metaorder.c): stored in this turn, before the user's OK, and
+     * sent until the site acknowledges them */
+    if (j->site >= 0 && !j->sjob && j->state == MJ_PLACING) /* its submission unanswered */
+        meta_order_cancel_unanswered(M, j);
     if (j->site >= 0) {
-        struct msite *s = &M->site[j->site];
-        if (j->sjob)
-            meta_send_simple(M, s, RK_CANCEL, j->id, WT_CANCEL, "job", j->sjob);
-        meta_send_release(M, s, j->resv);
+        meta_order_add(M, j->site, OR_CANCEL, j->id, j->sjob, NULL);
+        meta_send_release(M, &M->site[j->site], j->resv);
     }
     if (j->mv_site >= 0) {
-        struct msite *s = &M->site[j->mv_site];
-        if (j->mv_sjob)
-            meta_send_simple(M, s, RK_CANCEL, j->id, WT_CANCEL, "job", j->mv_sjob);
-        meta_send_release(M, s, j->mv_resv);
+        meta_order_add(M, j->mv_site, OR_CANCEL, j->id, j->mv_sjob, NULL);
+        meta_send_release(M, &M->site[j->mv_site], j->mv_resv);
     }
     if (j->phase != PH_IDLE && M->inflight)
         M->inflight--;
@@ -439,9 +440,37 @@ void meta_resume(struct meta *M, struct mjob *j)
         j->mv_resv[0] = '\0';
         j->mv_sjob = 0;
         j->dirty = true;
-    } else if (j->state == MJ_PLACING && j->site >= 0) {
+    } else if (j->state == MJ_PLACING && j->site >= 0 && !j->requeueing) {
         j->phase = PH_SUBMIT;
         M->inflight++;
-        meta_send_submit(M, &M->site[j->site], j, j->resv, j->attempt);
+        meta_send_submit(M, &M->site[j->site], j, j->resv, j->attempt, false);
     }
+}
+
+void meta_job_requeue(struct meta *M, struct mjob *j)
+{
+    j->requeues++;
+    j->dirty = true;
+    if (MJ_ENDED(j->state) || j->site < 0) { /* ended at its site, or never placed */
+        if (MJ_ENDED(j->state))
+            meta_job_requeue_now(M, j, "requeued by its user: placed again");
+        return;
+    }
+    struct msite *s = &M->site[j->site];
+    meta_job_cancel_at_site(M, j); /* orders: the copy's cancel, the reservation */
+    j->withdrawing = false;        /* the cancel decides now, not a withdrawal */
+    char r[200];
+    if (!s->info.up) {
+        /* the site cannot confirm anything: the requester vouches that its copy will not
+         * run (a lost site); the cancel reaches the site if it ever answers again */
+        snprintf(r, sizeof r,
+                 "requeued while site %s is unreachable: placed again (its copy there is "
+                 "cancelled when the site answers)",
+                 s->name);
+        meta_job_requeue_now(M, j, r);
+        return;
+    }
+    j->requeueing = true;
+    snprintf(r, sizeof r, "requeueing: waiting for site %s to cancel its copy", s->name);
+    meta_job_set(M, j, (enum mj_state)j->state, r);
 }

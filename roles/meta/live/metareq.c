@@ -174,7 +174,9 @@ static void put_row(struct meta *M, const struct mjob *j, struct wire_buf *wb)
 {
     bool started = j->state == MJ_RUNNING || (MJ_ENDED(j->state) && j->started);
     bool ended = MJ_ENDED(j->state);
-    wire_pack_map(wb, 27 + !!j->dep);
+    wire_pack_map(wb, 28 + !!j->dep + (j->requeues > 0));
+    if (j->requeues) /* JOB_CTL requeue (issue 24): Slurm's Restarts, as at the sites */
+        wire_put_u64(wb, "requeues", j->requeues);
     if (j->dep) { /* issue 27: the terms it still waits for */
         char t[DEPEND_LEN_MAX + 1];
         depend_format(j->dep, t, sizeof t);
@@ -227,6 +229,8 @@ static void put_row(struct meta *M, const struct mjob *j, struct wire_buf *wb)
     wire_put_i64(wb, "exit", j->exit);
     wire_put_i64(wb, "estimate", j->state == MJ_PLACED ? j->est_start : 0);
     wire_put_u64(wb, "attempts", j->attempt);
+    /* orders about it a site has not acknowledged yet (the outbox, metaorder.c) */
+    wire_put_u64(wb, "orders", j->orders);
     wire_put_str(wb, "reason", j->reason);
 }
 
@@ -304,7 +308,52 @@ static void h_cancel(struct meta *M, const struct wire_msg *m, struct wire_buf *
         return;
     }
     meta_job_cancel_at_site(M, j);
+    j->requeueing = false; /* a requeue waiting for its copy's cancel: ends here */
     meta_job_set(M, j, MJ_CANCELLED, "cancelled by the user");
+    wire_begin(reply, WT_OK, m->id, 0);
+}
+
+/* JOB_CTL (docs/wire.md 6.16) at the spool: `requeue` (the job from scratch, placed
+ * again once its copy at a site is cancelled; docs/meta.md "Requeue"). Hold and
+ * release are the site's: the spool forwards no hold. */
+static void h_job_ctl(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)
+{
+    struct mjob *j = meta_job_find(M, wire_get_u64(m->root, "job", 0));
+    char op[16];
+    wire_get_strbuf(m->root, "op", op, sizeof op);
+    if (!j) {
+        fail(reply, m->id, WE_NOT_FOUND, "no such job at the grid spool (see gridnode jobs)");
+        return;
+    }
+    if (!curve_may_touch(j->user)) {
+        fail(reply, m->id, WE_DENIED,
+             "the job belongs to another user; only its owner and the administrators may "
+             "requeue it");
+        return;
+    }
+    if (strcmp(op, "requeue")) {
+        fail(reply, m->id, strcmp(op, "hold") && strcmp(op, "release") ? WE_INVALID : WE_STATE,
+             strcmp(op, "hold") && strcmp(op, "release")
+                 ? "op must be hold, release or requeue"
+                 : "the grid spool holds no job: hold or release it at its site (gridnode "
+                   "hold -e SITE_EP SITE_JOB, shown by gridnode job), or cancel it here");
+        return;
+    }
+    if (j->state == MJ_CANCELLED) {
+        fail(reply, m->id, WE_STATE, "the job is cancelled: a cancel is final; submit it again");
+        return;
+    }
+    if (j->requeueing && j->site >= 0 && !M->site[j->site].info.up) {
+        /* its site went down since: the requester vouches for the copy (as below) */
+        char r[200];
+        snprintf(r, sizeof r,
+                 "requeued while site %s is unreachable: placed again (its copy there is "
+                 "cancelled when the site answers)",
+                 M->site[j->site].name);
+        meta_job_requeue_now(M, j, r);
+    } else if (!j->requeueing && !(j->state == MJ_QUEUED && j->site < 0)) {
+        meta_job_requeue(M, j); /* a queued job, or one requeueing already: unchanged */
+    }
     wire_begin(reply, WT_OK, m->id, 0);
 }
 
@@ -315,7 +364,7 @@ static void h_site_info(struct meta *M, const struct wire_msg *m, struct wire_bu
     wire_pack_array(reply, (uint32_t)M->nsites);
     for (int i = 0; i < M->nsites; i++) {
         const struct msite *s = &M->site[i];
-        wire_pack_map(reply, 9);
+        wire_pack_map(reply, 10);
         wire_put_str(reply, "name", s->name);
         wire_put_str(reply, "endpoint", s->ep);
         wire_put_bool(reply, "up", s->info.up);
@@ -325,6 +374,7 @@ static void h_site_info(struct meta *M, const struct wire_msg *m, struct wire_bu
         wire_put_u64(reply, "largest_procs", (uint64_t)s->info.max_procs);
         wire_put_i64(reply, "cores_free", s->cores_free);
         wire_put_i64(reply, "queued_work", s->info.queued_work);
+        wire_put_u64(reply, "orders", meta_orders_at(M, i)); /* the outbox, not acknowledged */
     }
     wire_put_str(reply, "policy", meta_policy_name(M->policy));
 }
@@ -350,12 +400,15 @@ void meta_dispatch(struct meta *M, const struct wire_msg *m, struct wire_buf *re
     case WT_SITE_INFO:
         h_site_info(M, m, reply);
         break;
+    case WT_JOB_CTL: /* requeue (issue 24) */
+        h_job_ctl(M, m, reply);
+        break;
     case WT_ACCT: /* issue 27 */
         meta_acct_request(M, m, reply);
         break;
     default:
         fail(reply, m->id, WE_TYPE,
              "the grid spool (gridnode meta) answers SUBMIT, PSUBMIT, JOB_LIST, JOB_GET, CANCEL, "
-             "SITE_INFO and ACCT");
+             "JOB_CTL, SITE_INFO and ACCT");
     }
 }

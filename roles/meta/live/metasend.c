@@ -3,7 +3,8 @@
  * recorded with its kind, job and deadline (struct mreq) and queued until the turn's
  * commit (meta_out_flush sends them then, or drops them when the commit failed);
  * SUBMIT/PSUBMIT (the user's request again with the spool's key, user and
- * reservation), ESTIMATE, RESERVE, RESV_RELEASE and the one-field requests. The
+ * reservation), ESTIMATE, RESERVE and the one-field requests (RESV_RELEASE and CANCEL
+ * are orders of the outbox, metaorder.c). The
  * reservation and key names the spool gives a placement. It calls nothing of the role.
  */
 #include <errno.h>
@@ -93,19 +94,6 @@ void meta_send_withdraw(struct meta *M, struct mjob *j)
     wire_buf_free(&wb);
 }
 
-void meta_send_release(struct meta *M, struct msite *s, const char *resv)
-{
-    if (!resv[0])
-        return;
-    struct wire_buf wb;
-    wire_buf_init(&wb);
-    meta_req_begin(M, s, RK_RELEASE, 0, WT_RESV_RELEASE, 2, META_REQ_TIMEOUT_MS, &wb);
-    wire_put_str(&wb, "user", M->cfg.user);
-    wire_put_str(&wb, "name", resv);
-    meta_queue_out(M, s->idx, &wb);
-    wire_buf_free(&wb);
-}
-
 /* The user the site sees: the job's, or the spool's when the job named none. */
 const char *meta_job_user(const struct meta *M, const struct mjob *j)
 {
@@ -119,7 +107,7 @@ void meta_resv_name(struct meta *M, const struct mjob *j, uint32_t attempt, char
 
 /* The user's request again, with resv, key and user set for the site. */
 void meta_send_submit(struct meta *M, struct msite *s, struct mjob *j, const char *resv,
-                      uint32_t attempt)
+                      uint32_t attempt, bool hold)
 {
     msgpack_unpacked up;
     msgpack_unpacked_init(&up);
@@ -129,8 +117,8 @@ void meta_send_submit(struct meta *M, struct msite *s, struct mjob *j, const cha
         return;
     }
     /* dependency: the spool's own ids, decided here (issue 27), meaningless at a site */
-    static const char *const skip[] = {"v",    "t",     "id",         "key", "resv",
-                                       "user", "early", "dependency", NULL};
+    static const char *const skip[] = {"v",    "t",     "id",         "key",  "resv",
+                                       "user", "early", "dependency", "hold", NULL};
     const msgpack_object_map *mp = &up.data.via.map;
     uint32_t keep = 0;
     bool *k = calloc(mp->size + 1, sizeof *k);
@@ -138,7 +126,8 @@ void meta_send_submit(struct meta *M, struct msite *s, struct mjob *j, const cha
         const msgpack_object *key = &mp->ptr[i].key;
         bool drop = key->type != MSGPACK_OBJECT_STR;
         for (int x = 0; !drop && skip[x]; x++)
-            drop = key->via.str.size == strlen(skip[x]) &&
+            drop = (hold || strcmp(skip[x], "hold")) && /* `hold` is the user's otherwise */
+                   key->via.str.size == strlen(skip[x]) &&
                    !memcmp(key->via.str.ptr, skip[x], key->via.str.size);
         k[i] = !drop;
         keep += !drop;
@@ -146,7 +135,7 @@ void meta_send_submit(struct meta *M, struct msite *s, struct mjob *j, const cha
     struct wire_buf wb;
     wire_buf_init(&wb);
     meta_req_begin(M, s, RK_SUBMIT, j->id, j->parallel ? WT_PSUBMIT : WT_SUBMIT,
-                   keep + 3 + (resv[0] ? 1 : 0), META_REQ_TIMEOUT_MS, &wb);
+                   keep + 3 + (resv[0] ? 1 : 0) + hold, META_REQ_TIMEOUT_MS, &wb);
     for (uint32_t i = 0; k && i < mp->size; i++)
         if (k[i]) {
             msgpack_pack_object(&wb.pk, mp->ptr[i].key);
@@ -159,6 +148,8 @@ void meta_send_submit(struct meta *M, struct msite *s, struct mjob *j, const cha
     wire_put_bool(&wb, "early", j->early); /* true unless the user asked otherwise */
     if (resv[0])
         wire_put_str(&wb, "resv", resv);
+    if (hold) /* a copy made now never starts before the cancel that follows */
+        wire_put_bool(&wb, "hold", true);
     meta_queue_out(M, s->idx, &wb);
     wire_buf_free(&wb);
     free(k);

@@ -115,6 +115,44 @@ static void array_progress(struct mjob *j, const msgpack_object *row, const msgp
     wire_buf_free(&wb);
 }
 
+/* An array that ended with failed elements: the worst of them (killed before failed,
+ * then the highest exit, as Slurm's DerivedExitCode) gives the array's state (*ns),
+ * exit (*ex) and reason (why: how many failed and why the worst did), from the site's
+ * task rows of this poll (the first META_TASKS_PAGE elements). */
+static void array_worst(const struct mjob *j, const msgpack_object *tasks, int *ns, int64_t *ex,
+                        char *why, size_t wl)
+{
+    int wst = -1;
+    int64_t wex = 0;
+    uint64_t widx = 0;
+    char wr[200] = "";
+    for (uint32_t i = 0; tasks && tasks->type == MSGPACK_OBJECT_ARRAY && i < tasks->via.array.size;
+         i++) {
+        const msgpack_object *t = &tasks->via.array.ptr[i];
+        char st[16];
+        wire_get_strbuf(t, "state", st, sizeof st);
+        int s = !strcmp(st, "killed") ? MJ_KILLED : !strcmp(st, "failed") ? MJ_FAILED : -1;
+        int64_t e = wire_get_i64(t, "exit", 0);
+        if (s < 0 || s < wst || (s == wst && e <= wex))
+            continue;
+        wst = s;
+        wex = e;
+        widx = wire_get_u64(t, "idx", i);
+        wire_get_strbuf(t, "reason", wr, sizeof wr);
+    }
+    if (wst < 0) { /* none in the page */
+        snprintf(why, wl, "%u of %u elements failed (the site's job shows which)", j->t_failed,
+                 j->ntasks);
+        *ns = MJ_FAILED;
+        *ex = *ex ? *ex : 1;
+        return;
+    }
+    *ns = wst;
+    *ex = wex;
+    snprintf(why, wl, "%u of %u elements failed; element %" PRIu64 ": %s%sexit %" PRId64 "%s",
+             j->t_failed, j->ntasks, widx, wr, wr[0] ? " (" : "", wex, wr[0] ? ")" : "");
+}
+
 /* The old site's answer to a move's withdrawal (code 0: OK). */
 static void withdrawn(struct meta *M, struct mjob *j, uint64_t code, const char *msg)
 {
@@ -142,7 +180,7 @@ static void withdrawn(struct meta *M, struct mjob *j, uint64_t code, const char 
     char r[200];
     snprintf(r, sizeof r, "moving to site %s (withdrawn from %s)", to->name, old->name);
     meta_job_set(M, j, MJ_PLACING, r);
-    meta_send_submit(M, to, j, j->resv, j->attempt);
+    meta_send_submit(M, to, j, j->resv, j->attempt, false);
 }
 
 static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
@@ -174,6 +212,13 @@ static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
             ns = MJ_DONE;
         else if (!strcmp(ts, "starting") && ns == MJ_RUNNING)
             ns = MJ_PLACED;
+    }
+    if (j->requeueing && MJ_ENDED(ns)) { /* JOB_CTL requeue: its copy is gone */
+        char r[200];
+        snprintf(r, sizeof r, "requeued: its copy at site %s ended, placed again",
+                 M->site[j->site].name);
+        meta_job_requeue_now(M, j, r);
+        return;
     }
     if (j->withdrawing && ns == MJ_CANCELLED && j->phase == PH_MV_WITHDRAW && j->mv_site >= 0) {
         withdrawn(M, j, 0, ""); /* the poll saw it before the answer came */
@@ -209,6 +254,8 @@ static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
             j->est_start = e;
         return;
     }
+    if (j->ntasks > 1 && MJ_ENDED(ns) && ns != MJ_CANCELLED && j->t_failed)
+        array_worst(j, tasks, &ns, &ex, why, sizeof why); /* the site's row has no exit */
     if (MJ_ENDED(ns)) {
         j->exit = ex;
         if (fin > 0)
@@ -249,7 +296,7 @@ static void on_sweep(struct meta *M, struct msite *s, const msgpack_object *resv
          * cancel again (a CANCEL lost to a restart of the site: STATE if it arrived) */
         if (bound && !(j && j->site == s->idx && j->sjob == bound && MJ_ENDED(j->state) &&
                        j->state != MJ_CANCELLED))
-            meta_send_simple(M, s, RK_CANCEL, 0, WT_CANCEL, "job", bound);
+            meta_order_add(M, s->idx, OR_CANCEL, id, bound, NULL);
         meta_send_release(M, s, name);
     }
 }
@@ -272,11 +319,12 @@ static void site_up(struct meta *M, struct msite *s, const msgpack_object *info)
         log_info("site %s up: %d cores, largest job %d", s->name, s->info.total_procs,
                  s->info.max_procs);
         s->sweep_at = 0;
+        meta_orders_site_up(M, s->idx); /* its orders go at once (metaorder.c) */
         /* submissions that never got their answer: again (the key makes it harmless) */
         for (uint32_t i = 0; i < M->njobs; i++) {
             struct mjob *j = M->jobs[i];
             if (j->state == MJ_PLACING && j->site == s->idx && j->phase == PH_SUBMIT)
-                meta_send_submit(M, s, j, j->resv, j->attempt);
+                meta_send_submit(M, s, j, j->resv, j->attempt, false);
         }
     }
 }
@@ -293,6 +341,10 @@ static void site_down(struct meta *M, struct msite *s, const char *why)
     s->req = NULL;
     s->nreq = s->capreq = 0;
     for (uint32_t i = 0; i < n; i++) {
+        if (q[i].kind == RK_ORDER) { /* job is the order's id: sent again when up */
+            meta_order_unsent(M, q[i].job);
+            continue;
+        }
         struct mjob *j = q[i].job && q[i].kind != RK_GEST ? meta_job_find(M, q[i].job) : NULL;
         if (!j && q[i].kind != RK_GEST)
             continue;
@@ -313,6 +365,8 @@ static void site_down(struct meta *M, struct msite *s, const char *why)
             meta_move_failed(M, j, "no answer to the withdrawal of its copy");
         } else if (q[i].kind == RK_JOBGET)
             j->polling = false;
+        else if (q[i].kind == RK_SUBMIT && (MJ_ENDED(j->state) || j->requeueing))
+            meta_order_submit_lost(M, s->idx, j->id); /* a cancelled job's: asked again */
     }
     free(q);
 }
@@ -333,7 +387,8 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
     char msg[256] = "";
     if (err)
         wire_get_strbuf(m->root, "msg", msg, sizeof msg);
-    struct mjob *j = q->job && q->kind != RK_GEST ? meta_job_find(M, q->job) : NULL;
+    struct mjob *j =
+        q->job && q->kind != RK_GEST && q->kind != RK_ORDER ? meta_job_find(M, q->job) : NULL;
     switch (q->kind) {
     case RK_GEST: {
         int64_t e = err ? -1 : wire_get_i64(m->root, "earliest", -1);
@@ -420,9 +475,13 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
             j->moving = false;
             meta_job_set(M, j, MJ_PLACED, r);
             s->info_at = 0; /* refresh what the site holds now */
-        } else if (!err && MJ_ENDED(j->state)) {
-            /* cancelled while its submission was under way */
-            meta_send_simple(M, s, RK_CANCEL, 0, WT_CANCEL, "job", wire_get_u64(m->root, "job", 0));
+        } else if ((MJ_ENDED(j->state) || j->requeueing) &&
+                   !(err && (code == WE_STORAGE || code == WE_REFUSED))) {
+            /* cancelled while its submission was under way: the copy it made (none when
+             * it was refused) is cancelled through the outbox */
+            meta_order_submitted(M, s, j, err ? 0 : wire_get_u64(m->root, "job", 0));
+        } else if (MJ_ENDED(j->state) || j->requeueing) { /* a passing refusal: again */
+            meta_order_submit_lost(M, s->idx, j->id);
         }
         break;
     case RK_WITHDRAW:
@@ -435,12 +494,17 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
         j->polling = false;
         if (j->site != s->idx || !(j->state == MJ_PLACED || j->state == MJ_RUNNING))
             break;
-        if (err && code == WE_NOT_FOUND) {
+        if (err && code == WE_NOT_FOUND && j->requeueing) {
+            meta_job_requeue_now(M, j, "requeued: its site no longer knows it, placed again");
+        } else if (err && code == WE_NOT_FOUND) {
             j->site = -1;
             meta_job_set(M, j, MJ_QUEUED, "the site no longer knows the job: placed again");
         } else if (!err) {
             on_job(M, j, wire_get(m->root, "job"), wire_get(m->root, "tasks"));
         }
+        break;
+    case RK_ORDER:
+        meta_order_answer(M, s, q->job, err, code, msg);
         break;
     case RK_RESVLIST:
         if (!err)
@@ -501,31 +565,48 @@ static void on_readable(struct loop *l, void *arg)
 
 /* ---- ticks ---- */
 
-/* A site silent for meta.site_down_s: its jobs that have not started go elsewhere
- * (the copies left there are cancelled by the sweep once it answers again). */
+/* A site silent for meta.site_down_s (docs/meta.md "A lost site"). Nothing of it is
+ * placed elsewhere while the site could still run it: a placed copy that has not started
+ * as far as the spool knows is withdrawn (an order of the outbox, CANCEL `unstarted`, sent
+ * once the site answers again; OK places the job again, STATE leaves it there); a
+ * submission not answered is sent again with its key when the site is back; a running
+ * job waits for the site. A user's cancel ends any of them, at the site once it is back. */
 static void site_lost(struct meta *M, struct msite *s)
 {
     for (uint32_t i = 0; i < M->njobs; i++) {
         struct mjob *j = M->jobs[i];
-        if (j->site != s->idx || !(j->state == MJ_PLACED || j->state == MJ_PLACING))
-            continue;
-        if (j->phase != PH_IDLE && M->inflight)
-            M->inflight--;
-        j->phase = PH_IDLE;
-        j->site = -1;
-        j->sjob = 0;
-        j->resv[0] = '\0';
-        j->withdrawing = false; /* the sweep cancels the copy left there */
-        if (j->mv_site >= 0) {  /* a move under way: given up */
+        if (j->site != s->idx || MJ_ENDED(j->state) || j->state == MJ_QUEUED || j->requeueing)
+            continue; /* a requeue's cancel waits in the outbox */
+        if (j->mv_site >= 0 && j->phase != PH_MV_WITHDRAW) { /* a move under way: given up */
             meta_send_release(M, &M->site[j->mv_site], j->mv_resv);
+            if (j->phase != PH_IDLE && M->inflight)
+                M->inflight--;
+            j->phase = PH_IDLE;
             j->mv_site = -1;
             j->mv_resv[0] = '\0';
+            j->dirty = true;
         }
-        j->tried = 0;
-        char r[200];
-        snprintf(r, sizeof r, "site %s unreachable for %lds: placed again", s->name,
-                 M->cfg.site_down_s);
-        meta_job_set(M, j, MJ_QUEUED, r);
+        char r[240];
+        if (j->state == MJ_PLACED && j->sjob && j->phase == PH_IDLE) {
+            j->withdrawing = true;
+            j->dirty = true;
+            meta_order_add(M, s->idx, OR_WITHDRAW, j->id, j->sjob, NULL);
+            snprintf(r, sizeof r,
+                     "site %s unreachable for %lds: its copy there is withdrawn once the site "
+                     "answers, then the job is placed again (if it started there, it stays)",
+                     s->name, M->cfg.site_down_s);
+        } else if (j->state == MJ_RUNNING) {
+            snprintf(r, sizeof r,
+                     "site %s unreachable for %lds: the job may still run there; it is followed "
+                     "again when the site answers (never run twice)",
+                     s->name, M->cfg.site_down_s);
+        } else {
+            snprintf(r, sizeof r,
+                     "site %s unreachable for %lds: its submission there is sent again when the "
+                     "site answers (never placed twice)",
+                     s->name, M->cfg.site_down_s);
+        }
+        meta_job_set(M, j, (enum mj_state)j->state, r);
     }
 }
 
@@ -539,7 +620,7 @@ static void reeval(struct meta *M, int64_t now)
     for (uint32_t i = 0; i < M->njobs && M->inflight < META_INFLIGHT_MAX; i++) {
         struct mjob *j = M->jobs[i];
         if (j->state != MJ_PLACED || j->phase != PH_IDLE || j->site < 0 || j->withdrawing ||
-            !M->site[j->site].info.up || j->ntasks > 1) /* an array is not moved */
+            j->requeueing || !M->site[j->site].info.up || j->ntasks > 1) /* an array is not moved */
             continue;
         /* its own site's current estimate for the job */
         j->tried = 0;
@@ -613,6 +694,7 @@ void meta_sites_tick(struct meta *M)
             meta_decide(M, j);
         }
     }
+    meta_orders_tick(M);
     reeval(M, now);
 }
 

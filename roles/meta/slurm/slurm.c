@@ -281,6 +281,7 @@ void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
         }
         r->wrap = w;
         r->parallel = m.type == WT_PSUBMIT;
+        r->hold = wire_get_bool(o, "hold", false);
         r->procs = r->parallel ? wire_get_u64(o, "procs", 1) : 1;
         r->walltime_s = wire_get_u64(o, "limit_s", 3600);
         r->mem_mb = wire_get_u64(o, "mem_mb", 0);

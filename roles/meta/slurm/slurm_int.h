@@ -63,7 +63,7 @@ struct sreq {
     char key[160], name[64], resv[64], user[64], jname[300];
     uint64_t job, procs, walltime_s, mem_mb, duration_s;
     int64_t start;
-    bool parallel;
+    bool parallel, hold; /* hold: sbatch --hold (the spool cancelling a copy it may have made) */
     char *wrap;
     /* T_POLL: the JOB_GETs it answers */
     uint64_t *prid, *pjob;

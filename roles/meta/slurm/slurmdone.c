@@ -259,6 +259,8 @@ void slurm_submit_cmd(struct slurm_site *S, struct sreq *r)
               r->name[0] ? " name " : "", r->name);
     if (r->resv[0])
         slurm_arg(r, "--reservation=%s", r->resv);
+    if (r->hold)
+        slurm_arg(r, "--hold");
     slurm_arg(r, "--output=%s/slurm-%%j.out", S->c.dir);
     slurm_arg(r, "--error=%s/slurm-%%j.err", S->c.dir);
     slurm_arg(r, "--wrap=%s", r->wrap);
