@@ -16,6 +16,10 @@ import time
 from conftest import scaled, wait_until
 from test_meta_moves import T, sites  # noqa: F401 (the fixture)
 
+# an unanswered site request marks the site down after this (5 s by default): shorter
+# here, so the cases that wait for it take less time (scaled for the ASan build)
+REQ = {"meta.request_timeout_ms": int(scaled(1500))}
+
 
 def known(m):
     return all(s["known"] for s in m.rpc(T["SITE_INFO"])["sites"])
@@ -37,7 +41,7 @@ def placed(m, jid, at):
 def test_a_cancel_reaches_a_site_that_was_down_across_a_kill9_of_the_spool(
         meta_factory, sites):
     a = sites("a", 300)
-    m = meta_factory({"a": a.endpoint})
+    m = meta_factory({"a": a.endpoint}, sets=REQ)
     wait_until(lambda: known(m), scaled(20), msg="site known")
     jid = m.rpc(T["PSUBMIT"], argv=["true"], procs=1, limit_s=60)["job"]
     wait_until(lambda: placed(m, jid, "a"), scaled(20), msg="placed at a")
@@ -63,7 +67,7 @@ def test_a_cancel_reaches_a_site_that_was_down_across_a_kill9_of_the_spool(
 
 def test_a_cancel_whose_answer_is_lost_is_sent_again_and_settled(meta_factory, sites):
     a = sites("a", 300)
-    m = meta_factory({"a": a.endpoint})
+    m = meta_factory({"a": a.endpoint}, sets=REQ)
     wait_until(lambda: known(m), scaled(20), msg="site known")
     jid = m.rpc(T["PSUBMIT"], argv=["true"], procs=1, limit_s=60)["job"]
     wait_until(lambda: placed(m, jid, "a"), scaled(20), msg="placed at a")
@@ -84,7 +88,7 @@ def test_a_lost_sites_jobs_never_run_elsewhere_while_it_could_run_them(meta_fact
     started while a was silent: the withdrawal is refused and it stays."""
     a, b = sites("a", 300), sites("b", 900)
     m = meta_factory({"a": a.endpoint, "b": b.endpoint},
-                     sets={"meta.site_down_s": 1, "meta.reeval_s": 0})
+                     sets=dict(REQ, **{"meta.site_down_s": 1, "meta.reeval_s": 0}))
     wait_until(lambda: known(m), scaled(20), msg="sites known")
     jids = [m.rpc(T["PSUBMIT"], argv=["true"], procs=1, limit_s=60)["job"] for _ in range(3)]
     wait_until(lambda: all(placed(m, j, "a") for j in jids), scaled(20), msg="placed at a")
@@ -122,7 +126,7 @@ def test_a_submission_whose_answer_is_lost_is_not_placed_twice(meta_factory, sit
     else, the resend with the same key gets the same site job back."""
     a, b = sites("a", 300), sites("b", 900)
     m = meta_factory({"a": a.endpoint, "b": b.endpoint},
-                     sets={"meta.site_down_s": 1, "meta.reeval_s": 0})
+                     sets=dict(REQ, **{"meta.site_down_s": 1, "meta.reeval_s": 0}))
     wait_until(lambda: known(m), scaled(20), msg="sites known")
     a.swallow_submits = 1
     jid = m.rpc(T["PSUBMIT"], argv=["true"], procs=1, limit_s=60)["job"]
@@ -153,7 +157,7 @@ def test_a_real_sites_array_cancel_survives_both_sides_restarting(
     b = batch_factory([cl])
     wait_until(lambda: any(n["active"] for n in b.rpc(37)["nodes"]), scaled(20),
                msg="batch sees the host")
-    m = meta_factory({"a": b})
+    m = meta_factory({"a": b}, sets=REQ)
     wait_until(lambda: known(m), scaled(20), msg="site known")
     jid = m.rpc(T["SUBMIT"], argv=["sleep", "60"], ntasks=2, limit_s=90)["job"]
     wait_until(lambda: job(m, jid)["gstate"] == "running", scaled(30), msg="running")
@@ -178,7 +182,7 @@ def test_a_cancel_while_the_submission_is_unanswered_reaches_the_copy(meta_facto
     submission may have made; after the restart the spool submits again with the same key
     and `hold` (the site gives back the copy it made) and cancels that copy."""
     a = sites("a", 300)
-    m = meta_factory({"a": a.endpoint})
+    m = meta_factory({"a": a.endpoint}, sets=REQ)
     wait_until(lambda: known(m), scaled(20), msg="site known")
     a.swallow_submits = 1
     jid = m.rpc(T["PSUBMIT"], argv=["true"], procs=1, limit_s=60)["job"]
@@ -199,7 +203,7 @@ def test_requeue_at_the_spool_waits_for_the_copys_cancel(meta_factory, sites):
     scratch, but is placed again only once its site acknowledged the cancel of its copy
     (here after two STORAGE answers); a cancelled job is STATE, hold is the site's."""
     a, b = sites("a", 300), sites("b", 900)
-    m = meta_factory({"a": a.endpoint, "b": b.endpoint}, sets={"meta.reeval_s": 0})
+    m = meta_factory({"a": a.endpoint, "b": b.endpoint}, sets=dict(REQ, **{"meta.reeval_s": 0}))
     wait_until(lambda: known(m), scaled(20), msg="sites known")
     jid = m.rpc(T["PSUBMIT"], argv=["true"], procs=1, limit_s=60)["job"]
     wait_until(lambda: placed(m, jid, "a"), scaled(20), msg="placed at a")

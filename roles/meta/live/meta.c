@@ -45,6 +45,8 @@ static const struct config_key meta_keys[] = {
      "the name the spool owns its site reservations under (RESERVE user)"},
     {"meta", "estimate_timeout_ms", CONFIG_INT, "1000", OFF(estimate_timeout_ms), 10, 600000, NULL,
      "a site that has not answered ESTIMATE by then is left out of this placement"},
+    {"meta", "request_timeout_ms", CONFIG_INT, "5000", OFF(request_timeout_ms), 100, 600000, NULL,
+     "a site request other than ESTIMATE unanswered by then: the site is taken as down"},
     {"meta", "move_margin_s", CONFIG_INT, "60", OFF(move_margin_s), 0, 1L << 30, NULL,
      "re-evaluation moves a waiting job when another site starts it earlier by more"},
     {"meta", "reeval_s", CONFIG_INT, "10", OFF(reeval_s), 0, 86400, NULL,

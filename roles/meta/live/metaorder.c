@@ -112,12 +112,12 @@ static void order_send(struct meta *M, struct morder *o)
     struct wire_buf wb;
     wire_buf_init(&wb);
     if (o->kind == OR_RELEASE) {
-        meta_req_begin(M, s, RK_ORDER, o->id, WT_RESV_RELEASE, 2, META_REQ_TIMEOUT_MS, &wb);
+        meta_req_begin(M, s, RK_ORDER, o->id, WT_RESV_RELEASE, 2, M->cfg.request_timeout_ms, &wb);
         wire_put_str(&wb, "user", M->cfg.user);
         wire_put_str(&wb, "name", o->resv);
     } else {
         meta_req_begin(M, s, RK_ORDER, o->id, WT_CANCEL, o->kind == OR_WITHDRAW ? 2 : 1,
-                       META_REQ_TIMEOUT_MS, &wb);
+                       M->cfg.request_timeout_ms, &wb);
         wire_put_u64(&wb, "job", o->sjob);
         if (o->kind == OR_WITHDRAW)
             wire_put_bool(&wb, "unstarted", true);

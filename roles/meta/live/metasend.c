@@ -75,7 +75,7 @@ void meta_send_simple(struct meta *M, struct msite *s, int kind, uint64_t job, u
 {
     struct wire_buf wb;
     wire_buf_init(&wb);
-    meta_req_begin(M, s, kind, job, type, k ? 1 : 0, META_REQ_TIMEOUT_MS, &wb);
+    meta_req_begin(M, s, kind, job, type, k ? 1 : 0, M->cfg.request_timeout_ms, &wb);
     if (k)
         wire_put_u64(&wb, k, v);
     meta_queue_out(M, s->idx, &wb);
@@ -86,7 +86,7 @@ void meta_send_withdraw(struct meta *M, struct mjob *j)
 {
     struct wire_buf wb;
     wire_buf_init(&wb);
-    meta_req_begin(M, &M->site[j->site], RK_WITHDRAW, j->id, WT_CANCEL, 2, META_REQ_TIMEOUT_MS,
+    meta_req_begin(M, &M->site[j->site], RK_WITHDRAW, j->id, WT_CANCEL, 2, M->cfg.request_timeout_ms,
                    &wb);
     wire_put_u64(&wb, "job", j->sjob);
     wire_put_bool(&wb, "unstarted", true);
@@ -135,7 +135,7 @@ void meta_send_submit(struct meta *M, struct msite *s, struct mjob *j, const cha
     struct wire_buf wb;
     wire_buf_init(&wb);
     meta_req_begin(M, s, RK_SUBMIT, j->id, j->parallel ? WT_PSUBMIT : WT_SUBMIT,
-                   keep + 3 + (resv[0] ? 1 : 0) + hold, META_REQ_TIMEOUT_MS, &wb);
+                   keep + 3 + (resv[0] ? 1 : 0) + hold, M->cfg.request_timeout_ms, &wb);
     for (uint32_t i = 0; k && i < mp->size; i++)
         if (k[i]) {
             msgpack_pack_object(&wb.pk, mp->ptr[i].key);
@@ -178,7 +178,7 @@ void meta_send_reserve(struct meta *M, struct msite *s, struct mjob *j, const ch
 {
     struct wire_buf wb;
     wire_buf_init(&wb);
-    meta_req_begin(M, s, RK_RESERVE, j->id, WT_RESERVE, 9 + (j->ppn > 0), META_REQ_TIMEOUT_MS, &wb);
+    meta_req_begin(M, s, RK_RESERVE, j->id, WT_RESERVE, 9 + (j->ppn > 0), M->cfg.request_timeout_ms, &wb);
     wire_put_str(&wb, "user", M->cfg.user);
     wire_put_str(&wb, "name", name);
     wire_put_u64(&wb, "procs", (uint64_t)j->rq.procs);
