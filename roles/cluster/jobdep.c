@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "daemon/curve.h"
+#include "daemon/depreq.h"
 #include "daemon/loop.h"
 #include "lib/log.h"
 #include "roles/cluster/scored_int.h"
@@ -54,8 +55,9 @@ static enum dep_job lookup(void *arg, uint64_t id, const char **shown)
 }
 
 /* The owner of job id (bag or parallel), or NULL. */
-static const char *owner_of(struct cluster *c, uint64_t id)
+static const char *owner_of(void *arg, uint64_t id)
 {
+    struct cluster *c = arg;
     struct job *j = cluster_job_find(c, id);
     struct pjob *p = j || !c->sd ? NULL : scored_job_find(c, id);
     return j ? j->user : p ? p->user : NULL;
@@ -64,51 +66,12 @@ static const char *owner_of(struct cluster *c, uint64_t id)
 int jobdep_submit(struct cluster *c, const msgpack_object *m, struct depend **out, char *why,
                   size_t wl)
 {
-    size_t n;
-    const char *s = wire_get_str(m, "dependency", &n);
-    *out = NULL;
-    if (!s)
-        return 0;
-    struct depend *d = calloc(1, sizeof *d);
-    if (!d) {
-        snprintf(why, wl, "out of memory");
-        return -1;
-    }
-    if (depend_parse(s, n, d, why, wl) < 0) {
-        free(d);
-        return -1;
-    }
-    char term[48];
-    int k = depend_unknown(d, lookup, c);
-    for (uint32_t i = 0; k < 0 && i < d->n; i++) {
-        const char *owner = d->t[i].type == DEP_SINGLETON ? NULL : owner_of(c, d->t[i].id);
-        if (owner && !curve_may_touch(owner)) {
-            depend_term_text(d, i, term, sizeof term);
-            snprintf(why, wl,
-                     "dependency term %s: job %llu belongs to another user (only "
-                     "administrators may depend on other users' jobs)",
-                     term, (unsigned long long)d->t[i].id);
-            jobdep_free(d);
-            return -1;
-        }
-    }
-    if (k >= 0) {
-        depend_term_text(d, (uint32_t)k, term, sizeof term);
-        snprintf(why, wl, "dependency term %s: no job %llu here (gridnode jobs lists them)", term,
-                 (unsigned long long)d->t[k].id);
-        jobdep_free(d);
-        return -1;
-    }
-    *out = d;
-    return 0;
+    return depreq_read(m, lookup, owner_of, c, "here", out, why, wl);
 }
 
 void jobdep_free(struct depend *d)
 {
-    if (!d)
-        return;
-    depend_free(d);
-    free(d);
+    depreq_free(d);
 }
 
 /* Same user and name, not ended, and started or submitted before id. */

@@ -27,18 +27,19 @@
 
 #define META_MAX_SITES 64
 #define META_NAME_MAX 64
-#define META_INFO_MS 2000        /* SITE_INFO refresh */
-#define META_POLL_MS 1000        /* JOB_GET of the jobs placed at a site */
-#define META_SWEEP_MS 15000      /* RESV_LIST at each site: stray reservations */
-#define META_INFLIGHT_MAX 256    /* placements under way at once */
-#define META_RESV_SLACK_S 5      /* a site reservation lasts the walltime plus this */
-#define META_TASKS_PAGE 200      /* task rows of an array fetched by the poll (JOB shows them) */
+#define META_INFO_MS 2000     /* SITE_INFO refresh */
+#define META_POLL_MS 1000     /* JOB_GET of the jobs placed at a site */
+#define META_SWEEP_MS 15000   /* RESV_LIST at each site: stray reservations */
+#define META_INFLIGHT_MAX 256 /* placements under way at once */
+#define META_RESV_SLACK_S 5   /* a site reservation lasts the walltime plus this */
+#define META_TASKS_PAGE 200   /* task rows of an array fetched by the poll (JOB shows them) */
 
 struct meta_cfg {
     char listen[CONFIG_STR_MAX], state_dir[CONFIG_STR_MAX], sites[CONFIG_STR_MAX];
     char speeds[CONFIG_STR_MAX], policy[CONFIG_STR_MAX], user[CONFIG_STR_MAX];
     char log_level[CONFIG_STR_MAX];
-    long estimate_timeout_ms, request_timeout_ms, move_margin_s, reeval_s, site_down_s, max_attempts;
+    long estimate_timeout_ms, request_timeout_ms, move_margin_s, reeval_s, site_down_s,
+        max_attempts;
     int sync;
     long map_mb, peer_queue;
     struct curve_conf sec; /* [security] (daemon/curve.h) */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "daemon/curve.h"
+#include "daemon/depreq.h"
 #include "lib/log.h"
 #include "roles/meta/live/meta_int.h"
 #include "wire/depend.h"
@@ -37,49 +38,16 @@ static enum dep_job lookup(void *arg, uint64_t id, const char **shown)
     return j ? status(j, shown) : DJ_UNKNOWN;
 }
 
+static const char *owner(void *arg, uint64_t id)
+{
+    struct mjob *j = meta_job_find(arg, id);
+    return j ? j->user : NULL;
+}
+
 int meta_dep_submit(struct meta *M, const msgpack_object *o, struct depend **out, char *why,
                     size_t wl)
 {
-    size_t n;
-    const char *s = wire_get_str(o, "dependency", &n);
-    char term[48];
-    *out = NULL;
-    if (!s)
-        return 0;
-    struct depend *d = calloc(1, sizeof *d);
-    if (!d) {
-        snprintf(why, wl, "out of memory");
-        return -1;
-    }
-    if (depend_parse(s, n, d, why, wl) < 0) {
-        free(d);
-        return -1;
-    }
-    int k = depend_unknown(d, lookup, M);
-    if (k >= 0) {
-        depend_term_text(d, (uint32_t)k, term, sizeof term);
-        snprintf(why, wl,
-                 "dependency term %s: no job %llu at this spool (gridnode jobs lists them)", term,
-                 (unsigned long long)d->t[k].id);
-    }
-    for (uint32_t i = 0; k < 0 && i < d->n; i++) {
-        struct mjob *j = d->t[i].type == DEP_SINGLETON ? NULL : meta_job_find(M, d->t[i].id);
-        if (j && !curve_may_touch(j->user)) {
-            depend_term_text(d, i, term, sizeof term);
-            snprintf(why, wl,
-                     "dependency term %s: job %llu belongs to another user (only "
-                     "administrators may depend on other users' jobs)",
-                     term, (unsigned long long)d->t[i].id);
-            k = (int)i;
-        }
-    }
-    if (k >= 0) {
-        depend_free(d);
-        free(d);
-        return -1;
-    }
-    *out = d;
-    return 0;
+    return depreq_read(o, lookup, owner, M, "at this spool", out, why, wl);
 }
 
 void meta_dep_reason(const struct mjob *j, char *buf, size_t len)

@@ -86,8 +86,8 @@ void meta_send_withdraw(struct meta *M, struct mjob *j)
 {
     struct wire_buf wb;
     wire_buf_init(&wb);
-    meta_req_begin(M, &M->site[j->site], RK_WITHDRAW, j->id, WT_CANCEL, 2, M->cfg.request_timeout_ms,
-                   &wb);
+    meta_req_begin(M, &M->site[j->site], RK_WITHDRAW, j->id, WT_CANCEL, 2,
+                   M->cfg.request_timeout_ms, &wb);
     wire_put_u64(&wb, "job", j->sjob);
     wire_put_bool(&wb, "unstarted", true);
     meta_queue_out(M, j->site, &wb);
@@ -178,7 +178,8 @@ void meta_send_reserve(struct meta *M, struct msite *s, struct mjob *j, const ch
 {
     struct wire_buf wb;
     wire_buf_init(&wb);
-    meta_req_begin(M, s, RK_RESERVE, j->id, WT_RESERVE, 9 + (j->ppn > 0), M->cfg.request_timeout_ms, &wb);
+    meta_req_begin(M, s, RK_RESERVE, j->id, WT_RESERVE, 9 + (j->ppn > 0), M->cfg.request_timeout_ms,
+                   &wb);
     wire_put_str(&wb, "user", M->cfg.user);
     wire_put_str(&wb, "name", name);
     wire_put_u64(&wb, "procs", (uint64_t)j->rq.procs);

@@ -677,7 +677,8 @@ void meta_sites_tick(struct meta *M)
                     continue;
                 struct wire_buf wb;
                 wire_buf_init(&wb);
-                meta_req_begin(M, s, RK_JOBGET, j->id, WT_JOB_GET, 3, M->cfg.request_timeout_ms, &wb);
+                meta_req_begin(M, s, RK_JOBGET, j->id, WT_JOB_GET, 3, M->cfg.request_timeout_ms,
+                               &wb);
                 wire_put_u64(&wb, "job", j->sjob);
                 wire_put_bool(&wb, "tasks", true);
                 wire_put_u64(&wb, "count", j->ntasks > 1 ? META_TASKS_PAGE : 1);
