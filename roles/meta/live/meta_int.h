@@ -212,6 +212,7 @@ struct meta {
     int nsites;
     struct mjob **jobs; /* by id, ascending */
     uint32_t njobs, capjobs;
+    bool dep_any; /* a job may wait for a dependency (metadep.c; false: none does) */
     uint32_t inflight;
     struct megroup *eg;
     uint32_t neg, capeg;

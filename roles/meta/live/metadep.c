@@ -103,10 +103,13 @@ static void step_one(struct meta *M, struct mjob *j)
 void meta_dep_step(struct meta *M)
 {
     bool any = false, waits = false;
+    if (!M->dep_any)
+        return; /* no job waits for a dependency: nothing to walk */
     for (uint32_t i = 0; i < M->njobs && !(any && waits); i++) {
         any |= M->jobs[i]->dirty;
         waits |= M->jobs[i]->dep != NULL;
     }
+    M->dep_any = waits;
     if (!any || !waits)
         return; /* no job changed this turn, or none waits */
     for (uint32_t i = 0; i < M->njobs; i++) {

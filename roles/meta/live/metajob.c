@@ -64,6 +64,7 @@ int meta_job_add(struct meta *M, struct mjob *j)
     }
     M->jobs[i] = j;
     M->njobs++;
+    M->dep_any |= j->dep != NULL; /* meta_dep_step looks again */
     return 0;
 }
 
