@@ -126,6 +126,7 @@ static void on_reload(void *arg)
     for (uint32_t i = 0; i < M->njobs; i++)
         meta_job_free(M->jobs[i]);
     M->njobs = 0;
+    meta_key_reset(M);
     meta_orders_free(M);
     meta_sites_forget(M);
     if (load_all(M) < 0)
@@ -287,6 +288,7 @@ out:
     for (uint32_t i = 0; i < M.njobs; i++)
         meta_job_free(M.jobs[i]);
     free(M.jobs);
+    meta_key_reset(&M);
     meta_orders_free(&M);
     daemon_destroy(&M.daemon);
     loop_destroy(&M.loop);

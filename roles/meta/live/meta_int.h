@@ -212,6 +212,8 @@ struct meta {
     int nsites;
     struct mjob **jobs; /* by id, ascending */
     uint32_t njobs, capjobs;
+    struct mjob **kidx; /* keyed jobs by (user, key), open addressing (metajob.c) */
+    uint32_t kcap, kn;
     bool dep_any; /* a job may wait for a dependency (metadep.c; false: none does) */
     uint32_t inflight;
     struct megroup *eg;
@@ -247,6 +249,8 @@ int meta_job_add(struct meta *M, struct mjob *j);
 void meta_job_free(struct mjob *j);
 /* The newest job of user with request key key (a resent keyed SUBMIT), NULL. */
 struct mjob *meta_job_by_key(struct meta *M, const char *user, const char *key);
+/* Empties the key index (every job is freed: a reload, the end). */
+void meta_key_reset(struct meta *M);
 /* The request's key (malloc'd), NULL when absent. */
 char *meta_req_key(const msgpack_object *req);
 /* j's state is st (reason: kept when not NULL); logged on a change, marked dirty. */

@@ -47,8 +47,65 @@ struct mjob *meta_job_find(struct meta *M, uint64_t id)
     return lo < M->njobs && M->jobs[lo]->id == id ? M->jobs[lo] : NULL;
 }
 
+/* ---- the index of keyed jobs (user, key) -> job: a keyed SUBMIT looks its key up in
+ * O(1), not by walking every job (issue 28). Jobs are never removed one by one (a
+ * reload frees them all and meta_key_reset empties the index). ---- */
+
+static uint64_t key_hash(const char *user, const char *key)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a over user, a NUL, key */
+    for (const char *p = user;; p++) {
+        h = (h ^ (uint8_t)*p) * 1099511628211ULL;
+        if (!*p)
+            break;
+    }
+    for (const char *p = key; *p; p++)
+        h = (h ^ (uint8_t)*p) * 1099511628211ULL;
+    return h;
+}
+
+/* The slot of (user, key) in the index: its job's, or the empty one it would take. */
+static struct mjob **key_slot(struct meta *M, const char *user, const char *key)
+{
+    uint32_t mask = M->kcap - 1, i = (uint32_t)key_hash(user, key) & mask;
+    while (M->kidx[i] && (strcmp(M->kidx[i]->key, key) || strcmp(M->kidx[i]->user, user)))
+        i = (i + 1) & mask;
+    return &M->kidx[i];
+}
+
+static int key_insert(struct meta *M, struct mjob *j)
+{
+    if ((M->kn + 1) * 2 > M->kcap) {
+        uint32_t nc = M->kcap ? M->kcap * 2 : 1024, oc = M->kcap;
+        struct mjob **old = M->kidx, **nt = calloc(nc, sizeof *nt);
+        if (!nt)
+            return -1;
+        M->kidx = nt;
+        M->kcap = nc;
+        for (uint32_t i = 0; i < oc; i++)
+            if (old[i])
+                *key_slot(M, old[i]->user, old[i]->key) = old[i];
+        free(old);
+    }
+    struct mjob **s = key_slot(M, j->user, j->key);
+    if (!*s)
+        M->kn++;
+    if (!*s || (*s)->id < j->id) /* the newest job of a key answers for it */
+        *s = j;
+    return 0;
+}
+
+void meta_key_reset(struct meta *M)
+{
+    free(M->kidx);
+    M->kidx = NULL;
+    M->kcap = M->kn = 0;
+}
+
 int meta_job_add(struct meta *M, struct mjob *j)
 {
+    if (j->key && key_insert(M, j) < 0)
+        return -1;
     if (M->njobs == M->capjobs) {
         uint32_t nc = M->capjobs ? M->capjobs * 2 : 256;
         void *p = realloc(M->jobs, nc * sizeof *M->jobs);
@@ -77,12 +134,7 @@ char *meta_req_key(const msgpack_object *req)
 
 struct mjob *meta_job_by_key(struct meta *M, const char *user, const char *key)
 {
-    for (uint32_t i = M->njobs; key && i > 0; i--) { /* newest first */
-        struct mjob *j = M->jobs[i - 1];
-        if (j->key && !strcmp(j->key, key) && !strcmp(j->user, user))
-            return j;
-    }
-    return NULL;
+    return key && M->kcap ? *key_slot(M, user, key) : NULL;
 }
 
 void meta_job_free(struct mjob *j)
