@@ -118,8 +118,12 @@ static void conn_close(struct cli_conn *k)
 static bool tcp_host_unresolvable(const char *endpoint, char *err, size_t errlen)
 {
     char host[256];
-    const char *h = endpoint + 6, *colon = strrchr(endpoint, ':');
-    if (strncmp(endpoint, "tcp://", 6) || !colon || colon < h)
+    if (strncmp(endpoint, "tcp://", 6))
+        return false;
+    const char *h = endpoint + 6, *colon = strrchr(endpoint, ':'), *semi = strchr(h, ';');
+    if (semi) /* tcp://SOURCE;DESTINATION: the destination's host */
+        h = semi + 1;
+    if (!colon || colon < h)
         return false;
     size_t n = (size_t)(colon - h);
     if (n >= 2 && h[0] == '[' && h[n - 1] == ']')
