@@ -452,6 +452,7 @@ static int open_conn(struct zmtp *z, const char *endpoint, int timeout_ms, int c
     if (g != 0)
         return fail(z, "cannot resolve %s: %s", host, gai_strerror(g));
     int rc = -1, shakes = 0;
+    bool retried_eager = false;
     int64_t give_up_ms = now_ms() + (connect_ms < timeout_ms ? connect_ms : timeout_ms);
     for (;;) {
         for (const struct addrinfo *a = ai; a && rc < 0; a = a->ai_next)
@@ -474,11 +475,17 @@ static int open_conn(struct zmtp *z, const char *endpoint, int timeout_ms, int c
                 z->have = z->off = 0;
             }
         }
+        /* a CURVE connection closed before the greeting that carried our HELLO is tried
+         * once more at once, the HELLO then after the greeting: a HELLO the server could
+         * not open (a wrong server key) then shows as such (handshake_curve) */
+        bool again = keys && shakes == 1 && rc == -1 && !retried_eager;
+        retried_eager = retried_eager || again;
         int64_t now = now_ms();
-        if (rc != -1 || left_ms(z) == 0 || now >= give_up_ms)
+        if (rc != -1 || left_ms(z) == 0 || (now >= give_up_ms && !again))
             break;
         int nap = give_up_ms - now < RECONNECT_MS ? (int)(give_up_ms - now) : RECONNECT_MS;
-        poll(NULL, 0, nap);
+        if (!again && nap > 0)
+            poll(NULL, 0, nap);
     }
     freeaddrinfo(ai);
     return rc < 0 ? -1 : 0;

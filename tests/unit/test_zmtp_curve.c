@@ -5,7 +5,8 @@
  * metadata, READY, MESSAGE both ways; tampered, truncated, replayed and misnamed
  * commands refused), and cmd/zmtp.c over CURVE against a real libzmq ROUTER with a ZAP
  * handler: requests of every size, a refused key, a wrong server key, a plain server,
- * heartbeats answered.
+ * heartbeats answered; and against a scripted server whose answers are malformed or
+ * out of order: a clear error each, never a crash or a hang.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,8 +14,11 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <sodium.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -443,6 +447,103 @@ static void test_libzmq_heartbeats(void **state)
     server_stop(&s);
 }
 
+/* ---- a scripted server: after the client's greeting and HELLO, sends `reply` ---- */
+
+struct script {
+    int lfd;
+    const unsigned char *reply;
+    size_t len;
+};
+
+static void *scripted(void *arg)
+{
+    struct script *sc = arg;
+    int c = accept(sc->lfd, NULL, NULL);
+    if (c < 0)
+        return NULL;
+    unsigned char in[64 + 2 + ZCURVE_HELLO_LEN];
+    size_t got = 0;
+    while (got < sizeof in) {
+        ssize_t n = recv(c, in + got, sizeof in - got, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    if (send(c, sc->reply, sc->len, MSG_NOSIGNAL) < 0) {
+        close(c);
+        return NULL;
+    }
+    char sink[256];
+    while (recv(c, sink, sizeof sink, 0) > 0) /* until the client gives up */
+        ;
+    close(c);
+    return NULL;
+}
+
+/* Runs the client against a server answering reply; returns its error text. */
+static void against(const unsigned char *reply, size_t len, enum zmtp_refusal want,
+                    const char *words)
+{
+    struct script sc = {socket(AF_INET, SOCK_STREAM, 0), reply, len};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    assert_int_equal(bind(sc.lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(sc.lfd, 4), 0);
+    assert_int_equal(getsockname(sc.lfd, (struct sockaddr *)&a, &al), 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, scripted, &sc), 0);
+    char ep[64];
+    struct zmtp z;
+    struct zmtp_keys k = client_keys();
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", ntohs(a.sin_port));
+    assert_int_equal(zmtp_open_curve(&z, ep, 5000, 0, 1024, &k, "x", 1), -1);
+    if (!strstr(z.err, words))
+        fprintf(stderr, "error: %s (expected '%s')\n", z.err, words);
+    assert_non_null(strstr(z.err, words));
+    assert_int_equal(z.refused, want);
+    zmtp_close(&z);
+    pthread_join(th, NULL);
+    close(sc.lfd);
+}
+
+static void test_malformed_server(void **state)
+{
+    (void)state;
+    unsigned char r[64 + 9 + 300];
+    static const unsigned char g[12] = {0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f, 3, 0};
+    memset(r, 0, sizeof r);
+    memcpy(r, g, sizeof g);
+    memcpy(r + 12, "CURVE", 5);
+    /* a WELCOME of the wrong size */
+    memcpy(r + 64, "\4\11\7WELCOME\0", 11);
+    against(r, 64 + 11, ZMTP_HANDSHAKE, "WELCOME does not open");
+    /* a WELCOME of the right size whose box does not open */
+    r[64 + 1] = ZCURVE_WELCOME_LEN;
+    against(r, 64 + 2 + ZCURVE_WELCOME_LEN, ZMTP_HANDSHAKE, "WELCOME does not open");
+    /* a message frame, not a command */
+    r[64] = 0;
+    against(r, 64 + 2 + ZCURVE_WELCOME_LEN, ZMTP_OK, "malformed (expected WELCOME)");
+    /* a command with a name longer than itself */
+    memcpy(r + 64, "\4\3\50ab", 5);
+    against(r, 64 + 5, ZMTP_OK, "malformed");
+    /* another command than WELCOME */
+    memcpy(r + 64, "\4\6\5READY", 8);
+    against(r, 64 + 8, ZMTP_OK, "sent READY, not WELCOME");
+    /* ERROR: the key refused; its reason shown printable only */
+    memcpy(r + 64, "\4\13\5ERROR\4ab\n\33", 13);
+    against(r, 64 + 13, ZMTP_KEY_REFUSED, "refused the connection: ab");
+    /* a frame over the size limit */
+    memcpy(r + 64, "\6\0\0\0\0\1\0\0\0", 9);
+    against(r, 64 + 9, ZMTP_OK, "over the");
+    /* a greeting that is not ZMTP 3 */
+    r[10] = 2;
+    against(r, 64, ZMTP_OK, "does not speak ZMTP 3");
+    /* a greeting with another mechanism */
+    r[10] = 3;
+    memcpy(r + 12, "PLAIN", 5);
+    against(r, 64, ZMTP_HANDSHAKE, "mechanism 'PLAIN', not CURVE");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -453,6 +554,7 @@ int main(void)
         cmocka_unit_test(test_libzmq_key_refused),
         cmocka_unit_test(test_libzmq_wrong_server_or_plain),
         cmocka_unit_test(test_libzmq_heartbeats),
+        cmocka_unit_test(test_malformed_server),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
