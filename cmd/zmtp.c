@@ -285,6 +285,16 @@ static int greet(struct zmtp *z, const char *mech, const void *extra, size_t ele
     return 0;
 }
 
+/* The name of command (b, n) for a message: printable ASCII, at most 20 characters. */
+static const char *command_name(const unsigned char *b, size_t n, char out[21])
+{
+    size_t l = n ? b[0] : 0, i = 0;
+    for (; i < l && i < 20 && i + 1 < n && b[1 + i] >= 0x21 && b[1 + i] <= 0x7e; i++)
+        out[i] = (char)b[1 + i];
+    out[i] = '\0';
+    return out;
+}
+
 /* A command frame's header for len bytes into head; its size. */
 static size_t command_head(unsigned char head[9], size_t len)
 {
@@ -307,9 +317,10 @@ static int curve_command(struct zmtp *z, const char *want, unsigned char **b, si
         return fail(z, "the server's CURVE handshake is malformed (expected %s)", want);
     if (zcurve_is(*b, *n, "ERROR"))
         return refused(z, *b, *n);
+    char name[21];
     if (!zcurve_is(*b, *n, want))
-        return fail(z, "the server's CURVE handshake sent %.*s, not %s",
-                    (*b)[0] <= 20 ? (*b)[0] : 20, (const char *)*b + 1, want);
+        return fail(z, "the server's CURVE handshake sent %s, not %s", command_name(*b, *n, name),
+                    want);
     return 0;
 }
 
@@ -545,11 +556,10 @@ int zmtp_recv(struct zmtp *z, const unsigned char **data, size_t *len)
         size_t n;
         if (read_frame(z, &f, &b, &n) < 0)
             return -1;
-        if (z->curve && (f & FLAG_CMD)) {
-            if (zcurve_is(b, n, "ERROR"))
-                return refused(z, b, n);
-            return fail(z, "the server sent an unencrypted command after the CURVE handshake");
-        }
+        char name[21];
+        if (z->curve && (f & FLAG_CMD)) /* after the handshake every command is a MESSAGE */
+            return fail(z, "the server sent an unencrypted command (%s) after the CURVE handshake",
+                        command_name(b, n, name));
         if (z->curve && zcurve_open(z->curve, b, n, &inner, &b, &n) < 0)
             return fail(z, "a message from the server does not open (malformed, replayed or "
                            "not from the server)");
