@@ -544,6 +544,160 @@ static void test_malformed_server(void **state)
     against(r, 64, ZMTP_HANDSHAKE, "mechanism 'PLAIN', not CURVE");
 }
 
+/* ---- a scripted CURVE server: a real handshake, then scripted MESSAGEs ---- */
+
+struct curve_script {
+    int lfd;
+    int mode; /* 0 replay, 1 tampered, 2 plaintext command, 3 PING wanting a PONG */
+    unsigned char cn_client[32], cn_sec[32], precom[32];
+};
+
+static int recv_exact(int c, unsigned char *b, size_t n)
+{
+    for (size_t got = 0; got < n;) {
+        ssize_t r = recv(c, b + got, n - got, 0);
+        if (r <= 0)
+            return -1;
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+/* A frame header and a MESSAGE from the server with nonce sn and plaintext (p, n). */
+static size_t server_message(struct curve_script *sc, unsigned char *out, uint64_t sn,
+                             const unsigned char *p, size_t n)
+{
+    unsigned char nonce[24];
+    out[0] = 0;
+    out[1] = (unsigned char)(n + 32);
+    memcpy(out + 2, "\7MESSAGE", 8);
+    nonce16(nonce, "CurveZMQMESSAGES", sn);
+    memcpy(out + 10, nonce + 16, 8);
+    if (crypto_box_easy_afternm(out + 18, p, n, nonce, sc->precom) != 0)
+        return 0;
+    return n + 34;
+}
+
+static void *curve_scripted(void *arg)
+{
+    struct curve_script *sc = arg;
+    unsigned char in[64 + 2 + ZCURVE_HELLO_LEN], out[512], srv_sec[32], cn_pub[32], nonce[24];
+    int c = accept(sc->lfd, NULL, NULL);
+    if (c < 0 || recv_exact(c, in, sizeof in) < 0)
+        goto done;
+    /* greeting and WELCOME */
+    z85_decode(srv_sec, srv_sec_z85, 40);
+    memcpy(sc->cn_client, in + 66 + 80, 32);
+    crypto_box_keypair(cn_pub, sc->cn_sec);
+    unsigned char plain[128];
+    memcpy(plain, cn_pub, 32);
+    randombytes_buf(plain + 32, 96);
+    memset(out, 0, 64);
+    memcpy(out, "\xff\0\0\0\0\0\0\0\1\x7f\3\0CURVE", 17);
+    out[32] = 1; /* as-server */
+    out[64] = 4;
+    out[65] = ZCURVE_WELCOME_LEN;
+    memcpy(out + 66, "\7WELCOME", 8);
+    randombytes_buf(out + 74, 16);
+    memcpy(nonce, "WELCOME-", 8);
+    memcpy(nonce + 8, out + 74, 16);
+    if (crypto_box_easy(out + 90, plain, 128, nonce, sc->cn_client, srv_sec) != 0 ||
+        send(c, out, 66 + ZCURVE_WELCOME_LEN, MSG_NOSIGNAL) < 0)
+        goto done;
+    /* INITIATE (not checked here: test_commands does), READY */
+    unsigned char ini[9 + ZCURVE_INITIATE_LEN], msg[2 + 1 + ZCURVE_MSG_OVERHEAD];
+    if (recv_exact(c, ini, sizeof ini) < 0 ||
+        crypto_box_beforenm(sc->precom, sc->cn_client, sc->cn_sec) != 0)
+        goto done;
+    memcpy(out, "\4\36\5READY\0\0\0\0\0\0\0\1", 16);
+    nonce16(nonce, "CurveZMQREADY---", 1);
+    if (crypto_box_easy_afternm(out + 16, NULL, 0, nonce, sc->precom) != 0 ||
+        send(c, out, 32, MSG_NOSIGNAL) < 0 || recv_exact(c, msg, sizeof msg) < 0)
+        goto done;
+    size_t o = server_message(sc, out, 2, (const unsigned char *)"\0hi", 3);
+    if (sc->mode == 0) { /* "hi", then the same MESSAGE again */
+        memcpy(out + o, out, o);
+        o *= 2;
+    } else if (sc->mode == 1) {
+        out[o - 1] ^= 1;
+    } else if (sc->mode == 2) {
+        memcpy(out, "\4\5\4PING", 7);
+        o = 7;
+    } else { /* a PING; "ok" only after a PONG that opens, nonce 4 */
+        o = server_message(sc, out, 2, (const unsigned char *)"\2\4PING\0\0", 8);
+    }
+    if (send(c, out, o, MSG_NOSIGNAL) < 0)
+        goto done;
+    if (sc->mode == 3) {
+        unsigned char pong[2 + 6 + ZCURVE_MSG_OVERHEAD - 1], pp[6];
+        if (recv_exact(c, pong, sizeof pong) < 0)
+            goto done;
+        nonce16(nonce, "CurveZMQMESSAGEC", 4);
+        if (pong[1] != sizeof pong - 2 || memcmp(pong + 10, nonce + 16, 8) != 0 ||
+            crypto_box_open_easy_afternm(pp, pong + 18, sizeof pong - 18, nonce, sc->precom) ||
+            memcmp(pp, "\2\4PONG", 6) != 0)
+            goto done;
+        o = server_message(sc, out, 3, (const unsigned char *)"\0ok", 3);
+        if (send(c, out, o, MSG_NOSIGNAL) < 0)
+            goto done;
+    }
+    char sink[256];
+    while (recv(c, sink, sizeof sink, 0) > 0) /* until the client gives up */
+        ;
+done:
+    if (c >= 0)
+        close(c);
+    return NULL;
+}
+
+/* The client's first recv (and, for mode 0, its second) against mode's script. */
+static void after_handshake(int mode, const char *first, const char *words)
+{
+    struct curve_script sc = {.lfd = socket(AF_INET, SOCK_STREAM, 0), .mode = mode};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    assert_int_equal(bind(sc.lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(sc.lfd, 4), 0);
+    assert_int_equal(getsockname(sc.lfd, (struct sockaddr *)&a, &al), 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, curve_scripted, &sc), 0);
+    char ep[64];
+    struct zmtp z;
+    struct zmtp_keys k = client_keys();
+    const unsigned char *d;
+    size_t n;
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", ntohs(a.sin_port));
+    int rc = zmtp_open_curve(&z, ep, 5000, 1000, 1024, &k, "x", 1);
+    if (rc)
+        fprintf(stderr, "zmtp_open_curve: %s\n", z.err);
+    assert_int_equal(rc, 0);
+    rc = zmtp_recv(&z, &d, &n);
+    if (first) {
+        assert_int_equal(rc, 0);
+        assert_int_equal(n, strlen(first));
+        assert_memory_equal(d, first, n);
+        rc = words ? zmtp_recv(&z, &d, &n) : 0;
+    }
+    if (words) {
+        assert_int_equal(rc, -1);
+        if (!strstr(z.err, words))
+            fprintf(stderr, "error: %s (expected '%s')\n", z.err, words);
+        assert_non_null(strstr(z.err, words));
+    }
+    zmtp_close(&z);
+    pthread_join(th, NULL);
+    close(sc.lfd);
+}
+
+static void test_after_handshake(void **state)
+{
+    (void)state;
+    after_handshake(0, "hi", "does not open"); /* a replayed MESSAGE */
+    after_handshake(1, NULL, "does not open"); /* a tampered one */
+    after_handshake(2, NULL, "unencrypted command (PING)");
+    after_handshake(3, "ok", NULL); /* an encrypted PING gets an encrypted PONG */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -555,6 +709,7 @@ int main(void)
         cmocka_unit_test(test_libzmq_wrong_server_or_plain),
         cmocka_unit_test(test_libzmq_heartbeats),
         cmocka_unit_test(test_malformed_server),
+        cmocka_unit_test(test_after_handshake),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
