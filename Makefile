@@ -16,15 +16,16 @@
 
 BUILD   ?= build
 PREFIX  ?= /usr/local
-PKGS    := libzmq msgpack lmdb inih jansson zlib libmicrohttpd
+PKGS    := libzmq msgpack lmdb inih jansson zlib libmicrohttpd libsodium
 DEP_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 # Link flags (process start-up is most of a user tool's run time, see docs/perf.md):
 # libzmq is not linked but loaded on first use (daemon/zmqdl.c); the small libraries
 # are linked statically (their .a files come with the -dev packages), so a tool
-# maps only libc, libm and the binary itself. libmicrohttpd (stats.http) is not linked
+# maps only libc, libm and the binary itself (libsodium: the tools' own CURVE client,
+# cmd/zmtp_curve.c). libmicrohttpd (stats.http) is not linked
 # either: daemon/httpstats.c loads it when a role starts its statistics server (it pulls
 # GnuTLS and a dozen more libraries; only its header is needed to build).
-STATIC_PKGS := msgpack lmdb inih jansson zlib
+STATIC_PKGS := msgpack lmdb inih jansson zlib libsodium
 DEP_LIBS   := -Wl,-O1,--as-needed -Wl,-Bstatic $(shell pkg-config --libs $(STATIC_PKGS) \
               2>/dev/null) -Wl,-Bdynamic -ldl -lm
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)

@@ -1,7 +1,7 @@
 /*
  * cliconn.c - the user tools' transport (cli.h): a request and its reply over the
- * tools' own ZMTP client (cmd/zmtp.c: plain tcp://, no libzmq to load) or over libzmq
- * (CURVE, ipc://, a source address, ...); one connection per request, or one kept
+ * tools' own ZMTP client (cmd/zmtp.c: tcp://, plain or CURVE, no libzmq to load) or
+ * over libzmq (ipc://, a source address, ...); one connection per request, or one kept
  * connection for all of a tool's requests (cli_keep: over a long link every new
  * connection costs the TCP, ZMTP and CURVE handshakes, several round trips).
  */
@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <sodium.h>
 #include <zmq.h>
 
 #include "cmd/cli.h"
@@ -117,8 +118,12 @@ static void conn_close(struct cli_conn *k)
 static bool tcp_host_unresolvable(const char *endpoint, char *err, size_t errlen)
 {
     char host[256];
-    const char *h = endpoint + 6, *colon = strrchr(endpoint, ':');
-    if (strncmp(endpoint, "tcp://", 6) || !colon || colon < h)
+    if (strncmp(endpoint, "tcp://", 6))
+        return false;
+    const char *h = endpoint + 6, *colon = strrchr(endpoint, ':'), *semi = strchr(h, ';');
+    if (semi) /* tcp://SOURCE;DESTINATION: the destination's host */
+        h = semi + 1;
+    if (!colon || colon < h)
         return false;
     size_t n = (size_t)(colon - h);
     if (n >= 2 && h[0] == '[' && h[n - 1] == ']')
@@ -181,6 +186,44 @@ static int zmq_open_conn(const struct cli *c, struct cli_conn *k)
     return 0;
 }
 
+/* Records why the own ZMTP client failed (k->z.err) as k's failure; -1. A refused
+ * CURVE handshake gets the words the libzmq path uses (curve_handshake_failure). */
+static int zmtp_failed(struct cli_conn *k)
+{
+    if (k->z.refused == ZMTP_KEY_REFUSED)
+        return fail(k, F_TALK, "%s", curve_handshake_failure(ZMQ_EVENT_HANDSHAKE_FAILED_AUTH));
+    if (k->z.refused == ZMTP_HANDSHAKE)
+        return fail(k, F_TALK, "%s", curve_handshake_failure(ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL));
+    bool timeout = strstr(k->z.err, "timed out") || strstr(k->z.err, "Connection timed out");
+    return fail(k, timeout ? F_TIMEOUT : F_UNREACH, "%s", k->z.err);
+}
+
+/*
+ * Opens the own ZMTP client's connection to a tcp:// endpoint, plain or (with keys)
+ * CURVE, with the request in wb going out with the handshake. 0, or -1 (k->fail set;
+ * F_SAID when the keys cannot be read).
+ */
+static int own_open_send(const struct cli *c, struct cli_conn *k, struct wire_buf *wb, int left)
+{
+    struct zmtp_keys keys;
+    char err[700];
+    k->zmq = false;
+    k->open = true;
+    memset(&k->z, 0, sizeof k->z);
+    k->z.fd = -1;
+    int rc = curve_client_keys(NULL, c->endpoint, keys.secret, keys.server, err, sizeof err);
+    if (rc < 0)
+        return fail(k, F_SAID, "%s", err);
+    if (rc == 1)
+        rc = zmtp_open_send(&k->z, c->endpoint, left, c->connect_ms, WIRE_MAX_FRAME, wb->sb.data,
+                            wb->sb.size);
+    else
+        rc = zmtp_open_curve(&k->z, c->endpoint, left, c->connect_ms, WIRE_MAX_FRAME, &keys,
+                             wb->sb.data, wb->sb.size);
+    sodium_memzero(&keys, sizeof keys);
+    return rc < 0 ? zmtp_failed(k) : 0;
+}
+
 /* Sends the request in wb, opening the connection first if needed. 0, or -1. */
 static int conn_send(const struct cli *c, struct cli_conn *k, struct wire_buf *wb, int64_t deadline)
 {
@@ -189,12 +232,12 @@ static int conn_send(const struct cli *c, struct cli_conn *k, struct wire_buf *w
     int left = (int)(deadline - now_ms());
     if (left < 1)
         left = 1;
-    if (!k->open && zmtp_supported(c->endpoint) && !curve_client_secure(NULL)) {
-        k->zmq = false;
-        k->open = true;
-        if (zmtp_open_send(&k->z, c->endpoint, left, c->connect_ms, WIRE_MAX_FRAME, wb->sb.data,
-                           wb->sb.size) == 0)
+    if (!k->open && zmtp_supported(c->endpoint)) {
+        if (own_open_send(c, k, wb, left) == 0)
             return 0;
+        conn_close(k);
+        k->lost = true;
+        return -1;
     } else if (!k->open) {
         if (zmq_open_conn(c, k) == 0 && zmq_send(k->s, wb->sb.data, wb->sb.size, 0) >= 0)
             return 0;
@@ -215,8 +258,7 @@ static int conn_send(const struct cli *c, struct cli_conn *k, struct wire_buf *w
         if (zmtp_send(&k->z, wb->sb.data, wb->sb.size) == 0)
             return 0;
     }
-    bool timeout = strstr(k->z.err, "timed out") != NULL;
-    fail(k, timeout ? F_TIMEOUT : F_UNREACH, "%s", k->z.err);
+    zmtp_failed(k);
     conn_close(k);
     k->lost = true;
     return -1;
@@ -276,11 +318,8 @@ static int conn_recv(const struct cli *c, struct cli_conn *k, int64_t deadline, 
     } else {
         k->z.deadline_ms = deadline;
         rc = zmtp_recv(&k->z, &p, n);
-        if (rc < 0) {
-            bool timeout =
-                strstr(k->z.err, "timed out") || strstr(k->z.err, "Connection timed out");
-            fail(k, timeout ? F_TIMEOUT : F_UNREACH, "%s", k->z.err);
-        }
+        if (rc < 0)
+            zmtp_failed(k);
     }
     if (rc == 0 && !(*d = malloc(*n ? *n : 1)))
         rc = fail(k, F_SAID, "out of memory");

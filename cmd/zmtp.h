@@ -1,6 +1,7 @@
 /*
  * zmtp.h - a minimal ZMTP 3.0 DEALER over TCP for the user tools: one connection,
- * NULL security, single-frame messages. It lets a tool (submit, jobs, ...) talk to a
+ * NULL or CURVE security (the client side of CurveZMQ, cmd/zmtp_curve.c), single-frame
+ * messages. It lets a tool (submit, jobs, ...) talk to a
  * role's ROUTER without loading libzmq, whose loading is most of a short tool's run
  * time (see daemon/zmqdl.c). Anything it does not handle (ipc://, a source address,
  * ...) is left to libzmq by the caller.
@@ -12,6 +13,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct zmtp_curve;
+
+/* Why a CURVE handshake failed, for the caller's message (zmtp.refused). */
+enum zmtp_refusal {
+    ZMTP_OK = 0,
+    ZMTP_KEY_REFUSED, /* the server answered ERROR: its ZAP handler refused our key */
+    ZMTP_HANDSHAKE,   /* the server closed the handshake or does not run CURVE: most
+                       * likely we hold the wrong server key */
+};
+
+/* Our secret key and the server's public key, each 40 Z85 characters. */
+struct zmtp_keys {
+    char secret[41], server[41];
+};
+
 struct zmtp {
     int fd;
     int64_t deadline_ms; /* CLOCK_MONOTONIC, for every wait */
@@ -20,6 +36,8 @@ struct zmtp {
     size_t have, off, cap;
     char err[160];    /* why the last call failed */
     bool no_greeting; /* the handshake failed before the peer's greeting arrived */
+    enum zmtp_refusal refused;
+    struct zmtp_curve *curve; /* NULL: NULL security */
 };
 
 /* Whether endpoint is a plain tcp://HOST:PORT this module can connect to. */
@@ -44,10 +62,20 @@ int zmtp_open(struct zmtp *z, const char *endpoint, int timeout_ms, int connect_
  */
 int zmtp_open_send(struct zmtp *z, const char *endpoint, int timeout_ms, int connect_ms,
                    size_t max_msg, const void *data, size_t len);
+/*
+ * zmtp_open_send over CURVE with keys: our greeting and HELLO in one write (the server's
+ * greeting and WELCOME back), then INITIATE (READY back), then the message (data, len;
+ * any size, or NULL), so a request costs the TCP connect and three round trips before
+ * its reply. 0, or -1 with z->err set, and z->refused when the server refused the
+ * handshake.
+ */
+int zmtp_open_curve(struct zmtp *z, const char *endpoint, int timeout_ms, int connect_ms,
+                    size_t max_msg, const struct zmtp_keys *keys, const void *data, size_t len);
 /* Sends one single-frame message. 0 or -1 (z->err). */
 int zmtp_send(struct zmtp *z, const void *data, size_t len);
 /*
- * Receives the next message frame (commands are skipped; a PING gets its PONG): *data points
+ * Receives the next message frame, opened when CURVE (commands are skipped; a PING
+ * gets its PONG): *data points
  * into z's buffer, valid until the next call. 0, or -1 with z->err (timeout, closed
  * connection, oversized or malformed frame).
  */

@@ -712,15 +712,16 @@ bool curve_client_secure(const struct curve_conf *conf)
     return !c.plain;
 }
 
-int curve_client_apply(void *sock, const struct curve_conf *conf, const char *endpoint, char *err,
-                       size_t el)
+int curve_client_keys(const struct curve_conf *conf, const char *endpoint,
+                      char sec[CURVE_KEY_Z85 + 1], char srv[CURVE_KEY_Z85 + 1], char *err,
+                      size_t el)
 {
     struct curve_conf c = conf ? *conf : (struct curve_conf){0};
     curve_conf_env(&c);
-    char e2[600], pub[CURVE_KEY_Z85 + 1], sec[CURVE_KEY_Z85 + 1], srv[CURVE_KEY_Z85 + 1];
+    char e2[600];
     if (c.plain) {
         if (curve_endpoint_local(endpoint))
-            return 0;
+            return 1;
         snprintf(err, el,
                  "plain (no CURVE) is allowed only to loopback or ipc:// endpoints, not %s: set "
                  "GRIDNODE_KEY and GRIDNODE_SERVER_KEY (or security.secret_key/server_key)",
@@ -744,6 +745,16 @@ int curve_client_apply(void *sock, const struct curve_conf *conf, const char *en
         snprintf(err, el, "server key: %s", e2);
         return -1;
     }
+    return 0;
+}
+
+int curve_client_apply(void *sock, const struct curve_conf *conf, const char *endpoint, char *err,
+                       size_t el)
+{
+    char pub[CURVE_KEY_Z85 + 1], sec[CURVE_KEY_Z85 + 1], srv[CURVE_KEY_Z85 + 1];
+    int rc = curve_client_keys(conf, endpoint, sec, srv, err, el);
+    if (rc != 0)
+        return rc < 0 ? -1 : 0;
     if (zmq_curve_public(pub, sec) < 0 ||
         zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, srv, CURVE_KEY_Z85) < 0 ||
         zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, pub, CURVE_KEY_Z85) < 0 ||

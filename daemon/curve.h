@@ -208,6 +208,14 @@ bool curve_user_in_group(const char *user, const char *group, bool *known);
  */
 int curve_client_apply(void *sock, const struct curve_conf *conf, const char *endpoint, char *err,
                        size_t errlen);
+/*
+ * The keys curve_client_apply would set, read without libzmq (the user tools' own CURVE
+ * client, cmd/zmtp_curve.c): our secret key and the server's public key (Z85). 0 (keys
+ * set), 1 (plain, allowed to this endpoint), or -1 with a message in err.
+ */
+int curve_client_keys(const struct curve_conf *conf, const char *endpoint,
+                      char sec[CURVE_KEY_Z85 + 1], char srv[CURVE_KEY_Z85 + 1], char *err,
+                      size_t errlen);
 /* Does the configuration (conf or the environment) ask for CURVE? */
 bool curve_client_secure(const struct curve_conf *conf);
 

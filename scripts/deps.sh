@@ -3,7 +3,7 @@
 # Runs apt-get as root, or through sudo when not root.
 set -eu
 pkgs="build-essential pkg-config libzmq3-dev libmsgpack-dev liblmdb-dev lmdb-utils
-      libinih-dev libjansson-dev libcmocka-dev zlib1g-dev python3-pytest python3-zmq
+      libinih-dev libjansson-dev libsodium-dev libcmocka-dev zlib1g-dev python3-pytest python3-zmq
       python3-msgpack clang clang-format libclang-rt-14-dev procps libmicrohttpd-dev chromium"
 # A private single-node Slurm for tests/system/test_meta_slurm.py and bench/slurm_site.sh
 # (issue 14): the daemons are started by the tests themselves, never as services.

@@ -4,9 +4,9 @@ call take 5-20 ms); other endpoints (ipc://) go through libzmq, loaded on first 
 (daemon/zmqdl.c). Either way the tools behave the same, and an unreachable endpoint
 gives the same clear error within --timeout.
 
-The suite runs with CURVE on (conftest.py); the tools' own ZMTP client speaks only
-NULL, so the fast path is taken only with plain explicitly configured on loopback
-(GRIDNODE_PLAIN=1, the cluster too). With CURVE the tools go through libzmq."""
+The suite runs with CURVE on (conftest.py); the tools' own ZMTP client speaks CURVE
+too (tests/system/test_curve_tool.py), and plain where configured on loopback
+(GRIDNODE_PLAIN=1, the cluster too), as these tests do."""
 
 import json
 import os
