@@ -425,6 +425,9 @@ class Rpc:
         self.timeout = scaled(10) if timeout is None else timeout
         self.sock = ctx.socket(zmq.DEALER if socket_type is None else socket_type)
         self.sock.setsockopt(zmq.LINGER, 0)
+        # a DEALER with no connection blocks in send (a key refused at the handshake
+        # never makes one): bounded, like every wait of the suite
+        self.sock.setsockopt(zmq.SNDTIMEO, max(1, int(self.timeout * 1000)))
         if not plain:
             curve_client(self.sock, key, server_key)
         self.sock.connect(endpoint)
@@ -468,7 +471,11 @@ class Rpc:
     def call(self, t, timeout=None, **fields):
         """Sends request t (name or number) with fields; returns the reply map."""
         m, data = self.message(t, fields)
-        self.sock.send(data)
+        try:
+            self.sock.send(data)
+        except self.zmq.Again:
+            raise RpcTimeout("cannot send %s to %s: no connection within %.1f s" % (
+                TYPE_NAMES.get(m["t"], m["t"]), self.endpoint, self.timeout))
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         while True:
             left = deadline - time.monotonic()
