@@ -144,6 +144,7 @@ static const struct wire_field f_hello[] = {
     {"inc", WF_STR, false, SID_MAX}, /* the cluster state the node's tasks came from */
     {"gpus", WF_ARRAY, false, 4, WF_MAP, gpu_fields},
     {"cpu_gflops", WF_FLOAT, false},
+    {"features", WF_STR, false, 1024}, /* issue 27: lib/constraint.h feature list */
     {NULL},
 };
 
@@ -213,6 +214,7 @@ static const struct wire_field known_fields[] = {
 
 static const struct wire_field f_submit[] = {
     {"dependency", WF_STR, false, 1024}, /* issue 27: wire/depend.h */
+    {"constraint", WF_STR, false, 1024}, /* issue 27: lib/constraint.h */
     {"argv", WF_ARRAY, true, 256, WF_STR},
     {"ntasks", WF_UINT, true, 10000000},
     {"name", WF_STR, false, NAME_MAX_},
@@ -309,6 +311,7 @@ static const struct wire_field f_psync_ack[] = {
 
 static const struct wire_field f_psubmit[] = {
     {"dependency", WF_STR, false, 1024}, /* issue 27: wire/depend.h */
+    {"constraint", WF_STR, false, 1024}, /* issue 27: lib/constraint.h */
     {"argv", WF_ARRAY, true, 256, WF_STR},
     {"procs", WF_UINT, true, 4096},
     {"ppn", WF_UINT, false, 4096},
