@@ -468,6 +468,7 @@ static const struct wire_field f_estimate[] = {
     {"class", WF_STR, false, NAME_MAX_},
     {"qos", WF_STR, false, NAME_MAX_},
     {"max", WF_UINT, false, 100},
+    {"constraint", WF_STR, false, 1024}, /* issue 27: lib/constraint.h */
     {NULL},
 };
 
@@ -532,6 +533,7 @@ static const struct wire_field f_reserve[] = {
     {"start", WF_INT, false, WIRE_TIME_MS_MAX},
     {"duration_s", WF_UINT, true, WIRE_DURATION_S_MAX},
     {"flex", WF_BOOL, false},
+    {"constraint", WF_STR, false, 1024}, /* issue 27: only nodes with these features */
     {NULL},
 };
 

@@ -111,3 +111,47 @@ def test_client_features_checked(gridnode_bin, workdir):
     """client.features with a bad name is a configuration error naming it."""
     r = run_cli(gridnode_bin, "client", "--check-config", "--set", "client.features=gpu,b@d")
     assert r.returncode != 0 and "client.features" in r.stderr and "b@d" in r.stderr, r
+
+
+# ---- the batch role: its engine places only on hosts whose features satisfy it
+
+
+def batch_grid(cluster_factory, client_factory, batch_factory):
+    cl = cluster_factory(SD)
+    feats = two_nodes(cl, client_factory)
+    b = batch_factory([cl])
+
+    def seen():
+        rows = b.client().ok("NODE_LIST", "NODES")["nodes"]
+        return sum(1 for n in rows if n["active"]) == 2
+    wait_until(seen, scaled(20), msg="the batch role sees both hosts")
+    return cl, b, feats
+
+
+def test_batch_places_by_features(cluster_factory, client_factory, batch_factory, workdir,
+                                  gridnode_bin):
+    """The batch role's engine starts an array's elements and a parallel job only on the
+    hosts whose features (as its cluster reports them) satisfy the constraint; a
+    constraint no host of the cluster satisfies is REFUSED at submission (as Slurm's
+    "Requested node configuration is not available"); bad syntax is INVALID; the
+    constraint is shown in JOB and CHECKJOB and survives kill -9 of the batch role."""
+    cl, b, feats = batch_grid(cluster_factory, client_factory, batch_factory)
+    d = workdir / "bout"
+    d.mkdir()
+    c = b.client()
+    g = c.ok("SUBMIT", "SUBMITTED", **marked(d, "G", 4, constraint="gpu&big"))["job"]
+    s = c.ok("PSUBMIT", "SUBMITTED", **marked(d, "S", parallel=True, constraint="small"))["job"]
+    r = c.err("SUBMIT", "REFUSED", **marked(d, "X", 1, constraint="fpga|arm64e"))
+    assert "no host of cluster" in r["msg"] and "gpu" in r["msg"], r
+    r = c.err("PSUBMIT", "INVALID", argv=["true"], procs=1, constraint="gpu|")
+    assert "constraint" in r["msg"], r
+    assert job(b, g)["constraint"] == "gpu&big"
+    chk = c.ok("CHECKJOB", "JOBCHECK", job=s)
+    assert "small" in str(chk), chk
+    wait_until(lambda: ended(b, g) and ended(b, s), scaled(60), msg="jobs ended")
+    assert job(b, g)["state"] == "done" and job(b, s)["state"] == "done"
+    assert where(d, "G") == {"node1"} and where(d, "S") == {"node2"}
+    b.restart()
+    assert job(b, g)["constraint"] == "gpu&big"
+    r = run_cli(gridnode_bin, "job", g, "-e", b.endpoint)
+    assert r.returncode == 0, r.stderr

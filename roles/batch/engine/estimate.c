@@ -96,6 +96,7 @@ static bool request_job(const struct batch_engine *e, const struct batch_request
     j->tasks = r->tasks;
     j->per_task = r->per_task;
     j->ppn = r->ppn;
+    j->constraint = r->constraint && *r->constraint ? (char *)r->constraint : NULL; /* borrowed */
     j->procs = r->tasks * r->per_task.procs;
     j->walltime = walltime;
     j->early_start = true;

@@ -126,6 +126,9 @@ struct ljob {
        (DependencyNeverSatisfied), NULL: none */
     struct depend *dep;
     char *dep_end;
+    /* submit --constraint (issue 27, lib/constraint.h): canonical text, NULL: none;
+       given to the engine with each element (its hosts' features: livehost.c) */
+    char *constraint;
 };
 
 /* LIVE_PAGE element slots from element `base` on; dirty: a slot has el.dirty. */
@@ -145,6 +148,7 @@ struct lhost {
     int32_t slot0, nslots, nbase, ncores;
     int32_t *xslot;
     uint64_t mem_mb, disk_mb; /* as last reported */
+    char features[1024 + 1];  /* as last reported (issue 27, the cluster's cap), canonical */
     int64_t blocked_until;    /* monotonic ms: no new work after a refused start, or 0 */
     bool up, seen, seen_up;
 };
@@ -441,6 +445,11 @@ bool live_class_unknown(const struct live *L, const char *cls, char *why, size_t
  * or false when it can or no host is known yet. */
 bool live_ppn_impossible(const struct live *L, const char *cls, uint32_t procs, uint32_t ppn,
                          char *why, size_t len);
+/* Whether no host known of class cls (NULL or "": the default cluster) has features
+ * satisfying constraint c (issue 27; text into why), false when one has or no host is
+ * known yet (Slurm refuses a constraint no configured node satisfies). */
+bool live_constraint_impossible(const struct live *L, const char *cls, const char *c, char *why,
+                                size_t len);
 
 /* liveclu.c */
 int live_clusters_open(struct live *L, char *err, size_t errlen);

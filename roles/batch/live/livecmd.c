@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/constraint.h"
 #include "lib/log.h"
 #include "daemon/curve.h"
 #include "roles/batch/live/live_int.h"
@@ -85,7 +86,7 @@ static void job_row(struct live *L, const struct ljob *j, struct wire_buf *wb, b
     char dr[320];
     if (j->dep && live_dep_reason(j, dr, sizeof dr)) /* Dependency: TERM (issue 27) */
         reason = dr;
-    wire_pack_map(wb, 21 + (check ? 10 : 0));
+    wire_pack_map(wb, 21 + (check ? 11 : 0));
     wire_put_u64(wb, "job", j->id);
     wire_put_str(wb, "queue_state", qs);
     wire_put_str(wb, "name", j->name ? j->name : "");
@@ -112,7 +113,8 @@ static void job_row(struct live *L, const struct ljob *j, struct wire_buf *wb, b
     const char *st = el->state == EL_PENDING ? "queued" : live_elem_state_name(el->state);
     wire_put_str(wb, "state", j->parallel ? st : (j->nended == j->ntasks ? "ended" : qs));
     wire_put_bool(wb, "hold", j->hold);
-    wire_put_bool(wb, "network", j->network);  /* submit --network (issue 23) */
+    wire_put_bool(wb, "network", j->network); /* submit --network (issue 23) */
+    wire_put_str(wb, "constraint", j->constraint ? j->constraint : ""); /* issue 27 */
     wire_put_u64(wb, "requeues", j->requeues); /* JOB_CTL requeue (issue 15) */
     wire_put_u64(wb, "mem_mb", (uint64_t)j->mem_mb);
     wire_put_u64(wb, "disk_mb", (uint64_t)j->disk_mb);
@@ -276,6 +278,7 @@ static void h_estimate(struct live *L, const struct wire_msg *m, struct wire_buf
         q.tasks = s.tasks;
         q.per_task = s.per_task;
         q.ppn = s.ppn;
+        q.constraint = s.constraint; /* issue 27 */
         snprintf(cred[0], sizeof cred[0], "%s", s.user);
         snprintf(cred[1], sizeof cred[1], "%s", s.group);
         snprintf(cred[2], sizeof cred[2], "%s", s.account);
@@ -301,6 +304,14 @@ static void h_estimate(struct live *L, const struct wire_msg *m, struct wire_buf
     q.per_task.mem = (int64_t)wire_get_u64(o, "mem_mb", 0);
     q.per_task.disk = (int64_t)wire_get_u64(o, "disk_mb", 0);
     q.ppn = (int32_t)wire_get_u64(o, "ppn", 0); /* at most per host (0: none) */
+    size_t cn;
+    const char *cs = wire_get_str(o, "constraint", &cn); /* issue 27 */
+    char con[CONSTRAINT_LEN_MAX + 1], ewhy[200];
+    if (cs && constraint_parse(cs, cn, con, sizeof con, ewhy, sizeof ewhy) < 0) {
+        live_fail(reply, m->id, WE_INVALID, "%s", ewhy);
+        return;
+    }
+    q.constraint = cs ? con : NULL;
     static const char *const keys[BATCH_CRED_KINDS] = {"user", "group", "account", "class", "qos"};
     for (int k = 0; k < BATCH_CRED_KINDS; k++) {
         wire_get_strbuf(o, keys[k], cred[k], sizeof cred[k]);
