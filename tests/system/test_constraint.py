@@ -155,3 +155,58 @@ def test_batch_places_by_features(cluster_factory, client_factory, batch_factory
     assert job(b, g)["constraint"] == "gpu&big"
     r = run_cli(gridnode_bin, "job", g, "-e", b.endpoint)
     assert r.returncode == 0, r.stderr
+
+
+# ---- the spool: only sites that can satisfy it
+
+
+def test_spool_sends_only_to_sites_that_can(cluster_factory, client_factory, batch_factory,
+                                            meta_factory, workdir):
+    """Two batch sites, one whose host has gpu, one whose host has small: the spool
+    learns their hosts' features (SITE features), sends a gpu job only to the gpu site
+    and a small job only to the other, whatever the policy would prefer; a constraint no
+    site can satisfy is INVALID at submission naming each site's reason; bad syntax is
+    INVALID; the constraint is shown and survives kill -9 of the spool; an old-style
+    request (no constraint) still goes anywhere."""
+    sites = {}
+    for tag, feat in (("a", "gpu"), ("b", "small")):
+        cl = cluster_factory(SD, name="cl" + tag)
+        client_factory(cl, 1, sets=client_sets(feat), prefix="node" + tag)
+        sites["s" + tag] = batch_factory([cl], name="batch" + tag)
+    for b in sites.values():
+        wait_until(lambda: any(n["active"] for n in b.client().ok("NODE_LIST", "NODES")["nodes"]),
+                   scaled(20), msg="the batch role sees its host")
+    m = meta_factory(sites)
+
+    def features_known():
+        rows = m.client().ok("SITE_INFO", "SITE")["sites"]
+        return all(r["known"] and r["features"] for r in rows)
+    wait_until(features_known, scaled(20), msg="the spool knows the sites' features")
+    rows = {r["name"]: r["features"] for r in m.client().ok("SITE_INFO", "SITE")["sites"]}
+    assert "gpu" in rows["sa"][0] and "small" in rows["sb"][0], rows
+    d = workdir / "mout"
+    d.mkdir()
+    c = m.client()
+    g = [c.ok("SUBMIT", "SUBMITTED", **marked(d, "G%d" % i, 1, constraint="gpu"))["job"]
+         for i in range(3)]
+    s = [c.ok("PSUBMIT", "SUBMITTED", **marked(d, "S%d" % i, parallel=True,
+                                               constraint="small|fpga"))["job"]
+         for i in range(3)]
+    r = c.err("SUBMIT", "INVALID", argv=["true"], ntasks=1, constraint="fpga")
+    assert "constraint fpga" in r["msg"] and "site sa" in r["msg"] and "site sb" in r["msg"], r
+    r = c.err("SUBMIT", "INVALID", argv=["true"], ntasks=1, constraint="gpu&(")
+    assert "constraint" in r["msg"], r
+    assert job(m, g[0])["constraint"] == "gpu"
+    m.restart()
+    assert job(m, s[0])["constraint"] == "small|fpga"
+    wait_until(lambda: all(ended(m, x) for x in g + s), scaled(90), msg="spool jobs ended")
+    for x in g:
+        jx = job(m, x)
+        assert jx["state"] == "done" and jx["site"] == "sa", jx
+    for x in s:
+        jx = job(m, x)
+        assert jx["state"] == "done" and jx["site"] == "sb", jx
+    hosts = set()
+    for i in range(3):
+        hosts |= where(d, "G%d" % i)
+    assert hosts == {"nodea1"}, hosts

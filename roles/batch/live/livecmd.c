@@ -493,6 +493,28 @@ static void h_diagnose(struct live *L, const struct wire_msg *m, struct wire_buf
 
 /* ---- SITE_INFO ---- */
 
+/* SITE "features" (issue 27): the distinct feature lists of the hosts (those with
+ * any), at most 64, for the spool's eligibility (a job's constraint must be satisfied
+ * by one host's list, not by the union of several hosts'). */
+static void site_features(const struct live *L, struct wire_buf *reply)
+{
+    const char *v[64];
+    uint32_t n = 0;
+    for (int c = 0; c < L->ncl; c++)
+        for (uint32_t h = 0; h < L->cl[c].nhosts && n < 64; h++) {
+            const char *f = L->cl[c].hosts[h].features;
+            bool seen = !f[0];
+            for (uint32_t k = 0; k < n && !seen; k++)
+                seen = !strcmp(v[k], f);
+            if (!seen)
+                v[n++] = f;
+        }
+    wire_put_key(reply, "features");
+    wire_pack_array(reply, n);
+    for (uint32_t k = 0; k < n; k++)
+        wire_pack_str(reply, v[k]);
+}
+
 static void h_site_info(struct live *L, const struct wire_msg *m, struct wire_buf *reply)
 {
     uint64_t hosts = 0, up = 0, cores = 0, cores_up = 0, largest = 0;
@@ -523,7 +545,7 @@ static void h_site_info(struct live *L, const struct wire_msg *m, struct wire_bu
     }
     wire_begin(reply, WT_SITE, m->id, 1);
     wire_put_key(reply, "site");
-    wire_pack_map(reply, 12);
+    wire_pack_map(reply, 13);
     wire_put_u64(reply, "clusters", (uint64_t)L->ncl);
     wire_put_u64(reply, "hosts", hosts);
     wire_put_u64(reply, "hosts_up", up);
@@ -536,6 +558,7 @@ static void h_site_info(struct live *L, const struct wire_msg *m, struct wire_bu
     wire_put_u64(reply, "reservations", L->nresv);
     wire_put_u64(reply, "cycles", L->cycles); /* scheduling cycles run since start */
     wire_put_i64(reply, "now", live_now(L));
+    site_features(L, reply);
 }
 
 static const struct {
