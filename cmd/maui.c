@@ -279,8 +279,9 @@ int cmd_checkjob(int argc, char **argv)
         cli_reply_free(&r);
         return 0;
     }
-    static const char *const strs[] = {"queue_state", "state", "name", "user", "group",  "account",
-                                       "class",       "qos",   "kind", "resv", "cluster"};
+    static const char *const strs[] = {"queue_state", "state",   "name",    "user",
+                                       "group",       "account", "class",   "qos",
+                                       "kind",        "resv",    "cluster", "constraint"};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
         char v[128];
         cli_text(j, strs[i], v, sizeof v);
