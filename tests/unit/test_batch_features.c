@@ -142,6 +142,29 @@ static void test_reservation_takes_matching_nodes(void **state)
     batch_engine_destroy(&e);
 }
 
+/* Maui's showbf: procs free now and for how long, from the plan. */
+static void test_backfill_windows(void **state)
+{
+    (void)state;
+    struct batch_engine *e = eng();
+    struct batch_bf_window w[8];
+    assert_int_equal(batch_backfill_windows(e, 0, NULL, w, 8), 1);
+    assert_int_equal(w[0].procs, 4);
+    assert_true(w[0].duration == BATCH_NEVER);
+    submit(e, 1, 2, NULL, 100); /* n0, n1 until 100 */
+    cycle(e, 0);
+    assert_int_equal(batch_backfill_windows(e, 0, NULL, w, 8), 1);
+    assert_int_equal(w[0].procs, 2);
+    assert_true(w[0].duration == BATCH_NEVER);
+    submit(e, 2, 4, NULL, 100); /* the whole site from 100: reserved, 2 free until then */
+    cycle(e, 10);
+    assert_int_equal(batch_backfill_windows(e, 10, NULL, w, 8), 1);
+    assert_int_equal(w[0].procs, 2);
+    assert_int_equal(w[0].duration, 90);
+    assert_int_equal(batch_backfill_windows(e, 10, "nosuch", w, 8), 0);
+    batch_engine_destroy(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -149,6 +172,7 @@ int main(void)
         cmocka_unit_test(test_unsatisfiable_until_a_node_has_it),
         cmocka_unit_test(test_bad_constraint_never_fits),
         cmocka_unit_test(test_reservation_takes_matching_nodes),
+        cmocka_unit_test(test_backfill_windows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -359,4 +359,18 @@ size_t batch_estimate(struct batch_engine *e, const struct batch_request *r, int
  * ENOMEM. */
 int batch_job_estimate(struct batch_engine *e, uint64_t id, int64_t now, int64_t *start);
 
+/* ---- backfill windows (Maui's showbf, issue 27) ---- */
+struct batch_bf_window {
+    int32_t procs;    /* processors free from now on ... */
+    int64_t duration; /* ... for this long (engine units); BATCH_NEVER: no limit */
+};
+/* The windows a job could backfill into now, from the plan (running jobs, admin
+ * reservations, the queue's job reservations): procs free now for how long, then the
+ * fewer procs free for longer, and so on (each window's procs are free for its whole
+ * duration). partition NULL or "": every node; else the nodes of that class (and the
+ * unclassed ones). Writes up to max, returns how many there are (0: nothing free, or
+ * out of memory with errno ENOMEM, or no such class: ENOENT). */
+size_t batch_backfill_windows(struct batch_engine *e, int64_t now, const char *partition,
+                              struct batch_bf_window *out, size_t max);
+
 #endif
