@@ -587,6 +587,39 @@ static const struct wire_field f_acct[] = {
     {NULL},
 };
 
+/* issue 27: Maui's showbf, checknode, showstats (docs/wire.md 6.12) */
+static const struct wire_field f_showbf[] = {
+    {"class", WF_STR, false, NAME_MAX_},
+    {NULL},
+};
+
+static const struct wire_field f_backfill[] = {
+    {"windows", WF_ARRAY, true, 4096, WF_MAP},
+    {"class", WF_STR, false, NAME_MAX_},
+    {"now", WF_INT, true, WIRE_TIME_MS_MAX},
+    {NULL},
+};
+
+static const struct wire_field f_checknode[] = {
+    {"node", WF_STR, true, NAME_MAX_},
+    {NULL},
+};
+
+static const struct wire_field f_nodecheck[] = {
+    {"node", WF_MAP, true},
+    {NULL},
+};
+
+static const struct wire_field f_showstats[] = {
+    {"since", WF_INT, false, WIRE_TIME_MS_MAX},
+    {NULL},
+};
+
+static const struct wire_field f_sitestats[] = {
+    {"stats", WF_MAP, true},
+    {NULL},
+};
+
 static const struct wire_field f_accts[] = {
     LIST_ROWS("rows", true),
     LIST_NEXT,
@@ -650,6 +683,12 @@ const struct wire_desc wire_descs[] = {
     {WT_DETACH, "DETACH", "user", true, f_detach},
     {WT_ACCT, "ACCT", "user", true, f_acct},
     {WT_ACCTS, "ACCTS", "cluster", false, f_accts},
+    {WT_SHOWBF, "SHOWBF", "user", true, f_showbf},
+    {WT_BACKFILL, "BACKFILL", "batch", false, f_backfill},
+    {WT_CHECKNODE, "CHECKNODE", "user", true, f_checknode},
+    {WT_NODECHECK, "NODECHECK", "batch", false, f_nodecheck},
+    {WT_SHOWSTATS, "SHOWSTATS", "user", true, f_showstats},
+    {WT_SITESTATS, "SITESTATS", "batch", false, f_sitestats},
     {0, NULL, NULL, false, NULL},
 };
 

@@ -89,6 +89,13 @@ enum wire_type {
     /* issue 27: accounting, at every role that runs jobs (docs/wire.md 6.18) */
     WT_ACCT = 106, /* finished jobs' records (sacct); reply ACCTS */
     WT_ACCTS = 107,
+    /* Maui's node and site commands at the batch role (issue 27, docs/wire.md 6.12) */
+    WT_SHOWBF = 130,    /* backfill windows; reply BACKFILL */
+    WT_BACKFILL = 131,  /* {windows, class, now} */
+    WT_CHECKNODE = 132, /* one host: state, jobs, features, reservations; reply NODECHECK */
+    WT_NODECHECK = 133, /* {node} */
+    WT_SHOWSTATS = 134, /* site statistics from the accounting records; reply SITESTATS */
+    WT_SITESTATS = 135, /* {stats} */
 };
 
 /* Error codes carried by WT_ERROR ("code"). Values are never reused. */

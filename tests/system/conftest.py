@@ -61,6 +61,8 @@ TYPES = {
     "MASTER_GET": 100, "MASTER": 101, "CLIENT_STATUS": 102, "CLIENT_STATE": 103,
     "ATTACH": 104, "DETACH": 105,
     "ACCT": 106, "ACCTS": 107,  # issue 27: accounting
+    "SHOWBF": 130, "BACKFILL": 131, "CHECKNODE": 132, "NODECHECK": 133,  # issue 27: Maui
+    "SHOWSTATS": 134, "SITESTATS": 135,
 }
 TYPE_NAMES = {v: k for k, v in TYPES.items()}
 ERRORS = {

@@ -12,6 +12,7 @@
  *   livecmd.c      Maui's queries (SHOWQ, CHECKJOB, ESTIMATE, DIAGNOSE, SITE_INFO) and
  *                  the table of Maui's commands
  *   liveresvcmd.c  the reservation commands (RESV_LIST/SET/RELEASE, RESERVE)
+ *   livemaui.c     Maui's node and site commands (SHOWBF, CHECKNODE, SHOWSTATS; issue 27)
  *   liveclu.c      one DEALER per cluster manager: resynchronisation, the EVENTS feed,
  *                  starts (PSUBMIT with hosts), cancels, reconciliation after restarts
  *   liveresv.c     reservations in memory, in the store and in the engine
@@ -333,6 +334,10 @@ void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb)
 /* livecmd.c: Maui's commands and the site interface (types 80-95) */
 bool livecmd_handles(uint32_t type);
 void livecmd_dispatch(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
+/* livemaui.c (issue 27): SHOWBF, CHECKNODE, SHOWSTATS (docs/wire.md 6.12) */
+void livecmd_showbf(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
+void livecmd_checknode(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
+void livecmd_showstats(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
 /* The CHECKJOB row of j (a msgpack map; docs/wire.md 6.12), for livestats.c too. */
 void livecmd_job_row(struct live *L, const struct ljob *j, struct wire_buf *wb);
 

@@ -574,6 +574,9 @@ static const struct {
     {WT_RESV_RELEASE, livecmd_resv_release},
     {WT_RESERVE, livecmd_reserve},
     {WT_SITE_INFO, h_site_info},
+    {WT_SHOWBF, livecmd_showbf},       /* livemaui.c (issue 27) */
+    {WT_CHECKNODE, livecmd_checknode}, /* livemaui.c */
+    {WT_SHOWSTATS, livecmd_showstats}, /* livemaui.c */
 };
 
 bool livecmd_handles(uint32_t type)

@@ -1,0 +1,107 @@
+"""Maui's showbf, checknode and showstats at the batch role (issue 27): the backfill
+windows from the scheduler's plan, one host's state, jobs and features, and the site's
+statistics from the accounting records (kept across kill -9). Tables by default,
+--json for scripts, usage errors exit 2, a refusal or a role without them exits 1."""
+
+import json
+import os
+import subprocess
+
+from conftest import FAST_CLIENT, FAST_CLUSTER as FAST, scaled, wait_until
+
+SD = dict(FAST, **{"queues.sync_ms": 100})
+CLIENT = dict(FAST_CLIENT, **{"client.slots": 2, "client.features": "gpu"})
+
+
+def cli(gridnode_bin, *args, timeout=60):
+    return subprocess.run([gridnode_bin] + [str(a) for a in args], capture_output=True,
+                          text=True, timeout=scaled(timeout), stdin=subprocess.DEVNULL,
+                          env=dict(os.environ))
+
+
+def jcli(gridnode_bin, *args):
+    r = cli(gridnode_bin, *args, "--json")
+    assert r.returncode == 0, r
+    return json.loads(r.stdout)
+
+
+def grid(cluster_factory, client_factory, batch_factory):
+    cl = cluster_factory(SD)
+    client_factory(cl, 1, sets=CLIENT)
+    b = batch_factory([cl])
+    wait_until(lambda: any(n["active"] for n in b.client().ok("NODE_LIST", "NODES")["nodes"]),
+               scaled(20), msg="the batch role sees the host")
+    return cl, b
+
+
+def state(b, jid):
+    return b.client().ok("JOB_GET", "JOB", job=jid)["job"]["state"]
+
+
+def test_showbf_and_checknode(cluster_factory, client_factory, batch_factory, gridnode_bin):
+    """An idle 2-core host: 2 procs for ever. One core running a 60 s job: 1 proc for
+    ever; a queued 2-process job reserved at that job's end: 1 proc until then.
+    checknode shows the host running that job, its features; unknown hosts and bad
+    usage are refused."""
+    cl, b = grid(cluster_factory, client_factory, batch_factory)
+    ep = b.endpoint
+    bf = jcli(gridnode_bin, "showbf", "-e", ep)
+    assert [(w["procs"], w["duration_s"]) for w in bf["windows"]] == [(2, -1)], bf
+    r = cli(gridnode_bin, "showbf", "-e", ep)
+    assert r.returncode == 0 and "2 procs available for INFINITY" in r.stdout, r
+    j1 = b.client().ok("PSUBMIT", "SUBMITTED", argv=["sleep", "30"], procs=1,
+                       limit_s=60)["job"]
+    wait_until(lambda: state(b, j1) == "running", scaled(30), msg="job 1 runs")
+    wait_until(lambda: jcli(gridnode_bin, "showbf", "-e", ep)["windows"][0]["procs"] == 1,
+               scaled(10), msg="one core left")
+    j2 = b.client().ok("PSUBMIT", "SUBMITTED", argv=["true"], procs=2, limit_s=10)["job"]
+
+    def reserved_window():
+        w = jcli(gridnode_bin, "showbf", "-e", ep)["windows"]
+        return len(w) == 1 and w[0]["procs"] == 1 and 0 <= w[0]["duration_s"] <= 60
+    wait_until(reserved_window, scaled(10), msg="a window until job 2's reservation")
+    node = jcli(gridnode_bin, "checknode", "node1", "-e", ep)
+    assert node["state"] == "running" and node["jobs"] == [j1], node
+    assert node["cores"] == 2 and node["cores_busy"] == 1, node
+    assert "gpu" in node["features"].split(","), node
+    r = cli(gridnode_bin, "checknode", "node1", "-e", ep)
+    assert r.returncode == 0 and "gpu" in r.stdout and "1 of 2 busy" in r.stdout, r
+    r = cli(gridnode_bin, "checknode", "nosuchhost", "-e", ep)
+    assert r.returncode == 1 and "no host 'nosuchhost'" in r.stderr, r
+    r = cli(gridnode_bin, "checknode", "-e", ep)
+    assert r.returncode == 2, r
+    r = cli(gridnode_bin, "showbf", "-c", "nosuchclass", "-e", ep)
+    assert r.returncode == 1 and "nosuchclass" in r.stderr, r
+    r = cli(gridnode_bin, "showbf", "-e", cl.endpoint)  # a cluster has no such command
+    assert r.returncode == 1, r
+    b.client().ok("CANCEL", "OK", job=j1)
+    b.client().ok("CANCEL", "OK", job=j2)
+
+
+def test_showstats_from_accounting(cluster_factory, client_factory, batch_factory,
+                                   gridnode_bin):
+    """Three jobs end (two done, one failed): showstats counts them with their wait and
+    expansion factor; the figures come from the accounting records, so a kill -9 of the
+    batch role keeps them; --since in the future counts none; bad --since is usage."""
+    cl, b = grid(cluster_factory, client_factory, batch_factory)
+    ep = b.endpoint
+    jobs = [b.client().ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=1)["job"],
+            b.client().ok("PSUBMIT", "SUBMITTED", argv=["true"], procs=2)["job"],
+            b.client().ok("SUBMIT", "SUBMITTED", argv=["false"], ntasks=1)["job"]]
+    wait_until(lambda: all(state(b, j) in ("done", "failed") for j in jobs), scaled(60),
+               msg="the jobs ended")
+    st = jcli(gridnode_bin, "showstats", "-e", ep)
+    assert st["jobs"] == 3 and st["done"] == 2 and st["failed"] == 1, st
+    assert st["started"] == 3 and st["avg_wait_s"] >= 0 and st["avg_xfactor"] >= 1, st
+    assert st["cores_up"] == 2 and st["queued"] == 0, st
+    r = cli(gridnode_bin, "showstats", "-e", ep)
+    assert r.returncode == 0 and "jobs ended      3" in r.stdout and "xfactor" in r.stdout, r
+    b.restart()
+    again = jcli(gridnode_bin, "showstats", "-e", ep)
+    assert (again["jobs"], again["done"], again["failed"]) == (3, 2, 1), again
+    none = jcli(gridnode_bin, "showstats", "-e", ep, "--since", "99999999999")
+    assert none["jobs"] == 0, none
+    recent = jcli(gridnode_bin, "showstats", "-e", ep, "--since", "-1:00:00")
+    assert recent["jobs"] == 3, recent
+    r = cli(gridnode_bin, "showstats", "-e", ep, "--since", "yesterday")
+    assert r.returncode == 2 and "--since" in r.stderr, r
