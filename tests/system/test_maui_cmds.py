@@ -105,3 +105,24 @@ def test_showstats_from_accounting(cluster_factory, client_factory, batch_factor
     assert recent["jobs"] == 3, recent
     r = cli(gridnode_bin, "showstats", "-e", ep, "--since", "yesterday")
     assert r.returncode == 2 and "--since" in r.stderr, r
+
+
+def test_batch_check_config_lists_every_error(gridnode_bin, workdir):
+    """`gridnode batch --check-config` names every bad line of the file at once (value,
+    unknown key, syntax, credential section, live section), each with its line, not
+    only the first; the shipped file passes."""
+    bad = workdir / "bad.ini"
+    bad.write_text("[scheduler]\nreservationdepth = abc\nbackfillpolicy = sideways\n"
+                   "bogus = 1\nnot a key line\n[user alice]\npriority = x\n"
+                   "[batch]\nmax_array = 0\n")
+    r = cli(gridnode_bin, "batch", "--check-config", "-c", bad)
+    assert r.returncode == 1, r
+    lines = [x for x in r.stderr.splitlines() if x.startswith("gridnode batch: ")]
+    want = [(2, "reservationdepth"), (3, "backfillpolicy"), (4, "unknown key 'bogus'"),
+            (5, "syntax error"), (7, "priority"), (9, "max_array")]
+    assert len(lines) == len(want), r.stderr
+    for line, (n, word) in zip(lines, want):
+        assert ("bad.ini:%d: " % n) in line and word in line, (line, n, word)
+    shipped = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "batch.ini")
+    r = cli(gridnode_bin, "batch", "--check-config", "-c", shipped)
+    assert r.returncode == 0, r
