@@ -474,6 +474,39 @@ static bool group_member(const char *user, const char *group)
 
 /* ---- ending jobs ---- */
 
+/*
+ * submit -p --group (issue 27): a user identity's group was checked against its
+ * authorized-keys entry (daemon/access.c). Otherwise (plain, or an administrator or
+ * peer naming the user) the group is only a name the request gives: the user's keys
+ * entry decides when it has one; else, as the queue group rules ask this host (NSS),
+ * the group must be a group here and the user, when this host knows it, a member.
+ * NULL, or the reason in why.
+ */
+static const char *plain_group_problem(const struct pjob *j, char *why, size_t wl)
+{
+    const struct curve_ident *id = curve_current();
+    bool known;
+    if ((id && id->kind == CURVE_USER) || !j->group || !j->group[0])
+        return NULL;
+    bool in = curve_user_in_group(j->user, j->group, &known);
+    if (known && !in)
+        snprintf(why, wl, "user '%s' is not a member of group '%s' (its authorized-keys entry)",
+                 j->user, j->group);
+    else if (known)
+        return NULL;
+    else if (!getgrnam(j->group))
+        snprintf(why, wl,
+                 "group '%s' is not a group of the cluster manager's host (getent group lists "
+                 "them); leave --group out, or name one",
+                 j->group);
+    else if (j->user[0] && getpwnam(j->user) && !group_member(j->user, j->group))
+        snprintf(why, wl, "user '%s' is not a member of group '%s' on the cluster manager's host",
+                 j->user, j->group);
+    else
+        return NULL;
+    return why;
+}
+
 /* Ends j in state st with the reason fmt (a no-op when j has ended); marks a reschedule. */
 void scored_job_end(struct cluster *c, struct pjob *j, enum pj_state st, const char *fmt, ...)
 {
@@ -826,6 +859,10 @@ void h_psubmit(struct cluster *c, struct request *r)
         goto refused;
     }
     const msgpack_object *hl = wire_get(m, "hosts");
+    if (plain_group_problem(j, why, sizeof why)) { /* issue 27 */
+        scored_reply_err(r, WE_INVALID, "PSUBMIT refused: %s", why);
+        goto refused;
+    }
     if (cluster_constraint_get(m, &j->constraint, why, sizeof why) < 0) { /* issue 27 */
         scored_reply_err(r, WE_INVALID, "PSUBMIT refused: %s", why);
         goto refused;

@@ -126,3 +126,20 @@ def test_batch_check_config_lists_every_error(gridnode_bin, workdir):
     shipped = os.path.join(os.path.dirname(__file__), "..", "..", "configs", "batch.ini")
     r = cli(gridnode_bin, "batch", "--check-config", "-c", shipped)
     assert r.returncode == 0, r
+
+
+def test_plain_group_must_exist(cluster_factory, gridnode_bin):
+    """`submit -p --group G` at a cluster manager, plain or from an administrator naming
+    the user: G is a group of its host (the queue group rules ask the host about it)
+    and the user, when the host knows it, a member; for a user identity its keys
+    entry's groups decide (test_security)."""
+    cl = cluster_factory(SD)
+    c = cl.client()
+    r = c.err("PSUBMIT", "INVALID", argv=["true"], procs=1, group="nosuchgroup27")
+    assert "group 'nosuchgroup27' is not a group" in r["msg"], r
+    r = c.err("PSUBMIT", "INVALID", argv=["true"], procs=1, user="nobody", group="root")
+    assert "not a member of group 'root'" in r["msg"], r
+    c.ok("PSUBMIT", "SUBMITTED", argv=["true"], procs=1, user="root", group="root", wait=True)
+    r = cli(gridnode_bin, "submit", "-e", cl.endpoint, "-p", "1", "--group", "nosuchgroup27",
+            "--", "true")
+    assert r.returncode != 0 and "nosuchgroup27" in r.stderr, r
