@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "daemon/acct.h"
+#include "daemon/curve.h"
 #include "store/store.h"
 #include "roles/batch/live/live_int.h"
 
@@ -97,6 +98,9 @@ static uint32_t host_jobs(struct live *L, const struct lhost *h, uint64_t *ids, 
             continue;
         *busy += on;
         uint64_t id = all[i] >> 24; /* engine job (J << 24) | element */
+        const struct ljob *lj = live_job_find(L, id);
+        if (!lj || !curve_may_touch(lj->user)) /* a user identity: its own jobs only */
+            continue;
         bool seen = false;
         for (uint32_t q = 0; q < k && !seen; q++)
             seen = ids[q] == id;
