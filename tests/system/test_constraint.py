@@ -105,6 +105,8 @@ def test_cluster_bag_and_parallel(cluster_factory, client_factory, workdir, grid
     assert r.returncode == 0 and "constraint: gpu&big" in r.stdout, r
     r = run_cli(gridnode_bin, "job", p, "-e", cl.endpoint)
     assert r.returncode == 0 and "constraint: small" in r.stdout, r
+    r = run_cli(gridnode_bin, "nodes", "-e", cl.endpoint)
+    assert r.returncode == 0 and feats["node1"] in r.stdout and "FEATURES" in r.stdout, r
     cl.restart()
     assert job(cl, never)["constraint"] == "fpga"
     rows = cl.client().ok("NODE_LIST", "NODES")["nodes"]
