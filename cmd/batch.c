@@ -223,11 +223,15 @@ static int parse_args(int argc, char **argv, struct opts *o)
  * flags. 0 or an exit status. */
 static int make_config(const struct opts *o, struct batch_ini *f)
 {
-    char err[512];
+    char err[8192];
     struct batch_config *c = &f->eng;
     batch_ini_defaults(f);
     if (o->config && batch_ini_load(f, o->config, err, sizeof err) < 0) {
-        fprintf(stderr, "gridnode batch: %s\n", err);
+        /* every error of the file, one a line (issue 27) */
+        for (char *p = err, *nl; p; p = nl ? nl + 1 : NULL) {
+            nl = strchr(p, '\n');
+            fprintf(stderr, "gridnode batch: %.*s\n", (int)(nl ? nl - p : (long)strlen(p)), p);
+        }
         return 1;
     }
     for (int i = 0; i < o->nsets; i++)

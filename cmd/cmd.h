@@ -37,6 +37,9 @@ int cmd_diagnose(int argc, char **argv);
 int cmd_canceljob(int argc, char **argv);
 int cmd_setres(int argc, char **argv);
 int cmd_showres(int argc, char **argv);
+int cmd_showbf(int argc, char **argv);
+int cmd_checknode(int argc, char **argv);
+int cmd_showstats(int argc, char **argv);
 int cmd_releaseres(int argc, char **argv);
 
 #endif

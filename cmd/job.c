@@ -83,6 +83,10 @@ static void print_summary(const msgpack_object *j)
         printf("requeued %llu times\n", (unsigned long long)wire_get_u64(j, "requeues", 0));
     if (wire_get_bool(j, "network", false)) /* submit --network (issue 23) */
         printf("network: on (submit --network): its tasks keep the node's network\n");
+    char con[1100]; /* submit --constraint (issue 27) */
+    cli_text(j, "constraint", con, sizeof con);
+    if (con[0])
+        printf("constraint: %s (only nodes with these features)\n", con);
     char reason[320];
     cli_text(j, "reason", reason, sizeof reason); /* Dependency: TERM (issue 27) */
     if (reason[0])
@@ -398,6 +402,10 @@ static void print_grid(struct cli *c, const msgpack_object *j, bool summary)
         printf("%llu order(s) to its site (cancel, release) not acknowledged yet: sent again "
                "until the site answers\n",
                (unsigned long long)wire_get_u64(j, "orders", 0));
+    char con[1100]; /* submit --constraint (issue 27) */
+    cli_text(j, "constraint", con, sizeof con);
+    if (con[0])
+        printf("constraint: %s (only nodes with these features)\n", con);
     if (!site[0] || summary)
         return;
     struct wire_buf wb;

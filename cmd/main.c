@@ -43,6 +43,9 @@ static const struct command commands[] = {
     {"canceljob", cmd_canceljob, "cancel batch jobs"},
     {"setres", cmd_setres, "set an administrative reservation (admins)"},
     {"showres", cmd_showres, "list reservations (-n: by host)"},
+    {"showbf", cmd_showbf, "batch backfill windows: processors free now and for how long"},
+    {"checknode", cmd_checknode, "one batch host: state, jobs, features, reservations"},
+    {"showstats", cmd_showstats, "batch site statistics: jobs, wait, xfactor, load"},
     {"releaseres", cmd_releaseres, "release reservations (admins)"},
 };
 

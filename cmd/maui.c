@@ -15,6 +15,7 @@
 #include "cmd/cli.h"
 #include "lib/text.h"
 #include "cmd/cmd.h"
+#include "cmd/maui.h"
 
 static const char batch_help[] =
     "  -e, --endpoint EP   batch role endpoint (default $GRIDNODE_BATCH, else\n"
@@ -279,8 +280,9 @@ int cmd_checkjob(int argc, char **argv)
         cli_reply_free(&r);
         return 0;
     }
-    static const char *const strs[] = {"queue_state", "state", "name", "user", "group",  "account",
-                                       "class",       "qos",   "kind", "resv", "cluster"};
+    static const char *const strs[] = {"queue_state", "state",   "name",    "user",
+                                       "group",       "account", "class",   "qos",
+                                       "kind",        "resv",    "cluster", "constraint"};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
         char v[128];
         cli_text(j, strs[i], v, sizeof v);
@@ -867,4 +869,26 @@ int cmd_releaseres(int argc, char **argv)
         cli_reply_free(&r);
     }
     return rc;
+}
+
+/* ---- shared with mauinode.c (cmd/maui.h) ---- */
+
+bool maui_want_help(int argc, char **argv, const char *usage)
+{
+    return want_help(argc, argv, usage);
+}
+
+int maui_common(struct cli *c, const char *prog, int *argc, char **argv)
+{
+    return common(c, prog, argc, argv);
+}
+
+int maui_call(struct cli *c, struct wire_buf *wb, struct cli_reply *r)
+{
+    return call(c, wb, r);
+}
+
+const char *maui_dur(int64_t ms, char *b, size_t n)
+{
+    return dur(ms, b, n);
 }

@@ -16,7 +16,9 @@ static const char usage[] =
     "ERR% the share of its checked results found wrong, SPOT known-answer checks\n"
     "passed/failed ('P' while on probation after a failed one).\n"
     "ACTIVE is 'drain' for a drained node still running tasks, 'drained' once it runs\n"
-    "none; the reasons are listed below the table.\n\n"
+    "none; the reasons are listed below the table, and so are the features of the\n"
+    "active nodes that declared any (client.features, architecture, OS), which\n"
+    "submit --constraint matches.\n\n"
     "Drain and resume (like Slurm's scontrol update nodename=X state=drain|resume):\n"
     "  --drain NODE --reason TEXT  NODE gets no new tasks and is not chosen for new\n"
     "                              parallel jobs; what it runs finishes. Stored: kept\n"
@@ -121,6 +123,28 @@ static void print_row(const msgpack_object *n, int64_t now)
            (double)(now - wire_get_i64(n, "last", now)) / 1000.0);
 }
 
+/* The features of the active nodes that declared any (submit --constraint asks for
+ * them; issue 27), below the table as the drain reasons. */
+static void print_features(const struct cli_pages *p)
+{
+    bool head = false;
+    for (uint32_t k = 0; k < p->n; k++) {
+        const msgpack_object *nodes = wire_get(p->r[k]->msg.root, "nodes");
+        for (uint32_t i = 0; i < nodes->via.array.size; i++) {
+            const msgpack_object *n = &nodes->via.array.ptr[i];
+            char name[64], f[1100];
+            cli_text(n, "features", f, sizeof f);
+            if (!f[0] || !wire_get_bool(n, "active", false))
+                continue;
+            if (!head)
+                printf("\n%-14s %s\n", "NODE", "FEATURES (submit --constraint)");
+            head = true;
+            cli_text(n, "node", name, sizeof name);
+            printf("%-14s %s\n", name, f);
+        }
+    }
+}
+
 int cmd_nodes(int argc, char **argv)
 {
     struct cli c;
@@ -172,6 +196,7 @@ int cmd_nodes(int argc, char **argv)
                        wire_get_u64(n, "running", 0) ? "drain" : "drained", since, why);
             }
         }
+        print_features(&p);
     }
     cli_pages_free(&p);
     return 0;

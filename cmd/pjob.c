@@ -84,6 +84,10 @@ void cli_pjob_print(const msgpack_object *j, bool ranks_too)
         printf("requeued %llu times\n", (unsigned long long)wire_get_u64(j, "requeues", 0));
     if (wire_get_bool(j, "network", false)) /* submit --network (issue 23) */
         printf("network: on (submit --network)\n");
+    char con[1100]; /* submit --constraint (issue 27) */
+    cli_text(j, "constraint", con, sizeof con);
+    if (con[0])
+        printf("constraint: %s (only nodes with these features)\n", con);
     if (!ranks)
         return;
     printf("\n%5s  %-14s %-8s %5s %4s %8s %9s %9s  %s\n", "RANK", "HOST", "STATE", "EXIT", "SIG",

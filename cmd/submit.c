@@ -12,6 +12,7 @@
 #include "cmd/cmd.h"
 #include "cmd/submit_data.h"
 #include "cmd/submit_env.h"
+#include "lib/constraint.h"
 #include "roles/cluster/app.h"
 #include "wire/jobenv.h"
 
@@ -57,6 +58,13 @@ static const char usage[] =
     "                         hold) or ? (any may). Until then the job is queued with\n"
     "                         reason Dependency; one that can never hold (afterok on a\n"
     "                         job that failed) is cancelled: DependencyNeverSatisfied\n"
+    "  -C, --constraint EXPR  run only on nodes with these features (as sbatch): names\n"
+    "                         joined by & (all) and | (any), & before |, parentheses\n"
+    "                         ('gpu&avx2', 'arm|x86_64'). A node's features are its\n"
+    "                         client.features, its architecture and OS (gridnode nodes\n"
+    "                         lists them; at a batch role, gridnode checknode HOST); a\n"
+    "                         batch role refuses a job no host of it can satisfy, the\n"
+    "                         spool one no site can\n"
     "  --wait                 wait for the job to end (like `gridnode job ID --wait`)\n"
     "  --key KEY              request key (1..128 bytes; default: a random one per run).\n"
     "                         The cluster manager keeps one job per key and user: the\n"
@@ -133,6 +141,7 @@ struct submit_opts {
     const char *dependency;                             /* --dependency (issue 27) */
     char *inputs[256], *outputs[WIRE_FILE_OUTPUTS_MAX]; /* issue 26 (submit_data.c) */
     int ninputs, noutputs;
+    const char *constraint;                             /* --constraint (issue 27) */
     bool has_tasks, has_procs, has_ppn, has_complexity; /* given on the command line */
     char **argv;
     int argc;
@@ -257,6 +266,14 @@ static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
             o->export_spec = argv[++i];
         } else if ((!strcmp(a, "--dependency") || !strcmp(a, "-d")) && v) {
             o->dependency = argv[++i];
+        } else if ((!strcmp(a, "--constraint") || !strcmp(a, "-C")) && v) {
+            char canon[CONSTRAINT_LEN_MAX + 1], why[200];
+            o->constraint = argv[++i];
+            if (constraint_parse(o->constraint, strlen(o->constraint), canon, sizeof canon, why,
+                                 sizeof why) < 0) {
+                fprintf(stderr, "%s: --constraint '%s': %s\n", c->prog, o->constraint, why);
+                return -1;
+            }
         } else if ((!strcmp(a, "--chdir") || !strcmp(a, "-D")) && v) {
             o->chdir = argv[++i];
         } else if (!strcmp(a, "--limit") && v) {
@@ -532,7 +549,7 @@ static int put_valid(struct cli *c, struct wire_buf *wb, const struct submit_opt
 static uint32_t sched_fields(const struct submit_opts *o)
 {
     return (o->account != NULL) + (o->qos != NULL) + (o->class_ != NULL) + (o->resv != NULL) +
-           (o->early || o->exact) + o->hold + (o->dependency != NULL);
+           (o->early || o->exact) + o->hold + (o->dependency != NULL) + (o->constraint != NULL);
 }
 
 /* The batch role's scheduling fields (SUBMIT and PSUBMIT alike). */
@@ -549,6 +566,8 @@ static void put_sched(struct wire_buf *wb, const struct submit_opts *o)
         wire_put_bool(wb, "hold", true);
     if (o->dependency) /* checked by the role (wire/depend.c): its refusal names the term */
         wire_put_str(wb, "dependency", o->dependency);
+    if (o->constraint) /* checked here and by the role (lib/constraint.c) */
+        wire_put_str(wb, "constraint", o->constraint);
 }
 
 /* The PSUBMIT of a parallel job; the exit status. */
@@ -640,6 +659,7 @@ static const char *const submit_words[][2] = {
     {"chdir", "--chdir"},
     {"network", "--network"},
     {"dependency", "--dependency"},
+    {"constraint", "--constraint"},
     {"complexity", "--complexity"},
     {"stdin", "--stdin"},
     {"no such queue", "no such queue (--queue)"},

@@ -171,6 +171,7 @@ static const struct wire_field f_hello[] = {
     {"inc", WF_STR, false, SID_MAX}, /* the cluster state the node's tasks came from */
     {"gpus", WF_ARRAY, false, 4, WF_MAP, gpu_fields},
     {"cpu_gflops", WF_FLOAT, false},
+    {"features", WF_STR, false, 1024}, /* issue 27: lib/constraint.h feature list */
     {NULL},
 };
 
@@ -240,6 +241,7 @@ static const struct wire_field known_fields[] = {
 
 static const struct wire_field f_submit[] = {
     {"dependency", WF_STR, false, 1024}, /* issue 27: wire/depend.h */
+    {"constraint", WF_STR, false, 1024}, /* issue 27: lib/constraint.h */
     {"argv", WF_ARRAY, true, 256, WF_STR},
     {"ntasks", WF_UINT, true, 10000000},
     {"name", WF_STR, false, NAME_MAX_},
@@ -337,6 +339,7 @@ static const struct wire_field f_psync_ack[] = {
 
 static const struct wire_field f_psubmit[] = {
     {"dependency", WF_STR, false, 1024}, /* issue 27: wire/depend.h */
+    {"constraint", WF_STR, false, 1024}, /* issue 27: lib/constraint.h */
     {"argv", WF_ARRAY, true, 256, WF_STR},
     {"procs", WF_UINT, true, 4096},
     {"ppn", WF_UINT, false, 4096},
@@ -493,6 +496,7 @@ static const struct wire_field f_estimate[] = {
     {"class", WF_STR, false, NAME_MAX_},
     {"qos", WF_STR, false, NAME_MAX_},
     {"max", WF_UINT, false, 100},
+    {"constraint", WF_STR, false, 1024}, /* issue 27: lib/constraint.h */
     {NULL},
 };
 
@@ -557,6 +561,7 @@ static const struct wire_field f_reserve[] = {
     {"start", WF_INT, false, WIRE_TIME_MS_MAX},
     {"duration_s", WF_UINT, true, WIRE_DURATION_S_MAX},
     {"flex", WF_BOOL, false},
+    {"constraint", WF_STR, false, 1024}, /* issue 27: only nodes with these features */
     {NULL},
 };
 
@@ -655,6 +660,39 @@ static const struct wire_field f_acct[] = {
     {NULL},
 };
 
+/* issue 27: Maui's showbf, checknode, showstats (docs/wire.md 6.12) */
+static const struct wire_field f_showbf[] = {
+    {"class", WF_STR, false, NAME_MAX_},
+    {NULL},
+};
+
+static const struct wire_field f_backfill[] = {
+    {"windows", WF_ARRAY, true, 4096, WF_MAP},
+    {"class", WF_STR, false, NAME_MAX_},
+    {"now", WF_INT, true, WIRE_TIME_MS_MAX},
+    {NULL},
+};
+
+static const struct wire_field f_checknode[] = {
+    {"node", WF_STR, true, NAME_MAX_},
+    {NULL},
+};
+
+static const struct wire_field f_nodecheck[] = {
+    {"node", WF_MAP, true},
+    {NULL},
+};
+
+static const struct wire_field f_showstats[] = {
+    {"since", WF_INT, false, WIRE_TIME_MS_MAX},
+    {NULL},
+};
+
+static const struct wire_field f_sitestats[] = {
+    {"stats", WF_MAP, true},
+    {NULL},
+};
+
 static const struct wire_field f_accts[] = {
     LIST_ROWS("rows", true),
     LIST_NEXT,
@@ -723,6 +761,12 @@ const struct wire_desc wire_descs[] = {
     {WT_FILE_PUT, "FILE_PUT", "user", true, f_file_put},
     {WT_FILE_GET, "FILE_GET", "user", true, f_file_get},
     {WT_FILE_DATA, "FILE_DATA", "cluster", false, f_file_data},
+    {WT_SHOWBF, "SHOWBF", "user", true, f_showbf},
+    {WT_BACKFILL, "BACKFILL", "batch", false, f_backfill},
+    {WT_CHECKNODE, "CHECKNODE", "user", true, f_checknode},
+    {WT_NODECHECK, "NODECHECK", "batch", false, f_nodecheck},
+    {WT_SHOWSTATS, "SHOWSTATS", "user", true, f_showstats},
+    {WT_SITESTATS, "SITESTATS", "batch", false, f_sitestats},
     {0, NULL, NULL, false, NULL},
 };
 

@@ -95,6 +95,13 @@ enum wire_type {
     WT_FILE_PUT = 122,   /* one chunk of a file, in order; reply FILE_STATE */
     WT_FILE_GET = 123,   /* one chunk of a job's file; reply FILE_DATA */
     WT_FILE_DATA = 124,  /* {hash, size, off, data} */
+    /* Maui's node and site commands at the batch role (issue 27, docs/wire.md 6.12) */
+    WT_SHOWBF = 130,    /* backfill windows; reply BACKFILL */
+    WT_BACKFILL = 131,  /* {windows, class, now} */
+    WT_CHECKNODE = 132, /* one host: state, jobs, features, reservations; reply NODECHECK */
+    WT_NODECHECK = 133, /* {node} */
+    WT_SHOWSTATS = 134, /* site statistics from the accounting records; reply SITESTATS */
+    WT_SITESTATS = 135, /* {stats} */
 };
 
 /* Files (issue 26): a chunk's usual and largest size (FILE_PUT / FILE_GET "data"), the

@@ -1,9 +1,10 @@
 /*
  * conffile.c - batch.ini parsing with inih (conffile.h, liveconf.h). inih keeps parsing
- * after an error and its Debian build cannot pass line numbers to the handler, so
- * the handler records the first problem and ini_parse's return value (the first
- * failing line) places it. Keys and fixed section names are case-insensitive,
- * credential names are not.
+ * after an error and its Debian build cannot pass line numbers to the handler, so the
+ * file is read through our own line reader (ini_parse_stream), which counts lines:
+ * every problem is listed with its line (issue 27: --check-config shows all that is
+ * wrong at once), the first BATCH_CONF_ERRORS of them. Keys and fixed section names
+ * are case-insensitive, credential names are not.
  */
 #include <errno.h>
 #include <ini.h>
@@ -17,6 +18,8 @@
 #include "daemon/daemon.h"
 #include "roles/batch/liveconf.h"
 
+#define BATCH_CONF_ERRORS 20 /* errors listed; then "... and more errors" */
+
 struct ctx {
     struct batch_config *c;
     struct batch_live_cfg *l; /* the live driver's part, or scratch (batch_conf_*) */
@@ -24,17 +27,69 @@ struct ctx {
     char msg[256];
     char **seen; /* "section\nkey" of every key set, to refuse duplicates */
     size_t nseen;
+    /* reading a file or a text (load): its name, the line the reader gave last, the
+       source (f, else the text at s), and every error so far, "NAME:LINE: msg" a line */
+    const char *name;
+    int line;
+    FILE *f;
+    const char *s;
+    char list[BATCH_CONF_ERRORS * 300];
+    int nerr;
 };
+
+/* Adds "NAME:LINE: msg" to x's list (one a line; after BATCH_CONF_ERRORS, a note). */
+static void list_add(struct ctx *x, int line, const char *msg)
+{
+    size_t used = strlen(x->list);
+    if (++x->nerr > BATCH_CONF_ERRORS) {
+        if (x->nerr == BATCH_CONF_ERRORS + 1)
+            snprintf(x->list + used, sizeof x->list - used, "\n... and more errors");
+        return;
+    }
+    snprintf(x->list + used, sizeof x->list - used, "%s%s:%d: %s", used ? "\n" : "", x->name, line,
+             msg);
+}
 
 __attribute__((format(printf, 2, 3))) static int bad(struct ctx *x, const char *fmt, ...)
 {
-    if (!x->msg[0]) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(x->msg, sizeof x->msg, fmt, ap);
-        va_end(ap);
+    char m[sizeof x->msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m, sizeof m, fmt, ap);
+    va_end(ap);
+    if (!x->msg[0])
+        snprintf(x->msg, sizeof x->msg, "%s", m);
+    if (x->name) /* reading a file: every error, with its line */
+        list_add(x, x->line, m);
+    return 1; /* go on: the rest of the file is checked too */
+}
+
+/*
+ * inih's reader: the next line of x's file or text into buf (n bytes), counting lines.
+ * A line that is neither blank, a comment, a [section] nor "key = value" (or "key:
+ * value") is listed here as a syntax error: inih would only report the first one.
+ */
+static char *read_line(char *buf, int n, void *stream)
+{
+    struct ctx *x = stream;
+    if (x->f) {
+        if (!fgets(buf, n, x->f))
+            return NULL;
+    } else {
+        if (!x->s || !*x->s)
+            return NULL;
+        size_t l = strcspn(x->s, "\n");
+        size_t k = l + (x->s[l] == '\n');
+        size_t c = k < (size_t)n - 1 ? k : (size_t)n - 1;
+        memcpy(buf, x->s, c);
+        buf[c] = '\0';
+        x->s += c;
     }
-    return 0;
+    x->line++;
+    const char *p = buf + strspn(buf, " \t\r\n");
+    if (*p && *p != ';' && *p != '#' && *p != '[' && !strpbrk(p, "=:"))
+        list_add(x, x->line, "syntax error (expected [section] or key = value)");
+    return buf;
 }
 
 static int num(const char *v, double *out)
@@ -430,13 +485,15 @@ static void ctx_free(struct ctx *x)
     free(x->seen);
 }
 
-/* Turns inih's result and the handler's message into one error. */
+/* Turns inih's result and the handler's messages into the error text (one a line). */
 static int finish(struct ctx *x, int rc, const char *name, char *err, size_t errlen)
 {
     ctx_free(x);
-    if (rc == 0 && !x->msg[0])
+    if (rc == 0 && !x->msg[0] && !x->nerr)
         return 0;
-    if (rc == -1)
+    if (x->nerr > 0 && rc != -1 && rc != -2)
+        snprintf(err, errlen, "%s", x->list);
+    else if (rc == -1)
         snprintf(err, errlen, "%s: cannot open: %s", name, strerror(errno ? errno : ENOENT));
     else if (rc == -2)
         snprintf(err, errlen, "%s: out of memory", name);
@@ -451,12 +508,25 @@ static int finish(struct ctx *x, int rc, const char *name, char *err, size_t err
 static int load(struct batch_config *c, struct batch_live_cfg *l, const char *path, const char *s,
                 const char *name, char *err, size_t errlen)
 {
-    struct ctx x = {.c = c, .l = l};
-    if (!x.l)
-        x.l = &x.scratch;
+    struct ctx *x = calloc(1, sizeof *x); /* the error list is large for a stack */
+    if (!x) {
+        snprintf(err, errlen, "%s: out of memory", name);
+        return -1;
+    }
+    *x = (struct ctx){.c = c, .l = l, .name = name, .s = s};
+    if (!x->l)
+        x->l = &x->scratch;
     errno = 0;
-    int rc = path ? ini_parse(path, handler, &x) : ini_parse_string(s, handler, &x);
-    return finish(&x, rc, name, err, errlen);
+    int rc;
+    if (path && !(x->f = fopen(path, "r")))
+        rc = -1;
+    else
+        rc = ini_parse_stream(read_line, x, handler, x);
+    if (x->f)
+        fclose(x->f);
+    rc = finish(x, rc, name, err, errlen);
+    free(x);
+    return rc;
 }
 
 static int set(struct batch_config *c, struct batch_live_cfg *l, const char *a, char *err,

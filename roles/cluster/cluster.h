@@ -49,6 +49,8 @@ struct depend;
 #define CLUSTER_LIST_MAX (1u << 20)
 #define CLUSTER_LIST_COUNT 1000u /* default rows per page */
 #define CLUSTER_ROW_ARGV_MAX 4096u
+/* bytes of a node's feature list (HELLO "features", the wire field's cap) */
+#define CLUSTER_FEATURES_MAX 1024u
 
 struct cluster_cfg {
     char listen[CONFIG_STR_MAX];
@@ -150,6 +152,9 @@ struct job {
        (DependencyNeverSatisfied), NULL: none */
     struct depend *dep;
     char *reason;
+    /* submit --constraint (issue 27, lib/constraint.h): canonical text, NULL: none; its
+       tasks go only to nodes whose features satisfy it (tasks.c pick_fits) */
+    char *constraint;
     uint8_t dep_seen; /* jobdep.c: 1 + its status at the last pass, 0: not seen yet */
     /* job_state_shown() last published as an event (feed.c); NULL: none yet */
     const char *ev_shown;
@@ -194,6 +199,8 @@ struct node {
     struct node_gpu gpu[NODE_GPU_TYPES]; /* declared GPU types (HELLO "gpus") */
     uint8_t ngpu;
     float cpu_gflops; /* per core (HELLO "cpu_gflops"); 0: use the measured speed */
+    /* HELLO "features" (issue 27): canonical list (lib/constraint.h), "" none */
+    char features[CLUSTER_FEATURES_MAX + 1];
     int64_t first_ms, last_ms;
     double spu;        /* measured seconds per work unit (EWMA), 0 = none yet */
     uint64_t results;  /* valid results returned */
@@ -399,6 +406,12 @@ void jobdep_free(struct depend *d);
 void jobdep_step(struct cluster *c);
 /* state.c: "Dependency: TERM", the first term d still waits for, into buf */
 void cluster_dep_reason(const struct depend *d, char *buf, size_t len);
+/* state.c (issue 27): SUBMIT/PSUBMIT "constraint" into *out (canonical text, malloc'd;
+   NULL when absent). 0, or -1 with the reason in why (*out NULL). */
+int cluster_constraint_get(const msgpack_object *m, char **out, char *why, size_t wl);
+/* HELLO "features" into n->features (canonical). NULL, or why it is refused. */
+const char *cluster_node_load_features(struct node *n, const msgpack_object *m, char *why,
+                                       size_t wl);
 
 /* tasks.c: issue, re-issue, estimates, results */
 int tasks_issue(struct cluster *c, struct node *n, uint32_t want, struct wire_buf *wb,

@@ -39,7 +39,17 @@ struct hsnap {
     bool active, procs;
     uint32_t cores;
     uint64_t mem_mb, disk_mb;
+    uint64_t features; /* hash of its feature list (issue 27) */
 };
+
+/* FNV-1a of s: a changed feature list gives a host event. */
+static uint64_t str_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
 
 /* A held request: EVENTS (from, max) or PSYNC (the node's session id). */
 struct waiter {
@@ -295,18 +305,21 @@ static void host_events(struct cluster *c, struct feed *f)
         const struct node *nd = &c->nodes[i];
         struct hsnap *s = &f->hs[i];
         uint32_t cores = nd->slots ? nd->slots : nd->cores;
+        uint64_t fh = nd->features[0] ? str_hash(nd->features) : 0;
         if (s->active == nd->active && s->procs == nd->procs && s->cores == cores &&
-            s->mem_mb == nd->mem_mb && !disk_moved(s->disk_mb, nd->disk_mb) &&
+            s->mem_mb == nd->mem_mb && !disk_moved(s->disk_mb, nd->disk_mb) && s->features == fh &&
             !strcmp(s->sid, nd->sid))
             continue; /* the common case, cheap: this runs after every commit */
-        struct hsnap now = {"", nd->active, nd->procs, cores, nd->mem_mb, nd->disk_mb};
+        struct hsnap now = {"", nd->active, nd->procs, cores, nd->mem_mb, nd->disk_mb, fh};
         snprintf(now.sid, sizeof now.sid, "%s", nd->sid);
         *s = now;
         char cname[SD_NAME];
         double sp;
         scored_node_class(c, nd, cname, sizeof cname, &sp);
         wire_buf_reset(&f->wb);
-        wire_pack_map(&f->wb, 11);
+        wire_pack_map(&f->wb, 11 + !!nd->features[0]);
+        if (nd->features[0]) /* issue 27: the batch role's hosts' features */
+            wire_put_str(&f->wb, "features", nd->features);
         wire_put_u64(&f->wb, "seq", f->next_seq);
         wire_put_str(&f->wb, "kind", "host");
         wire_put_str(&f->wb, "node", nd->name);

@@ -87,6 +87,9 @@ static void h_hello(struct cluster *c, struct request *r)
     bool resumed = n != NULL;
     struct node decl = {0}; /* the declared processors, checked before any change */
     const char *bad = cluster_node_load_gpus(&decl, m);
+    char fwhy[200];
+    if (!bad) /* issue 27: the node's features (client.features, its arch and OS) */
+        bad = cluster_node_load_features(&decl, m, fwhy, sizeof fwhy);
     if (bad) {
         reply_error(r, WE_INVALID, "HELLO refused: %s", bad);
         return;
@@ -129,6 +132,7 @@ static void h_hello(struct cluster *c, struct request *r)
     memcpy(n->gpu, decl.gpu, sizeof n->gpu);
     n->ngpu = decl.ngpu;
     n->cpu_gflops = decl.cpu_gflops;
+    memcpy(n->features, decl.features, sizeof n->features);
     n->active = true;
     n->last_ms = wall_now_ms();
     if (r->peer[0])
@@ -405,7 +409,12 @@ static void h_submit(struct cluster *c, struct request *r)
         jobdep_free(dep);
         goto oom;
     }
-    j->dep = dep; /* freed with j */
+    j->dep = dep;                                                           /* freed with j */
+    if (cluster_constraint_get(m, &j->constraint, dwhy, sizeof dwhy) < 0) { /* issue 27 */
+        cluster_job_free(j);
+        reply_error(r, WE_INVALID, "SUBMIT refused: %s", dwhy);
+        return;
+    }
     if (!(j->argv = calloc(argv->via.array.size + 1, sizeof *j->argv)))
         goto oom;
     j->id = c->next_job;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/constraint.h"
 #include "lib/log.h"
 #include "lib/text.h"
 #include "daemon/loop.h"
@@ -84,6 +85,9 @@ struct view {
     struct sd_cluster coc;
     uint32_t *host_cores, *host_procs; /* by node index */
     uint32_t *hostbuf;
+    /* submit -p --constraint (issue 27): only hosts whose features satisfy it are in
+       the view; the load of jobs on hosts left out is not charged to their cluster */
+    const char *constraint;
 };
 
 static void view_free(struct view *v)
@@ -137,6 +141,8 @@ static void view_charge(struct view *v, const struct cluster *c, const struct pj
         if (n >= c->nnodes)
             continue;
         v->host_procs[n] += np;
+        if (v->constraint && !v->host_cores[n]) /* a host left out of this view */
+            continue;
         char name[SD_NAME];
         double sp;
         scored_node_class(c, &c->nodes[n], name, sizeof name, &sp);
@@ -160,9 +166,10 @@ static void view_charge(struct view *v, const struct cluster *c, const struct pj
  * limits from the hosts (smallest memory, smallest free disk), console limits on top,
  * and the load and held limits of the admitted jobs. Returns 0 or -1 (out of memory).
  */
-static int view_build(struct cluster *c, struct view *v)
+static int view_build(struct cluster *c, struct view *v, const char *constraint)
 {
     memset(v, 0, sizeof *v);
+    v->constraint = constraint;
     v->cl = calloc(c->nnodes + 1, sizeof *v->cl);
     v->host_cores = calloc(c->nnodes + 1, sizeof *v->host_cores);
     v->host_procs = calloc(c->nnodes + 1, sizeof *v->host_procs);
@@ -180,7 +187,7 @@ static int view_build(struct cluster *c, struct view *v)
             const struct node *n = &c->nodes[i];
             char name[SD_NAME];
             double sp;
-            if (!is_host(n))
+            if (!is_host(n) || !constraint_match(constraint, n->features))
                 continue;
             scored_node_class(c, n, name, sizeof name, &sp);
             int k = cluster_index(v, name);
@@ -246,8 +253,16 @@ static int admit(struct cluster *c, struct pjob *j, char *why, size_t n, bool *n
     struct view v;
     struct sd_admission a;
     *never = false;
-    if (view_build(c, &v) < 0) {
+    if (view_build(c, &v, j->constraint) < 0) {
         snprintf(why, n, "out of memory");
+        return -1;
+    }
+    if (j->constraint && v.ncl == 0) { /* issue 27: hosts may join later (waits) */
+        snprintf(why, n,
+                 "no active host has the features of constraint %s (gridnode nodes lists "
+                 "them)",
+                 j->constraint);
+        view_free(&v);
         return -1;
     }
     int rc = sd_admit(v.cl, v.ncl, &v.coc, &c->sd->set.q[j->queue], &j->rq, v.host_cores, &a);
@@ -343,7 +358,7 @@ static int placed_fits(struct cluster *c, struct pjob *j, const uint32_t *cnt, c
         snprintf(why, n, "out of memory");
         return -1;
     }
-    if (view_build(c, &v) < 0) {
+    if (view_build(c, &v, NULL) < 0) {
         free(hmem);
         free(hdisk);
         snprintf(why, n, "out of memory");
@@ -458,6 +473,39 @@ static bool group_member(const char *user, const char *group)
 }
 
 /* ---- ending jobs ---- */
+
+/*
+ * submit -p --group (issue 27): a user identity's group was checked against its
+ * authorized-keys entry (daemon/access.c). Otherwise (plain, or an administrator or
+ * peer naming the user) the group is only a name the request gives: the user's keys
+ * entry decides when it has one; else, as the queue group rules ask this host (NSS),
+ * the group must be a group here and the user, when this host knows it, a member.
+ * NULL, or the reason in why.
+ */
+static const char *plain_group_problem(const struct pjob *j, char *why, size_t wl)
+{
+    const struct curve_ident *id = curve_current();
+    bool known;
+    if ((id && id->kind == CURVE_USER) || !j->group || !j->group[0])
+        return NULL;
+    bool in = curve_user_in_group(j->user, j->group, &known);
+    if (known && !in)
+        snprintf(why, wl, "user '%s' is not a member of group '%s' (its authorized-keys entry)",
+                 j->user, j->group);
+    else if (known)
+        return NULL;
+    else if (!getgrnam(j->group))
+        snprintf(why, wl,
+                 "group '%s' is not a group of the cluster manager's host (getent group lists "
+                 "them); leave --group out, or name one",
+                 j->group);
+    else if (j->user[0] && getpwnam(j->user) && !group_member(j->user, j->group))
+        snprintf(why, wl, "user '%s' is not a member of group '%s' on the cluster manager's host",
+                 j->user, j->group);
+    else
+        return NULL;
+    return why;
+}
 
 /* Ends j in state st with the reason fmt (a no-op when j has ended); marks a reschedule. */
 void scored_job_end(struct cluster *c, struct pjob *j, enum pj_state st, const char *fmt, ...)
@@ -811,6 +859,14 @@ void h_psubmit(struct cluster *c, struct request *r)
         goto refused;
     }
     const msgpack_object *hl = wire_get(m, "hosts");
+    if (plain_group_problem(j, why, sizeof why)) { /* issue 27 */
+        scored_reply_err(r, WE_INVALID, "PSUBMIT refused: %s", why);
+        goto refused;
+    }
+    if (cluster_constraint_get(m, &j->constraint, why, sizeof why) < 0) { /* issue 27 */
+        scored_reply_err(r, WE_INVALID, "PSUBMIT refused: %s", why);
+        goto refused;
+    }
     if (jobdep_submit(c, m, &j->dep, why, sizeof why) < 0) { /* issue 27 */
         scored_reply_err(r, WE_INVALID, "PSUBMIT refused: %s", why);
         goto refused;
@@ -862,7 +918,7 @@ void scored_pack_clusters_page(struct cluster *c, struct wire_buf *out, uint64_t
 {
     struct view v;
     *next = 0;
-    if (view_build(c, &v) < 0) {
+    if (view_build(c, &v, NULL) < 0) {
         wire_pack_array(out, 0);
         return;
     }

@@ -75,6 +75,9 @@ struct pjob {
        none; while set the job is waiting and admission is not tried */
     struct depend *dep;
     uint8_t dep_seen; /* jobdep.c: 1 + its status at the last pass, 0: not seen yet */
+    /* submit -p --constraint (issue 27, lib/constraint.h): canonical text, NULL: none;
+       admission places it only on hosts whose features satisfy it (scored.c) */
+    char *constraint;
 };
 
 /* One host of the hosts file (the role of scorehosts.db). */

@@ -49,6 +49,7 @@ void scored_job_free(struct pjob *j)
     if (j->dep)
         depend_free(j->dep);
     free(j->dep);
+    free(j->constraint);
     free(j);
 }
 
@@ -121,7 +122,9 @@ static const char *host_name(const struct cluster *c, uint32_t h)
 static void job_encode(const struct cluster *c, const struct pjob *j, struct wire_buf *wb)
 {
     wire_pack_map(wb, 33 + (j->key != NULL) + (j->requeues > 0) + j->network + j->lost +
-                          jobenv_put(NULL, j->env, j->cwd) + !!j->dep);
+                          jobenv_put(NULL, j->env, j->cwd) + !!j->dep + !!j->constraint);
+    if (j->constraint) /* issue 27; absent in older records: none */
+        wire_put_str(wb, "constraint", j->constraint);
     if (j->dep) { /* issue 27: the terms still waited for (met ones left out) */
         char t[DEPEND_LEN_MAX + 1];
         depend_format(j->dep, t, sizeof t);
@@ -213,7 +216,12 @@ static void pack_job(const struct cluster *c, const struct pjob *j, struct wire_
 {
     int64_t run = j->run_ms + (j->state == PJ_RUNNING ? wall_now_ms() - j->slice_ms : 0);
     bool cut = !ranks && cluster_argv_cut(j->argv, (uint32_t)j->argc, CLUSTER_ROW_ARGV_MAX);
-    wire_pack_map(wb, (ranks ? 28 : cut ? 28 : 27) + (j->requeues > 0) + j->lost + !!j->dep);
+    wire_pack_map(wb, (ranks ? 28
+                       : cut ? 28
+                             : 27) +
+                          (j->requeues > 0) + j->lost + !!j->dep + !!j->constraint);
+    if (j->constraint) /* submit --constraint (issue 27) */
+        wire_put_str(wb, "constraint", j->constraint);
     if (j->dep) { /* issue 27: what it still waits for (reason: the first term) */
         char t[DEPEND_LEN_MAX + 1];
         depend_format(j->dep, t, sizeof t);
@@ -438,6 +446,9 @@ static int load_job(void *arg, const uint8_t *key, size_t klen, const void *val,
     j->env = jobenv_dup(m, &nenv, &eoom);
     j->cwd = wire_get_strdup(m, "chdir");
     if (eoom || (wire_get(m, "chdir") && !j->cwd) || pdep_load(j, m) < 0)
+        goto bad;
+    char cwhy[160];
+    if (cluster_constraint_get(m, &j->constraint, cwhy, sizeof cwhy) < 0)
         goto bad;
     j->rq.nprocs = (uint32_t)wire_get_u64(m, "procs", 1);
     j->rq.ppn = (uint32_t)wire_get_u64(m, "ppn", 1);

@@ -13,6 +13,7 @@
 #include "roles/cluster/cluster.h"
 #include "store/store.h"
 #include "wire/depend.h"
+#include "lib/constraint.h"
 #include "wire/jobenv.h"
 
 const char *job_state_name(enum job_state s)
@@ -319,7 +320,8 @@ void cluster_job_pack(const struct job *j, struct wire_buf *wb, bool row)
 {
     bool cut = row && cluster_argv_cut(j->argv, j->argc, CLUSTER_ROW_ARGV_MAX);
     bool why = j->dep || j->reason;
-    wire_pack_map(wb, (cut ? 16 : 15) + 3 + 2 * (j->gpus > 0) + (j->requeues > 0) + !!j->dep + why);
+    wire_pack_map(wb, (cut ? 16 : 15) + 3 + 2 * (j->gpus > 0) + (j->requeues > 0) + !!j->dep + why +
+                          !!j->constraint);
     wire_put_u64(wb, "job", j->id);
     wire_put_str(wb, "name", j->name);
     wire_put_str(wb, "user", j->user);
@@ -349,6 +351,8 @@ void cluster_job_pack(const struct job *j, struct wire_buf *wb, bool row)
     }
     if (j->requeues > 0) /* gridnode requeue (issue 15): Slurm's Restarts */
         wire_put_u64(wb, "requeues", j->requeues);
+    if (j->constraint) /* submit --constraint (issue 27) */
+        wire_put_str(wb, "constraint", j->constraint);
     if (j->dep) { /* issue 27: what it still waits for, as squeue's (Dependency) */
         char t[DEPEND_LEN_MAX + 1], r[DEPEND_LEN_MAX + 16];
         depend_format(j->dep, t, sizeof t);
@@ -358,6 +362,36 @@ void cluster_job_pack(const struct job *j, struct wire_buf *wb, bool row)
     } else if (j->reason) {
         wire_put_str(wb, "reason", j->reason);
     }
+}
+
+int cluster_constraint_get(const msgpack_object *m, char **out, char *why, size_t wl)
+{
+    size_t n;
+    const char *s = wire_get_str(m, "constraint", &n);
+    char t[CONSTRAINT_LEN_MAX + 1];
+    *out = NULL;
+    if (!s)
+        return 0;
+    if (constraint_parse(s, n, t, sizeof t, why, wl) < 0)
+        return -1;
+    if (!(*out = strdup(t))) {
+        snprintf(why, wl, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+const char *cluster_node_load_features(struct node *n, const msgpack_object *m, char *why,
+                                       size_t wl)
+{
+    size_t len;
+    const char *s = wire_get_str(m, "features", &len);
+    n->features[0] = '\0';
+    if (s && features_norm(s, len, n->features, sizeof n->features, why, wl) < 0) {
+        n->features[0] = '\0';
+        return why;
+    }
+    return NULL;
 }
 
 void cluster_dep_reason(const struct depend *d, char *buf, size_t len)

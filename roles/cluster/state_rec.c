@@ -28,7 +28,7 @@ static void job_encode(const struct job *j, struct wire_buf *wb)
 {
     wire_pack_map(wb, 18 + (j->key != NULL) + 2 * (j->gpus > 0) + (j->v != NULL) + j->held +
                           j->network + 2 * (j->requeues > 0) + jobenv_put(NULL, j->env, j->cwd) +
-                          !!j->dep + !!j->reason);
+                          !!j->dep + !!j->reason + !!j->constraint);
     wire_put_u64(wb, "id", j->id);
     wire_put_str(wb, "name", j->name ? j->name : "");
     wire_put_str(wb, "user", j->user ? j->user : "");
@@ -71,6 +71,8 @@ static void job_encode(const struct job *j, struct wire_buf *wb)
     }
     if (j->reason)
         wire_put_str(wb, "reason", j->reason);
+    if (j->constraint) /* issue 27; absent in older records: none */
+        wire_put_str(wb, "constraint", j->constraint);
 }
 
 /* A stored "dependency" (issue 27; absent in older records: none). -1: unreadable. */
@@ -94,7 +96,7 @@ void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live, uin
 {
     bool owner = !live && n->owner[0]; /* stored only: who opened it (sessions.c) */
     wire_pack_map(wb, (live ? 27 + 2 * !!n->drain : 22) + owner + (n->ngpu > 0) +
-                          (n->cpu_gflops > 0) + VALID_TRUST_KEYS);
+                          (n->cpu_gflops > 0) + VALID_TRUST_KEYS + !!n->features[0]);
     /* a session id is a node's to know: users see it blank (issue 23) */
     wire_put_str(wb, "sid", live && !curve_may_see_sessions() ? "" : n->sid);
     if (owner)
@@ -132,6 +134,8 @@ void cluster_node_pack(const struct node *n, struct wire_buf *wb, bool live, uin
     }
     if (n->cpu_gflops > 0)
         wire_put_f64(wb, "cpu_gflops", n->cpu_gflops);
+    if (n->features[0]) /* issue 27: only when declared; older records have none */
+        wire_put_str(wb, "features", n->features);
     valid_trust_pack(n, wb);
     if (live) {
         /* its work now: bag tasks and parallel processes (issue 27: a node running a
@@ -309,6 +313,9 @@ static int load_job(void *arg, const uint8_t *key, size_t klen, const void *val,
     j->cwd = wire_get_strdup(m, "chdir");
     if (oom || (wire_get(m, "chdir") && !j->cwd) || dep_load(j, m) < 0)
         goto bad;
+    char cwhy[160]; /* submit --constraint (issue 27): absent in older records */
+    if (cluster_constraint_get(m, &j->constraint, cwhy, sizeof cwhy) < 0)
+        goto bad;
     if (!j->argv || !j->name || !j->user || j->next_new > j->ntasks ||
         job_grow_tasks(j, j->next_new) < 0 || cluster_job_add(c, j) < 0)
         goto bad;
@@ -398,6 +405,8 @@ static int load_node(void *arg, const uint8_t *key, size_t klen, const void *val
         n->qused = (uint32_t)wire_get_u64(m, "quota_used", 0);
         n->qday_ms = wire_get_i64(m, "quota_day", 0);
         cluster_node_load_gpus(n, m);
+        char fwhy[160]; /* a damaged list: no features, the next HELLO sends them again */
+        cluster_node_load_features(n, m, fwhy, sizeof fwhy);
         valid_trust_load(n, m);
         cluster_node_register(c);
     }
@@ -570,6 +579,7 @@ void cluster_job_free(struct job *j)
     free(j->dep);
     free(j->reason);
     free(j->data); /* issue 26 */
+    free(j->constraint);
     valid_job_free(j);
     free(j);
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/constraint.h"
 #include "lib/log.h"
 #include "daemon/loop.h"
 #include "roles/cluster/app.h"
@@ -133,6 +134,8 @@ static bool pick_fits(const struct job *j, struct pick *p)
     if (j->held) /* gridnode hold (issue 15): nothing new or re-issued until released */
         return false;
     if (j->dep) /* submit --dependency (issue 27): nothing until it holds (jobdep.c) */
+        return false;
+    if (j->constraint && !constraint_match(j->constraint, n->features)) /* issue 27 */
         return false;
     int first = j->gpus ? 1 : 0, last = j->gpus ? n->ngpu : 0;
     for (int s = first; s <= last; s++) {

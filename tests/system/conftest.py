@@ -63,6 +63,8 @@ TYPES = {
     "ACCT": 106, "ACCTS": 107,  # issue 27: accounting
     "FILE_HAVE": 120, "FILE_STATE": 121, "FILE_PUT": 122, "FILE_GET": 123,  # issue 26
     "FILE_DATA": 124,
+    "SHOWBF": 130, "BACKFILL": 131, "CHECKNODE": 132, "NODECHECK": 133,  # issue 27: Maui
+    "SHOWSTATS": 134, "SITESTATS": 135,
 }
 TYPE_NAMES = {v: k for k, v in TYPES.items()}
 ERRORS = {

@@ -128,6 +128,9 @@ struct batch_node_spec {
      * "" = the node is a machine of its own (the simulator's nodes); the live role
      * makes one node per core and names the host here. */
     char host[BATCH_NAME_MAX];
+    /* Its features (issue 27, lib/constraint.h): a canonical list ("gpu,linux"), NULL
+     * or "" none. Nodes with the same list group together; copied. */
+    const char *features;
 };
 /* Adds an up node; returns its index, or -1 (EEXIST name taken, EINVAL). */
 int32_t batch_node_add(struct batch_engine *e, const struct batch_node_spec *n);
@@ -137,6 +140,11 @@ int batch_node_set_up(struct batch_engine *e, int32_t node, bool up);
  * job runs there: the job keeps the node; the new capacity counts for new work. 0 or -1
  * (ENOENT, EINVAL bad capacity). */
 int batch_node_set_cap(struct batch_engine *e, int32_t node, const struct batch_res *cap);
+/* Changes a node's features (canonical list, NULL or "" none): new work matches the new
+ * list; a job running there keeps the node. 0 or -1 (ENOENT, ENOMEM). */
+int batch_node_set_features(struct batch_engine *e, int32_t node, const char *features);
+/* The node's features ("" none; NULL for a bad index). */
+const char *batch_node_features(const struct batch_engine *e, int32_t node);
 int32_t batch_node_count(const struct batch_engine *e);
 int32_t batch_node_find(const struct batch_engine *e, const char *name);
 const char *batch_node_name(const struct batch_engine *e, int32_t node);
@@ -160,6 +168,10 @@ struct batch_job_spec {
      * --ntasks-per-node, Maui's ppn): the job needs ceil(tasks / ppn) machines at
      * least. 0 = no limit (tasks packed as they fit). */
     int32_t ppn;
+    /* Only nodes whose features satisfy this (Slurm's --constraint, lib/constraint.h;
+     * issue 27); NULL or "" = any node. Copied. A job no up node satisfies stays
+     * pending (never fits) until one comes. */
+    const char *constraint;
 };
 
 enum batch_job_state { BATCH_JOB_PENDING, BATCH_JOB_RUNNING };
@@ -283,6 +295,7 @@ struct batch_resv_req {
     struct batch_res per_task; /* ... */
     const char *partition;     /* node class to take them from; NULL = any */
     int32_t ppn;               /* tasks: at most this many per machine (0: no limit) */
+    const char *constraint;    /* tasks: only nodes with these features (issue 27), NULL */
     const char *const *nodes;  /* ... these named nodes (tasks == 0) */
     size_t nnodes;
     int64_t start, end, duration; /* end or duration (the other 0) */
@@ -325,6 +338,7 @@ struct batch_request {
     const char *cred[BATCH_CRED_KINDS]; /* NULL = unset; class picks the partition */
     uint64_t job;                       /* 0, or the job id reservations may name */
     int32_t ppn;                        /* tasks per machine at most, 0 = no limit */
+    const char *constraint;             /* node features wanted (issue 27), NULL any */
 };
 /* A range of feasible start times: any start in [from, to] fits (to may be
  * BATCH_NEVER, meaning "from then on"). */
@@ -344,5 +358,19 @@ size_t batch_estimate(struct batch_engine *e, const struct batch_request *r, int
  * eligible (held, throttled). 0, or -1: ENOENT (no such job), EINVAL (running),
  * ENOMEM. */
 int batch_job_estimate(struct batch_engine *e, uint64_t id, int64_t now, int64_t *start);
+
+/* ---- backfill windows (Maui's showbf, issue 27) ---- */
+struct batch_bf_window {
+    int32_t procs;    /* processors free from now on ... */
+    int64_t duration; /* ... for this long (engine units); BATCH_NEVER: no limit */
+};
+/* The windows a job could backfill into now, from the plan (running jobs, admin
+ * reservations, the queue's job reservations): procs free now for how long, then the
+ * fewer procs free for longer, and so on (each window's procs are free for its whole
+ * duration). partition NULL or "": every node; else the nodes of that class (and the
+ * unclassed ones). Writes up to max, returns how many there are (0: nothing free, or
+ * out of memory with errno ENOMEM, or no such class: ENOENT). */
+size_t batch_backfill_windows(struct batch_engine *e, int64_t now, const char *partition,
+                              struct batch_bf_window *out, size_t max);
 
 #endif

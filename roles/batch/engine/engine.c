@@ -54,6 +54,10 @@ void batch_engine_destroy(struct batch_engine **ep)
     free(e->nodes);
     free(e->node_job);
     bs_strmap_free(&e->nodemap);
+    for (int32_t i = 0; i < e->nfsets; i++)
+        free(e->fsets[i]);
+    free(e->fsets);
+    bs_strmap_free(&e->fsetmap);
     for (int32_t i = 0; i < e->nresv; i++) {
         for (int k = 0; k < BATCH_CRED_KINDS; k++)
             free(e->resv[i].acl[k]);
@@ -64,6 +68,8 @@ void batch_engine_destroy(struct batch_engine **ep)
     for (int32_t i = 0; i < e->njobs; i++) {
         free(e->jobs[i].nodes);
         free(e->jobs[i].runs);
+        if (e->jobs[i].live)
+            free(e->jobs[i].constraint);
     }
     free(e->jobs);
     free(e->slot_need);
@@ -123,6 +129,50 @@ static int32_t node_host(struct batch_engine *e, const char *host)
     return e->nhosts++;
 }
 
+/* The index of feature list f (interned), -1 for none, -2 out of memory. */
+static int32_t fset_intern(struct batch_engine *e, const char *f)
+{
+    if (!f || !*f)
+        return -1;
+    int32_t k = bs_strmap_get(&e->fsetmap, f);
+    if (k >= 0)
+        return k;
+    char *copy = strdup(f);
+    if (!copy || VEC_RESERVE(e->fsets, e->capfsets, e->nfsets + 1) < 0 ||
+        bs_strmap_put(&e->fsetmap, f, e->nfsets) < 0) {
+        free(copy);
+        return -2;
+    }
+    e->fsets[e->nfsets] = copy;
+    return e->nfsets++;
+}
+
+int batch_node_set_features(struct batch_engine *e, int32_t node, const char *features)
+{
+    if (node < 0 || node >= e->nnodes) {
+        errno = ENOENT;
+        return -1;
+    }
+    int32_t k = fset_intern(e, features);
+    if (k == -2) {
+        errno = ENOMEM;
+        return -1;
+    }
+    if (e->nodes[node].fset != k) {
+        e->nodes[node].fset = k;
+        e->groups_dirty = true;
+        bs_engine_memo_clear(e);
+    }
+    return 0;
+}
+
+const char *batch_node_features(const struct batch_engine *e, int32_t node)
+{
+    if (node < 0 || node >= e->nnodes)
+        return NULL;
+    return e->nodes[node].fset >= 0 ? e->fsets[e->nodes[node].fset] : "";
+}
+
 int32_t batch_node_add(struct batch_engine *e, const struct batch_node_spec *n)
 {
     if (!name_ok(n->name) || !name_ok(n->class_) || !name_ok(n->host) || !n->name[0] ||
@@ -136,7 +186,8 @@ int32_t batch_node_add(struct batch_engine *e, const struct batch_node_spec *n)
     }
     int32_t cls = n->class_[0] ? bs_cred_intern(e, BATCH_CRED_CLASS, n->class_) : -1;
     int32_t host = n->host[0] ? node_host(e, n->host) : -1;
-    if ((n->class_[0] && cls < 0) || (n->host[0] && host < 0) ||
+    int32_t fset = fset_intern(e, n->features);
+    if ((n->class_[0] && cls < 0) || (n->host[0] && host < 0) || fset == -2 ||
         VEC_RESERVE(e->nodes, e->capnodes, e->nnodes + 1) < 0 ||
         VEC_RESERVE(e->node_job, e->capnodejob, e->nnodes + 1) < 0)
         return -1;
@@ -150,6 +201,7 @@ int32_t batch_node_add(struct batch_engine *e, const struct batch_node_spec *n)
     nd->cap = n->cap;
     nd->cls = cls;
     nd->host = host;
+    nd->fset = fset;
     nd->up = true;
     e->node_job[e->nnodes] = -1;
     nd->group = -1;
@@ -218,6 +270,8 @@ static int job_fill(struct batch_engine *e, struct bjob *j, const struct batch_j
     j->tasks = s->tasks;
     j->per_task = s->per_task;
     j->ppn = s->ppn;
+    if (s->constraint && *s->constraint && !(j->constraint = strdup(s->constraint)))
+        return -1; /* ENOMEM */
     j->procs = (int32_t)procs;
     j->walltime = s->walltime;
     j->submit = s->submit;
@@ -243,8 +297,12 @@ int batch_job_submit(struct batch_engine *e, const struct batch_job_spec *s)
         VEC_RESERVE(e->running, e->caprunning, e->live_jobs + 1) < 0)
         return -1;
     struct bjob tmp;
-    if (job_fill(e, &tmp, s) < 0 || bs_idmap_put(&e->jobmap, s->id, slot) < 0)
+    if (job_fill(e, &tmp, s) < 0)
         return -1;
+    if (bs_idmap_put(&e->jobmap, s->id, slot) < 0) {
+        free(tmp.constraint);
+        return -1;
+    }
     if (slot == e->njobs)
         e->njobs++;
     else
@@ -332,6 +390,8 @@ static void job_drop(struct batch_engine *e, int32_t s)
     free(j->runs);
     j->runs = NULL;
     j->nruns = 0;
+    free(j->constraint);
+    j->constraint = NULL;
     j->live = false;
     if (s < e->capneed)
         e->slot_need[s] = 0; /* the next job in this slot is unknown until refreshed */

@@ -96,6 +96,7 @@ static bool request_job(const struct batch_engine *e, const struct batch_request
     j->tasks = r->tasks;
     j->per_task = r->per_task;
     j->ppn = r->ppn;
+    j->constraint = r->constraint && *r->constraint ? (char *)r->constraint : NULL; /* borrowed */
     j->procs = r->tasks * r->per_task.procs;
     j->walltime = walltime;
     j->early_start = true;
@@ -170,4 +171,76 @@ int batch_job_estimate(struct batch_engine *e, uint64_t id, int64_t now, int64_t
     }
     *start = j->estimate;
     return 0;
+}
+
+static int cmp_t(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Free procs of pool p's groups of class cls (-1 every group) at time t. */
+static int64_t free_procs_at(const struct batch_engine *e, const struct bpool *p, int32_t cls,
+                             int64_t t)
+{
+    int64_t sum = 0;
+    for (int32_t k = 0; k < p->ng; k++) {
+        const struct bgroup *g = &e->groups[p->gid[k]];
+        if (cls < 0 || g->cls < 0 || g->cls == cls)
+            sum += (int64_t)bs_profile_at(&p->plan[k], t) * g->cap.procs;
+    }
+    return sum;
+}
+
+size_t batch_backfill_windows(struct batch_engine *e, int64_t now, const char *partition,
+                              struct batch_bf_window *out, size_t max)
+{
+    int32_t cls = -1;
+    if (partition && *partition && (cls = bs_cred_lookup(e, BATCH_CRED_CLASS, partition)) < 0) {
+        errno = ENOENT;
+        return 0;
+    }
+    if (now > e->now)
+        e->now = now;
+    if ((e->groups_dirty && bs_engine_regroup(e) < 0) || e->npools == 0 ||
+        (!e->plan_valid && bs_plan_copy_base(e) < 0))
+        return 0;
+    const struct bpool *p = &e->pools[0];
+    /* every breakpoint after now of the groups' plans: where the free count may drop */
+    int32_t cap = 1, nt = 0;
+    for (int32_t k = 0; k < p->ng; k++)
+        cap += bs_profile_steps(&p->plan[k]);
+    int64_t *t = malloc((size_t)cap * sizeof *t), *tk = malloc((size_t)cap * sizeof *tk);
+    int32_t *v = malloc((size_t)cap * sizeof *v);
+    size_t n = 0;
+    if (!t || !tk || !v) {
+        errno = ENOMEM;
+        goto out;
+    }
+    t[nt++] = e->now;
+    for (int32_t k = 0; k < p->ng; k++) {
+        int32_t m = bs_profile_steps_from(&p->plan[k], e->now, tk, v, cap - nt);
+        for (int32_t i = 0; i < m; i++)
+            if (tk[i] > e->now)
+                t[nt++] = tk[i];
+    }
+    qsort(t, (size_t)nt, sizeof *t, cmp_t);
+    int64_t level = free_procs_at(e, p, cls, e->now);
+    for (int32_t i = 1; i <= nt && level > 0; i++) {
+        if (i < nt && t[i] == t[i - 1])
+            continue;
+        int64_t f = i < nt ? free_procs_at(e, p, cls, t[i]) : 0;
+        if (i < nt && f >= level)
+            continue;
+        if (n < max)
+            out[n] = (struct batch_bf_window){(int32_t)(level > INT32_MAX ? INT32_MAX : level),
+                                              i < nt ? t[i] - e->now : BATCH_NEVER};
+        n++;
+        level = f;
+    }
+out:
+    free(t);
+    free(tk);
+    free(v);
+    return n;
 }

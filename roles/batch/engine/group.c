@@ -53,16 +53,17 @@ static int cmp_i64(int64_t a, int64_t b)
     return a < b ? -1 : a > b;
 }
 
-/* Orders nodes by (class, capacity, reservation set): equal keys form a group. */
+/* Orders nodes by (class, features, capacity, reservation set): equal keys form a group. */
 static int node_cmp(const void *pa, const void *pb, void *arg)
 {
     const struct regroup_ctx *c = arg;
     int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
     const struct bnode *x = &c->e->nodes[a], *y = &c->e->nodes[b];
     int r;
-    if ((r = cmp_i64(x->cls, y->cls)) || (r = cmp_i64(x->cap.procs, y->cap.procs)) ||
-        (r = cmp_i64(x->cap.mem, y->cap.mem)) || (r = cmp_i64(x->cap.disk, y->cap.disk)) ||
-        (r = cmp_i64(x->cap.swap, y->cap.swap)) || (r = cmp_i64(c->key[a].n, c->key[b].n)))
+    if ((r = cmp_i64(x->cls, y->cls)) || (r = cmp_i64(x->fset, y->fset)) ||
+        (r = cmp_i64(x->cap.procs, y->cap.procs)) || (r = cmp_i64(x->cap.mem, y->cap.mem)) ||
+        (r = cmp_i64(x->cap.disk, y->cap.disk)) || (r = cmp_i64(x->cap.swap, y->cap.swap)) ||
+        (r = cmp_i64(c->key[a].n, c->key[b].n)))
         return r;
     for (int32_t i = 0; i < c->key[a].n; i++)
         if ((r = cmp_i64(c->rl[c->key[a].off + i], c->rl[c->key[b].off + i])))
@@ -108,6 +109,7 @@ static int group_make(struct batch_engine *e, struct bgroup *g, const int32_t *o
     const struct bnode *first = &e->nodes[ord[from]];
     const struct nodekey *k = &key[ord[from]];
     g->cls = first->cls;
+    g->fset = first->fset;
     g->cap = first->cap;
     g->nnodes = to - from;
     g->nresv = k->n;

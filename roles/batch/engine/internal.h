@@ -95,6 +95,7 @@ struct bnode {
     struct batch_res cap;
     int32_t cls;  /* class cred id, -1: any */
     int32_t host; /* machine id (batch_node_spec.host), -1: a machine of its own */
+    int32_t fset; /* its feature list (engine fsets), -1: none (issue 27) */
     bool up;
     int32_t group; /* -1 when down */
     int32_t gpos;  /* index in its group's node list */
@@ -102,6 +103,7 @@ struct bnode {
 
 struct bgroup {
     int32_t cls;
+    int32_t fset; /* the feature list of its nodes, -1: none */
     struct batch_res cap;
     int32_t *resv; /* reservation slots covering these nodes, ascending */
     int32_t nresv;
@@ -173,7 +175,9 @@ struct bjob {
     int32_t cred[BATCH_CRED_KINDS];
     int32_t tasks;
     struct batch_res per_task;
-    int32_t ppn; /* tasks per machine at most, 0: no limit */
+    int32_t ppn;      /* tasks per machine at most, 0: no limit */
+    char *constraint; /* node features wanted (issue 27), NULL: any; owned (a request's
+                       * temporary job borrows the request's) */
     double upriority;
     int64_t start, end_est, charged;
     int32_t *nodes;
@@ -239,6 +243,10 @@ struct batch_engine {
     int32_t capnodejob;
     int32_t nlazy; /* running jobs with nodes_lazy */
     struct strmap nodemap;
+    /* distinct node feature lists (issue 27): fsetmap list -> index into fsets */
+    struct strmap fsetmap;
+    char **fsets;
+    int32_t nfsets, capfsets;
     /* machines named by nodes (batch_node_spec.host): ids 0..nhosts; hostcnt is
      * scratch, one count per machine (tasks of the job being placed) */
     struct strmap hostmap;

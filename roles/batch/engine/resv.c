@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/constraint.h"
 #include "roles/batch/engine/internal.h"
 
 __attribute__((format(printf, 3, 4))) static int fail(char *why, size_t len, const char *fmt, ...)
@@ -118,7 +119,10 @@ static int pick_tasks(struct batch_engine *e, const struct batch_resv_req *q, in
             k = q->ppn;
         if (q->ppn > 0 && nd->host >= 0 && k > q->ppn - e->hostcnt[nd->host])
             k = q->ppn - e->hostcnt[nd->host];
-        if (k < 1 || (cls >= 0 && nd->cls != cls) || node_busy(e, i, s, t, buf, sizeof buf))
+        if (k < 1 || (cls >= 0 && nd->cls != cls) ||
+            (q->constraint && *q->constraint &&
+             !constraint_match(q->constraint, nd->fset >= 0 ? e->fsets[nd->fset] : "")) ||
+            node_busy(e, i, s, t, buf, sizeof buf))
             continue;
         if (q->ppn > 0 && nd->host >= 0)
             e->hostcnt[nd->host] += k;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/constraint.h"
 #include "roles/batch/engine/internal.h"
 
 /* Makes the scratch arrays hold n entries; 0 / -1 ENOMEM. */
@@ -70,12 +71,13 @@ int bs_engine_hostcnt_zero(struct batch_engine *e)
     return 0;
 }
 
-/* Whether job j may use nodes of group g (class and shape). */
+/* Whether job j may use nodes of group g (class, shape and, issue 27, features). */
 bool bs_engine_group_ok(const struct batch_engine *e, const struct bgroup *g, const struct bjob *j)
 {
-    (void)e;
     return (g->cls < 0 || g->cls == j->cred[BATCH_CRED_CLASS]) &&
-           bs_engine_kpn(&g->cap, &j->per_task) > 0;
+           bs_engine_kpn(&g->cap, &j->per_task) > 0 &&
+           (!j->constraint ||
+            constraint_match(j->constraint, g->fset >= 0 ? e->fsets[g->fset] : ""));
 }
 
 /* The tasks of j the up nodes of compatible groups hold at most, counting at most

@@ -12,6 +12,7 @@
  *   livecmd.c      Maui's queries (SHOWQ, CHECKJOB, ESTIMATE, DIAGNOSE, SITE_INFO) and
  *                  the table of Maui's commands
  *   liveresvcmd.c  the reservation commands (RESV_LIST/SET/RELEASE, RESERVE)
+ *   livemaui.c     Maui's node and site commands (SHOWBF, CHECKNODE, SHOWSTATS; issue 27)
  *   liveclu.c      one DEALER per cluster manager: resynchronisation, the EVENTS feed,
  *                  starts (PSUBMIT with hosts), cancels, reconciliation after restarts
  *   liveresv.c     reservations in memory, in the store and in the engine
@@ -126,6 +127,9 @@ struct ljob {
        (DependencyNeverSatisfied), NULL: none */
     struct depend *dep;
     char *dep_end;
+    /* submit --constraint (issue 27, lib/constraint.h): canonical text, NULL: none;
+       given to the engine with each element (its hosts' features: livehost.c) */
+    char *constraint;
 };
 
 /* LIVE_PAGE element slots from element `base` on; dirty: a slot has el.dirty. */
@@ -145,6 +149,7 @@ struct lhost {
     int32_t slot0, nslots, nbase, ncores;
     int32_t *xslot;
     uint64_t mem_mb, disk_mb; /* as last reported */
+    char features[1024 + 1];  /* as last reported (issue 27, the cluster's cap), canonical */
     int64_t blocked_until;    /* monotonic ms: no new work after a refused start, or 0 */
     bool up, seen, seen_up;
 };
@@ -329,6 +334,10 @@ void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb)
 /* livecmd.c: Maui's commands and the site interface (types 80-95) */
 bool livecmd_handles(uint32_t type);
 void livecmd_dispatch(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
+/* livemaui.c (issue 27): SHOWBF, CHECKNODE, SHOWSTATS (docs/wire.md 6.12) */
+void livecmd_showbf(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
+void livecmd_checknode(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
+void livecmd_showstats(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
 /* The CHECKJOB row of j (a msgpack map; docs/wire.md 6.12), for livestats.c too. */
 void livecmd_job_row(struct live *L, const struct ljob *j, struct wire_buf *wb);
 
@@ -441,6 +450,11 @@ bool live_class_unknown(const struct live *L, const char *cls, char *why, size_t
  * or false when it can or no host is known yet. */
 bool live_ppn_impossible(const struct live *L, const char *cls, uint32_t procs, uint32_t ppn,
                          char *why, size_t len);
+/* Whether no host known of class cls (NULL or "": the default cluster) has features
+ * satisfying constraint c (issue 27; text into why), false when one has or no host is
+ * known yet (Slurm refuses a constraint no configured node satisfies). */
+bool live_constraint_impossible(const struct live *L, const char *cls, const char *c, char *why,
+                                size_t len);
 
 /* liveclu.c */
 int live_clusters_open(struct live *L, char *err, size_t errlen);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/constraint.h"
 #include "lib/log.h"
 #include "daemon/curve.h"
 #include "roles/batch/live/live_int.h"
@@ -85,7 +86,7 @@ static void job_row(struct live *L, const struct ljob *j, struct wire_buf *wb, b
     char dr[320];
     if (j->dep && live_dep_reason(j, dr, sizeof dr)) /* Dependency: TERM (issue 27) */
         reason = dr;
-    wire_pack_map(wb, 21 + (check ? 10 : 0));
+    wire_pack_map(wb, 21 + (check ? 11 : 0));
     wire_put_u64(wb, "job", j->id);
     wire_put_str(wb, "queue_state", qs);
     wire_put_str(wb, "name", j->name ? j->name : "");
@@ -112,7 +113,8 @@ static void job_row(struct live *L, const struct ljob *j, struct wire_buf *wb, b
     const char *st = el->state == EL_PENDING ? "queued" : live_elem_state_name(el->state);
     wire_put_str(wb, "state", j->parallel ? st : (j->nended == j->ntasks ? "ended" : qs));
     wire_put_bool(wb, "hold", j->hold);
-    wire_put_bool(wb, "network", j->network);  /* submit --network (issue 23) */
+    wire_put_bool(wb, "network", j->network); /* submit --network (issue 23) */
+    wire_put_str(wb, "constraint", j->constraint ? j->constraint : ""); /* issue 27 */
     wire_put_u64(wb, "requeues", j->requeues); /* JOB_CTL requeue (issue 15) */
     wire_put_u64(wb, "mem_mb", (uint64_t)j->mem_mb);
     wire_put_u64(wb, "disk_mb", (uint64_t)j->disk_mb);
@@ -276,6 +278,7 @@ static void h_estimate(struct live *L, const struct wire_msg *m, struct wire_buf
         q.tasks = s.tasks;
         q.per_task = s.per_task;
         q.ppn = s.ppn;
+        q.constraint = s.constraint; /* issue 27 */
         snprintf(cred[0], sizeof cred[0], "%s", s.user);
         snprintf(cred[1], sizeof cred[1], "%s", s.group);
         snprintf(cred[2], sizeof cred[2], "%s", s.account);
@@ -301,6 +304,14 @@ static void h_estimate(struct live *L, const struct wire_msg *m, struct wire_buf
     q.per_task.mem = (int64_t)wire_get_u64(o, "mem_mb", 0);
     q.per_task.disk = (int64_t)wire_get_u64(o, "disk_mb", 0);
     q.ppn = (int32_t)wire_get_u64(o, "ppn", 0); /* at most per host (0: none) */
+    size_t cn;
+    const char *cs = wire_get_str(o, "constraint", &cn); /* issue 27 */
+    char con[CONSTRAINT_LEN_MAX + 1], ewhy[200];
+    if (cs && constraint_parse(cs, cn, con, sizeof con, ewhy, sizeof ewhy) < 0) {
+        live_fail(reply, m->id, WE_INVALID, "%s", ewhy);
+        return;
+    }
+    q.constraint = cs ? con : NULL;
     static const char *const keys[BATCH_CRED_KINDS] = {"user", "group", "account", "class", "qos"};
     for (int k = 0; k < BATCH_CRED_KINDS; k++) {
         wire_get_strbuf(o, keys[k], cred[k], sizeof cred[k]);
@@ -482,6 +493,28 @@ static void h_diagnose(struct live *L, const struct wire_msg *m, struct wire_buf
 
 /* ---- SITE_INFO ---- */
 
+/* SITE "features" (issue 27): the distinct feature lists of the hosts (those with
+ * any), at most 64, for the spool's eligibility (a job's constraint must be satisfied
+ * by one host's list, not by the union of several hosts'). */
+static void site_features(const struct live *L, struct wire_buf *reply)
+{
+    const char *v[64];
+    uint32_t n = 0;
+    for (int c = 0; c < L->ncl; c++)
+        for (uint32_t h = 0; h < L->cl[c].nhosts && n < 64; h++) {
+            const char *f = L->cl[c].hosts[h].features;
+            bool seen = !f[0];
+            for (uint32_t k = 0; k < n && !seen; k++)
+                seen = !strcmp(v[k], f);
+            if (!seen)
+                v[n++] = f;
+        }
+    wire_put_key(reply, "features");
+    wire_pack_array(reply, n);
+    for (uint32_t k = 0; k < n; k++)
+        wire_pack_str(reply, v[k]);
+}
+
 static void h_site_info(struct live *L, const struct wire_msg *m, struct wire_buf *reply)
 {
     uint64_t hosts = 0, up = 0, cores = 0, cores_up = 0, largest = 0;
@@ -512,7 +545,7 @@ static void h_site_info(struct live *L, const struct wire_msg *m, struct wire_bu
     }
     wire_begin(reply, WT_SITE, m->id, 1);
     wire_put_key(reply, "site");
-    wire_pack_map(reply, 12);
+    wire_pack_map(reply, 13);
     wire_put_u64(reply, "clusters", (uint64_t)L->ncl);
     wire_put_u64(reply, "hosts", hosts);
     wire_put_u64(reply, "hosts_up", up);
@@ -525,6 +558,7 @@ static void h_site_info(struct live *L, const struct wire_msg *m, struct wire_bu
     wire_put_u64(reply, "reservations", L->nresv);
     wire_put_u64(reply, "cycles", L->cycles); /* scheduling cycles run since start */
     wire_put_i64(reply, "now", live_now(L));
+    site_features(L, reply);
 }
 
 static const struct {
@@ -540,6 +574,9 @@ static const struct {
     {WT_RESV_RELEASE, livecmd_resv_release},
     {WT_RESERVE, livecmd_reserve},
     {WT_SITE_INFO, h_site_info},
+    {WT_SHOWBF, livecmd_showbf},       /* livemaui.c (issue 27) */
+    {WT_CHECKNODE, livecmd_checknode}, /* livemaui.c */
+    {WT_SHOWSTATS, livecmd_showstats}, /* livemaui.c */
 };
 
 bool livecmd_handles(uint32_t type)

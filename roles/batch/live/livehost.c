@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "daemon/loop.h"
+#include "lib/constraint.h"
 #include "lib/log.h"
 #include "lib/text.h"
 #include "roles/batch/live/live_int.h"
@@ -227,6 +228,24 @@ int32_t live_host_free_slot(struct live *L, int cl, const char *host, const int3
     return -1;
 }
 
+/* The features of host h are now the row's "features" (issue 27): every engine node
+ * of the host gets them (a list that does not read is taken as none). */
+static void host_features(struct live *L, struct lhost *h, const msgpack_object *m)
+{
+    size_t n;
+    const char *s = wire_get_str(m, "features", &n);
+    char f[sizeof h->features], why[160];
+    if (!s || features_norm(s, n, f, sizeof f, why, sizeof why) < 0)
+        f[0] = '\0';
+    const char *now = batch_node_features(L->eng, live_host_slot(h, 0));
+    if (now && !strcmp(now, f))
+        return;
+    snprintf(h->features, sizeof h->features, "%s", f);
+    for (int32_t k = 0; k < h->nslots; k++)
+        batch_node_set_features(L->eng, live_host_slot(h, k), f);
+    live_want_cycle(L);
+}
+
 /* Applies one NODES row or "host" event. */
 void live_host_update(struct live *L, struct lclu *c, const msgpack_object *m, bool sync)
 {
@@ -245,8 +264,10 @@ void live_host_update(struct live *L, struct lclu *c, const msgpack_object *m, b
     struct lhost *h = host_get(L, c, name, cores, mem, disk);
     if (!h)
         return;
-    if (active) /* an inactive session's row is stale: not the host's size now */
+    if (active) { /* an inactive session's row is stale: not the host's size now */
         host_resize(L, c, h, cores, mem, disk);
+        host_features(L, h, m);
+    }
     if (sync) { /* during a resync: up if any of its sessions is active */
         h->seen = true;
         if (active) {
@@ -274,6 +295,30 @@ bool live_class_unknown(const struct live *L, const char *cls, char *why, size_t
                      BATCH_NAME_MAX, cls);
     for (int i = 0; i < L->ncl && n > 0 && (size_t)n < len; i++)
         n += snprintf(why + n, len - (size_t)n, "%s %s", i ? "," : "", L->cl[i].name);
+    text_fix(why);
+    return true;
+}
+
+bool live_constraint_impossible(const struct live *L, const char *cls, const char *con, char *why,
+                                size_t len)
+{
+    int ci = L->default_cl;
+    for (int i = 0; cls && *cls && i < L->ncl; i++)
+        if (!strcmp(L->cl[i].name, cls))
+            ci = i;
+    if (!con || ci < 0 || ci >= L->ncl || L->cl[ci].nhosts == 0)
+        return false;
+    const struct lclu *c = &L->cl[ci];
+    char have[512] = "";
+    for (uint32_t i = 0; i < c->nhosts; i++) {
+        if (constraint_match(con, c->hosts[i].features))
+            return false;
+        features_union(have, sizeof have, c->hosts[i].features);
+    }
+    snprintf(why, len,
+             "constraint %s: no host of cluster %s has such features (its hosts have: %s); "
+             "gridnode checknode HOST shows a host's features",
+             con, c->name, have[0] ? have : "none");
     text_fix(why);
     return true;
 }

@@ -18,6 +18,7 @@
 
 #include "daemon/loop.h"
 #include "daemon/record.h"
+#include "lib/constraint.h"
 #include "lib/log.h"
 #include "roles/batch/live/live_int.h"
 #include "wire/depend.h"
@@ -253,6 +254,7 @@ void live_job_free(struct ljob *j)
     free(j->qos);
     free(j->key);
     free(j->resv);
+    free(j->constraint);
     jobenv_free(j->env);
     free(j->cwd);
     if (j->dep)
@@ -374,6 +376,7 @@ void live_elem_spec(const struct live *L, const struct ljob *j, uint32_t e,
     s->submit = j->submitted;
     s->hold = j->hold;
     s->early_start = j->early;
+    s->constraint = j->constraint; /* issue 27: copied by the engine */
 }
 
 /*
@@ -424,7 +427,10 @@ static void put_opt(struct wire_buf *wb, const char *k, const char *v)
 void live_job_encode(const struct ljob *j, const char *const *argv, uint32_t argc,
                      struct wire_buf *wb)
 {
-    wire_pack_map(wb, 28 + j->network + jobenv_put(NULL, j->env, j->cwd) + !!j->dep + !!j->dep_end);
+    wire_pack_map(wb, 28 + j->network + jobenv_put(NULL, j->env, j->cwd) + !!j->dep + !!j->dep_end +
+                          !!j->constraint);
+    if (j->constraint) /* issue 27; absent in older records: none */
+        wire_put_str(wb, "constraint", j->constraint);
     if (j->dep) { /* issue 27: the terms still waited for (met ones left out) */
         char t[DEPEND_LEN_MAX + 1];
         depend_format(j->dep, t, sizeof t);
@@ -555,6 +561,12 @@ struct ljob *live_job_decode(const void *p, size_t n)
     j->env = jobenv_dup(m, &nenv, &eoom);
     j->cwd = wire_get_strdup(m, "chdir");
     j->dep_end = dup_opt(m, "dep_end");
+    size_t cn; /* issue 27; absent in older records: none */
+    const char *cs = wire_get_str(m, "constraint", &cn);
+    char ct[CONSTRAINT_LEN_MAX + 1], cwhy[160];
+    if (cs && (constraint_parse(cs, cn, ct, sizeof ct, cwhy, sizeof cwhy) < 0 ||
+               !(j->constraint = strdup(ct))))
+        eoom = 1; /* unreadable: the record is skipped, as any other */
     size_t dn;
     const char *ds = wire_get_str(m, "dependency", &dn); /* issue 27; absent before: none */
     char dwhy[160];

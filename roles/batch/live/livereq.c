@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/constraint.h"
 #include "lib/log.h"
 #include "lib/text.h"
 #include "roles/batch/live/live_int.h"
@@ -145,6 +146,28 @@ static void submitted(struct req *r, struct ljob *j, bool repeat)
         wire_put_bool(r->reply, "repeat", true);
 }
 
+/*
+ * SUBMIT/PSUBMIT "constraint" (issue 27) into j->constraint (canonical): 0; -1 bad
+ * syntax or out of memory (INVALID), -2 no host of the job's cluster satisfies it
+ * (REFUSED), the reason in why.
+ */
+static int constraint_get(struct live *L, struct ljob *j, const msgpack_object *m, char *why,
+                          size_t wl)
+{
+    size_t n;
+    const char *s = wire_get_str(m, "constraint", &n);
+    char t[CONSTRAINT_LEN_MAX + 1];
+    if (!s)
+        return 0;
+    if (constraint_parse(s, n, t, sizeof t, why, wl) < 0)
+        return -1;
+    if (!(j->constraint = strdup(t))) {
+        snprintf(why, wl, "out of memory");
+        return -1;
+    }
+    return live_constraint_impossible(L, j->class_, j->constraint, why, wl) ? -2 : 0;
+}
+
 /* Common part of SUBMIT and PSUBMIT: a new job from the message; stores its record. */
 static void new_job(struct req *r, bool parallel)
 {
@@ -236,6 +259,14 @@ static void new_job(struct req *r, bool parallel)
     if (!why)
         why = class_walltime(L, j, !wire_get(m, "limit_s"), cwhy, sizeof cwhy);
     if (!why && live_dep_submit(L, m, &j->dep, cwhy, sizeof cwhy) < 0) /* issue 27 */
+        why = cwhy;
+    int crc = why ? 0 : constraint_get(L, j, m, cwhy, sizeof cwhy);
+    if (crc == -2) { /* no host satisfies it: Slurm refuses such a job too */
+        fail(r, WE_REFUSED, "%s", cwhy);
+        live_job_free(j);
+        return;
+    }
+    if (crc < 0)
         why = cwhy;
     if (!why && j->resv && (why = live_resv_check(L, j))) {
         /* about the reservation named, not the job itself: `field` says so, and a
@@ -338,8 +369,10 @@ void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb)
             if (est == BATCH_NEVER || est < 0)
                 est = 0;
         }
-        wire_pack_map(wb, 26 + (j->requeues > 0) + !!j->dep);
+        wire_pack_map(wb, 26 + (j->requeues > 0) + !!j->dep + !!j->constraint);
         put_dep(j, wb);
+        if (j->constraint) /* submit --constraint (issue 27) */
+            wire_put_str(wb, "constraint", j->constraint);
         wire_put_i64(wb, "estimate", est);
         wire_put_str(wb, "kind", "parallel");
         wire_put_u64(wb, "procs", j->procs);
@@ -365,8 +398,10 @@ void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb)
         wire_put_i64(wb, "exit", el->exit);
         wire_put_str(wb, "state", st);
     } else {
-        wire_pack_map(wb, 23 + (j->requeues > 0) + !!j->dep);
+        wire_pack_map(wb, 23 + (j->requeues > 0) + !!j->dep + !!j->constraint);
         put_dep(j, wb);
+        if (j->constraint) /* submit --constraint (issue 27) */
+            wire_put_str(wb, "constraint", j->constraint);
         wire_put_u64(wb, "ntasks", j->ntasks);
         wire_put_u64(wb, "issued", j->nstarted);
         wire_put_u64(wb, "running", j->nrun);

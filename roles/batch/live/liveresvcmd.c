@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "lib/constraint.h"
 #include "lib/log.h"
 #include "roles/batch/live/live_int.h"
 
@@ -205,6 +206,7 @@ static int resv_flex(struct live *L, struct batch_resv_req *q, int64_t now, char
     r.tasks = q->tasks;
     r.per_task = q->per_task;
     r.ppn = q->ppn;
+    r.constraint = q->constraint;
     r.cred[BATCH_CRED_CLASS] = q->partition; /* as ESTIMATE: the default cluster */
     if (!r.cred[BATCH_CRED_CLASS] && L->default_cl >= 0)
         r.cred[BATCH_CRED_CLASS] = L->cl[L->default_cl].name;
@@ -295,6 +297,14 @@ static void resv_new(struct live *L, const struct wire_msg *m, struct wire_buf *
         return;
     }
     v.end = end ? end : v.start + dur * 1000;
+    size_t cn;
+    const char *cs = wire_get_str(o, "constraint", &cn); /* issue 27 */
+    char con[CONSTRAINT_LEN_MAX + 1] = "";
+    if (cs && constraint_parse(cs, cn, con, sizeof con, why, sizeof why) < 0) {
+        live_fail(reply, m->id, WE_INVALID, "%s", why);
+        live_resv_clear(&v);
+        return;
+    }
     /* let the engine choose (or check) the nodes, then store what it took by name */
     struct batch_resv_req q;
     memset(&q, 0, sizeof q);
@@ -318,6 +328,7 @@ static void resv_new(struct live *L, const struct wire_msg *m, struct wire_buf *
         q.per_task.disk = v.disk_mb;
         q.partition = cls[0] ? cls : NULL;
         q.ppn = (int32_t)wire_get_u64(o, "ppn", 0); /* RESERVE: a spool job's --ppn */
+        q.constraint = con[0] ? con : NULL;         /* RESERVE: a spool job's --constraint */
     }
     struct live_words acl[BATCH_CRED_KINDS];
     for (int k = 0; k < BATCH_CRED_KINDS; k++) {

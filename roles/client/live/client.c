@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lib/constraint.h"
 #include "lib/log.h"
 #include "daemon/loop.h"
 #include "roles/client/live/cgroup.h"
@@ -37,6 +38,10 @@ const struct config_key client_keys[] = {
      "cluster"},
     {"client", "model", CONFIG_STR, "", OFF(model), 0, 0, NULL,
      "CPU model reported to the server (empty: /proc/cpuinfo's model name)"},
+    {"client", "features", CONFIG_STR, "", OFF(features), 0, 0, NULL,
+     "node features this host offers, separated by commas (names of letters, digits and "
+     "_.+-); submit --constraint asks for them; the architecture and the OS (x86_64, "
+     "linux) are always added"},
     {"client", "parallel", CONFIG_BOOL, "true", OFF(parallel), 0, 0, NULL,
      "run the processes of parallel jobs the server assigns to this host (PSYNC)"},
     {"client", "slots", CONFIG_INT, "0", OFF(slots), 0, 4096, NULL,
@@ -164,6 +169,11 @@ static int client_check(const void *p, char *err, size_t errlen)
     if (cfg->task_memory_mb > 0 && cfg->task_memory_mb < CGROUP_MEMORY_MIN_MB) {
         snprintf(err, errlen, "client.task_memory_mb (%ld) must be 0 (no limit) or at least %d",
                  cfg->task_memory_mb, CGROUP_MEMORY_MIN_MB);
+        return -1;
+    }
+    char fl[CONFIG_STR_MAX + 1], fwhy[200];
+    if (features_norm(cfg->features, strlen(cfg->features), fl, sizeof fl, fwhy, sizeof fwhy) < 0) {
+        snprintf(err, errlen, "client.features: %s", fwhy);
         return -1;
     }
     if (cfg->backoff_max_s < cfg->backoff_min_s) {

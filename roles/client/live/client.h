@@ -20,6 +20,7 @@ struct client_cfg {
     char cluster[CONFIG_STR_MAX];
     char code[CONFIG_STR_MAX];
     char arch[CONFIG_STR_MAX], model[CONFIG_STR_MAX];
+    char features[CONFIG_STR_MAX]; /* client.features (issue 27): lib/constraint.h */
     int parallel;
     char log_level[CONFIG_STR_MAX];
     long slots;

@@ -13,6 +13,7 @@
  */
 #include "roles/client/live/live.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -25,6 +26,7 @@
 
 #include "daemon/curve.h"
 #include "daemon/loop.h"
+#include "lib/constraint.h"
 #include "lib/log.h"
 
 #define MAX_RESULTS 1024 /* MAX_BATCH of the wire */
@@ -88,6 +90,29 @@ int vcl_project_add(struct live *l, const char *name, double share, const char *
 
 /* ---- RPC: HELLO, RESULT/TASK_GET, MASTER_GET ---- */
 
+/*
+ * The features this host declares (issue 27): client.features (checked at start-up),
+ * its architecture and its OS in lower case ("x86_64", "linux"), as a canonical list;
+ * a name that is not a valid feature name is left out.
+ */
+static void hello_features(const struct live *l, const char *arch, const char *sys, char *out,
+                           size_t cap)
+{
+    char all[CONFIG_STR_MAX + 2 * 70], why[160];
+    int n = snprintf(all, sizeof all, "%s", l->cfg->features);
+    char low[65];
+    size_t k = 0;
+    for (; sys[k] && k < sizeof low - 1; k++)
+        low[k] = (char)tolower((unsigned char)sys[k]);
+    low[k] = '\0';
+    if (feature_name_ok(arch, strlen(arch)))
+        n += snprintf(all + n, sizeof all - (size_t)n, ",%s", arch);
+    if (feature_name_ok(low, k))
+        snprintf(all + n, sizeof all - (size_t)n, ",%s", low);
+    if (features_norm(all, strlen(all), out, cap, why, sizeof why) < 0)
+        out[0] = '\0';
+}
+
 static void build_hello(struct live *l, int p)
 {
     struct lproj *lp = &l->proj[p];
@@ -101,7 +126,7 @@ static void build_hello(struct live *l, int p)
     bool sid = lp->sid[0] && !strcmp(lp->session_url, l->rpc.url);
     wire_buf_reset(&l->wb);
     wire_begin(&l->wb, WT_HELLO, l->rpc.id = ++l->next_req,
-               13 + sid + (lp->inc[0] != 0) + (l->cfg->cpu_gflops > 0));
+               14 + sid + (lp->inc[0] != 0) + (l->cfg->cpu_gflops > 0));
     if (sid)
         wire_put_str(&l->wb, "sid", lp->sid);
     if (lp->inc[0])
@@ -114,6 +139,9 @@ static void build_hello(struct live *l, int p)
     wire_put_u64(&l->wb, "mem_mb", mem);
     wire_put_u64(&l->wb, "slots", (uint64_t)l->slots);
     wire_put_str(&l->wb, "arch", l->cfg->arch[0] ? l->cfg->arch : u.machine);
+    char feat[CONFIG_STR_MAX + 2 * 70];
+    hello_features(l, l->cfg->arch[0] ? l->cfg->arch : u.machine, u.sysname, feat, sizeof feat);
+    wire_put_str(&l->wb, "features", feat);
     wire_put_str(&l->wb, "model", l->cfg->model[0] ? l->cfg->model : l->cpu_model);
     wire_put_u64(&l->wb, "mhz", (uint64_t)l->cpu_mhz);
     wire_put_bool(&l->wb, "procs", l->cfg->parallel != 0); /* PSYNC: live_par.c */

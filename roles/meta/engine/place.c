@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/constraint.h"
+
 static const char *const names[META_NPOLICIES] = {
     "estimate", "earliest_start", "least_queued", "round_robin", "random", "slurm_m",
 };
@@ -27,6 +29,15 @@ bool meta_policy_uses_estimates(enum meta_policy p)
     return p == META_EARLIEST_COMPLETION || p == META_EARLIEST_START || p == META_SLURM_M;
 }
 
+/* Whether one of site s's host feature lists satisfies constraint c. */
+static bool features_fit(const struct meta_site *s, const char *c)
+{
+    for (int32_t i = 0; i < s->nfsets; i++)
+        if (s->fsets[i] && constraint_match(c, s->fsets[i]))
+            return true;
+    return false;
+}
+
 bool meta_site_can_hold(const struct meta_site *s, const struct meta_request *r, char *why,
                         size_t whylen)
 {
@@ -45,6 +56,19 @@ bool meta_site_can_hold(const struct meta_site *s, const struct meta_request *r,
     } else if (s->max_disk > 0 && r->disk > s->max_disk) {
         snprintf(buf, sizeof buf, "%lld MB of disk per process asked, at most %lld",
                  (long long)r->disk, (long long)s->max_disk);
+        w = buf;
+    } else if (r->constraint && *r->constraint && !features_fit(s, r->constraint)) {
+        char have[96] = "";
+        for (int32_t i = 0; i < s->nfsets; i++)
+            if (s->fsets[i] && features_union(have, sizeof have, s->fsets[i]) < 0) {
+                size_t l = strlen(have); /* no room for more: say so */
+                if (l + 4 < sizeof have)
+                    memcpy(have + l, "...", 4);
+                break;
+            }
+        snprintf(buf, sizeof buf,
+                 "constraint %.60s: no host has such features (its hosts have: %s)", r->constraint,
+                 have[0] ? have : "none");
         w = buf;
     }
     if (w && why && whylen)

@@ -38,13 +38,18 @@ struct meta_site {
     int64_t max_mem;     /* per process, MB; 0 = no limit known */
     int64_t max_disk;    /* per process, MB; 0 = no limit known */
     int64_t queued_work; /* processor-ms of work queued or running there */
+    /* the distinct feature lists of its hosts (issue 27, lib/constraint.h; borrowed
+     * from the caller, which keeps them while the struct is used); 0: none known */
+    const char *const *fsets;
+    int32_t nfsets;
 };
 
 /* A job's resource request. */
 struct meta_request {
     int32_t procs;
-    int64_t mem, disk; /* per process, MB */
-    int64_t walltime;  /* ms, at speed 1 */
+    int64_t mem, disk;      /* per process, MB */
+    int64_t walltime;       /* ms, at speed 1 */
+    const char *constraint; /* node features wanted (issue 27), NULL any; borrowed */
 };
 
 /* Parses a policy name ("estimate", "earliest_start", "least_queued", "round_robin",
@@ -54,8 +59,9 @@ const char *meta_policy_name(enum meta_policy p);
 /* Whether the policy needs the sites' start estimates. */
 bool meta_policy_uses_estimates(enum meta_policy p);
 
-/* Whether site s can ever hold request r (M2): up, wide enough, memory and disk. When
- * it cannot, why (if not NULL) gets the reason. */
+/* Whether site s can ever hold request r (M2): up, wide enough, memory and disk, and
+ * (issue 27) a host whose features satisfy r's constraint. When it cannot, why (if not
+ * NULL) gets the reason. */
 bool meta_site_can_hold(const struct meta_site *s, const struct meta_request *r, char *why,
                         size_t whylen);
 

@@ -135,6 +135,10 @@ struct msite {
     int64_t last_answer;        /* wall ms of its last SITE_INFO answer, 0 never */
     uint64_t queued, running;   /* its queue as it last said */
     uint64_t placements, moves; /* jobs placed / moved there since the role started */
+    /* the distinct feature lists of its hosts as its SITE said (issue 27); info.fsets
+       points here */
+    char **fsets;
+    int32_t nfsets;
 };
 
 struct mjob {
@@ -157,6 +161,9 @@ struct mjob {
     char reason[256];
     uint8_t *req; /* the user's request as received (msgpack), resent to the site */
     char *key;    /* the request's `key` (idempotent SUBMIT), NULL; read from req */
+    /* submit --constraint (issue 27): canonical, read from req (sent on whole to the
+       site); rq.constraint points here. NULL: none */
+    char *constraint;
     size_t reqlen;
     /* a task array (SUBMIT ntasks > 1): placed whole at one site, without a
      * reservation; its elements' progress as the site last reported it */
@@ -253,6 +260,9 @@ struct mjob *meta_job_by_key(struct meta *M, const char *user, const char *key);
 void meta_key_reset(struct meta *M);
 /* The request's key (malloc'd), NULL when absent. */
 char *meta_req_key(const msgpack_object *req);
+/* The request's "constraint" (issue 27) in canonical form into *out (malloc'd, NULL
+ * when absent). 0, or -1 with the reason in why (bad syntax, out of memory). */
+int meta_req_constraint(const msgpack_object *req, char **out, char *why, size_t wl);
 /* j's state is st (reason: kept when not NULL); logged on a change, marked dirty. */
 void meta_job_set(struct meta *M, struct mjob *j, enum mj_state st, const char *reason);
 /* Writes the dirty jobs' records (not committed). 0, or -1. */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/constraint.h"
 #include "lib/log.h"
 #include "daemon/loop.h"
 #include "daemon/record.h"
@@ -132,6 +133,23 @@ char *meta_req_key(const msgpack_object *req)
     return k && n ? strndup(k, n) : NULL;
 }
 
+int meta_req_constraint(const msgpack_object *req, char **out, char *why, size_t wl)
+{
+    size_t n;
+    const char *s = wire_get_str(req, "constraint", &n);
+    char t[CONSTRAINT_LEN_MAX + 1];
+    *out = NULL;
+    if (!s)
+        return 0;
+    if (constraint_parse(s, n, t, sizeof t, why, wl) < 0)
+        return -1;
+    if (!(*out = strdup(t))) {
+        snprintf(why, wl, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
 struct mjob *meta_job_by_key(struct meta *M, const char *user, const char *key)
 {
     return key && M->kcap ? *key_slot(M, user, key) : NULL;
@@ -143,6 +161,7 @@ void meta_job_free(struct mjob *j)
         free(j->req);
         free(j->key);
         free(j->tasks_raw);
+        free(j->constraint);
         if (j->dep)
             depend_free(j->dep);
         free(j->dep);
@@ -236,6 +255,8 @@ static struct mjob *job_decode(uint64_t id, const void *v, size_t vl)
         j->key = meta_req_key(&rq.data);
         if (wire_get_bool(o, "parallel", false)) /* --ppn: as the request sent on says */
             j->ppn = (uint32_t)wire_get_capped(&rq.data, "ppn", 0, 4096);
+        char cwhy[160]; /* issue 27: as the request says (checked at submission) */
+        meta_req_constraint(&rq.data, &j->constraint, cwhy, sizeof cwhy);
     }
     msgpack_unpacked_destroy(&rq);
     j->id = id;
@@ -267,6 +288,7 @@ static struct mjob *job_decode(uint64_t id, const void *v, size_t vl)
     j->rq.mem = wire_get_i64(o, "mem", 0);
     j->rq.disk = wire_get_i64(o, "disk", 0);
     j->rq.walltime = wire_get_i64(o, "wall", 3600000);
+    j->rq.constraint = j->constraint;
     j->submitted = wire_get_i64(o, "submitted", 0);
     j->started = wire_get_i64(o, "started", 0);
     j->finished = wire_get_i64(o, "finished", 0);

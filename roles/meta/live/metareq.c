@@ -108,12 +108,20 @@ static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *r
         fail(reply, m->id, WE_INVALID, why);
         return;
     }
+    char *con; /* submit --constraint (issue 27): a site must be able to satisfy it */
+    if (meta_req_constraint(o, &con, why, sizeof why) < 0) {
+        fail(reply, m->id, WE_INVALID, why);
+        return;
+    }
+    rq.constraint = con;
     if (meta_nowhere(M, &rq, why, sizeof why)) {
+        free(con);
         fail(reply, m->id, WE_INVALID, why);
         return;
     }
     struct depend *dep;
     if (meta_dep_submit(M, o, &dep, why, sizeof why) < 0) { /* issue 27 */
+        free(con);
         fail(reply, m->id, WE_INVALID, why);
         return;
     }
@@ -126,6 +134,7 @@ static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *r
         if (dep)
             depend_free(dep);
         free(dep);
+        free(con);
         free(j);
         wire_buf_free(&wb);
         fail(reply, m->id, WE_STORAGE, "out of memory");
@@ -147,6 +156,7 @@ static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *r
     wire_get_strbuf(o, "user", j->user, sizeof j->user);
     wire_get_strbuf(o, "name", j->name, sizeof j->name);
     j->rq = rq;
+    j->constraint = con; /* freed with j; rq.constraint points here */
     j->ppn = par ? (uint32_t)wire_get_u64(o, "ppn", 0) : 0; /* sent on with the request */
     j->submitted = wall_now_ms();
     j->site = j->mv_site = -1;
@@ -174,9 +184,11 @@ static void put_row(struct meta *M, const struct mjob *j, struct wire_buf *wb)
 {
     bool started = j->state == MJ_RUNNING || (MJ_ENDED(j->state) && j->started);
     bool ended = MJ_ENDED(j->state);
-    wire_pack_map(wb, 28 + !!j->dep + (j->requeues > 0));
+    wire_pack_map(wb, 28 + !!j->dep + (j->requeues > 0) + !!j->constraint);
     if (j->requeues) /* JOB_CTL requeue (issue 24): Slurm's Restarts, as at the sites */
         wire_put_u64(wb, "requeues", j->requeues);
+    if (j->constraint) /* submit --constraint (issue 27) */
+        wire_put_str(wb, "constraint", j->constraint);
     if (j->dep) { /* issue 27: the terms it still waits for */
         char t[DEPEND_LEN_MAX + 1];
         depend_format(j->dep, t, sizeof t);
@@ -366,6 +378,10 @@ static void h_site_info(struct meta *M, const struct wire_msg *m, struct wire_bu
         const struct msite *s = &M->site[i];
         wire_pack_map(reply, 10);
         wire_put_str(reply, "name", s->name);
+        wire_put_key(reply, "features"); /* its hosts' distinct feature lists (issue 27) */
+        wire_pack_array(reply, (uint32_t)s->nfsets);
+        for (int32_t k = 0; k < s->nfsets; k++)
+            wire_pack_str(reply, s->fsets[k]);
         wire_put_str(reply, "endpoint", s->ep);
         wire_put_bool(reply, "up", s->info.up);
         wire_put_bool(reply, "known", s->known);

@@ -160,7 +160,10 @@ void meta_send_estimate(struct meta *M, struct msite *s, struct mjob *j, int kin
 {
     struct wire_buf wb;
     wire_buf_init(&wb);
-    meta_req_begin(M, s, kind, id, WT_ESTIMATE, 6 + (j->ppn > 0), M->cfg.estimate_timeout_ms, &wb);
+    meta_req_begin(M, s, kind, id, WT_ESTIMATE, 6 + (j->ppn > 0) + !!j->constraint,
+                   M->cfg.estimate_timeout_ms, &wb);
+    if (j->constraint) /* issue 27: the site plans on the hosts that satisfy it */
+        wire_put_str(&wb, "constraint", j->constraint);
     wire_put_u64(&wb, "procs", (uint64_t)j->rq.procs);
     if (j->ppn > 0) /* --ppn: the site plans at most ppn per host, as it will run it */
         wire_put_u64(&wb, "ppn", j->ppn);
@@ -178,8 +181,10 @@ void meta_send_reserve(struct meta *M, struct msite *s, struct mjob *j, const ch
 {
     struct wire_buf wb;
     wire_buf_init(&wb);
-    meta_req_begin(M, s, RK_RESERVE, j->id, WT_RESERVE, 9 + (j->ppn > 0), M->cfg.request_timeout_ms,
-                   &wb);
+    meta_req_begin(M, s, RK_RESERVE, j->id, WT_RESERVE, 9 + (j->ppn > 0) + !!j->constraint,
+                   M->cfg.request_timeout_ms, &wb);
+    if (j->constraint) /* issue 27: cores of hosts that satisfy it */
+        wire_put_str(&wb, "constraint", j->constraint);
     wire_put_str(&wb, "user", M->cfg.user);
     wire_put_str(&wb, "name", name);
     wire_put_u64(&wb, "procs", (uint64_t)j->rq.procs);

@@ -30,6 +30,7 @@
 #include <zmq.h>
 
 #include "daemon/daemon.h"
+#include "lib/constraint.h"
 #include "lib/log.h"
 #include "daemon/loop.h"
 #include "daemon/netopts.h"
@@ -301,6 +302,36 @@ static void on_sweep(struct meta *M, struct msite *s, const msgpack_object *resv
     }
 }
 
+/* The site's host feature lists (SITE "features", issue 27) into s->fsets, pointed to
+ * by s->info; a list that does not read is left out; out of memory keeps the old ones. */
+static void site_features(struct msite *s, const msgpack_object *info)
+{
+    const msgpack_object *a = wire_get(info, "features");
+    uint32_t n = a && a->type == MSGPACK_OBJECT_ARRAY ? a->via.array.size : 0;
+    n = n < 256 ? n : 256;
+    char **v = calloc(n + 1, sizeof *v), f[FEATURES_LEN_MAX + 1], why[160];
+    if (!v)
+        return;
+    int32_t k = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const msgpack_object *e = &a->via.array.ptr[i];
+        if (e->type != MSGPACK_OBJECT_STR ||
+            features_norm(e->via.str.ptr, e->via.str.size, f, sizeof f, why, sizeof why) < 0 ||
+            !f[0])
+            continue;
+        if (!(v[k] = strdup(f)))
+            break;
+        k++;
+    }
+    for (int32_t i = 0; i < s->nfsets; i++)
+        free(s->fsets[i]);
+    free(s->fsets);
+    s->fsets = v;
+    s->nfsets = k;
+    s->info.fsets = (const char *const *)v;
+    s->info.nfsets = k;
+}
+
 static void site_up(struct meta *M, struct msite *s, const msgpack_object *info)
 {
     bool was = s->info.up && s->known;
@@ -315,6 +346,7 @@ static void site_up(struct meta *M, struct msite *s, const msgpack_object *info)
     s->running = wire_get_capped(info, "running", 0, UINT32_MAX);
     s->last_answer = wall_now_ms();
     s->info.queued_work = (int64_t)(s->queued + s->running) * 3600000;
+    site_features(s, info);
     if (!was) {
         log_info("site %s up: %d cores, largest job %d", s->name, s->info.total_procs,
                  s->info.max_procs);
@@ -853,6 +885,12 @@ void meta_sites_close(struct meta *M)
             s->sock = NULL;
         }
         slurm_site_destroy(&s->slurm);
+        for (int32_t k = 0; k < s->nfsets; k++)
+            free(s->fsets[k]);
+        free(s->fsets);
+        s->fsets = NULL;
+        s->nfsets = s->info.nfsets = 0;
+        s->info.fsets = NULL;
     }
     forget_requests(M);
 }
