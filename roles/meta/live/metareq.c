@@ -376,7 +376,7 @@ static void h_site_info(struct meta *M, const struct wire_msg *m, struct wire_bu
     wire_pack_array(reply, (uint32_t)M->nsites);
     for (int i = 0; i < M->nsites; i++) {
         const struct msite *s = &M->site[i];
-        wire_pack_map(reply, 10);
+        wire_pack_map(reply, 11);
         wire_put_str(reply, "name", s->name);
         wire_put_key(reply, "features"); /* its hosts' distinct feature lists (issue 27) */
         wire_pack_array(reply, (uint32_t)s->nfsets);
