@@ -30,7 +30,8 @@ DEP_LIBS   := -Wl,-O1,--as-needed -Wl,-Bstatic $(shell pkg-config --libs $(STATI
               2>/dev/null) -Wl,-Bdynamic -ldl -lm
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
 WARN    := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-missing-field-initializers
-SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
+           -DGRIDNODE_WIRE_CHECK
 CFLAGS  ?= -O2 -g
 XCFLAGS := -std=c11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) $(DEP_CFLAGS) -I. -MMD -MP
 PYTEST  := /usr/bin/python3 -m pytest

@@ -229,6 +229,7 @@ static int conn_send(const struct cli *c, struct cli_conn *k, struct wire_buf *w
 {
     k->fail = F_NONE;
     k->lost = false;
+    WIRE_CHECK_OUT(wb->sb.data, wb->sb.size, "a request");
     int left = (int)(deadline - now_ms());
     if (left < 1)
         left = 1;

@@ -323,6 +323,7 @@ static void send_replies(struct daemon *d)
         int rc = zmq_send(d->sock, p->rid, p->rlen, ZMQ_SNDMORE | ZMQ_DONTWAIT);
         if (rc >= 0 && p->delim)
             rc = zmq_send(d->sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+        WIRE_CHECK_OUT(p->data, p->len, "a reply");
         if (rc >= 0)
             rc = zmq_send(d->sock, p->data, p->len, ZMQ_DONTWAIT);
         if (rc < 0 && errno == EAGAIN)

@@ -84,6 +84,7 @@ int record_save(struct store *s, int table, const void *key, size_t klen, const 
         errno = EINVAL;
         return -1;
     }
+    WIRE_CHECK_OUT(wb->sb.data, wb->sb.size, "a record");
     return store_put(s, table, key, klen, wb->sb.data, wb->sb.size);
 }
 

@@ -365,6 +365,29 @@ void wire_buf_free(struct wire_buf *wb)
     memset(wb, 0, sizeof *wb);
 }
 
+bool wire_one_value(const void *p, size_t n)
+{
+    msgpack_unpacked up;
+    size_t off = 0;
+    msgpack_unpacked_init(&up);
+    bool one = msgpack_unpack_next(&up, p, n, &off) == MSGPACK_UNPACK_SUCCESS && off == n;
+    msgpack_unpacked_destroy(&up);
+    return one;
+}
+
+#ifdef GRIDNODE_WIRE_CHECK
+void wire_check_out(const void *p, size_t n, const char *what, const char *file, int line)
+{
+    if (wire_one_value(p, n))
+        return;
+    fprintf(stderr,
+            "gridnode BUG: wire: %s at %s:%d is not one msgpack value (%zu bytes; a map or "
+            "array size that does not match what was written?)\n",
+            what, file, line, n);
+    abort();
+}
+#endif
+
 void wire_pack_str(struct wire_buf *wb, const char *s)
 {
     wire_pack_strn(wb, s, strlen(s));

@@ -261,6 +261,19 @@ struct wire_buf {
 void wire_buf_init(struct wire_buf *wb);
 void wire_buf_reset(struct wire_buf *wb);
 void wire_buf_free(struct wire_buf *wb);
+/* Whether p..p+n holds exactly one msgpack value: a message or record as written. A
+ * hand-counted map or array size that is wrong leaves bytes over or runs short, which a
+ * peer's msgpack_unpack_next would not notice (it ignores what follows). */
+bool wire_one_value(const void *p, size_t n);
+/* The ASan build defines GRIDNODE_WIRE_CHECK: a message or record about to leave this
+ * process that is not one value is a bug of this program, said ("gridnode BUG: wire:",
+ * with where and what) before abort(), so the tests catch it at once. Elsewhere free. */
+#ifdef GRIDNODE_WIRE_CHECK
+void wire_check_out(const void *p, size_t n, const char *what, const char *file, int line);
+#define WIRE_CHECK_OUT(p, n, what) wire_check_out((p), (n), (what), __FILE__, __LINE__)
+#else
+#define WIRE_CHECK_OUT(p, n, what) ((void)0)
+#endif
 
 /* Starts a message: a map of nfields + 3 entries with v, t and id already written. */
 void wire_begin(struct wire_buf *wb, uint32_t type, uint64_t id, uint32_t nfields);

@@ -75,7 +75,8 @@ ERRORS = {
 ERROR_NAMES = {v: k for k, v in ERRORS.items()}
 
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
-                   "AddressSanitizer:DEADLYSIGNAL", "ERROR: UndefinedBehaviorSanitizer")
+                   "AddressSanitizer:DEADLYSIGNAL", "ERROR: UndefinedBehaviorSanitizer",
+                   "gridnode BUG: wire:")  # wire/wire.h WIRE_CHECK_OUT (the ASan build)
 
 
 # ---------------------------------------------------------------------------

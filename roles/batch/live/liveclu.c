@@ -115,6 +115,8 @@ void live_out_flush(struct live *L, bool send)
                 len = wb.sb.size;
             }
         }
+        if (d)
+            WIRE_CHECK_OUT(d, len, "a request to a cluster");
         if (send && d && c->sock && zmq_send(c->sock, d, len, ZMQ_DONTWAIT) < 0)
             log_debug("cannot send to cluster %s: %s", c->name, zmq_strerror(errno));
         free(L->out[i].data);

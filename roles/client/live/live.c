@@ -128,6 +128,7 @@ static void leave(struct live *l)
     int64_t until = loop_now_ms() + (l->cfg->timeout_ms < 3000 ? l->cfg->timeout_ms : 3000);
     bool sent = false, ok = false;
     while (!ok && loop_now_ms() < until) {
+        WIRE_CHECK_OUT(l->wb.sb.data, l->wb.sb.size, "LEAVE");
         if (!sent && zmq_send(s->sock, l->wb.sb.data, l->wb.sb.size, ZMQ_DONTWAIT) < 0) {
             zmq_poll(NULL, 0, 50); /* not connected: try again shortly */
             continue;

@@ -113,6 +113,7 @@ static void par_send(struct live *l, int p, struct lpar *a, int64_t now)
     a->sent_ms = now;
     a->urgent = a->now;
     a->now = false;
+    WIRE_CHECK_OUT(wb.sb.data, wb.sb.size, "a PSYNC");
     if (zmq_send(s->sock, wb.sb.data, wb.sb.size, ZMQ_DONTWAIT) < 0) {
         a->now = a->urgent; /* keep an exit report urgent: sent when connected */
         a->retry_ms = now + 250;

@@ -241,6 +241,7 @@ static void send_now(struct live *l)
         rpc_fail(l, "no socket for the endpoint");
         return;
     }
+    WIRE_CHECK_OUT(l->rpc.msg, l->rpc.msglen, "a request");
     if (zmq_send(s->sock, l->rpc.msg, l->rpc.msglen, ZMQ_DONTWAIT) < 0) {
         /* still connecting (no attempt failed yet): no failed round, the UP event or the
            next pass sends it (daemon/netopts.h, struct netopts_link) */

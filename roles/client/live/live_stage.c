@@ -127,6 +127,7 @@ static void on_stage_mon(struct loop *lp, void *arg)
 static uint64_t send_req(struct live *l, int p, uint64_t id)
 {
     struct lsock *k = stage_sock(l, p);
+    WIRE_CHECK_OUT(l->wb.sb.data, l->wb.sb.size, "a file request");
     if (!k || zmq_send(k->sock, l->wb.sb.data, l->wb.sb.size, ZMQ_DONTWAIT) < 0)
         return 0;
     return id;

@@ -90,6 +90,7 @@ void vcl_heartbeats(struct live *l)
             wire_put_u64(&l->wb, "issue", t->issue);
         }
         lp->last_status_ms = lp->status_sent_ms = now;
+        WIRE_CHECK_OUT(l->wb.sb.data, l->wb.sb.size, "a status");
         if (zmq_send(s->sock, l->wb.sb.data, l->wb.sb.size, ZMQ_DONTWAIT) < 0) {
             lp->status_id = 0;
             continue;

@@ -42,6 +42,7 @@ void meta_out_flush(struct meta *M, bool send)
 {
     for (uint32_t i = 0; i < M->nout; i++) {
         struct msite *s = &M->site[M->out[i].site];
+        WIRE_CHECK_OUT(M->out[i].data, M->out[i].len, "a request to a site");
         if (send && s->slurm)
             slurm_site_request(s->slurm, M->out[i].data, M->out[i].len);
         else if (send && s->sock &&
