@@ -484,8 +484,8 @@ static int simulate(struct opts *o, const struct batch_config *c)
     int64_t unit = o->time_scale ? 1000 : 1; /* engine units per second */
     int64_t g0 = r.first_submit + (o->have_gantt_range ? o->g_from : 0) * unit;
     int64_t g1 = r.first_submit + (o->have_gantt_range ? o->g_to : 172800) * unit;
-    if (o->gantt && simout_gantt(o->gantt, &in, &r, procs, (int32_t)o->node_procs, g0, g1, err,
-                                 sizeof err) < 0) {
+    if (o->gantt && simout_gantt(o->gantt, &in, &r, procs, (int32_t)o->node_procs, g0, g1, unit,
+                                 err, sizeof err) < 0) {
         fprintf(stderr, "gridnode batch: %s\n", err);
         goto out;
     }

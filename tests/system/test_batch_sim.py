@@ -394,3 +394,46 @@ def test_config_with_fairshare_and_throttles(tmp_path):
     p = run("--simulate", SP2, "--count", 3000, "-c", c, "--diagnose-at", 200000, "--quiet")
     assert p.returncode == 0 and "fsuser" in p.stdout
 
+
+
+def _svg_texts(path):
+    root = ET.parse(path).getroot()  # parses as XML
+    return root, [e for e in root.iter() if e.tag.endswith("text")]
+
+
+@pytest.mark.parametrize("rng,unit", [("0:100", "s"), ("0:3000", "min"), (None, "h"),
+                                      ("0:864000", "d")])
+def test_gantt_labels_ids_and_one_axis_unit(tmp_path, rng, unit):
+    """issue 27: the Gantt chart names its axes in one unit chosen from the range, has a
+    caption, writes the id of a job inside its rectangle where it fits (a tiny job keeps
+    only its tooltip), and its tick labels do not overlap."""
+    t = tmp_path / "small.swf"
+    t.write_text("; MaxProcs: 16\n"
+                 "1007 0 -1 40000 8 -1 -1 8 40000 -1 1 1 1 -1 1 -1 -1 -1\n"
+                 "4242 0 -1 5 1 -1 -1 1 5 -1 1 1 1 -1 1 -1 -1 -1\n"
+                 "1009 10 -1 7200 8 -1 -1 8 7200 -1 1 1 1 -1 1 -1 -1 -1\n")
+    svg = tmp_path / "g.svg"
+    sim_json("--simulate", t, "--gantt", svg, *(["--gantt-range", rng] if rng else []))
+    root, texts = _svg_texts(svg)
+    words = [e.text or "" for e in texts]
+    assert "processors" in words
+    assert "time since the first submission of the trace (%s)" % unit in words, words
+    assert any(w.startswith("one colour per job") for w in words), words
+    assert any(w.startswith("Schedule of 16 processors") for w in words), words
+    if unit in ("s", "min", "h"):  # 1007 runs over the whole range, tall and wide
+        assert "1007" in words, words
+    if unit != "s":  # 5 s of one processor: too narrow for its id
+        assert "4242" not in words
+    else:  # 13 pixels a second: it fits
+        assert "4242" in words
+    titles = [e.text for e in root.iter() if e.tag.endswith("title")]
+    assert any(x.startswith("job 4242:") for x in titles), titles
+    # tick labels: plain numbers of the one unit, increasing, never closer than a label
+    ticks = [(float(e.get("x")), e.text) for e in texts
+             if e.get("text-anchor") == "middle" and e.get("font-size") is None
+             and (e.text or "").replace(".", "").isdigit()]
+    assert 3 <= len(ticks) <= 11, ticks
+    xs = [x for x, _ in ticks]
+    assert xs == sorted(xs)
+    for (x0, a), (x1, _) in zip(ticks, ticks[1:]):
+        assert x1 - x0 > 7 * len(a) + 10, ticks

@@ -333,3 +333,55 @@ def test_set_overrides_any_key(tmp_path):
     assert shares["gamma"] == pytest.approx(500 / 800)
     (b,) = figures(SCEN / "steady.ini", "--duration", "2d", "--policy", "debt2004/boinc")
     assert b["policy"] == "debt2004/boinc"
+
+
+def _server_downs(root, project):
+    """[(t0, t1)] of the "PROJECT server down" bars of the first panel, from the tooltips."""
+    ns = "{http://www.w3.org/2000/svg}"
+    out = []
+    for r in root.iter(ns + "rect"):
+        t = r.find(ns + "title")
+        if t is not None and t.text.startswith(project + " server down "):
+            a, b = t.text.split()[-2].split("-")
+            out.append((float(a), float(b), float(r.get("x")), float(r.get("width"))))
+    return out
+
+
+def test_timeline_draws_server_outages_and_one_axis_unit(tmp_path):
+    """issue 27: the timeline has a "P server" row per project, dark while its server was
+    down: the scheduled outage window (2d-2d6h) as one bar exactly over it, and random
+    unavailability (up_frac) replayed as the run met it: every RPC the run made to that
+    server failed inside a drawn down period and succeeded outside one. The x axis
+    reads in one unit, named in its label."""
+    svg, log = tmp_path / "t.svg", tmp_path / "rpc.csv"
+    emulate(SCEN / "server-outage.ini", "--set", "project steady.up_frac=0.8",
+            "--set", "project steady.up_mean=4h", "--timeline", svg,
+            "--timeline-window", "1d:3d", "--rpc-log", log)
+    root = ET.parse(svg).getroot()
+    ns = "{http://www.w3.org/2000/svg}"
+    texts = [t.text for t in root.iter(ns + "text")]
+    assert "flaky server" in texts and "steady server" in texts
+    assert any(t and t.startswith("server down") for t in texts), texts  # the legend
+    assert "time since the start of the emulation (h)" in texts, texts
+    ticks = [t for t in texts if t and t.replace(".", "").isdigit()]
+    assert ticks and all(24 <= float(t) <= 72 for t in ticks), ticks  # hours, no "1d0h"
+    assert not any(t and t[-1] in "sdh" and t[:-1].replace(".", "").isdigit()
+                   for t in texts), texts
+    flaky = _server_downs(root, "flaky")
+    assert [(a, b) for a, b, _, _ in flaky] == [(172800, 194400)], flaky
+    _, _, x, w = flaky[0]  # the window 1d..3d over 1100 pixels from x = 90
+    assert abs(x - (90 + 1100 / 2)) < 0.1 and abs(w - 1100 * 6 / 48) < 0.1, (x, w)
+    steady = [(a, b) for a, b, _, _ in _server_downs(root, "steady")]
+    assert steady, "up_frac 0.8 over two days draws some down periods"
+    seen = 0
+    with open(log, newline="") as f:
+        for row in csv.DictReader(f):
+            t = float(row["time"])
+            if row["project"] != "steady" or row["policy"] != "rec" or not 86400 < t < 259200:
+                continue
+            if any(abs(t - a) < 1 or abs(t - b) < 1 for a, b in steady):
+                continue  # at an edge (the tooltips give whole seconds)
+            inside = any(a < t < b for a, b in steady)
+            assert inside == (row["ok"] == "0"), (t, row["ok"], steady)
+            seen += 1
+    assert seen > 10

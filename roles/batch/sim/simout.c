@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,35 +46,133 @@ static void colour(int64_t id, char *buf, size_t len)
              45 + (unsigned)(h >> 20) % 40, 45 + (unsigned)(h >> 8) % 20);
 }
 
-static void gantt_axes(FILE *f, double W, double H, double L, double T, int64_t from, int64_t to,
+/* The unit of a time axis spanning span seconds: one for the whole axis, so that
+ * every tick reads in it. */
+struct axis_unit {
+    const char *name;
+    double secs;
+};
+
+static struct axis_unit axis_unit(double span)
+{
+    if (span <= 180)
+        return (struct axis_unit){"s", 1};
+    if (span <= 3 * 3600)
+        return (struct axis_unit){"min", 60};
+    if (span <= 4 * 86400)
+        return (struct axis_unit){"h", 3600};
+    return (struct axis_unit){"d", 86400};
+}
+
+/* A tick step (1, 2 or 5 times a power of ten units; hours by 1, 2, 3, 6, 12 or 24) giving at most
+ * 10 ticks over span units: labels of up to 8 characters never meet on the 1,330-pixel axis. */
+static double tick_step(double span, const struct axis_unit *u)
+{
+    static const double hours[] = {1, 2, 3, 6, 12, 24};
+    for (size_t k = 0; u->secs == 3600 && k < sizeof hours / sizeof hours[0]; k++)
+        if (span / hours[k] <= 10)
+            return hours[k];
+    static const double mult[] = {1, 2, 5};
+    for (double p = pow(10, floor(log10(span / 10))); p < 1e300; p *= 10)
+        for (int m = 0; m < 3; m++)
+            if (span / (mult[m] * p) <= 10)
+                return mult[m] * p;
+    return span;
+}
+
+#define G_W 1400.0
+#define G_H 760.0
+#define G_L 60.0
+#define G_T 40.0
+#define G_B (G_H - 90) /* the bottom of the plot */
+
+/* Grid lines, tick labels and both axis labels. The x axis reads in one unit (axis_unit)
+ * counted from the first submission of the trace (origin); times are engine units, unit
+ * of them per second. */
+static void gantt_axes(FILE *f, int64_t from, int64_t to, int64_t origin, int64_t unit,
                        int64_t procs)
 {
-    double span = (double)(to - from);
-    double step = 3600;
-    while (span / step > 12)
-        step *= 2;
+    double span = (double)(to - from) / (double)unit;
+    struct axis_unit u = axis_unit(span);
+    double a = (double)(from - origin) / (double)unit / u.secs;
+    double b = (double)(to - origin) / (double)unit / u.secs;
+    double step = tick_step(b - a, &u), xs = (G_W - G_L - 10) / (b - a);
     fprintf(f, "<g font-family=\"sans-serif\" font-size=\"11\" fill=\"#333\">\n");
-    for (double s = 0; s <= span; s += step) {
-        double x = L + (W - L - 10) * s / span;
+    for (double v = ceil(a / step - 1e-9) * step; v <= b + 1e-9 * step; v += step) {
+        double x = G_L + (v - a) * xs;
         fprintf(f,
                 "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ccc\"/>"
-                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%.0fh</text>\n",
-                x, T, x, H - 30, x, H - 15, s / 3600);
+                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n",
+                x, G_T, x, G_B, x, G_B + 15, fabs(v) < step * 1e-6 ? 0 : v);
     }
     for (int k = 0; k <= 4; k++) {
-        double y = H - 30 - (H - 30 - T) * k / 4.0;
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%lld</text>\n", L - 4, y + 4,
+        double y = G_B - (G_B - G_T) * k / 4.0;
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%lld</text>\n", G_L - 4, y + 4,
                 (long long)(procs * k / 4));
     }
     fprintf(f,
+            "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">time since the first "
+            "submission of the trace (%s)</text>\n"
             "<text x=\"12\" y=\"%.1f\" transform=\"rotate(-90 12 %.1f)\" "
             "text-anchor=\"middle\">processors</text>\n</g>\n",
-            (H + T) / 2, (H + T) / 2);
+            (G_L + G_W - 10) / 2, G_B + 32, u.name, (G_B + G_T) / 2, (G_B + G_T) / 2);
+}
+
+/* The caption under the plot: what a rectangle, its colour and its number mean. */
+static void gantt_caption(FILE *f)
+{
+    fprintf(f,
+            "<g font-family=\"sans-serif\" font-size=\"11\" fill=\"#333\">"
+            "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"hsl(200,60%%,55%%)\"/>"
+            "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"hsl(30,60%%,55%%)\"/>"
+            "<text x=\"%.0f\" y=\"%.0f\">one colour per job: a job is the rectangles of its "
+            "colour, one per run of consecutive nodes it held, from its start to its end; the "
+            "number inside is the trace's job id where it fits (every rectangle's tooltip names "
+            "its job, processors, and submit, start and end times in the trace)</text></g>\n",
+            G_L, G_B + 48, G_L + 14, G_B + 48, G_L + 32, G_B + 58);
+}
+
+/* The job id inside the rectangle (x, y, w, h) where the text fits. */
+static void gantt_label(FILE *f, double x, double y, double w, double h, int64_t id)
+{
+    char buf[24];
+    int n = snprintf(buf, sizeof buf, "%" PRId64, id);
+    if (w < 6.2 * n + 4 || h < 11)
+        return;
+    fprintf(f,
+            "<text x=\"%.2f\" y=\"%.2f\" font-family=\"sans-serif\" font-size=\"10\" "
+            "text-anchor=\"middle\" fill=\"#000\" pointer-events=\"none\">%s</text>\n",
+            x + w / 2, y + h / 2 + 3.5, buf);
+}
+
+/* The job's rectangles (one per run of consecutive nodes, clipped to [from, to)) and its
+ * id in the largest one that holds it. */
+static void gantt_job(FILE *f, const struct sim_job *j, const struct sim_result *r, size_t i,
+                      int32_t node_procs, int64_t from, int64_t to, double xs, double ys)
+{
+    int64_t a = j->start > from ? j->start : from, b = j->end < to ? j->end : to;
+    char col[48];
+    colour(j->id, col, sizeof col);
+    double bx = 0, by = 0, bw = 0, bh = 0;
+    for (size_t k = r->run_off[i]; k < r->run_off[i] + (size_t)r->run_cnt[i]; k++) {
+        double y = G_B - (double)(r->run_node[k] + r->run_len[k]) * node_procs * ys;
+        double x = G_L + (double)(a - from) * xs, w = (double)(b - a) * xs;
+        double h = (double)r->run_len[k] * node_procs * ys;
+        fprintf(f,
+                "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\" "
+                "stroke=\"#fff\" stroke-width=\"0.2\"><title>job %" PRId64 ": %d procs, "
+                "submit %" PRId64 ", start %" PRId64 ", end %" PRId64 "</title></rect>\n",
+                x, y, w, h, col, j->id, j->procs, j->submit, j->start, j->end);
+        if (h > bh) {
+            bx = x, by = y, bw = w, bh = h;
+        }
+    }
+    gantt_label(f, bx, by, bw, bh, j->id);
 }
 
 int simout_gantt(const char *path, const struct sim_input *in, const struct sim_result *r,
-                 int64_t procs, int32_t node_procs, int64_t from, int64_t to, char *err,
-                 size_t errlen)
+                 int64_t procs, int32_t node_procs, int64_t from, int64_t to, int64_t unit,
+                 char *err, size_t errlen)
 {
     if (to <= from) {
         snprintf(err, errlen, "--gantt-range: the end must come after the start");
@@ -84,33 +183,29 @@ int simout_gantt(const char *path, const struct sim_input *in, const struct sim_
         snprintf(err, errlen, "%s: cannot create: %s", path, strerror(errno));
         return -1;
     }
-    const double W = 1400, H = 700, L = 60, T = 40;
-    double xs = (W - L - 10) / (double)(to - from), ys = (H - 30 - T) / (double)procs;
+    if (unit < 1)
+        unit = 1;
+    double xs = (G_W - G_L - 10) / (double)(to - from), ys = (G_B - G_T) / (double)procs;
+    size_t shown = 0;
+    for (size_t i = 0; i < in->njobs; i++)
+        shown += in->jobs[i].start >= 0 && in->jobs[i].end >= from && in->jobs[i].start < to;
     fprintf(f,
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
             "viewBox=\"0 0 %.0f %.0f\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
-            "<text x=\"%.0f\" y=\"22\" font-family=\"sans-serif\" font-size=\"14\">Schedule, "
-            "%lld processors, t = %lld .. %lld s</text>\n",
-            W, H, W, H, L, (long long)procs, (long long)from, (long long)to);
-    gantt_axes(f, W, H, L, T, from, to, procs);
-    char col[48];
+            "<text x=\"%.0f\" y=\"22\" font-family=\"sans-serif\" font-size=\"14\">Schedule of "
+            "%lld processors from %g to %g s after the first submission: %zu jobs ran in "
+            "it</text>\n",
+            G_W, G_H, G_W, G_H, G_L, (long long)procs,
+            (double)(from - r->first_submit) / (double)unit,
+            (double)(to - r->first_submit) / (double)unit, shown);
+    gantt_axes(f, from, to, r->first_submit, unit, procs);
+    gantt_caption(f);
     for (size_t i = 0; i < in->njobs; i++) {
         const struct sim_job *j = &in->jobs[i];
         if (j->start < 0 || j->end < from || j->start >= to || !r->run_cnt)
             continue;
-        int64_t a = j->start > from ? j->start : from, b = j->end < to ? j->end : to;
-        colour(j->id, col, sizeof col);
-        for (size_t k = r->run_off[i]; k < r->run_off[i] + (size_t)r->run_cnt[i]; k++) {
-            double y = H - 30 - (double)(r->run_node[k] + r->run_len[k]) * node_procs * ys;
-            fprintf(f,
-                    "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\" "
-                    "stroke=\"#fff\" stroke-width=\"0.2\"><title>job %" PRId64 ": %d procs, "
-                    "submit %" PRId64 ", start %" PRId64 ", end %" PRId64 "</title></rect>\n",
-                    L + (double)(a - from) * xs, y, (double)(b - a) * xs,
-                    (double)r->run_len[k] * node_procs * ys, col, j->id, j->procs, j->submit,
-                    j->start, j->end);
-        }
+        gantt_job(f, j, r, i, node_procs, from, to, xs, ys);
     }
     fprintf(f, "</svg>\n");
     return closed(f, path, err, errlen);

@@ -123,7 +123,8 @@ struct emu_result {
 };
 
 /* One bar of the timeline: instance `row` ran a task of `project` over [t0, t1);
- * project -1 = host off. */
+ * project -1 = host off; row EMU_ROW_SERVER: the server of `project` was down. */
+#define EMU_ROW_SERVER (-1)
 struct emu_segment {
     double t0, t1;
     int row, project;
@@ -154,6 +155,9 @@ int emulate_run(const struct emu_scenario *sc, const struct emu_options *o, stru
 
 /* Records a segment (clipped to the window); 0 or -1 on ENOMEM. */
 int emulate_timeline_add(struct emu_timeline *tl, double t0, double t1, int row, int project);
+/* Records that the server of project was down over [t0, t1) (clipped; joined to the
+ * project's previous down period where it goes on from it); 0 or -1 on ENOMEM. */
+int emulate_timeline_down(struct emu_timeline *tl, double t0, double t1, int project);
 void emulate_timeline_free(struct emu_timeline *tl);
 /* Writes one SVG with a panel per run (titles[i], tls[i]). 0 or -1 (errno). */
 int emulate_svg_write(const char *path, const struct emu_scenario *sc,

@@ -211,6 +211,29 @@ static void tl_take(struct run *r, long j, int ptype, double usage)
     }
 }
 
+/* Records, for each project, the periods its server was down over the timeline's window:
+ * a fresh process seeded as in run_setup replays the same periods (its random stream
+ * advances only at its own toggles, whenever the run looked at it). */
+static int tl_servers(struct run *r)
+{
+    const struct emu_scenario *sc = r->sc;
+    struct emu_timeline *tl = r->o->timeline;
+    for (int p = 0; p < sc->nprojects; p++) {
+        const struct emu_project *pp = &sc->projects[p];
+        struct emu_proc srv;
+        proc_init(&srv, pp->up_frac, pp->up_mean, &pp->outages,
+                  stream(sc->seed, 100 + (uint64_t)p));
+        for (double t = 0; t < tl->to;) {
+            int up = proc_up(&srv, t);
+            double next = proc_next_change(&srv, t);
+            if (!up && emulate_timeline_down(tl, t, fmin(next, sc->duration), p))
+                return -1;
+            t = next;
+        }
+    }
+    return 0;
+}
+
 static void tl_rows_init(struct run *r)
 {
     struct emu_timeline *tl = r->o->timeline;
@@ -658,6 +681,8 @@ static int run_loop(struct run *r, char *err, size_t errlen)
             tl_release(r, (long)r->e->tasks[r->e->running[k]].user);
         if (!r->on)
             host_change(r, 1);
+        if (tl_servers(r))
+            goto nomem;
     }
     return 0;
 nomem:
