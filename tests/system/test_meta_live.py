@@ -353,3 +353,48 @@ def test_a_failed_array_shows_its_worst_element(cluster_factory, client_factory,
     m.restart()  # kill -9: the end state is stored
     j = mjob(m, jid)
     assert j["gstate"] == "failed" and j["exit"] == 3 and "2 of 4" in j["reason"], j
+
+
+def test_hold_and_release_at_the_spool(cluster_factory, client_factory, batch_factory,
+                                       meta_factory, workdir, gridnode_bin):
+    """One vocabulary at every level: `submit --hold` at the spool keeps the job at the
+    spool (not placed) until `gridnode release -e META`, across a kill -9 of the spool; a
+    job not placed yet can be held there; a placed or running job is its site's to hold
+    (STATE naming the site); releasing a job that is not held is a clear STATE."""
+    a = site(cluster_factory, client_factory, batch_factory, "a")
+    m = meta_factory({"a": a})
+    wait_until(lambda: m.rpc(T["SITE_INFO"])["sites"][0]["known"], scaled(20), msg="site known")
+
+    def tool(*args):
+        return subprocess.run([gridnode_bin] + [str(x) for x in args], capture_output=True,
+                              text=True, timeout=scaled(20), stdin=subprocess.DEVNULL)
+
+    out = workdir / "held-ran"
+    r = tool("submit", "-e", m.endpoint, "--hold", "--", "sh", "-c", "echo ran > %s" % out)
+    assert r.returncode == 0, r.stderr
+    jid = int(r.stdout.split()[2])
+    j = mjob(m, jid)
+    assert j["state"] == "held" and j["gstate"] == "queued" and j["site"] == "", j
+    assert "gridnode release" in j["reason"], j
+    r = tool("hold", "-e", m.endpoint, jid)  # holding a held job again: fine
+    assert r.returncode == 0, r.stderr
+    m.kill(signal.SIGKILL)
+    m.start()
+    wait_until(lambda: m.rpc(T["SITE_INFO"])["sites"][0]["known"], scaled(20), msg="site known")
+    assert mjob(m, jid)["state"] == "held" and mjob(m, jid)["site"] == ""
+    assert not out.exists()
+    r = tool("release", "-e", m.endpoint, jid)
+    assert r.returncode == 0, r.stderr
+    j = wait_gstate(m, jid, ("done", "failed"), timeout=60)
+    assert j["gstate"] == "done" and j["site"] == "a" and out.read_text() == "ran\n", j
+    # the site never saw a hold: the spool kept it
+    assert a.rpc(T["JOB_GET"], job=j["site_job"])["job"]["state"] == "done"
+    r = tool("release", "-e", m.endpoint, jid)
+    assert r.returncode != 0 and "not held" in r.stderr, (r.stdout, r.stderr)
+    # a running job is its site's to hold
+    r = tool("submit", "-e", m.endpoint, "--", "sleep", "30")
+    run = int(r.stdout.split()[2])
+    wait_gstate(m, run, ("running",), timeout=60)
+    r = tool("hold", "-e", m.endpoint, run)
+    assert r.returncode != 0 and "at its site" in r.stderr and "site a" in r.stderr, r.stderr
+    assert tool("cancel", "-e", m.endpoint, run).returncode == 0

@@ -26,6 +26,7 @@
 #include "wire/wire.h"
 
 #define META_MAX_SITES 64
+#define META_HELD_REASON "held by its owner: gridnode release places it"
 #define META_NAME_MAX 64
 #define META_INFO_MS 2000     /* SITE_INFO refresh */
 #define META_POLL_MS 1000     /* JOB_GET of the jobs placed at a site */
@@ -187,6 +188,7 @@ struct mjob {
     uint32_t orders;  /* orders of the outbox about it (metaorder.c; memory only) */
     /* JOB_CTL requeue (stored): its copy's cancel awaited before it is placed again */
     bool requeueing;
+    bool held;         /* submit --hold or JOB_CTL hold at the spool: not placed until released */
     uint32_t requeues; /* requeues asked (JOB_CTL), shown in its row */
     /* submit --dependency (issue 27, metadep.c): the terms still waited for, NULL: none;
        while set the job is not placed (its reason says which term) */

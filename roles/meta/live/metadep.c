@@ -92,7 +92,10 @@ static void step_one(struct meta *M, struct mjob *j)
     j->dep = NULL;
     j->dirty = true;
     if (v == DEP_MET) {
-        j->reason[0] = 0;
+        if (j->held) /* still held by its owner (metareq.c hold_release) */
+            snprintf(j->reason, sizeof j->reason, "%s", META_HELD_REASON);
+        else
+            j->reason[0] = 0;
         log_info("job %llu: dependency satisfied, it is placed now", (unsigned long long)j->id);
     } else {
         snprintf(r, sizeof r, "DependencyNeverSatisfied: %s", why);

@@ -188,7 +188,7 @@ void meta_job_set(struct meta *M, struct mjob *j, enum mj_state st, const char *
 static void job_encode(const struct mjob *j, struct wire_buf *wb)
 {
     wire_buf_reset(wb);
-    wire_pack_map(wb, 31 + !!j->dep);
+    wire_pack_map(wb, 32 + !!j->dep);
     if (j->dep) { /* issue 27: the terms still waited for (met ones left out) */
         char t[DEPEND_LEN_MAX + 1];
         depend_format(j->dep, t, sizeof t);
@@ -222,6 +222,7 @@ static void job_encode(const struct mjob *j, struct wire_buf *wb)
     wire_put_u64(wb, "mv_sjob", j->mv_sjob);
     wire_put_bool(wb, "withdrawing", j->withdrawing);
     wire_put_bool(wb, "requeueing", j->requeueing); /* JOB_CTL requeue (issue 24) */
+    wire_put_bool(wb, "held", j->held);
     wire_put_u64(wb, "requeues", j->requeues);
     wire_put_str(wb, "reason", j->reason);
     wire_put_bin(wb, "req", j->req, j->reqlen);
@@ -303,6 +304,7 @@ static struct mjob *job_decode(uint64_t id, const void *v, size_t vl)
     j->mv_sjob = wire_get_u64(o, "mv_sjob", 0);
     j->withdrawing = wire_get_bool(o, "withdrawing", false);
     j->requeueing = wire_get_bool(o, "requeueing", false); /* absent before: false, 0 */
+    j->held = wire_get_bool(o, "held", false);
     j->requeues = (uint32_t)wire_get_u64(o, "requeues", 0);
     wire_get_strbuf(o, "reason", j->reason, sizeof j->reason);
 out:

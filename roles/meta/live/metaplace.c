@@ -331,7 +331,7 @@ void meta_place_some(struct meta *M)
     uint32_t first = M->neg;
     for (uint32_t i = 0; i < M->njobs && M->inflight < META_INFLIGHT_MAX; i++) {
         struct mjob *j = M->jobs[i];
-        if (j->state != MJ_QUEUED || j->phase != PH_IDLE || now < j->retry_at || j->dep)
+        if (j->state != MJ_QUEUED || j->phase != PH_IDLE || now < j->retry_at || j->dep || j->held)
             continue; /* j->dep: waits for its dependency (metadep.c) */
         if (meta_policy_uses_estimates(M->policy)) {
             if (j->tried)

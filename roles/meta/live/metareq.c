@@ -5,6 +5,7 @@
  * them). Above the jobs (metajob.c) and the sites (metaplace.c); the reply goes out
  * after the turn's commit (meta.c).
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,9 @@ static const char *tool_state(const struct mjob *j)
 {
     /* a parallel job's `killed` included, as the site says it: `job --wait` then gives the
      * same exit status at every level */
-    return j->state <= MJ_PLACED ? "queued" : meta_state_name(j->state);
+    return j->held && j->state == MJ_QUEUED ? "held"
+           : j->state <= MJ_PLACED          ? "queued"
+                                            : meta_state_name(j->state);
 }
 
 /* A resent keyed SUBMIT/PSUBMIT (6.1 `key`, per user, across restarts): the first job's
@@ -164,6 +167,8 @@ static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *r
     j->dirty = true;
     if ((j->dep = dep)) /* waits, not placed, until it holds (metadep.c) */
         meta_dep_reason(j, j->reason, sizeof j->reason);
+    if ((j->held = wire_get_bool(o, "hold", false))) /* submit --hold: the spool keeps it */
+        snprintf(j->reason, sizeof j->reason, "%s", META_HELD_REASON);
     if (meta_job_add(M, j) < 0) {
         meta_job_free(j);
         fail(reply, m->id, WE_STORAGE, "out of memory");
@@ -328,6 +333,42 @@ static void h_cancel(struct meta *M, const struct wire_msg *m, struct wire_buf *
 /* JOB_CTL (docs/wire.md 6.16) at the spool: `requeue` (the job from scratch, placed
  * again once its copy at a site is cancelled; docs/meta.md "Requeue"). Hold and
  * release are the site's: the spool forwards no hold. */
+/* JOB_CTL hold/release at the spool: a job the spool has not placed yet is held here
+ * (not placed until released, as Slurm's hold keeps a job pending); a placed or running
+ * job is its site's, held there. */
+static void hold_release(struct meta *M, struct mjob *j, bool hold, const struct wire_msg *m,
+                         struct wire_buf *reply)
+{
+    if (hold && !j->held && (j->state != MJ_QUEUED || j->site >= 0 || j->phase != PH_IDLE)) {
+        char why[300];
+        snprintf(why, sizeof why,
+                 "the job is %s%s%s: only a job not placed yet is held at the spool; hold it at "
+                 "its site (gridnode hold -e SITE_EP %" PRIu64 ", gridnode job shows the "
+                 "site) or cancel it here",
+                 tool_state(j), j->site >= 0 ? " at site " : "",
+                 j->site >= 0 && j->site < M->nsites ? M->site[j->site].name : "", j->sjob);
+        fail(reply, m->id, WE_STATE, why);
+        return;
+    }
+    if (!hold && !j->held) {
+        char why[120];
+        snprintf(why, sizeof why, "the job is not held at the spool (it is %s)", tool_state(j));
+        fail(reply, m->id, WE_STATE, why);
+        return;
+    }
+    if (j->held != hold) {
+        j->held = hold;
+        if (hold)
+            snprintf(j->reason, sizeof j->reason, "%s", META_HELD_REASON);
+        else if (j->dep)
+            meta_dep_reason(j, j->reason, sizeof j->reason);
+        else
+            snprintf(j->reason, sizeof j->reason, "released: waiting for placement");
+        j->dirty = true;
+    }
+    wire_begin(reply, WT_OK, m->id, 0);
+}
+
 static void h_job_ctl(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)
 {
     struct mjob *j = meta_job_find(M, wire_get_u64(m->root, "job", 0));
@@ -343,12 +384,12 @@ static void h_job_ctl(struct meta *M, const struct wire_msg *m, struct wire_buf 
              "requeue it");
         return;
     }
+    if (!strcmp(op, "hold") || !strcmp(op, "release")) {
+        hold_release(M, j, !strcmp(op, "hold"), m, reply);
+        return;
+    }
     if (strcmp(op, "requeue")) {
-        fail(reply, m->id, strcmp(op, "hold") && strcmp(op, "release") ? WE_INVALID : WE_STATE,
-             strcmp(op, "hold") && strcmp(op, "release")
-                 ? "op must be hold, release or requeue"
-                 : "the grid spool holds no job: hold or release it at its site (gridnode "
-                   "hold -e SITE_EP SITE_JOB, shown by gridnode job), or cancel it here");
+        fail(reply, m->id, WE_INVALID, "op must be hold, release or requeue");
         return;
     }
     if (j->state == MJ_CANCELLED) {

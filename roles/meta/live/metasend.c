@@ -127,8 +127,7 @@ void meta_send_submit(struct meta *M, struct msite *s, struct mjob *j, const cha
         const msgpack_object *key = &mp->ptr[i].key;
         bool drop = key->type != MSGPACK_OBJECT_STR;
         for (int x = 0; !drop && skip[x]; x++)
-            drop = (hold || strcmp(skip[x], "hold")) && /* `hold` is the user's otherwise */
-                   key->via.str.size == strlen(skip[x]) &&
+            drop = key->via.str.size == strlen(skip[x]) && /* a user's `hold` is the spool's */
                    !memcmp(key->via.str.ptr, skip[x], key->via.str.size);
         k[i] = !drop;
         keep += !drop;
