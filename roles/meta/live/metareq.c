@@ -381,7 +381,7 @@ static void h_job_ctl(struct meta *M, const struct wire_msg *m, struct wire_buf 
     if (!curve_may_touch(j->user)) {
         fail(reply, m->id, WE_DENIED,
              "the job belongs to another user; only its owner and the administrators may "
-             "requeue it");
+             "hold, release or requeue it");
         return;
     }
     if (!strcmp(op, "hold") || !strcmp(op, "release")) {
