@@ -128,12 +128,14 @@ struct ljob {
     char *dep_end;
 };
 
-/* LIVE_PAGE element slots from element `base` on; dirty: a slot has el.dirty. */
+/* n element slots from element `base` on (n = LIVE_PAGE, fewer for the last page of a
+ * job: a one-element job's page holds one slot, not LIVE_PAGE); dirty: a slot has
+ * el.dirty. */
 struct lpage {
-    uint32_t base;
+    uint32_t base, n;
     uint32_t nqueued; /* its records pending inside the engine */
     bool dirty;
-    struct lelem el[LIVE_PAGE];
+    struct lelem el[];
 };
 
 struct lhost {

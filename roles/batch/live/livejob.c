@@ -122,17 +122,20 @@ struct lelem *live_elem_make(struct ljob *j, uint32_t e)
     uint32_t base = e - e % LIVE_PAGE, p = page_lower(j, base);
     if (p == j->npages || j->pages[p]->base != base) {
         if (j->npages == j->cappages) {
-            uint32_t nc = j->cappages ? j->cappages * 2 : 4;
+            uint32_t nc = j->cappages ? j->cappages * 2 : j->ntasks <= LIVE_PAGE ? 1 : 4;
             void *np = realloc(j->pages, nc * sizeof *j->pages);
             if (!np)
                 return NULL;
             j->pages = np;
             j->cappages = nc;
         }
-        struct lpage *pg = calloc(1, sizeof *pg);
+        /* the last page holds only the job's remaining elements */
+        uint32_t n = j->ntasks - base < LIVE_PAGE ? j->ntasks - base : LIVE_PAGE;
+        struct lpage *pg = calloc(1, sizeof *pg + n * sizeof pg->el[0]);
         if (!pg)
             return NULL;
         pg->base = base;
+        pg->n = n;
         memmove(j->pages + p + 1, j->pages + p, (j->npages - p) * sizeof *j->pages);
         j->pages[p] = pg;
         j->npages++;
@@ -151,7 +154,7 @@ struct lelem *live_elem_next(const struct ljob *j, uint32_t *e)
     uint32_t x = *e;
     for (uint32_t p = page_lower(j, x - x % LIVE_PAGE); p < j->npages; p++) {
         struct lpage *pg = j->pages[p];
-        for (uint32_t k = x > pg->base ? x - pg->base : 0; k < LIVE_PAGE; k++)
+        for (uint32_t k = x > pg->base ? x - pg->base : 0; k < pg->n; k++)
             if (pg->el[k].used) {
                 *e = pg->base + k;
                 return &pg->el[k];
@@ -176,7 +179,7 @@ struct lelem *live_elem_next_queued(const struct ljob *j, uint32_t *e)
     for (uint32_t p = j->nqueued ? page_lower(j, x - x % LIVE_PAGE) : j->npages; p < j->npages;
          p++) {
         struct lpage *pg = j->pages[p];
-        for (uint32_t k = x > pg->base ? x - pg->base : 0; pg->nqueued && k < LIVE_PAGE; k++)
+        for (uint32_t k = x > pg->base ? x - pg->base : 0; pg->nqueued && k < pg->n; k++)
             if (pg->el[k].used && pg->el[k].in_engine && pg->el[k].state == EL_PENDING) {
                 *e = pg->base + k;
                 return &pg->el[k];
@@ -238,7 +241,7 @@ void live_job_free(struct ljob *j)
     if (!j)
         return;
     for (uint32_t p = 0; p < j->npages; p++) {
-        for (uint32_t k = 0; k < LIVE_PAGE; k++) {
+        for (uint32_t k = 0; k < j->pages[p]->n; k++) {
             free(j->pages[p]->el[k].reason);
             free(j->pages[p]->el[k].hosts);
         }
@@ -735,7 +738,7 @@ int live_save_dirty(struct live *L)
         j->edirty = false;
         for (uint32_t p = 0; p < j->npages && rc == 0; p++) { /* the pages marked only */
             struct lpage *pg = j->pages[p];
-            for (uint32_t k = 0; pg->dirty && k < LIVE_PAGE && rc == 0; k++) {
+            for (uint32_t k = 0; pg->dirty && k < pg->n && rc == 0; k++) {
                 struct lelem *el = &pg->el[k];
                 if (!el->dirty || !el->used)
                     continue;
