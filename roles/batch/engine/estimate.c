@@ -153,10 +153,14 @@ int batch_job_estimate(struct batch_engine *e, uint64_t id, int64_t now, int64_t
         *start = j->reserved;
         return 0;
     }
-    if (!e->est_valid) {
+    bool kept = e->jest_valid && now >= e->jest_at && now - e->jest_at < e->cfg.unit_per_s;
+    if (!e->est_valid && !kept) {
         /* the plan as the last cycle left it (an idle cycle skips planning: then the
          * base); the est profiles are kept for this answer only, so request estimates
-         * (batch_estimate) still see the plan without scheduler.estimates */
+         * (batch_estimate) still see the plan without scheduler.estimates. The pass
+         * plans every pending job, so its results answer the next requests until the
+         * engine changes or for a second at most (priorities age): a showstart storm
+         * over 10^4 pending jobs cost one pass per request, 10 ms each (issue 28). */
         if (now > e->now)
             e->now = now;
         if (e->groups_dirty && bs_engine_regroup(e) < 0)
@@ -167,6 +171,8 @@ int batch_job_estimate(struct batch_engine *e, uint64_t id, int64_t now, int64_t
         e->est_valid = false;
         if (rc < 0)
             return -1;
+        e->jest_valid = true;
+        e->jest_at = now;
     }
     *start = j->estimate;
     return 0;
