@@ -333,6 +333,8 @@ bool livecmd_handles(uint32_t type);
 void livecmd_dispatch(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
 /* The CHECKJOB row of j (a msgpack map; docs/wire.md 6.12), for livestats.c too. */
 void livecmd_job_row(struct live *L, const struct ljob *j, struct wire_buf *wb);
+/* Its queue_state ("active", "eligible", "blocked" or "ended"), without the row. */
+const char *livecmd_queue_state(struct live *L, const struct ljob *j);
 
 /* liveresvcmd.c: the reservation commands, for livecmd.c's table */
 void livecmd_resv_list(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
