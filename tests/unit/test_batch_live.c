@@ -404,7 +404,11 @@ static void element_pages_hold_only_the_job_elements(void **state)
     assert_null(live_elem_next(arr, &e));
     assert_null(live_elem_rec(arr, LIVE_PAGE + 42)); /* a slot without a record */
     assert_int_equal(live_elem_peek(arr, LIVE_PAGE + 42)->state, EL_PENDING);
-    live_elem_mark(arr, LIVE_PAGE + 43);
+    struct live L = {0};
+    live_elem_mark(&L, arr, LIVE_PAGE + 43);
+    assert_int_equal(L.ndirty, 1);
+    assert_ptr_equal(L.dirty[0], arr);
+    free(L.dirty);
     assert_true(arr->pages[1]->dirty);
     live_job_free(one);
     live_job_free(arr); /* frees the reason of the short page's last slot (ASan) */

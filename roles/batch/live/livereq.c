@@ -555,7 +555,7 @@ static void h_cancel(struct req *r)
             live_elem_set(L, j, e, EL_CANCELLED);
         } else { /* its start is in flight: cancel once the cluster names the job */
             el->want_cancel = true;
-            live_elem_mark(j, e);
+            live_elem_mark(L, j, e);
         }
     }
     live_want_cycle(L);
@@ -593,7 +593,7 @@ static void h_job_ctl(struct req *r)
         }
         if (j->hold != hold) { /* holding a held job, releasing a free one: OK, no change */
             j->hold = hold;
-            j->dirty = true;
+            live_job_dirty(L, j);
             const struct lelem *el;
             for (uint32_t e = 0; (el = live_elem_next(j, &e)); e++) /* records only */
                 if (el->in_engine && el->state == EL_PENDING)
