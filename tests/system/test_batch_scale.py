@@ -10,7 +10,9 @@ Every wait is bounded with scaled(); nothing here is timed."""
 
 import json
 
-from conftest import TYPES, scaled, wait_until
+import pytest
+
+from conftest import ASAN, TYPES, scaled, wait_until
 from test_bounded import settled_rss
 
 T = dict(TYPES, PSUBMIT=39)
@@ -46,6 +48,7 @@ def role(cluster_factory, batch_factory, stats_s):
     return b
 
 
+@pytest.mark.skipif(ASAN, reason="ASan's redzones and quarantine multiply every allocation")
 def test_many_pending_jobs_cost_little(cluster_factory, batch_factory):
     # no statistics rebuild while measuring (its JSON tree is memory of its own)
     b = role(cluster_factory, batch_factory, 86400)

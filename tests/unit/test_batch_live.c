@@ -408,6 +408,10 @@ static void element_pages_hold_only_the_job_elements(void **state)
     live_elem_mark(&L, arr, LIVE_PAGE + 43);
     assert_int_equal(L.ndirty, 1);
     assert_ptr_equal(L.dirty[0], arr);
+    live_elem_mark(&L, arr, 0); /* listed once */
+    assert_int_equal(L.ndirty, 1);
+    live_dirty_forget(&L, arr); /* a job freed without being added leaves no pointer */
+    assert_int_equal(L.ndirty, 0);
     free(L.dirty);
     assert_true(arr->pages[1]->dirty);
     live_job_free(one);

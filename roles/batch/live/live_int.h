@@ -300,8 +300,10 @@ struct lelem *live_elem_next_queued(const struct ljob *j, uint32_t *e);
 void live_elem_mark(struct live *L, struct ljob *j, uint32_t e);
 /* j's record must be written at the commit (sets j->dirty). */
 void live_job_dirty(struct live *L, struct ljob *j);
-/* The jobs changed this turn: *n of them, or NULL when every job must be looked at. */
+/* The jobs changed this turn: *n of them (every job when a push failed). */
 struct ljob **live_dirty_jobs(struct live *L, uint32_t *n);
+/* Takes j off that list: before freeing a job that was never added (a refused SUBMIT). */
+void live_dirty_forget(struct live *L, const struct ljob *j);
 /* The record of e enters or leaves the engine (keeps j->nqueued). */
 void live_elem_engine(struct ljob *j, uint32_t e, bool in);
 int live_job_add(struct live *L, struct ljob *j); /* takes ownership; 0/-1 */

@@ -194,6 +194,16 @@ struct ljob **live_dirty_jobs(struct live *L, uint32_t *n)
     return L->dirty_all ? L->jobs : L->dirty;
 }
 
+void live_dirty_forget(struct live *L, const struct ljob *j)
+{
+    for (uint32_t i = 0; j->listed && i < L->ndirty; i++)
+        if (L->dirty[i] == j) {
+            memmove(L->dirty + i, L->dirty + i + 1, (L->ndirty - i - 1) * sizeof *L->dirty);
+            L->ndirty--;
+            return;
+        }
+}
+
 void live_elem_mark(struct live *L, struct ljob *j, uint32_t e)
 {
     struct lpage *pg = e < j->ntasks ? page_of(j, e) : NULL;
@@ -787,7 +797,7 @@ int live_save_dirty(struct live *L)
             pg->dirty = false;
         }
     }
-    if (L->dirty_all) { /* every job was walked: the flags of the rest are clear */
+    if (L->dirty_all) { /* every job was walked (or is, here): none stays listed */
         for (; i < n; i++)
             d[i]->listed = false;
         L->dirty_all = false;
@@ -796,7 +806,8 @@ int live_save_dirty(struct live *L)
             if (L->jobs[k]->dirty || L->jobs[k]->edirty)
                 list_dirty(L, L->jobs[k]);
     } else { /* a failure leaves the rest listed for the next turn */
-        memmove(L->dirty, L->dirty + i, (n - i) * sizeof *L->dirty);
+        if (i < n)
+            memmove(L->dirty, L->dirty + i, (n - i) * sizeof *L->dirty);
         L->ndirty = n - i;
     }
     wire_buf_free(&wb);

@@ -265,6 +265,7 @@ static void new_job(struct req *r, bool parallel)
     if (rc < 0 || live_job_add(L, j) < 0) {
         L->turn_failed = rc == 0; /* buffered but not kept: fail the turn */
         fail(r, WE_STORAGE, "out of memory");
+        live_dirty_forget(L, j); /* live_dep_first may have cancelled it */
         live_job_free(j);
         return;
     }
