@@ -12,6 +12,11 @@ BUILD="${BUILD:-build}"
 gridnode="$BUILD/gridnode"
 [ -x "$gridnode" ] || { echo "meta_sim: $gridnode not built (make BUILD=$BUILD)" >&2; exit 1; }
 trace="${TRACES:-../shared/traces}/SDSC-SP2-1998-4.2-cln.swf.gz"
+# A clone without the traces beside it skips (TRACES names their folder).
+if [ ! -r "$trace" ]; then
+    echo "{\"bench\":\"meta_sim\",\"skipped\":\"$trace not found (set TRACES to the folder of the SWF traces)\"}"
+    exit 0
+fi
 "$gridnode" meta --simulate "$trace" --sites 4 --json | /usr/bin/python3 -c '
 import json, sys
 d = json.load(sys.stdin)

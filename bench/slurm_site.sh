@@ -10,5 +10,5 @@ cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
 export BUILD
 [ -x "$BUILD/gridnode" ] || { echo "slurm_site: $BUILD/gridnode not built" >&2; exit 1; }
-[ -x "$BUILD/bench/slurm_estimate" ] || make -s "$BUILD/bench/slurm_estimate" >&2
+[ -x "$BUILD/bench/slurm_estimate" ] || make -s "BUILD=$BUILD" "$BUILD/bench/slurm_estimate" >&2
 exec timeout 300 /usr/bin/python3 bench/slurm_site.py

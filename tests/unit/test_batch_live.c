@@ -371,12 +371,60 @@ static void records_round_trip_through_the_store(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A job's element pages hold its elements only (issue 28): the last page of a job has
+ * the slots its remaining elements need, so a one-element job's first record costs one
+ * slot, not LIVE_PAGE (it cost 21 KB a pending job); an index past the job has none. */
+static void element_pages_hold_only_the_job_elements(void **state)
+{
+    (void)state;
+    struct ljob *one = mkjob(1, false, 1, false);
+    assert_int_equal(one->npages, 1);
+    assert_int_equal(one->pages[0]->n, 1);
+    assert_int_equal(one->cappages, 1);
+    assert_null(live_elem_make(one, 1));
+    struct ljob *arr = calloc(1, sizeof *arr);
+    arr->id = 2;
+    arr->ntasks = LIVE_PAGE + 44;
+    struct lelem *last = live_elem_make(arr, LIVE_PAGE + 43);
+    assert_non_null(last);
+    assert_int_equal(arr->npages, 1);
+    assert_int_equal(arr->pages[0]->base, LIVE_PAGE);
+    assert_int_equal(arr->pages[0]->n, 44);
+    last->reason = sd("the last one");
+    assert_non_null(live_elem_make(arr, 0)); /* a full page, ahead of the short one */
+    assert_int_equal(arr->npages, 2);
+    assert_int_equal(arr->pages[0]->n, LIVE_PAGE);
+    assert_int_equal(arr->nrec, 2);
+    assert_null(live_elem_make(arr, LIVE_PAGE + 44));
+    /* the walk sees both records, and nothing past the short page */
+    uint32_t e = 1;
+    assert_ptr_equal(live_elem_next(arr, &e), last);
+    assert_int_equal(e, LIVE_PAGE + 43);
+    e++;
+    assert_null(live_elem_next(arr, &e));
+    assert_null(live_elem_rec(arr, LIVE_PAGE + 42)); /* a slot without a record */
+    assert_int_equal(live_elem_peek(arr, LIVE_PAGE + 42)->state, EL_PENDING);
+    struct live L = {0};
+    live_elem_mark(&L, arr, LIVE_PAGE + 43);
+    assert_int_equal(L.ndirty, 1);
+    assert_ptr_equal(L.dirty[0], arr);
+    live_elem_mark(&L, arr, 0); /* listed once */
+    assert_int_equal(L.ndirty, 1);
+    live_dirty_forget(&L, arr); /* a job freed without being added leaves no pointer */
+    assert_int_equal(L.ndirty, 0);
+    free(L.dirty);
+    assert_true(arr->pages[1]->dirty);
+    live_job_free(one);
+    live_job_free(arr); /* frees the reason of the short page's last slot (ASan) */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(unit_per_s_gives_the_same_priorities),
         cmocka_unit_test(adopt_takes_nodes_and_refuses_bad_ones),
         cmocka_unit_test(records_round_trip_through_the_store),
+        cmocka_unit_test(element_pages_hold_only_the_job_elements),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -623,6 +623,7 @@ static void pcnt_compact(struct batch_engine *e)
 
 int batch_cycle(struct batch_engine *e, int64_t now, struct batch_cycle_stats *st)
 {
+    e->jest_valid = false; /* the showstart cache (estimate.c) */
     struct batch_cycle_stats dummy;
     if (!st)
         st = &dummy;

@@ -175,6 +175,7 @@ const char *batch_node_features(const struct batch_engine *e, int32_t node)
 
 int32_t batch_node_add(struct batch_engine *e, const struct batch_node_spec *n)
 {
+    e->jest_valid = false; /* the showstart cache (estimate.c) */
     if (!name_ok(n->name) || !name_ok(n->class_) || !name_ok(n->host) || !n->name[0] ||
         n->cap.procs < 1 || n->cap.mem < 0 || n->cap.disk < 0 || n->cap.swap < 0) {
         errno = EINVAL;
@@ -212,6 +213,7 @@ int32_t batch_node_add(struct batch_engine *e, const struct batch_node_spec *n)
 
 int batch_node_set_up(struct batch_engine *e, int32_t node, bool up)
 {
+    e->jest_valid = false; /* the showstart cache (estimate.c) */
     if (node < 0 || node >= e->nnodes) {
         errno = ENOENT;
         return -1;
@@ -287,6 +289,7 @@ static int job_fill(struct batch_engine *e, struct bjob *j, const struct batch_j
 
 int batch_job_submit(struct batch_engine *e, const struct batch_job_spec *s)
 {
+    e->jest_valid = false; /* the showstart cache (estimate.c) */
     if (bs_idmap_get(&e->jobmap, s->id) >= 0) {
         errno = EEXIST;
         return -1;
@@ -316,13 +319,14 @@ int batch_job_submit(struct batch_engine *e, const struct batch_job_spec *s)
             e->nfresh = -1;
     }
     e->live_jobs++;
-    e->est_valid = false;
+    e->est_valid = e->jest_valid = false;
     return 0;
 }
 
 int batch_job_adopt(struct batch_engine *e, const struct batch_job_spec *s, const int32_t *nodes,
                     int32_t n, int64_t start)
 {
+    e->jest_valid = false; /* the showstart cache (estimate.c) */
     if (n < 1 || n != s->tasks) {
         errno = EINVAL;
         return -1;
@@ -372,7 +376,7 @@ int batch_job_adopt(struct batch_engine *e, const struct batch_job_spec *s, cons
     e->running[e->nrunning++] = slot; /* room reserved at submit */
     e->groups_dirty = true; /* busy bits and base profiles are rebuilt at the next cycle */
     bs_engine_memo_clear(e);
-    e->plan_valid = e->est_valid = false;
+    e->plan_valid = e->est_valid = e->jest_valid = false;
     return 0;
 }
 
@@ -428,6 +432,7 @@ static void job_release(struct batch_engine *e, struct bjob *j, int64_t when)
 
 int batch_job_finish(struct batch_engine *e, uint64_t id, int64_t when)
 {
+    e->jest_valid = false; /* the showstart cache (estimate.c) */
     int32_t s = bs_idmap_get(&e->jobmap, id);
     if (s < 0) {
         errno = ENOENT;
@@ -447,7 +452,7 @@ int batch_job_finish(struct batch_engine *e, uint64_t id, int64_t when)
                 break;
             }
         job_drop(e, s);
-        e->est_valid = false;
+        e->est_valid = e->jest_valid = false;
         return 0;
     }
     if (when < j->start)
@@ -455,7 +460,7 @@ int batch_job_finish(struct batch_engine *e, uint64_t id, int64_t when)
     bs_fs_charge_upto(e, j, when);
     job_release(e, j, when);
     if (when < j->end_est)
-        e->plan_valid = e->est_valid = false;
+        e->plan_valid = e->est_valid = e->jest_valid = false;
     for (int k = 0; k < BATCH_CRED_KINDS; k++) {
         struct cred *c = &e->creds[k].v[j->cred[k]];
         c->run_jobs--;
@@ -472,6 +477,7 @@ int batch_job_finish(struct batch_engine *e, uint64_t id, int64_t when)
 
 int batch_job_hold(struct batch_engine *e, uint64_t id, bool hold)
 {
+    e->jest_valid = false; /* the showstart cache (estimate.c) */
     struct bjob *j = bs_engine_job(e, id);
     if (!j) {
         errno = ENOENT;
@@ -486,7 +492,7 @@ int batch_job_hold(struct batch_engine *e, uint64_t id, bool hold)
     if (j->hold != hold)
         bs_engine_memo_clear(e);
     j->hold = hold;
-    e->est_valid = false;
+    e->est_valid = e->jest_valid = false;
     return 0;
 }
 

@@ -52,6 +52,7 @@ static void base_move_end(struct batch_engine *e, struct bjob *j, int64_t old_en
 
 int batch_job_started_at(struct batch_engine *e, uint64_t id, int64_t when)
 {
+    e->jest_valid = false; /* the showstart cache (estimate.c) */
     struct bjob *j = bs_engine_job(e, id);
     if (!j) {
         errno = ENOENT;
@@ -74,12 +75,13 @@ int batch_job_started_at(struct batch_engine *e, uint64_t id, int64_t when)
     if (j->end_est < e->min_end)
         e->min_end = j->end_est;
     base_move_end(e, j, old_end);
-    e->plan_valid = e->est_valid = false;
+    e->plan_valid = e->est_valid = e->jest_valid = false;
     return 0;
 }
 
 int batch_node_set_cap(struct batch_engine *e, int32_t node, const struct batch_res *cap)
 {
+    e->jest_valid = false; /* the showstart cache (estimate.c) */
     if (node < 0 || node >= e->nnodes) {
         errno = ENOENT;
         return -1;
@@ -93,7 +95,7 @@ int batch_node_set_cap(struct batch_engine *e, int32_t node, const struct batch_
         nd->cap.swap != cap->swap) {
         nd->cap = *cap;
         e->groups_dirty = true; /* groups, base profiles and the plan are rebuilt */
-        e->plan_valid = e->est_valid = false;
+        e->plan_valid = e->est_valid = e->jest_valid = false;
     }
     return 0;
 }

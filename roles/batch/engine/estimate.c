@@ -154,10 +154,15 @@ int batch_job_estimate(struct batch_engine *e, uint64_t id, int64_t now, int64_t
         *start = j->reserved;
         return 0;
     }
-    if (!e->est_valid) {
+    if (!e->est_valid && !e->jest_valid) {
         /* the plan as the last cycle left it (an idle cycle skips planning: then the
          * base); the est profiles are kept for this answer only, so request estimates
-         * (batch_estimate) still see the plan without scheduler.estimates */
+         * (batch_estimate) still see the plan without scheduler.estimates. The pass
+         * plans every pending job, so its results answer the next requests until the
+         * engine changes, the next cycle at the latest (the live role cycles every
+         * batch.max_interval_s, as Slurm's squeue --start shows its last backfill's
+         * starts): a showstart storm over 10^4 pending jobs cost one pass per request,
+         * 10 ms each (issue 28); at 10^6 one pass takes seconds. */
         if (now > e->now)
             e->now = now;
         if (e->groups_dirty && bs_engine_regroup(e) < 0)
@@ -168,6 +173,7 @@ int batch_job_estimate(struct batch_engine *e, uint64_t id, int64_t now, int64_t
         e->est_valid = false;
         if (rc < 0)
             return -1;
+        e->jest_valid = true;
     }
     *start = j->estimate;
     return 0;

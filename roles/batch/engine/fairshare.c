@@ -87,6 +87,7 @@ double batch_fairshare_usage(struct batch_engine *e, enum batch_cred_kind kind, 
 int batch_fairshare_charge(struct batch_engine *e, const char *user, const char *group,
                            const char *account, int32_t procs, int64_t t0, int64_t t1)
 {
+    e->jest_valid = false; /* the showstart cache (estimate.c) */
     struct bjob j;
     memset(&j, 0, sizeof j);
     const char *names[3] = {user, group, account};

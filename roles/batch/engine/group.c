@@ -277,6 +277,6 @@ int bs_engine_rebuild_base(struct batch_engine *e)
             return -1;
     }
     bs_plan_clear(e);
-    e->est_valid = false;
+    e->est_valid = e->jest_valid = false;
     return 0;
 }

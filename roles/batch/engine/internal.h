@@ -291,6 +291,9 @@ struct batch_engine {
     int32_t npcnt, cappcnt;
     bool plan_valid;
     bool est_valid;
+    /* j->estimate of every pending job was set by the estimate pass and nothing changed
+     * since (batch_job_estimate's cache; cleared by every change and every cycle) */
+    bool jest_valid;
     bool any_throttle; /* some credential has MAXJOB or MAXPROC */
 
     int64_t now;

@@ -489,7 +489,7 @@ static void pull_forward(struct batch_engine *e, int32_t pi)
             e->groups_dirty = true;
     }
     p->start = e->resv[p->resv].start = from;
-    e->est_valid = false;
+    e->est_valid = e->jest_valid = false;
     bs_engine_memo_clear(e);
 }
 

@@ -209,6 +209,7 @@ static int resv_check(struct batch_engine *e, const struct batch_resv_req *q, in
 int batch_resv_create(struct batch_engine *e, const struct batch_resv_req *q, int64_t now,
                       char *name_out, size_t name_len, char *why, size_t why_len)
 {
+    e->jest_valid = false; /* the showstart cache (estimate.c) */
     char name[BATCH_NAME_MAX];
     int64_t s = 0, t = 0;
     if (now > e->now)
@@ -249,6 +250,7 @@ int batch_resv_create(struct batch_engine *e, const struct batch_resv_req *q, in
 
 int batch_resv_release(struct batch_engine *e, const char *name)
 {
+    e->jest_valid = false; /* the showstart cache (estimate.c) */
     int32_t r = name ? resv_by_name(e, name) : -1;
     if (r < 0) {
         errno = ENOENT;

@@ -93,7 +93,7 @@ static void run_cycle(struct live *L)
         el->cl = (int8_t)cl;
         el->start = el->decided = now;
         el->cjob = 0;
-        live_elem_reason(j, e, NULL);
+        live_elem_reason(L, j, e, NULL);
         live_elem_set(L, j, e, EL_STARTING);
         live_clu_start(L, j, e);
         L->starts++;

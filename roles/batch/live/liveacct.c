@@ -107,8 +107,10 @@ static int save_one(struct live *L, const struct ljob *j)
 
 int live_acct_save_dirty(struct live *L)
 {
-    for (uint32_t i = 0; i < L->njobs && L->t_acct >= 0; i++) {
-        const struct ljob *j = L->jobs[i];
+    uint32_t n;
+    struct ljob **d = live_dirty_jobs(L, &n); /* the jobs changed this turn */
+    for (uint32_t i = 0; i < n && L->t_acct >= 0; i++) {
+        const struct ljob *j = d[i];
         if (j->finished && (j->dirty || j->edirty) && save_one(L, j) < 0)
             return -1;
     }

@@ -182,7 +182,7 @@ static void requeue(struct live *L, struct ljob *j, uint32_t e, const char *why)
     }
     el->cjob = 0;
     el->start = el->decided = 0;
-    live_elem_reason(j, e, why);
+    live_elem_reason(L, j, e, why);
     live_elem_set(L, j, e, EL_PENDING);
     if (!j->cancelled && !el->want_cancel) {
         struct batch_job_spec s;
@@ -219,7 +219,7 @@ static void elem_update(struct live *L, struct ljob *j, uint32_t e, const msgpac
     uint64_t cj = wire_get_u64(m, "job", 0);
     if (cj && el->cjob != cj) {
         el->cjob = cj;
-        live_elem_mark(j, e);
+        live_elem_mark(L, j, e);
         if (el->want_cancel || el->want_requeue)
             live_clu_cancel(L, j, e);
     }
@@ -229,7 +229,7 @@ static void elem_update(struct live *L, struct ljob *j, uint32_t e, const msgpac
         /* the cluster's start, not the cycle's decision, is when the walltime runs
          * out: the engine's end estimate and every plan after it follow it */
         el->start = started;
-        live_elem_mark(j, e);
+        live_elem_mark(L, j, e);
         if (el->in_engine && s == EL_RUNNING &&
             batch_job_started_at(L->eng, live_eid(j->id, e), started) == 0) {
             el->heard = live_now(L);
@@ -257,7 +257,7 @@ static void elem_update(struct live *L, struct ljob *j, uint32_t e, const msgpac
         el->lost++;
         el->want_requeue = true; /* a new run: a new cluster key */
         j->requeues++;
-        j->dirty = true;
+        live_job_dirty(L, j);
         snprintf(rq, sizeof rq, "requeued after a node failure (%u of %lld): %.250s", el->lost,
                  (long long)L->cfg.live.lost_requeues, why);
         log_info("job %llu element %u: %s", (unsigned long long)j->id, e, rq);
@@ -269,7 +269,7 @@ static void elem_update(struct live *L, struct ljob *j, uint32_t e, const msgpac
     int64_t fin = wire_get_time(m, "finished", 0);
     el->end = fin > 0 ? fin : live_now(L);
     if (why[0])
-        live_elem_reason(j, e, why);
+        live_elem_reason(L, j, e, why);
     if (el->in_engine)
         batch_job_finish(L->eng, live_eid(j->id, e), live_now(L));
     live_elem_engine(j, e, false);
@@ -432,13 +432,13 @@ uint32_t live_job_requeue(struct live *L, struct ljob *j)
         /* starting or running: cancel this run; back to pending once the cluster
          * confirms it ended (elem_update), or at once if it forgot it (JOB_GET) */
         el->want_requeue = true;
-        live_elem_reason(j, e, "requeueing: its run is being cancelled at its cluster");
+        live_elem_reason(L, j, e, "requeueing: its run is being cancelled at its cluster");
         if (el->cjob)
             live_clu_cancel(L, j, e);
     }
     if (n) {
         j->requeues++;
-        j->dirty = true;
+        live_job_dirty(L, j);
         live_want_cycle(L);
     }
     return n;
@@ -653,7 +653,7 @@ static void on_reply(struct live *L, struct lclu *c, const struct lreq *q, const
             break;
         if (!err) {
             el->cjob = wire_get_u64(m->root, "job", 0);
-            live_elem_mark(j, eidx(q->arg));
+            live_elem_mark(L, j, eidx(q->arg));
             char st[16];
             wire_get_strbuf(m->root, "state", st, sizeof st);
             if (el->want_cancel || el->want_requeue)
@@ -675,7 +675,7 @@ static void on_reply(struct live *L, struct lclu *c, const struct lreq *q, const
             if (el->in_engine)
                 batch_job_finish(L->eng, q->arg, live_now(L));
             live_elem_engine(j, eidx(q->arg), false);
-            live_elem_reason(j, eidx(q->arg), why);
+            live_elem_reason(L, j, eidx(q->arg), why);
             el->exit = -1;
             live_elem_set(L, j, eidx(q->arg), EL_FAILED);
             live_want_cycle(L);

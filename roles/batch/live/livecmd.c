@@ -142,6 +142,13 @@ void livecmd_job_row(struct live *L, const struct ljob *j, struct wire_buf *wb)
     job_row(L, j, wb, true);
 }
 
+const char *livecmd_queue_state(struct live *L, const struct ljob *j)
+{
+    struct batch_job_info bi;
+    bool have;
+    return queue_state(L, j, &bi, &have);
+}
+
 static void h_showq(struct live *L, const struct wire_msg *m, struct wire_buf *reply)
 {
     char user[BATCH_NAME_MAX];

@@ -109,28 +109,33 @@ static bool step_one(struct live *L, struct ljob *j)
 
 void live_dep_first(struct live *L, struct ljob *j)
 {
+    L->dep_seen |= j->dep != NULL;
     if (j->dep)
         step_one(L, j);
 }
 
 void live_dep_step(struct live *L)
 {
-    bool any = false, waits = false;
-    for (uint32_t i = 0; i < L->njobs && !(any && waits); i++) {
-        any |= L->jobs[i]->dirty || L->jobs[i]->edirty;
-        waits |= L->jobs[i]->dep != NULL;
+    uint32_t n;
+    bool waits = false;
+    live_dirty_jobs(L, &n);
+    if (!n || !L->dep_seen)
+        return; /* no job changed this turn, or none ever waited (no walk: issue 28) */
+    for (uint32_t i = 0; i < L->njobs && !waits; i++)
+        waits = L->jobs[i]->dep != NULL;
+    if (!waits) {
+        L->dep_seen = false; /* until the next job that waits */
+        return;
     }
-    if (!any || !waits)
-        return; /* no job changed this turn, or none waits */
     for (uint32_t i = 0; i < L->njobs; i++) {
         struct ljob *j = L->jobs[i];
         if (j->dep && !j->cancelled && step_one(L, j)) {
-            j->dirty = true;
+            live_job_dirty(L, j);
         } else if (j->dep && j->cancelled) { /* cancelled while it waited */
             depend_free(j->dep);
             free(j->dep);
             j->dep = NULL;
-            j->dirty = true;
+            live_job_dirty(L, j);
         }
     }
 }

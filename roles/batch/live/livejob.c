@@ -123,17 +123,20 @@ struct lelem *live_elem_make(struct ljob *j, uint32_t e)
     uint32_t base = e - e % LIVE_PAGE, p = page_lower(j, base);
     if (p == j->npages || j->pages[p]->base != base) {
         if (j->npages == j->cappages) {
-            uint32_t nc = j->cappages ? j->cappages * 2 : 4;
+            uint32_t nc = j->cappages ? j->cappages * 2 : j->ntasks <= LIVE_PAGE ? 1 : 4;
             void *np = realloc(j->pages, nc * sizeof *j->pages);
             if (!np)
                 return NULL;
             j->pages = np;
             j->cappages = nc;
         }
-        struct lpage *pg = calloc(1, sizeof *pg);
+        /* the last page holds only the job's remaining elements */
+        uint32_t n = j->ntasks - base < LIVE_PAGE ? j->ntasks - base : LIVE_PAGE;
+        struct lpage *pg = calloc(1, sizeof *pg + n * sizeof pg->el[0]);
         if (!pg)
             return NULL;
         pg->base = base;
+        pg->n = n;
         memmove(j->pages + p + 1, j->pages + p, (j->npages - p) * sizeof *j->pages);
         j->pages[p] = pg;
         j->npages++;
@@ -152,7 +155,7 @@ struct lelem *live_elem_next(const struct ljob *j, uint32_t *e)
     uint32_t x = *e;
     for (uint32_t p = page_lower(j, x - x % LIVE_PAGE); p < j->npages; p++) {
         struct lpage *pg = j->pages[p];
-        for (uint32_t k = x > pg->base ? x - pg->base : 0; k < LIVE_PAGE; k++)
+        for (uint32_t k = x > pg->base ? x - pg->base : 0; k < pg->n; k++)
             if (pg->el[k].used) {
                 *e = pg->base + k;
                 return &pg->el[k];
@@ -161,7 +164,48 @@ struct lelem *live_elem_next(const struct ljob *j, uint32_t *e)
     return NULL;
 }
 
-void live_elem_mark(struct ljob *j, uint32_t e)
+/* Lists j among the jobs changed this turn (once). */
+static void list_dirty(struct live *L, struct ljob *j)
+{
+    if (j->listed || L->dirty_all)
+        return;
+    if (L->ndirty == L->capdirty) {
+        uint32_t nc = L->capdirty ? L->capdirty * 2 : 64;
+        void *p = realloc(L->dirty, nc * sizeof *L->dirty);
+        if (!p) {
+            L->dirty_all = true; /* the commit walks every job instead */
+            return;
+        }
+        L->dirty = p;
+        L->capdirty = nc;
+    }
+    L->dirty[L->ndirty++] = j;
+    j->listed = true;
+}
+
+void live_job_dirty(struct live *L, struct ljob *j)
+{
+    j->dirty = true;
+    list_dirty(L, j);
+}
+
+struct ljob **live_dirty_jobs(struct live *L, uint32_t *n)
+{
+    *n = L->dirty_all ? L->njobs : L->ndirty;
+    return L->dirty_all ? L->jobs : L->dirty;
+}
+
+void live_dirty_forget(struct live *L, const struct ljob *j)
+{
+    for (uint32_t i = 0; j->listed && i < L->ndirty; i++)
+        if (L->dirty[i] == j) {
+            memmove(L->dirty + i, L->dirty + i + 1, (L->ndirty - i - 1) * sizeof *L->dirty);
+            L->ndirty--;
+            return;
+        }
+}
+
+void live_elem_mark(struct live *L, struct ljob *j, uint32_t e)
 {
     struct lpage *pg = e < j->ntasks ? page_of(j, e) : NULL;
     if (!pg || !pg->el[e - pg->base].used)
@@ -169,6 +213,7 @@ void live_elem_mark(struct ljob *j, uint32_t e)
     pg->el[e - pg->base].dirty = true;
     pg->dirty = true;
     j->edirty = true;
+    list_dirty(L, j);
 }
 
 struct lelem *live_elem_next_queued(const struct ljob *j, uint32_t *e)
@@ -177,7 +222,7 @@ struct lelem *live_elem_next_queued(const struct ljob *j, uint32_t *e)
     for (uint32_t p = j->nqueued ? page_lower(j, x - x % LIVE_PAGE) : j->npages; p < j->npages;
          p++) {
         struct lpage *pg = j->pages[p];
-        for (uint32_t k = x > pg->base ? x - pg->base : 0; pg->nqueued && k < LIVE_PAGE; k++)
+        for (uint32_t k = x > pg->base ? x - pg->base : 0; pg->nqueued && k < pg->n; k++)
             if (pg->el[k].used && pg->el[k].in_engine && pg->el[k].state == EL_PENDING) {
                 *e = pg->base + k;
                 return &pg->el[k];
@@ -239,7 +284,7 @@ void live_job_free(struct ljob *j)
     if (!j)
         return;
     for (uint32_t p = 0; p < j->npages; p++) {
-        for (uint32_t k = 0; k < LIVE_PAGE; k++) {
+        for (uint32_t k = 0; k < j->pages[p]->n; k++) {
             free(j->pages[p]->el[k].reason);
             free(j->pages[p]->el[k].hosts);
         }
@@ -271,6 +316,9 @@ void live_jobs_free(struct live *L)
     free(L->jobs);
     L->jobs = NULL;
     L->njobs = L->capjobs = 0;
+    free(L->dirty);
+    L->dirty = NULL;
+    L->ndirty = L->capdirty = 0;
 }
 
 const char *live_elem_state_name(int st)
@@ -308,7 +356,7 @@ void live_elem_set(struct live *L, struct ljob *j, uint32_t e, int st)
         j->nfailed -= old != EL_DONE;
         if (j->finished) {
             j->finished = 0;
-            j->dirty = true;
+            live_job_dirty(L, j);
         }
     }
     if (!ended(old) && ended(st)) {
@@ -320,30 +368,30 @@ void live_elem_set(struct live *L, struct ljob *j, uint32_t e, int st)
             el->end = live_now(L);
         if (j->nended == j->ntasks) {
             j->finished = live_now(L);
-            j->dirty = true;
+            live_job_dirty(L, j);
         }
     }
     el->state = (uint8_t)st;
-    live_elem_mark(j, e);
+    live_elem_mark(L, j, e);
     if (j->resv && j->resv[0] && old < EL_RUNNING && st >= EL_RUNNING)
         live_want_cycle(L); /* a site reservation that served it goes (livecmd_apply) */
 }
 
-void live_elem_reason(struct ljob *j, uint32_t e, const char *why)
+void live_elem_reason(struct live *L, struct ljob *j, uint32_t e, const char *why)
 {
     struct lelem *el = live_elem_rec(j, e);
     if (!el)
         return;
     free(el->reason);
     el->reason = why && *why ? strdup(why) : NULL;
-    live_elem_mark(j, e);
+    live_elem_mark(L, j, e);
 }
 
 void live_job_cancel_implicit(struct live *L, struct ljob *j)
 {
     uint32_t n = j->ntasks - j->nrec;
     j->cancelled = true;
-    j->dirty = true;
+    live_job_dirty(L, j);
     j->nended += n;
     j->nfailed += n;
     L->n_ended += n; /* statistics (livestats.c), as if each had ended */
@@ -403,7 +451,7 @@ void live_job_feed(struct live *L, struct ljob *j)
             struct batch_job_spec s;
             live_elem_spec(L, j, e, &s);
             if (batch_job_submit(L->eng, &s) < 0) {
-                live_elem_reason(j, e,
+                live_elem_reason(L, j, e,
                                  errno == EINVAL ? "invalid request for the scheduler"
                                                  : "scheduler out of memory");
                 if (errno != EINVAL)
@@ -735,8 +783,11 @@ int live_save_dirty(struct live *L)
     struct wire_buf wb;
     wire_buf_init(&wb);
     int rc = 0;
-    for (uint32_t i = 0; i < L->njobs && rc == 0; i++) {
-        struct ljob *j = L->jobs[i];
+    uint32_t n, i = 0;
+    struct ljob **d = live_dirty_jobs(L, &n);
+    for (; i < n && rc == 0; i++) {
+        struct ljob *j = d[i];
+        j->listed = false;
         if (j->dirty) {
             if (save_job(L, j) < 0)
                 rc = -1;
@@ -747,7 +798,7 @@ int live_save_dirty(struct live *L)
         j->edirty = false;
         for (uint32_t p = 0; p < j->npages && rc == 0; p++) { /* the pages marked only */
             struct lpage *pg = j->pages[p];
-            for (uint32_t k = 0; pg->dirty && k < LIVE_PAGE && rc == 0; k++) {
+            for (uint32_t k = 0; pg->dirty && k < pg->n && rc == 0; k++) {
                 struct lelem *el = &pg->el[k];
                 if (!el->dirty || !el->used)
                     continue;
@@ -757,6 +808,19 @@ int live_save_dirty(struct live *L)
             }
             pg->dirty = false;
         }
+    }
+    if (L->dirty_all) { /* every job was walked (or is, here): none stays listed */
+        for (; i < n; i++)
+            d[i]->listed = false;
+        L->dirty_all = false;
+        L->ndirty = 0;
+        for (uint32_t k = 0; k < L->njobs; k++) /* what a failure left: the next turn */
+            if (L->jobs[k]->dirty || L->jobs[k]->edirty)
+                list_dirty(L, L->jobs[k]);
+    } else { /* a failure leaves the rest listed for the next turn */
+        if (i < n)
+            memmove(L->dirty, L->dirty + i, (n - i) * sizeof *L->dirty);
+        L->ndirty = n - i;
     }
     wire_buf_free(&wb);
     return rc;
@@ -772,6 +836,7 @@ static int load_job(void *arg, const uint8_t *key, size_t klen, const void *val,
         live_job_free(j);
         return RECORD_UNREADABLE;
     }
+    L->dep_seen |= j->dep != NULL; /* live_dep_step looks at waiting jobs */
     if (live_job_add(L, j) < 0) {
         live_job_free(j);
         return -1;

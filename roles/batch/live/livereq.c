@@ -299,6 +299,7 @@ static void new_job(struct req *r, bool parallel)
     if (rc < 0 || live_job_add(L, j) < 0) {
         L->turn_failed = rc == 0; /* buffered but not kept: fail the turn */
         fail(r, WE_STORAGE, "out of memory");
+        live_dirty_forget(L, j); /* live_dep_first may have cancelled it */
         live_job_free(j);
         return;
     }
@@ -593,7 +594,7 @@ static void h_cancel(struct req *r)
             live_elem_set(L, j, e, EL_CANCELLED);
         } else { /* its start is in flight: cancel once the cluster names the job */
             el->want_cancel = true;
-            live_elem_mark(j, e);
+            live_elem_mark(L, j, e);
         }
     }
     live_want_cycle(L);
@@ -631,7 +632,7 @@ static void h_job_ctl(struct req *r)
         }
         if (j->hold != hold) { /* holding a held job, releasing a free one: OK, no change */
             j->hold = hold;
-            j->dirty = true;
+            live_job_dirty(L, j);
             const struct lelem *el;
             for (uint32_t e = 0; (el = live_elem_next(j, &e)); e++) /* records only */
                 if (el->in_engine && el->state == EL_PENDING)
