@@ -859,7 +859,9 @@ void h_psubmit(struct cluster *c, struct request *r)
         goto refused;
     }
     const msgpack_object *hl = wire_get(m, "hosts");
-    if (plain_group_problem(j, why, sizeof why)) { /* issue 27 */
+    /* a job placed on named hosts comes from a batch scheduler (PSUBMIT(hosts)): its
+       group is that role's Maui credential, which its own rules judged */
+    if (!hl && plain_group_problem(j, why, sizeof why)) { /* issue 27 */
         scored_reply_err(r, WE_INVALID, "PSUBMIT refused: %s", why);
         goto refused;
     }
