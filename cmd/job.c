@@ -83,6 +83,9 @@ static void print_summary(const msgpack_object *j)
         printf("requeued %llu times\n", (unsigned long long)wire_get_u64(j, "requeues", 0));
     if (wire_get_bool(j, "network", false)) /* submit --network (issue 23) */
         printf("network: on (submit --network): its tasks keep the node's network\n");
+    if (wire_get_u64(j, "checkpoint_s", 0)) /* issue 26 */
+        printf("checkpoints: every %llu s to the cluster (submit --checkpoint-s)\n",
+               (unsigned long long)wire_get_u64(j, "checkpoint_s", 0));
     char reason[320];
     cli_text(j, "reason", reason, sizeof reason); /* Dependency: TERM (issue 27) */
     if (reason[0])

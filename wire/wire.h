@@ -95,6 +95,7 @@ enum wire_type {
     WT_FILE_PUT = 122,   /* one chunk of a file, in order; reply FILE_STATE */
     WT_FILE_GET = 123,   /* one chunk of a job's file; reply FILE_DATA */
     WT_FILE_DATA = 124,  /* {hash, size, off, data} */
+    WT_CKPT = 125,       /* a task's latest checkpoint (its files, uploaded); reply OK */
 };
 
 /* Files (issue 26): a chunk's usual and largest size (FILE_PUT / FILE_GET "data"), the

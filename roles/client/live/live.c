@@ -27,6 +27,7 @@
 #include "daemon/daemon.h"
 #include "daemon/loop.h"
 #include "lib/log.h"
+#include "roles/client/live/ckpt.h"
 #include "roles/client/live/cgroup.h"
 #include "roles/client/live/sandbox.h"
 #include "store/store.h"
@@ -269,6 +270,8 @@ int vcl_main(struct client_cfg *cfg, const char *file)
             runner_signal(&t->run, SIGKILL);
             runner_signal(&t->run, SIGCONT);
         }
+        if (t->state == LT_RUNNING || t->state == LT_STOPPED) /* its checkpoint stays */
+            ckpt_keep(l.cfg->state_dir, t->run.workdir, t->job, t->idx, t->issue);
     }
     for (int p = 0; l.e && p < l.e->nprojects; p++) {
         vcl_par_drop(&l, p); /* its parallel processes are killed, as client.c does */
