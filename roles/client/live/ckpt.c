@@ -81,11 +81,15 @@ int ckpt_keep(const char *state_dir, const char *workdir, uint64_t job, uint32_t
     return 0;
 }
 
-void ckpt_drop(const char *state_dir, uint64_t job, uint32_t idx)
+void ckpt_drop(const char *state_dir, const char *workdir, uint64_t job, uint32_t idx)
 {
     char dir[800];
     task_dir(state_dir, job, idx, dir, sizeof dir);
     rm_tree(dir);
+    if (workdir && workdir[0]) {
+        snprintf(dir, sizeof dir, "%s/" CKPT_DIRNAME, workdir);
+        rm_tree(dir);
+    }
 }
 
 void ckpt_sweep(const char *state_dir)

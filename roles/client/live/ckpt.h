@@ -26,8 +26,9 @@ int ckpt_local(const char *state_dir, uint64_t job, uint32_t idx, uint32_t *issu
  */
 int ckpt_keep(const char *state_dir, const char *workdir, uint64_t job, uint32_t idx,
               uint32_t issue);
-/* Forgets the checkpoint kept for task idx of job (it finished). */
-void ckpt_drop(const char *state_dir, uint64_t job, uint32_t idx);
+/* Forgets the checkpoint kept for task idx of job (it finished), and removes workdir's
+ * (NULL: none), so that the working directory can be pooled again when empty. */
+void ckpt_drop(const char *state_dir, const char *workdir, uint64_t job, uint32_t idx);
 /* Removes kept checkpoints untouched for a week (tasks that never came back). */
 void ckpt_sweep(const char *state_dir);
 /*

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "daemon/loop.h"
 #include "lib/log.h"
@@ -209,13 +208,13 @@ static void task_finish(struct live *l, struct ltask *t)
         snprintf(note + nl, sizeof note - nl, "%s%s", nl ? "; " : "", t->files->ck_note);
         t->files->collected = true;
     }
-    /* issue 26: a task that succeeded needs its checkpoint no more; one that did not
-       keeps it here for its next run (this node's, or a re-issue coming back) */
-    if (!bad && !err && !r->timed_out && r->reaped && WIFEXITED(r->status) &&
-        WEXITSTATUS(r->status) == 0)
-        ckpt_drop(l->cfg->state_dir, t->job, t->idx);
-    else if (r->workdir[0])
+    /* issue 26: a task that ran to its end (a final result, ok or failed) needs its
+       checkpoint no more; one that ended with a node-side error is issued again, maybe
+       here: its checkpoint is kept for that run */
+    if (err && r->workdir[0])
         ckpt_keep(l->cfg->state_dir, r->workdir, t->job, t->idx, t->issue);
+    else
+        ckpt_drop(l->cfg->state_dir, r->workdir, t->job, t->idx);
     wire_buf_init(&wb);
     /* a task this host cannot run (a GPU type it lacks) is a node-side error; a malformed
        task (empty argv) is the task's own fault: a final failed result */
