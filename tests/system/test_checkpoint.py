@@ -117,3 +117,15 @@ def test_checkpoint_links_are_not_followed_and_the_cap_gives_a_note(cluster_fact
     assert j["job"]["state"] == "done" and t["stdout"] == b"done\n", j
     assert "files.ckpt_mb = 1 MB" in t.get("files_note", ""), t
     assert not stored_path(cl, sha(bytes(2000000))).exists()
+
+
+def test_the_batch_role_refuses_checkpoints_it_cannot_forward_yet(cluster, batch_factory):
+    b = batch_factory([cluster])
+    r = b.client().err("SUBMIT", "INVALID", argv=["true"], ntasks=1, checkpoint_s=10)
+    assert "checkpoints (submit --checkpoint-s) are not forwarded by the batch role" in r["msg"], r
+    r = cluster.client().ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=1, checkpoint_s=10)
+    job = cluster.client().ok("JOB_GET", "JOB", job=r["job"])["job"]
+    assert job["checkpoint_s"] == 10, job
+    cluster.restart()  # kept with the job (table jobdata) across kill -9
+    job = cluster.client().ok("JOB_GET", "JOB", job=r["job"])["job"]
+    assert job["checkpoint_s"] == 10, job
