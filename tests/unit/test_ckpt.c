@@ -116,6 +116,37 @@ static void test_kept_checkpoint_comes_back_and_links_are_not_kept(void **state)
     assert_int_equal(access(p, F_OK), -1);
 }
 
+static bool only_7(void *arg, uint64_t id)
+{
+    (void)arg;
+    return id == 7;
+}
+
+/* A working directory a killed client left for a task it no longer holds goes at the
+ * next start (its checkpoint must not reach a later task given the same local id). */
+static void test_sweep_removes_orphaned_working_directories(void **state)
+{
+    (void)state;
+    char p[256];
+    snprintf(p, sizeof p, "%s/work", root);
+    assert_int_equal(mkdir(p, 0700), 0);
+    snprintf(p, sizeof p, "%s/work/7", root);
+    assert_int_equal(mkdir(p, 0700), 0);
+    snprintf(p, sizeof p, "%s/work/8", root);
+    assert_int_equal(mkdir(p, 0700), 0);
+    snprintf(p, sizeof p, "%s/work/8/" CKPT_DIRNAME, root);
+    assert_int_equal(mkdir(p, 0700), 0);
+    snprintf(p, sizeof p, "%s/work/par-x", root);
+    assert_int_equal(mkdir(p, 0700), 0);
+    ckpt_sweep(root, only_7, NULL);
+    snprintf(p, sizeof p, "%s/work/7", root);
+    assert_int_equal(access(p, F_OK), 0);
+    snprintf(p, sizeof p, "%s/work/par-x", root);
+    assert_int_equal(access(p, F_OK), 0);
+    snprintf(p, sizeof p, "%s/work/8", root);
+    assert_int_equal(access(p, F_OK), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -123,6 +154,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_kept_checkpoint_comes_back_and_links_are_not_kept,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sweep_removes_orphaned_working_directories, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -92,9 +92,21 @@ void ckpt_drop(const char *state_dir, const char *workdir, uint64_t job, uint32_
     }
 }
 
-void ckpt_sweep(const char *state_dir)
+void ckpt_sweep(const char *state_dir, bool (*keep)(void *arg, uint64_t id), void *arg)
 {
     char dir[800], p[1200];
+    snprintf(dir, sizeof dir, "%s/work", state_dir);
+    DIR *w = opendir(dir);
+    for (struct dirent *e; w && (e = readdir(w));) {
+        char *end;
+        unsigned long long id = strtoull(e->d_name, &end, 10);
+        if (e->d_name[0] < '0' || e->d_name[0] > '9' || *end || keep(arg, id))
+            continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        rm_tree(p);
+    }
+    if (w)
+        closedir(w);
     snprintf(dir, sizeof dir, "%s/ckpt", state_dir);
     DIR *d = opendir(dir);
     time_t old = time(NULL) - 7 * 86400;

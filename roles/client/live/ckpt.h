@@ -29,8 +29,11 @@ int ckpt_keep(const char *state_dir, const char *workdir, uint64_t job, uint32_t
 /* Forgets the checkpoint kept for task idx of job (it finished), and removes workdir's
  * (NULL: none), so that the working directory can be pooled again when empty. */
 void ckpt_drop(const char *state_dir, const char *workdir, uint64_t job, uint32_t idx);
-/* Removes kept checkpoints untouched for a week (tasks that never came back). */
-void ckpt_sweep(const char *state_dir);
+/* Removes kept checkpoints untouched for a week (tasks that never came back), and the
+ * working directories STATE_DIR/work/ID a killed client left for tasks it no longer
+ * holds (keep(arg, ID) false): their checkpoint must never reach a later task given the
+ * same local ID. */
+void ckpt_sweep(const char *state_dir, bool (*keep)(void *arg, uint64_t id), void *arg);
 /*
  * Makes workdir's checkpoint directory: the kept one moved into place when use_local,
  * else made empty and, when f names a migrated checkpoint (f->ck, f->nck), its files

@@ -253,6 +253,7 @@ int vcl_main(struct client_cfg *cfg, const char *file)
     l.zctx = daemon_zctx(l.d);
     if (vcl_stage_open(&l) < 0 || vcl_load(&l, vcl_now()) < 0) /* the cache first (26) */
         goto out;
+    vcl_ckpt_sweep(&l); /* issue 26: once the tasks held are known */
     loop_add_fd(l.loop, l.sigfd, on_sigchld, &l);
     loop_timer(l.loop, (int64_t)(cfg->tick_s * 1000), 1, on_tick, &l);
     loop_timer(l.loop, 50, 1, on_fast, &l);

@@ -616,6 +616,20 @@ int vcl_stage_open(struct live *l)
     return 0;
 }
 
+static bool held(void *arg, uint64_t id)
+{
+    const struct live *l = arg;
+    for (size_t i = 0; i < l->ntasks; i++)
+        if (l->tasks[i]->id == id)
+            return true;
+    return false;
+}
+
+void vcl_ckpt_sweep(struct live *l)
+{
+    ckpt_sweep(l->cfg->state_dir, held, l);
+}
+
 void vcl_stage_close(struct live *l)
 {
     struct lstage *s = l->stage;
