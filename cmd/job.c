@@ -87,6 +87,9 @@ static void print_summary(const msgpack_object *j)
     cli_text(j, "constraint", con, sizeof con);
     if (con[0])
         printf("constraint: %s (only nodes with these features)\n", con);
+    if (wire_get_u64(j, "checkpoint_s", 0)) /* issue 26 */
+        printf("checkpoints: every %llu s to the cluster (submit --checkpoint-s)\n",
+               (unsigned long long)wire_get_u64(j, "checkpoint_s", 0));
     char reason[320];
     cli_text(j, "reason", reason, sizeof reason); /* Dependency: TERM (issue 27) */
     if (reason[0])

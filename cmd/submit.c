@@ -34,6 +34,11 @@ static const char usage[] =
     "                         the cluster first (only what it lacks, docs/data.md)\n"
     "  --output GLOB          (repeatable) files a task leaves in its working directory\n"
     "                         that match GLOB are kept (gridnode fetch JOB gets them)\n"
+    "  --checkpoint-s S       every S seconds a running task's checkpoint directory\n"
+    "                         ($GRIDNODE_CHECKPOINT_DIR) is sent to the cluster, so a task\n"
+    "                         issued again to another node starts from it (at most\n"
+    "                         files.ckpt_mb per task; docs/data.md). Without it the\n"
+    "                         directory still survives a restart of the node\n"
     "  --deadline SECONDS     report deadline of each task after it is handed out\n"
     "                         (default: the cluster's tasks.deadline_s); a result after it\n"
     "                         is still taken and counted as late\n"
@@ -123,6 +128,7 @@ static const char usage[] =
 struct submit_opts {
     uint64_t ntasks, limit, procs, ppn, queue, mem, disk, cpu;
     uint64_t deadline, gpus; /* issue 11; 0: not given */
+    uint64_t ckpt_s;         /* --checkpoint-s (issue 26); 0: not given */
     const char *gpu_type;
     bool has_queue, wait_res, coc;
     const char *group, *key;
@@ -190,6 +196,7 @@ static int check_opts(struct cli *c, const struct submit_opts *o)
                           : o->stdin_pattern          ? "--stdin"
                           : o->has_complexity         ? "--complexity"
                           : o->deadline               ? "--deadline"
+                          : o->ckpt_s                 ? "--checkpoint-s"
                           : o->gpus || o->gpu_type    ? "--gpus/--gpu-type"
                                                       : NULL;
         if (opt) {
@@ -280,6 +287,13 @@ static int parse(struct cli *c, int argc, char **argv, struct submit_opts *o)
             if (cli_u64(c, "--limit", argv[++i], &o->limit) < 0)
                 return -1;
             o->has_limit = true;
+        } else if (!strcmp(a, "--checkpoint-s") && v) {
+            if (cli_u64(c, "--checkpoint-s", argv[++i], &o->ckpt_s) < 0)
+                return -1;
+            if (o->ckpt_s == 0 || o->ckpt_s > 365u * 86400) {
+                fprintf(stderr, "%s: --checkpoint-s must be 1..31536000 seconds\n", c->prog);
+                return -1;
+            }
         } else if (!strcmp(a, "--deadline") && v) {
             if (cli_u64(c, "--deadline", argv[++i], &o->deadline) < 0)
                 return -1;
@@ -653,6 +667,7 @@ static const char *const submit_words[][2] = {
     {"ppn", "--ppn"},
     {"limit_s", "--limit"},
     {"deadline_s", "--deadline"},
+    {"checkpoint_s", "--checkpoint-s"},
     {"gpu_type", "--gpu-type"},
     {"gpus", "--gpus"},
     {"env entry", "--export item"},
@@ -846,7 +861,7 @@ int cmd_submit(int argc, char **argv)
     uint32_t nf = 5 + (o.name != NULL) + (o.user != NULL) + o.has_limit +
                   (o.stdin_pattern != NULL) + sched_fields(&o) + (o.deadline > 0) + (o.gpus > 0) +
                   (o.gpu_type != NULL) + valid_fields(&o) + o.network + jobenv_put(NULL, env, cwd) +
-                  submit_data_nfields(sd);
+                  submit_data_nfields(sd) + (o.ckpt_s > 0);
     wire_begin(&wb, WT_SUBMIT, 1, nf);
     put_sched(&wb, &o);
     if (put_valid(&c, &wb, &o) < 0) {
@@ -868,6 +883,8 @@ int cmd_submit(int argc, char **argv)
         wire_put_u64(&wb, "limit_s", o.limit);
     if (o.deadline)
         wire_put_u64(&wb, "deadline_s", o.deadline);
+    if (o.ckpt_s) /* issue 26 */
+        wire_put_u64(&wb, "checkpoint_s", o.ckpt_s);
     if (o.gpus)
         wire_put_u64(&wb, "gpus", o.gpus);
     if (o.gpu_type)

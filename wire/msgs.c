@@ -113,6 +113,11 @@ static const struct wire_field task_fields[] = {
     JOBENV_FIELDS(4096),
     {"network", WF_BOOL, false}, /* issue 23: the job asked for the network */
     FILES_FIELDS,                /* issue 26 */
+    /* issue 26: checkpoints (docs/data.md): the upload period, the cap, the latest */
+    {"checkpoint_s", WF_UINT, false, 86400 * 365},
+    {"ckpt_mb", WF_UINT, false, 1u << 30},
+    {"ckpt", WF_ARRAY, false, WIRE_FILE_OUTPUTS_MAX * 16, WF_MAP, outfile_fields},
+    {"ckpt_issue", WF_UINT, false, UINT32_MAX},
     {NULL},
 };
 
@@ -262,8 +267,9 @@ static const struct wire_field f_submit[] = {
     BATCH_FIELDS,
     GPU_REQ_FIELDS,
     JOBENV_FIELDS(4096),
-    {"network", WF_BOOL, false}, /* issue 23: tasks keep the host's network */
-    FILES_FIELDS,                /* issue 26: submit --input / --output */
+    {"network", WF_BOOL, false},                   /* issue 23: tasks keep the host's network */
+    FILES_FIELDS,                                  /* issue 26: submit --input / --output */
+    {"checkpoint_s", WF_UINT, false, 86400 * 365}, /* issue 26: submit --checkpoint-s */
     {NULL},
 };
 
@@ -647,6 +653,15 @@ static const struct wire_field f_file_data[] = {
     {NULL},
 };
 
+static const struct wire_field f_ckpt[] = {
+    {"sid", WF_STR, true, 64},
+    {"job", WF_UINT, true},
+    {"idx", WF_UINT, true, UINT32_MAX},
+    {"issue", WF_UINT, true, UINT32_MAX},
+    {"files", WF_ARRAY, true, WIRE_FILE_OUTPUTS_MAX * 16, WF_MAP, outfile_fields},
+    {NULL},
+};
+
 static const struct wire_field f_acct[] = {
     PAGE_FIELDS, /* from: a job id */
     {"job", WF_UINT, false},
@@ -767,6 +782,7 @@ const struct wire_desc wire_descs[] = {
     {WT_NODECHECK, "NODECHECK", "batch", false, f_nodecheck},
     {WT_SHOWSTATS, "SHOWSTATS", "user", true, f_showstats},
     {WT_SITESTATS, "SITESTATS", "batch", false, f_sitestats},
+    {WT_CKPT, "CKPT", "node", true, f_ckpt},
     {0, NULL, NULL, false, NULL},
 };
 

@@ -95,6 +95,7 @@ enum wire_type {
     WT_FILE_PUT = 122,   /* one chunk of a file, in order; reply FILE_STATE */
     WT_FILE_GET = 123,   /* one chunk of a job's file; reply FILE_DATA */
     WT_FILE_DATA = 124,  /* {hash, size, off, data} */
+    WT_CKPT = 125,       /* a task's latest checkpoint (its files, uploaded); reply OK */
     /* Maui's node and site commands at the batch role (issue 27, docs/wire.md 6.12) */
     WT_SHOWBF = 130,    /* backfill windows; reply BACKFILL */
     WT_BACKFILL = 131,  /* {windows, class, now} */

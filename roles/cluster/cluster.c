@@ -108,6 +108,9 @@ const struct config_key cluster_keys[] = {
     {"files", "keep_s", CONFIG_INT, "86400", OFF(files_keep_s), 0, 1L << 40, NULL,
      "a stored file no job names (its jobs purged, or uploaded and never submitted) is "
      "deleted once unchanged this long, by a sweep after each purge and hourly"},
+    {"files", "ckpt_mb", CONFIG_INT, "1024", OFF(files_ckpt_mb), 1, 1L << 30, NULL,
+     "one task's checkpoint (submit --checkpoint-s) at most, in MB; a larger one is not "
+     "uploaded and the task's result says so (docs/data.md)"},
     {"events", "keep", CONFIG_INT, "100000", OFF(ev_keep), 16, 10000000, NULL,
      "job and host events kept in memory for EVENTS (at most 64 MiB; older ones dropped)"},
     {"validation", "spot_fraction", CONFIG_DOUBLE, "0.05", OFF(v_spot_fraction), 0, 1, NULL,
@@ -145,6 +148,7 @@ static const struct store_table cluster_tables[] = {
     {ACCT_TABLE, STORE_KEY_U64}, /* acct.c: accounting records (issue 27) */
     {"files", STORE_KEY_STR},    /* files_store.c: the file store's records (issue 26) */
     {"jobdata", STORE_KEY_U64},  /* files.c: a job's inputs and outputs (issue 26) */
+    {"ckpt", STORE_KEY_U64_U32}, /* files_ckpt.c: a task's latest checkpoint (issue 26) */
     {NULL},
 };
 
@@ -165,6 +169,7 @@ void cluster_store_find_tables(struct cluster *c)
     c->t_acct = store_table(c->store, ACCT_TABLE);
     c->t_files = store_table(c->store, "files");
     c->t_jobdata = store_table(c->store, "jobdata");
+    c->t_ckpt = store_table(c->store, "ckpt");
 }
 
 static const char usage[] =

@@ -96,6 +96,7 @@ struct cluster_cfg {
     struct acct_conf acct; /* [acct] (daemon/acct.h) */
     long files_job_mb;     /* files.job_mb (files.c, issue 26): a job's inputs at most */
     long files_keep_s;     /* files.keep_s: a file no job names is kept this long */
+    long files_ckpt_mb;    /* files.ckpt_mb: one task's checkpoint at most (files_ckpt.c) */
 };
 
 enum task_state { TS_NEW = 0, TS_ISSUED = 1, TS_DONE = 2 };
@@ -161,6 +162,7 @@ struct job {
     /* issue 26 (files.c): its "inputs" and "outputs" as one stored msgpack map, NULL: none */
     void *data;
     size_t data_len;
+    uint32_t ckpt_s; /* submit --checkpoint-s (files_ckpt.c; kept in "jobdata"), 0: none */
 };
 
 /* A node's record of checked results (validate.c, docs/validation.md "Node trust"). */
@@ -301,6 +303,7 @@ struct cluster {
     /* files.c (issue 26): the file store's index and tables */
     struct cfiles *files;
     int t_files, t_jobdata;
+    int t_ckpt; /* files_ckpt.c: each task's latest checkpoint */
     /* jobdep.c: ids whose status changed in the last pass (sorted) */
     uint64_t *dep_chg;
     uint32_t ndep_chg, capdep_chg;

@@ -211,7 +211,8 @@ void files_h_get(struct cluster *c, struct request *r)
     }
     struct cfile *f = files_find(c, d);
     bool named = out ? idx < j->ntasks && is_output(c, j, idx, hex)
-                     : each_input(j, UINT32_MAX, is_hash, (void *)hex) > 0;
+                     : each_input(j, UINT32_MAX, is_hash, (void *)hex) > 0 ||
+                           files_ckpt_names(c, j, d); /* a checkpoint to migrate */
     if (!named || !f || !f->done) {
         reply_err(r, WE_NOT_FOUND, "job %llu has no %s file %.12s%s", (unsigned long long)id,
                   out ? "output" : "input", hex, named ? " stored here (it was purged)" : "");
@@ -359,12 +360,15 @@ const char *files_submit_check(struct cluster *c, const msgpack_object *m, uint6
 int files_job_attach(struct cluster *c, struct job *j, const msgpack_object *m)
 {
     const msgpack_object *in = wire_get(m, "inputs"), *out = wire_get(m, "outputs");
-    if (!in && !out)
+    j->ckpt_s = (uint32_t)wire_get_u64(m, "checkpoint_s", 0); /* bounded by its descriptor */
+    if (!in && !out && !j->ckpt_s)
         return 0;
     struct wire_buf wb;
     uint8_t key[8];
     wire_buf_init(&wb);
-    wire_pack_map(&wb, 2);
+    wire_pack_map(&wb, 2 + (j->ckpt_s > 0));
+    if (j->ckpt_s) /* a record without it (older ones too) reads 0: no checkpoints */
+        wire_put_u64(&wb, "checkpoint_s", j->ckpt_s);
     wire_put_key(&wb, "inputs");
     if (in)
         wire_pack_object(&wb, in);
@@ -386,9 +390,9 @@ int files_job_attach(struct cluster *c, struct job *j, const msgpack_object *m)
     return rc;
 }
 
-uint32_t files_task_nfields(const struct job *j)
+uint32_t files_task_nfields(struct cluster *c, const struct job *j, uint32_t idx)
 {
-    return j->data ? 2 : 0;
+    return j->data ? 2 + files_ckpt_nfields(c, j, idx) : 0;
 }
 
 static int count_in(void *arg, const msgpack_object *in)
@@ -410,11 +414,12 @@ static int pack_in(void *arg, const msgpack_object *in)
     return 0;
 }
 
-void files_task_pack(const struct job *j, uint32_t idx, struct wire_buf *tb)
+void files_task_pack(struct cluster *c, const struct job *j, uint32_t idx, struct wire_buf *tb)
 {
     uint32_t n = 0;
     if (!j->data)
         return;
+    files_ckpt_pack(c, j, idx, tb); /* its latest checkpoint, when it has one */
     each_input(j, idx, count_in, &n);
     wire_put_key(tb, "inputs");
     wire_pack_array(tb, n);
@@ -466,6 +471,12 @@ static int load_jobdata(void *arg, const void *key, size_t klen, const void *val
         return -1;
     memcpy(j->data, val, vlen);
     j->data_len = vlen;
+    msgpack_unpacked up;
+    if (cluster_unpack_map(&up, val, vlen) == 0) {
+        uint64_t s = wire_get_u64(&up.data, "checkpoint_s", 0);
+        j->ckpt_s = s > UINT32_MAX ? UINT32_MAX : (uint32_t)s;
+        msgpack_unpacked_destroy(&up);
+    }
     return 0;
 }
 
@@ -548,6 +559,8 @@ void files_sweep(struct cluster *c)
         store_key_u64_u32(key, j->id, 0);
         store_iter(c->store, c->t_results, key, sizeof key, mark_result, &m);
     }
+    if (files_ckpt_sweep(c) < 0) /* the checkpoints of unfinished tasks are kept */
+        c->turn_failed = true;
     int64_t older = now - (int64_t)c->cfg.files_keep_s * 1000;
     if (files_each(c, drop_unnamed, &older) < 0)
         c->turn_failed = true;

@@ -6,6 +6,8 @@
  *
  *   files.c        the requests (FILE_*), a job's files at SUBMIT, a task's files in its
  *                  task map and in its result
+ *   files_ckpt.c   tasks' checkpoints (CKPT): the latest per task, kept in table "ckpt",
+ *                  handed with the task when it is issued again, dropped once it is done
  *   files_store.c  the index of stored files, their records, the bytes on disk
  */
 #ifndef GRIDNODE_CLUSTER_FILES_H
@@ -64,6 +66,22 @@ int files_drop(struct cluster *c, struct cfile *f);
 /* Reads up to len bytes at off of a whole file into buf: bytes read, or -1 (errno). */
 ssize_t files_read(struct cluster *c, const struct cfile *f, uint64_t off, void *buf, size_t len);
 
+/* ---- files_ckpt.c ---- */
+
+/* CKPT (docs/wire.md 6.19): a node holding task idx of job names its latest checkpoint,
+ * every file of it stored whole here; recorded (replacing the older one), reply OK. */
+void files_h_ckpt(struct cluster *c, struct request *r);
+/* Fields of task idx's checkpoint in its task map ("checkpoint_s", "ckpt_mb" and, when
+ * one was recorded, "ckpt", "ckpt_issue"), and writing them (files_ckpt_nfields first:
+ * it reads the record files_ckpt_pack writes). */
+uint32_t files_ckpt_nfields(struct cluster *c, const struct job *j, uint32_t idx);
+void files_ckpt_pack(struct cluster *c, const struct job *j, uint32_t idx, struct wire_buf *tb);
+/* Whether a checkpoint of one of j's tasks names the file of digest d. */
+bool files_ckpt_names(struct cluster *c, const struct job *j, const uint8_t d[SHA256_LEN]);
+/* For files_sweep: marks the files of the checkpoints of unfinished tasks, deletes the
+ * records of finished tasks and of jobs that are gone. 0, or -1 (the turn fails). */
+int files_ckpt_sweep(struct cluster *c);
+
 /* ---- files.c ---- */
 
 /* The file index and every job's files (cluster_load). */
@@ -83,9 +101,10 @@ const char *files_submit_check(struct cluster *c, const msgpack_object *m, uint6
                                char *why, size_t wl);
 /* Keeps them with j (j->data) and buffers its record: 0, or -1 (out of memory). */
 int files_job_attach(struct cluster *c, struct job *j, const msgpack_object *m);
-/* Fields task idx of j adds to its task map (inputs, outputs), and writing them. */
-uint32_t files_task_nfields(const struct job *j);
-void files_task_pack(const struct job *j, uint32_t idx, struct wire_buf *tb);
+/* Fields task idx of j adds to its task map (inputs, outputs, its checkpoint), and
+ * writing them (right after: the checkpoint record read by the first is reused). */
+uint32_t files_task_nfields(struct cluster *c, const struct job *j, uint32_t idx);
+void files_task_pack(struct cluster *c, const struct job *j, uint32_t idx, struct wire_buf *tb);
 /* A result's "files" checked against the store: NULL, or why they cannot be kept. */
 const char *files_result_check(struct cluster *c, const msgpack_object *res, char *why, size_t wl);
 

@@ -989,6 +989,7 @@ static const struct {
     {WT_FILE_HAVE, files_h_have},  /* issue 26 */
     {WT_FILE_PUT, files_h_put},
     {WT_FILE_GET, files_h_get},
+    {WT_CKPT, files_h_ckpt},
 };
 
 void handlers_dispatch(struct cluster *c, struct request *r)

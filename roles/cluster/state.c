@@ -321,7 +321,9 @@ void cluster_job_pack(const struct job *j, struct wire_buf *wb, bool row)
     bool cut = row && cluster_argv_cut(j->argv, j->argc, CLUSTER_ROW_ARGV_MAX);
     bool why = j->dep || j->reason;
     wire_pack_map(wb, (cut ? 16 : 15) + 3 + 2 * (j->gpus > 0) + (j->requeues > 0) + !!j->dep + why +
-                          !!j->constraint);
+                          !!j->constraint + (j->ckpt_s > 0));
+    if (j->ckpt_s) /* submit --checkpoint-s (issue 26) */
+        wire_put_u64(wb, "checkpoint_s", j->ckpt_s);
     wire_put_u64(wb, "job", j->id);
     wire_put_str(wb, "name", j->name);
     wire_put_str(wb, "user", j->user);

@@ -320,7 +320,7 @@ static int issue_one(struct cluster *c, struct node *n, struct job *j, uint32_t 
     uint32_t dl =
         (uint32_t)(now / 1000) + (j->deadline_s ? j->deadline_s : (uint32_t)c->cfg.deadline_s);
     wire_pack_map(tb, 11 + (j->gpus > 0) + j->network + jobenv_put(NULL, j->env, j->cwd) +
-                          files_task_nfields(j));
+                          files_task_nfields(c, j, idx));
     wire_put_u64(tb, "job", j->id);
     wire_put_u64(tb, "idx", idx);
     wire_put_u64(tb, "issue", valid_issue_no(j, t));
@@ -333,7 +333,7 @@ static int issue_one(struct cluster *c, struct node *n, struct job *j, uint32_t 
     jobenv_put(tb, j->env, j->cwd); /* submit --export / --chdir (issue 15) */
     if (j->network) /* submit --network (issue 23): absent, the node cuts the task off */
         wire_put_bool(tb, "network", true);
-    files_task_pack(j, idx, tb); /* issue 26: its inputs, the outputs kept */
+    files_task_pack(c, j, idx, tb); /* issue 26: its inputs, the outputs kept */
     if (app_template.encode(c, j, idx, tb, &inbytes) < 0)
         return -1;
     unhold(c, t);

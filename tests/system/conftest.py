@@ -62,7 +62,7 @@ TYPES = {
     "ATTACH": 104, "DETACH": 105,
     "ACCT": 106, "ACCTS": 107,  # issue 27: accounting
     "FILE_HAVE": 120, "FILE_STATE": 121, "FILE_PUT": 122, "FILE_GET": 123,  # issue 26
-    "FILE_DATA": 124,
+    "FILE_DATA": 124, "CKPT": 125,
     "SHOWBF": 130, "BACKFILL": 131, "CHECKNODE": 132, "NODECHECK": 133,  # issue 27: Maui
     "SHOWSTATS": 134, "SITESTATS": 135,
 }

@@ -150,7 +150,8 @@ def test_alice_cannot_reach_bob_the_node_or_the_grid(grid):
         ("signal-client", "kill -0 %d" % client_pid),
         ("see-bob-proc", "test -e /proc/%d" % bob_pid),
         ("bob-tmp", "cat /tmp/bob-tmp"),
-        ("gridnode-env", "env | grep -q GRIDNODE_"),
+        # the client's own GRIDNODE_ variables; the task's checkpoint directory is its own
+        ("gridnode-env", "env | grep -v '^GRIDNODE_CHECKPOINT_DIR=' | grep -q GRIDNODE_"),
     ]
     alice = g.submit("alice", attempts(pairs) + "\nls /proc | grep -c '^[0-9]'; id -u")
     job, t = g.wait_done(alice)
@@ -181,7 +182,7 @@ def test_tasks_still_work(grid):
     assert lines[1:4] == ["out", "from-stdin", "hello"], t
     assert lines[4].startswith(str(g.node.state_dir)), t  # its own directory
     assert lines[5] == "700", t
-    assert lines[6:] == [".stdin", "tmp-ok"], t
+    assert lines[6:] == [".gridnode-checkpoint", ".stdin", "tmp-ok"], t  # issue 26
     assert t["stderr"] == "err\n" and t["exit"] == 3, t
     # the job's directory (submit --chdir) is where it starts, and shared
     j = g.submit("alice", "pwd; echo made > by-alice")

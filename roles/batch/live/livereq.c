@@ -177,6 +177,9 @@ static void new_job(struct req *r, bool parallel)
     if (!why && (wire_get(m, "inputs") || wire_get(m, "outputs"))) /* issue 26: not yet */
         why = "inputs and outputs (submit --input/--output) are not forwarded by the batch "
               "role yet: submit the job to a cluster manager (docs/data.md)";
+    if (!why && wire_get(m, "checkpoint_s"))
+        why = "checkpoints (submit --checkpoint-s) are not forwarded by the batch role yet: "
+              "submit the job to a cluster manager (docs/data.md)";
     if (why) {
         fail(r, WE_INVALID, "%s", why);
         return;

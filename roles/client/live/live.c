@@ -27,6 +27,7 @@
 #include "daemon/daemon.h"
 #include "daemon/loop.h"
 #include "lib/log.h"
+#include "roles/client/live/ckpt.h"
 #include "roles/client/live/cgroup.h"
 #include "roles/client/live/sandbox.h"
 #include "store/store.h"
@@ -253,6 +254,7 @@ int vcl_main(struct client_cfg *cfg, const char *file)
     l.zctx = daemon_zctx(l.d);
     if (vcl_stage_open(&l) < 0 || vcl_load(&l, vcl_now()) < 0) /* the cache first (26) */
         goto out;
+    vcl_ckpt_sweep(&l); /* issue 26: once the tasks held are known */
     loop_add_fd(l.loop, l.sigfd, on_sigchld, &l);
     loop_timer(l.loop, (int64_t)(cfg->tick_s * 1000), 1, on_tick, &l);
     loop_timer(l.loop, 50, 1, on_fast, &l);
@@ -270,6 +272,8 @@ int vcl_main(struct client_cfg *cfg, const char *file)
             runner_signal(&t->run, SIGKILL);
             runner_signal(&t->run, SIGCONT);
         }
+        if (t->state == LT_RUNNING || t->state == LT_STOPPED) /* its checkpoint stays */
+            ckpt_keep(l.cfg->state_dir, t->run.workdir, t->job, t->idx, t->issue);
     }
     for (int p = 0; l.e && p < l.e->nprojects; p++) {
         vcl_par_drop(&l, p); /* its parallel processes are killed, as client.c does */

@@ -263,6 +263,9 @@ int vcl_stage_open(struct live *l);
 void vcl_stage_pump(struct live *l);
 /* Closes the transfer sockets and frees the cache's index (NULL-safe). */
 void vcl_stage_close(struct live *l);
+/* Once the tasks are loaded: old kept checkpoints and orphaned working directories go
+ * (ckpt_sweep). */
+void vcl_ckpt_sweep(struct live *l);
 
 /* ---- live_sched.c: the engine pass ---- */
 /* The engine's parameters from cfg ([sched] keys at -1 take the automatic value for a

@@ -19,6 +19,7 @@
 #include "daemon/loop.h"
 #include "lib/log.h"
 #include "lib/sha256.h"
+#include "roles/client/live/ckpt.h"
 #include "roles/client/live/stage.h"
 
 #define STAGE_INFLIGHT 4      /* chunk requests in flight for one file */
@@ -146,16 +147,16 @@ static uint32_t waiting_inputs(struct live *l, char ***out)
     uint32_t n = 0;
     for (size_t i = 0; i < l->ntasks; i++)
         if (l->tasks[i]->files && l->tasks[i]->state != LT_DONE)
-            n += l->tasks[i]->files->nin;
+            n += l->tasks[i]->files->nin + l->tasks[i]->files->nck;
     *out = n ? calloc(n, sizeof **out) : NULL;
     if (!*out)
         return 0;
     n = 0;
-    for (size_t i = 0; i < l->ntasks; i++)
-        for (uint32_t k = 0;
-             l->tasks[i]->files && l->tasks[i]->state != LT_DONE && k < l->tasks[i]->files->nin;
-             k++)
-            (*out)[n++] = l->tasks[i]->files->in[k].hex;
+    for (size_t i = 0; i < l->ntasks; i++) {
+        const struct stage_files *f = l->tasks[i]->files;
+        for (uint32_t k = 0; f && l->tasks[i]->state != LT_DONE && k < f->nin + f->nck; k++)
+            (*out)[n++] = k < f->nin ? f->in[k].hex : f->ck[k - f->nin].hex;
+    }
     return n;
 }
 
@@ -249,6 +250,8 @@ static void put_reply(struct live *l, struct xfer *x, const struct wire_msg *m)
     }
 }
 
+static bool ckpt_reply(struct live *l, const struct wire_msg *m);
+
 static void on_stage_sock(struct loop *lp, void *arg)
 {
     struct lsock *k = arg;
@@ -264,7 +267,8 @@ static void on_stage_sock(struct loop *lp, void *arg)
         struct wire_msg m;
         struct wire_error err;
         if (wire_decode(zmq_msg_data(&zm), zmq_msg_size(&zm), false, &m, &err) == 0) {
-            for (uint32_t i = 0; i < l->stage->nx; i++) {
+            bool ck = ckpt_reply(l, &m); /* issue 26: a CKPT's reply */
+            for (uint32_t i = 0; !ck && i < l->stage->nx; i++) {
                 struct xfer *x = l->stage->x[i];
                 if (x->nfl && x->ids[0] == m.id && x->project == k->project) {
                     if (x->kind == X_GET)
@@ -362,12 +366,16 @@ static void drive(struct live *l, struct xfer *x, int64_t now, int *budget)
     }
 }
 
-/* t's inputs: cached, being fetched, or failed (t->bad). True when all are cached. */
+/* t's inputs (and the cluster's checkpoint of it, unless this node keeps one as new):
+ * cached, being fetched, or failed (t->bad). True when all are cached. */
 static bool stage_inputs(struct live *l, struct ltask *t)
 {
     bool all = true;
-    for (uint32_t k = 0; k < t->files->nin && !t->bad[0]; k++) {
-        const struct stage_in *in = &t->files->in[k];
+    struct stage_files *f = t->files;
+    uint32_t li;
+    f->ck_local = ckpt_local(l->cfg->state_dir, t->job, t->idx, &li) == 0 && li >= f->ck_issue;
+    for (uint32_t k = 0; k < f->nin + (f->ck_local ? 0 : f->nck) && !t->bad[0]; k++) {
+        const struct stage_in *in = k < f->nin ? &f->in[k] : &f->ck[k - f->nin];
         if (stage_cache_has(&l->stage->cache, in->hex, in->size))
             continue;
         all = false;
@@ -401,6 +409,140 @@ static bool stage_outputs(struct live *l, struct ltask *t)
         t->up_next++;
     }
     return true;
+}
+
+/* ---- checkpoints (ckpt.h, docs/data.md "Checkpoints") ---- */
+
+/* A digest of a snapshot's list (names and contents): an unchanged one is not sent. */
+static void snap_sum(const struct stage_files *f, uint8_t d[SHA256_LEN])
+{
+    struct sha256 s;
+    sha256_init(&s);
+    for (uint32_t i = 0; i < f->nsnap; i++) {
+        sha256_update(&s, f->snap[i].name, strlen(f->snap[i].name) + 1);
+        sha256_update(&s, f->snap[i].hex, 64);
+    }
+    sha256_final(&s, d);
+}
+
+static void ck_note(struct ltask *t, const char *why)
+{
+    struct stage_files *f = t->files;
+    if (strcmp(f->ck_note, why))
+        log_warnx("task %llu.%u: %s", (unsigned long long)t->job, t->idx, why);
+    snprintf(f->ck_note, sizeof f->ck_note, "%s", why);
+}
+
+/* A new snapshot of t's checkpoint directory, when it is due: true when one is to go. */
+static bool ckpt_take(struct live *l, struct ltask *t, int64_t now)
+{
+    struct stage_files *f = t->files;
+    char note[300];
+    uint8_t d[SHA256_LEN];
+    if (!f->ck_next_ms)
+        f->ck_next_ms = now + (int64_t)f->ckpt_s * 1000;
+    if (now < f->ck_next_ms)
+        return false;
+    f->ck_next_ms = now + (int64_t)f->ckpt_s * 1000;
+    ckpt_snapshot_free(&f->snap, &f->nsnap);
+    if (ckpt_snapshot(t->run.workdir, l->stage->outbox, (uint64_t)f->ckpt_mb << 20, &f->snap,
+                      &f->nsnap, note, sizeof note) < 0) {
+        ck_note(t, note);
+        return false;
+    }
+    if (note[0])
+        ck_note(t, note);
+    snap_sum(f, d);
+    if (f->ck_sent_ok && !memcmp(d, f->ck_sum, sizeof d))
+        return false; /* as the cluster has it already */
+    memcpy(f->ck_sum, d, sizeof d);
+    f->ck_sent_ok = false;
+    f->snap_next = 0;
+    f->ck_id = 0;
+    return true;
+}
+
+/* Sends CKPT naming t's snapshot: 0, or -1 (not connected yet). */
+static int ckpt_send(struct live *l, struct ltask *t, int64_t now)
+{
+    struct stage_files *f = t->files;
+    uint64_t id = ++l->stage->next_id;
+    wire_buf_reset(&l->wb);
+    wire_begin(&l->wb, WT_CKPT, id, 5);
+    wire_put_str(&l->wb, "sid", l->proj[t->project].sid);
+    wire_put_u64(&l->wb, "job", t->job);
+    wire_put_u64(&l->wb, "idx", t->idx);
+    wire_put_u64(&l->wb, "issue", t->issue);
+    wire_put_key(&l->wb, "files");
+    wire_pack_array(&l->wb, f->nsnap);
+    for (uint32_t i = 0; i < f->nsnap; i++) {
+        wire_pack_map(&l->wb, 3);
+        wire_put_str(&l->wb, "name", f->snap[i].name);
+        wire_put_str(&l->wb, "hash", f->snap[i].hex);
+        wire_put_u64(&l->wb, "size", f->snap[i].size);
+    }
+    if (!send_req(l, t->project, id))
+        return -1;
+    f->ck_id = id;
+    f->ck_sent_ms = now;
+    return 0;
+}
+
+/* A running task of a job with --checkpoint-s: every ckpt_s seconds its checkpoint
+ * directory is copied, its files uploaded (as outputs are), then named by CKPT. */
+static void ckpt_pump(struct live *l, struct ltask *t, int64_t now)
+{
+    struct stage_files *f = t->files;
+    if (!f->ckpt_s || (t->state != LT_RUNNING && t->state != LT_STOPPED) || !t->run.workdir[0])
+        return;
+    if (!f->ck_busy && !(f->ck_busy = ckpt_take(l, t, now)))
+        return;
+    while (f->snap_next < f->nsnap) {
+        const struct stage_out *o = &f->snap[f->snap_next];
+        struct xfer *x = xfer_find(l->stage, X_PUT, o->hex);
+        if (!x && (x = xfer_new(l->stage, X_PUT, t->project, o->hex, o->size, t->job)))
+            snprintf(x->path, sizeof x->path, "%s/%s", l->stage->outbox, o->hex);
+        if (!x)
+            return;
+        if (x->failed) {
+            char why[300];
+            snprintf(why, sizeof why, "checkpoint not uploaded: %.200s", x->err);
+            ck_note(t, why);
+            f->ck_busy = false;
+            return;
+        }
+        if (!x->done)
+            return;
+        f->snap_next++;
+    }
+    if (f->ck_id && now - f->ck_sent_ms > 2 * vcl_rpc_timeout(l, l->stage->sock[t->project]))
+        f->ck_id = 0; /* lost: sent again */
+    if (!f->ck_id)
+        ckpt_send(l, t, now);
+}
+
+/* A reply to a CKPT: true if it was one (consumed). */
+static bool ckpt_reply(struct live *l, const struct wire_msg *m)
+{
+    for (size_t i = 0; i < l->ntasks; i++) {
+        struct stage_files *f = l->tasks[i]->files;
+        if (!f || !f->ck_busy || !f->ck_id || f->ck_id != m->id)
+            continue;
+        f->ck_busy = false;
+        f->ck_id = 0;
+        if (m->type == WT_ERROR) {
+            char msg[200], why[300];
+            wire_get_strbuf(m->root, "msg", msg, sizeof msg);
+            snprintf(why, sizeof why, "checkpoint refused by the cluster: %s", msg);
+            ck_note(l->tasks[i], why);
+        } else {
+            f->ck_sent_ok = true;
+            log_debug("task %llu.%u: checkpoint of %u file(s) at the cluster",
+                      (unsigned long long)l->tasks[i]->job, l->tasks[i]->idx, f->nsnap);
+        }
+        return true;
+    }
+    return false;
 }
 
 static void drop_finished(struct lstage *s)
@@ -438,7 +580,8 @@ void vcl_stage_pump(struct live *l)
                 engine_task_done(l->e, vcl_now(), (size_t)e);
             vcl_kick(l);
         }
-        if (t->staged || t->state != LT_QUEUED || t->result || !t->files->nin)
+        ckpt_pump(l, t, now);
+        if (t->staged || t->state != LT_QUEUED || t->result || (!t->files->nin && !t->files->nck))
             continue;
         t->staged = stage_inputs(l, t);
         long e = vcl_engine_index(l, t);
@@ -472,6 +615,20 @@ int vcl_stage_open(struct live *l)
     l->cache = &l->stage->cache;
     l->stage->timer = loop_timer(l->loop, STAGE_TICK_MS, 1, on_tick, l);
     return 0;
+}
+
+static bool held(void *arg, uint64_t id)
+{
+    const struct live *l = arg;
+    for (size_t i = 0; i < l->ntasks; i++)
+        if (l->tasks[i]->id == id)
+            return true;
+    return false;
+}
+
+void vcl_ckpt_sweep(struct live *l)
+{
+    ckpt_sweep(l->cfg->state_dir, held, l);
 }
 
 void vcl_stage_close(struct live *l)

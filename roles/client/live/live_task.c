@@ -7,6 +7,7 @@
  */
 #include "roles/client/live/live.h"
 
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 
 #include "daemon/loop.h"
 #include "lib/log.h"
+#include "roles/client/live/ckpt.h"
 #include "roles/client/live/sandbox.h"
 #include "roles/client/live/stage.h"
 
@@ -201,6 +203,18 @@ static void task_finish(struct live *l, struct ltask *t)
         snprintf(r->error, sizeof r->error, "%s", cerr); /* this host's fault: re-issued */
         err = true;
     }
+    if (t->files && t->files->ck_note[0]) { /* issue 26: a checkpoint not uploaded */
+        size_t nl = strlen(note);
+        snprintf(note + nl, sizeof note - nl, "%s%s", nl ? "; " : "", t->files->ck_note);
+        t->files->collected = true;
+    }
+    /* issue 26: a task that ran to its end (a final result, ok or failed) needs its
+       checkpoint no more; one that ended with a node-side error is issued again, maybe
+       here: its checkpoint is kept for that run */
+    if (err && r->workdir[0])
+        ckpt_keep(l->cfg->state_dir, r->workdir, t->job, t->idx, t->issue);
+    else
+        ckpt_drop(l->cfg->state_dir, r->workdir, t->job, t->idx);
     wire_buf_init(&wb);
     /* a task this host cannot run (a GPU type it lacks) is a node-side error; a malformed
        task (empty argv) is the task's own fault: a final failed result */
@@ -341,16 +355,28 @@ static int take_gpus(struct live *l, struct ltask *t, int pt)
 }
 
 /* runner_env.prepare (issue 26): t's inputs from the cache into its fresh directory, hard
- * links when the task runs under a slot uid (it cannot write them), else copies. */
+ * links when the task runs under a slot uid (it cannot write them), else copies; and its
+ * checkpoint directory: the one kept here, or the cluster's latest (ckpt.h). */
 static int place_inputs(void *arg, const char *workdir, char *err, size_t n)
 {
     struct ltask *t = arg;
-    return stage_place(t->l->cache, t->files, workdir, sandbox_slot_uids(), err, n);
+    uint32_t issue;
+    bool local = t->files && t->files->nck
+                     ? t->files->ck_local
+                     : ckpt_local(t->l->cfg->state_dir, t->job, t->idx, &issue) == 0;
+    if (t->files && stage_place(t->l->cache, t->files, workdir, sandbox_slot_uids(), err, n) < 0)
+        return -1;
+    return ckpt_place(t->l->cfg->state_dir, t->l->cache, t->files, workdir, t->job, t->idx, local,
+                      err, n);
 }
 
-static const char *const gpu_env[] = {"CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL",
-                                      "ROCR_VISIBLE_DEVICES", "GRIDNODE_GPU",
-                                      "GRIDNODE_GPU_TYPE",    NULL};
+static const char *const gpu_env[] = {"CUDA_VISIBLE_DEVICES",
+                                      "GPU_DEVICE_ORDINAL",
+                                      "ROCR_VISIBLE_DEVICES",
+                                      "GRIDNODE_GPU",
+                                      "GRIDNODE_GPU_TYPE",
+                                      "GRIDNODE_CHECKPOINT_DIR",
+                                      NULL};
 
 /*
  * Starts t's process. A GPU task gets its instances in its environment, the way BOINC
@@ -372,7 +398,7 @@ void vcl_task_start(struct live *l, struct ltask *t)
         task_finish(l, t);
         return;
     }
-    if (t->files && t->files->nin && !t->staged) { /* issue 26: its inputs are coming */
+    if (t->files && (t->files->nin || t->files->nck) && !t->staged) { /* issue 26: inputs */
         t->state = LT_QUEUED;
         t->episode_ms = 0;
         return; /* live_stage.c starts it once they are in the cache */
@@ -392,15 +418,22 @@ void vcl_task_start(struct live *l, struct ltask *t)
     }
     for (int k = 0; k < t->ngpu; k++)
         snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", k ? "," : "", t->gpu[k]);
+    char ckdir[PATH_MAX + 64], abs[PATH_MAX];
+    snprintf(ckdir, sizeof ckdir, "%s/work/%llu/" CKPT_DIRNAME, /* issue 26: ckpt.h */
+             realpath(l->cfg->state_dir, abs) ? abs : l->cfg->state_dir, (unsigned long long)t->id);
     for (int k = 0; gpu_env[k]; k++) {
         const char *v = getenv(gpu_env[k]);
         saved[k] = v ? strdup(v) : NULL;
-        if (t->ngpu == 0)
+        if (k == 5)
+            setenv(gpu_env[k], ckdir, 1);
+        else if (t->ngpu == 0)
             unsetenv(gpu_env[k]);
         else
             setenv(gpu_env[k], k == 4 ? t->ptype : list, 1);
     }
-    t->renv.prepare = t->files && t->files->nin ? place_inputs : NULL; /* issue 26 */
+    /* issue 26: a checkpoint a killed client left in wd is kept first (wd is emptied) */
+    ckpt_keep(l->cfg->state_dir, wd, t->job, t->idx, t->issue);
+    t->renv.prepare = place_inputs;
     t->renv.prepare_arg = t;
     int rc = runner_start_env(&t->run, t->argv, t->shell, t->in, t->inlen, wd,
                               (size_t)l->cfg->max_output_kb * 1024, &t->renv);

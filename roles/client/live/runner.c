@@ -305,6 +305,7 @@ static char **env_merge(char *const *add)
            them around the start of a GPU task) */
         bool replaced = !strncmp(environ[i], "GRIDNODE_", 9) &&
                         strncmp(environ[i], "GRIDNODE_GPU=", 13) &&
+                        strncmp(environ[i], "GRIDNODE_CHECKPOINT_DIR=", 24) &&
                         strncmp(environ[i], "GRIDNODE_GPU_TYPE=", 18);
         for (size_t j = 0; j < k && !replaced; j++)
             replaced = env_name_len(add[j]) == l && !strncmp(add[j], environ[i], l);
@@ -314,6 +315,27 @@ static char **env_merge(char *const *add)
     for (size_t j = 0; j < k; j++)
         v[m++] = add[j];
     return v;
+}
+
+static uid_t own_uid;
+
+static int own_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)st, (void)type, (void)ftw;
+    return lchown(path, own_uid, own_uid) < 0 ? -1 : 0;
+}
+
+/* Issue 26 (ckpt.h): the task's checkpoint directory, restored by the client, is the
+ * task's own (every entry, no link followed; none there: nothing to do). 0, or -1. */
+static int ckpt_own(const char *workdir, uid_t uid)
+{
+    char dir[700];
+    struct stat st;
+    snprintf(dir, sizeof dir, "%s/.gridnode-checkpoint", workdir);
+    if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+        return 0;
+    own_uid = uid;
+    return nftw(dir, own_one, 16, FTW_PHYS) < 0 ? -1 : 0;
 }
 
 /* argv as a /bin/sh -c script: a malloc'd vector of borrowed strings, or NULL. */
@@ -402,7 +424,8 @@ static int start_boxed(struct run *r, char *const *argv, bool shell, int in, int
         goto out;
     }
     r->uid_taken = true;
-    if (sandbox_slot_uids() && chown(r->workdir, r->uid, r->uid) < 0) {
+    if (sandbox_slot_uids() &&
+        (chown(r->workdir, r->uid, r->uid) < 0 || ckpt_own(r->workdir, r->uid) < 0)) {
         rc = errno;
         goto out;
     }

@@ -26,11 +26,13 @@ struct stage_centry {
 
 /* ---- file lists ---- */
 
-static int take_inputs(struct stage_files *f, const msgpack_object *in, char *bad, size_t n)
+/* The entries of in into *v (*nv of them): inputs, or a checkpoint's files. */
+static int take_list(struct stage_in **v, uint32_t *nv, const msgpack_object *in, char *bad,
+                     size_t n)
 {
     if (!in || in->type != MSGPACK_OBJECT_ARRAY || !in->via.array.size)
         return 0;
-    if (!(f->in = calloc(in->via.array.size, sizeof *f->in)))
+    if (!(*v = calloc(in->via.array.size, sizeof **v)))
         return -1;
     for (uint32_t i = 0; i < in->via.array.size; i++) {
         const msgpack_object *e = &in->via.array.ptr[i];
@@ -45,15 +47,21 @@ static int take_inputs(struct stage_files *f, const msgpack_object *in, char *ba
                          name ? name : "", why);
             return 0;
         }
-        struct stage_in *x = &f->in[f->nin];
+        struct stage_in *x = &(*v)[*nv];
         if (!(x->name = strndup(name, nl)))
             return -1;
         memcpy(x->hex, h, 64);
         x->hex[64] = '\0';
         x->size = wire_get_u64(e, "size", 0);
-        f->nin++;
+        ++*nv;
     }
     return 0;
+}
+
+static uint32_t u32(const msgpack_object *m, const char *key)
+{
+    uint64_t v = wire_get_u64(m, key, 0);
+    return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
 }
 
 static int take_kept(struct stage_files *f, const msgpack_object *k)
@@ -86,8 +94,12 @@ int stage_files_take(struct stage_files **out, const msgpack_object *m, char *ba
     if (!in && !g)
         return 0;
     struct stage_files *f = calloc(1, sizeof *f);
-    if (!f || take_inputs(f, in, bad, n) < 0 || take_kept(f, wire_get(m, "kept")) < 0)
+    if (!f || take_list(&f->in, &f->nin, in, bad, n) < 0 || take_kept(f, wire_get(m, "kept")) < 0 ||
+        take_list(&f->ck, &f->nck, wire_get(m, "ckpt"), bad, n) < 0)
         goto oom;
+    f->ckpt_s = u32(m, "checkpoint_s");
+    f->ckpt_mb = u32(m, "ckpt_mb");
+    f->ck_issue = u32(m, "ckpt_issue");
     uint32_t ng = g && g->type == MSGPACK_OBJECT_ARRAY ? g->via.array.size : 0;
     if (ng && !(f->globs = calloc(ng, sizeof *f->globs)))
         goto oom;
@@ -108,20 +120,31 @@ oom:
 
 uint32_t stage_files_nfields(const struct stage_files *f)
 {
-    return f ? 2 + f->collected : 0;
+    return f ? 2 + f->collected + (f->ckpt_s ? 4 : 0) : 0;
+}
+
+static void pack_list(struct wire_buf *wb, const char *key, const struct stage_in *v, uint32_t n)
+{
+    wire_put_key(wb, key);
+    wire_pack_array(wb, n);
+    for (uint32_t i = 0; i < n; i++) {
+        wire_pack_map(wb, 3);
+        wire_put_str(wb, "name", v[i].name);
+        wire_put_str(wb, "hash", v[i].hex);
+        wire_put_u64(wb, "size", v[i].size);
+    }
 }
 
 void stage_files_pack(const struct stage_files *f, struct wire_buf *wb)
 {
     if (!f)
         return;
-    wire_put_key(wb, "inputs");
-    wire_pack_array(wb, f->nin);
-    for (uint32_t i = 0; i < f->nin; i++) {
-        wire_pack_map(wb, 3);
-        wire_put_str(wb, "name", f->in[i].name);
-        wire_put_str(wb, "hash", f->in[i].hex);
-        wire_put_u64(wb, "size", f->in[i].size);
+    pack_list(wb, "inputs", f->in, f->nin);
+    if (f->ckpt_s) {
+        wire_put_u64(wb, "checkpoint_s", f->ckpt_s);
+        wire_put_u64(wb, "ckpt_mb", f->ckpt_mb);
+        wire_put_u64(wb, "ckpt_issue", f->ck_issue);
+        pack_list(wb, "ckpt", f->ck, f->nck);
     }
     wire_put_strv(wb, "outputs", f->globs, f->nglobs);
     if (!f->collected)
@@ -147,6 +170,12 @@ void stage_files_free(struct stage_files **fp)
         free(f->globs[i]);
     for (uint32_t i = 0; i < f->nout; i++)
         free(f->out[i].name);
+    for (uint32_t i = 0; i < f->nck; i++)
+        free(f->ck[i].name);
+    for (uint32_t i = 0; f->snap && i < f->nsnap; i++)
+        free(f->snap[i].name);
+    free(f->snap);
+    free(f->ck);
     free(f->in);
     free(f->globs);
     free(f->out);
@@ -271,7 +300,7 @@ int stage_cache_add(struct stage_cache *c, const char *hex, uint64_t size, char 
 /* ---- placing and collecting ---- */
 
 /* Copies from to a new file to (mode 0644): 0, or -1 (errno). */
-static int copy_file(const char *from, const char *to)
+int stage_copy_file(const char *from, const char *to)
 {
     int in = open(from, O_RDONLY | O_CLOEXEC), out = -1, rc = -1;
     struct stat st;
@@ -300,7 +329,7 @@ done:;
 }
 
 /* The directories of workdir/name above its last component, made (0755). */
-static int make_parents(const char *workdir, const char *name)
+int stage_make_parents(const char *workdir, const char *name)
 {
     char p[2200];
     size_t wl = (size_t)snprintf(p, sizeof p, "%s/%s", workdir, name);
@@ -322,8 +351,8 @@ int stage_place(const struct stage_cache *c, const struct stage_files *f, const 
         const struct stage_in *x = &f->in[i];
         stage_cache_path(c, x->hex, from, sizeof from);
         snprintf(to, sizeof to, "%s/%s", workdir, x->name);
-        if (make_parents(workdir, x->name) < 0 ||
-            ((!link_ok || link(from, to) < 0) && copy_file(from, to) < 0)) {
+        if (stage_make_parents(workdir, x->name) < 0 ||
+            ((!link_ok || link(from, to) < 0) && stage_copy_file(from, to) < 0)) {
             snprintf(err, n, "cannot place input '%.200s' in the working directory: %s", x->name,
                      strerror(errno));
             return -1;
@@ -360,6 +389,7 @@ static int collect_one(const char *path, const struct stat *st, int type, struct
     (void)ftw;
     const char *rel = path + col.base;
     if (strlen(path) <= col.base || !strcmp(rel, ".stdin") || !matches(col.f, rel) ||
+        !strncmp(rel, CKPT_DIRNAME "/", sizeof CKPT_DIRNAME) || /* never an output */
         (type != FTW_F && type != FTW_SL))
         return 0;
     if (type == FTW_SL || datapath_problem(rel, strlen(rel))) {
@@ -373,7 +403,7 @@ static int collect_one(const char *path, const struct stat *st, int type, struct
     if (stage_hash_file(path, o->hex, &o->size) < 0)
         goto fail;
     snprintf(to, sizeof to, "%s/%s", col.outbox, o->hex);
-    if (link(path, to) < 0 && errno != EEXIST && copy_file(path, to) < 0 && errno != EEXIST)
+    if (link(path, to) < 0 && errno != EEXIST && stage_copy_file(path, to) < 0 && errno != EEXIST)
         goto fail;
     if (!(o->name = strdup(rel)))
         goto fail;

@@ -28,9 +28,27 @@ struct stage_out {
     uint64_t size;
 };
 
+/* A task's checkpoint directory in its working directory (ckpt.h): never an output. */
+#define CKPT_DIRNAME ".gridnode-checkpoint"
+
 struct stage_files {
     struct stage_in *in;
     uint32_t nin;
+    /* checkpoints (ckpt.h, task map "checkpoint_s", "ckpt_mb", "ckpt", "ckpt_issue"): the
+       upload period (0: none), the cap, the latest at the cluster and its issue */
+    uint32_t ckpt_s, ckpt_mb, ck_issue;
+    struct stage_in *ck;
+    uint32_t nck;
+    bool ck_local;     /* staged: this node's own checkpoint is used (newer or the same) */
+    char ck_note[300]; /* why a checkpoint was not uploaded (goes into the result) */
+    /* the upload in progress (live_stage.c; not stored): its snapshot (ckpt_snapshot),
+       the next file to upload, the CKPT in flight, the next snapshot, the last sent */
+    struct stage_out *snap;
+    uint32_t nsnap, snap_next;
+    bool ck_busy, ck_sent_ok;
+    uint64_t ck_id;
+    int64_t ck_sent_ms, ck_next_ms;
+    uint8_t ck_sum[32];
     char **globs; /* the job's --output patterns */
     uint32_t nglobs;
     struct stage_out *out; /* collected when the task ended (stage_collect) */
@@ -94,6 +112,11 @@ int stage_collect(struct stage_files *f, const char *workdir, const char *outbox
 /* Adds "files" (f's kept outputs) and, when note is not empty, "files_note" to the result
  * map *res (replaced by a new malloc'd copy): 0, or -1 (out of memory, *res unchanged). */
 int stage_result_files(void **res, size_t *len, const struct stage_files *f, const char *note);
+
+/* Copies from to a new file to (0644): 0, or -1 (errno). The directories of dir/name
+ * above its last component made (0755): 0, or -1 (errno). */
+int stage_copy_file(const char *from, const char *to);
+int stage_make_parents(const char *dir, const char *name);
 
 /* SHA-256 of the file at path as hex: 0, or -1 (errno). */
 int stage_hash_file(const char *path, char hex[65], uint64_t *size);

@@ -78,6 +78,9 @@ static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *r
     if (!bad && (wire_get(o, "inputs") || wire_get(o, "outputs"))) /* issue 26: not yet */
         bad = "inputs and outputs (submit --input/--output) are not forwarded by the grid "
               "spool yet: submit the job to a cluster manager (docs/data.md)";
+    if (!bad && wire_get(o, "checkpoint_s"))
+        bad = "checkpoints (submit --checkpoint-s) are not forwarded by the grid spool yet: "
+              "submit the job to a cluster manager (docs/data.md)";
     if (bad) {
         fail(reply, m->id, WE_INVALID, bad);
         return;

@@ -1,0 +1,57 @@
+/*
+ * ckpt.h - a node's side of task checkpoints (issue 26, docs/data.md "Checkpoints"):
+ * the directory a task finds in GRIDNODE_CHECKPOINT_DIR (WORKDIR/.gridnode-checkpoint),
+ * kept between runs in STATE_DIR/ckpt/JOB.IDX/ISSUE (ISSUE: the issue of the task that
+ * wrote it), put back in place when the task runs again on this node, and copied
+ * (hashed, into the outbox) for an upload to the cluster. No sockets: the uploads are
+ * live_stage.c's. Nothing here follows a symbolic link the task made.
+ */
+#ifndef GRIDNODE_CKPT_H
+#define GRIDNODE_CKPT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "roles/client/live/stage.h"
+
+/* The issue of the checkpoint this node keeps for task idx of job: 0 and *issue, or -1
+ * (none). */
+int ckpt_local(const char *state_dir, uint64_t job, uint32_t idx, uint32_t *issue);
+/*
+ * Keeps workdir's checkpoint directory (left by a run that ended without success, or
+ * by a client killed while the task ran) as task idx of job's, made by issue, replacing
+ * the one kept before. A checkpoint "directory" that is not one (a symbolic link the
+ * task put there) is not kept. 0, or -1 (nothing there, or it could not be moved).
+ */
+int ckpt_keep(const char *state_dir, const char *workdir, uint64_t job, uint32_t idx,
+              uint32_t issue);
+/* Forgets the checkpoint kept for task idx of job (it finished), and removes workdir's
+ * (NULL: none), so that the working directory can be pooled again when empty. */
+void ckpt_drop(const char *state_dir, const char *workdir, uint64_t job, uint32_t idx);
+/* Removes kept checkpoints untouched for a week (tasks that never came back), and the
+ * working directories STATE_DIR/work/ID a killed client left for tasks it no longer
+ * holds (keep(arg, ID) false): their checkpoint must never reach a later task given the
+ * same local ID. */
+void ckpt_sweep(const char *state_dir, bool (*keep)(void *arg, uint64_t id), void *arg);
+/*
+ * Makes workdir's checkpoint directory: the kept one moved into place when use_local,
+ * else made empty and, when f names a migrated checkpoint (f->ck, f->nck), its files
+ * copied there from the cache. Owned by uid (every file, not following links) when
+ * chown is set. 0, or -1 with why in err.
+ */
+int ckpt_place(const char *state_dir, const struct stage_cache *c, const struct stage_files *f,
+               const char *workdir, uint64_t job, uint32_t idx, bool use_local, char *err,
+               size_t n);
+/*
+ * A snapshot of workdir's checkpoint directory for an upload: each regular file copied
+ * into outbox and hashed there (the copy: the task may be writing the original), listed
+ * in *out (*n of them, malloc'd; names relative to the directory). Symbolic links are
+ * not followed (named in note). More than cap bytes in all: -1 with why in note,
+ * nothing listed. 0, or -1 (note says why).
+ */
+int ckpt_snapshot(const char *workdir, const char *outbox, uint64_t cap, struct stage_out **out,
+                  uint32_t *n, char *note, size_t nn);
+void ckpt_snapshot_free(struct stage_out **out, uint32_t *n);
+
+#endif

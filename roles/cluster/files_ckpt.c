@@ -1,0 +1,257 @@
+/*
+ * files_ckpt.c - tasks' checkpoints at the cluster (issue 26, files.h, docs/data.md
+ * "Checkpoints"): a node running a task of a job submitted with --checkpoint-s uploads
+ * the files of the task's checkpoint directory (FILE_HAVE, FILE_PUT) and names them with
+ * CKPT; the latest is kept per task in table "ckpt" (key: job, task; value: the issue
+ * that made it, when, its files), replacing the older one, and handed to the node the
+ * task is issued to next. Records of finished tasks and of purged jobs go at the sweep,
+ * and with them the files only they named.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/loop.h"
+#include "lib/datapath.h"
+#include "lib/log.h"
+#include "roles/cluster/cluster.h"
+#include "roles/cluster/files.h"
+#include "store/store.h"
+
+static void reply_err(struct request *r, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void reply_err(struct request *r, int code, const char *fmt, ...)
+{
+    char text[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    wire_buf_reset(r->reply);
+    wire_error_msg(r->reply, r->msg->id, code, "%s", text);
+}
+
+/* The files of a CKPT checked against the store and the cap: NULL, or why. */
+static const char *check_files(struct cluster *c, const msgpack_object *fl, char *why, size_t wl)
+{
+    uint64_t sum = 0, cap = (uint64_t)c->cfg.files_ckpt_mb << 20;
+    for (uint32_t i = 0; i < fl->via.array.size; i++) {
+        const msgpack_object *e = &fl->via.array.ptr[i];
+        size_t nl, hl;
+        const char *name = wire_get_str(e, "name", &nl), *h = wire_get_str(e, "hash", &hl);
+        const char *bad = datapath_problem(name, nl);
+        uint8_t d[SHA256_LEN];
+        uint64_t size = wire_get_u64(e, "size", 0);
+        struct cfile *f = files_parse_hash(h, hl, d) < 0 ? NULL : files_find(c, d);
+        if (!bad && (!f || !f->done || f->size != size))
+            bad = "is not stored whole here (upload it first)";
+        if (bad) {
+            snprintf(why, wl, "checkpoint file '%.*s' %s", (int)(nl > 200 ? 200 : nl), name, bad);
+            return why;
+        }
+        sum += size;
+    }
+    if (sum > cap) {
+        snprintf(why, wl,
+                 "the checkpoint holds %llu bytes, more than this cluster keeps for one task "
+                 "(files.ckpt_mb = %ld MB)",
+                 (unsigned long long)sum, c->cfg.files_ckpt_mb);
+        return why;
+    }
+    return NULL;
+}
+
+void files_h_ckpt(struct cluster *c, struct request *r)
+{
+    const msgpack_object *m = r->msg->root, *fl = wire_get(m, "files");
+    size_t len;
+    char why[600];
+    const char *sid = wire_get_str(m, "sid", &len);
+    struct node *n = cluster_node_find(c, sid, len);
+    uint64_t id = wire_get_u64(m, "job", 0), idx = wire_get_u64(m, "idx", 0);
+    struct job *j = cluster_job_find(c, id);
+    if (!n) {
+        reply_err(r, WE_SESSION, "unknown session id '%.*s': send HELLO to get a new one",
+                  (int)(len > 64 ? 64 : len), sid ? sid : "");
+        return;
+    }
+    if (sessions_authorize(c, n, r->msg->desc->name, why, sizeof why) < 0) {
+        reply_err(r, WE_DENIED, "%s", why);
+        return;
+    }
+    if (!j || idx >= j->ntasks || j->tasks[idx].state != TS_ISSUED ||
+        j->tasks[idx].node != (uint32_t)(n - c->nodes)) {
+        reply_err(r, WE_REFUSED, "task %llu.%llu is not issued to this node (any more)",
+                  (unsigned long long)id, (unsigned long long)idx);
+        return;
+    }
+    if (!j->ckpt_s) {
+        reply_err(r, WE_REFUSED, "job %llu was not submitted with --checkpoint-s",
+                  (unsigned long long)id);
+        return;
+    }
+    const char *bad = check_files(c, fl, why, sizeof why);
+    if (bad) {
+        reply_err(r, WE_REFUSED, "%s", bad);
+        return;
+    }
+    struct wire_buf wb;
+    uint8_t key[12];
+    wire_buf_init(&wb);
+    wire_pack_map(&wb, 3);
+    wire_put_u64(&wb, "issue", wire_get_u64(m, "issue", 0));
+    wire_put_i64(&wb, "t", wall_now_ms());
+    wire_put_key(&wb, "files");
+    wire_pack_object(&wb, fl);
+    store_key_u64_u32(key, id, (uint32_t)idx);
+    int rc = store_put(c->store, c->t_ckpt, key, sizeof key, wb.sb.data, wb.sb.size);
+    wire_buf_free(&wb);
+    if (rc < 0) {
+        reply_err(r, WE_STORAGE, "the cluster could not record the checkpoint; retry later");
+        return;
+    }
+    log_debug("task %llu.%llu: checkpoint of %u file(s) from %s", (unsigned long long)id,
+              (unsigned long long)idx, fl->via.array.size, n->name);
+    wire_begin(r->reply, WT_OK, r->msg->id, 0); /* sent after the turn's commit */
+}
+
+/* The record files_ckpt_nfields read for files_ckpt_pack (one task map at a time). */
+static struct {
+    uint64_t job;
+    uint32_t idx;
+    void *val;
+    size_t vlen;
+    msgpack_unpacked up;
+    bool have;
+} last;
+
+static void last_clear(void)
+{
+    if (last.have)
+        msgpack_unpacked_destroy(&last.up);
+    free(last.val);
+    last.val = NULL;
+    last.have = false;
+}
+
+uint32_t files_ckpt_nfields(struct cluster *c, const struct job *j, uint32_t idx)
+{
+    uint8_t key[12];
+    last_clear();
+    if (!j->ckpt_s)
+        return 0;
+    last.job = j->id, last.idx = idx;
+    store_key_u64_u32(key, j->id, idx);
+    if (store_get(c->store, c->t_ckpt, key, sizeof key, &last.val, &last.vlen) == 0) {
+        last.have = cluster_unpack_map(&last.up, last.val, last.vlen) == 0;
+        const msgpack_object *fl = last.have ? wire_get(&last.up.data, "files") : NULL;
+        if (last.have && (!fl || fl->type != MSGPACK_OBJECT_ARRAY)) {
+            msgpack_unpacked_destroy(&last.up);
+            last.have = false;
+        }
+    }
+    return 2 + 2 * last.have;
+}
+
+void files_ckpt_pack(struct cluster *c, const struct job *j, uint32_t idx, struct wire_buf *tb)
+{
+    (void)c;
+    if (!j->ckpt_s)
+        return;
+    wire_put_u64(tb, "checkpoint_s", j->ckpt_s);
+    wire_put_u64(tb, "ckpt_mb", (uint64_t)c->cfg.files_ckpt_mb);
+    if (last.have && last.job == j->id && last.idx == idx) {
+        wire_put_key(tb, "ckpt");
+        wire_pack_object(tb, wire_get(&last.up.data, "files"));
+        wire_put_u64(tb, "ckpt_issue", wire_get_u64(&last.up.data, "issue", 0));
+    }
+    last_clear();
+}
+
+/* ---- finding and sweeping ---- */
+
+struct ck_walk {
+    struct cluster *c;
+    uint64_t job; /* UINT64_MAX: every job */
+    const uint8_t *d;
+    bool found;
+    int rc;
+};
+
+/* Calls fn for each file map of the record val. */
+static void each_file(const void *val, size_t vlen, void (*fn)(struct ck_walk *w, const uint8_t *d),
+                      struct ck_walk *w)
+{
+    msgpack_unpacked up;
+    if (cluster_unpack_map(&up, val, vlen) < 0)
+        return;
+    const msgpack_object *fl = wire_get(&up.data, "files");
+    for (uint32_t i = 0; fl && fl->type == MSGPACK_OBJECT_ARRAY && i < fl->via.array.size; i++) {
+        size_t hl;
+        uint8_t d[SHA256_LEN];
+        const char *h = wire_get_str(&fl->via.array.ptr[i], "hash", &hl);
+        if (files_parse_hash(h, hl, d) == 0)
+            fn(w, d);
+    }
+    msgpack_unpacked_destroy(&up);
+}
+
+static void match(struct ck_walk *w, const uint8_t *d)
+{
+    if (!memcmp(d, w->d, SHA256_LEN))
+        w->found = true;
+}
+
+static int find_in(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    struct ck_walk *w = arg;
+    if (klen != 12 || store_key_get_u64(key) != w->job)
+        return 1;
+    each_file(val, vlen, match, w);
+    return w->found;
+}
+
+bool files_ckpt_names(struct cluster *c, const struct job *j, const uint8_t d[SHA256_LEN])
+{
+    uint8_t key[12];
+    struct ck_walk w = {c, j->id, d, false, 0};
+    if (!j->ckpt_s)
+        return false;
+    store_key_u64_u32(key, j->id, 0);
+    store_iter(c->store, c->t_ckpt, key, sizeof key, find_in, &w);
+    return w.found;
+}
+
+static void mark(struct ck_walk *w, const uint8_t *d)
+{
+    struct cfile *f = files_find(w->c, d);
+    if (f)
+        f->mark = true;
+}
+
+static int sweep_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    struct ck_walk *w = arg;
+    if (klen != 12)
+        return 0;
+    uint64_t id = store_key_get_u64(key);
+    uint32_t idx = store_key_get_u32((const uint8_t *)key + 8);
+    struct job *j = cluster_job_find(w->c, id);
+    if (j && idx < j->ntasks && j->tasks[idx].state != TS_DONE && j->state != JS_DONE &&
+        j->state != JS_CANCELLED) {
+        each_file(val, vlen, mark, w);
+        return 0;
+    }
+    if (store_del(w->c->store, w->c->t_ckpt, key, klen) < 0)
+        w->rc = -1;
+    return 0;
+}
+
+int files_ckpt_sweep(struct cluster *c)
+{
+    struct ck_walk w = {c, UINT64_MAX, NULL, false, 0};
+    if (store_iter(c->store, c->t_ckpt, NULL, 0, sweep_one, &w) < 0)
+        return -1;
+    return w.rc;
+}
