@@ -4,7 +4,8 @@
  * descriptor table (wire/msgs.c), so the rule for a request type added later is
  * decided here too: a type not listed is a user request.
  *
- *   node protocol (HELLO .. PSYNC)     node and admin identities (and peers whose grant
+ *   node protocol (HELLO .. PSYNC,     node and admin identities (and peers whose grant
+ *   CKPT)
  *                                      names the request); a node key acts only for the
  *                                      sessions it opened (roles/cluster/sessions.c)
  *   MASTER_GET, FILE_HAVE, FILE_PUT,   every admitted identity (the project's public
@@ -34,6 +35,9 @@ static const char *const admin_reqs[] = {"CONSOLE",  "PURGE",  "RESV_SET",  "RES
                                          "ATTACH",   "DETACH", "LIMIT_SET", "QUEUE_SET",
                                          "NODE_CTL", NULL};
 static const char *const peer_reqs[] = {"EVENTS", "RESERVE", NULL};
+/* node protocol outside HELLO .. PSYNC_ACK: a task's checkpoint (issue 26), sent by the
+ * node running it, for a session it opened (roles/cluster/files_ckpt.c) */
+static const char *const node_reqs[] = {"CKPT", NULL};
 /* readable by every admitted key: a node asks it before it has work (issue 11); files
  * (issue 26) go both ways between users and nodes: the handler checks the job's owner */
 static const char *const any_reqs[] = {"MASTER_GET", "FILE_HAVE", "FILE_PUT", "FILE_GET", NULL};
@@ -49,7 +53,7 @@ static bool in_names(const char *const *names, const char *n)
 
 static enum req_class classify(const struct wire_desc *d)
 {
-    if (d->type >= WT_HELLO && d->type <= WT_PSYNC_ACK)
+    if ((d->type >= WT_HELLO && d->type <= WT_PSYNC_ACK) || in_names(node_reqs, d->name))
         return RC_NODE;
     if (in_names(admin_reqs, d->name))
         return RC_ADMIN;

@@ -80,7 +80,7 @@ void files_h_ckpt(struct cluster *c, struct request *r)
         reply_err(r, WE_DENIED, "%s", why);
         return;
     }
-    if (!j || idx >= j->ntasks || j->tasks[idx].state != TS_ISSUED ||
+    if (!j || idx >= j->next_new || j->tasks[idx].state != TS_ISSUED ||
         j->tasks[idx].node != (uint32_t)(n - c->nodes)) {
         reply_err(r, WE_REFUSED, "task %llu.%llu is not issued to this node (any more)",
                   (unsigned long long)id, (unsigned long long)idx);
@@ -238,7 +238,7 @@ static int sweep_one(void *arg, const void *key, size_t klen, const void *val, s
     uint64_t id = store_key_get_u64(key);
     uint32_t idx = store_key_get_u32((const uint8_t *)key + 8);
     struct job *j = cluster_job_find(w->c, id);
-    if (j && idx < j->ntasks && j->tasks[idx].state != TS_DONE && j->state != JS_DONE &&
+    if (j && idx < j->next_new && j->tasks[idx].state != TS_DONE && j->state != JS_DONE &&
         j->state != JS_CANCELLED) {
         each_file(val, vlen, mark, w);
         return 0;

@@ -11,7 +11,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from conftest import REPO, SUITE_KEYS, TYPES, Rpc, scaled, wait_until, write_keypair
+from conftest import ERRORS, REPO, SUITE_KEYS, TYPES, Rpc, scaled, wait_until, write_keypair
 
 T = TYPES
 SD = {"store.sync": "none", "queues.sync_ms": 100, "tasks.heartbeat_s": 1,
@@ -101,12 +101,20 @@ def test_a_node_key_acts_only_for_its_own_sessions(cluster_factory, workdir, gri
     # node8 learnt node7's session id: every request under it is refused and logged
     attacks = [("STATUS", {"running": []}), ("TASK_GET", {"want": 1}),
                ("RESULT", {"results": [], "want": 1}), ("PSYNC", {"procs": []}),
+               ("CKPT", {"job": jid, "idx": 0, "issue": 1, "files": []}),  # issue 26
                ("LEAVE", {})]
     for req, f in attacks:
         e = n8.err(T[req], "DENIED", sid=sid, **f)
         assert "opened by another key" in e["msg"], e
         in_log(cl, "denied %s for session %s" % (req, sid), "opened by 'node7'",
                "from 'node8' (node)")
+    # a checkpoint is node protocol: a user key may not send one at all, the node that
+    # opened the session may (refused here only because the job takes no checkpoints)
+    e = k.rpc(cl.endpoint, "alice").err(T["CKPT"], "DENIED", sid=sid, job=jid, idx=0, issue=1,
+                                        files=[])
+    assert "alice" in e["msg"], e
+    r = n7.call(T["CKPT"], sid=sid, job=jid, idx=0, issue=1, files=[])
+    assert r.get("code") != ERRORS["DENIED"], r
     # ... and HELLO with it gives node8 a session of its own, not node7's
     w = n8.ok(T["HELLO"], expect="WELCOME", sid=sid, client="x", node="n8", cores=1)
     assert w["sid"] != sid and w["resumed"] is False
