@@ -571,5 +571,8 @@ struct request {
     struct wire_buf *reply;
 };
 void handlers_dispatch(struct cluster *c, struct request *r);
+/* Replaces r's reply with an ERROR of code and the formatted text (state.c). */
+void cluster_reply_error(struct request *r, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #endif

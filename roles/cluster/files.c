@@ -15,19 +15,6 @@
 #include "roles/cluster/files.h"
 #include "store/store.h"
 
-static void reply_err(struct request *r, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void reply_err(struct request *r, int code, const char *fmt, ...)
-{
-    char text[600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    wire_buf_reset(r->reply);
-    wire_error_msg(r->reply, r->msg->id, code, "%s", text);
-}
-
 static uint64_t limit_bytes(const struct cluster *c)
 {
     return (uint64_t)c->cfg.files_job_mb << 20;
@@ -51,20 +38,20 @@ static bool file_args(struct cluster *c, struct request *r, uint8_t d[SHA256_LEN
     *hex = wire_get_str(r->msg->root, "hash", &hl);
     *size = wire_get_u64(r->msg->root, "size", 0);
     if (files_parse_hash(*hex, hl, d) < 0) {
-        reply_err(r, WE_INVALID, "hash must be a SHA-256 as 64 lower-case hex digits");
+        cluster_reply_error(r, WE_INVALID, "hash must be a SHA-256 as 64 lower-case hex digits");
         return false;
     }
     *f = files_find(c, d);
     if (*f && (*f)->size != *size) {
-        reply_err(r, WE_INVALID, "file %.12s is stored with %llu bytes, not %llu", *hex,
-                  (unsigned long long)(*f)->size, (unsigned long long)*size);
+        cluster_reply_error(r, WE_INVALID, "file %.12s is stored with %llu bytes, not %llu", *hex,
+                            (unsigned long long)(*f)->size, (unsigned long long)*size);
         return false;
     }
     if (!*f && *size > limit_bytes(c)) {
-        reply_err(r, WE_REFUSED,
-                  "a file of %llu bytes is larger than this cluster takes for one job "
-                  "(files.job_mb = %ld MB)",
-                  (unsigned long long)*size, c->cfg.files_job_mb);
+        cluster_reply_error(r, WE_REFUSED,
+                            "a file of %llu bytes is larger than this cluster takes for one job "
+                            "(files.job_mb = %ld MB)",
+                            (unsigned long long)*size, c->cfg.files_job_mb);
         return false;
     }
     return true;
@@ -82,7 +69,7 @@ void files_h_have(struct cluster *c, struct request *r)
         int code;
         char why[400];
         if (!(f = files_append(c, NULL, d, 0, "", 0, &code, why, sizeof why))) {
-            reply_err(r, code, "%s", why);
+            cluster_reply_error(r, code, "%s", why);
             return;
         }
     }
@@ -104,14 +91,15 @@ void files_h_put(struct cluster *c, struct request *r)
         return;
     }
     if (off + len > size || (len == 0 && size > 0)) {
-        reply_err(r, WE_INVALID, "a chunk of %zu bytes at %llu does not fit in a file of %llu", len,
-                  (unsigned long long)off, (unsigned long long)size);
+        cluster_reply_error(r, WE_INVALID,
+                            "a chunk of %zu bytes at %llu does not fit in a file of %llu", len,
+                            (unsigned long long)off, (unsigned long long)size);
         return;
     }
     int code;
     char why[400];
     if (!(f = files_append(c, f, d, size, data, len, &code, why, sizeof why))) {
-        reply_err(r, code, "%s", why);
+        cluster_reply_error(r, code, "%s", why);
         return;
     }
     if (f->done)
@@ -189,24 +177,25 @@ void files_h_get(struct cluster *c, struct request *r)
     struct job *j = cluster_job_find(c, id);
     const struct curve_ident *who = curve_current();
     if (files_parse_hash(hex, hl, d) < 0) {
-        reply_err(r, WE_INVALID, "hash must be a SHA-256 as 64 lower-case hex digits");
+        cluster_reply_error(r, WE_INVALID, "hash must be a SHA-256 as 64 lower-case hex digits");
         return;
     }
     if (!j) {
-        reply_err(r, WE_NOT_FOUND, "no job %llu (gridnode jobs lists them)",
-                  (unsigned long long)id);
+        cluster_reply_error(r, WE_NOT_FOUND, "no job %llu (gridnode jobs lists them)",
+                            (unsigned long long)id);
         return;
     }
     bool node = who && who->kind == CURVE_NODE;
     if (!node && !curve_may_touch(j->user)) {
-        reply_err(r, WE_DENIED,
-                  "job %llu belongs to another user; only its owner and the administrators "
-                  "may read its files",
-                  (unsigned long long)id);
+        cluster_reply_error(
+            r, WE_DENIED,
+            "job %llu belongs to another user; only its owner and the administrators "
+            "may read its files",
+            (unsigned long long)id);
         return;
     }
     if (node && out) {
-        reply_err(r, WE_DENIED, "nodes read the inputs of jobs, not their outputs");
+        cluster_reply_error(r, WE_DENIED, "nodes read the inputs of jobs, not their outputs");
         return;
     }
     struct cfile *f = files_find(c, d);
@@ -214,8 +203,9 @@ void files_h_get(struct cluster *c, struct request *r)
                      : each_input(j, UINT32_MAX, is_hash, (void *)hex) > 0 ||
                            files_ckpt_names(c, j, d); /* a checkpoint to migrate */
     if (!named || !f || !f->done) {
-        reply_err(r, WE_NOT_FOUND, "job %llu has no %s file %.12s%s", (unsigned long long)id,
-                  out ? "output" : "input", hex, named ? " stored here (it was purged)" : "");
+        cluster_reply_error(r, WE_NOT_FOUND, "job %llu has no %s file %.12s%s",
+                            (unsigned long long)id, out ? "output" : "input", hex,
+                            named ? " stored here (it was purged)" : "");
         return;
     }
     if (off > f->size)
@@ -226,7 +216,8 @@ void files_h_get(struct cluster *c, struct request *r)
     ssize_t got = buf ? files_read(c, f, off, buf, len) : -1;
     if (got != (ssize_t)len) {
         log_warn("files: cannot read %.12s", hex);
-        reply_err(r, WE_STORAGE, "the cluster could not read file %.12s; retry later", hex);
+        cluster_reply_error(r, WE_STORAGE, "the cluster could not read file %.12s; retry later",
+                            hex);
         free(buf);
         return;
     }

@@ -19,19 +19,6 @@
 #include "roles/cluster/files.h"
 #include "store/store.h"
 
-static void reply_err(struct request *r, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void reply_err(struct request *r, int code, const char *fmt, ...)
-{
-    char text[600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    wire_buf_reset(r->reply);
-    wire_error_msg(r->reply, r->msg->id, code, "%s", text);
-}
-
 /* The files of a CKPT checked against the store and the cap: NULL, or why. */
 static const char *check_files(struct cluster *c, const msgpack_object *fl, char *why, size_t wl)
 {
@@ -72,28 +59,28 @@ void files_h_ckpt(struct cluster *c, struct request *r)
     uint64_t id = wire_get_u64(m, "job", 0), idx = wire_get_u64(m, "idx", 0);
     struct job *j = cluster_job_find(c, id);
     if (!n) {
-        reply_err(r, WE_SESSION, "unknown session id '%.*s': send HELLO to get a new one",
-                  (int)(len > 64 ? 64 : len), sid ? sid : "");
+        cluster_reply_error(r, WE_SESSION, "unknown session id '%.*s': send HELLO to get a new one",
+                            (int)(len > 64 ? 64 : len), sid ? sid : "");
         return;
     }
     if (sessions_authorize(c, n, r->msg->desc->name, why, sizeof why) < 0) {
-        reply_err(r, WE_DENIED, "%s", why);
+        cluster_reply_error(r, WE_DENIED, "%s", why);
         return;
     }
     if (!j || idx >= j->next_new || j->tasks[idx].state != TS_ISSUED ||
         j->tasks[idx].node != (uint32_t)(n - c->nodes)) {
-        reply_err(r, WE_REFUSED, "task %llu.%llu is not issued to this node (any more)",
-                  (unsigned long long)id, (unsigned long long)idx);
+        cluster_reply_error(r, WE_REFUSED, "task %llu.%llu is not issued to this node (any more)",
+                            (unsigned long long)id, (unsigned long long)idx);
         return;
     }
     if (!j->ckpt_s) {
-        reply_err(r, WE_REFUSED, "job %llu was not submitted with --checkpoint-s",
-                  (unsigned long long)id);
+        cluster_reply_error(r, WE_REFUSED, "job %llu was not submitted with --checkpoint-s",
+                            (unsigned long long)id);
         return;
     }
     const char *bad = check_files(c, fl, why, sizeof why);
     if (bad) {
-        reply_err(r, WE_REFUSED, "%s", bad);
+        cluster_reply_error(r, WE_REFUSED, "%s", bad);
         return;
     }
     struct wire_buf wb;
@@ -108,7 +95,8 @@ void files_h_ckpt(struct cluster *c, struct request *r)
     int rc = store_put(c->store, c->t_ckpt, key, sizeof key, wb.sb.data, wb.sb.size);
     wire_buf_free(&wb);
     if (rc < 0) {
-        reply_err(r, WE_STORAGE, "the cluster could not record the checkpoint; retry later");
+        cluster_reply_error(r, WE_STORAGE,
+                            "the cluster could not record the checkpoint; retry later");
         return;
     }
     log_debug("task %llu.%llu: checkpoint of %u file(s) from %s", (unsigned long long)id,

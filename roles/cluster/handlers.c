@@ -22,26 +22,13 @@
 
 #define CLIENT_NAME_MAX 63
 
-static void reply_error(struct request *r, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void reply_error(struct request *r, int code, const char *fmt, ...)
-{
-    char text[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    wire_buf_reset(r->reply);
-    wire_error_msg(r->reply, r->msg->id, code, "%s", text);
-}
-
 /* A write could not be buffered: the turn is undone and everyone told to retry. */
 static void reply_storage(struct cluster *c, struct request *r)
 {
     c->turn_failed = true;
-    reply_error(r, WE_STORAGE,
-                "the cluster could not save state (out of memory or disk); "
-                "nothing was changed, retry later");
+    cluster_reply_error(r, WE_STORAGE,
+                        "the cluster could not save state (out of memory or disk); "
+                        "nothing was changed, retry later");
 }
 
 /*
@@ -55,12 +42,12 @@ static struct node *session(struct cluster *c, struct request *r)
     const char *sid = wire_get_str(r->msg->root, "sid", &len);
     struct node *n = cluster_node_find(c, sid, len);
     if (!n) {
-        reply_error(r, WE_SESSION, "unknown session id '%.*s': send HELLO to get a new one",
-                    (int)(len > 64 ? 64 : len), sid ? sid : "");
+        cluster_reply_error(r, WE_SESSION, "unknown session id '%.*s': send HELLO to get a new one",
+                            (int)(len > 64 ? 64 : len), sid ? sid : "");
         return NULL;
     }
     if (sessions_authorize(c, n, r->msg->desc->name, why, sizeof why) < 0) {
-        reply_error(r, WE_DENIED, "%s", why);
+        cluster_reply_error(r, WE_DENIED, "%s", why);
         return NULL;
     }
     cluster_node_seen(c, n, r->peer);
@@ -91,18 +78,19 @@ static void h_hello(struct cluster *c, struct request *r)
     if (!bad) /* issue 27: the node's features (client.features, its arch and OS) */
         bad = cluster_node_load_features(&decl, m, fwhy, sizeof fwhy);
     if (bad) {
-        reply_error(r, WE_INVALID, "HELLO refused: %s", bad);
+        cluster_reply_error(r, WE_INVALID, "HELLO refused: %s", bad);
         return;
     }
     if (!n) {
         uint8_t raw[16];
         const struct curve_ident *id = curve_current();
         if (sessions_admit(c, r->peer, why, sizeof why) < 0) {
-            reply_error(r, WE_REFUSED, "%s", why);
+            cluster_reply_error(r, WE_REFUSED, "%s", why);
             return;
         }
         if (!(n = cluster_node_new(c)) || getrandom(raw, sizeof raw, 0) != sizeof raw) {
-            reply_error(r, WE_STORAGE, "cannot create a session (out of memory or entropy)");
+            cluster_reply_error(r, WE_STORAGE,
+                                "cannot create a session (out of memory or entropy)");
             return;
         }
         for (int i = 0; i < 16; i++)
@@ -191,9 +179,9 @@ static void reply_tasks(struct cluster *c, struct request *r, struct node *n, ui
     struct task_req rq;
     const msgpack_object *req = wire_get(r->msg->root, "req");
     if (req && req_parse(req, want, &rq) < 0) {
-        reply_error(r, WE_FIELD,
-                    "req must map processor type names (1-31 bytes: \"cpu\" "
-                    "or a GPU type) to seconds, numbers from 0 to 1e9");
+        cluster_reply_error(r, WE_FIELD,
+                            "req must map processor type names (1-31 bytes: \"cpu\" "
+                            "or a GPU type) to seconds, numbers from 0 to 1e9");
         return;
     }
     if (req)
@@ -386,14 +374,14 @@ static void h_submit(struct cluster *c, struct request *r)
     if (!why) /* issue 26: inputs are whole files the cluster holds */
         why = files_submit_check(c, m, wire_get_u64(m, "ntasks", 0), fwhy, sizeof fwhy);
     if (why) {
-        reply_error(r, WE_INVALID, "SUBMIT refused: %s", why);
+        cluster_reply_error(r, WE_INVALID, "SUBMIT refused: %s", why);
         return;
     }
     struct job *j = subkey_find_job(c, m);
     struct depend *dep = NULL;
     char dwhy[300];
     if (!j && jobdep_submit(c, m, &dep, dwhy, sizeof dwhy) < 0) { /* issue 27 */
-        reply_error(r, WE_INVALID, "SUBMIT refused: %s", dwhy);
+        cluster_reply_error(r, WE_INVALID, "SUBMIT refused: %s", dwhy);
         return;
     }
     if (j) { /* a retry of a submission that was stored: the same job again */
@@ -412,7 +400,7 @@ static void h_submit(struct cluster *c, struct request *r)
     j->dep = dep;                                                           /* freed with j */
     if (cluster_constraint_get(m, &j->constraint, dwhy, sizeof dwhy) < 0) { /* issue 27 */
         cluster_job_free(j);
-        reply_error(r, WE_INVALID, "SUBMIT refused: %s", dwhy);
+        cluster_reply_error(r, WE_INVALID, "SUBMIT refused: %s", dwhy);
         return;
     }
     if (!(j->argv = calloc(argv->via.array.size + 1, sizeof *j->argv)))
@@ -456,7 +444,7 @@ static void h_submit(struct cluster *c, struct request *r)
         if (!strcmp(why, "out of memory"))
             goto oom;
         cluster_job_free(j);
-        reply_error(r, WE_INVALID, "SUBMIT refused: %s", why);
+        cluster_reply_error(r, WE_INVALID, "SUBMIT refused: %s", why);
         return;
     }
     for (uint32_t i = 0; in && i < in->via.array.size; i++) {
@@ -657,10 +645,10 @@ static bool owner_ok(struct request *r, const struct job *j, const struct pjob *
     const char *owner = pj ? pj->user : j ? j->user : NULL;
     if ((!j && !pj) || curve_may_touch(owner))
         return true;
-    reply_error(r, WE_DENIED,
-                "job %llu belongs to another user; only its owner and the "
-                "administrators may see or cancel it",
-                (unsigned long long)(pj ? pj->id : j->id));
+    cluster_reply_error(r, WE_DENIED,
+                        "job %llu belongs to another user; only its owner and the "
+                        "administrators may see or cancel it",
+                        (unsigned long long)(pj ? pj->id : j->id));
     return false;
 }
 
@@ -677,8 +665,8 @@ static void h_job_get(struct cluster *c, struct request *r)
         return;
     }
     if (!j) {
-        reply_error(r, WE_NOT_FOUND, "no job %llu (gridnode jobs lists them)",
-                    (unsigned long long)id);
+        cluster_reply_error(r, WE_NOT_FOUND, "no job %llu (gridnode jobs lists them)",
+                            (unsigned long long)id);
         return;
     }
     bool tasks = wire_get_bool(m, "tasks", false);
@@ -740,7 +728,8 @@ static void h_cancel(struct cluster *c, struct request *r)
         return;
     if ((j || pj) && wire_get_bool(r->msg->root, "unstarted", false)) { /* a withdrawal */
         if (ever_started(j, pj)) {
-            reply_error(r, WE_STATE, "job %llu has started: it stays here", (unsigned long long)id);
+            cluster_reply_error(r, WE_STATE, "job %llu has started: it stays here",
+                                (unsigned long long)id);
             return;
         }
         if (pj ? pj->state == PJ_CANCELLED : j->state == JS_CANCELLED) { /* withdrawn before */
@@ -750,8 +739,8 @@ static void h_cancel(struct cluster *c, struct request *r)
     }
     if (pj) {
         if (PJ_TERMINAL(pj->state)) {
-            reply_error(r, WE_STATE, "job %llu is already %s", (unsigned long long)id,
-                        pj_state_name(pj->state));
+            cluster_reply_error(r, WE_STATE, "job %llu is already %s", (unsigned long long)id,
+                                pj_state_name(pj->state));
             return;
         }
         scored_cancel(c, pj);
@@ -759,12 +748,12 @@ static void h_cancel(struct cluster *c, struct request *r)
         return;
     }
     if (!j) {
-        reply_error(r, WE_NOT_FOUND, "no job %llu", (unsigned long long)id);
+        cluster_reply_error(r, WE_NOT_FOUND, "no job %llu", (unsigned long long)id);
         return;
     }
     if (j->state == JS_DONE || j->state == JS_CANCELLED) {
-        reply_error(r, WE_STATE, "job %llu is already %s", (unsigned long long)id,
-                    job_state_shown(j));
+        cluster_reply_error(r, WE_STATE, "job %llu is already %s", (unsigned long long)id,
+                            job_state_shown(j));
         return;
     }
     for (uint32_t i = 0; i < j->next_new; i++) {
@@ -797,7 +786,7 @@ static void h_node_list(struct cluster *c, struct request *r)
     wire_buf_init(&rows);
     uint32_t *procs = calloc(c->nnodes + 1, sizeof *procs); /* parallel processes per node */
     if (!procs) {
-        reply_error(r, WE_STORAGE, "out of memory");
+        cluster_reply_error(r, WE_STORAGE, "out of memory");
         wire_buf_free(&rows);
         return;
     }
@@ -819,13 +808,13 @@ static void job_requeue(struct cluster *c, struct request *r, struct job *j, uin
     const char *why = j ? cluster_requeue_refused(j) : NULL;
     struct pjob *pj = !j && c->sd ? scored_job_find(c, id) : NULL;
     if (pj && (why = scored_requeue(c, pj)) != NULL) /* parallel: requeue.c */
-        reply_error(r, WE_STATE, "job %llu %s", (unsigned long long)id, why);
+        cluster_reply_error(r, WE_STATE, "job %llu %s", (unsigned long long)id, why);
     else if (pj)
         wire_begin(r->reply, WT_OK, r->msg->id, 0);
     else if (!j)
-        reply_error(r, WE_NOT_FOUND, "no job %llu", (unsigned long long)id);
+        cluster_reply_error(r, WE_NOT_FOUND, "no job %llu", (unsigned long long)id);
     else if (why)
-        reply_error(r, WE_STATE, "job %llu %s", (unsigned long long)id, why);
+        cluster_reply_error(r, WE_STATE, "job %llu %s", (unsigned long long)id, why);
     else if (cluster_job_requeue(c, j) < 0)
         reply_storage(c, r);
     else
@@ -845,7 +834,7 @@ static void h_job_ctl(struct cluster *c, struct request *r)
     bool hold = n == 4 && !memcmp(op, "hold", 4);
     bool requeue = n == 7 && !memcmp(op, "requeue", 7);
     if (!hold && !requeue && !(n == 7 && !memcmp(op, "release", 7))) {
-        reply_error(r, WE_INVALID, "op must be hold, release or requeue");
+        cluster_reply_error(r, WE_INVALID, "op must be hold, release or requeue");
         return;
     }
     struct job *j = cluster_job_find(c, id);
@@ -857,15 +846,16 @@ static void h_job_ctl(struct cluster *c, struct request *r)
     }
     if (!j) {
         bool par = c->sd && scored_job_find(c, id);
-        reply_error(r, par ? WE_STATE : WE_NOT_FOUND,
-                    par ? "job %llu is a parallel job: hold and release are for bags of tasks"
-                        : "no job %llu",
-                    (unsigned long long)id);
+        cluster_reply_error(
+            r, par ? WE_STATE : WE_NOT_FOUND,
+            par ? "job %llu is a parallel job: hold and release are for bags of tasks"
+                : "no job %llu",
+            (unsigned long long)id);
         return;
     }
     if (j->state == JS_DONE || j->state == JS_CANCELLED) {
-        reply_error(r, WE_STATE, "job %llu is already %s", (unsigned long long)id,
-                    job_state_shown(j));
+        cluster_reply_error(r, WE_STATE, "job %llu is already %s", (unsigned long long)id,
+                            job_state_shown(j));
         return;
     }
     if (j->held != hold) {
@@ -935,7 +925,7 @@ static void h_node_ctl(struct cluster *c, struct request *r)
     if (code == WE_STORAGE)
         reply_storage(c, r);
     else if (code)
-        reply_error(r, code, "%s", why);
+        cluster_reply_error(r, code, "%s", why);
     else
         wire_begin(r->reply, WT_OK, r->msg->id, 0);
     log_info("NODE_CTL %s %s from %s: %s", op, name, who,
@@ -949,7 +939,7 @@ static void h_purge(struct cluster *c, struct request *r)
     char err[300];
     int code = 0;
     if (purge_request(c, r->msg->root, r->reply, r->msg->id, err, sizeof err, &code) < 0)
-        reply_error(r, code, "%s", err);
+        cluster_reply_error(r, code, "%s", err);
 }
 
 static void h_acct(struct cluster *c, struct request *r)
@@ -999,5 +989,5 @@ void handlers_dispatch(struct cluster *c, struct request *r)
             handlers[i].fn(c, r);
             return;
         }
-    reply_error(r, WE_TYPE, "%s is not handled by the cluster role", r->msg->desc->name);
+    cluster_reply_error(r, WE_TYPE, "%s is not handled by the cluster role", r->msg->desc->name);
 }

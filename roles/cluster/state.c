@@ -4,6 +4,7 @@
  * hear of, the events of the turn, and the names and maps users see of them. The
  * records of all this are in state_rec.c.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -432,4 +433,15 @@ int cluster_unpack_map(msgpack_unpacked *up, const void *val, size_t vlen)
         return -1;
     }
     return 0;
+}
+
+void cluster_reply_error(struct request *r, int code, const char *fmt, ...)
+{
+    char text[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    wire_buf_reset(r->reply);
+    wire_error_msg(r->reply, r->msg->id, code, "%s", text);
 }
