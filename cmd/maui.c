@@ -426,10 +426,15 @@ int cmd_showstart(int argc, char **argv)
 
 static const char diagnose_usage[] =
     "usage: gridnode diagnose [options] -p [JOB]\n"
-    "       gridnode diagnose [options] -f\n\n"
+    "       gridnode diagnose [options] -f | -n | -j\n\n"
     "-p: the priority of each pending job factor by factor (raw value x weight =\n"
     "contribution; only factors with a weight are shown). -f: fairshare, the decayed\n"
-    "usage of each user, group and account against its target (-1: no target).\n";
+    "usage of each user, group and account against its target (-1: no target).\n"
+    "-n: every host (state, cores, memory, features, batch jobs, reservations) and what\n"
+    "is wrong with it (down with jobs on it, refusing starts, its cluster silent).\n"
+    "-j: every job not finished (state, procs, hosts, walltime, start) and what is wrong\n"
+    "with it (past its walltime, start unconfirmed, held, waiting on a dependency, too\n"
+    "large for any host it may use). A user key sees only its own jobs.\n";
 
 struct diag_args {
     char mode;
@@ -439,7 +444,11 @@ struct diag_args {
 static void diag_fill(struct wire_buf *wb, const void *arg)
 {
     const struct diag_args *a = arg;
-    wire_put_str(wb, "what", a->mode == 'p' ? "priority" : "fairshare");
+    wire_put_str(wb, "what",
+                 a->mode == 'p'   ? "priority"
+                 : a->mode == 'n' ? "nodes"
+                 : a->mode == 'j' ? "jobs"
+                                  : "fairshare");
     if (a->job)
         wire_put_u64(wb, "job", a->job);
 }
@@ -458,6 +467,10 @@ int cmd_diagnose(int argc, char **argv)
             mode = 'p';
         else if (!strcmp(argv[i], "-f"))
             mode = 'f';
+        else if (!strcmp(argv[i], "-n"))
+            mode = 'n';
+        else if (!strcmp(argv[i], "-j"))
+            mode = 'j';
         else if (mode == 'p' && !job) {
             if (cli_u64(&c, "JOB", argv[i], &job) < 0)
                 return 2;
@@ -467,7 +480,8 @@ int cmd_diagnose(int argc, char **argv)
         }
     }
     if (!mode) {
-        fprintf(stderr, "%s: give -p (priority) or -f (fairshare)\n%s", c.prog, diagnose_usage);
+        fprintf(stderr, "%s: give -p (priority), -f (fairshare), -n (nodes) or -j (jobs)\n%s",
+                c.prog, diagnose_usage);
         return 2;
     }
     struct diag_args a = {mode, job};
@@ -476,12 +490,16 @@ int cmd_diagnose(int argc, char **argv)
     const msgpack_object *rows = &all;
     if (cli_list_fields(&c, WT_DIAGNOSE, 1 + (job != 0), diag_fill, &a, &p) != 0)
         return 1;
-    if (cli_pages_merge(&c, &p, mode == 'p' ? "jobs" : "creds", &all) < 0) {
+    if (cli_pages_merge(&c, &p, mode == 'f' ? "creds" : mode == 'n' ? "nodes" : "jobs", &all) < 0) {
         cli_pages_free(&p);
         return 1;
     }
     if (c.json) {
         cli_print_json(rows);
+    } else if (mode == 'n') {
+        maui_diag_nodes(rows);
+    } else if (mode == 'j') {
+        maui_diag_jobs(rows);
     } else if (mode == 'f') {
         printf("%-8s %-20s %10s %10s\n", "KIND", "NAME", "USAGE%", "TARGET%");
         for (uint32_t i = 0; i < rows->via.array.size; i++) {

@@ -1,7 +1,9 @@
 /*
  * mauinode.c - Maui's node and site commands at the batch role (issue 27, docs/wire.md
  * 6.12): showbf (the backfill windows), checknode NODE (a host's state, jobs, features
- * and reservations), showstats (the site's statistics from its accounting records).
+ * and reservations), showstats (the site's statistics from its accounting records), and
+ * the tables of diagnose -n (every host with what is wrong with it) and -j (every job
+ * not finished with what is wrong with it) for maui.c.
  * Tables by default, --json for scripts; -e or $GRIDNODE_BATCH. Exit status: 0 done,
  * 1 refused or no answer (the reason on stderr), 2 bad usage.
  */
@@ -244,4 +246,69 @@ int cmd_showstats(int argc, char **argv)
         print_stats(s);
     cli_reply_free(&r);
     return 0;
+}
+
+/* ---- diagnose -n, -j (tables) ---- */
+
+/* The str or u64 items of array key of o, comma-separated, into b ("-" when none). */
+static const char *joined(const msgpack_object *o, const char *key, char *b, size_t n)
+{
+    const msgpack_object *a = wire_get(o, key);
+    size_t at = 0;
+    b[0] = 0;
+    for (uint32_t i = 0; a && a->type == MSGPACK_OBJECT_ARRAY && i < a->via.array.size; i++) {
+        const msgpack_object *e = &a->via.array.ptr[i];
+        int w = 0;
+        if (e->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+            w = snprintf(b + at, n - at, "%s%llu", i ? "," : "", (unsigned long long)e->via.u64);
+        else if (e->type == MSGPACK_OBJECT_STR)
+            w = snprintf(b + at, n - at, "%s%.*s", i ? "," : "", (int)e->via.str.size,
+                         e->via.str.ptr);
+        if (w < 0 || (size_t)w >= n - at)
+            break;
+        at += (size_t)w;
+    }
+    if (!b[0])
+        snprintf(b, n, "-");
+    return b;
+}
+
+void maui_diag_nodes(const msgpack_object *rows)
+{
+    printf("%-16s %-10s %-8s %11s %8s %-16s %-12s %-12s %s\n", "NODE", "CLUSTER", "STATE",
+           "CORES(BUSY)", "MEM_MB", "FEATURES", "JOBS", "RESV", "PROBLEM");
+    for (uint32_t i = 0; i < rows->via.array.size; i++) {
+        const msgpack_object *o = &rows->via.array.ptr[i];
+        char nm[65], cl[41], st[33], ft[65], jb[1024], rv[1024], pr[1024], cores[40];
+        snprintf(cores, sizeof cores, "%llu(%llu)", (unsigned long long)wire_get_u64(o, "cores", 0),
+                 (unsigned long long)wire_get_u64(o, "cores_busy", 0));
+        cli_text(o, "problem", pr, sizeof pr);
+        printf("%s %s %s %11s %8llu %s %-12s %-12s %s\n", cli_cell(o, "node", 16, nm, sizeof nm),
+               cli_cell(o, "cluster", 10, cl, sizeof cl), cli_cell(o, "state", 8, st, sizeof st),
+               cores, (unsigned long long)wire_get_u64(o, "mem_mb", 0),
+               cli_cell(o, "features", 16, ft, sizeof ft), joined(o, "jobs", jb, sizeof jb),
+               joined(o, "reservations", rv, sizeof rv), pr[0] ? pr : "-");
+    }
+    if (!rows->via.array.size)
+        printf("(no hosts yet: is a cluster of the batch role up?)\n");
+}
+
+void maui_diag_jobs(const msgpack_object *rows)
+{
+    printf("%-8s %-12s %-9s %6s %-16s %9s %-19s %s\n", "JOB", "USER", "STATE", "PROCS", "HOSTS",
+           "WALLTIME", "STARTED", "PROBLEM");
+    for (uint32_t i = 0; i < rows->via.array.size; i++) {
+        const msgpack_object *o = &rows->via.array.ptr[i];
+        char us[49], st[37], hs[1024], pr[1024], wt[40], sb[40];
+        cli_text(o, "problem", pr, sizeof pr);
+        uint64_t procs = wire_get_u64(o, "procs", 1) * wire_get_u64(o, "ntasks", 1);
+        printf("%-8llu %s %s %6llu %-16s %9s %-19s %s\n",
+               (unsigned long long)wire_get_u64(o, "job", 0),
+               cli_cell(o, "user", 12, us, sizeof us), cli_cell(o, "state", 9, st, sizeof st),
+               (unsigned long long)procs, joined(o, "hosts", hs, sizeof hs),
+               maui_dur((int64_t)wire_get_u64(o, "walltime_s", 0) * 1000, wt, sizeof wt),
+               cli_time(wire_get_i64(o, "started", 0), sb, sizeof sb), pr[0] ? pr : "-");
+    }
+    if (!rows->via.array.size)
+        printf("(no unfinished jobs)\n");
 }

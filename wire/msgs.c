@@ -516,7 +516,7 @@ static const struct wire_field f_starts[] = {
     {NULL},
 };
 
-/* DIAGNOSE: "what" is "priority" or "fairshare" */
+/* DIAGNOSE: "what" is "priority", "fairshare", "nodes" or "jobs" */
 static const struct wire_field f_diagnose[] = {
     {"what", WF_STR, true, 16},
     {"job", WF_UINT, false},

@@ -143,3 +143,64 @@ def test_plain_group_must_exist(cluster_factory, gridnode_bin):
     r = cli(gridnode_bin, "submit", "-e", cl.endpoint, "-p", "1", "--group", "nosuchgroup27",
             "--", "true")
     assert r.returncode != 0 and "nosuchgroup27" in r.stderr, r
+
+
+def test_diagnose_nodes_and_jobs(cluster_factory, client_factory, batch_factory, gridnode_bin):
+    """diagnose -n: the host with its cores, features and the running job, no problem.
+    diagnose -j: the running job (no problem), a held job and a job waiting on a
+    dependency each with a problem that says so; paging with --json
+    gives the same rows; bad usage exits 2. (A user key seeing only its own jobs is
+    the same curve_may_touch filter as CHECKJOB's, tested in test_security: this file
+    has no user keys.)"""
+    cl, b = grid(cluster_factory, client_factory, batch_factory)
+    ep = b.endpoint
+    c = b.client()
+    run = c.ok("PSUBMIT", "SUBMITTED", argv=["sleep", "30"], procs=1, limit_s=60)["job"]
+    wait_until(lambda: state(b, run) == "running", scaled(30), msg="the job runs")
+    held = c.ok("PSUBMIT", "SUBMITTED", argv=["true"], procs=1, limit_s=60, hold=True)["job"]
+    # jobs no host can ever hold (a feature none has, two ranks one a host on one host)
+    # are refused at submission already; a job waiting on a dependency is accepted
+    dep = c.ok("PSUBMIT", "SUBMITTED", argv=["true"], procs=1, limit_s=60,
+                dependency="afterok:%d" % run)["job"]
+
+    nodes = jcli(gridnode_bin, "diagnose", "-n", "-e", ep)
+    assert [n["node"] for n in nodes] == ["node1"], nodes
+    n = nodes[0]
+    assert n["cores"] == 2 and n["cores_busy"] == 1 and n["jobs"] == [run], n
+    assert n["state"] == "running" and "gpu" in n["features"].split(","), n
+    assert n["problem"] == "" and n["reservations"] == [], n
+    r = cli(gridnode_bin, "diagnose", "-n", "-e", ep)
+    assert r.returncode == 0 and "node1" in r.stdout and "2(1)" in r.stdout, r
+    assert str(run) in r.stdout.splitlines()[1], r
+
+    def rows():
+        return {j["job"]: j for j in jcli(gridnode_bin, "diagnose", "-j", "-e", ep)}
+    wait_until(lambda: "Dependency" in rows().get(dep, {}).get("problem", ""),
+               scaled(20), msg="the dependency shows")
+    jobs = rows()
+    assert set(jobs) == {run, held, dep}, jobs
+    assert jobs[run]["state"] == "active" and jobs[run]["problem"] == "", jobs[run]
+    assert jobs[run]["hosts"] == ["node1"] and jobs[run]["started"] > 0, jobs[run]
+    assert jobs[run]["walltime_s"] == 60 and jobs[run]["procs"] == 1, jobs[run]
+    assert jobs[held]["state"] == "blocked" and "held" in jobs[held]["problem"], jobs[held]
+    assert jobs[dep]["hosts"] == [] and jobs[dep]["started"] == 0, jobs[dep]
+    r = cli(gridnode_bin, "diagnose", "-j", "-e", ep)
+    assert r.returncode == 0 and "Dependency" in r.stdout and "held" in r.stdout, r
+    # paging: one row a page gives the same rows in the same order
+    paged = b.client()
+    got, frm = [], 0
+    for _ in range(10):
+        p = paged.ok("DIAGNOSE", "DIAG", what="jobs", count=1, **({"from": frm}))
+        got += [j["job"] for j in p["jobs"]]
+        if "next" not in p:
+            break
+        frm = p["next"]
+    assert got == sorted(jobs), got
+    r = cli(gridnode_bin, "diagnose", "-x", "-e", ep)
+    assert r.returncode == 2, r
+    bad = c.err("DIAGNOSE", "INVALID", what="bogus")
+    assert "nodes" in bad["msg"] and "jobs" in bad["msg"], bad
+    for j in (dep, held, run):  # dep first: cancelling run ends dep
+        c.ok("CANCEL", "OK", job=j)
+    wait_until(lambda: jcli(gridnode_bin, "diagnose", "-j", "-e", ep) == [], scaled(20),
+               msg="cancelled jobs leave diagnose -j")

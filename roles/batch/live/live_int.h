@@ -12,7 +12,8 @@
  *   livecmd.c      Maui's queries (SHOWQ, CHECKJOB, ESTIMATE, DIAGNOSE, SITE_INFO) and
  *                  the table of Maui's commands
  *   liveresvcmd.c  the reservation commands (RESV_LIST/SET/RELEASE, RESERVE)
- *   livemaui.c     Maui's node and site commands (SHOWBF, CHECKNODE, SHOWSTATS; issue 27)
+ *   livemaui.c     Maui's node and site commands (SHOWBF, CHECKNODE, SHOWSTATS,
+ *                  DIAGNOSE nodes; issue 27)
  *   liveclu.c      one DEALER per cluster manager: resynchronisation, the EVENTS feed,
  *                  starts (PSUBMIT with hosts), cancels, reconciliation after restarts
  *   liveresv.c     reservations in memory, in the store and in the engine
@@ -154,6 +155,7 @@ struct lhost {
     uint64_t mem_mb, disk_mb; /* as last reported */
     char features[1024 + 1];  /* as last reported (issue 27, the cluster's cap), canonical */
     int64_t blocked_until;    /* monotonic ms: no new work after a refused start, or 0 */
+    int64_t changed;          /* wall ms it last went up or down (DIAGNOSE nodes), 0 never */
     bool up, seen, seen_up;
 };
 
@@ -354,6 +356,8 @@ void livecmd_dispatch(struct live *L, const struct wire_msg *m, struct wire_buf 
 void livecmd_showbf(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
 void livecmd_checknode(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
 void livecmd_showstats(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
+/* DIAGNOSE what=nodes (Maui's diagnose -n): a page of host rows with their problem. */
+void livecmd_diag_nodes(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
 /* The CHECKJOB row of j (a msgpack map; docs/wire.md 6.12), for livestats.c too. */
 void livecmd_job_row(struct live *L, const struct ljob *j, struct wire_buf *wb);
 /* Its queue_state ("active", "eligible", "blocked" or "ended"), without the row. */

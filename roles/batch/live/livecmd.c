@@ -486,6 +486,103 @@ static void diag_fairshare(struct live *L, const struct wire_msg *m, struct wire
     live_page_reply(&pg, reply, m, WT_DIAG, now, "creds", row);
 }
 
+/*
+ * What is wrong with job j (DIAGNOSE jobs, Maui's diagnose -j), into why ("" none): an
+ * element running past its walltime, a start its cluster has not confirmed, a running
+ * element whose cluster job id is unknown, a cluster not answering; a pending job held,
+ * waiting on a dependency, throttled, or larger than any set of hosts it may use.
+ */
+static void job_problem(struct live *L, const struct ljob *j, const char *qs, const char *reason,
+                        char *why, size_t len)
+{
+    int64_t now = live_now(L), lim = j->limit_s * 1000;
+    const struct lelem *el;
+    why[0] = 0;
+    for (uint32_t e = 0; !why[0] && (el = live_elem_next(j, &e)); e++) {
+        const char *cn = el->cl >= 0 && el->cl < L->ncl ? L->cl[el->cl].name : "?";
+        if (el->state != EL_STARTING && el->state != EL_RUNNING)
+            continue;
+        if (el->cl >= 0 && el->cl < L->ncl && !L->cl[el->cl].synced)
+            snprintf(why, len, "element %u: its cluster %s is not answering", e, cn);
+        else if (el->state == EL_RUNNING && el->start > 0 && lim > 0 && now > el->start + lim)
+            snprintf(why, len, "element %u: running %" PRId64 " s past its walltime", e,
+                     (now - el->start - lim) / 1000);
+        else if (el->state == EL_STARTING && el->decided && now - el->decided > LIVE_REQ_TIMEOUT_MS)
+            snprintf(why, len,
+                     "element %u: start sent to cluster %s %" PRId64 " s ago, not confirmed", e, cn,
+                     (now - el->decided) / 1000);
+        else if (el->state == EL_RUNNING && !el->cjob)
+            snprintf(why, len, "element %u: running, but its job at cluster %s is unknown", e, cn);
+    }
+    if (why[0] || !strcmp(qs, "active"))
+        return;
+    if (j->hold)
+        snprintf(why, len, "held (gridnode release %" PRIu64 " lets it run)", j->id);
+    else if (!strncmp(reason, "larger than", 11))
+        snprintf(why, len, "can never run: %s (procs, --ppn, --mem or --constraint)", reason);
+    else if (j->dep || !strncmp(reason, "throttled", 9) || !strncmp(reason, "held", 4))
+        snprintf(why, len, "%s", reason);
+}
+
+/* DIAGNOSE jobs (Maui's diagnose -j): every job not finished, by id (the cursor). */
+static void diag_jobs(struct live *L, const struct wire_msg *m, struct wire_buf *reply)
+{
+    struct live_page pg;
+    live_page_init(&pg, m);
+    uint32_t i;
+    for (i = live_job_lower(L, pg.from); i < L->njobs; i++) {
+        const struct ljob *j = L->jobs[i];
+        if (j->nended == j->ntasks || (j->cancelled && j->nstarted == j->nended) ||
+            !curve_may_touch(j->user)) /* a user: its own jobs only */
+            continue;
+        if (!live_page_add(&pg))
+            break;
+        struct batch_job_info bi;
+        bool have;
+        const char *qs = queue_state(L, j, &bi, &have);
+        const struct lelem *el = live_elem_peek(j, 0);
+        const char *reason = have ? bi.reason : el->reason ? el->reason : "";
+        if (j->hold && !have)
+            reason = "held";
+        char dr[320], why[400];
+        if (j->dep && live_dep_reason(j, dr, sizeof dr))
+            reason = dr;
+        job_problem(L, j, qs, reason, why, sizeof why);
+        int64_t started = 0;
+        uint32_t nh = 0;
+        int cl = -1;
+        for (uint32_t e = 0; (el = live_elem_next(j, &e)); e++) {
+            cl = cl < 0 && el->cl >= 0 && el->cl < L->ncl ? el->cl : cl;
+            started = !started || (el->start && el->start < started) ? el->start : started;
+            nh += (el->state == EL_STARTING || el->state == EL_RUNNING) && el->hosts &&
+                  *el->hosts && nh < 64;
+        }
+        struct wire_buf *wb = &pg.rows;
+        wire_pack_map(wb, 12);
+        wire_put_u64(wb, "job", j->id);
+        wire_put_str(wb, "user", j->user ? j->user : "");
+        wire_put_str(wb, "state", qs);
+        wire_put_u64(wb, "procs", j->parallel ? j->procs : 1);
+        wire_put_u64(wb, "ntasks", j->ntasks);
+        wire_put_u64(wb, "running", j->nstarted > j->nended ? j->nstarted - j->nended : 0);
+        wire_put_u64(wb, "walltime_s", (uint64_t)j->limit_s);
+        wire_put_i64(wb, "started", started);
+        /* the hosts of its elements starting or running (first 64), one string each */
+        wire_put_key(wb, "hosts");
+        wire_pack_array(wb, nh);
+        uint32_t k = 0;
+        for (uint32_t e = 0; k < nh && (el = live_elem_next(j, &e)); e++)
+            if ((el->state == EL_STARTING || el->state == EL_RUNNING) && el->hosts && *el->hosts) {
+                wire_pack_str(wb, el->hosts);
+                k++;
+            }
+        wire_put_str(wb, "reason", !strcmp(qs, "active") ? "" : reason);
+        wire_put_str(wb, "cluster", cl >= 0 ? L->cl[cl].name : "");
+        wire_put_str(wb, "problem", why);
+    }
+    live_page_reply(&pg, reply, m, WT_DIAG, live_now(L), "jobs", pg.more ? L->jobs[i]->id : 0);
+}
+
 static void h_diagnose(struct live *L, const struct wire_msg *m, struct wire_buf *reply)
 {
     char what[16];
@@ -494,8 +591,13 @@ static void h_diagnose(struct live *L, const struct wire_msg *m, struct wire_buf
         diag_priority(L, m, reply);
     else if (!strcmp(what, "fairshare"))
         diag_fairshare(L, m, reply);
+    else if (!strcmp(what, "nodes"))
+        livecmd_diag_nodes(L, m, reply); /* livemaui.c (issue 27) */
+    else if (!strcmp(what, "jobs"))
+        diag_jobs(L, m, reply);
     else
-        live_fail(reply, m->id, WE_INVALID, "what must be \"priority\" or \"fairshare\"");
+        live_fail(reply, m->id, WE_INVALID,
+                  "what must be \"priority\", \"fairshare\", \"nodes\" or \"jobs\"");
 }
 
 /* ---- SITE_INFO ---- */

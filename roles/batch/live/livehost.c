@@ -40,6 +40,7 @@ void live_host_set_up(struct live *L, struct lclu *c, struct lhost *h, bool up)
     if (h->up == up)
         return;
     h->up = up;
+    h->changed = live_now(L);
     host_engine_sync(L, h);
     log_info("cluster %s: host %s %s", c->name, h->name, up ? "up" : "down");
 }

@@ -3,7 +3,8 @@
  * docs/wire.md 6.12): SHOWBF (the backfill windows, from the engine's plan), CHECKNODE
  * (one host: state, cores, the jobs on it, its features and reservations) and SHOWSTATS
  * (the site's statistics from the accounting records, so they survive restarts, with
- * the load now). Below livecmd.c, which dispatches them.
+ * the load now), and DIAGNOSE nodes (Maui's diagnose -n: every host with what is wrong
+ * with it). Below livecmd.c, which dispatches them.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -132,6 +133,67 @@ static void put_host_resv(struct live *L, const struct lhost *h, struct wire_buf
         wire_pack_str(wb, names[i]);
 }
 
+/*
+ * What is wrong with host h (DIAGNOSE nodes, Maui's diagnose -n), into why ("" none):
+ * its cluster not answering, down with batch jobs on it, more ranks than cores,
+ * refusing work after a refused start (cores taken behind the role's back), up
+ * offering no core, down for long.
+ */
+static void host_problem(struct live *L, int cl, const struct lhost *h, int32_t busy, char *why,
+                         size_t len)
+{
+    int64_t now = live_now(L), since = h->changed ? (now - h->changed) / 1000 : -1;
+    why[0] = 0;
+    if (!L->cl[cl].synced)
+        snprintf(why, len, "its cluster %s is not answering (state as last known)", L->cl[cl].name);
+    else if (!h->up && busy > 0)
+        snprintf(why, len, "down with %d batch rank%s still on it (lost once its cluster says so)",
+                 (int)busy, busy == 1 ? "" : "s");
+    else if (busy > h->ncores)
+        snprintf(why, len, "%d ranks on %d cores (it offers fewer cores than before)", (int)busy,
+                 (int)h->ncores);
+    else if (h->up && h->blocked_until)
+        snprintf(why, len,
+                 "refused a start: its cores are busy with work the batch role "
+                 "did not place (jobs submitted to the cluster directly?)");
+    else if (h->up && h->ncores <= 0)
+        snprintf(why, len, "up but offers no core");
+    else if (!h->up && since >= 600)
+        snprintf(why, len, "down for %" PRId64 " min", since / 60);
+}
+
+/* The row of host h of cluster cl (CHECKNODE's "node"; DIAGNOSE nodes adds "problem"). */
+static void host_row(struct live *L, int cl, const struct lhost *h, struct wire_buf *wb, bool diag)
+{
+    uint64_t ids[256];
+    int32_t busy;
+    uint32_t nj = host_jobs(L, h, ids, 256, &busy);
+    const char *state = !h->up              ? "down"
+                        : h->blocked_until  ? "blocked"
+                        : busy >= h->ncores ? "busy"
+                        : busy > 0          ? "running"
+                                            : "idle";
+    wire_pack_map(wb, 10 + (diag ? 1 : 0));
+    wire_put_str(wb, "node", h->name);
+    wire_put_str(wb, "cluster", L->cl[cl].name);
+    wire_put_str(wb, "state", state);
+    wire_put_u64(wb, "cores", (uint64_t)(h->ncores > 0 ? h->ncores : 0));
+    wire_put_u64(wb, "cores_busy", (uint64_t)busy);
+    wire_put_u64(wb, "mem_mb", h->mem_mb);
+    wire_put_u64(wb, "disk_mb", h->disk_mb);
+    wire_put_str(wb, "features", h->features);
+    wire_put_key(wb, "jobs");
+    wire_pack_array(wb, nj);
+    for (uint32_t i = 0; i < nj; i++)
+        wire_pack_u64(wb, ids[i]);
+    put_host_resv(L, h, wb);
+    if (diag) {
+        char why[300];
+        host_problem(L, cl, h, busy, why, sizeof why);
+        wire_put_str(wb, "problem", why);
+    }
+}
+
 void livecmd_checknode(struct live *L, const struct wire_msg *m, struct wire_buf *reply)
 {
     char name[2 * BATCH_NAME_MAX];
@@ -143,30 +205,30 @@ void livecmd_checknode(struct live *L, const struct wire_msg *m, struct wire_buf
                   "no host '%s' here (gridnode nodes -e lists the hosts of the batch role)", name);
         return;
     }
-    uint64_t ids[256];
-    int32_t busy;
-    uint32_t nj = host_jobs(L, h, ids, 256, &busy);
-    const char *state = !h->up              ? "down"
-                        : h->blocked_until  ? "blocked"
-                        : busy >= h->ncores ? "busy"
-                        : busy > 0          ? "running"
-                                            : "idle";
     wire_begin(reply, WT_NODECHECK, m->id, 1);
     wire_put_key(reply, "node");
-    wire_pack_map(reply, 10);
-    wire_put_str(reply, "node", h->name);
-    wire_put_str(reply, "cluster", L->cl[cl].name);
-    wire_put_str(reply, "state", state);
-    wire_put_u64(reply, "cores", (uint64_t)(h->ncores > 0 ? h->ncores : 0));
-    wire_put_u64(reply, "cores_busy", (uint64_t)busy);
-    wire_put_u64(reply, "mem_mb", h->mem_mb);
-    wire_put_u64(reply, "disk_mb", h->disk_mb);
-    wire_put_str(reply, "features", h->features);
-    wire_put_key(reply, "jobs");
-    wire_pack_array(reply, nj);
-    for (uint32_t i = 0; i < nj; i++)
-        wire_pack_u64(reply, ids[i]);
-    put_host_resv(L, h, reply);
+    host_row(L, cl, h, reply, false);
+}
+
+/* DIAGNOSE nodes (Maui's diagnose -n): every host, cluster by cluster, paged by its
+ * position in that order. */
+void livecmd_diag_nodes(struct live *L, const struct wire_msg *m, struct wire_buf *reply)
+{
+    struct live_page pg;
+    live_page_init(&pg, m);
+    uint64_t row = 0;
+    for (int c = 0; c < L->ncl && !pg.more; c++)
+        for (uint32_t i = 0; i < L->cl[c].nhosts; i++) {
+            if (row < pg.from) {
+                row++;
+                continue;
+            }
+            if (!live_page_add(&pg))
+                break;
+            row++;
+            host_row(L, c, &L->cl[c].hosts[i], &pg.rows, true);
+        }
+    live_page_reply(&pg, reply, m, WT_DIAG, live_now(L), "nodes", row);
 }
 
 /* ---- SHOWSTATS ---- */
