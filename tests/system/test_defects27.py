@@ -22,7 +22,7 @@ def site(cluster_factory, client_factory, batch_factory, name="s", nodes=2, slot
          bsets=None):
     cl = cluster_factory(SD, name="cl_" + name)
     client_factory(cl, nodes, sets=dict(CLIENT, **{"client.slots": slots}), prefix=name + "n")
-    b = batch_factory([cl], name="b_" + name, sets=bsets)
+    b = batch_factory([cl], name="b_" + name, sets=dict({"batch.log_level": "debug"}, **(bsets or {})))
     wait_until(lambda: sum(1 for n in b.rpc(T["NODE_LIST"])["nodes"] if n["active"]) == nodes,
                scaled(20), msg="site %s sees its hosts" % name)
     return cl, b
