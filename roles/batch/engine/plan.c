@@ -46,13 +46,36 @@ static int32_t compat_groups(struct batch_engine *e, const struct bpool *p, cons
 
 /* Several groups: the first candidate t in [t0, tmax] where they hold j's tasks
  * for its whole walltime; fills cnt (greedy, most tasks per node first). */
-static int64_t multi_find(struct batch_engine *e, const struct profile *pr, int32_t nk,
-                          const struct bjob *j, int64_t t0, int64_t tmax, int32_t *cnt)
+/* The nodes of group g that j may take at once under its --ppn: at most ppn tasks on
+ * one machine (a machine's nodes are its cores), so at most machines x ppn / kpn nodes;
+ * INT32_MAX without ppn. */
+static int32_t ppn_node_cap(const struct batch_engine *e, const struct bgroup *g,
+                            const struct bjob *j, int32_t kpn)
 {
+    if (j->ppn <= 0 || kpn <= 0)
+        return INT32_MAX;
+    int64_t machines = 0; /* a machine's nodes are added together: a change counts one
+                             (nodes interleaved would count more: the cap only looser) */
+    for (int32_t i = 0; i < g->nnodes; i++) {
+        int32_t h = e->nodes[g->nodes[i]].host;
+        machines += h < 0 || i == 0 || e->nodes[g->nodes[i - 1]].host != h;
+    }
+    int64_t n = machines * j->ppn / kpn;
+    return n > INT32_MAX ? INT32_MAX : (int32_t)n;
+}
+
+static int64_t multi_find(struct batch_engine *e, const struct bpool *p, const struct profile *pr,
+                          int32_t nk, const struct bjob *j, int64_t t0, int64_t tmax, int32_t *cnt)
+{
+    int32_t capn[64]; /* per candidate group: ppn_node_cap (groups beyond 64: uncapped) */
+    for (int32_t i = 0; i < nk && i < 64; i++)
+        capn[i] = ppn_node_cap(e, &e->groups[p->gid[e->scr_k[i]]], j, e->scr_kpn[i]);
     for (int64_t t = t0;;) {
         int64_t tasks = 0, end = add_sat(t, j->walltime);
         for (int32_t i = 0; i < nk && tasks < j->tasks; i++) {
             int32_t avail = bs_profile_min(&pr[e->scr_k[i]], t, end);
+            if (i < 64 && avail > capn[i])
+                avail = capn[i];
             if (avail > 0)
                 tasks += (int64_t)avail * e->scr_kpn[i];
         }
@@ -60,6 +83,8 @@ static int64_t multi_find(struct batch_engine *e, const struct profile *pr, int3
             int64_t rem = j->tasks;
             for (int32_t i = 0; i < nk && rem > 0; i++) {
                 int32_t avail = bs_profile_min(&pr[e->scr_k[i]], t, end);
+                if (i < 64 && avail > capn[i])
+                    avail = capn[i];
                 int64_t want = (rem + e->scr_kpn[i] - 1) / e->scr_kpn[i];
                 int32_t take = avail <= 0 ? 0 : (avail < want ? avail : (int32_t)want);
                 if (cnt)
@@ -111,7 +136,7 @@ int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjo
             cnt[e->scr_k[0]] = need;
         return t;
     }
-    return multi_find(e, pr, nk, j, t0, tmax, cnt);
+    return multi_find(e, p, pr, nk, j, t0, tmax, cnt);
 }
 
 int bs_plan_fits_now(struct batch_engine *e, const struct bjob *j, int32_t *cnt)
