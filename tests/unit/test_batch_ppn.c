@@ -157,12 +157,37 @@ static void test_resv_ppn(void **state)
     batch_engine_destroy(&e);
 }
 
+/* Machines whose nodes differ a little (free disk reported 1 MB apart, as two live
+ * clients do) fall into different node groups: a ppn 1 job placed over both groups
+ * must still take one node per machine and start now (it took both cores of one
+ * machine, was refused, and waited for ever). */
+static void test_ppn_over_groups(void **state)
+{
+    (void)state;
+    struct batch_engine *e = eng();
+    for (int h = 0; h < 2; h++)
+        for (int c = 0; c < 2; c++) {
+            struct batch_node_spec s = {.cap = {1, 1000, 5000 + h, 0}};
+            snprintf(s.name, sizeof s.name, "h%d/%d", h, c);
+            snprintf(s.host, sizeof s.host, "h%d", h);
+            assert_true(batch_node_add(e, &s) >= 0);
+        }
+    submit(e, 1, 2, 1, 100);
+    cycle(e, 0);
+    int n[2];
+    per_host(e, 1, n, 2);
+    assert_int_equal(n[0], 1);
+    assert_int_equal(n[1], 1);
+    batch_engine_destroy(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shared_hosts),
         cmocka_unit_test(test_own_hosts),
         cmocka_unit_test(test_resv_ppn),
+        cmocka_unit_test(test_ppn_over_groups),
     };
     return cmocka_run_group_tests_name("batch_ppn", tests, NULL, NULL);
 }
