@@ -5,6 +5,7 @@
  */
 #include "wire/wire.h"
 #include "wire/bound.h"
+#include "lib/constraint.h"
 #include "lib/text.h"
 
 #include <stdarg.h>
@@ -337,6 +338,23 @@ void wire_get_strbuf(const msgpack_object *map, const char *key, char *buf, size
     size_t n;
     const char *s = wire_get_str(map, key, &n);
     text_copy(buf, cap, s ? s : "", n); /* cut on a character boundary */
+}
+
+int wire_get_constraint(const msgpack_object *map, char **out, char *why, size_t wl)
+{
+    size_t n;
+    const char *s = wire_get_str(map, "constraint", &n);
+    char t[CONSTRAINT_LEN_MAX + 1];
+    *out = NULL;
+    if (!s)
+        return 0;
+    if (constraint_parse(s, n, t, sizeof t, why, wl) < 0)
+        return -1;
+    if (!(*out = strdup(t))) {
+        snprintf(why, wl, "out of memory");
+        return -1;
+    }
+    return 0;
 }
 
 char *wire_get_strdup(const msgpack_object *map, const char *key)

@@ -251,6 +251,10 @@ const void *wire_get_bin(const msgpack_object *map, const char *key, size_t *len
 void wire_get_strbuf(const msgpack_object *map, const char *key, char *buf, size_t cap);
 /* malloc'd NUL-terminated copy of a text field (NULL if absent or out of memory). */
 char *wire_get_strdup(const msgpack_object *map, const char *key);
+/* map's "constraint" (submit --constraint, lib/constraint.h) in canonical form, malloc'd
+ * into *out (NULL when absent): 0, or -1 with why (bad syntax, out of memory). Every
+ * level reads a request's or a record's constraint through it. */
+int wire_get_constraint(const msgpack_object *map, char **out, char *why, size_t wl);
 
 /* ---- encoding ---- */
 

@@ -411,7 +411,6 @@ void jobdep_step(struct cluster *c);
 void cluster_dep_reason(const struct depend *d, char *buf, size_t len);
 /* state.c (issue 27): SUBMIT/PSUBMIT "constraint" into *out (canonical text, malloc'd;
    NULL when absent). 0, or -1 with the reason in why (*out NULL). */
-int cluster_constraint_get(const msgpack_object *m, char **out, char *why, size_t wl);
 /* HELLO "features" into n->features (canonical). NULL, or why it is refused. */
 const char *cluster_node_load_features(struct node *n, const msgpack_object *m, char *why,
                                        size_t wl);

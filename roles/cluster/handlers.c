@@ -397,8 +397,8 @@ static void h_submit(struct cluster *c, struct request *r)
         jobdep_free(dep);
         goto oom;
     }
-    j->dep = dep;                                                           /* freed with j */
-    if (cluster_constraint_get(m, &j->constraint, dwhy, sizeof dwhy) < 0) { /* issue 27 */
+    j->dep = dep;                                                        /* freed with j */
+    if (wire_get_constraint(m, &j->constraint, dwhy, sizeof dwhy) < 0) { /* issue 27 */
         cluster_job_free(j);
         cluster_reply_error(r, WE_INVALID, "SUBMIT refused: %s", dwhy);
         return;

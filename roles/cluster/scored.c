@@ -865,7 +865,7 @@ void h_psubmit(struct cluster *c, struct request *r)
         scored_reply_err(r, WE_INVALID, "PSUBMIT refused: %s", why);
         goto refused;
     }
-    if (cluster_constraint_get(m, &j->constraint, why, sizeof why) < 0) { /* issue 27 */
+    if (wire_get_constraint(m, &j->constraint, why, sizeof why) < 0) { /* issue 27 */
         scored_reply_err(r, WE_INVALID, "PSUBMIT refused: %s", why);
         goto refused;
     }

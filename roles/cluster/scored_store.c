@@ -448,7 +448,7 @@ static int load_job(void *arg, const uint8_t *key, size_t klen, const void *val,
     if (eoom || (wire_get(m, "chdir") && !j->cwd) || pdep_load(j, m) < 0)
         goto bad;
     char cwhy[160];
-    if (cluster_constraint_get(m, &j->constraint, cwhy, sizeof cwhy) < 0)
+    if (wire_get_constraint(m, &j->constraint, cwhy, sizeof cwhy) < 0)
         goto bad;
     j->rq.nprocs = (uint32_t)wire_get_u64(m, "procs", 1);
     j->rq.ppn = (uint32_t)wire_get_u64(m, "ppn", 1);

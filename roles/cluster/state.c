@@ -367,23 +367,6 @@ void cluster_job_pack(const struct job *j, struct wire_buf *wb, bool row)
     }
 }
 
-int cluster_constraint_get(const msgpack_object *m, char **out, char *why, size_t wl)
-{
-    size_t n;
-    const char *s = wire_get_str(m, "constraint", &n);
-    char t[CONSTRAINT_LEN_MAX + 1];
-    *out = NULL;
-    if (!s)
-        return 0;
-    if (constraint_parse(s, n, t, sizeof t, why, wl) < 0)
-        return -1;
-    if (!(*out = strdup(t))) {
-        snprintf(why, wl, "out of memory");
-        return -1;
-    }
-    return 0;
-}
-
 const char *cluster_node_load_features(struct node *n, const msgpack_object *m, char *why,
                                        size_t wl)
 {

@@ -314,7 +314,7 @@ static int load_job(void *arg, const uint8_t *key, size_t klen, const void *val,
     if (oom || (wire_get(m, "chdir") && !j->cwd) || dep_load(j, m) < 0)
         goto bad;
     char cwhy[160]; /* submit --constraint (issue 27): absent in older records */
-    if (cluster_constraint_get(m, &j->constraint, cwhy, sizeof cwhy) < 0)
+    if (wire_get_constraint(m, &j->constraint, cwhy, sizeof cwhy) < 0)
         goto bad;
     if (!j->argv || !j->name || !j->user || j->next_new > j->ntasks ||
         job_grow_tasks(j, j->next_new) < 0 || cluster_job_add(c, j) < 0)

@@ -609,11 +609,8 @@ struct ljob *live_job_decode(const void *p, size_t n)
     j->env = jobenv_dup(m, &nenv, &eoom);
     j->cwd = wire_get_strdup(m, "chdir");
     j->dep_end = dup_opt(m, "dep_end");
-    size_t cn; /* issue 27; absent in older records: none */
-    const char *cs = wire_get_str(m, "constraint", &cn);
-    char ct[CONSTRAINT_LEN_MAX + 1], cwhy[160];
-    if (cs && (constraint_parse(cs, cn, ct, sizeof ct, cwhy, sizeof cwhy) < 0 ||
-               !(j->constraint = strdup(ct))))
+    char cwhy[160]; /* issue 27; absent in older records: none */
+    if (wire_get_constraint(m, &j->constraint, cwhy, sizeof cwhy) < 0)
         eoom = 1; /* unreadable: the record is skipped, as any other */
     size_t dn;
     const char *ds = wire_get_str(m, "dependency", &dn); /* issue 27; absent before: none */

@@ -154,17 +154,10 @@ static void submitted(struct req *r, struct ljob *j, bool repeat)
 static int constraint_get(struct live *L, struct ljob *j, const msgpack_object *m, char *why,
                           size_t wl)
 {
-    size_t n;
-    const char *s = wire_get_str(m, "constraint", &n);
-    char t[CONSTRAINT_LEN_MAX + 1];
-    if (!s)
+    if (wire_get_constraint(m, &j->constraint, why, wl) < 0)
+        return -1;
+    if (!j->constraint)
         return 0;
-    if (constraint_parse(s, n, t, sizeof t, why, wl) < 0)
-        return -1;
-    if (!(j->constraint = strdup(t))) {
-        snprintf(why, wl, "out of memory");
-        return -1;
-    }
     return live_constraint_impossible(L, j->class_, j->constraint, why, wl) ? -2 : 0;
 }
 

@@ -262,9 +262,6 @@ struct mjob *meta_job_by_key(struct meta *M, const char *user, const char *key);
 void meta_key_reset(struct meta *M);
 /* The request's key (malloc'd), NULL when absent. */
 char *meta_req_key(const msgpack_object *req);
-/* The request's "constraint" (issue 27) in canonical form into *out (malloc'd, NULL
- * when absent). 0, or -1 with the reason in why (bad syntax, out of memory). */
-int meta_req_constraint(const msgpack_object *req, char **out, char *why, size_t wl);
 /* j's state is st (reason: kept when not NULL); logged on a change, marked dirty. */
 void meta_job_set(struct meta *M, struct mjob *j, enum mj_state st, const char *reason);
 /* Writes the dirty jobs' records (not committed). 0, or -1. */

@@ -133,23 +133,6 @@ char *meta_req_key(const msgpack_object *req)
     return k && n ? strndup(k, n) : NULL;
 }
 
-int meta_req_constraint(const msgpack_object *req, char **out, char *why, size_t wl)
-{
-    size_t n;
-    const char *s = wire_get_str(req, "constraint", &n);
-    char t[CONSTRAINT_LEN_MAX + 1];
-    *out = NULL;
-    if (!s)
-        return 0;
-    if (constraint_parse(s, n, t, sizeof t, why, wl) < 0)
-        return -1;
-    if (!(*out = strdup(t))) {
-        snprintf(why, wl, "out of memory");
-        return -1;
-    }
-    return 0;
-}
-
 struct mjob *meta_job_by_key(struct meta *M, const char *user, const char *key)
 {
     return key && M->kcap ? *key_slot(M, user, key) : NULL;
@@ -257,7 +240,7 @@ static struct mjob *job_decode(uint64_t id, const void *v, size_t vl)
         if (wire_get_bool(o, "parallel", false)) /* --ppn: as the request sent on says */
             j->ppn = (uint32_t)wire_get_capped(&rq.data, "ppn", 0, 4096);
         char cwhy[160]; /* issue 27: as the request says (checked at submission) */
-        meta_req_constraint(&rq.data, &j->constraint, cwhy, sizeof cwhy);
+        wire_get_constraint(&rq.data, &j->constraint, cwhy, sizeof cwhy);
     }
     msgpack_unpacked_destroy(&rq);
     j->id = id;

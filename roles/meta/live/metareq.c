@@ -115,7 +115,7 @@ static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *r
         return;
     }
     char *con; /* submit --constraint (issue 27): a site must be able to satisfy it */
-    if (meta_req_constraint(o, &con, why, sizeof why) < 0) {
+    if (wire_get_constraint(o, &con, why, sizeof why) < 0) {
         fail(reply, m->id, WE_INVALID, why);
         return;
     }
