@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "roles/batch/sim/simout.h"
+#include "lib/timeaxis.h"
 
 static int closed(FILE *f, const char *path, char *err, size_t errlen)
 {
@@ -46,57 +47,23 @@ static void colour(int64_t id, char *buf, size_t len)
              45 + (unsigned)(h >> 20) % 40, 45 + (unsigned)(h >> 8) % 20);
 }
 
-/* The unit of a time axis spanning span seconds: one for the whole axis, so that
- * every tick reads in it. */
-struct axis_unit {
-    const char *name;
-    double secs;
-};
-
-static struct axis_unit axis_unit(double span)
-{
-    if (span <= 180)
-        return (struct axis_unit){"s", 1};
-    if (span <= 3 * 3600)
-        return (struct axis_unit){"min", 60};
-    if (span <= 4 * 86400)
-        return (struct axis_unit){"h", 3600};
-    return (struct axis_unit){"d", 86400};
-}
-
-/* A tick step (1, 2 or 5 times a power of ten units; hours by 1, 2, 3, 6, 12 or 24) giving at most
- * 10 ticks over span units: labels of up to 8 characters never meet on the 1,330-pixel axis. */
-static double tick_step(double span, const struct axis_unit *u)
-{
-    static const double hours[] = {1, 2, 3, 6, 12, 24};
-    for (size_t k = 0; u->secs == 3600 && k < sizeof hours / sizeof hours[0]; k++)
-        if (span / hours[k] <= 10)
-            return hours[k];
-    static const double mult[] = {1, 2, 5};
-    for (double p = pow(10, floor(log10(span / 10))); p < 1e300; p *= 10)
-        for (int m = 0; m < 3; m++)
-            if (span / (mult[m] * p) <= 10)
-                return mult[m] * p;
-    return span;
-}
-
 #define G_W 1400.0
 #define G_H 760.0
 #define G_L 60.0
 #define G_T 40.0
 #define G_B (G_H - 90) /* the bottom of the plot */
 
-/* Grid lines, tick labels and both axis labels. The x axis reads in one unit (axis_unit)
+/* Grid lines, tick labels and both axis labels. The x axis reads in one unit (lib/timeaxis.h)
  * counted from the first submission of the trace (origin); times are engine units, unit
  * of them per second. */
 static void gantt_axes(FILE *f, int64_t from, int64_t to, int64_t origin, int64_t unit,
                        int64_t procs)
 {
     double span = (double)(to - from) / (double)unit;
-    struct axis_unit u = axis_unit(span);
+    struct time_axis_unit u = time_axis_unit(span);
     double a = (double)(from - origin) / (double)unit / u.secs;
     double b = (double)(to - origin) / (double)unit / u.secs;
-    double step = tick_step(b - a, &u), xs = (G_W - G_L - 10) / (b - a);
+    double step = time_axis_step(b - a, &u, 10), xs = (G_W - G_L - 10) / (b - a);
     fprintf(f, "<g font-family=\"sans-serif\" font-size=\"11\" fill=\"#333\">\n");
     for (double v = ceil(a / step - 1e-9) * step; v <= b + 1e-9 * step; v += step) {
         double x = G_L + (v - a) * xs;

@@ -5,6 +5,7 @@
  * emulated policy, stacked in a single SVG file, with one time unit on every axis.
  */
 #include "roles/client/emulate/emulate_int.h"
+#include "lib/timeaxis.h"
 
 #include <errno.h>
 #include <math.h>
@@ -73,38 +74,6 @@ static const char *const palette[] = {
 };
 #define NPALETTE (sizeof palette / sizeof palette[0])
 
-/* The one unit of a time axis spanning span seconds. */
-struct axis_unit {
-    const char *name;
-    double secs;
-};
-
-static struct axis_unit axis_unit(double span)
-{
-    if (span <= 180)
-        return (struct axis_unit){"s", 1};
-    if (span <= 3 * 3600)
-        return (struct axis_unit){"min", 60};
-    if (span <= 4 * 86400)
-        return (struct axis_unit){"h", 3600};
-    return (struct axis_unit){"d", 86400};
-}
-
-/* A tick step of at most 12 ticks over span units: hours by 1, 2, 3, 6, 12 or 24, else
- * 1, 2 or 5 times a power of ten (labels of a few characters never meet). */
-static double tick_step(double span, const struct axis_unit *u)
-{
-    static const double hours[] = {1, 2, 3, 6, 12, 24}, mult[] = {1, 2, 5};
-    for (size_t k = 0; u->secs == 3600 && k < sizeof hours / sizeof hours[0]; k++)
-        if (span / hours[k] <= 12)
-            return hours[k];
-    for (double p = pow(10, floor(log10(span / 12))); p < 1e300; p *= 10)
-        for (int m = 0; m < 3; m++)
-            if (span / (mult[m] * p) <= 12)
-                return mult[m] * p;
-    return span;
-}
-
 #define LEFT 90
 #define WIDTH 1100
 #define ROW_H 12
@@ -122,8 +91,8 @@ static double panel_height(const struct emu_scenario *sc, const struct emu_timel
 static void panel_axis(FILE *f, const struct emu_timeline *tl, double y)
 {
     double span = tl->to - tl->from, scale = WIDTH / span;
-    struct axis_unit u = axis_unit(span);
-    double step = tick_step(span / u.secs, &u) * u.secs;
+    struct time_axis_unit u = time_axis_unit(span);
+    double step = time_axis_step(span / u.secs, &u, 12) * u.secs;
     for (double t = ceil(tl->from / step - 1e-9) * step; t <= tl->to + 1e-6 * step; t += step)
         fprintf(f,
                 "<text x=\"%.1f\" y=\"%.0f\" font-size=\"10\" text-anchor=\"middle\">%g"
