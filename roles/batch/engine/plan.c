@@ -64,34 +64,42 @@ static int32_t ppn_node_cap(const struct batch_engine *e, const struct bgroup *g
     return n > INT32_MAX ? INT32_MAX : (int32_t)n;
 }
 
+/* Nodes of candidate group i free over [t, end), at most its ppn cap (capn, or none). */
+static int32_t group_avail(const struct batch_engine *e, const struct profile *pr,
+                           const int32_t *capn, int32_t i, int64_t t, int64_t end)
+{
+    int32_t avail = bs_profile_min(&pr[e->scr_k[i]], t, end);
+    return capn && avail > capn[i] ? capn[i] : avail;
+}
+
 static int64_t multi_find(struct batch_engine *e, const struct bpool *p, const struct profile *pr,
                           int32_t nk, const struct bjob *j, int64_t t0, int64_t tmax, int32_t *cnt)
 {
-    int32_t capn[64]; /* per candidate group: ppn_node_cap (groups beyond 64: uncapped) */
-    for (int32_t i = 0; i < nk && i < 64; i++)
+    /* per candidate group: ppn_node_cap; out of memory: uncapped (the start's own
+       per-machine check still refuses what breaks ppn) */
+    int32_t capbuf[64], *capn = j->ppn <= 0 ? NULL : nk <= 64 ? capbuf : malloc(nk * sizeof *capn);
+    for (int32_t i = 0; capn && i < nk; i++)
         capn[i] = ppn_node_cap(e, &e->groups[p->gid[e->scr_k[i]]], j, e->scr_kpn[i]);
+    int64_t found = BATCH_NEVER;
     for (int64_t t = t0;;) {
         int64_t tasks = 0, end = add_sat(t, j->walltime);
         for (int32_t i = 0; i < nk && tasks < j->tasks; i++) {
-            int32_t avail = bs_profile_min(&pr[e->scr_k[i]], t, end);
-            if (i < 64 && avail > capn[i])
-                avail = capn[i];
+            int32_t avail = group_avail(e, pr, capn, i, t, end);
             if (avail > 0)
                 tasks += (int64_t)avail * e->scr_kpn[i];
         }
         if (tasks >= j->tasks) {
             int64_t rem = j->tasks;
             for (int32_t i = 0; i < nk && rem > 0; i++) {
-                int32_t avail = bs_profile_min(&pr[e->scr_k[i]], t, end);
-                if (i < 64 && avail > capn[i])
-                    avail = capn[i];
+                int32_t avail = group_avail(e, pr, capn, i, t, end);
                 int64_t want = (rem + e->scr_kpn[i] - 1) / e->scr_kpn[i];
                 int32_t take = avail <= 0 ? 0 : (avail < want ? avail : (int32_t)want);
                 if (cnt)
                     cnt[e->scr_k[i]] = take;
                 rem -= (int64_t)take * e->scr_kpn[i];
             }
-            return t;
+            found = t;
+            break;
         }
         int64_t nt = PROFILE_INF;
         for (int32_t i = 0; i < nk; i++) {
@@ -100,9 +108,12 @@ static int64_t multi_find(struct batch_engine *e, const struct bpool *p, const s
                 nt = x;
         }
         if (nt == PROFILE_INF || nt > tmax)
-            return BATCH_NEVER;
+            break;
         t = nt;
     }
+    if (capn != capbuf)
+        free(capn);
+    return found;
 }
 
 int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjob *j, int64_t t0,
