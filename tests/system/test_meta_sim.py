@@ -252,3 +252,31 @@ def test_local_trace_per_site_competes_with_grid_jobs(tmp_path):
     p = run("--simulate", grid, "--sites", 2, "--procs", 32, "--local",
             "site1=%s" % (tmp_path / "missing.swf"))
     assert p.returncode == 1 and "missing.swf" in p.stderr and "site1" in p.stderr
+
+
+def test_unequal_splits_by_weights_and_shares(tmp_path):
+    """--sites 3:1 splits in proportion; a scenario's `share` does the same from the
+    trace's MaxProcs; local and grid jobs' waits are reported apart (issue 25)."""
+    trace = write_trace(tmp_path / "t.swf", 300, 64, seed=7)
+    d = sim_json("--simulate", trace, "--sites", "3:1", "--policy", "slurm_m")
+    assert [s["nodes"] for s in d["sites"]] == [48, 16]
+    r = d["runs"][0]
+    for k in ("local_mean_wait_s", "local_max_wait_s", "local_mean_bsld", "grid_max_wait_s",
+              "local_over_2d"):
+        assert k in r, k
+    assert r["local_max_wait_s"] >= r["local_mean_wait_s"] >= 0
+    assert r["grid_max_wait_s"] >= r["grid_mean_wait_s"] >= 0
+    # the mean of all jobs lies between the local and the grid means
+    lo, hi = sorted([r["local_mean_wait_s"], r["grid_mean_wait_s"]])
+    assert lo - 1e-6 <= r["mean_wait_s"] <= hi + 1e-6
+    sc = tmp_path / "s.ini"
+    sc.write_text("[site big]\nshare = 0.75\n[site small]\nshare = 0.25\n")
+    d2 = sim_json("--simulate", trace, "--scenario", sc, "--policy", "slurm_m")
+    assert [s["nodes"] for s in d2["sites"]] == [48, 16]
+    assert d2["runs"][0]["mean_bsld"] == pytest.approx(r["mean_bsld"])
+    for bad in ("3:", "3:0", "a:b", ":1"):
+        p = run("--simulate", trace, "--sites", bad)
+        assert p.returncode == 2 and "--sites" in p.stderr, (bad, p.stderr)
+    sc.write_text("[site a]\nnode_procs = 2\n")
+    p = run("--simulate", trace, "--scenario", sc)
+    assert p.returncode == 1 and "nodes = N or share = F" in p.stderr, p.stderr

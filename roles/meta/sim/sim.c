@@ -382,6 +382,12 @@ static void summarize(struct run *x)
         if (w->grid[i]) {
             r->grid_wait += (double)wait;
             r->grid_bsld += b;
+            r->grid_wait_max = wait > r->grid_wait_max ? wait : r->grid_wait_max;
+        } else {
+            r->local_wait += (double)wait;
+            r->local_bsld += b;
+            r->local_wait_max = wait > r->local_wait_max ? wait : r->local_wait_max;
+            r->local_starved += wait > 2 * 86400;
         }
         work[mj->site] += (double)mj->run * j->procs;
         last = mj->end > last ? mj->end : last;
@@ -392,6 +398,10 @@ static void summarize(struct run *x)
     if (w->ngrid) {
         r->grid_wait /= (double)w->ngrid;
         r->grid_bsld /= (double)w->ngrid;
+    }
+    if (n > w->ngrid) {
+        r->local_wait /= (double)(n - w->ngrid);
+        r->local_bsld /= (double)(n - w->ngrid);
     }
     double span = (double)(last - first);
     for (size_t s = 0; s < x->nengines; s++)

@@ -41,6 +41,7 @@ int meta_simulate_main(int argc, char **argv);
 struct msim_site {
     char name[BATCH_NAME_MAX];
     int32_t nodes, node_procs;
+    double share; /* > 0: nodes from this share of the processors (msim_scenario_resolve) */
     double speed; /* a job runs run / speed seconds here */
     struct batch_config cfg;
     char local_trace[1024]; /* "" or an SWF trace: this site's own local load */
@@ -81,7 +82,10 @@ struct msim_job {
 struct msim_result {
     int kind; /* enum meta_policy, or MSIM_POOLED */
     double mean_wait, mean_bsld, mean_turnaround;
-    double grid_wait, grid_bsld; /* over the grid jobs */
+    double grid_wait, grid_bsld;   /* over the grid jobs */
+    double local_wait, local_bsld; /* over the local jobs */
+    int64_t grid_wait_max, local_wait_max;
+    size_t local_starved; /* local jobs that waited more than 2 days */
     double util[MSIM_MAX_SITES];
     size_t moved;       /* moves made by re-evaluation */
     size_t resv_failed; /* placements that found no reservation and queued plainly */
@@ -96,6 +100,12 @@ void msim_scenario_defaults(struct msim_scenario *s);
 void msim_scenario_clear(struct msim_scenario *s);
 /* Adds `n` equal sites splitting `procs` processors (speed 1, batch defaults). 0 or -1. */
 int msim_scenario_split(struct msim_scenario *s, size_t n, int64_t procs, char *err, size_t len);
+/* Adds sites splitting `procs` processors in proportion to weights[0..n) (speed 1,
+ * batch defaults), e.g. 4:3:2:1. 0 or -1. */
+int msim_scenario_split_weights(struct msim_scenario *s, const double *weights, size_t n,
+                                int64_t procs, char *err, size_t len);
+/* Gives every site with a `share` and no `nodes` its nodes from `procs`. 0 or -1. */
+int msim_scenario_resolve(struct msim_scenario *s, int64_t procs, char *err, size_t len);
 /* Reads a scenario INI file on top of s ([meta] and [site NAME] sections; docs/meta.md).
  * 0, or -1 with "FILE:LINE: problem" in err. */
 int msim_scenario_load(struct msim_scenario *s, const char *path, char *err, size_t len);

@@ -24,7 +24,8 @@ static const char usage_text[] =
     "\n"
     "options:\n"
     "  --simulate TRACE     the SWF trace (plain or .gz)\n"
-    "  --sites N            N equal sites splitting the trace's MaxProcs (or --procs)\n"
+    "  --sites N|W:W:...    N equal sites splitting the trace's MaxProcs (or --procs), or\n"
+    "                       sites in proportion to weights (4:3:2:1: 40, 30, 20, 10 %)\n"
     "  --procs P            processors to split with --sites (default: the trace's MaxProcs)\n"
     "  --scenario FILE      sites and settings from an INI file ([meta], [site NAME]; see\n"
     "                       docs/meta.md)\n"
@@ -237,22 +238,50 @@ static int load_sites(const struct opts *o, const struct swf_trace *t, struct ms
         fprintf(stderr, "gridnode meta: %s\n", err);
         return 1;
     }
+    long long p = t->max_procs;
+    if (o->procs && whole(o->procs, 1, 1 << 30, &p) < 0)
+        return usage_error("--procs '%s': a whole number >= 1", o->procs);
     if (o->sites) {
-        long long n, p = t->max_procs;
+        double wt[MSIM_MAX_SITES];
+        size_t n = 0;
+        long long one;
         if (s->nsites)
             return usage_error("%s", "--sites and [site] sections in the scenario: give one");
-        if (whole(o->sites, 1, MSIM_MAX_SITES, &n) < 0)
-            return usage_error("--sites '%s': a whole number from 1 to 64", o->sites);
-        if (o->procs && whole(o->procs, 1, 1 << 30, &p) < 0)
-            return usage_error("--procs '%s': a whole number >= 1", o->procs);
+        if (strchr(o->sites, ':')) { /* weights: 4:3:2:1 */
+            const char *c = o->sites;
+            while (*c) {
+                char *end;
+                errno = 0;
+                double d = strtod(c, &end);
+                if (end == c || errno || !(d > 0 && d <= 1e6) || n == MSIM_MAX_SITES ||
+                    (*end && *end != ':') || (*end == ':' && !end[1]))
+                    return usage_error("--sites '%s': N, or weights W:W:... (2 to 64 numbers "
+                                       "above 0)",
+                                       o->sites);
+                wt[n++] = d;
+                c = *end ? end + 1 : end;
+            }
+        } else {
+            if (whole(o->sites, 1, MSIM_MAX_SITES, &one) < 0)
+                return usage_error("--sites '%s': a whole number from 1 to 64, or weights W:W:...",
+                                   o->sites);
+            for (n = 0; n < (size_t)one; n++)
+                wt[n] = 1;
+        }
         if (p < 1) {
             fprintf(stderr, "gridnode meta: %s has no MaxProcs header: give --procs P\n", o->trace);
             return 1;
         }
-        if (msim_scenario_split(s, (size_t)n, p, err, sizeof err) < 0) {
+        int bad = n > 1 && strchr(o->sites, ':')
+                      ? msim_scenario_split_weights(s, wt, n, p, err, sizeof err)
+                      : msim_scenario_split(s, n, p, err, sizeof err);
+        if (bad < 0) {
             fprintf(stderr, "gridnode meta: %s\n", err);
             return 1;
         }
+    } else if (s->nsites && msim_scenario_resolve(s, p, err, sizeof err) < 0) {
+        fprintf(stderr, "gridnode meta: %s (give --procs P for a trace without MaxProcs)\n", err);
+        return 1;
     }
     return 0;
 }

@@ -6,7 +6,8 @@
  *   [meta]        grid_share = 0.5, split = job|user, margin = 600 (s),
  *                 reevaluate = yes|no, reeval_max = 64, seed = 1,
  *                 estimate = requested|actual
- *   [site NAME]   nodes = N (required), node_procs = 1, speed = 1.0,
+ *   [site NAME]   nodes = N, or share = F (that share of the trace's processors, or of
+ *                 --procs: scenario files that fit every trace), node_procs = 1, speed = 1.0,
  *                 batch_config = PATH (a batch.ini; relative to the scenario file),
  *                 local_trace = PATH (an SWF trace: this site's own local load),
  *                 SECTION.KEY = VALUE (any batch.ini key, e.g. scheduler.policy = conservative)
@@ -64,6 +65,43 @@ static struct msim_site *site_add(struct msim_scenario *s, const char *name)
     x->speed = 1;
     batch_config_defaults(&x->cfg);
     return x;
+}
+
+int msim_scenario_split_weights(struct msim_scenario *s, const double *weights, size_t n,
+                                int64_t procs, char *err, size_t len)
+{
+    if (n < 1 || n > MSIM_MAX_SITES)
+        return fail(err, len, "--sites: between 1 and %d sites", MSIM_MAX_SITES);
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!(weights[i] > 0))
+            return fail(err, len, "--sites: every weight must be above 0");
+        sum += weights[i];
+    }
+    for (size_t i = 0; i < n; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "site%zu", i);
+        struct msim_site *x = site_add(s, name);
+        if (!x)
+            return fail(err, len, "too many sites");
+        x->share = weights[i] / sum;
+    }
+    return msim_scenario_resolve(s, procs, err, len);
+}
+
+int msim_scenario_resolve(struct msim_scenario *s, int64_t procs, char *err, size_t len)
+{
+    for (size_t i = 0; i < s->nsites; i++) {
+        struct msim_site *x = &s->sites[i];
+        if (x->nodes > 0 || x->share <= 0)
+            continue;
+        double n = x->share * (double)procs / (double)(x->node_procs > 0 ? x->node_procs : 1);
+        if (n < 0.5)
+            return fail(err, len, "site %s: share %g of %lld processors is less than one node",
+                        x->name, x->share, (long long)procs);
+        x->nodes = (int32_t)(n + 0.5);
+    }
+    return 0;
 }
 
 int msim_scenario_split(struct msim_scenario *s, size_t n, int64_t procs, char *err, size_t len)
@@ -163,6 +201,10 @@ static int site_key(struct loadctx *c, struct msim_site *x, const char *key, con
             return fail(c->err, sizeof c->err, "%s '%s': a whole number from 1 to %d", key, v,
                         1 << 20);
         *(!strcmp(key, "nodes") ? &x->nodes : &x->node_procs) = (int32_t)d;
+    } else if (!strcmp(key, "share")) {
+        if (parse_num(v, 1e-6, 1, &d) < 0)
+            return fail(c->err, sizeof c->err, "share '%s': a number above 0, at most 1", v);
+        x->share = d;
     } else if (!strcmp(key, "speed")) {
         if (parse_num(v, 0.01, 100, &d) < 0)
             return fail(c->err, sizeof c->err, "speed '%s': a number from 0.01 to 100", v);
@@ -188,7 +230,7 @@ static int site_key(struct loadctx *c, struct msim_site *x, const char *key, con
             return fail(c->err, sizeof c->err, "%s", e2);
     } else {
         return fail(c->err, sizeof c->err,
-                    "unknown key '%s' in [site %s] (nodes, node_procs, speed, batch_config, "
+                    "unknown key '%s' in [site %s] (nodes, share, node_procs, speed, batch_config, "
                     "local_trace, or a batch.ini SECTION.KEY)",
                     key, x->name);
     }
@@ -229,8 +271,9 @@ static int finish(struct loadctx *c, int rc, char *err, size_t len)
     if (rc > 0)
         return fail(err, len, "%s:%d: %s", c->name, rc, c->err[0] ? c->err : "syntax error");
     for (size_t i = 0; i < c->s->nsites; i++)
-        if (c->s->sites[i].nodes < 1)
-            return fail(err, len, "%s: [site %s] needs nodes = N", c->name, c->s->sites[i].name);
+        if (c->s->sites[i].nodes < 1 && c->s->sites[i].share <= 0)
+            return fail(err, len, "%s: [site %s] needs nodes = N or share = F", c->name,
+                        c->s->sites[i].name);
     return 0;
 }
 

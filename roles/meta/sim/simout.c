@@ -80,6 +80,15 @@ int msimout_json(FILE *out, const struct msim_scenario *s, const struct msim_wor
                       r[k].grid_wait, "grid_mean_bsld", r[k].grid_bsld, "utilization", u, "moved",
                       (json_int_t)r[k].moved, "reservations_failed", (json_int_t)r[k].resv_failed,
                       "cycles", (json_int_t)r[k].cycles, "wall_s", r[k].wall_s));
+        json_t *last = json_array_get(runs, json_array_size(runs) - 1);
+        if (last) {
+            json_object_set_new(last, "grid_max_wait_s", json_integer(r[k].grid_wait_max));
+            json_object_set_new(last, "local_mean_wait_s", json_real(r[k].local_wait));
+            json_object_set_new(last, "local_mean_bsld", json_real(r[k].local_bsld));
+            json_object_set_new(last, "local_max_wait_s", json_integer(r[k].local_wait_max));
+            json_object_set_new(last, "local_over_2d",
+                                json_integer((json_int_t)r[k].local_starved));
+        }
     }
     json_object_set_new(j, "trace", json_string(trace));
     json_object_set_new(j, "sites", sites);
