@@ -854,7 +854,8 @@ int cmd_submit(int argc, char **argv)
         return 2;
     }
     struct submit_data *sd; /* issue 26: inputs uploaded before the SUBMIT naming them */
-    if (submit_data_prepare(&c, o.inputs, o.ninputs, o.outputs, o.noutputs, o.ntasks, &sd) < 0) {
+    if (submit_data_prepare(&c, o.user, o.inputs, o.ninputs, o.outputs, o.noutputs, o.ntasks, &sd) <
+        0) {
         submit_env_free(env, cwd);
         return 1;
     }
