@@ -6,9 +6,11 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "daemon/filestore.h"
+#include "lib/datapath.h"
 
 static void reply_state(const struct wire_msg *m, struct wire_buf *reply, const char *hex,
                         uint64_t size, const struct fsfile *f)
@@ -126,4 +128,171 @@ void filestore_h_put(struct filestore *fs, const struct filestore_limits *lim,
         return;
     }
     reply_state(m, reply, hex, size, f);
+}
+
+/* ---- a job's inputs and outputs at SUBMIT ---- */
+
+struct in_ent {
+    const char *name;
+    size_t nlen;
+    uint64_t task; /* UINT64_MAX: every task */
+    uint8_t d[SHA256_LEN];
+    uint64_t size;
+};
+
+static int by_name(const void *a, const void *b)
+{
+    const struct in_ent *x = a, *y = b;
+    size_t n = x->nlen < y->nlen ? x->nlen : y->nlen;
+    int k = memcmp(x->name, y->name, n);
+    if (k || x->nlen != y->nlen)
+        return k ? k : (x->nlen < y->nlen ? -1 : 1);
+    return x->task < y->task ? -1 : x->task > y->task;
+}
+
+static int by_hash(const void *a, const void *b)
+{
+    return memcmp(((const struct in_ent *)a)->d, ((const struct in_ent *)b)->d, SHA256_LEN);
+}
+
+/* Two entries that would land on one name in one task's directory: the first, or NULL. */
+static const struct in_ent *name_clash(const struct in_ent *v, uint32_t n)
+{
+    for (uint32_t i = 1; i < n; i++) {
+        const struct in_ent *a = &v[i - 1], *b = &v[i];
+        if (a->nlen == b->nlen && !memcmp(a->name, b->name, a->nlen) &&
+            (a->task == b->task || b->task == UINT64_MAX))
+            return b;
+    }
+    return NULL;
+}
+
+/* Each input entry checked and copied into v; NULL, or the reason in why. */
+static const char *check_inputs(struct filestore *fs, const msgpack_object *in, uint64_t ntasks,
+                                struct in_ent *v, char *why, size_t wl)
+{
+    for (uint32_t i = 0; i < in->via.array.size; i++) {
+        const msgpack_object *e = &in->via.array.ptr[i];
+        struct in_ent *x = &v[i];
+        size_t hl;
+        const char *h = wire_get_str(e, "hash", &hl), *bad;
+        x->name = wire_get_str(e, "name", &x->nlen);
+        x->size = wire_get_u64(e, "size", 0);
+        x->task = wire_get(e, "task") ? wire_get_u64(e, "task", 0) : UINT64_MAX;
+        int nl = (int)(x->nlen > 200 ? 200 : x->nlen);
+        if ((bad = datapath_problem(x->name, x->nlen))) {
+            snprintf(why, wl, "input '%.*s' %s", nl, x->name, bad);
+            return why;
+        }
+        if (x->task != UINT64_MAX && x->task >= ntasks) {
+            snprintf(why, wl, "input '%.*s' is for task %llu, but the job has %llu tasks", nl,
+                     x->name, (unsigned long long)x->task, (unsigned long long)ntasks);
+            return why;
+        }
+        struct fsfile *f = filestore_parse_hash(h, hl, x->d) < 0 ? NULL : filestore_find(fs, x->d);
+        if (!f || !f->done || f->size != x->size) {
+            snprintf(why, wl,
+                     "input '%.*s': %s holds no file %.*s of %llu bytes (upload it "
+                     "first: gridnode submit --input does)",
+                     nl, x->name, filestore_level(fs), (int)(hl > 64 ? 64 : hl), h ? h : "",
+                     (unsigned long long)x->size);
+            return why;
+        }
+    }
+    return NULL;
+}
+
+const char *filestore_submit_check(struct filestore *fs, const struct filestore_limits *lim,
+                                   const msgpack_object *m, uint64_t ntasks, char *why, size_t wl)
+{
+    const msgpack_object *in = wire_get(m, "inputs"), *out = wire_get(m, "outputs");
+    for (uint32_t i = 0; out && i < out->via.array.size; i++) {
+        const msgpack_object *o = &out->via.array.ptr[i];
+        const char *bad = datapath_problem(o->via.str.ptr, o->via.str.size);
+        if (bad) {
+            snprintf(why, wl, "output '%.*s' %s",
+                     (int)(o->via.str.size > 200 ? 200 : o->via.str.size), o->via.str.ptr, bad);
+            return why;
+        }
+    }
+    if (!in || in->via.array.size == 0)
+        return NULL;
+    uint32_t n = in->via.array.size;
+    struct in_ent *v = calloc(n, sizeof *v);
+    if (!v)
+        return "out of memory";
+    const char *bad = check_inputs(fs, in, ntasks, v, why, wl);
+    if (!bad) {
+        qsort(v, n, sizeof *v, by_name);
+        const struct in_ent *x = name_clash(v, n);
+        if (x) {
+            snprintf(why, wl, "input '%.*s' is given twice to one task",
+                     (int)(x->nlen > 200 ? 200 : x->nlen), x->name);
+            bad = why;
+        }
+    }
+    if (!bad) { /* distinct contents count once */
+        uint64_t sum = 0;
+        qsort(v, n, sizeof *v, by_hash);
+        for (uint32_t i = 0; i < n; i++)
+            if (i == 0 || memcmp(v[i].d, v[i - 1].d, SHA256_LEN))
+                sum += v[i].size;
+        if (sum > lim->job_bytes) {
+            snprintf(why, wl,
+                     "the inputs hold %llu MB, more than %s takes for one job "
+                     "(files.job_mb = %llu MB)",
+                     (unsigned long long)((sum + (1 << 20) - 1) >> 20), filestore_level(fs),
+                     (unsigned long long)(lim->job_bytes >> 20));
+            bad = why;
+        }
+    }
+    free(v);
+    return bad;
+}
+
+/* ---- a job's kept files ---- */
+
+int filestore_jobdata_pack(const msgpack_object *m, struct wire_buf *wb)
+{
+    const msgpack_object *in = wire_get(m, "inputs"), *out = wire_get(m, "outputs");
+    uint64_t ck = wire_get_u64(m, "checkpoint_s", 0); /* bounded by its descriptor */
+    if (!in && !out && !ck)
+        return 0;
+    wire_pack_map(wb, 2 + (ck > 0));
+    if (ck) /* a record without it (older ones too) reads 0: no checkpoints */
+        wire_put_u64(wb, "checkpoint_s", ck);
+    wire_put_key(wb, "inputs");
+    if (in)
+        wire_pack_object(wb, in);
+    else
+        wire_pack_array(wb, 0);
+    wire_put_key(wb, "outputs");
+    if (out)
+        wire_pack_object(wb, out);
+    else
+        wire_pack_array(wb, 0);
+    return 1;
+}
+
+int filestore_each_input(const void *data, size_t len, uint32_t idx,
+                         int (*fn)(void *arg, const msgpack_object *in), void *arg)
+{
+    msgpack_unpacked up;
+    int rc = 0;
+    if (!data)
+        return 0;
+    msgpack_unpacked_init(&up);
+    if (msgpack_unpack_next(&up, data, len, NULL) != MSGPACK_UNPACK_SUCCESS) {
+        msgpack_unpacked_destroy(&up);
+        return 0;
+    }
+    const msgpack_object *in = wire_get(&up.data, "inputs");
+    for (uint32_t i = 0; !rc && in && in->type == MSGPACK_OBJECT_ARRAY && i < in->via.array.size;
+         i++) {
+        const msgpack_object *e = &in->via.array.ptr[i];
+        if (idx == UINT32_MAX || !wire_get(e, "task") || wire_get_u64(e, "task", 0) == idx)
+            rc = fn(arg, e);
+    }
+    msgpack_unpacked_destroy(&up);
+    return rc;
 }

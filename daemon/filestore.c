@@ -215,6 +215,11 @@ static void charge(struct filestore *fs, const char *user, int64_t delta)
     u->bytes = delta < 0 && (uint64_t)-delta > u->bytes ? 0 : u->bytes + (uint64_t)delta;
 }
 
+const char *filestore_level(const struct filestore *fs)
+{
+    return fs->level;
+}
+
 uint64_t filestore_user_bytes(struct filestore *fs, const char *user)
 {
     const struct fsuser *u = fs && user && *user ? user_find(fs, user) : NULL;

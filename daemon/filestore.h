@@ -7,8 +7,8 @@
  * last acknowledged chunk.
  *
  *   filestore.c   the index, the records, the bytes on disk, the per-user sums
- *   filereq.c     the requests every level answers alike: FILE_HAVE, FILE_PUT (calls
- *                 filestore.c)
+ *   filereq.c     what every level checks alike: FILE_HAVE, FILE_PUT, a SUBMIT's
+ *                 "inputs" and "outputs" (calls filestore.c)
  *
  * The role calls filestore_sync before each commit (the files written in the turn made
  * durable), and after a failed commit destroys the store and opens it again (the index
@@ -84,6 +84,8 @@ int filestore_drop(struct filestore *fs, struct fsfile *f);
 /* Reads up to len bytes at off of a whole file into buf: bytes read, or -1 (errno). */
 ssize_t filestore_read(struct filestore *fs, const struct fsfile *f, uint64_t off, void *buf,
                        size_t len);
+/* The level's name for error texts ("the cluster"). */
+const char *filestore_level(const struct filestore *fs);
 /* The bytes of the files charged to user (whole and being received). */
 uint64_t filestore_user_bytes(struct filestore *fs, const char *user);
 
@@ -106,5 +108,24 @@ void filestore_h_have(struct filestore *fs, const struct filestore_limits *lim,
                       const struct wire_msg *m, const char *user, struct wire_buf *reply);
 void filestore_h_put(struct filestore *fs, const struct filestore_limits *lim,
                      const struct wire_msg *m, const char *user, struct wire_buf *reply);
+
+/*
+ * A SUBMIT's "inputs" and "outputs" (m) checked: names (lib/datapath.h), every input a
+ * whole file held here with its size, no two inputs on one name in one task, "task" below
+ * ntasks, the distinct inputs together within lim->job_bytes. NULL, or the reason (in
+ * why, or a constant text).
+ */
+const char *filestore_submit_check(struct filestore *fs, const struct filestore_limits *lim,
+                                   const msgpack_object *m, uint64_t ntasks, char *why, size_t wl);
+/*
+ * A job's files as kept with it (the cluster's and the batch role's table "jobdata"):
+ * a map of "inputs" and "outputs" (the SUBMIT's, else empty arrays) and, when given,
+ * "checkpoint_s". Written into wb (empty) from SUBMIT m: 1, or 0 when m names none.
+ */
+int filestore_jobdata_pack(const msgpack_object *m, struct wire_buf *wb);
+/* Calls fn for each entry of a kept map's "inputs" that task idx gets (idx UINT32_MAX:
+ * every entry); stops at the first nonzero return and returns it. */
+int filestore_each_input(const void *data, size_t len, uint32_t idx,
+                         int (*fn)(void *arg, const msgpack_object *in), void *arg);
 
 #endif

@@ -479,7 +479,8 @@ static int handler(void *user, const char *section, const char *key, const char 
         return set_fairshare(x, key, value);
     if (!strcasecmp(section, "batch") || !strcasecmp(section, "store") ||
         !strcasecmp(section, "limits") || !strcasecmp(section, "security") ||
-        !strcasecmp(section, "stats") || !strcasecmp(section, "acct"))
+        !strcasecmp(section, "stats") || !strcasecmp(section, "acct") ||
+        !strcasecmp(section, "files"))
         return set_live(x, section, key, value);
     for (int k = 0; k < BATCH_CRED_KINDS; k++) {
         const char *kn = batch_cred_kind_name(k);

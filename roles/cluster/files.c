@@ -51,32 +51,11 @@ void files_h_put(struct cluster *c, struct request *r)
     filestore_h_put(c->files, &lim, r->msg, uploader(r, user, sizeof user), r->reply);
 }
 
-/*
- * Calls fn for each entry of j's "inputs" that task idx gets (idx UINT32_MAX: every
- * entry); stops at the first nonzero return and returns it.
- */
+/* Calls fn for each entry of j's "inputs" that task idx gets (filestore.h). */
 typedef int input_fn(void *arg, const msgpack_object *in);
 static int each_input(const struct job *j, uint32_t idx, input_fn *fn, void *arg)
 {
-    msgpack_unpacked up;
-    int rc = 0;
-    if (!j->data)
-        return 0;
-    msgpack_unpacked_init(&up);
-    if (msgpack_unpack_next(&up, j->data, j->data_len, NULL) != MSGPACK_UNPACK_SUCCESS) {
-        msgpack_unpacked_destroy(&up);
-        return 0;
-    }
-    const msgpack_object *in = wire_get(&up.data, "inputs");
-    for (uint32_t i = 0; !rc && in && in->type == MSGPACK_OBJECT_ARRAY && i < in->via.array.size;
-         i++) {
-        const msgpack_object *e = &in->via.array.ptr[i];
-        const msgpack_object *t = wire_get(e, "task");
-        if (idx == UINT32_MAX || !t || wire_get_u64(e, "task", 0) == idx)
-            rc = fn(arg, e);
-    }
-    msgpack_unpacked_destroy(&up);
-    return rc;
+    return filestore_each_input(j->data, j->data_len, idx, fn, arg);
 }
 
 static int is_hash(void *arg, const msgpack_object *in)
@@ -175,146 +154,23 @@ void files_h_get(struct cluster *c, struct request *r)
 
 /* ---- a job's files ---- */
 
-struct in_ent {
-    const char *name;
-    size_t nlen;
-    uint64_t task; /* UINT64_MAX: every task */
-    uint8_t d[SHA256_LEN];
-    uint64_t size;
-};
-
-static int by_name(const void *a, const void *b)
-{
-    const struct in_ent *x = a, *y = b;
-    size_t n = x->nlen < y->nlen ? x->nlen : y->nlen;
-    int k = memcmp(x->name, y->name, n);
-    if (k || x->nlen != y->nlen)
-        return k ? k : (x->nlen < y->nlen ? -1 : 1);
-    return x->task < y->task ? -1 : x->task > y->task;
-}
-
-static int by_hash(const void *a, const void *b)
-{
-    return memcmp(((const struct in_ent *)a)->d, ((const struct in_ent *)b)->d, SHA256_LEN);
-}
-
-/* Two entries that would land on one name in one task's directory: the first, or NULL. */
-static const struct in_ent *name_clash(const struct in_ent *v, uint32_t n)
-{
-    for (uint32_t i = 1; i < n; i++) {
-        const struct in_ent *a = &v[i - 1], *b = &v[i];
-        if (a->nlen == b->nlen && !memcmp(a->name, b->name, a->nlen) &&
-            (a->task == b->task || b->task == UINT64_MAX))
-            return b;
-    }
-    return NULL;
-}
-
-/* Each input entry checked and copied into v; NULL, or the reason in why. */
-static const char *check_inputs(struct cluster *c, const msgpack_object *in, uint64_t ntasks,
-                                struct in_ent *v, char *why, size_t wl)
-{
-    for (uint32_t i = 0; i < in->via.array.size; i++) {
-        const msgpack_object *e = &in->via.array.ptr[i];
-        struct in_ent *x = &v[i];
-        size_t hl;
-        const char *h = wire_get_str(e, "hash", &hl), *bad;
-        x->name = wire_get_str(e, "name", &x->nlen);
-        x->size = wire_get_u64(e, "size", 0);
-        x->task = wire_get(e, "task") ? wire_get_u64(e, "task", 0) : UINT64_MAX;
-        int nl = (int)(x->nlen > 200 ? 200 : x->nlen);
-        if ((bad = datapath_problem(x->name, x->nlen))) {
-            snprintf(why, wl, "input '%.*s' %s", nl, x->name, bad);
-            return why;
-        }
-        if (x->task != UINT64_MAX && x->task >= ntasks) {
-            snprintf(why, wl, "input '%.*s' is for task %llu, but the job has %llu tasks", nl,
-                     x->name, (unsigned long long)x->task, (unsigned long long)ntasks);
-            return why;
-        }
-        struct fsfile *f =
-            filestore_parse_hash(h, hl, x->d) < 0 ? NULL : filestore_find(c->files, x->d);
-        if (!f || !f->done || f->size != x->size) {
-            snprintf(why, wl,
-                     "input '%.*s': the cluster holds no file %.*s of %llu bytes (upload it "
-                     "first: gridnode submit --input does)",
-                     nl, x->name, (int)(hl > 64 ? 64 : hl), h ? h : "",
-                     (unsigned long long)x->size);
-            return why;
-        }
-    }
-    return NULL;
-}
-
 const char *files_submit_check(struct cluster *c, const msgpack_object *m, uint64_t ntasks,
                                char *why, size_t wl)
 {
-    const msgpack_object *in = wire_get(m, "inputs"), *out = wire_get(m, "outputs");
-    for (uint32_t i = 0; out && i < out->via.array.size; i++) {
-        const msgpack_object *o = &out->via.array.ptr[i];
-        const char *bad = datapath_problem(o->via.str.ptr, o->via.str.size);
-        if (bad) {
-            snprintf(why, wl, "output '%.*s' %s",
-                     (int)(o->via.str.size > 200 ? 200 : o->via.str.size), o->via.str.ptr, bad);
-            return why;
-        }
-    }
-    if (!in || in->via.array.size == 0)
-        return NULL;
-    uint32_t n = in->via.array.size;
-    struct in_ent *v = calloc(n, sizeof *v);
-    if (!v)
-        return "out of memory";
-    const char *bad = check_inputs(c, in, ntasks, v, why, wl);
-    if (!bad) {
-        qsort(v, n, sizeof *v, by_name);
-        const struct in_ent *x = name_clash(v, n);
-        if (x) {
-            snprintf(why, wl, "input '%.*s' is given twice to one task",
-                     (int)(x->nlen > 200 ? 200 : x->nlen), x->name);
-            bad = why;
-        }
-    }
-    if (!bad) { /* distinct contents count once */
-        uint64_t sum = 0;
-        qsort(v, n, sizeof *v, by_hash);
-        for (uint32_t i = 0; i < n; i++)
-            if (i == 0 || memcmp(v[i].d, v[i - 1].d, SHA256_LEN))
-                sum += v[i].size;
-        if (sum > limit_bytes(c)) {
-            snprintf(why, wl,
-                     "the inputs hold %llu MB, more than this cluster takes for one job "
-                     "(files.job_mb = %ld MB)",
-                     (unsigned long long)((sum + (1 << 20) - 1) >> 20), c->cfg.files_job_mb);
-            bad = why;
-        }
-    }
-    free(v);
-    return bad;
+    struct filestore_limits lim = limits(c);
+    return filestore_submit_check(c->files, &lim, m, ntasks, why, wl);
 }
 
 int files_job_attach(struct cluster *c, struct job *j, const msgpack_object *m)
 {
-    const msgpack_object *in = wire_get(m, "inputs"), *out = wire_get(m, "outputs");
     j->ckpt_s = (uint32_t)wire_get_u64(m, "checkpoint_s", 0); /* bounded by its descriptor */
-    if (!in && !out && !j->ckpt_s)
-        return 0;
     struct wire_buf wb;
     uint8_t key[8];
     wire_buf_init(&wb);
-    wire_pack_map(&wb, 2 + (j->ckpt_s > 0));
-    if (j->ckpt_s) /* a record without it (older ones too) reads 0: no checkpoints */
-        wire_put_u64(&wb, "checkpoint_s", j->ckpt_s);
-    wire_put_key(&wb, "inputs");
-    if (in)
-        wire_pack_object(&wb, in);
-    else
-        wire_pack_array(&wb, 0);
-    wire_put_key(&wb, "outputs");
-    if (out)
-        wire_pack_object(&wb, out);
-    else
-        wire_pack_array(&wb, 0);
+    if (!filestore_jobdata_pack(m, &wb)) {
+        wire_buf_free(&wb);
+        return 0;
+    }
     store_key_u64(key, j->id);
     int rc = -1;
     if ((j->data = malloc(wb.sb.size))) {

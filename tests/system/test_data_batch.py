@@ -1,0 +1,145 @@
+"""Files through the batch role (issue 26, docs/data.md "Through the batch role"): the
+user's tool uploads to the batch role as to a cluster (FILE_HAVE, FILE_PUT), the batch
+role offers a task's inputs to the cluster it starts the task on before the SUBMIT
+naming them, copies the task's outputs back when it ends, and `gridnode job --output`
+and `gridnode fetch` at the batch role give them, checked byte for byte. An upload cut
+by kill -9 of the batch role resumes; a user's files beyond files.user_mb are refused
+at the batch role and at the cluster alike."""
+
+import json
+import os
+
+from conftest import FAST_CLIENT, FAST_CLUSTER as FAST, scaled, wait_until
+from test_data import CHUNK, run_cli, sha, stored_path
+
+BATCH = {"batch.log_level": "debug"}
+
+
+def grid(cluster_factory, client_factory, batch_factory, bsets=None, csets=None):
+    cl = cluster_factory(dict(FAST, **(csets or {})))
+    client_factory(cl, sets=dict(FAST_CLIENT, **{"client.slots": 2}))
+    b = batch_factory([cl], sets=dict(BATCH, **(bsets or {})))
+    wait_until(lambda: any(n["active"] for n in b.client().ok("NODE_LIST", "NODES")["nodes"]), scaled(20),
+               msg="the batch role sees the host")
+    return cl, b
+
+
+def batch_job(b, jid):
+    return b.client().ok("JOB_GET", "JOB", job=jid, tasks=True)
+
+
+def wait_batch(b, jid, timeout=60):
+    wait_until(lambda: batch_job(b, jid)["job"]["state"] in ("done", "failed", "cancelled"),
+               scaled(timeout), msg="batch job %d ends" % jid)
+    return batch_job(b, jid)
+
+
+def test_inputs_and_outputs_through_the_batch_role(cluster_factory, client_factory,
+                                                   batch_factory, gridnode_bin, tmp_path):
+    cl, b = grid(cluster_factory, client_factory, batch_factory)
+    shared = tmp_path / "shared.bin"
+    shared.write_bytes(os.urandom(CHUNK * 5 // 2))  # three chunks on every hop
+    d = tmp_path / "data"
+    (d / "sub").mkdir(parents=True)
+    (d / "sub" / "deep.txt").write_bytes(b"deep\n")
+    for i in range(3):
+        (tmp_path / ("part%d.txt" % i)).write_bytes(b"part %d\n" % i)
+    script = ("cat shared.bin data/sub/deep.txt part{i}.txt | sha256sum > out_{i}.sum; "
+              "cp part{i}.txt copy.out; head -c 1500000 shared.bin > big.out")
+    r = run_cli(gridnode_bin, "submit", "-e", b.endpoint, "-n", 3, "--shell",
+                "--input", shared, "--input", d, "--input", tmp_path / "part{i}.txt",
+                "--output", "*.sum", "--output", "*.out", "--json", script)
+    assert r.returncode == 0, r.stderr
+    jid = json.loads(r.stdout)["job"]
+    # the batch role keeps its own copy, content-addressed as the cluster's
+    h = sha(shared.read_bytes())
+    assert stored_path(b, h).read_bytes() == shared.read_bytes()
+    job = wait_batch(b, jid)
+    assert job["job"]["state"] == "done", job
+    # each task ran at the cluster as a one-task job pinned to its host, with its inputs
+    assert stored_path(cl, h).read_bytes() == shared.read_bytes()
+    for t in job["tasks"]:
+        i = t["idx"]
+        files = {f["name"]: f for f in t["files"]}
+        assert set(files) == {"out_%d.sum" % i, "copy.out", "big.out"}, t
+        want = sha(shared.read_bytes() + b"deep\n" + b"part %d\n" % i)
+        got = stored_path(b, files["out_%d.sum" % i]["hash"]).read_bytes()
+        assert got.decode().split()[0] == want
+    # gridnode job --output at the batch role lists them; fetch gets them, verified
+    r = run_cli(gridnode_bin, "job", "-e", b.endpoint, jid, "--output")
+    assert r.returncode == 0 and "copy.out" in r.stdout and "1500000" in r.stdout, (r.stdout,
+                                                                                   r.stderr)
+    out = tmp_path / "results"
+    r = run_cli(gridnode_bin, "fetch", "-e", b.endpoint, jid, out)
+    assert r.returncode == 0, r.stderr
+    assert "9 file(s) fetched" in r.stdout, r.stdout
+    for i in range(3):
+        assert (out / str(i) / "copy.out").read_bytes() == b"part %d\n" % i
+        assert (out / str(i) / "big.out").read_bytes() == shared.read_bytes()[:1500000]
+        got = (out / str(i) / ("out_%d.sum" % i)).read_text().split()[0]
+        assert got == sha(shared.read_bytes() + b"deep\n" + b"part %d\n" % i)
+    # the copies survive a restart of the batch role (stored, not relayed)
+    b.restart()
+    out2 = tmp_path / "again"
+    r = run_cli(gridnode_bin, "fetch", "-e", b.endpoint, jid, out2)
+    assert r.returncode == 0 and "9 file(s) fetched" in r.stdout, (r.stdout, r.stderr)
+    # a SUBMIT naming a file the batch role does not hold is refused, as at a cluster
+    e = b.client().err("SUBMIT", "INVALID", argv=["true"], ntasks=1,
+                       inputs=[{"name": "x", "hash": "ab" * 32, "size": 3}])
+    assert "the batch role holds no file" in e["msg"], e
+
+
+def test_an_upload_cut_by_kill9_of_the_batch_role_resumes(cluster_factory, client_factory,
+                                                          batch_factory, gridnode_bin, tmp_path):
+    cl, b = grid(cluster_factory, client_factory, batch_factory, bsets={"store.sync": "full"})
+    data = os.urandom(2 * CHUNK + 777)
+    src = tmp_path / "in.bin"
+    src.write_bytes(data)
+    h, size = sha(data), len(data)
+    c = b.client()
+    assert c.ok("FILE_HAVE", "FILE_STATE", hash=h, size=size)["have"] == 0
+    st = c.ok("FILE_PUT", "FILE_STATE", hash=h, size=size, off=0, data=data[:CHUNK])
+    assert st["have"] == CHUNK and not st["done"]
+    b.restart()  # kill -9 between the upload's chunks, before the SUBMIT
+    st = b.client().ok("FILE_HAVE", "FILE_STATE", hash=h, size=size)
+    assert st["have"] == CHUNK and not st["done"], st
+    # the tool goes on from there (its FILE_HAVE), submits, the task reads the whole file
+    r = run_cli(gridnode_bin, "submit", "-e", b.endpoint, "--shell", "--input", src,
+                "--output", "*.sum", "--json", "sha256sum in.bin > in.sum")
+    assert r.returncode == 0, r.stderr
+    jid = json.loads(r.stdout)["job"]
+    job = wait_batch(b, jid)
+    assert job["job"]["state"] == "done", job
+    f, = job["tasks"][0]["files"]
+    assert stored_path(b, f["hash"]).read_text().split()[0] == h
+    assert "file %s stored" % h[:12] in cl.log()  # offered to the cluster, whole
+
+
+def test_a_users_files_beyond_files_user_mb_are_refused(cluster_factory, batch_factory,
+                                                         gridnode_bin, tmp_path):
+    cl = cluster_factory(dict(FAST, **{"files.user_mb": 1}))
+    b = batch_factory([cl], sets=dict(BATCH, **{"files.user_mb": 1}))
+    a, b2 = os.urandom(600 * 1024), os.urandom(600 * 1024)
+    for ep in (b, cl):
+        c = ep.client()
+        c.ok("FILE_PUT", "FILE_STATE", hash=sha(a), size=len(a), off=0, data=a, user="alice")
+        e = c.err("FILE_HAVE", "REFUSED", hash=sha(b2), size=len(b2), user="alice")
+        assert "files.user_mb" in e["msg"] and "alice holds 1 MB" in e["msg"], e
+        # another user has a limit of its own; a file already held costs nothing more
+        c.ok("FILE_HAVE", "FILE_STATE", hash=sha(b2), size=len(b2), user="bob")
+        assert c.ok("FILE_HAVE", "FILE_STATE", hash=sha(a), size=len(a), user="alice")["done"]
+    # through the tool: the error names the limit
+    f = tmp_path / "big.bin"
+    f.write_bytes(b2 + b"x")
+    r = run_cli(gridnode_bin, "submit", "-e", b.endpoint, "--user", "alice", "--input", f, "true")
+    assert r.returncode != 0 and "files.user_mb" in r.stderr, r.stderr
+
+
+def test_checkpoint_s_goes_on_to_the_cluster(cluster_factory, client_factory, batch_factory):
+    cl, b = grid(cluster_factory, client_factory, batch_factory)
+    jid = b.client().ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=2, checkpoint_s=10)["job"]
+    job = wait_batch(b, jid)
+    assert job["job"]["state"] == "done", job
+    for t in job["tasks"]:  # each task ran as a one-task job of the cluster, on its host
+        cj = cl.client().ok("JOB_GET", "JOB", job=t["cjob"])["job"]
+        assert cj["checkpoint_s"] == 10 and cj["ntasks"] == 1, cj
