@@ -40,7 +40,8 @@ static const char usage[] =
     "some failed), cancelled; parallel jobs also waiting, stopped, killed.\n"
     "Long task lists and outputs are fetched page by page (--json prints them as one).\n"
     "Outputs are kept by the cluster manager that ran the job: --output at a batch role\n"
-    "or a grid spool says where they are (the command to run there) and exits 1.\n";
+    "or a grid spool says where they are (the command to run there) and exits 1; a batch\n"
+    "role keeps the files of submit --output itself (listed; gridnode fetch gets them).\n";
 
 #define PAGE_MAX 100000 /* JOB_GET's largest count (docs/wire.md 6.3): more in pages */
 

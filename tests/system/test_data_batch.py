@@ -8,6 +8,7 @@ at the batch role and at the cluster alike."""
 
 import json
 import os
+import signal
 
 from conftest import FAST_CLIENT, FAST_CLUSTER as FAST, scaled, wait_until
 from test_data import CHUNK, run_cli, sha, stored_path
@@ -113,6 +114,39 @@ def test_an_upload_cut_by_kill9_of_the_batch_role_resumes(cluster_factory, clien
     f, = job["tasks"][0]["files"]
     assert stored_path(b, f["hash"]).read_text().split()[0] == h
     assert "file %s stored" % h[:12] in cl.log()  # offered to the cluster, whole
+
+
+def test_offering_inputs_to_the_cluster_resumes_after_kill9(cluster_factory, client_factory,
+                                                            batch_factory, gridnode_bin,
+                                                            tmp_path):
+    cl, b = grid(cluster_factory, client_factory, batch_factory)
+    data = os.urandom(3 * CHUNK + 99)
+    src = tmp_path / "in.bin"
+    src.write_bytes(data)
+    h, size = sha(data), len(data)
+    # an earlier offer cut short: the cluster holds the first chunk
+    cl.client().ok("FILE_PUT", "FILE_STATE", hash=h, size=size, off=0, data=data[:CHUNK])
+    # the cluster stops answering while the batch role offers the file; the batch role
+    # is killed (-9) then, with its task "starting"
+    cl.proc.send_signal(signal.SIGSTOP)
+    try:
+        r = run_cli(gridnode_bin, "submit", "-e", b.endpoint, "--shell", "--input", src,
+                    "--output", "*.sum", "--json", "sha256sum in.bin > in.sum")
+        assert r.returncode == 0, r.stderr
+        jid = json.loads(r.stdout)["job"]
+        wait_until(lambda: "offering file %s" % h[:12] in b.log(), scaled(20),
+                   msg="the batch role offers the input to the cluster")
+        b.kill()
+    finally:
+        cl.proc.send_signal(signal.SIGCONT)
+    b.restart()
+    # the resync starts the task again: the offer goes on from what the cluster holds
+    job = wait_batch(b, jid)
+    assert job["job"]["state"] == "done", job
+    assert "holds %d bytes of the file: going on from there" % CHUNK in b.log()
+    f, = job["tasks"][0]["files"]
+    assert stored_path(b, f["hash"]).read_text().split()[0] == h
+    assert stored_path(cl, h).read_bytes() == data
 
 
 def test_a_users_files_beyond_files_user_mb_are_refused(cluster_factory, batch_factory,

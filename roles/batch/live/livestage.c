@@ -63,6 +63,8 @@ static void send_have(struct live *L, struct lclu *c, struct lxfer *x)
     struct wire_buf wb;
     char hex[SHA256_HEX];
     sha256_hex(x->d, hex);
+    log_debug("offering file %.12s (%llu bytes) to cluster %s", hex, (unsigned long long)x->size,
+              c->name);
     wire_buf_init(&wb);
     live_req_begin(L, c, RK_FHAVE, prefix(x->d), WT_FILE_HAVE, 2 + !!x->user[0], 0, &wb);
     wire_put_str(&wb, "hash", hex);
@@ -212,6 +214,9 @@ static void xfer_reply(struct live *L, struct lclu *c, uint64_t k, const struct 
         x->st = XF_FAILED;
     } else if (m->type == WT_FILE_STATE) {
         x->have = wire_get_u64(m->root, "have", 0);
+        if (x->st == XF_HAVE && x->have && !wire_get_bool(m->root, "done", false))
+            log_debug("cluster %s holds %llu bytes of the file: going on from there", c->name,
+                      (unsigned long long)x->have);
         if (wire_get_bool(m->root, "done", false))
             x->st = XF_DONE;
         else if (x->have > x->size || send_put(L, c, x) < 0) {
@@ -351,9 +356,12 @@ static void list_reply(struct live *L, struct lclu *c, struct lpull *p, const st
         memcpy(p->list, wb.sb.data, wb.sb.size);
     p->list_len = wb.sb.size;
     wire_buf_free(&wb);
-    p->nfiles = p->list ? n : 0;
+    p->nfiles = n;
     p->cur = 0;
-    pull_next(L, c, p);
+    if (!p->list)
+        pull_end(L, p, "the batch role ran out of memory listing its outputs");
+    else
+        pull_next(L, c, p);
 }
 
 /* One chunk of the current output file: appended to the role's store. */
