@@ -149,24 +149,35 @@ def test_offering_inputs_to_the_cluster_resumes_after_kill9(cluster_factory, cli
     assert stored_path(cl, h).read_bytes() == data
 
 
-def test_a_users_files_beyond_files_user_mb_are_refused(cluster_factory, batch_factory,
-                                                         gridnode_bin, tmp_path):
-    cl = cluster_factory(dict(FAST, **{"files.user_mb": 1}))
-    b = batch_factory([cl], sets=dict(BATCH, **{"files.user_mb": 1}))
-    a, b2 = os.urandom(600 * 1024), os.urandom(600 * 1024)
-    for ep in (b, cl):
-        c = ep.client()
-        c.ok("FILE_PUT", "FILE_STATE", hash=sha(a), size=len(a), off=0, data=a, user="alice")
-        e = c.err("FILE_HAVE", "REFUSED", hash=sha(b2), size=len(b2), user="alice")
-        assert "files.user_mb" in e["msg"] and "alice holds 1 MB" in e["msg"], e
-        # another user has a limit of its own; a file already held costs nothing more
-        c.ok("FILE_HAVE", "FILE_STATE", hash=sha(b2), size=len(b2), user="bob")
-        assert c.ok("FILE_HAVE", "FILE_STATE", hash=sha(a), size=len(a), user="alice")["done"]
-    # through the tool: the error names the limit
-    f = tmp_path / "big.bin"
-    f.write_bytes(b2 + b"x")
-    r = run_cli(gridnode_bin, "submit", "-e", b.endpoint, "--user", "alice", "--input", f, "true")
+def test_a_users_files_beyond_files_user_mb_are_refused(cluster_factory, client_factory,
+                                                         batch_factory, gridnode_bin, tmp_path):
+    cl, b = grid(cluster_factory, client_factory, batch_factory,
+                 csets={"files.user_mb": 1}, bsets={"files.user_mb": 2})
+    a, a2 = os.urandom(600 * 1024), os.urandom(600 * 1024)
+    c = cl.client()
+    c.ok("FILE_PUT", "FILE_STATE", hash=sha(a), size=len(a), off=0, data=a, user="alice")
+    e = c.err("FILE_HAVE", "REFUSED", hash=sha(a2), size=len(a2), user="alice")
+    assert "files.user_mb" in e["msg"] and "alice holds 1 MB" in e["msg"], e
+    # another user has a limit of its own; a file already held costs nothing more
+    c.ok("FILE_HAVE", "FILE_STATE", hash=sha(a2), size=len(a2), user="bob")
+    assert c.ok("FILE_HAVE", "FILE_STATE", hash=sha(a), size=len(a), user="alice")["done"]
+    # through the batch role: it takes a2 (its own limit is 2 MB), but the cluster
+    # refuses it for alice when the batch role offers it: the task fails saying so
+    f = tmp_path / "a2.bin"
+    f.write_bytes(a2)
+    r = run_cli(gridnode_bin, "submit", "-e", b.endpoint, "--user", "alice", "--input", f,
+                "--json", "true")
+    assert r.returncode == 0, r.stderr
+    job = wait_batch(b, json.loads(r.stdout)["job"])
+    assert job["job"]["state"] == "failed", job
+    assert "files.user_mb" in job["tasks"][0]["reason"], job["tasks"][0]
+    # the batch role's own limit, through the tool: the error names it
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(1536 * 1024))
+    r = run_cli(gridnode_bin, "submit", "-e", b.endpoint, "--user", "alice", "--input", big,
+                "true")
     assert r.returncode != 0 and "files.user_mb" in r.stderr, r.stderr
+    assert "alice holds 1 MB" in r.stderr, r.stderr
 
 
 def test_checkpoint_s_goes_on_to_the_cluster(cluster_factory, client_factory, batch_factory):
