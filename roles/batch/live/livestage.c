@@ -263,8 +263,10 @@ static void pull_end(struct live *L, struct lpull *p, const char *note)
             L->turn_failed = true;
         wire_buf_free(&wb);
         el->pulling = false;
-        live_elem_reason(L, j, e, note); /* no longer "copying its outputs" */
-        live_elem_set(L, j, e, el->pull_state);
+        if (el->state == EL_RUNNING) {       /* not cancelled meanwhile */
+            live_elem_reason(L, j, e, note); /* no longer "copying its outputs" */
+            live_elem_set(L, j, e, el->pull_state);
+        }
         live_want_cycle(L);
     }
     free(p->list);
@@ -377,6 +379,10 @@ static void data_reply(struct live *L, struct lclu *c, struct lpull *p, const st
         return;
     }
     struct fsfile *f = filestore_find(L->files, d);
+    if (off > size || len > size - off) {
+        pull_end(L, p, "the cluster sent a chunk beyond the end of an output");
+        return;
+    }
     if (f && f->size != size) {
         pull_end(L, p, "the cluster sent an output of another size than the one stored here");
         return;
