@@ -149,6 +149,40 @@ def test_offering_inputs_to_the_cluster_resumes_after_kill9(cluster_factory, cli
     assert stored_path(cl, h).read_bytes() == data
 
 
+def test_a_task_pinned_to_a_host_that_is_lost_runs_again_elsewhere(
+        cluster_factory, client_factory, batch_factory, gridnode_bin, tmp_path):
+    cl = cluster_factory(FAST)
+    nodes = client_factory(cl, 2, sets=dict(FAST_CLIENT, **{"client.slots": 1}))
+    b = batch_factory([cl], sets=BATCH)
+    wait_until(lambda: sum(n["active"] for n in b.client().ok("NODE_LIST", "NODES")["nodes"]) == 2,
+               scaled(20), msg="the batch role sees both hosts")
+    src = tmp_path / "in.txt"
+    src.write_bytes(b"payload\n")
+    mark, pidf = tmp_path / "first-run", tmp_path / "pid"
+    # the first run hangs (its host is then killed); the second copies its input
+    script = ("if mkdir %s 2>/dev/null; then echo $$ > %s; exec sleep 60; fi; "
+              "cp in.txt out.txt" % (mark, pidf))
+    r = run_cli(gridnode_bin, "submit", "-e", b.endpoint, "--shell", "--input", src,
+                "--output", "out.txt", "--json", script)
+    assert r.returncode == 0, r.stderr
+    jid = json.loads(r.stdout)["job"]
+    wait_until(pidf.exists, scaled(30), msg="the first run starts")
+    host = batch_job(b, jid)["tasks"][0]["node"]
+    victim, = [n for n in nodes if n.name == host]
+    victim.stop(signal.SIGKILL)
+    try:
+        os.kill(int(pidf.read_text()), signal.SIGKILL)  # the task the dead client left
+    except (OSError, ValueError):
+        pass
+    job = wait_batch(b, jid, timeout=90)
+    assert job["job"]["state"] == "done", job
+    t, = job["tasks"]
+    assert t["node"] != host and job["job"].get("requeues") == 1, job
+    f, = t["files"]
+    assert stored_path(b, f["hash"]).read_bytes() == b"payload\n"
+    assert "left cluster" in b.log()
+
+
 def test_a_users_files_beyond_files_user_mb_are_refused(cluster_factory, client_factory,
                                                          batch_factory, gridnode_bin, tmp_path):
     cl, b = grid(cluster_factory, client_factory, batch_factory,

@@ -598,6 +598,47 @@ static int sock_open(struct live *L, struct lclu *c)
 
 /* ---- replies ---- */
 
+/*
+ * A "host" event that took a host down: the tasks with files running there (issue 26:
+ * pinned to it by SUBMIT "host", so the cluster would wait for that host for ever) are
+ * lost as a parallel job's ranks are (issue 24): cancelled at the cluster and run again
+ * (at most batch.lost_requeues times; then failed).
+ */
+static void host_gone(struct live *L, struct lclu *c, const msgpack_object *x)
+{
+    char name[BATCH_NAME_MAX];
+    wire_get_strbuf(x, "node", name, sizeof name);
+    for (uint32_t i = 0; i < c->nhosts; i++)
+        if (!strcmp(c->hosts[i].name, name) && c->hosts[i].up)
+            return; /* not down (another session of it is active) */
+    for (uint32_t i = 0; name[0] && i < L->njobs; i++) {
+        struct ljob *j = L->jobs[i];
+        struct lelem *el;
+        for (uint32_t e = 0; j->data && j->nrun && (el = live_elem_next(j, &e)); e++) {
+            if (el->cl != c->idx || el->state != EL_RUNNING || el->pulling || !el->cjob ||
+                el->want_requeue || el->want_cancel || !el->hosts || strcmp(el->hosts, name))
+                continue;
+            char why[400];
+            if (el->lost >= (uint32_t)L->cfg.live.lost_requeues || j->cancelled) {
+                snprintf(why, sizeof why, "its host %s left cluster %s (runs lost: %u)", name,
+                         c->name, el->lost + 1);
+                live_clu_cancel(L, j, e);
+                reject(L, j, e, why);
+                continue;
+            }
+            el->lost++;
+            el->want_requeue = true; /* a new run: a new cluster key */
+            j->requeues++;
+            live_job_dirty(L, j);
+            snprintf(why, sizeof why, "requeueing: its host %s left cluster %s (%u of %lld)", name,
+                     c->name, el->lost, (long long)L->cfg.live.lost_requeues);
+            log_info("job %llu element %u: %s", (unsigned long long)j->id, e, why);
+            live_elem_reason(L, j, e, why);
+            live_clu_cancel(L, j, e); /* its end (cancelled) requeues it: elem_update */
+        }
+    }
+}
+
 static void on_events(struct live *L, struct lclu *c, const struct wire_msg *m, bool init)
 {
     const msgpack_object *r = m->root;
@@ -625,6 +666,7 @@ static void on_events(struct live *L, struct lclu *c, const struct wire_msg *m, 
         wire_get_strbuf(x, "kind", kind, sizeof kind);
         if (!strcmp(kind, "host")) {
             live_host_update(L, c, x, false);
+            host_gone(L, c, x);
         } else if (!strcmp(kind, "job") || !strcmp(kind, "bag")) { /* bag: a task with files */
             struct ljob *j;
             uint32_t e;
