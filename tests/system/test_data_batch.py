@@ -222,3 +222,21 @@ def test_checkpoint_s_goes_on_to_the_cluster(cluster_factory, client_factory, ba
     for t in job["tasks"]:  # each task ran as a one-task job of the cluster, on its host
         cj = cl.client().ok("JOB_GET", "JOB", job=t["cjob"])["job"]
         assert cj["checkpoint_s"] == 10 and cj["ntasks"] == 1, cj
+
+
+def test_files_no_job_names_are_swept_after_files_keep_s(cluster, batch_factory):
+    b = batch_factory([cluster], sets=dict(BATCH, **{"files.keep_s": 0}))
+    wait_until(lambda: "files: swept" in b.log(), scaled(20), msg="the sweep at start")
+    named, loose = os.urandom(1000), os.urandom(2000)
+    c = b.client()
+    for d in (named, loose):
+        c.ok("FILE_PUT", "FILE_STATE", hash=sha(d), size=len(d), off=0, data=d)
+    c.ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=1,
+         inputs=[{"name": "in", "hash": sha(named), "size": len(named)}])
+    b.restart()  # the sweep runs at start (then hourly)
+    wait_until(lambda: "file %s (2000 bytes) deleted: no job names it" % sha(loose)[:12]
+               in b.log(), scaled(20), msg="the sweep deletes the file no job names")
+    assert not stored_path(b, sha(loose)).exists()
+    assert stored_path(b, sha(named)).read_bytes() == named
+    st = b.client().ok("FILE_HAVE", "FILE_STATE", hash=sha(loose), size=len(loose))
+    assert st["have"] == 0 and not st["done"], st

@@ -199,6 +199,7 @@ static void on_acct(struct loop *l, void *arg)
 {
     (void)l;
     live_acct_tick(arg);
+    live_files_sweep(arg); /* issue 26: files no job names, hourly */
 }
 
 /* Reads or makes the incarnation and the next job id. */

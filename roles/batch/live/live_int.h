@@ -586,6 +586,10 @@ uint32_t live_files_row_nfields(struct live *L, const struct ljob *j, uint32_t e
                                 size_t *len);
 void live_files_row_put(void *rec, size_t len, struct wire_buf *wb);
 
+/* At start and hourly (once a second from the accounting tick): deletes the stored
+ * files no job names (an input, or a copied output) unchanged for files.keep_s. */
+void live_files_sweep(struct live *L);
+
 /* livestage.c (issue 26) */
 /* Offers element e's inputs to cluster c: 0 when all are whole there; 1 while some are
  * on their way (its id goes to L->stage_ready once they are, or one failed); -1 when

@@ -13,6 +13,7 @@
 
 #include "daemon/curve.h"
 #include "daemon/filestore.h"
+#include "daemon/loop.h"
 #include "lib/log.h"
 #include "roles/batch/live/live_int.h"
 #include "store/store.h"
@@ -218,6 +219,80 @@ void live_files_row_put(void *rec, size_t len, struct wire_buf *wb)
         }
     msgpack_unpacked_destroy(&up);
     free(rec);
+}
+
+/* ---- the sweep (docs/data.md "Retention") ---- */
+
+static int unmark(struct filestore *fs, struct fsfile *f, void *arg)
+{
+    (void)fs, (void)arg;
+    f->mark = false;
+    return 0;
+}
+
+static int mark_named(void *arg, const msgpack_object *e)
+{
+    size_t hl;
+    uint8_t d[SHA256_LEN];
+    const char *h = wire_get_str(e, "hash", &hl);
+    struct fsfile *f = filestore_parse_hash(h, hl, d) < 0 ? NULL : filestore_find(arg, d);
+    if (f)
+        f->mark = true;
+    return 0;
+}
+
+/* One "elemfiles" record: the outputs it names are kept. */
+static int mark_outputs(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    (void)key, (void)klen;
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    if (msgpack_unpack_next(&up, val, vlen, NULL) == MSGPACK_UNPACK_SUCCESS) {
+        const msgpack_object *fl = wire_get(&up.data, "files");
+        for (uint32_t i = 0; fl && fl->type == MSGPACK_OBJECT_ARRAY && i < fl->via.array.size; i++)
+            mark_named(arg, &fl->via.array.ptr[i]);
+    }
+    msgpack_unpacked_destroy(&up);
+    return 0;
+}
+
+struct sweep {
+    int64_t older;
+    uint32_t kept, dropped;
+};
+
+static int drop_unnamed(struct filestore *fs, struct fsfile *f, void *arg)
+{
+    struct sweep *sw = arg;
+    if (f->mark || f->t_ms > sw->older) {
+        sw->kept++;
+        return 0;
+    }
+    sw->dropped++;
+    char hex[SHA256_HEX];
+    sha256_hex(f->d, hex);
+    log_info("file %.12s (%llu bytes) deleted: no job names it", hex, (unsigned long long)f->size);
+    return filestore_drop(fs, f) < 0 ? -1 : 0;
+}
+
+void live_files_sweep(struct live *L)
+{
+    static int64_t last_ms;
+    int64_t now = wall_now_ms();
+    if (!L->files || (last_ms && now - last_ms < 3600 * 1000))
+        return;
+    last_ms = now;
+    filestore_each(L->files, unmark, NULL);
+    for (uint32_t i = 0; i < L->njobs; i++)
+        live_files_each_input(L->jobs[i], UINT32_MAX, mark_named, L->files);
+    for (uint32_t i = 0; i < L->npulls; i++) /* outputs being copied: not listed yet */
+        if (L->pulls[i].list)
+            mark_outputs(L->files, NULL, 0, L->pulls[i].list, L->pulls[i].list_len);
+    struct sweep sw = {now - L->cfg.live.files_keep_s * 1000, 0, 0};
+    if (store_iter(L->store, L->t_elemfiles, NULL, 0, mark_outputs, L->files) < 0 ||
+        filestore_each(L->files, drop_unnamed, &sw) < 0)
+        L->turn_failed = true;
+    log_debug("files: swept: %u kept, %u deleted", sw.kept, sw.dropped);
 }
 
 /* ---- the requests ---- */
