@@ -136,6 +136,8 @@ def test_offering_inputs_to_the_cluster_resumes_after_kill9(cluster_factory, cli
         jid = json.loads(r.stdout)["job"]
         wait_until(lambda: "offering file %s" % h[:12] in b.log(), scaled(20),
                    msg="the batch role offers the input to the cluster")
+        t = batch_job(b, jid)["tasks"][0]
+        assert t["state"] == "starting" and "sending its inputs to cluster" in t["reason"], t
         b.kill()
     finally:
         cl.proc.send_signal(signal.SIGCONT)

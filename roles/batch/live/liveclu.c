@@ -427,7 +427,14 @@ void live_clu_start(struct live *L, struct ljob *j, uint32_t e)
     if (j->data) { /* issue 26: its inputs reach the cluster first (livestage.c) */
         char why[700];
         int rc = live_stage_inputs(L, &L->cl[el->cl], j, e, why, sizeof why);
+        bool was = el->staging;
         el->staging = rc > 0;
+        if (rc > 0 && !was) { /* what a user sees while the element waits (JOB) */
+            snprintf(why, sizeof why, "sending its inputs to cluster %s", L->cl[el->cl].name);
+            live_elem_reason(L, j, e, why);
+        } else if (rc == 0 && el->reason && !strncmp(el->reason, "sending its inputs", 18)) {
+            live_elem_reason(L, j, e, NULL);
+        }
         if (rc < 0)
             reject(L, j, e, why);
         if (rc)
