@@ -737,7 +737,10 @@ static void on_reply(struct live *L, struct lclu *c, const struct lreq *q, const
             wire_get_strbuf(m->root, "state", st, sizeof st);
             if (el->want_cancel || el->want_requeue)
                 live_clu_cancel(L, j, eidx(q->arg));
-            if (cluster_state(st) != EL_RUNNING) /* a repeat of an ended job */
+            /* a repeat of an ended job; a SUBMIT's reply (issue 26) says no state: a
+               repeat is asked about, its events may have gone by */
+            if (cluster_state(st) != EL_RUNNING ||
+                (m->type == WT_SUBMITTED && !st[0] && wire_get_bool(m->root, "repeat", false)))
                 send_simple(L, c, RK_JOBGET, q->arg, WT_JOB_GET, "job", el->cjob, NULL, 0, 0);
             else if (el->state == EL_STARTING)
                 live_elem_set(L, j, eidx(q->arg), EL_RUNNING);
