@@ -17,6 +17,8 @@
  *   liveclu.c      one DEALER per cluster manager: resynchronisation, the EVENTS feed,
  *                  starts (PSUBMIT with hosts; SUBMIT with host for a job with files),
  *                  cancels, reconciliation after restarts
+ *   livestart.c    the start message of an element: PSUBMIT with hosts, or SUBMIT with
+ *                  host for a task with files
  *   livestage.c    files to and from the clusters (issue 26): a start's inputs offered
  *                  (FILE_HAVE, FILE_PUT) before its SUBMIT, an ended task's outputs
  *                  copied back (JOB_GET, FILE_GET) before it counts as ended
@@ -528,6 +530,11 @@ bool live_ppn_impossible(const struct live *L, const char *cls, uint32_t procs, 
  * known yet (Slurm refuses a constraint no configured node satisfies). */
 bool live_constraint_impossible(const struct live *L, const char *cls, const char *c, char *why,
                                 size_t len);
+
+/* livestart.c: the start of element e of j (its hosts set) built into wb, its request
+ * recorded (liveout.c): 0, or -1 when the job's record is not committed yet (its argv
+ * is read from the store). */
+int live_start_build(struct live *L, struct ljob *j, uint32_t e, struct wire_buf *wb);
 
 /* liveout.c: requests to clusters, of these kinds (liveclu.c's; livestage.c's from
  * RK_FHAVE on) */
