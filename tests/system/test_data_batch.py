@@ -151,6 +151,27 @@ def test_offering_inputs_to_the_cluster_resumes_after_kill9(cluster_factory, cli
     assert stored_path(cl, h).read_bytes() == data
 
 
+def test_offering_inputs_survives_kill9_of_the_cluster(cluster_factory, client_factory,
+                                                        batch_factory, gridnode_bin, tmp_path):
+    cl, b = grid(cluster_factory, client_factory, batch_factory)
+    data = os.urandom(2 * CHUNK + 5)
+    src = tmp_path / "in.bin"
+    src.write_bytes(data)
+    cl.proc.send_signal(signal.SIGSTOP)  # the cluster takes the offer, then dies (-9)
+    r = run_cli(gridnode_bin, "submit", "-e", b.endpoint, "--shell", "--input", src,
+                "--output", "*.sum", "--json", "sha256sum in.bin > in.sum")
+    assert r.returncode == 0, r.stderr
+    jid = json.loads(r.stdout)["job"]
+    wait_until(lambda: "offering file %s" % sha(data)[:12] in b.log(), scaled(20),
+               msg="the batch role offers the input to the cluster")
+    cl.restart()
+    job = wait_batch(b, jid, timeout=90)  # the batch role resynchronises and offers again
+    assert job["job"]["state"] == "done", job
+    f, = job["tasks"][0]["files"]
+    assert stored_path(b, f["hash"]).read_text().split()[0] == sha(data)
+    assert stored_path(cl, sha(data)).read_bytes() == data
+
+
 def test_a_task_pinned_to_a_host_that_is_lost_runs_again_elsewhere(
         cluster_factory, client_factory, batch_factory, gridnode_bin, tmp_path):
     cl = cluster_factory(FAST)
