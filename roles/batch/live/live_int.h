@@ -225,9 +225,14 @@ struct lresv {
 };
 
 /* A file offered to a cluster (livestage.c). */
+#define LIVE_XFER_INFLIGHT 4 /* FILE_PUT chunks of one file in flight */
 struct lxfer {
     uint8_t d[32];
     uint64_t size, have;
+    uint64_t next;                     /* the next chunk's offset */
+    uint64_t ends[LIVE_XFER_INFLIGHT]; /* the ends of the chunks in flight, in order */
+    uint32_t nfl;                      /* chunks in flight */
+    bool resync;                       /* out of step: go on from have once none is left */
     char user[64]; /* charged to at the cluster (files.user_mb): the job's owner */
     int st;        /* enum in livestage.c */
     char *err;     /* why the cluster refused it, NULL */

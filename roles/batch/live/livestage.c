@@ -4,8 +4,9 @@
  *
  * Inputs: before a task of a job with files starts on a cluster, each of its inputs is
  * offered there with the messages a user's tool uses (FILE_HAVE, then FILE_PUT of what
- * is missing, one chunk of 1 MiB in flight per file, at most LIVE_XFER_ACTIVE files at
- * once per cluster), read from the role's own store. A file is offered once per cluster
+ * is missing, chunks of 1 MiB, LIVE_XFER_INFLIGHT of them in flight per file (a reply
+ * out of step restarts from what the cluster holds, as the tool does), LIVE_XFER_ACTIVE
+ * files at once per cluster), read from the role's own store. A file is offered once per cluster
  * however many tasks name it (struct lxfer, per cluster, kept while the cluster stays
  * up). Only when every input is whole there does liveclu.c send the SUBMIT, which the
  * cluster refuses anyway if one is not. Nothing here is stored: after kill -9 of either
@@ -76,15 +77,15 @@ static void send_have(struct live *L, struct lclu *c, struct lxfer *x)
     x->st = XF_HAVE;
 }
 
-/* The chunk at x->have, read from the role's store: 0, or -1 (x failed). */
+/* The chunk at x->next, read from the role's store: 0, or -1 (x failed). */
 static int send_put(struct live *L, struct lclu *c, struct lxfer *x)
 {
     struct fsfile *f = filestore_find(L->files, x->d);
-    uint64_t len = x->size - x->have < WIRE_FILE_CHUNK ? x->size - x->have : WIRE_FILE_CHUNK;
+    uint64_t len = x->size - x->next < WIRE_FILE_CHUNK ? x->size - x->next : WIRE_FILE_CHUNK;
     void *buf = malloc(len ? len : 1);
     char hex[SHA256_HEX];
     sha256_hex(x->d, hex);
-    if (!buf || !f || !f->done || filestore_read(L->files, f, x->have, buf, len) != (ssize_t)len) {
+    if (!buf || !f || !f->done || filestore_read(L->files, f, x->next, buf, len) != (ssize_t)len) {
         free(buf);
         free(x->err);
         x->err = strdup("the batch role could not read its copy of the file");
@@ -96,14 +97,26 @@ static int send_put(struct live *L, struct lclu *c, struct lxfer *x)
     live_req_begin(L, c, RK_FPUT, prefix(x->d), WT_FILE_PUT, 4 + !!x->user[0], 0, &wb);
     wire_put_str(&wb, "hash", hex);
     wire_put_u64(&wb, "size", x->size);
-    wire_put_u64(&wb, "off", x->have);
+    wire_put_u64(&wb, "off", x->next);
     wire_put_bin(&wb, "data", buf, len);
     if (x->user[0])
         wire_put_str(&wb, "user", x->user);
     live_queue_out(L, c->idx, &wb);
     wire_buf_free(&wb);
     free(buf);
+    x->next += len;
+    x->ends[x->nfl++] = x->next;
     x->st = XF_PUT;
+    return 0;
+}
+
+/* Chunks from x->next on until LIVE_XFER_INFLIGHT are in flight (the cluster takes them
+ * in order; one connection keeps the order): 0, or -1 (x failed). */
+static int send_more(struct live *L, struct lclu *c, struct lxfer *x)
+{
+    while (x->nfl < LIVE_XFER_INFLIGHT && x->next < x->size)
+        if (send_put(L, c, x) < 0)
+            return -1;
     return 0;
 }
 
@@ -213,13 +226,25 @@ static void xfer_reply(struct live *L, struct lclu *c, uint64_t k, const struct 
         x->err = strdup(msg);
         x->st = XF_FAILED;
     } else if (m->type == WT_FILE_STATE) {
+        bool done = wire_get_bool(m->root, "done", false), first = x->st == XF_HAVE;
+        uint64_t end = 0;
         x->have = wire_get_u64(m->root, "have", 0);
-        if (x->st == XF_HAVE && x->have && !wire_get_bool(m->root, "done", false))
+        if (first && x->have && !done)
             log_debug("cluster %s holds %llu bytes of the file: going on from there", c->name,
                       (unsigned long long)x->have);
-        if (wire_get_bool(m->root, "done", false))
+        if (!first && x->nfl) { /* the reply to the oldest chunk in flight */
+            end = x->ends[0];
+            memmove(x->ends, x->ends + 1, --x->nfl * sizeof x->ends[0]);
+        }
+        if (!done && (first || x->have < end))
+            x->resync = true;           /* FILE_HAVE's answer, or out of step (a chunk lost) */
+        if (x->resync && x->nfl == 0) { /* nothing left in flight: go on from have */
+            x->next = x->have;
+            x->resync = false;
+        }
+        if (done)
             x->st = XF_DONE;
-        else if (x->have > x->size || send_put(L, c, x) < 0) {
+        else if (x->have > x->size || (!x->resync && send_more(L, c, x) < 0)) {
             if (x->st != XF_FAILED) {
                 x->err = strdup("the cluster holds more bytes than the file has");
                 x->st = XF_FAILED;
