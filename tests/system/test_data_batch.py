@@ -263,3 +263,40 @@ def test_files_no_job_names_are_swept_after_files_keep_s(cluster, batch_factory)
     assert stored_path(b, sha(named)).read_bytes() == named
     st = b.client().ok("FILE_HAVE", "FILE_STATE", hash=sha(loose), size=len(loose))
     assert st["have"] == 0 and not st["done"], st
+
+
+def test_under_curve_the_owner_reads_and_is_charged_at_every_level(
+        cluster_factory, client_factory, batch_factory, workdir):
+    from test_authz import Keys
+    # the suite's key is the grid's peer (the batch role's key toward its cluster)
+    k = (Keys(workdir / "keys", suite_kind="peer").add("alice", "user").add("bob", "user")
+         .add("worker", "node"))
+    cl = cluster_factory(dict(FAST, **dict(k.sets(), **{"files.user_mb": 1})))
+    client_factory(cl, 1, sets=dict(FAST_CLIENT, **{"client.slots": 2}),
+                   env={"GRIDNODE_KEY": k.key("worker")})
+    b = batch_factory([cl], sets=dict(BATCH, **k.sets()))
+    alice, bob = k.rpc(b.endpoint, "alice"), k.rpc(b.endpoint, "bob")
+    wait_until(lambda: any(n["active"] for n in alice.ok("NODE_LIST", "NODES")["nodes"]),
+               scaled(20), msg="the batch role sees the host")
+    data = os.urandom(700 * 1024)
+    h = sha(data)
+    # "user" is the key's own name whatever the tool says: alice is charged
+    alice.ok("FILE_PUT", "FILE_STATE", hash=h, size=len(data), off=0, data=data, user="bob")
+    jid = alice.ok("SUBMIT", "SUBMITTED", argv=["sha256sum in.bin > in.sum"], shell=True,
+                   ntasks=1, inputs=[{"name": "in.bin", "hash": h, "size": len(data)}],
+                   outputs=["*.sum"])["job"]
+    wait_until(lambda: alice.ok("JOB_GET", "JOB", job=jid)["job"]["state"] in ("done", "failed"),
+               scaled(60), msg="alice's job ends")
+    t, = alice.ok("JOB_GET", "JOB", job=jid, tasks=True)["tasks"]
+    assert t["state"] == "ok", t
+    f, = t["files"]
+    get = dict(hash=f["hash"], job=jid, idx=0, off=0, len=1000)
+    assert alice.ok("FILE_GET", "FILE_DATA", **get)["data"].split()[0].decode() == h
+    assert "belongs to another user" in bob.err("FILE_GET", "DENIED", **get)["msg"]
+    # the batch role offered the input to the cluster for alice: charged to her there
+    other = os.urandom(600 * 1024)
+    e = k.rpc(cl.endpoint, "alice").err("FILE_HAVE", "REFUSED", hash=sha(other), size=len(other))
+    assert "alice holds 1 MB" in e["msg"], e
+    # and a user key may not pin a job to a host (the batch role, a peer, may)
+    e = k.rpc(cl.endpoint, "alice").err("SUBMIT", "DENIED", argv=["true"], ntasks=1, host="node1")
+    assert "'alice' is a user key" in e["msg"] and "host" in e["msg"], e
