@@ -40,7 +40,8 @@ static const char usage[] =
     "some failed), cancelled; parallel jobs also waiting, stopped, killed.\n"
     "Long task lists and outputs are fetched page by page (--json prints them as one).\n"
     "Outputs are kept by the cluster manager that ran the job: --output at a batch role\n"
-    "or a grid spool says where they are (the command to run there) and exits 1.\n";
+    "or a grid spool says where they are (the command to run there) and exits 1; a batch\n"
+    "role keeps the files of submit --output itself (listed; gridnode fetch gets them).\n";
 
 #define PAGE_MAX 100000 /* JOB_GET's largest count (docs/wire.md 6.3): more in pages */
 
@@ -257,6 +258,7 @@ struct where {
     } cl[WHERE_MAX];
     uint32_t n;
     bool batch; /* rows of a batch role were seen */
+    bool files; /* ... listing output files the batch role keeps (issue 26) */
 };
 
 static void where_add(struct where *w, const msgpack_object *tasks)
@@ -266,6 +268,7 @@ static void where_add(struct where *w, const msgpack_object *tasks)
         if (!wire_get(t, "cjob"))
             continue;
         w->batch = true;
+        w->files |= wire_get(t, "files") != NULL;
         uint64_t cj = wire_get_u64(t, "cjob", 0);
         char name[64], ep[256];
         cli_text(t, "cluster", name, sizeof name);
@@ -290,18 +293,23 @@ static void where_add(struct where *w, const msgpack_object *tasks)
     }
 }
 
-/* --output at a batch role: says where the outputs are instead. 1 (not shown here). */
+/* --output at a batch role: says where the outputs are instead. 1 (not shown here); 0
+ * when the rows listed output files the batch role keeps (gridnode fetch gets them). */
 static int where_print(const struct cli *c, const struct where *w, uint64_t job)
 {
     fprintf(stderr,
-            "%s: job %llu: the batch role keeps no task output; each task ran as a job of a "
+            "%s: job %llu: the batch role keeps %s; each task ran as a job of a "
             "cluster manager, which keeps it%s\n",
-            c->prog, (unsigned long long)job, w->n ? ":" : " (none of these has started yet)");
+            c->prog, (unsigned long long)job,
+            w->files ? "the files listed above (gridnode fetch downloads them), not the tasks' "
+                       "stdout and stderr"
+                     : "no task output",
+            w->n ? ":" : " (none of these has started yet)");
     for (uint32_t k = 0; k < w->n; k++)
         fprintf(stderr, "  cluster %s: gridnode job %s%s --output -e %s\n", w->cl[k].name,
                 w->cl[k].ids, w->cl[k].n > 10 ? " ..." : "",
                 w->cl[k].ep[0] ? w->cl[k].ep : "CLUSTER_EP");
-    return 1;
+    return w->files ? 0 : 1;
 }
 
 /*

@@ -31,7 +31,8 @@ static const char usage[] =
     "  --input FILE           (repeatable) every task finds FILE in its working directory\n"
     "                         under its base name; a directory is taken whole; a PATTERN\n"
     "                         with {i} gives task i its own file. Files are uploaded to\n"
-    "                         the cluster first (only what it lacks, docs/data.md)\n"
+    "                         the cluster (or batch role) first, only what it lacks; a\n"
+    "                         batch role passes them on (docs/data.md)\n"
     "  --output GLOB          (repeatable) files a task leaves in its working directory\n"
     "                         that match GLOB are kept (gridnode fetch JOB gets them)\n"
     "  --checkpoint-s S       every S seconds a running task's checkpoint directory\n"
@@ -854,7 +855,8 @@ int cmd_submit(int argc, char **argv)
         return 2;
     }
     struct submit_data *sd; /* issue 26: inputs uploaded before the SUBMIT naming them */
-    if (submit_data_prepare(&c, o.inputs, o.ninputs, o.outputs, o.noutputs, o.ntasks, &sd) < 0) {
+    if (submit_data_prepare(&c, o.user, o.inputs, o.ninputs, o.outputs, o.noutputs, o.ntasks, &sd) <
+        0) {
         submit_env_free(env, cwd);
         return 1;
     }

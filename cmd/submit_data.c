@@ -155,6 +155,9 @@ static int exchange(struct cli *c, struct wire_buf *wb, uint64_t *have, bool *do
     return 0;
 }
 
+/* The user the upload under way is charged to (files.user_mb), NULL: none named. */
+static const char *upload_user;
+
 /* Sends the FILE_PUT of [off, off+len) of fd as request id: 0, or -1 (printed). */
 static int put_chunk(struct cli *c, int fd, const char *path, const char *hex, uint64_t size,
                      uint64_t off, size_t len, uint64_t id, uint8_t *buf)
@@ -167,10 +170,12 @@ static int put_chunk(struct cli *c, int fd, const char *path, const char *hex, u
     }
     struct wire_buf wb;
     wire_buf_init(&wb);
-    wire_begin(&wb, WT_FILE_PUT, id, 4);
+    wire_begin(&wb, WT_FILE_PUT, id, 4 + (upload_user != NULL));
     wire_put_str(&wb, "hash", hex);
     wire_put_u64(&wb, "size", size);
     wire_put_u64(&wb, "off", off);
+    if (upload_user)
+        wire_put_str(&wb, "user", upload_user);
     wire_put_bin(&wb, "data", buf, len);
     int rc = cli_send(c, &wb);
     wire_buf_free(&wb);
@@ -234,15 +239,19 @@ static int put_all(struct cli *c, int fd, const char *path, const char *hex, uin
     return rc;
 }
 
-int submit_data_upload(struct cli *c, const char *path, const char *hex, uint64_t size)
+int submit_data_upload(struct cli *c, const char *user, const char *path, const char *hex,
+                       uint64_t size)
 {
     struct wire_buf wb;
     uint64_t have;
     bool done;
     wire_buf_init(&wb);
-    wire_begin(&wb, WT_FILE_HAVE, 1, 2);
+    upload_user = user;
+    wire_begin(&wb, WT_FILE_HAVE, 1, 2 + (user != NULL));
     wire_put_str(&wb, "hash", hex);
     wire_put_u64(&wb, "size", size);
+    if (user) /* whom the file is charged to (files.user_mb) */
+        wire_put_str(&wb, "user", user);
     int rc = exchange(c, &wb, &have, &done);
     wire_buf_free(&wb);
     if (rc < 0 || done)
@@ -261,8 +270,8 @@ int submit_data_upload(struct cli *c, const char *path, const char *hex, uint64_
     return rc;
 }
 
-int submit_data_prepare(struct cli *c, char *const *inputs, int nin, char *const *outputs, int nout,
-                        uint64_t ntasks, struct submit_data **out)
+int submit_data_prepare(struct cli *c, const char *user, char *const *inputs, int nin,
+                        char *const *outputs, int nout, uint64_t ntasks, struct submit_data **out)
 {
     *out = NULL;
     if (nin == 0 && nout == 0)
@@ -302,7 +311,7 @@ int submit_data_prepare(struct cli *c, char *const *inputs, int nin, char *const
         bool seen = false; /* one upload per content */
         for (uint32_t k = 0; k < i && !seen; k++)
             seen = !strcmp(sd->in[k].hex, x->hex);
-        if (!seen && submit_data_upload(c, x->path, x->hex, x->size) < 0)
+        if (!seen && submit_data_upload(c, user, x->path, x->hex, x->size) < 0)
             goto fail;
     }
     *out = sd;

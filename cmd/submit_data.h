@@ -19,16 +19,18 @@ struct submit_data;
  * with *out set (NULL when there is neither input nor output), or -1 after printing
  * why (a missing file, a name that escapes, a refused or failed upload).
  */
-int submit_data_prepare(struct cli *c, char *const *inputs, int nin, char *const *outputs, int nout,
-                        uint64_t ntasks, struct submit_data **out);
+int submit_data_prepare(struct cli *c, const char *user, char *const *inputs, int nin,
+                        char *const *outputs, int nout, uint64_t ntasks, struct submit_data **out);
 /* Fields submit_data_put writes (0, 1 or 2), and writing them ("inputs", "outputs"). */
 uint32_t submit_data_nfields(const struct submit_data *sd);
 void submit_data_put(struct wire_buf *wb, const struct submit_data *sd);
 void submit_data_free(struct submit_data **sd);
 
 /* Uploads the file at path (hex: its SHA-256, size bytes) unless the endpoint already
- * holds it: 0, or -1 (printed). Used by submit and by nothing else yet. */
-int submit_data_upload(struct cli *c, const char *path, const char *hex, uint64_t size);
+ * holds it, charged to user (files.user_mb; NULL: none named): 0, or -1 (printed). Used
+ * by submit and by nothing else yet. */
+int submit_data_upload(struct cli *c, const char *user, const char *path, const char *hex,
+                       uint64_t size);
 /* SHA-256 of the file at path as hex, and its size: 0, or -1 (errno). */
 int submit_data_hash(const char *path, char hex[65], uint64_t *size);
 

@@ -158,12 +158,13 @@ int curve_access(const struct curve_ident *id, const struct wire_msg *m, struct 
     /* host picking (issue 23): the cluster admits a placed job at once, outside its
      * scheduling, on cores the batch role counts on; only the role that owns those
      * cores (a peer) or an operator may do that */
-    if (m->type == WT_PSUBMIT && wire_get(m->root, "hosts")) {
+    if ((m->type == WT_PSUBMIT && wire_get(m->root, "hosts")) ||
+        (m->type == WT_SUBMIT && wire_get(m->root, "host"))) {
         snprintf(why, wl,
-                 "'%s' is a user key: PSUBMIT with hosts (picking the hosts) is for "
-                 "administrators and peer roles; submit without hosts and the scheduler "
+                 "'%s' is a user key: %s with %s (picking the hosts) is for "
+                 "administrators and peer roles; submit without it and the scheduler "
                  "places the job",
-                 id->name);
+                 id->name, req, m->type == WT_SUBMIT ? "host" : "hosts");
         return -1;
     }
     size_t gl;

@@ -270,6 +270,7 @@ static const struct wire_field f_submit[] = {
     {"network", WF_BOOL, false},                   /* issue 23: tasks keep the host's network */
     FILES_FIELDS,                                  /* issue 26: submit --input / --output */
     {"checkpoint_s", WF_UINT, false, 86400 * 365}, /* issue 26: submit --checkpoint-s */
+    {"host", WF_STR, false, NAME_MAX_}, /* issue 26: only this node (a batch role placed it) */
     {NULL},
 };
 
@@ -616,6 +617,7 @@ static const struct wire_field f_detach[] = {
 static const struct wire_field f_file_have[] = {
     FILE_HASH,
     {"size", WF_UINT, true, WIRE_FILE_SIZE_MAX},
+    {"user", WF_STR, false, NAME_MAX_}, /* charged to (files.user_mb); CURVE: the key's */
     {NULL},
 };
 
@@ -633,6 +635,7 @@ static const struct wire_field f_file_put[] = {
     {"size", WF_UINT, true, WIRE_FILE_SIZE_MAX},
     {"off", WF_UINT, true, WIRE_FILE_SIZE_MAX},
     {"data", WF_BIN, true, WIRE_FILE_CHUNK_MAX},
+    {"user", WF_STR, false, NAME_MAX_}, /* as FILE_HAVE */
     {NULL},
 };
 

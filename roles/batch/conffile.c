@@ -403,6 +403,25 @@ static int set_live(struct ctx *x, const char *sec, const char *k, const char *v
             l->max_array = n;
             return 1;
         }
+    } else if (!strcasecmp(sec, "files")) { /* issue 26 (docs/data.md "Limits") */
+        if (!strcasecmp(k, "job_mb")) {
+            if (integer(v, 1, 1L << 30, &n) < 0)
+                return bad(x, "files.job_mb must be 1 to 1073741824 MB, not '%s'", v);
+            l->files_job_mb = n;
+            return 1;
+        }
+        if (!strcasecmp(k, "user_mb")) {
+            if (integer(v, 0, 1L << 30, &n) < 0)
+                return bad(x, "files.user_mb must be 0 (no limit) to 1073741824 MB, not '%s'", v);
+            l->files_user_mb = n;
+            return 1;
+        }
+        if (!strcasecmp(k, "keep_s")) {
+            if (integer(v, 0, 1LL << 40, &n) < 0)
+                return bad(x, "files.keep_s must be 0 to 1099511627776 seconds, not '%s'", v);
+            l->files_keep_s = n;
+            return 1;
+        }
     } else if (!strcasecmp(sec, "stats")) {
         if (!strcasecmp(k, "interval_s")) {
             if (integer(v, 1, 86400, &n) < 0)
@@ -466,7 +485,8 @@ static int handler(void *user, const char *section, const char *key, const char 
         return set_fairshare(x, key, value);
     if (!strcasecmp(section, "batch") || !strcasecmp(section, "store") ||
         !strcasecmp(section, "limits") || !strcasecmp(section, "security") ||
-        !strcasecmp(section, "stats") || !strcasecmp(section, "acct"))
+        !strcasecmp(section, "stats") || !strcasecmp(section, "acct") ||
+        !strcasecmp(section, "files"))
         return set_live(x, section, key, value);
     for (int k = 0; k < BATCH_CRED_KINDS; k++) {
         const char *kn = batch_cred_kind_name(k);
@@ -599,6 +619,9 @@ void batch_ini_defaults(struct batch_ini *f)
     f->live.max_interval_s = 30;
     f->live.max_array = 10000000; /* the wire's cap of ntasks */
     f->live.lost_requeues = 5;    /* Slurm's MaxBatchRequeue */
+    f->live.files_job_mb = 10240; /* as the cluster's */
+    f->live.files_user_mb = 0;
+    f->live.files_keep_s = 86400; /* as the cluster's */
     f->live.stats_interval_s = 10;
     f->live.acct.keep_days = 365;
     f->live.acct.max_records = 1000000;
@@ -643,12 +666,14 @@ void batch_ini_print(const struct batch_ini *f, FILE *out)
             "map_mb = %lld\n\n"
             "[limits]\npeer_queue = %lld\n\n[security]\nsecret_key = %s\nserver_key = %s\n"
             "authorized_keys = %s\nplain = %s\n\n[stats]\ninterval_s = %lld\nhttp = %s\n\n"
-            "[acct]\nkeep_days = %ld\nmax_records = %ld\n",
+            "[acct]\nkeep_days = %ld\nmax_records = %ld\n\n[files]\njob_mb = %lld\n"
+            "user_mb = %lld\nkeep_s = %lld\n",
             l->listen, l->state_dir, l->clusters, l->admins, (long long)l->max_interval_s,
             (long long)l->max_array, (long long)l->lost_requeues, l->log_level, sy[l->sync],
             (long long)l->map_mb, (long long)l->peer_queue, l->sec.secret_key, l->sec.server_key,
             l->sec.authorized_keys, l->sec.plain ? "true" : "false", (long long)l->stats_interval_s,
-            l->stats_http, l->acct.keep_days, l->acct.max_records);
+            l->stats_http, l->acct.keep_days, l->acct.max_records, (long long)l->files_job_mb,
+            (long long)l->files_user_mb, (long long)l->files_keep_s);
     for (size_t i = 0; i < c->ncreds; i++) {
         const struct batch_cred_cfg *cc = &c->creds[i];
         fprintf(out, "\n[%s %s]\npriority = %g\n", batch_cred_kind_name(cc->kind), cc->name,

@@ -34,6 +34,10 @@ struct batch_live_cfg {
     int64_t stats_interval_s; /* [stats] (daemon/statspage.h, livestats.c) */
     char stats_http[256];
     struct acct_conf acct; /* [acct] (daemon/acct.h, liveacct.c) */
+    /* [files] (issue 26, livefiles.c): one file (and a job's inputs together) at most, a
+       user's uploads at most (0: no limit), in MB */
+    int64_t files_job_mb, files_user_mb;
+    int64_t files_keep_s; /* a stored file no job names is deleted once unchanged this long */
 };
 
 /* Everything batch.ini says. */

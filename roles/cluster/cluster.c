@@ -105,6 +105,9 @@ const struct config_key cluster_keys[] = {
     {"files", "job_mb", CONFIG_INT, "10240", OFF(files_job_mb), 1, 1L << 30, NULL,
      "a job's input files at most, in MB (shared files counted once); also the largest "
      "file one upload may be (docs/data.md)"},
+    {"files", "user_mb", CONFIG_INT, "0", OFF(files_user_mb), 0, 1L << 30, NULL,
+     "the files one user's uploads keep here at most, in MB (0: no limit); an upload over "
+     "it is refused naming the limit and what the user holds (docs/data.md)"},
     {"files", "keep_s", CONFIG_INT, "86400", OFF(files_keep_s), 0, 1L << 40, NULL,
      "a stored file no job names (its jobs purged, or uploaded and never submitted) is "
      "deleted once unchanged this long, by a sweep after each purge and hourly"},
@@ -146,7 +149,7 @@ static const struct store_table cluster_tables[] = {
     {"known", STORE_KEY_U64_U32},
     {"drain", STORE_KEY_STR},
     {ACCT_TABLE, STORE_KEY_U64}, /* acct.c: accounting records (issue 27) */
-    {"files", STORE_KEY_STR},    /* files_store.c: the file store's records (issue 26) */
+    {"files", STORE_KEY_STR},    /* daemon/filestore.c: the file store's records (issue 26) */
     {"jobdata", STORE_KEY_U64},  /* files.c: a job's inputs and outputs (issue 26) */
     {"ckpt", STORE_KEY_U64_U32}, /* files_ckpt.c: a task's latest checkpoint (issue 26) */
     {NULL},
@@ -210,7 +213,7 @@ static int on_commit(void *arg)
     jobdep_step(c);     /* issue 27: waiting jobs whose dependency now holds, or never can */
     if (c->sd->resched) /* submissions, ends, console changes: fill freed hosts now */
         scored_schedule(c, false);
-    if (cluster_save_dirty(c) < 0 || scored_save_dirty(c) < 0 || files_sync(c) < 0 ||
+    if (cluster_save_dirty(c) < 0 || scored_save_dirty(c) < 0 || filestore_sync(c->files) < 0 ||
         store_commit(c->store) < 0) {
         int e = errno;
         log_warnx("commit failed: %s", store_error_text(e));
@@ -251,7 +254,7 @@ void cluster_free_state(struct cluster *c)
     sessions_free(c);
     drain_free(c);
     purge_free(c);
-    files_free(c);
+    filestore_destroy(&c->files);
     scored_free_state(c);
     valid_reset(c);
 }

@@ -13,7 +13,8 @@
  *            tasks.c > validate_res.c > validator.c > validate_dec.c > validate.c
  *   bottom   scored_output.c > scored_store.c; state_rec.c > valid_state.c, drain.c >
  *            state.c; subkey.c, app.c; acct.c (below state_rec.c and scored_store.c,
- *            above state.c); files.c > files_store.c > state.c (issue 26, files.h)
+ *            above state.c); files.c > state.c (issue 26, files.h; the store itself is
+ *            daemon/filestore.h)
  *   engine/  the pure SCore-D policy (engine/scored.h): lib/ only
  * An upper file learns of a lower one's change through state (c->evt, dirty flags),
  * never by a call upwards.
@@ -95,6 +96,7 @@ struct cluster_cfg {
     struct curve_conf sec; /* [security] (daemon/curve.h) */
     struct acct_conf acct; /* [acct] (daemon/acct.h) */
     long files_job_mb;     /* files.job_mb (files.c, issue 26): a job's inputs at most */
+    long files_user_mb;    /* files.user_mb: a user's stored files at most, 0 no limit */
     long files_keep_s;     /* files.keep_s: a file no job names is kept this long */
     long files_ckpt_mb;    /* files.ckpt_mb: one task's checkpoint at most (files_ckpt.c) */
 };
@@ -163,6 +165,9 @@ struct job {
     void *data;
     size_t data_len;
     uint32_t ckpt_s; /* submit --checkpoint-s (files_ckpt.c; kept in "jobdata"), 0: none */
+    /* SUBMIT "host" (issue 26: a batch role's task with files, placed by its scheduler):
+       only the node of this name takes its tasks (tasks.c pick_fits); NULL: any */
+    char *host;
 };
 
 /* A node's record of checked results (validate.c, docs/validation.md "Node trust"). */
@@ -301,7 +306,7 @@ struct cluster {
     struct acct_note *acct_notes;
     uint32_t nacct_notes, capacct_notes;
     /* files.c (issue 26): the file store's index and tables */
-    struct cfiles *files;
+    struct filestore *files;
     int t_files, t_jobdata;
     int t_ckpt; /* files_ckpt.c: each task's latest checkpoint */
     /* jobdep.c: ids whose status changed in the last pass (sorted) */

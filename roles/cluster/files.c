@@ -20,119 +20,42 @@ static uint64_t limit_bytes(const struct cluster *c)
     return (uint64_t)c->cfg.files_job_mb << 20;
 }
 
-static void reply_state(struct request *r, const char *hex, uint64_t size, const struct cfile *f)
+/* The level's limits (filestore.h). */
+static struct filestore_limits limits(const struct cluster *c)
 {
-    wire_begin(r->reply, WT_FILE_STATE, r->msg->id, 5);
-    wire_put_strn(r->reply, "hash", hex, 64);
-    wire_put_u64(r->reply, "size", size);
-    wire_put_u64(r->reply, "have", f ? f->have : 0);
-    wire_put_bool(r->reply, "done", f && f->done);
-    wire_put_u64(r->reply, "chunk", WIRE_FILE_CHUNK);
+    return (struct filestore_limits){limit_bytes(c), (uint64_t)c->cfg.files_user_mb << 20};
 }
 
-/* The request's "hash" and "size" checked against the store; NULL + reply when bad. */
-static bool file_args(struct cluster *c, struct request *r, uint8_t d[SHA256_LEN], const char **hex,
-                      uint64_t *size, struct cfile **f)
+/* Whom a new upload is charged to: the request's "user" (access control sets it to the
+ * key's name under CURVE), nobody for a node (its outputs and checkpoints). */
+static const char *uploader(const struct request *r, char *buf, size_t n)
 {
-    size_t hl;
-    *hex = wire_get_str(r->msg->root, "hash", &hl);
-    *size = wire_get_u64(r->msg->root, "size", 0);
-    if (files_parse_hash(*hex, hl, d) < 0) {
-        cluster_reply_error(r, WE_INVALID, "hash must be a SHA-256 as 64 lower-case hex digits");
-        return false;
-    }
-    *f = files_find(c, d);
-    if (*f && (*f)->size != *size) {
-        cluster_reply_error(r, WE_INVALID, "file %.12s is stored with %llu bytes, not %llu", *hex,
-                            (unsigned long long)(*f)->size, (unsigned long long)*size);
-        return false;
-    }
-    if (!*f && *size > limit_bytes(c)) {
-        cluster_reply_error(r, WE_REFUSED,
-                            "a file of %llu bytes is larger than this cluster takes for one job "
-                            "(files.job_mb = %ld MB)",
-                            (unsigned long long)*size, c->cfg.files_job_mb);
-        return false;
-    }
-    return true;
+    const struct curve_ident *who = curve_current();
+    if (who && who->kind == CURVE_NODE)
+        return NULL;
+    wire_get_strbuf(r->msg->root, "user", buf, n);
+    return *buf ? buf : NULL;
 }
 
 void files_h_have(struct cluster *c, struct request *r)
 {
-    uint8_t d[SHA256_LEN];
-    const char *hex;
-    uint64_t size;
-    struct cfile *f;
-    if (!file_args(c, r, d, &hex, &size, &f))
-        return;
-    if (!f && size == 0) { /* nothing to send: an empty file is stored at once */
-        int code;
-        char why[400];
-        if (!(f = files_append(c, NULL, d, 0, "", 0, &code, why, sizeof why))) {
-            cluster_reply_error(r, code, "%s", why);
-            return;
-        }
-    }
-    reply_state(r, hex, size, f);
+    struct filestore_limits lim = limits(c);
+    char user[FILESTORE_USER_MAX];
+    filestore_h_have(c->files, &lim, r->msg, uploader(r, user, sizeof user), r->reply);
 }
 
 void files_h_put(struct cluster *c, struct request *r)
 {
-    uint8_t d[SHA256_LEN];
-    const char *hex;
-    uint64_t size, off = wire_get_u64(r->msg->root, "off", 0);
-    size_t len;
-    struct cfile *f;
-    const void *data = wire_get_bin(r->msg->root, "data", &len);
-    if (!file_args(c, r, d, &hex, &size, &f))
-        return;
-    if ((f && (f->done || off != f->have)) || (!f && off != 0)) {
-        reply_state(r, hex, size, f); /* a repeat, or out of order: go on from "have" */
-        return;
-    }
-    if (off + len > size || (len == 0 && size > 0)) {
-        cluster_reply_error(r, WE_INVALID,
-                            "a chunk of %zu bytes at %llu does not fit in a file of %llu", len,
-                            (unsigned long long)off, (unsigned long long)size);
-        return;
-    }
-    int code;
-    char why[400];
-    if (!(f = files_append(c, f, d, size, data, len, &code, why, sizeof why))) {
-        cluster_reply_error(r, code, "%s", why);
-        return;
-    }
-    if (f->done)
-        log_info("file %.12s stored (%llu bytes)", hex, (unsigned long long)size);
-    reply_state(r, hex, size, f);
+    struct filestore_limits lim = limits(c);
+    char user[FILESTORE_USER_MAX];
+    filestore_h_put(c->files, &lim, r->msg, uploader(r, user, sizeof user), r->reply);
 }
 
-/*
- * Calls fn for each entry of j's "inputs" that task idx gets (idx UINT32_MAX: every
- * entry); stops at the first nonzero return and returns it.
- */
+/* Calls fn for each entry of j's "inputs" that task idx gets (filestore.h). */
 typedef int input_fn(void *arg, const msgpack_object *in);
 static int each_input(const struct job *j, uint32_t idx, input_fn *fn, void *arg)
 {
-    msgpack_unpacked up;
-    int rc = 0;
-    if (!j->data)
-        return 0;
-    msgpack_unpacked_init(&up);
-    if (msgpack_unpack_next(&up, j->data, j->data_len, NULL) != MSGPACK_UNPACK_SUCCESS) {
-        msgpack_unpacked_destroy(&up);
-        return 0;
-    }
-    const msgpack_object *in = wire_get(&up.data, "inputs");
-    for (uint32_t i = 0; !rc && in && in->type == MSGPACK_OBJECT_ARRAY && i < in->via.array.size;
-         i++) {
-        const msgpack_object *e = &in->via.array.ptr[i];
-        const msgpack_object *t = wire_get(e, "task");
-        if (idx == UINT32_MAX || !t || wire_get_u64(e, "task", 0) == idx)
-            rc = fn(arg, e);
-    }
-    msgpack_unpacked_destroy(&up);
-    return rc;
+    return filestore_each_input(j->data, j->data_len, idx, fn, arg);
 }
 
 static int is_hash(void *arg, const msgpack_object *in)
@@ -176,7 +99,7 @@ void files_h_get(struct cluster *c, struct request *r)
     uint32_t idx = (uint32_t)wire_get_u64(m, "idx", 0);
     struct job *j = cluster_job_find(c, id);
     const struct curve_ident *who = curve_current();
-    if (files_parse_hash(hex, hl, d) < 0) {
+    if (filestore_parse_hash(hex, hl, d) < 0) {
         cluster_reply_error(r, WE_INVALID, "hash must be a SHA-256 as 64 lower-case hex digits");
         return;
     }
@@ -198,7 +121,7 @@ void files_h_get(struct cluster *c, struct request *r)
         cluster_reply_error(r, WE_DENIED, "nodes read the inputs of jobs, not their outputs");
         return;
     }
-    struct cfile *f = files_find(c, d);
+    struct fsfile *f = filestore_find(c->files, d);
     bool named = out ? idx < j->ntasks && is_output(c, j, idx, hex)
                      : each_input(j, UINT32_MAX, is_hash, (void *)hex) > 0 ||
                            files_ckpt_names(c, j, d); /* a checkpoint to migrate */
@@ -213,7 +136,7 @@ void files_h_get(struct cluster *c, struct request *r)
     if (len > f->size - off)
         len = f->size - off;
     void *buf = malloc(len ? len : 1);
-    ssize_t got = buf ? files_read(c, f, off, buf, len) : -1;
+    ssize_t got = buf ? filestore_read(c->files, f, off, buf, len) : -1;
     if (got != (ssize_t)len) {
         log_warn("files: cannot read %.12s", hex);
         cluster_reply_error(r, WE_STORAGE, "the cluster could not read file %.12s; retry later",
@@ -231,145 +154,23 @@ void files_h_get(struct cluster *c, struct request *r)
 
 /* ---- a job's files ---- */
 
-struct in_ent {
-    const char *name;
-    size_t nlen;
-    uint64_t task; /* UINT64_MAX: every task */
-    uint8_t d[SHA256_LEN];
-    uint64_t size;
-};
-
-static int by_name(const void *a, const void *b)
-{
-    const struct in_ent *x = a, *y = b;
-    size_t n = x->nlen < y->nlen ? x->nlen : y->nlen;
-    int k = memcmp(x->name, y->name, n);
-    if (k || x->nlen != y->nlen)
-        return k ? k : (x->nlen < y->nlen ? -1 : 1);
-    return x->task < y->task ? -1 : x->task > y->task;
-}
-
-static int by_hash(const void *a, const void *b)
-{
-    return memcmp(((const struct in_ent *)a)->d, ((const struct in_ent *)b)->d, SHA256_LEN);
-}
-
-/* Two entries that would land on one name in one task's directory: the first, or NULL. */
-static const struct in_ent *name_clash(const struct in_ent *v, uint32_t n)
-{
-    for (uint32_t i = 1; i < n; i++) {
-        const struct in_ent *a = &v[i - 1], *b = &v[i];
-        if (a->nlen == b->nlen && !memcmp(a->name, b->name, a->nlen) &&
-            (a->task == b->task || b->task == UINT64_MAX))
-            return b;
-    }
-    return NULL;
-}
-
-/* Each input entry checked and copied into v; NULL, or the reason in why. */
-static const char *check_inputs(struct cluster *c, const msgpack_object *in, uint64_t ntasks,
-                                struct in_ent *v, char *why, size_t wl)
-{
-    for (uint32_t i = 0; i < in->via.array.size; i++) {
-        const msgpack_object *e = &in->via.array.ptr[i];
-        struct in_ent *x = &v[i];
-        size_t hl;
-        const char *h = wire_get_str(e, "hash", &hl), *bad;
-        x->name = wire_get_str(e, "name", &x->nlen);
-        x->size = wire_get_u64(e, "size", 0);
-        x->task = wire_get(e, "task") ? wire_get_u64(e, "task", 0) : UINT64_MAX;
-        int nl = (int)(x->nlen > 200 ? 200 : x->nlen);
-        if ((bad = datapath_problem(x->name, x->nlen))) {
-            snprintf(why, wl, "input '%.*s' %s", nl, x->name, bad);
-            return why;
-        }
-        if (x->task != UINT64_MAX && x->task >= ntasks) {
-            snprintf(why, wl, "input '%.*s' is for task %llu, but the job has %llu tasks", nl,
-                     x->name, (unsigned long long)x->task, (unsigned long long)ntasks);
-            return why;
-        }
-        struct cfile *f = files_parse_hash(h, hl, x->d) < 0 ? NULL : files_find(c, x->d);
-        if (!f || !f->done || f->size != x->size) {
-            snprintf(why, wl,
-                     "input '%.*s': the cluster holds no file %.*s of %llu bytes (upload it "
-                     "first: gridnode submit --input does)",
-                     nl, x->name, (int)(hl > 64 ? 64 : hl), h ? h : "",
-                     (unsigned long long)x->size);
-            return why;
-        }
-    }
-    return NULL;
-}
-
 const char *files_submit_check(struct cluster *c, const msgpack_object *m, uint64_t ntasks,
                                char *why, size_t wl)
 {
-    const msgpack_object *in = wire_get(m, "inputs"), *out = wire_get(m, "outputs");
-    for (uint32_t i = 0; out && i < out->via.array.size; i++) {
-        const msgpack_object *o = &out->via.array.ptr[i];
-        const char *bad = datapath_problem(o->via.str.ptr, o->via.str.size);
-        if (bad) {
-            snprintf(why, wl, "output '%.*s' %s",
-                     (int)(o->via.str.size > 200 ? 200 : o->via.str.size), o->via.str.ptr, bad);
-            return why;
-        }
-    }
-    if (!in || in->via.array.size == 0)
-        return NULL;
-    uint32_t n = in->via.array.size;
-    struct in_ent *v = calloc(n, sizeof *v);
-    if (!v)
-        return "out of memory";
-    const char *bad = check_inputs(c, in, ntasks, v, why, wl);
-    if (!bad) {
-        qsort(v, n, sizeof *v, by_name);
-        const struct in_ent *x = name_clash(v, n);
-        if (x) {
-            snprintf(why, wl, "input '%.*s' is given twice to one task",
-                     (int)(x->nlen > 200 ? 200 : x->nlen), x->name);
-            bad = why;
-        }
-    }
-    if (!bad) { /* distinct contents count once */
-        uint64_t sum = 0;
-        qsort(v, n, sizeof *v, by_hash);
-        for (uint32_t i = 0; i < n; i++)
-            if (i == 0 || memcmp(v[i].d, v[i - 1].d, SHA256_LEN))
-                sum += v[i].size;
-        if (sum > limit_bytes(c)) {
-            snprintf(why, wl,
-                     "the inputs hold %llu MB, more than this cluster takes for one job "
-                     "(files.job_mb = %ld MB)",
-                     (unsigned long long)((sum + (1 << 20) - 1) >> 20), c->cfg.files_job_mb);
-            bad = why;
-        }
-    }
-    free(v);
-    return bad;
+    struct filestore_limits lim = limits(c);
+    return filestore_submit_check(c->files, &lim, m, ntasks, why, wl);
 }
 
 int files_job_attach(struct cluster *c, struct job *j, const msgpack_object *m)
 {
-    const msgpack_object *in = wire_get(m, "inputs"), *out = wire_get(m, "outputs");
     j->ckpt_s = (uint32_t)wire_get_u64(m, "checkpoint_s", 0); /* bounded by its descriptor */
-    if (!in && !out && !j->ckpt_s)
-        return 0;
     struct wire_buf wb;
     uint8_t key[8];
     wire_buf_init(&wb);
-    wire_pack_map(&wb, 2 + (j->ckpt_s > 0));
-    if (j->ckpt_s) /* a record without it (older ones too) reads 0: no checkpoints */
-        wire_put_u64(&wb, "checkpoint_s", j->ckpt_s);
-    wire_put_key(&wb, "inputs");
-    if (in)
-        wire_pack_object(&wb, in);
-    else
-        wire_pack_array(&wb, 0);
-    wire_put_key(&wb, "outputs");
-    if (out)
-        wire_pack_object(&wb, out);
-    else
-        wire_pack_array(&wb, 0);
+    if (!filestore_jobdata_pack(m, &wb)) {
+        wire_buf_free(&wb);
+        return 0;
+    }
     store_key_u64(key, j->id);
     int rc = -1;
     if ((j->data = malloc(wb.sb.size))) {
@@ -437,7 +238,7 @@ const char *files_result_check(struct cluster *c, const msgpack_object *res, cha
         const char *name = wire_get_str(e, "name", &nl), *h = wire_get_str(e, "hash", &hl);
         const char *bad = datapath_problem(name, nl);
         uint8_t d[SHA256_LEN];
-        struct cfile *f = files_parse_hash(h, hl, d) < 0 ? NULL : files_find(c, d);
+        struct fsfile *f = filestore_parse_hash(h, hl, d) < 0 ? NULL : filestore_find(c->files, d);
         if (!bad && (!f || !f->done || f->size != wire_get_u64(e, "size", 0)))
             bad = "was not uploaded whole before the result";
         if (bad) {
@@ -487,7 +288,9 @@ static int mark_named(void *arg, const msgpack_object *e)
     size_t hl;
     uint8_t d[SHA256_LEN];
     const char *h = wire_get_str(e, "hash", &hl);
-    struct cfile *f = files_parse_hash(h, hl, d) < 0 ? NULL : files_find(arg, d);
+    struct fsfile *f = filestore_parse_hash(h, hl, d) < 0
+                           ? NULL
+                           : filestore_find(((struct cluster *)arg)->files, d);
     if (f)
         f->mark = true;
     return 0;
@@ -514,14 +317,14 @@ static int mark_result(void *arg, const void *key, size_t klen, const void *val,
     return 0;
 }
 
-static int unmark(struct cluster *c, struct cfile *f, void *arg)
+static int unmark(struct filestore *fs, struct fsfile *f, void *arg)
 {
-    (void)c, (void)arg;
+    (void)fs, (void)arg;
     f->mark = false;
     return 0;
 }
 
-static int drop_unnamed(struct cluster *c, struct cfile *f, void *arg)
+static int drop_unnamed(struct filestore *fs, struct fsfile *f, void *arg)
 {
     int64_t older = *(int64_t *)arg;
     if (f->mark || f->t_ms > older)
@@ -529,7 +332,7 @@ static int drop_unnamed(struct cluster *c, struct cfile *f, void *arg)
     char hex[SHA256_HEX];
     sha256_hex(f->d, hex);
     log_info("file %.12s (%llu bytes) deleted: no job names it", hex, (unsigned long long)f->size);
-    return files_drop(c, f) < 0 ? -1 : 0;
+    return filestore_drop(fs, f) < 0 ? -1 : 0;
 }
 
 void files_sweep(struct cluster *c)
@@ -539,7 +342,7 @@ void files_sweep(struct cluster *c)
         return;
     sweep_due = false;
     sweep_last_ms = now;
-    files_each(c, unmark, NULL);
+    filestore_each(c->files, unmark, NULL);
     for (uint32_t i = 0; i < c->njobs; i++) {
         struct job *j = c->jobs[i];
         uint8_t key[12];
@@ -553,13 +356,18 @@ void files_sweep(struct cluster *c)
     if (files_ckpt_sweep(c) < 0) /* the checkpoints of unfinished tasks are kept */
         c->turn_failed = true;
     int64_t older = now - (int64_t)c->cfg.files_keep_s * 1000;
-    if (files_each(c, drop_unnamed, &older) < 0)
+    if (filestore_each(c->files, drop_unnamed, &older) < 0)
         c->turn_failed = true;
 }
 
 int files_load(struct cluster *c)
 {
-    if (files_store_load(c) < 0)
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/files", c->cfg.state_dir);
+    struct filestore_cfg fc = {c->store,      c->t_files,      dir,
+                               "the cluster", &c->turn_failed, &c->load_skipped};
+    filestore_destroy(&c->files);
+    if (!(c->files = filestore_open(&fc)))
         return -1;
     return store_iter(c->store, c->t_jobdata, NULL, 0, load_jobdata, c);
 }

@@ -8,7 +8,9 @@
  *                  task map and in its result
  *   files_ckpt.c   tasks' checkpoints (CKPT): the latest per task, kept in table "ckpt",
  *                  handed with the task when it is issued again, dropped once it is done
- *   files_store.c  the index of stored files, their records, the bytes on disk
+ *
+ * The store itself (the index, the records, the bytes on disk, FILE_HAVE and FILE_PUT)
+ * is daemon/filestore.h, shared with the batch role.
  */
 #ifndef GRIDNODE_CLUSTER_FILES_H
 #define GRIDNODE_CLUSTER_FILES_H
@@ -17,54 +19,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "daemon/filestore.h"
 #include "lib/sha256.h"
 #include "wire/wire.h"
 
 struct cluster;
 struct job;
 struct request;
-
-/* One stored file: whole and verified (done), or being received (have bytes of size). */
-struct cfile {
-    uint8_t d[SHA256_LEN];
-    uint64_t size, have;
-    bool done;
-    bool mark;         /* files_sweep: a job names it */
-    int64_t t_ms;      /* last change */
-    struct sha256 sha; /* the bytes 0..have hashed (while not done) */
-    struct cfile *next;
-};
-
-/* ---- files_store.c ---- */
-
-/* The index from the records of table "files"; the index freed. */
-int files_store_load(struct cluster *c);
-void files_free(struct cluster *c);
-/* A file by digest, or NULL. */
-struct cfile *files_find(struct cluster *c, const uint8_t d[SHA256_LEN]);
-/* Digest of 64 hex digits: 0, or -1 when not a hash. */
-int files_parse_hash(const char *s, size_t len, uint8_t d[SHA256_LEN]);
-/*
- * Appends data (its bytes at offset f->have) to the file being received (made durable by
- * files_sync before the turn's commit); when it completes the file, checks its hash,
- * syncs it and moves it into the store. The record is buffered. f NULL: a new file of
- * size `size` (created in the index). Returns the file, or NULL with the reason in why
- * and *code (WE_STORAGE: disk full or I/O error, nothing kept beyond the last chunk;
- * WE_INVALID: the bytes do not hash to the name, the partial file dropped).
- */
-struct cfile *files_append(struct cluster *c, struct cfile *f, const uint8_t d[SHA256_LEN],
-                           uint64_t size, const void *data, size_t len, int *code, char *why,
-                           size_t wl);
-/* Makes the files written this turn durable; called before the turn's commit: 0, or -1
- * (errno; the turn fails). */
-int files_sync(struct cluster *c);
-/* Every stored file to fn (stops at nonzero), and removing one (its bytes, its record,
- * its index entry; f freed): 0, or -1 (out of memory: the turn fails). */
-int files_each(struct cluster *c, int (*fn)(struct cluster *c, struct cfile *f, void *arg),
-               void *arg);
-int files_drop(struct cluster *c, struct cfile *f);
-/* Reads up to len bytes at off of a whole file into buf: bytes read, or -1 (errno). */
-ssize_t files_read(struct cluster *c, const struct cfile *f, uint64_t off, void *buf, size_t len);
 
 /* ---- files_ckpt.c ---- */
 

@@ -30,7 +30,7 @@ static const char *check_files(struct cluster *c, const msgpack_object *fl, char
         const char *bad = datapath_problem(name, nl);
         uint8_t d[SHA256_LEN];
         uint64_t size = wire_get_u64(e, "size", 0);
-        struct cfile *f = files_parse_hash(h, hl, d) < 0 ? NULL : files_find(c, d);
+        struct fsfile *f = filestore_parse_hash(h, hl, d) < 0 ? NULL : filestore_find(c->files, d);
         if (!bad && (!f || !f->done || f->size != size))
             bad = "is not stored whole here (upload it first)";
         if (bad) {
@@ -179,7 +179,7 @@ static void each_file(const void *val, size_t vlen, void (*fn)(struct ck_walk *w
         size_t hl;
         uint8_t d[SHA256_LEN];
         const char *h = wire_get_str(&fl->via.array.ptr[i], "hash", &hl);
-        if (files_parse_hash(h, hl, d) == 0)
+        if (filestore_parse_hash(h, hl, d) == 0)
             fn(w, d);
     }
     msgpack_unpacked_destroy(&up);
@@ -213,7 +213,7 @@ bool files_ckpt_names(struct cluster *c, const struct job *j, const uint8_t d[SH
 
 static void mark(struct ck_walk *w, const uint8_t *d)
 {
-    struct cfile *f = files_find(w->c, d);
+    struct fsfile *f = filestore_find(w->c->files, d);
     if (f)
         f->mark = true;
 }

@@ -419,6 +419,8 @@ static void h_submit(struct cluster *c, struct request *r)
         j->user = strdup("");
     if (wire_get(m, "key") && !(j->key = wire_get_strdup(m, "key")))
         goto oom;
+    if (wire_get(m, "host") && !(j->host = wire_get_strdup(m, "host"))) /* issue 26 */
+        goto oom;
     uint32_t nenv;
     int eoom;
     j->env = jobenv_dup(m, &nenv, &eoom);

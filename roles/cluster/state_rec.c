@@ -28,7 +28,7 @@ static void job_encode(const struct job *j, struct wire_buf *wb)
 {
     wire_pack_map(wb, 18 + (j->key != NULL) + 2 * (j->gpus > 0) + (j->v != NULL) + j->held +
                           j->network + 2 * (j->requeues > 0) + jobenv_put(NULL, j->env, j->cwd) +
-                          !!j->dep + !!j->reason + !!j->constraint);
+                          !!j->dep + !!j->reason + !!j->constraint + !!j->host);
     wire_put_u64(wb, "id", j->id);
     wire_put_str(wb, "name", j->name ? j->name : "");
     wire_put_str(wb, "user", j->user ? j->user : "");
@@ -73,6 +73,8 @@ static void job_encode(const struct job *j, struct wire_buf *wb)
         wire_put_str(wb, "reason", j->reason);
     if (j->constraint) /* issue 27; absent in older records: none */
         wire_put_str(wb, "constraint", j->constraint);
+    if (j->host) /* issue 26; absent in older records: any node */
+        wire_put_str(wb, "host", j->host);
 }
 
 /* A stored "dependency" (issue 27; absent in older records: none). -1: unreadable. */
@@ -315,6 +317,8 @@ static int load_job(void *arg, const uint8_t *key, size_t klen, const void *val,
         goto bad;
     char cwhy[160]; /* submit --constraint (issue 27): absent in older records */
     if (wire_get_constraint(m, &j->constraint, cwhy, sizeof cwhy) < 0)
+        goto bad;
+    if (wire_get(m, "host") && !(j->host = wire_get_strdup(m, "host")))
         goto bad;
     if (!j->argv || !j->name || !j->user || j->next_new > j->ntasks ||
         job_grow_tasks(j, j->next_new) < 0 || cluster_job_add(c, j) < 0)
@@ -580,6 +584,7 @@ void cluster_job_free(struct job *j)
     free(j->reason);
     free(j->data); /* issue 26 */
     free(j->constraint);
+    free(j->host);
     valid_job_free(j);
     free(j);
 }

@@ -137,6 +137,8 @@ static bool pick_fits(const struct job *j, struct pick *p)
         return false;
     if (j->constraint && !constraint_match(j->constraint, n->features)) /* issue 27 */
         return false;
+    if (j->host && strcmp(j->host, n->name)) /* issue 26: placed by a batch role */
+        return false;
     int first = j->gpus ? 1 : 0, last = j->gpus ? n->ngpu : 0;
     for (int s = first; s <= last; s++) {
         if (s > 0 && (n->gpu[s - 1].count < j->gpus ||

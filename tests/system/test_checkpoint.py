@@ -119,10 +119,8 @@ def test_checkpoint_links_are_not_followed_and_the_cap_gives_a_note(cluster_fact
     assert not stored_path(cl, sha(bytes(2000000))).exists()
 
 
-def test_the_batch_role_refuses_checkpoints_it_cannot_forward_yet(cluster, batch_factory):
-    b = batch_factory([cluster])
-    r = b.client().err("SUBMIT", "INVALID", argv=["true"], ntasks=1, checkpoint_s=10)
-    assert "checkpoints (submit --checkpoint-s) are not forwarded by the batch role" in r["msg"], r
+def test_checkpoint_s_is_kept_with_the_job(cluster):
+    # through the batch role: test_data_batch.py
     r = cluster.client().ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=1, checkpoint_s=10)
     job = cluster.client().ok("JOB_GET", "JOB", job=r["job"])["job"]
     assert job["checkpoint_s"] == 10, job

@@ -113,6 +113,7 @@ static struct job *add_job(struct cluster *c, enum job_state st, uint32_t ntasks
     j->finished_ms = st >= JS_DONE ? 222 : 0;
     j->issuable = true;
     j->key = st == JS_DONE ? strdup("request-key-1") : NULL;
+    j->host = st == JS_RUNNING ? strdup("node7") : NULL; /* issue 26: SUBMIT "host" */
     assert_int_equal(job_grow_tasks(j, next_new), 0);
     assert_int_equal(cluster_job_add(c, j), 0);
     j->dirty = true;
@@ -325,6 +326,9 @@ static void check_job(const struct cluster *c1, const struct job *a, const struc
     assert_int_equal(a->key == NULL, b->key == NULL);
     if (a->key)
         assert_string_equal(a->key, b->key);
+    assert_int_equal(a->host == NULL, b->host == NULL);
+    if (a->host)
+        assert_string_equal(a->host, b->host);
     assert_true(a->complexity == b->complexity);
     assert_int_equal(a->limit_s, b->limit_s);
     assert_int_equal(a->ntasks, b->ntasks);

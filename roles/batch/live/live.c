@@ -23,6 +23,7 @@
 #include "lib/fsutil.h"
 #include "daemon/httpstats.h"
 #include "lib/log.h"
+#include "daemon/filestore.h"
 #include "daemon/loop.h"
 #include "daemon/record.h"
 #include "daemon/statspage.h"
@@ -34,6 +35,9 @@ static const struct store_table live_tables[] = {
     {"elems", STORE_KEY_U64_U32},
     {"resv", STORE_KEY_STR},
     {ACCT_TABLE, STORE_KEY_U64},
+    {"files", STORE_KEY_STR},         /* daemon/filestore.c (issue 26) */
+    {"jobdata", STORE_KEY_U64},       /* livefiles.c: a job's inputs and outputs */
+    {"elemfiles", STORE_KEY_U64_U32}, /* livefiles.c: a task's outputs copied back */
     {NULL},
 };
 
@@ -110,7 +114,8 @@ static int commit_turn(struct live *L)
             return -1;
         L->meta_dirty = false;
     }
-    if (live_acct_save_dirty(L) < 0 || live_save_dirty(L) < 0 || store_commit(L->store) < 0) {
+    if (live_acct_save_dirty(L) < 0 || live_save_dirty(L) < 0 || filestore_sync(L->files) < 0 ||
+        store_commit(L->store) < 0) {
         int e = errno;
         log_warnx("commit failed: %s", store_error_text(e));
         errno = e; /* the daemon tells the requesters */
@@ -173,9 +178,11 @@ static void on_reload(void *arg)
     store_discard(L->store);
     L->turn_now = 0;
     live_out_flush(L, false);
+    live_clusters_close(L);
+    live_stage_free(L);
+    live_files_close(L);
     live_jobs_free(L);
     batch_engine_destroy(&L->eng);
-    live_clusters_close(L);
     char err[256];
     if (load_all(L) < 0 || live_clusters_open(L, err, sizeof err) < 0)
         fatalx("cannot reload the state after a failed commit; restart the batch role");
@@ -192,6 +199,7 @@ static void on_acct(struct loop *l, void *arg)
 {
     (void)l;
     live_acct_tick(arg);
+    live_files_sweep(arg); /* issue 26: files no job names, hourly */
 }
 
 /* Reads or makes the incarnation and the next job id. */
@@ -236,7 +244,7 @@ static int load_all(struct live *L)
         return -1;
     }
     L->nslots = 0;
-    if (load_meta(L) < 0 || live_load(L) < 0 || live_resv_load(L) < 0)
+    if (load_meta(L) < 0 || live_load(L) < 0 || live_files_load(L) < 0 || live_resv_load(L) < 0)
         return -1;
     L->want_cycle = true;
     return 0;
@@ -265,6 +273,9 @@ static int live_open(struct live *L)
     L->t_elems = store_table(L->store, "elems");
     L->t_resv = store_table(L->store, "resv");
     L->t_acct = store_table(L->store, ACCT_TABLE);
+    L->t_files = store_table(L->store, "files");
+    L->t_jobdata = store_table(L->store, "jobdata");
+    L->t_elemfiles = store_table(L->store, "elemfiles");
     if (load_all(L) < 0 || store_commit(L->store) < 0) {
         if (loop_stopping())
             log_info("stopping while loading the state (nothing was changed)");
@@ -349,6 +360,8 @@ out:
     live_clusters_close(&L);
     if (L.store)
         store_commit(L.store);
+    live_stage_free(&L);
+    live_files_close(&L);
     store_close(&L.store);
     live_jobs_free(&L);
     live_resv_free(&L);

@@ -15,7 +15,18 @@
  *   livemaui.c     Maui's node and site commands (SHOWBF, CHECKNODE, SHOWSTATS,
  *                  DIAGNOSE nodes; issue 27)
  *   liveclu.c      one DEALER per cluster manager: resynchronisation, the EVENTS feed,
- *                  starts (PSUBMIT with hosts), cancels, reconciliation after restarts
+ *                  starts (PSUBMIT with hosts; SUBMIT with host for a job with files),
+ *                  cancels, reconciliation after restarts
+ *   livestart.c    the start message of an element: PSUBMIT with hosts, or SUBMIT with
+ *                  host for a task with files
+ *   livestage.c    files to and from the clusters (issue 26): a start's inputs offered
+ *                  (FILE_HAVE, FILE_PUT) before its SUBMIT, an ended task's outputs
+ *                  copied back (JOB_GET, FILE_GET) before it counts as ended
+ *   livefiles.c    the role's file store (daemon/filestore.h): FILE_HAVE, FILE_PUT,
+ *                  FILE_GET, a job's files at SUBMIT (table "jobdata"), a task's copied
+ *                  outputs (table "elemfiles")
+ *   liveout.c      requests to the clusters: their records (deadlines) and the queue
+ *                  sent after the turn's commit
  *   liveresv.c     reservations in memory, in the store and in the engine
  *   livereply.c    what the commands share: error replies, paging, name lists, admins
  *   livehost.c     the clusters' hosts as engine nodes (one per core), their classes
@@ -90,7 +101,13 @@ struct lelem {
     bool dirty : 1;       /* record to write at the commit */
     bool used : 1;        /* this slot of its page holds a record */
     char *reason;         /* why pending / how it ended, or NULL */
-    char *hosts;          /* comma-separated host per rank while starting/running/ended */
+    /* issue 26 (livestage.c; memory only, redone after a restart): its start waits for
+       its inputs to reach its cluster; its outputs are being copied back (the state
+       it ends in once they are: pull_state) */
+    bool staging : 1;
+    bool pulling : 1;
+    uint8_t pull_state;
+    char *hosts; /* comma-separated host per rank while starting/running/ended */
     /* run number (JOB_CTL requeues of it), part of its cluster key */
     uint32_t run;
     uint32_t lost; /* runs lost to a host or process (issue 24), each rerun */
@@ -132,6 +149,11 @@ struct ljob {
     /* submit --constraint (issue 27, lib/constraint.h): canonical text, NULL: none;
        given to the engine with each element (its hosts' features: livehost.c) */
     char *constraint;
+    /* issue 26 (livefiles.c): "inputs", "outputs" and "checkpoint_s" as one stored
+       msgpack map (table "jobdata"), NULL: none; such a job's elements start with a
+       SUBMIT naming the host (liveclu.c) and their files travel (livestage.c) */
+    void *data;
+    size_t data_len;
 };
 
 /* n element slots from element `base` on (n = LIVE_PAGE, fewer for the last page of a
@@ -184,6 +206,9 @@ struct lclu {
     struct lreq *req;
     uint32_t nreq, capreq;
     uint32_t reconciling; /* outstanding JOB_GET / PSUBMIT of a resync */
+    /* livestage.c (issue 26): files being offered to it, or known whole there */
+    struct lxfer *xf;
+    uint32_t nxf, capxf;
 };
 
 /* An administrative or site reservation as stored (liveresv.c). */
@@ -197,6 +222,30 @@ struct lresv {
     uint64_t job;                /* the batch job bound to it, 0 */
     bool site;                   /* RESERVE: held for exactly one job */
     bool in_engine;
+};
+
+/* A file offered to a cluster (livestage.c). */
+#define LIVE_XFER_INFLIGHT 4 /* FILE_PUT chunks of one file in flight */
+struct lxfer {
+    uint8_t d[32];
+    uint64_t size, have;
+    uint64_t next;                     /* the next chunk's offset */
+    uint64_t ends[LIVE_XFER_INFLIGHT]; /* the ends of the chunks in flight, in order */
+    uint32_t nfl;                      /* chunks in flight */
+    bool resync;                       /* out of step: go on from have once none is left */
+    char user[64]; /* charged to at the cluster (files.user_mb): the job's owner */
+    int st;        /* enum in livestage.c */
+    char *err;     /* why the cluster refused it, NULL */
+};
+
+/* An ended task's outputs being copied from its cluster (livestage.c). */
+struct lpull {
+    uint64_t eid, cjob;
+    int cl;
+    int st;     /* enum in livestage.c */
+    void *list; /* the task's "files" (and "files_note") as a msgpack map, NULL */
+    size_t list_len;
+    uint32_t cur, nfiles; /* the file being copied */
 };
 
 /* A message to a cluster, sent after the turn's commit. */
@@ -248,6 +297,15 @@ struct live {
     struct lout *out;
     uint32_t nout, capout;
     uint64_t cycles, starts, refusals;
+    /* issue 26: the file store (livefiles.c), its tables; the elements whose inputs
+       reached their cluster or failed to (livestage.c; liveclu.c starts them); the
+       copies of outputs under way */
+    struct filestore *files;
+    int t_files, t_jobdata, t_elemfiles;
+    uint64_t *stage_ready;
+    uint32_t nready, capready;
+    struct lpull *pulls;
+    uint32_t npulls, cappulls;
     /* reservations (liveresv.c) */
     int t_resv;
     struct lresv *resv;
@@ -477,6 +535,88 @@ bool live_ppn_impossible(const struct live *L, const char *cls, uint32_t procs, 
  * known yet (Slurm refuses a constraint no configured node satisfies). */
 bool live_constraint_impossible(const struct live *L, const char *cls, const char *c, char *why,
                                 size_t len);
+
+/* livestart.c: the start of element e of j (its hosts set) built into wb, its request
+ * recorded (liveout.c): 0, or -1 when the job's record is not committed yet (its argv
+ * is read from the store). */
+int live_start_build(struct live *L, struct ljob *j, uint32_t e, struct wire_buf *wb);
+
+/* liveout.c: requests to clusters, of these kinds (liveclu.c's; livestage.c's from
+ * RK_FHAVE on) */
+enum {
+    RK_EVINIT,
+    RK_NODES,
+    RK_EVENTS,
+    RK_PSUBMIT,
+    RK_JOBGET,
+    RK_CANCEL,
+    RK_FHAVE,
+    RK_FPUT,
+    RK_OUTLIST,
+    RK_FGET
+};
+/* Records a request to cluster c (kind: enum in liveclu.c, arg: its subject; answered
+ * within wait_ms + LIVE_REQ_TIMEOUT_MS or the cluster is down) and begins its message
+ * (type, nfields) in wb: the request id. */
+uint64_t live_req_begin(struct live *L, struct lclu *c, int kind, uint64_t arg, uint32_t type,
+                        uint32_t nfields, int64_t wait_ms, struct wire_buf *wb);
+/* Queues wb (copied) to cluster cl, sent after the commit (live_out_flush). */
+void live_queue_out(struct live *L, int cl, const struct wire_buf *wb);
+/* Queues the start of element eid to be built after the commit. */
+void live_queue_start_later(struct live *L, int cl, uint64_t eid);
+
+/* livefiles.c (issue 26) */
+/* Opens the store (STATE_DIR/files; at load) and frees it: 0, or -1. */
+int live_files_open(struct live *L);
+void live_files_close(struct live *L);
+/* FILE_HAVE, FILE_PUT, FILE_GET (docs/wire.md 6.19) */
+void live_files_request(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
+/* SUBMIT "inputs"/"outputs"/"checkpoint_s" checked (as the cluster does) for a task
+ * array of ntasks (parallel: a PSUBMIT naming them is refused): NULL, or why. */
+const char *live_files_check(struct live *L, const msgpack_object *m, bool parallel,
+                             uint32_t ntasks, char *why, size_t wl);
+/* Keeps them with new job j (j->data) and buffers its record: 0, or -1. */
+int live_files_attach(struct live *L, struct ljob *j, const msgpack_object *m);
+/* The stored "jobdata" records onto their jobs (live_load). */
+int live_files_load(struct live *L);
+/* Calls fn for each input of element e of j (map name, hash, size[, task]); stops at
+ * nonzero and returns it. */
+int live_files_each_input(const struct ljob *j, uint32_t e,
+                          int (*fn)(void *arg, const msgpack_object *in), void *arg);
+/* j's output globs (an array), its checkpoint period: from j->data. */
+bool live_files_has_outputs(const struct ljob *j);
+uint32_t live_files_ckpt_s(const struct ljob *j);
+/* Writes into wb the fields a file job's SUBMIT to a cluster carries for element e
+ * ("inputs" without "task", "outputs", "checkpoint_s"), and how many they are. */
+uint32_t live_files_submit_nfields(const struct ljob *j);
+void live_files_submit_put(const struct ljob *j, uint32_t e, struct wire_buf *wb);
+/* Element e's copied outputs: buffers its record (list: a msgpack map with "files" and
+ * maybe "files_note"): 0, or -1. Its fields in a JOB_GET task row: how many, writing. */
+int live_files_elem_save(struct live *L, const struct ljob *j, uint32_t e, const void *list,
+                         size_t len);
+uint32_t live_files_row_nfields(struct live *L, const struct ljob *j, uint32_t e, void **rec,
+                                size_t *len);
+void live_files_row_put(void *rec, size_t len, struct wire_buf *wb);
+
+/* At start and hourly (once a second from the accounting tick): deletes the stored
+ * files no job names (an input, or a copied output) unchanged for files.keep_s. */
+void live_files_sweep(struct live *L);
+
+/* livestage.c (issue 26) */
+/* Offers element e's inputs to cluster c: 0 when all are whole there; 1 while some are
+ * on their way (its id goes to L->stage_ready once they are, or one failed); -1 when
+ * one was refused, the reason in why. */
+int live_stage_inputs(struct live *L, struct lclu *c, struct ljob *j, uint32_t e, char *why,
+                      size_t wl);
+/* Element e ended on its cluster in state st: its outputs are copied back, then it
+ * takes st (livejob.c). */
+void live_stage_pull(struct live *L, struct lclu *c, struct ljob *j, uint32_t e, int st);
+/* A reply to a request of livestage.c (kind >= RK_FHAVE): handled. */
+void live_stage_reply(struct live *L, struct lclu *c, int kind, uint64_t arg,
+                      const struct wire_msg *m);
+/* Cluster c is down: its transfers are forgotten (a resync offers again). */
+void live_stage_reset(struct live *L, struct lclu *c);
+void live_stage_free(struct live *L);
 
 /* liveclu.c */
 int live_clusters_open(struct live *L, char *err, size_t errlen);

@@ -23,7 +23,6 @@
 #include "daemon/loop.h"
 #include "daemon/netopts.h"
 #include "roles/batch/live/live_int.h"
-#include "wire/jobenv.h"
 
 /* The EVENTS message types of the cluster side (h-cluster, wire.md 6.9). */
 #ifndef WT_EVENTS
@@ -32,67 +31,12 @@
 #endif
 
 enum { CL_DOWN, CL_SYNC, CL_FOLLOW };
-enum { RK_EVINIT, RK_NODES, RK_EVENTS, RK_PSUBMIT, RK_JOBGET, RK_CANCEL };
 
 static struct live *G; /* the role (one per process) */
 
 static void sync_start(struct live *L, struct lclu *c);
 
 /* ---- sending ---- */
-
-static void queue_out(struct live *L, int cl, struct wire_buf *wb)
-{
-    if (L->nout == L->capout) {
-        uint32_t nc = L->capout ? L->capout * 2 : 64;
-        void *p = realloc(L->out, nc * sizeof *L->out);
-        if (!p)
-            return; /* the request's deadline will resynchronise */
-        L->out = p;
-        L->capout = nc;
-    }
-    void *d = malloc(wb->sb.size);
-    if (!d)
-        return;
-    memcpy(d, wb->sb.data, wb->sb.size);
-    L->out[L->nout++] = (struct lout){cl, d, wb->sb.size, 0};
-}
-
-/* Queues the start of element eid to be built after the commit (see live_out_flush). */
-static void queue_start_later(struct live *L, int cl, uint64_t eid)
-{
-    if (L->nout == L->capout) {
-        uint32_t nc = L->capout ? L->capout * 2 : 64;
-        void *p = realloc(L->out, nc * sizeof *L->out);
-        if (!p)
-            return; /* the element stays "starting": the next resync sends it */
-        L->out = p;
-        L->capout = nc;
-    }
-    L->out[L->nout++] = (struct lout){cl, NULL, 0, eid};
-}
-
-/* Starts a request to cluster c: records it and begins the message (nfields). */
-static uint64_t req_begin(struct live *L, struct lclu *c, int kind, uint64_t arg, uint32_t type,
-                          uint32_t nfields, int64_t wait_ms, struct wire_buf *wb)
-{
-    uint64_t rid = ++L->req_seq;
-    if (c->nreq == c->capreq) {
-        uint32_t nc = c->capreq ? c->capreq * 2 : 16;
-        void *p = realloc(c->req, nc * sizeof *c->req);
-        if (p) {
-            c->req = p;
-            c->capreq = nc;
-        }
-    }
-    if (c->nreq < c->capreq)
-        c->req[c->nreq++] =
-            (struct lreq){rid, kind, arg, loop_now_ms() + wait_ms + LIVE_REQ_TIMEOUT_MS};
-    wire_buf_reset(wb);
-    wire_begin(wb, type, rid, nfields);
-    return rid;
-}
-
-static int build_start(struct live *L, struct ljob *j, uint32_t e, struct wire_buf *wb);
 
 void live_out_flush(struct live *L, bool send)
 {
@@ -109,8 +53,8 @@ void live_out_flush(struct live *L, bool send)
             struct lelem *el = live_elem_find(L, L->out[i].eid, &j);
             d = NULL;
             if (el && el->state == EL_STARTING && el->cl == c->idx &&
-                build_start(L, j, (uint32_t)(L->out[i].eid & ((1u << LIVE_ELEM_BITS) - 1)), &wb) ==
-                    0) {
+                live_start_build(L, j, (uint32_t)(L->out[i].eid & ((1u << LIVE_ELEM_BITS) - 1)),
+                                 &wb) == 0) {
                 d = wb.sb.data;
                 len = wb.sb.size;
             }
@@ -130,12 +74,12 @@ static void send_simple(struct live *L, struct lclu *c, int kind, uint64_t arg, 
 {
     struct wire_buf wb;
     wire_buf_init(&wb);
-    req_begin(L, c, kind, arg, type, (k1 ? 1 : 0) + (k2 ? 1 : 0), wait, &wb);
+    live_req_begin(L, c, kind, arg, type, (k1 ? 1 : 0) + (k2 ? 1 : 0), wait, &wb);
     if (k1)
         wire_put_u64(&wb, k1, v1);
     if (k2)
         wire_put_u64(&wb, k2, v2);
-    queue_out(L, c->idx, &wb);
+    live_queue_out(L, c->idx, &wb);
     wire_buf_free(&wb);
 }
 
@@ -143,12 +87,12 @@ static void send_events(struct live *L, struct lclu *c, int kind, uint64_t wait)
 {
     struct wire_buf wb;
     wire_buf_init(&wb);
-    req_begin(L, c, kind, 0, WT_EVENTS, 4, (int64_t)wait, &wb);
+    live_req_begin(L, c, kind, 0, WT_EVENTS, 4, (int64_t)wait, &wb);
     wire_put_u64(&wb, "from", kind == RK_EVINIT ? 0 : c->next);
     wire_put_str(&wb, "epoch", c->epoch);
     wire_put_u64(&wb, "wait_ms", wait);
     wire_put_u64(&wb, "max", 1000);
-    queue_out(L, c->idx, &wb);
+    live_queue_out(L, c->idx, &wb);
     wire_buf_free(&wb);
 }
 
@@ -212,8 +156,8 @@ static int cluster_state(const char *s)
 static void elem_update(struct live *L, struct ljob *j, uint32_t e, const msgpack_object *m)
 {
     struct lelem *el = live_elem_rec(j, e);
-    if (!el || (el->state != EL_STARTING && el->state != EL_RUNNING))
-        return;
+    if (!el || (el->state != EL_STARTING && el->state != EL_RUNNING) || el->pulling)
+        return; /* pulling: it ended, its outputs are being copied (livestage.c) */
     char st[16], why[256];
     wire_get_strbuf(m, "state", st, sizeof st);
     uint64_t cj = wire_get_u64(m, "job", 0);
@@ -273,8 +217,13 @@ static void elem_update(struct live *L, struct ljob *j, uint32_t e, const msgpac
     if (el->in_engine)
         batch_job_finish(L->eng, live_eid(j->id, e), live_now(L));
     live_elem_engine(j, e, false);
-    live_elem_set(L, j, e, s);
     live_want_cycle(L);
+    if (j->data && (s == EL_DONE || s == EL_FAILED) && el->cl >= 0 && el->cl < L->ncl &&
+        live_files_has_outputs(j)) { /* issue 26: ends once its outputs are copied here */
+        live_stage_pull(L, &L->cl[el->cl], j, e, s);
+        return;
+    }
+    live_elem_set(L, j, e, s);
 }
 
 /* The element named by a cluster job key "batch:<inc>:<J>.<e>" (run 0, also every key
@@ -307,100 +256,19 @@ static struct lelem *elem_of_key(struct live *L, const msgpack_object *m, struct
 
 /* ---- starts and cancels ---- */
 
-/* argv[i] with {i}, {n}, {job} replaced (task arrays); malloc'd. */
-static char *expand(const char *s, const struct ljob *j, uint32_t e)
-{
-    size_t cap = strlen(s) * 4 + 64, n = 0;
-    char *o = malloc(cap);
-    if (!o)
-        return NULL;
-    for (const char *p = s; *p && n + 24 < cap; p++) {
-        if (!j->parallel && !strncmp(p, "{i}", 3)) {
-            n += (size_t)snprintf(o + n, cap - n, "%u", e);
-            p += 2;
-        } else if (!j->parallel && !strncmp(p, "{n}", 3)) {
-            n += (size_t)snprintf(o + n, cap - n, "%u", j->ntasks);
-            p += 2;
-        } else if (!j->parallel && !strncmp(p, "{job}", 5)) {
-            n += (size_t)snprintf(o + n, cap - n, "%llu", (unsigned long long)j->id);
-            p += 4;
-        } else {
-            o[n++] = *p;
-        }
-    }
-    o[n] = '\0';
-    return o;
-}
-
-/* Builds the PSUBMIT starting element e of j into wb (and records the request); -1
- * when the job's record is not committed yet. */
-static int build_start(struct live *L, struct ljob *j, uint32_t e, struct wire_buf *wb)
+/* Element e of j cannot run (its cluster rejects it, an input was refused): failed. */
+static void reject(struct live *L, struct ljob *j, uint32_t e, const char *why)
 {
     struct lelem *el = live_elem_rec(j, e);
     if (!el)
-        return -1;
-    struct lclu *c = &L->cl[el->cl];
-    uint32_t argc = 0;
-    char **argv = live_job_argv(L, j->id, &argc);
-    if (!argv)
-        return -1;
-    char *hosts = strdup(el->hosts);
-    const char *hv[4096];
-    uint32_t nh = 0;
-    for (char *save = NULL, *t = hosts ? strtok_r(hosts, ",", &save) : NULL; t && nh < 4096;
-         t = strtok_r(NULL, ",", &save))
-        hv[nh++] = t;
-    uint32_t per_host = 1; /* most ranks on one host, for the per-host limits */
-    for (uint32_t a = 0; a < nh; a++) {
-        uint32_t k = 0;
-        for (uint32_t b = 0; b < nh; b++)
-            k += !strcmp(hv[a], hv[b]);
-        if (k > per_host)
-            per_host = k;
-    }
-    uint32_t nf = 9 + (j->mem_mb > 0) + (j->disk_mb > 0) + (j->cpu_s > 0) + j->network +
-                  jobenv_put(NULL, j->env, j->cwd);
-    req_begin(L, c, RK_PSUBMIT, live_eid(j->id, e), WT_PSUBMIT, nf, 0, wb);
-    jobenv_put(wb, j->env, j->cwd); /* --export / --chdir (issue 15) */
-    if (j->network) /* submit --network (issue 23): the cluster hands it to the nodes */
-        wire_put_bool(wb, "network", true);
-    wire_put_key(wb, "argv");
-    wire_pack_array(wb, argc);
-    for (uint32_t i = 0; i < argc; i++) {
-        char *x = expand(argv[i], j, e);
-        wire_pack_str(wb, x ? x : argv[i]);
-        free(x);
-    }
-    wire_put_u64(wb, "procs", nh);
-    wire_put_key(wb, "hosts");
-    wire_pack_array(wb, nh);
-    for (uint32_t i = 0; i < nh; i++)
-        wire_pack_str(wb, hv[i]);
-    char name[300], key[128];
-    if (j->parallel)
-        snprintf(name, sizeof name, "%s", j->name ? j->name : "");
-    else
-        snprintf(name, sizeof name, "%s[%u]", j->name ? j->name : "", e);
-    wire_put_str(wb, "name", name);
-    wire_put_str(wb, "user", j->user ? j->user : "");
-    wire_put_str(wb, "group", j->group ? j->group : "");
-    wire_put_bool(wb, "shell", j->shell);
-    wire_put_u64(wb, "limit_s", (uint64_t)j->limit_s);
-    if (el->run) /* a requeued run (issue 15): a new key, not the old run's */
-        snprintf(key, sizeof key, "batch:%s:%llu.%u.%u", L->inc, (unsigned long long)j->id, e,
-                 el->run);
-    else
-        snprintf(key, sizeof key, "batch:%s:%llu.%u", L->inc, (unsigned long long)j->id, e);
-    wire_put_str(wb, "key", key);
-    if (j->mem_mb > 0)
-        wire_put_u64(wb, "mem_mb", (uint64_t)j->mem_mb * per_host);
-    if (j->disk_mb > 0)
-        wire_put_u64(wb, "disk_mb", (uint64_t)j->disk_mb * per_host);
-    if (j->cpu_s > 0) /* --cpu: all the job's processes together, as at the cluster */
-        wire_put_u64(wb, "cpu_s", (uint64_t)j->cpu_s);
-    free(hosts);
-    live_argv_free(argv, argc);
-    return 0;
+        return;
+    if (el->in_engine)
+        batch_job_finish(L->eng, live_eid(j->id, e), live_now(L));
+    live_elem_engine(j, e, false);
+    live_elem_reason(L, j, e, why);
+    el->exit = -1;
+    live_elem_set(L, j, e, EL_FAILED);
+    live_want_cycle(L);
 }
 
 void live_clu_start(struct live *L, struct ljob *j, uint32_t e)
@@ -408,12 +276,28 @@ void live_clu_start(struct live *L, struct ljob *j, uint32_t e)
     struct lelem *el = live_elem_rec(j, e);
     if (!el || el->cl < 0 || el->cl >= L->ncl || !el->hosts)
         return;
+    if (j->data) { /* issue 26: its inputs reach the cluster first (livestage.c) */
+        char why[700];
+        int rc = live_stage_inputs(L, &L->cl[el->cl], j, e, why, sizeof why);
+        bool was = el->staging;
+        el->staging = rc > 0;
+        if (rc > 0 && !was) { /* what a user sees while the element waits (JOB) */
+            snprintf(why, sizeof why, "sending its inputs to cluster %s", L->cl[el->cl].name);
+            live_elem_reason(L, j, e, why);
+        } else if (rc == 0 && el->reason && !strncmp(el->reason, "sending its inputs", 18)) {
+            live_elem_reason(L, j, e, NULL);
+        }
+        if (rc < 0)
+            reject(L, j, e, why);
+        if (rc)
+            return;
+    }
     struct wire_buf wb;
     wire_buf_init(&wb);
-    if (build_start(L, j, e, &wb) == 0)
-        queue_out(L, el->cl, &wb);
+    if (live_start_build(L, j, e, &wb) == 0)
+        live_queue_out(L, el->cl, &wb);
     else /* stored in this turn: built once the commit made it readable */
-        queue_start_later(L, el->cl, live_eid(j->id, e));
+        live_queue_start_later(L, el->cl, live_eid(j->id, e));
     wire_buf_free(&wb);
 }
 
@@ -532,6 +416,7 @@ static void cluster_down(struct live *L, struct lclu *c, const char *why)
     for (uint32_t i = 0; i < c->nhosts; i++)
         live_host_set_up(L, c, &c->hosts[i], false);
     c->nreq = 0;
+    live_stage_reset(L, c); /* files offered or copied: again after the resync */
     c->st = CL_DOWN;
     c->retry_at = loop_now_ms() + 1000;
     /* a new socket: nothing stale queued for a restarted cluster */
@@ -572,6 +457,47 @@ static int sock_open(struct live *L, struct lclu *c)
 
 /* ---- replies ---- */
 
+/*
+ * A "host" event that took a host down: the tasks with files running there (issue 26:
+ * pinned to it by SUBMIT "host", so the cluster would wait for that host for ever) are
+ * lost as a parallel job's ranks are (issue 24): cancelled at the cluster and run again
+ * (at most batch.lost_requeues times; then failed).
+ */
+static void host_gone(struct live *L, struct lclu *c, const msgpack_object *x)
+{
+    char name[BATCH_NAME_MAX];
+    wire_get_strbuf(x, "node", name, sizeof name);
+    for (uint32_t i = 0; i < c->nhosts; i++)
+        if (!strcmp(c->hosts[i].name, name) && c->hosts[i].up)
+            return; /* not down (another session of it is active) */
+    for (uint32_t i = 0; name[0] && i < L->njobs; i++) {
+        struct ljob *j = L->jobs[i];
+        struct lelem *el;
+        for (uint32_t e = 0; j->data && j->nrun && (el = live_elem_next(j, &e)); e++) {
+            if (el->cl != c->idx || el->state != EL_RUNNING || el->pulling || !el->cjob ||
+                el->want_requeue || el->want_cancel || !el->hosts || strcmp(el->hosts, name))
+                continue;
+            char why[400];
+            if (el->lost >= (uint32_t)L->cfg.live.lost_requeues || j->cancelled) {
+                snprintf(why, sizeof why, "its host %s left cluster %s (runs lost: %u)", name,
+                         c->name, el->lost + 1);
+                live_clu_cancel(L, j, e);
+                reject(L, j, e, why);
+                continue;
+            }
+            el->lost++;
+            el->want_requeue = true; /* a new run: a new cluster key */
+            j->requeues++;
+            live_job_dirty(L, j);
+            snprintf(why, sizeof why, "requeueing: its host %s left cluster %s (%u of %lld)", name,
+                     c->name, el->lost, (long long)L->cfg.live.lost_requeues);
+            log_info("job %llu element %u: %s", (unsigned long long)j->id, e, why);
+            live_elem_reason(L, j, e, why);
+            live_clu_cancel(L, j, e); /* its end (cancelled) requeues it: elem_update */
+        }
+    }
+}
+
 static void on_events(struct live *L, struct lclu *c, const struct wire_msg *m, bool init)
 {
     const msgpack_object *r = m->root;
@@ -599,7 +525,8 @@ static void on_events(struct live *L, struct lclu *c, const struct wire_msg *m, 
         wire_get_strbuf(x, "kind", kind, sizeof kind);
         if (!strcmp(kind, "host")) {
             live_host_update(L, c, x, false);
-        } else if (!strcmp(kind, "job")) {
+            host_gone(L, c, x);
+        } else if (!strcmp(kind, "job") || !strcmp(kind, "bag")) { /* bag: a task with files */
             struct ljob *j;
             uint32_t e;
             if (elem_of_key(L, x, &j, &e))
@@ -618,6 +545,10 @@ static void on_reply(struct live *L, struct lclu *c, const struct lreq *q, const
         wire_get_strbuf(m->root, "msg", msg, sizeof msg);
     struct ljob *j = NULL;
     struct lelem *el = NULL;
+    if (q->kind >= RK_FHAVE) { /* files (issue 26) */
+        live_stage_reply(L, c, q->kind, q->arg, m);
+        return;
+    }
     if (q->kind >= RK_PSUBMIT)
         el = live_elem_find(L, q->arg, &j);
     switch (q->kind) {
@@ -658,7 +589,10 @@ static void on_reply(struct live *L, struct lclu *c, const struct lreq *q, const
             wire_get_strbuf(m->root, "state", st, sizeof st);
             if (el->want_cancel || el->want_requeue)
                 live_clu_cancel(L, j, eidx(q->arg));
-            if (cluster_state(st) != EL_RUNNING) /* a repeat of an ended job */
+            /* a repeat of an ended job; a SUBMIT's reply (issue 26) says no state: a
+               repeat is asked about, its events may have gone by */
+            if (cluster_state(st) != EL_RUNNING ||
+                (m->type == WT_SUBMITTED && !st[0] && wire_get_bool(m->root, "repeat", false)))
                 send_simple(L, c, RK_JOBGET, q->arg, WT_JOB_GET, "job", el->cjob, NULL, 0, 0);
             else if (el->state == EL_STARTING)
                 live_elem_set(L, j, eidx(q->arg), EL_RUNNING);
@@ -672,13 +606,7 @@ static void on_reply(struct live *L, struct lclu *c, const struct lreq *q, const
         } else {
             char why[600];
             snprintf(why, sizeof why, "cluster %s rejects the job: %s", c->name, msg);
-            if (el->in_engine)
-                batch_job_finish(L->eng, q->arg, live_now(L));
-            live_elem_engine(j, eidx(q->arg), false);
-            live_elem_reason(L, j, eidx(q->arg), why);
-            el->exit = -1;
-            live_elem_set(L, j, eidx(q->arg), EL_FAILED);
-            live_want_cycle(L);
+            reject(L, j, eidx(q->arg), why);
         }
         break;
     case RK_JOBGET:
@@ -698,6 +626,20 @@ static void on_reply(struct live *L, struct lclu *c, const struct lreq *q, const
         break;
     default:
         break;
+    }
+}
+
+/* Starts the elements whose inputs reached their cluster, or fails those one of whose
+ * inputs was refused (livestage.c put them in L->stage_ready). */
+static void start_staged(struct live *L)
+{
+    uint32_t n = L->nready;
+    L->nready = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        struct ljob *j;
+        struct lelem *el = live_elem_find(L, L->stage_ready[i], &j);
+        if (el && el->state == EL_STARTING)
+            live_clu_start(L, j, eidx(L->stage_ready[i]));
     }
 }
 
@@ -734,6 +676,7 @@ static void on_readable(struct loop *l, void *arg)
         wire_msg_free(&m);
         zmq_msg_close(&f);
     }
+    start_staged(L);
 }
 
 /* ---- the list, ticks ---- */
@@ -835,6 +778,7 @@ void live_clusters_close(struct live *L)
             free(c->hosts[h].xslot);
         free(c->hosts);
         free(c->req);
+        live_stage_reset(L, c);
         memset(c, 0, sizeof *c);
     }
     L->ncl = 0;

@@ -300,6 +300,7 @@ void live_job_free(struct ljob *j)
     free(j->key);
     free(j->resv);
     free(j->constraint);
+    free(j->data); /* issue 26 */
     jobenv_free(j->env);
     free(j->cwd);
     if (j->dep)

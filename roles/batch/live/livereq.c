@@ -166,13 +166,11 @@ static void new_job(struct req *r, bool parallel)
 {
     struct live *L = r->L;
     const msgpack_object *m = r->m->root;
-    const char *why = jobargv_problem(wire_get(m, "argv"));        /* as the cluster checks it */
-    if (!why && (wire_get(m, "inputs") || wire_get(m, "outputs"))) /* issue 26: not yet */
-        why = "inputs and outputs (submit --input/--output) are not forwarded by the batch "
-              "role yet: submit the job to a cluster manager (docs/data.md)";
-    if (!why && wire_get(m, "checkpoint_s"))
-        why = "checkpoints (submit --checkpoint-s) are not forwarded by the batch role yet: "
-              "submit the job to a cluster manager (docs/data.md)";
+    const char *why = jobargv_problem(wire_get(m, "argv")); /* as the cluster checks it */
+    char fwhy[600];
+    if (!why) /* issue 26: inputs are whole files the batch role holds (livefiles.c) */
+        why = live_files_check(L, m, parallel, (uint32_t)wire_get_u64(m, "ntasks", 0), fwhy,
+                               sizeof fwhy);
     if (why) {
         fail(r, WE_INVALID, "%s", why);
         return;
@@ -291,6 +289,8 @@ static void new_job(struct req *r, bool parallel)
         if (!(argv[n] = strndup(a->via.array.ptr[n].via.str.ptr, a->via.array.ptr[n].via.str.size)))
             break;
     int rc = argv && n == a->via.array.size ? live_job_save(L, j, argv, n) : -1;
+    if (rc == 0 && live_files_attach(L, j, m) < 0) /* issue 26: table "jobdata" */
+        rc = -1, L->turn_failed = true;
     live_argv_free(argv, n);
     if (rc < 0 || live_job_add(L, j) < 0) {
         L->turn_failed = rc == 0; /* buffered but not kept: fail the turn */
@@ -516,7 +516,12 @@ static void h_job_get(struct req *r)
             st = EL_CANCELLED;
         bool ended = st >= EL_DONE;
         bool known = el->cl >= 0 && el->cl < L->ncl;
-        wire_pack_map(r->reply, 12 + 2 * ended);
+        void *frec; /* issue 26: its outputs copied back ("files", "files_note") */
+        size_t flen;
+        uint32_t nff = ended ? live_files_row_nfields(L, j, (uint32_t)e, &frec, &flen) : 0;
+        wire_pack_map(r->reply, 12 + 2 * ended + nff);
+        if (nff)
+            live_files_row_put(frec, flen, r->reply);
         wire_put_u64(r->reply, "idx", e);
         wire_put_str(r->reply, "state", st == EL_DONE ? "ok" : live_elem_state_name(st));
         wire_put_u64(r->reply, "issues", st != EL_PENDING);
@@ -677,13 +682,20 @@ static void h_acct(struct req *r)
     live_acct_request(r->L, r->m, r->reply);
 }
 
+/* FILE_HAVE, FILE_PUT, FILE_GET (issue 26, livefiles.c) */
+static void h_file(struct req *r)
+{
+    live_files_request(r->L, r->m, r->reply);
+}
+
 static const struct {
     uint32_t type;
     void (*fn)(struct req *r);
 } handlers[] = {
     {WT_SUBMIT, h_submit},   {WT_PSUBMIT, h_psubmit}, {WT_JOB_LIST, h_job_list},
     {WT_JOB_GET, h_job_get}, {WT_CANCEL, h_cancel},   {WT_NODE_LIST, h_node_list},
-    {WT_JOB_CTL, h_job_ctl}, {WT_ACCT, h_acct}, /* issue 27 */
+    {WT_JOB_CTL, h_job_ctl}, {WT_ACCT, h_acct},                              /* issue 27 */
+    {WT_FILE_HAVE, h_file},  {WT_FILE_PUT, h_file},   {WT_FILE_GET, h_file}, /* issue 26 */
 };
 
 void live_dispatch(struct live *L, const struct wire_msg *m, const char *peer,
@@ -701,6 +713,6 @@ void live_dispatch(struct live *L, const struct wire_msg *m, const char *peer,
         }
     fail(&r, WE_TYPE,
          "%s is not handled by the batch role (it takes SUBMIT, PSUBMIT, JOB_LIST, "
-         "JOB_GET, CANCEL, JOB_CTL and NODE_LIST)",
+         "JOB_GET, CANCEL, JOB_CTL, NODE_LIST and the FILE_* messages)",
          m->desc->name);
 }

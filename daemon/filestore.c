@@ -1,12 +1,12 @@
 /*
- * files_store.c - the cluster's file store (files.h, docs/data.md "Where copies live"):
- * one copy per content under STATE_DIR/files/XX/HASH, a file being received under
- * STATE_DIR/files/part/HASH, and one record per file in table "files" (its size, the
- * bytes received in order, their running SHA-256 state), so an upload cut by kill -9
+ * filestore.c - a level's file store (filestore.h, docs/data.md "Where copies live"):
+ * one copy per content under DIR/XX/HASH, a file being received under DIR/part/HASH,
+ * and one record per file in the role's table (its size, the bytes received in order,
+ * their running SHA-256 state, the user it is charged to), so an upload cut by kill -9
  * goes on from the last acknowledged chunk. The files written in a loop turn are made
- * durable (fdatasync, files_sync) before the turn's commit, and the records are
+ * durable (fdatasync, filestore_sync) before the turn's commit, and the records are
  * committed before the replies: what was acknowledged is on disk. Several chunks of one
- * turn cost one fdatasync.
+ * turn cost one fdatasync. Used by the cluster manager and the batch role alike.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,62 +16,70 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "daemon/filestore.h"
 #include "daemon/loop.h"
 #include "lib/fsutil.h"
 #include "lib/log.h"
-#include "roles/cluster/cluster.h"
-#include "roles/cluster/files.h"
 #include "store/store.h"
 
-struct cfiles {
-    struct cfile **tab;
-    uint32_t cap, n;
-    /* files written to in this turn, made durable before its commit (files_sync) */
-    uint8_t (*unsynced)[SHA256_LEN];
-    uint32_t nun, capun;
+/* The bytes charged to one user (files.user_mb). */
+struct fsuser {
+    char name[FILESTORE_USER_MAX];
+    uint64_t bytes;
 };
 
-int files_each(struct cluster *c, int (*fn)(struct cluster *c, struct cfile *f, void *arg),
-               void *arg)
+struct filestore {
+    struct filestore_cfg cfg;
+    char dir[1024], level[64];
+    struct fsfile **tab;
+    uint32_t cap, n;
+    /* files written to in this turn, made durable before its commit (filestore_sync) */
+    uint8_t (*unsynced)[SHA256_LEN];
+    uint32_t nun, capun;
+    struct fsuser *users;
+    uint32_t nusers, capusers;
+};
+
+int filestore_each(struct filestore *fs,
+                   int (*fn)(struct filestore *fs, struct fsfile *f, void *arg), void *arg)
 {
-    for (uint32_t i = 0; c->files && i < c->files->cap; i++)
-        for (struct cfile *f = c->files->tab[i], *nx; f; f = nx) {
+    for (uint32_t i = 0; fs && i < fs->cap; i++)
+        for (struct fsfile *f = fs->tab[i], *nx; f; f = nx) {
             nx = f->next; /* fn may drop f */
-            int rc = fn(c, f, arg);
+            int rc = fn(fs, f, arg);
             if (rc)
                 return rc;
         }
     return 0;
 }
 
-static uint32_t slot(const struct cfiles *fs, const uint8_t d[SHA256_LEN])
+static uint32_t slot(const struct filestore *fs, const uint8_t d[SHA256_LEN])
 {
     uint32_t h;
     memcpy(&h, d, sizeof h);
     return h & (fs->cap - 1);
 }
 
-struct cfile *files_find(struct cluster *c, const uint8_t d[SHA256_LEN])
+struct fsfile *filestore_find(struct filestore *fs, const uint8_t d[SHA256_LEN])
 {
-    if (!c->files || !c->files->cap)
+    if (!fs || !fs->cap)
         return NULL;
-    for (struct cfile *f = c->files->tab[slot(c->files, d)]; f; f = f->next)
+    for (struct fsfile *f = fs->tab[slot(fs, d)]; f; f = f->next)
         if (!memcmp(f->d, d, SHA256_LEN))
             return f;
     return NULL;
 }
 
 /* Adds f to the index (growing it): 0, or -1 (out of memory, f not added). */
-static int index_add(struct cluster *c, struct cfile *f)
+static int index_add(struct filestore *fs, struct fsfile *f)
 {
-    struct cfiles *fs = c->files;
     if (fs->n + 1 > fs->cap) {
         uint32_t ncap = fs->cap ? fs->cap * 2 : 256;
-        struct cfile **nt = calloc(ncap, sizeof *nt);
+        struct fsfile **nt = calloc(ncap, sizeof *nt);
         if (!nt)
             return -1;
         for (uint32_t i = 0; i < fs->cap; i++)
-            for (struct cfile *e = fs->tab[i], *nx; e; e = nx) {
+            for (struct fsfile *e = fs->tab[i], *nx; e; e = nx) {
                 nx = e->next;
                 uint32_t h;
                 memcpy(&h, e->d, sizeof h);
@@ -89,18 +97,22 @@ static int index_add(struct cluster *c, struct cfile *f)
     return 0;
 }
 
-static void index_del(struct cluster *c, struct cfile *f)
+static void charge(struct filestore *fs, const char *user, int64_t delta);
+
+/* Takes f out of the index (its charge too) and frees it. */
+static void index_del(struct filestore *fs, struct fsfile *f)
 {
-    for (struct cfile **p = &c->files->tab[slot(c->files, f->d)]; *p; p = &(*p)->next)
+    charge(fs, f->user, -(int64_t)f->size);
+    for (struct fsfile **p = &fs->tab[slot(fs, f->d)]; *p; p = &(*p)->next)
         if (*p == f) {
             *p = f->next;
-            c->files->n--;
+            fs->n--;
             free(f);
             return;
         }
 }
 
-int files_parse_hash(const char *s, size_t len, uint8_t d[SHA256_LEN])
+int filestore_parse_hash(const char *s, size_t len, uint8_t d[SHA256_LEN])
 {
     if (!s || !sha256_is_hex(s, len))
         return -1;
@@ -112,32 +124,34 @@ int files_parse_hash(const char *s, size_t len, uint8_t d[SHA256_LEN])
     return 0;
 }
 
-/* STATE_DIR/files/XX/HASH (done) or STATE_DIR/files/part/HASH (being received). */
-static void file_path(const struct cluster *c, const uint8_t d[SHA256_LEN], bool done, char *out,
+/* DIR/XX/HASH (done) or DIR/part/HASH (being received). */
+static void file_path(const struct filestore *fs, const uint8_t d[SHA256_LEN], bool done, char *out,
                       size_t n)
 {
     char hex[SHA256_HEX];
     sha256_hex(d, hex);
     if (done)
-        snprintf(out, n, "%s/files/%.2s/%s", c->cfg.state_dir, hex, hex);
+        snprintf(out, n, "%s/%.2s/%s", fs->dir, hex, hex);
     else
-        snprintf(out, n, "%s/files/part/%s", c->cfg.state_dir, hex);
+        snprintf(out, n, "%s/part/%s", fs->dir, hex);
 }
 
 /* The size of the file at path, or -1. */
 static int64_t path_size(const char *path);
 
 /* Buffers f's record (or its deletion): 0, or -1 (out of memory). */
-static int save(struct cluster *c, const struct cfile *f, bool del)
+static int save(struct filestore *fs, const struct fsfile *f, bool del)
 {
     char hex[SHA256_HEX];
     sha256_hex(f->d, hex);
     if (del)
-        return store_del(c->store, c->t_files, hex, 64);
+        return store_del(fs->cfg.store, fs->cfg.table, hex, 64);
     struct wire_buf wb;
     uint8_t st[SHA256_SAVED];
     wire_buf_init(&wb);
-    wire_pack_map(&wb, 4 + !f->done);
+    wire_pack_map(&wb, 4 + !f->done + !!f->user[0]);
+    if (f->user[0]) /* files.user_mb; absent in older records: charged to nobody */
+        wire_put_str(&wb, "user", f->user);
     wire_put_u64(&wb, "size", f->size);
     wire_put_u64(&wb, "have", f->have);
     wire_put_bool(&wb, "done", f->done);
@@ -146,7 +160,7 @@ static int save(struct cluster *c, const struct cfile *f, bool del)
         sha256_save(&f->sha, st);
         wire_put_bin(&wb, "sha", st, sizeof st);
     }
-    int rc = store_put(c->store, c->t_files, hex, 64, wb.sb.data, wb.sb.size);
+    int rc = store_put(fs->cfg.store, fs->cfg.table, hex, 64, wb.sb.data, wb.sb.size);
     wire_buf_free(&wb);
     return rc;
 }
@@ -157,6 +171,61 @@ static int64_t path_size(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode) ? (int64_t)st.st_size : -1;
 }
 
+/* A stored record as a msgpack map: 0, or -1 (freed). */
+static int unpack_map(msgpack_unpacked *up, const void *val, size_t vlen)
+{
+    size_t off = 0;
+    msgpack_unpacked_init(up);
+    if (wire_precheck(val, vlen) < 0 ||
+        msgpack_unpack_next(up, val, vlen, &off) != MSGPACK_UNPACK_SUCCESS ||
+        up->data.type != MSGPACK_OBJECT_MAP) {
+        msgpack_unpacked_destroy(up);
+        return -1;
+    }
+    return 0;
+}
+
+static struct fsuser *user_find(struct filestore *fs, const char *name)
+{
+    for (uint32_t i = 0; i < fs->nusers; i++)
+        if (!strcmp(fs->users[i].name, name))
+            return &fs->users[i];
+    return NULL;
+}
+
+/* Adds delta bytes to user's sum (files.user_mb); "" charges nobody. A user that cannot
+ * be added (out of memory) is not charged: the limit is then not enforced for it. */
+static void charge(struct filestore *fs, const char *user, int64_t delta)
+{
+    if (!user || !*user)
+        return;
+    struct fsuser *u = user_find(fs, user);
+    if (!u) {
+        if (fs->nusers == fs->capusers) {
+            uint32_t nc = fs->capusers ? fs->capusers * 2 : 16;
+            void *v = realloc(fs->users, nc * sizeof *fs->users);
+            if (!v)
+                return;
+            fs->users = v, fs->capusers = nc;
+        }
+        u = &fs->users[fs->nusers++];
+        memset(u, 0, sizeof *u);
+        snprintf(u->name, sizeof u->name, "%s", user);
+    }
+    u->bytes = delta < 0 && (uint64_t)-delta > u->bytes ? 0 : u->bytes + (uint64_t)delta;
+}
+
+const char *filestore_level(const struct filestore *fs)
+{
+    return fs->level;
+}
+
+uint64_t filestore_user_bytes(struct filestore *fs, const char *user)
+{
+    const struct fsuser *u = fs && user && *user ? user_find(fs, user) : NULL;
+    return u ? u->bytes : 0;
+}
+
 /*
  * One stored record into the index. A record left "being received" whose whole file is
  * already in place (the move happened, its commit did not) is done; one whose partial
@@ -164,17 +233,18 @@ static int64_t path_size(const char *path)
  */
 static int load_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
-    struct cluster *c = arg;
+    struct filestore *fs = arg;
     msgpack_unpacked up;
-    struct cfile *f = calloc(1, sizeof *f);
+    struct fsfile *f = calloc(1, sizeof *f);
     char path[2048];
     size_t sl;
     if (!f)
         return -1;
-    if (files_parse_hash(key, klen, f->d) < 0 || cluster_unpack_map(&up, val, vlen) < 0) {
+    if (filestore_parse_hash(key, klen, f->d) < 0 || unpack_map(&up, val, vlen) < 0) {
         log_warnx("files: record %.*s is not readable; skipped", (int)(klen > 64 ? 64 : klen),
                   (const char *)key);
-        c->load_skipped++;
+        if (fs->cfg.skipped)
+            ++*fs->cfg.skipped;
         free(f);
         return 0;
     }
@@ -183,22 +253,23 @@ static int load_one(void *arg, const void *key, size_t klen, const void *val, si
     f->have = wire_get_u64(m, "have", 0);
     f->done = wire_get_bool(m, "done", false);
     f->t_ms = wire_get_i64(m, "t", 0);
+    wire_get_strbuf(m, "user", f->user, sizeof f->user);
     const void *st = wire_get_bin(m, "sha", &sl);
     if (f->done) { /* a sweep removed its bytes, its commit did not happen */
-        file_path(c, f->d, true, path, sizeof path);
+        file_path(fs, f->d, true, path, sizeof path);
         if (path_size(path) != (int64_t)f->size) {
             log_warnx("files: %.*s is gone from %s; its record is dropped",
                       (int)(klen > 64 ? 64 : klen), (const char *)key, path);
             msgpack_unpacked_destroy(&up);
             free(f);
-            return store_del(c->store, c->t_files, key, klen) < 0 ? -1 : 0;
+            return store_del(fs->cfg.store, fs->cfg.table, key, klen) < 0 ? -1 : 0;
         }
     } else {
-        file_path(c, f->d, true, path, sizeof path);
+        file_path(fs, f->d, true, path, sizeof path);
         if (path_size(path) == (int64_t)f->size) {
             f->done = true, f->have = f->size;
         } else {
-            file_path(c, f->d, false, path, sizeof path);
+            file_path(fs, f->d, false, path, sizeof path);
             if (!st || sha256_load(&f->sha, st, sl) < 0 || f->sha.n != f->have ||
                 path_size(path) < (int64_t)f->have) {
                 sha256_init(&f->sha);
@@ -208,40 +279,51 @@ static int load_one(void *arg, const void *key, size_t klen, const void *val, si
     }
     msgpack_unpacked_destroy(&up);
     bool bad = f->have > f->size;
-    if (bad || index_add(c, f) < 0) {
+    if (bad || index_add(fs, f) < 0) {
         free(f);
         return bad ? 0 : -1;
     }
+    charge(fs, f->user, (int64_t)f->size);
     return 0;
 }
 
-int files_store_load(struct cluster *c)
+struct filestore *filestore_open(const struct filestore_cfg *cfg)
 {
     char dir[2048];
-    files_free(c);
-    if (!(c->files = calloc(1, sizeof *c->files)))
-        return -1;
-    snprintf(dir, sizeof dir, "%s/files/part", c->cfg.state_dir);
+    struct filestore *fs = calloc(1, sizeof *fs);
+    if (!fs)
+        return NULL;
+    fs->cfg = *cfg;
+    snprintf(fs->dir, sizeof fs->dir, "%s", cfg->dir);
+    snprintf(fs->level, sizeof fs->level, "%s", cfg->level);
+    fs->cfg.dir = fs->dir;
+    fs->cfg.level = fs->level;
+    snprintf(dir, sizeof dir, "%s/part", fs->dir);
     if (fs_mkdir_p(dir) < 0) {
         log_warn("files: cannot make %s", dir);
-        return -1;
+        filestore_destroy(&fs);
+        return NULL;
     }
-    return store_iter(c->store, c->t_files, NULL, 0, load_one, c);
+    if (store_iter(fs->cfg.store, fs->cfg.table, NULL, 0, load_one, fs) < 0)
+        filestore_destroy(&fs);
+    return fs;
 }
 
-void files_free(struct cluster *c)
+void filestore_destroy(struct filestore **p)
 {
-    if (!c->files)
+    struct filestore *fs = p ? *p : NULL;
+    if (!fs)
         return;
-    for (uint32_t i = 0; i < c->files->cap; i++)
-        for (struct cfile *f = c->files->tab[i], *nx; f; f = nx) {
+    for (uint32_t i = 0; i < fs->cap; i++)
+        for (struct fsfile *f = fs->tab[i], *nx; f; f = nx) {
             nx = f->next;
             free(f);
         }
-    free(c->files->tab);
-    free(c->files->unsynced);
-    free(c->files);
-    c->files = NULL;
+    free(fs->tab);
+    free(fs->unsynced);
+    free(fs->users);
+    free(fs);
+    *p = NULL;
 }
 
 /* Writes all of buf at off of path (made durable by files_sync or at the end): 0, or -1
@@ -280,9 +362,8 @@ static int sync_path(const char *path)
 }
 
 /* Remembers that f's partial file must be synced before this turn's commit. */
-static int note_unsynced(struct cluster *c, const struct cfile *f)
+static int note_unsynced(struct filestore *fs, const struct fsfile *f)
 {
-    struct cfiles *fs = c->files;
     for (uint32_t i = 0; i < fs->nun; i++)
         if (!memcmp(fs->unsynced[i], f->d, SHA256_LEN))
             return 0;
@@ -297,12 +378,11 @@ static int note_unsynced(struct cluster *c, const struct cfile *f)
     return 0;
 }
 
-int files_sync(struct cluster *c)
+int filestore_sync(struct filestore *fs)
 {
     char path[2048];
-    struct cfiles *fs = c->files;
     for (uint32_t i = 0; fs && i < fs->nun; i++) {
-        file_path(c, fs->unsynced[i], false, path, sizeof path);
+        file_path(fs, fs->unsynced[i], false, path, sizeof path);
         if (sync_path(path) < 0) {
             int e = errno;
             log_warnx("files: cannot sync %s: %s", path, store_error_text(e));
@@ -317,11 +397,11 @@ int files_sync(struct cluster *c)
 }
 
 /* The whole file moves from part/ to its place; the directory made durable. */
-static int move_done(struct cluster *c, const struct cfile *f)
+static int move_done(struct filestore *fs, const struct fsfile *f)
 {
     char from[2048], to[2048], dir[2048];
-    file_path(c, f->d, false, from, sizeof from);
-    file_path(c, f->d, true, to, sizeof to);
+    file_path(fs, f->d, false, from, sizeof from);
+    file_path(fs, f->d, true, to, sizeof to);
     snprintf(dir, sizeof dir, "%s", to);
     *strrchr(dir, '/') = '\0';
     if (fs_mkdir_p(dir) < 0)
@@ -341,9 +421,9 @@ static int move_done(struct cluster *c, const struct cfile *f)
     return rc;
 }
 
-struct cfile *files_append(struct cluster *c, struct cfile *f, const uint8_t d[SHA256_LEN],
-                           uint64_t size, const void *data, size_t len, int *code, char *why,
-                           size_t wl)
+struct fsfile *filestore_append(struct filestore *fs, struct fsfile *f, const uint8_t d[SHA256_LEN],
+                                uint64_t size, const char *user, const void *data, size_t len,
+                                int *code, char *why, size_t wl)
 {
     char path[2048], hex[SHA256_HEX];
     bool added = false;
@@ -353,25 +433,27 @@ struct cfile *files_append(struct cluster *c, struct cfile *f, const uint8_t d[S
             goto oom;
         memcpy(f->d, d, SHA256_LEN);
         f->size = size;
+        snprintf(f->user, sizeof f->user, "%s", user ? user : "");
         sha256_init(&f->sha);
-        if (index_add(c, f) < 0) {
+        if (index_add(fs, f) < 0) {
             free(f);
             goto oom;
         }
+        charge(fs, f->user, (int64_t)f->size);
         added = true;
     }
-    file_path(c, d, false, path, sizeof path);
-    if (len && (write_chunk(path, f->have, data, len) < 0 || note_unsynced(c, f) < 0)) {
+    file_path(fs, d, false, path, sizeof path);
+    if (len && (write_chunk(path, f->have, data, len) < 0 || note_unsynced(fs, f) < 0)) {
         int e = errno;
         log_warnx("files: cannot write %s: %s", path, store_error_text(e));
         *code = WE_STORAGE;
         snprintf(why, wl,
-                 "the cluster could not store the chunk at %llu of file %.12s: %s; the %llu "
+                 "%s could not store the chunk at %llu of file %.12s: %s; the %llu "
                  "bytes before it are kept, send again later",
-                 (unsigned long long)f->have, hex, store_error_text(e),
+                 fs->level, (unsigned long long)f->have, hex, store_error_text(e),
                  (unsigned long long)f->have);
         if (added)
-            index_del(c, f);
+            index_del(fs, f);
         return NULL;
     }
     sha256_update(&f->sha, data, len);
@@ -389,46 +471,48 @@ struct cfile *files_append(struct cluster *c, struct cfile *f, const uint8_t d[S
                      "the %llu bytes received hash to %s, not %s: the file changed while it "
                      "was sent; send it again",
                      (unsigned long long)f->size, ghex, hex);
-            if (save(c, f, true) < 0)
-                c->turn_failed = true;
-            index_del(c, f);
+            if (save(fs, f, true) < 0)
+                *fs->cfg.turn_failed = true;
+            index_del(fs, f);
             return NULL;
         }
-        if ((f->size && sync_path(path) < 0) || move_done(c, f) < 0) {
+        if ((f->size && sync_path(path) < 0) || move_done(fs, f) < 0) {
             int e = errno;
             *code = WE_STORAGE;
-            snprintf(why, wl, "the cluster could not keep file %.12s: %s; send it again later", hex,
-                     store_error_text(e));
-            c->turn_failed = true; /* the index is rebuilt from the store */
+            snprintf(why, wl, "%s could not keep file %.12s: %s; send it again later", fs->level,
+                     hex, store_error_text(e));
+            *fs->cfg.turn_failed = true; /* the index is rebuilt from the store */
             return NULL;
         }
         f->done = true;
+        log_info("file %.12s stored (%llu bytes)", hex, (unsigned long long)size);
     }
-    if (save(c, f, false) < 0)
+    if (save(fs, f, false) < 0)
         goto oom;
     return f;
 oom:
     *code = WE_STORAGE;
-    snprintf(why, wl, "the cluster is out of memory; nothing was changed, retry later");
-    c->turn_failed = true;
+    snprintf(why, wl, "%s is out of memory; nothing was changed, retry later", fs->level);
+    *fs->cfg.turn_failed = true;
     return NULL;
 }
 
-int files_drop(struct cluster *c, struct cfile *f)
+int filestore_drop(struct filestore *fs, struct fsfile *f)
 {
     char path[2048];
-    if (save(c, f, true) < 0)
+    if (save(fs, f, true) < 0)
         return -1;
-    file_path(c, f->d, f->done, path, sizeof path);
+    file_path(fs, f->d, f->done, path, sizeof path);
     unlink(path);
-    index_del(c, f);
+    index_del(fs, f);
     return 0;
 }
 
-ssize_t files_read(struct cluster *c, const struct cfile *f, uint64_t off, void *buf, size_t len)
+ssize_t filestore_read(struct filestore *fs, const struct fsfile *f, uint64_t off, void *buf,
+                       size_t len)
 {
     char path[2048];
-    file_path(c, f->d, true, path, sizeof path);
+    file_path(fs, f->d, true, path, sizeof path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;

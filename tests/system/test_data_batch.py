@@ -1,0 +1,302 @@
+"""Files through the batch role (issue 26, docs/data.md "Through the batch role"): the
+user's tool uploads to the batch role as to a cluster (FILE_HAVE, FILE_PUT), the batch
+role offers a task's inputs to the cluster it starts the task on before the SUBMIT
+naming them, copies the task's outputs back when it ends, and `gridnode job --output`
+and `gridnode fetch` at the batch role give them, checked byte for byte. An upload cut
+by kill -9 of the batch role resumes; a user's files beyond files.user_mb are refused
+at the batch role and at the cluster alike."""
+
+import json
+import os
+import signal
+
+from conftest import FAST_CLIENT, FAST_CLUSTER as FAST, scaled, wait_until
+from test_data import CHUNK, run_cli, sha, stored_path
+
+BATCH = {"batch.log_level": "debug"}
+
+
+def grid(cluster_factory, client_factory, batch_factory, bsets=None, csets=None):
+    cl = cluster_factory(dict(FAST, **(csets or {})))
+    client_factory(cl, sets=dict(FAST_CLIENT, **{"client.slots": 2}))
+    b = batch_factory([cl], sets=dict(BATCH, **(bsets or {})))
+    wait_until(lambda: any(n["active"] for n in b.client().ok("NODE_LIST", "NODES")["nodes"]), scaled(20),
+               msg="the batch role sees the host")
+    return cl, b
+
+
+def batch_job(b, jid):
+    return b.client().ok("JOB_GET", "JOB", job=jid, tasks=True)
+
+
+def wait_batch(b, jid, timeout=60):
+    wait_until(lambda: batch_job(b, jid)["job"]["state"] in ("done", "failed", "cancelled"),
+               scaled(timeout), msg="batch job %d ends" % jid)
+    return batch_job(b, jid)
+
+
+def test_inputs_and_outputs_through_the_batch_role(cluster_factory, client_factory,
+                                                   batch_factory, gridnode_bin, tmp_path):
+    cl, b = grid(cluster_factory, client_factory, batch_factory)
+    shared = tmp_path / "shared.bin"
+    shared.write_bytes(os.urandom(CHUNK * 5 // 2))  # three chunks on every hop
+    d = tmp_path / "data"
+    (d / "sub").mkdir(parents=True)
+    (d / "sub" / "deep.txt").write_bytes(b"deep\n")
+    for i in range(3):
+        (tmp_path / ("part%d.txt" % i)).write_bytes(b"part %d\n" % i)
+    script = ("cat shared.bin data/sub/deep.txt part{i}.txt | sha256sum > out_{i}.sum; "
+              "cp part{i}.txt copy.out; head -c 1500000 shared.bin > big.out")
+    r = run_cli(gridnode_bin, "submit", "-e", b.endpoint, "-n", 3, "--shell",
+                "--input", shared, "--input", d, "--input", tmp_path / "part{i}.txt",
+                "--output", "*.sum", "--output", "*.out", "--json", script)
+    assert r.returncode == 0, r.stderr
+    jid = json.loads(r.stdout)["job"]
+    # the batch role keeps its own copy, content-addressed as the cluster's
+    h = sha(shared.read_bytes())
+    assert stored_path(b, h).read_bytes() == shared.read_bytes()
+    job = wait_batch(b, jid)
+    assert job["job"]["state"] == "done", job
+    # each task ran at the cluster as a one-task job pinned to its host, with its inputs
+    assert stored_path(cl, h).read_bytes() == shared.read_bytes()
+    for t in job["tasks"]:
+        i = t["idx"]
+        files = {f["name"]: f for f in t["files"]}
+        assert set(files) == {"out_%d.sum" % i, "copy.out", "big.out"}, t
+        want = sha(shared.read_bytes() + b"deep\n" + b"part %d\n" % i)
+        got = stored_path(b, files["out_%d.sum" % i]["hash"]).read_bytes()
+        assert got.decode().split()[0] == want
+    # gridnode job --output at the batch role lists them; fetch gets them, verified
+    r = run_cli(gridnode_bin, "job", "-e", b.endpoint, jid, "--output")
+    assert r.returncode == 0 and "copy.out" in r.stdout and "1500000" in r.stdout, (r.stdout,
+                                                                                   r.stderr)
+    out = tmp_path / "results"
+    r = run_cli(gridnode_bin, "fetch", "-e", b.endpoint, jid, out)
+    assert r.returncode == 0, r.stderr
+    assert "9 file(s) fetched" in r.stdout, r.stdout
+    for i in range(3):
+        assert (out / str(i) / "copy.out").read_bytes() == b"part %d\n" % i
+        assert (out / str(i) / "big.out").read_bytes() == shared.read_bytes()[:1500000]
+        got = (out / str(i) / ("out_%d.sum" % i)).read_text().split()[0]
+        assert got == sha(shared.read_bytes() + b"deep\n" + b"part %d\n" % i)
+    # the copies survive a restart of the batch role (stored, not relayed)
+    b.restart()
+    out2 = tmp_path / "again"
+    r = run_cli(gridnode_bin, "fetch", "-e", b.endpoint, jid, out2)
+    assert r.returncode == 0 and "9 file(s) fetched" in r.stdout, (r.stdout, r.stderr)
+    # a SUBMIT naming a file the batch role does not hold is refused, as at a cluster
+    e = b.client().err("SUBMIT", "INVALID", argv=["true"], ntasks=1,
+                       inputs=[{"name": "x", "hash": "ab" * 32, "size": 3}])
+    assert "the batch role holds no file" in e["msg"], e
+
+
+def test_an_upload_cut_by_kill9_of_the_batch_role_resumes(cluster_factory, client_factory,
+                                                          batch_factory, gridnode_bin, tmp_path):
+    cl, b = grid(cluster_factory, client_factory, batch_factory, bsets={"store.sync": "full"})
+    data = os.urandom(2 * CHUNK + 777)
+    src = tmp_path / "in.bin"
+    src.write_bytes(data)
+    h, size = sha(data), len(data)
+    c = b.client()
+    assert c.ok("FILE_HAVE", "FILE_STATE", hash=h, size=size)["have"] == 0
+    st = c.ok("FILE_PUT", "FILE_STATE", hash=h, size=size, off=0, data=data[:CHUNK])
+    assert st["have"] == CHUNK and not st["done"]
+    b.restart()  # kill -9 between the upload's chunks, before the SUBMIT
+    st = b.client().ok("FILE_HAVE", "FILE_STATE", hash=h, size=size)
+    assert st["have"] == CHUNK and not st["done"], st
+    # the tool goes on from there (its FILE_HAVE), submits, the task reads the whole file
+    r = run_cli(gridnode_bin, "submit", "-e", b.endpoint, "--shell", "--input", src,
+                "--output", "*.sum", "--json", "sha256sum in.bin > in.sum")
+    assert r.returncode == 0, r.stderr
+    jid = json.loads(r.stdout)["job"]
+    job = wait_batch(b, jid)
+    assert job["job"]["state"] == "done", job
+    f, = job["tasks"][0]["files"]
+    assert stored_path(b, f["hash"]).read_text().split()[0] == h
+    assert "file %s stored" % h[:12] in cl.log()  # offered to the cluster, whole
+
+
+def test_offering_inputs_to_the_cluster_resumes_after_kill9(cluster_factory, client_factory,
+                                                            batch_factory, gridnode_bin,
+                                                            tmp_path):
+    cl, b = grid(cluster_factory, client_factory, batch_factory)
+    data = os.urandom(3 * CHUNK + 99)
+    src = tmp_path / "in.bin"
+    src.write_bytes(data)
+    h, size = sha(data), len(data)
+    # an earlier offer cut short: the cluster holds the first chunk
+    cl.client().ok("FILE_PUT", "FILE_STATE", hash=h, size=size, off=0, data=data[:CHUNK])
+    # the cluster stops answering while the batch role offers the file; the batch role
+    # is killed (-9) then, with its task "starting"
+    cl.proc.send_signal(signal.SIGSTOP)
+    try:
+        r = run_cli(gridnode_bin, "submit", "-e", b.endpoint, "--shell", "--input", src,
+                    "--output", "*.sum", "--json", "sha256sum in.bin > in.sum")
+        assert r.returncode == 0, r.stderr
+        jid = json.loads(r.stdout)["job"]
+        wait_until(lambda: "offering file %s" % h[:12] in b.log(), scaled(20),
+                   msg="the batch role offers the input to the cluster")
+        t = batch_job(b, jid)["tasks"][0]
+        assert t["state"] == "starting" and "sending its inputs to cluster" in t["reason"], t
+        b.kill()
+    finally:
+        cl.proc.send_signal(signal.SIGCONT)
+    b.restart()
+    # the resync starts the task again: the offer goes on from what the cluster holds
+    job = wait_batch(b, jid)
+    assert job["job"]["state"] == "done", job
+    assert "holds %d bytes of the file: going on from there" % CHUNK in b.log()
+    f, = job["tasks"][0]["files"]
+    assert stored_path(b, f["hash"]).read_text().split()[0] == h
+    assert stored_path(cl, h).read_bytes() == data
+
+
+def test_offering_inputs_survives_kill9_of_the_cluster(cluster_factory, client_factory,
+                                                        batch_factory, gridnode_bin, tmp_path):
+    cl, b = grid(cluster_factory, client_factory, batch_factory)
+    data = os.urandom(2 * CHUNK + 5)
+    src = tmp_path / "in.bin"
+    src.write_bytes(data)
+    cl.proc.send_signal(signal.SIGSTOP)  # the cluster takes the offer, then dies (-9)
+    r = run_cli(gridnode_bin, "submit", "-e", b.endpoint, "--shell", "--input", src,
+                "--output", "*.sum", "--json", "sha256sum in.bin > in.sum")
+    assert r.returncode == 0, r.stderr
+    jid = json.loads(r.stdout)["job"]
+    wait_until(lambda: "offering file %s" % sha(data)[:12] in b.log(), scaled(20),
+               msg="the batch role offers the input to the cluster")
+    cl.restart()
+    job = wait_batch(b, jid, timeout=90)  # the batch role resynchronises and offers again
+    assert job["job"]["state"] == "done", job
+    f, = job["tasks"][0]["files"]
+    assert stored_path(b, f["hash"]).read_text().split()[0] == sha(data)
+    assert stored_path(cl, sha(data)).read_bytes() == data
+
+
+def test_a_task_pinned_to_a_host_that_is_lost_runs_again_elsewhere(
+        cluster_factory, client_factory, batch_factory, gridnode_bin, tmp_path):
+    cl = cluster_factory(FAST)
+    nodes = client_factory(cl, 2, sets=dict(FAST_CLIENT, **{"client.slots": 1}))
+    b = batch_factory([cl], sets=BATCH)
+    wait_until(lambda: sum(n["active"] for n in b.client().ok("NODE_LIST", "NODES")["nodes"]) == 2,
+               scaled(20), msg="the batch role sees both hosts")
+    src = tmp_path / "in.txt"
+    src.write_bytes(b"payload\n")
+    mark, pidf = tmp_path / "first-run", tmp_path / "pid"
+    # the first run hangs (its host is then killed); the second copies its input
+    script = ("if mkdir %s 2>/dev/null; then echo $$ > %s; exec sleep 60; fi; "
+              "cp in.txt out.txt" % (mark, pidf))
+    r = run_cli(gridnode_bin, "submit", "-e", b.endpoint, "--shell", "--input", src,
+                "--output", "out.txt", "--json", script)
+    assert r.returncode == 0, r.stderr
+    jid = json.loads(r.stdout)["job"]
+    wait_until(pidf.exists, scaled(30), msg="the first run starts")
+    host = batch_job(b, jid)["tasks"][0]["node"]
+    victim, = [n for n in nodes if n.name == host]
+    victim.stop(signal.SIGKILL)
+    try:
+        os.kill(int(pidf.read_text()), signal.SIGKILL)  # the task the dead client left
+    except (OSError, ValueError):
+        pass
+    job = wait_batch(b, jid, timeout=90)
+    assert job["job"]["state"] == "done", job
+    t, = job["tasks"]
+    assert t["node"] != host and job["job"].get("requeues") == 1, job
+    f, = t["files"]
+    assert stored_path(b, f["hash"]).read_bytes() == b"payload\n"
+    assert "left cluster" in b.log()
+
+
+def test_a_users_files_beyond_files_user_mb_are_refused(cluster_factory, client_factory,
+                                                         batch_factory, gridnode_bin, tmp_path):
+    cl, b = grid(cluster_factory, client_factory, batch_factory,
+                 csets={"files.user_mb": 1}, bsets={"files.user_mb": 2})
+    a, a2 = os.urandom(600 * 1024), os.urandom(600 * 1024)
+    c = cl.client()
+    c.ok("FILE_PUT", "FILE_STATE", hash=sha(a), size=len(a), off=0, data=a, user="alice")
+    e = c.err("FILE_HAVE", "REFUSED", hash=sha(a2), size=len(a2), user="alice")
+    assert "files.user_mb" in e["msg"] and "alice holds 1 MB" in e["msg"], e
+    # another user has a limit of its own; a file already held costs nothing more
+    c.ok("FILE_HAVE", "FILE_STATE", hash=sha(a2), size=len(a2), user="bob")
+    assert c.ok("FILE_HAVE", "FILE_STATE", hash=sha(a), size=len(a), user="alice")["done"]
+    # through the batch role: it takes a2 (its own limit is 2 MB), but the cluster
+    # refuses it for alice when the batch role offers it: the task fails saying so
+    f = tmp_path / "a2.bin"
+    f.write_bytes(a2)
+    r = run_cli(gridnode_bin, "submit", "-e", b.endpoint, "--user", "alice", "--input", f,
+                "--json", "true")
+    assert r.returncode == 0, r.stderr
+    job = wait_batch(b, json.loads(r.stdout)["job"])
+    assert job["job"]["state"] == "failed", job
+    assert "files.user_mb" in job["tasks"][0]["reason"], job["tasks"][0]
+    # the batch role's own limit, through the tool: the error names it
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(1536 * 1024))
+    r = run_cli(gridnode_bin, "submit", "-e", b.endpoint, "--user", "alice", "--input", big,
+                "true")
+    assert r.returncode != 0 and "files.user_mb" in r.stderr, r.stderr
+    assert "alice holds 1 MB" in r.stderr, r.stderr
+
+
+def test_checkpoint_s_goes_on_to_the_cluster(cluster_factory, client_factory, batch_factory):
+    cl, b = grid(cluster_factory, client_factory, batch_factory)
+    jid = b.client().ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=2, checkpoint_s=10)["job"]
+    job = wait_batch(b, jid)
+    assert job["job"]["state"] == "done", job
+    for t in job["tasks"]:  # each task ran as a one-task job of the cluster, on its host
+        cj = cl.client().ok("JOB_GET", "JOB", job=t["cjob"])["job"]
+        assert cj["checkpoint_s"] == 10 and cj["ntasks"] == 1, cj
+
+
+def test_files_no_job_names_are_swept_after_files_keep_s(cluster, batch_factory):
+    b = batch_factory([cluster], sets=dict(BATCH, **{"files.keep_s": 0}))
+    wait_until(lambda: "files: swept" in b.log(), scaled(20), msg="the sweep at start")
+    named, loose = os.urandom(1000), os.urandom(2000)
+    c = b.client()
+    for d in (named, loose):
+        c.ok("FILE_PUT", "FILE_STATE", hash=sha(d), size=len(d), off=0, data=d)
+    c.ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=1,
+         inputs=[{"name": "in", "hash": sha(named), "size": len(named)}])
+    b.restart()  # the sweep runs at start (then hourly)
+    wait_until(lambda: "file %s (2000 bytes) deleted: no job names it" % sha(loose)[:12]
+               in b.log(), scaled(20), msg="the sweep deletes the file no job names")
+    assert not stored_path(b, sha(loose)).exists()
+    assert stored_path(b, sha(named)).read_bytes() == named
+    st = b.client().ok("FILE_HAVE", "FILE_STATE", hash=sha(loose), size=len(loose))
+    assert st["have"] == 0 and not st["done"], st
+
+
+def test_under_curve_the_owner_reads_and_is_charged_at_every_level(
+        cluster_factory, client_factory, batch_factory, workdir):
+    from test_authz import Keys
+    # the suite's key is the grid's peer (the batch role's key toward its cluster)
+    k = (Keys(workdir / "keys", suite_kind="peer").add("alice", "user").add("bob", "user")
+         .add("worker", "node"))
+    cl = cluster_factory(dict(FAST, **dict(k.sets(), **{"files.user_mb": 1})))
+    client_factory(cl, 1, sets=dict(FAST_CLIENT, **{"client.slots": 2}),
+                   env={"GRIDNODE_KEY": k.key("worker")})
+    b = batch_factory([cl], sets=dict(BATCH, **k.sets()))
+    alice, bob = k.rpc(b.endpoint, "alice"), k.rpc(b.endpoint, "bob")
+    wait_until(lambda: any(n["active"] for n in alice.ok("NODE_LIST", "NODES")["nodes"]),
+               scaled(20), msg="the batch role sees the host")
+    data = os.urandom(700 * 1024)
+    h = sha(data)
+    # "user" is the key's own name whatever the tool says: alice is charged
+    alice.ok("FILE_PUT", "FILE_STATE", hash=h, size=len(data), off=0, data=data, user="bob")
+    jid = alice.ok("SUBMIT", "SUBMITTED", argv=["sha256sum in.bin > in.sum"], shell=True,
+                   ntasks=1, inputs=[{"name": "in.bin", "hash": h, "size": len(data)}],
+                   outputs=["*.sum"])["job"]
+    wait_until(lambda: alice.ok("JOB_GET", "JOB", job=jid)["job"]["state"] in ("done", "failed"),
+               scaled(60), msg="alice's job ends")
+    t, = alice.ok("JOB_GET", "JOB", job=jid, tasks=True)["tasks"]
+    assert t["state"] == "ok", t
+    f, = t["files"]
+    get = dict(hash=f["hash"], job=jid, idx=0, off=0, len=1000)
+    assert alice.ok("FILE_GET", "FILE_DATA", **get)["data"].split()[0].decode() == h
+    assert "belongs to another user" in bob.err("FILE_GET", "DENIED", **get)["msg"]
+    # the batch role offered the input to the cluster for alice: charged to her there
+    other = os.urandom(600 * 1024)
+    e = k.rpc(cl.endpoint, "alice").err("FILE_HAVE", "REFUSED", hash=sha(other), size=len(other))
+    assert "alice holds 1 MB" in e["msg"], e
+    # and a user key may not pin a job to a host (the batch role, a peer, may)
+    e = k.rpc(cl.endpoint, "alice").err("SUBMIT", "DENIED", argv=["true"], ntasks=1, host="node1")
+    assert "'alice' is a user key" in e["msg"] and "host" in e["msg"], e
