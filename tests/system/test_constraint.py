@@ -197,6 +197,8 @@ def test_spool_sends_only_to_sites_that_can(cluster_factory, client_factory, bat
                               b.client().ok("NODE_LIST", "NODES")) for b in sites.values()]))
     rows = {r["name"]: r["features"] for r in m.client().ok("SITE_INFO", "SITE")["sites"]}
     assert "gpu" in rows["sa"][0] and "small" in rows["sb"][0], rows
+    fh = {r["name"]: r["feature_hosts"] for r in m.client().ok("SITE_INFO", "SITE")["sites"]}
+    assert fh == {"sa": [1], "sb": [1]}, fh
     d = workdir / "mout"
     d.mkdir()
     c = m.client()

@@ -19,7 +19,7 @@ FAST = {"meta.estimate_timeout_ms": 2000, "meta.reeval_s": 0}
 
 @pytest.fixture(scope="module")
 def slurm():
-    s = slurmlocal.SlurmLocal(cpus=4)
+    s = slurmlocal.SlurmLocal(cpus=4, features="ssd,avx2")  # features: issue 27
     try:
         s.up()
     except Exception as e:  # noqa: BLE001 - the reason goes into the skip
@@ -167,3 +167,27 @@ def test_jobs_run_as_the_site_identity(slurm, hpc, meta_factory):
     r = slurm.run("squeue", "-h", "-t", "all", "-j", str(j["site_job"]), "-O",
                   "UserName:|,Comment:|")
     assert r.stdout.startswith("nobody|") and "user alice" in r.stdout, r.stdout
+
+
+def test_features_and_constraint(slurm, hpc, meta_factory):
+    """issue 27: the Slurm site reports its nodes' features (sinfo %f) as a batch site
+    does (SITE features, feature_hosts), so the spool's --constraint eligibility works
+    for it: a job its node satisfies goes there, with --constraint passed on to sbatch
+    (and the reservation's Features); one it cannot satisfy is INVALID naming the site
+    and the features its hosts have."""
+    m = meta_factory({"hpc": hpc}, sets=FAST)
+
+    def row():
+        return m.client().ok("SITE_INFO", "SITE")["sites"][0]
+    wait_until(lambda: row()["known"] and row()["features"], scaled(30),
+               msg="the Slurm site's features known")
+    r = row()
+    assert r["features"] == ["avx2,ssd"] and r["feature_hosts"] == [1], r
+    jid = m.rpc(T["PSUBMIT"], argv=["true"], shell=True, procs=1, limit_s=60,
+                constraint="ssd & avx2")["job"]
+    j = wait_gstate(m, jid, ("done", "failed"), timeout=60)
+    assert j["gstate"] == "done" and j["site"] == "hpc" and j["constraint"] == "ssd&avx2", j
+    q = slurm.run("squeue", "-h", "-t", "all", "-j", str(j["site_job"]), "-O", "Feature:|")
+    assert q.stdout.strip().startswith("ssd&avx2|"), q.stdout
+    e = m.client().err("PSUBMIT", "INVALID", argv=["true"], procs=1, constraint="gpu|fpga")
+    assert "site hpc" in e["msg"] and "avx2,ssd" in e["msg"], e

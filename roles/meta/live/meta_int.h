@@ -140,6 +140,7 @@ struct msite {
        points here */
     char **fsets;
     int32_t nfsets;
+    uint32_t *fhosts; /* hosts per list (SITE feature_hosts), NULL unknown; info.fhosts */
 };
 
 struct mjob {

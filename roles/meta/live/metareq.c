@@ -420,12 +420,18 @@ static void h_site_info(struct meta *M, const struct wire_msg *m, struct wire_bu
     wire_pack_array(reply, (uint32_t)M->nsites);
     for (int i = 0; i < M->nsites; i++) {
         const struct msite *s = &M->site[i];
-        wire_pack_map(reply, 11);
+        wire_pack_map(reply, 11 + !!s->fhosts);
         wire_put_str(reply, "name", s->name);
         wire_put_key(reply, "features"); /* its hosts' distinct feature lists (issue 27) */
         wire_pack_array(reply, (uint32_t)s->nfsets);
         for (int32_t k = 0; k < s->nfsets; k++)
             wire_pack_str(reply, s->fsets[k]);
+        if (s->fhosts) { /* how many hosts have each, when the site said */
+            wire_put_key(reply, "feature_hosts");
+            wire_pack_array(reply, (uint32_t)s->nfsets);
+            for (int32_t k = 0; k < s->nfsets; k++)
+                wire_pack_u64(reply, s->fhosts[k]);
+        }
         wire_put_str(reply, "endpoint", s->ep);
         wire_put_bool(reply, "up", s->info.up);
         wire_put_bool(reply, "known", s->known);

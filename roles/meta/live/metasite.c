@@ -302,16 +302,23 @@ static void on_sweep(struct meta *M, struct msite *s, const msgpack_object *resv
     }
 }
 
-/* The site's host feature lists (SITE "features", issue 27) into s->fsets, pointed to
- * by s->info; a list that does not read is left out; out of memory keeps the old ones. */
+/* The site's host feature lists (SITE "features", issue 27) into s->fsets, and how
+ * many hosts have each ("feature_hosts", when the site sends it) into s->fhosts, pointed
+ * to by s->info; a list that does not read is left out; out of memory keeps the old
+ * ones. */
 static void site_features(struct msite *s, const msgpack_object *info)
 {
-    const msgpack_object *a = wire_get(info, "features");
+    const msgpack_object *a = wire_get(info, "features"), *hc = wire_get(info, "feature_hosts");
     uint32_t n = a && a->type == MSGPACK_OBJECT_ARRAY ? a->via.array.size : 0;
     n = n < 256 ? n : 256;
+    bool counted = hc && hc->type == MSGPACK_OBJECT_ARRAY && hc->via.array.size == n;
     char **v = calloc(n + 1, sizeof *v), f[FEATURES_LEN_MAX + 1], why[160];
-    if (!v)
+    uint32_t *w = counted ? calloc(n + 1, sizeof *w) : NULL;
+    if (!v || (counted && !w)) {
+        free(v);
+        free(w);
         return;
+    }
     int32_t k = 0;
     for (uint32_t i = 0; i < n; i++) {
         const msgpack_object *e = &a->via.array.ptr[i];
@@ -321,14 +328,23 @@ static void site_features(struct msite *s, const msgpack_object *info)
             continue;
         if (!(v[k] = strdup(f)))
             break;
+        if (w) { /* a count that does not read: one host (never more than it said) */
+            const msgpack_object *c = &hc->via.array.ptr[i];
+            w[k] = c->type == MSGPACK_OBJECT_POSITIVE_INTEGER && c->via.u64 <= UINT32_MAX
+                       ? (uint32_t)c->via.u64
+                       : 1;
+        }
         k++;
     }
     for (int32_t i = 0; i < s->nfsets; i++)
         free(s->fsets[i]);
     free(s->fsets);
+    free(s->fhosts);
     s->fsets = v;
+    s->fhosts = w;
     s->nfsets = k;
     s->info.fsets = (const char *const *)v;
+    s->info.fhosts = w;
     s->info.nfsets = k;
 }
 
@@ -888,9 +904,12 @@ void meta_sites_close(struct meta *M)
         for (int32_t k = 0; k < s->nfsets; k++)
             free(s->fsets[k]);
         free(s->fsets);
+        free(s->fhosts);
         s->fsets = NULL;
+        s->fhosts = NULL;
         s->nfsets = s->info.nfsets = 0;
         s->info.fsets = NULL;
+        s->info.fhosts = NULL;
     }
     forget_requests(M);
 }

@@ -65,6 +65,7 @@ struct sreq {
     int64_t start;
     bool parallel, hold; /* hold: sbatch --hold (the spool cancelling a copy it may have made) */
     char *wrap;
+    char *con; /* submit --constraint (issue 27), canonical; NULL none; owned */
     /* T_POLL: the JOB_GETs it answers */
     uint64_t *prid, *pjob;
     uint32_t np;
@@ -133,7 +134,7 @@ void slurm_why(const struct slurm_site *S, const struct sreq *r, char *b, size_t
 /* r's command finished (S->done): its reply, or its next command. */
 void slurm_step_done(struct slurm_site *S, struct sreq *r);
 /* The arguments of sbatch shared by ESTIMATE and SUBMIT (partition, account, qos,
- * tasks, time, memory, directory). */
+ * tasks, time, memory, directory, constraint). */
 void slurm_job_args(struct slurm_site *S, struct sreq *r);
 /* r's sbatch --parsable (SUBMIT/PSUBMIT's second step, or its only one without a key). */
 void slurm_submit_cmd(struct slurm_site *S, struct sreq *r);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "lib/constraint.h"
 #include "lib/log.h"
 #include "lib/text.h"
 #include "daemon/loop.h"
@@ -71,6 +72,8 @@ void slurm_job_args(struct slurm_site *S, struct sreq *r)
     if (r->mem_mb)
         slurm_arg(r, r->parallel ? "--mem=%" PRIu64 : "--mem-per-cpu=%" PRIu64, r->mem_mb);
     slurm_arg(r, "--chdir=%s", S->c.dir);
+    if (r->con) /* issue 27: Slurm's syntax, passed as it is (counts included) */
+        slurm_arg(r, "--constraint=%s", r->con);
 }
 
 /* Splits s at sep in place: up to n fields, returns how many. */
@@ -88,6 +91,88 @@ static int split(char *s, char sep, char **f, int n)
     return k;
 }
 
+/* Adds the feature list f ("(null)" or "": none) of nn nodes to the lists kept in
+ * r->wrap, one "N|canonical list" line per distinct list (issue 27); a list with a name
+ * the parser refuses is left out (logged). */
+static void sinfo_features(struct slurm_site *S, struct sreq *r, const char *f, long nn)
+{
+    char canon[FEATURES_LEN_MAX + 1], why[160];
+    if (!strcmp(f, "(null)") || !*f || nn <= 0)
+        return;
+    if (features_norm(f, strlen(f), canon, sizeof canon, why, sizeof why) < 0) {
+        log_debug("slurm site %s: node features '%.100s' left out: %s", S->site, f, why);
+        return;
+    }
+    size_t have = r->wrap ? strlen(r->wrap) : 0, add = strlen(canon) + 24;
+    char *w = realloc(r->wrap, have + add);
+    if (!w)
+        return;
+    r->wrap = w;
+    snprintf(w + have, add, "%ld|%s\n", nn, canon);
+}
+
+/*
+ * sinfo --format=%P|%a|%C|%F|%f rows (partition, default marked *; up/down; CPUs and
+ * nodes allocated/idle/other/total; the nodes' available features): sinfo gives one row
+ * per distinct feature list of a partition, so the partition's counts are their sums.
+ * Fills r->i1..i4 (cores, cores free, nodes, nodes up), r->s1 (the partition) and the
+ * feature lists; false when the partition has no row.
+ */
+static bool sinfo_rows(struct slurm_site *S, struct sreq *r)
+{
+    bool found = false;
+    char *save = NULL;
+    r->i1 = r->i2 = r->i3 = r->i4 = 0;
+    for (char *ln = strtok_r(r->out.p ? r->out.p : (char *)"", "\n", &save); ln;
+         ln = strtok_r(NULL, "\n", &save)) {
+        char *f[5] = {0};
+        if (split(ln, '|', f, 5) < 4)
+            continue;
+        size_t pl = strlen(f[0]);
+        bool dflt = pl && f[0][pl - 1] == '*';
+        if (dflt)
+            f[0][pl - 1] = '\0';
+        if (S->c.partition[0] ? strcmp(f[0], S->c.partition) : !dflt)
+            continue;
+        if (found && strcmp(f[0], r->s1))
+            continue; /* two default partitions: the first */
+        long a = 0, i = 0, o = 0, t = 0, na = 0, ni = 0, no = 0, nt = 0;
+        sscanf(f[2], "%ld/%ld/%ld/%ld", &a, &i, &o, &t);
+        sscanf(f[3], "%ld/%ld/%ld/%ld", &na, &ni, &no, &nt);
+        bool up = !strcmp(f[1], "up");
+        r->i1 += t;
+        r->i2 += up ? i : 0;
+        r->i3 += nt;
+        r->i4 += up ? na + ni : 0;
+        snprintf(r->s1, sizeof r->s1, "%s", f[0]);
+        if (f[4])
+            sinfo_features(S, r, f[4], nt);
+        found = true;
+    }
+    return found;
+}
+
+/* SITE "features" and "feature_hosts" (issue 27): the lists kept by sinfo_features,
+ * at most 64. */
+static void put_features(struct wire_buf *wb, const char *lines)
+{
+    uint32_t n = 0;
+    for (const char *p = lines ? lines : ""; *p && n < 64; p = strchr(p, '\n') + 1)
+        n++;
+    for (int pass = 0; pass < 2; pass++) {
+        wire_put_key(wb, pass ? "feature_hosts" : "features");
+        wire_pack_array(wb, n);
+        const char *p = lines ? lines : "";
+        for (uint32_t k = 0; k < n; k++, p = strchr(p, '\n') + 1) {
+            const char *bar = strchr(p, '|');
+            if (pass)
+                wire_pack_u64(wb, strtoull(p, NULL, 10));
+            else
+                wire_pack_strn(wb, bar + 1, (size_t)(strchr(bar, '\n') - bar - 1));
+        }
+    }
+}
+
 static void done_site_info(struct slurm_site *S, struct sreq *r)
 {
     if (!slurm_cmd_ok(r)) {
@@ -98,33 +183,7 @@ static void done_site_info(struct slurm_site *S, struct sreq *r)
         return;
     }
     if (r->step == 0) {
-        /* %P|%a|%C|%F: partition (default marked *), up/down, CPUs and nodes A/I/O/T */
-        bool found = false;
-        char *save = NULL;
-        for (char *ln = strtok_r(r->out.p ? r->out.p : (char *)"", "\n", &save); ln;
-             ln = strtok_r(NULL, "\n", &save)) {
-            char *f[4];
-            if (split(ln, '|', f, 4) < 4)
-                continue;
-            size_t pl = strlen(f[0]);
-            bool dflt = pl && f[0][pl - 1] == '*';
-            if (dflt)
-                f[0][pl - 1] = '\0';
-            if (S->c.partition[0] ? strcmp(f[0], S->c.partition) : !dflt)
-                continue;
-            long a = 0, i = 0, o = 0, t = 0, na = 0, ni = 0, no = 0, nt = 0;
-            sscanf(f[2], "%ld/%ld/%ld/%ld", &a, &i, &o, &t);
-            sscanf(f[3], "%ld/%ld/%ld/%ld", &na, &ni, &no, &nt);
-            bool up = !strcmp(f[1], "up");
-            r->i1 = t;
-            r->i2 = up ? i : 0;
-            r->i3 = nt;
-            r->i4 = up ? a + i : 0;
-            snprintf(r->s1, sizeof r->s1, "%s", f[0]);
-            found = true;
-            break;
-        }
-        if (!found) {
+        if (!sinfo_rows(S, r)) {
             log_warnx("slurm site %s: partition %s not found by sinfo", S->site,
                       S->c.partition[0] ? S->c.partition : "(default)");
             reply_err(S, r, WE_INVALID, "slurm site %s: no partition %s", S->site,
@@ -153,7 +212,7 @@ static void done_site_info(struct slurm_site *S, struct sreq *r)
     wire_buf_init(&wb);
     wire_begin(&wb, WT_SITE, r->rid, 1);
     wire_put_key(&wb, "site");
-    wire_pack_map(&wb, 14);
+    wire_pack_map(&wb, 16);
     wire_put_u64(&wb, "clusters", 1);
     wire_put_u64(&wb, "hosts", (uint64_t)r->i3);
     wire_put_u64(&wb, "hosts_up", (uint64_t)r->i4);
@@ -170,6 +229,7 @@ static void done_site_info(struct slurm_site *S, struct sreq *r)
     wire_put_i64(&wb, "now", wall_now_ms());
     wire_put_str(&wb, "kind", "slurm");
     wire_put_str(&wb, "partition", r->s1);
+    put_features(&wb, r->wrap);
     send_wb(S, &wb);
     wire_buf_free(&wb);
     slurm_req_free(S, r);
