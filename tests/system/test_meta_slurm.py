@@ -174,7 +174,7 @@ def test_features_and_constraint(slurm, hpc, meta_factory):
     does (SITE features, feature_hosts), so the spool's --constraint eligibility works
     for it: a job its node satisfies goes there, with --constraint passed on to sbatch
     (and the reservation's Features); one it cannot satisfy is INVALID naming the site
-    and the features its hosts have."""
+    and the features its hosts have; a count beyond its nodes with the feature too."""
     m = meta_factory({"hpc": hpc}, sets=FAST)
 
     def row():
@@ -191,3 +191,12 @@ def test_features_and_constraint(slurm, hpc, meta_factory):
     assert q.stdout.strip().startswith("ssd&avx2|"), q.stdout
     e = m.client().err("PSUBMIT", "INVALID", argv=["true"], procs=1, constraint="gpu|fpga")
     assert "site hpc" in e["msg"] and "avx2,ssd" in e["msg"], e
+    # counts: one node has ssd, so ssd*1 goes (passed on to Slurm as it is), ssd*2 not
+    jid = m.rpc(T["PSUBMIT"], argv=["true"], shell=True, procs=2, limit_s=60,
+                constraint="ssd*1&avx2")["job"]
+    j = wait_gstate(m, jid, ("done", "failed"), timeout=60)
+    assert j["gstate"] == "done" and j["site"] == "hpc", j
+    q = slurm.run("squeue", "-h", "-t", "all", "-j", str(j["site_job"]), "-O", "Feature:|")
+    assert q.stdout.strip().startswith("ssd*1&avx2|"), q.stdout
+    e = m.client().err("PSUBMIT", "INVALID", argv=["true"], procs=2, constraint="ssd*2")
+    assert "too few hosts for its counts" in e["msg"], e

@@ -311,15 +311,29 @@ bool live_constraint_impossible(const struct live *L, const char *cls, const cha
         return false;
     const struct lclu *c = &L->cl[ci];
     char have[512] = "";
+    const char **ok = calloc(c->nhosts + 1, sizeof *ok); /* the hosts that satisfy it */
+    uint32_t n = 0;
     for (uint32_t i = 0; i < c->nhosts; i++) {
-        if (constraint_match(con, c->hosts[i].features))
-            return false;
+        if (constraint_match(con, c->hosts[i].features) && ok)
+            ok[n++] = c->hosts[i].features;
         features_union(have, sizeof have, c->hosts[i].features);
     }
-    snprintf(why, len,
-             "constraint %s: no host of cluster %s has such features (its hosts have: %s); "
-             "gridnode checknode HOST shows a host's features",
-             con, c->name, have[0] ? have : "none");
+    /* counts (NAME*N, issue 27): hosts enough among them; out of memory: not refused */
+    bool fits = ok ? n > 0 && constraint_counts_met(con, ok, NULL, n) : true;
+    free(ok);
+    if (fits)
+        return false;
+    if (n > 0)
+        snprintf(why, len,
+                 "constraint %s: cluster %s has too few hosts for its counts (%u host(s) with "
+                 "its other features; its hosts have: %s); gridnode checknode HOST shows a "
+                 "host's features",
+                 con, c->name, n, have[0] ? have : "none");
+    else
+        snprintf(why, len,
+                 "constraint %s: no host of cluster %s has such features (its hosts have: %s); "
+                 "gridnode checknode HOST shows a host's features",
+                 con, c->name, have[0] ? have : "none");
     text_fix(why);
     return true;
 }

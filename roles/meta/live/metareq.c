@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/constraint.h"
 #include "lib/log.h"
 #include "daemon/curve.h"
 #include "daemon/loop.h"
@@ -116,6 +117,11 @@ static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *r
     }
     char *con; /* submit --constraint (issue 27): a site must be able to satisfy it */
     if (wire_get_constraint(o, &con, why, sizeof why) < 0) {
+        fail(reply, m->id, WE_INVALID, why);
+        return;
+    }
+    if (constraint_job_ok(con, par, (uint64_t)rq.procs, why, sizeof why) < 0) { /* counts */
+        free(con);
         fail(reply, m->id, WE_INVALID, why);
         return;
     }

@@ -273,8 +273,11 @@ void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
         if (S->c.partition[0])
             slurm_arg(r, "PartitionName=%s", S->c.partition);
         slurm_arg(r, "CoreCnt=%" PRIu64, r->procs ? r->procs : 1);
-        if (r->con) /* issue 27: cores of nodes with the features */
-            slurm_arg(r, "Features=%s", r->con);
+        char plain[CONSTRAINT_LEN_MAX + 1];
+        /* issue 27: cores of nodes with the features; a count asks for some hosts only,
+         * which a reservation cannot say: its name is asked of every reserved node */
+        if (r->con && constraint_plain(r->con, plain, sizeof plain) == 0)
+            slurm_arg(r, "Features=%s", plain);
         /* FLEX: the job may start before the reservation when cores are free sooner;
          * PURGE_COMP: Slurm drops it once its job is done, should the spool not */
         slurm_arg(r, "Flags=FLEX,PURGE_COMP");
