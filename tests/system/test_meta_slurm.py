@@ -200,3 +200,22 @@ def test_features_and_constraint(slurm, hpc, meta_factory):
     assert q.stdout.strip().startswith("ssd*1&avx2|"), q.stdout
     e = m.client().err("PSUBMIT", "INVALID", argv=["true"], procs=2, constraint="ssd*2")
     assert "too few hosts for its counts" in e["msg"], e
+
+
+def test_output_in_one_hop(slurm, hpc, meta_factory, gridnode_bin):
+    """issue 27: `gridnode job -e SPOOL ID --output` shows the job's output as its Slurm
+    site has it (slurm-ID.out and .err, read by the adapter, relayed by the spool), not
+    a pointer to the site; --json carries the site's reply under at_site."""
+    import subprocess
+    m = meta_factory({"hpc": hpc}, sets=FAST)
+    jid = m.rpc(T["PSUBMIT"], argv=["echo out-$((6*7)); echo err-line >&2"], shell=True,
+                procs=1, limit_s=60)["job"]
+    j = wait_gstate(m, jid, ("done", "failed"), timeout=60)
+    assert j["gstate"] == "done", j
+    r = subprocess.run([gridnode_bin, "job", str(jid), "-e", m.endpoint, "--output"],
+                       capture_output=True, text=True, timeout=scaled(30))
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert "out-42" in r.stdout and "err-line" in r.stdout, r.stdout
+    g = m.client().ok("JOB_GET", "JOB", job=jid, tasks=True, output=True)
+    ranks = g["at_site"]["job"]["ranks"]
+    assert ranks[0]["stdout"] == b"out-42\n" and not ranks[0]["out_trunc"], ranks

@@ -393,6 +393,10 @@ static void site_down(struct meta *M, struct msite *s, const char *why)
             meta_order_unsent(M, q[i].job);
             continue;
         }
+        if (q[i].kind == RK_OUTPUT) { /* job is the held user request */
+            meta_out_fail(M, q[i].job, "its site went down before answering", NULL);
+            continue;
+        }
         struct mjob *j = q[i].job && q[i].kind != RK_GEST ? meta_job_find(M, q[i].job) : NULL;
         if (!j && q[i].kind != RK_GEST)
             continue;
@@ -435,8 +439,9 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
     char msg[256] = "";
     if (err)
         wire_get_strbuf(m->root, "msg", msg, sizeof msg);
-    struct mjob *j =
-        q->job && q->kind != RK_GEST && q->kind != RK_ORDER ? meta_job_find(M, q->job) : NULL;
+    struct mjob *j = q->job && q->kind != RK_GEST && q->kind != RK_ORDER && q->kind != RK_OUTPUT
+                         ? meta_job_find(M, q->job)
+                         : NULL;
     switch (q->kind) {
     case RK_GEST: {
         int64_t e = err ? -1 : wire_get_i64(m->root, "earliest", -1);
@@ -553,6 +558,9 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
         break;
     case RK_ORDER:
         meta_order_answer(M, s, q->job, err, code, msg);
+        break;
+    case RK_OUTPUT: /* job --output relayed (metaout.c) */
+        meta_out_answer(M, q->job, m);
         break;
     case RK_RESVLIST:
         if (!err)
@@ -682,6 +690,14 @@ void meta_sites_tick(struct meta *M)
     for (int i = 0; i < M->nsites; i++) {
         struct msite *s = &M->site[i];
         slurm_site_tick(s->slurm);
+        for (uint32_t k = 0; k < s->nreq;) /* a relayed --output: the user is told */
+            if (s->req[k].kind == RK_OUTPUT && now > s->req[k].deadline) {
+                uint64_t h = s->req[k].job;
+                s->req[k] = s->req[--s->nreq];
+                meta_out_fail(M, h, "its site did not answer in time (try again)", NULL);
+            } else {
+                k++;
+            }
         for (uint32_t k = 0; k < s->nreq; k++)
             if (now > s->req[k].deadline && s->req[k].kind != RK_EST && s->req[k].kind != RK_GEST) {
                 site_down(M, s, "does not answer");

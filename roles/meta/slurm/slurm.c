@@ -15,7 +15,8 @@
  *                 by itself once its job has ended)
  *   SUBMIT        squeue -n KEY (the spool's key is the job name: a resent submission
  *   PSUBMIT       gets the job made before), then sbatch --parsable --reservation
- *   JOB_GET       one squeue -j for every job asked about since the last one
+ *   JOB_GET       one squeue -j for every job asked about since the last one; with
+ *                 `output`, the job's slurm-ID.out/.err read as rank 0's (issue 27)
  *   CANCEL        scancel
  *   RESV_RELEASE  scontrol delete reservation
  *   RESV_LIST     scontrol -o show reservation, then squeue for the jobs bound to them
@@ -54,12 +55,14 @@ void slurm_site_tick(struct slurm_site *S)
         struct sreq *r = slurm_req_new(S, T_POLL, 0);
         uint32_t n = S->nw < POLL_MAX ? S->nw : POLL_MAX;
         if (r && (r->prid = malloc(n * sizeof *r->prid)) &&
-            (r->pjob = malloc(n * sizeof *r->pjob))) {
+            (r->pjob = malloc(n * sizeof *r->pjob)) && (r->pout = malloc(n * sizeof *r->pout))) {
             memcpy(r->prid, S->wrid, n * sizeof *r->prid);
             memcpy(r->pjob, S->wjob, n * sizeof *r->pjob);
+            memcpy(r->pout, S->wout, n * sizeof *r->pout);
             r->np = n;
             memmove(S->wrid, S->wrid + n, (S->nw - n) * sizeof *S->wrid);
             memmove(S->wjob, S->wjob + n, (S->nw - n) * sizeof *S->wjob);
+            memmove(S->wout, S->wout + n, (S->nw - n) * sizeof *S->wout);
             S->nw -= n;
             S->polling = true;
             slurm_cmd(S, r, C_SQUEUE, false);
@@ -185,15 +188,19 @@ void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
             uint32_t nc = S->capw ? S->capw * 2 : 64;
             uint64_t *a = realloc(S->wrid, nc * sizeof *a),
                      *b = a ? realloc(S->wjob, nc * sizeof *b) : NULL;
+            bool *c = b ? realloc(S->wout, nc * sizeof *c) : NULL;
             if (a)
                 S->wrid = a;
-            if (b) {
+            if (b)
                 S->wjob = b;
+            if (c) {
+                S->wout = c;
                 S->capw = nc;
             }
         }
         if (S->nw < S->capw) {
             S->wrid[S->nw] = rid;
+            S->wout[S->nw] = wire_get_bool(o, "output", false);
             S->wjob[S->nw++] = wire_get_u64(o, "job", 0);
         }
         wire_msg_free(&m);
@@ -504,6 +511,7 @@ void slurm_site_destroy(struct slurm_site **sp)
     free(S->reap);
     free(S->wrid);
     free(S->wjob);
+    free(S->wout);
     free(S);
     *sp = NULL;
 }

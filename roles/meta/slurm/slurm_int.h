@@ -66,8 +66,9 @@ struct sreq {
     bool parallel, hold; /* hold: sbatch --hold (the spool cancelling a copy it may have made) */
     char *wrap;
     char *con; /* submit --constraint (issue 27), canonical; NULL none; owned */
-    /* T_POLL: the JOB_GETs it answers */
+    /* T_POLL: the JOB_GETs it answers (pout: with `output`, issue 27) */
     uint64_t *prid, *pjob;
+    bool *pout;
     uint32_t np;
     /* a first step's result kept for the second */
     int64_t i1, i2, i3, i4;
@@ -94,6 +95,7 @@ struct slurm_site {
     int running;
     /* JOB_GETs waiting for the next squeue */
     uint64_t *wrid, *wjob;
+    bool *wout; /* JOB_GET `output`: the job's slurm-ID.out/.err read (issue 27) */
     uint32_t nw, capw;
     bool polling;
     pid_t *reap;

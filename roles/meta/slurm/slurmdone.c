@@ -10,7 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "lib/constraint.h"
 #include "lib/log.h"
@@ -514,13 +517,67 @@ static void done_resv_list(struct slurm_site *S, struct sreq *r)
     slurm_req_free(S, r);
 }
 
-static void job_reply(struct slurm_site *S, uint64_t rid, uint64_t job, char **f, int nf)
+/*
+ * Up to SLURM_OUT_MAX bytes of file dir/slurm-JOB.EXT (what sbatch --output/--error
+ * wrote, slurm_submit_cmd) as "key": bin and "trunc": bool into wb; with none (not
+ * written yet, unreadable) nothing. The number of fields written. The file is read
+ * here, in the spool's loop: it is the job's own, in the site's dir (local or a shared
+ * file system), and bounded.
+ */
+#define SLURM_OUT_MAX (1u << 20)
+static uint32_t put_file(struct wire_buf *wb, const char *dir, uint64_t job, const char *ext,
+                         const char *key, const char *trunc)
+{
+    char path[SLURM_STR + 64];
+    snprintf(path, sizeof path, "%s/slurm-%" PRIu64 ".%s", dir, job, ext);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    size_t want = st.st_size > SLURM_OUT_MAX ? SLURM_OUT_MAX : (size_t)st.st_size, got = 0;
+    char *b = malloc(want + 1);
+    while (b && got < want) {
+        ssize_t n = read(fd, b + got, want - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    if (!b)
+        return 0;
+    wire_put_bin(wb, key, b, got);
+    wire_put_bool(wb, trunc, (uint64_t)st.st_size > got);
+    free(b);
+    return 2;
+}
+
+/* JOB_GET `output` (issue 27): the job's ranks, one (the batch script's: Slurm writes
+ * every task's output into the job's one file), with stdout and stderr when written. */
+static void put_ranks(struct slurm_site *S, struct wire_buf *wb, uint64_t job, const char *host)
+{
+    struct wire_buf f;
+    wire_buf_init(&f);
+    uint32_t n = put_file(&f, S->c.dir, job, "out", "stdout", "out_trunc");
+    n += put_file(&f, S->c.dir, job, "err", "stderr", "err_trunc");
+    wire_put_key(wb, "ranks");
+    wire_pack_array(wb, 1);
+    wire_pack_map(wb, 2 + n);
+    wire_put_u64(wb, "rank", 0);
+    wire_put_str(wb, "host", host);
+    msgpack_sbuffer_write(&wb->sb, f.sb.data, f.sb.size);
+    wire_buf_free(&f);
+}
+
+static void job_reply(struct slurm_site *S, uint64_t rid, uint64_t job, char **f, int nf, bool out)
 {
     struct wire_buf wb;
     wire_buf_init(&wb);
     wire_begin(&wb, WT_JOB, rid, 1);
     wire_put_key(&wb, "job");
-    wire_pack_map(&wb, 10);
+    wire_pack_map(&wb, 10 + out);
     wire_put_u64(&wb, "job", job);
     wire_put_str(&wb, "kind", "parallel");
     if (nf >= 7) {
@@ -538,6 +595,8 @@ static void job_reply(struct slurm_site *S, uint64_t rid, uint64_t job, char **f
         wire_put_str(&wb, "reason", strcmp(f[5], "None") ? f[5] : "");
         wire_put_str(&wb, "hosts", strcmp(f[6], "(null)") ? f[6] : "");
         wire_put_str(&wb, "slurm_state", f[1]);
+        if (out)
+            put_ranks(S, &wb, job, strcmp(f[6], "(null)") ? f[6] : "");
     } else {
         /* Slurm forgot it (MinJobAge passed, or its state was lost) and the adapter has no
          * accounting to ask: reported failed rather than unknown, so it is not run twice */
@@ -549,6 +608,8 @@ static void job_reply(struct slurm_site *S, uint64_t rid, uint64_t job, char **f
         wire_put_str(&wb, "reason", "Slurm no longer knows the job: its end was not seen");
         wire_put_str(&wb, "hosts", "");
         wire_put_str(&wb, "slurm_state", "");
+        if (out)
+            put_ranks(S, &wb, job, "");
     }
     send_wb(S, &wb);
     wire_buf_free(&wb);
@@ -587,9 +648,9 @@ static void done_poll(struct slurm_site *S, struct sreq *r)
                 int code = atoi(f[4]), sig = strchr(f[4], ':') ? atoi(strchr(f[4], ':') + 1) : 0;
                 snprintf(ex, sizeof ex, "%d", sig ? sig & 0x7f : (code & 0xff) << 8);
                 char *g[7] = {f[0], f[1], f[2], f[3], ex, "None", ""};
-                job_reply(S, r->prid[i], r->pjob[i], g, 7);
+                job_reply(S, r->prid[i], r->pjob[i], g, 7, r->pout[i]);
             } else {
-                job_reply(S, r->prid[i], r->pjob[i], f, 0);
+                job_reply(S, r->prid[i], r->pjob[i], f, 0, r->pout[i]);
             }
         }
         slurm_req_free(S, r);
@@ -612,10 +673,11 @@ static void done_poll(struct slurm_site *S, struct sreq *r)
          * read yet (a poll can finish before scontrol does; sacct then answers or fails) */
         if (nf < 7 && (S->sacct || (!S->config_known && S->path[C_SACCT][0]))) {
             r->prid[nmiss] = r->prid[i];
+            r->pout[nmiss] = r->pout[i];
             r->pjob[nmiss++] = r->pjob[i];
             continue;
         }
-        job_reply(S, r->prid[i], r->pjob[i], f, nf);
+        job_reply(S, r->prid[i], r->pjob[i], f, nf, r->pout[i]);
     }
     r->np = nmiss;
     if (!nmiss) {

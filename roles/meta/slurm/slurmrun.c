@@ -241,6 +241,7 @@ void slurm_req_free(struct slurm_site *S, struct sreq *r)
     free(r->con);
     free(r->prid);
     free(r->pjob);
+    free(r->pout);
     free(r);
 }
 
