@@ -67,7 +67,8 @@ int bs_engine_hostcnt_zero(struct batch_engine *e)
 {
     if (VEC_RESERVE(e->hostcnt, e->caphostcnt, e->nhosts) < 0)
         return -1;
-    memset(e->hostcnt, 0, (size_t)e->nhosts * sizeof *e->hostcnt);
+    if (e->nhosts > 0) /* none: no array yet (constraint counts ask with nodes alone) */
+        memset(e->hostcnt, 0, (size_t)e->nhosts * sizeof *e->hostcnt);
     return 0;
 }
 
