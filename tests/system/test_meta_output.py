@@ -2,8 +2,11 @@
 output, its sites do; it relays the user's JOB_GET `output` to the job's site and answers
 with the site's JOB under `at_site`. A batch site's parallel job and array name the
 cluster job that keeps the output (one command to run there, printed); a job not placed
-yet, or held, says so. (A Slurm site's output itself: test_meta_slurm.py.)"""
+yet, or held, says so; a site that stops answering gives `site_error`, and the spool
+answers anyway. (A Slurm site's output itself: test_meta_slurm.py.)"""
 
+import os
+import signal
 import subprocess
 
 from conftest import scaled
@@ -45,4 +48,22 @@ def test_output_relayed_from_a_batch_site(cluster_factory, client_factory, batch
     # --json: the whole reply, the site's part included
     r = job_cli(gridnode_bin, pj, "-e", m.endpoint, "--output", "--json")
     assert r.returncode == 0 and '"at_site"' in r.stdout, r
+    assert m.alive()
+
+
+def test_silent_site_gives_site_error(cluster_factory, client_factory, batch_factory,
+                                      meta_factory):
+    b = site(cluster_factory, client_factory, batch_factory, "gn", slots=2)
+    m = meta_factory({"gn": b}, sets={"meta.request_timeout_ms": 1000})
+    pj = m.rpc(T["PSUBMIT"], argv=["true"], procs=1, limit_s=60)["job"]
+    assert wait_gstate(m, pj, ("done", "failed"), timeout=60)["gstate"] == "done"
+    os.kill(b.proc.pid, signal.SIGSTOP)  # the site stops answering (not gone)
+    try:
+        g = m.client().ok("JOB_GET", "JOB", job=pj, tasks=True, output=True)
+    finally:
+        os.kill(b.proc.pid, signal.SIGCONT)
+    # relayed (the site was up when asked), then answered without it: silent past the
+    # timeout, or marked down by its other requests first
+    assert "at_site" not in g and g["job"]["job"] == pj, g
+    assert "did not answer in time" in g["site_error"] or "went down" in g["site_error"], g
     assert m.alive()
