@@ -172,7 +172,7 @@ def test_counts_cluster_and_batch(cluster_factory, client_factory, batch_factory
                                                  constraint="gpu*1"))["job"]
     r = bc.err("PSUBMIT", "REFUSED", **marked(d, "BX", parallel=True, procs=2,
                                                constraint="gpu*2"))
-    assert "too few hosts for its counts" in r["msg"], r
+    assert "too few hosts for its counts (1 host(s) with gpu" in r["msg"], r
     count_refusals(bc)
     wait_until(lambda: ended(b, bp), scaled(60), msg="the batch counted job ended")
     assert job(b, bp)["state"] == "done", job(b, bp)

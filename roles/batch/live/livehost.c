@@ -323,12 +323,26 @@ bool live_constraint_impossible(const struct live *L, const char *cls, const cha
     free(ok);
     if (fits)
         return false;
-    if (n > 0)
+    struct constraint_count v[CONSTRAINT_NAMES_MAX];
+    int nv = n > 0 ? constraint_counts(con, v, CONSTRAINT_NAMES_MAX) : 0;
+    uint32_t k = 0, with = 0; /* the first count short, and the hosts that have its name */
+    for (; nv > 0 && k < (uint32_t)nv && k < CONSTRAINT_NAMES_MAX; k++) {
+        with = 0;
+        for (uint32_t i = 0; i < c->nhosts; i++)
+            with += constraint_match(con, c->hosts[i].features) &&
+                    features_has(c->hosts[i].features, v[k].name);
+        if (with < v[k].n)
+            break;
+    }
+    if (n > 0 && nv > 0 && k < (uint32_t)nv)
         snprintf(why, len,
                  "constraint %s: cluster %s has too few hosts for its counts (%u host(s) with "
-                 "its other features; its hosts have: %s); gridnode checknode HOST shows a "
-                 "host's features",
-                 con, c->name, n, have[0] ? have : "none");
+                 "%s and the constraint's other features, %s*%u asks for %u); gridnode "
+                 "checknode HOST shows a host's features",
+                 con, c->name, with, v[k].name, v[k].name, v[k].n, v[k].n);
+    else if (n > 0)
+        snprintf(why, len, "constraint %s: cluster %s has too few hosts for its counts", con,
+                 c->name);
     else
         snprintf(why, len,
                  "constraint %s: no host of cluster %s has such features (its hosts have: %s); "
