@@ -40,8 +40,10 @@ static const char usage[] =
     "some failed), cancelled; parallel jobs also waiting, stopped, killed.\n"
     "Long task lists and outputs are fetched page by page (--json prints them as one).\n"
     "Outputs are kept by the cluster manager that ran the job: --output at a batch role\n"
-    "or a grid spool says where they are (the command to run there) and exits 1; a batch\n"
-    "role keeps the files of submit --output itself (listed; gridnode fetch gets them).\n";
+    "says where they are (the command to run there) and exits 1; a batch role keeps the\n"
+    "files of submit --output itself (listed; gridnode fetch gets them); at a grid spool\n"
+    "it shows what the job's site gives (a Slurm site: the job's slurm-ID.out and .err;\n"
+    "a batch site: where its cluster keeps them).\n";
 
 #define PAGE_MAX 100000 /* JOB_GET's largest count (docs/wire.md 6.3): more in pages */
 
@@ -200,6 +202,28 @@ static void print_rank_output(const msgpack_object *ranks)
     }
 }
 
+/* A batch role's parallel job has no ranks: its output is at the cluster manager that
+ * ran it (at: "output_at", NULL while not started there). Says where; 1. */
+static int output_at_hint(const struct cli *c, uint64_t job, const msgpack_object *at)
+{
+    char cl[64], ep[256];
+    cli_text(at, "cluster", cl, sizeof cl);
+    cli_text(at, "endpoint", ep, sizeof ep);
+    if (!at)
+        fprintf(stderr,
+                "%s: job %llu: no output here: the job has not started on a cluster "
+                "manager yet (a batch role keeps no output; the cluster it runs on does)\n",
+                c->prog, (unsigned long long)job);
+    else
+        fprintf(stderr,
+                "%s: job %llu: the batch role keeps no output; it is kept at the cluster "
+                "%s, as its job %llu: run gridnode job %llu --output -e %s\n",
+                c->prog, (unsigned long long)job, cl,
+                (unsigned long long)wire_get_u64(at, "cjob", 0),
+                (unsigned long long)wire_get_u64(at, "cjob", 0), ep);
+    return 1;
+}
+
 /*
  * A parallel job: the summary and the rank table; with output, the ranks' stdout and
  * stderr, fetching further pages while the cluster cut the reply short ("next").
@@ -211,25 +235,8 @@ static int print_pjob(struct cli *c, uint64_t job, struct cli_reply *r, bool out
     cli_pjob_print(j, !summary);
     if (!output)
         return 0;
-    if (!wire_get(j, "ranks")) { /* a batch role's job: the cluster keeps the output */
-        const msgpack_object *at = wire_get(r->msg.root, "output_at");
-        char cl[64], ep[256];
-        cli_text(at, "cluster", cl, sizeof cl);
-        cli_text(at, "endpoint", ep, sizeof ep);
-        if (!at)
-            fprintf(stderr,
-                    "%s: job %llu: no output here: the job has not started on a cluster "
-                    "manager yet (a batch role keeps no output; the cluster it runs on does)\n",
-                    c->prog, (unsigned long long)job);
-        else
-            fprintf(stderr,
-                    "%s: job %llu: the batch role keeps no output; it is kept at the cluster "
-                    "%s, as its job %llu: run gridnode job %llu --output -e %s\n",
-                    c->prog, (unsigned long long)job, cl,
-                    (unsigned long long)wire_get_u64(at, "cjob", 0),
-                    (unsigned long long)wire_get_u64(at, "cjob", 0), ep);
-        return 1;
-    }
+    if (!wire_get(j, "ranks")) /* a batch role's job: the cluster keeps the output */
+        return output_at_hint(c, job, wire_get(r->msg.root, "output_at"));
     print_rank_output(wire_get(j, "ranks"));
     uint64_t end = from + count;
     while (wire_get(r->msg.root, "next")) {
@@ -440,9 +447,62 @@ static void print_grid(struct cli *c, const msgpack_object *j, bool summary)
     printf("site %s%s%s%s, its job %llu%s%s\n", site, ep[0] ? " (" : "", ep, ep[0] ? ")" : "",
            (unsigned long long)wire_get_u64(j, "site_job", 0), resv[0] ? ", reservation " : "",
            resv);
-    if (ep[0])
+    if (ep[0] && !strncmp(ep, "slurm://", 8))
+        printf("the site's view: squeue -j %llu (a Slurm cluster); its output: gridnode job "
+               "%llu --output\n",
+               (unsigned long long)wire_get_u64(j, "site_job", 0),
+               (unsigned long long)wire_get_u64(j, "job", 0));
+    else if (ep[0])
         printf("the site's view and the output's cluster job: gridnode job %llu -e %s --json\n",
                (unsigned long long)wire_get_u64(j, "site_job", 0), ep);
+}
+
+/*
+ * job --output of a spool's job (issue 27): the spool relays its site's JOB (at_site):
+ * the ranks' or tasks' outputs as the site gave them, or, from a batch site, where its
+ * cluster keeps them. 0 when outputs were shown, else 1 with the reason on stderr.
+ */
+static int print_grid_output(struct cli *c, uint64_t job, struct cli_reply *r)
+{
+    const msgpack_object *j = wire_get(r->msg.root, "job"), *as = wire_get(r->msg.root, "at_site");
+    const msgpack_object *sj = wire_get(as, "job");
+    char err[1100];
+    cli_text(r->msg.root, "site_error", err, sizeof err);
+    if (c->json) {
+        cli_print_json(r->msg.root);
+        return sj ? 0 : 1;
+    }
+    print_grid(c, j, true); /* the site's lines point to the output shown here */
+    if (!sj) {
+        fprintf(stderr, "%s: job %llu: no output: %s\n", c->prog, (unsigned long long)job,
+                err[0] ? err
+                : wire_get_u64(j, "site_job", 0)
+                    ? "its site is down now (the spool keeps no output; its site does)"
+                    : "the job has not been placed on a site yet");
+        return 1;
+    }
+    printf("\noutput, as site job %llu reports it:\n",
+           (unsigned long long)wire_get_u64(sj, "job", 0));
+    if (cli_is_pjob(sj)) {
+        if (!wire_get(sj, "ranks"))
+            return output_at_hint(c, wire_get_u64(sj, "job", 0), wire_get(as, "output_at"));
+        print_rank_output(wire_get(sj, "ranks"));
+    } else {
+        const msgpack_object *t = wire_get(as, "tasks");
+        struct where wh = {.n = 0};
+        if (t && t->type == MSGPACK_OBJECT_ARRAY) {
+            printf("%6s  %-8s %6s %5s %4s %8s %8s  %s\n", "TASK", "STATE", "ISSUES", "EXIT", "SIG",
+                   "CPU_S", "WALL_S", "NODE / NOTE");
+            print_tasks(t, true, NULL);
+        }
+        where_add(&wh, t);
+        if (wh.batch)
+            return where_print(c, &wh, wire_get_u64(sj, "job", 0));
+    }
+    if (wire_get(as, "next"))
+        printf("\n(more at the site: gridnode job %llu --output --from %llu)\n",
+               (unsigned long long)job, (unsigned long long)wire_get_u64(as, "next", 0));
+    return 0;
 }
 
 /* Job job's reply r (the first page), printed as the options say; r is freed. 0, or 1. */
@@ -450,21 +510,10 @@ static int print_job(struct cli *c, uint64_t job, struct cli_reply *r, bool outp
                      uint64_t from, uint64_t count)
 {
     const msgpack_object *j = wire_get(r->msg.root, "job"), *tasks = wire_get(r->msg.root, "tasks");
-    if (wire_get(j, "gstate") && output) { /* the spool keeps none: say where it is */
-        fprintf(stderr,
-                "%s: job %llu: the grid spool keeps no output; the cluster manager that ran "
-                "it at its site does%s\n",
-                c->prog, (unsigned long long)job,
-                wire_get_u64(j, "site_job", 0)
-                    ? " (gridnode job SITE_JOB -e SITE_EP, shown by gridnode job without "
-                      "--output, names that cluster and its job)"
-                    : " (the job has not been placed on a site yet)");
-        if (!c->json)
-            print_grid(c, j, summary);
-        else
-            cli_print_json(r->msg.root);
+    if (wire_get(j, "gstate") && output) { /* the spool relays its site's (issue 27) */
+        int orc = print_grid_output(c, job, r);
         cli_reply_free(r);
-        return 1;
+        return orc;
     }
     if (wire_get(j, "gstate") && !c->json) {
         print_grid(c, j, summary);

@@ -52,6 +52,10 @@ struct rd {
     bool err;
     char *why;
     size_t wl;
+    /* counts (NAME*N): how many were read, how many '|'; cv (cmax): where to copy them */
+    unsigned counts, ors;
+    struct constraint_count *cv;
+    size_t cmax, cn;
 };
 
 static void skip_sp(struct rd *r)
@@ -85,9 +89,9 @@ static void fail(struct rd *r, const char *expected)
     char ch = r->pos < r->len ? r->s[r->pos] : 0;
     const char *hint = "";
     if (ch == '*')
-        hint = " (counts such as NAME*2 are not supported)";
+        hint = " (a count follows a feature name: NAME*2)";
     else if (ch == '[' || ch == ']')
-        hint = " (matching OR [a|b] is not supported: write a|b)";
+        hint = " (brackets are not supported: write a|b for OR, a*2&b*4 for counts)";
     else if (ch == ',')
         hint = " (write & for AND, | for OR)";
     else if (ch == '!')
@@ -105,6 +109,41 @@ static void fail(struct rd *r, const char *expected)
 }
 
 static bool rd_expr(struct rd *r);
+
+/*
+ * The count of the name s[b..b+n) just read ("*N", 1..CONSTRAINT_COUNT_MAX, no leading
+ * zero): canonical text "NAME*N", kept in r->cv. A counted name asks nothing of one host
+ * (at least N of the job's hosts have it: constraint_counts_met), so it reads as true.
+ */
+static bool rd_count(struct rd *r, size_t b, size_t n)
+{
+    r->pos++; /* '*' */
+    size_t d = r->pos;
+    unsigned long v = 0;
+    while (r->pos < r->len && r->s[r->pos] >= '0' && r->s[r->pos] <= '9' && r->pos - d < 6)
+        v = v * 10 + (unsigned long)(r->s[r->pos++] - '0');
+    if (r->pos == d || r->s[d] == '0' || v > CONSTRAINT_COUNT_MAX ||
+        (r->pos < r->len && r->s[r->pos] >= '0' && r->s[r->pos] <= '9')) {
+        r->err = true;
+        if (r->why)
+            snprintf(r->why, r->wl,
+                     "constraint: the count at position %zu must be a number of hosts, 1 to %u "
+                     "(NAME*2)",
+                     d + 1, CONSTRAINT_COUNT_MAX);
+        return false;
+    }
+    r->counts++;
+    char t[16];
+    int tl = snprintf(t, sizeof t, "*%lu", v);
+    emit(r, t, (size_t)tl);
+    if (r->cv && r->cn < r->cmax) {
+        memcpy(r->cv[r->cn].name, r->s + b, n);
+        r->cv[r->cn].name[n] = '\0';
+        r->cv[r->cn].n = (uint32_t)v;
+    }
+    r->cn++;
+    return true;
+}
 
 static bool rd_atom(struct rd *r)
 {
@@ -151,6 +190,8 @@ static bool rd_atom(struct rd *r)
         return false;
     }
     emit(r, r->s + b, n);
+    if (r->pos < r->len && r->s[r->pos] == '*')
+        return rd_count(r, b, n);
     return r->out ? true : list_has(r->feat, r->s + b, n);
 }
 
@@ -176,6 +217,7 @@ static bool rd_expr(struct rd *r)
         if (r->err || r->pos >= r->len || r->s[r->pos] != '|')
             return v;
         r->pos++;
+        r->ors++;
         emit(r, "|", 1);
         bool w = rd_and(r);
         v = v || w;
@@ -189,6 +231,13 @@ static bool rd_all(struct rd *r, bool *val)
     skip_sp(r);
     if (!r->err && r->pos < r->len)
         fail(r, "'&', '|' or the end");
+    if (!r->err && r->counts && r->ors) { /* Slurm's rule too */
+        r->err = true;
+        if (r->why)
+            snprintf(r->why, r->wl,
+                     "constraint: counts (NAME*N) go only with & (AND), not with |: write "
+                     "a*2&b, or drop the count");
+    }
     *val = v;
     return !r->err;
 }
@@ -324,4 +373,87 @@ done:
     free(tmp);
     free(out);
     return rc;
+}
+
+int constraint_counts(const char *c, struct constraint_count *v, size_t max)
+{
+    if (!c || !*c)
+        return 0;
+    struct rd r = {.s = c, .len = strlen(c), .feat = "", .cv = v, .cmax = max};
+    bool val;
+    if (!rd_all(&r, &val))
+        return -1;
+    return (int)r.cn;
+}
+
+uint32_t constraint_hosts_min(const char *c)
+{
+    struct constraint_count v[CONSTRAINT_NAMES_MAX];
+    int n = constraint_counts(c, v, CONSTRAINT_NAMES_MAX);
+    uint32_t m = 0;
+    for (int i = 0; i < n; i++)
+        m = v[i].n > m ? v[i].n : m;
+    return m;
+}
+
+bool constraint_counts_met(const char *c, const char *const *f, const uint32_t *w, size_t n)
+{
+    struct constraint_count v[CONSTRAINT_NAMES_MAX];
+    int k = constraint_counts(c, v, CONSTRAINT_NAMES_MAX);
+    if (k < 0)
+        return false;
+    for (int i = 0; i < k; i++) {
+        uint64_t have = 0;
+        size_t l = strlen(v[i].name);
+        for (size_t h = 0; h < n && have < v[i].n; h++)
+            if (f[h] && list_has(f[h], v[i].name, l))
+                have += w ? w[h] : 1;
+        if (have < v[i].n)
+            return false;
+    }
+    return true;
+}
+
+int constraint_plain(const char *c, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (const char *p = c ? c : ""; *p; p++) {
+        if (*p == '*') { /* drop "*N" */
+            while (p[1] >= '0' && p[1] <= '9')
+                p++;
+            continue;
+        }
+        if (o + 1 >= cap)
+            return -1;
+        out[o++] = *p;
+    }
+    if (!cap)
+        return -1;
+    out[o] = '\0';
+    return 0;
+}
+
+int constraint_job_ok(const char *c, bool parallel, uint64_t hosts_max, char *why, size_t wl)
+{
+    uint32_t m = constraint_hosts_min(c);
+    if (!m)
+        return 0;
+    if (!parallel)
+        snprintf(why, wl,
+                 "constraint %.200s: a count (NAME*N) asks for N hosts and a task runs on one: "
+                 "submit a parallel job (submit -p) or drop the count",
+                 c);
+    else if (m > hosts_max)
+        snprintf(why, wl,
+                 "constraint %.200s: a count asks for %u hosts, the job spans at most %llu "
+                 "(one process per host at least): ask for more processes or a smaller count",
+                 c, m, (unsigned long long)hosts_max);
+    else
+        return 0;
+    return -1;
+}
+
+bool features_has(const char *list, const char *name)
+{
+    return list_has(list, name, strlen(name));
 }

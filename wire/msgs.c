@@ -419,10 +419,21 @@ static const struct wire_field f_job_get[] = {
     {NULL},
 };
 
+/* issue 27: the JOB of a spool's job --output, as its site answered (docs/wire.md 6.13) */
+static const struct wire_field f_job_at_site[] = {
+    {"job", WF_MAP, true},
+    LIST_ROWS("tasks", false),
+    {"output_at", WF_MAP, false},
+    LIST_NEXT,
+    {NULL},
+};
+
 static const struct wire_field f_job[] = {
     {"job", WF_MAP, true},
     LIST_ROWS("tasks", false),
     LIST_NEXT,
+    {"at_site", WF_MAP, false, 0, 0, f_job_at_site},
+    {"site_error", WF_STR, false, 1024},
     {NULL},
 };
 

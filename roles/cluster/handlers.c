@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "lib/constraint.h"
 #include "lib/log.h"
 #include "daemon/loop.h"
 #include "roles/cluster/cluster.h"
@@ -398,7 +399,8 @@ static void h_submit(struct cluster *c, struct request *r)
         goto oom;
     }
     j->dep = dep;                                                        /* freed with j */
-    if (wire_get_constraint(m, &j->constraint, dwhy, sizeof dwhy) < 0) { /* issue 27 */
+    if (wire_get_constraint(m, &j->constraint, dwhy, sizeof dwhy) < 0 || /* issue 27 */
+        constraint_job_ok(j->constraint, false, 1, dwhy, sizeof dwhy) < 0) {
         cluster_job_free(j);
         cluster_reply_error(r, WE_INVALID, "SUBMIT refused: %s", dwhy);
         return;

@@ -265,18 +265,41 @@ static int admit(struct cluster *c, struct pjob *j, char *why, size_t n, bool *n
         view_free(&v);
         return -1;
     }
-    int rc = sd_admit(v.cl, v.ncl, &v.coc, &c->sd->set.q[j->queue], &j->rq, v.host_cores, &a);
+    const char **feat = NULL; /* constraint counts (issue 27): each node's features */
+    bool coc_ok = true;
+    if (constraint_hosts_min(j->constraint) > 0) {
+        if (!(feat = calloc(c->nnodes + 1, sizeof *feat))) {
+            snprintf(why, n, "out of memory");
+            view_free(&v);
+            return -1;
+        }
+        for (uint32_t i = 0; i < c->nnodes; i++)
+            feat[i] = c->nodes[i].features;
+        if (!sd_counts_filter(v.cl, &v.ncl, j->rq.coc ? &v.coc : NULL, j->rq.ppn, v.host_cores,
+                              feat, j->constraint, why, n, &coc_ok)) {
+            free(feat);
+            view_free(&v);
+            return -1; /* hosts may join or change: waits */
+        }
+    }
+    int rc = sd_admit(v.cl, v.ncl, coc_ok ? &v.coc : NULL, &c->sd->set.q[j->queue], &j->rq,
+                      v.host_cores, &a);
     if (rc < 0) {
         snprintf(why, n, "%s", a.why);
         *never = a.never;
+        free(feat);
         view_free(&v);
         return -1;
     }
     const struct sd_cluster *k = a.cluster == (int)v.ncl ? &v.coc : &v.cl[a.cluster];
     uint32_t need = sd_hosts_needed(&j->rq);
     uint32_t *hosts = calloc(need + 1, sizeof *hosts);
-    if (!hosts || sd_pick_hosts(k, need, j->rq.ppn, v.host_cores, v.host_procs, hosts) < 0 ||
-        (!j->ranks && !(j->ranks = calloc(j->rq.nprocs, sizeof *j->ranks)))) {
+    int prc = !hosts ? -1
+              : feat ? sd_pick_hosts_counted(k, need, j->rq.ppn, v.host_cores, v.host_procs, feat,
+                                             j->constraint, hosts)
+                     : sd_pick_hosts(k, need, j->rq.ppn, v.host_cores, v.host_procs, hosts);
+    free(feat);
+    if (prc < 0 || (!j->ranks && !(j->ranks = calloc(j->rq.nprocs, sizeof *j->ranks)))) {
         free(hosts);
         snprintf(why, n, "hosts: cannot place the job on cluster %s", k->name);
         view_free(&v);
@@ -865,7 +888,9 @@ void h_psubmit(struct cluster *c, struct request *r)
         scored_reply_err(r, WE_INVALID, "PSUBMIT refused: %s", why);
         goto refused;
     }
-    if (wire_get_constraint(m, &j->constraint, why, sizeof why) < 0) { /* issue 27 */
+    if (wire_get_constraint(m, &j->constraint, why, sizeof why) < 0 || /* issue 27 */
+        constraint_job_ok(j->constraint, true, hl ? j->rq.nprocs : sd_hosts_needed(&j->rq), why,
+                          sizeof why) < 0) {
         scored_reply_err(r, WE_INVALID, "PSUBMIT refused: %s", why);
         goto refused;
     }

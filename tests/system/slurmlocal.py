@@ -37,12 +37,13 @@ def _free_port():
 
 
 class SlurmLocal:
-    def __init__(self, cpus=4):
+    def __init__(self, cpus=4, features=""):
         # munged wants every directory above its socket world-executable: pytest's
         # tmp_path is 0700, so the cluster gets its own 0755 directory under /tmp
         # (removed by down(), kept with GRIDNODE_SLURM_KEEP=1 to read its logs)
         self.base = tempfile.mkdtemp(prefix="gridnode-slurm-")
         self.cpus = cpus
+        self.features = features  # the node's Features= (issue 27), "" none
         self.node = socket.gethostname().split(".")[0]
         self.conf = os.path.join(self.base, "etc", "slurm.conf")
         self.out = os.path.join(self.base, "out")  # where the jobs run and write
@@ -146,6 +147,7 @@ class SlurmLocal:
                                "--log-file=" + os.path.join(self.base, "log", "munged.log")])
         self._wait(lambda: os.path.exists(self.munge_sock), 15, "munged socket")
         b = self.base
+        feat = " Features=" + self.features if self.features else ""
         conf = f"""# written by tests/system/slurmlocal.py: a private single-node Slurm
 ClusterName=gntest
 SlurmctldHost=localhost
@@ -178,7 +180,7 @@ SchedulerParameters=batch_sched_delay=0,sched_min_interval=0,bf_interval=1
 SlurmdParameters=config_overrides
 ReturnToService=2
 MinJobAge=600
-NodeName={self.node} NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory=1024 State=UNKNOWN
+NodeName={self.node} NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory=1024 State=UNKNOWN{feat}
 PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
 """
         with open(self.conf, "w") as f:

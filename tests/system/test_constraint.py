@@ -91,7 +91,7 @@ def test_cluster_bag_and_parallel(cluster_factory, client_factory, workdir, grid
     assert where(d, "P") == {"node2"}
     jn = job(cl, never)
     assert jn["state"] == "queued" and jn["issued"] == 0 and not list(d.glob("N.*")), jn
-    for bad, word in [("a&&b", "position 3"), ("gpu*2", "counts"), ("(a", "')'"),
+    for bad, word in [("a&&b", "position 3"), ("gpu*2", "count"), ("(a", "')'"),
                       ("a,b", "write & for AND")]:
         r = c.err("SUBMIT", "INVALID", argv=["true"], ntasks=1, constraint=bad)
         assert word in r["msg"], (bad, r)
@@ -117,6 +117,66 @@ def test_client_features_checked(gridnode_bin, workdir):
     """client.features with a bad name is a configuration error naming it."""
     r = run_cli(gridnode_bin, "client", "--check-config", "--set", "client.features=gpu,b@d")
     assert r.returncode != 0 and "client.features" in r.stderr and "b@d" in r.stderr, r
+
+
+# ---- constraint counts (Slurm's NAME*N: at least N of the job's hosts have NAME)
+
+
+def three_nodes(cl, client_factory):
+    """node1, node2: small; node3: gpu (two slots each)."""
+    client_factory(cl, 2, sets=client_sets("small"))
+    client_factory(cl, 1, sets=client_sets("gpu"))
+
+    def all3():
+        rows = cl.client().ok("NODE_LIST", "NODES")["nodes"]
+        return sum(1 for n in rows if n["active"] and "features" in n) == 3
+    wait_until(all3, scaled(20), msg="three nodes joined with their features")
+
+
+def count_refusals(c):
+    """What every level refuses of counts: on a task, with |, more than its hosts."""
+    r = c.err("SUBMIT", "INVALID", argv=["true"], ntasks=1, constraint="gpu*1")
+    assert "submit a parallel job" in r["msg"], r
+    r = c.err("PSUBMIT", "INVALID", argv=["true"], procs=2, constraint="gpu*1|small")
+    assert "only with &" in r["msg"], r
+    r = c.err("PSUBMIT", "INVALID", argv=["true"], procs=1, constraint="gpu*2")
+    assert "asks for 2 hosts, the job spans at most 1" in r["msg"], r
+
+
+def test_counts_cluster_and_batch(cluster_factory, client_factory, batch_factory, workdir):
+    """gpu*1 on a two-process job: one of its hosts has gpu, though the least loaded
+    hosts (node1, node2) would do without the count; gpu*2 with one gpu host is refused
+    (the cluster: REFUSED naming the shortfall; the batch role: REFUSED at submission, as
+    Slurm refuses a count no node set meets); counts on tasks, with | or beyond the
+    job's hosts are INVALID at both levels."""
+    cl = cluster_factory(SD)
+    three_nodes(cl, client_factory)
+    d = workdir / "cnt"
+    d.mkdir()
+    c = cl.client()
+    p = c.ok("PSUBMIT", "SUBMITTED", **marked(d, "P", parallel=True, procs=2,
+                                                constraint="gpu*1"))["job"]
+    r = c.err("PSUBMIT", "REFUSED", **marked(d, "X", parallel=True, procs=2,
+                                             constraint="gpu*2"))
+    assert "has 1 active host(s) with gpu" in r["msg"], r
+    count_refusals(c)
+    wait_until(lambda: ended(cl, p), scaled(60), msg="the counted job ended")
+    assert job(cl, p)["state"] == "done" and job(cl, p)["constraint"] == "gpu*1"
+    w = where(d, "P")
+    assert "node3" in w and len(w) == 2, w
+    b = batch_factory([cl])
+    wait_until(lambda: sum(1 for n in b.client().ok("NODE_LIST", "NODES")["nodes"]
+                           if n["active"]) == 3, scaled(20), msg="the batch role sees 3 hosts")
+    bc = b.client()
+    bp = bc.ok("PSUBMIT", "SUBMITTED", **marked(d, "BP", parallel=True, procs=2,
+                                                 constraint="gpu*1"))["job"]
+    r = bc.err("PSUBMIT", "REFUSED", **marked(d, "BX", parallel=True, procs=2,
+                                               constraint="gpu*2"))
+    assert "too few hosts for its counts (1 host(s) with gpu" in r["msg"], r
+    count_refusals(bc)
+    wait_until(lambda: ended(b, bp), scaled(60), msg="the batch counted job ended")
+    assert job(b, bp)["state"] == "done", job(b, bp)
+    assert "node3" in where(d, "BP"), where(d, "BP")
 
 
 # ---- the batch role: its engine places only on hosts whose features satisfy it
@@ -197,6 +257,8 @@ def test_spool_sends_only_to_sites_that_can(cluster_factory, client_factory, bat
                               b.client().ok("NODE_LIST", "NODES")) for b in sites.values()]))
     rows = {r["name"]: r["features"] for r in m.client().ok("SITE_INFO", "SITE")["sites"]}
     assert "gpu" in rows["sa"][0] and "small" in rows["sb"][0], rows
+    fh = {r["name"]: r["feature_hosts"] for r in m.client().ok("SITE_INFO", "SITE")["sites"]}
+    assert fh == {"sa": [1], "sb": [1]}, fh
     d = workdir / "mout"
     d.mkdir()
     c = m.client()
@@ -209,6 +271,11 @@ def test_spool_sends_only_to_sites_that_can(cluster_factory, client_factory, bat
     assert "constraint fpga" in r["msg"] and "site sa" in r["msg"] and "site sb" in r["msg"], r
     r = c.err("SUBMIT", "INVALID", argv=["true"], ntasks=1, constraint="gpu&(")
     assert "constraint" in r["msg"], r
+    r = c.err("PSUBMIT", "INVALID", argv=["true"], procs=2, constraint="gpu*2")
+    assert "too few hosts for its counts" in r["msg"] and "site sb" in r["msg"], r
+    gc = c.ok("PSUBMIT", "SUBMITTED", **marked(d, "GC", parallel=True, procs=2,
+                                               constraint="gpu*1"))["job"]
+    count_refusals(c)
     assert job(m, g[0])["constraint"] == "gpu"
     m.restart()
     assert job(m, s[0])["constraint"] == "small|fpga"
@@ -219,6 +286,8 @@ def test_spool_sends_only_to_sites_that_can(cluster_factory, client_factory, bat
     for x in s:
         jx = job(m, x)
         assert jx["state"] == "done" and jx["site"] == "sb", jx
+    wait_until(lambda: ended(m, gc), scaled(60), msg="the counted spool job ended")
+    assert job(m, gc)["site"] == "sa" and job(m, gc)["state"] == "done", job(m, gc)
     hosts = set()
     for i in range(3):
         hosts |= where(d, "G%d" % i)

@@ -19,7 +19,7 @@ FAST = {"meta.estimate_timeout_ms": 2000, "meta.reeval_s": 0}
 
 @pytest.fixture(scope="module")
 def slurm():
-    s = slurmlocal.SlurmLocal(cpus=4)
+    s = slurmlocal.SlurmLocal(cpus=4, features="ssd,avx2")  # features: issue 27
     try:
         s.up()
     except Exception as e:  # noqa: BLE001 - the reason goes into the skip
@@ -167,3 +167,55 @@ def test_jobs_run_as_the_site_identity(slurm, hpc, meta_factory):
     r = slurm.run("squeue", "-h", "-t", "all", "-j", str(j["site_job"]), "-O",
                   "UserName:|,Comment:|")
     assert r.stdout.startswith("nobody|") and "user alice" in r.stdout, r.stdout
+
+
+def test_features_and_constraint(slurm, hpc, meta_factory):
+    """issue 27: the Slurm site reports its nodes' features (sinfo %f) as a batch site
+    does (SITE features, feature_hosts), so the spool's --constraint eligibility works
+    for it: a job its node satisfies goes there, with --constraint passed on to sbatch
+    (and the reservation's Features); one it cannot satisfy is INVALID naming the site
+    and the features its hosts have; a count beyond its nodes with the feature too."""
+    m = meta_factory({"hpc": hpc}, sets=FAST)
+
+    def row():
+        return m.client().ok("SITE_INFO", "SITE")["sites"][0]
+    wait_until(lambda: row()["known"] and row()["features"], scaled(30),
+               msg="the Slurm site's features known")
+    r = row()
+    assert r["features"] == ["avx2,ssd"] and r["feature_hosts"] == [1], r
+    jid = m.rpc(T["PSUBMIT"], argv=["true"], shell=True, procs=1, limit_s=60,
+                constraint="ssd & avx2")["job"]
+    j = wait_gstate(m, jid, ("done", "failed"), timeout=60)
+    assert j["gstate"] == "done" and j["site"] == "hpc" and j["constraint"] == "ssd&avx2", j
+    q = slurm.run("squeue", "-h", "-t", "all", "-j", str(j["site_job"]), "-O", "Feature:|")
+    assert q.stdout.strip().startswith("ssd&avx2|"), q.stdout
+    e = m.client().err("PSUBMIT", "INVALID", argv=["true"], procs=1, constraint="gpu|fpga")
+    assert "site hpc" in e["msg"] and "avx2,ssd" in e["msg"], e
+    # counts: one node has ssd, so ssd*1 goes (passed on to Slurm as it is), ssd*2 not
+    jid = m.rpc(T["PSUBMIT"], argv=["true"], shell=True, procs=2, limit_s=60,
+                constraint="ssd*1&avx2")["job"]
+    j = wait_gstate(m, jid, ("done", "failed"), timeout=60)
+    assert j["gstate"] == "done" and j["site"] == "hpc", j
+    q = slurm.run("squeue", "-h", "-t", "all", "-j", str(j["site_job"]), "-O", "Feature:|")
+    assert q.stdout.strip().startswith("ssd*1&avx2|"), q.stdout
+    e = m.client().err("PSUBMIT", "INVALID", argv=["true"], procs=2, constraint="ssd*2")
+    assert "too few hosts for its counts" in e["msg"], e
+
+
+def test_output_in_one_hop(slurm, hpc, meta_factory, gridnode_bin):
+    """issue 27: `gridnode job -e SPOOL ID --output` shows the job's output as its Slurm
+    site has it (slurm-ID.out and .err, read by the adapter, relayed by the spool), not
+    a pointer to the site; --json carries the site's reply under at_site."""
+    import subprocess
+    m = meta_factory({"hpc": hpc}, sets=FAST)
+    jid = m.rpc(T["PSUBMIT"], argv=["echo out-$((6*7)); echo err-line >&2"], shell=True,
+                procs=1, limit_s=60)["job"]
+    j = wait_gstate(m, jid, ("done", "failed"), timeout=60)
+    assert j["gstate"] == "done", j
+    r = subprocess.run([gridnode_bin, "job", str(jid), "-e", m.endpoint, "--output"],
+                       capture_output=True, text=True, timeout=scaled(30))
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert "out-42" in r.stdout and "err-line" in r.stdout, r.stdout
+    g = m.client().ok("JOB_GET", "JOB", job=jid, tasks=True, output=True)
+    ranks = g["at_site"]["job"]["ranks"]
+    assert ranks[0]["stdout"] == b"out-42\n" and not ranks[0]["out_trunc"], ranks

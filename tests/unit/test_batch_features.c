@@ -165,6 +165,88 @@ static void test_backfill_windows(void **state)
     batch_engine_destroy(&e);
 }
 
+/* Constraint counts (issue 27, NAME*N): nodes that are their own machines (the
+ * simulator's): at least N of the job's nodes have NAME, the rest anywhere. */
+static void test_counts_own_machines(void **state)
+{
+    (void)state;
+    struct batch_engine *e = eng();
+    submit(e, 1, 1, "gpu", 100);        /* one gpu node busy until 100 */
+    submit(e, 2, 2, "gpu*2", 50);       /* both gpu nodes: waits for job 1, free n2, n3 or not */
+    submit(e, 3, 2, "gpu*1&linux", 50); /* n1 and a linux node, now */
+    submit(e, 4, 1, "gpu*3", 10);       /* two gpu machines only: never */
+    cycle(e, 0);
+    unsigned g = nodes_of(e, 1), o = nodes_of(e, 3);
+    assert_true(g == 0x1 || g == 0x2);
+    assert_int_equal(nodes_of(e, 2), 0);
+    assert_int_equal(__builtin_popcount(o & 0x3), 1);
+    assert_int_equal(__builtin_popcount(o & 0xc), 1);
+    struct batch_job_info i;
+    assert_int_equal(batch_job_info(e, 4, &i), 0);
+    assert_int_equal(i.estimate, BATCH_NEVER);
+    int64_t start;
+    assert_int_equal(batch_job_estimate(e, 2, 0, &start), 0);
+    assert_int_equal(start, 100); /* both gpu nodes free: job 1 and job 3 ended */
+    assert_int_equal(batch_job_finish(e, 1, 40), 0);
+    assert_int_equal(batch_job_finish(e, 3, 40), 0);
+    cycle(e, 40);
+    assert_int_equal(nodes_of(e, 2), 0x3);
+    /* an estimate for a request with counts: as a job */
+    struct batch_request r = {.tasks = 1, .per_task = {1, 0, 0, 0}, .constraint = "gpu*3"};
+    struct batch_window w[4];
+    assert_int_equal(batch_estimate(e, &r, 10, 40, w, 4), 0);
+    batch_engine_destroy(&e);
+}
+
+/* Counts over machines of several cores (the live role: a node per core, named by its
+ * machine): the job's tasks go to N different machines having NAME, not packed on one;
+ * a start that cannot find the machines waits. */
+static void test_counts_spread_over_machines(void **state)
+{
+    (void)state;
+    struct batch_config c;
+    batch_config_defaults(&c);
+    c.estimates = true;
+    struct batch_engine *e = batch_engine_new(&c);
+    assert_non_null(e);
+    /* A: cores 0-3 gpu; B: cores 4-7 gpu; C: cores 8-11 plain */
+    for (int i = 0; i < 12; i++) {
+        struct batch_node_spec s = {.cap = {1, 1000, 0, 0},
+                                    .features = i < 8 ? "gpu,linux" : "linux"};
+        snprintf(s.name, sizeof s.name, "%c/%d", 'A' + i / 4, i % 4);
+        snprintf(s.host, sizeof s.host, "%c", 'A' + i / 4);
+        assert_int_equal(batch_node_add(e, &s), i);
+    }
+    submit(e, 1, 2, "gpu", 100);   /* packed: two cores of one machine */
+    submit(e, 2, 3, "gpu*2", 100); /* two gpu machines at least */
+    submit(e, 3, 4, "gpu*3", 10);  /* three gpu machines: never */
+    cycle(e, 0);
+    unsigned a = nodes_of(e, 1), b = nodes_of(e, 2);
+    assert_int_equal(__builtin_popcount(a), 2);
+    assert_int_equal(__builtin_popcount(b), 3);
+    assert_true((b & 0xff) == b);          /* gpu machines only */
+    assert_true((b & 0x0f) && (b & 0xf0)); /* on both */
+    struct batch_job_info i;
+    assert_int_equal(batch_job_info(e, 3, &i), 0);
+    assert_int_equal(i.estimate, BATCH_NEVER);
+    /* machine A fully busy (job 4): a gpu*2 job waits for a core on A, though B has 4 */
+    assert_int_equal(batch_job_finish(e, 1, 10), 0);
+    assert_int_equal(batch_job_finish(e, 2, 10), 0);
+    submit(e, 4, 4, "gpu*1", 100); /* packed on one gpu machine: its 4 cores */
+    cycle(e, 10);
+    unsigned d = nodes_of(e, 4);
+    assert_true(d == 0x0f || d == 0xf0);
+    submit(e, 5, 2, "gpu*2", 50);
+    cycle(e, 11);
+    assert_int_equal(nodes_of(e, 5), 0); /* the other gpu machine alone: waits */
+    assert_int_equal(batch_job_finish(e, 4, 20), 0);
+    cycle(e, 20);
+    unsigned f = nodes_of(e, 5);
+    assert_int_equal(__builtin_popcount(f), 2);
+    assert_true((f & 0x0f) && (f & 0xf0));
+    batch_engine_destroy(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -173,6 +255,8 @@ int main(void)
         cmocka_unit_test(test_bad_constraint_never_fits),
         cmocka_unit_test(test_reservation_takes_matching_nodes),
         cmocka_unit_test(test_backfill_windows),
+        cmocka_unit_test(test_counts_own_machines),
+        cmocka_unit_test(test_counts_spread_over_machines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

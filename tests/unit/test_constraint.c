@@ -45,8 +45,14 @@ static void test_parse_bad(void **state)
         {"(a|b", "')'"},
         {"a|b)", "position 4"},
         {"a b", "position 3"},
-        {"a*2", "counts"},
-        {"[a|b]", "matching OR"},
+        {"a*2|b", "only with &"},
+        {"a|(b&c*2)", "only with &"},
+        {"a*0", "1 to 4096"},
+        {"a*", "1 to 4096"},
+        {"a*4097", "1 to 4096"},
+        {"a*02", "1 to 4096"},
+        {"(a&b)*2", "a count follows a feature name"},
+        {"[a|b]", "brackets"},
         {"a,b", "write & for AND"},
         {"!a", "negation"},
         {"a&\xc3\xa9", "not allowed"},
@@ -108,6 +114,49 @@ static void test_match(void **state)
     /* damaged text never matches */
     assert_false(constraint_match("gpu&", f));
     assert_false(constraint_match("gpu)", f));
+}
+
+/* Slurm's counts (NAME*N): canonical text, the per-host match ignores them, the counts
+ * over a set of hosts, the plain form. */
+static void test_counts(void **state)
+{
+    (void)state;
+    char out[256], why[200];
+    assert_int_equal(parse(" gpu * 4 & linux ", out, why), -1); /* no blank inside a term */
+    assert_int_equal(parse("gpu*4 & linux", out, why), 0);
+    assert_string_equal(out, "gpu*4&linux");
+    assert_int_equal(parse("(a*2&b)&c*4096", out, why), 0);
+    assert_string_equal(out, "(a*2&b)&c*4096");
+    /* per host: the counted name asks nothing, the plain one everything */
+    assert_true(constraint_match("gpu*2&linux", "linux"));
+    assert_false(constraint_match("gpu*2&linux", "gpu"));
+    struct constraint_count v[4];
+    assert_int_equal(constraint_counts("gpu*2&linux&big*3", v, 4), 2);
+    assert_string_equal(v[0].name, "gpu");
+    assert_int_equal(v[0].n, 2);
+    assert_string_equal(v[1].name, "big");
+    assert_int_equal(v[1].n, 3);
+    assert_int_equal(constraint_counts("gpu*2&big*3", v, 1), 2); /* only the first kept */
+    assert_int_equal(constraint_counts("a&b", v, 4), 0);
+    assert_int_equal(constraint_counts("a*2|b", v, 4), -1);
+    assert_int_equal(constraint_counts(NULL, v, 4), 0);
+    assert_int_equal(constraint_hosts_min("gpu*2&linux&big*3"), 3);
+    assert_int_equal(constraint_hosts_min("gpu&linux"), 0);
+    /* over hosts: each count on its own (a host with both counts for both) */
+    const char *h[] = {"big,gpu,linux", "gpu,linux", "linux", "big,linux"};
+    assert_true(constraint_counts_met("gpu*2&linux", h, NULL, 4));
+    assert_false(constraint_counts_met("gpu*3&linux", h, NULL, 4));
+    assert_true(constraint_counts_met("gpu*2&big*2", h, NULL, 4));
+    assert_false(constraint_counts_met("gpu*2&big*2", h, NULL, 3));
+    assert_true(constraint_counts_met("a&b", h, NULL, 0)); /* no counts */
+    assert_false(constraint_counts_met("a*2|", h, NULL, 4));
+    /* weighed: a site's list standing for several hosts */
+    uint32_t w[] = {1, 5, 9, 1};
+    assert_true(constraint_counts_met("gpu*6", h, w, 4));
+    assert_false(constraint_counts_met("gpu*7", h, w, 4));
+    assert_int_equal(constraint_plain("gpu*24&(big*3&x)", out, sizeof out), 0);
+    assert_string_equal(out, "gpu&(big&x)");
+    assert_int_equal(constraint_plain("gpu*24", out, 3), -1);
 }
 
 static void test_features(void **state)
@@ -175,7 +224,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_ok), cmocka_unit_test(test_parse_bad),
         cmocka_unit_test(test_match),    cmocka_unit_test(test_features),
-        cmocka_unit_test(test_random),
+        cmocka_unit_test(test_random),   cmocka_unit_test(test_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -36,6 +36,34 @@ static void test_can_hold(void **st)
     assert_non_null(strstr(why, "disk"));
 }
 
+/* issue 27: a constraint needs one host list satisfying it; counts (NAME*N) need the
+ * lists holding NAME to stand for N hosts (SITE feature_hosts; one each when unknown). */
+static void test_can_hold_features(void **st)
+{
+    (void)st;
+    char why[160];
+    const char *fs[] = {"gpu,linux", "linux"};
+    uint32_t fh[] = {3, 10};
+    struct meta_site s = {true, 1.0, 128, 128, 0, 0, 0, fs, 2, fh};
+    struct meta_request r = {8, 0, 0, 3600000, "gpu&linux"};
+    assert_true(meta_site_can_hold(&s, &r, why, sizeof why));
+    r.constraint = "gpu*3&linux";
+    assert_true(meta_site_can_hold(&s, &r, why, sizeof why));
+    r.constraint = "gpu*4&linux";
+    assert_false(meta_site_can_hold(&s, &r, why, sizeof why));
+    assert_non_null(strstr(why, "too few hosts for its counts"));
+    r.constraint = "linux*13";
+    assert_true(meta_site_can_hold(&s, &r, why, sizeof why));
+    r.constraint = "fpga";
+    assert_false(meta_site_can_hold(&s, &r, why, sizeof why));
+    assert_non_null(strstr(why, "no host has such features"));
+    s.fhosts = NULL; /* a site that does not say: one host per list */
+    r.constraint = "gpu*2";
+    assert_false(meta_site_can_hold(&s, &r, why, sizeof why));
+    r.constraint = "linux*2";
+    assert_true(meta_site_can_hold(&s, &r, why, sizeof why));
+}
+
 static void test_estimate_policies(void **st)
 {
     (void)st;
@@ -168,7 +196,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_can_hold),        cmocka_unit_test(test_estimate_policies),
         cmocka_unit_test(test_ties_take_turns), cmocka_unit_test(test_queue_and_rotation),
-        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_names),           cmocka_unit_test(test_can_hold_features),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -140,6 +140,32 @@ static void test_pick_hosts(void **state)
     assert_int_equal(sd_pick_hosts(&k, 2, 4, cores, procs, out), -1);
 }
 
+/* Constraint counts (issue 27): the hosts the counts need first (a host helping two
+ * counts before one helping one), then the least loaded; too few: refused. */
+static void test_pick_hosts_counted(void **state)
+{
+    struct sd_cluster k;
+    uint32_t procs[8] = {0, 0, 0, 0, 0, 0, 0, 0}, out[4];
+    uint32_t hs[] = {0, 1, 2, 4};
+    const char *feat[8] = {"", "a", "b", "", "a,b"};
+    char why[256];
+    (void)state;
+    mk(&k, "k", 1, hs, 4, 0);
+    assert_true(sd_counts_fit(&k, 1, cores, feat, "a*2&b*2", why, sizeof why));
+    assert_false(sd_counts_fit(&k, 1, cores, feat, "a*3", why, sizeof why));
+    assert_non_null(strstr(why, "has 2 active host(s) with a"));
+    assert_false(sd_counts_fit(&k, 4, cores, feat, "a*2", why, sizeof why)); /* ppn 4 */
+    /* a*1&b*1 over 2 hosts: host 4 has both, then the least loaded other one */
+    assert_int_equal(sd_pick_hosts_counted(&k, 2, 1, cores, procs, feat, "a*1&b*1", out), 0);
+    assert_int_equal(out[0], 4);
+    assert_int_equal(out[1], 0);
+    assert_int_equal(sd_pick_hosts_counted(&k, 3, 1, cores, procs, feat, "a*2&b*2", out), 0);
+    assert_int_equal(out[0], 4);
+    assert_true((out[1] == 1 && out[2] == 2) || (out[1] == 2 && out[2] == 1));
+    assert_int_equal(sd_pick_hosts_counted(&k, 2, 1, cores, procs, feat, "a*2&b*2", out), -1);
+    assert_int_equal(sd_pick_hosts_counted(&k, 2, 1, cores, procs, feat, "a*3", out), -1);
+}
+
 static void test_schedule_gang_rotation(void **state)
 {
     uint32_t h[] = {0, 1};
@@ -289,6 +315,7 @@ int main(void)
         cmocka_unit_test(test_admit_speed_and_load),
         cmocka_unit_test(test_admit_refusals),
         cmocka_unit_test(test_pick_hosts),
+        cmocka_unit_test(test_pick_hosts_counted),
         cmocka_unit_test(test_schedule_gang_rotation),
         cmocka_unit_test(test_schedule_exclusive_priority_space),
         cmocka_unit_test(test_cpu_checks),

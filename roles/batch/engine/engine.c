@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/constraint.h"
 #include "roles/batch/engine/internal.h"
 
 struct batch_engine *batch_engine_new(const struct batch_config *cfg)
@@ -273,7 +274,8 @@ static int job_fill(struct batch_engine *e, struct bjob *j, const struct batch_j
     j->per_task = s->per_task;
     j->ppn = s->ppn;
     if (s->constraint && *s->constraint && !(j->constraint = strdup(s->constraint)))
-        return -1; /* ENOMEM */
+        return -1;                                        /* ENOMEM */
+    j->counted = constraint_hosts_min(j->constraint) > 0; /* issue 27 */
     j->procs = (int32_t)procs;
     j->walltime = s->walltime;
     j->submit = s->submit;

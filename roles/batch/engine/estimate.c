@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/constraint.h"
 #include "roles/batch/engine/internal.h"
 
 /* Feasibility can only change where a window edge crosses a breakpoint b: at
@@ -97,6 +98,7 @@ static bool request_job(const struct batch_engine *e, const struct batch_request
     j->per_task = r->per_task;
     j->ppn = r->ppn;
     j->constraint = r->constraint && *r->constraint ? (char *)r->constraint : NULL; /* borrowed */
+    j->counted = constraint_hosts_min(j->constraint) > 0;
     j->procs = r->tasks * r->per_task.procs;
     j->walltime = walltime;
     j->early_start = true;

@@ -29,6 +29,7 @@
 
 #include "roles/batch/engine/batch.h"
 #include "roles/batch/engine/profile.h"
+#include "lib/constraint.h"
 
 /* ---- maps (maps.c) ---- */
 struct strmap { /* string -> int32, open addressing; keys are copied */
@@ -178,6 +179,8 @@ struct bjob {
     int32_t ppn;      /* tasks per machine at most, 0: no limit */
     char *constraint; /* node features wanted (issue 27), NULL: any; owned (a request's
                        * temporary job borrows the request's) */
+    bool counted;     /* the constraint has counts (NAME*N: at least N of its machines have
+                       * NAME): placed as a job limited per machine (bs_engine_host_limited) */
     double upriority;
     int64_t start, end_est, charged;
     int32_t *nodes;
@@ -342,14 +345,21 @@ double bs_fs_percent(struct batch_engine *e, struct cred *c, int64_t now);
 int bs_engine_scratch(struct batch_engine *e, int32_t n);
 int32_t bs_engine_kpn(const struct batch_res *cap, const struct batch_res *task);
 int32_t bs_engine_job_kpn(const struct batch_res *cap, const struct bjob *j);
-/* Whether job j's ppn limit spans several nodes (nodes share machines). */
+/* Whether job j's ppn limit or constraint counts span several nodes (nodes share
+ * machines): its nodes are then chosen machine by machine (plan.c hosts_pick). */
 static inline bool bs_engine_host_limited(const struct batch_engine *e, const struct bjob *j)
 {
-    return j->ppn > 0 && e->nhosts > 0;
+    return (j->ppn > 0 || j->counted) && e->nhosts > 0;
 }
 /* Zeroed per-machine counts (e->hostcnt); 0 or -1 (ENOMEM). */
 int bs_engine_hostcnt_zero(struct batch_engine *e);
 bool bs_engine_group_ok(const struct batch_engine *e, const struct bgroup *g, const struct bjob *j);
+/* Constraint counts (issue 27): j's counted names into v (CONSTRAINT_NAMES_MAX) and their
+ * counts into left; how many (0 when j has none). */
+int bs_engine_counts(const struct bjob *j, struct constraint_count *v, uint32_t *left);
+/* Bit t set when group g's features hold counted name v[t] (t < 64). */
+uint64_t bs_engine_group_names(const struct batch_engine *e, const struct bgroup *g,
+                               const struct constraint_count *v, int nv);
 struct bjob *bs_engine_job(const struct batch_engine *e, uint64_t id);
 int32_t bs_engine_node_job(struct batch_engine *e, int32_t node);
 void bs_engine_fill_nodes(struct batch_engine *e, int32_t slot);

@@ -23,18 +23,26 @@ static int64_t add_sat(int64_t a, int64_t b)
  * node (scr_kpn), most tasks per node first; returns how many. */
 static int32_t compat_groups(struct batch_engine *e, const struct bpool *p, const struct bjob *j)
 {
+    struct constraint_count v[CONSTRAINT_NAMES_MAX];
+    uint32_t left[CONSTRAINT_NAMES_MAX];
+    int nv = bs_engine_counts(j, v, left);
     int32_t nk = 0;
     for (int32_t k = 0; k < p->ng; k++) {
         const struct bgroup *g = &e->groups[p->gid[k]];
         if (!bs_engine_group_ok(e, g, j))
             continue;
-        /* most tasks per node first; among equals, nodes of the job's own class
-         * before unclassed ones (which every class may use) */
+        /* constraint counts (issue 27): groups holding more of the counted names first;
+         * then most tasks per node; among equals, nodes of the job's own class before
+         * unclassed ones (which every class may use) */
         int32_t kpn = bs_engine_job_kpn(&g->cap, j), i = nk++;
+        int32_t cn = nv ? bs_pop64(bs_engine_group_names(e, g, v, nv)) : 0;
         bool own = g->cls >= 0;
-        for (; i > 0 && (e->scr_kpn[i - 1] < kpn || (e->scr_kpn[i - 1] == kpn && own &&
-                                                     e->groups[p->gid[e->scr_k[i - 1]]].cls < 0));
-             i--) {
+        for (; i > 0; i--) {
+            const struct bgroup *o = &e->groups[p->gid[e->scr_k[i - 1]]];
+            int32_t on = nv ? bs_pop64(bs_engine_group_names(e, o, v, nv)) : 0;
+            if (!(on < cn || (on == cn && (e->scr_kpn[i - 1] < kpn ||
+                                           (e->scr_kpn[i - 1] == kpn && own && o->cls < 0)))))
+                break;
             e->scr_kpn[i] = e->scr_kpn[i - 1];
             e->scr_k[i] = e->scr_k[i - 1];
         }
@@ -72,6 +80,45 @@ static int32_t group_avail(const struct batch_engine *e, const struct profile *p
     return capn && avail > capn[i] ? capn[i] : avail;
 }
 
+/*
+ * The node counts of a start at t over [t, end) (tasks enough were found): greedy over
+ * the candidate groups in their order, and (issue 27) for each counted name NAME*N at
+ * least N nodes of groups holding it (a node is a machine, or a core of one that the
+ * start spreads: hosts_pick). Writes cnt (when not NULL) and returns true, or false
+ * (cnt left zero) when the counts cannot be met at t.
+ */
+static bool multi_take(struct batch_engine *e, const struct bpool *p, const struct profile *pr,
+                       const int32_t *capn, int32_t nk, const struct bjob *j, int64_t t,
+                       int64_t end, int32_t *cnt)
+{
+    struct constraint_count v[CONSTRAINT_NAMES_MAX];
+    uint32_t left[CONSTRAINT_NAMES_MAX];
+    int nv = bs_engine_counts(j, v, left), short_ = nv;
+    int64_t rem = j->tasks;
+    for (int32_t i = 0; i < nk && (rem > 0 || short_ > 0); i++) {
+        int32_t avail = group_avail(e, pr, capn, i, t, end);
+        int64_t want = rem > 0 ? (rem + e->scr_kpn[i] - 1) / e->scr_kpn[i] : 0;
+        uint64_t gm = nv ? bs_engine_group_names(e, &e->groups[p->gid[e->scr_k[i]]], v, nv) : 0;
+        for (int u = 0; u < nv && u < 64; u++)
+            if ((gm >> u & 1) && left[u] > want)
+                want = left[u];
+        int32_t take = avail <= 0 ? 0 : (avail < want ? avail : (int32_t)want);
+        if (cnt)
+            cnt[e->scr_k[i]] = take;
+        rem -= (int64_t)take * e->scr_kpn[i];
+        for (int u = 0; u < nv && u < 64; u++)
+            if ((gm >> u & 1) && left[u]) {
+                left[u] = left[u] > (uint32_t)take ? left[u] - (uint32_t)take : 0;
+                short_ -= !left[u];
+            }
+    }
+    if (rem <= 0 && short_ <= 0)
+        return true;
+    for (int32_t i = 0; cnt && i < nk; i++)
+        cnt[e->scr_k[i]] = 0;
+    return false;
+}
+
 static int64_t multi_find(struct batch_engine *e, const struct bpool *p, const struct profile *pr,
                           int32_t nk, const struct bjob *j, int64_t t0, int64_t tmax, int32_t *cnt)
 {
@@ -88,16 +135,7 @@ static int64_t multi_find(struct batch_engine *e, const struct bpool *p, const s
             if (avail > 0)
                 tasks += (int64_t)avail * e->scr_kpn[i];
         }
-        if (tasks >= j->tasks) {
-            int64_t rem = j->tasks;
-            for (int32_t i = 0; i < nk && rem > 0; i++) {
-                int32_t avail = group_avail(e, pr, capn, i, t, end);
-                int64_t want = (rem + e->scr_kpn[i] - 1) / e->scr_kpn[i];
-                int32_t take = avail <= 0 ? 0 : (avail < want ? avail : (int32_t)want);
-                if (cnt)
-                    cnt[e->scr_k[i]] = take;
-                rem -= (int64_t)take * e->scr_kpn[i];
-            }
+        if (tasks >= j->tasks && multi_take(e, p, pr, capn, nk, j, t, end, cnt)) {
             found = t;
             break;
         }
@@ -142,6 +180,8 @@ int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjo
         return BATCH_NEVER;
     if (nk == 1) {
         int32_t need = (int32_t)((j->tasks + (int64_t)e->scr_kpn[0] - 1) / e->scr_kpn[0]);
+        if (j->counted && need < (int32_t)constraint_hosts_min(j->constraint))
+            need = (int32_t)constraint_hosts_min(j->constraint); /* a node per machine */
         int64_t t = bs_profile_find(&pr[e->scr_k[0]], t0, tmax, j->walltime, need);
         if (cnt && t != PROFILE_INF)
             cnt[e->scr_k[0]] = need;
@@ -410,52 +450,99 @@ static int32_t group_take(struct batch_engine *e, int32_t gi, int32_t n, struct 
     return got;
 }
 
+/* Marks node pos of group gi taken for a start (its busy bit) and records it in runs
+ * (one entry per bitmap word of a group: the group's entries are the last ones, as
+ * groups are picked one after the other). */
+static void pick_node(struct batch_engine *e, int32_t gi, int32_t pos, struct bjob_run *runs,
+                      int32_t *nruns)
+{
+    int32_t w = pos / 64;
+    uint64_t bit = 1ULL << (pos % 64);
+    e->groups[gi].busy[w] |= bit;
+    for (int32_t i = *nruns - 1; i >= 0 && runs[i].group == gi; i--)
+        if (runs[i].word == w) {
+            runs[i].mask |= bit;
+            return;
+        }
+    runs[(*nruns)++] = (struct bjob_run){gi, w, bit};
+}
+
 /*
  * Chooses, for a job j limited per machine (bs_engine_host_limited), cnt[k] free
  * nodes of each group k of pool p such that no machine gets more than j->ppn of its
- * tasks, lowest positions first. With runs NULL only says whether it can (0 or -1);
- * otherwise takes them (busy bits set) and writes their bitmap words to runs:
- * returns how many, or -1 with nothing taken.
+ * tasks (no limit without ppn), lowest positions first; with constraint counts (issue
+ * 27) a group holding a counted name still short gives first its nodes on machines the
+ * job has no node on yet, and the start is refused unless, for each NAME*N, N of the
+ * job's machines have NAME. With runs NULL only says whether it can (0 or -1);
+ * otherwise takes them (busy bits set) and writes their bitmap words to runs: returns
+ * how many, or -1 with nothing taken.
  */
 static int32_t hosts_pick(struct batch_engine *e, const struct bjob *j, const struct bpool *p,
                           const int32_t *cnt, struct bjob_run *runs)
 {
-    if (bs_engine_hostcnt_zero(e) < 0)
+    struct constraint_count v[CONSTRAINT_NAMES_MAX];
+    uint32_t cleft[CONSTRAINT_NAMES_MAX];
+    int nv = bs_engine_counts(j, v, cleft);
+    int64_t total = 0;
+    for (int32_t k = 0; k < p->ng; k++)
+        total += cnt[k];
+    struct bjob_run *loc = runs ? runs : malloc(((size_t)total + 1) * sizeof *loc);
+    if (!loc || bs_engine_hostcnt_zero(e) < 0) {
+        if (loc != runs)
+            free(loc);
         return -1;
-    int64_t left = j->tasks;
+    }
+    int64_t left = j->tasks, cap = j->ppn > 0 ? j->ppn : INT64_MAX;
     int32_t nruns = 0;
-    for (int32_t k = 0; k < p->ng; k++) {
+    bool ok = true;
+    for (int32_t k = 0; ok && k < p->ng; k++) {
         struct bgroup *g = &e->groups[p->gid[k]];
         int32_t kpn = bs_engine_job_kpn(&g->cap, j), want = cnt[k];
-        for (int32_t pos = 0; pos < g->nnodes && want > 0; pos++) {
-            int32_t w = pos / 64, h = e->nodes[g->nodes[pos]].host;
-            uint64_t bit = 1ULL << (pos % 64);
-            int64_t t = left < kpn ? left : kpn;
-            if (g->busy[w] & bit)
+        uint64_t gm = nv ? bs_engine_group_names(e, g, v, nv) : 0;
+        for (int pass = 0; pass < 2 && want > 0; pass++) {
+            bool spread = false; /* pass 0: new machines for the counts still short */
+            for (int u = 0; pass == 0 && u < nv; u++)
+                spread = spread || ((gm >> u & 1) && cleft[u]);
+            if (pass == 0 && !spread)
                 continue;
-            if (h >= 0 && t > j->ppn - e->hostcnt[h])
-                t = j->ppn - e->hostcnt[h];
-            if (t <= 0)
-                continue;
-            if (h >= 0)
-                e->hostcnt[h] += (int32_t)t;
-            left -= t;
-            want--;
-            if (!runs)
-                continue;
-            if (nruns > 0 && runs[nruns - 1].group == p->gid[k] && runs[nruns - 1].word == w)
-                runs[nruns - 1].mask |= bit;
-            else
-                runs[nruns++] = (struct bjob_run){p->gid[k], w, bit};
+            for (int32_t pos = 0; pos < g->nnodes && want > 0; pos++) {
+                if (pass == 0) { /* only while a count of this group is short */
+                    spread = false;
+                    for (int u = 0; u < nv; u++)
+                        spread = spread || ((gm >> u & 1) && cleft[u]);
+                    if (!spread)
+                        break;
+                }
+                int32_t h = e->nodes[g->nodes[pos]].host;
+                bool fresh = h < 0 || e->hostcnt[h] == 0;
+                int64_t t = left < kpn ? left : kpn;
+                if ((g->busy[pos / 64] >> (pos % 64) & 1) || (pass == 0 && !fresh))
+                    continue;
+                if (h >= 0 && t > cap - e->hostcnt[h])
+                    t = cap - e->hostcnt[h];
+                if (t <= 0 && !(fresh && spread))
+                    continue;
+                if (h >= 0)
+                    e->hostcnt[h] += t > 0 ? (int32_t)t : 0;
+                left -= t > 0 ? t : 0;
+                want--;
+                for (int u = 0; fresh && u < nv; u++)
+                    if ((gm >> u & 1) && cleft[u])
+                        cleft[u]--;
+                pick_node(e, p->gid[k], pos, loc, &nruns);
+            }
         }
-        if (want > 0)
-            return -1;
+        ok = want <= 0;
     }
-    if (left > 0)
-        return -1;
-    for (int32_t i = 0; i < nruns; i++)
-        e->groups[runs[i].group].busy[runs[i].word] |= runs[i].mask;
-    return nruns;
+    for (int u = 0; u < nv; u++)
+        ok = ok && !cleft[u];
+    ok = ok && left <= 0;
+    if (!ok || !runs) /* give the bits back: only asked, or it cannot */
+        for (int32_t i = 0; i < nruns; i++)
+            e->groups[loc[i].group].busy[loc[i].word] &= ~loc[i].mask;
+    if (loc != runs)
+        free(loc);
+    return ok ? nruns : -1;
 }
 
 /* Takes the nodes of job slot's start now; 0 or -1 (ENOMEM, EAGAIN). */

@@ -67,7 +67,8 @@ int bs_engine_hostcnt_zero(struct batch_engine *e)
 {
     if (VEC_RESERVE(e->hostcnt, e->caphostcnt, e->nhosts) < 0)
         return -1;
-    memset(e->hostcnt, 0, (size_t)e->nhosts * sizeof *e->hostcnt);
+    if (e->nhosts > 0) /* none: no array yet (constraint counts ask with nodes alone) */
+        memset(e->hostcnt, 0, (size_t)e->nhosts * sizeof *e->hostcnt);
     return 0;
 }
 
@@ -80,29 +81,61 @@ bool bs_engine_group_ok(const struct batch_engine *e, const struct bgroup *g, co
             constraint_match(j->constraint, g->fset >= 0 ? e->fsets[g->fset] : ""));
 }
 
-/* The tasks of j the up nodes of compatible groups hold at most, counting at most
- * j->ppn per machine (nodes sharing machines); -1 when out of memory. */
-static int64_t host_capacity(struct batch_engine *e, const struct bjob *j)
+int bs_engine_counts(const struct bjob *j, struct constraint_count *v, uint32_t *left)
 {
+    int n = j->counted ? constraint_counts(j->constraint, v, CONSTRAINT_NAMES_MAX) : 0;
+    n = n < 0 ? 0 : n > (int)CONSTRAINT_NAMES_MAX ? (int)CONSTRAINT_NAMES_MAX : n;
+    for (int t = 0; t < n; t++)
+        left[t] = v[t].n;
+    return n;
+}
+
+uint64_t bs_engine_group_names(const struct batch_engine *e, const struct bgroup *g,
+                               const struct constraint_count *v, int nv)
+{
+    uint64_t m = 0;
+    for (int t = 0; t < nv && t < 64; t++)
+        if (g->fset >= 0 && features_has(e->fsets[g->fset], v[t].name))
+            m |= 1ULL << t;
+    return m;
+}
+
+/* The tasks of j the up nodes of compatible groups hold at most, counting at most
+ * j->ppn per machine (nodes sharing machines; no limit without ppn), and (issue 27)
+ * whether its constraint counts can be met: for each NAME*N, N machines of compatible
+ * groups having NAME (*counts_ok). -1 when out of memory. */
+static int64_t host_capacity(struct batch_engine *e, const struct bjob *j, bool *counts_ok)
+{
+    struct constraint_count v[CONSTRAINT_NAMES_MAX];
+    uint32_t left[CONSTRAINT_NAMES_MAX];
+    int nv = bs_engine_counts(j, v, left);
     if (bs_engine_hostcnt_zero(e) < 0)
         return -1;
-    int64_t tasks = 0;
+    int64_t tasks = 0, cap = j->ppn > 0 ? j->ppn : INT32_MAX;
     for (int32_t g = 0; g < e->ngroups; g++) {
         const struct bgroup *gr = &e->groups[g];
         if (!bs_engine_group_ok(e, gr, j))
             continue;
         int32_t k = bs_engine_job_kpn(&gr->cap, j);
+        uint64_t gm = bs_engine_group_names(e, gr, v, nv);
         for (int32_t i = 0; i < gr->nnodes; i++) {
             int32_t h = e->nodes[gr->nodes[i]].host;
+            bool fresh = h < 0 || e->hostcnt[h] == 0; /* a machine not counted yet */
+            for (int t = 0; fresh && t < nv && t < 64; t++)
+                if ((gm >> t & 1) && left[t])
+                    left[t]--;
             if (h < 0)
                 tasks += k;
-            else if (e->hostcnt[h] < j->ppn) {
-                int32_t add = j->ppn - e->hostcnt[h] < k ? j->ppn - e->hostcnt[h] : k;
+            else if (e->hostcnt[h] < cap) {
+                int32_t add = cap - e->hostcnt[h] < k ? (int32_t)(cap - e->hostcnt[h]) : k;
                 e->hostcnt[h] += add;
                 tasks += add;
             }
         }
     }
+    *counts_ok = true;
+    for (int t = 0; t < nv; t++)
+        *counts_ok = *counts_ok && !left[t];
     return tasks;
 }
 
@@ -226,12 +259,18 @@ void bs_engine_fit_refresh(struct batch_engine *e, struct bjob *j)
     }
     if (ncompat != 1)
         j->gen_gi = -1;
-    if (bs_engine_host_limited(e, j)) { /* machines hold ppn each, whatever their nodes */
-        int64_t h = host_capacity(e, j);
-        if (h >= 0)
+    bool counts_ok = true;
+    if (bs_engine_host_limited(e, j) || j->counted) { /* machines hold ppn each, whatever
+                                                         their nodes; counts need machines */
+        int64_t h = host_capacity(e, j, &counts_ok);
+        if (h >= 0 && bs_engine_host_limited(e, j))
             tasks = h;
     }
-    j->never = tasks < j->tasks;
+    if (j->counted && j->gen_gi >= 0) { /* one group: at least a node per counted machine */
+        uint32_t m = constraint_hosts_min(j->constraint);
+        j->gen_need = j->gen_need < (int32_t)m ? (int32_t)m : j->gen_need;
+    }
+    j->never = tasks < j->tasks || !counts_ok;
     j->nodes_min = best ? (int32_t)((j->tasks + (int64_t)best - 1) / best) : j->tasks;
     j->fit_epoch = e->gepoch;
     slot_need_set(e, j);

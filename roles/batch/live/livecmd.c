@@ -604,24 +604,36 @@ static void h_diagnose(struct live *L, const struct wire_msg *m, struct wire_buf
 
 /* SITE "features" (issue 27): the distinct feature lists of the hosts (those with
  * any), at most 64, for the spool's eligibility (a job's constraint must be satisfied
- * by one host's list, not by the union of several hosts'). */
+ * by one host's list, not by the union of several hosts'), and "feature_hosts": how
+ * many hosts have each list (for counts such as gpu*4). */
 static void site_features(const struct live *L, struct wire_buf *reply)
 {
     const char *v[64];
+    uint64_t cnt[64];
     uint32_t n = 0;
     for (int c = 0; c < L->ncl; c++)
-        for (uint32_t h = 0; h < L->cl[c].nhosts && n < 64; h++) {
+        for (uint32_t h = 0; h < L->cl[c].nhosts; h++) {
             const char *f = L->cl[c].hosts[h].features;
-            bool seen = !f[0];
-            for (uint32_t k = 0; k < n && !seen; k++)
-                seen = !strcmp(v[k], f);
-            if (!seen)
+            uint32_t k = 0;
+            while (k < n && strcmp(v[k], f))
+                k++;
+            if (!f[0])
+                continue;
+            if (k < n)
+                cnt[k]++;
+            else if (n < 64) {
+                cnt[n] = 1;
                 v[n++] = f;
+            }
         }
     wire_put_key(reply, "features");
     wire_pack_array(reply, n);
     for (uint32_t k = 0; k < n; k++)
         wire_pack_str(reply, v[k]);
+    wire_put_key(reply, "feature_hosts");
+    wire_pack_array(reply, n);
+    for (uint32_t k = 0; k < n; k++)
+        wire_pack_u64(reply, cnt[k]);
 }
 
 static void h_site_info(struct live *L, const struct wire_msg *m, struct wire_buf *reply)
@@ -654,7 +666,7 @@ static void h_site_info(struct live *L, const struct wire_msg *m, struct wire_bu
     }
     wire_begin(reply, WT_SITE, m->id, 1);
     wire_put_key(reply, "site");
-    wire_pack_map(reply, 13);
+    wire_pack_map(reply, 14); /* site_features writes two */
     wire_put_u64(reply, "clusters", (uint64_t)L->ncl);
     wire_put_u64(reply, "hosts", hosts);
     wire_put_u64(reply, "hosts_up", up);

@@ -311,15 +311,43 @@ bool live_constraint_impossible(const struct live *L, const char *cls, const cha
         return false;
     const struct lclu *c = &L->cl[ci];
     char have[512] = "";
+    const char **ok = calloc(c->nhosts + 1, sizeof *ok); /* the hosts that satisfy it */
+    uint32_t n = 0;
     for (uint32_t i = 0; i < c->nhosts; i++) {
-        if (constraint_match(con, c->hosts[i].features))
-            return false;
+        if (constraint_match(con, c->hosts[i].features) && ok)
+            ok[n++] = c->hosts[i].features;
         features_union(have, sizeof have, c->hosts[i].features);
     }
-    snprintf(why, len,
-             "constraint %s: no host of cluster %s has such features (its hosts have: %s); "
-             "gridnode checknode HOST shows a host's features",
-             con, c->name, have[0] ? have : "none");
+    /* counts (NAME*N, issue 27): hosts enough among them; out of memory: not refused */
+    bool fits = ok ? n > 0 && constraint_counts_met(con, ok, NULL, n) : true;
+    free(ok);
+    if (fits)
+        return false;
+    struct constraint_count v[CONSTRAINT_NAMES_MAX];
+    int nv = n > 0 ? constraint_counts(con, v, CONSTRAINT_NAMES_MAX) : 0;
+    uint32_t k = 0, with = 0; /* the first count short, and the hosts that have its name */
+    for (; nv > 0 && k < (uint32_t)nv && k < CONSTRAINT_NAMES_MAX; k++) {
+        with = 0;
+        for (uint32_t i = 0; i < c->nhosts; i++)
+            with += constraint_match(con, c->hosts[i].features) &&
+                    features_has(c->hosts[i].features, v[k].name);
+        if (with < v[k].n)
+            break;
+    }
+    if (n > 0 && nv > 0 && k < (uint32_t)nv)
+        snprintf(why, len,
+                 "constraint %s: cluster %s has too few hosts for its counts (%u host(s) with "
+                 "%s and the constraint's other features, %s*%u asks for %u); gridnode "
+                 "checknode HOST shows a host's features",
+                 con, c->name, with, v[k].name, v[k].name, v[k].n, v[k].n);
+    else if (n > 0)
+        snprintf(why, len, "constraint %s: cluster %s has too few hosts for its counts", con,
+                 c->name);
+    else
+        snprintf(why, len,
+                 "constraint %s: no host of cluster %s has such features (its hosts have: %s); "
+                 "gridnode checknode HOST shows a host's features",
+                 con, c->name, have[0] ? have : "none");
     text_fix(why);
     return true;
 }

@@ -148,13 +148,14 @@ static void submitted(struct req *r, struct ljob *j, bool repeat)
 
 /*
  * SUBMIT/PSUBMIT "constraint" (issue 27) into j->constraint (canonical): 0; -1 bad
- * syntax or out of memory (INVALID), -2 no host of the job's cluster satisfies it
- * (REFUSED), the reason in why.
+ * syntax, counts a job of its shape cannot meet, or out of memory (INVALID), -2 no host of the
+ * job's cluster satisfies it (REFUSED), the reason in why.
  */
 static int constraint_get(struct live *L, struct ljob *j, const msgpack_object *m, char *why,
                           size_t wl)
 {
-    if (wire_get_constraint(m, &j->constraint, why, wl) < 0)
+    if (wire_get_constraint(m, &j->constraint, why, wl) < 0 ||
+        constraint_job_ok(j->constraint, j->parallel, j->procs, why, wl) < 0)
         return -1;
     if (!j->constraint)
         return 0;

@@ -305,6 +305,9 @@ static void resv_new(struct live *L, const struct wire_msg *m, struct wire_buf *
         live_resv_clear(&v);
         return;
     }
+    /* counts (NAME*N): a reservation cannot promise "N of its hosts": every reserved
+     * host has each counted name (in place: the text only gets shorter) */
+    (void)constraint_plain(con, con, sizeof con);
     /* let the engine choose (or check) the nodes, then store what it took by name */
     struct batch_resv_req q;
     memset(&q, 0, sizeof q);

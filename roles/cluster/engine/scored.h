@@ -102,6 +102,31 @@ int sd_admit(const struct sd_cluster *cl, uint32_t ncl, const struct sd_cluster 
 int sd_pick_hosts(const struct sd_cluster *k, uint32_t need, uint32_t ppn,
                   const uint32_t *host_cores, const uint32_t *host_procs, uint32_t *out);
 
+/*
+ * Constraint counts (issue 27, lib/constraint.h "NAME*N": at least N of the job's hosts
+ * have NAME). feat[node] is each node's canonical feature list; c the job's constraint
+ * (hosts already filtered by its per-host part).
+ *
+ * sd_counts_fit: whether cluster k has hosts enough with cores >= ppn for every count;
+ * the first one short into why (NULL: not wanted).
+ * sd_pick_hosts_counted: as sd_pick_hosts, first the hosts the counts need: for each
+ * count in turn, until N of the picked have its name, the host having it that has the
+ * most of the counts still short, then the fewest processes, then the lowest index;
+ * then the rest as sd_pick_hosts. 0, or -1 when need hosts cannot meet the counts.
+ */
+bool sd_counts_fit(const struct sd_cluster *k, uint32_t ppn, const uint32_t *host_cores,
+                   const char *const *feat, const char *c, char *why, size_t n);
+/* sd_counts_fit over cl[0..*ncl): keeps (in order) the clusters that fit, *ncl their
+ * number, *coc_ok whether coc (NULL: none) fits; false, with the first shortfall in
+ * why, when no cluster of cl fits (a cluster of clusters is only an alternative to
+ * one: sd_admit). */
+bool sd_counts_filter(struct sd_cluster *cl, uint32_t *ncl, const struct sd_cluster *coc,
+                      uint32_t ppn, const uint32_t *host_cores, const char *const *feat,
+                      const char *c, char *why, size_t n, bool *coc_ok);
+int sd_pick_hosts_counted(const struct sd_cluster *k, uint32_t need, uint32_t ppn,
+                          const uint32_t *host_cores, const uint32_t *host_procs,
+                          const char *const *feat, const char *c, uint32_t *out);
+
 /* One admitted job, as the time-slicing decision sees it. */
 struct sd_slot_job {
     uint64_t id;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/constraint.h"
 #include "roles/cluster/engine/scored.h"
 
 uint64_t sd_job_limit(uint64_t cluster_lim, uint32_t pct, uint64_t user)
@@ -162,6 +163,120 @@ int sd_pick_hosts(const struct sd_cluster *k, uint32_t need, uint32_t ppn,
     bool *used = calloc(k->nhosts + 1, 1);
     if (!used)
         return -1;
+    while (got < need) {
+        int best = -1;
+        for (uint32_t i = 0; i < k->nhosts; i++) {
+            uint32_t h = k->hosts[i];
+            if (used[i] || host_cores[h] < ppn)
+                continue;
+            if (best < 0 || host_procs[h] < host_procs[k->hosts[best]] ||
+                (host_procs[h] == host_procs[k->hosts[best]] && h < k->hosts[best]))
+                best = (int)i;
+        }
+        if (best < 0)
+            break;
+        used[best] = true;
+        out[got++] = k->hosts[best];
+    }
+    free(used);
+    return got == need ? 0 : -1;
+}
+
+bool sd_counts_fit(const struct sd_cluster *k, uint32_t ppn, const uint32_t *host_cores,
+                   const char *const *feat, const char *c, char *why, size_t n)
+{
+    struct constraint_count v[CONSTRAINT_NAMES_MAX];
+    int nv = constraint_counts(c, v, CONSTRAINT_NAMES_MAX);
+    for (int t = 0; t < nv; t++) {
+        uint32_t have = 0;
+        for (uint32_t i = 0; i < k->nhosts; i++)
+            have += host_cores[k->hosts[i]] >= (ppn ? ppn : 1) &&
+                    features_has(feat[k->hosts[i]], v[t].name);
+        if (have < v[t].n) {
+            if (why)
+                snprintf(why, n,
+                         "constraint %.100s: cluster %s has %u active host(s) with %s "
+                         "(and the job's other features), the count asks for %u",
+                         c, k->name, have, v[t].name, v[t].n);
+            return false;
+        }
+    }
+    return nv >= 0;
+}
+
+bool sd_counts_filter(struct sd_cluster *cl, uint32_t *ncl, const struct sd_cluster *coc,
+                      uint32_t ppn, const uint32_t *host_cores, const char *const *feat,
+                      const char *c, char *why, size_t n, bool *coc_ok)
+{
+    uint32_t kept = 0;
+    why[0] = '\0';
+    for (uint32_t i = 0; i < *ncl; i++) {
+        char w[256];
+        if (sd_counts_fit(&cl[i], ppn, host_cores, feat, c, w, sizeof w))
+            cl[kept++] = cl[i];
+        else if (!why[0])
+            snprintf(why, n, "%s", w);
+    }
+    *ncl = kept;
+    *coc_ok = coc && sd_counts_fit(coc, ppn, host_cores, feat, c, NULL, 0);
+    return kept > 0;
+}
+
+/* How many counts of v[0..nv) short by left[] host h (node index) would help. */
+static int helps(const struct constraint_count *v, const uint32_t *left, int nv, const char *f)
+{
+    int n = 0;
+    for (int t = 0; t < nv; t++)
+        n += left[t] > 0 && features_has(f, v[t].name);
+    return n;
+}
+
+int sd_pick_hosts_counted(const struct sd_cluster *k, uint32_t need, uint32_t ppn,
+                          const uint32_t *host_cores, const uint32_t *host_procs,
+                          const char *const *feat, const char *c, uint32_t *out)
+{
+    struct constraint_count v[CONSTRAINT_NAMES_MAX];
+    uint32_t left[CONSTRAINT_NAMES_MAX];
+    int nv = constraint_counts(c, v, CONSTRAINT_NAMES_MAX);
+    bool *used = calloc(k->nhosts + 1, 1);
+    uint32_t got = 0;
+    if (nv < 0 || !used) {
+        free(used);
+        return -1;
+    }
+    nv = nv < (int)CONSTRAINT_NAMES_MAX ? nv : (int)CONSTRAINT_NAMES_MAX;
+    for (int t = 0; t < nv; t++)
+        left[t] = v[t].n;
+    for (int t = 0; t < nv; t++)
+        while (left[t] > 0 && got < need) {
+            int best = -1, bh = 0;
+            for (uint32_t i = 0; i < k->nhosts; i++) {
+                uint32_t h = k->hosts[i];
+                if (used[i] || host_cores[h] < ppn || !features_has(feat[h], v[t].name))
+                    continue;
+                int hp = helps(v, left, nv, feat[h]);
+                uint32_t b = best < 0 ? 0 : k->hosts[best];
+                if (best < 0 || hp > bh ||
+                    (hp == bh && (host_procs[h] < host_procs[b] ||
+                                  (host_procs[h] == host_procs[b] && h < b)))) {
+                    best = (int)i;
+                    bh = hp;
+                }
+            }
+            if (best < 0)
+                break;
+            used[best] = true;
+            out[got++] = k->hosts[best];
+            for (int u = 0; u < nv; u++)
+                if (left[u] > 0 && features_has(feat[k->hosts[best]], v[u].name))
+                    left[u]--;
+        }
+    for (int t = 0; t < nv; t++)
+        if (left[t] > 0) {
+            free(used);
+            return -1;
+        }
+    /* the rest: the least loaded of the hosts not taken */
     while (got < need) {
         int best = -1;
         for (uint32_t i = 0; i < k->nhosts; i++) {

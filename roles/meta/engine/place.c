@@ -29,13 +29,20 @@ bool meta_policy_uses_estimates(enum meta_policy p)
     return p == META_EARLIEST_COMPLETION || p == META_EARLIEST_START || p == META_SLURM_M;
 }
 
-/* Whether one of site s's host feature lists satisfies constraint c. */
+/* Whether one of site s's host feature lists satisfies constraint c per host, and (issue
+ * 27) its hosts that do are enough for c's counts (NAME*N: the lists holding NAME stand
+ * for N hosts or more, by SITE feature_hosts; one host each when the site did not say). */
 static bool features_fit(const struct meta_site *s, const char *c)
 {
-    for (int32_t i = 0; i < s->nfsets; i++)
-        if (s->fsets[i] && constraint_match(c, s->fsets[i]))
-            return true;
-    return false;
+    const char *ok[256];
+    uint32_t w[256];
+    size_t n = 0;
+    for (int32_t i = 0; i < s->nfsets && n < 256; i++)
+        if (s->fsets[i] && constraint_match(c, s->fsets[i])) {
+            ok[n] = s->fsets[i];
+            w[n++] = s->fhosts ? s->fhosts[i] : 1;
+        }
+    return n > 0 && constraint_counts_met(c, ok, w, n);
 }
 
 bool meta_site_can_hold(const struct meta_site *s, const struct meta_request *r, char *why,
@@ -66,9 +73,13 @@ bool meta_site_can_hold(const struct meta_site *s, const struct meta_request *r,
                     memcpy(have + l, "...", 4);
                 break;
             }
+        bool some = false; /* some host satisfies it, but too few for its counts */
+        for (int32_t i = 0; i < s->nfsets && !some; i++)
+            some = s->fsets[i] && constraint_match(r->constraint, s->fsets[i]);
         snprintf(buf, sizeof buf,
-                 "constraint %.60s: no host has such features (its hosts have: %s)", r->constraint,
-                 have[0] ? have : "none");
+                 some ? "constraint %.60s: too few hosts for its counts (its hosts have: %s)"
+                      : "constraint %.60s: no host has such features (its hosts have: %s)",
+                 r->constraint, have[0] ? have : "none");
         w = buf;
     }
     if (w && why && whylen)

@@ -42,6 +42,9 @@ struct meta_site {
      * from the caller, which keeps them while the struct is used); 0: none known */
     const char *const *fsets;
     int32_t nfsets;
+    /* how many hosts have each list (SITE feature_hosts), borrowed; NULL: not known
+     * (a site older than the field): each list then stands for one host */
+    const uint32_t *fhosts;
 };
 
 /* A job's resource request. */

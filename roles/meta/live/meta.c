@@ -91,6 +91,15 @@ static void on_request(void *arg, const struct wire_msg *m, const char *peer,
     meta_dispatch(arg, m, reply);
 }
 
+/* A held JOB_GET `output` (metaout.c) past its deadline, or replaced by another. */
+static void on_expire(void *arg, uint64_t handle, uint32_t kind, uint64_t req_id,
+                      struct wire_buf *reply)
+{
+    (void)kind;
+    if (!meta_out_fail(arg, handle, "its site did not answer in time (try again)", reply))
+        wire_error_msg(reply, req_id, WE_STATE, "the request could not be relayed: try again");
+}
+
 static int on_commit(void *arg)
 {
     struct meta *M = arg;
@@ -263,7 +272,7 @@ int meta_main(int argc, char **argv)
     rc = 1;
     struct daemon_opts dop = {"meta", M.cfg.listen, M.cfg.state_dir, M.cfg.peer_queue,
                               .security = &M.cfg.sec};
-    struct daemon_ops ops = {on_request, on_commit, on_reload, &M, NULL};
+    struct daemon_ops ops = {on_request, on_commit, on_reload, &M, on_expire};
     /* the HTTP port before the ZeroMQ one: "listening on" means everything is up */
     if (meta_open(&M) < 0 || metastats_open(&M, err, sizeof err) < 0 || !(M.loop = loop_new()) ||
         !(M.daemon = daemon_new(M.loop, &dop, &ops)))
@@ -290,6 +299,7 @@ out:
     free(M.jobs);
     meta_key_reset(&M);
     meta_orders_free(&M);
+    meta_out_free(&M);
     daemon_destroy(&M.daemon);
     loop_destroy(&M.loop);
     if (M.lockfd >= 0)

@@ -8,6 +8,7 @@
  *   metaorder.c  the outbox: orders to a site (cancel, release, withdrawal), stored and
  *                sent until the site acknowledges them (issue 24); a requeue completed
  *   metaplace.c  placement rounds: estimates, the decision, RESERVE/SUBMIT, moves begun
+ *   metaout.c    job --output: a user's JOB_GET relayed to the job's site (held reply)
  *   metasite.c   the sites' connections, their replies (placements, tracking, moves,
  *                stray reservations), ticks (information, polls, re-evaluation), list
  *   metareq.c    the user requests          metastats.c  the statistics page
@@ -75,6 +76,7 @@ enum {
     RK_GEST,     /* ESTIMATE shared by a group of jobs (job = the group id) */
     RK_WITHDRAW, /* CANCEL `unstarted` of a copy the spool moves (job = the job) */
     RK_ORDER,    /* an order of the outbox (job = the order's id; metaorder.c) */
+    RK_OUTPUT,   /* a user's JOB_GET `output` relayed (job = the held request; metaout.c) */
 };
 /* What an order of the outbox is (struct morder kind; stored by name). */
 enum { OR_CANCEL, OR_RELEASE, OR_WITHDRAW };
@@ -140,6 +142,7 @@ struct msite {
        points here */
     char **fsets;
     int32_t nfsets;
+    uint32_t *fhosts; /* hosts per list (SITE feature_hosts), NULL unknown; info.fhosts */
 };
 
 struct mjob {
@@ -204,6 +207,15 @@ struct megroup {
     uint64_t asked;   /* sites asked */
 };
 
+/* A user's JOB_GET `output` waiting for the site's JOB (metaout.c). */
+struct mrelay {
+    uint64_t handle, req_id; /* the held request (daemon_hold) and its id */
+    uint64_t job;            /* the spool's job */
+    void *row;               /* the spool's JOB `job` map then `tasks` array, as they were
+                                when asked (msgpack) */
+    size_t rowlen;
+};
+
 struct meta {
     struct meta_cfg cfg;
     enum meta_policy policy;
@@ -229,6 +241,8 @@ struct meta {
     uint32_t neg, capeg;
     uint64_t next_gid;
     uint64_t placements, moves;
+    struct mrelay *relay; /* metaout.c */
+    uint32_t nrelay, caprelay;
     /* the outbox (metaorder.c), in id order */
     struct morder *orders;
     uint32_t norders, caporders;
@@ -377,6 +391,24 @@ void meta_resume(struct meta *M, struct mjob *j);
 /* JOB_CTL requeue (metareq.c): j starts again from scratch, placed anew once its copy
  * at a site is known cancelled (why: the reason); see docs/meta.md "Requeue". */
 void meta_job_requeue(struct meta *M, struct mjob *j);
+
+/* ---- metaout.c: job --output through the spool ---- */
+
+/* Relays user request m (JOB_GET with `output`, held as handle by daemon_hold) for job j
+ * to j's site: JOB_GET (the site's job, `tasks`, `output`, the user's `from`/`count`);
+ * row (rowlen bytes, copied) is the spool's JOB `job` map and `tasks` array (msgpack,
+ * one after the other) as they are now. false (nothing sent: out of memory) when the
+ * caller must answer at once. */
+bool meta_out_ask(struct meta *M, const struct mjob *j, const struct wire_msg *m, uint64_t handle,
+                  const void *row, size_t rowlen);
+/* The site's reply m (JOB or ERROR) to relay request `handle`: the user's JOB, held
+ * reply answered (`at_site` or `site_error`). */
+void meta_out_answer(struct meta *M, uint64_t handle, const struct wire_msg *m);
+/* The relay of handle cannot be answered by its site (down, silent): the user's JOB with
+ * `site_error` why; into reply when not NULL (the daemon's expire), else held reply.
+ * false when handle is not (or no longer) relayed: nothing written. */
+bool meta_out_fail(struct meta *M, uint64_t handle, const char *why, struct wire_buf *reply);
+void meta_out_free(struct meta *M);
 
 /* ---- metasite.c: the sites ---- */
 

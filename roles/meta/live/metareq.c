@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/daemon.h"
+#include "lib/constraint.h"
 #include "lib/log.h"
 #include "daemon/curve.h"
 #include "daemon/loop.h"
@@ -116,6 +118,11 @@ static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *r
     }
     char *con; /* submit --constraint (issue 27): a site must be able to satisfy it */
     if (wire_get_constraint(o, &con, why, sizeof why) < 0) {
+        fail(reply, m->id, WE_INVALID, why);
+        return;
+    }
+    if (constraint_job_ok(con, par, (uint64_t)rq.procs, why, sizeof why) < 0) { /* counts */
+        free(con);
         fail(reply, m->id, WE_INVALID, why);
         return;
     }
@@ -287,6 +294,50 @@ static void h_list(struct meta *M, const struct wire_msg *m, struct wire_buf *re
         wire_put_u64(reply, "next", M->jobs[end]->id);
 }
 
+/* JOB's `tasks`: for an array the site's task rows of the last poll, else none. */
+static void put_tasks(const struct mjob *j, struct wire_buf *wb)
+{
+    if (j->tasks_raw)
+        msgpack_sbuffer_write(&wb->sb, (const char *)j->tasks_raw, j->tasks_len);
+    else
+        wire_pack_array(wb, 0);
+}
+
+/*
+ * job --output (issue 27): a job placed at a site that is up gets its output from the
+ * site in one hop: the request is held and relayed (metaout.c). True when it was (the
+ * reply comes later); false: answered now, as without `output` (not placed, its site
+ * down, or the request cannot be held).
+ */
+static bool relay_output(struct meta *M, const struct mjob *j, const struct wire_msg *m,
+                         struct wire_buf *reply)
+{
+    if (j->site < 0 || j->site >= M->nsites || !j->sjob || !M->site[j->site].info.up)
+        return false;
+    /* one held request per peer and kind: a kind per job, so that `job A B --output`
+       (pipelined) holds both */
+    uint64_t h = daemon_hold(M->daemon, 0x80000000u | (uint32_t)(j->id & 0x7fffffff),
+                             M->cfg.request_timeout_ms + 2000);
+    if (!h)
+        return false;
+    struct wire_buf row;
+    wire_buf_init(&row);
+    put_row(M, j, &row);
+    put_tasks(j, &row);
+    bool ok = meta_out_ask(M, j, m, h, row.sb.data, row.sb.size);
+    wire_buf_free(&row);
+    if (!ok) { /* held already: answered through the daemon, without the site's part */
+        wire_begin(reply, WT_JOB, m->id, 3);
+        wire_put_key(reply, "job");
+        put_row(M, j, reply);
+        wire_put_key(reply, "tasks");
+        put_tasks(j, reply);
+        wire_put_str(reply, "site_error", "out of memory at the spool: try again");
+        (void)daemon_reply_held(M->daemon, h, reply);
+    }
+    return true;
+}
+
 static void h_get(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)
 {
     struct mjob *j = meta_job_find(M, wire_get_u64(m->root, "job", 0));
@@ -300,14 +351,13 @@ static void h_get(struct meta *M, const struct wire_msg *m, struct wire_buf *rep
              "see or cancel it");
         return;
     }
+    if (wire_get_bool(m->root, "output", false) && relay_output(M, j, m, reply))
+        return; /* held: answered with the site's output (metaout.c) */
     wire_begin(reply, WT_JOB, m->id, 2);
     wire_put_key(reply, "job");
     put_row(M, j, reply);
     wire_put_key(reply, "tasks");
-    if (j->tasks_raw) /* an array: the site's task rows of the last poll */
-        msgpack_sbuffer_write(&reply->sb, (const char *)j->tasks_raw, j->tasks_len);
-    else
-        wire_pack_array(reply, 0);
+    put_tasks(j, reply);
 }
 
 static void h_cancel(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)
@@ -420,12 +470,18 @@ static void h_site_info(struct meta *M, const struct wire_msg *m, struct wire_bu
     wire_pack_array(reply, (uint32_t)M->nsites);
     for (int i = 0; i < M->nsites; i++) {
         const struct msite *s = &M->site[i];
-        wire_pack_map(reply, 11);
+        wire_pack_map(reply, 11 + !!s->fhosts);
         wire_put_str(reply, "name", s->name);
         wire_put_key(reply, "features"); /* its hosts' distinct feature lists (issue 27) */
         wire_pack_array(reply, (uint32_t)s->nfsets);
         for (int32_t k = 0; k < s->nfsets; k++)
             wire_pack_str(reply, s->fsets[k]);
+        if (s->fhosts) { /* how many hosts have each, when the site said */
+            wire_put_key(reply, "feature_hosts");
+            wire_pack_array(reply, (uint32_t)s->nfsets);
+            for (int32_t k = 0; k < s->nfsets; k++)
+                wire_pack_u64(reply, s->fhosts[k]);
+        }
         wire_put_str(reply, "endpoint", s->ep);
         wire_put_bool(reply, "up", s->info.up);
         wire_put_bool(reply, "known", s->known);

@@ -302,16 +302,23 @@ static void on_sweep(struct meta *M, struct msite *s, const msgpack_object *resv
     }
 }
 
-/* The site's host feature lists (SITE "features", issue 27) into s->fsets, pointed to
- * by s->info; a list that does not read is left out; out of memory keeps the old ones. */
+/* The site's host feature lists (SITE "features", issue 27) into s->fsets, and how
+ * many hosts have each ("feature_hosts", when the site sends it) into s->fhosts, pointed
+ * to by s->info; a list that does not read is left out; out of memory keeps the old
+ * ones. */
 static void site_features(struct msite *s, const msgpack_object *info)
 {
-    const msgpack_object *a = wire_get(info, "features");
+    const msgpack_object *a = wire_get(info, "features"), *hc = wire_get(info, "feature_hosts");
     uint32_t n = a && a->type == MSGPACK_OBJECT_ARRAY ? a->via.array.size : 0;
     n = n < 256 ? n : 256;
+    bool counted = hc && hc->type == MSGPACK_OBJECT_ARRAY && hc->via.array.size == n;
     char **v = calloc(n + 1, sizeof *v), f[FEATURES_LEN_MAX + 1], why[160];
-    if (!v)
+    uint32_t *w = counted ? calloc(n + 1, sizeof *w) : NULL;
+    if (!v || (counted && !w)) {
+        free(v);
+        free(w);
         return;
+    }
     int32_t k = 0;
     for (uint32_t i = 0; i < n; i++) {
         const msgpack_object *e = &a->via.array.ptr[i];
@@ -321,14 +328,23 @@ static void site_features(struct msite *s, const msgpack_object *info)
             continue;
         if (!(v[k] = strdup(f)))
             break;
+        if (w) { /* a count that does not read: one host (never more than it said) */
+            const msgpack_object *c = &hc->via.array.ptr[i];
+            w[k] = c->type == MSGPACK_OBJECT_POSITIVE_INTEGER && c->via.u64 <= UINT32_MAX
+                       ? (uint32_t)c->via.u64
+                       : 1;
+        }
         k++;
     }
     for (int32_t i = 0; i < s->nfsets; i++)
         free(s->fsets[i]);
     free(s->fsets);
+    free(s->fhosts);
     s->fsets = v;
+    s->fhosts = w;
     s->nfsets = k;
     s->info.fsets = (const char *const *)v;
+    s->info.fhosts = w;
     s->info.nfsets = k;
 }
 
@@ -377,6 +393,10 @@ static void site_down(struct meta *M, struct msite *s, const char *why)
             meta_order_unsent(M, q[i].job);
             continue;
         }
+        if (q[i].kind == RK_OUTPUT) { /* job is the held user request */
+            meta_out_fail(M, q[i].job, "its site went down before answering", NULL);
+            continue;
+        }
         struct mjob *j = q[i].job && q[i].kind != RK_GEST ? meta_job_find(M, q[i].job) : NULL;
         if (!j && q[i].kind != RK_GEST)
             continue;
@@ -419,8 +439,9 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
     char msg[256] = "";
     if (err)
         wire_get_strbuf(m->root, "msg", msg, sizeof msg);
-    struct mjob *j =
-        q->job && q->kind != RK_GEST && q->kind != RK_ORDER ? meta_job_find(M, q->job) : NULL;
+    struct mjob *j = q->job && q->kind != RK_GEST && q->kind != RK_ORDER && q->kind != RK_OUTPUT
+                         ? meta_job_find(M, q->job)
+                         : NULL;
     switch (q->kind) {
     case RK_GEST: {
         int64_t e = err ? -1 : wire_get_i64(m->root, "earliest", -1);
@@ -537,6 +558,9 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
         break;
     case RK_ORDER:
         meta_order_answer(M, s, q->job, err, code, msg);
+        break;
+    case RK_OUTPUT: /* job --output relayed (metaout.c) */
+        meta_out_answer(M, q->job, m);
         break;
     case RK_RESVLIST:
         if (!err)
@@ -666,6 +690,14 @@ void meta_sites_tick(struct meta *M)
     for (int i = 0; i < M->nsites; i++) {
         struct msite *s = &M->site[i];
         slurm_site_tick(s->slurm);
+        for (uint32_t k = 0; k < s->nreq;) /* a relayed --output: the user is told */
+            if (s->req[k].kind == RK_OUTPUT && now > s->req[k].deadline) {
+                uint64_t h = s->req[k].job;
+                s->req[k] = s->req[--s->nreq];
+                meta_out_fail(M, h, "its site did not answer in time (try again)", NULL);
+            } else {
+                k++;
+            }
         for (uint32_t k = 0; k < s->nreq; k++)
             if (now > s->req[k].deadline && s->req[k].kind != RK_EST && s->req[k].kind != RK_GEST) {
                 site_down(M, s, "does not answer");
@@ -888,9 +920,12 @@ void meta_sites_close(struct meta *M)
         for (int32_t k = 0; k < s->nfsets; k++)
             free(s->fsets[k]);
         free(s->fsets);
+        free(s->fhosts);
         s->fsets = NULL;
+        s->fhosts = NULL;
         s->nfsets = s->info.nfsets = 0;
         s->info.fsets = NULL;
+        s->info.fhosts = NULL;
     }
     forget_requests(M);
 }

@@ -5,14 +5,18 @@
  * parsers are slurmparse.c (slurm_int.h).
  *
  * Requests (docs/wire.md 6.12) map onto Slurm's client commands:
- *   SITE_INFO     sinfo -h -o %P|%a|%C|%F, then squeue -t PD,R,CG of the partition
- *   ESTIMATE      sbatch --test-only (the start Slurm's will-run test gives)
- *   RESERVE       scontrol create reservation (CoreCnt, Users = the job identity,
+ *   SITE_INFO     sinfo -h -o %P|%a|%C|%F|%f (counts and node features), then squeue
+ *                 -t PD,R,CG of the partition
+ *   ESTIMATE      sbatch --test-only (the start Slurm's will-run test gives); it, SUBMIT
+ *                 and PSUBMIT pass the request's constraint as sbatch --constraint
+ *   RESERVE       scontrol create reservation (CoreCnt, Features = the constraint
+ *                 without its counts, Users = the job identity,
  *                 Flags=FLEX so the job may start before it, PURGE_COMP so Slurm drops it
  *                 by itself once its job has ended)
  *   SUBMIT        squeue -n KEY (the spool's key is the job name: a resent submission
  *   PSUBMIT       gets the job made before), then sbatch --parsable --reservation
- *   JOB_GET       one squeue -j for every job asked about since the last one
+ *   JOB_GET       one squeue -j for every job asked about since the last one; with
+ *                 `output`, the job's slurm-ID.out/.err read as rank 0's (issue 27)
  *   CANCEL        scancel
  *   RESV_RELEASE  scontrol delete reservation
  *   RESV_LIST     scontrol -o show reservation, then squeue for the jobs bound to them
@@ -34,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/constraint.h"
 #include "lib/log.h"
 #include "daemon/loop.h"
 #include "roles/meta/slurm/slurm_int.h"
@@ -50,12 +55,14 @@ void slurm_site_tick(struct slurm_site *S)
         struct sreq *r = slurm_req_new(S, T_POLL, 0);
         uint32_t n = S->nw < POLL_MAX ? S->nw : POLL_MAX;
         if (r && (r->prid = malloc(n * sizeof *r->prid)) &&
-            (r->pjob = malloc(n * sizeof *r->pjob))) {
+            (r->pjob = malloc(n * sizeof *r->pjob)) && (r->pout = malloc(n * sizeof *r->pout))) {
             memcpy(r->prid, S->wrid, n * sizeof *r->prid);
             memcpy(r->pjob, S->wjob, n * sizeof *r->pjob);
+            memcpy(r->pout, S->wout, n * sizeof *r->pout);
             r->np = n;
             memmove(S->wrid, S->wrid + n, (S->nw - n) * sizeof *S->wrid);
             memmove(S->wjob, S->wjob + n, (S->nw - n) * sizeof *S->wjob);
+            memmove(S->wout, S->wout + n, (S->nw - n) * sizeof *S->wout);
             S->nw -= n;
             S->polling = true;
             slurm_cmd(S, r, C_SQUEUE, false);
@@ -149,6 +156,17 @@ static void on_kick(struct loop *l, void *arg)
     slurm_site_tick(S);
 }
 
+/* The request's "constraint" (issue 27) into r->con: true, or false with the error
+ * reply made (bad syntax: INVALID, as a batch site answers). */
+static bool get_con(struct slurm_site *S, struct sreq *r, const msgpack_object *o, uint64_t rid)
+{
+    char why[200];
+    if (wire_get_constraint(o, &r->con, why, sizeof why) == 0)
+        return true;
+    ready_err(S, rid, WE_INVALID, "%s", why);
+    return false;
+}
+
 void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
 {
     /* not started here: this runs while the spool sends its turn's messages, and a reply
@@ -170,15 +188,19 @@ void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
             uint32_t nc = S->capw ? S->capw * 2 : 64;
             uint64_t *a = realloc(S->wrid, nc * sizeof *a),
                      *b = a ? realloc(S->wjob, nc * sizeof *b) : NULL;
+            bool *c = b ? realloc(S->wout, nc * sizeof *c) : NULL;
             if (a)
                 S->wrid = a;
-            if (b) {
+            if (b)
                 S->wjob = b;
+            if (c) {
+                S->wout = c;
                 S->capw = nc;
             }
         }
         if (S->nw < S->capw) {
             S->wrid[S->nw] = rid;
+            S->wout[S->nw] = wire_get_bool(o, "output", false);
             S->wjob[S->nw++] = wire_get_u64(o, "job", 0);
         }
         wire_msg_free(&m);
@@ -190,7 +212,7 @@ void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
         if ((r = slurm_req_new(S, m.type, rid))) {
             slurm_cmd(S, r, C_SINFO, false);
             slurm_arg(r, "--noheader");
-            slurm_arg(r, "--format=%%P|%%a|%%C|%%F");
+            slurm_arg(r, "--format=%%P|%%a|%%C|%%F|%%f");
         }
         break;
     case WT_ESTIMATE:
@@ -203,6 +225,10 @@ void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
             r->procs = wire_get_u64(o, "procs", 1);
             r->walltime_s = wire_get_u64(o, "walltime_s", 3600);
             r->mem_mb = wire_get_u64(o, "mem_mb", 0);
+            if (!get_con(S, r, o, rid)) {
+                slurm_req_free(S, r);
+                break;
+            }
             slurm_cmd(S, r, C_SBATCH, false);
             slurm_arg(r, "--test-only");
             slurm_job_args(S, r);
@@ -223,6 +249,10 @@ void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
         }
         if (!(r = slurm_req_new(S, m.type, rid)))
             break;
+        if (!get_con(S, r, o, rid)) {
+            slurm_req_free(S, r);
+            break;
+        }
         snprintf(r->name, sizeof r->name, "%s", name);
         r->procs = wire_get_u64(o, "procs", 1);
         int64_t now = wall_now_ms(), st = wire_get_i64(o, "start", 0);
@@ -250,6 +280,11 @@ void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
         if (S->c.partition[0])
             slurm_arg(r, "PartitionName=%s", S->c.partition);
         slurm_arg(r, "CoreCnt=%" PRIu64, r->procs ? r->procs : 1);
+        char plain[CONSTRAINT_LEN_MAX + 1];
+        /* issue 27: cores of nodes with the features; a count asks for some hosts only,
+         * which a reservation cannot say: its name is asked of every reserved node */
+        if (r->con && constraint_plain(r->con, plain, sizeof plain) == 0)
+            slurm_arg(r, "Features=%s", plain);
         /* FLEX: the job may start before the reservation when cores are free sooner;
          * PURGE_COMP: Slurm drops it once its job is done, should the spool not */
         slurm_arg(r, "Flags=FLEX,PURGE_COMP");
@@ -280,6 +315,10 @@ void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
             break;
         }
         r->wrap = w;
+        if (!get_con(S, r, o, rid)) {
+            slurm_req_free(S, r);
+            break;
+        }
         r->parallel = m.type == WT_PSUBMIT;
         r->hold = wire_get_bool(o, "hold", false);
         r->procs = r->parallel ? wire_get_u64(o, "procs", 1) : 1;
@@ -472,6 +511,7 @@ void slurm_site_destroy(struct slurm_site **sp)
     free(S->reap);
     free(S->wrid);
     free(S->wjob);
+    free(S->wout);
     free(S);
     *sp = NULL;
 }

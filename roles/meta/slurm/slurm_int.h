@@ -65,8 +65,10 @@ struct sreq {
     int64_t start;
     bool parallel, hold; /* hold: sbatch --hold (the spool cancelling a copy it may have made) */
     char *wrap;
-    /* T_POLL: the JOB_GETs it answers */
+    char *con; /* submit --constraint (issue 27), canonical; NULL none; owned */
+    /* T_POLL: the JOB_GETs it answers (pout: with `output`, issue 27) */
     uint64_t *prid, *pjob;
+    bool *pout;
     uint32_t np;
     /* a first step's result kept for the second */
     int64_t i1, i2, i3, i4;
@@ -93,6 +95,7 @@ struct slurm_site {
     int running;
     /* JOB_GETs waiting for the next squeue */
     uint64_t *wrid, *wjob;
+    bool *wout; /* JOB_GET `output`: the job's slurm-ID.out/.err read (issue 27) */
     uint32_t nw, capw;
     bool polling;
     pid_t *reap;
@@ -133,7 +136,7 @@ void slurm_why(const struct slurm_site *S, const struct sreq *r, char *b, size_t
 /* r's command finished (S->done): its reply, or its next command. */
 void slurm_step_done(struct slurm_site *S, struct sreq *r);
 /* The arguments of sbatch shared by ESTIMATE and SUBMIT (partition, account, qos,
- * tasks, time, memory, directory). */
+ * tasks, time, memory, directory, constraint). */
 void slurm_job_args(struct slurm_site *S, struct sreq *r);
 /* r's sbatch --parsable (SUBMIT/PSUBMIT's second step, or its only one without a key). */
 void slurm_submit_cmd(struct slurm_site *S, struct sreq *r);

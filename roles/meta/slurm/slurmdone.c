@@ -10,8 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include "lib/constraint.h"
 #include "lib/log.h"
 #include "lib/text.h"
 #include "daemon/loop.h"
@@ -71,6 +75,8 @@ void slurm_job_args(struct slurm_site *S, struct sreq *r)
     if (r->mem_mb)
         slurm_arg(r, r->parallel ? "--mem=%" PRIu64 : "--mem-per-cpu=%" PRIu64, r->mem_mb);
     slurm_arg(r, "--chdir=%s", S->c.dir);
+    if (r->con) /* issue 27: Slurm's syntax, passed as it is (counts included) */
+        slurm_arg(r, "--constraint=%s", r->con);
 }
 
 /* Splits s at sep in place: up to n fields, returns how many. */
@@ -88,6 +94,88 @@ static int split(char *s, char sep, char **f, int n)
     return k;
 }
 
+/* Adds the feature list f ("(null)" or "": none) of nn nodes to the lists kept in
+ * r->wrap, one "N|canonical list" line per distinct list (issue 27); a list with a name
+ * the parser refuses is left out (logged). */
+static void sinfo_features(struct slurm_site *S, struct sreq *r, const char *f, long nn)
+{
+    char canon[FEATURES_LEN_MAX + 1], why[160];
+    if (!strcmp(f, "(null)") || !*f || nn <= 0)
+        return;
+    if (features_norm(f, strlen(f), canon, sizeof canon, why, sizeof why) < 0) {
+        log_debug("slurm site %s: node features '%.100s' left out: %s", S->site, f, why);
+        return;
+    }
+    size_t have = r->wrap ? strlen(r->wrap) : 0, add = strlen(canon) + 24;
+    char *w = realloc(r->wrap, have + add);
+    if (!w)
+        return;
+    r->wrap = w;
+    snprintf(w + have, add, "%ld|%s\n", nn, canon);
+}
+
+/*
+ * sinfo --format=%P|%a|%C|%F|%f rows (partition, default marked *; up/down; CPUs and
+ * nodes allocated/idle/other/total; the nodes' available features): sinfo gives one row
+ * per distinct feature list of a partition, so the partition's counts are their sums.
+ * Fills r->i1..i4 (cores, cores free, nodes, nodes up), r->s1 (the partition) and the
+ * feature lists; false when the partition has no row.
+ */
+static bool sinfo_rows(struct slurm_site *S, struct sreq *r)
+{
+    bool found = false;
+    char *save = NULL;
+    r->i1 = r->i2 = r->i3 = r->i4 = 0;
+    for (char *ln = strtok_r(r->out.p ? r->out.p : (char *)"", "\n", &save); ln;
+         ln = strtok_r(NULL, "\n", &save)) {
+        char *f[5] = {0};
+        if (split(ln, '|', f, 5) < 4)
+            continue;
+        size_t pl = strlen(f[0]);
+        bool dflt = pl && f[0][pl - 1] == '*';
+        if (dflt)
+            f[0][pl - 1] = '\0';
+        if (S->c.partition[0] ? strcmp(f[0], S->c.partition) : !dflt)
+            continue;
+        if (found && strcmp(f[0], r->s1))
+            continue; /* two default partitions: the first */
+        long a = 0, i = 0, o = 0, t = 0, na = 0, ni = 0, no = 0, nt = 0;
+        sscanf(f[2], "%ld/%ld/%ld/%ld", &a, &i, &o, &t);
+        sscanf(f[3], "%ld/%ld/%ld/%ld", &na, &ni, &no, &nt);
+        bool up = !strcmp(f[1], "up");
+        r->i1 += t;
+        r->i2 += up ? i : 0;
+        r->i3 += nt;
+        r->i4 += up ? na + ni : 0;
+        snprintf(r->s1, sizeof r->s1, "%s", f[0]);
+        if (f[4])
+            sinfo_features(S, r, f[4], nt);
+        found = true;
+    }
+    return found;
+}
+
+/* SITE "features" and "feature_hosts" (issue 27): the lists kept by sinfo_features,
+ * at most 64. */
+static void put_features(struct wire_buf *wb, const char *lines)
+{
+    uint32_t n = 0;
+    for (const char *p = lines ? lines : ""; *p && n < 64; p = strchr(p, '\n') + 1)
+        n++;
+    for (int pass = 0; pass < 2; pass++) {
+        wire_put_key(wb, pass ? "feature_hosts" : "features");
+        wire_pack_array(wb, n);
+        const char *p = lines ? lines : "";
+        for (uint32_t k = 0; k < n; k++, p = strchr(p, '\n') + 1) {
+            const char *bar = strchr(p, '|');
+            if (pass)
+                wire_pack_u64(wb, strtoull(p, NULL, 10));
+            else
+                wire_pack_strn(wb, bar + 1, (size_t)(strchr(bar, '\n') - bar - 1));
+        }
+    }
+}
+
 static void done_site_info(struct slurm_site *S, struct sreq *r)
 {
     if (!slurm_cmd_ok(r)) {
@@ -98,33 +186,7 @@ static void done_site_info(struct slurm_site *S, struct sreq *r)
         return;
     }
     if (r->step == 0) {
-        /* %P|%a|%C|%F: partition (default marked *), up/down, CPUs and nodes A/I/O/T */
-        bool found = false;
-        char *save = NULL;
-        for (char *ln = strtok_r(r->out.p ? r->out.p : (char *)"", "\n", &save); ln;
-             ln = strtok_r(NULL, "\n", &save)) {
-            char *f[4];
-            if (split(ln, '|', f, 4) < 4)
-                continue;
-            size_t pl = strlen(f[0]);
-            bool dflt = pl && f[0][pl - 1] == '*';
-            if (dflt)
-                f[0][pl - 1] = '\0';
-            if (S->c.partition[0] ? strcmp(f[0], S->c.partition) : !dflt)
-                continue;
-            long a = 0, i = 0, o = 0, t = 0, na = 0, ni = 0, no = 0, nt = 0;
-            sscanf(f[2], "%ld/%ld/%ld/%ld", &a, &i, &o, &t);
-            sscanf(f[3], "%ld/%ld/%ld/%ld", &na, &ni, &no, &nt);
-            bool up = !strcmp(f[1], "up");
-            r->i1 = t;
-            r->i2 = up ? i : 0;
-            r->i3 = nt;
-            r->i4 = up ? a + i : 0;
-            snprintf(r->s1, sizeof r->s1, "%s", f[0]);
-            found = true;
-            break;
-        }
-        if (!found) {
+        if (!sinfo_rows(S, r)) {
             log_warnx("slurm site %s: partition %s not found by sinfo", S->site,
                       S->c.partition[0] ? S->c.partition : "(default)");
             reply_err(S, r, WE_INVALID, "slurm site %s: no partition %s", S->site,
@@ -153,7 +215,7 @@ static void done_site_info(struct slurm_site *S, struct sreq *r)
     wire_buf_init(&wb);
     wire_begin(&wb, WT_SITE, r->rid, 1);
     wire_put_key(&wb, "site");
-    wire_pack_map(&wb, 14);
+    wire_pack_map(&wb, 16);
     wire_put_u64(&wb, "clusters", 1);
     wire_put_u64(&wb, "hosts", (uint64_t)r->i3);
     wire_put_u64(&wb, "hosts_up", (uint64_t)r->i4);
@@ -170,6 +232,7 @@ static void done_site_info(struct slurm_site *S, struct sreq *r)
     wire_put_i64(&wb, "now", wall_now_ms());
     wire_put_str(&wb, "kind", "slurm");
     wire_put_str(&wb, "partition", r->s1);
+    put_features(&wb, r->wrap);
     send_wb(S, &wb);
     wire_buf_free(&wb);
     slurm_req_free(S, r);
@@ -454,13 +517,67 @@ static void done_resv_list(struct slurm_site *S, struct sreq *r)
     slurm_req_free(S, r);
 }
 
-static void job_reply(struct slurm_site *S, uint64_t rid, uint64_t job, char **f, int nf)
+/*
+ * Up to SLURM_OUT_MAX bytes of file dir/slurm-JOB.EXT (what sbatch --output/--error
+ * wrote, slurm_submit_cmd) as "key": bin and "trunc": bool into wb; with none (not
+ * written yet, unreadable) nothing. The number of fields written. The file is read
+ * here, in the spool's loop: it is the job's own, in the site's dir (local or a shared
+ * file system), and bounded.
+ */
+#define SLURM_OUT_MAX (1u << 20)
+static uint32_t put_file(struct wire_buf *wb, const char *dir, uint64_t job, const char *ext,
+                         const char *key, const char *trunc)
+{
+    char path[SLURM_STR + 64];
+    snprintf(path, sizeof path, "%s/slurm-%" PRIu64 ".%s", dir, job, ext);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    size_t want = st.st_size > SLURM_OUT_MAX ? SLURM_OUT_MAX : (size_t)st.st_size, got = 0;
+    char *b = malloc(want + 1);
+    while (b && got < want) {
+        ssize_t n = read(fd, b + got, want - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    if (!b)
+        return 0;
+    wire_put_bin(wb, key, b, got);
+    wire_put_bool(wb, trunc, (uint64_t)st.st_size > got);
+    free(b);
+    return 2;
+}
+
+/* JOB_GET `output` (issue 27): the job's ranks, one (the batch script's: Slurm writes
+ * every task's output into the job's one file), with stdout and stderr when written. */
+static void put_ranks(struct slurm_site *S, struct wire_buf *wb, uint64_t job, const char *host)
+{
+    struct wire_buf f;
+    wire_buf_init(&f);
+    uint32_t n = put_file(&f, S->c.dir, job, "out", "stdout", "out_trunc");
+    n += put_file(&f, S->c.dir, job, "err", "stderr", "err_trunc");
+    wire_put_key(wb, "ranks");
+    wire_pack_array(wb, 1);
+    wire_pack_map(wb, 2 + n);
+    wire_put_u64(wb, "rank", 0);
+    wire_put_str(wb, "host", host);
+    msgpack_sbuffer_write(&wb->sb, f.sb.data, f.sb.size);
+    wire_buf_free(&f);
+}
+
+static void job_reply(struct slurm_site *S, uint64_t rid, uint64_t job, char **f, int nf, bool out)
 {
     struct wire_buf wb;
     wire_buf_init(&wb);
     wire_begin(&wb, WT_JOB, rid, 1);
     wire_put_key(&wb, "job");
-    wire_pack_map(&wb, 10);
+    wire_pack_map(&wb, 10 + out);
     wire_put_u64(&wb, "job", job);
     wire_put_str(&wb, "kind", "parallel");
     if (nf >= 7) {
@@ -478,6 +595,8 @@ static void job_reply(struct slurm_site *S, uint64_t rid, uint64_t job, char **f
         wire_put_str(&wb, "reason", strcmp(f[5], "None") ? f[5] : "");
         wire_put_str(&wb, "hosts", strcmp(f[6], "(null)") ? f[6] : "");
         wire_put_str(&wb, "slurm_state", f[1]);
+        if (out)
+            put_ranks(S, &wb, job, strcmp(f[6], "(null)") ? f[6] : "");
     } else {
         /* Slurm forgot it (MinJobAge passed, or its state was lost) and the adapter has no
          * accounting to ask: reported failed rather than unknown, so it is not run twice */
@@ -489,6 +608,8 @@ static void job_reply(struct slurm_site *S, uint64_t rid, uint64_t job, char **f
         wire_put_str(&wb, "reason", "Slurm no longer knows the job: its end was not seen");
         wire_put_str(&wb, "hosts", "");
         wire_put_str(&wb, "slurm_state", "");
+        if (out)
+            put_ranks(S, &wb, job, "");
     }
     send_wb(S, &wb);
     wire_buf_free(&wb);
@@ -527,9 +648,9 @@ static void done_poll(struct slurm_site *S, struct sreq *r)
                 int code = atoi(f[4]), sig = strchr(f[4], ':') ? atoi(strchr(f[4], ':') + 1) : 0;
                 snprintf(ex, sizeof ex, "%d", sig ? sig & 0x7f : (code & 0xff) << 8);
                 char *g[7] = {f[0], f[1], f[2], f[3], ex, "None", ""};
-                job_reply(S, r->prid[i], r->pjob[i], g, 7);
+                job_reply(S, r->prid[i], r->pjob[i], g, 7, r->pout[i]);
             } else {
-                job_reply(S, r->prid[i], r->pjob[i], f, 0);
+                job_reply(S, r->prid[i], r->pjob[i], f, 0, r->pout[i]);
             }
         }
         slurm_req_free(S, r);
@@ -552,10 +673,11 @@ static void done_poll(struct slurm_site *S, struct sreq *r)
          * read yet (a poll can finish before scontrol does; sacct then answers or fails) */
         if (nf < 7 && (S->sacct || (!S->config_known && S->path[C_SACCT][0]))) {
             r->prid[nmiss] = r->prid[i];
+            r->pout[nmiss] = r->pout[i];
             r->pjob[nmiss++] = r->pjob[i];
             continue;
         }
-        job_reply(S, r->prid[i], r->pjob[i], f, nf);
+        job_reply(S, r->prid[i], r->pjob[i], f, nf, r->pout[i]);
     }
     r->np = nmiss;
     if (!nmiss) {

@@ -238,8 +238,10 @@ void slurm_req_free(struct slurm_site *S, struct sreq *r)
     args_clear(r);
     free(r->rep);
     free(r->wrap);
+    free(r->con);
     free(r->prid);
     free(r->pjob);
+    free(r->pout);
     free(r);
 }
 
