@@ -97,6 +97,9 @@ struct bnode {
     int32_t host; /* machine id (batch_node_spec.host), -1: a machine of its own */
     int32_t fset; /* its feature list (engine fsets), -1: none (issue 27) */
     bool up;
+};
+
+struct bnodepos {  /* where a node is in the groups (batch_engine.npos) */
     int32_t group; /* -1 when down */
     int32_t gpos;  /* index in its group's node list */
 };
@@ -241,6 +244,10 @@ struct batch_engine {
      * stay within a few cache lines. */
     int32_t *node_job;
     int32_t capnodejob;
+    /* per node: its group and position there, apart from struct bnode so that
+     * regrouping writes a dense array */
+    struct bnodepos *npos;
+    int32_t capnpos;
     int32_t nlazy; /* running jobs with nodes_lazy */
     struct strmap nodemap;
     /* distinct node feature lists (issue 27): fsetmap list -> index into fsets */
@@ -253,6 +260,14 @@ struct batch_engine {
     int32_t nhosts;
     int32_t *hostcnt;
     int32_t caphostcnt;
+
+    /* group.c: per node its base class (class, features, capacity: a group's key
+     * without the reservations; -1 when down), valid while nbase_ok (a node added,
+     * going up or down or its features changed clear it); base_rep: per base class
+     * its first node; rg_scr: regrouping's scratch, 4 per node */
+    int32_t *nbase, *base_rep, *rg_scr;
+    int32_t nbases, capnbase, capbase_rep, caprg_scr;
+    bool nbase_ok;
 
     struct bgroup *groups;
     int32_t ngroups;
