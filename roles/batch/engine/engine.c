@@ -55,7 +55,7 @@ void batch_engine_destroy(struct batch_engine **ep)
     free(e->node_job);
     free(e->nbase);
     free(e->npos);
-    free(e->rg_scr);
+    bs_part_free(&e->part);
     free(e->base_rep);
     bs_strmap_free(&e->nodemap);
     for (int32_t i = 0; i < e->nfsets; i++)

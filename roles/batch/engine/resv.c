@@ -268,6 +268,7 @@ int batch_resv_create(struct batch_engine *e, const struct batch_resv_req *q, in
     r->per_task = q->per_task;
     r->pool = -1;
     r->live = true;
+    bs_part_note_resv(e, e->nresv);
     e->nresv++;
     e->groups_dirty = true; /* regrouped once at the next cycle or estimate (as a release) */
     bs_engine_memo_clear(e);
