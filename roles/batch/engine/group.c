@@ -189,16 +189,17 @@ out:
     return rc;
 }
 
-/* Subtracts running job j from its pool's base profiles over [now, end_est). */
+/* Subtracts running job j from its pool's base profiles over [now, end_est): its
+ * nodes counted per group from its busy words (j->runs, just rebuilt). */
 static int base_add_job(struct batch_engine *e, struct bjob *j)
 {
     struct bpool *p = &e->pools[j->resv >= 0 ? e->resv[j->resv].pool : 0];
     int32_t *cnt = e->scr_cnt;
     memset(cnt, 0, (size_t)p->ng * sizeof *cnt);
-    for (int32_t i = 0; i < j->nnodes; i++) {
-        int32_t g = e->npos[j->nodes[i]].group, k = g >= 0 ? bs_pool_pos(p, g) : -1;
+    for (int32_t i = 0; i < j->nruns; i++) {
+        int32_t k = bs_pool_pos(p, j->runs[i].group);
         if (k >= 0)
-            cnt[k]++;
+            cnt[k] += bs_pop64(j->runs[i].mask);
     }
     for (int32_t k = 0; k < p->ng; k++)
         if (cnt[k] && bs_profile_add(&p->base[k], e->now, j->end_est, -cnt[k]) < 0)

@@ -125,9 +125,10 @@ struct bclass {
     int32_t *nodes; /* ascending */
     int32_t nnodes, capnodes;
     uint64_t hash;
-    int32_t group; /* its group at the last regrouping, -1: none */
-    bool touched;  /* on the touched list of the update under way */
-    bool changed;  /* nodes came or went since its group was built */
+    int32_t group;      /* its group at the last regrouping, -1: none */
+    bool touched;       /* on the touched list of the update under way */
+    bool changed;       /* nodes came or went since its group was built */
+    int32_t inoff, nin; /* scratch: its arrivals in bpart.buf */
 };
 
 struct bpart {
@@ -144,8 +145,12 @@ struct bpart {
     int32_t nfresh, capfresh;
     int32_t *touch; /* scratch: classes that lost or gained nodes */
     int32_t ntouch, captouch;
-    int64_t *in; /* scratch: class << 32 | node, nodes that arrived */
+    int32_t *in; /* scratch: nodes moved (a node moved twice is listed twice) */
     int32_t nin, capin;
+    int32_t *buf; /* scratch: the moved nodes by class */
+    int32_t capbuf;
+    int32_t *seen; /* scratch: per node, the serial of the last pass that saw it */
+    int32_t capseen, serial;
 };
 
 struct bpool {

@@ -150,6 +150,8 @@ void bs_part_free(struct bpart *p)
     free(p->fresh);
     free(p->touch);
     free(p->in);
+    free(p->buf);
+    free(p->seen);
     memset(p, 0, sizeof *p);
 }
 
@@ -228,14 +230,8 @@ static int move(struct bpart *p, int32_t i, int32_t r, bool add, struct move_mem
     if (touch(p, from) < 0 || touch(p, to) < 0 || VEC_RESERVE(p->in, p->capin, p->nin + 1) < 0)
         return -1;
     p->ncls[i] = to;
-    p->in[p->nin++] = (int64_t)to << 32 | (uint32_t)i;
+    p->in[p->nin++] = i;
     return 0;
-}
-
-static int cmp_in(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return x < y ? -1 : x > y;
 }
 
 static int cmp_i32(const void *a, const void *b)
@@ -244,33 +240,61 @@ static int cmp_i32(const void *a, const void *b)
 }
 
 /* Rewrites the node lists of the touched classes: the nodes that stayed, merged with
- * the ones that arrived (both ascending). 0 or -1. */
-static int settle(struct bpart *p)
+ * the ones that arrived (bucketed by class, each bucket ascending). 0 or -1. */
+static int settle(struct bpart *p, int32_t nnodes)
 {
-    qsort(p->in, (size_t)p->nin, sizeof *p->in, cmp_in);
-    qsort(p->touch, (size_t)p->ntouch, sizeof *p->touch, cmp_i32);
-    int32_t at = 0;
+    if (VEC_RESERVE(p->buf, p->capbuf, p->nin + 1) < 0)
+        return -1;
+    if (p->capseen < nnodes) { /* new entries zeroed: never equal to a serial */
+        int32_t old = p->capseen;
+        if (VEC_RESERVE(p->seen, p->capseen, nnodes) < 0)
+            return -1;
+        memset(p->seen + old, 0, (size_t)(p->capseen - old) * sizeof *p->seen);
+    }
+    if (p->serial > INT32_MAX - 2) {
+        memset(p->seen, 0, (size_t)p->capseen * sizeof *p->seen);
+        p->serial = 0;
+    }
+    int32_t s1 = ++p->serial, s2 = ++p->serial;
+    for (int32_t t = 0; t < p->ntouch; t++)
+        p->c[p->touch[t]].nin = 0;
+    for (int32_t x = 0; x < p->nin; x++) { /* a node moved twice counts where it ended */
+        int32_t i = p->in[x];
+        if (p->seen[i] != s1) {
+            p->seen[i] = s1;
+            p->c[p->ncls[i]].nin++;
+        }
+    }
+    for (int32_t t = 0, off = 0; t < p->ntouch; t++) {
+        struct bclass *c = &p->c[p->touch[t]];
+        c->inoff = off;
+        off += c->nin;
+        c->nin = 0;
+    }
+    for (int32_t x = 0; x < p->nin; x++) {
+        int32_t i = p->in[x];
+        if (p->seen[i] != s2) {
+            p->seen[i] = s2;
+            struct bclass *c = &p->c[p->ncls[i]];
+            p->buf[c->inoff + c->nin++] = i;
+        }
+    }
     for (int32_t t = 0; t < p->ntouch; t++) {
         int32_t k = p->touch[t];
         struct bclass *c = &p->c[k];
-        int32_t kept = 0, from, nin = 0;
+        int32_t kept = 0, nin = c->nin, *in = p->buf + c->inoff;
+        for (int32_t x = 1; x < nin; x++)
+            if (in[x - 1] > in[x]) { /* reservations by name, or several */
+                qsort(in, (size_t)nin, sizeof *in, cmp_i32);
+                break;
+            }
         for (int32_t x = 0; x < c->nnodes; x++)
             if (p->ncls[c->nodes[x]] == k)
                 c->nodes[kept++] = c->nodes[x];
-        while (at < p->nin && (int32_t)(p->in[at] >> 32) < k)
-            at++;
-        from = at;
-        while (at < p->nin && (int32_t)(p->in[at] >> 32) == k) {
-            int32_t i = (int32_t)(uint32_t)p->in[at++];
-            if (p->ncls[i] == k) /* still here (it may have moved on) */
-                p->in[from + nin++] = i;
-        }
         if (VEC_RESERVE(c->nodes, c->capnodes, kept + nin + 1) < 0)
             return -1;
         for (int32_t a = kept - 1, b = nin - 1, w = kept + nin - 1; b >= 0; w--)
-            c->nodes[w] = a >= 0 && c->nodes[a] > (int32_t)p->in[from + b]
-                              ? c->nodes[a--]
-                              : (int32_t)p->in[from + b--];
+            c->nodes[w] = a >= 0 && c->nodes[a] > in[b] ? c->nodes[a--] : in[b--];
         c->nnodes = kept + nin;
         c->touched = false;
         c->changed = true;
@@ -357,7 +381,7 @@ int bs_part_update(struct batch_engine *e)
         p->acc[p->nacc++] = r;
     }
     p->nfresh = 0;
-    if (settle(p) < 0)
+    if (settle(p, e->nnodes) < 0)
         goto out;
     p->nlive = 0;
     for (int32_t k = 0; k < p->nc; k++)

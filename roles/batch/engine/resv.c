@@ -139,9 +139,16 @@ static int pick_tasks(struct batch_engine *e, const struct batch_resv_req *q, in
     if (!held)
         return fail(why, len, "out of memory");
     nodes_held(e, s, t, held);
+    const struct batch_res *last = NULL; /* kpn of the last capacity seen (nodes alike) */
+    int32_t klast = 0;
     for (int32_t i = 0; i < e->nnodes && tasks < q->tasks; i++) {
         const struct bnode *nd = &e->nodes[i];
-        int32_t k = bs_engine_kpn(&nd->cap, &q->per_task);
+        if (!last || last->procs != nd->cap.procs || last->mem != nd->cap.mem ||
+            last->disk != nd->cap.disk || last->swap != nd->cap.swap) {
+            last = &nd->cap;
+            klast = bs_engine_kpn(&nd->cap, &q->per_task);
+        }
+        int32_t k = klast;
         if (q->ppn > 0 && k > q->ppn) /* at most ppn per machine */
             k = q->ppn;
         if (q->ppn > 0 && nd->host >= 0 && k > q->ppn - e->hostcnt[nd->host])
