@@ -142,6 +142,8 @@ static int pick_tasks(struct batch_engine *e, const struct batch_resv_req *q, in
     const struct batch_res *last = NULL; /* kpn of the last capacity seen (nodes alike) */
     int32_t klast = 0;
     for (int32_t i = 0; i < e->nnodes && tasks < q->tasks; i++) {
+        if (held[i]) /* before the node itself: most nodes passed over are held */
+            continue;
         const struct bnode *nd = &e->nodes[i];
         if (!last || last->procs != nd->cap.procs || last->mem != nd->cap.mem ||
             last->disk != nd->cap.disk || last->swap != nd->cap.swap) {
@@ -156,7 +158,7 @@ static int pick_tasks(struct batch_engine *e, const struct batch_resv_req *q, in
         if (k < 1 || (cls >= 0 && nd->cls != cls) ||
             (q->constraint && *q->constraint &&
              !constraint_match(q->constraint, nd->fset >= 0 ? e->fsets[nd->fset] : "")) ||
-            !nd->up || held[i])
+            !nd->up)
             continue;
         if (q->ppn > 0 && nd->host >= 0)
             e->hostcnt[nd->host] += k;
