@@ -5,18 +5,26 @@
 # the trace and the 7 runs), estimate_wall_s the estimate policy's run alone (target
 # < 10 s); bsld holds the mean bounded slowdown (10 s) per policy. One JSON line:
 #   {"bench":"meta_sim","wall_s":...,"estimate_wall_s":...,"bsld":{"estimate":...,...}}
+# A second line (issue 25 item 5) measures what reservations cost on big sites: the
+# first 10,000 jobs of CEA-Curie (93,312 one-processor nodes) on 4 sites, the estimate
+# policy (an estimate at every site and a reservation per grid job) against slurm_m
+# (no reservation), each run's own wall time and their ratio (target: ratio < 2):
+#   {"bench":"meta_sim_resv","estimate_wall_s":...,"slurm_m_wall_s":...,"ratio":...}
 set -eu
 export GRIDNODE_PLAIN="${GRIDNODE_PLAIN-1}" # plain on loopback, as bench/run.sh (docs/security.md)
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
 gridnode="$BUILD/gridnode"
 [ -x "$gridnode" ] || { echo "meta_sim: $gridnode not built (make BUILD=$BUILD)" >&2; exit 1; }
-trace="${TRACES:-../shared/traces}/SDSC-SP2-1998-4.2-cln.swf.gz"
-# A clone without the traces beside it skips (TRACES names their folder).
+traces="${TRACES:-../shared/traces}"
+trace="$traces/SDSC-SP2-1998-4.2-cln.swf.gz"
+# A clone without the traces beside it skips a line (TRACES names their folder).
+skip() {
+    echo "{\"bench\":\"$1\",\"skipped\":\"$2 not found (set TRACES to the folder of the SWF traces)\"}"
+}
 if [ ! -r "$trace" ]; then
-    echo "{\"bench\":\"meta_sim\",\"skipped\":\"$trace not found (set TRACES to the folder of the SWF traces)\"}"
-    exit 0
-fi
+    skip meta_sim "$trace"
+else
 "$gridnode" meta --simulate "$trace" --sites 4 --json | /usr/bin/python3 -c '
 import json, sys
 d = json.load(sys.stdin)
@@ -27,3 +35,22 @@ print(json.dumps({"bench": "meta_sim", "wall_s": round(d["wall_s"], 3),
                   "jobs": d["jobs"], "grid_jobs": d["grid_jobs"],
                   "moved": runs["estimate"]["moved"],
                   "bsld": {k: round(runs[k]["mean_bsld"], 3) for k in keys}}))'
+fi
+
+curie="$traces/CEA-Curie-2011-2.1-cln.swf.gz"
+if [ ! -r "$curie" ]; then
+    skip meta_sim_resv "$curie"
+    exit 0
+fi
+wall() { # the run's own wall time (reading the trace not counted)
+    "$gridnode" meta --simulate "$curie" --count 10000 --sites 4 --policy "$1" --json |
+        /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["runs"][0]["wall_s"])'
+}
+est=$(wall estimate)
+slm=$(wall slurm_m)
+/usr/bin/python3 -c '
+import json, sys
+e, s = float(sys.argv[1]), float(sys.argv[2])
+print(json.dumps({"bench": "meta_sim_resv", "trace": "CEA-Curie", "jobs": 10000, "sites": 4,
+                  "estimate_wall_s": round(e, 3), "slurm_m_wall_s": round(s, 3),
+                  "ratio": round(e / s, 1) if s > 0 else None}))' "$est" "$slm"

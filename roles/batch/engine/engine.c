@@ -54,6 +54,10 @@ void batch_engine_destroy(struct batch_engine **ep)
         free(e->nodes[i].name);
     free(e->nodes);
     free(e->node_job);
+    free(e->nbase);
+    free(e->npos);
+    bs_part_free(&e->part);
+    free(e->base_rep);
     bs_strmap_free(&e->nodemap);
     for (int32_t i = 0; i < e->nfsets; i++)
         free(e->fsets[i]);
@@ -162,6 +166,7 @@ int batch_node_set_features(struct batch_engine *e, int32_t node, const char *fe
     if (e->nodes[node].fset != k) {
         e->nodes[node].fset = k;
         e->groups_dirty = true;
+        e->nbase_ok = false;
         bs_engine_memo_clear(e);
     }
     return 0;
@@ -191,7 +196,8 @@ int32_t batch_node_add(struct batch_engine *e, const struct batch_node_spec *n)
     int32_t fset = fset_intern(e, n->features);
     if ((n->class_[0] && cls < 0) || (n->host[0] && host < 0) || fset == -2 ||
         VEC_RESERVE(e->nodes, e->capnodes, e->nnodes + 1) < 0 ||
-        VEC_RESERVE(e->node_job, e->capnodejob, e->nnodes + 1) < 0)
+        VEC_RESERVE(e->node_job, e->capnodejob, e->nnodes + 1) < 0 ||
+        VEC_RESERVE(e->npos, e->capnpos, e->nnodes + 1) < 0)
         return -1;
     struct bnode *nd = &e->nodes[e->nnodes];
     memset(nd, 0, sizeof *nd);
@@ -206,8 +212,9 @@ int32_t batch_node_add(struct batch_engine *e, const struct batch_node_spec *n)
     nd->fset = fset;
     nd->up = true;
     e->node_job[e->nnodes] = -1;
-    nd->group = -1;
+    e->npos[e->nnodes].group = -1;
     e->groups_dirty = true;
+    e->nbase_ok = false;
     bs_engine_memo_clear(e);
     return e->nnodes++;
 }
@@ -222,6 +229,7 @@ int batch_node_set_up(struct batch_engine *e, int32_t node, bool up)
     if (e->nodes[node].up != up) {
         e->nodes[node].up = up;
         e->groups_dirty = true;
+        e->nbase_ok = false;
         bs_engine_memo_clear(e);
     }
     return 0;

@@ -34,7 +34,7 @@ static void base_move_end(struct batch_engine *e, struct bjob *j, int64_t old_en
      * before every call here; a replay through the simulator does not) */
     bs_engine_fill_nodes(e, (int32_t)(j - e->jobs));
     for (int32_t i = 0; i < j->nnodes; i++) {
-        int32_t g = e->nodes[j->nodes[i]].group, k = g >= 0 ? bs_pool_pos(p, g) : -1;
+        int32_t g = e->npos[j->nodes[i]].group, k = g >= 0 ? bs_pool_pos(p, g) : -1;
         if (k >= 0)
             cnt[k]++;
     }

@@ -37,95 +37,77 @@ void bs_engine_groups_free(struct batch_engine *e)
     e->npools = 0;
 }
 
-/* ---- grouping ---- */
+/* ---- grouping: the groups are the partition's non-empty classes (part.c) in key
+ * order, each with its nodes in ascending index ---- */
 
-struct nodekey { /* per node: the reservation slots covering it */
-    int32_t off, n;
-};
-struct regroup_ctx {
-    const struct batch_engine *e;
-    const struct nodekey *key;
-    const int32_t *rl;
-};
-
-static int cmp_i64(int64_t a, int64_t b)
+/* Orders classes a and b by key: base class, then the reservation set. */
+static int class_cmp(const void *pa, const void *pb, void *arg)
 {
-    return a < b ? -1 : a > b;
-}
-
-/* Orders nodes by (class, features, capacity, reservation set): equal keys form a group. */
-static int node_cmp(const void *pa, const void *pb, void *arg)
-{
-    const struct regroup_ctx *c = arg;
-    int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
-    const struct bnode *x = &c->e->nodes[a], *y = &c->e->nodes[b];
-    int r;
-    if ((r = cmp_i64(x->cls, y->cls)) || (r = cmp_i64(x->fset, y->fset)) ||
-        (r = cmp_i64(x->cap.procs, y->cap.procs)) || (r = cmp_i64(x->cap.mem, y->cap.mem)) ||
-        (r = cmp_i64(x->cap.disk, y->cap.disk)) || (r = cmp_i64(x->cap.swap, y->cap.swap)) ||
-        (r = cmp_i64(c->key[a].n, c->key[b].n)))
+    const struct batch_engine *e = arg;
+    const struct bclass *a = &e->part.c[*(const int32_t *)pa],
+                        *b = &e->part.c[*(const int32_t *)pb];
+    int r = bs_part_base_cmp(&e->nodes[e->base_rep[a->base]], &e->nodes[e->base_rep[b->base]]);
+    if (r || (r = (a->nresv > b->nresv) - (a->nresv < b->nresv)))
         return r;
-    for (int32_t i = 0; i < c->key[a].n; i++)
-        if ((r = cmp_i64(c->rl[c->key[a].off + i], c->rl[c->key[b].off + i])))
-            return r;
+    for (int32_t i = 0; i < a->nresv; i++)
+        if (a->resv[i] != b->resv[i])
+            return a->resv[i] < b->resv[i] ? -1 : 1;
     return 0;
 }
 
-/* Per node, the live reservations holding it: key[] and the flat list rl[]. */
-static int node_keys(struct batch_engine *e, struct nodekey *key, int32_t **rlp)
+/* Builds group gi from class c; the nodes' positions are written again only when
+ * the class changed or moved to another group. */
+static int group_make(struct batch_engine *e, int32_t gi, struct bclass *c)
 {
-    int32_t total = 0;
-    for (int32_t r = 0; r < e->nresv; r++)
-        if (e->resv[r].live)
-            total += e->resv[r].nnodes;
-    int32_t *rl = malloc(((size_t)total + 1) * sizeof *rl);
-    if (!rl)
-        return -1;
-    for (int32_t i = 0; i < e->nnodes; i++)
-        key[i].n = 0;
-    for (int32_t r = 0; r < e->nresv; r++)
-        if (e->resv[r].live)
-            for (int32_t i = 0; i < e->resv[r].nnodes; i++)
-                key[e->resv[r].nodes[i]].n++;
-    for (int32_t i = 0, off = 0; i < e->nnodes; i++) {
-        key[i].off = off;
-        off += key[i].n;
-        key[i].n = 0;
-    }
-    for (int32_t r = 0; r < e->nresv; r++) /* ascending r: lists come out sorted */
-        if (e->resv[r].live)
-            for (int32_t i = 0; i < e->resv[r].nnodes; i++) {
-                struct nodekey *k = &key[e->resv[r].nodes[i]];
-                rl[k->off + k->n++] = r;
-            }
-    *rlp = rl;
-    return 0;
-}
-
-/* Builds group g from the sorted node indices ord[from, to). */
-static int group_make(struct batch_engine *e, struct bgroup *g, const int32_t *ord, int32_t from,
-                      int32_t to, const struct nodekey *key, const int32_t *rl)
-{
-    const struct bnode *first = &e->nodes[ord[from]];
-    const struct nodekey *k = &key[ord[from]];
+    struct bgroup *g = &e->groups[gi];
+    const struct bnode *first = &e->nodes[c->nodes[0]];
     g->cls = first->cls;
     g->fset = first->fset;
     g->cap = first->cap;
-    g->nnodes = to - from;
-    g->nresv = k->n;
+    g->nnodes = c->nnodes;
+    g->nresv = c->nresv;
     g->nodes = malloc((size_t)g->nnodes * sizeof *g->nodes);
     g->busy = calloc(((size_t)g->nnodes + 63) / 64, sizeof *g->busy);
-    g->resv = malloc(((size_t)k->n + 1) * sizeof *g->resv);
+    g->resv = malloc(((size_t)g->nresv + 1) * sizeof *g->resv);
     if (!g->nodes || !g->busy || !g->resv)
         return -1;
-    memcpy(g->resv, rl + k->off, (size_t)k->n * sizeof *g->resv);
-    for (int32_t i = 0; i < g->nnodes; i++) {
-        struct bnode *nd = &e->nodes[ord[from + i]];
-        g->nodes[i] = ord[from + i];
-        nd->group = (int32_t)(g - e->groups);
-        nd->gpos = i;
-    }
+    memcpy(g->resv, c->resv, (size_t)g->nresv * sizeof *g->resv);
+    memcpy(g->nodes, c->nodes, (size_t)g->nnodes * sizeof *g->nodes);
+    if (c->changed || c->group != gi)
+        for (int32_t i = 0; i < g->nnodes; i++)
+            e->npos[g->nodes[i]] = (struct bnodepos){gi, i};
+    c->group = gi;
+    c->changed = false;
     return 0;
+}
+
+/* Brings the partition up to date and builds e->groups from it. 0 or -1. */
+static int groups_make(struct batch_engine *e)
+{
+    struct bpart *p = &e->part;
+    if (bs_part_update(e) < 0)
+        return -1;
+    int32_t *co = malloc(((size_t)p->nc + 1) * sizeof *co), ng = 0, rc = -1;
+    if (!co)
+        return -1;
+    for (int32_t k = 0; k < p->nc; k++) {
+        if (p->c[k].nnodes > 0)
+            co[ng++] = k;
+        else
+            p->c[k].group = -1;
+    }
+    qsort_r(co, (size_t)ng, sizeof *co, class_cmp, e);
+    if (!(e->groups = calloc((size_t)ng + 1, sizeof *e->groups)))
+        goto out;
+    for (int32_t g = 0; g < ng; g++) {
+        e->ngroups++;
+        if (group_make(e, g, &p->c[co[g]]) < 0)
+            goto out;
+    }
+    rc = 0;
+out:
+    free(co);
+    return rc;
 }
 
 /* Allocates pool p over the groups listed in gid[0..ng) (copied). */
@@ -187,29 +169,8 @@ int bs_engine_regroup(struct batch_engine *e)
     bs_engine_memo_clear(e);
     bs_engine_fill_all(e); /* the lazy node lists refer to the old groups */
     bs_engine_groups_free(e);
-    struct nodekey *key = calloc((size_t)e->nnodes + 1, sizeof *key);
-    int32_t *ord = malloc(((size_t)e->nnodes + 1) * sizeof *ord), *rl = NULL, nup = 0;
     int rc = -1;
-    if (!key || !ord || node_keys(e, key, &rl) < 0)
-        goto out;
-    for (int32_t i = 0; i < e->nnodes; i++) {
-        e->nodes[i].group = -1;
-        if (e->nodes[i].up)
-            ord[nup++] = i;
-    }
-    struct regroup_ctx ctx = {e, key, rl};
-    qsort_r(ord, (size_t)nup, sizeof *ord, node_cmp, &ctx);
-    if (!(e->groups = calloc((size_t)nup + 1, sizeof *e->groups)))
-        goto out;
-    for (int32_t i = 0; i < nup;) {
-        int32_t j = i + 1;
-        while (j < nup && node_cmp(&ord[i], &ord[j], &ctx) == 0)
-            j++;
-        if (group_make(e, &e->groups[e->ngroups++], ord, i, j, key, rl) < 0)
-            goto out;
-        i = j;
-    }
-    if (pools_make(e) < 0)
+    if (groups_make(e) < 0 || pools_make(e) < 0)
         goto out;
     for (int32_t i = 0; i < e->nrunning; i++) /* busy bits from the running jobs */
         if (bs_engine_job_runs(e, &e->jobs[e->running[i]]) < 0)
@@ -225,22 +186,20 @@ out:
         e->groups_dirty = true;
         errno = ENOMEM;
     }
-    free(key);
-    free(ord);
-    free(rl);
     return rc;
 }
 
-/* Subtracts running job j from its pool's base profiles over [now, end_est). */
+/* Subtracts running job j from its pool's base profiles over [now, end_est): its
+ * nodes counted per group from its busy words (j->runs, just rebuilt). */
 static int base_add_job(struct batch_engine *e, struct bjob *j)
 {
     struct bpool *p = &e->pools[j->resv >= 0 ? e->resv[j->resv].pool : 0];
     int32_t *cnt = e->scr_cnt;
     memset(cnt, 0, (size_t)p->ng * sizeof *cnt);
-    for (int32_t i = 0; i < j->nnodes; i++) {
-        int32_t g = e->nodes[j->nodes[i]].group, k = g >= 0 ? bs_pool_pos(p, g) : -1;
+    for (int32_t i = 0; i < j->nruns; i++) {
+        int32_t k = bs_pool_pos(p, j->runs[i].group);
         if (k >= 0)
-            cnt[k]++;
+            cnt[k] += bs_pop64(j->runs[i].mask);
     }
     for (int32_t k = 0; k < p->ng; k++)
         if (cnt[k] && bs_profile_add(&p->base[k], e->now, j->end_est, -cnt[k]) < 0)

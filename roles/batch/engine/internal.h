@@ -16,6 +16,8 @@
  *   bound.c      dominance bounds for the planner
  *   fairshare.c  charging jobs to the rings, usage percents
  *   state.c      scratch, tasks per node, job lookup, running jobs' nodes, fit data
+ *   part.c       the partition of the up nodes into classes (group keys), kept
+ *                across regroupings
  *   plan.c       the planner: searching profiles, reserving, starting
  *   group.c      grouping nodes into groups and pools, base profiles
  *   priority.c   job priority
@@ -98,6 +100,9 @@ struct bnode {
     int32_t host; /* machine id (batch_node_spec.host), -1: a machine of its own */
     int32_t fset; /* its feature list (engine fsets), -1: none (issue 27) */
     bool up;
+};
+
+struct bnodepos {  /* where a node is in the groups (batch_engine.npos) */
     int32_t group; /* -1 when down */
     int32_t gpos;  /* index in its group's node list */
 };
@@ -111,6 +116,42 @@ struct bgroup {
     int32_t *nodes;
     int32_t nnodes;
     uint64_t *busy; /* bit per position in nodes[]: running a job */
+};
+
+/* A class of the partition (part.c): a group's key and its nodes. */
+struct bclass {
+    int32_t base;  /* base class (batch_engine.nbase) */
+    int32_t *resv; /* live reservation slots holding its nodes, ascending */
+    int32_t nresv;
+    int32_t *nodes; /* ascending */
+    int32_t nnodes, capnodes;
+    uint64_t hash;
+    int32_t group;      /* its group at the last regrouping, -1: none */
+    bool touched;       /* on the touched list of the update under way */
+    bool changed;       /* nodes came or went since its group was built */
+    int32_t inoff, nin; /* scratch: its arrivals in bpart.buf */
+};
+
+struct bpart {
+    bool ok; /* else started again from the base classes at the next update */
+    struct bclass *c;
+    int32_t nc, capc, nlive; /* nlive: classes with nodes after the last update */
+    int32_t *slot;           /* hash table of class ids by key, -1 empty */
+    int32_t cap;
+    int32_t *ncls; /* per node: its class, -1 when down */
+    int32_t capncls;
+    int32_t *acc; /* reservation slots counted in the classes */
+    int32_t nacc, capacc;
+    int32_t *fresh; /* reservation slots created since the last update */
+    int32_t nfresh, capfresh;
+    int32_t *touch; /* scratch: classes that lost or gained nodes */
+    int32_t ntouch, captouch;
+    int32_t *in; /* scratch: nodes moved (a node moved twice is listed twice) */
+    int32_t nin, capin;
+    int32_t *buf; /* scratch: the moved nodes by class */
+    int32_t capbuf;
+    int32_t *seen; /* scratch: per node, the serial of the last pass that saw it */
+    int32_t capseen, serial;
 };
 
 struct bpool {
@@ -244,6 +285,10 @@ struct batch_engine {
      * stay within a few cache lines. */
     int32_t *node_job;
     int32_t capnodejob;
+    /* per node: its group and position there, apart from struct bnode so that
+     * regrouping writes a dense array */
+    struct bnodepos *npos;
+    int32_t capnpos;
     int32_t nlazy; /* running jobs with nodes_lazy */
     struct strmap nodemap;
     /* distinct node feature lists (issue 27): fsetmap list -> index into fsets */
@@ -256,6 +301,15 @@ struct batch_engine {
     int32_t nhosts;
     int32_t *hostcnt;
     int32_t caphostcnt;
+
+    /* group.c: per node its base class (class, features, capacity: a group's key
+     * without the reservations; -1 when down), valid while nbase_ok (a node added,
+     * going up or down or its features changed clear it); base_rep: per base class
+     * its first node */
+    int32_t *nbase, *base_rep;
+    int32_t nbases, capnbase, capbase_rep;
+    bool nbase_ok;
+    struct bpart part;
 
     struct bgroup *groups;
     int32_t ngroups;
@@ -392,6 +446,15 @@ static inline int32_t bs_pool_pos(const struct bpool *p, int32_t g)
             return k;
     return -1;
 }
+
+/* ---- part.c ---- */
+/* Orders base classes (represented by nodes x and y) by (class, features, capacity). */
+int bs_part_base_cmp(const struct bnode *x, const struct bnode *y);
+/* Brings the partition up to date with the nodes and live reservations. 0 or -1. */
+int bs_part_update(struct batch_engine *e);
+/* Notes reservation slot r, just created. */
+void bs_part_note_resv(struct batch_engine *e, int32_t r);
+void bs_part_free(struct bpart *p);
 
 /* ---- plan.c ---- */
 int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjob *j, int64_t t0,

@@ -97,12 +97,35 @@ static int pick_named(struct batch_engine *e, const struct batch_resv_req *q, in
     return (int)q->nnodes;
 }
 
+/* Marks in held[] (one byte per node) the nodes node_busy would refuse over [s, t)
+ * for a running job or a reservation: one pass over the running jobs' nodes and the
+ * overlapping reservations' instead of a search of both per node. */
+static void nodes_held(struct batch_engine *e, int64_t s, int64_t t, uint8_t *held)
+{
+    bs_engine_fill_all(e);
+    for (int32_t i = 0; i < e->nrunning; i++) {
+        int32_t slot = e->running[i];
+        const struct bjob *j = &e->jobs[slot];
+        if (j->end_est <= s)
+            continue;
+        for (int32_t k = 0; k < j->nnodes; k++) /* the job bs_engine_node_job names */
+            if (e->node_job[j->nodes[k]] == slot)
+                held[j->nodes[k]] = 1;
+    }
+    for (int32_t r = 0; r < e->nresv; r++) {
+        const struct bresv *v = &e->resv[r];
+        if (!v->live || v->start >= t || v->end <= s)
+            continue;
+        for (int32_t i = 0; i < v->nnodes; i++)
+            held[v->nodes[i]] = 1;
+    }
+}
+
 /* Tasks x shape: free suitable nodes in index order until the tasks fit. Returns
  * the node count, or -1. */
 static int pick_tasks(struct batch_engine *e, const struct batch_resv_req *q, int64_t s, int64_t t,
                       int32_t *out, char *why, size_t len)
 {
-    char buf[256];
     int32_t cls = -1, n = 0;
     int64_t tasks = 0;
     if (q->partition && q->partition[0] &&
@@ -112,9 +135,22 @@ static int pick_tasks(struct batch_engine *e, const struct batch_resv_req *q, in
     }
     if (q->ppn > 0 && bs_engine_hostcnt_zero(e) < 0)
         return -1;
+    uint8_t *held = calloc((size_t)e->nnodes + 1, 1);
+    if (!held)
+        return fail(why, len, "out of memory");
+    nodes_held(e, s, t, held);
+    const struct batch_res *last = NULL; /* kpn of the last capacity seen (nodes alike) */
+    int32_t klast = 0;
     for (int32_t i = 0; i < e->nnodes && tasks < q->tasks; i++) {
+        if (held[i]) /* before the node itself: most nodes passed over are held */
+            continue;
         const struct bnode *nd = &e->nodes[i];
-        int32_t k = bs_engine_kpn(&nd->cap, &q->per_task);
+        if (!last || last->procs != nd->cap.procs || last->mem != nd->cap.mem ||
+            last->disk != nd->cap.disk || last->swap != nd->cap.swap) {
+            last = &nd->cap;
+            klast = bs_engine_kpn(&nd->cap, &q->per_task);
+        }
+        int32_t k = klast;
         if (q->ppn > 0 && k > q->ppn) /* at most ppn per machine */
             k = q->ppn;
         if (q->ppn > 0 && nd->host >= 0 && k > q->ppn - e->hostcnt[nd->host])
@@ -122,13 +158,14 @@ static int pick_tasks(struct batch_engine *e, const struct batch_resv_req *q, in
         if (k < 1 || (cls >= 0 && nd->cls != cls) ||
             (q->constraint && *q->constraint &&
              !constraint_match(q->constraint, nd->fset >= 0 ? e->fsets[nd->fset] : "")) ||
-            node_busy(e, i, s, t, buf, sizeof buf))
+            !nd->up)
             continue;
         if (q->ppn > 0 && nd->host >= 0)
             e->hostcnt[nd->host] += k;
         out[n++] = i;
         tasks += k;
     }
+    free(held);
     if (tasks < q->tasks) {
         errno = ENOSPC;
         return fail(why, len,
@@ -240,6 +277,7 @@ int batch_resv_create(struct batch_engine *e, const struct batch_resv_req *q, in
     r->per_task = q->per_task;
     r->pool = -1;
     r->live = true;
+    bs_part_note_resv(e, e->nresv);
     e->nresv++;
     e->groups_dirty = true; /* regrouped once at the next cycle or estimate (as a release) */
     bs_engine_memo_clear(e);

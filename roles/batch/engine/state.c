@@ -203,7 +203,7 @@ int bs_engine_job_runs(struct batch_engine *e, struct bjob *j)
     j->runs = r;
     j->nruns = 0;
     for (int32_t i = 0; i < j->nnodes; i++) {
-        const struct bnode *nd = &e->nodes[j->nodes[i]];
+        const struct bnodepos *nd = &e->npos[j->nodes[i]];
         if (nd->group < 0)
             continue;
         int32_t w = nd->gpos / 64;

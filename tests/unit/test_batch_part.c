@@ -1,0 +1,223 @@
+/*
+ * test_batch_part.c - the partition kept across regroupings (part.c): reservations
+ * created and released in random order (by tasks and by node names, some ending on
+ * their own at a cycle, nodes going down and up, jobs running) must give, after every
+ * step, the groups a plain reference computes from scratch: every up node keyed by
+ * (class, features, capacity, live reservations holding it), the keys in order, the
+ * nodes of a key in ascending index. The same state regrouped from scratch (the
+ * partition dropped) must give the same groups again. The seed is printed; set
+ * BATCH_TEST_SEED to repeat a run.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "roles/batch/engine/batch.h"
+#include "roles/batch/engine/internal.h"
+
+#define NNODES 160
+
+static uint64_t rng;
+static uint32_t rnd(uint32_t n)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng % n);
+}
+
+/* The reference: node i's key as a string of numbers, compared field by field. */
+struct rkey {
+    int64_t f[6];
+    int32_t resv[64];
+    int32_t n;
+    int32_t node;
+};
+
+static int rkey_cmp(const void *pa, const void *pb)
+{
+    const struct rkey *a = pa, *b = pb;
+    for (int k = 0; k < 6; k++)
+        if (a->f[k] != b->f[k])
+            return a->f[k] < b->f[k] ? -1 : 1;
+    if (a->n != b->n)
+        return a->n < b->n ? -1 : 1;
+    for (int32_t k = 0; k < a->n; k++)
+        if (a->resv[k] != b->resv[k])
+            return a->resv[k] < b->resv[k] ? -1 : 1;
+    return a->node < b->node ? -1 : a->node > b->node;
+}
+
+static bool same_key(const struct rkey *a, const struct rkey *b)
+{
+    return memcmp(a->f, b->f, sizeof a->f) == 0 && a->n == b->n &&
+           memcmp(a->resv, b->resv, (size_t)a->n * sizeof *a->resv) == 0;
+}
+
+/* Checks e's groups and node positions against the reference. */
+static void check_groups(struct batch_engine *e)
+{
+    static struct rkey k[NNODES];
+    int32_t n = 0;
+    for (int32_t i = 0; i < e->nnodes; i++) {
+        const struct bnode *x = &e->nodes[i];
+        if (!x->up) {
+            assert_int_equal(e->npos[i].group, -1);
+            continue;
+        }
+        struct rkey *y = &k[n++];
+        memset(y, 0, sizeof *y);
+        y->f[0] = x->cls;
+        y->f[1] = x->fset;
+        y->f[2] = x->cap.procs;
+        y->f[3] = x->cap.mem;
+        y->f[4] = x->cap.disk;
+        y->f[5] = x->cap.swap;
+        y->node = i;
+        for (int32_t r = 0; r < e->nresv; r++) {
+            if (!e->resv[r].live)
+                continue;
+            for (int32_t m = 0; m < e->resv[r].nnodes; m++)
+                if (e->resv[r].nodes[m] == i) {
+                    assert_true(y->n < 64);
+                    y->resv[y->n++] = r;
+                }
+        }
+    }
+    qsort(k, (size_t)n, sizeof *k, rkey_cmp);
+    int32_t g = -1, pos = 0;
+    for (int32_t x = 0; x < n; x++) {
+        if (x == 0 || !same_key(&k[x - 1], &k[x])) {
+            g++;
+            pos = 0;
+            assert_true(g < e->ngroups);
+            const struct bgroup *gr = &e->groups[g];
+            assert_int_equal(gr->cls, k[x].f[0]);
+            assert_int_equal(gr->cap.procs, k[x].f[2]);
+            assert_int_equal(gr->cap.mem, k[x].f[3]);
+            assert_int_equal(gr->nresv, k[x].n);
+            for (int32_t m = 0; m < gr->nresv; m++)
+                assert_int_equal(gr->resv[m], k[x].resv[m]);
+        }
+        const struct bgroup *gr = &e->groups[g];
+        assert_true(pos < gr->nnodes);
+        assert_int_equal(gr->nodes[pos], k[x].node);
+        assert_int_equal(e->npos[k[x].node].group, g);
+        assert_int_equal(e->npos[k[x].node].gpos, pos);
+        pos++;
+        if (x + 1 == n || !same_key(&k[x], &k[x + 1]))
+            assert_int_equal(pos, gr->nnodes);
+    }
+    assert_int_equal(g + 1, e->ngroups);
+}
+
+static void step(struct batch_engine *e, int64_t *now, uint64_t *jid)
+{
+    uint32_t what = rnd(100);
+    char why[256];
+    if (what < 40) { /* a reservation by tasks */
+        struct batch_resv_req q = {0};
+        q.tasks = 1 + (int32_t)rnd(24);
+        q.per_task.procs = 1;
+        q.start = *now + (int64_t)rnd(400);
+        q.duration = 1 + (int64_t)rnd(300);
+        (void)batch_resv_create(e, &q, *now, NULL, 0, why, sizeof why);
+    } else if (what < 55) { /* by names (often refused unless restored) */
+        char names[4][16];
+        const char *list[4];
+        size_t nn = 1 + rnd(4);
+        for (size_t i = 0; i < nn; i++) {
+            snprintf(names[i], sizeof names[i], "n%03u", rnd(NNODES));
+            list[i] = names[i];
+        }
+        struct batch_resv_req q = {0};
+        q.nodes = list;
+        q.nnodes = nn;
+        q.restore = rnd(3) == 0; /* taken as they are, down or reserved */
+        q.start = *now + (int64_t)rnd(400);
+        q.duration = 1 + (int64_t)rnd(300);
+        (void)batch_resv_create(e, &q, *now, NULL, 0, why, sizeof why);
+    } else if (what < 80) { /* a release */
+        int32_t live = 0;
+        for (int32_t r = 0; r < e->nresv; r++)
+            live += e->resv[r].live;
+        if (live) {
+            int32_t pick = (int32_t)rnd((uint32_t)live);
+            for (int32_t r = 0; r < e->nresv; r++)
+                if (e->resv[r].live && pick-- == 0) {
+                    assert_int_equal(batch_resv_release(e, e->resv[r].name), 0);
+                    break;
+                }
+        }
+    } else if (what < 92) { /* time passes: jobs come, run, end; reservations expire */
+        struct batch_job_spec s = {0};
+        s.id = ++*jid;
+        snprintf(s.user, sizeof s.user, "u%u", rnd(3));
+        s.tasks = 1 + (int32_t)rnd(12);
+        s.per_task.procs = 1;
+        s.walltime = 10 + (int64_t)rnd(200);
+        s.submit = *now;
+        assert_int_equal(batch_job_submit(e, &s), 0);
+        *now += (int64_t)rnd(120);
+        struct batch_cycle_stats st;
+        assert_int_equal(batch_cycle(e, *now, &st), 0);
+        for (uint64_t id = 1; id <= *jid; id++) {
+            struct batch_job_info bi;
+            if (batch_job_info(e, id, &bi) == 0 && bi.state == BATCH_JOB_RUNNING && rnd(3) == 0)
+                (void)batch_job_finish(e, id, *now);
+        }
+    } else { /* a node goes down or comes up */
+        int32_t n = (int32_t)rnd(NNODES);
+        assert_int_equal(batch_node_set_up(e, n, !e->nodes[n].up), 0);
+    }
+}
+
+static void test_random_resv(void **state)
+{
+    (void)state;
+    const char *env = getenv("BATCH_TEST_SEED");
+    uint64_t seed = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL);
+    printf("test_batch_part seed %llu (BATCH_TEST_SEED)\n", (unsigned long long)seed);
+    for (int round = 0; round < 6; round++) {
+        rng = seed * 2654435761ULL + (uint64_t)round * 97 + 1;
+        struct batch_config c;
+        batch_config_defaults(&c);
+        struct batch_engine *e = batch_engine_new(&c);
+        assert_non_null(e);
+        for (int32_t i = 0; i < NNODES; i++) { /* three base classes, interleaved */
+            struct batch_node_spec s = {.cap = {1 + (i % 3 == 0), 1000 * (1 + i % 2), 0, 0}};
+            snprintf(s.name, sizeof s.name, "n%03d", i);
+            assert_true(batch_node_add(e, &s) >= 0);
+        }
+        int64_t now = 1000;
+        uint64_t jid = 0;
+        for (int s = 0; s < 150; s++) {
+            step(e, &now, &jid);
+            if (rnd(4) == 0)
+                continue; /* several changes in one regrouping */
+            assert_int_equal(bs_engine_regroup(e), 0);
+            check_groups(e);
+            if (rnd(8) == 0) { /* from scratch: the same groups */
+                e->part.ok = false;
+                assert_int_equal(bs_engine_regroup(e), 0);
+                check_groups(e);
+            }
+        }
+        batch_engine_destroy(&e);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_random_resv),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
