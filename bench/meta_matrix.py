@@ -9,6 +9,7 @@ docs/meta.md table instead.
 
 Usage: bench/meta_matrix.py GRIDNODE [--quick] [--traces DIR] [--jobs N] [--markdown]
        [--policies estimate,slurm_m,pooled] [--only TRACE_PREFIX] [--splits 4,2:1,...]
+       [--extra "--local-wait-bound 86400"]
 """
 import argparse
 import concurrent.futures as cf
@@ -29,9 +30,9 @@ QUICK = [("KTH-SP2-1996-2.1-cln.swf.gz", 10000), ("HPC2N-2002-2.1-cln.swf.gz", 1
 QUICK_SPLITS = ["4", "4:3:2:1"]
 
 
-def run(gridnode, trace, count, split, est, policies):
+def run(gridnode, trace, count, split, est, policies, extra):
     cmd = [gridnode, "meta", "--simulate", trace, "--sites", split, "--json",
-           "--estimate", est, "--count", str(count)]
+           "--estimate", est, "--count", str(count)] + extra
     out = {}
     for p in policies:
         r = subprocess.run(cmd + ["--policy", p], capture_output=True, text=True, timeout=1800)
@@ -44,9 +45,9 @@ def run(gridnode, trace, count, split, est, policies):
 
 def case(args, name, count, split, est):
     path = os.path.join(args.traces, name)
-    res = run(args.gridnode, path, count, split, est, args.policies)
+    res = run(args.gridnode, path, count, split, est, args.policies, args.extra)
     line = {"bench": "meta_matrix", "trace": name.split("-")[0] + "-" + name.split("-")[1],
-            "jobs": count, "sites": split, "estimate": est}
+            "jobs": count, "sites": split, "walltimes": est}
     if "error" in res:
         line["error"] = res["error"]
         return line
@@ -57,6 +58,7 @@ def case(args, name, count, split, est):
                                                "grid_mean_wait_s", "local_mean_wait_s",
                                                "grid_max_wait_s", "local_max_wait_s")}
         line[p]["local_over_2d"] = r["local_over_2d"]
+        line[p]["guard_released"] = r.get("guard_released", 0)
     if "estimate" in res and "slurm_m" in res:
         e, s = res["estimate"], res["slurm_m"]
         line["ratio"] = round(e["mean_bsld"] / s["mean_bsld"], 3) if s["mean_bsld"] else None
@@ -79,7 +81,9 @@ def main():
     ap.add_argument("--estimates", default="requested,actual")
     ap.add_argument("--parallel", type=int, default=2)
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--extra", default="", help="more options for meta --simulate, one string")
     args = ap.parse_args()
+    args.extra = args.extra.split()
     args.policies = args.policies.split(",")
     traces = QUICK if args.quick else TRACES
     splits = args.splits.split(",") if args.splits else (QUICK_SPLITS if args.quick else SPLITS)
@@ -107,11 +111,11 @@ def main():
         print("|---|---|---|---|---|---|---|---|---|---|---|")
         for l in lines:
             if "error" in l:
-                print(f"| {l['trace']} | {l['sites']} | {l['estimate']} | error: {l['error'][:60]} |")
+                print(f"| {l['trace']} | {l['sites']} | {l['walltimes']} | error: {l['error'][:60]} |")
                 continue
             e, s = l.get("estimate", {}), l.get("slurm_m", {})
             h = lambda d, k: f"{d.get(k, 0) / 3600:.1f}"
-            print(f"| {l['trace']} | {l['sites']} | {l['estimate']} | {l['bsld'].get('estimate', '')} | "
+            print(f"| {l['trace']} | {l['sites']} | {l['walltimes']} | {l['bsld'].get('estimate', '')} | "
                   f"{l['bsld'].get('slurm_m', '')} | {l['bsld'].get('pooled', '')} | {l.get('ratio', '')} | "
                   f"{h(e, 'local_mean_wait_s')} / {h(s, 'local_mean_wait_s')} | "
                   f"{h(e, 'local_max_wait_s')} / {h(s, 'local_max_wait_s')} | "

@@ -198,6 +198,29 @@ static int set_scheduler(struct ctx *x, const char *k, const char *v)
     return 1;
 }
 
+/* [grid]: the site owner's rule for a metascheduler's jobs (issue 25). */
+static int set_grid(struct ctx *x, const char *k, const char *v)
+{
+    struct batch_config *c = x->c;
+    long long n;
+    if (strcasecmp(k, "local_wait_bound") == 0) {
+        if (duration(v, &n) < 0 || n > 10LL * 365 * 86400)
+            return bad(x,
+                       "local_wait_bound must be a duration (seconds or [[DD:]HH:]MM:SS; 0 = "
+                       "off), not '%s'",
+                       v);
+        c->grid_wait_bound = n;
+    } else if (strcasecmp(k, "class") == 0) {
+        if (strlen(v) >= sizeof c->grid_class || strpbrk(v, " \t,"))
+            return bad(x, "class must be one class name (under %zu characters), not '%s'",
+                       sizeof c->grid_class, v);
+        snprintf(c->grid_class, sizeof c->grid_class, "%s", v);
+    } else {
+        return bad(x, "unknown key '%s' in [grid] (local_wait_bound, class)", k);
+    }
+    return 1;
+}
+
 static int set_priority(struct ctx *x, const char *k, const char *v)
 {
     for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++) {
@@ -479,6 +502,8 @@ static int handler(void *user, const char *section, const char *key, const char 
         return bad(x, "duplicate key '%s' in [%s]", key, section);
     if (!strcasecmp(section, "scheduler"))
         return set_scheduler(x, key, value);
+    if (!strcasecmp(section, "grid"))
+        return set_grid(x, key, value);
     if (!strcasecmp(section, "priority"))
         return set_priority(x, key, value);
     if (!strcasecmp(section, "fairshare"))

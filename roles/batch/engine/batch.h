@@ -94,6 +94,16 @@ struct batch_config {
      * and report the end within milliseconds, so the grace only keeps the plan off the
      * busy hosts until then, without opening a window backfill could fill. */
     int64_t overrun_grace;
+    /* The site owner's rule for grid jobs (issue 25; docs/batch.md "Grid jobs and local
+     * users"). grid_wait_bound: seconds, 0 = off: a local job that has waited this long
+     * and holds a job reservation is no longer held back by grid reservations: every
+     * grid reservation with no job running in it that begins before that job's reserved
+     * start is released (the grid job stays queued; batch_cycle_released lists them).
+     * grid_class: the class (partition) of grid jobs that name none, so that Maui's class
+     * limits (MAXPROC, MAXJOB, node partitions) give grid jobs a share or dedicated nodes;
+     * applied by the drivers, the engine ignores it. */
+    int64_t grid_wait_bound;
+    char grid_class[BATCH_NAME_MAX];
     struct batch_cred_cfg *creds; /* owned; batch_config_clear frees */
     size_t ncreds, capcreds;
 };
@@ -163,6 +173,7 @@ struct batch_job_spec {
     int64_t submit;
     bool hold;
     bool early_start; /* may start before / away from a reservation made for it (B5) */
+    bool grid;        /* it came from a metascheduler, not from a local user (issue 25) */
     double upriority; /* user-requested priority */
     /* At most this many tasks on one machine (batch_node_spec.host; Slurm's
      * --ntasks-per-node, Maui's ppn): the job needs ceil(tasks / ppn) machines at
@@ -237,6 +248,13 @@ size_t batch_cycle_started(const struct batch_engine *e, const uint64_t **ids);
 /* The next time a cycle is due without any new event: the earliest future job
  * reservation start or admin reservation boundary; BATCH_NEVER if none. */
 int64_t batch_next_wakeup(const struct batch_engine *e);
+/* The grid reservations the last batch_cycle released under config.grid_wait_bound
+ * (their names and bound jobs, 0 if none): the caller forgets them. */
+struct batch_released {
+    char name[BATCH_NAME_MAX];
+    uint64_t job;
+};
+size_t batch_cycle_released(const struct batch_engine *e, const struct batch_released **out);
 
 /* ---- priority (diagnose -p) ---- */
 enum batch_factor {
@@ -301,6 +319,7 @@ struct batch_resv_req {
     int64_t start, end, duration; /* end or duration (the other 0) */
     bool restore;                 /* re-creating a stored reservation (live role restart): the named
                                    * nodes are taken as they are (down or busy) and start is kept */
+    bool grid; /* made for a metascheduler's job: yields to config.grid_wait_bound */
 };
 /* Creates a reservation; it never shares nodes with another one at the same time,
  * so two reservations bound to different jobs cannot collide (B5). Returns 0 and
@@ -320,6 +339,7 @@ struct batch_resv_info {
     struct batch_res per_task;
     int32_t jobs_running; /* jobs running inside it now */
     uint64_t bound_job;   /* the one job listed in its ACL, or 0 */
+    bool grid;            /* batch_resv_req.grid */
 };
 size_t batch_resv_count(const struct batch_engine *e);
 /* The i-th reservation in start order (showres). 0 or -1 (ENOENT). */

@@ -28,6 +28,9 @@ void batch_config_defaults(struct batch_config *c)
     c->estimates = false;
     c->unit_per_s = 1;
     c->overrun_grace = 60; /* a minute of a replay in seconds (batch.h) */
+    /* the grid guard (batch.h): chosen from meta --simulate on five traces (docs/meta.md
+     * "Local users and grid reservations"); it does nothing where no spool reserves */
+    c->grid_wait_bound = 12 * 3600;
 }
 
 void batch_config_clear(struct batch_config *c)

@@ -11,6 +11,10 @@
  *      unlimited = conservative); BACKFILLPOLICY NONE stops at the first one;
  *   6. backfill the rest (FIRSTFIT or BESTFIT, B4) without delaying a reservation;
  *   7. optionally, estimate every pending job's start (B6).
+ * With config.grid_wait_bound, a grid guard runs before step 1 and after step 6: a
+ * local job that has waited the bound and holds a job reservation is no longer held
+ * back by grid reservations (see grid_guard); when the second one releases any, the
+ * cycle plans again once.
  *
  * Job reservations are rebuilt only when something invalidated them (a job ended
  * before its walltime, a hold, a reservation or node change): otherwise the ones
@@ -18,6 +22,7 @@
  * what a rebuild would produce, and only the rest is planned again.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -292,13 +297,19 @@ static int32_t queue_pos(struct batch_engine *e, int32_t s)
  * depth. Returns the position where backfill takes over (nqueue: nothing left),
  * -1 on ENOMEM; *fcfs_stop is set when BACKFILLPOLICY NONE stopped the queue. */
 static int32_t phase_order(struct batch_engine *e, int32_t qi, struct batch_cycle_stats *st,
-                           bool *fcfs_stop)
+                           bool *fcfs_stop, bool plan_only)
 {
     const struct batch_config *c = &e->cfg;
     if (c->backfill == BATCH_BF_NONE && e->nplan > 0) { /* the top job is blocked */
         *fcfs_stop = true;
         return qi;
     }
+    /* RESERVATIONDEPTH counts the priority reservations in the general pool: a job
+     * waiting in its own admin reservation (a grid job's, issue 25) already holds its
+     * nodes and takes no priority reservation from the jobs behind it */
+    int32_t ngen = 0;
+    for (int32_t i = 0; i < e->nplan; i++)
+        ngen += e->plan[i].pool == 0;
     for (; qi < e->nqueue; qi++) {
         int32_t s = e->queue[qi], pool;
         struct bjob *j = &e->jobs[s];
@@ -309,7 +320,7 @@ static int32_t phase_order(struct batch_engine *e, int32_t qi, struct batch_cycl
             continue;
         }
         if (c->backfill != BATCH_BF_NONE && c->reservation_depth != BATCH_UNLIMITED &&
-            e->nplan >= c->reservation_depth)
+            ngen >= c->reservation_depth)
             return qi;
         int64_t lb = bs_bound_get(e, j), t = BATCH_NEVER;
         if (lb != BATCH_NEVER)
@@ -320,7 +331,7 @@ static int32_t phase_order(struct batch_engine *e, int32_t qi, struct batch_cycl
             set_reason(e, j, R_NOFIT);
             continue;
         }
-        if (t == e->now) {
+        if (t == e->now && !plan_only) {
             if (start_now(e, s, qi, pool, e->scr_cnt) < 0)
                 return errno == ENOMEM ? -1 : qi;
             st->started++;
@@ -328,6 +339,7 @@ static int32_t phase_order(struct batch_engine *e, int32_t qi, struct batch_cycl
         }
         if (bs_plan_reserve(e, s, pool, t, e->scr_cnt) < 0)
             return -1;
+        ngen += pool == 0;
         set_reason(e, j, pool ? R_WAITRESV : R_RESERVED);
         if (c->backfill == BATCH_BF_NONE) {
             *fcfs_stop = true;
@@ -621,6 +633,72 @@ static void pcnt_compact(struct batch_engine *e)
     e->npcnt = w;
 }
 
+/* Whether job reservation i belongs to a local job that has waited the bound. */
+static bool overdue(const struct batch_engine *e, int32_t i, int64_t now)
+{
+    const struct bjob *j = &e->jobs[e->plan[i].job];
+    int64_t bound = e->cfg.grid_wait_bound * e->cfg.unit_per_s;
+    return !j->grid && j->live && j->state == BATCH_JOB_PENDING && now - j->submit >= bound;
+}
+
+/* Releases the unused grid reservations made before `since` that begin before `until`.
+ * Returns how many, -1 on ENOMEM. */
+static int guard_one(struct batch_engine *e, int64_t until, int64_t since)
+{
+    int n = 0;
+    for (int32_t r = 0; r < e->nresv; r++) {
+        struct bresv *v = &e->resv[r];
+        if (!v->live || !v->grid || v->running > 0 || v->start >= until || v->created >= since)
+            continue;
+        if (VEC_RESERVE(e->released, e->capreleased, e->nreleased + 1) < 0)
+            return -1;
+        struct batch_released *out = &e->released[e->nreleased++];
+        snprintf(out->name, sizeof out->name, "%s", v->name);
+        out->job = v->njobs == 1 ? v->jobs[0] : 0;
+        if (batch_resv_release(e, v->name) == 0)
+            n++;
+    }
+    return n;
+}
+
+/* Notes since when each job holding a job reservation has held one (without a cycle
+ * that ended without it). */
+static void note_reserved(struct batch_engine *e)
+{
+    for (int32_t i = 0; i < e->nplan; i++) {
+        struct bjob *j = &e->jobs[e->plan[i].job];
+        if (j->plan_cycle != e->cycle_no && j->plan_cycle != e->cycle_no - 1)
+            j->resv_since = e->now;
+        j->plan_cycle = e->cycle_no;
+    }
+}
+
+/* The grid guard (docs/batch.md "Grid jobs and local users"). An overdue local job
+ * (it has waited config.grid_wait_bound and holds a job reservation) is no longer held
+ * back by grid reservations made before it held its job reservation: each one with no
+ * job running in it that begins before the local job's reserved start is released; its
+ * grid job stays queued and may still start early. Grid reservations made later were
+ * placed around the local job's reservation (estimates avoid the queue's job
+ * reservations), so they cannot push it back and are kept: a spool that places a job
+ * again does not lose it again. Returns how many it released, -1 on ENOMEM. */
+static int grid_guard(struct batch_engine *e, int64_t now)
+{
+    if (e->cfg.grid_wait_bound <= 0 || e->nplan == 0)
+        return 0;
+    int n = 0;
+    for (int32_t i = 0; i < e->nplan; i++) {
+        if (!overdue(e, i, now))
+            continue;
+        int rc = guard_one(e, e->plan[i].start, e->jobs[e->plan[i].job].resv_since);
+        if (rc < 0)
+            return -1;
+        n += rc;
+    }
+    return n;
+}
+
+static int cycle_once(struct batch_engine *e, int64_t now, struct batch_cycle_stats *st);
+
 int batch_cycle(struct batch_engine *e, int64_t now, struct batch_cycle_stats *st)
 {
     e->jest_valid = false; /* the showstart cache (estimate.c) */
@@ -629,10 +707,71 @@ int batch_cycle(struct batch_engine *e, int64_t now, struct batch_cycle_stats *s
         st = &dummy;
     memset(st, 0, sizeof *st);
     e->nstarted = 0;
+    e->nreleased = 0;
     e->compact_from = INT32_MAX;
     e->cycle_no++;
     if (now < e->now)
         now = e->now;
+    /* the last cycle's job reservations: grid reservations due before an overdue
+     * local job's start go before anything starts in them */
+    if (grid_guard(e, now) < 0)
+        return -1;
+    int rc = cycle_once(e, now, st);
+    /* an idle cycle planned nothing; where grid reservations may stand, the guard needs
+     * the top jobs' job reservations (planned without starting anything) */
+    if (rc == 0 && e->plan_skipped && e->cfg.grid_wait_bound > 0 && e->nresv > 0)
+        rc = bs_cycle_plan_skipped(e);
+    if (e->cfg.grid_wait_bound > 0)
+        note_reserved(e);
+    int g = rc == 0 ? grid_guard(e, now) : 0;
+    if (g < 0)
+        return -1;
+    if (g > 0) { /* plan again without them: the local job's start moves up */
+        struct batch_cycle_stats st2;
+        memset(&st2, 0, sizeof st2);
+        rc = cycle_once(e, now, &st2);
+        note_reserved(e);
+        st->started += st2.started;
+        st->backfilled += st2.backfilled;
+        st->reserved = st2.reserved;
+        st->pending = st2.pending;
+        st->replanned |= st2.replanned;
+        st->idle = st2.idle;
+    }
+    return rc;
+}
+
+int bs_cycle_plan_skipped(struct batch_engine *e)
+{
+    if (!e->plan_skipped)
+        return 0;
+    e->plan_skipped = false;
+    if (!e->plan_valid) {
+        if (bs_plan_copy_base(e) < 0)
+            return -1;
+        e->plan_valid = true;
+    }
+    struct batch_cycle_stats st;
+    memset(&st, 0, sizeof st);
+    bool fcfs_stop = false;
+    int32_t qi = keep_prefix(e);
+    bs_bound_reset(e, e->nqueue - qi);
+    if (phase_order(e, qi, &st, &fcfs_stop, true) < 0) {
+        e->plan_valid = false;
+        return -1;
+    }
+    return 0;
+}
+
+size_t batch_cycle_released(const struct batch_engine *e, const struct batch_released **out)
+{
+    *out = e->released;
+    return (size_t)e->nreleased;
+}
+
+/* One pass of steps 1-7 (batch_cycle). */
+static int cycle_once(struct batch_engine *e, int64_t now, struct batch_cycle_stats *st)
+{
     if (refresh(e, now) < 0)
         return -1;
     if (!e->plan_valid) {
@@ -645,17 +784,19 @@ int batch_cycle(struct batch_engine *e, int64_t now, struct batch_cycle_stats *s
         goto fail;
     e->nsorted = e->nqueue;
     if (!e->cfg.estimates && bs_plan_free_now(e) == 0) {
-        st->idle = true; /* nothing can start: planning would change nothing now */
+        st->idle = true;        /* nothing can start: planning would change nothing now */
+        e->plan_skipped = true; /* an estimate plans them (bs_cycle_plan_skipped) */
         if (e->nstarted > 0)
             queue_compact(e);
         st->pending = e->nqueue;
         st->reserved = e->nplan;
         return 0;
     }
+    e->plan_skipped = false;
     bool fcfs_stop = false;
     int32_t qi = keep_prefix(e);
     bs_bound_reset(e, e->nqueue - qi);
-    qi = phase_order(e, qi, st, &fcfs_stop);
+    qi = phase_order(e, qi, st, &fcfs_stop, false);
     if (qi < 0)
         goto fail;
     for (int32_t i = qi; fcfs_stop && i < e->nqueue; i++)
@@ -690,10 +831,18 @@ size_t batch_cycle_started(const struct batch_engine *e, const uint64_t **ids)
 
 int64_t batch_next_wakeup(const struct batch_engine *e)
 {
-    int64_t t = BATCH_NEVER;
-    for (int32_t i = 0; i < e->nplan; i++)
+    int64_t t = BATCH_NEVER, bound = e->cfg.grid_wait_bound * e->cfg.unit_per_s;
+    bool grid_resv = false;
+    for (int32_t r = 0; bound > 0 && r < e->nresv && !grid_resv; r++)
+        grid_resv = e->resv[r].live && e->resv[r].grid && e->resv[r].running == 0;
+    for (int32_t i = 0; i < e->nplan; i++) {
         if (e->plan[i].start > e->now && e->plan[i].start < t)
             t = e->plan[i].start;
+        /* the grid guard's moment: a reserved local job reaching the bound */
+        const struct bjob *j = &e->jobs[e->plan[i].job];
+        if (grid_resv && !j->grid && j->submit + bound > e->now && j->submit + bound < t)
+            t = j->submit + bound;
+    }
     for (int32_t r = 0; r < e->nresv; r++) {
         const struct bresv *v = &e->resv[r];
         if (!v->live)

@@ -86,6 +86,7 @@ void batch_engine_destroy(struct batch_engine **ep)
     free(e->plan);
     free(e->pcnt);
     free(e->started);
+    free(e->released);
     free(e->scr_cnt);
     free(e->scr_k);
     free(e->scr_kpn);
@@ -278,6 +279,8 @@ static int job_fill(struct batch_engine *e, struct bjob *j, const struct batch_j
     j->id = s->id;
     j->hold = s->hold;
     j->early_start = s->early_start;
+    j->grid = s->grid;
+    j->plan_cycle = INT64_MIN / 2; /* never reserved yet (cycle.c, the grid guard) */
     j->tasks = s->tasks;
     j->per_task = s->per_task;
     j->ppn = s->ppn;

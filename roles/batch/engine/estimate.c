@@ -106,6 +106,38 @@ static bool request_job(const struct batch_engine *e, const struct batch_request
     return true;
 }
 
+/* Regroups (a reservation was made or released since the last cycle) and plans the
+ * job reservations the last cycle held again, in their order, so that the estimate
+ * sees them: a regroup starts the plan from the base, and without this a request
+ * estimated after another one's reservation would be placed as if the queue's top
+ * jobs had none, ahead of them (issue 25: the spool's second reservation in a turn
+ * took the slot of a site's top local job, which then waited behind grid jobs). The
+ * plan stays marked invalid: the next cycle plans from scratch as before. 0 or -1. */
+static int regroup_keep_plan(struct batch_engine *e)
+{
+    int32_t n = e->nplan, *slots = NULL;
+    if (n > 0) {
+        if (!(slots = malloc((size_t)n * sizeof *slots)))
+            return -1;
+        for (int32_t i = 0; i < n; i++)
+            slots[i] = e->plan[i].job;
+    }
+    int rc = bs_engine_regroup(e);
+    for (int32_t i = 0; rc == 0 && i < n; i++) {
+        struct bjob *j = &e->jobs[slots[i]];
+        if (!j->live || j->state != BATCH_JOB_PENDING || j->hold || j->never)
+            continue;
+        bs_engine_fit_refresh(e, j);
+        int32_t pool = -1;
+        int64_t t = bs_plan_earliest(e, j, e->now, BATCH_NEVER, false, &pool, e->scr_cnt);
+        if (t != BATCH_NEVER && pool >= 0 && bs_plan_reserve(e, slots[i], pool, t, e->scr_cnt) < 0)
+            rc = -1;
+    }
+    e->plan_valid = false;
+    free(slots);
+    return rc;
+}
+
 size_t batch_estimate(struct batch_engine *e, const struct batch_request *r, int64_t walltime,
                       int64_t now, struct batch_window *out, size_t max)
 {
@@ -116,7 +148,9 @@ size_t batch_estimate(struct batch_engine *e, const struct batch_request *r, int
     }
     if (now > e->now)
         e->now = now;
-    if (e->groups_dirty && bs_engine_regroup(e) < 0)
+    if (e->groups_dirty && regroup_keep_plan(e) < 0)
+        return 0;
+    if (e->plan_skipped && bs_cycle_plan_skipped(e) < 0) /* a full site: its top jobs */
         return 0;
     bool est = e->est_valid;
     struct batch_window *w = NULL;

@@ -164,6 +164,8 @@ struct bpool {
 
 struct bresv {
     bool live;
+    bool grid;       /* batch_resv_req.grid */
+    int64_t created; /* engine time it was made (the grid guard, cycle.c) */
     char name[BATCH_NAME_MAX];
     int64_t start, end;
     int32_t *acl[BATCH_CRED_KINDS]; /* cred ids */
@@ -203,6 +205,10 @@ struct bjob {
      * per job. */
     bool live;
     bool hold, early_start;
+    bool grid; /* batch_job_spec.grid */
+    /* cycle.c, the grid guard: the cycle number of the last cycle that ended with a job
+     * reservation for it, and since when it has held one without a break */
+    int64_t plan_cycle, resv_since;
     bool never; /* larger than all compatible nodes */
     enum batch_job_state state;
     int32_t fit_epoch;        /* groups epoch of the cached fit data */
@@ -347,6 +353,7 @@ struct batch_engine {
     int32_t *pcnt;
     int32_t npcnt, cappcnt;
     bool plan_valid;
+    bool plan_skipped; /* cycle.c: the last cycle was idle and planned no job reservation */
     bool est_valid;
     /* j->estimate of every pending job was set by the estimate pass and nothing changed
      * since (batch_job_estimate's cache; cleared by every change and every cycle) */
@@ -368,6 +375,8 @@ struct batch_engine {
     int64_t submit_seq;
     uint64_t *started;
     int32_t nstarted, capstarted;
+    struct batch_released *released; /* cycle.c: the grid guard's releases this cycle */
+    int32_t nreleased, capreleased;
     int32_t compact_from; /* cycle.c: no job this cycle started sits in queue[0, it) */
 
     /* scratch */
@@ -480,6 +489,10 @@ void bs_plan_trim(struct batch_engine *e, int64_t now, bool plan);
  * case: ask bs_plan_earliest). */
 int bs_plan_fits_now(struct batch_engine *e, const struct bjob *j, int32_t *cnt);
 int32_t bs_plan_free_now(const struct batch_engine *e);
+/* cycle.c: plans the job reservations an idle cycle skipped, starting nothing (a job
+ * that could start now gets a reservation at now), so that estimates see the queue's
+ * top jobs on a full site. 0 or -1 (ENOMEM). */
+int bs_cycle_plan_skipped(struct batch_engine *e);
 
 /* ---- group.c ---- */
 void bs_engine_groups_free(struct batch_engine *e);

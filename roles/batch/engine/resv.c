@@ -275,6 +275,8 @@ int batch_resv_create(struct batch_engine *e, const struct batch_resv_req *q, in
     r->end = t;
     r->tasks = q->tasks;
     r->per_task = q->per_task;
+    r->grid = q->grid;
+    r->created = e->now;
     r->pool = -1;
     r->live = true;
     bs_part_note_resv(e, e->nresv);
@@ -313,6 +315,7 @@ static void resv_info(const struct batch_engine *e, int32_t r, struct batch_resv
     out->per_task = v->per_task;
     out->jobs_running = v->running;
     out->bound_job = v->njobs == 1 ? v->jobs[0] : 0;
+    out->grid = v->grid;
 }
 
 size_t batch_resv_count(const struct batch_engine *e)

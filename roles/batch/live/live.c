@@ -11,6 +11,7 @@
  * key makes a re-sent one harmless after a restart.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,19 @@ static void run_cycle(struct live *L)
     L->want_cycle = false;
     L->last_cycle = loop_now_ms();
     L->next_wakeup = batch_next_wakeup(L->eng);
+    const struct batch_released *rel;
+    size_t nrel = batch_cycle_released(L->eng, &rel);
+    for (size_t i = 0; i < nrel; i++) { /* [grid] local_wait_bound (issue 25) */
+        struct lresv *v = live_resv_find(L, rel[i].name);
+        if (!v)
+            continue;
+        log_info("reservation %s of job %" PRIu64 " released: a local job has waited longer "
+                 "than grid.local_wait_bound; the job stays queued",
+                 v->name, v->job);
+        v->in_engine = false; /* the engine released it already */
+        live_resv_drop(L, v);
+        L->grid_released++;
+    }
     const uint64_t *ids;
     size_t n = batch_cycle_started(L->eng, &ids);
     for (size_t i = 0; i < n; i++) {

@@ -121,6 +121,8 @@ struct ljob {
     bool parallel, shell, hold, early, dirty, edirty;
     bool listed;  /* in L->dirty (live_job_dirty, live_elem_mark) */
     bool network; /* submit --network (issue 23): passed on in each PSUBMIT to a cluster */
+    bool grid;    /* from a metascheduler: a peer key submitted it, or it took a site
+                   * reservation (issue 25: batch.ini [grid]) */
     uint8_t queue;
     uint32_t ntasks, procs, ppn;
     int64_t mem_mb, disk_mb, limit_s;
@@ -315,6 +317,7 @@ struct live {
     uint64_t first_id;             /* next_id at start: submitted = next_id - first_id */
     uint64_t n_ended, n_failed;    /* elements that ended (failed: not done) */
     uint64_t n_backfilled;         /* elements started by backfill */
+    uint64_t grid_released;        /* site reservations [grid] local_wait_bound released */
     double cycle_s, cycle_s_total; /* the last cycle's duration, and all of them */
 };
 

@@ -412,9 +412,10 @@ void live_elem_spec(const struct live *L, const struct ljob *j, uint32_t e,
     snprintf(s->qos, sizeof s->qos, "%s", j->qos ? j->qos : "");
     /* the partition: the job's class, else the default cluster's (Slurm's default
      * partition) */
-    const char *cls = j->class_ && *j->class_ ? j->class_
-                      : L->default_cl >= 0    ? L->cl[L->default_cl].name
-                                              : "";
+    const char *cls = j->class_ && *j->class_               ? j->class_
+                      : j->grid && L->cfg.eng.grid_class[0] ? L->cfg.eng.grid_class
+                      : L->default_cl >= 0                  ? L->cl[L->default_cl].name
+                                                            : "";
     snprintf(s->class_, sizeof s->class_, "%s", cls);
     s->tasks = (int32_t)(j->parallel ? j->procs : 1);
     s->ppn = j->parallel ? (int32_t)j->ppn : 0; /* --ppn: at most ppn per host */
@@ -425,6 +426,7 @@ void live_elem_spec(const struct live *L, const struct ljob *j, uint32_t e,
     s->submit = j->submitted;
     s->hold = j->hold;
     s->early_start = j->early;
+    s->grid = j->grid;             /* batch.ini [grid] local_wait_bound (issue 25) */
     s->constraint = j->constraint; /* issue 27: copied by the engine */
 }
 
@@ -476,8 +478,8 @@ static void put_opt(struct wire_buf *wb, const char *k, const char *v)
 void live_job_encode(const struct ljob *j, const char *const *argv, uint32_t argc,
                      struct wire_buf *wb)
 {
-    wire_pack_map(wb, 28 + j->network + jobenv_put(NULL, j->env, j->cwd) + !!j->dep + !!j->dep_end +
-                          !!j->constraint);
+    wire_pack_map(wb, 28 + j->network + j->grid + jobenv_put(NULL, j->env, j->cwd) + !!j->dep +
+                          !!j->dep_end + !!j->constraint);
     if (j->constraint) /* issue 27; absent in older records: none */
         wire_put_str(wb, "constraint", j->constraint);
     if (j->dep) { /* issue 27: the terms still waited for (met ones left out) */
@@ -490,6 +492,8 @@ void live_job_encode(const struct ljob *j, const char *const *argv, uint32_t arg
     jobenv_put(wb, j->env, j->cwd);
     if (j->network) /* only when set: a record without it (older ones too) reads false */
         wire_put_bool(wb, "network", true);
+    if (j->grid) /* issue 25; likewise */
+        wire_put_bool(wb, "grid", true);
     wire_put_u64(wb, "id", j->id);
     wire_put_bool(wb, "parallel", j->parallel);
     wire_put_u64(wb, "ntasks", j->ntasks);
@@ -601,6 +605,7 @@ struct ljob *live_job_decode(const void *p, size_t n)
     j->shell = bool_of(m, "shell");
     j->hold = bool_of(m, "hold");
     j->network = bool_of(m, "network"); /* issue 23; false in records older than it */
+    j->grid = bool_of(m, "grid");       /* issue 25; likewise */
     j->early = bool_of(m, "early");
     j->queue = (uint8_t)u64_of(m, "queue");
     j->cancelled = bool_of(m, "cancelled");

@@ -204,6 +204,8 @@ static void new_job(struct req *r, bool parallel)
     j->network = wire_get_bool(m, "network", false); /* submit --network (issue 23) */
     j->hold = wire_get_bool(m, "hold", false);
     j->early = wire_get_bool(m, "early", false);
+    const struct curve_ident *who = curve_current();
+    j->grid = who && who->kind == CURVE_PEER; /* a spool's (issue 25); also a site resv */
     j->queue = (uint8_t)wire_get_u64(m, "queue", 1);
     j->limit_s = (int64_t)wire_get_u64(m, "limit_s", LIVE_DEFAULT_WALLTIME_S);
     j->mem_mb = (int64_t)wire_get_u64(m, "mem_mb", 0);

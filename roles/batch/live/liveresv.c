@@ -193,6 +193,7 @@ int live_resv_engine(struct live *L, struct lresv *v, bool restore, char *why, s
     q.start = v->start;
     q.end = v->end;
     q.restore = restore;
+    q.grid = v->site; /* a spool's: yields to [grid] local_wait_bound (issue 25) */
     rc = batch_resv_create(L->eng, &q, live_now(L), NULL, 0, why, wl);
     if (rc == 0)
         v->in_engine = true;
@@ -275,6 +276,10 @@ int live_resv_bind(struct live *L, struct ljob *j)
     if (!v || !v->site || v->job)
         return 0;
     v->job = j->id;
+    if (!j->grid) { /* it came through a spool's site reservation (issue 25) */
+        j->grid = true;
+        live_job_dirty(L, j);
+    }
     if (v->in_engine) {
         char why[256];
         batch_resv_release(L->eng, v->name);

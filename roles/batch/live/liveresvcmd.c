@@ -329,9 +329,11 @@ static void resv_new(struct live *L, const struct wire_msg *m, struct wire_buf *
         q.per_task.procs = 1;
         q.per_task.mem = v.mem_mb;
         q.per_task.disk = v.disk_mb;
-        q.partition = cls[0] ? cls : NULL;
-        q.ppn = (int32_t)wire_get_u64(o, "ppn", 0); /* RESERVE: a spool job's --ppn */
-        q.constraint = con[0] ? con : NULL;         /* RESERVE: a spool job's --constraint */
+        q.partition = cls[0]                             ? cls
+                      : site && L->cfg.eng.grid_class[0] ? L->cfg.eng.grid_class
+                                                         : NULL; /* [grid] class (issue 25) */
+        q.ppn = (int32_t)wire_get_u64(o, "ppn", 0);              /* RESERVE: a spool job's --ppn */
+        q.constraint = con[0] ? con : NULL; /* RESERVE: a spool job's --constraint */
     }
     struct live_words acl[BATCH_CRED_KINDS];
     for (int k = 0; k < BATCH_CRED_KINDS; k++) {
@@ -346,6 +348,7 @@ static void resv_new(struct live *L, const struct wire_msg *m, struct wire_buf *
         q.acl.njobs = 1;
     }
     q.name = v.name[0] ? v.name : NULL;
+    q.grid = site; /* a spool's: yields to [grid] local_wait_bound (issue 25) */
     q.start = v.start;
     q.end = v.end;
     char name[BATCH_NAME_MAX];

@@ -60,9 +60,11 @@ struct run {
     int64_t pend_work[MSIM_MAX_SITES], run_end[MSIM_MAX_SITES], run_procs[MSIM_MAX_SITES];
     struct heap h;
     struct msim_result *r;
-    char (*resv)[BATCH_NAME_MAX];       /* per job: its reservation at its site, "" none */
-    int64_t *resv_start;                /* per job: that reservation's start */
-    size_t *placed, nplaced, capplaced; /* grid jobs placed and not started, oldest first */
+    char (*resv)[BATCH_NAME_MAX];          /* per job: its reservation at its site, "" none */
+    int64_t *resv_start;                   /* per job: that reservation's start */
+    size_t *placed, nplaced, capplaced;    /* grid jobs placed and not started, oldest first */
+    bool *listed;                          /* per job: in placed[] */
+    size_t *revoked, nrevoked, caprevoked; /* grid jobs whose reservation a site released */
     uint64_t rank_state;
     int64_t now;
     size_t pending; /* queued at some site, not started */
@@ -87,6 +89,11 @@ static int submit(struct run *x, size_t idx, int32_t site)
     s.walltime = at_speed(j->walltime, x->speed[site]);
     s.submit = x->now;
     s.early_start = true; /* B5: it may start before its reservation where the site can */
+    if (x->kind != MSIM_POOLED && x->w->grid[idx]) {
+        s.grid = true; /* the site's grid rule (batch.h grid_wait_bound, grid_class) */
+        if (x->s->sites[site].cfg.grid_class[0])
+            snprintf(s.class_, sizeof s.class_, "%s", x->s->sites[site].cfg.grid_class);
+    }
     if (batch_job_submit(x->e[site], &s) < 0)
         return -1;
     x->r->jobs[idx].site = site;
@@ -124,6 +131,9 @@ static int reserve(struct run *x, size_t idx, int32_t site, int64_t start)
     q.per_task.procs = 1;
     q.start = start;
     q.duration = at_speed(j->walltime, x->speed[site]);
+    q.grid = true;
+    const char *gcls = x->s->sites[site].cfg.grid_class;
+    q.partition = gcls[0] ? gcls : NULL;
     char why[160];
     if (batch_resv_create(x->e[site], &q, x->now, x->resv[idx], BATCH_NAME_MAX, why, sizeof why) <
         0) {
@@ -161,8 +171,8 @@ static struct meta_request request(const struct run *x, size_t idx)
 /* Places grid job idx (M3): eligible sites, estimates, ranking, reservation, submit. */
 static int place(struct run *x, size_t idx)
 {
-    int cand[MSIM_MAX_SITES], order[MSIM_MAX_SITES];
-    int64_t start[MSIM_MAX_SITES];
+    int cand[MSIM_MAX_SITES] = {0}, order[MSIM_MAX_SITES];
+    int64_t start[MSIM_MAX_SITES] = {0};
     size_t n = 0;
     struct meta_request rq = request(x, idx);
     enum meta_policy p = (enum meta_policy)x->kind;
@@ -194,6 +204,9 @@ static int place(struct run *x, size_t idx)
     if (submit(x, idx, order[0]) < 0)
         return -1;
 placed:
+    if (x->listed[idx])
+        return 0;
+    x->listed[idx] = true;
     if (x->nplaced == x->capplaced) {
         size_t nc = x->capplaced ? 2 * x->capplaced : 256;
         void *q = realloc(x->placed, nc * sizeof *x->placed);
@@ -216,8 +229,10 @@ static int reevaluate(struct run *x)
     for (; k < x->nplaced; k++) {
         size_t idx = x->placed[k];
         struct msim_job *mj = &x->r->jobs[idx];
-        if (mj->start >= 0)
+        if (mj->start >= 0) {
+            x->listed[idx] = false;
             continue; /* started: drop from the list */
+        }
         x->placed[out++] = idx;
         if (seen++ >= x->s->reeval_max)
             continue;
@@ -275,6 +290,32 @@ static int reevaluate(struct run *x)
     return 0;
 }
 
+/* Places again the grid jobs whose reservation a site's grid rule released (batch.h
+ * grid_wait_bound) and that have not started: withdrawn there, then placed as new
+ * (estimates, ranking, a reservation), as the live spool does when a site reports
+ * the reservation gone. */
+static int replace_revoked(struct run *x)
+{
+    size_t n = x->nrevoked;
+    x->nrevoked = 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t idx = x->revoked[k];
+        struct msim_job *mj = &x->r->jobs[idx];
+        if (mj->start >= 0 || x->resv[idx][0])
+            continue; /* started meanwhile, or already placed again */
+        const struct sim_job *j = &x->w->in.jobs[idx];
+        int32_t old = mj->site;
+        if (batch_job_finish(x->e[old], idx + 1, x->now) < 0)
+            continue;
+        x->pending--;
+        x->pend_work[old] -= (int64_t)j->procs * at_speed(j->walltime, x->speed[old]);
+        x->dirty[old] = true;
+        if (place(x, idx) < 0) /* counted in guard_released, not as a move */
+            return -1;
+    }
+    return 0;
+}
+
 /* Runs a cycle at every dirty site and takes in the jobs it started. */
 static int cycles(struct run *x)
 {
@@ -309,6 +350,26 @@ static int cycles(struct run *x)
                 batch_resv_release(x->e[s], x->resv[idx]);
                 x->resv[idx][0] = '\0';
             }
+        }
+        /* reservations the site's grid rule released: those jobs queue on */
+        const struct batch_released *rel;
+        size_t nrel = batch_cycle_released(x->e[s], &rel);
+        for (size_t k = 0; k < nrel; k++) {
+            x->r->guard_released++;
+            size_t idx = (size_t)rel[k].job - 1;
+            if (rel[k].job < 1 || idx >= x->w->in.njobs || strcmp(x->resv[idx], rel[k].name))
+                continue;
+            x->resv[idx][0] = '\0';
+            /* the spool hears of it and places the job again (loop, after the cycles) */
+            if (x->nrevoked == x->caprevoked) {
+                size_t nc = x->caprevoked ? 2 * x->caprevoked : 64;
+                void *q = realloc(x->revoked, nc * sizeof *x->revoked);
+                if (!q)
+                    return -1;
+                x->revoked = q;
+                x->caprevoked = nc;
+            }
+            x->revoked[x->nrevoked++] = idx;
         }
         int64_t wk = batch_next_wakeup(x->e[s]);
         x->wake[s] = wk > x->now ? wk : BATCH_NEVER;
@@ -454,6 +515,8 @@ static int loop(struct run *x, char *err, size_t len)
         for (size_t k = 0; k < na; k++)
             if (place(x, arrivals[k]) < 0)
                 goto engine;
+        if (x->nrevoked && replace_revoked(x) < 0)
+            goto engine;
         bool any = false;
         for (size_t s = 0; s < x->nengines; s++)
             any |= x->changed[s];
@@ -490,8 +553,9 @@ int msim_run(const struct msim_scenario *s, const struct msim_workload *w, int k
     r->jobs = calloc(w->in.njobs, sizeof *r->jobs);
     x.resv = calloc(w->in.njobs, sizeof *x.resv);
     x.resv_start = calloc(w->in.njobs, sizeof *x.resv_start);
+    x.listed = calloc(w->in.njobs, sizeof *x.listed);
     int rc = -1;
-    if (!r->jobs || !x.resv || !x.resv_start) {
+    if (!r->jobs || !x.resv || !x.resv_start || !x.listed) {
         fail(err, len, "out of memory");
         goto out;
     }
@@ -510,6 +574,8 @@ out:
     free(x.resv);
     free(x.resv_start);
     free(x.placed);
+    free(x.listed);
+    free(x.revoked);
     r->wall_s = mono() - t0;
     if (rc < 0)
         msim_result_free(r);

@@ -87,8 +87,9 @@ struct msim_result {
     int64_t grid_wait_max, local_wait_max;
     size_t local_starved; /* local jobs that waited more than 2 days */
     double util[MSIM_MAX_SITES];
-    size_t moved;       /* moves made by re-evaluation */
-    size_t resv_failed; /* placements that found no reservation and queued plainly */
+    size_t moved;          /* moves made by re-evaluation */
+    size_t resv_failed;    /* placements that found no reservation and queued plainly */
+    size_t guard_released; /* grid reservations the sites' grid rule released */
     size_t cycles;
     double wall_s;
     struct msim_job *jobs; /* per job of the workload */

@@ -39,6 +39,9 @@ static const char usage_text[] =
     "                       whole main trace to the spool)\n"
     "  --margin S           a placed job moves only to start S seconds earlier (default 600)\n"
     "  --no-reevaluate      never move placed jobs\n"
+    "  --local-wait-bound S every site's grid rule (batch.ini grid.local_wait_bound): a\n"
+    "                       local job that has waited S seconds is no longer held back by\n"
+    "                       grid reservations (0: off; default: each site's batch config)\n"
     "  --seed N             grid share and random policy seed (default 1)\n"
     "  --count N            the first N usable jobs only (default: all)\n"
     "  --estimate requested|actual   walltimes: the trace's requests (default) or run times\n"
@@ -52,6 +55,7 @@ static const char usage_text[] =
 struct opts {
     const char *trace, *scenario, *policy, *jobs_out, *svg;
     const char *grid_share, *split, *margin, *seed, *count, *estimate, *sites, *procs, *local;
+    const char *bound;
     bool json, no_reeval;
 };
 
@@ -81,6 +85,7 @@ static const struct {
     {"--sites", offsetof(struct opts, sites)},
     {"--procs", offsetof(struct opts, procs)},
     {"--local", offsetof(struct opts, local)},
+    {"--local-wait-bound", offsetof(struct opts, bound)},
 };
 
 /* 0, 1 (--help printed) or 2 (usage error printed). */
@@ -202,6 +207,12 @@ static int apply_opts(const struct opts *o, struct msim_scenario *s)
     }
     if (o->no_reeval)
         s->reevaluate = false;
+    if (o->bound) {
+        if (whole(o->bound, 0, 10LL * 365 * 86400, &v) < 0)
+            return usage_error("--local-wait-bound '%s': whole seconds >= 0 (0: off)", o->bound);
+        for (size_t i = 0; i < s->nsites; i++)
+            s->sites[i].cfg.grid_wait_bound = v;
+    }
     return o->local ? apply_local(o->local, s) : 0;
 }
 

@@ -88,6 +88,8 @@ int msimout_json(FILE *out, const struct msim_scenario *s, const struct msim_wor
             json_object_set_new(last, "local_max_wait_s", json_integer(r[k].local_wait_max));
             json_object_set_new(last, "local_over_2d",
                                 json_integer((json_int_t)r[k].local_starved));
+            json_object_set_new(last, "guard_released",
+                                json_integer((json_int_t)r[k].guard_released));
         }
     }
     json_object_set_new(j, "trace", json_string(trace));
