@@ -37,6 +37,21 @@ print(json.dumps({"bench": "meta_sim", "wall_s": round(d["wall_s"], 3),
                   "bsld": {k: round(runs[k]["mean_bsld"], 3) for k in keys}}))'
 fi
 
+# issue 25 item 7: estimate / slurm_m per trace and split (<= 1.0 is the target) and the
+# local jobs' longest wait against slurm_m's, KTH-SP2 and HPC2N at 4 and 4:3:2:1 sites
+# (bench/meta_matrix.py without --quick runs every trace and split: docs/meta.md)
+TRACES="$traces" /usr/bin/python3 bench/meta_matrix.py "$gridnode" --quick | /usr/bin/python3 -c '
+import json, sys
+for l in sys.stdin:
+    d = json.loads(l)
+    if "skipped" in d or "error" in d:
+        print(json.dumps(d))
+        continue
+    print(json.dumps({"bench": "meta_ratio", "trace": d["trace"], "sites": d["sites"],
+                      "jobs": d["jobs"], "ratio": d.get("ratio"),
+                      "local_max_wait_ratio": d.get("local_max_wait_ratio"),
+                      "bsld": d["bsld"], "wall_s": d["wall_s"]}))'
+
 curie="$traces/CEA-Curie-2011-2.1-cln.swf.gz"
 if [ ! -r "$curie" ]; then
     skip meta_sim_resv "$curie"
