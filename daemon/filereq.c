@@ -296,3 +296,22 @@ int filestore_each_input(const void *data, size_t len, uint32_t idx,
     msgpack_unpacked_destroy(&up);
     return rc;
 }
+
+int filestore_count_input(void *arg, const msgpack_object *in)
+{
+    (void)in;
+    ++*(uint32_t *)arg;
+    return 0;
+}
+
+int filestore_pack_input(void *arg, const msgpack_object *in)
+{
+    struct wire_buf *wb = arg;
+    size_t nl, hl;
+    const char *name = wire_get_str(in, "name", &nl), *h = wire_get_str(in, "hash", &hl);
+    wire_pack_map(wb, 3);
+    wire_put_strn(wb, "name", name, nl);
+    wire_put_strn(wb, "hash", h, hl);
+    wire_put_u64(wb, "size", wire_get_u64(in, "size", 0));
+    return 0;
+}

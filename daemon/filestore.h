@@ -127,5 +127,9 @@ int filestore_jobdata_pack(const msgpack_object *m, struct wire_buf *wb);
  * every entry); stops at the first nonzero return and returns it. */
 int filestore_each_input(const void *data, size_t len, uint32_t idx,
                          int (*fn)(void *arg, const msgpack_object *in), void *arg);
+/* For filestore_each_input: counts the entries (arg: a uint32_t), or packs each as the
+ * level below takes it, a map of name, hash and size (arg: a struct wire_buf). */
+int filestore_count_input(void *arg, const msgpack_object *in);
+int filestore_pack_input(void *arg, const msgpack_object *in);
 
 #endif

@@ -187,35 +187,16 @@ uint32_t files_task_nfields(struct cluster *c, const struct job *j, uint32_t idx
     return j->data ? 2 + files_ckpt_nfields(c, j, idx) : 0;
 }
 
-static int count_in(void *arg, const msgpack_object *in)
-{
-    (void)in;
-    ++*(uint32_t *)arg;
-    return 0;
-}
-
-static int pack_in(void *arg, const msgpack_object *in)
-{
-    struct wire_buf *tb = arg;
-    size_t nl, hl;
-    const char *name = wire_get_str(in, "name", &nl), *h = wire_get_str(in, "hash", &hl);
-    wire_pack_map(tb, 3);
-    wire_put_strn(tb, "name", name, nl);
-    wire_put_strn(tb, "hash", h, hl);
-    wire_put_u64(tb, "size", wire_get_u64(in, "size", 0));
-    return 0;
-}
-
 void files_task_pack(struct cluster *c, const struct job *j, uint32_t idx, struct wire_buf *tb)
 {
     uint32_t n = 0;
     if (!j->data)
         return;
     files_ckpt_pack(c, j, idx, tb); /* its latest checkpoint, when it has one */
-    each_input(j, idx, count_in, &n);
+    each_input(j, idx, filestore_count_input, &n);
     wire_put_key(tb, "inputs");
     wire_pack_array(tb, n);
-    each_input(j, idx, pack_in, tb);
+    each_input(j, idx, filestore_pack_input, tb);
     msgpack_unpacked up;
     msgpack_unpacked_init(&up);
     const msgpack_object *out = NULL;

@@ -135,33 +135,13 @@ uint32_t live_files_submit_nfields(const struct ljob *j)
     return 1 + live_files_has_outputs(j) + (live_files_ckpt_s(j) > 0);
 }
 
-static int count_in(void *arg, const msgpack_object *in)
-{
-    (void)in;
-    ++*(uint32_t *)arg;
-    return 0;
-}
-
-/* An input as the cluster's one-task job takes it: name, hash, size (no "task"). */
-static int pack_in(void *arg, const msgpack_object *in)
-{
-    struct wire_buf *wb = arg;
-    size_t nl, hl;
-    const char *name = wire_get_str(in, "name", &nl), *h = wire_get_str(in, "hash", &hl);
-    wire_pack_map(wb, 3);
-    wire_put_strn(wb, "name", name, nl);
-    wire_put_strn(wb, "hash", h, hl);
-    wire_put_u64(wb, "size", wire_get_u64(in, "size", 0));
-    return 0;
-}
-
 void live_files_submit_put(const struct ljob *j, uint32_t e, struct wire_buf *wb)
 {
     uint32_t n = 0, ck = live_files_ckpt_s(j);
-    live_files_each_input(j, e, count_in, &n);
+    live_files_each_input(j, e, filestore_count_input, &n);
     wire_put_key(wb, "inputs");
     wire_pack_array(wb, n);
-    live_files_each_input(j, e, pack_in, wb);
+    live_files_each_input(j, e, filestore_pack_input, wb);
     if (live_files_has_outputs(j)) {
         msgpack_unpacked up;
         const msgpack_object *o = data_field(j, &up, "outputs");

@@ -168,6 +168,21 @@ static struct meta_request request(const struct run *x, size_t idx)
     return (struct meta_request){.procs = j->procs, .walltime = j->walltime};
 }
 
+/* Appends idx to the growing list *v (n used, cap allocated). 0 or -1. */
+static int push_idx(size_t **v, size_t *n, size_t *cap, size_t idx)
+{
+    if (*n == *cap) {
+        size_t nc = *cap ? 2 * *cap : 256;
+        void *q = realloc(*v, nc * sizeof **v);
+        if (!q)
+            return -1;
+        *v = q;
+        *cap = nc;
+    }
+    (*v)[(*n)++] = idx;
+    return 0;
+}
+
 /* Places grid job idx (M3): eligible sites, estimates, ranking, reservation, submit. */
 static int place(struct run *x, size_t idx)
 {
@@ -207,16 +222,7 @@ placed:
     if (x->listed[idx])
         return 0;
     x->listed[idx] = true;
-    if (x->nplaced == x->capplaced) {
-        size_t nc = x->capplaced ? 2 * x->capplaced : 256;
-        void *q = realloc(x->placed, nc * sizeof *x->placed);
-        if (!q)
-            return -1;
-        x->placed = q;
-        x->capplaced = nc;
-    }
-    x->placed[x->nplaced++] = idx;
-    return 0;
+    return push_idx(&x->placed, &x->nplaced, &x->capplaced, idx);
 }
 
 /* Re-examines placed jobs not started (oldest first, up to reeval_max) against the sites
@@ -361,15 +367,8 @@ static int cycles(struct run *x)
                 continue;
             x->resv[idx][0] = '\0';
             /* the spool hears of it and places the job again (loop, after the cycles) */
-            if (x->nrevoked == x->caprevoked) {
-                size_t nc = x->caprevoked ? 2 * x->caprevoked : 64;
-                void *q = realloc(x->revoked, nc * sizeof *x->revoked);
-                if (!q)
-                    return -1;
-                x->revoked = q;
-                x->caprevoked = nc;
-            }
-            x->revoked[x->nrevoked++] = idx;
+            if (push_idx(&x->revoked, &x->nrevoked, &x->caprevoked, idx) < 0)
+                return -1;
         }
         int64_t wk = batch_next_wakeup(x->e[s]);
         x->wake[s] = wk > x->now ? wk : BATCH_NEVER;
