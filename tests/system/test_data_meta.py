@@ -8,10 +8,15 @@ files beyond the spool's files.user_mb are refused there."""
 
 import json
 import os
+import signal
 
+import pytest
+
+import slurmlocal
 from conftest import scaled, wait_until
 from test_data import CHUNK, run_cli, sha, stored_path
 from test_data_batch import grid
+from test_meta_slurm import hpc, slurm  # noqa: F401 - fixtures (a private Slurm)
 
 
 def spool_job(m, jid):
@@ -127,3 +132,115 @@ def test_a_users_files_beyond_the_spools_files_user_mb_are_refused(meta_factory,
                 "true")
     assert r.returncode != 0 and "files.user_mb" in r.stderr, r.stderr
     assert "alice holds 1 MB" in r.stderr, r.stderr
+
+
+def test_checkpoint_s_goes_on_through_the_spool(cluster_factory, client_factory, batch_factory,
+                                                meta_factory):
+    cl, b = grid(cluster_factory, client_factory, batch_factory)
+    m = meta_factory({"site": b})
+    jid = m.client().ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=2, checkpoint_s=10)["job"]
+    job = wait_spool(m, jid)
+    assert job["job"]["state"] == "done", job
+    bj = b.client().ok("JOB_GET", "JOB", job=job["job"]["site_job"], tasks=True)
+    assert len(bj["tasks"]) == 2, bj
+    for t in bj["tasks"]:  # each task ran as a one-task job of the cluster, on its host
+        cj = cl.client().ok("JOB_GET", "JOB", job=t["cjob"])["job"]
+        assert cj["checkpoint_s"] == 10 and cj["ntasks"] == 1, cj
+
+
+def test_a_site_refusing_an_input_refuses_the_job_there(cluster_factory, client_factory,
+                                                        batch_factory, meta_factory, gridnode_bin,
+                                                        tmp_path):
+    # the site's own files.user_mb holds for the job's owner: the spool's offer is refused,
+    # and with no other site the job fails naming why
+    cl, b = grid(cluster_factory, client_factory, batch_factory, bsets={"files.user_mb": 1})
+    m = meta_factory({"site": b})
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(1536 * 1024))
+    r = run_cli(gridnode_bin, "submit", "-e", m.endpoint, "--user", "alice", "--input", big,
+                "--json", "true")
+    assert r.returncode == 0, r.stderr  # the spool itself has no limit
+    job = wait_spool(m, json.loads(r.stdout)["job"])
+    assert job["job"]["state"] == "failed", job
+    why = job["job"]["reason"]
+    assert "refused by site site" in why and "big.bin" in why and "files.user_mb" in why, why
+
+
+@pytest.mark.skipif(slurmlocal.unavailable() is not None, reason=str(slurmlocal.unavailable()))
+def test_a_slurm_site_refuses_files_naming_why(slurm, hpc, meta_factory, gridnode_bin, tmp_path):
+    m = meta_factory({"hpc": hpc}, sets={"meta.estimate_timeout_ms": 2000})
+    f = tmp_path / "in.txt"
+    f.write_bytes(b"input\n")
+    r = run_cli(gridnode_bin, "submit", "-e", m.endpoint, "--input", f, "--json", "cat in.txt")
+    assert r.returncode == 0, r.stderr
+    job = wait_spool(m, json.loads(r.stdout)["job"])
+    assert job["job"]["state"] == "failed", job
+    assert "takes no files yet" in job["job"]["reason"], job["job"]
+
+
+def test_offering_inputs_resumes_after_kill9_of_the_spool(cluster_factory, client_factory,
+                                                          batch_factory, meta_factory,
+                                                          gridnode_bin, tmp_path):
+    cl, b = grid(cluster_factory, client_factory, batch_factory)
+    # round_robin: no estimates, the site is chosen at once (an array: no reservation)
+    # a stopped site is not taken as down while the test looks (meta.request_timeout_ms)
+    m = meta_factory({"site": b}, sets={"meta.policy": "round_robin", "store.sync": "full",
+                                        "meta.request_timeout_ms": 30000})
+    wait_until(lambda: m.client().ok("SITE_INFO", "SITE")["sites"][0].get("up"), scaled(20),
+               msg="the spool sees its site")
+    data = os.urandom(3 * CHUNK + 99)
+    src = tmp_path / "in.bin"
+    src.write_bytes(data)
+    h, size = sha(data), len(data)
+    # an earlier offer cut short: the site holds the first chunk
+    b.client().ok("FILE_PUT", "FILE_STATE", hash=h, size=size, off=0, data=data[:CHUNK])
+    # the site stops answering while the spool offers the file; the spool is killed (-9)
+    b.proc.send_signal(signal.SIGSTOP)
+    try:
+        r = run_cli(gridnode_bin, "submit", "-e", m.endpoint, "-n", 2, "--shell", "--input", src,
+                    "--output", "*.sum", "--json", "sha256sum in.bin > in{i}.sum")
+        assert r.returncode == 0, r.stderr
+        jid = json.loads(r.stdout)["job"]
+        wait_until(lambda: "offering file %s" % h[:12] in m.log(), scaled(20),
+                   msg="the spool offers the input to its site")
+        row = spool_job(m, jid)["job"]
+        assert row["gstate"] == "placing" and "sending its inputs to site" in row["reason"], row
+        m.kill()
+    finally:
+        b.proc.send_signal(signal.SIGCONT)
+    m.restart()
+    # the submission is sent again: the offer goes on from what the site holds
+    job = wait_spool(m, jid)
+    assert job["job"]["state"] == "done", job
+    assert "holds %d bytes of the file: going on from there" % CHUNK in m.log()
+    assert stored_path(b, h).read_bytes() == data
+    for t in job["tasks"]:
+        f, = t["files"]
+        assert stored_path(m, f["hash"]).read_text().split()[0] == h
+
+
+def test_a_copy_of_outputs_goes_on_from_what_the_spool_holds(cluster_factory, client_factory,
+                                                             batch_factory, meta_factory,
+                                                             gridnode_bin, tmp_path):
+    # the state a kill -9 of the spool leaves mid-copy: a part of the output in its store
+    # (a durable chunk); the copy goes on from there and the whole file checks out
+    cl, b = grid(cluster_factory, client_factory, batch_factory)
+    m = meta_factory({"site": b}, sets={"store.sync": "full"})
+    data = os.urandom(2 * CHUNK + 4321)
+    src = tmp_path / "in.bin"
+    src.write_bytes(data)
+    out = data[1:]  # what the task leaves: its input but the first byte
+    m.client().ok("FILE_PUT", "FILE_STATE", hash=sha(out), size=len(out), off=0,
+                  data=out[:CHUNK])
+    m.restart()
+    r = run_cli(gridnode_bin, "submit", "-e", m.endpoint, "--shell", "--input", src,
+                "--output", "out.bin", "--json", "tail -c +2 in.bin > out.bin")
+    assert r.returncode == 0, r.stderr
+    jid = json.loads(r.stdout)["job"]
+    job = wait_spool(m, jid)
+    assert job["job"]["state"] == "done", job
+    f, = job["tasks"][0]["files"]
+    assert f["hash"] == sha(out) and stored_path(m, f["hash"]).read_bytes() == out
+    r = run_cli(gridnode_bin, "fetch", "-e", m.endpoint, jid, tmp_path / "res")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "res" / "0" / "out.bin").read_bytes() == out
