@@ -244,3 +244,41 @@ def test_a_copy_of_outputs_goes_on_from_what_the_spool_holds(cluster_factory, cl
     r = run_cli(gridnode_bin, "fetch", "-e", m.endpoint, jid, tmp_path / "res")
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "res" / "0" / "out.bin").read_bytes() == out
+
+
+def test_under_curve_the_owner_reads_at_the_spool_and_is_charged_at_its_site(
+        cluster_factory, client_factory, batch_factory, meta_factory, workdir):
+    from test_authz import Keys
+    from test_data_batch import BATCH, FAST, FAST_CLIENT
+    # the suite's key is the grid's peer (the spool's key toward its site, and the batch
+    # role's toward its cluster)
+    k = (Keys(workdir / "keys", suite_kind="peer").add("alice", "user").add("bob", "user")
+         .add("worker", "node"))
+    cl = cluster_factory(dict(FAST, **k.sets()))
+    client_factory(cl, 1, sets=dict(FAST_CLIENT, **{"client.slots": 2}),
+                   env={"GRIDNODE_KEY": k.key("worker")})
+    b = batch_factory([cl], sets=dict(BATCH, **dict(k.sets(), **{"files.user_mb": 1})))
+    m = meta_factory({"site": b}, sets=k.sets())
+    alice, bob = k.rpc(m.endpoint, "alice"), k.rpc(m.endpoint, "bob")
+    data = os.urandom(700 * 1024)
+    h = sha(data)
+    # "user" is the key's own name whatever the tool says: alice is charged
+    alice.ok("FILE_PUT", "FILE_STATE", hash=h, size=len(data), off=0, data=data, user="bob")
+    jid = alice.ok("SUBMIT", "SUBMITTED", argv=["sha256sum in.bin > in.sum"], shell=True,
+                   ntasks=1, inputs=[{"name": "in.bin", "hash": h, "size": len(data)}],
+                   outputs=["*.sum"])["job"]
+    wait_until(lambda: alice.ok("JOB_GET", "JOB", job=jid)["job"]["state"] in ("done", "failed"),
+               scaled(90), msg="alice's job ends")
+    t, = alice.ok("JOB_GET", "JOB", job=jid, tasks=True)["tasks"]
+    assert t["state"] == "ok", t
+    f, = t["files"]
+    get = dict(hash=f["hash"], job=jid, idx=0, off=0, len=1000)
+    assert alice.ok("FILE_GET", "FILE_DATA", **get)["data"].split()[0].decode() == h
+    assert "belongs to another user" in bob.err("FILE_GET", "DENIED", **get)["msg"]
+    inp = dict(hash=h, job=jid, off=0, len=10)
+    assert alice.ok("FILE_GET", "FILE_DATA", **inp)["data"] == data[:10]
+    assert "belongs to another user" in bob.err("FILE_GET", "DENIED", **inp)["msg"]
+    # the spool offered the input to its site for alice: charged to her there
+    other = os.urandom(600 * 1024)
+    e = k.rpc(b.endpoint, "alice").err("FILE_HAVE", "REFUSED", hash=sha(other), size=len(other))
+    assert "alice holds 1 MB" in e["msg"], e
