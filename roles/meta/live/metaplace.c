@@ -446,7 +446,10 @@ void meta_resume(struct meta *M, struct mjob *j)
     } else if (j->state == MJ_PLACING && j->site >= 0 && !j->requeueing) {
         j->phase = PH_SUBMIT;
         M->inflight++;
-        meta_submit(M, &M->site[j->site], j);
+        /* at start no site is up yet: its submission (its inputs first) goes when the
+           site answers (site_up), not now into a connection not made yet */
+        if (M->site[j->site].info.up)
+            meta_submit(M, &M->site[j->site], j);
     }
 }
 
