@@ -9,6 +9,7 @@ files beyond the spool's files.user_mb are refused there."""
 import json
 import os
 import signal
+import time
 
 import pytest
 
@@ -282,3 +283,46 @@ def test_under_curve_the_owner_reads_at_the_spool_and_is_charged_at_its_site(
     other = os.urandom(600 * 1024)
     e = k.rpc(b.endpoint, "alice").err("FILE_HAVE", "REFUSED", hash=sha(other), size=len(other))
     assert "alice holds 1 MB" in e["msg"], e
+
+
+def test_a_job_moved_to_another_site_gets_its_inputs_offered_there(meta_factory, tmp_path):
+    from test_meta_moves import FakeSite, T as MT
+
+    class FileSite(FakeSite):
+        """A fake batch site that holds every file offered to it (FILE_HAVE: done)."""
+
+        def handle(self, rid, m):
+            if m["t"] == 120 and not self.down:  # FILE_HAVE -> FILE_STATE
+                with self.lock:
+                    self.log.append((120, dict(m, _at=time.monotonic())))
+                self.reply(rid, 121, m["id"], hash=m["hash"], size=m["size"], have=m["size"],
+                           done=True, chunk=CHUNK)
+                return
+            super().handle(rid, m)
+
+    a, b = FileSite("a", 300), FileSite("b", 900)
+    try:
+        m = meta_factory({"a": a.endpoint, "b": b.endpoint},
+                         sets={"meta.reeval_s": 1, "meta.move_margin_s": 30})
+        wait_until(lambda: all(s["known"] for s in m.client().ok("SITE_INFO", "SITE")["sites"]),
+                   scaled(20), msg="sites known")
+        data = b"an input\n"
+        h = sha(data)
+        m.client().ok("FILE_PUT", "FILE_STATE", hash=h, size=len(data), off=0, data=data)
+        jid = m.client().ok("SUBMIT", "SUBMITTED", argv=["cat", "in.txt"], ntasks=1, limit_s=60,
+                            inputs=[{"name": "in.txt", "hash": h, "size": len(data)}])["job"]
+        wait_until(lambda: spool_job(m, jid)["job"]["gstate"] == "placed", scaled(20),
+                   msg="placed at a")
+        assert spool_job(m, jid)["job"]["site"] == "a"
+        assert a.count(120, hash=h) >= 1  # offered to a before its SUBMIT there
+        b.start_in_s = 0  # b now offers a start 300 s earlier: the job moves there
+        wait_until(lambda: spool_job(m, jid)["job"]["site"] == "b" and
+                   spool_job(m, jid)["job"]["gstate"] == "placed", scaled(30), msg="moved to b")
+        have = [x["_at"] for t, x in b.log if t == 120 and x.get("hash") == h]
+        sub = [x["_at"] for t, x in b.log if t == MT["SUBMIT"]]
+        assert have and sub and have[0] < sub[0], (have, sub)
+        s, = [x for t, x in b.log if t == MT["SUBMIT"]]
+        assert s["inputs"] == [{"name": "in.txt", "hash": h, "size": len(data)}], s
+    finally:
+        a.close()
+        b.close()
