@@ -176,7 +176,7 @@ struct mxfer {
 struct mpull {
     uint64_t job;
     int site;
-    uint8_t st;        /* listing its task rows, or getting a file */
+    uint8_t st;        /* waiting its turn, listing its task rows, getting a file */
     uint8_t end_state; /* the state the job takes once they are here */
     char why[256];     /* its reason then */
     void *page;        /* the site's task rows of the current page (msgpack array) */

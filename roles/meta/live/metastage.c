@@ -27,11 +27,13 @@
 #include <string.h>
 
 #include "daemon/filestore.h"
+#include "lib/datapath.h"
 #include "lib/log.h"
 #include "roles/meta/live/meta_int.h"
 
 enum { XF_WAIT, XF_HAVE, XF_PUT, XF_DONE, XF_FAILED };
-enum { PL_LIST, PL_GET };
+enum { PL_LIST, PL_GET, PL_WAIT };
+#define META_PULL_ACTIVE 8 /* jobs whose outputs are copied from one site at once */
 
 static uint64_t prefix(const uint8_t d[SHA256_LEN])
 {
@@ -300,6 +302,8 @@ static struct mpull *pull_find(struct meta *M, uint64_t job)
     return NULL;
 }
 
+static void start_waiting(struct meta *M, int site);
+
 /* The copy ends (whole, or not with note): the job takes its end state. */
 static void pull_end(struct meta *M, struct mpull *p, const char *note)
 {
@@ -313,8 +317,10 @@ static void pull_end(struct meta *M, struct mpull *p, const char *note)
         if (!MJ_ENDED(j->state)) /* "" clears "copying its outputs" */
             meta_job_set(M, j, (enum mj_state)p->end_state, r);
     }
+    int site = p->site;
     free(p->page);
     *p = M->pulls[--M->npulls];
+    start_waiting(M, site);
 }
 
 static void send_list(struct meta *M, struct msite *s, struct mpull *p, uint64_t sjob,
@@ -330,6 +336,23 @@ static void send_list(struct meta *M, struct msite *s, struct mpull *p, uint64_t
     meta_queue_out(M, s->idx, &wb);
     wire_buf_free(&wb);
     p->st = PL_LIST;
+}
+
+/* Pulls of site under way: while fewer than META_PULL_ACTIVE, a waiting one starts
+ * (each has one chunk in flight: the replies queued at once stay bounded). */
+static void start_waiting(struct meta *M, int site)
+{
+    uint32_t active = 0;
+    for (uint32_t i = 0; i < M->npulls; i++)
+        active += M->pulls[i].site == site && M->pulls[i].st != PL_WAIT;
+    for (uint32_t i = 0; i < M->npulls && active < META_PULL_ACTIVE; i++) {
+        struct mpull *p = &M->pulls[i];
+        struct mjob *j = p->site == site && p->st == PL_WAIT ? meta_job_find(M, p->job) : NULL;
+        if (j) {
+            send_list(M, &M->site[site], p, j->sjob, 0);
+            active++;
+        }
+    }
 }
 
 /* Stores the page's rows (their files all here): 0, or -1. */
@@ -360,11 +383,20 @@ static void pull_next(struct meta *M, struct msite *s, struct mpull *p)
         for (; fl && fl->type == MSGPACK_OBJECT_ARRAY && p->file < fl->via.array.size; p->file++) {
             const msgpack_object *f = &fl->via.array.ptr[p->file];
             uint8_t d[SHA256_LEN];
-            size_t hl;
-            const char *h = wire_get_str(f, "hash", &hl);
-            if (!h || filestore_parse_hash(h, hl, d) < 0) {
+            size_t hl, nl;
+            const char *h = wire_get_str(f, "hash", &hl), *name = wire_get_str(f, "name", &nl);
+            const char *bad = !h || filestore_parse_hash(h, hl, d) < 0
+                                  ? "its site named an output without a proper hash"
+                              : !name || datapath_problem(name, nl)
+                                  ? "its site named an output with a name that is not a "
+                                    "relative path inside the task's directory"
+                              : wire_get_u64(f, "size", 0) > (uint64_t)M->cfg.files_job_mb << 20
+                                  ? "its site named an output larger than the spool keeps "
+                                    "(files.job_mb)"
+                                  : NULL;
+            if (bad) { /* a site is checked as a user is: nothing of it is stored */
                 msgpack_unpacked_destroy(&up);
-                pull_end(M, p, "its site named an output without a proper hash");
+                pull_end(M, p, bad);
                 return;
             }
             struct fsfile *have = filestore_find(M->files, d);
@@ -437,8 +469,8 @@ static void data_reply(struct meta *M, struct msite *s, struct mpull *p, const s
         pull_end(M, p, "its site sent a chunk beyond the end of an output");
         return;
     }
-    if (f && f->size != size) {
-        pull_end(M, p, "its site sent an output of another size than the one stored here");
+    if ((f && f->size != size) || size > (uint64_t)M->cfg.files_job_mb << 20) {
+        pull_end(M, p, "its site sent an output of another size than it named");
         return;
     }
     if (off == (f ? f->have : 0) && !(f && f->done) && (len || size == 0)) {
@@ -479,7 +511,8 @@ bool meta_pull_begin(struct meta *M, struct mjob *j, int st, const char *why)
     char r[200];
     snprintf(r, sizeof r, "copying its outputs from site %s", s->name);
     meta_job_set(M, j, MJ_RUNNING, r);
-    send_list(M, s, p, j->sjob, 0);
+    p->st = PL_WAIT;
+    start_waiting(M, s->idx);
     return true;
 }
 
