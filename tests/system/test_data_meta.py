@@ -326,3 +326,33 @@ def test_a_job_moved_to_another_site_gets_its_inputs_offered_there(meta_factory,
     finally:
         a.close()
         b.close()
+
+
+def test_before_the_copy_the_spool_shows_no_file_it_does_not_hold(
+        cluster_factory, client_factory, batch_factory, meta_factory, gridnode_bin, tmp_path):
+    cl, b = grid(cluster_factory, client_factory, batch_factory)
+    m = meta_factory({"site": b})
+    go = tmp_path / "go"
+    # task 1 waits for the test (the client runs unsandboxed here): task 0's outputs are
+    # at the batch site while the job still runs
+    script = ("if [ {i} = 1 ]; then while [ ! -e %s ]; do sleep 0.1; done; fi; "
+              "echo {i} > o.txt" % go)
+    r = run_cli(gridnode_bin, "submit", "-e", m.endpoint, "-n", 2, "--shell", "--limit", 120,
+                "--output", "o.txt", "--json", script)
+    assert r.returncode == 0, r.stderr
+    jid = json.loads(r.stdout)["job"]
+
+    def first_done():
+        t = spool_job(m, jid)["tasks"]
+        return t and t[0]["state"] == "ok" and t[0]
+    t0 = wait_until(first_done, scaled(60), msg="task 0 ends at the site")
+    assert "files" not in t0, t0  # the site's copy: not the spool's yet
+    r = run_cli(gridnode_bin, "fetch", "-e", m.endpoint, jid, tmp_path / "early")
+    assert r.returncode == 0 and "1 task(s) have not finished" in r.stdout, (r.stdout, r.stderr)
+    go.write_text("")
+    job = wait_spool(m, jid)
+    assert job["job"]["state"] == "done", job
+    r = run_cli(gridnode_bin, "fetch", "-e", m.endpoint, jid, tmp_path / "res")
+    assert r.returncode == 0 and "2 file(s) fetched" in r.stdout, (r.stdout, r.stderr)
+    for i in range(2):
+        assert (tmp_path / "res" / str(i) / "o.txt").read_text() == "%d\n" % i

@@ -365,8 +365,9 @@ int meta_files_each_input(const struct mjob *j, int (*fn)(void *arg, const msgpa
 /* Stores task row t (a map with idx, state, files...) of j copied back: 0, or -1. */
 int meta_files_row_save(struct meta *M, const struct mjob *j, const msgpack_object *t);
 /* JOB's `tasks` of an ended job whose outputs were copied here: the stored rows from
- * `from` (at most count) into wb, *next the next one's index (0: none). false when j has
- * none stored (nothing written). */
+ * `from` (at most count) into wb, *next the next one's index (0: none); of a job with
+ * outputs not copied yet: the site's rows of the last poll without their files. false
+ * otherwise (nothing written). */
 bool meta_files_tasks(struct meta *M, const struct mjob *j, uint64_t from, uint64_t count,
                       struct wire_buf *wb, uint64_t *next);
 /* FILE_HAVE, FILE_PUT, FILE_GET from a user. */

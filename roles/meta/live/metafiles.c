@@ -112,6 +112,44 @@ static bool row_get(struct meta *M, uint64_t job, uint32_t idx, void **rec, size
     return store_get(M->store, M->t_taskfiles, key, sizeof key, rec, len) == 0;
 }
 
+/* The site's task rows of the last poll without their "files" and "files_note": those
+ * are the site's copies, not the spool's yet (its FILE_GET would not find them). */
+static bool rows_without_files(const struct mjob *j, struct wire_buf *wb)
+{
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    if (!j->tasks_raw ||
+        msgpack_unpack_next(&up, (const char *)j->tasks_raw, j->tasks_len, NULL) !=
+            MSGPACK_UNPACK_SUCCESS ||
+        up.data.type != MSGPACK_OBJECT_ARRAY) {
+        msgpack_unpacked_destroy(&up);
+        return false;
+    }
+    wire_pack_array(wb, up.data.via.array.size);
+    for (uint32_t i = 0; i < up.data.via.array.size; i++) {
+        const msgpack_object *t = &up.data.via.array.ptr[i];
+        uint32_t n = 0, keep = t->type == MSGPACK_OBJECT_MAP ? t->via.map.size : 0;
+        for (uint32_t k = 0; k < keep; k++) {
+            const msgpack_object *key = &t->via.map.ptr[k].key;
+            n += !(key->type == MSGPACK_OBJECT_STR &&
+                   ((key->via.str.size == 5 && !memcmp(key->via.str.ptr, "files", 5)) ||
+                    (key->via.str.size == 10 && !memcmp(key->via.str.ptr, "files_note", 10))));
+        }
+        wire_pack_map(wb, n);
+        for (uint32_t k = 0; k < keep; k++) {
+            const msgpack_object *key = &t->via.map.ptr[k].key;
+            if (key->type == MSGPACK_OBJECT_STR &&
+                ((key->via.str.size == 5 && !memcmp(key->via.str.ptr, "files", 5)) ||
+                 (key->via.str.size == 10 && !memcmp(key->via.str.ptr, "files_note", 10))))
+                continue;
+            wire_pack_object(wb, key);
+            wire_pack_object(wb, &t->via.map.ptr[k].val);
+        }
+    }
+    msgpack_unpacked_destroy(&up);
+    return true;
+}
+
 bool meta_files_tasks(struct meta *M, const struct mjob *j, uint64_t from, uint64_t count,
                       struct wire_buf *wb, uint64_t *next)
 {
@@ -120,7 +158,7 @@ bool meta_files_tasks(struct meta *M, const struct mjob *j, uint64_t from, uint6
     size_t len;
     *next = 0;
     if (!MJ_ENDED(j->state) || !row_get(M, j->id, 0, &rec, &len))
-        return false;
+        return meta_files_has_outputs(j) && rows_without_files(j, wb);
     free(rec);
     if (count == 0 || count > 1000)
         count = 1000;
