@@ -356,3 +356,21 @@ def test_before_the_copy_the_spool_shows_no_file_it_does_not_hold(
     assert r.returncode == 0 and "2 file(s) fetched" in r.stdout, (r.stdout, r.stderr)
     for i in range(2):
         assert (tmp_path / "res" / str(i) / "o.txt").read_text() == "%d\n" % i
+
+
+def test_files_no_job_names_are_swept_at_the_spool(cluster, batch_factory, meta_factory):
+    m = meta_factory({"site": batch_factory([cluster])}, sets={"files.keep_s": 0})
+    wait_until(lambda: "files: swept" in m.log(), scaled(20), msg="the sweep at start")
+    named, loose = os.urandom(1000), os.urandom(2000)
+    c = m.client()
+    for d in (named, loose):
+        c.ok("FILE_PUT", "FILE_STATE", hash=sha(d), size=len(d), off=0, data=d)
+    c.ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=1, hold=True,
+         inputs=[{"name": "in", "hash": sha(named), "size": len(named)}])
+    m.restart()  # the sweep runs at start (then hourly)
+    wait_until(lambda: "file %s (2000 bytes) deleted: no job names it" % sha(loose)[:12]
+               in m.log(), scaled(20), msg="the sweep deletes the file no job names")
+    assert not stored_path(m, sha(loose)).exists()
+    assert stored_path(m, sha(named)).read_bytes() == named
+    st = m.client().ok("FILE_HAVE", "FILE_STATE", hash=sha(loose), size=len(loose))
+    assert st["have"] == 0 and not st["done"], st
