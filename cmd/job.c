@@ -457,6 +457,30 @@ static void print_grid(struct cli *c, const msgpack_object *j, bool summary)
                (unsigned long long)wire_get_u64(j, "site_job", 0), ep);
 }
 
+/* The output files a spool copied back from its site (issue 26: its `tasks` rows with
+ * "files"), listed; whether there were any. */
+static bool print_spool_files(const struct cli *c, uint64_t job, const msgpack_object *tasks)
+{
+    bool any = false;
+    for (uint32_t i = 0; tasks && tasks->type == MSGPACK_OBJECT_ARRAY && i < tasks->via.array.size;
+         i++) {
+        const msgpack_object *fl = wire_get(&tasks->via.array.ptr[i], "files");
+        any |= fl && fl->type == MSGPACK_OBJECT_ARRAY && fl->via.array.size > 0;
+    }
+    if (!any)
+        return false;
+    printf("\nfiles kept at the grid spool (gridnode fetch %llu DIR -e %s downloads them):\n",
+           (unsigned long long)job, c->endpoint);
+    for (uint32_t i = 0; i < tasks->via.array.size; i++) {
+        const msgpack_object *t = &tasks->via.array.ptr[i];
+        char state[16];
+        cli_text(t, "state", state, sizeof state);
+        printf("%6llu  %s\n", (unsigned long long)wire_get_u64(t, "idx", 0), state);
+        fetch_print_files(t);
+    }
+    return true;
+}
+
 /*
  * job --output of a spool's job (issue 27): the spool relays its site's JOB (at_site):
  * the ranks' or tasks' outputs as the site gave them, or, from a batch site, where its
@@ -473,6 +497,9 @@ static int print_grid_output(struct cli *c, uint64_t job, struct cli_reply *r)
         return sj ? 0 : 1;
     }
     print_grid(c, j, true); /* the site's lines point to the output shown here */
+    bool kept = print_spool_files(c, job, wire_get(r->msg.root, "tasks"));
+    if (!sj && kept)
+        return 0; /* the files are here; the site's stdout is not reachable now */
     if (!sj) {
         fprintf(stderr, "%s: job %llu: no output: %s\n", c->prog, (unsigned long long)job,
                 err[0] ? err

@@ -20,6 +20,7 @@
 #include "daemon/daemon.h"
 #include "lib/fsutil.h"
 #include "lib/log.h"
+#include "daemon/filestore.h"
 #include "daemon/httpstats.h"
 #include "daemon/loop.h"
 #include "daemon/record.h"
@@ -60,6 +61,13 @@ static const struct config_key meta_keys[] = {
     CURVE_CONFIG_KEYS(struct meta_cfg, sec),
     STATSPAGE_CONFIG_KEYS(struct meta_cfg, stats_interval_s, stats_http),
     ACCT_CONFIG_KEYS(struct meta_cfg, acct),
+    /* issue 26 (docs/data.md "Through the grid spool"), as at the batch role */
+    {"files", "job_mb", CONFIG_INT, "10240", OFF(files_job_mb), 1, 1L << 30, NULL,
+     "the largest file one upload may be, and a job's distinct inputs together, in MB"},
+    {"files", "user_mb", CONFIG_INT, "0", OFF(files_user_mb), 0, 1L << 30, NULL,
+     "the files one user's uploads keep at the spool at most, in MB (0: no limit)"},
+    {"files", "keep_s", CONFIG_INT, "86400", OFF(files_keep_s), 0, 1L << 40, NULL,
+     "a stored file no job names is deleted once unchanged this long (seconds)"},
     {NULL, NULL, 0, NULL, 0, 0, 0, NULL, NULL},
 };
 
@@ -79,6 +87,8 @@ static const struct store_table meta_tables[] = {
     {"jobs", STORE_KEY_U64},
     {"orders", STORE_KEY_U64}, /* the outbox (metaorder.c, issue 24) */
     {ACCT_TABLE, STORE_KEY_U64},
+    {"files", STORE_KEY_STR},         /* daemon/filestore.c (issue 26) */
+    {"taskfiles", STORE_KEY_U64_U32}, /* metafiles.c: a task's row, its outputs copied here */
     {NULL},
 };
 
@@ -113,8 +123,10 @@ static int on_commit(void *arg)
             return -1;
         M->meta_dirty = false;
     }
+    meta_files_sweep(M); /* hourly (issue 26) */
+    /* the file chunks written this turn are durable before their records (issue 26) */
     if (meta_acct_save_dirty(M) < 0 || meta_jobs_save(M) < 0 || meta_orders_save(M) < 0 ||
-        store_commit(M->store) < 0) {
+        M->turn_failed || filestore_sync(M->files) < 0 || store_commit(M->store) < 0) {
         int e = errno;
         log_warnx("commit failed: %s", store_error_text(e));
         errno = e; /* the daemon tells the requesters */
@@ -180,6 +192,8 @@ static int load_all(struct meta *M)
         M->next_id = 1;
     M->njobs = 0;
     M->inflight = 0;
+    if (meta_files_open(M) < 0) /* issue 26: before the jobs, whose submissions name files */
+        return -1;
     if (record_load(M->store, M->t_jobs, meta_job_load, M) < 0)
         return -1;
     /* the outbox (issue 24; absent before: empty): sent again once each site is up */
@@ -216,6 +230,8 @@ static int meta_open(struct meta *M)
     M->t_jobs = store_table(M->store, "jobs");
     M->t_orders = store_table(M->store, "orders");
     M->t_acct = store_table(M->store, ACCT_TABLE);
+    M->t_files = store_table(M->store, "files");
+    M->t_taskfiles = store_table(M->store, "taskfiles");
     if (load_all(M) < 0 || meta_jobs_save(M) < 0 || store_commit(M->store) < 0) {
         log_warnx("cannot load the state from %s", c->state_dir);
         return -1;
@@ -300,6 +316,8 @@ out:
     meta_key_reset(&M);
     meta_orders_free(&M);
     meta_out_free(&M);
+    meta_stage_free(&M);
+    meta_files_close(&M);
     daemon_destroy(&M.daemon);
     loop_destroy(&M.loop);
     if (M.lockfd >= 0)

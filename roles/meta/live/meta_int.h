@@ -4,7 +4,11 @@
  *   metajob.c    the jobs: states, the table in memory, state changes, LMDB records
  *   metaacct.c   accounting records of ended jobs, ACCT, their retention (issue 27)
  *   metadep.c    job dependencies (issue 27): checked at submission, re-checked each turn
+ *   metafiles.c  the spool's files (issue 26): its store, FILE_* requests, the outputs
+ *                copied back (table `taskfiles`), the sweep
  *   metasend.c   the messages to the sites, queued until the turn's commit
+ *   metastage.c  files and sites (issue 26): inputs offered before a SUBMIT, outputs
+ *                copied back when the site's job ended
  *   metaorder.c  the outbox: orders to a site (cancel, release, withdrawal), stored and
  *                sent until the site acknowledges them (issue 24); a requeue completed
  *   metaplace.c  placement rounds: estimates, the decision, RESERVE/SUBMIT, moves begun
@@ -47,7 +51,8 @@ struct meta_cfg {
     struct curve_conf sec; /* [security] (daemon/curve.h) */
     long stats_interval_s; /* [stats] (daemon/statspage.h, metastats.c) */
     char stats_http[CONFIG_STR_MAX];
-    struct acct_conf acct; /* [acct] (daemon/acct.h, metaacct.c) */
+    struct acct_conf acct;                          /* [acct] (daemon/acct.h, metaacct.c) */
+    long files_job_mb, files_user_mb, files_keep_s; /* [files] (issue 26, metafiles.c) */
 };
 
 /* Job states at the spool. */
@@ -77,6 +82,10 @@ enum {
     RK_WITHDRAW, /* CANCEL `unstarted` of a copy the spool moves (job = the job) */
     RK_ORDER,    /* an order of the outbox (job = the order's id; metaorder.c) */
     RK_OUTPUT,   /* a user's JOB_GET `output` relayed (job = the held request; metaout.c) */
+    RK_FHAVE,    /* FILE_HAVE of an input offered (job = the hash's first 8 bytes) */
+    RK_FPUT,     /* FILE_PUT of an input's chunk (job = the hash's first 8 bytes) */
+    RK_PLIST,    /* JOB_GET of an ended job's task rows, to copy outputs (job = the job) */
+    RK_FGET,     /* FILE_GET of an output's chunk (job = the job) */
 };
 /* What an order of the outbox is (struct morder kind; stored by name). */
 enum { OR_CANCEL, OR_RELEASE, OR_WITHDRAW };
@@ -143,6 +152,37 @@ struct msite {
     char **fsets;
     int32_t nfsets;
     uint32_t *fhosts; /* hosts per list (SITE feature_hosts), NULL unknown; info.fhosts */
+    /* inputs offered to it (issue 26, metastage.c; memory only, kept while it is up) */
+    struct mxfer *xf;
+    uint32_t nxf, capxf;
+};
+
+#define META_XFER_INFLIGHT 4 /* FILE_PUT chunks of one file in flight */
+#define META_XFER_ACTIVE 4   /* files offered to one site at once */
+/* An input offered to a site (metastage.c). */
+struct mxfer {
+    uint8_t d[32];
+    uint64_t size, have;
+    uint64_t next;                     /* the next chunk's offset */
+    uint64_t ends[META_XFER_INFLIGHT]; /* the ends of the chunks in flight, in order */
+    uint32_t nfl;                      /* chunks in flight */
+    uint8_t st;
+    bool resync;   /* out of step: go on from have once none is left */
+    char user[64]; /* charged to at the site (files.user_mb): the job's owner */
+    char *err;     /* why the site refused it */
+};
+
+/* The outputs of an ended job being copied from its site (metastage.c; memory only). */
+struct mpull {
+    uint64_t job;
+    int site;
+    uint8_t st;        /* waiting its turn, listing its task rows, getting a file */
+    uint8_t end_state; /* the state the job takes once they are here */
+    char why[256];     /* its reason then */
+    void *page;        /* the site's task rows of the current page (msgpack array) */
+    size_t page_len;
+    uint32_t row, file; /* the row and file being copied */
+    uint64_t next;      /* the next page's first task, 0: none */
 };
 
 struct mjob {
@@ -196,6 +236,9 @@ struct mjob {
     /* submit --dependency (issue 27, metadep.c): the terms still waited for, NULL: none;
        while set the job is not placed (its reason says which term) */
     struct depend *dep;
+    /* issue 26 (metastage.c; memory only): its inputs being offered to `site` before its
+       SUBMIT; its outputs being copied from its site */
+    bool staging, pulling;
 };
 
 /* Jobs of one placement pass sharing their ESTIMATEs (metaplace.c). */
@@ -254,6 +297,11 @@ struct meta {
         size_t len;
     } * out;
     uint32_t nout, capout;
+    /* files (issue 26, metafiles.c, metastage.c) */
+    struct filestore *files;
+    int t_files, t_taskfiles;
+    struct mpull *pulls;
+    uint32_t npulls, cappulls;
     /* statistics (metastats.c): placement latency (submission to placed) since start */
     struct statspage *stats;
     uint64_t lat_bucket[META_LAT_BUCKETS];
@@ -300,6 +348,33 @@ void meta_dep_reason(const struct mjob *j, char *buf, size_t len);
 /* Before the commit of a turn that changed a job: waiting jobs released or cancelled. */
 void meta_dep_step(struct meta *M);
 
+/* ---- metafiles.c: the spool's files (issue 26) ---- */
+
+/* The store opened (again) from its records: 0, or -1 (logged). */
+int meta_files_open(struct meta *M);
+void meta_files_close(struct meta *M);
+/* A SUBMIT's inputs/outputs/checkpoint_s checked (o the request): NULL or the reason. */
+const char *meta_files_check(struct meta *M, const msgpack_object *o, bool parallel,
+                             uint64_t ntasks, char *why, size_t wl);
+/* Whether j's request names inputs / output globs. */
+bool meta_files_has_inputs(const struct mjob *j);
+bool meta_files_has_outputs(const struct mjob *j);
+/* Calls fn for each input entry of j's request (every task's); stops at nonzero. */
+int meta_files_each_input(const struct mjob *j, int (*fn)(void *arg, const msgpack_object *in),
+                          void *arg);
+/* Stores task row t (a map with idx, state, files...) of j copied back: 0, or -1. */
+int meta_files_row_save(struct meta *M, const struct mjob *j, const msgpack_object *t);
+/* JOB's `tasks` of an ended job whose outputs were copied here: the stored rows from
+ * `from` (at most count) into wb, *next the next one's index (0: none); of a job with
+ * outputs not copied yet: the site's rows of the last poll without their files. false
+ * otherwise (nothing written). */
+bool meta_files_tasks(struct meta *M, const struct mjob *j, uint64_t from, uint64_t count,
+                      struct wire_buf *wb, uint64_t *next);
+/* FILE_HAVE, FILE_PUT, FILE_GET from a user. */
+void meta_files_request(struct meta *M, const struct wire_msg *m, struct wire_buf *reply);
+/* Files no job names, unchanged for files.keep_s, deleted (at start and hourly). */
+void meta_files_sweep(struct meta *M);
+
 /* ---- metasend.c: the messages to the sites ---- */
 
 /* Queues a message for site (sent by meta_out_flush). */
@@ -325,6 +400,27 @@ void meta_send_submit(struct meta *M, struct msite *s, struct mjob *j, const cha
 void meta_send_estimate(struct meta *M, struct msite *s, struct mjob *j, int kind, uint64_t id);
 void meta_send_reserve(struct meta *M, struct msite *s, struct mjob *j, const char *name,
                        int64_t start);
+
+/* ---- metastage.c: files and sites (issue 26) ---- */
+
+/* Submits j at its site s (meta_send_submit with j->resv and j->attempt) once its
+ * inputs are whole there: offers them first (j->staging meanwhile; a Slurm site gets the
+ * SUBMIT at once, and refuses files itself). */
+void meta_submit(struct meta *M, struct msite *s, struct mjob *j);
+/* The site's answer to a request of kind RK_FHAVE/RK_FPUT/RK_PLIST/RK_FGET: a job whose
+ * inputs are all whole there now is submitted. */
+void meta_stage_reply(struct meta *M, struct msite *s, int kind, uint64_t arg,
+                      const struct wire_msg *m);
+/* A job staging at s one of whose inputs s refused (its staging over), why the text;
+ * NULL when none. The caller places it elsewhere. */
+struct mjob *meta_stage_refused(struct meta *M, struct msite *s, char *why, size_t wl);
+/* Job j ended at its site as state st (why): its outputs are copied here first (true),
+ * or it has none (false: the caller sets the state). */
+bool meta_pull_begin(struct meta *M, struct mjob *j, int st, const char *why);
+/* Site s went down (or the role reloads): its transfers and copies forgotten (they start
+ * again when it answers). */
+void meta_stage_reset(struct meta *M, struct msite *s);
+void meta_stage_free(struct meta *M);
 
 /* ---- metaorder.c: the outbox ---- */
 

@@ -173,7 +173,9 @@ void meta_decide(struct meta *M, struct mjob *j)
     if (M->policy == META_SLURM_M || j->ntasks > 1) { /* sbatch -M, or an array: no reservation */
         j->resv[0] = '\0';
         j->phase = PH_SUBMIT;
-        meta_send_submit(M, &M->site[s], j, "", j->attempt, false);
+        meta_job_set(M, j, MJ_PLACING, "");
+        meta_submit(M, &M->site[s], j); /* its inputs offered there first (issue 26) */
+        return;
     } else {
         /* RESERVE and the SUBMIT into it leave together (one round trip, not two):
          * the site takes them in order on this one connection, so the submission finds
@@ -181,9 +183,10 @@ void meta_decide(struct meta *M, struct mjob *j)
         meta_resv_name(M, j, j->attempt, j->resv, sizeof j->resv);
         j->phase = PH_SUBMIT;
         meta_send_reserve(M, &M->site[s], j, j->resv, j->est_start);
-        meta_send_submit(M, &M->site[s], j, j->resv, j->attempt, false);
+        meta_job_set(M, j, MJ_PLACING, "");
+        meta_submit(M, &M->site[s], j);
+        return;
     }
-    meta_job_set(M, j, MJ_PLACING, "");
 }
 
 void meta_ask_estimates(struct meta *M, struct mjob *j, bool move)
@@ -443,7 +446,10 @@ void meta_resume(struct meta *M, struct mjob *j)
     } else if (j->state == MJ_PLACING && j->site >= 0 && !j->requeueing) {
         j->phase = PH_SUBMIT;
         M->inflight++;
-        meta_send_submit(M, &M->site[j->site], j, j->resv, j->attempt, false);
+        /* at start no site is up yet: its submission (its inputs first) goes when the
+           site answers (site_up), not now into a connection not made yet */
+        if (M->site[j->site].info.up)
+            meta_submit(M, &M->site[j->site], j);
     }
 }
 

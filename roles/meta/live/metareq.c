@@ -76,13 +76,11 @@ static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *r
     rq.mem = (int64_t)wire_get_u64(o, "mem_mb", 0);
     rq.disk = (int64_t)wire_get_u64(o, "disk_mb", 0);
     rq.walltime = (int64_t)wire_get_u64(o, "limit_s", 3600) * 1000;
-    const char *bad = jobargv_problem(wire_get(o, "argv"));        /* the sites' own check */
-    if (!bad && (wire_get(o, "inputs") || wire_get(o, "outputs"))) /* issue 26: not yet */
-        bad = "inputs and outputs (submit --input/--output) are not forwarded by the grid "
-              "spool yet: submit the job to a cluster manager (docs/data.md)";
-    if (!bad && wire_get(o, "checkpoint_s"))
-        bad = "checkpoints (submit --checkpoint-s) are not forwarded by the grid spool yet: "
-              "submit the job to a cluster manager (docs/data.md)";
+    const char *bad = jobargv_problem(wire_get(o, "argv")); /* the sites' own check */
+    char fwhy[600];
+    if (!bad) /* issue 26: inputs held here whole, names, limits (files.job_mb) */
+        bad =
+            meta_files_check(M, o, par, par ? 1 : wire_get_u64(o, "ntasks", 1), fwhy, sizeof fwhy);
     if (bad) {
         fail(reply, m->id, WE_INVALID, bad);
         return;
@@ -294,9 +292,15 @@ static void h_list(struct meta *M, const struct wire_msg *m, struct wire_buf *re
         wire_put_u64(reply, "next", M->jobs[end]->id);
 }
 
-/* JOB's `tasks`: for an array the site's task rows of the last poll, else none. */
-static void put_tasks(const struct mjob *j, struct wire_buf *wb)
+/* JOB's `tasks`: the rows kept with the outputs copied here (issue 26), else for an
+ * array the site's task rows of the last poll, else none; *next the next page's first
+ * task (0: none). */
+static void put_tasks(struct meta *M, const struct mjob *j, uint64_t from, uint64_t count,
+                      struct wire_buf *wb, uint64_t *next)
 {
+    *next = 0;
+    if (meta_files_tasks(M, j, from, count, wb, next))
+        return;
     if (j->tasks_raw)
         msgpack_sbuffer_write(&wb->sb, (const char *)j->tasks_raw, j->tasks_len);
     else
@@ -321,9 +325,11 @@ static bool relay_output(struct meta *M, const struct mjob *j, const struct wire
     if (!h)
         return false;
     struct wire_buf row;
+    uint64_t next;
     wire_buf_init(&row);
     put_row(M, j, &row);
-    put_tasks(j, &row);
+    put_tasks(M, j, wire_get_u64(m->root, "from", 0), wire_get_u64(m->root, "count", 1000), &row,
+              &next);
     bool ok = meta_out_ask(M, j, m, h, row.sb.data, row.sb.size);
     wire_buf_free(&row);
     if (!ok) { /* held already: answered through the daemon, without the site's part */
@@ -331,7 +337,7 @@ static bool relay_output(struct meta *M, const struct mjob *j, const struct wire
         wire_put_key(reply, "job");
         put_row(M, j, reply);
         wire_put_key(reply, "tasks");
-        put_tasks(j, reply);
+        put_tasks(M, j, 0, 1000, reply, &next);
         wire_put_str(reply, "site_error", "out of memory at the spool: try again");
         (void)daemon_reply_held(M->daemon, h, reply);
     }
@@ -353,11 +359,19 @@ static void h_get(struct meta *M, const struct wire_msg *m, struct wire_buf *rep
     }
     if (wire_get_bool(m->root, "output", false) && relay_output(M, j, m, reply))
         return; /* held: answered with the site's output (metaout.c) */
-    wire_begin(reply, WT_JOB, m->id, 2);
+    struct wire_buf tasks;
+    uint64_t next;
+    wire_buf_init(&tasks);
+    put_tasks(M, j, wire_get_u64(m->root, "from", 0), wire_get_u64(m->root, "count", 1000), &tasks,
+              &next);
+    wire_begin(reply, WT_JOB, m->id, 2 + (next > 0));
     wire_put_key(reply, "job");
     put_row(M, j, reply);
     wire_put_key(reply, "tasks");
-    put_tasks(j, reply);
+    msgpack_sbuffer_write(&reply->sb, tasks.sb.data, tasks.sb.size);
+    wire_buf_free(&tasks);
+    if (next) /* the next page of the task rows kept here */
+        wire_put_u64(reply, "next", next);
 }
 
 static void h_cancel(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)
@@ -519,12 +533,17 @@ void meta_dispatch(struct meta *M, const struct wire_msg *m, struct wire_buf *re
     case WT_JOB_CTL: /* requeue (issue 24) */
         h_job_ctl(M, m, reply);
         break;
+    case WT_FILE_HAVE: /* issue 26 (metafiles.c) */
+    case WT_FILE_PUT:
+    case WT_FILE_GET:
+        meta_files_request(M, m, reply);
+        break;
     case WT_ACCT: /* issue 27 */
         meta_acct_request(M, m, reply);
         break;
     default:
         fail(reply, m->id, WE_TYPE,
              "the grid spool (gridnode meta) answers SUBMIT, PSUBMIT, JOB_LIST, JOB_GET, CANCEL, "
-             "JOB_CTL, SITE_INFO and ACCT");
+             "JOB_CTL, SITE_INFO, ACCT and the FILE_* messages)");
     }
 }

@@ -181,7 +181,7 @@ static void withdrawn(struct meta *M, struct mjob *j, uint64_t code, const char 
     char r[200];
     snprintf(r, sizeof r, "moving to site %s (withdrawn from %s)", to->name, old->name);
     meta_job_set(M, j, MJ_PLACING, r);
-    meta_send_submit(M, to, j, j->resv, j->attempt, false);
+    meta_submit(M, to, j); /* its inputs offered there first (issue 26) */
 }
 
 static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
@@ -197,6 +197,8 @@ static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
     int64_t fin = wire_get_time(row, "finished", 0);
     char why[256]; /* how the site says it ended (a limit's kill, a failure) */
     wire_get_strbuf(row, "reason", why, sizeof why);
+    if (j->pulling) /* its outputs are being copied (issue 26): it ended already */
+        return;
     if (j->ntasks > 1) {
         array_progress(j, row, tasks, &started);
         t0 = NULL; /* the first element says nothing of the array's state */
@@ -264,11 +266,15 @@ static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
         if (j->resv[0]) /* the reservation served its job */
             meta_send_release(M, &M->site[j->site], j->resv);
     }
+    const char *r = ns == MJ_CANCELLED                               ? "cancelled at the site"
+                    : (ns == MJ_FAILED || ns == MJ_KILLED) && why[0] ? why
+                                                                     : NULL;
+    /* issue 26: the outputs of a job that ran are copied here before it ends */
+    if (ns != j->state && (ns == MJ_DONE || ns == MJ_FAILED || ns == MJ_KILLED) &&
+        meta_pull_begin(M, j, ns, r))
+        return;
     if (ns != j->state)
-        meta_job_set(M, j, (enum mj_state)ns,
-                     ns == MJ_CANCELLED                               ? "cancelled at the site"
-                     : (ns == MJ_FAILED || ns == MJ_KILLED) && why[0] ? why
-                                                                      : NULL);
+        meta_job_set(M, j, (enum mj_state)ns, r);
 }
 
 static void on_sweep(struct meta *M, struct msite *s, const msgpack_object *resvs)
@@ -371,8 +377,8 @@ static void site_up(struct meta *M, struct msite *s, const msgpack_object *info)
         /* submissions that never got their answer: again (the key makes it harmless) */
         for (uint32_t i = 0; i < M->njobs; i++) {
             struct mjob *j = M->jobs[i];
-            if (j->state == MJ_PLACING && j->site == s->idx && j->phase == PH_SUBMIT)
-                meta_send_submit(M, s, j, j->resv, j->attempt, false);
+            if (j->state == MJ_PLACING && j->site == s->idx && j->phase == PH_SUBMIT && !j->staging)
+                meta_submit(M, s, j);
         }
     }
 }
@@ -388,7 +394,11 @@ static void site_down(struct meta *M, struct msite *s, const char *why)
     uint32_t n = s->nreq;
     s->req = NULL;
     s->nreq = s->capreq = 0;
+    meta_stage_reset(M, s); /* its transfers start again when it answers (issue 26) */
     for (uint32_t i = 0; i < n; i++) {
+        if (q[i].kind == RK_FHAVE || q[i].kind == RK_FPUT || q[i].kind == RK_PLIST ||
+            q[i].kind == RK_FGET)
+            continue;
         if (q[i].kind == RK_ORDER) { /* job is the order's id: sent again when up */
             meta_order_unsent(M, q[i].job);
             continue;
@@ -439,6 +449,17 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
     char msg[256] = "";
     if (err)
         wire_get_strbuf(m->root, "msg", msg, sizeof msg);
+    if (q->kind == RK_FHAVE || q->kind == RK_FPUT || q->kind == RK_PLIST || q->kind == RK_FGET) {
+        meta_stage_reply(M, s, q->kind, q->job, m); /* files (issue 26, metastage.c) */
+        char why[400];
+        struct mjob *r;
+        while ((r = meta_stage_refused(M, s, why, sizeof why))) {
+            meta_send_release(M, s, r->resv);
+            r->moving = false;
+            meta_place_refused(M, r, why);
+        }
+        return;
+    }
     struct mjob *j = q->job && q->kind != RK_GEST && q->kind != RK_ORDER && q->kind != RK_OUTPUT
                          ? meta_job_find(M, q->job)
                          : NULL;
@@ -903,12 +924,16 @@ static void forget_requests(struct meta *M)
 void meta_sites_forget(struct meta *M)
 {
     forget_requests(M);
+    for (int i = 0; i < M->nsites; i++) /* transfers and copies start again (issue 26) */
+        meta_stage_reset(M, &M->site[i]);
+    meta_stage_free(M);
 }
 
 void meta_sites_close(struct meta *M)
 {
     for (int i = 0; i < M->nsites; i++) {
         struct msite *s = &M->site[i];
+        meta_stage_reset(M, s);
         curve_watch_destroy(&s->watch);
         if (s->sock) {
             if (M->loop)

@@ -302,6 +302,14 @@ void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
             ready_err(S, rid, WE_INVALID, "slurm site %s takes no stdin or hosts", S->site);
             break;
         }
+        if (wire_get(o, "inputs") || wire_get(o, "outputs") || wire_get(o, "checkpoint_s")) {
+            /* issue 26: the spool does not write files into a Slurm site's directory yet */
+            ready_err(S, rid, WE_INVALID,
+                      "slurm site %s takes no files yet (submit --input/--output/"
+                      "--checkpoint-s): the grid spool sends them to batch sites only",
+                      S->site);
+            break;
+        }
         char *w = av && av->type == MSGPACK_OBJECT_ARRAY && av->via.array.size
                       ? make_wrap(av, wire_get_bool(o, "shell", false))
                       : NULL;
