@@ -28,8 +28,13 @@
 #define META_MAX_SITES 64
 #define META_HELD_REASON "held by its owner: gridnode release places it"
 #define META_NAME_MAX 64
-#define META_INFO_MS 2000     /* SITE_INFO refresh */
-#define META_POLL_MS 1000     /* JOB_GET of the jobs placed at a site */
+#define META_INFO_MS 2000 /* SITE_INFO refresh */
+#define META_POLL_MS 1000 /* JOB_GET of the jobs placed at a site */
+/* JOB_GETs in flight to one site at most: a round over thousands of placed jobs is sent
+   in windows (the rest at the next ticks), so the requests to a site stay under its
+   queue bounds (the DEALER's and the site's 1,000 per peer: a request past them was
+   lost, and the site taken as down 5 s later) */
+#define META_POLL_WINDOW 256
 #define META_SWEEP_MS 15000   /* RESV_LIST at each site: stray reservations */
 #define META_INFLIGHT_MAX 256 /* placements under way at once */
 #define META_RESV_SLACK_S 5   /* a site reservation lasts the walltime plus this */
@@ -128,6 +133,9 @@ struct msite {
     bool known;                /* SITE_INFO answered at least once */
     int64_t down_since;        /* loop ms the site stopped answering, 0 while up */
     int64_t info_at, poll_at, sweep_at;
+    /* the poll round (JOB_GET of every placed job): the next index of M->jobs to poll,
+       and the JOB_GETs in flight, at most META_POLL_WINDOW */
+    uint32_t poll_next, npoll;
     int64_t cores_free;
     int64_t burst_sec, burst_n; /* placements given this site in second burst_sec */
     struct mreq *req;

@@ -400,6 +400,7 @@ static void site_down(struct meta *M, struct msite *s, const char *why)
         else if (q[i].kind == RK_SUBMIT && (MJ_ENDED(j->state) || j->requeueing))
             meta_order_submit_lost(M, s->idx, j->id); /* a cancelled job's: asked again */
     }
+    s->npoll = 0; /* every JOB_GET in flight was forgotten above */
     free(q);
 }
 
@@ -521,6 +522,8 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
             withdrawn(M, j, err ? code : 0, msg);
         break;
     case RK_JOBGET:
+        if (s->npoll)
+            s->npoll--;
         if (!j)
             break;
         j->polling = false;
@@ -700,24 +703,25 @@ void meta_sites_tick(struct meta *M)
             s->sweep_at = now + META_SWEEP_MS;
             meta_send_simple(M, s, RK_RESVLIST, 0, WT_RESV_LIST, NULL, 0);
         }
-        if (now >= s->poll_at) {
+        if (now >= s->poll_at && s->poll_next >= M->njobs) { /* a new round */
             s->poll_at = now + META_POLL_MS;
-            for (uint32_t k = 0; k < M->njobs; k++) {
-                struct mjob *j = M->jobs[k];
-                if (j->site != i || j->polling || !j->sjob ||
-                    !(j->state == MJ_PLACED || j->state == MJ_RUNNING))
-                    continue;
-                struct wire_buf wb;
-                wire_buf_init(&wb);
-                meta_req_begin(M, s, RK_JOBGET, j->id, WT_JOB_GET, 3, M->cfg.request_timeout_ms,
-                               &wb);
-                wire_put_u64(&wb, "job", j->sjob);
-                wire_put_bool(&wb, "tasks", true);
-                wire_put_u64(&wb, "count", j->ntasks > 1 ? META_TASKS_PAGE : 1);
-                meta_queue_out(M, i, &wb);
-                wire_buf_free(&wb);
-                j->polling = true;
-            }
+            s->poll_next = 0;
+        }
+        for (; s->poll_next < M->njobs && s->npoll < META_POLL_WINDOW; s->poll_next++) {
+            struct mjob *j = M->jobs[s->poll_next];
+            if (j->site != i || j->polling || !j->sjob ||
+                !(j->state == MJ_PLACED || j->state == MJ_RUNNING))
+                continue;
+            struct wire_buf wb;
+            wire_buf_init(&wb);
+            meta_req_begin(M, s, RK_JOBGET, j->id, WT_JOB_GET, 3, M->cfg.request_timeout_ms, &wb);
+            wire_put_u64(&wb, "job", j->sjob);
+            wire_put_bool(&wb, "tasks", true);
+            wire_put_u64(&wb, "count", j->ntasks > 1 ? META_TASKS_PAGE : 1);
+            meta_queue_out(M, i, &wb);
+            wire_buf_free(&wb);
+            j->polling = true;
+            s->npoll++;
         }
     }
     for (uint32_t i = 0; i < M->njobs; i++) {
@@ -858,7 +862,7 @@ static void forget_requests(struct meta *M)
         struct msite *s = &M->site[i];
         free(s->req);
         s->req = NULL;
-        s->nreq = s->capreq = 0;
+        s->nreq = s->capreq = s->npoll = s->poll_next = 0;
         s->info_at = s->poll_at = s->sweep_at = 0; /* ask again at once */
     }
     for (uint32_t i = 0; i < M->neg; i++)
