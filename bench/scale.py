@@ -46,10 +46,15 @@ import time
 import msgpack
 import zmq
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import scale_e2e  # noqa: E402
+import scale_sites  # noqa: E402
+
 T = dict(ERROR=1, SUBMIT=30, SUBMITTED=31, JOB_GET=34, NODE_LIST=37, NODES=38, PSUBMIT=39,
          EVENTS=60, EVENT_LIST=61, ESTIMATE=84, STARTS=85)
 WINDOW = 512
 NODES = 64
+E2E_JOBS, E2E_QUICK = int(os.environ.get("SCALE_E2E_JOBS", 5000)), 2000
 ctx = zmq.Context.instance()
 
 
@@ -76,12 +81,15 @@ class Procs:
     def __init__(self, gridnode, tmp):
         self.gridnode, self.tmp, self.procs = gridnode, tmp, []
 
-    def start(self, name, args, budget=60):
-        """Starts `gridnode ARGS`; returns (Popen, the endpoint it listens on)."""
+    def start(self, name, args, budget=60, wait_listen=True):
+        """Starts `gridnode ARGS`; returns (Popen, the endpoint it listens on, or None
+        without wait_listen)."""
         logf = open(os.path.join(self.tmp, name + ".log"), "w")
         p = subprocess.Popen([self.gridnode] + args, stdout=subprocess.PIPE, stderr=logf,
                              text=True)
         self.procs.append(p)
+        if not wait_listen:
+            return p, None
         deadline = time.monotonic() + budget
         while time.monotonic() < deadline:
             line = p.stdout.readline()
@@ -341,6 +349,15 @@ def main():
             array_curve(P, [10**6, 10**7])
         if only in (None, "cluster"):
             cluster_curve(P, bdir, [10**4, 10**5, 10**6] + ([] if quick else [10**7]))
+        if only in (None, "spool"):
+            scale_sites.pending_curve(P, Dealer, rss, emit,
+                                      [10**3, 10**4, 10**5] + ([] if quick else [10**6]))
+        if only in (None, "spool_sites"):
+            scale_sites.sites_curve(P, ctx, Dealer, scale_e2e.cpu, emit,
+                                    [2, 8, 64] if quick else [2, 4, 8, 16, 32, 64],
+                                    500 if quick else 2000)
+        if only in (None, "e2e"):
+            scale_e2e.e2e_curve(P, Dealer, emit, E2E_QUICK if quick else E2E_JOBS)
     finally:
         P.stop_all()
         shutil.rmtree(tmp, ignore_errors=True)
