@@ -28,8 +28,9 @@
 #define META_MAX_SITES 64
 #define META_HELD_REASON "held by its owner: gridnode release places it"
 #define META_NAME_MAX 64
-#define META_INFO_MS 2000 /* SITE_INFO refresh */
-#define META_POLL_MS 1000 /* JOB_GET of the jobs placed at a site */
+#define META_REASON_MAX 256 /* a job's reason, its NUL included */
+#define META_INFO_MS 2000   /* SITE_INFO refresh */
+#define META_POLL_MS 1000   /* JOB_GET of the jobs placed at a site */
 /* JOB_GETs in flight to one site at most: a round over thousands of placed jobs is sent
    in windows (the rest at the next ticks), so the requests to a site stay under its
    queue bounds (the DEALER's and the site's 1,000 per peer: a request past them was
@@ -167,7 +168,9 @@ struct mjob {
     int mv_site;
     char mv_resv[META_NAME_MAX];
     uint64_t mv_sjob;
-    char reason[256];
+    /* why it waits or how it ended, shown in its row (NULL: ""; meta_job_reason): on the
+       heap, since most jobs have none or a short one (issue 28: memory per job) */
+    char *reason;
     uint8_t *req; /* the user's request as received (msgpack), resent to the site */
     char *key;    /* the request's `key` (idempotent SUBMIT), NULL; read from req */
     /* submit --constraint (issue 27): canonical, read from req (sent on whole to the
@@ -183,7 +186,11 @@ struct mjob {
     /* placement under way (memory only) */
     int phase;      /* 0 idle, 1 estimating, 2 reserving, 3 submitting */
     uint64_t tried; /* sites tried in this round (bits) */
-    int64_t start_est[META_MAX_SITES];
+    /* each site's estimated start in the placement (or move) under way: nsites entries,
+       allocated when the round begins (meta_est_fill) and freed once the job is idle
+       again (metasite.c's tick), so a waiting job does not carry 64 of them (issue 28:
+       memory per pending job); NULL reads as 0 (meta_est) */
+    int64_t *start_est;
     uint64_t asked; /* sites asked for an estimate, answers pending (bits) */
     int64_t phase_deadline;
     int64_t est_start; /* the chosen site's estimated start */
@@ -272,6 +279,10 @@ void meta_key_reset(struct meta *M);
 char *meta_req_key(const msgpack_object *req);
 /* j's state is st (reason: kept when not NULL); logged on a change, marked dirty. */
 void meta_job_set(struct meta *M, struct mjob *j, enum mj_state st, const char *reason);
+/* The job's reason ("" when none), and setting it (at most META_REASON_MAX - 1 bytes of r,
+ * cut at a character boundary; "" frees it; without memory the old one stays). */
+const char *meta_job_reason(const struct mjob *j);
+void meta_job_reason_set(struct mjob *j, const char *r);
 /* Writes the dirty jobs' records (not committed). 0, or -1. */
 int meta_jobs_save(struct meta *M);
 /* record_load's callback for the jobs table (daemon/record.h): arg is the role. */
@@ -396,6 +407,12 @@ void meta_sites_close(struct meta *M);
  * connections and the sites' view: a full disk does not make a healthy site down. */
 void meta_sites_forget(struct meta *M);
 void meta_sites_tick(struct meta *M);
+/* j's estimated start at site i in the round under way (0 when none is held). */
+int64_t meta_est(const struct mjob *j, int i);
+/* Sets it (the array allocated on first use, every other site 0); -1 without memory. */
+int meta_est_set(struct meta *M, struct mjob *j, int i, int64_t v);
+/* Every site's to v, at the start of a round; -1 without memory (nothing changed). */
+int meta_est_fill(struct meta *M, struct mjob *j, int64_t v);
 
 /* ---- metareq.c: the user requests ---- */
 

@@ -43,7 +43,7 @@ static int save_one(struct meta *M, const struct mjob *j)
                 : j->ntasks > 1 ? "array"
                                 : "bag",
         .state = meta_state_name(j->state),
-        .reason = j->reason[0] ? j->reason : NULL,
+        .reason = j->reason, /* NULL or not empty */
         .site = j->site >= 0 && j->site < M->nsites ? M->site[j->site].name : NULL,
         .exit = j->exit,
         .submitted_ms = j->submitted,

@@ -82,7 +82,9 @@ static void step_one(struct meta *M, struct mjob *j)
     enum dep_verdict v = depend_eval(j->dep, lookup, M, blocked, &changed, why, sizeof why);
     if (v == DEP_WAIT) {
         if (changed) {
-            meta_dep_reason(j, j->reason, sizeof j->reason);
+            char rs[META_REASON_MAX];
+            meta_dep_reason(j, rs, sizeof rs);
+            meta_job_reason_set(j, rs);
             j->dirty = true;
         }
         return;
@@ -93,9 +95,9 @@ static void step_one(struct meta *M, struct mjob *j)
     j->dirty = true;
     if (v == DEP_MET) {
         if (j->held) /* still held by its owner (metareq.c hold_release) */
-            snprintf(j->reason, sizeof j->reason, "%s", META_HELD_REASON);
+            meta_job_reason_set(j, META_HELD_REASON);
         else
-            j->reason[0] = 0;
+            meta_job_reason_set(j, "");
         log_info("job %llu: dependency satisfied, it is placed now", (unsigned long long)j->id);
     } else {
         snprintf(r, sizeof r, "DependencyNeverSatisfied: %s", why);

@@ -144,6 +144,8 @@ void meta_job_free(struct mjob *j)
         free(j->req);
         free(j->key);
         free(j->tasks_raw);
+        free(j->start_est);
+        free(j->reason);
         free(j->constraint);
         if (j->dep)
             depend_free(j->dep);
@@ -152,11 +154,29 @@ void meta_job_free(struct mjob *j)
     }
 }
 
+const char *meta_job_reason(const struct mjob *j)
+{
+    return j->reason ? j->reason : "";
+}
+
+void meta_job_reason_set(struct mjob *j, const char *r)
+{
+    char b[META_REASON_MAX];
+    text_copy(b, sizeof b, r, strlen(r));
+    if (!strcmp(b, meta_job_reason(j)))
+        return;
+    char *n = b[0] ? strdup(b) : NULL;
+    if (b[0] && !n)
+        return;
+    free(j->reason);
+    j->reason = n;
+}
+
 void meta_job_set(struct meta *M, struct mjob *j, enum mj_state st, const char *reason)
 {
     (void)M;
     if (reason)
-        text_copy(j->reason, sizeof j->reason, reason, strlen(reason));
+        meta_job_reason_set(j, reason);
     if (j->state != st)
         log_info("job %llu: %s -> %s%s%s", (unsigned long long)j->id, meta_state_name(j->state),
                  meta_state_name(st), reason && *reason ? ": " : "", reason ? reason : "");
@@ -207,7 +227,7 @@ static void job_encode(const struct mjob *j, struct wire_buf *wb)
     wire_put_bool(wb, "requeueing", j->requeueing); /* JOB_CTL requeue (issue 24) */
     wire_put_bool(wb, "held", j->held);
     wire_put_u64(wb, "requeues", j->requeues);
-    wire_put_str(wb, "reason", j->reason);
+    wire_put_str(wb, "reason", meta_job_reason(j));
     wire_put_bin(wb, "req", j->req, j->reqlen);
 }
 
@@ -289,7 +309,9 @@ static struct mjob *job_decode(uint64_t id, const void *v, size_t vl)
     j->requeueing = wire_get_bool(o, "requeueing", false); /* absent before: false, 0 */
     j->held = wire_get_bool(o, "held", false);
     j->requeues = (uint32_t)wire_get_u64(o, "requeues", 0);
-    wire_get_strbuf(o, "reason", j->reason, sizeof j->reason);
+    char rs[META_REASON_MAX];
+    wire_get_strbuf(o, "reason", rs, sizeof rs);
+    meta_job_reason_set(j, rs);
 out:
     msgpack_unpacked_destroy(&up);
     return j;

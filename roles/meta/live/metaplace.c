@@ -63,8 +63,8 @@ static void round_over(struct meta *M, struct mjob *j, const char *why)
     j->phase = PH_IDLE;
     j->tried = 0;
     j->retry_at = loop_now_ms() + 1000;
-    if (why && strcmp(j->reason, why)) {
-        text_copy(j->reason, sizeof j->reason, why, strlen(why));
+    if (why && strcmp(meta_job_reason(j), why)) {
+        meta_job_reason_set(j, why);
         j->dirty = true;
     }
 }
@@ -119,7 +119,7 @@ void meta_decide(struct meta *M, struct mjob *j)
     for (int i = 0; i < M->nsites; i++)
         if (site_for(M, j, i) && !(j->tried & (1ull << i)) && (!mv || i != j->site)) {
             cand[n] = i;
-            start[n++] = tie_break(&M->site[i], array_start(&M->site[i], j, j->start_est[i]), sec);
+            start[n++] = tie_break(&M->site[i], array_start(&M->site[i], j, meta_est(j, i)), sec);
         }
     struct meta_site sites[META_MAX_SITES];
     for (int i = 0; i < M->nsites; i++)
@@ -127,9 +127,9 @@ void meta_decide(struct meta *M, struct mjob *j)
     size_t k = meta_rank(M->policy, sites, cand, start, n, &j->rq, &M->rr_state, order);
     if (mv) {
         /* a move only when clearly better: earlier by more than the margin */
-        int64_t cur = j->start_est[j->site];
+        int64_t cur = meta_est(j, j->site);
         if (k == 0 || cur == META_NEVER ||
-            j->start_est[order[0]] + M->cfg.move_margin_s * 1000 >= cur) {
+            meta_est(j, order[0]) + M->cfg.move_margin_s * 1000 >= cur) {
             j->phase = PH_IDLE;
             if (M->inflight)
                 M->inflight--;
@@ -145,9 +145,9 @@ void meta_decide(struct meta *M, struct mjob *j)
         j->phase = PH_MV_RESERVE;
         j->dirty = true;
         log_info("job %" PRIu64 ": site %s offers a start %llds earlier than %s: moving", j->id,
-                 M->site[s].name, (long long)((cur - j->start_est[s]) / 1000),
+                 M->site[s].name, (long long)((cur - meta_est(j, s)) / 1000),
                  M->site[j->site].name);
-        meta_send_reserve(M, &M->site[s], j, j->mv_resv, j->start_est[s]);
+        meta_send_reserve(M, &M->site[s], j, j->mv_resv, meta_est(j, s));
         return;
     }
     if (k == 0) {
@@ -169,7 +169,7 @@ void meta_decide(struct meta *M, struct mjob *j)
     j->requeueing = false; /* a new copy: a requeue is over once the job is placed anew */
     j->site = s;
     j->sjob = 0;
-    j->est_start = j->start_est[s];
+    j->est_start = meta_est(j, s);
     if (M->policy == META_SLURM_M || j->ntasks > 1) { /* sbatch -M, or an array: no reservation */
         j->resv[0] = '\0';
         j->phase = PH_SUBMIT;
@@ -186,11 +186,36 @@ void meta_decide(struct meta *M, struct mjob *j)
     meta_job_set(M, j, MJ_PLACING, "");
 }
 
+int64_t meta_est(const struct mjob *j, int i)
+{
+    return j->start_est && i >= 0 ? j->start_est[i] : 0;
+}
+
+int meta_est_fill(struct meta *M, struct mjob *j, int64_t v)
+{
+    size_t n = M->nsites > 0 ? (size_t)M->nsites : 1;
+    if (!j->start_est && !(j->start_est = malloc(n * sizeof *j->start_est)))
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        j->start_est[i] = v;
+    return 0;
+}
+
+int meta_est_set(struct meta *M, struct mjob *j, int i, int64_t v)
+{
+    if (!j->start_est && meta_est_fill(M, j, 0) < 0)
+        return -1;
+    j->start_est[i] = v;
+    return 0;
+}
+
 void meta_ask_estimates(struct meta *M, struct mjob *j, bool move)
 {
+    if (meta_est_fill(M, j, META_NEVER) < 0) { /* no memory: a round later */
+        j->retry_at = loop_now_ms() + 1000;
+        return;
+    }
     j->asked = 0;
-    for (int i = 0; i < M->nsites; i++)
-        j->start_est[i] = META_NEVER;
     if (move) /* its own site: the start the site plans for it (JOB_GET `estimate`) */
         j->start_est[j->site] = j->est_start > 0 ? j->est_start : META_NEVER;
     for (int i = 0; i < M->nsites; i++) {
@@ -255,9 +280,11 @@ static void ask_grouped(struct meta *M, struct mjob *j, uint32_t first)
         g->cap *= 2;
     }
     if (g) {
+        if (meta_est_fill(M, j, META_NEVER) < 0) { /* no memory: a round later */
+            j->retry_at = loop_now_ms() + 1000;
+            return;
+        }
         g->jobs[g->n++] = j->id;
-        for (int i = 0; i < M->nsites; i++)
-            j->start_est[i] = META_NEVER;
         j->asked = g->asked;
         j->phase = PH_EST;
         j->phase_deadline = loop_now_ms() + M->cfg.estimate_timeout_ms;
@@ -271,6 +298,10 @@ static void ask_grouped(struct meta *M, struct mjob *j, uint32_t first)
         if (site_for(M, j, i))
             asked |= 1ull << i;
     void *p = NULL;
+    if (meta_est_fill(M, j, META_NEVER) < 0) { /* no memory: a round later */
+        j->retry_at = loop_now_ms() + 1000;
+        return;
+    }
     if (!asked || (M->neg == M->capeg &&
                    !(p = realloc(M->eg, (M->capeg ? 2 * M->capeg : 16) * sizeof *M->eg)))) {
         meta_ask_estimates(M, j, false);
@@ -292,8 +323,6 @@ static void ask_grouped(struct meta *M, struct mjob *j, uint32_t first)
     g->jobs[0] = j->id;
     g->asked = asked;
     g->pending = 0;
-    for (int i = 0; i < M->nsites; i++)
-        j->start_est[i] = META_NEVER;
     for (int i = 0; i < M->nsites; i++)
         if (asked & (1ull << i)) {
             meta_send_estimate(M, &M->site[i], j, RK_GEST, g->id);
@@ -317,7 +346,7 @@ void meta_group_answer(struct meta *M, uint64_t gid, int site, int64_t e, bool a
         if (!j || j->phase != PH_EST || !(j->asked & (1ull << site)))
             continue;
         if (answered)
-            j->start_est[site] = e;
+            meta_est_set(M, j, site, e); /* held since its round began (PH_EST) */
         j->asked &= ~(1ull << site);
         if (!j->asked && answered)
             meta_decide(M, j);
@@ -339,8 +368,10 @@ void meta_place_some(struct meta *M)
             else
                 ask_grouped(M, j, first);
         } else {
-            for (int s = 0; s < M->nsites; s++)
-                j->start_est[s] = loop_now_ms();
+            if (meta_est_fill(M, j, loop_now_ms()) < 0) {
+                j->retry_at = now + 1000; /* no memory: a round later */
+                continue;
+            }
             M->inflight++;
             j->phase = PH_EST;
             meta_decide(M, j);

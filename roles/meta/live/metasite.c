@@ -172,7 +172,7 @@ static void withdrawn(struct meta *M, struct mjob *j, uint64_t code, const char 
     j->site = j->mv_site;
     j->sjob = 0;
     snprintf(j->resv, sizeof j->resv, "%s", j->mv_resv);
-    j->est_start = j->start_est[to->idx];
+    j->est_start = meta_est(j, to->idx);
     j->mv_site = -1;
     j->mv_resv[0] = '\0';
     j->mv_sjob = 0;
@@ -437,7 +437,7 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
             break;
         if (!err) {
             int64_t e = wire_get_i64(m->root, "earliest", -1);
-            j->start_est[s->idx] = e < 0 ? META_NEVER : e;
+            meta_est_set(M, j, s->idx, e < 0 ? META_NEVER : e);
         }
         j->asked &= ~(1ull << s->idx);
         if (!j->asked)
@@ -451,11 +451,11 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
             else
                 j->est_start = resv_start(m, j->est_start);
         } else if (j && j->phase == PH_MV_RESERVE && j->mv_site == s->idx) {
+            if (!err) /* the start it got (flex: maybe later than asked) */
+                meta_est_set(M, j, s->idx, resv_start(m, meta_est(j, s->idx)));
             if (err) {
                 meta_move_failed(M, j, msg);
-            } else if ((j->start_est[s->idx] = resv_start(m, j->start_est[s->idx])) +
-                           M->cfg.move_margin_s * 1000 >=
-                       j->start_est[j->site]) {
+            } else if (meta_est(j, s->idx) + M->cfg.move_margin_s * 1000 >= meta_est(j, j->site)) {
                 /* the site could only reserve later (flex): no longer worth a move */
                 meta_send_release(M, s, j->mv_resv);
                 meta_move_failed(M, j, "its reservation there starts too late");
@@ -726,6 +726,10 @@ void meta_sites_tick(struct meta *M)
     }
     for (uint32_t i = 0; i < M->njobs; i++) {
         struct mjob *j = M->jobs[i];
+        if (j->phase == PH_IDLE && j->start_est) { /* its round is over */
+            free(j->start_est);
+            j->start_est = NULL;
+        }
         if ((j->phase == PH_EST || j->phase == PH_MV_EST) && now > j->phase_deadline) {
             j->asked = 0;
             meta_decide(M, j);

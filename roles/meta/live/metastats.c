@@ -33,14 +33,15 @@ static const double lat_le[META_LAT_BUCKETS - 1] = META_LAT_LE;
 
 static json_t *job_row(struct meta *M, const struct mjob *j)
 {
-    return json_pack(
-        "{s:I, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}", "job",
-        (json_int_t)j->id, "name", j->name, "user", j->user, "state", meta_state_name(j->state),
-        "site", j->site >= 0 && j->site < M->nsites ? M->site[j->site].name : "", "site_job",
-        (json_int_t)j->sjob, "procs", (json_int_t)j->rq.procs, "ntasks",
-        (json_int_t)(j->ntasks ? j->ntasks : 1), "attempt", (json_int_t)j->attempt, "submitted",
-        (json_int_t)j->submitted, "started", (json_int_t)j->started, "finished",
-        (json_int_t)j->finished, "est_start", (json_int_t)j->est_start, "reason", j->reason);
+    return json_pack("{s:I, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}",
+                     "job", (json_int_t)j->id, "name", j->name, "user", j->user, "state",
+                     meta_state_name(j->state), "site",
+                     j->site >= 0 && j->site < M->nsites ? M->site[j->site].name : "", "site_job",
+                     (json_int_t)j->sjob, "procs", (json_int_t)j->rq.procs, "ntasks",
+                     (json_int_t)(j->ntasks ? j->ntasks : 1), "attempt", (json_int_t)j->attempt,
+                     "submitted", (json_int_t)j->submitted, "started", (json_int_t)j->started,
+                     "finished", (json_int_t)j->finished, "est_start", (json_int_t)j->est_start,
+                     "reason", meta_job_reason(j));
 }
 
 static void build(void *arg, json_t *root, int64_t now)
