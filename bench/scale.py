@@ -48,6 +48,7 @@ import zmq
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import scale_e2e  # noqa: E402
+import scale_sessions  # noqa: E402
 import scale_sites  # noqa: E402
 
 T = dict(ERROR=1, SUBMIT=30, SUBMITTED=31, JOB_GET=34, NODE_LIST=37, NODES=38, PSUBMIT=39,
@@ -349,6 +350,9 @@ def main():
             array_curve(P, [10**6, 10**7])
         if only in (None, "cluster"):
             cluster_curve(P, bdir, [10**4, 10**5, 10**6] + ([] if quick else [10**7]))
+        if only in (None, "sessions"):
+            scale_sessions.sessions_curve(P, ctx, Dealer, rss, scale_e2e.cpu, emit,
+                                          [100, 1000, 10000] + ([] if quick else [20000]))
         if only in (None, "spool"):
             scale_sites.pending_curve(P, Dealer, rss, emit,
                                       [10**3, 10**4, 10**5] + ([] if quick else [10**6]))
