@@ -4,6 +4,7 @@
   estimate (64 of them, 512 bytes) and a 256-byte reason inline whether it was placing
   or not, 1.4-1.6 KiB a job; the estimates now exist only while a placement is under way
   and the reason is as long as its text.
+* meta.sites_file names more sites than meta.sites (160 bytes: about 5) can.
 * The poll of placed jobs (JOB_GET every second) goes out in windows of at most 256 in
   flight per site: a round of every placed job at once overflowed the spool's queue
   toward the site (1,000 messages), and the lost requests marked the site down.
@@ -13,6 +14,8 @@ it, on a real socket; it holds every JOB_GET for a moment before answering, so t
 JOB_GETs the spool has in flight at once are counted. Every wait is bounded with
 scaled(); nothing here is timed."""
 
+import socket
+import subprocess
 import threading
 import time
 
@@ -20,12 +23,12 @@ import msgpack
 import pytest
 import zmq
 
-from conftest import ASAN, TYPES, curve_server, scaled, wait_until
+from conftest import ASAN, GRIDNODE_BIN, TYPES, curve_server, scaled, wait_until
 from test_bounded import settled_rss
 
 T = dict(TYPES, OK=2, JOB=35, CANCEL=36, ESTIMATE=84, STARTS=85, RESV=89, RESV_LIST=90,
          RESVS=91, RESV_RELEASE=92, RESERVE=93, SITE_INFO=94, SITE=95)
-WINDOW = 512
+WINDOW = 256          # submissions in flight (peer_queue 1,000: libzmq grants credit in halves)
 POLL_WINDOW = 256     # META_POLL_WINDOW (roles/meta/live/meta_int.h)
 HOLD_S = 0.3          # the stand-in site answers a JOB_GET this long after it came
 
@@ -142,12 +145,7 @@ def test_poll_of_many_placed_jobs_goes_in_windows(meta_factory):
 @pytest.mark.skipif(ASAN, reason="ASan's redzones and quarantine multiply every allocation")
 def test_many_spooled_jobs_cost_little(meta_factory):
     # a site nothing answers at: every job stays spooled (queued) at the spool
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    dead = "tcp://127.0.0.1:%d" % s.getsockname()[1]
-    s.close()
-    m = meta_factory({"s": dead}, sets={"meta.log_level": "warn", "stats.interval_s": 86400})
+    m = meta_factory({"s": closed_endpoint()}, sets={"meta.log_level": "warn", "stats.interval_s": 86400})
     rpc = m.client()
     rpc.ok(T["JOB_LIST"], count=1)
     before = settled_rss(m.proc.pid)
@@ -159,3 +157,48 @@ def test_many_spooled_jobs_cost_little(meta_factory):
     assert grew < 1300, "%.0f bytes a job (1,400-1,600 before issue 28)" % grew
     r = rpc.ok(T["JOB_GET"], job=max(ids))
     assert r["job"]["gstate"] == "queued", r
+
+
+def closed_endpoint():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    ep = "tcp://127.0.0.1:%d" % s.getsockname()[1]
+    s.close()
+    return ep
+
+
+def test_sites_file_names_more_sites_than_the_key_holds(meta_factory, workdir):
+    # 40 sites: about 1,100 bytes, where meta.sites holds 160 (about 5 sites)
+    f = workdir / "sites"
+    lines = ["# the grid's sites", ""] + ["site%02d=%s%s" % (k, closed_endpoint(),
+                                                         " speed=2.5" if k == 7 else "")
+                                         for k in range(40)]
+    f.write_text("\n".join(lines) + "\n")
+    m = meta_factory({"first": closed_endpoint()}, sets={"meta.sites_file": str(f)})
+    sites = m.client().ok(T["SITE_INFO"])["sites"]
+    assert [s["name"] for s in sites] == ["first"] + ["site%02d" % k for k in range(40)]
+    assert [s["speed"] for s in sites if s["name"] == "site07"] == [2.5]
+    assert all(s["speed"] == 1 for s in sites if s["name"] != "site07")
+
+
+@pytest.mark.parametrize("text,message", [
+    ("a=tcp://127.0.0.1:1 speed=fast\n", "sites:1: 'speed=fast' is not speed=S"),
+    ("# ok\na=nowhere\n", "sites:2: 'nowhere' is not an endpoint"),
+    ("a=tcp://127.0.0.1:1\na=tcp://127.0.0.1:2\n", "names site 'a' twice"),
+    ("".join("s%d=tcp://127.0.0.1:%d\n" % (k, k + 1) for k in range(65)), "more than 64 sites"),
+])
+def test_sites_file_errors_name_the_line(workdir, text, message):
+    f = workdir / "sites"
+    f.write_text(text)
+    p = subprocess.run([GRIDNODE_BIN, "meta", "--set", "meta.sites=", "--set",
+                        "meta.sites_file=%s" % f, "--set", "security.plain=true",
+                        "--set", "meta.state_dir=%s" % (workdir / "m"), "--check-config"],
+                       capture_output=True, text=True, timeout=scaled(20),
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 1 and "configuration error" in p.stderr, (p.stdout, p.stderr)
+    assert message in p.stderr, p.stderr
+    p = subprocess.run([GRIDNODE_BIN, "meta", "--set", "meta.sites_file=/nonexistent/sites",
+                        "--set", "security.plain=true", "--check-config"],
+                       capture_output=True, text=True, timeout=scaled(20),
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 1 and "cannot read '/nonexistent/sites'" in p.stderr, p.stderr

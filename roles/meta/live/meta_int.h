@@ -43,6 +43,8 @@
 
 struct meta_cfg {
     char listen[CONFIG_STR_MAX], state_dir[CONFIG_STR_MAX], sites[CONFIG_STR_MAX];
+    char sites_file[CONFIG_STR_MAX]; /* more sites, one a line (issue 28: meta.sites holds 160
+                                        bytes) */
     char speeds[CONFIG_STR_MAX], policy[CONFIG_STR_MAX], user[CONFIG_STR_MAX];
     char log_level[CONFIG_STR_MAX];
     long estimate_timeout_ms, request_timeout_ms, move_margin_s, reeval_s, site_down_s,
