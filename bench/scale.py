@@ -95,7 +95,9 @@ class Procs:
         while time.monotonic() < deadline:
             line = p.stdout.readline()
             if not line:
-                sys.exit("scale: %s exited; log %s" % (name, logf.name))
+                logf.close()
+                with open(logf.name) as f:
+                    sys.exit("scale: %s exited: %s" % (name, f.read()[-600:]))
             if "listening on" in line:
                 return p, line.split("listening on", 1)[1].strip()
         sys.exit("scale: %s did not start in %d s" % (name, budget))

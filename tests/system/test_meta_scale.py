@@ -4,6 +4,9 @@
   estimate (64 of them, 512 bytes) and a 256-byte reason inline whether it was placing
   or not, 1.4-1.6 KiB a job; the estimates now exist only while a placement is under way
   and the reason is as long as its text.
+* A site that let META_EST_LATE (3) estimates in a row time out is not waited for (every
+  placement waited meta.estimate_timeout_ms for it: 256 placements a timeout at most),
+  and is waited for again once it answers one in time.
 * meta.sites_file names more sites than meta.sites (160 bytes: about 5) can.
 * The poll of placed jobs (JOB_GET every second) goes out in windows of at most 256 in
   flight per site: a round of every placed job at once overflowed the spool's queue
@@ -48,6 +51,8 @@ class StandInSite(threading.Thread):
             self.sock.setsockopt(o, 0)
         self.endpoint = "tcp://127.0.0.1:%d" % self.sock.bind_to_random_port("tcp://127.0.0.1")
         self.stop, self.held, self.most, self.jobs, self.polled = False, [], 0, 0, set()
+        self.mute_estimates = False   # true: ESTIMATEs are never answered
+        self.estimates, self.submits = [], {}   # arrival times; spool job -> arrival
 
     def reply(self, frames, t, id_, **f):
         self.sock.send_multipart(frames[:-1] + [msgpack.packb(dict(v=1, t=t, id=id_, **f))])
@@ -61,12 +66,17 @@ class StandInSite(threading.Thread):
                 largest_procs=64, queued=0, running=0, reservations=0, cycles=0, now=n,
                 features=[]))
         elif t == T["ESTIMATE"]:
-            self.reply(frames, T["STARTS"], id_, earliest=n, now=n, starts=[{"from": n, "to": -1}])
+            self.estimates.append(time.monotonic())
+            if not self.mute_estimates:
+                self.reply(frames, T["STARTS"], id_, earliest=n, now=n,
+                           starts=[{"from": n, "to": -1}])
         elif t == T["RESERVE"]:
             st = m.get("start", n)
             self.reply(frames, T["RESV"], id_, resv=dict(name=m.get("name", ""), start=st,
                                                          end=st + 1000 * m["duration_s"]))
         elif t == T["SUBMIT"]:
+            job = int(m.get("key", "x:0").rsplit(":", 1)[1].split(".")[0])  # meta:INC:JOB.N
+            self.submits.setdefault(job, time.monotonic())
             self.jobs += 1
             self.reply(frames, T["SUBMITTED"], id_, job=self.jobs, state="queued", cluster="c")
         elif t == T["JOB_GET"]:
@@ -202,3 +212,43 @@ def test_sites_file_errors_name_the_line(workdir, text, message):
                        capture_output=True, text=True, timeout=scaled(20),
                        stdin=subprocess.DEVNULL)
     assert p.returncode == 1 and "cannot read '/nonexistent/sites'" in p.stderr, p.stderr
+
+
+def test_a_site_that_lets_estimates_time_out_is_not_waited_for(meta_factory):
+    fast, slow = StandInSite(), StandInSite()
+    slow.mute_estimates = True
+    timeout_s = scaled(4)
+    for x in (fast, slow):
+        x.start()
+    try:
+        m = meta_factory({"fast": fast.endpoint, "slow": slow.endpoint},
+                         sets={"meta.log_level": "info",
+                               "meta.estimate_timeout_ms": int(timeout_s * 1000)})
+        rpc = m.client()
+        wait_until(lambda: all(s["up"] for s in rpc.ok(T["SITE_INFO"])["sites"]), scaled(20),
+                   msg="the spool seeing its sites")
+        # three placements that ask different things: three ESTIMATEs the slow site lets
+        # time out (the jobs go to the fast site after the timeout)
+        first = [rpc.ok(T["SUBMIT"], argv=["true"], ntasks=1, limit_s=60 * (k + 1))["job"]
+                 for k in range(3)]
+        wait_until(lambda: all(j in fast.submits for j in first), scaled(30) + 3 * timeout_s,
+                   msg="the first jobs placed at the fast site")
+        wait_until(lambda: "placements no longer wait for it" in m.log(), scaled(20),
+                   msg="the slow site found out")
+        asked = len(slow.estimates)
+        job = rpc.ok(T["SUBMIT"], argv=["true"], ntasks=1, limit_s=600)["job"]
+        wait_until(lambda: job in fast.submits, scaled(20), msg="the next job placed")
+        assert len(slow.estimates) > asked, "the slow site is asked still"
+        # placed before its estimate at the slow site could time out: not waited for
+        waited = fast.submits[job] - slow.estimates[asked]
+        assert waited < timeout_s, "%.2f s: the placement waited for the slow site" % waited
+        # an estimate answered in time: waited for again
+        slow.mute_estimates = False
+        again = rpc.ok(T["SUBMIT"], argv=["true"], ntasks=1, limit_s=900)["job"]
+        wait_until(lambda: again in fast.submits or again in slow.submits, scaled(20),
+                   msg="one more job placed")
+        wait_until(lambda: "answers estimates in time again" in m.log(), scaled(20),
+                   msg="the site waited for again")
+    finally:
+        fast.close()
+        slow.close()

@@ -38,8 +38,10 @@
 #define META_POLL_WINDOW 256
 #define META_SWEEP_MS 15000   /* RESV_LIST at each site: stray reservations */
 #define META_INFLIGHT_MAX 256 /* placements under way at once */
-#define META_RESV_SLACK_S 5   /* a site reservation lasts the walltime plus this */
-#define META_TASKS_PAGE 200   /* task rows of an array fetched by the poll (JOB shows them) */
+/* a site that let this many ESTIMATEs in a row time out is not waited for (issue 28) */
+#define META_EST_LATE 3
+#define META_RESV_SLACK_S 5 /* a site reservation lasts the walltime plus this */
+#define META_TASKS_PAGE 200 /* task rows of an array fetched by the poll (JOB shows them) */
 
 struct meta_cfg {
     char listen[CONFIG_STR_MAX], state_dir[CONFIG_STR_MAX], sites[CONFIG_STR_MAX];
@@ -83,6 +85,7 @@ enum {
     RK_GEST,     /* ESTIMATE shared by a group of jobs (job = the group id) */
     RK_WITHDRAW, /* CANCEL `unstarted` of a copy the spool moves (job = the job) */
     RK_ORDER,    /* an order of the outbox (job = the order's id; metaorder.c) */
+    RK_PROBE,    /* ESTIMATE to a site not waited for (est_late): only its timeliness counts */
 };
 /* What an order of the outbox is (struct morder kind; stored by name). */
 enum { OR_CANCEL, OR_RELEASE, OR_WITHDRAW };
@@ -139,6 +142,10 @@ struct msite {
     /* the poll round (JOB_GET of every placed job): the next index of M->jobs to poll,
        and the JOB_GETs in flight, at most META_POLL_WINDOW */
     uint32_t poll_next, npoll;
+    /* ESTIMATEs in a row it let time out (0 once one is answered in time); from
+       META_EST_LATE on, placements do not wait for its estimates (still asked, as
+       RK_PROBE, so an answer in time makes it waited for again) */
+    uint32_t est_late;
     int64_t cores_free;
     int64_t burst_sec, burst_n; /* placements given this site in second burst_sec */
     struct mreq *req;

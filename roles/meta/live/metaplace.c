@@ -209,21 +209,43 @@ int meta_est_set(struct meta *M, struct mjob *j, int i, int64_t v)
     return 0;
 }
 
+/* The sites of elig whose estimates a placement waits for: all but those that let
+ * META_EST_LATE estimates in a row time out (a slow or stuck site would hold every
+ * placement for meta.estimate_timeout_ms), unless that leaves none. */
+static uint64_t awaited(const struct meta *M, uint64_t elig)
+{
+    uint64_t w = 0;
+    for (int i = 0; i < M->nsites; i++)
+        if ((elig & (1ull << i)) && M->site[i].est_late < META_EST_LATE)
+            w |= 1ull << i;
+    return w ? w : elig;
+}
+
+/* ESTIMATE of j to the sites of elig: those of `wait` as `kind` (id), the others as
+ * probes that nothing waits for. */
+static void send_estimates(struct meta *M, struct mjob *j, uint64_t elig, uint64_t wait, int kind,
+                           uint64_t id)
+{
+    for (int i = 0; i < M->nsites; i++)
+        if (elig & (1ull << i))
+            meta_send_estimate(M, &M->site[i], j, wait & (1ull << i) ? kind : RK_PROBE,
+                               wait & (1ull << i) ? id : 0);
+}
+
 void meta_ask_estimates(struct meta *M, struct mjob *j, bool move)
 {
     if (meta_est_fill(M, j, META_NEVER) < 0) { /* no memory: a round later */
         j->retry_at = loop_now_ms() + 1000;
         return;
     }
-    j->asked = 0;
     if (move) /* its own site: the start the site plans for it (JOB_GET `estimate`) */
         j->start_est[j->site] = j->est_start > 0 ? j->est_start : META_NEVER;
-    for (int i = 0; i < M->nsites; i++) {
-        if (site_for(M, j, i) && !(j->tried & (1ull << i)) && !(move && i == j->site)) {
-            j->asked |= 1ull << i;
-            meta_send_estimate(M, &M->site[i], j, RK_EST, j->id);
-        }
-    }
+    uint64_t elig = 0;
+    for (int i = 0; i < M->nsites; i++)
+        if (site_for(M, j, i) && !(j->tried & (1ull << i)) && !(move && i == j->site))
+            elig |= 1ull << i;
+    j->asked = awaited(M, elig);
+    send_estimates(M, j, elig, j->asked, RK_EST, j->id);
     j->phase = move ? PH_MV_EST : PH_EST;
     j->phase_deadline = loop_now_ms() + M->cfg.estimate_timeout_ms;
     M->inflight++;
@@ -321,13 +343,13 @@ static void ask_grouped(struct meta *M, struct mjob *j, uint32_t first)
     g->cap = 16;
     g->n = 1;
     g->jobs[0] = j->id;
+    uint64_t elig = asked;
+    asked = awaited(M, elig);
     g->asked = asked;
     g->pending = 0;
     for (int i = 0; i < M->nsites; i++)
-        if (asked & (1ull << i)) {
-            meta_send_estimate(M, &M->site[i], j, RK_GEST, g->id);
-            g->pending++;
-        }
+        g->pending += (asked >> i) & 1;
+    send_estimates(M, j, elig, asked, RK_GEST, g->id);
     j->asked = asked;
     j->phase = PH_EST;
     j->phase_deadline = loop_now_ms() + M->cfg.estimate_timeout_ms;

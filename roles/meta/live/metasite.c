@@ -422,6 +422,11 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
         wire_get_strbuf(m->root, "msg", msg, sizeof msg);
     struct mjob *j =
         q->job && q->kind != RK_GEST && q->kind != RK_ORDER ? meta_job_find(M, q->job) : NULL;
+    if (q->kind == RK_EST || q->kind == RK_GEST || q->kind == RK_PROBE) {
+        if (s->est_late >= META_EST_LATE)
+            log_info("site %s answers estimates in time again: placements wait for it", s->name);
+        s->est_late = 0;
+    }
     switch (q->kind) {
     case RK_GEST: {
         int64_t e = err ? -1 : wire_get_i64(m->root, "earliest", -1);
@@ -670,16 +675,23 @@ void meta_sites_tick(struct meta *M)
         struct msite *s = &M->site[i];
         slurm_site_tick(s->slurm);
         for (uint32_t k = 0; k < s->nreq; k++)
-            if (now > s->req[k].deadline && s->req[k].kind != RK_EST && s->req[k].kind != RK_GEST) {
+            if (now > s->req[k].deadline && s->req[k].kind != RK_EST && s->req[k].kind != RK_GEST &&
+                s->req[k].kind != RK_PROBE) {
                 site_down(M, s, "does not answer");
                 break;
             }
         /* estimates past their deadline: decided without them */
         for (uint32_t k = 0; k < s->nreq;)
-            if ((s->req[k].kind == RK_EST || s->req[k].kind == RK_GEST) &&
+            if ((s->req[k].kind == RK_EST || s->req[k].kind == RK_GEST ||
+                 s->req[k].kind == RK_PROBE) &&
                 now > s->req[k].deadline) {
                 struct mreq q = s->req[k];
                 s->req[k] = s->req[--s->nreq];
+                if (++s->est_late == META_EST_LATE)
+                    log_warnx("site %s let %d estimates in a row go unanswered within "
+                              "meta.estimate_timeout_ms: placements no longer wait for it "
+                              "(it is still asked; an answer in time ends this)",
+                              s->name, META_EST_LATE);
                 if (q.kind == RK_GEST)
                     meta_group_answer(M, q.job, i, META_NEVER, false);
             } else {
