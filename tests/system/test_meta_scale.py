@@ -17,6 +17,7 @@ it, on a real socket; it holds every JOB_GET for a moment before answering, so t
 JOB_GETs the spool has in flight at once are counted. Every wait is bounded with
 scaled(); nothing here is timed."""
 
+import json
 import socket
 import subprocess
 import threading
@@ -252,3 +253,22 @@ def test_a_site_that_lets_estimates_time_out_is_not_waited_for(meta_factory):
     finally:
         fast.close()
         slow.close()
+
+
+def test_stats_lists_a_bounded_number_of_jobs(meta_factory):
+    m = meta_factory({"s": closed_endpoint()}, sets={"meta.log_level": "warn",
+                                                     "stats.interval_s": 1})
+    jobs = 5_100    # more than stats.json lists (5,000)
+    submit_pipelined(m.client(), jobs, {"argv": ["true"], "ntasks": 1, "limit_s": 600})
+    path = m.state_dir / "stats.json"
+
+    def counted():
+        try:
+            st = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None   # not written yet, or being replaced
+        return st if st["summary"]["jobs"]["queued"] == jobs else None
+    wait_until(counted, scaled(60), msg="stats.json counting every job")
+    listed = [j["job"] for j in counted()["jobs"]]
+    assert len(listed) == 5000, len(listed)
+    assert listed == sorted(listed)
