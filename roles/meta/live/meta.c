@@ -126,9 +126,11 @@ static void on_reload(void *arg)
     struct meta *M = arg;
     store_discard(M->store);
     meta_out_flush(M, false);
+    meta_dirty_reset(M);
     for (uint32_t i = 0; i < M->njobs; i++)
         meta_job_free(M->jobs[i]);
     M->njobs = 0;
+    M->nest = 0;
     meta_key_reset(M);
     meta_orders_free(M);
     meta_sites_forget(M);

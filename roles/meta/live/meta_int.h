@@ -164,6 +164,7 @@ struct mjob {
     uint64_t id;
     uint8_t state;
     bool parallel, early, dirty, want_cancel;
+    bool listed; /* on M->dirty */
     char user[META_NAME_MAX], name[META_NAME_MAX];
     struct meta_request rq;
     uint32_t ppn; /* a parallel job's processes per host at most (--ppn), 0 = none */
@@ -245,6 +246,13 @@ struct meta {
     int nsites;
     struct mjob **jobs; /* by id, ascending */
     uint32_t njobs, capjobs;
+    /* the jobs changed this turn (meta_job_dirty), so the commit walks them and not
+       every job (issue 28: three walks of 10^6 jobs a turn); dirty_all: the list could
+       not grow, walk every job */
+    struct mjob **dirty;
+    uint32_t ndirty, capdirty;
+    bool dirty_all;
+    uint32_t nest;      /* jobs holding a start_est array (the tick walks the jobs only then) */
     struct mjob **kidx; /* keyed jobs by (user, key), open addressing (metajob.c) */
     uint32_t kcap, kn;
     bool dep_any; /* a job may wait for a dependency (metadep.c; false: none does) */
@@ -277,6 +285,10 @@ const char *meta_state_name(int st);
 /* The job of id, NULL. */
 struct mjob *meta_job_find(struct meta *M, uint64_t id);
 /* Adds j to the table (kept in id order); -1 when out of memory (j not taken). */
+/* Marks j changed this turn: stored by the turn's commit (meta_jobs_save). */
+void meta_job_dirty(struct meta *M, struct mjob *j);
+/* Forgets the list of changed jobs (after the commit saved them, or a reload). */
+void meta_dirty_reset(struct meta *M);
 int meta_job_add(struct meta *M, struct mjob *j);
 /* NULL-safe. */
 void meta_job_free(struct mjob *j);

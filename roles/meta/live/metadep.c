@@ -85,14 +85,14 @@ static void step_one(struct meta *M, struct mjob *j)
             char rs[META_REASON_MAX];
             meta_dep_reason(j, rs, sizeof rs);
             meta_job_reason_set(j, rs);
-            j->dirty = true;
+            meta_job_dirty(M, j);
         }
         return;
     }
     depend_free(j->dep);
     free(j->dep);
     j->dep = NULL;
-    j->dirty = true;
+    meta_job_dirty(M, j);
     if (v == DEP_MET) {
         if (j->held) /* still held by its owner (metareq.c hold_release) */
             meta_job_reason_set(j, META_HELD_REASON);
@@ -110,13 +110,14 @@ void meta_dep_step(struct meta *M)
     bool any = false, waits = false;
     if (!M->dep_any)
         return; /* no job waits for a dependency: nothing to walk */
-    for (uint32_t i = 0; i < M->njobs && !(any && waits); i++) {
-        any |= M->jobs[i]->dirty;
+    any = M->ndirty > 0 || M->dirty_all;
+    if (!any)
+        return; /* no job changed this turn */
+    for (uint32_t i = 0; i < M->njobs && !waits; i++)
         waits |= M->jobs[i]->dep != NULL;
-    }
     M->dep_any = waits;
-    if (!any || !waits)
-        return; /* no job changed this turn, or none waits */
+    if (!waits)
+        return; /* none waits */
     for (uint32_t i = 0; i < M->njobs; i++) {
         struct mjob *j = M->jobs[i];
         if (j->dep && j->state == MJ_QUEUED) {
@@ -125,7 +126,7 @@ void meta_dep_step(struct meta *M)
             depend_free(j->dep);
             free(j->dep);
             j->dep = NULL;
-            j->dirty = true;
+            meta_job_dirty(M, j);
         }
     }
 }

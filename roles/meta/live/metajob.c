@@ -123,7 +123,36 @@ int meta_job_add(struct meta *M, struct mjob *j)
     M->jobs[i] = j;
     M->njobs++;
     M->dep_any |= j->dep != NULL; /* meta_dep_step looks again */
+    if (j->dirty)
+        meta_job_dirty(M, j);
     return 0;
+}
+
+void meta_job_dirty(struct meta *M, struct mjob *j)
+{
+    j->dirty = true;
+    if (j->listed || M->dirty_all)
+        return;
+    if (M->ndirty == M->capdirty) {
+        uint32_t nc = M->capdirty ? M->capdirty * 2 : 256;
+        void *p = realloc(M->dirty, nc * sizeof *M->dirty);
+        if (!p) {
+            M->dirty_all = true; /* the commit walks every job instead */
+            return;
+        }
+        M->dirty = p;
+        M->capdirty = nc;
+    }
+    M->dirty[M->ndirty++] = j;
+    j->listed = true;
+}
+
+void meta_dirty_reset(struct meta *M)
+{
+    for (uint32_t i = 0; i < M->ndirty; i++)
+        M->dirty[i]->listed = false;
+    M->ndirty = 0;
+    M->dirty_all = false;
 }
 
 char *meta_req_key(const msgpack_object *req)
@@ -174,7 +203,6 @@ void meta_job_reason_set(struct mjob *j, const char *r)
 
 void meta_job_set(struct meta *M, struct mjob *j, enum mj_state st, const char *reason)
 {
-    (void)M;
     if (reason)
         meta_job_reason_set(j, reason);
     if (j->state != st)
@@ -183,7 +211,7 @@ void meta_job_set(struct meta *M, struct mjob *j, enum mj_state st, const char *
     j->state = (uint8_t)st;
     if (MJ_ENDED(st) && !j->finished)
         j->finished = wall_now_ms();
-    j->dirty = true;
+    meta_job_dirty(M, j);
 }
 
 /* ---- the job record: a msgpack map ---- */
@@ -328,14 +356,16 @@ int meta_jobs_save(struct meta *M)
     struct wire_buf wb;
     wire_buf_init(&wb);
     int rc = 0;
-    for (uint32_t i = 0; i < M->njobs && rc == 0; i++) {
-        struct mjob *j = M->jobs[i];
+    uint32_t n = M->dirty_all ? M->njobs : M->ndirty;
+    for (uint32_t i = 0; i < n && rc == 0; i++) {
+        struct mjob *j = M->dirty_all ? M->jobs[i] : M->dirty[i];
         if (!j->dirty)
             continue;
         rc = record_save_u64(M->store, M->t_jobs, j->id, j, encode_job, &wb);
         j->dirty = false;
     }
     wire_buf_free(&wb);
+    meta_dirty_reset(M);
     return rc;
 }
 

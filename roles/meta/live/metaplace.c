@@ -65,7 +65,7 @@ static void round_over(struct meta *M, struct mjob *j, const char *why)
     j->retry_at = loop_now_ms() + 1000;
     if (why && strcmp(meta_job_reason(j), why)) {
         meta_job_reason_set(j, why);
-        j->dirty = true;
+        meta_job_dirty(M, j);
     }
 }
 
@@ -143,7 +143,7 @@ void meta_decide(struct meta *M, struct mjob *j)
         meta_resv_name(M, j, j->attempt, j->mv_resv, sizeof j->mv_resv);
         j->mv_sjob = 0;
         j->phase = PH_MV_RESERVE;
-        j->dirty = true;
+        meta_job_dirty(M, j);
         log_info("job %" PRIu64 ": site %s offers a start %llds earlier than %s: moving", j->id,
                  M->site[s].name, (long long)((cur - meta_est(j, s)) / 1000),
                  M->site[j->site].name);
@@ -194,8 +194,11 @@ int64_t meta_est(const struct mjob *j, int i)
 int meta_est_fill(struct meta *M, struct mjob *j, int64_t v)
 {
     size_t n = M->nsites > 0 ? (size_t)M->nsites : 1;
-    if (!j->start_est && !(j->start_est = malloc(n * sizeof *j->start_est)))
-        return -1;
+    if (!j->start_est) {
+        if (!(j->start_est = malloc(n * sizeof *j->start_est)))
+            return -1;
+        M->nest++;
+    }
     for (size_t i = 0; i < n; i++)
         j->start_est[i] = v;
     return 0;
@@ -379,6 +382,11 @@ void meta_group_answer(struct meta *M, uint64_t gid, int site, int64_t e, bool a
 void meta_place_some(struct meta *M)
 {
     int64_t now = loop_now_ms();
+    bool up = false;
+    for (int i = 0; i < M->nsites && !up; i++)
+        up = M->site[i].info.up;
+    if (!up)
+        return; /* no site to ask: a round per spooled job and second would find none */
     uint32_t first = M->neg;
     for (uint32_t i = 0; i < M->njobs && M->inflight < META_INFLIGHT_MAX; i++) {
         struct mjob *j = M->jobs[i];
@@ -450,7 +458,7 @@ void meta_move_failed(struct meta *M, struct mjob *j, const char *why)
     j->mv_site = -1;
     j->mv_resv[0] = '\0';
     j->mv_sjob = 0;
-    j->dirty = true;
+    meta_job_dirty(M, j);
     j->phase = PH_IDLE;
     if (M->inflight)
         M->inflight--;
@@ -492,7 +500,7 @@ void meta_resume(struct meta *M, struct mjob *j)
         j->mv_site = -1;
         j->mv_resv[0] = '\0';
         j->mv_sjob = 0;
-        j->dirty = true;
+        meta_job_dirty(M, j);
     } else if (j->state == MJ_PLACING && j->site >= 0 && !j->requeueing) {
         j->phase = PH_SUBMIT;
         M->inflight++;
@@ -503,7 +511,7 @@ void meta_resume(struct meta *M, struct mjob *j)
 void meta_job_requeue(struct meta *M, struct mjob *j)
 {
     j->requeues++;
-    j->dirty = true;
+    meta_job_dirty(M, j);
     if (MJ_ENDED(j->state) || j->site < 0) { /* ended at its site, or never placed */
         if (MJ_ENDED(j->state))
             meta_job_requeue_now(M, j, "requeued by its user: placed again");

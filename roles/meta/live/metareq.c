@@ -167,7 +167,7 @@ static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *r
     j->submitted = wall_now_ms();
     j->site = j->mv_site = -1;
     j->state = MJ_QUEUED;
-    j->dirty = true;
+    j->dirty = true; /* listed by meta_job_add */
     char r[META_REASON_MAX];
     if ((j->dep = dep)) { /* waits, not placed, until it holds (metadep.c) */
         meta_dep_reason(j, r, sizeof r);
@@ -372,7 +372,7 @@ static void hold_release(struct meta *M, struct mjob *j, bool hold, const struct
             meta_job_reason_set(j, r);
         } else
             meta_job_reason_set(j, "released: waiting for placement");
-        j->dirty = true;
+        meta_job_dirty(M, j);
     }
     wire_begin(reply, WT_OK, m->id, 0);
 }

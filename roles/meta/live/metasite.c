@@ -84,14 +84,14 @@ static int site_state(const char *s)
 
 /* An array's row: its counts, the earliest element start of the page, and the page of
  * task rows kept for JOB at the spool. */
-static void array_progress(struct mjob *j, const msgpack_object *row, const msgpack_object *tasks,
-                           int64_t *started)
+static void array_progress(struct meta *M, struct mjob *j, const msgpack_object *row,
+                           const msgpack_object *tasks, int64_t *started)
 {
     uint32_t c[4] = {
         (uint32_t)wire_get_u64(row, "issued", 0), (uint32_t)wire_get_u64(row, "running", 0),
         (uint32_t)wire_get_u64(row, "done", 0), (uint32_t)wire_get_u64(row, "failed", 0)};
     if (c[0] != j->t_issued || c[1] != j->t_running || c[2] != j->t_done || c[3] != j->t_failed)
-        j->dirty = true;
+        meta_job_dirty(M, j);
     j->t_issued = c[0];
     j->t_running = c[1];
     j->t_done = c[2];
@@ -159,7 +159,7 @@ static void withdrawn(struct meta *M, struct mjob *j, uint64_t code, const char 
 {
     struct msite *old = &M->site[j->site], *to = &M->site[j->mv_site];
     j->withdrawing = false;
-    j->dirty = true;
+    meta_job_dirty(M, j);
     if (code && code != WE_NOT_FOUND) { /* started there (STATE), or refused: it stays */
         meta_send_release(M, to, j->mv_resv);
         meta_move_failed(M, j, msg);
@@ -198,7 +198,7 @@ static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
     char why[256]; /* how the site says it ended (a limit's kill, a failure) */
     wire_get_strbuf(row, "reason", why, sizeof why);
     if (j->ntasks > 1) {
-        array_progress(j, row, tasks, &started);
+        array_progress(M, j, row, tasks, &started);
         t0 = NULL; /* the first element says nothing of the array's state */
     }
     if (t0 && t0->type == MSGPACK_OBJECT_MAP) {
@@ -241,13 +241,13 @@ static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
     }
     if (j->withdrawing && ns != MJ_PLACED && j->phase != PH_MV_WITHDRAW) {
         j->withdrawing = false; /* started or ended there: the withdrawal was refused */
-        j->dirty = true;
+        meta_job_dirty(M, j);
     }
     if (ns == MJ_PLACED && started > 0 && j->state == MJ_PLACED && !strcmp(st, "running"))
         ns = MJ_RUNNING;
     if (started > 0 && started != j->started) {
         j->started = started;
-        j->dirty = true;
+        meta_job_dirty(M, j);
     }
     if (ns == MJ_PLACED) {
         int64_t e = wire_get_time(row, "estimate", 0);
@@ -470,7 +470,7 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
             } else { /* the old copy goes first, if it has not started: never two */
                 j->phase = PH_MV_WITHDRAW;
                 j->withdrawing = true;
-                j->dirty = true;
+                meta_job_dirty(M, j);
                 meta_send_withdraw(M, j);
             }
         }
@@ -624,12 +624,12 @@ static void site_lost(struct meta *M, struct msite *s)
             j->phase = PH_IDLE;
             j->mv_site = -1;
             j->mv_resv[0] = '\0';
-            j->dirty = true;
+            meta_job_dirty(M, j);
         }
         char r[240];
         if (j->state == MJ_PLACED && j->sjob && j->phase == PH_IDLE) {
             j->withdrawing = true;
-            j->dirty = true;
+            meta_job_dirty(M, j);
             meta_order_add(M, s->idx, OR_WITHDRAW, j->id, j->sjob, NULL);
             snprintf(r, sizeof r,
                      "site %s unreachable for %lds: its copy there is withdrawn once the site "
@@ -736,11 +736,14 @@ void meta_sites_tick(struct meta *M)
             s->npoll++;
         }
     }
-    for (uint32_t i = 0; i < M->njobs; i++) {
+    /* placements under way (or their estimates still held): their deadlines; walking
+       10^6 spooled jobs 20 times a second otherwise cost the spool most of a core */
+    for (uint32_t i = 0; (M->inflight || M->nest) && i < M->njobs; i++) {
         struct mjob *j = M->jobs[i];
         if (j->phase == PH_IDLE && j->start_est) { /* its round is over */
             free(j->start_est);
             j->start_est = NULL;
+            M->nest--;
         }
         if ((j->phase == PH_EST || j->phase == PH_MV_EST) && now > j->phase_deadline) {
             j->asked = 0;
