@@ -30,6 +30,8 @@ the spool must decide without it: the placement then waits for the timeout.
             rss_per_job, anon_per_job  (VmRSS / RssAnon at N - before the first) / N
             acks_per_s     the point's submissions (WINDOW in flight) / their time
             list_ms        JOB_LIST of the first 1,000 jobs (a user's `gridnode jobs`)
+            idle_cpu_pct   the spool's CPU use over 2 s with nothing asked of it (its
+                           timers over the spooled jobs)
 """
 import os
 import random
@@ -247,7 +249,7 @@ def closed_port():
     return "tcp://127.0.0.1:%d" % port
 
 
-def pending_curve(P, Dealer, rss, emit, points):
+def pending_curve(P, Dealer, rss, cpu, emit, points):
     sp, ep = spool(P, "spool-pending", [closed_port()], ["--set", "store.map_mb=4096"])
     d = Dealer(ep)
     d.call(T["JOB_LIST"], count=1)
@@ -264,9 +266,12 @@ def pending_curve(P, Dealer, rss, emit, points):
         r1, a1 = rss(sp.pid), rss(sp.pid, "RssAnon")
         t = time.monotonic()
         d.call(T["JOB_LIST"], count=1000)
+        list_ms = 1000 * (time.monotonic() - t)
+        c0 = cpu(sp.pid)
+        time.sleep(2)
         emit({"bench": "scale", "level": "spool", "pending": n,
               "rss_per_job": round((r1 - r0) / n), "anon_per_job": round((a1 - a0) / n),
               "rss_mb": round(r1 / 2**20, 1), "acks_per_s": round(add / secs),
-              "list_ms": round(1000 * (time.monotonic() - t), 1)})
+              "list_ms": round(list_ms, 1), "idle_cpu_pct": round((cpu(sp.pid) - c0) * 50, 1)})
     d.close()
     P.stop(sp)
