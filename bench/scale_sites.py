@@ -33,6 +33,7 @@ the spool must decide without it: the placement then waits for the timeout.
             idle_cpu_pct   the spool's CPU use over 2 s with nothing asked of it (its
                            timers over the spooled jobs)
 """
+import collections
 import os
 import random
 import socket
@@ -73,7 +74,7 @@ class FakeSites(threading.Thread):
             self.socks.append(s)
         self.slow = set(range(slow))
         self.stop = False
-        self.held = []          # (due, site, frames, reply) of slow ESTIMATEs
+        self.held = collections.deque()  # (due, site, frames, id, reply) of slow ESTIMATEs
         self.arrived = {}       # spool job id -> time.monotonic() its SUBMIT arrived
         self.estimates = 0
         self.jobs = 0
@@ -132,11 +133,9 @@ class FakeSites(threading.Thread):
         index = {s: i for i, s in enumerate(self.socks)}
         while not self.stop:
             now = time.monotonic()
-            due = [h for h in self.held if h[0] <= now]
-            if due:
-                self.held = [h for h in self.held if h[0] > now]
-                for _, i, frames, id_, body in due:
-                    self.reply(i, frames, T["STARTS"], id_, **body)
+            while self.held and self.held[0][0] <= now:   # held in arrival order
+                _, i, frames, id_, body = self.held.popleft()
+                self.reply(i, frames, T["STARTS"], id_, **body)
             for s, _ in poller.poll(20):
                 for _ in range(64):     # a burst per socket, then the others
                     try:
