@@ -272,3 +272,41 @@ def test_stats_lists_a_bounded_number_of_jobs(meta_factory):
     listed = [j["job"] for j in counted()["jobs"]]
     assert len(listed) == 5000, len(listed)
     assert listed == sorted(listed)
+
+
+def test_flex_reservations_of_a_burst_match_one_at_a_time(cluster_factory, client_factory,
+                                                          batch_factory):
+    # A site settles a `flex` RESERVE whose start is taken at the plan's next start. In a
+    # burst (one turn) it tries the last flex start first instead of an estimate (issue
+    # 28); the starts must be those that one request a turn gets.
+    cl = cluster_factory({"store.sync": "none"}, name="cl")
+    client_factory(cl, 1, sets={"client.slots": 4, "client.sandbox": False})
+    starts = {}
+    for mode in ("one at a time", "burst"):
+        b = batch_factory([cl], name="b_" + mode.replace(" ", "_"))
+        rpc = b.client()
+        wait_until(lambda: any(n["active"] for n in rpc.ok(T["NODE_LIST"])["nodes"]),
+                   scaled(20), msg="the batch role seeing the client")
+        want = now_ms() + 3_600_000
+        body = {"user": "meta", "procs": 1, "start": want, "duration_s": 60, "flex": True}
+        got = []
+        if mode == "burst":
+            ids = []
+            for k in range(12):
+                m, data = rpc.message(T["RESERVE"], dict(body, name="f%d" % k))
+                rpc.sock.send(data)
+                ids.append(m["id"])
+            replies = {}
+            while len(replies) < len(ids):
+                r = rpc.decode(rpc.recv_raw(scaled(30))[-1])
+                replies[r["id"]] = r
+            got = [replies[i]["resv"]["start"] for i in ids]
+        else:
+            for k in range(12):
+                got.append(rpc.ok(T["RESERVE"], **dict(body, name="f%d" % k))["resv"]["start"])
+        starts[mode] = [s - want for s in got]
+    print("flex starts (ms after the one asked):", starts)
+    seq = starts["one at a time"]
+    assert seq[:4] == [0] * 4 and len(set(seq)) == 3 and seq == sorted(seq), seq
+    assert all(seq.count(v) == 4 for v in seq), seq   # 4 cores: 4 a window
+    assert starts["burst"] == seq, starts
