@@ -28,6 +28,15 @@ Curves (--quick: the smaller sizes, for make bench; docs/perf.md "Scale"):
          100 simulated nodes taking tasks one at a time (RESULT want=1) for 3 s:
            rss_per_task    (VmRSS after the SUBMIT - VmRSS before) / N, bytes
            dispatch_per_s  tasks acknowledged per second by the simulated nodes
+ sessions  the cluster's node sessions 10^2, 10^4 (quick; and 10^3, 2*10^4): memory per
+         session, dispatch rate, a heartbeat's CPU, idle cost (bench/scale_sessions.py)
+ spool   jobs spooled at a grid spool 10^3-10^5 (quick) and 10^6: memory per job,
+         submission acks/s, idle CPU (bench/scale_sites.py)
+ spool_sites  placement onto 2, 64 (quick; and 4, 8, 16, 32) stand-in sites, every site
+         answering and one in 8 slow: placement p50/p99, placements/s (scale_sites.py)
+ e2e     the same trivial jobs submitted at the cluster, at a batch role on it and at a
+         spool on that, one run, one client: jobs/s and ratios (bench/scale_e2e.py;
+         1,000 jobs quick, SCALE_E2E_JOBS, default 5,000)
 
 Every process is started here on loopback and stopped by PID at the end (SIGTERM, then
 SIGKILL); every wait is bounded.
@@ -46,10 +55,16 @@ import time
 import msgpack
 import zmq
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import scale_e2e  # noqa: E402
+import scale_sessions  # noqa: E402
+import scale_sites  # noqa: E402
+
 T = dict(ERROR=1, SUBMIT=30, SUBMITTED=31, JOB_GET=34, NODE_LIST=37, NODES=38, PSUBMIT=39,
          EVENTS=60, EVENT_LIST=61, ESTIMATE=84, STARTS=85)
 WINDOW = 512
 NODES = 64
+E2E_JOBS, E2E_QUICK = int(os.environ.get("SCALE_E2E_JOBS", 5000)), 1000
 ctx = zmq.Context.instance()
 
 
@@ -76,17 +91,22 @@ class Procs:
     def __init__(self, gridnode, tmp):
         self.gridnode, self.tmp, self.procs = gridnode, tmp, []
 
-    def start(self, name, args, budget=60):
-        """Starts `gridnode ARGS`; returns (Popen, the endpoint it listens on)."""
+    def start(self, name, args, budget=60, wait_listen=True):
+        """Starts `gridnode ARGS`; returns (Popen, the endpoint it listens on, or None
+        without wait_listen)."""
         logf = open(os.path.join(self.tmp, name + ".log"), "w")
         p = subprocess.Popen([self.gridnode] + args, stdout=subprocess.PIPE, stderr=logf,
                              text=True)
         self.procs.append(p)
+        if not wait_listen:
+            return p, None
         deadline = time.monotonic() + budget
         while time.monotonic() < deadline:
             line = p.stdout.readline()
             if not line:
-                sys.exit("scale: %s exited; log %s" % (name, logf.name))
+                logf.close()
+                with open(logf.name) as f:
+                    sys.exit("scale: %s exited: %s" % (name, f.read()[-600:]))
             if "listening on" in line:
                 return p, line.split("listening on", 1)[1].strip()
         sys.exit("scale: %s did not start in %d s" % (name, budget))
@@ -341,6 +361,18 @@ def main():
             array_curve(P, [10**6, 10**7])
         if only in (None, "cluster"):
             cluster_curve(P, bdir, [10**4, 10**5, 10**6] + ([] if quick else [10**7]))
+        if only in (None, "sessions"):
+            scale_sessions.sessions_curve(P, ctx, Dealer, rss, scale_e2e.cpu, emit,
+                                          [100, 10000] if quick else [100, 1000, 10000, 20000])
+        if only in (None, "spool"):
+            scale_sites.pending_curve(P, Dealer, rss, scale_e2e.cpu, emit,
+                                      [10**3, 10**4, 10**5] + ([] if quick else [10**6]))
+        if only in (None, "spool_sites"):
+            scale_sites.sites_curve(P, ctx, Dealer, scale_e2e.cpu, emit,
+                                    [2, 64] if quick else [2, 4, 8, 16, 32, 64],
+                                    500 if quick else 2000)
+        if only in (None, "e2e"):
+            scale_e2e.e2e_curve(P, Dealer, emit, E2E_QUICK if quick else E2E_JOBS)
     finally:
         P.stop_all()
         shutil.rmtree(tmp, ignore_errors=True)

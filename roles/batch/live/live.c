@@ -177,6 +177,7 @@ static int on_commit(void *arg)
         return -1;
     }
     live_dep_step(L); /* issue 27: waiting jobs whose dependency holds now, or never can */
+    L->flex_hint.valid = false; /* the cycle and the turn's other changes may free cores */
     bool waits = maybe_cycle(L);
     int rc = commit_turn(L);
     if (!waits)

@@ -290,9 +290,18 @@ struct live {
     int default_cl;
     /* the cycle */
     bool want_cycle;
-    int64_t last_cycle;  /* monotonic ms */
-    int64_t engine_now;  /* the last cycle's instant (wall ms) */
-    int64_t turn_now;    /* this turn's instant (live_now), 0 until asked */
+    int64_t last_cycle; /* monotonic ms */
+    int64_t engine_now; /* the last cycle's instant (wall ms) */
+    int64_t turn_now;   /* this turn's instant (live_now), 0 until asked */
+    /* the last `flex` RESERVE of this turn settled by an estimate (liveresvcmd.c, issue
+     * 28): its request, the start asked and the start it got; forgotten at the commit */
+    struct live_flex_hint {
+        bool valid;
+        int32_t tasks;
+        struct batch_res per_task;
+        char cls[64];
+        int64_t want, dur, start;
+    } flex_hint;
     int wake_timer;      /* one-shot timer of a cycle put off to the next ms, 0 */
     int64_t next_wakeup; /* wall ms of the engine's next boundary */
     uint64_t req_seq;

@@ -38,6 +38,9 @@ static const struct config_key meta_keys[] = {
     {"meta", "sites", CONFIG_STR, "", OFF(sites), 0, 0, NULL,
      "sites, comma-separated: NAME=tcp://HOST:PORT (a batch role) or "
      "NAME=slurm://SLURM_CONF?partition=P&... (a Slurm cluster, docs/meta.md)"},
+    {"meta", "sites_file", CONFIG_STR, "", OFF(sites_file), 0, 0, NULL,
+     "a file of more sites, one a line: NAME=ENDPOINT [speed=S] (# comments); "
+     "for more sites than meta.sites' 160 bytes hold (up to 64 in all)"},
     {"meta", "speeds", CONFIG_STR, "", OFF(speeds), 0, 0, NULL,
      "relative site speeds, NAME=SPEED,... (default 1): run time = walltime / speed"},
     {"meta", "policy", CONFIG_STR, "estimate", OFF(policy), 0, 0, NULL,
@@ -144,9 +147,11 @@ static void on_reload(void *arg)
     struct meta *M = arg;
     store_discard(M->store);
     meta_out_flush(M, false);
+    meta_dirty_reset(M);
     for (uint32_t i = 0; i < M->njobs; i++)
         meta_job_free(M->jobs[i]);
     M->njobs = 0;
+    M->nest = 0;
     meta_key_reset(M);
     meta_orders_free(M);
     meta_sites_forget(M);

@@ -13,6 +13,7 @@
  *                sent until the site acknowledges them (issue 24); a requeue completed
  *   metaplace.c  placement rounds: estimates, the decision, RESERVE/SUBMIT, moves begun
  *   metaout.c    job --output: a user's JOB_GET relayed to the job's site (held reply)
+ *   metasitelist.c  the site list: meta.sites and meta.sites_file parsed
  *   metasite.c   the sites' connections, their replies (placements, tracking, moves,
  *                stray reservations), ticks (information, polls, re-evaluation), list
  *   metareq.c    the user requests          metastats.c  the statistics page
@@ -33,15 +34,25 @@
 #define META_MAX_SITES 64
 #define META_HELD_REASON "held by its owner: gridnode release places it"
 #define META_NAME_MAX 64
-#define META_INFO_MS 2000     /* SITE_INFO refresh */
-#define META_POLL_MS 1000     /* JOB_GET of the jobs placed at a site */
+#define META_REASON_MAX 256 /* a job's reason, its NUL included */
+#define META_INFO_MS 2000   /* SITE_INFO refresh */
+#define META_POLL_MS 1000   /* JOB_GET of the jobs placed at a site */
+/* JOB_GETs in flight to one site at most: a round over thousands of placed jobs is sent
+   in windows (the rest at the next ticks), so the requests to a site stay under its
+   queue bounds (the DEALER's and the site's 1,000 per peer: a request past them was
+   lost, and the site taken as down 5 s later) */
+#define META_POLL_WINDOW 256
 #define META_SWEEP_MS 15000   /* RESV_LIST at each site: stray reservations */
 #define META_INFLIGHT_MAX 256 /* placements under way at once */
-#define META_RESV_SLACK_S 5   /* a site reservation lasts the walltime plus this */
-#define META_TASKS_PAGE 200   /* task rows of an array fetched by the poll (JOB shows them) */
+/* a site that let this many ESTIMATEs in a row time out is not waited for (issue 28) */
+#define META_EST_LATE 3
+#define META_RESV_SLACK_S 5 /* a site reservation lasts the walltime plus this */
+#define META_TASKS_PAGE 200 /* task rows of an array fetched by the poll (JOB shows them) */
 
 struct meta_cfg {
     char listen[CONFIG_STR_MAX], state_dir[CONFIG_STR_MAX], sites[CONFIG_STR_MAX];
+    char sites_file[CONFIG_STR_MAX]; /* more sites, one a line (issue 28: meta.sites holds 160
+                                        bytes) */
     char speeds[CONFIG_STR_MAX], policy[CONFIG_STR_MAX], user[CONFIG_STR_MAX];
     char log_level[CONFIG_STR_MAX];
     long estimate_timeout_ms, request_timeout_ms, move_margin_s, reeval_s, site_down_s,
@@ -86,6 +97,7 @@ enum {
     RK_FPUT,     /* FILE_PUT of an input's chunk (job = the hash's first 8 bytes) */
     RK_PLIST,    /* JOB_GET of an ended job's task rows, to copy outputs (job = the job) */
     RK_FGET,     /* FILE_GET of an output's chunk (job = the job) */
+    RK_PROBE,    /* ESTIMATE to a site not waited for (est_late): only its timeliness counts */
 };
 /* What an order of the outbox is (struct morder kind; stored by name). */
 enum { OR_CANCEL, OR_RELEASE, OR_WITHDRAW };
@@ -139,6 +151,13 @@ struct msite {
     bool known;                /* SITE_INFO answered at least once */
     int64_t down_since;        /* loop ms the site stopped answering, 0 while up */
     int64_t info_at, poll_at, sweep_at;
+    /* the poll round (JOB_GET of every placed job): the next index of M->jobs to poll,
+       and the JOB_GETs in flight, at most META_POLL_WINDOW */
+    uint32_t poll_next, npoll;
+    /* ESTIMATEs in a row it let time out (0 once one is answered in time); from
+       META_EST_LATE on, placements do not wait for its estimates (still asked, as
+       RK_PROBE, so an answer in time makes it waited for again) */
+    uint32_t est_late;
     int64_t cores_free;
     int64_t burst_sec, burst_n; /* placements given this site in second burst_sec */
     struct mreq *req;
@@ -189,6 +208,7 @@ struct mjob {
     uint64_t id;
     uint8_t state;
     bool parallel, early, dirty, want_cancel;
+    bool listed; /* on M->dirty */
     char user[META_NAME_MAX], name[META_NAME_MAX];
     struct meta_request rq;
     uint32_t ppn; /* a parallel job's processes per host at most (--ppn), 0 = none */
@@ -202,7 +222,9 @@ struct mjob {
     int mv_site;
     char mv_resv[META_NAME_MAX];
     uint64_t mv_sjob;
-    char reason[256];
+    /* why it waits or how it ended, shown in its row (NULL: ""; meta_job_reason): on the
+       heap, since most jobs have none or a short one (issue 28: memory per job) */
+    char *reason;
     uint8_t *req; /* the user's request as received (msgpack), resent to the site */
     char *key;    /* the request's `key` (idempotent SUBMIT), NULL; read from req */
     /* submit --constraint (issue 27): canonical, read from req (sent on whole to the
@@ -218,7 +240,11 @@ struct mjob {
     /* placement under way (memory only) */
     int phase;      /* 0 idle, 1 estimating, 2 reserving, 3 submitting */
     uint64_t tried; /* sites tried in this round (bits) */
-    int64_t start_est[META_MAX_SITES];
+    /* each site's estimated start in the placement (or move) under way: nsites entries,
+       allocated when the round begins (meta_est_fill) and freed once the job is idle
+       again (metasite.c's tick), so a waiting job does not carry 64 of them (issue 28:
+       memory per pending job); NULL reads as 0 (meta_est) */
+    int64_t *start_est;
     uint64_t asked; /* sites asked for an estimate, answers pending (bits) */
     int64_t phase_deadline;
     int64_t est_start; /* the chosen site's estimated start */
@@ -276,6 +302,13 @@ struct meta {
     int nsites;
     struct mjob **jobs; /* by id, ascending */
     uint32_t njobs, capjobs;
+    /* the jobs changed this turn (meta_job_dirty), so the commit walks them and not
+       every job (issue 28: three walks of 10^6 jobs a turn); dirty_all: the list could
+       not grow, walk every job */
+    struct mjob **dirty;
+    uint32_t ndirty, capdirty;
+    bool dirty_all;
+    uint32_t nest;      /* jobs holding a start_est array (the tick walks the jobs only then) */
     struct mjob **kidx; /* keyed jobs by (user, key), open addressing (metajob.c) */
     uint32_t kcap, kn;
     bool dep_any; /* a job may wait for a dependency (metadep.c; false: none does) */
@@ -315,6 +348,10 @@ const char *meta_state_name(int st);
 /* The job of id, NULL. */
 struct mjob *meta_job_find(struct meta *M, uint64_t id);
 /* Adds j to the table (kept in id order); -1 when out of memory (j not taken). */
+/* Marks j changed this turn: stored by the turn's commit (meta_jobs_save). */
+void meta_job_dirty(struct meta *M, struct mjob *j);
+/* Forgets the list of changed jobs (after the commit saved them, or a reload). */
+void meta_dirty_reset(struct meta *M);
 int meta_job_add(struct meta *M, struct mjob *j);
 /* NULL-safe. */
 void meta_job_free(struct mjob *j);
@@ -326,6 +363,10 @@ void meta_key_reset(struct meta *M);
 char *meta_req_key(const msgpack_object *req);
 /* j's state is st (reason: kept when not NULL); logged on a change, marked dirty. */
 void meta_job_set(struct meta *M, struct mjob *j, enum mj_state st, const char *reason);
+/* The job's reason ("" when none), and setting it (at most META_REASON_MAX - 1 bytes of r,
+ * cut at a character boundary; "" frees it; without memory the old one stays). */
+const char *meta_job_reason(const struct mjob *j);
+void meta_job_reason_set(struct mjob *j, const char *r);
 /* Writes the dirty jobs' records (not committed). 0, or -1. */
 int meta_jobs_save(struct meta *M);
 /* record_load's callback for the jobs table (daemon/record.h): arg is the role. */
@@ -516,6 +557,12 @@ void meta_sites_close(struct meta *M);
  * connections and the sites' view: a full disk does not make a healthy site down. */
 void meta_sites_forget(struct meta *M);
 void meta_sites_tick(struct meta *M);
+/* j's estimated start at site i in the round under way (0 when none is held). */
+int64_t meta_est(const struct mjob *j, int i);
+/* Sets it (the array allocated on first use, every other site 0); -1 without memory. */
+int meta_est_set(struct meta *M, struct mjob *j, int i, int64_t v);
+/* Every site's to v, at the start of a round; -1 without memory (nothing changed). */
+int meta_est_fill(struct meta *M, struct mjob *j, int64_t v);
 
 /* ---- metareq.c: the user requests ---- */
 

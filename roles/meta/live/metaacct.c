@@ -43,7 +43,7 @@ static int save_one(struct meta *M, const struct mjob *j)
                 : j->ntasks > 1 ? "array"
                                 : "bag",
         .state = meta_state_name(j->state),
-        .reason = j->reason[0] ? j->reason : NULL,
+        .reason = j->reason, /* NULL or not empty */
         .site = j->site >= 0 && j->site < M->nsites ? M->site[j->site].name : NULL,
         .exit = j->exit,
         .submitted_ms = j->submitted,
@@ -71,8 +71,9 @@ static int save_one(struct meta *M, const struct mjob *j)
 
 int meta_acct_save_dirty(struct meta *M)
 {
-    for (uint32_t i = 0; i < M->njobs && M->t_acct >= 0; i++) {
-        const struct mjob *j = M->jobs[i];
+    uint32_t n = M->dirty_all ? M->njobs : M->ndirty; /* the jobs this turn changed */
+    for (uint32_t i = 0; i < n && M->t_acct >= 0; i++) {
+        const struct mjob *j = M->dirty_all ? M->jobs[i] : M->dirty[i];
         if (j->dirty && MJ_ENDED(j->state) && save_one(M, j) < 0)
             return -1;
     }

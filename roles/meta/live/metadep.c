@@ -82,20 +82,22 @@ static void step_one(struct meta *M, struct mjob *j)
     enum dep_verdict v = depend_eval(j->dep, lookup, M, blocked, &changed, why, sizeof why);
     if (v == DEP_WAIT) {
         if (changed) {
-            meta_dep_reason(j, j->reason, sizeof j->reason);
-            j->dirty = true;
+            char rs[META_REASON_MAX];
+            meta_dep_reason(j, rs, sizeof rs);
+            meta_job_reason_set(j, rs);
+            meta_job_dirty(M, j);
         }
         return;
     }
     depend_free(j->dep);
     free(j->dep);
     j->dep = NULL;
-    j->dirty = true;
+    meta_job_dirty(M, j);
     if (v == DEP_MET) {
         if (j->held) /* still held by its owner (metareq.c hold_release) */
-            snprintf(j->reason, sizeof j->reason, "%s", META_HELD_REASON);
+            meta_job_reason_set(j, META_HELD_REASON);
         else
-            j->reason[0] = 0;
+            meta_job_reason_set(j, "");
         log_info("job %llu: dependency satisfied, it is placed now", (unsigned long long)j->id);
     } else {
         snprintf(r, sizeof r, "DependencyNeverSatisfied: %s", why);
@@ -108,13 +110,14 @@ void meta_dep_step(struct meta *M)
     bool any = false, waits = false;
     if (!M->dep_any)
         return; /* no job waits for a dependency: nothing to walk */
-    for (uint32_t i = 0; i < M->njobs && !(any && waits); i++) {
-        any |= M->jobs[i]->dirty;
+    any = M->ndirty > 0 || M->dirty_all;
+    if (!any)
+        return; /* no job changed this turn */
+    for (uint32_t i = 0; i < M->njobs && !waits; i++)
         waits |= M->jobs[i]->dep != NULL;
-    }
     M->dep_any = waits;
-    if (!any || !waits)
-        return; /* no job changed this turn, or none waits */
+    if (!waits)
+        return; /* none waits */
     for (uint32_t i = 0; i < M->njobs; i++) {
         struct mjob *j = M->jobs[i];
         if (j->dep && j->state == MJ_QUEUED) {
@@ -123,7 +126,7 @@ void meta_dep_step(struct meta *M)
             depend_free(j->dep);
             free(j->dep);
             j->dep = NULL;
-            j->dirty = true;
+            meta_job_dirty(M, j);
         }
     }
 }

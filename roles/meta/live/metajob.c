@@ -123,7 +123,36 @@ int meta_job_add(struct meta *M, struct mjob *j)
     M->jobs[i] = j;
     M->njobs++;
     M->dep_any |= j->dep != NULL; /* meta_dep_step looks again */
+    if (j->dirty)
+        meta_job_dirty(M, j);
     return 0;
+}
+
+void meta_job_dirty(struct meta *M, struct mjob *j)
+{
+    j->dirty = true;
+    if (j->listed || M->dirty_all)
+        return;
+    if (M->ndirty == M->capdirty) {
+        uint32_t nc = M->capdirty ? M->capdirty * 2 : 256;
+        void *p = realloc(M->dirty, nc * sizeof *M->dirty);
+        if (!p) {
+            M->dirty_all = true; /* the commit walks every job instead */
+            return;
+        }
+        M->dirty = p;
+        M->capdirty = nc;
+    }
+    M->dirty[M->ndirty++] = j;
+    j->listed = true;
+}
+
+void meta_dirty_reset(struct meta *M)
+{
+    for (uint32_t i = 0; i < M->ndirty; i++)
+        M->dirty[i]->listed = false;
+    M->ndirty = 0;
+    M->dirty_all = false;
 }
 
 char *meta_req_key(const msgpack_object *req)
@@ -144,6 +173,8 @@ void meta_job_free(struct mjob *j)
         free(j->req);
         free(j->key);
         free(j->tasks_raw);
+        free(j->start_est);
+        free(j->reason);
         free(j->constraint);
         if (j->dep)
             depend_free(j->dep);
@@ -152,18 +183,35 @@ void meta_job_free(struct mjob *j)
     }
 }
 
+const char *meta_job_reason(const struct mjob *j)
+{
+    return j->reason ? j->reason : "";
+}
+
+void meta_job_reason_set(struct mjob *j, const char *r)
+{
+    char b[META_REASON_MAX];
+    text_copy(b, sizeof b, r, strlen(r));
+    if (!strcmp(b, meta_job_reason(j)))
+        return;
+    char *n = b[0] ? strdup(b) : NULL;
+    if (b[0] && !n)
+        return;
+    free(j->reason);
+    j->reason = n;
+}
+
 void meta_job_set(struct meta *M, struct mjob *j, enum mj_state st, const char *reason)
 {
-    (void)M;
     if (reason)
-        text_copy(j->reason, sizeof j->reason, reason, strlen(reason));
+        meta_job_reason_set(j, reason);
     if (j->state != st)
         log_info("job %llu: %s -> %s%s%s", (unsigned long long)j->id, meta_state_name(j->state),
                  meta_state_name(st), reason && *reason ? ": " : "", reason ? reason : "");
     j->state = (uint8_t)st;
     if (MJ_ENDED(st) && !j->finished)
         j->finished = wall_now_ms();
-    j->dirty = true;
+    meta_job_dirty(M, j);
 }
 
 /* ---- the job record: a msgpack map ---- */
@@ -207,7 +255,7 @@ static void job_encode(const struct mjob *j, struct wire_buf *wb)
     wire_put_bool(wb, "requeueing", j->requeueing); /* JOB_CTL requeue (issue 24) */
     wire_put_bool(wb, "held", j->held);
     wire_put_u64(wb, "requeues", j->requeues);
-    wire_put_str(wb, "reason", j->reason);
+    wire_put_str(wb, "reason", meta_job_reason(j));
     wire_put_bin(wb, "req", j->req, j->reqlen);
 }
 
@@ -289,7 +337,9 @@ static struct mjob *job_decode(uint64_t id, const void *v, size_t vl)
     j->requeueing = wire_get_bool(o, "requeueing", false); /* absent before: false, 0 */
     j->held = wire_get_bool(o, "held", false);
     j->requeues = (uint32_t)wire_get_u64(o, "requeues", 0);
-    wire_get_strbuf(o, "reason", j->reason, sizeof j->reason);
+    char rs[META_REASON_MAX];
+    wire_get_strbuf(o, "reason", rs, sizeof rs);
+    meta_job_reason_set(j, rs);
 out:
     msgpack_unpacked_destroy(&up);
     return j;
@@ -306,14 +356,16 @@ int meta_jobs_save(struct meta *M)
     struct wire_buf wb;
     wire_buf_init(&wb);
     int rc = 0;
-    for (uint32_t i = 0; i < M->njobs && rc == 0; i++) {
-        struct mjob *j = M->jobs[i];
+    uint32_t n = M->dirty_all ? M->njobs : M->ndirty;
+    for (uint32_t i = 0; i < n && rc == 0; i++) {
+        struct mjob *j = M->dirty_all ? M->jobs[i] : M->dirty[i];
         if (!j->dirty)
             continue;
         rc = record_save_u64(M->store, M->t_jobs, j->id, j, encode_job, &wb);
         j->dirty = false;
     }
     wire_buf_free(&wb);
+    meta_dirty_reset(M);
     return rc;
 }
 

@@ -63,9 +63,9 @@ static void round_over(struct meta *M, struct mjob *j, const char *why)
     j->phase = PH_IDLE;
     j->tried = 0;
     j->retry_at = loop_now_ms() + 1000;
-    if (why && strcmp(j->reason, why)) {
-        text_copy(j->reason, sizeof j->reason, why, strlen(why));
-        j->dirty = true;
+    if (why && strcmp(meta_job_reason(j), why)) {
+        meta_job_reason_set(j, why);
+        meta_job_dirty(M, j);
     }
 }
 
@@ -119,7 +119,7 @@ void meta_decide(struct meta *M, struct mjob *j)
     for (int i = 0; i < M->nsites; i++)
         if (site_for(M, j, i) && !(j->tried & (1ull << i)) && (!mv || i != j->site)) {
             cand[n] = i;
-            start[n++] = tie_break(&M->site[i], array_start(&M->site[i], j, j->start_est[i]), sec);
+            start[n++] = tie_break(&M->site[i], array_start(&M->site[i], j, meta_est(j, i)), sec);
         }
     struct meta_site sites[META_MAX_SITES];
     for (int i = 0; i < M->nsites; i++)
@@ -127,9 +127,9 @@ void meta_decide(struct meta *M, struct mjob *j)
     size_t k = meta_rank(M->policy, sites, cand, start, n, &j->rq, &M->rr_state, order);
     if (mv) {
         /* a move only when clearly better: earlier by more than the margin */
-        int64_t cur = j->start_est[j->site];
+        int64_t cur = meta_est(j, j->site);
         if (k == 0 || cur == META_NEVER ||
-            j->start_est[order[0]] + M->cfg.move_margin_s * 1000 >= cur) {
+            meta_est(j, order[0]) + M->cfg.move_margin_s * 1000 >= cur) {
             j->phase = PH_IDLE;
             if (M->inflight)
                 M->inflight--;
@@ -143,11 +143,11 @@ void meta_decide(struct meta *M, struct mjob *j)
         meta_resv_name(M, j, j->attempt, j->mv_resv, sizeof j->mv_resv);
         j->mv_sjob = 0;
         j->phase = PH_MV_RESERVE;
-        j->dirty = true;
+        meta_job_dirty(M, j);
         log_info("job %" PRIu64 ": site %s offers a start %llds earlier than %s: moving", j->id,
-                 M->site[s].name, (long long)((cur - j->start_est[s]) / 1000),
+                 M->site[s].name, (long long)((cur - meta_est(j, s)) / 1000),
                  M->site[j->site].name);
-        meta_send_reserve(M, &M->site[s], j, j->mv_resv, j->start_est[s]);
+        meta_send_reserve(M, &M->site[s], j, j->mv_resv, meta_est(j, s));
         return;
     }
     if (k == 0) {
@@ -169,7 +169,7 @@ void meta_decide(struct meta *M, struct mjob *j)
     j->requeueing = false; /* a new copy: a requeue is over once the job is placed anew */
     j->site = s;
     j->sjob = 0;
-    j->est_start = j->start_est[s];
+    j->est_start = meta_est(j, s);
     if (M->policy == META_SLURM_M || j->ntasks > 1) { /* sbatch -M, or an array: no reservation */
         j->resv[0] = '\0';
         j->phase = PH_SUBMIT;
@@ -189,19 +189,69 @@ void meta_decide(struct meta *M, struct mjob *j)
     }
 }
 
+int64_t meta_est(const struct mjob *j, int i)
+{
+    return j->start_est && i >= 0 ? j->start_est[i] : 0;
+}
+
+int meta_est_fill(struct meta *M, struct mjob *j, int64_t v)
+{
+    size_t n = M->nsites > 0 ? (size_t)M->nsites : 1;
+    if (!j->start_est) {
+        if (!(j->start_est = malloc(n * sizeof *j->start_est)))
+            return -1;
+        M->nest++;
+    }
+    for (size_t i = 0; i < n; i++)
+        j->start_est[i] = v;
+    return 0;
+}
+
+int meta_est_set(struct meta *M, struct mjob *j, int i, int64_t v)
+{
+    if (!j->start_est && meta_est_fill(M, j, 0) < 0)
+        return -1;
+    j->start_est[i] = v;
+    return 0;
+}
+
+/* The sites of elig whose estimates a placement waits for: all but those that let
+ * META_EST_LATE estimates in a row time out (a slow or stuck site would hold every
+ * placement for meta.estimate_timeout_ms), unless that leaves none. */
+static uint64_t awaited(const struct meta *M, uint64_t elig)
+{
+    uint64_t w = 0;
+    for (int i = 0; i < M->nsites; i++)
+        if ((elig & (1ull << i)) && M->site[i].est_late < META_EST_LATE)
+            w |= 1ull << i;
+    return w ? w : elig;
+}
+
+/* ESTIMATE of j to the sites of elig: those of `wait` as `kind` (id), the others as
+ * probes that nothing waits for. */
+static void send_estimates(struct meta *M, struct mjob *j, uint64_t elig, uint64_t wait, int kind,
+                           uint64_t id)
+{
+    for (int i = 0; i < M->nsites; i++)
+        if (elig & (1ull << i))
+            meta_send_estimate(M, &M->site[i], j, wait & (1ull << i) ? kind : RK_PROBE,
+                               wait & (1ull << i) ? id : 0);
+}
+
 void meta_ask_estimates(struct meta *M, struct mjob *j, bool move)
 {
-    j->asked = 0;
-    for (int i = 0; i < M->nsites; i++)
-        j->start_est[i] = META_NEVER;
+    if (meta_est_fill(M, j, META_NEVER) < 0) { /* no memory: a round later */
+        j->retry_at = loop_now_ms() + 1000;
+        return;
+    }
     if (move) /* its own site: the start the site plans for it (JOB_GET `estimate`) */
         j->start_est[j->site] = j->est_start > 0 ? j->est_start : META_NEVER;
-    for (int i = 0; i < M->nsites; i++) {
-        if (site_for(M, j, i) && !(j->tried & (1ull << i)) && !(move && i == j->site)) {
-            j->asked |= 1ull << i;
-            meta_send_estimate(M, &M->site[i], j, RK_EST, j->id);
-        }
-    }
+    uint64_t elig = 0;
+    for (int i = 0; i < M->nsites; i++)
+        if (site_for(M, j, i) && !(j->tried & (1ull << i)) && !(move && i == j->site))
+            elig |= 1ull << i;
+    j->asked = awaited(M, elig);
+    send_estimates(M, j, elig, j->asked, RK_EST, j->id);
     j->phase = move ? PH_MV_EST : PH_EST;
     j->phase_deadline = loop_now_ms() + M->cfg.estimate_timeout_ms;
     M->inflight++;
@@ -258,9 +308,11 @@ static void ask_grouped(struct meta *M, struct mjob *j, uint32_t first)
         g->cap *= 2;
     }
     if (g) {
+        if (meta_est_fill(M, j, META_NEVER) < 0) { /* no memory: a round later */
+            j->retry_at = loop_now_ms() + 1000;
+            return;
+        }
         g->jobs[g->n++] = j->id;
-        for (int i = 0; i < M->nsites; i++)
-            j->start_est[i] = META_NEVER;
         j->asked = g->asked;
         j->phase = PH_EST;
         j->phase_deadline = loop_now_ms() + M->cfg.estimate_timeout_ms;
@@ -274,6 +326,10 @@ static void ask_grouped(struct meta *M, struct mjob *j, uint32_t first)
         if (site_for(M, j, i))
             asked |= 1ull << i;
     void *p = NULL;
+    if (meta_est_fill(M, j, META_NEVER) < 0) { /* no memory: a round later */
+        j->retry_at = loop_now_ms() + 1000;
+        return;
+    }
     if (!asked || (M->neg == M->capeg &&
                    !(p = realloc(M->eg, (M->capeg ? 2 * M->capeg : 16) * sizeof *M->eg)))) {
         meta_ask_estimates(M, j, false);
@@ -293,15 +349,13 @@ static void ask_grouped(struct meta *M, struct mjob *j, uint32_t first)
     g->cap = 16;
     g->n = 1;
     g->jobs[0] = j->id;
+    uint64_t elig = asked;
+    asked = awaited(M, elig);
     g->asked = asked;
     g->pending = 0;
     for (int i = 0; i < M->nsites; i++)
-        j->start_est[i] = META_NEVER;
-    for (int i = 0; i < M->nsites; i++)
-        if (asked & (1ull << i)) {
-            meta_send_estimate(M, &M->site[i], j, RK_GEST, g->id);
-            g->pending++;
-        }
+        g->pending += (asked >> i) & 1;
+    send_estimates(M, j, elig, asked, RK_GEST, g->id);
     j->asked = asked;
     j->phase = PH_EST;
     j->phase_deadline = loop_now_ms() + M->cfg.estimate_timeout_ms;
@@ -320,7 +374,7 @@ void meta_group_answer(struct meta *M, uint64_t gid, int site, int64_t e, bool a
         if (!j || j->phase != PH_EST || !(j->asked & (1ull << site)))
             continue;
         if (answered)
-            j->start_est[site] = e;
+            meta_est_set(M, j, site, e); /* held since its round began (PH_EST) */
         j->asked &= ~(1ull << site);
         if (!j->asked && answered)
             meta_decide(M, j);
@@ -331,6 +385,11 @@ void meta_group_answer(struct meta *M, uint64_t gid, int site, int64_t e, bool a
 void meta_place_some(struct meta *M)
 {
     int64_t now = loop_now_ms();
+    bool up = false;
+    for (int i = 0; i < M->nsites && !up; i++)
+        up = M->site[i].info.up;
+    if (!up)
+        return; /* no site to ask: a round per spooled job and second would find none */
     uint32_t first = M->neg;
     for (uint32_t i = 0; i < M->njobs && M->inflight < META_INFLIGHT_MAX; i++) {
         struct mjob *j = M->jobs[i];
@@ -342,8 +401,10 @@ void meta_place_some(struct meta *M)
             else
                 ask_grouped(M, j, first);
         } else {
-            for (int s = 0; s < M->nsites; s++)
-                j->start_est[s] = loop_now_ms();
+            if (meta_est_fill(M, j, loop_now_ms()) < 0) {
+                j->retry_at = now + 1000; /* no memory: a round later */
+                continue;
+            }
             M->inflight++;
             j->phase = PH_EST;
             meta_decide(M, j);
@@ -400,7 +461,7 @@ void meta_move_failed(struct meta *M, struct mjob *j, const char *why)
     j->mv_site = -1;
     j->mv_resv[0] = '\0';
     j->mv_sjob = 0;
-    j->dirty = true;
+    meta_job_dirty(M, j);
     j->phase = PH_IDLE;
     if (M->inflight)
         M->inflight--;
@@ -442,7 +503,7 @@ void meta_resume(struct meta *M, struct mjob *j)
         j->mv_site = -1;
         j->mv_resv[0] = '\0';
         j->mv_sjob = 0;
-        j->dirty = true;
+        meta_job_dirty(M, j);
     } else if (j->state == MJ_PLACING && j->site >= 0 && !j->requeueing) {
         j->phase = PH_SUBMIT;
         M->inflight++;
@@ -456,7 +517,7 @@ void meta_resume(struct meta *M, struct mjob *j)
 void meta_job_requeue(struct meta *M, struct mjob *j)
 {
     j->requeues++;
-    j->dirty = true;
+    meta_job_dirty(M, j);
     if (MJ_ENDED(j->state) || j->site < 0) { /* ended at its site, or never placed */
         if (MJ_ENDED(j->state))
             meta_job_requeue_now(M, j, "requeued by its user: placed again");

@@ -172,11 +172,14 @@ static void new_job(struct meta *M, const struct wire_msg *m, struct wire_buf *r
     j->submitted = wall_now_ms();
     j->site = j->mv_site = -1;
     j->state = MJ_QUEUED;
-    j->dirty = true;
-    if ((j->dep = dep)) /* waits, not placed, until it holds (metadep.c) */
-        meta_dep_reason(j, j->reason, sizeof j->reason);
+    j->dirty = true; /* listed by meta_job_add */
+    char r[META_REASON_MAX];
+    if ((j->dep = dep)) { /* waits, not placed, until it holds (metadep.c) */
+        meta_dep_reason(j, r, sizeof r);
+        meta_job_reason_set(j, r);
+    }
     if ((j->held = wire_get_bool(o, "hold", false))) /* submit --hold: the spool keeps it */
-        snprintf(j->reason, sizeof j->reason, "%s", META_HELD_REASON);
+        meta_job_reason_set(j, META_HELD_REASON);
     if (meta_job_add(M, j) < 0) {
         meta_job_free(j);
         fail(reply, m->id, WE_STORAGE, "out of memory");
@@ -256,7 +259,7 @@ static void put_row(struct meta *M, const struct mjob *j, struct wire_buf *wb)
     wire_put_u64(wb, "attempts", j->attempt);
     /* orders about it a site has not acknowledged yet (the outbox, metaorder.c) */
     wire_put_u64(wb, "orders", j->orders);
-    wire_put_str(wb, "reason", j->reason);
+    wire_put_str(wb, "reason", meta_job_reason(j));
 }
 
 static void h_list(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)
@@ -425,13 +428,15 @@ static void hold_release(struct meta *M, struct mjob *j, bool hold, const struct
     }
     if (j->held != hold) {
         j->held = hold;
+        char r[META_REASON_MAX];
         if (hold)
-            snprintf(j->reason, sizeof j->reason, "%s", META_HELD_REASON);
-        else if (j->dep)
-            meta_dep_reason(j, j->reason, sizeof j->reason);
-        else
-            snprintf(j->reason, sizeof j->reason, "released: waiting for placement");
-        j->dirty = true;
+            meta_job_reason_set(j, META_HELD_REASON);
+        else if (j->dep) {
+            meta_dep_reason(j, r, sizeof r);
+            meta_job_reason_set(j, r);
+        } else
+            meta_job_reason_set(j, "released: waiting for placement");
+        meta_job_dirty(M, j);
     }
     wire_begin(reply, WT_OK, m->id, 0);
 }

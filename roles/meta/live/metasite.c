@@ -84,14 +84,14 @@ static int site_state(const char *s)
 
 /* An array's row: its counts, the earliest element start of the page, and the page of
  * task rows kept for JOB at the spool. */
-static void array_progress(struct mjob *j, const msgpack_object *row, const msgpack_object *tasks,
-                           int64_t *started)
+static void array_progress(struct meta *M, struct mjob *j, const msgpack_object *row,
+                           const msgpack_object *tasks, int64_t *started)
 {
     uint32_t c[4] = {
         (uint32_t)wire_get_u64(row, "issued", 0), (uint32_t)wire_get_u64(row, "running", 0),
         (uint32_t)wire_get_u64(row, "done", 0), (uint32_t)wire_get_u64(row, "failed", 0)};
     if (c[0] != j->t_issued || c[1] != j->t_running || c[2] != j->t_done || c[3] != j->t_failed)
-        j->dirty = true;
+        meta_job_dirty(M, j);
     j->t_issued = c[0];
     j->t_running = c[1];
     j->t_done = c[2];
@@ -159,7 +159,7 @@ static void withdrawn(struct meta *M, struct mjob *j, uint64_t code, const char 
 {
     struct msite *old = &M->site[j->site], *to = &M->site[j->mv_site];
     j->withdrawing = false;
-    j->dirty = true;
+    meta_job_dirty(M, j);
     if (code && code != WE_NOT_FOUND) { /* started there (STATE), or refused: it stays */
         meta_send_release(M, to, j->mv_resv);
         meta_move_failed(M, j, msg);
@@ -172,7 +172,7 @@ static void withdrawn(struct meta *M, struct mjob *j, uint64_t code, const char 
     j->site = j->mv_site;
     j->sjob = 0;
     snprintf(j->resv, sizeof j->resv, "%s", j->mv_resv);
-    j->est_start = j->start_est[to->idx];
+    j->est_start = meta_est(j, to->idx);
     j->mv_site = -1;
     j->mv_resv[0] = '\0';
     j->mv_sjob = 0;
@@ -200,7 +200,7 @@ static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
     if (j->pulling) /* its outputs are being copied (issue 26): it ended already */
         return;
     if (j->ntasks > 1) {
-        array_progress(j, row, tasks, &started);
+        array_progress(M, j, row, tasks, &started);
         t0 = NULL; /* the first element says nothing of the array's state */
     }
     if (t0 && t0->type == MSGPACK_OBJECT_MAP) {
@@ -243,13 +243,13 @@ static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
     }
     if (j->withdrawing && ns != MJ_PLACED && j->phase != PH_MV_WITHDRAW) {
         j->withdrawing = false; /* started or ended there: the withdrawal was refused */
-        j->dirty = true;
+        meta_job_dirty(M, j);
     }
     if (ns == MJ_PLACED && started > 0 && j->state == MJ_PLACED && !strcmp(st, "running"))
         ns = MJ_RUNNING;
     if (started > 0 && started != j->started) {
         j->started = started;
-        j->dirty = true;
+        meta_job_dirty(M, j);
     }
     if (ns == MJ_PLACED) {
         int64_t e = wire_get_time(row, "estimate", 0);
@@ -430,6 +430,7 @@ static void site_down(struct meta *M, struct msite *s, const char *why)
         else if (q[i].kind == RK_SUBMIT && (MJ_ENDED(j->state) || j->requeueing))
             meta_order_submit_lost(M, s->idx, j->id); /* a cancelled job's: asked again */
     }
+    s->npoll = 0; /* every JOB_GET in flight was forgotten above */
     free(q);
 }
 
@@ -463,6 +464,11 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
     struct mjob *j = q->job && q->kind != RK_GEST && q->kind != RK_ORDER && q->kind != RK_OUTPUT
                          ? meta_job_find(M, q->job)
                          : NULL;
+    if (q->kind == RK_EST || q->kind == RK_GEST || q->kind == RK_PROBE) {
+        if (s->est_late >= META_EST_LATE)
+            log_info("site %s answers estimates in time again: placements wait for it", s->name);
+        s->est_late = 0;
+    }
     switch (q->kind) {
     case RK_GEST: {
         int64_t e = err ? -1 : wire_get_i64(m->root, "earliest", -1);
@@ -478,7 +484,7 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
             break;
         if (!err) {
             int64_t e = wire_get_i64(m->root, "earliest", -1);
-            j->start_est[s->idx] = e < 0 ? META_NEVER : e;
+            meta_est_set(M, j, s->idx, e < 0 ? META_NEVER : e);
         }
         j->asked &= ~(1ull << s->idx);
         if (!j->asked)
@@ -492,11 +498,11 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
             else
                 j->est_start = resv_start(m, j->est_start);
         } else if (j && j->phase == PH_MV_RESERVE && j->mv_site == s->idx) {
+            if (!err) /* the start it got (flex: maybe later than asked) */
+                meta_est_set(M, j, s->idx, resv_start(m, meta_est(j, s->idx)));
             if (err) {
                 meta_move_failed(M, j, msg);
-            } else if ((j->start_est[s->idx] = resv_start(m, j->start_est[s->idx])) +
-                           M->cfg.move_margin_s * 1000 >=
-                       j->start_est[j->site]) {
+            } else if (meta_est(j, s->idx) + M->cfg.move_margin_s * 1000 >= meta_est(j, j->site)) {
                 /* the site could only reserve later (flex): no longer worth a move */
                 meta_send_release(M, s, j->mv_resv);
                 meta_move_failed(M, j, "its reservation there starts too late");
@@ -506,7 +512,7 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
             } else { /* the old copy goes first, if it has not started: never two */
                 j->phase = PH_MV_WITHDRAW;
                 j->withdrawing = true;
-                j->dirty = true;
+                meta_job_dirty(M, j);
                 meta_send_withdraw(M, j);
             }
         }
@@ -563,6 +569,8 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
             withdrawn(M, j, err ? code : 0, msg);
         break;
     case RK_JOBGET:
+        if (s->npoll)
+            s->npoll--;
         if (!j)
             break;
         j->polling = false;
@@ -661,12 +669,12 @@ static void site_lost(struct meta *M, struct msite *s)
             j->phase = PH_IDLE;
             j->mv_site = -1;
             j->mv_resv[0] = '\0';
-            j->dirty = true;
+            meta_job_dirty(M, j);
         }
         char r[240];
         if (j->state == MJ_PLACED && j->sjob && j->phase == PH_IDLE) {
             j->withdrawing = true;
-            j->dirty = true;
+            meta_job_dirty(M, j);
             meta_order_add(M, s->idx, OR_WITHDRAW, j->id, j->sjob, NULL);
             snprintf(r, sizeof r,
                      "site %s unreachable for %lds: its copy there is withdrawn once the site "
@@ -720,16 +728,23 @@ void meta_sites_tick(struct meta *M)
                 k++;
             }
         for (uint32_t k = 0; k < s->nreq; k++)
-            if (now > s->req[k].deadline && s->req[k].kind != RK_EST && s->req[k].kind != RK_GEST) {
+            if (now > s->req[k].deadline && s->req[k].kind != RK_EST && s->req[k].kind != RK_GEST &&
+                s->req[k].kind != RK_PROBE) {
                 site_down(M, s, "does not answer");
                 break;
             }
         /* estimates past their deadline: decided without them */
         for (uint32_t k = 0; k < s->nreq;)
-            if ((s->req[k].kind == RK_EST || s->req[k].kind == RK_GEST) &&
+            if ((s->req[k].kind == RK_EST || s->req[k].kind == RK_GEST ||
+                 s->req[k].kind == RK_PROBE) &&
                 now > s->req[k].deadline) {
                 struct mreq q = s->req[k];
                 s->req[k] = s->req[--s->nreq];
+                if (++s->est_late == META_EST_LATE)
+                    log_warnx("site %s let %d estimates in a row go unanswered within "
+                              "meta.estimate_timeout_ms: placements no longer wait for it "
+                              "(it is still asked; an answer in time ends this)",
+                              s->name, META_EST_LATE);
                 if (q.kind == RK_GEST)
                     meta_group_answer(M, q.job, i, META_NEVER, false);
             } else {
@@ -753,28 +768,36 @@ void meta_sites_tick(struct meta *M)
             s->sweep_at = now + META_SWEEP_MS;
             meta_send_simple(M, s, RK_RESVLIST, 0, WT_RESV_LIST, NULL, 0);
         }
-        if (now >= s->poll_at) {
+        if (now >= s->poll_at && s->poll_next >= M->njobs) { /* a new round */
             s->poll_at = now + META_POLL_MS;
-            for (uint32_t k = 0; k < M->njobs; k++) {
-                struct mjob *j = M->jobs[k];
-                if (j->site != i || j->polling || !j->sjob ||
-                    !(j->state == MJ_PLACED || j->state == MJ_RUNNING))
-                    continue;
-                struct wire_buf wb;
-                wire_buf_init(&wb);
-                meta_req_begin(M, s, RK_JOBGET, j->id, WT_JOB_GET, 3, M->cfg.request_timeout_ms,
-                               &wb);
-                wire_put_u64(&wb, "job", j->sjob);
-                wire_put_bool(&wb, "tasks", true);
-                wire_put_u64(&wb, "count", j->ntasks > 1 ? META_TASKS_PAGE : 1);
-                meta_queue_out(M, i, &wb);
-                wire_buf_free(&wb);
-                j->polling = true;
-            }
+            s->poll_next = 0;
+        }
+        for (; s->poll_next < M->njobs && s->npoll < META_POLL_WINDOW; s->poll_next++) {
+            struct mjob *j = M->jobs[s->poll_next];
+            if (j->site != i || j->polling || !j->sjob ||
+                !(j->state == MJ_PLACED || j->state == MJ_RUNNING))
+                continue;
+            struct wire_buf wb;
+            wire_buf_init(&wb);
+            meta_req_begin(M, s, RK_JOBGET, j->id, WT_JOB_GET, 3, M->cfg.request_timeout_ms, &wb);
+            wire_put_u64(&wb, "job", j->sjob);
+            wire_put_bool(&wb, "tasks", true);
+            wire_put_u64(&wb, "count", j->ntasks > 1 ? META_TASKS_PAGE : 1);
+            meta_queue_out(M, i, &wb);
+            wire_buf_free(&wb);
+            j->polling = true;
+            s->npoll++;
         }
     }
-    for (uint32_t i = 0; i < M->njobs; i++) {
+    /* placements under way (or their estimates still held): their deadlines; walking
+       10^6 spooled jobs 20 times a second otherwise cost the spool most of a core */
+    for (uint32_t i = 0; (M->inflight || M->nest) && i < M->njobs; i++) {
         struct mjob *j = M->jobs[i];
+        if (j->phase == PH_IDLE && j->start_est) { /* its round is over */
+            free(j->start_est);
+            j->start_est = NULL;
+            M->nest--;
+        }
         if ((j->phase == PH_EST || j->phase == PH_MV_EST) && now > j->phase_deadline) {
             j->asked = 0;
             meta_decide(M, j);
@@ -785,80 +808,6 @@ void meta_sites_tick(struct meta *M)
 }
 
 /* ---- the list ---- */
-
-int meta_sites_parse(struct meta *M, char *err, size_t errlen)
-{
-    char list[CONFIG_STR_MAX];
-    snprintf(list, sizeof list, "%s", M->cfg.sites);
-    M->nsites = 0;
-    for (char *save = NULL, *t = strtok_r(list, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
-        if (M->nsites == META_MAX_SITES) {
-            snprintf(err, errlen, "meta.sites names more than %d sites", META_MAX_SITES);
-            return -1;
-        }
-        struct msite *s = &M->site[M->nsites];
-        memset(s, 0, sizeof *s);
-        s->idx = M->nsites;
-        char *eq = strchr(t, '=');
-        const char *ep = eq ? eq + 1 : t;
-        if (eq)
-            *eq = '\0';
-        struct slurm_conf sc;
-        char serr[300];
-        if (!strncmp(ep, "slurm://", 8) && slurm_url_parse(ep, &sc, serr, sizeof serr) < 0) {
-            snprintf(err, errlen, "meta.sites: %s", serr);
-            return -1;
-        }
-        if (strncmp(ep, "tcp://", 6) && strncmp(ep, "ipc://", 6) && strncmp(ep, "slurm://", 8)) {
-            snprintf(err, errlen,
-                     "meta.sites: '%s' is not an endpoint (tcp://HOST:PORT) or a Slurm cluster "
-                     "(slurm://SLURM_CONF)",
-                     ep);
-            return -1;
-        }
-        snprintf(s->ep, sizeof s->ep, "%s", ep);
-        if (eq && t[0]) {
-            snprintf(s->name, sizeof s->name, "%s", t);
-        } else {
-            const char *p = strstr(ep, "://");
-            snprintf(s->name, sizeof s->name, "%s", p ? p + 3 : ep);
-            for (char *c = s->name; *c; c++)
-                if (*c == ':' || *c == '/')
-                    *c = '_';
-        }
-        for (int k = 0; k < M->nsites; k++)
-            if (!strcmp(M->site[k].name, s->name)) {
-                snprintf(err, errlen, "meta.sites names site '%s' twice", s->name);
-                return -1;
-            }
-        s->info.speed = 1.0;
-        M->nsites++;
-    }
-    if (!M->nsites) {
-        snprintf(err, errlen,
-                 "meta.sites is empty: name at least one batch site, e.g. --set "
-                 "meta.sites=a=tcp://127.0.0.1:7400");
-        return -1;
-    }
-    snprintf(list, sizeof list, "%s", M->cfg.speeds);
-    for (char *save = NULL, *t = strtok_r(list, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
-        char *eq = strchr(t, '=');
-        char *end = NULL;
-        double v = eq ? strtod(eq + 1, &end) : 0;
-        int k = 0;
-        if (eq)
-            *eq = '\0';
-        while (eq && k < M->nsites && strcmp(M->site[k].name, t))
-            k++;
-        if (!eq || k == M->nsites || !end || *end || !(v > 0 && v < 1e6)) {
-            snprintf(err, errlen, "meta.speeds: '%s' is not SITE=SPEED for a site of meta.sites",
-                     t);
-            return -1;
-        }
-        M->site[k].info.speed = v;
-    }
-    return 0;
-}
 
 int meta_sites_open(struct meta *M)
 {
@@ -911,7 +860,7 @@ static void forget_requests(struct meta *M)
         struct msite *s = &M->site[i];
         free(s->req);
         s->req = NULL;
-        s->nreq = s->capreq = 0;
+        s->nreq = s->capreq = s->npoll = s->poll_next = 0;
         s->info_at = s->poll_at = s->sweep_at = 0; /* ask again at once */
     }
     for (uint32_t i = 0; i < M->neg; i++)
