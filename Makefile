@@ -91,10 +91,9 @@ unit: $(addprefix $(BUILD)/tests/,$(UNIT)) $(addprefix $(BUILD)/asan/tests/,$(UN
 	    echo "== $$t"; $(BUILD)/tests/$$t 2>&1; \
 	    echo "== $$t (asan)"; $(BUILD)/asan/tests/$$t 2>&1; done
 
+# The plain and the sanitizer run go at once (scripts/system.sh says why).
 system: $(BUILD)/gridnode $(BUILD)/asan/gridnode
-	GRIDNODE_BIN=$(abspath $(BUILD)/gridnode) $(PYTEST) -q -p no:cacheprovider --durations=15 tests/system
-	GRIDNODE_BIN=$(abspath $(BUILD)/asan/gridnode) GRIDNODE_ASAN=1 \
-	    $(PYTEST) -q -p no:cacheprovider --durations=15 -m "not slow" tests/system
+	BUILD=$(BUILD) bash scripts/system.sh
 
 # tests/net: the grid across network namespaces joined by emulated links (root only;
 # skipped with the reason otherwise). Plain binary only: they are about timing.
