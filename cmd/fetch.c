@@ -235,6 +235,56 @@ static void fetch_page(struct cli *c, uint64_t job, const msgpack_object *tasks,
     }
 }
 
+/*
+ * A parallel job's ranks (issue 26): their kept files come with their stdout and stderr
+ * (JOB_GET output), page after page; the rank plays the task (DIR/RANK/FILE).
+ */
+static int fetch_ranks(struct cli *c, uint64_t job, const char *dir, struct stats *st,
+                       uint64_t *unfinished)
+{
+    uint64_t from = 0;
+    for (;;) {
+        struct wire_buf wb;
+        struct cli_reply r;
+        wire_buf_init(&wb);
+        wire_begin(&wb, WT_JOB_GET, 1, 4);
+        wire_put_u64(&wb, "job", job);
+        wire_put_bool(&wb, "output", true);
+        wire_put_u64(&wb, "from", from);
+        wire_put_u64(&wb, "count", 1000);
+        int rc = cli_call(c, &wb, 1, &r);
+        wire_buf_free(&wb);
+        if (rc != 0)
+            return -1;
+        const msgpack_object *rk = wire_get(wire_get(r.msg.root, "job"), "ranks");
+        uint64_t end = from + 1000;
+        for (uint32_t i = 0; rk && rk->type == MSGPACK_OBJECT_ARRAY && i < rk->via.array.size;
+             i++) {
+            const msgpack_object *p = &rk->via.array.ptr[i], *fl = wire_get(p, "files");
+            uint64_t rank = wire_get_u64(p, "rank", 0);
+            char state[16];
+            wire_get_strbuf(p, "state", state, sizeof state);
+            if (rank < from || rank >= end)
+                continue;
+            if (strcmp(state, "exited"))
+                (*unfinished)++;
+            for (uint32_t k = 0; fl && fl->type == MSGPACK_OBJECT_ARRAY && k < fl->via.array.size;
+                 k++)
+                fetch_file(c, job, rank, &fl->via.array.ptr[k], dir, st);
+        }
+        const msgpack_object *next = wire_get(r.msg.root, "next");
+        uint64_t nf = next && next->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? next->via.u64 : 0;
+        uint64_t n = rk && rk->type == MSGPACK_OBJECT_ARRAY ? rk->via.array.size : 0;
+        cli_reply_free(&r);
+        if (next && nf > from)
+            from = nf;
+        else if (n > end)
+            from = end;
+        else
+            return 0;
+    }
+}
+
 int cmd_fetch(int argc, char **argv)
 {
     struct cli c;
@@ -269,6 +319,18 @@ int cmd_fetch(int argc, char **argv)
         if (rc != 0) {
             cli_unkeep(&c);
             return 1;
+        }
+        const msgpack_object *pj = wire_get(r.msg.root, "job");
+        char kind[16];
+        wire_get_strbuf(pj, "kind", kind, sizeof kind);
+        if (!wire_get(r.msg.root, "tasks") && !strcmp(kind, "parallel") &&
+            wire_get(pj, "ranks")) { /* a parallel job's ranks (issue 26) */
+            cli_reply_free(&r);
+            if (fetch_ranks(&c, job, dir, &st, &unfinished) < 0) {
+                cli_unkeep(&c);
+                return 1;
+            }
+            break;
         }
         fetch_page(&c, job, wire_get(r.msg.root, "tasks"), dir, &st, &unfinished);
         const msgpack_object *next = wire_get(r.msg.root, "next");

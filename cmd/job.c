@@ -192,13 +192,14 @@ static void print_rank_output(const msgpack_object *ranks)
     for (uint32_t i = 0; ranks && i < ranks->via.array.size; i++) {
         const msgpack_object *p = &ranks->via.array.ptr[i];
         char host[64];
-        if (!wire_get(p, "stdout") && !wire_get(p, "stderr"))
+        if (!wire_get(p, "stdout") && !wire_get(p, "stderr") && !wire_get(p, "files_note"))
             continue;
         cli_text(p, "host", host, sizeof host);
         printf("\nrank %llu (host %s):\n", (unsigned long long)wire_get_u64(p, "rank", 0),
                host[0] ? host : "-");
         print_bytes("stdout", p, "stdout", "out_trunc");
         print_bytes("stderr", p, "stderr", "err_trunc");
+        fetch_print_files(p); /* issue 26: the files it kept (submit -p --output) */
     }
 }
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "roles/cluster/files.h"
 #include "roles/cluster/scored_int.h"
 
 /* What the node should do with rank r of j; NULL: nothing to say (not started, not held). */
@@ -39,7 +40,8 @@ static void pack_cmd(struct cluster *c, struct wire_buf *wb, const struct pjob *
     uint32_t nenv = 0;
     while (j->env && j->env[nenv])
         nenv++;
-    wire_pack_map(wb, spec ? 7 + (j->cwd != NULL) + (j->mem_lim > 0) : 3);
+    wire_pack_map(wb,
+                  spec ? 7 + (j->cwd != NULL) + (j->mem_lim > 0) + files_par_cmd_nfields(j) : 3);
     wire_put_u64(wb, "job", j->id);
     wire_put_u64(wb, "rank", r);
     wire_put_str(wb, "want", w);
@@ -70,6 +72,7 @@ static void pack_cmd(struct cluster *c, struct wire_buf *wb, const struct pjob *
         wire_put_str(wb, "chdir", j->cwd);
     if (j->mem_lim > 0) /* the node's cgroup for the job caps it (docs/security.md) */
         wire_put_u64(wb, "mem_mb", j->mem_lim);
+    files_par_cmd_pack(j, r, wb); /* issue 26: its inputs, the output globs */
 }
 
 /* Would the node act on w for p (not already in that state as it reported)? */
