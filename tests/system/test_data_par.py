@@ -143,3 +143,26 @@ def test_parallel_job_with_files_through_the_batch_role(cluster_factory, client_
     r = run_cli(gridnode_bin, "fetch", "-e", b.endpoint, jid, out)
     assert r.returncode == 0 and "4 file(s) fetched" in r.stdout, (r.stdout, r.stderr)
     check_fetched(out, shared)  # DIR/RANK/FILE, as at the cluster
+
+
+def test_parallel_job_with_files_through_the_grid_spool(cluster_factory, client_factory,
+                                                        batch_factory, meta_factory,
+                                                        gridnode_bin, tmp_path):
+    cl = two_hosts(cluster_factory, client_factory)
+    b = batch_factory([cl])
+    wait_until(lambda: sum(n["active"] for n in b.client().ok("NODE_LIST", "NODES")["nodes"])
+               >= 2, scaled(20), msg="the batch role sees both hosts")
+    m = meta_factory({"site": b})
+    shared = inputs(tmp_path)
+    jid = submit(gridnode_bin, m.endpoint, shared, tmp_path)
+    wait_until(lambda: m.client().ok("JOB_GET", "JOB", job=jid)["job"]["state"]
+               in ("done", "failed", "killed", "cancelled"), scaled(90),
+               msg="spool job %d ends" % jid)
+    j = m.client().ok("JOB_GET", "JOB", job=jid, tasks=True)
+    assert j["job"]["state"] == "done", j
+    for f in j["tasks"][0]["files"]:  # copied back into the spool's own store
+        assert stored_path(m, f["hash"]).stat().st_size == f["size"]
+    out = tmp_path / "results"
+    r = run_cli(gridnode_bin, "fetch", "-e", m.endpoint, jid, out)
+    assert r.returncode == 0 and "4 file(s) fetched" in r.stdout, (r.stdout, r.stderr)
+    check_fetched(out, shared)  # DIR/RANK/FILE at every level
