@@ -13,6 +13,7 @@ import os
 from conftest import FAST_CLIENT, TYPES, scaled, wait_until
 from test_data import CHUNK, run_cli, sha, stored_path
 
+CLIENT_SANDBOX = True   # conftest client_factory: the shipped execution boundary
 T = dict(TYPES, PSUBMIT=39, SD_INFO=42)
 SD = {"store.sync": "none", "tasks.heartbeat_s": 1, "tasks.idle_wait_s": 1,
       "queues.sync_ms": 100}
@@ -166,3 +167,19 @@ def test_parallel_job_with_files_through_the_grid_spool(cluster_factory, client_
     r = run_cli(gridnode_bin, "fetch", "-e", m.endpoint, jid, out)
     assert r.returncode == 0 and "4 file(s) fetched" in r.stdout, (r.stdout, r.stderr)
     check_fetched(out, shared)  # DIR/RANK/FILE at every level
+
+
+def test_rank_whose_input_is_gone_fails_naming_it(cluster_factory, client_factory):
+    cl = cluster_factory(SD)
+    data = b"input of the job\n"
+    c = cl.client()
+    c.ok("FILE_PUT", "FILE_STATE", hash=sha(data), size=len(data), off=0, data=data)
+    jid = c.ok("PSUBMIT", "SUBMITTED", argv=["cat", "in.dat"], procs=1, wait=True,
+               inputs=[{"name": "in.dat", "hash": sha(data), "size": len(data)}])["job"]
+    stored_path(cl, sha(data)).unlink()  # lost at the cluster before any host fetched it
+    client_factory(cl, 1, sets=NODE)
+    wait_until(lambda: cl.rpc(T["JOB_GET"], job=jid)["job"]["state"] in ("failed", "done"),
+               scaled(30), msg="job %d ends" % jid)
+    j = cl.rpc(T["JOB_GET"], job=jid)["job"]
+    assert j["state"] == "failed" and "could not start" in j["reason"] \
+        and "in.dat" in j["reason"], j
