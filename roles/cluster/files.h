@@ -34,6 +34,18 @@ struct request;
 
 /* ---- files_par.c ---- */
 
+/* Input entries one rank of a parallel job may have (the job's shared ones and its own):
+ * each is named in the rank's start command, and one PSYNC_ACK holds at most 65,536
+ * msgpack values (docs/wire.md 2), 7 per entry. A PSYNC_ACK carries the inputs of this
+ * many entries at most (the first rank's always): the other ranks' starts follow in the
+ * next ones. */
+#define FILES_PAR_INPUTS_MAX 4096u
+/* PSUBMIT m's files checked: files_submit_check with ntasks = procs ("task" names a
+ * rank), and no rank over FILES_PAR_INPUTS_MAX entries. NULL, or the reason. */
+const char *files_par_check(struct cluster *c, const msgpack_object *m, char *why, size_t wl);
+/* How many input entries rank of j gets (0 for a job without files). */
+uint32_t files_par_rank_inputs(const struct pjob *j, uint32_t rank);
+
 /* PSUBMIT m's "inputs" / "outputs" (checked by files_submit_check with ntasks = procs:
  * "task" names a rank) kept with j (j->data, saved with its record): 0, or -1 (out of
  * memory). */

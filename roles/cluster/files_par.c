@@ -5,12 +5,60 @@
  * ranks name (for FILE_GET and the sweep). A rank's kept outputs are stored with its
  * stdout and stderr (scored_output.c, table "poutput").
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "roles/cluster/files.h"
 #include "roles/cluster/scored_int.h"
 #include "store/store.h"
+
+/* Counts an input entry for rank *arg[0] (shared ones and its own). */
+static int count_rank(void *arg, const msgpack_object *in)
+{
+    uint32_t *a = arg;
+    if (!wire_get(in, "task") || wire_get_u64(in, "task", 0) == a[0])
+        a[1]++;
+    return 0;
+}
+
+const char *files_par_check(struct cluster *c, const msgpack_object *m, char *why, size_t wl)
+{
+    uint64_t procs = wire_get_u64(m, "procs", 1);
+    const char *bad = files_submit_check(c, m, procs, why, wl);
+    const msgpack_object *in = wire_get(m, "inputs");
+    if (bad || !in || in->type != MSGPACK_OBJECT_ARRAY)
+        return bad;
+    uint32_t shared = 0, *own = calloc(procs + 1, sizeof *own);
+    if (!own)
+        return "out of memory; retry later";
+    for (uint32_t i = 0; i < in->via.array.size; i++) {
+        const msgpack_object *e = &in->via.array.ptr[i];
+        if (!wire_get(e, "task"))
+            shared++;
+        else if (wire_get_u64(e, "task", 0) < procs)
+            own[wire_get_u64(e, "task", 0)]++;
+    }
+    for (uint64_t r = 0; r < procs && !bad; r++)
+        if (shared + own[r] > FILES_PAR_INPUTS_MAX) {
+            snprintf(why, wl,
+                     "rank %llu would get %u input entries, more than the %u a rank takes "
+                     "(each is named in its start command): pack them into fewer files "
+                     "(an archive or a directory of archives)",
+                     (unsigned long long)r, shared + own[r], FILES_PAR_INPUTS_MAX);
+            bad = why;
+        }
+    free(own);
+    return bad;
+}
+
+uint32_t files_par_rank_inputs(const struct pjob *j, uint32_t rank)
+{
+    uint32_t a[2] = {rank, 0};
+    if (j->data)
+        filestore_each_input(j->data, j->data_len, UINT32_MAX, count_rank, a);
+    return a[1];
+}
 
 int files_par_attach(struct pjob *j, const msgpack_object *m)
 {

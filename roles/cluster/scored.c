@@ -853,7 +853,7 @@ void h_psubmit(struct cluster *c, struct request *r)
         return;
     }
     /* issue 26: as SUBMIT's, a "task" naming a rank */
-    if ((bad = files_submit_check(c, m, wire_get_u64(m, "procs", 1), why, sizeof why))) {
+    if ((bad = files_par_check(c, m, why, sizeof why))) {
         scored_reply_err(r, WE_INVALID, "PSUBMIT refused: %s", bad);
         return;
     }

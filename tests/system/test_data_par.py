@@ -109,6 +109,11 @@ def test_parallel_job_files_refused(cluster_factory, client_factory, gridnode_bi
     r = c.err("PSUBMIT", "INVALID",
               inputs=[{"name": "a", "hash": sha(data), "size": 5, "task": 2}], **base)
     assert "task 2" in r["msg"], r
+    # each rank's inputs are named in its start command: at most 4096 entries a rank
+    many = [{"name": "f%d" % i, "hash": sha(data), "size": 5} for i in range(4097)]
+    r = c.err("PSUBMIT", "INVALID", inputs=many, **base)
+    assert "4097 input entries" in r["msg"] and "4096" in r["msg"], r
+    c.ok("PSUBMIT", "SUBMITTED", inputs=many[:4096], wait=True, **base)
     r = run_cli(gridnode_bin, "submit", "-e", cl.endpoint, "-p", 2, "--output", "../x", "true")
     assert r.returncode != 0 and "--output '../x'" in r.stderr, r.stderr
     r = run_cli(gridnode_bin, "submit", "-e", cl.endpoint, "-p", 2, "--input",
@@ -183,3 +188,21 @@ def test_rank_whose_input_is_gone_fails_naming_it(cluster_factory, client_factor
     j = cl.rpc(T["JOB_GET"], job=jid)["job"]
     assert j["state"] == "failed" and "could not start" in j["reason"] \
         and "in.dat" in j["reason"], j
+
+
+def test_many_inputs_start_over_several_replies(cluster_factory, client_factory):
+    """Four ranks on one host with 3,000 input entries each (84,000 msgpack values: more
+    than one message may hold): one PSYNC_ACK names at most 4,096 entries, so each rank's
+    start follows in its own reply; all run with every input in place."""
+    cl = cluster_factory(SD)
+    data = b"x\n"
+    c = cl.client()
+    c.ok("FILE_PUT", "FILE_STATE", hash=sha(data), size=len(data), off=0, data=data)
+    many = [{"name": "d/f%d" % i, "hash": sha(data), "size": 2} for i in range(3000)]
+    jid = c.ok("PSUBMIT", "SUBMITTED", argv=["test $(cat d/* | wc -l) = 3000"], shell=True,
+               procs=4, ppn=4, wait=True, inputs=many)["job"]
+    client_factory(cl, 1, sets=dict(FAST_CLIENT, **{"client.slots": 4}))
+    wait_until(lambda: cl.rpc(T["JOB_GET"], job=jid)["job"]["state"] in ("failed", "done"),
+               scaled(60), msg="job %d ends" % jid)
+    j = cl.rpc(T["JOB_GET"], job=jid)["job"]
+    assert j["state"] == "done", j

@@ -490,7 +490,8 @@ static void pack_kept(struct wire_buf *wb, const struct stage_files *f)
 
 void pprocs_pack(struct pprocs *pp, struct wire_buf *wb)
 {
-    size_t sent = 0; /* output bytes in this message so far */
+    size_t sent = 0;     /* output bytes in this message so far */
+    uint32_t nfiles = 0; /* and kept files named (issue 26) */
     /* PSYNCs go at every exit (long-poll): measure at most every PPROCS_MEASURE_MS and
      * report the last figures in between */
     struct timespec ts;
@@ -510,9 +511,13 @@ void pprocs_pack(struct pprocs *pp, struct wire_buf *wb)
         bool err = p->run.error[0] != '\0';
         size_t out = p->run.out.len + p->run.err.len;
         /* issue 26: the exit of one whose outputs are being uploaded waits for them */
-        bool ex = p->exited && !p->uploading && (sent == 0 || sent + out <= PPROCS_OUTPUT_MAX);
-        bool kept = ex && p->files && p->files->collected && p->files->nout > 0;
+        uint32_t nf = p->files && p->files->collected ? p->files->nout : 0;
+        bool ex = p->exited && !p->uploading &&
+                  ((sent == 0 && nfiles == 0) ||
+                   (sent + out <= PPROCS_OUTPUT_MAX && nfiles + nf <= PPROCS_FILES_MAX));
+        bool kept = ex && nf > 0;
         sent += ex ? out : 0;
+        nfiles += ex ? nf : 0;
         wire_pack_map(wb, ex ? (err ? 13 : 12) + kept + (p->note[0] != '\0') : 6);
         wire_put_u64(wb, "job", p->job);
         wire_put_u64(wb, "rank", p->rank);

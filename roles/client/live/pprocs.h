@@ -19,6 +19,9 @@
 
 /* Output bytes one PSYNC carries at most (beyond the first exited process's). */
 #define PPROCS_OUTPUT_MAX (24u << 20)
+/* Kept files (issue 26) one PSYNC names at most (beyond the first exited process's, at
+ * most 1,024): 7 msgpack values each, within a message's 65,536 (docs/wire.md 2). */
+#define PPROCS_FILES_MAX 4096u
 /* CPU, memory and disk of live processes are measured at most this often. */
 #define PPROCS_MEASURE_MS 200
 
