@@ -179,17 +179,21 @@ static int download(struct cli *c, uint64_t job, uint64_t idx, const char *hex, 
     return rc;
 }
 
-/* One kept file of task idx into dir/idx/name. */
+/* One kept file of task idx into dir/idx/name; flat: into dir/name (a batch role's
+ * parallel job: its one element's files are named RANK/NAME, issue 26). */
 static void fetch_file(struct cli *c, uint64_t job, uint64_t idx, const msgpack_object *f,
-                       const char *dir, struct stats *st)
+                       const char *dir, struct stats *st, bool flat)
 {
     size_t nl, hl;
     const char *name = wire_get_str(f, "name", &nl), *h = wire_get_str(f, "hash", &hl);
     uint64_t size = wire_get_u64(f, "size", 0);
     char shown[1200], path[4200], part[4300], hex[SHA256_HEX];
     const char *bad = name ? datapath_problem(name, nl) : "is missing";
-    snprintf(shown, sizeof shown, "%llu/%.*s", (unsigned long long)idx,
-             (int)(nl > 1100 ? 1100 : nl), name ? name : "");
+    if (flat)
+        snprintf(shown, sizeof shown, "%.*s", (int)(nl > 1100 ? 1100 : nl), name ? name : "");
+    else
+        snprintf(shown, sizeof shown, "%llu/%.*s", (unsigned long long)idx,
+                 (int)(nl > 1100 ? 1100 : nl), name ? name : "");
     if (!bad && !(h && sha256_is_hex(h, hl)))
         bad = "has no valid hash";
     if (bad) {
@@ -222,7 +226,7 @@ static void fetch_file(struct cli *c, uint64_t job, uint64_t idx, const msgpack_
 
 /* The tasks of one JOB page: each kept file fetched. */
 static void fetch_page(struct cli *c, uint64_t job, const msgpack_object *tasks, const char *dir,
-                       struct stats *st, uint64_t *unfinished)
+                       struct stats *st, uint64_t *unfinished, bool flat)
 {
     for (uint32_t i = 0; tasks && i < tasks->via.array.size; i++) {
         const msgpack_object *t = &tasks->via.array.ptr[i], *fl = wire_get(t, "files");
@@ -231,7 +235,57 @@ static void fetch_page(struct cli *c, uint64_t job, const msgpack_object *tasks,
         if (strcmp(state, "ok") && strcmp(state, "failed"))
             (*unfinished)++;
         for (uint32_t k = 0; fl && fl->type == MSGPACK_OBJECT_ARRAY && k < fl->via.array.size; k++)
-            fetch_file(c, job, wire_get_u64(t, "idx", 0), &fl->via.array.ptr[k], dir, st);
+            fetch_file(c, job, wire_get_u64(t, "idx", 0), &fl->via.array.ptr[k], dir, st, flat);
+    }
+}
+
+/*
+ * A parallel job's ranks (issue 26): their kept files come with their stdout and stderr
+ * (JOB_GET output), page after page; the rank plays the task (DIR/RANK/FILE).
+ */
+static int fetch_ranks(struct cli *c, uint64_t job, const char *dir, struct stats *st,
+                       uint64_t *unfinished)
+{
+    uint64_t from = 0;
+    for (;;) {
+        struct wire_buf wb;
+        struct cli_reply r;
+        wire_buf_init(&wb);
+        wire_begin(&wb, WT_JOB_GET, 1, 4);
+        wire_put_u64(&wb, "job", job);
+        wire_put_bool(&wb, "output", true);
+        wire_put_u64(&wb, "from", from);
+        wire_put_u64(&wb, "count", 1000);
+        int rc = cli_call(c, &wb, 1, &r);
+        wire_buf_free(&wb);
+        if (rc != 0)
+            return -1;
+        const msgpack_object *rk = wire_get(wire_get(r.msg.root, "job"), "ranks");
+        uint64_t end = from + 1000;
+        for (uint32_t i = 0; rk && rk->type == MSGPACK_OBJECT_ARRAY && i < rk->via.array.size;
+             i++) {
+            const msgpack_object *p = &rk->via.array.ptr[i], *fl = wire_get(p, "files");
+            uint64_t rank = wire_get_u64(p, "rank", 0);
+            char state[16];
+            wire_get_strbuf(p, "state", state, sizeof state);
+            if (rank < from || rank >= end)
+                continue;
+            if (strcmp(state, "exited"))
+                (*unfinished)++;
+            for (uint32_t k = 0; fl && fl->type == MSGPACK_OBJECT_ARRAY && k < fl->via.array.size;
+                 k++)
+                fetch_file(c, job, rank, &fl->via.array.ptr[k], dir, st, false);
+        }
+        const msgpack_object *next = wire_get(r.msg.root, "next");
+        uint64_t nf = next && next->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? next->via.u64 : 0;
+        uint64_t n = rk && rk->type == MSGPACK_OBJECT_ARRAY ? rk->via.array.size : 0;
+        cli_reply_free(&r);
+        if (next && nf > from)
+            from = nf;
+        else if (n > end)
+            from = end;
+        else
+            return 0;
     }
 }
 
@@ -270,7 +324,21 @@ int cmd_fetch(int argc, char **argv)
             cli_unkeep(&c);
             return 1;
         }
-        fetch_page(&c, job, wire_get(r.msg.root, "tasks"), dir, &st, &unfinished);
+        const msgpack_object *pj = wire_get(r.msg.root, "job");
+        char kind[16];
+        wire_get_strbuf(pj, "kind", kind, sizeof kind);
+        if (!wire_get(r.msg.root, "tasks") && !strcmp(kind, "parallel") &&
+            wire_get(pj, "ranks")) { /* a parallel job's ranks (issue 26) */
+            cli_reply_free(&r);
+            if (fetch_ranks(&c, job, dir, &st, &unfinished) < 0) {
+                cli_unkeep(&c);
+                return 1;
+            }
+            break;
+        }
+        /* a batch role's parallel job: one element, its files named RANK/NAME */
+        fetch_page(&c, job, wire_get(r.msg.root, "tasks"), dir, &st, &unfinished,
+                   !strcmp(kind, "parallel"));
         const msgpack_object *next = wire_get(r.msg.root, "next");
         uint64_t nf = next && next->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? next->via.u64 : 0;
         cli_reply_free(&r);

@@ -192,13 +192,14 @@ static void print_rank_output(const msgpack_object *ranks)
     for (uint32_t i = 0; ranks && i < ranks->via.array.size; i++) {
         const msgpack_object *p = &ranks->via.array.ptr[i];
         char host[64];
-        if (!wire_get(p, "stdout") && !wire_get(p, "stderr"))
+        if (!wire_get(p, "stdout") && !wire_get(p, "stderr") && !wire_get(p, "files_note"))
             continue;
         cli_text(p, "host", host, sizeof host);
         printf("\nrank %llu (host %s):\n", (unsigned long long)wire_get_u64(p, "rank", 0),
                host[0] ? host : "-");
         print_bytes("stdout", p, "stdout", "out_trunc");
         print_bytes("stderr", p, "stderr", "err_trunc");
+        fetch_print_files(p); /* issue 26: the files it kept (submit -p --output) */
     }
 }
 
@@ -235,8 +236,21 @@ static int print_pjob(struct cli *c, uint64_t job, struct cli_reply *r, bool out
     cli_pjob_print(j, !summary);
     if (!output)
         return 0;
-    if (!wire_get(j, "ranks")) /* a batch role's job: the cluster keeps the output */
-        return output_at_hint(c, job, wire_get(r->msg.root, "output_at"));
+    if (!wire_get(j, "ranks")) { /* a batch role's job: the cluster keeps the output */
+        struct cli_reply t;      /* issue 26: the files it copied back, named RANK/NAME */
+        bool files = false;
+        if (fetch(c, job, true, false, 0, 1, &t) == 0) {
+            const msgpack_object *rows = wire_get(t.msg.root, "tasks");
+            if (rows && rows->type == MSGPACK_OBJECT_ARRAY && rows->via.array.size &&
+                (files = wire_get(&rows->via.array.ptr[0], "files") != NULL)) {
+                printf("\nfiles kept at the batch role (gridnode fetch downloads them):\n");
+                fetch_print_files(&rows->via.array.ptr[0]);
+            }
+            cli_reply_free(&t);
+        }
+        int rc = output_at_hint(c, job, wire_get(r->msg.root, "output_at"));
+        return files ? 0 : rc;
+    }
     print_rank_output(wire_get(j, "ranks"));
     uint64_t end = from + count;
     while (wire_get(r->msg.root, "next")) {

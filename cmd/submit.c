@@ -32,9 +32,11 @@ static const char usage[] =
     "                         under its base name; a directory is taken whole; a PATTERN\n"
     "                         with {i} gives task i its own file. Files are uploaded to\n"
     "                         the cluster (or batch role) first, only what it lacks; a\n"
-    "                         batch role passes them on (docs/data.md)\n"
+    "                         batch role passes them on (docs/data.md). With -p, every\n"
+    "                         process (rank) gets it, {i} being the rank\n"
     "  --output GLOB          (repeatable) files a task leaves in its working directory\n"
-    "                         that match GLOB are kept (gridnode fetch JOB gets them)\n"
+    "                         that match GLOB are kept (gridnode fetch JOB gets them);\n"
+    "                         with -p, every rank's, fetched as DIR/RANK/FILE\n"
     "  --checkpoint-s S       every S seconds a running task's checkpoint directory\n"
     "                         ($GRIDNODE_CHECKPOINT_DIR) is sent to the cluster, so a task\n"
     "                         issued again to another node starts from it (at most\n"
@@ -194,14 +196,13 @@ static int check_opts(struct cli *c, const struct submit_opts *o)
     else if ((o->name && !*o->name) || (o->user && !*o->user) || (o->group && !*o->group))
         bad = "--name, --user and --group must not be empty";
     if (!bad && o->has_procs) { /* bag-of-tasks options given to a parallel job */
-        const char *opt = o->has_tasks                ? "-n/--tasks"
-                          : o->ninputs || o->noutputs ? "--input/--output"
-                          : o->stdin_pattern          ? "--stdin"
-                          : o->has_complexity         ? "--complexity"
-                          : o->deadline               ? "--deadline"
-                          : o->ckpt_s                 ? "--checkpoint-s"
-                          : o->gpus || o->gpu_type    ? "--gpus/--gpu-type"
-                                                      : NULL;
+        const char *opt = o->has_tasks             ? "-n/--tasks"
+                          : o->stdin_pattern       ? "--stdin"
+                          : o->has_complexity      ? "--complexity"
+                          : o->deadline            ? "--deadline"
+                          : o->ckpt_s              ? "--checkpoint-s"
+                          : o->gpus || o->gpu_type ? "--gpus/--gpu-type"
+                                                   : NULL;
         if (opt) {
             snprintf(why, sizeof why,
                      "%s is for a bag of tasks, not a parallel job (-p): drop one of them", opt);
@@ -598,10 +599,19 @@ static int submit_parallel(struct cli *c, const struct submit_opts *o)
         fprintf(stderr, "%s: %s\n", c->prog, why);
         return 2;
     }
+    struct submit_data *sd; /* issue 26: every rank's inputs, {i} naming the rank */
+    if (submit_data_prepare(c, o->user, o->inputs, o->ninputs, o->outputs, o->noutputs, o->procs,
+                            &sd) < 0) {
+        submit_env_free(env, cwd);
+        return 1;
+    }
     uint32_t nf = 6 + o->has_ppn + (o->name != NULL) + (o->user != NULL) + (o->group != NULL) +
                   o->has_queue + (o->mem > 0) + (o->disk > 0) + (o->cpu > 0) + o->has_limit +
-                  sched_fields(o) + o->network + jobenv_put(NULL, env, cwd);
+                  sched_fields(o) + o->network + jobenv_put(NULL, env, cwd) +
+                  submit_data_nfields(sd);
     wire_begin(&wb, WT_PSUBMIT, 1, nf);
+    submit_data_put(&wb, sd);
+    submit_data_free(&sd);
     put_sched(&wb, o);
     jobenv_put(&wb, env, cwd); /* --export / --chdir (issue 15) */
     submit_env_free(env, cwd);
@@ -658,6 +668,8 @@ static int submit_parallel(struct cli *c, const struct submit_opts *o)
                c->endpoint, (unsigned long long)job, c->endpoint);
     cli_reply_free(&r);
     fflush(stdout);
+    if (!o->wait)
+        cli_unkeep(c); /* kept for the uploads of --input (issue 26) */
     return o->wait ? cmd_job_wait(c, job) : 0;
 }
 

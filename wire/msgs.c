@@ -295,6 +295,9 @@ static const struct wire_field pstat_fields[] = {
     {"signal", WF_UINT, false, 255},
     {"error", WF_STR, false, 1024},
     OUTPUT_FIELDS,
+    /* issue 26: with "exit", the outputs it kept (uploaded before), and what was not */
+    {"files", WF_ARRAY, false, WIRE_FILE_OUTPUTS_MAX * 16, WF_MAP, outfile_fields},
+    {"files_note", WF_STR, false, 1024},
     {NULL},
 };
 
@@ -307,6 +310,7 @@ static const struct wire_field pcmd_fields[] = {
     {"shell", WF_BOOL, false},
     JOBENV_FIELDS(4096 + 64),    /* "env": the job's --export and up to 64 more */
     {"network", WF_BOOL, false}, /* issue 23: false: the process runs without it */
+    FILES_FIELDS, /* issue 26: the rank's inputs (placed before it starts), output globs */
     {NULL},
 };
 
@@ -366,6 +370,7 @@ static const struct wire_field f_psubmit[] = {
     JOBENV_FIELDS(4096),
     GPU_REQ_FIELDS, /* refused by the cluster when set (parallel jobs are not pulled) */
     {"network", WF_BOOL, false}, /* issue 23: recorded; see docs/wire.md 6.6 */
+    FILES_FIELDS,                /* issue 26: as SUBMIT's, "task" naming a rank */
     {NULL},
 };
 

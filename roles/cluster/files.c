@@ -13,6 +13,7 @@
 #include "lib/log.h"
 #include "roles/cluster/cluster.h"
 #include "roles/cluster/files.h"
+#include "roles/cluster/scored_int.h"
 #include "store/store.h"
 
 static uint64_t limit_bytes(const struct cluster *c)
@@ -98,18 +99,19 @@ void files_h_get(struct cluster *c, struct request *r)
     bool out = wire_get(m, "idx") != NULL;
     uint32_t idx = (uint32_t)wire_get_u64(m, "idx", 0);
     struct job *j = cluster_job_find(c, id);
+    struct pjob *pj = j || !c->sd ? NULL : scored_job_find(c, id); /* a parallel job's */
     const struct curve_ident *who = curve_current();
     if (filestore_parse_hash(hex, hl, d) < 0) {
         cluster_reply_error(r, WE_INVALID, "hash must be a SHA-256 as 64 lower-case hex digits");
         return;
     }
-    if (!j) {
+    if (!j && !pj) {
         cluster_reply_error(r, WE_NOT_FOUND, "no job %llu (gridnode jobs lists them)",
                             (unsigned long long)id);
         return;
     }
     bool node = who && who->kind == CURVE_NODE;
-    if (!node && !curve_may_touch(j->user)) {
+    if (!node && !curve_may_touch(j ? j->user : pj->user)) {
         cluster_reply_error(
             r, WE_DENIED,
             "job %llu belongs to another user; only its owner and the administrators "
@@ -122,9 +124,10 @@ void files_h_get(struct cluster *c, struct request *r)
         return;
     }
     struct fsfile *f = filestore_find(c->files, d);
-    bool named = out ? idx < j->ntasks && is_output(c, j, idx, hex)
-                     : each_input(j, UINT32_MAX, is_hash, (void *)hex) > 0 ||
-                           files_ckpt_names(c, j, d); /* a checkpoint to migrate */
+    bool named = pj    ? files_par_names(c, pj, out, idx, hex)
+                 : out ? idx < j->ntasks && is_output(c, j, idx, hex)
+                       : each_input(j, UINT32_MAX, is_hash, (void *)hex) > 0 ||
+                             files_ckpt_names(c, j, d); /* a checkpoint to migrate */
     if (!named || !f || !f->done) {
         cluster_reply_error(r, WE_NOT_FOUND, "job %llu has no %s file %.12s%s",
                             (unsigned long long)id, out ? "output" : "input", hex,
@@ -334,7 +337,8 @@ void files_sweep(struct cluster *c)
         store_key_u64_u32(key, j->id, 0);
         store_iter(c->store, c->t_results, key, sizeof key, mark_result, &m);
     }
-    if (files_ckpt_sweep(c) < 0) /* the checkpoints of unfinished tasks are kept */
+    files_par_each(c, mark_named, c); /* parallel jobs' inputs and ranks' outputs */
+    if (files_ckpt_sweep(c) < 0)      /* the checkpoints of unfinished tasks are kept */
         c->turn_failed = true;
     int64_t older = now - (int64_t)c->cfg.files_keep_s * 1000;
     if (filestore_each(c->files, drop_unnamed, &older) < 0)

@@ -6,6 +6,10 @@
  *
  *   files.c        the requests (FILE_*), a job's files at SUBMIT, a task's files in its
  *                  task map and in its result
+ *   files_par.c    a parallel job's files (PSUBMIT "inputs", "outputs"): kept with the
+ *                  job, named in each rank's PSYNC_ACK command, its ranks' kept outputs
+ *                  (stored with their stdout, scored_output.c) found for FILE_GET and
+ *                  the sweep
  *   files_ckpt.c   tasks' checkpoints (CKPT): the latest per task, kept in table "ckpt",
  *                  handed with the task when it is issued again, dropped once it is done
  *
@@ -25,7 +29,37 @@
 
 struct cluster;
 struct job;
+struct pjob;
 struct request;
+
+/* ---- files_par.c ---- */
+
+/* Input entries one rank of a parallel job may have (the job's shared ones and its own):
+ * each is named in the rank's start command, and one PSYNC_ACK holds at most 65,536
+ * msgpack values (docs/wire.md 2), 7 per entry. A PSYNC_ACK carries the inputs of this
+ * many entries at most (the first rank's always): the other ranks' starts follow in the
+ * next ones. */
+#define FILES_PAR_INPUTS_MAX 4096u
+/* PSUBMIT m's files checked: files_submit_check with ntasks = procs ("task" names a
+ * rank), and no rank over FILES_PAR_INPUTS_MAX entries. NULL, or the reason. */
+const char *files_par_check(struct cluster *c, const msgpack_object *m, char *why, size_t wl);
+/* How many input entries rank of j gets (0 for a job without files). */
+uint32_t files_par_rank_inputs(const struct pjob *j, uint32_t rank);
+
+/* PSUBMIT m's "inputs" / "outputs" (checked by files_submit_check with ntasks = procs:
+ * "task" names a rank) kept with j (j->data, saved with its record): 0, or -1 (out of
+ * memory). */
+int files_par_attach(struct pjob *j, const msgpack_object *m);
+/* Fields the PSYNC_ACK command starting a rank of j adds ("inputs": those of the rank,
+ * "outputs": the globs), and writing them. */
+uint32_t files_par_cmd_nfields(const struct pjob *j);
+void files_par_cmd_pack(const struct pjob *j, uint32_t rank, struct wire_buf *wb);
+/* Whether j names the file hex (64 hex digits): as an input (out false), or as an output
+ * rank kept. */
+bool files_par_names(struct cluster *c, const struct pjob *j, bool out, uint32_t rank,
+                     const char *hex);
+/* Calls fn for every file a parallel job names (its inputs, its ranks' kept outputs). */
+void files_par_each(struct cluster *c, int (*fn)(void *arg, const msgpack_object *e), void *arg);
 
 /* ---- files_ckpt.c ---- */
 

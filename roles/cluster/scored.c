@@ -17,6 +17,7 @@
 #include "lib/log.h"
 #include "lib/text.h"
 #include "daemon/loop.h"
+#include "roles/cluster/files.h"
 #include "roles/cluster/scored_int.h"
 #include "store/store.h"
 #include "wire/jobargv.h"
@@ -851,6 +852,11 @@ void h_psubmit(struct cluster *c, struct request *r)
                          c->sd->set.nq - 1);
         return;
     }
+    /* issue 26: as SUBMIT's, a "task" naming a rank */
+    if ((bad = files_par_check(c, m, why, sizeof why))) {
+        scored_reply_err(r, WE_INVALID, "PSUBMIT refused: %s", bad);
+        return;
+    }
     struct pjob *j = subkey_find_pjob(c, m);
     if (j) { /* a retry of a submission that was stored: the same job again */
         log_info("parallel job %llu: PSUBMIT repeated with the same key, not stored again",
@@ -864,6 +870,8 @@ void h_psubmit(struct cluster *c, struct request *r)
         return;
     }
     j = job_from_msg(c, m);
+    if (j && files_par_attach(j, m) < 0)
+        scored_job_free(j), j = NULL;
     if (!j) {
         c->turn_failed = true;
         scored_reply_err(r, WE_STORAGE, "out of memory; nothing was changed, retry later");

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "roles/cluster/files.h"
 #include "roles/cluster/scored_int.h"
 
 /* What the node should do with rank r of j; NULL: nothing to say (not started, not held). */
@@ -31,15 +32,27 @@ static bool net_on(const struct pjob *j)
     return j->network || j->rq.nprocs > 1;
 }
 
+/*
+ * One command; a start ("run" of a process the node did not report) carries its spec.
+ * *left: the input entries this reply may still name (issue 26, FILES_PAR_INPUTS_MAX);
+ * a start whose inputs would pass it goes without its spec (the node starts nothing
+ * without one) and gets it in a later reply.
+ */
 static void pack_cmd(struct cluster *c, struct wire_buf *wb, const struct pjob *j, uint32_t r,
-                     const char *w, uint32_t me)
+                     const char *w, uint32_t me, uint32_t *left)
 {
     const struct prank *p = &j->ranks[r];
     bool spec = !p->held && !strcmp(w, "run");
+    uint32_t nin = spec ? files_par_rank_inputs(j, r) : 0;
+    if (nin > *left && *left < FILES_PAR_INPUTS_MAX)
+        spec = false; /* the next reply */
+    else
+        *left -= nin < *left ? nin : *left;
     uint32_t nenv = 0;
     while (j->env && j->env[nenv])
         nenv++;
-    wire_pack_map(wb, spec ? 7 + (j->cwd != NULL) + (j->mem_lim > 0) : 3);
+    wire_pack_map(wb,
+                  spec ? 7 + (j->cwd != NULL) + (j->mem_lim > 0) + files_par_cmd_nfields(j) : 3);
     wire_put_u64(wb, "job", j->id);
     wire_put_u64(wb, "rank", r);
     wire_put_str(wb, "want", w);
@@ -70,6 +83,7 @@ static void pack_cmd(struct cluster *c, struct wire_buf *wb, const struct pjob *
         wire_put_str(wb, "chdir", j->cwd);
     if (j->mem_lim > 0) /* the node's cgroup for the job caps it (docs/security.md) */
         wire_put_u64(wb, "mem_mb", j->mem_lim);
+    files_par_cmd_pack(j, r, wb); /* issue 26: its inputs, the output globs */
 }
 
 /* Would the node act on w for p (not already in that state as it reported)? */
@@ -86,7 +100,7 @@ static bool is_action(const struct prank *p, const char *w)
  */
 static uint32_t pack_cmds(struct cluster *c, struct wire_buf *wb, uint32_t me)
 {
-    uint32_t count = 0, actions = 0;
+    uint32_t count = 0, actions = 0, left = FILES_PAR_INPUTS_MAX;
     for (int pass = 0; pass < (wb ? 2 : 1); pass++) {
         if (pass == 1) {
             wire_put_key(wb, "procs");
@@ -105,7 +119,7 @@ static uint32_t pack_cmds(struct cluster *c, struct wire_buf *wb, uint32_t me)
                     count++;
                     actions += is_action(p, w);
                 } else {
-                    pack_cmd(c, wb, j, r, w, me);
+                    pack_cmd(c, wb, j, r, w, me, &left);
                 }
             }
         }

@@ -78,6 +78,10 @@ struct pjob {
     /* submit -p --constraint (issue 27, lib/constraint.h): canonical text, NULL: none;
        admission places it only on hosts whose features satisfy it (scored.c) */
     char *constraint;
+    /* PSUBMIT inputs / outputs (issue 26, files_par.c): the map filestore_jobdata_pack
+       makes, kept in the job's record as "files"; NULL: none */
+    void *data;
+    size_t data_len;
 };
 
 /* One host of the hosts file (the role of scorehosts.db). */
@@ -211,11 +215,13 @@ void scored_pack_rank(const struct cluster *c, const struct pjob *j, uint32_t r,
 /* scored_output.c: the "poutput" table, (job, rank) -> the process's stdout and stderr */
 /*
  * Stores the output carried by PSYNC entry e (its exit report) for rank of j, in the
- * turn's commit; nothing when it carries none. Returns 0, or -1 (out of memory: the
- * turn must fail).
+ * turn's commit, with the output files it names ("files", "files_note"; issue 26):
+ * files_bad NULL when they were checked whole here (files_result_check), else why none
+ * is kept (it becomes the "files_note"); nothing when it carries none of these. Returns 0, or -1
+ * (out of memory: the turn must fail).
  */
 int scored_output_put(struct cluster *c, const struct pjob *j, uint32_t rank,
-                      const msgpack_object *e);
+                      const msgpack_object *e, const char *files_bad);
 /* scored_pack_job with ranks, each rank of out's window carrying its stored output. */
 void scored_pack_job_output(const struct cluster *c, const struct pjob *j, struct wire_buf *wb,
                             struct pj_output *out);

@@ -2,7 +2,8 @@
  * scored_output.c - the output of parallel processes: each rank's stdout and stderr
  * (bounded and marked truncated by the node, run.max_output_kb) arrive with its exit in
  * PSYNC and are kept in the "poutput" table, key (job, rank), value a map {stdout,
- * stderr, out_trunc, err_trunc, received}. The record is written in the turn that
+ * stderr, out_trunc, err_trunc, received} and, for a rank that kept output files (issue
+ * 26), "files" and "files_note" as a task result's. The record is written in the turn that
  * records the exit, so it is committed before the PSYNC_ACK that stops listing the
  * process (after which the node forgets it); a repeated exit report is ignored with the
  * exit (scored_psync.c). JOB replies read the records back (JOB_GET output).
@@ -15,22 +16,33 @@
 #include "store/store.h"
 
 int scored_output_put(struct cluster *c, const struct pjob *j, uint32_t rank,
-                      const msgpack_object *e)
+                      const msgpack_object *e, const char *files_bad)
 {
-    size_t no = 0, ne = 0;
+    size_t no = 0, ne = 0, nl = 0;
     const void *out = wire_get_bin(e, "stdout", &no), *err = wire_get_bin(e, "stderr", &ne);
     bool ot = wire_get_bool(e, "out_trunc", false), et = wire_get_bool(e, "err_trunc", false);
-    if (no == 0 && ne == 0 && !ot && !et)
+    const msgpack_object *fl = files_bad ? NULL : wire_get(e, "files");
+    const char *note = files_bad ? files_bad : wire_get_str(e, "files_note", &nl);
+    if (files_bad)
+        nl = strlen(files_bad);
+    bool files = fl && fl->type == MSGPACK_OBJECT_ARRAY && fl->via.array.size > 0;
+    if (no == 0 && ne == 0 && !ot && !et && !files && !nl)
         return 0; /* nothing to keep */
     struct wire_buf wb;
     uint8_t key[12];
     wire_buf_init(&wb);
-    wire_pack_map(&wb, 5);
+    wire_pack_map(&wb, 5 + files + (nl > 0));
     wire_put_bin(&wb, "stdout", out ? out : "", no);
     wire_put_bin(&wb, "stderr", err ? err : "", ne);
     wire_put_bool(&wb, "out_trunc", ot);
     wire_put_bool(&wb, "err_trunc", et);
     wire_put_i64(&wb, "received", wall_now_ms());
+    if (files) { /* issue 26: checked whole here by the caller */
+        wire_put_key(&wb, "files");
+        wire_pack_object(&wb, fl);
+    }
+    if (nl)
+        wire_put_strn(&wb, "files_note", note, nl > 1024 ? 1024 : nl);
     store_key_u64_u32(key, j->id, rank);
     int rc = store_put(c->store, c->sd->t_poutput, key, sizeof key, wb.sb.data, wb.sb.size);
     wire_buf_free(&wb);
@@ -39,7 +51,8 @@ int scored_output_put(struct cluster *c, const struct pjob *j, uint32_t rank,
 
 /* ---- reading back (JOB) ---- */
 
-static const char *const out_keys[] = {"stdout", "stderr", "out_trunc", "err_trunc"};
+static const char *const out_keys[] = {"stdout",    "stderr", "out_trunc",
+                                       "err_trunc", "files",  "files_note"};
 
 struct out_walk {
     const struct cluster *c;

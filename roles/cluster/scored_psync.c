@@ -11,6 +11,7 @@
 #include "daemon/daemon.h"
 #include "lib/log.h"
 #include "daemon/loop.h"
+#include "roles/cluster/files.h"
 #include "roles/cluster/scored_int.h"
 
 /* The rank of job j a node's entry names, if that node is its host; else NULL. */
@@ -57,8 +58,13 @@ static void take_entry(struct cluster *c, struct pjob *j, struct prank *p, const
         p->sig = (uint8_t)wire_get_u64(e, "signal", 0);
         if (wire_get_str(e, "error", &sl) && !p->error)
             p->error = wire_get_strdup(e, "error");
+        /* issue 26: the outputs it kept are recorded only when each is whole here */
+        char fwhy[300];
+        const char *fbad =
+            wire_get(e, "files") ? files_result_check(c, e, fwhy, sizeof fwhy) : NULL;
         /* a requeued job's killed run leaves no output (requeue.c) */
-        if (j->state != PJ_REQUEUEING && scored_output_put(c, j, (uint32_t)(p - j->ranks), e) < 0)
+        if (j->state != PJ_REQUEUEING &&
+            scored_output_put(c, j, (uint32_t)(p - j->ranks), e, fbad) < 0)
             c->turn_failed = true;
         j->dirty = true;
     }

@@ -50,6 +50,7 @@ void scored_job_free(struct pjob *j)
         depend_free(j->dep);
     free(j->dep);
     free(j->constraint);
+    free(j->data);
     free(j);
 }
 
@@ -122,7 +123,10 @@ static const char *host_name(const struct cluster *c, uint32_t h)
 static void job_encode(const struct cluster *c, const struct pjob *j, struct wire_buf *wb)
 {
     wire_pack_map(wb, 33 + (j->key != NULL) + (j->requeues > 0) + j->network + j->lost +
-                          jobenv_put(NULL, j->env, j->cwd) + !!j->dep + !!j->constraint);
+                          jobenv_put(NULL, j->env, j->cwd) + !!j->dep + !!j->constraint +
+                          (j->data != NULL));
+    if (j->data) /* issue 26: its inputs and output globs; absent in older records: none */
+        wire_put_bin(wb, "files", j->data, j->data_len);
     if (j->constraint) /* issue 27; absent in older records: none */
         wire_put_str(wb, "constraint", j->constraint);
     if (j->dep) { /* issue 27: the terms still waited for (met ones left out) */
@@ -450,6 +454,14 @@ static int load_job(void *arg, const uint8_t *key, size_t klen, const void *val,
     char cwhy[160];
     if (wire_get_constraint(m, &j->constraint, cwhy, sizeof cwhy) < 0)
         goto bad;
+    size_t dl;
+    const void *data = wire_get_bin(m, "files", &dl); /* issue 26 */
+    if (data && dl) {
+        if (!(j->data = malloc(dl)))
+            goto bad;
+        memcpy(j->data, data, dl);
+        j->data_len = dl;
+    }
     j->rq.nprocs = (uint32_t)wire_get_u64(m, "procs", 1);
     j->rq.ppn = (uint32_t)wire_get_u64(m, "ppn", 1);
     j->rq.mem_mb = wire_get_u64(m, "mem_mb", 0);

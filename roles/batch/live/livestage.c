@@ -207,7 +207,8 @@ int live_stage_inputs(struct live *L, struct lclu *c, struct ljob *j, uint32_t e
                       size_t wl)
 {
     struct stage_walk w = {L, c, j, 0, why, wl};
-    int rc = live_files_each_input(j, e, walk_input, &w);
+    /* a parallel job's one element takes every rank's inputs (issue 26) */
+    int rc = live_files_each_input(j, j->parallel ? UINT32_MAX : e, walk_input, &w);
     kick(L, c);
     return rc < 0 ? -1 : w.pending ? 1 : 0;
 }
@@ -298,15 +299,24 @@ static void pull_end(struct live *L, struct lpull *p, const char *note)
     *p = L->pulls[--L->npulls];
 }
 
+/* Whether pull p copies a parallel job's ranks (issue 26): their files come with their
+ * output (JOB_GET output), each named RANK/NAME here, read with FILE_GET idx = RANK. */
+static bool pull_par(struct live *L, const struct lpull *p)
+{
+    struct ljob *j;
+    return live_elem_find(L, p->eid, &j) && j->parallel;
+}
+
 static void send_list(struct live *L, struct lclu *c, struct lpull *p)
 {
     struct wire_buf wb;
+    bool par = pull_par(L, p);
     wire_buf_init(&wb);
     live_req_begin(L, c, RK_OUTLIST, p->eid, WT_JOB_GET, 4, 0, &wb);
     wire_put_u64(&wb, "job", p->cjob);
-    wire_put_bool(&wb, "tasks", true);
+    wire_put_bool(&wb, par ? "output" : "tasks", true);
     wire_put_u64(&wb, "from", 0);
-    wire_put_u64(&wb, "count", 1);
+    wire_put_u64(&wb, "count", par ? 4096 : 1); /* 4096: PSUBMIT procs at most */
     live_queue_out(L, c->idx, &wb);
     wire_buf_free(&wb);
 }
@@ -344,10 +354,12 @@ static void pull_next(struct live *L, struct lclu *c, struct lpull *p)
         }
         struct wire_buf wb;
         wire_buf_init(&wb);
+        size_t nl;
+        const char *name = wire_get_str(f, "name", &nl);
         live_req_begin(L, c, RK_FGET, p->eid, WT_FILE_GET, 5, 0, &wb);
         wire_put_strn(&wb, "hash", h, 64);
         wire_put_u64(&wb, "job", p->cjob);
-        wire_put_u64(&wb, "idx", 0);
+        wire_put_u64(&wb, "idx", pull_par(L, p) && name ? strtoull(name, NULL, 10) : 0);
         wire_put_u64(&wb, "off", have ? have->have : 0);
         wire_put_u64(&wb, "len", WIRE_FILE_CHUNK);
         live_queue_out(L, c->idx, &wb);
@@ -359,9 +371,75 @@ static void pull_next(struct live *L, struct lclu *c, struct lpull *p)
     pull_end(L, p, NULL);
 }
 
+/*
+ * Issue 26: the rank maps of a parallel job's JOB (m): every rank's kept files as one
+ * list, each named RANK/NAME (so `gridnode fetch` at the batch role lays them out by
+ * rank, as at the cluster), into wb; their count.
+ */
+static uint32_t par_list(const struct wire_msg *m, struct wire_buf *wb)
+{
+    const msgpack_object *rk = wire_get(wire_get(m->root, "job"), "ranks");
+    uint32_t n = 0;
+    char name[1100], note[1024] = "";
+    if (wire_get(m->root, "next")) /* the outputs passed the reply's size: rare */
+        snprintf(note, sizeof note,
+                 "the files of ranks %llu and above stay at the cluster (its reply was cut short)",
+                 (unsigned long long)wire_get_u64(m->root, "next", 0));
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass) {
+            wire_pack_map(wb, 1 + (note[0] != '\0'));
+            if (note[0])
+                wire_put_str(wb, "files_note", note);
+            wire_put_key(wb, "files");
+            wire_pack_array(wb, n);
+        }
+        for (uint32_t i = 0; rk && rk->type == MSGPACK_OBJECT_ARRAY && i < rk->via.array.size;
+             i++) {
+            const msgpack_object *r = &rk->via.array.ptr[i], *fl = wire_get(r, "files");
+            for (uint32_t k = 0; fl && fl->type == MSGPACK_OBJECT_ARRAY && k < fl->via.array.size;
+                 k++) {
+                const msgpack_object *f = &fl->via.array.ptr[k];
+                size_t nl, hl;
+                const char *fn = wire_get_str(f, "name", &nl), *h = wire_get_str(f, "hash", &hl);
+                int len = snprintf(name, sizeof name, "%llu/%.*s",
+                                   (unsigned long long)wire_get_u64(r, "rank", 0),
+                                   (int)(nl > 1050 ? 1050 : nl), fn ? fn : "");
+                if (!fn || !h || len > 1024) /* a name the wire would refuse: left out */
+                    continue;
+                if (!pass) {
+                    n++;
+                    continue;
+                }
+                wire_pack_map(wb, 3);
+                wire_put_str(wb, "name", name);
+                wire_put_strn(wb, "hash", h, hl);
+                wire_put_u64(wb, "size", wire_get_u64(f, "size", 0));
+            }
+        }
+    }
+    return n;
+}
+
 /* The task row of the cluster's JOB: its "files" (and "files_note") become the list. */
 static void list_reply(struct live *L, struct lclu *c, struct lpull *p, const struct wire_msg *m)
 {
+    if (pull_par(L, p)) { /* issue 26: a parallel job's ranks */
+        struct wire_buf pb;
+        wire_buf_init(&pb);
+        uint32_t n = par_list(m, &pb);
+        free(p->list);
+        if ((p->list = malloc(pb.sb.size)))
+            memcpy(p->list, pb.sb.data, pb.sb.size);
+        p->list_len = pb.sb.size;
+        wire_buf_free(&pb);
+        p->nfiles = n;
+        p->cur = 0;
+        if (!p->list)
+            pull_end(L, p, "the batch role ran out of memory listing its outputs");
+        else
+            pull_next(L, c, p);
+        return;
+    }
     const msgpack_object *t = wire_get(m->root, "tasks");
     t = t && t->type == MSGPACK_OBJECT_ARRAY && t->via.array.size ? &t->via.array.ptr[0] : NULL;
     const msgpack_object *fl = t ? wire_get(t, "files") : NULL,

@@ -1,6 +1,7 @@
 /*
  * livestart.c - the message that starts an element on its cluster (live_int.h): a
- * PSUBMIT naming its hosts, or, for a task of a job with files (issue 26), a SUBMIT of
+ * PSUBMIT naming its hosts (with a parallel job's inputs and outputs, issue 26), or,
+ * for a task of a task array with files (issue 26), a SUBMIT of
  * one task pinned to its host that names its inputs, outputs and checkpoint period.
  * Both carry the element's key ("batch:<inc>:<J>.<e>[.<run>]"), which makes a start sent
  * again after a restart harmless.
@@ -88,6 +89,35 @@ static int build_submit(struct live *L, struct ljob *j, uint32_t e, char **argv,
     return 0;
 }
 
+/*
+ * Issue 26: a parallel job's "inputs" (each with its "task": the rank) and "outputs" as
+ * the user gave them, from the job's kept map, into wb (NULL: only counted). Returns the
+ * fields written (0 for a job without files).
+ */
+static uint32_t par_files(const struct ljob *j, struct wire_buf *wb)
+{
+    msgpack_unpacked up;
+    uint32_t n = 0;
+    if (!j->data)
+        return 0;
+    msgpack_unpacked_init(&up);
+    if (msgpack_unpack_next(&up, j->data, j->data_len, NULL) == MSGPACK_UNPACK_SUCCESS) {
+        const char *keys[] = {"inputs", "outputs"};
+        for (int k = 0; k < 2; k++) {
+            const msgpack_object *o = wire_get(&up.data, keys[k]);
+            if (!o || o->type != MSGPACK_OBJECT_ARRAY)
+                continue;
+            n++;
+            if (wb) {
+                wire_put_key(wb, keys[k]);
+                wire_pack_object(wb, o);
+            }
+        }
+    }
+    msgpack_unpacked_destroy(&up);
+    return n;
+}
+
 /* Builds the PSUBMIT starting element e of j into wb (and records the request); -1
  * when the job's record is not committed yet. */
 int live_start_build(struct live *L, struct ljob *j, uint32_t e, struct wire_buf *wb)
@@ -100,7 +130,7 @@ int live_start_build(struct live *L, struct ljob *j, uint32_t e, struct wire_buf
     char **argv = live_job_argv(L, j->id, &argc);
     if (!argv)
         return -1;
-    if (j->data) /* issue 26: a task with files is a one-task job on its host */
+    if (j->data && !j->parallel) /* issue 26: a task with files is a one-task job on its host */
         return build_submit(L, j, e, argv, argc, wb);
     char *hosts = strdup(el->hosts);
     const char *hv[4096];
@@ -117,8 +147,9 @@ int live_start_build(struct live *L, struct ljob *j, uint32_t e, struct wire_buf
             per_host = k;
     }
     uint32_t nf = 9 + (j->mem_mb > 0) + (j->disk_mb > 0) + (j->cpu_s > 0) + j->network +
-                  jobenv_put(NULL, j->env, j->cwd);
+                  jobenv_put(NULL, j->env, j->cwd) + par_files(j, NULL);
     live_req_begin(L, c, RK_PSUBMIT, live_eid(j->id, e), WT_PSUBMIT, nf, 0, wb);
+    par_files(j, wb);               /* issue 26: whole at the cluster by now (livestage.c) */
     jobenv_put(wb, j->env, j->cwd); /* --export / --chdir (issue 15) */
     if (j->network) /* submit --network (issue 23): the cluster hands it to the nodes */
         wire_put_bool(wb, "network", true);

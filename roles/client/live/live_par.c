@@ -86,6 +86,7 @@ static struct lpar *par_get(struct live *l, int p)
     snprintf(a->pp.workroot, sizeof a->pp.workroot, "%.220s/work/par-%.63s", l->cfg->state_dir,
              name);
     a->pp.max_output = (size_t)l->cfg->max_output_kb * 1024;
+    a->pp.cache = l->cache; /* issue 26: ranks' inputs (live_stage.c fetches them) */
     a->sync_ms = 1000;
     if (fs_mkdir_p(a->pp.workroot) < 0) {
         char why[400];

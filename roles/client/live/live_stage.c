@@ -390,6 +390,77 @@ static bool stage_inputs(struct live *l, struct ltask *t)
     return all && !t->bad[0];
 }
 
+/* ---- parallel ranks (issue 26, docs/data.md "Parallel jobs") ---- */
+
+/* The inputs of waiting rank q of project p: cached, being fetched, or failed (why in
+ * bad). True when all are cached. */
+static bool rank_inputs(struct live *l, int p, const struct pproc *q, char *bad, size_t n)
+{
+    bool all = true;
+    for (uint32_t k = 0; k < q->files->nin && !bad[0]; k++) {
+        const struct stage_in *in = &q->files->in[k];
+        if (stage_cache_has(&l->stage->cache, in->hex, in->size))
+            continue;
+        all = false;
+        struct xfer *x = xfer_find(l->stage, X_GET, in->hex);
+        if (!x)
+            x = xfer_new(l->stage, X_GET, p, in->hex, in->size, q->job);
+        if (x && x->failed)
+            snprintf(bad, n, "input '%.80s': %.100s", in->name, x->err);
+    }
+    return all && !bad[0];
+}
+
+/* The kept outputs of ended rank q: uploaded one after the other; true when all are (a
+ * failed upload is named in its files_note and the file left out of its list). */
+static bool rank_outputs(struct live *l, int p, struct pproc *q)
+{
+    struct stage_files *f = q->files;
+    while (q->up_next < f->nout) {
+        struct stage_out *o = &f->out[q->up_next];
+        struct xfer *x = xfer_find(l->stage, X_PUT, o->hex);
+        if (!x && (x = xfer_new(l->stage, X_PUT, p, o->hex, o->size, q->job)))
+            snprintf(x->path, sizeof x->path, "%s/%s", l->stage->outbox, o->hex);
+        if (!x || (!x->done && !x->failed))
+            return false;
+        if (x->failed) {
+            size_t nl = strlen(q->note);
+            log_warnx("parallel job %llu process %u: output '%s' not uploaded: %s",
+                      (unsigned long long)q->job, q->rank, o->name, x->err);
+            snprintf(q->note + nl, sizeof q->note - nl, "%s'%.60s' not uploaded: %.100s",
+                     nl ? "; " : "", o->name, x->err);
+            free(o->name);
+            f->out[q->up_next] = f->out[--f->nout]; /* the rest is checked in its place */
+            continue;
+        }
+        q->up_next++;
+    }
+    return true;
+}
+
+/* Every project's parallel ranks: the waiting ones started once their inputs are here
+ * (and they are not stopped), the ended ones' outputs uploaded, then their exits sent. */
+static void pump_ranks(struct live *l)
+{
+    for (int p = 0; l->e && p < l->e->nprojects; p++) {
+        struct lpar *a = l->proj[p].par;
+        for (uint32_t i = 0; a && i < a->pp.n; i++) {
+            struct pproc *q = a->pp.p[i];
+            char bad[300] = "";
+            if (q->waiting && rank_inputs(l, p, q, bad, sizeof bad) && !q->stopped)
+                pprocs_launch(&a->pp, q);
+            else if (q->waiting && bad[0])
+                pprocs_fail(&a->pp, q, bad);
+            else if (q->uploading && rank_outputs(l, p, q))
+                q->uploading = false;
+            else
+                continue;
+            a->now = true; /* started, failed or ended: the cluster learns at once */
+            vcl_kick(l);
+        }
+    }
+}
+
 /* t's kept outputs: uploaded one after the other; true when all are. */
 static bool stage_outputs(struct live *l, struct ltask *t)
 {
@@ -588,6 +659,7 @@ void vcl_stage_pump(struct live *l)
         if ((t->staged || t->bad[0]) && e >= 0 && l->e->tasks[e].state == ENGINE_TASK_RUNNING)
             vcl_task_start(l, t); /* the engine chose it while its inputs came */
     }
+    pump_ranks(l); /* issue 26: parallel ranks' files */
     int budget = STAGE_INFLIGHT_ALL;
     for (uint32_t i = 0; i < l->stage->nx; i++)
         budget -= l->stage->x[i]->nfl;

@@ -15,6 +15,9 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "roles/client/live/sandbox.h"
+
+static void strv_free(char **v);
 
 /* ---- measuring ---- */
 
@@ -233,6 +236,10 @@ static void forget(struct pprocs *pp, uint32_t i)
     kill_proc(p);
     spare_put(pp, p);
     runner_cleanup(&p->run);
+    stage_files_free(&p->files);
+    strv_free(p->av);
+    strv_free(p->env);
+    free(p->cwd);
     free(p);
     pp->p[i] = pp->p[--pp->n];
 }
@@ -270,38 +277,104 @@ static void strv_free(char **v)
     free(v);
 }
 
+/* Spawns p from its kept spec in wd (prepared: made and holding its inputs, or a
+ * spare), then drops the spec. */
+static void spawn(struct pprocs *pp, struct pproc *p, const char *wd, bool prepared)
+{
+    if (runner_spawn_job(&p->run, p->av, p->shell, p->env, wd, prepared, p->cwd, pp, p->job,
+                         p->mem_mb, p->network) < 0) {
+        log_warnx("parallel job %llu process %u: %s", (unsigned long long)p->job, p->rank,
+                  p->run.error);
+        if (p->run.pid < 0)
+            p->exited = true; /* nothing to reap */
+    } else {
+        log_info("parallel job %llu process %u started: pid %d", (unsigned long long)p->job,
+                 p->rank, (int)p->run.pid);
+    }
+    strv_free(p->av);
+    strv_free(p->env);
+    free(p->cwd);
+    p->av = p->env = NULL;
+    p->cwd = NULL;
+}
+
+static void wd_path(const struct pprocs *pp, const struct pproc *p, char *wd, size_t n)
+{
+    snprintf(wd, n, "%s/p%llu.%u", pp->workroot, (unsigned long long)p->job, p->rank);
+}
+
+void pprocs_fail(struct pprocs *pp, struct pproc *p, const char *why)
+{
+    snprintf(p->run.error, sizeof p->run.error, "%.250s", why);
+    log_warnx("parallel job %llu process %u: %s", (unsigned long long)p->job, p->rank, why);
+    p->waiting = false;
+    p->exited = true;
+    p->stopped = false;
+    pp->changes++;
+}
+
+void pprocs_launch(struct pprocs *pp, struct pproc *p)
+{
+    char wd[700], err[300];
+    wd_path(pp, p, wd, sizeof wd);
+    p->waiting = false;
+    pp->changes++;
+    if (!spare_take(pp, wd)) {
+        nftw(wd, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        if (mkdir(wd, 0700) < 0) {
+            snprintf(err, sizeof err, "cannot prepare working directory %.200s: %.60s", wd,
+                     strerror(errno));
+            pprocs_fail(pp, p, err);
+            return;
+        }
+    }
+    if (!pp->cache ||
+        stage_place(pp->cache, p->files, wd, sandbox_slot_uids(), err, sizeof err) < 0) {
+        snprintf(p->run.workdir, sizeof p->run.workdir, "%.500s", wd); /* removed when forgotten */
+        pprocs_fail(pp, p, pp->cache ? err : "this node keeps no file cache");
+        return;
+    }
+    spawn(pp, p, wd, true);
+}
+
 static void start(struct pprocs *pp, const msgpack_object *cmd, uint64_t job, uint32_t rank)
 {
     const msgpack_object *argv = wire_get(cmd, "argv");
     if (!argv || argv->via.array.size == 0)
         return; /* no spec: the cluster sends one when we do not hold the process */
     struct pproc *p = calloc(1, sizeof *p);
-    char **av = strv(argv), **env = strv(wire_get(cmd, "env")), wd[700];
-    char *cwd = wire_get_strdup(cmd, "chdir"); /* --chdir (issue 15) */
-    if (!p || !av || !env || add(pp, p) < 0) {
+    char bad[300] = "", wd[700];
+    if (!p || add(pp, p) < 0) {
         free(p);
-        strv_free(av);
-        strv_free(env);
-        free(cwd);
         return;
     }
     p->job = job;
     p->rank = rank;
-    snprintf(wd, sizeof wd, "%s/p%llu.%u", pp->workroot, (unsigned long long)job, rank);
-    bool ready = spare_take(pp, wd);
-    if (runner_spawn_job(&p->run, av, wire_get_bool(cmd, "shell", false), env, wd, ready, cwd, pp,
-                         job, wire_get_u64(cmd, "mem_mb", 0),
-                         wire_get_bool(cmd, "network", true)) < 0) {
-        log_warnx("parallel job %llu process %u: %s", (unsigned long long)job, rank, p->run.error);
-        if (p->run.pid < 0)
-            p->exited = true; /* nothing to reap */
-    } else {
-        log_info("parallel job %llu process %u started: pid %d", (unsigned long long)job, rank,
-                 (int)p->run.pid);
+    p->run.pid = -1;
+    p->run.out.fd = p->run.err.fd = -1;
+    p->av = strv(argv);
+    p->env = strv(wire_get(cmd, "env"));
+    p->cwd = wire_get_strdup(cmd, "chdir"); /* --chdir (issue 15) */
+    p->shell = wire_get_bool(cmd, "shell", false);
+    p->network = wire_get_bool(cmd, "network", true);
+    p->mem_mb = wire_get_u64(cmd, "mem_mb", 0);
+    if (!p->av || !p->env || (wire_get(cmd, "chdir") && !p->cwd) ||
+        stage_files_take(&p->files, cmd, bad, sizeof bad) < 0) {
+        pprocs_fail(pp, p, "out of memory on the node");
+        return;
     }
-    strv_free(av);
-    strv_free(env);
-    free(cwd);
+    if (bad[0]) { /* a name that escapes, a hash that is not one */
+        pprocs_fail(pp, p, bad);
+        return;
+    }
+    if (p->files && p->files->nin) { /* issue 26: started once its inputs are here */
+        p->waiting = true;
+        log_info("parallel job %llu process %u: waiting for %u input file(s)",
+                 (unsigned long long)job, rank, p->files->nin);
+        return;
+    }
+    wd_path(pp, p, wd, sizeof wd);
+    spawn(pp, p, wd, spare_take(pp, wd));
 }
 
 /* The state letter of /proc/PID/stat ('R', 'S', 'T', ...), or 0 if it is gone. */
@@ -374,17 +447,21 @@ void pprocs_apply(struct pprocs *pp, const msgpack_object *ack)
                     start(pp, m, job, rank);
                     pp->changes++;
                 } else if (p->stopped && !p->exited) {
-                    kill(-p->run.pid, SIGCONT);
+                    if (p->run.pid > 0) /* a waiting one has no process yet */
+                        kill(-p->run.pid, SIGCONT);
                     p->stopped = false;
                     pp->changes++;
                 }
             } else if (wl == 4 && !memcmp(w, "stop", 4)) {
                 if (p && !p->stopped && !p->exited) {
-                    kill(-p->run.pid, SIGSTOP);
+                    if (p->run.pid > 0)
+                        kill(-p->run.pid, SIGSTOP);
                     p->stopped = true;
                     stopped_some = true;
                     pp->changes++;
                 }
+            } else if (p && p->waiting) { /* never started: reported as such */
+                pprocs_fail(pp, p, "killed before it started (its inputs were being fetched)");
             } else if (p) {
                 pp->changes += !p->exited;
                 kill_proc(p);
@@ -398,9 +475,23 @@ void pprocs_apply(struct pprocs *pp, const msgpack_object *ack)
     free(listed);
 }
 
+/* "files": the outputs rank's process kept, as a result's (uploaded by now). */
+static void pack_kept(struct wire_buf *wb, const struct stage_files *f)
+{
+    wire_put_key(wb, "files");
+    wire_pack_array(wb, f->nout);
+    for (uint32_t i = 0; i < f->nout; i++) {
+        wire_pack_map(wb, 3);
+        wire_put_str(wb, "name", f->out[i].name);
+        wire_put_str(wb, "hash", f->out[i].hex);
+        wire_put_u64(wb, "size", f->out[i].size);
+    }
+}
+
 void pprocs_pack(struct pprocs *pp, struct wire_buf *wb)
 {
-    size_t sent = 0; /* output bytes in this message so far */
+    size_t sent = 0;     /* output bytes in this message so far */
+    uint32_t nfiles = 0; /* and kept files named (issue 26) */
     /* PSYNCs go at every exit (long-poll): measure at most every PPROCS_MEASURE_MS and
      * report the last figures in between */
     struct timespec ts;
@@ -419,9 +510,15 @@ void pprocs_pack(struct pprocs *pp, struct wire_buf *wb)
             p->disk_kb = dir_usage_kb(p->run.workdir);
         bool err = p->run.error[0] != '\0';
         size_t out = p->run.out.len + p->run.err.len;
-        bool ex = p->exited && (sent == 0 || sent + out <= PPROCS_OUTPUT_MAX);
+        /* issue 26: the exit of one whose outputs are being uploaded waits for them */
+        uint32_t nf = p->files && p->files->collected ? p->files->nout : 0;
+        bool ex = p->exited && !p->uploading &&
+                  ((sent == 0 && nfiles == 0) ||
+                   (sent + out <= PPROCS_OUTPUT_MAX && nfiles + nf <= PPROCS_FILES_MAX));
+        bool kept = ex && nf > 0;
         sent += ex ? out : 0;
-        wire_pack_map(wb, ex ? (err ? 13 : 12) : 6);
+        nfiles += ex ? nf : 0;
+        wire_pack_map(wb, ex ? (err ? 13 : 12) + kept + (p->note[0] != '\0') : 6);
         wire_put_u64(wb, "job", p->job);
         wire_put_u64(wb, "rank", p->rank);
         wire_put_str(wb, "state", ex ? "exit" : p->stopped ? "stop" : "run");
@@ -438,9 +535,34 @@ void pprocs_pack(struct pprocs *pp, struct wire_buf *wb)
             wire_put_bool(wb, "err_trunc", p->run.err.trunc);
             if (err)
                 wire_put_str(wb, "error", p->run.error);
+            if (kept)
+                pack_kept(wb, p->files);
+            if (p->note[0])
+                wire_put_str(wb, "files_note", p->note);
         }
     }
     wire_put_u64(wb, "disk_mb", pprocs_free_disk_mb(pp));
+}
+
+/*
+ * Issue 26: the files an ended process left that match its output globs go to the
+ * outbox (stage_collect, as a task's), to be uploaded before its exit is reported
+ * (live_stage.c), whatever its exit status: a failed rank's files help find why.
+ */
+static void collect(struct pprocs *pp, struct pproc *p)
+{
+    char outbox[300], err[300];
+    if (!p->files || !p->files->nglobs || !p->run.workdir[0])
+        return;
+    snprintf(outbox, sizeof outbox, "%.250s/outbox", pp->state_dir);
+    if (stage_collect(p->files, p->run.workdir, outbox, p->note, sizeof p->note, err, sizeof err) <
+        0) {
+        snprintf(p->note, sizeof p->note, "outputs not collected: %.250s", err);
+        return;
+    }
+    p->files->collected = true;
+    p->uploading = p->files->nout > 0;
+    p->up_next = 0;
 }
 
 bool pprocs_reaped(struct pprocs *pp, pid_t pid, int status, const struct rusage *ru)
@@ -465,6 +587,7 @@ bool pprocs_reaped(struct pprocs *pp, pid_t pid, int status, const struct rusage
                       (unsigned long long)p->job, p->rank);
         log_info("parallel job %llu process %u ended (status 0x%x)", (unsigned long long)p->job,
                  p->rank, status);
+        collect(pp, p);
         return true;
     }
     return false;
