@@ -314,8 +314,7 @@ def test_a_node_goes_on_with_a_download_a_restart_cut_short(cluster_factory, cli
     assert "the first %d were here" % (CHUNK + 3) in node.log()
 
 
-def test_the_batch_role_refuses_files_for_parallel_jobs_and_escaping_names(cluster,
-                                                                           batch_factory):
+def test_the_batch_role_refuses_escaping_names(cluster, batch_factory):
     # task arrays carry files through the batch role (test_data_batch.py); a name that
     # escapes is refused there as at the cluster
     b = batch_factory([cluster])

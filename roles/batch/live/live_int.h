@@ -15,10 +15,10 @@
  *   livemaui.c     Maui's node and site commands (SHOWBF, CHECKNODE, SHOWSTATS,
  *                  DIAGNOSE nodes; issue 27)
  *   liveclu.c      one DEALER per cluster manager: resynchronisation, the EVENTS feed,
- *                  starts (PSUBMIT with hosts; SUBMIT with host for a job with files),
+ *                  starts (PSUBMIT with hosts; SUBMIT with host for a task with files),
  *                  cancels, reconciliation after restarts
- *   livestart.c    the start message of an element: PSUBMIT with hosts, or SUBMIT with
- *                  host for a task with files
+ *   livestart.c    the start message of an element: PSUBMIT with hosts (and the ranks'
+ *                  files), or SUBMIT with host for a one-task element with files
  *   livestage.c    files to and from the clusters (issue 26): a start's inputs offered
  *                  (FILE_HAVE, FILE_PUT) before its SUBMIT, an ended task's outputs
  *                  copied back (JOB_GET, FILE_GET) before it counts as ended
