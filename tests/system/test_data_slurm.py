@@ -107,3 +107,37 @@ def test_a_workdir_that_cannot_be_used_is_named(slurm, site_of, meta_factory,  #
     assert job["job"]["state"] == "failed" and wd in why and "workdir" in why, job["job"]
     assert not os.path.exists(wd)  # never made by the spool: it must be the shared one
     assert m.alive()
+
+
+def test_kill9_of_the_spool_loses_nothing_at_a_slurm_site(slurm, site_of, meta_factory,  # noqa: F811
+                                                          gridnode_bin, tmp_path):
+    wd = os.path.join(slurm.base, "wd9")
+    os.mkdir(wd)
+    m = meta_factory({}, sets=dict(site_of(tmp_path, wd), **{"store.sync": "full"}))
+    data = os.urandom(2 * 1024 * 1024 + 7)
+    h = hashlib.sha256(data).hexdigest()
+    # a copy cut short by an earlier kill -9: a part file the adapter never acknowledged
+    os.makedirs(os.path.join(wd, ".gridnode-files", "part"))
+    with open(os.path.join(wd, ".gridnode-files", "part", h), "wb") as f:
+        f.write(b"\0" * (1024 * 1024))
+    src = tmp_path / "in.bin"
+    src.write_bytes(data)
+    before = {j["id"] for j in slurm.jobs()}
+    r = run_cli(gridnode_bin, "submit", "-e", m.endpoint, "--shell", "--input", src,
+                "--output", "in.sum", "--json", "sleep 3; sha256sum in.bin > in.sum")
+    assert r.returncode == 0, r.stderr
+    jid = json.loads(r.stdout)["job"]
+    # killed while the job runs at Slurm; the restarted spool finds it, lists its outputs
+    wait_until(lambda: spool_job(m, jid)["job"]["state"] == "running", scaled(60),
+               msg="the job runs at Slurm")
+    m.kill()
+    m.restart()
+    job = wait_spool(m, jid)
+    assert job["job"]["state"] == "done", job["job"]
+    out = tmp_path / "res"
+    r = run_cli(gridnode_bin, "fetch", "-e", m.endpoint, jid, out)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert (out / "0" / "in.sum").read_text().split()[0] == h
+    assert open(os.path.join(wd, ".gridnode-files", h), "rb").read() == data
+    made = [j for j in slurm.jobs() if j["id"] not in before]
+    assert len(made) == 1, made  # submitted once

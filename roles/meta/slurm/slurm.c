@@ -20,6 +20,9 @@
  *   CANCEL        scancel
  *   RESV_RELEASE  scontrol delete reservation
  *   RESV_LIST     scontrol -o show reservation, then squeue for the jobs bound to them
+ *   FILE_HAVE,    issue 26 (slurmfiles.c): inputs into the site's workdir; a SUBMIT with
+ *   FILE_PUT,     files gets its own directory there (inputs linked in) for sbatch
+ *   FILE_GET      --chdir; an ended job's outputs are listed (JOB_GET tasks) and read
  * Each command is a child process in its own process group with its output on
  * non-blocking pipes watched by the loop; past its deadline the group is killed. A
  * command that cannot reach Slurm makes SITE_INFO and JOB_GET go unanswered (the spool
