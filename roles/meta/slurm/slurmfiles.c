@@ -218,11 +218,8 @@ void slurm_files_have(struct slurm_site *S, uint64_t rid, const msgpack_object *
         return;
     }
     if (!p) {
-        if (F->nparts == SF_PARTS_MAX) {
-            reply_err(S, rid, WE_REFUSED, "slurm site %s receives %d files already", S->site,
-                      SF_PARTS_MAX);
-            return;
-        }
+        if (F->nparts == SF_PARTS_MAX) /* one goes: most likely an abandoned offer */
+            part_drop(F, &F->parts[0]);
         int fd = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0) {
             reply_err(S, rid, errno == ENOSPC ? WE_STORAGE : WE_INVALID,
