@@ -142,9 +142,9 @@ static int in_cmp(const void *a, const void *b)
 }
 
 /* The bytes of j's inputs (each distinct file once) each site lacks as far as the spool
- * knows (what its offers there acknowledged, s->xf; a Slurm site's job directory is
- * written afresh, so it lacks them all), into miss[site]; only sites with a bandwidth
- * (the others add nothing). False when the job has no inputs or none such site. */
+ * knows (what its offers there acknowledged, s->xf: a batch site's store, or a Slurm
+ * site's in its workdir), into miss[site]; only sites with a bandwidth (the others add
+ * nothing). False when the job has no inputs or none such site. */
 static bool inputs_missing(struct meta *M, const struct mjob *j, uint64_t *miss)
 {
     bool any = false;
@@ -165,7 +165,7 @@ static bool inputs_missing(struct meta *M, const struct mjob *j, uint64_t *miss)
             if (k && !memcmp(l.v[k].d, l.v[k - 1].d, SHA256_LEN))
                 continue;
             uint64_t held = 0;
-            for (uint32_t x = 0; !s->slurm && x < s->nxf; x++)
+            for (uint32_t x = 0; x < s->nxf; x++)
                 if (!memcmp(s->xf[x].d, l.v[k].d, SHA256_LEN))
                     held = s->xf[x].have < l.v[k].size ? s->xf[x].have : l.v[k].size;
             miss[i] += l.v[k].size - held;
