@@ -9,16 +9,34 @@ reason. Skipped, with the reason, where Slurm cannot run (not root, not installe
 import hashlib
 import json
 import os
+import subprocess
 
 import pytest
 
 import slurmlocal
-from conftest import scaled, wait_until
+from conftest import GRIDNODE_BIN, scaled, wait_until
 from test_data import run_cli
 from test_meta_slurm import slurm  # noqa: F401 - the private Slurm (module fixture)
 
-pytestmark = pytest.mark.skipif(slurmlocal.unavailable() is not None,
-                                reason=str(slurmlocal.unavailable()))
+needs_slurm = pytest.mark.skipif(slurmlocal.unavailable() is not None,
+                                 reason=str(slurmlocal.unavailable()))
+
+
+@pytest.mark.parametrize("line,message", [
+    ("a=tcp://127.0.0.1:1 bandwidth_mb_s=fast", "'bandwidth_mb_s=fast' is not speed=S or"),
+    ("a=tcp://127.0.0.1:1 speed=2 bandwidth_mb_s=0", "'bandwidth_mb_s=0' is not speed=S or"),
+    ("h=slurm://?bandwidth_mb_s=-3", "bandwidth_mb_s must be a number above 0"),
+    ("h=slurm://?workdir=scratch", "workdir must be an absolute path"),
+])
+def test_bandwidth_and_workdir_settings_are_checked(tmp_path, line, message):
+    f = tmp_path / "sites"
+    f.write_text(line + "\n")
+    p = subprocess.run([GRIDNODE_BIN, "meta", "--set", "meta.sites=", "--set",
+                        "meta.sites_file=%s" % f, "--set", "security.plain=true",
+                        "--set", "meta.state_dir=%s" % (tmp_path / "m"), "--check-config"],
+                       capture_output=True, text=True, timeout=scaled(20),
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 1 and message in p.stderr, p.stderr
 
 
 @pytest.fixture
@@ -50,6 +68,7 @@ def wait_spool(m, jid, timeout=90):
     return spool_job(m, jid)
 
 
+@needs_slurm
 def test_inputs_reach_the_slurm_job_and_outputs_come_back(slurm, site_of, meta_factory,  # noqa: F811
                                                           gridnode_bin, tmp_path):
     wd = os.path.join(slurm.base, "wd")
@@ -94,6 +113,7 @@ def test_inputs_reach_the_slurm_job_and_outputs_come_back(slurm, site_of, meta_f
     assert m.alive()
 
 
+@needs_slurm
 def test_a_workdir_that_cannot_be_used_is_named(slurm, site_of, meta_factory,  # noqa: F811
                                                 gridnode_bin, tmp_path):
     wd = os.path.join(slurm.base, "no-such-dir")
@@ -109,6 +129,7 @@ def test_a_workdir_that_cannot_be_used_is_named(slurm, site_of, meta_factory,  #
     assert m.alive()
 
 
+@needs_slurm
 def test_kill9_of_the_spool_loses_nothing_at_a_slurm_site(slurm, site_of, meta_factory,  # noqa: F811
                                                           gridnode_bin, tmp_path):
     wd = os.path.join(slurm.base, "wd9")
