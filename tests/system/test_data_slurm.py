@@ -9,6 +9,7 @@ reason. Skipped, with the reason, where Slurm cannot run (not root, not installe
 import hashlib
 import json
 import os
+import pwd
 import subprocess
 
 import pytest
@@ -47,10 +48,10 @@ def site_of(slurm):  # noqa: F811 - the fixture imported above
         slurm.start_ctld()
     slurm.clean()
 
-    def make(tmp, wd):
+    def make(tmp, wd, out=None, extra=""):
         f = tmp / "sites"
-        f.write_text("hpc=slurm://%s?partition=debug&dir=%s&workdir=%s bandwidth_mb_s=500\n"
-                     % (slurm.conf, slurm.out, wd))
+        f.write_text("hpc=slurm://%s?partition=debug&dir=%s&workdir=%s%s bandwidth_mb_s=500\n"
+                     % (slurm.conf, out or slurm.out, wd, extra))
         return {"meta.sites_file": str(f), "meta.estimate_timeout_ms": 2000}
 
     yield make
@@ -162,3 +163,34 @@ def test_kill9_of_the_spool_loses_nothing_at_a_slurm_site(slurm, site_of, meta_f
     assert open(os.path.join(wd, ".gridnode-files", h), "rb").read() == data
     made = [j for j in slurm.jobs() if j["id"] not in before]
     assert len(made) == 1, made  # submitted once
+
+
+@needs_slurm
+def test_jobs_run_as_the_sites_user_own_their_directory_not_their_inputs(
+        slurm, site_of, meta_factory, gridnode_bin, tmp_path):  # noqa: F811
+    # the site's user=nobody: the spool (root) makes the job's directory for it, links the
+    # inputs in read-only, and its outputs are hashed under that identity
+    wd = os.path.join(slurm.base, "wdn")
+    out = os.path.join(slurm.base, "outn")
+    os.mkdir(wd)
+    os.mkdir(out)
+    os.chmod(out, 0o1777)  # slurm-ID.out written by the job's user
+    m = meta_factory({}, sets=site_of(tmp_path, wd, out, "&user=nobody"))
+    src = tmp_path / "in.txt"
+    src.write_bytes(b"input\n")
+    script = "id -un > who.out; (echo x >> in.txt) 2>/dev/null && echo rw > ro.out || echo ro > ro.out"
+    r = run_cli(gridnode_bin, "submit", "-e", m.endpoint, "--shell", "--input", src,
+                "--output", "*.out", "--json", script)
+    assert r.returncode == 0, r.stderr
+    jid = json.loads(r.stdout)["job"]
+    job = wait_spool(m, jid)
+    assert job["job"]["state"] == "done", job["job"]
+    res = tmp_path / "res"
+    r = run_cli(gridnode_bin, "fetch", "-e", m.endpoint, jid, res)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert (res / "0" / "who.out").read_text() == "nobody\n"
+    assert (res / "0" / "ro.out").read_text() == "ro\n"  # the input is not the job's to change
+    d, = [x for x in os.listdir(wd) if not x.startswith(".")]
+    st = os.stat(os.path.join(wd, d))
+    assert st.st_uid == pwd.getpwnam("nobody").pw_uid and st.st_mode & 0o777 == 0o700
+    assert os.stat(os.path.join(wd, d, "in.txt")).st_uid == 0
