@@ -176,7 +176,8 @@ def test_a_slurm_site_refuses_files_naming_why(slurm, hpc, meta_factory, gridnod
     assert r.returncode == 0, r.stderr
     job = wait_spool(m, json.loads(r.stdout)["job"])
     assert job["job"]["state"] == "failed", job
-    assert "takes no files yet" in job["job"]["reason"], job["job"]
+    assert "takes no files" in job["job"]["reason"], job["job"]
+    assert "no workdir" in job["job"]["reason"], job["job"]
 
 
 def test_offering_inputs_resumes_after_kill9_of_the_spool(cluster_factory, client_factory,

@@ -191,12 +191,57 @@ static void test_names(void **st)
     assert_false(meta_policy_uses_estimates(META_ROUND_ROBIN));
 }
 
+/* Issue 26: the staging time of a job's inputs joins the start a ranking sees. */
+static void test_staging_time(void **st)
+{
+    (void)st;
+    struct meta_site s[3] = {
+        {.up = true, .speed = 1.0, .total_procs = 8, .max_procs = 8, .bandwidth_mb_s = 100},
+        {.up = true, .speed = 1.0, .total_procs = 8, .max_procs = 8, .bandwidth_mb_s = 100},
+        {.up = true, .speed = 1.0, .total_procs = 8, .max_procs = 8, .bandwidth_mb_s = 0},
+    };
+    struct meta_request r = {1, 0, 0, 600000};
+    uint64_t gb = 1000000000ull; /* 1 GB at 100 MB/s: 10 s */
+    assert_int_equal(meta_stage_ms(&s[0], gb), 10000);
+    assert_int_equal(meta_stage_ms(&s[0], 1), 1); /* rounded up */
+    assert_int_equal(meta_stage_ms(&s[0], 0), 0);
+    assert_int_equal(meta_stage_ms(&s[2], gb), 0); /* no bandwidth configured: nothing */
+    assert_int_equal(meta_start_staged(&s[0], META_NEVER, gb), META_NEVER);
+    int cand[2] = {0, 1}, out[2];
+    uint64_t state = 0;
+    int64_t now = 5000000;
+    for (int p = META_EARLIEST_COMPLETION; p <= META_EARLIEST_START; p++) {
+        /* equal starts: site 1 already holds the input (0 bytes to move), site 0 not */
+        int64_t start[2] = {meta_start_staged(&s[0], now, gb), meta_start_staged(&s[1], now, 0)};
+        assert_int_equal(meta_rank((enum meta_policy)p, s, cand, start, 2, &r, &state, out), 2);
+        assert_int_equal(out[0], 1);
+        /* both lack it: the faster link first */
+        s[0].bandwidth_mb_s = 1000;
+        start[0] = meta_start_staged(&s[0], now, gb);
+        start[1] = meta_start_staged(&s[1], now, gb);
+        assert_int_equal(meta_rank((enum meta_policy)p, s, cand, start, 2, &r, &state, out), 2);
+        assert_int_equal(out[0], 0);
+        /* but not when its site starts later by more than the staging saves */
+        start[0] = meta_start_staged(&s[0], now + 20000, gb);
+        assert_int_equal(meta_rank((enum meta_policy)p, s, cand, start, 2, &r, &state, out), 2);
+        assert_int_equal(out[0], 1);
+        s[0].bandwidth_mb_s = 100;
+    }
+    /* a site without a bandwidth adds nothing: it wins against a link to stage over */
+    int cand2[2] = {0, 2};
+    int64_t start2[2] = {meta_start_staged(&s[0], now, gb), meta_start_staged(&s[2], now, gb)};
+    assert_int_equal(start2[1], now);
+    assert_int_equal(meta_rank(META_EARLIEST_START, s, cand2, start2, 2, &r, &state, out), 2);
+    assert_int_equal(out[0], 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_can_hold),        cmocka_unit_test(test_estimate_policies),
         cmocka_unit_test(test_ties_take_turns), cmocka_unit_test(test_queue_and_rotation),
         cmocka_unit_test(test_names),           cmocka_unit_test(test_can_hold_features),
+        cmocka_unit_test(test_staging_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

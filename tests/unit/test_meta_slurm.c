@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -16,6 +18,7 @@
 #include <cmocka.h>
 
 #include "daemon/loop.h"
+#include "lib/sha256.h"
 #include "roles/meta/slurm/slurm.h"
 #include "wire/wire.h"
 
@@ -101,6 +104,8 @@ struct fx {
         uint64_t job;
         char state[32], reason[128];
         int64_t exit;
+        uint64_t have; /* FILE_STATE (issue 26) */
+        bool done;
     } rep[16];
 };
 
@@ -118,6 +123,8 @@ static void on_reply(void *arg, const void *data, size_t len)
         wire_get_strbuf(m.root, "msg", r->msg, sizeof r->msg);
         r->earliest = wire_get_i64(m.root, "earliest", -2);
         r->job = wire_get_u64(m.root, "job", 0);
+        r->have = wire_get_u64(m.root, "have", 0);
+        r->done = wire_get_bool(m.root, "done", false);
         const msgpack_object *j = wire_get(m.root, "job");
         if (j && j->type == MSGPACK_OBJECT_MAP) {
             wire_get_strbuf(j, "state", r->state, sizeof r->state);
@@ -333,6 +340,119 @@ static void test_hang_killed_loop_free(void **st)
     assert_true(took >= 3400 && took < 9000);
 }
 
+/* ---- issue 26: files at the site ---- */
+
+static void file_req(struct slurm_site *S, uint32_t type, uint64_t id, const char *hex,
+                     uint64_t size, uint64_t off, const void *data, size_t len)
+{
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    wire_begin(&wb, type, id, type == WT_FILE_PUT ? 4 : 2);
+    wire_put_str(&wb, "hash", hex);
+    wire_put_u64(&wb, "size", size);
+    if (type == WT_FILE_PUT) {
+        wire_put_u64(&wb, "off", off);
+        wire_put_bin(&wb, "data", data, len);
+    }
+    slurm_site_request(S, wb.sb.data, wb.sb.size);
+    wire_buf_free(&wb);
+}
+
+static void hex_of(const void *p, size_t n, char hex[SHA256_HEX])
+{
+    struct sha256 s;
+    uint8_t d[SHA256_LEN];
+    sha256_init(&s);
+    sha256_update(&s, p, n);
+    sha256_final(&s, d);
+    sha256_hex(d, hex);
+}
+
+/* Inputs received in order (a chunk out of step changes nothing), checked by hash and
+ * kept read-only; bytes that do not hash to the name refused; a workdir that does not
+ * exist named (and not made); a full disk (a 64 KiB tmpfs in a mount namespace of this
+ * process, root only) is STORAGE "disk full". */
+static void test_files(void **st)
+{
+    struct fx *f = *st;
+    char wd[128], err[300], url[300], hx[SHA256_HEX], bad[SHA256_HEX], big[SHA256_HEX];
+    snprintf(wd, sizeof wd, "%s/wd", f->dir);
+    assert_int_equal(mkdir(wd, 0755), 0);
+    struct slurm_conf c;
+    snprintf(url, sizeof url, "slurm://?bin=%s&dir=%s&workdir=%s", f->dir, f->dir, wd);
+    assert_int_equal(slurm_url_parse(url, &c, err, sizeof err), 0);
+    struct slurm_site *W = slurm_site_new(&c, "w", "meta", f->l, on_reply, f, err, sizeof err);
+    snprintf(url, sizeof url, "slurm://?bin=%s&dir=%s&workdir=%s/gone", f->dir, f->dir, f->dir);
+    assert_int_equal(slurm_url_parse(url, &c, err, sizeof err), 0);
+    struct slurm_site *G = slurm_site_new(&c, "g", "meta", f->l, on_reply, f, err, sizeof err);
+    assert_non_null(W);
+    assert_non_null(G);
+    const char *text = "hello, world";
+    hex_of(text, 12, hx);
+    hex_of("abc", 3, bad);
+    file_req(W, WT_FILE_HAVE, 20, hx, 12, 0, NULL, 0);
+    file_req(W, WT_FILE_PUT, 21, hx, 12, 0, text, 5);
+    file_req(W, WT_FILE_PUT, 22, hx, 12, 3, text + 3, 4); /* out of step: ignored */
+    file_req(W, WT_FILE_PUT, 23, hx, 12, 5, text + 5, 7);
+    file_req(W, WT_FILE_HAVE, 24, hx, 12, 0, NULL, 0);
+    file_req(W, WT_FILE_HAVE, 25, bad, 3, 0, NULL, 0);
+    file_req(W, WT_FILE_PUT, 26, bad, 3, 0, "xyz", 3);
+    file_req(G, WT_FILE_HAVE, 27, hx, 12, 0, NULL, 0);
+    bool full = geteuid() == 0 && unshare(CLONE_NEWNS) == 0 &&
+                mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
+                mount("tmpfs", wd, "tmpfs", 0, "size=64k") == 0;
+    static char zeros[200000];
+    if (full) {
+        hex_of(zeros, sizeof zeros, big);
+        file_req(W, WT_FILE_HAVE, 28, big, sizeof zeros, 0, NULL, 0);
+        file_req(W, WT_FILE_PUT, 29, big, sizeof zeros, 0, zeros, sizeof zeros);
+    }
+    run_until(f, full ? 10 : 8, 10000);
+    int i = find(f, 20);
+    assert_true(i >= 0 && f->rep[i].type == WT_FILE_STATE && f->rep[i].have == 0);
+    i = find(f, 21);
+    assert_true(i >= 0 && f->rep[i].have == 5 && !f->rep[i].done);
+    i = find(f, 22);
+    assert_true(i >= 0 && f->rep[i].have == 5 && !f->rep[i].done);
+    i = find(f, 23);
+    assert_true(i >= 0 && f->rep[i].have == 12 && f->rep[i].done);
+    i = find(f, 24);
+    assert_true(i >= 0 && f->rep[i].done);
+    i = find(f, 25);
+    assert_true(i >= 0 && f->rep[i].type == WT_FILE_STATE && !f->rep[i].done);
+    i = find(f, 26);
+    assert_true(i >= 0 && f->rep[i].type == WT_ERROR && f->rep[i].code == WE_INVALID);
+    assert_non_null(strstr(f->rep[i].msg, "changed while it was sent"));
+    i = find(f, 27);
+    assert_true(i >= 0 && f->rep[i].type == WT_ERROR && f->rep[i].code == WE_INVALID);
+    assert_non_null(strstr(f->rep[i].msg, "/gone cannot be used"));
+    if (full) {
+        i = find(f, 28);
+        assert_true(i >= 0 && f->rep[i].type == WT_FILE_STATE);
+        i = find(f, 29);
+        assert_true(i >= 0 && f->rep[i].type == WT_ERROR && f->rep[i].code == WE_STORAGE);
+        assert_non_null(strstr(f->rep[i].msg, "disk full"));
+        slurm_site_destroy(&W); /* its part file open on the tmpfs */
+        assert_int_equal(umount(wd), 0);
+    } else {
+        print_message("not root: the full disk case is not run\n");
+    }
+    char p[300];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/.gridnode-files/%s", wd, hx);
+    if (!full) { /* (under the tmpfs, gone with it) */
+        assert_int_equal(stat(p, &sb), 0);
+        assert_int_equal(sb.st_size, 12);
+        assert_int_equal(sb.st_mode & 0777, 0444);
+    }
+    snprintf(p, sizeof p, "%s/.gridnode-files/part/%s", wd, bad);
+    assert_int_not_equal(stat(p, &sb), 0); /* the bad bytes dropped */
+    snprintf(p, sizeof p, "%s/gone", f->dir);
+    assert_int_not_equal(stat(p, &sb), 0); /* never made */
+    slurm_site_destroy(&W);
+    slurm_site_destroy(&G);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -340,6 +460,7 @@ int main(void)
         cmocka_unit_test(test_url),
         cmocka_unit_test_setup_teardown(test_adapter, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hang_killed_loop_free, setup_hang, teardown),
+        cmocka_unit_test_setup_teardown(test_files, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -95,6 +95,25 @@ int64_t meta_completion(const struct meta_site *s, const struct meta_request *r,
     return start + (int64_t)((double)r->walltime / speed + 0.5);
 }
 
+int64_t meta_stage_ms(const struct meta_site *s, uint64_t bytes)
+{
+    if (!(s->bandwidth_mb_s > 0) || !bytes)
+        return 0;
+    double ms = (double)bytes / (s->bandwidth_mb_s * 1e6) * 1000.0;
+    if (ms >= 1e15) /* a rate too small to mean anything: never within reach */
+        return (int64_t)1e15;
+    int64_t r = (int64_t)ms;
+    return r + ((double)r < ms);
+}
+
+int64_t meta_start_staged(const struct meta_site *s, int64_t start, uint64_t bytes)
+{
+    if (start == META_NEVER)
+        return META_NEVER;
+    int64_t add = meta_stage_ms(s, bytes);
+    return start > META_NEVER - add ? META_NEVER : start + add;
+}
+
 /* xorshift64*: the random policy's generator, kept in *state. */
 static uint64_t next_random(uint64_t *state)
 {

@@ -45,6 +45,9 @@ struct meta_site {
     /* how many hosts have each list (SITE feature_hosts), borrowed; NULL: not known
      * (a site older than the field): each list then stands for one host */
     const uint32_t *fhosts;
+    /* issue 26: the configured rate, MB/s (10^6 bytes), at which the spool moves a
+     * job's inputs to the site; 0: not known (staging then adds nothing) */
+    double bandwidth_mb_s;
 };
 
 /* A job's resource request. */
@@ -84,6 +87,16 @@ bool meta_site_can_hold(const struct meta_site *s, const struct meta_request *r,
 size_t meta_rank(enum meta_policy p, const struct meta_site *sites, const int *cand,
                  const int64_t *start, size_t n, const struct meta_request *r, uint64_t *state,
                  int *out);
+
+/*
+ * Issue 26: the time (ms, rounded up) to move `bytes` of a job's inputs to site s at its
+ * configured bandwidth; 0 when s has none configured or nothing is to be moved.
+ */
+int64_t meta_stage_ms(const struct meta_site *s, uint64_t bytes);
+/* The start a ranking sees for a job whose inputs of `bytes` the site lacks: the site's
+ * estimated start plus meta_stage_ms (the spool submits only once they are there);
+ * META_NEVER stays. */
+int64_t meta_start_staged(const struct meta_site *s, int64_t start, uint64_t bytes);
 
 /* The estimated completion (ms) of r starting at `start` on site s: start + walltime / speed. */
 int64_t meta_completion(const struct meta_site *s, const struct meta_request *r, int64_t start);

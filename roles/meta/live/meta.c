@@ -39,8 +39,8 @@ static const struct config_key meta_keys[] = {
      "sites, comma-separated: NAME=tcp://HOST:PORT (a batch role) or "
      "NAME=slurm://SLURM_CONF?partition=P&... (a Slurm cluster, docs/meta.md)"},
     {"meta", "sites_file", CONFIG_STR, "", OFF(sites_file), 0, 0, NULL,
-     "a file of more sites, one a line: NAME=ENDPOINT [speed=S] (# comments); "
-     "for more sites than meta.sites' 160 bytes hold (up to 64 in all)"},
+     "a file of more sites, one a line: NAME=ENDPOINT [speed=S] [bandwidth_mb_s=B] "
+     "(# comments); for more sites than meta.sites' 160 bytes hold (up to 64 in all)"},
     {"meta", "speeds", CONFIG_STR, "", OFF(speeds), 0, 0, NULL,
      "relative site speeds, NAME=SPEED,... (default 1): run time = walltime / speed"},
     {"meta", "policy", CONFIG_STR, "estimate", OFF(policy), 0, 0, NULL,

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "lib/log.h"
+#include "daemon/filestore.h"
 #include "daemon/loop.h"
 #include "lib/text.h"
 #include "roles/meta/live/meta_int.h"
@@ -108,6 +109,72 @@ static void burst_count(struct msite *s, int64_t sec)
     s->burst_n++;
 }
 
+/* ---- staging time (issue 26) ---- */
+
+struct in_list {
+    struct in_file {
+        uint8_t d[SHA256_LEN];
+        uint64_t size;
+    } * v;
+    uint32_t n, cap;
+};
+
+static int in_add(void *arg, const msgpack_object *in)
+{
+    struct in_list *l = arg;
+    size_t hl;
+    const char *h = wire_get_str(in, "hash", &hl);
+    if (l->n == l->cap) {
+        uint32_t nc = l->cap ? l->cap * 2 : 16;
+        void *p = realloc(l->v, nc * sizeof *l->v);
+        if (!p)
+            return -1;
+        l->v = p, l->cap = nc;
+    }
+    if (h && filestore_parse_hash(h, hl, l->v[l->n].d) == 0)
+        l->v[l->n++].size = wire_get_u64(in, "size", 0);
+    return 0;
+}
+
+static int in_cmp(const void *a, const void *b)
+{
+    return memcmp(((const struct in_file *)a)->d, ((const struct in_file *)b)->d, SHA256_LEN);
+}
+
+/* The bytes of j's inputs (each distinct file once) each site lacks as far as the spool
+ * knows (what its offers there acknowledged, s->xf: a batch site's store, or a Slurm
+ * site's in its workdir), into miss[site]; only sites with a bandwidth (the others add
+ * nothing). False when the job has no inputs or none such site. */
+static bool inputs_missing(struct meta *M, const struct mjob *j, uint64_t *miss)
+{
+    bool any = false;
+    for (int i = 0; i < M->nsites; i++)
+        any |= M->site[i].info.bandwidth_mb_s > 0;
+    if (!any || !meta_files_has_inputs(j))
+        return false;
+    struct in_list l = {0};
+    if (meta_files_each_input(j, in_add, &l) < 0 || !l.n) {
+        free(l.v);
+        return false;
+    }
+    qsort(l.v, l.n, sizeof *l.v, in_cmp);
+    for (int i = 0; i < M->nsites; i++) {
+        const struct msite *s = &M->site[i];
+        miss[i] = 0;
+        for (uint32_t k = 0; s->info.bandwidth_mb_s > 0 && k < l.n; k++) {
+            if (k && !memcmp(l.v[k].d, l.v[k - 1].d, SHA256_LEN))
+                continue;
+            uint64_t held = 0;
+            for (uint32_t x = 0; x < s->nxf; x++)
+                if (!memcmp(s->xf[x].d, l.v[k].d, SHA256_LEN))
+                    held = s->xf[x].have < l.v[k].size ? s->xf[x].have : l.v[k].size;
+            miss[i] += l.v[k].size - held;
+        }
+    }
+    free(l.v);
+    return true;
+}
+
 /* Picks the best site not tried yet and reserves there (or submits, for slurm_m). */
 void meta_decide(struct meta *M, struct mjob *j)
 {
@@ -116,10 +183,13 @@ void meta_decide(struct meta *M, struct mjob *j)
     size_t n = 0;
     bool mv = j->phase >= PH_MV_EST;
     int64_t sec = loop_now_ms() / 1000;
+    uint64_t miss[META_MAX_SITES] = {0};
+    inputs_missing(M, j, miss); /* issue 26: the staging time joins each start */
     for (int i = 0; i < M->nsites; i++)
         if (site_for(M, j, i) && !(j->tried & (1ull << i)) && (!mv || i != j->site)) {
             cand[n] = i;
-            start[n++] = tie_break(&M->site[i], array_start(&M->site[i], j, meta_est(j, i)), sec);
+            int64_t st = meta_start_staged(&M->site[i].info, meta_est(j, i), miss[i]);
+            start[n++] = tie_break(&M->site[i], array_start(&M->site[i], j, st), sec);
         }
     struct meta_site sites[META_MAX_SITES];
     for (int i = 0; i < M->nsites; i++)
@@ -128,8 +198,10 @@ void meta_decide(struct meta *M, struct mjob *j)
     if (mv) {
         /* a move only when clearly better: earlier by more than the margin */
         int64_t cur = meta_est(j, j->site);
-        if (k == 0 || cur == META_NEVER ||
-            meta_est(j, order[0]) + M->cfg.move_margin_s * 1000 >= cur) {
+        int64_t to =
+            k ? meta_start_staged(&M->site[order[0]].info, meta_est(j, order[0]), miss[order[0]])
+              : META_NEVER;
+        if (k == 0 || cur == META_NEVER || to + M->cfg.move_margin_s * 1000 >= cur) {
             j->phase = PH_IDLE;
             if (M->inflight)
                 M->inflight--;

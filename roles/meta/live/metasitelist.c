@@ -57,12 +57,35 @@ static int site_add(struct meta *M, char *t, const char *from, char *err, size_t
             return -1;
         }
     s->info.speed = 1.0;
+    if (!strncmp(ep, "slurm://", 8)) /* issue 26: its bandwidth_mb_s, if given */
+        s->info.bandwidth_mb_s = sc.bandwidth_mb_s;
     M->nsites++;
     return 0;
 }
 
-/* The sites of meta.sites_file: a line is NAME=ENDPOINT, then optionally speed=S; blank
- * lines and lines starting with # are skipped. 0, or -1 with why in err. */
+/* One option of a meta.sites_file line: speed=S (relative speed, above 0), or
+ * bandwidth_mb_s=B (issue 26: the rate the spool moves inputs there at, MB/s, above 0;
+ * the placement estimate adds the staging time). 0, or -1 with why in err. */
+static int site_option(struct msite *s, const char *opt, const char *from, char *err, size_t errlen)
+{
+    bool sp = !strncmp(opt, "speed=", 6), bw = !strncmp(opt, "bandwidth_mb_s=", 15);
+    char *end = NULL;
+    double v = sp ? strtod(opt + 6, &end) : bw ? strtod(opt + 15, &end) : 0;
+    if (!end || *end || !(v > 0 && v < 1e9)) {
+        snprintf(err, errlen, "%s: '%s' is not speed=S or bandwidth_mb_s=B (a number above 0)",
+                 from, opt);
+        return -1;
+    }
+    if (sp)
+        s->info.speed = v;
+    else
+        s->info.bandwidth_mb_s = v;
+    return 0;
+}
+
+/* The sites of meta.sites_file: a line is NAME=ENDPOINT, then optionally speed=S and
+ * bandwidth_mb_s=B; blank lines and lines starting with # are skipped. 0, or -1 with
+ * why in err. */
 static int sites_file(struct meta *M, const char *path, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "r");
@@ -81,16 +104,9 @@ static int sites_file(struct meta *M, const char *path, char *err, size_t errlen
             snprintf(err, errlen, "%s: the site is longer than %zu bytes", from,
                      sizeof M->site[0].ep - 1);
             rc = -1;
-        } else if ((rc = site_add(M, t, from, err, errlen)) == 0 &&
-                   (opt = strtok_r(NULL, " \t\r\n", &save))) {
-            char *end = NULL;
-            double v = strncmp(opt, "speed=", 6) ? 0 : strtod(opt + 6, &end);
-            if (!end || *end || !(v > 0 && v < 1e6) || strtok_r(NULL, " \t\r\n", &save)) {
-                snprintf(err, errlen, "%s: '%s' is not speed=S (a number above 0)", from, opt);
-                rc = -1;
-            } else {
-                M->site[M->nsites - 1].info.speed = v;
-            }
+        } else if ((rc = site_add(M, t, from, err, errlen)) == 0) {
+            while (rc == 0 && (opt = strtok_r(NULL, " \t\r\n", &save)))
+                rc = site_option(&M->site[M->nsites - 1], opt, from, err, errlen);
         }
     }
     fclose(f);

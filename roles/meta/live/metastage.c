@@ -207,8 +207,8 @@ void meta_submit(struct meta *M, struct msite *s, struct mjob *j)
 {
     char why[400];
     j->staging = false;
-    /* a Slurm site refuses files itself (INVALID): the job goes to another site */
-    if (s->slurm || !meta_files_has_inputs(j) || inputs_at(M, s, j, true, why, sizeof why) == 1) {
+    /* a Slurm site takes them too, into its workdir (issue 26, roles/meta/slurm) */
+    if (!meta_files_has_inputs(j) || inputs_at(M, s, j, true, why, sizeof why) == 1) {
         meta_send_submit(M, s, j, j->resv, j->attempt, false);
         return;
     }
@@ -491,7 +491,7 @@ bool meta_pull_begin(struct meta *M, struct mjob *j, int st, const char *why)
 {
     if (j->pulling)
         return true;
-    if (!meta_files_has_outputs(j) || j->site < 0 || M->site[j->site].slurm)
+    if (!meta_files_has_outputs(j) || j->site < 0)
         return false;
     if (M->npulls == M->cappulls) {
         uint32_t nc = M->cappulls ? M->cappulls * 2 : 16;

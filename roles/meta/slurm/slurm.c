@@ -20,6 +20,9 @@
  *   CANCEL        scancel
  *   RESV_RELEASE  scontrol delete reservation
  *   RESV_LIST     scontrol -o show reservation, then squeue for the jobs bound to them
+ *   FILE_HAVE,    issue 26 (slurmfiles.c): inputs into the site's workdir; a SUBMIT with
+ *   FILE_PUT,     files gets its own directory there (inputs linked in) for sbatch
+ *   FILE_GET      --chdir; an ended job's outputs are listed (JOB_GET tasks) and read
  * Each command is a child process in its own process group with its output on
  * non-blocking pipes watched by the loop; past its deadline the group is killed. A
  * command that cannot reach Slurm makes SITE_INFO and JOB_GET go unanswered (the spool
@@ -38,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "daemon/filestore.h"
 #include "lib/constraint.h"
 #include "lib/log.h"
 #include "daemon/loop.h"
@@ -93,13 +97,7 @@ static void fmt_time(int64_t ms, char *b, size_t n)
 
 static void ready(struct slurm_site *S, uint64_t rid, struct wire_buf *wb)
 {
-    struct sreq *r = slurm_req_new(S, 0, rid);
-    if (r && (r->rep = malloc(wb->sb.size))) {
-        memcpy(r->rep, wb->sb.data, wb->sb.size);
-        r->replen = wb->sb.size;
-    } else if (r) {
-        slurm_req_free(S, r);
-    }
+    slurm_ready(S, rid, wb);
 }
 
 static void ready_err(struct slurm_site *S, uint64_t rid, int code, const char *fmt, ...)
@@ -183,6 +181,12 @@ void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
     }
     const msgpack_object *o = m.root;
     uint64_t rid = m.id;
+    if (m.type == WT_JOB_GET && wire_get(o, "from") && wire_get_bool(o, "tasks", false) &&
+        !wire_get_bool(o, "output", false)) { /* issue 26: the spool copying outputs */
+        slurm_files_tasks(S, rid, o);
+        wire_msg_free(&m);
+        return;
+    }
     if (m.type == WT_JOB_GET) {
         if (S->nw == S->capw) {
             uint32_t nc = S->capw ? S->capw * 2 : 64;
@@ -302,12 +306,14 @@ void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
             ready_err(S, rid, WE_INVALID, "slurm site %s takes no stdin or hosts", S->site);
             break;
         }
-        if (wire_get(o, "inputs") || wire_get(o, "outputs") || wire_get(o, "checkpoint_s")) {
-            /* issue 26: the spool does not write files into a Slurm site's directory yet */
+        bool files = wire_get(o, "inputs") || wire_get(o, "outputs") || wire_get(o, "checkpoint_s");
+        if (files && (m.type == WT_PSUBMIT || !S->c.workdir[0])) {
             ready_err(S, rid, WE_INVALID,
-                      "slurm site %s takes no files yet (submit --input/--output/"
-                      "--checkpoint-s): the grid spool sends them to batch sites only",
-                      S->site);
+                      "slurm site %s takes no files (submit --input/--output/--checkpoint-s)%s",
+                      S->site,
+                      m.type == WT_PSUBMIT ? " for a parallel job"
+                                           : ": it has no workdir (set workdir=DIR in its "
+                                             "slurm:// URL, a directory its nodes share)");
             break;
         }
         char *w = av && av->type == MSGPACK_OBJECT_ARRAY && av->via.array.size
@@ -326,6 +332,21 @@ void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
         if (!get_con(S, r, o, rid)) {
             slurm_req_free(S, r);
             break;
+        }
+        if (files) { /* issue 26: written into the job's directory before sbatch */
+            struct wire_buf fw;
+            wire_buf_init(&fw);
+            filestore_jobdata_pack(o, &fw);
+            if ((r->files = malloc(fw.sb.size)))
+                memcpy(r->files, fw.sb.data, fw.sb.size);
+            r->files_len = fw.sb.size;
+            r->ckpt = wire_get_u64(o, "checkpoint_s", 0) > 0;
+            wire_buf_free(&fw);
+            if (!r->files) {
+                slurm_req_free(S, r);
+                ready_err(S, rid, WE_REFUSED, "slurm site %s: out of memory", S->site);
+                break;
+            }
         }
         r->parallel = m.type == WT_PSUBMIT;
         r->hold = wire_get_bool(o, "hold", false);
@@ -390,6 +411,13 @@ void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
             slurm_arg(r, "show");
             slurm_arg(r, "reservation");
         }
+        break;
+    case WT_FILE_HAVE:
+    case WT_FILE_PUT:
+        slurm_files_have(S, rid, o, m.type == WT_FILE_PUT);
+        break;
+    case WT_FILE_GET:
+        slurm_files_get(S, rid, o);
         break;
     default:
         ready_err(S, rid, WE_TYPE, "slurm site %s does not answer %s", S->site,
@@ -513,6 +541,7 @@ void slurm_site_destroy(struct slurm_site **sp)
     }
     for (uint32_t i = 0; i < S->nreap; i++)
         waitpid(S->reap[i], NULL, 0);
+    slurm_files_free(S);
     for (size_t i = 0; S->envp && S->envp[i]; i++)
         free(S->envp[i]);
     free(S->envp);

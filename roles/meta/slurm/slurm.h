@@ -15,7 +15,10 @@
  * qos, cluster (-M), user (the identity jobs run as; needs the spool to run as root),
  * dir (where jobs run and write slurm-<id>.out/.err; default /tmp), bin (directory of
  * the Slurm commands; default: PATH), timeout_ms (per command, default 4000),
- * max_cmds (commands at once, default 8).
+ * max_cmds (commands at once, default 8), workdir (issue 26: the directory, shared
+ * with the site's nodes, under which a job with files gets its own working directory;
+ * default none: such jobs are refused), bandwidth_mb_s (issue 26: the rate inputs reach
+ * workdir at, for the placement estimate; default none).
  */
 #ifndef GRIDNODE_META_SLURM_H
 #define GRIDNODE_META_SLURM_H
@@ -28,8 +31,9 @@
 
 struct slurm_conf {
     char conf[SLURM_STR], partition[64], account[64], qos[64], cluster[64], user[64];
-    char dir[SLURM_STR], bin[SLURM_STR];
+    char dir[SLURM_STR], bin[SLURM_STR], workdir[SLURM_STR];
     long timeout_ms, max_cmds;
+    double bandwidth_mb_s;
 };
 
 struct loop;

@@ -3,6 +3,8 @@
  *   slurmparse.c  the pure parsers (slurm.h)
  *   slurmrun.c    running Slurm's commands: child processes, pipes, deadlines, the
  *                 requests' list
+ *   slurmfiles.c  files (issue 26): inputs received into the site's workdir and linked
+ *                 into a job's directory, outputs listed and read back
  *   slurmdone.c   what each request does with its command's output: replies and
  *                 next steps
  *   slurm.c       the site's requests (decoded into commands), the tick, new/destroy
@@ -17,15 +19,18 @@
 #include <sys/types.h>
 
 #include "roles/meta/slurm/slurm.h"
+#include "wire/wire.h"
 
-enum { C_SBATCH, C_SQUEUE, C_SINFO, C_SCONTROL, C_SCANCEL, C_SACCT, C_N };
-extern const char *const slurm_cmd_name[C_N];
+/* C_LIST: not a Slurm command but a function run in the child (sreq `child`) */
+enum { C_SBATCH, C_SQUEUE, C_SINFO, C_SCONTROL, C_SCANCEL, C_SACCT, C_N, C_LIST = C_N };
+extern const char *const slurm_cmd_name[C_N + 1];
 
 #define OUT_MAX (16u << 20) /* a command's output kept (squeue of many jobs) */
 #define ARGS_MAX 40
 #define POLL_MAX 256 /* jobs per squeue -j */
 #define T_CONFIG 1   /* internal: scontrol show config (bf_window) */
 #define T_POLL 2     /* internal: squeue -j of the JOB_GETs waiting */
+#define T_LIST 3     /* internal: an ended job's outputs hashed (slurmfiles.c) */
 
 struct obuf {
     char *p;
@@ -73,6 +78,16 @@ struct sreq {
     /* a first step's result kept for the second */
     int64_t i1, i2, i3, i4;
     char s1[64];
+    /* issue 26: the SUBMIT's files (a map of inputs, outputs, checkpoint_s; owned),
+     * the job's directory once known; T_LIST's directory and globs (owned), the
+     * function its child runs instead of a command, its deadline (0: timeout_ms) */
+    char *files;
+    size_t files_len;
+    bool ckpt;
+    char chdir[SLURM_STR + 330];
+    char *fdir, *fglobs;
+    int (*child)(struct slurm_site *S, struct sreq *r);
+    long tmo;
 };
 
 struct slurm_site {
@@ -104,6 +119,7 @@ struct slurm_site {
     /* a finished command's step (slurm_step_done): set by slurm_site_new, so the runner
      * (slurmrun.c) does not call up into the steps (slurmdone.c) */
     void (*done)(struct slurm_site *S, struct sreq *r);
+    struct slurm_files *files; /* slurmfiles.c's state; NULL until used */
 };
 
 /* ---- slurmrun.c: the commands ---- */
@@ -130,6 +146,33 @@ bool slurm_cmd_ok(const struct sreq *r);
 bool slurm_unreachable(const struct sreq *r);
 /* Why a command failed, in one line. */
 void slurm_why(const struct slurm_site *S, const struct sreq *r, char *b, size_t n);
+/* A reply (wb, copied) for request rid, delivered at the next tick (never from inside
+ * slurm_site_request). */
+void slurm_ready(struct slurm_site *S, uint64_t rid, const struct wire_buf *wb);
+
+/* ---- slurmfiles.c: files (issue 26) ---- */
+
+/* FILE_HAVE (put false) / FILE_PUT (true) o: FILE_STATE or an ERROR, ready. */
+void slurm_files_have(struct slurm_site *S, uint64_t rid, const msgpack_object *o, bool put);
+/* FILE_GET o (an output of an ended, listed job): FILE_DATA or an ERROR, ready. */
+void slurm_files_get(struct slurm_site *S, uint64_t rid, const msgpack_object *o);
+/* JOB_GET o with `tasks` and `from` (the spool copying outputs): the task row, ready. */
+void slurm_files_tasks(struct slurm_site *S, uint64_t rid, const msgpack_object *o);
+/* Before sbatch of r (r->files): the job's directory made, its inputs linked in, r->chdir
+ * set. 0, or -1 with r's error reply ready (r->rep). */
+int slurm_files_stage(struct slurm_site *S, struct sreq *r);
+/* r->chdir of a keyed request made before (a resent submission that found its job). */
+void slurm_files_dir(struct slurm_site *S, struct sreq *r);
+/* Slurm job `job` was made for r: its directory and output globs noted (WORKDIR/
+ * .gridnode-jobs/JOB) for when it ends. */
+void slurm_files_submitted(struct slurm_site *S, struct sreq *r, uint64_t job);
+/* Slurm says job ended (state, exit): 0 nothing to list, 1 its outputs are listed, -1
+ * being listed (report it running meanwhile). */
+int slurm_files_ended(struct slurm_site *S, uint64_t job, const char *state, int64_t ex);
+/* T_LIST's child finished: the job's list kept; r freed. */
+void slurm_files_listed(struct slurm_site *S, struct sreq *r);
+/* Frees the files' state (slurm_site_destroy). */
+void slurm_files_free(struct slurm_site *S);
 
 /* ---- slurmdone.c: the steps ---- */
 

@@ -74,7 +74,7 @@ void slurm_job_args(struct slurm_site *S, struct sreq *r)
     slurm_arg(r, "--time=%" PRIu64, min ? min : 1);
     if (r->mem_mb)
         slurm_arg(r, r->parallel ? "--mem=%" PRIu64 : "--mem-per-cpu=%" PRIu64, r->mem_mb);
-    slurm_arg(r, "--chdir=%s", S->c.dir);
+    slurm_arg(r, "--chdir=%s", r->chdir[0] ? r->chdir : S->c.dir); /* issue 26: its own */
     if (r->con) /* issue 27: Slurm's syntax, passed as it is (counts included) */
         slurm_arg(r, "--constraint=%s", r->con);
 }
@@ -314,6 +314,8 @@ static void done_reserve(struct slurm_site *S, struct sreq *r)
 void slurm_submit_cmd(struct slurm_site *S, struct sreq *r)
 {
     r->step = 1;
+    if (r->files && slurm_files_stage(S, r) < 0)
+        return; /* its error reply is ready */
     slurm_cmd(S, r, C_SBATCH, false);
     slurm_arg(r, "--parsable");
     slurm_job_args(S, r);
@@ -324,6 +326,8 @@ void slurm_submit_cmd(struct slurm_site *S, struct sreq *r)
         slurm_arg(r, "--reservation=%s", r->resv);
     if (r->hold)
         slurm_arg(r, "--hold");
+    if (r->ckpt) /* issue 26: a requeued job (same directory) finds what it saved */
+        slurm_arg(r, "--export=ALL,GRIDNODE_CHECKPOINT_DIR=%s/.gridnode-checkpoint", r->chdir);
     slurm_arg(r, "--output=%s/slurm-%%j.out", S->c.dir);
     slurm_arg(r, "--error=%s/slurm-%%j.err", S->c.dir);
     slurm_arg(r, "--wrap=%s", r->wrap);
@@ -373,6 +377,10 @@ static void done_submit(struct slurm_site *S, struct sreq *r)
                 *nl = '\0';
             int k = split(ln, '|', f, 2);
             log_info("slurm site %s: %s is job %" PRIu64 " already", S->site, r->jname, job);
+            if (r->files && S->c.workdir[0]) { /* its outputs noted again (kill -9) */
+                slurm_files_dir(S, r);
+                slurm_files_submitted(S, r, job);
+            }
             submitted(S, r, job, k > 1 ? slurm_state_word(f[1]) : "queued", true);
             slurm_req_free(S, r);
             return;
@@ -387,6 +395,7 @@ static void done_submit(struct slurm_site *S, struct sreq *r)
         slurm_req_free(S, r);
         return;
     }
+    slurm_files_submitted(S, r, job);
     submitted(S, r, job, "queued", false);
     slurm_req_free(S, r);
 }
@@ -587,6 +596,12 @@ static void job_reply(struct slurm_site *S, uint64_t rid, uint64_t job, char **f
         int raw = atoi(f[4]);
         int ex = WIFSIGNALED(raw) ? 128 + WTERMSIG(raw) : WEXITSTATUS(raw);
         bool ended = strcmp(st, "queued") && strcmp(st, "running");
+        if (ended && slurm_files_ended(S, job, st, ex) < 0) {
+            /* issue 26: its outputs are being hashed; it ends once they are listed */
+            st = "running";
+            ended = false;
+            f[5] = "listing its outputs at the site";
+        }
         wire_put_str(&wb, "state", st);
         wire_put_i64(&wb, "started", pending ? 0 : (s > 0 ? s : 0));
         wire_put_i64(&wb, "finished", ended && e > 0 ? e : 0);
@@ -729,6 +744,9 @@ void slurm_step_done(struct slurm_site *S, struct sreq *r)
         break;
     case T_POLL:
         done_poll(S, r);
+        break;
+    case T_LIST:
+        slurm_files_listed(S, r);
         break;
     case WT_SITE_INFO:
         done_site_info(S, r);

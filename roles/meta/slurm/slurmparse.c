@@ -165,6 +165,7 @@ int slurm_url_parse(const char *url, struct slurm_conf *c, char *err, size_t err
                  {"cluster", c->cluster, sizeof c->cluster},
                  {"user", c->user, sizeof c->user},
                  {"dir", c->dir, sizeof c->dir},
+                 {"workdir", c->workdir, sizeof c->workdir},
                  {"bin", c->bin, sizeof c->bin}};
         bool done = false;
         for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
@@ -188,16 +189,26 @@ int slurm_url_parse(const char *url, struct slurm_conf *c, char *err, size_t err
             *(to ? &c->timeout_ms : &c->max_cmds) = n;
             done = true;
         }
+        if (!done && !strcmp(t, "bandwidth_mb_s")) { /* issue 26: the placement estimate */
+            char *end = NULL;
+            c->bandwidth_mb_s = strtod(v, &end);
+            if (!*v || *end || !(c->bandwidth_mb_s > 0 && c->bandwidth_mb_s < 1e9)) {
+                snprintf(err, errlen, "%s: bandwidth_mb_s must be a number above 0 (MB/s)", url);
+                return -1;
+            }
+            done = true;
+        }
         if (!done) {
             snprintf(err, errlen,
                      "%s: unknown parameter '%s' (partition, account, qos, cluster, user, dir, "
-                     "bin, timeout_ms, max_cmds)",
+                     "workdir, bin, timeout_ms, max_cmds, bandwidth_mb_s)",
                      url, t);
             return -1;
         }
     }
-    if (c->dir[0] != '/') {
-        snprintf(err, errlen, "%s: dir must be an absolute path", url);
+    if (c->dir[0] != '/' || (c->workdir[0] && c->workdir[0] != '/')) {
+        snprintf(err, errlen, "%s: %s must be an absolute path", url,
+                 c->dir[0] != '/' ? "dir" : "workdir");
         return -1;
     }
     return 0;
