@@ -59,6 +59,7 @@ struct loop;
 struct daemon;
 struct store;
 struct statspage;
+struct fileoffer;
 
 #define LIVE_ELEM_BITS 24
 #define LIVE_MAX_TASKS 10000000u /* SUBMIT ntasks cap (wire) fits 24 bits */
@@ -209,8 +210,7 @@ struct lclu {
     uint32_t nreq, capreq;
     uint32_t reconciling; /* outstanding JOB_GET / PSUBMIT of a resync */
     /* livestage.c (issue 26): files being offered to it, or known whole there */
-    struct lxfer *xf;
-    uint32_t nxf, capxf;
+    struct fileoffer *offer; /* daemon/fileoffer.h; NULL: none yet */
 };
 
 /* An administrative or site reservation as stored (liveresv.c). */
@@ -224,20 +224,6 @@ struct lresv {
     uint64_t job;                /* the batch job bound to it, 0 */
     bool site;                   /* RESERVE: held for exactly one job */
     bool in_engine;
-};
-
-/* A file offered to a cluster (livestage.c). */
-#define LIVE_XFER_INFLIGHT 4 /* FILE_PUT chunks of one file in flight */
-struct lxfer {
-    uint8_t d[32];
-    uint64_t size, have;
-    uint64_t next;                     /* the next chunk's offset */
-    uint64_t ends[LIVE_XFER_INFLIGHT]; /* the ends of the chunks in flight, in order */
-    uint32_t nfl;                      /* chunks in flight */
-    bool resync;                       /* out of step: go on from have once none is left */
-    char user[64]; /* charged to at the cluster (files.user_mb): the job's owner */
-    int st;        /* enum in livestage.c */
-    char *err;     /* why the cluster refused it, NULL */
 };
 
 /* An ended task's outputs being copied from its cluster (livestage.c). */
