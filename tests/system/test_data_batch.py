@@ -226,17 +226,22 @@ MOVE = ('d="$GRIDNODE_CHECKPOINT_DIR"; n=$(cat "$d/n" 2>/dev/null || echo 0); s=
         'sleep 0.1; done; [ $n -lt 30 ] && exec sleep 600; echo start=$s end=$n > result.txt')
 
 
-def test_a_checkpointing_task_whose_host_is_lost_moves_with_its_checkpoint(
-        cluster_factory, client_factory, batch_factory, gridnode_bin, tmp_path):
-    cl, nodes, b = two_hosts(cluster_factory, client_factory, batch_factory)
+def submit_move(gridnode_bin, cl, b, tmp_path):
+    """MOVE submitted to the batch role with --checkpoint-s 1, once its first run's last
+    checkpoint (a count of 8) is at the cluster: its job, the first run's pid file."""
     mark, pidf = tmp_path / "first-run", tmp_path / "pid"
     r = run_cli(gridnode_bin, "submit", "-e", b.endpoint, "--shell", "--checkpoint-s", 1,
                 "--output", "result.txt", "--json", MOVE.format(mark=mark, pid=pidf))
     assert r.returncode == 0, r.stderr
-    jid = json.loads(r.stdout)["job"]
-    # the first run's last checkpoint (a count of 8) is at the cluster
     wait_until(lambda: stored_path(cl, sha(b"8\n")).exists(), scaled(40),
-               msg="the checkpoint reaches the cluster")
+               msg="the first run's checkpoint reaches the cluster")
+    return json.loads(r.stdout)["job"], pidf
+
+
+def test_a_checkpointing_task_whose_host_is_lost_moves_with_its_checkpoint(
+        cluster_factory, client_factory, batch_factory, gridnode_bin, tmp_path):
+    cl, nodes, b = two_hosts(cluster_factory, client_factory, batch_factory)
+    jid, pidf = submit_move(gridnode_bin, cl, b, tmp_path)
     t = batch_job(b, jid)["tasks"][0]
     host, cjob = t["node"], t["cjob"]
     kill_host(nodes, host, pidf)
@@ -255,6 +260,31 @@ def test_a_checkpointing_task_whose_host_is_lost_moves_with_its_checkpoint(
     plain = c.ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=1)["job"]
     assert "not pinned" in c.err(TASK_PIN, "STATE", job=plain, host=host)["msg"]
     assert "no job" in c.err(TASK_PIN, "NOT_FOUND", job=10 ** 9, host=host)["msg"]
+
+
+def test_a_move_the_cluster_refuses_runs_the_task_again_from_the_start(
+        cluster_factory, client_factory, batch_factory, gridnode_bin, tmp_path):
+    cl, nodes, b = two_hosts(cluster_factory, client_factory, batch_factory)
+    jid, pidf = submit_move(gridnode_bin, cl, b, tmp_path)
+    # the other host is busy: after its host is lost the task waits, pending
+    blk = b.client().ok("SUBMIT", "SUBMITTED", argv=["sleep", "600"], ntasks=1)["job"]
+    wait_until(lambda: batch_job(b, blk)["job"]["state"] == "running", scaled(30),
+               msg="the other host is taken")
+    t = batch_job(b, jid)["tasks"][0]
+    host, cjob = t["node"], t["cjob"]
+    kill_host(nodes, host, pidf)
+    wait_until(lambda: "moving: its host" in (batch_job(b, jid)["tasks"][0].get("reason") or ""),
+               scaled(60), msg="the task waits to move")
+    # meanwhile its cluster job ends (an operator cancels it): the move is refused
+    cl.client().ok("CANCEL", "OK", job=cjob)
+    b.client().ok("CANCEL", "OK", job=blk)
+    job = wait_batch(b, jid, timeout=90)
+    assert job["job"]["state"] == "done", job
+    t, = job["tasks"]
+    assert t["node"] != host and t["cjob"] != cjob, (t, host, cjob)
+    f, = t["files"]
+    assert stored_path(b, f["hash"]).read_bytes() == b"start=0 end=30\n"
+    assert "cannot move its job %d" % cjob in b.log()
 
 
 def test_a_users_files_beyond_files_user_mb_are_refused(cluster_factory, client_factory,
