@@ -262,7 +262,7 @@ def test_a_checkpointing_task_whose_host_is_lost_moves_with_its_checkpoint(
     assert "no job" in c.err(TASK_PIN, "NOT_FOUND", job=10 ** 9, host=host)["msg"]
 
 
-def test_a_move_the_cluster_refuses_runs_the_task_again_from_the_start(
+def test_a_move_the_cluster_refuses_after_a_restart_runs_the_task_again_from_the_start(
         cluster_factory, client_factory, batch_factory, gridnode_bin, tmp_path):
     cl, nodes, b = two_hosts(cluster_factory, client_factory, batch_factory)
     jid, pidf = submit_move(gridnode_bin, cl, b, tmp_path)
@@ -275,6 +275,7 @@ def test_a_move_the_cluster_refuses_runs_the_task_again_from_the_start(
     kill_host(nodes, host, pidf)
     wait_until(lambda: "moving: its host" in (batch_job(b, jid)["tasks"][0].get("reason") or ""),
                scaled(60), msg="the task waits to move")
+    b.restart()  # kill -9: the kept cluster job is stored with the task
     # meanwhile its cluster job ends (an operator cancels it): the move is refused
     cl.client().ok("CANCEL", "OK", job=cjob)
     b.client().ok("CANCEL", "OK", job=blk)
