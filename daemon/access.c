@@ -14,7 +14,8 @@
  *   admin requests (CONSOLE, PURGE,    admin identities, and peers whose grant names
  *   RESV_SET, RESV_RELEASE, ATTACH,    the request
  *   DETACH, NODE_CTL, ...)
- *   peer requests (EVENTS, RESERVE)    admins and peers (within their grant)
+ *   peer requests (EVENTS, RESERVE,    admins and peers (within their grant)
+ *   TASK_PIN)
  *   user requests (everything else:    users (as themselves), admins, and peers
  *   SUBMIT .. JOB_CTL, ACCT, ...)      (for any user; within their grant when set);
  *                                      a user's PSUBMIT may not pick hosts ("hosts")
@@ -34,7 +35,8 @@ enum req_class { RC_USER, RC_NODE, RC_ADMIN, RC_PEER, RC_ANY };
 static const char *const admin_reqs[] = {"CONSOLE",  "PURGE",  "RESV_SET",  "RESV_RELEASE",
                                          "ATTACH",   "DETACH", "LIMIT_SET", "QUEUE_SET",
                                          "NODE_CTL", NULL};
-static const char *const peer_reqs[] = {"EVENTS", "RESERVE", NULL};
+/* TASK_PIN (issue 26) moves a pinned task to a host a batch role's scheduler chose */
+static const char *const peer_reqs[] = {"EVENTS", "RESERVE", "TASK_PIN", NULL};
 /* node protocol outside HELLO .. PSYNC_ACK: a task's checkpoint (issue 26), sent by the
  * node running it, for a session it opened (roles/cluster/files_ckpt.c) */
 static const char *const node_reqs[] = {"CKPT", NULL};

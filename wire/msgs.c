@@ -681,6 +681,13 @@ static const struct wire_field f_ckpt[] = {
     {NULL},
 };
 
+/* TASK_PIN (issue 26): a batch role's pinned task moves to the host its scheduler chose */
+static const struct wire_field f_task_pin[] = {
+    {"job", WF_UINT, true},
+    {"host", WF_STR, true, NAME_MAX_}, /* the node's name (HELLO "node") */
+    {NULL},
+};
+
 static const struct wire_field f_acct[] = {
     PAGE_FIELDS, /* from: a job id */
     {"job", WF_UINT, false},
@@ -802,6 +809,7 @@ const struct wire_desc wire_descs[] = {
     {WT_SHOWSTATS, "SHOWSTATS", "user", true, f_showstats},
     {WT_SITESTATS, "SITESTATS", "batch", false, f_sitestats},
     {WT_CKPT, "CKPT", "node", true, f_ckpt},
+    {WT_TASK_PIN, "TASK_PIN", "batch", true, f_task_pin},
     {0, NULL, NULL, false, NULL},
 };
 

@@ -96,6 +96,8 @@ enum wire_type {
     WT_FILE_GET = 123,   /* one chunk of a job's file; reply FILE_DATA */
     WT_FILE_DATA = 124,  /* {hash, size, off, data} */
     WT_CKPT = 125,       /* a task's latest checkpoint (its files, uploaded); reply OK */
+    /* issue 26: a batch role moves its pinned task to another host (docs/wire.md 6.19) */
+    WT_TASK_PIN = 148, /* re-pin a one-task job to a host, re-issue its task; reply OK */
     /* Maui's node and site commands at the batch role (issue 27, docs/wire.md 6.12) */
     WT_SHOWBF = 130,    /* backfill windows; reply BACKFILL */
     WT_BACKFILL = 131,  /* {windows, class, now} */

@@ -8,7 +8,7 @@
  *
  * The files call each other downwards only (a file calls those on its line or below):
  *   top      cluster.c (start-up, loop, cluster_load), handlers.c, scored_psync.c,
- *            scored_admin.c, stats.c, stats_html.c, master.c
+ *            scored_admin.c, stats.c, stats_html.c, master.c, pin.c
  *   middle   feed.c > scored_ack.c > scored.c > requeue.c, jobdep.c; purge.c; sessions.c;
  *            tasks.c > validate_res.c > validator.c > validate_dec.c > validate.c
  *   bottom   scored_output.c > scored_store.c; state_rec.c > valid_state.c, drain.c >
@@ -450,6 +450,9 @@ int64_t tasks_quota_wait_s(struct cluster *c, struct node *n);
 void tasks_cancel_put(struct node *n, struct wire_buf *wb);
 void tasks_extend(struct cluster *c, struct node *n, uint64_t job, uint32_t idx, uint32_t issue);
 void tasks_release_node(struct cluster *c, struct node *n);
+/* TASK_PIN (issue 26): the tasks of j issued to a node other than j->host may be issued
+ * again now; returns how many. */
+uint32_t tasks_repin(struct cluster *c, struct job *j);
 double tasks_work(const struct job *j, size_t input_bytes, long input_unit_kb);
 int64_t tasks_wait_ms(const struct cluster *c, const struct node *n, double work);
 void nodes_check_active(struct cluster *c);
@@ -575,6 +578,8 @@ struct request {
     struct wire_buf *reply;
 };
 void handlers_dispatch(struct cluster *c, struct request *r);
+/* pin.c: TASK_PIN (issue 26, docs/wire.md 6.19 "Moving a pinned task"). */
+void pin_h_task_pin(struct cluster *c, struct request *r);
 /* Replaces r's reply with an ERROR of code and the formatted text (state.c). */
 void cluster_reply_error(struct request *r, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

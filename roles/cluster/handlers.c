@@ -984,6 +984,7 @@ static const struct {
     {WT_FILE_PUT, files_h_put},
     {WT_FILE_GET, files_h_get},
     {WT_CKPT, files_h_ckpt},
+    {WT_TASK_PIN, pin_h_task_pin},
 };
 
 void handlers_dispatch(struct cluster *c, struct request *r)

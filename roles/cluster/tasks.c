@@ -681,3 +681,24 @@ void nodes_check_active(struct cluster *c)
         }
     }
 }
+
+/* TASK_PIN (issue 26, pin.c): j is pinned to j->host now; a task issued to another node
+ * may be issued again at once (there, with its latest checkpoint). */
+uint32_t tasks_repin(struct cluster *c, struct job *j)
+{
+    int64_t now = wall_now_ms();
+    uint32_t n = 0;
+    if (j->v || j->state != JS_RUNNING || !j->host)
+        return 0; /* not running yet: its tasks are new, and go to the new host */
+    for (uint32_t i = 0; i < j->next_new; i++) {
+        struct task *t = &j->tasks[i];
+        if (t->state != TS_ISSUED ||
+            (t->node < c->nnodes && !strcmp(c->nodes[t->node].name, j->host)))
+            continue;
+        t->expiry_ms = now;
+        t->node = UINT32_MAX;
+        heap_push(c, (struct heap_ent){now, j->id, i, t->issues});
+        n++;
+    }
+    return n;
+}

@@ -14,6 +14,7 @@ from conftest import FAST_CLIENT, FAST_CLUSTER as FAST, scaled, wait_until
 from test_data import CHUNK, run_cli, sha, stored_path
 
 BATCH = {"batch.log_level": "debug"}
+TASK_PIN = 148  # docs/wire.md 6.19 "Moving a pinned task"
 
 
 def grid(cluster_factory, client_factory, batch_factory, bsets=None, csets=None):
@@ -172,13 +173,29 @@ def test_offering_inputs_survives_kill9_of_the_cluster(cluster_factory, client_f
     assert stored_path(cl, sha(data)).read_bytes() == data
 
 
-def test_a_task_pinned_to_a_host_that_is_lost_runs_again_elsewhere(
-        cluster_factory, client_factory, batch_factory, gridnode_bin, tmp_path):
+def two_hosts(cluster_factory, client_factory, batch_factory):
+    """A cluster with two one-slot hosts under a batch role that sees both."""
     cl = cluster_factory(FAST)
     nodes = client_factory(cl, 2, sets=dict(FAST_CLIENT, **{"client.slots": 1}))
     b = batch_factory([cl], sets=BATCH)
     wait_until(lambda: sum(n["active"] for n in b.client().ok("NODE_LIST", "NODES")["nodes"]) == 2,
                scaled(20), msg="the batch role sees both hosts")
+    return cl, nodes, b
+
+
+def kill_host(nodes, host, pidf):
+    """kill -9 of the client named host, and of the task it left (its pid in pidf)."""
+    victim, = [n for n in nodes if n.name == host]
+    victim.stop(signal.SIGKILL)
+    try:
+        os.kill(int(pidf.read_text()), signal.SIGKILL)
+    except (OSError, ValueError):
+        pass
+
+
+def test_a_task_pinned_to_a_host_that_is_lost_runs_again_elsewhere(
+        cluster_factory, client_factory, batch_factory, gridnode_bin, tmp_path):
+    cl, nodes, b = two_hosts(cluster_factory, client_factory, batch_factory)
     src = tmp_path / "in.txt"
     src.write_bytes(b"payload\n")
     mark, pidf = tmp_path / "first-run", tmp_path / "pid"
@@ -191,12 +208,7 @@ def test_a_task_pinned_to_a_host_that_is_lost_runs_again_elsewhere(
     jid = json.loads(r.stdout)["job"]
     wait_until(pidf.exists, scaled(30), msg="the first run starts")
     host = batch_job(b, jid)["tasks"][0]["node"]
-    victim, = [n for n in nodes if n.name == host]
-    victim.stop(signal.SIGKILL)
-    try:
-        os.kill(int(pidf.read_text()), signal.SIGKILL)  # the task the dead client left
-    except (OSError, ValueError):
-        pass
+    kill_host(nodes, host, pidf)
     job = wait_batch(b, jid, timeout=90)
     assert job["job"]["state"] == "done", job
     t, = job["tasks"]
@@ -204,6 +216,76 @@ def test_a_task_pinned_to_a_host_that_is_lost_runs_again_elsewhere(
     f, = t["files"]
     assert stored_path(b, f["hash"]).read_bytes() == b"payload\n"
     assert "left cluster" in b.log()
+
+
+# counts in $GRIDNODE_CHECKPOINT_DIR/n from where the checkpoint left it; the first run
+# stops at 8 and hangs (its host is then killed), a later one counts on to 30
+MOVE = ('d="$GRIDNODE_CHECKPOINT_DIR"; n=$(cat "$d/n" 2>/dev/null || echo 0); s=$n; '
+        'stop=30; if mkdir {mark} 2>/dev/null; then echo $$ > {pid}; stop=8; fi; '
+        'while [ "$n" -lt $stop ]; do n=$((n+1)); echo $n > "$d/n.tmp"; mv "$d/n.tmp" "$d/n"; '
+        'sleep 0.1; done; [ $n -lt 30 ] && exec sleep 600; echo start=$s end=$n > result.txt')
+
+
+def submit_move(gridnode_bin, cl, b, tmp_path):
+    """MOVE submitted to the batch role with --checkpoint-s 1, once its first run's last
+    checkpoint (a count of 8) is at the cluster: its job, the first run's pid file."""
+    mark, pidf = tmp_path / "first-run", tmp_path / "pid"
+    r = run_cli(gridnode_bin, "submit", "-e", b.endpoint, "--shell", "--checkpoint-s", 1,
+                "--output", "result.txt", "--json", MOVE.format(mark=mark, pid=pidf))
+    assert r.returncode == 0, r.stderr
+    wait_until(lambda: stored_path(cl, sha(b"8\n")).exists(), scaled(40),
+               msg="the first run's checkpoint reaches the cluster")
+    return json.loads(r.stdout)["job"], pidf
+
+
+def test_a_checkpointing_task_whose_host_is_lost_moves_with_its_checkpoint(
+        cluster_factory, client_factory, batch_factory, gridnode_bin, tmp_path):
+    cl, nodes, b = two_hosts(cluster_factory, client_factory, batch_factory)
+    jid, pidf = submit_move(gridnode_bin, cl, b, tmp_path)
+    t = batch_job(b, jid)["tasks"][0]
+    host, cjob = t["node"], t["cjob"]
+    kill_host(nodes, host, pidf)
+    job = wait_batch(b, jid, timeout=90)
+    assert job["job"]["state"] == "done", job
+    t, = job["tasks"]
+    # the same cluster job, moved to the other host, went on from the checkpoint
+    assert t["node"] != host and t["cjob"] == cjob, (t, host, cjob)
+    f, = t["files"]
+    assert stored_path(b, f["hash"]).read_bytes() == b"start=8 end=30\n"
+    assert "moved to host %s" % t["node"] in b.log()
+    assert "job %d moved from host %s to host %s" % (cjob, host, t["node"]) in cl.log()
+    # the cluster moves only a pinned job that has not ended
+    c = cl.client()
+    assert "already done" in c.err(TASK_PIN, "STATE", job=cjob, host=host)["msg"]
+    plain = c.ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=1)["job"]
+    assert "not pinned" in c.err(TASK_PIN, "STATE", job=plain, host=host)["msg"]
+    assert "no job" in c.err(TASK_PIN, "NOT_FOUND", job=10 ** 9, host=host)["msg"]
+
+
+def test_a_move_the_cluster_refuses_after_a_restart_runs_the_task_again_from_the_start(
+        cluster_factory, client_factory, batch_factory, gridnode_bin, tmp_path):
+    cl, nodes, b = two_hosts(cluster_factory, client_factory, batch_factory)
+    jid, pidf = submit_move(gridnode_bin, cl, b, tmp_path)
+    # the other host is busy: after its host is lost the task waits, pending
+    blk = b.client().ok("SUBMIT", "SUBMITTED", argv=["sleep", "600"], ntasks=1)["job"]
+    wait_until(lambda: batch_job(b, blk)["job"]["state"] == "running", scaled(30),
+               msg="the other host is taken")
+    t = batch_job(b, jid)["tasks"][0]
+    host, cjob = t["node"], t["cjob"]
+    kill_host(nodes, host, pidf)
+    wait_until(lambda: "moving: its host" in (batch_job(b, jid)["tasks"][0].get("reason") or ""),
+               scaled(60), msg="the task waits to move")
+    b.restart()  # kill -9: the kept cluster job is stored with the task
+    # meanwhile its cluster job ends (an operator cancels it): the move is refused
+    cl.client().ok("CANCEL", "OK", job=cjob)
+    b.client().ok("CANCEL", "OK", job=blk)
+    job = wait_batch(b, jid, timeout=90)
+    assert job["job"]["state"] == "done", job
+    t, = job["tasks"]
+    assert t["node"] != host and t["cjob"] != cjob, (t, host, cjob)
+    f, = t["files"]
+    assert stored_path(b, f["hash"]).read_bytes() == b"start=0 end=30\n"
+    assert "cannot move its job %d" % cjob in b.log()
 
 
 def test_a_users_files_beyond_files_user_mb_are_refused(cluster_factory, client_factory,

@@ -371,6 +371,39 @@ static void records_round_trip_through_the_store(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A move's kept cluster job (issue 26, livemigrate.c) is stored with the element and read
+ * back; a record without it (an older one) reads as no move. */
+static void a_move_is_kept_in_the_element_record(void **state)
+{
+    (void)state;
+    struct lelem a = {.state = EL_PENDING,
+                      .cl = 1,
+                      .run = 2,
+                      .lost = 1,
+                      .mig_cjob = 77,
+                      .mig_cl = 1},
+                 b;
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    live_elem_encode(&a, &wb);
+    assert_int_equal(live_elem_decode(wb.sb.data, wb.sb.size, &b), 0);
+    assert_int_equal(b.mig_cjob, 77);
+    assert_int_equal(b.mig_cl, 1);
+    assert_int_equal(b.run, 2);
+    assert_int_equal(b.lost, 1);
+    free(b.reason);
+    free(b.hosts);
+    a.mig_cjob = 0;
+    wire_buf_reset(&wb);
+    live_elem_encode(&a, &wb);
+    assert_int_equal(live_elem_decode(wb.sb.data, wb.sb.size, &b), 0);
+    assert_int_equal(b.mig_cjob, 0);
+    assert_int_equal(b.mig_cl, -1);
+    free(b.reason);
+    free(b.hosts);
+    wire_buf_free(&wb);
+}
+
 /* A job's element pages hold its elements only (issue 28): the last page of a job has
  * the slots its remaining elements need, so a one-element job's first record costs one
  * slot, not LIVE_PAGE (it cost 21 KB a pending job); an index past the job has none. */
@@ -425,6 +458,7 @@ int main(void)
         cmocka_unit_test(adopt_takes_nodes_and_refuses_bad_ones),
         cmocka_unit_test(records_round_trip_through_the_store),
         cmocka_unit_test(element_pages_hold_only_the_job_elements),
+        cmocka_unit_test(a_move_is_kept_in_the_element_record),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

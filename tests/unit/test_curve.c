@@ -394,6 +394,9 @@ static void test_access(void **state)
     assert_int_equal(allowed(alice, WT_RESV_RELEASE, NULL, NULL, NULL), -1);
     assert_int_equal(allowed(alice, WT_EVENTS, NULL, NULL, NULL), -1);
     assert_int_equal(allowed(alice, WT_RESERVE, NULL, NULL, NULL), -1);
+    assert_int_equal(allowed(alice, WT_TASK_PIN, NULL, NULL, NULL), -1); /* issue 26 */
+    assert_int_equal(allowed(node, WT_TASK_PIN, NULL, NULL, NULL), -1);
+    assert_int_equal(allowed(root, WT_TASK_PIN, NULL, NULL, NULL), 0);
     /* admins: everything, names honoured */
     assert_int_equal(allowed(root, WT_CONSOLE, NULL, NULL, NULL), 0);
     assert_int_equal(allowed(root, WT_SUBMIT, "bob", NULL, u), 0);

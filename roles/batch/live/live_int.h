@@ -17,6 +17,8 @@
  *   liveclu.c      one DEALER per cluster manager: resynchronisation, the EVENTS feed,
  *                  starts (PSUBMIT with hosts; SUBMIT with host for a task with files),
  *                  cancels, reconciliation after restarts
+ *   livemigrate.c  a checkpointing task whose host left moves to the host chosen next
+ *                  (TASK_PIN), keeping its cluster job and checkpoint (issue 26)
  *   livestart.c    the start message of an element: PSUBMIT with hosts (and the ranks'
  *                  files), or SUBMIT with host for a one-task element with files
  *   livestage.c    files to and from the clusters (issue 26): a start's inputs offered
@@ -59,6 +61,7 @@ struct loop;
 struct daemon;
 struct store;
 struct statspage;
+struct fileoffer;
 
 #define LIVE_ELEM_BITS 24
 #define LIVE_MAX_TASKS 10000000u /* SUBMIT ntasks cap (wire) fits 24 bits */
@@ -110,7 +113,12 @@ struct lelem {
     char *hosts; /* comma-separated host per rank while starting/running/ended */
     /* run number (JOB_CTL requeues of it), part of its cluster key */
     uint32_t run;
-    uint32_t lost; /* runs lost to a host or process (issue 24), each rerun */
+    uint32_t lost; /* runs lost to a host or process (issue 24), each rerun or move */
+    /* issue 26 (livemigrate.c): pending after its host left, its cluster job kept (it
+       holds the task's checkpoint) to be moved to the host chosen next (TASK_PIN);
+       0: none. Stored; absent in older records */
+    uint64_t mig_cjob;
+    int8_t mig_cl; /* the cluster of mig_cjob */
     /* JOB_CTL requeue (issue 15): this run is being cancelled at its cluster; once the
        cluster reports it ended it goes back to pending with run + 1 (stored) */
     bool want_requeue : 1;
@@ -209,8 +217,7 @@ struct lclu {
     uint32_t nreq, capreq;
     uint32_t reconciling; /* outstanding JOB_GET / PSUBMIT of a resync */
     /* livestage.c (issue 26): files being offered to it, or known whole there */
-    struct lxfer *xf;
-    uint32_t nxf, capxf;
+    struct fileoffer *offer; /* daemon/fileoffer.h; NULL: none yet */
 };
 
 /* An administrative or site reservation as stored (liveresv.c). */
@@ -224,20 +231,6 @@ struct lresv {
     uint64_t job;                /* the batch job bound to it, 0 */
     bool site;                   /* RESERVE: held for exactly one job */
     bool in_engine;
-};
-
-/* A file offered to a cluster (livestage.c). */
-#define LIVE_XFER_INFLIGHT 4 /* FILE_PUT chunks of one file in flight */
-struct lxfer {
-    uint8_t d[32];
-    uint64_t size, have;
-    uint64_t next;                     /* the next chunk's offset */
-    uint64_t ends[LIVE_XFER_INFLIGHT]; /* the ends of the chunks in flight, in order */
-    uint32_t nfl;                      /* chunks in flight */
-    bool resync;                       /* out of step: go on from have once none is left */
-    char user[64]; /* charged to at the cluster (files.user_mb): the job's owner */
-    int st;        /* enum in livestage.c */
-    char *err;     /* why the cluster refused it, NULL */
 };
 
 /* An ended task's outputs being copied from its cluster (livestage.c). */
@@ -548,6 +541,23 @@ bool live_ppn_impossible(const struct live *L, const char *cls, uint32_t procs, 
 bool live_constraint_impossible(const struct live *L, const char *cls, const char *c, char *why,
                                 size_t len);
 
+/* livemigrate.c (issue 26). Element e of j, running on host that left cluster c: when
+ * its job checkpoints (--checkpoint-s), its cluster job is kept for a move (the caller
+ * then requeues it with the reason written in why) and true is returned; false: a new
+ * run, as for any lost run. */
+bool live_mig_begin(struct live *L, struct ljob *j, uint32_t e, const struct lclu *c,
+                    const char *host, char *why, size_t wl);
+/* At the start of element e on its chosen host: true when it is a move sent as TASK_PIN
+ * (the start is that); false: start it as a new run (a kept job on another cluster is
+ * cancelled first). */
+bool live_mig_start(struct live *L, struct ljob *j, uint32_t e);
+/* The cluster's answer to TASK_PIN: 1 when moved (the element runs); 0 when refused
+ * (the old job cancelled: the caller starts it as a new run); -1 a late answer. */
+int live_mig_reply(struct live *L, struct lclu *c, struct ljob *j, uint32_t e,
+                   const struct wire_msg *m);
+/* Element e will not start (cancelled): a kept cluster job is cancelled. */
+void live_mig_drop(struct live *L, struct ljob *j, uint32_t e);
+
 /* livestart.c: the start of element e of j (its hosts set) built into wb, its request
  * recorded (liveout.c): 0, or -1 when the job's record is not committed yet (its argv
  * is read from the store). */
@@ -562,6 +572,7 @@ enum {
     RK_PSUBMIT,
     RK_JOBGET,
     RK_CANCEL,
+    RK_PIN, /* livemigrate.c */
     RK_FHAVE,
     RK_FPUT,
     RK_OUTLIST,

@@ -156,8 +156,9 @@ static int cluster_state(const char *s)
 static void elem_update(struct live *L, struct ljob *j, uint32_t e, const msgpack_object *m)
 {
     struct lelem *el = live_elem_rec(j, e);
-    if (!el || (el->state != EL_STARTING && el->state != EL_RUNNING) || el->pulling)
-        return; /* pulling: it ended, its outputs are being copied (livestage.c) */
+    if (!el || (el->state != EL_STARTING && el->state != EL_RUNNING) || el->pulling || el->mig_cjob)
+        return; /* pulling: it ended, its outputs are being copied (livestage.c); mig_cjob:
+                   its job is being moved (livemigrate.c), the TASK_PIN's answer decides */
     char st[16], why[256];
     wire_get_strbuf(m, "state", st, sizeof st);
     uint64_t cj = wire_get_u64(m, "job", 0);
@@ -276,6 +277,8 @@ void live_clu_start(struct live *L, struct ljob *j, uint32_t e)
     struct lelem *el = live_elem_rec(j, e);
     if (!el || el->cl < 0 || el->cl >= L->ncl || !el->hosts)
         return;
+    if (el->mig_cjob && live_mig_start(L, j, e))
+        return;    /* issue 26: its kept cluster job moves to this host (livemigrate.c) */
     if (j->data) { /* issue 26: its inputs reach the cluster first (livestage.c) */
         char why[700];
         int rc = live_stage_inputs(L, &L->cl[el->cl], j, e, why, sizeof why);
@@ -478,6 +481,11 @@ static void host_gone(struct live *L, struct lclu *c, const msgpack_object *x)
                 el->want_requeue || el->want_cancel || !el->hosts || strcmp(el->hosts, name))
                 continue;
             char why[400];
+            if (el->lost < (uint32_t)L->cfg.live.lost_requeues &&
+                live_mig_begin(L, j, e, c, name, why, sizeof why)) {
+                requeue(L, j, e, why); /* pending; its cluster job waits for the move */
+                continue;
+            }
             if (el->lost >= (uint32_t)L->cfg.live.lost_requeues || j->cancelled) {
                 snprintf(why, sizeof why, "its host %s left cluster %s (runs lost: %u)", name,
                          c->name, el->lost + 1);
@@ -608,6 +616,10 @@ static void on_reply(struct live *L, struct lclu *c, const struct lreq *q, const
             snprintf(why, sizeof why, "cluster %s rejects the job: %s", c->name, msg);
             reject(L, j, eidx(q->arg), why);
         }
+        break;
+    case RK_PIN: /* issue 26: refused: the element starts as a new run */
+        if (el && live_mig_reply(L, c, j, eidx(q->arg), m) == 0)
+            live_clu_start(L, j, eidx(q->arg));
         break;
     case RK_JOBGET:
         if (!el || (el->state != EL_STARTING && el->state != EL_RUNNING))

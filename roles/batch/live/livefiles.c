@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/curve.h"
+#include "daemon/fileoffer.h"
 #include "daemon/filestore.h"
 #include "daemon/loop.h"
 #include "lib/log.h"
@@ -202,78 +202,23 @@ void live_files_row_put(void *rec, size_t len, struct wire_buf *wb)
     free(rec);
 }
 
-/* ---- the sweep (docs/data.md "Retention") ---- */
-
-static int unmark(struct filestore *fs, struct fsfile *f, void *arg)
-{
-    (void)fs, (void)arg;
-    f->mark = false;
-    return 0;
-}
-
-static int mark_named(void *arg, const msgpack_object *e)
-{
-    size_t hl;
-    uint8_t d[SHA256_LEN];
-    const char *h = wire_get_str(e, "hash", &hl);
-    struct fsfile *f = filestore_parse_hash(h, hl, d) < 0 ? NULL : filestore_find(arg, d);
-    if (f)
-        f->mark = true;
-    return 0;
-}
-
-/* One "elemfiles" record: the outputs it names are kept. */
-static int mark_outputs(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
-{
-    (void)key, (void)klen;
-    msgpack_unpacked up;
-    msgpack_unpacked_init(&up);
-    if (msgpack_unpack_next(&up, val, vlen, NULL) == MSGPACK_UNPACK_SUCCESS) {
-        const msgpack_object *fl = wire_get(&up.data, "files");
-        for (uint32_t i = 0; fl && fl->type == MSGPACK_OBJECT_ARRAY && i < fl->via.array.size; i++)
-            mark_named(arg, &fl->via.array.ptr[i]);
-    }
-    msgpack_unpacked_destroy(&up);
-    return 0;
-}
-
-struct sweep {
-    int64_t older;
-    uint32_t kept, dropped;
-};
-
-static int drop_unnamed(struct filestore *fs, struct fsfile *f, void *arg)
-{
-    struct sweep *sw = arg;
-    if (f->mark || f->t_ms > sw->older) {
-        sw->kept++;
-        return 0;
-    }
-    sw->dropped++;
-    char hex[SHA256_HEX];
-    sha256_hex(f->d, hex);
-    log_info("file %.12s (%llu bytes) deleted: no job names it", hex, (unsigned long long)f->size);
-    return filestore_drop(fs, f) < 0 ? -1 : 0;
-}
+/* ---- the sweep (docs/data.md "Retention", daemon/filesweep.c) ---- */
 
 void live_files_sweep(struct live *L)
 {
     static int64_t last_ms;
     int64_t now = wall_now_ms();
-    if (!L->files || (last_ms && now - last_ms < 3600 * 1000))
+    if (!L->files || !filesweep_due(&last_ms, now))
         return;
-    last_ms = now;
-    filestore_each(L->files, unmark, NULL);
+    filesweep_begin(L->files);
     for (uint32_t i = 0; i < L->njobs; i++)
-        live_files_each_input(L->jobs[i], UINT32_MAX, mark_named, L->files);
+        live_files_each_input(L->jobs[i], UINT32_MAX, filesweep_mark, L->files);
     for (uint32_t i = 0; i < L->npulls; i++) /* outputs being copied: not listed yet */
         if (L->pulls[i].list)
-            mark_outputs(L->files, NULL, 0, L->pulls[i].list, L->pulls[i].list_len);
-    struct sweep sw = {now - L->cfg.live.files_keep_s * 1000, 0, 0};
-    if (store_iter(L->store, L->t_elemfiles, NULL, 0, mark_outputs, L->files) < 0 ||
-        filestore_each(L->files, drop_unnamed, &sw) < 0)
+            filesweep_mark_record(L->files, NULL, 0, L->pulls[i].list, L->pulls[i].list_len);
+    if (store_iter(L->store, L->t_elemfiles, NULL, 0, filesweep_mark_record, L->files) < 0 ||
+        filesweep_end(L->files, now - L->cfg.live.files_keep_s * 1000) < 0)
         L->turn_failed = true;
-    log_debug("files: swept: %u kept, %u deleted", sw.kept, sw.dropped);
 }
 
 /* ---- the requests ---- */
@@ -286,88 +231,29 @@ static const char *uploader(const struct wire_msg *m, char *buf, size_t n)
     return *buf ? buf : NULL;
 }
 
-static int is_hash(void *arg, const msgpack_object *in)
+/* For fileget_answer: the job's owner. */
+static const char *job_owner(void *role, uint64_t id, bool *found)
 {
-    size_t hl;
-    const char *h = wire_get_str(in, "hash", &hl);
-    return h && hl == 64 && !memcmp(h, arg, 64);
+    struct ljob *j = live_job_find(role, id);
+    *found = j != NULL;
+    return j ? j->user : NULL;
 }
 
-/* Whether hex is an output of element e of j copied back here. */
-static bool is_output(struct live *L, const struct ljob *j, uint32_t e, const char *hex)
+/* For fileget_answer: hex is an input of job id, or an output of its element idx copied
+ * back here. */
+static bool job_names(void *role, uint64_t id, bool out, uint64_t idx, const char *hex)
 {
+    struct live *L = role;
+    struct ljob *j = live_job_find(L, id);
     void *rec;
     size_t len;
-    bool found = false;
-    if (!live_files_row_nfields(L, j, e, &rec, &len))
+    if (!out)
+        return live_files_each_input(j, UINT32_MAX, fileget_is_hash, (void *)hex) > 0;
+    if (idx >= j->ntasks || !live_files_row_nfields(L, j, (uint32_t)idx, &rec, &len))
         return false;
-    msgpack_unpacked up;
-    msgpack_unpacked_init(&up);
-    if (msgpack_unpack_next(&up, rec, len, NULL) == MSGPACK_UNPACK_SUCCESS) {
-        const msgpack_object *fl = wire_get(&up.data, "files");
-        for (uint32_t i = 0;
-             !found && fl && fl->type == MSGPACK_OBJECT_ARRAY && i < fl->via.array.size; i++)
-            found = is_hash((void *)hex, &fl->via.array.ptr[i]);
-    }
-    msgpack_unpacked_destroy(&up);
+    bool found = fileget_row_names(rec, len, hex);
     free(rec);
     return found;
-}
-
-/* FILE_GET: a chunk of an input of a job, or of an output of one of its tasks. */
-static void h_get(struct live *L, const struct wire_msg *m, struct wire_buf *reply)
-{
-    uint8_t d[SHA256_LEN];
-    size_t hl;
-    const char *hex = wire_get_str(m->root, "hash", &hl);
-    uint64_t id = wire_get_u64(m->root, "job", 0), off = wire_get_u64(m->root, "off", 0);
-    uint64_t len = wire_get_u64(m->root, "len", 0);
-    bool out = wire_get(m->root, "idx") != NULL;
-    uint64_t idx = wire_get_u64(m->root, "idx", 0);
-    struct ljob *j = live_job_find(L, id);
-    const struct curve_ident *who = curve_current();
-    if (filestore_parse_hash(hex, hl, d) < 0) {
-        live_fail(reply, m->id, WE_INVALID, "hash must be a SHA-256 as 64 lower-case hex digits");
-        return;
-    }
-    if (!j) {
-        live_fail(reply, m->id, WE_NOT_FOUND, "no job %llu (gridnode jobs lists them)",
-                  (unsigned long long)id);
-        return;
-    }
-    if ((who && who->kind == CURVE_NODE) || !curve_may_touch(j->user)) {
-        live_fail(reply, m->id, WE_DENIED,
-                  "job %llu belongs to another user; only its owner and the administrators "
-                  "may read its files",
-                  (unsigned long long)id);
-        return;
-    }
-    struct fsfile *f = filestore_find(L->files, d);
-    bool named = out ? idx < j->ntasks && is_output(L, j, (uint32_t)idx, hex)
-                     : live_files_each_input(j, UINT32_MAX, is_hash, (void *)hex) > 0;
-    if (!named || !f || !f->done) {
-        live_fail(reply, m->id, WE_NOT_FOUND, "job %llu has no %s file %.12s%s",
-                  (unsigned long long)id, out ? "output" : "input", hex,
-                  named ? " stored here (it was removed)" : "");
-        return;
-    }
-    off = off > f->size ? f->size : off;
-    len = len > f->size - off ? f->size - off : len;
-    void *buf = malloc(len ? len : 1);
-    ssize_t got = buf ? filestore_read(L->files, f, off, buf, len) : -1;
-    if (got != (ssize_t)len) {
-        log_warn("files: cannot read %.12s", hex);
-        live_fail(reply, m->id, WE_STORAGE, "the batch role could not read file %.12s; retry later",
-                  hex);
-        free(buf);
-        return;
-    }
-    wire_begin(reply, WT_FILE_DATA, m->id, 4);
-    wire_put_strn(reply, "hash", hex, 64);
-    wire_put_u64(reply, "size", f->size);
-    wire_put_u64(reply, "off", off);
-    wire_put_bin(reply, "data", buf, len);
-    free(buf);
 }
 
 void live_files_request(struct live *L, const struct wire_msg *m, struct wire_buf *reply)
@@ -379,5 +265,5 @@ void live_files_request(struct live *L, const struct wire_msg *m, struct wire_bu
     else if (m->type == WT_FILE_PUT)
         filestore_h_put(L->files, &lim, m, uploader(m, user, sizeof user), reply);
     else
-        h_get(L, m, reply);
+        fileget_answer(&(struct fileget_level){L->files, "", job_owner, job_names}, L, m, reply);
 }

@@ -641,7 +641,7 @@ bad:
 
 void live_elem_encode(const struct lelem *el, struct wire_buf *wb)
 {
-    wire_pack_map(wb, 15);
+    wire_pack_map(wb, 15 + 2 * !!el->mig_cjob);
     wire_put_str(wb, "state", live_elem_state_name(el->state));
     wire_put_u64(wb, "lost", el->lost);
     wire_put_i64(wb, "cl", el->cl);
@@ -657,6 +657,10 @@ void live_elem_encode(const struct lelem *el, struct wire_buf *wb)
     wire_put_bool(wb, "want_cancel", el->want_cancel);
     wire_put_bool(wb, "want_requeue", el->want_requeue);
     wire_put_u64(wb, "run", el->run);
+    if (el->mig_cjob) { /* issue 26: a move kept its cluster job (livemigrate.c) */
+        wire_put_u64(wb, "mig_cjob", el->mig_cjob);
+        wire_put_i64(wb, "mig_cl", el->mig_cl);
+    }
 }
 
 int live_elem_decode(const void *p, size_t n, struct lelem *el)
@@ -692,6 +696,11 @@ int live_elem_decode(const void *p, size_t n, struct lelem *el)
     el->want_requeue = bool_of(m, "want_requeue"); /* both absent in older records */
     el->run = (uint32_t)u64_of(m, "run");
     el->lost = (uint32_t)u64_of(m, "lost"); /* absent in older records */
+    el->mig_cjob = u64_of(m, "mig_cjob");   /* issue 26; absent in older records: none */
+    int64_t mcl = i64_of(m, "mig_cl");
+    el->mig_cl = (int8_t)(el->mig_cjob && mcl >= 0 && mcl < LIVE_MAX_CLUSTERS ? mcl : -1);
+    if (el->mig_cl < 0)
+        el->mig_cjob = 0;
     msgpack_unpacked_destroy(&up);
     return 0;
 }

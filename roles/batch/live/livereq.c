@@ -590,6 +590,7 @@ static void h_cancel(struct req *r)
             batch_job_finish(L->eng, live_eid(j->id, e), live_now(L));
         live_elem_engine(j, e, false);
         if (el->state == EL_PENDING) {
+            live_mig_drop(L, j, e); /* a kept cluster job (issue 26) is cancelled */
             live_elem_set(L, j, e, EL_CANCELLED);
             continue;
         }

@@ -4,14 +4,14 @@
  *
  * Inputs: before a task of a job with files starts on a cluster, each of its inputs is
  * offered there with the messages a user's tool uses (FILE_HAVE, then FILE_PUT of what
- * is missing, chunks of 1 MiB, LIVE_XFER_INFLIGHT of them in flight per file (a reply
+ * is missing, chunks of 1 MiB, FILEOFFER_INFLIGHT of them in flight per file (a reply
  * out of step restarts from what the cluster holds, as the tool does), LIVE_XFER_ACTIVE
- * files at once per cluster), read from the role's own store. A file is offered once per cluster
- * however many tasks name it (struct lxfer, per cluster, kept while the cluster stays
- * up). Only when every input is whole there does liveclu.c send the SUBMIT, which the
- * cluster refuses anyway if one is not. Nothing here is stored: after kill -9 of either
- * side the task is still "starting", the resync starts it again, and FILE_HAVE says how
- * much the cluster kept (its acknowledged chunks are durable), so the upload resumes.
+ * files at once per cluster), read from the role's own store (daemon/fileoffer.c, the
+ * grid spool's code too). A file is offered once per cluster however many tasks name it
+ * (c->offer, kept while the cluster stays up). Only when every input is whole there does liveclu.c
+ * send the SUBMIT, which the cluster refuses anyway if one is not. Nothing here is stored: after
+ * kill -9 of either side the task is still "starting", the resync starts it again, and FILE_HAVE
+ * says how much the cluster kept (its acknowledged chunks are durable), so the upload resumes.
  *
  * Outputs: when a task of a job with --output ends on its cluster, its kept files are
  * listed there (JOB_GET with tasks) and copied into the role's store (FILE_GET, one chunk
@@ -25,112 +25,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/filestore.h"
+#include "daemon/fileoffer.h"
 #include "lib/log.h"
 #include "roles/batch/live/live_int.h"
 
 #define LIVE_XFER_ACTIVE 4 /* files being offered to one cluster at once */
 
-enum { XF_WAIT, XF_HAVE, XF_PUT, XF_DONE, XF_FAILED };
 enum { PL_LIST, PL_GET };
 
-static uint64_t prefix(const uint8_t d[SHA256_LEN])
+/* ---- inputs (daemon/fileoffer.c) ---- */
+
+static void offer_begin(void *role, void *peer, uint64_t key, uint32_t type, uint32_t nfields,
+                        struct wire_buf *wb)
 {
-    uint64_t k;
-    memcpy(&k, d, sizeof k);
-    return k;
+    live_req_begin(role, peer, type == WT_FILE_HAVE ? RK_FHAVE : RK_FPUT, key, type, nfields, 0,
+                   wb);
 }
 
-static struct lxfer *xf_find(struct lclu *c, const uint8_t d[SHA256_LEN])
+static void offer_send(void *role, void *peer, struct wire_buf *wb)
 {
-    for (uint32_t i = 0; i < c->nxf; i++)
-        if (!memcmp(c->xf[i].d, d, SHA256_LEN))
-            return &c->xf[i];
-    return NULL;
-}
-
-static struct lxfer *xf_by_prefix(struct lclu *c, uint64_t k)
-{
-    for (uint32_t i = 0; i < c->nxf; i++)
-        if (prefix(c->xf[i].d) == k)
-            return &c->xf[i];
-    return NULL;
-}
-
-/* ---- inputs ---- */
-
-static void send_have(struct live *L, struct lclu *c, struct lxfer *x)
-{
-    struct wire_buf wb;
-    char hex[SHA256_HEX];
-    sha256_hex(x->d, hex);
-    log_debug("offering file %.12s (%llu bytes) to cluster %s", hex, (unsigned long long)x->size,
-              c->name);
-    wire_buf_init(&wb);
-    live_req_begin(L, c, RK_FHAVE, prefix(x->d), WT_FILE_HAVE, 2 + !!x->user[0], 0, &wb);
-    wire_put_str(&wb, "hash", hex);
-    wire_put_u64(&wb, "size", x->size);
-    if (x->user[0]) /* the job's owner: the cluster charges it (files.user_mb) */
-        wire_put_str(&wb, "user", x->user);
-    live_queue_out(L, c->idx, &wb);
-    wire_buf_free(&wb);
-    x->st = XF_HAVE;
-}
-
-/* The chunk at x->next, read from the role's store: 0, or -1 (x failed). */
-static int send_put(struct live *L, struct lclu *c, struct lxfer *x)
-{
-    struct fsfile *f = filestore_find(L->files, x->d);
-    uint64_t len = x->size - x->next < WIRE_FILE_CHUNK ? x->size - x->next : WIRE_FILE_CHUNK;
-    void *buf = malloc(len ? len : 1);
-    char hex[SHA256_HEX];
-    sha256_hex(x->d, hex);
-    if (!buf || !f || !f->done || filestore_read(L->files, f, x->next, buf, len) != (ssize_t)len) {
-        free(buf);
-        free(x->err);
-        x->err = strdup("the batch role could not read its copy of the file");
-        x->st = XF_FAILED;
-        return -1;
-    }
-    struct wire_buf wb;
-    wire_buf_init(&wb);
-    live_req_begin(L, c, RK_FPUT, prefix(x->d), WT_FILE_PUT, 4 + !!x->user[0], 0, &wb);
-    wire_put_str(&wb, "hash", hex);
-    wire_put_u64(&wb, "size", x->size);
-    wire_put_u64(&wb, "off", x->next);
-    wire_put_bin(&wb, "data", buf, len);
-    if (x->user[0])
-        wire_put_str(&wb, "user", x->user);
-    live_queue_out(L, c->idx, &wb);
-    wire_buf_free(&wb);
-    free(buf);
-    x->next += len;
-    x->ends[x->nfl++] = x->next;
-    x->st = XF_PUT;
-    return 0;
-}
-
-/* Chunks from x->next on until LIVE_XFER_INFLIGHT are in flight (the cluster takes them
- * in order; one connection keeps the order): 0, or -1 (x failed). */
-static int send_more(struct live *L, struct lclu *c, struct lxfer *x)
-{
-    while (x->nfl < LIVE_XFER_INFLIGHT && x->next < x->size)
-        if (send_put(L, c, x) < 0)
-            return -1;
-    return 0;
-}
-
-/* Starts waiting transfers while fewer than LIVE_XFER_ACTIVE are under way. */
-static void kick(struct live *L, struct lclu *c)
-{
-    uint32_t active = 0;
-    for (uint32_t i = 0; i < c->nxf; i++)
-        active += c->xf[i].st == XF_HAVE || c->xf[i].st == XF_PUT;
-    for (uint32_t i = 0; i < c->nxf && active < LIVE_XFER_ACTIVE; i++)
-        if (c->xf[i].st == XF_WAIT) {
-            send_have(L, c, &c->xf[i]);
-            active++;
-        }
+    live_queue_out(role, ((struct lclu *)peer)->idx, wb);
 }
 
 /* The elements of cluster c waiting for their inputs go to L->stage_ready (liveclu.c
@@ -158,104 +72,21 @@ static void wake(struct live *L, struct lclu *c)
     }
 }
 
-struct stage_walk {
-    struct live *L;
-    struct lclu *c;
-    const struct ljob *j;
-    uint32_t pending;
-    char *why;
-    size_t wl;
-};
-
-/* One input of the element: known whole at the cluster, under way, or refused. */
-static int walk_input(void *arg, const msgpack_object *in)
-{
-    struct stage_walk *w = arg;
-    uint8_t d[SHA256_LEN];
-    size_t hl, nl;
-    const char *h = wire_get_str(in, "hash", &hl), *name = wire_get_str(in, "name", &nl);
-    if (filestore_parse_hash(h, hl, d) < 0)
-        return 0; /* checked at SUBMIT */
-    struct lxfer *x = xf_find(w->c, d);
-    if (!x) {
-        if (w->c->nxf == w->c->capxf) {
-            uint32_t nc = w->c->capxf ? w->c->capxf * 2 : 16;
-            void *p = realloc(w->c->xf, nc * sizeof *w->c->xf);
-            if (!p) {
-                snprintf(w->why, w->wl, "out of memory");
-                return -1;
-            }
-            w->c->xf = p, w->c->capxf = nc;
-        }
-        x = &w->c->xf[w->c->nxf++];
-        memset(x, 0, sizeof *x);
-        memcpy(x->d, d, SHA256_LEN);
-        x->size = wire_get_u64(in, "size", 0);
-        snprintf(x->user, sizeof x->user, "%s", w->j->user ? w->j->user : "");
-        x->st = XF_WAIT;
-    }
-    if (x->st == XF_FAILED) {
-        snprintf(w->why, w->wl, "input '%.*s' could not be sent to cluster %s: %s",
-                 (int)(nl > 200 ? 200 : nl), name, w->c->name, x->err ? x->err : "refused");
-        return -1;
-    }
-    w->pending += x->st != XF_DONE;
-    return 0;
-}
-
 int live_stage_inputs(struct live *L, struct lclu *c, struct ljob *j, uint32_t e, char *why,
                       size_t wl)
 {
-    struct stage_walk w = {L, c, j, 0, why, wl};
+    if (!c->offer) {
+        struct fileoffer_cfg cfg = {L->files,         "the batch role", "cluster", c->name,
+                                    LIVE_XFER_ACTIVE, offer_begin,      offer_send};
+        if (!(c->offer = fileoffer_new(&cfg))) {
+            snprintf(why, wl, "out of memory");
+            return -1;
+        }
+    }
     /* a parallel job's one element takes every rank's inputs (issue 26) */
-    int rc = live_files_each_input(j, j->parallel ? UINT32_MAX : e, walk_input, &w);
-    kick(L, c);
-    return rc < 0 ? -1 : w.pending ? 1 : 0;
-}
-
-/* FILE_STATE or ERROR about an offered file. */
-static void xfer_reply(struct live *L, struct lclu *c, uint64_t k, const struct wire_msg *m)
-{
-    struct lxfer *x = xf_by_prefix(c, k);
-    if (!x || (x->st != XF_HAVE && x->st != XF_PUT))
-        return;
-    if (m->type == WT_ERROR) {
-        char msg[512];
-        wire_get_strbuf(m->root, "msg", msg, sizeof msg);
-        log_info("cluster %s refused a file the batch role offered: %s", c->name, msg);
-        free(x->err);
-        x->err = strdup(msg);
-        x->st = XF_FAILED;
-    } else if (m->type == WT_FILE_STATE) {
-        bool done = wire_get_bool(m->root, "done", false), first = x->st == XF_HAVE;
-        uint64_t end = 0;
-        x->have = wire_get_u64(m->root, "have", 0);
-        if (first && x->have && !done)
-            log_debug("cluster %s holds %llu bytes of the file: going on from there", c->name,
-                      (unsigned long long)x->have);
-        if (!first && x->nfl) { /* the reply to the oldest chunk in flight */
-            end = x->ends[0];
-            memmove(x->ends, x->ends + 1, --x->nfl * sizeof x->ends[0]);
-        }
-        if (!done && (first || x->have < end))
-            x->resync = true;           /* FILE_HAVE's answer, or out of step (a chunk lost) */
-        if (x->resync && x->nfl == 0) { /* nothing left in flight: go on from have */
-            x->next = x->have;
-            x->resync = false;
-        }
-        if (done)
-            x->st = XF_DONE;
-        else if (x->have > x->size || (!x->resync && send_more(L, c, x) < 0)) {
-            if (x->st != XF_FAILED) {
-                x->err = strdup("the cluster holds more bytes than the file has");
-                x->st = XF_FAILED;
-            }
-        }
-    }
-    if (x->st == XF_DONE || x->st == XF_FAILED) {
-        kick(L, c);
-        wake(L, c);
-    }
+    int rc = fileoffer_inputs(c->offer, L, c, j->data, j->data_len, j->parallel ? UINT32_MAX : e,
+                              j->user, false, why, wl);
+    return rc < 0 ? -1 : rc == 0 ? 1 : 0;
 }
 
 /* ---- outputs ---- */
@@ -357,11 +188,8 @@ static void pull_next(struct live *L, struct lclu *c, struct lpull *p)
         size_t nl;
         const char *name = wire_get_str(f, "name", &nl);
         live_req_begin(L, c, RK_FGET, p->eid, WT_FILE_GET, 5, 0, &wb);
-        wire_put_strn(&wb, "hash", h, 64);
-        wire_put_u64(&wb, "job", p->cjob);
-        wire_put_u64(&wb, "idx", pull_par(L, p) && name ? strtoull(name, NULL, 10) : 0);
-        wire_put_u64(&wb, "off", have ? have->have : 0);
-        wire_put_u64(&wb, "len", WIRE_FILE_CHUNK);
+        fileoffer_put_get(&wb, h, p->cjob, pull_par(L, p) && name ? strtoull(name, NULL, 10) : 0,
+                          have);
         live_queue_out(L, c->idx, &wb);
         wire_buf_free(&wb);
         msgpack_unpacked_destroy(&up);
@@ -472,36 +300,12 @@ static void list_reply(struct live *L, struct lclu *c, struct lpull *p, const st
 /* One chunk of the current output file: appended to the role's store. */
 static void data_reply(struct live *L, struct lclu *c, struct lpull *p, const struct wire_msg *m)
 {
-    uint8_t d[SHA256_LEN];
-    size_t hl, len;
-    const char *h = wire_get_str(m->root, "hash", &hl);
-    const void *data = wire_get_bin(m->root, "data", &len);
-    uint64_t size = wire_get_u64(m->root, "size", 0), off = wire_get_u64(m->root, "off", 0);
-    if (filestore_parse_hash(h, hl, d) < 0) {
-        pull_end(L, p, "the cluster sent a chunk without a proper hash");
-        return;
-    }
-    struct fsfile *f = filestore_find(L->files, d);
-    if (off > size || len > size - off) {
-        pull_end(L, p, "the cluster sent a chunk beyond the end of an output");
-        return;
-    }
-    if (f && f->size != size) {
-        pull_end(L, p, "the cluster sent an output of another size than the one stored here");
-        return;
-    }
-    if (off == (f ? f->have : 0) && !(f && f->done) && (len || size == 0)) {
-        int code;
-        char why[400];
-        if (!filestore_append(L->files, f, d, size, NULL, data, len, &code, why, sizeof why)) {
-            char note[700];
-            snprintf(note, sizeof note, "its outputs could not be copied from cluster %s: %s",
-                     c->name, why);
-            pull_end(L, p, note);
-            return;
-        }
-    }
-    pull_next(L, c, p); /* the rest of this file, or the next one */
+    char peer[BATCH_NAME_MAX + 16], note[700];
+    snprintf(peer, sizeof peer, "cluster %s", c->name);
+    if (fileoffer_take_chunk(L->files, m, UINT64_MAX, "the cluster", peer, note, sizeof note) < 0)
+        pull_end(L, p, note);
+    else
+        pull_next(L, c, p); /* the rest of this file, or the next one */
 }
 
 void live_stage_pull(struct live *L, struct lclu *c, struct ljob *j, uint32_t e, int st)
@@ -529,8 +333,9 @@ void live_stage_pull(struct live *L, struct lclu *c, struct ljob *j, uint32_t e,
 void live_stage_reply(struct live *L, struct lclu *c, int kind, uint64_t arg,
                       const struct wire_msg *m)
 {
-    if (kind == RK_FHAVE || kind == RK_FPUT) {
-        xfer_reply(L, c, arg, m);
+    if (kind == RK_FHAVE || kind == RK_FPUT) { /* a file whole or refused: its tasks go on */
+        if (fileoffer_reply(c->offer, L, c, arg, m))
+            wake(L, c);
         return;
     }
     struct lpull *p = pull_find(L, arg);
@@ -551,11 +356,7 @@ void live_stage_reply(struct live *L, struct lclu *c, int kind, uint64_t arg,
 
 void live_stage_reset(struct live *L, struct lclu *c)
 {
-    for (uint32_t i = 0; i < c->nxf; i++)
-        free(c->xf[i].err);
-    free(c->xf);
-    c->xf = NULL;
-    c->nxf = c->capxf = 0;
+    fileoffer_destroy(&c->offer);
     for (uint32_t i = 0; i < L->npulls;) {
         struct lpull *p = &L->pulls[i];
         struct ljob *j;

@@ -133,6 +133,7 @@ struct morder {
 
 struct slurm_site;
 struct statspage;
+struct fileoffer;
 #define META_LAT_BUCKETS 10 /* placement latency histogram (metastats.c) */
 /* Upper bounds (seconds) of its buckets but the last (+Inf). */
 #define META_LAT_LE                                                                                \
@@ -172,24 +173,10 @@ struct msite {
     int32_t nfsets;
     uint32_t *fhosts; /* hosts per list (SITE feature_hosts), NULL unknown; info.fhosts */
     /* inputs offered to it (issue 26, metastage.c; memory only, kept while it is up) */
-    struct mxfer *xf;
-    uint32_t nxf, capxf;
+    struct fileoffer *offer; /* daemon/fileoffer.h; NULL: none yet */
 };
 
-#define META_XFER_INFLIGHT 4 /* FILE_PUT chunks of one file in flight */
-#define META_XFER_ACTIVE 4   /* files offered to one site at once */
-/* An input offered to a site (metastage.c). */
-struct mxfer {
-    uint8_t d[32];
-    uint64_t size, have;
-    uint64_t next;                     /* the next chunk's offset */
-    uint64_t ends[META_XFER_INFLIGHT]; /* the ends of the chunks in flight, in order */
-    uint32_t nfl;                      /* chunks in flight */
-    uint8_t st;
-    bool resync;   /* out of step: go on from have once none is left */
-    char user[64]; /* charged to at the site (files.user_mb): the job's owner */
-    char *err;     /* why the site refused it */
-};
+#define META_XFER_ACTIVE 4 /* files offered to one site at once */
 
 /* The outputs of an ended job being copied from its site (metastage.c; memory only). */
 struct mpull {

@@ -8,12 +8,11 @@
  * its site gave it once its outputs are here (table "taskfiles", key job and task), and
  * the sweep of files no job names.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/curve.h"
+#include "daemon/fileoffer.h"
 #include "daemon/filestore.h"
 #include "daemon/loop.h"
 #include "lib/log.h"
@@ -180,70 +179,17 @@ bool meta_files_tasks(struct meta *M, const struct mjob *j, uint64_t from, uint6
     return true;
 }
 
-/* ---- the sweep (docs/data.md "Retention") ---- */
-
-static int unmark(struct filestore *fs, struct fsfile *f, void *arg)
-{
-    (void)fs, (void)arg;
-    f->mark = false;
-    return 0;
-}
-
-static int mark_named(void *arg, const msgpack_object *e)
-{
-    size_t hl;
-    uint8_t d[SHA256_LEN];
-    const char *h = wire_get_str(e, "hash", &hl);
-    struct fsfile *f = filestore_parse_hash(h, hl, d) < 0 ? NULL : filestore_find(arg, d);
-    if (f)
-        f->mark = true;
-    return 0;
-}
-
-/* One "taskfiles" record: the outputs it names are kept. */
-static int mark_outputs(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
-{
-    (void)key, (void)klen;
-    msgpack_unpacked up;
-    msgpack_unpacked_init(&up);
-    if (msgpack_unpack_next(&up, val, vlen, NULL) == MSGPACK_UNPACK_SUCCESS) {
-        const msgpack_object *fl = wire_get(&up.data, "files");
-        for (uint32_t i = 0; fl && fl->type == MSGPACK_OBJECT_ARRAY && i < fl->via.array.size; i++)
-            mark_named(arg, &fl->via.array.ptr[i]);
-    }
-    msgpack_unpacked_destroy(&up);
-    return 0;
-}
-
-struct sweep {
-    int64_t older;
-    uint32_t kept, dropped;
-};
-
-static int drop_unnamed(struct filestore *fs, struct fsfile *f, void *arg)
-{
-    struct sweep *sw = arg;
-    if (f->mark || f->t_ms > sw->older) {
-        sw->kept++;
-        return 0;
-    }
-    sw->dropped++;
-    char hex[SHA256_HEX];
-    sha256_hex(f->d, hex);
-    log_info("file %.12s (%llu bytes) deleted: no job names it", hex, (unsigned long long)f->size);
-    return filestore_drop(fs, f) < 0 ? -1 : 0;
-}
+/* ---- the sweep (docs/data.md "Retention", daemon/filesweep.c) ---- */
 
 void meta_files_sweep(struct meta *M)
 {
     static int64_t last_ms;
     int64_t now = wall_now_ms();
-    if (!M->files || (last_ms && now - last_ms < 3600 * 1000))
+    if (!M->files || !filesweep_due(&last_ms, now))
         return;
-    last_ms = now;
-    filestore_each(M->files, unmark, NULL);
+    filesweep_begin(M->files);
     for (uint32_t i = 0; i < M->njobs; i++)
-        meta_files_each_input(M->jobs[i], mark_named, M->files);
+        meta_files_each_input(M->jobs[i], filesweep_mark, M->files);
     for (uint32_t i = 0; i < M->npulls; i++) { /* outputs being copied: not stored yet */
         msgpack_unpacked up;
         msgpack_unpacked_init(&up);
@@ -251,119 +197,41 @@ void meta_files_sweep(struct meta *M)
             msgpack_unpack_next(&up, M->pulls[i].page, M->pulls[i].page_len, NULL) ==
                 MSGPACK_UNPACK_SUCCESS &&
             up.data.type == MSGPACK_OBJECT_ARRAY)
-            for (uint32_t r = 0; r < up.data.via.array.size; r++) {
-                const msgpack_object *fl = wire_get(&up.data.via.array.ptr[r], "files");
-                for (uint32_t k = 0;
-                     fl && fl->type == MSGPACK_OBJECT_ARRAY && k < fl->via.array.size; k++)
-                    mark_named(M->files, &fl->via.array.ptr[k]);
-            }
+            for (uint32_t r = 0; r < up.data.via.array.size; r++)
+                filesweep_mark_row(M->files, &up.data.via.array.ptr[r]);
         msgpack_unpacked_destroy(&up);
     }
-    struct sweep sw = {now - M->cfg.files_keep_s * 1000, 0, 0};
-    if (store_iter(M->store, M->t_taskfiles, NULL, 0, mark_outputs, M->files) < 0 ||
-        filestore_each(M->files, drop_unnamed, &sw) < 0)
+    if (store_iter(M->store, M->t_taskfiles, NULL, 0, filesweep_mark_record, M->files) < 0 ||
+        filesweep_end(M->files, now - M->cfg.files_keep_s * 1000) < 0)
         M->turn_failed = true;
-    log_debug("files: swept: %u kept, %u deleted", sw.kept, sw.dropped);
 }
 
 /* ---- the requests ---- */
 
-static void fail(struct wire_buf *reply, uint64_t id, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void fail(struct wire_buf *reply, uint64_t id, int code, const char *fmt, ...)
+/* For fileget_answer: the job's owner. */
+static const char *job_owner(void *role, uint64_t id, bool *found)
 {
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    wire_error_msg(reply, id, code, msg);
+    struct mjob *j = meta_job_find(role, id);
+    *found = j != NULL;
+    return j ? j->user : NULL;
 }
 
-static int is_hash(void *arg, const msgpack_object *in)
+/* For fileget_answer: hex is an input of job id, or an output of its task idx copied
+ * back here (once the job has ended). */
+static bool job_names(void *role, uint64_t id, bool out, uint64_t idx, const char *hex)
 {
-    size_t hl;
-    const char *h = wire_get_str(in, "hash", &hl);
-    return h && hl == 64 && !memcmp(h, arg, 64);
-}
-
-/* Whether hex is an output of task idx of j copied back here. */
-static bool is_output(struct meta *M, const struct mjob *j, uint32_t idx, const char *hex)
-{
+    struct meta *M = role;
+    struct mjob *j = meta_job_find(M, id);
+    uint32_t nt = j->ntasks ? j->ntasks : 1;
     void *rec;
     size_t len;
-    bool found = false;
-    if (!MJ_ENDED(j->state) || !row_get(M, j->id, idx, &rec, &len))
+    if (!out)
+        return meta_files_each_input(j, fileget_is_hash, (void *)hex) > 0;
+    if (idx >= nt || !MJ_ENDED(j->state) || !row_get(M, j->id, (uint32_t)idx, &rec, &len))
         return false;
-    msgpack_unpacked up;
-    msgpack_unpacked_init(&up);
-    if (msgpack_unpack_next(&up, rec, len, NULL) == MSGPACK_UNPACK_SUCCESS) {
-        const msgpack_object *fl = wire_get(&up.data, "files");
-        for (uint32_t i = 0;
-             !found && fl && fl->type == MSGPACK_OBJECT_ARRAY && i < fl->via.array.size; i++)
-            found = is_hash((void *)hex, &fl->via.array.ptr[i]);
-    }
-    msgpack_unpacked_destroy(&up);
+    bool found = fileget_row_names(rec, len, hex);
     free(rec);
     return found;
-}
-
-/* FILE_GET: a chunk of an input of a job, or of an output of one of its tasks. */
-static void h_get(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)
-{
-    uint8_t d[SHA256_LEN];
-    size_t hl;
-    const char *hex = wire_get_str(m->root, "hash", &hl);
-    uint64_t id = wire_get_u64(m->root, "job", 0), off = wire_get_u64(m->root, "off", 0);
-    uint64_t len = wire_get_u64(m->root, "len", 0);
-    bool out = wire_get(m->root, "idx") != NULL;
-    uint64_t idx = wire_get_u64(m->root, "idx", 0);
-    struct mjob *j = meta_job_find(M, id);
-    const struct curve_ident *who = curve_current();
-    if (filestore_parse_hash(hex, hl, d) < 0) {
-        fail(reply, m->id, WE_INVALID, "hash must be a SHA-256 as 64 lower-case hex digits");
-        return;
-    }
-    if (!j) {
-        fail(reply, m->id, WE_NOT_FOUND, "no job %llu at the grid spool (gridnode jobs lists them)",
-             (unsigned long long)id);
-        return;
-    }
-    if ((who && who->kind == CURVE_NODE) || !curve_may_touch(j->user)) {
-        fail(reply, m->id, WE_DENIED,
-             "job %llu belongs to another user; only its owner and the administrators may "
-             "read its files",
-             (unsigned long long)id);
-        return;
-    }
-    struct fsfile *f = filestore_find(M->files, d);
-    uint32_t nt = j->ntasks ? j->ntasks : 1;
-    bool named = out ? idx < nt && is_output(M, j, (uint32_t)idx, hex)
-                     : meta_files_each_input(j, is_hash, (void *)hex) > 0;
-    if (!named || !f || !f->done) {
-        fail(reply, m->id, WE_NOT_FOUND, "job %llu has no %s file %.12s%s at the grid spool",
-             (unsigned long long)id, out ? "output" : "input", hex,
-             named ? " stored (it was removed)" : "");
-        return;
-    }
-    off = off > f->size ? f->size : off;
-    len = len > WIRE_FILE_CHUNK_MAX ? WIRE_FILE_CHUNK_MAX : len;
-    len = len > f->size - off ? f->size - off : len;
-    void *buf = malloc(len ? len : 1);
-    ssize_t got = buf ? filestore_read(M->files, f, off, buf, len) : -1;
-    if (got != (ssize_t)len) {
-        log_warn("files: cannot read %.12s", hex);
-        fail(reply, m->id, WE_STORAGE, "the grid spool could not read file %.12s; retry later",
-             hex);
-        free(buf);
-        return;
-    }
-    wire_begin(reply, WT_FILE_DATA, m->id, 4);
-    wire_put_strn(reply, "hash", hex, 64);
-    wire_put_u64(reply, "size", f->size);
-    wire_put_u64(reply, "off", off);
-    wire_put_bin(reply, "data", buf, len);
-    free(buf);
 }
 
 void meta_files_request(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)
@@ -377,5 +245,7 @@ void meta_files_request(struct meta *M, const struct wire_msg *m, struct wire_bu
     else if (m->type == WT_FILE_PUT)
         filestore_h_put(M->files, &lim, m, user[0] ? user : NULL, reply);
     else
-        h_get(M, m, reply);
+        fileget_answer(
+            &(struct fileget_level){M->files, " at the grid spool", job_owner, job_names}, M, m,
+            reply);
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "lib/log.h"
+#include "daemon/fileoffer.h"
 #include "daemon/filestore.h"
 #include "daemon/loop.h"
 #include "lib/text.h"
@@ -142,7 +143,7 @@ static int in_cmp(const void *a, const void *b)
 }
 
 /* The bytes of j's inputs (each distinct file once) each site lacks as far as the spool
- * knows (what its offers there acknowledged, s->xf: a batch site's store, or a Slurm
+ * knows (what its offers there acknowledged, fileoffer_held: a batch site's store, or a Slurm
  * site's in its workdir), into miss[site]; only sites with a bandwidth (the others add
  * nothing). False when the job has no inputs or none such site. */
 static bool inputs_missing(struct meta *M, const struct mjob *j, uint64_t *miss)
@@ -164,11 +165,8 @@ static bool inputs_missing(struct meta *M, const struct mjob *j, uint64_t *miss)
         for (uint32_t k = 0; s->info.bandwidth_mb_s > 0 && k < l.n; k++) {
             if (k && !memcmp(l.v[k].d, l.v[k - 1].d, SHA256_LEN))
                 continue;
-            uint64_t held = 0;
-            for (uint32_t x = 0; x < s->nxf; x++)
-                if (!memcmp(s->xf[x].d, l.v[k].d, SHA256_LEN))
-                    held = s->xf[x].have < l.v[k].size ? s->xf[x].have : l.v[k].size;
-            miss[i] += l.v[k].size - held;
+            uint64_t held = fileoffer_held(s->offer, l.v[k].d);
+            miss[i] += l.v[k].size - (held < l.v[k].size ? held : l.v[k].size);
         }
     }
     free(l.v);

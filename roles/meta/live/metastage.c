@@ -5,9 +5,10 @@
  * Inputs: before a job with inputs is submitted at a site (a placement, a move, a
  * submission sent again), each of its inputs is offered there with the messages a
  * user's tool uses (FILE_HAVE, then FILE_PUT of what is missing, chunks of 1 MiB,
- * META_XFER_INFLIGHT in flight per file, META_XFER_ACTIVE files at once per site), read
- * from the spool's own store. A file is offered once per site however many jobs name it
- * (struct mxfer, per site, kept while the site stays up). Only when every input is whole
+ * FILEOFFER_INFLIGHT in flight per file, META_XFER_ACTIVE files at once per site), read
+ * from the spool's own store (daemon/fileoffer.c, the batch role's code too). A file is
+ * offered once per site however many jobs name it (s->offer, kept while the site stays
+ * up). Only when every input is whole
  * there is the SUBMIT sent, which the site refuses anyway if one is not. Nothing here is
  * stored: after kill -9 of either side the job is still "placing", its submission is
  * sent again through meta_submit, and FILE_HAVE says how much the site kept (its
@@ -26,181 +27,43 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/filestore.h"
+#include "daemon/fileoffer.h"
 #include "lib/datapath.h"
 #include "lib/log.h"
 #include "roles/meta/live/meta_int.h"
 
-enum { XF_WAIT, XF_HAVE, XF_PUT, XF_DONE, XF_FAILED };
 enum { PL_LIST, PL_GET, PL_WAIT };
 #define META_PULL_ACTIVE 8 /* jobs whose outputs are copied from one site at once */
 
-static uint64_t prefix(const uint8_t d[SHA256_LEN])
+/* ---- inputs (daemon/fileoffer.c) ---- */
+
+static void offer_begin(void *role, void *peer, uint64_t key, uint32_t type, uint32_t nfields,
+                        struct wire_buf *wb)
 {
-    uint64_t k;
-    memcpy(&k, d, sizeof k);
-    return k;
+    struct meta *M = role;
+    meta_req_begin(M, peer, type == WT_FILE_HAVE ? RK_FHAVE : RK_FPUT, key, type, nfields,
+                   M->cfg.request_timeout_ms, wb);
 }
 
-static struct mxfer *xf_find(struct msite *s, const uint8_t d[SHA256_LEN])
+static void offer_send(void *role, void *peer, struct wire_buf *wb)
 {
-    for (uint32_t i = 0; i < s->nxf; i++)
-        if (!memcmp(s->xf[i].d, d, SHA256_LEN))
-            return &s->xf[i];
-    return NULL;
-}
-
-static struct mxfer *xf_by_prefix(struct msite *s, uint64_t k)
-{
-    for (uint32_t i = 0; i < s->nxf; i++)
-        if (prefix(s->xf[i].d) == k)
-            return &s->xf[i];
-    return NULL;
-}
-
-/* ---- inputs ---- */
-
-static void send_have(struct meta *M, struct msite *s, struct mxfer *x)
-{
-    struct wire_buf wb;
-    char hex[SHA256_HEX];
-    sha256_hex(x->d, hex);
-    log_debug("offering file %.12s (%llu bytes) to site %s", hex, (unsigned long long)x->size,
-              s->name);
-    wire_buf_init(&wb);
-    meta_req_begin(M, s, RK_FHAVE, prefix(x->d), WT_FILE_HAVE, 2 + !!x->user[0],
-                   M->cfg.request_timeout_ms, &wb);
-    wire_put_str(&wb, "hash", hex);
-    wire_put_u64(&wb, "size", x->size);
-    if (x->user[0]) /* the job's owner: the site charges it (files.user_mb) */
-        wire_put_str(&wb, "user", x->user);
-    meta_queue_out(M, s->idx, &wb);
-    wire_buf_free(&wb);
-    x->st = XF_HAVE;
-}
-
-static void xf_fail(struct mxfer *x, const char *why)
-{
-    free(x->err);
-    x->err = strdup(why);
-    x->st = XF_FAILED;
-}
-
-/* The chunk at x->next, read from the spool's store: 0, or -1 (x failed). */
-static int send_put(struct meta *M, struct msite *s, struct mxfer *x)
-{
-    struct fsfile *f = filestore_find(M->files, x->d);
-    uint64_t len = x->size - x->next < WIRE_FILE_CHUNK ? x->size - x->next : WIRE_FILE_CHUNK;
-    void *buf = malloc(len ? len : 1);
-    char hex[SHA256_HEX];
-    sha256_hex(x->d, hex);
-    if (!buf || !f || !f->done || filestore_read(M->files, f, x->next, buf, len) != (ssize_t)len) {
-        free(buf);
-        xf_fail(x, "the grid spool could not read its copy of the file");
-        return -1;
-    }
-    struct wire_buf wb;
-    wire_buf_init(&wb);
-    meta_req_begin(M, s, RK_FPUT, prefix(x->d), WT_FILE_PUT, 4 + !!x->user[0],
-                   M->cfg.request_timeout_ms, &wb);
-    wire_put_str(&wb, "hash", hex);
-    wire_put_u64(&wb, "size", x->size);
-    wire_put_u64(&wb, "off", x->next);
-    wire_put_bin(&wb, "data", buf, len);
-    if (x->user[0])
-        wire_put_str(&wb, "user", x->user);
-    meta_queue_out(M, s->idx, &wb);
-    wire_buf_free(&wb);
-    free(buf);
-    x->next += len;
-    x->ends[x->nfl++] = x->next;
-    x->st = XF_PUT;
-    return 0;
-}
-
-/* Chunks from x->next on until META_XFER_INFLIGHT are in flight (the site takes them in
- * order; one connection keeps the order): 0, or -1 (x failed). */
-static int send_more(struct meta *M, struct msite *s, struct mxfer *x)
-{
-    while (x->nfl < META_XFER_INFLIGHT && x->next < x->size)
-        if (send_put(M, s, x) < 0)
-            return -1;
-    return 0;
-}
-
-/* Starts waiting transfers while fewer than META_XFER_ACTIVE are under way. */
-static void kick(struct meta *M, struct msite *s)
-{
-    uint32_t active = 0;
-    for (uint32_t i = 0; i < s->nxf; i++)
-        active += s->xf[i].st == XF_HAVE || s->xf[i].st == XF_PUT;
-    for (uint32_t i = 0; i < s->nxf && active < META_XFER_ACTIVE; i++)
-        if (s->xf[i].st == XF_WAIT) {
-            send_have(M, s, &s->xf[i]);
-            active++;
-        }
-}
-
-struct stage_walk {
-    struct meta *M;
-    struct msite *s;
-    const struct mjob *j;
-    bool retry; /* a file the site refused before is offered again */
-    uint32_t pending;
-    char *why;
-    size_t wl;
-};
-
-/* One input of the job: known whole at the site, under way, or refused. */
-static int walk_input(void *arg, const msgpack_object *in)
-{
-    struct stage_walk *w = arg;
-    uint8_t d[SHA256_LEN];
-    size_t hl, nl;
-    const char *h = wire_get_str(in, "hash", &hl), *name = wire_get_str(in, "name", &nl);
-    if (filestore_parse_hash(h, hl, d) < 0)
-        return 0; /* checked at SUBMIT */
-    struct mxfer *x = xf_find(w->s, d);
-    if (!x) {
-        if (w->s->nxf == w->s->capxf) {
-            uint32_t nc = w->s->capxf ? w->s->capxf * 2 : 16;
-            void *p = realloc(w->s->xf, nc * sizeof *w->s->xf);
-            if (!p) {
-                snprintf(w->why, w->wl, "out of memory at the grid spool");
-                return -1;
-            }
-            w->s->xf = p, w->s->capxf = nc;
-        }
-        x = &w->s->xf[w->s->nxf++];
-        memset(x, 0, sizeof *x);
-        memcpy(x->d, d, SHA256_LEN);
-        x->size = wire_get_u64(in, "size", 0);
-        snprintf(x->user, sizeof x->user, "%s", meta_job_user(w->M, w->j));
-        x->st = XF_WAIT;
-    }
-    if (x->st == XF_FAILED && w->retry) { /* a new submission: the site may take it now */
-        free(x->err);
-        x->err = NULL;
-        x->st = XF_WAIT;
-    }
-    if (x->st == XF_FAILED) {
-        snprintf(w->why, w->wl, "input '%.*s' could not be sent to site %s: %s",
-                 (int)(nl > 200 ? 200 : nl), name ? name : "", w->s->name,
-                 x->err ? x->err : "refused");
-        return -1;
-    }
-    w->pending += x->st != XF_DONE;
-    return 0;
+    meta_queue_out(role, ((struct msite *)peer)->idx, wb);
 }
 
 /* Whether j's inputs are all whole at s (1), under way (0), or one was refused (-1). */
 static int inputs_at(struct meta *M, struct msite *s, const struct mjob *j, bool retry, char *why,
                      size_t wl)
 {
-    struct stage_walk w = {M, s, j, retry, 0, why, wl};
-    int rc = meta_files_each_input(j, walk_input, &w);
-    kick(M, s);
-    return rc < 0 ? -1 : w.pending ? 0 : 1;
+    if (!s->offer) {
+        struct fileoffer_cfg cfg = {M->files,         "the grid spool", "site",    s->name,
+                                    META_XFER_ACTIVE, offer_begin,      offer_send};
+        if (!(s->offer = fileoffer_new(&cfg))) {
+            snprintf(why, wl, "out of memory at the grid spool");
+            return -1;
+        }
+    }
+    return fileoffer_inputs(s->offer, M, s, j->req, j->reqlen, UINT32_MAX, meta_job_user(M, j),
+                            retry, why, wl);
 }
 
 void meta_submit(struct meta *M, struct msite *s, struct mjob *j)
@@ -249,47 +112,6 @@ struct mjob *meta_stage_refused(struct meta *M, struct msite *s, char *why, size
         }
     }
     return NULL;
-}
-
-/* FILE_STATE or ERROR about an offered file. */
-static void xfer_reply(struct meta *M, struct msite *s, uint64_t k, const struct wire_msg *m)
-{
-    struct mxfer *x = xf_by_prefix(s, k);
-    if (!x || (x->st != XF_HAVE && x->st != XF_PUT))
-        return;
-    if (m->type == WT_ERROR) {
-        char msg[512];
-        wire_get_strbuf(m->root, "msg", msg, sizeof msg);
-        log_info("site %s refused a file the grid spool offered: %s", s->name, msg);
-        xf_fail(x, msg);
-    } else if (m->type == WT_FILE_STATE) {
-        bool done = wire_get_bool(m->root, "done", false), first = x->st == XF_HAVE;
-        uint64_t end = 0;
-        x->have = wire_get_u64(m->root, "have", 0);
-        if (first && x->have && !done)
-            log_debug("site %s holds %llu bytes of the file: going on from there", s->name,
-                      (unsigned long long)x->have);
-        if (!first && x->nfl) { /* the reply to the oldest chunk in flight */
-            end = x->ends[0];
-            memmove(x->ends, x->ends + 1, --x->nfl * sizeof x->ends[0]);
-        }
-        if (!done && (first || x->have < end))
-            x->resync = true;           /* FILE_HAVE's answer, or out of step (a chunk lost) */
-        if (x->resync && x->nfl == 0) { /* nothing left in flight: go on from have */
-            x->next = x->have;
-            x->resync = false;
-        }
-        if (done)
-            x->st = XF_DONE;
-        else if (x->have > x->size)
-            xf_fail(x, "the site holds more bytes than the file has");
-        else if (!x->resync)
-            (void)send_more(M, s, x);
-    }
-    if (x->st == XF_DONE || x->st == XF_FAILED) {
-        kick(M, s);
-        wake(M, s);
-    }
 }
 
 /* ---- outputs ---- */
@@ -405,11 +227,7 @@ static void pull_next(struct meta *M, struct msite *s, struct mpull *p)
             struct wire_buf wb;
             wire_buf_init(&wb);
             meta_req_begin(M, s, RK_FGET, p->job, WT_FILE_GET, 5, M->cfg.request_timeout_ms, &wb);
-            wire_put_strn(&wb, "hash", h, 64);
-            wire_put_u64(&wb, "job", j->sjob);
-            wire_put_u64(&wb, "idx", wire_get_u64(t, "idx", p->row));
-            wire_put_u64(&wb, "off", have ? have->have : 0);
-            wire_put_u64(&wb, "len", WIRE_FILE_CHUNK);
+            fileoffer_put_get(&wb, h, j->sjob, wire_get_u64(t, "idx", p->row), have);
             meta_queue_out(M, s->idx, &wb);
             wire_buf_free(&wb);
             msgpack_unpacked_destroy(&up);
@@ -455,36 +273,13 @@ static void list_reply(struct meta *M, struct msite *s, struct mpull *p, const s
 /* One chunk of the current output file: appended to the spool's store. */
 static void data_reply(struct meta *M, struct msite *s, struct mpull *p, const struct wire_msg *m)
 {
-    uint8_t d[SHA256_LEN];
-    size_t hl, len;
-    const char *h = wire_get_str(m->root, "hash", &hl);
-    const void *data = wire_get_bin(m->root, "data", &len);
-    uint64_t size = wire_get_u64(m->root, "size", 0), off = wire_get_u64(m->root, "off", 0);
-    if (filestore_parse_hash(h, hl, d) < 0) {
-        pull_end(M, p, "its site sent a chunk without a proper hash");
-        return;
-    }
-    struct fsfile *f = filestore_find(M->files, d);
-    if (off > size || len > size - off) {
-        pull_end(M, p, "its site sent a chunk beyond the end of an output");
-        return;
-    }
-    if ((f && f->size != size) || size > (uint64_t)M->cfg.files_job_mb << 20) {
-        pull_end(M, p, "its site sent an output of another size than it named");
-        return;
-    }
-    if (off == (f ? f->have : 0) && !(f && f->done) && (len || size == 0)) {
-        int code;
-        char why[400];
-        if (!filestore_append(M->files, f, d, size, NULL, data, len, &code, why, sizeof why)) {
-            char note[700];
-            snprintf(note, sizeof note, "its outputs could not be copied from site %s: %s", s->name,
-                     why);
-            pull_end(M, p, note);
-            return;
-        }
-    }
-    pull_next(M, s, p); /* the rest of this file, or the next one */
+    char peer[META_NAME_MAX + 16], note[700];
+    snprintf(peer, sizeof peer, "site %s", s->name);
+    if (fileoffer_take_chunk(M->files, m, (uint64_t)M->cfg.files_job_mb << 20, "its site", peer,
+                             note, sizeof note) < 0)
+        pull_end(M, p, note);
+    else
+        pull_next(M, s, p); /* the rest of this file, or the next one */
 }
 
 bool meta_pull_begin(struct meta *M, struct mjob *j, int st, const char *why)
@@ -519,8 +314,9 @@ bool meta_pull_begin(struct meta *M, struct mjob *j, int st, const char *why)
 void meta_stage_reply(struct meta *M, struct msite *s, int kind, uint64_t arg,
                       const struct wire_msg *m)
 {
-    if (kind == RK_FHAVE || kind == RK_FPUT) {
-        xfer_reply(M, s, arg, m);
+    if (kind == RK_FHAVE || kind == RK_FPUT) { /* a file whole or refused: its jobs go on */
+        if (fileoffer_reply(s->offer, M, s, arg, m))
+            wake(M, s);
         return;
     }
     struct mpull *p = pull_find(M, arg);
@@ -541,11 +337,7 @@ void meta_stage_reply(struct meta *M, struct msite *s, int kind, uint64_t arg,
 
 void meta_stage_reset(struct meta *M, struct msite *s)
 {
-    for (uint32_t i = 0; i < s->nxf; i++)
-        free(s->xf[i].err);
-    free(s->xf);
-    s->xf = NULL;
-    s->nxf = s->capxf = 0;
+    fileoffer_destroy(&s->offer);
     for (uint32_t i = 0; i < M->npulls;) {
         struct mpull *p = &M->pulls[i];
         if (p->site != s->idx) {

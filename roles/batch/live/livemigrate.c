@@ -1,0 +1,110 @@
+/*
+ * livemigrate.c - a checkpointing task moves to another host (issue 26, docs/data.md
+ * "Checkpoints", docs/wire.md 6.19 "Moving a pinned task").
+ *
+ * A task with files runs at its cluster as a one-task job pinned to the host the batch
+ * scheduler chose. When that host leaves the cluster and the job was submitted with
+ * --checkpoint-s, the cluster holds the task's latest checkpoint; a new run would lose
+ * it. So the element goes back to pending keeping its cluster job (mig_cjob, mig_cl,
+ * stored with it), the scheduler places it again, and when it chooses a host of the
+ * same cluster the batch role sends TASK_PIN (job, host) instead of a new SUBMIT: the
+ * cluster keeps the job, its inputs and its checkpoint, and issues the task to the new
+ * host, which starts it from the checkpoint. Where the cluster cannot (it refuses the
+ * TASK_PIN: the job ended or was purged, an older cluster without TASK_PIN) or the
+ * scheduler chose another cluster, the old job is cancelled and the element starts as
+ * a new run, as today's lost-host requeue does. Each move counts as a lost run
+ * (batch.lost_requeues bounds them).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "lib/log.h"
+#include "roles/batch/live/live_int.h"
+
+bool live_mig_begin(struct live *L, struct ljob *j, uint32_t e, const struct lclu *c,
+                    const char *host, char *why, size_t wl)
+{
+    struct lelem *el = live_elem_rec(j, e);
+    if (!el || !el->cjob || live_files_ckpt_s(j) == 0 || j->cancelled)
+        return false; /* no checkpoint at the cluster: a new run loses nothing */
+    el->lost++;
+    el->mig_cjob = el->cjob;
+    el->mig_cl = el->cl;
+    live_elem_mark(L, j, e);
+    snprintf(why, wl,
+             "moving: its host %s left cluster %s; it restarts from its checkpoint on the host "
+             "the scheduler chooses (%u of %lld)",
+             host, c->name, el->lost, (long long)L->cfg.live.lost_requeues);
+    log_info("job %llu element %u: %s", (unsigned long long)j->id, e, why);
+    return true;
+}
+
+/* Cancels the element's old cluster job and forgets it; the element's next start is a
+ * new run (a new cluster key: the old job's late events are not taken as its own). */
+static void drop_old(struct live *L, struct ljob *j, uint32_t e, struct lelem *el)
+{
+    if (el->mig_cl >= 0 && el->mig_cl < L->ncl) {
+        struct wire_buf wb;
+        wire_buf_init(&wb);
+        live_req_begin(L, &L->cl[el->mig_cl], RK_CANCEL, live_eid(j->id, e), WT_CANCEL, 1, 0, &wb);
+        wire_put_u64(&wb, "job", el->mig_cjob);
+        live_queue_out(L, el->mig_cl, &wb);
+        wire_buf_free(&wb);
+    }
+    el->mig_cjob = 0;
+    el->mig_cl = -1;
+    el->run++;
+    live_elem_mark(L, j, e);
+}
+
+bool live_mig_start(struct live *L, struct ljob *j, uint32_t e)
+{
+    struct lelem *el = live_elem_rec(j, e);
+    if (!el || !el->mig_cjob)
+        return false;
+    if (el->mig_cl != el->cl || !el->hosts || strchr(el->hosts, ',')) {
+        drop_old(L, j, e, el); /* another cluster: the checkpoint cannot follow */
+        return false;
+    }
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    live_req_begin(L, &L->cl[el->cl], RK_PIN, live_eid(j->id, e), WT_TASK_PIN, 2, 0, &wb);
+    wire_put_u64(&wb, "job", el->mig_cjob);
+    wire_put_str(&wb, "host", el->hosts);
+    live_queue_out(L, el->cl, &wb);
+    wire_buf_free(&wb);
+    return true;
+}
+
+int live_mig_reply(struct live *L, struct lclu *c, struct ljob *j, uint32_t e,
+                   const struct wire_msg *m)
+{
+    struct lelem *el = live_elem_rec(j, e);
+    if (!el || !el->mig_cjob || el->state != EL_STARTING || el->cl != c->idx)
+        return -1; /* a late answer */
+    if (m->type == WT_OK) {
+        log_info("job %llu element %u: moved to host %s at cluster %s (its job %llu)",
+                 (unsigned long long)j->id, e, el->hosts, c->name,
+                 (unsigned long long)el->mig_cjob);
+        el->cjob = el->mig_cjob;
+        el->mig_cjob = 0;
+        el->mig_cl = -1;
+        live_elem_reason(L, j, e, NULL);
+        live_elem_set(L, j, e, EL_RUNNING);
+        return 1;
+    }
+    char msg[400];
+    wire_get_strbuf(m->root, "msg", msg, sizeof msg);
+    log_info("job %llu element %u: cluster %s cannot move its job %llu (%s): it runs again "
+             "from the start",
+             (unsigned long long)j->id, e, c->name, (unsigned long long)el->mig_cjob, msg);
+    drop_old(L, j, e, el);
+    return 0;
+}
+
+void live_mig_drop(struct live *L, struct ljob *j, uint32_t e)
+{
+    struct lelem *el = live_elem_rec(j, e);
+    if (el && el->mig_cjob)
+        drop_old(L, j, e, el);
+}
