@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "daemon/fileoffer.h"
+#include "daemon/loop.h"
 #include "lib/log.h"
 
 enum { XF_WAIT, XF_HAVE, XF_PUT, XF_DONE, XF_FAILED };
@@ -25,6 +26,7 @@ struct xfer {
     uint32_t nfl;                      /* chunks in flight */
     int st;
     bool resync;                   /* out of step: go on from have once none is left */
+    int64_t done_ms;               /* when the peer last said it holds the file whole */
     char user[FILESTORE_USER_MAX]; /* charged to at the peer (files.user_mb) */
     char *err;                     /* why the peer refused it, NULL */
 };
@@ -226,6 +228,12 @@ static int walk_input(void *arg, const msgpack_object *in)
                  x->err ? x->err : "refused");
         return -1;
     }
+    /* The peer's store sweeps files no job names (files.keep_s; a Slurm site's store
+     * too): one it held a while ago is asked about again (FILE_HAVE, one round trip,
+     * then offered afresh if it went), so a start never names a file gone meanwhile. */
+    int64_t re = w->o->cfg.recheck_ms ? w->o->cfg.recheck_ms : FILEOFFER_RECHECK_MS;
+    if (x->st == XF_DONE && loop_now_ms() - x->done_ms > re)
+        x->st = XF_WAIT;
     w->pending += x->st != XF_DONE;
     return 0;
 }
@@ -261,6 +269,7 @@ static void state_reply(struct fileoffer *o, void *role, void *peer, struct xfer
     }
     if (done) {
         x->st = XF_DONE;
+        x->done_ms = loop_now_ms();
     } else if (x->have > x->size) {
         char why[200];
         snprintf(why, sizeof why, "the %s holds more bytes than the file has", o->cfg.peer_kind);

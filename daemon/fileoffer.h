@@ -29,6 +29,8 @@
 struct fileoffer;
 
 #define FILEOFFER_INFLIGHT 4 /* FILE_PUT chunks of one file in flight */
+/* The default of fileoffer_cfg.recheck_ms. */
+#define FILEOFFER_RECHECK_MS 60000
 
 struct fileoffer_cfg {
     struct filestore *files; /* the role's store: what is offered is read here */
@@ -45,6 +47,12 @@ struct fileoffer_cfg {
                   struct wire_buf *wb);
     /* Queues the request built in wb to the peer (wb is freed by the module). */
     void (*send)(void *role, void *peer, struct wire_buf *wb);
+    /* A file the peer said it held whole longer ago than this (ms; 0: the default,
+     * FILEOFFER_RECHECK_MS) is asked about again before a start names it: the peer's
+     * store sweeps files no job names (files.keep_s), and a start naming a swept file
+     * would be refused. It should exceed the time to ask about a job's inputs (a
+     * FILE_HAVE per file, cfg.active at once), or a start could wait for ever. */
+    int64_t recheck_ms;
 };
 
 /* A new, empty offer to one peer (cfg copied): the handle, or NULL (out of memory). */

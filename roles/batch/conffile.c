@@ -445,6 +445,12 @@ static int set_live(struct ctx *x, const char *sec, const char *k, const char *v
             l->files_keep_s = n;
             return 1;
         }
+        if (!strcasecmp(k, "recheck_s")) {
+            if (integer(v, 1, 1LL << 30, &n) < 0)
+                return bad(x, "files.recheck_s must be 1 to 1073741824 seconds, not '%s'", v);
+            l->files_recheck_s = n;
+            return 1;
+        }
     } else if (!strcasecmp(sec, "stats")) {
         if (!strcasecmp(k, "interval_s")) {
             if (integer(v, 1, 86400, &n) < 0)
@@ -647,6 +653,7 @@ void batch_ini_defaults(struct batch_ini *f)
     f->live.files_job_mb = 10240; /* as the cluster's */
     f->live.files_user_mb = 0;
     f->live.files_keep_s = 86400; /* as the cluster's */
+    f->live.files_recheck_s = 60;
     f->live.stats_interval_s = 10;
     f->live.acct.keep_days = 365;
     f->live.acct.max_records = 1000000;
@@ -692,13 +699,13 @@ void batch_ini_print(const struct batch_ini *f, FILE *out)
             "[limits]\npeer_queue = %lld\n\n[security]\nsecret_key = %s\nserver_key = %s\n"
             "authorized_keys = %s\nplain = %s\n\n[stats]\ninterval_s = %lld\nhttp = %s\n\n"
             "[acct]\nkeep_days = %ld\nmax_records = %ld\n\n[files]\njob_mb = %lld\n"
-            "user_mb = %lld\nkeep_s = %lld\n",
+            "user_mb = %lld\nkeep_s = %lld\nrecheck_s = %lld\n",
             l->listen, l->state_dir, l->clusters, l->admins, (long long)l->max_interval_s,
             (long long)l->max_array, (long long)l->lost_requeues, l->log_level, sy[l->sync],
             (long long)l->map_mb, (long long)l->peer_queue, l->sec.secret_key, l->sec.server_key,
             l->sec.authorized_keys, l->sec.plain ? "true" : "false", (long long)l->stats_interval_s,
             l->stats_http, l->acct.keep_days, l->acct.max_records, (long long)l->files_job_mb,
-            (long long)l->files_user_mb, (long long)l->files_keep_s);
+            (long long)l->files_user_mb, (long long)l->files_keep_s, (long long)l->files_recheck_s);
     for (size_t i = 0; i < c->ncreds; i++) {
         const struct batch_cred_cfg *cc = &c->creds[i];
         fprintf(out, "\n[%s %s]\npriority = %g\n", batch_cred_kind_name(cc->kind), cc->name,

@@ -37,7 +37,8 @@ struct batch_live_cfg {
     /* [files] (issue 26, livefiles.c): one file (and a job's inputs together) at most, a
        user's uploads at most (0: no limit), in MB */
     int64_t files_job_mb, files_user_mb;
-    int64_t files_keep_s; /* a stored file no job names is deleted once unchanged this long */
+    int64_t files_keep_s;    /* a stored file no job names is deleted once unchanged this long */
+    int64_t files_recheck_s; /* a cluster's holding of a file asked again after this */
 };
 
 /* Everything batch.ini says. */

@@ -9,6 +9,7 @@ at the batch role and at the cluster alike."""
 import json
 import os
 import signal
+import time
 
 from conftest import FAST_CLIENT, FAST_CLUSTER as FAST, scaled, wait_until
 from test_data import CHUNK, run_cli, sha, stored_path
@@ -382,3 +383,34 @@ def test_under_curve_the_owner_reads_and_is_charged_at_every_level(
     # and a user key may not pin a job to a host (the batch role, a peer, may)
     e = k.rpc(cl.endpoint, "alice").err("SUBMIT", "DENIED", argv=["true"], ntasks=1, host="node1")
     assert "'alice' is a user key" in e["msg"] and "host" in e["msg"], e
+
+
+def test_a_file_the_cluster_swept_meanwhile_is_sent_again(cluster_factory, client_factory,
+                                                          batch_factory, gridnode_bin, tmp_path):
+    # the cluster sweeps an input no job names any more (files.keep_s 0, after a purge);
+    # the batch role, told before that the cluster held it, asks again (files.recheck_s,
+    # 1 s here) and sends it anew, so the next job naming it runs. With the answer
+    # trusted for ever, that start was refused ("does not hold ... whole").
+    cl, b = grid(cluster_factory, client_factory, batch_factory, bsets={"files.recheck_s": 1},
+                 csets={"files.keep_s": 0})
+    f = tmp_path / "in.bin"
+    f.write_bytes(os.urandom(CHUNK + 7))
+    h = sha(f.read_bytes())
+
+    def run():
+        r = run_cli(gridnode_bin, "submit", "-e", b.endpoint, "--shell", "--input", f,
+                    "--json", "sha256sum in.bin")
+        assert r.returncode == 0, r.stderr
+        return wait_batch(b, json.loads(r.stdout)["job"])
+
+    assert run()["job"]["state"] == "done"
+    assert stored_path(cl, h).exists()
+    cc = cl.client()
+    ended = [j["job"] for j in cc.ok("JOB_LIST", "JOBS")["jobs"]]
+    cc.ok("PURGE", "PURGED", jobs=ended)
+    wait_until(lambda: not stored_path(cl, h).exists(), scaled(20),
+               msg="the cluster sweeps the input no job names")
+    time.sleep(1.2)  # the batch role's answer from the cluster is older than recheck_s
+    job = run()
+    assert job["job"]["state"] == "done", job
+    assert stored_path(cl, h).read_bytes() == f.read_bytes()

@@ -78,6 +78,7 @@ int live_stage_inputs(struct live *L, struct lclu *c, struct ljob *j, uint32_t e
     if (!c->offer) {
         struct fileoffer_cfg cfg = {L->files,         "the batch role", "cluster", c->name,
                                     LIVE_XFER_ACTIVE, offer_begin,      offer_send};
+        cfg.recheck_ms = L->cfg.live.files_recheck_s * 1000;
         if (!(c->offer = fileoffer_new(&cfg))) {
             snprintf(why, wl, "out of memory");
             return -1;

@@ -71,6 +71,9 @@ static const struct config_key meta_keys[] = {
      "the files one user's uploads keep at the spool at most, in MB (0: no limit)"},
     {"files", "keep_s", CONFIG_INT, "86400", OFF(files_keep_s), 0, 1L << 40, NULL,
      "a stored file no job names is deleted once unchanged this long (seconds)"},
+    {"files", "recheck_s", CONFIG_INT, "60", OFF(files_recheck_s), 1, 1L << 30, NULL,
+     "a file a site said it held longer ago than this is asked about again before a job "
+     "names it (seconds)"},
     {NULL, NULL, 0, NULL, 0, 0, 0, NULL, NULL},
 };
 

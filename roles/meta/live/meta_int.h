@@ -64,6 +64,7 @@ struct meta_cfg {
     char stats_http[CONFIG_STR_MAX];
     struct acct_conf acct;                          /* [acct] (daemon/acct.h, metaacct.c) */
     long files_job_mb, files_user_mb, files_keep_s; /* [files] (issue 26, metafiles.c) */
+    long files_recheck_s; /* [files]: a site's holding asked again after this (fileoffer) */
 };
 
 /* Job states at the spool. */

@@ -57,6 +57,7 @@ static int inputs_at(struct meta *M, struct msite *s, const struct mjob *j, bool
     if (!s->offer) {
         struct fileoffer_cfg cfg = {M->files,         "the grid spool", "site",    s->name,
                                     META_XFER_ACTIVE, offer_begin,      offer_send};
+        cfg.recheck_ms = M->cfg.files_recheck_s * 1000;
         if (!(s->offer = fileoffer_new(&cfg))) {
             snprintf(why, wl, "out of memory at the grid spool");
             return -1;
