@@ -16,6 +16,7 @@
 #include "roles/cluster/cluster.h"
 #include "roles/cluster/files.h"
 #include "roles/cluster/scored_int.h"
+#include "roles/cluster/workwait.h"
 #include "store/store.h"
 #include "wire/jobargv.h"
 #include "wire/jobenv.h"
@@ -984,6 +985,7 @@ static const struct {
     {WT_FILE_PUT, files_h_put},
     {WT_FILE_GET, files_h_get},
     {WT_CKPT, files_h_ckpt},
+    {WT_WORK_WAIT, workwait_h_wait}, /* issue 26 evidence 8 */
 };
 
 void handlers_dispatch(struct cluster *c, struct request *r)
