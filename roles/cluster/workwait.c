@@ -30,7 +30,7 @@ void workwait_h_wait(struct cluster *c, struct request *r)
     uint64_t wait = wire_get_u64(r->msg->root, "wait_ms", WIRE_WORK_WAIT_MS);
     if (!seen_job)
         seen_job = c->next_job;
-    if (nheld == capheld) {
+    if (nheld == capheld && capheld < DAEMON_HELD_MAX) { /* the daemon's bound is ours */
         uint32_t nc = capheld ? capheld * 2 : 64;
         struct held *v = realloc(held, nc * sizeof *v);
         if (v)
