@@ -189,7 +189,7 @@ static int put_chunk(struct cli *c, int fd, const char *path, const char *hex, u
  * and one connection keeps the order). A reply that says the cluster holds less than
  * its chunk's end (another uploader, a lost chunk) restarts from what it holds.
  */
-#define UPLOAD_INFLIGHT 4
+#define UPLOAD_INFLIGHT 8
 static int put_all(struct cli *c, int fd, const char *path, const char *hex, uint64_t size,
                    uint64_t *have, bool *done, uint8_t *buf)
 {

@@ -38,8 +38,9 @@ static const char *const admin_reqs[] = {"CONSOLE",  "PURGE",  "RESV_SET",  "RES
 /* TASK_PIN (issue 26) moves a pinned task to a host a batch role's scheduler chose */
 static const char *const peer_reqs[] = {"EVENTS", "RESERVE", "TASK_PIN", NULL};
 /* node protocol outside HELLO .. PSYNC_ACK: a task's checkpoint (issue 26), sent by the
- * node running it, for a session it opened (roles/cluster/files_ckpt.c) */
-static const char *const node_reqs[] = {"CKPT", NULL};
+ * node running it, for a session it opened (roles/cluster/files_ckpt.c); an idle node's
+ * wait for new work (roles/cluster/workwait.c) */
+static const char *const node_reqs[] = {"CKPT", "WORK_WAIT", NULL};
 /* readable by every admitted key: a node asks it before it has work (issue 11); files
  * (issue 26) go both ways between users and nodes: the handler checks the job's owner */
 static const char *const any_reqs[] = {"MASTER_GET", "FILE_HAVE", "FILE_PUT", "FILE_GET", NULL};

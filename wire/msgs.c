@@ -655,6 +655,16 @@ static const struct wire_field f_file_put[] = {
     {NULL},
 };
 
+static const struct wire_field f_work_wait[] = {
+    {"wait_ms", WF_UINT, false, WIRE_WORK_WAIT_MAX_MS}, /* absent: WIRE_WORK_WAIT_MS */
+    {NULL},
+};
+
+static const struct wire_field f_work_wake[] = {
+    {"work", WF_BOOL, true}, /* a job was submitted; false: wait_ms passed */
+    {NULL},
+};
+
 static const struct wire_field f_file_get[] = {
     FILE_HASH,
     {"job", WF_UINT, true},
@@ -810,6 +820,8 @@ const struct wire_desc wire_descs[] = {
     {WT_SITESTATS, "SITESTATS", "batch", false, f_sitestats},
     {WT_CKPT, "CKPT", "node", true, f_ckpt},
     {WT_TASK_PIN, "TASK_PIN", "batch", true, f_task_pin},
+    {WT_WORK_WAIT, "WORK_WAIT", "node", true, f_work_wait}, /* issue 26 evidence 8 */
+    {WT_WORK_WAKE, "WORK_WAKE", "cluster", false, f_work_wake},
     {0, NULL, NULL, false, NULL},
 };
 

@@ -105,7 +105,14 @@ enum wire_type {
     WT_NODECHECK = 133, /* {node} */
     WT_SHOWSTATS = 134, /* site statistics from the accounting records; reply SITESTATS */
     WT_SITESTATS = 135, /* {stats} */
+    /* issue 26 evidence 8: an idle node told of new work at once (docs/wire.md 5.7) */
+    WT_WORK_WAIT = 152, /* held until a job is submitted or wait_ms passes; reply WORK_WAKE */
+    WT_WORK_WAKE = 153, /* {work}: true when a job was submitted (ask for tasks now) */
 };
+
+/* WORK_WAIT: how long a cluster holds one at most (its "wait_ms"; the default 20 s). */
+#define WIRE_WORK_WAIT_MAX_MS 60000u
+#define WIRE_WORK_WAIT_MS 20000u
 
 /* Files (issue 26): a chunk's usual and largest size (FILE_PUT / FILE_GET "data"), the
  * largest file, entries of a SUBMIT's "inputs" and "outputs". */

@@ -27,6 +27,7 @@
 #include "roles/cluster/cluster.h"
 #include "roles/cluster/files.h"
 #include "roles/cluster/scored_int.h"
+#include "roles/cluster/workwait.h"
 #include "store/store.h"
 
 #define OFF(f) offsetof(struct cluster_cfg, f)
@@ -221,7 +222,8 @@ static int on_commit(void *arg)
         return -1;
     }
     release_issuable(c);
-    feed_after_commit(c); /* events of what is now durable; answers held requests */
+    feed_after_commit(c);     /* events of what is now durable; answers held requests */
+    workwait_after_commit(c); /* idle nodes told of a new job */
     scored_settle(c);
     return 0;
 }

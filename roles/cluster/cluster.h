@@ -14,7 +14,8 @@
  *   bottom   scored_output.c > scored_store.c; state_rec.c > valid_state.c, drain.c >
  *            state.c; subkey.c, app.c; acct.c (below state_rec.c and scored_store.c,
  *            above state.c); files.c > files_par.c > scored_output.c, scored_store.c,
- *            state.c (issue 26, files.h; the store itself is daemon/filestore.h)
+ *            state.c (issue 26, files.h; the store itself is daemon/filestore.h);
+ *            workwait.c (idle nodes told of new work: the daemon only)
  *   engine/  the pure SCore-D policy (engine/scored.h): lib/ only
  * An upper file learns of a lower one's change through state (c->evt, dirty flags),
  * never by a call upwards.
@@ -580,6 +581,9 @@ struct request {
 void handlers_dispatch(struct cluster *c, struct request *r);
 /* pin.c: TASK_PIN (issue 26, docs/wire.md 6.19 "Moving a pinned task"). */
 void pin_h_task_pin(struct cluster *c, struct request *r);
+/* NODE_CTL (drain / resume by name; admin only): every request, done or refused, is
+ * logged with who asked (issue 23). */
+void drain_h_node_ctl(struct cluster *c, struct request *r);
 /* Replaces r's reply with an ERROR of code and the formatted text (state.c). */
 void cluster_reply_error(struct request *r, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -7,13 +7,15 @@
  * chosen as a host for new parallel jobs; what it runs finishes and its results are
  * taken. `gridnode nodes` shows it as "drain" while it still runs tasks and "drained"
  * once it runs none. Drains are stored in the "drain" table (name -> {reason, since})
- * in the turn that makes them, so they survive kill -9 once acknowledged.
+ * in the turn that makes them, so they survive kill -9 once acknowledged. The NODE_CTL
+ * handler (drain, resume; logged with who asked) is here too.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lib/log.h"
+#include "daemon/curve.h"
 #include "daemon/loop.h"
 #include "roles/cluster/cluster.h"
 #include "store/store.h"
@@ -130,4 +132,75 @@ int drain_set(struct cluster *c, const char *name, const char *reason)
     }
     log_info("node %s drained: %s", name, reason);
     return 0;
+}
+
+/*
+ * NODE_CTL (issue 15): drain / resume a node by name, like Slurm's scontrol update
+ * nodename=X state=drain reason=... / state=resume (drain.c). A drain needs a reason
+ * (as in Slurm) and a name some session has used; resume of a node not drained is OK.
+ * Admin only (daemon/access.c, issue 23). Returns 0 (done), or an error code with its
+ * text in why.
+ */
+static int node_ctl(struct cluster *c, const msgpack_object *m, bool drain, const char *name,
+                    char *why, size_t wl)
+{
+    char reason[256];
+    size_t rn = 0;
+    const char *rs = wire_get_str(m, "reason", &rn);
+    wire_get_strbuf(m, "reason", reason, sizeof reason);
+    if (!name[0]) {
+        snprintf(why, wl, "node must be a node name");
+        return WE_INVALID;
+    }
+    if (drain && (!rs || !reason[0])) {
+        snprintf(why, wl, "a drain needs a reason (gridnode nodes --drain NODE --reason TEXT)");
+        return WE_INVALID;
+    }
+    bool known = drain_find(c, name) != NULL;
+    for (uint32_t i = 0; i < c->nnodes && !known; i++)
+        known = !c->nodes[i].gone && !strcmp(c->nodes[i].name, name);
+    if (!known) {
+        snprintf(why, wl, "no node named %s (names as gridnode nodes shows them)", name);
+        return WE_NOT_FOUND;
+    }
+    if (drain_set(c, name, drain ? reason : NULL) < 0)
+        return WE_STORAGE;
+    return 0;
+}
+
+/* Bytes that would break a log line become '?' (names come from the wire). */
+static void log_safe(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            *s = '?';
+}
+
+/* NODE_CTL: every request, done or refused, is logged with who asked (issue 23). */
+void drain_h_node_ctl(struct cluster *c, struct request *r)
+{
+    char name[64], op[17], why[300], who[CURVE_NAME_MAX + 16];
+    wire_get_strbuf(r->msg->root, "op", op, sizeof op);
+    wire_get_strbuf(r->msg->root, "node", name, sizeof name);
+    bool drain = !strcmp(op, "drain");
+    int code = WE_INVALID;
+    snprintf(why, sizeof why, "op must be drain or resume");
+    if (drain || !strcmp(op, "resume"))
+        code = node_ctl(c, r->msg->root, drain, name, why, sizeof why);
+    curve_requester(who, sizeof who);
+    log_safe(op);
+    log_safe(name);
+    if (code == WE_STORAGE) {
+        c->turn_failed = true; /* the turn is undone, as every storage failure */
+        cluster_reply_error(r, WE_STORAGE,
+                            "the cluster could not save state (out of memory or disk); "
+                            "nothing was changed, retry later");
+    } else if (code)
+        cluster_reply_error(r, code, "%s", why);
+    else
+        wire_begin(r->reply, WT_OK, r->msg->id, 0);
+    log_info("NODE_CTL %s %s from %s: %s", op, name, who,
+             !code                ? "done"
+             : code == WE_STORAGE ? "not saved (storage)"
+                                  : why);
 }

@@ -23,6 +23,7 @@
 #include "lib/log.h"
 #include "daemon/loop.h"
 #include "roles/cluster/scored_int.h"
+#include "roles/cluster/workwait.h"
 
 #define FEED_MAX_BYTES (64u << 20) /* packed events kept at most */
 #define FEED_WAITERS_MAX 4096      /* held EVENTS and PSYNC requests (DAEMON_HELD_MAX) */
@@ -446,7 +447,10 @@ void feed_expire(void *arg, uint64_t handle, uint32_t kind, uint64_t req_id, str
 {
     struct cluster *c = arg;
     struct feed *f = c->sd->feed;
-    (void)kind;
+    if (kind == WT_WORK_WAIT) {
+        workwait_expire(c, handle, req_id, reply);
+        return;
+    }
     for (uint32_t i = 0; i < f->nw; i++)
         if (f->w[i].handle == handle) {
             struct waiter w = f->w[i];

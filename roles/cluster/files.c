@@ -88,6 +88,29 @@ static bool is_output(struct cluster *c, const struct job *j, uint32_t idx, cons
     return found;
 }
 
+/*
+ * Adds key and a bin of n bytes to wb and returns where its n bytes go (the caller fills
+ * them), or NULL (out of memory; wb is then not a whole message). A chunk is read
+ * straight into the reply: no buffer of its own, one copy fewer per MiB sent.
+ */
+static void *reply_bin(struct wire_buf *wb, const char *key, size_t n)
+{
+    wire_put_key(wb, key);
+    msgpack_pack_bin(&wb->pk, n);
+    msgpack_sbuffer *sb = &wb->sb;
+    if (sb->alloc - sb->size < n) {
+        size_t want = sb->size + n;
+        char *p = realloc(sb->data, want);
+        if (!p)
+            return NULL;
+        sb->data = p;
+        sb->alloc = want;
+    }
+    void *at = sb->data + sb->size;
+    sb->size += n;
+    return at;
+}
+
 void files_h_get(struct cluster *c, struct request *r)
 {
     const msgpack_object *m = r->msg->root;
@@ -138,21 +161,16 @@ void files_h_get(struct cluster *c, struct request *r)
         off = f->size;
     if (len > f->size - off)
         len = f->size - off;
-    void *buf = malloc(len ? len : 1);
-    ssize_t got = buf ? filestore_read(c->files, f, off, buf, len) : -1;
-    if (got != (ssize_t)len) {
-        log_warn("files: cannot read %.12s", hex);
-        cluster_reply_error(r, WE_STORAGE, "the cluster could not read file %.12s; retry later",
-                            hex);
-        free(buf);
-        return;
-    }
     wire_begin(r->reply, WT_FILE_DATA, r->msg->id, 4);
     wire_put_strn(r->reply, "hash", hex, 64);
     wire_put_u64(r->reply, "size", f->size);
     wire_put_u64(r->reply, "off", off);
-    wire_put_bin(r->reply, "data", buf, len);
-    free(buf);
+    void *at = reply_bin(r->reply, "data", len);
+    if (!at || filestore_read(c->files, f, off, at, len) != (ssize_t)len) {
+        log_warn("files: cannot read %.12s", hex);
+        cluster_reply_error(r, WE_STORAGE, "the cluster could not read file %.12s; retry later",
+                            hex);
+    }
 }
 
 /* ---- a job's files ---- */

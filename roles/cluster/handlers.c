@@ -16,6 +16,7 @@
 #include "roles/cluster/cluster.h"
 #include "roles/cluster/files.h"
 #include "roles/cluster/scored_int.h"
+#include "roles/cluster/workwait.h"
 #include "store/store.h"
 #include "wire/jobargv.h"
 #include "wire/jobenv.h"
@@ -870,74 +871,6 @@ static void h_job_ctl(struct cluster *c, struct request *r)
     wire_begin(r->reply, WT_OK, r->msg->id, 0);
 }
 
-/*
- * NODE_CTL (issue 15): drain / resume a node by name, like Slurm's scontrol update
- * nodename=X state=drain reason=... / state=resume (drain.c). A drain needs a reason
- * (as in Slurm) and a name some session has used; resume of a node not drained is OK.
- * Admin only (daemon/access.c, issue 23). Returns 0 (done), or an error code with its
- * text in why.
- */
-static int node_ctl(struct cluster *c, const msgpack_object *m, bool drain, const char *name,
-                    char *why, size_t wl)
-{
-    char reason[256];
-    size_t rn = 0;
-    const char *rs = wire_get_str(m, "reason", &rn);
-    wire_get_strbuf(m, "reason", reason, sizeof reason);
-    if (!name[0]) {
-        snprintf(why, wl, "node must be a node name");
-        return WE_INVALID;
-    }
-    if (drain && (!rs || !reason[0])) {
-        snprintf(why, wl, "a drain needs a reason (gridnode nodes --drain NODE --reason TEXT)");
-        return WE_INVALID;
-    }
-    bool known = drain_find(c, name) != NULL;
-    for (uint32_t i = 0; i < c->nnodes && !known; i++)
-        known = !c->nodes[i].gone && !strcmp(c->nodes[i].name, name);
-    if (!known) {
-        snprintf(why, wl, "no node named %s (names as gridnode nodes shows them)", name);
-        return WE_NOT_FOUND;
-    }
-    if (drain_set(c, name, drain ? reason : NULL) < 0)
-        return WE_STORAGE;
-    return 0;
-}
-
-/* Bytes that would break a log line become '?' (names come from the wire). */
-static void log_safe(char *s)
-{
-    for (; *s; s++)
-        if ((unsigned char)*s < 0x20 || *s == 0x7f)
-            *s = '?';
-}
-
-/* NODE_CTL: every request, done or refused, is logged with who asked (issue 23). */
-static void h_node_ctl(struct cluster *c, struct request *r)
-{
-    char name[64], op[17], why[300], who[CURVE_NAME_MAX + 16];
-    wire_get_strbuf(r->msg->root, "op", op, sizeof op);
-    wire_get_strbuf(r->msg->root, "node", name, sizeof name);
-    bool drain = !strcmp(op, "drain");
-    int code = WE_INVALID;
-    snprintf(why, sizeof why, "op must be drain or resume");
-    if (drain || !strcmp(op, "resume"))
-        code = node_ctl(c, r->msg->root, drain, name, why, sizeof why);
-    curve_requester(who, sizeof who);
-    log_safe(op);
-    log_safe(name);
-    if (code == WE_STORAGE)
-        reply_storage(c, r);
-    else if (code)
-        cluster_reply_error(r, code, "%s", why);
-    else
-        wire_begin(r->reply, WT_OK, r->msg->id, 0);
-    log_info("NODE_CTL %s %s from %s: %s", op, name, who,
-             !code                ? "done"
-             : code == WE_STORAGE ? "not saved (storage)"
-                                  : why);
-}
-
 static void h_purge(struct cluster *c, struct request *r)
 {
     char err[300];
@@ -975,8 +908,8 @@ static const struct {
     {WT_CONSOLE, h_console},
     {WT_SD_INFO, h_sd_info},
     {WT_PURGE, h_purge},
-    {WT_JOB_CTL, h_job_ctl},   /* issue 15 */
-    {WT_NODE_CTL, h_node_ctl}, /* issue 15 */
+    {WT_JOB_CTL, h_job_ctl},         /* issue 15 */
+    {WT_NODE_CTL, drain_h_node_ctl}, /* issue 15 */
     {WT_EVENTS, h_events},
     {WT_MASTER_GET, h_master_get}, /* issue 11 */
     {WT_ACCT, h_acct},             /* issue 27 */
@@ -985,6 +918,7 @@ static const struct {
     {WT_FILE_GET, files_h_get},
     {WT_CKPT, files_h_ckpt},
     {WT_TASK_PIN, pin_h_task_pin},
+    {WT_WORK_WAIT, workwait_h_wait}, /* issue 26 evidence 8 */
 };
 
 void handlers_dispatch(struct cluster *c, struct request *r)

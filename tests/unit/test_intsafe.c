@@ -63,6 +63,7 @@ static const struct row rows[] = {
     {WT_RESULT, "results.exit", WF_INT, INT32_MAX},
     {WT_PSYNC, "disk_mb", WF_UINT, WIRE_SIZE_MB_MAX},
     {WT_PSYNC, "wait_ms", WF_UINT, 30000},
+    {WT_WORK_WAIT, "wait_ms", WF_UINT, 60000}, /* issue 26 evidence 8 */
     {WT_PSYNC, "procs.rss_kb", WF_UINT, WIRE_SIZE_KB_MAX},
     {WT_PSYNC, "procs.disk_kb", WF_UINT, WIRE_SIZE_KB_MAX},
     {WT_PSYNC, "procs.exit", WF_INT, INT32_MAX},

@@ -442,6 +442,13 @@ static void adopt_issue(struct live *l, struct ltask *t, uint32_t issue)
 }
 
 /* TASKS answering our RESULT/TASK_GET: reported results forgotten, new tasks kept. */
+/* A cluster's wait_s is over: the engine may ask for work again now. */
+static void on_wait_end(struct loop *lp, void *arg)
+{
+    (void)lp;
+    vcl_kick(arg);
+}
+
 static void on_tasks(struct live *l, int p, const msgpack_object *m)
 {
     struct lrpc *r = &l->rpc;
@@ -524,6 +531,10 @@ static void on_tasks(struct live *l, int p, const msgpack_object *m)
             if (rs->backoff_until > now)
                 rs->backoff_until = now + (double)(wait_s < 3600 ? wait_s : 3600);
         }
+        /* asked again when the wait ends, not at the next sched.tick_s after it (an idle
+           node learnt of new work up to a tick late: docs/data.md "Speed") */
+        loop_timer(l->loop, (int64_t)(wait_s < 3600 ? wait_s : 3600) * 1000 + 100, 0, on_wait_end,
+                   l);
     }
     size_t rn;
     const char *reason = wire_get_str(m, "reason", &rn);

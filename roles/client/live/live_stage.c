@@ -4,7 +4,8 @@
  * requests in flight per file) into the cache, their hash checked, before the task may
  * start; the outputs a finished task kept uploaded (FILE_HAVE, FILE_PUT) before its
  * result is reported. Transfers use their own DEALER per project, so a large file never
- * delays a RESULT or a heartbeat. Counted for `gridnode client status`.
+ * delays a RESULT or a heartbeat. Counted for `gridnode client status`. An idle node
+ * also keeps a WORK_WAIT held there (docs/wire.md 5.7): told of a new job at once.
  */
 #include "roles/client/live/live.h"
 
@@ -22,7 +23,7 @@
 #include "roles/client/live/ckpt.h"
 #include "roles/client/live/stage.h"
 
-#define STAGE_INFLIGHT 4      /* chunk requests in flight for one file */
+#define STAGE_INFLIGHT 8      /* chunk requests in flight for one file */
 #define STAGE_INFLIGHT_ALL 16 /* and for all files together */
 #define STAGE_TICK_MS 500
 
@@ -52,7 +53,14 @@ struct lstage {
     uint64_t next_id;
     int timer;
     char outbox[700];
+    /* WORK_WAIT (docs/wire.md 5.7): the one in flight, when it went, the next allowed */
+    uint64_t ww_id;
+    int64_t ww_sent_ms, ww_next_ms;
+    bool ww_off; /* the cluster does not know it (an older one): not sent again */
 };
+
+#define WW_WAIT_MS 20000 /* how long the cluster holds one (its default) */
+#define WW_GAP_MS 1000   /* one at most per second, whatever the answers */
 
 static struct xfer *xfer_find(struct lstage *s, int kind, const char *hex)
 {
@@ -220,6 +228,8 @@ static void get_reply(struct live *l, struct xfer *x, const struct wire_msg *m)
     stage_cache_part(&l->stage->cache, x->hex, part, sizeof part);
     int fd = open(part, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
     ssize_t w = fd < 0 ? -1 : pwrite(fd, data, len, (off_t)off);
+    if (w == (ssize_t)len) /* write-back starts now: the fsync when whole waits less */
+        (void)sync_file_range(fd, (off_t)off, (off_t)len, SYNC_FILE_RANGE_WRITE);
     if (fd >= 0)
         close(fd);
     if (w != (ssize_t)len) {
@@ -252,6 +262,52 @@ static void put_reply(struct live *l, struct xfer *x, const struct wire_msg *m)
 
 static bool ckpt_reply(struct live *l, const struct wire_msg *m);
 
+/*
+ * An idle node (one cluster, a session, no task at all) keeps one WORK_WAIT held at the
+ * cluster on its transfer connection: the cluster answers it when a job is submitted,
+ * and the node then asks for tasks at once instead of at its next poll (the RPCs and
+ * their round-trip estimates are not touched). A node with tasks polls as before.
+ */
+static void ww_pump(struct live *l, int64_t now)
+{
+    struct lstage *s = l->stage;
+    if (s->ww_id && now - s->ww_sent_ms > WW_WAIT_MS + 2 * vcl_rpc_timeout(l, s->sock[0]))
+        s->ww_id = 0; /* lost (a reconnection): sent again */
+    if (s->ww_off || s->ww_id || now < s->ww_next_ms || !l->single || l->ntasks ||
+        !l->proj[0].sid[0])
+        return;
+    uint64_t id = ++s->next_id;
+    wire_buf_reset(&l->wb);
+    wire_begin(&l->wb, WT_WORK_WAIT, id, 1);
+    wire_put_u64(&l->wb, "wait_ms", WW_WAIT_MS);
+    if (send_req(l, 0, id)) {
+        s->ww_id = id;
+        s->ww_sent_ms = now;
+    }
+    s->ww_next_ms = now + WW_GAP_MS;
+}
+
+/* The answer to the WORK_WAIT in flight: on news of a job, the wait for the next poll
+ * ends now. True if m was it. */
+static bool ww_reply(struct live *l, const struct wire_msg *m)
+{
+    struct lstage *s = l->stage;
+    if (!s->ww_id || m->id != s->ww_id)
+        return false;
+    s->ww_id = 0;
+    if (m->type == WT_ERROR) {
+        s->ww_off = wire_get_u64(m->root, "code", 0) == WE_TYPE;
+        return true;
+    }
+    if (m->type != WT_WORK_WAKE || !wire_get_bool(m->root, "work", false) || l->e->nprojects < 1)
+        return true;
+    for (int t = 0; t < l->e->nptypes; t++)
+        l->e->projects[0].rsc[t].backoff_until = 0;
+    log_debug("project %s: a job was submitted; asking for work now", l->e->projects[0].name);
+    vcl_kick(l);
+    return true;
+}
+
 static void on_stage_sock(struct loop *lp, void *arg)
 {
     struct lsock *k = arg;
@@ -267,7 +323,7 @@ static void on_stage_sock(struct loop *lp, void *arg)
         struct wire_msg m;
         struct wire_error err;
         if (wire_decode(zmq_msg_data(&zm), zmq_msg_size(&zm), false, &m, &err) == 0) {
-            bool ck = ckpt_reply(l, &m); /* issue 26: a CKPT's reply */
+            bool ck = ww_reply(l, &m) || ckpt_reply(l, &m); /* WORK_WAIT's, a CKPT's */
             for (uint32_t i = 0; !ck && i < l->stage->nx; i++) {
                 struct xfer *x = l->stage->x[i];
                 if (x->nfl && x->ids[0] == m.id && x->project == k->project) {
@@ -293,6 +349,8 @@ static struct lsock *stage_sock(struct live *l, int p)
         url = l->e->projects[p].endpoints[0];
     if (s->sock[p] && strcmp(s->sock[p]->url, url)) { /* the project moved: reconnect */
         vcl_sock_close(l, &s->sock[p]);
+        if (p == 0)
+            s->ww_id = 0, s->ww_off = false;
         for (uint32_t i = 0; i < s->nx; i++)
             if (s->x[i]->project == p)
                 s->x[i]->nfl = 0, s->x[i]->next_off = s->x[i]->got, s->x[i]->asked = false;
@@ -660,6 +718,7 @@ void vcl_stage_pump(struct live *l)
             vcl_task_start(l, t); /* the engine chose it while its inputs came */
     }
     pump_ranks(l); /* issue 26: parallel ranks' files */
+    ww_pump(l, now);
     int budget = STAGE_INFLIGHT_ALL;
     for (uint32_t i = 0; i < l->stage->nx; i++)
         budget -= l->stage->x[i]->nfl;
