@@ -433,7 +433,7 @@ static void test_files(void **st)
         assert_true(i >= 0 && f->rep[i].type == WT_ERROR && f->rep[i].code == WE_STORAGE);
         assert_non_null(strstr(f->rep[i].msg, "disk full"));
         slurm_site_destroy(&W); /* its part file open on the tmpfs */
-        assert_int_equal(umount(wd), 0);
+        assert_int_equal(umount2(wd, MNT_DETACH), 0);
     } else {
         print_message("not root: the full disk case is not run\n");
     }
@@ -453,6 +453,59 @@ static void test_files(void **st)
     slurm_site_destroy(&G);
 }
 
+/* The site's input store swept (slurm_site_sweep): an input a job directory links stays,
+ * one no job directory links and a part file no offer writes go once unchanged keep_s. */
+static void test_sweep(void **st)
+{
+    struct fx *f = *st;
+    char wd[128], err[300], url[300], p[300], q[300], part[300], job[300];
+    char hx[SHA256_HEX], other[SHA256_HEX], bad[SHA256_HEX];
+    snprintf(wd, sizeof wd, "%s/wd", f->dir);
+    snprintf(p, sizeof p, "%s/.gridnode-files", wd);
+    snprintf(q, sizeof q, "%s/.gridnode-files/part", wd);
+    assert_int_equal(mkdir(wd, 0755), 0);
+    assert_int_equal(mkdir(p, 0755), 0);
+    assert_int_equal(mkdir(q, 0755), 0);
+    struct slurm_conf c;
+    snprintf(url, sizeof url, "slurm://?bin=%s&dir=%s&workdir=%s", f->dir, f->dir, wd);
+    assert_int_equal(slurm_url_parse(url, &c, err, sizeof err), 0);
+    struct slurm_site *W = slurm_site_new(&c, "w", "meta", f->l, on_reply, f, err, sizeof err);
+    snprintf(url, sizeof url, "slurm://?bin=%s&dir=%s&workdir=%s/gone", f->dir, f->dir, f->dir);
+    assert_int_equal(slurm_url_parse(url, &c, err, sizeof err), 0);
+    struct slurm_site *G = slurm_site_new(&c, "g", "meta", f->l, on_reply, f, err, sizeof err);
+    assert_non_null(W);
+    assert_non_null(G);
+    hex_of("linked", 6, hx);
+    hex_of("other", 5, other);
+    hex_of("abc", 3, bad);
+    snprintf(p, sizeof p, "%s/.gridnode-files/%s", wd, hx);
+    snprintf(q, sizeof q, "%s/.gridnode-files/%s", wd, other);
+    snprintf(part, sizeof part, "%s/.gridnode-files/part/%s", wd, bad);
+    snprintf(job, sizeof job, "%s/job-in", wd);
+    const char *paths[] = {p, q, part};
+    for (int i = 0; i < 3; i++) {
+        FILE *w = fopen(paths[i], "w");
+        assert_non_null(w);
+        fputs("x", w);
+        fclose(w);
+    }
+    assert_int_equal(link(p, job), 0); /* a job directory's input */
+    struct stat sb;
+    assert_int_equal(slurm_site_sweep(W, 3600), 0); /* nothing unchanged that long */
+    sleep(1);
+    assert_int_equal(slurm_site_sweep(W, 0), 2); /* the unlinked one and the part */
+    assert_int_equal(stat(p, &sb), 0);
+    assert_int_not_equal(stat(q, &sb), 0);
+    assert_int_not_equal(stat(part, &sb), 0);
+    assert_int_equal(unlink(job), 0); /* the job directory went: its input goes too */
+    sleep(1);
+    assert_int_equal(slurm_site_sweep(W, 0), 1);
+    assert_int_not_equal(stat(p, &sb), 0);
+    assert_int_equal(slurm_site_sweep(G, 0), -1); /* its workdir does not exist */
+    slurm_site_destroy(&W);
+    slurm_site_destroy(&G);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -461,6 +514,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_adapter, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hang_killed_loop_free, setup_hang, teardown),
         cmocka_unit_test_setup_teardown(test_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sweep, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

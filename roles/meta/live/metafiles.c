@@ -17,6 +17,7 @@
 #include "daemon/loop.h"
 #include "lib/log.h"
 #include "roles/meta/live/meta_int.h"
+#include "roles/meta/slurm/slurm.h"
 #include "store/store.h"
 
 static struct filestore_limits limits(const struct meta *M)
@@ -204,6 +205,9 @@ void meta_files_sweep(struct meta *M)
     if (store_iter(M->store, M->t_taskfiles, NULL, 0, filesweep_mark_record, M->files) < 0 ||
         filesweep_end(M->files, now - M->cfg.files_keep_s * 1000) < 0)
         M->turn_failed = true;
+    for (int i = 0; i < M->nsites; i++) /* a Slurm site's store, in its workdir */
+        if (M->site[i].slurm)
+            (void)slurm_site_sweep(M->site[i].slurm, M->cfg.files_keep_s);
 }
 
 /* ---- the requests ---- */

@@ -61,6 +61,11 @@ void slurm_site_destroy(struct slurm_site **sp);
 void slurm_site_request(struct slurm_site *S, const void *data, size_t len);
 /* Deadlines, reaping, queued commands, replies due: call often (the spool's tick). */
 void slurm_site_tick(struct slurm_site *S);
+/* The site's input store swept (issue 26; with the spool's own sweep, hourly): a stored
+ * input no job directory links (link count 1) unchanged for keep_s seconds, and a part
+ * file no offer is writing unchanged that long, deleted. Files deleted, or -1 (no store
+ * or it cannot be read; nothing deleted). */
+long slurm_site_sweep(struct slurm_site *S, int64_t keep_s);
 
 /* ---- parsing (pure; unit-tested) ---- */
 

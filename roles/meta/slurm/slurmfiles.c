@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/datapath.h"
@@ -205,6 +206,8 @@ void slurm_files_have(struct slurm_site *S, uint64_t rid, const msgpack_object *
     store_path(S, hex, true, part, sizeof part);
     struct stat st;
     if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == size) {
+        /* touched: the sweep keeps a file the spool was just told is here (its ctime) */
+        (void)utimensat(AT_FDCWD, path, NULL, AT_SYMLINK_NOFOLLOW);
         state_reply(S, rid, hex, size, size, true);
         return;
     }
@@ -269,6 +272,51 @@ void slurm_files_have(struct slurm_site *S, uint64_t rid, const msgpack_object *
         return;
     }
     state_reply(S, rid, hex, size, p->have, false);
+}
+
+/* ---- the sweep ---- */
+
+/* Entries of directory path (opened beneath nothing: the store is the site's own) that
+ * are regular files named by 64 hex digits, unchanged (ctime) before cut, and with one
+ * link when links1: deleted, but not those parts F still writes. The count, or -1. */
+static long sweep_dir(struct slurm_files *F, const char *path, time_t cut, bool links1)
+{
+    DIR *dir = opendir(path);
+    if (!dir)
+        return -1;
+    long n = 0;
+    for (struct dirent *e; (e = readdir(dir)) != NULL;) {
+        struct stat st;
+        if (strlen(e->d_name) != 64 || !sha256_is_hex(e->d_name, 64) ||
+            fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+            st.st_ctime >= cut || (links1 && st.st_nlink != 1))
+            continue;
+        uint8_t d[SHA256_LEN];
+        for (int i = 0; i < 32; i++)
+            sscanf(e->d_name + 2 * i, "%2hhx", &d[i]);
+        if (!links1 && F && part_find(F, d))
+            continue; /* an offer is writing it */
+        n += unlinkat(dirfd(dir), e->d_name, 0) == 0;
+    }
+    closedir(dir);
+    return n;
+}
+
+long slurm_site_sweep(struct slurm_site *S, int64_t keep_s)
+{
+    if (!S->c.workdir[0])
+        return -1;
+    char path[SLURM_STR + 64];
+    time_t cut = time(NULL) - (time_t)(keep_s < 0 ? 0 : keep_s);
+    snprintf(path, sizeof path, "%s/" SF_STORE, S->c.workdir);
+    long n = sweep_dir(S->files, path, cut, true);
+    snprintf(path, sizeof path, "%s/" SF_STORE "/part", S->c.workdir);
+    long p = sweep_dir(S->files, path, cut, false);
+    if (n > 0 || p > 0)
+        log_info("slurm site %s: %ld stored input(s) no job directory links and %ld abandoned "
+                 "part(s) deleted (unchanged for %lld s)",
+                 S->site, n > 0 ? n : 0, p > 0 ? p : 0, (long long)keep_s);
+    return n < 0 ? -1 : n + (p > 0 ? p : 0);
 }
 
 /* ---- a job's directory ---- */
