@@ -91,7 +91,10 @@ def main():
             return 2
         form = dict(FORMS[name], name=name)
         base = None
-        for d in [int(x) for x in sys.argv[2:]]:
+        delays = sys.argv[2:]
+        if name == "clean" and os.environ.get("WAN_CLEAN_DELAYS"):
+            delays = os.environ["WAN_CLEAN_DELAYS"].split()
+        for d in [int(x) for x in delays]:
             if os.environ.get("WAN_KEEP"):  # the roles' logs kept there, one folder a run
                 tmp = os.path.join(os.environ["WAN_KEEP"], "%s-%d" % (name, d))
                 os.makedirs(tmp)

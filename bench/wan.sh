@@ -16,6 +16,7 @@
 # (waiting for the 4 clients, counting re-issues) go from the cluster's namespace.
 # Needs root (namespaces, TUN); otherwise one line {"bench":"wan","skipped":"..."}.
 # Knobs: WAN_DELAYS ("0 200 500"), WAN_FORMS ("clean jitter"), WAN_JITTER_PCT (25),
+# WAN_CLEAN_DELAYS (the clean form's, default WAN_DELAYS; make bench: "0 500"),
 # WAN_LIMIT_S (300 per point), WAN_KEEP (a folder: the roles' logs kept there).
 set -eu
 cd "$(dirname "$0")/.."
