@@ -26,6 +26,7 @@ JSON line to stdout.
 """
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -219,17 +220,52 @@ def slurm(n):
                             capture_output=True, text=True)
         if up.returncode != 0:
             return None, "slurm-local up.sh failed: " + up.stderr.strip()[-300:]
-        tp = subprocess.run(["bash", os.path.join(tools, "throughput.sh"), str(n)], env=env,
-                            timeout=180, capture_output=True, text=True)
-        for line in tp.stdout.splitlines():
-            if line.startswith("loop_complete:") and "=" in line:
-                return float(line.split("=", 1)[1].split()[0]), "loop_complete, profile ht"
-        return None, "slurm-local throughput.sh gave no loop_complete: " + tp.stderr[-300:]
+        return slurm_loop(tools, env, n)
     except subprocess.TimeoutExpired:
         return None, "slurm-local timed out"
     finally:
         subprocess.run(["bash", os.path.join(tools, "down.sh")], env=env, timeout=120,
                        capture_output=True)
+
+
+def slurm_loop(tools, env, n):
+    """throughput.sh's loop phase (one sbatch per job): its loop_complete figure, read as
+    it is printed; its later phases (an array, test-only, a reservation: not reported
+    here) are not waited for, its process group (started here) is ended by its id and
+    down.sh stops Slurm. At most 180 s."""
+    tp = subprocess.Popen(["bash", os.path.join(tools, "throughput.sh"), str(n)], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          start_new_session=True)
+    got, out, err = None, b"", b""
+    try:
+        deadline = time.monotonic() + 180
+        fds = [tp.stdout.fileno(), tp.stderr.fileno()]
+        while got is None and tp.stdout.fileno() in fds and time.monotonic() < deadline:
+            for fd in select.select(fds, [], [], 1)[0]:
+                data = os.read(fd, 65536)
+                if not data:
+                    fds.remove(fd)
+                elif fd == tp.stderr.fileno():
+                    err = (err + data)[-4096:]
+                else:
+                    out += data
+            for line in out.decode(errors="replace").split("\n")[:-1]:  # whole lines
+                if line.startswith("loop_complete:") and "=" in line:
+                    got = float(line.split("=", 1)[1].split()[0])
+    finally:
+        if tp.poll() is None:
+            os.killpg(tp.pid, signal.SIGTERM)
+        try:
+            tp.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(tp.pid, signal.SIGKILL)
+            tp.wait(10)
+        tp.stdout.close()
+        tp.stderr.close()
+    if got is not None:
+        return got, "loop_complete, profile ht"
+    return None, ("slurm-local throughput.sh gave no loop_complete: " +
+                  err.decode(errors="replace")[-300:])
 
 
 def e2e(P, n):

@@ -3,9 +3,10 @@
 # and one real `gridnode client` with 64 slots (both store.sync=full, the defaults), N
 # trivial tasks (`true`) in one job; time from submission until the job is done. Every
 # task is a real fork/exec, its result a real RPC and commit on both sides.
-# The same job runs twice against fresh clients, in the execution boundary (the default,
-# docs/security.md) and with client.sandbox = off, in alternating order (the first run of
-# a busy machine is not always the slower). Prints one JSON line on stdout:
+# The same job runs twice against fresh clients and cluster managers, in the execution
+# boundary (the default, docs/security.md) and with client.sandbox = off, in alternating
+# order (the first run of a busy machine is not always the slower). Prints one JSON
+# line on stdout:
 #   {"bench":"client_e2e","tasks":N,"slots":64,"seconds":...,"per_s":...,
 #    "seconds_nosandbox":...,"per_s_nosandbox":...,"sandbox_ratio":...}
 # Knobs: E2E_TASKS (20000), E2E_SLOTS (64), E2E_SECONDS (60: the run is cut there and
@@ -22,12 +23,14 @@ gridnode="$BUILD/gridnode"
 
 . bench/lib.sh
 bench_init e2e
-bench_cluster "$tmp/cluster" "$tmp/cluster.err" --set "store.sync=${E2E_SYNC:-full}"
-cpid=$pid
 
-# run_client SANDBOX NAME: one client (client.sandbox=SANDBOX), one job of $TASKS tasks;
-# sets done_n and el (seconds from submission until done, or the cut)
+# run_client SANDBOX NAME: a fresh cluster manager and one client (client.sandbox=SANDBOX),
+# one job of $TASKS tasks; sets done_n and el (seconds from submission until done, or the
+# cut). Each run has its own cluster: a job cut short would otherwise hold the next
+# run's client first (FIFO) and the next job would count nothing.
 run_client() {
+    bench_cluster "$tmp/cluster-$2" "$tmp/cluster-$2.err" --set "store.sync=${E2E_SYNC:-full}"
+    cpid=$pid
     bench_spawn "$tmp/$2.err" "$gridnode" client --set "client.server=$endpoint" \
         --set "client.state_dir=$tmp/$2" --set "client.name=$2" --set "client.slots=$SLOTS" \
         --set client.log_level=warn --set client.parallel=false \
@@ -50,11 +53,12 @@ run_client() {
             break
         fi
         kill -0 "$npid" 2>/dev/null || { echo "client_e2e: the client died:" >&2; tail -n 20 "$tmp/$2.err" >&2; exit 1; }
-        kill -0 "$cpid" 2>/dev/null || { echo "client_e2e: the cluster died:" >&2; tail -n 20 "$tmp/cluster.err" >&2; exit 1; }
+        kill -0 "$cpid" 2>/dev/null || { echo "client_e2e: the cluster died:" >&2; tail -n 20 "$tmp/cluster-$2.err" >&2; exit 1; }
         sleep 0.1
     done
     el=$(awk -v a="$now" -v b="$t0" 'BEGIN{printf "%.3f", a - b}')
     bench_stop "$npid"
+    bench_stop "$cpid"
 }
 
 if [ "$(( $(date +%s) % 2 ))" = 0 ]; then order="true false"; else order="false true"; fi

@@ -4,7 +4,8 @@
  * empty reply and cleared by a task, one try per scheduler endpoint per session, the
  * exponential RPC backoff, the master list re-read every 10 failures (new endpoints
  * reset failures and backoff), reports with piggy-backed requests, the server's
- * request delay, the debt2004 water marks and the deadline mode's caps and probes.
+ * request delay, the debt2004 water marks and the deadline mode's caps and probes; the
+ * prefetch rule of a host of one cluster (engine_prefetch_room) over jittered round trips.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "daemon/netopts.h"
 #include "roles/client/engine/engine.h"
 
 static uint64_t next_id = 1;
@@ -536,6 +538,106 @@ static void test_deadline_result_cuts_backoff(void **state)
     engine_destroy(&e);
 }
 
+/* The rule alone: the cap before a finish rate is known; then what the slots finish
+ * over the cover plus one a slot, at most the cap; what finishes during the round trip
+ * counted, at most what is held. */
+static void test_prefetch_room_rule(void **state)
+{
+    (void)state;
+    assert_true(fabs(engine_prefetch_room(34, 2, 0, 0, 1, 2.5) - 34) < 1e-9);
+    assert_true(fabs(engine_prefetch_room(34, 2, 10, 0, 1, 2.5) - 24) < 1e-9);
+    assert_true(engine_prefetch_room(34, 2, 40, 0, 1, 2.5) == 0); /* over the cap: nothing */
+    /* 30 tasks/s: hold 30 x 2.5 + 2 = 77 (the cap 130 allows it); 30 of the 40 held
+       finish meanwhile */
+    assert_true(fabs(engine_prefetch_room(130, 2, 40, 30, 1, 2.5) - 67) < 1e-9);
+    assert_true(fabs(engine_prefetch_room(34, 2, 40, 30, 1, 2.5) - 24) < 1e-9); /* cap 34 */
+    /* ... but no more finish than are held: 5 held, 5 finish */
+    assert_true(fabs(engine_prefetch_room(130, 2, 5, 30, 1, 2.5) - 77) < 1e-9);
+    /* 5 s tasks on 2 slots (0.4/s): hold 2 + 1, so 1 more while 2 run, none while 4 held */
+    assert_true(fabs(engine_prefetch_room(130, 2, 2, 0.4, 1, 2.5) - 1.4) < 1e-9);
+    assert_true(engine_prefetch_room(130, 2, 4, 0.4, 1, 2.5) == 0);
+}
+
+/*
+ * A host of 2 slots running 0.05 s tasks across a link of 500 ms +-25 % each way (the
+ * jitter form of bench/wan.sh): one request at a time, the next sent when a reply
+ * arrives, the round trip measured into a netopts_rtt as the client does, tasks always
+ * available at the server; before the first task ends the host asks for its free slots
+ * alone (the engine's own request, its task length unknown). Simulated time, a seeded
+ * generator: no clock is read.
+ * Returns the slots' idle fraction over the last 50 of 60 s; *peak: the most tasks held
+ * at once. old_rule: the room before issue 28 (the cap less what is held).
+ */
+static double sim_jittered(bool old_rule, double task_s, int prefetch_max, double *peak)
+{
+    const int slots = 2;
+    const double dt = 0.001, cap = slots * (1 + prefetch_max);
+    double left[2] = {0, 0}, idle = 0, t = 0, rate = 0;
+    double queued = 0, arrive = -1, asked = 0, sent_at = 0;
+    uint64_t finished = 0, rng = 12345;
+    struct netopts_rtt rtt = {0};
+    *peak = 0;
+    for (; t < 60; t += dt) {
+        if (arrive < 0 || t >= arrive) { /* a reply (or the start): the next request */
+            if (arrive >= 0) {
+                queued += asked;
+                netopts_rtt_sample(&rtt, (int64_t)((t - sent_at) * 1000));
+            }
+            double held = queued + (left[0] > 0) + (left[1] > 0);
+            rate = finished ? slots / task_s : 0; /* the observed run time */
+            asked = old_rule ? fmax(cap - held, 0)
+                             : floor(engine_prefetch_room(cap, slots, held, rate,
+                                                          rtt.samples ? rtt.srtt / 1000 : 0,
+                                                          netopts_rtt_cover_s(&rtt)));
+            if (finished == 0)
+                asked = fmin(asked, slots - held > 0 ? slots - held : 0);
+            double rt = 0;
+            for (int w = 0; w < 2; w++) { /* two one-way delays of 0.5 s +-25 % */
+                rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+                rt += 0.5 + 0.25 * 0.5 * (2 * (double)(rng >> 11) / 9007199254740992.0 - 1);
+            }
+            sent_at = t;
+            arrive = t + rt;
+        }
+        for (int k = 0; k < slots; k++) {
+            if (left[k] > 0 && (left[k] -= dt) <= 1e-12) {
+                left[k] = 0;
+                finished++;
+            }
+            if (left[k] <= 0 && queued >= 1) {
+                queued--;
+                left[k] = task_s;
+            } else if (left[k] <= 0 && t >= 10)
+                idle += dt;
+        }
+        double held = queued + (left[0] > 0) + (left[1] > 0);
+        *peak = fmax(*peak, held);
+    }
+    return idle / (slots * 50.0);
+}
+
+static void test_prefetch_room_jittered(void **state)
+{
+    (void)state;
+    double peak_old, peak_new, peak16, peak_long;
+    double old_idle = sim_jittered(true, 0.05, 16, &peak_old);
+    double new_idle = sim_jittered(false, 0.05, 64, &peak_new);
+    double idle16 = sim_jittered(false, 0.05, 16, &peak16);
+    double long_idle = sim_jittered(false, 5, 64, &peak_long);
+    fprintf(stderr,
+            "prefetch, 0.05 s tasks over 500 ms +-25 %%: idle %.3f (prefetch_max 16: %.3f, "
+            "before: %.3f), held at most %.0f (%.0f, %.0f); 5 s tasks: idle %.3f, held %.0f\n",
+            new_idle, idle16, old_idle, peak_new, peak16, peak_old, long_idle, peak_long);
+    assert_true(old_idle > 0.2);                  /* the cap less what is held starves the slots */
+    assert_true(new_idle < 0.02);                 /* prefetch_max 64: the cap does not bind */
+    assert_true(idle16 < 0.5 * old_idle);         /* the default 16: the cap binds, less often */
+    assert_true(peak_new < 2 * (2 * 2.5 / 0.05)); /* about the cover's consumption */
+    /* long tasks: few are held beyond the slots (one here: 2.5 s of cover is half a task
+       a slot), so a slot may wait a round trip when both end at once */
+    assert_true(long_idle < 0.05);
+    assert_true(peak_long <= 5);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -551,6 +653,8 @@ int main(void)
         cmocka_unit_test(test_deadline_whole_jobs_and_min_batch),
         cmocka_unit_test(test_deadline_min_batch_1),
         cmocka_unit_test(test_burst_batches),
+        cmocka_unit_test(test_prefetch_room_rule),
+        cmocka_unit_test(test_prefetch_room_jittered),
     };
     return cmocka_run_group_tests_name("engine_fetch", tests, NULL, NULL);
 }

@@ -386,4 +386,20 @@ int engine_rpc_done(struct engine *e, double now, const struct engine_action *ac
 void engine_master_done(struct engine *e, double now, int project, int ok,
                         const char *const *endpoints, int n);
 
+/*
+ * The task count a host of one cluster may still ask for (issue 28 3b): what it is to
+ * hold when the reply arrives, less what it holds now, plus what it is expected to finish
+ * while the request travels (at most what it holds). It is to hold what its slots
+ * measurably finish over cover_s (two round trips and their variation,
+ * netopts_rtt_cover_s) plus one task a slot, at most cap (slots x (1 + prefetch_max));
+ * before any finish rate is known (0), cap. finish_rate: tasks the slots finish per
+ * second, from the run times observed (slots / their moving average), not the server's
+ * estimates: a host running long tasks holds few beyond its slots (they would wait here
+ * while other hosts idle at the job's end), one running short tasks across a long or
+ * varying round trip holds enough of them. rtt_s: the smoothed round trip. Never
+ * negative; pure.
+ */
+double engine_prefetch_room(double cap, int slots, double held, double finish_rate, double rtt_s,
+                            double cover_s);
+
 #endif

@@ -568,3 +568,15 @@ void engine_master_done(struct engine *e, double now, int project, int ok,
         q->min_rpc_time = 0;
     }
 }
+
+double engine_prefetch_room(double cap, int slots, double held, double finish_rate, double rtt_s,
+                            double cover_s)
+{
+    double rate = finish_rate > 0 ? finish_rate : 0;
+    double hold = cap;
+    if (rate > 0)
+        hold = fmin(cap, rate * fmax(cover_s, 0) + (slots > 0 ? slots : 0));
+    double drain = fmin(fmax(held, 0), rate * fmax(rtt_s, 0));
+    double room = hold - held + drain;
+    return room > 0 ? room : 0;
+}

@@ -76,6 +76,7 @@ struct lproj {
     uint64_t status_id;
     struct lsock *status_sock;
     double est_avg; /* observed run time of its tasks (moving average); 0 = none yet */
+    double last_s;  /* the last task's observed run time (not saved); 0 = none yet */
     /* duration correction factor per processor type (BOINC's DCF): observed run time /
        the server's est_s; 0 = no sample yet. Server estimates are multiplied by it, and
        work requests (`req`) divided by it, so both speak the server's scale. */

@@ -159,6 +159,70 @@ static void build_hello(struct live *l, int p)
 }
 
 /*
+ * The run time a request counts per task: the observed average, or for a host of one
+ * cluster the last task's when shorter (a job of short tasks after long ones: the
+ * buffer grows with the first short task, not after the average has come down over
+ * many round trips; a job of long tasks after short ones is bounded by
+ * client.prefetch_max), else sched.default_est_s.
+ */
+static double run_time(const struct live *l, const struct lproj *lp)
+{
+    if (!(lp->est_avg > 0))
+        return l->cfg->default_est_s;
+    return l->single && lp->last_s > 0 && lp->last_s < lp->est_avg ? lp->last_s : lp->est_avg;
+}
+
+/*
+ * How many tasks a host of one cluster may ask for now (engine_prefetch_room): enough
+ * to hold, when the reply arrives, what its slots finish over the buffer's cover (two
+ * measured round trips and their variation) plus one a slot, at most slots x (1 +
+ * client.prefetch_max) (that many before any run time is observed), counting those that
+ * finish while the request travels. The finish rate is the slots over the observed run
+ * time of the project's tasks (run_time).
+ */
+static double prefetch_room(const struct live *l, const struct lproj *lp, const struct lsock *s)
+{
+    size_t held = 0;
+    for (size_t i = 0; i < l->ntasks; i++)
+        held += l->tasks[i]->state != LT_DONE;
+    const struct netopts_rtt *r = s ? &s->link.rtt : NULL;
+    double rtt = r && r->samples ? r->srtt / 1000 : 0, cover = r ? netopts_rtt_cover_s(r) : 0;
+    double cap = (double)l->slots * (1 + (double)l->cfg->prefetch_max);
+    double rate = lp->est_avg > 0 ? l->slots / run_time(l, lp) : 0;
+    return floor(engine_prefetch_room(cap, l->slots, (double)held, rate, rtt, cover));
+}
+
+/* The action asks for no work: its empty reply is no reason to back the type off
+   (engine_rpc_done) nor to wait out the cluster's wait_s (on_tasks). */
+static void no_fetch(struct engine_action *a)
+{
+    a->fetch = 0;
+    for (int t = 0; t < ENGINE_MAX_PTYPES; t++)
+        a->req[t].secs = a->req[t].instances = 0;
+}
+
+/*
+ * A work fetch of a host of one cluster that has nothing to report and already holds
+ * what it should (prefetch_room < 1) is not sent: it ends here, as answered with no
+ * task, without a backoff. 1 if so.
+ */
+static int fetch_not_needed(struct live *l, const struct engine_action *a)
+{
+    if (!l->single || a->kind != ENGINE_ACT_RPC || !a->fetch || a->nreport > 0 || a->project < 0 ||
+        a->project >= l->e->nprojects)
+        return 0;
+    struct lsock *s = vcl_project_sock(l, a->project, a->url ? a->url : "");
+    struct lproj *lp = &l->proj[a->project];
+    if (!s || !lp->welcomed || prefetch_room(l, lp, s) >= 1)
+        return 0;
+    struct engine_action act = *a;
+    no_fetch(&act);
+    struct engine_reply rep = {1, NULL, 0, 0};
+    engine_rpc_done(l->e, vcl_now(), &act, &rep);
+    return 1;
+}
+
+/*
  * RESULT (the results the engine chose to report, and the request) or TASK_GET when
  * there is nothing to report. The request: `req` in seconds per processor type (the
  * engine's shortfall), and `want`, a task count for clusters that do not read `req`:
@@ -175,7 +239,7 @@ static void build_result(struct live *l)
         long i = engine_task_find(l->e, l->rpc.report_ids[k]);
         nrep += i >= 0 && vcl_task_of(l, (size_t)i)->result != NULL && nrep < MAX_RESULTS;
     }
-    double est = lp->est_avg > 0 ? lp->est_avg : l->cfg->default_est_s;
+    double est = run_time(l, lp);
     for (int t = 0; t < l->e->nptypes; t++)
         if (a->req[t].secs > 0 || a->req[t].instances > 0) {
             nreq++;
@@ -186,15 +250,11 @@ static void build_result(struct live *l)
         want = MAX_RESULTS;
     if (a->fetch && want < 1)
         want = 1;
-    if (l->single && nreq) { /* client.prefetch_max: tasks held beyond the slots, at most */
-        size_t held = 0;
-        for (size_t i = 0; i < l->ntasks; i++)
-            held += l->tasks[i]->state != LT_DONE;
-        double cap = (double)l->slots * (1 + (double)l->cfg->prefetch_max) - (double)held;
-        if (want > cap)
-            want = cap > 0 ? cap : 0;
-        if (want < 1)
-            nreq = 0; /* enough held: no request */
+    if (l->single && nreq) /* client.prefetch_max, and what the slots consume meanwhile */
+        want = fmin(want, prefetch_room(l, lp, l->rpc.sock));
+    if (l->single && nreq && want < 1) { /* enough held: no request, and no backoff */
+        nreq = 0;
+        no_fetch(&l->rpc.act);
     }
     /* a single cluster gets `want` alone, as from any node of it: the tasks it hands out
        are then re-issued after missed heartbeats (tasks.k_wait), not only after their
@@ -312,6 +372,8 @@ static void send_rpc_stage(struct live *l)
 void vcl_rpc_start(struct live *l, const struct engine_action *a)
 {
     struct lrpc *r = &l->rpc;
+    if (fetch_not_needed(l, a))
+        return;
     r->act = *a;
     snprintf(r->url, sizeof r->url, "%s", a->url ? a->url : "");
     r->act.url = r->url;

@@ -132,8 +132,8 @@ static void release_gpus(struct live *l, struct ltask *t)
  * The duration correction factor of t's (project, type) learns from t's run time ratio
  * r = wall / est_s: the first sample is taken as is, a larger one at once (an
  * underestimate risks deadlines), a smaller one by a 0.2 moving average (BOINC's DCF
- * rises fast and falls slowly). When it moves by more than 5 %, the estimates of the
- * project's other tasks of that type are corrected in the engine.
+ * rises fast and falls slowly; 0.5 on a host of one cluster). When it moves by more than 5 %, the
+ * estimates of the project's other tasks of that type are corrected in the engine.
  */
 static void dcf_update(struct live *l, const struct ltask *t, double r)
 {
@@ -142,7 +142,10 @@ static void dcf_update(struct live *l, const struct ltask *t, double r)
     if (pt < 0 || !isfinite(r) || r <= 0)
         return;
     double old = lp->dcf[pt];
-    lp->dcf[pt] = old <= 0 || r > old ? r : 0.8 * old + 0.2 * r;
+    /* a host of one cluster comes down faster, so that its work fetch follows a job of
+       short tasks after long ones within a few of them (issue 28 3b), not dozens */
+    double down = l->single ? 0.5 : 0.2;
+    lp->dcf[pt] = old <= 0 || r > old ? r : (1 - down) * old + down * r;
     if (old > 0 && fabs(lp->dcf[pt] - old) <= 0.05 * old)
         return;
     /* the engine's typical task of this (project, type), used for its deadline room,
@@ -243,6 +246,7 @@ static void task_finish(struct live *l, struct ltask *t)
     if (!bad && !err && wall > 0) { /* the project's own run-time estimate */
         struct lproj *lp = &l->proj[t->project];
         lp->est_avg = lp->est_avg > 0 ? 0.8 * lp->est_avg + 0.2 * wall : wall;
+        lp->last_s = wall;
         if (t->est_s > 0 && !r->timed_out)
             dcf_update(l, t, wall / t->est_s);
     }
