@@ -1,7 +1,9 @@
 /*
  * jobwait.c - `gridnode job --wait` and `submit --wait` (cmd_job_wait): waits until jobs
  * have ended, with progress on stderr, over one kept connection; ends are seen on the
- * role's change feed where it offers one (EVENTS), else the jobs are read every second.
+ * role's change feed where it offers one (EVENTS, a cluster manager), else through a
+ * held JOB_WAIT (the batch role, the grid spool: issue 28), else the jobs are read
+ * every second.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +38,10 @@ struct waiter {
     char epoch[80];   /* the feed's, "" before the first EVENT_LIST */
     uint64_t next;    /* the feed position */
     uint64_t ev_ask;  /* request id of the EVENTS in flight, 0 none */
+    int jw;           /* JOB_WAIT: 1 answered, 0 not (TYPE: an older role), -1 not known */
+    uint64_t jw_ask;  /* request id of the JOB_WAIT in flight, 0 none */
+    int64_t jw_sent;  /* when it was sent */
+    int64_t jw_next;  /* not sent again before (an empty answer at once: nothing held) */
     int64_t ev_sent;  /* when it was sent */
     int64_t get_sent; /* when the JOB_GETs in flight were sent */
     int64_t refresh;  /* when the jobs are read again (progress, or polling) */
@@ -55,7 +61,7 @@ static int64_t mono_ms(void)
  * the only way to see an end. */
 static int refresh_ms(const struct waiter *x)
 {
-    return x->tty ? 1000 : x->feed == 1 ? 5000 : 1000;
+    return x->tty ? 1000 : x->feed == 1 || x->jw == 1 ? 5000 : 1000;
 }
 
 /* Prints job j's progress (a terminal: one line redrawn for one job; else a line when
@@ -168,6 +174,31 @@ static int send_events(struct waiter *x)
     return rc;
 }
 
+/* JOB_WAIT naming the jobs not ended (the first WIRE_JOB_WAIT_JOBS of them), held by
+ * the role until one ends: the ended ones' rows come back. */
+static int send_job_wait(struct waiter *x)
+{
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    x->jw_ask = ++x->rid;
+    x->jw_sent = mono_ms();
+    uint32_t n = 0;
+    for (size_t i = 0; i < x->n && n < WIRE_JOB_WAIT_JOBS; i++)
+        n += x->w[i].end < 0;
+    wire_begin(&wb, WT_JOB_WAIT, x->jw_ask, 2);
+    wire_put_key(&wb, "jobs");
+    wire_pack_array(&wb, n);
+    for (size_t i = 0, k = 0; i < x->n && k < n; i++)
+        if (x->w[i].end < 0) {
+            wire_pack_u64(&wb, x->w[i].id);
+            k++;
+        }
+    wire_put_u64(&wb, "wait_ms", WAIT_HOLD_MS);
+    int rc = cli_send(x->c, &wb);
+    wire_buf_free(&wb);
+    return rc;
+}
+
 /* Reads every job not ended (one JOB_GET each, all sent before any reply is read). */
 static int refresh(struct waiter *x)
 {
@@ -215,6 +246,29 @@ static void on_events(struct waiter *x, const struct cli_reply *r)
  * replies to requests given up, ignored). */
 static void on_reply(struct waiter *x, struct cli_reply *r)
 {
+    if (x->jw_ask && r->msg.id == x->jw_ask) {
+        x->jw_ask = 0;
+        if (r->msg.type != WT_JOB_ENDED) { /* TYPE: an older role; else read the jobs */
+            x->jw = r->msg.type == WT_ERROR && wire_get_u64(r->msg.root, "code", 0) == WE_TYPE
+                        ? 0
+                        : x->jw;
+            x->refresh = 0;
+            return;
+        }
+        x->jw = 1;
+        const msgpack_object *a = wire_get(r->msg.root, "jobs");
+        if ((!a || a->type != MSGPACK_OBJECT_ARRAY || !a->via.array.size) &&
+            mono_ms() - x->jw_sent < 1000)
+            x->jw_next = mono_ms() + 1000; /* the role could not hold it: not at once again */
+        for (uint32_t i = 0; a && a->type == MSGPACK_OBJECT_ARRAY && i < a->via.array.size; i++) {
+            struct wjob *j = find_job(x, wire_get_u64(&a->via.array.ptr[i], "job", 0));
+            if (j && j->end < 0) {
+                j->pjob = cli_is_pjob(&a->via.array.ptr[i]);
+                job_seen(x, j, &a->via.array.ptr[i], true);
+            }
+        }
+        return;
+    }
     if (x->ev_ask && r->msg.id == x->ev_ask) {
         x->ev_ask = 0;
         if (r->msg.type == WT_EVENT_LIST) {
@@ -263,6 +317,7 @@ static void forget_in_flight(struct waiter *x)
     for (size_t i = 0; i < x->n; i++)
         x->w[i].ask = 0;
     x->ev_ask = 0;
+    x->jw_ask = 0;
     x->refresh = 0;
 }
 
@@ -270,9 +325,11 @@ static void forget_in_flight(struct waiter *x)
  * The wait: every job's state read once (with the feed's position: EVENTS and JOB_GETs
  * go out together, answered in order), then, where the role offers the change feed
  * (docs/wire.md 6.9, events of kind "bag" and "job"), one EVENTS held by the role at a
- * time: a job's end arrives within one one-way delay. The jobs are read again every
- * refresh_ms for progress; without a feed (batch, meta, a user key the feed is denied
- * to) that polling is what sees the end. All over one connection. Returns 0 when the
+ * time: a job's end arrives within one one-way delay. Without the feed (a batch role,
+ * the grid spool, a user key the feed is refused to) one JOB_WAIT held by the role at
+ * a time does the same (docs/wire.md 6.20). The jobs are read again every refresh_ms
+ * for progress; against a role that knows neither, that polling is what sees the end.
+ * All over one connection. Returns 0 when the
  * jobs ended (their statuses in w[].end), 1 when the role could not be asked.
  */
 static int wait_loop(struct waiter *x)
@@ -285,6 +342,8 @@ static int wait_loop(struct waiter *x)
          * connection is made again first, retried for --connect-timeout, which is
          * raised to --timeout once the jobs were seen) */
         if ((x->feed != 0 && !x->ev_ask && (x->epoch[0] || x->feed == -1) && send_events(x) < 0) ||
+            (x->feed == 0 && x->jw != 0 && !x->jw_ask && now >= x->jw_next &&
+             send_job_wait(x) < 0) ||
             (!gets_in_flight(x) && now >= x->refresh && refresh(x) < 0)) {
             cli_report(c);
             return 1;
@@ -293,6 +352,10 @@ static int wait_loop(struct waiter *x)
         int64_t until = gets_in_flight(x) ? x->get_sent + c->timeout_ms : x->refresh;
         if (x->ev_ask && x->ev_sent + WAIT_HOLD_MS + c->timeout_ms < until)
             until = x->ev_sent + WAIT_HOLD_MS + c->timeout_ms;
+        if (x->jw_ask && x->jw_sent + WAIT_HOLD_MS + c->timeout_ms < until)
+            until = x->jw_sent + WAIT_HOLD_MS + c->timeout_ms;
+        if (!x->jw_ask && x->feed == 0 && x->jw != 0 && x->jw_next > now && x->jw_next < until)
+            until = x->jw_next;
         struct cli_reply r;
         if (cli_recv(c, (int)(until > now ? until - now : 0), &r) == 0) {
             on_reply(x, &r);
@@ -311,7 +374,8 @@ static int wait_loop(struct waiter *x)
         }
         now = mono_ms();
         if (cli_lost(c) || (gets_in_flight(x) && now >= x->get_sent + c->timeout_ms) ||
-            (x->ev_ask && now >= x->ev_sent + WAIT_HOLD_MS + c->timeout_ms)) {
+            (x->ev_ask && now >= x->ev_sent + WAIT_HOLD_MS + c->timeout_ms) ||
+            (x->jw_ask && now >= x->jw_sent + WAIT_HOLD_MS + c->timeout_ms)) {
             cli_report(c);
             return 1;
         }
@@ -338,7 +402,7 @@ static int worst(const struct wjob *w, size_t n)
  */
 int wait_jobs(struct cli *c, const uint64_t *ids, size_t n, struct wjob *w)
 {
-    struct waiter x = {.c = c, .w = w, .n = n, .left = n, .tty = isatty(2), .feed = -1};
+    struct waiter x = {.c = c, .w = w, .n = n, .left = n, .tty = isatty(2), .feed = -1, .jw = -1};
     bool own = !c->conn;
     if (own && cli_keep(c) < 0)
         return 1;

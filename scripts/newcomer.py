@@ -97,13 +97,13 @@ class Session:
 
     def run(self, shown, argv, want=0, drop=None):
         """Runs argv (shown as the command line `shown`); records stdout, then stderr
-        (lines matching drop left out), and the exit status when it is not 0. Returns
-        (stdout, stderr) as printed, before normalization."""
+        (lines of either matching drop left out), and the exit status when it is not 0.
+        Returns (stdout, stderr) as printed, before normalization."""
         p = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT,
                            env=self.env, stdin=subprocess.DEVNULL, cwd=str(self.dir))
-        err = "".join(line for line in p.stderr.splitlines(True)
-                      if not (drop and re.match(drop, line)))
-        body = p.stdout + err
+        kept = lambda text: "".join(line for line in text.splitlines(True)
+                                    if not (drop and re.match(drop, line)))
+        body = kept(p.stdout) + kept(p.stderr)
         if body and not body.endswith("\n"):
             body += "\n"
         if p.returncode != 0:
@@ -218,8 +218,11 @@ job ID has ended successfully; if it fails, the step is cancelled
 `job --wait` follows the last step until it ends (exit 0: done; 3 failed, 4 killed, 5
 cancelled), then shows it: where the spool placed it, and the site's own job.
 """)
+    # the spool answers the wait in the turn the job ends (JOB_WAIT), often before its
+    # site acknowledged the release of the job's reservation: the line saying so comes
+    # and goes with timing, so it is left out of the transcript as the progress lines
     out, _ = s.tool("job %d -e $GRIDNODE_META --wait" % last, "job", str(last), "-e", meta,
-                    "--wait", drop=r"job \d+ \[")
+                    "--wait", drop=r"job \d+ \[|\d+ order\(s\) to its site")
     m = re.search(r"site \S+ \((tcp://[^)]+)\), its job (\d+)", out)
     if not m:
         raise Failed("job --wait named no site: %r" % out)

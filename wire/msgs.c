@@ -665,6 +665,17 @@ static const struct wire_field f_work_wake[] = {
     {NULL},
 };
 
+static const struct wire_field f_job_wait[] = {
+    {"jobs", WF_ARRAY, true, WIRE_JOB_WAIT_JOBS, WF_UINT},
+    {"wait_ms", WF_UINT, false, WIRE_JOB_WAIT_MAX_MS}, /* absent: 25 s */
+    {NULL},
+};
+
+static const struct wire_field f_job_ended[] = {
+    LIST_ROWS("jobs", true), /* the ended jobs' rows, as JOB_GET's "job" */
+    {NULL},
+};
+
 static const struct wire_field f_file_get[] = {
     FILE_HASH,
     {"job", WF_UINT, true},
@@ -822,6 +833,8 @@ const struct wire_desc wire_descs[] = {
     {WT_TASK_PIN, "TASK_PIN", "batch", true, f_task_pin},
     {WT_WORK_WAIT, "WORK_WAIT", "node", true, f_work_wait}, /* issue 26 evidence 8 */
     {WT_WORK_WAKE, "WORK_WAKE", "cluster", false, f_work_wake},
+    {WT_JOB_WAIT, "JOB_WAIT", "user", true, f_job_wait}, /* issue 28 */
+    {WT_JOB_ENDED, "JOB_ENDED", "batch", false, f_job_ended},
     {0, NULL, NULL, false, NULL},
 };
 

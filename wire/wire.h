@@ -108,11 +108,16 @@ enum wire_type {
     /* issue 26 evidence 8: an idle node told of new work at once (docs/wire.md 5.7) */
     WT_WORK_WAIT = 152, /* held until a job is submitted or wait_ms passes; reply WORK_WAKE */
     WT_WORK_WAKE = 153, /* {work}: true when a job was submitted (ask for tasks now) */
+    WT_JOB_WAIT = 160,  /* held until one of the jobs ended or wait_ms passes; reply JOB_ENDED */
+    WT_JOB_ENDED = 161, /* {jobs}: the ended ones' rows (JOB_GET's "job"), [] at wait_ms */
 };
 
 /* WORK_WAIT: how long a cluster holds one at most (its "wait_ms"; the default 20 s). */
 #define WIRE_WORK_WAIT_MAX_MS 60000u
 #define WIRE_WORK_WAIT_MS 20000u
+/* JOB_WAIT (issue 28): jobs one request names at most, and its longest hold. */
+#define WIRE_JOB_WAIT_JOBS 64u
+#define WIRE_JOB_WAIT_MAX_MS 60000u
 
 /* Files (issue 26): a chunk's usual and largest size (FILE_PUT / FILE_GET "data"), the
  * largest file, entries of a SUBMIT's "inputs" and "outputs". */

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "daemon/endwait.h"
 #include "daemon/daemon.h"
 #include "lib/fsutil.h"
 #include "daemon/httpstats.h"
@@ -224,6 +225,8 @@ static int on_commit(void *arg)
     release_issuable(c);
     feed_after_commit(c);     /* events of what is now durable; answers held requests */
     workwait_after_commit(c); /* idle nodes told of a new job */
+    if (c->endwait)           /* users' JOB_WAITs one of whose jobs ended (issue 28) */
+        endwait_after_commit(c->endwait, c->daemon);
     scored_settle(c);
     return 0;
 }
@@ -363,6 +366,7 @@ static void cluster_close(struct cluster *c)
     feed_close(c);
     scored_close(c);
     daemon_destroy(&c->daemon);
+    endwait_free(&c->endwait);
     loop_destroy(&c->loop);
     if (c->lockfd >= 0)
         close(c->lockfd); /* last: the state is closed */
@@ -404,6 +408,7 @@ int cluster_main(int argc, char **argv)
     struct daemon_ops ops = {on_request, on_commit, on_reload, &c, feed_expire};
     /* the HTTP port before the ZeroMQ one: "listening on" means everything is up */
     if (cluster_open(&c) < 0 || stats_http_start(&c) < 0 || !(c.loop = loop_new()) ||
+        !(c.endwait = endwait_new(&handlers_endwait_ops, &c)) ||
         !(c.daemon = daemon_new(c.loop, &dop, &ops)))
         goto out;
     loop_timer(c.loop, 1000, 1, on_check, &c);

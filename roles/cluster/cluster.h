@@ -271,6 +271,7 @@ struct cluster {
     struct loop *loop;
     /* ROUTER, reading, group commit, replies (daemon/daemon.h); the state_dir lock */
     struct daemon *daemon;
+    struct endwait *endwait; /* held JOB_WAITs of users (daemon/endwait.h, issue 28) */
     int lockfd;
 
     struct job **jobs;                  /* sorted by id */
@@ -581,6 +582,8 @@ struct request {
 void handlers_dispatch(struct cluster *c, struct request *r);
 /* pin.c: TASK_PIN (issue 26, docs/wire.md 6.19 "Moving a pinned task"). */
 void pin_h_task_pin(struct cluster *c, struct request *r);
+/* JOB_WAIT's view of the cluster's jobs (daemon/endwait.h; role: the struct cluster) */
+extern const struct endwait_ops handlers_endwait_ops;
 /* NODE_CTL (drain / resume by name; admin only): every request, done or refused, is
  * logged with who asked (issue 23). */
 void drain_h_node_ctl(struct cluster *c, struct request *r);

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "daemon/endwait.h"
 #include "daemon/daemon.h"
 #include "lib/log.h"
 #include "daemon/loop.h"
@@ -451,6 +452,8 @@ void feed_expire(void *arg, uint64_t handle, uint32_t kind, uint64_t req_id, str
         workwait_expire(c, handle, req_id, reply);
         return;
     }
+    if (kind == WT_JOB_WAIT && c->endwait && endwait_expire(c->endwait, handle, req_id, reply))
+        return; /* issue 28 */
     for (uint32_t i = 0; i < f->nw; i++)
         if (f->w[i].handle == handle) {
             struct waiter w = f->w[i];

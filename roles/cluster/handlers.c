@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "daemon/endwait.h"
 #include "lib/constraint.h"
 #include "lib/log.h"
 #include "daemon/loop.h"
@@ -706,6 +707,38 @@ static void h_job_get(struct cluster *c, struct request *r)
     wire_buf_free(&tb);
 }
 
+/* JOB_WAIT (issue 28): a user's wait for the end of its jobs, held (daemon/endwait.c);
+ * admins and peers may also follow the change feed (EVENTS). */
+static int wait_row(void *role, uint64_t id, bool check, struct wire_buf *row, int *code, char *why,
+                    size_t wl)
+{
+    struct cluster *c = role;
+    struct job *j = cluster_job_find(c, id);
+    struct pjob *pj = j || !c->sd ? NULL : scored_job_find(c, id);
+    const char *owner = pj ? pj->user : j ? j->user : NULL;
+    if ((!j && !pj) || (check && !curve_may_touch(owner))) {
+        *code = j || pj ? WE_DENIED : WE_NOT_FOUND;
+        snprintf(why, wl,
+                 j || pj ? "job %llu belongs to another user; only its owner and the "
+                           "administrators may wait for it"
+                         : "no job %llu (gridnode jobs lists them)",
+                 (unsigned long long)id);
+        return -1;
+    }
+    if (pj)
+        scored_pack_job(c, pj, row, true);
+    else
+        cluster_job_pack(j, row, false);
+    return 0;
+}
+
+const struct endwait_ops handlers_endwait_ops = {wait_row};
+
+static void h_job_wait(struct cluster *c, struct request *r)
+{
+    endwait_request(c->endwait, c->daemon, r->msg, r->reply);
+}
+
 /* Whether a job ever handed out a task or started a process (CANCEL `unstarted`). */
 static bool ever_started(const struct job *j, const struct pjob *pj)
 {
@@ -919,6 +952,7 @@ static const struct {
     {WT_CKPT, files_h_ckpt},
     {WT_TASK_PIN, pin_h_task_pin},
     {WT_WORK_WAIT, workwait_h_wait}, /* issue 26 evidence 8 */
+    {WT_JOB_WAIT, h_job_wait},       /* issue 28 */
 };
 
 void handlers_dispatch(struct cluster *c, struct request *r)

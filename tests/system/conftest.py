@@ -65,6 +65,7 @@ TYPES = {
     "FILE_DATA": 124, "CKPT": 125,
     "SHOWBF": 130, "BACKFILL": 131, "CHECKNODE": 132, "NODECHECK": 133,  # issue 27: Maui
     "SHOWSTATS": 134, "SITESTATS": 135, "TASK_PIN": 148, "WORK_WAIT": 152, "WORK_WAKE": 153,
+    "JOB_WAIT": 160, "JOB_ENDED": 161,  # issue 28
 }
 TYPE_NAMES = {v: k for k, v in TYPES.items()}
 ERRORS = {

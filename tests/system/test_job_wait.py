@@ -1,8 +1,8 @@
 """System tests of `gridnode job --wait JOB...` (issue 16, the user tool over a long
 link): several jobs waited for over ONE connection, the end seen through the cluster's
 change feed (EVENTS, events of kind "bag") instead of polling, the worst exit status of
-them, a clear error for an unknown id, a role restart ridden out, and the fallback to
-polling JOB_GET against roles without the feed (batch, meta).
+them, a clear error for an unknown id, a role restart ridden out, and a held JOB_WAIT
+where the feed is not offered (batch, meta, a user key at a cluster: issue 28).
 
 A small TCP proxy between the tool and the cluster counts the connections and the
 requests (plain ZMTP on loopback, so the requests can be read). No test asserts on
@@ -251,8 +251,70 @@ def test_wait_polls_roles_without_the_feed(cluster_factory, client_factory, batc
             ids.append(int(r.stdout.split()[2]))
         r = run_cli(gridnode_bin, "job", "-e", role.endpoint, "--wait", "--summary", "--json",
                     *ids, timeout=120)
-        # no feed there (EVENTS is TYPE): polled, silently; the failed one decides
+        # no feed there (EVENTS is TYPE): a held JOB_WAIT, silently; the failed one decides
         assert r.returncode == 3, (role.endpoint, r.returncode, r.stderr)
         assert "TYPE" not in r.stderr, r.stderr
         states = [json.loads(l)["job"]["state"] for l in r.stdout.splitlines()]
         assert states == ["done", "failed"], r.stdout
+
+
+def test_job_wait_is_held_until_a_job_ends_at_every_level(cluster_factory, client_factory,
+                                                          batch_factory, meta_factory):
+    # JOB_WAIT (issue 28): the role holds it until one of the jobs it names has ended,
+    # then answers with their rows: at a cluster manager (for users, whom its change feed
+    # is refused to), a batch role and the grid spool alike. Held 60 s here: a reply
+    # naming the job is the end's, not the deadline's (which names none).
+    cl = cluster_factory(SD)
+    client_factory(cl, 1, sets=dict(CLIENT, **{"client.slots": 2}))
+    b = batch_factory([cl])
+    wait_until(lambda: sum(1 for n in b.rpc(TYPES["NODE_LIST"])["nodes"] if n["active"]) == 1,
+               scaled(20), msg="the batch role sees the host")
+    m = meta_factory({"a": b})
+    for role in (cl, b, m):
+        c = role.client()
+        jid = c.ok("SUBMIT", "SUBMITTED", argv=["sleep", "1"], ntasks=1)["job"]
+        r = c.call("JOB_WAIT", timeout=scaled(60), jobs=[jid, jid], wait_ms=60000)
+        assert r["t"] == TYPES["JOB_ENDED"], (role.endpoint, r)
+        assert [(j["job"], j["state"]) for j in r["jobs"]] == [(jid, "done")] * 2, r
+        # ended already: answered at once
+        r = c.call("JOB_WAIT", jobs=[jid])
+        assert [j["job"] for j in r["jobs"]] == [jid], r
+        # nothing ends within wait_ms: the answer names none
+        long = c.ok("SUBMIT", "SUBMITTED", argv=["sleep", "60"], ntasks=1)["job"]
+        r = c.call("JOB_WAIT", timeout=scaled(30), jobs=[long], wait_ms=300)
+        assert r["t"] == TYPES["JOB_ENDED"] and r["jobs"] == [], (role.endpoint, r)
+        c.ok("CANCEL", job=long)
+        c.err("JOB_WAIT", "NOT_FOUND", jobs=[jid, 987654])
+        c.err("JOB_WAIT", "FIELD", jobs=list(range(1, 66)))  # 64 at most
+
+
+def test_the_tool_waits_in_a_held_job_wait_at_a_batch_role(cluster_factory, client_factory,
+                                                           batch_factory, gridnode_bin):
+    # `gridnode job --wait` at a role without the change feed holds a JOB_WAIT there
+    # (seen in the role's held_requests gauge) rather than polling, and returns when the
+    # job ends (here: cancelled, exit status 5)
+    from test_stats_roles import STATS, metrics
+    cl = cluster_factory(SD)
+    client_factory(cl, 1, sets=dict(CLIENT, **{"client.slots": 2}))
+    b = batch_factory([cl], sets=STATS)
+    wait_until(lambda: sum(1 for n in b.rpc(TYPES["NODE_LIST"])["nodes"] if n["active"]) == 1,
+               scaled(20), msg="the batch role sees the host")
+    jid = b.client().ok("SUBMIT", "SUBMITTED", argv=["sleep", "60"], ntasks=1)["job"]
+    held = lambda: metrics(b, "gridnode_batch_")[0][("gridnode_batch_held_requests", "")]
+    assert held() == 0
+    p = subprocess.Popen([gridnode_bin, "job", "-e", b.endpoint, "--wait", str(jid)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         stdin=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: held() == 1 or p.poll() is not None, scaled(20),
+                   msg="the tool's JOB_WAIT held at the batch role")
+        assert p.poll() is None, p.communicate()
+        b.client().ok("CANCEL", job=jid)
+        out, err = p.communicate(timeout=scaled(30))
+        assert p.returncode == 5, (out, err)
+        # answered, not left to its deadline (the page is made every stats.interval_s)
+        wait_until(lambda: held() == 0, scaled(10), msg="nothing held after the end")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()

@@ -21,6 +21,7 @@
 
 #include "lib/config.h"
 #include "daemon/daemon.h"
+#include "daemon/endwait.h"
 #include "lib/fsutil.h"
 #include "daemon/httpstats.h"
 #include "lib/log.h"
@@ -180,12 +181,24 @@ static int on_commit(void *arg)
     L->flex_hint.valid = false; /* the cycle and the turn's other changes may free cores */
     bool waits = maybe_cycle(L);
     int rc = commit_turn(L);
+    if (rc == 0 && L->endwait) /* JOB_WAITs one of whose jobs ended, answered (issue 28) */
+        endwait_after_commit(L->endwait, L->daemon);
     if (!waits)
         L->turn_now = 0; /* the next turn takes a new instant */
     return rc;
 }
 
 static int load_all(struct live *L);
+
+/* A held JOB_WAIT past its wait_ms, or replaced by the same peer's next one. */
+static void on_expire(void *arg, uint64_t handle, uint32_t kind, uint64_t req_id,
+                      struct wire_buf *reply)
+{
+    struct live *L = arg;
+    (void)kind;
+    if (!L->endwait || !endwait_expire(L->endwait, handle, req_id, reply))
+        wire_error_msg(reply, req_id, WE_STATE, "the request was not held: ask again");
+}
 
 static void on_reload(void *arg)
 {
@@ -348,7 +361,7 @@ int live_main(int argc, char **argv, struct batch_ini *cfg)
     loop_signals();
     struct daemon_opts dop = {"batch", L.cfg.live.listen, L.cfg.live.state_dir,
                               L.cfg.live.peer_queue, .security = &L.cfg.live.sec};
-    struct daemon_ops ops = {on_request, on_commit, on_reload, &L};
+    struct daemon_ops ops = {on_request, on_commit, on_reload, &L, on_expire};
     if (live_clusters_open(&L, err, sizeof err) < 0) { /* parses the list first */
         fprintf(stderr, "gridnode batch: %s\n", err);
         goto out;
@@ -356,6 +369,7 @@ int live_main(int argc, char **argv, struct batch_ini *cfg)
     live_clusters_close(&L);
     /* the HTTP port before the ZeroMQ one: "listening on" means everything is up */
     if (live_open(&L) < 0 || livestats_open(&L, err, sizeof err) < 0 || !(L.loop = loop_new()) ||
+        !(L.endwait = endwait_new(&live_endwait_ops, &L)) ||
         !(L.daemon = daemon_new(L.loop, &dop, &ops)))
         goto out;
     if (live_clusters_open(&L, err, sizeof err) < 0) {
@@ -382,6 +396,7 @@ out:
     live_resv_free(&L);
     batch_engine_destroy(&L.eng);
     daemon_destroy(&L.daemon);
+    endwait_free(&L.endwait);
     loop_destroy(&L.loop);
     free(L.slot_cl);
     free(L.slot_host);

@@ -256,6 +256,7 @@ struct live {
     struct batch_engine *eng;
     struct loop *loop;
     struct daemon *daemon;
+    struct endwait *endwait; /* held JOB_WAITs (daemon/endwait.h, issue 28) */
     struct store *store;
     int lockfd;
     int t_meta, t_jobs, t_elems;
@@ -411,6 +412,8 @@ void live_argv_free(char **v, uint32_t n);
 void live_dispatch(struct live *L, const struct wire_msg *m, const char *peer,
                    struct wire_buf *reply);
 void live_job_summary(struct live *L, const struct ljob *j, struct wire_buf *wb);
+/* JOB_WAIT's view of the batch role's jobs (daemon/endwait.h; role: the struct live) */
+extern const struct endwait_ops live_endwait_ops;
 
 /* livecmd.c: Maui's commands and the site interface (types 80-95) */
 bool livecmd_handles(uint32_t type);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/endwait.h"
 #include "lib/constraint.h"
 #include "lib/log.h"
 #include "lib/text.h"
@@ -681,6 +682,31 @@ static void h_node_list(struct req *r)
         }
 }
 
+/* JOB_WAIT (issue 28): held until one of the jobs ended (daemon/endwait.c) */
+static int wait_row(void *role, uint64_t id, bool check, struct wire_buf *row, int *code, char *why,
+                    size_t wl)
+{
+    struct ljob *j = live_job_find(role, id);
+    if (!j || (check && !curve_may_touch(j->user))) {
+        *code = j ? WE_DENIED : WE_NOT_FOUND;
+        snprintf(why, wl,
+                 j ? "job %llu belongs to another user; only its owner and the administrators "
+                     "may wait for it"
+                   : "no job %llu in this batch role",
+                 (unsigned long long)id);
+        return -1;
+    }
+    live_job_summary(role, j, row);
+    return 0;
+}
+
+const struct endwait_ops live_endwait_ops = {wait_row};
+
+static void h_job_wait(struct req *r)
+{
+    endwait_request(r->L->endwait, r->L->daemon, r->m, r->reply);
+}
+
 static void h_acct(struct req *r)
 {
     live_acct_request(r->L, r->m, r->reply);
@@ -696,10 +722,11 @@ static const struct {
     uint32_t type;
     void (*fn)(struct req *r);
 } handlers[] = {
-    {WT_SUBMIT, h_submit},   {WT_PSUBMIT, h_psubmit}, {WT_JOB_LIST, h_job_list},
-    {WT_JOB_GET, h_job_get}, {WT_CANCEL, h_cancel},   {WT_NODE_LIST, h_node_list},
-    {WT_JOB_CTL, h_job_ctl}, {WT_ACCT, h_acct},                              /* issue 27 */
-    {WT_FILE_HAVE, h_file},  {WT_FILE_PUT, h_file},   {WT_FILE_GET, h_file}, /* issue 26 */
+    {WT_SUBMIT, h_submit},     {WT_PSUBMIT, h_psubmit}, {WT_JOB_LIST, h_job_list},
+    {WT_JOB_GET, h_job_get},   {WT_CANCEL, h_cancel},   {WT_NODE_LIST, h_node_list},
+    {WT_JOB_CTL, h_job_ctl},   {WT_ACCT, h_acct},                              /* issue 27 */
+    {WT_JOB_WAIT, h_job_wait},                                                 /* issue 28 */
+    {WT_FILE_HAVE, h_file},    {WT_FILE_PUT, h_file},   {WT_FILE_GET, h_file}, /* issue 26 */
 };
 
 void live_dispatch(struct live *L, const struct wire_msg *m, const char *peer,
@@ -717,6 +744,6 @@ void live_dispatch(struct live *L, const struct wire_msg *m, const char *peer,
         }
     fail(&r, WE_TYPE,
          "%s is not handled by the batch role (it takes SUBMIT, PSUBMIT, JOB_LIST, "
-         "JOB_GET, CANCEL, JOB_CTL, NODE_LIST and the FILE_* messages)",
+         "JOB_GET, JOB_WAIT, CANCEL, JOB_CTL, NODE_LIST and the FILE_* messages)",
          m->desc->name);
 }

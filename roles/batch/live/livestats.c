@@ -393,6 +393,8 @@ static void metrics(const struct prom *p, json_t *st, void *arg)
     prom_metric(p, "replies_dropped_total", "counter",
                 "Replies dropped because a peer was over limits.peer_queue since start.",
                 L->daemon ? (double)daemon_dropped(L->daemon) : 0);
+    prom_metric(p, "held_requests", "gauge", "Requests held open (JOB_WAIT long polls) now.",
+                L->daemon ? daemon_held_count(L->daemon) : 0);
     json_t *cls = json_object_get(st, "clusters");
     prom_family(p, "cluster_up", "gauge", "1 if the cluster manager answers and is in sync.");
     json_array_foreach(cls, i, v)

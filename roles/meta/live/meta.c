@@ -17,6 +17,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "daemon/endwait.h"
 #include "daemon/daemon.h"
 #include "lib/fsutil.h"
 #include "lib/log.h"
@@ -111,7 +112,9 @@ static void on_request(void *arg, const struct wire_msg *m, const char *peer,
 static void on_expire(void *arg, uint64_t handle, uint32_t kind, uint64_t req_id,
                       struct wire_buf *reply)
 {
-    (void)kind;
+    struct meta *M = arg;
+    if (kind == WT_JOB_WAIT && M->endwait && endwait_expire(M->endwait, handle, req_id, reply))
+        return; /* issue 28 */
     if (!meta_out_fail(arg, handle, "its site did not answer in time (try again)", reply))
         wire_error_msg(reply, req_id, WE_STATE, "the request could not be relayed: try again");
 }
@@ -140,6 +143,8 @@ static int on_commit(void *arg)
         return -1;
     }
     meta_out_flush(M, true);
+    if (M->endwait) /* JOB_WAITs one of whose jobs ended, answered (issue 28) */
+        endwait_after_commit(M->endwait, M->daemon);
     return 0;
 }
 
@@ -299,6 +304,7 @@ int meta_main(int argc, char **argv)
     struct daemon_ops ops = {on_request, on_commit, on_reload, &M, on_expire};
     /* the HTTP port before the ZeroMQ one: "listening on" means everything is up */
     if (meta_open(&M) < 0 || metastats_open(&M, err, sizeof err) < 0 || !(M.loop = loop_new()) ||
+        !(M.endwait = endwait_new(&meta_endwait_ops, &M)) ||
         !(M.daemon = daemon_new(M.loop, &dop, &ops)))
         goto out;
     if (meta_sites_open(&M) < 0) {
@@ -327,6 +333,7 @@ out:
     meta_stage_free(&M);
     meta_files_close(&M);
     daemon_destroy(&M.daemon);
+    endwait_free(&M.endwait);
     loop_destroy(&M.loop);
     if (M.lockfd >= 0)
         close(M.lockfd);

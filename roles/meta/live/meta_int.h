@@ -282,6 +282,7 @@ struct meta {
     struct acct_sweep acct_sw; /* metaacct.c */
     struct loop *loop;
     struct daemon *daemon;
+    struct endwait *endwait; /* held JOB_WAITs (daemon/endwait.h, issue 28) */
     int lockfd;
     char inc[40];
     uint64_t next_id, req_seq, rr_state;
@@ -555,6 +556,8 @@ int meta_est_fill(struct meta *M, struct mjob *j, int64_t v);
 /* ---- metareq.c: the user requests ---- */
 
 void meta_dispatch(struct meta *M, const struct wire_msg *m, struct wire_buf *reply);
+/* JOB_WAIT's view of the spool's jobs (daemon/endwait.h; role: the struct meta) */
+extern const struct endwait_ops meta_endwait_ops;
 
 /* ---- metastats.c: the statistics page, stats.json and /metrics (daemon/statspage.h) ---- */
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/endwait.h"
 #include "daemon/daemon.h"
 #include "lib/constraint.h"
 #include "lib/log.h"
@@ -377,6 +378,26 @@ static void h_get(struct meta *M, const struct wire_msg *m, struct wire_buf *rep
         wire_put_u64(reply, "next", next);
 }
 
+/* JOB_WAIT's view of the spool's jobs (daemon/endwait.h) */
+static int wait_row(void *role, uint64_t id, bool check, struct wire_buf *row, int *code, char *why,
+                    size_t wl)
+{
+    struct mjob *j = meta_job_find(role, id);
+    if (!j || (check && !curve_may_touch(j->user))) {
+        *code = j ? WE_DENIED : WE_NOT_FOUND;
+        snprintf(why, wl,
+                 j ? "job %llu belongs to another user; only its owner and the administrators "
+                     "may wait for it"
+                   : "no job %llu at the grid spool (see gridnode jobs)",
+                 (unsigned long long)id);
+        return -1;
+    }
+    put_row(role, j, row);
+    return 0;
+}
+
+const struct endwait_ops meta_endwait_ops = {wait_row};
+
 static void h_cancel(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)
 {
     struct mjob *j = meta_job_find(M, wire_get_u64(m->root, "job", 0));
@@ -529,6 +550,9 @@ void meta_dispatch(struct meta *M, const struct wire_msg *m, struct wire_buf *re
     case WT_JOB_GET:
         h_get(M, m, reply);
         break;
+    case WT_JOB_WAIT: /* issue 28: held until one of the jobs ended */
+        endwait_request(M->endwait, M->daemon, m, reply);
+        break;
     case WT_CANCEL:
         h_cancel(M, m, reply);
         break;
@@ -548,7 +572,8 @@ void meta_dispatch(struct meta *M, const struct wire_msg *m, struct wire_buf *re
         break;
     default:
         fail(reply, m->id, WE_TYPE,
-             "the grid spool (gridnode meta) answers SUBMIT, PSUBMIT, JOB_LIST, JOB_GET, CANCEL, "
+             "the grid spool (gridnode meta) answers SUBMIT, PSUBMIT, JOB_LIST, JOB_GET, JOB_WAIT, "
+             "CANCEL, "
              "JOB_CTL, SITE_INFO, ACCT and the FILE_* messages)");
     }
 }

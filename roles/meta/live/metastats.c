@@ -259,6 +259,9 @@ static void metrics(const struct prom *p, json_t *st, void *arg)
     prom_metric(p, "replies_dropped_total", "counter",
                 "Replies dropped because a peer was over limits.peer_queue since start.",
                 M->daemon ? (double)daemon_dropped(M->daemon) : 0);
+    prom_metric(p, "held_requests", "gauge",
+                "Requests held open (JOB_WAIT long polls, relayed --output) now.",
+                M->daemon ? daemon_held_count(M->daemon) : 0);
 }
 
 int metastats_open(struct meta *M, char *err, size_t errlen)
