@@ -348,6 +348,45 @@ def cluster_curve(P, bdir, points):
         shutil.rmtree(sd, ignore_errors=True)
 
 
+def cluster_jobs_curve(P, points):
+    """Separate pending jobs at a cluster manager with no node (issue 28: memory per
+    pending job at every level): n one-task SUBMITs, WINDOW in flight, grown in steps
+    on one cluster; VmRSS per job and acknowledgements /s per step."""
+    sd = os.path.join(P.tmp, "cluster-jobs")
+    cp, ep = P.start("cluster-jobs", ["cluster", "--set", "cluster.state_dir=" + sd,
+                                      "--set", "cluster.listen=tcp://127.0.0.1:*",
+                                      "--set", "store.sync=full",
+                                      "--set", "cluster.log_level=warn"])
+    d = Dealer(ep)
+    time.sleep(0.5)
+    r0 = rss(cp.pid)
+    have = 0
+    for n in points:
+        log("cluster: %d separate pending jobs" % n)
+        sent = acked = 0
+        t0 = time.monotonic()
+        deadline = t0 + max(120, n / 500)
+        while acked < n - have:
+            while sent < n - have and sent - acked < WINDOW:
+                d.send(T["SUBMIT"], argv=["true"], ntasks=1, limit_s=3600)
+                sent += 1
+            r = d.recv(max(0.01, deadline - time.monotonic()))
+            if r is None or time.monotonic() > deadline:
+                sys.exit("scale: cluster submissions stalled at %d of %d" % (have + acked, n))
+            if r.get("t") != T["SUBMITTED"]:
+                sys.exit("scale: submission refused: %r" % r)
+            acked += 1
+        took = time.monotonic() - t0
+        have = n
+        r1 = rss(cp.pid)
+        emit({"bench": "scale", "level": "cluster_jobs", "pending": n,
+              "rss_per_job": round((r1 - r0) / n), "rss_mb": round(r1 / 2**20, 1),
+              "acks_per_s": round(acked / took) if took > 0 else None})
+    d.close()
+    P.stop(cp)
+    shutil.rmtree(sd, ignore_errors=True)
+
+
 def main():
     gridnode, bdir = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     quick = "--quick" in sys.argv[3:]
@@ -361,6 +400,8 @@ def main():
             array_curve(P, [10**6, 10**7])
         if only in (None, "cluster"):
             cluster_curve(P, bdir, [10**4, 10**5, 10**6] + ([] if quick else [10**7]))
+        if only in (None, "cluster_jobs"):
+            cluster_jobs_curve(P, [10**3, 10**4, 10**5] + ([] if quick else [10**6]))
         if only in (None, "sessions"):
             scale_sessions.sessions_curve(P, ctx, Dealer, rss, scale_e2e.cpu, emit,
                                           [100, 10000] if quick else [100, 1000, 10000, 20000])

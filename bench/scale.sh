@@ -17,7 +17,7 @@
 #   {"bench":"scale","level":"e2e","form":"jobs|array","at":"cluster|batch|spool",
 #    "jobs_per_s":...,"ratio":...}
 # Usage: bash bench/scale.sh [--quick]
-#          [--only batch|array|cluster|sessions|spool|spool_sites|e2e]
+#          [--only batch|array|cluster|cluster_jobs|sessions|spool|spool_sites|e2e]
 set -eu
 export GRIDNODE_PLAIN="${GRIDNODE_PLAIN-1}" # plain on loopback, as bench/run.sh (docs/security.md)
 cd "$(dirname "$0")/.."

@@ -26,7 +26,7 @@ ERR = TYPES["ERROR"]
 REPLY_TYPES = {TYPES[n] for n in ("ERROR", "OK", "WELCOME", "TASKS", "STATUS_ACK",
                                   "SUBMITTED", "JOBS", "JOB", "NODES", "PSYNC_ACK",
                                   "CONSOLE_OUT", "SD_STATE", "PURGED", "EVENT_LIST", "ACCTS",
-                                  "FILE_STATE", "FILE_DATA")}
+                                  "FILE_STATE", "FILE_DATA", "WORK_WAKE", "JOB_ENDED")}
 
 
 def pack(obj):
