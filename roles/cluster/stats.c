@@ -17,6 +17,56 @@
 #include "roles/cluster/cluster.h"
 #include "roles/cluster/scored_int.h"
 
+/* The jobs the page lists (issue 28: a page of every job in memory cost 156 MB and
+ * most of a core at 10^6 pending jobs): the unfinished ones up to STATS_UNFINISHED,
+ * oldest first, and the latest STATS_FINISHED finished ones; the counts by state are
+ * whole (the metrics, "jobs_in_memory"). As the grid spool's page does. */
+#define STATS_UNFINISHED 5000
+#define STATS_FINISHED 1000
+
+/* Which of n jobs (ended(i): finished) are listed: calls fn for each, in order. */
+static void listed(uint32_t n, bool (*ended)(const void *v, uint32_t i), const void *v,
+                   void (*fn)(void *arg, uint32_t i), void *arg)
+{
+    uint32_t cut = 0, nfin = 0, open = STATS_UNFINISHED;
+    for (uint32_t i = n; i > 0; i--) /* finished jobs before `cut` are left out */
+        if (ended(v, i - 1) && ++nfin == STATS_FINISHED) {
+            cut = i - 1;
+            break;
+        }
+    for (uint32_t i = 0; i < n; i++) {
+        if (ended(v, i) ? i < cut : !open || !open--)
+            continue;
+        fn(arg, i);
+    }
+}
+
+static bool job_ended(const void *v, uint32_t i)
+{
+    const struct cluster *c = v;
+    return c->jobs[i]->state == JS_DONE || c->jobs[i]->state == JS_CANCELLED;
+}
+
+static bool pjob_ended(const void *v, uint32_t i)
+{
+    const struct cluster *c = v;
+    return PJ_TERMINAL(c->sd->jobs[i]->state);
+}
+
+struct pack_arg {
+    struct cluster *c;
+    struct wire_buf *wb;
+    uint32_t n;
+};
+
+static void pack_pjob(void *arg, uint32_t i)
+{
+    struct pack_arg *a = arg;
+    if (a->wb)
+        scored_pack_job(a->c, a->c->sd->jobs[i], a->wb, false);
+    a->n++;
+}
+
 /* key: the SCore-D side (clusters, queues, parallel jobs) packed, then as JSON. */
 static void stats_scored(struct cluster *c, json_t *root)
 {
@@ -29,21 +79,41 @@ static void stats_scored(struct cluster *c, json_t *root)
     wire_pack_array(&wb, 3);
     scored_pack_clusters(c, &wb);
     scored_pack_queues(c, &wb);
-    wire_pack_array(&wb, c->sd->njobs);
-    for (uint32_t i = 0; i < c->sd->njobs; i++)
-        scored_pack_job(c, c->sd->jobs[i], &wb, false);
+    struct pack_arg count = {c, NULL, 0}, put = {c, &wb, 0};
+    listed(c->sd->njobs, pjob_ended, c, pack_pjob, &count);
+    wire_pack_array(&wb, count.n);
+    listed(c->sd->njobs, pjob_ended, c, pack_pjob, &put);
     msgpack_unpacked_init(&up);
     if (msgpack_unpack_next(&up, wb.sb.data, wb.sb.size, &off) == MSGPACK_UNPACK_SUCCESS &&
         up.data.type == MSGPACK_OBJECT_ARRAY && up.data.via.array.size == 3) {
         json_object_set_new(root, "clusters", mpjson(&up.data.via.array.ptr[0]));
         json_object_set_new(root, "queues", mpjson(&up.data.via.array.ptr[1]));
         json_object_set_new(root, "parallel_jobs", mpjson(&up.data.via.array.ptr[2]));
+        json_object_set_new(root, "parallel_jobs_in_memory", json_integer(c->sd->njobs));
     }
     msgpack_unpacked_destroy(&up);
     wire_buf_free(&wb);
 }
 
 static void task_counts(const struct cluster *c, double out[4]);
+
+struct job_rows {
+    struct cluster *c;
+    json_t *jobs;
+};
+
+static void job_row(void *arg, uint32_t i)
+{
+    struct job_rows *a = arg;
+    const struct job *j = a->c->jobs[i];
+    json_array_append_new(a->jobs,
+                          json_pack("{s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f}", "job",
+                                    (json_int_t)j->id, "name", j->name, "state", job_state_shown(j),
+                                    "ntasks", (json_int_t)j->ntasks, "issued",
+                                    (json_int_t)j->next_new, "done", (json_int_t)j->ndone, "failed",
+                                    (json_int_t)j->nfailed, "dups", (json_int_t)j->ndups,
+                                    "progress", j->ntasks ? (double)j->ndone / j->ntasks : 1.0));
+}
 
 static void stats_build(void *arg, json_t *root, int64_t now)
 {
@@ -89,16 +159,9 @@ static void stats_build(void *arg, json_t *root, int64_t now)
         json_array_append_new(nodes, no);
     }
     free(procs);
-    for (uint32_t i = 0; i < c->njobs; i++) {
-        const struct job *j = c->jobs[i];
-        json_array_append_new(
-            jobs,
-            json_pack("{s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f}", "job", (json_int_t)j->id,
-                      "name", j->name, "state", job_state_shown(j), "ntasks", (json_int_t)j->ntasks,
-                      "issued", (json_int_t)j->next_new, "done", (json_int_t)j->ndone, "failed",
-                      (json_int_t)j->nfailed, "dups", (json_int_t)j->ndups, "progress",
-                      j->ntasks ? (double)j->ndone / j->ntasks : 1.0));
-    }
+    struct job_rows jr = {c, jobs};
+    listed(c->njobs, job_ended, c, job_row, &jr);
+    json_object_set_new(root, "jobs_in_memory", json_integer(c->njobs));
     json_object_set_new(root, "listen", statspage_endpoint(c->cfg.state_dir, c->cfg.listen));
     json_object_set_new(root, "active_nodes", json_integer(active));
     json_object_set_new(root, "nodes_in_exchange", json_integer(exchange));

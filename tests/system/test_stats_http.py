@@ -305,3 +305,26 @@ def test_chromium_page_and_stale_mark(busy_cluster, workdir):
     browse(workdir, copy.as_uri(), "--screenshot=%s" % stale)
     assert png_pixels_vary(stale)[2] > 50
     shutil.copy(stale, workdir.parent / "stats-stale.png")
+
+
+def test_the_page_lists_a_bounded_number_of_jobs(cluster_factory):
+    # issue 28: at 10^6 pending jobs the page of every job was 156 MB of JSON rewritten
+    # every interval. It lists the oldest 5,000 unfinished jobs and the latest 1,000
+    # finished ones; jobs_in_memory and the metrics count them all.
+    cl = cluster_factory(FAST)
+    c = cl.client()
+    ids = [c.ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=1)["job"] for _ in range(6200)]
+    for j in ids[:1100]:
+        c.ok("CANCEL", job=j)
+
+    def page():
+        st = json.loads((cl.state_dir / "stats.json").read_text())
+        return st if st.get("jobs_in_memory") == 6200 and sum(
+            j["state"] == "cancelled" for j in st["jobs"]) == 1000 else None
+
+    st = wait_until(page, scaled(30), msg="stats.json with every job counted")
+    listed = [j["job"] for j in st["jobs"]]
+    assert len(listed) == 6000, len(listed)
+    assert set(listed) == set(ids[100:6100]), (min(listed), max(listed))
+    m, _ = parse_metrics(get(url_of(cl) + "metrics")[2].decode())
+    assert m[("gridnode_cluster_jobs", 'state="queued"')] == 5100, m
