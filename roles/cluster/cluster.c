@@ -239,6 +239,7 @@ static int on_commit(void *arg)
 int cluster_load(struct cluster *c)
 {
     c->load_skipped = 0;
+    c->dep_maybe = true; /* loaded jobs may wait on dependencies: the first pass tells */
     if (cluster_load_records(c) < 0 || valid_load(c) < 0)
         return -1;
     return drain_load(c) < 0 || scored_load(c) < 0 || sessions_index(c) < 0 || purge_load(c) < 0 ||
@@ -252,6 +253,11 @@ void cluster_free_state(struct cluster *c)
     free(c->dep_chg); /* jobdep.c */
     c->dep_chg = NULL;
     c->ndep_chg = c->capdep_chg = 0;
+    free(c->dirty_ids); /* state.c: the turn's dirty jobs */
+    c->dirty_ids = NULL;
+    c->ndirty = c->capdirty = 0;
+    c->dirty_all = false;
+    c->dep_maybe = false;
     free(c->acct_notes); /* acct.c: this turn's winning results (an undone turn's too) */
     c->acct_notes = NULL;
     c->nacct_notes = c->capacct_notes = 0;

@@ -295,6 +295,15 @@ struct cluster {
     uint32_t nheap, capheap;
     double global_spu; /* across all nodes, for nodes without measurements */
     bool meta_dirty;
+    /* the bag jobs marked dirty this turn (cluster_mark_job), so the commit writes them
+     * without a pass over every job (issue 28: 10^6 pending jobs); dirty_all: the list
+     * could not grow, every job is looked at */
+    uint64_t *dirty_ids;
+    uint32_t ndirty, capdirty;
+    bool dirty_all;
+    /* a job with a dependency may exist (set when one is submitted or loaded): without
+     * one, jobdep_step makes no pass over the jobs (jobdep.c) */
+    bool dep_maybe;
     bool turn_failed; /* a handler could not buffer its writes: undo the turn */
     uint64_t turn_changes;
     uint32_t load_skipped;   /* records cluster_load could not load (each logged with its key) */

@@ -66,7 +66,10 @@ static const char *owner_of(void *arg, uint64_t id)
 int jobdep_submit(struct cluster *c, const msgpack_object *m, struct depend **out, char *why,
                   size_t wl)
 {
-    return depreq_read(m, lookup, owner_of, c, "here", out, why, wl);
+    int rc = depreq_read(m, lookup, owner_of, c, "here", out, why, wl);
+    if (*out)
+        c->dep_maybe = true; /* jobdep_step passes over the jobs again */
+    return rc;
 }
 
 void jobdep_free(struct depend *d)
@@ -206,6 +209,11 @@ void jobdep_step(struct cluster *c)
 {
     bool oom = false, waits = false;
     c->ndep_chg = 0;
+    /* No job waits on a dependency: no pass (10^6 pending jobs made it most of each
+     * turn, issue 28). The statuses noted go stale meanwhile; the next pass then notes
+     * more changes than happened since, which only checks more waiting jobs. */
+    if (!c->dep_maybe)
+        return;
     for (uint32_t i = 0; i < c->njobs; i++) {
         struct job *j = c->jobs[i];
         note(c, &j->dep_seen, (uint8_t)bag_status(j), j->id, &oom);
@@ -216,6 +224,7 @@ void jobdep_step(struct cluster *c)
         note(c, &p->dep_seen, (uint8_t)par_status(p), p->id, &oom);
         waits |= p->dep != NULL;
     }
+    c->dep_maybe = waits;
     if (!waits || (c->ndep_chg == 0 && !oom))
         return; /* nothing waits, or no job changed this turn */
     qsort(c->dep_chg, c->ndep_chg, sizeof *c->dep_chg, cmp_u64);

@@ -75,7 +75,18 @@ const char *task_state_name(const struct task *t)
 
 void cluster_mark_job(struct cluster *c, struct job *j)
 {
-    (void)c;
+    if (!j->dirty && !c->dirty_all) {
+        if (c->ndirty == c->capdirty) {
+            uint32_t n = c->capdirty ? c->capdirty * 2 : 256;
+            uint64_t *v = realloc(c->dirty_ids, n * sizeof *v);
+            if (v)
+                c->dirty_ids = v, c->capdirty = n;
+        }
+        if (c->ndirty < c->capdirty)
+            c->dirty_ids[c->ndirty++] = j->id;
+        else
+            c->dirty_all = true; /* out of memory: the commit looks at every job */
+    }
     j->dirty = true;
 }
 

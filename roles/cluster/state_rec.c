@@ -221,10 +221,11 @@ int cluster_save_dirty(struct cluster *c)
     uint8_t key[8];
     int rc = 0;
     wire_buf_init(&wb);
-    for (uint32_t i = 0; i < c->njobs; i++) {
-        struct job *j = c->jobs[i];
-        if (!j->dirty)
-            continue;
+    uint32_t nd = c->dirty_all ? c->njobs : c->ndirty;
+    for (uint32_t i = 0; i < nd; i++) { /* the jobs marked this turn (cluster_mark_job) */
+        struct job *j = c->dirty_all ? c->jobs[i] : cluster_job_find(c, c->dirty_ids[i]);
+        if (!j || !j->dirty)
+            continue; /* purged meanwhile, or listed twice */
         job_encode(j, &wb);
         store_key_u64(key, j->id);
         rc |= put_record(c, c->t_jobs, key, 8, &wb);
@@ -245,6 +246,8 @@ int cluster_save_dirty(struct cluster *c)
         rc |= put_record(c, c->t_meta, "next_job", 8, &wb);
         c->meta_dirty = false;
     }
+    c->ndirty = 0;
+    c->dirty_all = false;
     cluster_acct_turn_end(c);
     wire_buf_free(&wb);
     return rc;

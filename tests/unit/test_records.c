@@ -116,7 +116,7 @@ static struct job *add_job(struct cluster *c, enum job_state st, uint32_t ntasks
     j->host = st == JS_RUNNING ? strdup("node7") : NULL; /* issue 26: SUBMIT "host" */
     assert_int_equal(job_grow_tasks(j, next_new), 0);
     assert_int_equal(cluster_job_add(c, j), 0);
-    j->dirty = true;
+    cluster_mark_job(c, j); /* listed for the commit (state.c) */
     c->meta_dirty = true;
     return j;
 }
