@@ -2,7 +2,8 @@
  * test_batch_grid.c - the batch engine's rules for a metascheduler's jobs (issue 25):
  * the grid guard (config.grid_wait_bound: a local job that has waited the bound and
  * holds a job reservation is no longer held back by grid reservations made before
- * it), and estimates that see the queue's job reservations after a reservation change.
+ * it), estimates that see the queue's job reservations after a reservation change, and
+ * grid reservations that move up when their job can start sooner (moveup.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -156,11 +157,144 @@ static void test_guard_spares_grid_jobs_and_running_reservations(void **state)
     batch_engine_destroy(&e);
 }
 
+/* ---- grid reservations move up (moveup.c) ---- */
+
+static struct batch_engine *site_of(int nodes)
+{
+    struct batch_config c;
+    batch_config_defaults(&c);
+    struct batch_engine *e = batch_engine_new(&c);
+    assert_non_null(e);
+    for (int i = 0; i < nodes; i++) {
+        struct batch_node_spec s = {.cap = {1, 0, 0, 0}};
+        snprintf(s.name, sizeof s.name, "n%d", i);
+        assert_true(batch_node_add(e, &s) >= 0);
+    }
+    return e;
+}
+
+static void job(struct batch_engine *e, uint64_t id, int64_t at, int32_t tasks, int64_t wall,
+                bool grid, bool early)
+{
+    struct batch_job_spec s = {.id = id,
+                               .tasks = tasks,
+                               .per_task = {1, 0, 0, 0},
+                               .walltime = wall,
+                               .submit = at,
+                               .early_start = early,
+                               .grid = grid};
+    snprintf(s.user, sizeof s.user, "%s", grid ? "spool" : "local");
+    assert_int_equal(batch_job_submit(e, &s), 0);
+}
+
+/* The spool's placement of a grid job: its reservation at the site's estimate (name
+ * into name); returns that start. */
+static int64_t place(struct batch_engine *e, uint64_t id, int64_t now, int32_t tasks, int64_t wall,
+                     bool early, char *name)
+{
+    struct batch_request q = {.tasks = tasks, .per_task = {1, 0, 0, 0}};
+    struct batch_window w;
+    assert_true(batch_estimate(e, &q, wall, now, &w, 1) >= 1);
+    struct batch_resv_req r = {
+        .tasks = tasks, .per_task = {1, 0, 0, 0}, .start = w.from, .duration = wall, .grid = true};
+    r.acl.jobs = &id;
+    r.acl.njobs = 1;
+    char why[256];
+    assert_int_equal(batch_resv_create(e, &r, now, name, BATCH_NAME_MAX, why, sizeof why), 0);
+    job(e, id, now, tasks, wall, true, early);
+    return w.from;
+}
+
+static int64_t resv_start(struct batch_engine *e, const char *name)
+{
+    struct batch_resv_info i;
+    assert_int_equal(batch_resv_find(e, name, &i), 0);
+    return i.start;
+}
+
+/*
+ * Five nodes. Local job 1 runs on one until 600; grid job 2 runs on the four others in
+ * its reservation until 1000, so grid job 3 (all five nodes) is reserved from 1000.
+ * Local job 4 (four nodes, 700 s) waits. Job 2 ends at 10: job 3 could start at 600
+ * on any five nodes, but not all of its reserved nodes are free before 600, so its
+ * early start cannot pull the reservation forward, and job 4 would fill the hole
+ * until 710. Its reservation moves up to 600 (job 4 then waits behind it); a job that
+ * asked for its exact start keeps it, and job 4 backfills.
+ */
+static void test_grid_reservation_moves_up(void **state)
+{
+    (void)state;
+    for (int early = 0; early < 2; early++) {
+        struct batch_engine *e = site_of(5);
+        char ra[BATCH_NAME_MAX], rb[BATCH_NAME_MAX];
+        job(e, 1, 0, 1, 600, false, false);
+        cycle(e, 0);
+        assert_int_equal(place(e, 2, 0, 4, 1000, true, ra), 0);
+        cycle(e, 0);
+        assert_int_equal(info(e, 2).state, BATCH_JOB_RUNNING);
+        assert_int_equal(batch_resv_release(e, ra), 0); /* served (as the spool does) */
+        assert_int_equal(place(e, 3, 0, 5, 1000, early, rb), 1000);
+        job(e, 4, 1, 4, 700, false, false);
+        cycle(e, 1);
+        assert_int_equal(batch_job_finish(e, 2, 10), 0);
+        cycle(e, 10);
+        const struct batch_moved *mv;
+        size_t n = batch_cycle_moved(e, &mv);
+        if (!early) { /* --exact-start: it stays; job 4 backfills into the hole */
+            assert_int_equal(n, 0);
+            assert_int_equal(resv_start(e, rb), 1000);
+            assert_int_equal(info(e, 4).state, BATCH_JOB_RUNNING);
+            batch_engine_destroy(&e);
+            continue;
+        }
+        assert_int_equal(n, 1);
+        assert_string_equal(mv[0].name, rb);
+        assert_int_equal(mv[0].job, 3);
+        assert_int_equal(mv[0].start, 600);
+        assert_int_equal(mv[0].end, 1600);
+        assert_int_equal(resv_start(e, rb), 600);
+        assert_int_equal(batch_resv_count(e), 1); /* the old window is gone */
+        assert_int_equal(info(e, 4).state, BATCH_JOB_PENDING);
+        cycle(e, 11);
+        assert_int_equal(batch_cycle_moved(e, &mv), 0); /* nothing sooner: it stays */
+        assert_int_equal(batch_job_finish(e, 1, 600), 0);
+        cycle(e, 600);
+        assert_int_equal(info(e, 3).state, BATCH_JOB_RUNNING);
+        batch_engine_destroy(&e);
+    }
+}
+
+/* A move never delays a job ahead of the grid job: local job 4 (all five nodes, 100
+ * s), queued before grid job 3 was placed, holds the job reservation at 600 when job 2
+ * ends; job 3's reservation moves up from 1100 to 700, behind it. */
+static void test_move_goes_behind_jobs_ahead(void **state)
+{
+    (void)state;
+    struct batch_engine *e = site_of(5);
+    char ra[BATCH_NAME_MAX], rb[BATCH_NAME_MAX];
+    job(e, 1, 0, 1, 600, false, false);
+    cycle(e, 0);
+    assert_int_equal(place(e, 2, 0, 4, 1000, true, ra), 0);
+    cycle(e, 0);
+    assert_int_equal(batch_resv_release(e, ra), 0);
+    job(e, 4, 0, 5, 100, false, false);
+    cycle(e, 0);
+    assert_int_equal(place(e, 3, 1, 5, 1000, true, rb), 1100); /* after job 4's */
+    cycle(e, 1);
+    assert_int_equal(batch_job_finish(e, 2, 10), 0);
+    cycle(e, 10);
+    assert_int_equal(info(e, 4).reserved, 600);
+    assert_int_equal(resv_start(e, rb), 700);
+    batch_engine_destroy(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_guard_releases_older_grid_reservations),
         cmocka_unit_test(test_guard_spares_grid_jobs_and_running_reservations),
+        cmocka_unit_test(test_grid_reservation_moves_up),
+        cmocka_unit_test(test_move_goes_behind_jobs_ahead),
     };
     return cmocka_run_group_tests_name("batch_grid", tests, NULL, NULL);
 }

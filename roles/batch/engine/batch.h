@@ -255,6 +255,15 @@ struct batch_released {
     uint64_t job;
 };
 size_t batch_cycle_released(const struct batch_engine *e, const struct batch_released **out);
+/* The grid reservations the last batch_cycle moved up (docs/batch.md "Grid reservations
+ * move up"): same name and bound job, new window and nodes (batch_resv_find); the caller
+ * stores them. A name may appear more than once: the last entry holds. */
+struct batch_moved {
+    char name[BATCH_NAME_MAX];
+    uint64_t job;
+    int64_t start, end;
+};
+size_t batch_cycle_moved(const struct batch_engine *e, const struct batch_moved **out);
 
 /* ---- priority (diagnose -p) ---- */
 enum batch_factor {

@@ -337,6 +337,15 @@ static int32_t phase_order(struct batch_engine *e, int32_t qi, struct batch_cycl
             st->started++;
             continue;
         }
+        if (pool > 0 && !plan_only && e->moves_left > 0) {
+            int m = bs_moveup_pool(e, pool); /* its turn: a grid reservation moves up */
+            if (m < 0)
+                return -1;
+            if (m > 0) {
+                e->moved_now = true;
+                return qi;
+            }
+        }
         if (bs_plan_reserve(e, s, pool, t, e->scr_cnt) < 0)
             return -1;
         ngen += pool == 0;
@@ -699,6 +708,18 @@ static int grid_guard(struct batch_engine *e, int64_t now)
 
 static int cycle_once(struct batch_engine *e, int64_t now, struct batch_cycle_stats *st);
 
+/* Moves a grid reservation makes in one batch_cycle at most (each one plans again). */
+#define MOVES_PER_CYCLE 8
+
+/* cycle_once, again after each grid reservation it moved up (moveup.c). */
+static int cycle_moving(struct batch_engine *e, int64_t now, struct batch_cycle_stats *st)
+{
+    int rc;
+    while ((rc = cycle_once(e, now, st)) == 1)
+        ;
+    return rc;
+}
+
 int batch_cycle(struct batch_engine *e, int64_t now, struct batch_cycle_stats *st)
 {
     e->jest_valid = false; /* the showstart cache (estimate.c) */
@@ -716,7 +737,9 @@ int batch_cycle(struct batch_engine *e, int64_t now, struct batch_cycle_stats *s
      * local job's start go before anything starts in them */
     if (grid_guard(e, now) < 0)
         return -1;
-    int rc = cycle_once(e, now, st);
+    e->nmoved = 0;
+    e->moves_left = MOVES_PER_CYCLE;
+    int rc = cycle_moving(e, now, st);
     /* an idle cycle planned nothing; where grid reservations may stand, the guard needs
      * the top jobs' job reservations (planned without starting anything) */
     if (rc == 0 && e->plan_skipped && e->cfg.grid_wait_bound > 0 && e->nresv > 0)
@@ -729,7 +752,7 @@ int batch_cycle(struct batch_engine *e, int64_t now, struct batch_cycle_stats *s
     if (g > 0) { /* plan again without them: the local job's start moves up */
         struct batch_cycle_stats st2;
         memset(&st2, 0, sizeof st2);
-        rc = cycle_once(e, now, &st2);
+        rc = cycle_moving(e, now, &st2);
         note_reserved(e);
         st->started += st2.started;
         st->backfilled += st2.backfilled;
@@ -769,7 +792,8 @@ size_t batch_cycle_released(const struct batch_engine *e, const struct batch_rel
     return (size_t)e->nreleased;
 }
 
-/* One pass of steps 1-7 (batch_cycle). */
+/* One pass of steps 1-7 (batch_cycle): 0, -1 (ENOMEM), or 1 when it moved a grid
+ * reservation up before backfill (moveup.c): the groups changed, plan again. */
 static int cycle_once(struct batch_engine *e, int64_t now, struct batch_cycle_stats *st)
 {
     if (refresh(e, now) < 0)
@@ -799,6 +823,19 @@ static int cycle_once(struct batch_engine *e, int64_t now, struct batch_cycle_st
     qi = phase_order(e, qi, st, &fcfs_stop, false);
     if (qi < 0)
         goto fail;
+    /* before backfill fills the holes: a grid reservation that can begin sooner (the
+     * jobs phase_order did not reach) */
+    int moved = e->moved_now ? 1 : e->moves_left > 0 ? bs_moveup(e) : 0;
+    e->moved_now = false;
+    if (moved < 0)
+        goto fail;
+    if (moved > 0) { /* the groups changed: the caller plans again */
+        e->moves_left--;
+        if (e->nstarted > 0)
+            queue_compact(e);
+        st->pending = e->nqueue;
+        return 1;
+    }
     for (int32_t i = qi; fcfs_stop && i < e->nqueue; i++)
         if (candidate(&e->jobs[e->queue[i]]))
             set_reason(e, &e->jobs[e->queue[i]], R_BLOCKED);

@@ -87,6 +87,7 @@ void batch_engine_destroy(struct batch_engine **ep)
     free(e->pcnt);
     free(e->started);
     free(e->released);
+    free(e->moved);
     free(e->scr_cnt);
     free(e->scr_k);
     free(e->scr_kpn);
@@ -230,6 +231,7 @@ int batch_node_set_up(struct batch_engine *e, int32_t node, bool up)
     if (e->nodes[node].up != up) {
         e->nodes[node].up = up;
         e->groups_dirty = true;
+        e->moveup_due |= up;
         e->nbase_ok = false;
         bs_engine_memo_clear(e);
     }
@@ -455,7 +457,7 @@ int batch_job_finish(struct batch_engine *e, uint64_t id, int64_t when)
     bs_engine_memo_clear(e);
     if (j->state == BATCH_JOB_PENDING) {
         if (j->reserved != BATCH_NEVER)
-            e->plan_valid = false;
+            e->plan_valid = false, e->moveup_due = true;
         for (int32_t i = 0; i < e->nqueue; i++)
             if (e->queue[i] == s) {
                 memmove(e->queue + i, e->queue + i + 1,
@@ -472,8 +474,10 @@ int batch_job_finish(struct batch_engine *e, uint64_t id, int64_t when)
         when = j->start;
     bs_fs_charge_upto(e, j, when);
     job_release(e, j, when);
-    if (when < j->end_est)
+    if (when < j->end_est) {
         e->plan_valid = e->est_valid = e->jest_valid = false;
+        e->moveup_due = true; /* moveup.c */
+    }
     for (int k = 0; k < BATCH_CRED_KINDS; k++) {
         struct cred *c = &e->creds[k].v[j->cred[k]];
         c->run_jobs--;

@@ -20,6 +20,7 @@
  *                across regroupings
  *   plan.c       the planner: searching profiles, reserving, starting
  *   group.c      grouping nodes into groups and pools, base profiles
+ *   moveup.c     grid reservations moved up when their job can start sooner
  *   priority.c   job priority
  *   cycle.c      one scheduling cycle
  *   estimate.c, engine_live.c   start estimates, the live role's updates (batch.h)
@@ -377,6 +378,11 @@ struct batch_engine {
     int32_t nstarted, capstarted;
     struct batch_released *released; /* cycle.c: the grid guard's releases this cycle */
     int32_t nreleased, capreleased;
+    struct batch_moved *moved; /* moveup.c: the grid reservations moved up this cycle */
+    int32_t nmoved, capmoved;
+    bool moveup_due;      /* moveup.c: capacity came free since the last look */
+    int32_t moves_left;   /* cycle.c: moves this batch_cycle may still make */
+    bool moved_now;       /* cycle.c: phase_order moved one up and stopped */
     int32_t compact_from; /* cycle.c: no job this cycle started sits in queue[0, it) */
 
     /* scratch */
@@ -498,6 +504,13 @@ int bs_cycle_plan_skipped(struct batch_engine *e);
 void bs_engine_groups_free(struct batch_engine *e);
 int bs_engine_regroup(struct batch_engine *e);
 int bs_engine_rebuild_base(struct batch_engine *e);
+
+/* ---- moveup.c ---- */
+/* Moves one grid reservation up where its job can start MOVE_MIN_S sooner (the groups
+ * are then dirty: plan again). 1 moved, 0 none, -1 ENOMEM. */
+int bs_moveup(struct batch_engine *e);
+/* The same for pool pi's reservation alone (its job's turn in the priority order). */
+int bs_moveup_pool(struct batch_engine *e, int32_t pi);
 
 /* ---- priority.c ---- */
 void bs_prio_weights(struct batch_engine *e);

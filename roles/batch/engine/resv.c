@@ -298,6 +298,7 @@ int batch_resv_release(struct batch_engine *e, const char *name)
     }
     e->resv[r].live = false;
     e->groups_dirty = true;
+    e->moveup_due = true; /* its nodes may let another grid reservation move up */
     bs_engine_memo_clear(e);
     return 0;
 }

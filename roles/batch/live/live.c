@@ -84,6 +84,7 @@ static void run_cycle(struct live *L)
         live_resv_drop(L, v);
         L->grid_released++;
     }
+    live_resv_moved(L);
     const uint64_t *ids;
     size_t n = batch_cycle_started(L->eng, &ids);
     for (size_t i = 0; i < n; i++) {

@@ -497,6 +497,10 @@ void live_resv_free(struct live *L);
 /* Before each cycle: re-creates stored reservations once their nodes are known,
  * forgets the ended ones. */
 void live_resv_apply(struct live *L);
+/* Stores the windows and nodes of the grid reservations the last cycle moved up. */
+void live_resv_moved(struct live *L);
+/* The engine nodes of a reservation as the stored list ("a,b,c"); NULL out of memory. */
+char *live_resv_nodes(struct live *L, const struct batch_resv_info *ri);
 struct lresv *live_resv_find(struct live *L, const char *name);
 /* Frees what v holds and zeroes it. */
 void live_resv_clear(struct lresv *v);

@@ -161,6 +161,22 @@ void live_resv_drop(struct live *L, struct lresv *v)
     L->nresv--;
 }
 
+char *live_resv_nodes(struct live *L, const struct batch_resv_info *ri)
+{
+    size_t cap = 1;
+    for (int32_t i = 0; i < ri->nnodes; i++)
+        cap += strlen(batch_node_name(L->eng, ri->nodes[i])) + 1;
+    char *s = malloc(cap);
+    size_t len = 0;
+    if (s)
+        for (int32_t i = 0; i < ri->nnodes; i++)
+            len += (size_t)sprintf(s + len, "%s%s", i ? "," : "",
+                                   batch_node_name(L->eng, ri->nodes[i]));
+    if (s && !len)
+        s[0] = '\0';
+    return s;
+}
+
 /* Creates v in the engine (named nodes). 0, or -1 with why. */
 int live_resv_engine(struct live *L, struct lresv *v, bool restore, char *why, size_t wl)
 {
@@ -202,6 +218,29 @@ out:
     for (int k = 0; k < BATCH_CRED_KINDS; k++)
         live_words_free(&acl[k]);
     return rc;
+}
+
+void live_resv_moved(struct live *L)
+{
+    const struct batch_moved *mv;
+    size_t n = batch_cycle_moved(L->eng, &mv);
+    for (size_t i = 0; i < n; i++) {
+        struct lresv *v = live_resv_find(L, mv[i].name);
+        struct batch_resv_info ri;
+        char *nodes;
+        if (!v || batch_resv_find(L->eng, v->name, &ri) < 0 || !(nodes = live_resv_nodes(L, &ri)))
+            continue; /* a later entry moved it again, or out of memory: stored as it was */
+        free(v->nodes);
+        v->nodes = nodes;
+        v->start = ri.start;
+        v->end = ri.end;
+        if (live_resv_store(L, v) < 0)
+            log_warnx("reservation %s: cannot store its new start", v->name);
+        else
+            log_info("reservation %s of job %" PRIu64 " moved up to start %" PRId64
+                     " (docs/batch.md \"Grid reservations move up\")",
+                     v->name, v->job, v->start);
+    }
 }
 
 void live_resv_apply(struct live *L)

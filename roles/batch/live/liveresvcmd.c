@@ -128,22 +128,6 @@ static char *nodes_of_hosts(struct live *L, const msgpack_object *a, char *why, 
     return s;
 }
 
-static char *nodes_of_info(struct live *L, const struct batch_resv_info *ri)
-{
-    size_t cap = 1;
-    for (int32_t i = 0; i < ri->nnodes; i++)
-        cap += strlen(batch_node_name(L->eng, ri->nodes[i])) + 1;
-    char *s = malloc(cap);
-    size_t len = 0;
-    if (s)
-        for (int32_t i = 0; i < ri->nnodes; i++)
-            len += (size_t)sprintf(s + len, "%s%s", i ? "," : "",
-                                   batch_node_name(L->eng, ri->nodes[i]));
-    if (s && !len)
-        s[0] = '\0';
-    return s;
-}
-
 /* Processors one reservation holds at most (docs/wire.md 6.12): keeps tasks x procs in
  * the engine's int32 counts. */
 #define RESV_PROCS_MAX (1 << 20)
@@ -400,7 +384,7 @@ static void resv_new(struct live *L, const struct wire_msg *m, struct wire_buf *
     }
     snprintf(v.name, sizeof v.name, "%s", name);
     struct batch_resv_info ri;
-    if (batch_resv_find(L->eng, name, &ri) < 0 || !(v.nodes = nodes_of_info(L, &ri))) {
+    if (batch_resv_find(L->eng, name, &ri) < 0 || !(v.nodes = live_resv_nodes(L, &ri))) {
         batch_resv_release(L->eng, name);
         live_fail(reply, m->id, WE_STORAGE, "out of memory");
         live_resv_clear(&v);

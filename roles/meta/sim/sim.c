@@ -370,6 +370,15 @@ static int cycles(struct run *x)
             if (push_idx(&x->revoked, &x->nrevoked, &x->caprevoked, idx) < 0)
                 return -1;
         }
+        /* reservations the site moved up (docs/batch.md): the spool's view follows */
+        const struct batch_moved *mv;
+        size_t nmv = batch_cycle_moved(x->e[s], &mv);
+        for (size_t k = 0; k < nmv; k++) {
+            x->r->moved_up++;
+            size_t idx = (size_t)mv[k].job - 1;
+            if (mv[k].job >= 1 && idx < x->w->in.njobs && !strcmp(x->resv[idx], mv[k].name))
+                x->resv_start[idx] = mv[k].start;
+        }
         int64_t wk = batch_next_wakeup(x->e[s]);
         x->wake[s] = wk > x->now ? wk : BATCH_NEVER;
     }

@@ -90,6 +90,7 @@ struct msim_result {
     size_t moved;          /* moves made by re-evaluation */
     size_t resv_failed;    /* placements that found no reservation and queued plainly */
     size_t guard_released; /* grid reservations the sites' grid rule released */
+    size_t moved_up;       /* grid reservations the sites moved up (docs/batch.md) */
     size_t cycles;
     double wall_s;
     struct msim_job *jobs; /* per job of the workload */

@@ -90,6 +90,7 @@ int msimout_json(FILE *out, const struct msim_scenario *s, const struct msim_wor
                                 json_integer((json_int_t)r[k].local_starved));
             json_object_set_new(last, "guard_released",
                                 json_integer((json_int_t)r[k].guard_released));
+            json_object_set_new(last, "moved_up", json_integer((json_int_t)r[k].moved_up));
         }
     }
     json_object_set_new(j, "trace", json_string(trace));

@@ -1,0 +1,209 @@
+/*
+ * moveup.c - a grid reservation moves up (issue 25; docs/batch.md "Grid reservations
+ * move up").
+ *
+ * A metascheduler reserves for its job at the start the site estimated, on requested
+ * walltimes. When the jobs before it end early, the start it could have comes sooner,
+ * but the reservation stays where it was laid, and the hole in front of it fills with
+ * backfilled jobs that fit before it. The early start on its own reservation
+ * (plan.c pull_fits) only helps when every node of the reservation is free at once.
+ * So each cycle, before backfill, a grid reservation bound to one pending early-start
+ * job that could start at least MOVE_MIN_S sooner on any suitable nodes (its own
+ * counted free) is laid again there: the general plan, which holds the running jobs,
+ * the other reservations and the job reservations of the jobs ahead in priority,
+ * decides where, so the move delays none of those. Only one reservation moves per
+ * call: the groups change with it, and the caller plans the cycle again.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "roles/batch/engine/internal.h"
+
+/* A move must gain at least this much (one regrouping per move on a big site). */
+#define MOVE_MIN_S 60
+
+/* Adds sign x each group's nodes over reservation r's window to the general plan
+ * (pool pi is r's): its nodes counted free for its own job. 0, -1 when a profile
+ * could not be split. */
+static int own_nodes(struct batch_engine *e, int32_t pi, int32_t sign)
+{
+    const struct bpool *p = &e->pools[pi];
+    int rc = 0;
+    for (int32_t k = 0; k < p->ng; k++) {
+        int32_t g = p->gid[k];
+        if (bs_profile_add(&e->pools[0].plan[g], p->start, p->end, sign * e->groups[g].nnodes) < 0)
+            rc = -1;
+    }
+    return rc;
+}
+
+/* Whether job slot s holds a job reservation in the general pool. */
+static bool general_planned(const struct batch_engine *e, int32_t s)
+{
+    for (int32_t i = 0; i < e->nplan; i++)
+        if (e->plan[i].job == s)
+            return e->plan[i].pool == 0;
+    return false;
+}
+
+/* The job slot pool pi's reservation may move up for, or -1. */
+static int32_t movable(struct batch_engine *e, int32_t pi)
+{
+    const struct bpool *p = &e->pools[pi];
+    const struct bresv *v = &e->resv[p->resv];
+    if (!v->live || !v->grid || v->njobs != 1 || v->running > 0 || p->start <= e->now ||
+        p->start - e->now < MOVE_MIN_S * e->cfg.unit_per_s)
+        return -1;
+    struct bjob *j = bs_engine_job(e, v->jobs[0]);
+    if (!j || !j->live || j->state != BATCH_JOB_PENDING || j->hold || j->never || !j->early_start ||
+        bs_engine_host_limited(e, j))
+        return -1;
+    int32_t s = (int32_t)(j - e->jobs);
+    return general_planned(e, s) ? -1 : s;
+}
+
+/* Picks cnt[g] nodes of each group g free of running jobs from `from` (the plan
+ * counted them free; the group's reservations are the same for all its nodes). The
+ * node count, -1 when a group falls short, -2 out of memory. */
+static int32_t pick(struct batch_engine *e, const int32_t *cnt, int64_t from, int32_t *out)
+{
+    uint8_t *held = calloc((size_t)e->nnodes + 1, 1);
+    if (!held)
+        return -2;
+    bs_engine_fill_all(e);
+    for (int32_t i = 0; i < e->nrunning; i++) {
+        const struct bjob *j = &e->jobs[e->running[i]];
+        for (int32_t k = 0; j->end_est > from && k < j->nnodes; k++)
+            held[j->nodes[k]] = 1;
+    }
+    int32_t n = 0;
+    for (int32_t g = 0; g < e->ngroups && n >= 0; g++) {
+        const struct bgroup *gr = &e->groups[g];
+        int32_t want = cnt[g];
+        for (int32_t i = 0; want > 0 && i < gr->nnodes; i++)
+            if (!held[gr->nodes[i]]) {
+                out[n++] = gr->nodes[i];
+                want--;
+            }
+        if (want > 0)
+            n = -1;
+    }
+    free(held);
+    return n;
+}
+
+/* Lays reservation slot r again on nodes[0..n) from `start` (same length, name, ACL
+ * and bound job): a new slot, the old one released, as a release and a create. */
+static int relay(struct batch_engine *e, int32_t r, int32_t *nodes, int32_t n, int64_t start)
+{
+    if (VEC_RESERVE(e->resv, e->capresv, e->nresv + 1) < 0 ||
+        VEC_RESERVE(e->moved, e->capmoved, e->nmoved + 1) < 0)
+        return -1;
+    struct bresv *old = &e->resv[r], *v = &e->resv[e->nresv];
+    *v = *old;
+    v->nodes = nodes;
+    v->nnodes = n;
+    v->end = start + (old->end - old->start);
+    v->start = start;
+    v->created = e->now;
+    v->pool = -1;
+    /* the ACL goes with it; the old slot keeps its nodes (the partition moves them back) */
+    memset(old->acl, 0, sizeof old->acl);
+    memset(old->nacl, 0, sizeof old->nacl);
+    old->jobs = NULL;
+    old->njobs = 0;
+    old->live = false;
+    struct batch_moved *m = &e->moved[e->nmoved++];
+    memcpy(m->name, v->name, sizeof m->name);
+    m->job = v->jobs[0];
+    m->start = v->start;
+    m->end = v->end;
+    bs_part_note_resv(e, e->nresv);
+    e->nresv++;
+    e->groups_dirty = true;
+    e->est_valid = e->jest_valid = false;
+    bs_engine_memo_clear(e);
+    return 0;
+}
+
+struct cand {
+    int64_t start;
+    int32_t pi;
+};
+
+static int cand_cmp(const void *a, const void *b)
+{
+    const struct cand *x = a, *y = b;
+    return x->start != y->start ? (x->start < y->start ? -1 : 1)
+                                : (x->pi > y->pi) - (x->pi < y->pi);
+}
+
+/* Tries to move pool pi's reservation up for job slot s: 1 moved, 0 not, -1 ENOMEM. */
+static int try_move(struct batch_engine *e, int32_t pi, int32_t s)
+{
+    const struct bpool *p = &e->pools[pi];
+    struct bjob probe = e->jobs[s];
+    probe.walltime = p->end - p->start;
+    probe.gen_gi = -1; /* every compatible group, its own ones included */
+    int64_t tmax = p->start - MOVE_MIN_S * e->cfg.unit_per_s;
+    int rc = own_nodes(e, pi, 1);
+    int64_t t =
+        rc < 0 ? BATCH_NEVER : bs_plan_pool_find(e, 0, &probe, e->now, tmax, false, e->scr_cnt);
+    if (own_nodes(e, pi, -1) < 0 || rc < 0) {
+        e->groups_dirty = true; /* a profile could not be split: rebuilt next cycle */
+        return 0;
+    }
+    if (t == BATCH_NEVER || t > tmax)
+        return 0;
+    int32_t *nodes = malloc(((size_t)e->nnodes + 1) * sizeof *nodes), n;
+    if (!nodes)
+        return -1;
+    if ((n = pick(e, e->scr_cnt, t, nodes)) < 0) {
+        free(nodes);
+        return n == -1 ? 0 : -1;
+    }
+    int32_t *fit = realloc(nodes, ((size_t)n + 1) * sizeof *fit);
+    if (fit)
+        nodes = fit;
+    if (relay(e, p->resv, nodes, n, t) < 0) {
+        free(nodes);
+        return -1;
+    }
+    return 1;
+}
+
+int bs_moveup_pool(struct batch_engine *e, int32_t pi)
+{
+    if (!e->moveup_due || e->groups_dirty || pi < 1 || pi >= e->npools)
+        return 0;
+    int32_t s = movable(e, pi);
+    return s < 0 ? 0 : try_move(e, pi, s);
+}
+
+int bs_moveup(struct batch_engine *e)
+{
+    if (!e->moveup_due || e->groups_dirty || e->npools < 2)
+        return 0;
+    struct cand *c = malloc((size_t)e->npools * sizeof *c);
+    if (!c)
+        return -1;
+    int32_t nc = 0;
+    for (int32_t pi = 1; pi < e->npools; pi++)
+        if (movable(e, pi) >= 0)
+            c[nc++] = (struct cand){e->pools[pi].start, pi};
+    qsort(c, (size_t)nc, sizeof *c, cand_cmp); /* the one that begins first goes first */
+    int rc = 0;
+    for (int32_t i = 0; i < nc && rc == 0; i++)
+        rc = try_move(e, c[i].pi, movable(e, c[i].pi));
+    free(c);
+    if (rc == 0)
+        e->moveup_due = false; /* until a job ends or a reservation goes */
+    return rc;
+}
+
+size_t batch_cycle_moved(const struct batch_engine *e, const struct batch_moved **out)
+{
+    *out = e->moved;
+    return (size_t)e->nmoved;
+}
