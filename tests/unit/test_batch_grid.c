@@ -214,12 +214,12 @@ static int64_t resv_start(struct batch_engine *e, const char *name)
 
 /*
  * Five nodes. Local job 1 runs on one until 600; grid job 2 runs on the four others in
- * its reservation until 1000, so grid job 3 (all five nodes) is reserved from 1000.
- * Local job 4 (four nodes, 700 s) waits. Job 2 ends at 10: job 3 could start at 600
- * on any five nodes, but not all of its reserved nodes are free before 600, so its
- * early start cannot pull the reservation forward, and job 4 would fill the hole
- * until 710. Its reservation moves up to 600 (job 4 then waits behind it); a job that
- * asked for its exact start keeps it, and job 4 backfills.
+ * its reservation until 1000; grid job 3 (four nodes) is reserved from 1000 on four
+ * nodes, job 1's among them. Local job 4 (four nodes, 500 s) waits. Job 2 ends at 10:
+ * job 3 fits now on the four free nodes, but not all of its reserved nodes are free, so
+ * its early start cannot pull the reservation forward, and job 4 would fill the hole
+ * until 510. Its reservation moves up to now and it starts (job 4 then waits); a job
+ * that asked for its exact start keeps its reservation, and job 4 backfills.
  */
 static void test_grid_reservation_moves_up(void **state)
 {
@@ -233,8 +233,8 @@ static void test_grid_reservation_moves_up(void **state)
         cycle(e, 0);
         assert_int_equal(info(e, 2).state, BATCH_JOB_RUNNING);
         assert_int_equal(batch_resv_release(e, ra), 0); /* served (as the spool does) */
-        assert_int_equal(place(e, 3, 0, 5, 1000, early, rb), 1000);
-        job(e, 4, 1, 4, 700, false, false);
+        assert_int_equal(place(e, 3, 0, 4, 1000, early, rb), 1000);
+        job(e, 4, 1, 4, 500, false, false);
         cycle(e, 1);
         assert_int_equal(batch_job_finish(e, 2, 10), 0);
         cycle(e, 10);
@@ -244,48 +244,57 @@ static void test_grid_reservation_moves_up(void **state)
             assert_int_equal(n, 0);
             assert_int_equal(resv_start(e, rb), 1000);
             assert_int_equal(info(e, 4).state, BATCH_JOB_RUNNING);
+            assert_int_equal(info(e, 3).state, BATCH_JOB_PENDING);
             batch_engine_destroy(&e);
             continue;
         }
         assert_int_equal(n, 1);
         assert_string_equal(mv[0].name, rb);
         assert_int_equal(mv[0].job, 3);
-        assert_int_equal(mv[0].start, 600);
-        assert_int_equal(mv[0].end, 1600);
-        assert_int_equal(resv_start(e, rb), 600);
+        assert_int_equal(mv[0].start, 10);
+        assert_int_equal(mv[0].end, 1010);
+        assert_int_equal(resv_start(e, rb), 10);
         assert_int_equal(batch_resv_count(e), 1); /* the old window is gone */
-        assert_int_equal(info(e, 4).state, BATCH_JOB_PENDING);
-        cycle(e, 11);
-        assert_int_equal(batch_cycle_moved(e, &mv), 0); /* nothing sooner: it stays */
-        assert_int_equal(batch_job_finish(e, 1, 600), 0);
-        cycle(e, 600);
         assert_int_equal(info(e, 3).state, BATCH_JOB_RUNNING);
+        assert_int_equal(info(e, 4).state, BATCH_JOB_PENDING);
         batch_engine_destroy(&e);
     }
 }
 
 /* A move never delays a job ahead of the grid job: local job 4 (all five nodes, 100
  * s), queued before grid job 3 was placed, holds the job reservation at 600 when job 2
- * ends; job 3's reservation moves up from 1100 to 700, behind it. */
-static void test_move_goes_behind_jobs_ahead(void **state)
+ * ends. Job 3 (four nodes) starts at once only if it ends by 600 (a 500 s walltime);
+ * asking 1000 s, its reservation stays where it was. */
+static void test_move_goes_around_jobs_ahead(void **state)
 {
     (void)state;
-    struct batch_engine *e = site_of(5);
-    char ra[BATCH_NAME_MAX], rb[BATCH_NAME_MAX];
-    job(e, 1, 0, 1, 600, false, false);
-    cycle(e, 0);
-    assert_int_equal(place(e, 2, 0, 4, 1000, true, ra), 0);
-    cycle(e, 0);
-    assert_int_equal(batch_resv_release(e, ra), 0);
-    job(e, 4, 0, 5, 100, false, false);
-    cycle(e, 0);
-    assert_int_equal(place(e, 3, 1, 5, 1000, true, rb), 1100); /* after job 4's */
-    cycle(e, 1);
-    assert_int_equal(batch_job_finish(e, 2, 10), 0);
-    cycle(e, 10);
-    assert_int_equal(info(e, 4).reserved, 600);
-    assert_int_equal(resv_start(e, rb), 700);
-    batch_engine_destroy(&e);
+    for (int wall = 500; wall <= 1000; wall += 500) {
+        struct batch_engine *e = site_of(5);
+        char ra[BATCH_NAME_MAX], rb[BATCH_NAME_MAX];
+        job(e, 1, 0, 1, 600, false, false);
+        cycle(e, 0);
+        assert_int_equal(place(e, 2, 0, 4, 1000, true, ra), 0);
+        cycle(e, 0);
+        assert_int_equal(batch_resv_release(e, ra), 0);
+        job(e, 4, 0, 5, 100, false, false);
+        cycle(e, 0);
+        int64_t at = place(e, 3, 1, 4, wall, true, rb);
+        assert_true(at >= 1000);
+        cycle(e, 1);
+        assert_int_equal(batch_job_finish(e, 2, 10), 0);
+        cycle(e, 10);
+        assert_int_equal(info(e, 4).reserved, 600);
+        const struct batch_moved *mv;
+        if (wall == 500) {
+            assert_int_equal(batch_cycle_moved(e, &mv), 1);
+            assert_int_equal(info(e, 3).state, BATCH_JOB_RUNNING);
+        } else {
+            assert_int_equal(batch_cycle_moved(e, &mv), 0);
+            assert_int_equal(resv_start(e, rb), at);
+            assert_int_equal(info(e, 3).state, BATCH_JOB_PENDING);
+        }
+        batch_engine_destroy(&e);
+    }
 }
 
 int main(void)
@@ -294,7 +303,7 @@ int main(void)
         cmocka_unit_test(test_guard_releases_older_grid_reservations),
         cmocka_unit_test(test_guard_spares_grid_jobs_and_running_reservations),
         cmocka_unit_test(test_grid_reservation_moves_up),
-        cmocka_unit_test(test_move_goes_behind_jobs_ahead),
+        cmocka_unit_test(test_move_goes_around_jobs_ahead),
     };
     return cmocka_run_group_tests_name("batch_grid", tests, NULL, NULL);
 }

@@ -506,7 +506,8 @@ int bs_engine_regroup(struct batch_engine *e);
 int bs_engine_rebuild_base(struct batch_engine *e);
 
 /* ---- moveup.c ---- */
-/* Moves one grid reservation up where its job can start MOVE_MIN_S sooner (the groups
+/* Moves one grid reservation up to now where its job fits now and the reservation begins
+ * MOVE_MIN_S later or more (the groups
  * are then dirty: plan again). 1 moved, 0 none, -1 ENOMEM. */
 int bs_moveup(struct batch_engine *e);
 /* The same for pool pi's reservation alone (its job's turn in the priority order). */

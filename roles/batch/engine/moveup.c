@@ -1,18 +1,23 @@
 /*
- * moveup.c - a grid reservation moves up (issue 25; docs/batch.md "Grid reservations
- * move up").
+ * moveup.c - a grid job starts now on any nodes, its reservation moved up (issue 25;
+ * docs/batch.md "Grid reservations move up").
  *
  * A metascheduler reserves for its job at the start the site estimated, on requested
- * walltimes. When the jobs before it end early, the start it could have comes sooner,
- * but the reservation stays where it was laid, and the hole in front of it fills with
- * backfilled jobs that fit before it. The early start on its own reservation
- * (plan.c pull_fits) only helps when every node of the reservation is free at once.
- * So each cycle, before backfill, a grid reservation bound to one pending early-start
- * job that could start at least MOVE_MIN_S sooner on any suitable nodes (its own
- * counted free) is laid again there: the general plan, which holds the running jobs,
- * the other reservations and the job reservations of the jobs ahead in priority,
- * decides where, so the move delays none of those. Only one reservation moves per
- * call: the groups change with it, and the caller plans the cycle again.
+ * walltimes. When the jobs before it end early, the job could start sooner, but its
+ * reservation stays where it was laid, and the hole in front of it fills with
+ * backfilled jobs that fit before it. The early start on its own reservation (plan.c
+ * pull_fits) only helps when every node of the reservation is free at once, and an
+ * early start in the general pool only where the job fits without its reserved nodes.
+ * So at the job's turn in the priority order (and, for the jobs the order did not
+ * reach, before backfill), a grid reservation bound to one pending early-start job
+ * that begins at least MOVE_MIN_S from now is laid again from now when the job fits
+ * now on any suitable nodes, its own counted free: the general plan, which holds the
+ * running jobs, the other reservations and the job reservations of the jobs ahead in
+ * priority, decides where, so the move delays none of those; the job then starts in
+ * it. Moves to a later time than now were measured and lost more than they won (the
+ * local jobs pushed back cost more than the grid job gained: docs/meta.md). Only one
+ * reservation moves per call: the groups change with it, and the caller plans the
+ * cycle again.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -20,7 +25,7 @@
 
 #include "roles/batch/engine/internal.h"
 
-/* A move must gain at least this much (one regrouping per move on a big site). */
+/* A move must gain at least this much (two regroupings per move on a big site). */
 #define MOVE_MIN_S 60
 
 /* Adds sign x each group's nodes over reservation r's window to the general plan
@@ -145,8 +150,8 @@ static int try_move(struct batch_engine *e, int32_t pi, int32_t s)
     const struct bpool *p = &e->pools[pi];
     struct bjob probe = e->jobs[s];
     probe.walltime = p->end - p->start;
-    probe.gen_gi = -1; /* every compatible group, its own ones included */
-    int64_t tmax = p->start - MOVE_MIN_S * e->cfg.unit_per_s;
+    probe.gen_gi = -1;     /* every compatible group, its own ones included */
+    int64_t tmax = e->now; /* a start now only (see the top) */
     int rc = own_nodes(e, pi, 1);
     int64_t t =
         rc < 0 ? BATCH_NEVER : bs_plan_pool_find(e, 0, &probe, e->now, tmax, false, e->scr_cnt);
