@@ -85,6 +85,31 @@ def test_inputs_and_outputs_through_the_spool(cluster_factory, client_factory, b
     assert "the grid spool holds no file" in e["msg"], e
 
 
+def test_a_reservation_begins_once_the_inputs_can_be_there(cluster_factory, client_factory,
+                                                           batch_factory, meta_factory,
+                                                           gridnode_bin, tmp_path):
+    """Issue 25 item 4 (docs/meta.md "Staging time"): at a site with a bandwidth, the
+    spool reserves at the first of the site's possible starts after the inputs can be
+    there (3 MB at 1 MB/s: 3 s from now on an idle site), not at the earliest one."""
+    cl, b = grid(cluster_factory, client_factory, batch_factory)
+    sites = tmp_path / "sites"
+    sites.write_text("site=%s bandwidth_mb_s=1\n" % b.endpoint)
+    m = meta_factory({}, sets={"meta.sites_file": str(sites)})
+    data = tmp_path / "in.bin"
+    data.write_bytes(os.urandom(3_000_000))
+    t0 = int(time.time() * 1000)
+    r = run_cli(gridnode_bin, "submit", "-e", m.endpoint, "--input", data, "--shell",
+                "--json", "sha256sum in.bin > in.sum", "--output", "in.sum")
+    assert r.returncode == 0, r.stderr
+    jid = json.loads(r.stdout)["job"]
+    job = wait_spool(m, jid)
+    assert job["job"]["state"] == "done", job
+    sets = [ln for ln in b.log().splitlines() if "set by meta" in ln]
+    assert sets, b.log()[-2000:]
+    start = int(sets[-1].split("set by meta: ")[1].split("..")[0])
+    assert start >= t0 + 2500, (start - t0, sets)
+
+
 def test_kill9_of_the_spool_between_upload_and_placement(cluster_factory, client_factory,
                                                          batch_factory, meta_factory,
                                                          gridnode_bin, tmp_path):

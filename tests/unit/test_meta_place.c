@@ -235,13 +235,33 @@ static void test_staging_time(void **st)
     assert_int_equal(out[0], 2);
 }
 
+/* Issue 25 item 4: the first possible start once the inputs can be there. */
+static void test_first_start_after_staging(void **st)
+{
+    (void)st;
+    struct meta_window w[3] = {{1000, 2000}, {5000, 6000}, {9000, -1}};
+    assert_int_equal(meta_first_start(w, 3, 500), 1000);  /* staged before it opens */
+    assert_int_equal(meta_first_start(w, 3, 1500), 1500); /* inside the first window */
+    assert_int_equal(meta_first_start(w, 3, 2000), 5000); /* the first one closed: next */
+    assert_int_equal(meta_first_start(w, 3, 7000), 9000);
+    assert_int_equal(meta_first_start(w, 3, 20000), 20000);     /* the open last one */
+    assert_int_equal(meta_first_start(w, 2, 7000), META_NEVER); /* beyond the list */
+    assert_int_equal(meta_first_start(w, 0, 0), META_NEVER);
+    /* the staging overlaps the wait: a site busy until 9,000 loses nothing to 4 s of it,
+     * where the sum (meta_start_staged) would say 13,000 */
+    struct meta_site s = {
+        .up = true, .speed = 1.0, .total_procs = 8, .max_procs = 8, .bandwidth_mb_s = 1};
+    assert_int_equal(meta_first_start(&w[2], 1, 1000 + meta_stage_ms(&s, 4000000)), 9000);
+    assert_int_equal(meta_start_staged(&s, 9000, 4000000), 13000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_can_hold),        cmocka_unit_test(test_estimate_policies),
         cmocka_unit_test(test_ties_take_turns), cmocka_unit_test(test_queue_and_rotation),
         cmocka_unit_test(test_names),           cmocka_unit_test(test_can_hold_features),
-        cmocka_unit_test(test_staging_time),
+        cmocka_unit_test(test_staging_time),    cmocka_unit_test(test_first_start_after_staging),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -114,6 +114,17 @@ int64_t meta_start_staged(const struct meta_site *s, int64_t start, uint64_t byt
     return start > META_NEVER - add ? META_NEVER : start + add;
 }
 
+int64_t meta_first_start(const struct meta_window *w, size_t n, int64_t ready)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (w[i].from < 0)
+            continue;
+        if (w[i].to < 0 || w[i].to > ready) /* open, or still open at ready */
+            return w[i].from > ready ? w[i].from : ready;
+    }
+    return META_NEVER;
+}
+
 /* xorshift64*: the random policy's generator, kept in *state. */
 static uint64_t next_random(uint64_t *state)
 {

@@ -98,6 +98,20 @@ int64_t meta_stage_ms(const struct meta_site *s, uint64_t bytes);
  * META_NEVER stays. */
 int64_t meta_start_staged(const struct meta_site *s, int64_t start, uint64_t bytes);
 
+/* One of a site's possible starts (ESTIMATE's `starts`, docs/wire.md): the request may
+ * start at any time in [from, to); to < 0: no end. */
+struct meta_window {
+    int64_t from, to;
+};
+/*
+ * Issue 25 item 4: the first possible start at or after `ready` (when the job's inputs
+ * can be at the site) among windows w[0..n) in time order: max(from, ready) in the first
+ * window that has not ended by then; META_NEVER when none of them reaches `ready` (the
+ * caller then falls back on meta_start_staged). Staging runs while the job would wait:
+ * a site busy until after `ready` loses nothing to it.
+ */
+int64_t meta_first_start(const struct meta_window *w, size_t n, int64_t ready);
+
 /* The estimated completion (ms) of r starting at `start` on site s: start + walltime / speed. */
 int64_t meta_completion(const struct meta_site *s, const struct meta_request *r, int64_t start);
 

@@ -500,7 +500,22 @@ void meta_decide(struct meta *M, struct mjob *j);
 /* ESTIMATE at every eligible site not tried yet (move: the others than its own). */
 void meta_ask_estimates(struct meta *M, struct mjob *j, bool move);
 /* A site's answer (e, or META_NEVER; answered false: none will come) to group gid. */
-void meta_group_answer(struct meta *M, uint64_t gid, int site, int64_t e, bool answered);
+/* Possible starts the spool asks a site for (ESTIMATE `max`): enough to find the first
+ * one after a job's inputs can be there (issue 25 item 4). */
+#define META_EST_WINDOWS 8
+/* A site's ESTIMATE answer: its earliest start (META_NEVER: none) and possible starts. */
+struct meta_est_answer {
+    int64_t earliest;
+    struct meta_window w[META_EST_WINDOWS];
+    size_t n;
+};
+void meta_group_answer(struct meta *M, uint64_t gid, int site, const struct meta_est_answer *a,
+                       bool answered);
+/* The start job j is ranked by and reserved at on site i from its answer a: the first
+ * possible start once the inputs the site lacks can be there (earliest when it lacks
+ * none; staging after the earliest when the answer lists no such start). */
+int64_t meta_staged_start(struct meta *M, const struct mjob *j, int i,
+                          const struct meta_est_answer *a);
 /* Starts placements of queued jobs (up to META_INFLIGHT_MAX under way). */
 void meta_place_some(struct meta *M);
 /* Placement at j's site failed (refused, timed out): back to the spool, next site. */

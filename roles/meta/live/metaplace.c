@@ -173,6 +173,20 @@ static bool inputs_missing(struct meta *M, const struct mjob *j, uint64_t *miss)
     return true;
 }
 
+int64_t meta_staged_start(struct meta *M, const struct mjob *j, int i,
+                          const struct meta_est_answer *a)
+{
+    uint64_t miss[META_MAX_SITES] = {0};
+    if (a->earliest == META_NEVER || !inputs_missing(M, j, miss) || !miss[i])
+        return a->earliest;
+    const struct meta_site *s = &M->site[i].info;
+    if (M->policy == META_SLURM_M || j->ntasks > 1) /* queued only once staged: the sum */
+        return meta_start_staged(s, a->earliest, miss[i]);
+    /* the sites' times are wall-clock ms (docs/wire.md) */
+    int64_t t = meta_first_start(a->w, a->n, wall_now_ms() + meta_stage_ms(s, miss[i]));
+    return t != META_NEVER ? t : meta_start_staged(s, a->earliest, miss[i]);
+}
+
 /* Picks the best site not tried yet and reserves there (or submits, for slurm_m). */
 void meta_decide(struct meta *M, struct mjob *j)
 {
@@ -181,12 +195,10 @@ void meta_decide(struct meta *M, struct mjob *j)
     size_t n = 0;
     bool mv = j->phase >= PH_MV_EST;
     int64_t sec = loop_now_ms() / 1000;
-    uint64_t miss[META_MAX_SITES] = {0};
-    inputs_missing(M, j, miss); /* issue 26: the staging time joins each start */
-    for (int i = 0; i < M->nsites; i++)
+    for (int i = 0; i < M->nsites; i++) /* the estimates hold the staging (issue 26) */
         if (site_for(M, j, i) && !(j->tried & (1ull << i)) && (!mv || i != j->site)) {
             cand[n] = i;
-            int64_t st = meta_start_staged(&M->site[i].info, meta_est(j, i), miss[i]);
+            int64_t st = meta_est(j, i);
             start[n++] = tie_break(&M->site[i], array_start(&M->site[i], j, st), sec);
         }
     struct meta_site sites[META_MAX_SITES];
@@ -196,9 +208,7 @@ void meta_decide(struct meta *M, struct mjob *j)
     if (mv) {
         /* a move only when clearly better: earlier by more than the margin */
         int64_t cur = meta_est(j, j->site);
-        int64_t to =
-            k ? meta_start_staged(&M->site[order[0]].info, meta_est(j, order[0]), miss[order[0]])
-              : META_NEVER;
+        int64_t to = k ? meta_est(j, order[0]) : META_NEVER;
         if (k == 0 || cur == META_NEVER || to + M->cfg.move_margin_s * 1000 >= cur) {
             j->phase = PH_IDLE;
             if (M->inflight)
@@ -434,7 +444,8 @@ static void ask_grouped(struct meta *M, struct mjob *j, uint32_t first)
 
 /* A site's answer (e: its earliest start, or META_NEVER; answered false: no answer
  * will come) to a group's ESTIMATE, given to every member still waiting for it. */
-void meta_group_answer(struct meta *M, uint64_t gid, int site, int64_t e, bool answered)
+void meta_group_answer(struct meta *M, uint64_t gid, int site, const struct meta_est_answer *a,
+                       bool answered)
 {
     struct megroup *g = group_find(M, gid);
     if (!g)
@@ -443,8 +454,8 @@ void meta_group_answer(struct meta *M, uint64_t gid, int site, int64_t e, bool a
         struct mjob *j = meta_job_find(M, g->jobs[k]);
         if (!j || j->phase != PH_EST || !(j->asked & (1ull << site)))
             continue;
-        if (answered)
-            meta_est_set(M, j, site, e); /* held since its round began (PH_EST) */
+        if (answered) /* held since its round began (PH_EST) */
+            meta_est_set(M, j, site, meta_staged_start(M, j, site, a));
         j->asked &= ~(1ull << site);
         if (!j->asked && answered)
             meta_decide(M, j);

@@ -171,7 +171,11 @@ void meta_send_estimate(struct meta *M, struct msite *s, struct mjob *j, int kin
     wire_put_u64(&wb, "mem_mb", (uint64_t)j->rq.mem);
     wire_put_u64(&wb, "disk_mb", (uint64_t)j->rq.disk);
     wire_put_str(&wb, "user", meta_job_user(M, j));
-    wire_put_u64(&wb, "max", 1);
+    /* the possible starts after the earliest matter only where staging is counted */
+    bool staged = false;
+    for (int i = 0; i < M->nsites && !staged; i++)
+        staged = M->site[i].info.bandwidth_mb_s > 0;
+    wire_put_u64(&wb, "max", staged ? META_EST_WINDOWS : 1);
     meta_queue_out(M, s->idx, &wb);
     wire_buf_free(&wb);
 }

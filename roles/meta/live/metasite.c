@@ -44,6 +44,9 @@ static struct meta *G;
  * the placement latency histogram for a job's first placement. */
 static const double lat_le[META_LAT_BUCKETS - 1] = META_LAT_LE;
 
+/* An unanswered ESTIMATE (meta_group_answer with answered false reads nothing of it). */
+static const struct meta_est_answer no_answer = {.earliest = META_NEVER};
+
 static void count_placed(struct meta *M, struct msite *s, struct mjob *j, bool move)
 {
     if (move) {
@@ -411,7 +414,7 @@ static void site_down(struct meta *M, struct msite *s, const char *why)
         if (!j && q[i].kind != RK_GEST)
             continue;
         if (q[i].kind == RK_GEST) {
-            meta_group_answer(M, q[i].job, s->idx, META_NEVER, false);
+            meta_group_answer(M, q[i].job, s->idx, &no_answer, false);
             continue;
         }
         if (q[i].kind == RK_EST)
@@ -435,6 +438,26 @@ static void site_down(struct meta *M, struct msite *s, const char *why)
 }
 
 /* The start a RESV reply gives (a `flex` reservation may start later than asked). */
+/* A STARTS reply (or NULL: an error) into a: `earliest` (-1: never) and up to
+ * META_EST_WINDOWS of its `starts` windows that are well formed. */
+static void est_answer(const msgpack_object *root, struct meta_est_answer *a)
+{
+    memset(a, 0, sizeof *a);
+    int64_t e = root ? wire_get_i64(root, "earliest", -1) : -1;
+    a->earliest = e < 0 ? META_NEVER : e;
+    const msgpack_object *w = root ? wire_get(root, "starts") : NULL;
+    if (a->earliest == META_NEVER || !w || w->type != MSGPACK_OBJECT_ARRAY)
+        return;
+    for (uint32_t i = 0; i < w->via.array.size && a->n < META_EST_WINDOWS; i++) {
+        const msgpack_object *o = &w->via.array.ptr[i];
+        if (o->type != MSGPACK_OBJECT_MAP)
+            continue;
+        int64_t from = wire_get_i64(o, "from", -1), to = wire_get_i64(o, "to", -1);
+        if (from >= 0 && (to < 0 || to > from))
+            a->w[a->n++] = (struct meta_window){from, to};
+    }
+}
+
 static int64_t resv_start(const struct wire_msg *m, int64_t dflt)
 {
     const msgpack_object *r = wire_get(m->root, "resv");
@@ -471,8 +494,9 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
     }
     switch (q->kind) {
     case RK_GEST: {
-        int64_t e = err ? -1 : wire_get_i64(m->root, "earliest", -1);
-        meta_group_answer(M, q->job, s->idx, e < 0 ? META_NEVER : e, true);
+        struct meta_est_answer a;
+        est_answer(err ? NULL : m->root, &a);
+        meta_group_answer(M, q->job, s->idx, &a, true);
         break;
     }
     case RK_INFO:
@@ -483,8 +507,9 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
         if (!j || !(j->phase == PH_EST || j->phase == PH_MV_EST))
             break;
         if (!err) {
-            int64_t e = wire_get_i64(m->root, "earliest", -1);
-            meta_est_set(M, j, s->idx, e < 0 ? META_NEVER : e);
+            struct meta_est_answer a;
+            est_answer(m->root, &a);
+            meta_est_set(M, j, s->idx, meta_staged_start(M, j, s->idx, &a));
         }
         j->asked &= ~(1ull << s->idx);
         if (!j->asked)
@@ -746,7 +771,7 @@ void meta_sites_tick(struct meta *M)
                               "(it is still asked; an answer in time ends this)",
                               s->name, META_EST_LATE);
                 if (q.kind == RK_GEST)
-                    meta_group_answer(M, q.job, i, META_NEVER, false);
+                    meta_group_answer(M, q.job, i, &no_answer, false);
             } else {
                 k++;
             }
