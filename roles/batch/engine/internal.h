@@ -506,12 +506,12 @@ int bs_engine_regroup(struct batch_engine *e);
 int bs_engine_rebuild_base(struct batch_engine *e);
 
 /* ---- moveup.c ---- */
-/* Moves one grid reservation up to now where its job fits now and the reservation begins
- * MOVE_MIN_S later or more (the groups
- * are then dirty: plan again). 1 moved, 0 none, -1 ENOMEM. */
-int bs_moveup(struct batch_engine *e);
-/* The same for pool pi's reservation alone (its job's turn in the priority order). */
+/* Moves pool pi's grid reservation up to now where its job fits now and the reservation
+ * begins MOVE_MIN_S later or more (the groups are then dirty: plan again); called at
+ * the job's turn in the priority order. 1 moved, 0 not, -1 ENOMEM. */
 int bs_moveup_pool(struct batch_engine *e, int32_t pi);
+/* The same for the reservation bound to job slot `slot`, if any. */
+int bs_moveup_job(struct batch_engine *e, int32_t slot);
 
 /* ---- priority.c ---- */
 void bs_prio_weights(struct batch_engine *e);

@@ -8,8 +8,8 @@
  * backfilled jobs that fit before it. The early start on its own reservation (plan.c
  * pull_fits) only helps when every node of the reservation is free at once, and an
  * early start in the general pool only where the job fits without its reserved nodes.
- * So at the job's turn in the priority order (and, for the jobs the order did not
- * reach, before backfill), a grid reservation bound to one pending early-start job
+ * So at the job's turn in the priority order (phase_order, or backfill for the jobs
+ * past RESERVATIONDEPTH), a grid reservation bound to one pending early-start job
  * that begins at least MOVE_MIN_S from now is laid again from now when the job fits
  * now on any suitable nodes, its own counted free: the general plan, which holds the
  * running jobs, the other reservations and the job reservations of the jobs ahead in
@@ -132,18 +132,6 @@ static int relay(struct batch_engine *e, int32_t r, int32_t *nodes, int32_t n, i
     return 0;
 }
 
-struct cand {
-    int64_t start;
-    int32_t pi;
-};
-
-static int cand_cmp(const void *a, const void *b)
-{
-    const struct cand *x = a, *y = b;
-    return x->start != y->start ? (x->start < y->start ? -1 : 1)
-                                : (x->pi > y->pi) - (x->pi < y->pi);
-}
-
 /* Tries to move pool pi's reservation up for job slot s: 1 moved, 0 not, -1 ENOMEM. */
 static int try_move(struct batch_engine *e, int32_t pi, int32_t s)
 {
@@ -186,25 +174,17 @@ int bs_moveup_pool(struct batch_engine *e, int32_t pi)
     return s < 0 ? 0 : try_move(e, pi, s);
 }
 
-int bs_moveup(struct batch_engine *e)
+int bs_moveup_job(struct batch_engine *e, int32_t slot)
 {
-    if (!e->moveup_due || e->groups_dirty || e->npools < 2)
+    if (!e->moveup_due || e->groups_dirty)
         return 0;
-    struct cand *c = malloc((size_t)e->npools * sizeof *c);
-    if (!c)
-        return -1;
-    int32_t nc = 0;
-    for (int32_t pi = 1; pi < e->npools; pi++)
-        if (movable(e, pi) >= 0)
-            c[nc++] = (struct cand){e->pools[pi].start, pi};
-    qsort(c, (size_t)nc, sizeof *c, cand_cmp); /* the one that begins first goes first */
-    int rc = 0;
-    for (int32_t i = 0; i < nc && rc == 0; i++)
-        rc = try_move(e, c[i].pi, movable(e, c[i].pi));
-    free(c);
-    if (rc == 0)
-        e->moveup_due = false; /* until a job ends or a reservation goes */
-    return rc;
+    uint64_t id = e->jobs[slot].id;
+    for (int32_t pi = 1; pi < e->npools; pi++) {
+        const struct bresv *v = &e->resv[e->pools[pi].resv];
+        if (v->njobs == 1 && v->jobs[0] == id)
+            return bs_moveup_pool(e, pi);
+    }
+    return 0;
 }
 
 size_t batch_cycle_moved(const struct batch_engine *e, const struct batch_moved **out)
