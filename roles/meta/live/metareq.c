@@ -379,24 +379,12 @@ static void h_get(struct meta *M, const struct wire_msg *m, struct wire_buf *rep
 }
 
 /* JOB_WAIT's view of the spool's jobs (daemon/endwait.h) */
-static int wait_row(void *role, uint64_t id, bool check, struct wire_buf *row, int *code, char *why,
-                    size_t wl)
+static void wait_pack(void *role, uint64_t id, struct wire_buf *row)
 {
-    struct mjob *j = meta_job_find(role, id);
-    if (!j || (check && !curve_may_touch(j->user))) {
-        *code = j ? WE_DENIED : WE_NOT_FOUND;
-        snprintf(why, wl,
-                 j ? "job %llu belongs to another user; only its owner and the administrators "
-                     "may wait for it"
-                   : "no job %llu at the grid spool (see gridnode jobs)",
-                 (unsigned long long)id);
-        return -1;
-    }
-    put_row(role, j, row);
-    return 0;
+    put_row(role, meta_job_find(role, id), row);
 }
 
-const struct endwait_ops meta_endwait_ops = {wait_row};
+const struct endwait_ops meta_endwait_ops = {" at the grid spool", meta_job_owner, wait_pack};
 
 static void h_cancel(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)
 {
