@@ -434,6 +434,18 @@ int stage_collect(struct stage_files *f, const char *workdir, const char *outbox
     return nftw(workdir, collect_one, 16, FTW_PHYS) < 0 ? -1 : 0;
 }
 
+void stage_pack_files(struct wire_buf *wb, const struct stage_out *v, uint32_t n)
+{
+    wire_put_key(wb, "files");
+    wire_pack_array(wb, n);
+    for (uint32_t i = 0; i < n; i++) {
+        wire_pack_map(wb, 3);
+        wire_put_str(wb, "name", v[i].name);
+        wire_put_str(wb, "hash", v[i].hex);
+        wire_put_u64(wb, "size", v[i].size);
+    }
+}
+
 int stage_result_files(void **res, size_t *len, const struct stage_files *f, const char *note)
 {
     msgpack_unpacked up;
@@ -451,14 +463,7 @@ int stage_result_files(void **res, size_t *len, const struct stage_files *f, con
         wire_pack_object(&wb, &m->ptr[i].key);
         wire_pack_object(&wb, &m->ptr[i].val);
     }
-    wire_put_key(&wb, "files");
-    wire_pack_array(&wb, f->nout);
-    for (uint32_t i = 0; i < f->nout; i++) {
-        wire_pack_map(&wb, 3);
-        wire_put_str(&wb, "name", f->out[i].name);
-        wire_put_str(&wb, "hash", f->out[i].hex);
-        wire_put_u64(&wb, "size", f->out[i].size);
-    }
+    stage_pack_files(&wb, f->out, f->nout);
     if (note && *note)
         wire_put_str(&wb, "files_note", note);
     msgpack_unpacked_destroy(&up);
