@@ -602,7 +602,7 @@ static int ckpt_send(struct live *l, struct ltask *t, int64_t now)
     wire_put_u64(&l->wb, "job", t->job);
     wire_put_u64(&l->wb, "idx", t->idx);
     wire_put_u64(&l->wb, "issue", t->issue);
-    stage_pack_files(&l->wb, f->snap, f->nsnap);
+    stage_pack_files(&l->wb, "files", f->snap, f->nsnap);
     if (!send_req(l, t->project, id))
         return -1;
     f->ck_id = id;

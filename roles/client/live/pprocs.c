@@ -523,7 +523,7 @@ void pprocs_pack(struct pprocs *pp, struct wire_buf *wb)
             if (err)
                 wire_put_str(wb, "error", p->run.error);
             if (kept) /* the outputs its process kept, as a result's (uploaded by now) */
-                stage_pack_files(wb, p->files->out, p->files->nout);
+                stage_pack_files(wb, "files", p->files->out, p->files->nout);
             if (p->note[0])
                 wire_put_str(wb, "files_note", p->note);
         }
