@@ -1,7 +1,8 @@
 """bench/job_wait_held.py - what held JOB_WAITs cost a role's turn (issue 28,
 daemon/endwait.c): a batch role on a cluster manager without nodes (its jobs stay
 queued), HELD user tools each holding a JOB_WAIT on its own queued job, then N
-sequential SUBMITs (one commit each) timed, with and without the waits held.
+sequential SUBMITs (one commit each, store.sync none: the turn's CPU) timed, with and
+without the waits held.
 
   /usr/bin/python3 bench/job_wait_held.py [GRIDNODE] [HELD] [N]
 
@@ -32,9 +33,10 @@ def submits_per_s(c, count):
 reg = conftest.ProcRegistry()
 with tempfile.TemporaryDirectory() as d:
     try:
-        cl = conftest.Cluster(reg, gridnode, Path(d) / "cluster")
+        fast = {"store.sync": "none"}  # the turn's CPU, not the disk's flush
+        cl = conftest.Cluster(reg, gridnode, Path(d) / "cluster", sets=fast)
         cl.start()
-        b = conftest.Batch(reg, gridnode, Path(d) / "batch", [cl])
+        b = conftest.Batch(reg, gridnode, Path(d) / "batch", [cl], sets=fast)
         b.start()
         c = b.client()
         jobs = [c.ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=1)["job"]

@@ -1,7 +1,7 @@
 /*
  * endwait.c - JOB_WAIT held at every level (endwait.h): the held requests, an index of
- * them by job id (open addressing, linear probing), and the jobs changed since the last
- * commit that some held request names.
+ * them by job id (lib/idmap.h), and the jobs changed since the last commit that some
+ * held request names.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,22 +9,15 @@
 
 #include "daemon/curve.h"
 #include "daemon/endwait.h"
+#include "lib/idmap.h"
 
 #define ENDWAIT_DEFAULT_MS 25000 /* a JOB_WAIT without wait_ms */
 
 struct held {
     uint64_t handle, req_id;
-    uint32_t pos; /* in endwait.h */
+    uint32_t pos; /* its index in endwait.h[] */
     uint32_t njobs;
     uint64_t jobs[WIRE_JOB_WAIT_JOBS];
-};
-
-/* One job named by held requests (v[0..n), each once); n == 0: a free slot. */
-struct slot {
-    uint64_t job;
-    struct held **v;
-    uint32_t n, cap;
-    bool due; /* on endwait.due */
 };
 
 struct endwait {
@@ -32,9 +25,8 @@ struct endwait {
     void *role;
     struct held **h; /* the held requests */
     uint32_t n, cap;
-    struct slot *s; /* the index: cap a power of two (0: none yet), at most half used */
-    uint32_t nused, scap;
-    uint64_t *due; /* jobs changed since the last commit that a slot names */
+    struct idmap byjob; /* job id -> the held requests naming it; marked: on due */
+    uint64_t *due;      /* jobs changed since the last commit that a held request names */
     uint32_t ndue, capdue;
     bool all; /* a change could not be listed (no memory): look at every held request */
 };
@@ -56,118 +48,18 @@ void endwait_free(struct endwait **wp)
     struct endwait *w = *wp;
     for (uint32_t i = 0; i < w->n; i++)
         free(w->h[i]);
-    for (uint32_t i = 0; i < w->scap; i++)
-        free(w->s[i].v);
+    idmap_free(&w->byjob);
     free(w->h);
-    free(w->s);
     free(w->due);
     free(w);
     *wp = NULL;
-}
-
-/* ---- the index: job id -> the held requests naming it ---- */
-
-static uint32_t home(const struct endwait *w, uint64_t job)
-{
-    return (uint32_t)((job * 0x9E3779B97F4A7C15ull) >> 32) & (w->scap - 1);
-}
-
-static struct slot *slot_find(struct endwait *w, uint64_t job)
-{
-    for (uint32_t i = w->scap ? home(w, job) : 0; w->scap && w->s[i].n; i = (i + 1) & (w->scap - 1))
-        if (w->s[i].job == job)
-            return &w->s[i];
-    return NULL;
-}
-
-/* Doubles the table (or makes the first): 0, or -1 (no memory; the table is as it was). */
-static int grow(struct endwait *w)
-{
-    uint32_t oc = w->scap, nc = oc ? oc * 2 : 64;
-    struct slot *old = w->s, *ns = calloc(nc, sizeof *ns);
-    if (!ns)
-        return -1;
-    w->s = ns;
-    w->scap = nc;
-    for (uint32_t i = 0; i < oc; i++) {
-        if (!old[i].n)
-            continue;
-        uint32_t k = home(w, old[i].job);
-        while (ns[k].n)
-            k = (k + 1) & (nc - 1);
-        ns[k] = old[i];
-    }
-    free(old);
-    return 0;
-}
-
-/* q named under job (once, however often q names it): 0, or -1 (no memory). */
-static int slot_add(struct endwait *w, uint64_t job, struct held *q)
-{
-    struct slot *s = slot_find(w, job);
-    if (!s) {
-        if ((w->nused + 1) * 2 > w->scap && grow(w) < 0)
-            return -1;
-        uint32_t i = home(w, job);
-        while (w->s[i].n)
-            i = (i + 1) & (w->scap - 1);
-        s = &w->s[i]; /* a free slot is all zeros */
-        s->job = job;
-        w->nused++;
-    } else if (s->v[s->n - 1] == q) {
-        return 0; /* q's jobs are added one after another: named already */
-    }
-    if (s->n == s->cap) {
-        uint32_t nc = s->cap ? s->cap * 2 : 2;
-        void *v = realloc(s->v, nc * sizeof *s->v);
-        if (!v) {
-            if (!s->n) /* back to a free slot */
-                w->nused--;
-            return -1;
-        }
-        s->v = v;
-        s->cap = nc;
-    }
-    s->v[s->n++] = q;
-    return 0;
-}
-
-/* Frees slot i and moves the slots after it that belong before the hole (linear
- * probing's deletion without tombstones). */
-static void slot_free(struct endwait *w, uint32_t i)
-{
-    free(w->s[i].v);
-    w->s[i] = (struct slot){0};
-    w->nused--;
-    for (uint32_t j = (i + 1) & (w->scap - 1); w->s[j].n; j = (j + 1) & (w->scap - 1)) {
-        uint32_t k = home(w, w->s[j].job);
-        /* j may move to the hole i unless its home lies cyclically in (i, j] */
-        if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
-            continue;
-        w->s[i] = w->s[j];
-        w->s[j] = (struct slot){0};
-        i = j;
-    }
-}
-
-/* q no longer named under job (nothing when it is not). */
-static void slot_drop(struct endwait *w, uint64_t job, const struct held *q)
-{
-    struct slot *s = slot_find(w, job);
-    for (uint32_t i = 0; s && i < s->n; i++)
-        if (s->v[i] == q) {
-            s->v[i] = s->v[--s->n];
-            if (!s->n)
-                slot_free(w, (uint32_t)(s - w->s));
-            return;
-        }
 }
 
 /* Forgets held request q (its index entries, its place) and frees it. */
 static void forget(struct endwait *w, struct held *q)
 {
     for (uint32_t k = 0; k < q->njobs; k++)
-        slot_drop(w, q->jobs[k], q);
+        idmap_del(&w->byjob, q->jobs[k], q);
     w->h[q->pos] = w->h[--w->n];
     w->h[q->pos]->pos = q->pos;
     free(q);
@@ -255,7 +147,7 @@ static int keep(struct endwait *w, struct held *q)
     q->pos = w->n;
     w->h[w->n++] = q;
     for (uint32_t k = 0; k < q->njobs; k++)
-        if (slot_add(w, q->jobs[k], q) < 0) {
+        if (idmap_add(&w->byjob, q->jobs[k], q) < 0) {
             forget(w, q); /* frees q */
             return -1;
         }
@@ -288,8 +180,7 @@ void endwait_request(struct endwait *w, struct daemon *d, const struct wire_msg 
 
 void endwait_changed(struct endwait *w, uint64_t job)
 {
-    struct slot *s = w && w->nused ? slot_find(w, job) : NULL;
-    if (!s || s->due)
+    if (!w || !w->n || !idmap_has(&w->byjob, job))
         return;
     if (w->ndue == w->capdue) {
         uint32_t nc = w->capdue ? w->capdue * 2 : 16;
@@ -301,8 +192,8 @@ void endwait_changed(struct endwait *w, uint64_t job)
         w->due = v;
         w->capdue = nc;
     }
-    w->due[w->ndue++] = job;
-    s->due = true;
+    if (idmap_mark(&w->byjob, job)) /* not listed yet */
+        w->due[w->ndue++] = job;
 }
 
 /* Answers q if one of its jobs has ended or is gone (forgetting it): true when it did. */
@@ -325,12 +216,12 @@ void endwait_after_commit(struct endwait *w, struct daemon *d)
     for (uint32_t i = 0; w->all && i < w->n;)
         i += !settle(w, d, w->h[i], &wb);
     for (uint32_t k = 0; k < w->ndue; k++) {
-        struct slot *s = slot_find(w, w->due[k]);
-        if (s)
-            s->due = false;
-        /* settle moves the slots (a freed one's followers): find it again each time */
-        for (uint32_t i = 0; !w->all && (s = slot_find(w, w->due[k])) && i < s->n;)
-            i += !settle(w, d, s->v[i], &wb);
+        idmap_unmark(&w->byjob, w->due[k]);
+        /* settle changes the map: the job's list is read again after each */
+        uint32_t n;
+        void *const *v;
+        for (uint32_t i = 0; !w->all && (v = idmap_get(&w->byjob, w->due[k], &n)) && i < n;)
+            i += !settle(w, d, v[i], &wb);
     }
     w->ndue = 0;
     w->all = false;
