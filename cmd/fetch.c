@@ -239,6 +239,35 @@ static void fetch_page(struct cli *c, uint64_t job, const msgpack_object *tasks,
     }
 }
 
+#define PAGE 1000 /* rows a JOB_GET asks for */
+
+/* JOB_GET of job with what (a bool field: "tasks" or "output") from row from on: 0 with
+ * *r (the caller frees it), or -1 (cli_call told the user). */
+static int get_page(struct cli *c, uint64_t job, const char *what, uint64_t from,
+                    struct cli_reply *r)
+{
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    wire_begin(&wb, WT_JOB_GET, 1, 4);
+    wire_put_u64(&wb, "job", job);
+    wire_put_bool(&wb, what, true);
+    wire_put_u64(&wb, "from", from);
+    wire_put_u64(&wb, "count", PAGE);
+    int rc = cli_call(c, &wb, 1, r);
+    wire_buf_free(&wb);
+    return rc != 0 ? -1 : 0;
+}
+
+/* Whether the reply names a next page past *from (then *from is it). */
+static bool next_page(const struct cli_reply *r, uint64_t *from)
+{
+    const msgpack_object *next = wire_get(r->msg.root, "next");
+    if (!next || next->type != MSGPACK_OBJECT_POSITIVE_INTEGER || next->via.u64 <= *from)
+        return false;
+    *from = next->via.u64;
+    return true;
+}
+
 /*
  * A parallel job's ranks (issue 26): their kept files come with their stdout and stderr
  * (JOB_GET output), page after page; the rank plays the task (DIR/RANK/FILE).
@@ -248,20 +277,11 @@ static int fetch_ranks(struct cli *c, uint64_t job, const char *dir, struct stat
 {
     uint64_t from = 0;
     for (;;) {
-        struct wire_buf wb;
         struct cli_reply r;
-        wire_buf_init(&wb);
-        wire_begin(&wb, WT_JOB_GET, 1, 4);
-        wire_put_u64(&wb, "job", job);
-        wire_put_bool(&wb, "output", true);
-        wire_put_u64(&wb, "from", from);
-        wire_put_u64(&wb, "count", 1000);
-        int rc = cli_call(c, &wb, 1, &r);
-        wire_buf_free(&wb);
-        if (rc != 0)
+        if (get_page(c, job, "output", from, &r) < 0)
             return -1;
         const msgpack_object *rk = wire_get(wire_get(r.msg.root, "job"), "ranks");
-        uint64_t end = from + 1000;
+        uint64_t end = from + PAGE;
         for (uint32_t i = 0; rk && rk->type == MSGPACK_OBJECT_ARRAY && i < rk->via.array.size;
              i++) {
             const msgpack_object *p = &rk->via.array.ptr[i], *fl = wire_get(p, "files");
@@ -276,15 +296,12 @@ static int fetch_ranks(struct cli *c, uint64_t job, const char *dir, struct stat
                  k++)
                 fetch_file(c, job, rank, &fl->via.array.ptr[k], dir, st, false);
         }
-        const msgpack_object *next = wire_get(r.msg.root, "next");
-        uint64_t nf = next && next->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? next->via.u64 : 0;
         uint64_t n = rk && rk->type == MSGPACK_OBJECT_ARRAY ? rk->via.array.size : 0;
+        bool more = next_page(&r, &from);
         cli_reply_free(&r);
-        if (next && nf > from)
-            from = nf;
-        else if (n > end)
-            from = end;
-        else
+        if (!more && n > end) /* every rank listed, not paged: the next PAGE of them */
+            from = end, more = true;
+        if (!more)
             return 0;
     }
 }
@@ -310,17 +327,8 @@ int cmd_fetch(int argc, char **argv)
     if (cli_keep(&c) < 0)
         return 1;
     for (;;) {
-        struct wire_buf wb;
         struct cli_reply r;
-        wire_buf_init(&wb);
-        wire_begin(&wb, WT_JOB_GET, 1, 4);
-        wire_put_u64(&wb, "job", job);
-        wire_put_bool(&wb, "tasks", true);
-        wire_put_u64(&wb, "from", from);
-        wire_put_u64(&wb, "count", 1000);
-        int rc = cli_call(&c, &wb, 1, &r);
-        wire_buf_free(&wb);
-        if (rc != 0) {
+        if (get_page(&c, job, "tasks", from, &r) < 0) {
             cli_unkeep(&c);
             return 1;
         }
@@ -339,12 +347,10 @@ int cmd_fetch(int argc, char **argv)
         /* a batch role's parallel job: one element, its files named RANK/NAME */
         fetch_page(&c, job, wire_get(r.msg.root, "tasks"), dir, &st, &unfinished,
                    !strcmp(kind, "parallel"));
-        const msgpack_object *next = wire_get(r.msg.root, "next");
-        uint64_t nf = next && next->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? next->via.u64 : 0;
+        bool more = next_page(&r, &from);
         cli_reply_free(&r);
-        if (!next || nf <= from)
+        if (!more)
             break;
-        from = nf;
     }
     cli_unkeep(&c);
     printf("job %llu: %llu file(s) fetched (%llu bytes), %llu already here%s",

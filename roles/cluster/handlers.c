@@ -709,30 +709,26 @@ static void h_job_get(struct cluster *c, struct request *r)
 
 /* JOB_WAIT (issue 28): a user's wait for the end of its jobs, held (daemon/endwait.c);
  * admins and peers may also follow the change feed (EVENTS). */
-static int wait_row(void *role, uint64_t id, bool check, struct wire_buf *row, int *code, char *why,
-                    size_t wl)
+static const char *wait_owner(void *role, uint64_t id, bool *found)
 {
     struct cluster *c = role;
     struct job *j = cluster_job_find(c, id);
     struct pjob *pj = j || !c->sd ? NULL : scored_job_find(c, id);
-    const char *owner = pj ? pj->user : j ? j->user : NULL;
-    if ((!j && !pj) || (check && !curve_may_touch(owner))) {
-        *code = j || pj ? WE_DENIED : WE_NOT_FOUND;
-        snprintf(why, wl,
-                 j || pj ? "job %llu belongs to another user; only its owner and the "
-                           "administrators may wait for it"
-                         : "no job %llu (gridnode jobs lists them)",
-                 (unsigned long long)id);
-        return -1;
-    }
-    if (pj)
-        scored_pack_job(c, pj, row, true);
-    else
-        cluster_job_pack(j, row, false);
-    return 0;
+    *found = j || pj;
+    return pj ? pj->user : j ? j->user : NULL;
 }
 
-const struct endwait_ops handlers_endwait_ops = {wait_row};
+static void wait_pack(void *role, uint64_t id, struct wire_buf *row)
+{
+    struct cluster *c = role;
+    struct job *j = cluster_job_find(c, id);
+    if (j)
+        cluster_job_pack(j, row, false);
+    else
+        scored_pack_job(c, scored_job_find(c, id), row, true);
+}
+
+const struct endwait_ops handlers_endwait_ops = {"", wait_owner, wait_pack};
 
 static void h_job_wait(struct cluster *c, struct request *r)
 {

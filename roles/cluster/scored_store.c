@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "lib/log.h"
+#include "daemon/endwait.h"
 #include "daemon/loop.h"
 #include "roles/cluster/scored_int.h"
 #include "store/store.h"
@@ -318,6 +319,7 @@ static void settings_encode(const struct sd_settings *s, struct wire_buf *wb)
 /* j is being saved: an event follows the commit if its state changed (feed.c). */
 static void job_changed(struct cluster *c, struct pjob *j)
 {
+    endwait_changed(c->endwait, j->id); /* a JOB_WAIT naming it is looked at (issue 28) */
     if (!c->evt.on || j->ev_state == (uint8_t)(j->state + 1))
         return;
     cluster_evt_push(&c->evt.par, &c->evt.npar, &c->evt.cappar, j->id);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "daemon/endwait.h"
 #include "daemon/loop.h"
 #include "daemon/record.h"
 #include "lib/log.h"
@@ -210,6 +211,7 @@ int cluster_task_save(struct cluster *c, struct job *j, uint32_t idx)
  */
 static void bag_changed(struct cluster *c, struct job *j)
 {
+    endwait_changed(c->endwait, j->id); /* a JOB_WAIT naming it is looked at (issue 28) */
     if (!c->evt.on || j->ev_shown == job_state_shown(j))
         return;
     cluster_evt_push(&c->evt.bag, &c->evt.nbag, &c->evt.capbag, j->id);

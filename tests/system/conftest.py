@@ -510,6 +510,23 @@ class Rpc:
             code, ERROR_NAMES.get(r.get("code")), r.get("msg"))
         return r
 
+    def submit_pipelined(self, n, fields, window=256):
+        """n SUBMITs of fields, window of them in flight (a role's peer queue holds
+        1,000; libzmq grants credit in halves); returns their job ids, in reply order.
+        Each reply waits at most scaled(30) s."""
+        pending, ids, sent = set(), [], 0
+        while len(ids) < n:
+            while sent < n and len(pending) < window:
+                m, data = self.message(TYPES["SUBMIT"], dict(fields))
+                self.sock.send(data)
+                pending.add(m["id"])
+                sent += 1
+            r = self.decode(self.recv_raw(scaled(30))[-1])
+            assert r.get("t") == TYPES["SUBMITTED"], r
+            pending.discard(r["id"])
+            ids.append(r["job"])
+        return ids
+
 
 @pytest.fixture(autouse=True)
 def _close_rpc_sockets():

@@ -18,26 +18,11 @@ from test_bounded import settled_rss
 T = dict(TYPES, PSUBMIT=39)
 JOBS = 5_100          # more than stats.json lists (5,000)
 PER_JOB_MAX_KB = 4    # VmRSS growth allowed per pending one-element job
-WINDOW = 256          # submissions in flight
 
 
 def submit_pipelined(b, n):
-    """n SUBMITs of a one-element job, WINDOW in flight; returns their job ids."""
-    rpc = b.client()
-    pending, ids = set(), []
-    sent = 0
-    while len(ids) < n:
-        while sent < n and len(pending) < WINDOW:
-            m, data = rpc.message(T["SUBMIT"], {"argv": ["true"], "ntasks": 1,
-                                                "name": "scale"})
-            rpc.sock.send(data)
-            pending.add(m["id"])
-            sent += 1
-        r = rpc.decode(rpc.recv_raw(scaled(30))[-1])
-        assert r.get("t") == T["SUBMITTED"], r
-        pending.discard(r["id"])
-        ids.append(r["job"])
-    return ids
+    """n SUBMITs of a one-element job, 256 in flight; returns their job ids."""
+    return b.client().submit_pipelined(n, {"argv": ["true"], "ntasks": 1, "name": "scale"})
 
 
 def role(cluster_factory, batch_factory, stats_s):

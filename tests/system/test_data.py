@@ -5,6 +5,7 @@ directory refused), placed into each task's sandboxed working directory on the n
 and outputs collected and fetched back, checked byte for byte."""
 
 import hashlib
+import json
 import os
 import subprocess
 
@@ -28,6 +29,77 @@ def sha(b):
 
 def stored_path(cl, h):
     return cl.state_dir / "files" / h[:2] / h
+
+
+# ---- the same job and checks at the batch role and the grid spool (test_data_batch.py,
+# test_data_meta.py): the level changes, not the user's job ----
+
+THREE_TASKS = ("cat shared.bin data/sub/deep.txt part{i}.txt | sha256sum > out_{i}.sum; "
+               "cp part{i}.txt copy.out; head -c 1500000 shared.bin > big.out")
+
+
+def submit_three_tasks(gridnode_bin, endpoint, tmp_path):
+    """Submits to endpoint three tasks reading a file of three chunks (all of them), a
+    directory and a file of their own, keeping *.sum and *.out. Returns (the job's id,
+    the shared file's bytes)."""
+    shared = tmp_path / "shared.bin"
+    shared.write_bytes(os.urandom(CHUNK * 5 // 2))  # three chunks on every hop
+    d = tmp_path / "data"
+    (d / "sub").mkdir(parents=True)
+    (d / "sub" / "deep.txt").write_bytes(b"deep\n")
+    for i in range(3):
+        (tmp_path / ("part%d.txt" % i)).write_bytes(b"part %d\n" % i)
+    r = run_cli(gridnode_bin, "submit", "-e", endpoint, "-n", 3, "--shell",
+                "--input", shared, "--input", d, "--input", tmp_path / "part{i}.txt",
+                "--output", "*.sum", "--output", "*.out", "--json", THREE_TASKS)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)["job"], shared.read_bytes()
+
+
+def three_tasks_sum(shared, i):
+    return sha(shared + b"deep\n" + b"part %d\n" % i)
+
+
+def check_three_tasks_kept(tasks, shared, role):
+    """Each of the three tasks' rows names its three outputs; its sum, read from role's
+    store, is the one of its inputs."""
+    assert len(tasks) == 3, tasks
+    for t in tasks:
+        i = t["idx"]
+        files = {f["name"]: f for f in t["files"]}
+        assert set(files) == {"out_%d.sum" % i, "copy.out", "big.out"}, t
+        got = stored_path(role, files["out_%d.sum" % i]["hash"]).read_bytes()
+        assert got.decode().split()[0] == three_tasks_sum(shared, i)
+
+
+def check_three_tasks_fetched(gridnode_bin, endpoint, jid, out, shared):
+    """gridnode fetch at endpoint gets the nine outputs into out, checked byte for byte."""
+    r = run_cli(gridnode_bin, "fetch", "-e", endpoint, jid, out)
+    assert r.returncode == 0, r.stderr
+    assert "9 file(s) fetched" in r.stdout, r.stdout
+    for i in range(3):
+        assert (out / str(i) / "copy.out").read_bytes() == b"part %d\n" % i
+        assert (out / str(i) / "big.out").read_bytes() == shared[:1500000]
+        got = (out / str(i) / ("out_%d.sum" % i)).read_text().split()[0]
+        assert got == three_tasks_sum(shared, i)
+
+
+def upload_cut_by_kill9(role, tmp_path):
+    """The first chunk of a file of three uploaded to role (store.sync full), then role
+    killed (-9) and restarted: the acknowledged chunk is kept. Returns (the file, its
+    hash, its size)."""
+    data = os.urandom(2 * CHUNK + 777)
+    src = tmp_path / "in.bin"
+    src.write_bytes(data)
+    h, size = sha(data), len(data)
+    c = role.client()
+    assert c.ok("FILE_HAVE", "FILE_STATE", hash=h, size=size)["have"] == 0
+    st = c.ok("FILE_PUT", "FILE_STATE", hash=h, size=size, off=0, data=data[:CHUNK])
+    assert st["have"] == CHUNK and not st["done"]
+    role.restart()  # kill -9 between the upload's chunks
+    st = role.client().ok("FILE_HAVE", "FILE_STATE", hash=h, size=size)
+    assert st["have"] == CHUNK and not st["done"], st
+    return src, h, size
 
 
 def test_upload_in_chunks_survives_kill9_and_is_verified(cluster_factory):
@@ -126,7 +198,6 @@ def wait_job(cl, jid, timeout=60):
 def client_state(gridnode_bin, node):
     r = run_cli(gridnode_bin, "client", "status", "-s", node.state_dir, "--json")
     assert r.returncode == 0, r.stderr
-    import json
     return json.loads(r.stdout)
 
 
@@ -151,7 +222,6 @@ def test_inputs_reach_sandboxed_tasks_and_outputs_come_back(cluster_factory, cli
                 "--input", shared, "--input", d, "--input", tmp_path / "part{i}.txt",
                 "--output", "*.sum", "--output", "*.out", "--json", script)
     assert r.returncode == 0, r.stderr
-    import json
     jid = json.loads(r.stdout)["job"]
     job = wait_job(cl, jid)
     assert job["job"]["state"] == "done", job
@@ -300,7 +370,6 @@ def test_a_node_goes_on_with_a_download_a_restart_cut_short(cluster_factory, cli
     r = run_cli(gridnode_bin, "submit", "-e", cl.endpoint, "--input", tmp_path / "in.bin",
                 "--shell", "--json", "sha256sum in.bin")
     assert r.returncode == 0, r.stderr
-    import json
     jid = json.loads(r.stdout)["job"]
     # what a node killed during the download left: the first bytes in its part file
     part = tmp_path / "node1" / "cache" / "part"

@@ -12,7 +12,8 @@ import signal
 import time
 
 from conftest import FAST_CLIENT, FAST_CLUSTER as FAST, scaled, wait_until
-from test_data import CHUNK, run_cli, sha, stored_path
+from test_data import (CHUNK, check_three_tasks_fetched, check_three_tasks_kept, run_cli, sha,
+                       stored_path, submit_three_tasks, upload_cut_by_kill9)
 
 BATCH = {"batch.log_level": "debug"}
 TASK_PIN = 148  # docs/wire.md 6.19 "Moving a pinned task"
@@ -40,47 +41,20 @@ def wait_batch(b, jid, timeout=60):
 def test_inputs_and_outputs_through_the_batch_role(cluster_factory, client_factory,
                                                    batch_factory, gridnode_bin, tmp_path):
     cl, b = grid(cluster_factory, client_factory, batch_factory)
-    shared = tmp_path / "shared.bin"
-    shared.write_bytes(os.urandom(CHUNK * 5 // 2))  # three chunks on every hop
-    d = tmp_path / "data"
-    (d / "sub").mkdir(parents=True)
-    (d / "sub" / "deep.txt").write_bytes(b"deep\n")
-    for i in range(3):
-        (tmp_path / ("part%d.txt" % i)).write_bytes(b"part %d\n" % i)
-    script = ("cat shared.bin data/sub/deep.txt part{i}.txt | sha256sum > out_{i}.sum; "
-              "cp part{i}.txt copy.out; head -c 1500000 shared.bin > big.out")
-    r = run_cli(gridnode_bin, "submit", "-e", b.endpoint, "-n", 3, "--shell",
-                "--input", shared, "--input", d, "--input", tmp_path / "part{i}.txt",
-                "--output", "*.sum", "--output", "*.out", "--json", script)
-    assert r.returncode == 0, r.stderr
-    jid = json.loads(r.stdout)["job"]
+    jid, shared = submit_three_tasks(gridnode_bin, b.endpoint, tmp_path)
     # the batch role keeps its own copy, content-addressed as the cluster's
-    h = sha(shared.read_bytes())
-    assert stored_path(b, h).read_bytes() == shared.read_bytes()
+    h = sha(shared)
+    assert stored_path(b, h).read_bytes() == shared
     job = wait_batch(b, jid)
     assert job["job"]["state"] == "done", job
     # each task ran at the cluster as a one-task job pinned to its host, with its inputs
-    assert stored_path(cl, h).read_bytes() == shared.read_bytes()
-    for t in job["tasks"]:
-        i = t["idx"]
-        files = {f["name"]: f for f in t["files"]}
-        assert set(files) == {"out_%d.sum" % i, "copy.out", "big.out"}, t
-        want = sha(shared.read_bytes() + b"deep\n" + b"part %d\n" % i)
-        got = stored_path(b, files["out_%d.sum" % i]["hash"]).read_bytes()
-        assert got.decode().split()[0] == want
+    assert stored_path(cl, h).read_bytes() == shared
+    check_three_tasks_kept(job["tasks"], shared, b)
     # gridnode job --output at the batch role lists them; fetch gets them, verified
     r = run_cli(gridnode_bin, "job", "-e", b.endpoint, jid, "--output")
     assert r.returncode == 0 and "copy.out" in r.stdout and "1500000" in r.stdout, (r.stdout,
                                                                                    r.stderr)
-    out = tmp_path / "results"
-    r = run_cli(gridnode_bin, "fetch", "-e", b.endpoint, jid, out)
-    assert r.returncode == 0, r.stderr
-    assert "9 file(s) fetched" in r.stdout, r.stdout
-    for i in range(3):
-        assert (out / str(i) / "copy.out").read_bytes() == b"part %d\n" % i
-        assert (out / str(i) / "big.out").read_bytes() == shared.read_bytes()[:1500000]
-        got = (out / str(i) / ("out_%d.sum" % i)).read_text().split()[0]
-        assert got == sha(shared.read_bytes() + b"deep\n" + b"part %d\n" % i)
+    check_three_tasks_fetched(gridnode_bin, b.endpoint, jid, tmp_path / "results", shared)
     # the copies survive a restart of the batch role (stored, not relayed)
     b.restart()
     out2 = tmp_path / "again"
@@ -95,17 +69,7 @@ def test_inputs_and_outputs_through_the_batch_role(cluster_factory, client_facto
 def test_an_upload_cut_by_kill9_of_the_batch_role_resumes(cluster_factory, client_factory,
                                                           batch_factory, gridnode_bin, tmp_path):
     cl, b = grid(cluster_factory, client_factory, batch_factory, bsets={"store.sync": "full"})
-    data = os.urandom(2 * CHUNK + 777)
-    src = tmp_path / "in.bin"
-    src.write_bytes(data)
-    h, size = sha(data), len(data)
-    c = b.client()
-    assert c.ok("FILE_HAVE", "FILE_STATE", hash=h, size=size)["have"] == 0
-    st = c.ok("FILE_PUT", "FILE_STATE", hash=h, size=size, off=0, data=data[:CHUNK])
-    assert st["have"] == CHUNK and not st["done"]
-    b.restart()  # kill -9 between the upload's chunks, before the SUBMIT
-    st = b.client().ok("FILE_HAVE", "FILE_STATE", hash=h, size=size)
-    assert st["have"] == CHUNK and not st["done"], st
+    src, h, size = upload_cut_by_kill9(b, tmp_path)  # cut before the SUBMIT
     # the tool goes on from there (its FILE_HAVE), submits, the task reads the whole file
     r = run_cli(gridnode_bin, "submit", "-e", b.endpoint, "--shell", "--input", src,
                 "--output", "*.sum", "--json", "sha256sum in.bin > in.sum")

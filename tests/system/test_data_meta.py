@@ -15,7 +15,8 @@ import pytest
 
 import slurmlocal
 from conftest import scaled, wait_until
-from test_data import CHUNK, run_cli, sha, stored_path
+from test_data import (CHUNK, check_three_tasks_fetched, check_three_tasks_kept, run_cli, sha,
+                       stored_path, submit_three_tasks, upload_cut_by_kill9)
 from test_data_batch import grid
 from test_meta_slurm import hpc, slurm  # noqa: F401 - fixtures (a private Slurm)
 
@@ -35,50 +36,21 @@ def test_inputs_and_outputs_through_the_spool(cluster_factory, client_factory, b
                                               meta_factory, gridnode_bin, tmp_path):
     cl, b = grid(cluster_factory, client_factory, batch_factory)
     m = meta_factory({"site": b})
-    shared = tmp_path / "shared.bin"
-    shared.write_bytes(os.urandom(CHUNK * 5 // 2))  # three chunks on every hop
-    d = tmp_path / "data"
-    (d / "sub").mkdir(parents=True)
-    (d / "sub" / "deep.txt").write_bytes(b"deep\n")
-    for i in range(3):
-        (tmp_path / ("part%d.txt" % i)).write_bytes(b"part %d\n" % i)
-    script = ("cat shared.bin data/sub/deep.txt part{i}.txt | sha256sum > out_{i}.sum; "
-              "cp part{i}.txt copy.out; head -c 1500000 shared.bin > big.out")
-    r = run_cli(gridnode_bin, "submit", "-e", m.endpoint, "-n", 3, "--shell",
-                "--input", shared, "--input", d, "--input", tmp_path / "part{i}.txt",
-                "--output", "*.sum", "--output", "*.out", "--json", script)
-    assert r.returncode == 0, r.stderr
-    jid = json.loads(r.stdout)["job"]
-    h = sha(shared.read_bytes())
+    jid, shared = submit_three_tasks(gridnode_bin, m.endpoint, tmp_path)
+    h = sha(shared)
     # the spool keeps its own copy, content-addressed as every level's
-    assert stored_path(m, h).read_bytes() == shared.read_bytes()
+    assert stored_path(m, h).read_bytes() == shared
     job = wait_spool(m, jid)
     assert job["job"]["state"] == "done", job
     # offered to the batch site, which offered it to its cluster
-    assert stored_path(b, h).read_bytes() == shared.read_bytes()
-    assert stored_path(cl, h).read_bytes() == shared.read_bytes()
-    assert len(job["tasks"]) == 3, job
-    for t in job["tasks"]:
-        i = t["idx"]
-        files = {f["name"]: f for f in t["files"]}
-        assert set(files) == {"out_%d.sum" % i, "copy.out", "big.out"}, t
-        want = sha(shared.read_bytes() + b"deep\n" + b"part %d\n" % i)
-        # copied back into the spool's own store
-        got = stored_path(m, files["out_%d.sum" % i]["hash"]).read_bytes()
-        assert got.decode().split()[0] == want
+    assert stored_path(b, h).read_bytes() == shared
+    assert stored_path(cl, h).read_bytes() == shared
+    check_three_tasks_kept(job["tasks"], shared, m)  # copied back into the spool's store
     # gridnode job --output at the spool lists them; fetch gets them, verified
     r = run_cli(gridnode_bin, "job", "-e", m.endpoint, jid, "--output")
     assert r.returncode == 0 and "files kept at the grid spool" in r.stdout, (r.stdout, r.stderr)
     assert "copy.out" in r.stdout and "1500000" in r.stdout, r.stdout
-    out = tmp_path / "results"
-    r = run_cli(gridnode_bin, "fetch", "-e", m.endpoint, jid, out)
-    assert r.returncode == 0, r.stderr
-    assert "9 file(s) fetched" in r.stdout, r.stdout
-    for i in range(3):
-        assert (out / str(i) / "copy.out").read_bytes() == b"part %d\n" % i
-        assert (out / str(i) / "big.out").read_bytes() == shared.read_bytes()[:1500000]
-        got = (out / str(i) / ("out_%d.sum" % i)).read_text().split()[0]
-        assert got == sha(shared.read_bytes() + b"deep\n" + b"part %d\n" % i)
+    check_three_tasks_fetched(gridnode_bin, m.endpoint, jid, tmp_path / "results", shared)
     # a SUBMIT naming a file the spool does not hold is refused there
     e = m.client().err("SUBMIT", "INVALID", argv=["true"], ntasks=1,
                        inputs=[{"name": "x", "hash": "ab" * 32, "size": 3}])
@@ -115,17 +87,7 @@ def test_kill9_of_the_spool_between_upload_and_placement(cluster_factory, client
                                                          gridnode_bin, tmp_path):
     cl, b = grid(cluster_factory, client_factory, batch_factory)
     m = meta_factory({"site": b}, sets={"store.sync": "full"})
-    data = os.urandom(2 * CHUNK + 777)
-    src = tmp_path / "in.bin"
-    src.write_bytes(data)
-    h, size = sha(data), len(data)
-    c = m.client()
-    assert c.ok("FILE_HAVE", "FILE_STATE", hash=h, size=size)["have"] == 0
-    st = c.ok("FILE_PUT", "FILE_STATE", hash=h, size=size, off=0, data=data[:CHUNK])
-    assert st["have"] == CHUNK and not st["done"]
-    m.restart()  # kill -9 between the upload's chunks
-    st = m.client().ok("FILE_HAVE", "FILE_STATE", hash=h, size=size)
-    assert st["have"] == CHUNK and not st["done"], st
+    src, h, size = upload_cut_by_kill9(m, tmp_path)
     # the tool goes on from there; the job is held at the spool (not placed yet)
     r = run_cli(gridnode_bin, "submit", "-e", m.endpoint, "--shell", "--hold", "--input", src,
                 "--output", "*.sum", "--json", "sha256sum in.bin > in.sum")

@@ -318,3 +318,37 @@ def test_the_tool_waits_in_a_held_job_wait_at_a_batch_role(cluster_factory, clie
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def test_held_waits_sharing_jobs_are_each_answered_by_their_first_end(
+        cluster_factory, batch_factory, meta_factory):
+    # The role indexes its held JOB_WAITs by job and, after a commit, looks only at the
+    # jobs changed in it (daemon/endwait.c). Waits sharing jobs, and a job named twice:
+    # each wait is answered once, by the end of the first of its jobs, naming only that
+    # one (as often as it names it), at every level. No node: the jobs stay queued
+    # until cancelled.
+    from conftest import Rpc
+    cl = cluster_factory(SD)
+    b = batch_factory([cl])
+    m = meta_factory({"a": b})
+    for role in (cl, b, m):
+        c = role.client()
+        jobs = [c.ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=1)["job"] for _ in range(6)]
+        sets = [[jobs[i], jobs[(i + k) % 6]] for k in (0, 1, 3) for i in range(6)]
+        tools = []
+        for s in sets:
+            r = Rpc(role.endpoint, timeout=scaled(30))
+            r.sock.send(r.message("JOB_WAIT", dict(jobs=s, wait_ms=60000))[1])
+            r.ok("JOB_GET", job=s[0])  # same peer, in order: the JOB_WAIT is held now
+            tools.append(r)
+        done = set()
+        for e in jobs:
+            c.ok("CANCEL", job=e)
+            for r, s in zip(tools, sets):
+                if e in s and not done & set(s):
+                    got = Rpc.decode(r.recv_raw(scaled(30))[-1])
+                    assert got["t"] == TYPES["JOB_ENDED"], (role.endpoint, s, got)
+                    assert [(j["job"], j["state"]) for j in got["jobs"]] == \
+                        [(e, "cancelled")] * s.count(e), (role.endpoint, s, got)
+            done.add(e)
+        assert not any(r.sock.poll(0) for r in tools), role.endpoint  # answered once each

@@ -32,7 +32,6 @@ from test_bounded import settled_rss
 
 T = dict(TYPES, OK=2, JOB=35, CANCEL=36, ESTIMATE=84, STARTS=85, RESV=89, RESV_LIST=90,
          RESVS=91, RESV_RELEASE=92, RESERVE=93, SITE_INFO=94, SITE=95)
-WINDOW = 256          # submissions in flight (peer_queue 1,000: libzmq grants credit in halves)
 POLL_WINDOW = 256     # META_POLL_WINDOW (roles/meta/live/meta_int.h)
 HOLD_S = 0.3          # the stand-in site answers a JOB_GET this long after it came
 
@@ -113,22 +112,6 @@ class StandInSite(threading.Thread):
         self.sock.close(0)
 
 
-def submit_pipelined(rpc, n, fields):
-    """n SUBMITs, WINDOW in flight; returns their job ids."""
-    pending, ids, sent = set(), [], 0
-    while len(ids) < n:
-        while sent < n and len(pending) < WINDOW:
-            m, data = rpc.message(T["SUBMIT"], dict(fields))
-            rpc.sock.send(data)
-            pending.add(m["id"])
-            sent += 1
-        r = rpc.decode(rpc.recv_raw(scaled(30))[-1])
-        assert r.get("t") == T["SUBMITTED"], r
-        pending.discard(r["id"])
-        ids.append(r["job"])
-    return ids
-
-
 def test_poll_of_many_placed_jobs_goes_in_windows(meta_factory):
     site = StandInSite()
     site.start()
@@ -138,7 +121,7 @@ def test_poll_of_many_placed_jobs_goes_in_windows(meta_factory):
         wait_until(lambda: all(s["up"] for s in rpc.ok(T["SITE_INFO"])["sites"]), scaled(20),
                    msg="the spool seeing its site")
         n = 3 * POLL_WINDOW
-        ids = submit_pipelined(rpc, n, {"argv": ["true"], "ntasks": 1, "limit_s": 60})
+        ids = rpc.submit_pipelined(n, {"argv": ["true"], "ntasks": 1, "limit_s": 60})
         # every job placed, then polled (the site says running: the spool follows it)
         wait_until(lambda: rpc.ok(T["JOB_LIST"], count=n, state="queued")["jobs"] == [],
                    scaled(60), msg="every job started as the site's polls report")
@@ -161,7 +144,7 @@ def test_many_spooled_jobs_cost_little(meta_factory):
     rpc.ok(T["JOB_LIST"], count=1)
     before = settled_rss(m.proc.pid)
     jobs = 30_000
-    ids = submit_pipelined(rpc, jobs, {"argv": ["true"], "ntasks": 1, "limit_s": 600})
+    ids = rpc.submit_pipelined(jobs, {"argv": ["true"], "ntasks": 1, "limit_s": 600})
     assert len(set(ids)) == jobs
     grew = (settled_rss(m.proc.pid) - before) * 1024.0 / jobs
     print("spool: %.0f bytes of VmRSS a spooled job" % grew)
@@ -259,7 +242,7 @@ def test_stats_lists_a_bounded_number_of_jobs(meta_factory):
     m = meta_factory({"s": closed_endpoint()}, sets={"meta.log_level": "warn",
                                                      "stats.interval_s": 1})
     jobs = 5_100    # more than stats.json lists (5,000)
-    submit_pipelined(m.client(), jobs, {"argv": ["true"], "ntasks": 1, "limit_s": 600})
+    m.client().submit_pipelined(jobs, {"argv": ["true"], "ntasks": 1, "limit_s": 600})
     path = m.state_dir / "stats.json"
 
     def counted():

@@ -349,6 +349,9 @@ int64_t live_now(struct live *L); /* this turn's instant, wall ms (see livejob.c
 void live_want_cycle(struct live *L);
 uint64_t live_eid(uint64_t job, uint32_t e);
 struct ljob *live_job_find(struct live *L, uint64_t id);
+/* Job id's owner (role: the struct live; *found false: no such job), for the file and
+ * wait requests (daemon/fileoffer.h fileget_level, daemon/endwait.h). */
+const char *live_job_owner(void *role, uint64_t id, bool *found);
 /* Index of the first job (by id) whose id is >= id (njobs: none). */
 uint32_t live_job_lower(const struct live *L, uint64_t id);
 /* The record of engine element eid, or NULL (no such job or element, or no record). */

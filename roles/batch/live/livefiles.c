@@ -232,13 +232,6 @@ static const char *uploader(const struct wire_msg *m, char *buf, size_t n)
 }
 
 /* For fileget_answer: the job's owner. */
-static const char *job_owner(void *role, uint64_t id, bool *found)
-{
-    struct ljob *j = live_job_find(role, id);
-    *found = j != NULL;
-    return j ? j->user : NULL;
-}
-
 /* For fileget_answer: hex is an input of job id, or an output of its element idx copied
  * back here. */
 static bool job_names(void *role, uint64_t id, bool out, uint64_t idx, const char *hex)
@@ -265,5 +258,6 @@ void live_files_request(struct live *L, const struct wire_msg *m, struct wire_bu
     else if (m->type == WT_FILE_PUT)
         filestore_h_put(L->files, &lim, m, uploader(m, user, sizeof user), reply);
     else
-        fileget_answer(&(struct fileget_level){L->files, "", job_owner, job_names}, L, m, reply);
+        fileget_answer(&(struct fileget_level){L->files, "", live_job_owner, job_names}, L, m,
+                       reply);
 }

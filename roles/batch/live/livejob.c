@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/endwait.h"
 #include "daemon/loop.h"
 #include "daemon/record.h"
 #include "lib/constraint.h"
@@ -76,6 +77,13 @@ struct ljob *live_job_find(struct live *L, uint64_t id)
 {
     uint32_t lo = live_job_lower(L, id);
     return lo < L->njobs && L->jobs[lo]->id == id ? L->jobs[lo] : NULL;
+}
+
+const char *live_job_owner(void *role, uint64_t id, bool *found)
+{
+    struct ljob *j = live_job_find(role, id);
+    *found = j != NULL;
+    return j ? j->user : NULL;
 }
 
 /* Index of the first page of j whose base is >= base. */
@@ -167,6 +175,7 @@ struct lelem *live_elem_next(const struct ljob *j, uint32_t *e)
 /* Lists j among the jobs changed this turn (once). */
 static void list_dirty(struct live *L, struct ljob *j)
 {
+    endwait_changed(L->endwait, j->id); /* a JOB_WAIT naming it is looked at (issue 28) */
     if (j->listed || L->dirty_all)
         return;
     if (L->ndirty == L->capdirty) {

@@ -683,24 +683,12 @@ static void h_node_list(struct req *r)
 }
 
 /* JOB_WAIT (issue 28): held until one of the jobs ended (daemon/endwait.c) */
-static int wait_row(void *role, uint64_t id, bool check, struct wire_buf *row, int *code, char *why,
-                    size_t wl)
+static void wait_pack(void *role, uint64_t id, struct wire_buf *row)
 {
-    struct ljob *j = live_job_find(role, id);
-    if (!j || (check && !curve_may_touch(j->user))) {
-        *code = j ? WE_DENIED : WE_NOT_FOUND;
-        snprintf(why, wl,
-                 j ? "job %llu belongs to another user; only its owner and the administrators "
-                     "may wait for it"
-                   : "no job %llu in this batch role",
-                 (unsigned long long)id);
-        return -1;
-    }
-    live_job_summary(role, j, row);
-    return 0;
+    live_job_summary(role, live_job_find(role, id), row);
 }
 
-const struct endwait_ops live_endwait_ops = {wait_row};
+const struct endwait_ops live_endwait_ops = {" in this batch role", live_job_owner, wait_pack};
 
 static void h_job_wait(struct req *r)
 {

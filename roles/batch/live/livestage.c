@@ -249,24 +249,31 @@ static uint32_t par_list(const struct wire_msg *m, struct wire_buf *wb)
     return n;
 }
 
+/* The list of n files in wb (freed here) becomes p's; the first is asked for. */
+static void list_take(struct live *L, struct lclu *c, struct lpull *p, struct wire_buf *wb,
+                      uint32_t n)
+{
+    free(p->list);
+    if ((p->list = malloc(wb->sb.size)))
+        memcpy(p->list, wb->sb.data, wb->sb.size);
+    p->list_len = wb->sb.size;
+    wire_buf_free(wb);
+    p->nfiles = n;
+    p->cur = 0;
+    if (!p->list)
+        pull_end(L, p, "the batch role ran out of memory listing its outputs");
+    else
+        pull_next(L, c, p);
+}
+
 /* The task row of the cluster's JOB: its "files" (and "files_note") become the list. */
 static void list_reply(struct live *L, struct lclu *c, struct lpull *p, const struct wire_msg *m)
 {
+    struct wire_buf wb;
+    wire_buf_init(&wb);
     if (pull_par(L, p)) { /* issue 26: a parallel job's ranks */
-        struct wire_buf pb;
-        wire_buf_init(&pb);
-        uint32_t n = par_list(m, &pb);
-        free(p->list);
-        if ((p->list = malloc(pb.sb.size)))
-            memcpy(p->list, pb.sb.data, pb.sb.size);
-        p->list_len = pb.sb.size;
-        wire_buf_free(&pb);
-        p->nfiles = n;
-        p->cur = 0;
-        if (!p->list)
-            pull_end(L, p, "the batch role ran out of memory listing its outputs");
-        else
-            pull_next(L, c, p);
+        uint32_t n = par_list(m, &wb);
+        list_take(L, c, p, &wb, n);
         return;
     }
     const msgpack_object *t = wire_get(m->root, "tasks");
@@ -274,8 +281,6 @@ static void list_reply(struct live *L, struct lclu *c, struct lpull *p, const st
     const msgpack_object *fl = t ? wire_get(t, "files") : NULL,
                          *note = t ? wire_get(t, "files_note") : NULL;
     uint32_t n = fl && fl->type == MSGPACK_OBJECT_ARRAY ? fl->via.array.size : 0;
-    struct wire_buf wb;
-    wire_buf_init(&wb);
     wire_pack_map(&wb, 1 + (note && note->type == MSGPACK_OBJECT_STR));
     wire_put_key(&wb, "files");
     if (n)
@@ -284,18 +289,7 @@ static void list_reply(struct live *L, struct lclu *c, struct lpull *p, const st
         wire_pack_array(&wb, 0);
     if (note && note->type == MSGPACK_OBJECT_STR)
         wire_put_strn(&wb, "files_note", note->via.str.ptr, note->via.str.size);
-    free(p->list);
-    p->list = malloc(wb.sb.size);
-    if (p->list)
-        memcpy(p->list, wb.sb.data, wb.sb.size);
-    p->list_len = wb.sb.size;
-    wire_buf_free(&wb);
-    p->nfiles = n;
-    p->cur = 0;
-    if (!p->list)
-        pull_end(L, p, "the batch role ran out of memory listing its outputs");
-    else
-        pull_next(L, c, p);
+    list_take(L, c, p, &wb, n);
 }
 
 /* One chunk of the current output file: appended to the role's store. */

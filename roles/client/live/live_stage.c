@@ -602,14 +602,7 @@ static int ckpt_send(struct live *l, struct ltask *t, int64_t now)
     wire_put_u64(&l->wb, "job", t->job);
     wire_put_u64(&l->wb, "idx", t->idx);
     wire_put_u64(&l->wb, "issue", t->issue);
-    wire_put_key(&l->wb, "files");
-    wire_pack_array(&l->wb, f->nsnap);
-    for (uint32_t i = 0; i < f->nsnap; i++) {
-        wire_pack_map(&l->wb, 3);
-        wire_put_str(&l->wb, "name", f->snap[i].name);
-        wire_put_str(&l->wb, "hash", f->snap[i].hex);
-        wire_put_u64(&l->wb, "size", f->snap[i].size);
-    }
+    stage_pack_files(&l->wb, "files", f->snap, f->nsnap);
     if (!send_req(l, t->project, id))
         return -1;
     f->ck_id = id;

@@ -475,19 +475,6 @@ void pprocs_apply(struct pprocs *pp, const msgpack_object *ack)
     free(listed);
 }
 
-/* "files": the outputs rank's process kept, as a result's (uploaded by now). */
-static void pack_kept(struct wire_buf *wb, const struct stage_files *f)
-{
-    wire_put_key(wb, "files");
-    wire_pack_array(wb, f->nout);
-    for (uint32_t i = 0; i < f->nout; i++) {
-        wire_pack_map(wb, 3);
-        wire_put_str(wb, "name", f->out[i].name);
-        wire_put_str(wb, "hash", f->out[i].hex);
-        wire_put_u64(wb, "size", f->out[i].size);
-    }
-}
-
 void pprocs_pack(struct pprocs *pp, struct wire_buf *wb)
 {
     size_t sent = 0;     /* output bytes in this message so far */
@@ -535,8 +522,8 @@ void pprocs_pack(struct pprocs *pp, struct wire_buf *wb)
             wire_put_bool(wb, "err_trunc", p->run.err.trunc);
             if (err)
                 wire_put_str(wb, "error", p->run.error);
-            if (kept)
-                pack_kept(wb, p->files);
+            if (kept) /* the outputs its process kept, as a result's (uploaded by now) */
+                stage_pack_files(wb, "files", p->files->out, p->files->nout);
             if (p->note[0])
                 wire_put_str(wb, "files_note", p->note);
         }

@@ -135,6 +135,18 @@ static void pack_list(struct wire_buf *wb, const char *key, const struct stage_i
     }
 }
 
+void stage_pack_files(struct wire_buf *wb, const char *key, const struct stage_out *v, uint32_t n)
+{
+    wire_put_key(wb, key);
+    wire_pack_array(wb, n);
+    for (uint32_t i = 0; i < n; i++) {
+        wire_pack_map(wb, 3);
+        wire_put_str(wb, "name", v[i].name);
+        wire_put_str(wb, "hash", v[i].hex);
+        wire_put_u64(wb, "size", v[i].size);
+    }
+}
+
 void stage_files_pack(const struct stage_files *f, struct wire_buf *wb)
 {
     if (!f)
@@ -149,14 +161,7 @@ void stage_files_pack(const struct stage_files *f, struct wire_buf *wb)
     wire_put_strv(wb, "outputs", f->globs, f->nglobs);
     if (!f->collected)
         return;
-    wire_put_key(wb, "kept");
-    wire_pack_array(wb, f->nout);
-    for (uint32_t i = 0; i < f->nout; i++) {
-        wire_pack_map(wb, 3);
-        wire_put_str(wb, "name", f->out[i].name);
-        wire_put_str(wb, "hash", f->out[i].hex);
-        wire_put_u64(wb, "size", f->out[i].size);
-    }
+    stage_pack_files(wb, "kept", f->out, f->nout);
 }
 
 void stage_files_free(struct stage_files **fp)
@@ -451,14 +456,7 @@ int stage_result_files(void **res, size_t *len, const struct stage_files *f, con
         wire_pack_object(&wb, &m->ptr[i].key);
         wire_pack_object(&wb, &m->ptr[i].val);
     }
-    wire_put_key(&wb, "files");
-    wire_pack_array(&wb, f->nout);
-    for (uint32_t i = 0; i < f->nout; i++) {
-        wire_pack_map(&wb, 3);
-        wire_put_str(&wb, "name", f->out[i].name);
-        wire_put_str(&wb, "hash", f->out[i].hex);
-        wire_put_u64(&wb, "size", f->out[i].size);
-    }
+    stage_pack_files(&wb, "files", f->out, f->nout);
     if (note && *note)
         wire_put_str(&wb, "files_note", note);
     msgpack_unpacked_destroy(&up);

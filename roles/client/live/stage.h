@@ -109,6 +109,9 @@ int stage_place(const struct stage_cache *c, const struct stage_files *f, const 
 int stage_collect(struct stage_files *f, const char *workdir, const char *outbox, char *note,
                   size_t nn, char *err, size_t n);
 
+/* key and its value, the list of n files v (name, hash, size: a result's kept outputs,
+ * a rank's, a checkpoint's snapshot; docs/wire.md), into wb's map. */
+void stage_pack_files(struct wire_buf *wb, const char *key, const struct stage_out *v, uint32_t n);
 /* Adds "files" (f's kept outputs) and, when note is not empty, "files_note" to the result
  * map *res (replaced by a new malloc'd copy): 0, or -1 (out of memory, *res unchanged). */
 int stage_result_files(void **res, size_t *len, const struct stage_files *f, const char *note);

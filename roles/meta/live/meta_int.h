@@ -336,6 +336,9 @@ struct meta {
 const char *meta_state_name(int st);
 /* The job of id, NULL. */
 struct mjob *meta_job_find(struct meta *M, uint64_t id);
+/* Job id's owner (role: the struct meta; *found false: no such job), for the file and
+ * wait requests (daemon/fileoffer.h fileget_level, daemon/endwait.h). */
+const char *meta_job_owner(void *role, uint64_t id, bool *found);
 /* Adds j to the table (kept in id order); -1 when out of memory (j not taken). */
 /* Marks j changed this turn: stored by the turn's commit (meta_jobs_save). */
 void meta_job_dirty(struct meta *M, struct mjob *j);

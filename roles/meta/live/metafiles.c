@@ -212,14 +212,6 @@ void meta_files_sweep(struct meta *M)
 
 /* ---- the requests ---- */
 
-/* For fileget_answer: the job's owner. */
-static const char *job_owner(void *role, uint64_t id, bool *found)
-{
-    struct mjob *j = meta_job_find(role, id);
-    *found = j != NULL;
-    return j ? j->user : NULL;
-}
-
 /* For fileget_answer: hex is an input of job id, or an output of its task idx copied
  * back here (once the job has ended). */
 static bool job_names(void *role, uint64_t id, bool out, uint64_t idx, const char *hex)
@@ -250,6 +242,6 @@ void meta_files_request(struct meta *M, const struct wire_msg *m, struct wire_bu
         filestore_h_put(M->files, &lim, m, user[0] ? user : NULL, reply);
     else
         fileget_answer(
-            &(struct fileget_level){M->files, " at the grid spool", job_owner, job_names}, M, m,
-            reply);
+            &(struct fileget_level){M->files, " at the grid spool", meta_job_owner, job_names}, M,
+            m, reply);
 }

@@ -10,6 +10,7 @@
 
 #include "lib/constraint.h"
 #include "lib/log.h"
+#include "daemon/endwait.h"
 #include "daemon/loop.h"
 #include "daemon/record.h"
 #include "lib/text.h"
@@ -128,9 +129,17 @@ int meta_job_add(struct meta *M, struct mjob *j)
     return 0;
 }
 
+const char *meta_job_owner(void *role, uint64_t id, bool *found)
+{
+    struct mjob *j = meta_job_find(role, id);
+    *found = j != NULL;
+    return j ? j->user : NULL;
+}
+
 void meta_job_dirty(struct meta *M, struct mjob *j)
 {
     j->dirty = true;
+    endwait_changed(M->endwait, j->id); /* a JOB_WAIT naming it is looked at (issue 28) */
     if (j->listed || M->dirty_all)
         return;
     if (M->ndirty == M->capdirty) {

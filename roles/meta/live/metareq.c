@@ -348,19 +348,31 @@ static bool relay_output(struct meta *M, const struct mjob *j, const struct wire
     return true;
 }
 
-static void h_get(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)
+/* Request m's "job", when the requester may act on it (may: what its owner may do, for
+ * the error text); NULL with an ERROR in reply (no such job, another user's). */
+static struct mjob *own_job(struct meta *M, const struct wire_msg *m, const char *may,
+                            struct wire_buf *reply)
 {
     struct mjob *j = meta_job_find(M, wire_get_u64(m->root, "job", 0));
+    char msg[200];
+    if (j && curve_may_touch(j->user))
+        return j;
     if (!j) {
         fail(reply, m->id, WE_NOT_FOUND, "no such job at the grid spool (see gridnode jobs)");
-        return;
+        return NULL;
     }
-    if (!curve_may_touch(j->user)) {
-        fail(reply, m->id, WE_DENIED,
-             "the job belongs to another user; only its owner and the administrators may "
-             "see or cancel it");
+    snprintf(msg, sizeof msg,
+             "the job belongs to another user; only its owner and the administrators may %s it",
+             may);
+    fail(reply, m->id, WE_DENIED, msg);
+    return NULL;
+}
+
+static void h_get(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)
+{
+    struct mjob *j = own_job(M, m, "see or cancel", reply);
+    if (!j)
         return;
-    }
     if (wire_get_bool(m->root, "output", false) && relay_output(M, j, m, reply))
         return; /* held: answered with the site's output (metaout.c) */
     struct wire_buf tasks;
@@ -379,38 +391,18 @@ static void h_get(struct meta *M, const struct wire_msg *m, struct wire_buf *rep
 }
 
 /* JOB_WAIT's view of the spool's jobs (daemon/endwait.h) */
-static int wait_row(void *role, uint64_t id, bool check, struct wire_buf *row, int *code, char *why,
-                    size_t wl)
+static void wait_pack(void *role, uint64_t id, struct wire_buf *row)
 {
-    struct mjob *j = meta_job_find(role, id);
-    if (!j || (check && !curve_may_touch(j->user))) {
-        *code = j ? WE_DENIED : WE_NOT_FOUND;
-        snprintf(why, wl,
-                 j ? "job %llu belongs to another user; only its owner and the administrators "
-                     "may wait for it"
-                   : "no job %llu at the grid spool (see gridnode jobs)",
-                 (unsigned long long)id);
-        return -1;
-    }
-    put_row(role, j, row);
-    return 0;
+    put_row(role, meta_job_find(role, id), row);
 }
 
-const struct endwait_ops meta_endwait_ops = {wait_row};
+const struct endwait_ops meta_endwait_ops = {" at the grid spool", meta_job_owner, wait_pack};
 
 static void h_cancel(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)
 {
-    struct mjob *j = meta_job_find(M, wire_get_u64(m->root, "job", 0));
-    if (!j) {
-        fail(reply, m->id, WE_NOT_FOUND, "no such job at the grid spool (see gridnode jobs)");
+    struct mjob *j = own_job(M, m, "see or cancel", reply);
+    if (!j)
         return;
-    }
-    if (!curve_may_touch(j->user)) {
-        fail(reply, m->id, WE_DENIED,
-             "the job belongs to another user; only its owner and the administrators may "
-             "see or cancel it");
-        return;
-    }
     if (MJ_ENDED(j->state)) {
         fail(reply, m->id, WE_STATE, "the job has already ended");
         return;
@@ -464,19 +456,11 @@ static void hold_release(struct meta *M, struct mjob *j, bool hold, const struct
 
 static void h_job_ctl(struct meta *M, const struct wire_msg *m, struct wire_buf *reply)
 {
-    struct mjob *j = meta_job_find(M, wire_get_u64(m->root, "job", 0));
+    struct mjob *j = own_job(M, m, "hold, release or requeue", reply);
     char op[16];
     wire_get_strbuf(m->root, "op", op, sizeof op);
-    if (!j) {
-        fail(reply, m->id, WE_NOT_FOUND, "no such job at the grid spool (see gridnode jobs)");
+    if (!j)
         return;
-    }
-    if (!curve_may_touch(j->user)) {
-        fail(reply, m->id, WE_DENIED,
-             "the job belongs to another user; only its owner and the administrators may "
-             "hold, release or requeue it");
-        return;
-    }
     if (!strcmp(op, "hold") || !strcmp(op, "release")) {
         hold_release(M, j, !strcmp(op, "hold"), m, reply);
         return;

@@ -95,27 +95,6 @@ static void fmt_time(int64_t ms, char *b, size_t n)
     strftime(b, n, "%Y-%m-%dT%H:%M:%S", &tm);
 }
 
-static void ready(struct slurm_site *S, uint64_t rid, struct wire_buf *wb)
-{
-    slurm_ready(S, rid, wb);
-}
-
-static void ready_err(struct slurm_site *S, uint64_t rid, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void ready_err(struct slurm_site *S, uint64_t rid, int code, const char *fmt, ...)
-{
-    char msg[600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    struct wire_buf wb;
-    wire_buf_init(&wb);
-    wire_error_msg(&wb, rid, code, "%s", msg);
-    ready(S, rid, &wb);
-    wire_buf_free(&wb);
-}
-
 /* The job's command as one sh command line for --wrap: exec 'argv0' 'argv1' ..., or
  * with shell: exec /bin/sh -c 'argv0' sh 'argv1' ... (as 5.2 runs it). NULL when an
  * element is not text, holds a NUL byte, or the line would pass 64 KiB. */
@@ -161,7 +140,7 @@ static bool get_con(struct slurm_site *S, struct sreq *r, const msgpack_object *
     char why[200];
     if (wire_get_constraint(o, &r->con, why, sizeof why) == 0)
         return true;
-    ready_err(S, rid, WE_INVALID, "%s", why);
+    slurm_reply_err(S, rid, false, WE_INVALID, "%s", why);
     return false;
 }
 
@@ -176,7 +155,7 @@ void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
     struct wire_msg m;
     struct wire_error we;
     if (wire_decode(data, len, true, &m, &we) < 0) {
-        ready_err(S, we.id, we.code, "%s", we.text);
+        slurm_reply_err(S, we.id, false, we.code, "%s", we.text);
         return;
     }
     const msgpack_object *o = m.root;
@@ -221,8 +200,9 @@ void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
         break;
     case WT_ESTIMATE:
         if (wire_get(o, "job")) {
-            ready_err(S, rid, WE_INVALID,
-                      "slurm site %s estimates requests (procs, walltime_s), not jobs", S->site);
+            slurm_reply_err(S, rid, false, WE_INVALID,
+                            "slurm site %s estimates requests (procs, walltime_s), not jobs",
+                            S->site);
             break;
         }
         if ((r = slurm_req_new(S, m.type, rid))) {
@@ -246,9 +226,9 @@ void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
         wire_get_strbuf(o, "name", name, sizeof name);
         if (!name[0] || strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                                      "0123456789-_.") != strlen(name)) {
-            ready_err(S, rid, WE_INVALID,
-                      "slurm site %s: a reservation needs a name of letters, digits, - _ .",
-                      S->site);
+            slurm_reply_err(S, rid, false, WE_INVALID,
+                            "slurm site %s: a reservation needs a name of letters, digits, - _ .",
+                            S->site);
             break;
         }
         if (!(r = slurm_req_new(S, m.type, rid)))
@@ -298,30 +278,31 @@ void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
     case WT_PSUBMIT: {
         const msgpack_object *av = wire_get(o, "argv");
         if (m.type == WT_SUBMIT && wire_get_u64(o, "ntasks", 1) != 1) {
-            ready_err(S, rid, WE_INVALID, "slurm site %s runs one task per job (ntasks = 1)",
-                      S->site);
+            slurm_reply_err(S, rid, false, WE_INVALID,
+                            "slurm site %s runs one task per job (ntasks = 1)", S->site);
             break;
         }
         if (wire_get(o, "stdin") || wire_get(o, "hosts")) {
-            ready_err(S, rid, WE_INVALID, "slurm site %s takes no stdin or hosts", S->site);
+            slurm_reply_err(S, rid, false, WE_INVALID, "slurm site %s takes no stdin or hosts",
+                            S->site);
             break;
         }
         bool files = wire_get(o, "inputs") || wire_get(o, "outputs") || wire_get(o, "checkpoint_s");
         if (files && (m.type == WT_PSUBMIT || !S->c.workdir[0])) {
-            ready_err(S, rid, WE_INVALID,
-                      "slurm site %s takes no files (submit --input/--output/--checkpoint-s)%s",
-                      S->site,
-                      m.type == WT_PSUBMIT ? " for a parallel job"
-                                           : ": it has no workdir (set workdir=DIR in its "
-                                             "slurm:// URL, a directory its nodes share)");
+            slurm_reply_err(
+                S, rid, false, WE_INVALID,
+                "slurm site %s takes no files (submit --input/--output/--checkpoint-s)%s", S->site,
+                m.type == WT_PSUBMIT ? " for a parallel job"
+                                     : ": it has no workdir (set workdir=DIR in its "
+                                       "slurm:// URL, a directory its nodes share)");
             break;
         }
         char *w = av && av->type == MSGPACK_OBJECT_ARRAY && av->via.array.size
                       ? make_wrap(av, wire_get_bool(o, "shell", false))
                       : NULL;
         if (!w) {
-            ready_err(S, rid, WE_INVALID,
-                      "slurm site %s: argv is empty, has NUL bytes or is too long", S->site);
+            slurm_reply_err(S, rid, false, WE_INVALID,
+                            "slurm site %s: argv is empty, has NUL bytes or is too long", S->site);
             break;
         }
         if (!(r = slurm_req_new(S, m.type, rid))) {
@@ -344,7 +325,7 @@ void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
             wire_buf_free(&fw);
             if (!r->files) {
                 slurm_req_free(S, r);
-                ready_err(S, rid, WE_REFUSED, "slurm site %s: out of memory", S->site);
+                slurm_reply_err(S, rid, false, WE_REFUSED, "slurm site %s: out of memory", S->site);
                 break;
             }
         }
@@ -420,8 +401,8 @@ void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
         slurm_files_get(S, rid, o);
         break;
     default:
-        ready_err(S, rid, WE_TYPE, "slurm site %s does not answer %s", S->site,
-                  m.desc ? m.desc->name : "this type");
+        slurm_reply_err(S, rid, false, WE_TYPE, "slurm site %s does not answer %s", S->site,
+                        m.desc ? m.desc->name : "this type");
         break;
     }
     wire_msg_free(&m);

@@ -13,6 +13,7 @@
 #define GRIDNODE_META_SLURM_INT_H
 
 #include <limits.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -149,6 +150,13 @@ void slurm_why(const struct slurm_site *S, const struct sreq *r, char *b, size_t
 /* A reply (wb, copied) for request rid, delivered at the next tick (never from inside
  * slurm_site_request). */
 void slurm_ready(struct slurm_site *S, uint64_t rid, const struct wire_buf *wb);
+/* An ERROR reply (code; the message printf-style, at most 700 bytes) for request rid:
+ * sent at once when now (a command's step), else delivered at the next tick
+ * (slurm_ready: from inside slurm_site_request). The one error helper of the adapter. */
+void slurm_reply_errv(struct slurm_site *S, uint64_t rid, bool now, int code, const char *fmt,
+                      va_list ap);
+void slurm_reply_err(struct slurm_site *S, uint64_t rid, bool now, int code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 /* ---- slurmfiles.c: files (issue 26) ---- */
 
@@ -159,7 +167,7 @@ void slurm_files_get(struct slurm_site *S, uint64_t rid, const msgpack_object *o
 /* JOB_GET o with `tasks` and `from` (the spool copying outputs): the task row, ready. */
 void slurm_files_tasks(struct slurm_site *S, uint64_t rid, const msgpack_object *o);
 /* Before sbatch of r (r->files): the job's directory made, its inputs linked in, r->chdir
- * set. 0, or -1 with r's error reply ready (r->rep). */
+ * set. 0, or -1 with the error reply for r->rid ready (slurm_ready): the caller frees r. */
 int slurm_files_stage(struct slurm_site *S, struct sreq *r);
 /* r->chdir of a keyed request made before (a resent submission that found its job). */
 void slurm_files_dir(struct slurm_site *S, struct sreq *r);

@@ -27,22 +27,6 @@ static void send_wb(struct slurm_site *S, const struct wire_buf *wb)
     S->fn(S->arg, wb->sb.data, wb->sb.size);
 }
 
-static void reply_err(struct slurm_site *S, struct sreq *r, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void reply_err(struct slurm_site *S, struct sreq *r, int code, const char *fmt, ...)
-{
-    char msg[600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    struct wire_buf wb;
-    wire_buf_init(&wb);
-    wire_error_msg(&wb, r->rid, code, "%s", msg);
-    send_wb(S, &wb);
-    wire_buf_free(&wb);
-}
-
 /* An sbatch refusal (docs/wire.md ERROR `field`): about the spool's reservation (gone
  * after a restart, not usable yet), which a new placement mends, or about the request
  * itself (partition, limits, constraints), final at this site (issue 27). */
@@ -189,8 +173,8 @@ static void done_site_info(struct slurm_site *S, struct sreq *r)
         if (!sinfo_rows(S, r)) {
             log_warnx("slurm site %s: partition %s not found by sinfo", S->site,
                       S->c.partition[0] ? S->c.partition : "(default)");
-            reply_err(S, r, WE_INVALID, "slurm site %s: no partition %s", S->site,
-                      S->c.partition[0] ? S->c.partition : "(default)");
+            slurm_reply_err(S, r->rid, true, WE_INVALID, "slurm site %s: no partition %s", S->site,
+                            S->c.partition[0] ? S->c.partition : "(default)");
             slurm_req_free(S, r);
             return;
         }
@@ -249,7 +233,7 @@ static void done_estimate(struct slurm_site *S, struct sreq *r)
     }
     if (e < 0 && (!slurm_cmd_ok(r) || slurm_unreachable(r))) {
         slurm_why(S, r, b, sizeof b);
-        reply_err(S, r, WE_REFUSED, "%s", b);
+        slurm_reply_err(S, r->rid, true, WE_REFUSED, "%s", b);
         slurm_req_free(S, r);
         return;
     }
@@ -288,7 +272,7 @@ static void done_reserve(struct slurm_site *S, struct sreq *r)
     if (!slurm_cmd_ok(r)) {
         char b[600];
         slurm_why(S, r, b, sizeof b);
-        reply_err(S, r, WE_REFUSED, "%s", b);
+        slurm_reply_err(S, r->rid, true, WE_REFUSED, "%s", b);
         slurm_req_free(S, r);
         return;
     }
@@ -314,8 +298,10 @@ static void done_reserve(struct slurm_site *S, struct sreq *r)
 void slurm_submit_cmd(struct slurm_site *S, struct sreq *r)
 {
     r->step = 1;
-    if (r->files && slurm_files_stage(S, r) < 0)
-        return; /* its error reply is ready */
+    if (r->files && slurm_files_stage(S, r) < 0) {
+        slurm_req_free(S, r); /* its error reply is ready (slurm_ready) */
+        return;
+    }
     slurm_cmd(S, r, C_SBATCH, false);
     slurm_arg(r, "--parsable");
     slurm_job_args(S, r);
@@ -359,7 +345,8 @@ static void done_submit(struct slurm_site *S, struct sreq *r)
              * site answers (and this lookup finds the job) instead of placing it twice */
             log_warnx("%s (no answer: the spool resends with key %s)", b, r->key);
         } else if (slurm_unreachable(r)) {
-            reply_err(S, r, WE_REFUSED, "%s", b); /* Slurm not answering: not the job's fault */
+            slurm_reply_err(S, r->rid, true, WE_REFUSED, "%s",
+                            b); /* Slurm not answering: not the job's fault */
         } else {
             text_fix(b);
             reply_sbatch_refused(S, r, b);
@@ -390,8 +377,9 @@ static void done_submit(struct slurm_site *S, struct sreq *r)
     }
     uint64_t job = strtoull(slurm_otext(&r->out), NULL, 10);
     if (!job) {
-        reply_err(S, r, WE_INVALID, "slurm site %s: sbatch printed no job id: %.200s", S->site,
-                  slurm_otext(&r->out));
+        slurm_reply_err(S, r->rid, true, WE_INVALID,
+                        "slurm site %s: sbatch printed no job id: %.200s", S->site,
+                        slurm_otext(&r->out));
         slurm_req_free(S, r);
         return;
     }
@@ -415,7 +403,7 @@ static void done_simple(struct slurm_site *S, struct sreq *r)
         int code = strstr(e, "Invalid job id") || strstr(e, "Invalid reservation") ? WE_NOT_FOUND
                    : strstr(e, "in use") || strstr(e, "already completing")        ? WE_STATE
                                                                                    : WE_REFUSED;
-        reply_err(S, r, code, "%s", b);
+        slurm_reply_err(S, r->rid, true, code, "%s", b);
     }
     slurm_req_free(S, r);
 }
@@ -449,8 +437,9 @@ static void done_withdraw(struct slurm_site *S, struct sreq *r)
         send_wb(S, &wb);
         wire_buf_free(&wb);
     } else {
-        reply_err(S, r, WE_STATE, "slurm site %s: job %" PRIu64 " is %s: it stays there", S->site,
-                  r->job, st[0] ? st : "not listed by squeue any more");
+        slurm_reply_err(S, r->rid, true, WE_STATE,
+                        "slurm site %s: job %" PRIu64 " is %s: it stays there", S->site, r->job,
+                        st[0] ? st : "not listed by squeue any more");
     }
     slurm_req_free(S, r);
 }
@@ -460,7 +449,7 @@ static void done_resv_list(struct slurm_site *S, struct sreq *r)
     if (!slurm_cmd_ok(r)) {
         char b[600];
         slurm_why(S, r, b, sizeof b);
-        reply_err(S, r, WE_REFUSED, "%s", b);
+        slurm_reply_err(S, r->rid, true, WE_REFUSED, "%s", b);
         slurm_req_free(S, r);
         return;
     }

@@ -76,22 +76,6 @@ struct slurm_files {
     uint32_t nlists;
 };
 
-static void reply_err(struct slurm_site *S, uint64_t rid, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void reply_err(struct slurm_site *S, uint64_t rid, int code, const char *fmt, ...)
-{
-    char msg[700];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    struct wire_buf wb;
-    wire_buf_init(&wb);
-    wire_error_msg(&wb, rid, code, "%s", msg);
-    slurm_ready(S, rid, &wb);
-    wire_buf_free(&wb);
-}
-
 static struct slurm_files *files(struct slurm_site *S)
 {
     if (!S->files)
@@ -123,10 +107,10 @@ static bool store_ready(struct slurm_site *S, uint64_t rid)
 {
     char p[SLURM_STR + 64];
     if (!S->c.workdir[0]) {
-        reply_err(S, rid, WE_INVALID,
-                  "slurm site %s takes no files: it has no workdir (set workdir=DIR in its "
-                  "slurm:// URL, a directory its nodes share)",
-                  S->site);
+        slurm_reply_err(S, rid, false, WE_INVALID,
+                        "slurm site %s takes no files: it has no workdir (set workdir=DIR in its "
+                        "slurm:// URL, a directory its nodes share)",
+                        S->site);
         return false;
     }
     /* the workdir itself is never made here: a missing one is a mount or a setting
@@ -138,10 +122,11 @@ static bool store_ready(struct slurm_site *S, uint64_t rid)
             : fs_mkdir_p(p) < 0         ? errno
                                         : 0;
     if (e) {
-        reply_err(S, rid, e == ENOSPC || e == EDQUOT ? WE_STORAGE : WE_INVALID,
-                  "slurm site %s: its workdir %s cannot be used: %s (it must exist, be shared "
-                  "with the site's nodes and be writable by the grid spool)",
-                  S->site, S->c.workdir, strerror(e));
+        slurm_reply_err(
+            S, rid, false, e == ENOSPC || e == EDQUOT ? WE_STORAGE : WE_INVALID,
+            "slurm site %s: its workdir %s cannot be used: %s (it must exist, be shared "
+            "with the site's nodes and be writable by the grid spool)",
+            S->site, S->c.workdir, strerror(e));
         return false;
     }
     return true;
@@ -192,8 +177,8 @@ void slurm_files_have(struct slurm_site *S, uint64_t rid, const msgpack_object *
     const void *data = put ? wire_get_bin(o, "data", &dl) : NULL;
     char hex[SHA256_HEX], path[SLURM_STR + 160], part[SLURM_STR + 160];
     if (!F || !h || hl != 64 || !sha256_is_hex(h, hl)) {
-        reply_err(S, rid, WE_INVALID, "slurm site %s: a file needs a hash of 64 hex digits",
-                  S->site);
+        slurm_reply_err(S, rid, false, WE_INVALID,
+                        "slurm site %s: a file needs a hash of 64 hex digits", S->site);
         return;
     }
     if (!store_ready(S, rid))
@@ -225,8 +210,8 @@ void slurm_files_have(struct slurm_site *S, uint64_t rid, const msgpack_object *
             part_drop(F, &F->parts[0]);
         int fd = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0) {
-            reply_err(S, rid, errno == ENOSPC ? WE_STORAGE : WE_INVALID,
-                      "slurm site %s: cannot write %s: %s", S->site, part, strerror(errno));
+            slurm_reply_err(S, rid, false, errno == ENOSPC ? WE_STORAGE : WE_INVALID,
+                            "slurm site %s: cannot write %s: %s", S->site, part, strerror(errno));
             return;
         }
         p = &F->parts[F->nparts++];
@@ -242,9 +227,9 @@ void slurm_files_have(struct slurm_site *S, uint64_t rid, const msgpack_object *
             ssize_t k = pwrite(p->fd, b + w, dl - w, (off_t)(off + w));
             if (k <= 0) {
                 int e = k < 0 ? errno : EIO;
-                reply_err(S, rid, e == ENOSPC || e == EDQUOT ? WE_STORAGE : WE_REFUSED,
-                          "slurm site %s: %s writing %s", S->site,
-                          e == ENOSPC ? "disk full" : strerror(e), part);
+                slurm_reply_err(S, rid, false, e == ENOSPC || e == EDQUOT ? WE_STORAGE : WE_REFUSED,
+                                "slurm site %s: %s writing %s", S->site,
+                                e == ENOSPC ? "disk full" : strerror(e), part);
                 return; /* have unchanged: the chunk is sent again */
             }
             w += (size_t)k;
@@ -263,9 +248,10 @@ void slurm_files_have(struct slurm_site *S, uint64_t rid, const msgpack_object *
         moved = close(fd) == 0 && moved && rename(part, path) == 0;
         if (!moved) {
             unlink(part);
-            reply_err(S, rid, ok ? WE_STORAGE : WE_INVALID, "slurm site %s: %s", S->site,
-                      ok ? "the input could not be moved into its store"
-                         : "the file changed while it was sent (its bytes hash to another value)");
+            slurm_reply_err(
+                S, rid, false, ok ? WE_STORAGE : WE_INVALID, "slurm site %s: %s", S->site,
+                ok ? "the input could not be moved into its store"
+                   : "the file changed while it was sent (its bytes hash to another value)");
             return;
         }
         state_reply(S, rid, hex, size, size, true);
@@ -331,15 +317,7 @@ static int stage_fail(struct slurm_site *S, struct sreq *r, int code, const char
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     log_warnx("%s (site %s)", msg, S->site);
-    struct wire_buf wb;
-    wire_buf_init(&wb);
-    wire_error_msg(&wb, r->rid, code, "%s", msg);
-    free(r->rep);
-    if ((r->rep = malloc(wb.sb.size)))
-        memcpy(r->rep, wb.sb.data, wb.sb.size);
-    r->replen = wb.sb.size;
-    r->want = false;
-    wire_buf_free(&wb);
+    slurm_reply_err(S, r->rid, false, code, "%s", msg); /* the caller frees r */
     return -1;
 }
 
@@ -746,10 +724,10 @@ void slurm_files_tasks(struct slurm_site *S, uint64_t rid, const msgpack_object 
     uint64_t job = wire_get_u64(o, "job", 0);
     struct sflist *l = list_find(S->files, job);
     if (!l || !l->ready) {
-        reply_err(S, rid, WE_NOT_FOUND,
-                  "slurm site %s: the outputs of job %" PRIu64 " are not listed here (the "
-                  "job has no --output, or has not ended)",
-                  S->site, job);
+        slurm_reply_err(S, rid, false, WE_NOT_FOUND,
+                        "slurm site %s: the outputs of job %" PRIu64 " are not listed here (the "
+                        "job has no --output, or has not ended)",
+                        S->site, job);
         return;
     }
     const char *st = l->state[0] ? l->state : "done";
@@ -825,8 +803,8 @@ void slurm_files_get(struct slurm_site *S, uint64_t rid, const msgpack_object *o
     if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || off > (uint64_t)st.st_size) {
         if (fd >= 0)
             close(fd);
-        reply_err(S, rid, WE_NOT_FOUND, "slurm site %s: job %" PRIu64 " names no such output here",
-                  S->site, job);
+        slurm_reply_err(S, rid, false, WE_NOT_FOUND,
+                        "slurm site %s: job %" PRIu64 " names no such output here", S->site, job);
         return;
     }
     if (len > WIRE_FILE_CHUNK_MAX)
@@ -838,8 +816,8 @@ void slurm_files_get(struct slurm_site *S, uint64_t rid, const msgpack_object *o
     close(fd);
     if (k < 0) {
         free(b);
-        reply_err(S, rid, WE_STORAGE, "slurm site %s: cannot read an output of job %" PRIu64,
-                  S->site, job);
+        slurm_reply_err(S, rid, false, WE_STORAGE,
+                        "slurm site %s: cannot read an output of job %" PRIu64, S->site, job);
         return;
     }
     struct wire_buf wb;

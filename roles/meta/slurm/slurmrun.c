@@ -261,6 +261,29 @@ void slurm_ready(struct slurm_site *S, uint64_t rid, const struct wire_buf *wb)
     }
 }
 
+void slurm_reply_errv(struct slurm_site *S, uint64_t rid, bool now, int code, const char *fmt,
+                      va_list ap)
+{
+    char msg[700];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    wire_error_msg(&wb, rid, code, "%s", msg);
+    if (now)
+        S->fn(S->arg, wb.sb.data, wb.sb.size);
+    else
+        slurm_ready(S, rid, &wb);
+    wire_buf_free(&wb);
+}
+
+void slurm_reply_err(struct slurm_site *S, uint64_t rid, bool now, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    slurm_reply_errv(S, rid, now, code, fmt, ap);
+    va_end(ap);
+}
+
 /* Whether the command ran and exited 0. */
 bool slurm_cmd_ok(const struct sreq *r)
 {
