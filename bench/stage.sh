@@ -11,7 +11,8 @@
 #     "bytes_moved" (the nodes' bytes_fetched, from `gridnode client status`) against
 #     "target_bytes" = 1.1 x 8 x the input, and "seconds" from submission until done.
 # Knobs: STAGE_MB (1024), FANOUT_MB (100), STAGE_TASKS (1000), STAGE_SYNC (full),
-# STAGE_PLAIN (set: no CURVE, for the comparison; "curve":false), STAGE_LOG (the
+# STAGE_PLAIN (set: no CURVE, for the comparison; "curve":false), STAGE_FANOUT (0: the
+# first line only, for runs alternated with another binary), STAGE_LOG (the
 # clients' log level, warn); --quick: STAGE_MB 256, STAGE_TASKS 200 (said in the JSON:
 # "mb", "tasks"). The whole run takes about 80 s on a 2-core machine.
 # Where the time goes (docs/data.md "Speed", a table per stage): the stages run one
@@ -109,6 +110,8 @@ awk -v mb="$MB" -v c="$cp_s" -v up="$(secs "$t0" "$t1")" -v nd="$(secs "$t1" "$t
 for p in $nodes; do bench_stop "$p"; done
 rm -f "$tmp/big.bin"
 rm -rf "$tmp/n0"
+
+[ "${STAGE_FANOUT:-1}" = 0 ] && exit 0 # the single-file figure only (alternated runs)
 
 # ---- stage_fanout: one shared input, 8 nodes ----
 nodes=""
