@@ -12,17 +12,20 @@
 #include "daemon/filestore.h"
 #include "lib/datapath.h"
 
+/* FILE_STATE of file f (NULL: none held yet) into reply. "early" (cut-through) only for
+ * a file that is new or charged to the requester: a SUBMIT may name no one else's. */
 static void reply_state(const struct filestore_limits *lim, const struct wire_msg *m,
                         struct wire_buf *reply, const char *hex, uint64_t size,
-                        const struct fsfile *f)
+                        const struct fsfile *f, const char *user)
 {
-    wire_begin(reply, WT_FILE_STATE, m->id, 5 + lim->early);
+    bool early = lim->early && (!f || !strcmp(f->user, user ? user : ""));
+    wire_begin(reply, WT_FILE_STATE, m->id, 5 + early);
     wire_put_strn(reply, "hash", hex, 64);
     wire_put_u64(reply, "size", size);
     wire_put_u64(reply, "have", f ? f->have : 0);
     wire_put_bool(reply, "done", f && f->done);
     wire_put_u64(reply, "chunk", WIRE_FILE_CHUNK);
-    if (lim->early) /* cut-through: a SUBMIT may name the file before its last chunk */
+    if (early) /* cut-through: a SUBMIT may name the file before its last chunk */
         wire_put_bool(reply, "early", true);
 }
 
@@ -101,7 +104,7 @@ void filestore_h_have(struct filestore *fs, const struct filestore_limits *lim,
             return;
         }
     }
-    reply_state(lim, m, reply, hex, size, f);
+    reply_state(lim, m, reply, hex, size, f, user);
 }
 
 void filestore_h_put(struct filestore *fs, const struct filestore_limits *lim,
@@ -116,7 +119,8 @@ void filestore_h_put(struct filestore *fs, const struct filestore_limits *lim,
     if (!file_args(fs, lim, m, user, reply, d, &hex, &size, &f))
         return;
     if ((f && (f->done || off != f->have)) || (!f && off != 0)) {
-        reply_state(lim, m, reply, hex, size, f); /* a repeat, or out of order: go on from "have" */
+        reply_state(lim, m, reply, hex, size, f,
+                    user); /* a repeat, or out of order: go on from "have" */
         return;
     }
     if (off + len > size || (len == 0 && size > 0)) {
@@ -130,7 +134,7 @@ void filestore_h_put(struct filestore *fs, const struct filestore_limits *lim,
         fail(m, reply, code, "%s", why);
         return;
     }
-    reply_state(lim, m, reply, hex, size, f);
+    reply_state(lim, m, reply, hex, size, f, user);
 }
 
 /* ---- a job's inputs and outputs at SUBMIT ---- */

@@ -50,6 +50,8 @@ def test_a_job_names_an_input_still_uploading_and_gets_it_whole(cluster_factory,
     r = c.err("SUBMIT", "INVALID", argv=["true"], ntasks=1, user="bob",
               inputs=[{"name": "in.bin", "hash": h, "size": size}])
     assert "still being uploaded" in r["msg"] and "another user" in r["msg"], r
+    st = c.ok("FILE_HAVE", "FILE_STATE", hash=h, size=size, user="bob")
+    assert "early" not in st, st  # bob's tool uploads it whole before its SUBMIT
     jid = submit(c, h, size)
     node, = client_factory(cl, sets=FAST_CLIENT)
     # the node asks for chunks the cluster does not hold yet: they wait there

@@ -218,6 +218,7 @@ static void get_reply(struct live *l, struct xfer *x, const struct wire_msg *m)
         char msg[200];
         wire_get_strbuf(m->root, "msg", msg, sizeof msg);
         fail(x, false, "the cluster says: %s", msg);
+        x->nfl = 0; /* the other replies are not waited for (the failure drops x) */
         return;
     }
     size_t len;
