@@ -8,9 +8,10 @@ acknowledged)."""
 import hashlib
 import json
 import os
+import signal
 import time
 
-from conftest import FAST_CLIENT, FAST_CLUSTER as FAST, scaled, wait_until
+from conftest import FAST_CLIENT, FAST_CLUSTER as FAST, Proc, scaled, wait_until
 from test_data import run_cli, stored_path, wait_job
 
 CHUNK = 1 << 20
@@ -130,3 +131,26 @@ def test_gridnode_submit_sends_the_submit_before_the_last_chunk(cluster_factory,
     assert log.index("job %d submitted" % jid) < log.index("file %s stored" % sha(data)[:12]), log
     job = wait_job(cl, jid)
     assert job["tasks"][0]["stdout"].decode().split()[0] == sha(data), job
+
+
+def test_gridnode_submit_goes_on_with_the_upload_after_kill9_of_the_cluster(
+        cluster_factory, client_factory, gridnode_bin, procs, tmp_path):
+    cl = cluster_factory(dict(FAST, **{"store.sync": "full"}))
+    data = os.urandom(96 * CHUNK)
+    (tmp_path / "in.bin").write_bytes(data)
+    h = sha(data)
+    tool = Proc(procs, [gridnode_bin, "submit", "-e", cl.endpoint, "--timeout", 1000, "--json",
+                        "--input", tmp_path / "in.bin", "sha256sum", "in.bin"],
+                tmp_path / "tool.log")
+    wait_until(lambda: "job 1 submitted" in cl.log(), scaled(60), interval=0.01,
+               msg="the SUBMIT before the last chunk")
+    tool.send_signal(signal.SIGSTOP)  # the tool stands still while the cluster restarts
+    st = cl.rpc("FILE_HAVE", hash=h, size=len(data))
+    assert not st["done"], st
+    cl.restart()
+    tool.send_signal(signal.SIGCONT)
+    assert tool.wait(scaled(60)) == 0, tool.log()
+    assert "going on with the upload" in tool.log(), tool.log()
+    client_factory(cl, sets=FAST_CLIENT)
+    job = wait_job(cl, 1)
+    assert job["tasks"][0]["stdout"].decode().split()[0] == h, job
