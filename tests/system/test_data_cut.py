@@ -90,7 +90,9 @@ def test_a_cut_through_upload_whose_bytes_do_not_match_fails_the_task(cluster_fa
 
 
 def test_kill9_of_the_cluster_during_a_cut_through_upload(cluster_factory, client_factory):
-    cl = cluster_factory(dict(FAST, **{"store.sync": "full", "files.upload_wait_s": 2}))
+    cl = cluster_factory(dict(FAST, **{"store.sync": "full",
+                                       "files.upload_wait_s": max(2, int(scaled(2)))}))
+    node, = client_factory(cl, sets=FAST_CLIENT)  # reading while the cluster dies
     c = cl.client()
     data = os.urandom(4 * CHUNK + 99)
     h, size = sha(data), len(data)
@@ -104,9 +106,8 @@ def test_kill9_of_the_cluster_during_a_cut_through_upload(cluster_factory, clien
     c = cl.client()
     st = c.ok("FILE_HAVE", "FILE_STATE", hash=h, size=size, user="alice")
     assert st["have"] == 2 * CHUNK and not st["done"], st
-    assert c.ok("JOB_GET", "JOB", job=jid)["job"]["state"] != "failed"
-    node, = client_factory(cl, sets=FAST_CLIENT)
     put(c, data, h, 2 * CHUNK, n=3)  # the uploader goes on from what was acknowledged
+    assert c.ok("JOB_GET", "JOB", job=jid)["job"]["state"] != "failed"
     job = wait_job(cl, jid)
     assert job["job"]["state"] == "done", job
     assert job["tasks"][0]["stdout"].decode().split()[0] == h, job
@@ -139,7 +140,9 @@ def test_gridnode_submit_goes_on_with_the_upload_after_kill9_of_the_cluster(
     data = os.urandom(96 * CHUNK)
     (tmp_path / "in.bin").write_bytes(data)
     h = sha(data)
-    tool = Proc(procs, [gridnode_bin, "submit", "-e", cl.endpoint, "--timeout", 1000, "--json",
+    # a reply lost in the restart is given up after --timeout, then the upload goes on
+    tool = Proc(procs, [gridnode_bin, "submit", "-e", cl.endpoint, "--json",
+                        "--timeout", int(scaled(2) * 1000), "--retries", 10,
                         "--input", tmp_path / "in.bin", "sha256sum", "in.bin"],
                 tmp_path / "tool.log")
     wait_until(lambda: "job 1 submitted" in cl.log(), scaled(60), interval=0.01,
