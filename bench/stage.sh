@@ -5,19 +5,22 @@
 #     --input` and fetched by one node: "mb_s" from the start of `gridnode submit` until
 #     the task is done (hash and upload to the cluster, download to the node with its
 #     hash checked, placed in the task's directory), "upload_mb_s" and "node_mb_s" the
-#     two halves, beside "cp_mb_s" of a plain `cp` of the same file in the same run;
+#     two halves (until `gridnode submit` returns, and after: with cut-through the node
+#     fetches while the tool uploads, so the second half is only what the node had left
+#     when the upload ended), beside "cp_mb_s" of a plain `cp` of the same file;
 #     "ratio" = mb_s / cp_mb_s (target >= 0.30), "node_ratio" = node_mb_s / cp_mb_s.
 #   stage_fanout: STAGE_TASKS tasks on 8 nodes sharing one FANOUT_MB MiB input:
 #     "bytes_moved" (the nodes' bytes_fetched, from `gridnode client status`) against
 #     "target_bytes" = 1.1 x 8 x the input, and "seconds" from submission until done.
 # Knobs: STAGE_MB (1024), FANOUT_MB (100), STAGE_TASKS (1000), STAGE_SYNC (full),
-# STAGE_PLAIN (set: no CURVE, for the comparison; "curve":false), STAGE_LOG (the
+# STAGE_PLAIN (set: no CURVE, for the comparison; "curve":false), STAGE_FANOUT (0: the
+# first line only, for runs alternated with another binary), STAGE_LOG (the
 # clients' log level, warn); --quick: STAGE_MB 256, STAGE_TASKS 200 (said in the JSON:
 # "mb", "tasks"). The whole run takes about 80 s on a 2-core machine.
-# Where the time goes (docs/data.md "Speed", a table per stage): the stages run one
-# after the other (the tool hashes, then uploads; the node, told by its held WORK_WAIT,
-# then downloads), and every hop spends CPU on SHA-256, CURVE and copies: about 3.5 s
-# of CPU per 256 MiB on a 2-core machine.
+# Where the time goes (docs/data.md "Speed", a table per stage): the tool hashes, then
+# uploads the first chunk, submits and uploads the rest while the node (told by its held
+# WORK_WAIT) downloads (cut-through), and every hop spends CPU on SHA-256, CURVE and
+# copies: about 3.0-3.4 s of CPU per 256 MiB, the limit on a 2-core machine.
 set -eu
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build}"
@@ -109,6 +112,8 @@ awk -v mb="$MB" -v c="$cp_s" -v up="$(secs "$t0" "$t1")" -v nd="$(secs "$t1" "$t
 for p in $nodes; do bench_stop "$p"; done
 rm -f "$tmp/big.bin"
 rm -rf "$tmp/n0"
+
+[ "${STAGE_FANOUT:-1}" = 0 ] && exit 0 # the single-file figure only (alternated runs)
 
 # ---- stage_fanout: one shared input, 8 nodes ----
 nodes=""

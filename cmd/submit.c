@@ -32,8 +32,10 @@ static const char usage[] =
     "                         under its base name; a directory is taken whole; a PATTERN\n"
     "                         with {i} gives task i its own file. Files are uploaded to\n"
     "                         the cluster (or batch role) first, only what it lacks; a\n"
-    "                         batch role passes them on (docs/data.md). With -p, every\n"
-    "                         process (rank) gets it, {i} being the rank\n"
+    "                         batch role passes them on (docs/data.md). A cluster takes\n"
+    "                         the job after a file's first MiB and its nodes fetch the\n"
+    "                         rest as it arrives: submit returns when the upload ends.\n"
+    "                         With -p, every process (rank) gets it, {i} being the rank\n"
     "  --output GLOB          (repeatable) files a task leaves in its working directory\n"
     "                         that match GLOB are kept (gridnode fetch JOB gets them);\n"
     "                         with -p, every rank's, fetched as DIR/RANK/FILE\n"
@@ -611,7 +613,6 @@ static int submit_parallel(struct cli *c, const struct submit_opts *o)
                   submit_data_nfields(sd);
     wire_begin(&wb, WT_PSUBMIT, 1, nf);
     submit_data_put(&wb, sd);
-    submit_data_free(&sd);
     put_sched(&wb, o);
     jobenv_put(&wb, env, cwd); /* --export / --chdir (issue 15) */
     submit_env_free(env, cwd);
@@ -643,8 +644,10 @@ static int submit_parallel(struct cli *c, const struct submit_opts *o)
         wire_put_bool(&wb, "network", true);
     int rc = call_retrying(c, o, &wb, &r);
     wire_buf_free(&wb);
-    if (rc != 0)
+    if (rc != 0) {
+        submit_data_free(&sd);
         return 1;
+    }
     uint64_t job = wire_get_u64(r.msg.root, "job", 0);
     char state[16], cl[64], reason[300];
     cli_text(r.msg.root, "state", state, sizeof state);
@@ -668,9 +671,11 @@ static int submit_parallel(struct cli *c, const struct submit_opts *o)
                c->endpoint, (unsigned long long)job, c->endpoint);
     cli_reply_free(&r);
     fflush(stdout);
-    if (!o->wait)
+    rc = submit_data_finish(c, sd, job, o->retries); /* cut-through: the rest of the inputs */
+    submit_data_free(&sd);
+    if (!o->wait || rc < 0)
         cli_unkeep(c); /* kept for the uploads of --input (issue 26) */
-    return o->wait ? cmd_job_wait(c, job) : 0;
+    return rc < 0 ? 1 : o->wait ? cmd_job_wait(c, job) : 0;
 }
 
 /* The fields of SUBMIT / PSUBMIT as the options that set them, for the role's refusals
@@ -910,16 +915,18 @@ int cmd_submit(int argc, char **argv)
     jobenv_put(&wb, env, cwd);
     submit_env_free(env, cwd);
     submit_data_put(&wb, sd);
-    submit_data_free(&sd);
     if (o.stdin_pattern && pack_stdin(&c, &o, &wb) < 0) {
         wire_buf_free(&wb);
+        submit_data_free(&sd);
         cli_unkeep(&c);
         return 1;
     }
     int rc = call_retrying(&c, &o, &wb, &r);
     wire_buf_free(&wb);
-    if (rc != 0)
+    if (rc != 0) {
+        submit_data_free(&sd);
         return 1;
+    }
     uint64_t job = wire_get_u64(r.msg.root, "job", 0);
     if (c.json)
         cli_print_json(r.msg.root);
@@ -928,7 +935,9 @@ int cmd_submit(int argc, char **argv)
                (unsigned long long)o.ntasks, o.ntasks == 1 ? "" : "s");
     cli_reply_free(&r);
     fflush(stdout);
-    if (!o.wait)
+    rc = submit_data_finish(&c, sd, job, o.retries); /* cut-through: the rest of the inputs */
+    submit_data_free(&sd);
+    if (!o.wait || rc < 0)
         cli_unkeep(&c); /* kept for the uploads of --input (issue 26) */
-    return o.wait ? cmd_job_wait(&c, job) : 0;
+    return rc < 0 ? 1 : o.wait ? cmd_job_wait(&c, job) : 0;
 }

@@ -1,7 +1,9 @@
 /*
  * submit_data.c - the input files of gridnode submit (submit_data.h): expansion of the
  * --input arguments, hashing, chunked and resumable upload (FILE_HAVE, FILE_PUT), and
- * the SUBMIT fields that name them.
+ * the SUBMIT fields that name them. Cut-through (docs/data.md "Speed"): where the
+ * endpoint allows it (FILE_STATE "early", a cluster manager) only a file's first chunk
+ * goes before the SUBMIT, and the rest after it while the nodes already read it.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -24,6 +26,7 @@ struct sd_in {
     char hex[SHA256_HEX];
     uint64_t size;
     int64_t task; /* -1: every task */
+    bool pending; /* cut-through: its first chunk is there, the rest follows the SUBMIT */
 };
 
 struct submit_data {
@@ -31,6 +34,7 @@ struct submit_data {
     uint32_t n, cap;
     char *const *outputs;
     int nout;
+    const char *user;
 };
 
 static int add(struct submit_data *sd, const char *path, const char *name, int64_t task)
@@ -143,14 +147,18 @@ int submit_data_hash(const char *path, char hex[65], uint64_t *size)
     return sha256_file(path, 0, hex, size);
 }
 
-/* One FILE_HAVE or FILE_PUT exchange; its reply's "have" and "done". 0, or -1 (printed). */
-static int exchange(struct cli *c, struct wire_buf *wb, uint64_t *have, bool *done)
+/* One FILE_HAVE exchange; its reply's "have", "done" and "early" (the endpoint takes a
+ * SUBMIT naming the file before it is whole). 0; 1 (an ERROR, printed); -1 (no reply,
+ * printed). */
+static int exchange(struct cli *c, struct wire_buf *wb, uint64_t *have, bool *done, bool *early)
 {
     struct cli_reply r;
-    if (cli_call(c, wb, 1, &r) != 0)
-        return -1;
+    int rc = cli_call(c, wb, 1, &r);
+    if (rc != 0)
+        return rc;
     *have = wire_get_u64(r.msg.root, "have", 0);
     *done = wire_get_bool(r.msg.root, "done", false);
+    *early = wire_get_bool(r.msg.root, "early", false);
     cli_reply_free(&r);
     return 0;
 }
@@ -185,29 +193,32 @@ static int put_chunk(struct cli *c, int fd, const char *path, const char *hex, u
 }
 
 /*
- * The chunks from *have on, UPLOAD_INFLIGHT in flight (the cluster takes them in order,
- * and one connection keeps the order). A reply that says the cluster holds less than
- * its chunk's end (another uploader, a lost chunk) restarts from what it holds.
+ * The chunks from *have on up to byte stop (the file's size: all of it),
+ * UPLOAD_INFLIGHT in flight (the cluster takes them in order, and one connection keeps
+ * the order). A reply that says the cluster holds less than its chunk's end (another
+ * uploader, a lost chunk) restarts from what it holds. 0; 1 (an ERROR reply or a file
+ * that cannot be read, printed); -1 (a reply did not come: the connection was lost,
+ * printed; the caller may ask FILE_HAVE and go on).
  */
 #define UPLOAD_INFLIGHT 8
 static int put_all(struct cli *c, int fd, const char *path, const char *hex, uint64_t size,
-                   uint64_t *have, bool *done, uint8_t *buf)
+                   uint64_t stop, uint64_t *have, bool *done, uint8_t *buf)
 {
     static uint64_t seq = 100;
     uint64_t ids[UPLOAD_INFLIGHT], ends[UPLOAD_INFLIGHT], next = *have;
     int nfl = 0, rc = 0;
-    bool tty = isatty(2) && size >= (8u << 20);
-    while (rc == 0 && !*done) {
-        while (nfl < UPLOAD_INFLIGHT && next < size) {
+    bool tty = isatty(2) && size >= (8u << 20) && stop == size;
+    while (rc == 0 && !*done && *have < stop) {
+        while (nfl < UPLOAD_INFLIGHT && next < stop) {
             size_t len = size - next < WIRE_FILE_CHUNK ? (size_t)(size - next) : WIRE_FILE_CHUNK;
             if (put_chunk(c, fd, path, hex, size, next, len, ids[nfl] = ++seq, buf) < 0)
-                return -1;
+                return cli_lost(c) ? -1 : 1;
             ends[nfl++] = next += len;
         }
         if (nfl == 0) {
             fprintf(stderr, "%s: --input %s: the cluster took every byte but not the file\n",
                     c->prog, path);
-            return -1;
+            return 1;
         }
         struct cli_reply r;
         uint64_t end = ends[0];
@@ -216,7 +227,7 @@ static int put_all(struct cli *c, int fd, const char *path, const char *hex, uin
         memmove(ends, ends + 1, sizeof ends[0] * (UPLOAD_INFLIGHT - 1));
         nfl--;
         if (a != 0) {
-            rc = -1;
+            rc = a;
             break;
         }
         *have = wire_get_u64(r.msg.root, "have", 0);
@@ -239,35 +250,71 @@ static int put_all(struct cli *c, int fd, const char *path, const char *hex, uin
     return rc;
 }
 
-int submit_data_upload(struct cli *c, const char *user, const char *path, const char *hex,
-                       uint64_t size)
+/* FILE_HAVE of file x: 0 with *have, *done, *early set; 1 (ERROR) or -1 (no reply). */
+static int have_of(struct cli *c, const char *user, const char *hex, uint64_t size, uint64_t *have,
+                   bool *done, bool *early)
 {
     struct wire_buf wb;
-    uint64_t have;
-    bool done;
     wire_buf_init(&wb);
-    upload_user = user;
     wire_begin(&wb, WT_FILE_HAVE, 1, 2 + (user != NULL));
     wire_put_str(&wb, "hash", hex);
     wire_put_u64(&wb, "size", size);
     if (user) /* whom the file is charged to (files.user_mb) */
         wire_put_str(&wb, "user", user);
-    int rc = exchange(c, &wb, &have, &done);
+    int rc = exchange(c, &wb, have, done, early);
     wire_buf_free(&wb);
-    if (rc < 0 || done)
-        return rc;
-    uint8_t *buf = malloc(WIRE_FILE_CHUNK);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (!buf || fd < 0) {
-        fprintf(stderr, "%s: --input %s: %s\n", c->prog, path, strerror(errno));
-        rc = -1;
-    } else {
-        rc = put_all(c, fd, path, hex, size, &have, &done, buf);
+    return rc;
+}
+
+/*
+ * Uploads the file at path from what the endpoint holds, up to byte stop (size: all of
+ * it; with early set, only the first chunk when the endpoint takes a SUBMIT naming a
+ * file before it is whole, *pending then set). A reply that does not come (the endpoint
+ * restarted, the connection was lost) is retried from what the endpoint holds, `tries`
+ * times. 0, or -1 (printed).
+ */
+static int upload(struct cli *c, const char *user, const char *path, const char *hex, uint64_t size,
+                  bool early_ok, bool *pending, int tries)
+{
+    uint64_t have;
+    bool done, early;
+    int rc = -1;
+    uint8_t *buf = NULL;
+    int fd = -1;
+    if (pending)
+        *pending = false;
+    for (int a = 0; rc < 0 && a <= tries; a++) {
+        if (a)
+            fprintf(stderr, "%s: --input %s: going on with the upload (try %d of %d)\n", c->prog,
+                    path, a, tries);
+        if ((rc = have_of(c, user, hex, size, &have, &done, &early)) != 0 || done)
+            continue;
+        if (!buf && !(buf = malloc(WIRE_FILE_CHUNK))) {
+            rc = 1;
+            break;
+        }
+        if (fd < 0 && (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+            fprintf(stderr, "%s: --input %s: %s\n", c->prog, path, strerror(errno));
+            rc = 1;
+            break;
+        }
+        /* cut-through: the first chunk makes the file known; the rest after the SUBMIT */
+        uint64_t stop = early_ok && early && size > WIRE_FILE_CHUNK ? WIRE_FILE_CHUNK : size;
+        rc = put_all(c, fd, path, hex, size, stop > have ? stop : have, &have, &done, buf);
+        if (rc == 0 && pending)
+            *pending = !done;
     }
     if (fd >= 0)
         close(fd);
     free(buf);
-    return rc;
+    return rc == 0 ? 0 : -1;
+}
+
+int submit_data_upload(struct cli *c, const char *user, const char *path, const char *hex,
+                       uint64_t size)
+{
+    upload_user = user;
+    return upload(c, user, path, hex, size, false, NULL, 0);
 }
 
 int submit_data_prepare(struct cli *c, const char *user, char *const *inputs, int nin,
@@ -279,7 +326,8 @@ int submit_data_prepare(struct cli *c, const char *user, char *const *inputs, in
     struct submit_data *sd = calloc(1, sizeof *sd);
     if (!sd)
         return -1;
-    sd->outputs = outputs, sd->nout = nout;
+    sd->outputs = outputs, sd->nout = nout, sd->user = user;
+    upload_user = user;
     for (int i = 0; i < nout; i++) {
         const char *bad = datapath_problem(outputs[i], strlen(outputs[i]));
         if (bad) {
@@ -311,7 +359,7 @@ int submit_data_prepare(struct cli *c, const char *user, char *const *inputs, in
         bool seen = false; /* one upload per content */
         for (uint32_t k = 0; k < i && !seen; k++)
             seen = !strcmp(sd->in[k].hex, x->hex);
-        if (!seen && submit_data_upload(c, user, x->path, x->hex, x->size) < 0)
+        if (!seen && upload(c, user, x->path, x->hex, x->size, true, &x->pending, 0) < 0)
             goto fail;
     }
     *out = sd;
@@ -320,6 +368,28 @@ fail:
     submit_data_free(&sd);
     cli_unkeep(c);
     return -1;
+}
+
+int submit_data_finish(struct cli *c, struct submit_data *sd, uint64_t job, uint64_t tries)
+{
+    int rc = 0;
+    upload_user = sd ? sd->user : NULL;
+    for (uint32_t i = 0; sd && i < sd->n; i++) {
+        struct sd_in *x = &sd->in[i];
+        if (!x->pending)
+            continue;
+        x->pending = false;
+        if (upload(c, sd->user, x->path, x->hex, x->size, false, NULL, (int)tries) == 0)
+            continue;
+        fprintf(stderr,
+                "%s: job %llu was submitted while its input %s was uploaded, and that upload "
+                "did not finish: the job's tasks fail naming the file once the cluster gets "
+                "no chunk of it for files.upload_wait_s; cancel it (gridnode cancel %llu) "
+                "and submit again\n",
+                c->prog, (unsigned long long)job, x->path, (unsigned long long)job);
+        rc = -1;
+    }
+    return rc;
 }
 
 uint32_t submit_data_nfields(const struct submit_data *sd)

@@ -15,12 +15,21 @@ struct submit_data;
 
 /*
  * Expands the --input arguments (a file; a directory, taken whole; a pattern with {i},
- * one file per task), hashes each file and uploads those the cluster lacks. Returns 0
+ * one file per task), hashes each file and uploads those the cluster lacks (where the
+ * endpoint allows cut-through, only their first chunk: submit_data_finish sends the
+ * rest after the SUBMIT). Returns 0
  * with *out set (NULL when there is neither input nor output), or -1 after printing
  * why (a missing file, a name that escapes, a refused or failed upload).
  */
 int submit_data_prepare(struct cli *c, const char *user, char *const *inputs, int nin,
                         char *const *outputs, int nout, uint64_t ntasks, struct submit_data **out);
+/*
+ * After the SUBMIT that names sd's inputs was accepted as job: the rest of the inputs
+ * whose upload was left going (cut-through), a reply that does not come retried from
+ * what the cluster holds up to `tries` times. 0, or -1 (printed, naming the job and the
+ * file: its tasks then fail at the cluster's files.upload_wait_s). sd NULL: 0.
+ */
+int submit_data_finish(struct cli *c, struct submit_data *sd, uint64_t job, uint64_t tries);
 /* Fields submit_data_put writes (0, 1 or 2), and writing them ("inputs", "outputs"). */
 uint32_t submit_data_nfields(const struct submit_data *sd);
 void submit_data_put(struct wire_buf *wb, const struct submit_data *sd);

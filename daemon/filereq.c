@@ -12,15 +12,21 @@
 #include "daemon/filestore.h"
 #include "lib/datapath.h"
 
-static void reply_state(const struct wire_msg *m, struct wire_buf *reply, const char *hex,
-                        uint64_t size, const struct fsfile *f)
+/* FILE_STATE of file f (NULL: none held yet) into reply. "early" (cut-through) only for
+ * a file that is new or charged to the requester: a SUBMIT may name no one else's. */
+static void reply_state(const struct filestore_limits *lim, const struct wire_msg *m,
+                        struct wire_buf *reply, const char *hex, uint64_t size,
+                        const struct fsfile *f, const char *user)
 {
-    wire_begin(reply, WT_FILE_STATE, m->id, 5);
+    bool early = lim->early && (!f || !strcmp(f->user, user ? user : ""));
+    wire_begin(reply, WT_FILE_STATE, m->id, 5 + early);
     wire_put_strn(reply, "hash", hex, 64);
     wire_put_u64(reply, "size", size);
     wire_put_u64(reply, "have", f ? f->have : 0);
     wire_put_bool(reply, "done", f && f->done);
     wire_put_u64(reply, "chunk", WIRE_FILE_CHUNK);
+    if (early) /* cut-through: a SUBMIT may name the file before its last chunk */
+        wire_put_bool(reply, "early", true);
 }
 
 /* Replaces reply with an ERROR reply of code and text. */
@@ -98,7 +104,7 @@ void filestore_h_have(struct filestore *fs, const struct filestore_limits *lim,
             return;
         }
     }
-    reply_state(m, reply, hex, size, f);
+    reply_state(lim, m, reply, hex, size, f, user);
 }
 
 void filestore_h_put(struct filestore *fs, const struct filestore_limits *lim,
@@ -113,7 +119,8 @@ void filestore_h_put(struct filestore *fs, const struct filestore_limits *lim,
     if (!file_args(fs, lim, m, user, reply, d, &hex, &size, &f))
         return;
     if ((f && (f->done || off != f->have)) || (!f && off != 0)) {
-        reply_state(m, reply, hex, size, f); /* a repeat, or out of order: go on from "have" */
+        reply_state(lim, m, reply, hex, size, f,
+                    user); /* a repeat, or out of order: go on from "have" */
         return;
     }
     if (off + len > size || (len == 0 && size > 0)) {
@@ -127,7 +134,7 @@ void filestore_h_put(struct filestore *fs, const struct filestore_limits *lim,
         fail(m, reply, code, "%s", why);
         return;
     }
-    reply_state(m, reply, hex, size, f);
+    reply_state(lim, m, reply, hex, size, f, user);
 }
 
 /* ---- a job's inputs and outputs at SUBMIT ---- */
@@ -167,9 +174,18 @@ static const struct in_ent *name_clash(const struct in_ent *v, uint32_t n)
     return NULL;
 }
 
+/* Whether a SUBMIT may name f while it is being received (cut-through): the level takes
+ * it, and f is charged to the submitting user (a user names only its own uploads). */
+static bool early_ok(const struct filestore_limits *lim, const struct fsfile *f)
+{
+    const char *u = lim->early_user ? lim->early_user : "";
+    return lim->early && !strcmp(f->user, u);
+}
+
 /* Each input entry checked and copied into v; NULL, or the reason in why. */
-static const char *check_inputs(struct filestore *fs, const msgpack_object *in, uint64_t ntasks,
-                                struct in_ent *v, char *why, size_t wl)
+static const char *check_inputs(struct filestore *fs, const struct filestore_limits *lim,
+                                const msgpack_object *in, uint64_t ntasks, struct in_ent *v,
+                                char *why, size_t wl)
 {
     for (uint32_t i = 0; i < in->via.array.size; i++) {
         const msgpack_object *e = &in->via.array.ptr[i];
@@ -190,7 +206,15 @@ static const char *check_inputs(struct filestore *fs, const msgpack_object *in, 
             return why;
         }
         struct fsfile *f = filestore_parse_hash(h, hl, x->d) < 0 ? NULL : filestore_find(fs, x->d);
-        if (!f || !f->done || f->size != x->size) {
+        if (f && !f->done && f->size == x->size && !early_ok(lim, f)) {
+            snprintf(why, wl,
+                     "input '%.*s': file %.12s is still being uploaded to %s (%llu of %llu "
+                     "bytes)%s; submit once its upload is done",
+                     nl, x->name, h, filestore_level(fs), (unsigned long long)f->have,
+                     (unsigned long long)f->size, lim->early ? " by another user" : "");
+            return why;
+        }
+        if (!f || (!f->done && !early_ok(lim, f)) || f->size != x->size) {
             snprintf(why, wl,
                      "input '%.*s': %s holds no file %.*s of %llu bytes (upload it "
                      "first: gridnode submit --input does)",
@@ -221,7 +245,7 @@ const char *filestore_submit_check(struct filestore *fs, const struct filestore_
     struct in_ent *v = calloc(n, sizeof *v);
     if (!v)
         return "out of memory";
-    const char *bad = check_inputs(fs, in, ntasks, v, why, wl);
+    const char *bad = check_inputs(fs, lim, in, ntasks, v, why, wl);
     if (!bad) {
         qsort(v, n, sizeof *v, by_name);
         const struct in_ent *x = name_clash(v, n);

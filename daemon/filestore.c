@@ -518,7 +518,7 @@ ssize_t filestore_read(struct filestore *fs, const struct fsfile *f, uint64_t of
                        size_t len)
 {
     char path[2048];
-    file_path(fs, f->d, true, path, sizeof path);
+    file_path(fs, f->d, f->done, path, sizeof path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;

@@ -81,7 +81,9 @@ int filestore_each(struct filestore *fs,
 /* Removes a file: its bytes, its record, its index entry (f freed): 0, or -1 (out of
  * memory: the turn fails). */
 int filestore_drop(struct filestore *fs, struct fsfile *f);
-/* Reads up to len bytes at off of a whole file into buf: bytes read, or -1 (errno). */
+/* Reads up to len bytes at off of a file into buf (a whole file, or the bytes received
+ * so far of one being received: the caller keeps off + len within f->have): bytes read,
+ * or -1 (errno). */
 ssize_t filestore_read(struct filestore *fs, const struct fsfile *f, uint64_t off, void *buf,
                        size_t len);
 /* The level's name for error texts ("the cluster"). */
@@ -95,6 +97,11 @@ uint64_t filestore_user_bytes(struct filestore *fs, const char *user);
 struct filestore_limits {
     uint64_t job_bytes;  /* one file at most (files.job_mb) */
     uint64_t user_bytes; /* a user's files together at most (files.user_mb), 0: no limit */
+    /* cut-through (docs/data.md "Speed"): a SUBMIT may name a file still being received
+     * when it is charged to the submitting user (early_user; NULL: ""), and FILE_STATE
+     * says so ("early"). False at the levels that take only whole files. */
+    bool early;
+    const char *early_user;
 };
 
 /*
@@ -111,7 +118,8 @@ void filestore_h_put(struct filestore *fs, const struct filestore_limits *lim,
 
 /*
  * A SUBMIT's "inputs" and "outputs" (m) checked: names (lib/datapath.h), every input a
- * whole file held here with its size, no two inputs on one name in one task, "task" below
+ * whole file held here with its size (with lim->early, or one being received charged to
+ * lim->early_user), no two inputs on one name in one task, "task" below
  * ntasks, the distinct inputs together within lim->job_bytes. NULL, or the reason (in
  * why, or a constant text).
  */

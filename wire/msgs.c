@@ -643,6 +643,7 @@ static const struct wire_field f_file_state[] = {
     {"have", WF_UINT, true, WIRE_FILE_SIZE_MAX},    /* bytes held, in order from 0 */
     {"done", WF_BOOL, true},                        /* whole and verified */
     {"chunk", WF_UINT, false, WIRE_FILE_CHUNK_MAX}, /* the chunk size to send */
+    {"early", WF_BOOL, false}, /* a SUBMIT may name the file before it is whole */
     {NULL},
 };
 
@@ -690,6 +691,7 @@ static const struct wire_field f_file_data[] = {
     {"size", WF_UINT, true, WIRE_FILE_SIZE_MAX},
     {"off", WF_UINT, true, WIRE_FILE_SIZE_MAX},
     {"data", WF_BIN, true, WIRE_FILE_CHUNK_MAX},
+    {"have", WF_UINT, false, WIRE_FILE_SIZE_MAX}, /* still being uploaded: bytes held */
     {NULL},
 };
 

@@ -113,6 +113,9 @@ const struct config_key cluster_keys[] = {
     {"files", "keep_s", CONFIG_INT, "86400", OFF(files_keep_s), 0, 1L << 40, NULL,
      "a stored file no job names (its jobs purged, or uploaded and never submitted) is "
      "deleted once unchanged this long, by a sweep after each purge and hourly"},
+    {"files", "upload_wait_s", CONFIG_INT, "300", OFF(files_upload_wait_s), 1, 1L << 30, NULL,
+     "a job may name an input still being uploaded (cut-through); a node's read of it fails "
+     "the task, naming the file, once no chunk of it came for this long (docs/data.md)"},
     {"files", "ckpt_mb", CONFIG_INT, "1024", OFF(files_ckpt_mb), 1, 1L << 30, NULL,
      "one task's checkpoint (submit --checkpoint-s) at most, in MB; a larger one is not "
      "uploaded and the task's result says so (docs/data.md)"},

@@ -94,12 +94,13 @@ struct cluster_cfg {
     double v_spot_fraction, v_check_min;
     long v_trust_after, v_redeem_spots, v_validator_timeout_s, v_validator_attempts;
     long v_validator_max;
-    struct curve_conf sec; /* [security] (daemon/curve.h) */
-    struct acct_conf acct; /* [acct] (daemon/acct.h) */
-    long files_job_mb;     /* files.job_mb (files.c, issue 26): a job's inputs at most */
-    long files_user_mb;    /* files.user_mb: a user's stored files at most, 0 no limit */
-    long files_keep_s;     /* files.keep_s: a file no job names is kept this long */
-    long files_ckpt_mb;    /* files.ckpt_mb: one task's checkpoint at most (files_ckpt.c) */
+    struct curve_conf sec;    /* [security] (daemon/curve.h) */
+    struct acct_conf acct;    /* [acct] (daemon/acct.h) */
+    long files_job_mb;        /* files.job_mb (files.c, issue 26): a job's inputs at most */
+    long files_user_mb;       /* files.user_mb: a user's stored files at most, 0 no limit */
+    long files_upload_wait_s; /* files.upload_wait_s: a stalled cut-through upload fails */
+    long files_keep_s;        /* files.keep_s: a file no job names is kept this long */
+    long files_ckpt_mb;       /* files.ckpt_mb: one task's checkpoint at most (files_ckpt.c) */
 };
 
 enum task_state { TS_NEW = 0, TS_ISSUED = 1, TS_DONE = 2 };

@@ -24,6 +24,7 @@
 #include "lib/log.h"
 #include "daemon/loop.h"
 #include "roles/cluster/scored_int.h"
+#include "roles/cluster/files.h"
 #include "roles/cluster/workwait.h"
 
 #define FEED_MAX_BYTES (64u << 20) /* packed events kept at most */
@@ -450,6 +451,10 @@ void feed_expire(void *arg, uint64_t handle, uint32_t kind, uint64_t req_id, str
     struct feed *f = c->sd->feed;
     if (kind == WT_WORK_WAIT) {
         workwait_expire(c, handle, req_id, reply);
+        return;
+    }
+    if (files_cut_kind(kind)) { /* a read of a file still being uploaded (issue 26) */
+        files_cut_expire(c, handle, req_id, reply);
         return;
     }
     if (kind == WT_JOB_WAIT && c->endwait && endwait_expire(c->endwait, handle, req_id, reply))

@@ -24,7 +24,8 @@ static uint64_t limit_bytes(const struct cluster *c)
 /* The level's limits (filestore.h). */
 static struct filestore_limits limits(const struct cluster *c)
 {
-    return (struct filestore_limits){limit_bytes(c), (uint64_t)c->cfg.files_user_mb << 20};
+    return (struct filestore_limits){limit_bytes(c), (uint64_t)c->cfg.files_user_mb << 20, true,
+                                     NULL};
 }
 
 /* Whom a new upload is charged to: the request's "user" (access control sets it to the
@@ -49,7 +50,12 @@ void files_h_put(struct cluster *c, struct request *r)
 {
     struct filestore_limits lim = limits(c);
     char user[FILESTORE_USER_MAX];
+    size_t hl;
+    uint8_t d[SHA256_LEN];
+    const char *hex = wire_get_str(r->msg->root, "hash", &hl);
     filestore_h_put(c->files, &lim, r->msg, uploader(r, user, sizeof user), r->reply);
+    if (filestore_parse_hash(hex, hl, d) == 0)
+        files_cut_progress(c, d); /* the reads waiting for this chunk (cut-through) */
 }
 
 /* Calls fn for each entry of j's "inputs" that task idx gets (filestore.h). */
@@ -86,29 +92,6 @@ static bool is_output(struct cluster *c, const struct job *j, uint32_t idx, cons
     }
     free(val);
     return found;
-}
-
-/*
- * Adds key and a bin of n bytes to wb and returns where its n bytes go (the caller fills
- * them), or NULL (out of memory; wb is then not a whole message). A chunk is read
- * straight into the reply: no buffer of its own, one copy fewer per MiB sent.
- */
-static void *reply_bin(struct wire_buf *wb, const char *key, size_t n)
-{
-    wire_put_key(wb, key);
-    msgpack_pack_bin(&wb->pk, n);
-    msgpack_sbuffer *sb = &wb->sb;
-    if (sb->alloc - sb->size < n) {
-        size_t want = sb->size + n;
-        char *p = realloc(sb->data, want);
-        if (!p)
-            return NULL;
-        sb->data = p;
-        sb->alloc = want;
-    }
-    void *at = sb->data + sb->size;
-    sb->size += n;
-    return at;
 }
 
 void files_h_get(struct cluster *c, struct request *r)
@@ -151,26 +134,17 @@ void files_h_get(struct cluster *c, struct request *r)
                  : out ? idx < j->ntasks && is_output(c, j, idx, hex)
                        : each_input(j, UINT32_MAX, is_hash, (void *)hex) > 0 ||
                              files_ckpt_names(c, j, d); /* a checkpoint to migrate */
-    if (!named || !f || !f->done) {
+    if (!named || !f || (!f->done && out)) {
         cluster_reply_error(r, WE_NOT_FOUND, "job %llu has no %s file %.12s%s",
                             (unsigned long long)id, out ? "output" : "input", hex,
-                            named ? " stored here (it was purged)" : "");
+                            named ? " here: its upload failed, or it was purged" : "");
         return;
     }
     if (off > f->size)
         off = f->size;
     if (len > f->size - off)
         len = f->size - off;
-    wire_begin(r->reply, WT_FILE_DATA, r->msg->id, 4);
-    wire_put_strn(r->reply, "hash", hex, 64);
-    wire_put_u64(r->reply, "size", f->size);
-    wire_put_u64(r->reply, "off", off);
-    void *at = reply_bin(r->reply, "data", len);
-    if (!at || filestore_read(c->files, f, off, at, len) != (ssize_t)len) {
-        log_warn("files: cannot read %.12s", hex);
-        cluster_reply_error(r, WE_STORAGE, "the cluster could not read file %.12s; retry later",
-                            hex);
-    }
+    files_cut_get(c, r, f, off, len); /* an input may still be uploading (cut-through) */
 }
 
 /* ---- a job's files ---- */
@@ -179,6 +153,9 @@ const char *files_submit_check(struct cluster *c, const msgpack_object *m, uint6
                                char *why, size_t wl)
 {
     struct filestore_limits lim = limits(c);
+    char user[FILESTORE_USER_MAX];
+    wire_get_strbuf(m, "user", user, sizeof user); /* a user names only its own uploads */
+    lim.early_user = user;
     return filestore_submit_check(c->files, &lim, m, ntasks, why, wl);
 }
 

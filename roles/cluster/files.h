@@ -12,6 +12,8 @@
  *                  the sweep
  *   files_ckpt.c   tasks' checkpoints (CKPT): the latest per task, kept in table "ckpt",
  *                  handed with the task when it is issued again, dropped once it is done
+ *   files_cut.c    cut-through: reads of a file still being uploaded (a job may name
+ *                  one) held until its chunks arrive; the FILE_DATA reply
  *
  * The store itself (the index, the records, the bytes on disk, FILE_HAVE and FILE_PUT)
  * is daemon/filestore.h, shared with the batch role.
@@ -76,6 +78,26 @@ bool files_ckpt_names(struct cluster *c, const struct job *j, const uint8_t d[SH
 /* For files_sweep: marks the files of the checkpoints of unfinished tasks, deletes the
  * records of finished tasks and of jobs that are gone. 0, or -1 (the turn fails). */
 int files_ckpt_sweep(struct cluster *c);
+
+/* ---- files_cut.c ---- */
+
+/* The daemon's hold kinds of the reads held here (FILES_CUT_KIND + a slot). */
+#define FILES_CUT_KIND 0x10000u
+bool files_cut_kind(uint32_t kind);
+/* FILE_DATA of [off, off+len) of f (whole, or held that far) into wb (reset first), with
+ * "have" while f is being uploaded; an ERROR when it cannot be read. */
+void files_cut_data(struct cluster *c, struct wire_buf *wb, uint64_t req_id, const struct fsfile *f,
+                    uint64_t off, uint64_t len);
+/* FILE_GET r of [off, off+len) of f (a file r's job names, whole or being uploaded):
+ * answered now, or held until the chunk arrives (files_cut_progress), the upload fails or
+ * stalls (files.upload_wait_s), or a short wait passes ("not yet"). */
+void files_cut_get(struct cluster *c, struct request *r, struct fsfile *f, uint64_t off,
+                   uint64_t len);
+/* After a FILE_PUT of file d (stored further, completed, or dropped): the held reads it
+ * answers, answered in the order of their chunks. */
+void files_cut_progress(struct cluster *c, const uint8_t d[SHA256_LEN]);
+/* The daemon's expiry of held read `handle` (files_cut_kind): its answer into reply. */
+void files_cut_expire(struct cluster *c, uint64_t handle, uint64_t req_id, struct wire_buf *reply);
 
 /* ---- files.c ---- */
 

@@ -2,7 +2,9 @@
  * live_stage.c - a node's file transfers (issue 26, docs/data.md): the inputs of its
  * tasks downloaded from their project's cluster (FILE_GET, at most STAGE_INFLIGHT chunk
  * requests in flight per file) into the cache, their hash checked, before the task may
- * start; the outputs a finished task kept uploaded (FILE_HAVE, FILE_PUT) before its
+ * start (an input still being uploaded to the cluster is read as its chunks arrive there:
+ * the cluster holds a read it cannot answer yet, and says "not yet" after a while); the
+ * outputs a finished task kept uploaded (FILE_HAVE, FILE_PUT) before its
  * result is reported. Transfers use their own DEALER per project, so a large file never
  * delays a RESULT or a heartbeat. Counted for `gridnode client status`. An idle node
  * also keeps a WORK_WAIT held there (docs/wire.md 5.7): told of a new job at once.
@@ -26,6 +28,7 @@
 #define STAGE_INFLIGHT 8      /* chunk requests in flight for one file */
 #define STAGE_INFLIGHT_ALL 16 /* and for all files together */
 #define STAGE_TICK_MS 500
+#define STAGE_RETRY_MS 250 /* after a "not yet" (the cluster already held the read a while) */
 
 enum { X_GET, X_PUT };
 
@@ -41,7 +44,8 @@ struct xfer {
     int nfl;
     bool asked, done, failed, host_fault;
     int64_t sent_ms;
-    char path[800]; /* PUT: the outbox file */
+    int64_t retry_ms; /* GET: the cluster said "not yet" (cut-through): not before this */
+    char path[800];   /* PUT: the outbox file */
     char err[240];
 };
 
@@ -214,11 +218,18 @@ static void get_reply(struct live *l, struct xfer *x, const struct wire_msg *m)
         char msg[200];
         wire_get_strbuf(m->root, "msg", msg, sizeof msg);
         fail(x, false, "the cluster says: %s", msg);
+        x->nfl = 0; /* the other replies are not waited for (the failure drops x) */
         return;
     }
     size_t len;
     const void *data = wire_get_bin(m->root, "data", &len);
     uint64_t off = wire_get_u64(m->root, "off", 0);
+    if (m->type == WT_FILE_DATA && len == 0 && off < x->size && wire_get(m->root, "have")) {
+        x->nfl = 0; /* not uploaded that far yet (cut-through): ask again in a moment */
+        x->next_off = x->got;
+        x->retry_ms = loop_now_ms() + STAGE_RETRY_MS;
+        return;
+    }
     if (m->type != WT_FILE_DATA || off != x->got || x->got + len > x->size ||
         (len == 0 && x->got < x->size)) {
         x->nfl = 0; /* out of step: ask again from what is whole */
@@ -380,6 +391,8 @@ static void drive(struct live *l, struct xfer *x, int64_t now, int *budget)
         get_done(l, x);
         return;
     }
+    if (x->kind == X_GET && now < x->retry_ms)
+        return;
     while (*budget > 0 && x->nfl < (x->kind == X_GET ? STAGE_INFLIGHT : 1) &&
            (x->kind == X_PUT || x->next_off < x->size)) {
         uint64_t id = ++s->next_id, off = x->kind == X_GET ? x->next_off : x->got;
