@@ -4,9 +4,12 @@
  * their own at a cycle, nodes going down and up, jobs running) must give, after every
  * step, the groups a plain reference computes from scratch: every up node keyed by
  * (class, features, capacity, live reservations holding it), the keys in order, the
- * nodes of a key in ascending index. The same state regrouped from scratch (the
- * partition dropped) must give the same groups again. The seed is printed; set
- * BATCH_TEST_SEED to repeat a run.
+ * nodes of a key in ascending index (a group's membership bits). The same state
+ * regrouped from scratch (the partition dropped) must give the same groups again.
+ * The busy bitmap, kept across regroupings, must hold exactly the up nodes of the
+ * running jobs (started, adopted, ended), and each job's bitmap words must name the
+ * class its nodes are in. Capacities change too (a node's base class). The seed is
+ * printed; set BATCH_TEST_SEED to repeat a run.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -69,7 +72,7 @@ static void check_groups(struct batch_engine *e)
     for (int32_t i = 0; i < e->nnodes; i++) {
         const struct bnode *x = &e->nodes[i];
         if (!x->up) {
-            assert_int_equal(e->npos[i].group, -1);
+            assert_int_equal(bs_part_node_group(e, i), -1);
             continue;
         }
         struct rkey *y = &k[n++];
@@ -92,7 +95,8 @@ static void check_groups(struct batch_engine *e)
         }
     }
     qsort(k, (size_t)n, sizeof *k, rkey_cmp);
-    int32_t g = -1, pos = 0;
+    static int32_t gn[NNODES];
+    int32_t g = -1, pos = 0, ngn = 0;
     for (int32_t x = 0; x < n; x++) {
         if (x == 0 || !same_key(&k[x - 1], &k[x])) {
             g++;
@@ -105,17 +109,52 @@ static void check_groups(struct batch_engine *e)
             assert_int_equal(gr->nresv, k[x].n);
             for (int32_t m = 0; m < gr->nresv; m++)
                 assert_int_equal(gr->resv[m], k[x].resv[m]);
+            ngn = 0; /* its nodes, from its membership bits in ascending index */
+            for (int32_t w = gr->wlo; w < gr->whi; w++)
+                for (uint64_t b = bs_group_word(gr, w); b; b &= b - 1) {
+                    assert_true(ngn < NNODES);
+                    gn[ngn++] = w * 64 + __builtin_ctzll(b);
+                }
+            assert_int_equal(ngn, gr->nnodes);
         }
         const struct bgroup *gr = &e->groups[g];
         assert_true(pos < gr->nnodes);
-        assert_int_equal(gr->nodes[pos], k[x].node);
-        assert_int_equal(e->npos[k[x].node].group, g);
-        assert_int_equal(e->npos[k[x].node].gpos, pos);
+        assert_int_equal(gn[pos], k[x].node);
+        assert_int_equal(bs_part_node_group(e, k[x].node), g);
         pos++;
         if (x + 1 == n || !same_key(&k[x], &k[x + 1]))
             assert_int_equal(pos, gr->nnodes);
     }
     assert_int_equal(g + 1, e->ngroups);
+}
+
+/* Checks the busy bitmap against the running jobs' up nodes, and each running job's
+ * bitmap words against the classes. */
+static void check_busy(struct batch_engine *e)
+{
+    uint64_t want[(NNODES + 63) / 64] = {0};
+    for (int32_t x = 0; x < e->nrunning; x++) {
+        int32_t slot = e->running[x];
+        struct bjob *j = &e->jobs[slot];
+        bs_engine_fill_nodes(e, slot);
+        int32_t cover = 0;
+        for (int32_t i = 0; i < j->nnodes; i++)
+            if (e->nodes[j->nodes[i]].up) {
+                want[j->nodes[i] / 64] |= 1ULL << (j->nodes[i] % 64);
+                cover++;
+            }
+        int32_t got = 0;
+        for (int32_t r = 0; r < j->nruns; r++) {
+            const struct bjob_run *u = &j->runs[r];
+            const struct bclass *c = &e->part.c[u->part];
+            assert_true(c->group >= 0 && c->group < e->ngroups);
+            assert_int_equal(u->mask & ~bs_group_word(&e->groups[c->group], u->word), 0);
+            got += bs_pop64(u->mask);
+        }
+        assert_int_equal(got, cover);
+    }
+    for (int32_t w = 0; w < (NNODES + 63) / 64; w++)
+        assert_int_equal(e->busy[w], want[w]);
 }
 
 static void step(struct batch_engine *e, int64_t *now, uint64_t *jid)
@@ -173,6 +212,30 @@ static void step(struct batch_engine *e, int64_t *now, uint64_t *jid)
             if (batch_job_info(e, id, &bi) == 0 && bi.state == BATCH_JOB_RUNNING && rnd(3) == 0)
                 (void)batch_job_finish(e, id, *now);
         }
+    } else if (what < 95) { /* a job adopted on free up nodes (the live role's restart) */
+        int32_t nodes[3], nn = 0;
+        for (int32_t tries = 0; tries < 20 && nn < 3; tries++) {
+            int32_t n = (int32_t)rnd(NNODES);
+            bool dup = false;
+            for (int32_t i = 0; i < nn; i++)
+                dup = dup || nodes[i] == n;
+            if (!dup && e->nodes[n].up && !batch_node_busy(e, n))
+                nodes[nn++] = n;
+        }
+        if (nn) {
+            struct batch_job_spec s = {0};
+            s.id = ++*jid;
+            snprintf(s.user, sizeof s.user, "u%u", rnd(3));
+            s.tasks = nn;
+            s.per_task.procs = 1;
+            s.walltime = 10 + (int64_t)rnd(200);
+            s.submit = *now;
+            assert_int_equal(batch_job_adopt(e, &s, nodes, nn, *now), 0);
+        }
+    } else if (what < 97) { /* a node's capacity changes (another base class) */
+        int32_t n = (int32_t)rnd(NNODES);
+        struct batch_res cap = {1 + (int64_t)rnd(2), 1000 * (1 + (int64_t)rnd(2)), 0, 0};
+        assert_int_equal(batch_node_set_cap(e, n, &cap), 0);
     } else { /* a node goes down or comes up */
         int32_t n = (int32_t)rnd(NNODES);
         assert_int_equal(batch_node_set_up(e, n, !e->nodes[n].up), 0);
@@ -204,10 +267,12 @@ static void test_random_resv(void **state)
                 continue; /* several changes in one regrouping */
             assert_int_equal(bs_engine_regroup(e), 0);
             check_groups(e);
+            check_busy(e);
             if (rnd(8) == 0) { /* from scratch: the same groups */
                 e->part.ok = false;
                 assert_int_equal(bs_engine_regroup(e), 0);
                 check_groups(e);
+                check_busy(e);
             }
         }
         batch_engine_destroy(&e);

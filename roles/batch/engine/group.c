@@ -14,8 +14,6 @@ void bs_engine_groups_free(struct batch_engine *e)
 {
     for (int32_t g = 0; g < e->ngroups; g++) {
         free(e->groups[g].resv);
-        free(e->groups[g].nodes);
-        free(e->groups[g].busy);
     }
     free(e->groups);
     e->groups = NULL;
@@ -55,29 +53,26 @@ static int class_cmp(const void *pa, const void *pb, void *arg)
     return 0;
 }
 
-/* Builds group gi from class c; the nodes' positions are written again only when
- * the class changed or moved to another group. */
-static int group_make(struct batch_engine *e, int32_t gi, struct bclass *c)
+/* Builds group gi from class k: its key, and its nodes borrowed from the class's
+ * membership bitmap (no visit of the nodes). */
+static int group_make(struct batch_engine *e, int32_t gi, int32_t k)
 {
     struct bgroup *g = &e->groups[gi];
-    const struct bnode *first = &e->nodes[c->nodes[0]];
+    struct bclass *c = &e->part.c[k];
+    const struct bnode *first = &e->nodes[e->base_rep[c->base]];
     g->cls = first->cls;
     g->fset = first->fset;
     g->cap = first->cap;
     g->nnodes = c->nnodes;
     g->nresv = c->nresv;
-    g->nodes = malloc((size_t)g->nnodes * sizeof *g->nodes);
-    g->busy = calloc(((size_t)g->nnodes + 63) / 64, sizeof *g->busy);
-    g->resv = malloc(((size_t)g->nresv + 1) * sizeof *g->resv);
-    if (!g->nodes || !g->busy || !g->resv)
+    g->part = k;
+    g->mem = c->mem;
+    g->wlo = c->wlo;
+    g->whi = c->wlo + c->nw;
+    if (!(g->resv = malloc(((size_t)g->nresv + 1) * sizeof *g->resv)))
         return -1;
     memcpy(g->resv, c->resv, (size_t)g->nresv * sizeof *g->resv);
-    memcpy(g->nodes, c->nodes, (size_t)g->nnodes * sizeof *g->nodes);
-    if (c->changed || c->group != gi)
-        for (int32_t i = 0; i < g->nnodes; i++)
-            e->npos[g->nodes[i]] = (struct bnodepos){gi, i};
     c->group = gi;
-    c->changed = false;
     return 0;
 }
 
@@ -101,7 +96,7 @@ static int groups_make(struct batch_engine *e)
         goto out;
     for (int32_t g = 0; g < ng; g++) {
         e->ngroups++;
-        if (group_make(e, g, &p->c[co[g]]) < 0)
+        if (group_make(e, g, co[g]) < 0)
             goto out;
     }
     rc = 0;
@@ -170,11 +165,8 @@ int bs_engine_regroup(struct batch_engine *e)
     bs_engine_fill_all(e); /* the lazy node lists refer to the old groups */
     bs_engine_groups_free(e);
     int rc = -1;
-    if (groups_make(e) < 0 || pools_make(e) < 0)
+    if (groups_make(e) < 0 || pools_make(e) < 0) /* busy bits and runs kept (part.c) */
         goto out;
-    for (int32_t i = 0; i < e->nrunning; i++) /* busy bits from the running jobs */
-        if (bs_engine_job_runs(e, &e->jobs[e->running[i]]) < 0)
-            goto out;
     e->gepoch++;
     e->groups_dirty = false;
     if (bs_engine_rebuild_base(e) < 0 || bs_plan_copy_base(e) < 0 || bs_plan_copy_est(e) < 0)
@@ -190,14 +182,14 @@ out:
 }
 
 /* Subtracts running job j from its pool's base profiles over [now, end_est): its
- * nodes counted per group from its busy words (j->runs, just rebuilt). */
+ * nodes counted per group from its bitmap words (j->runs, each of one class). */
 static int base_add_job(struct batch_engine *e, struct bjob *j)
 {
     struct bpool *p = &e->pools[j->resv >= 0 ? e->resv[j->resv].pool : 0];
     int32_t *cnt = e->scr_cnt;
     memset(cnt, 0, (size_t)p->ng * sizeof *cnt);
     for (int32_t i = 0; i < j->nruns; i++) {
-        int32_t k = bs_pool_pos(p, j->runs[i].group);
+        int32_t g = e->part.c[j->runs[i].part].group, k = g >= 0 ? bs_pool_pos(p, g) : -1;
         if (k >= 0)
             cnt[k] += bs_pop64(j->runs[i].mask);
     }
