@@ -35,6 +35,7 @@ struct batch_engine *batch_engine_new(const struct batch_config *cfg)
     e->min_end = BATCH_NEVER;
     e->bnd.group = -1;
     e->bound_min_jobs = 256; /* below, bounds cost more than the searches they save */
+    e->part.recycle_slack = 64;
     e->fs_stamp = -1;
     e->groups_dirty = true;
     bs_prio_weights(e);

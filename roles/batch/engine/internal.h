@@ -131,7 +131,7 @@ static inline uint64_t bs_group_word(const struct bgroup *g, int32_t w)
 
 /* A class of the partition (part.c): a group's key and its nodes. */
 struct bclass {
-    int32_t base;  /* base class (batch_engine.nbase) */
+    int32_t base;  /* base class (batch_engine.nbase), -1: a free id (part.c) */
     int32_t *resv; /* live reservation slots holding its nodes, ascending */
     int32_t nresv;
     uint64_t *mem; /* membership bits of words [wlo, wlo + nw); NULL when empty */
@@ -158,6 +158,10 @@ struct bpart {
     int32_t *rerun;
     int32_t nrerun, caprerun;
     bool rerun_all; /* every running job's (the classes were renumbered) */
+    int32_t *freec; /* class ids free for reuse (base -1) */
+    int32_t nfreec, capfreec;
+    int32_t recycle_slack; /* empty classes freed past classes with nodes + this (64;
+                            * tests: 0) */
 };
 
 struct bpool {

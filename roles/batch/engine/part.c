@@ -11,9 +11,10 @@
  * visit of every node. A running job whose nodes changed class has its bitmap words
  * made again. Everything starts again from the base classes (one visit per node, and
  * every running job's words and busy bits made again) when a node is added, goes up
- * or down or changes features or capacity, and when the classes emptied by releases
- * outnumber the others (their keys hold released reservations, which never come
- * back).
+ * or down or changes features or capacity. The classes emptied by releases are freed
+ * for reuse when they outnumber the others by recycle_slack (their keys hold released
+ * reservations, which never come back): class ids in use never change but at a start
+ * from the base classes.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -138,9 +139,58 @@ static void classes_free(struct bpart *p)
         free(p->c[k].resv);
         free(p->c[k].mem);
     }
-    p->nc = 0;
+    p->nc = p->nfreec = 0;
     if (p->slot)
         memset(p->slot, -1, (size_t)p->cap * sizeof *p->slot);
+}
+
+/* Makes room in the hash table for one more class (rehashing the classes in use). */
+static int class_table_room(struct bpart *p)
+{
+    if (2 * (p->nc + 1) <= p->cap)
+        return 0;
+    int32_t ncap = p->cap ? 2 * p->cap : 64, *v = malloc((size_t)ncap * sizeof *v);
+    if (!v)
+        return -1;
+    memset(v, -1, (size_t)ncap * sizeof *v);
+    for (int32_t k = 0; k < p->nc; k++)
+        if (p->c[k].base >= 0)
+            table_put(v, ncap, k, p->c[k].hash);
+    free(p->slot);
+    p->slot = v;
+    p->cap = ncap;
+    return 0;
+}
+
+/* Frees the empty classes that are not base classes (their keys hold reservations)
+ * for reuse when they outnumber the classes with nodes: a key with a released
+ * reservation never comes back, so they would pile up. Class ids in use do not
+ * change (the running jobs' bitmap words name them). 0 or -1. */
+static int classes_recycle(struct batch_engine *e)
+{
+    struct bpart *p = &e->part;
+    int32_t empty = 0;
+    for (int32_t k = e->nbases; k < p->nc; k++)
+        empty += p->c[k].base >= 0 && p->c[k].nnodes == 0;
+    if (empty <= p->nlive + p->recycle_slack)
+        return 0;
+    if (VEC_RESERVE(p->freec, p->capfreec, p->nfreec + empty) < 0)
+        return -1;
+    for (int32_t k = e->nbases; k < p->nc; k++) {
+        struct bclass *c = &p->c[k];
+        if (c->base < 0 || c->nnodes > 0)
+            continue;
+        free(c->resv);
+        free(c->mem);
+        memset(c, 0, sizeof *c);
+        c->base = c->group = -1;
+        p->freec[p->nfreec++] = k;
+    }
+    memset(p->slot, -1, (size_t)p->cap * sizeof *p->slot);
+    for (int32_t k = 0; k < p->nc; k++)
+        if (p->c[k].base >= 0)
+            table_put(p->slot, p->cap, k, p->c[k].hash);
+    return 0;
 }
 
 void bs_part_free(struct bpart *p)
@@ -152,6 +202,7 @@ void bs_part_free(struct bpart *p)
     free(p->acc);
     free(p->fresh);
     free(p->rerun);
+    free(p->freec);
     memset(p, 0, sizeof *p);
 }
 
@@ -166,20 +217,27 @@ static int32_t class_with(struct bpart *p, int32_t base, const int32_t *resv, in
             memcmp(c->resv, resv, (size_t)n * sizeof *resv) == 0)
             return p->slot[at];
     }
-    if (VEC_RESERVE(p->c, p->capc, p->nc + 1) < 0 ||
-        table_room(&p->slot, &p->cap, p->nc, &p->c[0].hash, sizeof *p->c) < 0)
+    int32_t *key = malloc(((size_t)n + 1) * sizeof *key), k;
+    if (!key)
         return -1;
-    struct bclass *c = &p->c[p->nc];
+    if (p->nfreec > 0) {
+        k = p->freec[--p->nfreec];
+    } else if (VEC_RESERVE(p->c, p->capc, p->nc + 1) < 0 || class_table_room(p) < 0) {
+        free(key);
+        return -1;
+    } else {
+        k = p->nc++;
+    }
+    struct bclass *c = &p->c[k];
     memset(c, 0, sizeof *c);
-    if (!(c->resv = malloc(((size_t)n + 1) * sizeof *c->resv)))
-        return -1;
-    memcpy(c->resv, resv, (size_t)n * sizeof *resv);
+    memcpy(key, resv, (size_t)n * sizeof *resv);
+    c->resv = key;
     c->base = base;
     c->nresv = n;
     c->hash = h;
     c->group = -1;
-    table_put(p->slot, p->cap, p->nc, h);
-    return p->nc++;
+    table_put(p->slot, p->cap, k, h);
+    return k;
 }
 
 /* Makes class c's window hold word w (of `words` in all), growing it by at least its
@@ -406,7 +464,7 @@ int bs_part_update(struct batch_engine *e)
 {
     struct bpart *p = &e->part;
     int rc = -1;
-    if ((!p->ok || !e->nbase_ok || p->nc > 2 * p->nlive + 64) && reset(e) < 0)
+    if ((!p->ok || !e->nbase_ok) && reset(e) < 0)
         goto out;
     struct move_memo m = {-1, -1, -1, false};
     int32_t keep = 0;
@@ -443,7 +501,7 @@ int bs_part_update(struct batch_engine *e)
             c->nw = 0;
         }
     }
-    if (reruns(e) < 0)
+    if (reruns(e) < 0 || classes_recycle(e) < 0)
         goto out;
     rc = 0;
 out:
