@@ -312,6 +312,8 @@ struct batch_engine {
     int32_t capheld;
     int32_t *scr_pick;
     int32_t cappick;
+    int32_t *scr_basek; /* tasks per node of each base class */
+    int32_t capbasek;
     int32_t nlazy; /* running jobs with nodes_lazy */
     struct strmap nodemap;
     /* distinct node feature lists (issue 27): fsetmap list -> index into fsets */

@@ -131,6 +131,50 @@ static void nodes_held(struct batch_engine *e, int64_t s, int64_t t, uint64_t *h
     }
 }
 
+static int not_enough(int64_t tasks, const struct batch_resv_req *q, int64_t s, int64_t t,
+                      char *why, size_t len)
+{
+    errno = ENOSPC;
+    return fail(why, len,
+                "only %" PRId64 " of %d tasks fit on nodes free from %" PRId64 " to %" PRId64,
+                tasks, q->tasks, s, t);
+}
+
+/* pick_tasks without a per-machine limit while the base classes are known (a node's
+ * class, features, capacity and being up are its base class's): the tasks a node
+ * holds are computed once per base class, and a node visited is one read of its base
+ * class. Returns the node count, or -1. */
+static int pick_by_base(struct batch_engine *e, const struct batch_resv_req *q, int32_t cls,
+                        const uint64_t *held, int64_t s, int64_t t, int32_t *out, char *why,
+                        size_t len)
+{
+    if (VEC_RESERVE(e->scr_basek, e->capbasek, e->nbases + 1) < 0)
+        return fail(why, len, "out of memory");
+    int32_t *kb = e->scr_basek, n = 0, words = (e->nnodes + 63) / 64;
+    for (int32_t b = 0; b < e->nbases; b++) {
+        const struct bnode *nd = &e->nodes[e->base_rep[b]];
+        kb[b] = bs_engine_kpn(&nd->cap, &q->per_task);
+        if ((cls >= 0 && nd->cls != cls) ||
+            (q->constraint && *q->constraint &&
+             !constraint_match(q->constraint, nd->fset >= 0 ? e->fsets[nd->fset] : "")))
+            kb[b] = 0;
+    }
+    int64_t tasks = 0;
+    for (int32_t w = 0; w < words && tasks < q->tasks; w++) {
+        uint64_t avail = ~held[w];
+        if (w == words - 1 && e->nnodes % 64)
+            avail &= (1ULL << (e->nnodes % 64)) - 1;
+        for (; avail && tasks < q->tasks; avail &= avail - 1) {
+            int32_t i = w * 64 + __builtin_ctzll(avail), b = e->nbase[i];
+            if (b < 0 || kb[b] < 1) /* down, or not suitable */
+                continue;
+            out[n++] = i;
+            tasks += kb[b];
+        }
+    }
+    return tasks < q->tasks ? not_enough(tasks, q, s, t, why, len) : n;
+}
+
 /* Tasks x shape: free suitable nodes in index order until the tasks fit (a bitmap
  * word of held nodes passed over at once). Returns the node count, or -1. */
 static int pick_tasks(struct batch_engine *e, const struct batch_resv_req *q, int64_t s, int64_t t,
@@ -150,6 +194,8 @@ static int pick_tasks(struct batch_engine *e, const struct batch_resv_req *q, in
     uint64_t *held = e->scr_held;
     memset(held, 0, ((size_t)words + 1) * sizeof *held);
     nodes_held(e, s, t, held);
+    if (e->nbase_ok && q->ppn <= 0) /* tasks per node from the base classes */
+        return pick_by_base(e, q, cls, held, s, t, out, why, len);
     const struct batch_res *last = NULL; /* kpn of the last capacity seen (nodes alike) */
     int32_t klast = 0;
     for (int32_t w = 0; w < words && tasks < q->tasks; w++) {
@@ -180,13 +226,7 @@ static int pick_tasks(struct batch_engine *e, const struct batch_resv_req *q, in
             tasks += k;
         }
     }
-    if (tasks < q->tasks) {
-        errno = ENOSPC;
-        return fail(why, len,
-                    "only %" PRId64 " of %d tasks fit on nodes free from %" PRId64 " to %" PRId64,
-                    tasks, q->tasks, s, t);
-    }
-    return n;
+    return tasks < q->tasks ? not_enough(tasks, q, s, t, why, len) : n;
 }
 
 /* Copies the ACL of q into r (credential names interned). 0 or -1 (ENOMEM). */
