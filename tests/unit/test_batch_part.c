@@ -157,17 +157,59 @@ static void check_busy(struct batch_engine *e)
         assert_int_equal(e->busy[w], want[w]);
 }
 
+/* The nodes a reservation of `tasks` one-processor tasks over [s, t) takes, by a plain
+ * reference: up nodes in index order that no running job holds past s and no live
+ * reservation overlapping [s, t) holds, until the tasks fit; how many, or -1. */
+static int32_t ref_pick(struct batch_engine *e, int32_t tasks, int64_t s, int64_t t, int32_t *out)
+{
+    int32_t n = 0, got = 0;
+    for (int32_t i = 0; i < e->nnodes && got < tasks; i++) {
+        bool held = !e->nodes[i].up;
+        for (int32_t x = 0; !held && x < e->nrunning; x++) {
+            int32_t slot = e->running[x];
+            struct bjob *j = &e->jobs[slot];
+            bs_engine_fill_nodes(e, slot);
+            for (int32_t k = 0; j->end_est > s && k < j->nnodes; k++)
+                held = held || j->nodes[k] == i;
+        }
+        for (int32_t r = 0; !held && r < e->nresv; r++) {
+            const struct bresv *v = &e->resv[r];
+            for (int32_t k = 0; v->live && v->start < t && v->end > s && k < v->nnodes; k++)
+                held = held || v->nodes[k] == i;
+        }
+        if (held)
+            continue;
+        out[n++] = i;
+        got += (int32_t)e->nodes[i].cap.procs;
+    }
+    return got >= tasks ? n : -1;
+}
+
 static void step(struct batch_engine *e, int64_t *now, uint64_t *jid)
 {
     uint32_t what = rnd(100);
     char why[256];
-    if (what < 40) { /* a reservation by tasks */
+    if (what < 40) { /* a reservation by tasks: the nodes the reference takes */
         struct batch_resv_req q = {0};
         q.tasks = 1 + (int32_t)rnd(24);
         q.per_task.procs = 1;
         q.start = *now + (int64_t)rnd(400);
         q.duration = 1 + (int64_t)rnd(300);
-        (void)batch_resv_create(e, &q, *now, NULL, 0, why, sizeof why);
+        int64_t s = q.start > *now ? q.start : *now;
+        if (e->now > s)
+            s = e->now;
+        static int32_t want[NNODES];
+        int32_t nw = ref_pick(e, q.tasks, s, s + q.duration, want);
+        char name[BATCH_NAME_MAX];
+        int rc = batch_resv_create(e, &q, *now, name, sizeof name, why, sizeof why);
+        assert_int_equal(rc, nw >= 0 ? 0 : -1);
+        struct batch_resv_info ri;
+        if (rc == 0) {
+            assert_int_equal(batch_resv_find(e, name, &ri), 0);
+            assert_int_equal(ri.nnodes, nw);
+            for (int32_t i = 0; i < nw; i++)
+                assert_int_equal(ri.nodes[i], want[i]);
+        }
     } else if (what < 55) { /* by names (often refused unless restored) */
         char names[4][16];
         const char *list[4];

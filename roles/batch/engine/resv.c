@@ -97,6 +97,16 @@ static int pick_named(struct batch_engine *e, const struct batch_resv_req *q, in
     return (int)q->nnodes;
 }
 
+/* Sets in held[] the nodes of reservation slot r when it is live and overlaps [s, t). */
+static void resv_held(const struct batch_engine *e, int32_t r, int64_t s, int64_t t, uint64_t *held)
+{
+    const struct bresv *v = &e->resv[r];
+    if (!v->live || v->start >= t || v->end <= s)
+        return;
+    for (int32_t i = 0; i < v->nnodes; i++)
+        held[v->nodes[i] / 64] |= 1ULL << (v->nodes[i] % 64);
+}
+
 /* Sets in held[] (bit per node) the nodes node_busy would refuse over [s, t) for a
  * running job or a reservation: the running jobs' bitmap words (their node lists
  * when the words do not cover them all: a node that came up since the last
@@ -122,13 +132,27 @@ static void nodes_held(struct batch_engine *e, int64_t s, int64_t t, uint64_t *h
             if (e->node_job[j->nodes[k]] == slot)
                 held[j->nodes[k] / 64] |= 1ULL << (j->nodes[k] % 64);
     }
-    for (int32_t r = 0; r < e->nresv; r++) {
-        const struct bresv *v = &e->resv[r];
-        if (!v->live || v->start >= t || v->end <= s)
-            continue;
-        for (int32_t i = 0; i < v->nnodes; i++)
-            held[v->nodes[i] / 64] |= 1ULL << (v->nodes[i] % 64);
+    const struct bpart *p = &e->part;
+    if (!p->ok || !e->nbase_ok) { /* the classes may not hold every up node: by nodes */
+        for (int32_t r = 0; r < e->nresv; r++)
+            resv_held(e, r, s, t, held);
+        return;
     }
+    /* The up nodes of the reservations counted in the classes are those of the classes
+     * whose keys hold them (a down node is never chosen: it need not be marked); the
+     * ones made since by their nodes. */
+    for (int32_t k = 0; k < p->nc; k++) {
+        const struct bclass *c = &p->c[k];
+        bool hit = false;
+        for (int32_t x = 0; x < c->nresv && !hit && c->nnodes > 0; x++) {
+            const struct bresv *v = &e->resv[c->resv[x]];
+            hit = v->live && v->start < t && v->end > s;
+        }
+        for (int32_t w = 0; hit && w < c->nw; w++)
+            held[c->wlo + w] |= c->mem[w];
+    }
+    for (int32_t f = 0; f < p->nfresh; f++)
+        resv_held(e, p->fresh[f], s, t, held);
 }
 
 static int not_enough(int64_t tasks, const struct batch_resv_req *q, int64_t s, int64_t t,
