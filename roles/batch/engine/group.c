@@ -20,6 +20,8 @@ void bs_engine_groups_free(struct batch_engine *e)
     e->ngroups = 0;
     for (int32_t p = 0; p < e->npools; p++) {
         struct bpool *pl = &e->pools[p];
+        if (pl->resv >= 0) /* its reservation has no pool until the next pools_make */
+            e->resv[pl->resv].pool = -1;
         for (int32_t k = 0; k < pl->ng; k++) {
             bs_profile_free(&pl->base[k]);
             bs_profile_free(&pl->plan[k]);
@@ -120,41 +122,69 @@ static int pool_make(struct bpool *p, int32_t resv, const int32_t *gid, int32_t 
     return 0;
 }
 
-/* Builds pools: 0 = general (every group), then one per live reservation. */
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Builds pools: 0 = general (every group), then one per live reservation in slot
+ * order (the partition's list of them: no pass over the released ones), each over
+ * the groups holding it in group order (one pass over the groups' keys). */
 static int pools_make(struct batch_engine *e)
 {
-    int32_t npools = 1;
-    for (int32_t r = 0; r < e->nresv; r++)
-        npools += e->resv[r].live;
-    int32_t *gid = malloc(((size_t)e->ngroups + 1) * sizeof *gid);
-    e->pools = calloc((size_t)npools, sizeof *e->pools);
-    if (!gid || !e->pools) {
-        free(gid);
-        return -1;
-    }
-    int rc = 0;
+    const struct bpart *pt = &e->part;
+    int32_t nl = pt->nacc, *live = malloc(((size_t)nl + 1) * sizeof *live);
+    int32_t *cnt = calloc((size_t)nl + 1, sizeof *cnt), *gid = NULL, total = 0, rc = -1;
+    if (!live || !cnt)
+        goto out;
+    memcpy(live, pt->acc, (size_t)nl * sizeof *live);
+    for (int32_t x = 1; x < nl; x++)
+        if (live[x - 1] > live[x]) {
+            qsort(live, (size_t)nl, sizeof *live, cmp_i32);
+            break;
+        }
+    for (int32_t x = 0; x < nl; x++)
+        e->resv[live[x]].pool = 1 + x;
+    for (int32_t g = 0; g < e->ngroups; g++)
+        for (int32_t i = 0; i < e->groups[g].nresv; i++)
+            total++;
+    if (!(gid = malloc(((size_t)(total > e->ngroups ? total : e->ngroups) + 1) * sizeof *gid)) ||
+        !(e->pools = calloc((size_t)nl + 1, sizeof *e->pools)))
+        goto out;
     for (int32_t g = 0; g < e->ngroups; g++)
         gid[g] = g;
     if (pool_make(&e->pools[e->npools++], -1, gid, e->ngroups) < 0)
-        rc = -1;
+        goto out;
     e->pools[0].start = INT64_MIN;
     e->pools[0].end = BATCH_NEVER;
-    for (int32_t r = 0; r < e->nresv && rc == 0; r++) {
-        e->resv[r].pool = -1;
-        if (!e->resv[r].live)
-            continue;
-        int32_t ng = 0;
-        for (int32_t g = 0; g < e->ngroups; g++)
-            for (int32_t i = 0; i < e->groups[g].nresv; i++)
-                if (e->groups[g].resv[i] == r)
-                    gid[ng++] = g;
-        struct bpool *p = &e->pools[e->npools];
-        if (pool_make(p, r, gid, ng) < 0)
-            rc = -1;
-        p->start = e->resv[r].start;
-        p->end = e->resv[r].end;
-        e->resv[r].pool = e->npools++;
+    for (int32_t g = 0; g < e->ngroups; g++) /* groups per pool, then their offsets */
+        for (int32_t i = 0; i < e->groups[g].nresv; i++)
+            cnt[e->resv[e->groups[g].resv[i]].pool - 1]++;
+    for (int32_t x = 0, off = 0; x < nl; x++) {
+        int32_t c = cnt[x];
+        cnt[x] = off;
+        off += c;
     }
+    for (int32_t g = 0; g < e->ngroups; g++)
+        for (int32_t i = 0; i < e->groups[g].nresv; i++)
+            gid[cnt[e->resv[e->groups[g].resv[i]].pool - 1]++] = g;
+    for (int32_t x = 0, off = 0; x < nl; x++) { /* cnt[x] is now pool x's end */
+        const struct bresv *r = &e->resv[live[x]];
+        struct bpool *p = &e->pools[e->npools++];
+        if (pool_make(p, live[x], gid + off, cnt[x] - off) < 0)
+            goto out;
+        p->start = r->start;
+        p->end = r->end;
+        off = cnt[x];
+    }
+    rc = 0;
+out:
+    if (rc < 0 && live)
+        for (int32_t x = 0; x < nl; x++)
+            e->resv[live[x]].pool = -1;
+    free(live);
+    free(cnt);
     free(gid);
     return rc;
 }
