@@ -364,9 +364,12 @@ static int move_word(struct batch_engine *e, int32_t w, uint64_t mask, int32_t r
         d->nnodes += cnt;
         for (uint64_t b = bits; b; b &= b - 1)
             p->ncls[w * 64 + __builtin_ctzll(b)] = to;
-        for (uint64_t b = bits & e->busy[w]; b; b &= b - 1) {
+        for (uint64_t b = bits & e->busy[w], last = (uint64_t)-1; b; b &= b - 1) {
             int32_t s = e->node_job[w * 64 + __builtin_ctzll(b)]; /* valid for a busy node:
                                                                    * bs_engine_fill_all ran */
+            if ((uint64_t)s == last)                              /* the job of the node before */
+                continue;
+            last = (uint64_t)s;
             if (s >= 0 && s < e->njobs && e->jobs[s].live &&
                 e->jobs[s].state == BATCH_JOB_RUNNING && rerun_add(p, &e->jobs[s], s) < 0)
                 return -1;
