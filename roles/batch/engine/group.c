@@ -138,7 +138,8 @@ static int pools_make(struct batch_engine *e)
     int32_t *cnt = calloc((size_t)nl + 1, sizeof *cnt), *gid = NULL, total = 0, rc = -1;
     if (!live || !cnt)
         goto out;
-    memcpy(live, pt->acc, (size_t)nl * sizeof *live);
+    if (nl > 0)
+        memcpy(live, pt->acc, (size_t)nl * sizeof *live);
     for (int32_t x = 1; x < nl; x++)
         if (live[x - 1] > live[x]) {
             qsort(live, (size_t)nl, sizeof *live, cmp_i32);
