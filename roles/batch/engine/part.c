@@ -439,6 +439,66 @@ void bs_part_note_resv(struct batch_engine *e, int32_t r)
         p->fresh[p->nfresh++] = r;
 }
 
+/* Class c's membership word w (0 outside its window, or when empty). */
+static uint64_t class_word(const struct bclass *c, int32_t w)
+{
+    return c->mem && w >= c->wlo && w < c->wlo + c->nw ? c->mem[w - c->wlo] : 0;
+}
+
+/* Splits run u of a job by the classes its nodes are in now: the nodes still in its
+ * class, then the others a class at a time; writes the pieces to out (when not NULL)
+ * and returns how many. */
+static int32_t run_split(const struct bpart *p, const struct bjob_run *u, struct bjob_run *out)
+{
+    int32_t n = 0, w = u->word;
+    uint64_t in = u->mask & class_word(&p->c[u->part], w), rest = u->mask & ~in;
+    if (in && out)
+        out[n] = (struct bjob_run){u->part, w, in};
+    n += in != 0;
+    while (rest) {
+        int32_t k = p->ncls[w * 64 + __builtin_ctzll(rest)];
+        uint64_t bits = k >= 0 ? rest & class_word(&p->c[k], w) : 0;
+        if (!bits) { /* in no class (cannot happen: moves keep nodes up) */
+            rest &= rest - 1;
+            continue;
+        }
+        if (out)
+            out[n] = (struct bjob_run){k, w, bits};
+        n++;
+        rest &= ~bits;
+    }
+    return n;
+}
+
+/* Makes running job j's bitmap words follow its nodes that changed class since they
+ * were made: its words split by class, a pass over its words and moved nodes (where
+ * bs_engine_job_runs visits all its nodes). A job without words (adopted) has them
+ * made. 0 or -1. */
+static int runs_follow(struct batch_engine *e, struct bjob *j)
+{
+    if (j->nruns == 0)
+        return bs_engine_job_runs(e, j);
+    int32_t n = 0;
+    bool moved = false;
+    for (int32_t i = 0; i < j->nruns; i++) {
+        const struct bjob_run *u = &j->runs[i];
+        moved = moved || (u->mask & ~class_word(&e->part.c[u->part], u->word));
+        n += run_split(&e->part, u, NULL);
+    }
+    if (!moved) /* a node moved twice, back where it was */
+        return 0;
+    struct bjob_run *v = malloc(((size_t)n + 1) * sizeof *v);
+    if (!v)
+        return -1;
+    n = 0;
+    for (int32_t i = 0; i < j->nruns; i++)
+        n += run_split(&e->part, &j->runs[i], v + n);
+    free(j->runs);
+    j->runs = v;
+    j->nruns = n;
+    return 0;
+}
+
 /* Makes the bitmap words of the listed running jobs (all of them after a reset, with
  * the busy bits from scratch). 0 or -1. */
 static int reruns(struct batch_engine *e)
@@ -452,7 +512,7 @@ static int reruns(struct batch_engine *e)
     } else {
         for (int32_t x = 0; x < p->nrerun; x++) {
             struct bjob *j = &e->jobs[p->rerun[x]];
-            if (j->live && j->state == BATCH_JOB_RUNNING && bs_engine_job_runs(e, j) < 0)
+            if (j->live && j->state == BATCH_JOB_RUNNING && runs_follow(e, j) < 0)
                 return -1;
         }
     }
