@@ -8,8 +8,11 @@
  * regrouped from scratch (the partition dropped) must give the same groups again.
  * The busy bitmap, kept across regroupings, must hold exactly the up nodes of the
  * running jobs (started, adopted, ended), and each job's bitmap words must name the
- * class its nodes are in. Capacities change too (a node's base class). The seed is
- * printed; set BATCH_TEST_SEED to repeat a run.
+ * class its nodes are in. Capacities change too (a node's base class). Every
+ * reservation by tasks must take the nodes a plain reference picks (resv.c's node
+ * choice from bitmap words and classes). In half of the rounds the classes emptied by
+ * releases are freed at every update (their ids reused). The seed is printed; set
+ * BATCH_TEST_SEED to repeat a run.
  */
 #include <stdarg.h>
 #include <stddef.h>
