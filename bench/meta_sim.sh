@@ -5,11 +5,11 @@
 # the trace and the 7 runs), estimate_wall_s the estimate policy's run alone (target
 # < 10 s); bsld holds the mean bounded slowdown (10 s) per policy. One JSON line:
 #   {"bench":"meta_sim","wall_s":...,"estimate_wall_s":...,"bsld":{"estimate":...,...}}
-# A second line (issue 25 item 5) measures what reservations cost on big sites: the
-# first 10,000 jobs of CEA-Curie (93,312 one-processor nodes) on 4 sites, the estimate
-# policy (an estimate at every site and a reservation per grid job) against slurm_m
-# (no reservation), each run's own wall time and their ratio (target: ratio < 2):
-#   {"bench":"meta_sim_resv","estimate_wall_s":...,"slurm_m_wall_s":...,"ratio":...}
+# Three more lines (issue 25 item 5) measure what reservations cost on big sites: the
+# first 10,000 jobs of CEA-Curie (93,312 one-processor nodes) on 2, 4 and 8 sites, the
+# estimate policy (an estimate at every site and a reservation per grid job) against
+# slurm_m (no reservation), each run's own wall time and their ratio (target: ratio < 2):
+#   {"bench":"meta_sim_resv","sites":N,"estimate_wall_s":...,"slurm_m_wall_s":...,"ratio":...}
 set -eu
 export GRIDNODE_PLAIN="${GRIDNODE_PLAIN-1}" # plain on loopback, as bench/run.sh (docs/security.md)
 cd "$(dirname "$0")/.."
@@ -58,14 +58,16 @@ if [ ! -r "$curie" ]; then
     exit 0
 fi
 wall() { # the run's own wall time (reading the trace not counted)
-    "$gridnode" meta --simulate "$curie" --count 10000 --sites 4 --policy "$1" --json |
+    "$gridnode" meta --simulate "$curie" --count 10000 --sites "$1" --policy "$2" --json |
         /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["runs"][0]["wall_s"])'
 }
-est=$(wall estimate)
-slm=$(wall slurm_m)
-/usr/bin/python3 -c '
+for sites in 2 4 8; do
+    est=$(wall "$sites" estimate)
+    slm=$(wall "$sites" slurm_m)
+    /usr/bin/python3 -c '
 import json, sys
-e, s = float(sys.argv[1]), float(sys.argv[2])
-print(json.dumps({"bench": "meta_sim_resv", "trace": "CEA-Curie", "jobs": 10000, "sites": 4,
+n, e, s = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+print(json.dumps({"bench": "meta_sim_resv", "trace": "CEA-Curie", "jobs": 10000, "sites": n,
                   "estimate_wall_s": round(e, 3), "slurm_m_wall_s": round(s, 3),
-                  "ratio": round(e / s, 1) if s > 0 else None}))' "$est" "$slm"
+                  "ratio": round(e / s, 1) if s > 0 else None}))' "$sites" "$est" "$slm"
+done

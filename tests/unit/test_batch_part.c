@@ -4,8 +4,14 @@
  * their own at a cycle, nodes going down and up, jobs running) must give, after every
  * step, the groups a plain reference computes from scratch: every up node keyed by
  * (class, features, capacity, live reservations holding it), the keys in order, the
- * nodes of a key in ascending index. The same state regrouped from scratch (the
- * partition dropped) must give the same groups again. The seed is printed; set
+ * nodes of a key in ascending index (a group's membership bits). The same state
+ * regrouped from scratch (the partition dropped) must give the same groups again.
+ * The busy bitmap, kept across regroupings, must hold exactly the up nodes of the
+ * running jobs (started, adopted, ended), and each job's bitmap words must name the
+ * class its nodes are in. Capacities change too (a node's base class). Every
+ * reservation by tasks must take the nodes a plain reference picks (resv.c's node
+ * choice from bitmap words and classes). In half of the rounds the classes emptied by
+ * releases are freed at every update (their ids reused). The seed is printed; set
  * BATCH_TEST_SEED to repeat a run.
  */
 #include <stdarg.h>
@@ -69,7 +75,7 @@ static void check_groups(struct batch_engine *e)
     for (int32_t i = 0; i < e->nnodes; i++) {
         const struct bnode *x = &e->nodes[i];
         if (!x->up) {
-            assert_int_equal(e->npos[i].group, -1);
+            assert_int_equal(bs_part_node_group(e, i), -1);
             continue;
         }
         struct rkey *y = &k[n++];
@@ -92,7 +98,8 @@ static void check_groups(struct batch_engine *e)
         }
     }
     qsort(k, (size_t)n, sizeof *k, rkey_cmp);
-    int32_t g = -1, pos = 0;
+    static int32_t gn[NNODES];
+    int32_t g = -1, pos = 0, ngn = 0;
     for (int32_t x = 0; x < n; x++) {
         if (x == 0 || !same_key(&k[x - 1], &k[x])) {
             g++;
@@ -105,12 +112,18 @@ static void check_groups(struct batch_engine *e)
             assert_int_equal(gr->nresv, k[x].n);
             for (int32_t m = 0; m < gr->nresv; m++)
                 assert_int_equal(gr->resv[m], k[x].resv[m]);
+            ngn = 0; /* its nodes, from its membership bits in ascending index */
+            for (int32_t w = gr->wlo; w < gr->whi; w++)
+                for (uint64_t b = bs_group_word(gr, w); b; b &= b - 1) {
+                    assert_true(ngn < NNODES);
+                    gn[ngn++] = w * 64 + __builtin_ctzll(b);
+                }
+            assert_int_equal(ngn, gr->nnodes);
         }
         const struct bgroup *gr = &e->groups[g];
         assert_true(pos < gr->nnodes);
-        assert_int_equal(gr->nodes[pos], k[x].node);
-        assert_int_equal(e->npos[k[x].node].group, g);
-        assert_int_equal(e->npos[k[x].node].gpos, pos);
+        assert_int_equal(gn[pos], k[x].node);
+        assert_int_equal(bs_part_node_group(e, k[x].node), g);
         pos++;
         if (x + 1 == n || !same_key(&k[x], &k[x + 1]))
             assert_int_equal(pos, gr->nnodes);
@@ -118,17 +131,88 @@ static void check_groups(struct batch_engine *e)
     assert_int_equal(g + 1, e->ngroups);
 }
 
+/* Checks the busy bitmap against the running jobs' up nodes, and each running job's
+ * bitmap words against the classes. */
+static void check_busy(struct batch_engine *e)
+{
+    uint64_t want[(NNODES + 63) / 64] = {0};
+    for (int32_t x = 0; x < e->nrunning; x++) {
+        int32_t slot = e->running[x];
+        struct bjob *j = &e->jobs[slot];
+        bs_engine_fill_nodes(e, slot);
+        int32_t cover = 0;
+        for (int32_t i = 0; i < j->nnodes; i++)
+            if (e->nodes[j->nodes[i]].up) {
+                want[j->nodes[i] / 64] |= 1ULL << (j->nodes[i] % 64);
+                cover++;
+            }
+        int32_t got = 0;
+        for (int32_t r = 0; r < j->nruns; r++) {
+            const struct bjob_run *u = &j->runs[r];
+            const struct bclass *c = &e->part.c[u->part];
+            assert_true(c->group >= 0 && c->group < e->ngroups);
+            assert_int_equal(u->mask & ~bs_group_word(&e->groups[c->group], u->word), 0);
+            got += bs_pop64(u->mask);
+        }
+        assert_int_equal(got, cover);
+    }
+    for (int32_t w = 0; w < (NNODES + 63) / 64; w++)
+        assert_int_equal(e->busy[w], want[w]);
+}
+
+/* The nodes a reservation of `tasks` one-processor tasks over [s, t) takes, by a plain
+ * reference: up nodes in index order that no running job holds past s and no live
+ * reservation overlapping [s, t) holds, until the tasks fit; how many, or -1. */
+static int32_t ref_pick(struct batch_engine *e, int32_t tasks, int64_t s, int64_t t, int32_t *out)
+{
+    int32_t n = 0, got = 0;
+    for (int32_t i = 0; i < e->nnodes && got < tasks; i++) {
+        bool held = !e->nodes[i].up;
+        for (int32_t x = 0; !held && x < e->nrunning; x++) {
+            int32_t slot = e->running[x];
+            struct bjob *j = &e->jobs[slot];
+            bs_engine_fill_nodes(e, slot);
+            for (int32_t k = 0; j->end_est > s && k < j->nnodes; k++)
+                held = held || j->nodes[k] == i;
+        }
+        for (int32_t r = 0; !held && r < e->nresv; r++) {
+            const struct bresv *v = &e->resv[r];
+            for (int32_t k = 0; v->live && v->start < t && v->end > s && k < v->nnodes; k++)
+                held = held || v->nodes[k] == i;
+        }
+        if (held)
+            continue;
+        out[n++] = i;
+        got += (int32_t)e->nodes[i].cap.procs;
+    }
+    return got >= tasks ? n : -1;
+}
+
 static void step(struct batch_engine *e, int64_t *now, uint64_t *jid)
 {
     uint32_t what = rnd(100);
     char why[256];
-    if (what < 40) { /* a reservation by tasks */
+    if (what < 40) { /* a reservation by tasks: the nodes the reference takes */
         struct batch_resv_req q = {0};
         q.tasks = 1 + (int32_t)rnd(24);
         q.per_task.procs = 1;
         q.start = *now + (int64_t)rnd(400);
         q.duration = 1 + (int64_t)rnd(300);
-        (void)batch_resv_create(e, &q, *now, NULL, 0, why, sizeof why);
+        int64_t s = q.start > *now ? q.start : *now;
+        if (e->now > s)
+            s = e->now;
+        static int32_t want[NNODES];
+        int32_t nw = ref_pick(e, q.tasks, s, s + q.duration, want);
+        char name[BATCH_NAME_MAX];
+        int rc = batch_resv_create(e, &q, *now, name, sizeof name, why, sizeof why);
+        assert_int_equal(rc, nw >= 0 ? 0 : -1);
+        struct batch_resv_info ri;
+        if (rc == 0) {
+            assert_int_equal(batch_resv_find(e, name, &ri), 0);
+            assert_int_equal(ri.nnodes, nw);
+            for (int32_t i = 0; i < nw; i++)
+                assert_int_equal(ri.nodes[i], want[i]);
+        }
     } else if (what < 55) { /* by names (often refused unless restored) */
         char names[4][16];
         const char *list[4];
@@ -173,6 +257,30 @@ static void step(struct batch_engine *e, int64_t *now, uint64_t *jid)
             if (batch_job_info(e, id, &bi) == 0 && bi.state == BATCH_JOB_RUNNING && rnd(3) == 0)
                 (void)batch_job_finish(e, id, *now);
         }
+    } else if (what < 95) { /* a job adopted on free up nodes (the live role's restart) */
+        int32_t nodes[3], nn = 0;
+        for (int32_t tries = 0; tries < 20 && nn < 3; tries++) {
+            int32_t n = (int32_t)rnd(NNODES);
+            bool dup = false;
+            for (int32_t i = 0; i < nn; i++)
+                dup = dup || nodes[i] == n;
+            if (!dup && e->nodes[n].up && !batch_node_busy(e, n))
+                nodes[nn++] = n;
+        }
+        if (nn) {
+            struct batch_job_spec s = {0};
+            s.id = ++*jid;
+            snprintf(s.user, sizeof s.user, "u%u", rnd(3));
+            s.tasks = nn;
+            s.per_task.procs = 1;
+            s.walltime = 10 + (int64_t)rnd(200);
+            s.submit = *now;
+            assert_int_equal(batch_job_adopt(e, &s, nodes, nn, *now), 0);
+        }
+    } else if (what < 97) { /* a node's capacity changes (another base class) */
+        int32_t n = (int32_t)rnd(NNODES);
+        struct batch_res cap = {1 + (int64_t)rnd(2), 1000 * (1 + (int64_t)rnd(2)), 0, 0};
+        assert_int_equal(batch_node_set_cap(e, n, &cap), 0);
     } else { /* a node goes down or comes up */
         int32_t n = (int32_t)rnd(NNODES);
         assert_int_equal(batch_node_set_up(e, n, !e->nodes[n].up), 0);
@@ -191,6 +299,8 @@ static void test_random_resv(void **state)
         batch_config_defaults(&c);
         struct batch_engine *e = batch_engine_new(&c);
         assert_non_null(e);
+        if (round % 2) /* empty classes freed and their ids reused at every update */
+            e->part.recycle_slack = -1000;
         for (int32_t i = 0; i < NNODES; i++) { /* three base classes, interleaved */
             struct batch_node_spec s = {.cap = {1 + (i % 3 == 0), 1000 * (1 + i % 2), 0, 0}};
             snprintf(s.name, sizeof s.name, "n%03d", i);
@@ -204,10 +314,12 @@ static void test_random_resv(void **state)
                 continue; /* several changes in one regrouping */
             assert_int_equal(bs_engine_regroup(e), 0);
             check_groups(e);
+            check_busy(e);
             if (rnd(8) == 0) { /* from scratch: the same groups */
                 e->part.ok = false;
                 assert_int_equal(bs_engine_regroup(e), 0);
                 check_groups(e);
+                check_busy(e);
             }
         }
         batch_engine_destroy(&e);

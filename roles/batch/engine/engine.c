@@ -35,6 +35,7 @@ struct batch_engine *batch_engine_new(const struct batch_config *cfg)
     e->min_end = BATCH_NEVER;
     e->bnd.group = -1;
     e->bound_min_jobs = 256; /* below, bounds cost more than the searches they save */
+    e->part.recycle_slack = 64;
     e->fs_stamp = -1;
     e->groups_dirty = true;
     bs_prio_weights(e);
@@ -55,7 +56,10 @@ void batch_engine_destroy(struct batch_engine **ep)
     free(e->nodes);
     free(e->node_job);
     free(e->nbase);
-    free(e->npos);
+    free(e->busy);
+    free(e->scr_held);
+    free(e->scr_pick);
+    free(e->scr_basek);
     bs_part_free(&e->part);
     free(e->base_rep);
     bs_strmap_free(&e->nodemap);
@@ -181,6 +185,16 @@ const char *batch_node_features(const struct batch_engine *e, int32_t node)
     return e->nodes[node].fset >= 0 ? e->fsets[e->nodes[node].fset] : "";
 }
 
+/* Makes the busy bitmap hold n nodes (new words zeroed); 0 or -1 (ENOMEM). */
+static int busy_room(struct batch_engine *e, int32_t n)
+{
+    int32_t old = e->capbusy;
+    if (VEC_RESERVE(e->busy, e->capbusy, (n + 63) / 64) < 0)
+        return -1;
+    memset(e->busy + old, 0, (size_t)(e->capbusy - old) * sizeof *e->busy);
+    return 0;
+}
+
 int32_t batch_node_add(struct batch_engine *e, const struct batch_node_spec *n)
 {
     e->jest_valid = false; /* the showstart cache (estimate.c) */
@@ -199,7 +213,7 @@ int32_t batch_node_add(struct batch_engine *e, const struct batch_node_spec *n)
     if ((n->class_[0] && cls < 0) || (n->host[0] && host < 0) || fset == -2 ||
         VEC_RESERVE(e->nodes, e->capnodes, e->nnodes + 1) < 0 ||
         VEC_RESERVE(e->node_job, e->capnodejob, e->nnodes + 1) < 0 ||
-        VEC_RESERVE(e->npos, e->capnpos, e->nnodes + 1) < 0)
+        busy_room(e, e->nnodes + 1) < 0)
         return -1;
     struct bnode *nd = &e->nodes[e->nnodes];
     memset(nd, 0, sizeof *nd);
@@ -214,7 +228,6 @@ int32_t batch_node_add(struct batch_engine *e, const struct batch_node_spec *n)
     nd->fset = fset;
     nd->up = true;
     e->node_job[e->nnodes] = -1;
-    e->npos[e->nnodes].group = -1;
     e->groups_dirty = true;
     e->nbase_ok = false;
     bs_engine_memo_clear(e);
@@ -389,7 +402,8 @@ int batch_job_adopt(struct batch_engine *e, const struct batch_job_spec *s, cons
         e->min_end = j->end_est;
     j->run_idx = e->nrunning;
     e->running[e->nrunning++] = slot; /* room reserved at submit */
-    e->groups_dirty = true; /* busy bits and base profiles are rebuilt at the next cycle */
+    bs_part_note_job(e, slot);        /* its busy bits and bitmap words: at the next regrouping */
+    e->groups_dirty = true;           /* base profiles are rebuilt at the next cycle */
     bs_engine_memo_clear(e);
     e->plan_valid = e->est_valid = e->jest_valid = false;
     return 0;
@@ -429,12 +443,13 @@ static void job_release(struct batch_engine *e, struct bjob *j, int64_t when)
     bool counts = !e->groups_dirty && bs_engine_scratch(e, p->ng + 1) == 0;
     if (counts)
         memset(cnt, 0, (size_t)p->ng * sizeof *cnt);
-    /* node_job[] is left as it is (see bs_engine_node_job); with dirty groups the
-     * busy bits are rebuilt from the running jobs at the next cycle */
-    for (int32_t i = 0; !e->groups_dirty && i < j->nruns; i++) {
+    /* node_job[] is left as it is (see bs_engine_node_job); the busy bits are cleared
+     * even with dirty groups (they outlive regroupings) */
+    for (int32_t i = 0; i < j->nruns; i++) {
         const struct bjob_run *r = &j->runs[i];
-        e->groups[r->group].busy[r->word] &= ~r->mask;
-        int32_t k = counts ? bs_pool_pos(p, r->group) : -1;
+        e->busy[r->word] &= ~r->mask;
+        int32_t g = counts ? e->part.c[r->part].group : -1;
+        int32_t k = g >= 0 ? bs_pool_pos(p, g) : -1;
         if (k >= 0)
             cnt[k] += bs_pop64(r->mask);
     }

@@ -34,7 +34,7 @@ static void base_move_end(struct batch_engine *e, struct bjob *j, int64_t old_en
      * before every call here; a replay through the simulator does not) */
     bs_engine_fill_nodes(e, (int32_t)(j - e->jobs));
     for (int32_t i = 0; i < j->nnodes; i++) {
-        int32_t g = e->npos[j->nodes[i]].group, k = g >= 0 ? bs_pool_pos(p, g) : -1;
+        int32_t g = bs_part_node_group(e, j->nodes[i]), k = g >= 0 ? bs_pool_pos(p, g) : -1;
         if (k >= 0)
             cnt[k]++;
     }
@@ -94,6 +94,7 @@ int batch_node_set_cap(struct batch_engine *e, int32_t node, const struct batch_
     if (nd->cap.procs != cap->procs || nd->cap.mem != cap->mem || nd->cap.disk != cap->disk ||
         nd->cap.swap != cap->swap) {
         nd->cap = *cap;
+        e->nbase_ok = false;    /* its base class (part.c) */
         e->groups_dirty = true; /* groups, base profiles and the plan are rebuilt */
         e->plan_valid = e->est_valid = e->jest_valid = false;
     }

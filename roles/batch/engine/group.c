@@ -14,14 +14,14 @@ void bs_engine_groups_free(struct batch_engine *e)
 {
     for (int32_t g = 0; g < e->ngroups; g++) {
         free(e->groups[g].resv);
-        free(e->groups[g].nodes);
-        free(e->groups[g].busy);
     }
     free(e->groups);
     e->groups = NULL;
     e->ngroups = 0;
     for (int32_t p = 0; p < e->npools; p++) {
         struct bpool *pl = &e->pools[p];
+        if (pl->resv >= 0) /* its reservation has no pool until the next pools_make */
+            e->resv[pl->resv].pool = -1;
         for (int32_t k = 0; k < pl->ng; k++) {
             bs_profile_free(&pl->base[k]);
             bs_profile_free(&pl->plan[k]);
@@ -55,29 +55,26 @@ static int class_cmp(const void *pa, const void *pb, void *arg)
     return 0;
 }
 
-/* Builds group gi from class c; the nodes' positions are written again only when
- * the class changed or moved to another group. */
-static int group_make(struct batch_engine *e, int32_t gi, struct bclass *c)
+/* Builds group gi from class k: its key, and its nodes borrowed from the class's
+ * membership bitmap (no visit of the nodes). */
+static int group_make(struct batch_engine *e, int32_t gi, int32_t k)
 {
     struct bgroup *g = &e->groups[gi];
-    const struct bnode *first = &e->nodes[c->nodes[0]];
+    struct bclass *c = &e->part.c[k];
+    const struct bnode *first = &e->nodes[e->base_rep[c->base]];
     g->cls = first->cls;
     g->fset = first->fset;
     g->cap = first->cap;
     g->nnodes = c->nnodes;
     g->nresv = c->nresv;
-    g->nodes = malloc((size_t)g->nnodes * sizeof *g->nodes);
-    g->busy = calloc(((size_t)g->nnodes + 63) / 64, sizeof *g->busy);
-    g->resv = malloc(((size_t)g->nresv + 1) * sizeof *g->resv);
-    if (!g->nodes || !g->busy || !g->resv)
+    g->part = k;
+    g->mem = c->mem;
+    g->wlo = c->wlo;
+    g->whi = c->wlo + c->nw;
+    if (!(g->resv = malloc(((size_t)g->nresv + 1) * sizeof *g->resv)))
         return -1;
     memcpy(g->resv, c->resv, (size_t)g->nresv * sizeof *g->resv);
-    memcpy(g->nodes, c->nodes, (size_t)g->nnodes * sizeof *g->nodes);
-    if (c->changed || c->group != gi)
-        for (int32_t i = 0; i < g->nnodes; i++)
-            e->npos[g->nodes[i]] = (struct bnodepos){gi, i};
     c->group = gi;
-    c->changed = false;
     return 0;
 }
 
@@ -101,7 +98,7 @@ static int groups_make(struct batch_engine *e)
         goto out;
     for (int32_t g = 0; g < ng; g++) {
         e->ngroups++;
-        if (group_make(e, g, &p->c[co[g]]) < 0)
+        if (group_make(e, g, co[g]) < 0)
             goto out;
     }
     rc = 0;
@@ -125,41 +122,70 @@ static int pool_make(struct bpool *p, int32_t resv, const int32_t *gid, int32_t 
     return 0;
 }
 
-/* Builds pools: 0 = general (every group), then one per live reservation. */
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Builds pools: 0 = general (every group), then one per live reservation in slot
+ * order (the partition's list of them: no pass over the released ones), each over
+ * the groups holding it in group order (one pass over the groups' keys). */
 static int pools_make(struct batch_engine *e)
 {
-    int32_t npools = 1;
-    for (int32_t r = 0; r < e->nresv; r++)
-        npools += e->resv[r].live;
-    int32_t *gid = malloc(((size_t)e->ngroups + 1) * sizeof *gid);
-    e->pools = calloc((size_t)npools, sizeof *e->pools);
-    if (!gid || !e->pools) {
-        free(gid);
-        return -1;
-    }
-    int rc = 0;
+    const struct bpart *pt = &e->part;
+    int32_t nl = pt->nacc, *live = malloc(((size_t)nl + 1) * sizeof *live);
+    int32_t *cnt = calloc((size_t)nl + 1, sizeof *cnt), *gid = NULL, total = 0, rc = -1;
+    if (!live || !cnt)
+        goto out;
+    if (nl > 0)
+        memcpy(live, pt->acc, (size_t)nl * sizeof *live);
+    for (int32_t x = 1; x < nl; x++)
+        if (live[x - 1] > live[x]) {
+            qsort(live, (size_t)nl, sizeof *live, cmp_i32);
+            break;
+        }
+    for (int32_t x = 0; x < nl; x++)
+        e->resv[live[x]].pool = 1 + x;
+    for (int32_t g = 0; g < e->ngroups; g++)
+        for (int32_t i = 0; i < e->groups[g].nresv; i++)
+            total++;
+    if (!(gid = malloc(((size_t)(total > e->ngroups ? total : e->ngroups) + 1) * sizeof *gid)) ||
+        !(e->pools = calloc((size_t)nl + 1, sizeof *e->pools)))
+        goto out;
     for (int32_t g = 0; g < e->ngroups; g++)
         gid[g] = g;
     if (pool_make(&e->pools[e->npools++], -1, gid, e->ngroups) < 0)
-        rc = -1;
+        goto out;
     e->pools[0].start = INT64_MIN;
     e->pools[0].end = BATCH_NEVER;
-    for (int32_t r = 0; r < e->nresv && rc == 0; r++) {
-        e->resv[r].pool = -1;
-        if (!e->resv[r].live)
-            continue;
-        int32_t ng = 0;
-        for (int32_t g = 0; g < e->ngroups; g++)
-            for (int32_t i = 0; i < e->groups[g].nresv; i++)
-                if (e->groups[g].resv[i] == r)
-                    gid[ng++] = g;
-        struct bpool *p = &e->pools[e->npools];
-        if (pool_make(p, r, gid, ng) < 0)
-            rc = -1;
-        p->start = e->resv[r].start;
-        p->end = e->resv[r].end;
-        e->resv[r].pool = e->npools++;
+    for (int32_t g = 0; g < e->ngroups; g++) /* groups per pool, then their offsets */
+        for (int32_t i = 0; i < e->groups[g].nresv; i++)
+            cnt[e->resv[e->groups[g].resv[i]].pool - 1]++;
+    for (int32_t x = 0, off = 0; x < nl; x++) {
+        int32_t c = cnt[x];
+        cnt[x] = off;
+        off += c;
     }
+    for (int32_t g = 0; g < e->ngroups; g++)
+        for (int32_t i = 0; i < e->groups[g].nresv; i++)
+            gid[cnt[e->resv[e->groups[g].resv[i]].pool - 1]++] = g;
+    for (int32_t x = 0, off = 0; x < nl; x++) { /* cnt[x] is now pool x's end */
+        const struct bresv *r = &e->resv[live[x]];
+        struct bpool *p = &e->pools[e->npools++];
+        if (pool_make(p, live[x], gid + off, cnt[x] - off) < 0)
+            goto out;
+        p->start = r->start;
+        p->end = r->end;
+        off = cnt[x];
+    }
+    rc = 0;
+out:
+    if (rc < 0 && live)
+        for (int32_t x = 0; x < nl; x++)
+            e->resv[live[x]].pool = -1;
+    free(live);
+    free(cnt);
     free(gid);
     return rc;
 }
@@ -170,11 +196,8 @@ int bs_engine_regroup(struct batch_engine *e)
     bs_engine_fill_all(e); /* the lazy node lists refer to the old groups */
     bs_engine_groups_free(e);
     int rc = -1;
-    if (groups_make(e) < 0 || pools_make(e) < 0)
+    if (groups_make(e) < 0 || pools_make(e) < 0) /* busy bits and runs kept (part.c) */
         goto out;
-    for (int32_t i = 0; i < e->nrunning; i++) /* busy bits from the running jobs */
-        if (bs_engine_job_runs(e, &e->jobs[e->running[i]]) < 0)
-            goto out;
     e->gepoch++;
     e->groups_dirty = false;
     if (bs_engine_rebuild_base(e) < 0 || bs_plan_copy_base(e) < 0 || bs_plan_copy_est(e) < 0)
@@ -190,14 +213,14 @@ out:
 }
 
 /* Subtracts running job j from its pool's base profiles over [now, end_est): its
- * nodes counted per group from its busy words (j->runs, just rebuilt). */
+ * nodes counted per group from its bitmap words (j->runs, each of one class). */
 static int base_add_job(struct batch_engine *e, struct bjob *j)
 {
     struct bpool *p = &e->pools[j->resv >= 0 ? e->resv[j->resv].pool : 0];
     int32_t *cnt = e->scr_cnt;
     memset(cnt, 0, (size_t)p->ng * sizeof *cnt);
     for (int32_t i = 0; i < j->nruns; i++) {
-        int32_t k = bs_pool_pos(p, j->runs[i].group);
+        int32_t g = e->part.c[j->runs[i].part].group, k = g >= 0 ? bs_pool_pos(p, g) : -1;
         if (k >= 0)
             cnt[k] += bs_pop64(j->runs[i].mask);
     }

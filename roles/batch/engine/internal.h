@@ -103,34 +103,43 @@ struct bnode {
     bool up;
 };
 
-struct bnodepos {  /* where a node is in the groups (batch_engine.npos) */
-    int32_t group; /* -1 when down */
-    int32_t gpos;  /* index in its group's node list */
-};
-
+/*
+ * Node positions are node indexes: a group's nodes are the set bits of its class's
+ * membership bitmap (bit i of word i / 64: node i), ascending index is position
+ * order, and whether a node runs a job is one bitmap for the whole engine
+ * (batch_engine.busy). Regrouping changes which group a word's bits belong to, not
+ * where a node is, so the busy bits and the running jobs' bitmap words (struct
+ * bjob_run) outlive it.
+ */
 struct bgroup {
     int32_t cls;
     int32_t fset; /* the feature list of its nodes, -1: none */
     struct batch_res cap;
     int32_t *resv; /* reservation slots covering these nodes, ascending */
     int32_t nresv;
-    int32_t *nodes;
     int32_t nnodes;
-    uint64_t *busy; /* bit per position in nodes[]: running a job */
+    int32_t part;        /* its class (batch_engine.part) */
+    const uint64_t *mem; /* the class's membership words [wlo, whi) (borrowed: valid
+                          * until the next regrouping) */
+    int32_t wlo, whi;
 };
+
+/* Group g's membership word w (nodes 64w .. 64w + 63), 0 outside its window. */
+static inline uint64_t bs_group_word(const struct bgroup *g, int32_t w)
+{
+    return w >= g->wlo && w < g->whi ? g->mem[w - g->wlo] : 0;
+}
 
 /* A class of the partition (part.c): a group's key and its nodes. */
 struct bclass {
-    int32_t base;  /* base class (batch_engine.nbase) */
+    int32_t base;  /* base class (batch_engine.nbase), -1: a free id (part.c) */
     int32_t *resv; /* live reservation slots holding its nodes, ascending */
     int32_t nresv;
-    int32_t *nodes; /* ascending */
-    int32_t nnodes, capnodes;
+    uint64_t *mem; /* membership bits of words [wlo, wlo + nw); NULL when empty */
+    int32_t wlo, nw;
+    int32_t nnodes;
     uint64_t hash;
-    int32_t group;      /* its group at the last regrouping, -1: none */
-    bool touched;       /* on the touched list of the update under way */
-    bool changed;       /* nodes came or went since its group was built */
-    int32_t inoff, nin; /* scratch: its arrivals in bpart.buf */
+    int32_t group; /* its group at the last regrouping, -1: none */
 };
 
 struct bpart {
@@ -145,14 +154,15 @@ struct bpart {
     int32_t nacc, capacc;
     int32_t *fresh; /* reservation slots created since the last update */
     int32_t nfresh, capfresh;
-    int32_t *touch; /* scratch: classes that lost or gained nodes */
-    int32_t ntouch, captouch;
-    int32_t *in; /* scratch: nodes moved (a node moved twice is listed twice) */
-    int32_t nin, capin;
-    int32_t *buf; /* scratch: the moved nodes by class */
-    int32_t capbuf;
-    int32_t *seen; /* scratch: per node, the serial of the last pass that saw it */
-    int32_t capseen, serial;
+    /* running job slots whose bitmap words must be made again (class of a node
+     * changed, or adopted): bjob.rerun set while listed */
+    int32_t *rerun;
+    int32_t nrerun, caprerun;
+    bool rerun_all; /* every running job's (the classes were renumbered) */
+    int32_t *freec; /* class ids free for reuse (base -1) */
+    int32_t nfreec, capfreec;
+    int32_t recycle_slack; /* empty classes freed past classes with nodes + this (64;
+                            * tests: 0) */
 };
 
 struct bpool {
@@ -193,10 +203,10 @@ enum batch_reason {
     R_WAITRESV
 };
 
-/* Nodes a running job holds in one word of a group's busy bitmap: releasing them
- * is a mask per word instead of a visit per node. */
+/* Nodes a running job holds in one bitmap word (nodes 64 word .. 64 word + 63), all
+ * of class `part`: releasing them is a mask per word instead of a visit per node. */
 struct bjob_run {
-    int32_t group, word;
+    int32_t part, word;
     uint64_t mask;
 };
 
@@ -233,8 +243,10 @@ struct bjob {
     int64_t start, end_est, charged;
     int32_t *nodes;
     int32_t nnodes;
-    struct bjob_run *runs; /* running: its busy bits (rebuilt by regrouping) */
+    struct bjob_run *runs; /* running: its busy bits (made again by regrouping when
+                            * one of its nodes changed class) */
     int32_t nruns;
+    bool rerun;               /* on the partition's rerun list */
     bool nodes_lazy;          /* nodes[] not written yet: runs[] says which (see
                                * bs_engine_fill_nodes) */
     int32_t resv;             /* running inside this reservation slot, -1 */
@@ -292,10 +304,17 @@ struct batch_engine {
      * stay within a few cache lines. */
     int32_t *node_job;
     int32_t capnodejob;
-    /* per node: its group and position there, apart from struct bnode so that
-     * regrouping writes a dense array */
-    struct bnodepos *npos;
-    int32_t capnpos;
+    /* bit per node: running a job (set by a start or by bs_engine_job_runs, cleared
+     * by the job's end) */
+    uint64_t *busy;
+    int32_t capbusy; /* words */
+    /* scratch for batch_resv_create: nodes held (bit per node) and the nodes chosen */
+    uint64_t *scr_held;
+    int32_t capheld;
+    int32_t *scr_pick;
+    int32_t cappick;
+    int32_t *scr_basek; /* tasks per node of each base class */
+    int32_t capbasek;
     int32_t nlazy; /* running jobs with nodes_lazy */
     struct strmap nodemap;
     /* distinct node feature lists (issue 27): fsetmap list -> index into fsets */
@@ -469,6 +488,10 @@ int bs_part_base_cmp(const struct bnode *x, const struct bnode *y);
 int bs_part_update(struct batch_engine *e);
 /* Notes reservation slot r, just created. */
 void bs_part_note_resv(struct batch_engine *e, int32_t r);
+/* Notes running job slot s, whose bitmap words are made at the next update (adopted). */
+void bs_part_note_job(struct batch_engine *e, int32_t s);
+/* The group of node i at the last regrouping, -1 when down or not grouped yet. */
+int32_t bs_part_node_group(const struct batch_engine *e, int32_t i);
 void bs_part_free(struct bpart *p);
 
 /* ---- plan.c ---- */

@@ -4,13 +4,17 @@
  * set of live reservations holding the nodes) with its nodes in ascending index; the
  * groups are the non-empty classes in key order (group.c).
  *
- * A reservation created or released moves only its own nodes between classes, so
- * bringing the partition up to date costs the nodes of the reservations that changed
- * (and a pass over each class that lost or gained nodes), not a visit of every node.
- * Everything starts again from the base classes (one visit per node) when a node is
- * added, goes up or down or changes features, and when the classes emptied by
- * releases outnumber the others (their keys hold released reservations, which never
- * come back).
+ * A class's nodes are the set bits of a bitmap over node indexes (internal.h), kept
+ * over a window of words. A reservation created or released moves only its own
+ * nodes between classes (a bit cleared in one bitmap, set in another), so bringing
+ * the partition up to date costs the nodes of the reservations that changed, not a
+ * visit of every node. A running job whose nodes changed class has its bitmap words
+ * made again. Everything starts again from the base classes (one visit per node, and
+ * every running job's words and busy bits made again) when a node is added, goes up
+ * or down or changes features or capacity. The classes emptied by releases are freed
+ * for reuse when they outnumber the others by recycle_slack (their keys hold released
+ * reservations, which never come back): class ids in use never change but at a start
+ * from the base classes.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -133,11 +137,60 @@ static void classes_free(struct bpart *p)
 {
     for (int32_t k = 0; k < p->nc; k++) {
         free(p->c[k].resv);
-        free(p->c[k].nodes);
+        free(p->c[k].mem);
     }
-    p->nc = 0;
+    p->nc = p->nfreec = 0;
     if (p->slot)
         memset(p->slot, -1, (size_t)p->cap * sizeof *p->slot);
+}
+
+/* Makes room in the hash table for one more class (rehashing the classes in use). */
+static int class_table_room(struct bpart *p)
+{
+    if (2 * (p->nc + 1) <= p->cap)
+        return 0;
+    int32_t ncap = p->cap ? 2 * p->cap : 64, *v = malloc((size_t)ncap * sizeof *v);
+    if (!v)
+        return -1;
+    memset(v, -1, (size_t)ncap * sizeof *v);
+    for (int32_t k = 0; k < p->nc; k++)
+        if (p->c[k].base >= 0)
+            table_put(v, ncap, k, p->c[k].hash);
+    free(p->slot);
+    p->slot = v;
+    p->cap = ncap;
+    return 0;
+}
+
+/* Frees the empty classes that are not base classes (their keys hold reservations)
+ * for reuse when they outnumber the classes with nodes: a key with a released
+ * reservation never comes back, so they would pile up. Class ids in use do not
+ * change (the running jobs' bitmap words name them). 0 or -1. */
+static int classes_recycle(struct batch_engine *e)
+{
+    struct bpart *p = &e->part;
+    int32_t empty = 0;
+    for (int32_t k = e->nbases; k < p->nc; k++)
+        empty += p->c[k].base >= 0 && p->c[k].nnodes == 0;
+    if (empty <= p->nlive + p->recycle_slack)
+        return 0;
+    if (VEC_RESERVE(p->freec, p->capfreec, p->nfreec + empty) < 0)
+        return -1;
+    for (int32_t k = e->nbases; k < p->nc; k++) {
+        struct bclass *c = &p->c[k];
+        if (c->base < 0 || c->nnodes > 0)
+            continue;
+        free(c->resv);
+        free(c->mem);
+        memset(c, 0, sizeof *c);
+        c->base = c->group = -1;
+        p->freec[p->nfreec++] = k;
+    }
+    memset(p->slot, -1, (size_t)p->cap * sizeof *p->slot);
+    for (int32_t k = 0; k < p->nc; k++)
+        if (p->c[k].base >= 0)
+            table_put(p->slot, p->cap, k, p->c[k].hash);
+    return 0;
 }
 
 void bs_part_free(struct bpart *p)
@@ -148,10 +201,8 @@ void bs_part_free(struct bpart *p)
     free(p->ncls);
     free(p->acc);
     free(p->fresh);
-    free(p->touch);
-    free(p->in);
-    free(p->buf);
-    free(p->seen);
+    free(p->rerun);
+    free(p->freec);
     memset(p, 0, sizeof *p);
 }
 
@@ -166,31 +217,90 @@ static int32_t class_with(struct bpart *p, int32_t base, const int32_t *resv, in
             memcmp(c->resv, resv, (size_t)n * sizeof *resv) == 0)
             return p->slot[at];
     }
-    if (VEC_RESERVE(p->c, p->capc, p->nc + 1) < 0 ||
-        table_room(&p->slot, &p->cap, p->nc, &p->c[0].hash, sizeof *p->c) < 0)
+    int32_t *key = malloc(((size_t)n + 1) * sizeof *key), k;
+    if (!key)
         return -1;
-    struct bclass *c = &p->c[p->nc];
+    if (p->nfreec > 0) {
+        k = p->freec[--p->nfreec];
+    } else if (VEC_RESERVE(p->c, p->capc, p->nc + 1) < 0 || class_table_room(p) < 0) {
+        free(key);
+        return -1;
+    } else {
+        k = p->nc++;
+    }
+    struct bclass *c = &p->c[k];
     memset(c, 0, sizeof *c);
-    if (!(c->resv = malloc(((size_t)n + 1) * sizeof *c->resv)))
-        return -1;
-    memcpy(c->resv, resv, (size_t)n * sizeof *resv);
+    memcpy(key, resv, (size_t)n * sizeof *resv);
+    c->resv = key;
     c->base = base;
     c->nresv = n;
     c->hash = h;
     c->group = -1;
-    table_put(p->slot, p->cap, p->nc, h);
-    return p->nc++;
+    table_put(p->slot, p->cap, k, h);
+    return k;
 }
 
-static int touch(struct bpart *p, int32_t k)
+/* Makes class c's window hold word w (of `words` in all), growing it by at least its
+ * size towards w (so that a class filled in index order grows in O(1) amortized).
+ * 0 or -1. */
+static int class_cover(struct bclass *c, int32_t w, int32_t words)
 {
-    if (p->c[k].touched)
+    if (c->mem && w >= c->wlo && w < c->wlo + c->nw)
         return 0;
-    if (VEC_RESERVE(p->touch, p->captouch, p->ntouch + 1) < 0)
+    int32_t lo = c->wlo, hi = c->wlo + c->nw, grow = c->nw > 4 ? c->nw : 4;
+    if (!c->mem)
+        lo = hi = w;
+    if (w < lo)
+        lo = w - grow < 0 ? 0 : w - grow;
+    if (w >= hi)
+        hi = w + 1 + grow > words ? words : w + 1 + grow;
+    uint64_t *m = calloc((size_t)(hi - lo), sizeof *m);
+    if (!m)
         return -1;
-    p->c[k].touched = true;
-    p->touch[p->ntouch++] = k;
+    if (c->mem)
+        memcpy(m + (c->wlo - lo), c->mem, (size_t)c->nw * sizeof *m);
+    free(c->mem);
+    c->mem = m;
+    c->wlo = lo;
+    c->nw = hi - lo;
     return 0;
+}
+
+/* Puts node i (down: in no class) in class k; 0 or -1. */
+static int class_add(struct batch_engine *e, int32_t k, int32_t i)
+{
+    struct bclass *c = &e->part.c[k];
+    if (class_cover(c, i / 64, (e->nnodes + 63) / 64) < 0)
+        return -1;
+    c->mem[i / 64 - c->wlo] |= 1ULL << (i % 64);
+    c->nnodes++;
+    e->part.ncls[i] = k;
+    return 0;
+}
+
+/* Lists running job slot s for new bitmap words at the end of the update. 0 or -1. */
+static int rerun_add(struct bpart *p, struct bjob *j, int32_t s)
+{
+    if (j->rerun || p->rerun_all)
+        return 0;
+    if (VEC_RESERVE(p->rerun, p->caprerun, p->nrerun + 1) < 0)
+        return -1;
+    j->rerun = true;
+    p->rerun[p->nrerun++] = s;
+    return 0;
+}
+
+void bs_part_note_job(struct batch_engine *e, int32_t s)
+{
+    if (rerun_add(&e->part, &e->jobs[s], s) < 0)
+        e->part.ok = false; /* everything made again at the next update */
+}
+
+int32_t bs_part_node_group(const struct batch_engine *e, int32_t i)
+{
+    const struct bpart *p = &e->part;
+    int32_t k = p->ok && i < p->capncls ? p->ncls[i] : -1;
+    return k >= 0 ? p->c[k].group : -1;
 }
 
 /* Memo of the last move (consecutive nodes of a reservation mostly share a class). */
@@ -199,117 +309,103 @@ struct move_memo {
     bool add;
 };
 
-/* Moves node i to the class with reservation r added to (or removed from) its key. */
-static int move(struct bpart *p, int32_t i, int32_t r, bool add, struct move_memo *m)
+/* The class of class `from`'s key with reservation r added (or removed); -1 (ENOMEM). */
+static int32_t class_moved(struct bpart *p, int32_t from, int32_t r, bool add, struct move_memo *m)
 {
-    int32_t from = p->ncls[i], to;
-    if (from < 0) /* down: in no class */
-        return 0;
-    if (m->from == from && m->r == r && m->add == add) {
-        to = m->to;
-    } else {
-        const struct bclass *c = &p->c[from];
-        int32_t n = c->nresv, *key = malloc(((size_t)n + 2) * sizeof *key), nk = 0;
-        if (!key)
-            return -1;
-        int32_t x = 0;
-        for (; x < n && c->resv[x] < r; x++)
-            key[nk++] = c->resv[x];
-        if (add)
-            key[nk++] = r;
-        else if (x < n && c->resv[x] == r)
-            x++;
-        for (; x < n; x++)
-            key[nk++] = c->resv[x];
-        to = class_with(p, c->base, key, nk); /* may move p->c: c is not used after */
-        free(key);
+    if (m->from == from && m->r == r && m->add == add)
+        return m->to;
+    const struct bclass *c = &p->c[from];
+    int32_t n = c->nresv, *key = malloc(((size_t)n + 2) * sizeof *key), nk = 0;
+    if (!key)
+        return -1;
+    int32_t x = 0;
+    for (; x < n && c->resv[x] < r; x++)
+        key[nk++] = c->resv[x];
+    if (add)
+        key[nk++] = r;
+    else if (x < n && c->resv[x] == r)
+        x++;
+    for (; x < n; x++)
+        key[nk++] = c->resv[x];
+    int32_t to = class_with(p, c->base, key, nk); /* may move p->c: c is not used after */
+    free(key);
+    if (to >= 0)
+        *m = (struct move_memo){from, r, to, add};
+    return to;
+}
+
+/* Moves the nodes of word w in mask (a reservation's) to the classes with reservation
+ * r added to (or removed from) their keys, the nodes of one class together; the jobs
+ * running on them get new bitmap words. 0 or -1. */
+static int move_word(struct batch_engine *e, int32_t w, uint64_t mask, int32_t r, bool add,
+                     struct move_memo *m)
+{
+    struct bpart *p = &e->part;
+    while (mask) {
+        int32_t from = p->ncls[w * 64 + __builtin_ctzll(mask)];
+        if (from < 0) { /* down: in no class */
+            mask &= mask - 1;
+            continue;
+        }
+        uint64_t bits = mask & p->c[from].mem[w - p->c[from].wlo];
+        mask &= ~bits;
+        int32_t to = class_moved(p, from, r, add, m);
         if (to < 0)
             return -1;
-        *m = (struct move_memo){from, r, to, add};
+        if (to == from)
+            continue;
+        struct bclass *c = &p->c[from], *d = &p->c[to];
+        if (class_cover(d, w, (e->nnodes + 63) / 64) < 0)
+            return -1;
+        int32_t cnt = bs_pop64(bits);
+        c->mem[w - c->wlo] &= ~bits;
+        c->nnodes -= cnt;
+        d->mem[w - d->wlo] |= bits;
+        d->nnodes += cnt;
+        for (uint64_t b = bits; b; b &= b - 1)
+            p->ncls[w * 64 + __builtin_ctzll(b)] = to;
+        for (uint64_t b = bits & e->busy[w], last = (uint64_t)-1; b; b &= b - 1) {
+            int32_t s = e->node_job[w * 64 + __builtin_ctzll(b)]; /* valid for a busy node:
+                                                                   * bs_engine_fill_all ran */
+            if ((uint64_t)s == last)                              /* the job of the node before */
+                continue;
+            last = (uint64_t)s;
+            if (s >= 0 && s < e->njobs && e->jobs[s].live &&
+                e->jobs[s].state == BATCH_JOB_RUNNING && rerun_add(p, &e->jobs[s], s) < 0)
+                return -1;
+        }
     }
-    if (touch(p, from) < 0 || touch(p, to) < 0 || VEC_RESERVE(p->in, p->capin, p->nin + 1) < 0)
-        return -1;
-    p->ncls[i] = to;
-    p->in[p->nin++] = i;
     return 0;
 }
 
-static int cmp_i32(const void *a, const void *b)
+/* Moves the nodes of reservation slot r (listed in any order; runs of nodes in one
+ * bitmap word moved together) as move_word does. 0 or -1. */
+static int move_resv(struct batch_engine *e, int32_t r, bool add, struct move_memo *m)
 {
-    return cmp_i64(*(const int32_t *)a, *(const int32_t *)b);
-}
-
-/* Rewrites the node lists of the touched classes: the nodes that stayed, merged with
- * the ones that arrived (bucketed by class, each bucket ascending). 0 or -1. */
-static int settle(struct bpart *p, int32_t nnodes)
-{
-    if (VEC_RESERVE(p->buf, p->capbuf, p->nin + 1) < 0)
-        return -1;
-    if (p->capseen < nnodes) { /* new entries zeroed: never equal to a serial */
-        int32_t old = p->capseen;
-        if (VEC_RESERVE(p->seen, p->capseen, nnodes) < 0)
-            return -1;
-        memset(p->seen + old, 0, (size_t)(p->capseen - old) * sizeof *p->seen);
-    }
-    if (p->serial > INT32_MAX - 2) {
-        memset(p->seen, 0, (size_t)p->capseen * sizeof *p->seen);
-        p->serial = 0;
-    }
-    int32_t s1 = ++p->serial, s2 = ++p->serial;
-    for (int32_t t = 0; t < p->ntouch; t++)
-        p->c[p->touch[t]].nin = 0;
-    for (int32_t x = 0; x < p->nin; x++) { /* a node moved twice counts where it ended */
-        int32_t i = p->in[x];
-        if (p->seen[i] != s1) {
-            p->seen[i] = s1;
-            p->c[p->ncls[i]].nin++;
+    const struct bresv *v = &e->resv[r];
+    int32_t w = -1;
+    uint64_t mask = 0;
+    for (int32_t x = 0; x < v->nnodes; x++) {
+        int32_t i = v->nodes[x];
+        if (i / 64 != w) {
+            if (mask && move_word(e, w, mask, r, add, m) < 0)
+                return -1;
+            w = i / 64;
+            mask = 0;
         }
+        mask |= 1ULL << (i % 64);
     }
-    for (int32_t t = 0, off = 0; t < p->ntouch; t++) {
-        struct bclass *c = &p->c[p->touch[t]];
-        c->inoff = off;
-        off += c->nin;
-        c->nin = 0;
-    }
-    for (int32_t x = 0; x < p->nin; x++) {
-        int32_t i = p->in[x];
-        if (p->seen[i] != s2) {
-            p->seen[i] = s2;
-            struct bclass *c = &p->c[p->ncls[i]];
-            p->buf[c->inoff + c->nin++] = i;
-        }
-    }
-    for (int32_t t = 0; t < p->ntouch; t++) {
-        int32_t k = p->touch[t];
-        struct bclass *c = &p->c[k];
-        int32_t kept = 0, nin = c->nin, *in = p->buf + c->inoff;
-        for (int32_t x = 1; x < nin; x++)
-            if (in[x - 1] > in[x]) { /* reservations by name, or several */
-                qsort(in, (size_t)nin, sizeof *in, cmp_i32);
-                break;
-            }
-        for (int32_t x = 0; x < c->nnodes; x++)
-            if (p->ncls[c->nodes[x]] == k)
-                c->nodes[kept++] = c->nodes[x];
-        if (VEC_RESERVE(c->nodes, c->capnodes, kept + nin + 1) < 0)
-            return -1;
-        for (int32_t a = kept - 1, b = nin - 1, w = kept + nin - 1; b >= 0; w--)
-            c->nodes[w] = a >= 0 && c->nodes[a] > in[b] ? c->nodes[a--] : in[b--];
-        c->nnodes = kept + nin;
-        c->touched = false;
-        c->changed = true;
-    }
-    p->ntouch = p->nin = 0;
-    return 0;
+    return mask ? move_word(e, w, mask, r, add, m) : 0;
 }
 
 /* Starts again from the base classes: every up node in the class of its base class
- * and no reservation; every live reservation is then counted as new. 0 or -1. */
+ * and no reservation; every live reservation is then counted as new, and every
+ * running job's bitmap words and busy bits are made again. 0 or -1. */
 static int reset(struct batch_engine *e)
 {
     struct bpart *p = &e->part;
     classes_free(p);
-    p->nacc = p->nfresh = p->ntouch = p->nin = 0;
+    p->nacc = p->nfresh = 0;
     if (bases_make(e) < 0 || VEC_RESERVE(p->ncls, p->capncls, e->nnodes + 1) < 0)
         return -1;
     int32_t none = 0;
@@ -317,15 +413,9 @@ static int reset(struct batch_engine *e)
         if (class_with(p, b, &none, 0) != b)
             return -1;
     for (int32_t i = 0; i < e->nnodes; i++) {
-        int32_t b = p->ncls[i] = e->nbase[i];
-        if (b < 0) {
-            e->npos[i].group = -1;
-            continue;
-        }
-        struct bclass *c = &p->c[b];
-        if (VEC_RESERVE(c->nodes, c->capnodes, c->nnodes + 1) < 0)
+        p->ncls[i] = -1;
+        if (e->nbase[i] >= 0 && class_add(e, e->nbase[i], i) < 0)
             return -1;
-        c->nodes[c->nnodes++] = i;
     }
     for (int32_t r = 0; r < e->nresv; r++)
         if (e->resv[r].live) {
@@ -333,6 +423,7 @@ static int reset(struct batch_engine *e)
                 return -1;
             p->fresh[p->nfresh++] = r;
         }
+    p->rerun_all = true;
     p->ok = true;
     return 0;
 }
@@ -348,11 +439,95 @@ void bs_part_note_resv(struct batch_engine *e, int32_t r)
         p->fresh[p->nfresh++] = r;
 }
 
+/* Class c's membership word w (0 outside its window, or when empty). */
+static uint64_t class_word(const struct bclass *c, int32_t w)
+{
+    return c->mem && w >= c->wlo && w < c->wlo + c->nw ? c->mem[w - c->wlo] : 0;
+}
+
+/* Splits run u of a job by the classes its nodes are in now: the nodes still in its
+ * class, then the others a class at a time; writes the pieces to out (when not NULL)
+ * and returns how many. */
+static int32_t run_split(const struct bpart *p, const struct bjob_run *u, struct bjob_run *out)
+{
+    int32_t n = 0, w = u->word;
+    uint64_t in = u->mask & class_word(&p->c[u->part], w), rest = u->mask & ~in;
+    if (in && out)
+        out[n] = (struct bjob_run){u->part, w, in};
+    n += in != 0;
+    while (rest) {
+        int32_t k = p->ncls[w * 64 + __builtin_ctzll(rest)];
+        uint64_t bits = k >= 0 ? rest & class_word(&p->c[k], w) : 0;
+        if (!bits) { /* in no class (cannot happen: moves keep nodes up) */
+            rest &= rest - 1;
+            continue;
+        }
+        if (out)
+            out[n] = (struct bjob_run){k, w, bits};
+        n++;
+        rest &= ~bits;
+    }
+    return n;
+}
+
+/* Makes running job j's bitmap words follow its nodes that changed class since they
+ * were made: its words split by class, a pass over its words and moved nodes (where
+ * bs_engine_job_runs visits all its nodes). A job without words (adopted) has them
+ * made. 0 or -1. */
+static int runs_follow(struct batch_engine *e, struct bjob *j)
+{
+    if (j->nruns == 0)
+        return bs_engine_job_runs(e, j);
+    int32_t n = 0;
+    bool moved = false;
+    for (int32_t i = 0; i < j->nruns; i++) {
+        const struct bjob_run *u = &j->runs[i];
+        moved = moved || (u->mask & ~class_word(&e->part.c[u->part], u->word));
+        n += run_split(&e->part, u, NULL);
+    }
+    if (!moved) /* a node moved twice, back where it was */
+        return 0;
+    struct bjob_run *v = malloc(((size_t)n + 1) * sizeof *v);
+    if (!v)
+        return -1;
+    n = 0;
+    for (int32_t i = 0; i < j->nruns; i++)
+        n += run_split(&e->part, &j->runs[i], v + n);
+    free(j->runs);
+    j->runs = v;
+    j->nruns = n;
+    return 0;
+}
+
+/* Makes the bitmap words of the listed running jobs (all of them after a reset, with
+ * the busy bits from scratch). 0 or -1. */
+static int reruns(struct batch_engine *e)
+{
+    struct bpart *p = &e->part;
+    if (p->rerun_all) {
+        memset(e->busy, 0, (size_t)e->capbusy * sizeof *e->busy);
+        for (int32_t i = 0; i < e->nrunning; i++)
+            if (bs_engine_job_runs(e, &e->jobs[e->running[i]]) < 0)
+                return -1;
+    } else {
+        for (int32_t x = 0; x < p->nrerun; x++) {
+            struct bjob *j = &e->jobs[p->rerun[x]];
+            if (j->live && j->state == BATCH_JOB_RUNNING && runs_follow(e, j) < 0)
+                return -1;
+        }
+    }
+    for (int32_t x = 0; x < p->nrerun; x++)
+        e->jobs[p->rerun[x]].rerun = false;
+    p->nrerun = 0;
+    p->rerun_all = false;
+    return 0;
+}
+
 int bs_part_update(struct batch_engine *e)
 {
     struct bpart *p = &e->part;
     int rc = -1;
-    if ((!p->ok || !e->nbase_ok || p->nc > 2 * p->nlive + 64) && reset(e) < 0)
+    if ((!p->ok || !e->nbase_ok) && reset(e) < 0)
         goto out;
     struct move_memo m = {-1, -1, -1, false};
     int32_t keep = 0;
@@ -363,9 +538,8 @@ int bs_part_update(struct batch_engine *e)
             p->acc[keep++] = r;
             continue;
         }
-        for (int32_t x = 0; x < v->nnodes; x++)
-            if (move(p, v->nodes[x], r, false, &m) < 0)
-                goto out;
+        if (move_resv(e, r, false, &m) < 0)
+            goto out;
     }
     p->nacc = keep;
     for (int32_t f = 0; f < p->nfresh; f++) { /* created since (and still live) */
@@ -373,24 +547,28 @@ int bs_part_update(struct batch_engine *e)
         const struct bresv *v = &e->resv[r];
         if (!v->live)
             continue;
-        for (int32_t x = 0; x < v->nnodes; x++)
-            if (move(p, v->nodes[x], r, true, &m) < 0)
-                goto out;
+        if (move_resv(e, r, true, &m) < 0)
+            goto out;
         if (VEC_RESERVE(p->acc, p->capacc, p->nacc + 1) < 0)
             goto out;
         p->acc[p->nacc++] = r;
     }
     p->nfresh = 0;
-    if (settle(p, e->nnodes) < 0)
-        goto out;
     p->nlive = 0;
-    for (int32_t k = 0; k < p->nc; k++)
-        p->nlive += p->c[k].nnodes > 0;
+    for (int32_t k = 0; k < p->nc; k++) {
+        struct bclass *c = &p->c[k];
+        p->nlive += c->nnodes > 0;
+        if (c->nnodes == 0 && c->mem) {
+            free(c->mem);
+            c->mem = NULL;
+            c->nw = 0;
+        }
+    }
+    if (reruns(e) < 0 || classes_recycle(e) < 0)
+        goto out;
     rc = 0;
 out:
     if (rc < 0) {
-        for (int32_t t = 0; t < p->ntouch; t++)
-            p->c[p->touch[t]].touched = false;
         p->ok = false;
         errno = ENOMEM;
     }

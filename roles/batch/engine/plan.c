@@ -64,10 +64,13 @@ static int32_t ppn_node_cap(const struct batch_engine *e, const struct bgroup *g
         return INT32_MAX;
     int64_t machines = 0; /* a machine's nodes are added together: a change counts one
                              (nodes interleaved would count more: the cap only looser) */
-    for (int32_t i = 0; i < g->nnodes; i++) {
-        int32_t h = e->nodes[g->nodes[i]].host;
-        machines += h < 0 || i == 0 || e->nodes[g->nodes[i - 1]].host != h;
-    }
+    int32_t prev = -1;
+    for (int32_t w = g->wlo; w < g->whi; w++)
+        for (uint64_t m = bs_group_word(g, w); m; m &= m - 1) {
+            int32_t i = w * 64 + __builtin_ctzll(m), h = e->nodes[i].host;
+            machines += h < 0 || prev < 0 || e->nodes[prev].host != h;
+            prev = i;
+        }
     int64_t n = machines * j->ppn / kpn;
     return n > INT32_MAX ? INT32_MAX : (int32_t)n;
 }
@@ -418,19 +421,17 @@ int32_t bs_plan_free_now(const struct batch_engine *e)
     return n;
 }
 
-/* Marks n free nodes of group gi busy and appends the bitmap words it took to runs
- * (*nruns); which nodes they are is written out later, when asked for
- * (bs_engine_fill_nodes). Returns how many it found (< n only if the profiles and
- * the nodes disagree). */
+/* Marks n free nodes of group gi busy (lowest indexes first) and appends the bitmap
+ * words it took to runs (*nruns); which nodes they are is written out later, when
+ * asked for (bs_engine_fill_nodes). Returns how many it found (< n only if the
+ * profiles and the nodes disagree). */
 static int32_t group_take(struct batch_engine *e, int32_t gi, int32_t n, struct bjob_run *runs,
                           int32_t *nruns)
 {
-    struct bgroup *g = &e->groups[gi];
-    int32_t got = 0, words = (g->nnodes + 63) / 64;
-    for (int32_t w = 0; w < words && got < n; w++) {
-        uint64_t took = ~g->busy[w];
-        if (w == words - 1 && g->nnodes % 64)
-            took &= (1ULL << (g->nnodes % 64)) - 1;
+    const struct bgroup *g = &e->groups[gi];
+    int32_t got = 0;
+    for (int32_t w = g->wlo; w < g->whi && got < n; w++) {
+        uint64_t took = g->mem[w - g->wlo] & ~e->busy[w];
         if (!took)
             continue;
         int32_t c = bs_pop64(took), k = n - got;
@@ -443,28 +444,28 @@ static int32_t group_take(struct batch_engine *e, int32_t gi, int32_t n, struct 
             for (; c > k; c--) /* keep the lowest k: drop the highest */
                 took &= ~(1ULL << (63 - __builtin_clzll(took)));
         }
-        g->busy[w] |= took;
-        runs[(*nruns)++] = (struct bjob_run){gi, w, took};
+        e->busy[w] |= took;
+        runs[(*nruns)++] = (struct bjob_run){g->part, w, took};
         got += c < k ? c : k;
     }
     return got;
 }
 
-/* Marks node pos of group gi taken for a start (its busy bit) and records it in runs
+/* Marks node i of group gi taken for a start (its busy bit) and records it in runs
  * (one entry per bitmap word of a group: the group's entries are the last ones, as
  * groups are picked one after the other). */
-static void pick_node(struct batch_engine *e, int32_t gi, int32_t pos, struct bjob_run *runs,
+static void pick_node(struct batch_engine *e, int32_t gi, int32_t i, struct bjob_run *runs,
                       int32_t *nruns)
 {
-    int32_t w = pos / 64;
-    uint64_t bit = 1ULL << (pos % 64);
-    e->groups[gi].busy[w] |= bit;
-    for (int32_t i = *nruns - 1; i >= 0 && runs[i].group == gi; i--)
-        if (runs[i].word == w) {
-            runs[i].mask |= bit;
+    int32_t w = i / 64, part = e->groups[gi].part;
+    uint64_t bit = 1ULL << (i % 64);
+    e->busy[w] |= bit;
+    for (int32_t x = *nruns - 1; x >= 0 && runs[x].part == part; x--)
+        if (runs[x].word == w) {
+            runs[x].mask |= bit;
             return;
         }
-    runs[(*nruns)++] = (struct bjob_run){gi, w, bit};
+    runs[(*nruns)++] = (struct bjob_run){part, w, bit};
 }
 
 /*
@@ -505,18 +506,23 @@ static int32_t hosts_pick(struct batch_engine *e, const struct bjob *j, const st
                 spread = spread || ((gm >> u & 1) && cleft[u]);
             if (pass == 0 && !spread)
                 continue;
-            for (int32_t pos = 0; pos < g->nnodes && want > 0; pos++) {
+            bool stop = false;
+            for (int32_t pos = g->wlo * 64; !stop && pos < g->whi * 64 && want > 0; pos++) {
+                if (!(bs_group_word(g, pos / 64) >> (pos % 64) & 1))
+                    continue;    /* not a node of g */
                 if (pass == 0) { /* only while a count of this group is short */
                     spread = false;
                     for (int u = 0; u < nv; u++)
                         spread = spread || ((gm >> u & 1) && cleft[u]);
-                    if (!spread)
-                        break;
+                    if (!spread) {
+                        stop = true;
+                        continue;
+                    }
                 }
-                int32_t h = e->nodes[g->nodes[pos]].host;
+                int32_t h = e->nodes[pos].host;
                 bool fresh = h < 0 || e->hostcnt[h] == 0;
                 int64_t t = left < kpn ? left : kpn;
-                if ((g->busy[pos / 64] >> (pos % 64) & 1) || (pass == 0 && !fresh))
+                if ((e->busy[pos / 64] >> (pos % 64) & 1) || (pass == 0 && !fresh))
                     continue;
                 if (h >= 0 && t > cap - e->hostcnt[h])
                     t = cap - e->hostcnt[h];
@@ -539,7 +545,7 @@ static int32_t hosts_pick(struct batch_engine *e, const struct bjob *j, const st
     ok = ok && left <= 0;
     if (!ok || !runs) /* give the bits back: only asked, or it cannot */
         for (int32_t i = 0; i < nruns; i++)
-            e->groups[loc[i].group].busy[loc[i].word] &= ~loc[i].mask;
+            e->busy[loc[i].word] &= ~loc[i].mask;
     if (loc != runs)
         free(loc);
     return ok ? nruns : -1;
@@ -552,7 +558,8 @@ static int take_nodes(struct batch_engine *e, int32_t slot, const struct bpool *
     struct bjob *j = &e->jobs[slot];
     int64_t total = 0, maxruns = 0;
     for (int32_t k = 0; k < p->ng; k++) {
-        int64_t words = (e->groups[p->gid[k]].nnodes + 63) / 64;
+        const struct bgroup *g = &e->groups[p->gid[k]];
+        int64_t words = g->whi - g->wlo;
         total += cnt[k];
         maxruns += cnt[k] < words ? cnt[k] : words;
     }
@@ -578,7 +585,7 @@ static int take_nodes(struct batch_engine *e, int32_t slot, const struct bpool *
         got += n;
         if (n < cnt[k]) { /* give the bits back */
             for (int32_t i = 0; i < nruns; i++)
-                e->groups[runs[i].group].busy[runs[i].word] &= ~runs[i].mask;
+                e->busy[runs[i].word] &= ~runs[i].mask;
             free(nodes);
             free(runs);
             errno = EAGAIN;

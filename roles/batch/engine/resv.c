@@ -97,36 +97,114 @@ static int pick_named(struct batch_engine *e, const struct batch_resv_req *q, in
     return (int)q->nnodes;
 }
 
-/* Marks in held[] (one byte per node) the nodes node_busy would refuse over [s, t)
- * for a running job or a reservation: one pass over the running jobs' nodes and the
- * overlapping reservations' instead of a search of both per node. */
-static void nodes_held(struct batch_engine *e, int64_t s, int64_t t, uint8_t *held)
+/* Sets in held[] the nodes of reservation slot r when it is live and overlaps [s, t). */
+static void resv_held(const struct batch_engine *e, int32_t r, int64_t s, int64_t t, uint64_t *held)
 {
-    bs_engine_fill_all(e);
-    for (int32_t i = 0; i < e->nrunning; i++) {
-        int32_t slot = e->running[i];
-        const struct bjob *j = &e->jobs[slot];
-        if (j->end_est <= s)
-            continue;
-        for (int32_t k = 0; k < j->nnodes; k++) /* the job bs_engine_node_job names */
-            if (e->node_job[j->nodes[k]] == slot)
-                held[j->nodes[k]] = 1;
-    }
-    for (int32_t r = 0; r < e->nresv; r++) {
-        const struct bresv *v = &e->resv[r];
-        if (!v->live || v->start >= t || v->end <= s)
-            continue;
-        for (int32_t i = 0; i < v->nnodes; i++)
-            held[v->nodes[i]] = 1;
-    }
+    const struct bresv *v = &e->resv[r];
+    if (!v->live || v->start >= t || v->end <= s)
+        return;
+    for (int32_t i = 0; i < v->nnodes; i++)
+        held[v->nodes[i] / 64] |= 1ULL << (v->nodes[i] % 64);
 }
 
-/* Tasks x shape: free suitable nodes in index order until the tasks fit. Returns
- * the node count, or -1. */
+/* Sets in held[] (bit per node) the nodes node_busy would refuse over [s, t) for a
+ * running job or a reservation: the running jobs' bitmap words (their node lists
+ * when the words do not cover them all: a node that came up since the last
+ * regrouping) and the overlapping reservations' nodes, instead of a search of both
+ * per node. */
+static void nodes_held(struct batch_engine *e, int64_t s, int64_t t, uint64_t *held)
+{
+    for (int32_t i = 0; i < e->nrunning; i++) {
+        int32_t slot = e->running[i];
+        struct bjob *j = &e->jobs[slot];
+        if (j->end_est <= s)
+            continue;
+        int32_t cover = 0;
+        for (int32_t k = 0; k < j->nruns; k++)
+            cover += bs_pop64(j->runs[k].mask);
+        if (cover == j->nnodes) {
+            for (int32_t k = 0; k < j->nruns; k++)
+                held[j->runs[k].word] |= j->runs[k].mask;
+            continue;
+        }
+        bs_engine_fill_nodes(e, slot);
+        for (int32_t k = 0; k < j->nnodes; k++) /* the job bs_engine_node_job names */
+            if (e->node_job[j->nodes[k]] == slot)
+                held[j->nodes[k] / 64] |= 1ULL << (j->nodes[k] % 64);
+    }
+    const struct bpart *p = &e->part;
+    if (!p->ok || !e->nbase_ok) { /* the classes may not hold every up node: by nodes */
+        for (int32_t r = 0; r < e->nresv; r++)
+            resv_held(e, r, s, t, held);
+        return;
+    }
+    /* The up nodes of the reservations counted in the classes are those of the classes
+     * whose keys hold them (a down node is never chosen: it need not be marked); the
+     * ones made since by their nodes. */
+    for (int32_t k = 0; k < p->nc; k++) {
+        const struct bclass *c = &p->c[k];
+        bool hit = false;
+        for (int32_t x = 0; x < c->nresv && !hit && c->nnodes > 0; x++) {
+            const struct bresv *v = &e->resv[c->resv[x]];
+            hit = v->live && v->start < t && v->end > s;
+        }
+        for (int32_t w = 0; hit && w < c->nw; w++)
+            held[c->wlo + w] |= c->mem[w];
+    }
+    for (int32_t f = 0; f < p->nfresh; f++)
+        resv_held(e, p->fresh[f], s, t, held);
+}
+
+static int not_enough(int64_t tasks, const struct batch_resv_req *q, int64_t s, int64_t t,
+                      char *why, size_t len)
+{
+    errno = ENOSPC;
+    return fail(why, len,
+                "only %" PRId64 " of %d tasks fit on nodes free from %" PRId64 " to %" PRId64,
+                tasks, q->tasks, s, t);
+}
+
+/* pick_tasks without a per-machine limit while the base classes are known (a node's
+ * class, features, capacity and being up are its base class's): the tasks a node
+ * holds are computed once per base class, and a node visited is one read of its base
+ * class. Returns the node count, or -1. */
+static int pick_by_base(struct batch_engine *e, const struct batch_resv_req *q, int32_t cls,
+                        const uint64_t *held, int64_t s, int64_t t, int32_t *out, char *why,
+                        size_t len)
+{
+    if (VEC_RESERVE(e->scr_basek, e->capbasek, e->nbases + 1) < 0)
+        return fail(why, len, "out of memory");
+    int32_t *kb = e->scr_basek, n = 0, words = (e->nnodes + 63) / 64;
+    for (int32_t b = 0; b < e->nbases; b++) {
+        const struct bnode *nd = &e->nodes[e->base_rep[b]];
+        kb[b] = bs_engine_kpn(&nd->cap, &q->per_task);
+        if ((cls >= 0 && nd->cls != cls) ||
+            (q->constraint && *q->constraint &&
+             !constraint_match(q->constraint, nd->fset >= 0 ? e->fsets[nd->fset] : "")))
+            kb[b] = 0;
+    }
+    int64_t tasks = 0;
+    for (int32_t w = 0; w < words && tasks < q->tasks; w++) {
+        uint64_t avail = ~held[w];
+        if (w == words - 1 && e->nnodes % 64)
+            avail &= (1ULL << (e->nnodes % 64)) - 1;
+        for (; avail && tasks < q->tasks; avail &= avail - 1) {
+            int32_t i = w * 64 + __builtin_ctzll(avail), b = e->nbase[i];
+            if (b < 0 || kb[b] < 1) /* down, or not suitable */
+                continue;
+            out[n++] = i;
+            tasks += kb[b];
+        }
+    }
+    return tasks < q->tasks ? not_enough(tasks, q, s, t, why, len) : n;
+}
+
+/* Tasks x shape: free suitable nodes in index order until the tasks fit (a bitmap
+ * word of held nodes passed over at once). Returns the node count, or -1. */
 static int pick_tasks(struct batch_engine *e, const struct batch_resv_req *q, int64_t s, int64_t t,
                       int32_t *out, char *why, size_t len)
 {
-    int32_t cls = -1, n = 0;
+    int32_t cls = -1, n = 0, words = (e->nnodes + 63) / 64;
     int64_t tasks = 0;
     if (q->partition && q->partition[0] &&
         (cls = bs_cred_lookup(e, BATCH_CRED_CLASS, q->partition)) < 0) {
@@ -135,44 +213,44 @@ static int pick_tasks(struct batch_engine *e, const struct batch_resv_req *q, in
     }
     if (q->ppn > 0 && bs_engine_hostcnt_zero(e) < 0)
         return -1;
-    uint8_t *held = calloc((size_t)e->nnodes + 1, 1);
-    if (!held)
+    if (VEC_RESERVE(e->scr_held, e->capheld, words + 1) < 0)
         return fail(why, len, "out of memory");
+    uint64_t *held = e->scr_held;
+    memset(held, 0, ((size_t)words + 1) * sizeof *held);
     nodes_held(e, s, t, held);
+    if (e->nbase_ok && q->ppn <= 0) /* tasks per node from the base classes */
+        return pick_by_base(e, q, cls, held, s, t, out, why, len);
     const struct batch_res *last = NULL; /* kpn of the last capacity seen (nodes alike) */
     int32_t klast = 0;
-    for (int32_t i = 0; i < e->nnodes && tasks < q->tasks; i++) {
-        if (held[i]) /* before the node itself: most nodes passed over are held */
-            continue;
-        const struct bnode *nd = &e->nodes[i];
-        if (!last || last->procs != nd->cap.procs || last->mem != nd->cap.mem ||
-            last->disk != nd->cap.disk || last->swap != nd->cap.swap) {
-            last = &nd->cap;
-            klast = bs_engine_kpn(&nd->cap, &q->per_task);
+    for (int32_t w = 0; w < words && tasks < q->tasks; w++) {
+        uint64_t avail = ~held[w];
+        if (w == words - 1 && e->nnodes % 64)
+            avail &= (1ULL << (e->nnodes % 64)) - 1;
+        for (; avail && tasks < q->tasks; avail &= avail - 1) {
+            int32_t i = w * 64 + __builtin_ctzll(avail);
+            const struct bnode *nd = &e->nodes[i];
+            if (!last || last->procs != nd->cap.procs || last->mem != nd->cap.mem ||
+                last->disk != nd->cap.disk || last->swap != nd->cap.swap) {
+                last = &nd->cap;
+                klast = bs_engine_kpn(&nd->cap, &q->per_task);
+            }
+            int32_t k = klast;
+            if (q->ppn > 0 && k > q->ppn) /* at most ppn per machine */
+                k = q->ppn;
+            if (q->ppn > 0 && nd->host >= 0 && k > q->ppn - e->hostcnt[nd->host])
+                k = q->ppn - e->hostcnt[nd->host];
+            if (k < 1 || (cls >= 0 && nd->cls != cls) ||
+                (q->constraint && *q->constraint &&
+                 !constraint_match(q->constraint, nd->fset >= 0 ? e->fsets[nd->fset] : "")) ||
+                !nd->up)
+                continue;
+            if (q->ppn > 0 && nd->host >= 0)
+                e->hostcnt[nd->host] += k;
+            out[n++] = i;
+            tasks += k;
         }
-        int32_t k = klast;
-        if (q->ppn > 0 && k > q->ppn) /* at most ppn per machine */
-            k = q->ppn;
-        if (q->ppn > 0 && nd->host >= 0 && k > q->ppn - e->hostcnt[nd->host])
-            k = q->ppn - e->hostcnt[nd->host];
-        if (k < 1 || (cls >= 0 && nd->cls != cls) ||
-            (q->constraint && *q->constraint &&
-             !constraint_match(q->constraint, nd->fset >= 0 ? e->fsets[nd->fset] : "")) ||
-            !nd->up)
-            continue;
-        if (q->ppn > 0 && nd->host >= 0)
-            e->hostcnt[nd->host] += k;
-        out[n++] = i;
-        tasks += k;
     }
-    free(held);
-    if (tasks < q->tasks) {
-        errno = ENOSPC;
-        return fail(why, len,
-                    "only %" PRId64 " of %d tasks fit on nodes free from %" PRId64 " to %" PRId64,
-                    tasks, q->tasks, s, t);
-    }
-    return n;
+    return tasks < q->tasks ? not_enough(tasks, q, s, t, why, len) : n;
 }
 
 /* Copies the ACL of q into r (credential names interned). 0 or -1 (ENOMEM). */
@@ -257,13 +335,20 @@ int batch_resv_create(struct batch_engine *e, const struct batch_resv_req *q, in
         return fail(why, why_len, "out of memory");
     struct bresv *r = &e->resv[e->nresv];
     memset(r, 0, sizeof *r);
-    if (!(r->nodes = malloc(((size_t)e->nnodes + q->nnodes + 1) * sizeof *r->nodes))) {
+    /* the nodes are chosen into scratch, then copied at their number */
+    if (q->nnodes > (size_t)(INT32_MAX - 1 - e->nnodes)) {
+        errno = EINVAL;
+        return fail(why, why_len, "too many node names");
+    }
+    if (VEC_RESERVE(e->scr_pick, e->cappick, e->nnodes + (int32_t)q->nnodes + 1) < 0) {
         errno = ENOMEM;
         return fail(why, why_len, "out of memory");
     }
-    int n = q->nnodes ? pick_named(e, q, s, t, r->nodes, why, why_len)
-                      : pick_tasks(e, q, s, t, r->nodes, why, why_len);
-    if (n < 0 || acl_copy(e, r, &q->acl) < 0) {
+    int n = q->nnodes ? pick_named(e, q, s, t, e->scr_pick, why, why_len)
+                      : pick_tasks(e, q, s, t, e->scr_pick, why, why_len);
+    if (n >= 0 && (r->nodes = malloc(((size_t)n + 1) * sizeof *r->nodes)))
+        memcpy(r->nodes, e->scr_pick, (size_t)n * sizeof *r->nodes);
+    if (n < 0 || !r->nodes || acl_copy(e, r, &q->acl) < 0) {
         int saved = n < 0 ? errno : ENOMEM;
         resv_free(r);
         errno = saved;

@@ -118,20 +118,21 @@ static int64_t host_capacity(struct batch_engine *e, const struct bjob *j, bool 
             continue;
         int32_t k = bs_engine_job_kpn(&gr->cap, j);
         uint64_t gm = bs_engine_group_names(e, gr, v, nv);
-        for (int32_t i = 0; i < gr->nnodes; i++) {
-            int32_t h = e->nodes[gr->nodes[i]].host;
-            bool fresh = h < 0 || e->hostcnt[h] == 0; /* a machine not counted yet */
-            for (int t = 0; fresh && t < nv && t < 64; t++)
-                if ((gm >> t & 1) && left[t])
-                    left[t]--;
-            if (h < 0)
-                tasks += k;
-            else if (e->hostcnt[h] < cap) {
-                int32_t add = cap - e->hostcnt[h] < k ? (int32_t)(cap - e->hostcnt[h]) : k;
-                e->hostcnt[h] += add;
-                tasks += add;
+        for (int32_t w = gr->wlo; w < gr->whi; w++)
+            for (uint64_t m = bs_group_word(gr, w); m; m &= m - 1) {
+                int32_t h = e->nodes[w * 64 + __builtin_ctzll(m)].host;
+                bool fresh = h < 0 || e->hostcnt[h] == 0; /* a machine not counted yet */
+                for (int t = 0; fresh && t < nv && t < 64; t++)
+                    if ((gm >> t & 1) && left[t])
+                        left[t]--;
+                if (h < 0)
+                    tasks += k;
+                else if (e->hostcnt[h] < cap) {
+                    int32_t add = cap - e->hostcnt[h] < k ? (int32_t)(cap - e->hostcnt[h]) : k;
+                    e->hostcnt[h] += add;
+                    tasks += add;
+                }
             }
-        }
     }
     *counts_ok = true;
     for (int t = 0; t < nv; t++)
@@ -164,8 +165,7 @@ int32_t bs_engine_node_job(struct batch_engine *e, int32_t n)
 
 /* Writes out the node list of job slot (running, started by bs_plan_start) from
  * its bitmap words, and the node -> job hints: in the order the start took them
- * (groups in pool order, positions ascending). The groups must be those of the
- * start (bs_engine_regroup fills every list before it changes them). */
+ * (groups in pool order, nodes ascending). */
 void bs_engine_fill_nodes(struct batch_engine *e, int32_t slot)
 {
     struct bjob *j = &e->jobs[slot];
@@ -174,9 +174,8 @@ void bs_engine_fill_nodes(struct batch_engine *e, int32_t slot)
     int32_t k = 0;
     for (int32_t i = 0; i < j->nruns; i++) {
         const struct bjob_run *r = &j->runs[i];
-        const int32_t *gn = e->groups[r->group].nodes + (size_t)r->word * 64;
         for (uint64_t m = r->mask; m && k < j->nnodes; m &= m - 1) {
-            int32_t id = gn[__builtin_ctzll(m)];
+            int32_t id = r->word * 64 + __builtin_ctzll(m);
             e->node_job[id] = slot;
             j->nodes[k++] = id;
         }
@@ -192,9 +191,9 @@ void bs_engine_fill_all(struct batch_engine *e)
         bs_engine_fill_nodes(e, e->running[i]);
 }
 
-/* Sets the busy bits of running job j's grouped nodes in the current groups and
- * records them in j->runs (one entry per bitmap word it holds, consecutive nodes of
- * a word merged). 0 or -1 (ENOMEM). */
+/* Sets the busy bits of running job j's grouped nodes and records them in j->runs
+ * (one entry per bitmap word and class it holds, consecutive nodes of a word and
+ * class merged), from its node list and the partition's classes. 0 or -1 (ENOMEM). */
 int bs_engine_job_runs(struct batch_engine *e, struct bjob *j)
 {
     struct bjob_run *r = realloc(j->runs, ((size_t)j->nnodes + 1) * sizeof *r);
@@ -203,16 +202,16 @@ int bs_engine_job_runs(struct batch_engine *e, struct bjob *j)
     j->runs = r;
     j->nruns = 0;
     for (int32_t i = 0; i < j->nnodes; i++) {
-        const struct bnodepos *nd = &e->npos[j->nodes[i]];
-        if (nd->group < 0)
+        int32_t n = j->nodes[i], k = e->part.ncls[n];
+        if (k < 0)
             continue;
-        int32_t w = nd->gpos / 64;
-        uint64_t bit = 1ULL << (nd->gpos % 64);
-        e->groups[nd->group].busy[w] |= bit;
-        if (j->nruns > 0 && r[j->nruns - 1].group == nd->group && r[j->nruns - 1].word == w)
+        int32_t w = n / 64;
+        uint64_t bit = 1ULL << (n % 64);
+        e->busy[w] |= bit;
+        if (j->nruns > 0 && r[j->nruns - 1].part == k && r[j->nruns - 1].word == w)
             r[j->nruns - 1].mask |= bit;
         else
-            r[j->nruns++] = (struct bjob_run){nd->group, w, bit};
+            r[j->nruns++] = (struct bjob_run){k, w, bit};
     }
     return 0;
 }
