@@ -86,10 +86,13 @@ static int32_t pick(struct batch_engine *e, const int32_t *cnt, int64_t from, in
     for (int32_t g = 0; g < e->ngroups && n >= 0; g++) {
         const struct bgroup *gr = &e->groups[g];
         int32_t want = cnt[g];
-        for (int32_t i = 0; want > 0 && i < gr->nnodes; i++)
-            if (!held[gr->nodes[i]]) {
-                out[n++] = gr->nodes[i];
-                want--;
+        for (int32_t w = gr->wlo; want > 0 && w < gr->whi; w++) /* ascending node index */
+            for (uint64_t m = bs_group_word(gr, w); want > 0 && m; m &= m - 1) {
+                int32_t node = w * 64 + __builtin_ctzll(m);
+                if (!held[node]) {
+                    out[n++] = node;
+                    want--;
+                }
             }
         if (want > 0)
             n = -1;
