@@ -212,6 +212,21 @@ static int64_t resv_start(struct batch_engine *e, const char *name)
     return i.start;
 }
 
+/* Five nodes: local job 1 runs on one until 600, grid job 2 on the four others until
+ * 1000 (asked), its reservation released once it runs (as the spool does). */
+static struct batch_engine *busy_site(void)
+{
+    struct batch_engine *e = site_of(5);
+    char ra[BATCH_NAME_MAX];
+    job(e, 1, 0, 1, 600, false, false);
+    cycle(e, 0);
+    assert_int_equal(place(e, 2, 0, 4, 1000, true, ra), 0);
+    cycle(e, 0);
+    assert_int_equal(info(e, 2).state, BATCH_JOB_RUNNING);
+    assert_int_equal(batch_resv_release(e, ra), 0);
+    return e;
+}
+
 /*
  * Five nodes. Local job 1 runs on one until 600; grid job 2 runs on the four others in
  * its reservation until 1000; grid job 3 (four nodes) is reserved from 1000 on four
@@ -225,14 +240,8 @@ static void test_grid_reservation_moves_up(void **state)
 {
     (void)state;
     for (int early = 0; early < 2; early++) {
-        struct batch_engine *e = site_of(5);
-        char ra[BATCH_NAME_MAX], rb[BATCH_NAME_MAX];
-        job(e, 1, 0, 1, 600, false, false);
-        cycle(e, 0);
-        assert_int_equal(place(e, 2, 0, 4, 1000, true, ra), 0);
-        cycle(e, 0);
-        assert_int_equal(info(e, 2).state, BATCH_JOB_RUNNING);
-        assert_int_equal(batch_resv_release(e, ra), 0); /* served (as the spool does) */
+        struct batch_engine *e = busy_site();
+        char rb[BATCH_NAME_MAX];
         assert_int_equal(place(e, 3, 0, 4, 1000, early, rb), 1000);
         job(e, 4, 1, 4, 500, false, false);
         cycle(e, 1);
@@ -270,13 +279,8 @@ static void test_move_goes_around_jobs_ahead(void **state)
 {
     (void)state;
     for (int wall = 500; wall <= 1000; wall += 500) {
-        struct batch_engine *e = site_of(5);
-        char ra[BATCH_NAME_MAX], rb[BATCH_NAME_MAX];
-        job(e, 1, 0, 1, 600, false, false);
-        cycle(e, 0);
-        assert_int_equal(place(e, 2, 0, 4, 1000, true, ra), 0);
-        cycle(e, 0);
-        assert_int_equal(batch_resv_release(e, ra), 0);
+        struct batch_engine *e = busy_site();
+        char rb[BATCH_NAME_MAX];
         job(e, 4, 0, 5, 100, false, false);
         cycle(e, 0);
         int64_t at = place(e, 3, 1, 4, wall, true, rb);
