@@ -230,7 +230,8 @@ static int32_t class_with(struct bpart *p, int32_t base, const int32_t *resv, in
     }
     struct bclass *c = &p->c[k];
     memset(c, 0, sizeof *c);
-    memcpy(key, resv, (size_t)n * sizeof *resv);
+    if (n > 0) /* resv may be NULL when empty */
+        memcpy(key, resv, (size_t)n * sizeof *resv);
     c->resv = key;
     c->base = base;
     c->nresv = n;
@@ -505,7 +506,8 @@ static int reruns(struct batch_engine *e)
 {
     struct bpart *p = &e->part;
     if (p->rerun_all) {
-        memset(e->busy, 0, (size_t)e->capbusy * sizeof *e->busy);
+        if (e->busy) /* none before the first node */
+            memset(e->busy, 0, (size_t)e->capbusy * sizeof *e->busy);
         for (int32_t i = 0; i < e->nrunning; i++)
             if (bs_engine_job_runs(e, &e->jobs[e->running[i]]) < 0)
                 return -1;

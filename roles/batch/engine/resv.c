@@ -346,7 +346,7 @@ int batch_resv_create(struct batch_engine *e, const struct batch_resv_req *q, in
     }
     int n = q->nnodes ? pick_named(e, q, s, t, e->scr_pick, why, why_len)
                       : pick_tasks(e, q, s, t, e->scr_pick, why, why_len);
-    if (n >= 0 && (r->nodes = malloc(((size_t)n + 1) * sizeof *r->nodes)))
+    if (n >= 0 && (r->nodes = malloc(((size_t)n + 1) * sizeof *r->nodes)) && n > 0)
         memcpy(r->nodes, e->scr_pick, (size_t)n * sizeof *r->nodes);
     if (n < 0 || !r->nodes || acl_copy(e, r, &q->acl) < 0) {
         int saved = n < 0 ? errno : ENOMEM;
