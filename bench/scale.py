@@ -316,14 +316,18 @@ def array_curve(P, points):
         fc.join(5)
 
 
+def start_cluster(P, name, sd):
+    """A cluster manager with durable commits on its own state dir: (process, endpoint)."""
+    return P.start(name, ["cluster", "--set", "cluster.state_dir=" + sd,
+                          "--set", "cluster.listen=tcp://127.0.0.1:*",
+                          "--set", "store.sync=full", "--set", "cluster.log_level=warn"])
+
+
 def cluster_curve(P, bdir, points):
     dispatch_bin = os.path.join(bdir, "dispatch")
     for n in points:
         sd = os.path.join(P.tmp, "cluster-%d" % n)
-        cp, ep = P.start("cluster-%d" % n, ["cluster", "--set", "cluster.state_dir=" + sd,
-                                            "--set", "cluster.listen=tcp://127.0.0.1:*",
-                                            "--set", "store.sync=full",
-                                            "--set", "cluster.log_level=warn"])
+        cp, ep = start_cluster(P, "cluster-%d" % n, sd)
         d = Dealer(ep)
         time.sleep(0.5)
         r0 = rss(cp.pid)
@@ -353,10 +357,7 @@ def cluster_jobs_curve(P, points):
     pending job at every level): n one-task SUBMITs, WINDOW in flight, grown in steps
     on one cluster; VmRSS per job and acknowledgements /s per step."""
     sd = os.path.join(P.tmp, "cluster-jobs")
-    cp, ep = P.start("cluster-jobs", ["cluster", "--set", "cluster.state_dir=" + sd,
-                                      "--set", "cluster.listen=tcp://127.0.0.1:*",
-                                      "--set", "store.sync=full",
-                                      "--set", "cluster.log_level=warn"])
+    cp, ep = start_cluster(P, "cluster-jobs", sd)
     d = Dealer(ep)
     time.sleep(0.5)
     r0 = rss(cp.pid)

@@ -123,28 +123,29 @@ uint32_t stage_files_nfields(const struct stage_files *f)
     return f ? 2 + f->collected + (f->ckpt_s ? 4 : 0) : 0;
 }
 
+/* One file of a list: {name, hash, size} (inputs and kept outputs alike). */
+static void pack_file(struct wire_buf *wb, const char *name, const char *hex, uint64_t size)
+{
+    wire_pack_map(wb, 3);
+    wire_put_str(wb, "name", name);
+    wire_put_str(wb, "hash", hex);
+    wire_put_u64(wb, "size", size);
+}
+
 static void pack_list(struct wire_buf *wb, const char *key, const struct stage_in *v, uint32_t n)
 {
     wire_put_key(wb, key);
     wire_pack_array(wb, n);
-    for (uint32_t i = 0; i < n; i++) {
-        wire_pack_map(wb, 3);
-        wire_put_str(wb, "name", v[i].name);
-        wire_put_str(wb, "hash", v[i].hex);
-        wire_put_u64(wb, "size", v[i].size);
-    }
+    for (uint32_t i = 0; i < n; i++)
+        pack_file(wb, v[i].name, v[i].hex, v[i].size);
 }
 
 void stage_pack_files(struct wire_buf *wb, const char *key, const struct stage_out *v, uint32_t n)
 {
     wire_put_key(wb, key);
     wire_pack_array(wb, n);
-    for (uint32_t i = 0; i < n; i++) {
-        wire_pack_map(wb, 3);
-        wire_put_str(wb, "name", v[i].name);
-        wire_put_str(wb, "hash", v[i].hex);
-        wire_put_u64(wb, "size", v[i].size);
-    }
+    for (uint32_t i = 0; i < n; i++)
+        pack_file(wb, v[i].name, v[i].hex, v[i].size);
 }
 
 void stage_files_pack(const struct stage_files *f, struct wire_buf *wb)

@@ -142,49 +142,43 @@ static int in_cmp(const void *a, const void *b)
     return memcmp(((const struct in_file *)a)->d, ((const struct in_file *)b)->d, SHA256_LEN);
 }
 
-/* The bytes of j's inputs (each distinct file once) each site lacks as far as the spool
- * knows (what its offers there acknowledged, fileoffer_held: a batch site's store, or a Slurm
- * site's in its workdir), into miss[site]; only sites with a bandwidth (the others add
- * nothing). False when the job has no inputs or none such site. */
-static bool inputs_missing(struct meta *M, const struct mjob *j, uint64_t *miss)
+/* The bytes of j's inputs (each distinct file once) site i lacks as far as the spool
+ * knows (what its offers there acknowledged, fileoffer_held: a batch site's store, or a
+ * Slurm site's in its workdir); 0 when it has no bandwidth (the staging time is not
+ * known: nothing is added), when the job has no inputs, or without memory. One site per
+ * call: each site's ESTIMATE answer asks for its own. */
+static uint64_t inputs_missing(struct meta *M, const struct mjob *j, int i)
 {
-    bool any = false;
-    for (int i = 0; i < M->nsites; i++)
-        any |= M->site[i].info.bandwidth_mb_s > 0;
-    if (!any || !meta_files_has_inputs(j))
-        return false;
+    const struct msite *s = &M->site[i];
+    if (!(s->info.bandwidth_mb_s > 0) || !meta_files_has_inputs(j))
+        return 0;
     struct in_list l = {0};
-    if (meta_files_each_input(j, in_add, &l) < 0 || !l.n) {
-        free(l.v);
-        return false;
-    }
-    qsort(l.v, l.n, sizeof *l.v, in_cmp);
-    for (int i = 0; i < M->nsites; i++) {
-        const struct msite *s = &M->site[i];
-        miss[i] = 0;
-        for (uint32_t k = 0; s->info.bandwidth_mb_s > 0 && k < l.n; k++) {
+    uint64_t miss = 0;
+    if (meta_files_each_input(j, in_add, &l) == 0 && l.n) {
+        qsort(l.v, l.n, sizeof *l.v, in_cmp);
+        for (uint32_t k = 0; k < l.n; k++) {
             if (k && !memcmp(l.v[k].d, l.v[k - 1].d, SHA256_LEN))
                 continue;
             uint64_t held = fileoffer_held(s->offer, l.v[k].d);
-            miss[i] += l.v[k].size - (held < l.v[k].size ? held : l.v[k].size);
+            miss += l.v[k].size - (held < l.v[k].size ? held : l.v[k].size);
         }
     }
     free(l.v);
-    return true;
+    return miss;
 }
 
 int64_t meta_staged_start(struct meta *M, const struct mjob *j, int i,
                           const struct meta_est_answer *a)
 {
-    uint64_t miss[META_MAX_SITES] = {0};
-    if (a->earliest == META_NEVER || !inputs_missing(M, j, miss) || !miss[i])
+    uint64_t miss = a->earliest == META_NEVER ? 0 : inputs_missing(M, j, i);
+    if (!miss)
         return a->earliest;
     const struct meta_site *s = &M->site[i].info;
     if (M->policy == META_SLURM_M || j->ntasks > 1) /* queued only once staged: the sum */
-        return meta_start_staged(s, a->earliest, miss[i]);
+        return meta_start_staged(s, a->earliest, miss);
     /* the sites' times are wall-clock ms (docs/wire.md) */
-    int64_t t = meta_first_start(a->w, a->n, wall_now_ms() + meta_stage_ms(s, miss[i]));
-    return t != META_NEVER ? t : meta_start_staged(s, a->earliest, miss[i]);
+    int64_t t = meta_first_start(a->w, a->n, wall_now_ms() + meta_stage_ms(s, miss));
+    return t != META_NEVER ? t : meta_start_staged(s, a->earliest, miss);
 }
 
 /* Picks the best site not tried yet and reserves there (or submits, for slurm_m). */
