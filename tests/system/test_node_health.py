@@ -153,9 +153,10 @@ def test_broken_node_stops_taking_work(cluster_factory, client_factory, gridnode
     assert all(t["state"] == "ok" and t["node"] == nodes[healthy.name]["sid"]
                for t in j["tasks"])
     # the broken node failed at most what it held when it noticed (4 slots), and the
-    # cluster's quota was cut for each
+    # cluster's quota was cut for each (a slow node may notice before it failed any: then
+    # there is nothing to cut, and its quota stays "not limited", 0)
     assert j["job"]["dups"] <= 4, j["job"]
-    assert nodes[broken.name]["quota"] > 0
+    assert nodes[broken.name]["quota"] > 0 or j["job"]["dups"] == 0, (nodes[broken.name], j["job"])
     log = broken.log()
     assert "cannot prepare working directory" in log
     assert log.count("this node stops taking tasks") == 1
