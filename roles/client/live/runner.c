@@ -678,14 +678,15 @@ void runner_read(struct run *r, int fd)
 /* runner_reaped of a sandbox's init: the task's own status, or why it did not start. */
 static void sandbox_reaped(struct run *r)
 {
-    int err = 0, stage = sandbox_report(r->spawn_fd, &r->status, &err);
+    const char *step = "";
+    int err = 0, stage = sandbox_report(r->spawn_fd, r->sbx_mem, &r->status, &err, &step);
     r->spawn_wait = false;
     if (stage == SANDBOX_EXEC) {
         snprintf(r->error, sizeof r->error, "cannot run '%s': %s", r->prog, strerror(err));
         r->spawn_failed = true;
     } else if (stage == SANDBOX_SETUP) {
-        snprintf(r->error, sizeof r->error, "cannot set up the task's sandbox in %.180s: %s",
-                 r->workdir, strerror(err));
+        snprintf(r->error, sizeof r->error, "cannot set up the task's sandbox in %.180s (%s): %s",
+                 r->workdir, step, strerror(err));
         r->spawn_failed = r->host_fault = true;
     }
 }
@@ -710,10 +711,10 @@ void runner_reaped(struct run *r, int status, const struct rusage *ru)
     r->status = status;
     r->ru = *ru; /* the init's: it reaped the task, so the task's CPU time is in it */
     r->end_ms = loop_now_ms();
-    free(r->sbx_mem); /* the init is gone */
-    r->sbx_mem = NULL;
     if (r->sandboxed && r->spawn_wait)
         sandbox_reaped(r);
+    sandbox_free(r->sbx_mem); /* the init is gone (its report read above) */
+    r->sbx_mem = NULL;
     cg_verdict(r);
 }
 
@@ -739,7 +740,7 @@ void runner_cleanup(struct run *r)
             while (waitpid(r->pid, NULL, 0) < 0 && errno == EINTR)
                 ;
         }
-        free(r->sbx_mem); /* the init ran on it: freed once it is gone */
+        sandbox_free(r->sbx_mem); /* the init ran on it: freed once it is gone */
         r->sbx_mem = NULL;
     }
     cgroup_put(&r->cg); /* what the task left running there is killed */

@@ -70,6 +70,45 @@ bool sandbox_slot_uids(void)
 
 /* ---- in the init (no allocation) ---- */
 
+/* The steps of setting up a task, named in the report of one that failed. */
+enum {
+    ST_NONE,
+    ST_NET,
+    ST_PRIVATE,
+    ST_OPEN,
+    ST_TMPFS,
+    ST_DIRS,
+    ST_PRIVDIRS,
+    ST_COVER,
+    ST_WORKDIR,
+    ST_PROC,
+    ST_FDS,
+    ST_CLONE,
+    ST_CHDIR,
+    ST_CGROUP,
+    ST_UID,
+    ST_NNP,
+    ST_N
+};
+static const char *const step_names[ST_N] = {
+    "",
+    "joining the empty network namespace",
+    "making the mounts private",
+    "opening the task's directories",
+    "mounting its tmpfs",
+    "making its private directories",
+    "binding its /tmp, /var/tmp and /dev/shm",
+    "covering the client's files",
+    "binding its working directory",
+    "mounting its /proc",
+    "setting its descriptors",
+    "starting the task",
+    "entering its start directory",
+    "joining its cgroups",
+    "taking its slot uid",
+    "setting no_new_privs",
+};
+
 /* dst = dir + "/" + rel when rel is relative, else rel. */
 static void abs_path(char *dst, size_t n, const char *dir, const char *rel)
 {
@@ -140,18 +179,23 @@ static int bind_at(int fd, const char *name, const char *path)
  * tenth of the sandbox's cost): mounted over the state directory, which is covered
  * anyway, with the directories the others bind from. 0 or -1 with errno.
  */
-static int init_mounts(const char *wd, const char *cwd)
+static int init_mounts(const char *wd, const char *cwd, volatile int *step)
 {
     static const char *const own[PRIVATE_N] = {".tmp", ".vartmp", ".shm"};
     char name[32];
+    *step = ST_PRIVATE;
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         return -1;
     /* opened here: a bind takes its source from this namespace's mounts */
+    *step = ST_OPEN;
     int wdfd = open(wd, O_PATH | O_DIRECTORY | O_CLOEXEC), cwdfd = -1, tfd;
-    if (wdfd < 0 || (cwd && (cwdfd = open(cwd, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) ||
-        mount("tmpfs", sb.dirs[0], "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") < 0 ||
+    if (wdfd < 0 || (cwd && (cwdfd = open(cwd, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0))
+        return -1;
+    *step = ST_TMPFS;
+    if (mount("tmpfs", sb.dirs[0], "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") < 0 ||
         (tfd = open(sb.dirs[0], O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
         return -1;
+    *step = ST_DIRS;
     mode_t um = umask(0);
     for (int i = 0; i < PRIVATE_N; i++)
         if (mkdirat(tfd, own[i], 01777) < 0)
@@ -162,12 +206,14 @@ static int init_mounts(const char *wd, const char *cwd)
             return -1;
     }
     umask(um);
+    *step = ST_PRIVDIRS;
     for (int i = 0; i < PRIVATE_N; i++)
         if (bind_at(tfd, own[i], private_dirs[i]) < 0 && errno != ENOENT)
             return -1;
     for (int i = 0; cwd && i < PRIVATE_N; i++)
         if (beneath(cwd, private_dirs[i]) && bind_fd(cwdfd, cwd) < 0)
             return -1;
+    *step = ST_COVER;
     for (size_t i = 0; i < sb.ndirs; i++) {
         snprintf(name, sizeof name, ".c%zu", i);
         if (bind_at(tfd, name, sb.dirs[i]) < 0 && errno != ENOENT)
@@ -176,8 +222,10 @@ static int init_mounts(const char *wd, const char *cwd)
     for (size_t i = 0; i < sb.nfiles; i++)
         if (mount("/dev/null", sb.files[i], NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
             return -1;
+    *step = ST_WORKDIR;
     if (bind_fd(wdfd, wd) < 0)
         return -1;
+    *step = ST_PROC;
     return mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 }
 
@@ -187,8 +235,11 @@ static int init_mounts(const char *wd, const char *cwd)
  * the rate of short tasks) and runs on a stack of its own at the end of this block,
  * which also holds copies of everything it reads: the client does not wait for it and
  * may free or change its own copies (setenv moves environ) meanwhile. Its thread
- * pointer is the donor thread's (donor_tp), not the client's main thread's, so the
- * errno its failing calls write is not one the client reads.
+ * pointer is a donor thread's (see "donors" below), not the client's main thread's, so
+ * the errno its failing calls write is not one the client reads; and no other init
+ * runs on the same donor's at the same time, so none reads another's errno either (an
+ * init tolerates some failures by their errno: a missing file to cover is ENOENT; two
+ * inits on one thread pointer once read each other's EINVAL of sigaction(SIGKILL)).
  */
 #define INIT_STACK (64 * 1024)
 #define TASK_STACK (32 * 1024)
@@ -201,8 +252,10 @@ struct init_ctx {
     const char *pathenv;   /* the client's PATH when the task was started */
     int wfd;
     volatile int stage, err; /* written by the task when it failed before its exec */
+    volatile int step;       /* the step under way (ST_*), read once the init is reaped */
+    uint32_t donor;          /* the donor whose thread pointer it runs on (donor_take) */
+    void *tp;                /* that thread pointer */
 };
-static void *donor_tp;
 
 /* execvpe without reading environ (the client may be changing it): PATH searched as
  * the shell does; returns only on failure, with errno from the most telling attempt. */
@@ -242,19 +295,23 @@ static int task_exec(void *arg)
     struct init_ctx *c = arg;
     const struct sandbox_task *t = &c->t;
     c->stage = SANDBOX_SETUP;
+    c->step = ST_CHDIR;
     if (chdir(c->dir) < 0) /* as root: the path above the directory may be closed to the uid */
         goto fail;
     /* the task, not the init, joins its cgroup: the init shares the client's memory, and
        the kernel's OOM killer kills every process sharing its victim's memory */
     int cgfd[2] = {t->cgfd[0] >= 0 ? CGROUP_FD : -1, t->cgfd[1] >= 0 ? CGROUP_FD + 1 : -1};
+    c->step = ST_CGROUP;
     if (cgroup_join(cgfd) < 0)
         goto fail;
+    c->step = ST_UID;
     /* raw calls: glibc's wrappers would signal threads that exist only in the client */
     if (sb.root && t->uid != geteuid() &&
         (syscall(SYS_setgroups, 0, NULL) < 0 ||
          syscall(SYS_setresgid, t->uid, t->uid, t->uid) < 0 ||
          syscall(SYS_setresuid, t->uid, t->uid, t->uid) < 0))
         goto fail;
+    c->step = ST_NNP;
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         goto fail;
     c->stage = SANDBOX_EXEC;
@@ -281,7 +338,8 @@ static int init_run(void *arg)
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
     for (int s = 1; s < 32; s++) /* the client's handlers (and SIG_IGN) are not the task's */
-        sigaction(s, &dfl, NULL);
+        if (s != SIGKILL && s != SIGSTOP)
+            sigaction(s, &dfl, NULL);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -290,9 +348,11 @@ static int init_run(void *arg)
     abs_path(wd, sizeof wd, sb.cwd, t->workdir);
     if (t->cwd)
         abs_path(cwd, sizeof cwd, sb.cwd, t->cwd);
+    c->step = ST_NET;
     if ((!t->network && sb.netfd >= 0 && setns(sb.netfd, CLONE_NEWNET) < 0) ||
-        init_mounts(wd, t->cwd ? cwd : NULL) < 0)
+        init_mounts(wd, t->cwd ? cwd : NULL, &c->step) < 0)
         goto fail;
+    c->step = ST_FDS;
     int in = fcntl(t->in, F_DUPFD, 10), out = fcntl(t->out, F_DUPFD, 10),
         err = fcntl(t->err, F_DUPFD, 10), w = fcntl(c->wfd, F_DUPFD, 10), cg[2];
     for (int i = 0; i < 2; i++)
@@ -308,6 +368,7 @@ static int init_run(void *arg)
     syscall(SYS_close_range, CGROUP_FD + 2U, ~0U, 0U); /* the client's sockets, store, log */
     c->err = 0;
     c->dir = t->cwd ? cwd : wd;
+    c->step = ST_CLONE;
     pid_t task = clone(task_exec, c->task_stack, CLONE_VM | CLONE_VFORK | SIGCHLD, c);
     if (task < 0 || c->err) {
         init_report(REPORT_FD, task < 0 ? SANDBOX_SETUP : c->stage, task < 0 ? errno : c->err);
@@ -332,6 +393,112 @@ fail:
 }
 
 /* ---- in the client ---- */
+
+/*
+ * Donors: threads that only sleep, whose thread pointers (their TLS, errno among it)
+ * the inits run with, one init per donor at a time; a donor never reads what an init
+ * writes there. Started as more tasks start at once than there are donors (a client
+ * with S slots has about S), kept for the client's life, at most DONOR_MAX.
+ */
+#define DONOR_MAX 4096
+#define DONOR_STACK (256 * 1024)
+static struct donor {
+    void *tp;
+    bool busy;
+} * donors;
+static uint32_t ndonors, cap_donors;
+
+static void *donor_main(void *arg)
+{
+    int fd = *(int *)arg;
+    void *tp = __builtin_thread_pointer();
+    if (write(fd, &tp, sizeof tp) < 0)
+        return NULL;
+    for (;;)
+        pause();
+    return NULL;
+}
+
+/* A new donor's thread pointer, or NULL with errno. */
+static void *start_donor(void)
+{
+    pthread_t th;
+    pthread_attr_t at;
+    sigset_t all, old;
+    int p[2], rc;
+    void *tp = NULL;
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return NULL;
+    sigfillset(&all);
+    pthread_attr_init(&at);
+    pthread_attr_setstacksize(&at, DONOR_STACK);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* no signal is ever handled there */
+    rc = pthread_create(&th, &at, donor_main, &p[1]);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&at);
+    if (rc == 0)
+        while (read(p[0], &tp, sizeof tp) < 0 && errno == EINTR)
+            ;
+    close(p[0]);
+    close(p[1]);
+    if (!tp)
+        errno = rc ? rc : EIO;
+    return tp;
+}
+
+/* A free donor's thread pointer (*i its number, busy until sandbox_free), or NULL. */
+static void *donor_take(uint32_t *i)
+{
+    for (*i = 0; *i < ndonors; (*i)++)
+        if (!donors[*i].busy) {
+            donors[*i].busy = true;
+            return donors[*i].tp;
+        }
+    if (ndonors == DONOR_MAX) {
+        errno = EAGAIN;
+        return NULL;
+    }
+    if (ndonors == cap_donors) {
+        uint32_t cap = cap_donors ? 2 * cap_donors : 8;
+        struct donor *d = realloc(donors, cap * sizeof *d);
+        if (!d)
+            return NULL;
+        donors = d;
+        cap_donors = cap;
+    }
+    void *tp = start_donor();
+    if (!tp)
+        return NULL;
+    donors[ndonors] = (struct donor){tp, true};
+    *i = ndonors++;
+    return tp;
+}
+
+/* The first donor, at start: a client that cannot start a thread says so then. */
+static int first_donor(char *err, size_t n)
+{
+    uint32_t i;
+    if (!donor_take(&i)) {
+        snprintf(err, n, "cannot start a thread: %s", strerror(errno));
+        return -1;
+    }
+    donors[i].busy = false;
+    return 0;
+}
+
+void *sandbox_tp(const void *mem)
+{
+    return mem ? ((const struct init_ctx *)mem)->tp : NULL;
+}
+
+void sandbox_free(void *mem)
+{
+    struct init_ctx *c = mem;
+    if (c && c->donor < ndonors)
+        donors[c->donor].busy = false;
+    free(c);
+}
 
 /* Bytes of a NULL-terminated vector and its strings; *n its length. */
 static size_t strv_bytes(char *const *v, size_t *n)
@@ -384,6 +551,9 @@ static struct init_ctx *ctx_new(const struct sandbox_task *t, void **top)
     c->pathenv = pathenv ? put_str(&p, pathenv) : NULL;
     c->stage = SANDBOX_SETUP;
     c->err = 0;
+    c->step = ST_NONE;
+    c->donor = UINT32_MAX;
+    c->tp = NULL;
     c->task_stack = (char *)(((uintptr_t)c + strs + TASK_STACK) & ~(uintptr_t)15);
     *top = (void *)(((uintptr_t)c + strs + TASK_STACK + INIT_STACK) & ~(uintptr_t)15);
     return c;
@@ -403,12 +573,13 @@ pid_t sandbox_spawn(const struct sandbox_task *t, int *report, void **mem, int *
     int fl = SIGCHLD | CLONE_VM | CLONE_SETTLS | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC;
     if (!t->network && sb.netfd < 0)
         fl |= CLONE_NEWNET;
-    pid_t pid = clone(init_run, top, fl, c, NULL, donor_tp, NULL);
+    void *tp = c->tp = donor_take(&c->donor);
+    pid_t pid = tp ? clone(init_run, top, fl, c, NULL, tp, NULL) : -1;
     int saved = errno;
     close(p[1]);
     if (pid < 0) {
         close(p[0]);
-        free(c);
+        sandbox_free(c);
         errno = saved;
         return -1;
     }
@@ -418,8 +589,11 @@ pid_t sandbox_spawn(const struct sandbox_task *t, int *report, void **mem, int *
     return pid;
 }
 
-int sandbox_report(int fd, int *status, int *err)
+int sandbox_report(int fd, const void *mem, int *status, int *err, const char **step)
 {
+    const struct init_ctx *c = mem;
+    int st = c ? c->step : ST_NONE;
+    *step = step_names[st >= 0 && st < ST_N ? st : ST_NONE];
     int e[2] = {SANDBOX_DONE, 0};
     ssize_t n;
     while ((n = read(fd, e, sizeof e)) < 0 && errno == EINTR)
@@ -472,48 +646,6 @@ void sandbox_uid_put(uid_t uid)
 }
 
 /* ---- set-up ---- */
-
-/* The donor: a thread that only sleeps, whose thread pointer (its TLS, errno among
- * it) the inits run with; it never reads what they write there. */
-static void *donor_main(void *arg)
-{
-    int fd = *(int *)arg;
-    char one = 1;
-    donor_tp = __builtin_thread_pointer();
-    if (write(fd, &one, 1) < 0)
-        donor_tp = NULL;
-    for (;;)
-        pause();
-    return NULL;
-}
-
-static int start_donor(char *err, size_t n)
-{
-    pthread_t th;
-    sigset_t all, old;
-    int p[2], rc;
-    char one;
-    if (pipe2(p, O_CLOEXEC) < 0) {
-        snprintf(err, n, "cannot make a pipe: %s", strerror(errno));
-        return -1;
-    }
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old); /* no signal is ever handled there */
-    rc = pthread_create(&th, NULL, donor_main, &p[1]);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc == 0) {
-        pthread_detach(th);
-        while (read(p[0], &one, 1) < 0 && errno == EINTR)
-            ;
-    }
-    close(p[0]);
-    close(p[1]);
-    if (rc != 0 || !donor_tp) {
-        snprintf(err, n, "cannot start a thread: %s", strerror(rc ? rc : EIO));
-        return -1;
-    }
-    return 0;
-}
 
 /* Writes text into /proc/self/<name>. 0 or -1. */
 static int proc_write(const char *name, const char *text)
@@ -673,12 +805,12 @@ static int probe(const char *state_dir, uid_t uid, char *err, size_t n)
         int ws;
         while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
             ;
-        free(mem);
-        stage = sandbox_report(rep, &st, &e);
+        const char *step = "";
+        stage = sandbox_report(rep, mem, &st, &e, &step);
+        sandbox_free(mem);
         if (stage != SANDBOX_DONE)
             snprintf(err, n, "a sandboxed test process failed (%s: %s)",
-                     stage == SANDBOX_SETUP ? "setting up its mounts or network" : "running true",
-                     strerror(e));
+                     stage == SANDBOX_SETUP ? step : "running true", strerror(e));
         else if (st != 0)
             snprintf(err, n, "a sandboxed test process failed (exit status 0x%x)", st);
         else
@@ -725,7 +857,7 @@ int sandbox_init(const struct sandbox_conf *c, char *err, size_t n)
        client (or of a task's init, which shares its memory) by a process of its uid, as
        a task of a client that is not root is */
     if ((!sb.root && enter_userns(why, sizeof why) < 0) || make_netns(why, sizeof why) < 0 ||
-        prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 || start_donor(why, sizeof why) < 0 ||
+        prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 || first_donor(why, sizeof why) < 0 ||
         (sb.on = true, probe(sb.dirs[0], geteuid(), why, sizeof why) < 0)) {
         sb.on = false;
         snprintf(err, n,

@@ -78,15 +78,22 @@ struct sandbox_task {
  * the boundary could be set up and the program executed is known after the reap.
  */
 pid_t sandbox_spawn(const struct sandbox_task *t, int *report, void **mem, int *stage);
+/* Frees an init's memory (from sandbox_spawn) once it was reaped, and frees its donor
+ * thread (sandbox.c) for another init. NULL is ignored. */
+void sandbox_free(void *mem);
+/* The thread pointer the init of mem runs on (for tests: no two inits alive at once
+ * share one, so none reads the errno another's failing call wrote). */
+void *sandbox_tp(const void *mem);
 
 enum { SANDBOX_SETUP = 0, SANDBOX_EXEC = 1, SANDBOX_DONE = 2 };
 /*
- * After the init was reaped: reads its report from fd (and closes it). Returns
- * SANDBOX_DONE with *status the task's own wait status (exit code or signal), or
- * SANDBOX_SETUP (the boundary could not be set up: the host's fault) or SANDBOX_EXEC
- * (the program could not be executed) with *err its errno. A missing report (the init
- * was killed before the task ended) is SANDBOX_DONE with *status left as it was.
+ * After the init was reaped (and before its memory mem is freed): reads its report from
+ * fd (and closes it). Returns SANDBOX_DONE with *status the task's own wait status
+ * (exit code or signal), or SANDBOX_SETUP (the boundary could not be set up: the host's
+ * fault; *step names the step that failed) or SANDBOX_EXEC (the program could not be
+ * executed) with *err its errno. A missing report (the init was killed before the task
+ * ended) is SANDBOX_DONE with *status left as it was.
  */
-int sandbox_report(int fd, int *status, int *err);
+int sandbox_report(int fd, const void *mem, int *status, int *err, const char **step);
 
 #endif
