@@ -147,10 +147,12 @@ int submit_data_hash(const char *path, char hex[65], uint64_t *size)
     return sha256_file(path, 0, hex, size);
 }
 
-/* One FILE_HAVE exchange; its reply's "have", "done" and "early" (the endpoint takes a
- * SUBMIT naming the file before it is whole). 0; 1 (an ERROR, printed); -1 (no reply,
- * printed). */
-static int exchange(struct cli *c, struct wire_buf *wb, uint64_t *have, bool *done, bool *early)
+/* One FILE_HAVE exchange; its reply's "have", "done", "early" (the endpoint takes a
+ * SUBMIT naming the file before it is whole) and "wait_ms" (another user's upload of
+ * the same bytes is under way there: ask again after it; 0 none). 0; 1 (an ERROR,
+ * printed); -1 (no reply, printed). */
+static int exchange(struct cli *c, struct wire_buf *wb, uint64_t *have, bool *done, bool *early,
+                    uint64_t *wait)
 {
     struct cli_reply r;
     int rc = cli_call(c, wb, 1, &r);
@@ -159,6 +161,7 @@ static int exchange(struct cli *c, struct wire_buf *wb, uint64_t *have, bool *do
     *have = wire_get_u64(r.msg.root, "have", 0);
     *done = wire_get_bool(r.msg.root, "done", false);
     *early = wire_get_bool(r.msg.root, "early", false);
+    *wait = wire_get_u64(r.msg.root, "wait_ms", 0);
     cli_reply_free(&r);
     return 0;
 }
@@ -198,7 +201,8 @@ static int put_chunk(struct cli *c, int fd, const char *path, const char *hex, u
  * the order). A reply that says the cluster holds less than its chunk's end (another
  * uploader, a lost chunk) restarts from what it holds. 0; 1 (an ERROR reply or a file
  * that cannot be read, printed); -1 (a reply did not come: the connection was lost,
- * printed; the caller may ask FILE_HAVE and go on).
+ * printed; the caller may ask FILE_HAVE and go on); 2 (the endpoint says wait: another
+ * user took over this upload after it stalled, the caller asks FILE_HAVE later).
  */
 #define UPLOAD_INFLIGHT 8
 static int put_all(struct cli *c, int fd, const char *path, const char *hex, uint64_t size,
@@ -232,8 +236,11 @@ static int put_all(struct cli *c, int fd, const char *path, const char *hex, uin
         }
         *have = wire_get_u64(r.msg.root, "have", 0);
         *done = wire_get_bool(r.msg.root, "done", false);
+        bool wait = wire_get_u64(r.msg.root, "wait_ms", 0) > 0;
         cli_reply_free(&r);
-        if (!*done && *have < end) { /* out of step: the rest go again from *have */
+        if (wait) /* the rest in flight are told the same */
+            rc = 2;
+        if (!*done && (wait || *have < end)) { /* out of step: the rest go again from *have */
             for (; nfl > 0; nfl--) {
                 if (cli_await(c, ids[0], &r) == 0)
                     cli_reply_free(&r);
@@ -250,9 +257,9 @@ static int put_all(struct cli *c, int fd, const char *path, const char *hex, uin
     return rc;
 }
 
-/* FILE_HAVE of file x: 0 with *have, *done, *early set; 1 (ERROR) or -1 (no reply). */
+/* FILE_HAVE of file x: 0 with *have, *done, *early, *wait set; 1 (ERROR) or -1 (no reply). */
 static int have_of(struct cli *c, const char *user, const char *hex, uint64_t size, uint64_t *have,
-                   bool *done, bool *early)
+                   bool *done, bool *early, uint64_t *wait)
 {
     struct wire_buf wb;
     wire_buf_init(&wb);
@@ -261,10 +268,15 @@ static int have_of(struct cli *c, const char *user, const char *hex, uint64_t si
     wire_put_u64(&wb, "size", size);
     if (user) /* whom the file is charged to (files.user_mb) */
         wire_put_str(&wb, "user", user);
-    int rc = exchange(c, &wb, have, done, early);
+    int rc = exchange(c, &wb, have, done, early, wait);
     wire_buf_free(&wb);
     return rc;
 }
+
+/* How long a user waits for another user's upload of the same bytes (each wait the
+ * endpoint's wait_ms, about 1 s): past it, the submission fails naming why. The
+ * endpoint gives a stalled upload over after 60 s (files.upload_wait_s at a cluster). */
+#define UPLOAD_WAIT_MAX_MS (30 * 60 * 1000)
 
 /*
  * Uploads the file at path from what the endpoint holds, up to byte stop (size: all of
@@ -276,19 +288,37 @@ static int have_of(struct cli *c, const char *user, const char *hex, uint64_t si
 static int upload(struct cli *c, const char *user, const char *path, const char *hex, uint64_t size,
                   bool early_ok, bool *pending, int tries)
 {
-    uint64_t have;
+    uint64_t have, wait, waited = 0;
     bool done, early;
     int rc = -1;
     uint8_t *buf = NULL;
     int fd = -1;
     if (pending)
         *pending = false;
-    for (int a = 0; rc < 0 && a <= tries; a++) {
-        if (a)
+    for (int a = 0; (rc < 0 || rc == 2) && a <= tries; a += rc != 2) {
+        if (a && rc != 2)
             fprintf(stderr, "%s: --input %s: going on with the upload (try %d of %d)\n", c->prog,
                     path, a, tries);
-        if ((rc = have_of(c, user, hex, size, &have, &done, &early)) != 0 || done)
+        if ((rc = have_of(c, user, hex, size, &have, &done, &early, &wait)) != 0 || done)
             continue;
+        if (wait) { /* another user is sending the same bytes there: theirs will serve */
+            if (waited == 0)
+                fprintf(stderr,
+                        "%s: --input %s: another user's upload of the same file is under way "
+                        "at the endpoint; waiting for it\n",
+                        c->prog, path);
+            if ((waited += wait) > UPLOAD_WAIT_MAX_MS) {
+                fprintf(stderr,
+                        "%s: --input %s: another user's upload of the same file has been under "
+                        "way for %llu minutes; try again later\n",
+                        c->prog, path, (unsigned long long)(waited / 60000));
+                rc = 1;
+                break;
+            }
+            usleep((useconds_t)(wait > 10000 ? 10000 : wait) * 1000);
+            rc = 2;
+            continue;
+        }
         if (!buf && !(buf = malloc(WIRE_FILE_CHUNK))) {
             rc = 1;
             break;

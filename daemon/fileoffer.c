@@ -27,6 +27,7 @@ struct xfer {
     int st;
     bool resync;                   /* out of step: go on from have once none is left */
     int64_t done_ms;               /* when the peer last said it holds the file whole */
+    int64_t wait_until;            /* the peer said wait (another user's upload): not before */
     char user[FILESTORE_USER_MAX]; /* charged to at the peer (files.user_mb) */
     char *err;                     /* why the peer refused it, NULL */
 };
@@ -167,8 +168,9 @@ static void kick(struct fileoffer *o, void *role, void *peer)
     uint32_t active = 0;
     for (uint32_t i = 0; i < o->nxf; i++)
         active += o->xf[i].st == XF_HAVE || o->xf[i].st == XF_PUT;
+    int64_t now = loop_now_ms();
     for (uint32_t i = 0; i < o->nxf && active < o->cfg.active; i++)
-        if (o->xf[i].st == XF_WAIT) {
+        if (o->xf[i].st == XF_WAIT && o->xf[i].wait_until <= now) {
             send_have(o, role, peer, &o->xf[i]);
             active++;
         }
@@ -260,6 +262,16 @@ static void state_reply(struct fileoffer *o, void *role, void *peer, struct xfer
     if (!first && x->nfl) { /* the reply to the oldest chunk in flight */
         end = x->ends[0];
         memmove(x->ends, x->ends + 1, --x->nfl * sizeof x->ends[0]);
+    }
+    uint64_t wait = wire_get_u64(m->root, "wait_ms", 0);
+    if (wait && !done) { /* another user's upload of it is under way at the peer */
+        x->wait_until = loop_now_ms() + (int64_t)(wait < 60000 ? wait : 60000);
+        x->resync = true;
+        if (x->nfl == 0) { /* offered again (FILE_HAVE) by a later kick */
+            x->st = XF_WAIT;
+            x->resync = false;
+        }
+        return;
     }
     if (!done && (first || x->have < end))
         x->resync = true;           /* FILE_HAVE's answer, or out of step (a chunk lost) */

@@ -10,16 +10,33 @@
 #include <string.h>
 
 #include "daemon/filestore.h"
+#include "daemon/loop.h"
 #include "lib/datapath.h"
+#include "lib/log.h"
+
+/* True if f is being received for another user than user: its chunks are not user's to
+ * send (one user's bytes in another's upload would fail its hash check at the end). */
+static bool foreign(const struct fsfile *f, const char *user)
+{
+    return f && !f->done && strcmp(f->user, user ? user : "");
+}
+
+/* True while foreign upload f is under way (a chunk came within lim's foreign_ms). */
+static bool foreign_busy(const struct filestore_limits *lim, const struct fsfile *f)
+{
+    int64_t quiet = lim->foreign_ms > 0 ? lim->foreign_ms : FILESTORE_FOREIGN_MS;
+    return wall_now_ms() - f->t_ms < quiet;
+}
 
 /* FILE_STATE of file f (NULL: none held yet) into reply. "early" (cut-through) only for
- * a file that is new or charged to the requester: a SUBMIT may name no one else's. */
+ * a file that is new or charged to the requester: a SUBMIT may name no one else's.
+ * With wait: another user's upload of f is under way, ask again later ("wait_ms"). */
 static void reply_state(const struct filestore_limits *lim, const struct wire_msg *m,
                         struct wire_buf *reply, const char *hex, uint64_t size,
-                        const struct fsfile *f, const char *user)
+                        const struct fsfile *f, const char *user, bool wait)
 {
-    bool early = lim->early && (!f || !strcmp(f->user, user ? user : ""));
-    wire_begin(reply, WT_FILE_STATE, m->id, 5 + early);
+    bool early = !wait && lim->early && (!f || !strcmp(f->user, user ? user : ""));
+    wire_begin(reply, WT_FILE_STATE, m->id, 5 + early + wait);
     wire_put_strn(reply, "hash", hex, 64);
     wire_put_u64(reply, "size", size);
     wire_put_u64(reply, "have", f ? f->have : 0);
@@ -27,7 +44,19 @@ static void reply_state(const struct filestore_limits *lim, const struct wire_ms
     wire_put_u64(reply, "chunk", WIRE_FILE_CHUNK);
     if (early) /* cut-through: a SUBMIT may name the file before its last chunk */
         wire_put_bool(reply, "early", true);
+    if (wait)
+        wire_put_u64(reply, "wait_ms", FILESTORE_WAIT_MS);
 }
+
+/*
+ * f (from file_args) being received for another user: true with the "wait" reply
+ * written while that upload is under way; else the stalled upload is dropped (it
+ * restarts from 0 for this user: *f NULL, file_args again for the limits) and false,
+ * or true with an ERROR reply written.
+ */
+static bool take_over(struct filestore *fs, const struct filestore_limits *lim,
+                      const struct wire_msg *m, const char *user, struct wire_buf *reply,
+                      uint8_t d[SHA256_LEN], const char **hex, uint64_t *size, struct fsfile **f);
 
 /* Replaces reply with an ERROR reply of code and text. */
 __attribute__((format(printf, 4, 5))) static void
@@ -96,6 +125,11 @@ void filestore_h_have(struct filestore *fs, const struct filestore_limits *lim,
     struct fsfile *f;
     if (!file_args(fs, lim, m, user, reply, d, &hex, &size, &f))
         return;
+    if (foreign(f, user)) { /* another user's upload: wait, or (stalled) start afresh */
+        reply_state(lim, m, reply, hex, size, foreign_busy(lim, f) ? f : NULL, user,
+                    foreign_busy(lim, f));
+        return;
+    }
     if (!f && size == 0) { /* nothing to send: an empty file is stored at once */
         int code;
         char why[400];
@@ -104,7 +138,27 @@ void filestore_h_have(struct filestore *fs, const struct filestore_limits *lim,
             return;
         }
     }
-    reply_state(lim, m, reply, hex, size, f, user);
+    reply_state(lim, m, reply, hex, size, f, user, false);
+}
+
+static bool take_over(struct filestore *fs, const struct filestore_limits *lim,
+                      const struct wire_msg *m, const char *user, struct wire_buf *reply,
+                      uint8_t d[SHA256_LEN], const char **hex, uint64_t *size, struct fsfile **f)
+{
+    if (foreign_busy(lim, *f)) {
+        reply_state(lim, m, reply, *hex, *size, *f, user, true);
+        return true;
+    }
+    log_info("file %.12s: the upload charged to %s brought nothing for %lld s: it starts "
+             "again from 0 for %s",
+             *hex, (*f)->user[0] ? (*f)->user : "nobody",
+             (long long)((wall_now_ms() - (*f)->t_ms) / 1000), user && *user ? user : "nobody");
+    if (filestore_drop(fs, *f) < 0) {
+        fail(m, reply, WE_STORAGE, "%s could not drop a stalled upload of file %.12s; retry later",
+             filestore_level(fs), *hex);
+        return true;
+    }
+    return !file_args(fs, lim, m, user, reply, d, hex, size, f);
 }
 
 void filestore_h_put(struct filestore *fs, const struct filestore_limits *lim,
@@ -118,9 +172,11 @@ void filestore_h_put(struct filestore *fs, const struct filestore_limits *lim,
     const void *data = wire_get_bin(m->root, "data", &len);
     if (!file_args(fs, lim, m, user, reply, d, &hex, &size, &f))
         return;
+    if (foreign(f, user) && take_over(fs, lim, m, user, reply, d, &hex, &size, &f))
+        return;
     if ((f && (f->done || off != f->have)) || (!f && off != 0)) {
-        reply_state(lim, m, reply, hex, size, f,
-                    user); /* a repeat, or out of order: go on from "have" */
+        reply_state(lim, m, reply, hex, size, f, user,
+                    false); /* a repeat, or out of order: go on from "have" */
         return;
     }
     if (off + len > size || (len == 0 && size > 0)) {
@@ -134,7 +190,7 @@ void filestore_h_put(struct filestore *fs, const struct filestore_limits *lim,
         fail(m, reply, code, "%s", why);
         return;
     }
-    reply_state(lim, m, reply, hex, size, f, user);
+    reply_state(lim, m, reply, hex, size, f, user, false);
 }
 
 /* ---- a job's inputs and outputs at SUBMIT ---- */

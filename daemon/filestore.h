@@ -102,7 +102,14 @@ struct filestore_limits {
      * says so ("early"). False at the levels that take only whole files. */
     bool early;
     const char *early_user;
+    /* a file being received takes chunks only from whom it is charged to; another user's
+     * FILE_HAVE/FILE_PUT is told to wait (FILE_STATE "wait_ms") until it brought no
+     * chunk for this long (ms; 0: FILESTORE_FOREIGN_MS), then the upload restarts from 0
+     * charged to that user (docs/data.md "Limits") */
+    int64_t foreign_ms;
 };
+#define FILESTORE_FOREIGN_MS 60000
+#define FILESTORE_WAIT_MS 1000 /* "ask again after": FILE_STATE wait_ms */
 
 /*
  * FILE_HAVE and FILE_PUT (docs/wire.md 6.19) of message m answered into reply: FILE_STATE

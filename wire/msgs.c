@@ -643,7 +643,8 @@ static const struct wire_field f_file_state[] = {
     {"have", WF_UINT, true, WIRE_FILE_SIZE_MAX},    /* bytes held, in order from 0 */
     {"done", WF_BOOL, true},                        /* whole and verified */
     {"chunk", WF_UINT, false, WIRE_FILE_CHUNK_MAX}, /* the chunk size to send */
-    {"early", WF_BOOL, false}, /* a SUBMIT may name the file before it is whole */
+    {"early", WF_BOOL, false},           /* a SUBMIT may name the file before it is whole */
+    {"wait_ms", WF_UINT, false, 600000}, /* another user's upload is under way: ask later */
     {NULL},
 };
 

@@ -24,8 +24,10 @@ static uint64_t limit_bytes(const struct cluster *c)
 /* The level's limits (filestore.h). */
 static struct filestore_limits limits(const struct cluster *c)
 {
+    /* a SUBMIT may name an upload under way: another user takes it over only once it
+       counts as stalled for the reads waiting on it too (files.upload_wait_s) */
     return (struct filestore_limits){limit_bytes(c), (uint64_t)c->cfg.files_user_mb << 20, true,
-                                     NULL};
+                                     NULL, (int64_t)c->cfg.files_upload_wait_s * 1000};
 }
 
 /* Whom a new upload is charged to: the request's "user" (access control sets it to the

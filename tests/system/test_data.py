@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import subprocess
+import time
 
 from conftest import FAST_CLIENT, FAST_CLUSTER as FAST, scaled, wait_until
 from test_authz import Keys
@@ -389,3 +390,42 @@ def test_the_batch_role_refuses_escaping_names(cluster, batch_factory):
     b = batch_factory([cluster])
     r = b.client().err("SUBMIT", "INVALID", argv=["true"], ntasks=1, outputs=["../x"])
     assert "output '../x'" in r["msg"], r
+
+
+def test_another_users_upload_of_the_same_file_is_waited_for_not_spoiled(cluster_factory, gridnode_bin,
+                                                                          tmp_path):
+    """A partial upload takes chunks only from its user (docs/data.md "Limits"): bob, who
+    knows the hash of alice's upload under way, cannot put other bytes into it; his own
+    `gridnode submit --input` of the same file waits for hers and then uses it."""
+    keys = Keys(tmp_path / "keys").add("alice", "user").add("bob", "user")
+    cl = cluster_factory(dict(FAST, **keys.sets()))
+    alice, bob = keys.rpc(cl.endpoint, "alice"), keys.rpc(cl.endpoint, "bob")
+    f = tmp_path / "shared.dat"
+    data = os.urandom(5 * CHUNK // 2)
+    f.write_bytes(data)
+    h, size = sha(data), len(data)
+    alice.ok("FILE_PUT", "FILE_STATE", hash=h, size=size, off=0, data=data[:CHUNK])
+    st = bob.ok("FILE_PUT", "FILE_STATE", hash=h, size=size, off=CHUNK, data=b"\0" * CHUNK)
+    assert st["wait_ms"] > 0 and st["have"] == CHUNK and not st.get("early"), st
+    st = bob.ok("FILE_HAVE", "FILE_STATE", hash=h, size=size)
+    assert st["wait_ms"] > 0, st
+    env = dict(os.environ, GRIDNODE_KEY=keys.key("bob"))
+    p = subprocess.Popen([gridnode_bin, "submit", "-e", cl.endpoint, "--input", str(f), "cat",
+                          "shared.dat"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         stdin=subprocess.DEVNULL, env=env)
+    try:
+        time.sleep(2)  # bob's tool asks, is told to wait, and sends nothing
+        assert p.poll() is None, p.communicate()
+        assert alice.ok("FILE_HAVE", "FILE_STATE", hash=h, size=size)["have"] == CHUNK
+        alice.ok("FILE_PUT", "FILE_STATE", hash=h, size=size, off=CHUNK, data=data[CHUNK:2 * CHUNK])
+        st = alice.ok("FILE_PUT", "FILE_STATE", hash=h, size=size, off=2 * CHUNK, data=data[2 * CHUNK:])
+        assert st["done"], st
+        out, err = p.communicate(timeout=scaled(30))
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err
+    assert "another user's upload of the same file is under way" in err, err
+    assert stored_path(cl, h).read_bytes() == data
+    assert cl.log().count("stored (") == 1, cl.log()

@@ -181,13 +181,15 @@ def test_offering_inputs_resumes_after_kill9_of_the_spool(cluster_factory, clien
     src = tmp_path / "in.bin"
     src.write_bytes(data)
     h, size = sha(data), len(data)
-    # an earlier offer cut short: the site holds the first chunk
-    b.client().ok("FILE_PUT", "FILE_STATE", hash=h, size=size, off=0, data=data[:CHUNK])
+    # an earlier offer cut short: the site holds the first chunk, charged to the job's
+    # user as the spool's offer charges it (another user's upload would be waited for)
+    b.client().ok("FILE_PUT", "FILE_STATE", hash=h, size=size, off=0, data=data[:CHUNK],
+                  user="carol")
     # the site stops answering while the spool offers the file; the spool is killed (-9)
     b.proc.send_signal(signal.SIGSTOP)
     try:
         r = run_cli(gridnode_bin, "submit", "-e", m.endpoint, "-n", 2, "--shell", "--input", src,
-                    "--output", "*.sum", "--json", "sha256sum in.bin > in{i}.sum")
+                    "--output", "*.sum", "--json", "--user", "carol", "sha256sum in.bin > in{i}.sum")
         assert r.returncode == 0, r.stderr
         jid = json.loads(r.stdout)["job"]
         wait_until(lambda: "offering file %s" % h[:12] in m.log(), scaled(20),

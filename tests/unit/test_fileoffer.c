@@ -4,8 +4,10 @@
  * (the receiver's own handlers answer), at most FILEOFFER_INFLIGHT chunks in flight; a
  * chunk whose bytes are lost makes the answers out of step and the offer goes on from
  * what the receiver holds; an offer begun again after the receiver kept part of the file resumes
- * there; a refusal ends the offer with the receiver's text; the sweep deletes only the
- * files nothing named.
+ * there; a refusal ends the offer with the receiver's text; another user's upload of the
+ * same file under way at the receiver makes the offer wait (nothing sent meanwhile) and,
+ * once it stalled, the offer sends the file from 0; the sweep deletes only the files
+ * nothing named.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "daemon/fileoffer.h"
 #include "store/store.h"
@@ -300,6 +303,35 @@ static void a_refused_file_ends_its_offer_with_the_reason(void **state)
     free(data);
 }
 
+static void another_users_upload_makes_the_offer_wait(void **state)
+{
+    struct fx *f = *state;
+    uint8_t d[SHA256_LEN];
+    size_t n = WIRE_FILE_CHUNK * 3 / 2;
+    char *data = put_file(&f->from, n, 8, d), why[400] = "";
+    int code;
+    /* bob is uploading the same bytes at the receiver: one chunk so far */
+    assert_non_null(filestore_append(f->to.fs, NULL, d, n, "bob", data, WIRE_FILE_CHUNK, &code, why,
+                                     sizeof why));
+    commit(&f->to);
+    struct wire_buf job;
+    job_map(&job, d, n);
+    assert_int_equal(offer_all(f, &job, why, sizeof why), 0); /* told to wait */
+    assert_int_equal(f->puts, 0);
+    assert_int_equal(f->nq, 0); /* not asked again before the wait is over */
+    struct fsfile *x = filestore_find(f->to.fs, d);
+    assert_true(x && !x->done && x->have == WIRE_FILE_CHUNK && !strcmp(x->user, "bob"));
+    /* bob's upload stalls: after the wait the offer sends it all, from 0, for alice */
+    x->t_ms -= FILESTORE_FOREIGN_MS + 1000;
+    usleep((FILESTORE_WAIT_MS + 100) * 1000);
+    assert_int_equal(offer_all(f, &job, why, sizeof why), 1);
+    assert_int_equal(f->puts, 2);
+    whole_at(f, d, data, n);
+    assert_string_equal(filestore_find(f->to.fs, d)->user, "alice");
+    wire_buf_free(&job);
+    free(data);
+}
+
 static void the_sweep_deletes_only_what_nothing_names(void **state)
 {
     struct fx *f = *state;
@@ -344,6 +376,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(a_refused_file_ends_its_offer_with_the_reason, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(another_users_upload_makes_the_offer_wait, setup, teardown),
         cmocka_unit_test_setup_teardown(the_sweep_deletes_only_what_nothing_names, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,7 +4,8 @@
  * file goes on from its stored count; the record carries the user it is charged to and
  * the per-user sums (files.user_mb) come back from the records; a record written before
  * "user" existed loads charged to nobody; FILE_HAVE over a user's limit is refused
- * naming it.
+ * naming it; a partial upload takes chunks only from its user (another is told to wait,
+ * nothing written) until it stalls, then restarts from 0 for the other user.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -194,6 +195,117 @@ static void file_have_over_the_users_limit_is_refused(void **state)
     wire_buf_free(&reply);
 }
 
+/* FILE_PUT of [off, off+len) of data (FILE_HAVE when len is 0) by user, with the
+ * hash of all size bytes of data; the reply decoded into *r (the caller frees it). */
+static void put(struct fx *f, const struct filestore_limits *lim, const char *user,
+                const uint8_t *data, uint64_t size, uint64_t off, size_t len, struct wire_msg *r)
+{
+    char hex[SHA256_HEX];
+    uint8_t d[SHA256_LEN];
+    digest(data, size, d);
+    sha256_hex(d, hex);
+    struct wire_buf req, reply;
+    wire_buf_init(&req);
+    wire_buf_init(&reply);
+    wire_begin(&req, len ? WT_FILE_PUT : WT_FILE_HAVE, 9, len ? 4 : 2);
+    wire_put_str(&req, "hash", hex);
+    wire_put_u64(&req, "size", size);
+    if (len) {
+        wire_put_u64(&req, "off", off);
+        wire_put_bin(&req, "data", data + off, len);
+    }
+    struct wire_msg m;
+    struct wire_error we;
+    assert_int_equal(wire_decode(req.sb.data, req.sb.size, false, &m, &we), 0);
+    if (len)
+        filestore_h_put(f->fs, lim, &m, user, &reply);
+    else
+        filestore_h_have(f->fs, lim, &m, user, &reply);
+    assert_int_equal(wire_decode(reply.sb.data, reply.sb.size, false, r, &we), 0);
+    wire_msg_free(&m);
+    wire_buf_free(&req);
+    wire_buf_free(&reply);
+}
+
+static void a_partial_upload_takes_chunks_only_from_its_user(void **state)
+{
+    struct fx *f = *state;
+    static uint8_t data[3000], junk[3000];
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (uint8_t)(i * 7), junk[i] = 0xee;
+    struct filestore_limits lim = {1u << 20, 0};
+    struct wire_msg r;
+    put(f, &lim, "alice", data, sizeof data, 0, 1000, &r); /* alice's upload begins */
+    assert_int_equal(r.type, WT_FILE_STATE);
+    assert_int_equal(wire_get_u64(r.root, "have", 0), 1000);
+    wire_msg_free(&r);
+    /* bob, knowing the hash, sends other bytes at alice's offset: told to wait, and
+       nothing of his is written (alice's upload would fail its hash check) */
+    memcpy(junk, data, 1000);
+    uint8_t d[SHA256_LEN];
+    digest(data, sizeof data, d);
+    put(f, &lim, "bob", data, sizeof data, 0, 0, &r); /* FILE_HAVE */
+    assert_int_equal(r.type, WT_FILE_STATE);
+    assert_true(wire_get_u64(r.root, "wait_ms", 0) > 0);
+    assert_false(wire_get_bool(r.root, "early", false));
+    wire_msg_free(&r);
+    {
+        /* a FILE_PUT of junk under alice's hash */
+        char hex[SHA256_HEX];
+        sha256_hex(d, hex);
+        struct wire_buf req, reply;
+        wire_buf_init(&req);
+        wire_buf_init(&reply);
+        wire_begin(&req, WT_FILE_PUT, 9, 4);
+        wire_put_str(&req, "hash", hex);
+        wire_put_u64(&req, "size", sizeof data);
+        wire_put_u64(&req, "off", 1000);
+        wire_put_bin(&req, "data", junk + 1000, 1000);
+        struct wire_msg m;
+        struct wire_error we;
+        assert_int_equal(wire_decode(req.sb.data, req.sb.size, false, &m, &we), 0);
+        filestore_h_put(f->fs, &lim, &m, "bob", &reply);
+        assert_int_equal(wire_decode(reply.sb.data, reply.sb.size, false, &r, &we), 0);
+        assert_int_equal(r.type, WT_FILE_STATE);
+        assert_true(wire_get_u64(r.root, "wait_ms", 0) > 0);
+        assert_int_equal(wire_get_u64(r.root, "have", 0), 1000);
+        wire_msg_free(&r);
+        wire_msg_free(&m);
+        wire_buf_free(&req);
+        wire_buf_free(&reply);
+    }
+    /* alice goes on and her file is whole */
+    put(f, &lim, "alice", data, sizeof data, 1000, 2000, &r);
+    assert_int_equal(r.type, WT_FILE_STATE);
+    assert_true(wire_get_bool(r.root, "done", false));
+    wire_msg_free(&r);
+    struct fsfile *x = filestore_find(f->fs, d);
+    assert_true(x && x->done && !strcmp(x->user, "alice"));
+
+    /* a stalled upload: carol's 1000 bytes, then nothing past the limit */
+    static uint8_t other[2000];
+    for (size_t i = 0; i < sizeof other; i++)
+        other[i] = (uint8_t)(i * 13 + 1);
+    put(f, &lim, "carol", other, sizeof other, 0, 1000, &r);
+    wire_msg_free(&r);
+    uint8_t od[SHA256_LEN];
+    digest(other, sizeof other, od);
+    x = filestore_find(f->fs, od);
+    assert_non_null(x);
+    x->t_ms -= FILESTORE_FOREIGN_MS + 1000;             /* its last chunk long ago */
+    put(f, &lim, "bob", other, sizeof other, 0, 0, &r); /* FILE_HAVE: start from 0 */
+    assert_int_equal(wire_get_u64(r.root, "wait_ms", 0), 0);
+    assert_int_equal(wire_get_u64(r.root, "have", 1), 0);
+    wire_msg_free(&r);
+    put(f, &lim, "bob", other, sizeof other, 0, 2000, &r); /* bob's upload replaces it */
+    assert_int_equal(r.type, WT_FILE_STATE);
+    assert_true(wire_get_bool(r.root, "done", false));
+    wire_msg_free(&r);
+    x = filestore_find(f->fs, od);
+    assert_true(x && x->done && !strcmp(x->user, "bob"));
+    assert_int_equal(filestore_user_bytes(f->fs, "carol"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -201,6 +313,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_record_without_user_is_charged_to_nobody, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(file_have_over_the_users_limit_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_partial_upload_takes_chunks_only_from_its_user, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
