@@ -196,7 +196,8 @@ static void file_have_over_the_users_limit_is_refused(void **state)
 }
 
 /* FILE_PUT of [off, off+len) of data (FILE_HAVE when len is 0) by user, with the
- * hash of all size bytes of data; the reply decoded into *r (the caller frees it). */
+ * hash of all size bytes of data; the reply decoded into *r (the caller frees it before
+ * the next call: r points into the reply kept here). */
 static void put(struct fx *f, const struct filestore_limits *lim, const char *user,
                 const uint8_t *data, uint64_t size, uint64_t off, size_t len, struct wire_msg *r)
 {
@@ -204,8 +205,10 @@ static void put(struct fx *f, const struct filestore_limits *lim, const char *us
     uint8_t d[SHA256_LEN];
     digest(data, size, d);
     sha256_hex(d, hex);
-    struct wire_buf req, reply;
+    static struct wire_buf reply;
+    struct wire_buf req;
     wire_buf_init(&req);
+    wire_buf_free(&reply);
     wire_buf_init(&reply);
     wire_begin(&req, len ? WT_FILE_PUT : WT_FILE_HAVE, 9, len ? 4 : 2);
     wire_put_str(&req, "hash", hex);
@@ -224,7 +227,6 @@ static void put(struct fx *f, const struct filestore_limits *lim, const char *us
     assert_int_equal(wire_decode(reply.sb.data, reply.sb.size, false, r, &we), 0);
     wire_msg_free(&m);
     wire_buf_free(&req);
-    wire_buf_free(&reply);
 }
 
 static void a_partial_upload_takes_chunks_only_from_its_user(void **state)
