@@ -81,7 +81,7 @@ $(BUILD)/net/linkemu: tests/net/linkemu.c
 	$(CC) $(XCFLAGS) -o $@ $<
 
 # Fuzz targets link only the code they exercise (the wire codec and its text helpers).
-$(BUILD)/fuzz/%: fuzz/%.c $(wildcard wire/*.c) lib/text.c
+$(BUILD)/fuzz/%: fuzz/%.c $(wildcard wire/*.c) lib/text.c lib/constraint.c
 	@mkdir -p $(dir $@)
 	clang -std=c11 -D_GNU_SOURCE $(WARN) -O1 -g $(DEP_CFLAGS) -I. \
 	    -fsanitize=fuzzer,address,undefined -o $@ $^ $(DEP_LIBS)
