@@ -355,9 +355,12 @@ static int write_chunk(const char *path, uint64_t off, const void *buf, size_t l
     return close(fd);
 }
 
-/* fdatasync of the file at path: 0, or -1 (errno). */
-static int sync_path(const char *path)
+/* fdatasync of the file at path: 0, or -1 (errno). None with store.sync = none, as the
+ * store's commits: the page cache outlives kill -9 of the role, not a system crash. */
+static int sync_path(const struct filestore *fs, const char *path)
 {
+    if (store_sync_mode(fs->cfg.store) == STORE_SYNC_NONE)
+        return 0;
     int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0)
         return errno == ENOENT ? 0 : -1; /* moved into place: synced then */
@@ -389,7 +392,7 @@ int filestore_sync(struct filestore *fs)
     char path[2048];
     for (uint32_t i = 0; fs && i < fs->nun; i++) {
         file_path(fs, fs->unsynced[i], false, path, sizeof path);
-        if (sync_path(path) < 0) {
+        if (sync_path(fs, path) < 0) {
             int e = errno;
             log_warnx("files: cannot sync %s: %s", path, store_error_text(e));
             fs->nun = 0;
@@ -419,6 +422,8 @@ static int move_done(struct filestore *fs, const struct fsfile *f)
     }
     if (rename(from, to) < 0)
         return -1;
+    if (store_sync_mode(fs->cfg.store) == STORE_SYNC_NONE)
+        return 0;
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
         return -1;
@@ -482,7 +487,7 @@ struct fsfile *filestore_append(struct filestore *fs, struct fsfile *f, const ui
             index_del(fs, f);
             return NULL;
         }
-        if ((f->size && sync_path(path) < 0) || move_done(fs, f) < 0) {
+        if ((f->size && sync_path(fs, path) < 0) || move_done(fs, f) < 0) {
             int e = errno;
             *code = WE_STORAGE;
             snprintf(why, wl, "%s could not keep file %.12s: %s; send it again later", fs->level,

@@ -23,6 +23,7 @@ struct store_op {
 struct store {
     MDB_env *env;
     bool readonly;
+    enum store_sync sync;
     int ntables;
     MDB_dbi dbi[STORE_MAX_TABLES];
     char *names[STORE_MAX_TABLES];
@@ -33,6 +34,11 @@ struct store {
     size_t nops, capops;
     int fault_nth;
 };
+
+enum store_sync store_sync_mode(const struct store *s)
+{
+    return s->sync;
+}
 
 const char *store_strerror(int rc)
 {
@@ -258,6 +264,7 @@ struct store *store_open(const char *dir, const struct store_opts *o, char *err,
         return NULL;
     }
     s->readonly = o->readonly;
+    s->sync = o->sync;
     s->map_size = o->map_size ? o->map_size : STORE_DEFAULT_MAP;
     unsigned flags = MDB_NOTLS;
     if (o->readonly)

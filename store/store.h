@@ -54,6 +54,8 @@ struct store;
  * Returns NULL on failure with a human-readable reason in err.
  */
 struct store *store_open(const char *dir, const struct store_opts *opts, char *err, size_t errlen);
+/* The sync mode it was opened with (the files beside it follow it: daemon/filestore.c). */
+enum store_sync store_sync_mode(const struct store *s);
 /* Discards uncommitted writes, closes, sets *sp to NULL. NULL-safe. */
 void store_close(struct store **sp);
 
