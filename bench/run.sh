@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every bench/*.sh in name order; each prints one JSON line on stdout (validation.sh:
-# one per case, meta_sim.sh and stage.sh two, wan.sh one per delay and form); progress
-# goes to stderr. A last line gives each benchmark's wall time and the total (the
+# Runs every bench/*.sh in name order; each prints at least one JSON line on stdout, named
+# by its "bench" field (several: validation.sh one per case, meta_sim.sh one per trace and
+# split and the meta_sim_resv ratios, stage.sh stage and stage_fanout, wan.sh one per
+# delay and form, scale.sh one per curve); progress goes to stderr. A last line gives each benchmark's wall time and the total (the
 # developers' rule: `make bench` finishes within 10 minutes on 2 cores, docs/perf.md):
 #   {"bench":"total","seconds":...,"each":{"batch_e2e":...,...},"failed":[...]}
 # BUILD names the build directory (default build). BENCH_ONLY="a b" runs only those.
