@@ -2,6 +2,8 @@
  * adapter itself on the role's loop against stand-in Slurm commands (shell scripts in a
  * temporary bin=DIR): replies, a command that hangs (killed at its deadline while the
  * loop keeps running), bad requests. The real Slurm is tests/system/test_meta_slurm.py. */
+#include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -506,6 +508,125 @@ static void test_sweep(void **st)
     slurm_site_destroy(&G);
 }
 
+/* ---- job directories' retention (issue 26, slurmkeep.c) ---- */
+
+static int64_t keep_done(void *arg, const char *name)
+{
+    (void)arg;
+    return !strcmp(name, "meta:x:1.1") ? 1000 : -1; /* ended long ago; the rest needed */
+}
+
+static char gone_path[300];
+static void check_gone(struct loop *l, void *arg)
+{
+    (void)arg;
+    struct stat sb;
+    if (lstat(gone_path, &sb) < 0)
+        loop_stop(l);
+}
+
+static void put(const char *path, const char *text)
+{
+    FILE *w = fopen(path, "w");
+    assert_non_null(w);
+    fputs(text, w);
+    fclose(w);
+}
+
+/* A directory the spool is done with is removed, its links removed and never followed
+ * (a file and a directory outside stay whole), a read-only subdirectory and a deep tree
+ * included; one the spool still needs stays; the record of the removed one goes at the
+ * sweep, the other's stays. slurm_rm_tree stops at its depth. */
+static void test_retention(void **st)
+{
+    struct fx *f = *st;
+    char wd[128], err[300], url[300], p[400], done[200], busy[200], out[200];
+    snprintf(wd, sizeof wd, "%s/wd", f->dir);
+    snprintf(done, sizeof done, "%s/meta:x:1.1", wd);
+    snprintf(busy, sizeof busy, "%s/meta:x:2.1", wd);
+    snprintf(out, sizeof out, "%s/outside", f->dir);
+    assert_int_equal(mkdir(wd, 0755), 0);
+    assert_int_equal(mkdir(out, 0755), 0);
+    assert_int_equal(mkdir(done, 0700), 0);
+    assert_int_equal(mkdir(busy, 0700), 0);
+    snprintf(p, sizeof p, "%s/keep.txt", out);
+    put(p, "outside\n");
+    snprintf(p, sizeof p, "%s/res.out", done);
+    put(p, "result\n");
+    snprintf(p, sizeof p, "%s/link.txt", done);
+    assert_int_equal(symlink("../../outside/keep.txt", p), 0);
+    snprintf(p, sizeof p, "%s/linkdir", done);
+    assert_int_equal(symlink(out, p), 0);
+    char deep[400];
+    snprintf(deep, sizeof deep, "%s/sub", done);
+    assert_int_equal(mkdir(deep, 0755), 0);
+    for (int i = 0; i < 20; i++) { /* sub/d/d/.../d */
+        strcat(deep, "/d");
+        assert_int_equal(mkdir(deep, 0755), 0);
+    }
+    snprintf(p, sizeof p, "%s/f", deep);
+    put(p, "deep\n");
+    snprintf(p, sizeof p, "%s/sub", done);
+    assert_int_equal(chmod(p, 0500), 0); /* read-only: made writable by its owner */
+    snprintf(p, sizeof p, "%s/b.out", busy);
+    put(p, "busy\n");
+    snprintf(p, sizeof p, "%s/.gridnode-jobs", wd);
+    assert_int_equal(mkdir(p, 0700), 0);
+    snprintf(p, sizeof p, "%s/.gridnode-files", wd);
+    assert_int_equal(mkdir(p, 0700), 0);
+    snprintf(p, sizeof p, "%s/.gridnode-jobs/7", wd);
+    char rec[300];
+    snprintf(rec, sizeof rec, "%s\n*.out\n", done);
+    put(p, rec);
+    snprintf(p, sizeof p, "%s/.gridnode-jobs/8", wd);
+    snprintf(rec, sizeof rec, "%s\tparallel\n*.out\n", busy);
+    put(p, rec);
+
+    /* the depth bound: 20 levels are more than 5 */
+    snprintf(p, sizeof p, "%s/sub/d", done);
+    int fd = open(p, O_RDONLY | O_DIRECTORY);
+    assert_true(fd >= 0);
+    assert_int_equal(slurm_rm_tree(fd, 5), -1);
+    assert_int_equal(errno, ELOOP);
+    close(fd);
+
+    struct slurm_conf c;
+    snprintf(url, sizeof url, "slurm://?bin=%s&dir=%s&workdir=%s&keep_s=0", f->dir, f->dir, wd);
+    assert_int_equal(slurm_url_parse(url, &c, err, sizeof err), 0);
+    assert_int_equal(c.keep_s, 0);
+    struct slurm_site *W = slurm_site_new(&c, "w", "meta", f->l, on_reply, f, err, sizeof err);
+    assert_non_null(W);
+    slurm_site_retain(W, keep_done, NULL);
+    struct slurm_site *keep = f->S;
+    f->S = W; /* the tick drives W */
+    snprintf(gone_path, sizeof gone_path, "%s", done);
+    int a = loop_timer(f->l, 10, 1, tick, f), b = loop_timer(f->l, 10, 1, check_gone, NULL);
+    int t = loop_timer(f->l, 20000, 0, stop, NULL);
+    loop_run(f->l);
+    loop_timer_cancel(f->l, a);
+    loop_timer_cancel(f->l, b);
+    loop_timer_cancel(f->l, t);
+    f->S = keep;
+    struct stat sb;
+    assert_int_not_equal(lstat(done, &sb), 0); /* removed */
+    snprintf(p, sizeof p, "%s/keep.txt", out);
+    assert_int_equal(stat(p, &sb), 0); /* the links' targets stay */
+    assert_int_equal(sb.st_size, 8);
+    snprintf(p, sizeof p, "%s/b.out", busy);
+    assert_int_equal(stat(p, &sb), 0); /* still needed */
+    assert_int_equal(slurm_site_sweep(W, 3600), 0);
+    snprintf(p, sizeof p, "%s/.gridnode-jobs/7", wd);
+    assert_int_not_equal(stat(p, &sb), 0); /* its directory went */
+    snprintf(p, sizeof p, "%s/.gridnode-jobs/8", wd);
+    assert_int_equal(stat(p, &sb), 0);
+    slurm_site_destroy(&W);
+    assert_int_not_equal(slurm_url_parse("slurm://?keep_s=-1", &c, err, sizeof err), 0);
+    assert_non_null(strstr(err, "keep_s"));
+    assert_int_not_equal(slurm_url_parse("slurm://?keep_s=1d", &c, err, sizeof err), 0);
+    assert_int_equal(slurm_url_parse("slurm://", &c, err, sizeof err), 0);
+    assert_int_equal(c.keep_s, 86400); /* the default: a day */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -515,6 +636,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_hang_killed_loop_free, setup_hang, teardown),
         cmocka_unit_test_setup_teardown(test_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_retention, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -84,6 +84,7 @@ void slurm_site_tick(struct slurm_site *S)
             slurm_req_free(S, r);
         }
     }
+    slurm_keep_tick(S); /* issue 26: job directories the spool is done with */
     slurm_pump(S);
 }
 
@@ -523,6 +524,7 @@ void slurm_site_destroy(struct slurm_site **sp)
     for (uint32_t i = 0; i < S->nreap; i++)
         waitpid(S->reap[i], NULL, 0);
     slurm_files_free(S);
+    slurm_keep_free(S);
     for (size_t i = 0; S->envp && S->envp[i]; i++)
         free(S->envp[i]);
     free(S->envp);

@@ -737,6 +737,9 @@ void slurm_step_done(struct slurm_site *S, struct sreq *r)
     case T_LIST:
         slurm_files_listed(S, r);
         break;
+    case T_RM:
+        slurm_keep_removed(S, r);
+        break;
     case WT_SITE_INFO:
         done_site_info(S, r);
         break;

@@ -288,12 +288,45 @@ static long sweep_dir(struct slurm_files *F, const char *path, time_t cut, bool 
     return n;
 }
 
+/* The records in WORKDIR/.gridnode-jobs whose job directory is gone (removed once the
+ * spool was done with it, slurmkeep.c, or by an operator): deleted. A record is written
+ * after its directory was made (slurm_files_submitted), so none is a fresh one. */
+static void sweep_records(struct slurm_site *S)
+{
+    char path[SLURM_STR + 64];
+    snprintf(path, sizeof path, "%s/" SF_JOBS, S->c.workdir);
+    DIR *dir = opendir(path);
+    if (!dir)
+        return;
+    long n = 0;
+    for (struct dirent *e; (e = readdir(dir)) != NULL;) {
+        if (!e->d_name[0] || strspn(e->d_name, "0123456789") != strlen(e->d_name))
+            continue;
+        char line[SLURM_STR + 400] = "";
+        int fd = openat(dirfd(dir), e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        ssize_t k = fd >= 0 ? read(fd, line, sizeof line - 1) : -1;
+        if (fd >= 0)
+            close(fd);
+        if (k <= 0)
+            continue;
+        line[k] = '\0';
+        line[strcspn(line, "\t\n")] = '\0';
+        struct stat st;
+        if (line[0] == '/' && lstat(line, &st) < 0 && errno == ENOENT)
+            n += unlinkat(dirfd(dir), e->d_name, 0) == 0;
+    }
+    closedir(dir);
+    if (n)
+        log_info("slurm site %s: %ld record(s) of removed job directories deleted", S->site, n);
+}
+
 long slurm_site_sweep(struct slurm_site *S, int64_t keep_s)
 {
     if (!S->c.workdir[0])
         return -1;
     char path[SLURM_STR + 64];
     time_t cut = time(NULL) - (time_t)(keep_s < 0 ? 0 : keep_s);
+    sweep_records(S);
     snprintf(path, sizeof path, "%s/" SF_STORE, S->c.workdir);
     long n = sweep_dir(S->files, path, cut, true);
     snprintf(path, sizeof path, "%s/" SF_STORE "/part", S->c.workdir);
@@ -532,6 +565,16 @@ static void list_drop(struct slurm_files *F, uint32_t i)
     free(F->lists[i].f);
     memmove(&F->lists[i], &F->lists[i + 1], (F->nlists - i - 1) * sizeof *F->lists);
     F->nlists--;
+}
+
+void slurm_files_forget(struct slurm_site *S, const char *dir)
+{
+    struct slurm_files *F = S->files;
+    for (uint32_t i = 0; F && i < F->nlists;)
+        if (F->lists[i].ready && !strcmp(F->lists[i].dir, dir))
+            list_drop(F, i);
+        else
+            i++;
 }
 
 /* In the listing child (its own process, the jobs' identity, cwd the job's directory):
