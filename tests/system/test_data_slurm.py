@@ -250,3 +250,42 @@ def test_a_job_directory_goes_after_its_retention_and_nothing_outside(
     assert (out / "0" / "sub" / "deep" / "r.txt").read_bytes() == b"input bytes\n"
     assert m.alive()
 
+
+@needs_slurm
+def test_a_parallel_job_with_files_at_a_slurm_site(slurm, site_of, meta_factory,  # noqa: F811
+                                                   gridnode_bin, tmp_path):
+    # 2 processes: the batch script runs srun, whose ranks share the job's one directory
+    # (inputs linked once); its outputs are collected once, as rank 0's (0/NAME)
+    wd = os.path.join(slurm.base, "wdp")
+    os.mkdir(wd)
+    m = meta_factory({}, sets=site_of(tmp_path, wd))
+    data = os.urandom(1024 * 1024 + 99)
+    src = tmp_path / "in.bin"
+    src.write_bytes(data)
+    script = ("srun -n 2 sh -c '(echo $SLURM_PROCID; cat in.bin) > r$SLURM_PROCID.out' && "
+              "ls r*.out | wc -l > n.txt")
+    r = run_cli(gridnode_bin, "submit", "-e", m.endpoint, "-p", "2", "--shell", "--input", src,
+                "--output", "r*.out", "--output", "n.txt", "--json", script)
+    assert r.returncode == 0, r.stderr
+    jid = json.loads(r.stdout)["job"]
+    job = wait_spool(m, jid)
+    assert job["job"]["state"] == "done", job["job"]
+    names = sorted(f["name"] for f in job["tasks"][0]["files"])
+    assert names == ["0/n.txt", "0/r0.out", "0/r1.out"], job["tasks"]
+    r = run_cli(gridnode_bin, "job", "-e", m.endpoint, jid, "--output")
+    assert r.returncode == 0 and "0/r1.out" in r.stdout, (r.stdout, r.stderr)
+    out = tmp_path / "res"
+    r = run_cli(gridnode_bin, "fetch", "-e", m.endpoint, jid, out)
+    assert r.returncode == 0 and "3 file(s) fetched" in r.stdout, (r.stdout, r.stderr)
+    for rank in (0, 1):
+        assert (out / "0" / ("r%d.out" % rank)).read_bytes() == b"%d\n" % rank + data
+    assert (out / "0" / "n.txt").read_text().strip() == "2"  # one directory for both
+    # inputs given to one rank only need a directory per rank: refused there, named
+    (tmp_path / "p0.txt").write_text("zero\n")
+    (tmp_path / "p1.txt").write_text("one\n")
+    r = run_cli(gridnode_bin, "submit", "-e", m.endpoint, "-p", "2", "--input",
+                str(tmp_path / "p{i}.txt"), "--json", "true")
+    assert r.returncode == 0, r.stderr
+    job = wait_spool(m, json.loads(r.stdout)["job"])
+    assert job["job"]["state"] == "failed" and "batch site" in job["job"]["reason"], job["job"]
+    assert m.alive()
