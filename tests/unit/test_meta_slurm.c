@@ -508,6 +508,79 @@ static void test_sweep(void **st)
     slurm_site_destroy(&G);
 }
 
+/* A PSUBMIT with files (issue 26): inputs of one rank only are refused naming a batch
+ * site; shared ones are linked once into the job's one directory, and its record says
+ * it is parallel (its outputs are named 0/NAME). */
+static void psubmit_files(struct slurm_site *S, uint64_t id, const char *hex, bool ranked)
+{
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    wire_begin(&wb, WT_PSUBMIT, id, 6);
+    wire_put_key(&wb, "argv");
+    wire_pack_array(&wb, 1);
+    wire_pack_str(&wb, "true");
+    wire_put_u64(&wb, "procs", 2);
+    wire_put_str(&wb, "key", ranked ? "meta:x:3.1" : "meta:x:4.1");
+    wire_put_u64(&wb, "limit_s", 60);
+    wire_put_key(&wb, "inputs");
+    wire_pack_array(&wb, 1);
+    wire_pack_map(&wb, 3 + ranked);
+    wire_put_str(&wb, "name", "in.txt");
+    wire_put_str(&wb, "hash", hex);
+    wire_put_u64(&wb, "size", 12);
+    if (ranked)
+        wire_put_u64(&wb, "task", 1);
+    wire_put_key(&wb, "outputs");
+    wire_pack_array(&wb, 1);
+    wire_pack_str(&wb, "*.out");
+    slurm_site_request(S, wb.sb.data, wb.sb.size);
+    wire_buf_free(&wb);
+}
+
+static void test_parallel_files(void **st)
+{
+    struct fx *f = *st;
+    char wd[128], err[300], url[300], hx[SHA256_HEX], p[300];
+    snprintf(wd, sizeof wd, "%s/wd", f->dir);
+    assert_int_equal(mkdir(wd, 0755), 0);
+    struct slurm_conf c;
+    snprintf(url, sizeof url, "slurm://?bin=%s&dir=%s&workdir=%s", f->dir, f->dir, wd);
+    assert_int_equal(slurm_url_parse(url, &c, err, sizeof err), 0);
+    struct slurm_site *W = slurm_site_new(&c, "w", "meta", f->l, on_reply, f, err, sizeof err);
+    assert_non_null(W);
+    const char *text = "hello, world";
+    hex_of(text, 12, hx);
+    file_req(W, WT_FILE_HAVE, 30, hx, 12, 0, NULL, 0);
+    file_req(W, WT_FILE_PUT, 31, hx, 12, 0, text, 12);
+    psubmit_files(W, 32, hx, true);
+    psubmit_files(W, 33, hx, false);
+    struct slurm_site *keep = f->S;
+    f->S = W;
+    run_until(f, 4, 10000);
+    f->S = keep;
+    int i = find(f, 31);
+    assert_true(i >= 0 && f->rep[i].done);
+    i = find(f, 32);
+    assert_true(i >= 0 && f->rep[i].type == WT_ERROR && f->rep[i].code == WE_INVALID);
+    assert_non_null(strstr(f->rep[i].msg, "need a batch site"));
+    i = find(f, 33);
+    assert_true(i >= 0 && f->rep[i].type == WT_SUBMITTED && f->rep[i].job == 77);
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/meta:x:4.1/in.txt", wd);
+    assert_int_equal(stat(p, &sb), 0);
+    assert_int_equal(sb.st_nlink, 2); /* the store's copy, linked once */
+    snprintf(p, sizeof p, "%s/meta:x:3.1", wd);
+    assert_int_not_equal(stat(p, &sb), 0); /* the refused one made nothing */
+    snprintf(p, sizeof p, "%s/.gridnode-jobs/77", wd);
+    FILE *r = fopen(p, "r");
+    assert_non_null(r);
+    char line[300] = "";
+    assert_non_null(fgets(line, sizeof line, r));
+    fclose(r);
+    assert_non_null(strstr(line, "/meta:x:4.1\tparallel\n"));
+    slurm_site_destroy(&W);
+}
+
 /* ---- job directories' retention (issue 26, slurmkeep.c) ---- */
 
 static int64_t keep_done(void *arg, const char *name)
@@ -636,6 +709,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_hang_killed_loop_free, setup_hang, teardown),
         cmocka_unit_test_setup_teardown(test_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_parallel_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retention, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
