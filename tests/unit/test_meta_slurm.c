@@ -163,7 +163,9 @@ static int setup_with(void **st, int timeout_ms)
     script(f, "scontrol",
            "case \"$1\" in show) sleep 1; echo 'SchedulerParameters     = bf_window=60'; "
            "echo 'AccountingStorageType   = accounting_storage/slurmdbd';; "
-           "create) echo created;; *) echo \"Invalid reservation $*\" >&2; exit 1;; "
+           "create) echo created;; delete) echo \"scontrol: delete_reservation $2: Requested "
+           "reservation is invalid\" >&2; exit 1;; *) echo \"Invalid reservation $*\" >&2; "
+           "exit 1;; "
            "esac");
     script(f, "squeue",
            "case \"$*\" in *--jobs=*) echo '42|RUNNING|2026-01-01T00:00:00|"
@@ -292,8 +294,10 @@ static void test_adapter(void **st)
     /* jobs squeue no longer lists: from accounting (43), or failed, never "not found" (44) */
     request(f, WT_JOB_GET, 10, "job", 43, NULL, NULL, false);
     request(f, WT_JOB_GET, 11, "job", 44, NULL, NULL, false);
-    run_until(f, 8, 10000);
-    assert_int_equal(f->nrep, 8);
+    /* a reservation Slurm dropped by itself (PURGE_COMP): gone, not an error to retry */
+    request(f, WT_RESV_RELEASE, 12, NULL, 0, "name", "m1-1-1", false);
+    run_until(f, 9, 10000);
+    assert_int_equal(f->nrep, 9);
     int i = find(f, 1);
     assert_true(i >= 0 && f->rep[i].type == WT_SITE);
     i = find(f, 2);
@@ -319,6 +323,9 @@ static void test_adapter(void **st)
     assert_true(i >= 0 && f->rep[i].type == WT_JOB);
     assert_string_equal(f->rep[i].state, "failed");
     assert_non_null(strstr(f->rep[i].reason, "no longer knows"));
+    i = find(f, 12);
+    assert_true(i >= 0 && f->rep[i].type == WT_ERROR);
+    assert_int_equal(f->rep[i].code, WE_NOT_FOUND);
 }
 
 static void test_hang_killed_loop_free(void **st)
