@@ -31,7 +31,7 @@
 #include "lib/log.h"
 #include "roles/meta/slurm/slurm_int.h"
 
-#define SK_PASS_MS 5000    /* a pass over the workdir starts this often at most */
+#define SK_PASS_MS 2000    /* a pass over the workdir starts this often at most */
 #define SK_STEP 64         /* workdir entries looked at per tick */
 #define SK_RM_MS 600000    /* a removal may take this long (killed then; a later pass goes on) */
 #define SK_DEPTH 256       /* levels of a job's tree removed at most */
@@ -221,14 +221,19 @@ void slurm_keep_tick(struct slurm_site *S)
             S->keep_scan = NULL;
             return;
         }
-        struct stat st;
-        if (e->d_name[0] == '.' ||
-            fstatat(dirfd(S->keep_scan), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-            !S_ISDIR(st.st_mode))
-            continue; /* the store and the records, and anything not a directory */
+        if (e->d_name[0] == '.')
+            continue; /* the store and the records */
+        /* the spool is asked first (memory only): a shared file system is touched only
+         * for the directories that are due */
         int64_t since = S->keep_fn(S->keep_arg, e->d_name);
         if (since < 0 || wall < since + S->c.keep_s * 1000 || failed_lately(S, e->d_name, now))
             continue;
+        struct stat st;
+        if (e->d_type != DT_DIR &&
+            (e->d_type != DT_UNKNOWN ||
+             fstatat(dirfd(S->keep_scan), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+             !S_ISDIR(st.st_mode)))
+            continue; /* not a directory (a link among them is never followed) */
         if (remove_dir(S, e->d_name))
             return; /* one at a time: the pass goes on once it is done */
     }
