@@ -62,6 +62,11 @@ def spool_job(m, jid):
     return m.client().ok("JOB_GET", "JOB", job=jid, tasks=True)
 
 
+def user_dirs(wd):
+    """The job directories under a workdir (its store and records are dot names)."""
+    return [d for d in os.listdir(wd) if not d.startswith(".")]
+
+
 def wait_spool(m, jid, timeout=90):
     wait_until(lambda: spool_job(m, jid)["job"]["state"] in ("done", "failed", "killed",
                                                                "cancelled"),
@@ -163,6 +168,19 @@ def test_kill9_of_the_spool_loses_nothing_at_a_slurm_site(slurm, site_of, meta_f
     assert open(os.path.join(wd, ".gridnode-files", h), "rb").read() == data
     made = [j for j in slurm.jobs() if j["id"] not in before]
     assert len(made) == 1, made  # submitted once
+    # the default retention (a day) keeps the directory; a removal cut short by kill -9
+    # (its outputs gone, the directory not) is finished by the restarted spool, here
+    # with keep_s=0
+    d, = user_dirs(wd)
+    os.unlink(os.path.join(wd, d, "in.sum"))
+    sites = tmp_path / "sites"
+    sites.write_text(sites.read_text().replace(" bandwidth_mb_s", "&keep_s=0 bandwidth_mb_s"))
+    m.kill()
+    m.restart()
+    wait_until(lambda: not user_dirs(wd), scaled(30), msg="the job's directory is removed")
+    r = run_cli(gridnode_bin, "fetch", "-e", m.endpoint, jid, tmp_path / "again")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert (tmp_path / "again" / "0" / "in.sum").read_text().split()[0] == h
 
 
 @needs_slurm
@@ -194,3 +212,80 @@ def test_jobs_run_as_the_sites_user_own_their_directory_not_their_inputs(
     st = os.stat(os.path.join(wd, d))
     assert st.st_uid == pwd.getpwnam("nobody").pw_uid and st.st_mode & 0o777 == 0o700
     assert os.stat(os.path.join(wd, d, "in.txt")).st_uid == 0
+
+
+@needs_slurm
+def test_a_job_directory_goes_after_its_retention_and_nothing_outside(
+        slurm, site_of, meta_factory, gridnode_bin, tmp_path):  # noqa: F811
+    # keep_s=0: the directory goes once the spool is done with the job (its outputs
+    # copied); its links are removed, never followed (a file and a directory outside
+    # stay whole); a read-only subdirectory of the job's goes too
+    wd = os.path.join(slurm.base, "wdk")
+    os.mkdir(wd)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_bytes(b"not the job's\n")
+    m = meta_factory({}, sets=site_of(tmp_path, wd, extra="&keep_s=0"))
+    src = tmp_path / "in.txt"
+    src.write_bytes(b"input bytes\n")
+    h = hashlib.sha256(b"input bytes\n").hexdigest()
+    script = ("mkdir -p sub/deep && cat in.txt > sub/deep/r.txt && (echo out; cat in.txt) > res.out"
+              " && ln -s %s/keep.txt link.out && ln -s %s linkdir && chmod 500 sub"
+              % (outside, outside))
+    r = run_cli(gridnode_bin, "submit", "-e", m.endpoint, "--shell", "--input", src,
+                "--output", "*.out", "--output", "sub/deep/*.txt", "--json", script)
+    assert r.returncode == 0, r.stderr
+    jid = json.loads(r.stdout)["job"]
+    job = wait_spool(m, jid)
+    assert job["job"]["state"] == "done", job["job"]
+    wait_until(lambda: not user_dirs(wd), scaled(30), msg="the job's directory is removed")
+    assert (outside / "keep.txt").read_bytes() == b"not the job's\n"
+    assert os.listdir(outside) == ["keep.txt"]
+    # the input no job directory links any more: the next input sweep may take it
+    assert os.stat(os.path.join(wd, ".gridnode-files", h)).st_nlink == 1
+    out = tmp_path / "res"
+    r = run_cli(gridnode_bin, "fetch", "-e", m.endpoint, jid, out)
+    assert r.returncode == 0 and "2 file(s) fetched" in r.stdout, (r.stdout, r.stderr)
+    assert (out / "0" / "res.out").read_bytes() == b"out\ninput bytes\n"
+    assert (out / "0" / "sub" / "deep" / "r.txt").read_bytes() == b"input bytes\n"
+    assert m.alive()
+
+
+@needs_slurm
+def test_a_parallel_job_with_files_at_a_slurm_site(slurm, site_of, meta_factory,  # noqa: F811
+                                                   gridnode_bin, tmp_path):
+    # 2 processes: the batch script runs srun, whose ranks share the job's one directory
+    # (inputs linked once); its outputs are collected once, as rank 0's (0/NAME)
+    wd = os.path.join(slurm.base, "wdp")
+    os.mkdir(wd)
+    m = meta_factory({}, sets=site_of(tmp_path, wd))
+    data = os.urandom(1024 * 1024 + 99)
+    src = tmp_path / "in.bin"
+    src.write_bytes(data)
+    script = ("srun -n 2 sh -c '(echo $SLURM_PROCID; cat in.bin) > r$SLURM_PROCID.out' && "
+              "ls r*.out | wc -l > n.txt")
+    r = run_cli(gridnode_bin, "submit", "-e", m.endpoint, "-p", "2", "--shell", "--input", src,
+                "--output", "r*.out", "--output", "n.txt", "--json", script)
+    assert r.returncode == 0, r.stderr
+    jid = json.loads(r.stdout)["job"]
+    job = wait_spool(m, jid)
+    assert job["job"]["state"] == "done", job["job"]
+    names = sorted(f["name"] for f in job["tasks"][0]["files"])
+    assert names == ["0/n.txt", "0/r0.out", "0/r1.out"], job["tasks"]
+    r = run_cli(gridnode_bin, "job", "-e", m.endpoint, jid, "--output")
+    assert r.returncode == 0 and "0/r1.out" in r.stdout, (r.stdout, r.stderr)
+    out = tmp_path / "res"
+    r = run_cli(gridnode_bin, "fetch", "-e", m.endpoint, jid, out)
+    assert r.returncode == 0 and "3 file(s) fetched" in r.stdout, (r.stdout, r.stderr)
+    for rank in (0, 1):
+        assert (out / "0" / ("r%d.out" % rank)).read_bytes() == b"%d\n" % rank + data
+    assert (out / "0" / "n.txt").read_text().strip() == "2"  # one directory for both
+    # inputs given to one rank only need a directory per rank: refused there, named
+    (tmp_path / "p0.txt").write_text("zero\n")
+    (tmp_path / "p1.txt").write_text("one\n")
+    r = run_cli(gridnode_bin, "submit", "-e", m.endpoint, "-p", "2", "--input",
+                str(tmp_path / "p{i}.txt"), "--json", "true")
+    assert r.returncode == 0, r.stderr
+    job = wait_spool(m, json.loads(r.stdout)["job"])
+    assert job["job"]["state"] == "failed" and "batch site" in job["job"]["reason"], job["job"]
+    assert m.alive()

@@ -2,6 +2,8 @@
  * adapter itself on the role's loop against stand-in Slurm commands (shell scripts in a
  * temporary bin=DIR): replies, a command that hangs (killed at its deadline while the
  * loop keeps running), bad requests. The real Slurm is tests/system/test_meta_slurm.py. */
+#include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -161,7 +163,9 @@ static int setup_with(void **st, int timeout_ms)
     script(f, "scontrol",
            "case \"$1\" in show) sleep 1; echo 'SchedulerParameters     = bf_window=60'; "
            "echo 'AccountingStorageType   = accounting_storage/slurmdbd';; "
-           "create) echo created;; *) echo \"Invalid reservation $*\" >&2; exit 1;; "
+           "create) echo created;; delete) echo \"scontrol: delete_reservation $2: Requested "
+           "reservation is invalid\" >&2; exit 1;; *) echo \"Invalid reservation $*\" >&2; "
+           "exit 1;; "
            "esac");
     script(f, "squeue",
            "case \"$*\" in *--jobs=*) echo '42|RUNNING|2026-01-01T00:00:00|"
@@ -290,8 +294,10 @@ static void test_adapter(void **st)
     /* jobs squeue no longer lists: from accounting (43), or failed, never "not found" (44) */
     request(f, WT_JOB_GET, 10, "job", 43, NULL, NULL, false);
     request(f, WT_JOB_GET, 11, "job", 44, NULL, NULL, false);
-    run_until(f, 8, 10000);
-    assert_int_equal(f->nrep, 8);
+    /* a reservation Slurm dropped by itself (PURGE_COMP): gone, not an error to retry */
+    request(f, WT_RESV_RELEASE, 12, NULL, 0, "name", "m1-1-1", false);
+    run_until(f, 9, 10000);
+    assert_int_equal(f->nrep, 9);
     int i = find(f, 1);
     assert_true(i >= 0 && f->rep[i].type == WT_SITE);
     i = find(f, 2);
@@ -317,6 +323,9 @@ static void test_adapter(void **st)
     assert_true(i >= 0 && f->rep[i].type == WT_JOB);
     assert_string_equal(f->rep[i].state, "failed");
     assert_non_null(strstr(f->rep[i].reason, "no longer knows"));
+    i = find(f, 12);
+    assert_true(i >= 0 && f->rep[i].type == WT_ERROR);
+    assert_int_equal(f->rep[i].code, WE_NOT_FOUND);
 }
 
 static void test_hang_killed_loop_free(void **st)
@@ -506,6 +515,198 @@ static void test_sweep(void **st)
     slurm_site_destroy(&G);
 }
 
+/* A PSUBMIT with files (issue 26): inputs of one rank only are refused naming a batch
+ * site; shared ones are linked once into the job's one directory, and its record says
+ * it is parallel (its outputs are named 0/NAME). */
+static void psubmit_files(struct slurm_site *S, uint64_t id, const char *hex, bool ranked)
+{
+    struct wire_buf wb;
+    wire_buf_init(&wb);
+    wire_begin(&wb, WT_PSUBMIT, id, 6);
+    wire_put_key(&wb, "argv");
+    wire_pack_array(&wb, 1);
+    wire_pack_str(&wb, "true");
+    wire_put_u64(&wb, "procs", 2);
+    wire_put_str(&wb, "key", ranked ? "meta:x:3.1" : "meta:x:4.1");
+    wire_put_u64(&wb, "limit_s", 60);
+    wire_put_key(&wb, "inputs");
+    wire_pack_array(&wb, 1);
+    wire_pack_map(&wb, 3 + ranked);
+    wire_put_str(&wb, "name", "in.txt");
+    wire_put_str(&wb, "hash", hex);
+    wire_put_u64(&wb, "size", 12);
+    if (ranked)
+        wire_put_u64(&wb, "task", 1);
+    wire_put_key(&wb, "outputs");
+    wire_pack_array(&wb, 1);
+    wire_pack_str(&wb, "*.out");
+    slurm_site_request(S, wb.sb.data, wb.sb.size);
+    wire_buf_free(&wb);
+}
+
+static void test_parallel_files(void **st)
+{
+    struct fx *f = *st;
+    char wd[128], err[300], url[300], hx[SHA256_HEX], p[300];
+    snprintf(wd, sizeof wd, "%s/wd", f->dir);
+    assert_int_equal(mkdir(wd, 0755), 0);
+    struct slurm_conf c;
+    snprintf(url, sizeof url, "slurm://?bin=%s&dir=%s&workdir=%s", f->dir, f->dir, wd);
+    assert_int_equal(slurm_url_parse(url, &c, err, sizeof err), 0);
+    struct slurm_site *W = slurm_site_new(&c, "w", "meta", f->l, on_reply, f, err, sizeof err);
+    assert_non_null(W);
+    const char *text = "hello, world";
+    hex_of(text, 12, hx);
+    file_req(W, WT_FILE_HAVE, 30, hx, 12, 0, NULL, 0);
+    file_req(W, WT_FILE_PUT, 31, hx, 12, 0, text, 12);
+    psubmit_files(W, 32, hx, true);
+    psubmit_files(W, 33, hx, false);
+    struct slurm_site *keep = f->S;
+    f->S = W;
+    run_until(f, 4, 10000);
+    f->S = keep;
+    int i = find(f, 31);
+    assert_true(i >= 0 && f->rep[i].done);
+    i = find(f, 32);
+    assert_true(i >= 0 && f->rep[i].type == WT_ERROR && f->rep[i].code == WE_INVALID);
+    assert_non_null(strstr(f->rep[i].msg, "need a batch site"));
+    i = find(f, 33);
+    assert_true(i >= 0 && f->rep[i].type == WT_SUBMITTED && f->rep[i].job == 77);
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/meta:x:4.1/in.txt", wd);
+    assert_int_equal(stat(p, &sb), 0);
+    assert_int_equal(sb.st_nlink, 2); /* the store's copy, linked once */
+    snprintf(p, sizeof p, "%s/meta:x:3.1", wd);
+    assert_int_not_equal(stat(p, &sb), 0); /* the refused one made nothing */
+    snprintf(p, sizeof p, "%s/.gridnode-jobs/77", wd);
+    FILE *r = fopen(p, "r");
+    assert_non_null(r);
+    char line[300] = "";
+    assert_non_null(fgets(line, sizeof line, r));
+    fclose(r);
+    assert_non_null(strstr(line, "/meta:x:4.1\tparallel\n"));
+    slurm_site_destroy(&W);
+}
+
+/* ---- job directories' retention (issue 26, slurmkeep.c) ---- */
+
+static int64_t keep_done(void *arg, const char *name)
+{
+    (void)arg;
+    return !strcmp(name, "meta:x:1.1") ? 1000 : -1; /* ended long ago; the rest needed */
+}
+
+static char gone_path[300];
+static void check_gone(struct loop *l, void *arg)
+{
+    (void)arg;
+    struct stat sb;
+    if (lstat(gone_path, &sb) < 0)
+        loop_stop(l);
+}
+
+static void put(const char *path, const char *text)
+{
+    FILE *w = fopen(path, "w");
+    assert_non_null(w);
+    fputs(text, w);
+    fclose(w);
+}
+
+/* A directory the spool is done with is removed, its links removed and never followed
+ * (a file and a directory outside stay whole), a read-only subdirectory and a deep tree
+ * included; one the spool still needs stays; the record of the removed one goes at the
+ * sweep, the other's stays. slurm_rm_tree stops at its depth. */
+static void test_retention(void **st)
+{
+    struct fx *f = *st;
+    char wd[128], err[300], url[300], p[400], done[200], busy[200], out[200];
+    snprintf(wd, sizeof wd, "%s/wd", f->dir);
+    snprintf(done, sizeof done, "%s/meta:x:1.1", wd);
+    snprintf(busy, sizeof busy, "%s/meta:x:2.1", wd);
+    snprintf(out, sizeof out, "%s/outside", f->dir);
+    assert_int_equal(mkdir(wd, 0755), 0);
+    assert_int_equal(mkdir(out, 0755), 0);
+    assert_int_equal(mkdir(done, 0700), 0);
+    assert_int_equal(mkdir(busy, 0700), 0);
+    snprintf(p, sizeof p, "%s/keep.txt", out);
+    put(p, "outside\n");
+    snprintf(p, sizeof p, "%s/res.out", done);
+    put(p, "result\n");
+    snprintf(p, sizeof p, "%s/link.txt", done);
+    assert_int_equal(symlink("../../outside/keep.txt", p), 0);
+    snprintf(p, sizeof p, "%s/linkdir", done);
+    assert_int_equal(symlink(out, p), 0);
+    char deep[400];
+    snprintf(deep, sizeof deep, "%s/sub", done);
+    assert_int_equal(mkdir(deep, 0755), 0);
+    for (int i = 0; i < 20; i++) { /* sub/d/d/.../d */
+        strcat(deep, "/d");
+        assert_int_equal(mkdir(deep, 0755), 0);
+    }
+    snprintf(p, sizeof p, "%s/f", deep);
+    put(p, "deep\n");
+    snprintf(p, sizeof p, "%s/sub", done);
+    assert_int_equal(chmod(p, 0500), 0); /* read-only: made writable by its owner */
+    snprintf(p, sizeof p, "%s/b.out", busy);
+    put(p, "busy\n");
+    snprintf(p, sizeof p, "%s/.gridnode-jobs", wd);
+    assert_int_equal(mkdir(p, 0700), 0);
+    snprintf(p, sizeof p, "%s/.gridnode-files", wd);
+    assert_int_equal(mkdir(p, 0700), 0);
+    snprintf(p, sizeof p, "%s/.gridnode-jobs/7", wd);
+    char rec[300];
+    snprintf(rec, sizeof rec, "%s\n*.out\n", done);
+    put(p, rec);
+    snprintf(p, sizeof p, "%s/.gridnode-jobs/8", wd);
+    snprintf(rec, sizeof rec, "%s\tparallel\n*.out\n", busy);
+    put(p, rec);
+
+    /* the depth bound: 20 levels are more than 5 */
+    snprintf(p, sizeof p, "%s/sub/d", done);
+    int fd = open(p, O_RDONLY | O_DIRECTORY);
+    assert_true(fd >= 0);
+    assert_int_equal(slurm_rm_tree(fd, 5), -1);
+    assert_int_equal(errno, ELOOP);
+    close(fd);
+
+    struct slurm_conf c;
+    snprintf(url, sizeof url, "slurm://?bin=%s&dir=%s&workdir=%s&keep_s=0", f->dir, f->dir, wd);
+    assert_int_equal(slurm_url_parse(url, &c, err, sizeof err), 0);
+    assert_int_equal(c.keep_s, 0);
+    struct slurm_site *W = slurm_site_new(&c, "w", "meta", f->l, on_reply, f, err, sizeof err);
+    assert_non_null(W);
+    slurm_site_retain(W, keep_done, NULL);
+    struct slurm_site *keep = f->S;
+    f->S = W; /* the tick drives W */
+    snprintf(gone_path, sizeof gone_path, "%s", done);
+    int a = loop_timer(f->l, 10, 1, tick, f), b = loop_timer(f->l, 10, 1, check_gone, NULL);
+    int t = loop_timer(f->l, 20000, 0, stop, NULL);
+    loop_run(f->l);
+    loop_timer_cancel(f->l, a);
+    loop_timer_cancel(f->l, b);
+    loop_timer_cancel(f->l, t);
+    f->S = keep;
+    struct stat sb;
+    assert_int_not_equal(lstat(done, &sb), 0); /* removed */
+    snprintf(p, sizeof p, "%s/keep.txt", out);
+    assert_int_equal(stat(p, &sb), 0); /* the links' targets stay */
+    assert_int_equal(sb.st_size, 8);
+    snprintf(p, sizeof p, "%s/b.out", busy);
+    assert_int_equal(stat(p, &sb), 0); /* still needed */
+    assert_int_equal(slurm_site_sweep(W, 3600), 0);
+    snprintf(p, sizeof p, "%s/.gridnode-jobs/7", wd);
+    assert_int_not_equal(stat(p, &sb), 0); /* its directory went */
+    snprintf(p, sizeof p, "%s/.gridnode-jobs/8", wd);
+    assert_int_equal(stat(p, &sb), 0);
+    slurm_site_destroy(&W);
+    assert_int_not_equal(slurm_url_parse("slurm://?keep_s=-1", &c, err, sizeof err), 0);
+    assert_non_null(strstr(err, "keep_s"));
+    assert_int_not_equal(slurm_url_parse("slurm://?keep_s=1d", &c, err, sizeof err), 0);
+    assert_int_equal(slurm_url_parse("slurm://", &c, err, sizeof err), 0);
+    assert_int_equal(c.keep_s, 86400); /* the default: a day */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -515,6 +716,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_hang_killed_loop_free, setup_hang, teardown),
         cmocka_unit_test_setup_teardown(test_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_parallel_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_retention, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -407,6 +407,11 @@ bool meta_files_tasks(struct meta *M, const struct mjob *j, uint64_t from, uint6
 void meta_files_request(struct meta *M, const struct wire_msg *m, struct wire_buf *reply);
 /* Files no job names, unchanged for files.keep_s, deleted (at start and hourly). */
 void meta_files_sweep(struct meta *M);
+/* For a Slurm site's job directories (slurm_done_fn, issue 26 "Retention"; arg the
+ * meta): the wall ms since which the spool is done with the job whose SUBMIT key is
+ * name (ended here, committed, its outputs copied, no order about it outstanding), or -1
+ * (still needed, or not a key of this spool's). */
+int64_t meta_files_dir_done(void *arg, const char *name);
 
 /* ---- metasend.c: the messages to the sites ---- */
 

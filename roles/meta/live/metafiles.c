@@ -8,6 +8,7 @@
  * its site gave it once its outputs are here (table "taskfiles", key job and task), and
  * the sweep of files no job names.
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,6 +209,25 @@ void meta_files_sweep(struct meta *M)
     for (int i = 0; i < M->nsites; i++) /* a Slurm site's store, in its workdir */
         if (M->site[i].slurm)
             (void)slurm_site_sweep(M->site[i].slurm, M->cfg.files_keep_s);
+}
+
+int64_t meta_files_dir_done(void *arg, const char *name)
+{
+    struct meta *M = arg;
+    size_t il = strlen(M->inc);
+    uint64_t id;
+    unsigned attempt;
+    int n = -1;
+    /* meta:<inc>:<job>.<attempt> (metasend.c); another incarnation's is left alone */
+    if (strncmp(name, "meta:", 5) || strncmp(name + 5, M->inc, il) || name[5 + il] != ':' ||
+        sscanf(name + 6 + il, "%" SCNu64 ".%u%n", &id, &attempt, &n) != 2 || n < 0 ||
+        name[6 + il + (size_t)n])
+        return -1;
+    const struct mjob *j = meta_job_find(M, id);
+    /* every copy of the job (an older attempt's too) stays while the job goes on */
+    if (!j || !MJ_ENDED(j->state) || j->pulling || j->dirty || j->orders)
+        return -1;
+    return j->finished > 0 ? j->finished : 0;
 }
 
 /* ---- the requests ---- */

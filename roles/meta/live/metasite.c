@@ -848,6 +848,8 @@ int meta_sites_open(struct meta *M)
                 log_warnx("%s", err);
                 return -1;
             }
+            /* issue 26: its job directories go once this spool is done with their jobs */
+            slurm_site_retain(s->slurm, meta_files_dir_done, M);
             s->info_at = s->poll_at = s->sweep_at = 0;
             continue;
         }

@@ -84,6 +84,7 @@ void slurm_site_tick(struct slurm_site *S)
             slurm_req_free(S, r);
         }
     }
+    slurm_keep_tick(S); /* issue 26: job directories the spool is done with */
     slurm_pump(S);
 }
 
@@ -123,6 +124,15 @@ static char *make_wrap(const msgpack_object *argv, bool shell)
             strcat(w, " sh"); /* $0 of sh -c, then the arguments */
     }
     return w;
+}
+
+/* Whether a parallel job's inputs give some rank a file of its own (`task`). */
+static bool ranked_inputs(const msgpack_object *in)
+{
+    for (uint32_t i = 0; in && in->type == MSGPACK_OBJECT_ARRAY && i < in->via.array.size; i++)
+        if (wire_get(&in->via.array.ptr[i], "task"))
+            return true;
+    return false;
 }
 
 static void on_kick(struct loop *l, void *arg)
@@ -288,13 +298,20 @@ void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
             break;
         }
         bool files = wire_get(o, "inputs") || wire_get(o, "outputs") || wire_get(o, "checkpoint_s");
-        if (files && (m.type == WT_PSUBMIT || !S->c.workdir[0])) {
-            slurm_reply_err(
-                S, rid, false, WE_INVALID,
-                "slurm site %s takes no files (submit --input/--output/--checkpoint-s)%s", S->site,
-                m.type == WT_PSUBMIT ? " for a parallel job"
-                                     : ": it has no workdir (set workdir=DIR in its "
-                                       "slurm:// URL, a directory its nodes share)");
+        if (files && !S->c.workdir[0]) {
+            slurm_reply_err(S, rid, false, WE_INVALID,
+                            "slurm site %s takes no files (submit --input/--output/"
+                            "--checkpoint-s): it has no workdir (set workdir=DIR in its "
+                            "slurm:// URL, a directory its nodes share)",
+                            S->site);
+            break;
+        }
+        if (files && m.type == WT_PSUBMIT && ranked_inputs(wire_get(o, "inputs"))) {
+            /* the ranks share the job's one directory (srun's model): one name, one file */
+            slurm_reply_err(S, rid, false, WE_INVALID,
+                            "slurm site %s: a parallel job's ranks share one directory there, "
+                            "so inputs given to one rank only ({i}) need a batch site",
+                            S->site);
             break;
         }
         char *w = av && av->type == MSGPACK_OBJECT_ARRAY && av->via.array.size
@@ -321,7 +338,9 @@ void slurm_site_request(struct slurm_site *S, const void *data, size_t len)
             if ((r->files = malloc(fw.sb.size)))
                 memcpy(r->files, fw.sb.data, fw.sb.size);
             r->files_len = fw.sb.size;
-            r->ckpt = wire_get_u64(o, "checkpoint_s", 0) > 0;
+            /* a PSUBMIT's checkpoint_s is ignored, as at a cluster (no checkpoints of
+             * parallel jobs) */
+            r->ckpt = m.type == WT_SUBMIT && wire_get_u64(o, "checkpoint_s", 0) > 0;
             wire_buf_free(&fw);
             if (!r->files) {
                 slurm_req_free(S, r);
@@ -523,6 +542,7 @@ void slurm_site_destroy(struct slurm_site **sp)
     for (uint32_t i = 0; i < S->nreap; i++)
         waitpid(S->reap[i], NULL, 0);
     slurm_files_free(S);
+    slurm_keep_free(S);
     for (size_t i = 0; S->envp && S->envp[i]; i++)
         free(S->envp[i]);
     free(S->envp);

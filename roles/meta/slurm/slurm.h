@@ -18,7 +18,9 @@
  * max_cmds (commands at once, default 8), workdir (issue 26: the directory, shared
  * with the site's nodes, under which a job with files gets its own working directory;
  * default none: such jobs are refused), bandwidth_mb_s (issue 26: the rate inputs reach
- * workdir at, for the placement estimate; default none).
+ * workdir at, for the placement estimate; default none), keep_s (issue 26: how long a
+ * job's directory under workdir stays once the spool is done with the job; default
+ * 86400).
  */
 #ifndef GRIDNODE_META_SLURM_H
 #define GRIDNODE_META_SLURM_H
@@ -34,6 +36,7 @@ struct slurm_conf {
     char dir[SLURM_STR], bin[SLURM_STR], workdir[SLURM_STR];
     long timeout_ms, max_cmds;
     double bandwidth_mb_s;
+    long keep_s; /* a job directory's retention once the spool is done with it (issue 26) */
 };
 
 struct loop;
@@ -66,6 +69,22 @@ void slurm_site_tick(struct slurm_site *S);
  * file no offer is writing unchanged that long, deleted. Files deleted, or -1 (no store
  * or it cannot be read; nothing deleted). */
 long slurm_site_sweep(struct slurm_site *S, int64_t keep_s);
+
+/* Whether the spool is done with the job whose directory under workdir is named name
+ * (the SUBMIT's key, slurm_files_dir): the wall ms since which it is (the job ended at
+ * the spool, its outputs copied into the spool's store and committed), or -1 while it
+ * still needs it or does not know the name (another spool's: left alone). */
+typedef int64_t (*slurm_done_fn)(void *arg, const char *name);
+/* Turns on the removal of job directories (issue 26, docs/data.md "Retention"): each
+ * directory under workdir that fn says the spool is done with is removed keep_s after
+ * that, by a child process under the jobs' identity that never follows a symbolic link;
+ * a removal cut short (kill -9) is finished by a later pass. */
+void slurm_site_retain(struct slurm_site *S, slurm_done_fn fn, void *arg);
+/* The tree under directory fd dfd emptied (dfd itself stays), never through a symbolic
+ * link (each level opened with O_NOFOLLOW beneath the one above: a link is removed, not
+ * followed), directories made writable by their owner first; at most depth_max levels.
+ * 0, or -1 with errno (the first failure; what could be removed is). */
+int slurm_rm_tree(int dfd, int depth_max);
 
 /* ---- parsing (pure; unit-tested) ---- */
 

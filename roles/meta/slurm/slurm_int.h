@@ -5,6 +5,7 @@
  *                 requests' list
  *   slurmfiles.c  files (issue 26): inputs received into the site's workdir and linked
  *                 into a job's directory, outputs listed and read back
+ *   slurmkeep.c   job directories removed once the spool is done with them (issue 26)
  *   slurmdone.c   what each request does with its command's output: replies and
  *                 next steps
  *   slurm.c       the site's requests (decoded into commands), the tick, new/destroy
@@ -12,6 +13,7 @@
 #ifndef GRIDNODE_META_SLURM_INT_H
 #define GRIDNODE_META_SLURM_INT_H
 
+#include <dirent.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -22,16 +24,18 @@
 #include "roles/meta/slurm/slurm.h"
 #include "wire/wire.h"
 
-/* C_LIST: not a Slurm command but a function run in the child (sreq `child`) */
-enum { C_SBATCH, C_SQUEUE, C_SINFO, C_SCONTROL, C_SCANCEL, C_SACCT, C_N, C_LIST = C_N };
-extern const char *const slurm_cmd_name[C_N + 1];
+/* C_LIST, C_RM: not Slurm commands but functions run in the child (sreq `child`) */
+enum { C_SBATCH, C_SQUEUE, C_SINFO, C_SCONTROL, C_SCANCEL, C_SACCT, C_N, C_LIST = C_N, C_RM };
+extern const char *const slurm_cmd_name[C_N + 2];
 
 #define OUT_MAX (16u << 20) /* a command's output kept (squeue of many jobs) */
 #define ARGS_MAX 40
-#define POLL_MAX 256 /* jobs per squeue -j */
-#define T_CONFIG 1   /* internal: scontrol show config (bf_window) */
-#define T_POLL 2     /* internal: squeue -j of the JOB_GETs waiting */
-#define T_LIST 3     /* internal: an ended job's outputs hashed (slurmfiles.c) */
+#define POLL_MAX 256             /* jobs per squeue -j */
+#define T_CONFIG 1               /* internal: scontrol show config (bf_window) */
+#define T_POLL 2                 /* internal: squeue -j of the JOB_GETs waiting */
+#define T_LIST 3                 /* internal: an ended job's outputs hashed (slurmfiles.c) */
+#define T_RM 4                   /* internal: a job directory removed (slurmkeep.c) */
+#define SLURM_KEEP_FAILED_MAX 64 /* directories whose removal failed, noted for a retry */
 
 struct obuf {
     char *p;
@@ -121,6 +125,19 @@ struct slurm_site {
      * (slurmrun.c) does not call up into the steps (slurmdone.c) */
     void (*done)(struct slurm_site *S, struct sreq *r);
     struct slurm_files *files; /* slurmfiles.c's state; NULL until used */
+    /* slurmkeep.c: whom to ask whether a job directory may go, the pass over the
+     * workdir under way (NULL: none), when the next may start, a removal running, the
+     * directories whose removal failed and when to try them again */
+    slurm_done_fn keep_fn;
+    void *keep_arg;
+    DIR *keep_scan;
+    int64_t keep_next;
+    bool keep_busy;
+    struct {
+        char name[NAME_MAX + 1];
+        int64_t retry_at;
+    } keep_failed[SLURM_KEEP_FAILED_MAX];
+    uint32_t nkeep_failed;
 };
 
 /* ---- slurmrun.c: the commands ---- */
@@ -181,6 +198,18 @@ int slurm_files_ended(struct slurm_site *S, uint64_t job, const char *state, int
 void slurm_files_listed(struct slurm_site *S, struct sreq *r);
 /* Frees the files' state (slurm_site_destroy). */
 void slurm_files_free(struct slurm_site *S);
+/* The output list kept for the job whose directory dir was removed, dropped. */
+void slurm_files_forget(struct slurm_site *S, const char *dir);
+
+/* ---- slurmkeep.c: job directories' retention (issue 26) ---- */
+
+/* A step of the pass over the workdir: a directory the spool is done with (keep_s ago)
+ * has its removal started (one at a time). Call from the tick. */
+void slurm_keep_tick(struct slurm_site *S);
+/* T_RM's child finished: the emptied directory removed (or the failure noted); r freed. */
+void slurm_keep_removed(struct slurm_site *S, struct sreq *r);
+/* Frees the pass's state (slurm_site_destroy). */
+void slurm_keep_free(struct slurm_site *S);
 
 /* ---- slurmdone.c: the steps ---- */
 

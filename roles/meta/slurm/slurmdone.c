@@ -400,9 +400,14 @@ static void done_simple(struct slurm_site *S, struct sreq *r)
         char b[600];
         slurm_why(S, r, b, sizeof b);
         const char *e = slurm_otext(&r->err);
-        int code = strstr(e, "Invalid job id") || strstr(e, "Invalid reservation") ? WE_NOT_FOUND
-                   : strstr(e, "in use") || strstr(e, "already completing")        ? WE_STATE
-                                                                                   : WE_REFUSED;
+        /* scontrol delete of a reservation Slurm dropped by itself (PURGE_COMP once its
+         * job completed) says "Requested reservation is invalid": gone, so the spool's
+         * release order is settled rather than retried for ever */
+        int code = strstr(e, "Invalid job id") || strstr(e, "Invalid reservation") ||
+                           strstr(e, "Requested reservation is invalid")
+                       ? WE_NOT_FOUND
+                   : strstr(e, "in use") || strstr(e, "already completing") ? WE_STATE
+                                                                            : WE_REFUSED;
         slurm_reply_err(S, r->rid, true, code, "%s", b);
     }
     slurm_req_free(S, r);
@@ -736,6 +741,9 @@ void slurm_step_done(struct slurm_site *S, struct sreq *r)
         break;
     case T_LIST:
         slurm_files_listed(S, r);
+        break;
+    case T_RM:
+        slurm_keep_removed(S, r);
         break;
     case WT_SITE_INFO:
         done_site_info(S, r);

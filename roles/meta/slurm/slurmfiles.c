@@ -8,8 +8,11 @@
  *
  *   WORKDIR/.gridnode-files/HASH       whole inputs, checked, read-only
  *   WORKDIR/.gridnode-files/part/HASH  an input being received (in order, 1 MiB a turn)
- *   WORKDIR/.gridnode-jobs/ID          Slurm job ID's directory name and output globs
- *   WORKDIR/<the job's key>/           the job's working directory (sbatch --chdir)
+ *   WORKDIR/.gridnode-jobs/ID          Slurm job ID's directory name (a tab and
+ *                                      "parallel" after it for a parallel job) and
+ *                                      output globs, one a line
+ *   WORKDIR/<the job's key>/           the job's working directory (sbatch --chdir),
+ *                                      shared by a parallel job's ranks
  *
  * The spool and the adapter are one process: an input copy cut by kill -9 was never
  * acknowledged to anyone but the dead spool, so it starts again from byte 0 (the part
@@ -64,6 +67,7 @@ struct sflist {
     char state[16]; /* the end the job was reported with, for its task row */
     int64_t ex;
     char dir[SLURM_STR + 300];
+    bool ranked; /* a parallel job's: its files are named 0/NAME (the batch script's rank) */
     struct sffile *f;
     uint32_t n;
     char note[512];
@@ -288,12 +292,45 @@ static long sweep_dir(struct slurm_files *F, const char *path, time_t cut, bool 
     return n;
 }
 
+/* The records in WORKDIR/.gridnode-jobs whose job directory is gone (removed once the
+ * spool was done with it, slurmkeep.c, or by an operator): deleted. A record is written
+ * after its directory was made (slurm_files_submitted), so none is a fresh one. */
+static void sweep_records(struct slurm_site *S)
+{
+    char path[SLURM_STR + 64];
+    snprintf(path, sizeof path, "%s/" SF_JOBS, S->c.workdir);
+    DIR *dir = opendir(path);
+    if (!dir)
+        return;
+    long n = 0;
+    for (struct dirent *e; (e = readdir(dir)) != NULL;) {
+        if (!e->d_name[0] || strspn(e->d_name, "0123456789") != strlen(e->d_name))
+            continue;
+        char line[SLURM_STR + 400] = "";
+        int fd = openat(dirfd(dir), e->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        ssize_t k = fd >= 0 ? read(fd, line, sizeof line - 1) : -1;
+        if (fd >= 0)
+            close(fd);
+        if (k <= 0)
+            continue;
+        line[k] = '\0';
+        line[strcspn(line, "\t\n")] = '\0';
+        struct stat st;
+        if (line[0] == '/' && lstat(line, &st) < 0 && errno == ENOENT)
+            n += unlinkat(dirfd(dir), e->d_name, 0) == 0;
+    }
+    closedir(dir);
+    if (n)
+        log_info("slurm site %s: %ld record(s) of removed job directories deleted", S->site, n);
+}
+
 long slurm_site_sweep(struct slurm_site *S, int64_t keep_s)
 {
     if (!S->c.workdir[0])
         return -1;
     char path[SLURM_STR + 64];
     time_t cut = time(NULL) - (time_t)(keep_s < 0 ? 0 : keep_s);
+    sweep_records(S);
     snprintf(path, sizeof path, "%s/" SF_STORE, S->c.workdir);
     long n = sweep_dir(S->files, path, cut, true);
     snprintf(path, sizeof path, "%s/" SF_STORE "/part", S->c.workdir);
@@ -440,7 +477,7 @@ int slurm_files_stage(struct slurm_site *S, struct sreq *r)
             if (!wire_get(e, "task") || wire_get_u64(e, "task", 0) == 0) /* one task: task 0 */
                 rc = link_input(S, r, dfd, e);
         }
-        if (!rc && wire_get_u64(&up.data, "checkpoint_s", 0)) {
+        if (!rc && r->ckpt) {
             int ck = sub_dir(S, dfd, SF_CKPT, 0700);
             if (ck < 0)
                 rc = stage_fail(S, r, io_code(errno), "slurm site %s: cannot make %s/%s: %s",
@@ -495,7 +532,7 @@ void slurm_files_submitted(struct slurm_site *S, struct sreq *r, uint64_t job)
     char dir[SLURM_STR + 32], name[32], *text = NULL;
     snprintf(dir, sizeof dir, "%s/%s", S->c.workdir, SF_JOBS);
     snprintf(name, sizeof name, "%" PRIu64, job);
-    if (asprintf(&text, "%s\n%s", r->chdir, g) < 0)
+    if (asprintf(&text, "%s%s\n%s", r->chdir, r->parallel ? "\tparallel" : "", g) < 0)
         text = NULL;
     if (!text || fs_mkdir_p(dir) < 0 || chmod(dir, 0700) < 0 ||
         fs_write_atomic(dir, name, text, strlen(text)) < 0)
@@ -532,6 +569,16 @@ static void list_drop(struct slurm_files *F, uint32_t i)
     free(F->lists[i].f);
     memmove(&F->lists[i], &F->lists[i + 1], (F->nlists - i - 1) * sizeof *F->lists);
     F->nlists--;
+}
+
+void slurm_files_forget(struct slurm_site *S, const char *dir)
+{
+    struct slurm_files *F = S->files;
+    for (uint32_t i = 0; F && i < F->nlists;)
+        if (F->lists[i].ready && !strcmp(F->lists[i].dir, dir))
+            list_drop(F, i);
+        else
+            i++;
 }
 
 /* In the listing child (its own process, the jobs' identity, cwd the job's directory):
@@ -644,6 +691,10 @@ int slurm_files_ended(struct slurm_site *S, uint64_t job, const char *state, int
         return 0;
     }
     *nl = '\0';
+    char *tab = strchr(text, '\t'); /* a record from before issue 26's parallel jobs: none */
+    bool ranked = tab && !strcmp(tab + 1, "parallel");
+    if (tab)
+        *tab = '\0';
     if (F->nlists == SF_LISTS_MAX)
         for (uint32_t i = 0; i < F->nlists; i++)
             if (F->lists[i].ready) { /* the oldest listed */
@@ -664,6 +715,7 @@ int slurm_files_ended(struct slurm_site *S, uint64_t job, const char *state, int
     l = &F->lists[F->nlists++];
     memset(l, 0, sizeof *l);
     l->job = job;
+    l->ranked = ranked;
     snprintf(l->dir, sizeof l->dir, "%s", text);
     free(text);
     r->job = job;
@@ -753,8 +805,10 @@ void slurm_files_tasks(struct slurm_site *S, uint64_t rid, const msgpack_object 
         wire_put_key(&wb, "files");
         wire_pack_array(&wb, l->n);
         for (uint32_t i = 0; i < l->n; i++) {
+            char ranked[DATAPATH_MAX + 3];
+            snprintf(ranked, sizeof ranked, "0/%s", l->f[i].name);
             wire_pack_map(&wb, 3);
-            wire_put_str(&wb, "name", l->f[i].name);
+            wire_put_str(&wb, "name", l->ranked ? ranked : l->f[i].name);
             wire_put_u64(&wb, "size", l->f[i].size);
             wire_put_strn(&wb, "hash", l->f[i].hex, 64);
         }

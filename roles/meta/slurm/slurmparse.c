@@ -131,6 +131,7 @@ int slurm_url_parse(const char *url, struct slurm_conf *c, char *err, size_t err
     memset(c, 0, sizeof *c);
     c->timeout_ms = 4000;
     c->max_cmds = 8;
+    c->keep_s = 86400;
     snprintf(c->dir, sizeof c->dir, "/tmp");
     if (strncmp(url, "slurm://", 8)) {
         snprintf(err, errlen, "'%s' is not slurm://SLURM_CONF[?param=value&...]", url);
@@ -198,10 +199,19 @@ int slurm_url_parse(const char *url, struct slurm_conf *c, char *err, size_t err
             }
             done = true;
         }
+        if (!done && !strcmp(t, "keep_s")) { /* issue 26: a job directory's retention */
+            char *end = NULL;
+            c->keep_s = strtol(v, &end, 10);
+            if (!*v || *end || c->keep_s < 0 || c->keep_s > 100L * 365 * 86400) {
+                snprintf(err, errlen, "%s: keep_s must be 0..3153600000 (seconds)", url);
+                return -1;
+            }
+            done = true;
+        }
         if (!done) {
             snprintf(err, errlen,
                      "%s: unknown parameter '%s' (partition, account, qos, cluster, user, dir, "
-                     "workdir, bin, timeout_ms, max_cmds, bandwidth_mb_s)",
+                     "workdir, bin, timeout_ms, max_cmds, bandwidth_mb_s, keep_s)",
                      url, t);
             return -1;
         }

@@ -24,8 +24,9 @@
 #include "roles/meta/slurm/slurm_int.h"
 #include "wire/wire.h"
 
-const char *const slurm_cmd_name[C_N + 1] = {"sbatch",  "squeue", "sinfo",         "scontrol",
-                                             "scancel", "sacct",  "output listing"};
+const char *const slurm_cmd_name[C_N + 2] = {"sbatch",         "squeue",           "sinfo",
+                                             "scontrol",       "scancel",          "sacct",
+                                             "output listing", "directory removal"};
 
 static void obuf_add(struct obuf *b, const char *p, size_t n)
 {
