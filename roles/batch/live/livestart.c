@@ -90,7 +90,8 @@ static int build_submit(struct live *L, struct ljob *j, uint32_t e, char **argv,
 }
 
 /*
- * Issue 26: a parallel job's "inputs" (each with its "task": the rank) and "outputs" as
+ * Issue 26: a parallel job's "inputs" (each with its "task": the rank), "outputs" and
+ * "checkpoint_s" (the cluster keeps its ranks' checkpoints, docs/data.md) as
  * the user gave them, from the job's kept map, into wb (NULL: only counted). Returns the
  * fields written (0 for a job without files).
  */
@@ -102,10 +103,10 @@ static uint32_t par_files(const struct ljob *j, struct wire_buf *wb)
         return 0;
     msgpack_unpacked_init(&up);
     if (msgpack_unpack_next(&up, j->data, j->data_len, NULL) == MSGPACK_UNPACK_SUCCESS) {
-        const char *keys[] = {"inputs", "outputs"};
-        for (int k = 0; k < 2; k++) {
+        const char *keys[] = {"inputs", "outputs", "checkpoint_s"}; /* as the user gave them */
+        for (int k = 0; k < 3; k++) {
             const msgpack_object *o = wire_get(&up.data, keys[k]);
-            if (!o || o->type != MSGPACK_OBJECT_ARRAY)
+            if (!o || o->type != (k < 2 ? MSGPACK_OBJECT_ARRAY : MSGPACK_OBJECT_POSITIVE_INTEGER))
                 continue;
             n++;
             if (wb) {

@@ -1,0 +1,110 @@
+"""Checkpoints of parallel jobs (issue 26 item 5, docs/data.md "Checkpoints of parallel
+jobs"): with `submit -p N --checkpoint-s S` every rank finds its own
+GRIDNODE_CHECKPOINT_DIR and marks a complete generation by writing its number into
+`.generation` there, last; each rank's node sends that rank's checkpoint to the cluster,
+which keeps per job the newest generation EVERY rank delivered. When the job runs again
+(requeued), every rank starts with its own files of that generation: never a
+generation one rank did not deliver. A checkpoint over files.ckpt_mb and a marker that
+is not a number are named in the rank's files_note; nothing crashes. Real cluster, two
+real clients, real processes; bounded waits."""
+
+import json
+
+from conftest import FAST_CLIENT, TYPES, scaled, wait_until
+from test_data import run_cli, sha, stored_path
+
+T = dict(TYPES, SD_INFO=42)
+SD = {"store.sync": "none", "tasks.heartbeat_s": 1, "tasks.idle_wait_s": 1,
+      "queues.sync_ms": 100}
+NODE = dict(FAST_CLIENT, **{"client.slots": 1})  # one core each: a rank per host
+
+# Each rank counts generations, 1.2 s apart (longer than --checkpoint-s 1, so that its
+# node sees every one): the count file first (rename), the marker last. Rank 0 goes to
+# generation 4, rank 1 stops at 2 and waits: generations 3 and 4 are rank 0's alone.
+# Started again from a checkpoint, a rank prints what it found and ends.
+COUNT = r'''
+d="$GRIDNODE_CHECKPOINT_DIR"; r=$GRIDNODE_RANK
+g=$(cat "$d/.generation" 2>/dev/null || echo 0)
+if [ "$g" -gt 0 ]; then echo "start gen=$g count=$(cat "$d/count")"; exit 0; fi
+top=2; [ "$r" = 0 ] && top=4
+while [ "$g" -lt "$top" ]; do
+  g=$((g+1)); echo "rank $r count $g" > "$d/count.tmp"; mv "$d/count.tmp" "$d/count"
+  echo $g > "$d/.generation"; sleep 1.2
+done
+sleep 60
+'''
+
+
+def two_hosts(cluster_factory, client_factory, sets=None):
+    cl = cluster_factory(dict(SD, **(sets or {})))
+    client_factory(cl, 2, sets=NODE)
+    wait_until(lambda: sum(len(k["hosts"]) for k in cl.rpc(T["SD_INFO"])["clusters"]) >= 2,
+               scaled(20), interval=0.1, msg="two hosts")
+    return cl
+
+
+def submit(gridnode_bin, ep, script, *opts):
+    r = run_cli(gridnode_bin, "submit", "-e", ep, "-p", 2, "--shell", "--json", *opts, script)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)["job"]
+
+
+def job(cl, jid, **kw):
+    return cl.rpc(T["JOB_GET"], job=jid, **kw)["job"]
+
+
+def ended(cl, jid):
+    wait_until(lambda: job(cl, jid)["state"] not in ("waiting", "queued", "running",
+                                                     "requeueing"),
+               scaled(60), msg="job %d ends" % jid)
+    return job(cl, jid, output=True)
+
+
+def test_a_requeued_parallel_job_resumes_from_the_complete_generation(
+        cluster_factory, client_factory, gridnode_bin):
+    cl = two_hosts(cluster_factory, client_factory)
+    jid = submit(gridnode_bin, cl.endpoint, COUNT, "--checkpoint-s", 1)
+    assert job(cl, jid)["checkpoint_s"] == 1
+    # generation 2 complete (both ranks), and rank 0's generation 4 at the cluster too
+    wait_until(lambda: job(cl, jid).get("ckpt_gen", 0) >= 2
+               and stored_path(cl, sha(b"rank 0 count 4\n")).exists(),
+               scaled(40), interval=0.2, msg="generation 2 complete, rank 0 at 4")
+    assert job(cl, jid)["ckpt_gen"] == 2  # 3 and 4 are rank 0's only
+    # kill -9 of the cluster: the ranks' checkpoints and the complete generation survive
+    cl.restart()
+    wait_until(lambda: job(cl, jid)["state"] == "running", scaled(30), msg="running again")
+    assert job(cl, jid)["ckpt_gen"] == 2
+    r = run_cli(gridnode_bin, "requeue", "-e", cl.endpoint, jid)
+    assert r.returncode == 0, r.stderr
+    j = ended(cl, jid)
+    assert j["state"] == "done" and j["requeues"] == 1, j
+    # each rank started from ITS files of generation 2, the one both ranks delivered
+    outs = sorted(p["stdout"].decode().strip() for p in j["ranks"])
+    assert outs == ["start gen=2 count=rank 0 count 2", "start gen=2 count=rank 1 count 2"], outs
+
+
+# A checkpoint over files.ckpt_mb (rank 0) and a marker that is not a number (rank 1):
+# nothing is sent, the rank's files_note says why, the job runs to its end.
+BAD = r'''
+d="$GRIDNODE_CHECKPOINT_DIR"
+if [ "$GRIDNODE_RANK" = 0 ]; then head -c 2000000 /dev/zero > "$d/big"; echo 1 > "$d/.generation"
+else echo 1 > "$d/count"; echo "one" > "$d/.generation"; fi
+sleep 3; echo done
+'''
+
+
+def test_bad_rank_checkpoints_are_named_and_nothing_crashes(cluster_factory, client_factory,
+                                                           gridnode_bin):
+    cl = two_hosts(cluster_factory, client_factory, {"files.ckpt_mb": 1})
+    jid = submit(gridnode_bin, cl.endpoint, BAD, "--checkpoint-s", 1)
+    j = ended(cl, jid)
+    assert j["state"] == "done", j
+    notes = {p["rank"]: p.get("files_note", "") for p in j["ranks"]}
+    assert "files.ckpt_mb = 1 MB" in notes[0], notes
+    assert "holds 'one', not a generation number" in notes[1], notes
+    assert "ckpt_gen" not in j, j
+    assert not stored_path(cl, sha(bytes(2000000))).exists()
+    assert not stored_path(cl, sha(b"1\n")).exists()  # rank 1's count: never sent
+    # a PSUBMIT checkpoint period out of range is refused by its descriptor
+    r = run_cli(gridnode_bin, "submit", "-e", cl.endpoint, "-p", 2, "--checkpoint-s", 0, "true")
+    assert r.returncode != 0 and "--checkpoint-s" in r.stderr, r.stderr
