@@ -9,9 +9,12 @@ is not a number are named in the rank's files_note; nothing crashes. Real cluste
 real clients, real processes; bounded waits."""
 
 import json
+import subprocess
 
 from conftest import FAST_CLIENT, TYPES, scaled, wait_until
 from test_data import run_cli, sha, stored_path
+
+CLIENT_SANDBOX = True  # the shipped execution boundary: a rank dies with its client
 
 T = dict(TYPES, SD_INFO=42)
 SD = {"store.sync": "none", "tasks.heartbeat_s": 1, "tasks.idle_wait_s": 1,
@@ -35,11 +38,16 @@ sleep 60
 '''
 
 
-def two_hosts(cluster_factory, client_factory, sets=None):
+def hosts(cl):
+    return sum(len(k["hosts"]) for k in cl.rpc(T["SD_INFO"])["clusters"])
+
+
+def two_hosts(cluster_factory, client_factory, sets=None, nodes=None):
     cl = cluster_factory(dict(SD, **(sets or {})))
-    client_factory(cl, 2, sets=NODE)
-    wait_until(lambda: sum(len(k["hosts"]) for k in cl.rpc(T["SD_INFO"])["clusters"]) >= 2,
-               scaled(20), interval=0.1, msg="two hosts")
+    got = client_factory(cl, 2, sets=NODE)
+    if nodes is not None:
+        nodes.extend(got)
+    wait_until(lambda: hosts(cl) >= 2, scaled(20), interval=0.1, msg="two hosts")
     return cl
 
 
@@ -51,6 +59,20 @@ def submit(gridnode_bin, ep, script, *opts):
 
 def job(cl, jid, **kw):
     return cl.rpc(T["JOB_GET"], job=jid, **kw)["job"]
+
+
+def at_generation_2(cl, jid):
+    """Generation 2 complete (both ranks), and rank 0's generation 4 at the cluster too."""
+    wait_until(lambda: job(cl, jid).get("ckpt_gen", 0) >= 2
+               and stored_path(cl, sha(b"rank 0 count 4\n")).exists(),
+               scaled(40), interval=0.2, msg="generation 2 complete, rank 0 at 4")
+    assert job(cl, jid)["ckpt_gen"] == 2  # 3 and 4 are rank 0's only
+
+
+def resumed_at_2(j):
+    """Each rank started from ITS files of generation 2, the one both ranks delivered."""
+    outs = sorted(p["stdout"].decode().strip() for p in j["ranks"])
+    assert outs == ["start gen=2 count=rank 0 count 2", "start gen=2 count=rank 1 count 2"], outs
 
 
 def ended(cl, jid):
@@ -65,11 +87,7 @@ def test_a_requeued_parallel_job_resumes_from_the_complete_generation(
     cl = two_hosts(cluster_factory, client_factory)
     jid = submit(gridnode_bin, cl.endpoint, COUNT, "--checkpoint-s", 1)
     assert job(cl, jid)["checkpoint_s"] == 1
-    # generation 2 complete (both ranks), and rank 0's generation 4 at the cluster too
-    wait_until(lambda: job(cl, jid).get("ckpt_gen", 0) >= 2
-               and stored_path(cl, sha(b"rank 0 count 4\n")).exists(),
-               scaled(40), interval=0.2, msg="generation 2 complete, rank 0 at 4")
-    assert job(cl, jid)["ckpt_gen"] == 2  # 3 and 4 are rank 0's only
+    at_generation_2(cl, jid)
     # kill -9 of the cluster: the ranks' checkpoints and the complete generation survive
     cl.restart()
     wait_until(lambda: job(cl, jid)["state"] == "running", scaled(30), msg="running again")
@@ -78,9 +96,31 @@ def test_a_requeued_parallel_job_resumes_from_the_complete_generation(
     assert r.returncode == 0, r.stderr
     j = ended(cl, jid)
     assert j["state"] == "done" and j["requeues"] == 1, j
-    # each rank started from ITS files of generation 2, the one both ranks delivered
-    outs = sorted(p["stdout"].decode().strip() for p in j["ranks"])
-    assert outs == ["start gen=2 count=rank 0 count 2", "start gen=2 count=rank 1 count 2"], outs
+    resumed_at_2(j)
+
+
+def test_a_rank_lost_with_its_client_restarts_the_job_from_the_complete_generation(
+        cluster_factory, client_factory, gridnode_bin, workdir):
+    nodes = []
+    cl = two_hosts(cluster_factory, client_factory, nodes=nodes)
+    jid = submit(gridnode_bin, cl.endpoint, COUNT, "--checkpoint-s", 1)
+    at_generation_2(cl, jid)
+    # kill -9 of rank 1's client, started again on its state: its rank is lost, the job
+    # is requeued (queues.lost_requeues) and placed again on both hosts
+    host1 = next(p["host"] for p in job(cl, jid)["ranks"] if p["rank"] == 1)
+    node = next(n for n in nodes if n.name == host1)
+    node.stop(9)
+    log = open(workdir / ("%s-restart.log" % node.name), "wb")
+    again = subprocess.Popen(node.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=log)
+    try:
+        j = ended(cl, jid)
+        assert j["state"] == "done" and j["requeues"] == 1, j
+        resumed_at_2(j)
+    finally:
+        again.kill()
+        again.wait(timeout=10)
+        log.close()
 
 
 # A checkpoint over files.ckpt_mb (rank 0) and a marker that is not a number (rank 1):
