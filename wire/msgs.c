@@ -379,6 +379,7 @@ static const struct wire_field f_psubmit[] = {
     {"network", WF_BOOL, false},                   /* issue 23: recorded; see docs/wire.md 6.6 */
     FILES_FIELDS,                                  /* issue 26: as SUBMIT's, "task" naming a rank */
     {"checkpoint_s", WF_UINT, false, 86400 * 365}, /* issue 26: submit -p --checkpoint-s */
+    {"ckpt_from", WF_UINT, false}, /* issue 26: a batch role's run again: the run before */
     {NULL},
 };
 

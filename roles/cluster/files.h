@@ -102,6 +102,10 @@ void files_pckpt_cmd_pack(struct cluster *c, const struct pjob *j, uint32_t rank
                           struct wire_buf *wb);
 /* Whether a stored checkpoint of j names the file hex (64 hex digits). */
 bool files_pckpt_names(struct cluster *c, struct pjob *j, const char *hex);
+/* PSUBMIT m's "ckpt_from" (a batch role running a job again): the complete generation
+ * of that earlier job of the same user and size copied to j (added, its id set), as
+ * its own. 0 (also when there is none to copy), or -1 (the turn fails). */
+int files_pckpt_from(struct cluster *c, struct pjob *j, const msgpack_object *m);
 /* At load: every parallel job's period and stored checkpoints. 0, or -1. */
 int files_pckpt_load(struct cluster *c);
 /* For files_sweep: calls fn for each file of the checkpoints kept, deletes those of jobs

@@ -12,9 +12,10 @@
  * Kept per job: that complete generation, and for each rank at most PCK_PENDING newer
  * ones of the current run (a rank ahead of the others). Older generations and newer
  * ones of an earlier run go as soon as they cannot complete any more. The records of
- * jobs done, cancelled or purged go at the sweep (a failed or killed job keeps its
- * checkpoints: `gridnode requeue` resumes it). The records are mirrored in the job
- * (j->ck), loaded at start, so the decisions need no store read.
+ * jobs done or purged go at the sweep (a failed or killed job keeps its checkpoints:
+ * `gridnode requeue` resumes it; a cancelled one too: a batch role running a lost job
+ * again names it in its next PSUBMIT, "ckpt_from", and the new job starts from it). The records are
+ * mirrored in the job (j->ck), loaded at start, so the decisions need no store read.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,6 +222,59 @@ void files_pckpt_h(struct cluster *c, struct request *r, uint32_t me)
     wire_begin(r->reply, WT_OK, r->msg->id, 0); /* sent after the turn's commit */
 }
 
+int files_pckpt_from(struct cluster *c, struct pjob *j, const msgpack_object *m)
+{
+    struct pjob *o = wire_get(m, "ckpt_from") && j->ckpt_s
+                         ? scored_job_find(c, wire_get_u64(m, "ckpt_from", 0))
+                         : NULL;
+    uint32_t r = 0;
+    if (!o || o == j || !o->ckpt_s || !o->ck_have || o->rq.nprocs != j->rq.nprocs || !o->user ||
+        !j->user || strcmp(o->user, j->user))
+        return 0; /* nothing to start from: from the start */
+    for (; r < j->rq.nprocs; r++) {
+        uint8_t key[16];
+        void *val;
+        size_t vlen;
+        msgpack_unpacked up;
+        pck_key(key, o->id, r, o->ck_gen);
+        if (store_get(c->store, c->sd->t_pckpt, key, sizeof key, &val, &vlen) != 0)
+            break;
+        int ok = cluster_unpack_map(&up, val, vlen) == 0;
+        const msgpack_object *fl = ok ? wire_get(&up.data, "files") : NULL;
+        struct wire_buf wb;
+        wire_buf_init(&wb);
+        wire_pack_map(&wb, 3);
+        wire_put_u64(&wb, "run", j->requeues);
+        wire_put_i64(&wb, "t", wall_now_ms());
+        wire_put_key(&wb, "files");
+        if (fl && fl->type == MSGPACK_OBJECT_ARRAY)
+            wire_pack_object(&wb, fl);
+        pck_key(key, j->id, r, o->ck_gen);
+        int rc = fl && fl->type == MSGPACK_OBJECT_ARRAY
+                     ? store_put(c->store, c->sd->t_pckpt, key, sizeof key, wb.sb.data, wb.sb.size)
+                     : 1;
+        wire_buf_free(&wb);
+        if (ok)
+            msgpack_unpacked_destroy(&up);
+        free(val);
+        if (rc < 0 || (rc == 0 && pck_add(j, r, o->ck_gen, j->requeues) < 0))
+            return -1;
+        if (rc > 0)
+            break;
+    }
+    if (r < j->rq.nprocs) { /* a record unreadable: from the start (the copies stay pending) */
+        log_warnx("parallel job %llu: the checkpoint of job %llu is incomplete; it starts "
+                  "from the start",
+                  (unsigned long long)j->id, (unsigned long long)o->id);
+        return 0;
+    }
+    j->ck_have = true;
+    j->ck_gen = o->ck_gen;
+    log_info("parallel job %llu starts from generation %u of job %llu's checkpoint",
+             (unsigned long long)j->id, j->ck_gen, (unsigned long long)o->id);
+    return 0;
+}
+
 /* ---- a rank's start command ---- */
 
 /* The record files_pckpt_cmd_nfields read for files_pckpt_cmd_pack (one at a time). */
@@ -396,13 +450,13 @@ static int sweep_one(void *arg, const void *key, size_t klen, const void *val, s
 {
     struct pck_walk *w = arg;
     struct pjob *j = klen == 16 ? scored_job_find(w->c, store_key_get_u64(key)) : NULL;
-    if (j && j->state != PJ_DONE && j->state != PJ_CANCELLED) {
-        each_file(w, val, vlen); /* kept: its files are named */
+    if (j && j->state != PJ_DONE) { /* a cancelled one's: a batch role's next run */
+        each_file(w, val, vlen);    /* kept: its files are named */
         return 0;
     }
     if (store_del(w->c->store, w->c->sd->t_pckpt, key, klen) < 0)
         w->rc = -1;
-    if (j) /* done or cancelled: nothing will start from it */
+    if (j) /* done: nothing will start from it */
         j->nck = 0, j->ck_have = false;
     return 0;
 }

@@ -123,6 +123,45 @@ def test_a_rank_lost_with_its_client_restarts_the_job_from_the_complete_generati
         log.close()
 
 
+def cluster_jobs(cl):
+    return sorted(x["job"] for x in cl.rpc(T["JOB_LIST"])["jobs"] if x.get("kind") == "parallel")
+
+
+def test_through_the_batch_role_a_lost_run_restarts_from_the_complete_generation(
+        cluster_factory, client_factory, batch_factory, gridnode_bin, workdir):
+    nodes = []
+    cl = two_hosts(cluster_factory, client_factory, nodes=nodes)
+    b = batch_factory([cl])
+    wait_until(lambda: sum(n["active"] for n in b.client().ok("NODE_LIST", "NODES")["nodes"])
+               >= 2, scaled(20), msg="the batch role sees both hosts")
+    bid = submit(gridnode_bin, b.endpoint, COUNT, "--checkpoint-s", 1)
+    wait_until(lambda: cluster_jobs(cl), scaled(30), msg="started on the cluster")
+    first = cluster_jobs(cl)[0]
+    assert job(cl, first)["checkpoint_s"] == 1  # passed on by the batch role
+    at_generation_2(cl, first)
+    # kill -9 of rank 1's client: the cluster job fails "lost" (the batch role placed it),
+    # the batch role runs the job again as a new cluster job, from the old one's checkpoint
+    host1 = next(p["host"] for p in job(cl, first)["ranks"] if p["rank"] == 1)
+    node = next(n for n in nodes if n.name == host1)
+    node.stop(9)
+    log = open(workdir / ("%s-restart.log" % node.name), "wb")
+    again = subprocess.Popen(node.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=log)
+    try:
+        wait_until(lambda: b.client().ok("JOB_GET", "JOB", job=bid)["job"]["state"]
+                   in ("done", "failed", "cancelled"), scaled(90), msg="batch job %d ends" % bid)
+        assert b.client().ok("JOB_GET", "JOB", job=bid)["job"]["state"] == "done"
+        second = [x for x in cluster_jobs(cl) if x != first]
+        assert len(second) == 1, cluster_jobs(cl)
+        j = ended(cl, second[0])
+        assert j["state"] == "done", j
+        resumed_at_2(j)
+    finally:
+        again.kill()
+        again.wait(timeout=10)
+        log.close()
+
+
 # A checkpoint over files.ckpt_mb (rank 0) and a marker that is not a number (rank 1):
 # nothing is sent, the rank's files_note says why, the job runs to its end.
 BAD = r'''
