@@ -184,6 +184,14 @@ def test_bad_rank_checkpoints_are_named_and_nothing_crashes(cluster_factory, cli
     assert "ckpt_gen" not in j, j
     assert not stored_path(cl, sha(bytes(2000000))).exists()
     assert not stored_path(cl, sha(b"1\n")).exists()  # rank 1's count: never sent
-    # a PSUBMIT checkpoint period out of range is refused by its descriptor
+    # a rank that never writes the marker: nothing sent, and its note says why
+    jid = submit(gridnode_bin, cl.endpoint, 'echo 5 > "$GRIDNODE_CHECKPOINT_DIR/n"; sleep 2',
+                 "--checkpoint-s", 1)
+    j = ended(cl, jid)
+    assert j["state"] == "done", j
+    for p in j["ranks"]:
+        assert "holds files but no .generation" in p.get("files_note", ""), p
+    assert not stored_path(cl, sha(b"5\n")).exists()
+    # a checkpoint period out of range is refused by the tool
     r = run_cli(gridnode_bin, "submit", "-e", cl.endpoint, "-p", 2, "--checkpoint-s", 0, "true")
     assert r.returncode != 0 and "--checkpoint-s" in r.stderr, r.stderr

@@ -268,6 +268,8 @@ int ckpt_generation(const char *workdir, uint32_t *gen, char *note, size_t nn)
                  "holding the generation's number is expected): not sent");
         return -1;
     }
+    if (r == 0)
+        return 0; /* being written (truncated, not yet written): the next look */
     while (r > 0 && (buf[r - 1] == '\n' || buf[r - 1] == ' ' || buf[r - 1] == '\r'))
         r--;
     buf[r] = '\0';
@@ -286,6 +288,23 @@ int ckpt_generation(const char *workdir, uint32_t *gen, char *note, size_t nn)
     }
     *gen = (uint32_t)v;
     return 1;
+}
+
+bool ckpt_unmarked(const char *workdir)
+{
+    char dir[800];
+    uint32_t g;
+    char note[8];
+    snprintf(dir, sizeof dir, "%s/" CKPT_DIRNAME, workdir);
+    if (ckpt_generation(workdir, &g, note, sizeof note) != 0)
+        return false;
+    DIR *d = opendir(dir);
+    bool files = false;
+    for (struct dirent *e; d && !files && (e = readdir(d));)
+        files = strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (d)
+        closedir(d);
+    return files;
 }
 
 /* The newest modification of a regular file of the directory but the marker. */

@@ -741,8 +741,10 @@ static bool ckpt_answer(const struct ckunit *u, const struct wire_msg *m)
         return true;
     }
     f->ck_sent_ok = true;
-    if (u->rank)
+    if (u->rank) { /* what a rank's files_note says is its latest state */
         f->ck_gen = f->ck_snap_gen;
+        f->ck_note[0] = '\0';
+    }
     log_debug("%s %llu%s%u: checkpoint of %u file(s) at the cluster",
               u->rank ? "parallel job" : "task", (unsigned long long)u->job,
               u->rank ? " process " : ".", u->idx, f->nsnap);

@@ -613,6 +613,11 @@ bool pprocs_reaped(struct pprocs *pp, pid_t pid, int status, const struct rusage
         log_info("parallel job %llu process %u ended (status 0x%x)", (unsigned long long)p->job,
                  p->rank, status);
         collect(pp, p);
+        if (p->files && p->files->ck_par && p->files->ckpt_s && !p->files->ck_note[0] &&
+            ckpt_unmarked(p->run.workdir)) /* issue 26: the marker forgotten */
+            snprintf(p->files->ck_note, sizeof p->files->ck_note,
+                     "the checkpoint directory holds files but no " CKPT_GEN_FILE
+                     ": nothing of it was sent (write the generation's number there last)");
         if (p->files && p->files->ck_note[0]) { /* issue 26: why a checkpoint was not sent */
             size_t nl = strlen(p->note);
             snprintf(p->note + nl, sizeof p->note - nl, "%s%s", nl ? "; " : "", p->files->ck_note);
