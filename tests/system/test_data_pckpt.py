@@ -88,6 +88,8 @@ def test_a_requeued_parallel_job_resumes_from_the_complete_generation(
     jid = submit(gridnode_bin, cl.endpoint, COUNT, "--checkpoint-s", 1)
     assert job(cl, jid)["checkpoint_s"] == 1
     at_generation_2(cl, jid)
+    r = run_cli(gridnode_bin, "job", "-e", cl.endpoint, jid)
+    assert "checkpoints: every 1 s" in r.stdout and "complete: generation 2" in r.stdout, r.stdout
     # kill -9 of the cluster: the ranks' checkpoints and the complete generation survive
     cl.restart()
     wait_until(lambda: job(cl, jid)["state"] == "running", scaled(30), msg="running again")
