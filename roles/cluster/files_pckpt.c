@@ -138,7 +138,9 @@ static int prune(struct cluster *c, struct pjob *j, uint32_t rank, uint32_t gen)
     }
     for (uint32_t i = j->nck; i-- > 0;) {
         const struct pck *e = &j->ck[i];
-        if (j->ck_have && (e->gen < j->ck_gen || (e->gen > j->ck_gen && e->run != j->requeues)))
+        bool pending = !j->ck_have || e->gen > j->ck_gen;
+        /* an earlier run's pending one can no longer complete: its CKPTs are refused */
+        if ((j->ck_have && e->gen < j->ck_gen) || (pending && e->run != j->requeues))
             rc |= pck_del(c, j, i);
     }
     for (;;) { /* rank's pending generations: the oldest beyond PCK_PENDING goes */
