@@ -3,15 +3,20 @@ jobs"): with `submit -p N --checkpoint-s S` every rank finds its own
 GRIDNODE_CHECKPOINT_DIR and marks a complete generation by writing its number into
 `.generation` there, last; each rank's node sends that rank's checkpoint to the cluster,
 which keeps per job the newest generation EVERY rank delivered. When the job runs again
-(requeued), every rank starts with its own files of that generation: never a
-generation one rank did not deliver. A checkpoint over files.ckpt_mb and a marker that
-is not a number are named in the rank's files_note; nothing crashes. Real cluster, two
-real clients, real processes; bounded waits."""
+(requeued by `gridnode requeue`, after a kill -9 of the cluster; or after a kill -9 of a
+rank's client; or run again by a batch role as a new cluster job naming the old one),
+every rank starts with its own files of that generation: never a generation one rank
+did not deliver. A checkpoint over files.ckpt_mb, a marker that is not a number and a
+forgotten marker are named in the rank's files_note; CKPTs from outside are refused
+with clear errors; nothing crashes. Real cluster, two real sandboxed clients, real
+processes; bounded waits."""
 
 import json
 import subprocess
 
 from conftest import FAST_CLIENT, TYPES, scaled, wait_until
+import msgpack
+from pynode import PyNode
 from test_data import run_cli, sha, stored_path
 
 CLIENT_SANDBOX = True  # the shipped execution boundary: a rank dies with its client
@@ -194,6 +199,23 @@ def test_bad_rank_checkpoints_are_named_and_nothing_crashes(cluster_factory, cli
     for p in j["ranks"]:
         assert "holds files but no .generation" in p.get("files_note", ""), p
     assert not stored_path(cl, sha(b"5\n")).exists()
+    # CKPT from outside (a node written from docs/wire.md): clear refusals, nothing crashes
+    py = PyNode(cl.endpoint, name="py-ckpt")
+    try:
+        py.hello()
+        f = [{"name": "n", "hash": sha(b"x"), "size": 1}]
+        for k, (fields, want) in enumerate((
+                (dict(job=jid, idx=0, issue=0, gen=5), "does not run on this node"),
+                (dict(job=10 ** 9, idx=0, issue=0, gen=5), "no parallel job"),
+                (dict(job=jid, idx=0, issue=0, gen=2 ** 40), "gen"))):
+            py.sock.send(msgpack.packb(dict(v=1, t=125, id=1000 + k, sid=py.sid, files=f,
+                                            **fields), use_bin_type=True))
+            assert py.sock.poll(int(scaled(10) * 1000)), fields
+            r = msgpack.unpackb(py.sock.recv(), raw=False)
+            assert r["t"] == T["ERROR"] and want in r["msg"], (fields, r)
+    finally:
+        py.close()
+    assert job(cl, jid)["state"] == "done"  # the cluster is still there
     # a checkpoint period out of range is refused by the tool
     r = run_cli(gridnode_bin, "submit", "-e", cl.endpoint, "-p", 2, "--checkpoint-s", 0, "true")
     assert r.returncode != 0 and "--checkpoint-s" in r.stderr, r.stderr
