@@ -272,6 +272,7 @@ int files_pckpt_from(struct cluster *c, struct pjob *j, const msgpack_object *m)
     }
     j->ck_have = true;
     j->ck_gen = o->ck_gen;
+    j->ck_from = o->id; /* its records, until this turn's copies are committed */
     log_info("parallel job %llu starts from generation %u of job %llu's checkpoint",
              (unsigned long long)j->id, j->ck_gen, (unsigned long long)o->id);
     return 0;
@@ -306,8 +307,18 @@ uint32_t files_pckpt_cmd_nfields(struct cluster *c, const struct pjob *j, uint32
         return 0;
     last.job = j->id, last.rank = rank;
     pck_key(key, j->id, rank, j->ck_gen);
-    if (j->ck_have &&
-        store_get(c->store, c->sd->t_pckpt, key, sizeof key, &last.val, &last.vlen) == 0) {
+    int rc = j->ck_have
+                 ? store_get(c->store, c->sd->t_pckpt, key, sizeof key, &last.val, &last.vlen)
+                 : -1;
+    if (rc != 0 && j->ck_have && j->ck_from) { /* copied in this turn: read the original */
+        pck_key(key, j->ck_from, rank, j->ck_gen);
+        rc = store_get(c->store, c->sd->t_pckpt, key, sizeof key, &last.val, &last.vlen);
+    }
+    if (rc != 0 && j->ck_have)
+        log_warnx("parallel job %llu process %u: its checkpoint of generation %u cannot be read: "
+                  "it starts from the start",
+                  (unsigned long long)j->id, rank, j->ck_gen);
+    if (rc == 0) {
         last.have = cluster_unpack_map(&last.up, last.val, last.vlen) == 0;
         const msgpack_object *fl = last.have ? wire_get(&last.up.data, "files") : NULL;
         if (last.have && (!fl || fl->type != MSGPACK_OBJECT_ARRAY)) {

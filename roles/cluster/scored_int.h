@@ -90,6 +90,7 @@ struct pjob {
     uint32_t nck, capck;
     bool ck_have;
     uint32_t ck_gen;
+    uint64_t ck_from; /* PSUBMIT ckpt_from: the job ck_gen was copied from (memory only) */
 };
 
 /* One rank's stored checkpoint of a generation (files_pckpt.c, table "pckpt"). */
