@@ -84,6 +84,15 @@ void cli_pjob_print(const msgpack_object *j, bool ranks_too)
         printf("requeued %llu times\n", (unsigned long long)wire_get_u64(j, "requeues", 0));
     if (wire_get_bool(j, "network", false)) /* submit --network (issue 23) */
         printf("network: on (submit --network)\n");
+    if (wire_get_u64(j, "checkpoint_s", 0)) { /* submit -p --checkpoint-s (issue 26) */
+        printf("checkpoints: every %llu s to the cluster, by generation (submit --checkpoint-s); ",
+               (unsigned long long)wire_get_u64(j, "checkpoint_s", 0));
+        if (wire_get(j, "ckpt_gen"))
+            printf("complete: generation %llu (a run again starts from it)\n",
+                   (unsigned long long)wire_get_u64(j, "ckpt_gen", 0));
+        else
+            printf("no generation complete yet\n");
+    }
     char con[1100]; /* submit --constraint (issue 27) */
     cli_text(j, "constraint", con, sizeof con);
     if (con[0])

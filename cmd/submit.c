@@ -43,7 +43,10 @@ static const char usage[] =
     "                         ($GRIDNODE_CHECKPOINT_DIR) is sent to the cluster, so a task\n"
     "                         issued again to another node starts from it (at most\n"
     "                         files.ckpt_mb per task; docs/data.md). Without it the\n"
-    "                         directory still survives a restart of the node\n"
+    "                         directory still survives a restart of the node. With -p,\n"
+    "                         every rank has its own and writes the generation's number\n"
+    "                         into .generation there last: a requeued job restarts from\n"
+    "                         the newest generation every rank sent\n"
     "  --deadline SECONDS     report deadline of each task after it is handed out\n"
     "                         (default: the cluster's tasks.deadline_s); a result after it\n"
     "                         is still taken and counted as late\n"
@@ -202,7 +205,6 @@ static int check_opts(struct cli *c, const struct submit_opts *o)
                           : o->stdin_pattern       ? "--stdin"
                           : o->has_complexity      ? "--complexity"
                           : o->deadline            ? "--deadline"
-                          : o->ckpt_s              ? "--checkpoint-s"
                           : o->gpus || o->gpu_type ? "--gpus/--gpu-type"
                                                    : NULL;
         if (opt) {
@@ -610,7 +612,7 @@ static int submit_parallel(struct cli *c, const struct submit_opts *o)
     uint32_t nf = 6 + o->has_ppn + (o->name != NULL) + (o->user != NULL) + (o->group != NULL) +
                   o->has_queue + (o->mem > 0) + (o->disk > 0) + (o->cpu > 0) + o->has_limit +
                   sched_fields(o) + o->network + jobenv_put(NULL, env, cwd) +
-                  submit_data_nfields(sd);
+                  submit_data_nfields(sd) + (o->ckpt_s > 0);
     wire_begin(&wb, WT_PSUBMIT, 1, nf);
     submit_data_put(&wb, sd);
     put_sched(&wb, o);
@@ -642,6 +644,8 @@ static int submit_parallel(struct cli *c, const struct submit_opts *o)
         wire_put_u64(&wb, "limit_s", o->limit);
     if (o->network)
         wire_put_bool(&wb, "network", true);
+    if (o->ckpt_s) /* issue 26: every rank's, by generation (docs/data.md) */
+        wire_put_u64(&wb, "checkpoint_s", o->ckpt_s);
     int rc = call_retrying(c, o, &wb, &r);
     wire_buf_free(&wb);
     if (rc != 0) {

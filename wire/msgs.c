@@ -311,6 +311,13 @@ static const struct wire_field pcmd_fields[] = {
     JOBENV_FIELDS(4096 + 64),    /* "env": the job's --export and up to 64 more */
     {"network", WF_BOOL, false}, /* issue 23: false: the process runs without it */
     FILES_FIELDS, /* issue 26: the rank's inputs (placed before it starts), output globs */
+    /* issue 26: a parallel job's checkpoints (docs/data.md "Checkpoints of parallel jobs"):
+       the period, the cap, the job's run, the rank's files of the complete generation */
+    {"checkpoint_s", WF_UINT, false, 86400 * 365},
+    {"ckpt_mb", WF_UINT, false, 1u << 30},
+    {"ckpt_run", WF_UINT, false, UINT32_MAX},
+    {"ckpt", WF_ARRAY, false, WIRE_FILE_OUTPUTS_MAX * 16, WF_MAP, outfile_fields},
+    {"ckpt_gen", WF_UINT, false, UINT32_MAX},
     {NULL},
 };
 
@@ -369,8 +376,10 @@ static const struct wire_field f_psubmit[] = {
     {"hosts", WF_ARRAY, false, 4096, WF_STR}, /* explicit placement: rank i on hosts[i] */
     JOBENV_FIELDS(4096),
     GPU_REQ_FIELDS, /* refused by the cluster when set (parallel jobs are not pulled) */
-    {"network", WF_BOOL, false}, /* issue 23: recorded; see docs/wire.md 6.6 */
-    FILES_FIELDS,                /* issue 26: as SUBMIT's, "task" naming a rank */
+    {"network", WF_BOOL, false},                   /* issue 23: recorded; see docs/wire.md 6.6 */
+    FILES_FIELDS,                                  /* issue 26: as SUBMIT's, "task" naming a rank */
+    {"checkpoint_s", WF_UINT, false, 86400 * 365}, /* issue 26: submit -p --checkpoint-s */
+    {"ckpt_from", WF_UINT, false}, /* issue 26: a batch role's run again: the run before */
     {NULL},
 };
 
@@ -702,6 +711,7 @@ static const struct wire_field f_ckpt[] = {
     {"idx", WF_UINT, true, UINT32_MAX},
     {"issue", WF_UINT, true, UINT32_MAX},
     {"files", WF_ARRAY, true, WIRE_FILE_OUTPUTS_MAX * 16, WF_MAP, outfile_fields},
+    {"gen", WF_UINT, false, UINT32_MAX}, /* a parallel job's rank (idx): its generation */
     {NULL},
 };
 

@@ -153,10 +153,11 @@ static const struct store_table cluster_tables[] = {
     {"vres", STORE_KEY_U64_U32_U32},
     {"known", STORE_KEY_U64_U32},
     {"drain", STORE_KEY_STR},
-    {ACCT_TABLE, STORE_KEY_U64}, /* acct.c: accounting records (issue 27) */
-    {"files", STORE_KEY_STR},    /* daemon/filestore.c: the file store's records (issue 26) */
-    {"jobdata", STORE_KEY_U64},  /* files.c: a job's inputs and outputs (issue 26) */
-    {"ckpt", STORE_KEY_U64_U32}, /* files_ckpt.c: a task's latest checkpoint (issue 26) */
+    {ACCT_TABLE, STORE_KEY_U64},      /* acct.c: accounting records (issue 27) */
+    {"files", STORE_KEY_STR},         /* daemon/filestore.c: the file store's records (issue 26) */
+    {"jobdata", STORE_KEY_U64},       /* files.c: a job's inputs and outputs (issue 26) */
+    {"ckpt", STORE_KEY_U64_U32},      /* files_ckpt.c: a task's latest checkpoint (issue 26) */
+    {"pckpt", STORE_KEY_U64_U32_U32}, /* files_pckpt.c: parallel jobs' ranks' (issue 26) */
     {NULL},
 };
 

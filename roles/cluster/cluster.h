@@ -13,8 +13,9 @@
  *            tasks.c > validate_res.c > validator.c > validate_dec.c > validate.c
  *   bottom   scored_output.c > scored_store.c; state_rec.c > valid_state.c, drain.c >
  *            state.c; subkey.c, app.c; acct.c (below state_rec.c and scored_store.c,
- *            above state.c); files.c > files_par.c > scored_output.c, scored_store.c,
- *            state.c (issue 26, files.h; the store itself is daemon/filestore.h);
+ *            above state.c); files.c > files_ckpt.c > files_pckpt.c, files_par.c >
+ *            scored_output.c, scored_store.c, state.c (issue 26, files.h; the store
+ *            itself is daemon/filestore.h);
  *            workwait.c (idle nodes told of new work: the daemon only)
  *   engine/  the pure SCore-D policy (engine/scored.h): lib/ only
  * An upper file learns of a lower one's change through state (c->evt, dirty flags),

@@ -132,7 +132,8 @@ void files_h_get(struct cluster *c, struct request *r)
         return;
     }
     struct fsfile *f = filestore_find(c->files, d);
-    bool named = pj    ? files_par_names(c, pj, out, idx, hex)
+    bool named = pj ? files_par_names(c, pj, out, idx, hex) ||
+                          (!out && files_pckpt_names(c, pj, hex)) /* a rank's checkpoint */
                  : out ? idx < j->ntasks && is_output(c, j, idx, hex)
                        : each_input(j, UINT32_MAX, is_hash, (void *)hex) > 0 ||
                              files_ckpt_names(c, j, d); /* a checkpoint to migrate */
@@ -334,8 +335,9 @@ void files_sweep(struct cluster *c)
         store_key_u64_u32(key, j->id, 0);
         store_iter(c->store, c->t_results, key, sizeof key, mark_result, &m);
     }
-    files_par_each(c, mark_named, c); /* parallel jobs' inputs and ranks' outputs */
-    if (files_ckpt_sweep(c) < 0)      /* the checkpoints of unfinished tasks are kept */
+    files_par_each(c, mark_named, c);            /* parallel jobs' inputs and ranks' outputs */
+    if (files_ckpt_sweep(c) < 0 ||               /* the checkpoints of unfinished tasks are kept */
+        files_pckpt_sweep(c, mark_named, c) < 0) /* and those of parallel jobs not done */
         c->turn_failed = true;
     int64_t older = now - (int64_t)c->cfg.files_keep_s * 1000;
     if (filestore_each(c->files, drop_unnamed, &older) < 0)
@@ -350,6 +352,8 @@ int files_load(struct cluster *c)
                                "the cluster", &c->turn_failed, &c->load_skipped};
     filestore_destroy(&c->files);
     if (!(c->files = filestore_open(&fc)))
+        return -1;
+    if (files_pckpt_load(c) < 0) /* parallel jobs' checkpoints (loaded by then) */
         return -1;
     return store_iter(c->store, c->t_jobdata, NULL, 0, load_jobdata, c);
 }

@@ -12,6 +12,9 @@
  *                  the sweep
  *   files_ckpt.c   tasks' checkpoints (CKPT): the latest per task, kept in table "ckpt",
  *                  handed with the task when it is issued again, dropped once it is done
+ *   files_pckpt.c  parallel jobs' checkpoints (CKPT with "gen"): per rank and generation
+ *                  in table "pckpt", the newest generation every rank delivered handed
+ *                  to each rank when the job starts again; the check of a checkpoint
  *   files_cut.c    cut-through: reads of a file still being uploaded (a job may name
  *                  one) held until its chunks arrive; the FILE_DATA reply
  *
@@ -78,6 +81,36 @@ bool files_ckpt_names(struct cluster *c, const struct job *j, const uint8_t d[SH
 /* For files_sweep: marks the files of the checkpoints of unfinished tasks, deletes the
  * records of finished tasks and of jobs that are gone. 0, or -1 (the turn fails). */
 int files_ckpt_sweep(struct cluster *c);
+
+/* ---- files_pckpt.c ---- */
+
+/* A checkpoint's files (CKPT "files") checked against the store and files.ckpt_mb (per
+ * unit: "task", "rank"): NULL, or why (in why). */
+const char *files_ckpt_check(struct cluster *c, const msgpack_object *fl, const char *unit,
+                             char *why, size_t wl);
+/* CKPT with "gen" from node index me (its session checked): a rank's checkpoint of a
+ * generation, recorded; the job's complete generation moves up; reply OK or an error. */
+void files_pckpt_h(struct cluster *c, struct request *r, uint32_t me);
+/* j's checkpoint period from its files map (PSUBMIT "checkpoint_s", j->data). */
+void files_pckpt_attach(struct pjob *j);
+/* Fields a rank's PSYNC_ACK start command adds ("checkpoint_s", "ckpt_mb", "ckpt_run"
+ * and, from a complete generation, "ckpt" and "ckpt_gen"), the number of "ckpt" entries
+ * (after nfields) and writing them (right after nfields: it reads the record). */
+uint32_t files_pckpt_cmd_nfields(struct cluster *c, const struct pjob *j, uint32_t rank);
+uint32_t files_pckpt_cmd_files(void);
+void files_pckpt_cmd_pack(struct cluster *c, const struct pjob *j, uint32_t rank,
+                          struct wire_buf *wb);
+/* Whether a stored checkpoint of j names the file hex (64 hex digits). */
+bool files_pckpt_names(struct cluster *c, struct pjob *j, const char *hex);
+/* PSUBMIT m's "ckpt_from" (a batch role running a job again): the complete generation
+ * of that earlier job of the same user and size copied to j (added, its id set), as
+ * its own. 0 (also when there is none to copy), or -1 (the turn fails). */
+int files_pckpt_from(struct cluster *c, struct pjob *j, const msgpack_object *m);
+/* At load: every parallel job's period and stored checkpoints. 0, or -1. */
+int files_pckpt_load(struct cluster *c);
+/* For files_sweep: calls fn for each file of the checkpoints kept, deletes those of jobs
+ * done, cancelled or gone. 0, or -1 (the turn fails). */
+int files_pckpt_sweep(struct cluster *c, int (*fn)(void *arg, const msgpack_object *e), void *arg);
 
 /* ---- files_cut.c ---- */
 

@@ -13,41 +13,10 @@
 #include <string.h>
 
 #include "daemon/loop.h"
-#include "lib/datapath.h"
 #include "lib/log.h"
 #include "roles/cluster/cluster.h"
 #include "roles/cluster/files.h"
 #include "store/store.h"
-
-/* The files of a CKPT checked against the store and the cap: NULL, or why. */
-static const char *check_files(struct cluster *c, const msgpack_object *fl, char *why, size_t wl)
-{
-    uint64_t sum = 0, cap = (uint64_t)c->cfg.files_ckpt_mb << 20;
-    for (uint32_t i = 0; i < fl->via.array.size; i++) {
-        const msgpack_object *e = &fl->via.array.ptr[i];
-        size_t nl, hl;
-        const char *name = wire_get_str(e, "name", &nl), *h = wire_get_str(e, "hash", &hl);
-        const char *bad = datapath_problem(name, nl);
-        uint8_t d[SHA256_LEN];
-        uint64_t size = wire_get_u64(e, "size", 0);
-        struct fsfile *f = filestore_parse_hash(h, hl, d) < 0 ? NULL : filestore_find(c->files, d);
-        if (!bad && (!f || !f->done || f->size != size))
-            bad = "is not stored whole here (upload it first)";
-        if (bad) {
-            snprintf(why, wl, "checkpoint file '%.*s' %s", (int)(nl > 200 ? 200 : nl), name, bad);
-            return why;
-        }
-        sum += size;
-    }
-    if (sum > cap) {
-        snprintf(why, wl,
-                 "the checkpoint holds %llu bytes, more than this cluster keeps for one task "
-                 "(files.ckpt_mb = %ld MB)",
-                 (unsigned long long)sum, c->cfg.files_ckpt_mb);
-        return why;
-    }
-    return NULL;
-}
 
 void files_h_ckpt(struct cluster *c, struct request *r)
 {
@@ -67,6 +36,10 @@ void files_h_ckpt(struct cluster *c, struct request *r)
         cluster_reply_error(r, WE_DENIED, "%s", why);
         return;
     }
+    if (wire_get(m, "gen")) { /* a parallel job's rank (files_pckpt.c) */
+        files_pckpt_h(c, r, (uint32_t)(n - c->nodes));
+        return;
+    }
     if (!j || idx >= j->next_new || j->tasks[idx].state != TS_ISSUED ||
         j->tasks[idx].node != (uint32_t)(n - c->nodes)) {
         cluster_reply_error(r, WE_REFUSED, "task %llu.%llu is not issued to this node (any more)",
@@ -78,7 +51,7 @@ void files_h_ckpt(struct cluster *c, struct request *r)
                             (unsigned long long)id);
         return;
     }
-    const char *bad = check_files(c, fl, why, sizeof why);
+    const char *bad = files_ckpt_check(c, fl, "task", why, sizeof why);
     if (bad) {
         cluster_reply_error(r, WE_REFUSED, "%s", bad);
         return;

@@ -69,6 +69,7 @@ int files_par_attach(struct pjob *j, const msgpack_object *m)
         if ((j->data = malloc(wb.sb.size))) {
             memcpy(j->data, wb.sb.data, wb.sb.size);
             j->data_len = wb.sb.size;
+            files_pckpt_attach(j); /* submit -p --checkpoint-s */
         } else {
             rc = -1;
         }

@@ -929,6 +929,8 @@ void h_psubmit(struct cluster *c, struct request *r)
     c->meta_dirty = true;
     j->dirty = true;
     c->sd->resched = true;
+    if (files_pckpt_from(c, j, m) < 0) /* issue 26: a batch role's run again */
+        c->turn_failed = true;
     wire_begin(r->reply, WT_SUBMITTED, r->msg->id, 4);
     wire_put_u64(r->reply, "job", j->id);
     wire_put_str(r->reply, "state", pj_state_name(j->state));

@@ -43,7 +43,8 @@ static void pack_cmd(struct cluster *c, struct wire_buf *wb, const struct pjob *
 {
     const struct prank *p = &j->ranks[r];
     bool spec = !p->held && !strcmp(w, "run");
-    uint32_t nin = spec ? files_par_rank_inputs(j, r) : 0;
+    uint32_t nck = spec ? files_pckpt_cmd_nfields(c, j, r) : 0; /* reads its checkpoint */
+    uint32_t nin = spec ? files_par_rank_inputs(j, r) + files_pckpt_cmd_files() : 0;
     if (nin > *left && *left < FILES_PAR_INPUTS_MAX)
         spec = false; /* the next reply */
     else
@@ -51,8 +52,8 @@ static void pack_cmd(struct cluster *c, struct wire_buf *wb, const struct pjob *
     uint32_t nenv = 0;
     while (j->env && j->env[nenv])
         nenv++;
-    wire_pack_map(wb,
-                  spec ? 7 + (j->cwd != NULL) + (j->mem_lim > 0) + files_par_cmd_nfields(j) : 3);
+    wire_pack_map(
+        wb, spec ? 7 + (j->cwd != NULL) + (j->mem_lim > 0) + files_par_cmd_nfields(j) + nck : 3);
     wire_put_u64(wb, "job", j->id);
     wire_put_u64(wb, "rank", r);
     wire_put_str(wb, "want", w);
@@ -83,7 +84,8 @@ static void pack_cmd(struct cluster *c, struct wire_buf *wb, const struct pjob *
         wire_put_str(wb, "chdir", j->cwd);
     if (j->mem_lim > 0) /* the node's cgroup for the job caps it (docs/security.md) */
         wire_put_u64(wb, "mem_mb", j->mem_lim);
-    files_par_cmd_pack(j, r, wb); /* issue 26: its inputs, the output globs */
+    files_par_cmd_pack(j, r, wb);      /* issue 26: its inputs, the output globs */
+    files_pckpt_cmd_pack(c, j, r, wb); /* and its checkpoint (files_pckpt.c) */
 }
 
 /* Would the node act on w for p (not already in that state as it reported)? */

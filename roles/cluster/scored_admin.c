@@ -362,6 +362,7 @@ int scored_open(struct cluster *c)
     sd->t_pjobs = store_table(c->store, "pjobs");
     sd->t_scored = store_table(c->store, "scored");
     sd->t_poutput = store_table(c->store, "poutput");
+    sd->t_pckpt = store_table(c->store, "pckpt"); /* issue 26: files_pckpt.c */
     if (!c->cfg.sd_hosts[0])
         return 0;
     if (read_hosts(sd, c->cfg.sd_hosts, err, sizeof err) < 0) {

@@ -82,6 +82,20 @@ struct pjob {
        makes, kept in the job's record as "files"; NULL: none */
     void *data;
     size_t data_len;
+    /* submit -p --checkpoint-s (issue 26, files_pckpt.c; in "data"): the period, 0: none.
+       ck: the checkpoints its ranks delivered (mirrors table "pckpt"), nck of them;
+       ck_have, ck_gen: the newest generation every rank delivered in one run */
+    uint32_t ckpt_s;
+    struct pck *ck;
+    uint32_t nck, capck;
+    bool ck_have;
+    uint32_t ck_gen;
+    uint64_t ck_from; /* PSUBMIT ckpt_from: the job ck_gen was copied from (memory only) */
+};
+
+/* One rank's stored checkpoint of a generation (files_pckpt.c, table "pckpt"). */
+struct pck {
+    uint32_t rank, gen, run; /* run: the job's requeues when it was delivered */
 };
 
 /* One host of the hosts file (the role of scorehosts.db). */
@@ -104,7 +118,7 @@ struct scored {
     uint32_t kcap, kn;
     struct sd_hostent *hf;
     uint32_t nhf;
-    int t_pjobs, t_scored, t_poutput;
+    int t_pjobs, t_scored, t_poutput, t_pckpt;
 };
 
 /* scored_admin.c: start-up, CONSOLE, SD_INFO */

@@ -51,6 +51,7 @@ void scored_job_free(struct pjob *j)
         depend_free(j->dep);
     free(j->dep);
     free(j->constraint);
+    free(j->ck); /* issue 26: files_pckpt.c */
     free(j->data);
     free(j);
 }
@@ -224,7 +225,12 @@ static void pack_job(const struct cluster *c, const struct pjob *j, struct wire_
     wire_pack_map(wb, (ranks ? 28
                        : cut ? 28
                              : 27) +
-                          (j->requeues > 0) + j->lost + !!j->dep + !!j->constraint);
+                          (j->requeues > 0) + j->lost + !!j->dep + !!j->constraint +
+                          (j->ckpt_s > 0) + j->ck_have);
+    if (j->ckpt_s) /* submit -p --checkpoint-s (issue 26, files_pckpt.c) */
+        wire_put_u64(wb, "checkpoint_s", j->ckpt_s);
+    if (j->ck_have) /* the newest generation every rank delivered */
+        wire_put_u64(wb, "ckpt_gen", j->ck_gen);
     if (j->constraint) /* submit --constraint (issue 27) */
         wire_put_str(wb, "constraint", j->constraint);
     if (j->dep) { /* issue 27: what it still waits for (reason: the first term) */

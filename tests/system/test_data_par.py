@@ -119,8 +119,6 @@ def test_parallel_job_files_refused(cluster_factory, client_factory, gridnode_bi
     r = run_cli(gridnode_bin, "submit", "-e", cl.endpoint, "-p", 2, "--input",
                 tmp_path / "missing", "true")
     assert r.returncode != 0 and "missing" in r.stderr, r.stderr
-    r = run_cli(gridnode_bin, "submit", "-e", cl.endpoint, "-p", 2, "--checkpoint-s", 5, "true")
-    assert r.returncode != 0 and "--checkpoint-s" in r.stderr, r.stderr
 
 
 def test_parallel_job_with_files_through_the_batch_role(cluster_factory, client_factory,

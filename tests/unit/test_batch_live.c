@@ -381,7 +381,9 @@ static void a_move_is_kept_in_the_element_record(void **state)
                       .run = 2,
                       .lost = 1,
                       .mig_cjob = 77,
-                      .mig_cl = 1},
+                      .mig_cl = 1,
+                      .ck_cjob = 55, /* and a parallel job's run before (its checkpoints) */
+                      .ck_cl = 1},
                  b;
     struct wire_buf wb;
     wire_buf_init(&wb);
@@ -389,16 +391,20 @@ static void a_move_is_kept_in_the_element_record(void **state)
     assert_int_equal(live_elem_decode(wb.sb.data, wb.sb.size, &b), 0);
     assert_int_equal(b.mig_cjob, 77);
     assert_int_equal(b.mig_cl, 1);
+    assert_int_equal(b.ck_cjob, 55);
+    assert_int_equal(b.ck_cl, 1);
     assert_int_equal(b.run, 2);
     assert_int_equal(b.lost, 1);
     free(b.reason);
     free(b.hosts);
-    a.mig_cjob = 0;
+    a.mig_cjob = a.ck_cjob = 0;
     wire_buf_reset(&wb);
     live_elem_encode(&a, &wb);
     assert_int_equal(live_elem_decode(wb.sb.data, wb.sb.size, &b), 0);
     assert_int_equal(b.mig_cjob, 0);
     assert_int_equal(b.mig_cl, -1);
+    assert_int_equal(b.ck_cjob, 0);
+    assert_int_equal(b.ck_cl, -1);
     free(b.reason);
     free(b.hosts);
     wire_buf_free(&wb);

@@ -4,6 +4,9 @@
  * files, never follows a symbolic link (named in the note), and refuses a checkpoint
  * over its cap with a note; a kept checkpoint goes back into a new working directory
  * with its issue, a directory replaced by a link is not kept, and a dropped one is gone.
+ * A parallel job's rank (issue 26, "Checkpoints of parallel jobs"): its generation
+ * marker is read strictly, and a snapshot is taken only while the directory is at rest
+ * at its marker.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -147,6 +151,66 @@ static void test_sweep_removes_orphaned_working_directories(void **state)
     assert_int_equal(access(p, F_OK), -1);
 }
 
+/* Sets path's modification time to sec (since the epoch). */
+static void mtime(const char *path, time_t sec)
+{
+    struct timespec ts[2] = {{sec, 0}, {sec, 0}};
+    assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+static void test_generation_marker_and_snapshot_at_rest(void **state)
+{
+    (void)state;
+    char wd[128], dir[256], mk[300], data[300], outbox[128], note[300];
+    struct stage_out *out;
+    uint32_t n, gen = 0;
+    snprintf(wd, sizeof wd, "%s/w", root);
+    snprintf(dir, sizeof dir, "%s/" CKPT_DIRNAME, wd);
+    snprintf(mk, sizeof mk, "%s/" CKPT_GEN_FILE, dir);
+    snprintf(data, sizeof data, "%s/state", dir);
+    snprintf(outbox, sizeof outbox, "%s/outbox", root);
+    assert_int_equal(mkdir(wd, 0700), 0);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    assert_false(ckpt_unmarked(wd)); /* empty: nothing to say */
+    put(data, "x");
+    assert_true(ckpt_unmarked(wd));
+    assert_int_equal(ckpt_generation(wd, &gen, note, sizeof note), 0); /* none yet */
+    put(mk, "");
+    assert_int_equal(ckpt_generation(wd, &gen, note, sizeof note), 0); /* being written */
+    const char *bad[] = {"one\n", "12abc", "-1", "4294967296", " 7", "1 2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        put(mk, bad[i]);
+        note[0] = '\0';
+        assert_int_equal(ckpt_generation(wd, &gen, note, sizeof note), -1);
+        assert_non_null(strstr(note, "not a generation number"));
+        assert_int_equal(ckpt_snapshot_gen(wd, outbox, 1 << 20, &gen, &out, &n, note, sizeof note),
+                         -1);
+    }
+    put(mk, "4294967295\n");
+    assert_int_equal(ckpt_generation(wd, &gen, note, sizeof note), 1);
+    assert_int_equal(gen, 4294967295u);
+    assert_false(ckpt_unmarked(wd));
+    /* a file newer than the marker: the rank is writing its next generation */
+    put(mk, "3\n");
+    mtime(mk, 1000);
+    mtime(data, 2000);
+    assert_int_equal(ckpt_snapshot_gen(wd, outbox, 1 << 20, &gen, &out, &n, note, sizeof note), 0);
+    assert_null(out);
+    /* at rest: every file, the marker included, in the snapshot */
+    mtime(data, 900);
+    assert_int_equal(ckpt_snapshot_gen(wd, outbox, 1 << 20, &gen, &out, &n, note, sizeof note), 1);
+    assert_int_equal(gen, 3);
+    assert_int_equal(n, 2);
+    ckpt_snapshot_free(&out, &n);
+    /* too large for the cap: refused, the note names a rank */
+    assert_int_equal(ckpt_snapshot_gen(wd, outbox, 1, &gen, &out, &n, note, sizeof note), -1);
+    assert_non_null(strstr(note, "for a rank"));
+    /* a marker that is a directory is no marker */
+    assert_int_equal(unlink(mk), 0);
+    assert_int_equal(mkdir(mk, 0700), 0);
+    assert_int_equal(ckpt_generation(wd, &gen, note, sizeof note), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -155,6 +219,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kept_checkpoint_comes_back_and_links_are_not_kept,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_sweep_removes_orphaned_working_directories, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_generation_marker_and_snapshot_at_rest, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

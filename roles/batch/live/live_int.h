@@ -119,6 +119,11 @@ struct lelem {
        0: none. Stored; absent in older records */
     uint64_t mig_cjob;
     int8_t mig_cl; /* the cluster of mig_cjob */
+    /* issue 26: a parallel job with --checkpoint-s run again: the cluster job of the
+       run before, whose ranks' complete checkpoint generation the next run starts from
+       when it runs on the same cluster (PSUBMIT "ckpt_from"); 0: none. Stored */
+    uint64_t ck_cjob;
+    int8_t ck_cl;
     /* JOB_CTL requeue (issue 15): this run is being cancelled at its cluster; once the
        cluster reports it ended it goes back to pending with run + 1 (stored) */
     bool want_requeue : 1;

@@ -117,6 +117,10 @@ static void requeue(struct live *L, struct ljob *j, uint32_t e, const char *why)
     if (el->in_engine)
         batch_job_finish(L->eng, eid, live_now(L));
     live_elem_engine(j, e, false);
+    if (j->parallel && el->cjob && live_files_ckpt_s(j)) { /* issue 26: its checkpoints */
+        el->ck_cjob = el->cjob;
+        el->ck_cl = el->cl;
+    }
     if (el->want_requeue || el->state >= EL_DONE) {
         el->want_requeue = false;
         el->run++;

@@ -45,9 +45,6 @@ const char *live_files_check(struct live *L, const msgpack_object *m, bool paral
 {
     if (!wire_get(m, "inputs") && !wire_get(m, "outputs") && !wire_get(m, "checkpoint_s"))
         return NULL;
-    if (parallel && wire_get(m, "checkpoint_s"))
-        return "checkpoint_s is for task arrays: a parallel job's ranks take inputs and "
-               "outputs, not checkpoints (docs/data.md \"Parallel jobs\")";
     struct filestore_limits lim = limits(L);
     if (parallel) /* "task" names a rank (docs/data.md "Parallel jobs") */
         ntasks = (uint32_t)wire_get_u64(m, "procs", 1);

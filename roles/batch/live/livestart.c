@@ -90,22 +90,29 @@ static int build_submit(struct live *L, struct ljob *j, uint32_t e, char **argv,
 }
 
 /*
- * Issue 26: a parallel job's "inputs" (each with its "task": the rank) and "outputs" as
+ * Issue 26: a parallel job's "inputs" (each with its "task": the rank), "outputs" and
+ * "checkpoint_s" (the cluster keeps its ranks' checkpoints, docs/data.md; with
+ * "ckpt_from", the run before's on this cluster, when it runs again) as
  * the user gave them, from the job's kept map, into wb (NULL: only counted). Returns the
  * fields written (0 for a job without files).
  */
-static uint32_t par_files(const struct ljob *j, struct wire_buf *wb)
+static uint32_t par_files(const struct ljob *j, const struct lelem *el, struct wire_buf *wb)
 {
     msgpack_unpacked up;
     uint32_t n = 0;
     if (!j->data)
         return 0;
+    if (el->ck_cjob && el->ck_cl == el->cl && live_files_ckpt_s(j)) {
+        n++; /* a run again on the same cluster: from the run before's checkpoint */
+        if (wb)
+            wire_put_u64(wb, "ckpt_from", el->ck_cjob);
+    }
     msgpack_unpacked_init(&up);
     if (msgpack_unpack_next(&up, j->data, j->data_len, NULL) == MSGPACK_UNPACK_SUCCESS) {
-        const char *keys[] = {"inputs", "outputs"};
-        for (int k = 0; k < 2; k++) {
+        const char *keys[] = {"inputs", "outputs", "checkpoint_s"}; /* as the user gave them */
+        for (int k = 0; k < 3; k++) {
             const msgpack_object *o = wire_get(&up.data, keys[k]);
-            if (!o || o->type != MSGPACK_OBJECT_ARRAY)
+            if (!o || o->type != (k < 2 ? MSGPACK_OBJECT_ARRAY : MSGPACK_OBJECT_POSITIVE_INTEGER))
                 continue;
             n++;
             if (wb) {
@@ -147,9 +154,9 @@ int live_start_build(struct live *L, struct ljob *j, uint32_t e, struct wire_buf
             per_host = k;
     }
     uint32_t nf = 9 + (j->mem_mb > 0) + (j->disk_mb > 0) + (j->cpu_s > 0) + j->network +
-                  jobenv_put(NULL, j->env, j->cwd) + par_files(j, NULL);
+                  jobenv_put(NULL, j->env, j->cwd) + par_files(j, el, NULL);
     live_req_begin(L, c, RK_PSUBMIT, live_eid(j->id, e), WT_PSUBMIT, nf, 0, wb);
-    par_files(j, wb);               /* issue 26: whole at the cluster by now (livestage.c) */
+    par_files(j, el, wb);           /* issue 26: whole at the cluster by now (livestage.c) */
     jobenv_put(wb, j->env, j->cwd); /* --export / --chdir (issue 15) */
     if (j->network) /* submit --network (issue 23): the cluster hands it to the nodes */
         wire_put_bool(wb, "network", true);

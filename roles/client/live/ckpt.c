@@ -159,7 +159,8 @@ static struct {
     const char *outbox;
     char *note;
     size_t nn;
-} snap;
+    const char *unit; /* in the note of a checkpoint too large: "task", or "rank" */
+} snap = {.unit = "task"};
 
 static void note(const char *fmt, const char *a)
 {
@@ -189,11 +190,10 @@ static int snap_one(const char *path, const struct stat *st, int type, struct FT
         return -1;
     }
     if ((snap.total += (uint64_t)st->st_size) > snap.cap) {
-        char c[40];
-        snprintf(c, sizeof c, "%llu", (unsigned long long)(snap.cap >> 20));
-        note("the checkpoint is larger than the cluster keeps for a task (files.ckpt_mb = %s "
-             "MB): not uploaded",
-             c);
+        char c[60];
+        snprintf(c, sizeof c, "%s (files.ckpt_mb = %llu", snap.unit,
+                 (unsigned long long)(snap.cap >> 20));
+        note("the checkpoint is larger than the cluster keeps for a %s MB): not uploaded", c);
         return -1;
     }
     struct stage_out *o = &snap.out[snap.n];
@@ -246,4 +246,116 @@ void ckpt_snapshot_free(struct stage_out **out, uint32_t *n)
     free(*out);
     *out = NULL;
     *n = 0;
+}
+
+/* ---- generations (parallel jobs' ranks) ---- */
+
+int ckpt_generation(const char *workdir, uint32_t *gen, char *note, size_t nn)
+{
+    char path[800], buf[32];
+    snprintf(path, sizeof path, "%s/" CKPT_DIRNAME "/" CKPT_GEN_FILE, workdir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0 && errno == ENOENT)
+        return 0;
+    struct stat st;
+    ssize_t r =
+        fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (r < 0) {
+        snprintf(note, nn,
+                 "checkpoint marker " CKPT_GEN_FILE " cannot be read (a regular file "
+                 "holding the generation's number is expected): not sent");
+        return -1;
+    }
+    if (r == 0)
+        return 0; /* being written (truncated, not yet written): the next look */
+    while (r > 0 && (buf[r - 1] == '\n' || buf[r - 1] == ' ' || buf[r - 1] == '\r'))
+        r--;
+    buf[r] = '\0';
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(buf, &end, 10);
+    if (buf[0] < '0' || buf[0] > '9' || *end || errno || v > UINT32_MAX) {
+        for (char *c = buf; *c; c++)
+            if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+                *c = '?';
+        snprintf(note, nn,
+                 "checkpoint marker " CKPT_GEN_FILE " holds '%.20s', not a generation number "
+                 "0..4294967295: not sent",
+                 buf);
+        return -1;
+    }
+    *gen = (uint32_t)v;
+    return 1;
+}
+
+bool ckpt_unmarked(const char *workdir)
+{
+    char dir[800];
+    uint32_t g;
+    char note[8];
+    snprintf(dir, sizeof dir, "%s/" CKPT_DIRNAME, workdir);
+    if (ckpt_generation(workdir, &g, note, sizeof note) != 0)
+        return false;
+    DIR *d = opendir(dir);
+    bool files = false;
+    for (struct dirent *e; d && !files && (e = readdir(d));)
+        files = strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (d)
+        closedir(d);
+    return files;
+}
+
+/* The newest modification of a regular file of the directory but the marker. */
+static struct timespec newest;
+static int newest_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    if (type == FTW_F && strcmp(path + ftw->base, CKPT_GEN_FILE) &&
+        (st->st_mtim.tv_sec > newest.tv_sec ||
+         (st->st_mtim.tv_sec == newest.tv_sec && st->st_mtim.tv_nsec > newest.tv_nsec)))
+        newest = st->st_mtim;
+    return 0;
+}
+
+/* Whether workdir's checkpoint is at rest at its marker (*m: the marker's stat). */
+static bool at_rest(const char *dir, struct stat *m)
+{
+    char path[900];
+    snprintf(path, sizeof path, "%s/" CKPT_GEN_FILE, dir);
+    if (lstat(path, m) < 0 || !S_ISREG(m->st_mode))
+        return false;
+    newest = (struct timespec){0, 0};
+    if (nftw(dir, newest_one, 16, FTW_PHYS) != 0)
+        return false;
+    return newest.tv_sec < m->st_mtim.tv_sec ||
+           (newest.tv_sec == m->st_mtim.tv_sec && newest.tv_nsec <= m->st_mtim.tv_nsec);
+}
+
+int ckpt_snapshot_gen(const char *workdir, const char *outbox, uint64_t cap, uint32_t *gen,
+                      struct stage_out **out, uint32_t *n, char *note, size_t nn)
+{
+    char dir[800];
+    struct stat a, b;
+    uint32_t g2;
+    *out = NULL, *n = 0, *note = '\0';
+    int rc = ckpt_generation(workdir, gen, note, nn);
+    snprintf(dir, sizeof dir, "%s/" CKPT_DIRNAME, workdir);
+    if (rc <= 0)
+        return rc;
+    if (!at_rest(dir, &a))
+        return 0;
+    snap.unit = "rank";
+    rc = ckpt_snapshot(workdir, outbox, cap, out, n, note, nn);
+    snap.unit = "task";
+    if (rc < 0)
+        return -1;
+    if (!at_rest(dir, &b) || a.st_ino != b.st_ino || a.st_size != b.st_size ||
+        a.st_mtim.tv_sec != b.st_mtim.tv_sec || a.st_mtim.tv_nsec != b.st_mtim.tv_nsec ||
+        ckpt_generation(workdir, &g2, note, nn) != 1 || g2 != *gen) {
+        ckpt_snapshot_free(out, n); /* it moved on meanwhile: the next try */
+        *note = '\0';
+        return 0;
+    }
+    return 1;
 }

@@ -54,4 +54,26 @@ int ckpt_snapshot(const char *workdir, const char *outbox, uint64_t cap, struct 
                   uint32_t *n, char *note, size_t nn);
 void ckpt_snapshot_free(struct stage_out **out, uint32_t *n);
 
+/* A parallel job's rank marks a complete generation of its checkpoint by writing its
+ * number into this file of its checkpoint directory, last (docs/data.md). */
+#define CKPT_GEN_FILE ".generation"
+/*
+ * The generation workdir's marker names: 1 and *gen, 0 (no marker yet, or an empty one:
+ * being written), or -1 with why in note (not a decimal number 0..4294967295, or not a
+ * regular file).
+ */
+int ckpt_generation(const char *workdir, uint32_t *gen, char *note, size_t nn);
+/* Whether workdir's checkpoint directory holds files but no marker (a rank that never
+ * marked a generation: nothing of it was sent). */
+bool ckpt_unmarked(const char *workdir);
+/*
+ * ckpt_snapshot of a complete generation, for a parallel job's rank: taken only while
+ * the directory is at rest (no regular file modified after the marker), and dropped
+ * when the marker or that changed during the copy (the rank began its next generation).
+ * 1: taken, *gen its generation; 0: no marker, or not at rest (try again soon); -1:
+ * note says why (a bad marker, too large, ...). The marker is one of the files.
+ */
+int ckpt_snapshot_gen(const char *workdir, const char *outbox, uint64_t cap, uint32_t *gen,
+                      struct stage_out **out, uint32_t *n, char *note, size_t nn);
+
 #endif

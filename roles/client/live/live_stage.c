@@ -468,8 +468,9 @@ static bool stage_inputs(struct live *l, struct ltask *t)
 static bool rank_inputs(struct live *l, int p, const struct pproc *q, char *bad, size_t n)
 {
     bool all = true;
-    for (uint32_t k = 0; k < q->files->nin && !bad[0]; k++) {
-        const struct stage_in *in = &q->files->in[k];
+    const struct stage_files *f = q->files;
+    for (uint32_t k = 0; k < f->nin + f->nck && !bad[0]; k++) { /* and its checkpoint */
+        const struct stage_in *in = k < f->nin ? &f->in[k] : &f->ck[k - f->nin];
         if (stage_cache_has(&l->stage->cache, in->hex, in->size))
             continue;
         all = false;
@@ -555,6 +556,27 @@ static bool stage_outputs(struct live *l, struct ltask *t)
 
 /* ---- checkpoints (ckpt.h, docs/data.md "Checkpoints") ---- */
 
+/* What checkpoints: a task, or a parallel job's rank (its index idx, the job's run as
+ * issue). */
+struct ckunit {
+    struct stage_files *f;
+    const char *workdir;
+    int project;
+    uint64_t job;
+    uint32_t idx, issue;
+    bool rank;
+};
+
+static struct ckunit task_unit(struct ltask *t)
+{
+    return (struct ckunit){t->files, t->run.workdir, t->project, t->job, t->idx, t->issue, false};
+}
+
+static struct ckunit rank_unit(struct pproc *q, int p)
+{
+    return (struct ckunit){q->files, q->run.workdir, p, q->job, q->rank, q->files->ck_run, true};
+}
+
 /* A digest of a snapshot's list (names and contents): an unchanged one is not sent. */
 static void snap_sum(const struct stage_files *f, uint8_t d[SHA256_LEN])
 {
@@ -567,19 +589,40 @@ static void snap_sum(const struct stage_files *f, uint8_t d[SHA256_LEN])
     sha256_final(&s, d);
 }
 
-static void ck_note(struct ltask *t, const char *why)
+static void ck_note(const struct ckunit *u, const char *why)
 {
-    struct stage_files *f = t->files;
+    struct stage_files *f = u->f;
     if (strcmp(f->ck_note, why))
-        log_warnx("task %llu.%u: %s", (unsigned long long)t->job, t->idx, why);
+        log_warnx("%s %llu%s%u: %s", u->rank ? "parallel job" : "task", (unsigned long long)u->job,
+                  u->rank ? " process " : ".", u->idx, why);
     snprintf(f->ck_note, sizeof f->ck_note, "%s", why);
 }
 
-/* A new snapshot of t's checkpoint directory, when it is due: true when one is to go. */
-static bool ckpt_take(struct live *l, struct ltask *t, int64_t now)
+/* A rank's snapshot: of a generation newer than the cluster's, taken at rest (ckpt.h);
+ * tried again at the next tick when the rank is writing one. True when one is to go. */
+static bool rank_take(struct live *l, const struct ckunit *u, int64_t now, char *note, size_t nn)
 {
-    struct stage_files *f = t->files;
-    char note[300];
+    struct stage_files *f = u->f;
+    uint32_t gen;
+    int rc = ckpt_generation(u->workdir, &gen, note, nn);
+    if (rc == 1 && (int64_t)gen <= f->ck_gen)
+        return false; /* the cluster has it (or the rank started from it) */
+    if (rc == 1)
+        rc = ckpt_snapshot_gen(u->workdir, l->stage->outbox, (uint64_t)f->ckpt_mb << 20, &gen,
+                               &f->snap, &f->nsnap, note, nn);
+    if (rc < 0)
+        ck_note(u, note);
+    if (rc == 0 && ckpt_generation(u->workdir, &gen, note, nn) == 1)
+        f->ck_next_ms = now + STAGE_TICK_MS; /* mid-write: soon again */
+    f->ck_snap_gen = gen;
+    return rc == 1;
+}
+
+/* A new snapshot of u's checkpoint directory, when it is due: true when one is to go. */
+static bool ckpt_take(struct live *l, const struct ckunit *u, int64_t now)
+{
+    struct stage_files *f = u->f;
+    char note[300] = "";
     uint8_t d[SHA256_LEN];
     if (!f->ck_next_ms)
         f->ck_next_ms = now + (int64_t)f->ckpt_s * 1000;
@@ -587,13 +630,15 @@ static bool ckpt_take(struct live *l, struct ltask *t, int64_t now)
         return false;
     f->ck_next_ms = now + (int64_t)f->ckpt_s * 1000;
     ckpt_snapshot_free(&f->snap, &f->nsnap);
-    if (ckpt_snapshot(t->run.workdir, l->stage->outbox, (uint64_t)f->ckpt_mb << 20, &f->snap,
-                      &f->nsnap, note, sizeof note) < 0) {
-        ck_note(t, note);
+    if (u->rank ? !rank_take(l, u, now, note, sizeof note)
+                : ckpt_snapshot(u->workdir, l->stage->outbox, (uint64_t)f->ckpt_mb << 20, &f->snap,
+                                &f->nsnap, note, sizeof note) < 0) {
+        if (!u->rank)
+            ck_note(u, note);
         return false;
     }
     if (note[0])
-        ck_note(t, note);
+        ck_note(u, note);
     snap_sum(f, d);
     if (f->ck_sent_ok && !memcmp(d, f->ck_sum, sizeof d))
         return false; /* as the cluster has it already */
@@ -604,45 +649,46 @@ static bool ckpt_take(struct live *l, struct ltask *t, int64_t now)
     return true;
 }
 
-/* Sends CKPT naming t's snapshot: 0, or -1 (not connected yet). */
-static int ckpt_send(struct live *l, struct ltask *t, int64_t now)
+/* Sends CKPT naming u's snapshot: 0, or -1 (not connected yet). */
+static int ckpt_send(struct live *l, const struct ckunit *u, int64_t now)
 {
-    struct stage_files *f = t->files;
+    struct stage_files *f = u->f;
     uint64_t id = ++l->stage->next_id;
     wire_buf_reset(&l->wb);
-    wire_begin(&l->wb, WT_CKPT, id, 5);
-    wire_put_str(&l->wb, "sid", l->proj[t->project].sid);
-    wire_put_u64(&l->wb, "job", t->job);
-    wire_put_u64(&l->wb, "idx", t->idx);
-    wire_put_u64(&l->wb, "issue", t->issue);
+    wire_begin(&l->wb, WT_CKPT, id, 5 + u->rank);
+    wire_put_str(&l->wb, "sid", l->proj[u->project].sid);
+    wire_put_u64(&l->wb, "job", u->job);
+    wire_put_u64(&l->wb, "idx", u->idx);
+    wire_put_u64(&l->wb, "issue", u->issue);
+    if (u->rank) /* docs/data.md "Checkpoints of parallel jobs" */
+        wire_put_u64(&l->wb, "gen", f->ck_snap_gen);
     stage_pack_files(&l->wb, "files", f->snap, f->nsnap);
-    if (!send_req(l, t->project, id))
+    if (!send_req(l, u->project, id))
         return -1;
     f->ck_id = id;
     f->ck_sent_ms = now;
     return 0;
 }
 
-/* A running task of a job with --checkpoint-s: every ckpt_s seconds its checkpoint
- * directory is copied, its files uploaded (as outputs are), then named by CKPT. */
-static void ckpt_pump(struct live *l, struct ltask *t, int64_t now)
+/* A running task (or rank) of a job with --checkpoint-s: every ckpt_s seconds its
+ * checkpoint directory is copied, its files uploaded (as outputs are), then named by
+ * CKPT. */
+static void ckpt_pump(struct live *l, const struct ckunit *u, int64_t now)
 {
-    struct stage_files *f = t->files;
-    if (!f->ckpt_s || (t->state != LT_RUNNING && t->state != LT_STOPPED) || !t->run.workdir[0])
-        return;
-    if (!f->ck_busy && !(f->ck_busy = ckpt_take(l, t, now)))
+    struct stage_files *f = u->f;
+    if (!f->ck_busy && !(f->ck_busy = ckpt_take(l, u, now)))
         return;
     while (f->snap_next < f->nsnap) {
         const struct stage_out *o = &f->snap[f->snap_next];
         struct xfer *x = xfer_find(l->stage, X_PUT, o->hex);
-        if (!x && (x = xfer_new(l->stage, X_PUT, t->project, o->hex, o->size, t->job)))
+        if (!x && (x = xfer_new(l->stage, X_PUT, u->project, o->hex, o->size, u->job)))
             snprintf(x->path, sizeof x->path, "%s/%s", l->stage->outbox, o->hex);
         if (!x)
             return;
         if (x->failed) {
             char why[300];
             snprintf(why, sizeof why, "checkpoint not uploaded: %.200s", x->err);
-            ck_note(t, why);
+            ck_note(u, why);
             f->ck_busy = false;
             return;
         }
@@ -650,32 +696,78 @@ static void ckpt_pump(struct live *l, struct ltask *t, int64_t now)
             return;
         f->snap_next++;
     }
-    if (f->ck_id && now - f->ck_sent_ms > 2 * vcl_rpc_timeout(l, l->stage->sock[t->project]))
+    if (f->ck_id && now - f->ck_sent_ms > 2 * vcl_rpc_timeout(l, l->stage->sock[u->project]))
         f->ck_id = 0; /* lost: sent again */
     if (!f->ck_id)
-        ckpt_send(l, t, now);
+        ckpt_send(l, u, now);
+}
+
+static void task_ckpt_pump(struct live *l, struct ltask *t, int64_t now)
+{
+    struct ckunit u = task_unit(t);
+    if (t->files->ckpt_s && (t->state == LT_RUNNING || t->state == LT_STOPPED) && t->run.workdir[0])
+        ckpt_pump(l, &u, now);
+}
+
+/* Every project's running (or stopped) ranks of jobs with --checkpoint-s. */
+static void rank_ckpt_pump(struct live *l, int64_t now)
+{
+    for (int p = 0; l->e && p < l->e->nprojects; p++) {
+        struct lpar *a = l->proj[p].par;
+        for (uint32_t i = 0; a && i < a->pp.n; i++) {
+            struct pproc *q = a->pp.p[i];
+            if (!q->files || !q->files->ck_par || !q->files->ckpt_s || q->waiting || q->exited ||
+                !q->run.workdir[0])
+                continue;
+            struct ckunit u = rank_unit(q, p);
+            ckpt_pump(l, &u, now);
+        }
+    }
+}
+
+/* The reply m to u's CKPT in flight: true if it was (consumed). */
+static bool ckpt_answer(const struct ckunit *u, const struct wire_msg *m)
+{
+    struct stage_files *f = u->f;
+    if (!f || !f->ck_busy || !f->ck_id || f->ck_id != m->id)
+        return false;
+    f->ck_busy = false;
+    f->ck_id = 0;
+    if (m->type == WT_ERROR) {
+        char msg[200], why[300];
+        wire_get_strbuf(m->root, "msg", msg, sizeof msg);
+        snprintf(why, sizeof why, "checkpoint refused by the cluster: %s", msg);
+        ck_note(u, why);
+        return true;
+    }
+    f->ck_sent_ok = true;
+    if (u->rank) { /* what a rank's files_note says is its latest state */
+        f->ck_gen = f->ck_snap_gen;
+        f->ck_note[0] = '\0';
+    }
+    log_debug("%s %llu%s%u: checkpoint of %u file(s) at the cluster",
+              u->rank ? "parallel job" : "task", (unsigned long long)u->job,
+              u->rank ? " process " : ".", u->idx, f->nsnap);
+    return true;
 }
 
 /* A reply to a CKPT: true if it was one (consumed). */
 static bool ckpt_reply(struct live *l, const struct wire_msg *m)
 {
     for (size_t i = 0; i < l->ntasks; i++) {
-        struct stage_files *f = l->tasks[i]->files;
-        if (!f || !f->ck_busy || !f->ck_id || f->ck_id != m->id)
-            continue;
-        f->ck_busy = false;
-        f->ck_id = 0;
-        if (m->type == WT_ERROR) {
-            char msg[200], why[300];
-            wire_get_strbuf(m->root, "msg", msg, sizeof msg);
-            snprintf(why, sizeof why, "checkpoint refused by the cluster: %s", msg);
-            ck_note(l->tasks[i], why);
-        } else {
-            f->ck_sent_ok = true;
-            log_debug("task %llu.%u: checkpoint of %u file(s) at the cluster",
-                      (unsigned long long)l->tasks[i]->job, l->tasks[i]->idx, f->nsnap);
+        struct ckunit u = task_unit(l->tasks[i]);
+        if (ckpt_answer(&u, m))
+            return true;
+    }
+    for (int p = 0; l->e && p < l->e->nprojects; p++) {
+        struct lpar *a = l->proj[p].par;
+        for (uint32_t i = 0; a && i < a->pp.n; i++) {
+            if (!a->pp.p[i]->files)
+                continue;
+            struct ckunit u = rank_unit(a->pp.p[i], p);
+            if (ckpt_answer(&u, m))
+                return true;
         }
-        return true;
     }
     return false;
 }
@@ -715,7 +807,7 @@ void vcl_stage_pump(struct live *l)
                 engine_task_done(l->e, vcl_now(), (size_t)e);
             vcl_kick(l);
         }
-        ckpt_pump(l, t, now);
+        task_ckpt_pump(l, t, now);
         if (t->staged || t->state != LT_QUEUED || t->result || (!t->files->nin && !t->files->nck))
             continue;
         t->staged = stage_inputs(l, t);
@@ -724,6 +816,7 @@ void vcl_stage_pump(struct live *l)
             vcl_task_start(l, t); /* the engine chose it while its inputs came */
     }
     pump_ranks(l); /* issue 26: parallel ranks' files */
+    rank_ckpt_pump(l, now);
     ww_pump(l, now);
     int budget = STAGE_INFLIGHT_ALL;
     for (uint32_t i = 0; i < l->stage->nx; i++)

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "roles/client/live/ckpt.h"
 #include "roles/client/live/sandbox.h"
 
 static void strv_free(char **v);
@@ -313,6 +315,40 @@ void pprocs_fail(struct pprocs *pp, struct pproc *p, const char *why)
     pp->changes++;
 }
 
+/*
+ * Issue 26 (docs/data.md "Checkpoints of parallel jobs"): a rank of a job with
+ * --checkpoint-s gets its own checkpoint directory in wd, holding its files of the job's
+ * complete generation when the cluster sent them (copies from the cache), named by
+ * GRIDNODE_CHECKPOINT_DIR in its environment. 0, or -1 with why in err.
+ */
+static int ckpt_rank(struct pprocs *pp, struct pproc *p, const char *wd, char *err, size_t n)
+{
+    char abs[PATH_MAX], var[PATH_MAX + 64];
+    uint32_t k = 0;
+    if (!p->files || !p->files->ck_par)
+        return 0;
+    if (ckpt_place(pp->state_dir, pp->cache, p->files, wd, p->job, p->rank, false, err, n) < 0)
+        return -1;
+    snprintf(var, sizeof var, "GRIDNODE_CHECKPOINT_DIR=%s/" CKPT_DIRNAME,
+             realpath(wd, abs) ? abs : wd);
+    while (p->env && p->env[k])
+        k++;
+    char **v = realloc(p->env, (k + 2) * sizeof *v);
+    if (!v || !(v[k] = strdup(var))) {
+        if (v)
+            p->env = v, v[k] = NULL;
+        snprintf(err, n, "out of memory on the node");
+        return -1;
+    }
+    v[k + 1] = NULL;
+    p->env = v;
+    if (p->files->nck)
+        log_info("parallel job %llu process %u: starts from checkpoint generation %lld (%u "
+                 "file(s))",
+                 (unsigned long long)p->job, p->rank, (long long)p->files->ck_gen, p->files->nck);
+    return 0;
+}
+
 void pprocs_launch(struct pprocs *pp, struct pproc *p)
 {
     char wd[700], err[300];
@@ -329,7 +365,8 @@ void pprocs_launch(struct pprocs *pp, struct pproc *p)
         }
     }
     if (!pp->cache ||
-        stage_place(pp->cache, p->files, wd, sandbox_slot_uids(), err, sizeof err) < 0) {
+        stage_place(pp->cache, p->files, wd, sandbox_slot_uids(), err, sizeof err) < 0 ||
+        ckpt_rank(pp, p, wd, err, sizeof err) < 0) {
         snprintf(p->run.workdir, sizeof p->run.workdir, "%.500s", wd); /* removed when forgotten */
         pprocs_fail(pp, p, pp->cache ? err : "this node keeps no file cache");
         return;
@@ -367,10 +404,11 @@ static void start(struct pprocs *pp, const msgpack_object *cmd, uint64_t job, ui
         pprocs_fail(pp, p, bad);
         return;
     }
-    if (p->files && p->files->nin) { /* issue 26: started once its inputs are here */
+    /* issue 26: started once its inputs (and checkpoint) are here, its directory made */
+    if (p->files && (p->files->nin || p->files->nck || p->files->ck_par)) {
         p->waiting = true;
         log_info("parallel job %llu process %u: waiting for %u input file(s)",
-                 (unsigned long long)job, rank, p->files->nin);
+                 (unsigned long long)job, rank, p->files->nin + p->files->nck);
         return;
     }
     wd_path(pp, p, wd, sizeof wd);
@@ -575,6 +613,15 @@ bool pprocs_reaped(struct pprocs *pp, pid_t pid, int status, const struct rusage
         log_info("parallel job %llu process %u ended (status 0x%x)", (unsigned long long)p->job,
                  p->rank, status);
         collect(pp, p);
+        if (p->files && p->files->ck_par && p->files->ckpt_s && !p->files->ck_note[0] &&
+            ckpt_unmarked(p->run.workdir)) /* issue 26: the marker forgotten */
+            snprintf(p->files->ck_note, sizeof p->files->ck_note,
+                     "the checkpoint directory holds files but no " CKPT_GEN_FILE
+                     ": nothing of it was sent (write the generation's number there last)");
+        if (p->files && p->files->ck_note[0]) { /* issue 26: why a checkpoint was not sent */
+            size_t nl = strlen(p->note);
+            snprintf(p->note + nl, sizeof p->note - nl, "%s%s", nl ? "; " : "", p->files->ck_note);
+        }
         return true;
     }
     return false;

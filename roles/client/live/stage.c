@@ -100,6 +100,9 @@ int stage_files_take(struct stage_files **out, const msgpack_object *m, char *ba
     f->ckpt_s = u32(m, "checkpoint_s");
     f->ckpt_mb = u32(m, "ckpt_mb");
     f->ck_issue = u32(m, "ckpt_issue");
+    f->ck_par = wire_get(m, "ckpt_run") != NULL; /* a parallel job's rank */
+    f->ck_run = u32(m, "ckpt_run");
+    f->ck_gen = wire_get(m, "ckpt_gen") ? (int64_t)u32(m, "ckpt_gen") : -1;
     uint32_t ng = g && g->type == MSGPACK_OBJECT_ARRAY ? g->via.array.size : 0;
     if (ng && !(f->globs = calloc(ng, sizeof *f->globs)))
         goto oom;

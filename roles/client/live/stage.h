@@ -49,6 +49,13 @@ struct stage_files {
     uint64_t ck_id;
     int64_t ck_sent_ms, ck_next_ms;
     uint8_t ck_sum[32];
+    /* a parallel job's rank (PSYNC_ACK "ckpt_run", docs/data.md "Checkpoints of parallel
+       jobs"): the job's run (sent back as CKPT "issue"), and the newest generation the
+       cluster holds from this rank's run or was restored from ("ckpt_gen"; -1: none):
+       only a higher one in the marker is sent */
+    bool ck_par;
+    uint32_t ck_run, ck_snap_gen; /* and the generation of the snapshot being sent */
+    int64_t ck_gen;
     char **globs; /* the job's --output patterns */
     uint32_t nglobs;
     struct stage_out *out; /* collected when the task ended (stage_collect) */

@@ -46,9 +46,6 @@ const char *meta_files_check(struct meta *M, const msgpack_object *o, bool paral
 {
     if (!wire_get(o, "inputs") && !wire_get(o, "outputs") && !wire_get(o, "checkpoint_s"))
         return NULL;
-    if (parallel && wire_get(o, "checkpoint_s"))
-        return "checkpoint_s is for task arrays: a parallel job's ranks take inputs and "
-               "outputs, not checkpoints (docs/data.md \"Parallel jobs\")";
     struct filestore_limits lim = limits(M);
     if (parallel) /* issue 26: "task" names a rank, as at a batch site and a cluster */
         ntasks = wire_get_u64(o, "procs", 1);
