@@ -75,6 +75,17 @@ void files_h_ckpt(struct cluster *c, struct request *r);
  * one was recorded, "ckpt", "ckpt_issue"), and writing them (files_ckpt_nfields first:
  * it reads the record files_ckpt_pack writes). */
 uint32_t files_ckpt_nfields(struct cluster *c, const struct job *j, uint32_t idx);
+/* A checkpoint record read and unpacked (files_pckpt.c), kept until the next read: the
+ * start command's fields are counted, then packed, from one read. */
+struct files_rec {
+    void *val;
+    size_t vlen;
+    msgpack_unpacked up;
+    bool have; /* up holds a map with a "files" array */
+};
+void files_rec_clear(struct files_rec *r);
+/* Reads key of table into r (cleared first): true when r->have. */
+bool files_rec_get(struct cluster *c, int table, const void *key, size_t klen, struct files_rec *r);
 void files_ckpt_pack(struct cluster *c, const struct job *j, uint32_t idx, struct wire_buf *tb);
 /* Whether a checkpoint of one of j's tasks names the file of digest d. */
 bool files_ckpt_names(struct cluster *c, const struct job *j, const uint8_t d[SHA256_LEN]);

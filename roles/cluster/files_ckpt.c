@@ -81,38 +81,19 @@ void files_h_ckpt(struct cluster *c, struct request *r)
 static struct {
     uint64_t job;
     uint32_t idx;
-    void *val;
-    size_t vlen;
-    msgpack_unpacked up;
-    bool have;
+    struct files_rec rec;
 } last;
-
-static void last_clear(void)
-{
-    if (last.have)
-        msgpack_unpacked_destroy(&last.up);
-    free(last.val);
-    last.val = NULL;
-    last.have = false;
-}
 
 uint32_t files_ckpt_nfields(struct cluster *c, const struct job *j, uint32_t idx)
 {
     uint8_t key[12];
-    last_clear();
+    files_rec_clear(&last.rec);
     if (!j->ckpt_s)
         return 0;
     last.job = j->id, last.idx = idx;
     store_key_u64_u32(key, j->id, idx);
-    if (store_get(c->store, c->t_ckpt, key, sizeof key, &last.val, &last.vlen) == 0) {
-        last.have = cluster_unpack_map(&last.up, last.val, last.vlen) == 0;
-        const msgpack_object *fl = last.have ? wire_get(&last.up.data, "files") : NULL;
-        if (last.have && (!fl || fl->type != MSGPACK_OBJECT_ARRAY)) {
-            msgpack_unpacked_destroy(&last.up);
-            last.have = false;
-        }
-    }
-    return 2 + 2 * last.have;
+    files_rec_get(c, c->t_ckpt, key, sizeof key, &last.rec);
+    return 2 + 2 * last.rec.have;
 }
 
 void files_ckpt_pack(struct cluster *c, const struct job *j, uint32_t idx, struct wire_buf *tb)
@@ -122,12 +103,12 @@ void files_ckpt_pack(struct cluster *c, const struct job *j, uint32_t idx, struc
         return;
     wire_put_u64(tb, "checkpoint_s", j->ckpt_s);
     wire_put_u64(tb, "ckpt_mb", (uint64_t)c->cfg.files_ckpt_mb);
-    if (last.have && last.job == j->id && last.idx == idx) {
+    if (last.rec.have && last.job == j->id && last.idx == idx) {
         wire_put_key(tb, "ckpt");
-        wire_pack_object(tb, wire_get(&last.up.data, "files"));
-        wire_put_u64(tb, "ckpt_issue", wire_get_u64(&last.up.data, "issue", 0));
+        wire_pack_object(tb, wire_get(&last.rec.up.data, "files"));
+        wire_put_u64(tb, "ckpt_issue", wire_get_u64(&last.rec.up.data, "issue", 0));
     }
-    last_clear();
+    files_rec_clear(&last.rec);
 }
 
 /* ---- finding and sweeping ---- */

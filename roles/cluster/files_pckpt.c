@@ -280,58 +280,59 @@ int files_pckpt_from(struct cluster *c, struct pjob *j, const msgpack_object *m)
 
 /* ---- a rank's start command ---- */
 
+void files_rec_clear(struct files_rec *r)
+{
+    if (r->have)
+        msgpack_unpacked_destroy(&r->up);
+    free(r->val);
+    r->val = NULL;
+    r->have = false;
+}
+
+bool files_rec_get(struct cluster *c, int table, const void *key, size_t klen, struct files_rec *r)
+{
+    files_rec_clear(r);
+    if (store_get(c->store, table, key, klen, &r->val, &r->vlen) != 0)
+        return false;
+    r->have = cluster_unpack_map(&r->up, r->val, r->vlen) == 0;
+    const msgpack_object *fl = r->have ? wire_get(&r->up.data, "files") : NULL;
+    if (r->have && (!fl || fl->type != MSGPACK_OBJECT_ARRAY)) {
+        msgpack_unpacked_destroy(&r->up);
+        r->have = false;
+    }
+    return r->have;
+}
+
 /* The record files_pckpt_cmd_nfields read for files_pckpt_cmd_pack (one at a time). */
 static struct {
     uint64_t job;
     uint32_t rank;
-    void *val;
-    size_t vlen;
-    msgpack_unpacked up;
-    bool have;
+    struct files_rec rec;
 } last;
-
-static void last_clear(void)
-{
-    if (last.have)
-        msgpack_unpacked_destroy(&last.up);
-    free(last.val);
-    last.val = NULL;
-    last.have = false;
-}
 
 uint32_t files_pckpt_cmd_nfields(struct cluster *c, const struct pjob *j, uint32_t rank)
 {
     uint8_t key[16];
-    last_clear();
+    files_rec_clear(&last.rec);
     if (!j->ckpt_s)
         return 0;
     last.job = j->id, last.rank = rank;
     pck_key(key, j->id, rank, j->ck_gen);
-    int rc = j->ck_have
-                 ? store_get(c->store, c->sd->t_pckpt, key, sizeof key, &last.val, &last.vlen)
-                 : -1;
-    if (rc != 0 && j->ck_have && j->ck_from) { /* copied in this turn: read the original */
+    bool got = j->ck_have && files_rec_get(c, c->sd->t_pckpt, key, sizeof key, &last.rec);
+    if (!got && j->ck_have && j->ck_from) { /* copied in this turn: read the original */
         pck_key(key, j->ck_from, rank, j->ck_gen);
-        rc = store_get(c->store, c->sd->t_pckpt, key, sizeof key, &last.val, &last.vlen);
+        got = files_rec_get(c, c->sd->t_pckpt, key, sizeof key, &last.rec);
     }
-    if (rc != 0 && j->ck_have)
+    if (!got && j->ck_have)
         log_warnx("parallel job %llu process %u: its checkpoint of generation %u cannot be read: "
                   "it starts from the start",
                   (unsigned long long)j->id, rank, j->ck_gen);
-    if (rc == 0) {
-        last.have = cluster_unpack_map(&last.up, last.val, last.vlen) == 0;
-        const msgpack_object *fl = last.have ? wire_get(&last.up.data, "files") : NULL;
-        if (last.have && (!fl || fl->type != MSGPACK_OBJECT_ARRAY)) {
-            msgpack_unpacked_destroy(&last.up);
-            last.have = false;
-        }
-    }
-    return 3 + 2 * last.have;
+    return 3 + 2 * last.rec.have;
 }
 
 uint32_t files_pckpt_cmd_files(void)
 {
-    const msgpack_object *fl = last.have ? wire_get(&last.up.data, "files") : NULL;
+    const msgpack_object *fl = last.rec.have ? wire_get(&last.rec.up.data, "files") : NULL;
     return fl ? fl->via.array.size : 0;
 }
 
@@ -343,14 +344,14 @@ void files_pckpt_cmd_pack(struct cluster *c, const struct pjob *j, uint32_t rank
     wire_put_u64(wb, "checkpoint_s", j->ckpt_s);
     wire_put_u64(wb, "ckpt_mb", (uint64_t)c->cfg.files_ckpt_mb);
     wire_put_u64(wb, "ckpt_run", j->requeues);
-    if (last.have && last.job == j->id && last.rank == rank) {
+    if (last.rec.have && last.job == j->id && last.rank == rank) {
         wire_put_key(wb, "ckpt");
-        wire_pack_object(wb, wire_get(&last.up.data, "files"));
+        wire_pack_object(wb, wire_get(&last.rec.up.data, "files"));
         wire_put_u64(wb, "ckpt_gen", j->ck_gen);
         log_info("parallel job %llu process %u starts from checkpoint generation %u",
                  (unsigned long long)j->id, rank, j->ck_gen);
     }
-    last_clear();
+    files_rec_clear(&last.rec);
 }
 
 /* ---- loading, finding, sweeping ---- */
