@@ -315,7 +315,7 @@ bool fileoffer_reply(struct fileoffer *o, void *role, void *peer, uint64_t key,
 /* ---- outputs copied back ---- */
 
 int fileoffer_take_chunk(struct filestore *fs, const struct wire_msg *m, uint64_t max,
-                         const char *from, const char *peer, char *why, size_t wl)
+                         const char *from, const char *peer, const char *user, char *why, size_t wl)
 {
     uint8_t d[SHA256_LEN];
     size_t hl, len;
@@ -338,7 +338,7 @@ int fileoffer_take_chunk(struct filestore *fs, const struct wire_msg *m, uint64_
     if (off == (f ? f->have : 0) && !(f && f->done) && (len || size == 0)) {
         int code;
         char err[400];
-        if (!filestore_append(fs, f, d, size, NULL, data, len, &code, err, sizeof err)) {
+        if (!filestore_append(fs, f, d, size, user, data, len, &code, err, sizeof err)) {
             snprintf(why, wl, "its outputs could not be copied from %s: %s", peer, err);
             return -1;
         }

@@ -87,12 +87,15 @@ bool fileoffer_reply(struct fileoffer *o, void *role, void *peer, uint64_t key,
  * One FILE_DATA chunk (m) of an output copied back from the peer, appended to fs when it
  * is the next one the store lacks (a repeated or out-of-step chunk is ignored: the
  * caller asks for what is missing). max: the largest file taken (UINT64_MAX: no limit). from: the
- * peer in texts ("the cluster", "its site"). Returns 0, or -1 with the reason in why (a
+ * peer in texts ("the cluster", "its site"). A file new here is charged to user (the
+ * job's owner: its outputs count in files.user_mb; NULL nobody). Returns 0, or -1 with
+ * the reason in why (a
  * bad hash, a chunk beyond the end, a size other than the one stored, a write that
  * failed).
  */
 int fileoffer_take_chunk(struct filestore *fs, const struct wire_msg *m, uint64_t max,
-                         const char *from, const char *peer, char *why, size_t wl);
+                         const char *from, const char *peer, const char *user, char *why,
+                         size_t wl);
 /* The fields of a FILE_GET (5) asking for the next chunk of output hash h (64 hex
  * digits) of task idx of the peer's job: from what the store holds of it (have, NULL:
  * nothing). */

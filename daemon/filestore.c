@@ -508,6 +508,16 @@ oom:
     return NULL;
 }
 
+int filestore_charge(struct filestore *fs, struct fsfile *f, const char *user)
+{
+    if (!f || !user || !*user || f->user[0])
+        return 0;
+    snprintf(f->user, sizeof f->user, "%s", user);
+    charge(fs, "", -(int64_t)f->size);
+    charge(fs, f->user, (int64_t)f->size);
+    return save(fs, f, false);
+}
+
 int filestore_drop(struct filestore *fs, struct fsfile *f)
 {
     char path[2048];

@@ -81,6 +81,11 @@ int filestore_each(struct filestore *fs,
 /* Removes a file: its bytes, its record, its index entry (f freed): 0, or -1 (out of
  * memory: the turn fails). */
 int filestore_drop(struct filestore *fs, struct fsfile *f);
+/* A whole file charged to nobody (a node's output) charged to user from now on (the
+ * job's owner, once a result names it: files.user_mb counts a user's outputs too); no
+ * change for a file charged to someone already, or user NULL or "". 0, or -1 (the
+ * record could not be buffered). */
+int filestore_charge(struct filestore *fs, struct fsfile *f, const char *user);
 /* Reads up to len bytes at off of a file into buf (a whole file, or the bytes received
  * so far of one being received: the caller keeps off + len within f->have): bytes read,
  * or -1 (errno). */

@@ -211,7 +211,18 @@ void files_task_pack(struct cluster *c, const struct job *j, uint32_t idx, struc
     msgpack_unpacked_destroy(&up);
 }
 
-const char *files_result_check(struct cluster *c, const msgpack_object *res, char *why, size_t wl)
+/* The i-th entry of a result's "files" as held here, or NULL. */
+static struct fsfile *result_file(struct cluster *c, const msgpack_object *fl, uint32_t i)
+{
+    const msgpack_object *e = &fl->via.array.ptr[i];
+    size_t hl;
+    const char *h = wire_get_str(e, "hash", &hl);
+    uint8_t d[SHA256_LEN];
+    return filestore_parse_hash(h, hl, d) < 0 ? NULL : filestore_find(c->files, d);
+}
+
+const char *files_result_check(struct cluster *c, const char *owner, const msgpack_object *res,
+                               char *why, size_t wl)
 {
     const msgpack_object *fl = wire_get(res, "files");
     for (uint32_t i = 0; fl && i < fl->via.array.size; i++) {
@@ -228,6 +239,9 @@ const char *files_result_check(struct cluster *c, const msgpack_object *res, cha
             return why;
         }
     }
+    for (uint32_t i = 0; fl && i < fl->via.array.size; i++)
+        if (filestore_charge(c->files, result_file(c, fl, i), owner) < 0)
+            c->turn_failed = true;
     return NULL;
 }
 

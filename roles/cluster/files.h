@@ -166,7 +166,10 @@ int files_job_attach(struct cluster *c, struct job *j, const msgpack_object *m);
  * writing them (right after: the checkpoint record read by the first is reused). */
 uint32_t files_task_nfields(struct cluster *c, const struct job *j, uint32_t idx);
 void files_task_pack(struct cluster *c, const struct job *j, uint32_t idx, struct wire_buf *tb);
-/* A result's "files" checked against the store: NULL, or why they cannot be kept. */
-const char *files_result_check(struct cluster *c, const msgpack_object *res, char *why, size_t wl);
+/* A result's "files" checked against the store: NULL, or why they cannot be kept. When
+ * they are kept, each is charged to owner (the job's user) unless charged already
+ * (docs/data.md "Limits": a user's outputs count in files.user_mb). */
+const char *files_result_check(struct cluster *c, const char *owner, const msgpack_object *res,
+                               char *why, size_t wl);
 
 #endif

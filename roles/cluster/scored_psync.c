@@ -61,7 +61,7 @@ static void take_entry(struct cluster *c, struct pjob *j, struct prank *p, const
         /* issue 26: the outputs it kept are recorded only when each is whole here */
         char fwhy[300];
         const char *fbad =
-            wire_get(e, "files") ? files_result_check(c, e, fwhy, sizeof fwhy) : NULL;
+            wire_get(e, "files") ? files_result_check(c, j->user, e, fwhy, sizeof fwhy) : NULL;
         /* a requeued job's killed run leaves no output (requeue.c) */
         if (j->state != PJ_REQUEUEING &&
             scored_output_put(c, j, (uint32_t)(p - j->ranks), e, fbad) < 0)

@@ -475,7 +475,8 @@ static int save_result(struct cluster *c, struct node *n, const msgpack_object *
     uint32_t keep = 0;
     char why[400];
     /* issue 26: output files not whole at the cluster are not recorded; the note says so */
-    const char *fbad = files_result_check(c, res, why, sizeof why);
+    const struct job *j = cluster_job_find(c, job);
+    const char *fbad = files_result_check(c, j ? j->user : NULL, res, why, sizeof why);
     for (const struct wire_field *f = wire_result_fields; f->key; f++)
         keep += wire_get(res, f->key) != NULL && !(fbad && !strncmp(f->key, "files", 5));
     wire_pack_map(&wb, keep + 2 + late + (fbad != NULL));

@@ -429,3 +429,22 @@ def test_another_users_upload_of_the_same_file_is_waited_for_not_spoiled(cluster
     assert "another user's upload of the same file is under way" in err, err
     assert stored_path(cl, h).read_bytes() == data
     assert cl.log().count("stored (") == 1, cl.log()
+
+
+def test_a_users_outputs_count_in_its_files_limit(cluster_factory, client_factory, tmp_path):
+    """Outputs uploaded by a node are charged to the job's owner once its result names
+    them (docs/data.md "Limits"), so files.user_mb bounds what a user's jobs leave too."""
+    keys = Keys(tmp_path / "keys").add("alice", "user").add("bob", "user")
+    cl = cluster_factory(dict(FAST, **keys.sets(), **{"files.user_mb": 2}))
+    client_factory(cl, sets=FAST_CLIENT)
+    alice, bob = keys.rpc(cl.endpoint, "alice"), keys.rpc(cl.endpoint, "bob")
+    jid = alice.ok("SUBMIT", "SUBMITTED", argv=["sh", "-c", "head -c 1500000 /dev/urandom > o.bin"],
+                   ntasks=1, outputs=["o.bin"])["job"]
+    j = wait_job(cl, jid)
+    f, = j["tasks"][0]["files"]
+    assert f["size"] == 1500000, j
+    small = os.urandom(700000)
+    r = alice.err("FILE_HAVE", "REFUSED", hash=sha(small), size=len(small))
+    assert "user alice holds 2 MB" in r["msg"] and "files.user_mb" in r["msg"], r
+    # bob's own limit is untouched by alice's outputs
+    assert not bob.ok("FILE_HAVE", "FILE_STATE", hash=sha(small), size=len(small))["done"]

@@ -378,3 +378,17 @@ def test_a_file_the_cluster_swept_meanwhile_is_sent_again(cluster_factory, clien
     job = run()
     assert job["job"]["state"] == "done", job
     assert stored_path(cl, h).read_bytes() == f.read_bytes()
+
+
+def test_outputs_copied_back_count_for_their_owner(cluster_factory, client_factory, batch_factory):
+    """The batch role's copy of a task's outputs is charged to the job's owner (its
+    files.user_mb), as the cluster's is (docs/data.md "Limits")."""
+    cl, b = grid(cluster_factory, client_factory, batch_factory, bsets={"files.user_mb": 2})
+    jid = b.client().ok("SUBMIT", "SUBMITTED", argv=["sh", "-c", "head -c 1500000 /dev/urandom > o.bin"],
+                        ntasks=1, outputs=["o.bin"], user="carol")["job"]
+    job = wait_batch(b, jid)
+    assert job["job"]["state"] == "done", job
+    small = os.urandom(700000)
+    r = b.client().err("FILE_HAVE", "REFUSED", hash=sha(small), size=len(small), user="carol")
+    assert "user carol holds 2 MB" in r["msg"], r
+    b.client().ok("FILE_HAVE", "FILE_STATE", hash=sha(small), size=len(small), user="dave")

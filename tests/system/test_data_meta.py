@@ -122,6 +122,19 @@ def test_a_users_files_beyond_the_spools_files_user_mb_are_refused(meta_factory,
     assert "alice holds 1 MB" in r.stderr, r.stderr
 
 
+def test_outputs_copied_back_to_the_spool_count_for_their_owner(cluster_factory, client_factory,
+                                                                 batch_factory, meta_factory):
+    cl, b = grid(cluster_factory, client_factory, batch_factory)
+    m = meta_factory({"site": b}, sets={"files.user_mb": 2})
+    jid = m.client().ok("SUBMIT", "SUBMITTED", argv=["sh", "-c", "head -c 1500000 /dev/urandom > o.bin"],
+                        ntasks=1, outputs=["o.bin"], user="carol")["job"]
+    job = wait_spool(m, jid)
+    assert job["job"]["state"] == "done", job
+    small = os.urandom(700000)
+    r = m.client().err("FILE_HAVE", "REFUSED", hash=sha(small), size=len(small), user="carol")
+    assert "user carol holds 2 MB" in r["msg"], r
+
+
 def test_checkpoint_s_goes_on_through_the_spool(cluster_factory, client_factory, batch_factory,
                                                 meta_factory):
     cl, b = grid(cluster_factory, client_factory, batch_factory)

@@ -297,7 +297,10 @@ static void data_reply(struct live *L, struct lclu *c, struct lpull *p, const st
 {
     char peer[BATCH_NAME_MAX + 16], note[700];
     snprintf(peer, sizeof peer, "cluster %s", c->name);
-    if (fileoffer_take_chunk(L->files, m, UINT64_MAX, "the cluster", peer, note, sizeof note) < 0)
+    struct ljob *j = NULL;
+    live_elem_find(L, p->eid, &j);
+    if (fileoffer_take_chunk(L->files, m, UINT64_MAX, "the cluster", peer, j ? j->user : NULL, note,
+                             sizeof note) < 0)
         pull_end(L, p, note);
     else
         pull_next(L, c, p); /* the rest of this file, or the next one */

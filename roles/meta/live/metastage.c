@@ -276,8 +276,9 @@ static void data_reply(struct meta *M, struct msite *s, struct mpull *p, const s
 {
     char peer[META_NAME_MAX + 16], note[700];
     snprintf(peer, sizeof peer, "site %s", s->name);
+    const struct mjob *j = meta_job_find(M, p->job);
     if (fileoffer_take_chunk(M->files, m, (uint64_t)M->cfg.files_job_mb << 20, "its site", peer,
-                             note, sizeof note) < 0)
+                             j ? j->user : NULL, note, sizeof note) < 0)
         pull_end(M, p, note);
     else
         pull_next(M, s, p); /* the rest of this file, or the next one */
