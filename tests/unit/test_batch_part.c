@@ -11,8 +11,11 @@
  * class its nodes are in. Capacities change too (a node's base class). Every
  * reservation by tasks must take the nodes a plain reference picks (resv.c's node
  * choice from bitmap words and classes). In half of the rounds the classes emptied by
- * releases are freed at every update (their ids reused). The seed is printed; set
- * BATCH_TEST_SEED to repeat a run.
+ * releases are freed at every update (their ids reused). The live reservation list
+ * and the name index (released slots kept out of the engine's passes) must hold
+ * exactly the live slots, ascending, and each live one's name; reservations named by
+ * the test reuse a few names (refused while one is live, free again once released).
+ * The seed is printed; set BATCH_TEST_SEED to repeat a run.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -188,6 +191,25 @@ static int32_t ref_pick(struct batch_engine *e, int32_t tasks, int64_t s, int64_
     return got >= tasks ? n : -1;
 }
 
+/* The live list and the name index against a pass over every slot. */
+static void check_live(struct batch_engine *e)
+{
+    int32_t x = 0;
+    for (int32_t r = 0; r < e->nresv; r++) {
+        const struct bresv *v = &e->resv[r];
+        if (v->live) {
+            assert_true(x < e->nrlive);
+            assert_int_equal(e->rlive[x++], r);
+            assert_int_equal(bs_resv_by_name(e, v->name), r);
+        } else {
+            int32_t o = bs_resv_by_name(e, v->name); /* none, or a later live namesake */
+            assert_true(o == -1 || (o != r && e->resv[o].live));
+        }
+    }
+    assert_int_equal(x, e->nrlive);
+    assert_int_equal(batch_resv_count(e), (size_t)e->nrlive);
+}
+
 static void step(struct batch_engine *e, int64_t *now, uint64_t *jid)
 {
     uint32_t what = rnd(100);
@@ -203,7 +225,13 @@ static void step(struct batch_engine *e, int64_t *now, uint64_t *jid)
             s = e->now;
         static int32_t want[NNODES];
         int32_t nw = ref_pick(e, q.tasks, s, s + q.duration, want);
-        char name[BATCH_NAME_MAX];
+        char name[BATCH_NAME_MAX], given[16];
+        if (rnd(4) == 0) { /* a name of a few: refused while a namesake is live */
+            snprintf(given, sizeof given, "adm%u", rnd(3));
+            q.name = given;
+            if (bs_resv_by_name(e, given) >= 0)
+                nw = -1;
+        }
         int rc = batch_resv_create(e, &q, *now, name, sizeof name, why, sizeof why);
         assert_int_equal(rc, nw >= 0 ? 0 : -1);
         struct batch_resv_info ri;
@@ -315,6 +343,7 @@ static void test_random_resv(void **state)
             assert_int_equal(bs_engine_regroup(e), 0);
             check_groups(e);
             check_busy(e);
+            check_live(e);
             if (rnd(8) == 0) { /* from scratch: the same groups */
                 e->part.ok = false;
                 assert_int_equal(bs_engine_regroup(e), 0);

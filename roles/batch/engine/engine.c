@@ -74,6 +74,8 @@ void batch_engine_destroy(struct batch_engine **ep)
         free(e->resv[i].nodes);
     }
     free(e->resv);
+    free(e->rlive);
+    bs_strmap_free(&e->resvmap);
     for (int32_t i = 0; i < e->njobs; i++) {
         free(e->jobs[i].nodes);
         free(e->jobs[i].runs);

@@ -42,6 +42,8 @@ struct strmap { /* string -> int32, open addressing; keys are copied */
 };
 int32_t bs_strmap_get(const struct strmap *m, const char *k);  /* -1 if missing */
 int bs_strmap_put(struct strmap *m, const char *k, int32_t v); /* 0 / -1 ENOMEM */
+/* Sets key k's value if k is in m (never allocates); whether it was. */
+bool bs_strmap_set(struct strmap *m, const char *k, int32_t v);
 void bs_strmap_free(struct strmap *m);
 
 struct idmap { /* uint64 -> int32, open addressing, backward-shift deletion */
@@ -345,8 +347,16 @@ struct batch_engine {
     struct bpool *pools;
     int32_t npools;
 
+    /* Every reservation ever made, at a slot that never changes (released ones stay:
+     * jobs, classes and groups name slots, and slot order is the groups' key order).
+     * The hot passes read only the live ones: rlive holds their slots ascending (the
+     * order of a pass over all slots), resvmap a live one's slot by name (-1 once
+     * released). Kept by bs_resv_live_add / bs_resv_live_drop (state.c) alone. */
     struct bresv *resv;
     int32_t nresv, capresv;
+    int32_t *rlive;
+    int32_t nrlive, caprlive;
+    struct strmap resvmap;
     int64_t resv_seq;
 
     struct bjob *jobs;
@@ -455,6 +465,17 @@ void bs_engine_fill_all(struct batch_engine *e);
 int bs_engine_job_runs(struct batch_engine *e, struct bjob *j);
 void bs_engine_fit_refresh(struct batch_engine *e, struct bjob *j);
 bool bs_engine_admits(const struct batch_engine *e, const struct bresv *r, const struct bjob *j);
+/* Makes reservation slot r (filled, its name set, above every live slot) live: listed
+ * in rlive and by name. 0, or -1 (ENOMEM: nothing changed). */
+int bs_resv_live_add(struct batch_engine *e, int32_t r);
+/* Slot r is no longer live: out of rlive, and its name freed unless another slot
+ * holds it now. Never fails. */
+void bs_resv_live_drop(struct batch_engine *e, int32_t r);
+/* The live slot named `name`, -1. */
+static inline int32_t bs_resv_by_name(const struct batch_engine *e, const char *name)
+{
+    return bs_strmap_get(&e->resvmap, name);
+}
 /* Set bits of x, inline (without -mpopcnt, __builtin_popcountll is a libgcc call). */
 static inline int32_t bs_pop64(uint64_t x)
 {

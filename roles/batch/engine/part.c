@@ -418,12 +418,10 @@ static int reset(struct batch_engine *e)
         if (e->nbase[i] >= 0 && class_add(e, e->nbase[i], i) < 0)
             return -1;
     }
-    for (int32_t r = 0; r < e->nresv; r++)
-        if (e->resv[r].live) {
-            if (VEC_RESERVE(p->fresh, p->capfresh, p->nfresh + 1) < 0)
-                return -1;
-            p->fresh[p->nfresh++] = r;
-        }
+    if (VEC_RESERVE(p->fresh, p->capfresh, e->nrlive + 1) < 0)
+        return -1;
+    memcpy(p->fresh, e->rlive, (size_t)e->nrlive * sizeof *p->fresh);
+    p->nfresh = e->nrlive;
     p->rerun_all = true;
     p->ok = true;
     return 0;

@@ -211,11 +211,12 @@ int bs_plan_fits_now(struct batch_engine *e, const struct bjob *j, int32_t *cnt)
 /* Whether some live reservation names job j in its ACL job list. */
 static bool job_bound(const struct batch_engine *e, const struct bjob *j)
 {
-    for (int32_t r = 0; r < e->nresv; r++)
-        if (e->resv[r].live)
-            for (int32_t i = 0; i < e->resv[r].njobs; i++)
-                if (e->resv[r].jobs[i] == j->id)
-                    return true;
+    for (int32_t x = 0; x < e->nrlive; x++) {
+        const struct bresv *v = &e->resv[e->rlive[x]];
+        for (int32_t i = 0; i < v->njobs; i++)
+            if (v->jobs[i] == j->id)
+                return true;
+    }
     return false;
 }
 

@@ -34,10 +34,7 @@ __attribute__((format(printf, 3, 4))) static int fail(char *why, size_t len, con
 
 static int32_t resv_by_name(const struct batch_engine *e, const char *name)
 {
-    for (int32_t r = 0; r < e->nresv; r++)
-        if (e->resv[r].live && strcmp(e->resv[r].name, name) == 0)
-            return r;
-    return -1;
+    return bs_resv_by_name(e, name);
 }
 
 /* Why node n cannot be held over [s, t): NULL if it can; the text goes in buf. */
@@ -55,9 +52,9 @@ static const char *node_busy(struct batch_engine *e, int32_t n, int64_t s, int64
                  e->jobs[js].end_est);
         return buf;
     }
-    for (int32_t r = 0; r < e->nresv; r++) {
-        const struct bresv *v = &e->resv[r];
-        if (!v->live || v->start >= t || v->end <= s)
+    for (int32_t x = 0; x < e->nrlive; x++) {
+        const struct bresv *v = &e->resv[e->rlive[x]];
+        if (v->start >= t || v->end <= s)
             continue;
         for (int32_t i = 0; i < v->nnodes; i++)
             if (v->nodes[i] == n) {
@@ -134,8 +131,8 @@ static void nodes_held(struct batch_engine *e, int64_t s, int64_t t, uint64_t *h
     }
     const struct bpart *p = &e->part;
     if (!p->ok || !e->nbase_ok) { /* the classes may not hold every up node: by nodes */
-        for (int32_t r = 0; r < e->nresv; r++)
-            resv_held(e, r, s, t, held);
+        for (int32_t x = 0; x < e->nrlive; x++)
+            resv_held(e, e->rlive[x], s, t, held);
         return;
     }
     /* The up nodes of the reservations counted in the classes are those of the classes
@@ -363,7 +360,11 @@ int batch_resv_create(struct batch_engine *e, const struct batch_resv_req *q, in
     r->grid = q->grid;
     r->created = e->now;
     r->pool = -1;
-    r->live = true;
+    if (bs_resv_live_add(e, e->nresv) < 0) {
+        resv_free(r);
+        errno = ENOMEM;
+        return fail(why, why_len, "out of memory");
+    }
     bs_part_note_resv(e, e->nresv);
     e->nresv++;
     e->groups_dirty = true; /* regrouped once at the next cycle or estimate (as a release) */
@@ -381,7 +382,7 @@ int batch_resv_release(struct batch_engine *e, const char *name)
         errno = ENOENT;
         return -1;
     }
-    e->resv[r].live = false;
+    bs_resv_live_drop(e, r);
     e->groups_dirty = true;
     e->moveup_due = true; /* its nodes may let another grid reservation move up */
     bs_engine_memo_clear(e);
@@ -406,10 +407,7 @@ static void resv_info(const struct batch_engine *e, int32_t r, struct batch_resv
 
 size_t batch_resv_count(const struct batch_engine *e)
 {
-    size_t n = 0;
-    for (int32_t r = 0; r < e->nresv; r++)
-        n += e->resv[r].live;
-    return n;
+    return (size_t)e->nrlive;
 }
 
 int batch_resv_get(const struct batch_engine *e, size_t i, struct batch_resv_info *out)
@@ -418,10 +416,9 @@ int batch_resv_get(const struct batch_engine *e, size_t i, struct batch_resv_inf
     int32_t prev = -1;
     for (size_t k = 0; k <= i; k++) {
         int32_t best = -1;
-        for (int32_t r = 0; r < e->nresv; r++) {
+        for (int32_t x = 0; x < e->nrlive; x++) {
+            int32_t r = e->rlive[x];
             const struct bresv *v = &e->resv[r];
-            if (!v->live)
-                continue;
             if (prev >= 0) {
                 const struct bresv *p = &e->resv[prev];
                 if (v->start < p->start || (v->start == p->start && strcmp(v->name, p->name) <= 0))
@@ -456,10 +453,8 @@ size_t batch_resv_on_node(const struct batch_engine *e, int32_t node, const char
                           size_t max)
 {
     size_t n = 0;
-    for (int32_t r = 0; r < e->nresv; r++) {
-        const struct bresv *v = &e->resv[r];
-        if (!v->live)
-            continue;
+    for (int32_t x = 0; x < e->nrlive; x++) {
+        const struct bresv *v = &e->resv[e->rlive[x]];
         for (int32_t i = 0; i < v->nnodes; i++)
             if (v->nodes[i] == node) {
                 if (n < max)

@@ -288,3 +288,32 @@ bool bs_engine_admits(const struct batch_engine *e, const struct bresv *r, const
             return true;
     return false;
 }
+
+int bs_resv_live_add(struct batch_engine *e, int32_t r)
+{
+    if (VEC_RESERVE(e->rlive, e->caprlive, e->nrlive + 1) < 0 ||
+        bs_strmap_put(&e->resvmap, e->resv[r].name, r) < 0)
+        return -1;
+    e->rlive[e->nrlive++] = r;
+    e->resv[r].live = true;
+    return 0;
+}
+
+void bs_resv_live_drop(struct batch_engine *e, int32_t r)
+{
+    int32_t lo = 0, hi = e->nrlive; /* the first listed slot >= r */
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (e->rlive[mid] < r)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < e->nrlive && e->rlive[lo] == r) {
+        memmove(e->rlive + lo, e->rlive + lo + 1, (size_t)(e->nrlive - lo - 1) * sizeof *e->rlive);
+        e->nrlive--;
+    }
+    if (bs_strmap_get(&e->resvmap, e->resv[r].name) == r)
+        bs_strmap_set(&e->resvmap, e->resv[r].name, -1);
+    e->resv[r].live = false;
+}
