@@ -518,6 +518,12 @@ void bs_part_free(struct bpart *p);
 /* ---- plan.c ---- */
 int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjob *j, int64_t t0,
                           int64_t tmax, bool est, int32_t *cnt);
+/* bs_plan_pool_find for repeated searches of one job in one pool: *memo -1 at the
+ * first, which computes the job's groups of the pool and keeps their count there;
+ * later calls (nothing else searching, regrouping or planning between them) reuse
+ * them. */
+int64_t bs_plan_pool_find_memo(struct batch_engine *e, int32_t pool, const struct bjob *j,
+                               int64_t t0, int64_t tmax, bool est, int32_t *cnt, int32_t *memo);
 /* Whether pool pi's reservation has not begun and its nodes are all free in the plan
  * from now until it does (an early start of its bound job could pull it forward). */
 bool bs_plan_pull_free(struct batch_engine *e, int32_t pi);

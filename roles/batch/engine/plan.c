@@ -130,6 +130,12 @@ static int64_t multi_find(struct batch_engine *e, const struct bpool *p, const s
     int32_t capbuf[64], *capn = j->ppn <= 0 ? NULL : nk <= 64 ? capbuf : malloc(nk * sizeof *capn);
     for (int32_t i = 0; capn && i < nk; i++)
         capn[i] = ppn_node_cap(e, &e->groups[p->gid[e->scr_k[i]]], j, e->scr_kpn[i]);
+    /* per candidate group, its first breakpoint after the last t (t only grows, so it
+     * stays the next one until t reaches it: a search over G groups reads G times, not
+     * G profiles, at each step); out of memory: every profile read at every step */
+    int64_t nbuf[64], *nxt = nk <= 64 ? nbuf : malloc((size_t)nk * sizeof *nxt);
+    for (int32_t i = 0; nxt && i < nk; i++)
+        nxt[i] = INT64_MIN;
     int64_t found = BATCH_NEVER;
     for (int64_t t = t0;;) {
         int64_t tasks = 0, end = add_sat(t, j->walltime);
@@ -142,9 +148,16 @@ static int64_t multi_find(struct batch_engine *e, const struct bpool *p, const s
             found = t;
             break;
         }
+        if (t >= tmax) /* no later candidate may be tried */
+            break;
         int64_t nt = PROFILE_INF;
         for (int32_t i = 0; i < nk; i++) {
-            int64_t x = bs_profile_next(&pr[e->scr_k[i]], t);
+            int64_t x = nxt ? nxt[i] : INT64_MIN;
+            if (x <= t) {
+                x = bs_profile_next(&pr[e->scr_k[i]], t);
+                if (nxt)
+                    nxt[i] = x;
+            }
             if (x < nt)
                 nt = x;
         }
@@ -154,11 +167,19 @@ static int64_t multi_find(struct batch_engine *e, const struct bpool *p, const s
     }
     if (capn != capbuf)
         free(capn);
+    if (nxt != nbuf)
+        free(nxt);
     return found;
 }
 
 int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjob *j, int64_t t0,
                           int64_t tmax, bool est, int32_t *cnt)
+{
+    return bs_plan_pool_find_memo(e, pool, j, t0, tmax, est, cnt, NULL);
+}
+
+int64_t bs_plan_pool_find_memo(struct batch_engine *e, int32_t pool, const struct bjob *j,
+                               int64_t t0, int64_t tmax, bool est, int32_t *cnt, int32_t *memo)
 {
     const struct bpool *p = &e->pools[pool];
     const struct profile *pr = est ? p->est : p->plan;
@@ -178,7 +199,9 @@ int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjo
             cnt[j->gen_gi] = j->gen_need;
         return t;
     }
-    int32_t nk = compat_groups(e, p, j);
+    int32_t nk = memo && *memo >= 0 ? *memo : compat_groups(e, p, j);
+    if (memo)
+        *memo = nk;
     if (nk == 0)
         return BATCH_NEVER;
     if (nk == 1) {
