@@ -51,6 +51,7 @@ void batch_engine_destroy(struct batch_engine **ep)
         return;
     int saved = errno;
     bs_engine_groups_free(e);
+    bs_engine_pspare_free(e);
     for (int32_t i = 0; i < e->nnodes; i++)
         free(e->nodes[i].name);
     free(e->nodes);

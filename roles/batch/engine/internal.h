@@ -346,6 +346,10 @@ struct batch_engine {
 
     struct bpool *pools;
     int32_t npools;
+    /* group.c: the profiles of the last pools, kept for the next ones (a regrouping
+     * per reservation made or released: their blocks not freed and allocated again) */
+    struct profile *pspare;
+    int32_t npspare, cappspare;
 
     /* Every reservation ever made, at a slot that never changes (released ones stay:
      * jobs, classes and groups name slots, and slot order is the groups' key order).
@@ -551,7 +555,10 @@ int32_t bs_plan_free_now(const struct batch_engine *e);
 int bs_cycle_plan_skipped(struct batch_engine *e);
 
 /* ---- group.c ---- */
+/* Frees the groups and pools; their profiles are kept for the next pools. */
 void bs_engine_groups_free(struct batch_engine *e);
+/* Frees the profiles bs_engine_groups_free kept. */
+void bs_engine_pspare_free(struct batch_engine *e);
 int bs_engine_regroup(struct batch_engine *e);
 int bs_engine_rebuild_base(struct batch_engine *e);
 

@@ -420,7 +420,8 @@ static int reset(struct batch_engine *e)
     }
     if (VEC_RESERVE(p->fresh, p->capfresh, e->nrlive + 1) < 0)
         return -1;
-    memcpy(p->fresh, e->rlive, (size_t)e->nrlive * sizeof *p->fresh);
+    if (e->nrlive > 0) /* rlive is NULL before the first reservation */
+        memcpy(p->fresh, e->rlive, (size_t)e->nrlive * sizeof *p->fresh);
     p->nfresh = e->nrlive;
     p->rerun_all = true;
     p->ok = true;
