@@ -13,7 +13,8 @@
  * choice from bitmap words and classes). In half of the rounds the classes emptied by
  * releases are freed at every update (their ids reused). The live reservation list
  * and the name index (released slots kept out of the engine's passes) must hold
- * exactly the live slots, ascending, and each live one's name; reservations named by
+ * exactly the live slots, ascending, and each live one's name, and every reservation's
+ * bitmap words exactly its nodes; reservations named by
  * the test reuse a few names (refused while one is live, free again once released).
  * The seed is printed; set BATCH_TEST_SEED to repeat a run.
  */
@@ -191,12 +192,25 @@ static int32_t ref_pick(struct batch_engine *e, int32_t tasks, int64_t s, int64_
     return got >= tasks ? n : -1;
 }
 
-/* The live list and the name index against a pass over every slot. */
+/* The live list and the name index against a pass over every slot; each reservation's
+ * bitmap words hold its nodes. */
 static void check_live(struct batch_engine *e)
 {
     int32_t x = 0;
     for (int32_t r = 0; r < e->nresv; r++) {
         const struct bresv *v = &e->resv[r];
+        static uint64_t a[(NNODES + 63) / 64], b[(NNODES + 63) / 64];
+        memset(a, 0, sizeof a);
+        memset(b, 0, sizeof b);
+        for (int32_t i = 0; i < v->nnodes; i++)
+            a[v->nodes[i] / 64] |= 1ULL << (v->nodes[i] % 64);
+        assert_non_null(v->words);
+        for (int32_t i = 0; i < v->nwords; i++) {
+            assert_true(v->words[i].word >= 0 && v->words[i].word < (NNODES + 63) / 64);
+            assert_int_equal(b[v->words[i].word] & v->words[i].mask, 0); /* each node once */
+            b[v->words[i].word] |= v->words[i].mask;
+        }
+        assert_memory_equal(a, b, sizeof a);
         if (v->live) {
             assert_true(x < e->nrlive);
             assert_int_equal(e->rlive[x++], r);

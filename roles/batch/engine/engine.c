@@ -73,6 +73,7 @@ void batch_engine_destroy(struct batch_engine **ep)
             free(e->resv[i].acl[k]);
         free(e->resv[i].jobs);
         free(e->resv[i].nodes);
+        free(e->resv[i].words);
     }
     free(e->resv);
     free(e->rlive);

@@ -175,6 +175,12 @@ struct bpool {
     struct profile *base, *plan, *est; /* ng each */
 };
 
+/* Nodes of a reservation in one bitmap word (nodes 64 word .. 64 word + 63). */
+struct bword {
+    int32_t word;
+    uint64_t mask;
+};
+
 struct bresv {
     bool live;
     bool grid;       /* batch_resv_req.grid */
@@ -187,6 +193,10 @@ struct bresv {
     int32_t njobs;
     int32_t *nodes;
     int32_t nnodes;
+    /* the nodes again as bitmap words (the partition moves them in and out a word at a
+     * time), NULL: read the node list (bs_resv_words) */
+    struct bword *words;
+    int32_t nwords;
     int32_t tasks;
     struct batch_res per_task;
     int32_t pool;    /* pool index while it lasts, -1 otherwise */
@@ -475,6 +485,9 @@ int bs_resv_live_add(struct batch_engine *e, int32_t r);
 /* Slot r is no longer live: out of rlive, and its name freed unless another slot
  * holds it now. Never fails. */
 void bs_resv_live_drop(struct batch_engine *e, int32_t r);
+/* Makes reservation slot r's bitmap words from its node list (a run of listed nodes
+ * in one word is one entry). 0, or -1 (ENOMEM: words left NULL, which is valid). */
+int bs_resv_words(struct batch_engine *e, int32_t r);
 /* The live slot named `name`, -1. */
 static inline int32_t bs_resv_by_name(const struct batch_engine *e, const char *name)
 {

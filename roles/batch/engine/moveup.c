@@ -114,6 +114,9 @@ static int relay(struct batch_engine *e, int32_t r, int32_t *nodes, int32_t n, i
         return -1;
     v->nodes = nodes;
     v->nnodes = n;
+    v->words = NULL; /* the old slot keeps its own (the partition moves them back) */
+    v->nwords = 0;
+    (void)bs_resv_words(e, e->nresv);
     v->end = start + (old->end - old->start);
     v->start = start;
     v->created = e->now;

@@ -379,11 +379,17 @@ static int move_word(struct batch_engine *e, int32_t w, uint64_t mask, int32_t r
     return 0;
 }
 
-/* Moves the nodes of reservation slot r (listed in any order; runs of nodes in one
- * bitmap word moved together) as move_word does. 0 or -1. */
+/* Moves the nodes of reservation slot r (its bitmap words, else its node list in any
+ * order: runs of nodes in one bitmap word moved together) as move_word does. 0 or -1. */
 static int move_resv(struct batch_engine *e, int32_t r, bool add, struct move_memo *m)
 {
     const struct bresv *v = &e->resv[r];
+    if (v->words) {
+        for (int32_t x = 0; x < v->nwords; x++)
+            if (move_word(e, v->words[x].word, v->words[x].mask, r, add, m) < 0)
+                return -1;
+        return 0;
+    }
     int32_t w = -1;
     uint64_t mask = 0;
     for (int32_t x = 0; x < v->nnodes; x++) {

@@ -279,6 +279,7 @@ static void resv_free(struct bresv *r)
         free(r->acl[k]);
     free(r->jobs);
     free(r->nodes);
+    free(r->words);
     memset(r, 0, sizeof *r);
 }
 
@@ -360,6 +361,7 @@ int batch_resv_create(struct batch_engine *e, const struct batch_resv_req *q, in
     r->grid = q->grid;
     r->created = e->now;
     r->pool = -1;
+    (void)bs_resv_words(e, e->nresv); /* without them the partition reads the nodes */
     if (bs_resv_live_add(e, e->nresv) < 0) {
         resv_free(r);
         errno = ENOMEM;

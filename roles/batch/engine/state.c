@@ -317,3 +317,23 @@ void bs_resv_live_drop(struct batch_engine *e, int32_t r)
         bs_strmap_set(&e->resvmap, e->resv[r].name, -1);
     e->resv[r].live = false;
 }
+
+int bs_resv_words(struct batch_engine *e, int32_t r)
+{
+    struct bresv *v = &e->resv[r];
+    struct bword *w = malloc(((size_t)v->nnodes + 1) * sizeof *w);
+    int32_t n = 0;
+    if (!w)
+        return -1;
+    for (int32_t x = 0; x < v->nnodes; x++) {
+        int32_t i = v->nodes[x];
+        if (n == 0 || w[n - 1].word != i / 64)
+            w[n++] = (struct bword){i / 64, 0};
+        w[n - 1].mask |= 1ULL << (i % 64);
+    }
+    struct bword *fit = realloc(w, ((size_t)n + 1) * sizeof *w);
+    free(v->words);
+    v->words = fit ? fit : w;
+    v->nwords = n;
+    return 0;
+}
