@@ -19,23 +19,40 @@ static int64_t add_sat(int64_t a, int64_t b)
     return a > INT64_MAX - b ? INT64_MAX : a + b;
 }
 
+/* Whether groups a and b have the same class, features and capacity (what
+ * compat_groups reads of a group): groups differing only by their reservations. */
+static bool same_base(const struct bgroup *a, const struct bgroup *b)
+{
+    return a->cls == b->cls && a->fset == b->fset && a->cap.procs == b->cap.procs &&
+           a->cap.mem == b->cap.mem && a->cap.disk == b->cap.disk && a->cap.swap == b->cap.swap;
+}
+
 /* Collects the positions of pool p's groups job j may use (scr_k) with tasks per
- * node (scr_kpn), most tasks per node first; returns how many. */
+ * node (scr_kpn), most tasks per node first; returns how many. Groups in key order
+ * come base class first: a group like the one before it (by its reservations alone)
+ * is judged as that one was, without matching its features again. */
 static int32_t compat_groups(struct batch_engine *e, const struct bpool *p, const struct bjob *j)
 {
     struct constraint_count v[CONSTRAINT_NAMES_MAX];
     uint32_t left[CONSTRAINT_NAMES_MAX];
     int nv = bs_engine_counts(j, v, left);
-    int32_t nk = 0;
+    int32_t nk = 0, kpn = 0, cn = 0;
+    const struct bgroup *prev = NULL;
+    bool ok = false;
     for (int32_t k = 0; k < p->ng; k++) {
         const struct bgroup *g = &e->groups[p->gid[k]];
-        if (!bs_engine_group_ok(e, g, j))
+        if (!prev || !same_base(prev, g)) {
+            ok = bs_engine_group_ok(e, g, j);
+            kpn = ok ? bs_engine_job_kpn(&g->cap, j) : 0;
+            cn = ok && nv ? bs_pop64(bs_engine_group_names(e, g, v, nv)) : 0;
+        }
+        prev = g;
+        if (!ok)
             continue;
         /* constraint counts (issue 27): groups holding more of the counted names first;
          * then most tasks per node; among equals, nodes of the job's own class before
          * unclassed ones (which every class may use) */
-        int32_t kpn = bs_engine_job_kpn(&g->cap, j), i = nk++;
-        int32_t cn = nv ? bs_pop64(bs_engine_group_names(e, g, v, nv)) : 0;
+        int32_t i = nk++;
         bool own = g->cls >= 0;
         for (; i > 0; i--) {
             const struct bgroup *o = &e->groups[p->gid[e->scr_k[i - 1]]];
