@@ -61,6 +61,7 @@ void batch_engine_destroy(struct batch_engine **ep)
     free(e->scr_held);
     free(e->scr_pick);
     free(e->scr_basek);
+    free(e->scr_words);
     bs_part_free(&e->part);
     free(e->base_rep);
     bs_strmap_free(&e->nodemap);

@@ -326,6 +326,10 @@ struct batch_engine {
     int32_t *scr_pick;
     int32_t cappick;
     int32_t *scr_basek; /* tasks per node of each base class */
+    /* the chosen nodes as bitmap words when the choice made them (pick_by_base), else
+     * nscr_words -1 */
+    struct bword *scr_words;
+    int32_t nscr_words, capscr_words;
     int32_t capbasek;
     int32_t nlazy; /* running jobs with nodes_lazy */
     struct strmap nodemap;

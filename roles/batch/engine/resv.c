@@ -169,7 +169,8 @@ static int pick_by_base(struct batch_engine *e, const struct batch_resv_req *q, 
                         const uint64_t *held, int64_t s, int64_t t, int32_t *out, char *why,
                         size_t len)
 {
-    if (VEC_RESERVE(e->scr_basek, e->capbasek, e->nbases + 1) < 0)
+    if (VEC_RESERVE(e->scr_basek, e->capbasek, e->nbases + 1) < 0 ||
+        VEC_RESERVE(e->scr_words, e->capscr_words, (e->nnodes + 63) / 64 + 1) < 0)
         return fail(why, len, "out of memory");
     int32_t *kb = e->scr_basek, n = 0, words = (e->nnodes + 63) / 64;
     for (int32_t b = 0; b < e->nbases; b++) {
@@ -181,8 +182,9 @@ static int pick_by_base(struct batch_engine *e, const struct batch_resv_req *q, 
             kb[b] = 0;
     }
     int64_t tasks = 0;
+    int32_t nw = 0;
     for (int32_t w = 0; w < words && tasks < q->tasks; w++) {
-        uint64_t avail = ~held[w];
+        uint64_t avail = ~held[w], took = 0;
         if (w == words - 1 && e->nnodes % 64)
             avail &= (1ULL << (e->nnodes % 64)) - 1;
         for (; avail && tasks < q->tasks; avail &= avail - 1) {
@@ -190,10 +192,16 @@ static int pick_by_base(struct batch_engine *e, const struct batch_resv_req *q, 
             if (b < 0 || kb[b] < 1) /* down, or not suitable */
                 continue;
             out[n++] = i;
+            took |= avail & -avail;
             tasks += kb[b];
         }
+        if (took)
+            e->scr_words[nw++] = (struct bword){w, took};
     }
-    return tasks < q->tasks ? not_enough(tasks, q, s, t, why, len) : n;
+    if (tasks < q->tasks)
+        return not_enough(tasks, q, s, t, why, len);
+    e->nscr_words = nw; /* the words of the nodes chosen */
+    return n;
 }
 
 /* Tasks x shape: free suitable nodes in index order until the tasks fit (a bitmap
@@ -342,6 +350,7 @@ int batch_resv_create(struct batch_engine *e, const struct batch_resv_req *q, in
         errno = ENOMEM;
         return fail(why, why_len, "out of memory");
     }
+    e->nscr_words = -1;
     int n = q->nnodes ? pick_named(e, q, s, t, e->scr_pick, why, why_len)
                       : pick_tasks(e, q, s, t, e->scr_pick, why, why_len);
     if (n >= 0 && (r->nodes = malloc(((size_t)n + 1) * sizeof *r->nodes)) && n > 0)
@@ -361,7 +370,12 @@ int batch_resv_create(struct batch_engine *e, const struct batch_resv_req *q, in
     r->grid = q->grid;
     r->created = e->now;
     r->pool = -1;
-    (void)bs_resv_words(e, e->nresv); /* without them the partition reads the nodes */
+    if (e->nscr_words >= 0 && (r->words = malloc(((size_t)e->nscr_words + 1) * sizeof *r->words))) {
+        memcpy(r->words, e->scr_words, (size_t)e->nscr_words * sizeof *r->words);
+        r->nwords = e->nscr_words;
+    } else {
+        (void)bs_resv_words(e, e->nresv); /* without them the partition reads the nodes */
+    }
     if (bs_resv_live_add(e, e->nresv) < 0) {
         resv_free(r);
         errno = ENOMEM;

@@ -322,15 +322,22 @@ int bs_resv_words(struct batch_engine *e, int32_t r)
 {
     struct bresv *v = &e->resv[r];
     struct bword *w = malloc(((size_t)v->nnodes + 1) * sizeof *w);
-    int32_t n = 0;
+    int32_t n = 0, cw = -1;
+    uint64_t m = 0;
     if (!w)
         return -1;
     for (int32_t x = 0; x < v->nnodes; x++) {
-        int32_t i = v->nodes[x];
-        if (n == 0 || w[n - 1].word != i / 64)
-            w[n++] = (struct bword){i / 64, 0};
-        w[n - 1].mask |= 1ULL << (i % 64);
+        uint32_t i = (uint32_t)v->nodes[x]; /* a node index: >= 0 */
+        if ((int32_t)(i >> 6) != cw) {
+            if (m)
+                w[n++] = (struct bword){cw, m};
+            cw = (int32_t)(i >> 6);
+            m = 0;
+        }
+        m |= 1ULL << (i & 63);
     }
+    if (m)
+        w[n++] = (struct bword){cw, m};
     struct bword *fit = realloc(w, ((size_t)n + 1) * sizeof *w);
     free(v->words);
     v->words = fit ? fit : w;
