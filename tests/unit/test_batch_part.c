@@ -369,9 +369,34 @@ static void test_random_resv(void **state)
     }
 }
 
+/* bs_run64 (the node loops go run by run): the runs of a word, lowest first, are its
+ * maximal runs of set bits, and together its bits; edge words included. */
+static void test_run64(void **state)
+{
+    (void)state;
+    rng = 88172645463325252ULL;
+    for (int round = 0; round < 20000; round++) {
+        uint64_t x = ((uint64_t)rnd(1u << 31) << 33) ^ ((uint64_t)rnd(1u << 31) << 2) ^ rnd(4);
+        if (round < 4) /* all, the top bit, the bottom bit, the top half */
+            x = (uint64_t[]){~0ULL, 1ULL << 63, 1, ~0ULL << 32}[round];
+        uint64_t seen = 0;
+        for (uint64_t b = x, run; b; b &= ~run) {
+            int32_t lo;
+            run = bs_run64(b, &lo);
+            assert_int_equal(lo, __builtin_ctzll(b));
+            assert_int_equal(run & ~b, 0);                        /* its bits are set */
+            assert_int_equal((run >> lo) & ((run >> lo) + 1), 0); /* one run from lo */
+            assert_int_equal(b & (run << 1) & ~run, 0);           /* maximal */
+            seen |= run;
+        }
+        assert_true(seen == x);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_run64),
         cmocka_unit_test(test_random_resv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

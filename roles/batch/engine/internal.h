@@ -506,6 +506,18 @@ static inline int32_t bs_pop64(uint64_t x)
     return (int32_t)((x * 0x0101010101010101ULL) >> 56);
 }
 
+/* The lowest run of consecutive set bits of x (not 0): its first bit in *lo, its
+ * bits as the return value (reservations and starts take runs of neighbouring nodes,
+ * so a loop over the nodes of a word goes run by run). */
+static inline uint64_t bs_run64(uint64_t x, int32_t *lo)
+{
+    int32_t l = __builtin_ctzll(x);
+    uint64_t up = ~(x >> l); /* the run's end: the first clear bit above l */
+    int32_t len = up ? __builtin_ctzll(up) : 64 - l;
+    *lo = l;
+    return len == 64 ? ~0ULL : ((1ULL << len) - 1) << l;
+}
+
 static inline void bs_engine_memo_clear(struct batch_engine *e)
 {
     e->bf_memo = false;

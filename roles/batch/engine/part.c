@@ -363,8 +363,12 @@ static int move_word(struct batch_engine *e, int32_t w, uint64_t mask, int32_t r
         c->nnodes -= cnt;
         d->mem[w - d->wlo] |= bits;
         d->nnodes += cnt;
-        for (uint64_t b = bits; b; b &= b - 1)
-            p->ncls[w * 64 + __builtin_ctzll(b)] = to;
+        for (uint64_t b = bits, run; b; b &= ~run) { /* run by run (a tight fill) */
+            int32_t lo, *nc = p->ncls + (size_t)w * 64;
+            run = bs_run64(b, &lo);
+            for (int32_t hi = lo + bs_pop64(run); lo < hi; lo++)
+                nc[lo] = to;
+        }
         for (uint64_t b = bits & e->busy[w], last = (uint64_t)-1; b; b &= b - 1) {
             int32_t s = e->node_job[w * 64 + __builtin_ctzll(b)]; /* valid for a busy node:
                                                                    * bs_engine_fill_all ran */

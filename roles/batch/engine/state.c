@@ -174,10 +174,14 @@ void bs_engine_fill_nodes(struct batch_engine *e, int32_t slot)
     int32_t k = 0;
     for (int32_t i = 0; i < j->nruns; i++) {
         const struct bjob_run *r = &j->runs[i];
-        for (uint64_t m = r->mask; m && k < j->nnodes; m &= m - 1) {
-            int32_t id = r->word * 64 + __builtin_ctzll(m);
-            e->node_job[id] = slot;
-            j->nodes[k++] = id;
+        for (uint64_t m = r->mask, run; m && k < j->nnodes; m &= ~run) { /* run by run */
+            int32_t lo, id;
+            run = bs_run64(m, &lo);
+            id = r->word * 64 + lo;
+            for (int32_t end = id + bs_pop64(run); id < end && k < j->nnodes; id++) {
+                e->node_job[id] = slot;
+                j->nodes[k++] = id;
+            }
         }
     }
     j->nodes_lazy = false;
