@@ -20,11 +20,14 @@
  * after u, or PROFILE_INF when none is left before hi. Successive calls of one search
  * never ask about an earlier u: cur (2 ng entries, INT64_MIN at first, NULL: none)
  * keeps each profile's next breakpoints after u and after u + wall - 1, read again
- * only once passed. */
+ * only once passed. *enter: whether the window reaches a new step there (else it only
+ * leaves steps: the window of the candidate holds no value the window of u did not,
+ * so no group has fewer nodes free over it than over u's). */
 static int64_t next_candidate(const struct profile *pr, int32_t ng, int64_t wall, int64_t u,
-                              int64_t hi, int64_t *cur)
+                              int64_t hi, int64_t *cur, bool *enter)
 {
     int64_t nx = PROFILE_INF, uw = u > INT64_MAX - (wall - 1) ? INT64_MAX : u + wall - 1;
+    int64_t nb = PROFILE_INF; /* the first candidate of the second kind */
     for (int32_t k = 0; k < ng; k++) {
         int64_t a = cur ? cur[2 * k] : INT64_MIN;
         if (a <= u) {
@@ -42,9 +45,12 @@ static int64_t next_candidate(const struct profile *pr, int32_t ng, int64_t wall
             if (cur)
                 cur[2 * k + 1] = b;
         }
-        if (b != PROFILE_INF && b - wall + 1 < nx)
-            nx = b - wall + 1; /* the first start whose window reaches b */
+        if (b != PROFILE_INF && b - wall + 1 < nb)
+            nb = b - wall + 1; /* the first start whose window reaches b */
     }
+    if (nb < nx)
+        nx = nb;
+    *enter = nb == nx;
     return nx > hi ? PROFILE_INF : nx;
 }
 
@@ -55,7 +61,11 @@ static int64_t next_candidate(const struct profile *pr, int32_t ng, int64_t wall
  * can only get worse as the window's end moves on), so only the candidates inside
  * a run are tested one by one. That keeps an estimate at a few searches of the
  * cached plan however long the queue behind it is (the first version tested every
- * candidate alone: 100 ms for a 64-way job behind 10,000 pending ones). */
+ * candidate alone: 100 ms for a 64-way job behind 10,000 pending ones). Inside a run,
+ * a candidate where the window only leaves steps stays feasible (every group's free
+ * nodes over it are at least those over the last one, and a start without counted
+ * constraint names needs only enough of them): only the candidates where the window
+ * reaches a new step are tested. */
 static int pool_windows(struct batch_engine *e, int32_t pi, const struct bjob *j, bool est,
                         int64_t now, struct batch_window **w, int32_t *nw, int32_t *cap)
 {
@@ -67,6 +77,7 @@ static int pool_windows(struct batch_engine *e, int32_t pi, const struct bjob *j
     for (int32_t k = 0; cur && k < 2 * p->ng; k++)
         cur[k] = INT64_MIN;
     int32_t memo = -1; /* the job's groups in the pool, found at the first search */
+    bool enter = true, monotone = !j->counted; /* more free nodes never hurt a start */
     for (int64_t t = lo; t != PROFILE_INF;) {
         int64_t f = bs_plan_pool_find_memo(e, pi, j, t, hi, est, NULL, &memo);
         if (f == BATCH_NEVER)
@@ -74,10 +85,11 @@ static int pool_windows(struct batch_engine *e, int32_t pi, const struct bjob *j
         int64_t to = hi;
         t = PROFILE_INF;
         for (int64_t u = f;;) {
-            int64_t nx = next_candidate(pr, p->ng, j->walltime, u, hi, cur);
+            int64_t nx = next_candidate(pr, p->ng, j->walltime, u, hi, cur, &enter);
             if (nx == PROFILE_INF)
                 break;
-            if (bs_plan_pool_find_memo(e, pi, j, nx, nx, est, NULL, &memo) != nx) {
+            if ((enter || !monotone) &&
+                bs_plan_pool_find_memo(e, pi, j, nx, nx, est, NULL, &memo) != nx) {
                 to = nx - 1;
                 t = nx;
                 break;
