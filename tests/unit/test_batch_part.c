@@ -13,8 +13,9 @@
  * choice from bitmap words and classes). In half of the rounds the classes emptied by
  * releases are freed at every update (their ids reused). The live reservation list
  * and the name index (released slots kept out of the engine's passes) must hold
- * exactly the live slots, ascending, and each live one's name, and every reservation's
- * bitmap words exactly its nodes; reservations named by
+ * exactly the live slots, ascending, and each live one's name, every live reservation's
+ * bitmap words exactly its nodes, and a released one no nodes left after an update;
+ * reservations named by
  * the test reuse a few names (refused while one is live, free again once released).
  * The seed is printed; set BATCH_TEST_SEED to repeat a run.
  */
@@ -192,13 +193,22 @@ static int32_t ref_pick(struct batch_engine *e, int32_t tasks, int64_t s, int64_
     return got >= tasks ? n : -1;
 }
 
-/* The live list and the name index against a pass over every slot; each reservation's
- * bitmap words hold its nodes. */
+/* The live list and the name index against a pass over every slot; each live
+ * reservation's bitmap words hold its nodes; a released one out of the classes has
+ * none left. */
 static void check_live(struct batch_engine *e)
 {
     int32_t x = 0;
     for (int32_t r = 0; r < e->nresv; r++) {
         const struct bresv *v = &e->resv[r];
+        if (!v->live) { /* after an update: its nodes freed, its name free or reused */
+            assert_null(v->words);
+            assert_null(v->nodes);
+            assert_int_equal(v->nnodes, 0);
+            int32_t o = bs_resv_by_name(e, v->name); /* none, or a later live namesake */
+            assert_true(o == -1 || (o != r && e->resv[o].live));
+            continue;
+        }
         static uint64_t a[(NNODES + 63) / 64], b[(NNODES + 63) / 64];
         memset(a, 0, sizeof a);
         memset(b, 0, sizeof b);
@@ -211,14 +221,9 @@ static void check_live(struct batch_engine *e)
             b[v->words[i].word] |= v->words[i].mask;
         }
         assert_memory_equal(a, b, sizeof a);
-        if (v->live) {
-            assert_true(x < e->nrlive);
-            assert_int_equal(e->rlive[x++], r);
-            assert_int_equal(bs_resv_by_name(e, v->name), r);
-        } else {
-            int32_t o = bs_resv_by_name(e, v->name); /* none, or a later live namesake */
-            assert_true(o == -1 || (o != r && e->resv[o].live));
-        }
+        assert_true(x < e->nrlive);
+        assert_int_equal(e->rlive[x++], r);
+        assert_int_equal(bs_resv_by_name(e, v->name), r);
     }
     assert_int_equal(x, e->nrlive);
     assert_int_equal(batch_resv_count(e), (size_t)e->nrlive);

@@ -409,12 +409,28 @@ static int move_resv(struct batch_engine *e, int32_t r, bool add, struct move_me
     return mask ? move_word(e, w, mask, r, add, m) : 0;
 }
 
+/* Frees the nodes of released reservation v: once they are out of the classes (or
+ * were never counted in them) nothing reads them, and a site keeps every slot it
+ * ever made (bresv), so they would add up. */
+static void resv_drop_nodes(struct bresv *v)
+{
+    free(v->nodes);
+    free(v->words);
+    v->nodes = NULL;
+    v->words = NULL;
+    v->nnodes = v->nwords = 0;
+}
+
 /* Starts again from the base classes: every up node in the class of its base class
  * and no reservation; every live reservation is then counted as new, and every
- * running job's bitmap words and busy bits are made again. 0 or -1. */
+ * running job's bitmap words and busy bits are made again (the released ones' nodes
+ * freed: a pass over every slot, as rare as a node changing). 0 or -1. */
 static int reset(struct batch_engine *e)
 {
     struct bpart *p = &e->part;
+    for (int32_t r = 0; r < e->nresv; r++)
+        if (!e->resv[r].live && e->resv[r].nodes)
+            resv_drop_nodes(&e->resv[r]);
     classes_free(p);
     p->nacc = p->nfresh = 0;
     if (bases_make(e) < 0 || VEC_RESERVE(p->ncls, p->capncls, e->nnodes + 1) < 0)
@@ -544,20 +560,23 @@ int bs_part_update(struct batch_engine *e)
     int32_t keep = 0;
     for (int32_t a = 0; a < p->nacc; a++) { /* released or ended since */
         int32_t r = p->acc[a];
-        const struct bresv *v = &e->resv[r];
+        struct bresv *v = &e->resv[r];
         if (v->live) {
             p->acc[keep++] = r;
             continue;
         }
         if (move_resv(e, r, false, &m) < 0)
             goto out;
+        resv_drop_nodes(v);
     }
     p->nacc = keep;
     for (int32_t f = 0; f < p->nfresh; f++) { /* created since (and still live) */
         int32_t r = p->fresh[f];
-        const struct bresv *v = &e->resv[r];
-        if (!v->live)
+        struct bresv *v = &e->resv[r];
+        if (!v->live) {
+            resv_drop_nodes(v); /* released before it was counted */
             continue;
+        }
         if (move_resv(e, r, true, &m) < 0)
             goto out;
         if (VEC_RESERVE(p->acc, p->capacc, p->nacc + 1) < 0)
