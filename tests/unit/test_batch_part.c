@@ -11,8 +11,13 @@
  * class its nodes are in. Capacities change too (a node's base class). Every
  * reservation by tasks must take the nodes a plain reference picks (resv.c's node
  * choice from bitmap words and classes). In half of the rounds the classes emptied by
- * releases are freed at every update (their ids reused). The seed is printed; set
- * BATCH_TEST_SEED to repeat a run.
+ * releases are freed at every update (their ids reused). The live reservation list
+ * and the name index (released slots kept out of the engine's passes) must hold
+ * exactly the live slots, ascending, and each live one's name, every live reservation's
+ * bitmap words exactly its nodes, and a released one no nodes left after an update;
+ * reservations named by
+ * the test reuse a few names (refused while one is live, free again once released).
+ * The seed is printed; set BATCH_TEST_SEED to repeat a run.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -188,6 +193,42 @@ static int32_t ref_pick(struct batch_engine *e, int32_t tasks, int64_t s, int64_
     return got >= tasks ? n : -1;
 }
 
+/* The live list and the name index against a pass over every slot; each live
+ * reservation's bitmap words hold its nodes; a released one out of the classes has
+ * none left. */
+static void check_live(struct batch_engine *e)
+{
+    int32_t x = 0;
+    for (int32_t r = 0; r < e->nresv; r++) {
+        const struct bresv *v = &e->resv[r];
+        if (!v->live) { /* after an update: its nodes freed, its name free or reused */
+            assert_null(v->words);
+            assert_null(v->nodes);
+            assert_int_equal(v->nnodes, 0);
+            int32_t o = bs_resv_by_name(e, v->name); /* none, or a later live namesake */
+            assert_true(o == -1 || (o != r && e->resv[o].live));
+            continue;
+        }
+        static uint64_t a[(NNODES + 63) / 64], b[(NNODES + 63) / 64];
+        memset(a, 0, sizeof a);
+        memset(b, 0, sizeof b);
+        for (int32_t i = 0; i < v->nnodes; i++)
+            a[v->nodes[i] / 64] |= 1ULL << (v->nodes[i] % 64);
+        assert_non_null(v->words);
+        for (int32_t i = 0; i < v->nwords; i++) {
+            assert_true(v->words[i].word >= 0 && v->words[i].word < (NNODES + 63) / 64);
+            assert_int_equal(b[v->words[i].word] & v->words[i].mask, 0); /* each node once */
+            b[v->words[i].word] |= v->words[i].mask;
+        }
+        assert_memory_equal(a, b, sizeof a);
+        assert_true(x < e->nrlive);
+        assert_int_equal(e->rlive[x++], r);
+        assert_int_equal(bs_resv_by_name(e, v->name), r);
+    }
+    assert_int_equal(x, e->nrlive);
+    assert_int_equal(batch_resv_count(e), (size_t)e->nrlive);
+}
+
 static void step(struct batch_engine *e, int64_t *now, uint64_t *jid)
 {
     uint32_t what = rnd(100);
@@ -203,7 +244,13 @@ static void step(struct batch_engine *e, int64_t *now, uint64_t *jid)
             s = e->now;
         static int32_t want[NNODES];
         int32_t nw = ref_pick(e, q.tasks, s, s + q.duration, want);
-        char name[BATCH_NAME_MAX];
+        char name[BATCH_NAME_MAX], given[16];
+        if (rnd(4) == 0) { /* a name of a few: refused while a namesake is live */
+            snprintf(given, sizeof given, "adm%u", rnd(3));
+            q.name = given;
+            if (bs_resv_by_name(e, given) >= 0)
+                nw = -1;
+        }
         int rc = batch_resv_create(e, &q, *now, name, sizeof name, why, sizeof why);
         assert_int_equal(rc, nw >= 0 ? 0 : -1);
         struct batch_resv_info ri;
@@ -315,6 +362,7 @@ static void test_random_resv(void **state)
             assert_int_equal(bs_engine_regroup(e), 0);
             check_groups(e);
             check_busy(e);
+            check_live(e);
             if (rnd(8) == 0) { /* from scratch: the same groups */
                 e->part.ok = false;
                 assert_int_equal(bs_engine_regroup(e), 0);
@@ -326,9 +374,34 @@ static void test_random_resv(void **state)
     }
 }
 
+/* bs_run64 (the node loops go run by run): the runs of a word, lowest first, are its
+ * maximal runs of set bits, and together its bits; edge words included. */
+static void test_run64(void **state)
+{
+    (void)state;
+    rng = 88172645463325252ULL;
+    for (int round = 0; round < 20000; round++) {
+        uint64_t x = ((uint64_t)rnd(1u << 31) << 33) ^ ((uint64_t)rnd(1u << 31) << 2) ^ rnd(4);
+        if (round < 4) /* all, the top bit, the bottom bit, the top half */
+            x = (uint64_t[]){~0ULL, 1ULL << 63, 1, ~0ULL << 32}[round];
+        uint64_t seen = 0;
+        for (uint64_t b = x, run; b; b &= ~run) {
+            int32_t lo;
+            run = bs_run64(b, &lo);
+            assert_int_equal(lo, __builtin_ctzll(b));
+            assert_int_equal(run & ~b, 0);                        /* its bits are set */
+            assert_int_equal((run >> lo) & ((run >> lo) + 1), 0); /* one run from lo */
+            assert_int_equal(b & (run << 1) & ~run, 0);           /* maximal */
+            seen |= run;
+        }
+        assert_true(seen == x);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_run64),
         cmocka_unit_test(test_random_resv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -97,9 +97,9 @@ static bool throttled(struct batch_engine *e, struct bjob *j)
 static int refresh(struct batch_engine *e, int64_t now)
 {
     e->now = now;
-    for (int32_t r = 0; r < e->nresv; r++)
-        if (e->resv[r].live && e->resv[r].end <= now) {
-            e->resv[r].live = false;
+    for (int32_t x = e->nrlive - 1; x >= 0; x--) /* backwards: a drop moves the later ones */
+        if (e->resv[e->rlive[x]].end <= now) {
+            bs_resv_live_drop(e, e->rlive[x]);
             e->groups_dirty = true;
         }
     if (now >= e->min_end) { /* some job may have outlived its walltime */
@@ -666,10 +666,12 @@ static bool overdue(const struct batch_engine *e, int32_t i, int64_t now)
 static int guard_one(struct batch_engine *e, int64_t until, int64_t since)
 {
     int n = 0;
-    for (int32_t r = 0; r < e->nresv; r++) {
-        struct bresv *v = &e->resv[r];
-        if (!v->live || !v->grid || v->running > 0 || v->start >= until || v->created >= since)
+    for (int32_t x = 0; x < e->nrlive;) { /* a release drops rlive[x]: the next moves in */
+        struct bresv *v = &e->resv[e->rlive[x]];
+        if (!v->grid || v->running > 0 || v->start >= until || v->created >= since) {
+            x++;
             continue;
+        }
         if (VEC_RESERVE(e->released, e->capreleased, e->nreleased + 1) < 0)
             return -1;
         struct batch_released *out = &e->released[e->nreleased++];
@@ -677,6 +679,8 @@ static int guard_one(struct batch_engine *e, int64_t until, int64_t since)
         out->job = v->njobs == 1 ? v->jobs[0] : 0;
         if (batch_resv_release(e, v->name) == 0)
             n++;
+        else
+            x++;
     }
     return n;
 }
@@ -879,8 +883,8 @@ int64_t batch_next_wakeup(const struct batch_engine *e)
 {
     int64_t t = BATCH_NEVER, bound = e->cfg.grid_wait_bound * e->cfg.unit_per_s;
     bool grid_resv = false;
-    for (int32_t r = 0; bound > 0 && r < e->nresv && !grid_resv; r++)
-        grid_resv = e->resv[r].live && e->resv[r].grid && e->resv[r].running == 0;
+    for (int32_t x = 0; bound > 0 && x < e->nrlive && !grid_resv; x++)
+        grid_resv = e->resv[e->rlive[x]].grid && e->resv[e->rlive[x]].running == 0;
     for (int32_t i = 0; i < e->nplan; i++) {
         if (e->plan[i].start > e->now && e->plan[i].start < t)
             t = e->plan[i].start;
@@ -889,10 +893,8 @@ int64_t batch_next_wakeup(const struct batch_engine *e)
         if (grid_resv && !j->grid && j->submit + bound > e->now && j->submit + bound < t)
             t = j->submit + bound;
     }
-    for (int32_t r = 0; r < e->nresv; r++) {
-        const struct bresv *v = &e->resv[r];
-        if (!v->live)
-            continue;
+    for (int32_t x = 0; x < e->nrlive; x++) {
+        const struct bresv *v = &e->resv[e->rlive[x]];
         if (v->start > e->now && v->start < t)
             t = v->start;
         if (v->end > e->now && v->end < t)

@@ -51,6 +51,7 @@ void batch_engine_destroy(struct batch_engine **ep)
         return;
     int saved = errno;
     bs_engine_groups_free(e);
+    bs_engine_pspare_free(e);
     for (int32_t i = 0; i < e->nnodes; i++)
         free(e->nodes[i].name);
     free(e->nodes);
@@ -60,6 +61,7 @@ void batch_engine_destroy(struct batch_engine **ep)
     free(e->scr_held);
     free(e->scr_pick);
     free(e->scr_basek);
+    free(e->scr_words);
     bs_part_free(&e->part);
     free(e->base_rep);
     bs_strmap_free(&e->nodemap);
@@ -72,8 +74,11 @@ void batch_engine_destroy(struct batch_engine **ep)
             free(e->resv[i].acl[k]);
         free(e->resv[i].jobs);
         free(e->resv[i].nodes);
+        free(e->resv[i].words);
     }
     free(e->resv);
+    free(e->rlive);
+    bs_strmap_free(&e->resvmap);
     for (int32_t i = 0; i < e->njobs; i++) {
         free(e->jobs[i].nodes);
         free(e->jobs[i].runs);

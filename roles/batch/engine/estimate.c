@@ -17,19 +17,40 @@
  * the step at b). The candidate starts of pool pi are the earliest possible start
  * lo and those times in [lo, hi] for every profile of the pool; between two
  * consecutive candidates feasibility is constant. This returns the first candidate
- * after u, or PROFILE_INF when none is left before hi. */
+ * after u, or PROFILE_INF when none is left before hi. Successive calls of one search
+ * never ask about an earlier u: cur (2 ng entries, INT64_MIN at first, NULL: none)
+ * keeps each profile's next breakpoints after u and after u + wall - 1, read again
+ * only once passed. *enter: whether the window reaches a new step there (else it only
+ * leaves steps: the window of the candidate holds no value the window of u did not,
+ * so no group has fewer nodes free over it than over u's). */
 static int64_t next_candidate(const struct profile *pr, int32_t ng, int64_t wall, int64_t u,
-                              int64_t hi)
+                              int64_t hi, int64_t *cur, bool *enter)
 {
     int64_t nx = PROFILE_INF, uw = u > INT64_MAX - (wall - 1) ? INT64_MAX : u + wall - 1;
+    int64_t nb = PROFILE_INF; /* the first candidate of the second kind */
     for (int32_t k = 0; k < ng; k++) {
-        int64_t a = bs_profile_next(&pr[k], u);
+        int64_t a = cur ? cur[2 * k] : INT64_MIN;
+        if (a <= u) {
+            a = bs_profile_next(&pr[k], u);
+            if (cur)
+                cur[2 * k] = a;
+        }
         if (a < nx)
             nx = a;
-        int64_t b = uw == INT64_MAX ? PROFILE_INF : bs_profile_next(&pr[k], uw);
-        if (b != PROFILE_INF && b - wall + 1 < nx)
-            nx = b - wall + 1; /* the first start whose window reaches b */
+        int64_t b = cur ? cur[2 * k + 1] : INT64_MIN;
+        if (uw == INT64_MAX)
+            b = PROFILE_INF;
+        else if (b <= uw) {
+            b = bs_profile_next(&pr[k], uw);
+            if (cur)
+                cur[2 * k + 1] = b;
+        }
+        if (b != PROFILE_INF && b - wall + 1 < nb)
+            nb = b - wall + 1; /* the first start whose window reaches b */
     }
+    if (nb < nx)
+        nx = nb;
+    *enter = nb == nx;
     return nx > hi ? PROFILE_INF : nx;
 }
 
@@ -40,7 +61,11 @@ static int64_t next_candidate(const struct profile *pr, int32_t ng, int64_t wall
  * can only get worse as the window's end moves on), so only the candidates inside
  * a run are tested one by one. That keeps an estimate at a few searches of the
  * cached plan however long the queue behind it is (the first version tested every
- * candidate alone: 100 ms for a 64-way job behind 10,000 pending ones). */
+ * candidate alone: 100 ms for a 64-way job behind 10,000 pending ones). Inside a run,
+ * a candidate where the window only leaves steps stays feasible (every group's free
+ * nodes over it are at least those over the last one, and a start without counted
+ * constraint names needs only enough of them): only the candidates where the window
+ * reaches a new step are tested. */
 static int pool_windows(struct batch_engine *e, int32_t pi, const struct bjob *j, bool est,
                         int64_t now, struct batch_window **w, int32_t *nw, int32_t *cap)
 {
@@ -48,27 +73,38 @@ static int pool_windows(struct batch_engine *e, int32_t pi, const struct bjob *j
     const struct profile *pr = est ? p->est : p->plan;
     int64_t lo = now > p->start ? now : p->start;
     int64_t hi = p->resv >= 0 ? p->end - j->walltime : BATCH_NEVER;
+    int64_t cbuf[64], *cur = p->ng <= 32 ? cbuf : malloc((size_t)p->ng * 2 * sizeof *cur);
+    for (int32_t k = 0; cur && k < 2 * p->ng; k++)
+        cur[k] = INT64_MIN;
+    int32_t memo = -1; /* the job's groups in the pool, found at the first search */
+    bool enter = true, monotone = !j->counted; /* more free nodes never hurt a start */
     for (int64_t t = lo; t != PROFILE_INF;) {
-        int64_t f = bs_plan_pool_find(e, pi, j, t, hi, est, NULL);
+        int64_t f = bs_plan_pool_find_memo(e, pi, j, t, hi, est, NULL, &memo);
         if (f == BATCH_NEVER)
             break;
         int64_t to = hi;
         t = PROFILE_INF;
         for (int64_t u = f;;) {
-            int64_t nx = next_candidate(pr, p->ng, j->walltime, u, hi);
+            int64_t nx = next_candidate(pr, p->ng, j->walltime, u, hi, cur, &enter);
             if (nx == PROFILE_INF)
                 break;
-            if (bs_plan_pool_find(e, pi, j, nx, nx, est, NULL) != nx) {
+            if ((enter || !monotone) &&
+                bs_plan_pool_find_memo(e, pi, j, nx, nx, est, NULL, &memo) != nx) {
                 to = nx - 1;
                 t = nx;
                 break;
             }
             u = nx;
         }
-        if (VEC_RESERVE(*w, *cap, *nw + 1) < 0)
+        if (VEC_RESERVE(*w, *cap, *nw + 1) < 0) {
+            if (cur != cbuf)
+                free(cur);
             return -1;
+        }
         (*w)[(*nw)++] = (struct batch_window){f, to};
     }
+    if (cur != cbuf)
+        free(cur);
     return 0;
 }
 

@@ -9,6 +9,33 @@
 
 #include "roles/batch/engine/internal.h"
 
+/* Keeps profile *pr (its blocks) for a later pool, else frees it; *pr is zeroed. */
+static void profile_keep(struct batch_engine *e, struct profile *pr)
+{
+    if (pr->nblk > 0 && VEC_RESERVE(e->pspare, e->cappspare, e->npspare + 1) == 0)
+        e->pspare[e->npspare++] = *pr;
+    else
+        bs_profile_free(pr);
+    memset(pr, 0, sizeof *pr);
+}
+
+/* A kept profile moved into the zeroed *pr, if there is one (its content is stale:
+ * the caller resets or copies it). */
+static void profile_reuse(struct batch_engine *e, struct profile *pr)
+{
+    if (e->npspare > 0)
+        *pr = e->pspare[--e->npspare];
+}
+
+void bs_engine_pspare_free(struct batch_engine *e)
+{
+    while (e->npspare > 0)
+        bs_profile_free(&e->pspare[--e->npspare]);
+    free(e->pspare);
+    e->pspare = NULL;
+    e->cappspare = 0;
+}
+
 /* Frees the groups and pools (not the nodes). */
 void bs_engine_groups_free(struct batch_engine *e)
 {
@@ -22,10 +49,10 @@ void bs_engine_groups_free(struct batch_engine *e)
         struct bpool *pl = &e->pools[p];
         if (pl->resv >= 0) /* its reservation has no pool until the next pools_make */
             e->resv[pl->resv].pool = -1;
-        for (int32_t k = 0; k < pl->ng; k++) {
-            bs_profile_free(&pl->base[k]);
-            bs_profile_free(&pl->plan[k]);
-            bs_profile_free(&pl->est[k]);
+        for (int32_t k = 0; pl->base && pl->plan && pl->est && k < pl->ng; k++) {
+            profile_keep(e, &pl->base[k]);
+            profile_keep(e, &pl->plan[k]);
+            profile_keep(e, &pl->est[k]);
         }
         free(pl->gid);
         free(pl->base);
@@ -107,8 +134,10 @@ out:
     return rc;
 }
 
-/* Allocates pool p over the groups listed in gid[0..ng) (copied). */
-static int pool_make(struct bpool *p, int32_t resv, const int32_t *gid, int32_t ng)
+/* Allocates pool p over the groups listed in gid[0..ng) (copied); its profiles are
+ * kept ones where there are (reset or copied before use). */
+static int pool_make(struct batch_engine *e, struct bpool *p, int32_t resv, const int32_t *gid,
+                     int32_t ng)
 {
     p->resv = resv;
     p->ng = ng;
@@ -119,6 +148,11 @@ static int pool_make(struct bpool *p, int32_t resv, const int32_t *gid, int32_t 
     if (!p->gid || !p->base || !p->plan || !p->est)
         return -1;
     memcpy(p->gid, gid, (size_t)ng * sizeof *gid);
+    for (int32_t k = 0; k < ng; k++) {
+        profile_reuse(e, &p->base[k]);
+        profile_reuse(e, &p->plan[k]);
+        profile_reuse(e, &p->est[k]);
+    }
     return 0;
 }
 
@@ -155,7 +189,7 @@ static int pools_make(struct batch_engine *e)
         goto out;
     for (int32_t g = 0; g < e->ngroups; g++)
         gid[g] = g;
-    if (pool_make(&e->pools[e->npools++], -1, gid, e->ngroups) < 0)
+    if (pool_make(e, &e->pools[e->npools++], -1, gid, e->ngroups) < 0)
         goto out;
     e->pools[0].start = INT64_MIN;
     e->pools[0].end = BATCH_NEVER;
@@ -173,7 +207,7 @@ static int pools_make(struct batch_engine *e)
     for (int32_t x = 0, off = 0; x < nl; x++) { /* cnt[x] is now pool x's end */
         const struct bresv *r = &e->resv[live[x]];
         struct bpool *p = &e->pools[e->npools++];
-        if (pool_make(p, live[x], gid + off, cnt[x] - off) < 0)
+        if (pool_make(e, p, live[x], gid + off, cnt[x] - off) < 0)
             goto out;
         p->start = r->start;
         p->end = r->end;

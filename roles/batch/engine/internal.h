@@ -42,6 +42,8 @@ struct strmap { /* string -> int32, open addressing; keys are copied */
 };
 int32_t bs_strmap_get(const struct strmap *m, const char *k);  /* -1 if missing */
 int bs_strmap_put(struct strmap *m, const char *k, int32_t v); /* 0 / -1 ENOMEM */
+/* Sets key k's value if k is in m (never allocates); whether it was. */
+bool bs_strmap_set(struct strmap *m, const char *k, int32_t v);
 void bs_strmap_free(struct strmap *m);
 
 struct idmap { /* uint64 -> int32, open addressing, backward-shift deletion */
@@ -173,6 +175,12 @@ struct bpool {
     struct profile *base, *plan, *est; /* ng each */
 };
 
+/* Nodes of a reservation in one bitmap word (nodes 64 word .. 64 word + 63). */
+struct bword {
+    int32_t word;
+    uint64_t mask;
+};
+
 struct bresv {
     bool live;
     bool grid;       /* batch_resv_req.grid */
@@ -185,6 +193,10 @@ struct bresv {
     int32_t njobs;
     int32_t *nodes;
     int32_t nnodes;
+    /* the nodes again as bitmap words (the partition moves them in and out a word at a
+     * time), NULL: read the node list (bs_resv_words) */
+    struct bword *words;
+    int32_t nwords;
     int32_t tasks;
     struct batch_res per_task;
     int32_t pool;    /* pool index while it lasts, -1 otherwise */
@@ -314,6 +326,10 @@ struct batch_engine {
     int32_t *scr_pick;
     int32_t cappick;
     int32_t *scr_basek; /* tasks per node of each base class */
+    /* the chosen nodes as bitmap words when the choice made them (pick_by_base), else
+     * nscr_words -1 */
+    struct bword *scr_words;
+    int32_t nscr_words, capscr_words;
     int32_t capbasek;
     int32_t nlazy; /* running jobs with nodes_lazy */
     struct strmap nodemap;
@@ -344,9 +360,21 @@ struct batch_engine {
 
     struct bpool *pools;
     int32_t npools;
+    /* group.c: the profiles of the last pools, kept for the next ones (a regrouping
+     * per reservation made or released: their blocks not freed and allocated again) */
+    struct profile *pspare;
+    int32_t npspare, cappspare;
 
+    /* Every reservation ever made, at a slot that never changes (released ones stay:
+     * jobs, classes and groups name slots, and slot order is the groups' key order).
+     * The hot passes read only the live ones: rlive holds their slots ascending (the
+     * order of a pass over all slots), resvmap a live one's slot by name (-1 once
+     * released). Kept by bs_resv_live_add / bs_resv_live_drop (state.c) alone. */
     struct bresv *resv;
     int32_t nresv, capresv;
+    int32_t *rlive;
+    int32_t nrlive, caprlive;
+    struct strmap resvmap;
     int64_t resv_seq;
 
     struct bjob *jobs;
@@ -455,6 +483,20 @@ void bs_engine_fill_all(struct batch_engine *e);
 int bs_engine_job_runs(struct batch_engine *e, struct bjob *j);
 void bs_engine_fit_refresh(struct batch_engine *e, struct bjob *j);
 bool bs_engine_admits(const struct batch_engine *e, const struct bresv *r, const struct bjob *j);
+/* Makes reservation slot r (filled, its name set, above every live slot) live: listed
+ * in rlive and by name. 0, or -1 (ENOMEM: nothing changed). */
+int bs_resv_live_add(struct batch_engine *e, int32_t r);
+/* Slot r is no longer live: out of rlive, and its name freed unless another slot
+ * holds it now. Never fails. */
+void bs_resv_live_drop(struct batch_engine *e, int32_t r);
+/* Makes reservation slot r's bitmap words from its node list (a run of listed nodes
+ * in one word is one entry). 0, or -1 (ENOMEM: words left NULL, which is valid). */
+int bs_resv_words(struct batch_engine *e, int32_t r);
+/* The live slot named `name`, -1. */
+static inline int32_t bs_resv_by_name(const struct batch_engine *e, const char *name)
+{
+    return bs_strmap_get(&e->resvmap, name);
+}
 /* Set bits of x, inline (without -mpopcnt, __builtin_popcountll is a libgcc call). */
 static inline int32_t bs_pop64(uint64_t x)
 {
@@ -462,6 +504,18 @@ static inline int32_t bs_pop64(uint64_t x)
     x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
     x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
     return (int32_t)((x * 0x0101010101010101ULL) >> 56);
+}
+
+/* The lowest run of consecutive set bits of x (not 0): its first bit in *lo, its
+ * bits as the return value (reservations and starts take runs of neighbouring nodes,
+ * so a loop over the nodes of a word goes run by run). */
+static inline uint64_t bs_run64(uint64_t x, int32_t *lo)
+{
+    int32_t l = __builtin_ctzll(x);
+    uint64_t up = ~(x >> l); /* the run's end: the first clear bit above l */
+    int32_t len = up ? __builtin_ctzll(up) : 64 - l;
+    *lo = l;
+    return len == 64 ? ~0ULL : ((1ULL << len) - 1) << l;
 }
 
 static inline void bs_engine_memo_clear(struct batch_engine *e)
@@ -497,6 +551,12 @@ void bs_part_free(struct bpart *p);
 /* ---- plan.c ---- */
 int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjob *j, int64_t t0,
                           int64_t tmax, bool est, int32_t *cnt);
+/* bs_plan_pool_find for repeated searches of one job in one pool: *memo -1 at the
+ * first, which computes the job's groups of the pool and keeps their count there;
+ * later calls (nothing else searching, regrouping or planning between them) reuse
+ * them. */
+int64_t bs_plan_pool_find_memo(struct batch_engine *e, int32_t pool, const struct bjob *j,
+                               int64_t t0, int64_t tmax, bool est, int32_t *cnt, int32_t *memo);
 /* Whether pool pi's reservation has not begun and its nodes are all free in the plan
  * from now until it does (an early start of its bound job could pull it forward). */
 bool bs_plan_pull_free(struct batch_engine *e, int32_t pi);
@@ -524,7 +584,10 @@ int32_t bs_plan_free_now(const struct batch_engine *e);
 int bs_cycle_plan_skipped(struct batch_engine *e);
 
 /* ---- group.c ---- */
+/* Frees the groups and pools; their profiles are kept for the next pools. */
 void bs_engine_groups_free(struct batch_engine *e);
+/* Frees the profiles bs_engine_groups_free kept. */
+void bs_engine_pspare_free(struct batch_engine *e);
 int bs_engine_regroup(struct batch_engine *e);
 int bs_engine_rebuild_base(struct batch_engine *e);
 

@@ -106,6 +106,18 @@ int bs_strmap_put(struct strmap *m, const char *k, int32_t v)
     return 0;
 }
 
+bool bs_strmap_set(struct strmap *m, const char *k, int32_t v)
+{
+    if (m->cap == 0)
+        return false;
+    for (uint32_t i = str_hash(k) & (m->cap - 1); m->keys[i]; i = (i + 1) & (m->cap - 1))
+        if (strcmp(m->keys[i], k) == 0) {
+            m->vals[i] = v;
+            return true;
+        }
+    return false;
+}
+
 void bs_strmap_free(struct strmap *m)
 {
     for (uint32_t i = 0; i < m->cap; i++)

@@ -110,8 +110,13 @@ static int relay(struct batch_engine *e, int32_t r, int32_t *nodes, int32_t n, i
         return -1;
     struct bresv *old = &e->resv[r], *v = &e->resv[e->nresv];
     *v = *old;
+    if (bs_resv_live_add(e, e->nresv) < 0) /* the name now names the new slot */
+        return -1;
     v->nodes = nodes;
     v->nnodes = n;
+    v->words = NULL; /* the old slot keeps its own (the partition moves them back) */
+    v->nwords = 0;
+    (void)bs_resv_words(e, e->nresv);
     v->end = start + (old->end - old->start);
     v->start = start;
     v->created = e->now;
@@ -121,7 +126,7 @@ static int relay(struct batch_engine *e, int32_t r, int32_t *nodes, int32_t n, i
     memset(old->nacl, 0, sizeof old->nacl);
     old->jobs = NULL;
     old->njobs = 0;
-    old->live = false;
+    bs_resv_live_drop(e, r);
     struct batch_moved *m = &e->moved[e->nmoved++];
     memcpy(m->name, v->name, sizeof m->name);
     m->job = v->jobs[0];

@@ -363,8 +363,12 @@ static int move_word(struct batch_engine *e, int32_t w, uint64_t mask, int32_t r
         c->nnodes -= cnt;
         d->mem[w - d->wlo] |= bits;
         d->nnodes += cnt;
-        for (uint64_t b = bits; b; b &= b - 1)
-            p->ncls[w * 64 + __builtin_ctzll(b)] = to;
+        for (uint64_t b = bits, run; b; b &= ~run) { /* run by run (a tight fill) */
+            int32_t lo, *nc = p->ncls + (size_t)w * 64;
+            run = bs_run64(b, &lo);
+            for (int32_t hi = lo + bs_pop64(run); lo < hi; lo++)
+                nc[lo] = to;
+        }
         for (uint64_t b = bits & e->busy[w], last = (uint64_t)-1; b; b &= b - 1) {
             int32_t s = e->node_job[w * 64 + __builtin_ctzll(b)]; /* valid for a busy node:
                                                                    * bs_engine_fill_all ran */
@@ -379,11 +383,17 @@ static int move_word(struct batch_engine *e, int32_t w, uint64_t mask, int32_t r
     return 0;
 }
 
-/* Moves the nodes of reservation slot r (listed in any order; runs of nodes in one
- * bitmap word moved together) as move_word does. 0 or -1. */
+/* Moves the nodes of reservation slot r (its bitmap words, else its node list in any
+ * order: runs of nodes in one bitmap word moved together) as move_word does. 0 or -1. */
 static int move_resv(struct batch_engine *e, int32_t r, bool add, struct move_memo *m)
 {
     const struct bresv *v = &e->resv[r];
+    if (v->words) {
+        for (int32_t x = 0; x < v->nwords; x++)
+            if (move_word(e, v->words[x].word, v->words[x].mask, r, add, m) < 0)
+                return -1;
+        return 0;
+    }
     int32_t w = -1;
     uint64_t mask = 0;
     for (int32_t x = 0; x < v->nnodes; x++) {
@@ -399,12 +409,28 @@ static int move_resv(struct batch_engine *e, int32_t r, bool add, struct move_me
     return mask ? move_word(e, w, mask, r, add, m) : 0;
 }
 
+/* Frees the nodes of released reservation v: once they are out of the classes (or
+ * were never counted in them) nothing reads them, and a site keeps every slot it
+ * ever made (bresv), so they would add up. */
+static void resv_drop_nodes(struct bresv *v)
+{
+    free(v->nodes);
+    free(v->words);
+    v->nodes = NULL;
+    v->words = NULL;
+    v->nnodes = v->nwords = 0;
+}
+
 /* Starts again from the base classes: every up node in the class of its base class
  * and no reservation; every live reservation is then counted as new, and every
- * running job's bitmap words and busy bits are made again. 0 or -1. */
+ * running job's bitmap words and busy bits are made again (the released ones' nodes
+ * freed: a pass over every slot, as rare as a node changing). 0 or -1. */
 static int reset(struct batch_engine *e)
 {
     struct bpart *p = &e->part;
+    for (int32_t r = 0; r < e->nresv; r++)
+        if (!e->resv[r].live && e->resv[r].nodes)
+            resv_drop_nodes(&e->resv[r]);
     classes_free(p);
     p->nacc = p->nfresh = 0;
     if (bases_make(e) < 0 || VEC_RESERVE(p->ncls, p->capncls, e->nnodes + 1) < 0)
@@ -418,12 +444,11 @@ static int reset(struct batch_engine *e)
         if (e->nbase[i] >= 0 && class_add(e, e->nbase[i], i) < 0)
             return -1;
     }
-    for (int32_t r = 0; r < e->nresv; r++)
-        if (e->resv[r].live) {
-            if (VEC_RESERVE(p->fresh, p->capfresh, p->nfresh + 1) < 0)
-                return -1;
-            p->fresh[p->nfresh++] = r;
-        }
+    if (VEC_RESERVE(p->fresh, p->capfresh, e->nrlive + 1) < 0)
+        return -1;
+    if (e->nrlive > 0) /* rlive is NULL before the first reservation */
+        memcpy(p->fresh, e->rlive, (size_t)e->nrlive * sizeof *p->fresh);
+    p->nfresh = e->nrlive;
     p->rerun_all = true;
     p->ok = true;
     return 0;
@@ -535,20 +560,23 @@ int bs_part_update(struct batch_engine *e)
     int32_t keep = 0;
     for (int32_t a = 0; a < p->nacc; a++) { /* released or ended since */
         int32_t r = p->acc[a];
-        const struct bresv *v = &e->resv[r];
+        struct bresv *v = &e->resv[r];
         if (v->live) {
             p->acc[keep++] = r;
             continue;
         }
         if (move_resv(e, r, false, &m) < 0)
             goto out;
+        resv_drop_nodes(v);
     }
     p->nacc = keep;
     for (int32_t f = 0; f < p->nfresh; f++) { /* created since (and still live) */
         int32_t r = p->fresh[f];
-        const struct bresv *v = &e->resv[r];
-        if (!v->live)
+        struct bresv *v = &e->resv[r];
+        if (!v->live) {
+            resv_drop_nodes(v); /* released before it was counted */
             continue;
+        }
         if (move_resv(e, r, true, &m) < 0)
             goto out;
         if (VEC_RESERVE(p->acc, p->capacc, p->nacc + 1) < 0)

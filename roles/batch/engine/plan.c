@@ -19,23 +19,40 @@ static int64_t add_sat(int64_t a, int64_t b)
     return a > INT64_MAX - b ? INT64_MAX : a + b;
 }
 
+/* Whether groups a and b have the same class, features and capacity (what
+ * compat_groups reads of a group): groups differing only by their reservations. */
+static bool same_base(const struct bgroup *a, const struct bgroup *b)
+{
+    return a->cls == b->cls && a->fset == b->fset && a->cap.procs == b->cap.procs &&
+           a->cap.mem == b->cap.mem && a->cap.disk == b->cap.disk && a->cap.swap == b->cap.swap;
+}
+
 /* Collects the positions of pool p's groups job j may use (scr_k) with tasks per
- * node (scr_kpn), most tasks per node first; returns how many. */
+ * node (scr_kpn), most tasks per node first; returns how many. Groups in key order
+ * come base class first: a group like the one before it (by its reservations alone)
+ * is judged as that one was, without matching its features again. */
 static int32_t compat_groups(struct batch_engine *e, const struct bpool *p, const struct bjob *j)
 {
     struct constraint_count v[CONSTRAINT_NAMES_MAX];
     uint32_t left[CONSTRAINT_NAMES_MAX];
     int nv = bs_engine_counts(j, v, left);
-    int32_t nk = 0;
+    int32_t nk = 0, kpn = 0, cn = 0;
+    const struct bgroup *prev = NULL;
+    bool ok = false;
     for (int32_t k = 0; k < p->ng; k++) {
         const struct bgroup *g = &e->groups[p->gid[k]];
-        if (!bs_engine_group_ok(e, g, j))
+        if (!prev || !same_base(prev, g)) {
+            ok = bs_engine_group_ok(e, g, j);
+            kpn = ok ? bs_engine_job_kpn(&g->cap, j) : 0;
+            cn = ok && nv ? bs_pop64(bs_engine_group_names(e, g, v, nv)) : 0;
+        }
+        prev = g;
+        if (!ok)
             continue;
         /* constraint counts (issue 27): groups holding more of the counted names first;
          * then most tasks per node; among equals, nodes of the job's own class before
          * unclassed ones (which every class may use) */
-        int32_t kpn = bs_engine_job_kpn(&g->cap, j), i = nk++;
-        int32_t cn = nv ? bs_pop64(bs_engine_group_names(e, g, v, nv)) : 0;
+        int32_t i = nk++;
         bool own = g->cls >= 0;
         for (; i > 0; i--) {
             const struct bgroup *o = &e->groups[p->gid[e->scr_k[i - 1]]];
@@ -130,6 +147,12 @@ static int64_t multi_find(struct batch_engine *e, const struct bpool *p, const s
     int32_t capbuf[64], *capn = j->ppn <= 0 ? NULL : nk <= 64 ? capbuf : malloc(nk * sizeof *capn);
     for (int32_t i = 0; capn && i < nk; i++)
         capn[i] = ppn_node_cap(e, &e->groups[p->gid[e->scr_k[i]]], j, e->scr_kpn[i]);
+    /* per candidate group, its first breakpoint after the last t (t only grows, so it
+     * stays the next one until t reaches it: a search over G groups reads G times, not
+     * G profiles, at each step); out of memory: every profile read at every step */
+    int64_t nbuf[64], *nxt = nk <= 64 ? nbuf : malloc((size_t)nk * sizeof *nxt);
+    for (int32_t i = 0; nxt && i < nk; i++)
+        nxt[i] = INT64_MIN;
     int64_t found = BATCH_NEVER;
     for (int64_t t = t0;;) {
         int64_t tasks = 0, end = add_sat(t, j->walltime);
@@ -142,9 +165,16 @@ static int64_t multi_find(struct batch_engine *e, const struct bpool *p, const s
             found = t;
             break;
         }
+        if (t >= tmax) /* no later candidate may be tried */
+            break;
         int64_t nt = PROFILE_INF;
         for (int32_t i = 0; i < nk; i++) {
-            int64_t x = bs_profile_next(&pr[e->scr_k[i]], t);
+            int64_t x = nxt ? nxt[i] : INT64_MIN;
+            if (x <= t) {
+                x = bs_profile_next(&pr[e->scr_k[i]], t);
+                if (nxt)
+                    nxt[i] = x;
+            }
             if (x < nt)
                 nt = x;
         }
@@ -154,11 +184,19 @@ static int64_t multi_find(struct batch_engine *e, const struct bpool *p, const s
     }
     if (capn != capbuf)
         free(capn);
+    if (nxt != nbuf)
+        free(nxt);
     return found;
 }
 
 int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjob *j, int64_t t0,
                           int64_t tmax, bool est, int32_t *cnt)
+{
+    return bs_plan_pool_find_memo(e, pool, j, t0, tmax, est, cnt, NULL);
+}
+
+int64_t bs_plan_pool_find_memo(struct batch_engine *e, int32_t pool, const struct bjob *j,
+                               int64_t t0, int64_t tmax, bool est, int32_t *cnt, int32_t *memo)
 {
     const struct bpool *p = &e->pools[pool];
     const struct profile *pr = est ? p->est : p->plan;
@@ -178,7 +216,9 @@ int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjo
             cnt[j->gen_gi] = j->gen_need;
         return t;
     }
-    int32_t nk = compat_groups(e, p, j);
+    int32_t nk = memo && *memo >= 0 ? *memo : compat_groups(e, p, j);
+    if (memo)
+        *memo = nk;
     if (nk == 0)
         return BATCH_NEVER;
     if (nk == 1) {
@@ -211,11 +251,12 @@ int bs_plan_fits_now(struct batch_engine *e, const struct bjob *j, int32_t *cnt)
 /* Whether some live reservation names job j in its ACL job list. */
 static bool job_bound(const struct batch_engine *e, const struct bjob *j)
 {
-    for (int32_t r = 0; r < e->nresv; r++)
-        if (e->resv[r].live)
-            for (int32_t i = 0; i < e->resv[r].njobs; i++)
-                if (e->resv[r].jobs[i] == j->id)
-                    return true;
+    for (int32_t x = 0; x < e->nrlive; x++) {
+        const struct bresv *v = &e->resv[e->rlive[x]];
+        for (int32_t i = 0; i < v->njobs; i++)
+            if (v->jobs[i] == j->id)
+                return true;
+    }
     return false;
 }
 

@@ -34,10 +34,7 @@ __attribute__((format(printf, 3, 4))) static int fail(char *why, size_t len, con
 
 static int32_t resv_by_name(const struct batch_engine *e, const char *name)
 {
-    for (int32_t r = 0; r < e->nresv; r++)
-        if (e->resv[r].live && strcmp(e->resv[r].name, name) == 0)
-            return r;
-    return -1;
+    return bs_resv_by_name(e, name);
 }
 
 /* Why node n cannot be held over [s, t): NULL if it can; the text goes in buf. */
@@ -55,9 +52,9 @@ static const char *node_busy(struct batch_engine *e, int32_t n, int64_t s, int64
                  e->jobs[js].end_est);
         return buf;
     }
-    for (int32_t r = 0; r < e->nresv; r++) {
-        const struct bresv *v = &e->resv[r];
-        if (!v->live || v->start >= t || v->end <= s)
+    for (int32_t x = 0; x < e->nrlive; x++) {
+        const struct bresv *v = &e->resv[e->rlive[x]];
+        if (v->start >= t || v->end <= s)
             continue;
         for (int32_t i = 0; i < v->nnodes; i++)
             if (v->nodes[i] == n) {
@@ -134,8 +131,8 @@ static void nodes_held(struct batch_engine *e, int64_t s, int64_t t, uint64_t *h
     }
     const struct bpart *p = &e->part;
     if (!p->ok || !e->nbase_ok) { /* the classes may not hold every up node: by nodes */
-        for (int32_t r = 0; r < e->nresv; r++)
-            resv_held(e, r, s, t, held);
+        for (int32_t x = 0; x < e->nrlive; x++)
+            resv_held(e, e->rlive[x], s, t, held);
         return;
     }
     /* The up nodes of the reservations counted in the classes are those of the classes
@@ -172,7 +169,8 @@ static int pick_by_base(struct batch_engine *e, const struct batch_resv_req *q, 
                         const uint64_t *held, int64_t s, int64_t t, int32_t *out, char *why,
                         size_t len)
 {
-    if (VEC_RESERVE(e->scr_basek, e->capbasek, e->nbases + 1) < 0)
+    if (VEC_RESERVE(e->scr_basek, e->capbasek, e->nbases + 1) < 0 ||
+        VEC_RESERVE(e->scr_words, e->capscr_words, (e->nnodes + 63) / 64 + 1) < 0)
         return fail(why, len, "out of memory");
     int32_t *kb = e->scr_basek, n = 0, words = (e->nnodes + 63) / 64;
     for (int32_t b = 0; b < e->nbases; b++) {
@@ -184,8 +182,9 @@ static int pick_by_base(struct batch_engine *e, const struct batch_resv_req *q, 
             kb[b] = 0;
     }
     int64_t tasks = 0;
+    int32_t nw = 0;
     for (int32_t w = 0; w < words && tasks < q->tasks; w++) {
-        uint64_t avail = ~held[w];
+        uint64_t avail = ~held[w], took = 0;
         if (w == words - 1 && e->nnodes % 64)
             avail &= (1ULL << (e->nnodes % 64)) - 1;
         for (; avail && tasks < q->tasks; avail &= avail - 1) {
@@ -193,10 +192,16 @@ static int pick_by_base(struct batch_engine *e, const struct batch_resv_req *q, 
             if (b < 0 || kb[b] < 1) /* down, or not suitable */
                 continue;
             out[n++] = i;
+            took |= avail & -avail;
             tasks += kb[b];
         }
+        if (took)
+            e->scr_words[nw++] = (struct bword){w, took};
     }
-    return tasks < q->tasks ? not_enough(tasks, q, s, t, why, len) : n;
+    if (tasks < q->tasks)
+        return not_enough(tasks, q, s, t, why, len);
+    e->nscr_words = nw; /* the words of the nodes chosen */
+    return n;
 }
 
 /* Tasks x shape: free suitable nodes in index order until the tasks fit (a bitmap
@@ -282,6 +287,7 @@ static void resv_free(struct bresv *r)
         free(r->acl[k]);
     free(r->jobs);
     free(r->nodes);
+    free(r->words);
     memset(r, 0, sizeof *r);
 }
 
@@ -344,6 +350,7 @@ int batch_resv_create(struct batch_engine *e, const struct batch_resv_req *q, in
         errno = ENOMEM;
         return fail(why, why_len, "out of memory");
     }
+    e->nscr_words = -1;
     int n = q->nnodes ? pick_named(e, q, s, t, e->scr_pick, why, why_len)
                       : pick_tasks(e, q, s, t, e->scr_pick, why, why_len);
     if (n >= 0 && (r->nodes = malloc(((size_t)n + 1) * sizeof *r->nodes)) && n > 0)
@@ -363,7 +370,17 @@ int batch_resv_create(struct batch_engine *e, const struct batch_resv_req *q, in
     r->grid = q->grid;
     r->created = e->now;
     r->pool = -1;
-    r->live = true;
+    if (e->nscr_words >= 0 && (r->words = malloc(((size_t)e->nscr_words + 1) * sizeof *r->words))) {
+        memcpy(r->words, e->scr_words, (size_t)e->nscr_words * sizeof *r->words);
+        r->nwords = e->nscr_words;
+    } else {
+        (void)bs_resv_words(e, e->nresv); /* without them the partition reads the nodes */
+    }
+    if (bs_resv_live_add(e, e->nresv) < 0) {
+        resv_free(r);
+        errno = ENOMEM;
+        return fail(why, why_len, "out of memory");
+    }
     bs_part_note_resv(e, e->nresv);
     e->nresv++;
     e->groups_dirty = true; /* regrouped once at the next cycle or estimate (as a release) */
@@ -381,7 +398,7 @@ int batch_resv_release(struct batch_engine *e, const char *name)
         errno = ENOENT;
         return -1;
     }
-    e->resv[r].live = false;
+    bs_resv_live_drop(e, r);
     e->groups_dirty = true;
     e->moveup_due = true; /* its nodes may let another grid reservation move up */
     bs_engine_memo_clear(e);
@@ -406,10 +423,7 @@ static void resv_info(const struct batch_engine *e, int32_t r, struct batch_resv
 
 size_t batch_resv_count(const struct batch_engine *e)
 {
-    size_t n = 0;
-    for (int32_t r = 0; r < e->nresv; r++)
-        n += e->resv[r].live;
-    return n;
+    return (size_t)e->nrlive;
 }
 
 int batch_resv_get(const struct batch_engine *e, size_t i, struct batch_resv_info *out)
@@ -418,10 +432,9 @@ int batch_resv_get(const struct batch_engine *e, size_t i, struct batch_resv_inf
     int32_t prev = -1;
     for (size_t k = 0; k <= i; k++) {
         int32_t best = -1;
-        for (int32_t r = 0; r < e->nresv; r++) {
+        for (int32_t x = 0; x < e->nrlive; x++) {
+            int32_t r = e->rlive[x];
             const struct bresv *v = &e->resv[r];
-            if (!v->live)
-                continue;
             if (prev >= 0) {
                 const struct bresv *p = &e->resv[prev];
                 if (v->start < p->start || (v->start == p->start && strcmp(v->name, p->name) <= 0))
@@ -456,10 +469,8 @@ size_t batch_resv_on_node(const struct batch_engine *e, int32_t node, const char
                           size_t max)
 {
     size_t n = 0;
-    for (int32_t r = 0; r < e->nresv; r++) {
-        const struct bresv *v = &e->resv[r];
-        if (!v->live)
-            continue;
+    for (int32_t x = 0; x < e->nrlive; x++) {
+        const struct bresv *v = &e->resv[e->rlive[x]];
         for (int32_t i = 0; i < v->nnodes; i++)
             if (v->nodes[i] == node) {
                 if (n < max)

@@ -174,10 +174,14 @@ void bs_engine_fill_nodes(struct batch_engine *e, int32_t slot)
     int32_t k = 0;
     for (int32_t i = 0; i < j->nruns; i++) {
         const struct bjob_run *r = &j->runs[i];
-        for (uint64_t m = r->mask; m && k < j->nnodes; m &= m - 1) {
-            int32_t id = r->word * 64 + __builtin_ctzll(m);
-            e->node_job[id] = slot;
-            j->nodes[k++] = id;
+        for (uint64_t m = r->mask, run; m && k < j->nnodes; m &= ~run) { /* run by run */
+            int32_t lo, id;
+            run = bs_run64(m, &lo);
+            id = r->word * 64 + lo;
+            for (int32_t end = id + bs_pop64(run); id < end && k < j->nnodes; id++) {
+                e->node_job[id] = slot;
+                j->nodes[k++] = id;
+            }
         }
     }
     j->nodes_lazy = false;
@@ -287,4 +291,60 @@ bool bs_engine_admits(const struct batch_engine *e, const struct bresv *r, const
         if (r->jobs[i] == j->id)
             return true;
     return false;
+}
+
+int bs_resv_live_add(struct batch_engine *e, int32_t r)
+{
+    if (VEC_RESERVE(e->rlive, e->caprlive, e->nrlive + 1) < 0 ||
+        bs_strmap_put(&e->resvmap, e->resv[r].name, r) < 0)
+        return -1;
+    e->rlive[e->nrlive++] = r;
+    e->resv[r].live = true;
+    return 0;
+}
+
+void bs_resv_live_drop(struct batch_engine *e, int32_t r)
+{
+    int32_t lo = 0, hi = e->nrlive; /* the first listed slot >= r */
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (e->rlive[mid] < r)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < e->nrlive && e->rlive[lo] == r) {
+        memmove(e->rlive + lo, e->rlive + lo + 1, (size_t)(e->nrlive - lo - 1) * sizeof *e->rlive);
+        e->nrlive--;
+    }
+    if (bs_strmap_get(&e->resvmap, e->resv[r].name) == r)
+        bs_strmap_set(&e->resvmap, e->resv[r].name, -1);
+    e->resv[r].live = false;
+}
+
+int bs_resv_words(struct batch_engine *e, int32_t r)
+{
+    struct bresv *v = &e->resv[r];
+    struct bword *w = malloc(((size_t)v->nnodes + 1) * sizeof *w);
+    int32_t n = 0, cw = -1;
+    uint64_t m = 0;
+    if (!w)
+        return -1;
+    for (int32_t x = 0; x < v->nnodes; x++) {
+        uint32_t i = (uint32_t)v->nodes[x]; /* a node index: >= 0 */
+        if ((int32_t)(i >> 6) != cw) {
+            if (m)
+                w[n++] = (struct bword){cw, m};
+            cw = (int32_t)(i >> 6);
+            m = 0;
+        }
+        m |= 1ULL << (i & 63);
+    }
+    if (m)
+        w[n++] = (struct bword){cw, m};
+    struct bword *fit = realloc(w, ((size_t)n + 1) * sizeof *w);
+    free(v->words);
+    v->words = fit ? fit : w;
+    v->nwords = n;
+    return 0;
 }
