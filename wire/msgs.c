@@ -271,6 +271,8 @@ static const struct wire_field f_submit[] = {
     FILES_FIELDS,                                  /* issue 26: submit --input / --output */
     {"checkpoint_s", WF_UINT, false, 86400 * 365}, /* issue 26: submit --checkpoint-s */
     {"host", WF_STR, false, NAME_MAX_}, /* issue 26: only this node (a batch role placed it) */
+    /* issue 26: task 0's checkpoint carried from another cluster (a batch role's move) */
+    {"ckpt", WF_ARRAY, false, WIRE_FILE_OUTPUTS_MAX * 16, WF_MAP, outfile_fields},
     {NULL},
 };
 

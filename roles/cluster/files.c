@@ -159,7 +159,8 @@ const char *files_submit_check(struct cluster *c, const msgpack_object *m, uint6
     char user[FILESTORE_USER_MAX];
     wire_get_strbuf(m, "user", user, sizeof user); /* a user names only its own uploads */
     lim.early_user = user;
-    return filestore_submit_check(c->files, &lim, m, ntasks, why, wl);
+    const char *bad = filestore_submit_check(c->files, &lim, m, ntasks, why, wl);
+    return bad ? bad : files_ckpt_submit_check(c, m, ntasks, why, wl); /* a carried one */
 }
 
 int files_job_attach(struct cluster *c, struct job *j, const msgpack_object *m)
@@ -168,7 +169,7 @@ int files_job_attach(struct cluster *c, struct job *j, const msgpack_object *m)
     struct wire_buf wb;
     uint8_t key[8];
     wire_buf_init(&wb);
-    if (!filestore_jobdata_pack(m, &wb)) {
+    if (!(wire_get(m, "ckpt") ? files_ckpt_jobdata_pack(m, &wb) : filestore_jobdata_pack(m, &wb))) {
         wire_buf_free(&wb);
         return 0;
     }
@@ -346,6 +347,7 @@ void files_sweep(struct cluster *c)
         if (!j->data)
             continue;
         each_input(j, UINT32_MAX, mark_named, c);
+        files_ckpt_mark_carried(c, j, mark_named, c); /* a checkpoint its SUBMIT carried in */
         store_key_u64_u32(key, j->id, 0);
         store_iter(c->store, c->t_results, key, sizeof key, mark_result, &m);
     }

@@ -87,6 +87,22 @@ void files_rec_clear(struct files_rec *r);
 /* Reads key of table into r (cleared first): true when r->have. */
 bool files_rec_get(struct cluster *c, int table, const void *key, size_t klen, struct files_rec *r);
 void files_ckpt_pack(struct cluster *c, const struct job *j, uint32_t idx, struct wire_buf *tb);
+/* The same "ckpt" and "ckpt_issue" in a JOB task row (docs/wire.md 6.3): 2 fields when
+ * task idx has a checkpoint here (recorded, or carried in), else 0; then writing them. */
+uint32_t files_ckpt_row_nfields(struct cluster *c, const struct job *j, uint32_t idx);
+void files_ckpt_row_pack(const struct job *j, uint32_t idx, struct wire_buf *tb);
+/* SUBMIT m's "ckpt" (issue 26: a batch role moving a task from another cluster carries
+ * its latest checkpoint) checked: only with "checkpoint_s" and ntasks 1, each file
+ * stored whole here, names as CKPT's, at most files.ckpt_mb. NULL, or the reason. */
+const char *files_ckpt_submit_check(struct cluster *c, const msgpack_object *m, uint64_t ntasks,
+                                    char *why, size_t wl);
+/* The job's files map of SUBMIT m with "ckpt" (filestore_jobdata_pack's, and "ckpt":
+ * task 0's latest checkpoint until it records one) into wb: 1. */
+int files_ckpt_jobdata_pack(const msgpack_object *m, struct wire_buf *wb);
+/* For files_sweep: fn for each file of j's carried-in checkpoint while its task is not
+ * done. */
+void files_ckpt_mark_carried(struct cluster *c, const struct job *j,
+                             int (*fn)(void *arg, const msgpack_object *e), void *arg);
 /* Whether a checkpoint of one of j's tasks names the file of digest d. */
 bool files_ckpt_names(struct cluster *c, const struct job *j, const uint8_t d[SHA256_LEN]);
 /* For files_sweep: marks the files of the checkpoints of unfinished tasks, deletes the

@@ -4,8 +4,10 @@
  * the files of the task's checkpoint directory (FILE_HAVE, FILE_PUT) and names them with
  * CKPT; the latest is kept per task in table "ckpt" (key: job, task; value: the issue
  * that made it, when, its files), replacing the older one, and handed to the node the
- * task is issued to next. Records of finished tasks and of purged jobs go at the sweep,
- * and with them the files only they named.
+ * task is issued to next. A batch role moving a task from another cluster names that
+ * cluster's latest checkpoint in its SUBMIT ("ckpt"): kept with the job's files map,
+ * it is the task's latest until the task records its own. Records of finished tasks and of purged
+ * jobs go at the sweep, and with them the files only they named.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -77,38 +79,140 @@ void files_h_ckpt(struct cluster *c, struct request *r)
     wire_begin(r->reply, WT_OK, r->msg->id, 0); /* sent after the turn's commit */
 }
 
-/* The record files_ckpt_nfields read for files_ckpt_pack (one task map at a time). */
+/* ---- a checkpoint carried in by SUBMIT "ckpt" (a batch role moving a task) ---- */
+
+/* Issue 26: the SUBMIT's "ckpt" kept in the job's files map (j->data, table "jobdata"),
+ * an array of up (which the caller destroys), or NULL. Kept there rather than in table
+ * "ckpt" because the map is in memory from the SUBMIT's turn on: a node asking for the
+ * task in that very turn (before the commit makes a record readable) gets it too. */
+static const msgpack_object *carried(const struct job *j, msgpack_unpacked *up)
+{
+    msgpack_unpacked_init(up);
+    if (!j->ckpt_s || !j->data ||
+        msgpack_unpack_next(up, j->data, j->data_len, NULL) != MSGPACK_UNPACK_SUCCESS)
+        return NULL;
+    const msgpack_object *fl = wire_get(&up->data, "ckpt");
+    return fl && fl->type == MSGPACK_OBJECT_ARRAY && fl->via.array.size ? fl : NULL;
+}
+
+const char *files_ckpt_submit_check(struct cluster *c, const msgpack_object *m, uint64_t ntasks,
+                                    char *why, size_t wl)
+{
+    const msgpack_object *fl = wire_get(m, "ckpt");
+    if (!fl)
+        return NULL;
+    if (!wire_get_u64(m, "checkpoint_s", 0))
+        return "ckpt (a task's checkpoint carried from another cluster) needs checkpoint_s";
+    if (ntasks != 1)
+        return "ckpt (a task's checkpoint carried from another cluster) needs ntasks 1";
+    return files_ckpt_check(c, fl, "task", why, wl);
+}
+
+int files_ckpt_jobdata_pack(const msgpack_object *m, struct wire_buf *wb)
+{
+    const msgpack_object *in = wire_get(m, "inputs"), *out = wire_get(m, "outputs");
+    wire_pack_map(wb, 4); /* filestore_jobdata_pack's map, and "ckpt" */
+    wire_put_u64(wb, "checkpoint_s", wire_get_u64(m, "checkpoint_s", 0));
+    wire_put_key(wb, "inputs");
+    if (in)
+        wire_pack_object(wb, in);
+    else
+        wire_pack_array(wb, 0);
+    wire_put_key(wb, "outputs");
+    if (out)
+        wire_pack_object(wb, out);
+    else
+        wire_pack_array(wb, 0);
+    wire_put_key(wb, "ckpt");
+    wire_pack_object(wb, wire_get(m, "ckpt"));
+    return 1;
+}
+
+void files_ckpt_mark_carried(struct cluster *c, const struct job *j,
+                             int (*fn)(void *arg, const msgpack_object *e), void *arg)
+{
+    msgpack_unpacked up;
+    const msgpack_object *fl = carried(j, &up);
+    (void)c;
+    if (fl && j->state != JS_DONE && j->state != JS_CANCELLED &&
+        (j->next_new == 0 || j->tasks[0].state != TS_DONE))
+        for (uint32_t i = 0; i < fl->via.array.size; i++)
+            fn(arg, &fl->via.array.ptr[i]);
+    msgpack_unpacked_destroy(&up);
+}
+
+/* ---- the latest checkpoint of a task in its maps ---- */
+
+/* The record files_ckpt_nfields (or files_ckpt_row_nfields) read for the pack that
+ * follows (one task map at a time); carried: none recorded, the SUBMIT's "ckpt" is. */
 static struct {
     uint64_t job;
     uint32_t idx;
     struct files_rec rec;
+    bool carried;
 } last;
 
-uint32_t files_ckpt_nfields(struct cluster *c, const struct job *j, uint32_t idx)
+/* Reads task idx's latest checkpoint into last: whether it has one. */
+static bool latest_read(struct cluster *c, const struct job *j, uint32_t idx)
 {
     uint8_t key[12];
     files_rec_clear(&last.rec);
+    last.carried = false;
     if (!j->ckpt_s)
-        return 0;
+        return false;
     last.job = j->id, last.idx = idx;
     store_key_u64_u32(key, j->id, idx);
-    files_rec_get(c, c->t_ckpt, key, sizeof key, &last.rec);
-    return 2 + 2 * last.rec.have;
+    if (!files_rec_get(c, c->t_ckpt, key, sizeof key, &last.rec) && idx == 0) {
+        msgpack_unpacked up;
+        last.carried = carried(j, &up) != NULL;
+        msgpack_unpacked_destroy(&up);
+    }
+    return last.rec.have || last.carried;
+}
+
+/* Writes "ckpt" and "ckpt_issue" of what latest_read found for task idx of j. */
+static void latest_pack(const struct job *j, uint32_t idx, struct wire_buf *tb)
+{
+    if (last.job != j->id || last.idx != idx)
+        return;
+    if (last.rec.have) {
+        wire_put_key(tb, "ckpt");
+        wire_pack_object(tb, wire_get(&last.rec.up.data, "files"));
+        wire_put_u64(tb, "ckpt_issue", wire_get_u64(&last.rec.up.data, "issue", 0));
+    } else if (last.carried) {
+        msgpack_unpacked up;
+        wire_put_key(tb, "ckpt");
+        wire_pack_object(tb, carried(j, &up));
+        wire_put_u64(tb, "ckpt_issue", 0); /* no issue here made it */
+        msgpack_unpacked_destroy(&up);
+    }
+    files_rec_clear(&last.rec);
+    last.carried = false;
+}
+
+uint32_t files_ckpt_nfields(struct cluster *c, const struct job *j, uint32_t idx)
+{
+    bool have = latest_read(c, j, idx);
+    return j->ckpt_s ? 2 + 2 * have : 0;
 }
 
 void files_ckpt_pack(struct cluster *c, const struct job *j, uint32_t idx, struct wire_buf *tb)
 {
-    (void)c;
     if (!j->ckpt_s)
         return;
     wire_put_u64(tb, "checkpoint_s", j->ckpt_s);
     wire_put_u64(tb, "ckpt_mb", (uint64_t)c->cfg.files_ckpt_mb);
-    if (last.rec.have && last.job == j->id && last.idx == idx) {
-        wire_put_key(tb, "ckpt");
-        wire_pack_object(tb, wire_get(&last.rec.up.data, "files"));
-        wire_put_u64(tb, "ckpt_issue", wire_get_u64(&last.rec.up.data, "issue", 0));
-    }
-    files_rec_clear(&last.rec);
+    latest_pack(j, idx, tb);
+}
+
+uint32_t files_ckpt_row_nfields(struct cluster *c, const struct job *j, uint32_t idx)
+{
+    return latest_read(c, j, idx) ? 2 : 0;
+}
+
+void files_ckpt_row_pack(const struct job *j, uint32_t idx, struct wire_buf *tb)
+{
+    latest_pack(j, idx, tb);
 }
 
 /* ---- finding and sweeping ---- */
@@ -162,6 +266,17 @@ bool files_ckpt_names(struct cluster *c, const struct job *j, const uint8_t d[SH
         return false;
     store_key_u64_u32(key, j->id, 0);
     store_iter(c->store, c->t_ckpt, key, sizeof key, find_in, &w);
+    if (w.found)
+        return true;
+    msgpack_unpacked up; /* a checkpoint carried in with the SUBMIT */
+    const msgpack_object *fl = carried(j, &up);
+    for (uint32_t i = 0; fl && !w.found && i < fl->via.array.size; i++) {
+        size_t hl;
+        uint8_t d2[SHA256_LEN];
+        const char *h = wire_get_str(&fl->via.array.ptr[i], "hash", &hl);
+        w.found = filestore_parse_hash(h, hl, d2) == 0 && !memcmp(d2, d, SHA256_LEN);
+    }
+    msgpack_unpacked_destroy(&up);
     return w.found;
 }
 

@@ -555,7 +555,9 @@ static void walk_plain(struct task_walk *w, uint32_t upto)
     for (; w->next < upto && w->wb->sb.size <= JOB_REPLY_MAX; w->next++, w->count++) {
         const struct task *t = w->next < w->j->next_new ? &w->j->tasks[w->next] : NULL;
         int vr = valid_task_has_results(w->j, w->next);
-        wire_pack_map(w->wb, 3 + (uint32_t)vr);
+        uint32_t ck = files_ckpt_row_nfields(w->c, w->j, w->next); /* issue 26 */
+        wire_pack_map(w->wb, 3 + (uint32_t)vr + ck);
+        files_ckpt_row_pack(w->j, w->next, w->wb);
         wire_put_u64(w->wb, "idx", w->next);
         bool gone = w->j->state == JS_CANCELLED && (!t || t->state != TS_DONE);
         wire_put_str(w->wb, "state", gone ? "cancelled" : t ? task_state_name(t) : "pending");
@@ -602,7 +604,9 @@ static int walk_result(void *arg, const void *key, size_t klen, const void *val,
     for (uint32_t i = 0; i < m->via.map.size; i++)
         n += !skip_key(&m->via.map.ptr[i].key, w->output);
     int vr = valid_task_has_results(w->j, idx);
-    wire_pack_map(w->wb, n + 2 + (uint32_t)vr);
+    uint32_t ck = files_ckpt_row_nfields(w->c, w->j, idx); /* issue 26 */
+    wire_pack_map(w->wb, n + 2 + (uint32_t)vr + ck);
+    files_ckpt_row_pack(w->j, idx, w->wb);
     if (vr)
         valid_pack_results(w->c, w->j, idx, w->wb, w->output);
     wire_put_str(w->wb, "state", t ? task_state_name(t) : "done");

@@ -382,6 +382,7 @@ static void a_move_is_kept_in_the_element_record(void **state)
                       .lost = 1,
                       .mig_cjob = 77,
                       .mig_cl = 1,
+                      .mig_run = 1,  /* the move went to another cluster: run moved on */
                       .ck_cjob = 55, /* and a parallel job's run before (its checkpoints) */
                       .ck_cl = 1},
                  b;
@@ -391,10 +392,24 @@ static void a_move_is_kept_in_the_element_record(void **state)
     assert_int_equal(live_elem_decode(wb.sb.data, wb.sb.size, &b), 0);
     assert_int_equal(b.mig_cjob, 77);
     assert_int_equal(b.mig_cl, 1);
+    assert_int_equal(b.mig_run, 1);
     assert_int_equal(b.ck_cjob, 55);
     assert_int_equal(b.ck_cl, 1);
     assert_int_equal(b.run, 2);
     assert_int_equal(b.lost, 1);
+    free(b.reason);
+    free(b.hosts);
+    /* a record written before mig_run: the kept job's run is the element's */
+    wire_buf_reset(&wb);
+    wire_pack_map(&wb, 5);
+    wire_put_str(&wb, "state", "pending");
+    wire_put_i64(&wb, "cl", 1);
+    wire_put_u64(&wb, "run", 2);
+    wire_put_u64(&wb, "mig_cjob", 77);
+    wire_put_i64(&wb, "mig_cl", 1);
+    assert_int_equal(live_elem_decode(wb.sb.data, wb.sb.size, &b), 0);
+    assert_int_equal(b.mig_cjob, 77);
+    assert_int_equal(b.mig_run, 2);
     free(b.reason);
     free(b.hosts);
     a.mig_cjob = a.ck_cjob = 0;

@@ -24,6 +24,8 @@
  *   livestage.c    files to and from the clusters (issue 26): a start's inputs offered
  *                  (FILE_HAVE, FILE_PUT) before its SUBMIT, an ended task's outputs
  *                  copied back (JOB_GET, FILE_GET) before it counts as ended
+ *   livecarry.c    a moving task's checkpoint copied from its old cluster (JOB_GET,
+ *                  FILE_GET) to go with its SUBMIT to another cluster (issue 26)
  *   livefiles.c    the role's file store (daemon/filestore.h): FILE_HAVE, FILE_PUT,
  *                  FILE_GET, a job's files at SUBMIT (table "jobdata"), a task's copied
  *                  outputs (table "elemfiles")
@@ -118,7 +120,10 @@ struct lelem {
        holds the task's checkpoint) to be moved to the host chosen next (TASK_PIN);
        0: none. Stored; absent in older records */
     uint64_t mig_cjob;
-    int8_t mig_cl; /* the cluster of mig_cjob */
+    int8_t mig_cl;    /* the cluster of mig_cjob */
+    uint32_t mig_run; /* the run of mig_cjob's key: run moves on when the move goes to
+                         another cluster (a new key there), and back for a TASK_PIN.
+                         Stored; absent in older records: run */
     /* issue 26: a parallel job with --checkpoint-s run again: the cluster job of the
        run before, whose ranks' complete checkpoint generation the next run starts from
        when it runs on the same cluster (PSUBMIT "ckpt_from"); 0: none. Stored */
@@ -248,6 +253,18 @@ struct lpull {
     uint32_t cur, nfiles; /* the file being copied */
 };
 
+/* A moving task's checkpoint being copied from its old cluster (livecarry.c). */
+struct lcarry {
+    uint64_t eid, cjob; /* the element; the kept cluster job */
+    int cl;             /* its cluster */
+    int st;             /* enum in livecarry.c */
+    void *list;         /* {"inputs": the checkpoint's files} as msgpack, NULL */
+    size_t list_len;
+    uint32_t cur, nfiles; /* the file being copied */
+    uint64_t issue;       /* the old cluster's issue that made it */
+    char *why;            /* why there is none (failed), NULL */
+};
+
 /* A message to a cluster, sent after the turn's commit. */
 struct lout {
     int cl;
@@ -316,6 +333,8 @@ struct live {
     uint32_t nready, capready;
     struct lpull *pulls;
     uint32_t npulls, cappulls;
+    struct lcarry *carries; /* livecarry.c */
+    uint32_t ncarries, capcarries;
     /* reservations (liveresv.c) */
     int t_resv;
     struct lresv *resv;
@@ -572,6 +591,9 @@ int live_mig_reply(struct live *L, struct lclu *c, struct ljob *j, uint32_t e,
                    const struct wire_msg *m);
 /* Element e will not start (cancelled): a kept cluster job is cancelled. */
 void live_mig_drop(struct live *L, struct ljob *j, uint32_t e);
+/* Element e's SUBMIT was taken by its cluster: a job kept on another cluster for the
+ * move is cancelled now (it held the checkpoint the SUBMIT carried). */
+void live_mig_submitted(struct live *L, struct ljob *j, uint32_t e);
 
 /* livestart.c: the start of element e of j (its hosts set) built into wb, its request
  * recorded (liveout.c): 0, or -1 when the job's record is not committed yet (its argv
@@ -591,7 +613,9 @@ enum {
     RK_FHAVE,
     RK_FPUT,
     RK_OUTLIST,
-    RK_FGET
+    RK_FGET,
+    RK_CKLIST, /* livecarry.c */
+    RK_CKGET
 };
 /* Records a request to cluster c (kind: enum in liveclu.c, arg: its subject; answered
  * within wait_ms + LIVE_REQ_TIMEOUT_MS or the cluster is down) and begins its message
@@ -655,6 +679,28 @@ void live_stage_reply(struct live *L, struct lclu *c, int kind, uint64_t arg,
 /* Cluster c is down: its transfers are forgotten (a resync offers again). */
 void live_stage_reset(struct live *L, struct lclu *c);
 void live_stage_free(struct live *L);
+
+/* livecarry.c (issue 26). Element e of j, a move placed on another cluster than its
+ * kept job's: its checkpoint is copied from that cluster. 1 while under way (its id goes
+ * to L->stage_ready when it ends); 0 when copied (the start names it: live_carry_nfields,
+ * live_carry_put; its files are offered: live_carry_offer); -1 when there is none (the
+ * task starts from the start; its reason says why). */
+int live_carry_step(struct live *L, struct ljob *j, uint32_t e);
+/* The SUBMIT's "ckpt" of element eid: 1 field when copied, 0; writing it. */
+uint32_t live_carry_nfields(struct live *L, uint64_t eid);
+void live_carry_put(struct live *L, uint64_t eid, struct wire_buf *wb);
+/* Offers a copied checkpoint's files to cluster c (its c->offer, after the inputs): 1
+ * when all are whole there (or none to offer; one refused there: the carry ends without
+ * a checkpoint), 0 while on their way. */
+int live_carry_offer(struct live *L, struct lclu *c, uint64_t eid, char *why, size_t wl);
+/* Forgets element eid's carry: whether it had a copied checkpoint. */
+bool live_carry_forget(struct live *L, uint64_t eid);
+/* A reply to RK_CKLIST or RK_CKGET. */
+void live_carry_reply(struct live *L, struct lclu *c, int kind, uint64_t arg,
+                      const struct wire_msg *m);
+/* Cluster c is down: the copies from it end without a checkpoint. */
+void live_carry_reset(struct live *L, struct lclu *c);
+void live_carry_free(struct live *L);
 
 /* liveclu.c */
 int live_clusters_open(struct live *L, char *err, size_t errlen);

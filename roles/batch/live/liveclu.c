@@ -270,6 +270,7 @@ static void reject(struct live *L, struct ljob *j, uint32_t e, const char *why)
     if (el->in_engine)
         batch_job_finish(L->eng, live_eid(j->id, e), live_now(L));
     live_elem_engine(j, e, false);
+    live_mig_drop(L, j, e); /* issue 26: a job kept for a move is cancelled */
     live_elem_reason(L, j, e, why);
     el->exit = -1;
     live_elem_set(L, j, e, EL_FAILED);
@@ -601,6 +602,7 @@ static void on_reply(struct live *L, struct lclu *c, const struct lreq *q, const
             wire_get_strbuf(m->root, "state", st, sizeof st);
             if (el->want_cancel || el->want_requeue)
                 live_clu_cancel(L, j, eidx(q->arg));
+            live_mig_submitted(L, j, eidx(q->arg)); /* issue 26: moved to this cluster */
             /* a repeat of an ended job; a SUBMIT's reply (issue 26) says no state: a
                repeat is asked about, its events may have gone by */
             if (cluster_state(st) != EL_RUNNING ||

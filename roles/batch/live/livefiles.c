@@ -43,6 +43,12 @@ void live_files_close(struct live *L)
 const char *live_files_check(struct live *L, const msgpack_object *m, bool parallel,
                              uint32_t ntasks, char *why, size_t wl)
 {
+    if (wire_get(m, "ckpt")) { /* issue 26: a cluster's, from a batch role moving a task */
+        snprintf(why, wl,
+                 "ckpt (a task's checkpoint carried between clusters) is taken by a "
+                 "cluster manager only");
+        return why;
+    }
     if (!wire_get(m, "inputs") && !wire_get(m, "outputs") && !wire_get(m, "checkpoint_s"))
         return NULL;
     struct filestore_limits lim = limits(L);
@@ -213,6 +219,10 @@ void live_files_sweep(struct live *L)
     for (uint32_t i = 0; i < L->npulls; i++) /* outputs being copied: not listed yet */
         if (L->pulls[i].list)
             filesweep_mark_record(L->files, NULL, 0, L->pulls[i].list, L->pulls[i].list_len);
+    for (uint32_t i = 0; i < L->ncarries; i++) /* moving checkpoints (livecarry.c) */
+        if (L->carries[i].list)
+            filestore_each_input(L->carries[i].list, L->carries[i].list_len, UINT32_MAX,
+                                 filesweep_mark, L->files);
     if (store_iter(L->store, L->t_elemfiles, NULL, 0, filesweep_mark_record, L->files) < 0 ||
         filesweep_end(L->files, now - L->cfg.live.files_keep_s * 1000) < 0)
         L->turn_failed = true;

@@ -650,7 +650,7 @@ bad:
 
 void live_elem_encode(const struct lelem *el, struct wire_buf *wb)
 {
-    wire_pack_map(wb, 15 + 2 * !!el->mig_cjob + 2 * !!el->ck_cjob);
+    wire_pack_map(wb, 15 + 3 * !!el->mig_cjob + 2 * !!el->ck_cjob);
     wire_put_str(wb, "state", live_elem_state_name(el->state));
     wire_put_u64(wb, "lost", el->lost);
     wire_put_i64(wb, "cl", el->cl);
@@ -669,6 +669,7 @@ void live_elem_encode(const struct lelem *el, struct wire_buf *wb)
     if (el->mig_cjob) { /* issue 26: a move kept its cluster job (livemigrate.c) */
         wire_put_u64(wb, "mig_cjob", el->mig_cjob);
         wire_put_i64(wb, "mig_cl", el->mig_cl);
+        wire_put_u64(wb, "mig_run", el->mig_run);
     }
     if (el->ck_cjob) { /* issue 26: the run before's checkpoints (liveclu.c) */
         wire_put_u64(wb, "ck_cjob", el->ck_cjob);
@@ -714,6 +715,7 @@ int live_elem_decode(const void *p, size_t n, struct lelem *el)
     el->mig_cl = (int8_t)(el->mig_cjob && mcl >= 0 && mcl < LIVE_MAX_CLUSTERS ? mcl : -1);
     if (el->mig_cl < 0)
         el->mig_cjob = 0;
+    el->mig_run = wire_get(m, "mig_run") ? (uint32_t)u64_of(m, "mig_run") : el->run;
     el->ck_cjob = u64_of(m, "ck_cjob"); /* issue 26; absent in older records: none */
     int64_t ccl = i64_of(m, "ck_cl");
     el->ck_cl = (int8_t)(el->ck_cjob && ccl >= 0 && ccl < LIVE_MAX_CLUSTERS ? ccl : -1);

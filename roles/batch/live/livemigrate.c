@@ -10,10 +10,14 @@
  * same cluster the batch role sends TASK_PIN (job, host) instead of a new SUBMIT: the
  * cluster keeps the job, its inputs and its checkpoint, and issues the task to the new
  * host, which starts it from the checkpoint. Where the cluster cannot (it refuses the
- * TASK_PIN: the job ended or was purged, an older cluster without TASK_PIN) or the
- * scheduler chose another cluster, the old job is cancelled and the element starts as
- * a new run, as today's lost-host requeue does. Each move counts as a lost run
- * (batch.lost_requeues bounds them).
+ * TASK_PIN: the job ended or was purged, an older cluster without TASK_PIN), the old job
+ * is cancelled and the element starts as a new run, as today's lost-host requeue does.
+ * When the scheduler chose another cluster, the checkpoint is carried there
+ * (livecarry.c: copied from the old cluster, offered to the new one, named in the
+ * SUBMIT), under a new cluster key (run + 1; mig_run keeps the old job's, so a later
+ * TASK_PIN to the old cluster goes back to it), and the old job is cancelled once the
+ * new cluster took the SUBMIT. Each move counts as a lost run (batch.lost_requeues
+ * bounds them).
  */
 #include <stdio.h>
 #include <string.h>
@@ -30,6 +34,7 @@ bool live_mig_begin(struct live *L, struct ljob *j, uint32_t e, const struct lcl
     el->lost++;
     el->mig_cjob = el->cjob;
     el->mig_cl = el->cl;
+    el->mig_run = el->run;
     live_elem_mark(L, j, e);
     snprintf(why, wl,
              "moving: its host %s left cluster %s; it restarts from its checkpoint on the host "
@@ -53,7 +58,9 @@ static void drop_old(struct live *L, struct ljob *j, uint32_t e, struct lelem *e
     }
     el->mig_cjob = 0;
     el->mig_cl = -1;
-    el->run++;
+    if (el->run == el->mig_run) /* not moved on already for a carry */
+        el->run++;
+    live_carry_forget(L, live_eid(j->id, e));
     live_elem_mark(L, j, e);
 }
 
@@ -62,9 +69,16 @@ bool live_mig_start(struct live *L, struct ljob *j, uint32_t e)
     struct lelem *el = live_elem_rec(j, e);
     if (!el || !el->mig_cjob)
         return false;
-    if (el->mig_cl != el->cl || !el->hosts || strchr(el->hosts, ',')) {
-        drop_old(L, j, e, el); /* another cluster: the checkpoint cannot follow */
+    if (!el->hosts || strchr(el->hosts, ',')) {
+        drop_old(L, j, e, el);
         return false;
+    }
+    if (el->mig_cl != el->cl) {       /* another cluster: its checkpoint is carried there */
+        if (el->run == el->mig_run) { /* a new key there, stored before the SUBMIT */
+            el->run++;
+            live_elem_mark(L, j, e);
+        }
+        return live_carry_step(L, j, e) > 0; /* copied, or none: the SUBMIT goes now */
     }
     struct wire_buf wb;
     wire_buf_init(&wb);
@@ -89,6 +103,8 @@ int live_mig_reply(struct live *L, struct lclu *c, struct ljob *j, uint32_t e,
         el->cjob = el->mig_cjob;
         el->mig_cjob = 0;
         el->mig_cl = -1;
+        el->run = el->mig_run; /* its events carry the kept job's key */
+        live_carry_forget(L, live_eid(j->id, e));
         live_elem_reason(L, j, e, NULL);
         live_elem_set(L, j, e, EL_RUNNING);
         return 1;
@@ -107,4 +123,23 @@ void live_mig_drop(struct live *L, struct ljob *j, uint32_t e)
     struct lelem *el = live_elem_rec(j, e);
     if (el && el->mig_cjob)
         drop_old(L, j, e, el);
+}
+
+void live_mig_submitted(struct live *L, struct ljob *j, uint32_t e)
+{
+    struct lelem *el = live_elem_rec(j, e);
+    if (!el || !el->mig_cjob || el->mig_cl == el->cl)
+        return;
+    uint64_t old = el->mig_cjob;
+    int from = el->mig_cl;
+    bool carried = live_carry_forget(L, live_eid(j->id, e));
+    log_info("job %llu element %u: moved to host %s at cluster %s (its job %llu) %s; its job %llu "
+             "at cluster %s is cancelled",
+             (unsigned long long)j->id, e, el->hosts ? el->hosts : "", L->cl[el->cl].name,
+             (unsigned long long)el->cjob,
+             carried ? "with its checkpoint" : "without a checkpoint (it starts from the start)",
+             (unsigned long long)old, from >= 0 && from < L->ncl ? L->cl[from].name : "?");
+    if (carried)
+        live_elem_reason(L, j, e, NULL);
+    drop_old(L, j, e, el);
 }

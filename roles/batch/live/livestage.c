@@ -87,6 +87,8 @@ int live_stage_inputs(struct live *L, struct lclu *c, struct ljob *j, uint32_t e
     /* a parallel job's one element takes every rank's inputs (issue 26) */
     int rc = fileoffer_inputs(c->offer, L, c, j->data, j->data_len, j->parallel ? UINT32_MAX : e,
                               j->user, false, why, wl);
+    if (rc == 1) /* a moving task's checkpoint copied from its old cluster (livecarry.c) */
+        rc = live_carry_offer(L, c, live_eid(j->id, e), why, wl);
     return rc < 0 ? -1 : rc == 0 ? 1 : 0;
 }
 
@@ -336,6 +338,10 @@ void live_stage_reply(struct live *L, struct lclu *c, int kind, uint64_t arg,
             wake(L, c);
         return;
     }
+    if (kind == RK_CKLIST || kind == RK_CKGET) {
+        live_carry_reply(L, c, kind, arg, m);
+        return;
+    }
     struct lpull *p = pull_find(L, arg);
     if (!p || p->cl != c->idx)
         return;
@@ -355,6 +361,7 @@ void live_stage_reply(struct live *L, struct lclu *c, int kind, uint64_t arg,
 void live_stage_reset(struct live *L, struct lclu *c)
 {
     fileoffer_destroy(&c->offer);
+    live_carry_reset(L, c);
     for (uint32_t i = 0; i < L->npulls;) {
         struct lpull *p = &L->pulls[i];
         struct ljob *j;
@@ -378,6 +385,7 @@ void live_stage_reset(struct live *L, struct lclu *c)
 
 void live_stage_free(struct live *L)
 {
+    live_carry_free(L);
     for (uint32_t i = 0; i < L->npulls; i++)
         free(L->pulls[i].list);
     free(L->pulls);

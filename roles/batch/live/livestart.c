@@ -63,7 +63,8 @@ static int build_submit(struct live *L, struct ljob *j, uint32_t e, char **argv,
     char name[300], key[128], host[BATCH_NAME_MAX];
     size_t hl = strcspn(el->hosts, ",");
     snprintf(host, sizeof host, "%.*s", (int)(hl < sizeof host ? hl : sizeof host - 1), el->hosts);
-    uint32_t nf = 8 + j->network + jobenv_put(NULL, j->env, j->cwd) + live_files_submit_nfields(j);
+    uint32_t nf = 8 + j->network + jobenv_put(NULL, j->env, j->cwd) + live_files_submit_nfields(j) +
+                  live_carry_nfields(L, live_eid(j->id, e)); /* a moved task's checkpoint */
     live_req_begin(L, c, RK_PSUBMIT, live_eid(j->id, e), WT_SUBMIT, nf, 0, wb);
     jobenv_put(wb, j->env, j->cwd);
     if (j->network)
@@ -85,6 +86,7 @@ static int build_submit(struct live *L, struct ljob *j, uint32_t e, char **argv,
     wire_put_str(wb, "key", key);
     wire_put_str(wb, "host", host);
     live_files_submit_put(j, e, wb);
+    live_carry_put(L, live_eid(j->id, e), wb);
     live_argv_free(argv, argc);
     return 0;
 }
