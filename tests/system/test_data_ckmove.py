@@ -30,12 +30,13 @@ def batch_job(b, jid):
     return b.client().ok("JOB_GET", "JOB", job=jid, tasks=True)
 
 
-def test_a_checkpoint_moves_with_its_task_to_another_cluster(cluster_factory, client_factory,
-                                                             batch_factory, gridnode_bin):
-    """A job's class is a cluster (docs/batch.md): the task of class `main` runs on
-    cluster A; its host leaves, and while it waits to move the operator gives the name
-    `main` to cluster B (kill -9 of the batch role, started again with the new list:
-    A stays, as `old`), so B is the only place it can go."""
+def move_to_b(cluster_factory, client_factory, batch_factory, gridnode_bin, stop_a=False):
+    """A job's class is a cluster (docs/batch.md): COUNT of class `main` runs on cluster
+    A; once two of its checkpoints are there its host leaves, and while the task waits
+    to move the operator gives the name `main` to cluster B (kill -9 of the batch role,
+    started again with the new list: A stays, as `old`), so B is the only place it can
+    go (stop_a: A's manager is killed first). The batch role, the job, its cluster job
+    at A, the two clusters, once the task ended."""
     ca, cb = cluster_factory(FAST), cluster_factory(FAST)
     na, = client_factory(ca, sets=SETS)  # cluster A's only host; B has none yet
     b = batch_factory(["main=" + ca.endpoint, "spare=" + cb.endpoint], sets=BATCH)
@@ -51,11 +52,13 @@ def test_a_checkpoint_moves_with_its_task_to_another_cluster(cluster_factory, cl
     cjob = batch_job(b, jid)["tasks"][0]["cjob"]
     # the old job's task row names its latest checkpoint (for its owner and peers)
     row = ca.client().ok("JOB_GET", "JOB", job=cjob, tasks=True)["tasks"][0]
-    ck, = row["ckpt"]
-    assert ck["name"] == "n" and int(stored_path(ca, ck["hash"]).read_bytes()) >= 5, row
-    na.stop(9)  # the host leaves for good; cluster A's manager stays up
+    ck, = [f for f in row["ckpt"] if f["name"] == "n"]  # n.tmp may be caught too
+    assert int(stored_path(ca, ck["hash"]).read_bytes()) >= 5, row
+    na.stop(9)  # the host leaves for good
     wait_until(lambda: "moving: its host" in (batch_job(b, jid)["tasks"][0].get("reason") or ""),
                scaled(30), msg="the task waits to move")
+    if stop_a:
+        ca.kill()
     b.clusters = ["old=" + ca.endpoint, "main=" + cb.endpoint]
     b.restart()  # kill -9: the kept cluster job is stored with the task
     client_factory(cb, sets=SETS)  # the only host of class main now
@@ -67,11 +70,26 @@ def test_a_checkpoint_moves_with_its_task_to_another_cluster(cluster_factory, cl
     assert t["cluster"] == "main" and t["endpoint"] == cb.endpoint, t  # cluster B
     f, = t["files"]
     start = int(stored_path(b, f["hash"]).read_text().split("start=")[1].split()[0])
-    assert start >= 5, f  # it went on from A's checkpoint, not from 0
+    return b, start, cjob, ca
+
+
+def test_a_checkpoint_moves_with_its_task_to_another_cluster(cluster_factory, client_factory,
+                                                             batch_factory, gridnode_bin):
+    b, start, cjob, ca = move_to_b(cluster_factory, client_factory, batch_factory, gridnode_bin)
+    assert start >= 5, start  # it went on from A's checkpoint, not from 0
     assert "with its checkpoint" in b.log()
     # the old job is cancelled at A once B took the task
     wait_until(lambda: ca.client().ok("JOB_GET", "JOB", job=cjob)["job"]["state"] == "cancelled",
                scaled(20), msg="the old job is cancelled at cluster A")
+
+
+def test_a_move_whose_old_cluster_is_down_starts_from_the_start(cluster_factory, client_factory,
+                                                                 batch_factory, gridnode_bin):
+    b, start, _, _ = move_to_b(cluster_factory, client_factory, batch_factory, gridnode_bin,
+                               stop_a=True)
+    assert start == 0, start  # bounded: the request deadline, then from the start
+    assert ("starts from the start on cluster main: cluster old, which holds its checkpoint, "
+            "does not answer") in b.log()
 
 
 def test_a_submits_ckpt_the_cluster_cannot_take_is_invalid(cluster, batch_factory):
