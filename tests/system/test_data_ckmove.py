@@ -92,7 +92,7 @@ def test_a_move_whose_old_cluster_is_down_starts_from_the_start(cluster_factory,
             "does not answer") in b.log()
 
 
-def test_a_submits_ckpt_the_cluster_cannot_take_is_invalid(cluster, batch_factory):
+def test_a_submits_ckpt_the_cluster_cannot_take_is_invalid(cluster, batch_factory, meta_factory):
     c = cluster.client()
     data = b"7\n"
     st = c.ok("FILE_PUT", "FILE_STATE", hash=sha(data), size=len(data), off=0, data=data)
@@ -113,3 +113,6 @@ def test_a_submits_ckpt_the_cluster_cannot_take_is_invalid(cluster, batch_factor
     # a batch role takes no ckpt from its users: it is the clusters' field
     b = batch_factory([cluster], sets=BATCH)
     assert "cluster manager only" in b.client().err("SUBMIT", "INVALID", ckpt=[ok], **job)["msg"]
+    # nor does the grid spool (one vocabulary: the same refusal at every level above)
+    m = meta_factory({"site": b})
+    assert "cluster manager only" in m.client().err("SUBMIT", "INVALID", ckpt=[ok], **job)["msg"]

@@ -44,6 +44,9 @@ void meta_files_close(struct meta *M)
 const char *meta_files_check(struct meta *M, const msgpack_object *o, bool parallel,
                              uint64_t ntasks, char *why, size_t wl)
 {
+    if (wire_get(o, "ckpt")) /* issue 26: between a batch role and its clusters only */
+        return "ckpt (a task's checkpoint carried between clusters) is taken by a cluster "
+               "manager only";
     if (!wire_get(o, "inputs") && !wire_get(o, "outputs") && !wire_get(o, "checkpoint_s"))
         return NULL;
     struct filestore_limits lim = limits(M);
