@@ -233,3 +233,25 @@ def test_throttle_maxjob_per_user_honoured_live(cluster_factory, client_factory,
     assert state(b, a2) == "queued"       # free cores, but alice is at MAXJOB 1
     j2 = wait_state(b, a2, ("running", "done"), timeout=40)["job"]
     assert j2["started"] >= get(b, a1)["job"]["finished"] - 100
+
+
+def test_a_cancel_its_cluster_missed_while_down_reaches_it_after(cluster_factory, client_factory,
+                                                                  batch_factory):
+    """A cancel is an order kept until the cluster took it (docs/batch.md "Orders to
+    clusters"): cancelled at the batch role while its cluster manager was down, the
+    running cluster job is cancelled when the cluster is back, not left running on hosts
+    the batch role counts as free."""
+    cl, b = grid(cluster_factory, client_factory, batch_factory)
+    jid = b.rpc(T["SUBMIT"], argv=["sleep", "600"], ntasks=1, limit_s=900)["job"]
+    wait_state(b, jid, ("running",))
+    cj = get(b, jid, tasks=True)["tasks"][0]["cjob"]
+    assert cl.rpc(T["JOB_GET"], job=cj)["job"]["state"] == "running"
+    cl.kill()
+    wait_until(lambda: "its hosts are down for the scheduler" in b.log(), scaled(30),
+               msg="the batch role sees its cluster down")
+    b.rpc(T["CANCEL"], job=jid)
+    assert state(b, jid) == "cancelled"
+    b.restart()  # the order outlives a restart of the batch role too
+    cl.restart()
+    wait_until(lambda: cl.rpc(T["JOB_GET"], job=cj)["job"]["state"] == "cancelled", scaled(30),
+               msg="the cluster job cancelled once its cluster is back")

@@ -40,6 +40,7 @@ static const struct store_table live_tables[] = {
     {"files", STORE_KEY_STR},         /* daemon/filestore.c (issue 26) */
     {"jobdata", STORE_KEY_U64},       /* livefiles.c: a job's inputs and outputs */
     {"elemfiles", STORE_KEY_U64_U32}, /* livefiles.c: a task's outputs copied back */
+    {"orders", STORE_KEY_U64},        /* liveorder.c: cancels owed to clusters */
     {NULL},
 };
 
@@ -273,7 +274,8 @@ static int load_all(struct live *L)
         return -1;
     }
     L->nslots = 0;
-    if (load_meta(L) < 0 || live_load(L) < 0 || live_files_load(L) < 0 || live_resv_load(L) < 0)
+    if (load_meta(L) < 0 || live_load(L) < 0 || live_files_load(L) < 0 || live_resv_load(L) < 0 ||
+        live_order_load(L) < 0)
         return -1;
     L->want_cycle = true;
     return 0;
@@ -305,6 +307,7 @@ static int live_open(struct live *L)
     L->t_files = store_table(L->store, "files");
     L->t_jobdata = store_table(L->store, "jobdata");
     L->t_elemfiles = store_table(L->store, "elemfiles");
+    L->t_orders = store_table(L->store, "orders");
     if (load_all(L) < 0 || store_commit(L->store) < 0) {
         if (loop_stopping())
             log_info("stopping while loading the state (nothing was changed)");
@@ -395,6 +398,7 @@ out:
     store_close(&L.store);
     live_jobs_free(&L);
     live_resv_free(&L);
+    live_order_free(&L);
     batch_engine_destroy(&L.eng);
     daemon_destroy(&L.daemon);
     endwait_free(&L.endwait);

@@ -29,6 +29,8 @@
  *   livefiles.c    the role's file store (daemon/filestore.h): FILE_HAVE, FILE_PUT,
  *                  FILE_GET, a job's files at SUBMIT (table "jobdata"), a task's copied
  *                  outputs (table "elemfiles")
+ *   liveorder.c    cancels owed to clusters (table "orders"), sent again at each resync
+ *                  until a cluster took them
  *   liveout.c      requests to the clusters: their records (deadlines) and the queue
  *                  sent after the turn's commit
  *   liveresv.c     reservations in memory, in the store and in the engine
@@ -335,6 +337,11 @@ struct live {
     uint32_t npulls, cappulls;
     struct lcarry *carries; /* livecarry.c */
     uint32_t ncarries, capcarries;
+    /* cancels owed to clusters (liveorder.c, table "orders") */
+    struct lorder *orders;
+    uint32_t norders, caporders;
+    uint64_t order_seq;
+    int t_orders;
     /* reservations (liveresv.c) */
     int t_resv;
     struct lresv *resv;
@@ -608,8 +615,8 @@ enum {
     RK_EVENTS,
     RK_PSUBMIT,
     RK_JOBGET,
-    RK_CANCEL,
-    RK_PIN, /* livemigrate.c */
+    RK_PIN,   /* livemigrate.c */
+    RK_ORDER, /* liveorder.c: a CANCEL kept until the cluster took it */
     RK_FHAVE,
     RK_FPUT,
     RK_OUTLIST,
@@ -622,6 +629,18 @@ enum {
  * (type, nfields) in wb: the request id. */
 uint64_t live_req_begin(struct live *L, struct lclu *c, int kind, uint64_t arg, uint32_t type,
                         uint32_t nfields, int64_t wait_ms, struct wire_buf *wb);
+/* liveorder.c: the CANCEL of cluster job cjob at cluster cl, stored (table "orders")
+ * and sent after the commit, then again at each resync of that cluster until it answers
+ * OK, NOT_FOUND or STATE (one order per cluster job). */
+void live_order_cancel(struct live *L, int cl, uint64_t cjob);
+/* Sends every order of cluster cl again (its resynchronisation). */
+void live_order_resend(struct live *L, int cl);
+/* The answer to order id from cluster c. */
+void live_order_reply(struct live *L, struct lclu *c, uint64_t id, const struct wire_msg *m);
+/* The stored orders into memory (at load), and freed (at exit): 0, or -1. */
+int live_order_load(struct live *L);
+void live_order_free(struct live *L);
+
 /* Queues wb (copied) to cluster cl, sent after the commit (live_out_flush). */
 void live_queue_out(struct live *L, int cl, const struct wire_buf *wb);
 /* Queues the start of element eid to be built after the commit. */

@@ -341,8 +341,7 @@ void live_clu_cancel(struct live *L, struct ljob *j, uint32_t e)
     struct lelem *el = live_elem_rec(j, e);
     if (!el || el->cl < 0 || el->cl >= L->ncl || !el->cjob)
         return;
-    send_simple(L, &L->cl[el->cl], RK_CANCEL, live_eid(j->id, e), WT_CANCEL, "job", el->cjob, NULL,
-                0, 0);
+    live_order_cancel(L, el->cl, el->cjob); /* kept until the cluster took it (liveorder.c) */
 }
 
 /* ---- synchronisation ---- */
@@ -406,6 +405,7 @@ static void nodes_done(struct live *L, struct lclu *c)
         log_info("cluster %s (%s): %u hosts", c->name, c->ep, c->nhosts);
     c->synced = true;
     reconcile(L, c);
+    live_order_resend(L, c->idx);
     live_want_cycle(L);
     if (c->events_ok) {
         c->st = CL_FOLLOW;
@@ -622,6 +622,9 @@ static void on_reply(struct live *L, struct lclu *c, const struct lreq *q, const
             snprintf(why, sizeof why, "cluster %s rejects the job: %s", c->name, msg);
             reject(L, j, eidx(q->arg), why);
         }
+        break;
+    case RK_ORDER:
+        live_order_reply(L, c, q->arg, m);
         break;
     case RK_PIN: /* issue 26: refused: the element starts as a new run */
         if (el && live_mig_reply(L, c, j, eidx(q->arg), m) == 0)

@@ -48,14 +48,9 @@ bool live_mig_begin(struct live *L, struct ljob *j, uint32_t e, const struct lcl
  * new run (a new cluster key: the old job's late events are not taken as its own). */
 static void drop_old(struct live *L, struct ljob *j, uint32_t e, struct lelem *el)
 {
-    if (el->mig_cl >= 0 && el->mig_cl < L->ncl) {
-        struct wire_buf wb;
-        wire_buf_init(&wb);
-        live_req_begin(L, &L->cl[el->mig_cl], RK_CANCEL, live_eid(j->id, e), WT_CANCEL, 1, 0, &wb);
-        wire_put_u64(&wb, "job", el->mig_cjob);
-        live_queue_out(L, el->mig_cl, &wb);
-        wire_buf_free(&wb);
-    }
+    /* an order, kept until the old cluster took it: a CANCEL lost while it was down
+       would let the old job run again there when its host came back (liveorder.c) */
+    live_order_cancel(L, el->mig_cl, el->mig_cjob);
     el->mig_cjob = 0;
     el->mig_cl = -1;
     if (el->run == el->mig_run) /* not moved on already for a carry */
