@@ -332,25 +332,28 @@ const char *filestore_submit_check(struct filestore *fs, const struct filestore_
 
 /* ---- a job's kept files ---- */
 
+void filestore_put_lists(const msgpack_object *m, struct wire_buf *wb)
+{
+    static const char *const keys[] = {"inputs", "outputs"};
+    for (int i = 0; i < 2; i++) {
+        const msgpack_object *v = wire_get(m, keys[i]);
+        wire_put_key(wb, keys[i]);
+        if (v)
+            wire_pack_object(wb, v);
+        else
+            wire_pack_array(wb, 0);
+    }
+}
+
 int filestore_jobdata_pack(const msgpack_object *m, struct wire_buf *wb)
 {
-    const msgpack_object *in = wire_get(m, "inputs"), *out = wire_get(m, "outputs");
     uint64_t ck = wire_get_u64(m, "checkpoint_s", 0); /* bounded by its descriptor */
-    if (!in && !out && !ck)
+    if (!wire_get(m, "inputs") && !wire_get(m, "outputs") && !ck)
         return 0;
     wire_pack_map(wb, 2 + (ck > 0));
     if (ck) /* a record without it (older ones too) reads 0: no checkpoints */
         wire_put_u64(wb, "checkpoint_s", ck);
-    wire_put_key(wb, "inputs");
-    if (in)
-        wire_pack_object(wb, in);
-    else
-        wire_pack_array(wb, 0);
-    wire_put_key(wb, "outputs");
-    if (out)
-        wire_pack_object(wb, out);
-    else
-        wire_pack_array(wb, 0);
+    filestore_put_lists(m, wb);
     return 1;
 }
 

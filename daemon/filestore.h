@@ -143,6 +143,8 @@ const char *filestore_submit_check(struct filestore *fs, const struct filestore_
  * "checkpoint_s". Written into wb (empty) from SUBMIT m: 1, or 0 when m names none.
  */
 int filestore_jobdata_pack(const msgpack_object *m, struct wire_buf *wb);
+/* The "inputs" and "outputs" keys of that map, with m's lists (else empty arrays). */
+void filestore_put_lists(const msgpack_object *m, struct wire_buf *wb);
 /* Calls fn for each entry of a kept map's "inputs" that task idx gets (idx UINT32_MAX:
  * every entry); stops at the first nonzero return and returns it. */
 int filestore_each_input(const void *data, size_t len, uint32_t idx,

@@ -110,19 +110,9 @@ const char *files_ckpt_submit_check(struct cluster *c, const msgpack_object *m, 
 
 int files_ckpt_jobdata_pack(const msgpack_object *m, struct wire_buf *wb)
 {
-    const msgpack_object *in = wire_get(m, "inputs"), *out = wire_get(m, "outputs");
     wire_pack_map(wb, 4); /* filestore_jobdata_pack's map, and "ckpt" */
     wire_put_u64(wb, "checkpoint_s", wire_get_u64(m, "checkpoint_s", 0));
-    wire_put_key(wb, "inputs");
-    if (in)
-        wire_pack_object(wb, in);
-    else
-        wire_pack_array(wb, 0);
-    wire_put_key(wb, "outputs");
-    if (out)
-        wire_pack_object(wb, out);
-    else
-        wire_pack_array(wb, 0);
+    filestore_put_lists(m, wb);
     wire_put_key(wb, "ckpt");
     wire_pack_object(wb, wire_get(m, "ckpt"));
     return 1;
