@@ -30,20 +30,21 @@ def batch_job(b, jid):
     return b.client().ok("JOB_GET", "JOB", job=jid, tasks=True)
 
 
-def move_to_b(cluster_factory, client_factory, batch_factory, gridnode_bin, stop_a=False):
+def move_to_b(cluster_factory, client_factory, batch_factory, gridnode_bin, stop_a=False,
+              script=COUNT, cb_sets=None):
     """A job's class is a cluster (docs/batch.md): COUNT of class `main` runs on cluster
     A; once two of its checkpoints are there its host leaves, and while the task waits
     to move the operator gives the name `main` to cluster B (kill -9 of the batch role,
     started again with the new list: A stays, as `old`), so B is the only place it can
     go (stop_a: A's manager is killed first). The batch role, the job, its cluster job
     at A, the two clusters, once the task ended."""
-    ca, cb = cluster_factory(FAST), cluster_factory(FAST)
+    ca, cb = cluster_factory(FAST), cluster_factory(dict(FAST, **(cb_sets or {})))
     na, = client_factory(ca, sets=SETS)  # cluster A's only host; B has none yet
     b = batch_factory(["main=" + ca.endpoint, "spare=" + cb.endpoint], sets=BATCH)
     wait_until(lambda: any(n["active"] for n in b.client().ok("NODE_LIST", "NODES")["nodes"]),
                scaled(20), msg="the batch role sees A's host")
     r = run_cli(gridnode_bin, "submit", "-e", b.endpoint, "--shell", "--checkpoint-s", 1,
-                "--class", "main", "--output", "result.txt", "--json", COUNT)
+                "--class", "main", "--output", "result.txt", "--json", script)
     assert r.returncode == 0, r.stderr
     jid = json.loads(r.stdout)["job"]
     # two checkpoints with a count of 5 or more are at cluster A (see test_checkpoint.py)
@@ -116,3 +117,15 @@ def test_a_submits_ckpt_the_cluster_cannot_take_is_invalid(cluster, batch_factor
     # nor does the grid spool (one vocabulary: the same refusal at every level above)
     m = meta_factory({"site": b})
     assert "cluster manager only" in m.client().err("SUBMIT", "INVALID", ckpt=[ok], **job)["msg"]
+
+
+def test_a_checkpoint_the_new_cluster_refuses_is_dropped_and_the_task_starts_over(
+        cluster_factory, client_factory, batch_factory, gridnode_bin):
+    """The new cluster takes the carried files (files.job_mb) but refuses them as a
+    checkpoint (over its files.ckpt_mb): the SUBMIT is INVALID, and the batch role starts
+    the task there again without the checkpoint instead of failing it."""
+    pad = 'head -c 1200000 /dev/zero > "$GRIDNODE_CHECKPOINT_DIR/pad"; '
+    b, start, _, _ = move_to_b(cluster_factory, client_factory, batch_factory, gridnode_bin,
+                               script=pad + COUNT, cb_sets={"files.ckpt_mb": 1})
+    assert start == 0, start
+    assert "the cluster refused the checkpoint carried to it" in b.log()

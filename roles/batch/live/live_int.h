@@ -712,6 +712,11 @@ void live_carry_put(struct live *L, uint64_t eid, struct wire_buf *wb);
  * when all are whole there (or none to offer; one refused there: the carry ends without
  * a checkpoint), 0 while on their way. */
 int live_carry_offer(struct live *L, struct lclu *c, uint64_t eid, char *why, size_t wl);
+/* The new cluster answered INVALID to element eid's SUBMIT (msg): true when that SUBMIT
+ * carried a checkpoint, which is then dropped (the reason says why): the element is
+ * started again without it, from the start (a file swept between its offer and the
+ * SUBMIT, a checkpoint over that cluster's files.ckpt_mb). */
+bool live_carry_refused(struct live *L, uint64_t eid, const char *msg);
 /* Forgets element eid's carry: whether it had a copied checkpoint. */
 bool live_carry_forget(struct live *L, uint64_t eid);
 /* A reply to RK_CKLIST or RK_CKGET. */

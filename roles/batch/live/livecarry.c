@@ -251,10 +251,13 @@ int live_carry_offer(struct live *L, struct lclu *c, uint64_t eid, char *why, si
     return rc;
 }
 
-const char *live_carry_why(struct live *L, uint64_t eid)
+bool live_carry_refused(struct live *L, uint64_t eid, const char *msg)
 {
     struct lcarry *k = find(L, eid);
-    return k && k->st == CK_FAILED ? k->why : NULL;
+    if (!k || k->st != CK_DONE)
+        return false;
+    fail(L, k, false, "the cluster refused the checkpoint carried to it (%s)", msg);
+    return true;
 }
 
 bool live_carry_forget(struct live *L, uint64_t eid)

@@ -617,6 +617,8 @@ static void on_reply(struct live *L, struct lclu *c, const struct lreq *q, const
             L->refusals++;
             live_hosts_block(L, c, el->hosts);
             requeue(L, j, eidx(q->arg), why);
+        } else if (code == WE_INVALID && live_carry_refused(L, q->arg, msg)) {
+            live_clu_start(L, j, eidx(q->arg)); /* again, without the carried checkpoint */
         } else {
             char why[600];
             snprintf(why, sizeof why, "cluster %s rejects the job: %s", c->name, msg);
