@@ -61,6 +61,12 @@ uint32_t files_par_cmd_nfields(const struct pjob *j);
 void files_par_cmd_pack(const struct pjob *j, uint32_t rank, struct wire_buf *wb);
 /* Whether j names the file hex (64 hex digits): as an input (out false), or as an output
  * rank kept. */
+/* Calls fn for each entry of the "files" array of a stored record (a rank's kept outputs,
+ * a checkpoint generation) until fn returns nonzero; that value, or 0. */
+int files_rec_each(const void *val, size_t vlen, int (*fn)(void *arg, const msgpack_object *e),
+                   void *arg);
+/* A files-entry callback: nonzero if e's "hash" is the 64 hex digits at arg. */
+int files_same_hash(void *arg, const msgpack_object *e);
 bool files_par_names(struct cluster *c, const struct pjob *j, bool out, uint32_t rank,
                      const char *hex);
 /* Calls fn for every file a parallel job names (its inputs, its ranks' kept outputs). */

@@ -105,9 +105,8 @@ void files_par_cmd_pack(const struct pjob *j, uint32_t rank, struct wire_buf *wb
     msgpack_unpacked_destroy(&up);
 }
 
-/* Calls fn for each file of the "files" of a stored rank output record (val). */
-static int each_kept(const void *val, size_t vlen, int (*fn)(void *arg, const msgpack_object *e),
-                     void *arg)
+int files_rec_each(const void *val, size_t vlen, int (*fn)(void *arg, const msgpack_object *e),
+                   void *arg)
 {
     msgpack_unpacked up;
     int rc = 0;
@@ -121,7 +120,7 @@ static int each_kept(const void *val, size_t vlen, int (*fn)(void *arg, const ms
     return rc;
 }
 
-static int same_hash(void *arg, const msgpack_object *e)
+int files_same_hash(void *arg, const msgpack_object *e)
 {
     size_t hl;
     const char *h = wire_get_str(e, "hash", &hl);
@@ -134,7 +133,8 @@ bool files_par_names(struct cluster *c, const struct pjob *j, bool out, uint32_t
     if (!j->data)
         return false;
     if (!out)
-        return filestore_each_input(j->data, j->data_len, UINT32_MAX, same_hash, (void *)hex) > 0;
+        return filestore_each_input(j->data, j->data_len, UINT32_MAX, files_same_hash,
+                                    (void *)hex) > 0;
     if (rank >= j->rq.nprocs)
         return false;
     uint8_t key[12];
@@ -143,7 +143,7 @@ bool files_par_names(struct cluster *c, const struct pjob *j, bool out, uint32_t
     store_key_u64_u32(key, j->id, rank);
     if (store_get(c->store, c->sd->t_poutput, key, sizeof key, &val, &vlen) != 0)
         return false;
-    bool found = each_kept(val, vlen, same_hash, (void *)hex) > 0;
+    bool found = files_rec_each(val, vlen, files_same_hash, (void *)hex) > 0;
     free(val);
     return found;
 }
@@ -159,7 +159,7 @@ static int mark_rank(void *arg, const void *key, size_t klen, const void *val, s
     struct mark_walk *w = arg;
     if (klen != 12 || store_key_get_u64(key) != w->job)
         return 1;
-    each_kept(val, vlen, w->fn, w->arg);
+    files_rec_each(val, vlen, w->fn, w->arg);
     return 0;
 }
 

@@ -418,41 +418,19 @@ void files_pckpt_attach(struct pjob *j)
     j->ckpt_s = data_ckpt_s(j);
 }
 
-/* Calls w->fn for each file of a stored record; stops at a nonzero return. */
-static int each_file(struct pck_walk *w, const void *val, size_t vlen)
-{
-    msgpack_unpacked up;
-    int rc = 0;
-    if (cluster_unpack_map(&up, val, vlen) < 0)
-        return 0;
-    const msgpack_object *fl = wire_get(&up.data, "files");
-    for (uint32_t i = 0; !rc && fl && fl->type == MSGPACK_OBJECT_ARRAY && i < fl->via.array.size;
-         i++)
-        rc = w->fn(w->arg, &fl->via.array.ptr[i]);
-    msgpack_unpacked_destroy(&up);
-    return rc;
-}
-
-static int same_hash(void *arg, const msgpack_object *e)
-{
-    size_t hl;
-    const char *h = wire_get_str(e, "hash", &hl);
-    return h && hl == 64 && !memcmp(h, arg, 64);
-}
-
 static int find_in(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
 {
     struct pck_walk *w = arg;
     if (klen != 16 || store_key_get_u64(key) != w->j->id)
         return 1;
-    w->found = each_file(w, val, vlen) > 0;
+    w->found = files_rec_each(val, vlen, w->fn, w->arg) > 0;
     return w->found;
 }
 
 bool files_pckpt_names(struct cluster *c, struct pjob *j, const char *hex)
 {
     uint8_t key[8];
-    struct pck_walk w = {c, j, hex, same_hash, (void *)hex, 0, false};
+    struct pck_walk w = {c, j, hex, files_same_hash, (void *)hex, 0, false};
     if (!j->ckpt_s || !j->nck)
         return false;
     store_key_u64(key, j->id);
@@ -464,8 +442,8 @@ static int sweep_one(void *arg, const void *key, size_t klen, const void *val, s
 {
     struct pck_walk *w = arg;
     struct pjob *j = klen == 16 ? scored_job_find(w->c, store_key_get_u64(key)) : NULL;
-    if (j && j->state != PJ_DONE) { /* a cancelled one's: a batch role's next run */
-        each_file(w, val, vlen);    /* kept: its files are named */
+    if (j && j->state != PJ_DONE) {               /* a cancelled one's: a batch role's next run */
+        files_rec_each(val, vlen, w->fn, w->arg); /* kept: its files are named */
         return 0;
     }
     if (store_del(w->c->store, w->c->sd->t_pckpt, key, klen) < 0)

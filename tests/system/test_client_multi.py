@@ -77,10 +77,15 @@ def run_s(st):
 
 @pytest.mark.slow
 def test_shares_3_2_1(procs, gridnode_bin, workdir, cluster_factory):
-    """Three clusters with shares 3:2:1, a 2-slot client, tasks of 0.5 s: after a warm-up
-    of 20 s, the CPU time of each project over the next 40 s is within 10 % (relative)
-    of its share... measured with a bound of 0.05 on the fraction (10 % of the largest
-    share's 0.5) because a 40 s window holds only ~160 tasks."""
+    """Three clusters with shares 3:2:1, a 2-slot client, tasks of 0.5 s: the CPU time each
+    project got in the client's first 60 s is within 0.05 of its share (10 % of the largest
+    share's 0.5; 60 s hold ~240 tasks). Measured from the start, not over a window after
+    a warm-up: the REC policy equalizes what each project got since it attached (10-day
+    half-life), so a project that got less at first (its first work fetch came last, or an
+    RPC of its timed out on a busy machine) gets more afterwards, and a window that starts
+    after the lag but before the catch-up ended sees the catch-up as a skew (61.6 % for a
+    once in the fresh-clone run; the first 20 s gave a 0.45-0.48, the next 40 s 0.49-0.52,
+    the whole 60 s 0.48-0.50)."""
     cl = [cluster_factory(name="p%d" % i) for i in range(3)]
     for c in cl:
         submit(gridnode_bin, c, 400, "sleep", "0.5")
@@ -90,14 +95,11 @@ def test_shares_3_2_1(procs, gridnode_bin, workdir, cluster_factory):
                         ("c", 1, [cl[2].endpoint])])
     start_client(procs, gridnode_bin, workdir, ini)
     wait_endpoint(sd)
-    time.sleep(20)
-    r0 = run_s(state(gridnode_bin, sd))
-    time.sleep(40)
+    time.sleep(60)
     st = state(gridnode_bin, sd)
-    r1 = run_s(st)
-    used = {k: r1[k] - r0[k] for k in r1}
+    used = run_s(st)
     total = sum(used.values())
-    assert total > 40, used  # 2 slots x 40 s, minus scheduling gaps
+    assert total > 60, used  # 2 slots x 60 s, minus start-up and scheduling gaps
     for name, share in (("a", 3 / 6), ("b", 2 / 6), ("c", 1 / 6)):
         assert abs(used[name] / total - share) <= 0.05, (used, st["projects"])
 

@@ -90,7 +90,8 @@ static struct lpar *par_get(struct live *l, int p)
     a->sync_ms = 1000;
     if (fs_mkdir_p(a->pp.workroot) < 0) {
         char why[400];
-        snprintf(why, sizeof why, "cannot prepare %s: %s", a->pp.workroot, strerror(errno));
+        snprintf(why, sizeof why, "cannot prepare working directory %s: %s", a->pp.workroot,
+                 strerror(errno));
         vcl_sick(l, why);
     }
     lp->par = a;
