@@ -75,6 +75,8 @@ static const struct config_key meta_keys[] = {
     {"files", "recheck_s", CONFIG_INT, "60", OFF(files_recheck_s), 1, 1L << 30, NULL,
      "a file a site said it held longer ago than this is asked about again before a job "
      "names it (seconds)"},
+    {"jobs", "retention_s", CONFIG_INT, "604800", OFF(retention_s), 0, 1L << 40, NULL,
+     "purge ended jobs this long after they ended (0: keep them until gridnode purge)"},
     {NULL, NULL, 0, NULL, 0, 0, 0, NULL, NULL},
 };
 
@@ -178,6 +180,7 @@ static void on_acct(struct loop *l, void *arg)
 {
     (void)l;
     meta_acct_tick(arg);
+    meta_purge_tick(arg); /* jobs.retention_s (metapurge.c) */
 }
 
 static int load_all(struct meta *M)
@@ -312,7 +315,7 @@ int meta_main(int argc, char **argv)
         goto out;
     }
     loop_timer(M.loop, 50, 1, on_tick, &M);
-    loop_timer(M.loop, 1000, 1, on_acct, &M); /* accounting retention (metaacct.c) */
+    loop_timer(M.loop, 1000, 1, on_acct, &M); /* accounting and job retention */
     statspage_timer(M.stats, M.loop);
     statspage_write(M.stats);
     rc = loop_run(M.loop) < 0 ? 1 : 0;

@@ -9,6 +9,7 @@
  *   metasend.c   the messages to the sites, queued until the turn's commit
  *   metastage.c  files and sites (issue 26): inputs offered before a SUBMIT, outputs
  *                copied back when the site's job ended
+ *   metapurge.c  ended jobs forgotten: PURGE, and jobs.retention_s
  *   metaorder.c  the outbox: orders to a site (cancel, release, withdrawal), stored and
  *                sent until the site acknowledges them (issue 24); a requeue completed
  *   metaplace.c  placement rounds: estimates, the decision, RESERVE/SUBMIT, moves begun
@@ -65,6 +66,7 @@ struct meta_cfg {
     struct acct_conf acct;                          /* [acct] (daemon/acct.h, metaacct.c) */
     long files_job_mb, files_user_mb, files_keep_s; /* [files] (issue 26, metafiles.c) */
     long files_recheck_s; /* [files]: a site's holding asked again after this (fileoffer) */
+    long retention_s;     /* [jobs]: ended jobs purged this long after (metapurge.c) */
 };
 
 /* Job states at the spool. */
@@ -322,6 +324,8 @@ struct meta {
     /* files (issue 26, metafiles.c, metastage.c) */
     struct filestore *files;
     int t_files, t_taskfiles;
+    int64_t sweep_ms;         /* the last file sweep (wall ms; 0: at the next commit) */
+    uint32_t retention_ticks; /* metapurge.c */
     struct mpull *pulls;
     uint32_t npulls, cappulls;
     /* statistics (metastats.c): placement latency (submission to placed) since start */
@@ -347,6 +351,9 @@ void meta_dirty_reset(struct meta *M);
 int meta_job_add(struct meta *M, struct mjob *j);
 /* NULL-safe. */
 void meta_job_free(struct mjob *j);
+/* Frees the jobs of ids (sorted) and closes their gaps in the table and the key index
+ * (metapurge.c, after their records' deletion went into the turn). */
+void meta_jobs_drop(struct meta *M, const uint64_t *ids, uint32_t n);
 /* The newest job of user with request key key (a resent keyed SUBMIT), NULL. */
 struct mjob *meta_job_by_key(struct meta *M, const char *user, const char *key);
 /* Empties the key index (every job is freed: a reload, the end). */
@@ -407,11 +414,21 @@ bool meta_files_tasks(struct meta *M, const struct mjob *j, uint64_t from, uint6
 void meta_files_request(struct meta *M, const struct wire_msg *m, struct wire_buf *reply);
 /* Files no job names, unchanged for files.keep_s, deleted (at start and hourly). */
 void meta_files_sweep(struct meta *M);
+/* The next sweep at the next commit, not an hour after the last (a purge freed names). */
+void meta_files_sweep_soon(struct meta *M);
 /* For a Slurm site's job directories (slurm_done_fn, issue 26 "Retention"; arg the
  * meta): the wall ms since which the spool is done with the job whose SUBMIT key is
  * name (ended here, committed, its outputs copied, no order about it outstanding), or -1
  * (still needed, or not a key of this spool's). */
 int64_t meta_files_dir_done(void *arg, const char *name);
+
+/* ---- metapurge.c: ended jobs forgotten (docs/wire.md 6.10) ---- */
+
+/* PURGE from an administrator (access.c lets no one else send it). */
+void meta_purge_request(struct meta *M, const struct wire_msg *m, struct wire_buf *reply);
+/* Once a second (a timer's turn): every min(10, jobs.retention_s) s, the ended jobs past
+ * jobs.retention_s purged. */
+void meta_purge_tick(struct meta *M);
 
 /* ---- metasend.c: the messages to the sites ---- */
 

@@ -183,11 +183,15 @@ bool meta_files_tasks(struct meta *M, const struct mjob *j, uint64_t from, uint6
 
 /* ---- the sweep (docs/data.md "Retention", daemon/filesweep.c) ---- */
 
+void meta_files_sweep_soon(struct meta *M)
+{
+    M->sweep_ms = 0;
+}
+
 void meta_files_sweep(struct meta *M)
 {
-    static int64_t last_ms;
     int64_t now = wall_now_ms();
-    if (!M->files || !filesweep_due(&last_ms, now))
+    if (!M->files || !filesweep_due(&M->sweep_ms, now))
         return;
     filesweep_begin(M->files);
     for (uint32_t i = 0; i < M->njobs; i++)
@@ -224,8 +228,10 @@ int64_t meta_files_dir_done(void *arg, const char *name)
         name[6 + il + (size_t)n])
         return -1;
     const struct mjob *j = meta_job_find(M, id);
+    if (!j) /* purged (metapurge.c: the spool was done with it), or a future id */
+        return id < M->next_id ? 0 : -1;
     /* every copy of the job (an older attempt's too) stays while the job goes on */
-    if (!j || !MJ_ENDED(j->state) || j->pulling || j->dirty || j->orders)
+    if (!MJ_ENDED(j->state) || j->pulling || j->dirty || j->orders)
         return -1;
     return j->finished > 0 ? j->finished : 0;
 }

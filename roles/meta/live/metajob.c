@@ -50,8 +50,8 @@ struct mjob *meta_job_find(struct meta *M, uint64_t id)
 }
 
 /* ---- the index of keyed jobs (user, key) -> job: a keyed SUBMIT looks its key up in
- * O(1), not by walking every job (issue 28). Jobs are never removed one by one (a
- * reload frees them all and meta_key_reset empties the index). ---- */
+ * O(1), not by walking every job (issue 28). A purge (metapurge.c) builds it again
+ * without the jobs it removed; a reload frees them all and meta_key_reset empties it. ---- */
 
 static uint64_t key_hash(const char *user, const char *key)
 {
@@ -127,6 +127,36 @@ int meta_job_add(struct meta *M, struct mjob *j)
     if (j->dirty)
         meta_job_dirty(M, j);
     return 0;
+}
+
+void meta_jobs_drop(struct meta *M, const uint64_t *ids, uint32_t n)
+{
+    uint32_t k = 0, d = 0;
+    bool keyed = false;
+    if (!n)
+        return;
+    for (uint32_t i = 0; i < M->njobs; i++) {
+        struct mjob *j = M->jobs[i];
+        while (d < n && ids[d] < j->id)
+            d++;
+        if (d < n && ids[d] == j->id) {
+            keyed |= j->key != NULL;
+            M->nest -= j->start_est != NULL;
+            meta_job_free(j);
+        } else {
+            M->jobs[k++] = j;
+        }
+    }
+    M->njobs = k;
+    for (int s = 0; s < M->nsites; s++) /* a poll round goes on from the same place */
+        if (M->site[s].poll_next > M->njobs)
+            M->site[s].poll_next = M->njobs;
+    if (!keyed)
+        return;
+    meta_key_reset(M);
+    for (uint32_t i = 0; i < M->njobs; i++)
+        if (M->jobs[i]->key && key_insert(M, M->jobs[i]) < 0)
+            M->turn_failed = true; /* out of memory: the state is reloaded */
 }
 
 const char *meta_job_owner(void *role, uint64_t id, bool *found)

@@ -554,10 +554,13 @@ void meta_dispatch(struct meta *M, const struct wire_msg *m, struct wire_buf *re
     case WT_ACCT: /* issue 27 */
         meta_acct_request(M, m, reply);
         break;
+    case WT_PURGE: /* metapurge.c */
+        meta_purge_request(M, m, reply);
+        break;
     default:
         fail(reply, m->id, WE_TYPE,
              "the grid spool (gridnode meta) answers SUBMIT, PSUBMIT, JOB_LIST, JOB_GET, JOB_WAIT, "
              "CANCEL, "
-             "JOB_CTL, SITE_INFO, ACCT and the FILE_* messages)");
+             "JOB_CTL, SITE_INFO, ACCT, PURGE and the FILE_* messages)");
     }
 }
