@@ -3,10 +3,14 @@
 `gridnode purge -e BATCH_EP`, on a batch role scheduling onto a real cluster. Every wait
 is bounded; no test asserts on speed."""
 
+import json
+import os
 import signal
 import subprocess
 
 from conftest import TYPES, scaled, wait_until
+from test_data import run_cli, sha, stored_path
+from test_data_batch import grid as files_grid, wait_batch
 from test_security import Keys
 
 T = dict(TYPES, PSUBMIT=39, NODE_LIST=37)
@@ -140,3 +144,26 @@ def test_fairshare_usage_of_purged_jobs_outlives_kill_9(cluster_factory, client_
     after = usage()
     assert abs(after["alice"] - before["alice"]) < 0.5, (before, after)
     assert b.rpc(T["JOB_LIST"])["jobs"][0]["job"] == bo
+
+
+def test_files_only_purged_jobs_named_are_swept_after_the_purge(
+        cluster_factory, client_factory, batch_factory, gridnode_bin, tmp_path):
+    """A purge that removed a job with files asks for a sweep of the batch role's store
+    at the next tick (as the cluster's): a file only purged jobs named goes (after
+    files.keep_s, 0 here), one a remaining job names stays."""
+    cl, b = files_grid(cluster_factory, client_factory, batch_factory,
+                       bsets={"files.keep_s": 0})
+    paths = []
+    for n in range(2):
+        f = tmp_path / ("in%d.bin" % n)
+        f.write_bytes(os.urandom(1000 + n))
+        r = run_cli(gridnode_bin, "submit", "-e", b.endpoint, "--shell", "--input", f,
+                    "--json", "cat in%d.bin > /dev/null" % n)
+        assert r.returncode == 0, r.stderr
+        jid = json.loads(r.stdout)["job"]
+        assert wait_batch(b, jid)["job"]["state"] == "done"
+        paths.append((jid, stored_path(b, sha(f.read_bytes()))))
+    assert all(p.exists() for _, p in paths)
+    b.client().ok("PURGE", "PURGED", jobs=[paths[0][0]])
+    wait_until(lambda: not paths[0][1].exists(), scaled(20), msg="the purged job's input swept")
+    assert paths[1][1].exists()

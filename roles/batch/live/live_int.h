@@ -333,6 +333,7 @@ struct live {
        copies of outputs under way */
     struct filestore *files;
     int t_files, t_jobdata, t_elemfiles;
+    bool files_sweep_soon; /* a purge removed a job with files: sweep at the next tick */
     uint64_t *stage_ready;
     uint32_t nready, capready;
     struct lpull *pulls;

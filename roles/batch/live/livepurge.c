@@ -318,6 +318,7 @@ static int purge_one(struct live *L, struct ljob *j, struct wire_buf *rows, int6
         store_del(L->store, L->t_jobs, key, 8) < 0 ||
         (j->data && store_del(L->store, L->t_jobdata, key, 8) < 0))
         return -1;
+    L->files_sweep_soon |= j->data != NULL; /* its files, once no job names them */
     if (rows) {
         wire_pack_map(rows, 4);
         wire_put_u64(rows, "job", j->id);
