@@ -1,6 +1,7 @@
 /*
  * purge.c - `gridnode purge [--older-than DURATION] [JOB...]`: remove finished jobs
- * (their records, task results and outputs) from a cluster manager, printing what went.
+ * (their records, task results and outputs) from a cluster manager or a batch role,
+ * printing what went.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,11 +15,12 @@
 static const char usage[] =
     "usage: gridnode purge [options] [--older-than DURATION] [JOB...]\n"
     "\n"
-    "Removes finished jobs (done, failed, killed or cancelled) from the cluster manager:\n"
-    "their records, task results, duplicates, inputs and outputs. A job that has not\n"
-    "ended is refused (cancel it first) and then nothing is purged. Without JOB ids,\n"
-    "every job that ended more than DURATION ago goes. The cluster also purges by itself\n"
-    "jobs that ended more than jobs.retention_s ago (configs/cluster.ini).\n"
+    "Removes finished jobs (done, failed, killed or cancelled) from the cluster manager\n"
+    "(or the batch role, -e BATCH_EP): their records, task results, duplicates, inputs\n"
+    "and outputs; their accounting records stay. A job that has not ended is refused\n"
+    "(cancel it first) and then nothing is purged. Without JOB ids,\n"
+    "every job that ended more than DURATION ago goes. Both also purge by themselves\n"
+    "jobs that ended more than jobs.retention_s ago (configs/cluster.ini, batch.ini).\n"
     "  --older-than D  only jobs that ended at least D ago: seconds, or a number with\n"
     "                  s, m, h or d (e.g. 90m, 7d); 0 = every finished job\n"
     "Prints a table of the purged jobs (JOB STATE ENDED NAME), or with --json one array.\n"
