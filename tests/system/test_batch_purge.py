@@ -48,6 +48,17 @@ def purge_cli(gridnode_bin, b, *args):
                           stdin=subprocess.DEVNULL)
 
 
+def stored(gridnode_bin, b):
+    """(table, key) of the batch role's job records and purge markers (gridnode dump)."""
+    r = subprocess.run([gridnode_bin, "dump", str(b.state_dir), "--json"], capture_output=True,
+                       text=True, timeout=scaled(20), stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+    return {(x["table"], str(x["key"])) for x in rows
+            if x["table"] in ("jobs", "elems", "jobdata", "elemfiles")
+            or str(x["key"]).startswith("purge/")}
+
+
 def test_purge_removes_finished_jobs_only_keeps_acct_and_survives_kill_9(
         cluster_factory, client_factory, batch_factory, gridnode_bin):
     cl, b = grid(cluster_factory, client_factory, batch_factory)
@@ -90,6 +101,11 @@ def test_purge_removes_finished_jobs_only_keeps_acct_and_survives_kill_9(
     new = b.rpc(T["SUBMIT"], argv=["true"], ntasks=1)["job"]
     assert new > run
     assert "unreadable" not in b.log()
+    # no record of the purged jobs is left behind, nor a marker
+    wait_until(lambda: not {k for t, k in stored(gridnode_bin, b)
+                            if k.split(".")[0] in (str(arr), str(par)) or k.startswith("purge/")},
+               scaled(10), msg="every record of the purged jobs deleted")
+    assert ("jobs", str(run)) in stored(gridnode_bin, b)
     b.client().ok(T["CANCEL"], job=run)
 
 

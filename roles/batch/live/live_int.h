@@ -373,7 +373,7 @@ struct live {
 /* livepurge.c: the markers and kept usage read back (after the engine is made, before
  * live_load), freed; a bounded batch of purged jobs' element records deleted (each
  * turn, before the commit); the retention sweep (once a second); PURGE; whether job id
- * was purged and its element records are still being deleted. */
+ * was purged and its element records are still being deleted (while loading only). */
 int live_purge_load(struct live *L);
 void live_purge_free(struct live *L);
 void live_purge_step(struct live *L);

@@ -55,14 +55,6 @@ static int queue_push(struct live *L, uint64_t id)
     return 0;
 }
 
-bool live_purge_pending(const struct live *L, uint64_t id)
-{
-    for (uint32_t i = 0; i < L->npurgeq; i++) /* a few at a time: a bounded backlog */
-        if (L->purgeq[i] == id)
-            return true;
-    return false;
-}
-
 static int mark_key(char *buf, size_t len, uint64_t id)
 {
     return snprintf(buf, len, MARK "%020" PRIu64, id);
@@ -340,6 +332,12 @@ static bool in_sorted(const uint64_t *ids, uint32_t n, uint64_t id)
             hi = mid;
     }
     return lo < n && ids[lo] == id;
+}
+
+/* At load (live_load) the queue is the markers in key order, that is by id: sorted. */
+bool live_purge_pending(const struct live *L, uint64_t id)
+{
+    return in_sorted(L->purgeq, L->npurgeq, id);
 }
 
 /* Frees the jobs whose ids are in ids (sorted) and closes the gaps: O(jobs x log n). */
