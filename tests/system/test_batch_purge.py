@@ -61,51 +61,56 @@ def stored(gridnode_bin, b):
 
 def test_purge_removes_finished_jobs_only_keeps_acct_and_survives_kill_9(
         cluster_factory, client_factory, batch_factory, gridnode_bin):
-    cl, b = grid(cluster_factory, client_factory, batch_factory)
-    arr = b.rpc(T["SUBMIT"], argv=["true"], ntasks=3, name="arr")["job"]
+    cl = cluster_factory(SD)
+    client_factory(cl, 1, sets=dict(CLIENT, **{"client.slots": 2}))
+    # one element record deleted a turn: a kill -9 right after a purge leaves markers
+    b = batch_factory([cl], env={"GRIDNODE_PURGE_TURN_KEYS": "1"})
+    wait_until(lambda: any(n["active"] for n in b.rpc(T["NODE_LIST"])["nodes"]), scaled(20),
+               msg="the batch role sees the host")
+    arr = b.rpc(T["SUBMIT"], argv=["true"], ntasks=20, name="arr")["job"]
     par = b.rpc(T["PSUBMIT"], argv=["true"], shell=True, procs=1, name="par")["job"]
     run = b.rpc(T["PSUBMIT"], argv=["sleep 60"], shell=True, procs=1, limit_s=120)["job"]
     wait_ended(b, arr)
     wait_ended(b, par)
     wait_until(lambda: state(b, run) == "running", scaled(30), msg="the long job runs")
     # the unchanged user tool, pointed at the batch role
-    r = purge_cli(gridnode_bin, b, arr)
+    r = purge_cli(gridnode_bin, b, par)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split("\n")[1].split()[:2] == [str(arr), "done"], r.stdout
-    b.client().err(T["JOB_GET"], "NOT_FOUND", job=arr)
-    assert arr not in [j["job"] for j in b.rpc(T["JOB_LIST"])["jobs"]]
-    assert arr in acct_jobs(b)  # its accounting record is kept
+    assert r.stdout.split("\n")[1].split()[:2] == [str(par), "done"], r.stdout
+    b.client().err(T["JOB_GET"], "NOT_FOUND", job=par)
+    assert par not in [j["job"] for j in b.rpc(T["JOB_LIST"])["jobs"]]
+    assert par in acct_jobs(b)  # its accounting record is kept
     # a job not ended: STATE naming it, and nothing of the request is purged
-    e = b.client().err(T["PURGE"], "STATE", jobs=[par, run])
+    e = b.client().err(T["PURGE"], "STATE", jobs=[arr, run])
     assert ("job %d is not ended" % run) in e["msg"] and "nothing was purged" in e["msg"]
-    assert state(b, par) == "done" and state(b, run) == "running"
+    assert state(b, arr) == "done" and state(b, run) == "running"
     # unknown (and already purged) ids: NOT_FOUND naming the first
-    e = b.client().err(T["PURGE"], "NOT_FOUND", jobs=[par, 999])
+    e = b.client().err(T["PURGE"], "NOT_FOUND", jobs=[arr, 999])
     assert "no job 999" in e["msg"]
-    b.client().err(T["PURGE"], "NOT_FOUND", jobs=[arr])
+    b.client().err(T["PURGE"], "NOT_FOUND", jobs=[par])
     r = purge_cli(gridnode_bin, b, 999)
     assert r.returncode == 1 and "999" in r.stderr, r.stderr
     # a dependency on a purged job: refused at submission, as at the cluster
     b.client().err(T["SUBMIT"], "INVALID", argv=["true"], ntasks=1,
-                   dependency="afterok:%d" % arr)
+                   dependency="afterok:%d" % par)
     # kill -9 right after the reply: still purged, ids never reused, nothing unreadable
     done = b.client().ok(T["PURGE"], "PURGED", older_than_s=0)
-    assert [j["job"] for j in done["jobs"]] == [par] and done["more"] is False
-    assert done["jobs"][0]["state"] == "done" and done["jobs"][0]["name"] == "par"
+    assert [j["job"] for j in done["jobs"]] == [arr] and done["more"] is False
+    assert done["jobs"][0]["state"] == "done" and done["jobs"][0]["name"] == "arr"
     b.kill(signal.SIGKILL)
     b.restart()
-    b.client().err(T["JOB_GET"], "NOT_FOUND", job=par)
+    b.client().err(T["JOB_GET"], "NOT_FOUND", job=arr)
     assert [j["job"] for j in b.rpc(T["JOB_LIST"])["jobs"]] == [run]
     assert state(b, run) == "running"
     assert {arr, par} <= set(acct_jobs(b))
     new = b.rpc(T["SUBMIT"], argv=["true"], ntasks=1)["job"]
     assert new > run
-    assert "unreadable" not in b.log()
     # no record of the purged jobs is left behind, nor a marker
     wait_until(lambda: not {k for t, k in stored(gridnode_bin, b)
                             if k.split(".")[0] in (str(arr), str(par)) or k.startswith("purge/")},
                scaled(10), msg="every record of the purged jobs deleted")
     assert ("jobs", str(run)) in stored(gridnode_bin, b)
+    assert "unreadable" not in b.log()
     b.client().ok(T["CANCEL"], job=run)
 
 
