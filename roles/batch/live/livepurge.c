@@ -167,17 +167,24 @@ static const char *nz(const char *s)
     return s ? s : "";
 }
 
-/* Adds amount in the window starting at w to j's owner's kept usage (memory). */
-static int fsh_add(struct live *L, const struct ljob *j, int64_t w, double amount)
+static bool fsh_is(const struct lfsh *f, const struct ljob *j, int64_t w)
 {
-    for (uint32_t i = 0; i < L->nfsh; i++) {
-        struct lfsh *f = &L->fsh[i];
-        if (f->wstart == w && !strcmp(f->user, nz(j->user)) && !strcmp(f->group, nz(j->group)) &&
-            !strcmp(f->account, nz(j->account))) {
-            f->amount += amount;
-            f->dirty = true;
-            return 0;
-        }
+    return f->wstart == w && !strcmp(f->user, nz(j->user)) && !strcmp(f->group, nz(j->group)) &&
+           !strcmp(f->account, nz(j->account));
+}
+
+/* Adds amount in the window starting at w to j's owner's kept usage (memory); *hint:
+ * the entry found last (the elements of one job mostly share a window). */
+static int fsh_add(struct live *L, const struct ljob *j, int64_t w, double amount, uint32_t *hint)
+{
+    for (uint32_t k = 0; k <= L->nfsh; k++) {
+        uint32_t i = k == 0 ? *hint : k - 1;
+        if (i >= L->nfsh || !fsh_is(&L->fsh[i], j, w))
+            continue;
+        L->fsh[i].amount += amount;
+        L->fsh[i].dirty = true;
+        *hint = i;
+        return 0;
     }
     struct lfsh f = {
         L->fsh_next, w,   strdup(nz(j->user)), strdup(nz(j->group)), strdup(nz(j->account)),
@@ -187,6 +194,7 @@ static int fsh_add(struct live *L, const struct ljob *j, int64_t w, double amoun
         return -1;
     }
     L->fsh_next++;
+    *hint = L->nfsh - 1;
     return 0;
 }
 
@@ -198,6 +206,7 @@ static int fsh_job(struct live *L, const struct ljob *j, int64_t now)
         return 0;
     int64_t iv = fs_iv(L), oldest = fs_oldest(L, now);
     double procs = j->parallel ? j->procs : 1;
+    uint32_t hint = 0;
     const struct lelem *el;
     for (uint32_t e = 0; (el = live_elem_next(j, &e)); e++) {
         if (el->state < EL_DONE || el->start <= 0 || el->end <= el->start)
@@ -205,7 +214,7 @@ static int fsh_job(struct live *L, const struct ljob *j, int64_t now)
         for (int64_t t = el->start > oldest ? el->start : oldest; t < el->end;) {
             int64_t w = floordiv(t, iv) * iv, wend = w + iv;
             int64_t to = el->end < wend ? el->end : wend;
-            if (fsh_add(L, j, w, procs * (double)(to - t)) < 0)
+            if (fsh_add(L, j, w, procs * (double)(to - t), &hint) < 0)
                 return -1;
             t = to;
         }
