@@ -718,10 +718,10 @@ static const struct {
 } handlers[] = {
     {WT_SUBMIT, h_submit},     {WT_PSUBMIT, h_psubmit}, {WT_JOB_LIST, h_job_list},
     {WT_JOB_GET, h_job_get},   {WT_CANCEL, h_cancel},   {WT_NODE_LIST, h_node_list},
-    {WT_JOB_CTL, h_job_ctl},   {WT_ACCT, h_acct}, /* issue 27 */
-    {WT_JOB_WAIT, h_job_wait},                    /* issue 28 */
-    {WT_PURGE, h_purge},       {WT_FILE_HAVE, h_file},  {WT_FILE_PUT, h_file},
-    {WT_FILE_GET, h_file}, /* issue 26 */
+    {WT_JOB_CTL, h_job_ctl},   {WT_ACCT, h_acct},                              /* issue 27 */
+    {WT_JOB_WAIT, h_job_wait},                                                 /* issue 28 */
+    {WT_FILE_HAVE, h_file},    {WT_FILE_PUT, h_file},   {WT_FILE_GET, h_file}, /* issue 26 */
+    {WT_PURGE, h_purge},                                                       /* livepurge.c */
 };
 
 void live_dispatch(struct live *L, const struct wire_msg *m, const char *peer,
