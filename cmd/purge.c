@@ -1,6 +1,7 @@
 /*
  * purge.c - `gridnode purge [--older-than DURATION] [JOB...]`: remove finished jobs
- * (their records, task results and outputs) from a cluster manager, printing what went.
+ * (their records, task results and outputs) from a cluster manager or a batch role,
+ * printing what went.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,12 +15,13 @@
 static const char usage[] =
     "usage: gridnode purge [options] [--older-than DURATION] [JOB...]\n"
     "\n"
-    "Removes finished jobs (done, failed, killed or cancelled) from the cluster manager or\n"
-    "the grid spool at -e (administrators only): their records, task results, duplicates,\n"
-    "inputs and outputs; their accounting records stay. A job that has not ended is\n"
-    "refused (cancel it first) and then nothing is purged. Without JOB ids, every job\n"
-    "that ended more than DURATION ago goes. Each role also purges by itself jobs that\n"
-    "ended more than its jobs.retention_s ago (configs/cluster.ini, configs/meta.ini).\n"
+    "Removes finished jobs (done, failed, killed or cancelled) from the role at -e: a\n"
+    "cluster manager, a batch role or the grid spool (administrators only): their records,\n"
+    "task results, duplicates, inputs and outputs; their accounting records stay. A job\n"
+    "that has not ended is refused (cancel it first) and then nothing is purged. Without\n"
+    "JOB ids, every job that ended more than DURATION ago goes. Each role also purges by\n"
+    "itself jobs that ended more than its jobs.retention_s ago (configs/cluster.ini,\n"
+    "batch.ini, meta.ini).\n"
     "  --older-than D  only jobs that ended at least D ago: seconds, or a number with\n"
     "                  s, m, h or d (e.g. 90m, 7d); 0 = every finished job\n"
     "Prints a table of the purged jobs (JOB STATE ENDED NAME), or with --json one array.\n"

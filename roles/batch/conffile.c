@@ -451,6 +451,16 @@ static int set_live(struct ctx *x, const char *sec, const char *k, const char *v
             l->files_recheck_s = n;
             return 1;
         }
+    } else if (!strcasecmp(sec, "jobs")) { /* as the cluster's jobs.retention_s */
+        if (!strcasecmp(k, "retention_s")) {
+            if (integer(v, 0, 1LL << 40, &n) < 0)
+                return bad(x,
+                           "jobs.retention_s must be 0 (never) to 1099511627776 seconds, "
+                           "not '%s'",
+                           v);
+            l->retention_s = n;
+            return 1;
+        }
     } else if (!strcasecmp(sec, "stats")) {
         if (!strcasecmp(k, "interval_s")) {
             if (integer(v, 1, 86400, &n) < 0)
@@ -517,7 +527,7 @@ static int handler(void *user, const char *section, const char *key, const char 
     if (!strcasecmp(section, "batch") || !strcasecmp(section, "store") ||
         !strcasecmp(section, "limits") || !strcasecmp(section, "security") ||
         !strcasecmp(section, "stats") || !strcasecmp(section, "acct") ||
-        !strcasecmp(section, "files"))
+        !strcasecmp(section, "files") || !strcasecmp(section, "jobs"))
         return set_live(x, section, key, value);
     for (int k = 0; k < BATCH_CRED_KINDS; k++) {
         const char *kn = batch_cred_kind_name(k);
@@ -654,6 +664,7 @@ void batch_ini_defaults(struct batch_ini *f)
     f->live.files_user_mb = 0;
     f->live.files_keep_s = 86400; /* as the cluster's */
     f->live.files_recheck_s = 60;
+    f->live.retention_s = 604800; /* 7 days, as the cluster's */
     f->live.stats_interval_s = 10;
     f->live.acct.keep_days = 365;
     f->live.acct.max_records = 1000000;
@@ -699,13 +710,14 @@ void batch_ini_print(const struct batch_ini *f, FILE *out)
             "[limits]\npeer_queue = %lld\n\n[security]\nsecret_key = %s\nserver_key = %s\n"
             "authorized_keys = %s\nplain = %s\n\n[stats]\ninterval_s = %lld\nhttp = %s\n\n"
             "[acct]\nkeep_days = %ld\nmax_records = %ld\n\n[files]\njob_mb = %lld\n"
-            "user_mb = %lld\nkeep_s = %lld\nrecheck_s = %lld\n",
+            "user_mb = %lld\nkeep_s = %lld\nrecheck_s = %lld\n\n[jobs]\nretention_s = %lld\n",
             l->listen, l->state_dir, l->clusters, l->admins, (long long)l->max_interval_s,
             (long long)l->max_array, (long long)l->lost_requeues, l->log_level, sy[l->sync],
             (long long)l->map_mb, (long long)l->peer_queue, l->sec.secret_key, l->sec.server_key,
             l->sec.authorized_keys, l->sec.plain ? "true" : "false", (long long)l->stats_interval_s,
             l->stats_http, l->acct.keep_days, l->acct.max_records, (long long)l->files_job_mb,
-            (long long)l->files_user_mb, (long long)l->files_keep_s, (long long)l->files_recheck_s);
+            (long long)l->files_user_mb, (long long)l->files_keep_s, (long long)l->files_recheck_s,
+            (long long)l->retention_s);
     for (size_t i = 0; i < c->ncreds; i++) {
         const struct batch_cred_cfg *cc = &c->creds[i];
         fprintf(out, "\n[%s %s]\npriority = %g\n", batch_cred_kind_name(cc->kind), cc->name,

@@ -1,6 +1,7 @@
 /*
  * liveconf.h - batch.ini as a whole: the engine's settings (struct batch_config) and
- * the live driver's ([batch], [store], [limits], [security], [stats], [acct]), which the
+ * the live driver's ([batch], [store], [limits], [security], [stats], [acct], [files],
+ * [jobs]), which the
  * engine never sees and --simulate only checks. Read, overridden and printed by
  * conffile.c, as the engine's part (conffile.h); the keys every daemon shares come
  * from daemon/daemon.h's key block and CURVE_CONFIG_KEYS.
@@ -39,6 +40,8 @@ struct batch_live_cfg {
     int64_t files_job_mb, files_user_mb;
     int64_t files_keep_s;    /* a stored file no job names is deleted once unchanged this long */
     int64_t files_recheck_s; /* a cluster's holding of a file asked again after this */
+    int64_t retention_s;     /* [jobs]: finished jobs purged this long after they ended;
+                                0 never (livepurge.c) */
 };
 
 /* Everything batch.ini says. */

@@ -80,6 +80,17 @@ static void test_decay(void **state)
     near(batch_fairshare_usage(e, BATCH_CRED_USER, "a", 650), 100);
     near(batch_fairshare_usage(e, BATCH_CRED_USER, "b", 650), 0);
     batch_engine_destroy(&e);
+    /* the kept usage of purged jobs (livepurge.c): the same amounts added per window
+       give the same usage as the charges they were split from */
+    e = batch_engine_new(&c);
+    assert_non_null(e);
+    assert_int_equal(batch_fairshare_add(e, "a", "", "", 400, 200), 0);
+    assert_int_equal(batch_fairshare_add(e, "a", "", "", 500, 200), 0);
+    assert_int_equal(batch_fairshare_add(e, "b", "", "", 50, 1000), 0); /* forgotten at 650 */
+    assert_int_equal(batch_fairshare_add(e, "b", "", "", 599, 0), 0);   /* nothing */
+    near(batch_fairshare_usage(e, BATCH_CRED_USER, "a", 650), 100);
+    near(batch_fairshare_usage(e, BATCH_CRED_USER, "b", 650), 0);
+    batch_engine_destroy(&e);
     batch_config_clear(&c);
 }
 
@@ -239,10 +250,11 @@ static void test_live_config(void **state)
     assert_int_equal(f.live.max_interval_s, 30);
     assert_int_equal(f.live.stats_interval_s, 10);
     assert_int_equal(f.live.sec.plain, 0);
+    assert_int_equal(f.live.retention_s, 604800); /* as the cluster's jobs.retention_s */
     const char *text = "[Batch]\nListen = tcp://127.0.0.1:9\nclusters = a=tcp://h:1\n"
                        "log_level = debug\n[store]\nsync = none\nmap_mb = 3\n[limits]\n"
                        "peer_queue = 4\n[security]\nplain = yes\nsecret_key = /k\n"
-                       "[stats]\ninterval_s = 5\n";
+                       "[stats]\ninterval_s = 5\n[jobs]\nretention_s = 0\n";
     assert_int_equal(batch_ini_load_string(&f, text, "t.ini", err, sizeof err), 0);
     assert_string_equal(f.live.listen, "tcp://127.0.0.1:9");
     assert_string_equal(f.live.clusters, "a=tcp://h:1");
@@ -251,6 +263,7 @@ static void test_live_config(void **state)
     assert_int_equal(f.live.peer_queue, 4);
     assert_int_equal(f.live.sec.plain, 1);
     assert_string_equal(f.live.sec.secret_key, "/k");
+    assert_int_equal(f.live.retention_s, 0);
     assert_int_equal(batch_ini_set(&f, "store.sync=meta", err, sizeof err), 0);
     assert_int_equal(f.live.sync, 1);
     char *buf = NULL;
@@ -286,6 +299,9 @@ static void test_live_config(void **state)
     expect_ini_error("[batch]\nmax_interval_s = 0\n",
                      "t.ini:2: max_interval_s must be 1 to 86400 seconds, not '0'");
     expect_ini_error("[limits]\nlisten = x\n", "t.ini:2: unknown key 'listen' in [limits]");
+    expect_ini_error("[jobs]\nretention_s = -1\n",
+                     "t.ini:2: jobs.retention_s must be 0 (never) to 1099511627776 seconds, "
+                     "not '-1'");
     expect_ini_error("[store]\nsync = none\nSYNC = full\n",
                      "t.ini:3: duplicate key 'SYNC' in [store]");
 }

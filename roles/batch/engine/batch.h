@@ -303,6 +303,11 @@ int batch_priority_explain(struct batch_engine *e, uint64_t id, int64_t now,
  * fairshare survives restarts. 0 or -1 (ENOMEM). */
 int batch_fairshare_charge(struct batch_engine *e, const char *user, const char *group,
                            const char *account, int32_t procs, int64_t t0, int64_t t1);
+/* Adds amount (processors x engine time units) to the fairshare window holding instant t
+ * of a user, group and account: the live role's kept usage of purged jobs. 0 or -1
+ * (ENOMEM). */
+int batch_fairshare_add(struct batch_engine *e, const char *user, const char *group,
+                        const char *account, int64_t t, double amount);
 double batch_fairshare_usage(struct batch_engine *e, enum batch_cred_kind kind, const char *name,
                              int64_t now);
 

@@ -68,6 +68,26 @@ double bs_fs_percent(struct batch_engine *e, struct cred *c, int64_t now)
     return c->fs_pct;
 }
 
+int batch_fairshare_add(struct batch_engine *e, const char *user, const char *group,
+                        const char *account, int64_t t, double amount)
+{
+    const struct batch_config *c = &e->cfg;
+    if (c->fspolicy == BATCH_FS_NONE || amount <= 0)
+        return 0;
+    e->jest_valid = false; /* the showstart cache (estimate.c) */
+    int64_t w = floordiv(t, c->fsinterval * c->unit_per_s);
+    const char *names[3] = {user, group, account};
+    for (int k = BATCH_CRED_USER; k <= BATCH_CRED_ACCOUNT; k++) {
+        int32_t id = bs_cred_intern(e, (enum batch_cred_kind)k, names[k] ? names[k] : "");
+        if (id < 0)
+            return -1;
+        bs_fs_ring_add(&e->creds[k].v[id].fs, c->fsdepth, w, amount);
+    }
+    bs_fs_ring_add(&e->fs_total, c->fsdepth, w, amount);
+    e->fs_stamp = -1;
+    return 0;
+}
+
 double batch_fairshare_usage(struct batch_engine *e, enum batch_cred_kind kind, const char *name,
                              int64_t now)
 {

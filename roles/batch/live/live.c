@@ -41,6 +41,7 @@ static const struct store_table live_tables[] = {
     {"jobdata", STORE_KEY_U64},       /* livefiles.c: a job's inputs and outputs */
     {"elemfiles", STORE_KEY_U64_U32}, /* livefiles.c: a task's outputs copied back */
     {"orders", STORE_KEY_U64},        /* liveorder.c: cancels owed to clusters */
+    {"fshist", STORE_KEY_U64},        /* livepurge.c: fairshare usage of purged jobs */
     {NULL},
 };
 
@@ -179,7 +180,8 @@ static int on_commit(void *arg)
         L->turn_now = 0;
         return -1;
     }
-    live_dep_step(L); /* issue 27: waiting jobs whose dependency holds now, or never can */
+    live_dep_step(L);   /* issue 27: waiting jobs whose dependency holds now, or never can */
+    live_purge_step(L); /* a bounded batch of purged jobs' element records */
     L->flex_hint.valid = false; /* the cycle and the turn's other changes may free cores */
     bool waits = maybe_cycle(L);
     int rc = commit_turn(L);
@@ -212,6 +214,7 @@ static void on_reload(void *arg)
     live_stage_free(L);
     live_files_close(L);
     live_jobs_free(L);
+    live_purge_free(L);
     batch_engine_destroy(&L->eng);
     char err[256];
     if (load_all(L) < 0 || live_clusters_open(L, err, sizeof err) < 0)
@@ -230,6 +233,7 @@ static void on_acct(struct loop *l, void *arg)
     (void)l;
     live_acct_tick(arg);
     live_files_sweep(arg); /* issue 26: files no job names, hourly */
+    live_purge_tick(arg);  /* jobs.retention_s */
 }
 
 /* Reads or makes the incarnation and the next job id. */
@@ -274,8 +278,8 @@ static int load_all(struct live *L)
         return -1;
     }
     L->nslots = 0;
-    if (load_meta(L) < 0 || live_load(L) < 0 || live_files_load(L) < 0 || live_resv_load(L) < 0 ||
-        live_order_load(L) < 0)
+    if (load_meta(L) < 0 || live_purge_load(L) < 0 || live_load(L) < 0 || live_files_load(L) < 0 ||
+        live_resv_load(L) < 0 || live_order_load(L) < 0)
         return -1;
     L->want_cycle = true;
     return 0;
@@ -308,6 +312,7 @@ static int live_open(struct live *L)
     L->t_jobdata = store_table(L->store, "jobdata");
     L->t_elemfiles = store_table(L->store, "elemfiles");
     L->t_orders = store_table(L->store, "orders");
+    L->t_fshist = store_table(L->store, "fshist");
     if (load_all(L) < 0 || store_commit(L->store) < 0) {
         if (loop_stopping())
             log_info("stopping while loading the state (nothing was changed)");
@@ -397,6 +402,7 @@ out:
     live_files_close(&L);
     store_close(&L.store);
     live_jobs_free(&L);
+    live_purge_free(&L);
     live_resv_free(&L);
     live_order_free(&L);
     batch_engine_destroy(&L.eng);

@@ -36,6 +36,8 @@
  *   liveresv.c     reservations in memory, in the store and in the engine
  *   livereply.c    what the commands share: error replies, paging, name lists, admins
  *   livehost.c     the clusters' hosts as engine nodes (one per core), their classes
+ *   livepurge.c    PURGE and jobs.retention_s: finished jobs removed, their records
+ *                  deleted (markers resumed at restart), their fairshare usage kept
  *   liveacct.c     accounting records of finished jobs, ACCT, their retention (issue 27)
  *   livedep.c      job dependencies (issue 27): the check at submission, the re-check
  *                  of the waiting jobs each turn
@@ -331,6 +333,7 @@ struct live {
        copies of outputs under way */
     struct filestore *files;
     int t_files, t_jobdata, t_elemfiles;
+    bool files_sweep_soon; /* a purge removed a job with files: sweep at the next tick */
     uint64_t *stage_ready;
     uint32_t nready, capready;
     struct lpull *pulls;
@@ -342,6 +345,16 @@ struct live {
     uint32_t norders, caporders;
     uint64_t order_seq;
     int t_orders;
+    /* purged jobs (livepurge.c): ids whose element records are still being deleted
+       (markers "purge/<id>" in meta); the kept fairshare usage of purged jobs (table
+       "fshist"), one entry per window and user/group/account */
+    uint64_t *purgeq;
+    uint32_t npurgeq, cappurgeq;
+    struct lfsh *fsh;
+    uint32_t nfsh, capfsh;
+    uint64_t fsh_next; /* key of the next new entry */
+    int t_fshist;
+    long retention_ticks;
     /* reservations (liveresv.c) */
     int t_resv;
     struct lresv *resv;
@@ -357,12 +370,25 @@ struct live {
 
 /* live.c (live_main: live.h) */
 
+/* livepurge.c: the markers and kept usage read back (after the engine is made, before
+ * live_load), freed; a bounded batch of purged jobs' element records deleted (each
+ * turn, before the commit); the retention sweep (once a second); PURGE; whether job id
+ * was purged and its element records are still being deleted (while loading only). */
+int live_purge_load(struct live *L);
+void live_purge_free(struct live *L);
+void live_purge_step(struct live *L);
+void live_purge_tick(struct live *L);
+void live_purge_request(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
+bool live_purge_pending(const struct live *L, uint64_t id);
+
 /* liveacct.c (issue 27): the records of the finished jobs whose records are written
  * this turn (call before live_save_dirty): 0, or -1 (store). ACCT; the retention sweep
  * (once a second). */
 int live_acct_save_dirty(struct live *L);
 void live_acct_request(struct live *L, const struct wire_msg *m, struct wire_buf *reply);
 void live_acct_tick(struct live *L);
+/* Finished job j is purged: its record is written unless it has one; 0, or -1 (store). */
+int live_acct_purging(struct live *L, const struct ljob *j);
 /* livedep.c (issue 27): "dependency" of m checked (ids known, owners) into *out (NULL:
  * none): 0, or -1 with why; the waiting jobs re-checked at a commit of a turn that
  * changed a job; the reason a job shows ("Dependency: TERM" or its end): false: none. */

@@ -4,11 +4,13 @@
  * writes the job's records, in the same commit); the ACCT request; the retention sweep.
  * Calls only livejob.c.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "daemon/acct.h"
 #include "daemon/loop.h"
 #include "roles/batch/live/live_int.h"
+#include "store/store.h"
 
 /* Adds host (n bytes) to hosts[0..*nh) unless there or full; the names point into the
  * elements' host lists, so they are copied into buf (ACCT_HOSTS_MAX x BATCH_NAME_MAX). */
@@ -126,4 +128,19 @@ void live_acct_tick(struct live *L)
 {
     if (acct_sweep(L->store, L->t_acct, &L->cfg.live.acct, wall_now_ms(), &L->acct_sw) < 0)
         L->turn_failed = true; /* the turn is undone: the state is reloaded */
+}
+
+int live_acct_purging(struct live *L, const struct ljob *j)
+{
+    uint8_t key[8];
+    void *v;
+    size_t vl;
+    store_key_u64(key, j->id);
+    int rc = L->t_acct < 0 ? 0 : store_get(L->store, L->t_acct, key, 8, &v, &vl);
+    if (rc <= 0) { /* it has its record (or the store failed: rc -1) */
+        if (rc == 0)
+            free(v);
+        return rc;
+    }
+    return save_one(L, j);
 }

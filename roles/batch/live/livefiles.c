@@ -211,8 +211,9 @@ void live_files_sweep(struct live *L)
 {
     static int64_t last_ms;
     int64_t now = wall_now_ms();
-    if (!L->files || !filesweep_due(&last_ms, now))
+    if (!L->files || !(L->files_sweep_soon || filesweep_due(&last_ms, now)))
         return;
+    L->files_sweep_soon = false; /* set by a purge (livepurge.c), as the cluster's */
     filesweep_begin(L->files);
     for (uint32_t i = 0; i < L->njobs; i++)
         live_files_each_input(L->jobs[i], UINT32_MAX, filesweep_mark, L->files);

@@ -886,6 +886,8 @@ static int load_elem(void *arg, const uint8_t *key, size_t klen, const void *val
         return -1;
     struct ljob *j = live_job_find(L, store_key_get_u64(key));
     uint32_t e = store_key_get_u32(key + 8);
+    if (!j && live_purge_pending(L, store_key_get_u64(key)))
+        return RECORD_IGNORED; /* purged: deleted in the next turns (livepurge.c) */
     if (!j || e >= j->ntasks || live_elem_decode(val, vlen, &el) < 0)
         return RECORD_UNREADABLE;
     struct lelem *d = live_elem_make(j, e);

@@ -695,6 +695,12 @@ static void h_job_wait(struct req *r)
     endwait_request(r->L->endwait, r->L->daemon, r->m, r->reply);
 }
 
+/* PURGE (livepurge.c; docs/wire.md 6.10, 6.11) */
+static void h_purge(struct req *r)
+{
+    live_purge_request(r->L, r->m, r->reply);
+}
+
 static void h_acct(struct req *r)
 {
     live_acct_request(r->L, r->m, r->reply);
@@ -715,6 +721,7 @@ static const struct {
     {WT_JOB_CTL, h_job_ctl},   {WT_ACCT, h_acct},                              /* issue 27 */
     {WT_JOB_WAIT, h_job_wait},                                                 /* issue 28 */
     {WT_FILE_HAVE, h_file},    {WT_FILE_PUT, h_file},   {WT_FILE_GET, h_file}, /* issue 26 */
+    {WT_PURGE, h_purge},                                                       /* livepurge.c */
 };
 
 void live_dispatch(struct live *L, const struct wire_msg *m, const char *peer,
@@ -732,6 +739,6 @@ void live_dispatch(struct live *L, const struct wire_msg *m, const char *peer,
         }
     fail(&r, WE_TYPE,
          "%s is not handled by the batch role (it takes SUBMIT, PSUBMIT, JOB_LIST, "
-         "JOB_GET, JOB_WAIT, CANCEL, JOB_CTL, NODE_LIST and the FILE_* messages)",
+         "JOB_GET, JOB_WAIT, CANCEL, JOB_CTL, PURGE, ACCT, NODE_LIST and the FILE_* messages)",
          m->desc->name);
 }
