@@ -154,6 +154,7 @@ static const struct wire_field f_error[] = {
     {"code", WF_UINT, true},
     {"msg", WF_STR, true},
     {"field", WF_STR, false, 64}, /* the request field at fault, when said (issue 27) */
+    {"purged", WF_BOOL, false},   /* NOT_FOUND: the job named was purged (it ended there) */
     {NULL},
 };
 

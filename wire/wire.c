@@ -527,6 +527,20 @@ void wire_begin(struct wire_buf *wb, uint32_t type, uint64_t id, uint32_t nfield
     wire_put_u64(wb, "id", id);
 }
 
+void wire_error_purged(struct wire_buf *wb, uint64_t id, uint64_t job, const char *where)
+{
+    char text[400];
+    snprintf(text, sizeof text,
+             "no job %llu %s: it ended and was purged (its accounting record stays: gridnode "
+             "acct)",
+             (unsigned long long)job, where);
+    text_fix(text);
+    wire_begin(wb, WT_ERROR, id, 3);
+    wire_put_u64(wb, "code", WE_NOT_FOUND);
+    wire_put_str(wb, "msg", text);
+    wire_put_bool(wb, "purged", true);
+}
+
 void wire_error_msg(struct wire_buf *wb, uint64_t id, int code, const char *fmt, ...)
 {
     char text[512];

@@ -296,6 +296,10 @@ void wire_check_out(const void *p, size_t n, const char *what, const char *file,
 
 /* Starts a message: a map of nfields + 3 entries with v, t and id already written. */
 void wire_begin(struct wire_buf *wb, uint32_t type, uint64_t id, uint32_t nfields);
+/* NOT_FOUND for a job id below the role's next one (ids are given in order, never again,
+ * and only a purge removes a job): `purged` true, so a level above that followed the job
+ * takes it as ended there, never as lost (docs/wire.md ERROR). where: "at cluster X"... */
+void wire_error_purged(struct wire_buf *wb, uint64_t id, uint64_t job, const char *where);
 /* Writes one error reply (a whole message). */
 void wire_error_msg(struct wire_buf *wb, uint64_t id, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

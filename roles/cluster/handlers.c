@@ -674,6 +674,11 @@ static void h_job_get(struct cluster *c, struct request *r)
         pjob_get(c, pj, r);
         return;
     }
+    if (!j && id && id < c->next_job) { /* purged: a level above takes it as ended */
+        wire_buf_reset(r->reply);
+        wire_error_purged(r->reply, r->msg->id, id, "at this cluster");
+        return;
+    }
     if (!j) {
         cluster_reply_error(r, WE_NOT_FOUND, "no job %llu (gridnode jobs lists them)",
                             (unsigned long long)id);

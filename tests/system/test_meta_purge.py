@@ -64,3 +64,46 @@ def test_retention_at_the_spool(cluster_factory, client_factory, batch_factory, 
     assert "retention: 1 ended job(s)" in m.log()
     assert u.ok("JOB_GET", "JOB", job=kept)["job"]["state"] == "held"
     assert [a["job"] for a in u.ok("ACCT", "ACCTS")["rows"]] == [jid]
+
+
+def test_a_job_its_site_purged_before_the_spool_saw_it_end_is_not_placed_again(
+        cluster_factory, client_factory, batch_factory, meta_factory):
+    """A level that followed a job and hears NOT_FOUND for it places it again (the level
+    below lost it) unless the ERROR says `purged`: then the job ended there, may have run
+    whole, and ends failed here with a reason saying so. Every level says `purged` for
+    an id below its next one, and only then."""
+    import os
+    cl, b = grid(cluster_factory, client_factory, batch_factory)
+    m = meta_factory({"site": b})
+    u = m.client()
+    jid = u.ok("SUBMIT", "SUBMITTED", argv=["sleep", "2"], ntasks=1, limit_s=60)["job"]
+    wait_until(lambda: u.ok("JOB_GET", "JOB", job=jid)["job"].get("site_job"), scaled(30),
+               msg="the job placed at the batch site")
+    sjob = u.ok("JOB_GET", "JOB", job=jid)["job"]["site_job"]
+    os.kill(m.proc.pid, signal.SIGSTOP)  # the spool hears nothing while the site purges
+    try:
+        wait_until(lambda: b.client().ok("JOB_GET", "JOB", job=sjob)["job"]["state"] == "done",
+                   scaled(30), msg="the site's job done")
+        b.client().ok("PURGE", "PURGED", jobs=[sjob])
+    finally:
+        os.kill(m.proc.pid, signal.SIGCONT)
+    e = b.client().err("JOB_GET", "NOT_FOUND", job=sjob)
+    assert e.get("purged") is True and "purged" in e["msg"], e
+    assert "purged" not in b.client().err("JOB_GET", "NOT_FOUND", job=10 ** 9)
+    wait_until(lambda: u.ok("JOB_GET", "JOB", job=jid)["job"]["state"] != "running" and
+               u.ok("JOB_GET", "JOB", job=jid)["job"]["state"] != "queued", scaled(30),
+               msg="the spool to hear of the purge")
+    j = u.ok("JOB_GET", "JOB", job=jid)["job"]
+    assert j["state"] == "failed" and "purged its job %d" % sjob in j["reason"], j
+    assert [x["job"] for x in b.client().ok("JOB_LIST", "JOBS")["jobs"]] == [], \
+        "the spool placed the job again"
+    # the cluster and the spool say `purged` the same way
+    cj = cl.client().ok("SUBMIT", "SUBMITTED", argv=["true"], ntasks=1)["job"]
+    wait_until(lambda: cl.client().ok("JOB_GET", "JOB", job=cj)["job"]["state"] == "done",
+               scaled(30), msg="a cluster job done")
+    cl.client().ok("PURGE", "PURGED", jobs=[cj])
+    assert cl.client().err("JOB_GET", "NOT_FOUND", job=cj).get("purged") is True
+    assert "purged" not in cl.client().err("JOB_GET", "NOT_FOUND", job=10 ** 9)
+    u.ok("PURGE", "PURGED", jobs=[jid])
+    assert u.err("JOB_GET", "NOT_FOUND", job=jid).get("purged") is True
+    assert "purged" not in u.err("JOB_GET", "NOT_FOUND", job=10 ** 9)

@@ -635,7 +635,20 @@ static void on_reply(struct live *L, struct lclu *c, const struct lreq *q, const
     case RK_JOBGET:
         if (!el || (el->state != EL_STARTING && el->state != EL_RUNNING))
             break;
-        if (err && code == WE_NOT_FOUND) {
+        if (err && code == WE_NOT_FOUND && wire_get_bool(m->root, "purged", false)) {
+            /* it ended there and was purged before its end was heard here: it may have
+               run whole, so it never runs again unasked; a requeue or cancel asked ends
+               as asked (requeue() runs it again or ends it cancelled) */
+            char why[400];
+            snprintf(why, sizeof why,
+                     "cluster %s purged its job %llu before its end was seen here: the "
+                     "outcome is unknown here (the cluster's accounting record has it)",
+                     c->name, (unsigned long long)el->cjob);
+            if (el->want_requeue || el->want_cancel || j->cancelled)
+                requeue(L, j, eidx(q->arg), why);
+            else
+                reject(L, j, eidx(q->arg), why);
+        } else if (err && code == WE_NOT_FOUND) {
             char why[300];
             snprintf(why, sizeof why, "cluster %s no longer knows its job %llu: requeued", c->name,
                      (unsigned long long)el->cjob);

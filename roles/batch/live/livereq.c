@@ -474,7 +474,10 @@ static struct ljob *owned_job(struct req *r, const char *verb)
 {
     uint64_t id = wire_get_u64(r->m->root, "job", 0);
     struct ljob *j = live_job_find(r->L, id);
-    if (!j)
+    if (!j && id && id < r->L->next_id) { /* purged (ids are never given again) */
+        wire_buf_reset(r->reply);
+        wire_error_purged(r->reply, r->m->id, id, "in this batch role");
+    } else if (!j)
         fail(r, WE_NOT_FOUND, "no job %llu in this batch role", (unsigned long long)id);
     else if (!curve_may_touch(j->user))
         fail(r, WE_DENIED,

@@ -357,6 +357,12 @@ static struct mjob *own_job(struct meta *M, const struct wire_msg *m, const char
     char msg[200];
     if (j && curve_may_touch(j->user))
         return j;
+    uint64_t id = wire_get_u64(m->root, "job", 0);
+    if (!j && id && id < M->next_id) { /* purged (metapurge.c; ids are never given again) */
+        wire_buf_reset(reply);
+        wire_error_purged(reply, m->id, id, "at the grid spool");
+        return NULL;
+    }
     if (!j) {
         fail(reply, m->id, WE_NOT_FOUND, "no such job at the grid spool (see gridnode jobs)");
         return NULL;

@@ -280,6 +280,24 @@ static void on_job(struct meta *M, struct mjob *j, const msgpack_object *row,
         meta_job_set(M, j, (enum mj_state)ns, r);
 }
 
+/* Site s purged j's job before the spool saw it end (ERROR `purged`): it ended there and
+ * may have run whole, so it is never placed again; how it ended is not known here. */
+static void site_purged(struct meta *M, struct msite *s, struct mjob *j)
+{
+    char why[META_REASON_MAX];
+    snprintf(why, sizeof why,
+             "site %s purged its job %" PRIu64 " before the spool saw it end: the outcome is "
+             "unknown here (the site's accounting record has it)",
+             s->name, j->sjob);
+    j->exit = -1;
+    j->finished = wall_now_ms();
+    j->withdrawing = false;
+    /* its reservations released, a move under way ended (the cancel order to s is
+       answered NOT_FOUND, which acknowledges it) */
+    meta_job_cancel_at_site(M, j);
+    meta_job_set(M, j, MJ_FAILED, why);
+}
+
 static void on_sweep(struct meta *M, struct msite *s, const msgpack_object *resvs)
 {
     char prefix[64];
@@ -603,6 +621,8 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
             break;
         if (err && code == WE_NOT_FOUND && j->requeueing) {
             meta_job_requeue_now(M, j, "requeued: its site no longer knows it, placed again");
+        } else if (err && code == WE_NOT_FOUND && wire_get_bool(m->root, "purged", false)) {
+            site_purged(M, s, j);
         } else if (err && code == WE_NOT_FOUND) {
             j->site = -1;
             meta_job_set(M, j, MJ_QUEUED, "the site no longer knows the job: placed again");
