@@ -188,3 +188,26 @@ def test_files_only_purged_jobs_named_are_swept_after_the_purge(
     b.client().ok("PURGE", "PURGED", jobs=[paths[0][0]])
     wait_until(lambda: not paths[0][1].exists(), scaled(20), msg="the purged job's input swept")
     assert paths[1][1].exists()
+
+
+def test_an_element_whose_cluster_job_was_purged_unseen_is_not_run_again(
+        cluster_factory, client_factory, batch_factory):
+    """The batch role down while its cluster job ends and an administrator purges it
+    there: back, its JOB_GET hears NOT_FOUND with `purged` (docs/wire.md ERROR), so the
+    element ends failed saying so; it is not requeued (it may have run whole)."""
+    cl, b = grid(cluster_factory, client_factory, batch_factory)
+    jid = b.rpc(T["SUBMIT"], argv=["sleep", "2"], ntasks=1, limit_s=60)["job"]
+    wait_until(lambda: cl.client().ok("JOB_LIST", "JOBS")["jobs"], scaled(30),
+               msg="the element's job at the cluster")
+    cj = cl.client().ok("JOB_LIST", "JOBS")["jobs"][0]["job"]
+    b.kill(signal.SIGKILL)
+    wait_until(lambda: cl.client().ok("JOB_GET", "JOB", job=cj)["job"]["state"] == "done",
+               scaled(30), msg="the cluster job done")
+    cl.client().ok("PURGE", "PURGED", jobs=[cj])
+    b.start()
+    wait_until(lambda: state(b, jid) in ("done", "failed"), scaled(60),
+               msg="the batch role to hear of its job's end")
+    j = b.rpc(T["JOB_GET"], job=jid, tasks=True)
+    assert j["job"]["state"] == "failed", j
+    assert "purged its job %d" % cj in json.dumps(j), j
+    assert cl.client().ok("JOB_LIST", "JOBS")["jobs"] == [], "the element ran again"
