@@ -662,6 +662,19 @@ static bool owner_ok(struct request *r, const struct job *j, const struct pjob *
     return false;
 }
 
+/* NOT_FOUND for a request naming job id; `purged` when the id is below next_job (it
+ * existed: ids are given in order and never again, and only a purge removes a job), so a
+ * level above that followed it takes it as ended, never as lost (docs/wire.md ERROR). */
+static void reply_no_job(struct cluster *c, struct request *r, uint64_t id)
+{
+    wire_buf_reset(r->reply);
+    if (id && id < c->next_job)
+        wire_error_purged(r->reply, r->msg->id, id, "at this cluster");
+    else
+        wire_error_msg(r->reply, r->msg->id, WE_NOT_FOUND, "no job %llu (gridnode jobs lists them)",
+                       (unsigned long long)id);
+}
+
 static void h_job_get(struct cluster *c, struct request *r)
 {
     const msgpack_object *m = r->msg->root;
@@ -674,14 +687,8 @@ static void h_job_get(struct cluster *c, struct request *r)
         pjob_get(c, pj, r);
         return;
     }
-    if (!j && id && id < c->next_job) { /* purged: a level above takes it as ended */
-        wire_buf_reset(r->reply);
-        wire_error_purged(r->reply, r->msg->id, id, "at this cluster");
-        return;
-    }
     if (!j) {
-        cluster_reply_error(r, WE_NOT_FOUND, "no job %llu (gridnode jobs lists them)",
-                            (unsigned long long)id);
+        reply_no_job(c, r, id);
         return;
     }
     bool tasks = wire_get_bool(m, "tasks", false);
@@ -791,7 +798,7 @@ static void h_cancel(struct cluster *c, struct request *r)
         return;
     }
     if (!j) {
-        cluster_reply_error(r, WE_NOT_FOUND, "no job %llu", (unsigned long long)id);
+        reply_no_job(c, r, id);
         return;
     }
     if (j->state == JS_DONE || j->state == JS_CANCELLED) {
@@ -855,7 +862,7 @@ static void job_requeue(struct cluster *c, struct request *r, struct job *j, uin
     else if (pj)
         wire_begin(r->reply, WT_OK, r->msg->id, 0);
     else if (!j)
-        cluster_reply_error(r, WE_NOT_FOUND, "no job %llu", (unsigned long long)id);
+        reply_no_job(c, r, id);
     else if (why)
         cluster_reply_error(r, WE_STATE, "job %llu %s", (unsigned long long)id, why);
     else if (cluster_job_requeue(c, j) < 0)

@@ -608,7 +608,11 @@ static void on_reply(struct meta *M, struct msite *s, const struct mreq *q,
         }
         break;
     case RK_WITHDRAW:
-        if (j && j->phase == PH_MV_WITHDRAW && j->site == s->idx && j->mv_site >= 0)
+        if (!j || j->phase != PH_MV_WITHDRAW || j->site != s->idx || j->mv_site < 0)
+            break;
+        if (err && code == WE_NOT_FOUND && wire_get_bool(m->root, "purged", false))
+            site_purged(M, s, j); /* the old copy ended there: not moved, not run again */
+        else
             withdrawn(M, j, err ? code : 0, msg);
         break;
     case RK_JOBGET:
