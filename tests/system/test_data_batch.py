@@ -11,7 +11,7 @@ import os
 import signal
 import time
 
-from conftest import FAST_CLIENT, FAST_CLUSTER as FAST, scaled, wait_until
+from conftest import FAST_CLIENT, FAST_CLUSTER as FAST, Client, scaled, wait_until
 from test_data import (CHUNK, check_three_tasks_fetched, check_three_tasks_kept, run_cli, sha,
                        stored_path, submit_three_tasks, upload_cut_by_kill9)
 
@@ -251,6 +251,41 @@ def test_a_move_the_cluster_refuses_after_a_restart_runs_the_task_again_from_the
     f, = t["files"]
     assert stored_path(b, f["hash"]).read_bytes() == b"start=0 end=30\n"
     assert "cannot move its job %d" % cjob in b.log()
+
+
+def test_a_kept_job_that_ran_to_its_end_meanwhile_is_the_tasks_end_not_run_again(
+        cluster_factory, client_factory, batch_factory, gridnode_bin, tmp_path, procs):
+    """The lost host comes back (the task held at the batch role meanwhile) and its cluster
+    runs the kept job to its end before the task is placed again: the TASK_PIN is refused (STATE, already done), the batch role
+    asks how the job ended, and takes that end (its output) instead of a new run: a
+    task that ran whole never runs twice."""
+    cl, nodes, b = two_hosts(cluster_factory, client_factory, batch_factory)
+    jid, pidf = submit_move(gridnode_bin, cl, b, tmp_path)
+    blk = b.client().ok("SUBMIT", "SUBMITTED", argv=["sleep", "600"], ntasks=1)["job"]
+    wait_until(lambda: batch_job(b, blk)["job"]["state"] == "running", scaled(30),
+               msg="the other host is taken")
+    t = batch_job(b, jid)["tasks"][0]
+    host, cjob = t["node"], t["cjob"]
+    kill_host(nodes, host, pidf)
+    wait_until(lambda: "moving: its host" in (batch_job(b, jid)["tasks"][0].get("reason") or ""),
+               scaled(60), msg="the task waits to move")
+    b.client().ok("JOB_CTL", "OK", job=jid, op="hold")  # not placed on the host coming back
+    victim, = [n for n in nodes if n.name == host]
+    # back (its state dir, its name): the cluster gives it its pinned task again
+    Client(procs, gridnode_bin, victim.name, victim.state_dir, victim.server,
+           dict(FAST_CLIENT, **{"client.slots": 1}), None, tmp_path / "back.log")
+    wait_until(lambda: cl.client().ok("JOB_GET", "JOB", job=cjob)["job"]["state"] == "done",
+               scaled(60), msg="the kept job done at its cluster")
+    b.client().ok("JOB_CTL", "OK", job=jid, op="release")
+    job = wait_batch(b, jid, timeout=90)
+    assert job["job"]["state"] == "done", job
+    t, = job["tasks"]
+    assert t["cjob"] == cjob, (t, cjob)
+    f, = t["files"]
+    assert stored_path(b, f["hash"]).read_bytes().endswith(b" end=30\n")
+    assert "its kept job %d at cluster" % cjob in b.log()
+    ours = [x["job"] for x in cl.client().ok("JOB_LIST", "JOBS")["jobs"]]
+    assert len(ours) == 2 and cjob in ours, ("a second run of the task", ours)
 
 
 def test_a_users_files_beyond_files_user_mb_are_refused(cluster_factory, client_factory,

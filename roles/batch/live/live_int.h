@@ -619,8 +619,18 @@ bool live_mig_begin(struct live *L, struct ljob *j, uint32_t e, const struct lcl
  * cancelled first). */
 bool live_mig_start(struct live *L, struct ljob *j, uint32_t e);
 /* The cluster's answer to TASK_PIN: 1 when moved (the element runs); 0 when refused
- * (the old job cancelled: the caller starts it as a new run); -1 a late answer. */
+ * (the old job cancelled: the caller starts it as a new run); -1 a late answer, or the
+ * kept job had ended there (STATE, or NOT_FOUND `purged`): then how it ended is asked
+ * (RK_PINEND, live_mig_ended decides). */
 int live_mig_reply(struct live *L, struct lclu *c, struct ljob *j, uint32_t e,
+                   const struct wire_msg *m);
+/* The answer to RK_PINEND (JOB_GET of the kept job, which had ended): 1 when it ran to
+ * its end (done, or failed or killed not for a lost host): the element takes that end,
+ * adopted as its job (the caller passes the reply's "job" map on as the cluster's
+ * word); 0 when it did not (cancelled, lost, unknown there): the old job is dropped and
+ * the caller starts a new run; 2 when it was purged there (its end unknown: the caller
+ * fails the element, it may have run whole); -1 a late answer. */
+int live_mig_ended(struct live *L, struct lclu *c, struct ljob *j, uint32_t e,
                    const struct wire_msg *m);
 /* Element e will not start (cancelled): a kept cluster job is cancelled. */
 void live_mig_drop(struct live *L, struct ljob *j, uint32_t e);
@@ -641,8 +651,9 @@ enum {
     RK_EVENTS,
     RK_PSUBMIT,
     RK_JOBGET,
-    RK_PIN,   /* livemigrate.c */
-    RK_ORDER, /* liveorder.c: a CANCEL kept until the cluster took it */
+    RK_PIN,    /* livemigrate.c */
+    RK_PINEND, /* livemigrate.c: JOB_GET of a kept job the TASK_PIN found ended */
+    RK_ORDER,  /* liveorder.c: a CANCEL kept until the cluster took it */
     RK_FHAVE,
     RK_FPUT,
     RK_OUTLIST,

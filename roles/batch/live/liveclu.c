@@ -632,6 +632,23 @@ static void on_reply(struct live *L, struct lclu *c, const struct lreq *q, const
         if (el && live_mig_reply(L, c, j, eidx(q->arg), m) == 0)
             live_clu_start(L, j, eidx(q->arg));
         break;
+    case RK_PINEND: { /* the kept job had ended: its end, or a new run */
+        uint64_t kept = el ? el->mig_cjob : 0;
+        int r = el ? live_mig_ended(L, c, j, eidx(q->arg), m) : -1;
+        if (r == 0) {
+            live_clu_start(L, j, eidx(q->arg));
+        } else if (r == 1) {
+            elem_update(L, j, eidx(q->arg), wire_get(m->root, "job"));
+        } else if (r == 2) {
+            char why[400];
+            snprintf(why, sizeof why,
+                     "cluster %s purged its job %llu before its end was seen here: the "
+                     "outcome is unknown here (the cluster's accounting record has it)",
+                     c->name, (unsigned long long)kept);
+            reject(L, j, eidx(q->arg), why);
+        }
+        break;
+    }
     case RK_JOBGET:
         if (!el || (el->state != EL_STARTING && el->state != EL_RUNNING))
             break;

@@ -9,9 +9,12 @@
  * stored with it), the scheduler places it again, and when it chooses a host of the
  * same cluster the batch role sends TASK_PIN (job, host) instead of a new SUBMIT: the
  * cluster keeps the job, its inputs and its checkpoint, and issues the task to the new
- * host, which starts it from the checkpoint. Where the cluster cannot (it refuses the
- * TASK_PIN: the job ended or was purged, an older cluster without TASK_PIN), the old job
- * is cancelled and the element starts as a new run, as today's lost-host requeue does.
+ * host, which starts it from the checkpoint. When the job ended there meanwhile (its
+ * host came back: TASK_PIN refused STATE, or NOT_FOUND purged), JOB_GET says how: a run
+ * that reached its end is the element's end (never a second run), a cancelled or lost
+ * one starts a new run (live_mig_ended). Where the cluster cannot otherwise (an older
+ * cluster without TASK_PIN), the old job is cancelled and the element starts as a new
+ * run, as the lost-host requeue does.
  * When the scheduler chose another cluster, the checkpoint is carried there
  * (livecarry.c: copied from the old cluster, offered to the new one, named in the
  * SUBMIT), under a new cluster key (run + 1; mig_run keeps the old job's, so a later
@@ -85,6 +88,18 @@ bool live_mig_start(struct live *L, struct ljob *j, uint32_t e)
     return true;
 }
 
+/* The kept cluster job is the element's again (moved, or ended there). */
+static void adopt(struct live *L, struct ljob *j, uint32_t e, struct lelem *el)
+{
+    el->cjob = el->mig_cjob;
+    el->mig_cjob = 0;
+    el->mig_cl = -1;
+    el->run = el->mig_run; /* its events carry the kept job's key */
+    live_carry_forget(L, live_eid(j->id, e));
+    live_elem_reason(L, j, e, NULL);
+    live_elem_set(L, j, e, EL_RUNNING);
+}
+
 int live_mig_reply(struct live *L, struct lclu *c, struct ljob *j, uint32_t e,
                    const struct wire_msg *m)
 {
@@ -95,20 +110,62 @@ int live_mig_reply(struct live *L, struct lclu *c, struct ljob *j, uint32_t e,
         log_info("job %llu element %u: moved to host %s at cluster %s (its job %llu)",
                  (unsigned long long)j->id, e, el->hosts, c->name,
                  (unsigned long long)el->mig_cjob);
-        el->cjob = el->mig_cjob;
-        el->mig_cjob = 0;
-        el->mig_cl = -1;
-        el->run = el->mig_run; /* its events carry the kept job's key */
-        live_carry_forget(L, live_eid(j->id, e));
-        live_elem_reason(L, j, e, NULL);
-        live_elem_set(L, j, e, EL_RUNNING);
+        adopt(L, j, e, el);
         return 1;
     }
     char msg[400];
     wire_get_strbuf(m->root, "msg", msg, sizeof msg);
+    uint64_t code = wire_get_u64(m->root, "code", 0);
+    if (code == WE_STATE || (code == WE_NOT_FOUND && wire_get_bool(m->root, "purged", false))) {
+        /* it ended there (its host came back and ran it, or it was cancelled): a run
+           that reached its end is not run again, so how it ended is asked first */
+        struct wire_buf wb;
+        wire_buf_init(&wb);
+        live_req_begin(L, c, RK_PINEND, live_eid(j->id, e), WT_JOB_GET, 1, 0, &wb);
+        wire_put_u64(&wb, "job", el->mig_cjob);
+        live_queue_out(L, c->idx, &wb);
+        wire_buf_free(&wb);
+        return -1;
+    }
     log_info("job %llu element %u: cluster %s cannot move its job %llu (%s): it runs again "
              "from the start",
              (unsigned long long)j->id, e, c->name, (unsigned long long)el->mig_cjob, msg);
+    drop_old(L, j, e, el);
+    return 0;
+}
+
+int live_mig_ended(struct live *L, struct lclu *c, struct ljob *j, uint32_t e,
+                   const struct wire_msg *m)
+{
+    struct lelem *el = live_elem_rec(j, e);
+    if (!el || !el->mig_cjob || el->state != EL_STARTING || el->cl != c->idx)
+        return -1; /* a late answer */
+    char st[16] = "", msg[300] = "";
+    bool lost = false;
+    if (m->type == WT_ERROR) {
+        if (wire_get_u64(m->root, "code", 0) == WE_NOT_FOUND &&
+            wire_get_bool(m->root, "purged", false))
+            return 2;
+        wire_get_strbuf(m->root, "msg", msg, sizeof msg);
+    } else {
+        const msgpack_object *cj = wire_get(m->root, "job");
+        wire_get_strbuf(cj, "state", st, sizeof st);
+        lost = wire_get_bool(cj, "lost", false);
+    }
+    bool ran = !strcmp(st, "done") || ((!strcmp(st, "failed") || !strcmp(st, "killed")) && !lost);
+    if (ran) {
+        log_info("job %llu element %u: its kept job %llu at cluster %s had ended (%s): that is "
+                 "its end, it does not run again",
+                 (unsigned long long)j->id, e, (unsigned long long)el->mig_cjob, c->name, st);
+        adopt(L, j, e, el);
+        return 1;
+    }
+    log_info("job %llu element %u: cluster %s cannot move its job %llu (%s): it runs again "
+             "from the start",
+             (unsigned long long)j->id, e, c->name, (unsigned long long)el->mig_cjob,
+             msg[0]  ? msg
+             : st[0] ? st
+                     : "no state");
     drop_old(L, j, e, el);
     return 0;
 }
