@@ -26,9 +26,12 @@ def test_grid_job_starts_on_the_hole_before_backfill(cluster_factory, client_fac
     b = batch_factory([cl], sets={"batch.admins": "root"})
     wait_until(lambda: sum(1 for n in b.rpc(T["NODE_LIST"])["nodes"] if n["active"]) == 3,
                scaled(20), msg="the batch role sees the three hosts")
-    # a local job on one host for 60 s (it asks 100 s)
+    # a local job on one host for 60 s (it asks 100 s), on node1: the reservations take the
+    # lowest-named free hosts, so g's below holds x's host and one of a's (on whichever
+    # host came up first x made g's reservation hold a's two hosts once, and g had
+    # nothing to move up for)
     x = b.rpc(T["PSUBMIT"], argv=["sleep 60"], shell=True, procs=1, limit_s=100,
-              user="alice")["job"]
+              user="alice", hosts=["node1"])["job"]
     wait_until(lambda: jstate(b, x)["state"] == "running", scaled(20), msg="x runs")
     # the spool's first job holds the two other hosts for 400 s and ends after 3 s (the
     # spool reserves a little more than the walltime, as metasend.c does)

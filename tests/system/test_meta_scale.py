@@ -116,7 +116,10 @@ def test_poll_of_many_placed_jobs_goes_in_windows(meta_factory):
     site = StandInSite()
     site.start()
     try:
-        m = meta_factory({"s": site.endpoint}, sets={"meta.log_level": "info"})
+        # the stand-in is a Python thread: on a loaded machine it may take seconds to
+        # answer a window; what is tested is the window, so its answers get time
+        m = meta_factory({"s": site.endpoint}, sets={"meta.log_level": "info",
+                                                     "meta.request_timeout_ms": 30000})
         rpc = m.client()
         wait_until(lambda: all(s["up"] for s in rpc.ok(T["SITE_INFO"])["sites"]), scaled(20),
                    msg="the spool seeing its site")
