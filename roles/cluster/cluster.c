@@ -212,7 +212,7 @@ static int on_commit(void *arg)
     struct cluster *c = arg;
     if (c->turn_failed) /* a handler could not buffer its writes */
         return -1;
-    if (c->npurgeq)
+    if (c->purge.n)
         purge_step(c); /* a bounded batch of purged jobs' records */
     if (c->turn_failed)
         return -1;

@@ -31,6 +31,7 @@
 #include "lib/config.h"
 #include "daemon/acct.h"
 #include "daemon/curve.h"
+#include "daemon/purgeq.h"
 #include "daemon/record.h"
 #include "wire/wire.h"
 
@@ -289,10 +290,10 @@ struct cluster {
     uint32_t hash_cap;
     struct addr_ent *addrs; /* dense; addr_hash: index + 1, 0 = empty */
     uint32_t naddrs, capaddrs, *addr_hash, addr_hash_cap;
-    uint32_t ngone;     /* forgotten sessions still in nodes[] (until compaction) */
-    int64_t compact_ms; /* last compaction */
-    uint64_t *purgeq;   /* purged jobs whose per-task records are still being deleted */
-    uint32_t npurgeq, cappurgeq, retention_ticks;
+    uint32_t ngone;      /* forgotten sessions still in nodes[] (until compaction) */
+    int64_t compact_ms;  /* last compaction */
+    struct purgeq purge; /* purged jobs whose per-task records are still being deleted */
+    uint32_t retention_ticks;
     struct heap_ent *heap;
     uint32_t nheap, capheap;
     double global_spu; /* across all nodes, for nodes without measurements */

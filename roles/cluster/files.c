@@ -335,7 +335,7 @@ static int drop_unnamed(struct filestore *fs, struct fsfile *f, void *arg)
 void files_sweep(struct cluster *c)
 {
     int64_t now = wall_now_ms();
-    if (!c->files || c->npurgeq || (!sweep_due && now - sweep_last_ms < 3600 * 1000))
+    if (!c->files || c->purge.n || (!sweep_due && now - sweep_last_ms < 3600 * 1000))
         return;
     sweep_due = false;
     sweep_last_ms = now;

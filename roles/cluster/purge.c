@@ -20,6 +20,7 @@
 
 #include "lib/log.h"
 #include "daemon/loop.h"
+#include "daemon/purgeq.h"
 #include "roles/cluster/cluster.h"
 #include "roles/cluster/files.h"
 #include "roles/cluster/scored_int.h"
@@ -27,50 +28,15 @@
 
 #define PURGE_TURN_KEYS 50000 /* per-task records deleted per loop turn at most */
 #define PURGE_REQ_JOBS 10000  /* jobs one request (or one retention tick) purges at most */
-#define MARK "purge/"
-
-static int queue_push(struct cluster *c, uint64_t id)
-{
-    if (c->npurgeq == c->cappurgeq) {
-        uint32_t cap = c->cappurgeq ? c->cappurgeq * 2 : 16;
-        uint64_t *q = realloc(c->purgeq, cap * sizeof *q);
-        if (!q)
-            return -1;
-        c->purgeq = q;
-        c->cappurgeq = cap;
-    }
-    c->purgeq[c->npurgeq++] = id;
-    return 0;
-}
-
-static int mark_key(char *buf, size_t len, uint64_t id)
-{
-    return snprintf(buf, len, MARK "%020" PRIu64, id);
-}
-
-static int load_mark(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
-{
-    struct cluster *c = arg;
-    char text[64];
-    (void)val;
-    (void)vlen;
-    if (klen <= strlen(MARK) || klen >= sizeof text || memcmp(key, MARK, strlen(MARK)))
-        return 1; /* past the markers (keys are in order) */
-    memcpy(text, key, klen);
-    text[klen] = '\0';
-    return queue_push(c, strtoull(text + strlen(MARK), NULL, 10)) < 0 ? -1 : 0;
-}
 
 int purge_load(struct cluster *c)
 {
-    return store_iter(c->store, c->t_meta, MARK, strlen(MARK), load_mark, c);
+    return purgeq_load(&c->purge, c->store, c->t_meta);
 }
 
 void purge_free(struct cluster *c)
 {
-    free(c->purgeq);
-    c->purgeq = NULL;
-    c->npurgeq = c->cappurgeq = 0;
+    purgeq_free(&c->purge);
 }
 
 static bool job_finished(const struct job *j)
@@ -105,15 +71,13 @@ static bool job_lookup(struct cluster *c, uint64_t id, bool *fin, int64_t *at, c
 static int purge_one(struct cluster *c, uint64_t id, struct wire_buf *rows)
 {
     uint8_t key[8];
-    char mk[64];
     bool fin;
     int64_t at;
     const char *st;
     if (!job_lookup(c, id, &fin, &at, &st) || !fin)
         return 0;
     store_key_u64(key, id);
-    int ml = mark_key(mk, sizeof mk, id);
-    if (store_put(c->store, c->t_meta, mk, (size_t)ml, "", 0) < 0 || queue_push(c, id) < 0)
+    if (purgeq_mark(&c->purge, c->store, c->t_meta, id) < 0)
         return -1;
     struct job *j = cluster_job_find(c, id);
     struct pjob *p = j ? NULL : scored_job_find(c, id);
@@ -138,25 +102,12 @@ static int purge_one(struct cluster *c, uint64_t id, struct wire_buf *rows)
     return store_del(c->store, j ? c->t_jobs : c->sd->t_pjobs, key, 8);
 }
 
-static bool in_sorted(const uint64_t *ids, uint32_t n, uint64_t id)
-{
-    uint32_t lo = 0, hi = n;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (ids[mid] < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < n && ids[lo] == id;
-}
-
 /* Frees the jobs whose ids are in ids (sorted) and closes the gaps: O(jobs x log n). */
 static void drop_purged(struct cluster *c, const uint64_t *ids, uint32_t n)
 {
     uint32_t k = 0, open = c->open_from;
     for (uint32_t i = 0; i < c->njobs; i++) {
-        if (in_sorted(ids, n, c->jobs[i]->id)) {
+        if (ids_has(ids, n, c->jobs[i]->id)) {
             cluster_job_free(c->jobs[i]);
             open -= i < c->open_from;
         } else {
@@ -167,7 +118,7 @@ static void drop_purged(struct cluster *c, const uint64_t *ids, uint32_t n)
     c->open_from = open;
     k = 0;
     for (uint32_t i = 0; i < c->sd->njobs; i++) {
-        if (in_sorted(ids, n, c->sd->jobs[i]->id))
+        if (ids_has(ids, n, c->sd->jobs[i]->id))
             scored_job_free(c->sd->jobs[i]);
         else
             c->sd->jobs[k++] = c->sd->jobs[i];
@@ -175,73 +126,13 @@ static void drop_purged(struct cluster *c, const uint64_t *ids, uint32_t n)
     c->sd->njobs = k;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Sorts ids and drops repeats; returns the new count. */
-static uint32_t sort_unique(uint64_t *ids, uint32_t n)
-{
-    uint32_t k = 0;
-    qsort(ids, n, sizeof *ids, cmp_u64);
-    for (uint32_t i = 0; i < n; i++)
-        if (k == 0 || ids[i] != ids[k - 1])
-            ids[k++] = ids[i];
-    return k;
-}
-
-struct sweep {
-    struct cluster *c;
-    int table;
-    uint64_t id;
-    uint32_t budget;
-    bool more; /* stopped on the budget */
-};
-
-static int del_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
-{
-    struct sweep *s = arg;
-    (void)val;
-    (void)vlen;
-    if (klen < 8 || store_key_get_u64(key) != s->id)
-        return 1;
-    if (s->budget == 0) {
-        s->more = true;
-        return 1;
-    }
-    s->budget--;
-    return store_del(s->c->store, s->table, key, klen) < 0 ? -1 : 0;
-}
-
 void purge_step(struct cluster *c)
 {
     int tables[] = {c->t_stdin, c->t_results, c->t_dups, c->sd->t_poutput,
                     c->t_vres,  c->t_known,   c->t_tasks};
-    struct sweep s = {c, 0, 0, PURGE_TURN_KEYS, false};
-    while (c->npurgeq > 0 && s.budget > 0) {
-        uint8_t from[8];
-        s.id = c->purgeq[c->npurgeq - 1];
-        store_key_u64(from, s.id);
-        for (size_t t = 0; t < sizeof tables / sizeof tables[0] && !s.more; t++) {
-            s.table = tables[t];
-            if (store_iter(c->store, s.table, from, 8, del_one, &s) < 0) {
-                c->turn_failed = true;
-                return;
-            }
-        }
-        if (s.more)
-            return; /* the rest in the next turns */
-        char mk[64];
-        int ml = mark_key(mk, sizeof mk, s.id);
-        if (store_del(c->store, c->t_meta, mk, (size_t)ml) < 0) {
-            c->turn_failed = true;
-            return;
-        }
-        c->npurgeq--;
-        log_debug("job %" PRIu64 ": every record purged", s.id);
-    }
+    if (purgeq_step(&c->purge, c->store, c->t_meta, tables, sizeof tables / sizeof tables[0],
+                    PURGE_TURN_KEYS) < 0)
+        c->turn_failed = true;
 }
 
 /* Ids of finished jobs (both kinds) finished before cutoff, in id order, at most max. */
@@ -329,7 +220,7 @@ int purge_request(struct cluster *c, const msgpack_object *m, struct wire_buf *r
     } else {
         n = select_old(c, cutoff, ids, cap);
     }
-    n = sort_unique(ids, n);
+    n = ids_sort_unique(ids, n);
     struct wire_buf rows;
     wire_buf_init(&rows);
     uint32_t done = 0;

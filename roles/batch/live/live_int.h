@@ -58,6 +58,7 @@
 #include <stdint.h>
 
 #include "daemon/acct.h"
+#include "daemon/purgeq.h"
 #include "roles/batch/engine/batch.h"
 #include "roles/batch/live/live.h"
 #include "roles/batch/liveconf.h"
@@ -348,8 +349,7 @@ struct live {
     /* purged jobs (livepurge.c): ids whose element records are still being deleted
        (markers "purge/<id>" in meta); the kept fairshare usage of purged jobs (table
        "fshist"), one entry per window and user/group/account */
-    uint64_t *purgeq;
-    uint32_t npurgeq, cappurgeq;
+    struct purgeq purge;
     struct lfsh *fsh;
     uint32_t nfsh, capfsh;
     uint64_t fsh_next; /* key of the next new entry */

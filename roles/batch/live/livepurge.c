@@ -30,7 +30,6 @@
 
 #define PURGE_TURN_KEYS 50000 /* element records deleted per turn at most */
 #define PURGE_REQ_JOBS 10000  /* jobs one request (or one retention tick) purges at most */
-#define MARK "purge/"
 
 /* Kept fairshare usage: amount (processors x ms) in the window starting at wstart. */
 struct lfsh {
@@ -40,38 +39,6 @@ struct lfsh {
     double amount;
     bool dirty;
 };
-
-static int queue_push(struct live *L, uint64_t id)
-{
-    if (L->npurgeq == L->cappurgeq) {
-        uint32_t cap = L->cappurgeq ? L->cappurgeq * 2 : 16;
-        uint64_t *q = realloc(L->purgeq, cap * sizeof *q);
-        if (!q)
-            return -1;
-        L->purgeq = q;
-        L->cappurgeq = cap;
-    }
-    L->purgeq[L->npurgeq++] = id;
-    return 0;
-}
-
-static int mark_key(char *buf, size_t len, uint64_t id)
-{
-    return snprintf(buf, len, MARK "%020" PRIu64, id);
-}
-
-static int load_mark(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
-{
-    struct live *L = arg;
-    char text[64];
-    (void)val;
-    (void)vlen;
-    if (klen <= strlen(MARK) || klen >= sizeof text || memcmp(key, MARK, strlen(MARK)))
-        return 1; /* past the markers (keys are in order) */
-    memcpy(text, key, klen);
-    text[klen] = '\0';
-    return queue_push(L, strtoull(text + strlen(MARK), NULL, 10)) < 0 ? -1 : 0;
-}
 
 /* ---- the kept fairshare usage ---- */
 
@@ -268,19 +235,17 @@ static int fsh_save(struct live *L, int64_t now)
 int live_purge_load(struct live *L)
 {
     L->fsh_next = 1;
-    if (store_iter(L->store, L->t_meta, MARK, strlen(MARK), load_mark, L) < 0 ||
+    if (purgeq_load(&L->purge, L->store, L->t_meta) < 0 ||
         store_iter(L->store, L->t_fshist, NULL, 0, load_fsh, L) < 0)
         return -1;
-    if (L->npurgeq)
-        log_info("%u purged job(s) still have records to delete", L->npurgeq);
+    if (L->purge.n)
+        log_info("%u purged job(s) still have records to delete", L->purge.n);
     return 0;
 }
 
 void live_purge_free(struct live *L)
 {
-    free(L->purgeq);
-    L->purgeq = NULL;
-    L->npurgeq = L->cappurgeq = 0;
+    purgeq_free(&L->purge);
     for (uint32_t i = 0; i < L->nfsh; i++)
         fsh_clear(&L->fsh[i]);
     free(L->fsh);
@@ -311,11 +276,9 @@ static const char *end_state(const struct ljob *j)
 static int purge_one(struct live *L, struct ljob *j, struct wire_buf *rows, int64_t now)
 {
     uint8_t key[8];
-    char mk[64];
-    int ml = mark_key(mk, sizeof mk, j->id);
     store_key_u64(key, j->id);
     if (live_acct_purging(L, j) < 0 || fsh_job(L, j, now) < 0 ||
-        store_put(L->store, L->t_meta, mk, (size_t)ml, "", 0) < 0 || queue_push(L, j->id) < 0 ||
+        purgeq_mark(&L->purge, L->store, L->t_meta, j->id) < 0 ||
         store_del(L->store, L->t_jobs, key, 8) < 0 ||
         (j->data && store_del(L->store, L->t_jobdata, key, 8) < 0))
         return -1;
@@ -330,23 +293,10 @@ static int purge_one(struct live *L, struct ljob *j, struct wire_buf *rows, int6
     return 0;
 }
 
-static bool in_sorted(const uint64_t *ids, uint32_t n, uint64_t id)
-{
-    uint32_t lo = 0, hi = n;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (ids[mid] < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < n && ids[lo] == id;
-}
-
 /* At load (live_load) the queue is the markers in key order, that is by id: sorted. */
 bool live_purge_pending(const struct live *L, uint64_t id)
 {
-    return in_sorted(L->purgeq, L->npurgeq, id);
+    return purgeq_has(&L->purge, id);
 }
 
 /* Frees the jobs whose ids are in ids (sorted) and closes the gaps: O(jobs x log n). */
@@ -357,7 +307,7 @@ static void drop_purged(struct live *L, const uint64_t *ids, uint32_t n)
     uint32_t k = 0;
     for (uint32_t i = 0; i < L->njobs; i++) {
         struct ljob *j = L->jobs[i];
-        if (!in_sorted(ids, n, j->id)) {
+        if (!ids_has(ids, n, j->id)) {
             L->jobs[k++] = j;
             continue;
         }
@@ -366,23 +316,6 @@ static void drop_purged(struct live *L, const uint64_t *ids, uint32_t n)
         live_job_free(j);
     }
     L->njobs = k;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Sorts ids and drops repeats; returns the new count. */
-static uint32_t sort_unique(uint64_t *ids, uint32_t n)
-{
-    uint32_t k = 0;
-    qsort(ids, n, sizeof *ids, cmp_u64);
-    for (uint32_t i = 0; i < n; i++)
-        if (k == 0 || ids[i] != ids[k - 1])
-            ids[k++] = ids[i];
-    return k;
 }
 
 /* Ids of finished jobs that ended at or before cutoff, in id order, at most max. */
@@ -482,7 +415,7 @@ void live_purge_request(struct live *L, const struct wire_msg *m, struct wire_bu
         free(ids);
         return;
     }
-    n = sort_unique(ids, (uint32_t)n);
+    n = ids_sort_unique(ids, (uint32_t)n);
     struct wire_buf rows;
     wire_buf_init(&rows);
     int done = purge_ids(L, ids, (uint32_t)n, &rows);
@@ -504,29 +437,6 @@ void live_purge_request(struct live *L, const struct wire_msg *m, struct wire_bu
 
 /* ---- the element records, after ---- */
 
-struct sweep {
-    struct live *L;
-    int table;
-    uint64_t id;
-    uint32_t budget;
-    bool more; /* stopped on the budget */
-};
-
-static int del_one(void *arg, const void *key, size_t klen, const void *val, size_t vlen)
-{
-    struct sweep *s = arg;
-    (void)val;
-    (void)vlen;
-    if (klen < 8 || store_key_get_u64(key) != s->id)
-        return 1;
-    if (s->budget == 0) {
-        s->more = true;
-        return 1;
-    }
-    s->budget--;
-    return store_del(s->L->store, s->table, key, klen) < 0 ? -1 : 0;
-}
-
 /* PURGE_TURN_KEYS; GRIDNODE_PURGE_TURN_KEYS (tests only) makes a small job's records
  * take several turns, so a kill -9 in between leaves markers to resume. */
 static uint32_t turn_keys(void)
@@ -539,27 +449,7 @@ static uint32_t turn_keys(void)
 void live_purge_step(struct live *L)
 {
     int tables[] = {L->t_elems, L->t_elemfiles};
-    struct sweep s = {L, 0, 0, turn_keys(), false};
-    while (L->npurgeq > 0 && s.budget > 0) {
-        uint8_t from[8];
-        s.id = L->purgeq[L->npurgeq - 1];
-        store_key_u64(from, s.id);
-        for (size_t t = 0; t < sizeof tables / sizeof tables[0] && !s.more; t++) {
-            s.table = tables[t];
-            if (store_iter(L->store, s.table, from, 8, del_one, &s) < 0) {
-                L->turn_failed = true;
-                return;
-            }
-        }
-        if (s.more)
-            return; /* the rest in the next turns */
-        char mk[64];
-        int ml = mark_key(mk, sizeof mk, s.id);
-        if (store_del(L->store, L->t_meta, mk, (size_t)ml) < 0) {
-            L->turn_failed = true;
-            return;
-        }
-        L->npurgeq--;
-        log_debug("job %" PRIu64 ": every record purged", s.id);
-    }
+    if (purgeq_step(&L->purge, L->store, L->t_meta, tables, sizeof tables / sizeof tables[0],
+                    turn_keys()) < 0)
+        L->turn_failed = true;
 }

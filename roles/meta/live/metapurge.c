@@ -19,22 +19,12 @@
 #include <string.h>
 
 #include "daemon/loop.h"
+#include "daemon/purgeq.h"
 #include "lib/log.h"
 #include "roles/meta/live/meta_int.h"
 #include "store/store.h"
 
 #define PURGE_REQ_JOBS 10000 /* jobs one request (or one retention pass) purges at most */
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static bool in_sorted(const uint64_t *ids, uint32_t n, uint64_t id)
-{
-    return n && bsearch(&id, ids, n, sizeof *ids, cmp_u64) != NULL;
-}
 
 /* The ids of the jobs something in flight is about (requests to the sites, relayed
  * JOB_GETs, estimate groups, output copies), sorted; *n their count. NULL and n 0 when
@@ -68,9 +58,8 @@ static int busy_ids(struct meta *M, uint64_t **out, uint32_t *n)
     for (uint32_t g = 0; g < M->neg; g++)
         for (uint32_t i = 0; i < M->eg[g].n; i++)
             ids[k++] = M->eg[g].jobs[i];
-    qsort(ids, k, sizeof *ids, cmp_u64);
     *out = ids;
-    *n = (uint32_t)k;
+    *n = ids_sort_unique(ids, (uint32_t)k);
     return 0;
 }
 
@@ -83,7 +72,7 @@ static const char *busy(const struct mjob *j, const uint64_t *bids, uint32_t nb)
         return "its outputs are being copied from its site";
     if (j->orders || j->withdrawing || j->requeueing)
         return "an order about it is not acknowledged by its site yet";
-    if (j->phase != PH_IDLE || j->staging || j->polling || in_sorted(bids, nb, j->id))
+    if (j->phase != PH_IDLE || j->staging || j->polling || ids_has(bids, nb, j->id))
         return "a request about it is waiting for an answer";
     return NULL;
 }
@@ -228,12 +217,7 @@ void meta_purge_request(struct meta *M, const struct wire_msg *m, struct wire_bu
             free(ids);
             return;
         }
-        qsort(ids, n, sizeof *ids, cmp_u64);
-        uint32_t k = 0; /* repeats once */
-        for (uint32_t i = 0; i < n; i++)
-            if (!k || ids[i] != ids[k - 1])
-                ids[k++] = ids[i];
-        n = k;
+        n = ids_sort_unique(ids, n);
     } else {
         uint64_t *bids;
         uint32_t nb;
