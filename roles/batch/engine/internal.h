@@ -518,6 +518,49 @@ static inline uint64_t bs_run64(uint64_t x, int32_t *lo)
     return len == 64 ? ~0ULL : ((1ULL << len) - 1) << l;
 }
 
+/* Runs of nodes written at once (a node's class, a job's node list and node hints, a
+ * reservation's node choice): four entries a step, which the compiler makes one
+ * vector store or compare. p[0..n) = v: */
+static inline void bs_fill32(int32_t *p, int32_t n, int32_t v)
+{
+    int32_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        p[i] = v;
+        p[i + 1] = v;
+        p[i + 2] = v;
+        p[i + 3] = v;
+    }
+    for (; i < n; i++)
+        p[i] = v;
+}
+
+/* p[x] = first + x for x in [0, n): */
+static inline void bs_iota32(int32_t *p, int32_t n, int32_t first)
+{
+    int32_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        p[i] = first + i;
+        p[i + 1] = first + i + 1;
+        p[i + 2] = first + i + 2;
+        p[i + 3] = first + i + 3;
+    }
+    for (; i < n; i++)
+        p[i] = first + i;
+}
+
+/* Whether p[0..n) all equal v: */
+static inline bool bs_all32(const int32_t *p, int32_t n, int32_t v)
+{
+    int32_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        if ((p[i] ^ v) | (p[i + 1] ^ v) | (p[i + 2] ^ v) | (p[i + 3] ^ v))
+            return false;
+    for (; i < n; i++)
+        if (p[i] != v)
+            return false;
+    return true;
+}
+
 static inline void bs_engine_memo_clear(struct batch_engine *e)
 {
     e->bf_memo = false;

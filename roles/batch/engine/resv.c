@@ -194,14 +194,11 @@ static int pick_by_base(struct batch_engine *e, const struct batch_resv_req *q, 
             uint64_t run = bs_run64(avail, &lo);
             const int32_t *nb = e->nbase + i0 + lo;
             rl = bs_pop64(run);
-            int32_t b = nb[0], k = 0;
-            while (k < rl && nb[k] == b)
-                k++;
-            if (k == rl && b >= 0 && kb[b] >= 1) {
+            int32_t b = nb[0];
+            if (b >= 0 && kb[b] >= 1 && bs_all32(nb, rl, b)) {
                 int64_t want = (q->tasks - tasks + kb[b] - 1) / kb[b];
                 int32_t take = want < rl ? (int32_t)want : rl;
-                for (int32_t x = 0; x < take; x++)
-                    out[n + x] = i0 + lo + x;
+                bs_iota32(out + n, take, i0 + lo);
                 n += take;
                 tasks += (int64_t)take * kb[b];
                 uint64_t got = take == 64 ? ~0ULL : ((1ULL << take) - 1) << lo;
