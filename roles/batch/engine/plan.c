@@ -161,7 +161,11 @@ static int64_t multi_find(struct batch_engine *e, const struct bpool *p, const s
             if (avail > 0)
                 tasks += (int64_t)avail * e->scr_kpn[i];
         }
-        if (tasks >= j->tasks && multi_take(e, p, pr, capn, nk, j, t, end, cnt)) {
+        /* without counted names the greedy counts are met whenever the tasks are
+         * (multi_take takes from each group what this loop counted, until it has
+         * them): only a search that wants the counts builds them */
+        if (tasks >= j->tasks &&
+            ((!cnt && !j->counted) || multi_take(e, p, pr, capn, nk, j, t, end, cnt))) {
             found = t;
             break;
         }
