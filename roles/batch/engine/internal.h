@@ -594,12 +594,19 @@ void bs_part_free(struct bpart *p);
 /* ---- plan.c ---- */
 int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjob *j, int64_t t0,
                           int64_t tmax, bool est, int32_t *cnt);
-/* bs_plan_pool_find for repeated searches of one job in one pool: *memo -1 at the
- * first, which computes the job's groups of the pool and keeps their count there;
- * later calls (nothing else searching, regrouping or planning between them) reuse
- * them. */
+/* What repeated searches of one job in one pool keep (bs_plan_pool_find_memo): the
+ * job's groups of the pool (their count nk, -1 before the first search) and, with
+ * several, when each one's profile first holds a free node (zfree, NULL at first: made
+ * by the first search that needs it; free() it after the last search). */
+struct bs_search_memo {
+    int32_t nk;
+    int64_t *zfree;
+};
+/* bs_plan_pool_find for repeated searches of one job in one pool, nothing else
+ * searching, regrouping or planning between them (memo {-1, NULL} at first). */
 int64_t bs_plan_pool_find_memo(struct batch_engine *e, int32_t pool, const struct bjob *j,
-                               int64_t t0, int64_t tmax, bool est, int32_t *cnt, int32_t *memo);
+                               int64_t t0, int64_t tmax, bool est, int32_t *cnt,
+                               struct bs_search_memo *memo);
 /* Whether pool pi's reservation has not begun and its nodes are all free in the plan
  * from now until it does (an early start of its bound job could pull it forward). */
 bool bs_plan_pull_free(struct batch_engine *e, int32_t pi);

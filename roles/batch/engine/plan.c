@@ -139,9 +139,22 @@ static bool multi_take(struct batch_engine *e, const struct bpool *p, const stru
     return false;
 }
 
+/* zfree (or NULL): per candidate group, bs_profile_first_above(profile, 0), or
+ * ZFREE_UNKNOWN until a search needs it; before that time the group has no free node
+ * (a group of a reservation's nodes in the general pool, until the reservation
+ * ends), so no window starting there gets any: a search skips the group's profile. */
+#define ZFREE_UNKNOWN (INT64_MIN + 1)
+
 static int64_t multi_find(struct batch_engine *e, const struct bpool *p, const struct profile *pr,
-                          int32_t nk, const struct bjob *j, int64_t t0, int64_t tmax, int32_t *cnt)
+                          int32_t nk, const struct bjob *j, int64_t t0, int64_t tmax, int32_t *cnt,
+                          int64_t *zfree)
 {
+    int64_t zbuf[64];
+    if (!zfree && t0 < tmax && nk <= 64) { /* several candidates: kept for this search */
+        zfree = zbuf;
+        for (int32_t i = 0; i < nk; i++)
+            zbuf[i] = ZFREE_UNKNOWN;
+    }
     /* per candidate group: ppn_node_cap; out of memory: uncapped (the start's own
        per-machine check still refuses what breaks ppn) */
     int32_t capbuf[64], *capn = j->ppn <= 0 ? NULL : nk <= 64 ? capbuf : malloc(nk * sizeof *capn);
@@ -157,6 +170,14 @@ static int64_t multi_find(struct batch_engine *e, const struct bpool *p, const s
     for (int64_t t = t0;;) {
         int64_t tasks = 0, end = add_sat(t, j->walltime);
         for (int32_t i = 0; i < nk && tasks < j->tasks; i++) {
+            if (zfree) {
+                if (zfree[i] == ZFREE_UNKNOWN)
+                    zfree[i] = bs_profile_first_above(&pr[e->scr_k[i]], 0);
+                if (t < zfree[i])
+                    continue; /* no free node at t: none over the window */
+            } else if (bs_profile_none_at_head(&pr[e->scr_k[i]], t)) {
+                continue; /* the same, read from the first step */
+            }
             int32_t avail = group_avail(e, pr, capn, i, t, end);
             if (avail > 0)
                 tasks += (int64_t)avail * e->scr_kpn[i];
@@ -200,7 +221,8 @@ int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjo
 }
 
 int64_t bs_plan_pool_find_memo(struct batch_engine *e, int32_t pool, const struct bjob *j,
-                               int64_t t0, int64_t tmax, bool est, int32_t *cnt, int32_t *memo)
+                               int64_t t0, int64_t tmax, bool est, int32_t *cnt,
+                               struct bs_search_memo *memo)
 {
     const struct bpool *p = &e->pools[pool];
     const struct profile *pr = est ? p->est : p->plan;
@@ -220,9 +242,9 @@ int64_t bs_plan_pool_find_memo(struct batch_engine *e, int32_t pool, const struc
             cnt[j->gen_gi] = j->gen_need;
         return t;
     }
-    int32_t nk = memo && *memo >= 0 ? *memo : compat_groups(e, p, j);
+    int32_t nk = memo && memo->nk >= 0 ? memo->nk : compat_groups(e, p, j);
     if (memo)
-        *memo = nk;
+        memo->nk = nk;
     if (nk == 0)
         return BATCH_NEVER;
     if (nk == 1) {
@@ -234,7 +256,10 @@ int64_t bs_plan_pool_find_memo(struct batch_engine *e, int32_t pool, const struc
             cnt[e->scr_k[0]] = need;
         return t;
     }
-    return multi_find(e, p, pr, nk, j, t0, tmax, cnt);
+    if (memo && !memo->zfree && (memo->zfree = malloc((size_t)nk * sizeof *memo->zfree)))
+        for (int32_t i = 0; i < nk; i++)
+            memo->zfree[i] = ZFREE_UNKNOWN;
+    return multi_find(e, p, pr, nk, j, t0, tmax, cnt, memo ? memo->zfree : NULL);
 }
 
 int bs_plan_fits_now(struct batch_engine *e, const struct bjob *j, int32_t *cnt)
