@@ -38,10 +38,11 @@ static int32_t compat_groups(struct batch_engine *e, const struct bpool *p, cons
     int nv = bs_engine_counts(j, v, left);
     int32_t nk = 0, kpn = 0, cn = 0;
     const struct bgroup *prev = NULL;
-    bool ok = false;
+    bool ok = false, tail = false; /* tail: the last group taken ends the list */
     for (int32_t k = 0; k < p->ng; k++) {
         const struct bgroup *g = &e->groups[p->gid[k]];
-        if (!prev || !same_base(prev, g)) {
+        bool same = prev && same_base(prev, g);
+        if (!same) {
             ok = bs_engine_group_ok(e, g, j);
             kpn = ok ? bs_engine_job_kpn(&g->cap, j) : 0;
             cn = ok && nv ? bs_pop64(bs_engine_group_names(e, g, v, nv)) : 0;
@@ -49,6 +50,11 @@ static int32_t compat_groups(struct batch_engine *e, const struct bpool *p, cons
         prev = g;
         if (!ok)
             continue;
+        if (same && tail) { /* ranks as the group before it (taken, last): after it */
+            e->scr_kpn[nk] = kpn;
+            e->scr_k[nk++] = k;
+            continue;
+        }
         /* constraint counts (issue 27): groups holding more of the counted names first;
          * then most tasks per node; among equals, nodes of the job's own class before
          * unclassed ones (which every class may use) */
@@ -65,6 +71,7 @@ static int32_t compat_groups(struct batch_engine *e, const struct bpool *p, cons
         }
         e->scr_kpn[i] = kpn;
         e->scr_k[i] = k;
+        tail = i == nk - 1;
     }
     return nk;
 }
