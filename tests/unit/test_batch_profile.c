@@ -89,6 +89,17 @@ static void test_random_ops(void **state)
             assert_int_equal(bs_profile_at(&p, q), m[q]);
             int64_t q2 = q + rnd(80);
             assert_int_equal(bs_profile_min(&p, q, q2), model_min(m, q, q2 > q ? q2 : q + 1));
+            /* the first step above v, and a step holding none at "now" (the planner's
+             * skips of groups without free nodes) */
+            int32_t v = (int32_t)rnd((unsigned)cap + 6) - 3;
+            int64_t above = PROFILE_INF;
+            for (int64_t t = origin; t < H && above == PROFILE_INF; t++)
+                if (m[t] > v)
+                    above = t == origin ? INT64_MIN : t;
+            assert_int_equal(bs_profile_first_above(&p, v), above);
+            assert_int_equal(bs_profile_none_at_head(&p, origin), m[origin] <= 0);
+            if (bs_profile_none_at_head(&p, q))
+                assert_true(m[q] <= 0);
             int32_t need = (int32_t)rnd((unsigned)cap + 4) - 2;
             int64_t len = 1 + rnd(90), tmax = rnd(3) ? PROFILE_INF : q + rnd(100);
             int64_t want = model_find(m, q, tmax, len, need);

@@ -76,7 +76,8 @@ static int pool_windows(struct batch_engine *e, int32_t pi, const struct bjob *j
     int64_t cbuf[64], *cur = p->ng <= 32 ? cbuf : malloc((size_t)p->ng * 2 * sizeof *cur);
     for (int32_t k = 0; cur && k < 2 * p->ng; k++)
         cur[k] = INT64_MIN;
-    int32_t memo = -1; /* the job's groups in the pool, found at the first search */
+    struct bs_search_memo memo = {-1, NULL};   /* the job's groups in the pool, found at
+                                                  the first search, and when they free up */
     bool enter = true, monotone = !j->counted; /* more free nodes never hurt a start */
     for (int64_t t = lo; t != PROFILE_INF;) {
         int64_t f = bs_plan_pool_find_memo(e, pi, j, t, hi, est, NULL, &memo);
@@ -99,12 +100,14 @@ static int pool_windows(struct batch_engine *e, int32_t pi, const struct bjob *j
         if (VEC_RESERVE(*w, *cap, *nw + 1) < 0) {
             if (cur != cbuf)
                 free(cur);
+            free(memo.zfree);
             return -1;
         }
         (*w)[(*nw)++] = (struct batch_window){f, to};
     }
     if (cur != cbuf)
         free(cur);
+    free(memo.zfree);
     return 0;
 }
 

@@ -518,6 +518,49 @@ static inline uint64_t bs_run64(uint64_t x, int32_t *lo)
     return len == 64 ? ~0ULL : ((1ULL << len) - 1) << l;
 }
 
+/* Runs of nodes written at once (a node's class, a job's node list and node hints, a
+ * reservation's node choice): four entries a step, which the compiler makes one
+ * vector store or compare. p[0..n) = v: */
+static inline void bs_fill32(int32_t *p, int32_t n, int32_t v)
+{
+    int32_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        p[i] = v;
+        p[i + 1] = v;
+        p[i + 2] = v;
+        p[i + 3] = v;
+    }
+    for (; i < n; i++)
+        p[i] = v;
+}
+
+/* p[x] = first + x for x in [0, n): */
+static inline void bs_iota32(int32_t *p, int32_t n, int32_t first)
+{
+    int32_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        p[i] = first + i;
+        p[i + 1] = first + i + 1;
+        p[i + 2] = first + i + 2;
+        p[i + 3] = first + i + 3;
+    }
+    for (; i < n; i++)
+        p[i] = first + i;
+}
+
+/* Whether p[0..n) all equal v: */
+static inline bool bs_all32(const int32_t *p, int32_t n, int32_t v)
+{
+    int32_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        if ((p[i] ^ v) | (p[i + 1] ^ v) | (p[i + 2] ^ v) | (p[i + 3] ^ v))
+            return false;
+    for (; i < n; i++)
+        if (p[i] != v)
+            return false;
+    return true;
+}
+
 static inline void bs_engine_memo_clear(struct batch_engine *e)
 {
     e->bf_memo = false;
@@ -551,12 +594,19 @@ void bs_part_free(struct bpart *p);
 /* ---- plan.c ---- */
 int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjob *j, int64_t t0,
                           int64_t tmax, bool est, int32_t *cnt);
-/* bs_plan_pool_find for repeated searches of one job in one pool: *memo -1 at the
- * first, which computes the job's groups of the pool and keeps their count there;
- * later calls (nothing else searching, regrouping or planning between them) reuse
- * them. */
+/* What repeated searches of one job in one pool keep (bs_plan_pool_find_memo): the
+ * job's groups of the pool (their count nk, -1 before the first search) and, with
+ * several, when each one's profile first holds a free node (zfree, NULL at first: made
+ * by the first search that needs it; free() it after the last search). */
+struct bs_search_memo {
+    int32_t nk;
+    int64_t *zfree;
+};
+/* bs_plan_pool_find for repeated searches of one job in one pool, nothing else
+ * searching, regrouping or planning between them (memo {-1, NULL} at first). */
 int64_t bs_plan_pool_find_memo(struct batch_engine *e, int32_t pool, const struct bjob *j,
-                               int64_t t0, int64_t tmax, bool est, int32_t *cnt, int32_t *memo);
+                               int64_t t0, int64_t tmax, bool est, int32_t *cnt,
+                               struct bs_search_memo *memo);
 /* Whether pool pi's reservation has not begun and its nodes are all free in the plan
  * from now until it does (an early start of its bound job could pull it forward). */
 bool bs_plan_pull_free(struct batch_engine *e, int32_t pi);

@@ -366,8 +366,7 @@ static int move_word(struct batch_engine *e, int32_t w, uint64_t mask, int32_t r
         for (uint64_t b = bits, run; b; b &= ~run) { /* run by run (a tight fill) */
             int32_t lo, *nc = p->ncls + (size_t)w * 64;
             run = bs_run64(b, &lo);
-            for (int32_t hi = lo + bs_pop64(run); lo < hi; lo++)
-                nc[lo] = to;
+            bs_fill32(nc + lo, bs_pop64(run), to);
         }
         for (uint64_t b = bits & e->busy[w], last = (uint64_t)-1; b; b &= b - 1) {
             int32_t s = e->node_job[w * 64 + __builtin_ctzll(b)]; /* valid for a busy node:

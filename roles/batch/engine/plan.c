@@ -38,10 +38,11 @@ static int32_t compat_groups(struct batch_engine *e, const struct bpool *p, cons
     int nv = bs_engine_counts(j, v, left);
     int32_t nk = 0, kpn = 0, cn = 0;
     const struct bgroup *prev = NULL;
-    bool ok = false;
+    bool ok = false, tail = false; /* tail: the last group taken ends the list */
     for (int32_t k = 0; k < p->ng; k++) {
         const struct bgroup *g = &e->groups[p->gid[k]];
-        if (!prev || !same_base(prev, g)) {
+        bool same = prev && same_base(prev, g);
+        if (!same) {
             ok = bs_engine_group_ok(e, g, j);
             kpn = ok ? bs_engine_job_kpn(&g->cap, j) : 0;
             cn = ok && nv ? bs_pop64(bs_engine_group_names(e, g, v, nv)) : 0;
@@ -49,6 +50,11 @@ static int32_t compat_groups(struct batch_engine *e, const struct bpool *p, cons
         prev = g;
         if (!ok)
             continue;
+        if (same && tail) { /* ranks as the group before it (taken, last): after it */
+            e->scr_kpn[nk] = kpn;
+            e->scr_k[nk++] = k;
+            continue;
+        }
         /* constraint counts (issue 27): groups holding more of the counted names first;
          * then most tasks per node; among equals, nodes of the job's own class before
          * unclassed ones (which every class may use) */
@@ -65,6 +71,7 @@ static int32_t compat_groups(struct batch_engine *e, const struct bpool *p, cons
         }
         e->scr_kpn[i] = kpn;
         e->scr_k[i] = k;
+        tail = i == nk - 1;
     }
     return nk;
 }
@@ -139,9 +146,22 @@ static bool multi_take(struct batch_engine *e, const struct bpool *p, const stru
     return false;
 }
 
+/* zfree (or NULL): per candidate group, bs_profile_first_above(profile, 0), or
+ * ZFREE_UNKNOWN until a search needs it; before that time the group has no free node
+ * (a group of a reservation's nodes in the general pool, until the reservation
+ * ends), so no window starting there gets any: a search skips the group's profile. */
+#define ZFREE_UNKNOWN (INT64_MIN + 1)
+
 static int64_t multi_find(struct batch_engine *e, const struct bpool *p, const struct profile *pr,
-                          int32_t nk, const struct bjob *j, int64_t t0, int64_t tmax, int32_t *cnt)
+                          int32_t nk, const struct bjob *j, int64_t t0, int64_t tmax, int32_t *cnt,
+                          int64_t *zfree)
 {
+    int64_t zbuf[64];
+    if (!zfree && t0 < tmax && nk <= 64) { /* several candidates: kept for this search */
+        zfree = zbuf;
+        for (int32_t i = 0; i < nk; i++)
+            zbuf[i] = ZFREE_UNKNOWN;
+    }
     /* per candidate group: ppn_node_cap; out of memory: uncapped (the start's own
        per-machine check still refuses what breaks ppn) */
     int32_t capbuf[64], *capn = j->ppn <= 0 ? NULL : nk <= 64 ? capbuf : malloc(nk * sizeof *capn);
@@ -157,11 +177,23 @@ static int64_t multi_find(struct batch_engine *e, const struct bpool *p, const s
     for (int64_t t = t0;;) {
         int64_t tasks = 0, end = add_sat(t, j->walltime);
         for (int32_t i = 0; i < nk && tasks < j->tasks; i++) {
+            if (zfree) {
+                if (zfree[i] == ZFREE_UNKNOWN)
+                    zfree[i] = bs_profile_first_above(&pr[e->scr_k[i]], 0);
+                if (t < zfree[i])
+                    continue; /* no free node at t: none over the window */
+            } else if (bs_profile_none_at_head(&pr[e->scr_k[i]], t)) {
+                continue; /* the same, read from the first step */
+            }
             int32_t avail = group_avail(e, pr, capn, i, t, end);
             if (avail > 0)
                 tasks += (int64_t)avail * e->scr_kpn[i];
         }
-        if (tasks >= j->tasks && multi_take(e, p, pr, capn, nk, j, t, end, cnt)) {
+        /* without counted names the greedy counts are met whenever the tasks are
+         * (multi_take takes from each group what this loop counted, until it has
+         * them): only a search that wants the counts builds them */
+        if (tasks >= j->tasks &&
+            ((!cnt && !j->counted) || multi_take(e, p, pr, capn, nk, j, t, end, cnt))) {
             found = t;
             break;
         }
@@ -196,7 +228,8 @@ int64_t bs_plan_pool_find(struct batch_engine *e, int32_t pool, const struct bjo
 }
 
 int64_t bs_plan_pool_find_memo(struct batch_engine *e, int32_t pool, const struct bjob *j,
-                               int64_t t0, int64_t tmax, bool est, int32_t *cnt, int32_t *memo)
+                               int64_t t0, int64_t tmax, bool est, int32_t *cnt,
+                               struct bs_search_memo *memo)
 {
     const struct bpool *p = &e->pools[pool];
     const struct profile *pr = est ? p->est : p->plan;
@@ -216,9 +249,9 @@ int64_t bs_plan_pool_find_memo(struct batch_engine *e, int32_t pool, const struc
             cnt[j->gen_gi] = j->gen_need;
         return t;
     }
-    int32_t nk = memo && *memo >= 0 ? *memo : compat_groups(e, p, j);
+    int32_t nk = memo && memo->nk >= 0 ? memo->nk : compat_groups(e, p, j);
     if (memo)
-        *memo = nk;
+        memo->nk = nk;
     if (nk == 0)
         return BATCH_NEVER;
     if (nk == 1) {
@@ -230,7 +263,10 @@ int64_t bs_plan_pool_find_memo(struct batch_engine *e, int32_t pool, const struc
             cnt[e->scr_k[0]] = need;
         return t;
     }
-    return multi_find(e, p, pr, nk, j, t0, tmax, cnt);
+    if (memo && !memo->zfree && (memo->zfree = malloc((size_t)nk * sizeof *memo->zfree)))
+        for (int32_t i = 0; i < nk; i++)
+            memo->zfree[i] = ZFREE_UNKNOWN;
+    return multi_find(e, p, pr, nk, j, t0, tmax, cnt, memo ? memo->zfree : NULL);
 }
 
 int bs_plan_fits_now(struct batch_engine *e, const struct bjob *j, int32_t *cnt)

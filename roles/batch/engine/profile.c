@@ -407,6 +407,19 @@ int32_t bs_profile_min(const struct profile *p, int64_t t0, int64_t t1)
     }
 }
 
+int64_t bs_profile_first_above(const struct profile *p, int32_t v)
+{
+    for (int32_t bi = 0; bi < p->nblk; bi++) {
+        const struct profile_block *b = p->blk[bi];
+        if (b->max + b->lazy <= v) /* max is a bound: no step of b holds more */
+            continue;
+        for (int32_t si = 0; si < b->n; si++)
+            if (b->v[si] + b->lazy > v)
+                return bi == 0 && si == 0 ? INT64_MIN : b->t[si];
+    }
+    return PROFILE_INF;
+}
+
 int64_t bs_profile_find(const struct profile *p, int64_t t0, int64_t tmax, int64_t len,
                         int32_t need)
 {

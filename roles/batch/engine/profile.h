@@ -14,6 +14,7 @@
 #ifndef GRIDNODE_BATCH_PROFILE_H
 #define GRIDNODE_BATCH_PROFILE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define PROFILE_INF INT64_MAX
@@ -53,6 +54,19 @@ void bs_profile_trim(struct profile *p, int64_t now);
 int32_t bs_profile_at(const struct profile *p, int64_t t);
 /* Minimum free value over [t0, t1); t1 <= t0 reads the value at t0. */
 int32_t bs_profile_min(const struct profile *p, int64_t t0, int64_t t1);
+/* The start of p's first step holding more than v: INT64_MIN when it is the first
+ * step (every time up to the origin reads it), PROFILE_INF when there is none. Before
+ * it every value is at most v. */
+int64_t bs_profile_first_above(const struct profile *p, int32_t v);
+/* Whether t lies in p's first step (or before it) and that step holds at most 0: a
+ * window from t then has no free node (a search's test at "now", without a call). */
+static inline bool bs_profile_none_at_head(const struct profile *p, int64_t t)
+{
+    const struct profile_block *b = p->blk[0];
+    if (b->v[0] + b->lazy > 0)
+        return false;
+    return t < (b->n > 1 ? b->t[1] : p->nblk > 1 ? p->blk[1]->t[0] : PROFILE_INF);
+}
 /* Earliest t in [t0, tmax] with at least `need` free over all of [t, t+len);
  * PROFILE_INF if there is none. len >= 1. */
 int64_t bs_profile_find(const struct profile *p, int64_t t0, int64_t tmax, int64_t len,

@@ -187,13 +187,35 @@ static int pick_by_base(struct batch_engine *e, const struct batch_resv_req *q, 
         uint64_t avail = ~held[w], took = 0;
         if (w == words - 1 && e->nnodes % 64)
             avail &= (1ULL << (e->nnodes % 64)) - 1;
-        for (; avail && tasks < q->tasks; avail &= avail - 1) {
-            int32_t i = w * 64 + __builtin_ctzll(avail), b = e->nbase[i];
-            if (b < 0 || kb[b] < 1) /* down, or not suitable */
+        while (avail && tasks < q->tasks) {
+            /* a run of free nodes of one suitable base class (the common case) is
+             * taken at once: as many of its nodes as the tasks left need */
+            int32_t lo, i0 = w * 64, rl;
+            uint64_t run = bs_run64(avail, &lo);
+            const int32_t *nb = e->nbase + i0 + lo;
+            rl = bs_pop64(run);
+            int32_t b = nb[0];
+            if (b >= 0 && kb[b] >= 1 && bs_all32(nb, rl, b)) {
+                int64_t want = (q->tasks - tasks + kb[b] - 1) / kb[b];
+                int32_t take = want < rl ? (int32_t)want : rl;
+                bs_iota32(out + n, take, i0 + lo);
+                n += take;
+                tasks += (int64_t)take * kb[b];
+                uint64_t got = take == 64 ? ~0ULL : ((1ULL << take) - 1) << lo;
+                took |= got;
+                avail &= ~got;
                 continue;
-            out[n++] = i;
-            took |= avail & -avail;
-            tasks += kb[b];
+            }
+            for (uint64_t m = run; m && tasks < q->tasks; m &= m - 1) {
+                int32_t i = i0 + __builtin_ctzll(m);
+                b = e->nbase[i];
+                if (b < 0 || kb[b] < 1) /* down, or not suitable */
+                    continue;
+                out[n++] = i;
+                took |= m & -m;
+                tasks += kb[b];
+            }
+            avail &= ~run;
         }
         if (took)
             e->scr_words[nw++] = (struct bword){w, took};

@@ -178,10 +178,12 @@ void bs_engine_fill_nodes(struct batch_engine *e, int32_t slot)
             int32_t lo, id;
             run = bs_run64(m, &lo);
             id = r->word * 64 + lo;
-            for (int32_t end = id + bs_pop64(run); id < end && k < j->nnodes; id++) {
-                e->node_job[id] = slot;
-                j->nodes[k++] = id;
-            }
+            int32_t cnt = bs_pop64(run);
+            if (cnt > j->nnodes - k)
+                cnt = j->nnodes - k;
+            bs_fill32(e->node_job + id, cnt, slot);
+            bs_iota32(j->nodes + k, cnt, id);
+            k += cnt;
         }
     }
     j->nodes_lazy = false;
