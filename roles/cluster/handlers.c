@@ -665,14 +665,14 @@ static bool owner_ok(struct request *r, const struct job *j, const struct pjob *
 /* NOT_FOUND for a request naming job id; `purged` when the id is below next_job (it
  * existed: ids are given in order and never again, and only a purge removes a job), so a
  * level above that followed it takes it as ended, never as lost (docs/wire.md ERROR). */
-static void reply_no_job(struct cluster *c, struct request *r, uint64_t id)
+static void reply_no_job(struct cluster *c, struct request *r, uint64_t id, const char *hint)
 {
     wire_buf_reset(r->reply);
     if (id && id < c->next_job)
         wire_error_purged(r->reply, r->msg->id, id, "at this cluster");
     else
-        wire_error_msg(r->reply, r->msg->id, WE_NOT_FOUND, "no job %llu (gridnode jobs lists them)",
-                       (unsigned long long)id);
+        wire_error_msg(r->reply, r->msg->id, WE_NOT_FOUND, "no job %llu%s", (unsigned long long)id,
+                       hint);
 }
 
 static void h_job_get(struct cluster *c, struct request *r)
@@ -688,7 +688,7 @@ static void h_job_get(struct cluster *c, struct request *r)
         return;
     }
     if (!j) {
-        reply_no_job(c, r, id);
+        reply_no_job(c, r, id, " (gridnode jobs lists them)");
         return;
     }
     bool tasks = wire_get_bool(m, "tasks", false);
@@ -798,7 +798,7 @@ static void h_cancel(struct cluster *c, struct request *r)
         return;
     }
     if (!j) {
-        reply_no_job(c, r, id);
+        reply_no_job(c, r, id, "");
         return;
     }
     if (j->state == JS_DONE || j->state == JS_CANCELLED) {
@@ -862,7 +862,7 @@ static void job_requeue(struct cluster *c, struct request *r, struct job *j, uin
     else if (pj)
         wire_begin(r->reply, WT_OK, r->msg->id, 0);
     else if (!j)
-        reply_no_job(c, r, id);
+        reply_no_job(c, r, id, "");
     else if (why)
         cluster_reply_error(r, WE_STATE, "job %llu %s", (unsigned long long)id, why);
     else if (cluster_job_requeue(c, j) < 0)

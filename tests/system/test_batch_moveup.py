@@ -22,16 +22,20 @@ def jstate(b, jid):
 def test_grid_job_starts_on_the_hole_before_backfill(cluster_factory, client_factory,
                                                      batch_factory):
     cl = cluster_factory(SD)
-    client_factory(cl, 3, sets=CLIENT)
+    # one host at a time: the cluster, and so the batch role, knows them in this order,
+    # which is the order its scheduler and its reservations take free hosts in (three
+    # hosts joining at once came in any order, and then g's reservation below held a's
+    # two hosts, with nothing to move up for)
+    for i in range(3):
+        client_factory(cl, 1, sets=CLIENT)
+        wait_until(lambda: len(cl.client().ok("NODE_LIST", "NODES")["nodes"]) == i + 1,
+                   scaled(20), msg="host %d at the cluster" % (i + 1))
     b = batch_factory([cl], sets={"batch.admins": "root"})
     wait_until(lambda: sum(1 for n in b.rpc(T["NODE_LIST"])["nodes"] if n["active"]) == 3,
                scaled(20), msg="the batch role sees the three hosts")
-    # a local job on one host for 60 s (it asks 100 s), on node1: the reservations take the
-    # lowest-named free hosts, so g's below holds x's host and one of a's (on whichever
-    # host came up first x made g's reservation hold a's two hosts once, and g had
-    # nothing to move up for)
+    # a local job on one host for 60 s (it asks 100 s)
     x = b.rpc(T["PSUBMIT"], argv=["sleep 60"], shell=True, procs=1, limit_s=100,
-              user="alice", hosts=["node1"])["job"]
+              user="alice")["job"]
     wait_until(lambda: jstate(b, x)["state"] == "running", scaled(20), msg="x runs")
     # the spool's first job holds the two other hosts for 400 s and ends after 3 s (the
     # spool reserves a little more than the walltime, as metasend.c does)
